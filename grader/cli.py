@@ -1,0 +1,210 @@
+"""The ``gradekit`` command line.
+
+Exit codes: 0 success; 1 a check or verification failed; 2 usage or
+configuration error; 3 cassette miss. Only gradekit's own errors are caught
+and printed as ``Name: message``; set ``GRADEKIT_DEBUG=1`` to see the traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from grader._manifest import ManifestError, load_agent, load_manifest
+from grader._rubric import Case, RubricError, load_cases
+from grader._verify import verify_cassette
+from lab import (
+    CassetteMiss,
+    GradekitError,
+    ProviderConfigError,
+    Recorder,
+    Replay,
+    UsageError,
+    live_from_env,
+    prompt_key,
+)
+from lab._recorder import Mode, previous_path
+
+__all__ = ["main"]
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_MISS = 0, 1, 2, 3
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; return the exit code."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    try:
+        code: int = args.handler(args)
+        return code
+    except GradekitError as exc:
+        if os.environ.get("GRADEKIT_DEBUG"):
+            raise
+        print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
+        return _exit_code(exc)
+
+
+def _exit_code(exc: GradekitError) -> int:
+    if isinstance(exc, CassetteMiss):
+        return EXIT_MISS
+    if isinstance(exc, ProviderConfigError | UsageError | ManifestError | RubricError):
+        return EXIT_USAGE
+    return EXIT_FAILED
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="gradekit",
+        description="Pin the contract, not the model: record once, grade offline.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _add_record(commands)
+    _add_run(commands)
+    _add_replay(commands)
+    key = commands.add_parser("key", help="print the cassette key of a prompt")
+    key.add_argument("text", nargs="?", help="the prompt (default: read standard input)")
+    key.set_defaults(handler=_key)
+    cassette = commands.add_parser("cassette", help="inspect cassette files")
+    cassette_commands = cassette.add_subparsers(dest="cassette_command", required=True)
+    verify = cassette_commands.add_parser(
+        "verify", help="check format, keys and secrets; exit 1 on a problem"
+    )
+    verify.add_argument("paths", nargs="+", type=Path, metavar="PATH")
+    verify.set_defaults(handler=_verify)
+    for name, what in (("grade", "grade submissions offline"), ("check", "the checkpoints")):
+        stub = commands.add_parser(name, help=f"{what} (not built yet)")
+        stub.add_argument("rest", nargs="*", help=argparse.SUPPRESS)
+        stub.set_defaults(handler=_not_built)
+    return parser
+
+
+def _add_submission_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--case", action="append", dest="cases", metavar="ID",
+                        help="only this case (repeatable); default: every case of the rubric")
+    parser.add_argument("--root", type=Path, default=Path("."),
+                        help="the submission folder (default: .)")
+    parser.add_argument("--rubric", type=Path, default=None,
+                        help="rubric file (default: ROOT/rubric/bootcamp.toml)")
+
+
+def _add_record(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    record = commands.add_parser(
+        "record",
+        help="run the agent live once and record every answer into cassettes",
+        description="Run the agent on every case against a live provider; answers already "
+        "in a cassette are served from it, so an interrupted run resumes.",
+    )
+    _add_submission_options(record)
+    record.add_argument("--provider", help="openai, anthropic, ollama, llamacpp, "
+                        "openai-compatible (default: $GRADEKIT_PROVIDER)")
+    record.add_argument("--model", help="model name (default: $GRADEKIT_MODEL)")
+    record.add_argument("--base-url", help="API base URL (default: $GRADEKIT_BASE_URL)")
+    record.add_argument("--api-key", help="API key (default: $GRADEKIT_API_KEY or the "
+                        "vendor's variable); never written anywhere")
+    record.add_argument("--label", help="provider label for people (default: adapter:model)")
+    record.add_argument("--max-tokens", type=int, help="cap each answer (default: "
+                        "$GRADEKIT_MAX_TOKENS, or 256 for llamacpp)")
+    record.add_argument("--mode", choices=["once", "rerecord"], default="once",
+                        help="once: record only what is missing (default); rerecord: ask "
+                        "again for everything, keep the old cassette as CASE.previous.json")
+    record.add_argument("--rerecord", action="store_const", const="rerecord", dest="mode",
+                        help="short for --mode rerecord")
+    record.set_defaults(handler=_record)
+
+
+def _add_run(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    run = commands.add_parser(
+        "run", help="run the agent offline on the recorded cases (strict replay)"
+    )
+    _add_submission_options(run)
+    run.set_defaults(handler=_run)
+
+
+def _add_replay(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    replay = commands.add_parser("replay", help="print the recorded answer to one prompt")
+    replay.add_argument("--cassette", type=Path, required=True, metavar="PATH")
+    replay.add_argument("--prompt", help="the prompt (default: read standard input)")
+    replay.set_defaults(handler=_replay)
+
+
+def _selected_cases(args: argparse.Namespace) -> list[Case]:
+    rubric = args.rubric or args.root / "rubric" / "bootcamp.toml"
+    cases = load_cases(rubric)
+    if not args.cases:
+        return cases
+    known = {case.id for case in cases}
+    unknown = [case_id for case_id in args.cases if case_id not in known]
+    if unknown:
+        raise UsageError(f"unknown case {', '.join(unknown)}; the rubric has {', '.join(known)}")
+    return [case for case in cases if case.id in args.cases]
+
+
+def _record(args: argparse.Namespace) -> int:
+    manifest = load_manifest(args.root)
+    cases = _selected_cases(args)
+    live = live_from_env(provider=args.provider, model=args.model, base_url=args.base_url,
+                         api_key=args.api_key, label=args.label, max_tokens=args.max_tokens)
+    agent = load_agent(manifest)
+    mode: Mode = args.mode
+    recorded = served = 0
+    for number, case in enumerate(cases, 1):
+        path = manifest.cassette(case.id)
+        started = time.monotonic()
+        with Recorder(live, path, mode=mode, case=case.id) as recorder:
+            agent(recorder, case.task)
+        recorded, served = recorded + recorder.recorded, served + recorder.served
+        print(f"[{number}/{len(cases)}] {case.id}: {recorder.recorded} live, "
+              f"{recorder.served} from cassette, {time.monotonic() - started:.1f}s -> {path}",
+              file=sys.stderr)
+        if mode == "rerecord" and previous_path(path).exists():
+            print(f"        previous answers kept in {previous_path(path)}", file=sys.stderr)
+    print(f"done: {recorded} answers recorded live from {live.name}, {served} served from "
+          f"cassettes. Commit {manifest.root / manifest.cassettes}/.", file=sys.stderr)
+    return EXIT_OK
+
+
+def _run(args: argparse.Namespace) -> int:
+    manifest = load_manifest(args.root)
+    cases = _selected_cases(args)
+    agent = load_agent(manifest)
+    for case in cases:
+        answer = agent(Replay(manifest.cassette(case.id)), case.task)
+        print(f"## {case.id}\n{answer}\n")
+    return EXIT_OK
+
+
+def _replay(args: argparse.Namespace) -> int:
+    prompt = args.prompt if args.prompt is not None else sys.stdin.read()
+    sys.stdout.write(Replay(args.cassette).complete(prompt))
+    sys.stdout.write("\n")
+    return EXIT_OK
+
+
+def _key(args: argparse.Namespace) -> int:
+    print(prompt_key(args.text if args.text is not None else sys.stdin.read()))
+    return EXIT_OK
+
+
+def _verify(args: argparse.Namespace) -> int:
+    failed = 0
+    for path in args.paths:
+        problems, count = verify_cassette(path)
+        if problems:
+            failed += 1
+            print(f"FAIL {path}", file=sys.stderr)
+            for problem in problems:
+                print(f"  - {problem}", file=sys.stderr)
+        else:
+            print(f"ok   {path} ({count} entries)")
+    return EXIT_FAILED if failed else EXIT_OK
+
+
+def _not_built(args: argparse.Namespace) -> int:
+    print(f"gradekit {args.command}: not built yet (the grader is the next issue). Until then "
+          "`gradekit run` replays your agent offline and `make test` runs the suite.",
+          file=sys.stderr)
+    return EXIT_USAGE

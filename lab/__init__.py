@@ -1,0 +1,68 @@
+"""gradekit's lab: the provider contract students build on.
+
+Pin the contract, not the model: an agent talks to a ``Provider``; a
+``Recorder`` fills a cassette from a live provider once; ``Replay`` serves it
+offline forever and fails loudly on a prompt it never saw.
+"""
+
+from lab._cassette import FORMAT, Cassette, Entry
+from lab._exceptions import (
+    CassetteCollision,
+    CassetteCorrupt,
+    CassetteError,
+    CassetteLocked,
+    CassetteMiss,
+    GradekitError,
+    ProviderAuthError,
+    ProviderConfigError,
+    ProviderConnectionError,
+    ProviderError,
+    ProviderRateLimited,
+    ProviderResponseError,
+    ProviderServerError,
+    ProviderTimeout,
+    SecretLeak,
+    UsageError,
+)
+from lab._fake import FakeProvider
+from lab._keys import prompt_key
+from lab._live import PRESETS, Anthropic, OpenAICompatible, Preset, live_from_env
+from lab._provider import Provider
+from lab._recorder import Mode, Recorder
+from lab._replay import Replay
+from lab._tracing import JsonlSink, Traced
+
+__all__ = [
+    "FORMAT",
+    "PRESETS",
+    "Anthropic",
+    "Cassette",
+    "CassetteCollision",
+    "CassetteCorrupt",
+    "CassetteError",
+    "CassetteLocked",
+    "CassetteMiss",
+    "Entry",
+    "FakeProvider",
+    "GradekitError",
+    "JsonlSink",
+    "Mode",
+    "OpenAICompatible",
+    "Preset",
+    "Provider",
+    "ProviderAuthError",
+    "ProviderConfigError",
+    "ProviderConnectionError",
+    "ProviderError",
+    "ProviderRateLimited",
+    "ProviderResponseError",
+    "ProviderServerError",
+    "ProviderTimeout",
+    "Recorder",
+    "Replay",
+    "SecretLeak",
+    "Traced",
+    "UsageError",
+    "live_from_env",
+    "prompt_key",
+]

@@ -1,0 +1,114 @@
+"""Every error gradekit raises, as one tree. Each message states the fix.
+
+    GradekitError
+    ├── UsageError                 misuse by the calling programmer
+    ├── SecretLeak                 a credential was about to be written
+    ├── CassetteError
+    │   ├── CassetteMiss           a prompt that was never recorded
+    │   ├── CassetteCorrupt        a file that is not a valid cassette
+    │   ├── CassetteCollision      one key, two different prompts
+    │   └── CassetteLocked         another recorder holds the cassette
+    └── ProviderError              talking to a live provider went wrong
+        ├── ProviderConfigError    no provider, model or key configured
+        ├── ProviderAuthError      401 / 403
+        ├── ProviderRateLimited    429 after every retry
+        ├── ProviderServerError    5xx after every retry
+        ├── ProviderTimeout        the provider did not answer in time
+        ├── ProviderConnectionError  nothing answered at the address
+        └── ProviderResponseError  an answer without usable text
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "CassetteCollision",
+    "CassetteCorrupt",
+    "CassetteError",
+    "CassetteLocked",
+    "CassetteMiss",
+    "GradekitError",
+    "ProviderAuthError",
+    "ProviderConfigError",
+    "ProviderConnectionError",
+    "ProviderError",
+    "ProviderRateLimited",
+    "ProviderResponseError",
+    "ProviderServerError",
+    "ProviderTimeout",
+    "SecretLeak",
+    "UsageError",
+]
+
+
+class GradekitError(Exception):
+    """Base class of every error gradekit raises on purpose."""
+
+
+class UsageError(GradekitError):
+    """The calling code used the API wrongly (a bad mode, a bad argument)."""
+
+
+class SecretLeak(GradekitError):
+    """A credential's value was found in something about to be written; nothing was written."""
+
+
+class CassetteError(GradekitError):
+    """Something is wrong with a cassette file or with what was asked of it."""
+
+
+class CassetteMiss(CassetteError):
+    """A prompt whose key is not in the cassette. Never answered by a live call.
+
+    The message is built by the replay layer; the fields stay available to
+    callers (the grader reports them) without parsing text.
+    """
+
+    def __init__(self, message: str, *, cassette: str, key: str, prompt: str) -> None:
+        super().__init__(message)
+        self.cassette = cassette
+        self.key = key
+        self.prompt = prompt
+
+
+class CassetteCorrupt(CassetteError):
+    """A cassette that cannot be read: bad JSON, unknown format version, wrong shape."""
+
+
+class CassetteCollision(CassetteError):
+    """Two different prompts share one key: never resolved by overwriting."""
+
+
+class CassetteLocked(CassetteError):
+    """Another process is recording into the same cassette right now."""
+
+
+class ProviderError(GradekitError):
+    """A live provider call failed; the message says what to change."""
+
+
+class ProviderConfigError(ProviderError):
+    """No usable provider configuration: a missing model, key or base URL."""
+
+
+class ProviderAuthError(ProviderError):
+    """The provider refused the credentials (HTTP 401 or 403)."""
+
+
+class ProviderRateLimited(ProviderError):
+    """The provider kept answering 429 after every retry."""
+
+
+class ProviderServerError(ProviderError):
+    """The provider kept failing with 5xx after every retry."""
+
+
+class ProviderTimeout(ProviderError):
+    """The provider did not answer within the timeout."""
+
+
+class ProviderConnectionError(ProviderError):
+    """Nothing usable answered at the configured address."""
+
+
+class ProviderResponseError(ProviderError):
+    """The provider answered, but not with text gradekit can use."""

@@ -1,0 +1,86 @@
+"""One trace record per provider call, as JSONL in ``$GRADEKIT_TRACE``."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from lab._keys import prompt_key
+from lab._provider import Provider
+
+__all__ = ["JsonlSink", "Sink", "Traced", "sink_from_env"]
+
+Sink = Callable[[Mapping[str, Any]], None]
+TRACE_VARIABLE = "GRADEKIT_TRACE"
+
+
+class JsonlSink:
+    """Append each record as one JSON line; one ``write`` per record, so lines never interleave."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+
+    def __call__(self, record: Mapping[str, Any]) -> None:
+        """Append ``record`` to the file."""
+        line = json.dumps(record, ensure_ascii=False, separators=(", ", ": ")) + "\n"
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, line.encode("utf-8"))
+        finally:
+            os.close(fd)
+
+
+def _discard(record: Mapping[str, Any]) -> None:
+    """The sink when tracing is off."""
+
+
+def sink_from_env(env: Mapping[str, str] | None = None) -> Sink:
+    """A ``JsonlSink`` on ``$GRADEKIT_TRACE``, or a sink that discards when it is unset."""
+    path = (os.environ if env is None else env).get(TRACE_VARIABLE, "")
+    return JsonlSink(path) if path else _discard
+
+
+class Traced:
+    """Wrap a provider so every call, failed or not, writes one trace record.
+
+    A record: ``key``, ``provider`` (the wrapped provider's name),
+    ``latency_ms`` (>= 0), ``ok`` and ``error`` (the exception's class name).
+    The exception itself always propagates unchanged.
+    """
+
+    def __init__(
+        self,
+        provider: Provider,
+        sink: Sink | None = None,
+        *,
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
+        self.provider = provider
+        self.name = provider.name
+        self.sink = sink_from_env() if sink is None else sink
+        self._clock = clock
+
+    def complete(self, prompt: str) -> str:
+        """Call the wrapped provider and trace the call."""
+        started = self._clock()
+        error: str | None = None
+        try:
+            return self.provider.complete(prompt)
+        except BaseException as exc:
+            error = type(exc).__name__
+            raise
+        finally:
+            elapsed = max(0.0, (self._clock() - started) * 1000.0)
+            self.sink(
+                {
+                    "key": prompt_key(prompt),
+                    "provider": self.provider.name,
+                    "latency_ms": round(elapsed, 3),
+                    "ok": error is None,
+                    "error": error,
+                }
+            )

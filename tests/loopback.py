@@ -1,0 +1,326 @@
+"""A real HTTP server on 127.0.0.1 that speaks OpenAI Chat Completions and Anthropic Messages.
+
+Tests script what it answers, one ``Reply`` per request, and read back every
+request it received. Bodies follow the real APIs closely enough that the
+official ``openai`` and ``anthropic`` SDKs parse them (tests check that), so
+an adapter passing against this server is passing against the real wire format.
+
+    with Loopback(error(429, retry_after="2"), answer("hi")) as server:
+        OpenAICompatible(model="m", base_url=server.openai_url).complete("hello")
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import TracebackType
+from typing import Any, Literal, cast
+from urllib.parse import urlsplit
+
+__all__ = [
+    "Loopback",
+    "Recorded",
+    "Reply",
+    "answer",
+    "empty",
+    "error",
+    "no_text",
+    "raw",
+    "slow",
+]
+
+Wire = Literal["openai", "anthropic"]
+Kind = Literal["text", "empty", "no_text", "raw", "error"]
+
+CREATED = 1767225600  # a fixed timestamp keeps bodies identical run to run
+
+
+@dataclass(frozen=True)
+class Reply:
+    """One scripted answer, rendered in whichever protocol the request spoke."""
+
+    kind: Kind = "text"
+    parts: tuple[str, ...] = ("Hello from loopback.",)
+    status: int = 200
+    body: bytes = b""
+    content_type: str = "application/json"
+    headers: tuple[tuple[str, str], ...] = ()
+    delay: float = 0.0
+    thinking: str | None = None
+
+
+def answer(*parts: str, thinking: str | None = None) -> Reply:
+    """A 200 whose text is ``parts`` joined (Anthropic: one text block per part)."""
+    return Reply(parts=parts or Reply.parts, thinking=thinking)
+
+
+def error(status: int, message: str = "", *, retry_after: str | None = None) -> Reply:
+    """An API error in the protocol's own error shape; ``{key}`` in the message echoes the key."""
+    headers = (("retry-after", retry_after),) if retry_after is not None else ()
+    return Reply(kind="error", status=status, parts=(message,), headers=headers)
+
+
+def raw(body: bytes, *, status: int = 200, content_type: str = "application/json") -> Reply:
+    """Exactly these bytes, e.g. malformed JSON or a proxy's HTML page."""
+    return Reply(kind="raw", status=status, body=body, content_type=content_type)
+
+
+def slow(seconds: float, *parts: str) -> Reply:
+    """A normal answer sent only after ``seconds`` (cut short when the server closes)."""
+    return Reply(parts=parts or Reply.parts, delay=seconds)
+
+
+def empty() -> Reply:
+    """A 200 with no choices (OpenAI) or no content blocks (Anthropic)."""
+    return Reply(kind="empty")
+
+
+def no_text() -> Reply:
+    """A 200 whose message has no text: content missing (OpenAI), only tool use (Anthropic)."""
+    return Reply(kind="no_text")
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """One request as the server saw it; header names are lower-case."""
+
+    method: str
+    path: str
+    headers: Mapping[str, str]
+    body: Any
+
+
+# ---- response bodies -------------------------------------------------------------
+
+_OPENAI_ERRORS = {400: "invalid_request_error", 401: "invalid_request_error",
+                  403: "invalid_request_error", 404: "invalid_request_error", 429: "requests"}
+_ANTHROPIC_ERRORS = {400: "invalid_request_error", 401: "authentication_error",
+                     403: "permission_error", 404: "not_found_error", 429: "rate_limit_error",
+                     529: "overloaded_error"}
+
+
+def _openai_error(status: int, message: str) -> dict[str, Any]:
+    kind = _OPENAI_ERRORS.get(status, "server_error")
+    code = {401: "invalid_api_key", 404: "model_not_found", 429: "rate_limit_exceeded"}
+    return {"error": {"message": message, "type": kind, "param": None,
+                      "code": code.get(status)}}
+
+
+def _anthropic_error(status: int, message: str) -> dict[str, Any]:
+    kind = _ANTHROPIC_ERRORS.get(status, "api_error")
+    return {"type": "error", "error": {"type": kind, "message": message},
+            "request_id": "req_loopback"}
+
+
+def _usage_words(request: Any) -> int:
+    messages = request.get("messages", []) if isinstance(request, dict) else []
+    return sum(len(str(m.get("content", "")).split()) for m in messages if isinstance(m, dict))
+
+
+def _openai_body(reply: Reply, request: Any, number: int) -> dict[str, Any]:
+    text = "".join(reply.parts)
+    message: dict[str, Any] = {"role": "assistant", "content": text, "refusal": None}
+    if reply.kind == "no_text":
+        message = {"role": "assistant", "refusal": None}
+    choices = [] if reply.kind == "empty" else [
+        {"index": 0, "message": message, "logprobs": None, "finish_reason": "stop"}]
+    prompt_tokens, completion_tokens = _usage_words(request), len(text.split())
+    return {
+        "id": f"chatcmpl-loopback{number}", "object": "chat.completion", "created": CREATED,
+        "model": request.get("model", "?"), "choices": choices,
+        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                  "total_tokens": prompt_tokens + completion_tokens},
+        "system_fingerprint": "fp_loopback",
+    }
+
+
+def _anthropic_blocks(reply: Reply) -> list[dict[str, Any]]:
+    if reply.kind == "empty":
+        return []
+    if reply.kind == "no_text":
+        return [{"type": "tool_use", "id": "toolu_loopback", "name": "lookup",
+                 "input": {"query": "refund"}}]
+    blocks = [{"type": "text", "text": part} for part in reply.parts]
+    if reply.thinking is not None:
+        blocks.insert(0, {"type": "thinking", "thinking": reply.thinking, "signature": "sig"})
+    return blocks
+
+
+def _anthropic_body(reply: Reply, request: Any, number: int) -> dict[str, Any]:
+    stop = "tool_use" if reply.kind == "no_text" else "end_turn"
+    return {
+        "id": f"msg_loopback{number:04d}", "type": "message", "role": "assistant",
+        "model": request.get("model", "?"), "content": _anthropic_blocks(reply),
+        "stop_reason": stop, "stop_sequence": None,
+        "usage": {"input_tokens": _usage_words(request),
+                  "output_tokens": len("".join(reply.parts).split())},
+    }
+
+
+def _invalid(protocol: Wire, headers: Mapping[str, str], request: Any) -> str | None:
+    """The complaint the real API would answer with 400, or None for a valid request."""
+    if not isinstance(request, dict):
+        return "the request body must be a JSON object"
+    if not isinstance(request.get("model"), str):
+        return "model: Field required"
+    if not isinstance(request.get("messages"), list) or not request["messages"]:
+        return "messages: at least one message is required"
+    if protocol == "anthropic" and "anthropic-version" not in headers:
+        return "anthropic-version: header is required"
+    if protocol == "anthropic" and not isinstance(request.get("max_tokens"), int):
+        return "max_tokens: Field required"
+    return None
+
+
+# ---- the server -------------------------------------------------------------------
+
+
+class _Server(ThreadingHTTPServer):
+    # Joining handler threads on close is what makes a test end with nothing running.
+    daemon_threads = False
+    block_on_close = True
+
+    def __init__(self, owner: Loopback) -> None:
+        super().__init__(("127.0.0.1", 0), _Handler)
+        self.owner = owner
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # else headers and body wait out a 40 ms delayed ACK
+    timeout = 5.0  # a client that never closes its keep-alive socket cannot hang close()
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Stay quiet: pytest output is for failures."""
+
+    def do_POST(self) -> None:
+        """Record the request, then answer with the next scripted reply."""
+        owner = cast(_Server, self.server).owner
+        data = self.rfile.read(int(self.headers.get("content-length", "0")))
+        headers = {name.lower(): value for name, value in self.headers.items()}
+        try:
+            request: Any = json.loads(data)
+        except ValueError:
+            request = data.decode("utf-8", "replace")
+        path = urlsplit(self.path).path
+        number = owner.record(Recorded("POST", self.path, headers, request))
+        reply = owner.next_reply()
+        if reply.delay and owner.stopping.wait(reply.delay):
+            return  # the server is closing; nobody is waiting for this answer
+        self._answer(path, headers, request, reply, number)
+
+    def _answer(self, path: str, headers: Mapping[str, str], request: Any, reply: Reply,
+                number: int) -> None:
+        protocol: Wire | None = None
+        if path.endswith("/v1/chat/completions"):  # OpenAI itself 404s without /v1
+            protocol = "openai"
+        elif path.endswith("/v1/messages"):
+            protocol = "anthropic"
+        if protocol is None:
+            self._send(404, {"error": {"message": f"no route for {path}", "type": "not_found"}})
+            return
+        make_error = _openai_error if protocol == "openai" else _anthropic_error
+        complaint = _invalid(protocol, headers, request)
+        if complaint is not None:
+            self._send(400, make_error(400, complaint))
+        elif reply.kind == "raw":
+            self._send_bytes(reply.status, reply.body, reply.content_type, reply.headers)
+        elif reply.kind == "error":
+            key = headers.get("x-api-key") or headers.get("authorization", "").removeprefix(
+                "Bearer ")
+            message = reply.parts[0].format(key=key) or f"loopback error {reply.status}"
+            self._send(reply.status, make_error(reply.status, message), reply.headers)
+        else:
+            make_body = _openai_body if protocol == "openai" else _anthropic_body
+            self._send(200, make_body(reply, request, number), reply.headers)
+
+    def _send(self, status: int, body: dict[str, Any],
+              headers: tuple[tuple[str, str], ...] = ()) -> None:
+        self._send_bytes(status, json.dumps(body).encode(), "application/json", headers)
+
+    def _send_bytes(self, status: int, body: bytes, content_type: str,
+                    headers: tuple[tuple[str, str], ...]) -> None:
+        try:
+            self.send_response(status)
+            self.send_header("content-type", content_type)
+            self.send_header("content-length", str(len(body)))
+            self.send_header("x-request-id", "req_loopback")
+            for name, value in headers:
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(body)
+        except OSError:
+            pass  # the client gave up (a timeout test); there is no one to answer
+
+
+class Loopback:
+    """The server: started on construction, stopped by ``close()`` or leaving ``with``.
+
+    ``replies`` are served in order, one per request; when they run out every
+    request gets ``default``. ``script()`` adds more replies later.
+    """
+
+    def __init__(self, *replies: Reply, default: Reply = Reply()) -> None:
+        self._lock = threading.Lock()
+        self._replies: deque[Reply] = deque(replies)
+        self._requests: list[Recorded] = []
+        self._default = default
+        self.stopping = threading.Event()
+        self._httpd = _Server(self)
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True
+        )
+        self._thread.start()
+
+    @property
+    def url(self) -> str:
+        """``http://127.0.0.1:<port>``: the Anthropic base URL."""
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    @property
+    def openai_url(self) -> str:
+        """The OpenAI-compatible base URL, which ends in ``/v1`` as real ones do."""
+        return f"{self.url}/v1"
+
+    @property
+    def requests(self) -> list[Recorded]:
+        """Every request received so far, oldest first (a copy)."""
+        with self._lock:
+            return list(self._requests)
+
+    def script(self, *replies: Reply) -> None:
+        """Queue more replies after those not yet served."""
+        with self._lock:
+            self._replies.extend(replies)
+
+    def record(self, request: Recorded) -> int:
+        """Store one request; returns its 1-based number (used in response ids)."""
+        with self._lock:
+            self._requests.append(request)
+            return len(self._requests)
+
+    def next_reply(self) -> Reply:
+        """The next scripted reply, or the default once the script has run out."""
+        with self._lock:
+            return self._replies.popleft() if self._replies else self._default
+
+    def close(self) -> None:
+        """Stop serving, wake any slow reply, and wait for every handler thread."""
+        self.stopping.set()
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        self._thread.join()
+
+    def __enter__(self) -> Loopback:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()

@@ -1,0 +1,149 @@
+"""The cassette codec and the files it is stored in."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from lab import FORMAT, Cassette, CassetteCollision, CassetteCorrupt, Entry, prompt_key
+from lab._cassette import decode, encode, merge_entry
+from lab._store import load, write_atomic
+
+
+def entry(prompt: str, response: str = "answer") -> tuple[str, Entry]:
+    return prompt_key(prompt), Entry(prompt, response, "fake:model", "2026-11-29T21:00:00Z")
+
+
+def sample() -> Cassette:
+    return Cassette("refund-policy", dict([entry("zeta"), entry("alpha", "ünïcode ✓")]))
+
+
+def test_round_trip_keeps_every_field() -> None:
+    cassette = sample()
+    assert decode(encode(cassette), source="x.json") == cassette
+
+
+def test_bytes_are_canonical_whatever_the_insertion_order() -> None:
+    forward = sample()
+    backward = Cassette(forward.case, dict(reversed(list(forward.entries.items()))))
+    data = encode(forward)
+    assert data == encode(backward)
+    assert data.endswith(b"}\n") and not data.endswith(b"\n\n")
+    assert data.decode() == json.dumps(
+        json.loads(data), sort_keys=True, indent=2, ensure_ascii=False
+    ) + "\n"
+    assert "ünïcode ✓".encode() in data  # readable UTF-8 in diffs, not \u escapes
+
+
+def test_v1_document_has_format_case_and_entries() -> None:
+    document = json.loads(encode(sample()))
+    assert document["format"] == FORMAT == "gradekit.cassette/1"
+    assert document["case"] == "refund-policy"
+    key, _ = entry("alpha", "ünïcode ✓")
+    assert document["entries"][key] == {
+        "prompt": "alpha",
+        "response": "ünïcode ✓",
+        "provider": "fake:model",
+        "recorded_at": "2026-11-29T21:00:00Z",
+    }
+
+
+def test_flat_form_of_earlier_labs_is_read() -> None:
+    key = prompt_key("hello")
+    cassette = decode(json.dumps({key: "hi there"}).encode(), source="old.json", case="old")
+    assert cassette.case == "old"
+    assert cassette.entries[key].response == "hi there"
+    assert cassette.entries[key].prompt is None
+
+
+def test_flat_form_is_written_back_as_v1() -> None:
+    key = prompt_key("hello")
+    cassette = decode(json.dumps({key: "hi"}).encode(), source="old.json", case="old")
+    again = decode(encode(cassette), source="new.json")
+    assert json.loads(encode(cassette))["format"] == FORMAT
+    assert again.entries[key].response == "hi"
+
+
+def test_malformed_json_names_file_line_and_column() -> None:
+    data = b'{\n  "format": "gradekit.cassette/1",\n  "entries": {,}\n}\n'
+    with pytest.raises(CassetteCorrupt) as caught:
+        decode(data, source="cassettes/refund-policy.json", case="refund-policy")
+    message = str(caught.value)
+    assert message.startswith("cassettes/refund-policy.json:3:")
+    assert "git checkout -- cassettes/refund-policy.json" in message
+    assert "gradekit record --case refund-policy" in message
+
+
+@pytest.mark.parametrize(
+    ("data", "fragment"),
+    [
+        (b"[1, 2]", "a cassette is a JSON object"),
+        (b'{"format": "gradekit.cassette/2", "case": "", "entries": {}}', "newer gradekit"),
+        (b'{"format": "vcr", "case": "", "entries": {}}', "unknown cassette format"),
+        (b'{"format": "gradekit.cassette/1", "case": "", "entries": []}', "object 'entries'"),
+        (b'{"format": "gradekit.cassette/1", "case": "", "entries": {"k": 1}}', "entry k"),
+        (b'{"abc": 3}', "flat cassette maps keys to response strings"),
+        (b"\xff\xfe", "not UTF-8"),
+    ],
+)
+def test_bad_shapes_are_errors_never_empty(data: bytes, fragment: str) -> None:
+    with pytest.raises(CassetteCorrupt, match=fragment):
+        decode(data, source="c.json")
+
+
+def test_entry_whose_key_does_not_match_its_prompt_is_rejected_with_its_line() -> None:
+    key, recorded = entry("original prompt")
+    document = json.loads(encode(Cassette("c", {key: recorded})))
+    document["entries"][key]["prompt"] = "edited by hand"
+    data = json.dumps(document, indent=2).encode()
+    with pytest.raises(CassetteCorrupt, match=rf"c.json:\d+:\d+: entry {key} does not match"):
+        decode(data, source="c.json")
+
+
+def test_same_key_with_a_different_prompt_is_a_collision_not_an_overwrite() -> None:
+    key, recorded = entry("first")
+    entries = {key: recorded}
+    impostor = Entry("second", "other answer")
+    with pytest.raises(CassetteCollision, match=key):
+        merge_entry(entries, key, impostor, source="c.json")
+    assert entries[key] is recorded
+
+
+def test_same_key_same_prompt_replaces_the_answer() -> None:
+    key, recorded = entry("first")
+    entries = {key: recorded}
+    newer = Entry("first", "newer answer")
+    merge_entry(entries, key, newer, source="c.json")
+    assert entries[key] is newer
+
+
+def test_write_atomic_replaces_and_leaves_no_temporary_file(tmp_path: Path) -> None:
+    target = tmp_path / "c.json"
+    target.write_bytes(b"old")
+    write_atomic(target, b"new")
+    assert target.read_bytes() == b"new"
+    assert os.listdir(tmp_path) == ["c.json"]
+
+
+def test_a_failed_write_keeps_the_old_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    target = tmp_path / "c.json"
+    target.write_bytes(b"old")
+
+    def refuse(src: str, dst: str) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", refuse)
+    with pytest.raises(OSError, match="No space"):
+        write_atomic(target, b"new")
+    assert target.read_bytes() == b"old"
+    assert os.listdir(tmp_path) == ["c.json"]
+
+
+def test_load_of_a_missing_file_is_none_and_of_a_corrupt_file_an_error(tmp_path: Path) -> None:
+    assert load(tmp_path / "absent.json") is None
+    (tmp_path / "bad.json").write_text("{", encoding="utf-8")
+    with pytest.raises(CassetteCorrupt, match=r"bad\.json:1:2"):
+        load(tmp_path / "bad.json")
