@@ -441,7 +441,8 @@ def live_from_env(
 
     Explicit arguments win over ``GRADEKIT_PROVIDER``, ``GRADEKIT_MODEL``,
     ``GRADEKIT_BASE_URL``, ``GRADEKIT_API_KEY`` and ``GRADEKIT_MAX_TOKENS``, which
-    win over the vendor's key variable and the preset's defaults. ``env`` defaults to ``os.environ``.
+    win over the vendor's key variable and the preset's defaults. ``env`` defaults
+    to ``os.environ``.
     """
     source = os.environ if env is None else env
     name = _pick(provider, source, "GRADEKIT_PROVIDER")

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import shutil
+import time
 from collections.abc import Callable, Mapping
-from datetime import UTC, datetime
 from enum import Enum
 from pathlib import Path
 from types import TracebackType
@@ -47,8 +47,21 @@ def previous_path(cassette: Path) -> Path:
     return cassette.with_name(f"{cassette.stem}.previous{cassette.suffix}")
 
 
-def _utc_now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+class _UtcSeconds:
+    """The UTC time to the second, formatted once per second: it is on every recorded call."""
+
+    def __init__(self) -> None:
+        self._second, self._text = -1, ""
+
+    def __call__(self) -> str:
+        second = int(time.time())
+        if second != self._second:
+            self._second = second
+            self._text = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(second))
+        return self._text
+
+
+_utc_now = _UtcSeconds()
 
 
 class Recorder:
