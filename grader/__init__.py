@@ -1,9 +1,45 @@
-"""gradekit's grader: rubric, submissions and the ``gradekit`` command line.
+"""gradekit's grader: rubrics, the sandboxed harness, checks, reports and the command line.
 
 The grader imports ``lab``; ``lab`` never imports the grader.
 """
 
-from grader._manifest import Manifest, load_manifest
-from grader._rubric import Case, RubricError, load_cases
+from grader._checks import BUILTIN_CHECKS, STRETCH_GOALS, Evidence, StretchGoal
+from grader._grade import Graded, grade_submission
+from grader._gradebook import GradebookError, GradebookRow, gradebook_csv, merge_gradebooks
+from grader._manifest import Manifest, ManifestError, load_manifest
+from grader._model import CheckResult, CriterionResult, Limits, Report
+from grader._report import render_markdown, render_report_json, report_digest, verify_report
+from grader._rubric import Case, Criterion, Rubric, RubricError, load_cases, load_rubric
+from grader._summary import parse_failures, score_written_summary
 
-__all__ = ["Case", "Manifest", "RubricError", "load_cases", "load_manifest"]
+__all__ = [
+    "BUILTIN_CHECKS",
+    "STRETCH_GOALS",
+    "Case",
+    "CheckResult",
+    "Criterion",
+    "CriterionResult",
+    "Evidence",
+    "GradebookError",
+    "GradebookRow",
+    "Graded",
+    "Limits",
+    "Manifest",
+    "ManifestError",
+    "Report",
+    "Rubric",
+    "RubricError",
+    "StretchGoal",
+    "grade_submission",
+    "gradebook_csv",
+    "load_cases",
+    "load_manifest",
+    "load_rubric",
+    "merge_gradebooks",
+    "parse_failures",
+    "render_markdown",
+    "render_report_json",
+    "report_digest",
+    "score_written_summary",
+    "verify_report",
+]

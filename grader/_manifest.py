@@ -8,11 +8,11 @@ import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
-from lab import GradekitError, Provider
+from lab import GradekitError, Provider, UsageError
 
-__all__ = ["Agent", "Manifest", "ManifestError", "load_agent", "load_manifest"]
+__all__ = ["Agent", "Manifest", "ManifestError", "load_agent", "load_manifest", "load_provider"]
 
 Agent = Callable[[Provider, str], str]
 
@@ -31,6 +31,8 @@ class Manifest:
     failures: str = "FAILURES.md"
     stretch: tuple[str, ...] = ()
     student: str = ""
+    replay: str = "lab:Replay"  # the submission's own Replay, probed by loud_failure
+    second_cassettes: str = ""  # stretch goal two-providers: a second provider's recordings
 
     def cassette(self, case: str) -> Path:
         """The cassette file of ``case``."""
@@ -61,21 +63,34 @@ def load_manifest(root: Path) -> Manifest:
         failures=str(table.get("failures", "FAILURES.md")),
         stretch=tuple(str(s) for s in table.get("stretch", [])),
         student=str(table.get("student", root.resolve().name)),
+        replay=str(table.get("replay", "lab:Replay")),
+        second_cassettes=str(table.get("second_cassettes", "")),
     )
 
 
 def load_agent(manifest: Manifest) -> Agent:
     """Import the agent named by the manifest, from the submission's root."""
-    module_name, _, function = manifest.agent.partition(":")
+    return cast(Agent, _import(manifest.root, manifest.agent, "agent = in [tool.gradekit]"))
+
+
+def load_provider(manifest: Manifest, spec: str) -> Provider:
+    """Build a provider from ``package.module:function`` (called with no arguments)."""
+    factory = _import(manifest.root, spec, "--provider")
+    provider = factory()
+    if not isinstance(provider, Provider):
+        raise UsageError(f"--provider {spec} returned {type(provider).__name__}, which has no "
+                         "`name` and `complete(prompt)`: return a Provider")
+    return provider
+
+
+def _import(root: Path, spec: str, where: str) -> Callable[..., Any]:
+    module_name, _, function = spec.partition(":")
     if not module_name or not function:
-        raise ManifestError(
-            f'agent = "{manifest.agent}" must look like "package.module:function"'
-        )
-    root = str(manifest.root.resolve())
-    if root not in sys.path:
-        sys.path.insert(0, root)
-    module = importlib.import_module(module_name)
-    agent = getattr(module, function, None)
-    if not callable(agent):
-        raise ManifestError(f"{module_name} has no function {function!r} (agent = in pyproject)")
-    return cast(Agent, agent)
+        raise ManifestError(f'{where}: "{spec}" must look like "package.module:function"')
+    folder = str(root.resolve())
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    value = getattr(importlib.import_module(module_name), function, None)
+    if not callable(value):
+        raise ManifestError(f"{where}: {module_name} has no function {function!r}")
+    return cast(Callable[..., Any], value)

@@ -1,17 +1,72 @@
-"""Rubric files (TOML): the cases a lab runs on."""
+"""Rubric files (TOML): cases, weighted criteria, sub-check points and sandbox limits.
+
+``parse_rubric`` is pure (bytes in, ``Rubric`` out); ``load_rubric``, ``load_cases`` and
+``load_custom_check`` are the edges that read files and import the instructor's code.
+Every ``RubricError`` names the file and line and says what to change.
+
+Points are exact decimals with two places. When a total does not split evenly (25
+points over 3 cases) every part gets its share rounded down to the cent and the cents
+left over go one each to the first cases, in file order: 8.34, 8.33, 8.33. (Unequal
+shares, as in scaled default points, give the cents to the parts rounded down most.)
+"""
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import importlib
 import re
+import sys
 import tomllib
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, fields
+from decimal import ROUND_DOWN, Decimal
 from pathlib import Path
+from types import MappingProxyType
+from typing import cast
 
+from grader._model import Limits
 from lab import GradekitError
 
-__all__ = ["CASE_ID", "Case", "RubricError", "load_cases"]
+__all__ = [
+    "CASE_ID", "CENT", "SUBCHECKS",
+    "Case", "Criterion", "Rubric", "RubricError",
+    "check_maxima", "distribute", "load_cases", "load_custom_check", "load_rubric",
+    "parse_rubric", "per_case_points",
+]
 
 CASE_ID = re.compile(r"[a-z0-9][a-z0-9-]*")
+CRITERION_ID = re.compile(r"[a-z0-9][a-z0-9_-]*")
+CUSTOM_CHECK = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*:[A-Za-z_]\w*")
+CENT = Decimal("0.01")
+TOTAL_WEIGHT = 100
+
+# check -> (its named sub-checks, whether the rest of the weight is split over the cases).
+# A named sub-check of a splitting check has an underscore, so no case id can equal it.
+SUBCHECKS: Mapping[str, tuple[tuple[str, ...], bool]] = MappingProxyType({
+    "contract_stability": ((), True),
+    "loud_failure": (("own_replay",), True),
+    "tracing": ((), True),
+    "written_summary": (("entries", "boundaries", "no_placeholders"), False),
+    "stretch_goal": (("evidence", "write_up"), False),
+})
+
+# Without a [criterion.points] table: points at a reference weight, scaled to the real one.
+# For a splitting check the reference weight's remainder is the part split over the cases.
+_DEFAULT_POINTS: Mapping[str, tuple[int, tuple[int, ...]]] = MappingProxyType({
+    "loud_failure": (25, (5,)),
+    "written_summary": (15, (6, 4, 5)),
+    "stretch_goal": (10, (6, 4)),
+})
+
+_TOP_KEYS = ("case", "criterion", "limits", "rubric")
+_RUBRIC_KEYS = ("id", "title", "version")
+_CASE_KEYS = ("id", "task")
+_CRITERION_KEYS = ("check", "full", "id", "points", "title", "typical_loss", "weight")
+_CRITERION_TEXT = ("title", "check", "full", "typical_loss")
+_LIMIT_KEYS = tuple(f.name for f in fields(Limits))
+# Criterion ids become gradebook columns beside these.
+_RESERVED_IDS = ("digest", "max", "reason", "status", "student", "submission", "total")
 
 
 class RubricError(GradekitError):
@@ -26,35 +81,402 @@ class Case:
     task: str
 
 
+@dataclass(frozen=True, slots=True)
+class Criterion:
+    """One weighted criterion; ``points`` holds every named sub-check's maximum."""
+
+    id: str
+    title: str
+    weight: int
+    check: str  # a key of SUBCHECKS, or "package.module:function"
+    full: str
+    typical_loss: str
+    points: Mapping[str, Decimal]  # defaults applied; empty for checks without named ones
+
+    @property
+    def custom(self) -> bool:
+        """The check is the instructor's own function, not a built-in."""
+        return self.check not in SUBCHECKS
+
+
+@dataclass(frozen=True, slots=True)
+class Rubric:
+    """A whole rubric file, validated; ``sha256`` is over the file's bytes."""
+
+    id: str
+    version: int
+    title: str
+    cases: tuple[Case, ...]
+    criteria: tuple[Criterion, ...]
+    limits: Limits
+    sha256: str
+
+
+def load_rubric(path: Path) -> Rubric:
+    """Read and validate the rubric at ``path``; custom checks are imported to fail early."""
+    data = _read(path)
+    rubric = parse_rubric(data, source=str(path))
+    at = _Locator(data.decode("utf-8"), str(path))
+    for index, criterion in enumerate(rubric.criteria):
+        if criterion.custom:
+            try:
+                load_custom_check(criterion.check, rubric_dir=path.parent)
+            except RubricError as exc:
+                raise RubricError(f"{at.where('criterion', index, 'check')}: {exc}") from exc
+    return rubric
+
+
 def load_cases(path: Path) -> list[Case]:
-    """Read the ``[[case]]`` tables of the rubric at ``path``, in file order."""
+    """Read the ``[[case]]`` tables of the rubric at ``path``, in file order.
+
+    Only the cases are validated: a student's copy of a rubric is enough to record.
+    """
+    text, document = _document(_read(path), str(path))
+    return list(_cases(document.get("case"), _Locator(text, str(path))))
+
+
+def parse_rubric(data: bytes, *, source: str) -> Rubric:
+    """Validate a rubric file's bytes; ``source`` names it in error messages."""
+    text, document = _document(data, source)
+    at = _Locator(text, source)
+    _no_unknown(document, _TOP_KEYS, "top-level table", lambda key: at.where(key))
+    rubric_id, version, title = _meta(document.get("rubric"), at)
+    cases = _cases(document.get("case"), at)
+    criteria = _criteria(document.get("criterion"), at, len(cases))
+    return Rubric(
+        id=rubric_id,
+        version=version,
+        title=title,
+        cases=cases,
+        criteria=criteria,
+        limits=_limits(document.get("limits", {}), at),
+        sha256=hashlib.sha256(data).hexdigest(),
+    )
+
+
+def load_custom_check(spec: str, *, rubric_dir: Path) -> Callable[..., object]:
+    """Import ``package.module:function`` with the rubric's folder first on ``sys.path``."""
+    if not CUSTOM_CHECK.fullmatch(spec):
+        raise RubricError(f'check = "{spec}" must look like "package.module:function"')
+    module_name, _, name = spec.partition(":")
+    folder = str(rubric_dir.resolve())
+    sys.path.insert(0, folder)
     try:
-        document = tomllib.loads(path.read_text(encoding="utf-8"))
+        module = importlib.import_module(module_name)
+    except Exception as exc:  # the instructor's module may fail in any way while importing
+        raise RubricError(
+            f'check = "{spec}": importing {module_name} failed ({type(exc).__name__}: {exc}); '
+            f"put {module_name.replace('.', '/')}.py in {folder} and make it import cleanly"
+        ) from exc
+    finally:
+        with contextlib.suppress(ValueError):
+            sys.path.remove(folder)
+    function = getattr(module, name, None)
+    if not callable(function):
+        raise RubricError(f'check = "{spec}": {module_name} has no function {name!r}')
+    return cast(Callable[..., object], function)
+
+
+def distribute(total: Decimal, shares: Sequence[int]) -> list[Decimal]:
+    """Split ``total`` in proportion to ``shares``, exact to the cent.
+
+    Each part is rounded down to the cent; the cents left over go one each to the parts
+    that lost most to rounding, the earlier part first on a tie (so equal shares give the
+    extra cents to the first parts).
+    """
+    whole = sum(shares)
+    exact = [total * share / whole for share in shares]
+    parts = [value.quantize(CENT, rounding=ROUND_DOWN) for value in exact]
+    left = int((total - sum(parts, Decimal(0))) / CENT)
+    by_loss = sorted(range(len(parts)), key=lambda i: parts[i] - exact[i])  # stable sort
+    for index in by_loss[:left]:
+        parts[index] += CENT
+    return parts
+
+
+def per_case_points(rubric: Rubric, criterion: Criterion) -> dict[str, Decimal]:
+    """Each case's points under ``criterion``: the weight less the named sub-checks.
+
+    Empty for checks that do not split over cases (``written_summary``, ``stretch_goal``);
+    a custom check gets its whole weight split over the cases.
+    """
+    if not SUBCHECKS.get(criterion.check, ((), True))[1]:
+        return {}
+    rest = Decimal(criterion.weight) - sum(criterion.points.values(), Decimal(0))
+    parts = distribute(rest, [1] * len(rubric.cases))
+    return {case.id: part for case, part in zip(rubric.cases, parts, strict=True)}
+
+
+def check_maxima(rubric: Rubric, criterion: Criterion) -> dict[str, Decimal]:
+    """Every sub-check's maximum under ``criterion``: the cases first, then named ones."""
+    return per_case_points(rubric, criterion) | dict(criterion.points)
+
+
+def _read(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
     except FileNotFoundError:
         raise RubricError(f"no rubric at {path}: pass --rubric PATH") from None
+    except OSError as exc:
+        raise RubricError(f"cannot read the rubric at {path} ({exc.strerror})") from exc
+
+
+def _document(data: bytes, source: str) -> tuple[str, dict[str, object]]:
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise RubricError(f"{source}: byte {exc.start} is not UTF-8; save it as UTF-8") from exc
+    try:
+        return text, tomllib.loads(text, parse_float=Decimal)
     except tomllib.TOMLDecodeError as exc:
-        raise RubricError(f"{path}: not valid TOML ({exc}); fix the file") from exc
-    raw_cases = document.get("case", [])
-    if not isinstance(raw_cases, list) or not raw_cases:
-        raise RubricError(f"{path}: no [[case]] tables; add at least one with an id and a task")
-    cases = [_case(raw, path, number) for number, raw in enumerate(raw_cases, 1)]
-    seen: set[str] = set()
-    for case in cases:
-        if case.id in seen:
-            raise RubricError(f"{path}: case id {case.id!r} appears twice; case ids are unique")
-        seen.add(case.id)
+        found = re.search(r"\(at line (\d+), column (\d+)\)", str(exc))
+        where = f"{source}:{found[1]}:{found[2]}" if found else source
+        problem = re.sub(r"\s*\(at line .*\)$", "", str(exc))
+        raise RubricError(f"{where}: not valid TOML ({problem}); fix the syntax there") from exc
+
+
+class _Locator:
+    """Lines of tables and keys in the rubric's text, for error messages only."""
+
+    _HEADER = re.compile(r"\s*(\[\[?)\s*([A-Za-z0-9_.\-]+)\s*\]\]?")
+    _KEY = re.compile(r"\s*([A-Za-z0-9_-]+)\s*[.=]")
+
+    def __init__(self, text: str, source: str) -> None:
+        self.source = source
+        self._tables: dict[tuple[str, int], int] = {}
+        self._keys: dict[tuple[str, int, str], int] = {}
+        counts: dict[str, int] = {}
+        table, in_string = ("", 0), False
+        for number, line in enumerate(text.splitlines(), 1):
+            header = None if in_string else self._HEADER.match(line)
+            key = None if in_string or header else self._KEY.match(line)
+            if header:
+                name = header[2]
+                if header[1] == "[[":
+                    counts[name] = counts.get(name, 0) + 1
+                table = (name, max(counts.get(name.split(".")[0], 1) - 1, 0))
+                self._tables.setdefault(table, number)
+            elif key:
+                self._keys.setdefault((*table, key[1]), number)
+            if (line.count('"""') + line.count("'''")) % 2:
+                in_string = not in_string
+
+    def line(self, table: str = "", index: int = 0, key: str = "") -> int | None:
+        """The line of ``key`` in the ``index``-th ``table``, else of the table."""
+        return self._keys.get((table, index, key)) or self._tables.get((table, index))
+
+    def where(self, table: str = "", index: int = 0, key: str = "") -> str:
+        """``source:line`` of ``key`` in the ``index``-th ``table``, or of the table."""
+        return self.at(self.line(table, index, key))
+
+    def at(self, line: int | None) -> str:
+        """``source:line``, or ``source`` when the line is unknown."""
+        return f"{self.source}:{line}" if line else self.source
+
+
+def _no_unknown(
+    table: Mapping[str, object], valid: Sequence[str], what: str, locate: Callable[[str], str]
+) -> None:
+    unknown = sorted(set(table) - set(valid))
+    if unknown:
+        raise RubricError(
+            f"{locate(unknown[0])}: unknown {what} {', '.join(unknown)}; "
+            f"the valid ones are {', '.join(valid)}"
+        )
+
+
+def _meta(raw: object, at: _Locator) -> tuple[str, int, str]:
+    if not isinstance(raw, dict):
+        raise RubricError(f'{at.where()}: no [rubric] table; add one with id, version and title')
+    _no_unknown(raw, _RUBRIC_KEYS, "key in [rubric]", lambda key: at.where("rubric", 0, key))
+    rubric_id, version, title = raw.get("id"), raw.get("version"), raw.get("title")
+    for key, value in (("id", rubric_id), ("title", title)):
+        if not isinstance(value, str) or not value.strip():
+            raise RubricError(f"{at.where('rubric', 0, key)}: [rubric] needs {key} = \"...\"")
+    if type(version) is not int or version < 1:
+        raise RubricError(
+            f"{at.where('rubric', 0, 'version')}: [rubric] needs version = a whole number >= 1"
+        )
+    return cast(str, rubric_id), version, cast(str, title)
+
+
+def _cases(raw: object, at: _Locator) -> tuple[Case, ...]:
+    if not isinstance(raw, list) or not raw:
+        raise RubricError(
+            f"{at.source}: no [[case]] tables; add at least one with an id and a task"
+        )
+    cases = tuple(_case(table, index, at) for index, table in enumerate(raw))
+    _unique([case.id for case in cases], "case", at)
     return cases
 
 
-def _case(raw: object, path: Path, number: int) -> Case:
-    where = f"{path}: [[case]] number {number}"
+def _unique(ids: Sequence[str], table: str, at: _Locator) -> None:
+    first: dict[str, int] = {}
+    for index, item in enumerate(ids):
+        if item in first:
+            raise RubricError(
+                f"{at.where(table, index, 'id')}: {table} id {item!r} appears twice (first at "
+                f"{at.where(table, first[item], 'id')}); {table} ids are unique"
+            )
+        first[item] = index
+
+
+def _case(raw: object, index: int, at: _Locator) -> Case:
+    where = at.where("case", index)
     if not isinstance(raw, dict):
-        raise RubricError(f"{where} is not a table")
+        raise RubricError(f"{where}: [[case]] number {index + 1} is not a table")
+    _no_unknown(raw, _CASE_KEYS, "key in [[case]]", lambda key: at.where("case", index, key))
     case_id, task = raw.get("id"), raw.get("task")
     if not isinstance(case_id, str) or not CASE_ID.fullmatch(case_id):
         raise RubricError(
-            f"{where}: id {case_id!r} must match [a-z0-9][a-z0-9-]* (it names a cassette file)"
+            f"{at.where('case', index, 'id')}: case id {case_id!r} must match "
+            "[a-z0-9][a-z0-9-]* (it names a cassette file)"
         )
     if not isinstance(task, str) or not task.strip():
-        raise RubricError(f"{where} ({case_id}): needs a non-empty task string")
+        raise RubricError(f"{where}: case {case_id!r} needs a non-empty task = \"...\"")
     return Case(id=case_id, task=task)
+
+
+def _criteria(raw: object, at: _Locator, case_count: int) -> tuple[Criterion, ...]:
+    if not isinstance(raw, list) or not raw:
+        raise RubricError(f"{at.source}: no [[criterion]] tables; add criteria weighing 100")
+    criteria = tuple(_criterion(table, index, at, case_count) for index, table in enumerate(raw))
+    _unique([criterion.id for criterion in criteria], "criterion", at)
+    total = sum(c.weight for c in criteria)
+    if total != TOTAL_WEIGHT:
+        listed = ", ".join(f"{c.id} {c.weight}" for c in criteria)
+        raise RubricError(
+            f"{at.where('criterion', 0, 'weight')}: weights must sum to {TOTAL_WEIGHT}, "
+            f"they sum to {total} ({listed}); change the weights"
+        )
+    return criteria
+
+
+def _criterion(raw: object, index: int, at: _Locator, case_count: int) -> Criterion:
+    where = at.where("criterion", index)
+    if not isinstance(raw, dict):
+        raise RubricError(f"{where}: [[criterion]] number {index + 1} is not a table")
+    _no_unknown(
+        raw, _CRITERION_KEYS, "key in [[criterion]]", lambda key: at.where("criterion", index, key)
+    )
+    criterion_id = raw.get("id")
+    if not isinstance(criterion_id, str) or not CRITERION_ID.fullmatch(criterion_id):
+        raise RubricError(
+            f"{at.where('criterion', index, 'id')}: [[criterion]] number {index + 1} needs an "
+            f"id matching [a-z0-9][a-z0-9_-]*, not {criterion_id!r}"
+        )
+    if criterion_id in _RESERVED_IDS:
+        raise RubricError(
+            f"{at.where('criterion', index, 'id')}: criterion id {criterion_id!r} is a gradebook "
+            f"column; choose another (reserved: {', '.join(_RESERVED_IDS)})"
+        )
+    texts = {key: raw.get(key) for key in _CRITERION_TEXT}
+    for key, value in texts.items():
+        if not isinstance(value, str) or not value.strip():
+            raise RubricError(f'{where}: criterion {criterion_id!r} needs {key} = "..."')
+    weight = raw.get("weight")
+    if type(weight) is not int or weight < 1:
+        raise RubricError(
+            f"{at.where('criterion', index, 'weight')}: criterion {criterion_id!r} needs "
+            f"weight = a positive whole number, not {_shown(weight)}"
+        )
+    check = cast(str, texts["check"])
+    _check_name(check, at.where("criterion", index, "check"))
+    points = _points(raw.get("points"), check, weight, case_count, at, index)
+    return Criterion(
+        id=criterion_id,
+        title=cast(str, texts["title"]),
+        weight=weight,
+        check=check,
+        full=cast(str, texts["full"]),
+        typical_loss=cast(str, texts["typical_loss"]),
+        points=MappingProxyType(points),
+    )
+
+
+def _check_name(check: str, where: str) -> None:
+    if check in SUBCHECKS or CUSTOM_CHECK.fullmatch(check):
+        return
+    raise RubricError(
+        f"{where}: unknown check {check!r}; use a built-in one ({', '.join(sorted(SUBCHECKS))}) "
+        'or your own as "package.module:function"'
+    )
+
+
+def _points(
+    raw: object, check: str, weight: int, case_count: int, at: _Locator, index: int
+) -> dict[str, Decimal]:
+    def place(key: str = "") -> str:  # a [criterion.points] table, or dotted points.x keys
+        line = at.line("criterion.points", index, key) or at.line("criterion", index, "points")
+        return at.at(line)
+
+    where = place()
+    if check not in SUBCHECKS:
+        if raw is not None:
+            raise RubricError(f"{where}: a custom check has no points table; remove it")
+        return {}
+    names, splits = SUBCHECKS[check]
+    if raw is None:
+        return _default_points(check, weight)
+    if not isinstance(raw, dict):
+        raise RubricError(f"{where}: points must be a table of sub-check = points")
+    valid = names or ("(none: this check has no named sub-checks; remove the table)",)
+    _no_unknown(raw, valid, f"sub-check of {check}", place)
+    points = {name: _decimal(raw.get(name, 0), f"{place(name)}: points.{name}") for name in names}
+    total = sum(points.values(), Decimal(0))
+    if splits and total > weight - CENT * case_count:
+        raise RubricError(
+            f"{where}: the named points sum to {total} but must stay below the weight {weight} "
+            f"by at least {CENT * case_count} so each of the {case_count} cases scores"
+        )
+    if not splits and total != weight:
+        raise RubricError(
+            f"{where}: the points of {', '.join(names)} must sum to the weight {weight}, "
+            f"they sum to {total}"
+        )
+    return points
+
+
+def _default_points(check: str, weight: int) -> dict[str, Decimal]:
+    names, splits = SUBCHECKS[check]
+    if not names:
+        return {}
+    reference, shares = _DEFAULT_POINTS[check]
+    rest = (reference - sum(shares),) if splits else ()
+    parts = distribute(Decimal(weight), [*shares, *rest])
+    return dict(zip(names, parts[: len(names)], strict=True))
+
+
+def _decimal(value: object, where: str) -> Decimal:
+    if type(value) is int:
+        value = Decimal(value)
+    if not isinstance(value, Decimal) or not value.is_finite() or not 0 <= value <= TOTAL_WEIGHT:
+        raise RubricError(f"{where} must be a number from 0 to {TOTAL_WEIGHT}, not {_shown(value)}")
+    if value != value.quantize(CENT):
+        raise RubricError(f"{where} = {value} has more than two decimal places; round it")
+    return value.quantize(CENT)
+
+
+def _limits(raw: object, at: _Locator) -> Limits:
+    where = at.where("limits")
+    if not isinstance(raw, dict):
+        raise RubricError(f"{where}: limits must be a table: [limits]")
+    _no_unknown(raw, _LIMIT_KEYS, "limit", lambda key: at.where("limits", 0, key))
+    values: dict[str, float | int] = {}
+    for key, value in raw.items():
+        place = at.where("limits", 0, key)
+        if key == "timeout_s" and isinstance(value, Decimal) and value.is_finite() and value > 0:
+            values[key] = float(value)
+        elif type(value) is int and value > 0:
+            values[key] = value
+        else:
+            kind = "a positive number" if key == "timeout_s" else "a positive whole number"
+            raise RubricError(f"{place}: limits.{key} must be {kind}, not {_shown(value)}")
+    return Limits(**values)  # type: ignore[arg-type]
+
+
+def _shown(value: object) -> str:
+    """A TOML value as the instructor wrote it, near enough."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    return str(value) if isinstance(value, Decimal | int) else repr(value)

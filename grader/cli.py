@@ -12,9 +12,11 @@ import os
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
-from grader._manifest import ManifestError, load_agent, load_manifest
+from grader._cli_grade import add_grading_commands
+from grader._manifest import ManifestError, load_agent, load_manifest, load_provider
 from grader._rubric import Case, RubricError, load_cases
 from grader._verify import verify_cassette
 from lab import (
@@ -75,10 +77,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     verify.add_argument("paths", nargs="+", type=Path, metavar="PATH")
     verify.set_defaults(handler=_verify)
-    for name, what in (("grade", "grade submissions offline"), ("check", "the checkpoints")):
-        stub = commands.add_parser(name, help=f"{what} (not built yet)")
-        stub.add_argument("rest", nargs="*", help=argparse.SUPPRESS)
-        stub.set_defaults(handler=_not_built)
+    add_grading_commands(commands)
     return parser
 
 
@@ -100,7 +99,10 @@ def _add_record(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     )
     _add_submission_options(record)
     record.add_argument("--provider", help="openai, anthropic, ollama, llamacpp, "
-                        "openai-compatible (default: $GRADEKIT_PROVIDER)")
+                        "openai-compatible, or package.module:function returning any "
+                        "Provider (default: $GRADEKIT_PROVIDER)")
+    record.add_argument("--cassettes", metavar="FOLDER", help="record into this folder "
+                        "(default: the manifest's cassettes); e.g. a second provider's set")
     record.add_argument("--model", help="model name (default: $GRADEKIT_MODEL)")
     record.add_argument("--base-url", help="API base URL (default: $GRADEKIT_BASE_URL)")
     record.add_argument("--api-key", help="API key (default: $GRADEKIT_API_KEY or the "
@@ -145,9 +147,14 @@ def _selected_cases(args: argparse.Namespace) -> list[Case]:
 
 def _record(args: argparse.Namespace) -> int:
     manifest = load_manifest(args.root)
+    if args.cassettes:
+        manifest = replace(manifest, cassettes=args.cassettes)
     cases = _selected_cases(args)
-    live = live_from_env(provider=args.provider, model=args.model, base_url=args.base_url,
-                         api_key=args.api_key, label=args.label, max_tokens=args.max_tokens)
+    if args.provider and ":" in args.provider:
+        live = load_provider(manifest, args.provider)
+    else:
+        live = live_from_env(provider=args.provider, model=args.model, base_url=args.base_url,
+                             api_key=args.api_key, label=args.label, max_tokens=args.max_tokens)
     agent = load_agent(manifest)
     mode: Mode = args.mode
     recorded = served = 0
@@ -201,10 +208,3 @@ def _verify(args: argparse.Namespace) -> int:
         else:
             print(f"ok   {path} ({count} entries)")
     return EXIT_FAILED if failed else EXIT_OK
-
-
-def _not_built(args: argparse.Namespace) -> int:
-    print(f"gradekit {args.command}: not built yet (the grader is the next issue). Until then "
-          "`gradekit run` replays your agent offline and `make test` runs the suite.",
-          file=sys.stderr)
-    return EXIT_USAGE

@@ -1,0 +1,86 @@
+"""``gradekit check``: the three one-minute checkpoints of the lab."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from grader._grade import PROBE, Graded, grade_submission
+from grader._manifest import load_manifest
+from grader._model import ReplayProbe
+from grader._report import render_report_json
+from grader._rubric import Rubric
+from grader._sandbox import probe_replay, run_cases
+
+__all__ = ["Checkpoint", "run_checkpoints"]
+
+
+@dataclass(frozen=True, slots=True)
+class Checkpoint:
+    """One checkpoint's verdict."""
+
+    number: int
+    title: str
+    passed: bool
+    seconds: float
+    reason: str
+
+
+def run_checkpoints(root: Path, rubric: Rubric) -> list[Checkpoint]:
+    """Run the three checkpoints against the submission at ``root``."""
+    manifest = load_manifest(root)
+    with tempfile.TemporaryDirectory(prefix="gradekit-check-") as folder:
+        scratch = Path(folder)
+        probes: list[ReplayProbe] = []
+
+        def whitespace() -> tuple[bool, str]:
+            probes.append(probe_replay(root, manifest.replay, PROBE, limits=rubric.limits,
+                                       scratch=scratch / "probe"))
+            probe = probes[0]
+            if not probe.loaded:
+                return False, f"your Replay could not be used: {probe.detail}"
+            if not probe.whitespace_hit:
+                return False, "a prompt with extra outer whitespace missed: strip before hashing"
+            return True, "leading and trailing whitespace hit the same recording"
+
+        def loud() -> tuple[bool, str]:
+            if not probes[0].miss_raised:
+                return False, "your Replay answered an unrecorded prompt instead of raising"
+            pairs = [(case.id, case.task) for case in rubric.cases]
+            run = run_cases(root, manifest.agent, pairs, answer=lambda case, prompt: None,
+                            label="provider-a", hashseed=1, limits=rubric.limits,
+                            scratch=scratch / "unanswerable")
+            quiet = [o.case for o in run.outcomes.values() if not o.miss_escaped]
+            if run.import_error or quiet:
+                why = run.import_error or f"the miss did not escape run() in {', '.join(quiet)}"
+                return False, why
+            return True, "CassetteMiss escaped run() in every case"
+
+        def two_providers() -> tuple[bool, str]:
+            digests = [
+                _digest(grade_submission(root, rubric, label=label, scratch=scratch / label))
+                for label in ("provider-a", "provider-b")
+            ]
+            if digests[0] != digests[1]:
+                return False, f"the digests differ: {digests[0]} vs {digests[1]}"
+            return True, f"digest {digests[0]}"
+
+        return [
+            _timed(1, "Whitespace is not a new prompt", whitespace),
+            _timed(2, "A miss is loud", loud),
+            _timed(3, "Two providers, one score", two_providers),
+        ]
+
+
+def _digest(graded: Graded) -> str:
+    return str(json.loads(render_report_json(graded.report))["digest"])
+
+
+def _timed(number: int, title: str, check: Callable[[], tuple[bool, str]]) -> Checkpoint:
+    started = time.monotonic()
+    passed, reason = check()
+    return Checkpoint(number, title, passed, time.monotonic() - started, reason)

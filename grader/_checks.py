@@ -1,0 +1,314 @@
+"""The five built-in checks: pure functions from what the parent observed to points.
+
+Each check reads an ``Evidence`` (the sandboxed runs, the probe of the
+submission's own Replay, the failure log) and returns a ``CriterionResult``.
+No I/O, no clock, no label in any detail: a report must not depend on them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from decimal import ROUND_HALF_EVEN, Decimal
+
+from grader._model import CaseOutcome, CheckResult, CriterionResult, ReplayProbe, RunResult
+from grader._rubric import Case, Criterion, Rubric, per_case_points
+from grader._summary import parse_failures, score_written_summary
+
+__all__ = [
+    "BUILTIN_CHECKS",
+    "STRETCH_GOALS",
+    "Check",
+    "Evidence",
+    "StretchGoal",
+    "cents",
+]
+
+CENT = Decimal("0.01")
+ZERO = Decimal("0.00")
+
+
+def cents(value: Decimal) -> Decimal:
+    """Round to exact cents, half to even: the only rounding a report ever sees."""
+    return value.quantize(CENT, rounding=ROUND_HALF_EVEN)
+
+
+@dataclass(frozen=True, slots=True)
+class Evidence:
+    """What the parent gathered about one submission; ``None`` where a run was impossible."""
+
+    cases: tuple[Case, ...]
+    label: str
+    primary: RunResult | None  # every case, label A, hash seed 1
+    secondary: RunResult | None  # every case, label B, hash seed 2
+    unanswerable: RunResult | None  # every case against a cassette that cannot answer
+    probe: ReplayProbe | None  # the submission's own Replay
+    failures: str | None  # FAILURES.md text; None when missing or unreadable
+    stretch: tuple[str, ...]  # stretch goals claimed in the manifest
+    second_set: RunResult | None  # every case against the second provider's cassettes
+    second_set_problem: str = ""  # why there is no second_set run
+    blocked: str = ""  # why no run happened at all (no manifest, import error, ...)
+
+
+Check = Callable[[Evidence, Rubric, Criterion], CriterionResult]
+
+
+def _result(criterion: Criterion, checks: list[CheckResult], advice: list[str],
+            *, review: bool = False) -> CriterionResult:
+    return CriterionResult(
+        id=criterion.id,
+        title=criterion.title,
+        points=cents(sum((c.points for c in checks), ZERO)),
+        max=cents(Decimal(criterion.weight)),
+        checks=tuple(checks),
+        review=review,
+        advice=tuple(dict.fromkeys(advice)),  # unique, first-seen order
+    )
+
+
+def _check(check_id: str, passed: bool, maximum: Decimal, detail: str) -> CheckResult:
+    return CheckResult(check_id, passed, maximum if passed else ZERO, maximum, detail)
+
+
+def _outcome(run: RunResult | None, case: str) -> CaseOutcome | None:
+    return None if run is None else run.outcomes.get(case)
+
+
+def _failed_run(outcome: CaseOutcome | None, blocked: str) -> str | None:
+    """Why a run of a case produced no usable answer, or None when it returned."""
+    if outcome is None:
+        return blocked or "the case was not run"
+    if outcome.status == "timeout":
+        return f"timed out ({outcome.detail})" if outcome.detail else "timed out"
+    if outcome.status == "crashed":
+        return f"crashed ({outcome.detail})" if outcome.detail else "crashed"
+    if outcome.status == "not_run":
+        return outcome.detail or blocked or "the case was not run"
+    return None
+
+
+def _misses(outcome: CaseOutcome) -> int:
+    return sum(1 for call in outcome.calls if not call.served)
+
+
+# -- contract_stability -----------------------------------------------------------------
+
+
+def contract_stability(evidence: Evidence, rubric: Rubric, criterion: Criterion) -> CriterionResult:
+    """Per case: two runs (two labels, two hash seeds) both answer, without a miss, identically."""
+    shares = per_case_points(rubric, criterion)
+    checks, advice = [], []
+    for case in evidence.cases:
+        detail = _stability(_outcome(evidence.primary, case.id),
+                            _outcome(evidence.secondary, case.id), evidence.blocked)
+        passed = detail == "identical under both labels and hash seeds"
+        checks.append(_check(case.id, passed, shares[case.id], detail))
+        if not passed:
+            advice.append(
+                "Make the answer depend only on the task and the recorded answers: never "
+                "read provider.name, never put it in a prompt, and sort sets before joining them."
+            )
+    return _result(criterion, checks, advice)
+
+
+def _stability(first: CaseOutcome | None, second: CaseOutcome | None, blocked: str) -> str:
+    for outcome in (first, second):
+        failure = _failed_run(outcome, blocked)
+        if failure is not None:
+            return failure
+        assert outcome is not None
+        if _misses(outcome):
+            return f"asked {_misses(outcome)} prompt(s) the cassette does not hold"
+        if outcome.status == "raised":
+            return f"raised {outcome.exception}"
+        if outcome.answer is None:
+            return f"returned {outcome.returned_type}, not str"
+    assert first is not None and second is not None
+    if first.answer != second.answer:
+        return "the answer changed with the provider label or the hash seed"
+    return "identical under both labels and hash seeds"
+
+
+# -- loud_failure -------------------------------------------------------------------------
+
+
+def loud_failure(evidence: Evidence, rubric: Rubric, criterion: Criterion) -> CriterionResult:
+    """Per case: a miss escapes run(); and the submission's own Replay raises on a miss."""
+    shares = per_case_points(rubric, criterion)
+    checks, advice = [], []
+    for case in evidence.cases:
+        detail = _loudness(_outcome(evidence.unanswerable, case.id), evidence.blocked)
+        passed = detail == "CassetteMiss escaped run()"
+        checks.append(_check(case.id, passed, shares[case.id], detail))
+        if not passed:
+            advice.append(
+                "Let CassetteMiss propagate out of run(): no bare except, no return of '' or "
+                "None; if you must wrap it, use `raise YourError(...) from miss`."
+            )
+    own = criterion.points.get("own_replay")
+    if own is not None:
+        detail = _own_replay(evidence.probe, evidence.blocked)
+        passed = detail == "your Replay raised on an unrecorded prompt"
+        checks.append(_check("own_replay", passed, own, detail))
+        if not passed:
+            advice.append("Your Replay must raise CassetteMiss for a key it does not hold.")
+    return _result(criterion, checks, advice)
+
+
+def _loudness(outcome: CaseOutcome | None, blocked: str) -> str:
+    failure = _failed_run(outcome, blocked)
+    if failure is not None:
+        return failure
+    assert outcome is not None
+    if not outcome.calls:
+        return "never asked the provider, so a miss could not be observed"
+    if outcome.status == "returned":
+        shown = repr(outcome.answer) if outcome.answer is not None else outcome.returned_type
+        return f"returned {shown} after a miss: a miss must raise"
+    if not outcome.miss_escaped:
+        return f"raised {outcome.exception}, which hides the CassetteMiss (not in its chain)"
+    return "CassetteMiss escaped run()"
+
+
+def _own_replay(probe: ReplayProbe | None, blocked: str) -> str:
+    if probe is None:
+        return blocked or "your Replay was not probed"
+    if not probe.loaded:
+        return f"your Replay could not be used: {probe.detail}"
+    if not probe.miss_raised:
+        return "your Replay answered an unrecorded prompt instead of raising"
+    return "your Replay raised on an unrecorded prompt"
+
+
+# -- tracing -------------------------------------------------------------------------------
+
+
+def tracing(evidence: Evidence, rubric: Rubric, criterion: Criterion) -> CriterionResult:
+    """Per case: one trace record per call the parent served, right key, order, label, latency."""
+    shares = per_case_points(rubric, criterion)
+    checks, advice = [], []
+    for case in evidence.cases:
+        outcome = _outcome(evidence.primary, case.id)
+        good, total, detail = _traced(outcome, evidence.label, evidence.blocked)
+        points = cents(shares[case.id] * good / total) if total else ZERO
+        checks.append(CheckResult(case.id, total > 0 and good == total, points,
+                                  shares[case.id], detail))
+        if good != total or not total:
+            advice.append(
+                "Wrap the provider in Traced (or write one JSON line per call yourself) to "
+                "$GRADEKIT_TRACE: key, provider (the provider's name), latency_ms, ok, error."
+            )
+    return _result(criterion, checks, advice)
+
+
+def _traced(outcome: CaseOutcome | None, label: str, blocked: str) -> tuple[int, int, str]:
+    """(records correct, records expected, detail) for one case."""
+    if outcome is None or not outcome.calls:
+        return 0, 0, _failed_run(outcome, blocked) or "made no provider call to trace"
+    records, calls = outcome.trace, outcome.calls
+    total = max(len(records), len(calls))
+    good = sum(
+        1
+        for record, call in zip(records, calls, strict=False)
+        if record.key == call.key and record.provider == label and _latency_ok(record.latency_ms)
+    )
+    detail = f"{good} of {len(calls)} calls traced correctly"
+    if len(records) != len(calls):
+        detail += f" ({len(records)} records for {len(calls)} calls)"
+    if outcome.trace_error:
+        detail += f"; trace file: {outcome.trace_error}"
+    return good, total, detail
+
+
+def _latency_ok(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and value >= 0
+
+
+# -- written_summary ----------------------------------------------------------------------
+
+
+def written_summary(evidence: Evidence, rubric: Rubric, criterion: Criterion) -> CriterionResult:
+    """FAILURES.md, scored by structure; always marked for a human to read."""
+    return score_written_summary(
+        evidence.failures, points=criterion.points, weight=Decimal(criterion.weight),
+        criterion_id=criterion.id, title=criterion.title,
+    )
+
+
+# -- stretch_goal ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class StretchGoal:
+    """A stretch goal: a deterministic evidence check and the words its write-up must name."""
+
+    id: str
+    names: tuple[str, ...]  # a FAILURES.md entry naming any of these is its write-up
+    evidence: Callable[[Evidence], str | None]  # None when the evidence holds, else why not
+
+
+def _two_providers(evidence: Evidence) -> str | None:
+    if evidence.second_set is None:
+        return evidence.second_set_problem or "no second cassette set was replayed"
+    for case in evidence.cases:
+        outcome = evidence.second_set.outcomes.get(case.id)
+        failure = _failed_run(outcome, evidence.blocked)
+        if failure is not None:
+            return f"case {case.id} on the second cassette set: {failure}"
+        assert outcome is not None
+        if _misses(outcome) or outcome.answer is None:
+            return f"case {case.id} does not replay from the second cassette set without a miss"
+    return None
+
+
+STRETCH_GOALS: Mapping[str, StretchGoal] = {
+    "two-providers": StretchGoal("two-providers", ("two-providers", "two providers"),
+                                 _two_providers),
+}
+
+
+def stretch_goal(evidence: Evidence, rubric: Rubric, criterion: Criterion) -> CriterionResult:
+    """The best claimed stretch goal: its evidence holds and FAILURES.md writes it up."""
+    if not evidence.stretch:
+        check = _check("claimed", False, cents(Decimal(criterion.weight)),
+                       "no stretch goal claimed (stretch = [...] in [tool.gradekit])")
+        return _result(criterion, [check], [f"Finish one of: {', '.join(STRETCH_GOALS)}."])
+    scored = [_score_goal(goal_id, evidence, criterion) for goal_id in evidence.stretch]
+    best = max(scored, key=lambda checks: sum((c.points for c in checks), ZERO))
+    advice = [] if all(c.passed for c in best) else [
+        "Finish one stretch goal completely and write up, in FAILURES.md, the failure it found."
+    ]
+    return _result(criterion, best, advice)
+
+
+def _score_goal(goal_id: str, evidence: Evidence, criterion: Criterion) -> list[CheckResult]:
+    proof, write_up = criterion.points["evidence"], criterion.points["write_up"]
+    goal = STRETCH_GOALS.get(goal_id)
+    if goal is None:
+        known = ", ".join(STRETCH_GOALS)
+        return [_check(goal_id, False, proof + write_up,
+                       f"unknown stretch goal {goal_id!r}; known: {known}")]
+    why_not = goal.evidence(evidence)
+    named = _written_up(evidence.failures, goal.names)
+    return [
+        _check(f"{goal_id}: evidence", why_not is None, proof, why_not or "the evidence holds"),
+        _check(f"{goal_id}: write-up", named, write_up,
+               "FAILURES.md has an entry naming it" if named
+               else f"no FAILURES.md entry names {goal.names[0]!r}"),
+    ]
+
+
+def _written_up(failures: str | None, names: tuple[str, ...]) -> bool:
+    if failures is None:
+        return False
+    entries = parse_failures(failures).entries
+    return any(name.lower() in entry.text.lower() for entry in entries for name in names)
+
+
+BUILTIN_CHECKS: Mapping[str, Check] = {
+    "contract_stability": contract_stability,
+    "loud_failure": loud_failure,
+    "tracing": tracing,
+    "written_summary": written_summary,
+    "stretch_goal": stretch_goal,
+}

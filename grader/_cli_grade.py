@@ -1,0 +1,112 @@
+"""The grading half of the command line: grade, check, report verify, gradebook merge."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from grader._batch import discover, grade_batch, parse_shard, print_progress
+from grader._checkpoints import run_checkpoints
+from grader._gradebook import merge_gradebooks
+from grader._report import verify_report
+from grader._rubric import load_rubric
+
+__all__ = ["KIT_RUBRIC", "add_grading_commands"]
+
+KIT_RUBRIC = Path(__file__).resolve().parents[1] / "rubric" / "bootcamp.toml"
+EXIT_OK, EXIT_FAILED = 0, 1
+
+def add_grading_commands(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser],
+) -> None:
+    """Register grade, check, report and gradebook."""
+    grade = commands.add_parser("grade", help="grade submissions offline against a rubric")
+    grade.add_argument("paths", nargs="*", type=Path, default=[Path(".")], metavar="PATH",
+                       help="a submission, or a folder of submissions (default: .)")
+    grade.add_argument("--rubric", type=Path, default=KIT_RUBRIC,
+                       help="the rubric (default: the kit's rubric/bootcamp.toml)")
+    grade.add_argument("--out", type=Path, default=Path("grades"),
+                       help="where reports and gradebook.csv go (default: grades/)")
+    grade.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
+                       help="submissions graded at once (default: the number of cores)")
+    grade.add_argument("--label", default="provider-a",
+                       help="provider label of the primary run (never changes the grade)")
+    grade.add_argument("--shard", type=parse_shard, default=None, metavar="K/N",
+                       help="grade only part K of N (merge with `gradekit gradebook merge`)")
+    grade.set_defaults(handler=_grade)
+
+    check = commands.add_parser("check", help="the three one-minute checkpoints")
+    check.add_argument("path", nargs="?", type=Path, default=Path("."), metavar="PATH")
+    check.add_argument("--rubric", type=Path, default=None,
+                       help="the rubric (default: PATH/rubric/bootcamp.toml, else the kit's)")
+    check.set_defaults(handler=_check)
+
+    report = commands.add_parser("report", help="work with report.json files")
+    report_commands = report.add_subparsers(dest="report_command", required=True)
+    verify = report_commands.add_parser("verify", help="recompute the digest; exit 1 if edited")
+    verify.add_argument("paths", nargs="+", type=Path, metavar="PATH")
+    verify.set_defaults(handler=_verify_report)
+
+    gradebook = commands.add_parser("gradebook", help="work with gradebook.csv files")
+    gradebook_commands = gradebook.add_subparsers(dest="gradebook_command", required=True)
+    merge = gradebook_commands.add_parser("merge", help="merge sharded gradebooks into one")
+    merge.add_argument("parts", nargs="+", type=Path, metavar="PART")
+    merge.add_argument("--out", type=Path, required=True, help="the merged gradebook.csv")
+    merge.set_defaults(handler=_merge)
+
+
+def _grade(args: argparse.Namespace) -> int:
+    rubric = load_rubric(args.rubric)
+    submissions = discover(args.paths)
+    if args.shard is not None:
+        submissions = args.shard.pick(submissions)
+    rows = grade_batch(submissions, rubric, out=args.out, jobs=args.jobs, label=args.label,
+                       progress=print_progress if len(submissions) > 1 else None)
+    if len(rows) == 1 and rows[0].status == "graded":
+        _print_table(args.out / rows[0].submission / "report.json")
+    for row in rows:
+        shown = f"{row.total} / {row.max}  digest {row.digest}" if row.status == "graded" \
+            else f"NOT GRADED: {row.reason}"
+        print(f"{row.submission}: {shown}")
+    print(f"reports in {args.out}/, gradebook in {args.out / 'gradebook.csv'}")
+    return EXIT_FAILED if any(row.status != "graded" for row in rows) else EXIT_OK
+
+
+def _print_table(report_json: Path) -> None:
+    import json
+
+    document = json.loads(report_json.read_bytes())
+    print(f"{'criterion':<24}{'points':>8}{'max':>8}")
+    for criterion in document["criteria"]:
+        print(f"{criterion['title']:<24}{criterion['points']:>8}{criterion['max']:>8}")
+    print(f"{'total':<24}{document['total']:>8}{document['max']:>8}")
+    for finding in document["findings"]:
+        print(f"finding: {finding}")
+
+
+def _check(args: argparse.Namespace) -> int:
+    rubric_path = args.rubric or args.path / "rubric" / "bootcamp.toml"
+    rubric = load_rubric(rubric_path if rubric_path.is_file() else KIT_RUBRIC)
+    checkpoints = run_checkpoints(args.path, rubric)
+    for point in checkpoints:
+        verdict = "PASS" if point.passed else "FAIL"
+        print(f"{verdict}  {point.number}. {point.title:<32} {point.seconds:5.2f}s  {point.reason}")
+    return EXIT_OK if all(point.passed for point in checkpoints) else EXIT_FAILED
+
+
+def _verify_report(args: argparse.Namespace) -> int:
+    failed = False
+    for path in args.paths:
+        ok, message = verify_report(path.read_bytes())
+        stream = sys.stdout if ok else sys.stderr
+        print(f"{'ok  ' if ok else 'FAIL'} {path}: {message}", file=stream)
+        failed = failed or not ok
+    return EXIT_FAILED if failed else EXIT_OK
+
+
+def _merge(args: argparse.Namespace) -> int:
+    args.out.write_bytes(merge_gradebooks([part.read_bytes() for part in args.parts]))
+    print(f"merged {len(args.parts)} gradebooks into {args.out}")
+    return EXIT_OK

@@ -1,0 +1,203 @@
+"""Grade one submission: gather the evidence in the sandbox, score it, build the report.
+
+The parent reads the cassettes with its own codec and serves them; the child
+only ever sees answers. A broken manifest, a missing cassette or an unreadable
+FAILURES.md is a finding that costs what it blocks, never a crash.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import cast
+
+from grader._checks import BUILTIN_CHECKS, Check, Evidence
+from grader._manifest import Manifest, ManifestError, load_manifest
+from grader._model import CriterionResult, Report, RunResult
+from grader._rubric import Case, Rubric
+from grader._sandbox import probe_replay, run_cases
+from lab import CassetteError, prompt_key
+from lab._cassette import decode
+
+__all__ = ["PROBE", "Graded", "grade_submission", "second_label"]
+
+# The one recording the submission's own Replay is probed with.
+PROBE = {"gradekit probe: what is 6 x 7?": "42"}
+
+
+@dataclass(frozen=True, slots=True)
+class Graded:
+    """A report and the facts about the runs that the checkpoints need."""
+
+    report: Report
+    evidence: Evidence
+
+
+def second_label(label: str) -> str:
+    """The label of the second run: always different from the first."""
+    return "provider-b" if label != "provider-b" else "provider-a"
+
+
+def grade_submission(root: Path, rubric: Rubric, *, label: str, scratch: Path) -> Graded:
+    """Grade the submission at ``root``; ``scratch`` is a private, empty folder."""
+    findings: list[str] = []
+    manifest = _manifest(root, findings)
+    student = manifest.student if manifest else root.resolve().name
+    answers = _cassettes(root, manifest.cassettes if manifest else "cassettes",
+                         rubric.cases, findings)
+    evidence = _evidence(root, manifest, rubric, answers, label, scratch, findings)
+    criteria = tuple(_score(evidence, rubric, findings))
+    report = Report(
+        submission=student,
+        rubric_id=rubric.id,
+        rubric_version=rubric.version,
+        rubric_sha256=rubric.sha256,
+        inputs=_inputs(root, manifest, rubric.cases),
+        criteria=criteria,
+        findings=tuple(dict.fromkeys(findings)),
+    )
+    return Graded(report, evidence)
+
+
+def _manifest(root: Path, findings: list[str]) -> Manifest | None:
+    try:
+        return load_manifest(root)
+    except ManifestError as exc:
+        findings.append(f"manifest: {_relative(str(exc), root)}")
+        return None
+
+
+def _cassettes(root: Path, folder: str, cases: tuple[Case, ...],
+               findings: list[str]) -> dict[str, dict[str, str]]:
+    """case -> key -> response, read by the parent; problems become findings."""
+    answers: dict[str, dict[str, str]] = {}
+    for case in cases:
+        relative = f"{folder}/{case.id}.json"
+        try:
+            cassette = decode((root / relative).read_bytes(), source=relative, case=case.id)
+        except FileNotFoundError:
+            findings.append(f"{relative} is missing: record it with "
+                            f"`gradekit record --case {case.id}` and commit it")
+            continue
+        except (OSError, CassetteError) as exc:
+            findings.append(f"{relative} cannot be used: {exc}")
+            continue
+        answers[case.id] = {key: entry.response for key, entry in cassette.entries.items()}
+    return answers
+
+
+def _serve(answers: Mapping[str, Mapping[str, str]]) -> Callable[[str, str], str | None]:
+    def answer(case: str, prompt: str) -> str | None:
+        return answers.get(case, {}).get(prompt_key(prompt))
+
+    return answer
+
+
+def _never(case: str, prompt: str) -> str | None:
+    """A cassette that cannot answer anything."""
+    return None
+
+
+def _evidence(root: Path, manifest: Manifest | None, rubric: Rubric,
+              answers: dict[str, dict[str, str]], label: str, scratch: Path,
+              findings: list[str]) -> Evidence:
+    failures = _failures(root, manifest, findings)
+    if manifest is None:
+        return Evidence(rubric.cases, label, None, None, None, None, failures, (), None,
+                        blocked="no usable [tool.gradekit] manifest")
+    limits, pairs = rubric.limits, [(case.id, case.task) for case in rubric.cases]
+
+    def run(name: str, serve: Callable[[str, str], str | None], run_label: str,
+            seed: int) -> RunResult:
+        result = run_cases(root, manifest.agent, pairs, answer=serve, label=run_label,
+                           hashseed=seed, limits=limits, scratch=scratch / name)
+        _run_findings(result, findings)
+        return result
+
+    primary = run("primary", _serve(answers), label, 1)
+    blocked = f"the agent could not be imported: {primary.import_error}" \
+        if primary.import_error else ""
+    secondary = run("secondary", _serve(answers), second_label(label), 2)
+    unanswerable = run("unanswerable", _never, label, 1)
+    probe = probe_replay(root, manifest.replay, PROBE, limits=limits, scratch=scratch / "probe")
+    second_set, problem = _second_set(root, manifest, rubric, run, findings)
+    return Evidence(rubric.cases, label, primary, secondary, unanswerable, probe, failures,
+                    manifest.stretch, second_set, problem, blocked)
+
+
+def _second_set(root: Path, manifest: Manifest, rubric: Rubric,
+                run: Callable[[str, Callable[[str, str], str | None], str, int], RunResult],
+                findings: list[str]) -> tuple[RunResult | None, str]:
+    if "two-providers" not in manifest.stretch:
+        return None, "not claimed"
+    if not manifest.second_cassettes:
+        return None, 'declare second_cassettes = "FOLDER" in [tool.gradekit]'
+    if not (root / manifest.second_cassettes).is_dir():
+        return None, f"the folder {manifest.second_cassettes}/ does not exist"
+    answers = _cassettes(root, manifest.second_cassettes, rubric.cases, findings)
+    return run("second-set", _serve(answers), "provider-second-set", 1), ""
+
+
+def _run_findings(result: RunResult, findings: list[str]) -> None:
+    if result.import_error:
+        findings.append(f"the agent failed to import: {result.import_error}")
+    for refusal in result.refusals:
+        where = f" in case {refusal.case}" if refusal.case else " at import"
+        findings.append(f"sandbox refused {refusal.event}{where}: {refusal.detail}")
+    for outcome in sorted(result.outcomes.values(), key=lambda o: o.case):
+        if outcome.trace_error:
+            findings.append(f"trace of case {outcome.case} is not valid JSONL: "
+                            f"{outcome.trace_error}")
+
+
+def _failures(root: Path, manifest: Manifest | None, findings: list[str]) -> str | None:
+    name = manifest.failures if manifest else "FAILURES.md"
+    try:
+        return (root / name).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        findings.append(f"{name} is missing: write the failure log (see DESIGN's format)")
+    except (OSError, UnicodeDecodeError) as exc:
+        findings.append(f"{name} cannot be read ({type(exc).__name__}): save it as UTF-8")
+    return None
+
+
+def _score(evidence: Evidence, rubric: Rubric, findings: list[str]) -> list[CriterionResult]:
+    scored = []
+    for criterion in rubric.criteria:
+        check = BUILTIN_CHECKS.get(criterion.check) or _custom(criterion.check)
+        scored.append(check(evidence, rubric, criterion))
+    return scored
+
+
+def _custom(spec: str) -> Check:
+    """An instructor's check, ``package.module:function`` with the built-ins' signature:
+    ``(evidence, rubric, criterion) -> CriterionResult``. ``load_rubric`` imported it."""
+    module, _, function = spec.partition(":")
+    return cast(Check, getattr(importlib.import_module(module), function))
+
+
+def _inputs(root: Path, manifest: Manifest | None, cases: tuple[Case, ...]) -> dict[str, str]:
+    """sha256 of every file the grade depends on, by submission-relative path."""
+    folder = manifest.cassettes if manifest else "cassettes"
+    names = [f"{folder}/{case.id}.json" for case in cases]
+    names.append(manifest.failures if manifest else "FAILURES.md")
+    if manifest:
+        module = manifest.agent.partition(":")[0].replace(".", "/")
+        names += [f"{module}.py", f"{module}/__init__.py", "pyproject.toml"]
+        if manifest.second_cassettes and "two-providers" in manifest.stretch:
+            names += [f"{manifest.second_cassettes}/{case.id}.json" for case in cases]
+    inputs = {}
+    for name in names:
+        path = root / name
+        if path.is_file():
+            inputs[name] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return inputs
+
+
+def _relative(message: str, root: Path) -> str:
+    """Keep the grading machine's paths out of the report."""
+    return message.replace(str(root.resolve()) + "/", "").replace(str(root) + "/", "")
+

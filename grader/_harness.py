@@ -1,0 +1,493 @@
+"""The child side of gradekit's sandbox: it runs untrusted agent code and talks to the grader.
+
+Standard library only, and run by file path (``python -s -P -B _harness.py READ_FD
+WRITE_FD``): it never imports ``lab`` or ``grader``, because the submission ships
+its own ``lab`` that shadows the kit's, and nothing the grader relies on may
+depend on code the submission can shadow or patch. Everything this process
+says is a claim; ``grader._sandbox`` (the parent) decides what it is worth.
+
+Protocol: JSON lines, UTF-8, ASCII-escaped, over two inherited pipes. The
+first line the parent writes is the configuration. The child then says:
+
+    {"op": "refused", "event": E, "subject": S}     the audit hook refused E (any time)
+    {"op": "import_error", "error": "Class: first line"}   and exits
+    {"op": "ready"}                                  the agent (or replay) is loaded
+    {"op": "start", "case": ID}                      before each case: the parent times it
+    {"op": "complete", "case": ID, "prompt": P}      the parent answers
+                                                     {"response": R} or {"miss": MESSAGE}
+    {"op": "result", "case": ID, "status": "returned" | "raised", "returned_type": T,
+     "answer": A | null, "exception": NAME | null, "miss_escaped": BOOL}
+    {"op": "probe", "hit": OUTCOME | null, "miss": OUTCOME}   probe_replay mode only
+
+Before any student code is imported it sets hard resource limits on itself and
+installs an audit hook that refuses the network, new processes, ctypes,
+signals to other processes, raising its limits, and writes outside the
+allowed roots. Audit hooks are a tripwire, not a wall: see ``grader._sandbox``
+for what gets past them.
+"""
+
+from __future__ import annotations
+
+import _thread
+import contextlib
+import hashlib
+import importlib
+import json
+import os
+import pathlib
+import resource
+import stat
+import sys
+from collections.abc import Callable, Iterable
+from typing import Any
+
+NETWORK = frozenset(
+    {
+        "socket.bind",
+        "socket.connect",
+        "socket.getaddrinfo",
+        "socket.gethostbyaddr",
+        "socket.gethostbyname",
+        "socket.gethostbyname_ex",
+        "socket.getnameinfo",
+        "socket.sendmsg",
+        "socket.sendto",
+    }
+)
+RESOLVE = frozenset({"socket.getaddrinfo", "socket.gethostbyname", "socket.gethostbyname_ex"})
+PROCESS = frozenset(
+    {
+        "os.exec",
+        "os.fork",
+        "os.forkpty",
+        "os.posix_spawn",
+        "os.spawn",
+        "os.system",
+        "pty.spawn",
+        "subprocess.Popen",
+    }
+)
+SIGNAL = frozenset({"os.kill", "os.killpg"})
+LIMITS = frozenset({"resource.prlimit", "resource.setrlimit"})
+# Event -> (index of a path argument, index of its dir_fd argument or -1), for every path it writes.
+WRITES: dict[str, tuple[tuple[int, int], ...]] = {
+    "open": ((0, -1),),
+    "os.chflags": ((0, -1),),
+    "os.chmod": ((0, 2),),
+    "os.chown": ((0, 3),),
+    "os.lchflags": ((0, -1),),
+    "os.link": ((0, 2), (1, 3)),  # the source too: a hard link makes an outside file inside
+    "os.mkdir": ((0, 2),),
+    "os.remove": ((0, 1),),
+    "os.removexattr": ((0, -1),),
+    "os.rename": ((0, 2), (1, 3)),
+    "os.replace": ((0, 2), (1, 3)),
+    "os.rmdir": ((0, 1),),
+    "os.setxattr": ((0, -1),),
+    "os.symlink": ((1, 2),),
+    "os.truncate": ((0, -1),),
+    "os.utime": ((0, 3),),
+    "shutil.chown": ((0, -1),),
+    "shutil.copyfile": ((1, -1),),
+    "shutil.copymode": ((1, -1),),
+    "shutil.copystat": ((1, -1),),
+    "shutil.copytree": ((1, -1),),
+    "shutil.make_archive": ((0, -1),),
+    "shutil.move": ((0, -1), (1, -1)),
+    "shutil.rmtree": ((0, 1),),
+    "shutil.unpack_archive": ((1, -1),),
+}
+LIBRARY = "ctypes."  # every ctypes event: ctypes can call libc and step around the hook
+REFUSABLE = NETWORK | PROCESS | SIGNAL | LIMITS | frozenset(WRITES) | {"ctypes.dlopen"}
+
+WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
+ALWAYS_WRITABLE = frozenset({os.devnull})
+EXACT_PATHS = (str, bytes, pathlib.PurePosixPath, pathlib.PosixPath)
+SUBJECT_LIMIT = 80
+TEXT_LIMIT = 300
+
+
+class CassetteMiss(Exception):
+    """Raised for a miss when the submission has no usable ``lab.CassetteMiss`` of its own."""
+
+
+class Channel:
+    """The two pipes to the parent: one JSON object per line, each way."""
+
+    def __init__(self, read_fd: int, write_fd: int) -> None:
+        self._read_fd, self._write_fd = read_fd, write_fd
+        self._pending = bytearray()
+        self._send_lock = _thread.allocate_lock()  # the audit hook reports from any thread
+        self.talk_lock = _thread.allocate_lock()  # one request and its reply at a time
+
+    def send(self, message: dict[str, Any]) -> None:
+        """Write one line; ``os.write`` is not an audited event, so the hook may call this."""
+        data = (json.dumps(message, ensure_ascii=True) + "\n").encode("ascii")
+        with self._send_lock:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(self._write_fd, view) :]
+
+    def receive(self) -> dict[str, Any]:
+        """Read one line; the parent going away ends this process."""
+        while b"\n" not in self._pending:
+            chunk = os.read(self._read_fd, 1 << 16)
+            if not chunk:
+                os._exit(70)
+            self._pending += chunk
+        line, _, rest = bytes(self._pending).partition(b"\n")
+        self._pending = bytearray(rest)
+        message: dict[str, Any] = json.loads(line)
+        return message
+
+
+def set_limits(limits: dict[str, int]) -> None:
+    """Soft = hard, so the student's code cannot raise them back (and the hook refuses trying)."""
+    mib = 1 << 20
+    wanted = {
+        resource.RLIMIT_AS: limits["memory_mb"] * mib,
+        resource.RLIMIT_CPU: limits["cpu_s"],
+        resource.RLIMIT_FSIZE: limits["file_mb"] * mib,
+        resource.RLIMIT_NOFILE: limits["open_files"],
+        resource.RLIMIT_CORE: 0,
+    }
+    for which, value in wanted.items():
+        _, hard = resource.getrlimit(which)
+        if hard != resource.RLIM_INFINITY:
+            value = min(value, hard)  # an unprivileged process cannot raise its hard limit
+        resource.setrlimit(which, (value, value))
+
+
+def install_guard(channel: Channel, roots: Iterable[str]) -> None:
+    """Add the audit hook; from here on every refusal is reported and raised as PermissionError."""
+    allowed = tuple(os.path.realpath(root) for root in roots)
+    busy: set[int] = set()  # threads inside the hook: its own work must not re-enter it
+
+    def guard(event: str, args: tuple[Any, ...]) -> None:
+        if event not in REFUSABLE and not event.startswith(LIBRARY):
+            return
+        ident = _thread.get_ident()
+        if ident in busy:
+            return
+        busy.add(ident)
+        try:
+            try:
+                subject = judge(event, args, allowed)
+            except Exception:
+                subject = ""  # an argument the hook cannot understand is refused, not waved through
+            if subject is None:
+                return
+            channel.send({"op": "refused", "event": event, "subject": subject})
+        finally:
+            busy.discard(ident)
+        raise PermissionError(
+            f"gradekit's sandbox refused {event} ({reason(event)}): a graded agent may only "
+            "call the provider it is given and write inside its own folder"
+        )
+
+    sys.addaudithook(guard)
+
+
+def judge(event: str, args: tuple[Any, ...], allowed: tuple[str, ...]) -> str | None:
+    """None when the event is allowed, else a short subject for the report ('' for none)."""
+    if event in WRITES:
+        return outside(event, args, allowed)
+    if event in SIGNAL:
+        return None if targets_self(event, args) else ""
+    if event in LIMITS:
+        return None if event == "resource.prlimit" and args[2] is None else ""
+    if event in RESOLVE:
+        return shorten(args[0])
+    if event in PROCESS:
+        return program(event, args)
+    if event == "ctypes.dlopen":
+        return shorten(os.path.basename(args[0])) if isinstance(args[0], str) else ""
+    return ""
+
+
+def reason(event: str) -> str:
+    """Why an event is refused, for the PermissionError the student sees."""
+    if event in NETWORK:
+        return "no network in a graded run"
+    if event in PROCESS:
+        return "no new processes in a graded run"
+    if event in WRITES:
+        return "writes outside the submission's copy and its scratch folder"
+    if event in SIGNAL:
+        return "no signals to other processes"
+    if event in LIMITS:
+        return "resource limits are fixed"
+    return "no ctypes in a graded run"
+
+
+def outside(event: str, args: tuple[Any, ...], allowed: tuple[str, ...]) -> str | None:
+    """The basename of the first written path outside ``allowed``, or None."""
+    if event == "open":
+        return opened_outside(args, allowed)
+    for path_at, dir_fd_at in WRITES[event]:
+        dir_fd = args[dir_fd_at] if 0 <= dir_fd_at < len(args) else None
+        path = resolve(args[path_at], dir_fd)
+        if path not in ALWAYS_WRITABLE and not any(inside(path, root) for root in allowed):
+            return shorten(os.path.basename(path))
+    return None
+
+
+def opened_outside(args: tuple[Any, ...], allowed: tuple[str, ...]) -> str | None:
+    """Judge an ``open`` event: a write outside, a device, or a folder outside is refused.
+
+    A folder: ``os.open(name, flags, dir_fd=fd)`` raises an event without the
+    dir_fd, so a folder fd from outside would let a write outside pass as inside.
+    """
+    path, mode, flags = args
+    if isinstance(path, int):  # an fd opened before, and judged then
+        return None
+    writes = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
+        isinstance(flags, int) and bool(flags & WRITE_FLAGS)
+    )
+    if not writes and mode is not None:
+        return None
+    real = resolve(path, None)
+    if not writes:
+        outside_folder = os.path.isdir(real) and not any(
+            real == root or inside(real, root) for root in allowed
+        )
+        return shorten(os.path.basename(real)) if outside_folder else None
+    if real in ALWAYS_WRITABLE:
+        return None
+    if not any(inside(real, root) for root in allowed) or is_device(real):
+        return shorten(os.path.basename(real))
+    return None
+
+
+def is_device(path: str) -> bool:
+    """Whether ``path`` is a device node (one made with the unaudited os.mknod, say)."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return stat.S_ISBLK(mode) or stat.S_ISCHR(mode)
+
+
+def resolve(path: object, dir_fd: object) -> str:
+    """The real absolute path an audited call acts on; unusual path objects raise (refused)."""
+    if isinstance(path, int):
+        return os.readlink(f"/proc/self/fd/{path}")
+    if type(path) not in EXACT_PATHS and not isinstance(path, str | bytes):
+        raise TypeError("a path-like object the sandbox will not trust twice")
+    text = os.fsdecode(path if isinstance(path, pathlib.PurePath) else _exact(path))
+    if isinstance(dir_fd, int) and dir_fd >= 0 and not os.path.isabs(text):
+        text = os.path.join(os.readlink(f"/proc/self/fd/{dir_fd}"), text)
+    return os.path.realpath(text)
+
+
+def _exact(path: object) -> str | bytes:
+    """The plain value of a str or bytes (subclasses could override the methods used later)."""
+    return "".join([path]) if isinstance(path, str) else b"".join([path])  # type: ignore[list-item]
+
+
+def inside(path: str, root: str) -> bool:
+    """Whether the real path ``path`` is below ``root``; the root itself may not be moved away."""
+    return path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def targets_self(event: str, args: tuple[Any, ...]) -> bool:
+    """Whether a signal goes to this process or its own process group only."""
+    target, group = args[0], os.getpgrp()
+    if event == "os.killpg":
+        return target in (0, group)
+    return target in (0, os.getpid(), -group)
+
+
+def program(event: str, args: tuple[Any, ...]) -> str:
+    """The basename of the program a process event would start."""
+    if event in ("os.fork", "os.forkpty"):
+        return ""
+    candidate: object = {
+        "subprocess.Popen": lambda: args[0] or args[1],
+        "os.system": lambda: args[0],
+        "pty.spawn": lambda: args[0],
+        "os.spawn": lambda: args[1],
+    }.get(event, lambda: args[0])()
+    if isinstance(candidate, list | tuple):
+        candidate = candidate[0] if candidate else ""
+    if isinstance(candidate, str | bytes | os.PathLike):
+        text = os.fsdecode(candidate)
+        return shorten(os.path.basename(text.split()[0] if text.split() else text))
+    return ""
+
+
+def shorten(value: object) -> str:
+    """A printable, bounded string for a report."""
+    text = value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+    return "".join(c if c.isprintable() else "?" for c in text[:SUBJECT_LIMIT])
+
+
+def describe(exc: BaseException) -> str:
+    """``Class: first line of the message``, bounded; a hostile ``__str__`` cannot break it."""
+    try:
+        message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    except BaseException:
+        message = "(the message could not be read)"
+    name = type(exc).__name__
+    return (f"{name}: {message}" if message else name)[:TEXT_LIMIT]
+
+
+def load(spec: str) -> Any:
+    """Import ``package.module:attribute`` from the submission."""
+    module_name, _, attribute = spec.partition(":")
+    found: Any = importlib.import_module(module_name)
+    for part in attribute.split(".") if attribute else ():
+        found = getattr(found, part)
+    if not callable(found):
+        raise TypeError(f"{spec} is not callable")
+    return found
+
+
+def flush_output() -> None:
+    """Hand buffered prints to the output files before the parent may kill this process."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(BaseException):
+            stream.flush()
+
+
+class Provider:
+    """The provider the agent is given: every prompt goes to the parent, which alone answers."""
+
+    def __init__(self, channel: Channel, case: str, label: str) -> None:
+        self.name = label
+        self._channel, self._case = channel, case
+        self.misses: list[BaseException] = []
+
+    def complete(self, prompt: str) -> str:
+        """Ask the parent; a miss raises (and is remembered, to see whether it escapes)."""
+        if not issubclass(type(prompt), str):
+            raise TypeError(f"complete() takes a str prompt, not {type(prompt).__name__}")
+        prompt = "".join([prompt])
+        prompt.encode("utf-8")  # a lone surrogate raises here, before anything is sent
+        with self._channel.talk_lock:
+            self._channel.send({"op": "complete", "case": self._case, "prompt": prompt})
+            reply = self._channel.receive()
+        if "response" in reply:
+            response: str = reply["response"]
+            return response
+        miss = make_miss(str(reply.get("miss", "cassette miss")), self._case, prompt)
+        self.misses.append(miss)
+        raise miss
+
+
+def make_miss(message: str, case: str, prompt: str) -> BaseException:
+    """The submission's own ``lab.CassetteMiss`` when it can be built, else the harness's."""
+    cls: Any = submission_miss_class()
+    key = hashlib.sha256(prompt.strip().encode("utf-8")).hexdigest()[:16]
+    attempts: tuple[Callable[[], object], ...] = (
+        lambda: cls(message, cassette=case, key=key, prompt=prompt),
+        lambda: cls(message),
+    )
+    for attempt in attempts if cls is not None else ():
+        try:
+            miss = attempt()
+        except Exception:
+            continue
+        if isinstance(miss, BaseException) and issubclass(type(miss), BaseException):
+            return miss
+    return CassetteMiss(message)
+
+
+def submission_miss_class() -> type[BaseException] | None:
+    """``lab.CassetteMiss`` as the submission defines it, if it is an exception class."""
+    try:
+        lab = sys.modules.get("lab") or importlib.import_module("lab")
+        cls = getattr(lab, "CassetteMiss", None)
+    except BaseException:
+        return None
+    return cls if isinstance(cls, type) and issubclass(cls, BaseException) else None
+
+
+def escaped(exc: BaseException, misses: list[BaseException]) -> bool:
+    """Whether one of ``misses`` is in ``exc``'s chain as Python would print it."""
+    seen: set[int] = set()
+    stack: list[object] = [exc]
+    try:
+        while stack:
+            current = stack.pop()
+            if not isinstance(current, BaseException) or id(current) in seen:
+                continue
+            seen.add(id(current))
+            if any(current is miss for miss in misses):
+                return True
+            stack.append(current.__cause__)
+            if not current.__suppress_context__:
+                stack.append(current.__context__)
+            if isinstance(current, BaseExceptionGroup):
+                stack.extend(current.exceptions)
+    except BaseException:
+        return False
+    return False
+
+
+def outcome(call: Callable[[], object]) -> tuple[dict[str, Any], BaseException | None]:
+    """Run ``call``; describe what it returned or raised (the exception comes back too)."""
+    try:
+        value = call()
+    except BaseException as exc:
+        return {"exception": type(exc).__name__}, exc
+    is_str = issubclass(type(value), str)
+    answer = "".join([value]) if is_str else None  # type: ignore[list-item]
+    return {"returned_type": type(value).__name__, "answer": answer}, None
+
+
+def run_cases(channel: Channel, config: dict[str, Any]) -> None:
+    """Import the agent, then run every case in order, reporting each."""
+    try:
+        agent = load(config["agent"])
+    except BaseException as exc:
+        channel.send({"op": "import_error", "error": describe(exc)})
+        return
+    channel.send({"op": "ready"})
+    for case in config["cases"]:
+        os.environ["GRADEKIT_TRACE"] = case["trace"]
+        provider = Provider(channel, case["id"], config["label"])
+        channel.send({"op": "start", "case": case["id"]})
+        described, error = outcome(lambda: agent(provider, case["task"]))  # noqa: B023
+        if error is None:
+            result = {"status": "returned", "exception": None, "miss_escaped": False}
+        else:
+            result = {"status": "raised", "returned_type": None, "answer": None}
+            result["miss_escaped"] = escaped(error, provider.misses)
+        del error  # its traceback holds the agent's frames
+        flush_output()
+        channel.send({"op": "result", "case": case["id"], **described, **result})
+
+
+def probe_replay(channel: Channel, config: dict[str, Any]) -> None:
+    """Load the submission's replay on the parent's cassette; ask a hit and a miss."""
+    probe = config["probe"]
+    try:
+        replay = load(config["replay"])(probe["cassette"])
+    except BaseException as exc:
+        channel.send({"op": "import_error", "error": describe(exc)})
+        return
+    channel.send({"op": "ready"})
+    hit = None if probe["hit"] is None else outcome(lambda: replay.complete(probe["hit"]))[0]
+    miss = outcome(lambda: replay.complete(probe["miss"]))[0]
+    flush_output()
+    channel.send({"op": "probe", "hit": hit, "miss": miss})
+
+
+def main(argv: list[str]) -> None:
+    """Configure, fence, run; then leave without waiting for threads the agent left behind."""
+    channel = Channel(int(argv[1]), int(argv[2]))
+    config = channel.receive()
+    set_limits(config["limits"])
+    install_guard(channel, config["roots"])
+    sys.path.insert(0, config["root"])
+    if config["mode"] == "probe_replay":
+        probe_replay(channel, config)
+    else:
+        run_cases(channel, config)
+    flush_output()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main(sys.argv)

@@ -1,0 +1,152 @@
+"""Values shared by the grader's parts: what a sandboxed run produced, what a check scored.
+
+Pure data, no I/O. Everything here that reaches a report is built only from
+what the parent process observed or computed, never from what the child claims
+about scores.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Literal
+
+__all__ = [
+    "Call",
+    "CaseOutcome",
+    "CheckResult",
+    "CriterionResult",
+    "Limits",
+    "Refusal",
+    "ReplayProbe",
+    "Report",
+    "RunResult",
+    "Status",
+    "TraceRecord",
+]
+
+Status = Literal["returned", "raised", "timeout", "crashed", "not_run"]
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Resource limits of one sandboxed child; set in the rubric's ``[limits]`` table."""
+
+    timeout_s: float = 30.0  # wall clock per case
+    memory_mb: int = 1024  # address space
+    cpu_s: int = 120  # CPU seconds for the whole child
+    file_mb: int = 16  # largest file the child may write
+    open_files: int = 256
+    output_kb: int = 64  # stdout/stderr kept for feedback, each
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """One provider call as the parent served it, in order."""
+
+    key: str
+    served: bool  # False: the parent answered with a miss
+
+
+@dataclass(frozen=True, slots=True)
+class TraceRecord:
+    """One line of the child's ``$GRADEKIT_TRACE`` file, as the parent parsed it."""
+
+    key: object
+    provider: object
+    latency_ms: object
+    ok: object
+
+
+@dataclass(frozen=True, slots=True)
+class CaseOutcome:
+    """How one case of one run ended, as the parent saw it."""
+
+    case: str
+    status: Status
+    answer: str | None = None  # the returned value when it was a str
+    returned_type: str | None = None  # type name of what run() returned
+    exception: str | None = None  # class name of what run() raised
+    miss_escaped: bool = False  # the parent's miss was in the raised exception's chain
+    calls: tuple[Call, ...] = ()
+    trace: tuple[TraceRecord, ...] = ()
+    trace_error: str | None = None  # "line 3: not valid JSON" and the like
+    detail: str = ""  # a short, deterministic reason for timeout / crash / not_run
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """Something the sandbox refused: a socket, a subprocess, a write outside the copy."""
+
+    case: str  # "" when it happened at import time
+    event: str  # the audit event, e.g. "socket.connect"
+    detail: str  # deterministic: no addresses of the grading machine, no PIDs
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    """One sandboxed run of the agent over some cases, under one label and hash seed."""
+
+    outcomes: dict[str, CaseOutcome]
+    refusals: tuple[Refusal, ...] = ()
+    import_error: str | None = None  # the agent could not be imported: every case is lost
+    stdout: str = ""  # size-capped, for feedback only; never parsed for results
+    stderr: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayProbe:
+    """What the submission's own ``Replay`` did when probed in the sandbox."""
+
+    loaded: bool  # it could be imported and constructed
+    whitespace_hit: bool  # a recorded prompt with extra outer whitespace was served
+    miss_raised: bool  # an unknown prompt raised
+    exception: str | None = None  # class name of what the unknown prompt raised
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class CheckResult:
+    """One sub-check of a criterion: usually one case."""
+
+    id: str
+    passed: bool
+    points: Decimal
+    max: Decimal
+    detail: str
+
+
+@dataclass(frozen=True, slots=True)
+class CriterionResult:
+    """A criterion's score: the sum of its checks."""
+
+    id: str
+    title: str
+    points: Decimal
+    max: Decimal
+    checks: tuple[CheckResult, ...]
+    review: bool = False  # marked for a human to look at (written summary)
+    advice: tuple[str, ...] = ()  # what to do to earn the lost points
+
+
+@dataclass(frozen=True, slots=True)
+class Report:
+    """Everything ``report.json`` holds except its digest."""
+
+    submission: str
+    rubric_id: str
+    rubric_version: int
+    rubric_sha256: str
+    inputs: dict[str, str]  # submission-relative path -> sha256 of its bytes
+    criteria: tuple[CriterionResult, ...]
+    findings: tuple[str, ...] = field(default=())
+
+    @property
+    def total(self) -> Decimal:
+        """Points earned."""
+        return sum((c.points for c in self.criteria), Decimal("0"))
+
+    @property
+    def max(self) -> Decimal:
+        """Points available."""
+        return sum((c.max for c in self.criteria), Decimal("0"))

@@ -1,0 +1,701 @@
+"""The trust boundary: untrusted agent code runs in a child process; the parent alone decides.
+
+The parent copies the submission into a private folder, starts
+``_harness.py`` (standard library only, so the submission's own ``lab``
+cannot shadow it) with an environment built from nothing, and serves the
+recorded answers over a private pair of pipes. The parent therefore knows
+every key asked and every miss; it times each case, kills a child that
+overruns or dies and starts a fresh one for the cases left, parses the trace
+files itself, and turns what the child says into values only after checking
+them. Nothing the child prints is parsed, and no pickle crosses the boundary.
+
+What a determined student can still get past this sandbox (the audit hook is a
+tripwire, not a wall; PEP 578 says as much):
+
+- Forge results. The child finds its pipe fds (``sys.argv``) and can write any
+  ``result`` line: a ``miss_escaped`` it did not earn, "returned" for a case
+  that raised. Calls, keys and misses are the parent's own record; outcomes are
+  the child's claims, checked only for shape and order.
+- Disable the hook. ``gc.get_objects`` reaches the hook's closure and its
+  allowed roots; ``sys.modules["json"]`` can be patched under the harness.
+- Read anything the grading user can read: other submissions, the rubric, the
+  grader's files. Only writes are fenced, and not all of them: ``os.open`` with
+  ``dir_fd`` (the event carries no dir_fd), ``os.mkfifo`` and ``os.mknod`` (not
+  audited), a symlink swapped between the check and the call, and writes
+  through any fd already open (stdout, stderr, the pipes).
+- Start processes without an audited event: ``_posixsubprocess.fork_exec``
+  called directly, or any C extension already importable from the grader's
+  environment (site-packages is on the child's path).
+- Behave differently under grading: timing, ``provider.name``, the ``HOME``
+  and working folder, or the absence of a network all tell it where it runs.
+- Exhaust shared resources the limits do not cover: disk (many files each
+  under ``file_mb``), threads, or CPU spread across restarted children.
+
+Run it in a container or VM without network and with a read-only view of
+everything else when that matters; this module keeps honest mistakes and
+casual cheating out of the grades, and never lets one submission stop a batch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import selectors
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Any, Literal
+
+from grader._model import Call, CaseOutcome, Limits, Refusal, ReplayProbe, RunResult, TraceRecord
+from lab import prompt_key
+from lab._cassette import Cassette, Entry, encode
+
+__all__ = ["probe_replay", "run_cases"]
+
+_HARNESS = Path(__file__).with_name("_harness.py")
+# Not -I: it implies -E, and -E makes the child ignore PYTHONHASHSEED. The environment is
+# built from nothing instead, so the only PYTHON* variables the child sees are ours.
+_PYTHON_FLAGS = ("-s", "-P", "-B")
+_IGNORED = shutil.ignore_patterns(".git", ".venv*", "__pycache__", "grades", "*.pyc")
+_MAX_LINE = 64 << 20
+_MAX_REFUSALS = 100
+_MIB = 1 << 20
+_MAX_SEED = 2**32 - 1
+
+_OUT = "outside the submission"
+_REFUSED: dict[str, str] = {
+    event: phrase
+    for phrase, events in (
+        ("bind a network address", "socket.bind"),
+        ("connect to a network address", "socket.connect"),
+        ("send to a network address", "socket.sendmsg socket.sendto"),
+        ("resolve a host name", "socket.getaddrinfo socket.gethostbyname socket.gethostbyname_ex"),
+        ("look up a network address", "socket.gethostbyaddr socket.getnameinfo"),
+        ("start a process", "os.exec os.posix_spawn os.spawn os.system pty.spawn subprocess.Popen"),
+        ("fork the process", "os.fork os.forkpty"),
+        ("load a C library", "ctypes.dlopen"),
+        ("signal another process", "os.kill os.killpg"),
+        ("change its resource limits", "resource.prlimit resource.setrlimit"),
+        (f"write a file {_OUT}", "open"),
+        (f"change permissions {_OUT}", "os.chflags os.chmod os.chown os.lchflags shutil.chown"),
+        (f"change file attributes {_OUT}", "os.removexattr os.setxattr"),
+        (f"create a link {_OUT}", "os.link os.symlink"),
+        (f"create a folder {_OUT}", "os.mkdir"),
+        (f"delete {_OUT}", "os.remove os.rmdir shutil.rmtree"),
+        (f"move a file {_OUT}", "os.rename os.replace shutil.move"),
+        (f"truncate a file {_OUT}", "os.truncate"),
+        (f"change file times {_OUT}", "os.utime"),
+        (f"copy {_OUT}", "shutil.copyfile shutil.copymode shutil.copystat shutil.copytree"),
+        (f"write an archive {_OUT}", "shutil.make_archive shutil.unpack_archive"),
+    )
+    for event in events.split()
+}
+
+
+def run_cases(
+    root: Path,
+    agent: str,
+    cases: Sequence[tuple[str, str]],
+    *,
+    answer: Callable[[str, str], str | None],
+    label: str,
+    hashseed: int,
+    limits: Limits,
+    scratch: Path,
+) -> RunResult:
+    """Run ``agent`` (``"package.module:function"``) on each ``(case_id, task)`` in a sandbox.
+
+    ``answer(case_id, prompt)`` is the recorded response, or None for a miss;
+    every call is recorded as the parent served it. A case that times out or
+    crashes costs only itself: a fresh child runs the cases after it. The
+    submission at ``root`` is copied into a new folder under ``scratch``,
+    which is left in place for inspection.
+    """
+    if not 0 <= hashseed <= _MAX_SEED:
+        raise ValueError(f"hashseed must be between 0 and {_MAX_SEED}, got {hashseed}")
+    ids = [case_id for case_id, _ in cases]
+    if len(set(ids)) != len(ids):
+        raise ValueError(f"case ids must be unique, got {ids}")
+    layout = _prepare(root, scratch)
+    planned = [
+        _Case(case_id, task, layout.work / f"trace-{n:03d}.jsonl")
+        for n, (case_id, task) in enumerate(cases)
+    ]
+    run = _Run(answer, limits, layout)
+    config = _config(layout, limits, mode="run", agent=agent, label=label)
+    env = _environment(layout, hashseed)
+    with _outputs(layout) as outputs:
+        while run.import_error is None and (pending := run.pending(planned)):
+            cases_config = [{"id": c.id, "task": c.task, "trace": str(c.trace)} for c in pending]
+            with _Child({**config, "cases": cases_config}, layout, env, outputs) as child:
+                run.converse(child, pending)
+    return run.result(planned, _captured(layout, limits))
+
+
+def probe_replay(
+    root: Path, replay: str, recorded: Mapping[str, str], *, limits: Limits, scratch: Path
+) -> ReplayProbe:
+    """Probe the submission's own replay class (``"package.module:Class"``) in a sandbox.
+
+    The parent writes ``recorded`` (prompt -> response) as a cassette, the
+    child constructs ``cls(path)`` and asks one recorded prompt wrapped in
+    extra whitespace and one prompt never recorded; the parent judges.
+    """
+    layout = _prepare(root, scratch)
+    entries = {prompt_key(p): Entry(p.strip(), r) for p, r in sorted(recorded.items())}
+    cassette = layout.work / "probe-cassette.json"
+    cassette.write_bytes(encode(Cassette(case="probe", entries=entries)))
+    first = min(recorded, default=None)
+    expected = None if first is None else entries[prompt_key(first)].response
+    probe = {
+        "cassette": str(cassette),
+        "hit": None if first is None else f"  \n\t{first.strip()}\n  ",
+        "miss": _unknown_prompt(entries),
+    }
+    config = _config(layout, limits, mode="probe_replay", replay=replay, probe=probe)
+    env = _environment(layout, 0)
+    with _outputs(layout) as outputs, _Child(config, layout, env, outputs) as child:
+        return _Probe(layout, limits, expected).converse(child)
+
+
+@dataclass(frozen=True, slots=True)
+class _Layout:
+    """The folders of one sandboxed run, all in a fresh folder under the caller's scratch."""
+
+    run: Path
+    copy: Path  # the submission's private copy: the child's cwd and HOME
+    work: Path  # traces and TMPDIR: the only other place the child may write
+    output: Path  # stdout and stderr, which the child reaches only through inherited fds
+
+    def scrub(self, text: str) -> str:
+        """``text`` with this machine's paths replaced by stable names."""
+        for path, name in ((self.copy, "<submission>"), (self.run, "<scratch>")):
+            for spelling in sorted({str(path), os.path.realpath(path)}, key=len, reverse=True):
+                text = text.replace(spelling, name)
+        return text
+
+
+@dataclass(frozen=True, slots=True)
+class _Case:
+    id: str
+    task: str
+    trace: Path
+
+
+def _prepare(root: Path, scratch: Path) -> _Layout:
+    scratch.mkdir(parents=True, exist_ok=True)
+    run = Path(tempfile.mkdtemp(prefix="run-", dir=scratch)).resolve()
+    layout = _Layout(run, run / "submission", run / "work", run / "output")
+    # symlinks=True: a link in the submission stays a link, so writes through it are judged
+    # by where it points, and copying never follows it out of the submission.
+    shutil.copytree(root, layout.copy, symlinks=True, ignore=_IGNORED)
+    (layout.work / "tmp").mkdir(parents=True)
+    layout.output.mkdir()
+    return layout
+
+
+def _environment(layout: _Layout, hashseed: int) -> dict[str, str]:
+    """The child's whole environment: nothing inherited, so no credentials and no proxies."""
+    return {
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(layout.copy),
+        "TMPDIR": str(layout.work / "tmp"),
+        "TZ": "UTC",
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+        "PYTHONHASHSEED": str(hashseed),
+        "PYTHONIOENCODING": "utf-8",
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
+
+
+def _config(layout: _Layout, limits: Limits, **fields: object) -> dict[str, object]:
+    kept = ("memory_mb", "cpu_s", "file_mb", "open_files")
+    return {
+        "root": str(layout.copy),
+        "roots": [str(layout.copy), str(layout.work)],
+        "limits": {name: getattr(limits, name) for name in kept},
+        **fields,
+    }
+
+
+@contextlib.contextmanager
+def _outputs(layout: _Layout) -> Iterator[tuple[IO[bytes], IO[bytes]]]:
+    """The child's stdout and stderr files, shared by every child of one run."""
+    with open(layout.output / "stdout", "wb") as out, open(layout.output / "stderr", "wb") as err:
+        yield out, err
+
+
+def _captured(layout: _Layout, limits: Limits) -> tuple[str, str]:
+    """What the children printed, capped and scrubbed; for feedback, never parsed."""
+    cap = limits.output_kb * 1024
+
+    def text(name: str) -> str:
+        data = _read_regular(layout.output / name, cap) or b""
+        return layout.scrub(data[:cap].decode("utf-8", "replace"))
+
+    return text("stdout"), text("stderr")
+
+
+def _read_regular(path: Path, cap: int) -> bytes | None:
+    """Up to ``cap + 1`` bytes of a regular file; None if it is missing or anything else.
+
+    The child may plant a symlink or a FIFO where the parent reads: neither may
+    steer the parent elsewhere or stall it.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        return handle.read(cap + 1)
+
+
+def _read_trace(path: Path, limits: Limits) -> tuple[tuple[TraceRecord, ...], str | None]:
+    """The case's trace records, and where the file stopped being valid JSONL."""
+    cap = limits.file_mb * _MIB
+    data = _read_regular(path, cap)
+    if data is None:
+        return (), None if not os.path.lexists(path) else "not a regular file"
+    lines = data[:cap].split(b"\n")
+    if lines[-1] == b"":
+        lines.pop()
+    records: list[TraceRecord] = []
+    for number, raw in enumerate(lines, start=1):
+        try:
+            record = _loads(raw)
+        except UnicodeDecodeError:
+            return tuple(records), f"line {number}: not UTF-8"
+        except (ValueError, RecursionError):
+            return tuple(records), f"line {number}: not valid JSON"
+        if not isinstance(record, dict):
+            return tuple(records), f"line {number}: not a JSON object"
+        fields = (record.get(name) for name in ("key", "provider", "latency_ms", "ok"))
+        records.append(TraceRecord(*fields))
+    return tuple(records), None
+
+
+def _loads(raw: bytes) -> object:
+    """Strict JSON: NaN and Infinity are not JSON, and would break equality of what is kept."""
+    return json.loads(raw.decode("utf-8"), parse_constant=_reject_constant)
+
+
+def _reject_constant(name: str) -> object:
+    raise ValueError(f"{name} is not JSON")
+
+
+class _Event(Enum):
+    ENDED = "ended"
+    TIMED_OUT = "timed out"
+
+
+class _ProtocolError(Exception):
+    """The child said something the protocol does not allow."""
+
+
+class _Child:
+    """One harness process and its pipes. Everything it says is a claim to be checked."""
+
+    def __init__(
+        self,
+        config: Mapping[str, object],
+        layout: _Layout,
+        env: Mapping[str, str],
+        outputs: tuple[IO[bytes], IO[bytes]],
+    ) -> None:
+        their_read, self._to_child = os.pipe()
+        self._from_child, their_write = os.pipe()
+        command = [sys.executable, *_PYTHON_FLAGS, str(_HARNESS), str(their_read), str(their_write)]
+        try:
+            self.proc = subprocess.Popen(
+                command,
+                cwd=layout.copy,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=outputs[0],
+                stderr=outputs[1],
+                pass_fds=(their_read, their_write),
+                start_new_session=True,  # its own process group: one killpg ends everything
+            )
+        except BaseException:
+            os.close(self._to_child)
+            os.close(self._from_child)
+            raise
+        finally:
+            os.close(their_read)
+            os.close(their_write)
+        os.set_blocking(self._to_child, False)  # a child that never reads cannot block the parent
+        self._selector = selectors.DefaultSelector()
+        self._selector.register(self._from_child, selectors.EVENT_READ)
+        self._inbox, self._scanned, self._outbox = bytearray(), 0, bytearray()
+        self._eof = self._finished = False
+        self.send(config)
+
+    def __enter__(self) -> _Child:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.finish(time.monotonic())
+
+    def send(self, message: Mapping[str, object]) -> None:
+        """Queue one line for the child; written as the pipe accepts it."""
+        self._outbox += (json.dumps(message, ensure_ascii=True) + "\n").encode("ascii")
+        self._flush()
+
+    def receive(self, deadline: float) -> dict[str, Any] | _Event:
+        """The next message, or ENDED once the child closed its pipe, or TIMED_OUT."""
+        while True:
+            line = self._take_line()
+            if line is not None:
+                return _decode(line)
+            if self._eof:
+                return _Event.ENDED
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return _Event.TIMED_OUT
+            for key, _ in self._selector.select(remaining):
+                if key.fd == self._from_child:
+                    self._read()
+                else:
+                    self._flush()
+
+    def finish(self, deadline: float) -> tuple[int, bool]:
+        """Give the child until ``deadline`` to exit, kill its group, reap it.
+
+        Returns its exit status and whether the parent had to kill it.
+        """
+        if self._finished:
+            return self.proc.returncode, False
+        self._finished = True
+        exited = self._exits_by(deadline)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)  # its unreaped zombie still holds the group
+        code = self.proc.wait()
+        self._selector.close()
+        os.close(self._to_child)
+        os.close(self._from_child)
+        return code, not exited
+
+    def _exits_by(self, deadline: float) -> bool:
+        """Wait for the exit without reaping, so the group id cannot be reused meanwhile."""
+        while True:
+            flags = os.WEXITED | os.WNOHANG | os.WNOWAIT
+            if os.waitid(os.P_PID, self.proc.pid, flags) is not None:
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.005)
+
+    def _read(self) -> None:
+        chunk = os.read(self._from_child, 1 << 16)
+        if chunk:
+            self._inbox += chunk
+            return
+        self._eof = True
+        self._selector.unregister(self._from_child)
+
+    def _take_line(self) -> bytes | None:
+        end = self._inbox.find(b"\n", self._scanned)
+        if end < 0:
+            self._scanned = len(self._inbox)
+            if self._scanned > _MAX_LINE:
+                raise _ProtocolError("a message longer than 64 MiB")
+            return None
+        line = bytes(self._inbox[:end])
+        del self._inbox[: end + 1]
+        self._scanned = 0
+        return line
+
+    def _flush(self) -> None:
+        try:
+            sent = os.write(self._to_child, self._outbox) if self._outbox else 0
+        except BlockingIOError:
+            sent = 0
+        except BrokenPipeError:
+            sent = len(self._outbox)  # the child is gone; its end of file follows
+        del self._outbox[:sent]
+        waiting = self._to_child in self._selector.get_map()
+        if self._outbox and not waiting:
+            self._selector.register(self._to_child, selectors.EVENT_WRITE)
+        elif waiting and not self._outbox:
+            self._selector.unregister(self._to_child)
+
+
+def _decode(line: bytes) -> dict[str, Any]:
+    try:
+        message = _loads(line)
+    except (ValueError, RecursionError) as exc:
+        raise _ProtocolError("a line that is not JSON") from exc
+    if not isinstance(message, dict) or not isinstance(message.get("op"), str):
+        raise _ProtocolError("a message without an op")
+    return message
+
+
+@dataclass
+class _Talk:
+    """How far one child got through its pending cases."""
+
+    pending: Sequence[_Case]
+    ready: bool = False
+    done: int = 0
+    current: _Case | None = None
+    calls: list[Call] = field(default_factory=list)
+
+    def next_case(self) -> _Case:
+        return self.pending[self.done]
+
+
+class _Run:
+    """The parent's record of one ``run_cases``: built only from what it observed or checked."""
+
+    def __init__(self, answer: Callable[[str, str], str | None], limits: Limits, layout: _Layout):
+        self.outcomes: dict[str, CaseOutcome] = {}
+        self.refusals: list[Refusal] = []
+        self.import_error: str | None = None
+        self._answer, self._limits, self._layout = answer, limits, layout
+
+    def pending(self, planned: Sequence[_Case]) -> list[_Case]:
+        """The cases without an outcome yet, in order."""
+        return [case for case in planned if case.id not in self.outcomes]
+
+    def result(self, planned: Sequence[_Case], output: tuple[str, str]) -> RunResult:
+        """The run's value; cases never reached are ``not_run``."""
+        not_run = "the agent could not be imported"
+        outcomes = {
+            case.id: self.outcomes.get(case.id) or CaseOutcome(case.id, "not_run", detail=not_run)
+            for case in planned
+        }
+        return RunResult(outcomes, tuple(self.refusals), self.import_error, *output)
+
+    def converse(self, child: _Child, pending: Sequence[_Case]) -> None:
+        """Serve one child until it ends or its cases are done.
+
+        Afterwards at least one pending case has an outcome or ``import_error``
+        is set, so restarting children always makes progress.
+        """
+        talk, deadline = _Talk(pending), self._deadline()
+        while talk.done < len(pending) and self.import_error is None:
+            try:
+                event = child.receive(deadline)
+                if isinstance(event, _Event):
+                    return self._lose(talk, *_ending(child, event, deadline, self._limits))
+                if self._handle(child, talk, event):
+                    deadline = self._deadline()
+            except _ProtocolError as exc:
+                child.finish(time.monotonic())
+                return self._lose(talk, "crashed", f"broke the grader's protocol: {exc}")
+
+    def _handle(self, child: _Child, talk: _Talk, message: dict[str, Any]) -> bool:
+        """Act on one message; True when it starts a new stretch of the clock."""
+        op, case = message["op"], message.get("case")
+        current = talk.current
+        if op == "refused":
+            self._refused(current.id if current else "", message)
+            return False
+        if not talk.ready and op in ("ready", "import_error"):
+            talk.ready = op == "ready"
+            if not talk.ready:
+                error = self._layout.scrub(_text(message.get("error")))
+                self.import_error = error or "the agent could not be imported"
+        elif talk.ready and current is None and op == "start" and case == talk.next_case().id:
+            talk.current = talk.next_case()
+        elif current is not None and op == "complete" and case == current.id:
+            self._serve(child, talk, current, message.get("prompt"))
+            return False
+        elif current is not None and op == "result" and case == current.id:
+            self._record(talk, current, *_claims(message))
+        else:
+            raise _ProtocolError("an unexpected message")
+        return True
+
+    def _serve(self, child: _Child, talk: _Talk, case: _Case, prompt: object) -> None:
+        if not isinstance(prompt, str):
+            raise _ProtocolError("a request without a prompt")
+        try:
+            key = prompt_key(prompt)
+        except UnicodeEncodeError as exc:
+            raise _ProtocolError("a prompt that is not UTF-8") from exc
+        response = self._answer(case.id, prompt)
+        talk.calls.append(Call(key=key, served=response is not None))
+        child.send({"response": response} if response is not None else {"miss": _miss(case, key)})
+
+    def _refused(self, case: str, message: dict[str, Any]) -> None:
+        event, subject = message.get("event"), message.get("subject")
+        if not isinstance(event, str):
+            raise _ProtocolError("a refusal without an event")
+        phrase = _REFUSED.get(event) or ("use ctypes" if event.startswith("ctypes.") else None)
+        if phrase is None:  # not an event the harness refuses: the child made it up
+            event, phrase = _name(event) or "unknown", "do something the sandbox refuses"
+        shown = _name(os.path.basename(subject)) if isinstance(subject, str) else None
+        refusal = Refusal(case, event, f"{phrase}: {shown}" if shown else phrase)
+        if refusal not in self.refusals and len(self.refusals) < _MAX_REFUSALS:
+            self.refusals.append(refusal)
+
+    def _lose(self, talk: _Talk, status: Literal["timeout", "crashed"], detail: str) -> None:
+        """Charge a lost child to what it was doing: the import, the case, or the next case."""
+        if not talk.ready:
+            self.import_error = f"importing the agent: {detail}"
+        elif talk.current is not None:
+            self._record(talk, talk.current, status, detail=detail)
+        elif talk.done == 0:  # lost between cases without finishing one: charge the next
+            self._record(talk, talk.next_case(), status, detail=detail)
+
+    def _record(
+        self,
+        talk: _Talk,
+        case: _Case,
+        status: Literal["returned", "raised", "timeout", "crashed"],
+        claims: Mapping[str, Any] | None = None,
+        *,
+        detail: str = "",
+    ) -> None:
+        trace, trace_error = _read_trace(case.trace, self._limits)
+        calls = tuple(talk.calls) if case is talk.current else ()
+        self.outcomes[case.id] = CaseOutcome(
+            case.id,
+            status,
+            calls=calls,
+            trace=trace,
+            trace_error=trace_error,
+            detail=detail,
+            **(claims or {}),
+        )
+        talk.done, talk.current, talk.calls = talk.done + 1, None, []
+
+    def _deadline(self) -> float:
+        return time.monotonic() + self._limits.timeout_s
+
+
+def _claims(message: Mapping[str, Any]) -> tuple[Literal["returned", "raised"], dict[str, Any]]:
+    """What the child says run() did, checked for shape and made consistent."""
+    status, escaped = message.get("status"), message.get("miss_escaped")
+    answer, kind, exception = (message.get(k) for k in ("answer", "returned_type", "exception"))
+    strings = all(value is None or isinstance(value, str) for value in (answer, kind, exception))
+    if not strings or not isinstance(escaped, bool):
+        raise _ProtocolError("a malformed result")
+    if status == "returned" and isinstance(kind, str):
+        clean = None if answer is None else _clean(answer)
+        return "returned", {"answer": clean, "returned_type": _name(kind)}
+    if status == "raised" and isinstance(exception, str):
+        return "raised", {"exception": _name(exception), "miss_escaped": escaped}
+    raise _ProtocolError("a malformed result")
+
+
+class _Probe:
+    """The parent's side of ``probe_replay``."""
+
+    def __init__(self, layout: _Layout, limits: Limits, expected: str | None) -> None:
+        self._layout, self._limits, self._expected = layout, limits, expected
+        self._loaded = False
+
+    def converse(self, child: _Child) -> ReplayProbe:
+        """Wait for the probe's verdict, however the child ends."""
+        deadline = time.monotonic() + self._limits.timeout_s
+        while True:
+            try:
+                event = child.receive(deadline)
+            except _ProtocolError as exc:
+                return self._failed(f"broke the grader's protocol: {exc}")
+            if isinstance(event, _Event):
+                return self._failed(_ending(child, event, deadline, self._limits)[1])
+            op = event["op"]
+            if op == "refused":
+                continue
+            if op == "ready" and not self._loaded:
+                self._loaded, deadline = True, time.monotonic() + self._limits.timeout_s
+            elif op == "import_error" and not self._loaded:
+                detail = self._layout.scrub(_text(event.get("error")))
+                return ReplayProbe(False, False, False, detail=detail or "could not be loaded")
+            elif op == "probe" and self._loaded:
+                return self._judge(event.get("hit"), event.get("miss"))
+            else:
+                return self._failed("broke the grader's protocol: an unexpected message")
+
+    def _failed(self, why: str) -> ReplayProbe:
+        return ReplayProbe(self._loaded, False, False, detail=f"the probe {why}")
+
+    def _judge(self, hit: object, miss: object) -> ReplayProbe:
+        if not isinstance(miss, dict) or not (hit is None or isinstance(hit, dict)):
+            return self._failed("broke the grader's protocol: a malformed verdict")
+        exception = _name(miss.get("exception"))
+        notes = []
+        if self._expected is None:
+            notes.append("nothing was recorded, so the whitespace probe was skipped")
+        whitespace_hit = hit is not None and hit.get("answer") == self._expected
+        if self._expected is not None and not whitespace_hit:
+            raised = _name(hit.get("exception")) if hit is not None else None
+            got = f"raised {raised}" if raised else "got a different answer"
+            notes.append(f"a recorded prompt with extra outer whitespace {got}")
+        if exception is None:
+            returned = _name(miss.get("returned_type")) or "a value"
+            notes.append(f"an unknown prompt returned {returned} instead of raising")
+        return ReplayProbe(True, whitespace_hit, exception is not None, exception, "; ".join(notes))
+
+
+def _unknown_prompt(entries: Mapping[str, Entry]) -> str:
+    prompt = "gradekit sandbox probe: a prompt that was never recorded"
+    while prompt_key(prompt) in entries:
+        prompt += "!"
+    return prompt
+
+
+def _miss(case: _Case, key: str) -> str:
+    return (
+        f"no recording for this prompt in case {case.id} (key {key}). Record it once with a "
+        f"live provider: `gradekit record --case {case.id}`, then commit the cassette. "
+        "Graded runs never call a live provider."
+    )
+
+
+def _ending(
+    child: _Child, event: _Event, deadline: float, limits: Limits
+) -> tuple[Literal["timeout", "crashed"], str]:
+    """End a child that stopped talking; say why, deterministically."""
+    if event is _Event.TIMED_OUT:
+        child.finish(time.monotonic())
+        return "timeout", f"did not finish within {limits.timeout_s:g} s"
+    return "crashed", _exit_detail(*child.finish(deadline))
+
+
+def _exit_detail(code: int, killed: bool) -> str:
+    """Why a child ended, without PIDs or times."""
+    if killed:
+        return "closed its channel to the grader and had to be killed"
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exited with status {code}"
+
+
+def _clean(text: str) -> str:
+    """``text`` as valid UTF-8: lone surrogates become '?'."""
+    return text.encode("utf-8", "replace").decode("utf-8")
+
+
+def _text(value: object, limit: int = 300) -> str:
+    """The first line of a child's string, bounded; '' for anything else."""
+    lines = _clean(value).strip().splitlines() if isinstance(value, str) else []
+    return lines[0][:limit] if lines else ""
+
+
+def _name(value: object) -> str | None:
+    """A short printable name from the child, or None."""
+    if not isinstance(value, str) or not value:
+        return None
+    return "".join(c if c.isprintable() else "?" for c in _clean(value)[:100])

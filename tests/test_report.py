@@ -1,0 +1,171 @@
+"""Reports: canonical bytes and digest, verification, student feedback, Gradescope."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from decimal import Decimal
+
+import pytest
+
+from grader._model import CheckResult, CriterionResult, Report
+from grader._report import (
+    canonical,
+    points_text,
+    render_gradescope,
+    render_markdown,
+    render_report_json,
+    report_digest,
+    report_document,
+    verify_report,
+)
+from lab import UsageError
+
+LOST_DETAIL = "returned '' on a miss <script>"
+
+
+def sample(inputs: dict[str, str] | None = None) -> Report:
+    stable = CriterionResult(
+        id="contract_stability", title="Contract stability",
+        points=Decimal("22.5"), max=Decimal("30"),
+        checks=(
+            CheckResult("refund-policy", True, Decimal("7.5"), Decimal("7.5"), "identical"),
+            CheckResult("sql-explain", True, Decimal("7.50"), Decimal("7.50"), "identical"),
+            CheckResult("flaky-grade", True, Decimal("7.50"), Decimal("7.50"), "identical"),
+            CheckResult("incident-summary", False, Decimal("0"), Decimal("7.50"), LOST_DETAIL),
+        ),
+        advice=("Let CassetteMiss propagate out of run().",),
+    )
+    summary = CriterionResult(
+        id="written_summary", title="Written summary", points=Decimal("15"), max=Decimal("15"),
+        checks=(CheckResult("entries", True, Decimal("15"), Decimal("15"), "5 complete entries"),),
+        review=True,
+    )
+    return Report(
+        submission="alice", rubric_id="provider-swap-lab", rubric_version=1,
+        rubric_sha256="ab" * 32,
+        inputs=inputs or {"FAILURES.md": "11" * 32, "cassettes/refund-policy.json": "22" * 32},
+        criteria=(stable, summary), findings=("network connect refused in case sql-explain",),
+    )
+
+
+def test_points_are_strings_with_exactly_two_decimals() -> None:
+    assert [points_text(Decimal(v)) for v in ("7.5", "30", "0", "-0", "8.33", "1E+1")] == [
+        "7.50", "30.00", "0.00", "0.00", "8.33", "10.00",
+    ]
+    document = report_document(sample())
+    criterion = document["criteria"][0]  # type: ignore[index]
+    assert (criterion["points"], criterion["max"]) == ("22.50", "30.00")
+    assert criterion["checks"][0]["points"] == "7.50"
+    assert (document["total"], document["max"]) == ("37.50", "45.00")
+    assert "7.5," not in render_report_json(sample()).decode()
+
+
+def test_points_finer_than_a_cent_are_refused_not_rounded() -> None:
+    with pytest.raises(UsageError, match="not exact to the cent"):
+        points_text(Decimal(25) / 3)
+
+
+def test_the_document_follows_the_design_schema() -> None:
+    document = json.loads(render_report_json(sample()))
+    assert set(document) == {"schema", "submission", "rubric", "inputs", "criteria",
+                             "findings", "total", "max", "digest"}
+    assert document["schema"] == "gradekit.report/1"
+    assert document["rubric"] == {"id": "provider-swap-lab", "version": 1, "sha256": "ab" * 32}
+    assert set(document["criteria"][0]) == {"id", "title", "points", "max", "review", "checks",
+                                            "advice"}
+    assert set(document["criteria"][0]["checks"][0]) == {"id", "passed", "points", "max",
+                                                         "detail"}
+    assert document["criteria"][1]["review"] is True
+
+
+def test_the_digest_is_sha256_of_the_canonical_document_without_it() -> None:
+    data = render_report_json(sample())
+    document = json.loads(data)
+    digest = document.pop("digest")
+    assert digest == hashlib.sha256(canonical(document)).hexdigest() == report_digest(sample())
+    assert data == canonical({**document, "digest": digest}) + b"\n"
+
+
+def test_the_bytes_do_not_depend_on_dict_insertion_order() -> None:
+    forward = {"FAILURES.md": "11" * 32, "cassettes/a.json": "22" * 32, "lab/agent.py": "33" * 32}
+    backward = dict(reversed(list(forward.items())))
+    assert list(forward) != list(backward)
+    assert render_report_json(sample(forward)) == render_report_json(sample(backward))
+
+
+def test_canonical_json_is_sorted_compact_and_utf8() -> None:
+    assert canonical({"b": 1, "a": "é"}) == '{"a":"é","b":1}'.encode()
+
+
+def test_a_written_report_verifies() -> None:
+    ok, message = verify_report(render_report_json(sample()))
+    assert ok, message
+    assert report_digest(sample()) in message
+
+
+def test_a_report_that_lost_its_final_newline_still_verifies() -> None:
+    assert verify_report(render_report_json(sample()).rstrip(b"\n"))[0]
+
+
+def test_an_edited_report_fails_verification_as_edited() -> None:
+    data = render_report_json(sample()).replace(b'"total":"37.50"', b'"total":"45.00"')
+    ok, message = verify_report(data)
+    assert not ok
+    assert "digest mismatch" in message and "edited" in message
+
+
+def test_a_reformatted_report_with_a_matching_digest_still_fails() -> None:
+    document = json.loads(render_report_json(sample()))
+    ok, message = verify_report(json.dumps(document, indent=2).encode())
+    assert not ok
+    assert "not canonical" in message
+
+
+def test_a_duplicate_key_cannot_hide_an_edit() -> None:
+    data = render_report_json(sample()).replace(b'{"criteria"', b'{"total":"99.00","criteria"')
+    ok, message = verify_report(data)
+    assert not ok and "not canonical" in message
+
+
+@pytest.mark.parametrize(("data", "says"), [
+    (b"not json", "not JSON"),
+    (b"\xff", "not JSON"),
+    (b"[1, 2]", "not an object"),
+    (b'{"schema": "gradekit.report/1"}', "no digest"),
+    (b'{"a": NaN, "digest": "x"}', "not JSON"),
+])
+def test_verification_says_what_is_wrong(data: bytes, says: str) -> None:
+    ok, message = verify_report(data)
+    assert not ok
+    assert says in message
+
+
+def test_markdown_gives_the_total_a_table_each_lost_check_its_advice_and_the_digest() -> None:
+    text = render_markdown(sample())
+    assert "**Total: 37.50 / 45.00**" in text
+    assert "| Contract stability | 22.50 | 30.00 | lost: incident-summary |" in text
+    assert "| Written summary | 15.00 | 15.00 | full marks; marked for review |" in text
+    lost = text.split("Lost points:")[1]
+    assert "`incident-summary` (0.00 / 7.50): returned '' on a miss \\<script>" in lost
+    assert "Let CassetteMiss propagate out of run()." in text
+    assert "`refund-policy` (7.50 / 7.50)" in text.split("Lost points:")[0]
+    assert "network connect refused in case sql-explain" in text
+    assert report_digest(sample()) in text
+    assert render_markdown(sample()) == text
+
+
+def test_gradescope_results_have_the_autograder_keys() -> None:
+    data = render_gradescope(sample(), "d" * 64)
+    results = json.loads(data)
+    assert results["score"] == 37.5
+    assert results["extra_data"]["digest"] == "d" * 64
+    assert len(results["tests"]) == 5
+    lost = results["tests"][3]
+    assert lost["name"] == "Contract stability: incident-summary"
+    assert (lost["score"], lost["max_score"], lost["status"]) == (0.0, 7.5, "failed")
+    assert LOST_DETAIL in lost["output"] and "Let CassetteMiss propagate" in lost["output"]
+    assert results["tests"][0]["status"] == "passed"
+    assert all(test["visibility"] == "visible" for test in results["tests"])
+    assert "marked for review" in results["tests"][4]["output"].lower()
+    assert data == render_gradescope(sample(), "d" * 64)
