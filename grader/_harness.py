@@ -9,7 +9,8 @@ says is a claim; ``grader._sandbox`` (the parent) decides what it is worth.
 Protocol: JSON lines, UTF-8, ASCII-escaped, over two inherited pipes. The
 first line the parent writes is the configuration. The child then says:
 
-    {"op": "refused", "event": E, "subject": S}     the audit hook refused E (any time)
+    {"op": "refused", "event": E, "subject": S, "target": "" | "folder" | "device"}
+                                                     the audit hook refused E (any time)
     {"op": "import_error", "error": "Class: first line"}   and exits
     {"op": "ready"}                                  the agent (or replay) is loaded
     {"op": "start", "case": ID}                      before each case: the parent times it
@@ -35,6 +36,7 @@ import importlib
 import json
 import os
 import pathlib
+import posix
 import resource
 import stat
 import sys
@@ -78,6 +80,8 @@ WRITES: dict[str, tuple[tuple[int, int], ...]] = {
     "os.lchflags": ((0, -1),),
     "os.link": ((0, 2), (1, 3)),  # the source too: a hard link makes an outside file inside
     "os.mkdir": ((0, 2),),
+    "os.mkfifo": ((0, 1),),  # raised by audited_special_files(): CPython audits neither
+    "os.mknod": ((0, 1),),
     "os.remove": ((0, 1),),
     "os.removexattr": ((0, -1),),
     "os.rename": ((0, 2), (1, 3)),
@@ -172,12 +176,13 @@ def install_guard(channel: Channel, roots: Iterable[str]) -> None:
         busy.add(ident)
         try:
             try:
-                subject = judge(event, args, allowed)
+                refused = judge(event, args, allowed)
             except Exception:
-                subject = ""  # an argument the hook cannot understand is refused, not waved through
-            if subject is None:
+                refused = ("", "")  # an argument the hook cannot understand is refused
+            if refused is None:
                 return
-            channel.send({"op": "refused", "event": event, "subject": subject})
+            subject, target = refused
+            channel.send({"op": "refused", "event": event, "subject": subject, "target": target})
         finally:
             busy.discard(ident)
         raise PermissionError(
@@ -186,10 +191,38 @@ def install_guard(channel: Channel, roots: Iterable[str]) -> None:
         )
 
     sys.addaudithook(guard)
+    audited_special_files()
 
 
-def judge(event: str, args: tuple[Any, ...], allowed: tuple[str, ...]) -> str | None:
-    """None when the event is allowed, else a short subject for the report ('' for none)."""
+def audited_special_files() -> None:
+    """Make ``os.mkfifo`` and ``os.mknod`` raise audit events, which CPython does not.
+
+    A FIFO planted where the grader later writes would hang the grader. The
+    originals stay reachable (through ``gc``), so this raises the bar only.
+    """
+    for name in ("mkfifo", "mknod"):
+        original = getattr(posix, name)
+
+        def audited(
+            path: Any, *args: Any, _name: str = name, _call: Any = original, **kw: Any
+        ) -> Any:
+            sys.audit(f"os.{_name}", path, kw.get("dir_fd"))
+            return _call(path, *args, **kw)
+
+        setattr(os, name, audited)
+        setattr(posix, name, audited)
+
+
+def judge(event: str, args: tuple[Any, ...], allowed: tuple[str, ...]) -> tuple[str, str] | None:
+    """None when the event is allowed, else a short subject ('' for none) and the target kind."""
+    if event == "open":
+        return opened_outside(args, allowed)
+    subject = subject_of(event, args, allowed)
+    return None if subject is None else (subject, "")
+
+
+def subject_of(event: str, args: tuple[Any, ...], allowed: tuple[str, ...]) -> str | None:
+    """None when an event other than ``open`` is allowed, else a short subject for the report."""
     if event in WRITES:
         return outside(event, args, allowed)
     if event in SIGNAL:
@@ -222,8 +255,6 @@ def reason(event: str) -> str:
 
 def outside(event: str, args: tuple[Any, ...], allowed: tuple[str, ...]) -> str | None:
     """The basename of the first written path outside ``allowed``, or None."""
-    if event == "open":
-        return opened_outside(args, allowed)
     for path_at, dir_fd_at in WRITES[event]:
         dir_fd = args[dir_fd_at] if 0 <= dir_fd_at < len(args) else None
         path = resolve(args[path_at], dir_fd)
@@ -232,7 +263,7 @@ def outside(event: str, args: tuple[Any, ...], allowed: tuple[str, ...]) -> str 
     return None
 
 
-def opened_outside(args: tuple[Any, ...], allowed: tuple[str, ...]) -> str | None:
+def opened_outside(args: tuple[Any, ...], allowed: tuple[str, ...]) -> tuple[str, str] | None:
     """Judge an ``open`` event: a write outside, a device, or a folder outside is refused.
 
     A folder: ``os.open(name, flags, dir_fd=fd)`` raises an event without the
@@ -251,11 +282,13 @@ def opened_outside(args: tuple[Any, ...], allowed: tuple[str, ...]) -> str | Non
         outside_folder = os.path.isdir(real) and not any(
             real == root or inside(real, root) for root in allowed
         )
-        return shorten(os.path.basename(real)) if outside_folder else None
+        return (shorten(os.path.basename(real)), "folder") if outside_folder else None
     if real in ALWAYS_WRITABLE:
         return None
-    if not any(inside(real, root) for root in allowed) or is_device(real):
-        return shorten(os.path.basename(real))
+    if is_device(real):
+        return shorten(os.path.basename(real)), "device"
+    if not any(inside(real, root) for root in allowed):
+        return shorten(os.path.basename(real)), ""
     return None
 
 

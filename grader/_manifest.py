@@ -56,16 +56,40 @@ def load_manifest(root: Path) -> Manifest:
         raise ManifestError(
             f'{pyproject}: add [tool.gradekit] with agent = "package.module:function"'
         )
+    _validate(table, pyproject)
     return Manifest(
         root=root,
         agent=table["agent"],
-        cassettes=str(table.get("cassettes", "cassettes")),
-        failures=str(table.get("failures", "FAILURES.md")),
-        stretch=tuple(str(s) for s in table.get("stretch", [])),
-        student=str(table.get("student", root.resolve().name)),
-        replay=str(table.get("replay", "lab:Replay")),
-        second_cassettes=str(table.get("second_cassettes", "")),
+        cassettes=table.get("cassettes", "cassettes"),
+        failures=table.get("failures", "FAILURES.md"),
+        stretch=tuple(table.get("stretch", [])),
+        student=table.get("student", root.resolve().name),
+        replay=table.get("replay", "lab:Replay"),
+        second_cassettes=table.get("second_cassettes", ""),
     )
+
+
+_TEXT_KEYS = ("agent", "cassettes", "failures", "student", "replay", "second_cassettes")
+_PATH_KEYS = ("cassettes", "failures", "second_cassettes")
+
+
+def _validate(table: dict[str, Any], pyproject: Path) -> None:
+    """Types, known keys, and paths that stay inside the submission."""
+    unknown = sorted(set(table) - {*_TEXT_KEYS, "stretch"})
+    if unknown:
+        raise ManifestError(f"{pyproject}: unknown [tool.gradekit] key(s) {', '.join(unknown)}; "
+                            f"known: {', '.join(sorted({*_TEXT_KEYS, 'stretch'}))}")
+    for key in _TEXT_KEYS:
+        if key in table and not isinstance(table[key], str):
+            raise ManifestError(f"{pyproject}: [tool.gradekit] {key} must be a string")
+    stretch = table.get("stretch", [])
+    if not isinstance(stretch, list) or not all(isinstance(s, str) for s in stretch):
+        raise ManifestError(f'{pyproject}: stretch must be a list of ids, e.g. ["two-providers"]')
+    for key in _PATH_KEYS:
+        value = table.get(key, "")
+        if value.startswith(("/", "~")) or ".." in Path(value).parts:
+            raise ManifestError(f"{pyproject}: {key} = {value!r} must be a path inside the "
+                                "submission, relative to its pyproject.toml")
 
 
 def load_agent(manifest: Manifest) -> Agent:

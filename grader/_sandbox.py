@@ -91,6 +91,7 @@ _REFUSED: dict[str, str] = {
         (f"change file attributes {_OUT}", "os.removexattr os.setxattr"),
         (f"create a link {_OUT}", "os.link os.symlink"),
         (f"create a folder {_OUT}", "os.mkdir"),
+        (f"create a special file {_OUT}", "os.mkfifo os.mknod"),
         (f"delete {_OUT}", "os.remove os.rmdir shutil.rmtree"),
         (f"move a file {_OUT}", "os.rename os.replace shutil.move"),
         (f"truncate a file {_OUT}", "os.truncate"),
@@ -100,6 +101,8 @@ _REFUSED: dict[str, str] = {
     )
     for event in events.split()
 }
+
+_OPEN_TARGETS = {"folder": f"open a folder {_OUT}", "device": "write to a device file"}
 
 
 def run_cases(
@@ -534,12 +537,14 @@ class _Run:
         child.send({"response": response} if response is not None else {"miss": _miss(case, key)})
 
     def _refused(self, case: str, message: dict[str, Any]) -> None:
-        event, subject = message.get("event"), message.get("subject")
+        event, subject, target = (message.get(k) for k in ("event", "subject", "target"))
         if not isinstance(event, str):
             raise _ProtocolError("a refusal without an event")
         phrase = _REFUSED.get(event) or ("use ctypes" if event.startswith("ctypes.") else None)
         if phrase is None:  # not an event the harness refuses: the child made it up
             event, phrase = _name(event) or "unknown", "do something the sandbox refuses"
+        if event == "open" and target in _OPEN_TARGETS:
+            phrase = _OPEN_TARGETS[target]
         shown = _name(os.path.basename(subject)) if isinstance(subject, str) else None
         refusal = Refusal(case, event, f"{phrase}: {shown}" if shown else phrase)
         if refusal not in self.refusals and len(self.refusals) < _MAX_REFUSALS:

@@ -16,6 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from grader._cli_grade import add_grading_commands
+from grader._gradebook import GradebookError
 from grader._manifest import ManifestError, load_agent, load_manifest, load_provider
 from grader._rubric import Case, RubricError, load_cases
 from grader._verify import verify_cassette
@@ -53,7 +54,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _exit_code(exc: GradekitError) -> int:
     if isinstance(exc, CassetteMiss):
         return EXIT_MISS
-    if isinstance(exc, ProviderConfigError | UsageError | ManifestError | RubricError):
+    if isinstance(exc, ProviderConfigError | UsageError | ManifestError | RubricError
+                  | GradebookError):
         return EXIT_USAGE
     return EXIT_FAILED
 

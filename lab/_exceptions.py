@@ -16,6 +16,9 @@
         ├── ProviderTimeout        the provider did not answer in time
         ├── ProviderConnectionError  nothing answered at the address
         └── ProviderResponseError  an answer without usable text
+
+The grader adds its own branches under ``GradekitError``: ``RubricError``,
+``ManifestError`` and ``GradebookError`` (see the ``grader`` package).
 """
 
 from __future__ import annotations

@@ -158,16 +158,80 @@ def test_verify_checks_every_key_against_its_prompt(
     assert "does not match its prompt" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("command", ["grade", "check"])
-def test_grader_commands_say_they_are_not_built_yet(
-    command: str, capsys: pytest.CaptureFixture[str]
+def reference_copy(tmp_path: Path, name: str = "alice") -> Path:
+    """The reference lab as a submission folder of its own."""
+    root = tmp_path / name
+    for part in ("lab", "cassettes", "cassettes-llm", "rubric"):
+        shutil.copytree(REPO / part, root / part, ignore=shutil.ignore_patterns("__pycache__"))
+    for part in ("pyproject.toml", "FAILURES.md"):
+        shutil.copy(REPO / part, root / part)
+    return root
+
+
+@pytest.mark.slow
+def test_grade_prints_the_table_and_digest_and_writes_verifiable_reports(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main([command]) == 2
-    assert "not built yet" in capsys.readouterr().err
+    root = reference_copy(tmp_path)
+    assert main(["grade", str(root), "--out", str(tmp_path / "grades"), "--jobs", "1"]) == 0
+    out = capsys.readouterr().out
+    report = tmp_path / "grades" / "alice" / "report.json"
+    digest = json.loads(report.read_bytes())["digest"]
+    assert f"alice: 100.00 / 100.00  digest {digest}" in out
+    assert "Contract stability         30.00   30.00" in out
+    assert main(["report", "verify", str(report)]) == 0
+    report.write_bytes(report.read_bytes().replace(b'"total":"100.00"', b'"total":"100.01"'))
+    assert main(["report", "verify", str(report)]) == 1
+    assert "FAIL" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_check_passes_the_reference_and_fails_a_quiet_miss_with_the_reason(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = reference_copy(tmp_path)
+    assert main(["check", str(root)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in lines] == ["PASS", "PASS", "PASS"]
+    assert "digest " in lines[2]
+    agent = root / "lab" / "agent.py"
+    agent.write_text(agent.read_text("utf-8").replace(
+        "    llm = Traced(provider)\n",
+        "    try:\n        return _run(provider, task)\n    except Exception:\n"
+        "        return ''\n\n\ndef _run(provider: Provider, task: str) -> str:\n"
+        "    llm = Traced(provider)\n"), "utf-8")
+    assert main(["check", str(root)]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1].startswith("FAIL  2. A miss is loud")
+    assert "did not escape run() in refund-policy, incident-summary" in lines[1]
+
+
+def test_grade_with_a_broken_rubric_exits_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rubric = tmp_path / "r.toml"
+    rubric.write_text((REPO / "rubric" / "bootcamp.toml").read_text("utf-8")
+                      .replace("weight = 30", "weight = 31"), "utf-8")
+    assert main(["grade", str(tmp_path), "--rubric", str(rubric)]) == 2
+    assert "101" in capsys.readouterr().err
+
+
+def test_gradebook_merge_refuses_mismatched_headers(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "a.csv").write_text("submission,student,status,total,max,x,digest,reason\n")
+    (tmp_path / "b.csv").write_text("submission,student,status,total,max,y,digest,reason\n")
+    code = main(["gradebook", "merge", str(tmp_path / "a.csv"), str(tmp_path / "b.csv"),
+                 "--out", str(tmp_path / "m.csv")])
+    assert code == 2
+    assert capsys.readouterr().err.startswith("GradebookError: ")
+    assert not (tmp_path / "m.csv").exists()
 
 
 def test_every_command_has_help(capsys: pytest.CaptureFixture[str]) -> None:
-    for command in (["record"], ["run"], ["replay"], ["key"], ["cassette", "verify"]):
+    commands = (["record"], ["run"], ["replay"], ["key"], ["cassette", "verify"], ["grade"],
+                ["check"], ["report", "verify"], ["gradebook", "merge"])
+    for command in commands:
         with pytest.raises(SystemExit) as exit_:
             main([*command, "--help"])
         assert exit_.value.code == 0

@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import importlib.util
 import json
+import os
 import shutil
 import socket
 import sys
@@ -190,6 +191,30 @@ def do_remove_outside(provider, arg):
 def do_rename_outside(provider, arg):
     Path("moved.txt").write_text("x")
     os.replace("moved.txt", arg)
+
+
+def do_symlink_out(provider, arg):
+    os.symlink(arg, "escape")
+    Path("escape/report.json").write_text("forged")
+
+
+def do_hardlink_out(provider, arg):
+    os.link(arg, "inside.json")
+    Path("inside.json").write_text("forged")
+
+
+def do_dir_fd_out(provider, arg):
+    folder = os.open(arg, os.O_RDONLY)
+    os.open("report.json", os.O_WRONLY | os.O_CREAT, dir_fd=folder)
+
+
+def do_fifo_out(provider, arg):
+    os.mkfifo(arg)
+
+
+def do_device(provider, arg):
+    os.mknod("disk", 0o600 | __import__("stat").S_IFCHR, os.makedev(1, 3))
+    Path("disk").write_bytes(b"forged")
 
 
 def do_write_inside(provider, arg):
@@ -579,6 +604,41 @@ def test_writing_outside_the_copy_is_refused(run: Run, tmp_path: Path) -> None:
         Refusal("remove_outside", "os.remove", "delete outside the submission: keep.json"),
         Refusal("rename_outside", "os.rename", "move a file outside the submission: moved.txt"),
     )
+
+
+def test_links_and_folder_fds_do_not_lead_outside(run: Run, tmp_path: Path) -> None:
+    grades = tmp_path / "grades"
+    grades.mkdir()
+    (grades / "keep.json").write_text("{}")
+
+    result = run(
+        [
+            f"symlink_out {grades}",
+            f"hardlink_out {grades / 'keep.json'}",
+            f"dir_fd_out {grades}",
+            f"fifo_out {grades / 'report.json'}",
+        ]
+    )
+
+    assert {o.exception for o in result.outcomes.values()} == {"PermissionError"}
+    assert sorted(p.name for p in grades.iterdir()) == ["keep.json"]
+    assert (grades / "keep.json").read_text() == "{}"
+    assert result.refusals == (
+        Refusal("symlink_out", "open", "write a file outside the submission: report.json"),
+        Refusal("hardlink_out", "os.link", "create a link outside the submission: keep.json"),
+        Refusal("dir_fd_out", "open", "open a folder outside the submission: grades"),
+        Refusal(
+            "fifo_out", "os.mkfifo", "create a special file outside the submission: report.json"
+        ),
+    )
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root can make a device node")
+def test_a_device_node_is_not_writable_even_inside_the_copy(run: Run) -> None:
+    result = run(["device"])
+
+    assert result.outcomes["device"].exception == "PermissionError"
+    assert result.refusals == (Refusal("device", "open", "write to a device file: disk"),)
 
 
 def test_writing_inside_the_copy_and_its_temp_folder_works(run: Run) -> None:
