@@ -83,7 +83,7 @@ def _failed_run(outcome: CaseOutcome | None, blocked: str) -> str | None:
     if outcome.status == "crashed":
         return f"crashed ({outcome.detail})" if outcome.detail else "crashed"
     if outcome.status == "not_run":
-        return outcome.detail or blocked or "the case was not run"
+        return blocked or outcome.detail or "the case was not run"
     return None
 
 
@@ -119,10 +119,8 @@ def _stability(first: CaseOutcome | None, second: CaseOutcome | None, blocked: s
         assert outcome is not None
         if _misses(outcome):
             return f"asked {_misses(outcome)} prompt(s) the cassette does not hold"
-        if outcome.status == "raised":
-            return f"raised {outcome.exception}"
         if outcome.answer is None:
-            return f"returned {outcome.returned_type}, not str"
+            return _no_answer(outcome)
     assert first is not None and second is not None
     if first.answer != second.answer:
         return "the answer changed with the provider label or the hash seed"
@@ -163,8 +161,7 @@ def _loudness(outcome: CaseOutcome | None, blocked: str) -> str:
     if not outcome.calls:
         return "never asked the provider, so a miss could not be observed"
     if outcome.status == "returned":
-        shown = repr(outcome.answer) if outcome.answer is not None else outcome.returned_type
-        return f"returned {shown} after a miss: a miss must raise"
+        return f"returned {_shown(outcome)} after a miss: a miss must raise"
     if not outcome.miss_escaped:
         return f"raised {outcome.exception}, which hides the CassetteMiss (not in its chain)"
     return "CassetteMiss escaped run()"
@@ -256,9 +253,25 @@ def _two_providers(evidence: Evidence) -> str | None:
         if failure is not None:
             return f"case {case.id} on the second cassette set: {failure}"
         assert outcome is not None
-        if _misses(outcome) or outcome.answer is None:
-            return f"case {case.id} does not replay from the second cassette set without a miss"
+        if _misses(outcome):
+            return f"case {case.id} asked a prompt the second cassette set does not hold"
+        if outcome.answer is None:
+            return f"case {case.id} on the second cassette set: {_no_answer(outcome)}"
     return None
+
+
+def _no_answer(outcome: CaseOutcome) -> str:
+    """What a run gave instead of a str answer."""
+    if outcome.status == "raised":
+        return f"raised {outcome.exception}"
+    return f"returned {_shown(outcome)}, not str"
+
+
+def _shown(outcome: CaseOutcome) -> str:
+    """A returned value for feedback: the text itself, or None, or the type's name."""
+    if outcome.answer is not None:
+        return repr(outcome.answer)
+    return "None" if outcome.returned_type == "NoneType" else str(outcome.returned_type)
 
 
 STRETCH_GOALS: Mapping[str, StretchGoal] = {

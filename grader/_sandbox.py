@@ -9,31 +9,34 @@ overruns or dies and starts a fresh one for the cases left, parses the trace
 files itself, and turns what the child says into values only after checking
 them. Nothing the child prints is parsed, and no pickle crosses the boundary.
 
-What a determined student can still get past this sandbox (the audit hook is a
-tripwire, not a wall; PEP 578 says as much):
+What a determined student can still get past this sandbox (an in-process audit
+hook is a tripwire, not a wall; PEP 578 says as much):
 
-- Forge results. The child finds its pipe fds (``sys.argv``) and can write any
-  ``result`` line: a ``miss_escaped`` it did not earn, "returned" for a case
-  that raised. Calls, keys and misses are the parent's own record; outcomes are
-  the child's claims, checked only for shape and order.
-- Disable the hook. ``gc.get_objects`` reaches the hook's closure and its
-  allowed roots; ``sys.modules["json"]`` can be patched under the harness.
-- Read anything the grading user can read: other submissions, the rubric, the
-  grader's files. Only writes are fenced, and not all of them: ``os.open`` with
-  ``dir_fd`` (the event carries no dir_fd), ``os.mkfifo`` and ``os.mknod`` (not
-  audited), a symlink swapped between the check and the call, and writes
-  through any fd already open (stdout, stderr, the pipes).
-- Start processes without an audited event: ``_posixsubprocess.fork_exec``
-  called directly, or any C extension already importable from the grader's
-  environment (site-packages is on the child's path).
-- Behave differently under grading: timing, ``provider.name``, the ``HOME``
-  and working folder, or the absence of a network all tell it where it runs.
-- Exhaust shared resources the limits do not cover: disk (many files each
-  under ``file_mb``), threads, or CPU spread across restarted children.
+- Forge results. The pipe fds are in ``sys.argv``; the child can write any
+  ``result`` line, say "returned" or a ``miss_escaped`` it did not earn. Calls,
+  keys and misses are the parent's own record; outcomes are the child's claims,
+  checked only for shape, order and case id.
+- Switch the hook off from inside: ``gc.get_objects`` reaches its closure (the
+  allowed roots, the original ``os.mkfifo``), and the stdlib modules the
+  harness uses (``json``, ``os``) can be patched under it.
+- Start a process or open a socket without an audited event:
+  ``_posixsubprocess.fork_exec`` called directly, or any C extension
+  importable from the grader's environment (its site-packages is on the path).
+  A process started that way can also ``setsid`` out of the group we kill.
+- Read whatever the grading user can read: other submissions, the rubric, the
+  grader's files. Only writes are fenced, by path: a symlink swapped between
+  the check and the call, and writes through an fd already open (stdout,
+  stderr, the pipes), get through.
+- Behave differently when graded: timing, ``provider.name``, ``HOME``, the
+  absent network all tell it where it runs.
+- Use up what no limit covers: disk (many files, each under ``file_mb``),
+  threads, inodes; and CPU time is limited per child, not per run.
 
-Run it in a container or VM without network and with a read-only view of
-everything else when that matters; this module keeps honest mistakes and
-casual cheating out of the grades, and never lets one submission stop a batch.
+As root, everything above reaches further (the child is root too). Grade as an
+unprivileged user, in a container or VM without network, when it matters; this
+module keeps honest mistakes and casual cheating out of the grades, and never
+lets one submission stop a batch. The run's folder under ``scratch`` is left in
+place for inspection.
 """
 
 from __future__ import annotations
@@ -362,14 +365,14 @@ class _Child:
     def receive(self, deadline: float) -> dict[str, Any] | _Event:
         """The next message, or ENDED once the child closed its pipe, or TIMED_OUT."""
         while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:  # before every message: a child that keeps talking still times out
+                return _Event.TIMED_OUT
             line = self._take_line()
             if line is not None:
                 return _decode(line)
             if self._eof:
                 return _Event.ENDED
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return _Event.TIMED_OUT
             for key, _ in self._selector.select(remaining):
                 if key.fd == self._from_child:
                     self._read()

@@ -142,6 +142,17 @@ def do_big_file(provider, arg):
     Path("big.bin").write_bytes(bytes(2 << 20))
 
 
+def do_flood(provider, arg):
+    try:
+        socket.getaddrinfo("localhost", 80)
+    except PermissionError:
+        pass
+    line = json.dumps({"op": "refused", "event": "socket.getaddrinfo", "subject": "localhost"})
+    batch = (line + "\\n").encode() * 10_000
+    while True:
+        os.write(int(sys.argv[2]), batch)
+
+
 def do_hog(provider, arg):
     blocks = []
     while True:
@@ -496,6 +507,15 @@ def test_a_hang_times_out_and_the_next_case_still_runs(run: Run) -> None:
     hang = result.outcomes["hang"]
     assert (hang.status, hang.detail) == ("timeout", "did not finish within 1 s")
     assert result.outcomes["label"].answer == "provider-a"
+
+
+def test_a_flood_of_messages_still_times_out(run: Run) -> None:
+    result = run(["flood"], limits=Limits(timeout_s=1))
+
+    assert result.outcomes["flood"].status == "timeout"
+    assert result.refusals == (
+        Refusal("flood", "socket.getaddrinfo", "resolve a host name: localhost"),
+    )
 
 
 def test_memory_exhaustion_costs_only_that_case(run: Run) -> None:

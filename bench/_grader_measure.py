@@ -1,0 +1,294 @@
+"""The grader benchmark's measurements: the pipe, one grade, the checkpoints, a batch."""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import io
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from pathlib import Path
+from typing import cast
+
+from bench._data import PROMPT_BYTES
+from bench._grader_data import REPO, build_loop_lab, copy_reference, make_batch, tree_size
+from bench._table import Row, Table, Target, fmt_bytes, fmt_size, timed
+from bench._timing import Stats, repeated, summarize
+from grader._checkpoints import run_checkpoints
+from grader._grade import _serve, grade_submission
+from grader._model import Limits
+from grader._report import render_report_json
+from grader._rubric import load_rubric
+from grader._sandbox import run_cases
+from lab._replay import Replay
+
+__all__ = ["FULL", "QUICK", "GraderPlan", "batch_table", "check_table", "grade_table",
+           "pipe_table"]
+
+PIPE_TARGET = Target(100_000)  # parent-served replay: under 100 µs a call over the pipe
+CHECK_TARGET = Target(5e9)  # `gradekit check`: all three checkpoints in under 5 s
+CHECKPOINT_TARGET = Target(60e9)  # each checkpoint: within one minute
+BATCH_TARGET = Target(120e9)  # 200 submissions: under 2 minutes
+PEERS = ("Peers: none exist for sandboxed grading (a child process per run, the replay served "
+         "by the parent over a pipe), so no other tool stands in this table.")
+_DISTINCT_PROMPTS = 100
+
+
+@dataclass(frozen=True, slots=True)
+class GraderPlan:
+    """Sizes and repetitions of one grader benchmark run."""
+
+    name: str
+    calls: int  # provider calls in one timed loop of the call-loop agent
+    loops: int  # timed loops (cases in one sandboxed child, or in-process runs)
+    warmup: int  # loops run first and not counted
+    repeats: int  # whole commands and in-process grades timed after one warm-up
+    batch: int  # generated submissions graded together
+    jobs: tuple[int, ...]
+
+
+FULL = GraderPlan("full", calls=2_000, loops=15, warmup=3, repeats=5, batch=200, jobs=(1, 2))
+QUICK = GraderPlan("quick", calls=500, loops=5, warmup=1, repeats=2, batch=12, jobs=(1, 2))
+
+
+def progress(what: str) -> None:
+    """Progress on stderr, so that stdout is only the tables."""
+    print(f"bench: {what}...", file=sys.stderr, flush=True)
+
+
+def pipe_table(plan: GraderPlan, folder: Path) -> Table:
+    """Section 1: the same call loop against the pipe and against ``lab.Replay``."""
+    progress(f"{plan.calls} calls per loop, in process and in the sandbox")
+    lab = build_loop_lab(folder / "loop-lab", _DISTINCT_PROMPTS)
+    total = plan.warmup + plan.loops
+    agent = _load_function(lab.root / "benchagent.py", "run")
+    replay = Replay(lab.cassette, name="provider-a")
+    local = [int(agent(replay, str(plan.calls))) / plan.calls for _ in range(total)]
+
+    cases = [(f"loop-{number:02d}", str(plan.calls)) for number in range(total)]
+    serve = _serve({case: lab.answers for case, _ in cases})
+    limits = Limits(timeout_s=600)
+    result = run_cases(lab.root, "benchagent:run", cases, answer=serve, label="provider-a",
+                       hashseed=0, limits=limits, scratch=folder / "loop-scratch")
+    piped = []
+    for case, _ in cases:
+        outcome = result.outcomes[case]
+        served = sum(call.served for call in outcome.calls)
+        if outcome.status != "returned" or served != plan.calls or outcome.answer is None:
+            raise RuntimeError(f"{case}: {outcome.status}, {served} of {plan.calls} served, "
+                               f"{outcome.detail or result.import_error or result.stderr}")
+        piped.append(int(outcome.answer) / plan.calls)
+
+    progress("sandbox start-up: one case, no calls")
+    empty = [("empty", "0")]
+    startup = repeated(lambda: run_cases(lab.root, "benchagent:run", empty, answer=serve,
+                                         label="provider-a", hashseed=0, limits=limits,
+                                         scratch=folder / "empty-scratch"), plan.repeats)
+    in_sandbox, in_process = summarize(piped[plan.warmup:]), summarize(local[plan.warmup:])
+    overhead = in_sandbox.minus(in_process.median_ns)
+    size = f"{fmt_size(plan.calls)} calls"
+    files, size_bytes = tree_size(lab.root)
+    return Table(
+        f"1. Parent-served replay over the pipe, per provider call ({PROMPT_BYTES // 1024} KB "
+        "prompt, 1 KB answer)",
+        [
+            timed("agent in the sandbox: replay served by the parent over the pipe", size,
+                  in_sandbox),
+            timed("same agent in process: lab.Replay.complete", size, in_process),
+            timed("overhead of the pipe per call (sandbox minus in-process)", size, overhead,
+                  PIPE_TARGET),
+            timed("run_cases, one case, no calls: copy, start child, import, reap",
+                  _files((files, size_bytes)), startup),
+        ],
+        [
+            f"Per call: the agent's own perf_counter_ns around a loop of {fmt_size(plan.calls)} "
+            f"calls over {_DISTINCT_PROMPTS} distinct prompts, divided by the calls; median "
+            f"and p90 of {plan.loops} loops after {plan.warmup} warm-up loops (in the sandbox: "
+            "consecutive cases of one child). The parent's record confirms every call was "
+            "served.",
+            "A piped call is: JSON line to the parent, prompt_key and dict lookup there, JSON "
+            "line back, with the child's audit hook installed; the overhead row subtracts the "
+            "in-process median from both columns.",
+            "In-process replay peers (vcrpy, agent-chronicle) are in the main `make bench` "
+            f"tables. {PEERS}",
+        ],
+    )
+
+
+def _load_function(path: Path, name: str) -> Callable[[Replay, str], str]:
+    """The agent function, imported in this process from its file."""
+    spec = importlib.util.spec_from_file_location(f"gradekit_bench_{path.stem}", path)
+    if spec is None or spec.loader is None:
+        raise RuntimeError(f"cannot import {path}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return cast(Callable[[Replay, str], str], getattr(module, name))
+
+
+def grade_table(plan: GraderPlan, folder: Path) -> Table:
+    """Section 2: one submission, the reference lab with its 4 cases, graded end to end."""
+    reference = copy_reference(folder / "reference")
+    clean, checkout = tree_size(reference), tree_size(REPO)
+    rubric = load_rubric(REPO / "rubric" / "bootcamp.toml")
+    digests: Counter[str] = Counter()
+
+    progress("gradekit grade, one submission, in a fresh process")
+    whole = _commands(["grade", str(reference), "--jobs", "1"], folder, plan.repeats, digests)
+    progress("grade_submission in process")
+    counter = iter(range(1_000))
+
+    def in_process() -> None:
+        graded = grade_submission(reference, rubric, label="provider-a",
+                                  scratch=folder / f"scratch-{next(counter)}")
+        digests[_digest(render_report_json(graded.report))] += 1
+
+    inner = repeated(in_process, plan.repeats)
+    progress("gradekit grade of the checkout in place")
+    in_place = _commands(["grade", str(REPO), "--jobs", "1"], folder, plan.repeats, digests)
+    shown = ", ".join(f"{digest[:12]}… ({count} grades)" for digest, count in digests.items())
+    return Table(
+        "2. One submission graded end to end (reference lab, 4 cases, 5 sandboxed runs)",
+        [
+            timed("gradekit grade, clean copy of the lab, whole process", _files(clean), whole),
+            timed("grade_submission in process, same copy", _files(clean), inner),
+            timed("gradekit grade of this checkout in place, whole process", _files(checkout),
+                  in_place),
+        ],
+        [
+            f"Median and p90 of {plan.repeats} runs after one warm-up. A grade is five "
+            "sandboxed runs (primary, second label, unanswerable, own-Replay probe, second "
+            "cassette set), each copying the submission into its own folder first.",
+            "Size: what each sandboxed run copies. The checkout in place also copies its "
+            "untracked caches (.mypy_cache and the like); the clean copy is what git holds.",
+            f"Report digests of every grade here: {shown}.",
+            PEERS,
+        ],
+    )
+
+
+def check_table(plan: GraderPlan, folder: Path) -> Table:
+    """Section 3: ``gradekit check``, the whole command and each checkpoint."""
+    reference = folder / "reference"
+    if not reference.is_dir():
+        copy_reference(reference)
+    progress("gradekit check")
+    whole = _commands(["check", str(reference)], folder, plan.repeats)
+    in_place = _commands(["check"], REPO, plan.repeats)
+    rubric = load_rubric(reference / "rubric" / "bootcamp.toml")
+    seconds: dict[tuple[int, str], list[float]] = {}
+    failed: set[str] = set()
+    for _ in range(plan.repeats):
+        for point in run_checkpoints(reference, rubric):
+            seconds.setdefault((point.number, point.title), []).append(point.seconds * 1e9)
+            if not point.passed:
+                failed.add(f"{point.number}. {point.title}: {point.reason}")
+    rows = [
+        timed("gradekit check, clean copy of the lab, whole process", "3 checkpoints", whole,
+              CHECK_TARGET),
+        timed("gradekit check in this checkout (what make check runs), whole process",
+              "3 checkpoints", in_place, CHECK_TARGET),
+    ]
+    rows += [timed(f"checkpoint {number}. {title} (in process)", "clean copy",
+                   summarize(values), CHECKPOINT_TARGET)
+             for (number, title), values in sorted(seconds.items())]
+    verdicts = "Failed: " + "; ".join(sorted(failed)) if failed else \
+        "Every checkpoint passed in every run"
+    return Table(
+        "3. gradekit check: the three one-minute checkpoints",
+        rows,
+        [f"Whole commands: median and p90 of {plan.repeats} runs after one warm-up; "
+         f"checkpoints: as `run_checkpoints` times them itself, {plan.repeats} runs. "
+         f"{verdicts}.", PEERS],
+    )
+
+
+def batch_table(plan: GraderPlan, folder: Path) -> Table:
+    """Section 4: many generated submissions graded with each ``--jobs``."""
+    reference = folder / "reference"
+    if not reference.is_dir():
+        copy_reference(reference)
+    progress(f"generating {plan.batch} submissions")
+    made = make_batch(reference, folder / "batch", plan.batch)
+    rows: list[Row] = []
+    books: dict[int, bytes] = {}
+    problems: list[str] = []
+    size = f"{fmt_size(plan.batch)} submissions"
+    for jobs in plan.jobs:
+        progress(f"gradekit grade of {plan.batch} submissions, --jobs {jobs} (one run)")
+        out = folder / f"batch-out-{jobs}"
+        began = time.perf_counter_ns()
+        done = _gradekit(["grade", str(folder / "batch"), "--out", str(out), "--jobs",
+                          str(jobs)], folder)
+        elapsed = time.perf_counter_ns() - began
+        if done.returncode != 0:
+            problems.append(f"--jobs {jobs} exited {done.returncode}")
+        books[jobs] = (out / "gradebook.csv").read_bytes()
+        stats = Stats(elapsed, elapsed, 1)
+        rows.append(timed(f"gradekit grade --jobs {jobs}, whole process", size, stats,
+                          BATCH_TARGET))
+        per = Stats(elapsed / plan.batch, elapsed / plan.batch, 1)
+        rows.append(timed(f"  per submission, --jobs {jobs}", size, per))
+    gradebook = books[plan.jobs[0]]
+    same = all(book == gradebook for book in books.values())
+    records = list(csv.DictReader(io.StringIO(gradebook.decode("utf-8"))))
+    errors = [r["submission"] for r in records if r["status"] != "graded"]
+    totals = Counter(r["total"] for r in records if r["status"] == "graded")
+    ranked = sorted(totals.items(), key=lambda item: Decimal(item[0]), reverse=True)
+    spread = ", ".join(f"{total}: {count}" for total, count in ranked)
+    kinds = ", ".join(f"{name}: {count}" for name, count in made.items())
+    notes = [
+        f"Submissions: copies of the reference lab (clean, as git holds it), each with its own "
+        f"student name; in turn: {kinds}.",
+        f"Totals in the gradebook: {spread}; error rows: {len(errors)}"
+        + (f" ({', '.join(errors[:5])})" if errors else "") + ".",
+        "gradebook.csv byte-identical across " + ", ".join(f"--jobs {j}" for j in plan.jobs)
+        + (": yes." if same else ": NO, the gradebooks differ."),
+        "Each --jobs was timed once: a whole batch is too long to repeat here.",
+        PEERS,
+    ]
+    if problems:
+        notes.insert(0, "Problems: " + "; ".join(problems) + ".")
+    return Table(f"4. A batch of {fmt_size(plan.batch)} generated submissions", rows, notes)
+
+
+def _files(counted: tuple[int, int]) -> str:
+    return f"{fmt_size(counted[0])} files, {fmt_bytes(counted[1])}"
+
+
+def _digest(report_json: bytes) -> str:
+    marker = b'"digest":"'
+    start = report_json.index(marker) + len(marker)
+    return report_json[start : start + 64].decode("ascii")
+
+
+def _gradekit(args: Sequence[str], cwd: Path) -> subprocess.CompletedProcess[bytes]:
+    """``python -m grader ARGS`` run from ``cwd``; run from a submission, ``-m`` would import
+    the submission's own copy of the grader, so callers pass a neutral folder (or the
+    checkout, whose grader is the one under test)."""
+    return subprocess.run([sys.executable, "-m", "grader", *args], cwd=cwd,
+                          capture_output=True, check=False)
+
+
+def _commands(args: Sequence[str], cwd: Path, repeats: int,
+              digests: Counter[str] | None = None) -> Stats:
+    """Time ``gradekit ARGS`` run from ``cwd`` as a whole process, ``repeats`` times after one
+    warm-up; a grade writes into a new folder under ``cwd`` and its digests are counted."""
+
+    def once() -> None:
+        out = Path(tempfile.mkdtemp(prefix="out-", dir=cwd)) if args[0] == "grade" else None
+        command = [*args, "--out", str(out)] if out is not None else list(args)
+        done = _gradekit(command, cwd)
+        if done.returncode != 0:
+            raise RuntimeError(f"gradekit {' '.join(command)} exited {done.returncode}:\n"
+                               f"{done.stderr.decode('utf-8', 'replace')}")
+        if out is not None and digests is not None:
+            for report in sorted(out.glob("*/report.json")):
+                digests[_digest(report.read_bytes())] += 1
+
+    return repeated(once, repeats)

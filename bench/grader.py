@@ -1,0 +1,73 @@
+"""Benchmark gradekit's grader: the sandbox's replay pipe, one grade, the checkpoints, a batch.
+
+    python bench/grader.py            # full run: about ten minutes on two cores
+    python bench/grader.py --quick    # smoke-sized, about a minute
+    python bench/run.py --grader      # the same, through the main bench (make bench ARGS=--grader)
+
+Prints Markdown tables in the main bench's format; progress goes to stderr.
+Everything it grades is generated in a temporary folder and removed afterwards.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+if not __package__:
+    # Run as a script, sys.path[0] is bench/, where this very file would shadow the `grader`
+    # package: import bench, lab and grader from this checkout instead.
+    sys.path[0] = str(Path(__file__).resolve().parents[1])
+
+from bench._grader_measure import (
+    FULL,
+    QUICK,
+    GraderPlan,
+    batch_table,
+    check_table,
+    grade_table,
+    pipe_table,
+)
+from bench._table import render
+
+__all__ = ["main"]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run every section and print its table; return the exit status."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--quick", action="store_true", help="fewer repetitions, smaller sizes")
+    plan = QUICK if parser.parse_args(argv).quick else FULL
+    print(_machine())
+    print(_method(plan), flush=True)
+    with tempfile.TemporaryDirectory(prefix="gradekit-bench-grader-") as tmp:
+        folder = Path(tmp)
+        for section in (pipe_table, grade_table, check_table, batch_table):
+            table = section(plan, folder)
+            print()
+            print(render(table), flush=True)
+    return 0
+
+
+def _machine() -> str:
+    python = f"{platform.python_implementation()} {platform.python_version()}"
+    machine = f"Machine: {python}, {platform.platform()}, {os.cpu_count()} CPUs"
+    if hasattr(os, "getloadavg"):  # a busy machine explains noisy numbers: say so up front
+        machine += f", load average {os.getloadavg()[0]:.2f} at start"
+    return machine
+
+
+def _method(plan: GraderPlan) -> str:
+    return (
+        f"Run: {plan.name} (grader). Times are wall clock (time.perf_counter_ns); whole "
+        "commands are `python -m grader ...` in a fresh process, start-up included. Rows "
+        "marked '1 run' were timed once."
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,619 @@
+"""Small submissions that each fail one thing, built at test time from the reference lab.
+
+Cassettes must come from real recordings, so no bad submission is written by hand:
+each is a copy of the reference lab (``lab/``, ``cassettes/``, ``cassettes-llm/``,
+``FAILURES.md``, ``pyproject.toml``, ``rubric/``) with ONE small mutation, a text edit of
+the copy's ``lab/agent.py``, its pyproject, its FAILURES.md or its cassettes.
+
+``VARIANTS`` maps a variant's name (also its folder's name) to its mutation, the exact
+set of criterion ids that must score less than the unmodified copy, and an extra
+assertion on what the grader wrote (the check detail or finding that proves why).
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import textwrap
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NamedTuple
+
+__all__ = [
+    "BASELINE",
+    "CASES",
+    "LABEL",
+    "REFERENCE",
+    "VARIANTS",
+    "Context",
+    "Seen",
+    "Variant",
+    "make_submission",
+]
+
+REFERENCE = Path(__file__).resolve().parents[1]
+COPIED = ("lab", "cassettes", "cassettes-llm", "FAILURES.md", "pyproject.toml", "rubric")
+BASELINE = "baseline"  # the unmodified copy
+LABEL = "provider-a"  # the label the batch is graded under; the second run gets provider-b
+CASES = ("refund-policy", "incident-summary", "sql-explain", "flaky-grade")  # rubric order
+# A phrase of each case's task, for agents that misbehave on one case only.
+IN_TASK = {
+    "refund-policy": "refund",
+    "incident-summary": "incident",
+    "sql-explain": "SQL",
+    "flaky-grade": "Wednesday",
+}
+WORDS = ("alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta")
+FORGED = "forged.txt"  # what writes_output tries to leave in the grader's output folder
+
+# The failure-log template of DESIGN.md, "..." and all.
+TEMPLATE_FAILURES = """\
+# Failures
+## Whitespace made a new prompt
+- Symptom: ...
+- Cause: ...
+- Fix: ...            (or "Status: open")
+## Boundaries
+- What this lab cannot measure: ...
+"""
+
+Report = Mapping[str, Any]  # a parsed report.json
+
+
+@dataclass(frozen=True, slots=True)
+class Context:
+    """The test session's side of the mutations: things outside the submission."""
+
+    listener: socket.socket  # a real socket listening on loopback
+    out: Path  # the grader's output folder
+    secret: str  # the value of OPENAI_API_KEY in the grader's own environment
+    marker: Path  # a file that a spawned process would create
+
+    @property
+    def port(self) -> int:
+        """The listener's port."""
+        port: int = self.listener.getsockname()[1]
+        return port
+
+
+@dataclass(frozen=True, slots=True)
+class Seen:
+    """What the grader wrote for one variant, for its extra assertion."""
+
+    name: str
+    report: Report
+    reports: Mapping[str, Report]  # every submission's report, the baseline's included
+    out: Path
+    context: Context
+
+
+Mutation = Callable[[Path, Context], None]
+Extra = Callable[[Seen], None]
+
+
+class Variant(NamedTuple):
+    """One bad submission: how it is made, what it must lose, and why."""
+
+    mutate: Mutation
+    loses: frozenset[str]
+    extra: Extra | None = None
+
+
+def make_submission(folder: Path) -> Path:
+    """Copy the reference lab into ``folder`` (created) and return it."""
+    folder.mkdir(parents=True)
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    for name in COPIED:
+        source = REFERENCE / name
+        if source.is_dir():
+            shutil.copytree(source, folder / name, ignore=ignore)
+        else:
+            shutil.copy2(source, folder / name)
+    return folder
+
+
+# -- text edits ----------------------------------------------------------------------------
+
+
+def _replace(path: Path, old: str, new: str) -> None:
+    """Replace the one occurrence of ``old``; anything else means the reference changed."""
+    text = path.read_text(encoding="utf-8")
+    assert text.count(old) == 1, f"{path.name}: expected {old!r} exactly once"
+    path.write_text(text.replace(old, new), encoding="utf-8")
+
+
+_IMPORTS = "from __future__ import annotations\n"
+_CALLS = "    llm = Traced(provider)\n"
+_START = '    """Answer ``task`` with three or four traced provider calls."""\n'
+_RETURN = "    return answer\n"
+_FIRST = "    plan = llm.complete(PLAN.format(task=task)).strip()\n"
+
+
+def _agent(root: Path, old: str, new: str, *, imports: str = "", append: str = "") -> None:
+    agent = root / "lab" / "agent.py"
+    _replace(agent, old, new)
+    if imports:
+        _replace(agent, _IMPORTS, _IMPORTS + "\n" + imports + "\n")
+    if append:
+        agent.write_text(agent.read_text("utf-8") + "\n\n" + textwrap.dedent(append),
+                         encoding="utf-8")
+
+
+def _on_case(root: Path, case: str, body: str, *, imports: str) -> None:
+    """At the start of run(), only for ``case``: ``body`` (one level of indentation)."""
+    code = f"    if {IN_TASK[case]!r} in task:\n" + textwrap.indent(textwrap.dedent(body), " " * 8)
+    _agent(root, _START, _START + code, imports=imports)
+
+
+def _wrap_run(root: Path, handler: str) -> None:
+    """Rename run() to _run() and wrap it: ``handler`` is what happens to a CassetteMiss."""
+    _agent(root, "def run(provider: Provider, task: str) -> str:\n",
+           "def _run(provider: Provider, task: str) -> str:\n",
+           append=f"""\
+               def run(provider, task):
+                   try:
+                       return _run(provider, task)
+                   except CassetteMiss as miss:
+               {textwrap.indent(handler, " " * 8)}
+               """,
+           imports="from lab import CassetteMiss")
+
+
+# -- the mutations ---------------------------------------------------------------------------
+
+
+def branch_on_label(root: Path, context: Context) -> None:
+    """A model-specific post-processing step: the answer depends on provider.name."""
+    _agent(root, _RETURN, '    if provider.name.endswith("-b"):\n'
+                          "        answer = answer.upper()\n" + _RETURN)
+
+
+def label_in_prompt(root: Path, context: Context) -> None:
+    _agent(root, _FIRST,
+           '    plan = llm.complete(PLAN.format(task=task) + f"\\nYou are {provider.name}.")'
+           ".strip()\n")
+
+
+def set_in_answer(root: Path, context: Context) -> None:
+    words = "{" + ", ".join(repr(word) for word in WORDS) + "}"
+    _agent(root, _RETURN, f'    return answer + "\\n\\nKeywords: " + " ".join({words})\n')
+
+
+def swallow_miss(root: Path, context: Context) -> None:
+    _wrap_run(root, 'return ""')
+
+
+def miss_returns_none(root: Path, context: Context) -> None:
+    _wrap_run(root, "return None")
+
+
+def miss_wrapped_from_none(root: Path, context: Context) -> None:
+    _wrap_run(root, 'raise RuntimeError(f"could not answer: {miss}") from None')
+
+
+def untraced(root: Path, context: Context) -> None:
+    _agent(root, _CALLS, "    llm = provider\n")
+
+
+def wrong_trace_keys(root: Path, context: Context) -> None:
+    """A hand-made tracer that keys records by the full SHA-256 of the unstripped prompt."""
+    _agent(root, _CALLS, "    llm = _MyTrace(provider)\n",
+           imports="import hashlib\nimport json\nimport os\nimport time",
+           append="""\
+               class _MyTrace:
+                   def __init__(self, provider):
+                       self.provider = provider
+
+                   def complete(self, prompt):
+                       started = time.perf_counter()
+                       answer = self.provider.complete(prompt)
+                       record = {
+                           "key": hashlib.sha256(prompt.encode("utf-8")).hexdigest(),
+                           "provider": self.provider.name,
+                           "latency_ms": (time.perf_counter() - started) * 1000,
+                           "ok": True,
+                           "error": None,
+                       }
+                       with open(os.environ["GRADEKIT_TRACE"], "a", encoding="utf-8") as f:
+                           f.write(json.dumps(record) + "\\n")
+                       return answer
+               """)
+
+
+def no_failures(root: Path, context: Context) -> None:
+    (root / "FAILURES.md").unlink()
+
+
+def template_failures(root: Path, context: Context) -> None:
+    (root / "FAILURES.md").write_text(TEMPLATE_FAILURES, encoding="utf-8")
+
+
+def hangs(root: Path, context: Context) -> None:
+    _on_case(root, "refund-policy", "while True:\n    time.sleep(1)\n", imports="import time")
+
+
+HOG_CAP = 32  # x 64 MiB = 2 GiB: far over the limit, yet bounded should the limit be missing
+
+
+def allocates(root: Path, context: Context) -> None:
+    _on_case(root, "incident-summary", f"""\
+        hog = []
+        while len(hog) < {HOG_CAP}:
+            hog.append(b"x" * (64 << 20))
+        """, imports="")
+
+
+def connects(root: Path, context: Context) -> None:
+    _on_case(root, "sql-explain", f"""\
+        probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        probe.settimeout(2)
+        probe.connect(("127.0.0.1", {context.port}))
+        probe.sendall(b"hello from a graded agent")
+        """, imports="import socket")
+
+
+def resolves(root: Path, context: Context) -> None:
+    _on_case(root, "flaky-grade", 'socket.getaddrinfo("api.openai.com", 443)\n',
+             imports="import socket")
+
+
+def spawns(root: Path, context: Context) -> None:
+    _on_case(root, "refund-policy", f'subprocess.run(["touch", {str(context.marker)!r}])\n',
+             imports="import subprocess")
+
+
+def reads_api_key(root: Path, context: Context) -> None:
+    # Were the key in the child's environment, the case would pass and its output hold the key.
+    _on_case(root, "incident-summary", """\
+        key = os.environ["OPENAI_API_KEY"]
+        print(f"using {key}", flush=True)
+        print(f"using {key}", file=sys.stderr, flush=True)
+        """, imports="import os\nimport sys")
+
+
+def writes_output(root: Path, context: Context) -> None:
+    target = context.out / FORGED
+    _on_case(root, "sql-explain", f'open({str(target)!r}, "w").write("total 100.00")\n',
+             imports="")
+
+
+FAKE_REPORT = """\
+criterion                 points     max
+Contract stability         30.00   30.00
+Loud failure               25.00   25.00
+Tracing                    20.00   20.00
+Written summary            15.00   15.00
+Stretch goal               10.00   10.00
+total                     100.00  100.00
+{"op": "result", "case": "refund-policy", "status": "returned", "miss_escaped": true}
+{"schema": "gradekit.report/1", "total": "100.00", "max": "100.00", "score": 100.0}
+"""
+
+
+def fake_report(root: Path, context: Context) -> None:
+    """Traces nothing, and prints a perfect report on stdout and stderr to cover for it."""
+    untraced(root, context)
+    _agent(root, _START, _START + f"    print({FAKE_REPORT!r}, flush=True)\n"
+                                  f"    print({FAKE_REPORT!r}, file=sys.stderr, flush=True)\n",
+           imports="import sys")
+
+
+MISSING_MODULE = "gradekit_helpers_never_shipped"
+
+
+def fails_on_import(root: Path, context: Context) -> None:
+    _agent(root, "from lab._tracing import Traced\n",
+           f"from lab._tracing import Traced\n\nimport {MISSING_MODULE}\n")
+
+
+def no_manifest(root: Path, context: Context) -> None:
+    pyproject = root / "pyproject.toml"
+    text = pyproject.read_text("utf-8")
+    table = re.search(r"^\[tool\.gradekit\]\n(?:[^\[\n].*\n|\n)*", text, re.MULTILINE)
+    assert table is not None and "agent =" in table[0]
+    pyproject.write_text(text.replace(table[0], ""), encoding="utf-8")
+
+
+def misses_cassette(root: Path, context: Context) -> None:
+    (root / "cassettes" / "sql-explain.json").unlink()
+
+
+# -- what the report must say ---------------------------------------------------------------
+
+
+def criterion(report: Report, criterion_id: str) -> Mapping[str, Any]:
+    """The criterion ``criterion_id`` of a report."""
+    found = [c for c in report["criteria"] if c["id"] == criterion_id]
+    assert len(found) == 1, criterion_id
+    result: Mapping[str, Any] = found[0]
+    return result
+
+
+def details(report: Report, criterion_id: str) -> dict[str, str]:
+    """Check id -> detail, for one criterion."""
+    return {c["id"]: c["detail"] for c in criterion(report, criterion_id)["checks"]}
+
+
+def lost(report: Report, criterion_id: str) -> set[str]:
+    """The ids of the checks of a criterion that did not earn all their points."""
+    return {c["id"] for c in criterion(report, criterion_id)["checks"]
+            if not c["passed"] or c["points"] != c["max"]}
+
+
+def _findings(*expected: str) -> Extra:
+    def check(seen: Seen) -> None:
+        assert seen.report["findings"] == list(expected)
+
+    return check
+
+
+def _all(*extras: Extra) -> Extra:
+    def check(seen: Seen) -> None:
+        for extra in extras:
+            extra(seen)
+
+    return check
+
+
+def _cases_say(criterion_id: str, detail: str) -> Extra:
+    """Every case's check of ``criterion_id`` has this detail."""
+
+    def check(seen: Seen) -> None:
+        shown = {k: v for k, v in details(seen.report, criterion_id).items() if k in CASES}
+        assert shown == dict.fromkeys(CASES, detail)
+
+    return check
+
+
+def _one_case(case: str, contract: str, loud: str, tracing: str, stretch: str,
+              *findings: str) -> Extra:
+    """One case lost in the per-case criteria and the second-set evidence; nothing else."""
+
+    def check(seen: Seen) -> None:
+        for criterion_id, detail in (("contract_stability", contract), ("loud_failure", loud),
+                                     ("tracing", tracing)):
+            assert lost(seen.report, criterion_id) == {case}, criterion_id
+            assert details(seen.report, criterion_id)[case] == detail, criterion_id
+        assert lost(seen.report, "stretch_goal") == {"two-providers: evidence"}
+        assert details(seen.report, "stretch_goal")["two-providers: evidence"] == stretch
+        assert seen.report["findings"] == list(findings)
+
+    return check
+
+
+def _set_order_depends_on_the_seed(seen: Seen) -> None:
+    """The premise of set_in_answer: the join's order differs under the two hash seeds."""
+    code = f"print(' '.join({set(WORDS)!r}))"
+    orders = {
+        subprocess.run([sys.executable, "-c", code], env={"PYTHONHASHSEED": seed},
+                       capture_output=True, text=True, check=True).stdout
+        for seed in ("1", "2")
+    }
+    assert len(orders) == 2
+
+
+def _traced_none(seen: Seen) -> None:
+    for case, detail in details(seen.report, "tracing").items():
+        assert re.fullmatch(r"0 of ([34]) calls traced correctly \(0 records for \1 calls\)",
+                            detail), (case, detail)
+
+
+def _traced_wrong_keys(seen: Seen) -> None:
+    """As many records as calls, each with the wrong key."""
+    for case, detail in details(seen.report, "tracing").items():
+        assert re.fullmatch(r"0 of [34] calls traced correctly", detail), (case, detail)
+
+
+def _cassette_missed(seen: Seen) -> None:
+    """Only the case without a cassette is unstable; its one call is still traced right."""
+    assert lost(seen.report, "contract_stability") == {"sql-explain"}
+    stability = details(seen.report, "contract_stability")
+    assert stability["sql-explain"] == "asked 1 prompt(s) the cassette does not hold"
+    assert details(seen.report, "tracing")["sql-explain"] == "1 of 1 calls traced correctly"
+
+
+def _fake_changes_nothing(seen: Seen) -> None:
+    """Printing a perfect report earns exactly what tracing nothing earns."""
+    fake, honest = seen.report, seen.reports["untraced"]
+    assert fake["criteria"] == honest["criteria"]
+    assert fake["findings"] == honest["findings"] == []
+    assert fake["total"] == honest["total"] == "80.00"
+
+
+def _listener_never_reached(seen: Seen) -> None:
+    """No connection waits on the listener, yet one from outside the sandbox gets through."""
+    listener = seen.context.listener
+    listener.setblocking(False)
+    try:
+        try:
+            stray, _ = listener.accept()
+        except BlockingIOError:
+            pass
+        else:
+            stray.close()
+            raise AssertionError("the sandboxed agent connected to the loopback listener")
+        with socket.create_connection(("127.0.0.1", seen.context.port), timeout=2):
+            listener.settimeout(2)
+            accepted, _ = listener.accept()
+            accepted.close()
+    finally:
+        listener.setblocking(True)
+
+
+def _marker_absent(seen: Seen) -> None:
+    assert not seen.context.marker.exists()
+    touched = seen.context.marker.with_name("touch-works")
+    subprocess.run(["touch", str(touched)], check=True)  # outside the sandbox it would have
+    assert touched.exists()
+
+
+def _secret_nowhere(seen: Seen) -> None:
+    secret = seen.context.secret.encode()
+    files = [path for path in seen.out.rglob("*") if path.is_file()]
+    assert len(files) > 3 * len(seen.reports)
+    assert [path for path in files if secret in path.read_bytes()] == []
+
+
+def _nothing_forged(seen: Seen) -> None:
+    assert not (seen.context.out / FORGED).exists()
+    assert not list(seen.out.rglob(FORGED))
+
+
+def _blocked(why: str) -> Extra:
+    """No run happened: every case lost with ``why``."""
+
+    def check(seen: Seen) -> None:
+        for criterion_id in ("contract_stability", "loud_failure", "tracing"):
+            assert criterion(seen.report, criterion_id)["checks"]
+            for case in CASES:
+                assert details(seen.report, criterion_id)[case] == why, criterion_id
+            assert lost(seen.report, criterion_id) >= set(CASES)
+
+    return check
+
+
+def _points(criterion_id: str, points: str) -> Extra:
+    def check(seen: Seen) -> None:
+        assert criterion(seen.report, criterion_id)["points"] == points
+
+    return check
+
+
+def _submission(name: str) -> Extra:
+    def check(seen: Seen) -> None:
+        assert seen.report["submission"] == name
+
+    return check
+
+
+PER_CASE = frozenset({"contract_stability", "loud_failure", "tracing", "stretch_goal"})
+TIMED_OUT = "timed out (did not finish within 5 s)"
+NO_CHAIN = "raised {}, which hides the CassetteMiss (not in its chain)"
+NO_CALL = "made no provider call to trace"
+NEVER_ASKED = "never asked the provider, so a miss could not be observed"
+NO_REPLAY = "case {} on the second cassette set: raised {}"
+CHANGED = "the answer changed with the provider label or the hash seed"
+IMPORT = f"ModuleNotFoundError: No module named '{MISSING_MODULE}'"
+
+
+def _refused(case: str, error: str, finding: str) -> Extra:
+    return _one_case(case, f"raised {error}", NEVER_ASKED, NO_CALL,
+                     NO_REPLAY.format(case, error), finding)
+
+
+VARIANTS: dict[str, Variant] = {
+    "branch_on_label": Variant(
+        branch_on_label, frozenset({"contract_stability"}),
+        _all(_cases_say("contract_stability", CHANGED), _findings()),
+    ),
+    "label_in_prompt": Variant(
+        label_in_prompt, frozenset({"contract_stability", "stretch_goal"}),
+        _all(_cases_say("contract_stability", "asked 1 prompt(s) the cassette does not hold"),
+             _points("stretch_goal", "4.00"), _findings()),
+    ),
+    "set_in_answer": Variant(
+        set_in_answer, frozenset({"contract_stability"}),
+        _all(_set_order_depends_on_the_seed, _cases_say("contract_stability", CHANGED),
+             _findings()),
+    ),
+    "swallow_miss": Variant(
+        swallow_miss, frozenset({"loud_failure"}),
+        _all(_cases_say("loud_failure", "returned '' after a miss: a miss must raise"),
+             _points("loud_failure", "5.00"), _findings()),
+    ),
+    "miss_returns_none": Variant(
+        miss_returns_none, frozenset({"loud_failure"}),
+        _all(_cases_say("loud_failure", "returned None after a miss: a miss must raise"),
+             _points("loud_failure", "5.00"), _findings()),
+    ),
+    "miss_wrapped_from_none": Variant(
+        miss_wrapped_from_none, frozenset({"loud_failure"}),
+        _all(_cases_say("loud_failure", NO_CHAIN.format("RuntimeError")),
+             _points("loud_failure", "5.00"), _findings()),
+    ),
+    "untraced": Variant(
+        untraced, frozenset({"tracing"}),
+        _all(_traced_none, _points("tracing", "0.00"), _findings()),
+    ),
+    "wrong_trace_keys": Variant(
+        wrong_trace_keys, frozenset({"tracing"}),
+        _all(_traced_wrong_keys, _points("tracing", "0.00"), _findings()),
+    ),
+    "no_failures": Variant(
+        no_failures, frozenset({"written_summary", "stretch_goal"}),
+        _all(_points("written_summary", "0.00"), _points("stretch_goal", "6.00"),
+             _findings("FAILURES.md is missing: write the failure log (see DESIGN's format)")),
+    ),
+    "template_failures": Variant(
+        template_failures, frozenset({"written_summary", "stretch_goal"}),
+        _all(_points("written_summary", "0.00"), _points("stretch_goal", "6.00"),
+             _findings()),
+    ),
+    "hangs": Variant(
+        hangs, PER_CASE,
+        _one_case("refund-policy", TIMED_OUT, TIMED_OUT, TIMED_OUT,
+                  f"case refund-policy on the second cassette set: {TIMED_OUT}"),
+    ),
+    "allocates": Variant(
+        allocates, PER_CASE,
+        _one_case("incident-summary", "raised MemoryError", NEVER_ASKED,
+                  NO_CALL, NO_REPLAY.format("incident-summary", "MemoryError")),
+    ),
+    "connects": Variant(
+        connects, PER_CASE,
+        _all(_refused("sql-explain", "PermissionError",
+                      "sandbox refused socket.connect in case sql-explain: "
+                      "connect to a network address"),
+             _listener_never_reached),
+    ),
+    "resolves": Variant(
+        resolves, PER_CASE,
+        _refused("flaky-grade", "PermissionError",
+                 "sandbox refused socket.getaddrinfo in case flaky-grade: "
+                 "resolve a host name: api.openai.com"),
+    ),
+    "spawns": Variant(
+        spawns, PER_CASE,
+        _all(_refused("refund-policy", "PermissionError",
+                      "sandbox refused subprocess.Popen in case refund-policy: "
+                      "start a process: touch"),
+             _marker_absent),
+    ),
+    "reads_api_key": Variant(
+        reads_api_key, PER_CASE,
+        _all(_one_case("incident-summary", "raised KeyError", NEVER_ASKED,
+                       NO_CALL, NO_REPLAY.format("incident-summary", "KeyError")),
+             _secret_nowhere),
+    ),
+    "writes_output": Variant(
+        writes_output, PER_CASE,
+        _all(_refused("sql-explain", "PermissionError",
+                      "sandbox refused open in case sql-explain: "
+                      f"write a file outside the submission: {FORGED}"),
+             _nothing_forged),
+    ),
+    "fake_report": Variant(fake_report, frozenset({"tracing"}), _fake_changes_nothing),
+    "fails_on_import": Variant(
+        fails_on_import, PER_CASE,
+        _all(_blocked(f"the agent could not be imported: {IMPORT}"),
+             _points("loud_failure", "5.00"), _points("stretch_goal", "4.00"),
+             _findings(f"the agent failed to import: {IMPORT}")),
+    ),
+    "no_manifest": Variant(
+        no_manifest, PER_CASE,
+        _all(_blocked("no usable [tool.gradekit] manifest"), _submission("no_manifest"),
+             _points("loud_failure", "0.00"), _points("stretch_goal", "0.00"),
+             _findings('manifest: pyproject.toml: add [tool.gradekit] with '
+                       'agent = "package.module:function"')),
+    ),
+    "misses_cassette": Variant(
+        misses_cassette, frozenset({"contract_stability"}),
+        _all(_cassette_missed,
+             _findings("cassettes/sql-explain.json is missing: record it with "
+                       "`gradekit record --case sql-explain` and commit it")),
+    ),
+}
