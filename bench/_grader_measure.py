@@ -18,6 +18,7 @@ from typing import cast
 
 from bench._data import PROMPT_BYTES
 from bench._grader_data import REPO, build_loop_lab, copy_reference, make_batch, tree_size
+from bench._grader_pingpong import ping_pong
 from bench._table import Row, Table, Target, fmt_bytes, fmt_size, timed
 from bench._timing import Stats, repeated, summarize
 from grader._checkpoints import run_checkpoints
@@ -90,6 +91,8 @@ def pipe_table(plan: GraderPlan, folder: Path) -> Table:
     startup = repeated(lambda: run_cases(lab.root, "benchagent:run", empty, answer=serve,
                                          label="provider-a", hashseed=0, limits=limits,
                                          scratch=folder / "empty-scratch"), plan.repeats)
+    progress("bare JSON-lines ping-pong between two processes")
+    floor = summarize(ping_pong(plan.calls, total)[plan.warmup:])
     in_sandbox, in_process = summarize(piped[plan.warmup:]), summarize(local[plan.warmup:])
     overhead = in_sandbox.minus(in_process.median_ns)
     size = f"{fmt_size(plan.calls)} calls"
@@ -103,6 +106,8 @@ def pipe_table(plan: GraderPlan, folder: Path) -> Table:
             timed("same agent in process: lab.Replay.complete", size, in_process),
             timed("overhead of the pipe per call (sandbox minus in-process)", size, overhead,
                   PIPE_TARGET),
+            timed("reference: bare JSON-lines ping-pong over two pipes, no sandbox", size,
+                  floor),
             timed("run_cases, one case, no calls: copy, start child, import, reap",
                   _files((files, size_bytes)), startup),
         ],
@@ -114,7 +119,9 @@ def pipe_table(plan: GraderPlan, folder: Path) -> Table:
             "served.",
             "A piped call is: JSON line to the parent, prompt_key and dict lookup there, JSON "
             "line back, with the child's audit hook installed; the overhead row subtracts the "
-            "in-process median from both columns.",
+            "in-process median from both columns. The reference row is the floor any "
+            "two-process JSON-lines design pays here: the same 1 KB lines, a selector on "
+            "the parent's side, nothing else.",
             "In-process replay peers (vcrpy, agent-chronicle) are in the main `make bench` "
             f"tables. {PEERS}",
         ],

@@ -42,35 +42,27 @@ place for inspection.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
-import selectors
 import shutil
 import signal
 import stat
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from enum import Enum
 from pathlib import Path
-from types import TracebackType
 from typing import IO, Any, Literal
 
+from grader._channel import Child, Event, ProtocolError, strict_loads
 from grader._model import Call, CaseOutcome, Limits, Refusal, ReplayProbe, RunResult, TraceRecord
 from lab import prompt_key
 from lab._cassette import Cassette, Entry, encode
 
 __all__ = ["probe_replay", "run_cases"]
 
-_HARNESS = Path(__file__).with_name("_harness.py")
 # Not -I: it implies -E, and -E makes the child ignore PYTHONHASHSEED. The environment is
 # built from nothing instead, so the only PYTHON* variables the child sees are ours.
-_PYTHON_FLAGS = ("-s", "-P", "-B")
 _IGNORED = shutil.ignore_patterns(".git", ".venv*", "__pycache__", "grades", "*.pyc")
-_MAX_LINE = 64 << 20
 _MAX_REFUSALS = 100
 _MIB = 1 << 20
 _MAX_SEED = 2**32 - 1
@@ -143,7 +135,7 @@ def run_cases(
     with _outputs(layout) as outputs:
         while run.import_error is None and (pending := run.pending(planned)):
             cases_config = [{"id": c.id, "task": c.task, "trace": str(c.trace)} for c in pending]
-            with _Child({**config, "cases": cases_config}, layout, env, outputs) as child:
+            with Child({**config, "cases": cases_config}, layout.copy, env, outputs) as child:
                 run.converse(child, pending)
     return run.result(planned, _captured(layout, limits))
 
@@ -170,7 +162,7 @@ def probe_replay(
     }
     config = _config(layout, limits, mode="probe_replay", replay=replay, probe=probe)
     env = _environment(layout, 0)
-    with _outputs(layout) as outputs, _Child(config, layout, env, outputs) as child:
+    with _outputs(layout) as outputs, Child(config, layout.copy, env, outputs) as child:
         return _Probe(layout, limits, expected).converse(child)
 
 
@@ -281,7 +273,7 @@ def _read_trace(path: Path, limits: Limits) -> tuple[tuple[TraceRecord, ...], st
     records: list[TraceRecord] = []
     for number, raw in enumerate(lines, start=1):
         try:
-            record = _loads(raw)
+            record = strict_loads(raw)
         except UnicodeDecodeError:
             return tuple(records), f"line {number}: not UTF-8"
         except (ValueError, RecursionError):
@@ -291,164 +283,6 @@ def _read_trace(path: Path, limits: Limits) -> tuple[tuple[TraceRecord, ...], st
         fields = (record.get(name) for name in ("key", "provider", "latency_ms", "ok"))
         records.append(TraceRecord(*fields))
     return tuple(records), None
-
-
-def _loads(raw: bytes) -> object:
-    """Strict JSON: NaN and Infinity are not JSON, and would break equality of what is kept."""
-    return json.loads(raw.decode("utf-8"), parse_constant=_reject_constant)
-
-
-def _reject_constant(name: str) -> object:
-    raise ValueError(f"{name} is not JSON")
-
-
-class _Event(Enum):
-    ENDED = "ended"
-    TIMED_OUT = "timed out"
-
-
-class _ProtocolError(Exception):
-    """The child said something the protocol does not allow."""
-
-
-class _Child:
-    """One harness process and its pipes. Everything it says is a claim to be checked."""
-
-    def __init__(
-        self,
-        config: Mapping[str, object],
-        layout: _Layout,
-        env: Mapping[str, str],
-        outputs: tuple[IO[bytes], IO[bytes]],
-    ) -> None:
-        their_read, self._to_child = os.pipe()
-        self._from_child, their_write = os.pipe()
-        command = [sys.executable, *_PYTHON_FLAGS, str(_HARNESS), str(their_read), str(their_write)]
-        try:
-            self.proc = subprocess.Popen(
-                command,
-                cwd=layout.copy,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=outputs[0],
-                stderr=outputs[1],
-                pass_fds=(their_read, their_write),
-                start_new_session=True,  # its own process group: one killpg ends everything
-            )
-        except BaseException:
-            os.close(self._to_child)
-            os.close(self._from_child)
-            raise
-        finally:
-            os.close(their_read)
-            os.close(their_write)
-        os.set_blocking(self._to_child, False)  # a child that never reads cannot block the parent
-        self._selector = selectors.DefaultSelector()
-        self._selector.register(self._from_child, selectors.EVENT_READ)
-        self._inbox, self._scanned, self._outbox = bytearray(), 0, bytearray()
-        self._eof = self._finished = False
-        self.send(config)
-
-    def __enter__(self) -> _Child:
-        return self
-
-    def __exit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.finish(time.monotonic())
-
-    def send(self, message: Mapping[str, object]) -> None:
-        """Queue one line for the child; written as the pipe accepts it."""
-        self._outbox += (json.dumps(message, ensure_ascii=True) + "\n").encode("ascii")
-        self._flush()
-
-    def receive(self, deadline: float) -> dict[str, Any] | _Event:
-        """The next message, or ENDED once the child closed its pipe, or TIMED_OUT."""
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:  # before every message: a child that keeps talking still times out
-                return _Event.TIMED_OUT
-            line = self._take_line()
-            if line is not None:
-                return _decode(line)
-            if self._eof:
-                return _Event.ENDED
-            for key, _ in self._selector.select(remaining):
-                if key.fd == self._from_child:
-                    self._read()
-                else:
-                    self._flush()
-
-    def finish(self, deadline: float) -> tuple[int, bool]:
-        """Give the child until ``deadline`` to exit, kill its group, reap it.
-
-        Returns its exit status and whether the parent had to kill it.
-        """
-        if self._finished:
-            return self.proc.returncode, False
-        self._finished = True
-        exited = self._exits_by(deadline)
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.proc.pid, signal.SIGKILL)  # its unreaped zombie still holds the group
-        code = self.proc.wait()
-        self._selector.close()
-        os.close(self._to_child)
-        os.close(self._from_child)
-        return code, not exited
-
-    def _exits_by(self, deadline: float) -> bool:
-        """Wait for the exit without reaping, so the group id cannot be reused meanwhile."""
-        while True:
-            flags = os.WEXITED | os.WNOHANG | os.WNOWAIT
-            if os.waitid(os.P_PID, self.proc.pid, flags) is not None:
-                return True
-            if time.monotonic() >= deadline:
-                return False
-            time.sleep(0.005)
-
-    def _read(self) -> None:
-        chunk = os.read(self._from_child, 1 << 16)
-        if chunk:
-            self._inbox += chunk
-            return
-        self._eof = True
-        self._selector.unregister(self._from_child)
-
-    def _take_line(self) -> bytes | None:
-        end = self._inbox.find(b"\n", self._scanned)
-        if end < 0:
-            self._scanned = len(self._inbox)
-            if self._scanned > _MAX_LINE:
-                raise _ProtocolError("a message longer than 64 MiB")
-            return None
-        line = bytes(self._inbox[:end])
-        del self._inbox[: end + 1]
-        self._scanned = 0
-        return line
-
-    def _flush(self) -> None:
-        try:
-            sent = os.write(self._to_child, self._outbox) if self._outbox else 0
-        except BlockingIOError:
-            sent = 0
-        except BrokenPipeError:
-            sent = len(self._outbox)  # the child is gone; its end of file follows
-        del self._outbox[:sent]
-        waiting = self._to_child in self._selector.get_map()
-        if self._outbox and not waiting:
-            self._selector.register(self._to_child, selectors.EVENT_WRITE)
-        elif waiting and not self._outbox:
-            self._selector.unregister(self._to_child)
-
-
-def _decode(line: bytes) -> dict[str, Any]:
-    try:
-        message = _loads(line)
-    except (ValueError, RecursionError) as exc:
-        raise _ProtocolError("a line that is not JSON") from exc
-    if not isinstance(message, dict) or not isinstance(message.get("op"), str):
-        raise _ProtocolError("a message without an op")
-    return message
 
 
 @dataclass
@@ -487,7 +321,7 @@ class _Run:
         }
         return RunResult(outcomes, tuple(self.refusals), self.import_error, *output)
 
-    def converse(self, child: _Child, pending: Sequence[_Case]) -> None:
+    def converse(self, child: Child, pending: Sequence[_Case]) -> None:
         """Serve one child until it ends or its cases are done.
 
         Afterwards at least one pending case has an outcome or ``import_error``
@@ -497,15 +331,15 @@ class _Run:
         while talk.done < len(pending) and self.import_error is None:
             try:
                 event = child.receive(deadline)
-                if isinstance(event, _Event):
+                if isinstance(event, Event):
                     return self._lose(talk, *_ending(child, event, deadline, self._limits))
                 if self._handle(child, talk, event):
                     deadline = self._deadline()
-            except _ProtocolError as exc:
+            except ProtocolError as exc:
                 child.finish(time.monotonic())
                 return self._lose(talk, "crashed", f"broke the grader's protocol: {exc}")
 
-    def _handle(self, child: _Child, talk: _Talk, message: dict[str, Any]) -> bool:
+    def _handle(self, child: Child, talk: _Talk, message: dict[str, Any]) -> bool:
         """Act on one message; True when it starts a new stretch of the clock."""
         op, case = message["op"], message.get("case")
         current = talk.current
@@ -525,16 +359,16 @@ class _Run:
         elif current is not None and op == "result" and case == current.id:
             self._record(talk, current, *_claims(message))
         else:
-            raise _ProtocolError("an unexpected message")
+            raise ProtocolError("an unexpected message")
         return True
 
-    def _serve(self, child: _Child, talk: _Talk, case: _Case, prompt: object) -> None:
+    def _serve(self, child: Child, talk: _Talk, case: _Case, prompt: object) -> None:
         if not isinstance(prompt, str):
-            raise _ProtocolError("a request without a prompt")
+            raise ProtocolError("a request without a prompt")
         try:
             key = prompt_key(prompt)
         except UnicodeEncodeError as exc:
-            raise _ProtocolError("a prompt that is not UTF-8") from exc
+            raise ProtocolError("a prompt that is not UTF-8") from exc
         response = self._answer(case.id, prompt)
         talk.calls.append(Call(key=key, served=response is not None))
         child.send({"response": response} if response is not None else {"miss": _miss(case, key)})
@@ -542,7 +376,7 @@ class _Run:
     def _refused(self, case: str, message: dict[str, Any]) -> None:
         event, subject, target = (message.get(k) for k in ("event", "subject", "target"))
         if not isinstance(event, str):
-            raise _ProtocolError("a refusal without an event")
+            raise ProtocolError("a refusal without an event")
         phrase = _REFUSED.get(event) or ("use ctypes" if event.startswith("ctypes.") else None)
         if phrase is None:  # not an event the harness refuses: the child made it up
             event, phrase = _name(event) or "unknown", "do something the sandbox refuses"
@@ -594,13 +428,13 @@ def _claims(message: Mapping[str, Any]) -> tuple[Literal["returned", "raised"], 
     answer, kind, exception = (message.get(k) for k in ("answer", "returned_type", "exception"))
     strings = all(value is None or isinstance(value, str) for value in (answer, kind, exception))
     if not strings or not isinstance(escaped, bool):
-        raise _ProtocolError("a malformed result")
+        raise ProtocolError("a malformed result")
     if status == "returned" and isinstance(kind, str):
         clean = None if answer is None else _clean(answer)
         return "returned", {"answer": clean, "returned_type": _name(kind)}
     if status == "raised" and isinstance(exception, str):
         return "raised", {"exception": _name(exception), "miss_escaped": escaped}
-    raise _ProtocolError("a malformed result")
+    raise ProtocolError("a malformed result")
 
 
 class _Probe:
@@ -610,15 +444,15 @@ class _Probe:
         self._layout, self._limits, self._expected = layout, limits, expected
         self._loaded = False
 
-    def converse(self, child: _Child) -> ReplayProbe:
+    def converse(self, child: Child) -> ReplayProbe:
         """Wait for the probe's verdict, however the child ends."""
         deadline = time.monotonic() + self._limits.timeout_s
         while True:
             try:
                 event = child.receive(deadline)
-            except _ProtocolError as exc:
+            except ProtocolError as exc:
                 return self._failed(f"broke the grader's protocol: {exc}")
-            if isinstance(event, _Event):
+            if isinstance(event, Event):
                 return self._failed(_ending(child, event, deadline, self._limits)[1])
             op = event["op"]
             if op == "refused":
@@ -670,10 +504,10 @@ def _miss(case: _Case, key: str) -> str:
 
 
 def _ending(
-    child: _Child, event: _Event, deadline: float, limits: Limits
+    child: Child, event: Event, deadline: float, limits: Limits
 ) -> tuple[Literal["timeout", "crashed"], str]:
     """End a child that stopped talking; say why, deterministically."""
-    if event is _Event.TIMED_OUT:
+    if event is Event.TIMED_OUT:
         child.finish(time.monotonic())
         return "timeout", f"did not finish within {limits.timeout_s:g} s"
     return "crashed", _exit_detail(*child.finish(deadline))

@@ -22,6 +22,7 @@ import pytest
 
 import lab
 from grader import _sandbox, load_cases
+from grader._channel import HARNESS
 from grader._model import Call, Limits, Refusal, RunResult, TraceRecord
 from grader._sandbox import probe_replay, run_cases
 from lab import CassetteMiss, Replay, prompt_key
@@ -812,7 +813,7 @@ def test_probe_replay_reports_a_replay_that_cannot_load(tmp_path: Path) -> None:
 
 
 def _harness_module() -> object:
-    spec = importlib.util.spec_from_file_location("gradekit_harness", _sandbox._HARNESS)
+    spec = importlib.util.spec_from_file_location("gradekit_harness", HARNESS)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -825,7 +826,7 @@ def test_the_harness_and_the_parent_agree_on_what_is_refused() -> None:
 
 
 def test_the_harness_imports_only_the_standard_library() -> None:
-    tree = ast.parse(_sandbox._HARNESS.read_text(encoding="utf-8"))
+    tree = ast.parse(HARNESS.read_text(encoding="utf-8"))
     imported = {
         (alias.name if isinstance(node, ast.Import) else node.module or "").split(".")[0]
         for node in ast.walk(tree)

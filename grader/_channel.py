@@ -1,0 +1,186 @@
+"""The pipe between the grader and one harness process: JSON lines, never pickle.
+
+The parent's writes never block (a child that stops reading cannot stall the
+grader), reads are bounded per line, and everything the child says is a claim
+that the sandbox checks before believing it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from enum import Enum
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Any
+
+__all__ = ["HARNESS", "Child", "Event", "ProtocolError", "decode_line", "strict_loads"]
+
+HARNESS = Path(__file__).with_name("_harness.py")
+_PYTHON_FLAGS = ("-s", "-P", "-B")
+_MAX_LINE = 64 << 20
+
+
+def strict_loads(raw: bytes) -> object:
+    """Strict JSON: NaN and Infinity are not JSON, and would break equality of what is kept."""
+    return json.loads(raw.decode("utf-8"), parse_constant=_reject_constant)
+
+
+def _reject_constant(name: str) -> object:
+    raise ValueError(f"{name} is not JSON")
+
+
+class Event(Enum):
+    ENDED = "ended"
+    TIMED_OUT = "timed out"
+
+
+class ProtocolError(Exception):
+    """The child said something the protocol does not allow."""
+
+
+class Child:
+    """One harness process and its pipes. Everything it says is a claim to be checked."""
+
+    def __init__(
+        self,
+        config: Mapping[str, object],
+        cwd: Path,
+        env: Mapping[str, str],
+        outputs: tuple[IO[bytes], IO[bytes]],
+    ) -> None:
+        their_read, self._to_child = os.pipe()
+        self._from_child, their_write = os.pipe()
+        command = [sys.executable, *_PYTHON_FLAGS, str(HARNESS), str(their_read), str(their_write)]
+        try:
+            self.proc = subprocess.Popen(
+                command,
+                cwd=cwd,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=outputs[0],
+                stderr=outputs[1],
+                pass_fds=(their_read, their_write),
+                start_new_session=True,  # its own process group: one killpg ends everything
+            )
+        except BaseException:
+            os.close(self._to_child)
+            os.close(self._from_child)
+            raise
+        finally:
+            os.close(their_read)
+            os.close(their_write)
+        os.set_blocking(self._to_child, False)  # a child that never reads cannot block the parent
+        self._selector = selectors.DefaultSelector()
+        self._selector.register(self._from_child, selectors.EVENT_READ)
+        self._inbox, self._scanned, self._outbox = bytearray(), 0, bytearray()
+        self._eof = self._finished = False
+        self.send(config)
+
+    def __enter__(self) -> Child:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.finish(time.monotonic())
+
+    def send(self, message: Mapping[str, object]) -> None:
+        """Queue one line for the child; written as the pipe accepts it."""
+        self._outbox += (json.dumps(message, ensure_ascii=True) + "\n").encode("ascii")
+        self._flush()
+
+    def receive(self, deadline: float) -> dict[str, Any] | Event:
+        """The next message, or ENDED once the child closed its pipe, or TIMED_OUT."""
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:  # before every message: a child that keeps talking still times out
+                return Event.TIMED_OUT
+            line = self._take_line()
+            if line is not None:
+                return decode_line(line)
+            if self._eof:
+                return Event.ENDED
+            for key, _ in self._selector.select(remaining):
+                if key.fd == self._from_child:
+                    self._read()
+                else:
+                    self._flush()
+
+    def finish(self, deadline: float) -> tuple[int, bool]:
+        """Give the child until ``deadline`` to exit, kill its group, reap it.
+
+        Returns its exit status and whether the parent had to kill it.
+        """
+        if self._finished:
+            return self.proc.returncode, False
+        self._finished = True
+        exited = self._exits_by(deadline)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)  # its unreaped zombie still holds the group
+        code = self.proc.wait()
+        self._selector.close()
+        os.close(self._to_child)
+        os.close(self._from_child)
+        return code, not exited
+
+    def _exits_by(self, deadline: float) -> bool:
+        """Wait for the exit without reaping, so the group id cannot be reused meanwhile."""
+        while True:
+            flags = os.WEXITED | os.WNOHANG | os.WNOWAIT
+            if os.waitid(os.P_PID, self.proc.pid, flags) is not None:
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.005)
+
+    def _read(self) -> None:
+        chunk = os.read(self._from_child, 1 << 16)
+        if chunk:
+            self._inbox += chunk
+            return
+        self._eof = True
+        self._selector.unregister(self._from_child)
+
+    def _take_line(self) -> bytes | None:
+        end = self._inbox.find(b"\n", self._scanned)
+        if end < 0:
+            self._scanned = len(self._inbox)
+            if self._scanned > _MAX_LINE:
+                raise ProtocolError("a message longer than 64 MiB")
+            return None
+        line = bytes(self._inbox[:end])
+        del self._inbox[: end + 1]
+        self._scanned = 0
+        return line
+
+    def _flush(self) -> None:
+        try:
+            sent = os.write(self._to_child, self._outbox) if self._outbox else 0
+        except BlockingIOError:
+            sent = 0
+        except BrokenPipeError:
+            sent = len(self._outbox)  # the child is gone; its end of file follows
+        del self._outbox[:sent]
+        waiting = self._to_child in self._selector.get_map()
+        if self._outbox and not waiting:
+            self._selector.register(self._to_child, selectors.EVENT_WRITE)
+        elif waiting and not self._outbox:
+            self._selector.unregister(self._to_child)
+
+
+def decode_line(line: bytes) -> dict[str, Any]:
+    try:
+        message = strict_loads(line)
+    except (ValueError, RecursionError) as exc:
+        raise ProtocolError("a line that is not JSON") from exc
+    if not isinstance(message, dict) or not isinstance(message.get("op"), str):
+        raise ProtocolError("a message without an op")
+    return message
