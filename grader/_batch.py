@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import shutil
 import sys
 import tempfile
@@ -16,7 +15,13 @@ from pathlib import Path
 from grader._grade import grade_submission
 from grader._gradebook import GradebookRow, gradebook_csv
 from grader._model import Report
-from grader._report import points_text, render_gradescope, render_markdown, render_report_json
+from grader._report import (
+    points_text,
+    render_gradescope,
+    render_markdown,
+    render_report_json,
+    report_digest,
+)
 from grader._rubric import Rubric
 from lab import UsageError
 
@@ -62,9 +67,8 @@ def discover(paths: Sequence[Path]) -> list[Path]:
 def write_outputs(report: Report, folder: Path) -> str:
     """Write report.json, report.md and results.json; return the digest."""
     folder.mkdir(parents=True, exist_ok=True)
-    data = render_report_json(report)
-    digest = str(json.loads(data)["digest"])
-    (folder / "report.json").write_bytes(data)
+    digest = report_digest(report)
+    (folder / "report.json").write_bytes(render_report_json(report))
     (folder / "report.md").write_text(render_markdown(report), encoding="utf-8")
     (folder / "results.json").write_bytes(render_gradescope(report, digest))
     return digest

@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import json
 import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader._grade import PROBE, Graded, grade_submission
+from grader._grade import PROBE, grade_submission
 from grader._manifest import load_manifest
 from grader._model import ReplayProbe
-from grader._report import render_report_json
+from grader._report import report_digest
 from grader._rubric import Rubric
 from grader._sandbox import probe_replay, run_cases
 
@@ -62,7 +61,8 @@ def run_checkpoints(root: Path, rubric: Rubric) -> list[Checkpoint]:
 
         def two_providers() -> tuple[bool, str]:
             digests = [
-                _digest(grade_submission(root, rubric, label=label, scratch=scratch / label))
+                report_digest(grade_submission(root, rubric, label=label,
+                                               scratch=scratch / label).report)
                 for label in ("provider-a", "provider-b")
             ]
             if digests[0] != digests[1]:
@@ -74,10 +74,6 @@ def run_checkpoints(root: Path, rubric: Rubric) -> list[Checkpoint]:
             _timed(2, "A miss is loud", loud),
             _timed(3, "Two providers, one score", two_providers),
         ]
-
-
-def _digest(graded: Graded) -> str:
-    return str(json.loads(render_report_json(graded.report))["digest"])
 
 
 def _timed(number: int, title: str, check: Callable[[], tuple[bool, str]]) -> Checkpoint:
