@@ -1,6 +1,6 @@
 """Benchmark gradekit's grader: the sandbox's replay pipe, one grade, the checkpoints, a batch.
 
-    python bench/grader.py            # full run: about ten minutes on two cores
+    python bench/grader.py            # full run: about seven minutes on two cores
     python bench/grader.py --quick    # smoke-sized, about a minute
     python bench/run.py --grader      # the same, through the main bench (make bench ARGS=--grader)
 

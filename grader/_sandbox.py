@@ -62,7 +62,11 @@ __all__ = ["probe_replay", "run_cases"]
 
 # Not -I: it implies -E, and -E makes the child ignore PYTHONHASHSEED. The environment is
 # built from nothing instead, so the only PYTHON* variables the child sees are ours.
-_IGNORED = shutil.ignore_patterns(".git", ".venv*", "__pycache__", "grades", "*.pyc")
+# Never part of a submission: version control, environments, caches, build output.
+_IGNORED = shutil.ignore_patterns(
+    ".git", ".venv*", "__pycache__", "*.pyc", "grades", "*.egg-info", "build",
+    ".mypy_cache", ".pytest_cache", ".ruff_cache", ".hypothesis", "node_modules",
+)
 _MAX_REFUSALS = 100
 _MIB = 1 << 20
 _MAX_SEED = 2**32 - 1

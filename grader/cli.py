@@ -140,7 +140,7 @@ def _selected_cases(args: argparse.Namespace) -> list[Case]:
     cases = load_cases(rubric)
     if not args.cases:
         return cases
-    known = {case.id for case in cases}
+    known = [case.id for case in cases]
     unknown = [case_id for case_id in args.cases if case_id not in known]
     if unknown:
         raise UsageError(f"unknown case {', '.join(unknown)}; the rubric has {', '.join(known)}")
