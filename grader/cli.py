@@ -27,7 +27,6 @@ from lab import (
     Recorder,
     Replay,
     UsageError,
-    live_from_env,
     prompt_key,
 )
 from lab._recorder import Mode, previous_path
@@ -155,6 +154,8 @@ def _record(args: argparse.Namespace) -> int:
     if args.provider and ":" in args.provider:
         live = load_provider(manifest, args.provider)
     else:
+        from lab import live_from_env  # httpx loads only for the command that talks to a network
+
         live = live_from_env(provider=args.provider, model=args.model, base_url=args.base_url,
                              api_key=args.api_key, label=args.label, max_tokens=args.max_tokens)
     agent = load_agent(manifest)
