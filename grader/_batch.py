@@ -12,9 +12,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader._grade import grade_submission
+from grader._checks import Evidence
+from grader._grade import Graded, grade_submission
 from grader._gradebook import GradebookRow, gradebook_csv
-from grader._model import Report
 from grader._report import (
     points_text,
     render_gradescope,
@@ -64,14 +64,29 @@ def discover(paths: Sequence[Path]) -> list[Path]:
     return sorted(found.values(), key=lambda p: (p.resolve().name, str(p.resolve())))
 
 
-def write_outputs(report: Report, folder: Path) -> str:
-    """Write report.json, report.md and results.json; return the digest."""
+def write_outputs(graded: Graded, folder: Path) -> str:
+    """Write report.json, report.md, results.json and the agent's output; return the digest."""
+    report = graded.report
     folder.mkdir(parents=True, exist_ok=True)
     digest = report_digest(report)
     (folder / "report.json").write_bytes(render_report_json(report))
     (folder / "report.md").write_text(render_markdown(report), encoding="utf-8")
     (folder / "results.json").write_bytes(render_gradescope(report, digest))
+    (folder / "output.txt").write_text(_child_output(graded.evidence), encoding="utf-8")
     return digest
+
+
+def _child_output(evidence: Evidence) -> str:
+    """What the agent printed in each run, size-capped: feedback only, never graded."""
+    runs = (("primary run", evidence.primary), ("second label", evidence.secondary),
+            ("unanswerable cassette", evidence.unanswerable),
+            ("second cassette set", evidence.second_set))
+    parts = [
+        f"== {title}: {stream} ==\n{text.rstrip()}\n"
+        for title, run in runs if run is not None
+        for stream, text in (("stdout", run.stdout), ("stderr", run.stderr)) if text.strip()
+    ]
+    return "".join(parts) or "The agent printed nothing.\n"
 
 
 Progress = Callable[[int, int, str, float], None]
@@ -107,8 +122,9 @@ def _grade_one(path: Path, rubric: Rubric, *, out: Path, label: str,
         return _error_row(name, "two submissions share this folder name: rename one")
     scratch = Path(tempfile.mkdtemp(prefix=f"gradekit-{name}-"))
     try:
-        report = grade_submission(path, rubric, label=label, scratch=scratch).report
-        digest = write_outputs(report, out / name)
+        graded = grade_submission(path, rubric, label=label, scratch=scratch)
+        digest = write_outputs(graded, out / name)
+        report = graded.report
     except Exception as exc:  # one submission's failure must never stop the batch
         return _error_row(name, f"the grader failed: {type(exc).__name__}: {exc}")
     finally:
