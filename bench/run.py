@@ -22,7 +22,7 @@ if not __package__:
     # from this checkout rather than whatever happens to be installed.
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench import _chronicle, _gradekit, _vcrpy
+from bench import _chronicle, _gradekit, _tools, _vcrpy
 from bench._data import build_cassette
 from bench._gradekit import Measured
 from bench._loadprobe import probe
@@ -94,6 +94,7 @@ def _tables(plan: Plan, folder: Path) -> list[Table]:
         Table(_RECORD, recorder_rows + vcr.record + chronicle.record, [_DURABILITY]),
         Table(_LOAD, load_rows + vcr.load + chronicle.load),
         Table(_PEERS, vcr.peers + chronicle.peers, vcr.notes + chronicle.notes),
+        Table("6. Tool fixture lookup, per call (ToolReplay.call hit)", _tools.tool_rows(plan)),
     ]
 
 

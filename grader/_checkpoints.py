@@ -57,7 +57,7 @@ def run_checkpoints(root: Path, rubric: Rubric) -> list[Checkpoint]:
             if run.import_error or quiet:
                 why = run.import_error or f"the miss did not escape run() in {', '.join(quiet)}"
                 return False, why
-            return True, "CassetteMiss escaped run() in every case"
+            return True, "the miss escaped run() in every case"
 
         def two_providers() -> tuple[bool, str]:
             digests = [

@@ -25,6 +25,7 @@ __all__ = [
 ]
 
 CENT = Decimal("0.01")
+ESCAPED = "the miss (CassetteMiss or MissingFixtureError) escaped run()"
 ZERO = Decimal("0.00")
 
 
@@ -91,6 +92,15 @@ def _misses(outcome: CaseOutcome) -> int:
     return sum(1 for call in outcome.calls if not call.served)
 
 
+def _unrecorded(outcome: CaseOutcome) -> str:
+    """What the run asked that nothing recorded: prompts, tool calls, or both."""
+    prompts = sum(1 for c in outcome.calls if not c.served and c.tool is None)
+    tools = _misses(outcome) - prompts
+    parts = [f"{prompts} prompt(s) the cassette does not hold"] if prompts else []
+    parts += [f"{tools} tool call(s) the fixtures do not hold"] if tools else []
+    return "asked " + " and ".join(parts)
+
+
 # -- contract_stability -----------------------------------------------------------------
 
 
@@ -118,7 +128,7 @@ def _stability(first: CaseOutcome | None, second: CaseOutcome | None, blocked: s
             return failure
         assert outcome is not None
         if _misses(outcome):
-            return f"asked {_misses(outcome)} prompt(s) the cassette does not hold"
+            return _unrecorded(outcome)
         if outcome.answer is None:
             return _no_answer(outcome)
     assert first is not None and second is not None
@@ -136,7 +146,7 @@ def loud_failure(evidence: Evidence, rubric: Rubric, criterion: Criterion) -> Cr
     checks, advice = [], []
     for case in evidence.cases:
         detail = _loudness(_outcome(evidence.unanswerable, case.id), evidence.blocked)
-        passed = detail == "CassetteMiss escaped run()"
+        passed = detail == ESCAPED
         checks.append(_check(case.id, passed, shares[case.id], detail))
         if not passed:
             advice.append(
@@ -163,8 +173,8 @@ def _loudness(outcome: CaseOutcome | None, blocked: str) -> str:
     if outcome.status == "returned":
         return f"returned {_shown(outcome)} after a miss: a miss must raise"
     if not outcome.miss_escaped:
-        return f"raised {outcome.exception}, which hides the CassetteMiss (not in its chain)"
-    return "CassetteMiss escaped run()"
+        return f"raised {outcome.exception}, which hides the miss (not in its chain)"
+    return ESCAPED
 
 
 def _own_replay(probe: ReplayProbe | None, blocked: str) -> str:
@@ -207,7 +217,8 @@ def _traced(outcome: CaseOutcome | None, label: str, blocked: str) -> tuple[int,
     good = sum(
         1
         for record, call in zip(records, calls, strict=False)
-        if record.key == call.key and record.provider == label and _latency_ok(record.latency_ms)
+        if record.key == call.key and _latency_ok(record.latency_ms)
+        and (record.tool == call.tool if call.tool else record.provider == label)
     )
     detail = f"{good} of {len(calls)} calls traced correctly"
     if len(records) != len(calls):
@@ -254,7 +265,7 @@ def _two_providers(evidence: Evidence) -> str | None:
             return f"case {case.id} on the second cassette set: {failure}"
         assert outcome is not None
         if _misses(outcome):
-            return f"case {case.id} asked a prompt the second cassette set does not hold"
+            return f"case {case.id} on the second cassette set: {_unrecorded(outcome)}"
         if outcome.answer is None:
             return f"case {case.id} on the second cassette set: {_no_answer(outcome)}"
     return None

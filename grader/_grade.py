@@ -18,9 +18,10 @@ from grader._checks import BUILTIN_CHECKS, Check, Evidence
 from grader._manifest import Manifest, ManifestError, load_manifest
 from grader._model import CriterionResult, Report, RunResult
 from grader._rubric import Case, Rubric
-from grader._sandbox import probe_replay, run_cases
+from grader._sandbox import ToolAnswer, probe_replay, run_cases
 from lab import CassetteError, prompt_key
 from lab._cassette import decode
+from lab._fixtures import decode as decode_fixture
 
 __all__ = ["PROBE", "Graded", "grade_submission", "second_label"]
 
@@ -89,6 +90,32 @@ def _cassettes(root: Path, folder: str, cases: tuple[Case, ...],
     return answers
 
 
+def _fixtures(root: Path, cases: tuple[Case, ...],
+              findings: list[str]) -> dict[str, dict[str, object]]:
+    """case -> tool key -> recorded result; a case without a fixture file has no tool calls."""
+    fixtures: dict[str, dict[str, object]] = {}
+    for case in cases:
+        relative = f"fixtures/{case.id}.json"
+        try:
+            fixture = decode_fixture((root / relative).read_bytes(), source=relative,
+                                     case=case.id)
+        except FileNotFoundError:
+            continue
+        except (OSError, CassetteError) as exc:
+            findings.append(f"{relative} cannot be used: {exc}")
+            continue
+        fixtures[case.id] = {key: call.response for key, call in fixture.calls.items()}
+    return fixtures
+
+
+def _serve_tools(fixtures: Mapping[str, Mapping[str, object]]) -> ToolAnswer:
+    def answer(case: str, key: str) -> tuple[bool, object]:
+        recorded = fixtures.get(case, {})
+        return (True, recorded[key]) if key in recorded else (False, None)
+
+    return answer
+
+
 def _serve(answers: Mapping[str, Mapping[str, str]]) -> Callable[[str, str], str | None]:
     def answer(case: str, prompt: str) -> str | None:
         return answers.get(case, {}).get(prompt_key(prompt))
@@ -109,11 +136,14 @@ def _evidence(root: Path, manifest: Manifest | None, rubric: Rubric,
         return Evidence(rubric.cases, label, None, None, None, None, failures, (), None,
                         blocked="no usable [tool.gradekit] manifest")
     limits, pairs = rubric.limits, [(case.id, case.task) for case in rubric.cases]
+    tools = _serve_tools(_fixtures(root, rubric.cases, findings))
 
     def run(name: str, serve: Callable[[str, str], str | None], run_label: str,
             seed: int) -> RunResult:
+        # The unanswerable run gets no fixtures either: a missing fixture must be loud too.
         result = run_cases(root, manifest.agent, pairs, answer=serve, label=run_label,
-                           hashseed=seed, limits=limits, scratch=scratch / name)
+                           hashseed=seed, limits=limits, scratch=scratch / name,
+                           tools=None if serve is _never else tools)
         _run_findings(result, findings)
         return result
 
@@ -183,6 +213,7 @@ def _inputs(root: Path, manifest: Manifest | None, cases: tuple[Case, ...]) -> d
     """sha256 of every file the grade depends on, by submission-relative path."""
     folder = manifest.cassettes if manifest else "cassettes"
     names = [f"{folder}/{case.id}.json" for case in cases]
+    names += [f"fixtures/{case.id}.json" for case in cases]
     names.append(manifest.failures if manifest else "FAILURES.md")
     if manifest:
         module = manifest.agent.partition(":")[0].replace(".", "/")

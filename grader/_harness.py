@@ -33,6 +33,7 @@ import _thread
 import contextlib
 import hashlib
 import importlib
+import inspect
 import json
 import os
 import pathlib
@@ -113,6 +114,10 @@ TEXT_LIMIT = 300
 
 class CassetteMiss(Exception):
     """Raised for a miss when the submission has no usable ``lab.CassetteMiss`` of its own."""
+
+
+class MissingFixtureError(Exception):
+    """Raised for a tool call never recorded, when the submission defines none of its own."""
 
 
 class Channel:
@@ -408,32 +413,85 @@ class Provider:
         raise miss
 
 
+class Toolbox:
+    """The tools the agent is given: every call goes to the parent, which serves fixtures."""
+
+    def __init__(self, channel: Channel, case: str, misses: list[BaseException]) -> None:
+        self._channel, self._case, self.misses = channel, case, misses
+
+    def call(self, name: str, **args: Any) -> Any:
+        """Ask the parent for the recorded result; a missing fixture raises."""
+        if not issubclass(type(name), str):
+            raise TypeError(f"call() takes a str tool name, not {type(name).__name__}")
+        message = {"op": "tool", "case": self._case, "tool": "".join([name]), "args": args}
+        try:
+            json.dumps(message, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise TypeError(f"tool arguments must be JSON values: {exc}") from None
+        with self._channel.talk_lock:
+            self._channel.send(message)
+            reply = self._channel.receive()
+        if "response" in reply:
+            return reply["response"]
+        arguments = json.dumps(args, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        missing = make_error("MissingFixtureError", MissingFixtureError,
+                             str(reply.get("missing", "missing fixture")),
+                             fixture=f"fixtures/{self._case}.json", case=self._case, tool=name,
+                             arguments=arguments, key=f"{name} {arguments}")
+        self.misses.append(missing)
+        raise missing
+
+
 def make_miss(message: str, case: str, prompt: str) -> BaseException:
     """The submission's own ``lab.CassetteMiss`` when it can be built, else the harness's."""
-    cls: Any = submission_miss_class()
     key = hashlib.sha256(prompt.strip().encode("utf-8")).hexdigest()[:16]
+    return make_error("CassetteMiss", CassetteMiss, message, cassette=case, key=key, prompt=prompt)
+
+
+def make_error(name: str, fallback: type[BaseException], message: str,
+               **fields: Any) -> BaseException:
+    """The submission's own ``lab.<name>`` when it can be built, else ``fallback``."""
+    cls: Any = submission_class(name)
     attempts: tuple[Callable[[], object], ...] = (
-        lambda: cls(message, cassette=case, key=key, prompt=prompt),
+        lambda: cls(message, **fields),
         lambda: cls(message),
+        lambda: bare(cls, message),  # any constructor: still an instance the agent can catch
     )
     for attempt in attempts if cls is not None else ():
         try:
-            miss = attempt()
+            error = attempt()
         except Exception:
             continue
-        if isinstance(miss, BaseException) and issubclass(type(miss), BaseException):
-            return miss
-    return CassetteMiss(message)
+        if isinstance(error, BaseException) and issubclass(type(error), BaseException):
+            return error
+    return fallback(message)
 
 
-def submission_miss_class() -> type[BaseException] | None:
-    """``lab.CassetteMiss`` as the submission defines it, if it is an exception class."""
+def bare(cls: type[BaseException], message: str) -> BaseException:
+    """An instance of ``cls`` built without its own ``__init__``."""
+    error = cls.__new__(cls)
+    BaseException.__init__(error, message)
+    return error
+
+
+def submission_class(name: str) -> type[BaseException] | None:
+    """``lab.<name>`` as the submission defines it, if it is an exception class."""
     try:
         lab = sys.modules.get("lab") or importlib.import_module("lab")
-        cls = getattr(lab, "CassetteMiss", None)
+        cls = getattr(lab, name, None)
     except BaseException:
         return None
     return cls if isinstance(cls, type) and issubclass(cls, BaseException) else None
+
+
+def takes_tools(agent: Callable[..., object]) -> bool:
+    """An agent ``run(provider, task, tools)`` gets a toolbox; ``run(provider, task)`` does not."""
+    try:
+        parameters = list(inspect.signature(agent).parameters.values())
+    except (TypeError, ValueError):
+        return False
+    positional = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return len(positional) >= 3 or any(p.kind is p.VAR_POSITIONAL for p in parameters)
 
 
 def escaped(exc: BaseException, misses: list[BaseException]) -> bool:
@@ -477,11 +535,13 @@ def run_cases(channel: Channel, config: dict[str, Any]) -> None:
         channel.send({"op": "import_error", "error": describe(exc)})
         return
     channel.send({"op": "ready"})
+    with_tools = takes_tools(agent)
     for case in config["cases"]:
         os.environ["GRADEKIT_TRACE"] = case["trace"]
         provider = Provider(channel, case["id"], config["label"])
+        extra = (Toolbox(channel, case["id"], provider.misses),) if with_tools else ()
         channel.send({"op": "start", "case": case["id"]})
-        described, error = outcome(lambda: agent(provider, case["task"]))  # noqa: B023
+        described, error = outcome(lambda: agent(provider, case["task"], *extra))  # noqa: B023
         if error is None:
             result = {"status": "returned", "exception": None, "miss_escaped": False}
         else:

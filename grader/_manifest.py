@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import inspect
 import sys
 import tomllib
 from collections.abc import Callable
@@ -10,11 +11,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
-from lab import GradekitError, Provider, UsageError
+from lab import GradekitError, Provider, Toolbox, Tools, UsageError
 
-__all__ = ["Agent", "Manifest", "ManifestError", "load_agent", "load_manifest", "load_provider"]
+__all__ = [
+    "Agent",
+    "Manifest",
+    "ManifestError",
+    "call_agent",
+    "load_agent",
+    "load_manifest",
+    "load_provider",
+    "load_tools",
+]
 
-Agent = Callable[[Provider, str], str]
+Agent = Callable[..., object]
 
 
 class ManifestError(GradekitError):
@@ -33,6 +43,12 @@ class Manifest:
     student: str = ""
     replay: str = "lab:Replay"  # the submission's own Replay, probed by loud_failure
     second_cassettes: str = ""  # stretch goal two-providers: a second provider's recordings
+    tools: str = ""  # "package.module:NAME" of the agent's Tools registry, if it uses tools
+    fixtures: str = "fixtures"
+
+    def fixture(self, case: str) -> Path:
+        """The tool fixture file of ``case``."""
+        return self.root / self.fixtures / f"{case}.json"
 
     def cassette(self, case: str) -> Path:
         """The cassette file of ``case``."""
@@ -66,11 +82,14 @@ def load_manifest(root: Path) -> Manifest:
         student=table.get("student", root.resolve().name),
         replay=table.get("replay", "lab:Replay"),
         second_cassettes=table.get("second_cassettes", ""),
+        tools=table.get("tools", ""),
+        fixtures=table.get("fixtures", "fixtures"),
     )
 
 
-_TEXT_KEYS = ("agent", "cassettes", "failures", "student", "replay", "second_cassettes")
-_PATH_KEYS = ("cassettes", "failures", "second_cassettes")
+_TEXT_KEYS = ("agent", "cassettes", "failures", "student", "replay", "second_cassettes", "tools",
+              "fixtures")
+_PATH_KEYS = ("cassettes", "failures", "second_cassettes", "fixtures")
 
 
 def _validate(table: dict[str, Any], pyproject: Path) -> None:
@@ -95,6 +114,36 @@ def _validate(table: dict[str, Any], pyproject: Path) -> None:
 def load_agent(manifest: Manifest) -> Agent:
     """Import the agent named by the manifest, from the submission's root."""
     return cast(Agent, _import(manifest.root, manifest.agent, "agent = in [tool.gradekit]"))
+
+
+def call_agent(agent: Agent, provider: Provider, task: str, tools: Toolbox | None) -> object:
+    """``run(provider, task, tools)`` when the agent takes tools, else ``run(provider, task)``."""
+    return agent(provider, task, tools) if tools is not None and takes_tools(agent) \
+        else agent(provider, task)
+
+
+def takes_tools(agent: Agent) -> bool:
+    """Whether ``agent`` has a third positional parameter (the toolbox)."""
+    try:
+        parameters = list(inspect.signature(agent).parameters.values())
+    except (TypeError, ValueError):
+        return False
+    positional = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return len(positional) >= 3 or any(p.kind is p.VAR_POSITIONAL for p in parameters)
+
+
+def load_tools(manifest: Manifest) -> Tools | None:
+    """The submission's tool registry (``tools = "package.module:NAME"``), if it declares one."""
+    if not manifest.tools:
+        return None
+    module_name, _, name = manifest.tools.partition(":")
+    folder = str(manifest.root.resolve())
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    tools = getattr(importlib.import_module(module_name), name, None)
+    if not isinstance(tools, Tools):
+        raise ManifestError(f'tools = "{manifest.tools}" must name a lab.Tools registry')
+    return tools
 
 
 def load_provider(manifest: Manifest, spec: str) -> Provider:

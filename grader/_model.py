@@ -42,10 +42,11 @@ class Limits:
 
 @dataclass(frozen=True, slots=True)
 class Call:
-    """One provider call as the parent served it, in order."""
+    """One provider or tool call as the parent served it, in order."""
 
-    key: str
+    key: str  # prompt_key for a provider call, tool_key for a tool call
     served: bool  # False: the parent answered with a miss
+    tool: str | None = None  # the tool's name; None for a provider call
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +57,7 @@ class TraceRecord:
     provider: object
     latency_ms: object
     ok: object
+    tool: object = None  # set on the record of a tool call
 
 
 @dataclass(frozen=True, slots=True)

@@ -42,6 +42,7 @@ place for inspection.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -55,8 +56,9 @@ from typing import IO, Any, Literal
 
 from grader._channel import Child, Event, ProtocolError, strict_loads
 from grader._model import Call, CaseOutcome, Limits, Refusal, ReplayProbe, RunResult, TraceRecord
-from lab import prompt_key
+from lab import GradekitError, prompt_key
 from lab._cassette import Cassette, Entry, encode
+from lab._fixtures import tool_key
 
 __all__ = ["probe_replay", "run_cases"]
 
@@ -114,11 +116,14 @@ def run_cases(
     hashseed: int,
     limits: Limits,
     scratch: Path,
+    tools: ToolAnswer | None = None,
 ) -> RunResult:
     """Run ``agent`` (``"package.module:function"``) on each ``(case_id, task)`` in a sandbox.
 
     ``answer(case_id, prompt)`` is the recorded response, or None for a miss;
-    every call is recorded as the parent served it. A case that times out or
+    ``tools(case_id, tool_key)`` is ``(True, result)`` for a recorded tool call
+    or ``(False, None)`` for a missing fixture (no ``tools``: every tool call
+    misses). Every call is recorded as the parent served it. A case that times out or
     crashes costs only itself: a fresh child runs the cases after it. The
     submission at ``root`` is copied into a new folder under ``scratch``,
     which is left in place for inspection.
@@ -133,7 +138,7 @@ def run_cases(
         _Case(case_id, task, layout.work / f"trace-{n:03d}.jsonl")
         for n, (case_id, task) in enumerate(cases)
     ]
-    run = _Run(answer, limits, layout)
+    run = _Run(answer, tools or _no_tools, limits, layout)
     config = _config(layout, limits, mode="run", agent=agent, label=label)
     env = _environment(layout, hashseed)
     with _outputs(layout) as outputs:
@@ -142,6 +147,14 @@ def run_cases(
             with Child({**config, "cases": cases_config}, layout.copy, env, outputs) as child:
                 run.converse(child, pending)
     return run.result(planned, _captured(layout, limits))
+
+
+ToolAnswer = Callable[[str, str], tuple[bool, object]]
+
+
+def _no_tools(case: str, key: str) -> tuple[bool, object]:
+    """No fixtures: every tool call misses."""
+    return False, None
 
 
 def probe_replay(
@@ -284,7 +297,7 @@ def _read_trace(path: Path, limits: Limits) -> tuple[tuple[TraceRecord, ...], st
             return tuple(records), f"line {number}: not valid JSON"
         if not isinstance(record, dict):
             return tuple(records), f"line {number}: not a JSON object"
-        fields = (record.get(name) for name in ("key", "provider", "latency_ms", "ok"))
+        fields = (record.get(name) for name in ("key", "provider", "latency_ms", "ok", "tool"))
         records.append(TraceRecord(*fields))
     return tuple(records), None
 
@@ -306,11 +319,12 @@ class _Talk:
 class _Run:
     """The parent's record of one ``run_cases``: built only from what it observed or checked."""
 
-    def __init__(self, answer: Callable[[str, str], str | None], limits: Limits, layout: _Layout):
+    def __init__(self, answer: Callable[[str, str], str | None], tools: ToolAnswer,
+                 limits: Limits, layout: _Layout):
         self.outcomes: dict[str, CaseOutcome] = {}
         self.refusals: list[Refusal] = []
         self.import_error: str | None = None
-        self._answer, self._limits, self._layout = answer, limits, layout
+        self._answer, self._tools, self._limits, self._layout = answer, tools, limits, layout
 
     def pending(self, planned: Sequence[_Case]) -> list[_Case]:
         """The cases without an outcome yet, in order."""
@@ -360,6 +374,9 @@ class _Run:
         elif current is not None and op == "complete" and case == current.id:
             self._serve(child, talk, current, message.get("prompt"))
             return False
+        elif current is not None and op == "tool" and case == current.id:
+            self._serve_tool(child, talk, current, message.get("tool"), message.get("args"))
+            return False
         elif current is not None and op == "result" and case == current.id:
             self._record(talk, current, *_claims(message))
         else:
@@ -376,6 +393,18 @@ class _Run:
         response = self._answer(case.id, prompt)
         talk.calls.append(Call(key=key, served=response is not None))
         child.send({"response": response} if response is not None else {"miss": _miss(case, key)})
+
+    def _serve_tool(self, child: Child, talk: _Talk, case: _Case, tool: object,
+                    args: object) -> None:
+        if not isinstance(tool, str) or not isinstance(args, dict):
+            raise ProtocolError("a tool call without a tool name and arguments")
+        try:
+            key = tool_key(tool, args)
+        except GradekitError as exc:
+            raise ProtocolError("tool arguments that are not JSON") from exc
+        found, result = self._tools(case.id, key)
+        talk.calls.append(Call(key=key, served=found, tool=tool))
+        child.send({"response": result} if found else {"missing": _missing(case, tool, args)})
 
     def _refused(self, case: str, message: dict[str, Any]) -> None:
         event, subject, target = (message.get(k) for k in ("event", "subject", "target"))
@@ -504,6 +533,15 @@ def _miss(case: _Case, key: str) -> str:
         f"no recording for this prompt in case {case.id} (key {key}). Record it once with a "
         f"live provider: `gradekit record --case {case.id}`, then commit the cassette. "
         "Graded runs never call a live provider."
+    )
+
+
+def _missing(case: _Case, tool: str, args: Mapping[str, object]) -> str:
+    shown = json.dumps(args, sort_keys=True, ensure_ascii=False)[:300]
+    return (
+        f"no fixture for tool {tool} with arguments {shown} in fixtures/{case.id}.json. "
+        f"Record it with the real tool: `gradekit record --case {case.id} --rerecord`, then "
+        "commit the fixture. Graded runs never call a real tool."
     )
 
 

@@ -13,11 +13,31 @@ import sys
 import time
 from collections.abc import Sequence
 from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from grader._cli_grade import add_grading_commands
 from grader._gradebook import GradebookError
-from grader._manifest import ManifestError, load_agent, load_manifest, load_provider
+from grader._manifest import (
+    ManifestError,
+    call_agent,
+    load_agent,
+    load_manifest,
+    load_provider,
+    load_tools,
+)
+from grader._review import (
+    CHANGE_LOG,
+    append_change,
+    diff_files,
+    digest_file,
+    parse_age,
+    render_diff,
+    render_stale,
+    require_reason,
+    rerecord_summary,
+    stale,
+)
 from grader._rubric import Case, RubricError, load_cases
 from grader._verify import verify_cassette
 from lab import (
@@ -26,6 +46,8 @@ from lab import (
     ProviderConfigError,
     Recorder,
     Replay,
+    ToolRecorder,
+    ToolReplay,
     UsageError,
     prompt_key,
 )
@@ -78,6 +100,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     verify.add_argument("paths", nargs="+", type=Path, metavar="PATH")
     verify.set_defaults(handler=_verify)
+    _add_cassette_review(cassette_commands)
     add_grading_commands(commands)
     return parser
 
@@ -116,6 +139,8 @@ def _add_record(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
                         "again for everything, keep the old cassette as CASE.previous.json")
     record.add_argument("--rerecord", action="store_const", const="rerecord", dest="mode",
                         help="short for --mode rerecord")
+    record.add_argument("--reason", help="why the dataset changes (required with --rerecord): "
+                        "logged in DATASET_CHANGES.md with the keys that changed")
     record.set_defaults(handler=_record)
 
 
@@ -158,31 +183,51 @@ def _record(args: argparse.Namespace) -> int:
 
         live = live_from_env(provider=args.provider, model=args.model, base_url=args.base_url,
                              api_key=args.api_key, label=args.label, max_tokens=args.max_tokens)
-    agent = load_agent(manifest)
+    agent, tools = load_agent(manifest), load_tools(manifest)
     mode: Mode = args.mode
+    reason = require_reason(args.reason) if mode == "rerecord" else ""
     recorded = served = 0
     for number, case in enumerate(cases, 1):
-        path = manifest.cassette(case.id)
+        path, fixture = manifest.cassette(case.id), manifest.fixture(case.id)
         started = time.monotonic()
         with Recorder(live, path, mode=mode, case=case.id) as recorder:
-            agent(recorder, case.task)
+            if tools is None:
+                call_agent(agent, recorder, case.task, None)
+            else:
+                with ToolRecorder(tools, fixture, case=case.id, mode=mode) as toolbox:
+                    call_agent(agent, recorder, case.task, toolbox)
         recorded, served = recorded + recorder.recorded, served + recorder.served
         print(f"[{number}/{len(cases)}] {case.id}: {recorder.recorded} live, "
               f"{recorder.served} from cassette, {time.monotonic() - started:.1f}s -> {path}",
               file=sys.stderr)
-        if mode == "rerecord" and previous_path(path).exists():
-            print(f"        previous answers kept in {previous_path(path)}", file=sys.stderr)
+        if mode == "rerecord":
+            for changed in (path, fixture):
+                _review_rerecord(manifest.root, case.id, changed, reason)
     print(f"done: {recorded} answers recorded live from {live.name}, {served} served from "
           f"cassettes. Commit {manifest.root / manifest.cassettes}/.", file=sys.stderr)
     return EXIT_OK
 
 
+def _review_rerecord(root: Path, case: str, path: Path, reason: str) -> None:
+    """Show what a re-recording changed; log a change to the dataset's change log."""
+    summary = rerecord_summary(path)
+    if summary is None:
+        return
+    print(render_diff(summary), file=sys.stderr, end="")
+    print(f"        previous recording kept in {previous_path(path)}", file=sys.stderr)
+    if summary.keys():
+        append_change(root / CHANGE_LOG, date=datetime.now(UTC).strftime("%Y-%m-%d"), case=case,
+                      kind=summary.kind, changed_keys=summary.keys(), reason=reason,
+                      digests={path.relative_to(root).as_posix(): digest_file(path)})
+
+
 def _run(args: argparse.Namespace) -> int:
     manifest = load_manifest(args.root)
     cases = _selected_cases(args)
-    agent = load_agent(manifest)
+    agent, tools = load_agent(manifest), load_tools(manifest)
     for case in cases:
-        answer = agent(Replay(manifest.cassette(case.id)), case.task)
+        toolbox = None if tools is None else ToolReplay(manifest.fixture(case.id), tools=tools)
+        answer = call_agent(agent, Replay(manifest.cassette(case.id)), case.task, toolbox)
         print(f"## {case.id}\n{answer}\n")
     return EXIT_OK
 
@@ -211,3 +256,48 @@ def _verify(args: argparse.Namespace) -> int:
         else:
             print(f"ok   {path} ({count} entries)")
     return EXIT_FAILED if failed else EXIT_OK
+
+
+def _add_cassette_review(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    stale_ = commands.add_parser(
+        "stale", help="list cassettes and fixtures by the age of their oldest recording"
+    )
+    stale_.add_argument("paths", nargs="*", type=Path, metavar="PATH",
+                        help="files or folders (default: ROOT's cassettes and fixtures folders)")
+    stale_.add_argument("--older-than", type=_age, metavar="AGE",
+                        help="only those whose oldest recording is older than AGE: 12h, 30d, "
+                        "2w (files of unknown age are always listed)")
+    stale_.add_argument("--root", type=Path, default=Path("."),
+                        help="the submission folder (default: .)")
+    stale_.set_defaults(handler=_stale)
+    diff = commands.add_parser(
+        "diff", help="what changed, per key, between two cassettes or two fixture files"
+    )
+    diff.add_argument("old", type=Path, metavar="OLD")
+    diff.add_argument("new", type=Path, metavar="NEW")
+    diff.set_defaults(handler=_diff)
+
+
+def _age(text: str) -> timedelta:
+    try:
+        return parse_age(text)
+    except UsageError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _stale(args: argparse.Namespace) -> int:
+    paths = args.paths or _recording_folders(args.root)
+    now = datetime.now(UTC)  # the one clock read: everything below takes it as an argument
+    print(render_stale(stale(paths, now=now, older_than=args.older_than), now), end="")
+    return EXIT_OK
+
+
+def _recording_folders(root: Path) -> list[Path]:
+    manifest = load_manifest(root)
+    folders = [manifest.root / manifest.cassettes, manifest.root / "fixtures"]
+    return [folder for folder in folders if folder.is_dir()]
+
+
+def _diff(args: argparse.Namespace) -> int:
+    print(render_diff(diff_files(args.old, args.new)), end="")
+    return EXIT_OK

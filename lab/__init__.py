@@ -14,7 +14,9 @@ from lab._exceptions import (
     CassetteError,
     CassetteLocked,
     CassetteMiss,
+    FixtureCorrupt,
     GradekitError,
+    MissingFixtureError,
     ProviderAuthError,
     ProviderConfigError,
     ProviderConnectionError,
@@ -31,7 +33,8 @@ from lab._keys import prompt_key
 from lab._provider import Provider
 from lab._recorder import Mode, Recorder
 from lab._replay import Replay
-from lab._tracing import JsonlSink, Traced
+from lab._tools import LiveToolbox, Toolbox, ToolRecorder, ToolReplay, Tools, tool_key
+from lab._tracing import JsonlSink, Traced, TracedTools
 
 if TYPE_CHECKING:
     from lab._live import PRESETS, Anthropic, OpenAICompatible, Preset, live_from_env
@@ -60,8 +63,11 @@ __all__ = [
     "CassetteMiss",
     "Entry",
     "FakeProvider",
+    "FixtureCorrupt",
     "GradekitError",
     "JsonlSink",
+    "LiveToolbox",
+    "MissingFixtureError",
     "Mode",
     "OpenAICompatible",
     "Preset",
@@ -77,8 +83,14 @@ __all__ = [
     "Recorder",
     "Replay",
     "SecretLeak",
+    "ToolRecorder",
+    "ToolReplay",
+    "Toolbox",
+    "Tools",
     "Traced",
+    "TracedTools",
     "UsageError",
     "live_from_env",
     "prompt_key",
+    "tool_key",
 ]

@@ -3,11 +3,13 @@
     GradekitError
     ├── UsageError                 misuse by the calling programmer
     ├── SecretLeak                 a credential was about to be written
-    ├── CassetteError
+    ├── CassetteError              cassettes, and tool fixtures (cassettes of tool calls)
     │   ├── CassetteMiss           a prompt that was never recorded
+    │   ├── MissingFixtureError    a tool call that was never recorded
     │   ├── CassetteCorrupt        a file that is not a valid cassette
+    │   │   └── FixtureCorrupt     a file that is not a valid tool fixture
     │   ├── CassetteCollision      one key, two different prompts
-    │   └── CassetteLocked         another recorder holds the cassette
+    │   └── CassetteLocked         another recorder holds the cassette or fixture
     └── ProviderError              talking to a live provider went wrong
         ├── ProviderConfigError    no provider, model or key configured
         ├── ProviderAuthError      401 / 403
@@ -29,7 +31,9 @@ __all__ = [
     "CassetteError",
     "CassetteLocked",
     "CassetteMiss",
+    "FixtureCorrupt",
     "GradekitError",
+    "MissingFixtureError",
     "ProviderAuthError",
     "ProviderConfigError",
     "ProviderConnectionError",
@@ -115,3 +119,26 @@ class ProviderConnectionError(ProviderError):
 
 class ProviderResponseError(ProviderError):
     """The provider answered, but not with text gradekit can use."""
+
+
+class MissingFixtureError(CassetteError):
+    """A tool call whose key is not in the case's fixture. Never answered by the real tool.
+
+    The message is built by the tool layer; the fields stay available to
+    callers (the grader reports them) without parsing text. ``arguments`` is
+    the canonical JSON of the call's arguments (``args`` is Exception's own).
+    """
+
+    def __init__(
+        self, message: str, *, fixture: str, case: str, tool: str, arguments: str, key: str
+    ) -> None:
+        super().__init__(message)
+        self.fixture = fixture
+        self.case = case
+        self.tool = tool
+        self.arguments = arguments
+        self.key = key
+
+
+class FixtureCorrupt(CassetteCorrupt):
+    """A tool fixture that cannot be read: bad JSON, unknown format, a key with two answers."""

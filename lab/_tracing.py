@@ -7,12 +7,17 @@ import os
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from lab._exceptions import GradekitError
+from lab._fixtures import tool_key
 from lab._keys import prompt_key
 from lab._provider import Provider
 
-__all__ = ["JsonlSink", "Sink", "Traced", "sink_from_env"]
+if TYPE_CHECKING:
+    from lab._tools import Toolbox
+
+__all__ = ["JsonlSink", "Sink", "Traced", "TracedTools", "sink_from_env"]
 
 Sink = Callable[[Mapping[str, Any]], None]
 TRACE_VARIABLE = "GRADEKIT_TRACE"
@@ -84,3 +89,52 @@ class Traced:
                     "error": error,
                 }
             )
+
+
+class TracedTools:
+    """Wrap a toolbox so every tool call, failed or not, writes one trace record.
+
+    A record: ``key`` (the tool key: name plus canonical arguments), ``tool``,
+    ``latency_ms``, ``ok`` and ``error``; in the same file as the provider's
+    records, in call order.
+    """
+
+    def __init__(
+        self,
+        toolbox: Toolbox,
+        sink: Sink | None = None,
+        *,
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
+        self.toolbox = toolbox
+        self.sink = sink_from_env() if sink is None else sink
+        self._clock = clock
+
+    def call(self, name: str, /, **args: Any) -> Any:
+        """Call the wrapped toolbox and trace the call."""
+        started = self._clock()
+        error: str | None = None
+        try:
+            return self.toolbox.call(name, **args)
+        except BaseException as exc:
+            error = type(exc).__name__
+            raise
+        finally:
+            elapsed = max(0.0, (self._clock() - started) * 1000.0)
+            self.sink(
+                {
+                    "key": _tool_key_or_none(name, args),
+                    "tool": name,
+                    "latency_ms": round(elapsed, 3),
+                    "ok": error is None,
+                    "error": error,
+                }
+            )
+
+
+def _tool_key_or_none(name: str, args: Mapping[str, Any]) -> str | None:
+    """The call's key; None when the arguments are not JSON (the call itself fails then)."""
+    try:
+        return tool_key(name, args)
+    except GradekitError:
+        return None

@@ -1,24 +1,30 @@
 """The reference lab's agent: plan, answer, self-check, and revise once if the check says no.
 
-It follows the submission contract: it talks only to the provider it is
-given, traces every call, lets ``CassetteMiss`` propagate, never looks at
-``provider.name``, and returns a ``str``. Given the same cassette it makes the
-same calls in the same order, so its output is byte-identical on every replay.
+It follows the submission contract: it talks only to the provider and the
+tools it is given (read-only: course documents, the course database and the
+lab's own source), traces every call, lets ``CassetteMiss`` and
+``MissingFixtureError`` propagate, never looks at ``provider.name``, and
+returns a ``str``. Given the same cassette and fixtures it makes the same calls
+in the same order, so its output is byte-identical on every replay.
 """
 
 from __future__ import annotations
 
+import json
+
 from lab._provider import Provider
-from lab._tracing import Traced
+from lab._tools import Toolbox
+from lab._tracing import Traced, TracedTools
 
 __all__ = ["run"]
 
 PLAN = (
     "You are a teaching assistant in an agent-engineering bootcamp.\n"
-    "Task: {task}\n\n"
+    "Task: {task}\n\n{notes}"
     "Write a short plan of at most three numbered steps for answering this task. "
     "Do not answer it yet."
 )
+NOTES = "Course notes found with the lab's tools:\n{found}\n\n"
 ANSWER = (
     "Task: {task}\n\n"
     "Plan:\n{plan}\n\n"
@@ -37,10 +43,12 @@ REVISE = (
 )
 
 
-def run(provider: Provider, task: str) -> str:
-    """Answer ``task`` with three or four traced provider calls."""
+def run(provider: Provider, task: str, tools: Toolbox | None = None) -> str:
+    """Answer ``task`` with three or four traced provider calls, after looking things up
+    with the lab's read-only tools when it is given them."""
     llm = Traced(provider)
-    plan = llm.complete(PLAN.format(task=task)).strip()
+    notes = _look_up(TracedTools(tools), task) if tools is not None else ""
+    plan = llm.complete(PLAN.format(task=task, notes=notes)).strip()
     answer = llm.complete(ANSWER.format(task=task, plan=plan)).strip()
     verdict = llm.complete(CHECK.format(task=task, answer=answer)).strip()
     if _says_no(verdict):
@@ -52,3 +60,21 @@ def _says_no(verdict: str) -> bool:
     """A verdict is a no when its first word is NO, in any case or punctuation."""
     words = verdict.split()
     return bool(words) and words[0].strip(".,:;!*").upper() == "NO"
+
+
+def _look_up(tools: TracedTools, task: str) -> str:
+    """What the course documents, the database and the lab's source say about ``task``."""
+    found = [f"- {doc['doc']}: {doc['excerpt']}"
+             for doc in tools.call("read_docs", query=task, limit=1)]
+    if "SELECT" in task:
+        sql = task[task.index("SELECT"):].split(";")[0]
+        rows = tools.call("query_db", sql=sql)
+        found.append(f"- the query on the course database returns: {_json(rows[:5])}")
+    if "grader" in task.lower():
+        hits = tools.call("search_repo", text="CassetteMiss", limit=2)
+        found += [f"- {hit['path']}:{hit['line']}: {hit['text']}" for hit in hits]
+    return NOTES.format(found="\n".join(found)) if found else ""
+
+
+def _json(value: object) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False)

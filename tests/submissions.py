@@ -1,7 +1,7 @@
 """Small submissions that each fail one thing, built at test time from the reference lab.
 
 Cassettes must come from real recordings, so no bad submission is written by hand:
-each is a copy of the reference lab (``lab/``, ``cassettes/``, ``cassettes-llm/``,
+each is a copy of the reference lab (``lab/``, ``cassettes/``, ``cassettes-llm/``, ``fixtures/``,
 ``FAILURES.md``, ``pyproject.toml``, ``rubric/``) with ONE small mutation, a text edit of
 the copy's ``lab/agent.py``, its pyproject, its FAILURES.md or its cassettes.
 
@@ -36,7 +36,8 @@ __all__ = [
 ]
 
 REFERENCE = Path(__file__).resolve().parents[1]
-COPIED = ("lab", "cassettes", "cassettes-llm", "FAILURES.md", "pyproject.toml", "rubric")
+COPIED = ("lab", "cassettes", "cassettes-llm", "fixtures", "FAILURES.md", "pyproject.toml",
+          "rubric")
 BASELINE = "baseline"  # the unmodified copy
 LABEL = "provider-a"  # the label the batch is graded under; the second run gets provider-b
 CASES = ("refund-policy", "incident-summary", "sql-explain", "flaky-grade")  # rubric order
@@ -128,9 +129,13 @@ def _replace(path: Path, old: str, new: str) -> None:
 
 _IMPORTS = "from __future__ import annotations\n"
 _CALLS = "    llm = Traced(provider)\n"
-_START = '    """Answer ``task`` with three or four traced provider calls."""\n'
+_START = (
+    '    """Answer ``task`` with three or four traced provider calls, after looking things up\n'
+    '    with the lab\'s read-only tools when it is given them."""\n'
+)
 _RETURN = "    return answer\n"
-_FIRST = "    plan = llm.complete(PLAN.format(task=task)).strip()\n"
+_FIRST = "    plan = llm.complete(PLAN.format(task=task, notes=notes)).strip()\n"
+_NOTES = "    notes = _look_up(TracedTools(tools), task) if tools is not None else \"\"\n"
 
 
 def _agent(root: Path, old: str, new: str, *, imports: str = "", append: str = "") -> None:
@@ -150,17 +155,17 @@ def _on_case(root: Path, case: str, body: str, *, imports: str) -> None:
 
 
 def _wrap_run(root: Path, handler: str) -> None:
-    """Rename run() to _run() and wrap it: ``handler`` is what happens to a CassetteMiss."""
-    _agent(root, "def run(provider: Provider, task: str) -> str:\n",
-           "def _run(provider: Provider, task: str) -> str:\n",
+    """Rename run() to _run() and wrap it: ``handler`` is what happens to a miss."""
+    _agent(root, "def run(provider: Provider, task: str, tools: Toolbox | None = None) -> str:\n",
+           "def _run(provider: Provider, task: str, tools: Toolbox | None = None) -> str:\n",
            append=f"""\
-               def run(provider, task):
+               def run(provider, task, tools=None):
                    try:
-                       return _run(provider, task)
-                   except CassetteMiss as miss:
+                       return _run(provider, task, tools)
+                   except (CassetteMiss, MissingFixtureError) as miss:
                {textwrap.indent(handler, " " * 8)}
                """,
-           imports="from lab import CassetteMiss")
+           imports="from lab import CassetteMiss, MissingFixtureError")
 
 
 # -- the mutations ---------------------------------------------------------------------------
@@ -174,8 +179,8 @@ def branch_on_label(root: Path, context: Context) -> None:
 
 def label_in_prompt(root: Path, context: Context) -> None:
     _agent(root, _FIRST,
-           '    plan = llm.complete(PLAN.format(task=task) + f"\\nYou are {provider.name}.")'
-           ".strip()\n")
+           '    plan = llm.complete(PLAN.format(task=task, notes=notes)'
+           ' + f"\\nYou are {provider.name}.").strip()\n')
 
 
 def set_in_answer(root: Path, context: Context) -> None:
@@ -197,6 +202,7 @@ def miss_wrapped_from_none(root: Path, context: Context) -> None:
 
 def untraced(root: Path, context: Context) -> None:
     _agent(root, _CALLS, "    llm = provider\n")
+    _agent(root, _NOTES, "    notes = _look_up(tools, task) if tools is not None else \"\"\n")
 
 
 def wrong_trace_keys(root: Path, context: Context) -> None:
@@ -306,8 +312,8 @@ MISSING_MODULE = "gradekit_helpers_never_shipped"
 
 
 def fails_on_import(root: Path, context: Context) -> None:
-    _agent(root, "from lab._tracing import Traced\n",
-           f"from lab._tracing import Traced\n\nimport {MISSING_MODULE}\n")
+    _agent(root, "from lab._tracing import Traced, TracedTools\n",
+           f"from lab._tracing import Traced, TracedTools\n\nimport {MISSING_MODULE}\n")
 
 
 def no_manifest(root: Path, context: Context) -> None:
@@ -398,22 +404,25 @@ def _set_order_depends_on_the_seed(seen: Seen) -> None:
 
 def _traced_none(seen: Seen) -> None:
     for case, detail in details(seen.report, "tracing").items():
-        assert re.fullmatch(r"0 of ([34]) calls traced correctly \(0 records for \1 calls\)",
+        assert re.fullmatch(r"0 of ([3-6]) calls traced correctly \(0 records for \1 calls\)",
                             detail), (case, detail)
 
 
 def _traced_wrong_keys(seen: Seen) -> None:
-    """As many records as calls, each with the wrong key."""
+    """As many records as calls; the provider's have the wrong key (tool calls stay right)."""
     for case, detail in details(seen.report, "tracing").items():
-        assert re.fullmatch(r"0 of [34] calls traced correctly", detail), (case, detail)
+        match = re.fullmatch(r"([12]) of ([3-6]) calls traced correctly", detail)
+        assert match, (case, detail)
+        assert int(match[2]) - int(match[1]) >= 3, (case, detail)  # every provider call wrong
 
 
 def _cassette_missed(seen: Seen) -> None:
-    """Only the case without a cassette is unstable; its one call is still traced right."""
+    """Only the case without a cassette is unstable; its calls are still traced right."""
     assert lost(seen.report, "contract_stability") == {"sql-explain"}
     stability = details(seen.report, "contract_stability")
     assert stability["sql-explain"] == "asked 1 prompt(s) the cassette does not hold"
-    assert details(seen.report, "tracing")["sql-explain"] == "1 of 1 calls traced correctly"
+    # two tool calls served from the fixture, then the first prompt misses
+    assert details(seen.report, "tracing")["sql-explain"] == "3 of 3 calls traced correctly"
 
 
 def _fake_changes_nothing(seen: Seen) -> None:
@@ -492,7 +501,7 @@ def _submission(name: str) -> Extra:
 
 PER_CASE = frozenset({"contract_stability", "loud_failure", "tracing", "stretch_goal"})
 TIMED_OUT = "timed out (did not finish within 5 s)"
-NO_CHAIN = "raised {}, which hides the CassetteMiss (not in its chain)"
+NO_CHAIN = "raised {}, which hides the miss (not in its chain)"
 NO_CALL = "made no provider call to trace"
 NEVER_ASKED = "never asked the provider, so a miss could not be observed"
 NO_REPLAY = "case {} on the second cassette set: raised {}"
@@ -541,7 +550,7 @@ VARIANTS: dict[str, Variant] = {
     ),
     "wrong_trace_keys": Variant(
         wrong_trace_keys, frozenset({"tracing"}),
-        _all(_traced_wrong_keys, _points("tracing", "0.00"), _findings()),
+        _all(_traced_wrong_keys, _findings()),
     ),
     "no_failures": Variant(
         no_failures, frozenset({"written_summary", "stretch_goal"}),

@@ -16,7 +16,7 @@ TASK = "Explain what a cassette miss is."
 def test_plan_answer_check_makes_three_calls_when_the_check_says_yes() -> None:
     live = FakeProvider(["1. define it", "A miss is loud.", "YES, it does."])
     assert run(live, TASK) == "A miss is loud."
-    assert live.calls[0] == PLAN.format(task=TASK)
+    assert live.calls[0] == PLAN.format(task=TASK, notes="")
     assert live.calls[2] == CHECK.format(task=TASK, answer="A miss is loud.")
 
 

@@ -161,7 +161,7 @@ def test_verify_checks_every_key_against_its_prompt(
 def reference_copy(tmp_path: Path, name: str = "alice") -> Path:
     """The reference lab as a submission folder of its own."""
     root = tmp_path / name
-    for part in ("lab", "cassettes", "cassettes-llm", "rubric"):
+    for part in ("lab", "cassettes", "cassettes-llm", "fixtures", "rubric"):
         shutil.copytree(REPO / part, root / part, ignore=shutil.ignore_patterns("__pycache__"))
     for part in ("pyproject.toml", "FAILURES.md"):
         shutil.copy(REPO / part, root / part)

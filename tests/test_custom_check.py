@@ -50,7 +50,7 @@ def instructor(tmp_path: Path) -> Path:
 @pytest.mark.slow
 def test_a_custom_check_scores_its_criterion(instructor: Path, tmp_path: Path) -> None:
     submission = tmp_path / "alice"
-    for part in ("lab", "cassettes", "rubric"):
+    for part in ("lab", "cassettes", "fixtures", "rubric"):
         shutil.copytree(REPO / part, submission / part)
     for part in ("pyproject.toml", "FAILURES.md"):
         shutil.copy(REPO / part, submission / part)
@@ -65,12 +65,13 @@ def test_a_custom_check_scores_its_criterion(instructor: Path, tmp_path: Path) -
 
 
 def _reference_answer() -> str:
-    from lab import Replay
+    from lab import Replay, ToolReplay
     from lab.agent import run
 
     task = next(c.task for c in load_rubric(REPO / "rubric" / "bootcamp.toml").cases
                 if c.id == "refund-policy")
-    return run(Replay(REPO / "cassettes" / "refund-policy.json"), task)
+    return run(Replay(REPO / "cassettes" / "refund-policy.json"), task,
+               ToolReplay(REPO / "fixtures" / "refund-policy.json"))
 
 
 def test_a_custom_check_that_does_not_import_is_a_rubric_error(instructor: Path) -> None:

@@ -9,7 +9,7 @@ import pytest
 
 from grader import Case, load_cases
 from grader._verify import verify_cassette
-from lab import Replay, prompt_key
+from lab import Replay, ToolReplay, prompt_key
 from lab._store import load
 from lab.agent import run
 
@@ -31,10 +31,12 @@ def test_each_case_replays_identically_under_two_labels_using_every_entry(
     for label in ("provider-a", "provider-b"):
         trace = tmp_path / f"{label}.jsonl"
         monkeypatch.setenv("GRADEKIT_TRACE", str(trace))
-        answers.append(run(Replay(path, name=label), case.task))
+        tools = ToolReplay(REPO / "fixtures" / f"{case.id}.json")
+        answers.append(run(Replay(path, name=label), case.task, tools))
         records = [json.loads(line) for line in trace.read_text("utf-8").splitlines()]
-        assert {r["provider"] for r in records} == {label}
-        keys = [r["key"] for r in records]
+        assert {r["provider"] for r in records if "tool" not in r} == {label}
+        assert next(r["tool"] for r in records if "tool" in r) == "read_docs"
+        keys = [r["key"] for r in records if "tool" not in r]
     assert answers[0] == answers[1]
     assert answers[0].strip()
     cassette = load(path)

@@ -25,7 +25,8 @@ from grader import _sandbox, load_cases
 from grader._channel import HARNESS
 from grader._model import Call, Limits, Refusal, RunResult, TraceRecord
 from grader._sandbox import probe_replay, run_cases
-from lab import CassetteMiss, Replay, prompt_key
+from lab import CassetteMiss, Replay, ToolReplay, prompt_key
+from lab._fixtures import decode as decode_fixture
 from lab.agent import run as reference_run
 
 pytestmark = pytest.mark.slow
@@ -361,12 +362,17 @@ def test_the_reference_agent_replays_its_real_cassette(tmp_path: Path) -> None:
     shutil.copytree(kit / "lab", root / "lab", ignore=shutil.ignore_patterns("__py*"))
     case = load_cases(kit / "rubric" / "bootcamp.toml")[0]
     replay = Replay(kit / "cassettes" / f"{case.id}.json")
+    fixture = kit / "fixtures" / f"{case.id}.json"
+    recorded = decode_fixture(fixture.read_bytes(), source=fixture.name).calls
 
     def serve(case_id: str, prompt: str) -> str | None:
         try:
             return replay.complete(prompt)
         except CassetteMiss:
             return None
+
+    def serve_tool(case_id: str, key: str) -> tuple[bool, object]:
+        return (True, recorded[key].response) if key in recorded else (False, None)
 
     result = run_cases(
         root,
@@ -377,13 +383,16 @@ def test_the_reference_agent_replays_its_real_cassette(tmp_path: Path) -> None:
         hashseed=1,
         limits=LIMITS,
         scratch=tmp_path / "scratch",
+        tools=serve_tool,
     )
 
     outcome = result.outcomes[case.id]
-    assert (outcome.status, outcome.answer) == ("returned", reference_run(replay, case.task))
+    expected = reference_run(replay, case.task, ToolReplay(fixture))
+    assert (outcome.status, outcome.answer) == ("returned", expected)
     assert outcome.calls and all(call.served for call in outcome.calls)
+    assert outcome.calls[0].tool == "read_docs"
     assert [r.key for r in outcome.trace] == [call.key for call in outcome.calls]
-    assert {r.provider for r in outcome.trace} == {"provider-a"}
+    assert {r.provider for r in outcome.trace if r.tool is None} == {"provider-a"}
     assert result.refusals == ()
 
 

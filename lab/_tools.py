@@ -1,0 +1,363 @@
+"""Pin the outside world too: read-only tools recorded once, replayed strictly.
+
+An agent is given one contract, ``Toolbox``: ``call(name, **args)``, JSON
+values in and out. ``LiveToolbox`` calls the real tools; ``ToolRecorder``
+calls each read-only tool once per distinct key (the tool's name and its
+canonical arguments, never the call's position) and records the answer in
+the case's fixture; ``ToolReplay`` answers from the fixture only, and a call
+it does not hold is a ``MissingFixtureError``, never a live call. Write tools
+are never recorded: every toolbox gives them a new, empty store, so every
+run starts clean.
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import json
+import shutil
+from collections.abc import Callable, Collection, Mapping
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Protocol, Self, TypeVar, get_args, overload, runtime_checkable
+
+from lab._exceptions import MissingFixtureError, UsageError
+from lab._fixtures import (
+    Fixture,
+    canonical_json,
+    fold_fixture,
+    is_stamp,
+    journal_entry,
+    load_fixture,
+    response_texts,
+    round_trip,
+    tool_key,
+)
+from lab._recorder import Action, Mode, _utc_now, decide, previous_path
+from lab._secrets import credential_values, refuse_secrets
+from lab._store import Journal, RecordingLock, journal_path
+
+__all__ = [
+    "LiveToolbox",
+    "ToolRecorder",
+    "ToolReplay",
+    "Toolbox",
+    "Tools",
+    "missing_fixture",
+    "tool_key",
+]
+
+F = TypeVar("F", bound=Callable[..., Any])
+_SHOWN = 200
+_COMPARED = 400  # closeness is judged on the arguments' first characters: cheap at any size
+
+
+@runtime_checkable
+class Toolbox(Protocol):
+    """What an agent's ``run(provider, task, tools)`` is given: one method, JSON in and out."""
+
+    def call(self, name: str, /, **args: Any) -> Any:
+        """Call tool ``name`` with keyword arguments and return its JSON result."""
+        ...
+
+
+class Tools:
+    """Tools by name: read-only ones, ``fn(**args)``, recorded per case; write ones,
+    ``fn(store, **args)``, run on a fresh ``dict`` store per run and never recorded.
+
+    Both ``read_only(name, fn)`` and ``@read_only(name)`` register; so does ``write``.
+    """
+
+    def __init__(self) -> None:
+        self._read: dict[str, Callable[..., Any]] = {}
+        self._write: dict[str, Callable[..., Any]] = {}
+
+    @overload
+    def read_only(self, name: str) -> Callable[[F], F]: ...
+    @overload
+    def read_only(self, name: str, fn: F) -> F: ...
+    def read_only(self, name: str, fn: F | None = None) -> F | Callable[[F], F]:
+        """Register ``fn(**args) -> JSON`` as the read-only tool ``name``."""
+        return self._register(self._read, name, fn)
+
+    @overload
+    def write(self, name: str) -> Callable[[F], F]: ...
+    @overload
+    def write(self, name: str, fn: F) -> F: ...
+    def write(self, name: str, fn: F | None = None) -> F | Callable[[F], F]:
+        """Register ``fn(store, **args) -> JSON`` as the write tool ``name``."""
+        return self._register(self._write, name, fn)
+
+    def _register(
+        self, table: dict[str, Callable[..., Any]], name: str, fn: F | None
+    ) -> F | Callable[[F], F]:
+        tool_key(name, {})  # the same name rules as keys: a non-empty string without spaces
+
+        def add(tool: F) -> F:
+            if not callable(tool):
+                raise UsageError(f"tool {name!r} must be a function, not {type(tool).__name__}")
+            if name in self:
+                raise UsageError(f"a tool named {name!r} is already registered")
+            table[name] = tool
+            return tool
+
+        return add if fn is None else add(fn)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._read or name in self._write
+
+    @property
+    def names(self) -> list[str]:
+        """Every registered tool's name, sorted."""
+        return sorted([*self._read, *self._write])
+
+    def write_tool(self, name: str) -> Callable[..., Any] | None:
+        """The write tool ``name``, or None when ``name`` is not one."""
+        return self._write.get(name)
+
+    def read_tool(self, name: str) -> Callable[..., Any]:
+        """The read-only tool ``name``; ``UsageError`` naming the known tools otherwise."""
+        tool = self._read.get(name)
+        if tool is None:
+            known = ", ".join(self.names) or "none"
+            raise UsageError(f"no read-only tool named {name!r} is registered (tools: {known})")
+        return tool
+
+    def for_run(self) -> LiveToolbox:
+        """A live toolbox for one run, its write tools on a new, empty store."""
+        return LiveToolbox(self)
+
+
+class _RunTools:
+    """What every toolbox shares: the write tools, on a store that starts empty."""
+
+    def __init__(self, tools: Tools | None) -> None:
+        self.tools = tools if tools is not None else Tools()
+        self.store: dict[str, Any] = {}
+
+    def _write_or_none(self, name: str, args: dict[str, Any]) -> tuple[bool, Any]:
+        """``(True, result)`` when ``name`` is a write tool, else ``(False, None)``."""
+        tool = self.tools.write_tool(name)
+        if tool is None:
+            return False, None
+        canonical_json(args, what=f"{name} args")  # the argument rules of recorded tools
+        return True, round_trip(tool(self.store, **args), what=f"{name}'s result")[1]
+
+
+class LiveToolbox(_RunTools):
+    """Calls the real tools. Results are read back from their JSON, as a replay serves them."""
+
+    def __init__(self, tools: Tools) -> None:
+        super().__init__(tools)
+
+    def call(self, name: str, /, **args: Any) -> Any:
+        """Call tool ``name``: a write tool on this run's store, a read-only one directly."""
+        wrote, result = self._write_or_none(name, args)
+        if wrote:
+            return result
+        tool_key(name, args)  # arguments a recording would refuse are refused live too
+        return round_trip(self.tools.read_tool(name)(**args), what=f"{name}'s result")[1]
+
+
+class ToolReplay(_RunTools):
+    """Answers read-only tool calls from a fixture only; a call not recorded raises
+    ``MissingFixtureError`` and never reaches the real tool.
+
+    ``fixture`` is a path (calls still in a crashed recorder's journal are
+    served too) or a ``Fixture``. A missing file is not an error until a call
+    is made. ``tools`` supplies the write tools, each run on a fresh store.
+    """
+
+    def __init__(self, fixture: str | Path | Fixture, *, tools: Tools | None = None) -> None:
+        super().__init__(tools)
+        if isinstance(fixture, Fixture):
+            loaded: Fixture | None = fixture
+            self.source, self.case = "<in memory>", fixture.case
+        else:
+            loaded = load_fixture(Path(fixture), case=Path(fixture).stem)
+            self.source = str(fixture)
+            self.case = loaded.case if loaded else Path(fixture).stem
+        self._exists = loaded is not None
+        self._responses = response_texts(loaded)
+
+    def __len__(self) -> int:
+        return len(self._responses)
+
+    def for_run(self) -> ToolReplay:
+        """The same recorded calls for another run, its write tools on a new, empty store."""
+        fresh = copy.copy(self)
+        fresh.store = {}
+        return fresh
+
+    def call(self, name: str, /, **args: Any) -> Any:
+        """Return the recorded result of this call, or raise ``MissingFixtureError``."""
+        wrote, result = self._write_or_none(name, args)
+        if wrote:
+            return result
+        key = tool_key(name, args)
+        text = self._responses.get(key)
+        if text is None:
+            raise missing_fixture(
+                key, self._responses, source=self.source, case=self.case, exists=self._exists
+            )
+        return json.loads(text)  # a fresh value: an agent that edits it cannot change the next
+
+
+class ToolRecorder(_RunTools):
+    """Call each read-only tool once per distinct key and record its result in a fixture.
+
+    Every new result is appended to a journal beside the fixture before
+    ``call`` returns it, and ``close`` (or leaving the ``with`` block) folds it
+    into the file, written even when no tool was called (``calls: []``). Only
+    one recorder may hold a fixture at once. Modes as ``Recorder``: ``once``
+    records what is missing; ``rerecord`` calls every tool again, keeps the
+    old file as ``<case>.previous.json`` for review and drops calls no longer
+    made; ``none`` is strict replay.
+    """
+
+    def __init__(
+        self,
+        tools: Tools,
+        fixture: str | Path,
+        *,
+        case: str | None = None,
+        mode: Mode = "once",
+        clock: Callable[[], str] = _utc_now,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        if mode not in get_args(Mode):
+            raise UsageError(f"unknown recorder mode {mode!r}; use one of {get_args(Mode)}")
+        super().__init__(tools)
+        self.mode, self.path = mode, Path(fixture)
+        self.case = case if case is not None else self.path.stem
+        self.recorded = self.served = 0
+        self._clock = clock
+        self._secrets = credential_values(env)
+        self._asked: set[str] = set()
+        self._lock: RecordingLock | None = None
+        self._journal: Journal | None = None
+        self._started = ""
+        if mode == "none":
+            loaded = load_fixture(self.path, case=self.case)
+            self._exists, self._responses = loaded is not None, response_texts(loaded)
+        else:
+            self._open_for_writing()
+
+    def _open_for_writing(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = RecordingLock(self.path)
+        try:
+            existed, self._started = self.path.exists(), self._now()
+            # Calls a killed run left in the journal become part of the fixture first.
+            folded = fold_fixture(self.path, case=self.case, now=self._started)
+            if self.mode == "rerecord" and existed:
+                shutil.copyfile(self.path, previous_path(self.path))
+            self._exists, self._responses = True, response_texts(folded)
+            self._journal = Journal(journal_path(self.path))
+        except BaseException:
+            self._lock.release()
+            raise
+
+    def _now(self) -> str:
+        stamp = self._clock()
+        if not is_stamp(stamp):
+            raise UsageError(f"the clock returned {stamp!r}, not a UTC time like "
+                             "2026-01-31T09:30:00Z")
+        return stamp
+
+    def call(self, name: str, /, **args: Any) -> Any:
+        """Serve a recorded call; call the real tool and record it when the mode says so."""
+        wrote, result = self._write_or_none(name, args)
+        if wrote:
+            return result
+        key = tool_key(name, args)
+        text = self._responses.get(key)
+        action = decide(self.mode, recorded=text is not None, asked_this_run=key in self._asked)
+        if action is Action.SERVE and text is not None:
+            self.served += 1
+            self._asked.add(key)
+            return json.loads(text)
+        if action is Action.MISS or self._journal is None:
+            raise missing_fixture(
+                key, self._responses, source=str(self.path), case=self.case, exists=self._exists
+            )
+        return self._record(name, key, args)
+
+    def _record(self, name: str, key: str, args: dict[str, Any]) -> Any:
+        assert self._journal is not None
+        text, result = round_trip(self.tools.read_tool(name)(**args), what=f"{name}'s result")
+        refuse_secrets((key, text), self._secrets, where=f"the result of {name} into {self.path}")
+        self._journal.append(key, journal_entry(name, text, self._now()))
+        self._responses[key] = text
+        self._asked.add(key)
+        self.recorded += 1
+        return result
+
+    def close(self, *, prune: bool = True) -> None:
+        """Fold the journal into the fixture (atomic, fsynced) and release the lock.
+
+        A ``rerecord`` drops calls it did not make again, unless ``prune`` is
+        false: a run that failed half-way must not throw away what it did not reach.
+        """
+        if self._journal is None or self._lock is None:
+            return
+        self._journal.close()
+        try:
+            keep = frozenset(self._asked) if self.mode == "rerecord" and prune else None
+            fold_fixture(self.path, case=self.case, now=self._started, keep=keep)
+        finally:
+            self._journal = None
+            self._lock.release()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close(prune=exc is None)
+
+
+def missing_fixture(
+    key: str, recorded: Collection[str], *, source: str, case: str, exists: bool = True
+) -> MissingFixtureError:
+    """Build the error for the call ``key`` that the fixture ``source`` does not hold."""
+    tool, _, arguments = key.partition(" ")
+    lines = [
+        f"no recording of this tool call in {source}",
+        f"  tool:    {tool}",
+        f"  args:    {arguments}",
+        f"  closest: {_closest(tool, arguments, recorded, exists)}",
+        f"  fix:     record it with the real tools: `gradekit record --case {case} --rerecord`,",
+        "           then review the fixture's diff and commit it. Graded runs never call a tool "
+        "live.",
+    ]
+    return MissingFixtureError(
+        "\n".join(lines), fixture=source, case=case, tool=tool, arguments=arguments, key=key
+    )
+
+
+def _closest(tool: str, arguments: str, recorded: Collection[str], exists: bool) -> str:
+    if not exists:
+        return "(the fixture file does not exist yet)"
+    prefix = f"{tool} "
+    same_tool = [key[len(prefix) :] for key in recorded if key.startswith(prefix)]
+    if not same_tool:
+        return f"(no call of {tool} is recorded; {len(recorded)} other calls are)"
+    target = arguments[:_COMPARED]
+    matcher = difflib.SequenceMatcher(autojunk=False)
+    matcher.set_seq2(target)
+
+    def score(candidate: str) -> float:
+        matcher.set_seq1(candidate[:_COMPARED])
+        return matcher.quick_ratio()
+
+    shortlist = sorted(same_tool, key=score, reverse=True)[:5]
+    best = max(shortlist, key=lambda c: difflib.SequenceMatcher(None, c[:_COMPARED], target,
+                                                                autojunk=False).ratio())
+    shown = best if len(best) <= _SHOWN else best[:_SHOWN] + "…"
+    count = len(same_tool)
+    return f"{shown} ({count} call{'s' if count != 1 else ''} of {tool} recorded)"
