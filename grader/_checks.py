@@ -49,6 +49,7 @@ class Evidence:
     second_set: RunResult | None  # every case against the second provider's cassettes
     second_set_problem: str = ""  # why there is no second_set run
     blocked: str = ""  # why no run happened at all (no manifest, import error, ...)
+    review_problem: str | None = "not checked"  # None: a change-log entry matches the files
 
 
 Check = Callable[[Evidence, Rubric, Criterion], CriterionResult]
@@ -285,7 +286,33 @@ def _shown(outcome: CaseOutcome) -> str:
     return "None" if outcome.returned_type == "NoneType" else str(outcome.returned_type)
 
 
+def _tool_fixtures(evidence: Evidence) -> str | None:
+    if evidence.primary is None:
+        return evidence.blocked or "the agent was not run"
+    outcomes = [evidence.primary.outcomes.get(case.id) for case in evidence.cases]
+    if not any(call.tool for o in outcomes if o for call in o.calls):
+        return "the agent made no tool call: take a third parameter, tools, and use it"
+    for case, outcome in zip(evidence.cases, outcomes, strict=True):
+        calls = outcome.calls if outcome else ()
+        if any(call.tool and not call.served for call in calls):
+            return f"case {case.id} made a tool call its fixture does not hold"
+        trace = outcome.trace if outcome else ()
+        for index, call in enumerate(calls):
+            record = trace[index] if index < len(trace) else None
+            if call.tool and (record is None or (record.key, record.tool) != (call.key, call.tool)):
+                return f"case {case.id}: tool calls are not traced (wrap tools in TracedTools)"
+    return None
+
+
+def _rerecord_review(evidence: Evidence) -> str | None:
+    return evidence.review_problem
+
+
 STRETCH_GOALS: Mapping[str, StretchGoal] = {
+    "rerecord-review": StretchGoal("rerecord-review", ("rerecord-review", "re-record"),
+                                   _rerecord_review),
+    "tool-fixtures": StretchGoal("tool-fixtures", ("tool-fixtures", "tool fixture"),
+                                 _tool_fixtures),
     "two-providers": StretchGoal("two-providers", ("two-providers", "two providers"),
                                  _two_providers),
 }

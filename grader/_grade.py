@@ -17,9 +17,10 @@ from typing import cast
 from grader._checks import BUILTIN_CHECKS, Check, Evidence
 from grader._manifest import Manifest, ManifestError, load_manifest
 from grader._model import CriterionResult, Report, RunResult
+from grader._review import CHANGE_LOG, change_matches, read_changes
 from grader._rubric import Case, Rubric
 from grader._sandbox import ToolAnswer, probe_replay, run_cases
-from lab import CassetteError, prompt_key
+from lab import CassetteError, GradekitError, prompt_key
 from lab._cassette import decode
 from lab._fixtures import decode as decode_fixture
 
@@ -154,8 +155,30 @@ def _evidence(root: Path, manifest: Manifest | None, rubric: Rubric,
     unanswerable = run("unanswerable", _never, label, 1)
     probe = probe_replay(root, manifest.replay, PROBE, limits=limits, scratch=scratch / "probe")
     second_set, problem = _second_set(root, manifest, rubric, run, findings)
+    review = _review_problem(root) if "rerecord-review" in manifest.stretch else "not claimed"
     return Evidence(rubric.cases, label, primary, secondary, unanswerable, probe, failures,
-                    manifest.stretch, second_set, problem, blocked)
+                    manifest.stretch, second_set, problem, blocked, review)
+
+
+def _review_problem(root: Path) -> str | None:
+    """None when a dataset change-log entry's digests match the files as they are now."""
+    try:
+        changes = read_changes(root / CHANGE_LOG)
+    except GradekitError as exc:
+        return f"{CHANGE_LOG} cannot be read: {_relative(str(exc), root)}"
+    if not changes:
+        return (f"no entry in {CHANGE_LOG}: re-record with `gradekit record --rerecord "
+                '--reason "..."` and commit the log')
+    inside = [c for c in changes if all(_inside(root, name) for name in c.digests)]
+    if any(change_matches(change, root) for change in inside):
+        return None
+    return (f"no {CHANGE_LOG} entry's digests match the cassettes or fixtures as they are now: "
+            "the recordings changed after the last logged re-recording")
+
+
+def _inside(root: Path, name: str) -> bool:
+    """A path the log names must stay inside the submission: the grader reads it."""
+    return not name.startswith(("/", "~")) and ".." not in Path(name).parts
 
 
 def _second_set(root: Path, manifest: Manifest, rubric: Rubric,
@@ -215,6 +238,8 @@ def _inputs(root: Path, manifest: Manifest | None, cases: tuple[Case, ...]) -> d
     names = [f"{folder}/{case.id}.json" for case in cases]
     names += [f"fixtures/{case.id}.json" for case in cases]
     names.append(manifest.failures if manifest else "FAILURES.md")
+    if manifest and "rerecord-review" in manifest.stretch:
+        names.append(CHANGE_LOG)
     if manifest:
         module = manifest.agent.partition(":")[0].replace(".", "/")
         names += [f"{module}.py", f"{module}/__init__.py", "pyproject.toml"]

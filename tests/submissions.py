@@ -114,6 +114,12 @@ def make_submission(folder: Path) -> Path:
             shutil.copytree(source, folder / name, ignore=ignore)
         else:
             shutil.copy2(source, folder / name)
+    # The variants are judged against one stretch goal, two-providers, whose evidence (a
+    # second sandboxed run over every case) a one-case flaw breaks; the other goals are
+    # tested on their own in test_stretch.py.
+    _replace(folder / "pyproject.toml",
+             'stretch = ["rerecord-review", "tool-fixtures", "two-providers"]',
+             'stretch = ["two-providers"]')
     return folder
 
 
@@ -326,6 +332,18 @@ def no_manifest(root: Path, context: Context) -> None:
 
 def misses_cassette(root: Path, context: Context) -> None:
     (root / "cassettes" / "sql-explain.json").unlink()
+
+
+def misses_fixture(root: Path, context: Context) -> None:
+    (root / "fixtures" / "sql-explain.json").unlink()
+
+
+def _fixture_missed(seen: Seen) -> None:
+    """The first tool call of the case without a fixture misses, loudly, and is traced."""
+    assert lost(seen.report, "contract_stability") == {"sql-explain"}
+    stability = details(seen.report, "contract_stability")
+    assert stability["sql-explain"] == "asked 1 tool call(s) the fixtures do not hold"
+    assert details(seen.report, "tracing")["sql-explain"] == "1 of 1 calls traced correctly"
 
 
 # -- what the report must say ---------------------------------------------------------------
@@ -624,5 +642,9 @@ VARIANTS: dict[str, Variant] = {
         _all(_cassette_missed,
              _findings("cassettes/sql-explain.json is missing: record it with "
                        "`gradekit record --case sql-explain` and commit it")),
+    ),
+    "misses_fixture": Variant(
+        misses_fixture, frozenset({"contract_stability", "stretch_goal"}),
+        _all(_fixture_missed, _points("stretch_goal", "4.00"), _findings()),
     ),
 }

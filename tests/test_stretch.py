@@ -1,0 +1,80 @@
+"""The stretch goals' evidence checks: tool-fixtures and rerecord-review."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from grader._checks import STRETCH_GOALS, Evidence
+from grader._grade import _review_problem
+from grader._model import Call, CaseOutcome, RunResult, TraceRecord
+from grader._review import append_change, digest_file
+from grader._rubric import Case
+
+CASES = (Case("one", "first task"), Case("two", "second task"))
+TOOL = Call("read_docs {\"query\":\"x\"}", True, "read_docs")
+PROMPT = Call("0123456789abcdef", True)
+
+
+def traced(call: Call) -> TraceRecord:
+    return TraceRecord(call.key, None if call.tool else "p", 0.5, True, call.tool)
+
+
+def evidence(*outcomes: CaseOutcome) -> Evidence:
+    primary = RunResult({o.case: o for o in outcomes})
+    return Evidence(CASES, "p", primary, None, None, None, None, ("tool-fixtures",), None)
+
+
+def outcome(case: str, calls: tuple[Call, ...], trace: tuple[TraceRecord, ...] | None = None,
+            ) -> CaseOutcome:
+    records = tuple(traced(c) for c in calls) if trace is None else trace
+    return CaseOutcome(case, "returned", answer="a", calls=calls, trace=records)
+
+
+def tool_fixtures(e: Evidence) -> str | None:
+    return STRETCH_GOALS["tool-fixtures"].evidence(e)
+
+
+def test_tool_fixtures_holds_when_a_tool_is_used_served_and_traced() -> None:
+    assert tool_fixtures(evidence(outcome("one", (TOOL, PROMPT)), outcome("two", (PROMPT,)))) \
+        is None
+
+
+def test_tool_fixtures_needs_a_tool_call() -> None:
+    why = tool_fixtures(evidence(outcome("one", (PROMPT,)), outcome("two", (PROMPT,))))
+    assert why is not None and "made no tool call" in why
+
+
+def test_tool_fixtures_needs_every_call_recorded() -> None:
+    unserved = Call(TOOL.key, False, "read_docs")
+    why = tool_fixtures(evidence(outcome("one", (TOOL,)), outcome("two", (unserved,))))
+    assert why == "case two made a tool call its fixture does not hold"
+
+
+def test_tool_fixtures_needs_the_tool_calls_traced() -> None:
+    only_prompts = (traced(PROMPT),)
+    why = tool_fixtures(evidence(outcome("one", (PROMPT, TOOL), only_prompts),
+                                 outcome("two", (PROMPT,))))
+    assert why is not None and "case one: tool calls are not traced" in why
+
+
+def test_rerecord_review_needs_a_log_entry_matching_the_files(tmp_path: Path) -> None:
+    assert "no entry in DATASET_CHANGES.md" in (_review_problem(tmp_path) or "")
+    cassette = tmp_path / "cassettes" / "one.json"
+    cassette.parent.mkdir()
+    cassette.write_text('{"answers": 1}\n', encoding="utf-8")
+    append_change(tmp_path / "DATASET_CHANGES.md", date="2026-11-29", case="one",
+                  kind="cassette", changed_keys=["0123456789abcdef"], reason="model upgraded",
+                  digests={"cassettes/one.json": digest_file(cassette)})
+    assert _review_problem(tmp_path) is None
+    cassette.write_text('{"answers": 2}\n', encoding="utf-8")  # changed after the review
+    assert "digests match" in (_review_problem(tmp_path) or "")
+
+
+def test_rerecord_review_never_reads_outside_the_submission(tmp_path: Path) -> None:
+    outside = tmp_path / "secret.json"
+    outside.write_text("{}", encoding="utf-8")
+    root = tmp_path / "alice"
+    root.mkdir()
+    append_change(root / "DATASET_CHANGES.md", date="2026-11-29", case="one", kind="cassette",
+                  changed_keys=["k"], reason="r", digests={"../secret.json": digest_file(outside)})
+    assert _review_problem(root) is not None
