@@ -19,20 +19,22 @@ from typing import cast
 from bench._data import PROMPT_BYTES
 from bench._grader_data import REPO, build_loop_lab, copy_reference, make_batch, tree_size
 from bench._grader_pingpong import ping_pong
+from bench._grader_tools import LOOKUP, RESULT_BYTES, build_tool_lab, lookup_args, lookup_result
 from bench._table import Row, Table, Target, fmt_bytes, fmt_size, timed
 from bench._timing import Stats, repeated, summarize
 from grader._checkpoints import run_checkpoints
-from grader._grade import _serve, grade_submission
+from grader._grade import _serve, _serve_tools, grade_submission
 from grader._model import Limits
 from grader._report import render_report_json
 from grader._rubric import load_rubric
-from grader._sandbox import run_cases
+from grader._sandbox import ToolAnswer, run_cases
 from lab._replay import Replay
+from lab._tools import ToolReplay
 
 __all__ = ["FULL", "QUICK", "GraderPlan", "batch_table", "check_table", "grade_table",
            "pipe_table"]
 
-PIPE_TARGET = Target(100_000)  # parent-served replay: under 100 µs a call over the pipe
+PIPE_TARGET = Target(100_000)  # parent-served replay or tool: under 100 µs a call over the pipe
 CHECK_TARGET = Target(5e9)  # `gradekit check`: all three checkpoints in under 5 s
 CHECKPOINT_TARGET = Target(60e9)  # each checkpoint: within one minute
 BATCH_TARGET = Target(120e9)  # 200 submissions: under 2 minutes
@@ -64,78 +66,123 @@ def progress(what: str) -> None:
 
 
 def pipe_table(plan: GraderPlan, folder: Path) -> Table:
-    """Section 1: the same call loop against the pipe and against ``lab.Replay``."""
-    progress(f"{plan.calls} calls per loop, in process and in the sandbox")
+    """Section 1: the same call loops against the pipe and in process: provider calls
+    (``lab.Replay``) and tool calls (``lab.ToolReplay``)."""
+    progress(f"{plan.calls} provider calls per loop, in process and in the sandbox")
     lab = build_loop_lab(folder / "loop-lab", _DISTINCT_PROMPTS)
     total = plan.warmup + plan.loops
     agent = _load_function(lab.root / "benchagent.py", "run")
     replay = Replay(lab.cassette, name="provider-a")
     local = [int(agent(replay, str(plan.calls))) / plan.calls for _ in range(total)]
-
     cases = [(f"loop-{number:02d}", str(plan.calls)) for number in range(total)]
     serve = _serve({case: lab.answers for case, _ in cases})
-    limits = Limits(timeout_s=600)
-    result = run_cases(lab.root, "benchagent:run", cases, answer=serve, label="provider-a",
-                       hashseed=0, limits=limits, scratch=folder / "loop-scratch")
-    piped = []
-    for case, _ in cases:
-        outcome = result.outcomes[case]
-        served = sum(call.served for call in outcome.calls)
-        if outcome.status != "returned" or served != plan.calls or outcome.answer is None:
-            raise RuntimeError(f"{case}: {outcome.status}, {served} of {plan.calls} served, "
-                               f"{outcome.detail or result.import_error or result.stderr}")
-        piped.append(int(outcome.answer) / plan.calls)
+    piped = _sandboxed_loops(plan, lab.root, "benchagent:run", cases, folder / "loop-scratch",
+                             answer=serve)
+
+    progress(f"{plan.calls} tool calls per loop, in process and in the sandbox")
+    tool_lab = build_tool_lab(folder / "tool-lab", _DISTINCT_PROMPTS)
+    tool_agent = _load_function(tool_lab.root / "benchtools.py", "run")
+    toolbox = ToolReplay(tool_lab.fixture)
+    tool_local = [int(tool_agent(None, str(plan.calls), toolbox.for_run())) / plan.calls
+                  for _ in range(total)]
+    tools = _serve_tools({case: tool_lab.results for case, _ in cases})
+    tool_piped = _sandboxed_loops(plan, tool_lab.root, "benchtools:run", cases,
+                                  folder / "tool-scratch", answer=_no_answer, tools=tools,
+                                  tool=LOOKUP)
 
     progress("sandbox start-up: one case, no calls")
     empty = [("empty", "0")]
     startup = repeated(lambda: run_cases(lab.root, "benchagent:run", empty, answer=serve,
-                                         label="provider-a", hashseed=0, limits=limits,
+                                         label="provider-a", hashseed=0, limits=_LIMITS,
                                          scratch=folder / "empty-scratch"), plan.repeats)
-    progress("bare JSON-lines ping-pong between two processes")
+    progress("bare JSON-lines ping-pong between two processes, provider- and tool-shaped")
     floor = summarize(ping_pong(plan.calls, total)[plan.warmup:])
+    tool_request = {"op": "tool", "case": "c", "tool": LOOKUP, "args": lookup_args(0)}
+    tool_floor = summarize(ping_pong(plan.calls, total, tool_request,
+                                     {"response": lookup_result(0)})[plan.warmup:])
     in_sandbox, in_process = summarize(piped[plan.warmup:]), summarize(local[plan.warmup:])
-    overhead = in_sandbox.minus(in_process.median_ns)
+    tool_sandbox = summarize(tool_piped[plan.warmup:])
+    tool_process = summarize(tool_local[plan.warmup:])
     size = f"{fmt_size(plan.calls)} calls"
     files, size_bytes = tree_size(lab.root)
     return Table(
-        f"1. Parent-served replay over the pipe, per provider call ({PROMPT_BYTES // 1024} KB "
-        "prompt, 1 KB answer)",
+        f"1. Parent-served replay over the pipe, per call (provider: {PROMPT_BYTES // 1024} KB "
+        f"prompt, 1 KB answer; tool: {RESULT_BYTES // 1024} KB JSON result)",
         [
             timed("agent in the sandbox: replay served by the parent over the pipe", size,
                   in_sandbox),
             timed("same agent in process: lab.Replay.complete", size, in_process),
-            timed("overhead of the pipe per call (sandbox minus in-process)", size, overhead,
-                  PIPE_TARGET),
+            timed("overhead of the pipe per provider call (sandbox minus in-process)", size,
+                  in_sandbox.minus(in_process.median_ns), PIPE_TARGET),
             timed("reference: bare JSON-lines ping-pong over two pipes, no sandbox", size,
                   floor),
+            timed("agent in the sandbox: tool call served by the parent over the pipe", size,
+                  tool_sandbox),
+            timed("same agent in process: lab.ToolReplay.call", size, tool_process),
+            timed("overhead of the pipe per tool call (sandbox minus in-process)", size,
+                  tool_sandbox.minus(tool_process.median_ns), PIPE_TARGET),
+            timed("reference: bare ping-pong, tool-call-shaped lines, no sandbox", size,
+                  tool_floor),
             timed("run_cases, one case, no calls: copy, start child, import, reap",
                   _files((files, size_bytes)), startup),
         ],
         [
             f"Per call: the agent's own perf_counter_ns around a loop of {fmt_size(plan.calls)} "
-            f"calls over {_DISTINCT_PROMPTS} distinct prompts, divided by the calls; median "
-            f"and p90 of {plan.loops} loops after {plan.warmup} warm-up loops (in the sandbox: "
+            f"calls over {_DISTINCT_PROMPTS} distinct prompts (tools: {_DISTINCT_PROMPTS} "
+            f"distinct `{LOOKUP}` arguments), divided by the calls; median and p90 of "
+            f"{plan.loops} loops after {plan.warmup} warm-up loops (in the sandbox: "
             "consecutive cases of one child). The parent's record confirms every call was "
             "served.",
-            "A piped call is: JSON line to the parent, prompt_key and dict lookup there, JSON "
-            "line back, with the child's audit hook installed; the overhead row subtracts the "
-            "in-process median from both columns. The reference row is the floor any "
-            "two-process JSON-lines design pays here: the same 1 KB lines, a selector on "
-            "the parent's side, nothing else.",
+            "A piped provider call is: JSON line to the parent, prompt_key and dict lookup "
+            "there, JSON line back, with the child's audit hook installed. A piped tool call "
+            f"is: `tools.call(\"{LOOKUP}\", q=...)` in the child, a JSON line to the parent, "
+            "tool_key and a lookup in the case's in-memory fixture map (as grader._grade "
+            "serves it), the recorded result as a JSON line back. In process, "
+            "ToolReplay.call computes the same tool_key and reads the result back from its "
+            "JSON text. The overhead rows subtract the in-process median from both columns.",
+            "The reference rows are the floor any two-process JSON-lines design pays here: the "
+            "same lines (1 KB each way for a provider call; a short request and a 1 KB reply "
+            "for a tool call), a selector on the parent's side, nothing else.",
             "In-process replay peers (vcrpy, agent-chronicle) are in the main `make bench` "
-            f"tables. {PEERS}",
+            f"tables; ToolReplay.call alone is its section 6. {PEERS}",
         ],
     )
 
 
-def _load_function(path: Path, name: str) -> Callable[[Replay, str], str]:
+_LIMITS = Limits(timeout_s=600)
+
+
+def _no_answer(case: str, prompt: str) -> str | None:
+    """The tool loop makes no provider call: any would miss."""
+    return None
+
+
+def _sandboxed_loops(plan: GraderPlan, root: Path, agent: str, cases: Sequence[tuple[str, str]],
+                     scratch: Path, *, answer: Callable[[str, str], str | None],
+                     tools: ToolAnswer | None = None, tool: str | None = None) -> list[float]:
+    """Per-call nanoseconds of each case, one child running them all; every call must have
+    been served by the parent, and be a call of ``tool`` (or a provider call, without one)."""
+    result = run_cases(root, agent, cases, answer=answer, label="provider-a", hashseed=0,
+                       limits=_LIMITS, scratch=scratch, tools=tools)
+    per_call = []
+    for case, _ in cases:
+        outcome = result.outcomes[case]
+        served = sum(call.served and call.tool == tool for call in outcome.calls)
+        if outcome.status != "returned" or served != plan.calls or outcome.answer is None:
+            raise RuntimeError(f"{case}: {outcome.status}, {served} of {plan.calls} served, "
+                               f"{outcome.detail or result.import_error or result.stderr}")
+        per_call.append(int(outcome.answer) / plan.calls)
+    return per_call
+
+
+def _load_function(path: Path, name: str) -> Callable[..., str]:
     """The agent function, imported in this process from its file."""
     spec = importlib.util.spec_from_file_location(f"gradekit_bench_{path.stem}", path)
     if spec is None or spec.loader is None:
         raise RuntimeError(f"cannot import {path}")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return cast(Callable[[Replay, str], str], getattr(module, name))
+    return cast(Callable[..., str], getattr(module, name))
 
 
 def grade_table(plan: GraderPlan, folder: Path) -> Table:
