@@ -7,7 +7,7 @@ import os
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from lab._exceptions import GradekitError
 from lab._fixtures import tool_key
@@ -21,6 +21,7 @@ __all__ = ["JsonlSink", "Sink", "Traced", "TracedTools", "sink_from_env"]
 
 Sink = Callable[[Mapping[str, Any]], None]
 TRACE_VARIABLE = "GRADEKIT_TRACE"
+T = TypeVar("T")
 
 
 class JsonlSink:
@@ -71,24 +72,8 @@ class Traced:
 
     def complete(self, prompt: str) -> str:
         """Call the wrapped provider and trace the call."""
-        started = self._clock()
-        error: str | None = None
-        try:
-            return self.provider.complete(prompt)
-        except BaseException as exc:
-            error = type(exc).__name__
-            raise
-        finally:
-            elapsed = max(0.0, (self._clock() - started) * 1000.0)
-            self.sink(
-                {
-                    "key": prompt_key(prompt),
-                    "provider": self.provider.name,
-                    "latency_ms": round(elapsed, 3),
-                    "ok": error is None,
-                    "error": error,
-                }
-            )
+        fields = {"key": prompt_key(prompt), "provider": self.provider.name}
+        return _traced(self.sink, self._clock, fields, lambda: self.provider.complete(prompt))
 
 
 class TracedTools:
@@ -112,24 +97,23 @@ class TracedTools:
 
     def call(self, name: str, /, **args: Any) -> Any:
         """Call the wrapped toolbox and trace the call."""
-        started = self._clock()
-        error: str | None = None
-        try:
-            return self.toolbox.call(name, **args)
-        except BaseException as exc:
-            error = type(exc).__name__
-            raise
-        finally:
-            elapsed = max(0.0, (self._clock() - started) * 1000.0)
-            self.sink(
-                {
-                    "key": _tool_key_or_none(name, args),
-                    "tool": name,
-                    "latency_ms": round(elapsed, 3),
-                    "ok": error is None,
-                    "error": error,
-                }
-            )
+        fields = {"key": _tool_key_or_none(name, args), "tool": name}
+        return _traced(self.sink, self._clock, fields, lambda: self.toolbox.call(name, **args))
+
+
+def _traced(sink: Sink, clock: Callable[[], float], fields: Mapping[str, object],
+            call: Callable[[], T]) -> T:
+    """Run ``call`` and write one record: ``fields``, then latency, ok and error."""
+    started = clock()
+    error: str | None = None
+    try:
+        return call()
+    except BaseException as exc:
+        error = type(exc).__name__
+        raise
+    finally:
+        elapsed = max(0.0, (clock() - started) * 1000.0)
+        sink({**fields, "latency_ms": round(elapsed, 3), "ok": error is None, "error": error})
 
 
 def _tool_key_or_none(name: str, args: Mapping[str, Any]) -> str | None:
