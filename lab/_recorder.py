@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping
 from enum import Enum
 from pathlib import Path
 from types import TracebackType
-from typing import Literal, Self, assert_never, get_args
+from typing import Literal, Self, TypeVar, assert_never, get_args
 
 from lab._cassette import Cassette, Entry, merge_entry
 from lab._exceptions import UsageError
@@ -18,9 +18,10 @@ from lab._replay import miss
 from lab._secrets import credential_values, refuse_secrets
 from lab._store import Journal, RecordingLock, fold_journal, journal_path, load
 
-__all__ = ["Action", "Mode", "Recorder", "decide", "previous_path"]
+__all__ = ["Action", "JournaledRecording", "Mode", "Recorder", "decide", "previous_path"]
 
 Mode = Literal["once", "rerecord", "none"]
+T = TypeVar("T")
 
 
 class Action(Enum):
@@ -64,7 +65,66 @@ class _UtcSeconds:
 _utc_now = _UtcSeconds()
 
 
-class Recorder:
+class JournaledRecording:
+    """The writing side both recorders share: lock, crash journal, fold, previous copy.
+
+    A subclass sets ``path``, ``mode`` and ``_asked``, calls ``_open_journal``
+    with its own fold, and implements ``_fold(keep)`` for ``close``.
+    """
+
+    path: Path
+    mode: Mode
+    _asked: set[str]
+    _lock: RecordingLock | None = None
+    _journal: Journal | None = None
+
+    def _open_journal(self, fold: Callable[[], T]) -> T:
+        """Lock the file, fold what a killed run left in the journal, keep the old file
+        for review on a ``rerecord``, and open the journal; return what ``fold`` returned."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = RecordingLock(self.path)
+        try:
+            existed = self.path.exists()
+            folded = fold()
+            if self.mode == "rerecord" and existed:
+                shutil.copyfile(self.path, previous_path(self.path))
+            self._journal = Journal(journal_path(self.path))
+        except BaseException:
+            self._lock.release()
+            raise
+        return folded
+
+    def _fold(self, keep: frozenset[str] | None) -> None:
+        raise NotImplementedError
+
+    def close(self, *, prune: bool = True) -> None:
+        """Fold the journal into the file (atomic, fsynced) and release the lock.
+
+        A ``rerecord`` drops keys it did not ask again, unless ``prune`` is
+        false: a run that failed half-way must not throw away what it did not reach.
+        """
+        if self._journal is None or self._lock is None:
+            return
+        self._journal.close()
+        try:
+            self._fold(frozenset(self._asked) if self.mode == "rerecord" and prune else None)
+        finally:
+            self._journal = None
+            self._lock.release()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close(prune=exc is None)
+
+
+class Recorder(JournaledRecording):
     """Wrap a live provider: a recorded prompt is served, a new one is asked and recorded.
 
     Every new answer is appended to a journal beside the cassette before
@@ -98,26 +158,12 @@ class Recorder:
         self._secrets = credential_values(env)
         self._secrets.update({value: "the live provider's API key" for value in _keys_of(live)})
         self._asked: set[str] = set()
-        self._lock: RecordingLock | None = None
-        self._journal: Journal | None = None
         if mode == "none":
             self._entries = dict((load(self.path, case=self.case) or Cassette(self.case)).entries)
         else:
-            self._open_for_writing()
-
-    def _open_for_writing(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._lock = RecordingLock(self.path)
-        try:
             # Answers a killed run left in the journal become part of the cassette first.
-            folded = fold_journal(self.path, case=self.case)
-            if self.mode == "rerecord" and folded.entries:
-                shutil.copyfile(self.path, previous_path(self.path))
+            folded = self._open_journal(lambda: fold_journal(self.path, case=self.case))
             self._entries = dict(folded.entries)
-            self._journal = Journal(journal_path(self.path))
-        except BaseException:
-            self._lock.release()
-            raise
 
     def complete(self, prompt: str) -> str:
         """Answer ``prompt`` from the cassette, or from the live provider and record it."""
@@ -152,32 +198,8 @@ class Recorder:
         self.recorded += 1
         return response
 
-    def close(self, *, prune: bool = True) -> None:
-        """Fold the journal into the cassette (atomic, fsynced) and release the lock.
-
-        A ``rerecord`` drops prompts it did not ask again, unless ``prune`` is
-        false: a run that failed half-way must not throw away what it did not reach.
-        """
-        if self._journal is None or self._lock is None:
-            return
-        self._journal.close()
-        try:
-            keep = frozenset(self._asked) if self.mode == "rerecord" and prune else None
-            fold_journal(self.path, case=self.case, keep=keep)
-        finally:
-            self._journal = None
-            self._lock.release()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close(prune=exc is None)
+    def _fold(self, keep: frozenset[str] | None) -> None:
+        fold_journal(self.path, case=self.case, keep=keep)
 
 
 def _keys_of(live: Provider) -> tuple[str, ...]:

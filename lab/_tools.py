@@ -15,11 +15,9 @@ from __future__ import annotations
 import copy
 import difflib
 import json
-import shutil
 from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
-from types import TracebackType
-from typing import Any, Protocol, Self, TypeVar, get_args, overload, runtime_checkable
+from typing import Any, Protocol, TypeVar, get_args, overload, runtime_checkable
 
 from lab._exceptions import MissingFixtureError, UsageError
 from lab._fixtures import (
@@ -33,9 +31,8 @@ from lab._fixtures import (
     round_trip,
     tool_key,
 )
-from lab._recorder import Action, Mode, _utc_now, decide, previous_path
+from lab._recorder import Action, JournaledRecording, Mode, _utc_now, decide
 from lab._secrets import credential_values, refuse_secrets
-from lab._store import Journal, RecordingLock, journal_path
 
 __all__ = [
     "LiveToolbox",
@@ -203,7 +200,7 @@ class ToolReplay(_RunTools):
         return json.loads(text)  # a fresh value: an agent that edits it cannot change the next
 
 
-class ToolRecorder(_RunTools):
+class ToolRecorder(_RunTools, JournaledRecording):
     """Call each read-only tool once per distinct key and record its result in a fixture.
 
     Every new result is appended to a journal beside the fixture before
@@ -234,29 +231,17 @@ class ToolRecorder(_RunTools):
         self._clock = clock
         self._secrets = credential_values(env)
         self._asked: set[str] = set()
-        self._lock: RecordingLock | None = None
-        self._journal: Journal | None = None
         self._started = ""
         if mode == "none":
             loaded = load_fixture(self.path, case=self.case)
             self._exists, self._responses = loaded is not None, response_texts(loaded)
         else:
-            self._open_for_writing()
-
-    def _open_for_writing(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._lock = RecordingLock(self.path)
-        try:
-            existed, self._started = self.path.exists(), self._now()
+            self._started = self._now()
             # Calls a killed run left in the journal become part of the fixture first.
-            folded = fold_fixture(self.path, case=self.case, now=self._started)
-            if self.mode == "rerecord" and existed:
-                shutil.copyfile(self.path, previous_path(self.path))
+            folded = self._open_journal(
+                lambda: fold_fixture(self.path, case=self.case, now=self._started)
+            )
             self._exists, self._responses = True, response_texts(folded)
-            self._journal = Journal(journal_path(self.path))
-        except BaseException:
-            self._lock.release()
-            raise
 
     def _now(self) -> str:
         stamp = self._clock()
@@ -293,32 +278,8 @@ class ToolRecorder(_RunTools):
         self.recorded += 1
         return result
 
-    def close(self, *, prune: bool = True) -> None:
-        """Fold the journal into the fixture (atomic, fsynced) and release the lock.
-
-        A ``rerecord`` drops calls it did not make again, unless ``prune`` is
-        false: a run that failed half-way must not throw away what it did not reach.
-        """
-        if self._journal is None or self._lock is None:
-            return
-        self._journal.close()
-        try:
-            keep = frozenset(self._asked) if self.mode == "rerecord" and prune else None
-            fold_fixture(self.path, case=self.case, now=self._started, keep=keep)
-        finally:
-            self._journal = None
-            self._lock.release()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close(prune=exc is None)
+    def _fold(self, keep: frozenset[str] | None) -> None:
+        fold_fixture(self.path, case=self.case, now=self._started, keep=keep)
 
 
 def missing_fixture(

@@ -280,3 +280,18 @@ def test_two_recording_processes_at_once_never_corrupt_the_cassette(tmp_path: Pa
     assert "CassetteLocked" in err and "being recorded by another process" in err
     with Recorder(echo(), tmp_path / "c.json", mode="none") as check:
         assert [check.complete(f"q{n}") for n in range(3)] == [f"answer q{n}" for n in range(3)]
+
+
+def test_rerecord_of_an_empty_cassette_replaces_an_older_previous_file(tmp_path: Path) -> None:
+    path = tmp_path / "case.json"
+    with Recorder(FakeProvider(["old"]), path) as first:
+        first.complete("a")
+    with Recorder(FakeProvider(["new"]), path, mode="rerecord") as again:
+        again.complete("b")  # "a" is dropped, previous holds the file with "a"
+    with Recorder(FakeProvider([]), path, mode="rerecord"):
+        pass  # asks nothing: the cassette becomes empty
+    empty = path.read_bytes()
+    with Recorder(FakeProvider([]), path, mode="rerecord"):
+        pass
+    # The previous file is the cassette this run replaced, never an older one.
+    assert previous_path(path).read_bytes() == empty
