@@ -38,6 +38,12 @@ class Limits:
     file_mb: int = 16  # largest file the child may write
     open_files: int = 256
     output_kb: int = 64  # stdout/stderr kept for feedback, each
+    disk_mb: int = 64  # writable space of one sandboxed run (its copy, HOME and TMPDIR)
+    processes: int = 64  # processes and threads one sandboxed run may have at once
+    trace_records: int = 1000  # trace lines the parent reads per case; more is a trace error
+    answer_kb: int = 64  # of a returned str, what is kept for feedback (it is compared whole)
+    budget_s: int = 300  # wall clock for grading one whole submission, every run included
+    grader_memory_mb: int = 2048  # address space of the worker process grading one submission
 
 
 @dataclass(frozen=True, slots=True)
