@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import cast
 
 from grader._checks import BUILTIN_CHECKS, Check, Evidence
+from grader._isolation import Isolation
 from grader._manifest import Manifest, ManifestError, load_manifest
 from grader._model import CriterionResult, Report, RunResult
 from grader._review import CHANGE_LOG, change_matches, read_changes
@@ -43,8 +44,12 @@ def second_label(label: str) -> str:
     return "provider-b" if label != "provider-b" else "provider-a"
 
 
-def grade_submission(root: Path, rubric: Rubric, *, label: str, scratch: Path) -> Graded:
-    """Grade the submission at ``root``; ``scratch`` is a private, empty folder."""
+def grade_submission(root: Path, rubric: Rubric, *, label: str, scratch: Path,
+                     isolation: Isolation = "process") -> Graded:
+    """Grade the submission at ``root``; ``scratch`` is a private, empty folder.
+
+    ``isolation`` is the wall its code runs behind (``choose_isolation`` decides it).
+    """
     findings: list[str] = []
     manifest = _manifest(root, findings)
     student = manifest.student if manifest else root.resolve().name
