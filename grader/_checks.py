@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from decimal import ROUND_HALF_EVEN, Decimal
 
 from grader._model import CaseOutcome, CheckResult, CriterionResult, ReplayProbe, RunResult
+from grader._report import quote
 from grader._rubric import Case, Criterion, Rubric, per_case_points
 from grader._summary import parse_failures, score_written_summary
 
@@ -81,11 +82,11 @@ def _failed_run(outcome: CaseOutcome | None, blocked: str) -> str | None:
     if outcome is None:
         return blocked or "the case was not run"
     if outcome.status == "timeout":
-        return f"timed out ({outcome.detail})" if outcome.detail else "timed out"
+        return f"timed out ({quote(outcome.detail)})" if outcome.detail else "timed out"
     if outcome.status == "crashed":
-        return f"crashed ({outcome.detail})" if outcome.detail else "crashed"
+        return f"crashed ({quote(outcome.detail)})" if outcome.detail else "crashed"
     if outcome.status == "not_run":
-        return blocked or outcome.detail or "the case was not run"
+        return blocked or quote(outcome.detail) or "the case was not run"
     return None
 
 
@@ -174,7 +175,7 @@ def _loudness(outcome: CaseOutcome | None, blocked: str) -> str:
     if outcome.status == "returned":
         return f"returned {_shown(outcome)} after a miss: a miss must raise"
     if not outcome.miss_escaped:
-        return f"raised {outcome.exception}, which hides the miss (not in its chain)"
+        return f"raised {_exception(outcome)}, which hides the miss (not in its chain)"
     return ESCAPED
 
 
@@ -182,7 +183,7 @@ def _own_replay(probe: ReplayProbe | None, blocked: str) -> str:
     if probe is None:
         return blocked or "your Replay was not probed"
     if not probe.loaded:
-        return f"your Replay could not be used: {probe.detail}"
+        return f"your Replay could not be used: {quote(probe.detail)}"
     if not probe.miss_raised:
         return "your Replay answered an unrecorded prompt instead of raising"
     return "your Replay raised on an unrecorded prompt"
@@ -225,7 +226,7 @@ def _traced(outcome: CaseOutcome | None, label: str, blocked: str) -> tuple[int,
     if len(records) != len(calls):
         detail += f" ({len(records)} records for {len(calls)} calls)"
     if outcome.trace_error:
-        detail += f"; trace file: {outcome.trace_error}"
+        detail += f"; trace file: {quote(outcome.trace_error)}"
     return good, total, detail
 
 
@@ -275,15 +276,20 @@ def _two_providers(evidence: Evidence) -> str | None:
 def _no_answer(outcome: CaseOutcome) -> str:
     """What a run gave instead of a str answer."""
     if outcome.status == "raised":
-        return f"raised {outcome.exception}"
+        return f"raised {_exception(outcome)}"
     return f"returned {_shown(outcome)}, not str"
 
 
 def _shown(outcome: CaseOutcome) -> str:
-    """A returned value for feedback: the text itself, or None, or the type's name."""
+    """A returned value for feedback: the text itself (quoted, so capped), None, or the type."""
     if outcome.answer is not None:
-        return repr(outcome.answer)
-    return "None" if outcome.returned_type == "NoneType" else str(outcome.returned_type)
+        return quote(repr(outcome.answer))
+    return "None" if outcome.returned_type == "NoneType" else quote(str(outcome.returned_type))
+
+
+def _exception(outcome: CaseOutcome) -> str:
+    """The raised exception's class name, as the child reported it: any text at all."""
+    return quote(str(outcome.exception))
 
 
 def _tool_fixtures(evidence: Evidence) -> str | None:
@@ -337,8 +343,8 @@ def _score_goal(goal_id: str, evidence: Evidence, criterion: Criterion) -> list[
     goal = STRETCH_GOALS.get(goal_id)
     if goal is None:
         known = ", ".join(STRETCH_GOALS)
-        return [_check(goal_id, False, proof + write_up,
-                       f"unknown stretch goal {goal_id!r}; known: {known}")]
+        return [_check(quote(goal_id), False, proof + write_up,
+                       f"unknown stretch goal {quote(goal_id)!r}; known: {known}")]
     why_not = goal.evidence(evidence)
     named = _written_up(evidence.failures, goal.names)
     return [

@@ -11,6 +11,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
+from grader._files import (
+    PYPROJECT_CAP,
+    MissingSubmissionFile,
+    SubmissionFileError,
+    read_submission_file,
+)
 from lab import GradekitError, Provider, Toolbox, Tools, UsageError
 
 __all__ = [
@@ -56,15 +62,25 @@ class Manifest:
 
 
 def load_manifest(root: Path) -> Manifest:
-    """Read the manifest of the submission at ``root``."""
+    """Read the manifest of the submission at ``root``.
+
+    pyproject.toml is read as the grader reads every submission file
+    (``read_submission_file``): a link, a FIFO or a file over ``PYPROJECT_CAP`` is a
+    ``ManifestError``, for the grader and the student's own ``gradekit`` commands alike.
+    """
     pyproject = root / "pyproject.toml"
     try:
-        document = tomllib.loads(pyproject.read_text(encoding="utf-8"))
-    except FileNotFoundError:
+        text = read_submission_file(root, "pyproject.toml", cap=PYPROJECT_CAP).decode("utf-8")
+        document = tomllib.loads(text)
+    except MissingSubmissionFile:
         raise ManifestError(
             f"no {pyproject}: a submission needs a pyproject.toml with a [tool.gradekit] "
             'table (agent = "lab.agent:run")'
         ) from None
+    except SubmissionFileError as exc:
+        raise ManifestError(str(exc)) from None
+    except UnicodeDecodeError:
+        raise ManifestError(f"{pyproject}: not UTF-8 text; save it as UTF-8") from None
     except tomllib.TOMLDecodeError as exc:
         raise ManifestError(f"{pyproject}: not valid TOML ({exc}); fix the file") from exc
     table = document.get("tool", {}).get("gradekit")
@@ -78,7 +94,7 @@ def load_manifest(root: Path) -> Manifest:
         agent=table["agent"],
         cassettes=table.get("cassettes", "cassettes"),
         failures=table.get("failures", "FAILURES.md"),
-        stretch=tuple(table.get("stretch", [])),
+        stretch=tuple(dict.fromkeys(table.get("stretch", []))),  # each goal is scored once
         student=table.get("student", root.resolve().name),
         replay=table.get("replay", "lab:Replay"),
         second_cassettes=table.get("second_cassettes", ""),

@@ -3,12 +3,22 @@
 Everything here is pure: a ``Report`` in, bytes or text out. ``report.json`` is the
 canonical JSON of ``report_document`` plus ``digest``, the SHA-256 of the canonical bytes
 of the document without it, then one newline. Points are strings exact to the cent.
+
+Any text in a report may come from the submission (an answer, an exception's name, a
+FAILURES.md title, a stretch goal's id), so every text goes through ``quote``: invisible
+and control characters are written as escapes and the length is capped, with a marker. In
+``report.md`` (and Gradescope's top-level output, which is the same Markdown) every such
+text is also backslash-escaped (``_escape``), so it can open no link, image, HTML tag,
+entity, heading, table cell, code span or emphasis. Gradescope's per-test names and outputs
+are declared ``"text"``, which Gradescope renders as plain text, so they are quoted only.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
+import unicodedata
 from decimal import Decimal
 from typing import NoReturn
 
@@ -16,9 +26,13 @@ from grader._model import CheckResult, CriterionResult, Report
 from lab import UsageError
 
 __all__ = [
+    "FINDINGS_SHOWN",
+    "QUOTE_LIMIT",
     "SCHEMA",
+    "TEXT_LIMIT",
     "canonical",
     "points_text",
+    "quote",
     "render_gradescope",
     "render_markdown",
     "render_report_json",
@@ -29,6 +43,58 @@ __all__ = [
 
 SCHEMA = "gradekit.report/1"
 _CENT = Decimal("0.01")
+
+QUOTE_LIMIT = 500  # characters of one piece of submission text inside a sentence
+TEXT_LIMIT = 2000  # characters of one detail, finding or advice as a whole
+FINDINGS_SHOWN = 50  # findings listed in report.md; report.json keeps them all
+
+# Characters that could be invisible or act on a terminal: checked one by one.
+_SUSPECT = re.compile(r"[^\t\n\x20-\x7e]")
+_HIDDEN = frozenset(("Cc", "Cf", "Cs"))  # controls, format characters (bidi), surrogates
+# Every ASCII punctuation character but " ' , / ; ? % and @ is escaped in Markdown.
+# CommonMark (and GitHub's tables, strikethrough and autolinks) give those seven no
+# meaning on their own: quotes delimit only link titles and HTML attributes, which need
+# an escaped [ or <; ; ends only an entity, which needs an escaped &; , / ? % appear only
+# inside links. @ is set in a code span instead: GitHub links e-mail addresses (and
+# mailto:, xmpp:) after escapes are undone, unless the @ is in a node of its own.
+_MARKUP = re.compile(r"""([!#$&()*+\-.:<=>\[\\\]^_`{|}~])""")
+_AT = re.compile(r"@+")
+
+
+def quote(text: str, limit: int = QUOTE_LIMIT) -> str:
+    """``text`` as a report may show it: at most ``limit`` characters, nothing hidden.
+
+    Control, format (bidi, zero-width) and surrogate characters are written as Python
+    escapes (``\\x1b``, ``\\u202e``); a longer text is cut and ends with
+    ``… [cut: N more characters]``, N counted in ``text``. Quoting quoted text changes
+    nothing, so a text may be quoted where it is made and again where it is shown.
+    """
+    if len(text) <= limit:
+        shown = _SUSPECT.sub(_visible, text)
+        if len(shown) <= limit:
+            return shown
+    budget = limit - len(_cut(len(text)))
+    pieces, used = [], 0
+    for char in text:
+        piece = _SUSPECT.sub(_visible, char)
+        if used + len(piece) > budget:
+            break
+        pieces.append(piece)
+        used += len(piece)
+    return "".join(pieces) + _cut(len(text) - len(pieces))
+
+
+def _visible(match: re.Match[str]) -> str:
+    char = match[0]
+    if unicodedata.category(char) not in _HIDDEN:
+        return char
+    code = ord(char)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 \
+        else f"\\U{code:08x}"
+
+
+def _cut(count: int) -> str:
+    return f"… [cut: {count} more characters]"
 
 
 def canonical(obj: object) -> bytes:
@@ -50,7 +116,7 @@ def report_document(report: Report) -> dict[str, object]:
     """The schema of DESIGN.md "Report", without ``digest``."""
     return {
         "schema": SCHEMA,
-        "submission": report.submission,
+        "submission": quote(report.submission),
         "rubric": {
             "id": report.rubric_id,
             "version": report.rubric_version,
@@ -58,7 +124,7 @@ def report_document(report: Report) -> dict[str, object]:
         },
         "inputs": dict(report.inputs),
         "criteria": [_criterion_document(c) for c in report.criteria],
-        "findings": list(report.findings),
+        "findings": [quote(f, TEXT_LIMIT) for f in report.findings],
         "total": points_text(report.total),
         "max": points_text(report.max),
     }
@@ -108,7 +174,7 @@ def verify_report(data: bytes) -> tuple[bool, str]:
 def render_markdown(report: Report) -> str:
     """``report.md``: the total, a table of criteria, then what to do about each loss."""
     lines = [
-        f"# Grade report: {_inline(report.submission)}",
+        f"# Grade report: {_inline(report.submission, QUOTE_LIMIT)}",
         "",
         f"**Total: {points_text(report.total)} / {points_text(report.max)}**",
         "",
@@ -122,7 +188,7 @@ def render_markdown(report: Report) -> str:
     for criterion in report.criteria:
         lines += _criterion_section(criterion)
     if report.findings:
-        lines += ["## Findings", "", *(f"- {_inline(f)}" for f in report.findings), ""]
+        lines += ["## Findings", "", *_findings(report.findings), ""]
     lines += ["---", "", f"Report digest (SHA-256): `{report_digest(report)}`", ""]
     return "\n".join(lines)
 
@@ -150,22 +216,22 @@ def render_gradescope(report: Report, digest: str) -> bytes:
 
 def _criterion_document(criterion: CriterionResult) -> dict[str, object]:
     return {
-        "id": criterion.id,
-        "title": criterion.title,
+        "id": quote(criterion.id),
+        "title": quote(criterion.title),
         "points": points_text(criterion.points),
         "max": points_text(criterion.max),
         "review": criterion.review,
         "checks": [
             {
-                "id": check.id,
+                "id": quote(check.id),
                 "passed": check.passed,
                 "points": points_text(check.points),
                 "max": points_text(check.max),
-                "detail": check.detail,
+                "detail": quote(check.detail, TEXT_LIMIT),
             }
             for check in criterion.checks
         ],
-        "advice": list(criterion.advice),
+        "advice": [quote(a, TEXT_LIMIT) for a in criterion.advice],
     }
 
 
@@ -181,18 +247,39 @@ def _earned_all(criterion: CriterionResult) -> bool:
     return criterion.points >= criterion.max
 
 
-def _inline(text: str) -> str:
-    """One line of Markdown that shows ``text`` as written: no raw HTML, no line breaks."""
-    return " ".join(text.split()).replace("<", "\\<")
+def _inline(text: str, limit: int = TEXT_LIMIT) -> str:
+    """One line of Markdown that shows ``text`` as written: quoted, on one line, escaped."""
+    return _escape(" ".join(quote(text, limit).split()))
+
+
+def _escape(text: str) -> str:
+    """``text`` with a backslash before each character Markdown could read as markup.
+
+    A backslash-escaped ASCII punctuation character is always a literal character in
+    CommonMark, so no link, image, autolink, HTML, entity, heading, list, table cell, code
+    span or emphasis can start: each needs one of the escaped characters to open it.
+    GitHub's bare-URL autolinks need an unescaped ``:`` or ``www.``; its e-mail autolinks
+    need an ``@`` between text, and each run of ``@`` is a code span of its own.
+    """
+    return _AT.sub(lambda at: f"`{at[0]}`", _MARKUP.sub(r"\\\1", text))
+
+
+def _findings(findings: tuple[str, ...]) -> list[str]:
+    """The first ``FINDINGS_SHOWN`` findings as list items, then how many more there are."""
+    shown = [f"- {_inline(f)}" for f in findings[:FINDINGS_SHOWN]]
+    if len(findings) > FINDINGS_SHOWN:
+        shown.append(f"- … and {len(findings) - FINDINGS_SHOWN} more findings: fix the ones "
+                     "above first; report.json lists them all")
+    return shown
 
 
 def _table_row(criterion: CriterionResult) -> str:
-    lost = [check.id for check in criterion.checks if _lost(check)]
+    lost = [_inline(check.id, QUOTE_LIMIT) for check in criterion.checks if _lost(check)]
     result = "full marks" if _earned_all(criterion) else f"lost: {', '.join(lost) or 'points'}"
     if criterion.review:
         result += "; marked for review"
-    title = _inline(criterion.title).replace("|", "\\|")
-    cells = (title, points_text(criterion.points), points_text(criterion.max), result)
+    cells = (_inline(criterion.title), points_text(criterion.points),
+             points_text(criterion.max), result)
     return "| " + " | ".join(cells) + " |"
 
 
@@ -218,22 +305,26 @@ def _criterion_section(criterion: CriterionResult) -> list[str]:
 def _check_line(check: CheckResult) -> str:
     score = f"{points_text(check.points)} / {points_text(check.max)}"
     detail = f": {_inline(check.detail)}" if check.detail else ""
-    return f"- `{check.id}` ({score}){detail}"
+    return f"- {_inline(check.id, QUOTE_LIMIT)} ({score}){detail}"
 
 
 def _gradescope_test(criterion: CriterionResult, check: CheckResult, number: str) -> object:
-    output = check.detail
+    """One Gradescope test; its name and output are declared plain text, so only quoted."""
+    output = quote(check.detail, TEXT_LIMIT)
     if _lost(check) and criterion.advice:
-        output += "\n\nWhat to do:\n" + "\n".join(f"- {a}" for a in criterion.advice)
+        output += "\n\nWhat to do:\n" + "\n".join(f"- {quote(a, TEXT_LIMIT)}"
+                                                  for a in criterion.advice)
     if criterion.review:
         output += "\n\nMarked for review by a person: these points may still change."
     return {
-        "name": f"{criterion.title}: {check.id}",
+        "name": f"{quote(criterion.title)}: {quote(check.id)}",
+        "name_format": "text",
         "number": number,
         "score": float(check.points),
         "max_score": float(check.max),
         "status": "passed" if check.passed else "failed",
         "output": output.strip(),
+        "output_format": "text",
         "tags": [criterion.id],
         "visibility": "visible",
     }

@@ -8,7 +8,8 @@ re-recording in ``DATASET_CHANGES.md`` with the SHA-256 of each file after it.
 
 Everything here is pure (bytes in, values out, the clock passed in) except the
 thin file edges ``stale``, ``diff_files``, ``rerecord_summary``, ``digest_file``,
-``append_change`` and ``read_changes``. Errors::
+``append_change``, ``read_changes`` and ``change_matches`` (which reads a submission's
+files as the grader does, through ``grader._files``). Errors::
 
     GradekitError
     ├── UsageError             (lab) a bad age, mixed kinds, no reason, a path that is no recording
@@ -25,10 +26,11 @@ import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from types import MappingProxyType
 from typing import Any, Literal, NoReturn
 
+from grader._files import CASSETTE_CAP, SubmissionFileError, read_submission_file
 from lab import GradekitError, UsageError
 from lab._cassette import decode as decode_cassette
 from lab._fixtures import decode as decode_fixture
@@ -48,6 +50,7 @@ __all__ = [
     "StaleRow",
     "append_change",
     "change_matches",
+    "decode_changes",
     "decode_recording",
     "diff_files",
     "diff_recordings",
@@ -397,10 +400,30 @@ def digest_file(path: Path) -> str:
     return hashlib.sha256(_read(path)).hexdigest()
 
 
-def change_matches(change: Change, root: Path) -> bool:
-    """Whether every file ``change`` names (under ``root``) has the digest it recorded."""
-    return all((root / name).is_file() and digest_file(root / name) == digest
+def change_matches(change: Change, root: Path, *,
+                   seen: dict[PurePosixPath, str | None] | None = None) -> bool:
+    """Whether every file ``change`` names (under ``root``) has the digest it recorded.
+
+    The files are read as the grader reads a submission (``read_submission_file``): a
+    name outside ``root``, through a link, or of anything but a regular file never matches.
+    Pass the same ``seen`` for every entry of one log: each file is then read only once,
+    however many entries name it.
+    """
+    cache = {} if seen is None else seen
+    return all(_submission_digest(root, name, cache) == digest
                for name, digest in change.digests.items())
+
+
+def _submission_digest(root: Path, name: str,
+                       seen: dict[PurePosixPath, str | None]) -> str | None:
+    key = PurePosixPath(name)  # one key for "a//b" and "./a/b": the same file
+    if key not in seen:
+        try:
+            data = read_submission_file(root, name, cap=CASSETTE_CAP)
+            seen[key] = hashlib.sha256(data).hexdigest()
+        except SubmissionFileError:
+            seen[key] = None
+    return seen[key]
 
 
 def require_reason(reason: str | None) -> str:
@@ -471,8 +494,13 @@ def read_changes(log: Path) -> list[Change]:
     """Every entry of the change log, oldest first; a missing log has none."""
     if not log.exists():
         return []
+    return decode_changes(_read(log), log=log)
+
+
+def decode_changes(data: bytes, *, log: Path) -> list[Change]:
+    """Every entry of the change log's bytes ``data``; ``log`` names the file in errors."""
     try:
-        text = _read(log).decode("utf-8").replace("\r\n", "\n")
+        text = data.decode("utf-8").replace("\r\n", "\n")
     except UnicodeDecodeError as exc:
         raise ChangeLogCorrupt(f"{log}: not UTF-8 text. {_log_fix(log)}") from exc
     changes, section = [], None

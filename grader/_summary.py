@@ -16,7 +16,8 @@ Sub-checks, with maxima from the rubric's points table:
   ``<describe>``-style template text outside code; a file with no entry earns nothing
   here, since nothing was written to judge.
 
-A written summary is always marked for review by a person.
+A written summary is always marked for review by a person. Text from the log that a
+detail or advice quotes (a title, a bullet, a placeholder) goes through ``quote``.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from dataclasses import dataclass
 from decimal import ROUND_DOWN, Decimal
 
 from grader._model import CheckResult, CriterionResult
+from grader._report import quote
 from lab import UsageError
 
 __all__ = [
@@ -173,7 +175,7 @@ def _missing(points: Mapping[str, Decimal], filename: str) -> list[Scored]:
 
 def _entries(log: FailureLog, most: Decimal) -> Scored:
     faults = "; ".join(
-        f"'{entry.title}' (line {entry.line}): {', '.join(problems)}"
+        f"'{quote(entry.title)}' (line {entry.line}): {', '.join(problems)}"
         for entry in log.entries
         if (problems := _entry_problems(entry))
     )
@@ -198,7 +200,7 @@ def _entry_problems(entry: Entry) -> list[str]:
         if not value:
             problems.append(f"{label} is missing")
         elif find_placeholders(value):
-            problems.append(f"{label} is template text ({find_placeholders(value)[0][1]})")
+            problems.append(f"{label} is template text ({quote(find_placeholders(value)[0][1])})")
         elif len(value) < MIN_FIELD:
             problems.append(f"{label} has {len(value)} characters, needs {MIN_FIELD}")
     return problems
@@ -207,7 +209,7 @@ def _entry_problems(entry: Entry) -> list[str]:
 def _boundaries(log: FailureLog, most: Decimal) -> Scored:
     named = [b for b in log.boundaries or () if _names_something(b)]
     if named:
-        detail = f"the Boundaries section names a limit: '{named[0]}'"
+        detail = f"the Boundaries section names a limit: '{quote(named[0])}'"
         return CheckResult("boundaries", True, most, most, detail), ""
     if log.boundaries is None:
         detail = "no '## Boundaries' section"
@@ -236,7 +238,7 @@ def _no_placeholders(
     if not found:
         detail = "no template text (TODO, TBD, FIXME, '...', lorem ipsum, <describe>)"
         return CheckResult("no_placeholders", True, most, most, detail), ""
-    listed = ", ".join(f"line {line}: {what!r}" for line, what in found)
+    listed = ", ".join(f"line {line}: {quote(what)!r}" for line, what in found)
     detail = f"template text left in: {listed}"
     advice = (
         "Replace every placeholder with what actually happened (quote real output in "

@@ -48,3 +48,19 @@ def test_a_broken_manifest_says_what_to_fix(tmp_path: Path, table: str, fragment
 def test_no_pyproject_at_all(tmp_path: Path) -> None:
     with pytest.raises(ManifestError, match=r"needs a pyproject\.toml"):
         load_manifest(tmp_path)
+
+
+def test_a_stretch_goal_claimed_twice_is_scored_once(tmp_path: Path) -> None:
+    table = 'agent = "a:b"\nstretch = ["two-providers", "x", "two-providers", "x"]'
+    assert load_manifest(write(tmp_path, table)).stretch == ("two-providers", "x")
+
+
+def test_the_root_may_be_a_link_but_its_pyproject_may_not(tmp_path: Path) -> None:
+    real = write(tmp_path / "real", 'agent = "a:b"')
+    (tmp_path / "linked").symlink_to(real)  # the folder to grade is the grader's own choice
+    assert load_manifest(tmp_path / "linked").agent == "a:b"
+    bob = tmp_path / "bob"
+    bob.mkdir()
+    (bob / "pyproject.toml").symlink_to(real / "pyproject.toml")
+    with pytest.raises(ManifestError, match=r"pyproject\.toml is a symlink: .* commit the file"):
+        load_manifest(bob)

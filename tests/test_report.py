@@ -4,14 +4,20 @@ from __future__ import annotations
 
 import hashlib
 import json
+import unicodedata
 from decimal import Decimal
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from grader._model import CheckResult, CriterionResult, Report
 from grader._report import (
+    TEXT_LIMIT,
+    _inline,
     canonical,
     points_text,
+    quote,
     render_gradescope,
     render_markdown,
     render_report_json,
@@ -20,6 +26,7 @@ from grader._report import (
     verify_report,
 )
 from lab import UsageError
+from tests.test_parent_bounds import live, unescape
 
 LOST_DETAIL = "returned '' on a miss <script>"
 
@@ -144,13 +151,13 @@ def test_verification_says_what_is_wrong(data: bytes, says: str) -> None:
 def test_markdown_gives_the_total_a_table_each_lost_check_its_advice_and_the_digest() -> None:
     text = render_markdown(sample())
     assert "**Total: 37.50 / 45.00**" in text
-    assert "| Contract stability | 22.50 | 30.00 | lost: incident-summary |" in text
+    assert "| Contract stability | 22.50 | 30.00 | lost: incident\\-summary |" in text
     assert "| Written summary | 15.00 | 15.00 | full marks; marked for review |" in text
     lost = text.split("Lost points:")[1]
-    assert "`incident-summary` (0.00 / 7.50): returned '' on a miss \\<script>" in lost
-    assert "Let CassetteMiss propagate out of run()." in text
-    assert "`refund-policy` (7.50 / 7.50)" in text.split("Lost points:")[0]
-    assert "network connect refused in case sql-explain" in text
+    assert "- incident\\-summary (0.00 / 7.50): returned '' on a miss \\<script\\>" in lost
+    assert "Let CassetteMiss propagate out of run\\(\\)\\." in text
+    assert "- refund\\-policy (7.50 / 7.50)" in text.split("Lost points:")[0]
+    assert "- network connect refused in case sql\\-explain" in text
     assert report_digest(sample()) in text
     assert render_markdown(sample()) == text
 
@@ -169,3 +176,21 @@ def test_gradescope_results_have_the_autograder_keys() -> None:
     assert all(test["visibility"] == "visible" for test in results["tests"])
     assert "marked for review" in results["tests"][4]["output"].lower()
     assert data == render_gradescope(sample(), "d" * 64)
+
+
+@settings(deadline=None)
+@given(st.text())
+def test_any_text_renders_as_itself_and_opens_no_markup(text: str) -> None:
+    line = _inline(text)
+    assert "\n" not in line and live(line) == []
+    assert unescape(line) == " ".join(quote(text, TEXT_LIMIT).split())
+
+
+@settings(deadline=None)
+@given(st.text(), st.integers(min_value=60, max_value=3000))
+def test_quote_is_bounded_visible_and_idempotent(text: str, limit: int) -> None:
+    shown = quote(text, limit)
+    assert len(shown) <= limit and quote(shown, limit) == shown
+    assert not [c for c in shown if c not in "\t\n" and unicodedata.category(c) in ("Cc", "Cf",
+                                                                                  "Cs")]
+    assert (shown == text) or ("\\" in shown) or shown.endswith(" more characters]")

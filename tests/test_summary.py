@@ -179,3 +179,13 @@ def test_the_criterion_id_and_title_come_from_the_caller() -> None:
 def test_points_that_do_not_match_the_weight_are_a_programming_error() -> None:
     with pytest.raises(UsageError, match="summing to 20"):
         score_written_summary("", points=POINTS, weight=Decimal(20))
+
+
+def test_text_quoted_from_the_log_is_capped_and_shown_not_hidden() -> None:
+    title = "\x1b[2J" + "[x](http://evil.example) " * 2000  # 50 000 characters of title
+    boundaries = BOUNDARIES.replace("answer", title)
+    result = score(f"# Failures\n## {title}\n- Symptom: short\n{boundaries}")
+    for detail in (checks(result)["entries"][2], checks(result)["boundaries"][2]):
+        assert "… [cut: " in detail and "\\x1b[2J[x](http://evil.example)" in detail
+        assert "\x1b" not in detail and len(detail) < 1000
+    assert all("\x1b" not in advice and len(advice) < 2000 for advice in result.advice)
