@@ -198,8 +198,8 @@ def grade_table(plan: GraderPlan, folder: Path) -> Table:
     counter = iter(range(1_000))
 
     def in_process() -> None:
-        graded = grade_submission(reference, rubric, label="provider-a",
-                                  scratch=folder / f"scratch-{next(counter)}")
+        graded = grade_submission(reference, rubric, submission=reference.name,
+                                  label="provider-a", scratch=folder / f"scratch-{next(counter)}")
         digests[_digest(render_report_json(graded.report))] += 1
 
     inner = repeated(in_process, plan.repeats)

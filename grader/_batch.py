@@ -1,31 +1,58 @@
-"""Grade many submissions: discovery, sharding, parallel jobs, outputs, the gradebook."""
+"""Grade many submissions: discovery, sharding, one worker process each, the gradebook.
+
+Each submission is graded by its own worker (``grader._worker``), started in a session
+of its own with the grader's code only, so nothing a submission does can stop the
+batch: a worker that overruns the rubric's ``budget_s`` is killed with its process
+group, and one that dies (a signal, out of memory, any exit status) leaves an error row
+that says why. ``gradebook.csv`` is rewritten after every finished row (a temporary
+file, then ``os.replace``), so a crash or Ctrl-C keeps every finished row. Ctrl-C
+stops starting workers, kills the running ones and raises ``BatchInterrupted``.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import os
 import shutil
+import signal
+import subprocess
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader._checks import Evidence
-from grader._grade import Graded, grade_submission
+import grader
+import lab
 from grader._gradebook import GradebookRow, gradebook_csv
-from grader._report import (
-    points_text,
-    render_gradescope,
-    render_markdown,
-    render_report_json,
-    report_digest,
-)
+from grader._isolation import Isolation
+from grader._roster import Identity, Roster, identify
 from grader._rubric import Rubric
+from grader._worker import (
+    EXIT_OUT_OF_MEMORY,
+    Request,
+    decode_row,
+    encode_request,
+    error_row,
+    write_outputs,
+)
 from lab import UsageError
 
-__all__ = ["Shard", "discover", "grade_batch", "parse_shard", "print_progress", "write_outputs"]
+__all__ = [
+    "BatchInterrupted",
+    "Shard",
+    "discover",
+    "grade_batch",
+    "parse_shard",
+    "print_progress",
+    "write_outputs",
+]
+
+_TICK_S = 0.2  # how often a waiting thread looks at its worker's budget and at Ctrl-C
+_GRACE_S = 10.0  # to read a killed worker's pipes to their end
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,82 +91,332 @@ def discover(paths: Sequence[Path]) -> list[Path]:
     return sorted(found.values(), key=lambda p: (p.resolve().name, str(p.resolve())))
 
 
-def write_outputs(graded: Graded, folder: Path) -> str:
-    """Write report.json, report.md, results.json and the agent's output; return the digest."""
-    report = graded.report
-    folder.mkdir(parents=True, exist_ok=True)
-    digest = report_digest(report)
-    (folder / "report.json").write_bytes(render_report_json(report))
-    (folder / "report.md").write_text(render_markdown(report), encoding="utf-8")
-    (folder / "results.json").write_bytes(render_gradescope(report, digest))
-    (folder / "output.txt").write_text(_child_output(graded.evidence), encoding="utf-8")
-    return digest
-
-
-def _child_output(evidence: Evidence) -> str:
-    """What the agent printed in each run, size-capped: feedback only, never graded."""
-    runs = (("primary run", evidence.primary), ("second label", evidence.secondary),
-            ("unanswerable cassette", evidence.unanswerable),
-            ("second cassette set", evidence.second_set))
-    parts = [
-        f"== {title}: {stream} ==\n{text.rstrip()}\n"
-        for title, run in runs if run is not None
-        for stream, text in (("stdout", run.stdout), ("stderr", run.stderr)) if text.strip()
-    ]
-    return "".join(parts) or "The agent printed nothing.\n"
-
-
 Progress = Callable[[int, int, str, float], None]
 
 
+class BatchInterrupted(KeyboardInterrupt):
+    """Ctrl-C stopped the batch; ``gradebook.csv`` holds ``rows``, ``not_graded`` never ran
+    to the end (folder names, in batch order)."""
+
+    def __init__(self, rows: Sequence[GradebookRow], not_graded: Sequence[str]) -> None:
+        super().__init__(f"interrupted with {len(not_graded)} submissions not graded")
+        self.rows = list(rows)
+        self.not_graded = list(not_graded)
+
+
 def grade_batch(submissions: Sequence[Path], rubric: Rubric, *, out: Path, jobs: int,
-                label: str, progress: Progress | None = None) -> list[GradebookRow]:
-    """Grade every submission (one failing never stops the others); write the gradebook."""
+                label: str, progress: Progress | None = None,
+                isolation: Isolation = "process", roster: Roster | None = None,
+                ) -> list[GradebookRow]:
+    """Grade every submission in a worker process of its own, at most ``jobs`` at once.
+
+    One submission never stops the others, and ``out/gradebook.csv`` is rewritten after
+    every finished row. Identities come from ``roster`` (else the folder names); two
+    submissions of one identity are a ``UsageError`` before anything runs. Ctrl-C kills
+    the running workers, writes the finished rows and raises ``BatchInterrupted``.
+    """
+    identities = identify(submissions, roster)
     out.mkdir(parents=True, exist_ok=True)
-    names = [path.resolve().name for path in submissions]
-    started, finished, lock = time.monotonic(), [0], threading.Lock()
-
-    def one(path: Path) -> GradebookRow:
-        row = _grade_one(path, rubric, out=out, label=label,
-                         duplicate=names.count(path.resolve().name) > 1)
-        with lock:
-            finished[0] += 1
+    book = _Gradebook(out / "gradebook.csv", tuple(c.id for c in rubric.criteria))
+    book.write([])  # at once: an old gradebook in ``out`` must not pass for this batch's
+    workers = _Workers(rubric, out=out, label=label, isolation=isolation,
+                       roster=Path(roster.source).name if roster else "")
+    finished: dict[int, GradebookRow] = {}
+    futures: dict[Future[GradebookRow | None], int] = {}
+    started = time.monotonic()
+    pool = ThreadPoolExecutor(max_workers=max(1, jobs), thread_name_prefix="gradekit-batch")
+    try:
+        for number, identity in enumerate(identities):
+            futures[pool.submit(workers.grade, identity)] = number
+        for future in as_completed(futures):
+            row = future.result()
+            if row is None:
+                continue
+            finished[futures[future]] = row
+            book.write(finished.values())
             if progress:
-                progress(finished[0], len(submissions), row.submission,
+                progress(len(finished), len(identities), row.submission,
                          time.monotonic() - started)
-        return row
+    except KeyboardInterrupt:
+        with _sigint_ignored():
+            workers.stop()
+            pool.shutdown(wait=True, cancel_futures=True)
+            finished |= _rows_of(futures)
+            book.write(finished.values())
+        rows = [finished[number] for number in sorted(finished)]
+        raise BatchInterrupted(rows, [identity.folder for number, identity
+                                      in enumerate(identities) if number not in finished],
+                               ) from None
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+    return [finished[number] for number in sorted(finished)]
 
-    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        rows = list(pool.map(one, submissions))
-    (out / "gradebook.csv").write_bytes(gradebook_csv(rows, [c.id for c in rubric.criteria]))
+
+def _rows_of(futures: Mapping[Future[GradebookRow | None], int]) -> dict[int, GradebookRow]:
+    """The rows of the futures that finished with one."""
+    rows = {}
+    for future, number in futures.items():
+        if future.done() and not future.cancelled() and future.exception() is None:
+            row = future.result()
+            if row is not None:
+                rows[number] = row
     return rows
 
 
-def _grade_one(path: Path, rubric: Rubric, *, out: Path, label: str,
-               duplicate: bool) -> GradebookRow:
-    name = path.resolve().name
-    if duplicate:
-        return _error_row(name, "two submissions share this folder name: rename one")
-    scratch = Path(tempfile.mkdtemp(prefix=f"gradekit-{name}-"))
+@contextlib.contextmanager
+def _sigint_ignored() -> Iterator[None]:
+    """The first Ctrl-C stops the batch; more while it cleans up must not cut that short."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
-        graded = grade_submission(path, rubric, label=label, scratch=scratch)
-        digest = write_outputs(graded, out / name)
-        report = graded.report
-    except Exception as exc:  # one submission's failure must never stop the batch
-        return _error_row(name, f"the grader failed: {type(exc).__name__}: {exc}")
+        yield
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
-    return GradebookRow(
-        submission=name, student=report.submission, status="graded",
-        total=points_text(report.total), max=points_text(report.max),
-        criteria={c.id: points_text(c.points) for c in report.criteria},
-        digest=digest, reason="",
-    )
+        signal.signal(signal.SIGINT, previous)
 
 
-def _error_row(name: str, reason: str) -> GradebookRow:
-    return GradebookRow(submission=name, student="", status="error", total="", max="",
-                        criteria={}, digest="", reason=reason)
+@dataclass(frozen=True, slots=True)
+class _Gradebook:
+    path: Path
+    criterion_ids: tuple[str, ...]
+
+    def write(self, rows: Iterable[GradebookRow]) -> None:
+        """Rewrite the whole gradebook: a reader, or a crash, sees the old bytes or the new."""
+        _replace_file(self.path, gradebook_csv(rows, self.criterion_ids))
+
+
+def _replace_file(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary file and ``os.replace``.
+
+    No fsync: this guards against the grader dying mid-write, not the machine.
+    """
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        temporary.write_bytes(data)
+        os.replace(temporary, path)
+    finally:
+        temporary.unlink(missing_ok=True)  # only left when writing or replacing failed
+
+
+class _Workers:
+    """Starts one worker per submission, watches its budget, and stops them all on demand."""
+
+    def __init__(self, rubric: Rubric, *, out: Path, label: str, isolation: Isolation,
+                 roster: str) -> None:
+        self._rubric, self._label, self._isolation = rubric, label, isolation
+        self._out, self._roster = out.absolute(), roster  # workers start in another folder
+        self._ids = frozenset(c.id for c in rubric.criteria)
+        self._checks = _check_folders(rubric)
+        self._env = _worker_environment()
+        self._stopping = threading.Event()
+
+    def stop(self) -> None:
+        """Start no more workers; each running one is killed by the thread that watches it."""
+        self._stopping.set()
+
+    def grade(self, identity: Identity) -> GradebookRow | None:
+        """The submission's row; None when the batch was stopped before it finished."""
+        if self._stopping.is_set():
+            return None
+        if not identity.student:
+            return error_row(identity.folder, "", (
+                f"the folder {identity.folder!r} is not in the roster {self._roster}: add the "
+                f"line `{identity.folder},STUDENT_ID,DISPLAY NAME` to it, or move the folder "
+                "out of the batch, and grade it again"))
+        scratch = Path(tempfile.mkdtemp(prefix="gradekit-worker-"))
+        try:
+            return self._run(identity, scratch)
+        except Exception as exc:  # no worker could be started (no memory, no processes left)
+            return error_row(identity.folder, identity.student, (
+                f"the grader could not run a worker for it ({type(exc).__name__}: {exc}): "
+                "nothing was scored; grade it again"))
+        finally:
+            _end_leftovers(scratch)
+            shutil.rmtree(scratch, ignore_errors=True)
+
+    def _run(self, identity: Identity, scratch: Path) -> GradebookRow | None:
+        request = encode_request(Request(
+            batch=os.getpid(), root=identity.path.absolute(), folder=identity.folder,
+            student=identity.student, out=self._out / identity.folder, scratch=scratch,
+            label=self._label, isolation=self._isolation, rubric=self._rubric,
+            check_folders=self._checks))
+        # The request is a file on stdin, never a pipe: writing a pipe could block, and
+        # communicate() cannot finish writing one once it has timed out.
+        with tempfile.TemporaryFile() as stdin:
+            stdin.write(request)
+            stdin.seek(0)
+            # -P and a scratch folder to start in: no folder can shadow the grader's code.
+            # Its own session: the budget's killpg reaches the worker and nothing else.
+            process = subprocess.Popen(
+                [sys.executable, "-P", "-m", "grader._worker", identity.folder],
+                stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                cwd=scratch, env=self._env, start_new_session=True)
+        stdout, stderr, why = self._watch(process, scratch)
+        if why == "stopped":
+            return None
+        if why == "budget":
+            return error_row(identity.folder, identity.student, (
+                f"the submission used its whole {self._rubric.limits.budget_s} s budget: its "
+                "grading was stopped and nothing was scored; look for an agent that hangs or "
+                "loops, or raise budget_s in the rubric's [limits] and grade it again"))
+        if process.returncode != 0:
+            return error_row(identity.folder, identity.student,
+                             _died(process.returncode, stderr, self._rubric))
+        _relay(identity.folder, stderr)
+        return self._checked(identity, stdout)
+
+    def _watch(self, process: subprocess.Popen[bytes],
+               scratch: Path) -> tuple[bytes, bytes, str]:
+        """The worker's stdout and stderr, and why it was killed: "budget", "stopped" or ""."""
+        deadline = time.monotonic() + self._rubric.limits.budget_s
+        while True:
+            tick = max(0.0, min(_TICK_S, deadline - time.monotonic()))
+            with contextlib.suppress(subprocess.TimeoutExpired):  # it keeps what it read
+                stdout, stderr = process.communicate(timeout=tick)
+                return stdout, stderr, ""
+            why = "stopped" if self._stopping.is_set() else \
+                "budget" if time.monotonic() >= deadline else ""
+            if why:
+                # Not reaped yet (communicate timed out), so the group id is still this one.
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+                _end_leftovers(scratch)
+                return *_drained(process), why
+
+    def _checked(self, identity: Identity, stdout: bytes) -> GradebookRow:
+        """The worker's row, if it is one for this submission and this rubric."""
+        try:
+            row = decode_row(stdout)
+        except ValueError as exc:
+            return error_row(identity.folder, identity.student, (
+                f"the grader's worker gave no usable answer ({exc}): nothing was scored; grade "
+                "it again, and report a grader bug if it happens again"))
+        if (row.submission, row.student) != (identity.folder, identity.student) \
+                or not set(row.criteria) <= self._ids:
+            return error_row(identity.folder, identity.student, (
+                "the grader's worker answered for another submission or rubric: nothing was "
+                "scored; report a grader bug"))
+        return row
+
+
+def _drained(process: subprocess.Popen[bytes]) -> tuple[bytes, bytes]:
+    """What a killed worker wrote; nothing when something still holds its pipes open."""
+    try:
+        return process.communicate(timeout=_GRACE_S)
+    except subprocess.TimeoutExpired:
+        for pipe in (process.stdout, process.stderr):
+            if pipe is not None:
+                pipe.close()
+        return b"", b""
+
+
+def _died(code: int, stderr: bytes, rubric: Rubric) -> str:
+    """Why a worker that exited by itself, or by a signal, left no row."""
+    if code == EXIT_OUT_OF_MEMORY:
+        return (f"grading it took more memory than the grader's worker may use "
+                f"(grader_memory_mb = {rubric.limits.grader_memory_mb}): nothing was scored; "
+                "raise grader_memory_mb in the rubric's [limits] and grade it again")
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        return (f"the grader's worker for it was killed by {name}: nothing was scored; grade "
+                "it again, and if it dies again look in the system log for an out-of-memory "
+                "kill, or in its agent for code that signals other processes (grade it with "
+                "--isolation namespaces)")
+    lines = stderr.decode("utf-8", "replace").strip().splitlines()
+    said = f" ({lines[-1][:300]})" if lines else ""
+    return (f"the grader's worker for it stopped with exit status {code}{said}: nothing was "
+            "scored; grade that folder again on its own, with GRADEKIT_DEBUG=1")
+
+
+def _relay(folder: str, stderr: bytes) -> None:
+    """A graded submission's worker may still have warned about something: pass it on."""
+    text = stderr[:4096].decode("utf-8", "replace").strip()
+    for line in text.splitlines():
+        print(f"{folder}: {line}", file=sys.stderr)
+
+
+def _check_folders(rubric: Rubric) -> dict[str, str]:
+    """Where this process imported each custom check from (``load_rubric`` did, from the
+    rubric's folder), so that every worker imports the very same module."""
+    folders = {}
+    for criterion in rubric.criteria:
+        top = sys.modules.get(criterion.check.partition(":")[0].split(".")[0])
+        if not criterion.custom or top is None:
+            continue  # a worker imports it from its own path, as grading in process would
+        origin = getattr(top, "__file__", None)
+        if origin is None:  # a namespace package
+            places = list(getattr(top, "__path__", []))
+            if places:
+                folders[criterion.check] = str(Path(places[0]).parent)
+        else:
+            package = Path(origin).name == "__init__.py"
+            folders[criterion.check] = str(Path(origin).parents[1 if package else 0])
+    return folders
+
+
+def _worker_environment() -> dict[str, str]:
+    """The grader's own environment, with this grader's ``grader`` and ``lab`` first on the
+    import path: the worker starts elsewhere, with ``-P``, so it finds them only there."""
+    roots = [str(Path(folder).resolve().parent) for package in (grader, lab)
+             for folder in package.__path__]
+    inherited = os.environ.get("PYTHONPATH", "")
+    paths = [*dict.fromkeys(roots), *([inherited] if inherited else [])]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
+
+
+def _end_leftovers(scratch: Path) -> int:
+    """SIGKILL every process still working in ``scratch`` (a sandboxed child whose worker
+    died before it could end it); how many. Reads ``/proc``: elsewhere it does nothing.
+
+    The sandbox is meant to end its children with the worker; this is the batch's own
+    check that none is left behind in the folder it handed out.
+    """
+    inside = str(scratch.resolve())
+    killed = 0
+    for _ in range(3):  # one that was starting a process while it was killed
+        found = [pid for pid in _pids() if _works_in(pid, inside)]
+        for pid in found:
+            killed += _kill(pid, inside)
+        if not found:
+            break
+    return killed
+
+
+def _pids() -> list[int]:
+    try:
+        return [int(name) for name in os.listdir("/proc") if name.isdigit()]
+    except OSError:
+        return []
+
+
+def _works_in(pid: int, inside: str) -> bool:
+    try:
+        cwd = os.readlink(f"/proc/{pid}/cwd")
+    except OSError:  # gone, a zombie, or not ours to look at
+        return False
+    return cwd == inside or cwd.startswith(inside + os.sep)
+
+
+def _kill(pid: int, inside: str) -> int:
+    """Kill ``pid`` if, once pinned by a pidfd, it still works in ``inside``."""
+    try:
+        handle = os.pidfd_open(pid)
+    except OSError:
+        return 0
+    try:
+        if not _works_in(pid, inside):  # the pid was reused before it was pinned
+            return 0
+        signal.pidfd_send_signal(handle, signal.SIGKILL)
+        return 1
+    except OSError:
+        return 0
+    finally:
+        os.close(handle)
 
 
 def print_progress(done: int, total: int, submission: str, elapsed: float) -> None:

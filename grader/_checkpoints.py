@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grader._grade import PROBE, grade_submission
+from grader._isolation import Isolation
 from grader._manifest import load_manifest
 from grader._model import ReplayProbe
 from grader._report import report_digest
@@ -29,8 +30,12 @@ class Checkpoint:
     reason: str
 
 
-def run_checkpoints(root: Path, rubric: Rubric) -> list[Checkpoint]:
-    """Run the three checkpoints against the submission at ``root``."""
+def run_checkpoints(root: Path, rubric: Rubric, *,
+                    isolation: Isolation = "process") -> list[Checkpoint]:
+    """Run the three checkpoints against the submission at ``root``, behind ``isolation``.
+
+    ``rubric`` must come from the instructor's side: its custom checks run in this process.
+    """
     manifest = load_manifest(root)
     with tempfile.TemporaryDirectory(prefix="gradekit-check-") as folder:
         scratch = Path(folder)
@@ -61,8 +66,9 @@ def run_checkpoints(root: Path, rubric: Rubric) -> list[Checkpoint]:
 
         def two_providers() -> tuple[bool, str]:
             digests = [
-                report_digest(grade_submission(root, rubric, label=label,
-                                               scratch=scratch / label).report)
+                report_digest(grade_submission(root, rubric, submission=root.resolve().name,
+                                               label=label, scratch=scratch / label,
+                                               isolation=isolation).report)
                 for label in ("provider-a", "provider-b")
             ]
             if digests[0] != digests[1]:

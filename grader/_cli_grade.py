@@ -4,19 +4,25 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
-from grader._batch import discover, grade_batch, parse_shard, print_progress
+from grader._batch import BatchInterrupted, discover, grade_batch, parse_shard, print_progress
 from grader._checkpoints import run_checkpoints
-from grader._gradebook import merge_gradebooks
+from grader._gradebook import GradebookRow, merge_gradebooks
+from grader._isolation import REQUESTS, choose_isolation, describe_isolation
 from grader._report import verify_report
+from grader._roster import ROSTER_HEADER, Identity, Roster, identify, load_roster, unclaimed
 from grader._rubric import load_rubric
 
 __all__ = ["KIT_RUBRIC", "add_grading_commands"]
 
 KIT_RUBRIC = Path(__file__).resolve().parents[1] / "rubric" / "bootcamp.toml"
-EXIT_OK, EXIT_FAILED = 0, 1
+EXIT_OK, EXIT_FAILED, EXIT_INTERRUPTED = 0, 1, 130
+_ISOLATION_HELP = ("auto: bubblewrap namespaces when they work here, else the process guard "
+                   "(default); namespaces: refuse to grade without them; process: the guard only")
 
 def add_grading_commands(
     commands: argparse._SubParsersAction[argparse.ArgumentParser],
@@ -35,12 +41,19 @@ def add_grading_commands(
                        help="provider label of the primary run (never changes the grade)")
     grade.add_argument("--shard", type=parse_shard, default=None, metavar="K/N",
                        help="grade only part K of N (merge with `gradekit gradebook merge`)")
+    grade.add_argument("--roster", type=Path, default=None, metavar="CSV",
+                       help=f"who each folder is: a CSV with the header {','.join(ROSTER_HEADER)} "
+                       "(default: each folder's name is its student)")
+    grade.add_argument("--isolation", choices=REQUESTS, default="auto", help=_ISOLATION_HELP)
     grade.set_defaults(handler=_grade)
 
     check = commands.add_parser("check", help="the three one-minute checkpoints")
     check.add_argument("path", nargs="?", type=Path, default=Path("."), metavar="PATH")
-    check.add_argument("--rubric", type=Path, default=None,
-                       help="the rubric (default: PATH/rubric/bootcamp.toml, else the kit's)")
+    check.add_argument("--rubric", type=Path, default=KIT_RUBRIC,
+                       help="the rubric, from the instructor's side (default: the kit's "
+                       "rubric/bootcamp.toml; a rubric inside PATH is never read, since its "
+                       "custom checks would run in the grader's process)")
+    check.add_argument("--isolation", choices=REQUESTS, default="auto", help=_ISOLATION_HELP)
     check.set_defaults(handler=_check)
 
     report = commands.add_parser("report", help="work with report.json files")
@@ -58,20 +71,61 @@ def add_grading_commands(
 
 
 def _grade(args: argparse.Namespace) -> int:
+    try:
+        return _grade_all(args)
+    except BatchInterrupted as stopped:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # the first Ctrl-C is the one that counts
+        _print_rows(stopped.rows)
+        for folder in stopped.not_graded:
+            print(f"{folder}: NOT GRADED: interrupted by Ctrl-C before it finished")
+        print(f"interrupted: {len(stopped.not_graded)} submissions not graded; "
+              f"{args.out / 'gradebook.csv'} holds the {len(stopped.rows)} that finished. "
+              "Grade the others again (their folders are listed above).", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except KeyboardInterrupt:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        print(f"interrupted: {args.out / 'gradebook.csv'} holds every row that finished, if "
+              "any; run the same command again to grade them all", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+def _grade_all(args: argparse.Namespace) -> int:
     rubric = load_rubric(args.rubric)
+    roster = load_roster(args.roster) if args.roster is not None else None
     submissions = discover(args.paths)
+    identities = identify(submissions, roster)  # every shard refuses the same clashes
+    isolation = choose_isolation(args.isolation)
+    print(f"isolation: {describe_isolation(isolation)}", file=sys.stderr)
+    if roster is not None:
+        _warn_unclaimed(roster, identities)
     if args.shard is not None:
         submissions = args.shard.pick(submissions)
     rows = grade_batch(submissions, rubric, out=args.out, jobs=args.jobs, label=args.label,
-                       progress=print_progress if len(submissions) > 1 else None)
+                       progress=print_progress if len(submissions) > 1 else None,
+                       isolation=isolation, roster=roster)
     if len(rows) == 1 and rows[0].status == "graded":
         _print_table(args.out / rows[0].submission / "report.json")
+    _print_rows(rows)
+    print(f"reports in {args.out}/, gradebook in {args.out / 'gradebook.csv'}")
+    return EXIT_FAILED if any(row.status != "graded" for row in rows) else EXIT_OK
+
+
+def _warn_unclaimed(roster: Roster, identities: Sequence[Identity]) -> None:
+    """Roster lines without a folder: a student who did not submit, or a misnamed folder."""
+    missing = unclaimed(roster, identities)
+    if missing:
+        listed = ", ".join(f"{s.folder} ({' '.join(filter(None, (s.student_id, s.display_name)))})"
+                           for s in missing)
+        print(f"warning: {len(missing)} roster lines have no submission folder, so nothing "
+              f"is graded for them: {listed}. Check the folder names if they did submit.",
+              file=sys.stderr)
+
+
+def _print_rows(rows: Sequence[GradebookRow]) -> None:
     for row in rows:
         shown = f"{row.total} / {row.max}  digest {row.digest}" if row.status == "graded" \
             else f"NOT GRADED: {row.reason}"
         print(f"{row.submission}: {shown}")
-    print(f"reports in {args.out}/, gradebook in {args.out / 'gradebook.csv'}")
-    return EXIT_FAILED if any(row.status != "graded" for row in rows) else EXIT_OK
 
 
 def _print_table(report_json: Path) -> None:
@@ -87,9 +141,9 @@ def _print_table(report_json: Path) -> None:
 
 
 def _check(args: argparse.Namespace) -> int:
-    rubric_path = args.rubric or args.path / "rubric" / "bootcamp.toml"
-    rubric = load_rubric(rubric_path if rubric_path.is_file() else KIT_RUBRIC)
-    checkpoints = run_checkpoints(args.path, rubric)
+    # Never PATH/rubric/: the rubric's custom checks are imported into this very process.
+    rubric = load_rubric(args.rubric)
+    checkpoints = run_checkpoints(args.path, rubric, isolation=choose_isolation(args.isolation))
     for point in checkpoints:
         verdict = "PASS" if point.passed else "FAIL"
         print(f"{verdict}  {point.number}. {point.title:<32} {point.seconds:5.2f}s  {point.reason}")

@@ -2,7 +2,9 @@
 
 The parent reads the cassettes with its own codec and serves them; the child
 only ever sees answers. A broken manifest, a missing cassette or an unreadable
-FAILURES.md is a finding that costs what it blocks, never a crash.
+FAILURES.md is a finding that costs what it blocks, never a crash. Every submission file
+the parent reads goes through ``read_submission_file`` (no links, regular files only,
+size caps), and every piece of submission text in a finding goes through ``quote``.
 """
 
 from __future__ import annotations
@@ -11,14 +13,27 @@ import hashlib
 import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import cast
 
 from grader._checks import BUILTIN_CHECKS, Check, Evidence
+from grader._files import (
+    CASSETTE_CAP,
+    CHANGE_LOG_CAP,
+    FAILURES_CAP,
+    FIXTURE_CAP,
+    PYPROJECT_CAP,
+    SOURCE_CAP,
+    MissingSubmissionFile,
+    SubmissionFileError,
+    check_submission_folder,
+    read_submission_file,
+)
 from grader._isolation import Isolation
 from grader._manifest import Manifest, ManifestError, load_manifest
 from grader._model import CriterionResult, Report, RunResult
-from grader._review import CHANGE_LOG, change_matches, read_changes
+from grader._report import TEXT_LIMIT, quote
+from grader._review import CHANGE_LOG, change_matches, decode_changes
 from grader._rubric import Case, Rubric
 from grader._sandbox import ToolAnswer, probe_replay, run_cases
 from lab import CassetteError, GradekitError, prompt_key
@@ -44,21 +59,23 @@ def second_label(label: str) -> str:
     return "provider-b" if label != "provider-b" else "provider-a"
 
 
-def grade_submission(root: Path, rubric: Rubric, *, label: str, scratch: Path,
-                     isolation: Isolation = "process") -> Graded:
-    """Grade the submission at ``root``; ``scratch`` is a private, empty folder.
+def grade_submission(root: Path, rubric: Rubric, *, submission: str, label: str,
+                     scratch: Path, isolation: Isolation = "process") -> Graded:
+    """Grade the submission at ``root`` as ``submission``; ``scratch`` is a private, empty folder.
 
+    ``submission`` is who it is, the report's ``submission``: the caller decides it on the
+    instructor's side (a roster's student id, or the folder's name), never the manifest's
+    ``student``, which a student could set to a classmate's name.
     ``isolation`` is the wall its code runs behind (``choose_isolation`` decides it).
     """
     findings: list[str] = []
     manifest = _manifest(root, findings)
-    student = manifest.student if manifest else root.resolve().name
     answers = _cassettes(root, manifest.cassettes if manifest else "cassettes",
                          rubric.cases, findings)
     evidence = _evidence(root, manifest, rubric, answers, label, scratch, findings)
     criteria = tuple(_score(evidence, rubric, findings))
     report = Report(
-        submission=student,
+        submission=submission,
         rubric_id=rubric.id,
         rubric_version=rubric.version,
         rubric_sha256=rubric.sha256,
@@ -73,7 +90,7 @@ def _manifest(root: Path, findings: list[str]) -> Manifest | None:
     try:
         return load_manifest(root)
     except ManifestError as exc:
-        findings.append(f"manifest: {_relative(str(exc), root)}")
+        findings.append(f"manifest: {quote(_relative(str(exc), root), TEXT_LIMIT)}")
         return None
 
 
@@ -84,13 +101,20 @@ def _cassettes(root: Path, folder: str, cases: tuple[Case, ...],
     for case in cases:
         relative = f"{folder}/{case.id}.json"
         try:
-            cassette = decode((root / relative).read_bytes(), source=relative, case=case.id)
-        except FileNotFoundError:
+            data = read_submission_file(root, relative, cap=CASSETTE_CAP)
+            cassette = decode(data, source=relative, case=case.id)
+        except MissingSubmissionFile:
             findings.append(f"{relative} is missing: record it with "
                             f"`gradekit record --case {case.id}` and commit it")
             continue
-        except (OSError, CassetteError) as exc:
-            findings.append(f"{relative} cannot be used: {exc}")
+        except SubmissionFileError as exc:
+            findings.append(quote(str(exc), TEXT_LIMIT))
+            continue
+        except CassetteError as exc:
+            findings.append(f"{relative} cannot be used: {quote(str(exc), TEXT_LIMIT)}")
+            continue
+        except (ValueError, RecursionError) as exc:  # JSON too deep, or a number too long
+            findings.append(_undecodable(relative, exc))
             continue
         answers[case.id] = {key: entry.response for key, entry in cassette.entries.items()}
     return answers
@@ -103,15 +127,27 @@ def _fixtures(root: Path, cases: tuple[Case, ...],
     for case in cases:
         relative = f"fixtures/{case.id}.json"
         try:
-            fixture = decode_fixture((root / relative).read_bytes(), source=relative,
-                                     case=case.id)
-        except FileNotFoundError:
+            data = read_submission_file(root, relative, cap=FIXTURE_CAP)
+            fixture = decode_fixture(data, source=relative, case=case.id)
+        except MissingSubmissionFile:
             continue
-        except (OSError, CassetteError) as exc:
-            findings.append(f"{relative} cannot be used: {exc}")
+        except SubmissionFileError as exc:
+            findings.append(quote(str(exc), TEXT_LIMIT))
+            continue
+        except CassetteError as exc:
+            findings.append(f"{relative} cannot be used: {quote(str(exc), TEXT_LIMIT)}")
+            continue
+        except (ValueError, RecursionError) as exc:  # JSON too deep, or a number too long
+            findings.append(_undecodable(relative, exc))
             continue
         fixtures[case.id] = {key: call.response for key, call in fixture.calls.items()}
     return fixtures
+
+
+def _undecodable(relative: str, exc: Exception) -> str:
+    """The finding for a recording that Python's JSON decoder itself gives up on."""
+    return (f"{relative} cannot be decoded ({type(exc).__name__}): restore it with "
+            f"`git checkout -- {relative}` or record the case again")
 
 
 def _serve_tools(fixtures: Mapping[str, Mapping[str, object]]) -> ToolAnswer:
@@ -168,14 +204,18 @@ def _evidence(root: Path, manifest: Manifest | None, rubric: Rubric,
 def _review_problem(root: Path) -> str | None:
     """None when a dataset change-log entry's digests match the files as they are now."""
     try:
-        changes = read_changes(root / CHANGE_LOG)
+        data = read_submission_file(root, CHANGE_LOG, cap=CHANGE_LOG_CAP)
+        changes = decode_changes(data, log=Path(CHANGE_LOG))
+    except MissingSubmissionFile:
+        changes = []
     except GradekitError as exc:
-        return f"{CHANGE_LOG} cannot be read: {_relative(str(exc), root)}"
+        return f"{CHANGE_LOG} cannot be read: {quote(_relative(str(exc), root), TEXT_LIMIT)}"
     if not changes:
         return (f"no entry in {CHANGE_LOG}: re-record with `gradekit record --rerecord "
                 '--reason "..."` and commit the log')
     inside = [c for c in changes if all(_inside(root, name) for name in c.digests)]
-    if any(change_matches(change, root) for change in inside):
+    seen: dict[PurePosixPath, str | None] = {}  # a log may name one file in many entries
+    if any(change_matches(change, root, seen=seen) for change in inside):
         return None
     return (f"no {CHANGE_LOG} entry's digests match the cassettes or fixtures as they are now: "
             "the recordings changed after the last logged re-recording")
@@ -193,32 +233,39 @@ def _second_set(root: Path, manifest: Manifest, rubric: Rubric,
         return None, "not claimed"
     if not manifest.second_cassettes:
         return None, 'declare second_cassettes = "FOLDER" in [tool.gradekit]'
-    if not (root / manifest.second_cassettes).is_dir():
-        return None, f"the folder {manifest.second_cassettes}/ does not exist"
+    try:
+        check_submission_folder(root, manifest.second_cassettes)
+    except MissingSubmissionFile:
+        return None, f"the folder {quote(manifest.second_cassettes)}/ does not exist"
+    except SubmissionFileError as exc:
+        return None, quote(str(exc), TEXT_LIMIT)
     answers = _cassettes(root, manifest.second_cassettes, rubric.cases, findings)
     return run("second-set", _serve(answers), "provider-second-set", 1), ""
 
 
 def _run_findings(result: RunResult, findings: list[str]) -> None:
     if result.import_error:
-        findings.append(f"the agent failed to import: {result.import_error}")
+        findings.append(f"the agent failed to import: {quote(result.import_error)}")
     for refusal in result.refusals:
         where = f" in case {refusal.case}" if refusal.case else " at import"
-        findings.append(f"sandbox refused {refusal.event}{where}: {refusal.detail}")
+        findings.append(f"sandbox refused {quote(refusal.event)}{where}: "
+                        f"{quote(refusal.detail)}")
     for outcome in sorted(result.outcomes.values(), key=lambda o: o.case):
         if outcome.trace_error:
             findings.append(f"trace of case {outcome.case} is not valid JSONL: "
-                            f"{outcome.trace_error}")
+                            f"{quote(outcome.trace_error)}")
 
 
 def _failures(root: Path, manifest: Manifest | None, findings: list[str]) -> str | None:
     name = manifest.failures if manifest else "FAILURES.md"
     try:
-        return (root / name).read_text(encoding="utf-8")
-    except FileNotFoundError:
+        return read_submission_file(root, name, cap=FAILURES_CAP).decode("utf-8")
+    except MissingSubmissionFile:
         findings.append(f"{name} is missing: write the failure log (see DESIGN's format)")
-    except (OSError, UnicodeDecodeError) as exc:
-        findings.append(f"{name} cannot be read ({type(exc).__name__}): save it as UTF-8")
+    except SubmissionFileError as exc:
+        findings.append(quote(str(exc), TEXT_LIMIT))
+    except UnicodeDecodeError:
+        findings.append(f"{name} cannot be read (UnicodeDecodeError): save it as UTF-8")
     return None
 
 
@@ -238,23 +285,31 @@ def _custom(spec: str) -> Check:
 
 
 def _inputs(root: Path, manifest: Manifest | None, cases: tuple[Case, ...]) -> dict[str, str]:
-    """sha256 of every file the grade depends on, by submission-relative path."""
+    """sha256 of every file the grade depends on, by submission-relative path.
+
+    Only files the parent could read safely are listed: a missing file, and one refused
+    (a link, not a regular file, over its cap), are left out, since their bytes were
+    never part of the grade; a refusal is already a finding of its own.
+    """
     folder = manifest.cassettes if manifest else "cassettes"
-    names = [f"{folder}/{case.id}.json" for case in cases]
-    names += [f"fixtures/{case.id}.json" for case in cases]
-    names.append(manifest.failures if manifest else "FAILURES.md")
+    names = [(f"{folder}/{case.id}.json", CASSETTE_CAP) for case in cases]
+    names += [(f"fixtures/{case.id}.json", FIXTURE_CAP) for case in cases]
+    names.append((manifest.failures if manifest else "FAILURES.md", FAILURES_CAP))
     if manifest and "rerecord-review" in manifest.stretch:
-        names.append(CHANGE_LOG)
+        names.append((CHANGE_LOG, CHANGE_LOG_CAP))
     if manifest:
         module = manifest.agent.partition(":")[0].replace(".", "/")
-        names += [f"{module}.py", f"{module}/__init__.py", "pyproject.toml"]
+        names += [(f"{module}.py", SOURCE_CAP), (f"{module}/__init__.py", SOURCE_CAP),
+                  ("pyproject.toml", PYPROJECT_CAP)]
         if manifest.second_cassettes and "two-providers" in manifest.stretch:
-            names += [f"{manifest.second_cassettes}/{case.id}.json" for case in cases]
+            names += [(f"{manifest.second_cassettes}/{case.id}.json", CASSETTE_CAP)
+                      for case in cases]
     inputs = {}
-    for name in names:
-        path = root / name
-        if path.is_file():
-            inputs[name] = hashlib.sha256(path.read_bytes()).hexdigest()
+    for name, cap in names:
+        try:
+            inputs[name] = hashlib.sha256(read_submission_file(root, name, cap=cap)).hexdigest()
+        except SubmissionFileError:
+            continue
     return inputs
 
 

@@ -1,11 +1,12 @@
 """The batch's ``gradebook.csv``: one row per submission, merged from shards byte-exactly.
 
-Columns: submission, student, status, total, max, one per criterion id in rubric order,
-digest, reason. Rows are sorted by submission; lines end in ``\\n``; UTF-8; the csv
-module's minimal quoting. A cell that a spreadsheet would run as a formula (it starts
-with ``=``, ``+``, ``-``, ``@``, a tab or a carriage return) is written with a leading
-``'``, and so is a cell that starts with ``'``, so reading strips exactly one and a
-round trip gives the same bytes.
+Columns: submission (the folder's name), student (who it is: the roster's student id,
+else the folder's name; never what the submission says), status, total, max, one per
+criterion id in rubric order, digest, reason. Rows are sorted by submission; lines end
+in ``\\n``; UTF-8; the csv module's minimal quoting. A cell that a spreadsheet would run
+as a formula (it starts with ``=``, ``+``, ``-``, ``@``, a tab or a carriage return) is
+written with a leading ``'``, and so is a cell that starts with ``'``, so reading strips
+exactly one and a round trip gives the same bytes.
 """
 
 from __future__ import annotations
@@ -56,7 +57,8 @@ class GradebookRow:
 def gradebook_csv(rows: Iterable[GradebookRow], criterion_ids: Sequence[str]) -> bytes:
     """The gradebook's bytes: fixed columns around ``criterion_ids``, rows by submission."""
     _check_ids(criterion_ids)
-    # Whole rows break ties: a batch writes one error row per folder of a shared name.
+    # Whole rows break ties, so any order of the same rows gives the same bytes (a batch
+    # refuses two folders of one name, and a merge two rows of one submission, anyway).
     ordered = sorted(_cells(row, criterion_ids) for row in rows)
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")

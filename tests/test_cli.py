@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -214,6 +215,48 @@ def test_grade_with_a_broken_rubric_exits_2(
                       .replace("weight = 30", "weight = 31"), "utf-8")
     assert main(["grade", str(tmp_path), "--rubric", str(rubric)]) == 2
     assert "101" in capsys.readouterr().err
+
+
+def tiny_submission(root: Path) -> Path:
+    root.mkdir(parents=True)
+    (root / "pyproject.toml").write_text('[tool.gradekit]\nagent = "agent:run"\n', "utf-8")
+    (root / "agent.py").write_text("def run(provider, task):\n    return 'hi'\n", "utf-8")
+    return root
+
+
+def gradekit(args: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "grader", *args], cwd=cwd,
+                          env={**os.environ, **env}, capture_output=True, text=True,
+                          timeout=600, check=False)
+
+
+@pytest.mark.slow
+def test_grade_says_which_isolation_it_uses_and_refuses_namespaces_without_bubblewrap(
+    tmp_path: Path,
+) -> None:
+    root = tiny_submission(tmp_path / "alice")
+    done = gradekit(["grade", str(root), "--out", "out", "--isolation", "process"], tmp_path)
+    assert done.returncode == 0, done.stderr  # graded (points lost are no failure)
+    assert done.stderr.splitlines()[0] == (
+        "isolation: process guard only (no bubblewrap: resource limits and an audit hook)")
+    assert (tmp_path / "out" / "alice" / "report.json").is_file()
+    # No bwrap on PATH (python itself is started by its full path).
+    done = gradekit(["grade", str(root), "--out", "none", "--isolation", "namespaces"],
+                    tmp_path, PATH=str(tmp_path / "empty"))
+    assert done.returncode == 2
+    assert "--isolation namespaces: bubblewrap (bwrap) is not installed" in done.stderr
+    assert "sudo apt-get install bubblewrap" in done.stderr
+    assert not (tmp_path / "none").exists()
+
+
+def test_check_help_says_the_rubric_comes_from_the_instructor(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit):
+        main(["check", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "a rubric inside PATH is never read" in text
+    assert "--isolation {auto,namespaces,process}" in text
 
 
 def test_gradebook_merge_refuses_mismatched_headers(

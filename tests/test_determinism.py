@@ -3,6 +3,9 @@
 Every grade here runs in its own ``python -m grader`` process, so the hash seed,
 the time zone, the locale, the provider label and the submission's absolute path
 and folder name all really differ between runs. None of them may reach a digest.
+Who the submission is does reach it (the report's ``submission``): it comes from the
+instructor's side, here a roster that names every folder as one student, never from
+the manifest's ``student``.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ COPY_IGNORE = shutil.ignore_patterns(
     ".ruff_cache", ".hypothesis", "build", "grades",
 )
 STUDENT_LINE = 'student = "gradekit-reference"'
+STUDENT_ID = "s-0042"  # the roster's name for every folder of the twenty runs
 COMMAND_TIMEOUT_S = 600  # a hang guard only; no time is asserted
 
 RUNS = 20
@@ -141,9 +145,12 @@ def twenty(reference: Path, tmp_path_factory: pytest.TempPathFactory) -> list[Gr
         shutil.copytree(reference, submission)
         out, cwd = where / "out", where / "cwd"
         cwd.mkdir()
+        roster = where / "roster.csv"
+        roster.write_text("folder,student_id,display_name\n"
+                          f'"{submission.name}",{STUDENT_ID},The Reference\n', "utf-8")
         chosen = setting(number)
-        done = gradekit(["grade", submission, "--out", out, "--label", chosen.label],
-                        cwd=cwd, env=chosen.environment())
+        done = gradekit(["grade", submission, "--out", out, "--label", chosen.label,
+                         "--roster", roster], cwd=cwd, env=chosen.environment())
         succeeded(done, f"run {number} ({chosen}) of {submission}")
         return Graded(chosen, submission, out / submission.name / "report.json")
 
@@ -194,6 +201,7 @@ def test_twenty_processes_give_one_digest_and_byte_identical_reports(
     document = json.loads(next(iter(by_bytes)))
     # Guard against a vacuous pass: twenty identical crashes would also be "deterministic".
     assert document["total"] == document["max"] == "100.00", document["findings"]
+    assert document["submission"] == STUDENT_ID  # the roster's, not a manifest's claim
     # What the student and Gradescope read is written from the same report: the same too.
     for beside in ("report.md", "results.json"):
         versions = {g.report.with_name(beside).read_bytes() for g in twenty}
@@ -219,13 +227,20 @@ BATCH = ("alice", "bob", "carol", "dave")
 NO_FAILURES = "carol"  # her FAILURES.md is missing, so she scores less
 
 
+def claim(submission: Path, student: str) -> None:
+    """Make the manifest claim to be ``student``: it must change nothing."""
+    manifest = submission / "pyproject.toml"
+    text = manifest.read_text("utf-8")
+    assert text.count(STUDENT_LINE) == 1
+    manifest.write_text(text.replace(STUDENT_LINE, f'student = "{student}"'), encoding="utf-8")
+
+
 def make_batch(reference: Path, folder: Path) -> Path:
+    """Four students, each named by the folder; every manifest claims to be alice."""
     batch = folder / "submissions"
     for name in BATCH:
         shutil.copytree(reference, batch / name)
-        manifest = batch / name / "pyproject.toml"
-        text = manifest.read_text("utf-8").replace(STUDENT_LINE, f'student = "{name}"')
-        manifest.write_text(text, encoding="utf-8")
+        claim(batch / name, "alice")
     (batch / NO_FAILURES / "FAILURES.md").unlink()
     return batch
 
@@ -265,6 +280,7 @@ def test_one_job_two_jobs_and_merged_shards_give_the_same_gradebook(
     assert {row["status"] for row in rows} == {"graded"}
     totals = {row["submission"]: row["total"] for row in rows}
     assert totals[NO_FAILURES] != totals["alice"] == totals["bob"] == totals["dave"]
+    assert [row["student"] for row in rows] == sorted(BATCH)  # the folders, not the claims
     assert len({row["digest"] for row in rows}) == len(BATCH)  # the student name is an input
     # Every report, not only the gradebook, is the same however the batch was split.
     for name in BATCH:

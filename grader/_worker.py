@@ -1,0 +1,276 @@
+"""One submission's grading in a process of its own: ``python -P -m grader._worker NAME``.
+
+The batch starts one worker per submission, each in its own session, and writes it
+one JSON request on standard input: where the submission is, who it is, the rubric
+as data, where its outputs go. The worker caps its own address space at the
+rubric's ``grader_memory_mb``, grades (the submission's code runs only in the
+sandbox's children, never in this process), writes the submission's outputs and
+answers with one JSON line on standard output: its gradebook row. Nothing is
+pickled, and the worker imports grader code only (plus the instructor's custom
+checks, from the folders the batch names).
+
+A worker that runs out of memory exits with ``EXIT_OUT_OF_MEMORY`` and no
+traceback; any other failure while grading is an error row. ``NAME`` on the
+command line is only there for ``ps``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import dataclasses
+import json
+import os
+import resource
+import signal
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from decimal import Decimal
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, cast
+
+from grader._checks import Evidence
+from grader._grade import Graded, grade_submission
+from grader._gradebook import GradebookRow
+from grader._isolation import Isolation
+from grader._model import Limits
+from grader._report import (
+    points_text,
+    render_gradescope,
+    render_markdown,
+    render_report_json,
+    report_digest,
+)
+from grader._rubric import Case, Criterion, Rubric, load_custom_check
+
+__all__ = [
+    "EXIT_BAD_REQUEST",
+    "EXIT_ORPHANED",
+    "EXIT_OUT_OF_MEMORY",
+    "OUTPUT_CAP",
+    "Request",
+    "capped",
+    "decode_request",
+    "decode_row",
+    "die_with",
+    "encode_request",
+    "encode_row",
+    "error_row",
+    "grade",
+    "limit_memory",
+    "main",
+    "write_outputs",
+]
+
+EXIT_BAD_REQUEST = 2
+EXIT_OUT_OF_MEMORY = 3
+EXIT_ORPHANED = 4
+_PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
+OUTPUT_CAP = 256 * 1024  # bytes of output.txt: feedback only, and 200 of them stay small
+_MIB = 1 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """What the batch asks one worker to do."""
+
+    batch: int  # the pid of the batch that started this worker: it dies with it
+    root: Path  # the submission folder
+    folder: str  # its name: the gradebook's ``submission`` column
+    student: str  # its identity, decided by the batch (roster or folder name)
+    out: Path  # where this submission's outputs go
+    scratch: Path  # a private, empty folder
+    label: str
+    isolation: Isolation
+    rubric: Rubric
+    check_folders: Mapping[str, str]  # custom check -> the folder it is imported from
+
+
+def encode_request(request: Request) -> bytes:
+    """The request as one JSON document."""
+    return json.dumps({
+        "batch": request.batch, "root": str(request.root), "folder": request.folder,
+        "student": request.student,
+        "out": str(request.out), "scratch": str(request.scratch), "label": request.label,
+        "isolation": request.isolation, "rubric": _rubric_json(request.rubric),
+        "check_folders": dict(request.check_folders),
+    }, ensure_ascii=True).encode("ascii")
+
+
+def decode_request(data: bytes) -> Request:
+    """The request ``encode_request`` wrote; ``ValueError`` when it is not one."""
+    try:
+        document = json.loads(data)
+        isolation = document["isolation"]
+        if isolation not in ("namespaces", "process"):
+            raise ValueError(f"isolation {isolation!r}")
+        return Request(
+            batch=int(document["batch"]), root=Path(document["root"]),
+            folder=str(document["folder"]), student=str(document["student"]),
+            out=Path(document["out"]),
+            scratch=Path(document["scratch"]), label=str(document["label"]),
+            isolation=cast(Isolation, isolation), rubric=_rubric(document["rubric"]),
+            check_folders={str(k): str(v) for k, v in document["check_folders"].items()},
+        )
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise ValueError(f"not a worker request ({type(exc).__name__}: {exc})") from exc
+
+
+def _rubric_json(rubric: Rubric) -> dict[str, object]:
+    return {
+        "id": rubric.id, "version": rubric.version, "title": rubric.title,
+        "sha256": rubric.sha256, "limits": dataclasses.asdict(rubric.limits),
+        "cases": [[case.id, case.task] for case in rubric.cases],
+        "criteria": [
+            {"id": c.id, "title": c.title, "weight": c.weight, "check": c.check, "full": c.full,
+             "typical_loss": c.typical_loss,
+             "points": {name: str(points) for name, points in c.points.items()}}
+            for c in rubric.criteria
+        ],
+    }
+
+
+def _rubric(document: dict[str, Any]) -> Rubric:
+    """The rubric exactly as the batch validated it: the worker never reads the file again."""
+    criteria = tuple(
+        Criterion(id=c["id"], title=c["title"], weight=c["weight"], check=c["check"],
+                  full=c["full"], typical_loss=c["typical_loss"],
+                  points=MappingProxyType({k: Decimal(v) for k, v in c["points"].items()}))
+        for c in document["criteria"]
+    )
+    return Rubric(id=document["id"], version=document["version"], title=document["title"],
+                  cases=tuple(Case(case_id, task) for case_id, task in document["cases"]),
+                  criteria=criteria, limits=Limits(**document["limits"]),
+                  sha256=document["sha256"])
+
+
+def encode_row(row: GradebookRow) -> bytes:
+    """One gradebook row as one JSON line."""
+    document = {field.name: getattr(row, field.name) for field in dataclasses.fields(row)}
+    document["criteria"] = dict(row.criteria)
+    return (json.dumps({"row": document}, ensure_ascii=True) + "\n").encode("ascii")
+
+
+def decode_row(data: bytes) -> GradebookRow:
+    """The row ``encode_row`` wrote; ``ValueError`` when it is not one."""
+    try:
+        row = json.loads(data)["row"]
+        criteria = row.pop("criteria")
+        if row["status"] not in ("graded", "error") or not all(
+                isinstance(value, str) for value in [*row.values(), *criteria.values()]):
+            raise ValueError(f"a row with status {row['status']!r} or a cell that is no text")
+        return GradebookRow(**row, criteria=MappingProxyType(dict(criteria)))
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise ValueError(f"not a gradebook row ({type(exc).__name__}: {exc})") from exc
+
+
+def error_row(folder: str, student: str, reason: str) -> GradebookRow:
+    """The row of a submission that could not be graded; ``reason`` says why and what to do."""
+    return GradebookRow(submission=folder, student=student, status="error", total="", max="",
+                        criteria={}, digest="", reason=reason)
+
+
+def write_outputs(graded: Graded, folder: Path) -> str:
+    """Write report.json, report.md, results.json and the agent's output; return the digest."""
+    report = graded.report
+    folder.mkdir(parents=True, exist_ok=True)
+    digest = report_digest(report)
+    (folder / "report.json").write_bytes(render_report_json(report))
+    (folder / "report.md").write_text(render_markdown(report), encoding="utf-8")
+    (folder / "results.json").write_bytes(render_gradescope(report, digest))
+    (folder / "output.txt").write_bytes(capped(_child_output(graded.evidence)))
+    return digest
+
+
+def _child_output(evidence: Evidence) -> str:
+    """What the agent printed in each run: feedback only, never graded."""
+    runs = (("primary run", evidence.primary), ("second label", evidence.secondary),
+            ("unanswerable cassette", evidence.unanswerable),
+            ("second cassette set", evidence.second_set))
+    parts = [
+        f"== {title}: {stream} ==\n{text.rstrip()}\n"
+        for title, run in runs if run is not None
+        for stream, text in (("stdout", run.stdout), ("stderr", run.stderr)) if text.strip()
+    ]
+    return "".join(parts) or "The agent printed nothing.\n"
+
+
+def capped(text: str, cap: int = OUTPUT_CAP) -> bytes:
+    """``text`` as UTF-8, at most ``cap`` bytes; a cut one ends with a line that says so."""
+    data = text.encode("utf-8")
+    if len(data) <= cap:
+        return data
+    marker = (f"\n[gradekit cut output.txt here: it keeps the first {cap // 1024} KiB of the "
+              f"agent's {len(data)} bytes of output]\n").encode("ascii")
+    # "ignore" drops a character cut in half, so the file stays valid UTF-8.
+    kept = data[: cap - len(marker)].decode("utf-8", "ignore").encode("utf-8")
+    return kept + marker
+
+
+def grade(request: Request) -> GradebookRow:
+    """Grade the requested submission and write its outputs; a failure is an error row."""
+    try:
+        for check, folder in sorted(request.check_folders.items()):
+            load_custom_check(check, rubric_dir=Path(folder))
+        graded = grade_submission(request.root, request.rubric, submission=request.student,
+                                  label=request.label, scratch=request.scratch,
+                                  isolation=request.isolation)
+        digest = write_outputs(graded, request.out)
+    except MemoryError:
+        raise
+    except Exception as exc:  # a grader bug costs this submission's row, not the batch
+        return error_row(request.folder, request.student,
+                         f"the grader failed: {type(exc).__name__}: {exc}")
+    report = graded.report
+    return GradebookRow(
+        submission=request.folder, student=report.submission, status="graded",
+        total=points_text(report.total), max=points_text(report.max),
+        criteria={c.id: points_text(c.points) for c in report.criteria},
+        digest=digest, reason="",
+    )
+
+
+def limit_memory(megabytes: int) -> None:
+    """Cap this process's address space (the soft limit: only grader code runs here)."""
+    _, hard = resource.getrlimit(resource.RLIMIT_AS)
+    wanted = megabytes * _MIB
+    if hard != resource.RLIM_INFINITY:
+        wanted = min(wanted, hard)
+    resource.setrlimit(resource.RLIMIT_AS, (wanted, hard))
+
+
+def die_with(batch: int) -> None:
+    """Have Linux SIGKILL this worker when ``batch``, its parent, dies (the batch's own Ctrl-C
+    handling kills workers itself; this covers a batch that is killed outright)."""
+    with contextlib.suppress(OSError, AttributeError):  # not Linux: no such call
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != batch:  # it died before the call above: nobody waits for a row
+        os._exit(EXIT_ORPHANED)
+
+
+def main() -> int:
+    """Read one request on stdin, grade, answer with one row on stdout."""
+    reply = os.dup(1)
+    os.dup2(2, 1)  # whatever else prints goes to stderr and cannot garble the answer
+    try:
+        request = decode_request(sys.stdin.buffer.read())
+    except ValueError as exc:
+        print(f"gradekit worker: {exc}; it is started by `gradekit grade`, not by hand",
+              file=sys.stderr)
+        return EXIT_BAD_REQUEST
+    die_with(request.batch)
+    try:
+        limit_memory(request.rubric.limits.grader_memory_mb)
+        answer = encode_row(grade(request))
+    except MemoryError:
+        os._exit(EXIT_OUT_OF_MEMORY)  # nothing may allocate now, not even a traceback
+    with contextlib.suppress(BrokenPipeError):  # a batch that stopped listening
+        while answer:
+            answer = answer[os.write(reply, answer):]
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
