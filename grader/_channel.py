@@ -15,17 +15,19 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from enum import Enum
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
-__all__ = ["HARNESS", "Child", "Event", "ProtocolError", "decode_line", "strict_loads"]
+__all__ = [
+    "HARNESS", "PYTHON_FLAGS", "Child", "Event", "ProtocolError", "decode_line", "strict_loads",
+]
 
 HARNESS = Path(__file__).with_name("_harness.py")
-_PYTHON_FLAGS = ("-s", "-P", "-B")
-_MAX_LINE = 64 << 20
+PYTHON_FLAGS = ("-s", "-P", "-B")
+_MAX_LINE = 32 << 20  # above the largest recording (16 MiB): a bound, not a budget
 
 
 def _reject_constant(name: str) -> object:
@@ -59,19 +61,26 @@ class Child:
         cwd: Path,
         env: Mapping[str, str],
         outputs: tuple[IO[bytes], IO[bytes]],
+        *,
+        command: Sequence[str] = (),
+        pass_fds: Sequence[int] = (),
     ) -> None:
+        """Start ``command`` (default: this interpreter on the harness) with two pipe fds.
+
+        ``command`` ends with the harness's path; the fds are appended as its arguments.
+        """
         their_read, self._to_child = os.pipe()
         self._from_child, their_write = os.pipe()
-        command = [sys.executable, *_PYTHON_FLAGS, str(HARNESS), str(their_read), str(their_write)]
+        start = list(command) or [sys.executable, *PYTHON_FLAGS, str(HARNESS)]
         try:
             self.proc = subprocess.Popen(
-                command,
+                [*start, str(their_read), str(their_write)],
                 cwd=cwd,
                 env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=outputs[0],
                 stderr=outputs[1],
-                pass_fds=(their_read, their_write),
+                pass_fds=(*pass_fds, their_read, their_write),
                 start_new_session=True,  # its own process group: one killpg ends everything
             )
         except BaseException:
@@ -100,6 +109,11 @@ class Child:
         """Queue one line for the child; written as the pipe accepts it."""
         self._outbox += (json.dumps(message, ensure_ascii=True) + "\n").encode("ascii")
         self._flush()
+
+    @property
+    def replying(self) -> bool:
+        """Part of the last reply is still unsent: the child has not read it yet."""
+        return bool(self._outbox)
 
     def receive(self, deadline: float) -> dict[str, Any] | Event:
         """The next message, or ENDED once the child closed its pipe, or TIMED_OUT."""
@@ -158,7 +172,7 @@ class Child:
         if end < 0:
             self._scanned = len(self._inbox)
             if self._scanned > _MAX_LINE:
-                raise ProtocolError("a message longer than 64 MiB")
+                raise ProtocolError("a message longer than 32 MiB")
             return None
         line = bytes(self._inbox[:end])
         del self._inbox[: end + 1]

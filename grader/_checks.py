@@ -134,7 +134,7 @@ def _stability(first: CaseOutcome | None, second: CaseOutcome | None, blocked: s
         if outcome.answer is None:
             return _no_answer(outcome)
     assert first is not None and second is not None
-    if first.answer != second.answer:
+    if first.answer_sha256 != second.answer_sha256:
         return "the answer changed with the provider label or the hash seed"
     return "identical under both labels and hash seeds"
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 from typing import cast
 
@@ -31,7 +31,7 @@ from grader._files import (
 )
 from grader._isolation import Isolation
 from grader._manifest import Manifest, ManifestError, load_manifest
-from grader._model import CriterionResult, Report, RunResult
+from grader._model import CaseOutcome, CriterionResult, Report, RunResult
 from grader._report import TEXT_LIMIT, quote
 from grader._review import CHANGE_LOG, change_matches, decode_changes
 from grader._rubric import Case, Rubric
@@ -72,7 +72,8 @@ def grade_submission(root: Path, rubric: Rubric, *, submission: str, label: str,
     manifest = _manifest(root, findings)
     answers = _cassettes(root, manifest.cassettes if manifest else "cassettes",
                          rubric.cases, findings)
-    evidence = _evidence(root, manifest, rubric, answers, label, scratch, findings)
+    evidence = _evidence(root, manifest, rubric, answers, label, scratch, findings,
+                         isolation)
     criteria = tuple(_score(evidence, rubric, findings))
     report = Report(
         submission=submission,
@@ -172,7 +173,7 @@ def _never(case: str, prompt: str) -> str | None:
 
 def _evidence(root: Path, manifest: Manifest | None, rubric: Rubric,
               answers: dict[str, dict[str, str]], label: str, scratch: Path,
-              findings: list[str]) -> Evidence:
+              findings: list[str], isolation: Isolation) -> Evidence:
     failures = _failures(root, manifest, findings)
     if manifest is None:
         return Evidence(rubric.cases, label, None, None, None, None, failures, (), None,
@@ -180,21 +181,32 @@ def _evidence(root: Path, manifest: Manifest | None, rubric: Rubric,
     limits, pairs = rubric.limits, [(case.id, case.task) for case in rubric.cases]
     tools = _serve_tools(_fixtures(root, rubric.cases, findings))
 
+    timed_out: dict[str, CaseOutcome] = {}
+
     def run(name: str, serve: Callable[[str, str], str | None], run_label: str,
             seed: int) -> RunResult:
+        # A case that timed out once is not run again: it counts as timed out in every
+        # later run, so a hanging submission costs one timeout per case, not one per run.
+        todo = [(case, task) for case, task in pairs if case not in timed_out]
         # The unanswerable run gets no fixtures either: a missing fixture must be loud too.
-        result = run_cases(root, manifest.agent, pairs, answer=serve, label=run_label,
+        result = run_cases(root, manifest.agent, todo, answer=serve, label=run_label,
                            hashseed=seed, limits=limits, scratch=scratch / name,
-                           tools=None if serve is _never else tools)
+                           tools=None if serve is _never else tools,
+                           isolation=isolation) if todo else RunResult({})
         _run_findings(result, findings)
-        return result
+        known = {**timed_out, **result.outcomes}
+        timed_out.update({c: o for c, o in result.outcomes.items() if o.status == "timeout"})
+        repeated = {case: CaseOutcome(case, "timeout", detail=known[case].detail)
+                    for case, _ in pairs if case in known}
+        return replace(result, outcomes={**repeated, **result.outcomes})
 
     primary = run("primary", _serve(answers), label, 1)
     blocked = f"the agent could not be imported: {primary.import_error}" \
         if primary.import_error else ""
     secondary = run("secondary", _serve(answers), second_label(label), 2)
     unanswerable = run("unanswerable", _never, label, 1)
-    probe = probe_replay(root, manifest.replay, PROBE, limits=limits, scratch=scratch / "probe")
+    probe = probe_replay(root, manifest.replay, PROBE, limits=limits, scratch=scratch / "probe",
+                         isolation=isolation)
     second_set, problem = _second_set(root, manifest, rubric, run, findings)
     review = _review_problem(root) if "rerecord-review" in manifest.stretch else "not claimed"
     return Evidence(rubric.cases, label, primary, secondary, unanswerable, probe, failures,

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import _thread
 import contextlib
+import errno
 import hashlib
 import importlib
 import inspect
@@ -39,6 +40,8 @@ import os
 import pathlib
 import posix
 import resource
+import shutil
+import site
 import stat
 import sys
 from collections.abc import Callable, Iterable
@@ -150,6 +153,47 @@ class Channel:
         return message
 
 
+def copy_submission(source: str, target: str, ignored: Iterable[str]) -> None:
+    """Copy a submission's folders, regular files and links; skip names matching ``ignored``.
+
+    Links stay links (never followed out of the submission); FIFOs, sockets and devices
+    are left out, so copying can neither hang nor read a device.
+    """
+    skip = shutil.ignore_patterns(*ignored)
+
+    def copy_folder(here: str, there: str) -> None:
+        os.makedirs(there, exist_ok=True)
+        names = sorted(os.listdir(here))
+        for name in sorted(set(names) - skip(here, names)):
+            origin, copy = os.path.join(here, name), os.path.join(there, name)
+            mode = os.lstat(origin).st_mode
+            if stat.S_ISLNK(mode):
+                os.symlink(os.readlink(origin), copy)
+            elif stat.S_ISDIR(mode):
+                copy_folder(origin, copy)
+            elif stat.S_ISREG(mode):
+                shutil.copyfile(origin, copy, follow_symlinks=False)
+
+    copy_folder(source, target)
+
+
+def die_with_parent(parent: int) -> None:
+    """Ask Linux to kill this process when the grader that started it dies.
+
+    Under namespaces bubblewrap does this; under the process guard this is the only
+    thread tying the child to the grader. Elsewhere (not Linux) it does nothing.
+    """
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, 9, 0, 0, 0)  # PR_SET_PDEATHSIG, SIGKILL
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # the grader died before the request took effect
+        os._exit(70)
+
+
 def set_limits(limits: dict[str, int]) -> None:
     """Soft = hard, so the student's code cannot raise them back (and the hook refuses trying)."""
     mib = 1 << 20
@@ -160,6 +204,8 @@ def set_limits(limits: dict[str, int]) -> None:
         resource.RLIMIT_NOFILE: limits["open_files"],
         resource.RLIMIT_CORE: 0,
     }
+    if "processes" in limits:
+        wanted[resource.RLIMIT_NPROC] = limits["processes"]
     for which, value in wanted.items():
         _, hard = resource.getrlimit(which)
         if hard != resource.RLIM_INFINITY:
@@ -567,10 +613,35 @@ def probe_replay(channel: Channel, config: dict[str, Any]) -> None:
     channel.send({"op": "probe", "hit": hit, "miss": miss})
 
 
+def prepare_sandbox(channel: Channel, config: dict[str, Any]) -> None:
+    """Under namespaces: copy the read-only submission into the tmpfs, add the packages.
+
+    A submission larger than the tmpfs, or one that cannot be read, ends here with an
+    ``import_error`` that says so; nothing of the student's has run yet.
+    """
+    copy = config["copy"]
+    try:
+        copy_submission(copy["from"], copy["to"], copy["ignore"])
+        os.makedirs(os.path.join(os.path.dirname(copy["to"]), "tmp"), exist_ok=True)
+    except OSError as exc:
+        why = "larger than the sandbox's disk (disk_mb)" if exc.errno == errno.ENOSPC \
+            else f"unreadable ({describe(exc)})"
+        channel.send({"op": "import_error", "error": f"the submission is {why}"})
+        os._exit(0)
+    os.chdir(copy["to"])
+    os.environ.pop("PWD", None)  # bubblewrap's, absent under the process guard: runs match
+    for folder in config.get("site", []):
+        site.addsitedir(folder)
+
+
 def main(argv: list[str]) -> None:
     """Configure, fence, run; then leave without waiting for threads the agent left behind."""
     channel = Channel(int(argv[1]), int(argv[2]))
     config = channel.receive()
+    if "parent" in config:
+        die_with_parent(config["parent"])
+    if "copy" in config:
+        prepare_sandbox(channel, config)
     set_limits(config["limits"])
     install_guard(channel, config["roots"])
     sys.path.insert(0, config["root"])

@@ -8,16 +8,24 @@ guard otherwise, ``process`` never uses it.
 
 from __future__ import annotations
 
+import errno
 import functools
 import os
 import shutil
+import site
+import struct
 import subprocess
 import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Literal, get_args
 
 from lab import UsageError
 
-__all__ = ["INSTALL_HINT", "Isolation", "bubblewrap", "choose_isolation", "describe_isolation"]
+__all__ = [
+    "INSTALL_HINT", "KIT", "SANDBOX", "Bind", "Isolation", "bubblewrap", "bwrap_argv",
+    "choose_isolation", "describe_isolation", "interpreter", "no_new_processes_filter",
+]
 
 Isolation = Literal["namespaces", "process"]
 Requested = Literal["auto", "namespaces", "process"]
@@ -70,3 +78,111 @@ def describe_isolation(isolation: Isolation) -> str:
         return ("namespaces (bubblewrap: own user, pid, network, ipc and uts namespaces, "
                 "no capabilities, read-only view)")
     return "process guard only (no bubblewrap: resource limits and an audit hook)"
+
+
+# -- the namespaces wall: one bubblewrap command line per sandboxed child ---------------
+
+SANDBOX = "/sandbox"  # the child's only writable place: a tmpfs of limits.disk_mb
+KIT = "/gradekit"  # read-only: the harness, the original submission, the packages
+SANDBOX_UID = 65534  # "nobody", inside the user namespace
+_SYSTEM = ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32")
+
+
+@dataclass(frozen=True, slots=True)
+class Bind:
+    """One host path shown inside the sandbox; read-only unless ``writable``."""
+
+    source: str
+    dest: str
+    writable: bool = False
+
+
+def interpreter() -> tuple[str, tuple[Bind, ...], tuple[str, ...]]:
+    """The interpreter to run inside, the binds it needs, and its extra site folders.
+
+    The base interpreter, not the grader's virtual environment: the environment's
+    packages are shown read-only at ``/gradekit/site-N``, and the environment itself
+    (its scripts, its ``pyvenv.cfg``) is not visible at all.
+    """
+    binary = os.path.realpath(sys.executable)
+    prefixes = {os.path.realpath(sys.base_prefix), os.path.dirname(os.path.dirname(binary))}
+    binds = [Bind(p, p) for p in sorted(prefixes) if not _under(p, "/usr")]
+    sites = [os.path.realpath(s) for s in site.getsitepackages()]
+    extra = [s for s in sites if os.path.isdir(s) and not any(_under(s, p) for p in prefixes)]
+    inside = tuple(f"{KIT}/site-{n}" for n in range(len(extra)))
+    binds += [Bind(s, d) for s, d in zip(extra, inside, strict=True)]
+    return binary, tuple(binds), inside
+
+
+def _under(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def bwrap_argv(bwrap_path: str, binds: Sequence[Bind], *, disk_mb: int,
+               seccomp_fd: int | None) -> list[str]:
+    """The bubblewrap options of one child, up to (not including) the command."""
+    argv = [bwrap_path, "--unshare-user", "--unshare-pid", "--unshare-net", "--unshare-ipc",
+            "--unshare-uts", "--unshare-cgroup-try", "--disable-userns", "--die-with-parent",
+            "--new-session", "--cap-drop", "ALL", "--uid", str(SANDBOX_UID),
+            "--gid", str(SANDBOX_UID), "--hostname", "sandbox"]
+    for name in _SYSTEM:
+        path = f"/{name}"
+        if os.path.islink(path):
+            argv += ["--symlink", os.readlink(path), path]
+        elif os.path.isdir(path):
+            argv += ["--ro-bind", path, path]
+    argv += ["--ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache",
+             "--proc", "/proc", "--dev", "/dev",
+             "--perms", "0700", "--size", str(disk_mb << 20), "--tmpfs", SANDBOX,
+             "--dir", f"{SANDBOX}/tmp"]
+    for bind in binds:
+        argv += ["--bind" if bind.writable else "--ro-bind", bind.source, bind.dest]
+    if seccomp_fd is not None:
+        argv += ["--seccomp", str(seccomp_fd)]
+    return [*argv, "--chdir", SANDBOX]
+
+
+# A seccomp filter: no new process inside the sandbox (threads still work). The audit hook
+# refuses the same in Python, but C code and unaudited routes (_posixsubprocess) meet this.
+_LD_ABS, _JEQ, _JSET, _RET = 0x20, 0x15, 0x45, 0x06
+_ALLOW, _KILL, _ERRNO = 0x7FFF0000, 0x80000000, 0x00050000
+_CLONE_THREAD = 0x00010000
+# machine -> (audit arch, clone, clone3, other process-making syscalls)
+_SYSCALLS = {
+    "x86_64": (0xC000003E, 56, 435, (57, 58)),  # fork, vfork
+    "aarch64": (0xC00000B7, 220, 435, ()),
+}
+
+
+def no_new_processes_filter(machine: str) -> bytes | None:
+    """A classic BPF seccomp program refusing fork, vfork and clone without CLONE_THREAD.
+
+    clone3 answers ENOSYS, so the C library falls back to clone, whose flags a classic
+    filter can read. None on a machine whose system call numbers are not listed here.
+    """
+    if machine not in _SYSCALLS:
+        return None
+    arch, clone, clone3, others = _SYSCALLS[machine]
+    deny, enosys = _ERRNO | errno.EPERM, _ERRNO | errno.ENOSYS
+    # Each row: (code, k, jump-if-true target label, jump-if-false target label); None: next.
+    rows: list[tuple[int, int, str | None, str | None]] = [
+        (_LD_ABS, 4, None, None),
+        (_JEQ, arch, None, "kill"),
+        (_LD_ABS, 0, None, None),
+        (_JSET, 0x40000000, "deny", None),  # the x32 ABI's numbers
+        (_JEQ, clone3, "enosys", None),
+        *((_JEQ, number, "deny", None) for number in others),
+        (_JEQ, clone, None, "allow"),
+        (_LD_ABS, 16, None, None),  # clone's flags: the low half of its first argument
+        (_JSET, _CLONE_THREAD, "allow", "deny"),
+    ]
+    ends = {"allow": _ALLOW, "deny": deny, "enosys": enosys, "kill": _KILL}
+    at = {label: len(rows) + n for n, label in enumerate(ends)}
+    program = b""
+    for index, (code, k, true, false) in enumerate(rows):
+        jt = at[true] - index - 1 if true else 0
+        jf = at[false] - index - 1 if false else 0
+        program += struct.pack("=HBBI", code, jt, jf, k)
+    for value in ends.values():
+        program += struct.pack("=HBBI", _RET, 0, 0, value)
+    return program

@@ -72,7 +72,8 @@ class CaseOutcome:
 
     case: str
     status: Status
-    answer: str | None = None  # the returned value when it was a str
+    answer: str | None = None  # the returned str, cut to limits.answer_kb for feedback
+    answer_sha256: str | None = None  # of the whole returned str: what runs compare
     returned_type: str | None = None  # type name of what run() returned
     exception: str | None = None  # class name of what run() raised
     miss_escaped: bool = False  # the parent's miss was in the raised exception's chain

@@ -42,9 +42,10 @@ place for inspection.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
-import shutil
+import platform
 import signal
 import stat
 import tempfile
@@ -54,9 +55,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Literal
 
-from grader._channel import Child, Event, ProtocolError, strict_loads
+from grader._channel import HARNESS, PYTHON_FLAGS, Child, Event, ProtocolError, strict_loads
+from grader._harness import copy_submission
+from grader._isolation import (
+    INSTALL_HINT,
+    KIT,
+    SANDBOX,
+    Bind,
+    Isolation,
+    bubblewrap,
+    bwrap_argv,
+    interpreter,
+    no_new_processes_filter,
+)
 from grader._model import Call, CaseOutcome, Limits, Refusal, ReplayProbe, RunResult, TraceRecord
-from lab import GradekitError, prompt_key
+from lab import GradekitError, UsageError, prompt_key
 from lab._cassette import Cassette, Entry, encode
 from lab._fixtures import tool_key
 
@@ -65,11 +78,12 @@ __all__ = ["probe_replay", "run_cases"]
 # Not -I: it implies -E, and -E makes the child ignore PYTHONHASHSEED. The environment is
 # built from nothing instead, so the only PYTHON* variables the child sees are ours.
 # Never part of a submission: version control, environments, caches, build output.
-_IGNORED = shutil.ignore_patterns(
+IGNORED_NAMES = (
     ".git", ".venv*", "__pycache__", "*.pyc", "grades", "*.egg-info", "build",
     ".mypy_cache", ".pytest_cache", ".ruff_cache", ".hypothesis", "node_modules",
 )
 _MAX_REFUSALS = 100
+TRACE_LINE = 4096  # bytes of one trace record: a record is a few short fields
 _MIB = 1 << 20
 _MAX_SEED = 2**32 - 1
 
@@ -117,6 +131,7 @@ def run_cases(
     limits: Limits,
     scratch: Path,
     tools: ToolAnswer | None = None,
+    isolation: Isolation = "process",
 ) -> RunResult:
     """Run ``agent`` (``"package.module:function"``) on each ``(case_id, task)`` in a sandbox.
 
@@ -124,27 +139,29 @@ def run_cases(
     ``tools(case_id, tool_key)`` is ``(True, result)`` for a recorded tool call
     or ``(False, None)`` for a missing fixture (no ``tools``: every tool call
     misses). Every call is recorded as the parent served it. A case that times out or
-    crashes costs only itself: a fresh child runs the cases after it. The
-    submission at ``root`` is copied into a new folder under ``scratch``,
-    which is left in place for inspection.
+    crashes costs only itself: a fresh child runs the cases after it. ``isolation``
+    is the wall: ``namespaces`` (bubblewrap) or ``process`` (the guard alone).
     """
     if not 0 <= hashseed <= _MAX_SEED:
         raise ValueError(f"hashseed must be between 0 and {_MAX_SEED}, got {hashseed}")
     ids = [case_id for case_id, _ in cases]
     if len(set(ids)) != len(ids):
         raise ValueError(f"case ids must be unique, got {ids}")
-    layout = _prepare(root, scratch)
-    planned = [
-        _Case(case_id, task, layout.work / f"trace-{n:03d}.jsonl")
-        for n, (case_id, task) in enumerate(cases)
-    ]
+    layout = _prepare(root, scratch, isolation)
+    planned = [_Case(case_id, task, layout.work / f"trace-{n:03d}.jsonl")
+               for n, (case_id, task) in enumerate(cases)]
+    if isolation == "namespaces":
+        for case in planned:
+            case.trace.touch()  # bound into the sandbox: a bind needs its file
     run = _Run(answer, tools or _no_tools, limits, layout)
     config = _config(layout, limits, mode="run", agent=agent, label=label)
     env = _environment(layout, hashseed)
     with _outputs(layout) as outputs:
         while run.import_error is None and (pending := run.pending(planned)):
-            cases_config = [{"id": c.id, "task": c.task, "trace": str(c.trace)} for c in pending]
-            with Child({**config, "cases": cases_config}, layout.copy, env, outputs) as child:
+            cases_config = [{"id": c.id, "task": c.task, "trace": layout.inside(c.trace)}
+                            for c in pending]
+            with _start({**config, "cases": cases_config}, layout, env, outputs, limits,
+                        [c.trace for c in planned]) as child:
                 run.converse(child, pending)
     return run.result(planned, _captured(layout, limits))
 
@@ -158,7 +175,8 @@ def _no_tools(case: str, key: str) -> tuple[bool, object]:
 
 
 def probe_replay(
-    root: Path, replay: str, recorded: Mapping[str, str], *, limits: Limits, scratch: Path
+    root: Path, replay: str, recorded: Mapping[str, str], *, limits: Limits, scratch: Path,
+    isolation: Isolation = "process",
 ) -> ReplayProbe:
     """Probe the submission's own replay class (``"package.module:Class"``) in a sandbox.
 
@@ -166,37 +184,68 @@ def probe_replay(
     child constructs ``cls(path)`` and asks one recorded prompt wrapped in
     extra whitespace and one prompt never recorded; the parent judges.
     """
-    layout = _prepare(root, scratch)
+    layout = _prepare(root, scratch, isolation)
     entries = {prompt_key(p): Entry(p.strip(), r) for p, r in sorted(recorded.items())}
     cassette = layout.work / "probe-cassette.json"
     cassette.write_bytes(encode(Cassette(case="probe", entries=entries)))
     first = min(recorded, default=None)
     expected = None if first is None else entries[prompt_key(first)].response
     probe = {
-        "cassette": str(cassette),
+        "cassette": layout.inside(cassette),
         "hit": None if first is None else f"  \n\t{first.strip()}\n  ",
         "miss": _unknown_prompt(entries),
     }
     config = _config(layout, limits, mode="probe_replay", replay=replay, probe=probe)
     env = _environment(layout, 0)
-    with _outputs(layout) as outputs, Child(config, layout.copy, env, outputs) as child:
+    with _outputs(layout) as outputs, _start(config, layout, env, outputs, limits,
+                                             [cassette]) as child:
         return _Probe(layout, limits, expected).converse(child)
 
 
 @dataclass(frozen=True, slots=True)
 class _Layout:
-    """The folders of one sandboxed run, all in a fresh folder under the caller's scratch."""
+    """The folders of one sandboxed run, all in a fresh folder under the caller's scratch.
 
+    Under ``process`` the child works in ``copy`` and ``work`` on this machine. Under
+    ``namespaces`` it sees none of them: the original submission is shown read-only at
+    ``/gradekit/original`` and the harness copies it into its own ``/sandbox`` tmpfs;
+    of ``work`` it sees only the files bound one by one (traces, the probe's cassette).
+    """
+
+    root: Path  # the submission as the instructor handed it in
     run: Path
     copy: Path  # the submission's private copy: the child's cwd and HOME
     work: Path  # traces and TMPDIR: the only other place the child may write
     output: Path  # stdout and stderr, which the child reaches only through inherited fds
+    isolation: Isolation
+
+    @property
+    def child_copy(self) -> str:
+        """Where the child finds its copy of the submission."""
+        return f"{SANDBOX}/submission" if self.isolation == "namespaces" else str(self.copy)
+
+    @property
+    def child_work(self) -> str:
+        """The folder the child writes besides its copy."""
+        return SANDBOX if self.isolation == "namespaces" else str(self.work)
+
+    def inside(self, path: Path) -> str:
+        """The name the child knows a file of ``work`` by."""
+        if self.isolation == "process":
+            return str(path)
+        if path.suffix == ".jsonl":
+            return f"{SANDBOX}/{path.name}"
+        return f"{KIT}/{path.name}"
 
     def scrub(self, text: str) -> str:
         """``text`` with this machine's paths replaced by stable names."""
-        for path, name in ((self.copy, "<submission>"), (self.run, "<scratch>")):
-            for spelling in sorted({str(path), os.path.realpath(path)}, key=len, reverse=True):
-                text = text.replace(spelling, name)
+        names = [(self.child_copy, "<submission>"), (self.child_work, "<scratch>"),
+                 (str(self.copy), "<submission>"), (str(self.run), "<scratch>"),
+                 (f"{KIT}/original", "<submission>")]
+        spelled = {spelling: name for path, name in names
+                   for spelling in (path, os.path.realpath(path))}
+        for spelling in sorted(spelled, key=len, reverse=True):
+            text = text.replace(spelling, spelled[spelling])
         return text
 
 
@@ -207,14 +256,18 @@ class _Case:
     trace: Path
 
 
-def _prepare(root: Path, scratch: Path) -> _Layout:
+def _prepare(root: Path, scratch: Path, isolation: Isolation) -> _Layout:
     scratch.mkdir(parents=True, exist_ok=True)
     run = Path(tempfile.mkdtemp(prefix="run-", dir=scratch)).resolve()
-    layout = _Layout(run, run / "submission", run / "work", run / "output")
-    # symlinks=True: a link in the submission stays a link, so writes through it are judged
-    # by where it points, and copying never follows it out of the submission.
-    shutil.copytree(root, layout.copy, symlinks=True, ignore=_IGNORED)
-    (layout.work / "tmp").mkdir(parents=True)
+    layout = _Layout(root.resolve(), run, run / "submission", run / "work", run / "output",
+                     isolation)
+    if isolation == "process":
+        # symlinks=True: a link in the submission stays a link, so writes through it are
+        # judged by where it points, and copying never follows it out of the submission.
+        copy_submission(str(root), str(layout.copy), IGNORED_NAMES)
+        (layout.work / "tmp").mkdir(parents=True)
+    else:
+        layout.work.mkdir()
     layout.output.mkdir()
     return layout
 
@@ -223,8 +276,8 @@ def _environment(layout: _Layout, hashseed: int) -> dict[str, str]:
     """The child's whole environment: nothing inherited, so no credentials and no proxies."""
     return {
         "PATH": "/usr/bin:/bin",
-        "HOME": str(layout.copy),
-        "TMPDIR": str(layout.work / "tmp"),
+        "HOME": layout.child_copy,
+        "TMPDIR": f"{layout.child_work}/tmp",
         "TZ": "UTC",
         "LANG": "C.UTF-8",
         "LC_ALL": "C.UTF-8",
@@ -234,14 +287,52 @@ def _environment(layout: _Layout, hashseed: int) -> dict[str, str]:
     }
 
 
+def _start(config: Mapping[str, object], layout: _Layout, env: Mapping[str, str],
+           outputs: tuple[IO[bytes], IO[bytes]], limits: Limits,
+           shown: Sequence[Path]) -> Child:
+    """Start one harness behind the layout's wall; ``shown``: the files of ``work`` it sees."""
+    if layout.isolation == "process":
+        return Child(config, layout.copy, env, outputs)
+    bwrap_path, why = bubblewrap()
+    if bwrap_path is None:
+        raise UsageError(f"namespaces isolation was chosen, but {why}: {INSTALL_HINT}")
+    python, binds, _ = interpreter()
+    binds += (Bind(str(layout.root), f"{KIT}/original"), Bind(str(HARNESS), f"{KIT}/harness.py"))
+    binds += tuple(Bind(str(p), layout.inside(p), writable=p.suffix == ".jsonl") for p in shown)
+    program = no_new_processes_filter(platform.machine())
+    read_end = None
+    if program is not None:
+        read_end, write_end = os.pipe()
+        with os.fdopen(write_end, "wb") as pipe:
+            pipe.write(program)  # a few hundred bytes: far below a pipe's buffer
+    try:
+        argv = bwrap_argv(bwrap_path, binds, disk_mb=limits.disk_mb, seccomp_fd=read_end)
+        command = [*argv, python, *PYTHON_FLAGS, f"{KIT}/harness.py"]
+        fds = () if read_end is None else (read_end,)
+        return Child(config, layout.run, env, outputs, command=command, pass_fds=fds)
+    finally:
+        if read_end is not None:
+            os.close(read_end)
+
+
 def _config(layout: _Layout, limits: Limits, **fields: object) -> dict[str, object]:
-    kept = ("memory_mb", "cpu_s", "file_mb", "open_files")
-    return {
-        "root": str(layout.copy),
-        "roots": [str(layout.copy), str(layout.work)],
-        "limits": {name: getattr(limits, name) for name in kept},
+    kept = ["memory_mb", "cpu_s", "file_mb", "open_files"]
+    config: dict[str, object] = {
+        "root": layout.child_copy,
+        "roots": [layout.child_copy, layout.child_work],
         **fields,
     }
+    if layout.isolation == "namespaces":
+        # Processes are capped only here: outside a user namespace RLIMIT_NPROC counts every
+        # process of the grading user, not just this run's.
+        kept.append("processes")
+        config["copy"] = {"from": f"{KIT}/original", "to": layout.child_copy,
+                          "ignore": list(IGNORED_NAMES)}
+        config["site"] = list(interpreter()[2])
+    else:
+        config["parent"] = os.getpid()  # the harness asks to die with this process
+    config["limits"] = {name: getattr(limits, name) for name in kept}
+    return config
 
 
 @contextlib.contextmanager
@@ -279,16 +370,25 @@ def _read_regular(path: Path, cap: int) -> bytes | None:
 
 
 def _read_trace(path: Path, limits: Limits) -> tuple[tuple[TraceRecord, ...], str | None]:
-    """The case's trace records, and where the file stopped being valid JSONL."""
-    cap = limits.file_mb * _MIB
+    """The case's trace records, and where the file stopped being valid JSONL.
+
+    At most ``limits.trace_records`` lines of at most ``TRACE_LINE`` bytes are read:
+    the parent's memory and time stay bounded whatever the child wrote.
+    """
+    cap = min(limits.file_mb * _MIB, limits.trace_records * (TRACE_LINE + 1))
     data = _read_regular(path, cap)
     if data is None:
         return (), None if not os.path.lexists(path) else "not a regular file"
-    lines = data[:cap].split(b"\n")
+    lines = data[:cap].split(b"\n", limits.trace_records)
     if lines[-1] == b"":
         lines.pop()
     records: list[TraceRecord] = []
     for number, raw in enumerate(lines, start=1):
+        if number > limits.trace_records:
+            return tuple(records), (f"more than {limits.trace_records} records; the rest "
+                                    "was not read (trace_records in the rubric's [limits])")
+        if len(raw) > TRACE_LINE:
+            return tuple(records), f"line {number}: longer than {TRACE_LINE} bytes"
         try:
             record = strict_loads(raw)
         except UnicodeDecodeError:
@@ -371,6 +471,10 @@ class _Run:
                 self.import_error = error or "the agent could not be imported"
         elif talk.ready and current is None and op == "start" and case == talk.next_case().id:
             talk.current = talk.next_case()
+        elif op in ("complete", "tool") and child.replying:
+            # A well-behaved harness reads each reply before it asks again; one that does
+            # not would make the grader hold every answer it sends in memory.
+            raise ProtocolError("a request before the last reply was read")
         elif current is not None and op == "complete" and case == current.id:
             self._serve(child, talk, current, message.get("prompt"))
             return False
@@ -378,7 +482,7 @@ class _Run:
             self._serve_tool(child, talk, current, message.get("tool"), message.get("args"))
             return False
         elif current is not None and op == "result" and case == current.id:
-            self._record(talk, current, *_claims(message))
+            self._record(talk, current, *_claims(message, self._limits.answer_kb * 1024))
         else:
             raise ProtocolError("an unexpected message")
         return True
@@ -455,16 +559,24 @@ class _Run:
         return time.monotonic() + self._limits.timeout_s
 
 
-def _claims(message: Mapping[str, Any]) -> tuple[Literal["returned", "raised"], dict[str, Any]]:
-    """What the child says run() did, checked for shape and made consistent."""
+def _claims(message: Mapping[str, Any],
+            keep: int) -> tuple[Literal["returned", "raised"], dict[str, Any]]:
+    """What the child says run() did, checked for shape and made consistent.
+
+    A returned str is compared whole (by its SHA-256) but kept only up to ``keep`` bytes.
+    """
     status, escaped = message.get("status"), message.get("miss_escaped")
     answer, kind, exception = (message.get(k) for k in ("answer", "returned_type", "exception"))
     strings = all(value is None or isinstance(value, str) for value in (answer, kind, exception))
     if not strings or not isinstance(escaped, bool):
         raise ProtocolError("a malformed result")
     if status == "returned" and isinstance(kind, str):
-        clean = None if answer is None else _clean(answer)
-        return "returned", {"answer": clean, "returned_type": _name(kind)}
+        kept: dict[str, Any] = {"returned_type": _name(kind)}
+        if answer is not None:
+            whole = _clean(answer).encode("utf-8")
+            kept["answer_sha256"] = hashlib.sha256(whole).hexdigest()
+            kept["answer"] = _cut(whole, keep)
+        return "returned", kept
     if status == "raised" and isinstance(exception, str):
         return "raised", {"exception": _name(exception), "miss_escaped": escaped}
     raise ProtocolError("a malformed result")
@@ -556,15 +668,28 @@ def _ending(
 
 
 def _exit_detail(code: int, killed: bool) -> str:
-    """Why a child ended, without PIDs or times."""
+    """Why a child ended, without PIDs or times.
+
+    bubblewrap passes a signal death on as status 128 + the signal's number.
+    """
     if killed:
         return "closed its channel to the grader and had to be killed"
+    if code > 128 and code - 128 in signal.valid_signals():
+        code = 128 - code
     if code < 0:
         try:
             return f"killed by {signal.Signals(-code).name}"
         except ValueError:
             return f"killed by signal {-code}"
     return f"exited with status {code}"
+
+
+def _cut(data: bytes, keep: int) -> str:
+    """UTF-8 ``data`` as text, cut at a character boundary to ``keep`` bytes with a marker."""
+    if len(data) <= keep:
+        return data.decode("utf-8")
+    head = data[:keep].decode("utf-8", "ignore")
+    return f"{head}… [cut: {len(data) - keep} more bytes]"
 
 
 def _clean(text: str) -> str:

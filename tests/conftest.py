@@ -1,0 +1,27 @@
+"""Shared fixtures: the walls a sandboxed child can run behind."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from grader._isolation import INSTALL_HINT, Isolation, bubblewrap
+
+
+def require_namespaces() -> None:
+    """Skip without a working bubblewrap, except in CI, which installs it: there, fail."""
+    path, why = bubblewrap()
+    if path is None:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI must test the namespaces wall, but {why}: {INSTALL_HINT}")
+        pytest.skip(f"{why}: {INSTALL_HINT} to run this test")
+
+
+@pytest.fixture(params=["process", "namespaces"])
+def isolation(request: pytest.FixtureRequest) -> Isolation:
+    """Each wall in turn; the namespaces one needs bubblewrap."""
+    wall: Isolation = request.param
+    if wall == "namespaces":
+        require_namespaces()
+    return wall
