@@ -71,9 +71,11 @@ PROCESS = frozenset(
         "os.system",
         "pty.spawn",
         "subprocess.Popen",
+        "_posixsubprocess.fork_exec",  # raised by audited_bypasses(): CPython does not
     }
 )
-SIGNAL = frozenset({"os.kill", "os.killpg"})
+SIGNAL = frozenset({"os.kill", "os.killpg", "os.pidfd_open", "signal.pidfd_send_signal"})
+SOCKET = "socket.__new__"  # any family but AF_UNIX (asyncio's self-pipe uses that one)
 LIMITS = frozenset({"resource.prlimit", "resource.setrlimit"})
 # Event -> (index of a path argument, index of its dir_fd argument or -1), for every path it writes.
 WRITES: dict[str, tuple[tuple[int, int], ...]] = {
@@ -106,7 +108,8 @@ WRITES: dict[str, tuple[tuple[int, int], ...]] = {
     "shutil.unpack_archive": ((1, -1),),
 }
 LIBRARY = "ctypes."  # every ctypes event: ctypes can call libc and step around the hook
-REFUSABLE = NETWORK | PROCESS | SIGNAL | LIMITS | frozenset(WRITES) | {"ctypes.dlopen"}
+REFUSABLE = (NETWORK | PROCESS | SIGNAL | LIMITS | frozenset(WRITES)
+             | {"ctypes.dlopen", SOCKET})
 
 WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
 ALWAYS_WRITABLE = frozenset({os.devnull})
@@ -242,26 +245,42 @@ def install_guard(channel: Channel, roots: Iterable[str]) -> None:
         )
 
     sys.addaudithook(guard)
-    audited_special_files()
+    audited_bypasses()
 
 
-def audited_special_files() -> None:
-    """Make ``os.mkfifo`` and ``os.mknod`` raise audit events, which CPython does not.
+def audited_bypasses() -> None:
+    """Make calls that CPython does not audit raise events the hook judges.
 
-    A FIFO planted where the grader later writes would hang the grader. The
-    originals stay reachable (through ``gc``), so this raises the bar only.
+    ``os.mkfifo``/``os.mknod`` (a FIFO planted where the grader writes could hang it),
+    ``os.pidfd_open``/``signal.pidfd_send_signal`` (signals without ``os.kill``) and
+    ``_posixsubprocess.fork_exec`` (a process without ``subprocess.Popen``'s event).
+    The originals stay reachable (through ``gc``), so this raises the bar only: under
+    namespaces the operating system is the wall, this only explains the refusal.
     """
-    for name in ("mkfifo", "mknod"):
-        original = getattr(posix, name)
+    import _posixsubprocess
+    import signal
 
-        def audited(
-            path: Any, *args: Any, _name: str = name, _call: Any = original, **kw: Any
-        ) -> Any:
-            sys.audit(f"os.{_name}", path, kw.get("dir_fd"))
-            return _call(path, *args, **kw)
+    for module, name, event in (
+        (posix, "mkfifo", "os.mkfifo"), (posix, "mknod", "os.mknod"),
+        (posix, "pidfd_open", "os.pidfd_open"),
+        (signal, "pidfd_send_signal", "signal.pidfd_send_signal"),
+        (_posixsubprocess, "fork_exec", "_posixsubprocess.fork_exec"),
+    ):
+        original = getattr(module, name, None)
+        if original is None:
+            continue
 
-        setattr(os, name, audited)
-        setattr(posix, name, audited)
+        def audited(first: Any, *args: Any, _event: str = event, _call: Any = original,
+                    **kw: Any) -> Any:
+            if _event in ("os.mkfifo", "os.mknod"):
+                sys.audit(_event, first, kw.get("dir_fd"))
+            else:
+                sys.audit(_event, first)
+            return _call(first, *args, **kw)
+
+        setattr(module, name, audited)
+        if module is posix:
+            setattr(os, name, audited)
 
 
 def judge(event: str, args: tuple[Any, ...], allowed: tuple[str, ...]) -> tuple[str, str] | None:
@@ -278,6 +297,8 @@ def subject_of(event: str, args: tuple[Any, ...], allowed: tuple[str, ...]) -> s
         return outside(event, args, allowed)
     if event in SIGNAL:
         return None if targets_self(event, args) else ""
+    if event == SOCKET:
+        return None if args[1] == getattr(socket_module(), "AF_UNIX", None) else ""
     if event in LIMITS:
         return None if event == "resource.prlimit" and args[2] is None else ""
     if event in RESOLVE:
@@ -291,7 +312,7 @@ def subject_of(event: str, args: tuple[Any, ...], allowed: tuple[str, ...]) -> s
 
 def reason(event: str) -> str:
     """Why an event is refused, for the PermissionError the student sees."""
-    if event in NETWORK:
+    if event in NETWORK or event == SOCKET:
         return "no network in a graded run"
     if event in PROCESS:
         return "no new processes in a graded run"
@@ -374,9 +395,16 @@ def inside(path: str, root: str) -> bool:
     return path.startswith(root.rstrip(os.sep) + os.sep)
 
 
+def socket_module() -> Any:
+    """The socket module, imported only when a socket is made."""
+    return sys.modules.get("socket") or importlib.import_module("socket")
+
+
 def targets_self(event: str, args: tuple[Any, ...]) -> bool:
     """Whether a signal goes to this process or its own process group only."""
     target, group = args[0], os.getpgrp()
+    if event == "signal.pidfd_send_signal":  # a pidfd names no process we could check
+        return False
     if event == "os.killpg":
         return target in (0, group)
     return target in (0, os.getpid(), -group)

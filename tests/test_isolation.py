@@ -1,0 +1,373 @@
+"""The wall, attacked: a submission that switches the audit hook off meets the operating system.
+
+Every hostile agent here first switches the in-process guard off the way a
+determined student did (``gc`` reaches the hook's closure, and adding its own
+thread to the hook's "busy" set makes the hook wave everything through), then
+attacks. Behind the process guard alone some attacks land, and one test shows
+that, so the attack code is known to work; behind namespaces (bubblewrap) none
+may. Each test runs real children on real files, sockets and processes.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from grader._isolation import (
+    Isolation,
+    bubblewrap,
+    choose_isolation,
+    describe_isolation,
+    no_new_processes_filter,
+)
+from grader._model import Limits, RunResult
+from grader._sandbox import run_cases
+from lab import UsageError
+from tests.conftest import require_namespaces
+
+pytestmark = pytest.mark.slow
+
+HOSTILE = '''
+import gc, json, os, signal, socket, subprocess, sys, _thread
+from pathlib import Path
+
+
+def switch_the_hook_off():
+    for obj in gc.get_objects():
+        if getattr(obj, "__name__", "") == "guard" and getattr(obj, "__closure__", None):
+            for cell in obj.__closure__:
+                if isinstance(cell.cell_contents, set):
+                    cell.cell_contents.add(_thread.get_ident())
+                    return True
+    return False
+
+
+def run(provider, task):
+    name, _, arg = task.partition(" ")
+    assert switch_the_hook_off(), "the hook was not found"
+    try:
+        return str(globals()["do_" + name](provider, arg))
+    except BaseException as exc:
+        return f"failed: {type(exc).__name__}: {exc}"
+
+
+def do_write(provider, arg):
+    Path(arg).write_text("forged")
+    return "written"
+
+
+def do_plant(provider, arg):
+    results = []
+    for folder in [arg, *sorted(str(p) for p in Path("/gradekit").glob("site-*"))]:
+        try:
+            Path(folder, "zz_gradekit_attack.pth").write_text("import os\\n")
+            results.append("planted")
+        except OSError as exc:
+            results.append(type(exc).__name__)
+    return " ".join(results)
+
+
+def do_spawn(provider, arg):
+    proc = subprocess.Popen(["/bin/sh", "-c", f"sleep 3; echo escaped > {arg}"],
+                            start_new_session=True)
+    return f"started {proc.pid}"
+
+
+def do_fork(provider, arg):
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    os.waitpid(pid, 0)
+    return "forked"
+
+
+def do_kill(provider, arg):
+    os.kill(int(arg), signal.SIGKILL)
+    return "killed"
+
+
+def do_listen(provider, arg):
+    server = socket.socket()
+    server.listen()
+    port = server.getsockname()[1]
+    return provider.complete(f"port {port}")
+
+
+def do_look(provider, arg):
+    seen = {}
+    for path in ["/proc/1/cmdline", arg]:
+        try:
+            seen[path] = Path(path).read_text(errors="replace")[:200]
+        except OSError as exc:
+            seen[path] = type(exc).__name__
+    seen["/"] = sorted(os.listdir("/"))
+    seen["environ"] = sorted(os.environ)
+    return json.dumps(seen)
+
+
+def do_fill(provider, arg):
+    written = 0
+    try:
+        for n in range(64):
+            with open(f"fill-{n}", "wb") as out:
+                out.write(b"x" * (1 << 20))
+            written += 1
+    except OSError as exc:
+        return f"{written} MiB then {type(exc).__name__}"
+    return f"{written} MiB"
+'''
+
+LIMITS = Limits(timeout_s=20)
+
+
+@pytest.fixture(scope="module")
+def hostile(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("hostile")
+    (root / "lab").mkdir()
+    (root / "lab" / "__init__.py").write_text("")
+    (root / "lab" / "agent.py").write_text(HOSTILE)
+    (root / "pyproject.toml").write_text("")
+    return root
+
+
+def attack(root: Path, task: str, scratch: Path, isolation: Isolation, *,
+           answer: Callable[[str, str], str | None] = lambda case, prompt: None,
+           limits: Limits = LIMITS) -> str:
+    """Run one hostile task; return what the agent says happened."""
+    case = task.split(" ")[0]
+    result = run_cases(root, "lab.agent:run", [(case, task)], answer=answer, label="provider-a",
+                       hashseed=0, limits=limits, scratch=scratch, isolation=isolation)
+    outcome = result.outcomes[case]
+    assert outcome.status == "returned", (outcome, result.import_error)
+    assert outcome.answer is not None
+    return outcome.answer
+
+
+def test_with_the_hook_off_a_write_outside_lands_behind_the_guard_but_not_the_wall(
+    hostile: Path, tmp_path: Path, isolation: Isolation
+) -> None:
+    target = tmp_path / "classmate" / "report.json"
+    target.parent.mkdir()
+
+    said = attack(hostile, f"write {target}", tmp_path / "scratch", isolation)
+
+    if isolation == "process":  # the guard is a tripwire: this is why the wall exists
+        assert (said, target.read_text()) == ("written", "forged")
+    else:
+        assert said.startswith("failed: FileNotFoundError") and not target.exists()
+
+
+def test_the_graders_packages_take_no_planted_pth(hostile: Path, tmp_path: Path) -> None:
+    require_namespaces()
+    site_packages = Path(next(p for p in sys.path if p.endswith("site-packages")))
+    before = sorted(p.name for p in site_packages.iterdir())
+
+    said = attack(hostile, f"plant {site_packages}", tmp_path / "scratch", "namespaces")
+
+    host, *shown = said.split()
+    assert (host, set(shown)) == ("FileNotFoundError", {"OSError"})  # read-only: EROFS
+    assert sorted(p.name for p in site_packages.iterdir()) == before
+
+
+def test_no_process_can_be_started_and_none_outlives_the_run(
+    hostile: Path, tmp_path: Path
+) -> None:
+    require_namespaces()
+    marker = tmp_path / "escaped"
+
+    spawned = attack(hostile, f"spawn {marker}", tmp_path / "a", "namespaces")
+    forked = attack(hostile, "fork", tmp_path / "b", "namespaces")
+
+    assert spawned == "failed: PermissionError: [Errno 1] Operation not permitted"
+    assert forked == "failed: PermissionError: [Errno 1] Operation not permitted"
+    time.sleep(4)  # the escapee would have written by now
+    assert not marker.exists()
+    assert not _processes_mentioning(str(marker))
+
+
+def test_the_grader_and_its_processes_cannot_be_signalled(
+    hostile: Path, tmp_path: Path
+) -> None:
+    require_namespaces()
+    with subprocess.Popen(["sleep", "60"]) as victim:
+        try:
+            said = attack(hostile, f"kill {victim.pid}", tmp_path / "scratch", "namespaces")
+            assert victim.poll() is None
+        finally:
+            victim.kill()
+    assert said.startswith("failed: ProcessLookupError")
+
+
+def test_a_port_opened_by_listen_alone_is_unreachable(hostile: Path, tmp_path: Path) -> None:
+    require_namespaces()
+    reached: list[str] = []
+
+    def answer(case: str, prompt: str) -> str:
+        port = int(prompt.split()[1])
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=2):
+                reached.append("connected")
+        except OSError as exc:
+            reached.append(type(exc).__name__)
+        return "asked"
+
+    said = attack(hostile, "listen", tmp_path / "scratch", "namespaces", answer=answer)
+
+    assert said == "asked"  # the socket listened, inside its own network namespace
+    assert reached == ["ConnectionRefusedError"]
+
+
+def test_the_child_sees_nothing_of_the_grader_or_a_classmate(
+    hostile: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    require_namespaces()
+    secret = "sk-classmate-secret-0123456789"
+    classmate = tmp_path / "alice" / "FAILURES.md"
+    classmate.parent.mkdir()
+    classmate.write_text(secret)
+    monkeypatch.setenv("OPENAI_API_KEY", secret)
+
+    seen = json.loads(attack(hostile, f"look {classmate}", tmp_path / "scratch", "namespaces"))
+
+    assert secret not in json.dumps(seen)
+    assert seen[str(classmate)] == "FileNotFoundError"
+    assert "sandbox" in seen["/proc/1/cmdline"] or "bwrap" in seen["/proc/1/cmdline"]
+    assert "work" not in seen["/"] and "home" not in seen["/"]
+    assert "OPENAI_API_KEY" not in seen["environ"]
+
+
+def test_the_writable_space_is_capped(hostile: Path, tmp_path: Path) -> None:
+    require_namespaces()
+
+    said = attack(hostile, "fill", tmp_path / "scratch", "namespaces",
+                  limits=Limits(timeout_s=20, disk_mb=4))
+
+    written, _, error = said.partition(" MiB then ")
+    assert int(written) < 4 and error == "OSError"
+    assert sum(f.stat().st_size for f in tmp_path.rglob("*") if f.is_file()) < 1 << 20
+
+
+def test_an_honest_run_is_the_same_behind_either_wall(tmp_path: Path) -> None:
+    require_namespaces()
+    root = tmp_path / "honest"
+    (root / "lab").mkdir(parents=True)
+    (root / "lab" / "__init__.py").write_text("")
+    (root / "lab" / "agent.py").write_text(textwrap.dedent("""
+        import os, sys
+
+        def run(provider, task):
+            answer = provider.complete("Plan: " + task)
+            return f"{answer} {sorted(os.environ)} {os.getcwd() == os.environ['HOME']}"
+    """))
+    (root / "pyproject.toml").write_text("")
+    runs: dict[str, RunResult] = {}
+    for wall in ("process", "namespaces"):
+        runs[wall] = run_cases(root, "lab.agent:run", [("c", "refunds")],
+                               answer=lambda case, prompt: "recorded", label="provider-a",
+                               hashseed=7, limits=LIMITS, scratch=tmp_path / wall,
+                               isolation=wall)
+
+    first, second = (runs[w].outcomes["c"] for w in ("process", "namespaces"))
+    assert first.status == "returned" and first.answer is not None
+    assert (first.answer, first.answer_sha256, first.calls) == (
+        second.answer, second.answer_sha256, second.calls)
+
+
+def test_namespaces_without_bubblewrap_is_a_usage_error_that_names_the_install(
+    monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", "/nonexistent")
+    bubblewrap.cache_clear()
+    try:
+        with pytest.raises(UsageError, match="apt-get install bubblewrap"):
+            choose_isolation("namespaces")
+        assert choose_isolation("auto") == "process"
+    finally:
+        bubblewrap.cache_clear()
+    assert describe_isolation("process").startswith("process guard only")
+
+
+def test_the_seccomp_program_is_well_formed() -> None:
+    program = no_new_processes_filter("x86_64")
+    assert program is not None and len(program) % 8 == 0
+    assert no_new_processes_filter("an-unknown-machine") is None
+
+
+def _processes_mentioning(text: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if text.encode() in (entry / "cmdline").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+MALLORY = '''
+
+_honest_run = run
+
+
+def run(provider, task, tools=None):  # noqa: F811
+    import gc, _thread
+    from pathlib import Path
+    for obj in gc.get_objects():
+        if getattr(obj, "__name__", "") == "guard" and getattr(obj, "__closure__", None):
+            for cell in obj.__closure__:
+                if isinstance(cell.cell_contents, set):
+                    cell.cell_contents.add(_thread.get_ident())
+    for target, text in TARGETS:
+        try:
+            Path(target).write_text(text)
+        except OSError:
+            pass
+    return _honest_run(provider, task, tools)
+'''
+
+
+def test_a_submission_cannot_move_a_classmates_grade(tmp_path: Path) -> None:
+    require_namespaces()
+    from tests.submissions import make_submission
+
+    batch, out = tmp_path / "submissions", tmp_path / "grades"
+    for name in ("alice", "mallory", "zoe"):
+        make_submission(batch / name)
+    alone = tmp_path / "alone"
+    for name in ("alice", "zoe"):
+        _grade([batch / name], alone / name)
+    targets = [
+        (str(batch / "zoe" / "lab" / "agent.py"), "def run(provider, task, tools=None):\n"
+                                                  "    return ''\n"),
+        (str(out / "alice" / "report.json"), "{}"),
+        (str(out / "gradebook.csv"), "forged"),
+    ]
+    agent = batch / "mallory" / "lab" / "agent.py"
+    agent.write_text(agent.read_text() + f"\nTARGETS = {targets!r}\n" + MALLORY)
+
+    _grade([batch], out)
+
+    for name in ("alice", "zoe"):
+        assert (out / name / "report.json").read_bytes() == \
+            (alone / name / name / "report.json").read_bytes()
+    rows = (out / "gradebook.csv").read_text().splitlines()
+    assert [row.split(",")[0] for row in rows[1:]] == ["alice", "mallory", "zoe"]
+
+
+def _grade(paths: list[Path], out: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "grader", "grade", *map(str, paths), "--out", str(out),
+         "--isolation", "namespaces", "--jobs", "2"],
+        capture_output=True, text=True, timeout=600, check=False,
+        cwd=Path(__file__).resolve().parents[1],
+    )
+    assert done.returncode == 0, done.stderr
