@@ -52,6 +52,7 @@ class Graded:
 
     report: Report
     evidence: Evidence
+    isolation: Isolation = "process"  # the wall its code ran behind: reported, never scored
 
 
 def second_label(label: str) -> str:
@@ -84,7 +85,7 @@ def grade_submission(root: Path, rubric: Rubric, *, submission: str, label: str,
         criteria=criteria,
         findings=tuple(dict.fromkeys(findings)),
     )
-    return Graded(report, evidence)
+    return Graded(report, evidence, isolation)
 
 
 def _manifest(root: Path, findings: list[str]) -> Manifest | None:

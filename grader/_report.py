@@ -171,8 +171,12 @@ def verify_report(data: bytes) -> tuple[bool, str]:
     return True, f"digest {digest} matches the content"
 
 
-def render_markdown(report: Report) -> str:
-    """``report.md``: the total, a table of criteria, then what to do about each loss."""
+def render_markdown(report: Report, *, isolation: str = "") -> str:
+    """``report.md``: the total, a table of criteria, then what to do about each loss.
+
+    ``isolation`` says which wall the code ran behind; it is not part of the digest, so
+    an honest submission gets one digest whichever wall the grading machine has.
+    """
     lines = [
         f"# Grade report: {_inline(report.submission, QUOTE_LIMIT)}",
         "",
@@ -190,10 +194,12 @@ def render_markdown(report: Report) -> str:
     if report.findings:
         lines += ["## Findings", "", *_findings(report.findings), ""]
     lines += ["---", "", f"Report digest (SHA-256): `{report_digest(report)}`", ""]
+    if isolation:
+        lines += [f"Isolation: {isolation}.", ""]
     return "\n".join(lines)
 
 
-def render_gradescope(report: Report, digest: str) -> bytes:
+def render_gradescope(report: Report, digest: str, *, isolation: str = "") -> bytes:
     """Gradescope's autograder ``results.json``: one test per check, feedback on top."""
     tests = []
     for number, criterion in enumerate(report.criteria, 1):
@@ -204,11 +210,12 @@ def render_gradescope(report: Report, digest: str) -> bytes:
             tests.append(_gradescope_test(criterion, check, f"{number}.{sub}"))
     document = {
         "score": float(report.total),
-        "output": render_markdown(report),
+        "output": render_markdown(report, isolation=isolation),
         "output_format": "md",
         "visibility": "visible",
         "stdout_visibility": "hidden",
-        "extra_data": {"digest": digest, "schema": SCHEMA},
+        "extra_data": {"digest": digest, "schema": SCHEMA,
+                       **({"isolation": isolation} if isolation else {})},
         "tests": tests,
     }
     return canonical(document) + b"\n"

@@ -34,7 +34,7 @@ from typing import Any, cast
 from grader._checks import Evidence
 from grader._grade import Graded, grade_submission
 from grader._gradebook import GradebookRow
-from grader._isolation import Isolation
+from grader._isolation import Isolation, describe_isolation
 from grader._model import Limits
 from grader._report import (
     points_text,
@@ -178,8 +178,10 @@ def write_outputs(graded: Graded, folder: Path) -> str:
     folder.mkdir(parents=True, exist_ok=True)
     digest = report_digest(report)
     (folder / "report.json").write_bytes(render_report_json(report))
-    (folder / "report.md").write_text(render_markdown(report), encoding="utf-8")
-    (folder / "results.json").write_bytes(render_gradescope(report, digest))
+    isolation = describe_isolation(graded.isolation)
+    (folder / "report.md").write_text(render_markdown(report, isolation=isolation),
+                                      encoding="utf-8")
+    (folder / "results.json").write_bytes(render_gradescope(report, digest, isolation=isolation))
     (folder / "output.txt").write_bytes(capped(_child_output(graded.evidence)))
     return digest
 

@@ -363,10 +363,30 @@ def test_a_submission_cannot_move_a_classmates_grade(tmp_path: Path) -> None:
     assert [row.split(",")[0] for row in rows[1:]] == ["alice", "mallory", "zoe"]
 
 
-def _grade(paths: list[Path], out: Path) -> None:
+def test_each_report_states_its_wall_and_the_digest_does_not_depend_on_it(
+    tmp_path: Path,
+) -> None:
+    require_namespaces()
+    from tests.submissions import make_submission
+
+    reference = make_submission(tmp_path / "submissions" / "reference")
+    for wall in ("process", "namespaces"):
+        _grade([reference], tmp_path / wall, wall)
+    folder = {wall: tmp_path / wall / "reference" for wall in ("process", "namespaces")}
+
+    assert (folder["process"] / "report.json").read_bytes() == \
+        (folder["namespaces"] / "report.json").read_bytes()
+    for wall in ("process", "namespaces"):
+        said = f"Isolation: {describe_isolation(wall)}."
+        assert said in (folder[wall] / "report.md").read_text()
+        results = json.loads((folder[wall] / "results.json").read_text())
+        assert results["extra_data"]["isolation"] == describe_isolation(wall)
+
+
+def _grade(paths: list[Path], out: Path, wall: Isolation = "namespaces") -> None:
     done = subprocess.run(
         [sys.executable, "-m", "grader", "grade", *map(str, paths), "--out", str(out),
-         "--isolation", "namespaces", "--jobs", "2"],
+         "--isolation", wall, "--jobs", "2"],
         capture_output=True, text=True, timeout=600, check=False,
         cwd=Path(__file__).resolve().parents[1],
     )
