@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import gc
 import math
+import resource
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-__all__ = ["Reps", "Stats", "per_call", "repeated", "summarize"]
+__all__ = ["Costs", "Reps", "Stats", "cpu_ns", "interleaved", "per_call", "repeated", "summarize"]
 
 T = TypeVar("T")
+K = TypeVar("K", bound=Hashable)
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,3 +82,38 @@ def summarize(values: Sequence[float]) -> Stats:
     ordered = sorted(values)
     rank = max(0, math.ceil(0.9 * len(ordered)) - 1)
     return Stats(statistics.median(ordered), ordered[rank], len(ordered))
+
+
+@dataclass(frozen=True, slots=True)
+class Costs:
+    """What one slow call costs: wall clock, and CPU time of this process and its children."""
+
+    wall: Stats
+    cpu: Stats
+
+
+def cpu_ns() -> int:
+    """User and system CPU time, in nanoseconds, of this process and of every child process
+    it (or a child of it, recursively) has waited for: a child counts once it is reaped."""
+    own, reaped = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(
+        resource.RUSAGE_CHILDREN)
+    return round((own.ru_utime + own.ru_stime + reaped.ru_utime + reaped.ru_stime) * 1e9)
+
+
+def interleaved(calls: Mapping[K, Callable[[], object]], times: int, *,
+                warmup: int = 1) -> dict[K, Costs]:
+    """Time ``times`` single calls of each slow function, taking turns (a, b, a, b, ...) so
+    that a change in the machine's load falls on all of them alike; ``warmup`` turns first."""
+    for _ in range(warmup):
+        for fn in calls.values():
+            fn()
+    gc.collect()
+    walls: dict[K, list[float]] = {key: [] for key in calls}
+    cpus: dict[K, list[float]] = {key: [] for key in calls}
+    for _ in range(times):
+        for key, fn in calls.items():
+            began, cpu = time.perf_counter_ns(), cpu_ns()
+            fn()
+            walls[key].append(float(time.perf_counter_ns() - began))
+            cpus[key].append(float(cpu_ns() - cpu))
+    return {key: Costs(summarize(walls[key]), summarize(cpus[key])) for key in calls}

@@ -32,6 +32,7 @@ from bench._grader_measure import (
     grade_table,
     pipe_table,
 )
+from bench._isolation_measure import breakdown_table, hang_table, start_table
 from bench._table import render
 
 __all__ = ["main"]
@@ -46,7 +47,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(_method(plan), flush=True)
     with tempfile.TemporaryDirectory(prefix="gradekit-bench-grader-") as tmp:
         folder = Path(tmp)
-        for section in (pipe_table, grade_table, check_table, batch_table):
+        sections = (pipe_table, grade_table, check_table, batch_table, start_table, hang_table,
+                    breakdown_table)
+        for section in sections:
             table = section(plan, folder)
             print()
             print(render(table), flush=True)

@@ -1,42 +1,51 @@
 """The trust boundary: untrusted agent code runs in a child process; the parent alone decides.
 
-The parent copies the submission into a private folder, starts
-``_harness.py`` (standard library only, so the submission's own ``lab``
-cannot shadow it) with an environment built from nothing, and serves the
+The parent starts ``_harness.py`` (standard library only, so the submission's own
+``lab`` cannot shadow it) with an environment built from nothing, and serves the
 recorded answers over a private pair of pipes. The parent therefore knows
 every key asked and every miss; it times each case, kills a child that
 overruns or dies and starts a fresh one for the cases left, parses the trace
-files itself, and turns what the child says into values only after checking
-them. Nothing the child prints is parsed, and no pickle crosses the boundary.
+files itself (bounded: ``trace_records`` lines of ``TRACE_LINE`` bytes), and turns
+what the child says into values only after checking them. Nothing the child prints
+is parsed, no pickle crosses the boundary, a reply must be read before the next
+request (so the parent never queues answers), and a returned answer is compared by
+its SHA-256 and kept only up to ``answer_kb``.
 
-What a determined student can still get past this sandbox (an in-process audit
-hook is a tripwire, not a wall; PEP 578 says as much):
+The wall, ``isolation="namespaces"`` (bubblewrap, see ``grader._isolation``): the
+child runs in its own user, pid, network, ipc and uts namespaces as ``nobody``, with
+no capabilities, no new user namespaces, ``--die-with-parent`` and a new session; a
+seccomp filter refuses every new process (threads still work). It sees a read-only
+view of the system's ``/usr``, the interpreter, the grader environment's packages
+(not the environment itself), the harness and the original submission, which the
+harness copies into a tmpfs of ``disk_mb`` before any student code runs; only that
+tmpfs and its own trace files are writable. The grader's kit, its virtual
+environment, the output folder, the rubric, other submissions and other processes
+are not there at all. Everything the child started dies with its pid namespace.
 
-- Forge results. The pipe fds are in ``sys.argv``; the child can write any
-  ``result`` line, say "returned" or a ``miss_escaped`` it did not earn. Calls,
-  keys and misses are the parent's own record; outcomes are the child's claims,
-  checked only for shape, order and case id.
-- Switch the hook off from inside: ``gc.get_objects`` reaches its closure (the
-  allowed roots, the original ``os.mkfifo``), and the stdlib modules the
-  harness uses (``json``, ``os``) can be patched under it.
-- Start a process or open a socket without an audited event:
-  ``_posixsubprocess.fork_exec`` called directly, or any C extension
-  importable from the grader's environment (its site-packages is on the path).
-  A process started that way can also ``setsid`` out of the group we kill.
-- Read whatever the grading user can read: other submissions, the rubric, the
-  grader's files. Only writes are fenced, by path: a symlink swapped between
-  the check and the call, and writes through an fd already open (stdout,
-  stderr, the pipes), get through.
-- Behave differently when graded: timing, ``provider.name``, ``HOME``, the
-  absent network all tell it where it runs.
-- Use up what no limit covers: disk (many files, each under ``file_mb``),
-  threads, inodes; and CPU time is limited per child, not per run.
+``isolation="process"`` is the fallback where bubblewrap is missing (a Mac, a
+container without user namespaces): the child works in a private copy under
+``scratch`` with resource limits, asks Linux to die with the grader, and an audit hook
+refuses sockets, new processes, signals, ctypes and writes outside its copy. Under
+namespaces the same hook only explains refusals; behind it alone, a determined
+student can still (each shown in ``tests/test_isolation.py``):
 
-As root, everything above reaches further (the child is root too). Grade as an
-unprivileged user, in a container or VM without network, when it matters; this
-module keeps honest mistakes and casual cheating out of the grades, and never
-lets one submission stop a batch. The run's folder under ``scratch`` is left in
-place for inspection.
+- Switch the hook off from inside: ``gc`` reaches its closure, and then anything the
+  grading user may do is open: write anywhere it can (a classmate's copy, the
+  grader's reports, a ``.pth`` file in the grader's environment), start processes
+  that outlive the run, signal the grader, listen on a port, read other submissions,
+  the rubric and ``/proc``.
+- As root, do all of that as root.
+- Forge results: the pipe fds are in ``sys.argv``; outcomes are the child's claims,
+  checked for shape, order and case id (the next issue moves verdicts to what the
+  parent observed).
+- Behave differently when graded: timing, ``provider.name``, the absent network.
+- Use up disk (many files under ``file_mb``) and threads.
+
+Under namespaces, what remains: forged outcomes and detecting the grading (as above);
+as root, threads are capped by memory only (``RLIMIT_NPROC`` does not count processes
+that map to root outside), while new processes are refused by seccomp on x86_64 and
+aarch64 (elsewhere only by the hook); files the child may read are the system's and
+the packages' (public), never another submission's.
 """
 
 from __future__ import annotations

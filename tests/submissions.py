@@ -593,8 +593,8 @@ VARIANTS: dict[str, Variant] = {
     "connects": Variant(
         connects, PER_CASE,
         _all(_refused("sql-explain", "PermissionError",
-                      "sandbox refused socket.connect in case sql-explain: "
-                      "connect to a network address"),
+                      "sandbox refused socket.__new__ in case sql-explain: "
+                      "open a network socket"),
              _listener_never_reached),
     ),
     "resolves": Variant(

@@ -71,6 +71,15 @@ def tiny_agent(root: Path, body: str, *, imports: str = "") -> Path:
 
 
 HANGS = "while True:\n    time.sleep(1)\n"
+# Switch the in-process guard off, as a determined student did: the hook's closure holds the
+# set of threads it lets through. Behind the process guard alone, what follows then lands.
+HOOK_OFF = """\
+for obj in gc.get_objects():
+    if getattr(obj, "__name__", "") == "guard" and getattr(obj, "__closure__", None):
+        for cell in obj.__closure__:
+            if isinstance(cell.cell_contents, set):
+                cell.cell_contents.add(_thread.get_ident())
+"""
 
 
 class Grader:
@@ -186,9 +195,9 @@ def test_an_agent_that_kills_its_parent_costs_its_own_row_and_nothing_else(
     the agent. It used to be the grader itself: no gradebook, nobody after graded."""
     subs = tmp_path / "subs"
     make_submission(subs / "alice")
-    tiny_agent(subs / "mallory", imports="import os\nimport signal",
-               body="signal.pidfd_send_signal(os.pidfd_open(os.getppid()), signal.SIGKILL)\n"
-                    "return 'done'\n")
+    tiny_agent(subs / "mallory", imports="import _thread\nimport gc\nimport os\nimport signal",
+               body=HOOK_OFF + "signal.pidfd_send_signal(os.pidfd_open(os.getppid()), "
+                    "signal.SIGKILL)\nreturn 'done'\n")
     make_submission(subs / "zoe")
     # The process guard: in a pid namespace the agent could not even see its parent.
     batch = grader.grade(subs, "--jobs", "2", "--isolation", "process",

@@ -349,6 +349,7 @@ def test_a_submission_cannot_move_a_classmates_grade(tmp_path: Path) -> None:
         (str(batch / "zoe" / "lab" / "agent.py"), "def run(provider, task, tools=None):\n"
                                                   "    return ''\n"),
         (str(out / "alice" / "report.json"), "{}"),
+        (str(out / "alice" / "results.json"), '{"score": 0}'),
         (str(out / "gradebook.csv"), "forged"),
     ]
     agent = batch / "mallory" / "lab" / "agent.py"
@@ -357,8 +358,9 @@ def test_a_submission_cannot_move_a_classmates_grade(tmp_path: Path) -> None:
     _grade([batch], out)
 
     for name in ("alice", "zoe"):
-        assert (out / name / "report.json").read_bytes() == \
-            (alone / name / name / "report.json").read_bytes()
+        for report in ("report.json", "results.json"):
+            assert (out / name / report).read_bytes() == \
+                (alone / name / name / report).read_bytes()
     rows = (out / "gradebook.csv").read_text().splitlines()
     assert [row.split(",")[0] for row in rows[1:]] == ["alice", "mallory", "zoe"]
 
@@ -370,13 +372,14 @@ def test_each_report_states_its_wall_and_the_digest_does_not_depend_on_it(
     from tests.submissions import make_submission
 
     reference = make_submission(tmp_path / "submissions" / "reference")
-    for wall in ("process", "namespaces"):
+    walls: tuple[Isolation, ...] = ("process", "namespaces")
+    for wall in walls:
         _grade([reference], tmp_path / wall, wall)
-    folder = {wall: tmp_path / wall / "reference" for wall in ("process", "namespaces")}
+    folder = {wall: tmp_path / wall / "reference" for wall in walls}
 
     assert (folder["process"] / "report.json").read_bytes() == \
         (folder["namespaces"] / "report.json").read_bytes()
-    for wall in ("process", "namespaces"):
+    for wall in walls:
         said = f"Isolation: {describe_isolation(wall)}."
         assert said in (folder[wall] / "report.md").read_text()
         results = json.loads((folder[wall] / "results.json").read_text())
@@ -391,3 +394,29 @@ def _grade(paths: list[Path], out: Path, wall: Isolation = "namespaces") -> None
         cwd=Path(__file__).resolve().parents[1],
     )
     assert done.returncode == 0, done.stderr
+
+
+def test_a_hanging_submission_costs_one_timeout_per_case(tmp_path: Path) -> None:
+    from grader._grade import grade_submission
+    from grader._rubric import load_rubric
+    from tests.submissions import REFERENCE, make_submission
+
+    root = make_submission(tmp_path / "hangs")
+    (root / "lab" / "agent.py").write_text(
+        "import time\n\n\ndef run(provider, task, tools=None):\n"
+        "    while True:\n        time.sleep(1)\n")
+    rubric_text = (REFERENCE / "rubric" / "bootcamp.toml").read_text()
+    rubric_file = tmp_path / "rubric.toml"
+    rubric_file.write_text(rubric_text.replace("timeout_s = 30\n", "timeout_s = 1\n"))
+    scratch = tmp_path / "scratch"
+
+    evidence = grade_submission(root, load_rubric(rubric_file), submission="hangs",
+                                label="provider-a", scratch=scratch).evidence
+
+    runs = (evidence.primary, evidence.secondary, evidence.unanswerable, evidence.second_set)
+    for result in runs:
+        assert result is not None
+        assert {o.status for o in result.outcomes.values()} == {"timeout"}
+        assert {o.detail for o in result.outcomes.values()} == {"did not finish within 1 s"}
+    # Only the primary run started children: the others never ran a timed-out case again.
+    assert sorted(p.name for p in scratch.iterdir()) == ["primary", "probe"]

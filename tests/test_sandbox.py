@@ -259,6 +259,34 @@ def do_raise_limits(provider, arg):
     resource.setrlimit(resource.RLIMIT_AS, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
 
 
+def do_pipeline(provider, arg):
+    # Ask again and again without reading a reply: the grader must not queue the answers.
+    line = json.dumps({"op": "complete", "case": "pipeline", "prompt": "Plan: refunds"})
+    for _ in range(200):
+        os.write(int(sys.argv[2]), (line + "\\n").encode())
+    return "asked"
+
+
+def do_long_trace(provider, arg):
+    record = json.dumps({"key": "k", "provider": "p", "latency_ms": 1, "ok": True})
+    with open(os.environ["GRADEKIT_TRACE"], "w") as trace:
+        trace.write((record + "\\n") * int(arg))
+    return "traced"
+
+
+def do_wide_trace(provider, arg):
+    with open(os.environ["GRADEKIT_TRACE"], "w") as trace:
+        trace.write(json.dumps({"key": "k" * 10_000}) + "\\n")
+    return "traced"
+
+
+def do_spawn_python(provider, arg):
+    import multiprocessing
+    process = multiprocessing.get_context("spawn").Process(target=print)
+    process.start()
+    return "spawned"
+
+
 def do_forge(provider, arg):
     os.write(int(sys.argv[2]), b"this is not the protocol\\n")
     return "forged"
@@ -866,3 +894,31 @@ def test_the_harness_imports_only_the_standard_library() -> None:
     }
     assert imported <= sys.stdlib_module_names | {"__future__"}
     assert not imported & {"lab", "grader"}
+
+
+def test_requests_that_never_read_a_reply_cost_only_that_case(run: Run) -> None:
+    big = {**ANSWERS, "Plan: refunds": "x" * (1 << 20)}  # more than a pipe holds
+
+    result = run(["pipeline", "answer refunds"], answers=big)
+
+    assert (result.outcomes["pipeline"].status, result.outcomes["pipeline"].detail) == (
+        "crashed", "broke the grader's protocol: a request before the last reply was read")
+    after = result.outcomes["answer"]  # a fresh child ran the next case: its plan was served
+    assert after.status == "raised" and after.calls[0].served
+
+
+def test_a_trace_is_read_only_up_to_its_record_cap(run: Run) -> None:
+    limits = Limits(timeout_s=10, trace_records=50)
+
+    long = run(["long_trace 5000"], limits=limits).outcomes["long_trace"]
+    wide = run(["wide_trace"], limits=limits).outcomes["wide_trace"]
+
+    assert (len(long.trace), long.trace_error) == (
+        50, "more than 50 records; the rest was not read (trace_records in the rubric's [limits])")
+    assert (wide.trace, wide.trace_error) == ((), "line 1: longer than 4096 bytes")
+
+
+def test_a_spawned_python_without_the_hook_never_starts(run: Run) -> None:
+    outcome = run(["spawn_python"]).outcomes["spawn_python"]
+
+    assert (outcome.status, outcome.exception) == ("raised", "PermissionError")

@@ -1,0 +1,484 @@
+"""The grader benchmark's walls side by side: a child's start, a hanging submission, and
+where one submission's time goes (sections 5 to 7; the batch under both walls is section 4).
+
+A wall is ``--isolation process`` (the in-process guard alone) or ``--isolation
+namespaces`` (bubblewrap around every sandboxed child). Without a working bubblewrap the
+namespaces rows say so instead of failing the run.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import csv
+import io
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+from bench._grader_data import REPO, copy_reference, tree_size
+from bench._grader_measure import GraderPlan, bubblewrap_missing, progress, run_gradekit
+from bench._table import Row, Table, fmt_bytes, fmt_ns, fmt_size, note_row, timed
+from bench._timing import Costs, Stats, interleaved, summarize
+from grader import _sandbox
+from grader._batch import _worker_environment
+from grader._channel import HARNESS, PYTHON_FLAGS, Child
+from grader._grade import grade_submission
+from grader._harness import copy_submission
+from grader._isolation import (
+    KIT,
+    Bind,
+    Isolation,
+    bubblewrap,
+    bwrap_argv,
+    interpreter,
+    no_new_processes_filter,
+)
+from grader._model import Limits
+from grader._rubric import load_rubric
+from grader._sandbox import IGNORED_NAMES, run_cases
+from grader._worker import EXIT_BAD_REQUEST
+
+__all__ = ["WALLS", "breakdown_table", "hang_table", "start_table"]
+
+WALLS: tuple[Isolation, ...] = ("process", "namespaces")
+HANG_TIMEOUT_S = 2  # the hanging submission's rubric: bootcamp.toml with this timeout_s
+GOAL_S, GOAL_CORES, GOAL_BATCH = 30, 2, 200  # the goal: 200 submissions in 30 s on 2 cores
+_LIMITS = Limits(timeout_s=600)
+_NO_CALL = "gradekit_bench_nocall"
+_NO_CALL_AGENT = '''"""Benchmark agent: no provider call, no tool call; returns at once."""
+
+
+def run(provider, task):
+    return ""
+'''
+_HANG = '''
+
+def run(provider, task):  # hangs in every case: never calls, never returns
+    import time
+
+    while True:
+        time.sleep(3600)
+'''
+_RUNS = ("primary", "secondary", "unanswerable", "probe", "second-set")
+
+
+# -- section 5: one sandboxed child's start, behind each wall ------------------------------
+
+def start_table(plan: GraderPlan, folder: Path) -> Table:
+    """Section 5: ``run_cases`` on one case whose agent makes no call, under both walls."""
+    tiny = folder / "start-tiny"
+    tiny.mkdir()
+    (tiny / f"{_NO_CALL}.py").write_text(_NO_CALL_AGENT, encoding="utf-8")
+    whole = _reference(folder)
+    lab = folder / "start-reference"
+    shutil.copytree(whole, lab)
+    (lab / f"{_NO_CALL}.py").write_text(_NO_CALL_AGENT, encoding="utf-8")
+    missing = bubblewrap_missing()
+    rows: list[Row] = []
+    for name, root in (("one-file submission", tiny), ("reference lab + no-call agent", lab)):
+        progress(f"run_cases, one case, no call, {name}, both walls")
+        size = f"{name}: {_files(tree_size(root))}"
+        walls = _walls(missing)
+        costs = interleaved({wall: _one_start(root, folder / f"start-scratch-{wall}", wall)
+                             for wall in walls}, plan.repeats)
+        rows += _start_rows(size, costs, missing)
+    return Table(
+        "5. One sandboxed child's start, with and without bubblewrap (run_cases, one case, "
+        "no call: copy, start the child, import, reap)",
+        rows,
+        [
+            f"Median and p90 of {plan.repeats} starts per wall after one warm-up, the two "
+            "walls taking turns. The ratio rows divide the namespaces median by the process "
+            "median, and the p90 by the p90.",
+            "CPU: user and system time of this process (the grader's side: under process it "
+            "copies the submission) and of the children it reaped (bubblewrap, the harness "
+            "and, under namespaces, the copy into the sandbox's tmpfs).",
+            "Under process the grader copies the submission and starts the grader's own "
+            "interpreter on the harness; under namespaces it starts bubblewrap, which builds "
+            "the namespaces and a read-only view, and the base interpreter then copies the "
+            "submission into its tmpfs itself.",
+            "Size: what one start copies; the reference lab is a clean copy of this checkout "
+            f"with a one-line agent ({_NO_CALL}.py) added.",
+        ],
+    )
+
+
+def _walls(missing: str | None) -> tuple[Isolation, ...]:
+    return tuple(wall for wall in WALLS if wall == "process" or missing is None)
+
+
+def _one_start(root: Path, scratch: Path, wall: Isolation) -> Callable[[], None]:
+    def start() -> None:
+        result = run_cases(root, f"{_NO_CALL}:run", [("empty", "")], answer=_no_answer,
+                           label="provider-a", hashseed=0, limits=_LIMITS, scratch=scratch,
+                           isolation=wall)
+        outcome = result.outcomes["empty"]
+        if outcome.status != "returned":
+            raise RuntimeError(f"--isolation {wall}: {outcome.status} {outcome.detail} "
+                               f"{result.import_error or ''} {result.stderr}")
+
+    return start
+
+
+def _start_rows(size: str, costs: Mapping[Isolation, Costs], missing: str | None) -> list[Row]:
+    rows = [timed(f"run_cases, --isolation {wall}", size, costs[wall].wall) for wall in costs]
+    if missing is not None:
+        rows.append(note_row("run_cases, --isolation namespaces", size, f"not run: {missing}"))
+        return [*rows, timed("  CPU per start, process", size, costs["process"].cpu)]
+    rows.append(_ratio("  namespaces / process, wall", size, costs["namespaces"].wall,
+                       costs["process"].wall))
+    rows += [timed(f"  CPU per start, {wall}", size, costs[wall].cpu) for wall in costs]
+    return rows
+
+
+def _ratio(operation: str, size: str, numerator: Stats, denominator: Stats) -> Row:
+    return Row(operation, size, f"{numerator.median_ns / denominator.median_ns:.2f}x",
+               f"{numerator.p90_ns / denominator.p90_ns:.2f}x")
+
+
+def _no_answer(case: str, prompt: str) -> str | None:
+    """The no-call agent asks nothing: any call would miss."""
+    return None
+
+
+# -- section 6: a submission that hangs in every case --------------------------------------
+
+def hang_table(plan: GraderPlan, folder: Path) -> Table:
+    """Section 6: the whole ``gradekit grade`` of a submission whose agent never returns."""
+    hanging, rubric = _hanging(folder)
+    cases = len(load_rubric(rubric).cases)
+    size = f"{cases} cases, timeout_s = {HANG_TIMEOUT_S}"
+    missing = bubblewrap_missing()
+    totals: Counter[str] = Counter()
+    progress(f"gradekit grade of a hanging submission, both walls, {plan.hang_repeats} runs")
+    costs = interleaved({wall: _hang_command(hanging, rubric, folder, wall, totals)
+                         for wall in _walls(missing)}, plan.hang_repeats, warmup=0)
+    floor = Stats(cases * HANG_TIMEOUT_S * 1e9, cases * HANG_TIMEOUT_S * 1e9, 1)
+    rows = [timed(f"gradekit grade, hanging submission, --isolation {wall}", size,
+                  costs[wall].wall) for wall in costs]
+    if missing is not None:
+        rows.append(note_row("gradekit grade, hanging submission, --isolation namespaces",
+                             size, f"not run: {missing}"))
+    rows.append(Row(f"floor: one timeout per case ({cases} x {HANG_TIMEOUT_S} s)", size,
+                    fmt_ns(floor.median_ns), "—"))
+    rows += [timed(f"  above the floor, --isolation {wall}", size,
+                   costs[wall].wall.minus(floor.median_ns)) for wall in costs]
+    progress("grade_submission of the hanging submission in process, children counted")
+    counted = _counted_grade(hanging, rubric, folder / "hang-counted", "process")
+    rows.append(note_row("sandboxed children started (grade_submission, process wall)",
+                         size, str(counted.children)))
+    shown = ", ".join(f"{total}: {count}" for total, count in sorted(totals.items()))
+    return Table(
+        "6. A submission that hangs in every case (its agent sleeps forever), one grade",
+        rows,
+        [
+            f"Whole `gradekit grade PATH --rubric R --isolation W --jobs 1` in a fresh "
+            f"process; median and p90 of {plan.hang_repeats} runs per wall, the walls taking "
+            "turns, no warm-up. R: rubric/bootcamp.toml with timeout_s = "
+            f"{HANG_TIMEOUT_S} in [limits]; the submission: the reference lab whose "
+            "lab/agent.py ends with a `run` that sleeps forever.",
+            "A case that timed out is not run again under the other labels, so a grade is "
+            "one timeout per case (each ends its child; a fresh one runs the next case) plus "
+            "the own-Replay probe, which does not call the agent.",
+            f"Children started, by run: {counted.by_run()}; case outcomes of the primary "
+            f"run: {counted.statuses}.",
+            f"Totals in the gradebooks: {shown} (every run graded, none hit budget_s).",
+        ],
+    )
+
+
+def _hanging(folder: Path) -> tuple[Path, Path]:
+    """The hanging submission and its rubric, both written under ``folder``."""
+    hanging = folder / "hang" / "hanging"
+    shutil.copytree(_reference(folder), hanging)
+    with (hanging / "lab" / "agent.py").open("a", encoding="utf-8") as agent:
+        agent.write(_HANG)
+    text = (REPO / "rubric" / "bootcamp.toml").read_text("utf-8")
+    old = "\ntimeout_s = 30\n"
+    if old not in text:
+        raise RuntimeError(f"rubric/bootcamp.toml no longer holds {old.strip()!r}: update bench")
+    rubric = folder / "hang-rubric" / "bootcamp.toml"
+    rubric.parent.mkdir()
+    rubric.write_text(text.replace(old, f"\ntimeout_s = {HANG_TIMEOUT_S}\n"), encoding="utf-8")
+    return hanging, rubric
+
+
+def _hang_command(hanging: Path, rubric: Path, folder: Path, wall: Isolation,
+                  totals: Counter[str]) -> Callable[[], None]:
+    def grade() -> None:
+        out = Path(tempfile.mkdtemp(prefix=f"hang-out-{wall}-", dir=folder))
+        args = ["grade", str(hanging), "--rubric", str(rubric), "--isolation", wall,
+                "--jobs", "1", "--out", str(out)]
+        done = run_gradekit(args, folder)
+        rows = list(csv.DictReader(io.StringIO((out / "gradebook.csv").read_text("utf-8"))))
+        if done.returncode != 0 or [r["status"] for r in rows] != ["graded"]:
+            raise RuntimeError(f"gradekit {' '.join(args)} exited {done.returncode}:\n"
+                               f"{done.stdout.decode('utf-8', 'replace')[-2000:]}")
+        totals[rows[0]["total"]] += 1
+
+    return grade
+
+
+# -- section 7: where one submission's time goes -------------------------------------------
+
+@dataclass
+class _ChildLog:
+    """The sandboxed children one grade started: per run, each one's start-to-reap time."""
+
+    scratch: Path
+    lifetimes: dict[str, list[float]] = field(default_factory=dict)
+
+    def add(self, cwd: Path, ns: float) -> None:
+        run = cwd.resolve().relative_to(self.scratch).parts[0]
+        self.lifetimes.setdefault(run, []).append(ns)
+
+
+@dataclass(frozen=True, slots=True)
+class _Counted:
+    """One grade with its children counted."""
+
+    children: int
+    runs: Mapping[str, int]
+    child_ns: float  # summed start-to-reap time of its children
+    statuses: str  # the primary run's case outcomes, counted
+
+    def by_run(self) -> str:
+        order = [run for run in _RUNS if run in self.runs] + sorted(set(self.runs) - {*_RUNS})
+        return ", ".join(f"{run} {self.runs[run]}" for run in order)
+
+
+@contextlib.contextmanager
+def _children_counted(scratch: Path) -> Iterator[_ChildLog]:
+    """Count and time every sandboxed child started under ``scratch`` meanwhile."""
+    log = _ChildLog(scratch.resolve())
+
+    class Counted(Child):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            self._began, self._cwd = time.perf_counter_ns(), Path(kwargs.get("cwd", args[1]))
+            self._logged = False
+            super().__init__(*args, **kwargs)
+
+        def finish(self, deadline: float) -> tuple[int, bool]:
+            ended = super().finish(deadline)
+            if not self._logged:
+                self._logged = True
+                log.add(self._cwd, time.perf_counter_ns() - self._began)
+            return ended
+
+    with mock.patch.object(_sandbox, "Child", Counted):
+        yield log
+
+
+def _counted_grade(root: Path, rubric: Path, scratch: Path, wall: Isolation) -> _Counted:
+    """Grade ``root`` in process, counting its children."""
+    scratch.mkdir(parents=True, exist_ok=True)
+    with _children_counted(scratch) as log:
+        graded = grade_submission(root, load_rubric(rubric), submission=root.name,
+                                  label="provider-a", scratch=scratch, isolation=wall)
+    primary = graded.evidence.primary
+    statuses = Counter(o.status for o in primary.outcomes.values()) if primary else Counter()
+    return _Counted(sum(len(times) for times in log.lifetimes.values()),
+                    {run: len(times) for run, times in log.lifetimes.items()},
+                    sum(sum(times) for times in log.lifetimes.values()),
+                    ", ".join(f"{status} {count}" for status, count in sorted(statuses.items())))
+
+
+def breakdown_table(plan: GraderPlan, folder: Path) -> Table:
+    """Section 7: one submission's children, what one child's start is made of, the worker."""
+    reference = _reference(folder)
+    rubric = REPO / "rubric" / "bootcamp.toml"
+    missing = bubblewrap_missing()
+    walls = _walls(missing)
+    progress("grade_submission in process, children counted, both walls")
+    counts: dict[Isolation, list[_Counted]] = {wall: [] for wall in walls}
+    serial = iter(range(1_000))
+
+    def grade(wall: Isolation) -> Callable[[], None]:
+        return lambda: counts[wall].append(_counted_grade(
+            reference, rubric, folder / f"breakdown-{wall}-{next(serial)}", wall))
+
+    grades = interleaved({wall: grade(wall) for wall in walls}, plan.repeats)
+    progress("interpreter, bubblewrap, harness and worker start-up")
+    parts = _parts(reference, folder, missing)
+    size = "reference lab, as shipped"
+    rows: list[Row] = []
+    for wall in walls:
+        done = counts[wall][-plan.repeats:]
+        children = Counter(c.children for c in done)
+        rows.append(note_row(f"sandboxed children per grade, --isolation {wall}", size,
+                             " or ".join(str(n) for n in sorted(children))))
+        rows.append(timed(f"  grade_submission in process, --isolation {wall}", size,
+                          grades[wall].wall))
+        rows.append(timed("    CPU of that grade (grader and its children)", size,
+                          grades[wall].cpu))
+        lifetimes = [c.child_ns / c.children for c in done]
+        rows.append(timed("    one child, start to reaped (mean over the grade's children)",
+                          size, summarize(lifetimes)))
+    rows += [timed(name, what, costs.wall) for name, what, costs in parts]
+    return Table(
+        f"7. Where one submission's time goes (the goal: {GOAL_BATCH} submissions in "
+        f"{GOAL_S} s on {GOAL_CORES} cores)",
+        rows,
+        _breakdown_notes(plan, counts, grades, parts, missing),
+    )
+
+
+_Part = tuple[str, str, Costs]
+
+
+def _parts(reference: Path, folder: Path, missing: str | None) -> list[_Part]:
+    """The pieces of one child's start and of one worker's, each timed on its own."""
+    python, base = sys.executable, interpreter()[0]
+    flags = list(PYTHON_FLAGS)
+    imports = _harness_imports()
+    agent = f"import sys; sys.path.insert(0, {str(reference)!r}); {imports}; import lab.agent"
+    worker_cwd = Path(tempfile.mkdtemp(prefix="worker-cwd-", dir=folder))
+    copies = iter(range(1_000))
+    runs: dict[str, tuple[str, Callable[[], None]]] = {
+        "python -s -P -B -c pass (the grader's interpreter, as the process wall starts it)":
+            ("interpreter", _run([python, *flags, "-c", "pass"], folder)),
+        "  + the harness's imports (-c 'import json, hashlib, inspect, ...')":
+            ("interpreter", _run([python, *flags, "-c", imports], folder)),
+        "  + the harness's imports and the reference agent (import lab.agent)":
+            ("reference lab", _run([python, *flags, "-c", agent], reference)),
+        "base python -s -P -B -c pass (the interpreter the namespaces wall starts)":
+            ("interpreter", _run([base, *flags, "-c", "pass"], folder)),
+        "copy_submission of the reference lab (once per child, either wall)":
+            ("reference lab", lambda: copy_submission(
+                str(reference), str(folder / "copies" / str(next(copies))), IGNORED_NAMES)),
+        "worker: python -P -c pass (the grader's interpreter, as the batch starts it)":
+            ("interpreter", _run([python, "-P", "-c", "pass"], worker_cwd, _worker_environment())),
+        "worker: python -P -m grader._worker, an empty request (imports, then exits)":
+            ("grader._worker", _run([python, "-P", "-m", "grader._worker", "bench"], worker_cwd,
+                                    _worker_environment(), EXIT_BAD_REQUEST)),
+    }
+    if missing is None:
+        runs["bubblewrap alone: the child's options, the seccomp filter, then true"] = (
+            "namespaces", _bwrap(reference, ["true"]))
+        runs["bubblewrap + base python -s -P -B -c pass"] = (
+            "namespaces", _bwrap(reference, [base, *flags, "-c", "pass"]))
+    costs = interleaved({name: run for name, (_, run) in runs.items()}, 5 * 2)
+    return [(name, what, costs[name]) for name, (what, _) in runs.items()]
+
+
+def _harness_imports() -> str:
+    """``import a, b, ...``: the modules ``_harness.py`` imports at its top level."""
+    tree = ast.parse(HARNESS.read_text("utf-8"))
+    names: list[str] = []
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            names += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module != "__future__":
+            names.append(node.module)
+    return "import " + ", ".join(dict.fromkeys(names))
+
+
+def _run(command: Sequence[str], cwd: Path, env: Mapping[str, str] | None = None,
+         expected: int = 0) -> Callable[[], None]:
+    """Run ``command`` to its end; its exit status must be ``expected``."""
+    environment = dict(env) if env is not None else _child_environment(cwd)
+
+    def run() -> None:
+        done = subprocess.run(command, cwd=cwd, env=environment, stdin=subprocess.DEVNULL,
+                              capture_output=True, check=False)
+        if done.returncode != expected:
+            raise RuntimeError(f"{' '.join(command)} exited {done.returncode}:\n"
+                               f"{done.stderr.decode('utf-8', 'replace')[-2000:]}")
+
+    return run
+
+
+def _child_environment(home: Path) -> dict[str, str]:
+    """The sandboxed child's environment, as ``grader._sandbox`` builds it from nothing."""
+    return {"PATH": "/usr/bin:/bin", "HOME": str(home), "TMPDIR": str(home), "TZ": "UTC",
+            "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "PYTHONHASHSEED": "0",
+            "PYTHONIOENCODING": "utf-8", "PYTHONDONTWRITEBYTECODE": "1"}
+
+
+def _bwrap(reference: Path, command: Sequence[str]) -> Callable[[], None]:
+    """``command`` behind the options a sandboxed child gets (as ``grader._sandbox`` starts
+    one): the same binds, the same seccomp filter written to a fresh pipe."""
+    path = bubblewrap()[0]
+    if path is None:
+        raise RuntimeError("bubblewrap is not available")
+    _, binds, _ = interpreter()
+    binds += (Bind(str(reference), f"{KIT}/original"), Bind(str(HARNESS), f"{KIT}/harness.py"))
+    program = no_new_processes_filter(platform.machine())
+    environment = _child_environment(Path("/sandbox"))
+
+    def run() -> None:
+        read_end = None
+        if program is not None:
+            read_end, write_end = os.pipe()
+            with os.fdopen(write_end, "wb") as pipe:
+                pipe.write(program)
+        try:
+            argv = bwrap_argv(path, binds, disk_mb=_LIMITS.disk_mb, seccomp_fd=read_end)
+            done = subprocess.run([*argv, *command], env=environment, stdin=subprocess.DEVNULL,
+                                  capture_output=True, check=False,
+                                  pass_fds=() if read_end is None else (read_end,))
+        finally:
+            if read_end is not None:
+                os.close(read_end)
+        if done.returncode != 0:
+            raise RuntimeError(f"bubblewrap {' '.join(command)} exited {done.returncode}:\n"
+                               f"{done.stderr.decode('utf-8', 'replace')[-2000:]}")
+
+    return run
+
+
+def _breakdown_notes(plan: GraderPlan, counts: Mapping[Isolation, list[_Counted]],
+                     grades: Mapping[Isolation, Costs], parts: Sequence[_Part],
+                     missing: str | None) -> list[str]:
+    budget_ns = GOAL_S * GOAL_CORES * 1e9 / GOAL_BATCH
+    timed_parts = {name: costs.wall.median_ns for name, _, costs in parts}
+    worker = next(ns for name, ns in timed_parts.items() if "grader._worker" in name)
+    notes = [
+        f"The goal leaves {fmt_ns(budget_ns)} of one core per submission ({GOAL_S} s x "
+        f"{GOAL_CORES} cores / {GOAL_BATCH}), with both cores busy all the time.",
+        "Children by run (last grade of each wall): "
+        + "; ".join(f"{wall}: {counts[wall][-1].by_run()}" for wall in counts) + ".",
+    ]
+    for wall, costs in grades.items():
+        children = counts[wall][-1].children
+        cpu = costs.cpu.median_ns + worker
+        notes.append(
+            f"--isolation {wall}: a grade's CPU ({fmt_ns(costs.cpu.median_ns)}) plus a worker's "
+            f"start ({fmt_ns(worker)}) is {fmt_ns(cpu)} per submission, "
+            f"{cpu / budget_ns:.1f}x the goal's share; at that rate 2 cores grade "
+            f"{GOAL_BATCH} submissions in {cpu * GOAL_BATCH / GOAL_CORES / 1e9:.0f} s at best. "
+            f"Its {children} children take {fmt_ns(costs.cpu.median_ns / children)} of CPU each "
+            "on average.")
+    notes += [
+        f"Grades: median and p90 of {plan.repeats} in-process grade_submission calls per wall "
+        "after one warm-up, the walls taking turns; CPU is this process's and its reaped "
+        "children's user and system time. The start-up rows: median and p90 of 10 runs each, "
+        "taking turns, in a fresh process with the sandboxed child's environment (the worker "
+        "rows: the batch's worker environment).",
+        "The harness's imports are its own top-level imports, read from grader/_harness.py; "
+        "the reference agent's import adds the submission's `lab` package.",
+    ]
+    if missing is not None:
+        notes.append(f"Namespaces rows not run: {missing}.")
+    return notes
+
+
+def _reference(folder: Path) -> Path:
+    """The clean copy of the reference lab that earlier sections made, or a new one."""
+    reference = folder / "reference"
+    return reference if reference.is_dir() else copy_reference(reference)
+
+
+def _files(counted: tuple[int, int]) -> str:
+    return f"{fmt_size(counted[0])} files, {fmt_bytes(counted[1])}"
