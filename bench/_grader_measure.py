@@ -299,10 +299,12 @@ def _batch_run(plan: GraderPlan, folder: Path, jobs: int, wall: Isolation,
                size: str) -> tuple[bytes, list[Row], str]:
     """One whole ``gradekit grade`` of the batch: its gradebook, its rows, what went wrong."""
     out = folder / f"batch-out-{wall}-{jobs}"
-    began, cpu = time.perf_counter_ns(), cpu_ns()
+    cpu = cpu_ns()
+    began = time.perf_counter_ns()
     done = run_gradekit(["grade", str(folder / "batch"), "--out", str(out), "--jobs", str(jobs),
                          "--isolation", wall], folder)
-    elapsed, used = time.perf_counter_ns() - began, cpu_ns() - cpu
+    elapsed = time.perf_counter_ns() - began
+    used = cpu_ns() - cpu
     limit = ISOLATED_BATCH_TARGETS.get(jobs) if wall == "namespaces" else BATCH_TARGET
     whole = Target(limit if plan.batch == TARGET_BATCH else None)
     share = Target(None if limit is None else limit / TARGET_BATCH)

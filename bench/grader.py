@@ -34,6 +34,7 @@ from bench._grader_measure import (
 )
 from bench._isolation_measure import breakdown_table, hang_table, start_table
 from bench._table import render
+from bench._timing import adopt_orphans
 
 __all__ = ["main"]
 
@@ -43,6 +44,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--quick", action="store_true", help="fewer repetitions, smaller sizes")
     plan = QUICK if parser.parse_args(argv).quick else FULL
+    adopt_orphans()  # CPU rows count bubblewrap's orphaned sandbox processes too
     print(_machine())
     print(_method(plan), flush=True)
     with tempfile.TemporaryDirectory(prefix="gradekit-bench-grader-") as tmp:

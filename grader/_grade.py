@@ -14,7 +14,7 @@ import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
-from typing import cast
+from typing import TypeVar, cast
 
 from grader._checks import BUILTIN_CHECKS, Check, Evidence
 from grader._files import (
@@ -102,23 +102,11 @@ def _cassettes(root: Path, folder: str, cases: tuple[Case, ...],
     answers: dict[str, dict[str, str]] = {}
     for case in cases:
         relative = f"{folder}/{case.id}.json"
-        try:
-            data = read_submission_file(root, relative, cap=CASSETTE_CAP)
-            cassette = decode(data, source=relative, case=case.id)
-        except MissingSubmissionFile:
-            findings.append(f"{relative} is missing: record it with "
-                            f"`gradekit record --case {case.id}` and commit it")
-            continue
-        except SubmissionFileError as exc:
-            findings.append(quote(str(exc), TEXT_LIMIT))
-            continue
-        except CassetteError as exc:
-            findings.append(f"{relative} cannot be used: {quote(str(exc), TEXT_LIMIT)}")
-            continue
-        except (ValueError, RecursionError) as exc:  # JSON too deep, or a number too long
-            findings.append(_undecodable(relative, exc))
-            continue
-        answers[case.id] = {key: entry.response for key, entry in cassette.entries.items()}
+        missing = f"{relative} is missing: record it with `gradekit record --case {case.id}` " \
+            "and commit it"
+        cassette = _recording(root, relative, CASSETTE_CAP, decode, case.id, findings, missing)
+        if cassette is not None:
+            answers[case.id] = {key: entry.response for key, entry in cassette.entries.items()}
     return answers
 
 
@@ -128,22 +116,31 @@ def _fixtures(root: Path, cases: tuple[Case, ...],
     fixtures: dict[str, dict[str, object]] = {}
     for case in cases:
         relative = f"fixtures/{case.id}.json"
-        try:
-            data = read_submission_file(root, relative, cap=FIXTURE_CAP)
-            fixture = decode_fixture(data, source=relative, case=case.id)
-        except MissingSubmissionFile:
-            continue
-        except SubmissionFileError as exc:
-            findings.append(quote(str(exc), TEXT_LIMIT))
-            continue
-        except CassetteError as exc:
-            findings.append(f"{relative} cannot be used: {quote(str(exc), TEXT_LIMIT)}")
-            continue
-        except (ValueError, RecursionError) as exc:  # JSON too deep, or a number too long
-            findings.append(_undecodable(relative, exc))
-            continue
-        fixtures[case.id] = {key: call.response for key, call in fixture.calls.items()}
+        fixture = _recording(root, relative, FIXTURE_CAP, decode_fixture, case.id, findings, "")
+        if fixture is not None:
+            fixtures[case.id] = {key: call.response for key, call in fixture.calls.items()}
     return fixtures
+
+
+_Decoded = TypeVar("_Decoded")
+
+
+def _recording(root: Path, relative: str, cap: int, decoder: Callable[..., _Decoded],
+               case: str, findings: list[str], missing: str) -> _Decoded | None:
+    """A cassette or fixture decoded by the parent, or None with a finding (``missing``
+    when the file is absent; nothing when that is empty)."""
+    try:
+        return decoder(read_submission_file(root, relative, cap=cap), source=relative,
+                       case=case)
+    except MissingSubmissionFile:
+        findings += [missing] if missing else []
+    except SubmissionFileError as exc:
+        findings.append(quote(str(exc), TEXT_LIMIT))
+    except CassetteError as exc:
+        findings.append(f"{relative} cannot be used: {quote(str(exc), TEXT_LIMIT)}")
+    except (ValueError, RecursionError) as exc:  # JSON too deep, or a number too long
+        findings.append(_undecodable(relative, exc))
+    return None
 
 
 def _undecodable(relative: str, exc: Exception) -> str:

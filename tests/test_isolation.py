@@ -11,6 +11,7 @@ may. Each test runs real children on real files, sockets and processes.
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -420,3 +421,22 @@ def test_a_hanging_submission_costs_one_timeout_per_case(tmp_path: Path) -> None
         assert {o.detail for o in result.outcomes.values()} == {"did not finish within 1 s"}
     # Only the primary run started children: the others never ran a timed-out case again.
     assert sorted(p.name for p in scratch.iterdir()) == ["primary", "probe"]
+
+
+def test_special_files_in_a_submission_are_left_out_of_its_copy(
+    tmp_path: Path, isolation: Isolation
+) -> None:
+    root = tmp_path / "odd"
+    (root / "lab").mkdir(parents=True)
+    (root / "lab" / "__init__.py").write_text("")
+    (root / "lab" / "agent.py").write_text(
+        "import os\n\n\ndef run(provider, task):\n    return ' '.join(sorted(os.listdir('.')))\n")
+    (root / "pyproject.toml").write_text("")
+    os.mkfifo(root / "pipe")  # copying it would block forever
+    (root / "link").symlink_to("/etc/hostname")
+
+    result = run_cases(root, "lab.agent:run", [("c", "look")], answer=lambda c, p: None,
+                       label="provider-a", hashseed=0, limits=LIMITS,
+                       scratch=tmp_path / "scratch", isolation=isolation)
+
+    assert result.outcomes["c"].answer == "lab link pyproject.toml"
