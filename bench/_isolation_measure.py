@@ -329,7 +329,7 @@ def breakdown_table(plan: GraderPlan, folder: Path) -> Table:
     progress("grade_submission in process, children let exit by themselves, CPU")
     cpus = interleaved({wall: grade(wall, _GRACE_S) for wall in walls}, plan.repeats)
     progress("interpreter, bubblewrap, harness and worker start-up")
-    parts = _parts(reference, folder, missing)
+    parts = _parts(plan, reference, folder, missing)
     size = "reference lab, as shipped"
     rows: list[Row] = []
     for wall in walls:
@@ -344,7 +344,7 @@ def breakdown_table(plan: GraderPlan, folder: Path) -> Table:
                           size, summarize(lifetimes)))
         rows.append(timed("    CPU of a grade (the grader and every process below it)", size,
                           cpus[wall].cpu))
-    rows += [timed(name, what, costs.wall) for name, what, costs in parts]
+    rows += [timed(part.name, part.size, part.costs.wall) for part in parts]
     return Table(
         f"7. Where one submission's time goes (the goal: {GOAL_BATCH} submissions in "
         f"{GOAL_S} s on {GOAL_CORES} cores)",
@@ -353,10 +353,19 @@ def breakdown_table(plan: GraderPlan, folder: Path) -> Table:
     )
 
 
-_Part = tuple[str, str, Costs]
+@dataclass(frozen=True, slots=True)
+class _Part:
+    """One piece of a child's or a worker's start, timed on its own."""
+
+    name: str
+    size: str
+    costs: Costs
 
 
-def _parts(reference: Path, folder: Path, missing: str | None) -> list[_Part]:
+_WORKER = "worker: python -P -m grader._worker, an empty request (imports, then exits)"
+
+
+def _parts(plan: GraderPlan, reference: Path, folder: Path, missing: str | None) -> list[_Part]:
     """The pieces of one child's start and of one worker's, each timed on its own."""
     python, base = sys.executable, interpreter()[0]
     flags = list(PYTHON_FLAGS)
@@ -371,24 +380,28 @@ def _parts(reference: Path, folder: Path, missing: str | None) -> list[_Part]:
             ("interpreter", _run([python, *flags, "-c", imports], folder)),
         "  + the harness's imports and the reference agent (import lab.agent)":
             ("reference lab", _run([python, *flags, "-c", agent], reference)),
-        "base python -s -P -B -c pass (the interpreter the namespaces wall starts)":
-            ("interpreter", _run([base, *flags, "-c", "pass"], folder)),
         "copy_submission of the reference lab (once per child, either wall)":
             ("reference lab", lambda: copy_submission(
                 str(reference), str(folder / "copies" / str(next(copies))), IGNORED_NAMES)),
-        "worker: python -P -c pass (the grader's interpreter, as the batch starts it)":
-            ("interpreter", _run([python, "-P", "-c", "pass"], worker_cwd, _worker_environment())),
-        "worker: python -P -m grader._worker, an empty request (imports, then exits)":
-            ("grader._worker", _run([python, "-P", "-m", "grader._worker", "bench"], worker_cwd,
-                                    _worker_environment(), EXIT_BAD_REQUEST)),
+        "base python -s -P -B -c pass (the interpreter the namespaces wall starts)":
+            ("interpreter", _run([base, *flags, "-c", "pass"], folder)),
     }
     if missing is None:
-        runs["bubblewrap alone: the child's options, the seccomp filter, then true"] = (
+        runs["bubblewrap alone: the child's options and seccomp filter, then true"] = (
             "namespaces", _bwrap(reference, ["true"]))
         runs["bubblewrap + base python -s -P -B -c pass"] = (
             "namespaces", _bwrap(reference, [base, *flags, "-c", "pass"]))
-    costs = interleaved({name: run for name, (_, run) in runs.items()}, 5 * 2)
-    return [(name, what, costs[name]) for name, (what, _) in runs.items()]
+    runs["worker: python -P -c pass (the grader's interpreter, as the batch starts it)"] = (
+        "interpreter", _run([python, "-P", "-c", "pass"], worker_cwd, _worker_environment()))
+    runs[_WORKER] = ("grader._worker", _run([python, "-P", "-m", "grader._worker", "bench"],
+                                            worker_cwd, _worker_environment(), EXIT_BAD_REQUEST))
+    costs = interleaved({name: run for name, (_, run) in runs.items()}, _part_runs(plan))
+    return [_Part(name, size, costs[name]) for name, (size, _) in runs.items()]
+
+
+def _part_runs(plan: GraderPlan) -> int:
+    """Runs of each start-up piece: a few tens of milliseconds each, so more than grades."""
+    return 2 * plan.repeats
 
 
 def _harness_imports() -> str:
@@ -458,35 +471,34 @@ def _bwrap(reference: Path, command: Sequence[str]) -> Callable[[], None]:
 
 
 def _breakdown_notes(plan: GraderPlan, counts: Mapping[Isolation, list[_Counted]],
-                     grades: Mapping[Isolation, Costs], parts: Sequence[_Part],
+                     cpus: Mapping[Isolation, Costs], parts: Sequence[_Part],
                      missing: str | None) -> list[str]:
-    budget_ns = GOAL_S * GOAL_CORES * 1e9 / GOAL_BATCH
-    timed_parts = {name: costs.wall.median_ns for name, _, costs in parts}
-    worker = next(ns for name, ns in timed_parts.items() if "grader._worker" in name)
+    share_ns = GOAL_S * GOAL_CORES * 1e9 / GOAL_BATCH
+    worker = next(part.costs.cpu.median_ns for part in parts if part.name == _WORKER)
     notes = [
-        f"The goal leaves {fmt_ns(budget_ns)} of one core per submission ({GOAL_S} s x "
+        f"The goal leaves {fmt_ns(share_ns)} of one core per submission ({GOAL_S} s x "
         f"{GOAL_CORES} cores / {GOAL_BATCH}), with both cores busy all the time.",
-        "Children by run (last grade of each wall): "
-        + "; ".join(f"{wall}: {counts[wall][-1].by_run()}" for wall in counts) + ".",
+        "Children by run: " + "; ".join(f"--isolation {wall}: {counts[wall][-1].by_run()}"
+                                        for wall in counts) + ".",
     ]
-    for wall, costs in grades.items():
-        children = counts[wall][-1].children
-        cpu = costs.cpu.median_ns + worker
+    for wall, costs in cpus.items():
+        children, grade = counts[wall][-1].children, costs.cpu.median_ns
+        whole = grade + worker
+        batch_s = whole * GOAL_BATCH / GOAL_CORES / 1e9
         notes.append(
-            f"--isolation {wall}: a grade's CPU ({fmt_ns(costs.cpu.median_ns)}) plus a worker's "
-            f"start ({fmt_ns(worker)}) is {fmt_ns(cpu)} per submission, "
-            f"{cpu / budget_ns:.1f}x the goal's share; at that rate 2 cores grade "
-            f"{GOAL_BATCH} submissions in {cpu * GOAL_BATCH / GOAL_CORES / 1e9:.0f} s at best. "
-            f"Its {children} children take {fmt_ns(costs.cpu.median_ns / children)} of CPU each "
-            "on average.")
+            f"--isolation {wall}: a grade's CPU ({fmt_ns(grade)}, {fmt_ns(grade / children)} "
+            f"per child) plus a worker's start ({fmt_ns(worker)} of CPU) is {fmt_ns(whole)} "
+            f"per submission, {whole / share_ns:.1f}x the goal's share: {GOAL_CORES} busy "
+            f"cores would grade {GOAL_BATCH} submissions in {batch_s:.0f} s at best.")
     notes += [
         f"Grades: median and p90 of {plan.repeats} in-process grade_submission calls per wall "
-        "after one warm-up, the walls taking turns; CPU is this process's and its reaped "
-        "children's user and system time. The start-up rows: median and p90 of 10 runs each, "
-        "taking turns, in a fresh process with the sandboxed child's environment (the worker "
-        "rows: the batch's worker environment).",
-        "The harness's imports are its own top-level imports, read from grader/_harness.py; "
-        "the reference agent's import adds the submission's `lab` package.",
+        "after one warm-up, the walls taking turns, each child killed as soon as its run is "
+        f"over, as the grader does; CPU: a second such pass. {CPU_CAVEAT}",
+        f"Start-up pieces: median and p90 of {_part_runs(plan)} runs each after one warm-up, "
+        "all taking turns, each a fresh process in the sandboxed child's environment (the "
+        "worker rows: the batch's worker environment, started in an empty folder). The "
+        "harness's imports are its own top-level imports, read from grader/_harness.py; the "
+        "agent's import adds the submission's `lab` package (lab.agent and what it imports).",
     ]
     if missing is not None:
         notes.append(f"Namespaces rows not run: {missing}.")
