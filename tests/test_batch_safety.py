@@ -27,6 +27,7 @@ from pathlib import Path
 import pytest
 
 from grader import GradebookRow, load_rubric
+from grader._isolation import Isolation
 from grader._worker import Request, decode_request, decode_row, encode_request, encode_row
 from grader.cli import main
 from tests.submissions import make_submission
@@ -479,3 +480,42 @@ def test_a_clash_is_refused_by_every_shard_even_when_it_holds_one_of_the_two(
         assert main(["grade", str(first), str(second), "--shard", shard, "--out", str(out)]) == 2
         assert "both resolve to folder name 'alice'" in capsys.readouterr().err
         assert not out.exists()
+
+
+@pytest.mark.slow
+def test_nothing_a_submission_started_outlives_a_killed_batch(
+    tmp_path: Path, grader: Grader, isolation: Isolation
+) -> None:
+    """kill -9 of the batch itself (no sweep runs): the worker dies with the batch, the
+    sandboxed child with the worker (a parent-death signal, or bubblewrap's pid namespace)."""
+    subs = tmp_path / "subs"
+    tiny_agent(subs / "bob", HANGS, imports="import time")
+    process = grader.start(subs, "--isolation", isolation,
+                           "--rubric", short_rubric(tmp_path, timeout_s=60))
+    _wait_for("bob's agent running", lambda: _working_below(grader.tmp, child_only=True))
+
+    process.kill()
+    process.wait()
+
+    deadline = time.monotonic() + 30  # SIGKILL is delivered, not awaited: let it land
+    while _working_below(grader.tmp) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _working_below(grader.tmp) == []
+
+
+def _working_below(folder: Path, *, child_only: bool = False) -> list[int]:
+    """Processes whose command line or working folder lies below ``folder``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            command = (entry / "cmdline").read_bytes()
+            cwd = os.readlink(entry / "cwd")
+        except OSError:
+            continue
+        if child_only and b"_harness.py" not in command:
+            continue
+        if str(folder).encode() in command or cwd.startswith(str(folder)):
+            found.append(int(entry.name))
+    return found
