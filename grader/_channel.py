@@ -19,10 +19,13 @@ from collections.abc import Mapping, Sequence
 from enum import Enum
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Any
+from typing import IO, Any, Literal
+
+from grader._model import Limits
 
 __all__ = [
-    "HARNESS", "PYTHON_FLAGS", "Child", "Event", "ProtocolError", "decode_line", "strict_loads",
+    "HARNESS", "PYTHON_FLAGS", "Child", "Event", "ProtocolError", "child_ending", "child_name",
+    "child_text", "clean_text", "decode_line", "exit_detail", "strict_loads",
 ]
 
 HARNESS = Path(__file__).with_name("_harness.py")
@@ -202,3 +205,48 @@ def decode_line(line: bytes) -> dict[str, Any]:
     if not isinstance(message, dict) or not isinstance(message.get("op"), str):
         raise ProtocolError("a message without an op")
     return message
+
+
+def child_ending(
+    child: Child, event: Event, deadline: float, limits: Limits
+) -> tuple[Literal["timeout", "crashed"], str]:
+    """End a child that stopped talking; say why, deterministically."""
+    if event is Event.TIMED_OUT:
+        child.finish(time.monotonic())
+        return "timeout", f"did not finish within {limits.timeout_s:g} s"
+    return "crashed", exit_detail(*child.finish(deadline))
+
+
+def exit_detail(code: int, killed: bool) -> str:
+    """Why a child ended, without PIDs or times.
+
+    bubblewrap passes a signal death on as status 128 + the signal's number.
+    """
+    if killed:
+        return "closed its channel to the grader and had to be killed"
+    if code > 128 and code - 128 in signal.valid_signals():
+        code = 128 - code
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exited with status {code}"
+
+
+def clean_text(text: str) -> str:
+    """``text`` as valid UTF-8: lone surrogates become '?'."""
+    return text.encode("utf-8", "replace").decode("utf-8")
+
+
+def child_text(value: object, limit: int = 300) -> str:
+    """The first line of a child's string, bounded; '' for anything else."""
+    lines = clean_text(value).strip().splitlines() if isinstance(value, str) else []
+    return lines[0][:limit] if lines else ""
+
+
+def child_name(value: object) -> str | None:
+    """A short printable name from the child, or None."""
+    if not isinstance(value, str) or not value:
+        return None
+    return "".join(c if c.isprintable() else "?" for c in clean_text(value)[:100])

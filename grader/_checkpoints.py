@@ -12,9 +12,10 @@ from grader._grade import PROBE, grade_submission
 from grader._isolation import Isolation
 from grader._manifest import load_manifest
 from grader._model import ReplayProbe
+from grader._probe import probe_replay
 from grader._report import report_digest
 from grader._rubric import Rubric
-from grader._sandbox import probe_replay, run_cases
+from grader._sandbox import run_cases
 
 __all__ = ["Checkpoint", "run_checkpoints"]
 

@@ -32,10 +32,11 @@ from grader._files import (
 from grader._isolation import Isolation
 from grader._manifest import Manifest, ManifestError, load_manifest
 from grader._model import CaseOutcome, CriterionResult, Report, RunResult
+from grader._probe import probe_replay
 from grader._report import TEXT_LIMIT, quote
 from grader._review import CHANGE_LOG, change_matches, decode_changes
 from grader._rubric import Case, Rubric
-from grader._sandbox import ToolAnswer, probe_replay, run_cases
+from grader._sandbox import ToolAnswer, run_cases
 from lab import CassetteError, GradekitError, prompt_key
 from lab._cassette import decode
 from lab._fixtures import decode as decode_fixture

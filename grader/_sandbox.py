@@ -50,47 +50,45 @@ the packages' (public), never another submission's.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
-import platform
-import signal
-import stat
-import tempfile
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Literal
+from typing import Any, Literal
 
-from grader._channel import HARNESS, PYTHON_FLAGS, Child, Event, ProtocolError, strict_loads
-from grader._harness import copy_submission
-from grader._isolation import (
-    INSTALL_HINT,
-    KIT,
-    SANDBOX,
-    Bind,
-    Isolation,
-    bubblewrap,
-    bwrap_argv,
-    interpreter,
-    no_new_processes_filter,
+from grader._channel import (
+    Child,
+    Event,
+    ProtocolError,
+    child_ending,
+    child_name,
+    child_text,
+    clean_text,
+    strict_loads,
 )
-from grader._model import Call, CaseOutcome, Limits, Refusal, ReplayProbe, RunResult, TraceRecord
-from lab import GradekitError, UsageError, prompt_key
-from lab._cassette import Cassette, Entry, encode
+from grader._isolation import Isolation
+from grader._layout import (
+    Layout,
+    captured_output,
+    child_config,
+    child_environment,
+    child_outputs,
+    prepare_run,
+    read_regular,
+    start_child,
+)
+from grader._model import Call, CaseOutcome, Limits, Refusal, RunResult, TraceRecord
+from lab import GradekitError, prompt_key
 from lab._fixtures import tool_key
 
-__all__ = ["probe_replay", "run_cases"]
+__all__ = ["ToolAnswer", "run_cases"]
 
 # Not -I: it implies -E, and -E makes the child ignore PYTHONHASHSEED. The environment is
 # built from nothing instead, so the only PYTHON* variables the child sees are ours.
 # Never part of a submission: version control, environments, caches, build output.
-IGNORED_NAMES = (
-    ".git", ".venv*", "__pycache__", "*.pyc", "grades", "*.egg-info", "build",
-    ".mypy_cache", ".pytest_cache", ".ruff_cache", ".hypothesis", "node_modules",
-)
 _MAX_REFUSALS = 100
 TRACE_LINE = 4096  # bytes of one trace record: a record is a few short fields
 _MIB = 1 << 20
@@ -159,23 +157,23 @@ def run_cases(
     ids = [case_id for case_id, _ in cases]
     if len(set(ids)) != len(ids):
         raise ValueError(f"case ids must be unique, got {ids}")
-    layout = _prepare(root, scratch, isolation)
+    layout = prepare_run(root, scratch, isolation)
     planned = [_Case(case_id, task, layout.work / f"trace-{n:03d}.jsonl")
                for n, (case_id, task) in enumerate(cases)]
     if isolation == "namespaces":
         for case in planned:
             case.trace.touch()  # bound into the sandbox: a bind needs its file
     run = _Run(answer, tools or _no_tools, limits, layout)
-    config = _config(layout, limits, mode="run", agent=agent, label=label)
-    env = _environment(layout, hashseed)
-    with _outputs(layout) as outputs:
+    config = child_config(layout, limits, mode="run", agent=agent, label=label)
+    env = child_environment(layout, hashseed)
+    with child_outputs(layout) as outputs:
         while run.import_error is None and (pending := run.pending(planned)):
             cases_config = [{"id": c.id, "task": c.task, "trace": layout.inside(c.trace)}
                             for c in pending]
-            with _start({**config, "cases": cases_config}, layout, env, outputs, limits,
+            with start_child({**config, "cases": cases_config}, layout, env, outputs, limits,
                         [c.trace for c in planned]) as child:
                 run.converse(child, pending)
-    return run.result(planned, _captured(layout, limits))
+    return run.result(planned, captured_output(layout, limits))
 
 
 ToolAnswer = Callable[[str, str], tuple[bool, object]]
@@ -186,200 +184,11 @@ def _no_tools(case: str, key: str) -> tuple[bool, object]:
     return False, None
 
 
-def probe_replay(
-    root: Path, replay: str, recorded: Mapping[str, str], *, limits: Limits, scratch: Path,
-    isolation: Isolation = "process",
-) -> ReplayProbe:
-    """Probe the submission's own replay class (``"package.module:Class"``) in a sandbox.
-
-    The parent writes ``recorded`` (prompt -> response) as a cassette, the
-    child constructs ``cls(path)`` and asks one recorded prompt wrapped in
-    extra whitespace and one prompt never recorded; the parent judges.
-    """
-    layout = _prepare(root, scratch, isolation)
-    entries = {prompt_key(p): Entry(p.strip(), r) for p, r in sorted(recorded.items())}
-    cassette = layout.work / "probe-cassette.json"
-    cassette.write_bytes(encode(Cassette(case="probe", entries=entries)))
-    first = min(recorded, default=None)
-    expected = None if first is None else entries[prompt_key(first)].response
-    probe = {
-        "cassette": layout.inside(cassette),
-        "hit": None if first is None else f"  \n\t{first.strip()}\n  ",
-        "miss": _unknown_prompt(entries),
-    }
-    config = _config(layout, limits, mode="probe_replay", replay=replay, probe=probe)
-    env = _environment(layout, 0)
-    with _outputs(layout) as outputs, _start(config, layout, env, outputs, limits,
-                                             [cassette]) as child:
-        return _Probe(layout, limits, expected).converse(child)
-
-
-@dataclass(frozen=True, slots=True)
-class _Layout:
-    """The folders of one sandboxed run, all in a fresh folder under the caller's scratch.
-
-    Under ``process`` the child works in ``copy`` and ``work`` on this machine. Under
-    ``namespaces`` it sees none of them: the original submission is shown read-only at
-    ``/gradekit/original`` and the harness copies it into its own ``/sandbox`` tmpfs;
-    of ``work`` it sees only the files bound one by one (traces, the probe's cassette).
-    """
-
-    root: Path  # the submission as the instructor handed it in
-    run: Path
-    copy: Path  # the submission's private copy: the child's cwd and HOME
-    work: Path  # traces and TMPDIR: the only other place the child may write
-    output: Path  # stdout and stderr, which the child reaches only through inherited fds
-    isolation: Isolation
-
-    @property
-    def child_copy(self) -> str:
-        """Where the child finds its copy of the submission."""
-        return f"{SANDBOX}/submission" if self.isolation == "namespaces" else str(self.copy)
-
-    @property
-    def child_work(self) -> str:
-        """The folder the child writes besides its copy."""
-        return SANDBOX if self.isolation == "namespaces" else str(self.work)
-
-    def inside(self, path: Path) -> str:
-        """The name the child knows a file of ``work`` by."""
-        if self.isolation == "process":
-            return str(path)
-        if path.suffix == ".jsonl":
-            return f"{SANDBOX}/{path.name}"
-        return f"{KIT}/{path.name}"
-
-    def scrub(self, text: str) -> str:
-        """``text`` with this machine's paths replaced by stable names."""
-        names = [(self.child_copy, "<submission>"), (self.child_work, "<scratch>"),
-                 (str(self.copy), "<submission>"), (str(self.run), "<scratch>"),
-                 (f"{KIT}/original", "<submission>")]
-        spelled = {spelling: name for path, name in names
-                   for spelling in (path, os.path.realpath(path))}
-        for spelling in sorted(spelled, key=len, reverse=True):
-            text = text.replace(spelling, spelled[spelling])
-        return text
-
-
 @dataclass(frozen=True, slots=True)
 class _Case:
     id: str
     task: str
     trace: Path
-
-
-def _prepare(root: Path, scratch: Path, isolation: Isolation) -> _Layout:
-    scratch.mkdir(parents=True, exist_ok=True)
-    run = Path(tempfile.mkdtemp(prefix="run-", dir=scratch)).resolve()
-    layout = _Layout(root.resolve(), run, run / "submission", run / "work", run / "output",
-                     isolation)
-    if isolation == "process":
-        # symlinks=True: a link in the submission stays a link, so writes through it are
-        # judged by where it points, and copying never follows it out of the submission.
-        copy_submission(str(root), str(layout.copy), IGNORED_NAMES)
-        (layout.work / "tmp").mkdir(parents=True)
-    else:
-        layout.work.mkdir()
-    layout.output.mkdir()
-    return layout
-
-
-def _environment(layout: _Layout, hashseed: int) -> dict[str, str]:
-    """The child's whole environment: nothing inherited, so no credentials and no proxies."""
-    return {
-        "PATH": "/usr/bin:/bin",
-        "HOME": layout.child_copy,
-        "TMPDIR": f"{layout.child_work}/tmp",
-        "TZ": "UTC",
-        "LANG": "C.UTF-8",
-        "LC_ALL": "C.UTF-8",
-        "PYTHONHASHSEED": str(hashseed),
-        "PYTHONIOENCODING": "utf-8",
-        "PYTHONDONTWRITEBYTECODE": "1",
-    }
-
-
-def _start(config: Mapping[str, object], layout: _Layout, env: Mapping[str, str],
-           outputs: tuple[IO[bytes], IO[bytes]], limits: Limits,
-           shown: Sequence[Path]) -> Child:
-    """Start one harness behind the layout's wall; ``shown``: the files of ``work`` it sees."""
-    if layout.isolation == "process":
-        return Child(config, layout.copy, env, outputs)
-    bwrap_path, why = bubblewrap()
-    if bwrap_path is None:
-        raise UsageError(f"namespaces isolation was chosen, but {why}: {INSTALL_HINT}")
-    python, binds, _ = interpreter()
-    binds += (Bind(str(layout.root), f"{KIT}/original"), Bind(str(HARNESS), f"{KIT}/harness.py"))
-    binds += tuple(Bind(str(p), layout.inside(p), writable=p.suffix == ".jsonl") for p in shown)
-    program = no_new_processes_filter(platform.machine())
-    read_end = None
-    if program is not None:
-        read_end, write_end = os.pipe()
-        with os.fdopen(write_end, "wb") as pipe:
-            pipe.write(program)  # a few hundred bytes: far below a pipe's buffer
-    try:
-        argv = bwrap_argv(bwrap_path, binds, disk_mb=limits.disk_mb, seccomp_fd=read_end)
-        command = [*argv, python, *PYTHON_FLAGS, f"{KIT}/harness.py"]
-        fds = () if read_end is None else (read_end,)
-        return Child(config, layout.run, env, outputs, command=command, pass_fds=fds)
-    finally:
-        if read_end is not None:
-            os.close(read_end)
-
-
-def _config(layout: _Layout, limits: Limits, **fields: object) -> dict[str, object]:
-    kept = ["memory_mb", "cpu_s", "file_mb", "open_files"]
-    config: dict[str, object] = {
-        "root": layout.child_copy,
-        "roots": [layout.child_copy, layout.child_work],
-        **fields,
-    }
-    if layout.isolation == "namespaces":
-        # Processes are capped only here: outside a user namespace RLIMIT_NPROC counts every
-        # process of the grading user, not just this run's.
-        kept.append("processes")
-        config["copy"] = {"from": f"{KIT}/original", "to": layout.child_copy,
-                          "ignore": list(IGNORED_NAMES)}
-        config["site"] = list(interpreter()[2])
-    else:
-        config["parent"] = os.getpid()  # the harness asks to die with this process
-    config["limits"] = {name: getattr(limits, name) for name in kept}
-    return config
-
-
-@contextlib.contextmanager
-def _outputs(layout: _Layout) -> Iterator[tuple[IO[bytes], IO[bytes]]]:
-    """The child's stdout and stderr files, shared by every child of one run."""
-    with open(layout.output / "stdout", "wb") as out, open(layout.output / "stderr", "wb") as err:
-        yield out, err
-
-
-def _captured(layout: _Layout, limits: Limits) -> tuple[str, str]:
-    """What the children printed, capped and scrubbed; for feedback, never parsed."""
-    cap = limits.output_kb * 1024
-
-    def text(name: str) -> str:
-        data = _read_regular(layout.output / name, cap) or b""
-        return layout.scrub(data[:cap].decode("utf-8", "replace"))
-
-    return text("stdout"), text("stderr")
-
-
-def _read_regular(path: Path, cap: int) -> bytes | None:
-    """Up to ``cap + 1`` bytes of a regular file; None if it is missing or anything else.
-
-    The child may plant a symlink or a FIFO where the parent reads: neither may
-    steer the parent elsewhere or stall it.
-    """
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        return None
-    with os.fdopen(fd, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        return handle.read(cap + 1)
-
 
 def _read_trace(path: Path, limits: Limits) -> tuple[tuple[TraceRecord, ...], str | None]:
     """The case's trace records, and where the file stopped being valid JSONL.
@@ -388,7 +197,7 @@ def _read_trace(path: Path, limits: Limits) -> tuple[tuple[TraceRecord, ...], st
     the parent's memory and time stay bounded whatever the child wrote.
     """
     cap = min(limits.file_mb * _MIB, limits.trace_records * (TRACE_LINE + 1))
-    data = _read_regular(path, cap)
+    data = read_regular(path, cap)
     if data is None:
         return (), None if not os.path.lexists(path) else "not a regular file"
     lines = data[:cap].split(b"\n", limits.trace_records)
@@ -432,7 +241,7 @@ class _Run:
     """The parent's record of one ``run_cases``: built only from what it observed or checked."""
 
     def __init__(self, answer: Callable[[str, str], str | None], tools: ToolAnswer,
-                 limits: Limits, layout: _Layout):
+                 limits: Limits, layout: Layout):
         self.outcomes: dict[str, CaseOutcome] = {}
         self.refusals: list[Refusal] = []
         self.import_error: str | None = None
@@ -462,7 +271,7 @@ class _Run:
             try:
                 event = child.receive(deadline)
                 if isinstance(event, Event):
-                    return self._lose(talk, *_ending(child, event, deadline, self._limits))
+                    return self._lose(talk, *child_ending(child, event, deadline, self._limits))
                 if self._handle(child, talk, event):
                     deadline = self._deadline()
             except ProtocolError as exc:
@@ -479,7 +288,7 @@ class _Run:
         if not talk.ready and op in ("ready", "import_error"):
             talk.ready = op == "ready"
             if not talk.ready:
-                error = self._layout.scrub(_text(message.get("error")))
+                error = self._layout.scrub(child_text(message.get("error")))
                 self.import_error = error or "the agent could not be imported"
         elif talk.ready and current is None and op == "start" and case == talk.next_case().id:
             talk.current = talk.next_case()
@@ -528,10 +337,10 @@ class _Run:
             raise ProtocolError("a refusal without an event")
         phrase = _REFUSED.get(event) or ("use ctypes" if event.startswith("ctypes.") else None)
         if phrase is None:  # not an event the harness refuses: the child made it up
-            event, phrase = _name(event) or "unknown", "do something the sandbox refuses"
+            event, phrase = child_name(event) or "unknown", "do something the sandbox refuses"
         if event == "open" and target in _OPEN_TARGETS:
             phrase = _OPEN_TARGETS[target]
-        shown = _name(os.path.basename(subject)) if isinstance(subject, str) else None
+        shown = child_name(os.path.basename(subject)) if isinstance(subject, str) else None
         refusal = Refusal(case, event, f"{phrase}: {shown}" if shown else phrase)
         if refusal not in self.refusals and len(self.refusals) < _MAX_REFUSALS:
             self.refusals.append(refusal)
@@ -583,73 +392,15 @@ def _claims(message: Mapping[str, Any],
     if not strings or not isinstance(escaped, bool):
         raise ProtocolError("a malformed result")
     if status == "returned" and isinstance(kind, str):
-        kept: dict[str, Any] = {"returned_type": _name(kind)}
+        kept: dict[str, Any] = {"returned_type": child_name(kind)}
         if answer is not None:
-            whole = _clean(answer).encode("utf-8")
+            whole = clean_text(answer).encode("utf-8")
             kept["answer_sha256"] = hashlib.sha256(whole).hexdigest()
             kept["answer"] = _cut(whole, keep)
         return "returned", kept
     if status == "raised" and isinstance(exception, str):
-        return "raised", {"exception": _name(exception), "miss_escaped": escaped}
+        return "raised", {"exception": child_name(exception), "miss_escaped": escaped}
     raise ProtocolError("a malformed result")
-
-
-class _Probe:
-    """The parent's side of ``probe_replay``."""
-
-    def __init__(self, layout: _Layout, limits: Limits, expected: str | None) -> None:
-        self._layout, self._limits, self._expected = layout, limits, expected
-        self._loaded = False
-
-    def converse(self, child: Child) -> ReplayProbe:
-        """Wait for the probe's verdict, however the child ends."""
-        deadline = time.monotonic() + self._limits.timeout_s
-        while True:
-            try:
-                event = child.receive(deadline)
-            except ProtocolError as exc:
-                return self._failed(f"broke the grader's protocol: {exc}")
-            if isinstance(event, Event):
-                return self._failed(_ending(child, event, deadline, self._limits)[1])
-            op = event["op"]
-            if op == "refused":
-                continue
-            if op == "ready" and not self._loaded:
-                self._loaded, deadline = True, time.monotonic() + self._limits.timeout_s
-            elif op == "import_error" and not self._loaded:
-                detail = self._layout.scrub(_text(event.get("error")))
-                return ReplayProbe(False, False, False, detail=detail or "could not be loaded")
-            elif op == "probe" and self._loaded:
-                return self._judge(event.get("hit"), event.get("miss"))
-            else:
-                return self._failed("broke the grader's protocol: an unexpected message")
-
-    def _failed(self, why: str) -> ReplayProbe:
-        return ReplayProbe(self._loaded, False, False, detail=f"the probe {why}")
-
-    def _judge(self, hit: object, miss: object) -> ReplayProbe:
-        if not isinstance(miss, dict) or not (hit is None or isinstance(hit, dict)):
-            return self._failed("broke the grader's protocol: a malformed verdict")
-        exception = _name(miss.get("exception"))
-        notes = []
-        if self._expected is None:
-            notes.append("nothing was recorded, so the whitespace probe was skipped")
-        whitespace_hit = hit is not None and hit.get("answer") == self._expected
-        if self._expected is not None and not whitespace_hit:
-            raised = _name(hit.get("exception")) if hit is not None else None
-            got = f"raised {raised}" if raised else "got a different answer"
-            notes.append(f"a recorded prompt with extra outer whitespace {got}")
-        if exception is None:
-            returned = _name(miss.get("returned_type")) or "a value"
-            notes.append(f"an unknown prompt returned {returned} instead of raising")
-        return ReplayProbe(True, whitespace_hit, exception is not None, exception, "; ".join(notes))
-
-
-def _unknown_prompt(entries: Mapping[str, Entry]) -> str:
-    prompt = "gradekit sandbox probe: a prompt that was never recorded"
-    while prompt_key(prompt) in entries:
-        prompt += "!"
-    return prompt
 
 
 def _miss(case: _Case, key: str) -> str:
@@ -669,54 +420,9 @@ def _missing(case: _Case, tool: str, args: Mapping[str, object]) -> str:
     )
 
 
-def _ending(
-    child: Child, event: Event, deadline: float, limits: Limits
-) -> tuple[Literal["timeout", "crashed"], str]:
-    """End a child that stopped talking; say why, deterministically."""
-    if event is Event.TIMED_OUT:
-        child.finish(time.monotonic())
-        return "timeout", f"did not finish within {limits.timeout_s:g} s"
-    return "crashed", _exit_detail(*child.finish(deadline))
-
-
-def _exit_detail(code: int, killed: bool) -> str:
-    """Why a child ended, without PIDs or times.
-
-    bubblewrap passes a signal death on as status 128 + the signal's number.
-    """
-    if killed:
-        return "closed its channel to the grader and had to be killed"
-    if code > 128 and code - 128 in signal.valid_signals():
-        code = 128 - code
-    if code < 0:
-        try:
-            return f"killed by {signal.Signals(-code).name}"
-        except ValueError:
-            return f"killed by signal {-code}"
-    return f"exited with status {code}"
-
-
 def _cut(data: bytes, keep: int) -> str:
     """UTF-8 ``data`` as text, cut at a character boundary to ``keep`` bytes with a marker."""
     if len(data) <= keep:
         return data.decode("utf-8")
     head = data[:keep].decode("utf-8", "ignore")
     return f"{head}… [cut: {len(data) - keep} more bytes]"
-
-
-def _clean(text: str) -> str:
-    """``text`` as valid UTF-8: lone surrogates become '?'."""
-    return text.encode("utf-8", "replace").decode("utf-8")
-
-
-def _text(value: object, limit: int = 300) -> str:
-    """The first line of a child's string, bounded; '' for anything else."""
-    lines = _clean(value).strip().splitlines() if isinstance(value, str) else []
-    return lines[0][:limit] if lines else ""
-
-
-def _name(value: object) -> str | None:
-    """A short printable name from the child, or None."""
-    if not isinstance(value, str) or not value:
-        return None
-    return "".join(c if c.isprintable() else "?" for c in _clean(value)[:100])

@@ -26,7 +26,8 @@ from grader import _sandbox, load_cases
 from grader._channel import HARNESS
 from grader._isolation import Isolation
 from grader._model import Call, Limits, Refusal, RunResult, TraceRecord
-from grader._sandbox import probe_replay, run_cases
+from grader._probe import probe_replay
+from grader._sandbox import run_cases
 from lab import CassetteMiss, Replay, ToolReplay, prompt_key
 from lab._fixtures import decode as decode_fixture
 from lab.agent import run as reference_run
