@@ -30,7 +30,7 @@ from bench._grader_data import REPO, copy_reference, tree_size
 from bench._grader_measure import GraderPlan, bubblewrap_missing, progress, run_gradekit
 from bench._table import Row, Table, fmt_bytes, fmt_ns, fmt_size, note_row, timed
 from bench._timing import Costs, Stats, interleaved, summarize
-from grader import _sandbox
+from grader import _layout
 from grader._batch import _worker_environment
 from grader._channel import HARNESS, PYTHON_FLAGS, Child
 from grader._grade import grade_submission
@@ -44,9 +44,10 @@ from grader._isolation import (
     interpreter,
     no_new_processes_filter,
 )
+from grader._layout import IGNORED_NAMES
 from grader._model import Limits
 from grader._rubric import load_rubric
-from grader._sandbox import IGNORED_NAMES, run_cases
+from grader._sandbox import run_cases
 from grader._worker import EXIT_BAD_REQUEST
 
 __all__ = ["WALLS", "breakdown_table", "hang_table", "start_table"]
@@ -290,7 +291,7 @@ def _children_patched(scratch: Path, *, grace_s: float = 0.0) -> Iterator[_Child
                 log.add(self._cwd, time.perf_counter_ns() - self._began)
             return ended
 
-    with mock.patch.object(_sandbox, "Child", Counted):
+    with mock.patch.object(_layout, "Child", Counted):
         yield log
 
 
@@ -303,7 +304,8 @@ def _counted_grade(root: Path, rubric: Path, scratch: Path, wall: Isolation, *,
         graded = grade_submission(root, load_rubric(rubric), submission=root.name,
                                   label="provider-a", scratch=scratch, isolation=wall)
     primary = graded.evidence.primary
-    statuses = Counter(o.status for o in primary.outcomes.values()) if primary else Counter()
+    statuses = Counter(f"{o.status} ({o.detail})" if o.detail else o.status
+                       for o in (primary.outcomes.values() if primary else ()))
     return _Counted(sum(len(times) for times in log.lifetimes.values()),
                     {run: len(times) for run, times in log.lifetimes.items()},
                     sum(sum(times) for times in log.lifetimes.values()),
@@ -374,6 +376,8 @@ def _parts(plan: GraderPlan, reference: Path, folder: Path, missing: str | None)
     worker_cwd = Path(tempfile.mkdtemp(prefix="worker-cwd-", dir=folder))
     copies = iter(range(1_000))
     runs: dict[str, tuple[str, Callable[[], None]]] = {
+        "python -S -s -P -B -c pass (no site module, no .pth files: the floor)":
+            ("interpreter", _run([python, "-S", *flags, "-c", "pass"], folder)),
         "python -s -P -B -c pass (the grader's interpreter, as the process wall starts it)":
             ("interpreter", _run([python, *flags, "-c", "pass"], folder)),
         "  + the harness's imports (-c 'import json, hashlib, inspect, ...')":
