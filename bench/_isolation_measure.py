@@ -30,7 +30,6 @@ from bench._grader_data import REPO, copy_reference, tree_size
 from bench._grader_measure import GraderPlan, bubblewrap_missing, progress, run_gradekit
 from bench._table import Row, Table, fmt_bytes, fmt_ns, fmt_size, note_row, timed
 from bench._timing import Costs, Stats, interleaved, summarize
-from grader import _layout
 from grader._batch import _worker_environment
 from grader._channel import HARNESS, PYTHON_FLAGS, Child
 from grader._grade import grade_submission
@@ -188,10 +187,15 @@ def hang_table(plan: GraderPlan, folder: Path) -> Table:
                     fmt_ns(floor.median_ns), "—"))
     rows += [timed(f"  above the floor, --isolation {wall}", size,
                    costs[wall].wall.minus(floor.median_ns)) for wall in costs]
-    progress("grade_submission of the hanging submission in process, children counted")
-    counted = _counted_grade(hanging, rubric, folder / "hang-counted", "process")
-    rows.append(note_row("sandboxed children started (grade_submission, process wall)",
-                         size, str(counted.children)))
+    if plan.hang_counted:
+        progress("grade_submission of the hanging submission in process, children counted")
+        counted = _counted_grade(hanging, rubric, folder / "hang-counted", "process")
+        rows.append(note_row("sandboxed children started (grade_submission, process wall)",
+                             size, str(counted.children)))
+        children = (f"Children started, by run: {counted.by_run()}; case outcomes of the "
+                    f"primary run: {counted.statuses}.")
+    else:
+        children = f"Children not counted in the {plan.name} run (the full run counts them)."
     shown = ", ".join(f"{total}: {count}" for total, count in sorted(totals.items()))
     return Table(
         "6. A submission that hangs in every case (its agent sleeps forever), one grade",
@@ -205,8 +209,7 @@ def hang_table(plan: GraderPlan, folder: Path) -> Table:
             "A case that timed out is not run again under the other labels, so a grade is "
             "one timeout per case (each ends its child; a fresh one runs the next case) plus "
             "the own-Replay probe, which does not call the agent.",
-            f"Children started, by run: {counted.by_run()}; case outcomes of the primary "
-            f"run: {counted.statuses}.",
+            children,
             f"Totals in the gradebooks: {shown} (every run graded, none hit budget_s).",
         ],
     )
@@ -291,7 +294,14 @@ def _children_patched(scratch: Path, *, grace_s: float = 0.0) -> Iterator[_Child
                 log.add(self._cwd, time.perf_counter_ns() - self._began)
             return ended
 
-    with mock.patch.object(_layout, "Child", Counted):
+    # Wherever the grader's modules import Child by name, they start the counted one.
+    users = [module for name, module in sorted(sys.modules.items())
+             if name.startswith("grader.") and getattr(module, "Child", None) is Child]
+    if not users:
+        raise RuntimeError("no grader module starts grader._channel.Child: update bench")
+    with contextlib.ExitStack() as patches:
+        for module in users:
+            patches.enter_context(mock.patch.object(module, "Child", Counted))
         yield log
 
 
@@ -303,6 +313,8 @@ def _counted_grade(root: Path, rubric: Path, scratch: Path, wall: Isolation, *,
     with _children_patched(scratch, grace_s=grace_s) as log:
         graded = grade_submission(root, load_rubric(rubric), submission=root.name,
                                   label="provider-a", scratch=scratch, isolation=wall)
+    if not log.lifetimes:
+        raise RuntimeError("grade_submission started no counted child: update bench")
     primary = graded.evidence.primary
     statuses = Counter(f"{o.status} ({o.detail})" if o.detail else o.status
                        for o in (primary.outcomes.values() if primary else ()))

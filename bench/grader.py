@@ -1,7 +1,9 @@
-"""Benchmark gradekit's grader: the sandbox's replay pipe, one grade, the checkpoints, a batch.
+"""Benchmark gradekit's grader: the sandbox's replay pipe, one grade, the checkpoints, a batch
+under both walls, a child's start with and without bubblewrap, a hanging submission, and
+where one submission's time goes.
 
-    python bench/grader.py            # full run: about seven minutes on two cores
-    python bench/grader.py --quick    # smoke-sized, about a minute
+    python bench/grader.py            # full run: about fifteen minutes on two cores
+    python bench/grader.py --quick    # smoke-sized, about a minute and a half
     python bench/run.py --grader      # the same, through the main bench (make bench ARGS=--grader)
 
 Prints Markdown tables in the main bench's format; progress goes to stderr.
