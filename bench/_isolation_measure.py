@@ -42,12 +42,14 @@ from grader._isolation import (
     bwrap_argv,
     interpreter,
     no_new_processes_filter,
+    package_folders,
 )
 from grader._layout import IGNORED_NAMES
 from grader._model import Limits
 from grader._rubric import load_rubric
 from grader._sandbox import run_cases
 from grader._worker import EXIT_BAD_REQUEST
+from grader._zygote import REQUEST, STDERR, Zygote
 
 __all__ = ["WALLS", "breakdown_table", "hang_table", "start_table"]
 
@@ -376,7 +378,8 @@ class _Part:
     costs: Costs
 
 
-_WORKER = "worker: python -P -m grader._worker, an empty request (imports, then exits)"
+_WORKER = "worker: forked by the batch's zygote, an empty request (how the batch starts one)"
+_FRESH = "worker: a fresh python -P -m grader._worker, an empty request (imports, then exits)"
 
 
 def _parts(plan: GraderPlan, reference: Path, folder: Path, missing: str | None) -> list[_Part]:
@@ -384,14 +387,16 @@ def _parts(plan: GraderPlan, reference: Path, folder: Path, missing: str | None)
     python, base = sys.executable, interpreter()[0]
     flags = list(PYTHON_FLAGS)
     imports = _harness_imports()
-    agent = f"import sys; sys.path.insert(0, {str(reference)!r}); {imports}; import lab.agent"
+    packages = f"sys.path.extend({list(package_folders())!r})"  # as the harness does
+    agent = f"import sys; sys.path.insert(0, {str(reference)!r}); {packages}; {imports}; " \
+        "import lab.agent"
     worker_cwd = Path(tempfile.mkdtemp(prefix="worker-cwd-", dir=folder))
     copies = iter(range(1_000))
     runs: dict[str, tuple[str, Callable[[], None]]] = {
-        "python -S -s -P -B -c pass (no site module, no .pth files: the floor)":
-            ("interpreter", _run([python, "-S", *flags, "-c", "pass"], folder)),
-        "python -s -P -B -c pass (the grader's interpreter, as the process wall starts it)":
+        f"python {' '.join(flags)} -c pass (either wall's interpreter: no site, no .pth files)":
             ("interpreter", _run([python, *flags, "-c", "pass"], folder)),
+        "python -s -P -B -c pass (with site and the environment's .pth files, as before)":
+            ("interpreter", _run([python, "-s", "-P", "-B", "-c", "pass"], folder)),
         "  + the harness's imports (-c 'import json, hashlib, inspect, ...')":
             ("interpreter", _run([python, *flags, "-c", imports], folder)),
         "  + the harness's imports and the reference agent (import lab.agent)":
@@ -399,20 +404,39 @@ def _parts(plan: GraderPlan, reference: Path, folder: Path, missing: str | None)
         "copy_submission of the reference lab (once per child, either wall)":
             ("reference lab", lambda: copy_submission(
                 str(reference), str(folder / "copies" / str(next(copies))), IGNORED_NAMES)),
-        "base python -s -P -B -c pass (the interpreter the namespaces wall starts)":
+        f"base python {' '.join(flags)} -c pass (the interpreter the namespaces wall starts)":
             ("interpreter", _run([base, *flags, "-c", "pass"], folder)),
     }
     if missing is None:
         runs["bubblewrap alone: the child's options and seccomp filter, then true"] = (
             "namespaces", _bwrap(reference, ["true"]))
-        runs["bubblewrap + base python -s -P -B -c pass"] = (
+        runs[f"bubblewrap + base python {' '.join(flags)} -c pass"] = (
             "namespaces", _bwrap(reference, [base, *flags, "-c", "pass"]))
-    runs["worker: python -P -c pass (the grader's interpreter, as the batch starts it)"] = (
-        "interpreter", _run([python, "-P", "-c", "pass"], worker_cwd, _worker_environment()))
-    runs[_WORKER] = ("grader._worker", _run([python, "-P", "-m", "grader._worker", "bench"],
-                                            worker_cwd, _worker_environment(), EXIT_BAD_REQUEST))
-    costs = interleaved({name: run for name, (_, run) in runs.items()}, _part_runs(plan))
+    runs[_FRESH] = ("grader._worker", _run([python, "-P", "-m", "grader._worker", "bench"],
+                                           worker_cwd, _worker_environment(), EXIT_BAD_REQUEST))
+    zygote = Zygote(_worker_environment(), worker_cwd)
+    try:
+        runs[_WORKER] = ("grader._worker", _forked(zygote, folder))
+        costs = interleaved({name: run for name, (_, run) in runs.items()}, _part_runs(plan))
+    finally:
+        zygote.close()
     return [_Part(name, size, costs[name]) for name, (size, _) in runs.items()]
+
+
+def _forked(zygote: Zygote, folder: Path) -> Callable[[], None]:
+    """Fork one worker on an empty request and wait for it: it must refuse the request."""
+    scratches = iter(range(1_000))
+
+    def run() -> None:
+        scratch = folder / "forked" / str(next(scratches))
+        scratch.mkdir(parents=True)
+        (scratch / REQUEST).write_bytes(b"")
+        code = zygote.wait(zygote.fork(scratch, "bench"), 60)
+        if code != EXIT_BAD_REQUEST:
+            raise RuntimeError(f"a forked worker exited {code}, not {EXIT_BAD_REQUEST}: "
+                               f"{(scratch / STDERR).read_bytes()[-2000:]!r}")
+
+    return run
 
 
 def _part_runs(plan: GraderPlan) -> int:
@@ -490,7 +514,9 @@ def _breakdown_notes(plan: GraderPlan, counts: Mapping[Isolation, list[_Counted]
                      cpus: Mapping[Isolation, Costs], parts: Sequence[_Part],
                      missing: str | None) -> list[str]:
     share_ns = GOAL_S * GOAL_CORES * 1e9 / GOAL_BATCH
-    worker = next(part.costs.cpu.median_ns for part in parts if part.name == _WORKER)
+    # A forked worker's CPU lands on the zygote, not here: its wall clock stands in for it
+    # (one thread, nothing to wait for).
+    worker = next(part.costs.wall.median_ns for part in parts if part.name == _WORKER)
     notes = [
         f"The goal leaves {fmt_ns(share_ns)} of one core per submission ({GOAL_S} s x "
         f"{GOAL_CORES} cores / {GOAL_BATCH}), with both cores busy all the time.",
@@ -503,7 +529,7 @@ def _breakdown_notes(plan: GraderPlan, counts: Mapping[Isolation, list[_Counted]
         batch_s = whole * GOAL_BATCH / GOAL_CORES / 1e9
         notes.append(
             f"--isolation {wall}: a grade's CPU ({fmt_ns(grade)}, {fmt_ns(grade / children)} "
-            f"per child) plus a worker's start ({fmt_ns(worker)} of CPU) is {fmt_ns(whole)} "
+            f"per child) plus a forked worker's start ({fmt_ns(worker)}) is {fmt_ns(whole)} "
             f"per submission, {whole / share_ns:.1f}x the goal's share: {GOAL_CORES} busy "
             f"cores would grade {GOAL_BATCH} submissions in {batch_s:.0f} s at best.")
     notes += [
@@ -512,7 +538,8 @@ def _breakdown_notes(plan: GraderPlan, counts: Mapping[Isolation, list[_Counted]
         f"over, as the grader does; CPU: a second such pass. {CPU_CAVEAT}",
         f"Start-up pieces: median and p90 of {_part_runs(plan)} runs each after one warm-up, "
         "all taking turns, each a fresh process in the sandboxed child's environment (the "
-        "worker rows: the batch's worker environment, started in an empty folder). The "
+        "worker rows: the batch's worker environment, started in an empty folder; the forked "
+        "one by a zygote started once, as the batch does). The "
         "harness's imports are its own top-level imports, read from grader/_harness.py; the "
         "agent's import adds the submission's `lab` package (lab.agent and what it imports).",
     ]

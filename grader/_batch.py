@@ -15,7 +15,6 @@ import contextlib
 import os
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 import threading
@@ -39,6 +38,7 @@ from grader._worker import (
     error_row,
     write_outputs,
 )
+from grader._zygote import REQUEST, ROW, STDERR, Zygote, ZygoteGone
 from lab import UsageError
 
 __all__ = [
@@ -52,7 +52,8 @@ __all__ = [
 ]
 
 _TICK_S = 0.2  # how often a waiting thread looks at its worker's budget and at Ctrl-C
-_GRACE_S = 10.0  # to read a killed worker's pipes to their end
+_GRACE_S = 10.0  # for a killed worker to be reaped
+_OUTPUT_CAP = 1 << 20  # of a worker's row and of its stderr: both are a few lines
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,6 +150,7 @@ def grade_batch(submissions: Sequence[Path], rubric: Rubric, *, out: Path, jobs:
                                ) from None
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
+        workers.close()
     return [finished[number] for number in sorted(finished)]
 
 
@@ -208,8 +210,23 @@ class _Workers:
         self._out, self._roster = out.absolute(), roster  # workers start in another folder
         self._ids = frozenset(c.id for c in rubric.criteria)
         self._checks = _check_folders(rubric)
-        self._env = _worker_environment()
         self._stopping = threading.Event()
+        # -P and a folder of its own to start in: no folder can shadow the grader's code.
+        self._home = Path(tempfile.mkdtemp(prefix="gradekit-zygote-"))
+        self._zygote = Zygote(_worker_environment(), self._home)
+        self._replacing = threading.Lock()
+
+    def close(self) -> None:
+        """End the zygote (and any worker still running): after the last row."""
+        self._zygote.close()
+        shutil.rmtree(self._home, ignore_errors=True)
+
+    def _replace(self, gone: Zygote) -> None:
+        """A new zygote for one that ended (killed, or out of memory): the batch goes on."""
+        with self._replacing:
+            if self._zygote is gone:
+                gone.close()
+                self._zygote = Zygote(_worker_environment(), self._home)
 
     def stop(self) -> None:
         """Start no more workers; each running one is killed by the thread that watches it."""
@@ -236,23 +253,16 @@ class _Workers:
             shutil.rmtree(scratch, ignore_errors=True)
 
     def _run(self, identity: Identity, scratch: Path) -> GradebookRow | None:
-        request = encode_request(Request(
-            batch=os.getpid(), root=identity.path.absolute(), folder=identity.folder,
-            student=identity.student, out=self._out / identity.folder, scratch=scratch,
-            label=self._label, isolation=self._isolation, rubric=self._rubric,
-            check_folders=self._checks))
-        # The request is a file on stdin, never a pipe: writing a pipe could block, and
-        # communicate() cannot finish writing one once it has timed out.
-        with tempfile.TemporaryFile() as stdin:
-            stdin.write(request)
-            stdin.seek(0)
-            # -P and a scratch folder to start in: no folder can shadow the grader's code.
-            # Its own session: the budget's killpg reaches the worker and nothing else.
-            process = subprocess.Popen(
-                [sys.executable, "-P", "-m", "grader._worker", identity.folder],
-                stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                cwd=scratch, env=self._env, start_new_session=True)
-        stdout, stderr, why = self._watch(process, scratch)
+        zygote, pid = self._fork(identity, scratch)
+        try:
+            code, why = self._watch(zygote, pid, scratch)
+        except ZygoteGone:
+            self._replace(zygote)
+            _end_leftovers(scratch)
+            return error_row(identity.folder, identity.student, (
+                "the grader's worker for it was lost: the process that starts workers ended "
+                "while it ran (killed, or out of memory); nothing was scored; grade it again"))
+        stdout, stderr = _read_output(scratch / ROW), _read_output(scratch / STDERR)
         if why == "stopped":
             return None
         if why == "budget":
@@ -260,30 +270,43 @@ class _Workers:
                 f"the submission used its whole {self._rubric.limits.budget_s} s budget: its "
                 "grading was stopped and nothing was scored; look for an agent that hangs or "
                 "loops, or raise budget_s in the rubric's [limits] and grade it again"))
-        if process.returncode != 0:
+        if code != 0:
             return error_row(identity.folder, identity.student,
-                             _died(process.returncode, stderr, self._rubric))
+                             _died(code, stderr, self._rubric))
         _relay(identity.folder, stderr)
         return self._checked(identity, stdout)
 
-    def _watch(self, process: subprocess.Popen[bytes],
-               scratch: Path) -> tuple[bytes, bytes, str]:
-        """The worker's stdout and stderr, and why it was killed: "budget", "stopped" or ""."""
+    def _fork(self, identity: Identity, scratch: Path) -> tuple[Zygote, int]:
+        """A worker for the submission, from the zygote (a new one if the last one ended)."""
+        for _ in range(2):
+            zygote = self._zygote
+            # The request is a file, never a pipe: writing a pipe could block.
+            (scratch / REQUEST).write_bytes(encode_request(Request(
+                parent=zygote.pid, root=identity.path.absolute(), folder=identity.folder,
+                student=identity.student, out=self._out / identity.folder, scratch=scratch,
+                label=self._label, isolation=self._isolation, rubric=self._rubric,
+                check_folders=self._checks)))
+            try:
+                return zygote, zygote.fork(scratch, identity.folder)
+            except ZygoteGone:
+                self._replace(zygote)
+        raise ZygoteGone("the grader's zygote ended twice in a row")
+
+    def _watch(self, zygote: Zygote, pid: int, scratch: Path) -> tuple[int, str]:
+        """The worker's exit status, and why it was killed: "budget", "stopped" or ""."""
         deadline = time.monotonic() + self._rubric.limits.budget_s
         while True:
             tick = max(0.0, min(_TICK_S, deadline - time.monotonic()))
-            with contextlib.suppress(subprocess.TimeoutExpired):  # it keeps what it read
-                stdout, stderr = process.communicate(timeout=tick)
-                return stdout, stderr, ""
+            code = zygote.wait(pid, tick)
+            if code is not None:
+                return code, ""
             why = "stopped" if self._stopping.is_set() else \
                 "budget" if time.monotonic() >= deadline else ""
             if why:
-                # Not reaped yet (communicate timed out), so the group id is still this one.
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
+                zygote.kill(pid)
+                code = zygote.wait(pid, _GRACE_S)
                 _end_leftovers(scratch)
-                return *_drained(process), why
+                return -signal.SIGKILL if code is None else code, why
 
     def _checked(self, identity: Identity, stdout: bytes) -> GradebookRow:
         """The worker's row, if it is one for this submission and this rubric."""
@@ -301,15 +324,13 @@ class _Workers:
         return row
 
 
-def _drained(process: subprocess.Popen[bytes]) -> tuple[bytes, bytes]:
-    """What a killed worker wrote; nothing when something still holds its pipes open."""
+def _read_output(path: Path) -> bytes:
+    """What a worker wrote to one of its files, up to ``_OUTPUT_CAP`` bytes."""
     try:
-        return process.communicate(timeout=_GRACE_S)
-    except subprocess.TimeoutExpired:
-        for pipe in (process.stdout, process.stderr):
-            if pipe is not None:
-                pipe.close()
-        return b"", b""
+        with open(path, "rb") as handle:
+            return handle.read(_OUTPUT_CAP)
+    except OSError:
+        return b""
 
 
 def _died(code: int, stderr: bytes, rubric: Rubric) -> str:

@@ -29,7 +29,8 @@ __all__ = [
 ]
 
 HARNESS = Path(__file__).with_name("_harness.py")
-PYTHON_FLAGS = ("-s", "-P", "-B")
+# -S: no site at start; the harness puts the package folders on the path itself.
+PYTHON_FLAGS = ("-S", "-P", "-B")
 _MAX_LINE = 32 << 20  # above the largest recording (16 MiB): a bound, not a budget
 
 

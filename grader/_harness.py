@@ -658,8 +658,18 @@ def prepare_sandbox(channel: Channel, config: dict[str, Any]) -> None:
         os._exit(0)
     os.chdir(copy["to"])
     os.environ.pop("PWD", None)  # bubblewrap's, absent under the process guard: runs match
-    for folder in config.get("site", []):
-        site.addsitedir(folder)
+
+
+def add_packages(folders: Iterable[str]) -> None:
+    """What ``site`` would have given the agent, short of running ``.pth`` files.
+
+    The child starts with ``-S``: the grader environment's ``.pth`` files (its own
+    editable install among them) stay out, and so does their start-up time.
+    """
+    site.setquit()  # exit() and quit(), which an agent may call
+    site.setcopyright()
+    site.sethelper()
+    sys.path.extend(folder for folder in folders if folder not in sys.path)
 
 
 def main(argv: list[str]) -> None:
@@ -670,6 +680,7 @@ def main(argv: list[str]) -> None:
         die_with_parent(config["parent"])
     if "copy" in config:
         prepare_sandbox(channel, config)
+    add_packages(config.get("site", []))
     set_limits(config["limits"])
     install_guard(channel, config["roots"])
     sys.path.insert(0, config["root"])

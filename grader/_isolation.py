@@ -25,6 +25,7 @@ from lab import UsageError
 __all__ = [
     "INSTALL_HINT", "KIT", "SANDBOX", "Bind", "Isolation", "bubblewrap", "bwrap_argv",
     "choose_isolation", "describe_isolation", "interpreter", "no_new_processes_filter",
+    "package_folders",
 ]
 
 Isolation = Literal["namespaces", "process"]
@@ -97,8 +98,19 @@ class Bind:
     writable: bool = False
 
 
+def package_folders() -> tuple[str, ...]:
+    """The grader environment's package folders, which a sandboxed child imports from.
+
+    A child starts without ``site`` (``-S``): it gets these folders on its path, but their
+    ``.pth`` files do not run, so the grader's own editable install and whatever this
+    machine's ``site`` imports at start stay out of the sandbox, and out of its start time.
+    """
+    found = (os.path.realpath(s) for s in site.getsitepackages())
+    return tuple(dict.fromkeys(s for s in found if os.path.isdir(s)))
+
+
 def interpreter() -> tuple[str, tuple[Bind, ...], tuple[str, ...]]:
-    """The interpreter to run inside, the binds it needs, and its extra site folders.
+    """The interpreter to run inside, the binds it needs, and its package folders there.
 
     The base interpreter, not the grader's virtual environment: the environment's
     packages are shown read-only at ``/gradekit/site-N``, and the environment itself
@@ -107,11 +119,15 @@ def interpreter() -> tuple[str, tuple[Bind, ...], tuple[str, ...]]:
     binary = os.path.realpath(sys.executable)
     prefixes = {os.path.realpath(sys.base_prefix), os.path.dirname(os.path.dirname(binary))}
     binds = [Bind(p, p) for p in sorted(prefixes) if not _under(p, "/usr")]
-    sites = [os.path.realpath(s) for s in site.getsitepackages()]
-    extra = [s for s in sites if os.path.isdir(s) and not any(_under(s, p) for p in prefixes)]
-    inside = tuple(f"{KIT}/site-{n}" for n in range(len(extra)))
-    binds += [Bind(s, d) for s, d in zip(extra, inside, strict=True)]
-    return binary, tuple(binds), inside
+    inside: list[str] = []
+    for folder in package_folders():
+        if any(_under(folder, p) for p in prefixes):
+            inside.append(folder)  # already visible with the interpreter's prefix
+            continue
+        shown = f"{KIT}/site-{sum(b.dest.startswith(f'{KIT}/site-') for b in binds)}"
+        binds.append(Bind(folder, shown))
+        inside.append(shown)
+    return binary, tuple(binds), tuple(inside)
 
 
 def _under(path: str, root: str) -> bool:

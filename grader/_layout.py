@@ -29,6 +29,7 @@ from grader._isolation import (
     bwrap_argv,
     interpreter,
     no_new_processes_filter,
+    package_folders,
 )
 from grader._model import Limits
 from lab import UsageError
@@ -165,6 +166,7 @@ def child_config(layout: Layout, limits: Limits, **fields: object) -> dict[str, 
                           "ignore": list(IGNORED_NAMES)}
         config["site"] = list(interpreter()[2])
     else:
+        config["site"] = list(package_folders())
         config["parent"] = os.getpid()  # the harness asks to die with this process
     config["limits"] = {name: getattr(limits, name) for name in kept}
     return config

@@ -1,17 +1,17 @@
-"""One submission's grading in a process of its own: ``python -P -m grader._worker NAME``.
+"""One submission's grading in a process of its own, forked by the batch's zygote.
 
-The batch starts one worker per submission, each in its own session, and writes it
-one JSON request on standard input: where the submission is, who it is, the rubric
-as data, where its outputs go. The worker caps its own address space at the
-rubric's ``grader_memory_mb``, grades (the submission's code runs only in the
-sandbox's children, never in this process), writes the submission's outputs and
-answers with one JSON line on standard output: its gradebook row. Nothing is
+The batch has ``grader._zygote`` fork one worker per submission, each in its own
+session, and hands it one JSON request on standard input: where the submission is,
+who it is, the rubric as data, where its outputs go. The worker caps its own address
+space at the rubric's ``grader_memory_mb``, grades (the submission's code runs only
+in the sandbox's children, never in this process), writes the submission's outputs
+and answers with one JSON line on standard output: its gradebook row. Nothing is
 pickled, and the worker imports grader code only (plus the instructor's custom
 checks, from the folders the batch names).
 
 A worker that runs out of memory exits with ``EXIT_OUT_OF_MEMORY`` and no
-traceback; any other failure while grading is an error row. ``NAME`` on the
-command line is only there for ``ps``.
+traceback; any other failure while grading is an error row. ``ps -o comm`` shows a
+worker as ``gradekit FOLDER``.
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ _MIB = 1 << 20
 class Request:
     """What the batch asks one worker to do."""
 
-    batch: int  # the pid of the batch that started this worker: it dies with it
+    parent: int  # the pid of the process that started this worker: it dies with it
     root: Path  # the submission folder
     folder: str  # its name: the gradebook's ``submission`` column
     student: str  # its identity, decided by the batch (roster or folder name)
@@ -91,7 +91,7 @@ class Request:
 def encode_request(request: Request) -> bytes:
     """The request as one JSON document."""
     return json.dumps({
-        "batch": request.batch, "root": str(request.root), "folder": request.folder,
+        "parent": request.parent, "root": str(request.root), "folder": request.folder,
         "student": request.student,
         "out": str(request.out), "scratch": str(request.scratch), "label": request.label,
         "isolation": request.isolation, "rubric": _rubric_json(request.rubric),
@@ -107,7 +107,7 @@ def decode_request(data: bytes) -> Request:
         if isolation not in ("namespaces", "process"):
             raise ValueError(f"isolation {isolation!r}")
         return Request(
-            batch=int(document["batch"]), root=Path(document["root"]),
+            parent=int(document["parent"]), root=Path(document["root"]),
             folder=str(document["folder"]), student=str(document["student"]),
             out=Path(document["out"]),
             scratch=Path(document["scratch"]), label=str(document["label"]),
@@ -243,12 +243,12 @@ def limit_memory(megabytes: int) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (wanted, hard))
 
 
-def die_with(batch: int) -> None:
-    """Have Linux SIGKILL this worker when ``batch``, its parent, dies (the batch's own Ctrl-C
+def die_with(parent: int) -> None:
+    """Have Linux SIGKILL this process when ``parent`` dies (the batch's own Ctrl-C
     handling kills workers itself; this covers a batch that is killed outright)."""
     with contextlib.suppress(OSError, AttributeError):  # not Linux: no such call
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    if os.getppid() != batch:  # it died before the call above: nobody waits for a row
+    if os.getppid() != parent:  # it died before the call above: nobody waits for a row
         os._exit(EXIT_ORPHANED)
 
 
@@ -262,7 +262,7 @@ def main() -> int:
         print(f"gradekit worker: {exc}; it is started by `gradekit grade`, not by hand",
               file=sys.stderr)
         return EXIT_BAD_REQUEST
-    die_with(request.batch)
+    die_with(request.parent)
     try:
         limit_memory(request.rubric.limits.grader_memory_mb)
         answer = encode_row(grade(request))

@@ -34,7 +34,7 @@ from tests.submissions import make_submission
 
 REPO = Path(__file__).resolve().parents[1]
 GUARD_S = 300  # a hang guard only: no time is asserted
-WORKER = "grader._worker"
+ZYGOTE = "grader._zygote"
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,7 +166,8 @@ def _wait_for(what: str, found: Callable[[], object]) -> object:
 
 
 def _processes() -> list[tuple[int, int, str]]:
-    """(pid, parent pid, command line) of every live process."""
+    """(pid, parent pid, command line) of every live process; for a worker forked by the
+    batch's zygote the command line is the zygote's, so its name comes first."""
     table = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -178,8 +179,17 @@ def _processes() -> list[tuple[int, int, str]]:
         except OSError:
             continue
         parent = int(stat[stat.rindex(")") + 2 :].split()[1])
-        table.append((int(entry.name), parent, command))
+        name = stat[stat.index("(") + 1 : stat.rindex(")")]
+        table.append((int(entry.name), parent, f"[{name}] {command}"))
     return table
+
+
+def _workers(batch: int, folder: str) -> list[int]:
+    """The batch's workers for ``folder``: children of its zygote, named after the folder."""
+    table = _processes()
+    zygotes = {pid for pid, parent, command in table if parent == batch and ZYGOTE in command}
+    return [pid for pid, parent, command in table if parent in zygotes and
+            command.startswith(f"[gradekit {folder}] ")]
 
 
 def graded_rows(batch: Batch, names: Sequence[str]) -> None:
@@ -213,6 +223,37 @@ def test_an_agent_that_kills_its_parent_costs_its_own_row_and_nothing_else(
     assert grader.leftovers() == []
 
 
+KILL_THE_ZYGOTE = """\
+stat = open(f"/proc/{os.getppid()}/stat").read()
+os.kill(int(stat[stat.rindex(")") + 2 :].split()[1]), signal.SIGKILL)
+time.sleep(30)
+return 'done'
+"""
+
+
+@pytest.mark.slow
+def test_an_agent_that_kills_the_process_that_starts_workers_costs_its_own_row(
+    tmp_path: Path, grader: Grader
+) -> None:
+    """Behind the process guard the agent can reach its worker's parent, the zygote that
+    forks every worker: the batch starts another and grades everyone after."""
+    subs = tmp_path / "subs"
+    make_submission(subs / "alice")
+    tiny_agent(subs / "mallory", HOOK_OFF + KILL_THE_ZYGOTE,
+               imports="import _thread\nimport gc\nimport os\nimport signal\nimport time")
+    make_submission(subs / "zoe")  # graded after mallory: one job, folder-name order
+    batch = grader.grade(subs, "--jobs", "1", "--isolation", "process",
+                         "--rubric", short_rubric(tmp_path))
+    assert batch.code == 1, batch.explain()
+    assert "Traceback" not in batch.stderr
+    graded_rows(batch, ["alice", "zoe"])
+    mallory = batch.rows["mallory"]
+    assert mallory["status"] == "error", mallory
+    assert mallory["reason"].startswith("the grader's worker for it was lost: the process that "
+                                        "starts workers ended while it ran")
+    assert grader.leftovers() == []
+
+
 @pytest.mark.slow
 def test_a_worker_killed_mid_grading_is_an_error_row_and_leaves_no_process(
     tmp_path: Path, grader: Grader
@@ -224,10 +265,8 @@ def test_a_worker_killed_mid_grading_is_an_error_row_and_leaves_no_process(
     process = grader.start(subs, "--jobs", "2", "--rubric", short_rubric(tmp_path, timeout_s=60))
 
     def bobs_worker_and_its_child() -> int | None:
-        table = _processes()
-        workers = [pid for pid, parent, command in table
-                   if parent == process.pid and WORKER in command and command.endswith(" bob ")]
-        children = [pid for pid, parent, _ in table if workers and parent == workers[0]]
+        workers = _workers(process.pid, "bob")
+        children = [pid for pid, parent, _ in _processes() if workers and parent == workers[0]]
         return workers[0] if children else None
 
     worker = _wait_for("bob's worker running his agent", bobs_worker_and_its_child)
@@ -278,8 +317,7 @@ def test_ctrl_c_keeps_the_finished_rows_exits_130_and_leaves_no_process(
     book = grader.out / "gradebook.csv"
     _wait_for("alice's row in the gradebook",
               lambda: book.exists() and "\nalice," in book.read_text("utf-8"))
-    _wait_for("bob's worker", lambda: any(
-        parent == process.pid and WORKER in command for _, parent, command in _processes()))
+    _wait_for("bob's worker", lambda: _workers(process.pid, "bob"))
     process.send_signal(signal.SIGINT)
     batch = grader.finish(process)
     assert batch.code == 130, batch.explain()
@@ -360,7 +398,7 @@ def test_what_an_agent_prints_is_capped_in_output_txt(tmp_path: Path, grader: Gr
 
 def test_a_request_carries_the_rubric_exactly_as_the_batch_validated_it(tmp_path: Path) -> None:
     rubric = load_rubric(short_rubric(tmp_path, budget_s=7))
-    request = Request(batch=1, root=tmp_path / "alice", folder="alice", student="s-1",
+    request = Request(parent=1, root=tmp_path / "alice", folder="alice", student="s-1",
                       out=tmp_path / "out", scratch=tmp_path / "scratch", label="provider-ü",
                       isolation="namespaces", rubric=rubric, check_folders={"m:f": "/x"})
     data = encode_request(request)

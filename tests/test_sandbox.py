@@ -72,6 +72,12 @@ def do_hash(provider, arg):
     return str(hash("x"))
 
 
+def do_packages(provider, arg):
+    import builtins, importlib.util
+    found = {name: importlib.util.find_spec(name) is not None for name in ("grader", "httpx")}
+    return json.dumps({**found, "exit": hasattr(builtins, "exit")})
+
+
 def do_miss(provider, arg):
     return provider.complete("never recorded")
 
@@ -436,6 +442,13 @@ def test_each_run_gets_the_hash_seed_it_asks_for(run: Run) -> None:
     first, second, again = (run(["hash"], hashseed=seed).outcomes["hash"] for seed in (1, 2, 1))
     assert first.answer != second.answer
     assert first.answer == again.answer
+
+
+def test_the_agent_gets_the_packages_but_not_the_grader(run: Run) -> None:
+    """The environment's packages are importable; its .pth files do not run, so the grader's
+    own editable install stays out; exit() is there, as under a normal start."""
+    seen = json.loads(run(["packages"]).outcomes["packages"].answer or "{}")
+    assert seen == {"grader": False, "httpx": True, "exit": True}
 
 
 def test_the_same_run_twice_gives_equal_results(run: Run) -> None:
