@@ -414,29 +414,32 @@ def _parts(plan: GraderPlan, reference: Path, folder: Path, missing: str | None)
             "namespaces", _bwrap(reference, [base, *flags, "-c", "pass"]))
     runs[_FRESH] = ("grader._worker", _run([python, "-P", "-m", "grader._worker", "bench"],
                                            worker_cwd, _worker_environment(), EXIT_BAD_REQUEST))
-    zygote = Zygote(_worker_environment(), worker_cwd)
+    costs = interleaved({name: run for name, (_, run) in runs.items()}, _part_runs(plan))
+    parts = [_Part(name, size, costs[name]) for name, (size, _) in runs.items()]
+    return [*parts, _Part(_WORKER, "grader._worker", _forked(plan, folder, worker_cwd))]
+
+
+def _forked(plan: GraderPlan, folder: Path, cwd: Path) -> Costs:
+    """Fork workers on an empty request from one zygote, as the batch does; each must refuse
+    the request. Wall clock only, and in both columns: a forked worker's CPU is reaped by the
+    zygote, and the zygote, a child that stays, would stall ``cpu_ns``."""
+    zygote = Zygote(_worker_environment(), cwd)
+    walls: list[float] = []
     try:
-        runs[_WORKER] = ("grader._worker", _forked(zygote, folder))
-        costs = interleaved({name: run for name, (_, run) in runs.items()}, _part_runs(plan))
+        for number in range(1 + _part_runs(plan)):  # the first one is the warm-up
+            scratch = folder / "forked" / str(number)
+            scratch.mkdir(parents=True)
+            (scratch / REQUEST).write_bytes(b"")
+            began = time.perf_counter_ns()
+            code = zygote.wait(zygote.fork(scratch, "bench"), 60)
+            walls.append(float(time.perf_counter_ns() - began))
+            if code != EXIT_BAD_REQUEST:
+                raise RuntimeError(f"a forked worker exited {code}, not {EXIT_BAD_REQUEST}: "
+                                   f"{(scratch / STDERR).read_bytes()[-2000:]!r}")
     finally:
         zygote.close()
-    return [_Part(name, size, costs[name]) for name, (size, _) in runs.items()]
-
-
-def _forked(zygote: Zygote, folder: Path) -> Callable[[], None]:
-    """Fork one worker on an empty request and wait for it: it must refuse the request."""
-    scratches = iter(range(1_000))
-
-    def run() -> None:
-        scratch = folder / "forked" / str(next(scratches))
-        scratch.mkdir(parents=True)
-        (scratch / REQUEST).write_bytes(b"")
-        code = zygote.wait(zygote.fork(scratch, "bench"), 60)
-        if code != EXIT_BAD_REQUEST:
-            raise RuntimeError(f"a forked worker exited {code}, not {EXIT_BAD_REQUEST}: "
-                               f"{(scratch / STDERR).read_bytes()[-2000:]!r}")
-
-    return run
+    wall = summarize(walls[1:])
+    return Costs(wall, wall)
 
 
 def _part_runs(plan: GraderPlan) -> int:

@@ -98,6 +98,7 @@ class Bind:
     writable: bool = False
 
 
+@functools.cache
 def package_folders() -> tuple[str, ...]:
     """The grader environment's package folders, which a sandboxed child imports from.
 
@@ -109,6 +110,7 @@ def package_folders() -> tuple[str, ...]:
     return tuple(dict.fromkeys(s for s in found if os.path.isdir(s)))
 
 
+@functools.cache
 def interpreter() -> tuple[str, tuple[Bind, ...], tuple[str, ...]]:
     """The interpreter to run inside, the binds it needs, and its package folders there.
 

@@ -27,13 +27,16 @@ container without user namespaces): the child works in a private copy under
 ``scratch`` with resource limits, asks Linux to die with the grader, and an audit hook
 refuses sockets, new processes, signals, ctypes and writes outside its copy. Under
 namespaces the same hook only explains refusals; behind it alone, a determined
-student can still (each shown in ``tests/test_isolation.py``):
+student can still (shown in ``tests/test_isolation.py`` and ``test_batch_safety.py``):
 
+- Beat the hook without switching it off: it judges a path, then Python opens it, so
+  a thread that swaps two folders in between writes through a link it never saw.
 - Switch the hook off from inside: ``gc`` reaches its closure, and then anything the
   grading user may do is open: write anywhere it can (a classmate's copy, the
   grader's reports, a ``.pth`` file in the grader's environment), start processes
-  that outlive the run, signal the grader, listen on a port, read other submissions,
-  the rubric and ``/proc``.
+  that outlive the run, signal the grader or the zygote that forks its workers (the
+  batch replaces it; the rows it was grading are lost), listen on a port, read other
+  submissions, the rubric and ``/proc``.
 - As root, do all of that as root.
 - Forge results: the pipe fds are in ``sys.argv``; outcomes are the child's claims,
   checked for shape, order and case id (the next issue moves verdicts to what the

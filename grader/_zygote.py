@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import IO, NoReturn
 
 from grader import _worker
+from grader._isolation import bubblewrap, interpreter
 
 __all__ = ["REQUEST", "ROW", "STDERR", "Zygote", "ZygoteGone", "main"]
 
@@ -140,6 +141,8 @@ def main(argv: list[str]) -> int:
     """Fork workers on request until stdin closes; ``argv[1]``: the batch's pid."""
     _worker.die_with(int(argv[1]))
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    bubblewrap()  # probed once here, not once per worker: the answer is cached, and forked
+    interpreter()
     wake_read, wake_write = os.pipe()
     for fd in (wake_read, wake_write):
         os.set_blocking(fd, False)

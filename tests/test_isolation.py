@@ -53,7 +53,8 @@ def switch_the_hook_off():
 
 def run(provider, task):
     name, _, arg = task.partition(" ")
-    assert switch_the_hook_off(), "the hook was not found"
+    if name != "race":  # the race beats the hook while it is on
+        assert switch_the_hook_off(), "the hook was not found"
     try:
         return str(globals()["do_" + name](provider, arg))
     except BaseException as exc:
@@ -114,6 +115,42 @@ def do_look(provider, arg):
     return json.dumps(seen)
 
 
+def do_race(provider, arg):
+    """Swap two folders between the hook's check of a path and its open: in one, "real" is
+    a folder; in the other, a link to ``arg``. Every call names a folder inside the copy."""
+    import threading, time
+    os.makedirs("A/real")
+    os.mkdir("B")
+    os.symlink(arg, "B/real")
+    stop = threading.Event()
+
+    def flip():
+        while not stop.is_set():
+            try:
+                os.rename("A", "C")
+                os.rename("B", "A")
+                os.rename("C", "B")
+            except OSError:
+                pass
+
+    thread = threading.Thread(target=flip)
+    thread.start()
+    deadline, tries = time.monotonic() + 5, 0
+    try:
+        while time.monotonic() < deadline:
+            tries += 1
+            try:
+                Path("A/real/forged.txt").write_text("forged")
+            except OSError:
+                pass
+            if os.path.exists(os.path.join(arg, "forged.txt")):
+                return f"landed after {tries} tries"
+    finally:
+        stop.set()
+        thread.join()
+    return "never landed"
+
+
 def do_fill(provider, arg):
     written = 0
     try:
@@ -164,6 +201,23 @@ def test_with_the_hook_off_a_write_outside_lands_behind_the_guard_but_not_the_wa
         assert (said, target.read_text()) == ("written", "forged")
     else:
         assert said.startswith("failed: FileNotFoundError") and not target.exists()
+
+
+def test_a_folder_swapped_for_a_link_mid_write_lands_behind_the_guard_but_not_the_wall(
+    hostile: Path, tmp_path: Path, isolation: Isolation
+) -> None:
+    """The hook judges a path, then Python opens it: a thread that swaps a folder for a
+    link to a classmate's folder in between wins the race, with the hook on."""
+    classmate = tmp_path / "classmate"
+    classmate.mkdir()
+
+    said = attack(hostile, f"race {classmate}", tmp_path / "scratch", isolation)
+
+    if isolation == "process":  # a tripwire checks a name, not what the name is by then
+        assert said.startswith("landed after ")
+        assert (classmate / "forged.txt").read_text() == "forged"
+    else:
+        assert said == "never landed" and list(classmate.iterdir()) == []
 
 
 def test_the_graders_packages_take_no_planted_pth(hostile: Path, tmp_path: Path) -> None:
