@@ -192,6 +192,37 @@ def _workers(batch: int, folder: str) -> list[int]:
             command.startswith(f"[gradekit {folder}] ")]
 
 
+def error_row_among_graded(batch: Batch, error: str, graded: Sequence[str]) -> dict[str, str]:
+    """The one error row of a batch whose other submissions all scored 100."""
+    assert batch.code == 1, batch.explain()
+    assert "Traceback" not in batch.stderr
+    graded_rows(batch, graded)
+    row = batch.rows[error]
+    assert row["status"] == "error", row
+    return row
+
+
+def alice_hanging_bob_carol(tmp_path: Path) -> Path:
+    """Three submissions; bob's agent hangs in every case."""
+    subs = tmp_path / "subs"
+    make_submission(subs / "alice")
+    tiny_agent(subs / "bob", HANGS, imports="import time")
+    make_submission(subs / "carol")
+    return subs
+
+
+def mallory_between_two(tmp_path: Path, grader: Grader, attack: str) -> Batch:
+    """Grade alice, mallory (the hook switched off, then ``attack``) and zoe, in that order,
+    one at a time, behind the process guard."""
+    subs = tmp_path / "subs"
+    make_submission(subs / "alice")
+    tiny_agent(subs / "mallory", HOOK_OFF + attack,
+               imports="import _thread\nimport gc\nimport os\nimport signal\nimport time")
+    make_submission(subs / "zoe")
+    return grader.grade(subs, "--jobs", "1", "--isolation", "process",
+                        "--rubric", short_rubric(tmp_path))
+
+
 def graded_rows(batch: Batch, names: Sequence[str]) -> None:
     for name in names:
         assert batch.rows[name]["status"] == "graded", (name, batch.explain())
@@ -204,20 +235,10 @@ def test_an_agent_that_kills_its_parent_costs_its_own_row_and_nothing_else(
 ) -> None:
     """The hostile student's attack: pidfd_send_signal(SIGKILL) at the process that started
     the agent. It used to be the grader itself: no gradebook, nobody after graded."""
-    subs = tmp_path / "subs"
-    make_submission(subs / "alice")
-    tiny_agent(subs / "mallory", imports="import _thread\nimport gc\nimport os\nimport signal",
-               body=HOOK_OFF + "signal.pidfd_send_signal(os.pidfd_open(os.getppid()), "
-                    "signal.SIGKILL)\nreturn 'done'\n")
-    make_submission(subs / "zoe")
     # The process guard: in a pid namespace the agent could not even see its parent.
-    batch = grader.grade(subs, "--jobs", "2", "--isolation", "process",
-                         "--rubric", short_rubric(tmp_path))
-    assert batch.code == 1, batch.explain()
-    assert "Traceback" not in batch.stderr
-    graded_rows(batch, ["alice", "zoe"])
-    mallory = batch.rows["mallory"]
-    assert mallory["status"] == "error", mallory
+    batch = mallory_between_two(tmp_path, grader, "signal.pidfd_send_signal("
+                                "os.pidfd_open(os.getppid()), signal.SIGKILL)\nreturn 'done'\n")
+    mallory = error_row_among_graded(batch, "mallory", ["alice", "zoe"])
     assert mallory["reason"].startswith("the grader's worker for it was killed by SIGKILL: ")
     assert mallory["student"] == "mallory"
     assert grader.leftovers() == []
@@ -237,18 +258,8 @@ def test_an_agent_that_kills_the_process_that_starts_workers_costs_its_own_row(
 ) -> None:
     """Behind the process guard the agent can reach its worker's parent, the zygote that
     forks every worker: the batch starts another and grades everyone after."""
-    subs = tmp_path / "subs"
-    make_submission(subs / "alice")
-    tiny_agent(subs / "mallory", HOOK_OFF + KILL_THE_ZYGOTE,
-               imports="import _thread\nimport gc\nimport os\nimport signal\nimport time")
-    make_submission(subs / "zoe")  # graded after mallory: one job, folder-name order
-    batch = grader.grade(subs, "--jobs", "1", "--isolation", "process",
-                         "--rubric", short_rubric(tmp_path))
-    assert batch.code == 1, batch.explain()
-    assert "Traceback" not in batch.stderr
-    graded_rows(batch, ["alice", "zoe"])
-    mallory = batch.rows["mallory"]
-    assert mallory["status"] == "error", mallory
+    batch = mallory_between_two(tmp_path, grader, KILL_THE_ZYGOTE)
+    mallory = error_row_among_graded(batch, "mallory", ["alice", "zoe"])
     assert mallory["reason"].startswith("the grader's worker for it was lost: the process that "
                                         "starts workers ended while it ran")
     assert grader.leftovers() == []
@@ -258,10 +269,7 @@ def test_an_agent_that_kills_the_process_that_starts_workers_costs_its_own_row(
 def test_a_worker_killed_mid_grading_is_an_error_row_and_leaves_no_process(
     tmp_path: Path, grader: Grader
 ) -> None:
-    subs = tmp_path / "subs"
-    make_submission(subs / "alice")
-    tiny_agent(subs / "bob", HANGS, imports="import time")
-    make_submission(subs / "carol")
+    subs = alice_hanging_bob_carol(tmp_path)
     process = grader.start(subs, "--jobs", "2", "--rubric", short_rubric(tmp_path, timeout_s=60))
 
     def bobs_worker_and_its_child() -> int | None:
@@ -273,11 +281,8 @@ def test_a_worker_killed_mid_grading_is_an_error_row_and_leaves_no_process(
     assert isinstance(worker, int)
     os.kill(worker, signal.SIGKILL)
     batch = grader.finish(process)
-    assert batch.code == 1, batch.explain()
-    assert "Traceback" not in batch.stderr
-    graded_rows(batch, ["alice", "carol"])
-    assert batch.rows["bob"]["status"] == "error"
-    assert batch.rows["bob"]["reason"].startswith(
+    bob = error_row_among_graded(batch, "bob", ["alice", "carol"])
+    assert bob["reason"].startswith(
         "the grader's worker for it was killed by SIGKILL: nothing was scored; grade it again")
     # Bob's agent was sleeping in a sandboxed child of the killed worker: it is gone too.
     assert grader.leftovers() == []
@@ -287,10 +292,7 @@ def test_a_worker_killed_mid_grading_is_an_error_row_and_leaves_no_process(
 def test_a_submission_over_its_budget_is_stopped_and_the_others_are_graded(
     tmp_path: Path, grader: Grader
 ) -> None:
-    subs = tmp_path / "subs"
-    make_submission(subs / "alice")
-    tiny_agent(subs / "bob", HANGS, imports="import time")
-    make_submission(subs / "carol")
+    subs = alice_hanging_bob_carol(tmp_path)
     # Without the budget, bob would cost 60 s per sandboxed run, five runs.
     rubric = short_rubric(tmp_path, timeout_s=60, budget_s=10)
     batch = grader.grade(subs, "--jobs", "2", "--rubric", rubric)
