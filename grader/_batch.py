@@ -106,7 +106,7 @@ class BatchInterrupted(KeyboardInterrupt):
 
 
 def grade_batch(submissions: Sequence[Path], rubric: Rubric, *, out: Path, jobs: int,
-                label: str, progress: Progress | None = None,
+                label: str | None = None, progress: Progress | None = None,
                 isolation: Isolation = "process", roster: Roster | None = None,
                 ) -> list[GradebookRow]:
     """Grade every submission in a worker process of its own, at most ``jobs`` at once.
@@ -204,7 +204,7 @@ def _replace_file(path: Path, data: bytes) -> None:
 class _Workers:
     """Starts one worker per submission, watches its budget, and stops them all on demand."""
 
-    def __init__(self, rubric: Rubric, *, out: Path, label: str, isolation: Isolation,
+    def __init__(self, rubric: Rubric, *, out: Path, label: str | None, isolation: Isolation,
                  roster: str) -> None:
         self._rubric, self._label, self._isolation = rubric, label, isolation
         self._out, self._roster = out.absolute(), roster  # workers start in another folder

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader._grade import PROBE, grade_submission
+from grader._grade import draw, grade_submission
 from grader._isolation import Isolation
 from grader._manifest import load_manifest
 from grader._model import ReplayProbe
@@ -43,8 +43,9 @@ def run_checkpoints(root: Path, rubric: Rubric, *,
         probes: list[ReplayProbe] = []
 
         def whitespace() -> tuple[bool, str]:
-            probes.append(probe_replay(root, manifest.replay, PROBE, limits=rubric.limits,
-                                       scratch=scratch / "probe"))
+            drawn = draw()
+            probes.append(probe_replay(root, manifest.replay, drawn.probe, limits=rubric.limits,
+                                       scratch=scratch / "probe", unknown=drawn.unknown))
             probe = probes[0]
             if not probe.loaded:
                 return False, f"your Replay could not be used: {probe.detail}"
@@ -56,8 +57,9 @@ def run_checkpoints(root: Path, rubric: Rubric, *,
             if not probes[0].miss_raised:
                 return False, "your Replay answered an unrecorded prompt instead of raising"
             pairs = [(case.id, case.task) for case in rubric.cases]
+            drawn = draw()
             run = run_cases(root, manifest.agent, pairs, answer=lambda case, prompt: None,
-                            label="provider-a", hashseed=1, limits=rubric.limits,
+                            label=drawn.labels[0], hashseed=drawn.seeds[0], limits=rubric.limits,
                             scratch=scratch / "unanswerable")
             quiet = [o.case for o in run.outcomes.values() if not o.miss_escaped]
             if run.import_error or quiet:
@@ -66,11 +68,12 @@ def run_checkpoints(root: Path, rubric: Rubric, *,
             return True, "the miss escaped run() in every case"
 
         def two_providers() -> tuple[bool, str]:
+            # Two gradings, each with its own labels and hash seeds, as the grader draws them.
             digests = [
                 report_digest(grade_submission(root, rubric, submission=root.resolve().name,
-                                               label=label, scratch=scratch / label,
+                                               scratch=scratch / f"grading-{number}",
                                                isolation=isolation).report)
-                for label in ("provider-a", "provider-b")
+                for number in (1, 2)
             ]
             if digests[0] != digests[1]:
                 return False, f"the digests differ: {digests[0]} vs {digests[1]}"

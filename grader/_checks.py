@@ -27,6 +27,7 @@ __all__ = [
 
 CENT = Decimal("0.01")
 ESCAPED = "the miss (CassetteMiss or MissingFixtureError) escaped run()"
+NEVER_ASKED = "never asked the provider: the answer did not come from the recordings"
 ZERO = Decimal("0.00")
 
 
@@ -90,6 +91,12 @@ def _failed_run(outcome: CaseOutcome | None, blocked: str) -> str | None:
     return None
 
 
+def _asked(outcome: CaseOutcome) -> bool:
+    """Whether the agent asked the provider at least once and the grader served it: an
+    answer that never came from the recordings shows nothing about replaying them."""
+    return any(call.tool is None and call.served for call in outcome.calls)
+
+
 def _misses(outcome: CaseOutcome) -> int:
     return sum(1 for call in outcome.calls if not call.served)
 
@@ -133,6 +140,8 @@ def _stability(first: CaseOutcome | None, second: CaseOutcome | None, blocked: s
             return _unrecorded(outcome)
         if outcome.answer is None:
             return _no_answer(outcome)
+        if not _asked(outcome):
+            return NEVER_ASKED
     assert first is not None and second is not None
     if first.answer_sha256 != second.answer_sha256:
         return "the answer changed with the provider label or the hash seed"
@@ -270,6 +279,8 @@ def _two_providers(evidence: Evidence) -> str | None:
             return f"case {case.id} on the second cassette set: {_unrecorded(outcome)}"
         if outcome.answer is None:
             return f"case {case.id} on the second cassette set: {_no_answer(outcome)}"
+        if not _asked(outcome):
+            return f"case {case.id} on the second cassette set: {NEVER_ASKED}"
     return None
 
 

@@ -37,8 +37,10 @@ def add_grading_commands(
                        help="where reports and gradebook.csv go (default: grades/)")
     grade.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
                        help="submissions graded at once (default: the number of cores)")
-    grade.add_argument("--label", default="provider-a",
-                       help="provider label of the primary run (never changes the grade)")
+    grade.add_argument("--label", default=None,
+                       help="provider label of the primary run (default: drawn afresh for "
+                       "each submission, as the second label and the hash seeds are; "
+                       "never changes the grade)")
     grade.add_argument("--shard", type=parse_shard, default=None, metavar="K/N",
                        help="grade only part K of N (merge with `gradekit gradebook merge`)")
     grade.add_argument("--roster", type=Path, default=None, metavar="CSV",

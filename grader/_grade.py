@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import secrets
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
@@ -41,10 +42,44 @@ from lab import CassetteError, GradekitError, prompt_key
 from lab._cassette import decode
 from lab._fixtures import decode as decode_fixture
 
-__all__ = ["PROBE", "Graded", "grade_submission", "second_label"]
+__all__ = ["Draw", "Graded", "draw", "grade_submission"]
 
-# The one recording the submission's own Replay is probed with.
-PROBE = {"gradekit probe: what is 6 x 7?": "42"}
+# Labels as `gradekit record` names real providers (adapter:model): a grading's two are drawn
+# from these, so a submission cannot tell them from a home run's by their look.
+_ADAPTERS = ("openai", "anthropic", "ollama", "llamacpp", "openai-compatible")
+_MODELS = ("gpt-4o-mini", "claude-3-5-haiku", "llama3.2", "qwen2.5-7b", "mistral-small",
+           "smollm2-135m", "gemma2-9b", "phi3-mini")
+_WORDS = ("refund", "deadline", "cassette", "rubric", "latency", "policy", "incident",
+          "grader", "summary", "tool", "trace", "retry", "budget", "quota", "schema", "review")
+
+
+@dataclass(frozen=True, slots=True)
+class Draw:
+    """What one grading draws afresh, so that no submission can special-case it: the two
+    provider labels, the two hash seeds, and the recording its own Replay is probed with.
+    None of it reaches a report: an honest submission gets one digest whatever is drawn."""
+
+    labels: tuple[str, str]  # primary, secondary: always different
+    seeds: tuple[int, int]  # PYTHONHASHSEED of the primary and the secondary run: different
+    probe: Mapping[str, str]  # prompt -> answer: the probe cassette's one recording
+    unknown: str  # a prompt of the same kind that the probe cassette does not hold
+
+
+def draw(label: str | None = None) -> Draw:
+    """A fresh ``Draw`` from the operating system's randomness; ``label``, if given, is the
+    primary label (an instructor reproducing something), the secondary is drawn."""
+    rng = secrets.SystemRandom()
+    labels = [label] if label else []
+    while len(labels) < 2:
+        drawn = f"{rng.choice(_ADAPTERS)}:{rng.choice(_MODELS)}"
+        if drawn not in labels:
+            labels.append(drawn)
+    seeds = rng.sample(range(1 << 32), 2)
+    words = rng.sample(_WORDS, 7)
+    prompt, unknown = (f"Task: summarise the {a} {b} notes for the {c} review."
+                       for a, b, c in (words[0:3], words[3:6]))
+    return Draw((labels[0], labels[1]), (seeds[0], seeds[1]),
+                {prompt: f"The {words[6]} notes say: {rng.randrange(10**6)}."}, unknown)
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,26 +91,24 @@ class Graded:
     isolation: Isolation = "process"  # the wall its code ran behind: reported, never scored
 
 
-def second_label(label: str) -> str:
-    """The label of the second run: always different from the first."""
-    return "provider-b" if label != "provider-b" else "provider-a"
-
-
-def grade_submission(root: Path, rubric: Rubric, *, submission: str, label: str,
-                     scratch: Path, isolation: Isolation = "process") -> Graded:
+def grade_submission(root: Path, rubric: Rubric, *, submission: str, scratch: Path,
+                     label: str | None = None, isolation: Isolation = "process",
+                     drawn: Draw | None = None) -> Graded:
     """Grade the submission at ``root`` as ``submission``; ``scratch`` is a private, empty folder.
 
     ``submission`` is who it is, the report's ``submission``: the caller decides it on the
     instructor's side (a roster's student id, or the folder's name), never the manifest's
     ``student``, which a student could set to a classmate's name.
     ``isolation`` is the wall its code runs behind (``choose_isolation`` decides it).
+    Labels, hash seeds and the probe's recording are drawn afresh (``drawn``, else
+    ``draw(label)``): none of them is a constant a submission could recognise.
     """
     findings: list[str] = []
     manifest = _manifest(root, findings)
     answers = _cassettes(root, manifest.cassettes if manifest else "cassettes",
                          rubric.cases, findings)
-    evidence = _evidence(root, manifest, rubric, answers, label, scratch, findings,
-                         isolation)
+    evidence = _evidence(root, manifest, rubric, answers, drawn or draw(label), scratch,
+                         findings, isolation)
     criteria = tuple(_score(evidence, rubric, findings))
     report = Report(
         submission=submission,
@@ -171,11 +204,11 @@ def _never(case: str, prompt: str) -> str | None:
 
 
 def _evidence(root: Path, manifest: Manifest | None, rubric: Rubric,
-              answers: dict[str, dict[str, str]], label: str, scratch: Path,
+              answers: dict[str, dict[str, str]], drawn: Draw, scratch: Path,
               findings: list[str], isolation: Isolation) -> Evidence:
     failures = _failures(root, manifest, findings)
     if manifest is None:
-        return Evidence(rubric.cases, label, None, None, None, None, failures, (), None,
+        return Evidence(rubric.cases, drawn.labels[0], None, None, None, None, failures, (), None,
                         blocked="no usable [tool.gradekit] manifest")
     limits, pairs = rubric.limits, [(case.id, case.task) for case in rubric.cases]
     tools = _serve_tools(_fixtures(root, rubric.cases, findings))
@@ -199,14 +232,15 @@ def _evidence(root: Path, manifest: Manifest | None, rubric: Rubric,
                     for case, _ in pairs if case in known}
         return replace(result, outcomes={**repeated, **result.outcomes})
 
-    primary = run("primary", _serve(answers), label, 1)
+    (label, other), (seed, other_seed) = drawn.labels, drawn.seeds
+    primary = run("primary", _serve(answers), label, seed)
     blocked = f"the agent could not be imported: {primary.import_error}" \
         if primary.import_error else ""
-    secondary = run("secondary", _serve(answers), second_label(label), 2)
-    unanswerable = run("unanswerable", _never, label, 1)
-    probe = probe_replay(root, manifest.replay, PROBE, limits=limits, scratch=scratch / "probe",
-                         isolation=isolation)
-    second_set, problem = _second_set(root, manifest, rubric, run, findings)
+    secondary = run("secondary", _serve(answers), other, other_seed)
+    unanswerable = run("unanswerable", _never, label, seed)
+    probe = probe_replay(root, manifest.replay, drawn.probe, limits=limits,
+                         scratch=scratch / "probe", isolation=isolation, unknown=drawn.unknown)
+    second_set, problem = _second_set(root, manifest, rubric, run, findings, label, seed)
     review = _review_problem(root) if "rerecord-review" in manifest.stretch else "not claimed"
     return Evidence(rubric.cases, label, primary, secondary, unanswerable, probe, failures,
                     manifest.stretch, second_set, problem, blocked, review)
@@ -239,7 +273,7 @@ def _inside(root: Path, name: str) -> bool:
 
 def _second_set(root: Path, manifest: Manifest, rubric: Rubric,
                 run: Callable[[str, Callable[[str, str], str | None], str, int], RunResult],
-                findings: list[str]) -> tuple[RunResult | None, str]:
+                findings: list[str], label: str, seed: int) -> tuple[RunResult | None, str]:
     if "two-providers" not in manifest.stretch:
         return None, "not claimed"
     if not manifest.second_cassettes:
@@ -251,7 +285,7 @@ def _second_set(root: Path, manifest: Manifest, rubric: Rubric,
     except SubmissionFileError as exc:
         return None, quote(str(exc), TEXT_LIMIT)
     answers = _cassettes(root, manifest.second_cassettes, rubric.cases, findings)
-    return run("second-set", _serve(answers), "provider-second-set", 1), ""
+    return run("second-set", _serve(answers), label, seed), ""
 
 
 def _run_findings(result: RunResult, findings: list[str]) -> None:

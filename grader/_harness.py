@@ -676,6 +676,8 @@ def main(argv: list[str]) -> None:
     """Configure, fence, run; then leave without waiting for threads the agent left behind."""
     channel = Channel(int(argv[1]), int(argv[2]))
     config = channel.receive()
+    # Read once, at start: the agent need not see which seed this run was given.
+    os.environ.pop("PYTHONHASHSEED", None)
     if "parent" in config:
         die_with_parent(config["parent"])
     if "copy" in config:

@@ -25,13 +25,14 @@ __all__ = ["probe_replay"]
 
 def probe_replay(
     root: Path, replay: str, recorded: Mapping[str, str], *, limits: Limits, scratch: Path,
-    isolation: Isolation = "process",
+    isolation: Isolation = "process", unknown: str | None = None,
 ) -> ReplayProbe:
     """Probe the submission's own replay class (``"package.module:Class"``) in a sandbox.
 
     The parent writes ``recorded`` (prompt -> response) as a cassette, the
     child constructs ``cls(path)`` and asks one recorded prompt wrapped in
-    extra whitespace and one prompt never recorded; the parent judges.
+    extra whitespace and one prompt never recorded (``unknown``, when it is not in
+    ``recorded``); the parent judges.
     """
     layout = prepare_run(root, scratch, isolation)
     entries = {prompt_key(p): Entry(p.strip(), r) for p, r in sorted(recorded.items())}
@@ -42,7 +43,7 @@ def probe_replay(
     probe = {
         "cassette": layout.inside(cassette),
         "hit": None if first is None else f"  \n\t{first.strip()}\n  ",
-        "miss": _unknown_prompt(entries),
+        "miss": _unknown_prompt(entries, unknown),
     }
     config = child_config(layout, limits, mode="probe_replay", replay=replay, probe=probe)
     env = child_environment(layout, 0)
@@ -102,8 +103,8 @@ class _Probe:
         return ReplayProbe(True, whitespace_hit, exception is not None, exception, "; ".join(notes))
 
 
-def _unknown_prompt(entries: Mapping[str, Entry]) -> str:
-    prompt = "gradekit sandbox probe: a prompt that was never recorded"
+def _unknown_prompt(entries: Mapping[str, Entry], unknown: str | None) -> str:
+    prompt = unknown or "gradekit sandbox probe: a prompt that was never recorded"
     while prompt_key(prompt) in entries:
         prompt += "!"
     return prompt

@@ -82,7 +82,7 @@ class Request:
     student: str  # its identity, decided by the batch (roster or folder name)
     out: Path  # where this submission's outputs go
     scratch: Path  # a private, empty folder
-    label: str
+    label: str | None  # the primary run's label; None: drawn by the worker
     isolation: Isolation
     rubric: Rubric
     check_folders: Mapping[str, str]  # custom check -> the folder it is imported from
@@ -110,7 +110,7 @@ def decode_request(data: bytes) -> Request:
             parent=int(document["parent"]), root=Path(document["root"]),
             folder=str(document["folder"]), student=str(document["student"]),
             out=Path(document["out"]),
-            scratch=Path(document["scratch"]), label=str(document["label"]),
+            scratch=Path(document["scratch"]), label=_optional_text(document["label"]),
             isolation=cast(Isolation, isolation), rubric=_rubric(document["rubric"]),
             check_folders={str(k): str(v) for k, v in document["check_folders"].items()},
         )
@@ -232,6 +232,10 @@ def grade(request: Request) -> GradebookRow:
         criteria={c.id: points_text(c.points) for c in report.criteria},
         digest=digest, reason="",
     )
+
+
+def _optional_text(value: object) -> str | None:
+    return None if value is None else str(value)
 
 
 def limit_memory(megabytes: int) -> None:

@@ -26,7 +26,6 @@ from typing import Any, NamedTuple
 __all__ = [
     "BASELINE",
     "CASES",
-    "LABEL",
     "REFERENCE",
     "VARIANTS",
     "Context",
@@ -39,7 +38,6 @@ REFERENCE = Path(__file__).resolve().parents[1]
 COPIED = ("lab", "cassettes", "cassettes-llm", "fixtures", "FAILURES.md", "pyproject.toml",
           "rubric")
 BASELINE = "baseline"  # the unmodified copy
-LABEL = "provider-a"  # the label the batch is graded under; the second run gets provider-b
 CASES = ("refund-policy", "incident-summary", "sql-explain", "flaky-grade")  # rubric order
 # A phrase of each case's task, for agents that misbehave on one case only.
 IN_TASK = {
@@ -164,23 +162,25 @@ def _wrap_run(root: Path, handler: str) -> None:
     """Rename run() to _run() and wrap it: ``handler`` is what happens to a miss."""
     _agent(root, "def run(provider: Provider, task: str, tools: Toolbox | None = None) -> str:\n",
            "def _run(provider: Provider, task: str, tools: Toolbox | None = None) -> str:\n",
-           append=f"""\
-               def run(provider, task, tools=None):
-                   try:
-                       return _run(provider, task, tools)
-                   except (CassetteMiss, MissingFixtureError) as miss:
-               {textwrap.indent(handler, " " * 8)}
-               """,
+           append="def run(provider, task, tools=None):\n"
+                  "    try:\n"
+                  "        return _run(provider, task, tools)\n"
+                  "    except (CassetteMiss, MissingFixtureError) as miss:\n"
+                  + textwrap.indent(handler, " " * 8) + "\n",
            imports="from lab import CassetteMiss, MissingFixtureError")
 
 
 # -- the mutations ---------------------------------------------------------------------------
 
 
-def branch_on_label(root: Path, context: Context) -> None:
-    """A model-specific post-processing step: the answer depends on provider.name."""
-    _agent(root, _RETURN, '    if provider.name.endswith("-b"):\n'
-                          "        answer = answer.upper()\n" + _RETURN)
+def signs_with_label(root: Path, context: Context) -> None:
+    """The answer names the model that wrote it: it depends on provider.name."""
+    _agent(root, _RETURN, '    answer += f"\\n-- {provider.name}"\n' + _RETURN)
+
+
+def special_cases_labels(root: Path, context: Context) -> None:
+    """Swallows misses, except under the two labels the grader used to give every run."""
+    _wrap_run(root, 'if provider.name in ("provider-a", "provider-b"):\n    raise\nreturn ""')
 
 
 def label_in_prompt(root: Path, context: Context) -> None:
@@ -192,6 +192,11 @@ def label_in_prompt(root: Path, context: Context) -> None:
 def set_in_answer(root: Path, context: Context) -> None:
     words = "{" + ", ".join(repr(word) for word in WORDS) + "}"
     _agent(root, _RETURN, f'    return answer + "\\n\\nKeywords: " + " ".join({words})\n')
+
+
+def never_calls_model(root: Path, context: Context) -> None:
+    """A canned sentence, whatever the task: no provider call at all."""
+    _agent(root, _START, _START + '    return "I could not find that in the course notes."\n')
 
 
 def swallow_miss(root: Path, context: Context) -> None:
@@ -524,6 +529,7 @@ NO_CALL = "made no provider call to trace"
 NEVER_ASKED = "never asked the provider, so a miss could not be observed"
 NO_REPLAY = "case {} on the second cassette set: raised {}"
 CHANGED = "the answer changed with the provider label or the hash seed"
+NEVER_CALLED = "never asked the provider: the answer did not come from the recordings"
 IMPORT = f"ModuleNotFoundError: No module named '{MISSING_MODULE}'"
 
 
@@ -533,8 +539,13 @@ def _refused(case: str, error: str, finding: str) -> Extra:
 
 
 VARIANTS: dict[str, Variant] = {
-    "branch_on_label": Variant(
-        branch_on_label, frozenset({"contract_stability"}),
+    "special_cases_labels": Variant(
+        special_cases_labels, frozenset({"loud_failure"}),
+        _all(_cases_say("loud_failure", "returned '' after a miss: a miss must raise"),
+             _points("loud_failure", "5.00"), _findings()),
+    ),
+    "signs_with_label": Variant(
+        signs_with_label, frozenset({"contract_stability"}),
         _all(_cases_say("contract_stability", CHANGED), _findings()),
     ),
     "label_in_prompt": Variant(
@@ -546,6 +557,14 @@ VARIANTS: dict[str, Variant] = {
         set_in_answer, frozenset({"contract_stability"}),
         _all(_set_order_depends_on_the_seed, _cases_say("contract_stability", CHANGED),
              _findings()),
+    ),
+    "never_calls_model": Variant(
+        never_calls_model, PER_CASE,
+        _all(_cases_say("contract_stability", NEVER_CALLED),
+             _cases_say("loud_failure", NEVER_ASKED), _cases_say("tracing", NO_CALL),
+             _points("contract_stability", "0.00"), _points("loud_failure", "5.00"),
+             _points("tracing", "0.00"),
+             _points("stretch_goal", "4.00"), _findings()),
     ),
     "swallow_miss": Variant(
         swallow_miss, frozenset({"loud_failure"}),

@@ -25,7 +25,6 @@ from grader import GradebookRow, load_rubric, verify_report
 from grader._batch import discover, grade_batch
 from tests.submissions import (
     BASELINE,
-    LABEL,
     REFERENCE,
     TIMED_OUT,
     VARIANTS,
@@ -81,7 +80,7 @@ def batch(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Batch]:
             variant.mutate(make_submission(submissions / name), context)
         with pytest.MonkeyPatch.context() as env:  # the grader's own environment has a key
             env.setenv("OPENAI_API_KEY", context.secret)
-            rows = grade_batch(discover([submissions]), rubric, out=out, jobs=2, label=LABEL)
+            rows = grade_batch(discover([submissions]), rubric, out=out, jobs=2)
         reports = {row.submission: json.loads((out / row.submission / "report.json").read_bytes())
                    for row in rows if row.status == "graded"}
         yield Batch({row.submission: row for row in rows}, reports,

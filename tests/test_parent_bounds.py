@@ -230,7 +230,7 @@ def test_a_linked_second_cassette_folder_is_refused(root: Path) -> None:
         ran.append(name)
         return RunResult({})
 
-    second, problem = _second_set(root, manifest, rubric, run, [])
+    second, problem = _second_set(root, manifest, rubric, run, [], "openai:gpt-4o-mini", 7)
     assert (second, ran) == (None, [])
     assert problem == "c2 is a symlink: the grader follows no links, so commit the folder itself"
 

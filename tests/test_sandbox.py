@@ -753,7 +753,6 @@ def test_the_child_sees_no_credentials_from_the_parent(
             "LC_ALL",
             "PATH",
             "PYTHONDONTWRITEBYTECODE",
-            "PYTHONHASHSEED",
             "PYTHONIOENCODING",
             "TMPDIR",
             "TZ",
