@@ -56,6 +56,9 @@ def run_checkpoints(root: Path, rubric: Rubric, *,
         def loud() -> tuple[bool, str]:
             if not probes[0].miss_raised:
                 return False, "your Replay answered an unrecorded prompt instead of raising"
+            if not probes[0].raised_miss:
+                return False, (f"your Replay raised {probes[0].exception} on an unrecorded "
+                               "prompt: raise CassetteMiss")
             pairs = [(case.id, case.task) for case in rubric.cases]
             drawn = draw()
             run = run_cases(root, manifest.agent, pairs, answer=lambda case, prompt: None,

@@ -28,6 +28,7 @@ __all__ = [
 CENT = Decimal("0.01")
 ESCAPED = "the miss (CassetteMiss or MissingFixtureError) escaped run()"
 NEVER_ASKED = "never asked the provider: the answer did not come from the recordings"
+OWN_REPLAY = "your Replay answered a recorded prompt and raised CassetteMiss on an unrecorded one"
 ZERO = Decimal("0.00")
 
 
@@ -167,10 +168,11 @@ def loud_failure(evidence: Evidence, rubric: Rubric, criterion: Criterion) -> Cr
     own = criterion.points.get("own_replay")
     if own is not None:
         detail = _own_replay(evidence.probe, evidence.blocked)
-        passed = detail == "your Replay raised on an unrecorded prompt"
+        passed = detail == OWN_REPLAY
         checks.append(_check("own_replay", passed, own, detail))
         if not passed:
-            advice.append("Your Replay must raise CassetteMiss for a key it does not hold.")
+            advice.append("Your Replay must answer a recorded prompt (strip it before hashing) "
+                          "and raise CassetteMiss for a key it does not hold.")
     return _result(criterion, checks, advice)
 
 
@@ -193,9 +195,15 @@ def _own_replay(probe: ReplayProbe | None, blocked: str) -> str:
         return blocked or "your Replay was not probed"
     if not probe.loaded:
         return f"your Replay could not be used: {quote(probe.detail)}"
+    if not probe.whitespace_hit:
+        return ("your Replay did not answer a recorded prompt asked with extra outer "
+                f"whitespace: {quote(probe.detail)}")
     if not probe.miss_raised:
         return "your Replay answered an unrecorded prompt instead of raising"
-    return "your Replay raised on an unrecorded prompt"
+    if not probe.raised_miss:
+        return f"your Replay raised {quote(str(probe.exception))} on an unrecorded prompt, " \
+            "not CassetteMiss"
+    return OWN_REPLAY
 
 
 # -- tracing -------------------------------------------------------------------------------

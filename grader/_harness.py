@@ -636,7 +636,10 @@ def probe_replay(channel: Channel, config: dict[str, Any]) -> None:
         return
     channel.send({"op": "ready"})
     hit = None if probe["hit"] is None else outcome(lambda: replay.complete(probe["hit"]))[0]
-    miss = outcome(lambda: replay.complete(probe["miss"]))[0]
+    miss, error = outcome(lambda: replay.complete(probe["miss"]))
+    if error is not None:  # which classes it is: a CassetteMiss of the submission's or the kit's
+        miss["classes"] = [cls.__name__ for cls in type(error).__mro__][:32]
+    del error
     flush_output()
     channel.send({"op": "probe", "hit": hit, "miss": miss})
 

@@ -112,6 +112,7 @@ class ReplayProbe:
     miss_raised: bool  # an unknown prompt raised
     exception: str | None = None  # class name of what the unknown prompt raised
     detail: str = ""
+    raised_miss: bool = False  # what it raised is a CassetteMiss (by its classes' names)
 
 
 @dataclass(frozen=True, slots=True)

@@ -100,7 +100,10 @@ class _Probe:
         if exception is None:
             returned = child_name(miss.get("returned_type")) or "a value"
             notes.append(f"an unknown prompt returned {returned} instead of raising")
-        return ReplayProbe(True, whitespace_hit, exception is not None, exception, "; ".join(notes))
+        classes = miss.get("classes")
+        raised_miss = isinstance(classes, list) and "CassetteMiss" in classes
+        return ReplayProbe(True, whitespace_hit, exception is not None, exception,
+                           "; ".join(notes), raised_miss)
 
 
 def _unknown_prompt(entries: Mapping[str, Entry], unknown: str | None) -> str:

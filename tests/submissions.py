@@ -199,6 +199,24 @@ def never_calls_model(root: Path, context: Context) -> None:
     _agent(root, _START, _START + '    return "I could not find that in the course notes."\n')
 
 
+_MISS = "            raise miss(self._cassette, prompt, source=self.source, exists=self._exists)\n"
+
+
+def replay_returns_empty(root: Path, context: Context) -> None:
+    """The submission's own Replay answers '' for a prompt it does not hold."""
+    _replace(root / "lab" / "_replay.py", _MISS, '            return ""\n')
+
+
+def replay_raises_key_error(root: Path, context: Context) -> None:
+    """The submission's own Replay raises, but not CassetteMiss: a caller cannot tell."""
+    _replace(root / "lab" / "_replay.py", _MISS, "            raise KeyError(prompt)\n")
+
+
+def replay_is_str(root: Path, context: Context) -> None:
+    """The manifest names a "Replay" that is not one at all."""
+    _replace(root / "pyproject.toml", "[tool.gradekit]\n", '[tool.gradekit]\nreplay = "builtins:str"\n')
+
+
 def swallow_miss(root: Path, context: Context) -> None:
     _wrap_run(root, 'return ""')
 
@@ -508,6 +526,18 @@ def _blocked(why: str) -> Extra:
     return check
 
 
+def _own_replay(detail: str) -> Extra:
+    """Only the own-Replay probe is lost, for this reason; the cases keep their points."""
+
+    def check(seen: Seen) -> None:
+        assert lost(seen.report, "loud_failure") == {"own_replay"}
+        assert details(seen.report, "loud_failure")["own_replay"] == detail
+        assert criterion(seen.report, "loud_failure")["points"] == "20.00"
+        assert seen.report["findings"] == []
+
+    return check
+
+
 def _points(criterion_id: str, points: str) -> Extra:
     def check(seen: Seen) -> None:
         assert criterion(seen.report, criterion_id)["points"] == points
@@ -565,6 +595,20 @@ VARIANTS: dict[str, Variant] = {
              _points("contract_stability", "0.00"), _points("loud_failure", "5.00"),
              _points("tracing", "0.00"),
              _points("stretch_goal", "4.00"), _findings()),
+    ),
+    "replay_returns_empty": Variant(
+        replay_returns_empty, frozenset({"loud_failure"}),
+        _own_replay("your Replay answered an unrecorded prompt instead of raising"),
+    ),
+    "replay_raises_key_error": Variant(
+        replay_raises_key_error, frozenset({"loud_failure"}),
+        _own_replay("your Replay raised KeyError on an unrecorded prompt, not CassetteMiss"),
+    ),
+    "replay_is_str": Variant(
+        replay_is_str, frozenset({"loud_failure"}),
+        _own_replay("your Replay did not answer a recorded prompt asked with extra outer "
+                    "whitespace: a recorded prompt with extra outer whitespace raised "
+                    "AttributeError"),
     ),
     "swallow_miss": Variant(
         swallow_miss, frozenset({"loud_failure"}),
