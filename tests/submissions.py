@@ -214,7 +214,8 @@ def replay_raises_key_error(root: Path, context: Context) -> None:
 
 def replay_is_str(root: Path, context: Context) -> None:
     """The manifest names a "Replay" that is not one at all."""
-    _replace(root / "pyproject.toml", "[tool.gradekit]\n", '[tool.gradekit]\nreplay = "builtins:str"\n')
+    _replace(root / "pyproject.toml", "[tool.gradekit]\n",
+             '[tool.gradekit]\nreplay = "builtins:str"\n')
 
 
 def swallow_miss(root: Path, context: Context) -> None:
