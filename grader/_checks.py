@@ -11,7 +11,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from decimal import ROUND_HALF_EVEN, Decimal
 
-from grader._model import CaseOutcome, CheckResult, CriterionResult, ReplayProbe, RunResult
+from grader._model import (
+    Call,
+    CaseOutcome,
+    CheckResult,
+    CriterionResult,
+    ReplayProbe,
+    RunResult,
+    TraceRecord,
+)
 from grader._report import quote
 from grader._rubric import Case, Criterion, Rubric, per_case_points
 from grader._summary import parse_failures, score_written_summary
@@ -210,41 +218,70 @@ def _own_replay(probe: ReplayProbe | None, blocked: str) -> str:
 
 
 def tracing(evidence: Evidence, rubric: Rubric, criterion: Criterion) -> CriterionResult:
-    """Per case: one trace record per call the parent served, right key, order, label, latency."""
+    """Per case: one record per call the parent answered, written after the answer, with its
+    key, order, label, latency and ok; and the call that missed, traced with ok false and its
+    error (the unanswerable run)."""
     shares = per_case_points(rubric, criterion)
     checks, advice = [], []
     for case in evidence.cases:
-        outcome = _outcome(evidence.primary, case.id)
-        good, total, detail = _traced(outcome, evidence.label, evidence.blocked)
+        good, total, detail = _traced(_outcome(evidence.primary, case.id),
+                                      _outcome(evidence.unanswerable, case.id),
+                                      evidence.label, evidence.blocked)
         points = cents(shares[case.id] * good / total) if total else ZERO
         checks.append(CheckResult(case.id, total > 0 and good == total, points,
                                   shares[case.id], detail))
         if good != total or not total:
             advice.append(
-                "Wrap the provider in Traced (or write one JSON line per call yourself) to "
-                "$GRADEKIT_TRACE: key, provider (the provider's name), latency_ms, ok, error."
+                "Wrap the provider in Traced (or write one JSON line per call yourself, once "
+                "the call has returned or raised) to $GRADEKIT_TRACE: key, provider (the "
+                "provider's name), latency_ms, ok, and error on a call that failed."
             )
     return _result(criterion, checks, advice)
 
 
-def _traced(outcome: CaseOutcome | None, label: str, blocked: str) -> tuple[int, int, str]:
+def _traced(outcome: CaseOutcome | None, unanswerable: CaseOutcome | None, label: str,
+            blocked: str) -> tuple[int, int, str]:
     """(records correct, records expected, detail) for one case."""
     if outcome is None or not outcome.calls:
         return 0, 0, _failed_run(outcome, blocked) or "made no provider call to trace"
     records, calls = outcome.trace, outcome.calls
     total = max(len(records), len(calls))
-    good = sum(
-        1
-        for record, call in zip(records, calls, strict=False)
-        if record.key == call.key and _latency_ok(record.latency_ms)
-        and (record.tool == call.tool if call.tool else record.provider == label)
-    )
+    good = sum(1 for record, call in zip(records, calls, strict=False)
+               if _record_ok(record, call, label))
     detail = f"{good} of {len(calls)} calls traced correctly"
     if len(records) != len(calls):
         detail += f" ({len(records)} records for {len(calls)} calls)"
+    early = sum(1 for call in calls if call.traced_early)
+    if early:
+        detail += f"; {early} record(s) written before the grader answered their call"
+    missed, missed_good = _traced_misses(unanswerable, label)
+    detail += "; the missed call traced with ok false and its error" if missed_good == missed \
+        else "; the missed call not traced with ok false and its error"
     if outcome.trace_error:
         detail += f"; trace file: {quote(outcome.trace_error)}"
-    return good, total, detail
+    return good + missed_good, total + missed, detail
+
+
+def _traced_misses(outcome: CaseOutcome | None, label: str) -> tuple[int, int]:
+    """(misses expected in the trace, misses traced right) in the unanswerable run: at least
+    one is expected, since the grader answered nothing there."""
+    if outcome is None:
+        return 1, 0
+    indexed = [(i, call) for i, call in enumerate(outcome.calls) if not call.served]
+    good = sum(1 for i, call in indexed
+               if i < len(outcome.trace) and _record_ok(outcome.trace[i], call, label))
+    return max(1, len(indexed)), good
+
+
+def _record_ok(record: TraceRecord, call: Call, label: str) -> bool:
+    """A record that matches what the parent served, written after it answered."""
+    if call.traced_early or record.key != call.key or not _latency_ok(record.latency_ms):
+        return False
+    if not (record.tool == call.tool if call.tool else record.provider == label):
+        return False
+    if call.served:
+        return record.ok is True
+    return record.ok is False and isinstance(record.error, str) and record.error != ""
 
 
 def _latency_ok(value: object) -> bool:

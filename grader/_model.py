@@ -53,6 +53,7 @@ class Call:
     key: str  # prompt_key for a provider call, tool_key for a tool call
     served: bool  # False: the parent answered with a miss
     tool: str | None = None  # the tool's name; None for a provider call
+    traced_early: bool = False  # its trace record was in the file before the parent answered
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +65,7 @@ class TraceRecord:
     latency_ms: object
     ok: object
     tool: object = None  # set on the record of a tool call
+    error: object = None  # what the call raised, on a record with ok false
 
 
 @dataclass(frozen=True, slots=True)

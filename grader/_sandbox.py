@@ -56,6 +56,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -221,7 +222,8 @@ def _read_trace(path: Path, limits: Limits) -> tuple[tuple[TraceRecord, ...], st
             return tuple(records), f"line {number}: not valid JSON"
         if not isinstance(record, dict):
             return tuple(records), f"line {number}: not a JSON object"
-        fields = (record.get(name) for name in ("key", "provider", "latency_ms", "ok", "tool"))
+        fields = (record.get(name) for name in ("key", "provider", "latency_ms", "ok", "tool",
+                                                 "error"))
         records.append(TraceRecord(*fields))
     return tuple(records), None
 
@@ -235,6 +237,8 @@ class _Talk:
     done: int = 0
     current: _Case | None = None
     calls: list[Call] = field(default_factory=list)
+    trace_read: int = 0  # bytes of the current case's trace read so far
+    trace_lines: int = 0  # complete lines in them
 
     def next_case(self) -> _Case:
         return self.pending[self.done]
@@ -319,7 +323,8 @@ class _Run:
         except UnicodeEncodeError as exc:
             raise ProtocolError("a prompt that is not UTF-8") from exc
         response = self._answer(case.id, prompt)
-        talk.calls.append(Call(key=key, served=response is not None))
+        talk.calls.append(Call(key=key, served=response is not None,
+                               traced_early=self._traced_early(talk, case)))
         child.send({"response": response} if response is not None else {"miss": _miss(case, key)})
 
     def _serve_tool(self, child: Child, talk: _Talk, case: _Case, tool: object,
@@ -331,8 +336,32 @@ class _Run:
         except GradekitError as exc:
             raise ProtocolError("tool arguments that are not JSON") from exc
         found, result = self._tools(case.id, key)
-        talk.calls.append(Call(key=key, served=found, tool=tool))
+        talk.calls.append(Call(key=key, served=found, tool=tool,
+                               traced_early=self._traced_early(talk, case)))
         child.send({"response": result} if found else {"missing": _missing(case, tool, args)})
+
+    def _traced_early(self, talk: _Talk, case: _Case) -> bool:
+        """Whether the trace already holds a record for the call about to be answered.
+
+        Records are read in order: call N's record is line N, so more than N complete
+        lines before its answer leaves means a record was written before its call was
+        answered, made up rather than observed. Only the new bytes are read each time,
+        up to the trace's cap: the cost stays linear in the trace.
+        """
+        cap = min(self._limits.file_mb * _MIB, self._limits.trace_records * (TRACE_LINE + 1))
+        if talk.trace_read < cap:
+            try:
+                fd = os.open(case.trace, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+            except OSError:
+                fd = -1
+            if fd >= 0:
+                with os.fdopen(fd, "rb") as handle:
+                    if stat.S_ISREG(os.fstat(fd).st_mode):
+                        handle.seek(talk.trace_read)
+                        new = handle.read(cap - talk.trace_read)
+                        talk.trace_read += len(new)
+                        talk.trace_lines += new.count(b"\n")
+        return talk.trace_lines > len(talk.calls)
 
     def _refused(self, case: str, message: dict[str, Any]) -> None:
         event, subject, target = (message.get(k) for k in ("event", "subject", "target"))
@@ -378,6 +407,7 @@ class _Run:
             **(claims or {}),
         )
         talk.done, talk.current, talk.calls = talk.done + 1, None, []
+        talk.trace_read = talk.trace_lines = 0
 
     def _deadline(self) -> float:
         return time.monotonic() + self._limits.timeout_s

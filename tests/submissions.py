@@ -218,6 +218,30 @@ def replay_is_str(root: Path, context: Context) -> None:
              '[tool.gradekit]\nreplay = "builtins:str"\n')
 
 
+def traces_before_calls(root: Path, context: Context) -> None:
+    """Writes each provider call's record first, latency 0 and ok true, then calls."""
+    _agent(root, _CALLS, "    llm = _PreTraced(provider)\n", append="""\
+        class _PreTraced:
+            def __init__(self, provider):
+                self._provider = provider
+
+            def complete(self, prompt):
+                import hashlib, os
+                key = hashlib.sha256(prompt.strip().encode("utf-8")).hexdigest()[:16]
+                record = {"key": key, "provider": self._provider.name, "latency_ms": 0,
+                          "ok": True, "error": None}
+                with open(os.environ["GRADEKIT_TRACE"], "a", encoding="utf-8") as trace:
+                    trace.write(json.dumps(record) + "\\n")
+                return self._provider.complete(prompt)
+        """)
+
+
+def traces_ok_always(root: Path, context: Context) -> None:
+    """The lab's tracing says ok, with no error, even on a call that failed."""
+    _replace(root / "lab" / "_tracing.py", '"ok": error is None, "error": error',
+             '"ok": True, "error": None')
+
+
 def swallow_miss(root: Path, context: Context) -> None:
     _wrap_run(root, 'return ""')
 
@@ -367,7 +391,8 @@ def _fixture_missed(seen: Seen) -> None:
     assert lost(seen.report, "contract_stability") == {"sql-explain"}
     stability = details(seen.report, "contract_stability")
     assert stability["sql-explain"] == "asked 1 tool call(s) the fixtures do not hold"
-    assert details(seen.report, "tracing")["sql-explain"] == "1 of 1 calls traced correctly"
+    assert details(seen.report, "tracing")["sql-explain"] == (
+        "1 of 1 calls traced correctly; the missed call traced with ok false and its error")
 
 
 # -- what the report must say ---------------------------------------------------------------
@@ -446,16 +471,39 @@ def _set_order_depends_on_the_seed(seen: Seen) -> None:
 
 def _traced_none(seen: Seen) -> None:
     for case, detail in details(seen.report, "tracing").items():
-        assert re.fullmatch(r"0 of ([3-6]) calls traced correctly \(0 records for \1 calls\)",
+        assert re.fullmatch(r"0 of ([3-6]) calls traced correctly \(0 records for \1 calls\); "
+                            "the missed call not traced with ok false and its error",
                             detail), (case, detail)
 
 
 def _traced_wrong_keys(seen: Seen) -> None:
     """As many records as calls; the provider's have the wrong key (tool calls stay right)."""
     for case, detail in details(seen.report, "tracing").items():
-        match = re.fullmatch(r"([12]) of ([3-6]) calls traced correctly", detail)
+        match = re.fullmatch(r"([12]) of ([3-6]) calls traced correctly; the missed call traced "
+                             "with ok false and its error", detail)
         assert match, (case, detail)
         assert int(match[2]) - int(match[1]) >= 3, (case, detail)  # every provider call wrong
+
+
+def _traced_early(seen: Seen) -> None:
+    """Every provider call's record was there before its answer: only tool calls count."""
+    for case, detail in details(seen.report, "tracing").items():
+        match = re.fullmatch(r"([0-2]) of ([3-6]) calls traced correctly; ([3-4]) record\(s\) "
+                             r"written before the grader answered their call; the missed call "
+                             r"traced with ok false and its error", detail)
+        assert match, (case, detail)
+        assert int(match[1]) + int(match[3]) == int(match[2]), (case, detail)
+
+
+def _cases_match(criterion_id: str, pattern: str) -> Extra:
+    """Every case's check of ``criterion_id`` has a detail matching ``pattern``."""
+
+    def check(seen: Seen) -> None:
+        for case in CASES:
+            detail = details(seen.report, criterion_id)[case]
+            assert re.fullmatch(pattern, detail), (case, detail)
+
+    return check
 
 
 def _cassette_missed(seen: Seen) -> None:
@@ -464,7 +512,8 @@ def _cassette_missed(seen: Seen) -> None:
     stability = details(seen.report, "contract_stability")
     assert stability["sql-explain"] == "asked 1 prompt(s) the cassette does not hold"
     # two tool calls served from the fixture, then the first prompt misses
-    assert details(seen.report, "tracing")["sql-explain"] == "3 of 3 calls traced correctly"
+    assert details(seen.report, "tracing")["sql-explain"] == (
+        "3 of 3 calls traced correctly; the missed call traced with ok false and its error")
 
 
 def _fake_changes_nothing(seen: Seen) -> None:
@@ -610,6 +659,15 @@ VARIANTS: dict[str, Variant] = {
         _own_replay("your Replay did not answer a recorded prompt asked with extra outer "
                     "whitespace: a recorded prompt with extra outer whitespace raised "
                     "AttributeError"),
+    ),
+    "traces_before_calls": Variant(
+        traces_before_calls, frozenset({"tracing"}), _all(_traced_early, _findings()),
+    ),
+    "traces_ok_always": Variant(
+        traces_ok_always, frozenset({"tracing"}),
+        _all(_cases_match("tracing", r"([1-6]) of \1 calls traced correctly; the missed call "
+                                     r"not traced with ok false and its error"),
+             _findings()),
     ),
     "swallow_miss": Variant(
         swallow_miss, frozenset({"loud_failure"}),
