@@ -170,7 +170,7 @@ class LoopLab:
 
     root: Path
     cassette: Path
-    answers: dict[str, str]  # key -> response, as the grader's parent serves them
+    answers: dict[str, Entry]  # key -> recorded entry, as the grader's parent serves them
 
 
 def build_loop_lab(folder: Path, distinct: int) -> LoopLab:
@@ -186,5 +186,4 @@ def build_loop_lab(folder: Path, distinct: int) -> LoopLab:
     }
     cassette = folder / "loop-cassette.json"
     write_atomic(cassette, encode(Cassette(case="loop", entries=entries)))
-    answers = {key: entry.response for key, entry in entries.items()}
-    return LoopLab(folder, cassette, answers)
+    return LoopLab(folder, cassette, dict(entries))

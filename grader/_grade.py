@@ -35,17 +35,18 @@ from grader._manifest import Manifest, ManifestError, load_manifest
 from grader._model import CaseOutcome, CriterionResult, Report, RunResult
 from grader._probe import probe_replay
 from grader._report import TEXT_LIMIT, quote
-from grader._review import CHANGE_LOG, change_matches, decode_changes
+from grader._review import CHANGE_LOG, Change, change_matches, decode_changes, decode_recording
 from grader._rubric import Case, Rubric
 from grader._sandbox import ToolAnswer, run_cases
 from lab import CassetteError, GradekitError, prompt_key
-from lab._cassette import decode
+from lab._cassette import Entry, decode
 from lab._fixtures import decode as decode_fixture
 
 __all__ = ["Draw", "Graded", "draw", "grade_submission"]
 
 # Labels as `gradekit record` names real providers (adapter:model): a grading's two are drawn
 # from these, so a submission cannot tell them from a home run's by their look.
+FIXTURES = "fixtures"  # the tool fixtures' folder (not yet a manifest key)
 _ADAPTERS = ("openai", "anthropic", "ollama", "llamacpp", "openai-compatible")
 _MODELS = ("gpt-4o-mini", "claude-3-5-haiku", "llama3.2", "qwen2.5-7b", "mistral-small",
            "smollm2-135m", "gemma2-9b", "phi3-mini")
@@ -131,17 +132,17 @@ def _manifest(root: Path, findings: list[str]) -> Manifest | None:
 
 
 def _cassettes(root: Path, folder: str, cases: tuple[Case, ...],
-               findings: list[str]) -> dict[str, dict[str, str]]:
-    """case -> key -> response, read by the parent; problems become findings."""
-    answers: dict[str, dict[str, str]] = {}
+               findings: list[str]) -> dict[str, dict[str, Entry]]:
+    """case -> key -> recorded entry, read by the parent; problems become findings."""
+    recorded: dict[str, dict[str, Entry]] = {}
     for case in cases:
         relative = f"{folder}/{case.id}.json"
         missing = f"{relative} is missing: record it with `gradekit record --case {case.id}` " \
             "and commit it"
         cassette = _recording(root, relative, CASSETTE_CAP, decode, case.id, findings, missing)
         if cassette is not None:
-            answers[case.id] = {key: entry.response for key, entry in cassette.entries.items()}
-    return answers
+            recorded[case.id] = dict(cassette.entries)
+    return recorded
 
 
 def _fixtures(root: Path, cases: tuple[Case, ...],
@@ -149,7 +150,7 @@ def _fixtures(root: Path, cases: tuple[Case, ...],
     """case -> tool key -> recorded result; a case without a fixture file has no tool calls."""
     fixtures: dict[str, dict[str, object]] = {}
     for case in cases:
-        relative = f"fixtures/{case.id}.json"
+        relative = f"{FIXTURES}/{case.id}.json"
         fixture = _recording(root, relative, FIXTURE_CAP, decode_fixture, case.id, findings, "")
         if fixture is not None:
             fixtures[case.id] = {key: call.response for key, call in fixture.calls.items()}
@@ -191,9 +192,10 @@ def _serve_tools(fixtures: Mapping[str, Mapping[str, object]]) -> ToolAnswer:
     return answer
 
 
-def _serve(answers: Mapping[str, Mapping[str, str]]) -> Callable[[str, str], str | None]:
+def _serve(recorded: Mapping[str, Mapping[str, Entry]]) -> Callable[[str, str], str | None]:
     def answer(case: str, prompt: str) -> str | None:
-        return answers.get(case, {}).get(prompt_key(prompt))
+        entry = recorded.get(case, {}).get(prompt_key(prompt))
+        return None if entry is None else entry.response
 
     return answer
 
@@ -204,7 +206,7 @@ def _never(case: str, prompt: str) -> str | None:
 
 
 def _evidence(root: Path, manifest: Manifest | None, rubric: Rubric,
-              answers: dict[str, dict[str, str]], drawn: Draw, scratch: Path,
+              answers: dict[str, dict[str, Entry]], drawn: Draw, scratch: Path,
               findings: list[str], isolation: Isolation) -> Evidence:
     failures = _failures(root, manifest, findings)
     if manifest is None:
@@ -240,14 +242,17 @@ def _evidence(root: Path, manifest: Manifest | None, rubric: Rubric,
     unanswerable = run("unanswerable", _never, label, seed)
     probe = probe_replay(root, manifest.replay, drawn.probe, limits=limits,
                          scratch=scratch / "probe", isolation=isolation, unknown=drawn.unknown)
-    second_set, problem = _second_set(root, manifest, rubric, run, findings, label, seed)
-    review = _review_problem(root) if "rerecord-review" in manifest.stretch else "not claimed"
+    second_set, problem = _second_set(root, manifest, rubric, run, findings, label, seed,
+                                      answers)
+    review = _review_problem(root, manifest) if "rerecord-review" in manifest.stretch \
+        else "not claimed"
     return Evidence(rubric.cases, label, primary, secondary, unanswerable, probe, failures,
                     manifest.stretch, second_set, problem, blocked, review)
 
 
-def _review_problem(root: Path) -> str | None:
-    """None when a dataset change-log entry's digests match the files as they are now."""
+def _review_problem(root: Path, manifest: Manifest) -> str | None:
+    """None when a change-log entry names recordings whose keys really changed, and its
+    digests match the files as they are now."""
     try:
         data = read_submission_file(root, CHANGE_LOG, cap=CHANGE_LOG_CAP)
         changes = decode_changes(data, log=Path(CHANGE_LOG))
@@ -258,12 +263,42 @@ def _review_problem(root: Path) -> str | None:
     if not changes:
         return (f"no entry in {CHANGE_LOG}: re-record with `gradekit record --rerecord "
                 '--reason "..."` and commit the log')
-    inside = [c for c in changes if all(_inside(root, name) for name in c.digests)]
+    folders = tuple(f for f in (manifest.cassettes, manifest.second_cassettes, manifest.fixtures)
+                    if f)
+    recordings = [c for c in changes if c.digests and all(
+        _inside(root, name) and _recording_name(name, folders) for name in c.digests)]
+    if not recordings:
+        return (f"no {CHANGE_LOG} entry names only recordings (.json files in "
+                f"{', '.join(f'{f}/' for f in folders)}): log the re-recording with "
+                '`gradekit record --rerecord --reason "..."`')
     seen: dict[PurePosixPath, str | None] = {}  # a log may name one file in many entries
-    if any(change_matches(change, root, seen=seen) for change in inside):
+    matching = [c for c in recordings if change_matches(c, root, seen=seen)]
+    if not matching:
+        return (f"no {CHANGE_LOG} entry's digests match the cassettes or fixtures as they are "
+                "now: the recordings changed after the last logged re-recording")
+    if any(_keys_present(root, change) for change in matching):
         return None
-    return (f"no {CHANGE_LOG} entry's digests match the cassettes or fixtures as they are now: "
-            "the recordings changed after the last logged re-recording")
+    return (f"no matching {CHANGE_LOG} entry lists a changed key that its recordings hold: "
+            "the keys must come from the re-recording, as `gradekit record --rerecord` logs them")
+
+
+def _recording_name(name: str, folders: tuple[str, ...]) -> bool:
+    """Whether a logged name is a recording: a .json file directly in a recordings folder."""
+    path = PurePosixPath(name)
+    return path.suffix == ".json" and str(path.parent) in folders
+
+
+def _keys_present(root: Path, change: Change) -> bool:
+    """Whether one of the keys the entry says changed is in one of the files it names now."""
+    for name in sorted(change.digests):
+        try:
+            data = read_submission_file(root, name, cap=CASSETTE_CAP)
+            recording = decode_recording(data, source=name)
+        except GradekitError:
+            continue
+        if set(change.changed_keys) & set(recording.recorded):
+            return True
+    return False
 
 
 def _inside(root: Path, name: str) -> bool:
@@ -273,7 +308,8 @@ def _inside(root: Path, name: str) -> bool:
 
 def _second_set(root: Path, manifest: Manifest, rubric: Rubric,
                 run: Callable[[str, Callable[[str, str], str | None], str, int], RunResult],
-                findings: list[str], label: str, seed: int) -> tuple[RunResult | None, str]:
+                findings: list[str], label: str, seed: int,
+                first: Mapping[str, Mapping[str, Entry]]) -> tuple[RunResult | None, str]:
     if "two-providers" not in manifest.stretch:
         return None, "not claimed"
     if not manifest.second_cassettes:
@@ -284,8 +320,36 @@ def _second_set(root: Path, manifest: Manifest, rubric: Rubric,
         return None, f"the folder {quote(manifest.second_cassettes)}/ does not exist"
     except SubmissionFileError as exc:
         return None, quote(str(exc), TEXT_LIMIT)
-    answers = _cassettes(root, manifest.second_cassettes, rubric.cases, findings)
-    return run("second-set", _serve(answers), label, seed), ""
+    second = _cassettes(root, manifest.second_cassettes, rubric.cases, findings)
+    problem = _not_another_provider(first, second, manifest.second_cassettes)
+    if problem:
+        return None, problem
+    return run("second-set", _serve(second), label, seed), ""
+
+
+def _not_another_provider(first: Mapping[str, Mapping[str, Entry]],
+                          second: Mapping[str, Mapping[str, Entry]], folder: str) -> str:
+    """Why ``second`` is not a set recorded from another provider, or "" when it is one.
+
+    Every entry of it names a provider that no entry of the first set names, and at least
+    one of its answers is not the first set's: a copy of the first set, relabelled or not,
+    shows nothing about a second provider.
+    """
+    providers = {e.provider for entries in first.values() for e in entries.values()}
+    for case, entries in sorted(second.items()):
+        for key, entry in sorted(entries.items()):
+            if not entry.provider or entry.provider in providers:
+                named = quote(entry.provider) if entry.provider else "no provider"
+                return (f"{folder}/{case}.json entry {key} names {named}, which is not a "
+                        "second provider: record the set with `gradekit record --provider ... "
+                        f"--cassettes {folder}`")
+    answers = {(case, key, e.response) for case, entries in first.items()
+               for key, e in entries.items()}
+    if all((case, key, e.response) in answers for case, entries in second.items()
+           for key, e in entries.items()):
+        return (f"every answer in {folder}/ is the first set's: record the set from the "
+                "second provider instead of copying it")
+    return ""
 
 
 def _run_findings(result: RunResult, findings: list[str]) -> None:
@@ -338,7 +402,7 @@ def _inputs(root: Path, manifest: Manifest | None, cases: tuple[Case, ...]) -> d
     """
     folder = manifest.cassettes if manifest else "cassettes"
     names = [(f"{folder}/{case.id}.json", CASSETTE_CAP) for case in cases]
-    names += [(f"fixtures/{case.id}.json", FIXTURE_CAP) for case in cases]
+    names += [(f"{FIXTURES}/{case.id}.json", FIXTURE_CAP) for case in cases]
     names.append((manifest.failures if manifest else "FAILURES.md", FAILURES_CAP))
     if manifest and "rerecord-review" in manifest.stretch:
         names.append((CHANGE_LOG, CHANGE_LOG_CAP))

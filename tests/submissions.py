@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from grader._review import append_change, digest_file
+
 __all__ = [
     "BASELINE",
     "CASES",
@@ -240,6 +242,32 @@ def traces_ok_always(root: Path, context: Context) -> None:
     """The lab's tracing says ok, with no error, even on a call that failed."""
     _replace(root / "lab" / "_tracing.py", '"ok": error is None, "error": error',
              '"ok": True, "error": None')
+
+
+def second_set_copied(root: Path, context: Context) -> None:
+    """The first set, copied as the second provider's."""
+    shutil.rmtree(root / "cassettes-llm")
+    shutil.copytree(root / "cassettes", root / "cassettes-llm")
+
+
+def second_set_relabelled(root: Path, context: Context) -> None:
+    """The first set, copied, each entry's provider renamed: the answers are the first's."""
+    second_set_copied(root, context)
+    for path in (root / "cassettes-llm").glob("*.json"):
+        text = path.read_text("utf-8")
+        path.write_text(text.replace('"provider": "openai-compatible:smollm2"',
+                                     '"provider": "anthropic:claude-3-5-haiku"'), "utf-8")
+
+
+def change_log_names_readme(root: Path, context: Context) -> None:
+    """Claims the re-record review with a hand-written log entry naming README.md."""
+    _replace(root / "pyproject.toml", 'stretch = ["two-providers"]',
+             'stretch = ["rerecord-review"]')
+    readme = root / "README.md"
+    readme.write_text("# My lab\n", encoding="utf-8")
+    append_change(root / "DATASET_CHANGES.md", date="2026-11-29", case="refund-policy",
+                  kind="cassette", changed_keys=["0123456789abcdef"], reason="re-recorded",
+                  digests={"README.md": digest_file(readme)})
 
 
 def swallow_miss(root: Path, context: Context) -> None:
@@ -495,6 +523,18 @@ def _traced_early(seen: Seen) -> None:
         assert int(match[1]) + int(match[3]) == int(match[2]), (case, detail)
 
 
+def _stretch_evidence(pattern: str, goal: str = "two-providers") -> Extra:
+    """Only the stretch goal's evidence is lost, for a reason matching ``pattern``."""
+
+    def check(seen: Seen) -> None:
+        assert lost(seen.report, "stretch_goal") == {f"{goal}: evidence"}
+        detail = details(seen.report, "stretch_goal")[f"{goal}: evidence"]
+        assert re.fullmatch(pattern, detail), detail
+        assert criterion(seen.report, "stretch_goal")["points"] == "4.00"
+
+    return check
+
+
 def _cases_match(criterion_id: str, pattern: str) -> Extra:
     """Every case's check of ``criterion_id`` has a detail matching ``pattern``."""
 
@@ -668,6 +708,26 @@ VARIANTS: dict[str, Variant] = {
         _all(_cases_match("tracing", r"([1-6]) of \1 calls traced correctly; the missed call "
                                      r"not traced with ok false and its error"),
              _findings()),
+    ),
+    "second_set_copied": Variant(
+        second_set_copied, frozenset({"stretch_goal"}),
+        _all(_stretch_evidence(r"cassettes-llm/[a-z-]+\.json entry [0-9a-f]{16} names "
+                               r"openai-compatible:smollm2, which is not a second provider: "
+                               r"record the set with `gradekit record --provider \.\.\. "
+                               r"--cassettes cassettes-llm`"), _findings()),
+    ),
+    "second_set_relabelled": Variant(
+        second_set_relabelled, frozenset({"stretch_goal"}),
+        _all(_stretch_evidence("every answer in cassettes-llm/ is the first set's: record the "
+                               "set from the second provider instead of copying it"),
+             _findings()),
+    ),
+    "change_log_names_readme": Variant(
+        change_log_names_readme, frozenset({"stretch_goal"}),
+        _all(_stretch_evidence(
+            r"no DATASET_CHANGES\.md entry names only recordings \(\.json files in cassettes/, "
+            r"cassettes-llm/, fixtures/\): log the re-recording with `gradekit record "
+            r'--rerecord --reason "\.\.\."`', goal="rerecord-review"), _findings()),
     ),
     "swallow_miss": Variant(
         swallow_miss, frozenset({"loud_failure"}),

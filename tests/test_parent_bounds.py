@@ -230,7 +230,7 @@ def test_a_linked_second_cassette_folder_is_refused(root: Path) -> None:
         ran.append(name)
         return RunResult({})
 
-    second, problem = _second_set(root, manifest, rubric, run, [], "openai:gpt-4o-mini", 7)
+    second, problem = _second_set(root, manifest, rubric, run, [], "openai:gpt-4o-mini", 7, {})
     assert (second, ran) == (None, [])
     assert problem == "c2 is a symlink: the grader follows no links, so commit the folder itself"
 
@@ -269,7 +269,7 @@ def test_a_change_log_entry_through_a_link_does_not_match(root: Path) -> None:
     (root / "linked").symlink_to(outside.parent)
     append_change(root / "DATASET_CHANGES.md", date="2026-11-29", case="one", kind="cassette",
                   changed_keys=["k"], reason="r", digests={"linked/one.json": digest_file(outside)})
-    problem = _review_problem(root)
+    problem = _review_problem(root, Manifest(root, "lab.agent:run", fixtures="linked"))
     assert problem is not None and "no DATASET_CHANGES.md entry's digests match" in problem
 
 
@@ -278,9 +278,9 @@ def test_a_linked_change_log_cannot_be_read(root: Path) -> None:
     append_change(log, date="2026-11-29", case="one", kind="cassette", changed_keys=["k"],
                   reason="r", digests={"cassettes/one.json": "ab" * 32})
     (root / "DATASET_CHANGES.md").symlink_to(log)
-    assert _review_problem(root) == ("DATASET_CHANGES.md cannot be read: DATASET_CHANGES.md is a "
-                                     "symlink: the grader follows no links, so commit the file "
-                                     "itself")
+    assert _review_problem(root, Manifest(root, "lab.agent:run")) == (
+        "DATASET_CHANGES.md cannot be read: DATASET_CHANGES.md is a symlink: the grader "
+        "follows no links, so commit the file itself")
 
 
 def test_inputs_leave_out_what_cannot_be_read_safely(root: Path) -> None:

@@ -6,9 +6,12 @@ from pathlib import Path
 
 from grader._checks import STRETCH_GOALS, Evidence
 from grader._grade import _review_problem
+from grader._manifest import Manifest
 from grader._model import Call, CaseOutcome, RunResult, TraceRecord
 from grader._review import append_change, digest_file
 from grader._rubric import Case
+from lab import prompt_key
+from lab._cassette import Cassette, Entry, encode
 
 CASES = (Case("one", "first task"), Case("two", "second task"))
 TOOL = Call("read_docs {\"query\":\"x\"}", True, "read_docs")
@@ -57,17 +60,49 @@ def test_tool_fixtures_needs_the_tool_calls_traced() -> None:
     assert why is not None and "case one: tool calls are not traced" in why
 
 
+def _cassette(path: Path, answer: str) -> str:
+    """Write a one-entry cassette at ``path``; its key."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    entry = Entry("What changed?", answer, "openai:gpt-4o-mini", "2026-11-29T00:00:00Z")
+    path.write_bytes(encode(Cassette("one", {prompt_key("What changed?"): entry})))
+    return prompt_key("What changed?")
+
+
 def test_rerecord_review_needs_a_log_entry_matching_the_files(tmp_path: Path) -> None:
-    assert "no entry in DATASET_CHANGES.md" in (_review_problem(tmp_path) or "")
+    manifest = Manifest(tmp_path, "lab.agent:run")
+    assert "no entry in DATASET_CHANGES.md" in (_review_problem(tmp_path, manifest) or "")
     cassette = tmp_path / "cassettes" / "one.json"
-    cassette.parent.mkdir()
-    cassette.write_text('{"answers": 1}\n', encoding="utf-8")
+    key = _cassette(cassette, "first answer")
     append_change(tmp_path / "DATASET_CHANGES.md", date="2026-11-29", case="one",
-                  kind="cassette", changed_keys=["0123456789abcdef"], reason="model upgraded",
+                  kind="cassette", changed_keys=[key], reason="model upgraded",
                   digests={"cassettes/one.json": digest_file(cassette)})
-    assert _review_problem(tmp_path) is None
-    cassette.write_text('{"answers": 2}\n', encoding="utf-8")  # changed after the review
-    assert "digests match" in (_review_problem(tmp_path) or "")
+    assert _review_problem(tmp_path, manifest) is None
+    _cassette(cassette, "second answer")  # changed after the review
+    assert "digests match" in (_review_problem(tmp_path, manifest) or "")
+
+
+def test_rerecord_review_needs_keys_the_recordings_hold(tmp_path: Path) -> None:
+    """A hand-written entry listing keys that no recording holds shows no re-recording."""
+    manifest = Manifest(tmp_path, "lab.agent:run")
+    cassette = tmp_path / "cassettes" / "one.json"
+    _cassette(cassette, "first answer")
+    append_change(tmp_path / "DATASET_CHANGES.md", date="2026-11-29", case="one",
+                  kind="cassette", changed_keys=["0123456789abcdef"], reason="made up",
+                  digests={"cassettes/one.json": digest_file(cassette)})
+    assert "lists a changed key that its recordings hold" in (
+        _review_problem(tmp_path, manifest) or "")
+
+
+def test_rerecord_review_needs_an_entry_that_names_recordings_only(tmp_path: Path) -> None:
+    """An entry naming README.md (digest and all) is not a re-recording."""
+    manifest = Manifest(tmp_path, "lab.agent:run")
+    readme = tmp_path / "README.md"
+    readme.write_text("# my lab\n", encoding="utf-8")
+    append_change(tmp_path / "DATASET_CHANGES.md", date="2026-11-29", case="one",
+                  kind="cassette", changed_keys=["0123456789abcdef"], reason="made up",
+                  digests={"README.md": digest_file(readme)})
+    assert "no DATASET_CHANGES.md entry names only recordings (.json files in cassettes/, " \
+        "fixtures/)" in (_review_problem(tmp_path, manifest) or "")
 
 
 def test_rerecord_review_never_reads_outside_the_submission(tmp_path: Path) -> None:
@@ -77,4 +112,4 @@ def test_rerecord_review_never_reads_outside_the_submission(tmp_path: Path) -> N
     root.mkdir()
     append_change(root / "DATASET_CHANGES.md", date="2026-11-29", case="one", kind="cassette",
                   changed_keys=["k"], reason="r", digests={"../secret.json": digest_file(outside)})
-    assert _review_problem(root) is not None
+    assert _review_problem(root, Manifest(root, "lab.agent:run")) is not None
