@@ -7,7 +7,7 @@ No I/O, no clock, no label in any detail: a report must not depend on them.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import ROUND_HALF_EVEN, Decimal
 
@@ -31,6 +31,7 @@ __all__ = [
     "Evidence",
     "StretchGoal",
     "cents",
+    "shown_keys",
 ]
 
 CENT = Decimal("0.01")
@@ -61,6 +62,9 @@ class Evidence:
     second_set_problem: str = ""  # why there is no second_set run
     blocked: str = ""  # why no run happened at all (no manifest, import error, ...)
     review_problem: str | None = "not checked"  # None: a change-log entry matches the files
+    second_cassettes: str = ""  # the second set's folder, as the manifest declares it
+    fixtures: str = "fixtures"  # the tool fixtures' folder
+    review_basis: str = ""  # the change-log entry and keys the re-record evidence rests on
 
 
 Check = Callable[[Evidence, Rubric, Criterion], CriterionResult]
@@ -309,6 +313,7 @@ class StretchGoal:
     id: str
     names: tuple[str, ...]  # a FAILURES.md entry naming any of these is its write-up
     evidence: Callable[[Evidence], str | None]  # None when the evidence holds, else why not
+    basis: Callable[[Evidence], str]  # when it holds: the files and keys it rests on
 
 
 def _two_providers(evidence: Evidence) -> str | None:
@@ -370,13 +375,37 @@ def _rerecord_review(evidence: Evidence) -> str | None:
     return evidence.review_problem
 
 
+def _served_from(run: RunResult | None, cases: tuple[Case, ...], folder: str,
+                 tools: bool) -> str:
+    """Per case, the recording file and the keys of what it served in ``run``."""
+    parts = []
+    for case in cases:
+        outcome = _outcome(run, case.id)
+        keys = sorted({c.key for c in outcome.calls if c.served and (c.tool is not None) == tools}
+                      ) if outcome else []
+        if keys:
+            parts.append(f"{folder}/{case.id}.json: {shown_keys(keys)}")
+    return "; ".join(parts)
+
+
+def shown_keys(keys: Sequence[str], shown: int = 6) -> str:
+    """Keys for a reviewer: the first few, and how many more."""
+    more = f" and {len(keys) - shown} more" if len(keys) > shown else ""
+    return ", ".join(keys[:shown]) + more
+
+
 STRETCH_GOALS: Mapping[str, StretchGoal] = {
-    "rerecord-review": StretchGoal("rerecord-review", ("rerecord-review", "re-record"),
-                                   _rerecord_review),
-    "tool-fixtures": StretchGoal("tool-fixtures", ("tool-fixtures", "tool fixture"),
-                                 _tool_fixtures),
-    "two-providers": StretchGoal("two-providers", ("two-providers", "two providers"),
-                                 _two_providers),
+    "rerecord-review": StretchGoal(
+        "rerecord-review", ("rerecord-review", "re-record"), _rerecord_review,
+        lambda e: e.review_basis),
+    "tool-fixtures": StretchGoal(
+        "tool-fixtures", ("tool-fixtures", "tool fixture"), _tool_fixtures,
+        lambda e: "tool calls served from " + _served_from(e.primary, e.cases, e.fixtures,
+                                                          tools=True)),
+    "two-providers": StretchGoal(
+        "two-providers", ("two-providers", "two providers"), _two_providers,
+        lambda e: "prompts served from " + _served_from(e.second_set, e.cases,
+                                                       e.second_cassettes, tools=False)),
 }
 
 
@@ -391,7 +420,8 @@ def stretch_goal(evidence: Evidence, rubric: Rubric, criterion: Criterion) -> Cr
     advice = [] if all(c.passed for c in best) else [
         "Finish one stretch goal completely and write up, in FAILURES.md, the failure it found."
     ]
-    return _result(criterion, best, advice)
+    # The write-up is judged by its structure only: a person reads it before the points count.
+    return _result(criterion, best, advice, review=True)
 
 
 def _score_goal(goal_id: str, evidence: Evidence, criterion: Criterion) -> list[CheckResult]:
@@ -404,7 +434,8 @@ def _score_goal(goal_id: str, evidence: Evidence, criterion: Criterion) -> list[
     why_not = goal.evidence(evidence)
     named = _written_up(evidence.failures, goal.names)
     return [
-        _check(f"{goal_id}: evidence", why_not is None, proof, why_not or "the evidence holds"),
+        _check(f"{goal_id}: evidence", why_not is None, proof,
+               why_not or f"the evidence holds: {goal.basis(evidence)}"),
         _check(f"{goal_id}: write-up", named, write_up,
                "FAILURES.md has an entry naming it" if named
                else f"no FAILURES.md entry names {goal.names[0]!r}"),

@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 from typing import TypeVar, cast
 
-from grader._checks import BUILTIN_CHECKS, Check, Evidence
+from grader._checks import BUILTIN_CHECKS, Check, Evidence, shown_keys
 from grader._files import (
     CASSETTE_CAP,
     CHANGE_LOG_CAP,
@@ -242,27 +242,36 @@ def _evidence(root: Path, manifest: Manifest | None, rubric: Rubric,
     unanswerable = run("unanswerable", _never, label, seed)
     probe = probe_replay(root, manifest.replay, drawn.probe, limits=limits,
                          scratch=scratch / "probe", isolation=isolation, unknown=drawn.unknown)
+    if probe.tampering:
+        findings.append(REVIEW + f"the own-Replay probe: {quote(probe.tampering)}")
     second_set, problem = _second_set(root, manifest, rubric, run, findings, label, seed,
                                       answers)
-    review = _review_problem(root, manifest) if "rerecord-review" in manifest.stretch \
-        else "not claimed"
+    review, basis = _review(root, manifest) if "rerecord-review" in manifest.stretch \
+        else ("not claimed", "")
     return Evidence(rubric.cases, label, primary, secondary, unanswerable, probe, failures,
-                    manifest.stretch, second_set, problem, blocked, review)
+                    manifest.stretch, second_set, problem, blocked, review,
+                    second_cassettes=manifest.second_cassettes, fixtures=manifest.fixtures,
+                    review_basis=basis)
 
 
 def _review_problem(root: Path, manifest: Manifest) -> str | None:
     """None when a change-log entry names recordings whose keys really changed, and its
-    digests match the files as they are now."""
+    digests match the files as they are now; else why not."""
+    return _review(root, manifest)[0]
+
+
+def _review(root: Path, manifest: Manifest) -> tuple[str | None, str]:
+    """``_review_problem``, and when there is none, the entry and keys the evidence rests on."""
     try:
         data = read_submission_file(root, CHANGE_LOG, cap=CHANGE_LOG_CAP)
         changes = decode_changes(data, log=Path(CHANGE_LOG))
     except MissingSubmissionFile:
         changes = []
     except GradekitError as exc:
-        return f"{CHANGE_LOG} cannot be read: {quote(_relative(str(exc), root), TEXT_LIMIT)}"
+        return f"{CHANGE_LOG} cannot be read: {quote(_relative(str(exc), root), TEXT_LIMIT)}", ""
     if not changes:
         return (f"no entry in {CHANGE_LOG}: re-record with `gradekit record --rerecord "
-                '--reason "..."` and commit the log')
+                '--reason "..."` and commit the log'), ""
     folders = tuple(f for f in (manifest.cassettes, manifest.second_cassettes, manifest.fixtures)
                     if f)
     recordings = [c for c in changes if c.digests and all(
@@ -270,16 +279,21 @@ def _review_problem(root: Path, manifest: Manifest) -> str | None:
     if not recordings:
         return (f"no {CHANGE_LOG} entry names only recordings (.json files in "
                 f"{', '.join(f'{f}/' for f in folders)}): log the re-recording with "
-                '`gradekit record --rerecord --reason "..."`')
+                '`gradekit record --rerecord --reason "..."`'), ""
     seen: dict[PurePosixPath, str | None] = {}  # a log may name one file in many entries
     matching = [c for c in recordings if change_matches(c, root, seen=seen)]
     if not matching:
         return (f"no {CHANGE_LOG} entry's digests match the cassettes or fixtures as they are "
-                "now: the recordings changed after the last logged re-recording")
-    if any(_keys_present(root, change) for change in matching):
-        return None
+                "now: the recordings changed after the last logged re-recording"), ""
+    for change in matching:
+        held = _keys_held(root, change)
+        if held:
+            files = ", ".join(sorted(change.digests))
+            return None, (f"the {CHANGE_LOG} entry of {change.date} for {quote(change.case)}: "
+                          f"{files} as logged, holding changed keys {shown_keys(held)}")
     return (f"no matching {CHANGE_LOG} entry lists a changed key that its recordings hold: "
-            "the keys must come from the re-recording, as `gradekit record --rerecord` logs them")
+            "the keys must come from the re-recording, as `gradekit record --rerecord` logs "
+            "them"), ""
 
 
 def _recording_name(name: str, folders: tuple[str, ...]) -> bool:
@@ -288,17 +302,17 @@ def _recording_name(name: str, folders: tuple[str, ...]) -> bool:
     return path.suffix == ".json" and str(path.parent) in folders
 
 
-def _keys_present(root: Path, change: Change) -> bool:
-    """Whether one of the keys the entry says changed is in one of the files it names now."""
+def _keys_held(root: Path, change: Change) -> list[str]:
+    """The keys the entry says changed that the files it names hold now."""
+    held: set[str] = set()
     for name in sorted(change.digests):
         try:
             data = read_submission_file(root, name, cap=CASSETTE_CAP)
             recording = decode_recording(data, source=name)
         except GradekitError:
             continue
-        if set(change.changed_keys) & set(recording.recorded):
-            return True
-    return False
+        held |= set(change.changed_keys) & set(recording.recorded)
+    return sorted(held)
 
 
 def _inside(root: Path, name: str) -> bool:
@@ -352,7 +366,11 @@ def _not_another_provider(first: Mapping[str, Mapping[str, Entry]],
     return ""
 
 
+REVIEW = "flagged for review: "  # how a finding that needs a person starts
+
+
 def _run_findings(result: RunResult, findings: list[str]) -> None:
+    findings += [REVIEW + quote(what) for what in result.tampering]
     if result.import_error:
         findings.append(f"the agent failed to import: {quote(result.import_error)}")
     for refusal in result.refusals:

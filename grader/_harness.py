@@ -601,8 +601,11 @@ def outcome(call: Callable[[], object]) -> tuple[dict[str, Any], BaseException |
     return {"returned_type": type(value).__name__, "answer": answer}, None
 
 
-def run_cases(channel: Channel, config: dict[str, Any]) -> None:
-    """Import the agent, then run every case in order, reporting each."""
+Verdict = Callable[[dict[str, Any]], None]
+
+
+def run_cases(channel: Channel, config: dict[str, Any], verdict: Verdict) -> None:
+    """Import the agent, then run every case in order, reporting each through ``verdict``."""
     try:
         agent = load(config["agent"])
     except BaseException as exc:
@@ -623,10 +626,10 @@ def run_cases(channel: Channel, config: dict[str, Any]) -> None:
             result["miss_escaped"] = escaped(error, provider.misses)
         del error  # its traceback holds the agent's frames
         flush_output()
-        channel.send({"op": "result", "case": case["id"], **described, **result})
+        verdict({"op": "result", "case": case["id"], **described, **result})
 
 
-def probe_replay(channel: Channel, config: dict[str, Any]) -> None:
+def probe_replay(channel: Channel, config: dict[str, Any], verdict: Verdict) -> None:
     """Load the submission's replay on the parent's cassette; ask a hit and a miss."""
     probe = config["probe"]
     try:
@@ -641,7 +644,7 @@ def probe_replay(channel: Channel, config: dict[str, Any]) -> None:
         miss["classes"] = [cls.__name__ for cls in type(error).__mro__][:32]
     del error
     flush_output()
-    channel.send({"op": "probe", "hit": hit, "miss": miss})
+    verdict({"op": "probe", "hit": hit, "miss": miss})
 
 
 def prepare_sandbox(channel: Channel, config: dict[str, Any]) -> None:
@@ -675,10 +678,49 @@ def add_packages(folders: Iterable[str]) -> None:
     sys.path.extend(folder for folder in folders if folder not in sys.path)
 
 
+def sealer(channel: Channel, seal: str) -> Verdict:
+    """What sends each verdict: sealed with the parent's secret, after a look at whether the
+    agent replaced any of the harness's code (``sys.modules["__main__"]`` is this module).
+
+    Both are tripwires for the known ways of forging a verdict: a line written on the pipe
+    by anything but this function lacks the seal, and a replaced function of this module
+    (``outcome``, ``escaped``, ``Channel.send``...) is named to the parent. The seal and
+    the pristine functions live in this closure, not in a module global.
+    """
+    module, code_of, send = sys.modules[__name__], _code_of, Channel.send
+    pristine = code_of(module)
+
+    def verdict(message: dict[str, Any]) -> None:
+        now = code_of(module)
+        replaced = sorted({name for name, code in now.items() if pristine.get(name) is not code}
+                          | (set(pristine) - set(now)))
+        if replaced:
+            send(channel, {"op": "tampered", "replaced": replaced[:20], "seal": seal})
+        send(channel, {**message, "seal": seal})
+
+    return verdict
+
+
+def _code_of(module: Any) -> dict[str, object]:
+    """The code of every function of ``module`` and of its classes' methods, by name."""
+    found: dict[str, object] = {}
+    for name, value in list(vars(module).items()):
+        if inspect.isfunction(value) and value.__module__ == module.__name__:
+            found[name] = value.__code__
+        elif isinstance(value, type) and value.__module__ == module.__name__:
+            found[name] = value
+            for attribute, member in list(vars(value).items()):
+                if inspect.isfunction(member):
+                    found[f"{name}.{attribute}"] = member.__code__
+    return found
+
+
 def main(argv: list[str]) -> None:
     """Configure, fence, run; then leave without waiting for threads the agent left behind."""
     channel = Channel(int(argv[1]), int(argv[2]))
+    del sys.argv[1:]  # the pipes' numbers: nothing the agent needs to know
     config = channel.receive()
+    verdict = sealer(channel, str(config.pop("seal", "")))
     # Read once, at start: the agent need not see which seed this run was given.
     os.environ.pop("PYTHONHASHSEED", None)
     if "parent" in config:
@@ -690,9 +732,9 @@ def main(argv: list[str]) -> None:
     install_guard(channel, config["roots"])
     sys.path.insert(0, config["root"])
     if config["mode"] == "probe_replay":
-        probe_replay(channel, config)
+        probe_replay(channel, config, verdict)
     else:
-        run_cases(channel, config)
+        run_cases(channel, config, verdict)
     flush_output()
     os._exit(0)
 

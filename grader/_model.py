@@ -70,17 +70,26 @@ class TraceRecord:
 
 @dataclass(frozen=True, slots=True)
 class CaseOutcome:
-    """How one case of one run ended, as the parent saw it."""
+    """How one case of one run ended, as the parent saw it.
+
+    Observed by the parent: ``calls`` (what it answered, in order), ``trace`` (the file it
+    read), a timeout or a crash. Claimed by the child: whether ``run()`` returned or raised,
+    and with what (``status`` "returned" / "raised", ``answer``, ``returned_type``,
+    ``exception``, ``miss_escaped``). Only the child's harness can see that; its verdict is
+    sealed with a secret of the parent's and sent with a look at whether its own code was
+    replaced, so the known ways of forging it are detected (``RunResult.tampering``), but it
+    stays a claim: an agent that finds the seal in its own process's memory could forge one.
+    """
 
     case: str
     status: Status
-    answer: str | None = None  # the returned str, cut to limits.answer_kb for feedback
+    answer: str | None = None  # claim: the returned str, cut to limits.answer_kb for feedback
     answer_sha256: str | None = None  # of the whole returned str: what runs compare
-    returned_type: str | None = None  # type name of what run() returned
-    exception: str | None = None  # class name of what run() raised
-    miss_escaped: bool = False  # the parent's miss was in the raised exception's chain
-    calls: tuple[Call, ...] = ()
-    trace: tuple[TraceRecord, ...] = ()
+    returned_type: str | None = None  # claim: type name of what run() returned
+    exception: str | None = None  # claim: class name of what run() raised
+    miss_escaped: bool = False  # claim: the parent's miss was in the raised exception's chain
+    calls: tuple[Call, ...] = ()  # observed
+    trace: tuple[TraceRecord, ...] = ()  # observed
     trace_error: str | None = None  # "line 3: not valid JSON" and the like
     detail: str = ""  # a short, deterministic reason for timeout / crash / not_run
 
@@ -103,6 +112,7 @@ class RunResult:
     import_error: str | None = None  # the agent could not be imported: every case is lost
     stdout: str = ""  # size-capped, for feedback only; never parsed for results
     stderr: str = ""
+    tampering: tuple[str, ...] = ()  # forged verdicts or replaced harness code, as detected
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +125,7 @@ class ReplayProbe:
     exception: str | None = None  # class name of what the unknown prompt raised
     detail: str = ""
     raised_miss: bool = False  # what it raised is a CassetteMiss (by its classes' names)
+    tampering: str = ""  # a forged verdict or replaced harness code, as detected
 
 
 @dataclass(frozen=True, slots=True)

@@ -46,17 +46,18 @@ def probe_replay(
         "miss": _unknown_prompt(entries, unknown),
     }
     config = child_config(layout, limits, mode="probe_replay", replay=replay, probe=probe)
+    seal = str(config["seal"])
     env = child_environment(layout, 0)
     with child_outputs(layout) as outputs, start_child(config, layout, env, outputs, limits,
                                              [cassette]) as child:
-        return _Probe(layout, limits, expected).converse(child)
+        return _Probe(layout, limits, expected, seal).converse(child)
 
 
 class _Probe:
     """The parent's side of ``probe_replay``."""
 
-    def __init__(self, layout: Layout, limits: Limits, expected: str | None) -> None:
-        self._layout, self._limits, self._expected = layout, limits, expected
+    def __init__(self, layout: Layout, limits: Limits, expected: str | None, seal: str) -> None:
+        self._layout, self._limits, self._expected, self._seal = layout, limits, expected, seal
         self._loaded = False
 
     def converse(self, child: Child) -> ReplayProbe:
@@ -77,10 +78,22 @@ class _Probe:
             elif op == "import_error" and not self._loaded:
                 detail = self._layout.scrub(child_text(event.get("error")))
                 return ReplayProbe(False, False, False, detail=detail or "could not be loaded")
+            elif op in ("probe", "tampered") and event.get("seal") != self._seal:
+                return self._tampered(f"a {op} message that the harness did not send: written "
+                                      "on the grader's channel by the submission")
+            elif op == "tampered":
+                replaced = event.get("replaced")
+                names = ", ".join(child_name(n) or "?" for n in replaced) \
+                    if isinstance(replaced, list) else "?"
+                return self._tampered(f"the submission replaced the harness's code ({names})")
             elif op == "probe" and self._loaded:
                 return self._judge(event.get("hit"), event.get("miss"))
             else:
                 return self._failed("broke the grader's protocol: an unexpected message")
+
+    def _tampered(self, what: str) -> ReplayProbe:
+        return ReplayProbe(self._loaded, False, False, detail="the probe's verdict was forged",
+                           tampering=what)
 
     def _failed(self, why: str) -> ReplayProbe:
         return ReplayProbe(self._loaded, False, False, detail=f"the probe {why}")

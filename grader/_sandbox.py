@@ -56,6 +56,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import secrets
 import stat
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -174,9 +175,11 @@ def run_cases(
         while run.import_error is None and (pending := run.pending(planned)):
             cases_config = [{"id": c.id, "task": c.task, "trace": layout.inside(c.trace)}
                             for c in pending]
+            run.seal = str(config["seal"])
             with start_child({**config, "cases": cases_config}, layout, env, outputs, limits,
                         [c.trace for c in planned]) as child:
                 run.converse(child, pending)
+            config["seal"] = secrets.token_hex(16)  # a fresh child, a fresh seal
     return run.result(planned, captured_output(layout, limits))
 
 
@@ -252,7 +255,9 @@ class _Run:
         self.outcomes: dict[str, CaseOutcome] = {}
         self.refusals: list[Refusal] = []
         self.import_error: str | None = None
+        self.tampering: list[str] = []
         self._answer, self._tools, self._limits, self._layout = answer, tools, limits, layout
+        self.seal = ""  # the current child's: its harness signs each verdict with it
 
     def pending(self, planned: Sequence[_Case]) -> list[_Case]:
         """The cases without an outcome yet, in order."""
@@ -265,7 +270,8 @@ class _Run:
             case.id: self.outcomes.get(case.id) or CaseOutcome(case.id, "not_run", detail=not_run)
             for case in planned
         }
-        return RunResult(outcomes, tuple(self.refusals), self.import_error, *output)
+        return RunResult(outcomes, tuple(self.refusals), self.import_error, *output,
+                         tampering=tuple(dict.fromkeys(self.tampering)))
 
     def converse(self, child: Child, pending: Sequence[_Case]) -> None:
         """Serve one child until it ends or its cases are done.
@@ -309,6 +315,18 @@ class _Run:
         elif current is not None and op == "tool" and case == current.id:
             self._serve_tool(child, talk, current, message.get("tool"), message.get("args"))
             return False
+        elif op in ("result", "tampered") and message.get("seal") != self.seal:
+            what = f"case {current.id}" if current else "no case"
+            self.tampering.append(f"a {op} message ({what}) that the harness did not send: "
+                                  "written on the grader's channel by the agent")
+            raise ProtocolError("a forged verdict")
+        elif current is not None and op == "tampered":
+            replaced = message.get("replaced")
+            names = ", ".join(child_name(n) or "?" for n in replaced) \
+                if isinstance(replaced, list) else "?"
+            self.tampering.append(f"case {current.id}: the agent replaced the harness's code "
+                                  f"({names})")
+            raise ProtocolError("the harness's code was replaced")
         elif current is not None and op == "result" and case == current.id:
             self._record(talk, current, *_claims(message, self._limits.answer_kb * 1024))
         else:

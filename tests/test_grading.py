@@ -25,11 +25,13 @@ from grader import GradebookRow, load_rubric, verify_report
 from grader._batch import discover, grade_batch
 from tests.submissions import (
     BASELINE,
+    CASES,
     REFERENCE,
     TIMED_OUT,
     VARIANTS,
     Context,
     Seen,
+    criterion,
     details,
     lost,
     make_submission,
@@ -147,3 +149,21 @@ def test_a_hanging_submission_never_stops_the_batch(batch: Batch) -> None:
     assert lost(hung, "contract_stability") == {"refund-policy"}
     assert details(hung, "contract_stability")["refund-policy"] == TIMED_OUT
     assert sorted(p.name for p in batch.out.iterdir()) == sorted([*NAMES, "gradebook.csv"])
+
+
+def test_the_stretch_evidence_names_the_files_and_keys_it_rests_on(batch: Batch) -> None:
+    """A reviewer can check the two-providers evidence in one look: each file of the second
+    set and the keys it served, every one a key that file really holds."""
+    report = batch.reports[BASELINE]
+    detail = details(report, "stretch_goal")["two-providers: evidence"]
+    assert detail.startswith("the evidence holds: prompts served from cassettes-llm/")
+    named = dict(part.split(": ", 1) for part in
+                 detail.removeprefix("the evidence holds: prompts served from ").split("; "))
+    assert sorted(named) == sorted(f"cassettes-llm/{case}.json" for case in CASES)
+    for name, keys in named.items():
+        held = json.loads((REFERENCE / name).read_text("utf-8"))["entries"]
+        shown = keys.split(" and ")[0].split(", ")
+        assert shown and set(shown) <= set(held), (name, keys)
+    # Its write-up is judged by structure alone: the report says the points are provisional.
+    assert criterion(report, "stretch_goal")["review"] is True
+

@@ -161,7 +161,7 @@ def do_flood(provider, arg):
     line = json.dumps({"op": "refused", "event": "socket.getaddrinfo", "subject": "localhost"})
     batch = (line + "\\n").encode() * 10_000
     while True:
-        os.write(int(sys.argv[2]), batch)
+        os.write(provider._channel._write_fd, batch)
 
 
 def do_hog(provider, arg):
@@ -270,7 +270,7 @@ def do_pipeline(provider, arg):
     # Ask again and again without reading a reply: the grader must not queue the answers.
     line = json.dumps({"op": "complete", "case": "pipeline", "prompt": "Plan: refunds"})
     for _ in range(200):
-        os.write(int(sys.argv[2]), (line + "\\n").encode())
+        os.write(provider._channel._write_fd, (line + "\\n").encode())
     return "asked"
 
 
@@ -295,7 +295,7 @@ def do_spawn_python(provider, arg):
 
 
 def do_forge(provider, arg):
-    os.write(int(sys.argv[2]), b"this is not the protocol\\n")
+    os.write(provider._channel._write_fd, b"this is not the protocol\\n")
     return "forged"
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from grader._checks import STRETCH_GOALS, Evidence
-from grader._grade import _review_problem
+from grader._grade import _review, _review_problem
 from grader._manifest import Manifest
 from grader._model import Call, CaseOutcome, RunResult, TraceRecord
 from grader._review import append_change, digest_file
@@ -76,7 +76,9 @@ def test_rerecord_review_needs_a_log_entry_matching_the_files(tmp_path: Path) ->
     append_change(tmp_path / "DATASET_CHANGES.md", date="2026-11-29", case="one",
                   kind="cassette", changed_keys=[key], reason="model upgraded",
                   digests={"cassettes/one.json": digest_file(cassette)})
-    assert _review_problem(tmp_path, manifest) is None
+    assert _review(tmp_path, manifest) == (None, (
+        f"the DATASET_CHANGES.md entry of 2026-11-29 for one: cassettes/one.json as logged, "
+        f"holding changed keys {key}"))
     _cassette(cassette, "second answer")  # changed after the review
     assert "digests match" in (_review_problem(tmp_path, manifest) or "")
 
