@@ -70,11 +70,12 @@ def draw(label: str | None = None) -> Draw:
     """A fresh ``Draw`` from the operating system's randomness; ``label``, if given, is the
     primary label (an instructor reproducing something), the secondary is drawn."""
     rng = secrets.SystemRandom()
-    labels = [label] if label else []
-    while len(labels) < 2:
-        drawn = f"{rng.choice(_ADAPTERS)}:{rng.choice(_MODELS)}"
-        if drawn not in labels:
-            labels.append(drawn)
+    first = label or f"{rng.choice(_ADAPTERS)}:{rng.choice(_MODELS)}"
+    adapter, _, model = first.partition(":")
+    # The second shares neither part with the first: an answer that depends on either shows.
+    second = f"{rng.choice([a for a in _ADAPTERS if a != adapter])}:" \
+        f"{rng.choice([m for m in _MODELS if m != model])}"
+    labels = [first, second]
     seeds = rng.sample(range(1 << 32), 2)
     words = rng.sample(_WORDS, 7)
     prompt, unknown = (f"Task: summarise the {a} {b} notes for the {c} review."

@@ -38,13 +38,16 @@ student can still (shown in ``tests/test_isolation.py`` and ``test_batch_safety.
   batch replaces it; the rows it was grading are lost), listen on a port, read other
   submissions, the rubric and ``/proc``.
 - As root, do all of that as root.
-- Forge results: the pipe fds are in ``sys.argv``; outcomes are the child's claims,
-  checked for shape, order and case id (the next issue moves verdicts to what the
-  parent observed).
-- Behave differently when graded: timing, ``provider.name``, the absent network.
+- Forge a verdict: whether ``run()`` raised is the child's claim. A line written on the
+  pipe lacks the parent's seal and a replaced harness function is named, both
+  detected and flagged for review; an agent that digs the seal out of its own memory
+  (``gc``) could still forge one.
+- Behave differently when graded: the sandbox's paths, the absent network, timing
+  (labels, hash seeds and the probe are drawn afresh for every grading).
 - Use up disk (many files under ``file_mb``) and threads.
 
-Under namespaces, what remains: forged outcomes and detecting the grading (as above);
+Under namespaces, what remains: forging a verdict with the seal from its own memory and
+noticing the sandbox (as above);
 as root, threads are capped by memory only (``RLIMIT_NPROC`` does not count processes
 that map to root outside), while new processes are refused by seccomp on x86_64 and
 aarch64 (elsewhere only by the hook); files the child may read are the system's and

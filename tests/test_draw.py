@@ -18,7 +18,9 @@ LABEL = re.compile(r"(openai|anthropic|ollama|llamacpp|openai-compatible):[a-z0-
 def test_each_grading_draws_two_different_labels_seeds_and_a_fresh_probe() -> None:
     draws = [draw() for _ in range(50)]
     for drawn in draws:
-        assert drawn.labels[0] != drawn.labels[1]
+        (adapter, model), (other_adapter, other_model) = (
+            label.split(":") for label in drawn.labels)
+        assert adapter != other_adapter and model != other_model, drawn.labels
         assert all(LABEL.fullmatch(label) for label in drawn.labels), drawn.labels
         assert drawn.seeds[0] != drawn.seeds[1]
         assert all(0 <= seed < 1 << 32 for seed in drawn.seeds)  # what PYTHONHASHSEED takes
