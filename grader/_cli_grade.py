@@ -127,6 +127,8 @@ def _print_rows(rows: Sequence[GradebookRow]) -> None:
     for row in rows:
         shown = f"{row.total} / {row.max}  digest {row.digest}" if row.status == "graded" \
             else f"NOT GRADED: {row.reason}"
+        if row.status == "graded" and row.reason:  # flagged for a person to look at
+            shown += f"  ({row.reason})"
         print(f"{row.submission}: {shown}")
 
 

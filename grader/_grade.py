@@ -42,7 +42,7 @@ from lab import CassetteError, GradekitError, prompt_key
 from lab._cassette import Entry, decode
 from lab._fixtures import decode as decode_fixture
 
-__all__ = ["Draw", "Graded", "draw", "grade_submission"]
+__all__ = ["REVIEW", "Draw", "Graded", "draw", "grade_submission"]
 
 # Labels as `gradekit record` names real providers (adapter:model): a grading's two are drawn
 # from these, so a submission cannot tell them from a home run's by their look.

@@ -32,12 +32,14 @@ from types import MappingProxyType
 from typing import Any, cast
 
 from grader._checks import Evidence
-from grader._grade import Graded, grade_submission
+from grader._grade import REVIEW, Graded, grade_submission
 from grader._gradebook import GradebookRow
 from grader._isolation import Isolation, describe_isolation
 from grader._model import Limits
 from grader._report import (
+    TEXT_LIMIT,
     points_text,
+    quote,
     render_gradescope,
     render_markdown,
     render_report_json,
@@ -230,7 +232,9 @@ def grade(request: Request) -> GradebookRow:
         submission=request.folder, student=report.submission, status="graded",
         total=points_text(report.total), max=points_text(report.max),
         criteria={c.id: points_text(c.points) for c in report.criteria},
-        digest=digest, reason="",
+        # A graded row's reason is empty, unless the grading flagged it for a person.
+        digest=digest, reason=quote("; ".join(f for f in report.findings
+                                             if f.startswith(REVIEW)), TEXT_LIMIT),
     )
 
 

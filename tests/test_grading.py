@@ -167,3 +167,12 @@ def test_the_stretch_evidence_names_the_files_and_keys_it_rests_on(batch: Batch)
     # Its write-up is judged by structure alone: the report says the points are provisional.
     assert criterion(report, "stretch_goal")["review"] is True
 
+
+def test_a_forged_verdict_flags_its_gradebook_row_and_nothing_else_is_flagged(
+    batch: Batch
+) -> None:
+    flagged = {name for name, row in batch.rows.items() if row.reason}
+    assert flagged == {"forges_outcome_via_main", "forges_result_on_channel"}
+    for name in flagged:
+        assert batch.rows[name].status == "graded"
+        assert batch.rows[name].reason.startswith("flagged for review: "), batch.rows[name]
