@@ -25,7 +25,7 @@ from grader._model import Limits
 
 __all__ = [
     "HARNESS", "PYTHON_FLAGS", "Child", "Event", "ProtocolError", "child_ending", "child_name",
-    "child_text", "clean_text", "decode_line", "exit_detail", "strict_loads",
+    "child_text", "clean_text", "decode_line", "exit_detail", "replaced_names", "strict_loads",
 ]
 
 HARNESS = Path(__file__).with_name("_harness.py")
@@ -251,3 +251,11 @@ def child_name(value: object) -> str | None:
     if not isinstance(value, str) or not value:
         return None
     return "".join(c if c.isprintable() else "?" for c in clean_text(value)[:100])
+
+
+def replaced_names(message: Mapping[str, Any]) -> str:
+    """The harness functions a ``tampered`` message names, made safe to show."""
+    replaced = message.get("replaced")
+    if not isinstance(replaced, list):
+        return "?"
+    return ", ".join(child_name(name) or "?" for name in replaced)

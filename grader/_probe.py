@@ -6,7 +6,15 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from grader._channel import Child, Event, ProtocolError, child_ending, child_name, child_text
+from grader._channel import (
+    Child,
+    Event,
+    ProtocolError,
+    child_ending,
+    child_name,
+    child_text,
+    replaced_names,
+)
 from grader._isolation import Isolation
 from grader._layout import (
     Layout,
@@ -82,10 +90,8 @@ class _Probe:
                 return self._tampered(f"a {op} message that the harness did not send: written "
                                       "on the grader's channel by the submission")
             elif op == "tampered":
-                replaced = event.get("replaced")
-                names = ", ".join(child_name(n) or "?" for n in replaced) \
-                    if isinstance(replaced, list) else "?"
-                return self._tampered(f"the submission replaced the harness's code ({names})")
+                return self._tampered("the submission replaced the harness's code "
+                                      f"({replaced_names(event)})")
             elif op == "probe" and self._loaded:
                 return self._judge(event.get("hit"), event.get("miss"))
             else:

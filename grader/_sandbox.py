@@ -75,6 +75,7 @@ from grader._channel import (
     child_name,
     child_text,
     clean_text,
+    replaced_names,
     strict_loads,
 )
 from grader._isolation import Isolation
@@ -324,11 +325,8 @@ class _Run:
                                   "written on the grader's channel by the agent")
             raise ProtocolError("a forged verdict")
         elif current is not None and op == "tampered":
-            replaced = message.get("replaced")
-            names = ", ".join(child_name(n) or "?" for n in replaced) \
-                if isinstance(replaced, list) else "?"
             self.tampering.append(f"case {current.id}: the agent replaced the harness's code "
-                                  f"({names})")
+                                  f"({replaced_names(message)})")
             raise ProtocolError("the harness's code was replaced")
         elif current is not None and op == "result" and case == current.id:
             self._record(talk, current, *_claims(message, self._limits.answer_kb * 1024))
