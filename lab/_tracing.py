@@ -44,6 +44,19 @@ def _discard(record: Mapping[str, Any]) -> None:
     """The sink when tracing is off."""
 
 
+def as_sink(sink: Sink | str | os.PathLike[str] | None) -> Sink:
+    """A sink from what a caller passes: None (``$GRADEKIT_TRACE``), a path (a
+    ``JsonlSink`` on it), or any callable taking a record."""
+    if sink is None:
+        return sink_from_env()
+    if isinstance(sink, str | os.PathLike):
+        return JsonlSink(os.fspath(sink))
+    if not callable(sink):
+        raise TypeError(f"a trace sink is a path or a callable taking a record, not "
+                        f"{type(sink).__name__}: pass Traced(provider, 'trace.jsonl')")
+    return sink
+
+
 def sink_from_env(env: Mapping[str, str] | None = None) -> Sink:
     """A ``JsonlSink`` on ``$GRADEKIT_TRACE``, or a sink that discards when it is unset."""
     path = (os.environ if env is None else env).get(TRACE_VARIABLE, "")
@@ -61,13 +74,13 @@ class Traced:
     def __init__(
         self,
         provider: Provider,
-        sink: Sink | None = None,
+        sink: Sink | str | os.PathLike[str] | None = None,
         *,
         clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         self.provider = provider
         self.name = provider.name
-        self.sink = sink_from_env() if sink is None else sink
+        self.sink = as_sink(sink)  # a path is a JSONL file, as with $GRADEKIT_TRACE
         self._clock = clock
 
     def complete(self, prompt: str) -> str:
@@ -87,12 +100,12 @@ class TracedTools:
     def __init__(
         self,
         toolbox: Toolbox,
-        sink: Sink | None = None,
+        sink: Sink | str | os.PathLike[str] | None = None,
         *,
         clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         self.toolbox = toolbox
-        self.sink = sink_from_env() if sink is None else sink
+        self.sink = as_sink(sink)
         self._clock = clock
 
     def call(self, name: str, /, **args: Any) -> Any:

@@ -3,13 +3,22 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from lab import CassetteMiss, FakeProvider, JsonlSink, Replay, Traced, prompt_key
+from lab import (
+    CassetteMiss,
+    FakeProvider,
+    JsonlSink,
+    Replay,
+    Traced,
+    TracedTools,
+    prompt_key,
+    tool_key,
+)
 
 
 def ticking(step: float) -> Iterator[float]:
@@ -79,3 +88,29 @@ def test_jsonl_sink_keeps_unicode_readable(tmp_path: Path) -> None:
     sink = JsonlSink(tmp_path / "t.jsonl")
     sink({"provider": "modèle"})
     assert (tmp_path / "t.jsonl").read_text(encoding="utf-8") == '{"provider": "modèle"}\n'
+
+
+class FakeToolbox:
+    def call(self, name: str, /, **args: Any) -> Any:
+        return {"found": args}
+
+
+@pytest.mark.parametrize("as_path", [str, Path])
+def test_a_path_is_a_jsonl_sink(tmp_path: Path, as_path: Callable[[str], object]) -> None:
+    """``Traced(provider, "trace.jsonl")`` used to fail only at the first call, with
+    "'PosixPath' object is not callable"."""
+    trace = tmp_path / "trace.jsonl"
+    traced = Traced(FakeProvider(["a"], name="p"), as_path(str(trace)))  # type: ignore[arg-type]
+    tools = TracedTools(FakeToolbox(), as_path(str(trace)))  # type: ignore[arg-type]
+    assert traced.complete("x") == "a"
+    tools.call("lookup", q="refunds")
+    records = [json.loads(line) for line in trace.read_text("utf-8").splitlines()]
+    assert [(r["key"], r.get("provider"), r.get("tool"), r["ok"]) for r in records] == [
+        (prompt_key("x"), "p", None, True),
+        (tool_key("lookup", {"q": "refunds"}), None, "lookup", True),
+    ]
+
+
+def test_a_sink_that_is_neither_a_path_nor_callable_is_refused_at_once() -> None:
+    with pytest.raises(TypeError, match="a trace sink is a path or a callable"):
+        Traced(FakeProvider(["a"]), 42)  # type: ignore[arg-type]
