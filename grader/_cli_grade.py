@@ -9,13 +9,21 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from grader._batch import BatchInterrupted, discover, grade_batch, parse_shard, print_progress
+from grader._batch import (
+    BatchInterrupted,
+    Shard,
+    discover,
+    grade_batch,
+    parse_shard,
+    print_progress,
+)
 from grader._checkpoints import run_checkpoints
 from grader._gradebook import GradebookRow, merge_gradebooks
 from grader._isolation import REQUESTS, choose_isolation, describe_isolation
 from grader._report import verify_report
 from grader._roster import ROSTER_HEADER, Identity, Roster, identify, load_roster, unclaimed
 from grader._rubric import load_rubric
+from lab import UsageError
 
 __all__ = ["KIT_RUBRIC", "add_grading_commands"]
 
@@ -41,7 +49,7 @@ def add_grading_commands(
                        help="provider label of the primary run (default: drawn afresh for "
                        "each submission, as the second label and the hash seeds are; "
                        "never changes the grade)")
-    grade.add_argument("--shard", type=parse_shard, default=None, metavar="K/N",
+    grade.add_argument("--shard", type=_shard, default=None, metavar="K/N",
                        help="grade only part K of N (merge with `gradekit gradebook merge`)")
     grade.add_argument("--roster", type=Path, default=None, metavar="CSV",
                        help=f"who each folder is: a CSV with the header {','.join(ROSTER_HEADER)} "
@@ -168,3 +176,11 @@ def _merge(args: argparse.Namespace) -> int:
     args.out.write_bytes(merge_gradebooks([part.read_bytes() for part in args.parts]))
     print(f"merged {len(args.parts)} gradebooks into {args.out}")
     return EXIT_OK
+
+
+def _shard(text: str) -> Shard:
+    """``--shard``'s value; a bad one is argparse's usage error (exit 2), not a traceback."""
+    try:
+        return parse_shard(text)
+    except UsageError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix(f"--shard {text!r}: ")) from exc

@@ -8,6 +8,7 @@ and printed as ``Name: message``; set ``GRADEKIT_DEBUG=1`` to see the traceback.
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import os
 import sys
 import time
@@ -81,11 +82,20 @@ def _exit_code(exc: GradekitError) -> int:
     return EXIT_FAILED
 
 
+def _version() -> str:
+    """The installed distribution's version; "unknown" when it is not installed."""
+    try:
+        return importlib.metadata.version("gradekit")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown (not installed: pip install -e .)"
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gradekit",
         description="Pin the contract, not the model: record once, grade offline.",
     )
+    parser.add_argument("--version", action="version", version=f"gradekit {_version()}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_record(commands)
     _add_run(commands)

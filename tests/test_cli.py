@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+from importlib.metadata import version
 from pathlib import Path
 
 import pytest
@@ -279,3 +280,22 @@ def test_every_command_has_help(capsys: pytest.CaptureFixture[str]) -> None:
             main([*command, "--help"])
         assert exit_.value.code == 0
         assert "usage: gradekit" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("shard", ["3/2", "0/2", "two"])
+def test_a_bad_shard_is_a_usage_error_not_a_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], shard: str
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["grade", str(tmp_path), "--shard", shard])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert "argument --shard: use K/N with 1 <= K <= N, e.g. --shard 2/4" in err
+    assert "Traceback" not in err
+
+
+def test_version_prints_the_installed_version(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["--version"])
+    assert exited.value.code == 0
+    assert capsys.readouterr().out == f"gradekit {version('gradekit')}\n"
