@@ -389,7 +389,7 @@ def _failures(root: Path, manifest: Manifest | None, findings: list[str]) -> str
     try:
         return read_submission_file(root, name, cap=FAILURES_CAP).decode("utf-8")
     except MissingSubmissionFile:
-        findings.append(f"{name} is missing: write the failure log (see DESIGN's format)")
+        findings.append(f"{name} is missing: write the failure log (its format: docs/formats.md)")
     except SubmissionFileError as exc:
         findings.append(quote(str(exc), TEXT_LIMIT))
     except UnicodeDecodeError:

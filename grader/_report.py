@@ -113,7 +113,7 @@ def points_text(value: Decimal) -> str:
 
 
 def report_document(report: Report) -> dict[str, object]:
-    """The schema of DESIGN.md "Report", without ``digest``."""
+    """The schema of docs/formats.md "Report", without ``digest``."""
     return {
         "schema": SCHEMA,
         "submission": quote(report.submission),

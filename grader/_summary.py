@@ -1,6 +1,6 @@
 """Scoring a submission's failure log (``FAILURES.md``): the ``written_summary`` criterion.
 
-The format (DESIGN.md): ``# Failures``, then ``## <title>`` entries with bullets
+The format (docs/formats.md): ``# Failures``, then ``## <title>`` entries with bullets
 ``- Symptom: ...``, ``- Cause: ...`` and ``- Fix: ...`` or ``- Status: ...`` (a field may go
 on over indented lines), and a ``## Boundaries`` section whose bullets name what the lab
 cannot measure.

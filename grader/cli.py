@@ -42,11 +42,17 @@ from grader._review import (
 from grader._rubric import Case, RubricError, load_cases
 from grader._verify import verify_cassette
 from lab import (
+    CassetteCollision,
+    CassetteCorrupt,
+    CassetteLocked,
     CassetteMiss,
     GradekitError,
+    MissingFixtureError,
     ProviderConfigError,
+    ProviderError,
     Recorder,
     Replay,
+    SecretLeak,
     ToolRecorder,
     ToolReplay,
     UsageError,
@@ -56,7 +62,7 @@ from lab._recorder import Mode, previous_path
 
 __all__ = ["main"]
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_MISS = 0, 1, 2, 3
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_MISS, EXIT_PROVIDER = 0, 1, 2, 3, 4
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -74,10 +80,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _exit_code(exc: GradekitError) -> int:
-    if isinstance(exc, CassetteMiss):
+    """The one exit-code table (README, docs/formats.md): every documented error has its code."""
+    if isinstance(exc, CassetteMiss | MissingFixtureError):
         return EXIT_MISS
+    if isinstance(exc, ProviderError) and not isinstance(exc, ProviderConfigError):
+        return EXIT_PROVIDER
     if isinstance(exc, ProviderConfigError | UsageError | ManifestError | RubricError
-                  | GradebookError):
+                  | GradebookError | CassetteCorrupt | CassetteCollision | CassetteLocked
+                  | SecretLeak):
         return EXIT_USAGE
     return EXIT_FAILED
 

@@ -51,7 +51,7 @@ IN_TASK = {
 WORDS = ("alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta")
 FORGED = "forged.txt"  # what writes_output tries to leave in the grader's output folder
 
-# The failure-log template of DESIGN.md, "..." and all.
+# The failure-log template of docs/formats.md, "..." and all.
 TEMPLATE_FAILURES = """\
 # Failures
 ## Whitespace made a new prompt
@@ -817,7 +817,8 @@ VARIANTS: dict[str, Variant] = {
     "no_failures": Variant(
         no_failures, frozenset({"written_summary", "stretch_goal"}),
         _all(_points("written_summary", "0.00"), _points("stretch_goal", "6.00"),
-             _findings("FAILURES.md is missing: write the failure log (see DESIGN's format)")),
+             _findings("FAILURES.md is missing: write the failure log (its format: "
+                       "docs/formats.md)")),
     ),
     "template_failures": Variant(
         template_failures, frozenset({"written_summary", "stretch_goal"}),

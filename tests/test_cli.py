@@ -299,3 +299,41 @@ def test_version_prints_the_installed_version(capsys: pytest.CaptureFixture[str]
         main(["--version"])
     assert exited.value.code == 0
     assert capsys.readouterr().out == f"gradekit {version('gradekit')}\n"
+
+
+# The one exit-code table, as the README and docs/formats.md print it.
+EXIT_CODES = {
+    "CassetteMiss": 3, "MissingFixtureError": 3,
+    "ProviderAuthError": 4, "ProviderRateLimited": 4, "ProviderServerError": 4,
+    "ProviderTimeout": 4, "ProviderConnectionError": 4, "ProviderResponseError": 4,
+    "ProviderError": 4,
+    "ProviderConfigError": 2, "UsageError": 2, "CassetteCorrupt": 2, "FixtureCorrupt": 2,
+    "CassetteCollision": 2, "CassetteLocked": 2, "SecretLeak": 2,
+    "ManifestError": 2, "RubricError": 2, "GradebookError": 2,
+    "CassetteError": 1, "GradekitError": 1,
+}
+
+
+def test_every_documented_error_has_its_exit_code() -> None:
+    import grader
+    import lab._exceptions
+    from grader.cli import _exit_code
+
+    classes = {name: getattr(lab._exceptions, name) for name in lab._exceptions.__all__}
+    classes |= {name: getattr(grader, name)
+                for name in ("ManifestError", "RubricError", "GradebookError")}
+    assert set(classes) == set(EXIT_CODES)  # a new error class needs its row here
+    for name, cls in classes.items():
+        assert _exit_code(cls.__new__(cls)) == EXIT_CODES[name], name
+    table = Path(__file__).resolve().parents[1].joinpath("docs", "formats.md").read_text("utf-8")
+    for code in set(EXIT_CODES.values()):
+        assert f"| {code} |" in table
+
+
+def test_nothing_points_at_a_document_outside_the_repository() -> None:
+    """Messages students read once said "see DESIGN's format", a file they do not have."""
+    root = Path(__file__).resolve().parents[1]
+    files = [p for folder in ("grader", "lab", "docs", "rubric") for p in (root / folder).rglob("*")
+             if p.suffix in (".py", ".md", ".toml")] + [root / "README.md"]
+    assert [p.name for p in files if "DESIGN" in p.read_text("utf-8")] == []
+    assert (root / "docs" / "formats.md").is_file()
