@@ -46,7 +46,6 @@ __all__ = ["REVIEW", "Draw", "Graded", "draw", "grade_submission"]
 
 # Labels as `gradekit record` names real providers (adapter:model): a grading's two are drawn
 # from these, so a submission cannot tell them from a home run's by their look.
-FIXTURES = "fixtures"  # the tool fixtures' folder (not yet a manifest key)
 _ADAPTERS = ("openai", "anthropic", "ollama", "llamacpp", "openai-compatible")
 _MODELS = ("gpt-4o-mini", "claude-3-5-haiku", "llama3.2", "qwen2.5-7b", "mistral-small",
            "smollm2-135m", "gemma2-9b", "phi3-mini")
@@ -146,16 +145,40 @@ def _cassettes(root: Path, folder: str, cases: tuple[Case, ...],
     return recorded
 
 
-def _fixtures(root: Path, cases: tuple[Case, ...],
+def _fixtures(root: Path, manifest: Manifest, cases: tuple[Case, ...],
               findings: list[str]) -> dict[str, dict[str, object]]:
-    """case -> tool key -> recorded result; a case without a fixture file has no tool calls."""
+    """case -> tool key -> recorded result, from the manifest's fixtures folder.
+
+    A submission whose agent declares tools needs every case's fixture: a missing one is a
+    finding with the fix. One without tools may have none (its agent makes no tool call).
+    """
     fixtures: dict[str, dict[str, object]] = {}
+    folder, needed = manifest.fixtures, bool(manifest.tools) or manifest.fixtures != "fixtures"
+    if needed and not _folder_exists(root, folder, findings):
+        return fixtures
     for case in cases:
-        relative = f"{FIXTURES}/{case.id}.json"
-        fixture = _recording(root, relative, FIXTURE_CAP, decode_fixture, case.id, findings, "")
+        relative = f"{folder}/{case.id}.json"
+        missing = f"{relative} is missing: record it with `gradekit record --case {case.id}` " \
+            "and commit it" if needed else ""
+        fixture = _recording(root, relative, FIXTURE_CAP, decode_fixture, case.id, findings,
+                             missing)
         if fixture is not None:
             fixtures[case.id] = {key: call.response for key, call in fixture.calls.items()}
     return fixtures
+
+
+def _folder_exists(root: Path, folder: str, findings: list[str]) -> bool:
+    """Whether a folder the manifest names is there; if not, a finding with the fix."""
+    try:
+        check_submission_folder(root, folder)
+    except MissingSubmissionFile:
+        findings.append(f"the folder {quote(folder)}/ named in [tool.gradekit] does not exist: "
+                        "record into it with `gradekit record` and commit it, or fix the name")
+        return False
+    except SubmissionFileError as exc:
+        findings.append(quote(str(exc), TEXT_LIMIT))
+        return False
+    return True
 
 
 _Decoded = TypeVar("_Decoded")
@@ -214,7 +237,7 @@ def _evidence(root: Path, manifest: Manifest | None, rubric: Rubric,
         return Evidence(rubric.cases, drawn.labels[0], None, None, None, None, failures, (), None,
                         blocked="no usable [tool.gradekit] manifest")
     limits, pairs = rubric.limits, [(case.id, case.task) for case in rubric.cases]
-    tools = _serve_tools(_fixtures(root, rubric.cases, findings))
+    tools = _serve_tools(_fixtures(root, manifest, rubric.cases, findings))
 
     timed_out: dict[str, CaseOutcome] = {}
 
@@ -227,7 +250,8 @@ def _evidence(root: Path, manifest: Manifest | None, rubric: Rubric,
         result = run_cases(root, manifest.agent, todo, answer=serve, label=run_label,
                            hashseed=seed, limits=limits, scratch=scratch / name,
                            tools=None if serve is _never else tools,
-                           isolation=isolation) if todo else RunResult({})
+                           isolation=isolation, fixtures=manifest.fixtures) \
+            if todo else RunResult({})
         _run_findings(result, findings)
         known = {**timed_out, **result.outcomes}
         timed_out.update({c: o for c, o in result.outcomes.items() if o.status == "timeout"})
@@ -421,7 +445,8 @@ def _inputs(root: Path, manifest: Manifest | None, cases: tuple[Case, ...]) -> d
     """
     folder = manifest.cassettes if manifest else "cassettes"
     names = [(f"{folder}/{case.id}.json", CASSETTE_CAP) for case in cases]
-    names += [(f"{FIXTURES}/{case.id}.json", FIXTURE_CAP) for case in cases]
+    fixtures = manifest.fixtures if manifest else "fixtures"
+    names += [(f"{fixtures}/{case.id}.json", FIXTURE_CAP) for case in cases]
     names.append((manifest.failures if manifest else "FAILURES.md", FAILURES_CAP))
     if manifest and "rerecord-review" in manifest.stretch:
         names.append((CHANGE_LOG, CHANGE_LOG_CAP))

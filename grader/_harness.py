@@ -490,8 +490,10 @@ class Provider:
 class Toolbox:
     """The tools the agent is given: every call goes to the parent, which serves fixtures."""
 
-    def __init__(self, channel: Channel, case: str, misses: list[BaseException]) -> None:
+    def __init__(self, channel: Channel, case: str, misses: list[BaseException],
+                 fixtures: str = "fixtures") -> None:
         self._channel, self._case, self.misses = channel, case, misses
+        self._fixtures = fixtures  # the folder the manifest names, for the miss's message
 
     def call(self, name: str, **args: Any) -> Any:
         """Ask the parent for the recorded result; a missing fixture raises."""
@@ -510,7 +512,8 @@ class Toolbox:
         arguments = json.dumps(args, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
         missing = make_error("MissingFixtureError", MissingFixtureError,
                              str(reply.get("missing", "missing fixture")),
-                             fixture=f"fixtures/{self._case}.json", case=self._case, tool=name,
+                             fixture=f"{self._fixtures}/{self._case}.json", case=self._case,
+                             tool=name,
                              arguments=arguments, key=f"{name} {arguments}")
         self.misses.append(missing)
         raise missing
@@ -616,7 +619,8 @@ def run_cases(channel: Channel, config: dict[str, Any], verdict: Verdict) -> Non
     for case in config["cases"]:
         os.environ["GRADEKIT_TRACE"] = case["trace"]
         provider = Provider(channel, case["id"], config["label"])
-        extra = (Toolbox(channel, case["id"], provider.misses),) if with_tools else ()
+        extra = (Toolbox(channel, case["id"], provider.misses,
+                         str(config.get("fixtures", "fixtures"))),) if with_tools else ()
         channel.send({"op": "start", "case": case["id"]})
         described, error = outcome(lambda: agent(provider, case["task"], *extra))  # noqa: B023
         if error is None:

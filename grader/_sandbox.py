@@ -151,13 +151,15 @@ def run_cases(
     scratch: Path,
     tools: ToolAnswer | None = None,
     isolation: Isolation = "process",
+    fixtures: str = "fixtures",
 ) -> RunResult:
     """Run ``agent`` (``"package.module:function"``) on each ``(case_id, task)`` in a sandbox.
 
     ``answer(case_id, prompt)`` is the recorded response, or None for a miss;
     ``tools(case_id, tool_key)`` is ``(True, result)`` for a recorded tool call
     or ``(False, None)`` for a missing fixture (no ``tools``: every tool call
-    misses). Every call is recorded as the parent served it. A case that times out or
+    misses; ``fixtures`` is the folder the manifest names for them). Every call is recorded
+    as the parent served it. A case that times out or
     crashes costs only itself: a fresh child runs the cases after it. ``isolation``
     is the wall: ``namespaces`` (bubblewrap) or ``process`` (the guard alone).
     """
@@ -172,8 +174,9 @@ def run_cases(
     if isolation == "namespaces":
         for case in planned:
             case.trace.touch()  # bound into the sandbox: a bind needs its file
-    run = _Run(answer, tools or _no_tools, limits, layout)
-    config = child_config(layout, limits, mode="run", agent=agent, label=label)
+    run = _Run(answer, tools or _no_tools, limits, layout, fixtures)
+    config = child_config(layout, limits, mode="run", agent=agent, label=label,
+                          fixtures=fixtures)
     env = child_environment(layout, hashseed)
     with child_outputs(layout) as outputs:
         while run.import_error is None and (pending := run.pending(planned)):
@@ -255,13 +258,14 @@ class _Run:
     """The parent's record of one ``run_cases``: built only from what it observed or checked."""
 
     def __init__(self, answer: Callable[[str, str], str | None], tools: ToolAnswer,
-                 limits: Limits, layout: Layout):
+                 limits: Limits, layout: Layout, fixtures: str = "fixtures"):
         self.outcomes: dict[str, CaseOutcome] = {}
         self.refusals: list[Refusal] = []
         self.import_error: str | None = None
         self.tampering: list[str] = []
         self._answer, self._tools, self._limits, self._layout = answer, tools, limits, layout
         self.seal = ""  # the current child's: its harness signs each verdict with it
+        self._fixtures = fixtures
 
     def pending(self, planned: Sequence[_Case]) -> list[_Case]:
         """The cases without an outcome yet, in order."""
@@ -357,7 +361,8 @@ class _Run:
         found, result = self._tools(case.id, key)
         talk.calls.append(Call(key=key, served=found, tool=tool,
                                traced_early=self._traced_early(talk, case)))
-        child.send({"response": result} if found else {"missing": _missing(case, tool, args)})
+        child.send({"response": result} if found
+                   else {"missing": _missing(case, tool, args, self._fixtures)})
 
     def _traced_early(self, talk: _Talk, case: _Case) -> bool:
         """Whether the trace already holds a record for the call about to be answered.
@@ -463,10 +468,10 @@ def _miss(case: _Case, key: str) -> str:
     )
 
 
-def _missing(case: _Case, tool: str, args: Mapping[str, object]) -> str:
+def _missing(case: _Case, tool: str, args: Mapping[str, object], folder: str) -> str:
     shown = json.dumps(args, sort_keys=True, ensure_ascii=False)[:300]
     return (
-        f"no fixture for tool {tool} with arguments {shown} in fixtures/{case.id}.json. "
+        f"no fixture for tool {tool} with arguments {shown} in {folder}/{case.id}.json. "
         f"Record it with the real tool: `gradekit record --case {case.id} --rerecord`, then "
         "commit the fixture. Graded runs never call a real tool."
     )

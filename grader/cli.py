@@ -314,7 +314,7 @@ def _stale(args: argparse.Namespace) -> int:
 
 def _recording_folders(root: Path) -> list[Path]:
     manifest = load_manifest(root)
-    folders = [manifest.root / manifest.cassettes, manifest.root / "fixtures"]
+    folders = [manifest.root / manifest.cassettes, manifest.root / manifest.fixtures]
     return [folder for folder in folders if folder.is_dir()]
 
 

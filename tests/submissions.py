@@ -449,6 +449,18 @@ def misses_fixture(root: Path, context: Context) -> None:
     (root / "fixtures" / "sql-explain.json").unlink()
 
 
+def fixtures_elsewhere(root: Path, context: Context) -> None:
+    """The manifest names another fixtures folder: grading must read it (it read fixtures/)."""
+    (root / "fixtures").rename(root / "fx")
+    _replace(root / "pyproject.toml", "[tool.gradekit]\n", '[tool.gradekit]\nfixtures = "fx"\n')
+
+
+def fixtures_folder_missing(root: Path, context: Context) -> None:
+    """The manifest names a fixtures folder that is not there."""
+    shutil.rmtree(root / "fixtures")
+    _replace(root / "pyproject.toml", "[tool.gradekit]\n", '[tool.gradekit]\nfixtures = "fx"\n')
+
+
 def _fixture_missed(seen: Seen) -> None:
     """The first tool call of the case without a fixture misses, loudly, and is traced."""
     assert lost(seen.report, "contract_stability") == {"sql-explain"}
@@ -890,6 +902,14 @@ VARIANTS: dict[str, Variant] = {
     ),
     "misses_fixture": Variant(
         misses_fixture, frozenset({"contract_stability", "stretch_goal"}),
-        _all(_fixture_missed, _points("stretch_goal", "4.00"), _findings()),
+        _all(_fixture_missed, _points("stretch_goal", "4.00"),
+             _findings("fixtures/sql-explain.json is missing: record it with `gradekit record "
+                       "--case sql-explain` and commit it")),
+    ),
+    "fixtures_elsewhere": Variant(fixtures_elsewhere, frozenset(), _findings()),
+    "fixtures_folder_missing": Variant(
+        fixtures_folder_missing, frozenset({"contract_stability", "stretch_goal"}),
+        _findings("the folder fx/ named in [tool.gradekit] does not exist: record into it "
+                  "with `gradekit record` and commit it, or fix the name"),
     ),
 }

@@ -178,7 +178,7 @@ def test_a_linked_folder_on_the_path_is_refused(root: Path, target: str) -> None
     (root / "fixtures").symlink_to(root.parent / target)
     findings: list[str] = []
     assert _cassettes(root, "cassettes", CASES, findings) == {}
-    assert _fixtures(root, CASES, findings) == {}
+    assert _fixtures(root, Manifest(root, "lab.agent:run"), CASES, findings) == {}
     assert findings == [
         f"{folder} (on the path {folder}/one.json) is a symlink: the grader follows no links, "
         "so commit the folder itself" for folder in ("cassettes", "fixtures")
@@ -191,7 +191,7 @@ def test_a_recording_larger_than_its_cap_is_a_finding(root: Path, folder: str) -
     sparse(root / folder / "one.json", 16 * MIB + 1)
     findings: list[str] = []
     read = _cassettes(root, "cassettes", CASES, findings) if folder == "cassettes" \
-        else _fixtures(root, CASES, findings)
+        else _fixtures(root, Manifest(root, "lab.agent:run"), CASES, findings)
     assert read == {}
     assert findings == [f"{folder}/one.json is larger than 16 MiB, the most the grader reads: "
                         "make it smaller"]
@@ -205,7 +205,7 @@ def test_a_recording_json_cannot_decode_is_a_finding_not_a_crash(
     (root / folder / "one.json").write_bytes(data)
     findings: list[str] = []
     read = _cassettes(root, "cassettes", CASES, findings) if folder == "cassettes" \
-        else _fixtures(root, CASES, findings)
+        else _fixtures(root, Manifest(root, "lab.agent:run"), CASES, findings)
     assert read == {}
     assert len(findings) == 1 and findings[0].startswith(f"{folder}/one.json cannot be decoded")
     assert findings[0].endswith(f"`git checkout -- {folder}/one.json` or record the case again")
