@@ -234,7 +234,9 @@ def _evidence(root: Path, manifest: Manifest | None, rubric: Rubric,
               findings: list[str], isolation: Isolation) -> Evidence:
     failures = _failures(root, manifest, findings)
     if manifest is None:
-        return Evidence(rubric.cases, drawn.labels[0], None, None, None, None, failures, (), None,
+        return Evidence(cases=rubric.cases, label=drawn.labels[0], primary=None,
+                        secondary=None, unanswerable=None, probe=None, failures=failures,
+                        stretch=(), second_set=None,
                         blocked="no usable [tool.gradekit] manifest")
     limits, pairs = rubric.limits, [(case.id, case.task) for case in rubric.cases]
     tools = _serve_tools(_fixtures(root, manifest, rubric.cases, findings))
@@ -273,8 +275,10 @@ def _evidence(root: Path, manifest: Manifest | None, rubric: Rubric,
                                       answers)
     review, basis = _review(root, manifest) if "rerecord-review" in manifest.stretch \
         else ("not claimed", "")
-    return Evidence(rubric.cases, label, primary, secondary, unanswerable, probe, failures,
-                    manifest.stretch, second_set, problem, blocked, review,
+    return Evidence(cases=rubric.cases, label=label, primary=primary, secondary=secondary,
+                    unanswerable=unanswerable, probe=probe, failures=failures,
+                    stretch=manifest.stretch, second_set=second_set,
+                    second_set_problem=problem, blocked=blocked, review_problem=review,
                     second_cassettes=manifest.second_cassettes, fixtures=manifest.fixtures,
                     review_basis=basis)
 

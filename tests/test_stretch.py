@@ -24,7 +24,8 @@ def traced(call: Call) -> TraceRecord:
 
 def evidence(*outcomes: CaseOutcome) -> Evidence:
     primary = RunResult({o.case: o for o in outcomes})
-    return Evidence(CASES, "p", primary, None, None, None, None, ("tool-fixtures",), None)
+    return Evidence(cases=CASES, label="p", primary=primary, secondary=None, unanswerable=None,
+                    probe=None, failures=None, stretch=("tool-fixtures",), second_set=None)
 
 
 def outcome(case: str, calls: tuple[Call, ...], trace: tuple[TraceRecord, ...] | None = None,
