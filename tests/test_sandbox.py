@@ -18,13 +18,17 @@ import sys
 import textwrap
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import lab
 from grader import _sandbox, load_cases
 from grader._channel import HARNESS
 from grader._isolation import Isolation
+from grader._manifest import takes_tools
 from grader._model import Call, Limits, Refusal, RunResult, TraceRecord
 from grader._probe import probe_replay
 from grader._sandbox import run_cases
@@ -884,12 +888,15 @@ def test_probe_replay_reports_a_replay_that_cannot_load(tmp_path: Path) -> None:
     assert probe.detail == "AttributeError: module 'lab' has no attribute 'Missing'"
 
 
-def _harness_module() -> object:
+def _harness_module() -> Any:
     spec = importlib.util.spec_from_file_location("gradekit_harness", HARNESS)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+_HARNESS = _harness_module()
 
 
 def test_the_harness_and_the_parent_agree_on_what_is_refused() -> None:
@@ -935,3 +942,36 @@ def test_a_spawned_python_without_the_hook_never_starts(run: Run) -> None:
     outcome = run(["spawn_python"]).outcomes["spawn_python"]
 
     assert (outcome.status, outcome.exception) == ("raised", "PermissionError")
+
+
+# -- the harness's deliberate copies (it may import only the standard library) ---------------
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text())
+def test_the_harness_keys_a_prompt_as_prompt_key_does(prompt: str) -> None:
+    try:
+        expected = prompt_key(prompt)
+    except UnicodeEncodeError:  # a lone surrogate: the harness refuses it before keying
+        return
+    miss = _HARNESS.make_miss("m", "case", prompt)
+    assert miss.key == expected
+
+
+AGENTS: list[tuple[Callable[..., object], bool]] = [
+    (lambda provider, task: "", False),
+    (lambda provider, task, tools: "", True),
+    (lambda provider, task, tools=None: "", True),
+    (lambda *args: "", True),
+    (lambda provider, *, task: "", False),
+    (lambda provider, task, /, tools: "", True),
+    (max, False),  # no signature to read
+]
+
+
+@pytest.mark.parametrize(("agent", "expected"), AGENTS)
+def test_the_harness_tells_a_tools_agent_as_the_grader_does(
+    agent: Callable[..., object], expected: bool
+) -> None:
+    assert takes_tools(agent) is expected
+    assert _HARNESS.takes_tools(agent) is expected
