@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from decimal import ROUND_HALF_EVEN, Decimal
 
 from grader._model import (
+    CENT,
     Call,
     CaseOutcome,
     CheckResult,
@@ -34,7 +35,6 @@ __all__ = [
     "shown_keys",
 ]
 
-CENT = Decimal("0.01")
 ESCAPED = "the miss (CassetteMiss or MissingFixtureError) escaped run()"
 NEVER_ASKED = "never asked the provider: the answer did not come from the recordings"
 OWN_REPLAY = "your Replay answered a recorded prompt and raised CassetteMiss on an unrecorded one"

@@ -18,6 +18,7 @@ from grader._batch import (
     print_progress,
 )
 from grader._checkpoints import run_checkpoints
+from grader._exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from grader._gradebook import GradebookRow, merge_gradebooks
 from grader._isolation import REQUESTS, choose_isolation, describe_isolation
 from grader._report import verify_report
@@ -28,7 +29,6 @@ from lab import UsageError
 __all__ = ["KIT_RUBRIC", "add_grading_commands"]
 
 KIT_RUBRIC = Path(__file__).resolve().parents[1] / "rubric" / "bootcamp.toml"
-EXIT_OK, EXIT_FAILED, EXIT_INTERRUPTED = 0, 1, 130
 _ISOLATION_HELP = ("auto: bubblewrap namespaces when they work here, else the process guard "
                    "(default); namespaces: refuse to grade without them; process: the guard only")
 

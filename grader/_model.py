@@ -12,6 +12,7 @@ from decimal import Decimal
 from typing import Literal
 
 __all__ = [
+    "CENT",
     "Call",
     "CaseOutcome",
     "CheckResult",
@@ -24,6 +25,8 @@ __all__ = [
     "Status",
     "TraceRecord",
 ]
+
+CENT = Decimal("0.01")  # points are exact cents: the one definition every module uses
 
 Status = Literal["returned", "raised", "timeout", "crashed", "not_run"]
 

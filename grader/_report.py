@@ -22,7 +22,7 @@ import unicodedata
 from decimal import Decimal
 from typing import NoReturn
 
-from grader._model import CheckResult, CriterionResult, Report
+from grader._model import CENT, CheckResult, CriterionResult, Report
 from lab import UsageError
 
 __all__ = [
@@ -42,7 +42,6 @@ __all__ = [
 ]
 
 SCHEMA = "gradekit.report/1"
-_CENT = Decimal("0.01")
 
 QUOTE_LIMIT = 500  # characters of one piece of submission text inside a sentence
 TEXT_LIMIT = 2000  # characters of one detail, finding or advice as a whole
@@ -106,7 +105,7 @@ def canonical(obj: object) -> bytes:
 
 def points_text(value: Decimal) -> str:
     """``Decimal("7.5")`` as ``"7.50"``; points finer than a cent are a grader bug."""
-    exact = value.quantize(_CENT)
+    exact = value.quantize(CENT)
     if exact != value:
         raise UsageError(f"points {value} are not exact to the cent; round them in the check")
     return f"{abs(exact) if exact == 0 else exact:f}"

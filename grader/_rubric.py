@@ -25,11 +25,11 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import cast
 
-from grader._model import Limits
+from grader._model import CENT, Limits
 from lab import GradekitError
 
 __all__ = [
-    "CASE_ID", "CENT", "SUBCHECKS",
+    "CASE_ID", "SUBCHECKS",
     "Case", "Criterion", "Rubric", "RubricError",
     "check_maxima", "distribute", "load_cases", "load_custom_check", "load_rubric",
     "parse_rubric", "per_case_points",
@@ -38,7 +38,6 @@ __all__ = [
 CASE_ID = re.compile(r"[a-z0-9][a-z0-9-]*")
 CRITERION_ID = re.compile(r"[a-z0-9][a-z0-9_-]*")
 CUSTOM_CHECK = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*:[A-Za-z_]\w*")
-CENT = Decimal("0.01")
 TOTAL_WEIGHT = 100
 
 # check -> (its named sub-checks, whether the rest of the weight is split over the cases).

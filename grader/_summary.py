@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from decimal import ROUND_DOWN, Decimal
 
-from grader._model import CheckResult, CriterionResult
+from grader._model import CENT, CheckResult, CriterionResult
 from grader._report import quote
 from lab import UsageError
 
@@ -44,7 +44,6 @@ MIN_FIELD = 15  # characters a Symptom, Cause, Fix or Status needs to say someth
 SUBCHECK_IDS = ("entries", "boundaries", "no_placeholders")
 _REQUIRED = (("symptom",), ("cause",), ("fix", "status"))
 _FIELD_LABEL = {("symptom",): "Symptom", ("cause",): "Cause", ("fix", "status"): "Fix or Status"}
-_CENT = Decimal("0.01")
 
 _HEADING = re.compile(r"##[ \t]+(.+?)[ \t#]*")
 _BULLET = re.compile(r" ?[-*+][ \t]+(.*)")
@@ -180,7 +179,7 @@ def _entries(log: FailureLog, most: Decimal) -> Scored:
         if (problems := _entry_problems(entry))
     )
     complete = sum(1 for entry in log.entries if not _entry_problems(entry))
-    earned = (most * min(complete, 2) / 2).quantize(_CENT, rounding=ROUND_DOWN)
+    earned = (most * min(complete, 2) / 2).quantize(CENT, rounding=ROUND_DOWN)
     counted = f"{complete} complete {'entry' if complete == 1 else 'entries'}"
     not_counted = f"; not counted: {faults}" if faults else ""
     if complete >= 2:

@@ -66,6 +66,7 @@ __all__ = [
     "write_outputs",
 ]
 
+# A worker's own exit statuses, read only by the batch (not the command line's, grader._exits).
 EXIT_BAD_REQUEST = 2
 EXIT_OUT_OF_MEMORY = 3
 EXIT_ORPHANED = 4

@@ -18,6 +18,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from grader._cli_grade import add_grading_commands
+from grader._exits import EXIT_FAILED, EXIT_MISS, EXIT_OK, EXIT_PROVIDER, EXIT_USAGE
 from grader._gradebook import GradebookError
 from grader._manifest import (
     ManifestError,
@@ -62,7 +63,6 @@ from lab._recorder import Mode, previous_path
 
 __all__ = ["main"]
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_MISS, EXIT_PROVIDER = 0, 1, 2, 3, 4
 
 
 def main(argv: Sequence[str] | None = None) -> int:
