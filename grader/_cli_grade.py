@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib.resources
 import os
 import signal
 import sys
@@ -28,7 +29,16 @@ from lab import UsageError
 
 __all__ = ["KIT_RUBRIC", "add_grading_commands"]
 
-KIT_RUBRIC = Path(__file__).resolve().parents[1] / "rubric" / "bootcamp.toml"
+def _kit_rubric() -> Path:
+    """The default rubric: ``rubric/`` beside this package in a checkout (editable or not),
+    else the copy an installed gradekit ships as ``grader.rubric``."""
+    beside = Path(__file__).resolve().parents[1] / "rubric" / "bootcamp.toml"
+    if beside.is_file():
+        return beside
+    return Path(str(importlib.resources.files("grader.rubric").joinpath("bootcamp.toml")))
+
+
+KIT_RUBRIC = _kit_rubric()
 _ISOLATION_HELP = ("auto: bubblewrap namespaces when they work here, else the process guard "
                    "(default); namespaces: refuse to grade without them; process: the guard only")
 
