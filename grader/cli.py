@@ -19,6 +19,7 @@ from pathlib import Path
 
 from grader._cli_grade import add_grading_commands
 from grader._exits import EXIT_FAILED, EXIT_MISS, EXIT_OK, EXIT_PROVIDER, EXIT_USAGE
+from grader._files import SubmissionFileError
 from grader._gradebook import GradebookError
 from grader._manifest import (
     ManifestError,
@@ -30,6 +31,7 @@ from grader._manifest import (
 )
 from grader._review import (
     CHANGE_LOG,
+    ReviewError,
     append_change,
     diff_files,
     digest_file,
@@ -87,7 +89,7 @@ def _exit_code(exc: GradekitError) -> int:
         return EXIT_PROVIDER
     if isinstance(exc, ProviderConfigError | UsageError | ManifestError | RubricError
                   | GradebookError | CassetteCorrupt | CassetteCollision | CassetteLocked
-                  | SecretLeak):
+                  | SecretLeak | ReviewError | SubmissionFileError):
         return EXIT_USAGE
     return EXIT_FAILED
 

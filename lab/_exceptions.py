@@ -19,8 +19,18 @@
         ├── ProviderConnectionError  nothing answered at the address
         └── ProviderResponseError  an answer without usable text
 
-The grader adds its own branches under ``GradekitError``: ``RubricError``,
-``ManifestError`` and ``GradebookError`` (see the ``grader`` package).
+The grader adds its own branches under ``GradekitError``:
+
+    GradekitError
+    ├── RubricError                a rubric that does not validate
+    ├── ManifestError              a [tool.gradekit] table that does not validate
+    ├── GradebookError             a gradebook or roster that cannot be read or merged
+    ├── ReviewError                a recording that cannot be reviewed (stale, diff)
+    │   └── ChangeLogCorrupt       DATASET_CHANGES.md does not parse
+    └── SubmissionFileError        a submission file the grader will not read (link, size)
+        └── MissingSubmissionFile  it is not there
+
+The command line's exit code for each is in ``grader._exits`` and docs/formats.md.
 """
 
 from __future__ import annotations

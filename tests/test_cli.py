@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
+import pkgutil
 import shutil
 import subprocess
 import sys
@@ -12,8 +14,11 @@ from pathlib import Path
 
 import pytest
 
+import grader
+import lab
+import lab._exceptions
 from grader.cli import main
-from lab import prompt_key
+from lab import GradekitError, prompt_key
 from lab._store import journal_path
 from tests.loopback import Loopback, answer
 
@@ -309,22 +314,36 @@ EXIT_CODES = {
     "ProviderError": 4,
     "ProviderConfigError": 2, "UsageError": 2, "CassetteCorrupt": 2, "FixtureCorrupt": 2,
     "CassetteCollision": 2, "CassetteLocked": 2, "SecretLeak": 2,
-    "ManifestError": 2, "RubricError": 2, "GradebookError": 2,
+    "ManifestError": 2, "RubricError": 2, "GradebookError": 2, "ReviewError": 2,
+    "ChangeLogCorrupt": 2, "SubmissionFileError": 2, "MissingSubmissionFile": 2,
     "CassetteError": 1, "GradekitError": 1,
 }
 
 
-def test_every_documented_error_has_its_exit_code() -> None:
-    import grader
-    import lab._exceptions
+def _error_classes() -> dict[str, type[GradekitError]]:
+    """Every GradekitError class defined in lab and grader, by name."""
+    for package in (lab, grader):
+        for module in pkgutil.iter_modules(package.__path__):
+            if module.name != "__main__":
+                importlib.import_module(f"{package.__name__}.{module.name}")
+    found: dict[str, type[GradekitError]] = {}
+    stack: list[type[GradekitError]] = [GradekitError]
+    while stack:
+        cls = stack.pop()
+        found[cls.__name__] = cls
+        stack += cls.__subclasses__()
+    return found
+
+
+def test_every_error_has_its_exit_code_and_its_place_in_the_tree() -> None:
     from grader.cli import _exit_code
 
-    classes = {name: getattr(lab._exceptions, name) for name in lab._exceptions.__all__}
-    classes |= {name: getattr(grader, name)
-                for name in ("ManifestError", "RubricError", "GradebookError")}
+    classes = _error_classes()
     assert set(classes) == set(EXIT_CODES)  # a new error class needs its row here
+    tree = lab._exceptions.__doc__ or ""
     for name, cls in classes.items():
         assert _exit_code(cls.__new__(cls)) == EXIT_CODES[name], name
+        assert f"── {name} " in tree or name == "GradekitError", name
     table = Path(__file__).resolve().parents[1].joinpath("docs", "formats.md").read_text("utf-8")
     for code in set(EXIT_CODES.values()):
         assert f"| {code} |" in table
