@@ -157,7 +157,7 @@ def child_config(layout: Layout, limits: Limits, **fields: object) -> dict[str, 
     config: dict[str, object] = {
         "root": layout.child_copy,
         "roots": [layout.child_copy, layout.child_work],
-        "seal": secrets.token_hex(16),  # on every verdict the harness sends: see verdict_of
+        "seal": secrets.token_hex(16),  # on every verdict the harness sends (its ``sealer``)
         **fields,
     }
     if layout.isolation == "namespaces":
@@ -192,8 +192,9 @@ def captured_output(layout: Layout, limits: Limits) -> tuple[str, str]:
     return text("stdout"), text("stderr")
 
 
-def read_regular(path: Path, cap: int) -> bytes | None:
-    """Up to ``cap + 1`` bytes of a regular file; None if it is missing or anything else.
+def read_regular(path: Path, cap: int, *, offset: int = 0) -> bytes | None:
+    """Up to ``cap + 1`` bytes of a regular file, from ``offset``; None if it is missing or
+    anything else.
 
     The child may plant a symlink or a FIFO where the parent reads: neither may
     steer the parent elsewhere or stall it.
@@ -205,4 +206,5 @@ def read_regular(path: Path, cap: int) -> bytes | None:
     with os.fdopen(fd, "rb") as handle:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return None
+        handle.seek(offset)
         return handle.read(cap + 1)

@@ -60,7 +60,6 @@ import hashlib
 import json
 import os
 import secrets
-import stat
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -182,11 +181,10 @@ def run_cases(
         while run.import_error is None and (pending := run.pending(planned)):
             cases_config = [{"id": c.id, "task": c.task, "trace": layout.inside(c.trace)}
                             for c in pending]
-            run.seal = str(config["seal"])
-            with start_child({**config, "cases": cases_config}, layout, env, outputs, limits,
-                        [c.trace for c in planned]) as child:
+            run.seal = secrets.token_hex(16)  # a fresh child, a fresh seal
+            with start_child({**config, "cases": cases_config, "seal": run.seal}, layout, env,
+                             outputs, limits, [c.trace for c in planned]) as child:
                 run.converse(child, pending)
-            config["seal"] = secrets.token_hex(16)  # a fresh child, a fresh seal
     return run.result(planned, captured_output(layout, limits))
 
 
@@ -204,13 +202,18 @@ class _Case:
     task: str
     trace: Path
 
+def _trace_cap(limits: Limits) -> int:
+    """The most bytes of one case's trace the parent reads: ``trace_records`` full lines."""
+    return min(limits.file_mb * _MIB, limits.trace_records * (TRACE_LINE + 1))
+
+
 def _read_trace(path: Path, limits: Limits) -> tuple[tuple[TraceRecord, ...], str | None]:
     """The case's trace records, and where the file stopped being valid JSONL.
 
     At most ``limits.trace_records`` lines of at most ``TRACE_LINE`` bytes are read:
     the parent's memory and time stay bounded whatever the child wrote.
     """
-    cap = min(limits.file_mb * _MIB, limits.trace_records * (TRACE_LINE + 1))
+    cap = _trace_cap(limits)
     data = read_regular(path, cap)
     if data is None:
         return (), None if not os.path.lexists(path) else "not a regular file"
@@ -372,19 +375,11 @@ class _Run:
         answered, made up rather than observed. Only the new bytes are read each time,
         up to the trace's cap: the cost stays linear in the trace.
         """
-        cap = min(self._limits.file_mb * _MIB, self._limits.trace_records * (TRACE_LINE + 1))
-        if talk.trace_read < cap:
-            try:
-                fd = os.open(case.trace, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-            except OSError:
-                fd = -1
-            if fd >= 0:
-                with os.fdopen(fd, "rb") as handle:
-                    if stat.S_ISREG(os.fstat(fd).st_mode):
-                        handle.seek(talk.trace_read)
-                        new = handle.read(cap - talk.trace_read)
-                        talk.trace_read += len(new)
-                        talk.trace_lines += new.count(b"\n")
+        left = _trace_cap(self._limits) - talk.trace_read
+        if left > 0:
+            new = read_regular(case.trace, left - 1, offset=talk.trace_read) or b""
+            talk.trace_read += len(new)
+            talk.trace_lines += new.count(b"\n")
         return talk.trace_lines > len(talk.calls)
 
     def _refused(self, case: str, message: dict[str, Any]) -> None:
