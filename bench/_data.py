@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from lab._cassette import Cassette, Entry, encode
-from lab._keys import prompt_key
-from lab._store import write_atomic
+from gradekit._cassette import Cassette, Entry, encode
+from gradekit._keys import prompt_key
+from gradekit._store import write_atomic
 
 __all__ = ["PROMPT_BYTES", "BuiltCassette", "answer", "build_cassette", "prompt", "prompts"]
 

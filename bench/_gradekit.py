@@ -13,10 +13,10 @@ from bench._plan import Plan
 from bench._table import NO_TARGET, Row, fmt_bytes, fmt_ns, fmt_size, note_row, timed
 from bench._targets import LOAD_TARGET, RECORD_TARGET, REPLAY_TARGET
 from bench._timing import Stats, per_call
-from lab._fake import FakeProvider
-from lab._keys import prompt_key
-from lab._recorder import Recorder
-from lab._replay import Replay
+from gradekit._fake import FakeProvider
+from gradekit._keys import prompt_key
+from gradekit._recorder import Recorder
+from gradekit._replay import Replay
 
 __all__ = [
     "Measured",

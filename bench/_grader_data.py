@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench._data import prompt
-from lab._cassette import Cassette, Entry, encode
-from lab._keys import prompt_key
-from lab._store import write_atomic
+from gradekit._cassette import Cassette, Entry, encode
+from gradekit._keys import prompt_key
+from gradekit._store import write_atomic
 
 __all__ = [
     "LOOP_AGENT",

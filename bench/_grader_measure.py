@@ -23,6 +23,8 @@ from bench._grader_pingpong import ping_pong
 from bench._grader_tools import LOOKUP, RESULT_BYTES, build_tool_lab, lookup_args, lookup_result
 from bench._table import Row, Table, Target, fmt_bytes, fmt_ns, fmt_size, note_row, timed
 from bench._timing import Stats, cpu_ns, repeated, summarize
+from gradekit._replay import Replay
+from gradekit._toolbox import ToolReplay
 from grader._checkpoints import run_checkpoints
 from grader._grade import _serve, _serve_tools, grade_submission
 from grader._isolation import Isolation, bubblewrap
@@ -30,8 +32,6 @@ from grader._model import Limits
 from grader._report import render_report_json
 from grader._rubric import load_rubric
 from grader._sandbox import ToolAnswer, run_cases
-from lab._replay import Replay
-from lab._tools import ToolReplay
 
 __all__ = ["FULL", "QUICK", "GraderPlan", "batch_table", "bubblewrap_missing", "check_table",
            "grade_table", "pipe_table", "progress", "run_gradekit"]

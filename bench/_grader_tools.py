@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lab._fixtures import Call, Fixture, tool_key
+from gradekit._fixtures import Call, Fixture, tool_key
 
 __all__ = [
     "LOOKUP",

@@ -24,8 +24,9 @@ from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
+import gradekit
 import grader
-import lab
+from gradekit import UsageError
 from grader._gradebook import GradebookRow, gradebook_csv
 from grader._isolation import Isolation
 from grader._roster import Identity, Roster, identify
@@ -39,7 +40,6 @@ from grader._worker import (
     write_outputs,
 )
 from grader._zygote import REQUEST, ROW, STDERR, Zygote, ZygoteGone
-from lab import UsageError
 
 __all__ = [
     "BatchInterrupted",
@@ -381,9 +381,9 @@ def _check_folders(rubric: Rubric) -> dict[str, str]:
 
 
 def _worker_environment() -> dict[str, str]:
-    """The grader's own environment, with this grader's ``grader`` and ``lab`` first on the
+    """The grader's own environment, with this grader's ``grader`` and ``gradekit`` first on the
     import path: the worker starts elsewhere, with ``-P``, so it finds them only there."""
-    roots = [str(Path(folder).resolve().parent) for package in (grader, lab)
+    roots = [str(Path(folder).resolve().parent) for package in (grader, gradekit)
              for folder in package.__path__]
     inherited = os.environ.get("PYTHONPATH", "")
     paths = [*dict.fromkeys(roots), *([inherited] if inherited else [])]

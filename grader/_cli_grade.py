@@ -10,6 +10,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from gradekit import UsageError
 from grader._batch import (
     BatchInterrupted,
     Shard,
@@ -25,7 +26,6 @@ from grader._isolation import REQUESTS, choose_isolation, describe_isolation
 from grader._report import verify_report
 from grader._roster import ROSTER_HEADER, Identity, Roster, identify, load_roster, unclaimed
 from grader._rubric import load_rubric
-from lab import UsageError
 
 __all__ = ["KIT_RUBRIC", "add_grading_commands"]
 

@@ -30,7 +30,7 @@ import os
 import stat
 from pathlib import Path, PurePosixPath
 
-from lab import GradekitError
+from gradekit import GradekitError
 
 __all__ = [
     "CASSETTE_CAP",

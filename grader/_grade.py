@@ -17,6 +17,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 from typing import TypeVar, cast
 
+from gradekit import CassetteError, GradekitError, prompt_key
+from gradekit._cassette import Entry, decode
+from gradekit._fixtures import decode as decode_fixture
 from grader._checks import BUILTIN_CHECKS, Check, Evidence, shown_keys
 from grader._files import (
     CASSETTE_CAP,
@@ -38,9 +41,6 @@ from grader._report import TEXT_LIMIT, quote
 from grader._review import CHANGE_LOG, Change, change_matches, decode_changes, decode_recording
 from grader._rubric import Case, Rubric
 from grader._sandbox import ToolAnswer, run_cases
-from lab import CassetteError, GradekitError, prompt_key
-from lab._cassette import Entry, decode
-from lab._fixtures import decode as decode_fixture
 
 __all__ = ["REVIEW", "Draw", "Graded", "draw", "grade_submission"]
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Literal, cast
 
-from lab import GradekitError
+from gradekit import GradekitError
 
 __all__ = [
     "FIXED_COLUMNS",

@@ -1,9 +1,10 @@
 """The child side of gradekit's sandbox: it runs untrusted agent code and talks to the grader.
 
 Standard library only, and run by file path (``python -s -P -B _harness.py READ_FD
-WRITE_FD``): it never imports ``lab`` or ``grader``, because the submission ships
-its own ``lab`` that shadows the kit's, and nothing the grader relies on may
-depend on code the submission can shadow or patch. Everything this process
+WRITE_FD``): it never imports ``lab``, ``gradekit`` or ``grader``, because the submission
+ships its own ``lab`` (and often a copy of ``gradekit``), and nothing the grader
+relies on may depend on code the submission can shadow or patch. The agent gets
+the grader's own ``gradekit`` (``Library``), read-only. Everything this process
 says is a claim; ``grader._sandbox`` (the parent) decides what it is worth.
 
 Protocol: JSON lines, UTF-8, ASCII-escaped, over two inherited pipes. The
@@ -520,14 +521,16 @@ class Toolbox:
 
 
 def make_miss(message: str, case: str, prompt: str) -> BaseException:
-    """The submission's own ``lab.CassetteMiss`` when it can be built, else the harness's."""
+    """The submission's ``CassetteMiss`` (``submission_class``) when it can be built, else the
+    harness's."""
     key = hashlib.sha256(prompt.strip().encode("utf-8")).hexdigest()[:16]
     return make_error("CassetteMiss", CassetteMiss, message, cassette=case, key=key, prompt=prompt)
 
 
 def make_error(name: str, fallback: type[BaseException], message: str,
                **fields: Any) -> BaseException:
-    """The submission's own ``lab.<name>`` when it can be built, else ``fallback``."""
+    """The submission's ``<name>`` (``submission_class``) when it can be built, else
+    ``fallback``."""
     cls: Any = submission_class(name)
     attempts: tuple[Callable[[], object], ...] = (
         lambda: cls(message, **fields),
@@ -552,13 +555,17 @@ def bare(cls: type[BaseException], message: str) -> BaseException:
 
 
 def submission_class(name: str) -> type[BaseException] | None:
-    """``lab.<name>`` as the submission defines it, if it is an exception class."""
-    try:
-        lab = sys.modules.get("lab") or importlib.import_module("lab")
-        cls = getattr(lab, name, None)
-    except BaseException:
-        return None
-    return cls if isinstance(cls, type) and issubclass(cls, BaseException) else None
+    """``<name>`` as the submission's ``lab`` defines it, else as the kit's ``gradekit`` does,
+    if it is an exception class: what the agent most likely catches."""
+    for package in ("lab", "gradekit"):
+        try:
+            module = sys.modules.get(package) or importlib.import_module(package)
+            cls = getattr(module, name, None)
+        except BaseException:
+            continue
+        if isinstance(cls, type) and issubclass(cls, BaseException):
+            return cls
+    return None
 
 
 def takes_tools(agent: Callable[..., object]) -> bool:
@@ -670,6 +677,23 @@ def prepare_sandbox(channel: Channel, config: dict[str, Any]) -> None:
     os.environ.pop("PWD", None)  # bubblewrap's, absent under the process guard: runs match
 
 
+class Library:
+    """Finds ``gradekit`` in the grader's own copy (read-only), ahead of any copy the
+    submission ships: the kit the agent runs on is the one the grade is measured with."""
+
+    def __init__(self, folder: str) -> None:
+        self.folder = folder
+
+    def find_spec(self, name: str, path: object = None, target: object = None) -> Any:
+        if name != "gradekit":
+            return None
+        import importlib.util
+
+        return importlib.util.spec_from_file_location(
+            name, os.path.join(self.folder, "__init__.py"),
+            submodule_search_locations=[self.folder])
+
+
 def add_packages(folders: Iterable[str]) -> None:
     """What ``site`` would have given the agent, short of running ``.pth`` files.
 
@@ -732,6 +756,8 @@ def main(argv: list[str]) -> None:
     if "copy" in config:
         prepare_sandbox(channel, config)
     add_packages(config.get("site", []))
+    if config.get("library"):
+        sys.meta_path.insert(0, Library(config["library"]))
     set_limits(config["limits"])
     install_guard(channel, config["roots"])
     sys.path.insert(0, config["root"])

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, get_args
 
-from lab import UsageError
+from gradekit import UsageError
 
 __all__ = [
     "INSTALL_HINT", "KIT", "SANDBOX", "Bind", "Isolation", "bubblewrap", "bwrap_argv",

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+import gradekit
+from gradekit import UsageError
 from grader._channel import HARNESS, PYTHON_FLAGS, Child
 from grader._harness import copy_submission
 from grader._isolation import (
@@ -33,7 +35,6 @@ from grader._isolation import (
     package_folders,
 )
 from grader._model import Limits
-from lab import UsageError
 
 __all__ = [
     "IGNORED_NAMES", "Layout", "captured_output", "child_config", "child_environment",
@@ -45,6 +46,11 @@ IGNORED_NAMES = (
     ".git", ".venv*", "__pycache__", "*.pyc", "grades", "*.egg-info", "build",
     ".mypy_cache", ".pytest_cache", ".ruff_cache", ".hypothesis", "node_modules",
 )
+
+# The kit the agent runs on: the grader's own gradekit, whatever copy the submission ships
+# (the harness's ``Library`` finds it first); shown read-only behind the namespaces wall.
+LIBRARY = Path(gradekit.__file__).resolve().parent
+LIBRARY_INSIDE = f"{KIT}/library/gradekit"
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,7 +140,8 @@ def start_child(config: Mapping[str, object], layout: Layout, env: Mapping[str, 
     if bwrap_path is None:
         raise UsageError(f"namespaces isolation was chosen, but {why}: {INSTALL_HINT}")
     python, binds, _ = interpreter()
-    binds += (Bind(str(layout.root), f"{KIT}/original"), Bind(str(HARNESS), f"{KIT}/harness.py"))
+    binds += (Bind(str(layout.root), f"{KIT}/original"), Bind(str(HARNESS), f"{KIT}/harness.py"),
+              Bind(str(LIBRARY), LIBRARY_INSIDE))
     binds += tuple(Bind(str(p), layout.inside(p), writable=p.suffix == ".jsonl") for p in shown)
     program = no_new_processes_filter(platform.machine())
     read_end = None
@@ -167,8 +174,10 @@ def child_config(layout: Layout, limits: Limits, **fields: object) -> dict[str, 
         config["copy"] = {"from": f"{KIT}/original", "to": layout.child_copy,
                           "ignore": list(IGNORED_NAMES)}
         config["site"] = list(interpreter()[2])
+        config["library"] = LIBRARY_INSIDE
     else:
         config["site"] = list(package_folders())
+        config["library"] = str(LIBRARY)
         config["parent"] = os.getpid()  # the harness asks to die with this process
     config["limits"] = {name: getattr(limits, name) for name in kept}
     return config

@@ -11,13 +11,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
+from gradekit import GradekitError, Provider, Toolbox, Tools, UsageError
 from grader._files import (
     PYPROJECT_CAP,
     MissingSubmissionFile,
     SubmissionFileError,
     read_submission_file,
 )
-from lab import GradekitError, Provider, Toolbox, Tools, UsageError
 
 __all__ = [
     "Agent",

@@ -6,6 +6,8 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
+from gradekit import prompt_key
+from gradekit._cassette import Cassette, Entry, encode
 from grader._channel import (
     Child,
     Event,
@@ -25,8 +27,6 @@ from grader._layout import (
     start_child,
 )
 from grader._model import Limits, ReplayProbe
-from lab import prompt_key
-from lab._cassette import Cassette, Entry, encode
 
 __all__ = ["probe_replay"]
 

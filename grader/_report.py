@@ -22,8 +22,8 @@ import unicodedata
 from decimal import Decimal
 from typing import NoReturn
 
+from gradekit import UsageError
 from grader._model import CENT, CheckResult, CriterionResult, Report
-from lab import UsageError
 
 __all__ = [
     "FINDINGS_SHOWN",

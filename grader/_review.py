@@ -30,12 +30,12 @@ from pathlib import Path, PurePosixPath
 from types import MappingProxyType
 from typing import Any, Literal, NoReturn
 
+from gradekit import GradekitError, UsageError
+from gradekit._cassette import decode as decode_cassette
+from gradekit._fixtures import decode as decode_fixture
+from gradekit._recorder import previous_path
+from gradekit._store import write_atomic
 from grader._files import CASSETTE_CAP, SubmissionFileError, read_submission_file
-from lab import GradekitError, UsageError
-from lab._cassette import decode as decode_cassette
-from lab._fixtures import decode as decode_fixture
-from lab._recorder import previous_path
-from lab._store import write_atomic
 
 __all__ = [
     "CHANGE_LOG",

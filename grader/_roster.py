@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 
-from lab import UsageError
+from gradekit import UsageError
 
 __all__ = ["ROSTER_HEADER", "Identity", "Roster", "Student", "identify", "load_roster",
            "parse_roster", "unclaimed"]

@@ -25,8 +25,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import cast
 
+from gradekit import GradekitError
 from grader._model import CENT, Limits
-from lab import GradekitError
 
 __all__ = [
     "CASE_ID", "SUBCHECKS",

@@ -66,6 +66,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from gradekit import GradekitError, prompt_key
+from gradekit._fixtures import tool_key
 from grader._channel import (
     Child,
     Event,
@@ -89,8 +91,6 @@ from grader._layout import (
     start_child,
 )
 from grader._model import Call, CaseOutcome, Limits, Refusal, RunResult, TraceRecord
-from lab import GradekitError, prompt_key
-from lab._fixtures import tool_key
 
 __all__ = ["ToolAnswer", "run_cases"]
 

@@ -27,9 +27,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from decimal import ROUND_DOWN, Decimal
 
+from gradekit import UsageError
 from grader._model import CENT, CheckResult, CriterionResult
 from grader._report import quote
-from lab import UsageError
 
 __all__ = [
     "MIN_FIELD",

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from lab import CassetteError
-from lab._cassette import decode
-from lab._secrets import credential_values, find_secret
-from lab._store import journal_path
+from gradekit import CassetteError
+from gradekit._cassette import decode
+from gradekit._secrets import credential_values, find_secret
+from gradekit._store import journal_path
 
 __all__ = ["verify_cassette"]
 

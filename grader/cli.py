@@ -17,6 +17,24 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from gradekit import (
+    CassetteCollision,
+    CassetteCorrupt,
+    CassetteLocked,
+    CassetteMiss,
+    GradekitError,
+    MissingFixtureError,
+    ProviderConfigError,
+    ProviderError,
+    Recorder,
+    Replay,
+    SecretLeak,
+    ToolRecorder,
+    ToolReplay,
+    UsageError,
+    prompt_key,
+)
+from gradekit._recorder import Mode, previous_path
 from grader._cli_grade import add_grading_commands
 from grader._exits import EXIT_FAILED, EXIT_MISS, EXIT_OK, EXIT_PROVIDER, EXIT_USAGE
 from grader._files import SubmissionFileError
@@ -44,24 +62,6 @@ from grader._review import (
 )
 from grader._rubric import Case, RubricError, load_cases
 from grader._verify import verify_cassette
-from lab import (
-    CassetteCollision,
-    CassetteCorrupt,
-    CassetteLocked,
-    CassetteMiss,
-    GradekitError,
-    MissingFixtureError,
-    ProviderConfigError,
-    ProviderError,
-    Recorder,
-    Replay,
-    SecretLeak,
-    ToolRecorder,
-    ToolReplay,
-    UsageError,
-    prompt_key,
-)
-from lab._recorder import Mode, previous_path
 
 __all__ = ["main"]
 
@@ -201,7 +201,9 @@ def _record(args: argparse.Namespace) -> int:
     if args.provider and ":" in args.provider:
         live = load_provider(manifest, args.provider)
     else:
-        from lab import live_from_env  # httpx loads only for the command that talks to a network
+        from gradekit import (
+            live_from_env,  # httpx loads only for the command that talks to a network
+        )
 
         live = live_from_env(provider=args.provider, model=args.model, base_url=args.base_url,
                              api_key=args.api_key, label=args.label, max_tokens=args.max_tokens)

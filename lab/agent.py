@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import json
 
-from lab._provider import Provider
-from lab._tools import Toolbox
-from lab._tracing import Traced, TracedTools
+from gradekit import Provider, Toolbox, Traced, TracedTools
 
 __all__ = ["run"]
 

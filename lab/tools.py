@@ -27,7 +27,7 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
-from lab._tools import Tools
+from gradekit import Tools
 
 __all__ = [
     "DB_PATH",

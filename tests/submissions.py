@@ -37,8 +37,10 @@ __all__ = [
 ]
 
 REFERENCE = Path(__file__).resolve().parents[1]
-COPIED = ("lab", "cassettes", "cassettes-llm", "fixtures", "FAILURES.md", "pyproject.toml",
-          "rubric")
+# A student's clone: the kit's library (gradekit/) comes along, though the grader runs every
+# agent on its own copy.
+COPIED = ("lab", "gradekit", "cassettes", "cassettes-llm", "fixtures", "FAILURES.md",
+          "pyproject.toml", "rubric")
 BASELINE = "baseline"  # the unmodified copy
 CASES = ("refund-policy", "incident-summary", "sql-explain", "flaky-grade")  # rubric order
 # A phrase of each case's task, for agents that misbehave on one case only.
@@ -134,6 +136,7 @@ def _replace(path: Path, old: str, new: str) -> None:
 
 
 _IMPORTS = "from __future__ import annotations\n"
+_KIT_IMPORT = "from gradekit import Provider, Toolbox, Traced, TracedTools\n"
 _CALLS = "    llm = Traced(provider)\n"
 _START = (
     '    """Answer ``task`` with three or four traced provider calls, after looking things up\n'
@@ -204,14 +207,32 @@ def never_calls_model(root: Path, context: Context) -> None:
 _MISS = "            raise miss(self._cassette, prompt, source=self.source, exists=self._exists)\n"
 
 
+def _own_module(root: Path, kit_module: str, old: str, new: str, *, home: str) -> None:
+    """The student copies ``gradekit/<kit_module>`` into ``lab/`` as ``home``, edits it and
+    uses it in place of the kit's (in ``lab/__init__.py``'s names, or the agent's import)."""
+    own = root / "lab" / f"{home}.py"
+    shutil.copy2(REFERENCE / "gradekit" / kit_module, own)
+    _replace(own, old, new)
+
+
 def replay_returns_empty(root: Path, context: Context) -> None:
     """The submission's own Replay answers '' for a prompt it does not hold."""
-    _replace(root / "lab" / "_replay.py", _MISS, '            return ""\n')
+    _own_module(root, "_replay.py", _MISS, '            return ""\n', home="replay")
+    _use_own_replay(root)
 
 
 def replay_raises_key_error(root: Path, context: Context) -> None:
     """The submission's own Replay raises, but not CassetteMiss: a caller cannot tell."""
-    _replace(root / "lab" / "_replay.py", _MISS, "            raise KeyError(prompt)\n")
+    _own_module(root, "_replay.py", _MISS, "            raise KeyError(prompt)\n", home="replay")
+    _use_own_replay(root)
+
+
+def _use_own_replay(root: Path) -> None:
+    """``lab.Replay`` (what the manifest's default ``replay = "lab:Replay"`` names) is the
+    student's own."""
+    init = root / "lab" / "__init__.py"
+    init.write_text(init.read_text("utf-8") + "\nfrom lab.replay import Replay  # noqa: E402\n",
+                    encoding="utf-8")
 
 
 def replay_is_str(root: Path, context: Context) -> None:
@@ -239,9 +260,11 @@ def traces_before_calls(root: Path, context: Context) -> None:
 
 
 def traces_ok_always(root: Path, context: Context) -> None:
-    """The lab's tracing says ok, with no error, even on a call that failed."""
-    _replace(root / "lab" / "_tracing.py", '"ok": error is None, "error": error',
-             '"ok": True, "error": None')
+    """The student's own tracing says ok, with no error, even on a call that failed."""
+    _own_module(root, "_tracing.py", '"ok": error is None, "error": error',
+                '"ok": True, "error": None', home="tracing")
+    _agent(root, _KIT_IMPORT, "from gradekit import Provider, Toolbox\n"
+           "from lab.tracing import Traced, TracedTools\n")
 
 
 def second_set_copied(root: Path, context: Context) -> None:
@@ -429,8 +452,7 @@ MISSING_MODULE = "gradekit_helpers_never_shipped"
 
 
 def fails_on_import(root: Path, context: Context) -> None:
-    _agent(root, "from lab._tracing import Traced, TracedTools\n",
-           f"from lab._tracing import Traced, TracedTools\n\nimport {MISSING_MODULE}\n")
+    _agent(root, _KIT_IMPORT, f"{_KIT_IMPORT}\nimport {MISSING_MODULE}\n")
 
 
 def no_manifest(root: Path, context: Context) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from lab import CassetteMiss, FakeProvider, Recorder, Replay, prompt_key
+from gradekit import CassetteMiss, FakeProvider, Recorder, Replay, prompt_key
 from lab.agent import CHECK, PLAN, REVISE, run
 
 TASK = "Explain what a cassette miss is."

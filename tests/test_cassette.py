@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from lab import FORMAT, Cassette, CassetteCollision, CassetteCorrupt, Entry, prompt_key
-from lab._cassette import decode, encode, merge_entry
-from lab._store import load, write_atomic
+from gradekit import FORMAT, Cassette, CassetteCollision, CassetteCorrupt, Entry, prompt_key
+from gradekit._cassette import decode, encode, merge_entry
+from gradekit._store import load, write_atomic
 
 
 def entry(prompt: str, response: str = "answer") -> tuple[str, Entry]:

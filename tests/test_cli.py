@@ -14,12 +14,11 @@ from pathlib import Path
 
 import pytest
 
+import gradekit._exceptions as exceptions_module
 import grader
-import lab
-import lab._exceptions
+from gradekit import GradekitError, prompt_key
+from gradekit._store import journal_path
 from grader.cli import main
-from lab import GradekitError, prompt_key
-from lab._store import journal_path
 from tests.loopback import Loopback, answer
 
 REPO = Path(__file__).resolve().parents[1]
@@ -321,8 +320,8 @@ EXIT_CODES = {
 
 
 def _error_classes() -> dict[str, type[GradekitError]]:
-    """Every GradekitError class defined in lab and grader, by name."""
-    for package in (lab, grader):
+    """Every GradekitError class defined in gradekit and grader, by name."""
+    for package in (importlib.import_module("gradekit"), grader):
         for module in pkgutil.iter_modules(package.__path__):
             if module.name != "__main__":
                 importlib.import_module(f"{package.__name__}.{module.name}")
@@ -340,7 +339,7 @@ def test_every_error_has_its_exit_code_and_its_place_in_the_tree() -> None:
 
     classes = _error_classes()
     assert set(classes) == set(EXIT_CODES)  # a new error class needs its row here
-    tree = lab._exceptions.__doc__ or ""
+    tree = exceptions_module.__doc__ or ""
     for name, cls in classes.items():
         assert _exit_code(cls.__new__(cls)) == EXIT_CODES[name], name
         assert f"── {name} " in tree or name == "GradekitError", name
@@ -352,7 +351,8 @@ def test_every_error_has_its_exit_code_and_its_place_in_the_tree() -> None:
 def test_nothing_points_at_a_document_outside_the_repository() -> None:
     """Messages students read once said "see DESIGN's format", a file they do not have."""
     root = Path(__file__).resolve().parents[1]
-    files = [p for folder in ("grader", "lab", "docs", "rubric") for p in (root / folder).rglob("*")
+    folders = ("grader", "gradekit", "lab", "docs", "rubric")
+    files = [p for folder in folders for p in (root / folder).rglob("*")
              if p.suffix in (".py", ".md", ".toml")] + [root / "README.md"]
     assert [p.name for p in files if "DESIGN" in p.read_text("utf-8")] == []
     assert (root / "docs" / "formats.md").is_file()

@@ -73,7 +73,7 @@ def test_a_custom_check_scores_its_criterion(instructor: Path, tmp_path: Path) -
 
 
 def _reference_answer() -> str:
-    from lab import Replay, ToolReplay
+    from gradekit import Replay, ToolReplay
     from lab.agent import run
 
     task = next(c.task for c in load_rubric(REPO / "rubric" / "bootcamp.toml").cases

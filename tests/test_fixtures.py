@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from lab._exceptions import CassetteCorrupt, FixtureCorrupt
-from lab._fixtures import (
+from gradekit._exceptions import CassetteCorrupt, FixtureCorrupt
+from gradekit._fixtures import (
     FORMAT,
     Call,
     Fixture,
@@ -20,7 +20,7 @@ from lab._fixtures import (
     load_fixture,
     tool_key,
 )
-from lab._store import Journal, journal_path, write_atomic
+from gradekit._store import Journal, journal_path, write_atomic
 
 T0, T1, T2 = "2026-01-05T09:00:00Z", "2026-02-10T17:30:00Z", "2026-03-01T08:00:00Z"
 

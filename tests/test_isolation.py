@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from gradekit import UsageError
 from grader._isolation import (
     Isolation,
     bubblewrap,
@@ -31,7 +32,6 @@ from grader._isolation import (
 )
 from grader._model import Limits, RunResult
 from grader._sandbox import run_cases
-from lab import UsageError
 from tests.conftest import require_namespaces
 
 pytestmark = pytest.mark.slow

@@ -15,7 +15,7 @@ from typing import Any, Literal, cast
 import httpx
 import pytest
 
-from lab._exceptions import (
+from gradekit._exceptions import (
     ProviderAuthError,
     ProviderConfigError,
     ProviderConnectionError,
@@ -26,8 +26,8 @@ from lab._exceptions import (
     ProviderTimeout,
     UsageError,
 )
-from lab._live import PRESETS, Anthropic, OpenAICompatible, Preset, live_from_env
-from lab._provider import Provider
+from gradekit._live import PRESETS, Anthropic, OpenAICompatible, Preset, live_from_env
+from gradekit._provider import Provider
 from tests.loopback import Loopback, answer, empty, error, no_text, raw, slow
 
 Kind = Literal["openai", "anthropic"]

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from lab import (
+from gradekit import (
     CassetteCollision,
     CassetteLocked,
     CassetteMiss,
@@ -23,9 +23,9 @@ from lab import (
     UsageError,
     prompt_key,
 )
-from lab._cassette import Entry
-from lab._recorder import Action, decide, previous_path
-from lab._store import journal_path, load
+from gradekit._cassette import Entry
+from gradekit._recorder import Action, decide, previous_path
+from gradekit._store import journal_path, load
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -210,7 +210,7 @@ CHILD = textwrap.dedent(
     """
     import sys, time
     from pathlib import Path
-    from lab import Recorder
+    from gradekit import Recorder
 
     cassette, calls_log, block_on = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
 

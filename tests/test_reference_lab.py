@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from gradekit import Replay, ToolReplay, prompt_key
+from gradekit._store import load
 from grader import Case, load_cases
 from grader._verify import verify_cassette
-from lab import Replay, ToolReplay, prompt_key
-from lab._store import load
 from lab.agent import run
 
 REPO = Path(__file__).resolve().parents[1]

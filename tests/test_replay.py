@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from lab import Cassette, CassetteCorrupt, CassetteMiss, Entry, Provider, Replay, prompt_key
-from lab._cassette import encode
-from lab._store import write_atomic
+from gradekit import Cassette, CassetteCorrupt, CassetteMiss, Entry, Provider, Replay, prompt_key
+from gradekit._cassette import encode
+from gradekit._store import write_atomic
 
 TASK = "Reply to a student who asks for a refund ten days after buying a seat. " * 3
 

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gradekit import UsageError
 from grader._model import CheckResult, CriterionResult, Report
 from grader._report import (
     TEXT_LIMIT,
@@ -25,7 +26,6 @@ from grader._report import (
     report_document,
     verify_report,
 )
-from lab import UsageError
 from tests.test_parent_bounds import live, unescape
 
 LOST_DETAIL = "returned '' on a miss <script>"

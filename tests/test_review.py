@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from gradekit import CassetteCorrupt, FakeProvider, Recorder, UsageError, prompt_key
+from gradekit._recorder import Mode, previous_path
 from grader._review import (
     Change,
     ChangeLogCorrupt,
@@ -26,8 +28,6 @@ from grader._review import (
     rerecord_summary,
     stale,
 )
-from lab import CassetteCorrupt, FakeProvider, Recorder, UsageError, prompt_key
-from lab._recorder import Mode, previous_path
 
 NOW = datetime(2026, 12, 1, tzinfo=UTC)
 DIGEST = "ab" * 32

@@ -25,6 +25,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import lab
+from gradekit import CassetteMiss, Replay, ToolReplay, prompt_key
+from gradekit._fixtures import decode as decode_fixture
 from grader import _sandbox, load_cases
 from grader._channel import HARNESS
 from grader._isolation import Isolation
@@ -32,8 +34,6 @@ from grader._manifest import takes_tools
 from grader._model import Call, Limits, Refusal, RunResult, TraceRecord
 from grader._probe import probe_replay
 from grader._sandbox import run_cases
-from lab import CassetteMiss, Replay, ToolReplay, prompt_key
-from lab._fixtures import decode as decode_fixture
 from lab.agent import run as reference_run
 
 pytestmark = pytest.mark.slow
@@ -473,7 +473,7 @@ def test_a_miss_built_from_the_kits_lab_carries_its_fields(tmp_path: Path) -> No
     root = tmp_path / "kit"
     shutil.copytree(Path(lab.__file__).parent, root / "lab", ignore=shutil.ignore_patterns("__py*"))
     agent = """
-        from lab import CassetteMiss
+        from gradekit import CassetteMiss
 
         def run(provider, task):
             try:

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from gradekit import prompt_key
+from gradekit._cassette import Cassette, Entry, encode
 from grader._checks import STRETCH_GOALS, Evidence
 from grader._grade import _review, _review_problem
 from grader._manifest import Manifest
 from grader._model import Call, CaseOutcome, RunResult, TraceRecord
 from grader._review import append_change, digest_file
 from grader._rubric import Case
-from lab import prompt_key
-from lab._cassette import Cassette, Entry, encode
 
 CASES = (Case("one", "first task"), Case("two", "second task"))
 TOOL = Call("read_docs {\"query\":\"x\"}", True, "read_docs")

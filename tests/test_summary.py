@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from gradekit import UsageError
 from grader._model import CriterionResult
 from grader._summary import MIN_FIELD, find_placeholders, parse_failures, score_written_summary
-from lab import UsageError
 
 REPO = Path(__file__).resolve().parents[1]
 POINTS = {"entries": Decimal("6.00"), "boundaries": Decimal("4.00"),

@@ -17,10 +17,10 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from lab._exceptions import CassetteLocked, MissingFixtureError, SecretLeak, UsageError
-from lab._recorder import previous_path
-from lab._store import journal_path
-from lab._tools import LiveToolbox, Toolbox, ToolRecorder, ToolReplay, Tools, tool_key
+from gradekit._exceptions import CassetteLocked, MissingFixtureError, SecretLeak, UsageError
+from gradekit._recorder import previous_path
+from gradekit._store import journal_path
+from gradekit._toolbox import LiveToolbox, Toolbox, ToolRecorder, ToolReplay, Tools, tool_key
 
 REPO = Path(__file__).resolve().parents[1]
 T0, T1 = "2026-01-05T09:00:00Z", "2026-02-10T17:30:00Z"
@@ -510,7 +510,7 @@ CHILD = textwrap.dedent(
     """
     import sys, time
     from pathlib import Path
-    from lab._tools import ToolRecorder, Tools
+    from gradekit._toolbox import ToolRecorder, Tools
 
     fixture, calls_log, block_on = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
     tools = Tools()

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from lab import (
+from gradekit import (
     CassetteMiss,
     FakeProvider,
     JsonlSink,

@@ -10,13 +10,13 @@ from pathlib import Path
 from types import TracebackType
 from typing import Literal, Self, TypeVar, assert_never, get_args
 
-from lab._cassette import Cassette, Entry, merge_entry
-from lab._exceptions import UsageError
-from lab._keys import prompt_key
-from lab._provider import Provider
-from lab._replay import miss
-from lab._secrets import credential_values, refuse_secrets
-from lab._store import Journal, RecordingLock, fold_journal, journal_path, load
+from gradekit._cassette import Cassette, Entry, merge_entry
+from gradekit._exceptions import UsageError
+from gradekit._keys import prompt_key
+from gradekit._provider import Provider
+from gradekit._replay import miss
+from gradekit._secrets import credential_values, refuse_secrets
+from gradekit._store import Journal, RecordingLock, fold_journal, journal_path, load
 
 __all__ = ["Action", "JournaledRecording", "Mode", "Recorder", "decide", "previous_path"]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 
-from lab._exceptions import UsageError
+from gradekit._exceptions import UsageError
 
 __all__ = ["FakeProvider"]
 

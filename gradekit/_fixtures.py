@@ -7,7 +7,7 @@ calls sorted by key, one trailing newline), so a re-recording is a clean git
 diff. A file that cannot be read is an error naming where it broke; it is
 never treated as empty.
 
-Recording shares the cassettes' crash journal (``lab._store``): each call is
+Recording shares the cassettes' crash journal (``gradekit._store``): each call is
 journalled as an ``Entry`` whose key is the call's key, whose ``provider`` is
 the tool's name and whose ``response`` is the response's JSON text.
 """
@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lab._cassette import Entry
-from lab._exceptions import FixtureCorrupt, UsageError
-from lab._store import journal_path, read_journal, write_atomic
+from gradekit._cassette import Entry
+from gradekit._exceptions import FixtureCorrupt, UsageError
+from gradekit._store import journal_path, read_journal, write_atomic
 
 __all__ = [
     "FORMAT",
@@ -355,7 +355,7 @@ def _restore_hint(source: str, case: str) -> str:
 
 
 def journal_entry(tool: str, response_json: str, recorded_at: str) -> Entry:
-    """One recorded call in the shape ``lab._store.Journal`` appends (its key: the call's)."""
+    """One recorded call in the shape ``gradekit._store.Journal`` appends (its key: the call's)."""
     return Entry(None, response_json, tool, recorded_at)
 
 

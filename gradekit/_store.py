@@ -16,8 +16,8 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from lab._cassette import Cassette, Entry, decode, encode, merge_entry
-from lab._exceptions import CassetteCorrupt, CassetteLocked
+from gradekit._cassette import Cassette, Entry, decode, encode, merge_entry
+from gradekit._exceptions import CassetteCorrupt, CassetteLocked
 
 __all__ = [
     "Journal",

@@ -6,7 +6,7 @@ import os
 import re
 from collections.abc import Iterable, Mapping
 
-from lab._exceptions import SecretLeak
+from gradekit._exceptions import SecretLeak
 
 __all__ = ["credential_values", "find_secret", "refuse_secrets"]
 

@@ -19,8 +19,8 @@ from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from typing import Any, Protocol, TypeVar, get_args, overload, runtime_checkable
 
-from lab._exceptions import MissingFixtureError, UsageError
-from lab._fixtures import (
+from gradekit._exceptions import MissingFixtureError, UsageError
+from gradekit._fixtures import (
     Fixture,
     canonical_json,
     fold_fixture,
@@ -31,8 +31,8 @@ from lab._fixtures import (
     round_trip,
     tool_key,
 )
-from lab._recorder import Action, JournaledRecording, Mode, _utc_now, decide
-from lab._secrets import credential_values, refuse_secrets
+from gradekit._recorder import Action, JournaledRecording, Mode, _utc_now, decide
+from gradekit._secrets import credential_values, refuse_secrets
 
 __all__ = [
     "LiveToolbox",

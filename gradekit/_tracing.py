@@ -9,13 +9,13 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from lab._exceptions import GradekitError
-from lab._fixtures import tool_key
-from lab._keys import prompt_key
-from lab._provider import Provider
+from gradekit._exceptions import GradekitError
+from gradekit._fixtures import tool_key
+from gradekit._keys import prompt_key
+from gradekit._provider import Provider
 
 if TYPE_CHECKING:
-    from lab._tools import Toolbox
+    from gradekit._toolbox import Toolbox
 
 __all__ = ["JsonlSink", "Sink", "Traced", "TracedTools", "sink_from_env"]
 

@@ -6,10 +6,10 @@ import difflib
 import json
 from pathlib import Path
 
-from lab._cassette import Cassette
-from lab._exceptions import CassetteMiss
-from lab._keys import prompt_key
-from lab._store import load
+from gradekit._cassette import Cassette
+from gradekit._exceptions import CassetteMiss
+from gradekit._keys import prompt_key
+from gradekit._store import load
 
 __all__ = ["Replay", "miss"]
 

@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from lab._exceptions import CassetteCollision, CassetteCorrupt
-from lab._keys import prompt_key
+from gradekit._exceptions import CassetteCollision, CassetteCorrupt
+from gradekit._keys import prompt_key
 
 __all__ = ["FORMAT", "Cassette", "Entry", "decode", "encode", "merge_entry"]
 

@@ -23,7 +23,7 @@ from typing import Final, Literal
 
 import httpx
 
-from lab._exceptions import (
+from gradekit._exceptions import (
     ProviderAuthError,
     ProviderConfigError,
     ProviderConnectionError,
