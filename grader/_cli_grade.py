@@ -1,9 +1,9 @@
-"""The grading half of the command line: grade, check, report verify, gradebook merge."""
+"""Grading on the command line: grade (a batch of submissions) and check (the three
+one-minute checkpoints)."""
 
 from __future__ import annotations
 
 import argparse
-import importlib.resources
 import os
 import signal
 import sys
@@ -20,37 +20,24 @@ from grader._batch import (
     print_progress,
 )
 from grader._checkpoints import run_checkpoints
+from grader._cli_options import add_isolation_option, add_rubric_option
 from grader._exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
-from grader._gradebook import GradebookRow, merge_gradebooks
-from grader._isolation import REQUESTS, choose_isolation, describe_isolation
-from grader._report import verify_report
+from grader._gradebook import GradebookRow
+from grader._isolation import choose_isolation, describe_isolation
 from grader._roster import ROSTER_HEADER, Identity, Roster, identify, load_roster, unclaimed
 from grader._rubric import load_rubric
 
-__all__ = ["KIT_RUBRIC", "add_grading_commands"]
+__all__ = ["add_grading_commands"]
 
-def _kit_rubric() -> Path:
-    """The default rubric: ``rubric/`` beside this package in a checkout (editable or not),
-    else the copy an installed gradekit ships as ``grader.rubric``."""
-    beside = Path(__file__).resolve().parents[1] / "rubric" / "bootcamp.toml"
-    if beside.is_file():
-        return beside
-    return Path(str(importlib.resources.files("grader.rubric").joinpath("bootcamp.toml")))
-
-
-KIT_RUBRIC = _kit_rubric()
-_ISOLATION_HELP = ("auto: bubblewrap namespaces when they work here, else the process guard "
-                   "(default); namespaces: refuse to grade without them; process: the guard only")
 
 def add_grading_commands(
     commands: argparse._SubParsersAction[argparse.ArgumentParser],
 ) -> None:
-    """Register grade, check, report and gradebook."""
+    """Register grade and check."""
     grade = commands.add_parser("grade", help="grade submissions offline against a rubric")
     grade.add_argument("paths", nargs="*", type=Path, default=[Path(".")], metavar="PATH",
                        help="a submission, or a folder of submissions (default: .)")
-    grade.add_argument("--rubric", type=Path, default=KIT_RUBRIC,
-                       help="the rubric (default: the kit's rubric/bootcamp.toml)")
+    add_rubric_option(grade)
     grade.add_argument("--out", type=Path, default=Path("grades"),
                        help="where reports and gradebook.csv go (default: grades/)")
     grade.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
@@ -64,30 +51,14 @@ def add_grading_commands(
     grade.add_argument("--roster", type=Path, default=None, metavar="CSV",
                        help=f"who each folder is: a CSV with the header {','.join(ROSTER_HEADER)} "
                        "(default: each folder's name is its student)")
-    grade.add_argument("--isolation", choices=REQUESTS, default="auto", help=_ISOLATION_HELP)
+    add_isolation_option(grade)
     grade.set_defaults(handler=_grade)
 
     check = commands.add_parser("check", help="the three one-minute checkpoints")
     check.add_argument("path", nargs="?", type=Path, default=Path("."), metavar="PATH")
-    check.add_argument("--rubric", type=Path, default=KIT_RUBRIC,
-                       help="the rubric, from the instructor's side (default: the kit's "
-                       "rubric/bootcamp.toml; a rubric inside PATH is never read, since its "
-                       "custom checks would run in the grader's process)")
-    check.add_argument("--isolation", choices=REQUESTS, default="auto", help=_ISOLATION_HELP)
+    add_rubric_option(check)
+    add_isolation_option(check)
     check.set_defaults(handler=_check)
-
-    report = commands.add_parser("report", help="work with report.json files")
-    report_commands = report.add_subparsers(dest="report_command", required=True)
-    verify = report_commands.add_parser("verify", help="recompute the digest; exit 1 if edited")
-    verify.add_argument("paths", nargs="+", type=Path, metavar="PATH")
-    verify.set_defaults(handler=_verify_report)
-
-    gradebook = commands.add_parser("gradebook", help="work with gradebook.csv files")
-    gradebook_commands = gradebook.add_subparsers(dest="gradebook_command", required=True)
-    merge = gradebook_commands.add_parser("merge", help="merge sharded gradebooks into one")
-    merge.add_argument("parts", nargs="+", type=Path, metavar="PART")
-    merge.add_argument("--out", type=Path, required=True, help="the merged gradebook.csv")
-    merge.set_defaults(handler=_merge)
 
 
 def _grade(args: argparse.Namespace) -> int:
@@ -170,22 +141,6 @@ def _check(args: argparse.Namespace) -> int:
         verdict = "PASS" if point.passed else "FAIL"
         print(f"{verdict}  {point.number}. {point.title:<32} {point.seconds:5.2f}s  {point.reason}")
     return EXIT_OK if all(point.passed for point in checkpoints) else EXIT_FAILED
-
-
-def _verify_report(args: argparse.Namespace) -> int:
-    failed = False
-    for path in args.paths:
-        ok, message = verify_report(path.read_bytes())
-        stream = sys.stdout if ok else sys.stderr
-        print(f"{'ok  ' if ok else 'FAIL'} {path}: {message}", file=stream)
-        failed = failed or not ok
-    return EXIT_FAILED if failed else EXIT_OK
-
-
-def _merge(args: argparse.Namespace) -> int:
-    args.out.write_bytes(merge_gradebooks([part.read_bytes() for part in args.parts]))
-    print(f"merged {len(args.parts)} gradebooks into {args.out}")
-    return EXIT_OK
 
 
 def _shard(text: str) -> Shard:

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import importlib
 import inspect
-import sys
 import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from gradekit import GradekitError, Provider, Toolbox, Tools, UsageError
 from grader._files import (
@@ -18,6 +16,7 @@ from grader._files import (
     SubmissionFileError,
     read_submission_file,
 )
+from grader._specs import load_spec
 
 __all__ = [
     "Agent",
@@ -129,7 +128,12 @@ def _validate(table: dict[str, Any], pyproject: Path) -> None:
 
 def load_agent(manifest: Manifest) -> Agent:
     """Import the agent named by the manifest, from the submission's root."""
-    return cast(Agent, _import(manifest.root, manifest.agent, "agent = in [tool.gradekit]"))
+    agent = load_spec(manifest.agent, folder=manifest.root, where="agent = in [tool.gradekit]",
+                      error=ManifestError)
+    if not callable(agent):
+        raise ManifestError(f'agent = "{manifest.agent}" must name a function '
+                            "run(provider, task[, tools])")
+    return agent
 
 
 def call_agent(agent: Agent, provider: Provider, task: str, tools: Toolbox | None) -> object:
@@ -152,34 +156,20 @@ def load_tools(manifest: Manifest) -> Tools | None:
     """The submission's tool registry (``tools = "package.module:NAME"``), if it declares one."""
     if not manifest.tools:
         return None
-    module_name, _, name = manifest.tools.partition(":")
-    folder = str(manifest.root.resolve())
-    if folder not in sys.path:
-        sys.path.insert(0, folder)
-    tools = getattr(importlib.import_module(module_name), name, None)
+    tools = load_spec(manifest.tools, folder=manifest.root, where="tools = in [tool.gradekit]",
+                      error=ManifestError)
     if not isinstance(tools, Tools):
-        raise ManifestError(f'tools = "{manifest.tools}" must name a lab.Tools registry')
+        raise ManifestError(f'tools = "{manifest.tools}" must name a gradekit.Tools registry')
     return tools
 
 
 def load_provider(manifest: Manifest, spec: str) -> Provider:
     """Build a provider from ``package.module:function`` (called with no arguments)."""
-    factory = _import(manifest.root, spec, "--provider")
+    factory = load_spec(spec, folder=manifest.root, where="--provider", error=UsageError)
+    if not callable(factory):
+        raise UsageError(f"--provider {spec} must name a function that returns a Provider")
     provider = factory()
     if not isinstance(provider, Provider):
         raise UsageError(f"--provider {spec} returned {type(provider).__name__}, which has no "
                          "`name` and `complete(prompt)`: return a Provider")
     return provider
-
-
-def _import(root: Path, spec: str, where: str) -> Callable[..., Any]:
-    module_name, _, function = spec.partition(":")
-    if not module_name or not function:
-        raise ManifestError(f'{where}: "{spec}" must look like "package.module:function"')
-    folder = str(root.resolve())
-    if folder not in sys.path:
-        sys.path.insert(0, folder)
-    value = getattr(importlib.import_module(module_name), function, None)
-    if not callable(value):
-        raise ManifestError(f"{where}: {module_name} has no function {function!r}")
-    return cast(Callable[..., Any], value)

@@ -12,11 +12,9 @@ shares, as in scaled default points, give the cents to the parts rounded down mo
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-import importlib
+import importlib.resources
 import re
-import sys
 import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
@@ -27,9 +25,10 @@ from typing import cast
 
 from gradekit import GradekitError
 from grader._model import CENT, Limits
+from grader._specs import SPEC, load_spec
 
 __all__ = [
-    "CASE_ID", "SUBCHECKS",
+    "CASE_ID", "KIT_RUBRIC", "SUBCHECKS",
     "Case", "Criterion", "Rubric", "RubricError",
     "check_maxima", "distribute", "load_cases", "load_custom_check", "load_rubric",
     "parse_rubric", "per_case_points",
@@ -37,7 +36,6 @@ __all__ = [
 
 CASE_ID = re.compile(r"[a-z0-9][a-z0-9-]*")
 CRITERION_ID = re.compile(r"[a-z0-9][a-z0-9_-]*")
-CUSTOM_CHECK = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*:[A-Za-z_]\w*")
 TOTAL_WEIGHT = 100
 
 # check -> (its named sub-checks, whether the rest of the weight is split over the cases).
@@ -111,6 +109,18 @@ class Rubric:
     sha256: str
 
 
+def _kit_rubric() -> Path:
+    """The default rubric: ``rubric/`` beside this package in a checkout (editable or not),
+    else the copy an installed gradekit ships as ``grader.rubric`` (package data)."""
+    beside = Path(__file__).resolve().parents[1] / "rubric" / "bootcamp.toml"
+    if beside.is_file():
+        return beside
+    return Path(str(importlib.resources.files("grader.rubric").joinpath("bootcamp.toml")))
+
+
+KIT_RUBRIC = _kit_rubric()
+
+
 def load_rubric(path: Path) -> Rubric:
     """Read and validate the rubric at ``path``; custom checks are imported to fail early."""
     data = _read(path)
@@ -154,26 +164,12 @@ def parse_rubric(data: bytes, *, source: str) -> Rubric:
 
 
 def load_custom_check(spec: str, *, rubric_dir: Path) -> Callable[..., object]:
-    """Import ``package.module:function`` with the rubric's folder first on ``sys.path``."""
-    if not CUSTOM_CHECK.fullmatch(spec):
-        raise RubricError(f'check = "{spec}" must look like "package.module:function"')
-    module_name, _, name = spec.partition(":")
-    folder = str(rubric_dir.resolve())
-    sys.path.insert(0, folder)
-    try:
-        module = importlib.import_module(module_name)
-    except Exception as exc:  # the instructor's module may fail in any way while importing
-        raise RubricError(
-            f'check = "{spec}": importing {module_name} failed ({type(exc).__name__}: {exc}); '
-            f"put {module_name.replace('.', '/')}.py in {folder} and make it import cleanly"
-        ) from exc
-    finally:
-        with contextlib.suppress(ValueError):
-            sys.path.remove(folder)
-    function = getattr(module, name, None)
+    """Import ``package.module:function`` from the rubric's folder (``load_spec``)."""
+    function = load_spec(spec, folder=rubric_dir, where=f'check = "{spec}"', error=RubricError)
     if not callable(function):
-        raise RubricError(f'check = "{spec}": {module_name} has no function {name!r}')
-    return cast(Callable[..., object], function)
+        raise RubricError(f'check = "{spec}": {spec.partition(":")[0]} has no function '
+                          f'{spec.partition(":")[2]!r}')
+    return function
 
 
 def distribute(total: Decimal, shares: Sequence[int]) -> list[Decimal]:
@@ -394,7 +390,7 @@ def _criterion(raw: object, index: int, at: _Locator, case_count: int) -> Criter
 
 
 def _check_name(check: str, where: str) -> None:
-    if check in SUBCHECKS or CUSTOM_CHECK.fullmatch(check):
+    if check in SUBCHECKS or SPEC.fullmatch(check):
         return
     raise RubricError(
         f"{where}: unknown check {check!r}; use a built-in one ({', '.join(sorted(SUBCHECKS))}) "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import json
 import os
@@ -18,6 +19,8 @@ import gradekit._exceptions as exceptions_module
 import grader
 from gradekit import GradekitError, prompt_key
 from gradekit._store import journal_path
+from grader._exits import EXIT_TABLE
+from grader._rubric import KIT_RUBRIC
 from grader.cli import main
 from tests.loopback import Loopback, answer
 
@@ -254,14 +257,26 @@ def test_grade_says_which_isolation_it_uses_and_refuses_namespaces_without_bubbl
     assert not (tmp_path / "none").exists()
 
 
-def test_check_help_says_the_rubric_comes_from_the_instructor(
-    capsys: pytest.CaptureFixture[str],
+@pytest.mark.parametrize("command", ["record", "run", "check", "grade"])
+def test_every_command_resolves_the_rubric_alike_and_says_so(
+    command: str, capsys: pytest.CaptureFixture[str],
 ) -> None:
+    """One resolver: the rubric given, else the kit's; never one found in a submission."""
+    parser_default = {
+        name: action.default for name, action in _subcommand_options(command).items()}
+    assert parser_default["--rubric"] == KIT_RUBRIC
     with pytest.raises(SystemExit):
-        main(["check", "--help"])
+        main([command, "--help"])
     text = " ".join(capsys.readouterr().out.split())
-    assert "a rubric inside PATH is never read" in text
-    assert "--isolation {auto,namespaces,process}" in text
+    assert "a rubric inside a submission is never read on its own" in text
+
+
+def _subcommand_options(command: str) -> dict[str, argparse.Action]:
+    from grader.cli import _parser
+
+    commands = next(a for a in _parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return {option: action for action in commands.choices[command]._actions
+            for option in action.option_strings}
 
 
 def test_gradebook_merge_refuses_mismatched_headers(
@@ -343,9 +358,20 @@ def test_every_error_has_its_exit_code_and_its_place_in_the_tree() -> None:
     for name, cls in classes.items():
         assert _exit_code(cls.__new__(cls)) == EXIT_CODES[name], name
         assert f"── {name} " in tree or name == "GradekitError", name
-    table = Path(__file__).resolve().parents[1].joinpath("docs", "formats.md").read_text("utf-8")
-    for code in set(EXIT_CODES.values()):
-        assert f"| {code} |" in table
+    assert set(EXIT_CODES.values()) <= {code for code, _ in EXIT_TABLE}
+
+
+def test_one_exit_code_table_in_help_readme_and_docs(capsys: pytest.CaptureFixture[str]) -> None:
+    root = Path(__file__).resolve().parents[1]
+    readme = (root / "README.md").read_text("utf-8")
+    formats = (root / "docs" / "formats.md").read_text("utf-8")
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    shown = " ".join(capsys.readouterr().out.split())
+    for code, meaning in EXIT_TABLE:
+        assert f"| {code} | {meaning} |" in readme
+        assert f"| {code} | {meaning} |" in formats
+        assert f"{code} {meaning}" in shown
 
 
 def test_nothing_points_at_a_document_outside_the_repository() -> None:

@@ -40,6 +40,6 @@ def test_an_installed_wheel_grades_with_its_default_rubric(tmp_path: Path) -> No
     assert report["total"] == "100.00"
     assert report["rubric"]["id"] == "provider-swap-lab"
     installed = subprocess.run(
-        [str(python), "-c", "import grader._cli_grade as c; print(c.KIT_RUBRIC)"],
+        [str(python), "-c", "import grader._rubric as r; print(r.KIT_RUBRIC)"],
         cwd=tmp_path, capture_output=True, text=True, check=True).stdout.strip()
     assert installed.startswith(str(env)) and installed.endswith("grader/rubric/bootcamp.toml")

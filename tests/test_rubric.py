@@ -424,7 +424,7 @@ def test_a_custom_check_that_fails_to_import_is_a_rubric_error_at_its_line(
 
 def test_a_custom_check_without_the_function_says_so(tmp_path: Path, module_name: str) -> None:
     (tmp_path / f"{module_name}.py").write_text("VALUE = 1\n")
-    with pytest.raises(RubricError, match="has no function 'score'"):
+    with pytest.raises(RubricError, match="defines no 'score'"):
         load_custom_check(f"{module_name}:score", rubric_dir=tmp_path)
 
 
