@@ -13,12 +13,15 @@ from decimal import ROUND_HALF_EVEN, Decimal
 
 from grader._model import (
     CENT,
-    Call,
+    EVIDENCE,
+    OWN_REPLAY,
+    WRITE_UP,
     CaseOutcome,
     CheckResult,
     CriterionResult,
     ReplayProbe,
     RunResult,
+    Served,
     TraceRecord,
 )
 from grader._report import quote
@@ -37,7 +40,7 @@ __all__ = [
 
 ESCAPED = "the miss (CassetteMiss or MissingFixtureError) escaped run()"
 NEVER_ASKED = "never asked the provider: the answer did not come from the recordings"
-OWN_REPLAY = "your Replay answered a recorded prompt and raised CassetteMiss on an unrecorded one"
+REPLAY_OK = "your Replay answered a recorded prompt and raised CassetteMiss on an unrecorded one"
 ZERO = Decimal("0.00")
 
 
@@ -177,11 +180,11 @@ def loud_failure(evidence: Evidence, rubric: Rubric, criterion: Criterion) -> Cr
                 "Let CassetteMiss propagate out of run(): no bare except, no return of '' or "
                 "None; if you must wrap it, use `raise YourError(...) from miss`."
             )
-    own = criterion.points.get("own_replay")
+    own = criterion.points.get(OWN_REPLAY)
     if own is not None:
         detail = _own_replay(evidence.probe, evidence.blocked)
-        passed = detail == OWN_REPLAY
-        checks.append(_check("own_replay", passed, own, detail))
+        passed = detail == REPLAY_OK
+        checks.append(_check(OWN_REPLAY, passed, own, detail))
         if not passed:
             advice.append("Your Replay must answer a recorded prompt (strip it before hashing) "
                           "and raise CassetteMiss for a key it does not hold.")
@@ -215,7 +218,7 @@ def _own_replay(probe: ReplayProbe | None, blocked: str) -> str:
     if not probe.raised_miss:
         return f"your Replay raised {quote(str(probe.exception))} on an unrecorded prompt, " \
             "not CassetteMiss"
-    return OWN_REPLAY
+    return REPLAY_OK
 
 
 # -- tracing -------------------------------------------------------------------------------
@@ -277,7 +280,7 @@ def _traced_misses(outcome: CaseOutcome | None, label: str) -> tuple[int, int]:
     return max(1, len(indexed)), good
 
 
-def _record_ok(record: TraceRecord, call: Call, label: str) -> bool:
+def _record_ok(record: TraceRecord, call: Served, label: str) -> bool:
     """A record that matches what the parent served, written after it answered."""
     if call.traced_early or record.key != call.key or not _latency_ok(record.latency_ms):
         return False
@@ -425,7 +428,7 @@ def stretch_goal(evidence: Evidence, rubric: Rubric, criterion: Criterion) -> Cr
 
 
 def _score_goal(goal_id: str, evidence: Evidence, criterion: Criterion) -> list[CheckResult]:
-    proof, write_up = criterion.points["evidence"], criterion.points["write_up"]
+    proof, write_up = criterion.points[EVIDENCE], criterion.points[WRITE_UP]
     goal = STRETCH_GOALS.get(goal_id)
     if goal is None:
         known = ", ".join(STRETCH_GOALS)

@@ -12,8 +12,13 @@ from decimal import Decimal
 from typing import Literal
 
 __all__ = [
+    "BOUNDARIES",
     "CENT",
-    "Call",
+    "ENTRIES",
+    "EVIDENCE",
+    "NO_PLACEHOLDERS",
+    "OWN_REPLAY",
+    "WRITE_UP",
     "CaseOutcome",
     "CheckResult",
     "CriterionResult",
@@ -22,11 +27,17 @@ __all__ = [
     "ReplayProbe",
     "Report",
     "RunResult",
+    "Served",
     "Status",
     "TraceRecord",
 ]
 
 CENT = Decimal("0.01")  # points are exact cents: the one definition every module uses
+
+# The named sub-checks' ids, as rubrics' [criterion.points] tables and reports spell them.
+OWN_REPLAY = "own_replay"  # loud_failure: the submission's own Replay raises on a miss
+ENTRIES, BOUNDARIES, NO_PLACEHOLDERS = "entries", "boundaries", "no_placeholders"  # summary
+EVIDENCE, WRITE_UP = "evidence", "write_up"  # stretch_goal
 
 Status = Literal["returned", "raised", "timeout", "crashed", "not_run"]
 
@@ -50,7 +61,7 @@ class Limits:
 
 
 @dataclass(frozen=True, slots=True)
-class Call:
+class Served:
     """One provider or tool call as the parent served it, in order."""
 
     key: str  # prompt_key for a provider call, tool_key for a tool call
@@ -91,7 +102,7 @@ class CaseOutcome:
     returned_type: str | None = None  # claim: type name of what run() returned
     exception: str | None = None  # claim: class name of what run() raised
     miss_escaped: bool = False  # claim: the parent's miss was in the raised exception's chain
-    calls: tuple[Call, ...] = ()  # observed
+    calls: tuple[Served, ...] = ()  # observed
     trace: tuple[TraceRecord, ...] = ()  # observed
     trace_error: str | None = None  # "line 3: not valid JSON" and the like
     detail: str = ""  # a short, deterministic reason for timeout / crash / not_run

@@ -24,7 +24,16 @@ from types import MappingProxyType
 from typing import cast
 
 from gradekit import GradekitError
-from grader._model import CENT, Limits
+from grader._model import (
+    BOUNDARIES,
+    CENT,
+    ENTRIES,
+    EVIDENCE,
+    NO_PLACEHOLDERS,
+    OWN_REPLAY,
+    WRITE_UP,
+    Limits,
+)
 from grader._specs import SPEC, load_spec
 
 __all__ = [
@@ -42,10 +51,10 @@ TOTAL_WEIGHT = 100
 # A named sub-check of a splitting check has an underscore, so no case id can equal it.
 SUBCHECKS: Mapping[str, tuple[tuple[str, ...], bool]] = MappingProxyType({
     "contract_stability": ((), True),
-    "loud_failure": (("own_replay",), True),
+    "loud_failure": ((OWN_REPLAY,), True),
     "tracing": ((), True),
-    "written_summary": (("entries", "boundaries", "no_placeholders"), False),
-    "stretch_goal": (("evidence", "write_up"), False),
+    "written_summary": ((ENTRIES, BOUNDARIES, NO_PLACEHOLDERS), False),
+    "stretch_goal": ((EVIDENCE, WRITE_UP), False),
 })
 
 # Without a [criterion.points] table: points at a reference weight, scaled to the real one.

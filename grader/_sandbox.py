@@ -90,7 +90,7 @@ from grader._layout import (
     read_regular,
     start_child,
 )
-from grader._model import Call, CaseOutcome, Limits, Refusal, RunResult, TraceRecord
+from grader._model import CaseOutcome, Limits, Refusal, RunResult, Served, TraceRecord
 
 __all__ = ["ToolAnswer", "run_cases"]
 
@@ -249,7 +249,7 @@ class _Talk:
     ready: bool = False
     done: int = 0
     current: _Case | None = None
-    calls: list[Call] = field(default_factory=list)
+    calls: list[Served] = field(default_factory=list)
     trace_read: int = 0  # bytes of the current case's trace read so far
     trace_lines: int = 0  # complete lines in them
 
@@ -349,7 +349,7 @@ class _Run:
         except UnicodeEncodeError as exc:
             raise ProtocolError("a prompt that is not UTF-8") from exc
         response = self._answer(case.id, prompt)
-        talk.calls.append(Call(key=key, served=response is not None,
+        talk.calls.append(Served(key=key, served=response is not None,
                                traced_early=self._traced_early(talk, case)))
         child.send({"response": response} if response is not None else {"miss": _miss(case, key)})
 
@@ -362,7 +362,7 @@ class _Run:
         except GradekitError as exc:
             raise ProtocolError("tool arguments that are not JSON") from exc
         found, result = self._tools(case.id, key)
-        talk.calls.append(Call(key=key, served=found, tool=tool,
+        talk.calls.append(Served(key=key, served=found, tool=tool,
                                traced_early=self._traced_early(talk, case)))
         child.send({"response": result} if found
                    else {"missing": _missing(case, tool, args, self._fixtures)})

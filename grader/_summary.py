@@ -28,12 +28,19 @@ from dataclasses import dataclass
 from decimal import ROUND_DOWN, Decimal
 
 from gradekit import UsageError
-from grader._model import CENT, CheckResult, CriterionResult
+from grader._model import (
+    BOUNDARIES,
+    CENT,
+    ENTRIES,
+    NO_PLACEHOLDERS,
+    CheckResult,
+    CriterionResult,
+)
 from grader._report import quote
 
 __all__ = [
     "MIN_FIELD",
-    "Entry",
+    "FailureEntry",
     "FailureLog",
     "find_placeholders",
     "parse_failures",
@@ -41,7 +48,7 @@ __all__ = [
 ]
 
 MIN_FIELD = 15  # characters a Symptom, Cause, Fix or Status needs to say something
-SUBCHECK_IDS = ("entries", "boundaries", "no_placeholders")
+SUBCHECK_IDS = (ENTRIES, BOUNDARIES, NO_PLACEHOLDERS)
 _REQUIRED = (("symptom",), ("cause",), ("fix", "status"))
 _FIELD_LABEL = {("symptom",): "Symptom", ("cause",): "Cause", ("fix", "status"): "Fix or Status"}
 
@@ -68,7 +75,7 @@ _HOW_TO = (
 
 
 @dataclass(frozen=True, slots=True)
-class Entry:
+class FailureEntry:
     """One ``## <title>`` section of the failure log other than Boundaries."""
 
     title: str
@@ -81,7 +88,7 @@ class Entry:
 class FailureLog:
     """A parsed failure log: its entries in file order and its Boundaries bullets."""
 
-    entries: tuple[Entry, ...]
+    entries: tuple[FailureEntry, ...]
     boundaries: tuple[str, ...] | None  # None: no Boundaries section at all
 
 
@@ -89,7 +96,7 @@ def parse_failures(text: str) -> FailureLog:
     """Split a failure log into entries and the Boundaries bullets; never raises."""
     lines = text.splitlines()
     fenced = _fenced(lines)
-    entries: list[Entry] = []
+    entries: list[FailureEntry] = []
     boundaries: list[str] | None = None
     for title, start, end in _sections(lines, fenced):
         bullets = _bullets(lines[start:end], fenced[start:end])
@@ -97,7 +104,8 @@ def parse_failures(text: str) -> FailureLog:
             boundaries = [*(boundaries or []), *bullets]
         else:
             body = "\n".join(lines[start:end]).strip()
-            entries.append(Entry(title=title, line=start, fields=_fields(bullets), text=body))
+            entries.append(
+                FailureEntry(title=title, line=start, fields=_fields(bullets), text=body))
     return FailureLog(
         entries=tuple(entries), boundaries=None if boundaries is None else tuple(boundaries)
     )
@@ -139,9 +147,9 @@ def score_written_summary(
     else:
         log = parse_failures(text)
         scored = [
-            _entries(log, points["entries"]),
-            _boundaries(log, points["boundaries"]),
-            _no_placeholders(log, find_placeholders(text), points["no_placeholders"], filename),
+            _entries(log, points[ENTRIES]),
+            _boundaries(log, points[BOUNDARIES]),
+            _no_placeholders(log, find_placeholders(text), points[NO_PLACEHOLDERS], filename),
         ]
     checks = tuple(check for check, _ in scored)
     return CriterionResult(
@@ -183,15 +191,15 @@ def _entries(log: FailureLog, most: Decimal) -> Scored:
     counted = f"{complete} complete {'entry' if complete == 1 else 'entries'}"
     not_counted = f"; not counted: {faults}" if faults else ""
     if complete >= 2:
-        return CheckResult("entries", True, earned, most, f"{counted}{not_counted}"), ""
+        return CheckResult(ENTRIES, True, earned, most, f"{counted}{not_counted}"), ""
     detail = f"{counted} of the 2 needed ({_HOW_TO}){not_counted}"
     advice = f"Write at least two complete failure entries: {_HOW_TO}."
     if faults:
         advice += f" Complete these: {faults}."
-    return CheckResult("entries", False, earned, most, detail), advice
+    return CheckResult(ENTRIES, False, earned, most, detail), advice
 
 
-def _entry_problems(entry: Entry) -> list[str]:
+def _entry_problems(entry: FailureEntry) -> list[str]:
     problems = []
     for names in _REQUIRED:
         label = _FIELD_LABEL[names]
@@ -209,7 +217,7 @@ def _boundaries(log: FailureLog, most: Decimal) -> Scored:
     named = [b for b in log.boundaries or () if _names_something(b)]
     if named:
         detail = f"the Boundaries section names a limit: '{quote(named[0])}'"
-        return CheckResult("boundaries", True, most, most, detail), ""
+        return CheckResult(BOUNDARIES, True, most, most, detail), ""
     if log.boundaries is None:
         detail = "no '## Boundaries' section"
     else:
@@ -218,7 +226,7 @@ def _boundaries(log: FailureLog, most: Decimal) -> Scored:
         "Add a '## Boundaries' section with a bullet such as '- What this lab cannot "
         "measure: <the things a replayed cassette cannot tell you>' filled in with real ones."
     )
-    return CheckResult("boundaries", False, Decimal("0.00"), most, detail), advice
+    return CheckResult(BOUNDARIES, False, Decimal("0.00"), most, detail), advice
 
 
 def _names_something(bullet: str) -> bool:
@@ -233,17 +241,17 @@ def _no_placeholders(
     if not log.entries:
         detail = f"{filename} has no '## ' entry yet, so there is nothing to credit"
         advice = "Write your failure entries; this part is earned by finished text."
-        return CheckResult("no_placeholders", False, Decimal("0.00"), most, detail), advice
+        return CheckResult(NO_PLACEHOLDERS, False, Decimal("0.00"), most, detail), advice
     if not found:
         detail = "no template text (TODO, TBD, FIXME, '...', lorem ipsum, <describe>)"
-        return CheckResult("no_placeholders", True, most, most, detail), ""
+        return CheckResult(NO_PLACEHOLDERS, True, most, most, detail), ""
     listed = ", ".join(f"line {line}: {quote(what)!r}" for line, what in found)
     detail = f"template text left in: {listed}"
     advice = (
         "Replace every placeholder with what actually happened (quote real output in "
         "`backticks` if it contains '...')."
     )
-    return CheckResult("no_placeholders", False, Decimal("0.00"), most, detail), advice
+    return CheckResult(NO_PLACEHOLDERS, False, Decimal("0.00"), most, detail), advice
 
 
 def _fenced(lines: Sequence[str]) -> list[bool]:

@@ -31,7 +31,7 @@ from grader import _sandbox, load_cases
 from grader._channel import HARNESS
 from grader._isolation import Isolation
 from grader._manifest import takes_tools
-from grader._model import Call, Limits, Refusal, RunResult, TraceRecord
+from grader._model import Limits, Refusal, RunResult, Served, TraceRecord
 from grader._probe import probe_replay
 from grader._sandbox import run_cases
 from lab.agent import run as reference_run
@@ -393,7 +393,7 @@ def test_a_well_behaved_agent_returns_its_answer_with_calls_and_trace(run: Run) 
         "Refunds: 30 days.",
         "str",
     )
-    assert outcome.calls == (Call(keys[0], True), Call(keys[1], True))
+    assert outcome.calls == (Served(keys[0], True), Served(keys[1], True))
     assert outcome.trace == tuple(TraceRecord(key, "provider-a", 0.5, True) for key in keys)
     assert (outcome.trace_error, outcome.exception, outcome.miss_escaped) == (None, None, False)
 
@@ -465,7 +465,7 @@ def test_a_miss_raises_the_submissions_own_cassette_miss(run: Run) -> None:
 
     miss = result.outcomes["miss"]
     assert (miss.status, miss.exception, miss.miss_escaped) == ("raised", "CassetteMiss", True)
-    assert miss.calls == (Call(prompt_key("never recorded"), False),)
+    assert miss.calls == (Served(prompt_key("never recorded"), False),)
     assert result.outcomes["miss_own_class"].answer == "lab.CassetteMiss"
 
 
@@ -531,7 +531,7 @@ def test_a_swallowed_miss_is_a_return(
         returned_type,
     )
     assert (outcome.exception, outcome.miss_escaped) == (None, False)
-    assert outcome.calls == (Call(prompt_key("never recorded"), False),)
+    assert outcome.calls == (Served(prompt_key("never recorded"), False),)
 
 
 def test_a_submission_without_cassette_miss_gets_the_harness_one(tmp_path: Path) -> None:

@@ -9,16 +9,16 @@ from gradekit._cassette import Cassette, Entry, encode
 from grader._checks import STRETCH_GOALS, Evidence
 from grader._grade import _review, _review_problem
 from grader._manifest import Manifest
-from grader._model import Call, CaseOutcome, RunResult, TraceRecord
+from grader._model import CaseOutcome, RunResult, Served, TraceRecord
 from grader._review import append_change, digest_file
 from grader._rubric import Case
 
 CASES = (Case("one", "first task"), Case("two", "second task"))
-TOOL = Call("read_docs {\"query\":\"x\"}", True, "read_docs")
-PROMPT = Call("0123456789abcdef", True)
+TOOL = Served("read_docs {\"query\":\"x\"}", True, "read_docs")
+PROMPT = Served("0123456789abcdef", True)
 
 
-def traced(call: Call) -> TraceRecord:
+def traced(call: Served) -> TraceRecord:
     return TraceRecord(call.key, None if call.tool else "p", 0.5, True, call.tool)
 
 
@@ -28,7 +28,7 @@ def evidence(*outcomes: CaseOutcome) -> Evidence:
                     probe=None, failures=None, stretch=("tool-fixtures",), second_set=None)
 
 
-def outcome(case: str, calls: tuple[Call, ...], trace: tuple[TraceRecord, ...] | None = None,
+def outcome(case: str, calls: tuple[Served, ...], trace: tuple[TraceRecord, ...] | None = None,
             ) -> CaseOutcome:
     records = tuple(traced(c) for c in calls) if trace is None else trace
     return CaseOutcome(case, "returned", answer="a", calls=calls, trace=records)
@@ -49,7 +49,7 @@ def test_tool_fixtures_needs_a_tool_call() -> None:
 
 
 def test_tool_fixtures_needs_every_call_recorded() -> None:
-    unserved = Call(TOOL.key, False, "read_docs")
+    unserved = Served(TOOL.key, False, "read_docs")
     why = tool_fixtures(evidence(outcome("one", (TOOL,)), outcome("two", (unserved,))))
     assert why == "case two made a tool call its fixture does not hold"
 
