@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from gradekit._cassette import Cassette, Entry, encode
+from gradekit._cassette import Cassette, Entry
+from gradekit._cassette import encode_cassette as encode
 from gradekit._keys import prompt_key
 from gradekit._store import write_atomic
 

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench._data import prompt
-from gradekit._cassette import Cassette, Entry, encode
+from gradekit._cassette import Cassette, Entry
+from gradekit._cassette import encode_cassette as encode
 from gradekit._keys import prompt_key
 from gradekit._store import write_atomic
 

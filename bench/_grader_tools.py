@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gradekit._fixtures import Call, Fixture, tool_key
+from gradekit._fixtures import Fixture, tool_key
+from gradekit._fixtures import ToolCall as Call
 
 __all__ = [
     "LOOKUP",

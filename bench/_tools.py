@@ -7,7 +7,8 @@ from typing import Any
 from bench._plan import Plan
 from bench._table import NO_TARGET, Row, fmt_size, note_row, timed
 from bench._timing import Stats, per_call
-from gradekit._fixtures import Call, Fixture, tool_key
+from gradekit._fixtures import Fixture, tool_key
+from gradekit._fixtures import ToolCall as Call
 from gradekit._toolbox import ToolReplay
 
 __all__ = ["tool_rows"]

@@ -1,4 +1,9 @@
-"""Record once, replay forever: a provider that fills a cassette from a live one."""
+"""Record once, replay forever: a provider that fills a cassette from a live one.
+
+``JournaledRecording`` is the recording side that ``Recorder`` shares with the tool
+fixtures' ``gradekit._toolbox.ToolRecorder``: one policy (``decide``), one lock,
+journal and fold over the store, whichever codec the file is written with.
+"""
 
 from __future__ import annotations
 
@@ -8,19 +13,21 @@ from collections.abc import Callable, Mapping
 from enum import Enum
 from pathlib import Path
 from types import TracebackType
-from typing import Literal, Self, TypeVar, assert_never, get_args
+from typing import Generic, Literal, Self, TypeVar, assert_never, get_args
 
-from gradekit._cassette import Cassette, Entry, merge_entry
+from gradekit._cassette import CASSETTE, Cassette, Entry, merge_entry
+from gradekit._codec import Codec, Document
 from gradekit._exceptions import UsageError
 from gradekit._keys import prompt_key
 from gradekit._provider import Provider
 from gradekit._replay import miss
 from gradekit._secrets import credential_values, refuse_secrets
-from gradekit._store import Journal, RecordingLock, fold_journal, journal_path, load
+from gradekit._store import Journal, RecordingLock, fold, journal_path, read
 
 __all__ = ["Action", "JournaledRecording", "Mode", "Recorder", "decide", "previous_path"]
 
 Mode = Literal["once", "rerecord", "none"]
+D = TypeVar("D", bound=Document)
 T = TypeVar("T")
 
 
@@ -65,27 +72,55 @@ class _UtcSeconds:
 _utc_now = _UtcSeconds()
 
 
-class JournaledRecording:
-    """The writing side both recorders share: lock, crash journal, fold, previous copy.
+class JournaledRecording(Generic[D]):
+    """What both recorders share: the mode, the lock, the crash journal, the fold, the
+    previous copy kept on a ``rerecord``, the credentials refused and the counts.
 
-    A subclass sets ``path``, ``mode`` and ``_asked``, calls ``_open_journal``
-    with its own fold, and implements ``_fold(keep)`` for ``close``.
+    A subclass calls ``_open`` once its own arguments are checked, asks
+    ``_served`` whether to serve an answer or record it, and journals each new
+    answer with ``_append``; ``close`` folds the journal into the file.
     """
 
-    path: Path
-    mode: Mode
-    _asked: set[str]
-    _lock: RecordingLock | None = None
-    _journal: Journal | None = None
+    def __init__(
+        self,
+        codec: Codec[D],
+        path: str | Path,
+        *,
+        mode: Mode,
+        case: str | None,
+        clock: Callable[[], str],
+        env: Mapping[str, str] | None,
+    ) -> None:
+        if mode not in get_args(Mode):
+            raise UsageError(f"unknown recorder mode {mode!r}; use one of {get_args(Mode)}")
+        self.codec, self.mode, self.path = codec, mode, Path(path)
+        self.case = case if case is not None else self.path.stem
+        self.recorded = self.served = 0
+        self._clock = clock
+        self._secrets = credential_values(env)
+        self._asked: set[str] = set()
+        self._started = ""
+        self._exists = True
+        self._lock: RecordingLock | None = None
+        self._journal: Journal | None = None
 
-    def _open_journal(self, fold: Callable[[], T]) -> T:
-        """Lock the file, fold what a killed run left in the journal, keep the old file
-        for review on a ``rerecord``, and open the journal; return what ``fold`` returned."""
+    def _open(self, *, now: str = "") -> D | None:
+        """What is recorded so far (None: no file yet, in ``none`` mode).
+
+        ``none`` only reads. The other modes lock the file, fold what a killed
+        run left in the journal, keep the old file for review on a
+        ``rerecord`` and open the journal; ``now`` is this run's time.
+        """
+        if self.mode == "none":
+            loaded = read(self.path, self.codec, case=self.case)
+            self._exists = loaded is not None
+            return loaded
+        self._started = now
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = RecordingLock(self.path)
         try:
             existed = self.path.exists()
-            folded = fold()
+            folded = fold(self.path, self.codec, case=self.case, now=now)
             if self.mode == "rerecord" and existed:
                 shutil.copyfile(self.path, previous_path(self.path))
             self._journal = Journal(journal_path(self.path))
@@ -94,8 +129,24 @@ class JournaledRecording:
             raise
         return folded
 
-    def _fold(self, keep: frozenset[str] | None) -> None:
-        raise NotImplementedError
+    def _served(self, key: str, recorded: T | None, miss: Callable[[], Exception]) -> T | None:
+        """``recorded`` when the mode serves it, None when the caller is to record the
+        answer; ``miss()`` is raised when the mode does neither."""
+        action = decide(self.mode, recorded=recorded is not None, asked_this_run=key in self._asked)
+        if action is Action.SERVE and recorded is not None:
+            self.served += 1
+            self._asked.add(key)
+            return recorded
+        if action is Action.MISS or self._journal is None:
+            raise miss()
+        return None
+
+    def _append(self, key: str, entry: Entry) -> None:
+        """Journal a new answer before it is returned: it survives the process being killed."""
+        assert self._journal is not None
+        self._journal.append(key, entry)
+        self._asked.add(key)
+        self.recorded += 1
 
     def close(self, *, prune: bool = True) -> None:
         """Fold the journal into the file (atomic, fsynced) and release the lock.
@@ -106,8 +157,9 @@ class JournaledRecording:
         if self._journal is None or self._lock is None:
             return
         self._journal.close()
+        keep = frozenset(self._asked) if self.mode == "rerecord" and prune else None
         try:
-            self._fold(frozenset(self._asked) if self.mode == "rerecord" and prune else None)
+            fold(self.path, self.codec, case=self.case, now=self._started, keep=keep)
         finally:
             self._journal = None
             self._lock.release()
@@ -124,7 +176,7 @@ class JournaledRecording:
         self.close(prune=exc is None)
 
 
-class Recorder(JournaledRecording):
+class Recorder(JournaledRecording[Cassette]):
     """Wrap a live provider: a recorded prompt is served, a new one is asked and recorded.
 
     Every new answer is appended to a journal beside the cassette before
@@ -148,38 +200,24 @@ class Recorder(JournaledRecording):
         clock: Callable[[], str] = _utc_now,
         env: Mapping[str, str] | None = None,
     ) -> None:
-        if mode not in get_args(Mode):
-            raise UsageError(f"unknown recorder mode {mode!r}; use one of {get_args(Mode)}")
-        self.live, self.mode, self.path = live, mode, Path(cassette)
-        self.case = case if case is not None else self.path.stem
-        self.name = live.name
-        self.recorded = self.served = 0
-        self._clock = clock
-        self._secrets = credential_values(env)
+        super().__init__(CASSETTE, cassette, mode=mode, case=case, clock=clock, env=env)
+        self.live, self.name = live, live.name
         self._secrets.update({value: "the live provider's API key" for value in _keys_of(live)})
-        self._asked: set[str] = set()
-        if mode == "none":
-            self._entries = dict((load(self.path, case=self.case) or Cassette(self.case)).entries)
-        else:
-            # Answers a killed run left in the journal become part of the cassette first.
-            folded = self._open_journal(lambda: fold_journal(self.path, case=self.case))
-            self._entries = dict(folded.entries)
+        # Answers a killed run left in the journal become part of the cassette first.
+        loaded = self._open()
+        self._entries = dict(loaded.entries) if loaded else {}
 
     def complete(self, prompt: str) -> str:
         """Answer ``prompt`` from the cassette, or from the live provider and record it."""
         key = prompt_key(prompt)
-        entry = self._entries.get(key)
-        action = decide(self.mode, recorded=entry is not None, asked_this_run=key in self._asked)
-        if action is Action.SERVE and entry is not None:
-            self.served += 1
-            self._asked.add(key)
-            return entry.response
-        if action is Action.MISS or self._journal is None:
-            raise miss(Cassette(self.case, self._entries), prompt, source=str(self.path))
-        return self._record(key, prompt)
+        entry = self._served(key, self._entries.get(key), lambda: self._miss(prompt))
+        return self._record(key, prompt) if entry is None else entry.response
+
+    def _miss(self, prompt: str) -> Exception:
+        cassette = Cassette(self.case, self._entries)
+        return miss(cassette, prompt, source=str(self.path), exists=self._exists)
 
     def _record(self, key: str, prompt: str) -> str:
-        assert self._journal is not None
         response = self.live.complete(prompt)
         if not isinstance(response, str):
             raise UsageError(
@@ -193,13 +231,8 @@ class Recorder(JournaledRecording):
             where=f"the answer for key {key} into {self.path}",
         )
         merge_entry(self._entries, key, entry, source=str(self.path))
-        self._journal.append(key, entry)
-        self._asked.add(key)
-        self.recorded += 1
+        self._append(key, entry)
         return response
-
-    def _fold(self, keep: frozenset[str] | None) -> None:
-        fold_journal(self.path, case=self.case, keep=keep)
 
 
 def _keys_of(live: Provider) -> tuple[str, ...]:

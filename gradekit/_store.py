@@ -1,10 +1,14 @@
-"""Cassette files on disk: atomic writes, the crash journal, the recording lock.
+"""One store for every recording format: atomic writes, the crash journal, the lock, the fold.
 
-A recorder appends every answer to ``<cassette>.journal`` (one JSON line, one
+A recorder appends every answer to ``<file>.journal`` (one JSON line, one
 ``write`` call) before returning it, so a killed process loses nothing the
-operating system was handed. Folding the journal into the cassette is an
-atomic replace followed by fsync; only then is the journal removed, so a
-crash at any point leaves either the journal or the folded cassette.
+operating system was handed. Folding the journal into the file is an atomic
+replace followed by fsync; only then is the journal removed, so a crash at
+any point leaves either the journal or the folded file.
+
+Cassettes and tool fixtures are both kept here: a format supplies only its
+codec (``gradekit._codec.Codec``), and every function that reads or folds a
+file is given the codec of the file it is asked about.
 """
 
 from __future__ import annotations
@@ -15,44 +19,82 @@ import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
-from gradekit._cassette import Cassette, Entry, decode, encode, merge_entry
-from gradekit._exceptions import CassetteCorrupt, CassetteLocked
+from gradekit._cassette import CASSETTE, REPLAYED, Cassette, Entry
+from gradekit._codec import Codec, Document, Fold
+from gradekit._exceptions import CassetteLocked
 
 __all__ = [
     "Journal",
     "RecordingLock",
-    "fold_journal",
+    "fold",
     "journal_path",
     "load",
+    "read",
     "read_journal",
+    "replayed",
     "write_atomic",
 ]
 
-
-def journal_path(cassette: Path) -> Path:
-    """Where answers wait between being returned and being folded into ``cassette``."""
-    return cassette.with_name(cassette.name + ".journal")
+D = TypeVar("D", bound=Document)
 
 
-def load(
-    path: Path, *, case: str = "", with_journal: bool = True, verify_keys: bool = True
-) -> Cassette | None:
-    """Read ``path`` (None if it does not exist), plus any answers still in its journal."""
+def journal_path(path: Path) -> Path:
+    """Where answers wait between being returned and being folded into ``path``."""
+    return path.with_name(path.name + ".journal")
+
+
+def read(path: Path, codec: Codec[D], *, case: str = "") -> D | None:
+    """Read ``path`` plus what its journal still holds; None if neither holds anything."""
+    base = _decoded(path, codec, case)
+    pending = read_journal(journal_path(path), codec)
+    if not pending:
+        return base
+    return codec.merge(base, Fold(path, case, pending))
+
+
+def load(path: Path, *, case: str = "", verify_keys: bool = True) -> Cassette | None:
+    """``read`` a cassette; without ``verify_keys``, as a replay does (``REPLAYED``)."""
+    return read(path, CASSETTE if verify_keys else REPLAYED, case=case)
+
+
+def fold(
+    path: Path, codec: Codec[D], *, case: str, now: str = "", keep: frozenset[str] | None = None
+) -> D:
+    """Fold the journal into the file (atomic, fsynced), then remove the journal.
+
+    ``keep``, when given, drops every entry whose key is not in it (a
+    re-recording keeps only what was asked this time); ``now`` is the time of
+    the recording run. A file that does not exist yet is written, empty if
+    nothing was recorded; a corrupt one is an error and stays as it is.
+    """
+    base = _decoded(path, codec, case)
+    journal = journal_path(path)
+    folded = codec.merge(base, Fold(path, case, read_journal(journal, codec), now, keep))
+    if journal.exists() or keep is not None or base is None:
+        write_atomic(path, codec.encode(folded))
+    journal.unlink(missing_ok=True)
+    return folded
+
+
+def replayed(recording: str | Path | D, codec: Codec[D]) -> tuple[str, str, D | None]:
+    """What a replay serves from: its source (``<in memory>`` for a value), its case and
+    its recording, None when the file does not exist yet. A path is read with its journal,
+    and its name (without ``.json``) is the case."""
+    if isinstance(recording, str | Path):
+        path = Path(recording)
+        loaded = read(path, codec, case=path.stem)
+        return str(path), path.stem if loaded is None else loaded.case, loaded
+    return "<in memory>", recording.case, recording
+
+
+def _decoded(path: Path, codec: Codec[D], case: str) -> D | None:
     try:
         data = path.read_bytes()
     except FileNotFoundError:
-        data = None
-    cassette = (
-        None if data is None else decode(data, source=str(path), case=case, verify_keys=verify_keys)
-    )
-    pending = read_journal(journal_path(path)) if with_journal else []
-    if not pending:
-        return cassette
-    entries = dict(cassette.entries) if cassette else {}
-    for key, entry in pending:
-        merge_entry(entries, key, entry, source=str(path))
-    return Cassette(case=cassette.case if cassette else case, entries=entries)
+        return None
+    return codec.decode(data, source=str(path), case=case)
 
 
 def write_atomic(path: Path, data: bytes) -> None:
@@ -70,24 +112,7 @@ def write_atomic(path: Path, data: bytes) -> None:
     _fsync_dir(path.parent)
 
 
-def fold_journal(path: Path, *, case: str, keep: frozenset[str] | None = None) -> Cassette:
-    """Fold the journal into the cassette file and remove the journal.
-
-    ``keep``, when given, drops every entry whose key is not in it (a
-    re-recording keeps only what was asked this time).
-    """
-    cassette = load(path, case=case) or Cassette(case=case)
-    if keep is not None:
-        kept = {k: e for k, e in cassette.entries.items() if k in keep}
-        cassette = Cassette(case=cassette.case, entries=kept)
-    journal = journal_path(path)
-    if journal.exists() or keep is not None or not path.exists():
-        write_atomic(path, encode(cassette))
-    journal.unlink(missing_ok=True)
-    return cassette
-
-
-def read_journal(path: Path) -> list[tuple[str, Entry]]:
+def read_journal(path: Path, codec: Codec[D]) -> list[tuple[str, Entry]]:
     """Entries appended by a recorder that has not folded them yet, oldest first.
 
     A last line without its newline is a write cut short by a crash and is
@@ -98,20 +123,16 @@ def read_journal(path: Path) -> list[tuple[str, Entry]]:
     except FileNotFoundError:
         return []
     lines = text.split("\n")[:-1]  # the piece after the last newline is torn or empty
-    return [_journal_entry(line, path, number) for number, line in enumerate(lines, 1)]
+    return [_journal_entry(line, path, number, codec) for number, line in enumerate(lines, 1)]
 
 
-def _journal_entry(line: str, path: Path, number: int) -> tuple[str, Entry]:
+def _journal_entry(line: str, path: Path, number: int, codec: Codec[D]) -> tuple[str, Entry]:
     try:
         raw = json.loads(line)
         entry = Entry(raw["prompt"], raw["response"], raw["provider"], raw["recorded_at"])
         return str(raw["key"]), entry
     except (json.JSONDecodeError, KeyError, TypeError) as exc:
-        raise CassetteCorrupt(
-            f"{path}:{number}: unreadable journal line ({exc}). The journal holds answers "
-            "recorded but not yet folded into the cassette: fix or delete that line, then "
-            "run `gradekit record` again."
-        ) from exc
+        raise codec.journal_problem(path, number, f"unreadable journal line ({exc})") from exc
 
 
 # The C string escaper behind json.dumps, called directly: this line is written on every
@@ -143,10 +164,10 @@ class Journal:
 
 
 class RecordingLock:
-    """An exclusive, non-blocking lock on ``<cassette>.lock``; released by the OS on a crash."""
+    """An exclusive, non-blocking lock on ``<file>.lock``; released by the OS on a crash."""
 
-    def __init__(self, cassette: Path) -> None:
-        self.path = cassette.with_name(cassette.name + ".lock")
+    def __init__(self, recording: Path) -> None:
+        self.path = recording.with_name(recording.name + ".lock")
         while True:
             self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
             try:
@@ -154,7 +175,7 @@ class RecordingLock:
             except OSError as exc:
                 os.close(self._fd)
                 raise CassetteLocked(
-                    f"{cassette} is being recorded by another process right now. Wait for it "
+                    f"{recording} is being recorded by another process right now. Wait for it "
                     "to finish (or stop it), then run again: answers it recorded are kept."
                 ) from exc
             if self._still_linked():

@@ -13,26 +13,27 @@ run starts clean.
 from __future__ import annotations
 
 import copy
-import difflib
 import json
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
-from typing import Any, Protocol, TypeVar, get_args, overload, runtime_checkable
+from typing import Any, Protocol, TypeVar, overload, runtime_checkable
 
+from gradekit._codec import closest
 from gradekit._exceptions import MissingFixtureError, UsageError
 from gradekit._fixtures import (
+    FIXTURE,
     Fixture,
     canonical_json,
-    fold_fixture,
     is_stamp,
     journal_entry,
-    load_fixture,
     response_texts,
     round_trip,
     tool_key,
 )
-from gradekit._recorder import Action, JournaledRecording, Mode, _utc_now, decide
-from gradekit._secrets import credential_values, refuse_secrets
+from gradekit._recorder import JournaledRecording, Mode, _utc_now
+from gradekit._secrets import refuse_secrets
+from gradekit._store import replayed
 
 __all__ = [
     "LiveToolbox",
@@ -46,7 +47,6 @@ __all__ = [
 
 F = TypeVar("F", bound=Callable[..., Any])
 _SHOWN = 200
-_COMPARED = 400  # closeness is judged on the arguments' first characters: cheap at any size
 
 
 @runtime_checkable
@@ -125,20 +125,28 @@ class Tools:
         return LiveToolbox(self)
 
 
-class _RunTools:
-    """What every toolbox shares: the write tools, on a store that starts empty."""
+class _RunTools(ABC):
+    """What every toolbox shares: ``call``, and the write tools on a store that starts empty.
+
+    A write tool runs here, on this run's store; a read-only call goes to
+    ``_read_only``, which each toolbox answers its own way.
+    """
 
     def __init__(self, tools: Tools | None) -> None:
         self.tools = tools if tools is not None else Tools()
         self.store: dict[str, Any] = {}
 
-    def _write_or_none(self, name: str, args: dict[str, Any]) -> tuple[bool, Any]:
-        """``(True, result)`` when ``name`` is a write tool, else ``(False, None)``."""
+    def call(self, name: str, /, **args: Any) -> Any:
+        """Call tool ``name`` with keyword arguments and return its JSON result."""
         tool = self.tools.write_tool(name)
         if tool is None:
-            return False, None
+            return self._read_only(name, args)
         canonical_json(args, what=f"{name} args")  # the argument rules of recorded tools
-        return True, round_trip(tool(self.store, **args), what=f"{name}'s result")[1]
+        return round_trip(tool(self.store, **args), what=f"{name}'s result")[1]
+
+    @abstractmethod
+    def _read_only(self, name: str, args: dict[str, Any]) -> Any:
+        """The result of the read-only tool ``name`` called with ``args``."""
 
 
 class LiveToolbox(_RunTools):
@@ -147,11 +155,7 @@ class LiveToolbox(_RunTools):
     def __init__(self, tools: Tools) -> None:
         super().__init__(tools)
 
-    def call(self, name: str, /, **args: Any) -> Any:
-        """Call tool ``name``: a write tool on this run's store, a read-only one directly."""
-        wrote, result = self._write_or_none(name, args)
-        if wrote:
-            return result
+    def _read_only(self, name: str, args: dict[str, Any]) -> Any:
         tool_key(name, args)  # arguments a recording would refuse are refused live too
         return round_trip(self.tools.read_tool(name)(**args), what=f"{name}'s result")[1]
 
@@ -167,13 +171,7 @@ class ToolReplay(_RunTools):
 
     def __init__(self, fixture: str | Path | Fixture, *, tools: Tools | None = None) -> None:
         super().__init__(tools)
-        if isinstance(fixture, Fixture):
-            loaded: Fixture | None = fixture
-            self.source, self.case = "<in memory>", fixture.case
-        else:
-            loaded = load_fixture(Path(fixture), case=Path(fixture).stem)
-            self.source = str(fixture)
-            self.case = loaded.case if loaded else Path(fixture).stem
+        self.source, self.case, loaded = replayed(fixture, FIXTURE)
         self._exists = loaded is not None
         self._responses = response_texts(loaded)
 
@@ -186,11 +184,7 @@ class ToolReplay(_RunTools):
         fresh.store = {}
         return fresh
 
-    def call(self, name: str, /, **args: Any) -> Any:
-        """Return the recorded result of this call, or raise ``MissingFixtureError``."""
-        wrote, result = self._write_or_none(name, args)
-        if wrote:
-            return result
+    def _read_only(self, name: str, args: dict[str, Any]) -> Any:
         key = tool_key(name, args)
         text = self._responses.get(key)
         if text is None:
@@ -200,7 +194,7 @@ class ToolReplay(_RunTools):
         return json.loads(text)  # a fresh value: an agent that edits it cannot change the next
 
 
-class ToolRecorder(_RunTools, JournaledRecording):
+class ToolRecorder(_RunTools, JournaledRecording[Fixture]):
     """Call each read-only tool once per distinct key and record its result in a fixture.
 
     Every new result is appended to a journal beside the fixture before
@@ -222,26 +216,14 @@ class ToolRecorder(_RunTools, JournaledRecording):
         clock: Callable[[], str] = _utc_now,
         env: Mapping[str, str] | None = None,
     ) -> None:
-        if mode not in get_args(Mode):
-            raise UsageError(f"unknown recorder mode {mode!r}; use one of {get_args(Mode)}")
-        super().__init__(tools)
-        self.mode, self.path = mode, Path(fixture)
-        self.case = case if case is not None else self.path.stem
-        self.recorded = self.served = 0
-        self._clock = clock
-        self._secrets = credential_values(env)
-        self._asked: set[str] = set()
-        self._started = ""
-        if mode == "none":
-            loaded = load_fixture(self.path, case=self.case)
-            self._exists, self._responses = loaded is not None, response_texts(loaded)
-        else:
-            self._started = self._now()
-            # Calls a killed run left in the journal become part of the fixture first.
-            folded = self._open_journal(
-                lambda: fold_fixture(self.path, case=self.case, now=self._started)
-            )
-            self._exists, self._responses = True, response_texts(folded)
+        JournaledRecording.__init__(
+            self, FIXTURE, fixture, mode=mode, case=case, clock=clock, env=env
+        )
+        _RunTools.__init__(self, tools)
+        # Calls a killed run left in the journal become part of the fixture first; a
+        # fixture left with no call is stamped with the time this run started.
+        loaded = self._open(now="" if mode == "none" else self._now())
+        self._responses = response_texts(loaded)
 
     def _now(self) -> str:
         stamp = self._clock()
@@ -250,36 +232,22 @@ class ToolRecorder(_RunTools, JournaledRecording):
                              "2026-01-31T09:30:00Z")
         return stamp
 
-    def call(self, name: str, /, **args: Any) -> Any:
-        """Serve a recorded call; call the real tool and record it when the mode says so."""
-        wrote, result = self._write_or_none(name, args)
-        if wrote:
-            return result
+    def _read_only(self, name: str, args: dict[str, Any]) -> Any:
         key = tool_key(name, args)
-        text = self._responses.get(key)
-        action = decide(self.mode, recorded=text is not None, asked_this_run=key in self._asked)
-        if action is Action.SERVE and text is not None:
-            self.served += 1
-            self._asked.add(key)
-            return json.loads(text)
-        if action is Action.MISS or self._journal is None:
-            raise missing_fixture(
-                key, self._responses, source=str(self.path), case=self.case, exists=self._exists
-            )
-        return self._record(name, key, args)
+        text = self._served(key, self._responses.get(key), lambda: self._missing(key))
+        return self._record(name, key, args) if text is None else json.loads(text)
+
+    def _missing(self, key: str) -> MissingFixtureError:
+        return missing_fixture(
+            key, self._responses, source=str(self.path), case=self.case, exists=self._exists
+        )
 
     def _record(self, name: str, key: str, args: dict[str, Any]) -> Any:
-        assert self._journal is not None
         text, result = round_trip(self.tools.read_tool(name)(**args), what=f"{name}'s result")
         refuse_secrets((key, text), self._secrets, where=f"the result of {name} into {self.path}")
-        self._journal.append(key, journal_entry(name, text, self._now()))
+        self._append(key, journal_entry(name, text, self._now()))
         self._responses[key] = text
-        self._asked.add(key)
-        self.recorded += 1
         return result
-
-    def _fold(self, keep: frozenset[str] | None) -> None:
-        fold_fixture(self.path, case=self.case, now=self._started, keep=keep)
 
 
 def missing_fixture(
@@ -287,38 +255,22 @@ def missing_fixture(
 ) -> MissingFixtureError:
     """Build the error for the call ``key`` that the fixture ``source`` does not hold."""
     tool, _, arguments = key.partition(" ")
-    lines = [
-        f"no recording of this tool call in {source}",
-        f"  tool:    {tool}",
-        f"  args:    {arguments}",
-        f"  closest: {_closest(tool, arguments, recorded, exists)}",
-        f"  fix:     record it with the real tools: `gradekit record --case {case} --rerecord`,",
-        "           then review the fixture's diff and commit it. Graded runs never call a tool "
-        "live.",
-    ]
+    found = _closest(tool, arguments, recorded, exists)
+    rows = [("tool", tool), ("args", arguments), ("closest", found)]
     return MissingFixtureError(
-        "\n".join(lines), fixture=source, case=case, tool=tool, arguments=arguments, key=key
+        FIXTURE.miss_message(source, rows, case=case),
+        fixture=source, case=case, tool=tool, arguments=arguments, key=key,
     )
 
 
 def _closest(tool: str, arguments: str, recorded: Collection[str], exists: bool) -> str:
     if not exists:
-        return "(the fixture file does not exist yet)"
+        return FIXTURE.absent
     prefix = f"{tool} "
     same_tool = [key[len(prefix) :] for key in recorded if key.startswith(prefix)]
     if not same_tool:
         return f"(no call of {tool} is recorded; {len(recorded)} other calls are)"
-    target = arguments[:_COMPARED]
-    matcher = difflib.SequenceMatcher(autojunk=False)
-    matcher.set_seq2(target)
-
-    def score(candidate: str) -> float:
-        matcher.set_seq1(candidate[:_COMPARED])
-        return matcher.quick_ratio()
-
-    shortlist = sorted(same_tool, key=score, reverse=True)[:5]
-    best = max(shortlist, key=lambda c: difflib.SequenceMatcher(None, c[:_COMPARED], target,
-                                                                autojunk=False).ratio())
+    best, _ = closest(arguments, same_tool, str)
     shown = best if len(best) <= _SHOWN else best[:_SHOWN] + "…"
     count = len(same_tool)
     return f"{shown} ({count} call{'s' if count != 1 else ''} of {tool} recorded)"

@@ -1,6 +1,7 @@
 """gradekit's grader: rubrics, the sandboxed harness, checks, reports and the command line.
 
-The grader imports ``lab``; ``lab`` never imports the grader.
+The grader imports ``gradekit`` (the kit) and never ``lab`` (the student's code, which only
+its sandboxed children import); ``gradekit`` never imports the grader.
 """
 
 from grader._checks import BUILTIN_CHECKS, STRETCH_GOALS, Evidence, StretchGoal

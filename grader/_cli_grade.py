@@ -55,7 +55,10 @@ def add_grading_commands(
     grade.set_defaults(handler=_grade)
 
     check = commands.add_parser("check", help="the three one-minute checkpoints")
-    check.add_argument("path", nargs="?", type=Path, default=Path("."), metavar="PATH")
+    check.add_argument("path", nargs="?", type=Path, default=None, metavar="PATH",
+                       help="the submission folder (default: .); its own agent and lab run")
+    check.add_argument("--root", type=Path, default=None,
+                       help="the same as PATH, as record and run spell it")
     add_rubric_option(check)
     add_isolation_option(check)
     check.set_defaults(handler=_check)
@@ -135,8 +138,12 @@ def _print_table(report_json: Path) -> None:
 
 def _check(args: argparse.Namespace) -> int:
     # Never PATH/rubric/: the rubric's custom checks are imported into this very process.
+    if args.path is not None and args.root is not None and args.path != args.root:
+        raise UsageError(f"check got two folders, {args.path} and --root {args.root}: "
+                         "give one")
     rubric = load_rubric(args.rubric)
-    checkpoints = run_checkpoints(args.path, rubric, isolation=choose_isolation(args.isolation))
+    root = args.path or args.root or Path(".")
+    checkpoints = run_checkpoints(root, rubric, isolation=choose_isolation(args.isolation))
     for point in checkpoints:
         verdict = "PASS" if point.passed else "FAIL"
         print(f"{verdict}  {point.number}. {point.title:<32} {point.seconds:5.2f}s  {point.reason}")

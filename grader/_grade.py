@@ -18,8 +18,9 @@ from pathlib import Path, PurePosixPath
 from typing import TypeVar, cast
 
 from gradekit import CassetteError, GradekitError, prompt_key
-from gradekit._cassette import Entry, decode
-from gradekit._fixtures import decode as decode_fixture
+from gradekit._cassette import Entry
+from gradekit._cassette import decode_cassette as decode
+from gradekit._fixtures import decode_fixture
 from grader._checks import BUILTIN_CHECKS, Check, Evidence, shown_keys
 from grader._files import (
     CASSETTE_CAP,

@@ -7,7 +7,8 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from gradekit import prompt_key
-from gradekit._cassette import Cassette, Entry, encode
+from gradekit._cassette import Cassette, Entry
+from gradekit._cassette import encode_cassette as encode
 from grader._channel import (
     Child,
     Event,

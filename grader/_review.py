@@ -12,7 +12,7 @@ thin file edges ``stale``, ``diff_files``, ``rerecord_summary``, ``digest_file``
 files as the grader does, through ``grader._files``). Errors::
 
     GradekitError
-    ├── UsageError             (lab) a bad age, mixed kinds, no reason, a path that is no recording
+    ├── UsageError             (gradekit) a bad age, mixed kinds, no reason, not a recording
     └── ReviewError            a recording file that cannot be reviewed
         └── ChangeLogCorrupt   DATASET_CHANGES.md is not in the format gradekit writes
 """

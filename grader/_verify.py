@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from gradekit import CassetteError
-from gradekit._cassette import decode
+from gradekit._cassette import decode_cassette as decode
 from gradekit._secrets import credential_values, find_secret
 from gradekit._store import journal_path
 

@@ -235,6 +235,14 @@ def _use_own_replay(root: Path) -> None:
                     encoding="utf-8")
 
 
+def edits_its_kit_copy(root: Path, context: Context) -> None:
+    """Edits its clone's gradekit/ so that a miss answers '' and every trace record says ok:
+    the grader runs every agent on its own gradekit, so this changes nothing."""
+    _replace(root / "gradekit" / "_replay.py", _MISS, '            return ""\n')
+    _replace(root / "gradekit" / "_tracing.py", '"ok": error is None, "error": error',
+             '"ok": True, "error": None')
+
+
 def replay_is_str(root: Path, context: Context) -> None:
     """The manifest names a "Replay" that is not one at all."""
     _replace(root / "pyproject.toml", "[tool.gradekit]\n",
@@ -769,6 +777,7 @@ VARIANTS: dict[str, Variant] = {
              _points("tracing", "0.00"),
              _points("stretch_goal", "4.00"), _findings()),
     ),
+    "edits_its_kit_copy": Variant(edits_its_kit_copy, frozenset(), _findings()),
     "replay_returns_empty": Variant(
         replay_returns_empty, frozenset({"loud_failure"}),
         _own_replay("your Replay answered an unrecorded prompt instead of raising"),

@@ -99,6 +99,15 @@ def test_none_mode_is_strict_replay(tmp_path: Path) -> None:
     assert live.calls == []
 
 
+def test_none_mode_on_a_cassette_not_recorded_yet_says_the_file_does_not_exist(
+    tmp_path: Path,
+) -> None:
+    strict = Recorder(echo(), tmp_path / "later.json", mode="none")
+    with pytest.raises(CassetteMiss, match=r"closest: \(the cassette file does not exist yet\)"):
+        strict.complete("anything")
+    assert not (tmp_path / "later.json").exists()
+
+
 def test_rerecord_asks_again_keeps_the_old_file_and_drops_stale_prompts(tmp_path: Path) -> None:
     path = tmp_path / "case.json"
     with Recorder(FakeProvider(["old a", "old b"]), path) as first:
@@ -234,16 +243,21 @@ CHILD = textwrap.dedent(
 )
 
 
-def start_child(tmp_path: Path, block_on: str) -> subprocess.Popen[str]:
+def start_child(tmp_path: Path, block_on: str, script: str = CHILD) -> subprocess.Popen[str]:
+    """Run ``script``: a recorder into ``tmp_path / "c.json"`` asked q0 to q9 in turn, which
+    logs each question it passes on to ``tmp_path / "calls"`` and blocks on ``block_on``."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     return subprocess.Popen(
-        [sys.executable, "-c", CHILD, str(tmp_path / "c.json"), str(tmp_path / "calls"), block_on],
+        [sys.executable, "-c", script, str(tmp_path / "c.json"), str(tmp_path / "calls"),
+         block_on],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
     )
 
 
-def test_sigkill_mid_recording_loses_nothing_and_repeats_no_answered_call(tmp_path: Path) -> None:
-    child = start_child(tmp_path, block_on="q6")
+def kill_and_resume(tmp_path: Path, script: str) -> None:
+    """SIGKILL ``script`` (see ``start_child``) while q6 is in flight, then run it again to
+    the end: nothing answered is lost or asked twice, and the journal is folded away."""
+    child = start_child(tmp_path, "q6", script)
     assert child.stdout is not None
     answered = []
     for line in child.stdout:
@@ -255,15 +269,19 @@ def test_sigkill_mid_recording_loses_nothing_and_repeats_no_answered_call(tmp_pa
     assert answered == [f"answered q{n}" for n in range(6)]
     assert child.returncode == -signal.SIGKILL
 
-    rerun = start_child(tmp_path, block_on="never")
+    rerun = start_child(tmp_path, "never", script)
     out, _ = rerun.communicate(timeout=60)
     assert rerun.returncode == 0 and out.endswith("done\n")
     asked = (tmp_path / "calls").read_text().split()
     # q0..q5 were answered before the kill: asked once. q6 was in flight: asked again.
     assert asked == [f"q{n}" for n in range(7)] + [f"q{n}" for n in range(6, 10)]
+    assert not journal_path(tmp_path / "c.json").exists()
+
+
+def test_sigkill_mid_recording_loses_nothing_and_repeats_no_answered_call(tmp_path: Path) -> None:
+    kill_and_resume(tmp_path, CHILD)
     replay = Replay(tmp_path / "c.json")
     assert [replay.complete(f"q{n}") for n in range(10)] == [f"answer q{n}" for n in range(10)]
-    assert not journal_path(tmp_path / "c.json").exists()
 
 
 def test_two_recording_processes_at_once_never_corrupt_the_cassette(tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from gradekit import Cassette, CassetteCorrupt, CassetteMiss, Entry, Provider, Replay, prompt_key
-from gradekit._cassette import encode
+from gradekit._cassette import encode_cassette
 from gradekit._store import write_atomic
 
 TASK = "Reply to a student who asks for a refund ten days after buying a seat. " * 3
@@ -17,7 +17,7 @@ TASK = "Reply to a student who asks for a refund ten days after buying a seat. "
 def cassette_file(tmp_path: Path, prompts: dict[str, str], case: str = "refund-policy") -> Path:
     entries = {prompt_key(p): Entry(p.strip(), r, "fake:m", "") for p, r in prompts.items()}
     path = tmp_path / f"{case}.json"
-    write_atomic(path, encode(Cassette(case, entries)))
+    write_atomic(path, encode_cassette(Cassette(case, entries)))
     return path
 
 

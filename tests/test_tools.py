@@ -5,9 +5,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import signal
-import subprocess
-import sys
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
@@ -21,8 +18,8 @@ from gradekit._exceptions import CassetteLocked, MissingFixtureError, SecretLeak
 from gradekit._recorder import previous_path
 from gradekit._store import journal_path
 from gradekit._toolbox import LiveToolbox, Toolbox, ToolRecorder, ToolReplay, Tools, tool_key
+from tests.test_recorder import kill_and_resume
 
-REPO = Path(__file__).resolve().parents[1]
 T0, T1 = "2026-01-05T09:00:00Z", "2026-02-10T17:30:00Z"
 
 LEAVES = (
@@ -534,35 +531,9 @@ CHILD = textwrap.dedent(
 )
 
 
-def start_child(tmp_path: Path, block_on: str) -> subprocess.Popen[str]:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    return subprocess.Popen(
-        [sys.executable, "-c", CHILD, str(tmp_path / "c.json"), str(tmp_path / "calls"), block_on],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-    )
-
-
 @pytest.mark.slow
 def test_sigkill_mid_recording_loses_nothing_and_repeats_no_answered_call(tmp_path: Path) -> None:
-    child = start_child(tmp_path, block_on="q6")
-    assert child.stdout is not None
-    answered = []
-    for line in child.stdout:
-        if line.strip() == "blocked":
-            break
-        answered.append(line.strip())
-    child.send_signal(signal.SIGKILL)
-    child.communicate()
-    assert answered == [f"answered q{n}" for n in range(6)]
-    assert child.returncode == -signal.SIGKILL
-
-    rerun = start_child(tmp_path, block_on="never")
-    out, _ = rerun.communicate(timeout=60)
-    assert rerun.returncode == 0 and out.endswith("done\n")
-    asked = (tmp_path / "calls").read_text().split()
-    # q0..q5 were answered before the kill: called once. q6 was in flight: called again.
-    assert asked == [f"q{n}" for n in range(7)] + [f"q{n}" for n in range(6, 10)]
+    kill_and_resume(tmp_path, CHILD)
     replay = ToolReplay(tmp_path / "c.json")
     answers = [replay.call("search_docs", query=f"q{n}") for n in range(10)]
     assert answers == [{"hits": [f"about q{n}"]} for n in range(10)]
-    assert not journal_path(tmp_path / "c.json").exists()

@@ -1,0 +1,211 @@
+"""What a recording format supplies to the store, and the wording every format shares.
+
+Cassettes and tool fixtures are two codecs over one store (``gradekit._store``).
+A codec turns its documents into bytes and back, folds journalled entries
+into a document, and names itself. The messages for a file that cannot be
+read, a journal line that cannot be read and a miss (with the closest
+recorded match) are built here from those names, so the two formats say the
+same thing the same way.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
+
+from gradekit._exceptions import CassetteCorrupt
+
+if TYPE_CHECKING:
+    from gradekit._cassette import Entry
+
+__all__ = ["Codec", "Document", "Fold", "closest"]
+
+
+class Document(Protocol):
+    """What every format's value has: the case it records."""
+
+    @property
+    def case(self) -> str:
+        """The case's id, as the rubric names it."""
+        ...
+
+
+D = TypeVar("D", bound=Document)
+T = TypeVar("T")
+_COMPARED = 400  # closeness is judged on the first characters: cheap even at 100 000 entries
+
+
+@dataclass(frozen=True, slots=True)
+class Fold:
+    """Journalled entries on their way into a file: the file, its case, the entries
+    (oldest first), the recording run's time, and the keys a re-recording keeps (None: all).
+    """
+
+    path: Path
+    case: str
+    pending: Sequence[tuple[str, Entry]]
+    now: str = ""
+    keep: frozenset[str] | None = None
+
+    def kept(self, entries: dict[str, T]) -> dict[str, T]:
+        """``entries`` without the keys a re-recording did not ask again."""
+        if self.keep is None:
+            return entries
+        return {key: value for key, value in entries.items() if key in self.keep}
+
+
+class Codec(ABC, Generic[D]):
+    """One recording format: its bytes, its fold, and the names its messages use.
+
+    A subclass sets ``document`` (the type of its values), ``format`` (the
+    version it writes), ``error`` (what a file it cannot read raises),
+    ``noun`` and ``things`` (``"cassette"`` and ``"answers"``: what a message
+    calls a file and its entries), ``rerecord`` (whether recording a case
+    again needs ``--rerecord``), and, for a miss, ``asked`` (what was asked),
+    ``fix`` (how to record it) and ``then`` (what to do after).
+    """
+
+    document: type[D]
+    format: str
+    error: type[CassetteCorrupt]
+    noun: str
+    things: str
+    rerecord: bool
+    asked: str
+    fix: str
+    then: str
+
+    @abstractmethod
+    def encode(self, document: D) -> bytes:
+        """The canonical bytes of ``document``: one value always gives the same bytes."""
+
+    @abstractmethod
+    def decode(self, data: bytes, *, source: str, case: str = "") -> D:
+        """Parse file bytes; ``source`` names the file in every error, ``case`` the fix."""
+
+    @abstractmethod
+    def merge(self, base: D | None, fold: Fold) -> D:
+        """``base`` (None: the file does not exist) with the entries of ``fold`` on top,
+        less the keys it does not keep."""
+
+    def record_command(self, case: str) -> str:
+        """The command that records ``case`` again (every case, when ``case`` is empty)."""
+        if not case:
+            return "gradekit record"
+        return f"gradekit record --case {case}{' --rerecord' if self.rerecord else ''}"
+
+    def restore_hint(self, source: str, case: str) -> str:
+        """The two ways back from a file that cannot be read."""
+        command = self.record_command(case)
+        return f"Restore it with `git checkout -- {source}`, or delete it and run `{command}`."
+
+    def canonical(self, document: Mapping[str, Any]) -> bytes:
+        """UTF-8, keys sorted, two-space indent, one trailing newline: a clean git diff."""
+        text = json.dumps(document, sort_keys=True, indent=2, ensure_ascii=False, allow_nan=False)
+        return (text + "\n").encode("utf-8")
+
+    def text(self, data: bytes, *, source: str, case: str) -> str:
+        """``data`` as UTF-8 text; a byte that is not is an error naming its line."""
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            line = data[: exc.start].count(b"\n") + 1
+            raise self.error(
+                f"{source}:{line}: not UTF-8 text (byte {exc.start}). "
+                f"{self.noun.capitalize()}s are UTF-8 JSON. {self.restore_hint(source, case)}"
+            ) from exc
+
+    def json_object(
+        self,
+        text: str,
+        *,
+        source: str,
+        case: str,
+        parse_constant: Callable[[str], Any] | None = None,
+    ) -> dict[str, Any]:
+        """The JSON object ``text`` holds; anything else is an error, never an empty file."""
+        try:
+            document = json.loads(text, parse_constant=parse_constant)
+        except json.JSONDecodeError as exc:
+            raise self.error(
+                f"{source}:{exc.lineno}:{exc.colno}: not valid JSON ({exc.msg}). "
+                f"{self.restore_hint(source, case)}"
+            ) from exc
+        if not isinstance(document, dict):
+            raise self.error(
+                f"{source}:1:1: a {self.noun} is a JSON object, found {type(document).__name__}. "
+                f"{self.restore_hint(source, case)}"
+            )
+        return document
+
+    def corrupt(self, source: str, text: str, offset: int, problem: str) -> CassetteCorrupt:
+        """The error for ``problem``, located at ``offset`` of ``text`` as ``line:column``."""
+        return self.error(f"{source}:{_line_col(text, offset)}: {problem}")
+
+    def format_problem(self, version: object, *, reads: str) -> str:
+        """Why ``version`` cannot be read: a newer gradekit wrote it, or it is another format
+        (``reads`` completes "gradekit reads <format>")."""
+        family = self.format.rpartition("/")[0] + "/"
+        hint = (
+            "it was written by a newer gradekit: upgrade with `pip install -U gradekit`"
+            if isinstance(version, str) and version.startswith(family)
+            else f"gradekit reads {self.format!r}{reads}"
+        )
+        return f"unknown {self.noun} format {version!r}; {hint}."
+
+    def journal_problem(self, journal: Path, line: int, problem: str) -> CassetteCorrupt:
+        """The error for a journal line that cannot be folded in."""
+        return self.error(
+            f"{journal}:{line}: {problem}. The journal holds {self.things} recorded but not yet "
+            f"folded into the {self.noun}: fix or delete that line, then run `gradekit record` "
+            "again."
+        )
+
+    @property
+    def absent(self) -> str:
+        """What a miss shows as the closest match when the file does not exist."""
+        return f"(the {self.noun} file does not exist yet)"
+
+    def miss_message(self, source: str, rows: Sequence[tuple[str, str]], *, case: str) -> str:
+        """A miss: what ``source`` does not hold, the ``(label, value)`` rows that show it,
+        and the command that records it."""
+        return "\n".join([
+            f"no recording {self.asked} in {source}",
+            *(f"  {label + ':':<9}{value}" for label, value in rows),
+            f"  fix:     {self.fix}: `{self.record_command(case)}`,",
+            f"           then {self.then}",
+        ])
+
+
+def closest(target: str, candidates: Sequence[T], text: Callable[[T], str]) -> tuple[T, float]:
+    """The candidate whose ``text`` is most like ``target``, and how alike (0 to 1).
+
+    Only the first characters are compared; a cheap upper bound shortlists
+    five candidates and the exact ratio picks among them, so a miss stays fast
+    at any size. ``candidates`` must not be empty.
+    """
+    target = target[:_COMPARED]
+    matcher = difflib.SequenceMatcher(autojunk=False)
+    matcher.set_seq2(target)
+
+    def rough(candidate: T) -> float:
+        matcher.set_seq1(text(candidate)[:_COMPARED])
+        return matcher.quick_ratio()
+
+    def exact(candidate: T) -> float:
+        compared = text(candidate)[:_COMPARED]
+        return difflib.SequenceMatcher(None, compared, target, autojunk=False).ratio()
+
+    best = max(sorted(candidates, key=rough, reverse=True)[:5], key=exact)
+    return best, exact(best)
+
+
+def _line_col(text: str, offset: int) -> str:
+    """``line:column`` (both from 1) of ``offset`` in ``text``."""
+    line = text.count("\n", 0, offset) + 1
+    return f"{line}:{offset - text.rfind(chr(10), 0, offset)}"
