@@ -118,3 +118,15 @@ def test_record_and_run_use_the_roots_own_lab_though_this_process_imported_the_k
     replay = Replay(carol / "cassettes" / f"{CASE}.json")
     task = next(case for case in load_cases(KIT_RUBRIC) if case.id == CASE).task
     assert replay.complete(f"carol-was-here asks: {task}") == "answer of carol-was-here"
+
+
+@pytest.mark.usefixtures("kit_lab_restored")
+def test_check_runs_the_roots_own_agent(carol: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """check's checkpoints run carol's agent in the sandbox, on her cassettes: the kit's agent
+    would ask prompts they do not hold, and the third checkpoint would fail."""
+    assert main(["record", "--root", str(carol), "--provider", "carol_provider:fake"]) == 0
+    capsys.readouterr()
+    code = main(["check", "--root", str(carol), "--isolation", "process"])
+    shown = capsys.readouterr().out
+    assert code == 0, shown
+    assert [line.split()[0] for line in shown.splitlines()] == ["PASS"] * 3

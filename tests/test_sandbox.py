@@ -24,6 +24,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import gradekit
 import lab
 from gradekit import CassetteMiss, Replay, ToolReplay, prompt_key
 from gradekit._fixtures import decode as decode_fixture
@@ -42,6 +43,7 @@ ZOO_AGENT = """
 import hashlib, json, os, resource, signal, socket, subprocess, sys, tempfile, time
 from pathlib import Path
 
+import gradekit
 import lab
 
 
@@ -975,3 +977,34 @@ def test_the_harness_tells_a_tools_agent_as_the_grader_does(
 ) -> None:
     assert takes_tools(agent) is expected
     assert _HARNESS.takes_tools(agent) is expected
+
+
+SHIPS_ITS_OWN_KIT = """
+import gradekit
+
+
+def run(provider, task):
+    try:
+        with open(gradekit.__file__, "a", encoding="utf-8") as library:
+            library.write("# the submission was here\\n")
+        wrote = "wrote"
+    except Exception as exc:
+        wrote = "refused"
+    return f"{getattr(gradekit, 'SHIPPED', 'kit')} {wrote} {gradekit.Replay.__module__}"
+"""
+
+
+def test_the_agent_runs_on_the_graders_own_gradekit_and_cannot_change_it(
+        tmp_path: Path, isolation: Isolation) -> None:
+    """A submission that ships (and edits) a gradekit of its own still runs on the grader's,
+    which it can read but not write."""
+    root = write_submission(tmp_path / "sub", {
+        "lab/__init__.py": "", "lab/agent.py": SHIPS_ITS_OWN_KIT,
+        "gradekit/__init__.py": "SHIPPED = 'own'\nclass Replay: pass\n"})
+    library = Path(gradekit.__file__)
+    before = library.read_bytes()
+    result = run_cases(root, "lab.agent:run", [("kit", "")], answer=lambda case, prompt: None,
+                       label="provider-a", hashseed=0, limits=LIMITS,
+                       scratch=tmp_path / "scratch", isolation=isolation)
+    assert result.outcomes["kit"].answer == "kit refused gradekit"
+    assert library.read_bytes() == before
