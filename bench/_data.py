@@ -5,8 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from gradekit._cassette import Cassette, Entry
-from gradekit._cassette import encode_cassette as encode
+from gradekit._cassette import Cassette, Entry, encode_cassette
 from gradekit._keys import prompt_key
 from gradekit._store import write_atomic
 
@@ -55,5 +54,5 @@ def build_cassette(folder: Path, size: int) -> BuiltCassette:
         entries[prompt_key(text)] = Entry(text, answer(index), "fake", _RECORDED_AT)
     cassette = Cassette(case=f"bench-{size}", entries=entries)
     path = folder / f"bench-{size}.json"
-    write_atomic(path, encode(cassette))
+    write_atomic(path, encode_cassette(cassette))
     return BuiltCassette(size, path, cassette)

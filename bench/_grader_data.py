@@ -10,8 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench._data import prompt
-from gradekit._cassette import Cassette, Entry
-from gradekit._cassette import encode_cassette as encode
+from gradekit._cassette import Cassette, Entry, encode_cassette
 from gradekit._keys import prompt_key
 from gradekit._store import write_atomic
 
@@ -186,5 +185,5 @@ def build_loop_lab(folder: Path, distinct: int) -> LoopLab:
         for number, text in enumerate(prompts)
     }
     cassette = folder / "loop-cassette.json"
-    write_atomic(cassette, encode(Cassette(case="loop", entries=entries)))
+    write_atomic(cassette, encode_cassette(Cassette(case="loop", entries=entries)))
     return LoopLab(folder, cassette, dict(entries))

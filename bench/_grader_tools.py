@@ -7,8 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gradekit._fixtures import Fixture, tool_key
-from gradekit._fixtures import ToolCall as Call
+from gradekit._fixtures import Fixture, ToolCall, tool_key
 
 __all__ = [
     "LOOKUP",
@@ -84,7 +83,7 @@ def build_tool_lab(folder: Path, distinct: int) -> ToolLab:
     (folder / "queries.json").write_text(json.dumps([a["q"] for a in arguments]),
                                          encoding="utf-8")
     calls = {
-        tool_key(LOOKUP, args): Call(LOOKUP, args, lookup_result(number))
+        tool_key(LOOKUP, args): ToolCall(LOOKUP, args, lookup_result(number))
         for number, args in enumerate(arguments)
     }
     fixture = Fixture("loop", _RECORDED_AT, calls)

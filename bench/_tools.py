@@ -7,8 +7,7 @@ from typing import Any
 from bench._plan import Plan
 from bench._table import NO_TARGET, Row, fmt_size, note_row, timed
 from bench._timing import Stats, per_call
-from gradekit._fixtures import Fixture, tool_key
-from gradekit._fixtures import ToolCall as Call
+from gradekit._fixtures import Fixture, ToolCall, tool_key
 from gradekit._toolbox import ToolReplay
 
 __all__ = ["tool_rows"]
@@ -48,7 +47,8 @@ def _hits(size: int, plan: Plan) -> Stats:
 
 
 def _fixture(size: int) -> Fixture:
-    calls = {tool_key(_TOOL, _args(i)): Call(_TOOL, _args(i), _response(i)) for i in range(size)}
+    calls = {tool_key(_TOOL, _args(i)): ToolCall(_TOOL, _args(i), _response(i))
+             for i in range(size)}
     return Fixture(f"bench-tools-{size}", _RECORDED_AT, calls)
 
 

@@ -184,5 +184,3 @@ CASSETTE = CassetteCodec()
 REPLAYED = CassetteCodec(verify_keys=False)
 encode_cassette = CASSETTE.encode
 decode_cassette = CASSETTE.decode
-# The short names, for the modules that still import them (grader._review, tests/test_stretch.py).
-encode, decode = encode_cassette, decode_cassette

@@ -377,5 +377,3 @@ def is_stamp(text: object) -> bool:
 FIXTURE = FixtureCodec()
 encode_fixture = FIXTURE.encode
 decode_fixture = FIXTURE.decode
-# The short name, for the modules that still import it (grader._review, tests/test_sandbox.py).
-decode = decode_fixture

@@ -9,9 +9,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from gradekit import UsageError
+from grader._diff import diff_files, render_diff
 from grader._exits import EXIT_FAILED, EXIT_OK
 from grader._manifest import load_manifest
-from grader._review import diff_files, parse_age, render_diff, render_stale, stale
+from grader._stale import parse_age, render_stale, stale
 from grader._verify import verify_cassette
 
 __all__ = ["add_cassette_commands"]

@@ -15,17 +15,11 @@ from pathlib import Path
 
 from gradekit import Recorder, Replay, ToolRecorder, ToolReplay, UsageError, prompt_key
 from gradekit._recorder import Mode, previous_path
+from grader._changelog import CHANGE_LOG, append_change, digest_file, require_reason
 from grader._cli_options import add_rubric_option
+from grader._diff import render_diff, rerecord_summary
 from grader._exits import EXIT_OK
 from grader._manifest import call_agent, load_agent, load_manifest, load_provider, load_tools
-from grader._review import (
-    CHANGE_LOG,
-    append_change,
-    digest_file,
-    render_diff,
-    require_reason,
-    rerecord_summary,
-)
 from grader._rubric import Case, load_cases
 from grader._specs import imports_from
 

@@ -18,9 +18,9 @@ from pathlib import Path, PurePosixPath
 from typing import TypeVar, cast
 
 from gradekit import CassetteError, GradekitError, prompt_key
-from gradekit._cassette import Entry
-from gradekit._cassette import decode_cassette as decode
+from gradekit._cassette import Entry, decode_cassette
 from gradekit._fixtures import decode_fixture
+from grader._changelog import CHANGE_LOG, Change, change_matches, decode_changes
 from grader._checks import BUILTIN_CHECKS, Check, Evidence, shown_keys
 from grader._files import (
     CASSETTE_CAP,
@@ -38,8 +38,8 @@ from grader._isolation import Isolation
 from grader._manifest import Manifest, ManifestError, load_manifest
 from grader._model import CaseOutcome, CriterionResult, Report, RunResult
 from grader._probe import probe_replay
+from grader._recordings import decode_recording
 from grader._report import TEXT_LIMIT, quote
-from grader._review import CHANGE_LOG, Change, change_matches, decode_changes, decode_recording
 from grader._rubric import Case, Rubric
 from grader._sandbox import ToolAnswer, run_cases
 
@@ -140,7 +140,8 @@ def _cassettes(root: Path, folder: str, cases: tuple[Case, ...],
         relative = f"{folder}/{case.id}.json"
         missing = f"{relative} is missing: record it with `gradekit record --case {case.id}` " \
             "and commit it"
-        cassette = _recording(root, relative, CASSETTE_CAP, decode, case.id, findings, missing)
+        cassette = _recording(root, relative, CASSETTE_CAP, decode_cassette, case.id, findings,
+                               missing)
         if cassette is not None:
             recorded[case.id] = dict(cassette.entries)
     return recorded

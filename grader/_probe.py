@@ -7,8 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from gradekit import prompt_key
-from gradekit._cassette import Cassette, Entry
-from gradekit._cassette import encode_cassette as encode
+from gradekit._cassette import Cassette, Entry, encode_cassette
 from grader._channel import (
     Child,
     Event,
@@ -46,7 +45,7 @@ def probe_replay(
     layout = prepare_run(root, scratch, isolation)
     entries = {prompt_key(p): Entry(p.strip(), r) for p, r in sorted(recorded.items())}
     cassette = layout.work / "probe-cassette.json"
-    cassette.write_bytes(encode(Cassette(case="probe", entries=entries)))
+    cassette.write_bytes(encode_cassette(Cassette(case="probe", entries=entries)))
     first = min(recorded, default=None)
     expected = None if first is None else entries[prompt_key(first)].response
     probe = {

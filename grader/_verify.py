@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from gradekit import CassetteError
-from gradekit._cassette import decode_cassette as decode
+from gradekit._cassette import decode_cassette
 from gradekit._secrets import credential_values, find_secret
 from gradekit._store import journal_path
 
@@ -16,7 +16,7 @@ __all__ = ["verify_cassette"]
 def verify_cassette(path: Path, env: Mapping[str, str] | None = None) -> tuple[list[str], int]:
     """Return the problems found in the cassette at ``path`` and its number of entries."""
     try:
-        cassette = decode(path.read_bytes(), source=str(path), case=path.stem)
+        cassette = decode_cassette(path.read_bytes(), source=str(path), case=path.stem)
     except OSError as exc:
         return [f"cannot read it ({exc.strerror}); check the path"], 0
     except CassetteError as exc:

@@ -36,7 +36,7 @@ from grader._exits import EXIT_FAILED, EXIT_MISS, EXIT_PROVIDER, EXIT_USAGE, exi
 from grader._files import SubmissionFileError
 from grader._gradebook import GradebookError
 from grader._manifest import ManifestError
-from grader._review import ReviewError
+from grader._recordings import ReviewError
 from grader._rubric import RubricError
 
 __all__ = ["main"]

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from grader._review import append_change, digest_file
+from grader._changelog import append_change, digest_file
 
 __all__ = [
     "BASELINE",

@@ -23,6 +23,7 @@ from typing import TypeVar
 import pytest
 
 from grader import ManifestError, load_manifest, load_rubric
+from grader._changelog import append_change, digest_file
 from grader._grade import (
     _cassettes,
     _failures,
@@ -35,7 +36,6 @@ from grader._grade import (
 from grader._manifest import Manifest
 from grader._model import CheckResult, CriterionResult, Report, RunResult
 from grader._report import render_gradescope, render_markdown, render_report_json
-from grader._review import append_change, digest_file
 from grader._rubric import Case
 from tests.submissions import REFERENCE, make_submission
 

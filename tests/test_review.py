@@ -12,22 +12,17 @@ import pytest
 
 from gradekit import CassetteCorrupt, FakeProvider, Recorder, UsageError, prompt_key
 from gradekit._recorder import Mode, previous_path
-from grader._review import (
+from grader._changelog import (
     Change,
     ChangeLogCorrupt,
-    ReviewError,
     append_change,
     change_matches,
-    diff_files,
-    diff_recordings,
     digest_file,
-    parse_age,
     read_changes,
-    render_diff,
-    render_stale,
-    rerecord_summary,
-    stale,
 )
+from grader._diff import diff_files, diff_recordings, render_diff, rerecord_summary
+from grader._recordings import ReviewError
+from grader._stale import parse_age, render_stale, stale
 
 NOW = datetime(2026, 12, 1, tzinfo=UTC)
 DIGEST = "ab" * 32

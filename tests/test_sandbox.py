@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 import gradekit
 import lab
 from gradekit import CassetteMiss, Replay, ToolReplay, prompt_key
-from gradekit._fixtures import decode as decode_fixture
+from gradekit._fixtures import decode_fixture
 from grader import _sandbox, load_cases
 from grader._channel import HARNESS
 from grader._isolation import Isolation

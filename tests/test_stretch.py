@@ -5,12 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from gradekit import prompt_key
-from gradekit._cassette import Cassette, Entry, encode
+from gradekit._cassette import Cassette, Entry, encode_cassette
+from grader._changelog import append_change, digest_file
 from grader._checks import STRETCH_GOALS, Evidence
 from grader._grade import _review, _review_problem
 from grader._manifest import Manifest
 from grader._model import CaseOutcome, RunResult, Served, TraceRecord
-from grader._review import append_change, digest_file
 from grader._rubric import Case
 
 CASES = (Case("one", "first task"), Case("two", "second task"))
@@ -65,7 +65,7 @@ def _cassette(path: Path, answer: str) -> str:
     """Write a one-entry cassette at ``path``; its key."""
     path.parent.mkdir(parents=True, exist_ok=True)
     entry = Entry("What changed?", answer, "openai:gpt-4o-mini", "2026-11-29T00:00:00Z")
-    path.write_bytes(encode(Cassette("one", {prompt_key("What changed?"): entry})))
+    path.write_bytes(encode_cassette(Cassette("one", {prompt_key("What changed?"): entry})))
     return prompt_key("What changed?")
 
 
