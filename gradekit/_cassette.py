@@ -94,6 +94,10 @@ class CassetteCodec(Codec[Cassette]):
             return self._decode_v1(document, text, source)
         return self._decode_flat(document, text, source, case)
 
+    def answers(self, document: Cassette) -> Mapping[str, object]:
+        """Each key's prompt and answer."""
+        return {key: (entry.prompt, entry.response) for key, entry in document.entries.items()}
+
     def merge(self, base: Cassette | None, fold: Fold) -> Cassette:
         """``base`` with the journalled answers on top; one under a key that holds another
         prompt is a ``CassetteCollision``."""

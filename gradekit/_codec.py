@@ -89,6 +89,11 @@ class Codec(ABC, Generic[D]):
         """Parse file bytes; ``source`` names the file in every error, ``case`` the fix."""
 
     @abstractmethod
+    def answers(self, document: D) -> Mapping[str, object]:
+        """What each key answered, without when: two recordings with equal answers hold the
+        same data, however far apart they were made."""
+
+    @abstractmethod
     def merge(self, base: D | None, fold: Fold) -> D:
         """``base`` (None: the file does not exist) with the entries of ``fold`` on top,
         less the keys it does not keep."""

@@ -198,6 +198,10 @@ class FixtureCodec(Codec[Fixture]):
             raise self.corrupt(source, text, _constant_at(text), problem) from exc
         return self._decode_document(document, text, source, case)
 
+    def answers(self, document: Fixture) -> Mapping[str, object]:
+        """Each key's JSON response."""
+        return {key: call.response for key, call in document.calls.items()}
+
     def merge(self, base: Fixture | None, fold: Fold) -> Fixture:
         """``base`` with the journalled calls on top; a later answer to one key replaces it.
 

@@ -22,7 +22,7 @@ from gradekit._keys import prompt_key
 from gradekit._provider import Provider
 from gradekit._replay import miss
 from gradekit._secrets import credential_values, refuse_secrets
-from gradekit._store import Journal, RecordingLock, fold, journal_path, read
+from gradekit._store import Journal, RecordingLock, fold, journal_path, read, write_atomic
 
 __all__ = ["Action", "JournaledRecording", "Mode", "Recorder", "decide", "previous_path"]
 
@@ -103,6 +103,7 @@ class JournaledRecording(Generic[D]):
         self._exists = True
         self._lock: RecordingLock | None = None
         self._journal: Journal | None = None
+        self._previous: D | None = None  # what a ``rerecord`` found, kept beside the file
 
     def _open(self, *, now: str = "") -> D | None:
         """What is recorded so far (None: no file yet, in ``none`` mode).
@@ -121,7 +122,8 @@ class JournaledRecording(Generic[D]):
         try:
             existed = self.path.exists()
             folded = fold(self.path, self.codec, case=self.case, now=now)
-            if self.mode == "rerecord" and existed:
+            self._previous = folded if self.mode == "rerecord" and existed else None
+            if self._previous is not None:
                 shutil.copyfile(self.path, previous_path(self.path))
             self._journal = Journal(journal_path(self.path))
         except BaseException:
@@ -153,13 +155,20 @@ class JournaledRecording(Generic[D]):
 
         A ``rerecord`` drops keys it did not ask again, unless ``prune`` is
         false: a run that failed half-way must not throw away what it did not reach.
+        A ``rerecord`` whose every answer equals the previous one's leaves the file as
+        it was, recording times included.
         """
         if self._journal is None or self._lock is None:
             return
         self._journal.close()
         keep = frozenset(self._asked) if self.mode == "rerecord" and prune else None
         try:
-            fold(self.path, self.codec, case=self.case, now=self._started, keep=keep)
+            folded = fold(self.path, self.codec, case=self.case, now=self._started, keep=keep)
+            previous = self._previous
+            if previous is not None and self.codec.answers(folded) == self.codec.answers(previous):
+                # Asked again, answered the same: the file keeps its bytes, so the digest
+                # a change log holds for it still matches and git shows no change.
+                write_atomic(self.path, previous_path(self.path).read_bytes())
         finally:
             self._journal = None
             self._lock.release()

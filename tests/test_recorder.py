@@ -126,6 +126,29 @@ def test_rerecord_asks_again_keeps_the_old_file_and_drops_stale_prompts(tmp_path
         replay.complete("b")
 
 
+def test_a_rerecord_that_changes_no_answer_leaves_the_cassette_as_it_was(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "case.json"
+    with Recorder(FakeProvider({"a": "A", "b": "B"}), path,
+                  clock=lambda: "2026-11-01T00:00:00Z") as first:
+        first.complete("a")
+        first.complete("b")
+    before = path.read_bytes()
+    live = FakeProvider({"a": "A", "b": "B"})
+    with Recorder(live, path, mode="rerecord", clock=lambda: "2026-12-01T00:00:00Z") as again:
+        again.complete("b")
+        again.complete("a")
+    assert live.calls == ["b", "a"]
+    assert path.read_bytes() == before
+    live = FakeProvider({"a": "A", "b": "B, changed"})
+    with Recorder(live, path, mode="rerecord", clock=lambda: "2026-12-01T00:00:00Z") as third:
+        third.complete("a")
+        third.complete("b")
+    assert Replay(path).complete("b") == "B, changed"
+    assert previous_path(path).read_bytes() == before
+
+
 def test_a_failed_rerecord_keeps_what_it_did_not_reach(tmp_path: Path) -> None:
     path = tmp_path / "case.json"
     with Recorder(FakeProvider(["old a", "old b"]), path) as first:

@@ -330,6 +330,24 @@ def test_rerecord_calls_again_keeps_the_old_file_and_drops_stale_calls(tmp_path:
         ToolReplay(path).call("search_docs", query="b")
 
 
+def test_a_rerecord_that_changes_no_result_leaves_the_file_as_it_was(tmp_path: Path) -> None:
+    """Re-recording a second provider's cassettes re-runs the tools too: the same results,
+    an hour later, must not rewrite the fixture, or the digest DATASET_CHANGES.md holds
+    for it no longer matches."""
+    tools, asked = docs_tools()
+    path = tmp_path / "c.json"
+    with ToolRecorder(tools, path, clock=clock(T0)) as first:
+        first.call("search_docs", query="a")
+        first.call("search_docs", query="b")
+    before = path.read_bytes()
+    with ToolRecorder(tools, path, mode="rerecord", clock=clock(T1)) as again:
+        again.call("search_docs", query="b")
+        again.call("search_docs", query="a")
+    assert asked == [("a", 2), ("b", 2), ("b", 2), ("a", 2)]  # both were really called again
+    assert path.read_bytes() == before
+    assert previous_path(path).read_bytes() == before
+
+
 def test_a_failed_rerecord_keeps_what_it_did_not_reach(tmp_path: Path) -> None:
     tools, _ = docs_tools()
     path = tmp_path / "c.json"
