@@ -235,12 +235,18 @@ def _use_own_replay(root: Path) -> None:
                     encoding="utf-8")
 
 
+_IMPORTED_OWN_KIT = '\nraise RuntimeError("the submission\'s own gradekit was imported")\n'
+
+
 def edits_its_kit_copy(root: Path, context: Context) -> None:
-    """Edits its clone's gradekit/ so that a miss answers '' and every trace record says ok:
-    the grader runs every agent on its own gradekit, so this changes nothing."""
+    """Edits its clone's gradekit/ so that a miss answers '' and every trace record says ok,
+    and so that reading a cassette with it fails: the grader reads recordings with its own
+    gradekit and runs every agent on it, so none of this changes anything."""
     _replace(root / "gradekit" / "_replay.py", _MISS, '            return ""\n')
     _replace(root / "gradekit" / "_tracing.py", '"ok": error is None, "error": error',
              '"ok": True, "error": None')
+    cassette = root / "gradekit" / "_cassette.py"
+    cassette.write_text(cassette.read_text("utf-8") + _IMPORTED_OWN_KIT, encoding="utf-8")
 
 
 def replay_is_str(root: Path, context: Context) -> None:
