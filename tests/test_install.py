@@ -43,3 +43,17 @@ def test_an_installed_wheel_grades_with_its_default_rubric(tmp_path: Path) -> No
         [str(python), "-c", "import grader._rubric as r; print(r.KIT_RUBRIC)"],
         cwd=tmp_path, capture_output=True, text=True, check=True).stdout.strip()
     assert installed.startswith(str(env)) and installed.endswith("grader/rubric/bootcamp.toml")
+
+
+@pytest.mark.parametrize(("target", "dev"), [("grade", False), ("check", False),
+                                             ("record", False), ("test", True)])
+def test_only_make_test_installs_the_development_extras(
+        tmp_path: Path, target: str, dev: bool) -> None:
+    """grade, check and record need the runtime only (about 30 MB), not mypy, ruff and both
+    SDKs (about 220 MB). ``make -n`` prints what a fresh machine would run."""
+    planned = subprocess.run(["make", "-n", target, f"VENV={tmp_path / '.venv'}"],
+                             cwd=REFERENCE, capture_output=True, text=True, check=True,
+                             timeout=60).stdout
+    installs = [line for line in planned.splitlines() if " pip install " in line]
+    assert installs and installs[0].endswith(" -e .")
+    assert any("'.[dev]'" in line for line in installs) is dev
