@@ -92,6 +92,26 @@ def discover(paths: Sequence[Path]) -> list[Path]:
     return sorted(found.values(), key=lambda p: (p.resolve().name, str(p.resolve())))
 
 
+INTERRUPTED = ("Ctrl-C stopped the batch before this submission was graded, so this "
+               "gradebook is partial: grade it again")
+
+
+def not_a_submission(folder: Path) -> str:
+    """Why ``folder`` is no submission at all ("" when it is one): it has no pyproject.toml.
+    A zip download often wraps the submission in one more folder: the reason names it."""
+    if (folder / "pyproject.toml").is_file():
+        return ""
+    inner = sorted(child.name for child in folder.iterdir()
+                   if child.is_dir() and (child / "pyproject.toml").is_file())
+    if len(inner) == 1:
+        return (f"no pyproject.toml: the submission seems to be one folder deeper, in "
+                f"{folder.name}/{inner[0]}/; move its files up into {folder.name}/ (or grade "
+                f"{folder.name}/{inner[0]}) and grade it again")
+    return ("no pyproject.toml, so this folder is not a submission: a submission is a copy of "
+            "the lab with its pyproject.toml at the top; add it, or remove the folder from "
+            "the batch")
+
+
 Progress = Callable[[int, int, str, float], None]
 
 
@@ -143,7 +163,11 @@ def grade_batch(submissions: Sequence[Path], rubric: Rubric, *, out: Path, jobs:
             workers.stop()
             pool.shutdown(wait=True, cancel_futures=True)
             finished |= _rows_of(futures)
-            book.write(finished.values())
+            # Every submission keeps its line: the unfinished ones say so, so the gradebook
+            # reads as what it is, partial, and nobody takes a missing line for a zero.
+            book.write([*finished.values(), *(
+                error_row(identity.folder, identity.student, INTERRUPTED, status="interrupted")
+                for number, identity in enumerate(identities) if number not in finished)])
         rows = [finished[number] for number in sorted(finished)]
         raise BatchInterrupted(rows, [identity.folder for number, identity
                                       in enumerate(identities) if number not in finished],
@@ -236,6 +260,9 @@ class _Workers:
         """The submission's row; None when the batch was stopped before it finished."""
         if self._stopping.is_set():
             return None
+        why = not_a_submission(identity.path)
+        if why:
+            return error_row(identity.folder, identity.student, why, status="ungradable")
         if not identity.student:
             return error_row(identity.folder, "", (
                 f"the folder {identity.folder!r} is not in the roster {self._roster}: add the "

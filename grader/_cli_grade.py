@@ -118,6 +118,7 @@ def _warn_unclaimed(roster: Roster, identities: Sequence[Identity]) -> None:
 def _print_rows(rows: Sequence[GradebookRow]) -> None:
     for row in rows:
         shown = f"{row.total} / {row.max}  digest {row.digest}" if row.status == "graded" \
+            else f"UNGRADABLE: {row.reason}" if row.status == "ungradable" \
             else f"NOT GRADED: {row.reason}"
         if row.status == "graded" and row.reason:  # flagged for a person to look at
             shown += f"  ({row.reason})"

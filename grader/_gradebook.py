@@ -16,7 +16,7 @@ import io
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Literal, cast
+from typing import Literal, get_args
 
 from gradekit import GradekitError
 
@@ -24,6 +24,7 @@ __all__ = [
     "FIXED_COLUMNS",
     "GradebookError",
     "GradebookRow",
+    "Status",
     "gradebook_csv",
     "merge_gradebooks",
     "read_gradebook",
@@ -32,7 +33,10 @@ __all__ = [
 HEAD_COLUMNS = ("submission", "student", "status", "total", "max")
 TAIL_COLUMNS = ("digest", "reason")
 FIXED_COLUMNS = HEAD_COLUMNS + TAIL_COLUMNS
-_STATUSES = ("graded", "error")
+# graded: scored; error: could not be graded (the reason says why); ungradable: not a
+# submission at all; interrupted: Ctrl-C stopped the batch first (this gradebook is partial).
+Status = Literal["graded", "error", "ungradable", "interrupted"]
+_STATUSES: tuple[Status, ...] = get_args(Status)
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r", "'")
 
 
@@ -46,7 +50,7 @@ class GradebookRow:
 
     submission: str
     student: str
-    status: Literal["graded", "error"]
+    status: Status
     total: str
     max: str
     criteria: Mapping[str, str]  # criterion id -> points; "" when not graded
@@ -155,7 +159,7 @@ def _row(record: Sequence[str], header: Sequence[str], number: int) -> Gradebook
     return GradebookRow(
         submission=cells["submission"],
         student=cells["student"],
-        status=cast(Literal["graded", "error"], cells["status"]),
+        status=cells["status"],
         total=cells["total"],
         max=cells["max"],
         criteria=MappingProxyType(criteria),

@@ -29,11 +29,11 @@ from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, cast
+from typing import Any, cast, get_args
 
 from grader._checks import Evidence
 from grader._grade import REVIEW, Graded, grade_submission
-from grader._gradebook import GradebookRow
+from grader._gradebook import GradebookRow, Status
 from grader._isolation import Isolation, describe_isolation
 from grader._model import Limits
 from grader._report import (
@@ -161,7 +161,7 @@ def decode_row(data: bytes) -> GradebookRow:
     try:
         row = json.loads(data)["row"]
         criteria = row.pop("criteria")
-        if row["status"] not in ("graded", "error") or not all(
+        if row["status"] not in get_args(Status) or not all(
                 isinstance(value, str) for value in [*row.values(), *criteria.values()]):
             raise ValueError(f"a row with status {row['status']!r} or a cell that is no text")
         return GradebookRow(**row, criteria=MappingProxyType(dict(criteria)))
@@ -169,9 +169,10 @@ def decode_row(data: bytes) -> GradebookRow:
         raise ValueError(f"not a gradebook row ({type(exc).__name__}: {exc})") from exc
 
 
-def error_row(folder: str, student: str, reason: str) -> GradebookRow:
-    """The row of a submission that could not be graded; ``reason`` says why and what to do."""
-    return GradebookRow(submission=folder, student=student, status="error", total="", max="",
+def error_row(folder: str, student: str, reason: str,
+              status: Status = "error") -> GradebookRow:
+    """The row of a submission that was not graded; ``reason`` says why and what to do."""
+    return GradebookRow(submission=folder, student=student, status=status, total="", max="",
                         criteria={}, digest="", reason=reason)
 
 

@@ -324,8 +324,11 @@ def test_ctrl_c_keeps_the_finished_rows_exits_130_and_leaves_no_process(
     batch = grader.finish(process)
     assert batch.code == 130, batch.explain()
     assert "Traceback" not in batch.stderr
-    assert list(batch.rows) == ["alice"]
+    assert list(batch.rows) == ["alice", "bob", "carol"]  # partial, and it says so
     graded_rows(batch, ["alice"])
+    for name in ("bob", "carol"):
+        assert (batch.rows[name]["status"], batch.rows[name]["total"]) == ("interrupted", "")
+        assert "this gradebook is partial: grade it again" in batch.rows[name]["reason"]
     assert "bob: NOT GRADED: interrupted by Ctrl-C" in batch.stdout
     assert "carol: NOT GRADED: interrupted by Ctrl-C" in batch.stdout
     assert "interrupted: 2 submissions not graded" in batch.stderr

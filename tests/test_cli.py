@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import csv
 import importlib
 import json
 import os
@@ -23,6 +24,7 @@ from grader._exits import EXIT_TABLE
 from grader._rubric import KIT_RUBRIC
 from grader.cli import main
 from tests.loopback import Loopback, answer
+from tests.submissions import make_submission
 
 REPO = Path(__file__).resolve().parents[1]
 GRADEKIT_VARIABLES = ("GRADEKIT_PROVIDER", "GRADEKIT_MODEL", "GRADEKIT_BASE_URL",
@@ -382,3 +384,29 @@ def test_nothing_points_at_a_document_outside_the_repository() -> None:
              if p.suffix in (".py", ".md", ".toml")] + [root / "README.md"]
     assert [p.name for p in files if "DESIGN" in p.read_text("utf-8")] == []
     assert (root / "docs" / "formats.md").is_file()
+
+
+def test_a_folder_that_is_no_submission_is_ungradable_and_the_batch_exits_1(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A zip download's wrapper folder was once "graded" 0.00 with exit 0."""
+    batch = tmp_path / "batch"
+    make_submission(batch / "alice")
+    make_submission(batch / "bob" / "bob-main")  # the zip's wrapper folder
+    (batch / "carol").mkdir()
+    (batch / "carol" / "notes.txt").write_text("no code here\n", "utf-8")
+    out = tmp_path / "out"
+
+    assert main(["grade", str(batch), "--out", str(out), "--jobs", "1"]) == 1
+
+    shown = capsys.readouterr().out
+    rows = {row["submission"]: row for row in csv.DictReader(
+        (out / "gradebook.csv").read_text("utf-8").splitlines())}
+    assert {name: row["status"] for name, row in rows.items()} == {
+        "alice": "graded", "bob": "ungradable", "carol": "ungradable"}
+    assert rows["alice"]["total"] == "100.00"
+    assert "one folder deeper, in bob/bob-main/" in rows["bob"]["reason"]
+    assert "not a submission" in rows["carol"]["reason"]
+    assert rows["bob"]["total"] == rows["carol"]["total"] == ""
+    assert "bob: UNGRADABLE: no pyproject.toml: the submission seems to be one folder" in shown
+    assert not (out / "bob").exists() and not (out / "carol").exists()
