@@ -144,10 +144,16 @@ class _Borrowed(httpx.BaseTransport):
 
 
 class _HTTPAdapter:
-    """What both adapters share: settings, credentials, the retry loop, status handling."""
+    """What both adapters share: settings, credentials, the retry loop, status handling.
+
+    ``on_retry``, when set, is told of every retry before its wait, in one line such as
+    ``"HTTP 429 (rate limited): waiting 1.2s before attempt 2 of 5"``: backoff that
+    prints nothing looks like a hang.
+    """
 
     name: str
     _path: str
+    on_retry: Callable[[str], None] | None = None
 
     def __init__(
         self, *, model: str, base_url: str, api_key: str | None, label: str | None,
@@ -226,14 +232,22 @@ class _HTTPAdapter:
                     error = _map_httpx_error(exc, self._where(attempt), self.credentials())
                     if final or not isinstance(error, _RETRYABLE_ERRORS):
                         raise error from exc
-                    self._sleep(self._delay(attempt, None))
+                    self._wait(type(error).__name__, attempt, None)
                     continue
                 status = response.status_code
                 if status != 429 and status < 500:
                     return self._checked(response)
                 if final:
                     raise self._exhausted(response, attempt)
-                self._sleep(self._delay(attempt, response.headers.get("retry-after")))
+                reason = f"HTTP {status}" + (" (rate limited)" if status == 429 else "")
+                self._wait(reason, attempt, response.headers.get("retry-after"))
+
+    def _wait(self, reason: str, attempt: int, retry_after: str | None) -> None:
+        delay = self._delay(attempt, retry_after)
+        if self.on_retry is not None:
+            self.on_retry(f"{reason}: waiting {delay:.1f}s before attempt {attempt + 1} of "
+                          f"{self._max_retries + 1}")
+        self._sleep(delay)
 
     def _where(self, attempt: int) -> str:
         tries = f"attempt {attempt} of {self._max_retries + 1}"

@@ -9,17 +9,26 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from dataclasses import replace
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from gradekit import Recorder, Replay, ToolRecorder, ToolReplay, UsageError, prompt_key
 from gradekit._recorder import Mode, previous_path
 from grader._changelog import CHANGE_LOG, append_change, digest_file, require_reason
 from grader._cli_options import add_rubric_option
 from grader._diff import render_diff, rerecord_summary
-from grader._exits import EXIT_OK
-from grader._manifest import call_agent, load_agent, load_manifest, load_provider, load_tools
+from grader._exits import EXIT_INTERRUPTED, EXIT_OK
+from grader._manifest import (
+    Manifest,
+    call_agent,
+    load_agent,
+    load_manifest,
+    load_provider,
+    load_tools,
+)
 from grader._rubric import Case, load_cases
 from grader._specs import imports_from
 
@@ -78,6 +87,8 @@ def _add_record(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
                         help="short for --mode rerecord")
     record.add_argument("--reason", help="why the dataset changes (required with --rerecord): "
                         "logged in DATASET_CHANGES.md with the keys that changed")
+    record.add_argument("--quiet", action="store_true",
+                        help="no line per call and per retry, only the summary")
     record.set_defaults(handler=_record)
 
 
@@ -99,6 +110,36 @@ def _record(args: argparse.Namespace) -> int:
     cases = _selected_cases(args)
     mode: Mode = args.mode
     reason = require_reason(args.reason) if mode == "rerecord" else ""
+    counts = _Counts()
+    try:
+        _record_cases(args, manifest, cases, mode, reason, counts)
+    except KeyboardInterrupt:
+        print(f"interrupted: the {counts.recorded} answers recorded live so far are kept in "
+              f"{manifest.root / manifest.cassettes}/; run the same command again to resume "
+              "(what is recorded is served from the cassettes, not asked again)",
+              file=sys.stderr)
+        return EXIT_INTERRUPTED
+    print(f"done: {counts.recorded} answers recorded live from {counts.provider}, "
+          f"{counts.served} served from cassettes. Commit {manifest.root / manifest.cassettes}/.",
+          file=sys.stderr)
+    return EXIT_OK
+
+
+@dataclass
+class _Counts:
+    recorded: int = 0
+    served: int = 0
+    provider: str = ""
+
+
+def _say(quiet: bool) -> Callable[[str], None]:
+    """Where the per-call and per-retry lines go: plain lines on stderr, none when quiet."""
+    return (lambda line: None) if quiet else (lambda line: print(line, file=sys.stderr))
+
+
+def _record_cases(args: argparse.Namespace, manifest: Manifest, cases: list[Case], mode: Mode,
+                  reason: str, counts: _Counts) -> None:
+    say = _say(args.quiet)
     with imports_from(manifest.root):
         if args.provider and ":" in args.provider:
             live = load_provider(manifest, args.provider)
@@ -108,27 +149,63 @@ def _record(args: argparse.Namespace) -> int:
             live = live_from_env(provider=args.provider, model=args.model,
                                  base_url=args.base_url, api_key=args.api_key,
                                  label=args.label, max_tokens=args.max_tokens)
+            live.on_retry = lambda line: say(f"    retry: {line}")
+        counts.provider = live.name
         agent, tools = load_agent(manifest), load_tools(manifest)
-        recorded = served = 0
         for number, case in enumerate(cases, 1):
             path, fixture = manifest.cassette(case.id), manifest.fixture(case.id)
             started = time.monotonic()
+            say(f"[{number}/{len(cases)}] {case.id}")
             with Recorder(live, path, mode=mode, case=case.id) as recorder:
+                shown = _Shown(recorder, say, counts)
                 if tools is None:
-                    call_agent(agent, recorder, case.task, None)
+                    call_agent(agent, shown, case.task, None)
                 else:
                     with ToolRecorder(tools, fixture, case=case.id, mode=mode) as toolbox:
-                        call_agent(agent, recorder, case.task, toolbox)
-            recorded, served = recorded + recorder.recorded, served + recorder.served
+                        call_agent(agent, shown, case.task, _ShownTools(toolbox, say))
             print(f"[{number}/{len(cases)}] {case.id}: {recorder.recorded} live, "
                   f"{recorder.served} from cassette, {time.monotonic() - started:.1f}s -> {path}",
                   file=sys.stderr)
             if mode == "rerecord":
                 for changed in (path, fixture):
                     _review_rerecord(manifest.root, case.id, changed, reason)
-    print(f"done: {recorded} answers recorded live from {live.name}, {served} served from "
-          f"cassettes. Commit {manifest.root / manifest.cassettes}/.", file=sys.stderr)
-    return EXIT_OK
+
+
+class _Shown:
+    """The provider an agent is given by ``record``: the recorder, and one line per call
+    saying whether the answer came live or from the cassette, and how long it took."""
+
+    def __init__(self, recorder: Recorder, say: Callable[[str], None], counts: _Counts) -> None:
+        self.name, self._recorder, self._say, self._counts = recorder.name, recorder, say, counts
+        self._calls = 0
+
+    def complete(self, prompt: str) -> str:
+        """The recorder's answer, told."""
+        before, started = self._recorder.recorded, time.monotonic()
+        answer = self._recorder.complete(prompt)
+        self._calls += 1
+        live = self._recorder.recorded > before
+        self._counts.recorded += live
+        self._counts.served += not live
+        how = "live" if live else "from cassette"
+        self._say(f"    call {self._calls}: {prompt_key(prompt)} {how}, "
+                  f"{time.monotonic() - started:.1f}s")
+        return answer
+
+
+class _ShownTools:
+    """The toolbox an agent is given by ``record``: one line per tool call."""
+
+    def __init__(self, toolbox: ToolRecorder, say: Callable[[str], None]) -> None:
+        self._toolbox, self._say = toolbox, say
+
+    def call(self, name: str, /, **args: Any) -> Any:
+        """The recorder's result, told."""
+        before = self._toolbox.recorded
+        result = self._toolbox.call(name, **args)
+        how = "live" if self._toolbox.recorded > before else "from fixture"
+        self._say(f"    tool {name}: {how}")
+        return result
 
 
 def _review_rerecord(root: Path, case: str, path: Path, reason: str) -> None:

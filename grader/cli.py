@@ -32,7 +32,14 @@ from grader._cli_cassette import add_cassette_commands
 from grader._cli_grade import add_grading_commands
 from grader._cli_outputs import add_output_commands
 from grader._cli_record import add_recording_commands
-from grader._exits import EXIT_FAILED, EXIT_MISS, EXIT_PROVIDER, EXIT_USAGE, exit_help
+from grader._exits import (
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_MISS,
+    EXIT_PROVIDER,
+    EXIT_USAGE,
+    exit_help,
+)
 from grader._files import SubmissionFileError
 from grader._gradebook import GradebookError
 from grader._manifest import ManifestError
@@ -54,6 +61,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
         return _exit_code(exc)
+    except KeyboardInterrupt:  # record and grade say more; any other command just stops
+        print("interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
 
 
 def _exit_code(exc: GradekitError) -> int:

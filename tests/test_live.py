@@ -147,6 +147,20 @@ def test_429_sleeps_retry_after_then_succeeds(kind: Kind, server: Loopback,
     assert len(server.requests) == 2
 
 
+@pytest.mark.parametrize("kind", KINDS)
+def test_every_retry_is_told_with_its_reason_and_wait(kind: Kind, server: Loopback,
+                                                      sleeps: Sleeps) -> None:
+    """Four seconds of silent backoff look like a hang: ``on_retry`` hears of each wait."""
+    server.script(error(429, "slow down", retry_after="2"), error(503), answer("ok"))
+    adapter = make(kind, server, sleeps)
+    told: list[str] = []
+    adapter.on_retry = told.append
+    assert adapter.complete("hi") == "ok"
+    assert told[0] == "HTTP 429 (rate limited): waiting 2.0s before attempt 2 of 5"
+    assert told[1].startswith("HTTP 503: waiting ")
+    assert told[1].endswith("s before attempt 3 of 5") and len(told) == len(sleeps) == 2
+
+
 @pytest.mark.parametrize(
     ("retry_after", "slept"),
     [
