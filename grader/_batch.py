@@ -32,6 +32,7 @@ from grader._isolation import Isolation
 from grader._roster import Identity, Roster, identify
 from grader._rubric import Rubric
 from grader._worker import (
+    CASE,
     EXIT_OUT_OF_MEMORY,
     Request,
     decode_row,
@@ -42,11 +43,17 @@ from grader._worker import (
 from grader._zygote import REQUEST, ROW, STDERR, Zygote, ZygoteGone
 
 __all__ = [
+    "HEARTBEAT_S",
+    "INTERRUPTED",
     "BatchInterrupted",
+    "Heartbeat",
+    "Progress",
     "Shard",
     "discover",
     "grade_batch",
+    "not_a_submission",
     "parse_shard",
+    "print_heartbeat",
     "print_progress",
     "write_outputs",
 ]
@@ -112,7 +119,9 @@ def not_a_submission(folder: Path) -> str:
             "the batch")
 
 
-Progress = Callable[[int, int, str, float], None]
+Progress = Callable[[int, int, GradebookRow, float], None]  # done, total, the row, elapsed s
+Heartbeat = Callable[[str, float, str], None]  # folder, seconds so far, the case running now
+HEARTBEAT_S = 15.0  # how long a submission runs before the batch says it is still at it
 
 
 class BatchInterrupted(KeyboardInterrupt):
@@ -128,20 +137,22 @@ class BatchInterrupted(KeyboardInterrupt):
 def grade_batch(submissions: Sequence[Path], rubric: Rubric, *, out: Path, jobs: int,
                 label: str | None = None, progress: Progress | None = None,
                 isolation: Isolation = "process", roster: Roster | None = None,
-                ) -> list[GradebookRow]:
+                heartbeat: Heartbeat | None = None) -> list[GradebookRow]:
     """Grade every submission in a worker process of its own, at most ``jobs`` at once.
 
     One submission never stops the others, and ``out/gradebook.csv`` is rewritten after
     every finished row. Identities come from ``roster`` (else the folder names); two
     submissions of one identity are a ``UsageError`` before anything runs. Ctrl-C kills
     the running workers, writes the finished rows and raises ``BatchInterrupted``.
+    ``progress`` hears of each finished row; ``heartbeat`` of each submission still running
+    every ``HEARTBEAT_S`` seconds, with the case its sandbox runs.
     """
     identities = identify(submissions, roster)
     out.mkdir(parents=True, exist_ok=True)
     book = _Gradebook(out / "gradebook.csv", tuple(c.id for c in rubric.criteria))
     book.write([])  # at once: an old gradebook in ``out`` must not pass for this batch's
     workers = _Workers(rubric, out=out, label=label, isolation=isolation,
-                       roster=Path(roster.source).name if roster else "")
+                       roster=Path(roster.source).name if roster else "", heartbeat=heartbeat)
     finished: dict[int, GradebookRow] = {}
     futures: dict[Future[GradebookRow | None], int] = {}
     started = time.monotonic()
@@ -156,8 +167,7 @@ def grade_batch(submissions: Sequence[Path], rubric: Rubric, *, out: Path, jobs:
             finished[futures[future]] = row
             book.write(finished.values())
             if progress:
-                progress(len(finished), len(identities), row.submission,
-                         time.monotonic() - started)
+                progress(len(finished), len(identities), row, time.monotonic() - started)
     except KeyboardInterrupt:
         with _sigint_ignored():
             workers.stop()
@@ -229,7 +239,8 @@ class _Workers:
     """Starts one worker per submission, watches its budget, and stops them all on demand."""
 
     def __init__(self, rubric: Rubric, *, out: Path, label: str | None, isolation: Isolation,
-                 roster: str) -> None:
+                 roster: str, heartbeat: Heartbeat | None = None) -> None:
+        self._heartbeat = heartbeat
         self._rubric, self._label, self._isolation = rubric, label, isolation
         self._out, self._roster = out.absolute(), roster  # workers start in another folder
         self._ids = frozenset(c.id for c in rubric.criteria)
@@ -282,7 +293,7 @@ class _Workers:
     def _run(self, identity: Identity, scratch: Path) -> GradebookRow | None:
         zygote, pid = self._fork(identity, scratch)
         try:
-            code, why = self._watch(zygote, pid, scratch)
+            code, why = self._watch(zygote, pid, scratch, identity.folder)
         except ZygoteGone:
             self._replace(zygote)
             _end_leftovers(scratch)
@@ -319,10 +330,14 @@ class _Workers:
                 self._replace(zygote)
         raise ZygoteGone("the grader's zygote ended twice in a row")
 
-    def _watch(self, zygote: Zygote, pid: int, scratch: Path) -> tuple[int, str]:
+    def _watch(self, zygote: Zygote, pid: int, scratch: Path, folder: str) -> tuple[int, str]:
         """The worker's exit status, and why it was killed: "budget", "stopped" or ""."""
-        deadline = time.monotonic() + self._rubric.limits.budget_s
+        started = time.monotonic()
+        deadline, beat = started + self._rubric.limits.budget_s, started + HEARTBEAT_S
         while True:
+            if self._heartbeat is not None and time.monotonic() >= beat:
+                beat += HEARTBEAT_S
+                self._heartbeat(folder, time.monotonic() - started, _running(scratch))
             tick = max(0.0, min(_TICK_S, deadline - time.monotonic()))
             code = zygote.wait(pid, tick)
             if code is not None:
@@ -467,6 +482,29 @@ def _kill(pid: int, inside: str) -> int:
         os.close(handle)
 
 
-def print_progress(done: int, total: int, submission: str, elapsed: float) -> None:
-    """The default progress line on stderr."""
-    print(f"[{done}/{total}] {submission} ({elapsed:.1f}s elapsed)", file=sys.stderr)
+def _running(scratch: Path) -> str:
+    """The case a worker said its sandbox runs now ("" before the first)."""
+    try:
+        return (scratch / CASE).read_text("utf-8")[:200]
+    except (OSError, UnicodeDecodeError):
+        return ""
+
+
+def print_progress(done: int, total: int, row: GradebookRow, elapsed: float) -> None:
+    """The default progress line on stderr: counts, the row, time so far and an estimate."""
+    shown = f"{row.total} / {row.max}" if row.status == "graded" else row.status.upper()
+    left = elapsed / done * (total - done)
+    estimate = f", about {_duration(left)} left" if done < total else ""
+    print(f"[{done}/{total}] {row.submission}: {shown} ({_duration(elapsed)} elapsed{estimate})",
+          file=sys.stderr)
+
+
+def print_heartbeat(folder: str, seconds: float, case: str) -> None:
+    """The default heartbeat on stderr: a submission that takes long, and where it is."""
+    where = f", case {case}" if case else ""
+    print(f"    {folder}: still grading after {_duration(seconds)}{where}", file=sys.stderr)
+
+
+def _duration(seconds: float) -> str:
+    whole = round(seconds)
+    return f"{seconds:.1f}s" if seconds < 60 else f"{whole // 60}m{whole % 60:02d}s"

@@ -17,6 +17,7 @@ from grader._batch import (
     discover,
     grade_batch,
     parse_shard,
+    print_heartbeat,
     print_progress,
 )
 from grader._checkpoints import run_checkpoints
@@ -52,6 +53,8 @@ def add_grading_commands(
                        help=f"who each folder is: a CSV with the header {','.join(ROSTER_HEADER)} "
                        "(default: each folder's name is its student)")
     add_isolation_option(grade)
+    grade.add_argument("--quiet", action="store_true",
+                       help="no progress line per submission and no heartbeat, only the rows")
     grade.set_defaults(handler=_grade)
 
     check = commands.add_parser("check", help="the three one-minute checkpoints")
@@ -95,7 +98,8 @@ def _grade_all(args: argparse.Namespace) -> int:
     if args.shard is not None:
         submissions = args.shard.pick(submissions)
     rows = grade_batch(submissions, rubric, out=args.out, jobs=args.jobs, label=args.label,
-                       progress=print_progress if len(submissions) > 1 else None,
+                       progress=print_progress if len(submissions) > 1 and not args.quiet
+                       else None, heartbeat=None if args.quiet else print_heartbeat,
                        isolation=isolation, roster=roster)
     if len(rows) == 1 and rows[0].status == "graded":
         _print_table(args.out / rows[0].submission / "report.json")

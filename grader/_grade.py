@@ -95,7 +95,8 @@ class Graded:
 
 def grade_submission(root: Path, rubric: Rubric, *, submission: str, scratch: Path,
                      label: str | None = None, isolation: Isolation = "process",
-                     drawn: Draw | None = None) -> Graded:
+                     drawn: Draw | None = None,
+                     on_case: Callable[[str], None] | None = None) -> Graded:
     """Grade the submission at ``root`` as ``submission``; ``scratch`` is a private, empty folder.
 
     ``submission`` is who it is, the report's ``submission``: the caller decides it on the
@@ -104,13 +105,14 @@ def grade_submission(root: Path, rubric: Rubric, *, submission: str, scratch: Pa
     ``isolation`` is the wall its code runs behind (``choose_isolation`` decides it).
     Labels, hash seeds and the probe's recording are drawn afresh (``drawn``, else
     ``draw(label)``): none of them is a constant a submission could recognise.
+    ``on_case(case_id)`` is told as each sandboxed case starts.
     """
     findings: list[str] = []
     manifest = _manifest(root, findings)
     answers = _cassettes(root, manifest.cassettes if manifest else "cassettes",
                          rubric.cases, findings)
     evidence = _evidence(root, manifest, rubric, answers, drawn or draw(label), scratch,
-                         findings, isolation)
+                         findings, isolation, on_case)
     criteria = tuple(_score(evidence, rubric, findings))
     report = Report(
         submission=submission,
@@ -233,7 +235,8 @@ def _never(case: str, prompt: str) -> str | None:
 
 def _evidence(root: Path, manifest: Manifest | None, rubric: Rubric,
               answers: dict[str, dict[str, Entry]], drawn: Draw, scratch: Path,
-              findings: list[str], isolation: Isolation) -> Evidence:
+              findings: list[str], isolation: Isolation,
+              on_case: Callable[[str], None] | None = None) -> Evidence:
     failures = _failures(root, manifest, findings)
     if manifest is None:
         return Evidence(cases=rubric.cases, label=drawn.labels[0], primary=None,
@@ -254,7 +257,8 @@ def _evidence(root: Path, manifest: Manifest | None, rubric: Rubric,
         result = run_cases(root, manifest.agent, todo, answer=serve, label=run_label,
                            hashseed=seed, limits=limits, scratch=scratch / name,
                            tools=None if serve is _never else tools,
-                           isolation=isolation, fixtures=manifest.fixtures) \
+                           isolation=isolation, fixtures=manifest.fixtures,
+                           on_case=on_case) \
             if todo else RunResult({})
         _run_findings(result, findings)
         known = {**timed_out, **result.outcomes}

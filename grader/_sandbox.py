@@ -151,6 +151,7 @@ def run_cases(
     tools: ToolAnswer | None = None,
     isolation: Isolation = "process",
     fixtures: str = "fixtures",
+    on_case: Callable[[str], None] | None = None,
 ) -> RunResult:
     """Run ``agent`` (``"package.module:function"``) on each ``(case_id, task)`` in a sandbox.
 
@@ -161,6 +162,7 @@ def run_cases(
     as the parent served it. A case that times out or
     crashes costs only itself: a fresh child runs the cases after it. ``isolation``
     is the wall: ``namespaces`` (bubblewrap) or ``process`` (the guard alone).
+    ``on_case(case_id)`` is told as each case starts (a batch's heartbeat names it).
     """
     if not 0 <= hashseed <= _MAX_SEED:
         raise ValueError(f"hashseed must be between 0 and {_MAX_SEED}, got {hashseed}")
@@ -173,7 +175,7 @@ def run_cases(
     if isolation == "namespaces":
         for case in planned:
             case.trace.touch()  # bound into the sandbox: a bind needs its file
-    run = _Run(answer, tools or _no_tools, limits, layout, fixtures)
+    run = _Run(answer, tools or _no_tools, limits, layout, fixtures, on_case)
     config = child_config(layout, limits, mode="run", agent=agent, label=label,
                           fixtures=fixtures)
     env = child_environment(layout, hashseed)
@@ -261,14 +263,15 @@ class _Run:
     """The parent's record of one ``run_cases``: built only from what it observed or checked."""
 
     def __init__(self, answer: Callable[[str, str], str | None], tools: ToolAnswer,
-                 limits: Limits, layout: Layout, fixtures: str = "fixtures"):
+                 limits: Limits, layout: Layout, fixtures: str = "fixtures",
+                 on_case: Callable[[str], None] | None = None):
         self.outcomes: dict[str, CaseOutcome] = {}
         self.refusals: list[Refusal] = []
         self.import_error: str | None = None
         self.tampering: list[str] = []
         self._answer, self._tools, self._limits, self._layout = answer, tools, limits, layout
         self.seal = ""  # the current child's: its harness signs each verdict with it
-        self._fixtures = fixtures
+        self._fixtures, self._on_case = fixtures, on_case
 
     def pending(self, planned: Sequence[_Case]) -> list[_Case]:
         """The cases without an outcome yet, in order."""
@@ -316,6 +319,8 @@ class _Run:
                 self.import_error = error or "the agent could not be imported"
         elif talk.ready and current is None and op == "start" and case == talk.next_case().id:
             talk.current = talk.next_case()
+            if self._on_case is not None:
+                self._on_case(talk.current.id)
         elif op in ("complete", "tool") and child.replying:
             # A well-behaved harness reads each reply before it asks again; one that does
             # not would make the grader hold every answer it sends in memory.

@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import dataclasses
+import functools
 import json
 import os
 import resource
@@ -48,6 +49,7 @@ from grader._report import (
 from grader._rubric import Case, Criterion, Rubric, load_custom_check
 
 __all__ = [
+    "CASE",
     "EXIT_BAD_REQUEST",
     "EXIT_ORPHANED",
     "EXIT_OUT_OF_MEMORY",
@@ -215,6 +217,16 @@ def capped(text: str, cap: int = OUTPUT_CAP) -> bytes:
     return kept + marker
 
 
+CASE = "case"  # in a worker's scratch folder: the case its sandbox runs now
+
+
+def _running(scratch: Path, case: str) -> None:
+    """Say which case runs now, in a file the batch reads for its heartbeat."""
+    temporary = scratch / f".{CASE}.tmp"
+    temporary.write_text(case, encoding="utf-8")
+    os.replace(temporary, scratch / CASE)
+
+
 def grade(request: Request) -> GradebookRow:
     """Grade the requested submission and write its outputs; a failure is an error row."""
     try:
@@ -222,7 +234,8 @@ def grade(request: Request) -> GradebookRow:
             load_custom_check(check, rubric_dir=Path(folder))
         graded = grade_submission(request.root, request.rubric, submission=request.student,
                                   label=request.label, scratch=request.scratch,
-                                  isolation=request.isolation)
+                                  isolation=request.isolation,
+                                  on_case=functools.partial(_running, request.scratch))
         digest = write_outputs(graded, request.out)
     except MemoryError:
         raise

@@ -1,5 +1,6 @@
-"""The student's recording loop as people see it: a line per call and per retry, quiet on
-request, and a Ctrl-C that says what was kept and how to resume."""
+"""The loops as people see them: record tells each call and retry, is quiet on request and
+says on Ctrl-C what was kept; grade tells each row with an estimate, and which case a
+long submission is still running."""
 
 from __future__ import annotations
 
@@ -15,8 +16,13 @@ from pathlib import Path
 import pytest
 
 from gradekit import Replay
+from grader import _batch
+from grader._batch import discover, grade_batch, print_heartbeat, print_progress
+from grader._gradebook import GradebookRow
+from grader._rubric import KIT_RUBRIC, load_rubric
 from grader.cli import main
 from tests.loopback import Loopback, answer, error
+from tests.submissions import CASES, make_submission
 
 CASE = "sql-explain"
 
@@ -96,3 +102,54 @@ def test_ctrl_c_in_record_says_what_was_kept_and_exits_130(submission: Path) -> 
         "run the same command again to resume (what is recorded is served from the cassettes, "
         "not asked again)"]
     assert len(Replay(submission / "cassettes" / f"{CASE}.json")) == 1
+
+
+SLOW_ON_REFUNDS = '''
+
+_run = run
+
+
+def run(provider, task, tools=None):
+    import time
+
+    if "refund" in task:
+        time.sleep(1)
+    return _run(provider, task, tools)
+'''
+
+
+def test_grade_tells_each_row_with_an_estimate_and_a_heartbeat_names_the_running_case(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_batch, "HEARTBEAT_S", 0.3)
+    subs = tmp_path / "subs"
+    make_submission(subs / "alice")
+    agent = make_submission(subs / "bob") / "lab" / "agent.py"
+    agent.write_text(agent.read_text("utf-8") + SLOW_ON_REFUNDS, "utf-8")
+    told: list[tuple[int, int, str, str]] = []
+    beats: list[tuple[str, str]] = []
+
+    rows = grade_batch(discover([subs]), load_rubric(KIT_RUBRIC), out=tmp_path / "out", jobs=1,
+                       progress=lambda done, total, row, elapsed: told.append(
+                           (done, total, row.submission, row.total)),
+                       heartbeat=lambda folder, seconds, case: beats.append((folder, case)))
+
+    assert [row.total for row in rows] == ["100.00", "100.00"]
+    assert told == [(1, 2, "alice", "100.00"), (2, 2, "bob", "100.00")]
+    assert ("bob", "refund-policy") in beats
+    assert {case for _, case in beats} <= {"", *CASES}
+
+
+def test_the_progress_line_has_counts_the_row_elapsed_time_and_an_estimate(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    row = GradebookRow(submission="alice", student="alice", status="graded", total="96.00",
+                       max="100.00", criteria={}, digest="d", reason="")
+    print_progress(1, 4, row, 2.0)
+    print_progress(4, 4, row, 125.0)
+    print_heartbeat("bob", 75.0, "refund-policy")
+    assert capsys.readouterr().err.splitlines() == [
+        "[1/4] alice: 96.00 / 100.00 (2.0s elapsed, about 6.0s left)",
+        "[4/4] alice: 96.00 / 100.00 (2m05s elapsed)",
+        "    bob: still grading after 1m15s, case refund-policy",
+    ]
