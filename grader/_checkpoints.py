@@ -11,13 +11,13 @@ from pathlib import Path
 from grader._grade import draw, grade_submission
 from grader._isolation import Isolation
 from grader._manifest import load_manifest
-from grader._model import ReplayProbe
+from grader._model import ReplayProbe, Report
 from grader._probe import probe_replay
 from grader._report import report_digest
 from grader._rubric import Rubric
 from grader._sandbox import run_cases
 
-__all__ = ["Checkpoint", "run_checkpoints"]
+__all__ = ["CheckRun", "Checkpoint", "predicted", "run_checkpoints"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,9 +31,20 @@ class Checkpoint:
     reason: str
 
 
+@dataclass(frozen=True, slots=True)
+class CheckRun:
+    """The three checkpoints, and the report the grader would write now (None only when the
+    submission could not be graded at all)."""
+
+    checkpoints: tuple[Checkpoint, ...]
+    report: Report | None
+
+
 def run_checkpoints(root: Path, rubric: Rubric, *,
-                    isolation: Isolation = "process") -> list[Checkpoint]:
-    """Run the three checkpoints against the submission at ``root``, behind ``isolation``.
+                    isolation: Isolation = "process") -> CheckRun:
+    """Run the three checkpoints against the submission at ``root``, behind ``isolation``,
+    and predict its grade: checkpoint 3 grades it twice, exactly as ``gradekit grade``
+    does, and the first of those reports is the prediction.
 
     ``rubric`` must come from the instructor's side: its custom checks run in this process.
     """
@@ -41,6 +52,7 @@ def run_checkpoints(root: Path, rubric: Rubric, *,
     with tempfile.TemporaryDirectory(prefix="gradekit-check-") as folder:
         scratch = Path(folder)
         probes: list[ReplayProbe] = []
+        reports: list[Report] = []
 
         def whitespace() -> tuple[bool, str]:
             drawn = draw()
@@ -72,21 +84,49 @@ def run_checkpoints(root: Path, rubric: Rubric, *,
 
         def two_providers() -> tuple[bool, str]:
             # Two gradings, each with its own labels and hash seeds, as the grader draws them.
-            digests = [
-                report_digest(grade_submission(root, rubric, submission=root.resolve().name,
-                                               scratch=scratch / f"grading-{number}",
-                                               isolation=isolation).report)
-                for number in (1, 2)
-            ]
+            reports.extend(grade_submission(root, rubric, submission=root.resolve().name,
+                                            scratch=scratch / f"grading-{number}",
+                                            isolation=isolation).report for number in (1, 2))
+            digests = [report_digest(report) for report in reports]
             if digests[0] != digests[1]:
                 return False, f"the digests differ: {digests[0]} vs {digests[1]}"
             return True, f"digest {digests[0]}"
 
-        return [
+        checkpoints = (
             _timed(1, "Whitespace is not a new prompt", whitespace),
             _timed(2, "A miss is loud", loud),
             _timed(3, "Two providers, one score", two_providers),
-        ]
+        )
+        return CheckRun(checkpoints, reports[0] if reports else None)
+
+
+def predicted(run: CheckRun) -> tuple[bool, list[str]]:
+    """Whether the submission passes ``check`` (every checkpoint, and no point lost), and
+    the lines that say so: the grade ``gradekit grade`` would give now, every lost point
+    with what the grader saw and the fix, and what a person will review."""
+    report = run.report
+    if report is None:
+        return False, ["grade now: not graded (the checkpoints above say why)"]
+    total, most = sum(c.points for c in report.criteria), sum(c.max for c in report.criteria)
+    lines = [f"grade now: {total:.2f} / {most:.2f} (what `gradekit grade` gives this "
+             "submission, same rubric, same grading)"]
+    for criterion in report.criteria:
+        if criterion.points < criterion.max:
+            lines.append(f"  lost {criterion.max - criterion.points:.2f} of "
+                         f"{criterion.title} ({criterion.points:.2f} / {criterion.max:.2f}):")
+            failed = [check for check in criterion.checks if not check.passed]
+            lines += [f"    - {check.id}: {check.detail}" for check in failed[:_SHOWN]]
+            if len(failed) > _SHOWN:
+                lines.append(f"    - and {len(failed) - _SHOWN} more (see the report)")
+            lines += [f"    fix: {advice}" for advice in criterion.advice]
+        if criterion.review:
+            lines.append(f"  {criterion.title}: a person reviews these points too")
+    lines += [f"  finding: {finding}" for finding in report.findings]
+    passed = all(point.passed for point in run.checkpoints) and total == most
+    return passed, lines
+
+
+_SHOWN = 6  # failed checks listed per criterion
 
 
 def _timed(number: int, title: str, check: Callable[[], tuple[bool, str]]) -> Checkpoint:

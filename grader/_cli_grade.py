@@ -7,6 +7,7 @@ import argparse
 import os
 import signal
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -20,7 +21,7 @@ from grader._batch import (
     print_heartbeat,
     print_progress,
 )
-from grader._checkpoints import run_checkpoints
+from grader._checkpoints import predicted, run_checkpoints
 from grader._cli_options import add_isolation_option, add_rubric_option
 from grader._exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from grader._gradebook import GradebookRow
@@ -148,11 +149,17 @@ def _check(args: argparse.Namespace) -> int:
                          "give one")
     rubric = load_rubric(args.rubric)
     root = args.path or args.root or Path(".")
-    checkpoints = run_checkpoints(root, rubric, isolation=choose_isolation(args.isolation))
-    for point in checkpoints:
+    started = time.monotonic()
+    run = run_checkpoints(root, rubric, isolation=choose_isolation(args.isolation))
+    for point in run.checkpoints:
         verdict = "PASS" if point.passed else "FAIL"
         print(f"{verdict}  {point.number}. {point.title:<32} {point.seconds:5.2f}s  {point.reason}")
-    return EXIT_OK if all(point.passed for point in checkpoints) else EXIT_FAILED
+    passed, lines = predicted(run)
+    print("\n".join(lines))
+    print(f"{'PASS' if passed else 'FAIL'}  in {time.monotonic() - started:.1f}s: "
+          + ("every checkpoint passed and no point is lost" if passed else
+             "fix what is listed above, then run the check again"))
+    return EXIT_OK if passed else EXIT_FAILED
 
 
 def _shard(text: str) -> Shard:
