@@ -23,7 +23,7 @@ from gradekit._exceptions import CassetteCorrupt
 if TYPE_CHECKING:
     from gradekit._cassette import Entry
 
-__all__ = ["Codec", "Document", "Fold", "closest"]
+__all__ = ["Codec", "Document", "Fold", "closest", "divergence"]
 
 
 class Document(Protocol):
@@ -71,6 +71,7 @@ class Codec(ABC, Generic[D]):
     """
 
     document: type[D]
+    reason = "the recorded results changed"  # a re-record's --reason, in printed commands
     format: str
     error: type[CassetteCorrupt]
     noun: str
@@ -102,7 +103,8 @@ class Codec(ABC, Generic[D]):
         """The command that records ``case`` again (every case, when ``case`` is empty)."""
         if not case:
             return "gradekit record"
-        return f"gradekit record --case {case}{' --rerecord' if self.rerecord else ''}"
+        again = f' --rerecord --reason "{self.reason}"' if self.rerecord else ""
+        return f"gradekit record --case {case}{again}"
 
     def restore_hint(self, source: str, case: str) -> str:
         """The two ways back from a file that cannot be read."""
@@ -208,6 +210,22 @@ def closest(target: str, candidates: Sequence[T], text: Callable[[T], str]) -> t
 
     best = max(sorted(candidates, key=rough, reverse=True)[:5], key=exact)
     return best, exact(best)
+
+
+def divergence(asked: str, recorded: str, *, before: int = 20, after: int = 40) -> str:
+    """Where ``asked`` first differs from ``recorded`` (both stripped, as keys are), with a
+    short stretch of each from just before that point: what an 80-character head of two
+    long prompts hides."""
+    a, r = asked.strip(), recorded.strip()
+    at = next((i for i, (x, y) in enumerate(zip(a, r, strict=False)) if x != y),
+              min(len(a), len(r)))
+    start = max(0, at - before)
+
+    def stretch(text: str) -> str:
+        shown = ("…" if start else "") + text[start:at + after]
+        return json.dumps(shown + ("…" if len(text) > at + after else ""), ensure_ascii=False)
+
+    return f"at character {at + 1}: asked {stretch(a)}, recorded {stretch(r)}"
 
 
 def _line_col(text: str, offset: int) -> str:

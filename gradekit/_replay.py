@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from gradekit._cassette import CASSETTE, REPLAYED, Cassette
-from gradekit._codec import closest
+from gradekit._codec import closest, divergence
 from gradekit._exceptions import CassetteMiss
 from gradekit._keys import prompt_key
 from gradekit._store import replayed
@@ -47,20 +47,23 @@ class Replay:
 def miss(cassette: Cassette, prompt: str, *, source: str, exists: bool = True) -> CassetteMiss:
     """Build the error for a prompt that ``cassette`` (read from ``source``) cannot answer."""
     key = prompt_key(prompt)
-    found = _closest(cassette, prompt, exists)
+    found, differs = _closest(cassette, prompt, exists)
     rows = [("key", key), ("prompt", _show(prompt)), ("closest", found)]
+    rows += [("differs", differs)] if differs else []
     message = CASSETTE.miss_message(source, rows, case=cassette.case or Path(source).stem)
     return CassetteMiss(message, cassette=source, key=key, prompt=prompt)
 
 
-def _closest(cassette: Cassette, prompt: str, exists: bool) -> str:
+def _closest(cassette: Cassette, prompt: str, exists: bool) -> tuple[str, str]:
+    """The closest recorded prompt, and where the asked one first differs from it."""
     if not exists:
-        return CASSETTE.absent
+        return CASSETTE.absent, ""
     recorded = [(k, e.prompt) for k, e in cassette.entries.items() if e.prompt is not None]
     if not recorded:
-        return "(the cassette has no recorded prompts)"
+        return "(the cassette has no recorded prompts)", ""
     (key, best), similar = closest(prompt.strip(), recorded, lambda item: item[1])
-    return f"{_show(best)} (key {key}, {round(100 * similar)}% similar)"
+    return f"{_show(best)} (key {key}, {round(100 * similar)}% similar)", \
+        divergence(prompt, best)
 
 
 def _show(text: str) -> str:

@@ -269,7 +269,8 @@ def test_fold_never_treats_a_corrupt_fixture_as_empty(tmp_path: Path) -> None:
 
 BOTH = pytest.mark.parametrize("codec", [CASSETTE, FIXTURE], ids=["cassette", "fixture"])
 FIX = {CASSETTE: "gradekit record --case refund-policy",
-       FIXTURE: "gradekit record --case refund-policy --rerecord"}
+       FIXTURE: 'gradekit record --case refund-policy --rerecord --reason "the recorded results '
+                'changed"'}
 
 
 @pytest.mark.parametrize(

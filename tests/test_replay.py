@@ -79,3 +79,15 @@ def test_an_in_memory_cassette_replays() -> None:
     replay = Replay(Cassette("c", {prompt_key("q"): Entry("q", "a")}))
     assert replay.complete("q") == "a"
     assert len(replay) == 1
+
+
+def test_a_miss_shows_where_the_prompt_first_differs_from_the_closest_one() -> None:
+    """Two long prompts that differ late look the same in an 80-character head."""
+    recorded = "You are a teaching assistant. " * 4 + "Explain the refund policy in two lines."
+    replay = Replay(Cassette("c", {prompt_key(recorded): Entry(recorded, "ok")}))
+    with pytest.raises(CassetteMiss) as caught:
+        replay.complete("  " + recorded.replace("two lines", "three lines"))
+    differs = [line for line in str(caught.value).splitlines() if "differs:" in line]
+    at = len("You are a teaching assistant. " * 4 + "Explain the refund policy in t") + 1
+    assert differs == [f'  differs: at character {at}: asked "…e refund policy in three lines.", '
+                       'recorded "…e refund policy in two lines."']

@@ -265,7 +265,8 @@ def test_the_story_no_tool_call_recorded_then_a_variant_asks_one_question(
     assert f"no recording of this tool call in {path}" in message
     assert "  tool:    search_docs\n" in message
     assert '  args:    {"limit":1,"query":"refund window"}\n' in message
-    assert "`gradekit record --case refund-policy --rerecord`" in message
+    assert ('`gradekit record --case refund-policy --rerecord --reason "the recorded results '
+            'changed"`') in message
 
     with ToolRecorder(tools, path, case="refund-policy", mode="rerecord",
                       clock=clock(T1)) as again:
