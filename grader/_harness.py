@@ -445,6 +445,24 @@ def describe(exc: BaseException) -> str:
     return (f"{name}: {message}" if message else name)[:TEXT_LIMIT]
 
 
+def located(exc: BaseException, root: str) -> str:
+    """``describe(exc)`` and where in the submission it happened: the file (relative to
+    ``root``) and line of a SyntaxError, else of the deepest frame in the submission."""
+    place: tuple[str, int] | None = None
+    if isinstance(exc, SyntaxError) and exc.filename and exc.lineno:
+        place = exc.filename, exc.lineno
+    else:
+        trace = exc.__traceback__
+        while trace is not None:
+            name = trace.tb_frame.f_code.co_filename
+            if name.startswith(root + os.sep):
+                place = name, trace.tb_lineno
+            trace = trace.tb_next
+    if place is None or not place[0].startswith(root + os.sep):
+        return describe(exc)
+    return f"{describe(exc)} ({place[0][len(root) + 1:]}, line {place[1]})"[:TEXT_LIMIT]
+
+
 def load(spec: str) -> Any:
     """Import ``package.module:attribute`` from the submission."""
     module_name, _, attribute = spec.partition(":")
@@ -619,7 +637,7 @@ def run_cases(channel: Channel, config: dict[str, Any], verdict: Verdict) -> Non
     try:
         agent = load(config["agent"])
     except BaseException as exc:
-        channel.send({"op": "import_error", "error": describe(exc)})
+        channel.send({"op": "import_error", "error": located(exc, config["root"])})
         return
     channel.send({"op": "ready"})
     with_tools = takes_tools(agent)

@@ -747,7 +747,11 @@ CHANGED = "the answer changed with the provider label or the hash seed"
 REPLACED = "crashed (broke the grader's protocol: the harness's code was replaced)"
 FORGED_VERDICT = "crashed (broke the grader's protocol: a forged verdict)"
 NEVER_CALLED = "never asked the provider: the answer did not come from the recordings"
-IMPORT = f"ModuleNotFoundError: No module named '{MISSING_MODULE}'"
+# The import failure, and where: the line fails_on_import adds after the kit's import.
+_IMPORT_LINE = (REFERENCE / "lab" / "agent.py").read_text("utf-8").splitlines().index(
+    _KIT_IMPORT.strip()) + 3
+IMPORT = (f"ModuleNotFoundError: No module named '{MISSING_MODULE}' "
+          f"(lab/agent.py, line {_IMPORT_LINE})")
 
 
 def _refused(case: str, error: str, finding: str) -> Extra:

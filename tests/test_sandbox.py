@@ -822,9 +822,21 @@ def test_an_import_failure_runs_no_case(tmp_path: Path, run: Run) -> None:
 
     result = run(["label", "hash"], root=root)
 
-    assert result.import_error == ("ModuleNotFoundError: No module named 'not_a_module_anywhere'")
+    assert result.import_error == ("ModuleNotFoundError: No module named "
+                                   "'not_a_module_anywhere' (lab/agent.py, line 1)")
     assert {o.status for o in result.outcomes.values()} == {"not_run"}
     assert list(result.outcomes) == ["label", "hash"]
+
+
+def test_a_syntax_error_says_its_file_and_line(tmp_path: Path, run: Run) -> None:
+    agent = "def run(provider, task):\n    return 'ok'\n\n\ndef broken(:\n    pass\n"
+    root = write_submission(tmp_path / "broken", {"lab/__init__.py": "", "lab/agent.py": agent})
+
+    result = run(["label"], root=root)
+
+    assert result.import_error is not None
+    assert result.import_error.startswith("SyntaxError: ")
+    assert result.import_error.endswith(" (lab/agent.py, line 5)")
 
 
 def test_a_refusal_at_import_time_belongs_to_no_case(tmp_path: Path, run: Run) -> None:
