@@ -108,7 +108,7 @@ def predicted(run: CheckRun) -> tuple[bool, list[str]]:
     if report is None:
         return False, ["grade now: not graded (the checkpoints above say why)"]
     total, most = sum(c.points for c in report.criteria), sum(c.max for c in report.criteria)
-    lines = [f"grade now: {total:.2f} / {most:.2f} (what `gradekit grade` gives this "
+    lines = [f"grade now: {total:.2f} / {most:.2f} (what gradekit grade gives this "
              "submission, same rubric, same grading)"]
     for criterion in report.criteria:
         if criterion.points < criterion.max:

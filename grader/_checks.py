@@ -8,9 +8,10 @@ No I/O, no clock, no label in any detail: a report must not depend on them.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import ROUND_HALF_EVEN, Decimal
 
+from gradekit._codec import closest, divergence
 from grader._model import (
     CENT,
     EVIDENCE,
@@ -68,6 +69,9 @@ class Evidence:
     second_cassettes: str = ""  # the second set's folder, as the manifest declares it
     fixtures: str = "fixtures"  # the tool fixtures' folder
     review_basis: str = ""  # the change-log entry and keys the re-record evidence rests on
+    tiebreak: RunResult | None = None  # label A with hash seed 2, where the two runs differ
+    recording_problems: Mapping[str, str] = field(default_factory=dict)  # case -> its finding
+    recorded_prompts: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # by case
 
 
 Check = Callable[[Evidence, Rubric, Criterion], CriterionResult]
@@ -134,16 +138,67 @@ def contract_stability(evidence: Evidence, rubric: Rubric, criterion: Criterion)
     shares = per_case_points(rubric, criterion)
     checks, advice = [], []
     for case in evidence.cases:
-        detail = _stability(_outcome(evidence.primary, case.id),
-                            _outcome(evidence.secondary, case.id), evidence.blocked)
+        first = _outcome(evidence.primary, case.id)
+        detail = _stability(first, _outcome(evidence.secondary, case.id), evidence.blocked)
         passed = detail == "identical under both labels and hash seeds"
         checks.append(_check(case.id, passed, shares[case.id], detail))
         if not passed:
-            advice.append(
-                "Make the answer depend only on the task and the recorded answers: never "
-                "read provider.name, never put it in a prompt, and sort sets before joining them."
-            )
+            advice.append(f"{case.id}: {_stability_advice(case.id, first, evidence)}")
     return _result(criterion, checks, advice)
+
+
+RERECORD = 'gradekit record --case {} --rerecord --reason "the prompts changed"'
+
+
+def _stability_advice(case: str, first: CaseOutcome | None, evidence: Evidence) -> str:
+    """The fix for one unstable case, from what the grader saw: a recording it could not
+    use, a run that failed, a prompt it does not hold (and where it differs from the
+    closest one), or answers that changed with the label or with the hash seed."""
+    problem = evidence.recording_problems.get(case)
+    if problem:
+        return problem
+    if evidence.blocked:
+        return f"fix this first: {evidence.blocked}"
+    if first is None or _failed_run(first, "") is not None:
+        return ("make run() finish this task without a timeout or a crash "
+                f"({_failed_run(first, '')})")
+    missed = [call for call in first.calls if not call.served]
+    if missed:
+        return _miss_advice(case, missed, evidence)
+    if first.answer is None:
+        return f"run() must return a str: it {_no_answer(first)}"
+    if not _asked(first):
+        return "call the provider: the answer must come from the recorded answers"
+    again = _outcome(evidence.tiebreak, case)
+    if again is not None and again.answer_sha256 == first.answer_sha256:
+        return ("the answer changes with the provider's name alone: never read provider.name "
+                "in the agent, and never put it in a prompt or an answer")
+    if again is not None and again.answer_sha256 == _sha(evidence.secondary, case):
+        return ("the answer changes with the hash seed alone: iterate over sets and dict "
+                "keys in sorted order (sorted(...)) before joining them into text")
+    return ("the answer changes with both the provider's name and the hash seed: never read "
+            "provider.name, and sort sets before joining them")
+
+
+def _miss_advice(case: str, missed: Sequence[Served], evidence: Evidence) -> str:
+    asked = next((call.asked for call in missed if call.tool is None and call.asked), "")
+    if asked and evidence.label and evidence.label in asked:
+        return ("a prompt holds the provider's name, so no recording can ever match it: "
+                "never put provider.name in a prompt")
+    fix = f"re-record case {case}: `{RERECORD.format(case)}`"
+    recorded = evidence.recorded_prompts.get(case, ())
+    if asked and recorded:
+        best, _ = closest(asked.strip(), recorded, lambda prompt: prompt)
+        return f"{fix}; the prompt asked first differs from the closest recorded one " \
+            f"{divergence(asked, best)}"
+    if not asked:
+        return f"{fix} (a tool call the fixtures do not hold: {missed[0].key})"
+    return fix
+
+
+def _sha(run: RunResult | None, case: str) -> str | None:
+    outcome = _outcome(run, case)
+    return None if outcome is None else outcome.answer_sha256
 
 
 def _stability(first: CaseOutcome | None, second: CaseOutcome | None, blocked: str) -> str:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import secrets
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 from typing import TypeVar, cast
@@ -109,10 +109,14 @@ def grade_submission(root: Path, rubric: Rubric, *, submission: str, scratch: Pa
     """
     findings: list[str] = []
     manifest = _manifest(root, findings)
+    problems: dict[str, str] = {}
     answers = _cassettes(root, manifest.cassettes if manifest else "cassettes",
-                         rubric.cases, findings)
+                         rubric.cases, findings, problems)
     evidence = _evidence(root, manifest, rubric, answers, drawn or draw(label), scratch,
                          findings, isolation, on_case)
+    evidence = replace(evidence, recording_problems=problems, recorded_prompts={
+        case: tuple(entry.prompt for entry in entries.values() if entry.prompt)
+        for case, entries in answers.items()})
     criteria = tuple(_score(evidence, rubric, findings))
     report = Report(
         submission=submission,
@@ -134,16 +138,20 @@ def _manifest(root: Path, findings: list[str]) -> Manifest | None:
         return None
 
 
-def _cassettes(root: Path, folder: str, cases: tuple[Case, ...],
-               findings: list[str]) -> dict[str, dict[str, Entry]]:
-    """case -> key -> recorded entry, read by the parent; problems become findings."""
+def _cassettes(root: Path, folder: str, cases: tuple[Case, ...], findings: list[str],
+               problems: dict[str, str] | None = None) -> dict[str, dict[str, Entry]]:
+    """case -> key -> recorded entry, read by the parent; problems become findings (and,
+    given ``problems``, each case's own there too)."""
     recorded: dict[str, dict[str, Entry]] = {}
     for case in cases:
+        before = len(findings)
         relative = f"{folder}/{case.id}.json"
         missing = f"{relative} is missing: record it with `gradekit record --case {case.id}` " \
             "and commit it"
         cassette = _recording(root, relative, CASSETTE_CAP, decode_cassette, case.id, findings,
                                missing)
+        if problems is not None and len(findings) > before:
+            problems[case.id] = findings[-1]
         if cassette is not None:
             recorded[case.id] = dict(cassette.entries)
     return recorded
@@ -249,10 +257,11 @@ def _evidence(root: Path, manifest: Manifest | None, rubric: Rubric,
     timed_out: dict[str, CaseOutcome] = {}
 
     def run(name: str, serve: Callable[[str, str], str | None], run_label: str,
-            seed: int) -> RunResult:
+            seed: int, only: Collection[str] | None = None) -> RunResult:
         # A case that timed out once is not run again: it counts as timed out in every
         # later run, so a hanging submission costs one timeout per case, not one per run.
-        todo = [(case, task) for case, task in pairs if case not in timed_out]
+        todo = [(case, task) for case, task in pairs
+                if case not in timed_out and (only is None or case in only)]
         # The unanswerable run gets no fixtures either: a missing fixture must be loud too.
         result = run_cases(root, manifest.agent, todo, answer=serve, label=run_label,
                            hashseed=seed, limits=limits, scratch=scratch / name,
@@ -264,7 +273,7 @@ def _evidence(root: Path, manifest: Manifest | None, rubric: Rubric,
         known = {**timed_out, **result.outcomes}
         timed_out.update({c: o for c, o in result.outcomes.items() if o.status == "timeout"})
         repeated = {case: CaseOutcome(case, "timeout", detail=known[case].detail)
-                    for case, _ in pairs if case in known}
+                    for case, _ in pairs if case in known and (only is None or case in only)}
         return replace(result, outcomes={**repeated, **result.outcomes})
 
     (label, other), (seed, other_seed) = drawn.labels, drawn.seeds
@@ -272,6 +281,13 @@ def _evidence(root: Path, manifest: Manifest | None, rubric: Rubric,
     blocked = f"the agent could not be imported: {primary.import_error}" \
         if primary.import_error else ""
     secondary = run("secondary", _serve(answers), other, other_seed)
+    # Where the two runs' answers differ: the first label with the second hash seed says
+    # which of the two the answer depends on, so the advice can name the cause.
+    differing = [case for case, outcome in primary.outcomes.items()
+                 if _answered(outcome) and _answered(secondary.outcomes.get(case))
+                 and outcome.answer_sha256 != secondary.outcomes[case].answer_sha256]
+    tiebreak = run("tiebreak", _serve(answers), label, other_seed, differing) \
+        if differing else None
     unanswerable = run("unanswerable", _never, label, seed)
     probe = probe_replay(root, manifest.replay, drawn.probe, limits=limits,
                          scratch=scratch / "probe", isolation=isolation, unknown=drawn.unknown)
@@ -286,7 +302,13 @@ def _evidence(root: Path, manifest: Manifest | None, rubric: Rubric,
                     stretch=manifest.stretch, second_set=second_set,
                     second_set_problem=problem, blocked=blocked, review_problem=review,
                     second_cassettes=manifest.second_cassettes, fixtures=manifest.fixtures,
-                    review_basis=basis)
+                    review_basis=basis, tiebreak=tiebreak)
+
+
+def _answered(outcome: CaseOutcome | None) -> bool:
+    """A str answer with every call served: a run whose answer two runs can compare."""
+    return outcome is not None and outcome.status == "returned" \
+        and outcome.answer_sha256 is not None and all(call.served for call in outcome.calls)
 
 
 def _review_problem(root: Path, manifest: Manifest) -> str | None:

@@ -12,6 +12,7 @@ from decimal import Decimal
 from typing import Literal
 
 __all__ = [
+    "ASKED_CAP",
     "BOUNDARIES",
     "CENT",
     "ENTRIES",
@@ -32,6 +33,7 @@ __all__ = [
     "TraceRecord",
 ]
 
+ASKED_CAP = 4096  # of a missed prompt, kept to show where it differs from the recorded ones
 CENT = Decimal("0.01")  # points are exact cents: the one definition every module uses
 
 # The named sub-checks' ids, as rubrics' [criterion.points] tables and reports spell them.
@@ -68,6 +70,7 @@ class Served:
     served: bool  # False: the parent answered with a miss
     tool: str | None = None  # the tool's name; None for a provider call
     traced_early: bool = False  # its trace record was in the file before the parent answered
+    asked: str = ""  # a missed prompt's first ASKED_CAP characters: where it differs, for advice
 
 
 @dataclass(frozen=True, slots=True)

@@ -90,7 +90,15 @@ from grader._layout import (
     read_regular,
     start_child,
 )
-from grader._model import CaseOutcome, Limits, Refusal, RunResult, Served, TraceRecord
+from grader._model import (
+    ASKED_CAP,
+    CaseOutcome,
+    Limits,
+    Refusal,
+    RunResult,
+    Served,
+    TraceRecord,
+)
 
 __all__ = ["ToolAnswer", "run_cases"]
 
@@ -355,7 +363,8 @@ class _Run:
             raise ProtocolError("a prompt that is not UTF-8") from exc
         response = self._answer(case.id, prompt)
         talk.calls.append(Served(key=key, served=response is not None,
-                               traced_early=self._traced_early(talk, case)))
+                                 traced_early=self._traced_early(talk, case),
+                                 asked="" if response is not None else prompt[:ASKED_CAP]))
         child.send({"response": response} if response is not None else {"miss": _miss(case, key)})
 
     def _serve_tool(self, child: Child, talk: _Talk, case: _Case, tool: object,
@@ -368,7 +377,7 @@ class _Run:
             raise ProtocolError("tool arguments that are not JSON") from exc
         found, result = self._tools(case.id, key)
         talk.calls.append(Served(key=key, served=found, tool=tool,
-                               traced_early=self._traced_early(talk, case)))
+                                 traced_early=self._traced_early(talk, case)))
         child.send({"response": result} if found
                    else {"missing": _missing(case, tool, args, self._fixtures)})
 

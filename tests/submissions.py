@@ -543,6 +543,25 @@ def _all(*extras: Extra) -> Extra:
     return check
 
 
+def _advised(criterion_id: str, *advice: str) -> Extra:
+    """The criterion's advice is exactly these lines: the cause the evidence names, per case."""
+
+    def check(seen: Seen) -> None:
+        assert list(criterion(seen.report, criterion_id)["advice"]) == list(advice)
+
+    return check
+
+
+def _every_case(advice: str) -> tuple[str, ...]:
+    return tuple(f"{case}: {advice}" for case in CASES)
+
+
+LABEL_ALONE = ("the answer changes with the provider's name alone: never read provider.name "
+               "in the agent, and never put it in a prompt or an answer")
+SEED_ALONE = ("the answer changes with the hash seed alone: iterate over sets and dict keys in "
+              "sorted order (sorted(...)) before joining them into text")
+
+
 def _cases_say(criterion_id: str, detail: str) -> Extra:
     """Every case's check of ``criterion_id`` has this detail."""
 
@@ -767,17 +786,21 @@ VARIANTS: dict[str, Variant] = {
     ),
     "signs_with_label": Variant(
         signs_with_label, frozenset({"contract_stability"}),
-        _all(_cases_say("contract_stability", CHANGED), _findings()),
+        _all(_cases_say("contract_stability", CHANGED), _findings(),
+             _advised("contract_stability", *_every_case(LABEL_ALONE))),
     ),
     "label_in_prompt": Variant(
         label_in_prompt, frozenset({"contract_stability", "stretch_goal"}),
         _all(_cases_say("contract_stability", "asked 1 prompt(s) the cassette does not hold"),
-             _points("stretch_goal", "4.00"), _findings()),
+             _points("stretch_goal", "4.00"), _findings(),
+             _advised("contract_stability", *_every_case(
+                 "a prompt holds the provider's name, so no recording can ever match it: "
+                 "never put provider.name in a prompt"))),
     ),
     "set_in_answer": Variant(
         set_in_answer, frozenset({"contract_stability"}),
         _all(_set_order_depends_on_the_seed, _cases_say("contract_stability", CHANGED),
-             _findings()),
+             _findings(), _advised("contract_stability", *_every_case(SEED_ALONE))),
     ),
     "never_calls_model": Variant(
         never_calls_model, PER_CASE,
@@ -926,7 +949,9 @@ VARIANTS: dict[str, Variant] = {
         fails_on_import, PER_CASE,
         _all(_blocked(f"the agent could not be imported: {IMPORT}"),
              _points("loud_failure", "5.00"), _points("stretch_goal", "4.00"),
-             _findings(f"the agent failed to import: {IMPORT}")),
+             _findings(f"the agent failed to import: {IMPORT}"),
+             _advised("contract_stability", *_every_case(
+                 f"fix this first: the agent could not be imported: {IMPORT}"))),
     ),
     "no_manifest": Variant(
         no_manifest, PER_CASE,
@@ -939,7 +964,10 @@ VARIANTS: dict[str, Variant] = {
         misses_cassette, frozenset({"contract_stability"}),
         _all(_cassette_missed,
              _findings("cassettes/sql-explain.json is missing: record it with "
-                       "`gradekit record --case sql-explain` and commit it")),
+                       "`gradekit record --case sql-explain` and commit it"),
+             _advised("contract_stability",
+                      "sql-explain: cassettes/sql-explain.json is missing: record it with "
+                      "`gradekit record --case sql-explain` and commit it")),
     ),
     "misses_fixture": Variant(
         misses_fixture, frozenset({"contract_stability", "stretch_goal"}),

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -153,3 +154,40 @@ def test_the_progress_line_has_counts_the_row_elapsed_time_and_an_estimate(
         "[4/4] alice: 96.00 / 100.00 (2m05s elapsed)",
         "    bob: still grading after 1m15s, case refund-policy",
     ]
+
+
+def _printed_commands(text: str) -> list[str]:
+    """Every `gradekit ...` command a message or a report tells the student to run."""
+    return sorted(set(re.findall(r"`(gradekit [^`]+)`", text)))
+
+
+@pytest.mark.parametrize("breakage", ["prompt_changed", "fixture_missing", "cassette_missing"])
+def test_every_printed_fix_command_works_as_printed(
+    breakage: str, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Run each command exactly as the check or the miss printed it (a live provider on
+    loopback): it succeeds, and afterwards the case replays."""
+    root = make_submission(tmp_path / "alice")
+    if breakage == "prompt_changed":
+        agent = root / "lab" / "agent.py"
+        agent.write_text(agent.read_text("utf-8").replace(
+            "You are a teaching assistant", "You are a helpful teaching assistant", 1), "utf-8")
+        assert main(["check", str(root), "--isolation", "process"]) == 1
+    else:
+        folder = "fixtures" if breakage == "fixture_missing" else "cassettes"
+        (root / folder / "sql-explain.json").unlink()
+        assert main(["run", "--root", str(root), "--case", "sql-explain"]) == 3
+    shown = capsys.readouterr()
+    commands = _printed_commands(shown.out + shown.err)
+    assert commands, shown
+    env = {**os.environ, "PYTHONPATH": "", "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin"}
+    with Loopback(default=answer("A recorded answer.")) as server:
+        env |= {"GRADEKIT_PROVIDER": "openai-compatible", "GRADEKIT_MODEL": "tiny",
+                "GRADEKIT_BASE_URL": server.openai_url}
+        for command in commands:
+            done = subprocess.run(shlex.split(command), cwd=root, env=env, capture_output=True,
+                                  text=True, timeout=120, check=False)
+            assert done.returncode == 0, (command, done.stderr)
+    case = re.search(r"--case (\S+)", commands[0])
+    assert case is not None
+    assert main(["run", "--root", str(root), "--case", case[1]]) == 0

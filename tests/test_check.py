@@ -1,0 +1,82 @@
+"""``gradekit check`` predicts the grade: the four mistakes students make most, each once
+three green checkpoints and exit 0, now fail the check with the grade ``gradekit grade``
+gives, what was lost and the fix that names the real cause."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from grader.cli import main
+from tests.submissions import make_submission
+
+
+def _stale_prompts(root: Path) -> None:
+    agent = root / "lab" / "agent.py"
+    agent.write_text(agent.read_text("utf-8").replace(
+        "You are a teaching assistant", "You are a helpful teaching assistant", 1), "utf-8")
+
+
+def _corrupt_cassette(root: Path) -> None:
+    cassette = root / "cassettes" / "sql-explain.json"
+    cassette.write_text(cassette.read_text("utf-8")[:-40], "utf-8")
+
+
+def _no_tracing(root: Path) -> None:
+    agent = root / "lab" / "agent.py"
+    text = agent.read_text("utf-8").replace("    llm = Traced(provider)\n", "    llm = provider\n")
+    agent.write_text(text.replace("TracedTools(tools)", "tools"), "utf-8")
+
+
+def _empty_failures(root: Path) -> None:
+    (root / "FAILURES.md").write_text("", "utf-8")
+
+
+MISTAKES: dict[str, tuple[Callable[[Path], None], str]] = {
+    "stale_prompts": (_stale_prompts, '`gradekit record --case refund-policy --rerecord '
+                      '--reason "the prompts changed"`; the prompt asked first differs'),
+    "corrupt_cassette": (_corrupt_cassette, "cassettes/sql-explain.json:22:2: not valid JSON"),
+    "no_tracing": (_no_tracing, "Wrap the provider in Traced"),
+    "empty_failures": (_empty_failures, "Write at least two complete failure entries"),
+}
+
+
+@pytest.mark.parametrize("mistake", sorted(MISTAKES))
+def test_a_common_mistake_fails_the_check_with_the_grade_and_its_real_fix(
+    mistake: str, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    mutate, fix = MISTAKES[mistake]
+    root = make_submission(tmp_path / mistake)
+    mutate(root)
+
+    assert main(["check", str(root), "--isolation", "process"]) == 1
+    shown = capsys.readouterr().out
+    assert main(["grade", str(root), "--out", str(tmp_path / "out"), "--isolation",
+                 "process"]) == 0
+    capsys.readouterr()
+    report = json.loads((tmp_path / "out" / mistake / "report.json").read_bytes())
+
+    assert f"grade now: {report['total']} / 100.00 " in shown  # what grade gives, exactly
+    assert report["total"] != "100.00"
+    for criterion in report["criteria"]:
+        lost = criterion["points"] != criterion["max"]
+        assert (f" of {criterion['title']} ({criterion['points']} / " in shown) is lost
+    assert fix in shown
+    assert "never read provider.name" not in shown  # the cause is not the label
+    assert shown.splitlines()[-1].startswith("FAIL  in ")
+
+
+def test_the_reference_lab_passes_the_check_with_full_marks(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    root = make_submission(tmp_path / "alice")
+    assert main(["check", str(root), "--isolation", "process"]) == 0
+    shown = capsys.readouterr().out
+    assert [line[:4] for line in shown.splitlines()[:3]] == ["PASS"] * 3
+    assert "grade now: 100.00 / 100.00 " in shown
+    assert "  lost " not in shown
+    assert re.search(r"^PASS  in \d+\.\ds: every checkpoint passed", shown, re.MULTILINE)
