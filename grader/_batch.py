@@ -31,6 +31,8 @@ from grader._gradebook import GradebookRow, gradebook_csv
 from grader._isolation import Isolation
 from grader._roster import Identity, Roster, identify
 from grader._rubric import Rubric
+from grader._signing import load_key, without_signing_key
+from grader._verify_outputs import sign_outputs
 from grader._worker import (
     CASE,
     EXIT_OUT_OF_MEMORY,
@@ -137,7 +139,8 @@ class BatchInterrupted(KeyboardInterrupt):
 def grade_batch(submissions: Sequence[Path], rubric: Rubric, *, out: Path, jobs: int,
                 label: str | None = None, progress: Progress | None = None,
                 isolation: Isolation = "process", roster: Roster | None = None,
-                heartbeat: Heartbeat | None = None) -> list[GradebookRow]:
+                heartbeat: Heartbeat | None = None,
+                key_file: Path | None = None) -> list[GradebookRow]:
     """Grade every submission in a worker process of its own, at most ``jobs`` at once.
 
     One submission never stops the others, and ``out/gradebook.csv`` is rewritten after
@@ -145,14 +148,18 @@ def grade_batch(submissions: Sequence[Path], rubric: Rubric, *, out: Path, jobs:
     submissions of one identity are a ``UsageError`` before anything runs. Ctrl-C kills
     the running workers, writes the finished rows and raises ``BatchInterrupted``.
     ``progress`` hears of each finished row; ``heartbeat`` of each submission still running
-    every ``HEARTBEAT_S`` seconds, with the case its sandbox runs.
+    every ``HEARTBEAT_S`` seconds, with the case its sandbox runs. With an instructor key
+    (``key_file``, else ``GRADEKIT_SIGNING_KEY_FILE`` or ``GRADEKIT_SIGNING_KEY``) every
+    report.json and results.json is signed here, in the batch: no worker sees the key.
     """
     identities = identify(submissions, roster)
+    key = load_key(key_file)  # a bad signing key stops the batch before anything is graded
     out.mkdir(parents=True, exist_ok=True)
     book = _Gradebook(out / "gradebook.csv", tuple(c.id for c in rubric.criteria))
     book.write([])  # at once: an old gradebook in ``out`` must not pass for this batch's
     workers = _Workers(rubric, out=out, label=label, isolation=isolation,
-                       roster=Path(roster.source).name if roster else "", heartbeat=heartbeat)
+                       roster=Path(roster.source).name if roster else "", heartbeat=heartbeat,
+                       key=key)
     finished: dict[int, GradebookRow] = {}
     futures: dict[Future[GradebookRow | None], int] = {}
     started = time.monotonic()
@@ -239,8 +246,10 @@ class _Workers:
     """Starts one worker per submission, watches its budget, and stops them all on demand."""
 
     def __init__(self, rubric: Rubric, *, out: Path, label: str | None, isolation: Isolation,
-                 roster: str, heartbeat: Heartbeat | None = None) -> None:
+                 roster: str, heartbeat: Heartbeat | None = None,
+                 key: bytes | None = None) -> None:
         self._heartbeat = heartbeat
+        self._key = key  # signs each graded row's outputs here: workers never see it
         self._rubric, self._label, self._isolation = rubric, label, isolation
         self._out, self._roster = out.absolute(), roster  # workers start in another folder
         self._ids = frozenset(c.id for c in rubric.criteria)
@@ -312,7 +321,7 @@ class _Workers:
             return error_row(identity.folder, identity.student,
                              _died(code, stderr, self._rubric))
         _relay(identity.folder, stderr)
-        return self._checked(identity, stdout)
+        return sign_outputs(self._checked(identity, stdout), self._out, self._key)
 
     def _fork(self, identity: Identity, scratch: Path) -> tuple[Zygote, int]:
         """A worker for the submission, from the zygote (a new one if the last one ended)."""
@@ -429,7 +438,7 @@ def _worker_environment() -> dict[str, str]:
              for folder in package.__path__]
     inherited = os.environ.get("PYTHONPATH", "")
     paths = [*dict.fromkeys(roots), *([inherited] if inherited else [])]
-    return {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
+    return {**without_signing_key(os.environ), "PYTHONPATH": os.pathsep.join(paths)}
 
 
 def _end_leftovers(scratch: Path) -> int:

@@ -54,6 +54,10 @@ def add_grading_commands(
                        help=f"who each folder is: a CSV with the header {','.join(ROSTER_HEADER)} "
                        "(default: each folder's name is its student)")
     add_isolation_option(grade)
+    grade.add_argument("--key-file", type=Path, default=None, metavar="FILE",
+                       help="sign every report.json and results.json with this instructor key "
+                       "(default: $GRADEKIT_SIGNING_KEY_FILE or $GRADEKIT_SIGNING_KEY; none: "
+                       "unsigned)")
     grade.add_argument("--quiet", action="store_true",
                        help="no progress line per submission and no heartbeat, only the rows")
     grade.set_defaults(handler=_grade)
@@ -101,7 +105,7 @@ def _grade_all(args: argparse.Namespace) -> int:
     rows = grade_batch(submissions, rubric, out=args.out, jobs=args.jobs, label=args.label,
                        progress=print_progress if len(submissions) > 1 and not args.quiet
                        else None, heartbeat=None if args.quiet else print_heartbeat,
-                       isolation=isolation, roster=roster)
+                       isolation=isolation, roster=roster, key_file=args.key_file)
     if len(rows) == 1 and rows[0].status == "graded":
         _print_table(args.out / rows[0].submission / "report.json")
     _print_rows(rows)

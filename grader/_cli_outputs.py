@@ -1,24 +1,35 @@
-"""The grader's outputs on the command line: report verify and gradebook merge."""
+"""The grader's outputs on the command line: report verify, gradebook merge, and the
+Gradescope autograder (``gradescope build`` writes it, ``gradescope run`` is what its
+``run_autograder`` calls)."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
+from grader._cli_options import add_isolation_option, add_rubric_option
 from grader._exits import EXIT_FAILED, EXIT_OK
 from grader._gradebook import merge_gradebooks
-from grader._report import verify_report
+from grader._gradescope import ROOT_ENV, build, run
+from grader._signing import KEY_ENV, KEY_FILE_ENV, load_key
+from grader._verify_outputs import verify_file
 
 __all__ = ["add_output_commands"]
 
 
 def add_output_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Register ``report verify`` and ``gradebook merge``."""
-    report = commands.add_parser("report", help="work with report.json files")
+    """Register ``report verify``, ``gradebook merge`` and ``gradescope build|run``."""
+    report = commands.add_parser("report", help="work with report.json and results.json files")
     report_commands = report.add_subparsers(dest="report_command", required=True)
-    verify = report_commands.add_parser("verify", help="recompute the digest; exit 1 if edited")
-    verify.add_argument("paths", nargs="+", type=Path, metavar="PATH")
+    verify = report_commands.add_parser(
+        "verify", help="check digest, sums and (with a key) signature; exit 1 if edited")
+    verify.add_argument("paths", nargs="+", type=Path, metavar="PATH",
+                        help="report.json or results.json files (told apart by content)")
+    verify.add_argument("--key-file", type=Path, default=None, metavar="FILE",
+                        help=f"the instructor's signing key (default: ${KEY_FILE_ENV}, else "
+                        f"${KEY_ENV}; without a key the signature is not checked)")
     verify.set_defaults(handler=_verify_report)
 
     gradebook = commands.add_parser("gradebook", help="work with gradebook.csv files")
@@ -28,14 +39,30 @@ def add_output_commands(commands: argparse._SubParsersAction[argparse.ArgumentPa
     merge.add_argument("--out", type=Path, required=True, help="the merged gradebook.csv")
     merge.set_defaults(handler=_merge)
 
+    gradescope = commands.add_parser("gradescope", help="grade on Gradescope")
+    gradescope_commands = gradescope.add_subparsers(dest="gradescope_command", required=True)
+    writer = gradescope_commands.add_parser(
+        "build", help="write the autograder folder: setup.sh, run_autograder, rubric, kit")
+    writer.add_argument("--out", type=Path, required=True, help="a new folder to write it to")
+    add_rubric_option(writer)
+    writer.set_defaults(handler=_build)
+    runner = gradescope_commands.add_parser(
+        "run", help="grade ROOT/submission into ROOT/results/results.json (run_autograder)")
+    runner.add_argument("--root", type=Path, default=None,
+                        help=f"Gradescope's folder (default: ${ROOT_ENV}, else /autograder)")
+    add_rubric_option(runner)
+    add_isolation_option(runner)
+    runner.set_defaults(handler=_run)
+
 
 def _verify_report(args: argparse.Namespace) -> int:
+    key = load_key(args.key_file)  # a bad key is a usage error before any file is read
     failed = False
     for path in args.paths:
-        ok, message = verify_report(path.read_bytes())
-        stream = sys.stdout if ok else sys.stderr
-        print(f"{'ok  ' if ok else 'FAIL'} {path}: {message}", file=stream)
-        failed = failed or not ok
+        verdict = verify_file(path, key)
+        stream = sys.stdout if verdict.ok else sys.stderr
+        print(f"{'ok  ' if verdict.ok else 'FAIL'} {path}: {verdict.message}", file=stream)
+        failed = failed or not verdict.ok
     return EXIT_FAILED if failed else EXIT_OK
 
 
@@ -43,3 +70,18 @@ def _merge(args: argparse.Namespace) -> int:
     args.out.write_bytes(merge_gradebooks([part.read_bytes() for part in args.parts]))
     print(f"merged {len(args.parts)} gradebooks into {args.out}")
     return EXIT_OK
+
+
+def _build(args: argparse.Namespace) -> int:
+    build(args.out, args.rubric)
+    print(f"wrote the Gradescope autograder to {args.out}/: zip its contents "
+          f"(cd {args.out} && zip -r ../autograder.zip .) and upload the zip as the "
+          "assignment's autograder")
+    return EXIT_OK
+
+
+def _run(args: argparse.Namespace) -> int:
+    root = args.root or Path(os.environ.get(ROOT_ENV) or "/autograder")
+    graded = run(root, args.rubric, args.isolation)
+    print(f"{'graded' if graded else 'NOT GRADED'}: {root / 'results' / 'results.json'}")
+    return EXIT_OK if graded else EXIT_FAILED

@@ -19,6 +19,7 @@ import hashlib
 import json
 import re
 import unicodedata
+from collections.abc import Mapping
 from decimal import Decimal
 from typing import NoReturn
 
@@ -27,10 +28,16 @@ from grader._model import CENT, CheckResult, CriterionResult, Report
 
 __all__ = [
     "FINDINGS_SHOWN",
+    "PENDING",
     "QUOTE_LIMIT",
+    "REVIEW_FINDING",
     "SCHEMA",
     "TEXT_LIMIT",
     "canonical",
+    "cents_of",
+    "inline_markdown",
+    "parse_canonical",
+    "pending_review",
     "points_text",
     "quote",
     "render_gradescope",
@@ -38,6 +45,7 @@ __all__ = [
     "render_report_json",
     "report_digest",
     "report_document",
+    "sum_problems",
     "verify_report",
 ]
 
@@ -137,37 +145,118 @@ def report_digest(report: Report) -> str:
 def render_report_json(report: Report) -> bytes:
     """The bytes of ``report.json``: canonical document with its digest, one newline."""
     document = report_document(report)
+    problems = sum_problems(document)
+    if problems:  # a custom check's result that verify would reject: never write it
+        raise UsageError(f"the report of {report.submission!r} does not add up: "
+                         f"{'; '.join(problems)}; a check must return a CriterionResult whose "
+                         "points and max are the sums of its (at least one) checks'")
     document["digest"] = hashlib.sha256(canonical(document)).hexdigest()
     return canonical(document) + b"\n"
 
 
 def verify_report(data: bytes) -> tuple[bool, str]:
-    """Whether ``data`` is a ``report.json`` exactly as gradekit wrote it, and why not."""
-    try:
-        document = json.loads(data.decode("utf-8"), parse_constant=_no_constant)
-    except (UnicodeDecodeError, ValueError) as exc:
-        return False, f"not JSON ({exc}): pass the report.json file gradekit wrote"
-    if not isinstance(document, dict):
-        return False, "not a report: the JSON is not an object"
-    digest = document.pop("digest", None)
+    """Whether ``data`` is a ``report.json`` exactly as gradekit wrote it, and why not.
+
+    The digest proves the file is self-consistent, and the sums that its points add up;
+    neither proves who wrote it: that is the signature's job (``grader._signing``).
+    """
+    document, problem = parse_canonical(data, "report.json")
+    if document is None:
+        return False, problem
+    body = dict(document)
+    digest = body.pop("digest", None)
+    body.pop("signature", None)  # the digest never covers the signature
     if not isinstance(digest, str):
         return False, "no digest field: not a gradekit report, or it was cut short"
-    expected = hashlib.sha256(canonical(document)).hexdigest()
+    expected = hashlib.sha256(canonical(body)).hexdigest()
     if digest != expected:
         return False, (
             f"digest mismatch: the report says {digest} but its content hashes to {expected}; "
             "it was edited after grading: grade the submission again"
         )
-    body = canonical({**document, "digest": digest})
-    if data not in (body, body + b"\n"):  # a lost final newline is not an edit
-        return False, (
-            "the digest matches but the bytes are not canonical (reformatted, or a key given "
-            "twice); use the file exactly as gradekit wrote it"
-        )
+    if problem:
+        return False, problem
     if document.get("schema") != SCHEMA:
         schema = document.get("schema")
         return False, f"schema {schema!r} is not {SCHEMA!r}: verify it with a matching gradekit"
-    return True, f"digest {digest} matches the content"
+    problems = sum_problems(document)
+    if problems:
+        return False, "; ".join(problems) + ": the report was edited; grade the submission again"
+    return True, f"digest {digest} matches the content; the points add up"
+
+
+def parse_canonical(data: bytes, name: str) -> tuple[dict[str, object] | None, str]:
+    """``data`` as a JSON object, and what is wrong with it.
+
+    ``(None, why)`` when it is no JSON object; ``(document, why)`` when its bytes are not
+    the canonical form gradekit writes (reformatted, or a key given twice: a reader that
+    keeps the first of two keys would see another file than the one checked).
+    """
+    try:
+        document = json.loads(data.decode("utf-8"), parse_constant=_no_constant)
+    except (UnicodeDecodeError, ValueError) as exc:
+        return None, f"not JSON ({exc}): pass the {name} file gradekit wrote"
+    if not isinstance(document, dict):
+        return None, f"not a {name}: the JSON is not an object"
+    body = canonical(document)
+    if data not in (body, body + b"\n"):  # a lost final newline is not an edit
+        return document, (
+            "the bytes are not canonical (reformatted, or a key given twice); use the file "
+            "exactly as gradekit wrote it"
+        )
+    return document, ""
+
+
+_POINTS = re.compile(r"-?[0-9]+\.[0-9]{2}")
+
+
+def cents_of(value: object, field: str) -> Decimal:
+    """A report's points string (``"7.50"``) as a Decimal; ``ValueError`` naming the field."""
+    if not isinstance(value, str) or not _POINTS.fullmatch(value):
+        raise ValueError(f"{field} is {value!r}, not points with two decimal places")
+    return Decimal(value)
+
+
+def sum_problems(document: Mapping[str, object]) -> list[str]:
+    """Where a report's points do not add up: the total and max to its criteria's, each
+    criterion's points and max to its checks', each check's points from 0 to its max.
+    Every criterion needs a check, so no points stand unexplained. Each problem names the
+    field and both numbers."""
+    criteria = document.get("criteria")
+    if not isinstance(criteria, list) or not all(isinstance(c, dict) for c in criteria):
+        return ["criteria is not a list of objects"]
+    try:
+        sums = {"points": Decimal(0), "max": Decimal(0)}
+        problems = []
+        for number, criterion in enumerate(criteria):
+            name = f"criteria[{number}] ({criterion.get('id')!r})"
+            checks = criterion.get("checks")
+            if not isinstance(checks, list) or not checks \
+                    or not all(isinstance(c, dict) for c in checks):
+                problems.append(f"{name}.checks is not a list of at least one check")
+                continue
+            for n, check in enumerate(checks):
+                points = cents_of(check.get("points"), f"{name}.checks[{n}].points")
+                most = cents_of(check.get("max"), f"{name}.checks[{n}].max")
+                if not 0 <= points <= most:
+                    problems.append(f"{name}.checks[{n}].points is {points}, outside 0.00 to "
+                                    f"its max {most}")
+            for field in ("points", "max"):
+                own = cents_of(criterion.get(field), f"{name}.{field}")
+                added = sum((cents_of(check.get(field), f"{name}.checks[{n}].{field}")
+                             for n, check in enumerate(checks)), Decimal(0))
+                sums[field] += own
+                if own != added:
+                    problems.append(f"{name}.{field} is {own} but its checks' {field} sum "
+                                    f"to {added}")
+        for field, key in (("points", "total"), ("max", "max")):
+            stated = cents_of(document.get(key), key)
+            if stated != sums[field]:
+                problems.append(f"{key} is {stated} but the criteria's {field} sum to "
+                                f"{sums[field]}")
+    except ValueError as exc:
+        return [str(exc)]
+    return problems
 
 
 def render_markdown(report: Report, *, isolation: str = "") -> str:
@@ -187,6 +276,7 @@ def render_markdown(report: Report, *, isolation: str = "") -> str:
         "|---|---:|---:|---|",
         *(_table_row(c) for c in report.criteria),
         "",
+        *pending_review(report),
     ]
     for criterion in report.criteria:
         lines += _criterion_section(criterion)
@@ -198,8 +288,37 @@ def render_markdown(report: Report, *, isolation: str = "") -> str:
     return "\n".join(lines)
 
 
+REVIEW_FINDING = "flagged for review: "  # how grader._grade.REVIEW starts a finding
+PENDING = ("Pending human review: these points were judged by structure alone; a person "
+           "will read the work and may still change them.")
+
+
+def pending_review(report: Report) -> list[str]:
+    """Markdown paragraphs that say plainly which points a person may still change, and
+    whether a person must look at the whole submission; none when neither applies."""
+    lines = []
+    review = [c for c in report.criteria if c.review]
+    if review:
+        at_stake = points_text(sum((c.max for c in review), Decimal(0)))
+        listed = ", ".join(f"{_inline(c.title)} {points_text(c.points)} / {points_text(c.max)}"
+                           for c in review)
+        lines += [f"**Pending human review: {at_stake} points** ({listed}) were judged by "
+                  "structure alone; a person will read the work and may still change them.",
+                  ""]
+    flagged = sum(f.startswith(REVIEW_FINDING) for f in report.findings)
+    if flagged:
+        lines += [f"**Flagged for review:** {flagged} finding(s) below ask a person to look at "
+                  "the whole submission; this grade is not final until they have.", ""]
+    return lines
+
+
 def render_gradescope(report: Report, digest: str, *, isolation: str = "") -> bytes:
-    """Gradescope's autograder ``results.json``: one test per check, feedback on top."""
+    """Gradescope's autograder ``results.json``: one test per check, feedback on top.
+
+    The top-level output is ``report.md``'s Markdown (``output_format`` and
+    ``test_output_format`` "md"); each test declares its own output and name "text",
+    which Gradescope shows as written, since they quote the submission.
+    """
     tests = []
     for number, criterion in enumerate(report.criteria, 1):
         checks = criterion.checks or (
@@ -211,6 +330,8 @@ def render_gradescope(report: Report, digest: str, *, isolation: str = "") -> by
         "score": float(report.total),
         "output": render_markdown(report, isolation=isolation),
         "output_format": "md",
+        "test_output_format": "md",
+        "test_name_format": "text",
         "visibility": "visible",
         "stdout_visibility": "hidden",
         "extra_data": {"digest": digest, "schema": SCHEMA,
@@ -258,6 +379,11 @@ def _inline(text: str, limit: int = TEXT_LIMIT) -> str:
     return _escape(" ".join(quote(text, limit).split()))
 
 
+def inline_markdown(text: str) -> str:
+    """``text`` as one inert line of Markdown (quoted, escaped): for other modules."""
+    return _inline(text)
+
+
 def _escape(text: str) -> str:
     """``text`` with a backslash before each character Markdown could read as markup.
 
@@ -296,7 +422,7 @@ def _criterion_section(criterion: CriterionResult) -> list[str]:
         "",
     ]
     if criterion.review:
-        lines += ["Marked for review by a person: these points may still change.", ""]
+        lines += [PENDING, ""]
     for heading, chosen in (
         ("Passed:", [c for c in criterion.checks if not _lost(c)]),
         ("Lost points:", [c for c in criterion.checks if _lost(c)]),
@@ -321,7 +447,7 @@ def _gradescope_test(criterion: CriterionResult, check: CheckResult, number: str
         output += "\n\nWhat to do:\n" + "\n".join(f"- {quote(a, TEXT_LIMIT)}"
                                                   for a in criterion.advice)
     if criterion.review:
-        output += "\n\nMarked for review by a person: these points may still change."
+        output += "\n\n" + PENDING
     return {
         "name": f"{quote(criterion.title)}: {quote(check.id)}",
         "name_format": "text",

@@ -5,15 +5,20 @@ from __future__ import annotations
 import hashlib
 import json
 import unicodedata
+from collections.abc import Callable
+from dataclasses import replace
 from decimal import Decimal
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gradekit import UsageError
+from grader._grade import REVIEW
 from grader._model import CheckResult, CriterionResult, Report
 from grader._report import (
+    REVIEW_FINDING,
     TEXT_LIMIT,
     _inline,
     canonical,
@@ -174,8 +179,119 @@ def test_gradescope_results_have_the_autograder_keys() -> None:
     assert LOST_DETAIL in lost["output"] and "Let CassetteMiss propagate" in lost["output"]
     assert results["tests"][0]["status"] == "passed"
     assert all(test["visibility"] == "visible" for test in results["tests"])
-    assert "marked for review" in results["tests"][4]["output"].lower()
+    assert "Pending human review" in results["tests"][4]["output"]
+    assert "Pending human review" not in results["tests"][0]["output"]
     assert data == render_gradescope(sample(), "d" * 64)
+
+
+def test_gradescope_declares_markdown_and_says_which_points_await_a_person() -> None:
+    results = json.loads(render_gradescope(sample(), "d" * 64))
+    assert (results["output_format"], results["test_output_format"]) == ("md", "md")
+    assert "**Pending human review: 15.00 points** (Written summary 15.00 / 15.00)" \
+        in results["output"]
+    assert "Flagged for review" not in results["output"]
+    flagged = replace(sample(), findings=(f"{REVIEW}a verdict without the seal in case x",))
+    output = json.loads(render_gradescope(flagged, "d" * 64))["output"]
+    assert "**Flagged for review:** 1 finding(s) below ask a person to look at the whole " \
+        "submission" in output
+    plain = replace(sample(), criteria=sample().criteria[:1], findings=())
+    assert "review" not in json.loads(render_gradescope(plain, "d" * 64))["output"].lower()
+
+
+def test_the_report_spells_review_findings_as_the_grader_does() -> None:
+    assert REVIEW_FINDING == REVIEW
+
+
+# -- forged reports: every edit whose digest was recomputed must still fail ---------------
+
+
+def forged(edit: Callable[[dict[str, Any]], None], report: Report | None = None) -> bytes:
+    """``report`` (default: the sample) edited by ``edit``, with its digest recomputed:
+    what anyone can do without the instructor's key."""
+    document = json.loads(render_report_json(report or sample()))
+    del document["digest"]
+    edit(document)
+    document["digest"] = hashlib.sha256(canonical(document)).hexdigest()
+    return canonical(document) + b"\n"
+
+
+def test_a_forged_total_with_a_recomputed_digest_fails_naming_both_numbers() -> None:
+    def inflate(document: dict[str, Any]) -> None:
+        document["total"] = "96.00"
+
+    ok, message = verify_report(forged(inflate))
+    assert not ok
+    assert "total is 96.00 but the criteria's points sum to 37.50" in message
+
+
+def test_a_forged_criterion_and_total_fail_on_the_criterion_s_checks() -> None:
+    def inflate(document: dict[str, Any]) -> None:
+        document["criteria"][0]["points"] = "30.00"
+        document["total"] = "45.00"
+
+    ok, message = verify_report(forged(inflate))
+    assert not ok
+    assert "criteria[0] ('contract_stability').points is 30.00 but its checks' points sum to " \
+        "22.50" in message
+    assert "total" not in message  # the total does add up to the forged criteria
+
+
+def test_forged_maxima_fail_like_forged_points() -> None:
+    def shrink(document: dict[str, Any]) -> None:
+        document["criteria"][0]["max"] = "22.50"
+        document["max"] = "37.50"
+
+    ok, message = verify_report(forged(shrink))
+    assert not ok and "criteria[0] ('contract_stability').max is 22.50 but its checks' max " \
+        "sum to 30.00" in message
+
+    def total_max(document: dict[str, Any]) -> None:
+        document["max"] = "40.00"
+
+    ok, message = verify_report(forged(total_max))
+    assert not ok and "max is 40.00 but the criteria's max sum to 45.00" in message
+
+
+def test_a_check_given_more_than_its_max_fails_even_when_everything_adds_up() -> None:
+    def inflate(document: dict[str, Any]) -> None:
+        document["criteria"][0]["checks"][3]["points"] = "15.00"
+        document["criteria"][0]["points"] = "37.50"
+        document["total"] = "52.50"
+
+    ok, message = verify_report(forged(inflate))
+    assert not ok
+    assert "criteria[0] ('contract_stability').checks[3].points is 15.00, outside 0.00 to its " \
+        "max 7.50" in message
+
+
+@pytest.mark.parametrize(("edit", "says"), [
+    (lambda d: d["criteria"][1].update(checks=[]), "checks is not a list of at least one check"),
+    (lambda d: d["criteria"][1].update(points=15), "criteria[1] ('written_summary').points is "
+                                                   "15, not points with two decimal places"),
+    (lambda d: d.update(total="37.5"), "total is '37.5', not points with two decimal places"),
+    (lambda d: d.update(criteria={}), "criteria is not a list of objects"),
+])
+def test_a_malformed_forgery_fails_naming_the_field(edit: Callable[[dict[str, Any]], None],
+                                                    says: str) -> None:
+    ok, message = verify_report(forged(edit))
+    assert not ok and says in message
+
+
+def test_a_check_that_carries_no_points_adds_up() -> None:
+    free = CheckResult("note", True, Decimal("0"), Decimal("0"), "no points here")
+    report = replace(sample(), criteria=(replace(sample().criteria[0], checks=(
+        *sample().criteria[0].checks, free)), sample().criteria[1]))
+    assert verify_report(render_report_json(report))[0]
+
+
+def test_the_grader_refuses_to_write_a_report_that_would_not_verify() -> None:
+    stable = sample().criteria[0]
+    report = replace(sample(), criteria=(replace(stable, points=Decimal("30")),))
+    with pytest.raises(UsageError, match=r"points is 30\.00 but its checks' points sum to "
+                                         r"22\.50; a check must return"):
+        render_report_json(report)
+    with pytest.raises(UsageError, match="at least one"):
+        render_report_json(replace(sample(), criteria=(replace(stable, checks=()),)))
 
 
 @settings(deadline=None)

@@ -128,5 +128,7 @@ def test_check_runs_the_roots_own_agent(carol: Path, capsys: pytest.CaptureFixtu
     capsys.readouterr()
     code = main(["check", "--root", str(carol), "--isolation", "process"])
     shown = capsys.readouterr().out
-    assert code == 0, shown
-    assert [line.split()[0] for line in shown.splitlines()] == ["PASS"] * 3
+    assert [line.split()[0] for line in shown.splitlines()[:3]] == ["PASS"] * 3, shown
+    # Her lab is a sketch (no tracing, no FAILURES.md): the grade it predicts says so.
+    assert code == 1
+    assert "  lost 20.00 of Tracing (0.00 / 20.00):" in shown

@@ -467,7 +467,7 @@ def test_a_miss_raises_the_submissions_own_cassette_miss(run: Run) -> None:
 
     miss = result.outcomes["miss"]
     assert (miss.status, miss.exception, miss.miss_escaped) == ("raised", "CassetteMiss", True)
-    assert miss.calls == (Served(prompt_key("never recorded"), False),)
+    assert miss.calls == (Served(prompt_key("never recorded"), False, asked="never recorded"),)
     assert result.outcomes["miss_own_class"].answer == "lab.CassetteMiss"
 
 
@@ -533,7 +533,8 @@ def test_a_swallowed_miss_is_a_return(
         returned_type,
     )
     assert (outcome.exception, outcome.miss_escaped) == (None, False)
-    assert outcome.calls == (Served(prompt_key("never recorded"), False),)
+    assert outcome.calls == (Served(prompt_key("never recorded"), False,
+                                    asked="never recorded"),)
 
 
 def test_a_submission_without_cassette_miss_gets_the_harness_one(tmp_path: Path) -> None:

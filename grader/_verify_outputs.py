@@ -1,0 +1,165 @@
+"""``gradekit report verify``: one verdict per file, for report.json and results.json alike.
+
+The file's kind is read from its content (a ``tests`` list and a ``score``: Gradescope's
+results.json; otherwise a report), never from its name, so a renamed file is still
+checked as what it is. Three layers, each failing on its own:
+
+- the digest and canonical bytes (``grader._report.verify_report``), and for results.json
+  its canonical bytes;
+- the sums: a report's total, max and criteria against its checks; a results.json's score
+  against its tests, and, when a ``report.json`` lies next to it, its digest, score and
+  every test against that report (which must verify too);
+- the signature, when a key is given (``grader._signing``); without one the verdict says
+  it was not checked.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+from grader._gradebook import GradebookRow
+from grader._report import SCHEMA, cents_of, parse_canonical, verify_report
+from grader._signing import Kind, sign_file, signature_problem
+from grader._worker import error_row
+
+__all__ = ["Verdict", "kind_of", "sign_outputs", "verify_file", "verify_results"]
+
+_CENT = Decimal("0.01")
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """One file's verdict: ``ok`` and the sentence that says why."""
+
+    ok: bool
+    message: str
+
+
+def kind_of(document: dict[str, object]) -> Kind:
+    """Gradescope's results.json has a score and tests; anything else is read as a report."""
+    return "results" if "tests" in document and "score" in document else "report"
+
+
+def verify_file(path: Path, key: bytes | None) -> Verdict:
+    """Verify one report.json or results.json; ``key`` None: the signature is not checked."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        return Verdict(False, f"cannot read it ({exc.strerror}): check the path")
+    document, problem = parse_canonical(data, "report.json or results.json")
+    if document is None:
+        return Verdict(False, problem)
+    kind = kind_of(document)
+    if kind == "report":
+        ok, message = verify_report(data)
+    else:
+        ok, message = verify_results(data, path.with_name("report.json"))
+    if not ok:
+        return Verdict(False, message)
+    wrong, note = signature_problem(kind, document, key)
+    if wrong:
+        return Verdict(False, wrong)
+    return Verdict(True, f"{message}; {note}")
+
+
+def verify_results(data: bytes, report_path: Path) -> tuple[bool, str]:
+    """Whether ``data`` is a results.json as gradekit wrote it, checked against the
+    report.json at ``report_path`` when there is one."""
+    document, problem = parse_canonical(data, "results.json")
+    if document is None or problem:
+        return False, problem
+    try:
+        score = _cents(document.get("score"), "score")
+        tests = document.get("tests")
+        if not isinstance(tests, list) or not all(isinstance(t, dict) for t in tests):
+            return False, "tests is not a list of objects: not a gradekit results.json"
+        scores = [_cents(t.get("score"), f"tests[{n}].score") for n, t in enumerate(tests)]
+        maxima = [_cents(t.get("max_score"), f"tests[{n}].max_score")
+                  for n, t in enumerate(tests)]
+    except ValueError as exc:
+        return False, f"{exc}: the file was edited; grade the submission again"
+    if score != sum(scores, Decimal(0)):
+        return False, (f"score is {score} but its tests' scores sum to {sum(scores, Decimal(0))}"
+                       ": the file was edited; grade the submission again")
+    extra = document.get("extra_data")
+    digest = extra.get("digest") if isinstance(extra, dict) else None
+    if not isinstance(digest, str) or not isinstance(extra, dict) \
+            or extra.get("schema") != SCHEMA:
+        return False, f"extra_data has no digest or its schema is not {SCHEMA!r}: not a " \
+                      "gradekit results.json, or it was edited"
+    if not report_path.is_file():
+        return True, (f"its tests add up to its score {score}; no report.json next to it, so "
+                      "its digest and tests were not compared with the report")
+    problem = _against_report(report_path, digest, score, tests, scores, maxima)
+    if problem:
+        return False, problem
+    return True, (f"its tests add up to its score {score} and agree with the report.json next "
+                  f"to it (digest {digest})")
+
+
+def _against_report(report_path: Path, digest: str, score: Decimal, tests: list[dict[str, object]],
+                    scores: list[Decimal], maxima: list[Decimal]) -> str:
+    """What disagrees between a results.json and the report.json next to it, or ""."""
+    report_data = report_path.read_bytes()
+    ok, why = verify_report(report_data)
+    if not ok:
+        return f"the report.json next to it does not verify ({why})"
+    parsed, _ = parse_canonical(report_data, "report.json")
+    report: Any = parsed  # verify_report checked its shape
+    if digest != report["digest"]:
+        return (f"extra_data.digest is {digest} but the report.json next to it has digest "
+                f"{report['digest']}: they are from different gradings; grade it again")
+    total = cents_of(report["total"], "total")
+    if score != total:
+        return f"score is {score} but the report's total is {total}"
+    checks = [(criterion, check) for criterion in report["criteria"]
+              for check in criterion["checks"]]
+    if len(checks) != len(tests):
+        return f"it has {len(tests)} tests but the report has {len(checks)} checks"
+    for number, ((criterion, check), test) in enumerate(zip(checks, tests, strict=True)):
+        name = f"tests[{number}] ({criterion['id']}: {check['id']})"
+        for field, got, want in (("score", scores[number], check["points"]),
+                                 ("max_score", maxima[number], check["max"])):
+            if got != cents_of(want, field):
+                return f"{name}.{field} is {got} but the report says {want}"
+        if test.get("tags") != [criterion["id"]]:
+            return f"{name}.tags is {test.get('tags')!r}, not [{criterion['id']!r}]"
+    return ""
+
+
+def _cents(value: object, field: str) -> Decimal:
+    """A results.json number as exact cents; ``ValueError`` naming the field."""
+    if isinstance(value, bool) or not isinstance(value, int | float) \
+            or not math.isfinite(value):
+        raise ValueError(f"{field} is {value!r}, not a number")
+    exact = Decimal(repr(value))
+    if exact.quantize(_CENT) != exact:
+        raise ValueError(f"{field} is {value!r}, not exact to the cent")
+    return exact.quantize(_CENT)
+
+
+def sign_outputs(row: GradebookRow, out: Path, key: bytes | None) -> GradebookRow:
+    """Sign a graded row's report.json and results.json in ``out/<folder>``, once both
+    verify; the row itself, or an error row when they do not verify or cannot be signed.
+
+    Called by the batch, the one process that holds the key, after the worker wrote them.
+    """
+    if key is None or row.status != "graded":
+        return row
+    folder = out / row.submission
+    try:
+        for name in ("report.json", "results.json"):
+            verdict = verify_file(folder / name, None)
+            if not verdict.ok:
+                raise ValueError(f"{name} does not verify before signing: {verdict.message}")
+        sign_file(folder / "report.json", "report", key)
+        sign_file(folder / "results.json", "results", key)
+    except (OSError, ValueError) as exc:
+        return error_row(row.submission, row.student, (
+            f"its outputs could not be signed ({exc}): nothing was scored; grade it again, and "
+            "report a grader bug if it happens again"))
+    return row
