@@ -243,7 +243,7 @@ def check_table(plan: GraderPlan, folder: Path) -> Table:
     seconds: dict[tuple[int, str], list[float]] = {}
     failed: set[str] = set()
     for _ in range(plan.repeats):
-        for point in run_checkpoints(reference, rubric):
+        for point in run_checkpoints(reference, rubric).checkpoints:
             seconds.setdefault((point.number, point.title), []).append(point.seconds * 1e9)
             if not point.passed:
                 failed.add(f"{point.number}. {point.title}: {point.reason}")

@@ -32,6 +32,7 @@ from grader._cli_cassette import add_cassette_commands
 from grader._cli_grade import add_grading_commands
 from grader._cli_outputs import add_output_commands
 from grader._cli_record import add_recording_commands
+from grader._cli_starter import add_starter_commands
 from grader._exits import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
@@ -100,4 +101,5 @@ def _parser() -> argparse.ArgumentParser:
     add_cassette_commands(commands)
     add_grading_commands(commands)
     add_output_commands(commands)
+    add_starter_commands(commands)
     return parser

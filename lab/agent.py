@@ -44,6 +44,7 @@ REVISE = (
 def run(provider: Provider, task: str, tools: Toolbox | None = None) -> str:
     """Answer ``task`` with three or four traced provider calls, after looking things up
     with the lab's read-only tools when it is given them."""
+    # BEGIN SOLUTION hint: plan, answer, self-check, revise once on a no
     llm = Traced(provider)
     notes = _look_up(TracedTools(tools), task) if tools is not None else ""
     plan = llm.complete(PLAN.format(task=task, notes=notes)).strip()
@@ -72,6 +73,13 @@ def _look_up(tools: TracedTools, task: str) -> str:
         hits = tools.call("search_repo", text="CassetteMiss", limit=2)
         found += [f"- {hit['path']}:{hit['line']}: {hit['text']}" for hit in hits]
     return NOTES.format(found="\n".join(found)) if found else ""
+    # STUB
+    # raise NotImplementedError(
+    #     "lab/agent.py: write run(): plan, answer, self-check, and revise once if the check "
+    #     f"says no; every provider call through {Traced.__name__}(provider), every tool call "
+    #     f"through {TracedTools.__name__}(tools); a CassetteMiss must escape"
+    # )
+    # END SOLUTION
 
 
 def _json(value: object) -> str:
