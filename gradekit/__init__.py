@@ -17,6 +17,8 @@ from gradekit._exceptions import (
     CassetteMiss,
     FixtureCorrupt,
     GradekitError,
+    IncidentCorrupt,
+    IncidentDivergence,
     MissingFixtureError,
     ProviderAuthError,
     ProviderConfigError,
@@ -30,6 +32,17 @@ from gradekit._exceptions import (
     UsageError,
 )
 from gradekit._fake import FakeProvider
+from gradekit._incident import (
+    Crossing,
+    Envelope,
+    Incident,
+    IncidentRecorder,
+    IncidentReplay,
+    Plan,
+    Replayed,
+    read_incident,
+    replay_incident,
+)
 from gradekit._keys import prompt_key
 from gradekit._provider import Provider
 from gradekit._recorder import Mode, Recorder
@@ -64,15 +77,23 @@ __all__ = [
     "CassetteError",
     "CassetteLocked",
     "CassetteMiss",
+    "Crossing",
     "Entry",
+    "Envelope",
     "FakeProvider",
     "FixtureCorrupt",
     "GradekitError",
+    "Incident",
+    "IncidentCorrupt",
+    "IncidentDivergence",
+    "IncidentRecorder",
+    "IncidentReplay",
     "JsonlSink",
     "LiveToolbox",
     "MissingFixtureError",
     "Mode",
     "OpenAICompatible",
+    "Plan",
     "Preset",
     "Provider",
     "ProviderAuthError",
@@ -85,6 +106,7 @@ __all__ = [
     "ProviderTimeout",
     "Recorder",
     "Replay",
+    "Replayed",
     "SecretLeak",
     "ToolRecorder",
     "ToolReplay",
@@ -95,6 +117,8 @@ __all__ = [
     "UsageError",
     "live_from_env",
     "prompt_key",
+    "read_incident",
+    "replay_incident",
     "tool_key",
 ]
 

@@ -7,7 +7,9 @@
     │   ├── CassetteMiss           a prompt that was never recorded
     │   ├── MissingFixtureError    a tool call that was never recorded
     │   ├── CassetteCorrupt        a file that is not a valid cassette
-    │   │   └── FixtureCorrupt     a file that is not a valid tool fixture
+    │   │   ├── FixtureCorrupt     a file that is not a valid tool fixture
+    │   │   └── IncidentCorrupt    a file that is not a valid recorded incident
+    │   ├── IncidentDivergence     a replayed run left its recorded incident
     │   ├── CassetteCollision      one key, two different prompts
     │   └── CassetteLocked         another recorder holds the cassette or fixture
     └── ProviderError              talking to a live provider went wrong
@@ -43,6 +45,8 @@ __all__ = [
     "CassetteMiss",
     "FixtureCorrupt",
     "GradekitError",
+    "IncidentCorrupt",
+    "IncidentDivergence",
     "MissingFixtureError",
     "ProviderAuthError",
     "ProviderConfigError",
@@ -152,3 +156,17 @@ class MissingFixtureError(CassetteError):
 
 class FixtureCorrupt(CassetteCorrupt):
     """A tool fixture that cannot be read: bad JSON, unknown format, a key with two answers."""
+
+
+class IncidentCorrupt(CassetteCorrupt):
+    """An incident file gradekit cannot read; the message names the line and the fix."""
+
+
+class IncidentDivergence(CassetteError):
+    """A replayed run left its recorded incident: a changed input, an extra or a missing
+    crossing. ``index`` is the recorded crossing where it happened, ``boundary`` its
+    boundary; the message shows the recorded input against this run's."""
+
+    def __init__(self, message: str, *, index: int, boundary: str) -> None:
+        super().__init__(message)
+        self.index, self.boundary = index, boundary

@@ -22,6 +22,7 @@ from gradekit import (
     CassetteLocked,
     CassetteMiss,
     GradekitError,
+    IncidentDivergence,
     MissingFixtureError,
     ProviderConfigError,
     ProviderError,
@@ -69,7 +70,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _exit_code(exc: GradekitError) -> int:
     """Every documented error has its code in the one table (``grader._exits``)."""
-    if isinstance(exc, CassetteMiss | MissingFixtureError):
+    if isinstance(exc, CassetteMiss | MissingFixtureError | IncidentDivergence):
         return EXIT_MISS
     if isinstance(exc, ProviderError) and not isinstance(exc, ProviderConfigError):
         return EXIT_PROVIDER

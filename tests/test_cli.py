@@ -333,7 +333,7 @@ EXIT_CODES = {
     "CassetteCollision": 2, "CassetteLocked": 2, "SecretLeak": 2,
     "ManifestError": 2, "RubricError": 2, "GradebookError": 2, "ReviewError": 2,
     "ChangeLogCorrupt": 2, "SubmissionFileError": 2, "MissingSubmissionFile": 2,
-    "CassetteError": 1, "GradekitError": 1,
+    "CassetteError": 1, "GradekitError": 1, "IncidentCorrupt": 2, "IncidentDivergence": 3,
 }
 
 
