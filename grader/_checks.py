@@ -72,6 +72,8 @@ class Evidence:
     tiebreak: RunResult | None = None  # label A with hash seed 2, where the two runs differ
     recording_problems: Mapping[str, str] = field(default_factory=dict)  # case -> its finding
     recorded_prompts: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # by case
+    cut_point_problem: str | None = "not checked"  # None: the incident test holds
+    incident_test: str = ""  # the manifest's cut-point test, as the evidence names it
 
 
 Check = Callable[[Evidence, Rubric, Criterion], CriterionResult]
@@ -460,6 +462,10 @@ STRETCH_GOALS: Mapping[str, StretchGoal] = {
         "tool-fixtures", ("tool-fixtures", "tool fixture"), _tool_fixtures,
         lambda e: "tool calls served from " + _served_from(e.primary, e.cases, e.fixtures,
                                                           tools=True)),
+    "cut-point": StretchGoal(
+        "cut-point", ("cut-point", "cut point", "incident"), lambda e: e.cut_point_problem,
+        lambda e: f"{e.incident_test} passes on the submission's guard and fails when it "
+                  "allows every action"),
     "two-providers": StretchGoal(
         "two-providers", ("two-providers", "two providers"), _two_providers,
         lambda e: "prompts served from " + _served_from(e.second_set, e.cases,

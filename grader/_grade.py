@@ -22,6 +22,7 @@ from gradekit._cassette import Entry, decode_cassette
 from gradekit._fixtures import decode_fixture
 from grader._changelog import CHANGE_LOG, Change, change_matches, decode_changes
 from grader._checks import BUILTIN_CHECKS, Check, Evidence, shown_keys
+from grader._cutpoint import cut_point_problem, run_cut_point_test
 from grader._files import (
     CASSETTE_CAP,
     CHANGE_LOG_CAP,
@@ -36,7 +37,7 @@ from grader._files import (
 )
 from grader._isolation import Isolation
 from grader._manifest import Manifest, ManifestError, load_manifest
-from grader._model import CaseOutcome, CriterionResult, Report, RunResult
+from grader._model import CaseOutcome, CriterionResult, Limits, Report, RunResult
 from grader._probe import probe_replay
 from grader._recordings import decode_recording
 from grader._report import TEXT_LIMIT, quote
@@ -297,12 +298,31 @@ def _evidence(root: Path, manifest: Manifest | None, rubric: Rubric,
                                       answers)
     review, basis = _review(root, manifest) if "rerecord-review" in manifest.stretch \
         else ("not claimed", "")
+    cut_point = _cut_point(root, manifest, limits, scratch, isolation, findings) \
+        if "cut-point" in manifest.stretch else "not claimed"
     return Evidence(cases=rubric.cases, label=label, primary=primary, secondary=secondary,
                     unanswerable=unanswerable, probe=probe, failures=failures,
                     stretch=manifest.stretch, second_set=second_set,
                     second_set_problem=problem, blocked=blocked, review_problem=review,
                     second_cassettes=manifest.second_cassettes, fixtures=manifest.fixtures,
-                    review_basis=basis, tiebreak=tiebreak)
+                    review_basis=basis, tiebreak=tiebreak, cut_point_problem=cut_point,
+                    incident_test=manifest.incident_test)
+
+
+def _cut_point(root: Path, manifest: Manifest, limits: Limits, scratch: Path,
+               isolation: Isolation, findings: list[str]) -> str | None:
+    """The cut-point goal's evidence: the incident test, on the submission's guard and on
+    one that allows everything, both in the sandbox."""
+    test, guard = manifest.incident_test, manifest.guard
+    if not test or not guard:
+        return cut_point_problem(None, None, test=test, guard=guard)
+    runs = [run_cut_point_test(root, test, guard, allow_all=allow_all, limits=limits,
+                               scratch=scratch / f"cut-point-{allow_all}", isolation=isolation)
+            for allow_all in (False, True)]
+    for run in runs:
+        if run.tampering:
+            findings.append(REVIEW + f"the cut-point test: {quote(run.tampering)}")
+    return cut_point_problem(runs[0], runs[1], test=test, guard=guard)
 
 
 def _answered(outcome: CaseOutcome | None) -> bool:

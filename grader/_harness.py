@@ -20,6 +20,8 @@ first line the parent writes is the configuration. The child then says:
     {"op": "result", "case": ID, "status": "returned" | "raised", "returned_type": T,
      "answer": A | null, "exception": NAME | null, "miss_escaped": BOOL}
     {"op": "probe", "hit": OUTCOME | null, "miss": OUTCOME}   probe_replay mode only
+    {"op": "cut_point", "passed": BOOL, "error": "Class: first line" | null}
+                                                     cut_point mode only: the incident test
 
 Before any student code is imported it sets hard resource limits on itself and
 installs an audit hook that refuses the network, new processes, ctypes,
@@ -658,6 +660,34 @@ def run_cases(channel: Channel, config: dict[str, Any], verdict: Verdict) -> Non
         verdict({"op": "result", "case": case["id"], **described, **result})
 
 
+def cut_point(channel: Channel, config: dict[str, Any], verdict: Verdict) -> None:
+    """Run the submission's cut-point test (a function of no arguments: it passes when it
+    returns). With ``allow_all``, the guard it names is first replaced by one that lets
+    every action through: a test that still passes then cannot fail."""
+    try:
+        if config["allow_all"]:
+            module_name, _, name = str(config["guard"]).partition(":")
+            module = importlib.import_module(module_name)
+            if not callable(getattr(module, name, None)):
+                raise AttributeError(f"module {module_name!r} has no guard {name!r}")
+            setattr(module, name, allow_everything)
+        test = load(config["test"])
+    except BaseException as exc:
+        channel.send({"op": "import_error", "error": located(exc, config["root"])})
+        return
+    channel.send({"op": "ready"})
+    _, error = outcome(test)
+    failed = None if error is None else located(error, config["root"])
+    del error  # its traceback holds the test's frames
+    flush_output()
+    verdict({"op": "cut_point", "passed": failed is None, "error": failed})
+
+
+def allow_everything(*args: object, **kwargs: object) -> bool:
+    """The guard a cut-point test is tried against: it lets every action through."""
+    return True
+
+
 def probe_replay(channel: Channel, config: dict[str, Any], verdict: Verdict) -> None:
     """Load the submission's replay on the parent's cassette; ask a hit and a miss."""
     probe = config["probe"]
@@ -781,6 +811,8 @@ def main(argv: list[str]) -> None:
     sys.path.insert(0, config["root"])
     if config["mode"] == "probe_replay":
         probe_replay(channel, config, verdict)
+    elif config["mode"] == "cut_point":
+        cut_point(channel, config, verdict)
     else:
         run_cases(channel, config, verdict)
     flush_output()

@@ -50,6 +50,8 @@ class Manifest:
     second_cassettes: str = ""  # stretch goal two-providers: a second provider's recordings
     tools: str = ""  # "package.module:NAME" of the agent's Tools registry, if it uses tools
     fixtures: str = "fixtures"
+    incident_test: str = ""  # stretch goal cut-point: the incident's regression test
+    guard: str = ""  # stretch goal cut-point: the live guard that test checks
 
     def fixture(self, case: str) -> Path:
         """The tool fixture file of ``case``."""
@@ -99,11 +101,13 @@ def load_manifest(root: Path) -> Manifest:
         second_cassettes=table.get("second_cassettes", ""),
         tools=table.get("tools", ""),
         fixtures=table.get("fixtures", "fixtures"),
+        incident_test=table.get("incident_test", ""),
+        guard=table.get("guard", ""),
     )
 
 
 _TEXT_KEYS = ("agent", "cassettes", "failures", "student", "replay", "second_cassettes", "tools",
-              "fixtures")
+              "fixtures", "incident_test", "guard")
 _PATH_KEYS = ("cassettes", "failures", "second_cassettes", "fixtures")
 
 
