@@ -32,7 +32,7 @@ import difflib
 import json
 import os
 from collections import defaultdict, deque
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -371,7 +371,7 @@ class IncidentReplay:
     def finish(self) -> None:
         """Check that every served boundary used all its recorded crossings."""
         missing = sorted((queue[0] for name, queue in self._queues.items()
-                          if queue and not _all_live(self.plan, name)),
+                          if queue and name not in self.plan.live),
                          key=lambda envelope: envelope.index)
         if missing:
             first = missing[0]
@@ -395,10 +395,6 @@ class _ReplayedProvider:
 
     def complete(self, prompt: str) -> str:
         return self._replay.complete(prompt)
-
-
-def _all_live(plan: Plan, boundary: str) -> bool:
-    return boundary in plan.live
 
 
 def _fix(boundary: str) -> str:
@@ -452,8 +448,3 @@ def replay_incident(incident: Incident | str | Path, agent: Callable[..., object
         return Replayed(None, exc, tuple(replay.crossings))
     replay.finish()
     return Replayed(answer, None, tuple(replay.crossings))
-
-
-def boundaries(envelopes: Sequence[Envelope]) -> list[str]:
-    """The boundaries an incident crosses, in first-crossing order."""
-    return list(dict.fromkeys(envelope.boundary for envelope in envelopes))
