@@ -22,7 +22,7 @@ if not __package__:
     # from this checkout rather than whatever happens to be installed.
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench import _chronicle, _gradekit, _tools, _vcrpy
+from bench import _chronicle, _cutpoint, _gradekit, _tools, _vcrpy
 from bench._data import build_cassette
 from bench._gradekit import Measured
 from bench._loadprobe import probe
@@ -88,6 +88,8 @@ def _tables(plan: Plan, folder: Path) -> list[Table]:
     _progress("agent-chronicle")
     chronicle = _chronicle.measure(plan)
     load_rows = _gradekit.load_rows(measured, plan.load_budget_s)
+    _progress("Cut-point replay: six incidents")
+    incidents = _cutpoint.measure(plan, folder)
     return [
         key,
         Table(_REPLAY, replay_rows + vcr.replay + chronicle.replay, replay_notes),
@@ -95,6 +97,7 @@ def _tables(plan: Plan, folder: Path) -> list[Table]:
         Table(_LOAD, load_rows + vcr.load + chronicle.load),
         Table(_PEERS, vcr.peers + chronicle.peers, vcr.notes + chronicle.notes),
         Table("6. Tool fixture lookup, per call (ToolReplay.call hit)", _tools.tool_rows(plan)),
+        *incidents,
     ]
 
 
