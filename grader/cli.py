@@ -3,7 +3,9 @@
 Each command group lives in its own module: the student's loop (record, run, replay, key)
 in ``_cli_record``; looking at recordings (cassette verify, stale, diff) in
 ``_cli_cassette``; grading (grade, check) in ``_cli_grade``; the grader's outputs (report
-verify, gradebook merge) in ``_cli_outputs``. The exit codes are one table,
+verify, gradebook merge, gradescope) in ``_cli_outputs``; the hand-out (starter) in
+``_cli_starter``; recorded incidents (incident record, show) in ``_cli_incident``. The
+exit codes are one table,
 ``grader._exits``, printed at the end of ``--help``. Only gradekit's own errors are caught
 and printed as ``Name: message``; set ``GRADEKIT_DEBUG=1`` to see the traceback.
 """
@@ -31,6 +33,7 @@ from gradekit import (
 )
 from grader._cli_cassette import add_cassette_commands
 from grader._cli_grade import add_grading_commands
+from grader._cli_incident import add_incident_commands
 from grader._cli_outputs import add_output_commands
 from grader._cli_record import add_recording_commands
 from grader._cli_starter import add_starter_commands
@@ -103,4 +106,5 @@ def _parser() -> argparse.ArgumentParser:
     add_grading_commands(commands)
     add_output_commands(commands)
     add_starter_commands(commands)
+    add_incident_commands(commands)
     return parser

@@ -43,7 +43,7 @@ INCIDENT_TEST = '''
 from pathlib import Path
 
 from gradekit import Plan, replay_incident
-from lab import refunds
+from lab import refund_guard as refunds
 
 INCIDENT = Path(__file__).resolve().parents[1] / "incidents" / "refund.jsonl"
 
@@ -64,7 +64,7 @@ WRITE_UP = """
 def submission(tmp_path: Path, *, bug: str = "", plan: str = '{"issue_refund"}',
                assertion: str = 'replayed.actions("issue_refund") == []') -> Path:
     root = make_submission(tmp_path / "sub")
-    (root / "lab" / "refunds.py").write_text(textwrap.dedent(REFUNDS.format(bug=bug)), "utf-8")
+    (root / "lab" / "refund_guard.py").write_text(textwrap.dedent(REFUNDS.format(bug=bug)), "utf-8")
     (root / "lab" / "incident_test.py").write_text(
         textwrap.dedent(INCIDENT_TEST.format(plan=plan, assertion=assertion)), "utf-8")
     _record(root)
@@ -73,7 +73,7 @@ def submission(tmp_path: Path, *, bug: str = "", plan: str = '{"issue_refund"}',
                                                'stretch = ["cut-point"]')
     text = text.replace("[tool.gradekit]\n", '[tool.gradekit]\nincident_test = '
                         '"lab.incident_test:test_the_refund_outside_the_policy_is_blocked"\n'
-                        'guard = "lab.refunds:may_refund"\n')
+                        'guard = "lab.refund_guard:may_refund"\n')
     manifest.write_text(text, "utf-8")
     failures = root / "FAILURES.md"
     failures.write_text(failures.read_text("utf-8") + WRITE_UP, "utf-8")
@@ -87,7 +87,7 @@ def _record(root: Path) -> None:
     from gradekit import FakeProvider, IncidentRecorder
 
     spec = importlib.util.spec_from_file_location("refunds_at_incident_time",
-                                                  root / "lab" / "refunds.py")
+                                                  root / "lab" / "refund_guard.py")
     assert spec is not None and spec.loader is not None
     refunds = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(refunds)
@@ -120,7 +120,7 @@ def test_a_test_that_cannot_fail_does_not_hold(tmp_path: Path) -> None:
     root = submission(tmp_path, assertion="replayed.error is None")
     verdict, detail = graded_evidence(root, tmp_path, "process")
     assert verdict == "failed"
-    assert "still passes when lab.refunds:may_refund allows every action" in detail
+    assert "still passes when lab.refund_guard:may_refund allows every action" in detail
 
 
 def test_a_test_that_fails_on_the_submissions_own_guard_does_not_hold(tmp_path: Path) -> None:
@@ -135,7 +135,7 @@ def test_a_claim_without_the_manifest_keys_says_what_to_declare(tmp_path: Path) 
     root = submission(tmp_path)
     manifest = root / "pyproject.toml"
     manifest.write_text(manifest.read_text("utf-8").replace(
-        'guard = "lab.refunds:may_refund"\n', ""), "utf-8")
+        'guard = "lab.refund_guard:may_refund"\n', ""), "utf-8")
     verdict, detail = graded_evidence(root, tmp_path, "process")
     assert verdict == "failed"
     assert 'guard = "package.module:function" (the live guard it checks)' in detail

@@ -458,7 +458,7 @@ def test_a_hostile_submission_is_graded_promptly_and_leaks_nothing(
     goal = "\\[pwned\\]\\(http\\://evil\\.example\\) \\<img src\\=x\\>"  # the escaped id
     assert live(goal) == []
     assert f"- {goal} (0.00 / 10.00): unknown stretch goal '{goal}'; known\\: rerecord\\-review, " \
-           "tool\\-fixtures, two\\-providers" in text.splitlines()
+           "tool\\-fixtures, cut\\-point, two\\-providers" in text.splitlines()
     for output in (text.encode(), render_gradescope(report, "d" * 64),
                    render_report_json(report)):
         assert SECRET.encode() not in output

@@ -134,3 +134,9 @@ INSERT INTO grading_runs VALUES
         'Manual re-run after the 429 incident: the 37 ungraded submissions graded.'),
     (4, '2025-11-08 02:00:00', '2025-11-08 02:16:40', 'ok',     48,  0, NULL),
     (5, '2025-11-10 02:00:00', '2025-11-10 02:01:02', 'ok',      3,  0, 'Late submissions only.');
+
+-- The refund policy of docs/refund-policy.md as rows, for the refund agent (lab/refunds/):
+-- a request on day `up_to_day` or earlier after the purchase gets `share_percent` of the
+-- amount paid; after the last window, nothing. A view: it adds no table and changes no row.
+CREATE VIEW refund_windows (up_to_day, share_percent) AS
+    VALUES (14, 100), (30, 50);
