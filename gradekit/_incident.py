@@ -113,6 +113,17 @@ def _canonical(value: object) -> bytes:
     return _ENCODE(value).encode("utf-8")
 
 
+_STRING = json.encoder.encode_basestring  # a JSON string, non-ASCII kept, as _ENCODE writes it
+
+
+def _model_line(index: int, prompt: str, key: str, answer: str) -> bytes:
+    """``_line`` of a model crossing that returned, written out directly: the hot path of
+    recording, and byte for byte what ``_line`` gives (tested)."""
+    return (f'{{"boundary":"model","error":null,"index":{index},"input":{{"prompt":'
+            f'{_STRING(prompt)}}},"key":"{key}","kind":"model","output":{_STRING(answer)}}}\n'
+            ).encode()
+
+
 def _described(exc: BaseException) -> str:
     message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
@@ -147,10 +158,14 @@ class IncidentRecorder:
             raise UsageError(f"the recorder of {self.path} is closed")
         os.write(self._fd, data)  # one write per line: a killed process loses no earlier line
 
+    def _next(self) -> int:
+        index, self._index = self._index, self._index + 1
+        return index
+
     def cross(self, boundary: str, kind: Kind, given: Mapping[str, Any], key: str,
               go: Callable[[], Any]) -> Any:
         """Make the crossing (``go``), record it, and return or raise what it did."""
-        index, self._index = self._index, self._index + 1
+        index = self._next()
         try:
             output = go()
         except Exception as exc:
@@ -190,8 +205,18 @@ class _RecordedProvider:
         self.name, self._recorder, self._live = live.name, recorder, live
 
     def complete(self, prompt: str) -> str:
-        answer: str = self._recorder.cross(MODEL, "model", {"prompt": prompt},
-                                           prompt_key(prompt), lambda: self._live.complete(prompt))
+        recorder, key = self._recorder, prompt_key(prompt)
+        try:
+            answer = self._live.complete(prompt)
+        except Exception as exc:
+            recorder._write(_line(recorder._next(), MODEL, "model", {"prompt": prompt}, key,
+                                  None, _described(exc), None))
+            raise
+        if type(answer) is str:
+            recorder._write(_model_line(recorder._next(), prompt, key, answer))
+        else:  # an odd provider's value: the general path writes it as it is
+            recorder._write(_line(recorder._next(), MODEL, "model", {"prompt": prompt}, key,
+                                  answer, None, None))
         return answer
 
 

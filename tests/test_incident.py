@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
 
 from gradekit import (
     FakeProvider,
@@ -31,9 +33,11 @@ from gradekit import (
     Toolbox,
     Tools,
     UsageError,
+    prompt_key,
     read_incident,
     replay_incident,
 )
+from gradekit._incident import _line, _model_line
 
 TASK = "Student s1 asks for a refund of 120 for the course."
 Guard = Callable[[dict[str, Any], int], bool]
@@ -301,3 +305,18 @@ def test_recording_is_the_same_under_another_hash_seed(tmp_path: Path, variable:
         subprocess.run([sys.executable, "-c", script, str(tmp_path / name)], check=True,
                        env={**os.environ, variable: seed}, timeout=60)
     assert (tmp_path / "one.jsonl").read_bytes() == (tmp_path / "two.jsonl").read_bytes()
+
+
+@given(prompt=st.text(), answer=st.text(), index=st.integers(min_value=0, max_value=10**9))
+@example(prompt='quote " backslash \\ newline \n tab \t nul \x00 é 日本 \u2028', answer="",
+         index=0)
+def test_the_fast_model_line_is_byte_for_byte_the_general_one(
+        prompt: str, answer: str, index: int) -> None:
+    key = prompt_key(prompt)
+    try:
+        general = _line(index, "model", "model", {"prompt": prompt}, key, answer, None, None)
+    except UnicodeEncodeError:  # a lone surrogate: neither path can write it
+        with pytest.raises(UnicodeEncodeError):
+            _model_line(index, prompt, key, answer)
+        return
+    assert _model_line(index, prompt, key, answer) == general
