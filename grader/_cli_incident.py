@@ -31,7 +31,7 @@ from gradekit import (
     read_incident,
     tool_key,
 )
-from grader._cli_options import add_rubric_option
+from grader._cli_options import add_provider_options, add_rubric_option, live_provider
 from grader._exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from grader._manifest import takes_tools
 from grader._rubric import load_cases
@@ -77,16 +77,7 @@ def _add_record(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     record.add_argument("--root", type=Path, default=Path("."),
                         help="the folder the agent and tools are imported from (default: .)")
     add_rubric_option(record)
-    record.add_argument("--provider", help="openai, anthropic, ollama, llamacpp, "
-                        "openai-compatible, or package.module:function returning any "
-                        "Provider (default: $GRADEKIT_PROVIDER)")
-    record.add_argument("--model", help="model name (default: $GRADEKIT_MODEL)")
-    record.add_argument("--base-url", help="API base URL (default: $GRADEKIT_BASE_URL)")
-    record.add_argument("--api-key", help="API key (default: $GRADEKIT_API_KEY or the "
-                        "vendor's variable); never written anywhere")
-    record.add_argument("--label", help="provider label for people (default: adapter:model)")
-    record.add_argument("--max-tokens", type=int, help="cap each answer (default: "
-                        "$GRADEKIT_MAX_TOKENS, or 256 for llamacpp)")
+    add_provider_options(record)
     record.add_argument("--quiet", action="store_true",
                         help="no line per crossing, only the summary")
     record.set_defaults(handler=_record)
@@ -171,7 +162,7 @@ def _record(args: argparse.Namespace) -> int:
             raise UsageError(f"--agent {args.agent} must name a function "
                              "run(provider, task[, tools])")
         tools = _load_tools(args.tools, root)
-        live = _live_provider(args, root, say)
+        live = live_provider(args, root, say)
         tally = _Tally(say)
         started = time.monotonic()
         print(f"recording {case} with {live.name} -> {out}", file=sys.stderr)
@@ -225,27 +216,6 @@ def _load_tools(spec: str | None, root: Path) -> Tools:
         raise UsageError(f"--tools {spec} must name a gradekit.Tools registry, not "
                          f"{type(tools).__name__}")
     return tools
-
-
-def _live_provider(args: argparse.Namespace, root: Path, say: Callable[[str], None]) -> Provider:
-    """``--provider module:function``'s provider, else the live adapter the flags and the
-    environment configure (as ``gradekit record`` builds them)."""
-    if args.provider and ":" in args.provider:
-        factory = load_spec(args.provider, folder=root, where="--provider", error=UsageError)
-        if not callable(factory):
-            raise UsageError(f"--provider {args.provider} must name a function that returns "
-                             "a Provider")
-        provider = factory()
-        if not isinstance(provider, Provider):
-            raise UsageError(f"--provider {args.provider} returned {type(provider).__name__}, "
-                             "which has no `name` and `complete(prompt)`: return a Provider")
-        return provider
-    from gradekit import live_from_env  # httpx loads only for the command that needs it
-
-    live = live_from_env(provider=args.provider, model=args.model, base_url=args.base_url,
-                         api_key=args.api_key, label=args.label, max_tokens=args.max_tokens)
-    live.on_retry = lambda line: say(f"    retry: {line}")
-    return live
 
 
 def _summary(tally: _Tally) -> str:

@@ -18,7 +18,7 @@ from typing import Any
 from gradekit import Recorder, Replay, ToolRecorder, ToolReplay, UsageError, prompt_key
 from gradekit._recorder import Mode, previous_path
 from grader._changelog import CHANGE_LOG, append_change, digest_file, require_reason
-from grader._cli_options import add_rubric_option
+from grader._cli_options import add_provider_options, add_rubric_option, live_provider
 from grader._diff import render_diff, rerecord_summary
 from grader._exits import EXIT_INTERRUPTED, EXIT_OK
 from grader._manifest import (
@@ -26,7 +26,6 @@ from grader._manifest import (
     call_agent,
     load_agent,
     load_manifest,
-    load_provider,
     load_tools,
 )
 from grader._rubric import Case, load_cases
@@ -68,18 +67,9 @@ def _add_record(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
         "in a cassette are served from it, so an interrupted run resumes.",
     )
     _add_submission_options(record)
-    record.add_argument("--provider", help="openai, anthropic, ollama, llamacpp, "
-                        "openai-compatible, or package.module:function returning any "
-                        "Provider (default: $GRADEKIT_PROVIDER)")
+    add_provider_options(record)
     record.add_argument("--cassettes", metavar="FOLDER", help="record into this folder "
                         "(default: the manifest's cassettes); e.g. a second provider's set")
-    record.add_argument("--model", help="model name (default: $GRADEKIT_MODEL)")
-    record.add_argument("--base-url", help="API base URL (default: $GRADEKIT_BASE_URL)")
-    record.add_argument("--api-key", help="API key (default: $GRADEKIT_API_KEY or the "
-                        "vendor's variable); never written anywhere")
-    record.add_argument("--label", help="provider label for people (default: adapter:model)")
-    record.add_argument("--max-tokens", type=int, help="cap each answer (default: "
-                        "$GRADEKIT_MAX_TOKENS, or 256 for llamacpp)")
     record.add_argument("--mode", choices=["once", "rerecord"], default="once",
                         help="once: record only what is missing (default); rerecord: ask "
                         "again for everything, keep the old cassette as CASE.previous.json")
@@ -141,15 +131,7 @@ def _record_cases(args: argparse.Namespace, manifest: Manifest, cases: list[Case
                   reason: str, counts: _Counts) -> None:
     say = _say(args.quiet)
     with imports_from(manifest.root):
-        if args.provider and ":" in args.provider:
-            live = load_provider(manifest, args.provider)
-        else:
-            from gradekit import live_from_env  # httpx loads only for the command that needs it
-
-            live = live_from_env(provider=args.provider, model=args.model,
-                                 base_url=args.base_url, api_key=args.api_key,
-                                 label=args.label, max_tokens=args.max_tokens)
-            live.on_retry = lambda line: say(f"    retry: {line}")
+        live = live_provider(args, manifest.root, say)
         counts.provider = live.name
         agent, tools = load_agent(manifest), load_tools(manifest)
         for number, case in enumerate(cases, 1):

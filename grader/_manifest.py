@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gradekit import GradekitError, Provider, Toolbox, Tools, UsageError
+from gradekit import GradekitError, Provider, Toolbox, Tools
 from grader._files import (
     PYPROJECT_CAP,
     MissingSubmissionFile,
@@ -25,7 +25,6 @@ __all__ = [
     "call_agent",
     "load_agent",
     "load_manifest",
-    "load_provider",
     "load_tools",
 ]
 
@@ -165,15 +164,3 @@ def load_tools(manifest: Manifest) -> Tools | None:
     if not isinstance(tools, Tools):
         raise ManifestError(f'tools = "{manifest.tools}" must name a gradekit.Tools registry')
     return tools
-
-
-def load_provider(manifest: Manifest, spec: str) -> Provider:
-    """Build a provider from ``package.module:function`` (called with no arguments)."""
-    factory = load_spec(spec, folder=manifest.root, where="--provider", error=UsageError)
-    if not callable(factory):
-        raise UsageError(f"--provider {spec} must name a function that returns a Provider")
-    provider = factory()
-    if not isinstance(provider, Provider):
-        raise UsageError(f"--provider {spec} returned {type(provider).__name__}, which has no "
-                         "`name` and `complete(prompt)`: return a Provider")
-    return provider
