@@ -315,7 +315,8 @@ class Plan:
 
     def is_live(self, boundary: str, invocation: int) -> bool:
         """Whether this crossing runs live."""
-        return boundary in self.live or f"{boundary}#{invocation}" in self.live
+        return bool(self.live) and (boundary in self.live
+                                    or f"{boundary}#{invocation}" in self.live)
 
 
 @dataclass(frozen=True, slots=True)
