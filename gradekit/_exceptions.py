@@ -27,6 +27,7 @@ The grader adds its own branches under ``GradekitError``:
     ├── RubricError                a rubric that does not validate
     ├── ManifestError              a [tool.gradekit] table that does not validate
     ├── GradebookError             a gradebook or roster that cannot be read or merged
+    ├── LedgerCorrupt              a grading ledger line that is not an event of its chain
     ├── ReviewError                a recording that cannot be reviewed (stale, diff)
     │   └── ChangeLogCorrupt       DATASET_CHANGES.md does not parse
     └── SubmissionFileError        a submission file the grader will not read (link, size)

@@ -8,7 +8,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from gradekit import UsageError
@@ -26,6 +26,7 @@ from grader._cli_options import add_isolation_option, add_rubric_option
 from grader._exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from grader._gradebook import GradebookRow
 from grader._isolation import choose_isolation, describe_isolation
+from grader._ledger import LEDGER, grader_version, record_grading
 from grader._roster import ROSTER_HEADER, Identity, Roster, identify, load_roster, unclaimed
 from grader._rubric import load_rubric
 
@@ -108,7 +109,8 @@ def _grade_all(args: argparse.Namespace) -> int:
                        isolation=isolation, roster=roster, key_file=args.key_file)
     if len(rows) == 1 and rows[0].status == "graded":
         _print_table(args.out / rows[0].submission / "report.json")
-    _print_rows(rows)
+    unchanged = record_grading(args.out / LEDGER, rubric, rows, args.out, grader_version())
+    _print_rows(rows, unchanged)
     print(f"reports in {args.out}/, gradebook in {args.out / 'gradebook.csv'}")
     return EXIT_FAILED if any(row.status != "graded" for row in rows) else EXIT_OK
 
@@ -124,13 +126,16 @@ def _warn_unclaimed(roster: Roster, identities: Sequence[Identity]) -> None:
               file=sys.stderr)
 
 
-def _print_rows(rows: Sequence[GradebookRow]) -> None:
+def _print_rows(rows: Sequence[GradebookRow], unchanged: Mapping[str, str] | None = None
+                ) -> None:
     for row in rows:
         shown = f"{row.total} / {row.max}  digest {row.digest}" if row.status == "graded" \
             else f"UNGRADABLE: {row.reason}" if row.status == "ungradable" \
             else f"NOT GRADED: {row.reason}"
         if row.status == "graded" and row.reason:  # flagged for a person to look at
             shown += f"  ({row.reason})"
+        if unchanged and row.submission in unchanged:
+            shown += f"  (unchanged: the same inputs as ledger event {unchanged[row.submission]})"
         print(f"{row.submission}: {shown}")
 
 

@@ -13,14 +13,33 @@ from grader._cli_options import add_isolation_option, add_rubric_option
 from grader._exits import EXIT_FAILED, EXIT_OK
 from grader._gradebook import merge_gradebooks
 from grader._gradescope import ROOT_ENV, build, run
+from grader._ledger import LEDGER, verify_ledger
 from grader._signing import KEY_ENV, KEY_FILE_ENV, load_key
 from grader._verify_outputs import verify_file
 
 __all__ = ["add_output_commands"]
 
 
+def _add_ledger(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    ledger = commands.add_parser("ledger", help="the grading ledger beside the grades")
+    group = ledger.add_subparsers(dest="ledger_command", required=True)
+    verify = group.add_parser("verify", help="check the ledger's hash chain; exit 1 if an "
+                              "event was edited, removed or reordered")
+    verify.add_argument("path", nargs="?", type=Path, default=Path("grades"), metavar="PATH",
+                        help="the grades folder or its ledger.jsonl (default: grades)")
+    verify.set_defaults(handler=_verify_ledger)
+
+
+def _verify_ledger(args: argparse.Namespace) -> int:
+    path = args.path / LEDGER if args.path.is_dir() else args.path
+    ok, message = verify_ledger(path)
+    print(f"{'ok  ' if ok else 'FAIL'} {message}", file=sys.stdout if ok else sys.stderr)
+    return EXIT_OK if ok else EXIT_FAILED
+
+
 def add_output_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Register ``report verify``, ``gradebook merge`` and ``gradescope build|run``."""
+    _add_ledger(commands)
     report = commands.add_parser("report", help="work with report.json and results.json files")
     report_commands = report.add_subparsers(dest="report_command", required=True)
     verify = report_commands.add_parser(

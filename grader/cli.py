@@ -13,7 +13,6 @@ and printed as ``Name: message``; set ``GRADEKIT_DEBUG=1`` to see the traceback.
 from __future__ import annotations
 
 import argparse
-import importlib.metadata
 import os
 import sys
 from collections.abc import Sequence
@@ -47,6 +46,7 @@ from grader._exits import (
 )
 from grader._files import SubmissionFileError
 from grader._gradebook import GradebookError
+from grader._ledger import LedgerCorrupt, grader_version
 from grader._manifest import ManifestError
 from grader._recordings import ReviewError
 from grader._rubric import RubricError
@@ -79,17 +79,9 @@ def _exit_code(exc: GradekitError) -> int:
         return EXIT_PROVIDER
     if isinstance(exc, ProviderConfigError | UsageError | ManifestError | RubricError
                   | GradebookError | CassetteCorrupt | CassetteCollision | CassetteLocked
-                  | SecretLeak | ReviewError | SubmissionFileError):
+                  | SecretLeak | ReviewError | SubmissionFileError | LedgerCorrupt):
         return EXIT_USAGE
     return EXIT_FAILED
-
-
-def _version() -> str:
-    """The installed distribution's version; "unknown" when it is not installed."""
-    try:
-        return importlib.metadata.version("gradekit")
-    except importlib.metadata.PackageNotFoundError:
-        return "unknown (not installed: pip install -e .)"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -99,7 +91,7 @@ def _parser() -> argparse.ArgumentParser:
         epilog=exit_help(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--version", action="version", version=f"gradekit {_version()}")
+    parser.add_argument("--version", action="version", version=f"gradekit {grader_version()}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     add_recording_commands(commands)
     add_cassette_commands(commands)

@@ -334,6 +334,7 @@ EXIT_CODES = {
     "ManifestError": 2, "RubricError": 2, "GradebookError": 2, "ReviewError": 2,
     "ChangeLogCorrupt": 2, "SubmissionFileError": 2, "MissingSubmissionFile": 2,
     "CassetteError": 1, "GradekitError": 1, "IncidentCorrupt": 2, "IncidentDivergence": 3,
+    "LedgerCorrupt": 2,
 }
 
 

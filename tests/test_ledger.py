@@ -1,0 +1,132 @@
+"""The grading ledger: append-only, hash-chained, safe for two graders at once, and a
+re-grading of the same inputs recorded as unchanged."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from grader._ledger import (
+    GENESIS,
+    LEDGER,
+    LedgerCorrupt,
+    append_events,
+    read_ledger,
+    verify_ledger,
+)
+from grader.cli import main
+from tests.submissions import make_submission
+
+
+def test_events_are_chained_in_order_and_readable_as_plain_json(tmp_path: Path) -> None:
+    path = tmp_path / LEDGER
+    append_events(path, [{"event": "batch", "n": 1}])
+    append_events(path, [{"event": "run", "n": 2}, {"event": "run", "n": 3}])
+    lines = path.read_bytes().splitlines()
+    events = [json.loads(line) for line in lines]  # what jq reads
+    assert [(e["seq"], e["n"]) for e in events] == [(0, 1), (1, 2), (2, 3)]
+    assert events[0]["prev"] == GENESIS
+    assert events[1]["prev"] == hashlib.sha256(lines[0]).hexdigest()
+    assert events[2]["prev"] == hashlib.sha256(lines[1]).hexdigest()
+    ok, message = verify_ledger(path)
+    assert ok and f"3 events, the chain holds, head {hashlib.sha256(lines[2]).hexdigest()}" \
+        in message
+
+
+def test_an_edited_middle_event_breaks_the_chain_at_the_next_line(tmp_path: Path) -> None:
+    path = tmp_path / LEDGER
+    append_events(path, [{"event": "run", "total": "40.00"}, {"event": "run", "total": "50.00"},
+                         {"event": "run", "total": "60.00"}])
+    text = path.read_text("utf-8")
+    path.write_text(text.replace('"total":"50.00"', '"total":"95.00"'), "utf-8")
+    ok, message = verify_ledger(path)
+    assert not ok
+    assert message.startswith(f"{path}:3: the chain breaks here")
+    assert main(["ledger", "verify", str(tmp_path)]) == 1
+
+
+def test_a_removed_event_breaks_the_chain(tmp_path: Path) -> None:
+    path = tmp_path / LEDGER
+    append_events(path, [{"event": "run", "n": n} for n in range(3)])
+    lines = path.read_bytes().splitlines(keepends=True)
+    path.write_bytes(lines[0] + lines[2])
+    ok, message = verify_ledger(path)
+    assert not ok and f"{path}:2: the chain breaks here" in message
+
+
+def test_a_torn_last_line_is_reported_and_set_aside_by_the_next_append(tmp_path: Path) -> None:
+    path = tmp_path / LEDGER
+    append_events(path, [{"event": "run", "n": 0}, {"event": "run", "n": 1}])
+    whole = path.read_bytes()
+    path.write_bytes(whole + b'{"event":"run","n":2,"pr')  # a crash mid-append
+    ledger = read_ledger(path)
+    assert [e["n"] for e in ledger.events] == [0, 1]
+    assert "line 3 was cut off mid-append" in ledger.torn
+    ok, message = verify_ledger(path)
+    assert ok and "a torn last line (24 bytes) is left out" in message
+
+    append_events(path, [{"event": "run", "n": 3}])
+    assert [e["n"] for e in read_ledger(path).events] == [0, 1, 3]
+    assert verify_ledger(path)[0]
+    assert (tmp_path / f"{LEDGER}.torn-{len(whole)}").read_bytes() == b'{"event":"run","n":2,"pr'
+
+
+def test_a_line_that_is_not_json_is_an_error_naming_it(tmp_path: Path) -> None:
+    path = tmp_path / LEDGER
+    append_events(path, [{"event": "run"}])
+    path.write_bytes(b"not json\n" + path.read_bytes())
+    with pytest.raises(LedgerCorrupt, match=r"ledger.jsonl:1: not a JSON event"):
+        read_ledger(path)
+
+
+def test_two_graders_appending_at_once_keep_one_chain(tmp_path: Path) -> None:
+    path = tmp_path / LEDGER
+    script = textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {str(Path(__file__).resolve().parents[1])!r})
+        from pathlib import Path
+        from grader._ledger import append_events
+        for n in range(150):
+            append_events(Path({str(path)!r}), [{{"event": "run", "who": sys.argv[1], "n": n}}])
+        """)
+    writers = [subprocess.Popen([sys.executable, "-c", script, who]) for who in ("a", "b")]
+    assert [writer.wait(timeout=120) for writer in writers] == [0, 0]
+    events = read_ledger(path).events
+    assert len(events) == 300
+    assert verify_ledger(path)[0]
+    for who in ("a", "b"):
+        assert [e["n"] for e in events if e["who"] == who] == list(range(150))
+
+
+def test_grading_the_same_inputs_again_is_unchanged_and_adds_no_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    subs = tmp_path / "subs"
+    make_submission(subs / "alice")
+    out = tmp_path / "grades"
+    grade = ["grade", str(subs), "--out", str(out), "--isolation", "process", "--quiet"]
+    assert main(grade) == 0
+    assert main(grade) == 0
+    shown = capsys.readouterr().out
+    events = read_ledger(out / LEDGER).events
+    assert [e["event"] for e in events] == ["batch", "run", "batch"]
+    run = events[1]
+    assert (run["submission"], run["student"], run["status"], run["total"]) == (
+        "alice", "alice", "graded", "100.00")
+    assert "cassettes/refund-policy.json" in run["inputs"] and "FAILURES.md" in run["inputs"]
+    assert events[2]["unchanged"] == ["alice"]
+    assert "(unchanged: the same inputs as ledger event 1)" in shown
+    # A changed input is a new run.
+    failures = subs / "alice" / "FAILURES.md"
+    failures.write_text(failures.read_text("utf-8") + "\n", "utf-8")
+    assert main(grade) == 0
+    events = read_ledger(out / LEDGER).events
+    assert [e["event"] for e in events] == ["batch", "run", "batch", "batch", "run"]
+    assert events[4]["inputs"]["FAILURES.md"] != run["inputs"]["FAILURES.md"]
+    assert main(["ledger", "verify", str(out)]) == 0
