@@ -5,19 +5,61 @@ Gradescope autograder (``gradescope build`` writes it, ``gradescope run`` is wha
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
+from gradekit import UsageError
 from grader._cli_options import add_isolation_option, add_rubric_option
 from grader._exits import EXIT_FAILED, EXIT_OK
 from grader._gradebook import merge_gradebooks
 from grader._gradescope import ROOT_ENV, build, run
+from grader._history import causes, first_divergence, history_lines
 from grader._ledger import LEDGER, verify_ledger
 from grader._signing import KEY_ENV, KEY_FILE_ENV, load_key
 from grader._verify_outputs import verify_file
 
 __all__ = ["add_output_commands"]
+
+
+def _add_history(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    history = commands.add_parser(
+        "history", help="every grade of a student, and why each differs from the one before")
+    history.add_argument("student", metavar="STUDENT", help="the student, as the gradebook "
+                         "names them (a roster's student id, else the folder's name)")
+    history.add_argument("--out", type=Path, default=Path("grades"),
+                         help="the grades folder holding ledger.jsonl (default: grades)")
+    history.set_defaults(handler=_history)
+
+
+def _history(args: argparse.Namespace) -> int:
+    print("\n".join(history_lines(args.out, args.student)))
+    return EXIT_OK
+
+
+def _diff_reports(args: argparse.Namespace) -> int:
+    old, new = (_report(path) for path in (args.old, args.new))
+    lines = [f"{args.old} -> {args.new}: total {old.get('total')} -> {new.get('total')}"]
+    rubric = [{"rubric": r.get("rubric", {}).get("sha256"), "rubric_id": r.get("rubric", {})
+               .get("id"), "rubric_version": r.get("rubric", {}).get("version"),
+               "inputs": r.get("inputs")} for r in (old, new)]
+    lines += [f"  changed: {cause}" for cause in causes(*rubric)]
+    lines.append("  first divergence: " + (first_divergence(old, new) or "none"))
+    print("\n".join(lines))
+    return EXIT_OK
+
+
+def _report(path: Path) -> dict[str, Any]:
+    try:
+        document = json.loads(path.read_bytes())
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"cannot read {path} as a report ({exc}): pass two report.json "
+                         "files") from None
+    if not isinstance(document, dict):
+        raise UsageError(f"{path} is not a report: pass two report.json files")
+    return document
 
 
 def _add_ledger(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -40,8 +82,15 @@ def _verify_ledger(args: argparse.Namespace) -> int:
 def add_output_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Register ``report verify``, ``gradebook merge`` and ``gradescope build|run``."""
     _add_ledger(commands)
+    _add_history(commands)
     report = commands.add_parser("report", help="work with report.json and results.json files")
     report_commands = report.add_subparsers(dest="report_command", required=True)
+    diff = report_commands.add_parser(
+        "diff", help="what differs between two report.json files: inputs, rubric, and the "
+        "first criterion and sub-check whose result changed")
+    diff.add_argument("old", type=Path, metavar="OLD")
+    diff.add_argument("new", type=Path, metavar="NEW")
+    diff.set_defaults(handler=_diff_reports)
     verify = report_commands.add_parser(
         "verify", help="check digest, sums and (with a key) signature; exit 1 if edited")
     verify.add_argument("paths", nargs="+", type=Path, metavar="PATH",

@@ -31,11 +31,12 @@ from grader._gradebook import GradebookRow
 from grader._rubric import Rubric
 
 __all__ = [
-    "GENESIS", "LEDGER", "Ledger", "LedgerCorrupt", "append_events", "grader_version",
-    "read_ledger", "record_grading", "verify_ledger",
+    "ARCHIVE", "GENESIS", "LEDGER", "Ledger", "LedgerCorrupt", "append_events", "archived",
+    "grader_version", "read_ledger", "record_grading", "verify_ledger",
 ]
 
 LEDGER = "ledger.jsonl"
+ARCHIVE = "archive"  # beside the ledger: every graded report, kept under its digest
 GENESIS = "0" * 64  # the ``prev`` of the first event
 _ENCODE = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False,
                            allow_nan=False).encode
@@ -183,8 +184,11 @@ def record_grading(path: Path, rubric: Rubric, rows: Sequence[GradebookRow], out
         if row.status == "graded" and key in seen:
             unchanged[row.submission] = str(seen[key])
             continue
+        if row.status == "graded":
+            _archive(out / row.submission / "report.json", out / ARCHIVE, row.digest)
         runs.append({"event": "run", "grader": grader, "inputs": inputs, "key": key,
                      "reason": row.reason, "report": row.digest, "rubric": rubric.sha256,
+                     "rubric_id": rubric.id, "rubric_version": rubric.version,
                      "status": row.status, "student": row.student, "submission": row.submission,
                      "total": row.total})
     counts: dict[str, int] = {}
@@ -196,6 +200,26 @@ def record_grading(path: Path, rubric: Rubric, rows: Sequence[GradebookRow], out
              "unchanged": sorted(unchanged)}
     append_events(path, [batch, *runs])
     return unchanged
+
+
+def _archive(report: Path, archive: Path, digest: str) -> None:
+    """Keep the report under its digest: a later grading overwrites ``report.json``, never
+    this copy, so every graded run's criteria stay there to compare."""
+    kept = archive / f"{digest}.json"
+    if digest and not kept.exists():
+        archive.mkdir(parents=True, exist_ok=True)
+        temporary = kept.with_suffix(".tmp")
+        temporary.write_bytes(report.read_bytes())
+        os.replace(temporary, kept)
+
+
+def archived(out: Path, digest: str) -> Mapping[str, Any] | None:
+    """The archived report of ``digest`` in the grades folder ``out``, if it is kept."""
+    try:
+        document = json.loads((out / ARCHIVE / f"{digest}.json").read_bytes())
+    except (OSError, ValueError):
+        return None
+    return document if isinstance(document, dict) else None
 
 
 def _inputs(report: Path) -> dict[str, str]:

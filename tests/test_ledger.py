@@ -130,3 +130,50 @@ def test_grading_the_same_inputs_again_is_unchanged_and_adds_no_run(
     assert [e["event"] for e in events] == ["batch", "run", "batch", "batch", "run"]
     assert events[4]["inputs"]["FAILURES.md"] != run["inputs"]["FAILURES.md"]
     assert main(["ledger", "verify", str(out)]) == 0
+
+
+def test_history_names_the_cause_of_each_change_and_the_first_divergence(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Four gradings of alice: a code change, a re-recorded cassette and a rubric bump, each
+    named as the cause, each with the first criterion and sub-check that changed."""
+    subs = tmp_path / "subs"
+    alice = make_submission(subs / "alice")
+    out = tmp_path / "grades"
+
+    def grade(*extra: str) -> None:
+        main(["grade", str(subs), "--out", str(out), "--isolation", "process", "--quiet", *extra])
+
+    grade()
+    agent = alice / "lab" / "agent.py"
+    agent.write_text(agent.read_text("utf-8").replace(
+        "    return answer\n", '    return answer + "\\n-- " + provider.name\n'), "utf-8")
+    grade()
+    cassette = alice / "cassettes" / "sql-explain.json"
+    document = json.loads(cassette.read_bytes())
+    entry = next(iter(document["entries"].values()))
+    entry["response"] = entry["response"] + " (re-recorded)"
+    cassette.write_text(json.dumps(document, indent=2, sort_keys=True) + "\n", "utf-8")
+    grade()
+    rubric = tmp_path / "rubric" / "bootcamp.toml"
+    rubric.parent.mkdir()
+    text = (Path(__file__).resolve().parents[1] / "rubric" / "bootcamp.toml").read_text("utf-8")
+    rubric.write_text(text.replace("version = 1", "version = 2", 1), "utf-8")
+    grade("--rubric", str(rubric))
+    capsys.readouterr()
+
+    assert main(["history", "alice", "--out", str(out)]) == 0
+    shown = capsys.readouterr().out.splitlines()
+    assert shown[0] == f"alice: 4 grade(s) in {out / LEDGER}"
+    grades = [line for line in shown if line.startswith("#")]
+    assert [line.split(":")[0] for line in grades] == [
+        f"#{n}  ledger event {seq}" for n, seq in ((1, 1), (2, 3), (3, 5), (4, 7))]
+    blocks = "\n".join(shown).split("\n#")[1:]
+    assert "changed: inputs changed: lab/agent.py\n" in blocks[1] + "\n"
+    assert "first divergence: contract_stability/refund-policy: " in blocks[1]
+    assert "changed: inputs changed: cassettes/sql-explain.json" in blocks[2]
+    assert "first divergence: contract_stability/sql-explain: " in blocks[2]
+    assert "changed: rubric provider-swap-lab v1 -> v2" in blocks[3]
+    assert "inputs changed" not in blocks[3]
+    assert main(["history", "nobody", "--out", str(out)]) == 0
+    assert capsys.readouterr().out.startswith("nobody: no grade in")

@@ -1,0 +1,97 @@
+"""Why a grade changed: a student's grades in ledger order, and between two of them what
+changed (the rubric, the grader, which input files) and the first point of divergence,
+the first criterion and sub-check whose result differs.
+
+``gradekit history STUDENT`` reads ``grades/ledger.jsonl`` and the reports archived under
+their digests (``grades/archive/``); ``gradekit report diff A B`` compares any two
+report.json files the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from grader._ledger import LEDGER, archived, read_ledger
+
+__all__ = ["causes", "first_divergence", "history_lines"]
+
+
+def first_divergence(old: Mapping[str, Any], new: Mapping[str, Any]) -> str:
+    """The first criterion, and in it the first sub-check, whose result differs between two
+    reports (in the newer report's order); "" when every result is the same."""
+    before = {c.get("id"): c for c in _criteria(old)}
+    for criterion in _criteria(new):
+        was = before.get(criterion.get("id"))
+        if was is None:
+            return f"{criterion.get('id')}: a criterion the earlier rubric did not have"
+        checks = {k.get("id"): k for k in _checks(was)}
+        for check in _checks(criterion):
+            earlier = checks.get(check.get("id"))
+            now = (check.get("points"), check.get("detail"))
+            if earlier is None or (earlier.get("points"), earlier.get("detail")) != now:
+                shown = "(not checked)" if earlier is None else \
+                    f"{earlier.get('points')} \"{earlier.get('detail')}\""
+                return (f"{criterion.get('id')}/{check.get('id')}: {shown} -> "
+                        f"{check.get('points')} \"{check.get('detail')}\"")
+        if (was.get("points"), was.get("max")) != (criterion.get("points"), criterion.get("max")):
+            return (f"{criterion.get('id')}: {was.get('points')} / {was.get('max')} -> "
+                    f"{criterion.get('points')} / {criterion.get('max')}")
+    return ""
+
+
+def causes(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
+    """What differs between two run events (or reports): rubric, grader, input files."""
+    found = []
+    if (old.get("rubric_version"), old.get("rubric")) != (new.get("rubric_version"),
+                                                           new.get("rubric")):
+        found.append(f"rubric {old.get('rubric_id', '')} v{old.get('rubric_version')} -> "
+                     f"v{new.get('rubric_version')}")
+    if old.get("grader") != new.get("grader"):
+        found.append(f"grader {old.get('grader')} -> {new.get('grader')}")
+    before, after = _mapping(old.get("inputs")), _mapping(new.get("inputs"))
+    changed = sorted(name for name in before.keys() | after.keys()
+                     if before.get(name) != after.get(name))
+    if changed:
+        found.append("inputs changed: " + ", ".join(changed))
+    return found
+
+
+def history_lines(out: Path, student: str) -> list[str]:
+    """The lines ``gradekit history`` prints for ``student`` from the grades folder ``out``."""
+    runs = [e for e in read_ledger(out / LEDGER).events
+            if e.get("event") == "run" and e.get("student") == student]
+    if not runs:
+        return [f"{student}: no grade in {out / LEDGER}"]
+    lines = [f"{student}: {len(runs)} grade(s) in {out / LEDGER}"]
+    previous: Mapping[str, Any] | None = None
+    for number, run in enumerate(runs, 1):
+        total = run.get("total") or str(run.get("status"))
+        lines.append(f"#{number}  ledger event {run.get('seq')}: {total}  (rubric "
+                     f"{run.get('rubric_id', '')} v{run.get('rubric_version')}, grader "
+                     f"{run.get('grader')}, report {str(run.get('report'))[:12]})")
+        if previous is not None:
+            for cause in causes(previous, run) or ["nothing the ledger records changed"]:
+                lines.append(f"    changed: {cause}")
+            old, new = (archived(out, str(previous.get("report"))),
+                        archived(out, str(run.get("report"))))
+            if old is not None and new is not None:
+                lines.append("    first divergence: "
+                             + (first_divergence(old, new) or "none: every result is the same"))
+        previous = run
+    return lines
+
+
+def _criteria(report: Mapping[str, Any]) -> Sequence[Mapping[str, Any]]:
+    found = report.get("criteria")
+    return [c for c in found if isinstance(c, dict)] if isinstance(found, list) else []
+
+
+def _checks(criterion: Mapping[str, Any]) -> Sequence[Mapping[str, Any]]:
+    found = criterion.get("checks")
+    return [c for c in found if isinstance(c, dict)] if isinstance(found, list) else []
+
+
+def _mapping(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, dict) else {}
