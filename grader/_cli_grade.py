@@ -26,7 +26,7 @@ from grader._cli_options import add_isolation_option, add_rubric_option
 from grader._exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from grader._gradebook import GradebookRow
 from grader._isolation import choose_isolation, describe_isolation
-from grader._ledger import LEDGER, grader_version, record_grading
+from grader._ledger import LEDGER, grader_version, record_grading, rubric_lineage
 from grader._roster import ROSTER_HEADER, Identity, Roster, identify, load_roster, unclaimed
 from grader._rubric import load_rubric
 
@@ -94,6 +94,7 @@ def _grade(args: argparse.Namespace) -> int:
 
 def _grade_all(args: argparse.Namespace) -> int:
     rubric = load_rubric(args.rubric)
+    rubric_lineage(args.out / LEDGER, rubric)  # a changed rubric must bump its version first
     roster = load_roster(args.roster) if args.roster is not None else None
     submissions = discover(args.paths)
     identities = identify(submissions, roster)  # every shard refuses the same clashes

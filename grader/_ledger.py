@@ -26,13 +26,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gradekit import GradekitError
+from gradekit import GradekitError, UsageError
 from grader._gradebook import GradebookRow
 from grader._rubric import Rubric
 
 __all__ = [
     "ARCHIVE", "GENESIS", "LEDGER", "Ledger", "LedgerCorrupt", "append_events", "archived",
-    "grader_version", "read_ledger", "record_grading", "verify_ledger",
+    "grader_version", "read_ledger", "record_grading", "rubric_lineage", "verify_ledger",
 ]
 
 LEDGER = "ledger.jsonl"
@@ -163,6 +163,29 @@ def verify_ledger(path: Path) -> tuple[bool, str]:
     return True, f"{path}: {len(lines)} events, the chain holds, head {prev}{torn}"
 
 
+def rubric_lineage(path: Path, rubric: Rubric) -> dict[str, Any] | None:
+    """What this rubric version supersedes in the ledger at ``path`` (the latest earlier
+    version of the same rubric id), or None. A rubric whose content changed while its
+    version did not is a ``UsageError`` naming the event that graded with the old content:
+    old grades must always say which version graded them."""
+    latest: dict[str, Any] | None = None
+    for event in read_ledger(path).events:
+        used = event.get("rubric") if event.get("event") == "batch" else None
+        if not isinstance(used, dict) or used.get("id") != rubric.id:
+            continue
+        if used.get("version") == rubric.version and used.get("sha256") != rubric.sha256:
+            raise UsageError(
+                f"rubric {rubric.id} version {rubric.version} changed since ledger event "
+                f"{event.get('seq')} graded with it (sha256 {str(used.get('sha256'))[:12]}... "
+                f"then, {rubric.sha256[:12]}... now): bump [rubric] version to a new number, "
+                "so that old grades keep saying which rubric graded them")
+        version = used.get("version")
+        if isinstance(version, int) and version != rubric.version and (
+                latest is None or version > latest["version"]):
+            latest = {"version": version, "sha256": used.get("sha256")}
+    return latest
+
+
 def record_grading(path: Path, rubric: Rubric, rows: Sequence[GradebookRow], out: Path,
                    grader: str) -> dict[str, str]:
     """Append one batch event and a run event per submission; return, per folder, "" or
@@ -194,8 +217,11 @@ def record_grading(path: Path, rubric: Rubric, rows: Sequence[GradebookRow], out
     counts: dict[str, int] = {}
     for row in rows:
         counts[row.status] = counts.get(row.status, 0) + 1
-    batch = {"event": "batch", "grader": grader, "counts": counts,
-             "rubric": {"id": rubric.id, "sha256": rubric.sha256, "version": rubric.version},
+    used: dict[str, Any] = {"id": rubric.id, "sha256": rubric.sha256, "version": rubric.version}
+    supersedes = rubric_lineage(path, rubric)
+    if supersedes is not None:
+        used["supersedes"] = supersedes
+    batch = {"event": "batch", "grader": grader, "counts": counts, "rubric": used,
              "selection": sorted(row.submission for row in rows),
              "unchanged": sorted(unchanged)}
     append_events(path, [batch, *runs])

@@ -177,3 +177,34 @@ def test_history_names_the_cause_of_each_change_and_the_first_divergence(
     assert "inputs changed" not in blocks[3]
     assert main(["history", "nobody", "--out", str(out)]) == 0
     assert capsys.readouterr().out.startswith("nobody: no grade in")
+
+
+def test_a_changed_rubric_must_bump_its_version_and_a_new_one_names_what_it_supersedes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    subs = tmp_path / "subs"
+    make_submission(subs / "alice")
+    out = tmp_path / "grades"
+    kit = (Path(__file__).resolve().parents[1] / "rubric" / "bootcamp.toml").read_text("utf-8")
+    rubric = tmp_path / "bootcamp.toml"
+    rubric.write_text(kit, "utf-8")
+    grade = ["grade", str(subs), "--out", str(out), "--rubric", str(rubric), "--quiet",
+             "--isolation", "process"]
+    assert main(grade) == 0
+    first = read_ledger(out / LEDGER).events[0]["rubric"]
+    assert 'title = "Pin the contract, not the model"' in kit
+    rubric.write_text(kit.replace('title = "Pin the contract, not the model"',
+                                  'title = "Pin the contract"', 1),
+                      "utf-8")  # the same version, other content
+    capsys.readouterr()
+    assert main(grade) == 2
+    error = capsys.readouterr().err
+    assert "rubric provider-swap-lab version 1 changed since ledger event 0 graded with it" \
+        in error and "bump [rubric] version" in error
+    assert len(read_ledger(out / LEDGER).events) == 2  # nothing graded, nothing recorded
+    rubric.write_text(rubric.read_text("utf-8").replace("version = 1", "version = 2", 1),
+                      "utf-8")
+    assert main(grade) == 0
+    bumped = read_ledger(out / LEDGER).events[-2]["rubric"]
+    assert (bumped["version"], bumped["supersedes"]) == (
+        2, {"version": 1, "sha256": first["sha256"]})
