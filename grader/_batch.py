@@ -27,7 +27,7 @@ from pathlib import Path
 import gradekit
 import grader
 from gradekit import UsageError
-from grader._gradebook import GradebookRow, gradebook_csv
+from grader._gradebook import REPORTED, GradebookRow, gradebook_csv
 from grader._isolation import Isolation
 from grader._roster import Identity, Roster, identify
 from grader._rubric import Rubric
@@ -501,7 +501,9 @@ def _running(scratch: Path) -> str:
 
 def print_progress(done: int, total: int, row: GradebookRow, elapsed: float) -> None:
     """The default progress line on stderr: counts, the row, time so far and an estimate."""
-    shown = f"{row.total} / {row.max}" if row.status == "graded" else row.status.upper()
+    shown = f"{row.total} / {row.max}" if row.status in REPORTED else row.status.upper()
+    if row.status == "degraded":
+        shown += " DEGRADED"
     left = elapsed / done * (total - done)
     estimate = f", about {_duration(left)} left" if done < total else ""
     print(f"[{done}/{total}] {row.submission}: {shown} ({_duration(elapsed)} elapsed{estimate})",

@@ -24,7 +24,7 @@ from grader._batch import (
 from grader._checkpoints import predicted, run_checkpoints
 from grader._cli_options import add_isolation_option, add_rubric_option
 from grader._exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
-from grader._gradebook import GradebookRow
+from grader._gradebook import REPORTED, GradebookRow
 from grader._isolation import choose_isolation, describe_isolation
 from grader._ledger import LEDGER, grader_version, record_grading, rubric_lineage
 from grader._roster import ROSTER_HEADER, Identity, Roster, identify, load_roster, unclaimed
@@ -108,7 +108,7 @@ def _grade_all(args: argparse.Namespace) -> int:
                        progress=print_progress if len(submissions) > 1 and not args.quiet
                        else None, heartbeat=None if args.quiet else print_heartbeat,
                        isolation=isolation, roster=roster, key_file=args.key_file)
-    if len(rows) == 1 and rows[0].status == "graded":
+    if len(rows) == 1 and rows[0].status in REPORTED:
         _print_table(args.out / rows[0].submission / "report.json")
     unchanged = record_grading(args.out / LEDGER, rubric, rows, args.out, grader_version())
     _print_rows(rows, unchanged)
@@ -130,10 +130,12 @@ def _warn_unclaimed(roster: Roster, identities: Sequence[Identity]) -> None:
 def _print_rows(rows: Sequence[GradebookRow], unchanged: Mapping[str, str] | None = None
                 ) -> None:
     for row in rows:
-        shown = f"{row.total} / {row.max}  digest {row.digest}" if row.status == "graded" \
+        shown = f"{row.total} / {row.max}  digest {row.digest}" if row.status in REPORTED \
             else f"UNGRADABLE: {row.reason}" if row.status == "ungradable" \
             else f"NOT GRADED: {row.reason}"
-        if row.status == "graded" and row.reason:  # flagged for a person to look at
+        if row.status == "degraded":
+            shown += "  DEGRADED"
+        if row.status in REPORTED and row.reason:  # flagged, or not all evaluated
             shown += f"  ({row.reason})"
         if unchanged and row.submission in unchanged:
             shown += f"  (unchanged: the same inputs as ledger event {unchanged[row.submission]})"

@@ -22,6 +22,7 @@ from gradekit import GradekitError
 
 __all__ = [
     "FIXED_COLUMNS",
+    "REPORTED",
     "GradebookError",
     "GradebookRow",
     "Status",
@@ -33,10 +34,13 @@ __all__ = [
 HEAD_COLUMNS = ("submission", "student", "status", "total", "max")
 TAIL_COLUMNS = ("digest", "reason")
 FIXED_COLUMNS = HEAD_COLUMNS + TAIL_COLUMNS
-# graded: scored; error: could not be graded (the reason says why); ungradable: not a
-# submission at all; interrupted: Ctrl-C stopped the batch first (this gradebook is partial).
-Status = Literal["graded", "error", "ungradable", "interrupted"]
+# graded: scored; degraded: scored, but some checks could not be evaluated because the
+# rubric's contract is incomplete (the reason says which: not a final grade); error: could
+# not be graded (the reason says why); ungradable: not a submission at all; interrupted:
+# Ctrl-C stopped the batch first (this gradebook is partial).
+Status = Literal["graded", "degraded", "error", "ungradable", "interrupted"]
 _STATUSES: tuple[Status, ...] = get_args(Status)
+REPORTED: frozenset[Status] = frozenset(("graded", "degraded"))  # rows with a report
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r", "'")
 
 

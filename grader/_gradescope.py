@@ -24,6 +24,7 @@ import gradekit
 import grader
 from gradekit import GradekitError, UsageError
 from grader._batch import grade_batch
+from grader._gradebook import REPORTED
 from grader._isolation import choose_isolation
 from grader._report import SCHEMA, canonical, inline_markdown
 from grader._rubric import KIT_RUBRIC, load_rubric
@@ -190,7 +191,7 @@ def run(root: Path, rubric: Path, isolation: str = "auto") -> bool:
             "your submission's fault: tell your instructor"))
         raise
     row = rows[0]
-    if row.status != "graded":
+    if row.status not in REPORTED:
         target.write_bytes(failure_results(row.reason))
         return False
     graded = results / "gradekit" / row.submission

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from gradekit import GradekitError, UsageError
-from grader._gradebook import GradebookRow
+from grader._gradebook import REPORTED, GradebookRow
 from grader._rubric import Rubric
 
 __all__ = [
@@ -200,14 +200,15 @@ def record_grading(path: Path, rubric: Rubric, rows: Sequence[GradebookRow], out
     unchanged: dict[str, str] = {}
     runs: list[dict[str, Any]] = []
     for row in rows:
-        inputs = _inputs(out / row.submission / "report.json") if row.status == "graded" else {}
+        reported = row.status in REPORTED
+        inputs = _inputs(out / row.submission / "report.json") if reported else {}
         key = hashlib.sha256(_ENCODE({"grader": grader, "inputs": inputs, "rubric": rubric.sha256,
                                       "status": row.status, "student": row.student}
                                      ).encode()).hexdigest()
-        if row.status == "graded" and key in seen:
+        if reported and key in seen:
             unchanged[row.submission] = str(seen[key])
             continue
-        if row.status == "graded":
+        if reported:
             _archive(out / row.submission / "report.json", out / ARCHIVE, row.digest)
         runs.append({"event": "run", "grader": grader, "inputs": inputs, "key": key,
                      "reason": row.reason, "report": row.digest, "rubric": rubric.sha256,

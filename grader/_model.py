@@ -15,6 +15,7 @@ __all__ = [
     "ASKED_CAP",
     "BOUNDARIES",
     "CENT",
+    "CONTRACT",
     "ENTRIES",
     "EVIDENCE",
     "NO_PLACEHOLDERS",
@@ -35,6 +36,9 @@ __all__ = [
 
 ASKED_CAP = 4096  # of a missed prompt, kept to show where it differs from the recorded ones
 CENT = Decimal("0.01")  # points are exact cents: the one definition every module uses
+# The first point of divergence of a check that could not be evaluated: the rubric (the
+# evaluation contract) is incomplete there, so the check is degraded, never passed.
+CONTRACT = "evaluation.contract"
 
 # The named sub-checks' ids, as rubrics' [criterion.points] tables and reports spell them.
 OWN_REPLAY = "own_replay"  # loud_failure: the submission's own Replay raises on a miss
@@ -147,13 +151,20 @@ class ReplayProbe:
 
 @dataclass(frozen=True, slots=True)
 class CheckResult:
-    """One sub-check of a criterion: usually one case."""
+    """One sub-check of a criterion: usually one case.
+
+    A ``degraded`` check could not be evaluated because the rubric's contract is
+    incomplete there (a case with no expected outcome, a check without its parameters, a
+    recording the instructor's side lacks): it scores nothing, is never passed, and its
+    first point of divergence is ``CONTRACT``. ``detail`` then says what is missing.
+    """
 
     id: str
     passed: bool
     points: Decimal
     max: Decimal
     detail: str
+    degraded: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,6 +178,11 @@ class CriterionResult:
     checks: tuple[CheckResult, ...]
     review: bool = False  # marked for a human to look at (written summary)
     advice: tuple[str, ...] = ()  # what to do to earn the lost points
+
+    @property
+    def degraded(self) -> tuple[CheckResult, ...]:
+        """The checks that could not be evaluated: the contract is incomplete there."""
+        return tuple(check for check in self.checks if check.degraded)
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,3 +206,8 @@ class Report:
     def max(self) -> Decimal:
         """Points available."""
         return sum((c.max for c in self.criteria), Decimal("0"))
+
+    @property
+    def degraded(self) -> tuple[tuple[CriterionResult, CheckResult], ...]:
+        """Every check that could not be evaluated, with its criterion, in report order."""
+        return tuple((c, check) for c in self.criteria for check in c.degraded)

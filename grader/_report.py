@@ -24,7 +24,7 @@ from decimal import Decimal
 from typing import NoReturn
 
 from gradekit import UsageError
-from grader._model import CENT, CheckResult, CriterionResult, Report
+from grader._model import CENT, CONTRACT, CheckResult, CriterionResult, Report
 
 __all__ = [
     "FINDINGS_SHOWN",
@@ -35,6 +35,7 @@ __all__ = [
     "TEXT_LIMIT",
     "canonical",
     "cents_of",
+    "degraded_lines",
     "inline_markdown",
     "parse_canonical",
     "pending_review",
@@ -120,8 +121,15 @@ def points_text(value: Decimal) -> str:
 
 
 def report_document(report: Report) -> dict[str, object]:
-    """The schema of docs/formats.md "Report", without ``digest``."""
+    """The schema of docs/formats.md "Report", without ``digest``.
+
+    A report with a degraded check says so at the top (``verdict``, ``divergence``); a
+    report without one has neither key, so its bytes are those of a report before there
+    were degraded checks.
+    """
+    degraded = {"verdict": "degraded", "divergence": CONTRACT} if report.degraded else {}
     return {
+        **degraded,
         "schema": SCHEMA,
         "submission": quote(report.submission),
         "rubric": {
@@ -241,6 +249,10 @@ def sum_problems(document: Mapping[str, object]) -> list[str]:
                 if not 0 <= points <= most:
                     problems.append(f"{name}.checks[{n}].points is {points}, outside 0.00 to "
                                     f"its max {most}")
+                if _is_degraded(check) and (points or check.get("passed") is not False):
+                    problems.append(f"{name}.checks[{n}] is degraded but scores {points} or "
+                                    "passed: a degraded check scores nothing")
+            problems += _verdict_problems(criterion, checks, name)
             for field in ("points", "max"):
                 own = cents_of(criterion.get(field), f"{name}.{field}")
                 added = sum((cents_of(check.get(field), f"{name}.checks[{n}].{field}")
@@ -254,9 +266,25 @@ def sum_problems(document: Mapping[str, object]) -> list[str]:
             if stated != sums[field]:
                 problems.append(f"{key} is {stated} but the criteria's {field} sum to "
                                 f"{sums[field]}")
+        problems += _verdict_problems(document, criteria, "the report")
     except ValueError as exc:
         return [str(exc)]
     return problems
+
+
+def _is_degraded(part: Mapping[str, object]) -> bool:
+    return part.get("verdict") == "degraded"
+
+
+def _verdict_problems(whole: Mapping[str, object], parts: list[dict[str, object]],
+                      name: str) -> list[str]:
+    """A report or criterion is degraded exactly when one of its parts is, and says where
+    it diverged (``CONTRACT``)."""
+    expected = any(_is_degraded(part) for part in parts)
+    if _is_degraded(whole) != expected or (expected and whole.get("divergence") != CONTRACT):
+        return [f"{name} is {'' if _is_degraded(whole) else 'not '}marked degraded, but "
+                f"{'one' if expected else 'none'} of its parts is"]
+    return []
 
 
 def render_markdown(report: Report, *, isolation: str = "") -> str:
@@ -276,6 +304,7 @@ def render_markdown(report: Report, *, isolation: str = "") -> str:
         "|---|---:|---:|---|",
         *(_table_row(c) for c in report.criteria),
         "",
+        *degraded_lines(report),
         *pending_review(report),
     ]
     for criterion in report.criteria:
@@ -286,6 +315,21 @@ def render_markdown(report: Report, *, isolation: str = "") -> str:
     if isolation:
         lines += [f"Isolation: {isolation}.", ""]
     return "\n".join(lines)
+
+
+def degraded_lines(report: Report) -> list[str]:
+    """Markdown that says which points could not be evaluated and why, none when every
+    check was: a degraded grade is never shown as a final one."""
+    degraded = report.degraded
+    if not degraded:
+        return []
+    at_stake = points_text(sum((check.max for _, check in degraded), Decimal(0)))
+    return [f"**Degraded ({CONTRACT}): {at_stake} points could not be evaluated**, because "
+            "the rubric's contract is incomplete there; they score nothing until the "
+            "instructor completes the rubric, bumps its version and grades again. This grade "
+            "is not final.", "",
+            *(f"- {_inline(criterion.title)}, {_inline(check.id, QUOTE_LIMIT)}: "
+              f"{_inline(check.detail)}" for criterion, check in degraded), ""]
 
 
 REVIEW_FINDING = "flagged for review: "  # how grader._grade.REVIEW starts a finding
@@ -341,24 +385,30 @@ def render_gradescope(report: Report, digest: str, *, isolation: str = "") -> by
     return canonical(document) + b"\n"
 
 
+_DEGRADED = {"verdict": "degraded", "divergence": CONTRACT}
+
+
 def _criterion_document(criterion: CriterionResult) -> dict[str, object]:
     return {
+        **(_DEGRADED if criterion.degraded else {}),
         "id": quote(criterion.id),
         "title": quote(criterion.title),
         "points": points_text(criterion.points),
         "max": points_text(criterion.max),
         "review": criterion.review,
-        "checks": [
-            {
-                "id": quote(check.id),
-                "passed": check.passed,
-                "points": points_text(check.points),
-                "max": points_text(check.max),
-                "detail": quote(check.detail, TEXT_LIMIT),
-            }
-            for check in criterion.checks
-        ],
+        "checks": [_check_document(check) for check in criterion.checks],
         "advice": [quote(a, TEXT_LIMIT) for a in criterion.advice],
+    }
+
+
+def _check_document(check: CheckResult) -> dict[str, object]:
+    return {
+        **(_DEGRADED if check.degraded else {}),
+        "id": quote(check.id),
+        "passed": check.passed,
+        "points": points_text(check.points),
+        "max": points_text(check.max),
+        "detail": quote(check.detail, TEXT_LIMIT),
     }
 
 
@@ -408,6 +458,8 @@ def _findings(findings: tuple[str, ...]) -> list[str]:
 def _table_row(criterion: CriterionResult) -> str:
     lost = [_inline(check.id, QUOTE_LIMIT) for check in criterion.checks if _lost(check)]
     result = "full marks" if _earned_all(criterion) else f"lost: {', '.join(lost) or 'points'}"
+    if criterion.degraded:
+        result += f"; degraded ({CONTRACT})"
     if criterion.review:
         result += "; marked for review"
     cells = (_inline(criterion.title), points_text(criterion.points),
@@ -443,6 +495,9 @@ def _check_line(check: CheckResult) -> str:
 def _gradescope_test(criterion: CriterionResult, check: CheckResult, number: str) -> object:
     """One Gradescope test; its name and output are declared plain text, so only quoted."""
     output = quote(check.detail, TEXT_LIMIT)
+    if check.degraded:
+        output = (f"Degraded ({CONTRACT}): not evaluated, because the rubric's contract is "
+                  f"incomplete here: {output}")
     if _lost(check) and criterion.advice:
         output += "\n\nWhat to do:\n" + "\n".join(f"- {quote(a, TEXT_LIMIT)}"
                                                   for a in criterion.advice)

@@ -21,7 +21,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from grader._gradebook import GradebookRow
+from grader._gradebook import REPORTED, GradebookRow
 from grader._report import SCHEMA, cents_of, parse_canonical, verify_report
 from grader._signing import Kind, sign_file, signature_problem
 from grader._worker import error_row
@@ -148,7 +148,7 @@ def sign_outputs(row: GradebookRow, out: Path, key: bytes | None) -> GradebookRo
 
     Called by the batch, the one process that holds the key, after the worker wrote them.
     """
-    if key is None or row.status != "graded":
+    if key is None or row.status not in REPORTED:
         return row
     folder = out / row.submission
     try:

@@ -36,7 +36,7 @@ from grader._checks import Evidence
 from grader._grade import REVIEW, Graded, grade_submission
 from grader._gradebook import GradebookRow, Status
 from grader._isolation import Isolation, describe_isolation
-from grader._model import Limits
+from grader._model import CONTRACT, Limits, Report
 from grader._report import (
     TEXT_LIMIT,
     points_text,
@@ -244,13 +244,27 @@ def grade(request: Request) -> GradebookRow:
                          f"the grader failed: {type(exc).__name__}: {exc}")
     report = graded.report
     return GradebookRow(
-        submission=request.folder, student=report.submission, status="graded",
+        submission=request.folder, student=report.submission,
+        status="degraded" if report.degraded else "graded",
         total=points_text(report.total), max=points_text(report.max),
         criteria={c.id: points_text(c.points) for c in report.criteria},
-        # A graded row's reason is empty, unless the grading flagged it for a person.
-        digest=digest, reason=quote("; ".join(f for f in report.findings
-                                             if f.startswith(REVIEW)), TEXT_LIMIT),
+        # A graded row's reason is empty, unless the grading flagged it for a person or
+        # some of its checks could not be evaluated.
+        digest=digest, reason=quote("; ".join([*_degraded_reason(report), *(
+            f for f in report.findings if f.startswith(REVIEW))]), TEXT_LIMIT),
     )
+
+
+def _degraded_reason(report: Report) -> list[str]:
+    """The reason of a degraded row: which checks could not be evaluated, and why."""
+    degraded = report.degraded
+    if not degraded:
+        return []
+    at_stake = points_text(sum((check.max for _, check in degraded), Decimal(0)))
+    where = "; ".join(f"{criterion.id}/{check.id}: {check.detail}"
+                      for criterion, check in degraded)
+    return [f"degraded ({CONTRACT}): {at_stake} points not evaluated, the rubric is "
+            f"incomplete: {where}"]
 
 
 def _optional_text(value: object) -> str | None:

@@ -35,6 +35,8 @@ from grader._cli_grade import add_grading_commands
 from grader._cli_incident import add_incident_commands
 from grader._cli_outputs import add_output_commands
 from grader._cli_record import add_recording_commands
+from grader._cli_regression import add_regression_commands
+from grader._cli_review import add_review_commands
 from grader._cli_starter import add_starter_commands
 from grader._exits import (
     EXIT_FAILED,
@@ -99,4 +101,6 @@ def _parser() -> argparse.ArgumentParser:
     add_output_commands(commands)
     add_starter_commands(commands)
     add_incident_commands(commands)
+    add_review_commands(commands)
+    add_regression_commands(commands)
     return parser
