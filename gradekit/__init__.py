@@ -40,6 +40,7 @@ from gradekit._incident import (
     IncidentReplay,
     Plan,
     Replayed,
+    decode_incident,
     read_incident,
     replay_incident,
 )
@@ -115,6 +116,7 @@ __all__ = [
     "Traced",
     "TracedTools",
     "UsageError",
+    "decode_incident",
     "live_from_env",
     "prompt_key",
     "read_incident",

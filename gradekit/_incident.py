@@ -53,6 +53,7 @@ __all__ = [
     "IncidentReplay",
     "Plan",
     "Replayed",
+    "decode_incident",
     "read_incident",
     "replay_incident",
 ]
@@ -256,6 +257,13 @@ def read_incident(path: str | Path) -> Incident:
     except FileNotFoundError:
         raise UsageError(f"no incident at {path}: record one with `gradekit incident record "
                          "--case CASE`") from None
+    return decode_incident(data, source=path)
+
+
+def decode_incident(data: bytes, *, source: str | Path) -> Incident:
+    """An incident from its file's bytes, as ``read_incident`` reads them; ``source`` names
+    the file in every error."""
+    path = Path(source)
     lines = data.split(b"\n")
     torn = ""
     if lines[-1]:  # no final newline: the last line was being written when the run ended

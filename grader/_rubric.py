@@ -23,7 +23,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import cast
 
-from gradekit import GradekitError
+from gradekit import GradekitError, UsageError
+from grader._expect import Expectation, parse_expectation
 from grader._model import (
     BOUNDARIES,
     CENT,
@@ -67,7 +68,7 @@ _DEFAULT_POINTS: Mapping[str, tuple[int, tuple[int, ...]]] = MappingProxyType({
 
 _TOP_KEYS = ("case", "criterion", "limits", "rubric")
 _RUBRIC_KEYS = ("id", "title", "version")
-_CASE_KEYS = ("id", "task")
+_CASE_KEYS = ("expect", "id", "task")
 _CRITERION_KEYS = ("check", "full", "id", "points", "title", "typical_loss", "weight")
 _CRITERION_TEXT = ("title", "check", "full", "typical_loss")
 _LIMIT_KEYS = tuple(f.name for f in fields(Limits))
@@ -81,10 +82,16 @@ class RubricError(GradekitError):
 
 @dataclass(frozen=True, slots=True)
 class Case:
-    """One task the agent is run on; ``id`` names its cassette file."""
+    """One task the agent is run on; ``id`` names its cassette file.
+
+    Its input snapshot is the task (and the submission's recordings of it, by that id);
+    its expectation snapshot, ``[case.expect]``, what a run of it must come to (None when
+    the rubric gives none: a check that needs one is then degraded).
+    """
 
     id: str
     task: str
+    expect: Expectation | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -338,7 +345,14 @@ def _case(raw: object, index: int, at: _Locator) -> Case:
         )
     if not isinstance(task, str) or not task.strip():
         raise RubricError(f"{where}: case {case_id!r} needs a non-empty task = \"...\"")
-    return Case(id=case_id, task=task)
+    expect = None
+    if "expect" in raw:
+        place = at.at(at.line("case.expect", index) or at.line("case", index, "expect"))
+        try:
+            expect = parse_expectation(raw["expect"], f"{place}: [case.expect] of {case_id!r}")
+        except UsageError as exc:
+            raise RubricError(str(exc)) from None
+    return Case(id=case_id, task=task, expect=expect)
 
 
 def _criteria(raw: object, at: _Locator, case_count: int) -> tuple[Criterion, ...]:
