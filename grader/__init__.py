@@ -4,9 +4,10 @@ The grader imports ``gradekit`` (the kit) and never ``lab`` (the student's code,
 its sandboxed children import); ``gradekit`` never imports the grader.
 """
 
-from grader._checks import BUILTIN_CHECKS, STRETCH_GOALS, Evidence, StretchGoal
+from grader._checks import STRETCH_GOALS, Evidence, StretchGoal
 from grader._grade import Graded, grade_submission
 from grader._gradebook import GradebookError, GradebookRow, gradebook_csv, merge_gradebooks
+from grader._judged import BUILTIN_CHECKS
 from grader._manifest import Manifest, ManifestError, load_manifest
 from grader._model import CheckResult, CriterionResult, Limits, Report
 from grader._report import render_markdown, render_report_json, report_digest, verify_report

@@ -20,6 +20,7 @@ from grader._model import (
     CaseOutcome,
     CheckResult,
     CriterionResult,
+    ItemRun,
     ReplayProbe,
     RunResult,
     Served,
@@ -30,12 +31,13 @@ from grader._rubric import Case, Criterion, Rubric, per_case_points
 from grader._summary import parse_failures, score_written_summary
 
 __all__ = [
-    "BUILTIN_CHECKS",
+    "CORE_CHECKS",
     "STRETCH_GOALS",
     "Check",
     "Evidence",
     "StretchGoal",
     "cents",
+    "criterion_result",
     "shown_keys",
 ]
 
@@ -74,13 +76,16 @@ class Evidence:
     recorded_prompts: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # by case
     cut_point_problem: str | None = "not checked"  # None: the incident test holds
     incident_test: str = ""  # the manifest's cut-point test, as the evidence names it
+    # regression set ("name@version") -> item id -> its replay against the submission
+    regression: Mapping[str, Mapping[str, ItemRun]] = field(default_factory=dict)
 
 
 Check = Callable[[Evidence, Rubric, Criterion], CriterionResult]
 
 
-def _result(criterion: Criterion, checks: list[CheckResult], advice: list[str],
-            *, review: bool = False) -> CriterionResult:
+def criterion_result(criterion: Criterion, checks: list[CheckResult], advice: list[str],
+                     *, review: bool = False) -> CriterionResult:
+    """A criterion's result: the sum of ``checks``, out of its weight, ``advice`` unique."""
     return CriterionResult(
         id=criterion.id,
         title=criterion.title,
@@ -146,7 +151,7 @@ def contract_stability(evidence: Evidence, rubric: Rubric, criterion: Criterion)
         checks.append(_check(case.id, passed, shares[case.id], detail))
         if not passed:
             advice.append(f"{case.id}: {_stability_advice(case.id, first, evidence)}")
-    return _result(criterion, checks, advice)
+    return criterion_result(criterion, checks, advice)
 
 
 RERECORD = 'gradekit record --case {} --rerecord --reason "the prompts changed"'
@@ -245,7 +250,7 @@ def loud_failure(evidence: Evidence, rubric: Rubric, criterion: Criterion) -> Cr
         if not passed:
             advice.append("Your Replay must answer a recorded prompt (strip it before hashing) "
                           "and raise CassetteMiss for a key it does not hold.")
-    return _result(criterion, checks, advice)
+    return criterion_result(criterion, checks, advice)
 
 
 def _loudness(outcome: CaseOutcome | None, blocked: str) -> str:
@@ -300,7 +305,7 @@ def tracing(evidence: Evidence, rubric: Rubric, criterion: Criterion) -> Criteri
                 "the call has returned or raised) to $GRADEKIT_TRACE: key, provider (the "
                 "provider's name), latency_ms, ok, and error on a call that failed."
             )
-    return _result(criterion, checks, advice)
+    return criterion_result(criterion, checks, advice)
 
 
 def _traced(outcome: CaseOutcome | None, unanswerable: CaseOutcome | None, label: str,
@@ -478,14 +483,14 @@ def stretch_goal(evidence: Evidence, rubric: Rubric, criterion: Criterion) -> Cr
     if not evidence.stretch:
         check = _check("claimed", False, cents(Decimal(criterion.weight)),
                        "no stretch goal claimed (stretch = [...] in [tool.gradekit])")
-        return _result(criterion, [check], [f"Finish one of: {', '.join(STRETCH_GOALS)}."])
+        return criterion_result(criterion, [check], [f"Finish one of: {', '.join(STRETCH_GOALS)}."])
     scored = [_score_goal(goal_id, evidence, criterion) for goal_id in evidence.stretch]
     best = max(scored, key=lambda checks: sum((c.points for c in checks), ZERO))
     advice = [] if all(c.passed for c in best) else [
         "Finish one stretch goal completely and write up, in FAILURES.md, the failure it found."
     ]
     # The write-up is judged by its structure only: a person reads it before the points count.
-    return _result(criterion, best, advice, review=True)
+    return criterion_result(criterion, best, advice, review=True)
 
 
 def _score_goal(goal_id: str, evidence: Evidence, criterion: Criterion) -> list[CheckResult]:
@@ -513,7 +518,9 @@ def _written_up(failures: str | None, names: tuple[str, ...]) -> bool:
     return any(name.lower() in entry.text.lower() for entry in entries for name in names)
 
 
-BUILTIN_CHECKS: Mapping[str, Check] = {
+# The checks of what a submission does under the lab's contract; grader._judged adds the
+# checks judged against the rubric's expectations and regression sets (BUILTIN_CHECKS).
+CORE_CHECKS: Mapping[str, Check] = {
     "contract_stability": contract_stability,
     "loud_failure": loud_failure,
     "tracing": tracing,

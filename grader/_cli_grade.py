@@ -26,9 +26,11 @@ from grader._cli_options import add_isolation_option, add_rubric_option
 from grader._exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from grader._gradebook import REPORTED, GradebookRow
 from grader._isolation import choose_isolation, describe_isolation
+from grader._judged import contract_gaps
 from grader._ledger import LEDGER, grader_version, record_grading, rubric_lineage
+from grader._model import CONTRACT
 from grader._roster import ROSTER_HEADER, Identity, Roster, identify, load_roster, unclaimed
-from grader._rubric import load_rubric
+from grader._rubric import Rubric, load_rubric
 
 __all__ = ["add_grading_commands"]
 
@@ -95,6 +97,7 @@ def _grade(args: argparse.Namespace) -> int:
 def _grade_all(args: argparse.Namespace) -> int:
     rubric = load_rubric(args.rubric)
     rubric_lineage(args.out / LEDGER, rubric)  # a changed rubric must bump its version first
+    _warn_gaps(rubric)
     roster = load_roster(args.roster) if args.roster is not None else None
     submissions = discover(args.paths)
     identities = identify(submissions, roster)  # every shard refuses the same clashes
@@ -114,6 +117,16 @@ def _grade_all(args: argparse.Namespace) -> int:
     _print_rows(rows, unchanged)
     print(f"reports in {args.out}/, gradebook in {args.out / 'gradebook.csv'}")
     return EXIT_FAILED if any(row.status != "graded" for row in rows) else EXIT_OK
+
+
+def _warn_gaps(rubric: Rubric) -> None:
+    """An incomplete rubric degrades the same checks of every submission: say so first."""
+    gaps = contract_gaps(rubric)
+    if gaps:
+        print(f"warning: the rubric's contract is incomplete ({CONTRACT}): these checks "
+              f"will be degraded in every report, not graded:", file=sys.stderr)
+        for gap in gaps:
+            print(f"  {gap}", file=sys.stderr)
 
 
 def _warn_unclaimed(roster: Roster, identities: Sequence[Identity]) -> None:

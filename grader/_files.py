@@ -37,12 +37,14 @@ __all__ = [
     "CHANGE_LOG_CAP",
     "FAILURES_CAP",
     "FIXTURE_CAP",
+    "INCIDENT_CAP",
     "PYPROJECT_CAP",
     "SOURCE_CAP",
     "MissingSubmissionFile",
     "SubmissionFileError",
     "check_submission_folder",
     "read_submission_file",
+    "submission_files",
 ]
 
 _KIB = 1024
@@ -55,6 +57,7 @@ FAILURES_CAP = 256 * _KIB
 PYPROJECT_CAP = 256 * _KIB
 CHANGE_LOG_CAP = 1 * _MIB
 SOURCE_CAP = 16 * _MIB  # the agent's module, only ever hashed for the report's inputs
+INCIDENT_CAP = 16 * _MIB  # a recorded incident, hashed for the report's inputs
 
 _CHUNK = 1 * _MIB
 _O = {name: getattr(os, name, 0) for name in ("O_DIRECTORY", "O_NOFOLLOW", "O_NONBLOCK",
@@ -91,6 +94,26 @@ def check_submission_folder(root: Path, relative: str) -> None:
         os.close(_open_folders(root, relative, parts))
     else:
         _walk_by_path(root, relative, parts, folder=True)
+
+
+def submission_files(root: Path, relative: str, *, suffix: str, most: int) -> list[str]:
+    """The names in the folder ``root/relative`` (reached without a link) that end in
+    ``suffix``, sorted, at most ``most`` of them; none when the folder does not exist.
+    Only names are listed: each file is still read with ``read_submission_file``."""
+    parts = _parts(relative)
+    try:
+        if not _AT:
+            _walk_by_path(root, relative, parts, folder=True)
+            names = os.listdir(root / relative)
+        else:
+            fd = _open_folders(root, relative, parts)
+            try:
+                names = os.listdir(fd)
+            finally:
+                os.close(fd)
+    except MissingSubmissionFile:
+        return []
+    return sorted(name for name in names if name.endswith(suffix))[:most]
 
 
 def _parts(relative: str) -> tuple[str, ...]:

@@ -21,21 +21,24 @@ from gradekit import CassetteError, GradekitError, prompt_key
 from gradekit._cassette import Entry, decode_cassette
 from gradekit._fixtures import decode_fixture
 from grader._changelog import CHANGE_LOG, Change, change_matches, decode_changes
-from grader._checks import BUILTIN_CHECKS, Check, Evidence, shown_keys
+from grader._checks import Check, Evidence, shown_keys
 from grader._cutpoint import cut_point_problem, run_cut_point_test
 from grader._files import (
     CASSETTE_CAP,
     CHANGE_LOG_CAP,
     FAILURES_CAP,
     FIXTURE_CAP,
+    INCIDENT_CAP,
     PYPROJECT_CAP,
     SOURCE_CAP,
     MissingSubmissionFile,
     SubmissionFileError,
     check_submission_folder,
     read_submission_file,
+    submission_files,
 )
 from grader._isolation import Isolation
+from grader._judged import BUILTIN_CHECKS
 from grader._manifest import Manifest, ManifestError, load_manifest
 from grader._model import CaseOutcome, CriterionResult, Limits, Report, RunResult
 from grader._probe import probe_replay
@@ -300,13 +303,20 @@ def _evidence(root: Path, manifest: Manifest | None, rubric: Rubric,
         else ("not claimed", "")
     cut_point = _cut_point(root, manifest, limits, scratch, isolation, findings) \
         if "cut-point" in manifest.stretch else "not claimed"
+    # Every item of every set the rubric pins, against the submission's own code.
+    if rubric.sets:
+        from grader._regression import replay_set  # TEMPORARY until grader._sets lands
+    regression = {ref: replay_set(root, pinned, label=label, hashseed=seed, limits=limits,
+                                  scratch=scratch / f"set-{number}", isolation=isolation)
+                  for number, (ref, pinned) in enumerate(rubric.sets.items())
+                  if pinned is not None}
     return Evidence(cases=rubric.cases, label=label, primary=primary, secondary=secondary,
                     unanswerable=unanswerable, probe=probe, failures=failures,
                     stretch=manifest.stretch, second_set=second_set,
                     second_set_problem=problem, blocked=blocked, review_problem=review,
                     second_cassettes=manifest.second_cassettes, fixtures=manifest.fixtures,
                     review_basis=basis, tiebreak=tiebreak, cut_point_problem=cut_point,
-                    incident_test=manifest.incident_test)
+                    incident_test=manifest.incident_test, regression=regression)
 
 
 def _cut_point(root: Path, manifest: Manifest, limits: Limits, scratch: Path,
@@ -489,7 +499,9 @@ def _custom(spec: str) -> Check:
 
 
 def _inputs(root: Path, manifest: Manifest | None, cases: tuple[Case, ...]) -> dict[str, str]:
-    """sha256 of every file the grade depends on, by submission-relative path.
+    """sha256 of every file the grade depends on, by submission-relative path: the
+    recordings, the failure log, the agent's source and manifest, and the recorded
+    incidents (the evidence an instructor may promote into a regression set).
 
     Only files the parent could read safely are listed: a missing file, and one refused
     (a link, not a regular file, over its cap), are left out, since their bytes were
@@ -509,6 +521,9 @@ def _inputs(root: Path, manifest: Manifest | None, cases: tuple[Case, ...]) -> d
         if manifest.second_cassettes and "two-providers" in manifest.stretch:
             names += [(f"{manifest.second_cassettes}/{case.id}.json", CASSETTE_CAP)
                       for case in cases]
+    if manifest:
+        names += [(f"{manifest.incidents}/{name}", INCIDENT_CAP) for name in _listed(
+            root, manifest.incidents, ".jsonl")]
     inputs = {}
     for name, cap in names:
         try:
@@ -516,6 +531,18 @@ def _inputs(root: Path, manifest: Manifest | None, cases: tuple[Case, ...]) -> d
         except SubmissionFileError:
             continue
     return inputs
+
+
+_MOST_INCIDENTS = 64  # incident files hashed into a report's inputs
+
+
+def _listed(root: Path, folder: str, suffix: str) -> list[str]:
+    """The submission's files in ``folder`` ending in ``suffix`` (none when it cannot be
+    listed: a refused folder is a finding elsewhere, or nothing the grade uses)."""
+    try:
+        return submission_files(root, folder, suffix=suffix, most=_MOST_INCIDENTS)
+    except SubmissionFileError:
+        return []
 
 
 def _relative(message: str, root: Path) -> str:

@@ -51,6 +51,7 @@ class Manifest:
     fixtures: str = "fixtures"
     incident_test: str = ""  # stretch goal cut-point: the incident's regression test
     guard: str = ""  # stretch goal cut-point: the live guard that test checks
+    incidents: str = "incidents"  # recorded incidents (*.jsonl): graded inputs, promotable
 
     def fixture(self, case: str) -> Path:
         """The tool fixture file of ``case``."""
@@ -102,12 +103,13 @@ def load_manifest(root: Path) -> Manifest:
         fixtures=table.get("fixtures", "fixtures"),
         incident_test=table.get("incident_test", ""),
         guard=table.get("guard", ""),
+        incidents=table.get("incidents", "incidents"),
     )
 
 
 _TEXT_KEYS = ("agent", "cassettes", "failures", "student", "replay", "second_cassettes", "tools",
-              "fixtures", "incident_test", "guard")
-_PATH_KEYS = ("cassettes", "failures", "second_cassettes", "fixtures")
+              "fixtures", "incident_test", "guard", "incidents")
+_PATH_KEYS = ("cassettes", "failures", "second_cassettes", "fixtures", "incidents")
 
 
 def _validate(table: dict[str, Any], pyproject: Path) -> None:

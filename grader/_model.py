@@ -24,6 +24,7 @@ __all__ = [
     "CaseOutcome",
     "CheckResult",
     "CriterionResult",
+    "ItemRun",
     "Limits",
     "Refusal",
     "ReplayProbe",
@@ -113,6 +114,17 @@ class CaseOutcome:
     trace: tuple[TraceRecord, ...] = ()  # observed
     trace_error: str | None = None  # "line 3: not valid JSON" and the like
     detail: str = ""  # a short, deterministic reason for timeout / crash / not_run
+
+
+@dataclass(frozen=True, slots=True)
+class ItemRun:
+    """One regression item replayed against the submission's code, as the parent saw it:
+    the run's outcome (its calls served from the item's record), where the run first
+    left that record ("" when it never did), and why it could not run at all, if so."""
+
+    outcome: CaseOutcome | None
+    divergence: str = ""
+    error: str = ""  # the item's agent could not be imported from the submission
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,11 +17,11 @@ import importlib.resources
 import re
 import tomllib
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields, replace
 from decimal import ROUND_DOWN, Decimal
 from pathlib import Path
 from types import MappingProxyType
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 from gradekit import GradekitError, UsageError
 from grader._expect import Expectation, parse_expectation
@@ -37,8 +37,11 @@ from grader._model import (
 )
 from grader._specs import SPEC, load_spec
 
+if TYPE_CHECKING:
+    from grader._sets import RegressionSet
+
 __all__ = [
-    "CASE_ID", "KIT_RUBRIC", "SUBCHECKS",
+    "CASE_ID", "KIT_RUBRIC", "PARAMS", "SETS", "SUBCHECKS",
     "Case", "Criterion", "Rubric", "RubricError",
     "check_maxima", "distribute", "load_cases", "load_custom_check", "load_rubric",
     "parse_rubric", "per_case_points",
@@ -56,7 +59,11 @@ SUBCHECKS: Mapping[str, tuple[tuple[str, ...], bool]] = MappingProxyType({
     "tracing": ((), True),
     "written_summary": ((ENTRIES, BOUNDARIES, NO_PLACEHOLDERS), False),
     "stretch_goal": ((EVIDENCE, WRITE_UP), False),
+    "expectations": ((), True),  # each case against its [case.expect]
+    "regression": ((), False),  # split over the items of a regression set, not the cases
 })
+# check -> the parameters it takes in [criterion.params]; a custom check takes any.
+PARAMS: Mapping[str, tuple[str, ...]] = MappingProxyType({"regression": ("set",)})
 
 # Without a [criterion.points] table: points at a reference weight, scaled to the real one.
 # For a splitting check the reference weight's remainder is the part split over the cases.
@@ -69,7 +76,8 @@ _DEFAULT_POINTS: Mapping[str, tuple[int, tuple[int, ...]]] = MappingProxyType({
 _TOP_KEYS = ("case", "criterion", "limits", "rubric")
 _RUBRIC_KEYS = ("id", "title", "version")
 _CASE_KEYS = ("expect", "id", "task")
-_CRITERION_KEYS = ("check", "full", "id", "points", "title", "typical_loss", "weight")
+_CRITERION_KEYS = ("check", "full", "id", "params", "points", "title", "typical_loss",
+                   "weight")
 _CRITERION_TEXT = ("title", "check", "full", "typical_loss")
 _LIMIT_KEYS = tuple(f.name for f in fields(Limits))
 # Criterion ids become gradebook columns beside these.
@@ -105,6 +113,7 @@ class Criterion:
     full: str
     typical_loss: str
     points: Mapping[str, Decimal]  # defaults applied; empty for checks without named ones
+    params: Mapping[str, str] = field(default_factory=dict)  # [criterion.params]
 
     @property
     def custom(self) -> bool:
@@ -114,7 +123,11 @@ class Criterion:
 
 @dataclass(frozen=True, slots=True)
 class Rubric:
-    """A whole rubric file, validated; ``sha256`` is over the file's bytes."""
+    """A whole rubric file, validated; ``sha256`` is over the file's bytes.
+
+    ``sets`` holds every regression set its criteria pin, by ``name@version``, as
+    ``load_rubric`` found it beside the file (None: that version is not there).
+    """
 
     id: str
     version: int
@@ -123,6 +136,7 @@ class Rubric:
     criteria: tuple[Criterion, ...]
     limits: Limits
     sha256: str
+    sets: Mapping[str, RegressionSet | None] = field(default_factory=dict)
 
 
 def _kit_rubric() -> Path:
@@ -137,8 +151,12 @@ def _kit_rubric() -> Path:
 KIT_RUBRIC = _kit_rubric()
 
 
+SETS = "regression"  # beside the rubric file: the regression sets its criteria pin
+
+
 def load_rubric(path: Path) -> Rubric:
-    """Read and validate the rubric at ``path``; custom checks are imported to fail early."""
+    """Read and validate the rubric at ``path``; custom checks are imported to fail early,
+    and the regression sets it pins are read from ``SETS`` beside it."""
     data = _read(path)
     rubric = parse_rubric(data, source=str(path))
     at = _Locator(data.decode("utf-8"), str(path))
@@ -148,7 +166,27 @@ def load_rubric(path: Path) -> Rubric:
                 load_custom_check(criterion.check, rubric_dir=path.parent)
             except RubricError as exc:
                 raise RubricError(f"{at.where('criterion', index, 'check')}: {exc}") from exc
-    return rubric
+    return replace(rubric, sets=MappingProxyType(_pinned_sets(rubric, path.parent / SETS, at)))
+
+
+def _pinned_sets(rubric: Rubric, folder: Path, at: _Locator) -> dict[str, RegressionSet | None]:
+    """``name@version`` -> the set, for every regression criterion's ``params.set``. A
+    malformed reference or a set that was edited is an error at its line; a version that
+    is not there is None (the check is then degraded, and says so)."""
+    sets: dict[str, RegressionSet | None] = {}
+    for index, criterion in enumerate(rubric.criteria):
+        ref = criterion.params.get("set", "") if criterion.check == "regression" else ""
+        if not ref or ref in sets:
+            continue
+        from grader._sets import load_set, parse_ref  # the set store reads rubrics too
+
+        try:
+            name, version = parse_ref(ref)
+            sets[ref] = load_set(folder, name, version)
+        except UsageError as exc:
+            line = at.line("criterion.params", index, "set")
+            raise RubricError(f"{at.at(line)}: set = {ref!r}: {exc}") from None
+    return sets
 
 
 def load_cases(path: Path) -> list[Case]:
@@ -401,6 +439,7 @@ def _criterion(raw: object, index: int, at: _Locator, case_count: int) -> Criter
     check = cast(str, texts["check"])
     _check_name(check, at.where("criterion", index, "check"))
     points = _points(raw.get("points"), check, weight, case_count, at, index)
+    params = _params(raw.get("params"), check, at, index)
     return Criterion(
         id=criterion_id,
         title=cast(str, texts["title"]),
@@ -409,7 +448,27 @@ def _criterion(raw: object, index: int, at: _Locator, case_count: int) -> Criter
         full=cast(str, texts["full"]),
         typical_loss=cast(str, texts["typical_loss"]),
         points=MappingProxyType(points),
+        params=MappingProxyType(params),
     )
+
+
+def _params(raw: object, check: str, at: _Locator, index: int) -> dict[str, str]:
+    """``[criterion.params]``: text values; a built-in check takes only its own names. A
+    parameter left out is no error here: the check is then degraded, and says so."""
+    if raw is None:
+        return {}
+    where = at.at(at.line("criterion.params", index) or at.line("criterion", index, "params"))
+    if not isinstance(raw, dict):
+        raise RubricError(f"{where}: params must be a table: [criterion.params]")
+    if check in SUBCHECKS:
+        valid = PARAMS.get(check) or (f"(none: {check} takes no parameters; remove the table)",)
+        _no_unknown(raw, valid, f"parameter of {check}",
+                    lambda key: at.at(at.line("criterion.params", index, key)))
+    for key, value in raw.items():
+        if not isinstance(value, str) or not value.strip():
+            raise RubricError(f"{at.at(at.line('criterion.params', index, key))}: "
+                              f'params.{key} must be a non-empty string, e.g. {key} = "..."')
+    return dict(sorted(raw.items()))
 
 
 def _check_name(check: str, where: str) -> None:

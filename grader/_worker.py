@@ -32,7 +32,9 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, cast, get_args
 
+from gradekit import GradekitError
 from grader._checks import Evidence
+from grader._expect import expectation_document, parse_expectation
 from grader._grade import REVIEW, Graded, grade_submission
 from grader._gradebook import GradebookRow, Status
 from grader._isolation import Isolation, describe_isolation
@@ -119,7 +121,7 @@ def decode_request(data: bytes) -> Request:
             isolation=cast(Isolation, isolation), rubric=_rubric(document["rubric"]),
             check_folders={str(k): str(v) for k, v in document["check_folders"].items()},
         )
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+    except (ValueError, KeyError, TypeError, AttributeError, GradekitError) as exc:
         raise ValueError(f"not a worker request ({type(exc).__name__}: {exc})") from exc
 
 
@@ -127,10 +129,11 @@ def _rubric_json(rubric: Rubric) -> dict[str, object]:
     return {
         "id": rubric.id, "version": rubric.version, "title": rubric.title,
         "sha256": rubric.sha256, "limits": dataclasses.asdict(rubric.limits),
-        "cases": [[case.id, case.task] for case in rubric.cases],
+        "cases": [[case.id, case.task, None if case.expect is None
+                   else expectation_document(case.expect)] for case in rubric.cases],
         "criteria": [
             {"id": c.id, "title": c.title, "weight": c.weight, "check": c.check, "full": c.full,
-             "typical_loss": c.typical_loss,
+             "typical_loss": c.typical_loss, "params": dict(c.params),
              "points": {name: str(points) for name, points in c.points.items()}}
             for c in rubric.criteria
         ],
@@ -142,11 +145,14 @@ def _rubric(document: dict[str, Any]) -> Rubric:
     criteria = tuple(
         Criterion(id=c["id"], title=c["title"], weight=c["weight"], check=c["check"],
                   full=c["full"], typical_loss=c["typical_loss"],
-                  points=MappingProxyType({k: Decimal(v) for k, v in c["points"].items()}))
+                  points=MappingProxyType({k: Decimal(v) for k, v in c["points"].items()}),
+                  params=MappingProxyType({str(k): str(v) for k, v in c["params"].items()}))
         for c in document["criteria"]
     )
+    cases = tuple(Case(case_id, task, None if expect is None else parse_expectation(
+        expect, f"case {case_id}")) for case_id, task, expect in document["cases"])
     return Rubric(id=document["id"], version=document["version"], title=document["title"],
-                  cases=tuple(Case(case_id, task) for case_id, task in document["cases"]),
+                  cases=cases,
                   criteria=criteria, limits=Limits(**document["limits"]),
                   sha256=document["sha256"])
 
