@@ -29,8 +29,10 @@ from grader._isolation import choose_isolation, describe_isolation
 from grader._judged import contract_gaps
 from grader._ledger import LEDGER, grader_version, record_grading, rubric_lineage
 from grader._model import CONTRACT
+from grader._reviews import apply_reviews
 from grader._roster import ROSTER_HEADER, Identity, Roster, identify, load_roster, unclaimed
 from grader._rubric import Rubric, load_rubric
+from grader._signing import load_key
 
 __all__ = ["add_grading_commands"]
 
@@ -107,14 +109,23 @@ def _grade_all(args: argparse.Namespace) -> int:
         _warn_unclaimed(roster, identities)
     if args.shard is not None:
         submissions = args.shard.pick(submissions)
-    rows = grade_batch(submissions, rubric, out=args.out, jobs=args.jobs, label=args.label,
-                       progress=print_progress if len(submissions) > 1 and not args.quiet
-                       else None, heartbeat=None if args.quiet else print_heartbeat,
-                       isolation=isolation, roster=roster, key_file=args.key_file)
+    try:
+        rows = grade_batch(submissions, rubric, out=args.out, jobs=args.jobs, label=args.label,
+                           progress=print_progress if len(submissions) > 1 and not args.quiet
+                           else None, heartbeat=None if args.quiet else print_heartbeat,
+                           isolation=isolation, roster=roster, key_file=args.key_file)
+    except BatchInterrupted as stopped:  # the rows that finished are grades all the same
+        record_grading(args.out / LEDGER, rubric, stopped.rows, args.out, grader_version(),
+                       interrupted=stopped.not_graded)
+        raise
     if len(rows) == 1 and rows[0].status in REPORTED:
         _print_table(args.out / rows[0].submission / "report.json")
     unchanged = record_grading(args.out / LEDGER, rubric, rows, args.out, grader_version())
-    _print_rows(rows, unchanged)
+    # Reviews tied to these reports apply again; any tied to an earlier report do not.
+    reviewed = apply_reviews(args.out, rows, load_key(args.key_file))
+    _print_rows(reviewed.rows, unchanged)
+    for note in reviewed.notes:
+        print(note)
     print(f"reports in {args.out}/, gradebook in {args.out / 'gradebook.csv'}")
     return EXIT_FAILED if any(row.status != "graded" for row in rows) else EXIT_OK
 

@@ -130,6 +130,7 @@ def grade_submission(root: Path, rubric: Rubric, *, submission: str, scratch: Pa
         inputs=_inputs(root, manifest, rubric.cases),
         criteria=criteria,
         findings=tuple(dict.fromkeys(findings)),
+        sets={ref: pinned.sha256 for ref, pinned in rubric.sets.items() if pinned is not None},
     )
     return Graded(report, evidence, isolation)
 

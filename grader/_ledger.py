@@ -27,12 +27,14 @@ from pathlib import Path
 from typing import Any
 
 from gradekit import GradekitError, UsageError
+from grader._expect import expectation_document
 from grader._gradebook import REPORTED, GradebookRow
 from grader._rubric import Rubric
 
 __all__ = [
     "ARCHIVE", "GENESIS", "LEDGER", "Ledger", "LedgerCorrupt", "append_events", "archived",
-    "grader_version", "read_ledger", "record_grading", "rubric_lineage", "verify_ledger",
+    "case_digests", "grader_version", "pinned_sets", "read_ledger", "record_grading",
+    "rubric_lineage", "verify_ledger",
 ]
 
 LEDGER = "ledger.jsonl"
@@ -163,15 +165,34 @@ def verify_ledger(path: Path) -> tuple[bool, str]:
     return True, f"{path}: {len(lines)} events, the chain holds, head {prev}{torn}"
 
 
+def case_digests(rubric: Rubric) -> dict[str, str]:
+    """Each case's snapshot (its task and its expectation), by id, as SHA-256: what tells
+    which cases a new rubric version changed."""
+    return {case.id: hashlib.sha256(_ENCODE({
+        "expect": None if case.expect is None else expectation_document(case.expect),
+        "id": case.id, "task": case.task}).encode()).hexdigest() for case in rubric.cases}
+
+
+def pinned_sets(rubric: Rubric) -> dict[str, str]:
+    """The regression sets the rubric pins and finds, ``name@version`` -> SHA-256."""
+    return {ref: pinned.sha256 for ref, pinned in sorted(rubric.sets.items())
+            if pinned is not None}
+
+
 def rubric_lineage(path: Path, rubric: Rubric) -> dict[str, Any] | None:
     """What this rubric version supersedes in the ledger at ``path`` (the latest earlier
     version of the same rubric id), or None. A rubric whose content changed while its
     version did not is a ``UsageError`` naming the event that graded with the old content:
-    old grades must always say which version graded them."""
+    old grades must always say which version graded them. So is a pinned regression set
+    whose bytes changed since a batch graded with it: a set version never changes."""
     latest: dict[str, Any] | None = None
+    sets = pinned_sets(rubric)
     for event in read_ledger(path).events:
         used = event.get("rubric") if event.get("event") == "batch" else None
-        if not isinstance(used, dict) or used.get("id") != rubric.id:
+        if not isinstance(used, dict):
+            continue
+        _same_sets(sets, used.get("sets"), event)
+        if used.get("id") != rubric.id:
             continue
         if used.get("version") == rubric.version and used.get("sha256") != rubric.sha256:
             raise UsageError(
@@ -186,10 +207,22 @@ def rubric_lineage(path: Path, rubric: Rubric) -> dict[str, Any] | None:
     return latest
 
 
+def _same_sets(sets: Mapping[str, str], used: object, event: Mapping[str, Any]) -> None:
+    for ref, digest in (used.items() if isinstance(used, dict) else ()):
+        if ref in sets and sets[ref] != digest:
+            raise UsageError(
+                f"regression set {ref} changed since ledger event {event.get('seq')} graded "
+                f"with it (sha256 {str(digest)[:12]}... then, {sets[ref][:12]}... now): a set "
+                "version never changes; restore it (`git checkout`), or promote into a new "
+                "version and pin that")
+
+
 def record_grading(path: Path, rubric: Rubric, rows: Sequence[GradebookRow], out: Path,
-                   grader: str) -> dict[str, str]:
+                   grader: str, *, interrupted: Sequence[str] = ()) -> dict[str, str]:
     """Append one batch event and a run event per submission; return, per folder, "" or
     the ``seq`` of the earlier run whose inputs, rubric and grader were the same.
+    ``interrupted`` names the folders a Ctrl-C kept from finishing: the batch event lists
+    them, and the rows that did finish are recorded as any others.
 
     A run is known by its idempotency key: the SHA-256 of the student, the rubric's
     digest, the grader's version and the digest of every graded input. Grading the same
@@ -199,12 +232,16 @@ def record_grading(path: Path, rubric: Rubric, rows: Sequence[GradebookRow], out
             if event.get("event") == "run"}
     unchanged: dict[str, str] = {}
     runs: list[dict[str, Any]] = []
+    sets = pinned_sets(rubric)
     for row in rows:
         reported = row.status in REPORTED
         inputs = _inputs(out / row.submission / "report.json") if reported else {}
-        key = hashlib.sha256(_ENCODE({"grader": grader, "inputs": inputs, "rubric": rubric.sha256,
-                                      "status": row.status, "student": row.student}
-                                     ).encode()).hexdigest()
+        identity: dict[str, Any] = {"grader": grader, "inputs": inputs,
+                                    "rubric": rubric.sha256, "status": row.status,
+                                    "student": row.student}
+        if sets:  # a key without sets stays the key it was before there were sets
+            identity["sets"] = sets
+        key = hashlib.sha256(_ENCODE(identity).encode()).hexdigest()
         if reported and key in seen:
             unchanged[row.submission] = str(seen[key])
             continue
@@ -214,17 +251,21 @@ def record_grading(path: Path, rubric: Rubric, rows: Sequence[GradebookRow], out
                      "reason": row.reason, "report": row.digest, "rubric": rubric.sha256,
                      "rubric_id": rubric.id, "rubric_version": rubric.version,
                      "status": row.status, "student": row.student, "submission": row.submission,
-                     "total": row.total})
+                     "total": row.total, **({"sets": sets} if sets else {})})
     counts: dict[str, int] = {}
     for row in rows:
         counts[row.status] = counts.get(row.status, 0) + 1
-    used: dict[str, Any] = {"id": rubric.id, "sha256": rubric.sha256, "version": rubric.version}
+    used: dict[str, Any] = {"cases": case_digests(rubric), "id": rubric.id,
+                            "sha256": rubric.sha256, "version": rubric.version,
+                            **({"sets": sets} if sets else {})}
     supersedes = rubric_lineage(path, rubric)
     if supersedes is not None:
         used["supersedes"] = supersedes
-    batch = {"event": "batch", "grader": grader, "counts": counts, "rubric": used,
-             "selection": sorted(row.submission for row in rows),
-             "unchanged": sorted(unchanged)}
+    batch: dict[str, Any] = {"event": "batch", "grader": grader, "counts": counts,
+                             "rubric": used, "selection": sorted(row.submission for row in rows),
+                             "unchanged": sorted(unchanged)}
+    if interrupted:
+        batch["interrupted"] = sorted(interrupted)
     append_events(path, [batch, *runs])
     return unchanged
 

@@ -208,6 +208,7 @@ class Report:
     inputs: dict[str, str]  # submission-relative path -> sha256 of its bytes
     criteria: tuple[CriterionResult, ...]
     findings: tuple[str, ...] = field(default=())
+    sets: dict[str, str] = field(default_factory=dict)  # pinned regression sets: ref -> sha256
 
     @property
     def total(self) -> Decimal:

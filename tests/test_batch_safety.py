@@ -28,6 +28,7 @@ import pytest
 
 from grader import GradebookRow, load_rubric
 from grader._isolation import Isolation
+from grader._ledger import read_ledger
 from grader._worker import Request, decode_request, decode_row, encode_request, encode_row
 from grader.cli import main
 from tests.submissions import make_submission
@@ -332,7 +333,15 @@ def test_ctrl_c_keeps_the_finished_rows_exits_130_and_leaves_no_process(
     assert "bob: NOT GRADED: interrupted by Ctrl-C" in batch.stdout
     assert "carol: NOT GRADED: interrupted by Ctrl-C" in batch.stdout
     assert "interrupted: 2 submissions not graded" in batch.stderr
-    assert sorted(p.name for p in grader.out.iterdir()) == ["alice", "gradebook.csv"]
+    assert sorted(p.name for p in grader.out.iterdir()) == [
+        "alice", "archive", "gradebook.csv", "ledger.jsonl"]
+    # The row that finished is a grade like any other: the ledger has it, and says the
+    # batch was cut short before the others.
+    events = read_ledger(grader.out / "ledger.jsonl").events
+    assert [(e["event"], e.get("submission")) for e in events] == [("batch", None),
+                                                                   ("run", "alice")]
+    assert (events[0]["selection"], events[0]["interrupted"]) == (["alice"], ["bob", "carol"])
+    assert events[1]["report"] == batch.rows["alice"]["digest"]
     assert grader.leftovers() == []
 
 
