@@ -43,6 +43,7 @@ from grader._manifest import Manifest, ManifestError, load_manifest
 from grader._model import CaseOutcome, CriterionResult, Limits, Report, RunResult
 from grader._probe import probe_replay
 from grader._recordings import decode_recording
+from grader._regression import replay_set
 from grader._report import TEXT_LIMIT, quote
 from grader._rubric import Case, Rubric
 from grader._sandbox import ToolAnswer, run_cases
@@ -305,8 +306,6 @@ def _evidence(root: Path, manifest: Manifest | None, rubric: Rubric,
     cut_point = _cut_point(root, manifest, limits, scratch, isolation, findings) \
         if "cut-point" in manifest.stretch else "not claimed"
     # Every item of every set the rubric pins, against the submission's own code.
-    if rubric.sets:
-        from grader._regression import replay_set  # TEMPORARY until grader._sets lands
     regression = {ref: replay_set(root, pinned, label=label, hashseed=seed, limits=limits,
                                   scratch=scratch / f"set-{number}", isolation=isolation)
                   for number, (ref, pinned) in enumerate(rubric.sets.items())

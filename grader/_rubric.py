@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, fields, replace
 from decimal import ROUND_DOWN, Decimal
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, cast
+from typing import cast
 
 from gradekit import GradekitError, UsageError
 from grader._expect import Expectation, parse_expectation
@@ -35,10 +35,8 @@ from grader._model import (
     WRITE_UP,
     Limits,
 )
+from grader._sets import RegressionSet, load_set, parse_ref
 from grader._specs import SPEC, load_spec
-
-if TYPE_CHECKING:
-    from grader._sets import RegressionSet
 
 __all__ = [
     "CASE_ID", "KIT_RUBRIC", "PARAMS", "SETS", "SUBCHECKS",
@@ -126,7 +124,8 @@ class Rubric:
     """A whole rubric file, validated; ``sha256`` is over the file's bytes.
 
     ``sets`` holds every regression set its criteria pin, by ``name@version``, as
-    ``load_rubric`` found it beside the file (None: that version is not there).
+    ``load_rubric`` found it in ``sets_folder`` beside the file (None: that version is not
+    there).
     """
 
     id: str
@@ -137,6 +136,7 @@ class Rubric:
     limits: Limits
     sha256: str
     sets: Mapping[str, RegressionSet | None] = field(default_factory=dict)
+    sets_folder: str = ""  # where load_rubric read them: regression/ beside the rubric
 
 
 def _kit_rubric() -> Path:
@@ -166,7 +166,9 @@ def load_rubric(path: Path) -> Rubric:
                 load_custom_check(criterion.check, rubric_dir=path.parent)
             except RubricError as exc:
                 raise RubricError(f"{at.where('criterion', index, 'check')}: {exc}") from exc
-    return replace(rubric, sets=MappingProxyType(_pinned_sets(rubric, path.parent / SETS, at)))
+    folder = path.parent / SETS
+    return replace(rubric, sets=MappingProxyType(_pinned_sets(rubric, folder, at)),
+                   sets_folder=str(folder.resolve()))
 
 
 def _pinned_sets(rubric: Rubric, folder: Path, at: _Locator) -> dict[str, RegressionSet | None]:
@@ -178,8 +180,6 @@ def _pinned_sets(rubric: Rubric, folder: Path, at: _Locator) -> dict[str, Regres
         ref = criterion.params.get("set", "") if criterion.check == "regression" else ""
         if not ref or ref in sets:
             continue
-        from grader._sets import load_set, parse_ref  # the set store reads rubrics too
-
         try:
             name, version = parse_ref(ref)
             sets[ref] = load_set(folder, name, version)

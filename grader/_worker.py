@@ -49,6 +49,7 @@ from grader._report import (
     report_digest,
 )
 from grader._rubric import Case, Criterion, Rubric, load_custom_check
+from grader._sets import RegressionSet, load_set, parse_ref
 
 __all__ = [
     "CASE",
@@ -129,6 +130,10 @@ def _rubric_json(rubric: Rubric) -> dict[str, object]:
     return {
         "id": rubric.id, "version": rubric.version, "title": rubric.title,
         "sha256": rubric.sha256, "limits": dataclasses.asdict(rubric.limits),
+        # The sets by reference and digest: the worker reads the same immutable versions.
+        "sets": {ref: None if pinned is None else pinned.sha256
+                 for ref, pinned in rubric.sets.items()},
+        "sets_folder": rubric.sets_folder,
         "cases": [[case.id, case.task, None if case.expect is None
                    else expectation_document(case.expect)] for case in rubric.cases],
         "criteria": [
@@ -152,9 +157,22 @@ def _rubric(document: dict[str, Any]) -> Rubric:
     cases = tuple(Case(case_id, task, None if expect is None else parse_expectation(
         expect, f"case {case_id}")) for case_id, task, expect in document["cases"])
     return Rubric(id=document["id"], version=document["version"], title=document["title"],
-                  cases=cases,
+                  cases=cases, sets=_sets(document["sets"], Path(document["sets_folder"])),
+                  sets_folder=document["sets_folder"],
                   criteria=criteria, limits=Limits(**document["limits"]),
                   sha256=document["sha256"])
+
+
+def _sets(digests: Mapping[str, str | None], folder: Path) -> dict[str, RegressionSet | None]:
+    """The regression sets the batch found, read again from the same folder: each must
+    still have the digest the batch saw (a version never changes)."""
+    sets: dict[str, RegressionSet | None] = {}
+    for ref, digest in digests.items():
+        pinned = None if digest is None else load_set(folder, *parse_ref(ref))
+        if digest is not None and (pinned is None or pinned.sha256 != digest):
+            raise ValueError(f"regression set {ref} changed while the batch ran")
+        sets[str(ref)] = pinned
+    return sets
 
 
 def encode_row(row: GradebookRow) -> bytes:
