@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gradekit import UsageError
+from grader._rubric import SETS
 
 __all__ = ["Starter", "build_starter", "strip_solutions"]
 
@@ -57,6 +58,9 @@ _MARKDOWN = (".md", ".markdown")
 _SKIP_DIRS = frozenset({".git", "__pycache__", "build", "dist", "grades", ".mypy_cache",
                         ".pytest_cache", ".ruff_cache", ".hypothesis", ".tox", ".nox"})
 _SKIP_TOP = frozenset({"tests", "bench", ".ci", "DATASET_CHANGES.md"})
+# The instructor's regression sets hold reviewed failures of students' own runs: never
+# anything a hand-out may carry to every student.
+_SKIP_PATHS = frozenset({f"rubric/{SETS}"})
 _SKIP_SUFFIXES = (".pyc", ".pyo", ".lock", ".journal", ".previous.json")
 _DEFAULT_HINT = "write this part"
 _LINE = 100  # the kit's ruff line length: a generated stub stays within it
@@ -310,7 +314,8 @@ def _keep_dir(name: str, top: bool, rel: str, recordings: list[str],
               skip: set[str | None]) -> bool:
     if name in _SKIP_DIRS or name.startswith(".venv") or name.endswith(".egg-info"):
         return False
-    return not ((top and name in _SKIP_TOP) or rel in recordings or rel in skip)
+    return not ((top and name in _SKIP_TOP) or rel in recordings or rel in skip
+                or rel in _SKIP_PATHS)
 
 
 def _text(data: bytes) -> str | None:

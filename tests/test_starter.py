@@ -394,3 +394,20 @@ def test_a_fresh_starter_installs_and_runs_its_own_make_test_and_make_check(
                         2: ("FAIL", "A miss is loud"),
                         3: ("PASS", "Two providers, one score")}, check.stdout + check.stderr
     assert check.returncode != 0  # the agent is a stub: a checkpoint fails
+
+
+def test_the_instructors_regression_sets_never_ship_in_the_hand_out(
+    snapshot: Path, tmp_path: Path,
+) -> None:
+    """A set holds reviewed failures from students' own runs: a classmate's incident, task
+    and answers. The hand-out is given to every student, so it must not carry them."""
+    source = tmp_path / "kit"
+    shutil.copytree(snapshot, source, symlinks=True)
+    promoted = source / "rubric" / "regression" / "refunds"
+    (promoted / "items").mkdir(parents=True)
+    (promoted / "v1.json").write_text('{"name": "refunds"}\n', "utf-8")
+    (promoted / "items" / "abc.jsonl").write_text('{"task": "alice asks"}\n', "utf-8")
+    names = {p.relative_to(out).as_posix() for out in [_starter(source, tmp_path / "lab")]
+             for p in out.rglob("*")}
+    assert "rubric/bootcamp.toml" in names
+    assert not [n for n in names if n.startswith("rubric/regression")]
