@@ -1,8 +1,10 @@
 """The batch's ``gradebook.csv``: one row per submission, merged from shards byte-exactly.
 
 Columns: submission (the folder's name), student (who it is: the roster's student id,
-else the folder's name; never what the submission says), status, total, max, one per
-criterion id in rubric order, digest, reason. Rows are sorted by submission; lines end
+else the folder's name; never what the submission says), status, total (the automated
+points), review (what people reviewed, what is pending, what needs a new review), final
+(the total with current reviews: ``grader._reviews``; the total when there are none), max,
+one per criterion id in rubric order, digest, reason. Rows are sorted by submission; lines end
 in ``\\n``; UTF-8; the csv module's minimal quoting. A cell that a spreadsheet would run
 as a formula (it starts with ``=``, ``+``, ``-``, ``@``, a tab or a carriage return) is
 written with a leading ``'``, and so is a cell that starts with ``'``, so reading strips
@@ -31,7 +33,9 @@ __all__ = [
     "read_gradebook",
 ]
 
-HEAD_COLUMNS = ("submission", "student", "status", "total", "max")
+HEAD_COLUMNS = ("submission", "student", "status", "total", "review", "final", "max")
+# The head of gradebooks written before reviews: read only to say what to do.
+_EARLIER_HEAD = ("submission", "student", "status", "total", "max")
 TAIL_COLUMNS = ("digest", "reason")
 FIXED_COLUMNS = HEAD_COLUMNS + TAIL_COLUMNS
 # graded: scored; degraded: scored, but some checks could not be evaluated because the
@@ -60,6 +64,8 @@ class GradebookRow:
     criteria: Mapping[str, str]  # criterion id -> points; "" when not graded
     digest: str  # the report's digest; "" for an error
     reason: str  # why the status is "error"; "" when graded
+    review: str = ""  # human text: reviews, pending ones, ones that need doing again
+    final: str = ""  # the total after current reviews; "" means the total, when reported
 
 
 def gradebook_csv(rows: Iterable[GradebookRow], criterion_ids: Sequence[str]) -> bytes:
@@ -87,6 +93,11 @@ def read_gradebook(data: bytes) -> tuple[list[str], list[GradebookRow]]:
         raise GradebookError("the gradebook is empty; it needs at least its header line")
     header = records[0]
     head, tail = len(HEAD_COLUMNS), len(TAIL_COLUMNS)
+    if tuple(header[:len(_EARLIER_HEAD)]) == _EARLIER_HEAD:
+        raise GradebookError(
+            f"the header {','.join(header)} is an earlier gradekit's, without the review and "
+            "final columns: grade the submissions again with this version to write it anew"
+        )
     if tuple(header[:head]) != HEAD_COLUMNS or tuple(header[-tail:]) != TAIL_COLUMNS:
         raise GradebookError(
             f"header {','.join(header)} must start with {','.join(HEAD_COLUMNS)} and end with "
@@ -145,7 +156,9 @@ def _cells(row: GradebookRow, criterion_ids: Sequence[str]) -> list[str]:
             f"a column ({', '.join(criterion_ids)})"
         )
     points = [row.criteria.get(criterion_id, "") for criterion_id in criterion_ids]
-    head = [row.submission, row.student, row.status, row.total, row.max]
+    # Unreviewed, the final score is the automated one: a reader never has to fall back.
+    final = row.final or (row.total if row.status in REPORTED else "")
+    head = [row.submission, row.student, row.status, row.total, row.review, final, row.max]
     return [*head, *points, row.digest, row.reason]
 
 
@@ -169,6 +182,8 @@ def _row(record: Sequence[str], header: Sequence[str], number: int) -> Gradebook
         criteria=MappingProxyType(criteria),
         digest=cells["digest"],
         reason=cells["reason"],
+        review=cells["review"],
+        final=cells["final"],
     )
 
 

@@ -3,8 +3,9 @@ changed (the rubric, the grader, which input files) and the first point of diver
 the first criterion and sub-check whose result differs.
 
 ``gradekit history STUDENT`` reads ``grades/ledger.jsonl`` and the reports archived under
-their digests (``grades/archive/``); ``gradekit report diff A B`` compares any two
-report.json files the same way.
+their digests (``grades/archive/``), and shows each human review where it was made and
+each grade whose new report left a review behind (``grader._reviews``); ``gradekit report
+diff A B`` compares any two report.json files the same way.
 """
 
 from __future__ import annotations
@@ -13,7 +14,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from grader._gradebook import REPORTED
 from grader._ledger import LEDGER, archived, read_ledger
+from grader._report import quote, review_verdict
+from grader._reviews import review_of, review_state
 
 __all__ = ["causes", "first_divergence", "history_lines"]
 
@@ -59,28 +63,54 @@ def causes(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
 
 
 def history_lines(out: Path, student: str) -> list[str]:
-    """The lines ``gradekit history`` prints for ``student`` from the grades folder ``out``."""
-    runs = [e for e in read_ledger(out / LEDGER).events
-            if e.get("event") == "run" and e.get("student") == student]
+    """The lines ``gradekit history`` prints for ``student`` from the grades folder ``out``:
+    each grade and each review, in ledger order."""
+    events = read_ledger(out / LEDGER).events
+    runs = [e for e in events if e.get("event") == "run" and e.get("student") == student]
     if not runs:
         return [f"{student}: no grade in {out / LEDGER}"]
     lines = [f"{student}: {len(runs)} grade(s) in {out / LEDGER}"]
     previous: Mapping[str, Any] | None = None
-    for number, run in enumerate(runs, 1):
-        total = run.get("total") or str(run.get("status"))
-        lines.append(f"#{number}  ledger event {run.get('seq')}: {total}  (rubric "
-                     f"{run.get('rubric_id', '')} v{run.get('rubric_version')}, grader "
-                     f"{run.get('grader')}, report {str(run.get('report'))[:12]})")
-        if previous is not None:
-            for cause in causes(previous, run) or ["nothing the ledger records changed"]:
-                lines.append(f"    changed: {cause}")
-            old, new = (archived(out, str(previous.get("report"))),
-                        archived(out, str(run.get("report"))))
-            if old is not None and new is not None:
-                lines.append("    first divergence: "
-                             + (first_divergence(old, new) or "none: every result is the same"))
-        previous = run
+    for index, event in enumerate(events):
+        if event.get("student") != student:
+            continue
+        if event.get("event") == "review":
+            lines.append(_review_line(event, previous))
+        elif event.get("event") == "run":
+            lines += _run_lines(out, runs.index(event) + 1, event, previous, events[:index])
+            previous = event
     return lines
+
+
+def _run_lines(out: Path, number: int, run: Mapping[str, Any],
+               previous: Mapping[str, Any] | None, before: Sequence[Mapping[str, Any]]
+               ) -> list[str]:
+    total = run.get("total") or str(run.get("status"))
+    lines = [f"#{number}  ledger event {run.get('seq')}: {total}  (rubric "
+             f"{run.get('rubric_id', '')} v{run.get('rubric_version')}, grader "
+             f"{run.get('grader')}, report {str(run.get('report'))[:12]})"]
+    if previous is not None:
+        for cause in causes(previous, run) or ["nothing the ledger records changed"]:
+            lines.append(f"    changed: {cause}")
+        old, new = (archived(out, str(previous.get("report"))),
+                    archived(out, str(run.get("report"))))
+        if old is not None and new is not None:
+            lines.append("    first divergence: "
+                         + (first_divergence(old, new) or "none: every result is the same"))
+    if run.get("status") in REPORTED:
+        state = review_state(before, str(run.get("student")), str(run.get("report")))
+        lines += [f"    stale: the review of {stale.criterion} (ledger event {stale.event}) was "
+                  f"of report {stale.report[:12]}; review again" for stale in state.stale]
+    return lines
+
+
+def _review_line(event: Mapping[str, Any], run: Mapping[str, Any] | None) -> str:
+    """A review as history shows it; its report is named when it is not the grade above."""
+    review = review_of(event)
+    report = str(event.get("report"))
+    of = "" if run is not None and run.get("report") == report else f" of report {report[:12]}"
+    return (f"    review (ledger event {review.event}){of}: {review.criterion} "
+            f"{review_verdict(review)}: \"{quote(review.reason)}\"")
 
 
 def _criteria(report: Mapping[str, Any]) -> Sequence[Mapping[str, Any]]:

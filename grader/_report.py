@@ -19,9 +19,10 @@ import hashlib
 import json
 import re
 import unicodedata
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from decimal import Decimal
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from gradekit import UsageError
 from grader._model import CENT, CONTRACT, CheckResult, CriterionResult, Report
@@ -33,6 +34,7 @@ __all__ = [
     "REVIEW_FINDING",
     "SCHEMA",
     "TEXT_LIMIT",
+    "HumanReview",
     "canonical",
     "cents_of",
     "degraded_lines",
@@ -46,6 +48,9 @@ __all__ = [
     "render_report_json",
     "report_digest",
     "report_document",
+    "report_from_document",
+    "review_document",
+    "review_verdict",
     "sum_problems",
     "verify_report",
 ]
@@ -67,6 +72,30 @@ _HIDDEN = frozenset(("Cc", "Cf", "Cs"))  # controls, format characters (bidi), s
 # mailto:, xmpp:) after escapes are undone, unless the @ is in a node of its own.
 _MARKUP = re.compile(r"""([!#$&()*+\-.:<=>\[\\\]^_`{|}~])""")
 _AT = re.compile(r"@+")
+
+
+@dataclass(frozen=True, slots=True)
+class HumanReview:
+    """A person's current verdict on one criterion of a report, as a ledger ``review``
+    event records it (``grader._reviews``). The report itself is never edited: a review is
+    rendered beside the automated points."""
+
+    criterion: str  # the criterion's id
+    automated: Decimal  # the criterion's points in the report
+    points: Decimal | None  # None: a confirmation, the automated points stand
+    by: str
+    reason: str
+    event: int  # the ledger event's seq
+
+    @property
+    def final(self) -> Decimal:
+        """The criterion's points once reviewed."""
+        return self.automated if self.points is None else self.points
+
+    @property
+    def delta(self) -> Decimal:
+        """What the review adds to the automated total (negative when it takes points)."""
+        return self.final - self.automated
 
 
 def quote(text: str, limit: int = QUOTE_LIMIT) -> str:
@@ -193,6 +222,39 @@ def verify_report(data: bytes) -> tuple[bool, str]:
     return True, f"digest {digest} matches the content; the points add up"
 
 
+def report_from_document(document: Mapping[str, Any]) -> Report:
+    """The ``Report`` that a verified ``report.json`` document was written from, to render
+    again (with reviews). Its texts are quoted already and quoting quoted text changes
+    nothing, so the rebuilt report has the document's digest; ``ValueError`` when it does
+    not (another schema, a document that does not verify): render nothing from a report
+    other than the one graded."""
+    try:
+        rubric = document["rubric"]
+        report = Report(
+            submission=document["submission"], rubric_id=rubric["id"],
+            rubric_version=rubric["version"], rubric_sha256=rubric["sha256"],
+            sets=dict(rubric.get("sets", {})), inputs=dict(document["inputs"]),
+            criteria=tuple(_criterion_of(c) for c in document["criteria"]),
+            findings=tuple(document["findings"]))
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise ValueError(f"not a report document ({type(exc).__name__}: {exc})") from exc
+    if report_digest(report) != document.get("digest"):
+        raise ValueError("the report rebuilt from the document has another digest: verify "
+                         "it with `gradekit report verify`, or grade the submission again")
+    return report
+
+
+def _criterion_of(document: Mapping[str, Any]) -> CriterionResult:
+    return CriterionResult(
+        id=document["id"], title=document["title"],
+        points=cents_of(document["points"], "points"), max=cents_of(document["max"], "max"),
+        checks=tuple(CheckResult(id=c["id"], passed=c["passed"],
+                                 points=cents_of(c["points"], "points"),
+                                 max=cents_of(c["max"], "max"), detail=c["detail"],
+                                 degraded=_is_degraded(c)) for c in document["checks"]),
+        review=document["review"], advice=tuple(document["advice"]))
+
+
 def parse_canonical(data: bytes, name: str) -> tuple[dict[str, object] | None, str]:
     """``data`` as a JSON object, and what is wrong with it.
 
@@ -287,28 +349,34 @@ def _verdict_problems(whole: Mapping[str, object], parts: list[dict[str, object]
     return []
 
 
-def render_markdown(report: Report, *, isolation: str = "") -> str:
+def render_markdown(report: Report, *, isolation: str = "",
+                    reviews: Sequence[HumanReview] = ()) -> str:
     """``report.md``: the total, a table of criteria, then what to do about each loss.
 
     ``isolation`` says which wall the code ran behind; it is not part of the digest, so
     an honest submission gets one digest whichever wall the grading machine has.
+    ``reviews``, a person's current verdicts (results.json's output; never report.md's
+    own bytes), say who reviewed which criterion instead of "pending".
     """
+    reviewed = {review.criterion: review for review in reviews}
     lines = [
         f"# Grade report: {_inline(report.submission, QUOTE_LIMIT)}",
         "",
         f"**Total: {points_text(report.total)} / {points_text(report.max)}**",
         "",
+        *_final_lines(report, reviews),
         f"Rubric `{report.rubric_id}` version {report.rubric_version}.",
         "",
         "| Criterion | Points | Max | Result |",
         "|---|---:|---:|---|",
-        *(_table_row(c) for c in report.criteria),
+        *(_table_row(c, reviewed.get(c.id)) for c in report.criteria),
         "",
         *degraded_lines(report),
-        *pending_review(report),
+        *pending_review(report, reviews),
+        *_human_review_lines(report, reviews),
     ]
     for criterion in report.criteria:
-        lines += _criterion_section(criterion)
+        lines += _criterion_section(criterion, reviewed.get(criterion.id))
     if report.findings:
         lines += ["## Findings", "", *_findings(report.findings), ""]
     lines += ["---", "", f"Report digest (SHA-256): `{report_digest(report)}`", ""]
@@ -337,11 +405,13 @@ PENDING = ("Pending human review: these points were judged by structure alone; a
            "will read the work and may still change them.")
 
 
-def pending_review(report: Report) -> list[str]:
-    """Markdown paragraphs that say plainly which points a person may still change, and
-    whether a person must look at the whole submission; none when neither applies."""
+def pending_review(report: Report, reviews: Sequence[HumanReview] = ()) -> list[str]:
+    """Markdown paragraphs that say plainly which points a person may still change (those
+    marked for review that no one has reviewed yet), and whether a person must look at the
+    whole submission; none when neither applies."""
     lines = []
-    review = [c for c in report.criteria if c.review]
+    done = {r.criterion for r in reviews}
+    review = [c for c in report.criteria if c.review and c.id not in done]
     if review:
         at_stake = points_text(sum((c.max for c in review), Decimal(0)))
         listed = ", ".join(f"{_inline(c.title)} {points_text(c.points)} / {points_text(c.max)}"
@@ -356,12 +426,15 @@ def pending_review(report: Report) -> list[str]:
     return lines
 
 
-def render_gradescope(report: Report, digest: str, *, isolation: str = "") -> bytes:
+def render_gradescope(report: Report, digest: str, *, isolation: str = "",
+                      reviews: Sequence[HumanReview] = ()) -> bytes:
     """Gradescope's autograder ``results.json``: one test per check, feedback on top.
 
     The top-level output is ``report.md``'s Markdown (``output_format`` and
     ``test_output_format`` "md"); each test declares its own output and name "text",
-    which Gradescope shows as written, since they quote the submission.
+    which Gradescope shows as written, since they quote the submission. Each of
+    ``reviews`` (in ledger order) adds a test worth its change to the points, after the
+    checks' tests, and an entry of ``extra_data.review``; ``score`` is then the final one.
     """
     tests = []
     for number, criterion in enumerate(report.criteria, 1):
@@ -370,15 +443,17 @@ def render_gradescope(report: Report, digest: str, *, isolation: str = "") -> by
         )
         for sub, check in enumerate(checks, 1):
             tests.append(_gradescope_test(criterion, check, f"{number}.{sub}"))
+    tests += [_review_test(report, review) for review in reviews]
+    reviewed = {"review": [review_document(r) for r in reviews]} if reviews else {}
     document = {
-        "score": float(report.total),
-        "output": render_markdown(report, isolation=isolation),
+        "score": float(report.total + sum((r.delta for r in reviews), Decimal(0))),
+        "output": render_markdown(report, isolation=isolation, reviews=reviews),
         "output_format": "md",
         "test_output_format": "md",
         "test_name_format": "text",
         "visibility": "visible",
         "stdout_visibility": "hidden",
-        "extra_data": {"digest": digest, "schema": SCHEMA,
+        "extra_data": {"digest": digest, "schema": SCHEMA, **reviewed,
                        **({"isolation": isolation} if isolation else {})},
         "tests": tests,
     }
@@ -455,25 +530,32 @@ def _findings(findings: tuple[str, ...]) -> list[str]:
     return shown
 
 
-def _table_row(criterion: CriterionResult) -> str:
+def _table_row(criterion: CriterionResult, review: HumanReview | None = None) -> str:
     lost = [_inline(check.id, QUOTE_LIMIT) for check in criterion.checks if _lost(check)]
     result = "full marks" if _earned_all(criterion) else f"lost: {', '.join(lost) or 'points'}"
     if criterion.degraded:
         result += f"; degraded ({CONTRACT})"
-    if criterion.review:
+    if review is not None:
+        result += f"; reviewed: {points_text(review.final)}"
+    elif criterion.review:
         result += "; marked for review"
     cells = (_inline(criterion.title), points_text(criterion.points),
              points_text(criterion.max), result)
     return "| " + " | ".join(cells) + " |"
 
 
-def _criterion_section(criterion: CriterionResult) -> list[str]:
+def _criterion_section(criterion: CriterionResult,
+                       review: HumanReview | None = None) -> list[str]:
     lines = [
         f"## {_inline(criterion.title)}: "
         f"{points_text(criterion.points)} / {points_text(criterion.max)}",
         "",
     ]
-    if criterion.review:
+    if review is not None:
+        lines += [f"Reviewed by {_inline(review.by)} (ledger event {review.event}): "
+                  f"{points_text(review.final)} / {points_text(criterion.max)} stand "
+                  f"(automated {points_text(review.automated)}).", ""]
+    elif criterion.review:
         lines += [PENDING, ""]
     for heading, chosen in (
         ("Passed:", [c for c in criterion.checks if not _lost(c)]),
@@ -511,6 +593,73 @@ def _gradescope_test(criterion: CriterionResult, check: CheckResult, number: str
         "max_score": float(check.max),
         "status": "passed" if check.passed else "failed",
         "output": output.strip(),
+        "output_format": "text",
+        "tags": [criterion.id],
+        "visibility": "visible",
+    }
+
+
+def review_document(review: HumanReview) -> dict[str, object]:
+    """One entry of results.json's ``extra_data.review``; ``points`` null for a
+    confirmation, as in the ledger's event."""
+    return {"criterion": review.criterion, "automated": points_text(review.automated),
+            "points": None if review.points is None else points_text(review.points),
+            "by": review.by, "reason": review.reason, "event": review.event}
+
+
+def _reviewed_criterion(report: Report, review: HumanReview) -> tuple[int, CriterionResult]:
+    for number, criterion in enumerate(report.criteria, 1):
+        if criterion.id == review.criterion:
+            return number, criterion
+    raise ValueError(f"{review.criterion!r} is not a criterion of the report")
+
+
+def review_verdict(review: HumanReview) -> str:
+    """``15.00 -> 12.00 by kim`` or ``15.00 confirmed by kim``: a review in a few words."""
+    if review.points is None:
+        return f"{points_text(review.automated)} confirmed by {review.by}"
+    return f"{points_text(review.automated)} -> {points_text(review.points)} by {review.by}"
+
+
+def _final_lines(report: Report, reviews: Sequence[HumanReview]) -> list[str]:
+    if not reviews:
+        return []
+    final = report.total + sum((r.delta for r in reviews), Decimal(0))
+    return [f"**Final after human review: {points_text(final)} / {points_text(report.max)}** "
+            f"(automated {points_text(report.total)})", ""]
+
+
+def _human_review_lines(report: Report, reviews: Sequence[HumanReview]) -> list[str]:
+    """The "Human review" section: each current review, who made it and why."""
+    if not reviews:
+        return []
+    lines = ["## Human review", ""]
+    for review in reviews:
+        _, criterion = _reviewed_criterion(report, review)
+        verdict = "confirmed" if review.points is None else f"-> {points_text(review.points)}"
+        lines.append(f"- {_inline(criterion.title)}: {points_text(review.automated)} {verdict} "
+                     f"by {_inline(review.by)} (ledger event {review.event}): "
+                     f"{_inline(review.reason)}")
+    return [*lines, ""]
+
+
+def _review_test(report: Report, review: HumanReview) -> object:
+    """A review's Gradescope test: worth its change to the points (max 0), plain text."""
+    number, criterion = _reviewed_criterion(report, review)
+    what = ("confirmed the automated points" if review.points is None else
+            f"changed the points from {points_text(review.automated)} to "
+            f"{points_text(review.points)}")
+    output = (f"Reviewed by {quote(review.by)} (ledger event {review.event}): {what} "
+              f"({points_text(review.final)} / {points_text(criterion.max)}). Reason: "
+              f"{quote(review.reason, TEXT_LIMIT)}")
+    return {
+        "name": f"{quote(criterion.title)}: human review",
+        "name_format": "text",
+        "number": f"{number}.{max(len(criterion.checks), 1) + 1}",
+        "score": float(review.delta),
+        "max_score": 0.0,
+        "status": "passed",
+        "output": output,
         "output_format": "text",
         "tags": [criterion.id],
         "visibility": "visible",

@@ -8,7 +8,10 @@ checked as what it is. Three layers, each failing on its own:
   its canonical bytes;
 - the sums: a report's total, max and criteria against its checks; a results.json's score
   against its tests, and, when a ``report.json`` lies next to it, its digest, score and
-  every test against that report (which must verify too);
+  every test against that report (which must verify too): the first tests are the
+  report's checks, any more are human reviews matching ``extra_data.review`` one to one;
+- a results.json's reviews against the ledger of its grades folder (``../ledger.jsonl``),
+  when there is one: exactly the current reviews of its report, as recorded;
 - the signature, when a key is given (``grader._signing``); without one the verdict says
   it was not checked.
 """
@@ -21,8 +24,11 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from gradekit import GradekitError
 from grader._gradebook import REPORTED, GradebookRow
-from grader._report import SCHEMA, cents_of, parse_canonical, verify_report
+from grader._ledger import LEDGER, read_ledger
+from grader._report import SCHEMA, cents_of, parse_canonical, review_document, verify_report
+from grader._reviews import current_reviews
 from grader._signing import Kind, sign_file, signature_problem
 from grader._worker import error_row
 
@@ -44,8 +50,10 @@ def kind_of(document: dict[str, object]) -> Kind:
     return "results" if "tests" in document and "score" in document else "report"
 
 
-def verify_file(path: Path, key: bytes | None) -> Verdict:
-    """Verify one report.json or results.json; ``key`` None: the signature is not checked."""
+def verify_file(path: Path, key: bytes | None, *, ledger: bool = True) -> Verdict:
+    """Verify one report.json or results.json; ``key`` None: the signature is not checked.
+    ``ledger`` False: a results.json's reviews are not compared with the ledger (a grading
+    signs its fresh, unreviewed files before it brings them up to date)."""
     try:
         data = path.read_bytes()
     except OSError as exc:
@@ -57,7 +65,7 @@ def verify_file(path: Path, key: bytes | None) -> Verdict:
     if kind == "report":
         ok, message = verify_report(data)
     else:
-        ok, message = verify_results(data, path.with_name("report.json"))
+        ok, message = verify_results(data, path.with_name("report.json"), ledger=ledger)
     if not ok:
         return Verdict(False, message)
     wrong, note = signature_problem(kind, document, key)
@@ -66,9 +74,10 @@ def verify_file(path: Path, key: bytes | None) -> Verdict:
     return Verdict(True, f"{message}; {note}")
 
 
-def verify_results(data: bytes, report_path: Path) -> tuple[bool, str]:
+def verify_results(data: bytes, report_path: Path, *, ledger: bool = True) -> tuple[bool, str]:
     """Whether ``data`` is a results.json as gradekit wrote it, checked against the
-    report.json at ``report_path`` when there is one."""
+    report.json at ``report_path`` when there is one, and its reviews against the ledger
+    of the grades folder above it when there is one (and ``ledger``)."""
     document, problem = parse_canonical(data, "results.json")
     if document is None or problem:
         return False, problem
@@ -94,15 +103,20 @@ def verify_results(data: bytes, report_path: Path) -> tuple[bool, str]:
     if not report_path.is_file():
         return True, (f"its tests add up to its score {score}; no report.json next to it, so "
                       "its digest and tests were not compared with the report")
-    problem = _against_report(report_path, digest, score, tests, scores, maxima)
+    problem = _against_report(report_path, digest, score, tests, scores, maxima,
+                              extra.get("review"))
+    if problem:
+        return False, problem
+    problem, compared = _against_ledger(report_path.parent.parent / LEDGER, digest,
+                                        extra.get("review")) if ledger else ("", "")
     if problem:
         return False, problem
     return True, (f"its tests add up to its score {score} and agree with the report.json next "
-                  f"to it (digest {digest})")
+                  f"to it (digest {digest}){compared}")
 
 
 def _against_report(report_path: Path, digest: str, score: Decimal, tests: list[dict[str, object]],
-                    scores: list[Decimal], maxima: list[Decimal]) -> str:
+                    scores: list[Decimal], maxima: list[Decimal], reviews: object) -> str:
     """What disagrees between a results.json and the report.json next to it, or ""."""
     report_data = report_path.read_bytes()
     ok, why = verify_report(report_data)
@@ -114,13 +128,19 @@ def _against_report(report_path: Path, digest: str, score: Decimal, tests: list[
         return (f"extra_data.digest is {digest} but the report.json next to it has digest "
                 f"{report['digest']}: they are from different gradings; grade it again")
     total = cents_of(report["total"], "total")
-    if score != total:
-        return f"score is {score} but the report's total is {total}"
+    entries, deltas, problem = _review_entries(report, reviews)
+    if problem:
+        return problem
+    final = total + sum(deltas, Decimal(0))
+    if score != final:
+        return f"score is {score} but the report's total is {total}" + (
+            f" and its reviews make it {final}" if entries else "")
     checks = [(criterion, check) for criterion in report["criteria"]
               for check in criterion["checks"]]
-    if len(checks) != len(tests):
-        return f"it has {len(tests)} tests but the report has {len(checks)} checks"
-    for number, ((criterion, check), test) in enumerate(zip(checks, tests, strict=True)):
+    if len(checks) + len(entries) != len(tests):
+        return f"it has {len(tests)} tests but the report has {len(checks)} checks" + (
+            f" and extra_data.review holds {len(entries)} review(s)" if entries else "")
+    for number, ((criterion, check), test) in enumerate(zip(checks, tests, strict=False)):
         name = f"tests[{number}] ({criterion['id']}: {check['id']})"
         for field, got, want in (("score", scores[number], check["points"]),
                                  ("max_score", maxima[number], check["max"])):
@@ -128,7 +148,98 @@ def _against_report(report_path: Path, digest: str, score: Decimal, tests: list[
                 return f"{name}.{field} is {got} but the report says {want}"
         if test.get("tags") != [criterion["id"]]:
             return f"{name}.tags is {test.get('tags')!r}, not [{criterion['id']!r}]"
+    start = len(checks)
+    return _review_tests_problem(report, entries, tests[start:], scores[start:], maxima[start:],
+                                 deltas, start)
+
+
+def _review_entries(report: Any, reviews: object
+                    ) -> tuple[list[dict[str, Any]], list[Decimal], str]:
+    """``extra_data.review`` checked against the report: each entry a criterion of it, at
+    most one per criterion, in ledger order, ``automated`` the report's points, ``points``
+    null or within 0 to the max; the entries and each one's change to the score."""
+    if reviews is None:
+        return [], [], ""
+    if not isinstance(reviews, list) or not all(isinstance(r, dict) for r in reviews):
+        return [], [], "extra_data.review is not a list of reviews: the file was edited"
+    criteria = {c["id"]: c for c in report["criteria"]}
+    deltas, events = [], []
+    try:
+        for number, entry in enumerate(reviews):
+            name = f"extra_data.review[{number}]"
+            criterion = criteria.get(entry.get("criterion"))
+            if criterion is None:
+                return [], [], (f"{name}.criterion {entry.get('criterion')!r} is not a "
+                                "criterion of the report: the file was edited")
+            automated = cents_of(entry.get("automated"), f"{name}.automated")
+            if automated != cents_of(criterion["points"], "points"):
+                return [], [], (f"{name}.automated is {automated} but the report gives "
+                                f"{criterion['id']} {criterion['points']}")
+            points = entry.get("points")
+            final = automated if points is None else cents_of(points, f"{name}.points")
+            if not 0 <= final <= cents_of(criterion["max"], "max"):
+                return [], [], (f"{name}.points is {final}, outside 0.00 to {criterion['id']}'s "
+                                f"max {criterion['max']}")
+            deltas.append(final - automated)
+            events.append(entry.get("event"))
+    except ValueError as exc:
+        return [], [], f"{exc}: the file was edited"
+    ids = [entry.get("criterion") for entry in reviews]
+    if len(set(ids)) != len(ids) or not all(isinstance(e, int) for e in events) \
+            or events != sorted(set(events)):
+        return [], [], ("extra_data.review holds two reviews of one criterion or is not in "
+                        "ledger order: only each criterion's latest review counts")
+    return reviews, deltas, ""
+
+
+def _review_tests_problem(report: Any, entries: list[dict[str, Any]],
+                          tests: list[dict[str, object]], scores: list[Decimal],
+                          maxima: list[Decimal], deltas: list[Decimal], start: int) -> str:
+    """Each test after the checks' is the human review test of its ``extra_data.review``
+    entry: its name, tag, a max of 0 and a score of the review's change, passed."""
+    titles = {c["id"]: c["title"] for c in report["criteria"]}
+    for n, (entry, test) in enumerate(zip(entries, tests, strict=True)):
+        criterion = entry["criterion"]
+        name = f"tests[{start + n}] ({criterion}: human review)"
+        expected = {"name": f"{titles[criterion]}: human review", "tags": [criterion],
+                    "status": "passed"}
+        for field, want in expected.items():
+            if test.get(field) != want:
+                return f"{name}.{field} is {test.get(field)!r}, not {want!r}"
+        if maxima[n] != 0:
+            return f"{name}.max_score is {maxima[n]} but a review's test is worth 0.00"
+        if scores[n] != deltas[n]:
+            return (f"{name}.score is {scores[n]} but extra_data.review[{n}] changes the "
+                    f"points by {deltas[n]}")
     return ""
+
+
+def _against_ledger(path: Path, digest: str, reviews: object) -> tuple[str, str]:
+    """``(problem, note)``: the results.json's reviews must be exactly the current reviews
+    of its report in the ledger at ``path``, when there is one."""
+    if not path.is_file():
+        return "", (f"; its reviews were not compared with a ledger (none at {path})"
+                    if reviews else "")
+    try:
+        expected = [review_document(r) for r in current_reviews(read_ledger(path).events,
+                                                                digest)]
+    except GradekitError as exc:
+        return f"the ledger beside its grades folder does not read ({exc})", ""
+    if reviews is None:
+        reviews = []
+    if reviews != expected:
+        return (f"extra_data.review is {_events(reviews)} but the ledger {path} holds the "
+                f"current reviews {_events(expected)} of report {digest[:12]}: the file was "
+                "edited or is out of date; run gradekit grade again to write it anew"), ""
+    return "", f" and the ledger's current reviews ({_events(expected)})" if expected else ""
+
+
+def _events(reviews: object) -> str:
+    """Reviews named by their ledger events, and whether they confirm or set points."""
+    if not isinstance(reviews, list) or not reviews:
+        return "none"
+    return ", ".join(f"{r.get('criterion')} {r.get('points') or 'confirmed'} (event "
+                     f"{r.get('event')})" if isinstance(r, dict) else "?" for r in reviews)
 
 
 def _cents(value: object, field: str) -> Decimal:
@@ -153,7 +264,7 @@ def sign_outputs(row: GradebookRow, out: Path, key: bytes | None) -> GradebookRo
     folder = out / row.submission
     try:
         for name in ("report.json", "results.json"):
-            verdict = verify_file(folder / name, None)
+            verdict = verify_file(folder / name, None, ledger=False)
             if not verdict.ok:
                 raise ValueError(f"{name} does not verify before signing: {verdict.message}")
         sign_file(folder / "report.json", "report", key)

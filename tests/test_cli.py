@@ -285,12 +285,13 @@ def _subcommand_options(command: str) -> dict[str, argparse.Action]:
 def test_gradebook_merge_refuses_mismatched_headers(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    (tmp_path / "a.csv").write_text("submission,student,status,total,max,x,digest,reason\n")
-    (tmp_path / "b.csv").write_text("submission,student,status,total,max,y,digest,reason\n")
+    head = "submission,student,status,total,review,final,max"
+    (tmp_path / "a.csv").write_text(f"{head},x,digest,reason\n")
+    (tmp_path / "b.csv").write_text(f"{head},y,digest,reason\n")
     code = main(["gradebook", "merge", str(tmp_path / "a.csv"), str(tmp_path / "b.csv"),
                  "--out", str(tmp_path / "m.csv")])
     assert code == 2
-    assert capsys.readouterr().err.startswith("GradebookError: ")
+    assert capsys.readouterr().err.startswith("GradebookError: gradebook 2 has criteria y")
     assert not (tmp_path / "m.csv").exists()
 
 

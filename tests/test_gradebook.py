@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import csv
+import io
+from dataclasses import replace
+
 import pytest
 
 from grader._gradebook import (
@@ -39,7 +43,8 @@ ROWS = [
 def test_columns_are_fixed_around_the_criteria_and_rows_sorted_by_submission() -> None:
     lines = gradebook_csv(ROWS, IDS).decode("utf-8").split("\n")
     assert lines[0] == (
-        "submission,student,status,total,max,contract_stability,written_summary,digest,reason"
+        "submission,student,status,total,review,final,max,contract_stability,written_summary,"
+        "digest,reason"
     )
     assert [line.split(",")[0] for line in lines[1:-1]] == ["alice", "bob", "carol", "dave"]
     assert lines[-1] == ""  # one trailing newline, no carriage returns
@@ -49,7 +54,25 @@ def test_columns_are_fixed_around_the_criteria_and_rows_sorted_by_submission() -
 def test_cells_are_quoted_by_the_csv_module_and_error_rows_leave_points_empty() -> None:
     text = gradebook_csv(ROWS, IDS).decode()
     assert '"Alice ""Al"" Smith"' in text
-    assert 'bob,,error,,,,,,"the grader failed: timeout, after 30 s"' in text
+    assert 'bob,,error,,,,,,,,"the grader failed: timeout, after 30 s"' in text
+
+
+def test_final_is_the_total_until_a_review_changes_it_and_errors_have_none() -> None:
+    reviewed = replace(graded("erin"), review="written_summary 15.00->12.00 by kim",
+                       final="42.00")
+    _, rows = read_gradebook(gradebook_csv([*ROWS, reviewed], IDS))
+    by_name = {row.submission: (row.total, row.review, row.final) for row in rows}
+    assert by_name["carol"] == ("45.00", "", "45.00")
+    assert by_name["bob"] == ("", "", "")
+    assert by_name["erin"] == ("45.00", "written_summary 15.00->12.00 by kim", "42.00")
+
+
+def test_a_review_cell_a_spreadsheet_would_run_is_defused_too() -> None:
+    row = replace(graded("erin"), review="=cmd|' /C calc'!A0", final="45.00")
+    data = gradebook_csv([row], IDS)
+    header, cells = csv.reader(io.StringIO(data.decode()))
+    assert cells[header.index("review")] == "'=cmd|' /C calc'!A0"
+    assert read_gradebook(data)[1][0].review == "=cmd|' /C calc'!A0"
 
 
 def test_a_cell_a_spreadsheet_would_run_is_defused_and_the_round_trip_is_exact() -> None:
@@ -104,8 +127,12 @@ def test_merging_nothing_is_refused() -> None:
 @pytest.mark.parametrize(("data", "says"), [
     (b"", "empty"),
     (b"name,score\n", "not a gradekit gradebook"),
-    (b"submission,student,status,total,max,digest,reason\na,b\n", "row 2 has 2 cells"),
-    (b"submission,student,status,total,max,digest,reason\na,a,done,,,,\n", "status 'done'"),
+    (b"submission,student,status,total,review,final,max,digest,reason\na,b\n",
+     "row 2 has 2 cells"),
+    (b"submission,student,status,total,review,final,max,digest,reason\na,a,done,,,,,,\n",
+     "status 'done'"),
+    (b"submission,student,status,total,max,digest,reason\n", "an earlier gradekit's, without "
+     "the review and final columns: grade the submissions again"),
     (b"\xff", "not UTF-8"),
 ])
 def test_reading_a_broken_gradebook_says_what_is_wrong(data: bytes, says: str) -> None:
