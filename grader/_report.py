@@ -165,6 +165,8 @@ def report_document(report: Report) -> dict[str, object]:
             "id": report.rubric_id,
             "version": report.rubric_version,
             "sha256": report.rubric_sha256,
+            # the regression sets it pins, by version and digest; none: no key at all
+            **({"sets": dict(sorted(report.sets.items()))} if report.sets else {}),
         },
         "inputs": dict(report.inputs),
         "criteria": [_criterion_document(c) for c in report.criteria],
