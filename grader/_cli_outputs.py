@@ -44,7 +44,8 @@ def _diff_reports(args: argparse.Namespace) -> int:
     lines = [f"{args.old} -> {args.new}: total {old.get('total')} -> {new.get('total')}"]
     rubric = [{"rubric": r.get("rubric", {}).get("sha256"), "rubric_id": r.get("rubric", {})
                .get("id"), "rubric_version": r.get("rubric", {}).get("version"),
-               "inputs": r.get("inputs")} for r in (old, new)]
+               "sets": r.get("rubric", {}).get("sets"), "inputs": r.get("inputs")}
+              for r in (old, new)]
     lines += [f"  changed: {cause}" for cause in causes(*rubric)]
     lines.append("  first divergence: " + (first_divergence(old, new) or "none"))
     print("\n".join(lines))

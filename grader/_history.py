@@ -19,7 +19,7 @@ from grader._ledger import LEDGER, archived, read_ledger
 from grader._report import quote, review_verdict
 from grader._reviews import review_of, review_state
 
-__all__ = ["causes", "first_divergence", "history_lines"]
+__all__ = ["case_snapshots", "causes", "first_divergence", "history_lines"]
 
 
 def first_divergence(old: Mapping[str, Any], new: Mapping[str, Any]) -> str:
@@ -45,13 +45,21 @@ def first_divergence(old: Mapping[str, Any], new: Mapping[str, Any]) -> str:
     return ""
 
 
-def causes(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
-    """What differs between two run events (or reports): rubric, grader, input files."""
+def causes(old: Mapping[str, Any], new: Mapping[str, Any],
+           cases: Mapping[str, Mapping[str, str]] | None = None) -> list[str]:
+    """What differs between two run events (or reports): rubric (and which of its cases,
+    when ``cases`` holds each rubric digest's case digests, as batch events record them),
+    the regression sets it pins, the grader, input files."""
     found = []
     if (old.get("rubric_version"), old.get("rubric")) != (new.get("rubric_version"),
                                                            new.get("rubric")):
         found.append(f"rubric {old.get('rubric_id', '')} v{old.get('rubric_version')} -> "
-                     f"v{new.get('rubric_version')}")
+                     f"v{new.get('rubric_version')}"
+                     + _cases_changed(cases or {}, old.get("rubric"), new.get("rubric")))
+    sets_before, sets_after = _mapping(old.get("sets")), _mapping(new.get("sets"))
+    if sets_before != sets_after:
+        found.append(f"regression sets {', '.join(sorted(sets_before)) or 'none'} -> "
+                     f"{', '.join(sorted(sets_after)) or 'none'}")
     if old.get("grader") != new.get("grader"):
         found.append(f"grader {old.get('grader')} -> {new.get('grader')}")
     before, after = _mapping(old.get("inputs")), _mapping(new.get("inputs"))
@@ -59,6 +67,28 @@ def causes(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
                      if before.get(name) != after.get(name))
     if changed:
         found.append("inputs changed: " + ", ".join(changed))
+    return found
+
+
+def _cases_changed(cases: Mapping[str, Mapping[str, str]], old: object, new: object) -> str:
+    """Which cases two rubric versions differ in (their task or their expectation)."""
+    before, after = cases.get(str(old)), cases.get(str(new))
+    if before is None or after is None:
+        return ""
+    parts = [f"{what}: {', '.join(ids)}" for what, ids in (
+        ("cases changed", [c for c in after if c in before and before[c] != after[c]]),
+        ("cases added", [c for c in after if c not in before]),
+        ("cases removed", [c for c in before if c not in after])) if ids]
+    return f" ({'; '.join(parts)})" if parts else ""
+
+
+def case_snapshots(events: Sequence[Mapping[str, Any]]) -> dict[str, Mapping[str, str]]:
+    """Each rubric digest's case digests, as the ledger's batch events recorded them."""
+    found: dict[str, Mapping[str, str]] = {}
+    for event in events:
+        rubric = _mapping(event.get("rubric")) if event.get("event") == "batch" else {}
+        if isinstance(rubric.get("cases"), dict):
+            found[str(rubric.get("sha256"))] = rubric["cases"]
     return found
 
 
@@ -70,6 +100,7 @@ def history_lines(out: Path, student: str) -> list[str]:
     if not runs:
         return [f"{student}: no grade in {out / LEDGER}"]
     lines = [f"{student}: {len(runs)} grade(s) in {out / LEDGER}"]
+    snapshots = case_snapshots(events)
     previous: Mapping[str, Any] | None = None
     for index, event in enumerate(events):
         if event.get("student") != student:
@@ -77,20 +108,21 @@ def history_lines(out: Path, student: str) -> list[str]:
         if event.get("event") == "review":
             lines.append(_review_line(event, previous))
         elif event.get("event") == "run":
-            lines += _run_lines(out, runs.index(event) + 1, event, previous, events[:index])
+            lines += _run_lines(out, runs.index(event) + 1, event, previous, events[:index],
+                                snapshots)
             previous = event
     return lines
 
 
 def _run_lines(out: Path, number: int, run: Mapping[str, Any],
-               previous: Mapping[str, Any] | None, before: Sequence[Mapping[str, Any]]
-               ) -> list[str]:
+               previous: Mapping[str, Any] | None, before: Sequence[Mapping[str, Any]],
+               snapshots: Mapping[str, Mapping[str, str]]) -> list[str]:
     total = run.get("total") or str(run.get("status"))
     lines = [f"#{number}  ledger event {run.get('seq')}: {total}  (rubric "
              f"{run.get('rubric_id', '')} v{run.get('rubric_version')}, grader "
              f"{run.get('grader')}, report {str(run.get('report'))[:12]})"]
     if previous is not None:
-        for cause in causes(previous, run) or ["nothing the ledger records changed"]:
+        for cause in causes(previous, run, snapshots) or ["nothing the ledger records changed"]:
             lines.append(f"    changed: {cause}")
         old, new = (archived(out, str(previous.get("report"))),
                     archived(out, str(run.get("report"))))

@@ -230,3 +230,22 @@ def test_a_rubric_without_expectations_grades_as_before(tmp_path: Path) -> None:
     report = json.loads((out / "alice" / "report.json").read_bytes())
     assert code == 0 and report["total"] == "100.00"
     assert "verdict" not in report and all("verdict" not in c for c in report["criteria"])
+
+
+def test_history_names_the_case_whose_expectation_a_new_rubric_version_changed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A corrected expectation is a new rubric version: the old grade keeps saying which
+    version graded it, and history names the case that changed and what it changed."""
+    first = _with_expectations(EXPECTING)
+    _grade(tmp_path, first)
+    second = first.replace('"full table scan"', '"COUNT"').replace("version = 1", "version = 2")
+    _grade(tmp_path, second)
+    capsys.readouterr()
+    assert main(["history", "alice", "--out", str(tmp_path / "grades")]) == 0
+    shown = capsys.readouterr().out
+    assert ("changed: rubric provider-swap-lab v1 -> v2 (cases changed: sql-explain)\n"
+            in shown)
+    assert ("first divergence: expectations/sql-explain: 0.00 \"called the forbidden action "
+            "query_db (1 time(s)); the answer does not mention 'full table scan'\" -> 0.00 "
+            "\"called the forbidden action query_db (1 time(s))\"") in shown
