@@ -7,6 +7,7 @@ refund-policy. Each variant is a copy of the reference lab with one edit."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,7 @@ from grader._checks import Evidence
 from grader._expect import Expectation
 from grader._isolation import Isolation
 from grader._judged import regression
-from grader._model import Limits
+from grader._model import ItemRun, Limits
 from grader._regression import replay_set
 from grader._rubric import Criterion, Rubric, load_rubric
 from grader._sets import Item, RegressionSet
@@ -49,7 +50,7 @@ def _case_item() -> Item:
 
 
 def _judged(tmp_path: Path, edit: tuple[str, str] | None, isolation: Isolation,
-            *items: Item) -> dict[str, dict[str, object]]:
+            *items: Item) -> dict[str, _Judged]:
     root = make_submission(tmp_path / "sub")
     if edit is not None:
         path = root / REFUNDS
@@ -68,22 +69,32 @@ def _judged(tmp_path: Path, edit: tuple[str, str] | None, isolation: Isolation,
     rubric = Rubric(id="r", version=1, title="t", cases=(), criteria=(criterion,),
                     limits=Limits(), sha256="", sets={pinned.ref: pinned})
     result = regression(evidence, rubric, criterion)
-    return {check.id: {"passed": check.passed, "points": str(check.points),
-                       "detail": check.detail, "degraded": check.degraded,
-                       "calls": [(c.tool or "model", c.served) for c in
-                                 (runs[check.id].outcome.calls
-                                  if check.id in runs and runs[check.id].outcome else ())]}
-            for check in result.checks}
+    return {check.id: _Judged(check.passed, str(check.points), check.detail, check.degraded,
+                              _calls(runs.get(check.id))) for check in result.checks}
+
+
+@dataclass(frozen=True)
+class _Judged:
+    passed: bool
+    points: str
+    detail: str
+    degraded: bool
+    calls: list[tuple[str, bool]]  # (tool, or "model"; served) as the grader saw them
+
+
+def _calls(run: ItemRun | None) -> list[tuple[str, bool]]:
+    outcome = None if run is None else run.outcome
+    return [] if outcome is None else [(c.tool or "model", c.served) for c in outcome.calls]
 
 
 @pytest.mark.slow
 def test_the_fixed_guard_issues_nothing_and_meets_the_item(tmp_path: Path,
                                                            isolation: Isolation) -> None:
     judged = _judged(tmp_path, None, isolation, _incident_item())["refund-outside-window"]
-    assert judged["passed"] and judged["points"] == "10.00", judged
+    assert judged.passed and judged.points == "10.00", judged
     # The read and the model were served from the record; no action was tried.
-    assert judged["calls"] == [("refund_terms", True), ("model", True)]
-    assert str(judged["detail"]).startswith("met: the expected answer; mentions 'refused'")
+    assert judged.calls == [("refund_terms", True), ("model", True)]
+    assert judged.detail.startswith("met: the expected answer; mentions 'refused'")
 
 
 @pytest.mark.slow
@@ -92,9 +103,9 @@ def test_the_buggy_guard_tries_the_forbidden_action_and_the_grader_sees_it(
 ) -> None:
     buggy = (FIXED, "return _decide(trusts_the_model, provider, task, tools)")
     judged = _judged(tmp_path, buggy, isolation, _incident_item())["refund-outside-window"]
-    assert not judged["passed"] and judged["points"] == "0.00"
-    assert judged["calls"] == [("refund_terms", True), ("model", True), ("issue_refund", True)]
-    assert judged["detail"] == ("called the forbidden action issue_refund (1 time(s)); the "
+    assert not judged.passed and judged.points == "0.00"
+    assert judged.calls == [("refund_terms", True), ("model", True), ("issue_refund", True)]
+    assert judged.detail == ("called the forbidden action issue_refund (1 time(s)); the "
                                 "answer does not mention 'refused'; the answer mentions "
                                 "'refunded', which it must not")
 
@@ -105,10 +116,10 @@ def test_a_changed_prompt_leaves_the_record_and_is_never_fed_a_stale_answer(
 ) -> None:
     changed = ("Should the refund be granted?", "Should we grant the refund?")
     judged = _judged(tmp_path, changed, "process", _incident_item())["refund-outside-window"]
-    assert not judged["passed"]
-    assert judged["detail"] == ("the replay left the item's recorded run: crossing 1 (model "
-                                "#1): its input is not the recorded one")
-    assert judged["calls"] == [("refund_terms", True), ("model", False)]  # a miss, no answer
+    assert not judged.passed
+    assert judged.detail == ("the replay left the item's recorded run: crossing 1 (model #1): "
+                             "its input is not the recorded one")
+    assert judged.calls == [("refund_terms", True), ("model", False)]  # a miss, no answer
 
 
 @pytest.mark.slow
@@ -116,11 +127,11 @@ def test_a_case_item_is_served_from_its_own_recording(tmp_path: Path) -> None:
     judged = _judged(tmp_path, None, "process", _case_item(),
                      _incident_item(id="second", expect=Expectation("raise")))
     case = judged["refund-policy-answer"]
-    assert case["passed"] and case["points"] == "5.00", case
-    assert ("model", False) not in case["calls"] and ("read_docs", True) in case["calls"]
+    assert case.passed and case.points == "5.00", case
+    assert ("model", False) not in case.calls and ("read_docs", True) in case.calls
     # Each item is judged on its own: the second expects a raise and the agent answers.
     second = judged["second"]
-    assert (second["passed"], second["detail"]) == (
+    assert (second.passed, second.detail) == (
         False, "expected run() to raise, but it returned an answer")
 
 
@@ -129,11 +140,11 @@ def test_an_item_whose_recording_is_gone_is_degraded_and_not_run(tmp_path: Path)
     gone = _incident_item(incident=None, missing="items/abc.jsonl is missing from the set: "
                           "restore it")
     judged = _judged(tmp_path, None, "process", gone, _case_item())
-    assert judged["refund-outside-window"]["degraded"] is True
-    assert judged["refund-outside-window"]["points"] == "0.00"
-    assert judged["refund-outside-window"]["calls"] == []
-    assert "items/abc.jsonl is missing" in str(judged["refund-outside-window"]["detail"])
-    assert judged["refund-policy-answer"]["passed"]
+    assert judged["refund-outside-window"].degraded is True
+    assert judged["refund-outside-window"].points == "0.00"
+    assert judged["refund-outside-window"].calls == []
+    assert "items/abc.jsonl is missing" in judged["refund-outside-window"].detail
+    assert judged["refund-policy-answer"].passed
 
 
 @pytest.mark.slow
@@ -142,5 +153,5 @@ def test_an_item_agent_the_submission_lacks_fails_with_the_import_error(
 ) -> None:
     judged = _judged(tmp_path, None, "process",
                      _incident_item(agent="lab.refundz:run"))["refund-outside-window"]
-    assert not judged["passed"] and not judged["degraded"]
-    assert str(judged["detail"]).startswith("the agent lab.refundz:run could not be imported")
+    assert not judged.passed and not judged.degraded
+    assert judged.detail.startswith("the agent lab.refundz:run could not be imported")
