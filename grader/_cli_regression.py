@@ -90,8 +90,9 @@ def _add_promote(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     promote.add_argument("--never-mention", action="append", default=[], metavar="FACT")
     promote.add_argument("--forbid", action="append", default=[], metavar="TOOL",
                          help="an action the run must never call")
-    promote.add_argument("--item", metavar="ITEM_ID", help="the item's id (default: "
-                         "STUDENT-CASE or STUDENT-INCIDENT_STEM)")
+    promote.add_argument("--item", metavar="ITEM_ID", help="the item's id, a check of every "
+                         "report it grades (default: the case id or the incident file's stem, "
+                         "numbered -2, -3... when another run holds it; never the student)")
     promote.add_argument("--by", required=True, metavar="NAME", help="who promotes it")
     promote.add_argument("--reason", required=True, metavar="TEXT", help="why it belongs in "
                          "the set")
@@ -121,7 +122,7 @@ def _promote(args: argparse.Namespace) -> int:
         never_mentions=tuple(args.never_mention), forbid=tuple(args.forbid), item=args.item,
         report=args.report))
     ledger = args.out / LEDGER
-    added = add_item(_sets(args), name, promoted.item, created_by=by,
+    added = add_item(_sets(args), name, promoted.item, created_by=by, numbered=promoted.numbered,
                      then=lambda published, _: append_events(
                          ledger, [promote_event(promoted, published, by)]))
     ref = added.set.ref

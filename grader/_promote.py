@@ -83,6 +83,7 @@ class Promotion:
     item: Item
     run: Mapping[str, Any]
     review: Mapping[str, Any]
+    numbered: bool = False  # the id is the default one: the set may number it (-2, -3, ...)
 
 
 def promotion(request: Request) -> Promotion:
@@ -94,12 +95,12 @@ def promotion(request: Request) -> Promotion:
     source = {"student": str(run["student"]), "submission": str(run.get("submission", "")),
               "run": int(run.get("seq", -1)), "report": str(run["report"]),
               "review": int(review.get("seq", -1)), "path": evidence.path}
-    item = Item(id=_item_id(request.item, request.student, evidence.stem), kind=evidence.kind,
+    item = Item(id=_item_id(request.item, evidence.stem), kind=evidence.kind,
                 task=evidence.task, agent=evidence.agent, expect=evidence.expect, added_in=0,
                 source=source, reviewed_by=_reviewer(review), reason=request.reason,
                 live=evidence.live, incident=evidence.incident, cassette=evidence.cassette,
                 fixture=evidence.fixture)
-    return Promotion(item, run, review)
+    return Promotion(item, run, review, numbered=request.item is None)
 
 
 def promote_event(promoted: Promotion, published: RegressionSet, by: str) -> dict[str, Any]:
@@ -387,11 +388,13 @@ def _expectation(base: Expectation | None, request: Request) -> Expectation:
     return expect
 
 
-def _item_id(given: str | None, student: str, stem: str) -> str:
+def _item_id(given: str | None, stem: str) -> str:
+    """The item's id: ``--item``, else the case id or the incident file's stem. Never the
+    student's name: an item's id is a check of every classmate's report it grades."""
     if given is not None:
         return check_name(given, "--item")
     try:
-        return check_name(f"{student}-{stem}", "the default item id")
+        return check_name(stem, "the default item id")
     except UsageError as exc:
         raise UsageError(f"{exc}; give the item an id with --item") from None
 

@@ -485,11 +485,12 @@ def _digests_of(item: Item) -> Mapping[str, str]:
 
 
 def add_item(sets: Path, name: str, item: Item, *, created_by: str,
-             then: Callable[[RegressionSet, Item], object]) -> Added:
+             then: Callable[[RegressionSet, Item], object], numbered: bool = False) -> Added:
     """Publish the next version of set ``name``: its items, then ``item`` (its payloads
     written first). Under the set's lock: concurrent promotions each get a version of one
     chain, and ``then`` (the ledger's record) runs before the next one starts, so the ledger
-    lists them in version order. The same source already in the set adds nothing."""
+    lists them in version order. The same source already in the set adds nothing. With
+    ``numbered`` (a default id), an id another source holds becomes ``id-2``, ``id-3``..."""
     folder = sets / check_name(name, "regression set")
     check_name(item.id, "item")
     with _locked(folder), _usage_errors():
@@ -498,6 +499,8 @@ def add_item(sets: Path, name: str, item: Item, *, created_by: str,
             if current else None
         if current is not None and twin is not None:
             return Added(current, twin, new=False)
+        if numbered and current is not None:
+            item = replace(item, id=_free_id(item.id, {old.id for old in current.items}))
         added = _next_version(current, name, item, created_by)
         new = added.items[-1]
         _check_item(new)
@@ -510,6 +513,16 @@ def add_item(sets: Path, name: str, item: Item, *, created_by: str,
         published = replace(added, sha256=hashlib.sha256(data).hexdigest())
         then(published, new)
         return Added(published, new, new=True)
+
+
+def _free_id(wanted: str, taken: set[str]) -> str:
+    """``wanted``, or the first of ``wanted-2``, ``wanted-3``, ... that no item has."""
+    number = 1
+    found = wanted
+    while found in taken:
+        number += 1
+        found = f"{wanted}-{number}"
+    return found
 
 
 def _chain_head(sets: Path, name: str) -> RegressionSet | None:

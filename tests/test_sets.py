@@ -298,11 +298,11 @@ def test_promotion_writes_v1_then_v2_that_inherits_v1_unchanged(
     alice, bob = _two_students(tmp_path)
     assert promote(alice, sets, *CASE_FLAGS) == 0
     assert capsys.readouterr().out == (
-        "refunds@1: 1 item (0 inherited, 1 new: alice-refund-policy); pin it in a rubric: "
+        "refunds@1: 1 item (0 inherited, 1 new: refund-policy); pin it in a rubric: "
         '[criterion.params] set = "refunds@1"\n')
     assert promote(bob, sets, *INCIDENT_FLAGS) == 0
     assert capsys.readouterr().out == (
-        "refunds@2: 2 items (1 inherited, 1 new: bob-refund-outside-window); pin it in a "
+        "refunds@2: 2 items (1 inherited, 1 new: refund-outside-window); pin it in a "
         'rubric: [criterion.params] set = "refunds@2"\n')
     v1, v2 = (sets / "refunds" / "v1.json"), (sets / "refunds" / "v2.json")
     first, second = json.loads(v1.read_bytes()), json.loads(v2.read_bytes())
@@ -329,8 +329,8 @@ def test_promotion_writes_v1_then_v2_that_inherits_v1_unchanged(
     promotes = [e for e in read_ledger(alice.out / LEDGER).events if e["event"] == "promote"]
     assert [(e["version"], e["sha256"], e["item"], e["run"], e["review"], e["by"])
             for e in promotes] == [
-        (1, sha256(v1), "alice-refund-policy", alice.seq, 2, "ta-lee"),
-        (2, sha256(v2), "bob-refund-outside-window", bob.seq, 3, "ta-lee")]
+        (1, sha256(v1), "refund-policy", alice.seq, 2, "ta-lee"),
+        (2, sha256(v2), "refund-outside-window", bob.seq, 3, "ta-lee")]
 
 
 def test_versions_are_never_rewritten(tmp_path: Path, sets: Path,
@@ -413,7 +413,7 @@ def test_a_deleted_payload_leaves_the_item_missing(tmp_path: Path, sets: Path,
     case, incident = loaded.items
     assert case.cassette is None and case.fixture is not None
     assert case.missing == (f"refunds/items/{digest}.json is missing from the set (the "
-                            "cassette of item alice-refund-policy): restore it from git "
+                            "cassette of item refund-policy): restore it from git "
                             "(`git checkout`), or promote the item again")
     assert str(tmp_path) not in case.missing  # a report quotes it: no machine's path
     assert incident.missing == "" and incident.incident is not None  # the rest still grades
@@ -447,7 +447,10 @@ def test_two_concurrent_promotions_make_one_chain(tmp_path: Path, sets: Path) ->
     assert version_numbers(sets, "refunds") == [1, 2, 3]
     assert main(["regression", "verify", "refunds", "--sets", str(sets)]) == 0
     v2, v3 = _loaded(sets, 2), _loaded(sets, 3)
-    assert {item.id for item in v3.items[1:]} == {"bob-refund-policy", "carol-refund-policy"}
+    # Default ids name the case, never the student; another run's is numbered.
+    assert [item.id for item in v3.items] == ["refund-policy", "refund-policy-2",
+                                              "refund-policy-3"]
+    assert {item.source["student"] for item in v3.items[1:]} == {"bob", "carol"}
     promotes = [e for e in read_ledger(out / LEDGER).events if e["event"] == "promote"]
     assert [e["version"] for e in promotes] == [1, 2, 3]  # the ledger in version order
     assert promotes[1]["item"] == v2.items[-1].id
@@ -489,11 +492,11 @@ def test_the_same_source_promoted_twice_adds_nothing(
     for again in ((), ("--item", "another-id")):
         assert promote(run, sets, *CASE_FLAGS, *again) == 0
         assert capsys.readouterr().out.startswith(
-            "already in refunds@1 as item alice-refund-policy")
+            "already in refunds@1 as item refund-policy")
     assert files(sets) == before and (run.out / LEDGER).read_bytes() == ledger
 
 
-def test_an_item_id_taken_by_another_source_is_refused(
+def test_a_default_id_another_source_holds_is_numbered_and_a_given_one_refused(
     tmp_path: Path, sets: Path, capsys: pytest.CaptureFixture[str],
 ) -> None:
     root = submission(tmp_path)
@@ -502,11 +505,13 @@ def test_an_item_id_taken_by_another_source_is_refused(
     assert promote(first, sets, *CASE_FLAGS) == 0
     second = graded(root, tmp_path / "grades", failing=(CASE, "sql-explain"))
     review(second)
-    assert promote(second, sets, *CASE_FLAGS) == 2
-    assert (f"item alice-refund-policy is already in refunds@1, from run {first.seq} of alice "
+    assert promote(second, sets, *CASE_FLAGS, "--item", "refund-policy") == 2
+    assert (f"item refund-policy is already in refunds@1, from run {first.seq} of alice "
             f"(report {first.report[:12]}...): give this one another id with --item"
             ) in capsys.readouterr().err
-    assert promote(second, sets, *CASE_FLAGS, "--item", "alice-refund-policy-again") == 0
+    assert promote(second, sets, *CASE_FLAGS) == 0
+    assert "1 new: refund-policy-2" in capsys.readouterr().out
+    assert [item.id for item in _loaded(sets, 2).items] == ["refund-policy", "refund-policy-2"]
 
 
 # -- what comes from outside is bounded ----------------------------------------------------
@@ -528,14 +533,17 @@ def test_hostile_names_are_refused(tmp_path: Path, sets: Path,
     assert main(["regression", "show", "--sets", str(sets), "--", f"{name}@1"]) == 2
 
 
-def test_a_student_name_that_is_no_item_id_needs_item(
+def test_an_item_never_names_the_student_whatever_their_name(
     tmp_path: Path, sets: Path, capsys: pytest.CaptureFixture[str],
 ) -> None:
+    """An item's id is a check of every classmate's report it grades: it must not say
+    whose failure it was. A name that is no id at all changes nothing either."""
     run = graded(submission(tmp_path, "Alice_Ames"), tmp_path / "grades")
     review(run)
-    assert promote(run, sets, *CASE_FLAGS) == 2
-    assert "give the item an id with --item" in capsys.readouterr().err
-    assert promote(run, sets, *CASE_FLAGS, "--item", "alice-ames-refund") == 0
+    assert promote(run, sets, *CASE_FLAGS) == 0
+    assert "1 new: refund-policy);" in capsys.readouterr().out
+    item = _loaded(sets, 1).items[0]
+    assert item.id == "refund-policy" and item.source["student"] == "Alice_Ames"
 
 
 @pytest.mark.parametrize("text", ["refunds", "refunds@0", "refunds@x", "refunds@2@3", "@2",
@@ -618,7 +626,7 @@ def test_the_reference_incident_becomes_an_item_the_fixed_agent_meets(
     run = graded(submission(tmp_path), tmp_path / "grades")
     review(run)
     assert promote(run, sets, *INCIDENT_FLAGS, "--never-mention", "refunded") == 0
-    assert "1 new: alice-refund-outside-window" in capsys.readouterr().out
+    assert "1 new: refund-outside-window" in capsys.readouterr().out
     item = _item(sets)
     header = json.loads((REFERENCE / INCIDENT).read_bytes().splitlines()[0])
     assert (item.kind, item.agent, item.live, item.task) == (
@@ -687,17 +695,17 @@ def test_show_prints_the_chain_and_the_chosen_versions_items(
         f"  v1   sha256 {v1[:12]}  supersedes -                created by ta-lee",
         f"  v2   sha256 {v2[:12]}  supersedes v1 {v1[:12]}  created by ta-lee",
         f"refunds@2: 2 items, sha256 {v2}"]
-    assert "  alice-refund-policy (case, added in v1)" in lines
+    assert "  refund-policy (case, added in v1)" in lines
     assert f"    source    alice (submission alice), run {alice.seq}, report " \
         f"{alice.report[:12]}, review 2, cassettes/refund-policy.json" in lines
     assert "    expect    outcome answer; mentions 'refund'; never mentions -; forbids -" in lines
-    assert "  bob-refund-outside-window (incident, added in v2)" in lines
+    assert "  refund-outside-window (incident, added in v2)" in lines
     assert "    live      issue_refund" in lines
     assert main(["regression", "show", "refunds", "--sets", str(sets)]) == 0
     assert capsys.readouterr().out == shown  # the same files, the same text
     assert main(["regression", "show", "refunds@1", "--sets", str(sets)]) == 0
     first = capsys.readouterr().out
-    assert "bob-refund-outside-window" not in first and f"refunds@1: 1 item, sha256 {v1}" in first
+    assert "refund-outside-window" not in first and f"refunds@1: 1 item, sha256 {v1}" in first
     assert main(["regression", "show", "refunds@3", "--sets", str(sets)]) == 2
     assert "refunds has no version 3; its versions: v1 to v2" in capsys.readouterr().err
 
@@ -738,6 +746,6 @@ def test_a_real_grading_reviewed_then_promoted(tmp_path: Path,
     capsys.readouterr()
     assert promote(run, sets, *CASE_FLAGS) == 0
     assert promote(run, sets, *INCIDENT_FLAGS) == 0
-    assert "refunds@2: 2 items (1 inherited, 1 new: alice-refund-outside-window)" \
+    assert "refunds@2: 2 items (1 inherited, 1 new: refund-outside-window)" \
         in capsys.readouterr().out
     assert main(["regression", "verify", "--sets", str(sets)]) == 0
