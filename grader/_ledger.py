@@ -188,6 +188,10 @@ def rubric_lineage(path: Path, rubric: Rubric) -> dict[str, Any] | None:
     latest: dict[str, Any] | None = None
     sets = pinned_sets(rubric)
     for event in read_ledger(path).events:
+        if event.get("event") == "promote":
+            # The newest version has no successor to vouch for it: its promotion does.
+            published = {f"{event.get('set')}@{event.get('version')}": event.get("sha256")}
+            _same_sets(sets, published, event)
         used = event.get("rubric") if event.get("event") == "batch" else None
         if not isinstance(used, dict):
             continue
@@ -210,9 +214,10 @@ def rubric_lineage(path: Path, rubric: Rubric) -> dict[str, Any] | None:
 def _same_sets(sets: Mapping[str, str], used: object, event: Mapping[str, Any]) -> None:
     for ref, digest in (used.items() if isinstance(used, dict) else ()):
         if ref in sets and sets[ref] != digest:
+            done = "published it" if event.get("event") == "promote" else "graded with it"
             raise UsageError(
-                f"regression set {ref} changed since ledger event {event.get('seq')} graded "
-                f"with it (sha256 {str(digest)[:12]}... then, {sets[ref][:12]}... now): a set "
+                f"regression set {ref} changed since ledger event {event.get('seq')} {done} "
+                f"(sha256 {str(digest)[:12]}... then, {sets[ref][:12]}... now): a set "
                 "version never changes; restore it (`git checkout`), or promote into a new "
                 "version and pin that")
 

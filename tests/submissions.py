@@ -1,9 +1,10 @@
 """Small submissions that each fail one thing, built at test time from the reference lab.
 
 Cassettes must come from real recordings, so no bad submission is written by hand:
-each is a copy of the reference lab (``lab/``, ``cassettes/``, ``cassettes-llm/``, ``fixtures/``,
-``FAILURES.md``, ``pyproject.toml``, ``rubric/``) with ONE small mutation, a text edit of
-the copy's ``lab/agent.py``, its pyproject, its FAILURES.md or its cassettes.
+each is a copy of the reference lab (``lab/``, ``cassettes/``, ``cassettes-llm/``,
+``fixtures/``, ``incidents/``, ``FAILURES.md``, ``pyproject.toml``, ``rubric/``) with ONE small
+mutation, a text edit of the copy's ``lab/agent.py``, its pyproject, its FAILURES.md or its
+cassettes.
 
 ``VARIANTS`` maps a variant's name (also its folder's name) to its mutation, the exact
 set of criterion ids that must score less than the unmodified copy, and an extra
@@ -39,8 +40,8 @@ __all__ = [
 REFERENCE = Path(__file__).resolve().parents[1]
 # A student's clone: the kit's library (gradekit/) comes along, though the grader runs every
 # agent on its own copy.
-COPIED = ("lab", "gradekit", "cassettes", "cassettes-llm", "fixtures", "FAILURES.md",
-          "pyproject.toml", "rubric")
+COPIED = ("lab", "gradekit", "cassettes", "cassettes-llm", "fixtures", "incidents",
+          "FAILURES.md", "pyproject.toml", "rubric")
 BASELINE = "baseline"  # the unmodified copy
 CASES = ("refund-policy", "incident-summary", "sql-explain", "flaky-grade")  # rubric order
 # A phrase of each case's task, for agents that misbehave on one case only.
