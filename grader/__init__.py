@@ -10,7 +10,8 @@ from grader._gradebook import GradebookError, GradebookRow, gradebook_csv, merge
 from grader._judged import BUILTIN_CHECKS
 from grader._manifest import Manifest, ManifestError, load_manifest
 from grader._model import CheckResult, CriterionResult, Limits, Report
-from grader._report import render_markdown, render_report_json, report_digest, verify_report
+from grader._render import render_markdown
+from grader._report import render_report_json, report_digest, verify_report
 from grader._rubric import Case, Criterion, Rubric, RubricError, load_cases, load_rubric
 from grader._summary import parse_failures, score_written_summary
 

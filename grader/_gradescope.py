@@ -26,7 +26,8 @@ from gradekit import GradekitError, UsageError
 from grader._batch import grade_batch
 from grader._gradebook import REPORTED
 from grader._isolation import choose_isolation
-from grader._report import SCHEMA, canonical, inline_markdown
+from grader._render import inline_markdown
+from grader._report import SCHEMA, canonical
 from grader._rubric import KIT_RUBRIC, load_rubric
 
 __all__ = ["ROOT_ENV", "build", "failure_results", "find_submission", "run"]

@@ -16,7 +16,8 @@ from typing import Any
 
 from grader._gradebook import REPORTED
 from grader._ledger import LEDGER, archived, read_ledger
-from grader._report import quote, review_verdict
+from grader._render import review_verdict
+from grader._report import quote
 from grader._reviews import review_of, review_state
 
 __all__ = ["case_snapshots", "causes", "first_divergence", "history_lines"]

@@ -24,6 +24,7 @@ __all__ = [
     "CaseOutcome",
     "CheckResult",
     "CriterionResult",
+    "HumanReview",
     "ItemRun",
     "Limits",
     "Refusal",
@@ -195,6 +196,30 @@ class CriterionResult:
     def degraded(self) -> tuple[CheckResult, ...]:
         """The checks that could not be evaluated: the contract is incomplete there."""
         return tuple(check for check in self.checks if check.degraded)
+
+
+@dataclass(frozen=True, slots=True)
+class HumanReview:
+    """A person's current verdict on one criterion of a report, as a ledger ``review``
+    event records it (``grader._reviews``). The report itself is never edited: a review is
+    rendered beside the automated points."""
+
+    criterion: str  # the criterion's id
+    automated: Decimal  # the criterion's points in the report
+    points: Decimal | None  # None: a confirmation, the automated points stand
+    by: str
+    reason: str
+    event: int  # the ledger event's seq
+
+    @property
+    def final(self) -> Decimal:
+        """The criterion's points once reviewed."""
+        return self.automated if self.points is None else self.points
+
+    @property
+    def delta(self) -> Decimal:
+        """What the review adds to the automated total (negative when it takes points)."""
+        return self.final - self.automated
 
 
 @dataclass(frozen=True, slots=True)

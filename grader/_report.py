@@ -1,16 +1,13 @@
-"""Reports: the canonical ``report.json`` and its digest, ``report.md``, Gradescope's file.
+"""Reports: the canonical ``report.json``, its digest and its verification.
 
-Everything here is pure: a ``Report`` in, bytes or text out. ``report.json`` is the
+Everything here is pure: a ``Report`` in, bytes out, and back. ``report.json`` is the
 canonical JSON of ``report_document`` plus ``digest``, the SHA-256 of the canonical bytes
 of the document without it, then one newline. Points are strings exact to the cent.
 
 Any text in a report may come from the submission (an answer, an exception's name, a
 FAILURES.md title, a stretch goal's id), so every text goes through ``quote``: invisible
-and control characters are written as escapes and the length is capped, with a marker. In
-``report.md`` (and Gradescope's top-level output, which is the same Markdown) every such
-text is also backslash-escaped (``_escape``), so it can open no link, image, HTML tag,
-entity, heading, table cell, code span or emphasis. Gradescope's per-test names and outputs
-are declared ``"text"``, which Gradescope renders as plain text, so they are quoted only.
+and control characters are written as escapes and the length is capped, with a marker.
+What a person reads of it, report.md and results.json, is ``grader._render``'s.
 """
 
 from __future__ import annotations
@@ -19,8 +16,7 @@ import hashlib
 import json
 import re
 import unicodedata
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any, NoReturn
 
@@ -28,29 +24,18 @@ from gradekit import UsageError
 from grader._model import CENT, CONTRACT, CheckResult, CriterionResult, Report
 
 __all__ = [
-    "FINDINGS_SHOWN",
-    "PENDING",
     "QUOTE_LIMIT",
-    "REVIEW_FINDING",
     "SCHEMA",
     "TEXT_LIMIT",
-    "HumanReview",
     "canonical",
     "cents_of",
-    "degraded_lines",
-    "inline_markdown",
     "parse_canonical",
-    "pending_review",
     "points_text",
     "quote",
-    "render_gradescope",
-    "render_markdown",
     "render_report_json",
     "report_digest",
     "report_document",
     "report_from_document",
-    "review_document",
-    "review_verdict",
     "sum_problems",
     "verify_report",
 ]
@@ -59,43 +44,10 @@ SCHEMA = "gradekit.report/1"
 
 QUOTE_LIMIT = 500  # characters of one piece of submission text inside a sentence
 TEXT_LIMIT = 2000  # characters of one detail, finding or advice as a whole
-FINDINGS_SHOWN = 50  # findings listed in report.md; report.json keeps them all
 
 # Characters that could be invisible or act on a terminal: checked one by one.
 _SUSPECT = re.compile(r"[^\t\n\x20-\x7e]")
 _HIDDEN = frozenset(("Cc", "Cf", "Cs"))  # controls, format characters (bidi), surrogates
-# Every ASCII punctuation character but " ' , / ; ? % and @ is escaped in Markdown.
-# CommonMark (and GitHub's tables, strikethrough and autolinks) give those seven no
-# meaning on their own: quotes delimit only link titles and HTML attributes, which need
-# an escaped [ or <; ; ends only an entity, which needs an escaped &; , / ? % appear only
-# inside links. @ is set in a code span instead: GitHub links e-mail addresses (and
-# mailto:, xmpp:) after escapes are undone, unless the @ is in a node of its own.
-_MARKUP = re.compile(r"""([!#$&()*+\-.:<=>\[\\\]^_`{|}~])""")
-_AT = re.compile(r"@+")
-
-
-@dataclass(frozen=True, slots=True)
-class HumanReview:
-    """A person's current verdict on one criterion of a report, as a ledger ``review``
-    event records it (``grader._reviews``). The report itself is never edited: a review is
-    rendered beside the automated points."""
-
-    criterion: str  # the criterion's id
-    automated: Decimal  # the criterion's points in the report
-    points: Decimal | None  # None: a confirmation, the automated points stand
-    by: str
-    reason: str
-    event: int  # the ledger event's seq
-
-    @property
-    def final(self) -> Decimal:
-        """The criterion's points once reviewed."""
-        return self.automated if self.points is None else self.points
-
-    @property
-    def delta(self) -> Decimal:
-        """What the review adds to the automated total (negative when it takes points)."""
-        return self.final - self.automated
 
 
 def quote(text: str, limit: int = QUOTE_LIMIT) -> str:
@@ -351,117 +303,6 @@ def _verdict_problems(whole: Mapping[str, object], parts: list[dict[str, object]
     return []
 
 
-def render_markdown(report: Report, *, isolation: str = "",
-                    reviews: Sequence[HumanReview] = ()) -> str:
-    """``report.md``: the total, a table of criteria, then what to do about each loss.
-
-    ``isolation`` says which wall the code ran behind; it is not part of the digest, so
-    an honest submission gets one digest whichever wall the grading machine has.
-    ``reviews``, a person's current verdicts (results.json's output; never report.md's
-    own bytes), say who reviewed which criterion instead of "pending".
-    """
-    reviewed = {review.criterion: review for review in reviews}
-    lines = [
-        f"# Grade report: {_inline(report.submission, QUOTE_LIMIT)}",
-        "",
-        f"**Total: {points_text(report.total)} / {points_text(report.max)}**",
-        "",
-        *_final_lines(report, reviews),
-        f"Rubric `{report.rubric_id}` version {report.rubric_version}.",
-        "",
-        "| Criterion | Points | Max | Result |",
-        "|---|---:|---:|---|",
-        *(_table_row(c, reviewed.get(c.id)) for c in report.criteria),
-        "",
-        *degraded_lines(report),
-        *pending_review(report, reviews),
-        *_human_review_lines(report, reviews),
-    ]
-    for criterion in report.criteria:
-        lines += _criterion_section(criterion, reviewed.get(criterion.id))
-    if report.findings:
-        lines += ["## Findings", "", *_findings(report.findings), ""]
-    lines += ["---", "", f"Report digest (SHA-256): `{report_digest(report)}`", ""]
-    if isolation:
-        lines += [f"Isolation: {isolation}.", ""]
-    return "\n".join(lines)
-
-
-def degraded_lines(report: Report) -> list[str]:
-    """Markdown that says which points could not be evaluated and why, none when every
-    check was: a degraded grade is never shown as a final one."""
-    degraded = report.degraded
-    if not degraded:
-        return []
-    at_stake = points_text(sum((check.max for _, check in degraded), Decimal(0)))
-    return [f"**Degraded ({CONTRACT}): {at_stake} points could not be evaluated**, because "
-            "the rubric's contract is incomplete there; they score nothing until the "
-            "instructor completes the rubric, bumps its version and grades again. This grade "
-            "is not final.", "",
-            *(f"- {_inline(criterion.title)}, {_inline(check.id, QUOTE_LIMIT)}: "
-              f"{_inline(check.detail)}" for criterion, check in degraded), ""]
-
-
-REVIEW_FINDING = "flagged for review: "  # how grader._grade.REVIEW starts a finding
-PENDING = ("Pending human review: these points were judged by structure alone; a person "
-           "will read the work and may still change them.")
-
-
-def pending_review(report: Report, reviews: Sequence[HumanReview] = ()) -> list[str]:
-    """Markdown paragraphs that say plainly which points a person may still change (those
-    marked for review that no one has reviewed yet), and whether a person must look at the
-    whole submission; none when neither applies."""
-    lines = []
-    done = {r.criterion for r in reviews}
-    review = [c for c in report.criteria if c.review and c.id not in done]
-    if review:
-        at_stake = points_text(sum((c.max for c in review), Decimal(0)))
-        listed = ", ".join(f"{_inline(c.title)} {points_text(c.points)} / {points_text(c.max)}"
-                           for c in review)
-        lines += [f"**Pending human review: {at_stake} points** ({listed}) were judged by "
-                  "structure alone; a person will read the work and may still change them.",
-                  ""]
-    flagged = sum(f.startswith(REVIEW_FINDING) for f in report.findings)
-    if flagged:
-        lines += [f"**Flagged for review:** {flagged} finding(s) below ask a person to look at "
-                  "the whole submission; this grade is not final until they have.", ""]
-    return lines
-
-
-def render_gradescope(report: Report, digest: str, *, isolation: str = "",
-                      reviews: Sequence[HumanReview] = ()) -> bytes:
-    """Gradescope's autograder ``results.json``: one test per check, feedback on top.
-
-    The top-level output is ``report.md``'s Markdown (``output_format`` and
-    ``test_output_format`` "md"); each test declares its own output and name "text",
-    which Gradescope shows as written, since they quote the submission. Each of
-    ``reviews`` (in ledger order) adds a test worth its change to the points, after the
-    checks' tests, and an entry of ``extra_data.review``; ``score`` is then the final one.
-    """
-    tests = []
-    for number, criterion in enumerate(report.criteria, 1):
-        checks = criterion.checks or (
-            CheckResult(criterion.id, _earned_all(criterion), criterion.points, criterion.max, ""),
-        )
-        for sub, check in enumerate(checks, 1):
-            tests.append(_gradescope_test(criterion, check, f"{number}.{sub}"))
-    tests += [_review_test(report, review) for review in reviews]
-    reviewed = {"review": [review_document(r) for r in reviews]} if reviews else {}
-    document = {
-        "score": float(report.total + sum((r.delta for r in reviews), Decimal(0))),
-        "output": render_markdown(report, isolation=isolation, reviews=reviews),
-        "output_format": "md",
-        "test_output_format": "md",
-        "test_name_format": "text",
-        "visibility": "visible",
-        "stdout_visibility": "hidden",
-        "extra_data": {"digest": digest, "schema": SCHEMA, **reviewed,
-                       **({"isolation": isolation} if isolation else {})},
-        "tests": tests,
-    }
-    return canonical(document) + b"\n"
-
-
 _DEGRADED = {"verdict": "degraded", "divergence": CONTRACT}
 
 
@@ -493,176 +334,3 @@ def _no_constant(name: str) -> NoReturn:
     raise ValueError(f"{name} is not a JSON number")
 
 
-def _lost(check: CheckResult) -> bool:
-    return not check.passed or check.points < check.max
-
-
-def _earned_all(criterion: CriterionResult) -> bool:
-    return criterion.points >= criterion.max
-
-
-def _inline(text: str, limit: int = TEXT_LIMIT) -> str:
-    """One line of Markdown that shows ``text`` as written: quoted, on one line, escaped."""
-    return _escape(" ".join(quote(text, limit).split()))
-
-
-def inline_markdown(text: str) -> str:
-    """``text`` as one inert line of Markdown (quoted, escaped): for other modules."""
-    return _inline(text)
-
-
-def _escape(text: str) -> str:
-    """``text`` with a backslash before each character Markdown could read as markup.
-
-    A backslash-escaped ASCII punctuation character is always a literal character in
-    CommonMark, so no link, image, autolink, HTML, entity, heading, list, table cell, code
-    span or emphasis can start: each needs one of the escaped characters to open it.
-    GitHub's bare-URL autolinks need an unescaped ``:`` or ``www.``; its e-mail autolinks
-    need an ``@`` between text, and each run of ``@`` is a code span of its own.
-    """
-    return _AT.sub(lambda at: f"`{at[0]}`", _MARKUP.sub(r"\\\1", text))
-
-
-def _findings(findings: tuple[str, ...]) -> list[str]:
-    """The first ``FINDINGS_SHOWN`` findings as list items, then how many more there are."""
-    shown = [f"- {_inline(f)}" for f in findings[:FINDINGS_SHOWN]]
-    if len(findings) > FINDINGS_SHOWN:
-        shown.append(f"- … and {len(findings) - FINDINGS_SHOWN} more findings: fix the ones "
-                     "above first; report.json lists them all")
-    return shown
-
-
-def _table_row(criterion: CriterionResult, review: HumanReview | None = None) -> str:
-    lost = [_inline(check.id, QUOTE_LIMIT) for check in criterion.checks if _lost(check)]
-    result = "full marks" if _earned_all(criterion) else f"lost: {', '.join(lost) or 'points'}"
-    if criterion.degraded:
-        result += f"; degraded ({CONTRACT})"
-    if review is not None:
-        result += f"; reviewed: {points_text(review.final)}"
-    elif criterion.review:
-        result += "; marked for review"
-    cells = (_inline(criterion.title), points_text(criterion.points),
-             points_text(criterion.max), result)
-    return "| " + " | ".join(cells) + " |"
-
-
-def _criterion_section(criterion: CriterionResult,
-                       review: HumanReview | None = None) -> list[str]:
-    lines = [
-        f"## {_inline(criterion.title)}: "
-        f"{points_text(criterion.points)} / {points_text(criterion.max)}",
-        "",
-    ]
-    if review is not None:
-        lines += [f"Reviewed by {_inline(review.by)} (ledger event {review.event}): "
-                  f"{points_text(review.final)} / {points_text(criterion.max)} stand "
-                  f"(automated {points_text(review.automated)}).", ""]
-    elif criterion.review:
-        lines += [PENDING, ""]
-    for heading, chosen in (
-        ("Passed:", [c for c in criterion.checks if not _lost(c)]),
-        ("Lost points:", [c for c in criterion.checks if _lost(c)]),
-    ):
-        if chosen:
-            lines += [heading, *(_check_line(check) for check in chosen), ""]
-    if criterion.advice:
-        lines += ["What to do:", *(f"- {_inline(a)}" for a in criterion.advice), ""]
-    return lines
-
-
-def _check_line(check: CheckResult) -> str:
-    score = f"{points_text(check.points)} / {points_text(check.max)}"
-    detail = f": {_inline(check.detail)}" if check.detail else ""
-    return f"- {_inline(check.id, QUOTE_LIMIT)} ({score}){detail}"
-
-
-def _gradescope_test(criterion: CriterionResult, check: CheckResult, number: str) -> object:
-    """One Gradescope test; its name and output are declared plain text, so only quoted."""
-    output = quote(check.detail, TEXT_LIMIT)
-    if check.degraded:
-        output = (f"Degraded ({CONTRACT}): not evaluated, because the rubric's contract is "
-                  f"incomplete here: {output}")
-    if _lost(check) and criterion.advice:
-        output += "\n\nWhat to do:\n" + "\n".join(f"- {quote(a, TEXT_LIMIT)}"
-                                                  for a in criterion.advice)
-    if criterion.review:
-        output += "\n\n" + PENDING
-    return {
-        "name": f"{quote(criterion.title)}: {quote(check.id)}",
-        "name_format": "text",
-        "number": number,
-        "score": float(check.points),
-        "max_score": float(check.max),
-        "status": "passed" if check.passed else "failed",
-        "output": output.strip(),
-        "output_format": "text",
-        "tags": [criterion.id],
-        "visibility": "visible",
-    }
-
-
-def review_document(review: HumanReview) -> dict[str, object]:
-    """One entry of results.json's ``extra_data.review``; ``points`` null for a
-    confirmation, as in the ledger's event."""
-    return {"criterion": review.criterion, "automated": points_text(review.automated),
-            "points": None if review.points is None else points_text(review.points),
-            "by": review.by, "reason": review.reason, "event": review.event}
-
-
-def _reviewed_criterion(report: Report, review: HumanReview) -> tuple[int, CriterionResult]:
-    for number, criterion in enumerate(report.criteria, 1):
-        if criterion.id == review.criterion:
-            return number, criterion
-    raise ValueError(f"{review.criterion!r} is not a criterion of the report")
-
-
-def review_verdict(review: HumanReview) -> str:
-    """``15.00 -> 12.00 by kim`` or ``15.00 confirmed by kim``: a review in a few words."""
-    if review.points is None:
-        return f"{points_text(review.automated)} confirmed by {review.by}"
-    return f"{points_text(review.automated)} -> {points_text(review.points)} by {review.by}"
-
-
-def _final_lines(report: Report, reviews: Sequence[HumanReview]) -> list[str]:
-    if not reviews:
-        return []
-    final = report.total + sum((r.delta for r in reviews), Decimal(0))
-    return [f"**Final after human review: {points_text(final)} / {points_text(report.max)}** "
-            f"(automated {points_text(report.total)})", ""]
-
-
-def _human_review_lines(report: Report, reviews: Sequence[HumanReview]) -> list[str]:
-    """The "Human review" section: each current review, who made it and why."""
-    if not reviews:
-        return []
-    lines = ["## Human review", ""]
-    for review in reviews:
-        _, criterion = _reviewed_criterion(report, review)
-        verdict = "confirmed" if review.points is None else f"-> {points_text(review.points)}"
-        lines.append(f"- {_inline(criterion.title)}: {points_text(review.automated)} {verdict} "
-                     f"by {_inline(review.by)} (ledger event {review.event}): "
-                     f"{_inline(review.reason)}")
-    return [*lines, ""]
-
-
-def _review_test(report: Report, review: HumanReview) -> object:
-    """A review's Gradescope test: worth its change to the points (max 0), plain text."""
-    number, criterion = _reviewed_criterion(report, review)
-    what = ("confirmed the automated points" if review.points is None else
-            f"changed the points from {points_text(review.automated)} to "
-            f"{points_text(review.points)}")
-    output = (f"Reviewed by {quote(review.by)} (ledger event {review.event}): {what} "
-              f"({points_text(review.final)} / {points_text(criterion.max)}). Reason: "
-              f"{quote(review.reason, TEXT_LIMIT)}")
-    return {
-        "name": f"{quote(criterion.title)}: human review",
-        "name_format": "text",
-        "number": f"{number}.{max(len(criterion.checks), 1) + 1}",
-        "score": float(review.delta),
-        "max_score": 0.0,
-        "status": "passed",
-        "output": output,
-        "output_format": "text",
-        "tags": [criterion.id],
-        "visibility": "visible",
-    }

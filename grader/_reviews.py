@@ -35,16 +35,15 @@ from typing import Any
 from gradekit import UsageError
 from grader._gradebook import REPORTED, GradebookRow, gradebook_csv, read_gradebook
 from grader._ledger import ARCHIVE, LEDGER, LedgerCorrupt, append_events, read_ledger
+from grader._model import HumanReview
+from grader._render import render_gradescope, review_verdict
 from grader._report import (
     QUOTE_LIMIT,
     TEXT_LIMIT,
-    HumanReview,
     cents_of,
     points_text,
     quote,
-    render_gradescope,
     report_from_document,
-    review_verdict,
     verify_report,
 )
 from grader._signing import sign_file, signature_problem

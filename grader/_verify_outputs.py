@@ -27,7 +27,8 @@ from typing import Any
 from gradekit import GradekitError
 from grader._gradebook import REPORTED, GradebookRow
 from grader._ledger import LEDGER, read_ledger
-from grader._report import SCHEMA, cents_of, parse_canonical, review_document, verify_report
+from grader._render import review_document
+from grader._report import SCHEMA, cents_of, parse_canonical, verify_report
 from grader._reviews import current_reviews
 from grader._signing import Kind, sign_file, signature_problem
 from grader._worker import error_row

@@ -39,15 +39,8 @@ from grader._grade import REVIEW, Graded, grade_submission
 from grader._gradebook import GradebookRow, Status
 from grader._isolation import Isolation, describe_isolation
 from grader._model import CONTRACT, Limits, Report
-from grader._report import (
-    TEXT_LIMIT,
-    points_text,
-    quote,
-    render_gradescope,
-    render_markdown,
-    render_report_json,
-    report_digest,
-)
+from grader._render import render_gradescope, render_markdown
+from grader._report import TEXT_LIMIT, points_text, quote, render_report_json, report_digest
 from grader._rubric import Case, Criterion, Rubric, load_custom_check
 from grader._sets import RegressionSet, load_set, parse_ref
 

@@ -17,7 +17,8 @@ import pytest
 
 from gradekit import UsageError
 from grader._gradescope import failure_results, find_submission
-from grader._report import canonical, render_gradescope, render_report_json, report_digest
+from grader._render import render_gradescope
+from grader._report import canonical, render_report_json, report_digest
 from grader._signing import KEY_ENV, KEY_FILE_ENV
 from grader._verify_outputs import verify_file
 from tests.submissions import REFERENCE

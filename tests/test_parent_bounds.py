@@ -35,7 +35,8 @@ from grader._grade import (
 )
 from grader._manifest import Manifest
 from grader._model import CheckResult, CriterionResult, Report, RunResult
-from grader._report import render_gradescope, render_markdown, render_report_json
+from grader._render import render_gradescope, render_markdown
+from grader._report import render_report_json
 from grader._rubric import Case
 from tests.submissions import REFERENCE, make_submission
 

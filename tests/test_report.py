@@ -17,15 +17,12 @@ from hypothesis import strategies as st
 from gradekit import UsageError
 from grader._grade import REVIEW
 from grader._model import CheckResult, CriterionResult, Report
+from grader._render import REVIEW_FINDING, _inline, render_gradescope, render_markdown
 from grader._report import (
-    REVIEW_FINDING,
     TEXT_LIMIT,
-    _inline,
     canonical,
     points_text,
     quote,
-    render_gradescope,
-    render_markdown,
     render_report_json,
     report_digest,
     report_document,

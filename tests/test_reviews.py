@@ -20,16 +20,8 @@ import pytest
 from grader._gradebook import read_gradebook
 from grader._ledger import ARCHIVE, LEDGER, append_events, read_ledger
 from grader._model import CheckResult
-from grader._report import (
-    PENDING,
-    canonical,
-    inline_markdown,
-    render_gradescope,
-    render_markdown,
-    render_report_json,
-    report_from_document,
-    verify_report,
-)
+from grader._render import PENDING, inline_markdown, render_gradescope, render_markdown
+from grader._report import canonical, render_report_json, report_from_document, verify_report
 from grader._signing import KEY_ENV, KEY_FILE_ENV
 from grader.cli import main
 from tests.submissions import make_submission

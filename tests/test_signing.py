@@ -23,7 +23,8 @@ from gradekit import UsageError
 from grader._batch import _worker_environment, grade_batch
 from grader._isolation import Isolation
 from grader._model import Limits
-from grader._report import canonical, render_gradescope, render_report_json, report_digest
+from grader._render import render_gradescope
+from grader._report import canonical, render_report_json, report_digest
 from grader._rubric import load_rubric
 from grader._sandbox import run_cases
 from grader._signing import (
