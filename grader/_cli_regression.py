@@ -3,7 +3,7 @@ reviewed failing runs on the command line.
 
 ``promote`` turns its flags into a ``grader._promote.Request`` (the policy: reviewed,
 failing, unchanged since) and publishes the item as the set's next version
-(``grader._sets.add_item``), recording it in the ledger; ``show`` prints a set's chain of
+(``grader._publish.add_item``), recording it in the ledger; ``show`` prints a set's chain of
 versions and one version's items; ``verify`` checks every version of every set.
 """
 
@@ -20,12 +20,12 @@ from grader._exits import EXIT_FAILED, EXIT_OK
 from grader._expect import OUTCOMES, Expectation
 from grader._ledger import LEDGER, append_events
 from grader._promote import Request, promote_event, promotion
+from grader._publish import add_item
 from grader._report import quote
 from grader._rubric import SETS
 from grader._sets import (
     Item,
     RegressionSet,
-    add_item,
     check_name,
     load_set,
     parse_ref,

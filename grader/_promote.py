@@ -1,4 +1,5 @@
-"""Which runs may become regression items: the promotion's policy (``grader._sets`` stores).
+"""Which runs may become regression items: the promotion's policy (``grader._sets`` is the
+format, ``grader._publish`` writes it).
 
 A run enters a set only when
 

@@ -7,10 +7,12 @@ edited version breaks the chain at the version after it. Payloads (an incident, 
 cassette, a tool fixture) are content-addressed, ``items/<sha256>.jsonl`` or ``.json``:
 stored once, whichever versions and items name them. A set is named by ``name@version``
 (``parse_ref``); the newest version has no successor to vouch for it, so its sha256
-(``gradekit regression show``) is what proves it untouched later.
+(``gradekit regression show``, and the ledger's promote event) is what proves it untouched
+later.
 
-This module is storage only: which runs may become items (reviewed, failing, unchanged
-since) is the promotion's policy (``grader._cli_regression``). Every problem with a set's
+This module is the format: its values, reading, checking and verifying. Writing the next
+version is ``grader._publish``'s; which runs may become items (reviewed, failing,
+unchanged since) is the promotion's policy (``grader._promote``). Every problem with a set's
 files is a ``UsageError`` that names the file and says to restore it; a payload
 file that is missing is no error here but ``Item.missing``, so that the grader degrades
 that one item and grades the rest.
@@ -18,13 +20,12 @@ that one item and grades the rest.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import os
 import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager, suppress
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
@@ -38,16 +39,18 @@ __all__ = [
     "FORMAT",
     "NAME",
     "PAYLOAD_CAP",
-    "Added",
+    "ROLES",
     "Item",
     "RegressionSet",
     "Verdict",
-    "add_item",
     "check_name",
+    "decode_item",
+    "item_document",
     "load_set",
     "parse_ref",
-    "same_source",
+    "payload_name",
     "set_document",
+    "set_json",
     "set_names",
     "verify_sets",
     "version_numbers",
@@ -60,12 +63,11 @@ _LONGEST_NAME = 64
 _REF = re.compile(r"([^@]*)@([1-9][0-9]*)")
 _VERSION_FILE = re.compile(r"v([1-9][0-9]*)\.json")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
-_LOCK = ".lock"
 _ITEMS = "items"
-_ROLES = ("incident", "cassette", "fixture")  # the payloads an item may carry
+ROLES = ("incident", "cassette", "fixture")  # the payloads an item may carry
 _SUFFIX = {"incident": ".jsonl", "cassette": ".json", "fixture": ".json"}
 _SET_KEYS = frozenset({"format", "name", "version", "supersedes", "created_by", "items"})
-_ITEM_KEYS = frozenset({"id", "kind", "added_in", "task", "agent", "live", *_ROLES, "expect",
+_ITEM_KEYS = frozenset({"id", "kind", "added_in", "task", "agent", "live", *ROLES, "expect",
                         "source", "reviewed_by", "reason"})
 _SOURCE_TYPES: Mapping[str, type] = MappingProxyType({
     "path": str, "report": str, "review": int, "run": int, "student": str, "submission": str})
@@ -142,16 +144,6 @@ class Verdict:
     path: Path
     ok: bool
     message: str
-
-
-@dataclass(frozen=True, slots=True)
-class Added:
-    """The outcome of ``add_item``: the set's newest version and the item in it. ``new`` is
-    False when the same source was already an item (nothing was written)."""
-
-    set: RegressionSet
-    item: Item
-    new: bool
 
 
 # -- names -------------------------------------------------------------------------------------
@@ -279,7 +271,7 @@ def _no_constant(name: str) -> NoReturn:
 def _decode(path: Path, data: bytes, name: str, version: int) -> RegressionSet:
     """The version file's document, every field checked, payloads not yet read."""
     document = _json(path, data)
-    if _canonical(document) != data:
+    if set_json(document) != data:
         raise _Corrupt(path, "the bytes are not canonical (reformatted, or a key given "
                          f"twice); {_restore(path)}")
     if document.get("format") != FORMAT:
@@ -294,7 +286,7 @@ def _decode(path: Path, data: bytes, name: str, version: int) -> RegressionSet:
                            _supersedes(path, document["supersedes"], version),
                            _text(path, document["created_by"], "created_by"),
                            _items(path, document["items"], version))
-    if _canonical(set_document(loaded)) != data:  # a field this gradekit would not write
+    if set_json(set_document(loaded)) != data:  # a field this gradekit would not write
         raise _Corrupt(path, f"it holds values promotion never writes; {_restore(path)}")
     return loaded
 
@@ -338,6 +330,15 @@ def _items(path: Path, raw: object, version: int) -> tuple[Item, ...]:
     if twice:
         raise _Corrupt(path, f"item {twice[0]} appears twice: {_restore(path)}")
     return tuple(items)
+
+
+def decode_item(document: Mapping[str, Any], version: int) -> Item:
+    """An item from its JSON document in version ``version`` (payloads not read); a
+    ``UsageError`` saying what is wrong when load_set would refuse it."""
+    try:
+        return _item(document, 1, version)
+    except _Bad as bad:
+        raise UsageError(str(bad)) from None
 
 
 class _Bad(Exception):
@@ -399,13 +400,13 @@ def _digests(raw: Mapping[str, Any], item_id: str, kind: str) -> Mapping[str, st
     needed = {"incident"} if kind == "incident" else {"cassette"}
     allowed = needed | ({"fixture"} if kind == "case" else set())
     digests: dict[str, str] = {}
-    for role in _ROLES:
+    for role in ROLES:
         ref = raw[role]
         if ref is None:
             continue
         sha = ref.get("sha256") if isinstance(ref, dict) else None
         if (role not in allowed or not isinstance(sha, str) or not _SHA256.fullmatch(sha)
-                or ref != {"file": _payload_name(role, sha), "sha256": sha}):
+                or ref != {"file": payload_name(role, sha), "sha256": sha}):
             raise _Bad(f"item {item_id}'s {role} is {ref!r}, not "
                        f'{{"file": "items/<sha256>{_SUFFIX[role]}", "sha256": ...}} of a '
                        f"{kind} item")
@@ -415,7 +416,7 @@ def _digests(raw: Mapping[str, Any], item_id: str, kind: str) -> Mapping[str, st
     return MappingProxyType(digests)
 
 
-def _payload_name(role: str, sha256: str) -> str:
+def payload_name(role: str, sha256: str) -> str:
     return f"{_ITEMS}/{sha256}{_SUFFIX[role]}"
 
 
@@ -425,14 +426,14 @@ def _with_payloads(item: Item, folder: Path, cache: dict[Path, bytes | None]) ->
     found: dict[str, bytes] = {}
     missing = []
     for role, sha in item.digests.items():
-        path = folder / _payload_name(role, sha)
+        path = folder / payload_name(role, sha)
         if path not in cache:
             cache[path] = _read(path, cap=PAYLOAD_CAP)
         data = cache[path]
         if data is None:
             # Relative to the sets folder: a report quotes it, and a report's digest
             # never depends on where the grading machine keeps its files.
-            missing.append(f"{folder.name}/{_payload_name(role, sha)} is missing from the "
+            missing.append(f"{folder.name}/{payload_name(role, sha)} is missing from the "
                            f"set (the {role} of item {item.id}): restore it from git "
                            "(`git checkout`), or promote the item again")
             continue
@@ -454,166 +455,23 @@ def set_document(regression: RegressionSet) -> dict[str, Any]:
     supersedes = dict(regression.supersedes) if regression.supersedes is not None else None
     return {"format": FORMAT, "name": regression.name, "version": regression.version,
             "supersedes": supersedes, "created_by": regression.created_by,
-            "items": [_item_document(item) for item in regression.items]}
+            "items": [item_document(item) for item in regression.items]}
 
 
-def _item_document(item: Item) -> dict[str, Any]:
-    refs = {role: ({"file": _payload_name(role, item.digests[role]),
+def item_document(item: Item) -> dict[str, Any]:
+    refs = {role: ({"file": payload_name(role, item.digests[role]),
                     "sha256": item.digests[role]} if role in item.digests else None)
-            for role in _ROLES}
+            for role in ROLES}
     return {"id": item.id, "kind": item.kind, "added_in": item.added_in, "task": item.task,
             "agent": item.agent, "live": list(item.live), **refs,
             "expect": expectation_document(item.expect), "source": dict(item.source),
             "reviewed_by": item.reviewed_by, "reason": item.reason}
 
 
-def _canonical(document: Mapping[str, Any]) -> bytes:
+def set_json(document: Mapping[str, Any]) -> bytes:
     """Sorted keys, two-space indent, one trailing newline, UTF-8: a clean git diff."""
     text = json.dumps(document, sort_keys=True, indent=2, ensure_ascii=False, allow_nan=False)
     return (text + "\n").encode("utf-8")
-
-
-def same_source(old: Item, new: Item) -> bool:
-    """Whether two items are one piece of evidence: the same report, kind and payloads."""
-    return (old.source.get("report") == new.source.get("report") and old.kind == new.kind
-            and dict(old.digests) == dict(_digests_of(new)))
-
-
-def _digests_of(item: Item) -> Mapping[str, str]:
-    return {role: hashlib.sha256(data).hexdigest() for role in _ROLES
-            if (data := item.payload(role)) is not None}
-
-
-def add_item(sets: Path, name: str, item: Item, *, created_by: str,
-             then: Callable[[RegressionSet, Item], object], numbered: bool = False) -> Added:
-    """Publish the next version of set ``name``: its items, then ``item`` (its payloads
-    written first). Under the set's lock: concurrent promotions each get a version of one
-    chain, and ``then`` (the ledger's record) runs before the next one starts, so the ledger
-    lists them in version order. The same source already in the set adds nothing. With
-    ``numbered`` (a default id), an id another source holds becomes ``id-2``, ``id-3``..."""
-    folder = sets / check_name(name, "regression set")
-    check_name(item.id, "item")
-    with _locked(folder), _usage_errors():
-        current = _chain_head(sets, name)
-        twin = next((old for old in current.items if same_source(old, item)), None) \
-            if current else None
-        if current is not None and twin is not None:
-            return Added(current, twin, new=False)
-        if numbered and current is not None:
-            item = replace(item, id=_free_id(item.id, {old.id for old in current.items}))
-        added = _next_version(current, name, item, created_by)
-        new = added.items[-1]
-        _check_item(new)
-        for role in _ROLES:
-            payload = new.payload(role)
-            if payload is not None:
-                _store(folder / _payload_name(role, new.digests[role]), payload)
-        data = _canonical(set_document(added))
-        _create(folder / f"v{added.version}.json", data)
-        published = replace(added, sha256=hashlib.sha256(data).hexdigest())
-        then(published, new)
-        return Added(published, new, new=True)
-
-
-def _free_id(wanted: str, taken: set[str]) -> str:
-    """``wanted``, or the first of ``wanted-2``, ``wanted-3``, ... that no item has."""
-    number = 1
-    found = wanted
-    while found in taken:
-        number += 1
-        found = f"{wanted}-{number}"
-    return found
-
-
-def _chain_head(sets: Path, name: str) -> RegressionSet | None:
-    """The newest version, once the whole chain verifies: a new version is never built on
-    an edited or incomplete one."""
-    numbers = version_numbers(sets, name)
-    if not numbers:
-        return None
-    broken = [verdict for verdict in _verify_set(sets, name) if not verdict.ok]
-    if broken:
-        raise UsageError(f"{broken[0].path}: {broken[0].message}; nothing is added to a set "
-                         f"that does not verify (`gradekit regression verify {name}`)")
-    return _load(sets, name, numbers[-1], {})
-
-
-def _next_version(current: RegressionSet | None, name: str, item: Item,
-                  created_by: str) -> RegressionSet:
-    if current is not None and item.id in {old.id for old in current.items}:
-        old = next(old for old in current.items if old.id == item.id)
-        raise UsageError(
-            f"item {item.id} is already in {current.ref}, from run {old.source.get('run')} of "
-            f"{old.source.get('student')} (report {str(old.source.get('report'))[:12]}...): "
-            "give this one another id with --item")
-    version = current.version + 1 if current else 1
-    supersedes = {"version": current.version, "sha256": current.sha256} if current else None
-    new = replace(item, added_in=version, digests=MappingProxyType(dict(_digests_of(item))),
-                  missing="")
-    inherited = current.items if current else ()
-    return RegressionSet(name, version, "", supersedes, created_by, (*inherited, new))
-
-
-def _check_item(item: Item) -> None:
-    """The new item must read back as itself: a promotion never writes what ``load_set``
-    would refuse."""
-    for role in _ROLES:
-        data = item.payload(role)
-        if data is not None and len(data) > PAYLOAD_CAP:
-            raise UsageError(f"the {role} of item {item.id} is larger than {PAYLOAD_CAP} "
-                             "bytes, the most a regression item holds: make it smaller")
-    try:
-        again = _item(_item_document(item), 1, item.added_in)
-    except _Bad as bad:
-        raise UsageError(f"item {item.id} cannot be promoted: {bad}") from None
-    if again != replace(item, incident=None, cassette=None, fixture=None):
-        raise UsageError(f"item {item.id} would not read back as promoted (a bug: report it)")
-
-
-@contextmanager
-def _locked(folder: Path) -> Iterator[None]:
-    folder.mkdir(parents=True, exist_ok=True)
-    fd = os.open(folder / _LOCK, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)  # closing releases the lock
-
-
-def _store(path: Path, data: bytes) -> None:
-    """Write a payload under its digest once; one already there must hold the same bytes."""
-    if path.exists():
-        if _read(path, cap=PAYLOAD_CAP) != data:
-            raise _Corrupt(path, "it does not hold the bytes its name is the digest of: it "
-                             f"was edited; restore it with `git checkout -- {path}`")
-        return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    _create(path, data)
-
-
-def _create(path: Path, data: bytes) -> None:
-    """Write ``path`` whole or not at all, and only if it does not exist: a temporary file,
-    fsynced, then linked to its name (a link never replaces a file, as O_EXCL never does)."""
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")  # ours: under the lock
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.link(temporary, path)
-    except FileExistsError:
-        raise UsageError(f"{path} exists already: a regression set's files are written once "
-                         "and never rewritten; run `gradekit regression verify`") from None
-    finally:
-        with suppress(FileNotFoundError):
-            temporary.unlink()
-    folder = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(folder)  # the new name itself survives a crash
-    finally:
-        os.close(folder)
 
 
 # -- verifying ---------------------------------------------------------------------------------
@@ -689,8 +547,8 @@ def _link_problems(sets: Path, loaded: RegressionSet, previous: RegressionSet | 
                         f"edited after {path.name} was published; restore it with "
                         f"`git checkout -- {before}`")]
     kept = previous.items if previous else ()
-    carried = [_item_document(item) for item in loaded.items[:len(kept)]]
-    if previous is not None and (carried != [_item_document(item) for item in kept]
+    carried = [item_document(item) for item in loaded.items[:len(kept)]]
+    if previous is not None and (carried != [item_document(item) for item in kept]
                                  or len(loaded.items) <= len(kept)):
         return [Verdict(path, False, f"it does not hold the {_count(len(kept))} of "
                         f"v{previous.version} unchanged and in order, then new ones: "
