@@ -23,7 +23,13 @@ from gradekit._exceptions import CassetteCorrupt
 if TYPE_CHECKING:
     from gradekit._cassette import Entry
 
-__all__ = ["Codec", "Document", "Fold", "closest", "divergence"]
+__all__ = ["Codec", "Document", "Fold", "closest", "divergence", "hostile_json"]
+
+
+def hostile_json(exc: BaseException) -> str:
+    """Why Python's JSON decoder gave up on a text no recorder writes, past its syntax:
+    nesting past the recursion limit, or an integer past int's digit limit."""
+    return "nested too deep" if isinstance(exc, RecursionError) else "a number too long"
 
 
 class Document(Protocol):
@@ -143,6 +149,9 @@ class Codec(ABC, Generic[D]):
                 f"{source}:{exc.lineno}:{exc.colno}: not valid JSON ({exc.msg}). "
                 f"{self.restore_hint(source, case)}"
             ) from exc
+        except (RecursionError, ValueError) as exc:  # what no recorder writes: a hostile file
+            raise self.error(f"{source}: not valid JSON ({hostile_json(exc)}). "
+                             f"{self.restore_hint(source, case)}") from None
         if not isinstance(document, dict):
             raise self.error(
                 f"{source}:1:1: a {self.noun} is a JSON object, found {type(document).__name__}. "

@@ -38,6 +38,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, Self
 
+from gradekit._codec import hostile_json
 from gradekit._exceptions import IncidentCorrupt, IncidentDivergence, UsageError
 from gradekit._fixtures import round_trip, tool_key
 from gradekit._keys import prompt_key
@@ -287,6 +288,9 @@ def _json_line(path: Path, number: int, line: bytes) -> Any:
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise IncidentCorrupt(f"{path}:{number}: not a JSON line ({exc}); an incident is "
                               "append-only: restore it with `git checkout`") from None
+    except (RecursionError, ValueError) as exc:  # what no recorder writes: a hostile line
+        raise IncidentCorrupt(f"{path}:{number}: {hostile_json(exc)} to be a JSON line; an "
+                              "incident is append-only: restore it with `git checkout`") from None
 
 
 def _envelope(path: Path, number: int, document: Any, expected: int) -> Envelope:

@@ -138,3 +138,13 @@ def test_load_of_a_missing_file_is_none_and_of_a_corrupt_file_an_error(tmp_path:
     (tmp_path / "bad.json").write_text("{", encoding="utf-8")
     with pytest.raises(CassetteCorrupt, match=r"bad\.json:1:2"):
         load(tmp_path / "bad.json")
+
+
+@pytest.mark.parametrize(("text", "why"), [
+    ("[" * 200_000 + "]" * 200_000, "nested too deep"),
+    ('{"entries": ' + "9" * 5000 + "}", "a number too long"),
+])
+def test_a_hostile_cassette_is_corrupt_not_a_crash(tmp_path: Path, text: str, why: str) -> None:
+    (tmp_path / "hostile.json").write_text(text, encoding="utf-8")
+    with pytest.raises(CassetteCorrupt, match=rf"hostile\.json: not valid JSON \({why}\)"):
+        load(tmp_path / "hostile.json")

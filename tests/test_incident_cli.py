@@ -210,3 +210,17 @@ def test_the_shipped_incident_shows_the_unsafe_refund(capsys: pytest.CaptureFixt
     assert "provider  openai-compatible:smollm2" in out
     assert '-> "The refund should be granted."' in out
     assert '#2  action  issue_refund  {"amount_cents":96000,' in out and "[ran]" in out
+
+
+@pytest.mark.parametrize(("line", "why"), [
+    (b"[" * 200_000 + b"]" * 200_000, "nested too deep"),  # the decoder's recursion limit
+    (b'{"index": ' + b"9" * 5000 + b"}", "a number too long"),  # int's digit limit
+])
+def test_show_of_a_hostile_line_is_a_corrupt_incident_not_a_traceback(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], line: bytes, why: str) -> None:
+    hostile = tmp_path / "hostile.jsonl"
+    hostile.write_bytes(b'{"case":"x","format":"gradekit.incident/1","provider":"","task":"t"}\n'
+                        + line + b"\n")
+    assert main(["incident", "show", str(hostile)]) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert err.startswith("IncidentCorrupt: ") and f"hostile.jsonl:2: {why}" in err
