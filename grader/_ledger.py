@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from gradekit import GradekitError, UsageError
+from gradekit._store import write_atomic
 from grader._expect import expectation_document
 from grader._gradebook import REPORTED, GradebookRow
 from grader._rubric import Rubric
@@ -281,9 +282,7 @@ def _archive(report: Path, archive: Path, digest: str) -> None:
     kept = archive / f"{digest}.json"
     if digest and not kept.exists():
         archive.mkdir(parents=True, exist_ok=True)
-        temporary = kept.with_suffix(".tmp")
-        temporary.write_bytes(report.read_bytes())
-        os.replace(temporary, kept)
+        write_atomic(kept, report.read_bytes())
 
 
 def archived(out: Path, digest: str) -> Mapping[str, Any] | None:

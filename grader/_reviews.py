@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -33,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from gradekit import UsageError
+from gradekit._store import write_atomic
 from grader._gradebook import REPORTED, GradebookRow, gradebook_csv, read_gradebook
 from grader._ledger import ARCHIVE, LEDGER, LedgerCorrupt, append_events, read_ledger
 from grader._model import HumanReview
@@ -219,7 +219,7 @@ def _write_gradebook(out: Path, rows: Sequence[GradebookRow]) -> None:
     path = out / GRADEBOOK
     if path.is_file():
         criterion_ids, _ = read_gradebook(path.read_bytes())
-        _replace_bytes(path, gradebook_csv(rows, criterion_ids))
+        write_atomic(path, gradebook_csv(rows, criterion_ids))
 
 
 def _render_results(out: Path, folder: str, digest: str, reviews: Sequence[HumanReview],
@@ -233,7 +233,7 @@ def _render_results(out: Path, folder: str, digest: str, reviews: Sequence[Human
         return False
     report = report_from_document(_verified_archive(out, digest))
     isolation = extra.get("isolation")
-    _replace_bytes(path, render_gradescope(report, digest, reviews=reviews,
+    write_atomic(path, render_gradescope(report, digest, reviews=reviews,
                                            isolation=isolation if isinstance(isolation, str)
                                            else ""))
     if "signature" in extra:
@@ -435,13 +435,3 @@ def _json(path: Path) -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None
     return document if isinstance(document, dict) else None
-
-
-def _replace_bytes(path: Path, data: bytes) -> None:
-    """Write through a temporary file and ``os.replace``: a reader sees old or new bytes."""
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.review")
-    try:
-        temporary.write_bytes(data)
-        os.replace(temporary, path)
-    finally:
-        temporary.unlink(missing_ok=True)

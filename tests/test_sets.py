@@ -566,7 +566,8 @@ def _deep(root: Path) -> bytes:
     (lambda root: b"this is not JSON\n", "is not an incident gradekit can replay (incidents/"
                                          "evil.jsonl:1: not a JSON line"),
     (lambda root: b"{}" * (1024 * 1024), "is larger than 1 MiB, the most the grader reads"),
-    (_deep, "is not an incident gradekit can replay (nested too deeply)"),
+    (_deep, "is not an incident gradekit can replay (incidents/evil.jsonl:2: nested too deep "
+            "to be a JSON line"),
     (lambda root: (root / INCIDENT).read_bytes()[:-1], "was cut off while it was written"),
     (lambda root: (root / INCIDENT).read_bytes().replace(b'"index":2', b'"index":7'),
      "not envelope 2 of an incident"),
