@@ -30,12 +30,13 @@ from gradekit import GradekitError, UsageError
 from gradekit._store import write_atomic
 from grader._expect import expectation_document
 from grader._gradebook import REPORTED, GradebookRow
+from grader._report import verify_report
 from grader._rubric import Rubric
 
 __all__ = [
     "ARCHIVE", "GENESIS", "LEDGER", "Ledger", "LedgerCorrupt", "append_events", "archived",
     "case_digests", "grader_version", "pinned_sets", "read_ledger", "record_grading",
-    "rubric_lineage", "verify_ledger",
+    "rubric_lineage", "verified_archive", "verify_ledger",
 ]
 
 LEDGER = "ledger.jsonl"
@@ -283,6 +284,24 @@ def _archive(report: Path, archive: Path, digest: str) -> None:
     if digest and not kept.exists():
         archive.mkdir(parents=True, exist_ok=True)
         write_atomic(kept, report.read_bytes())
+
+
+def verified_archive(out: Path, digest: str) -> Mapping[str, Any]:
+    """The archived report of ``digest``: it must be kept, verify and be that digest's (a
+    review and a promotion rest on it); a ``UsageError`` saying what to do otherwise."""
+    path = out / ARCHIVE / f"{digest}.json"
+    try:
+        data = path.read_bytes()
+    except OSError:
+        raise UsageError(f"the report {digest[:12]} is not archived ({path} is missing): grade "
+                         "the submission again to archive its report") from None
+    ok, why = verify_report(data)
+    document = json.loads(data) if ok else None
+    if not isinstance(document, dict) or document.get("digest") != digest:
+        problem = f"does not verify ({why})" if not ok else f"is not the report {digest[:12]}"
+        raise UsageError(f"the archived report {path} {problem}: restore the archive from a "
+                         "backup, or grade the submission again")
+    return document
 
 
 def archived(out: Path, digest: str) -> Mapping[str, Any] | None:

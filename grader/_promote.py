@@ -18,7 +18,6 @@ regular file, at most ``PAYLOAD_CAP``), decoded before it is stored, and never i
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
@@ -31,9 +30,8 @@ from gradekit._fixtures import decode_fixture
 from grader._expect import Expectation, normalised, parse_expectation
 from grader._files import MissingSubmissionFile, SubmissionFileError, read_submission_file
 from grader._gradebook import REPORTED
-from grader._ledger import ARCHIVE, LEDGER, read_ledger, verify_ledger
+from grader._ledger import LEDGER, read_ledger, verified_archive, verify_ledger
 from grader._manifest import load_manifest
-from grader._report import verify_report
 from grader._rubric import Case, load_rubric
 from grader._sets import PAYLOAD_CAP, Item, RegressionSet, check_name
 from grader._specs import SPEC
@@ -129,7 +127,7 @@ def reviewed_run(out: Path, student: str, digest: str | None) -> Reviewed:
                     and e.get("report") == run["report"] and e.get("student") == student)
     if not reviews:
         raise UsageError(_unreviewed(run, events))
-    return Reviewed(run, reviews, _archived_report(out, str(run["report"])))
+    return Reviewed(run, reviews, verified_archive(out, str(run["report"])))
 
 
 def _run(events: Sequence[Mapping[str, Any]], student: str, digest: str | None,
@@ -159,21 +157,6 @@ def _unreviewed(run: Mapping[str, Any], events: Sequence[Mapping[str, Any]]) -> 
             f"reviewed{aside}: a regression set takes only failures a person has looked at. "
             f"Review it first: `gradekit review {student} --criterion ID [--points N] --by "
             "NAME --reason TEXT`, then promote it")
-
-
-def _archived_report(out: Path, digest: str) -> Mapping[str, Any]:
-    path = out / ARCHIVE / f"{digest}.json"
-    try:
-        data = path.read_bytes()
-    except OSError:
-        raise UsageError(f"{path} is missing: the graded report of that run is not archived; "
-                         "grade the submission again with this gradekit and review it") from None
-    holds, why = verify_report(data)
-    report = json.loads(data) if holds else {}
-    if not holds or report.get("digest") != digest:
-        raise UsageError(f"{path} is not the report {digest[:12]}... ({why}): restore the "
-                         "archive from a backup, or grade and review again")
-    return report if isinstance(report, dict) else {}
 
 
 # -- the evidence: what the item replays, read from the submission -----------------------------

@@ -34,7 +34,14 @@ from typing import Any
 from gradekit import UsageError
 from gradekit._store import write_atomic
 from grader._gradebook import REPORTED, GradebookRow, gradebook_csv, read_gradebook
-from grader._ledger import ARCHIVE, LEDGER, LedgerCorrupt, append_events, read_ledger
+from grader._ledger import (
+    LEDGER,
+    LedgerCorrupt,
+    append_events,
+    archived,
+    read_ledger,
+    verified_archive,
+)
 from grader._model import HumanReview
 from grader._render import render_gradescope, review_verdict
 from grader._report import (
@@ -44,7 +51,6 @@ from grader._report import (
     points_text,
     quote,
     report_from_document,
-    verify_report,
 )
 from grader._signing import sign_file, signature_problem
 
@@ -205,7 +211,7 @@ def _notes(row: GradebookRow, state: ReviewState) -> list[str]:
 
 def _marked(out: Path, row: GradebookRow) -> tuple[str, ...]:
     """The ids of the row's report's criteria marked for review, in report order."""
-    document = _archived(out, row.digest)
+    document = archived(out, row.digest)
     if document is None:  # an archive set aside: the folder's own copy, if it is this one
         document = _json(out / row.submission / "report.json")
         if document is None or document.get("digest") != row.digest:
@@ -231,7 +237,7 @@ def _render_results(out: Path, folder: str, digest: str, reviews: Sequence[Human
     extra = existing.get("extra_data") if existing is not None else None
     if not isinstance(extra, dict) or extra.get("digest") != digest:
         return False
-    report = report_from_document(_verified_archive(out, digest))
+    report = report_from_document(verified_archive(out, digest))
     isolation = extra.get("isolation")
     write_atomic(path, render_gradescope(report, digest, reviews=reviews,
                                            isolation=isolation if isinstance(isolation, str)
@@ -286,7 +292,7 @@ def plan_review(events: Sequence[Mapping[str, Any]], request: ReviewRequest, out
     report it judges; ``UsageError`` with the fix for anything wrong."""
     run = _pick_run(events, request, out)
     digest = str(run["report"])
-    document = _verified_archive(out, digest)
+    document = verified_archive(out, digest)
     criterion = _criterion(document, request.criterion, digest)
     points = _points(request.points, criterion)
     _check_text("--by", request.by, BY_LIMIT)
@@ -357,26 +363,6 @@ def _pick_run(events: Sequence[Mapping[str, Any]], request: ReviewRequest, out: 
         raise UsageError(f"{request.student} has no graded report {request.report}: give one "
                          f"that gradekit history {request.student} lists")
     return next(iter(matching.values()))
-
-
-def _archived(out: Path, digest: str) -> dict[str, Any] | None:
-    return _json(out / ARCHIVE / f"{digest}.json")
-
-
-def _verified_archive(out: Path, digest: str) -> Mapping[str, Any]:
-    """The archived report of ``digest``, which must verify and be that digest's."""
-    path = out / ARCHIVE / f"{digest}.json"
-    try:
-        data = path.read_bytes()
-    except OSError:
-        raise UsageError(f"the report {digest[:12]} is not archived ({path} is missing): grade "
-                         "the submission again to archive its report, then review it") from None
-    ok, why = verify_report(data)
-    document = json.loads(data) if ok else None
-    if document is None or document.get("digest") != digest:
-        raise UsageError(f"the archived report {path} does not verify ({why}): grade the "
-                         "submission again, then review the new report")
-    return dict(document)
 
 
 def _criterion(document: Mapping[str, Any], criterion_id: str, digest: str
