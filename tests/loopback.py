@@ -5,6 +5,11 @@ request it received. Bodies follow the real APIs closely enough that the
 official ``openai`` and ``anthropic`` SDKs parse them (tests check that), so
 an adapter passing against this server is passing against the real wire format.
 
+A request with ``"stream": true`` gets the same answer as server-sent events:
+OpenAI ``chat.completion.chunk`` events ending in ``data: [DONE]``, Anthropic's
+``message_start`` ... ``message_stop`` with a ``ping``, sent chunked as the
+real APIs send them. ``tool_call`` answers with a tool call in either protocol.
+
     with Loopback(error(429, retry_after="2"), answer("hi")) as server:
         OpenAICompatible(model="m", base_url=server.openai_url).complete("hello")
 """
@@ -25,18 +30,29 @@ __all__ = [
     "Loopback",
     "Recorded",
     "Reply",
+    "ToolCall",
     "answer",
     "empty",
     "error",
     "no_text",
     "raw",
     "slow",
+    "tool_call",
 ]
 
 Wire = Literal["openai", "anthropic"]
-Kind = Literal["text", "empty", "no_text", "raw", "error"]
+Kind = Literal["text", "empty", "no_text", "raw", "error", "tool"]
 
 CREATED = 1767225600  # a fixed timestamp keeps bodies identical run to run
+EVENT_STREAM = "text/event-stream; charset=utf-8"  # what both real APIs send
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One call the model asks for; ``arguments`` is JSON text, as OpenAI sends it."""
+
+    name: str
+    arguments: str
 
 
 @dataclass(frozen=True)
@@ -51,6 +67,7 @@ class Reply:
     headers: tuple[tuple[str, str], ...] = ()
     delay: float = 0.0
     thinking: str | None = None
+    tools: tuple[ToolCall, ...] = ()
 
 
 def answer(*parts: str, thinking: str | None = None) -> Reply:
@@ -82,6 +99,17 @@ def empty() -> Reply:
 def no_text() -> Reply:
     """A 200 whose message has no text: content missing (OpenAI), only tool use (Anthropic)."""
     return Reply(kind="no_text")
+
+
+def tool_call(name: str, arguments: Mapping[str, Any], *more: tuple[str, Mapping[str, Any]],
+              text: str = "") -> Reply:
+    """A 200 asking for tool calls: ``finish_reason: "tool_calls"`` / ``stop_reason: "tool_use"``.
+
+    ``more`` adds further ``(name, arguments)`` calls; ``text`` is said before them.
+    """
+    calls = ((name, arguments), *more)
+    tools = tuple(ToolCall(called, json.dumps(dict(args))) for called, args in calls)
+    return Reply(kind="tool", parts=(text,) if text else (), tools=tools)
 
 
 @dataclass(frozen=True)
@@ -121,13 +149,28 @@ def _usage_words(request: Any) -> int:
     return sum(len(str(m.get("content", "")).split()) for m in messages if isinstance(m, dict))
 
 
+def _openai_tool_calls(reply: Reply, number: int) -> list[dict[str, Any]]:
+    return [{"id": f"call_loopback{number}_{index}", "type": "function",
+             "function": {"name": call.name, "arguments": call.arguments}}
+            for index, call in enumerate(reply.tools)]
+
+
+def _openai_message(reply: Reply, number: int) -> dict[str, Any]:
+    text = "".join(reply.parts)
+    if reply.kind == "no_text":
+        return {"role": "assistant", "refusal": None}
+    if reply.kind == "tool":
+        return {"role": "assistant", "content": text or None, "refusal": None,
+                "tool_calls": _openai_tool_calls(reply, number)}
+    return {"role": "assistant", "content": text, "refusal": None}
+
+
 def _openai_body(reply: Reply, request: Any, number: int) -> dict[str, Any]:
     text = "".join(reply.parts)
-    message: dict[str, Any] = {"role": "assistant", "content": text, "refusal": None}
-    if reply.kind == "no_text":
-        message = {"role": "assistant", "refusal": None}
+    finish = "tool_calls" if reply.kind == "tool" else "stop"
     choices = [] if reply.kind == "empty" else [
-        {"index": 0, "message": message, "logprobs": None, "finish_reason": "stop"}]
+        {"index": 0, "message": _openai_message(reply, number), "logprobs": None,
+         "finish_reason": finish}]
     prompt_tokens, completion_tokens = _usage_words(request), len(text.split())
     return {
         "id": f"chatcmpl-loopback{number}", "object": "chat.completion", "created": CREATED,
@@ -138,27 +181,116 @@ def _openai_body(reply: Reply, request: Any, number: int) -> dict[str, Any]:
     }
 
 
-def _anthropic_blocks(reply: Reply) -> list[dict[str, Any]]:
+def _anthropic_blocks(reply: Reply, number: int) -> list[dict[str, Any]]:
     if reply.kind == "empty":
         return []
     if reply.kind == "no_text":
         return [{"type": "tool_use", "id": "toolu_loopback", "name": "lookup",
                  "input": {"query": "refund"}}]
-    blocks = [{"type": "text", "text": part} for part in reply.parts]
+    blocks: list[dict[str, Any]] = [{"type": "text", "text": part} for part in reply.parts]
     if reply.thinking is not None:
         blocks.insert(0, {"type": "thinking", "thinking": reply.thinking, "signature": "sig"})
+    blocks += [{"type": "tool_use", "id": f"toolu_loopback{number:04d}_{index}",
+                "name": call.name, "input": json.loads(call.arguments)}
+               for index, call in enumerate(reply.tools)]
     return blocks
 
 
 def _anthropic_body(reply: Reply, request: Any, number: int) -> dict[str, Any]:
-    stop = "tool_use" if reply.kind == "no_text" else "end_turn"
+    stop = "tool_use" if reply.kind in ("no_text", "tool") else "end_turn"
     return {
         "id": f"msg_loopback{number:04d}", "type": "message", "role": "assistant",
-        "model": request.get("model", "?"), "content": _anthropic_blocks(reply),
+        "model": request.get("model", "?"), "content": _anthropic_blocks(reply, number),
         "stop_reason": stop, "stop_sequence": None,
         "usage": {"input_tokens": _usage_words(request),
                   "output_tokens": len("".join(reply.parts).split())},
     }
+
+
+# ---- streamed bodies: the same answer cut into server-sent events ------------------
+
+
+def _halves(text: str) -> list[str]:
+    """``text`` in two deltas (one if short), so a client must join them to read it."""
+    cut = len(text) // 2
+    return [piece for piece in (text[:cut], text[cut:]) if piece]
+
+
+def _sse(data: Mapping[str, Any] | str, event: str | None = None) -> bytes:
+    payload = data if isinstance(data, str) else json.dumps(data)
+    named = f"event: {event}\n" if event is not None else ""
+    return f"{named}data: {payload}\n\n".encode()
+
+
+def _openai_deltas(body: Mapping[str, Any], reply: Reply) -> list[tuple[dict[str, Any], Any]]:
+    """``(delta, finish_reason)`` per chunk: the role, the text in parts, the tool calls."""
+    if not body["choices"]:
+        return []
+    [choice] = body["choices"]
+    message = choice["message"]
+    deltas: list[tuple[dict[str, Any], Any]] = [
+        ({"role": "assistant", "content": "" if reply.kind == "text" else None,
+          "refusal": None}, None)]
+    deltas += [({"content": part}, None) for part in reply.parts if part]
+    for index, call in enumerate(message.get("tool_calls", [])):
+        function = call["function"]
+        deltas.append(({"tool_calls": [{"index": index, "id": call["id"], "type": "function",
+                                        "function": {"name": function["name"],
+                                                     "arguments": ""}}]}, None))
+        deltas += [({"tool_calls": [{"index": index, "function": {"arguments": piece}}]}, None)
+                   for piece in _halves(function["arguments"])]
+    return [*deltas, ({}, choice["finish_reason"])]
+
+
+def _openai_events(body: Mapping[str, Any], reply: Reply, request: Any) -> list[bytes]:
+    usage_asked = bool((request.get("stream_options") or {}).get("include_usage"))
+    head = {"id": body["id"], "object": "chat.completion.chunk", "created": CREATED,
+            "model": body["model"], "system_fingerprint": "fp_loopback"}
+    extra = {"usage": None} if usage_asked else {}
+    events = [_sse({**head, "choices": [{"index": 0, "delta": delta, "logprobs": None,
+                                          "finish_reason": finish}], **extra})
+              for delta, finish in _openai_deltas(body, reply)]
+    if usage_asked or not body["choices"]:
+        events.append(_sse({**head, "choices": [], "usage": body["usage"]}))
+    return [*events, _sse("[DONE]")]
+
+
+def _anthropic_block_events(index: int, block: Mapping[str, Any]) -> list[bytes]:
+    kind = block["type"]
+    start: dict[str, Any] = {"type": kind}
+    deltas: list[dict[str, Any]] = []
+    if kind == "text":
+        start["text"] = ""
+        deltas = [{"type": "text_delta", "text": piece} for piece in _halves(block["text"])]
+    elif kind == "thinking":
+        start |= {"thinking": "", "signature": ""}
+        deltas = [{"type": "thinking_delta", "thinking": piece}
+                  for piece in _halves(block["thinking"])]
+        deltas.append({"type": "signature_delta", "signature": block["signature"]})
+    else:
+        start |= {"id": block["id"], "name": block["name"], "input": {}}
+        deltas = [{"type": "input_json_delta", "partial_json": piece}
+                  for piece in _halves(json.dumps(block["input"]))]
+    events = [_sse({"type": "content_block_start", "index": index, "content_block": start},
+                   "content_block_start")]
+    events += [_sse({"type": "content_block_delta", "index": index, "delta": delta},
+                    "content_block_delta") for delta in deltas]
+    return [*events, _sse({"type": "content_block_stop", "index": index}, "content_block_stop")]
+
+
+def _anthropic_events(body: Mapping[str, Any], reply: Reply, request: Any) -> list[bytes]:
+    usage = body["usage"]
+    opening = {**body, "content": [], "stop_reason": None, "stop_sequence": None,
+               "usage": {"input_tokens": usage["input_tokens"], "output_tokens": 1}}
+    events = [_sse({"type": "message_start", "message": opening}, "message_start"),
+              _sse({"type": "ping"}, "ping")]
+    for index, block in enumerate(body["content"]):
+        events += _anthropic_block_events(index, block)
+    closing = {"type": "message_delta",
+               "delta": {"stop_reason": body["stop_reason"], "stop_sequence": None},
+               "usage": {"output_tokens": usage["output_tokens"]}}
+    return [*events, _sse(closing, "message_delta"),
+            _sse({"type": "message_stop"}, "message_stop")]
 
 
 def _invalid(protocol: Wire, headers: Mapping[str, str], request: Any) -> str | None:
@@ -236,7 +368,12 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(reply.status, make_error(reply.status, message), reply.headers)
         else:
             make_body = _openai_body if protocol == "openai" else _anthropic_body
-            self._send(200, make_body(reply, request, number), reply.headers)
+            body = make_body(reply, request, number)
+            if request.get("stream") is True:
+                make_events = _openai_events if protocol == "openai" else _anthropic_events
+                self._stream(make_events(body, reply, request), reply.headers)
+            else:
+                self._send(200, body, reply.headers)
 
     def _send(self, status: int, body: dict[str, Any],
               headers: tuple[tuple[str, str], ...] = ()) -> None:
@@ -255,6 +392,23 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(body)
         except OSError:
             pass  # the client gave up (a timeout test); there is no one to answer
+
+    def _stream(self, events: list[bytes], headers: tuple[tuple[str, str], ...]) -> None:
+        """Send ``events`` one HTTP chunk each, as the real APIs stream."""
+        try:
+            self.send_response(200)
+            self.send_header("content-type", EVENT_STREAM)
+            self.send_header("cache-control", "no-cache")
+            self.send_header("transfer-encoding", "chunked")
+            self.send_header("x-request-id", "req_loopback")
+            for name, value in headers:
+                self.send_header(name, value)
+            self.end_headers()
+            for event in [*events, b""]:  # the empty chunk ends the body
+                self.wfile.write(b"%X\r\n%s\r\n" % (len(event), event))
+                self.wfile.flush()
+        except OSError:
+            pass  # the client stopped reading mid-stream; there is no one to answer
 
 
 class Loopback:
