@@ -32,6 +32,7 @@ from gradekit._exceptions import (
     UsageError,
 )
 from gradekit._fake import FakeProvider
+from gradekit._http import HttpCassette, request_key
 from gradekit._incident import (
     Crossing,
     Envelope,
@@ -50,12 +51,15 @@ from gradekit._recorder import Mode, Recorder
 from gradekit._replay import Replay
 from gradekit._toolbox import LiveToolbox, Toolbox, ToolRecorder, ToolReplay, Tools, tool_key
 from gradekit._tracing import JsonlSink, Traced, TracedTools
+from gradekit._transport import AsyncCassetteTransport, CassetteTransport
 
 if TYPE_CHECKING:
     from gradekit._live import PRESETS, Anthropic, OpenAICompatible, Preset, live_from_env
 
 # The live adapters import httpx (about half of `import gradekit`). Replay, the grader's
 # sandboxed children and `gradekit replay` never need them, so they load on first use.
+# The cassette transports are not among them: they name httpx and httpx2 for the type checker
+# only, and at run time use the library of the request they are given.
 _LIVE = frozenset({"PRESETS", "Anthropic", "OpenAICompatible", "Preset", "live_from_env"})
 
 
@@ -72,18 +76,21 @@ __all__ = [
     "FORMAT",
     "PRESETS",
     "Anthropic",
+    "AsyncCassetteTransport",
     "Cassette",
     "CassetteCollision",
     "CassetteCorrupt",
     "CassetteError",
     "CassetteLocked",
     "CassetteMiss",
+    "CassetteTransport",
     "Crossing",
     "Entry",
     "Envelope",
     "FakeProvider",
     "FixtureCorrupt",
     "GradekitError",
+    "HttpCassette",
     "Incident",
     "IncidentCorrupt",
     "IncidentDivergence",
@@ -121,6 +128,7 @@ __all__ = [
     "prompt_key",
     "read_incident",
     "replay_incident",
+    "request_key",
     "tool_key",
 ]
 
