@@ -101,7 +101,10 @@ def response_form(content_type: str, data: bytes) -> tuple[ResponseForm, Any]:
     """How a response body is kept, by its content type: JSON, SSE events, text or base64."""
     media = content_type.split(";")[0].strip().lower()
     if media == "text/event-stream":
-        return "events", split_events(data)
+        try:
+            return "events", split_events(data)
+        except UnicodeDecodeError:  # not SSE after all: kept byte for byte
+            return "base64", base64.b64encode(data).decode("ascii")
     if media == "application/json" or media.endswith("+json"):
         parsed, value = _json_value(data)
         if parsed:
@@ -375,12 +378,16 @@ def _merge(slots: dict[str, Interaction], name: str, new: Interaction, *, source
 
 def _grouped(slots: Mapping[str, Interaction]) -> dict[str, tuple[Interaction, ...]]:
     """Slots back into each key's list, in ``#n`` order."""
-    numbered = sorted((name.partition("#")[0], int(name.partition("#")[2]), i)
-                      for name, i in ((n, i) for n, i in slots.items()))
+    numbered = sorted((*_numbered(name), name) for name in slots)
     grouped: dict[str, list[Interaction]] = {}
-    for key, _, interaction in numbered:
-        grouped.setdefault(key, []).append(interaction)
+    for key, _, name in numbered:
+        grouped.setdefault(key, []).append(slots[name])
     return {key: tuple(recorded) for key, recorded in grouped.items()}
+
+
+def _numbered(name: str) -> tuple[str, int]:
+    key, _, n = name.partition("#")
+    return key, int(n)
 
 
 def _interaction(raw: object) -> tuple[Interaction | None, str | None]:
@@ -473,12 +480,16 @@ def http_miss(
     rows = [("key", slot(key, n)), ("request", f"{asked.method} {asked.url}")]
     recorded = cassette.interactions.get(key, ())
     if recorded:
-        rows.append(("asked", f"{n} times; recorded {len(recorded)} times. A request asked "
-                              "more often than recorded is a miss"))
+        rows.append(("asked", f"{_times(n)}; recorded {_times(len(recorded))}. A request "
+                              "asked more often than recorded is a miss"))
     else:
         rows += _closest_rows(cassette, asked, exists)
     message = HTTP_CASSETTE.miss_message(source, rows, case=cassette.case)
     return CassetteMiss(message, cassette=source, key=key, prompt=_compact(asked.to_json()))
+
+
+def _times(n: int) -> str:
+    return {1: "once", 2: "twice"}.get(n, f"{n} times")
 
 
 def _closest_rows(cassette: HttpCassette, asked: HttpRequest, exists: bool

@@ -223,6 +223,26 @@ def _streamed(library: ModuleType, sync: bool) -> type[_Chunks]:
     return _STREAMS[key]
 
 
+class _Live:
+    """The live transport: the one given, or each library's own, made on first need."""
+
+    def __init__(self, given: object | None, default: str) -> None:
+        self._given, self._default = given, default
+        self._made: dict[str, Any] = {}
+
+    def of(self, library: ModuleType) -> Any:
+        """What sends ``library``'s requests to the network."""
+        if self._given is not None:
+            return self._given
+        if library.__name__ not in self._made:
+            self._made[library.__name__] = getattr(library, self._default)()
+        return self._made[library.__name__]
+
+    def opened(self) -> list[Any]:
+        """Every live transport there is to close."""
+        return [self._given] if self._given is not None else list(self._made.values())
+
+
 class CassetteTransport(_SyncBase):
     """An httpx / httpx2 transport that answers from an HTTP cassette (``*.http.json``).
 
@@ -238,7 +258,7 @@ class CassetteTransport(_SyncBase):
                  case: str | None = None, env: Mapping[str, str] | None = None,
                  clock: Callable[[], str] = _utc_now) -> None:
         self._recording = _Recording(cassette, mode=mode, case=case, env=env, clock=clock)
-        self._inner: Any = inner
+        self._live = _Live(inner, "HTTPTransport")
 
     @property
     def path(self) -> Path:
@@ -263,9 +283,7 @@ class CassetteTransport(_SyncBase):
             raise
 
     def _record(self, library: ModuleType, request: Any, asked: HttpRequest, name: str) -> Any:
-        if self._inner is None:
-            self._inner = library.HTTPTransport()
-        live = self._inner.handle_request(request)
+        live = self._live.of(library).handle_request(request)
         credentials = _credentials(request)
 
         def keep(data: bytes) -> HttpResponse:
@@ -294,8 +312,8 @@ class CassetteTransport(_SyncBase):
         try:
             self._recording.close(prune=prune)
         finally:
-            if self._inner is not None:
-                self._inner.close()
+            for inner in self._live.opened():
+                inner.close()
 
     def __enter__(self) -> Self:
         return self
@@ -329,7 +347,7 @@ class AsyncCassetteTransport(_AsyncBase):
                  case: str | None = None, env: Mapping[str, str] | None = None,
                  clock: Callable[[], str] = _utc_now) -> None:
         self._recording = _Recording(cassette, mode=mode, case=case, env=env, clock=clock)
-        self._inner: Any = inner
+        self._live = _Live(inner, "AsyncHTTPTransport")
 
     @property
     def path(self) -> Path:
@@ -355,9 +373,7 @@ class AsyncCassetteTransport(_AsyncBase):
 
     async def _record(self, library: ModuleType, request: Any, asked: HttpRequest,
                       name: str) -> Any:
-        if self._inner is None:
-            self._inner = library.AsyncHTTPTransport()
-        live = await self._inner.handle_async_request(request)
+        live = await self._live.of(library).handle_async_request(request)
         credentials = _credentials(request)
 
         def keep(data: bytes) -> HttpResponse:
@@ -382,8 +398,8 @@ class AsyncCassetteTransport(_AsyncBase):
         try:
             self._recording.close(prune=prune)
         finally:
-            if self._inner is not None:
-                await self._inner.aclose()
+            for inner in self._live.opened():
+                await inner.aclose()
 
     async def __aenter__(self) -> Self:
         return self

@@ -5,24 +5,31 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from gradekit import UsageError
+from gradekit import CassetteError, UsageError
+from gradekit._http import HTTP_CASSETTE, KEPT_HEADERS
+from gradekit._secrets import credential_values, find_secret
+from gradekit._store import journal_path
 from grader._diff import diff_files, render_diff
 from grader._exits import EXIT_FAILED, EXIT_OK
 from grader._manifest import load_manifest
+from grader._recordings import is_http_cassette, read_bytes
 from grader._stale import parse_age, render_stale, stale
 from grader._verify import verify_cassette
 
-__all__ = ["add_cassette_commands"]
+__all__ = ["add_cassette_commands", "verify_http_cassette"]
 
 
 def add_cassette_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Register ``cassette`` and its verify, stale and diff."""
     cassette = commands.add_parser("cassette", help="inspect cassette and fixture files")
     group = cassette.add_subparsers(dest="cassette_command", required=True)
-    verify = group.add_parser("verify", help="check format, keys and secrets; exit 1 on a problem")
+    verify = group.add_parser(
+        "verify", help="check format, keys and secrets of cassettes, fixtures and HTTP cassettes "
+        "(*.http.json); exit 1 on a problem")
     verify.add_argument("paths", nargs="+", type=Path, metavar="PATH")
     verify.set_defaults(handler=_verify)
     stale_ = group.add_parser(
@@ -47,15 +54,43 @@ def add_cassette_commands(commands: argparse._SubParsersAction[argparse.Argument
 def _verify(args: argparse.Namespace) -> int:
     failed = 0
     for path in args.paths:
-        problems, count = verify_cassette(path)
+        http = path.is_file() and is_http_cassette(read_bytes(path), path)
+        problems, count = verify_http_cassette(path) if http else verify_cassette(path)
         if problems:
             failed += 1
             print(f"FAIL {path}", file=sys.stderr)
             for problem in problems:
                 print(f"  - {problem}", file=sys.stderr)
         else:
-            print(f"ok   {path} ({count} entries)")
+            print(f"ok   {path} ({count} {'interactions' if http else 'entries'})")
     return EXIT_FAILED if failed else EXIT_OK
+
+
+def verify_http_cassette(
+    path: Path, env: Mapping[str, str] | None = None
+) -> tuple[list[str], int]:
+    """The problems of the HTTP cassette at ``path`` (format, keys, credentials, headers,
+    an unfolded journal) and its number of interactions."""
+    try:
+        cassette = HTTP_CASSETTE.decode(path.read_bytes(), source=str(path))
+    except CassetteError as exc:
+        return [str(exc)], 0
+    secrets, problems = credential_values(env), []
+    for name, interaction in cassette.slots().items():
+        found = find_secret(interaction.texts(), secrets)
+        if found is not None:
+            problems.append(f"interaction {name} contains the value of {found}: delete it, "
+                            "rotate the credential, and record again")
+        extra = sorted(set(interaction.response.headers) - KEPT_HEADERS)
+        if extra:
+            problems.append(f"interaction {name} keeps the headers {', '.join(extra)}, which "
+                            f"gradekit never writes (only {', '.join(sorted(KEPT_HEADERS))}): "
+                            "delete them")
+    if journal_path(path).exists():
+        problems.append(f"{journal_path(path)} holds interactions not yet folded in: record "
+                        'once more (mode="once") and close the transport, which folds them '
+                        "first, then commit the result")
+    return problems, len(cassette)
 
 
 def _age(text: str) -> timedelta:

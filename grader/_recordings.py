@@ -25,13 +25,14 @@ from gradekit._cassette import decode_cassette
 from gradekit._fixtures import decode_fixture
 
 __all__ = [
-    "KINDS", "Kind", "Recorded", "Recording", "ReviewError", "decode_recording", "kind_of",
-    "read_bytes", "read_json", "restore_hint",
+    "KINDS", "Kind", "Recorded", "Recording", "ReviewError", "decode_recording",
+    "is_http_cassette", "kind_of", "read_bytes", "read_json", "restore_hint",
 ]
 
 Kind = Literal["cassette", "fixture"]
 KINDS: tuple[Kind, ...] = ("cassette", "fixture")
 _PREFIXES: Mapping[str, Kind] = {"gradekit.cassette/": "cassette", "gradekit.fixtures/": "fixture"}
+_HTTP_PREFIX = "gradekit.http-cassette/"
 
 
 class ReviewError(GradekitError):
@@ -98,6 +99,19 @@ def kind_of(document: Any) -> Kind | None:
         if isinstance(version, str) and version.startswith(prefix):
             return kind
     return None
+
+
+def is_http_cassette(data: bytes, path: Path) -> bool:
+    """Whether a file is an HTTP cassette (``gradekit._http``): by its ``format``, or by its
+    name, ``*.http.json``, when it is not JSON an object with a format can be read from."""
+    try:
+        document = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, RecursionError, ValueError):
+        return path.name.endswith(".http.json")
+    version = document.get("format") if isinstance(document, dict) else None
+    if isinstance(version, str):
+        return version.startswith(_HTTP_PREFIX)
+    return path.name.endswith(".http.json")
 
 
 def _decode_fixture(data: bytes, source: str) -> Recording:
