@@ -23,6 +23,10 @@ class Plan:
     vcr_samples: int  # playback samples per vcrpy size (each call scans the cassette)
     vcr_record_calls: int  # new requests vcrpy records through MockTransport
     peer_load_size: int  # entries in the cassette every tool loads for the shared load row
+    http_sizes: tuple[int, ...]  # distinct chat completions in each HTTP cassette
+    http_samples: int  # timed requests per HTTP row, gradekit and floor (passes over N)
+    http_min_passes: int  # passes over every request, however large N is
+    http_vcrpy_calls: int  # timed vcrpy requests per HTTP row (each scans its cassette)
 
 
 FULL = Plan(
@@ -36,6 +40,10 @@ FULL = Plan(
     vcr_samples=20,
     vcr_record_calls=200,
     peer_load_size=1_000,
+    http_sizes=(10, 100, 1_000),
+    http_samples=3_000,
+    http_min_passes=3,
+    http_vcrpy_calls=100,
 )
 
 QUICK = Plan(
@@ -49,4 +57,8 @@ QUICK = Plan(
     vcr_samples=8,
     vcr_record_calls=50,
     peer_load_size=100,
+    http_sizes=(10, 100),
+    http_samples=300,
+    http_min_passes=1,
+    http_vcrpy_calls=20,
 )

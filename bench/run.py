@@ -2,6 +2,7 @@
 
     python bench/run.py            # full run, a minute or two
     python bench/run.py --quick    # smoke-sized, a few seconds
+    python bench/run.py --only http  # one section: the HTTP cassette transports
 
 The first line names the machine. Every table has the same columns; a peer
 that is not installed gets a row saying so instead of failing the run.
@@ -22,7 +23,7 @@ if not __package__:
     # from this checkout rather than whatever happens to be installed.
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench import _chronicle, _cutpoint, _gradekit, _tools, _vcrpy
+from bench import _chronicle, _cutpoint, _gradekit, _http, _tools, _vcrpy
 from bench._data import build_cassette
 from bench._gradekit import Measured
 from bench._loadprobe import probe
@@ -40,10 +41,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return grader.main(["--quick"] if args.quick else [])
     plan = QUICK if args.quick else FULL
-    print(_machine())
-    print(_method(plan), flush=True)
+    print(_machine(), flush=True)
+    if not args.only:  # a section run alone says how it measures, under its table
+        print(_method(plan), flush=True)
+    sections = _SECTIONS[args.only] if args.only else _tables
     with tempfile.TemporaryDirectory(prefix="gradekit-bench-") as tmp:
-        for table in _tables(plan, Path(tmp)):
+        for table in sections(plan, Path(tmp)):
             print()
             print(render(table), flush=True)
     return 0
@@ -54,6 +57,8 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true", help="fewer repetitions, smaller sizes")
     parser.add_argument("--grader", action="store_true",
                         help="run only the grader benchmark (bench/grader.py) instead")
+    parser.add_argument("--only", choices=sorted(_SECTIONS),
+                        help="run only this section of the tables")
     return parser.parse_args(argv)
 
 
@@ -98,7 +103,16 @@ def _tables(plan: Plan, folder: Path) -> list[Table]:
         Table(_PEERS, vcr.peers + chronicle.peers, vcr.notes + chronicle.notes),
         Table("6. Tool fixture lookup, per call (ToolReplay.call hit)", _tools.tool_rows(plan)),
         *incidents,
+        *_http_tables(plan, folder),
     ]
+
+
+def _http_tables(plan: Plan, folder: Path) -> list[Table]:
+    _progress("HTTP cassettes: openai SDK and bare httpx, gradekit beside vcrpy and the floor")
+    return [_http.measure(plan, folder)]
+
+
+_SECTIONS = {"http": _http_tables}
 
 
 _REPLAY = "2. Replay hit, per call (1 KB prompt)"
