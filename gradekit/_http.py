@@ -244,10 +244,23 @@ class Interaction:
         return Entry(_compact(self.request.to_json()), _compact(self.response.to_json()),
                      "http", self.recorded_at)
 
-    def texts(self) -> tuple[str, str]:
-        """Everything of it that is written, as text: where a secret is looked for."""
-        return self.request.url + " " + _compact(self.request.to_json()), \
-            _compact(self.response.to_json())
+    def texts(self) -> list[str]:
+        """Everything of it that is written, as text: where a secret is looked for. Both the
+        JSON as written (escaped) and every string in it as it reads (a quote in a
+        credential is escaped in the file, and would hide from the written form alone)."""
+        written = [_compact(self.request.to_json()), _compact(self.response.to_json())]
+        return written + _strings([self.request.to_json(), self.response.to_json()])
+
+
+def _strings(value: object) -> list[str]:
+    """Every string in a JSON value, object keys included."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [*value.keys(), *(s for item in value.values() for s in _strings(item))]
+    if isinstance(value, list):
+        return [s for item in value for s in _strings(item)]
+    return []
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,7 +19,7 @@ from pathlib import Path
 from types import ModuleType, TracebackType
 from typing import TYPE_CHECKING, Any, Self, overload
 
-from gradekit._exceptions import UsageError
+from gradekit._exceptions import CassetteMiss, UsageError
 from gradekit._http import (
     HTTP_CASSETTE,
     KEPT_HEADERS,
@@ -66,6 +66,27 @@ def _library(request: object) -> ModuleType:
     return importlib.import_module(name)
 
 
+_MISSES: dict[str, type[CassetteMiss]] = {}
+
+
+def _missed(library: ModuleType, miss: CassetteMiss, request: object) -> CassetteMiss:
+    """``miss`` as also the request library's ``TransportError``.
+
+    The SDKs retry a transport error and wrap it (``openai.APIConnectionError``), with the
+    miss as its cause; any other exception openai lets through unwrapped. Each retry is
+    asked again, and misses again. ``except CassetteMiss`` still catches it.
+    """
+    if library.__name__ not in _MISSES:
+        named = {"__module__": "gradekit", "__qualname__": "CassetteMiss",
+                 "__doc__": CassetteMiss.__doc__}
+        _MISSES[library.__name__] = type("CassetteMiss", (CassetteMiss, library.TransportError),
+                                         named)
+    error = _MISSES[library.__name__](str(miss), cassette=miss.cassette, key=miss.key,
+                                      prompt=miss.prompt)
+    error.request = request  # type: ignore[attr-defined]  # httpx's RequestError has it
+    return error
+
+
 def _is_stream(headers: Any) -> bool:
     return str(headers.get("content-type", "")).split(";")[0].strip().lower() \
         == "text/event-stream"
@@ -102,10 +123,12 @@ class _Recording(JournaledRecording[HttpCassette]):
         self._next: dict[str, int] = {}
         self._counting = threading.Lock()  # threads or tasks asking the same request at once
 
-    def reserve(self, asked: HttpRequest) -> tuple[str, Interaction | None]:
+    def reserve(self, asked: HttpRequest, missed: Callable[[CassetteMiss], CassetteMiss]
+                ) -> tuple[str, Interaction | None]:
         """The slot ``asked`` takes and its recording to serve (None: record it).
 
-        A miss raises ``CassetteMiss`` and takes no slot, so a retry of it misses again.
+        A miss raises ``missed(CassetteMiss)`` and takes no slot, so a retry of it misses
+        again.
         """
         if self.mode != "none" and self._journal is None:
             raise UsageError(
@@ -116,7 +139,7 @@ class _Recording(JournaledRecording[HttpCassette]):
         with self._counting:
             n = self._next.get(key, 0) + 1
             name = slot(key, n)
-            served = self._served(name, self._slots.get(name), lambda: self._miss(asked, n))
+            served = self._served(name, self._slots.get(name), lambda: missed(self._miss(asked, n)))
             self._next[key] = n
         return name, served
 
@@ -127,7 +150,7 @@ class _Recording(JournaledRecording[HttpCassette]):
             if self._next.get(key) == int(n):
                 self._next[key] = int(n) - 1
 
-    def _miss(self, asked: HttpRequest, n: int) -> Exception:
+    def _miss(self, asked: HttpRequest, n: int) -> CassetteMiss:
         return http_miss(self._cassette, asked, n, source=str(self.path), exists=self._exists)
 
     def keep(self, name: str, asked: HttpRequest, response: HttpResponse,
@@ -273,7 +296,8 @@ class CassetteTransport(_SyncBase):
         """Serve ``request`` from the cassette, or (recording modes) live, recording it."""
         library = _library(request)
         asked = HttpRequest.of(request.method, str(request.url), request.read())
-        name, served = self._recording.reserve(asked)
+        name, served = self._recording.reserve(
+            asked, lambda miss: _missed(library, miss, request))
         if served is not None:
             return _answer(library, served.response, sync=True)
         try:
@@ -362,7 +386,8 @@ class AsyncCassetteTransport(_AsyncBase):
         """Serve ``request`` from the cassette, or (recording modes) live, recording it."""
         library = _library(request)
         asked = HttpRequest.of(request.method, str(request.url), await request.aread())
-        name, served = self._recording.reserve(asked)
+        name, served = self._recording.reserve(
+            asked, lambda miss: _missed(library, miss, request))
         if served is not None:
             return _answer(library, served.response, sync=False)
         try:

@@ -7,6 +7,7 @@ for streams, a real ``http.server`` on loopback: never a mock of gradekit.
 from __future__ import annotations
 
 import asyncio
+import importlib
 import json
 import subprocess
 import sys
@@ -14,7 +15,7 @@ import threading
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import httpx
 import pytest
@@ -320,8 +321,8 @@ def streaming() -> Iterator[StreamingServer]:
     thread.join()
 
 
-def read_stream(client: httpx.Client, url: str, server: StreamingServer | None = None
-                ) -> list[str]:
+def read_stream(client: Any, url: str, server: StreamingServer | None = None) -> list[str]:
+    """The non-blank lines of a streamed answer; the server learns when the first arrived."""
     lines = []
     with client.stream("POST", url, json=chat(stream=True)) as response:
         for line in response.iter_lines():
@@ -331,23 +332,24 @@ def read_stream(client: httpx.Client, url: str, server: StreamingServer | None =
     return [line for line in lines if line]
 
 
+@pytest.mark.parametrize("library", ["httpx", "httpx2"])
 def test_a_stream_is_handed_on_event_by_event_recorded_whole_and_replayed_as_a_stream(
-    tmp_path: Path, streaming: StreamingServer,
+    tmp_path: Path, streaming: StreamingServer, library: str,
 ) -> None:
-    path = tmp_path / "stream.http.json"
+    path, client = tmp_path / "stream.http.json", importlib.import_module(library).Client
     with CassetteTransport(path, mode="once") as transport:
-        recorded = read_stream(httpx.Client(transport=transport), streaming.url, streaming)
+        recorded = read_stream(client(transport=transport), streaming.url, streaming)
     assert streaming.handed_on == [True]  # the first event reached the client before the rest
     assert recorded == EVENTS
     [interaction] = json.loads(path.read_bytes())["interactions"].popitem()[1]
     assert interaction["response"]["events"] == EVENTS
     assert interaction["response"]["headers"]["x-request-id"] == "req_s"
     streaming.shutdown()
-    replay = httpx.Client(transport=CassetteTransport(path))
+    replay = client(transport=CassetteTransport(path))
     with replay.stream("POST", streaming.url, json=chat(stream=True)) as response:
         chunks = list(response.iter_bytes())
     assert chunks == [f"{event}\n\n".encode() for event in EVENTS]
-    assert read_stream(httpx.Client(transport=CassetteTransport(path)), streaming.url) == EVENTS
+    assert read_stream(client(transport=CassetteTransport(path)), streaming.url) == EVENTS
 
 
 def test_a_stream_left_early_is_still_recorded_whole(
@@ -594,14 +596,43 @@ def completion(request: httpx.Request) -> httpx.Response:
                      "message": {"role": "assistant", "content": "hello"}}]})
 
 
-def test_an_openai_miss_stays_a_miss_on_every_retry(tmp_path: Path) -> None:
+class Counted(CassetteTransport):
+    """Records the key of every miss it raises: what the SDK's retries asked."""
+
+    def __init__(self, cassette: Path) -> None:
+        super().__init__(cassette)
+        self.missed: list[str] = []
+
+    def handle_request(self, request: Any) -> Any:
+        try:
+            return super().handle_request(request)
+        except CassetteMiss as miss:
+            self.missed.append(miss.key)
+            raise
+
+
+def test_a_miss_is_also_the_request_librarys_transport_error(tmp_path: Path) -> None:
+    import httpx2
+
+    for library in (httpx, httpx2):
+        client = library.Client(transport=CassetteTransport(tmp_path / "absent.http.json"))
+        with pytest.raises(CassetteMiss) as caught:
+            client.get("http://h/")
+        assert isinstance(caught.value, library.TransportError)
+        assert caught.value.request.url == "http://h/"
+        assert type(caught.value).__name__ == "CassetteMiss"
+
+
+def test_an_openai_miss_is_retried_missed_again_each_time_and_in_the_chain(
+    tmp_path: Path,
+) -> None:
     import openai
 
     path = tmp_path / "openai.http.json"
 
     def ask(transport: CassetteTransport, temperature: float) -> str | None:
         # openai 3.57 types http_client as httpx2's, and takes httpx's too (the spec's way).
-        client = openai.OpenAI(api_key="k", base_url="http://127.0.0.1:9/v1", max_retries=3,
+        client = openai.OpenAI(api_key="k", base_url="http://127.0.0.1:9/v1", max_retries=1,
                                http_client=httpx.Client(transport=transport))  # type: ignore[arg-type]
         reply = client.chat.completions.create(
             model="m", temperature=temperature, messages=[{"role": "user", "content": "hi"}])
@@ -609,12 +640,13 @@ def test_an_openai_miss_stays_a_miss_on_every_retry(tmp_path: Path) -> None:
 
     with CassetteTransport(path, mode="once", inner=httpx.MockTransport(completion)) as t:
         assert ask(t, 0.7) == "hello"
-    replay = CassetteTransport(path)
-    for _ in range(2):
-        with pytest.raises(Exception) as caught:  # noqa: PT011 - what the SDK makes of it varies
-            ask(replay, 0.2)
-        assert "temperature: 0.2 != 0.7" in str(_miss_in(caught.value))
-    assert ask(replay, 0.7) == "hello"
+    replay = Counted(path)
+    with pytest.raises(openai.APIConnectionError) as caught:
+        ask(replay, 0.2)
+    miss = _miss_in(caught.value)
+    assert "temperature: 0.2 != 0.7" in str(miss)
+    assert replay.missed == [miss.key, miss.key]  # the first ask and its retry, both missed
+    assert ask(replay, 0.7) == "hello"  # and the misses took no recording's place
 
 
 def test_an_anthropic_miss_is_in_the_chain_of_what_the_sdk_raises_after_its_retries(
@@ -623,27 +655,15 @@ def test_an_anthropic_miss_is_in_the_chain_of_what_the_sdk_raises_after_its_retr
     import anthropic
     import httpx2
 
-    class Counted(CassetteTransport):
-        """Counts what reached the transport and what it raised: the SDK's retries."""
-
-        asked: ClassVar[list[str]] = []
-
-        def handle_request(self, request: Any) -> Any:
-            try:
-                return super().handle_request(request)
-            except CassetteMiss as miss:
-                self.asked.append(miss.key)
-                raise
-
-    path = tmp_path / "anthropic.http.json"
+    transport = Counted(tmp_path / "anthropic.http.json")
     client = anthropic.Anthropic(api_key="k", base_url="http://127.0.0.1:9", max_retries=1,
-                                 http_client=httpx2.Client(transport=Counted(path)))
+                                 http_client=httpx2.Client(transport=transport))
     with pytest.raises(anthropic.APIConnectionError) as caught:
         client.messages.create(model="m", max_tokens=8,
                                messages=[{"role": "user", "content": "hi"}])
     miss = _miss_in(caught.value)
     assert "does not exist yet" in str(miss)
-    assert Counted.asked == [miss.key, miss.key]  # the first ask and its retry, both missed
+    assert transport.missed == [miss.key, miss.key]
 
 
 def _miss_in(error: BaseException) -> CassetteMiss:
@@ -654,3 +674,37 @@ def _miss_in(error: BaseException) -> CassetteMiss:
             return seen
         seen = seen.__cause__ or seen.__context__
     pytest.fail(f"no CassetteMiss in the chain of {error!r}")
+
+
+def test_what_a_killed_recording_left_in_the_journal_is_replayed_and_folded_next_time(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "chat.http.json"
+    killed = f"""
+import os, httpx, gradekit
+answer = {{"choices": [{{"message": {{"content": "kept"}}}}]}}
+reply = lambda request: httpx.Response(200, json=answer)
+transport = gradekit.CassetteTransport({str(path)!r}, mode="once",
+                                       inner=httpx.MockTransport(reply))
+httpx.Client(transport=transport).post({URL!r}, json={chat()!r})
+os._exit(0)  # killed before close: nothing folded
+"""
+    subprocess.run([sys.executable, "-c", killed], check=True)
+    assert b'"kept"' not in path.read_bytes()  # the file holds nothing yet; the journal does
+    assert answer_of(post(CassetteTransport(path), chat())) == "kept"
+    with CassetteTransport(path, mode="once", inner=Live().transport()):
+        pass
+    assert b'"kept"' in path.read_bytes()
+    assert not (tmp_path / "chat.http.json.journal").exists()
+
+
+def test_a_stream_holding_a_credential_is_refused_when_it_ends(
+    tmp_path: Path, streaming: StreamingServer,
+) -> None:
+    path = tmp_path / "stream.http.json"
+    streaming.first_read.set()
+    env = {"STREAM_TOKEN": '"part 2"}'}
+    with CassetteTransport(path, mode="once", env=env) as transport, \
+            pytest.raises(SecretLeak, match="STREAM_TOKEN"):
+        read_stream(httpx.Client(transport=transport), streaming.url)
+    assert json.loads(path.read_bytes())["interactions"] == {}
