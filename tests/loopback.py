@@ -9,6 +9,9 @@ A request with ``"stream": true`` gets the same answer as server-sent events:
 OpenAI ``chat.completion.chunk`` events ending in ``data: [DONE]``, Anthropic's
 ``message_start`` ... ``message_stop`` with a ``ping``, sent chunked as the
 real APIs send them. ``tool_call`` answers with a tool call in either protocol.
+Each answer carries its protocol's request id header (``x-request-id`` /
+``request-id``: ``req_loopback<n>``); ``Loopback(gzip=True)`` compresses JSON
+bodies for a client that accepts gzip, as the real APIs do.
 
     with Loopback(error(429, retry_after="2"), answer("hi")) as server:
         OpenAICompatible(model="m", base_url=server.openai_url).complete("hello")
@@ -16,6 +19,7 @@ real APIs send them. ``tool_call`` answers with a tool call in either protocol.
 
 from __future__ import annotations
 
+import gzip
 import json
 import threading
 from collections import deque
@@ -356,24 +360,26 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(404, {"error": {"message": f"no route for {path}", "type": "not_found"}})
             return
         make_error = _openai_error if protocol == "openai" else _anthropic_error
+        named = "x-request-id" if protocol == "openai" else "request-id"
+        sent = ((named, f"req_loopback{number}"), *reply.headers)
         complaint = _invalid(protocol, headers, request)
         if complaint is not None:
-            self._send(400, make_error(400, complaint))
+            self._send(400, make_error(400, complaint), sent)
         elif reply.kind == "raw":
-            self._send_bytes(reply.status, reply.body, reply.content_type, reply.headers)
+            self._send_bytes(reply.status, reply.body, reply.content_type, sent)
         elif reply.kind == "error":
             key = headers.get("x-api-key") or headers.get("authorization", "").removeprefix(
                 "Bearer ")
             message = reply.parts[0].format(key=key) or f"loopback error {reply.status}"
-            self._send(reply.status, make_error(reply.status, message), reply.headers)
+            self._send(reply.status, make_error(reply.status, message), sent)
         else:
             make_body = _openai_body if protocol == "openai" else _anthropic_body
             body = make_body(reply, request, number)
             if request.get("stream") is True:
                 make_events = _openai_events if protocol == "openai" else _anthropic_events
-                self._stream(make_events(body, reply, request), reply.headers)
+                self._stream(make_events(body, reply, request), sent)
             else:
-                self._send(200, body, reply.headers)
+                self._send(200, body, sent)
 
     def _send(self, status: int, body: dict[str, Any],
               headers: tuple[tuple[str, str], ...] = ()) -> None:
@@ -381,11 +387,14 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _send_bytes(self, status: int, body: bytes, content_type: str,
                     headers: tuple[tuple[str, str], ...]) -> None:
+        if cast(_Server, self.server).owner.gzip and "gzip" in self.headers.get(
+                "accept-encoding", ""):
+            body = gzip.compress(body, mtime=0)
+            headers = (("content-encoding", "gzip"), *headers)
         try:
             self.send_response(status)
             self.send_header("content-type", content_type)
             self.send_header("content-length", str(len(body)))
-            self.send_header("x-request-id", "req_loopback")
             for name, value in headers:
                 self.send_header(name, value)
             self.end_headers()
@@ -400,7 +409,6 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header("content-type", EVENT_STREAM)
             self.send_header("cache-control", "no-cache")
             self.send_header("transfer-encoding", "chunked")
-            self.send_header("x-request-id", "req_loopback")
             for name, value in headers:
                 self.send_header(name, value)
             self.end_headers()
@@ -415,10 +423,12 @@ class Loopback:
     """The server: started on construction, stopped by ``close()`` or leaving ``with``.
 
     ``replies`` are served in order, one per request; when they run out every
-    request gets ``default``. ``script()`` adds more replies later.
+    request gets ``default``. ``script()`` adds more replies later. ``gzip``
+    compresses every body but a stream's, for a client that accepts it.
     """
 
-    def __init__(self, *replies: Reply, default: Reply = Reply()) -> None:
+    def __init__(self, *replies: Reply, default: Reply = Reply(), gzip: bool = False) -> None:
+        self.gzip = gzip
         self._lock = threading.Lock()
         self._replies: deque[Reply] = deque(replies)
         self._requests: list[Recorded] = []

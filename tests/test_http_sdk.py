@@ -19,9 +19,12 @@ since 3.x, an ``httpx2`` one), anthropic only an ``httpx2`` one.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import threading
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TypeVar, cast
@@ -41,7 +44,7 @@ from gradekit import (
     SecretLeak,
     request_key,
 )
-from tests.loopback import Loopback, Reply, answer, tool_call
+from tests.loopback import Loopback, Reply, answer, error, tool_call
 
 Sdk = Literal["openai", "anthropic"]
 Stack = Literal["openai+httpx", "openai+httpx2", "anthropic+httpx2"]
@@ -52,6 +55,10 @@ _BARE_MISS = pytest.mark.xfail(
     strict=True, raises=CassetteMiss,
     reason="core: a miss must also be the request library's TransportError (httpx.RequestError "
     "or httpx2.RequestError), or openai 3.x re-raises a bare CassetteMiss unwrapped, unretried")
+_LIVE_RACE = pytest.mark.xfail(
+    strict=True,  # the leaked sockets' ResourceWarnings, raised by pytest as an ExceptionGroup
+    reason="core: _transport._Live.of makes the live HTTPTransport without a lock, so threads "
+    "making their first request together each make one and all but one are never closed")
 # Where a miss must surface as the SDK's APIConnectionError.
 MISS_STACKS = [pytest.param(stack, marks=_BARE_MISS) if stack.startswith("openai") else stack
                for stack in STACKS]
@@ -321,12 +328,13 @@ def assert_sent_key(server: Loopback, key: str) -> None:
 
 
 def chain(error: BaseException) -> list[BaseException]:
-    """``error`` and every exception it was raised from or while handling."""
+    """``error`` and what it was raised from or while handling, as a traceback shows them."""
     found: list[BaseException] = []
     current: BaseException | None = error
     while current is not None and all(current is not seen for seen in found):
         found.append(current)
-        current = current.__cause__ or current.__context__
+        shown = current.__cause__ is not None or not current.__suppress_context__
+        current = current.__cause__ or (current.__context__ if shown else None)
     return found
 
 
@@ -380,6 +388,163 @@ def test_sync_recording_replays_async_and_back(stack: Stack, cassette: Path, key
                             "stream")
     replayed = async_run(stack, server.url, AsyncCassetteTransport(cassette), key, "stream")
     assert replayed == recorded
+
+
+def chat_object(client: SyncClient) -> tuple[str | None, str]:
+    """One chat's ``_request_id`` (read from a response header) and its JSON."""
+    if isinstance(client, openai.OpenAI):
+        done = client.chat.completions.create(model=MODEL, messages=openai_messages(QUESTION))
+        return done._request_id, done.model_dump_json()
+    message = client.messages.create(model=MODEL, max_tokens=64,
+                                     messages=anthropic_messages(QUESTION))
+    return message._request_id, message.model_dump_json()
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_request_ids_replay_from_the_protocols_header(stack: Stack, cassette: Path,
+                                                      key: str) -> None:
+    with (Loopback(reply("chat")) as server,
+          CassetteTransport(cassette, mode="once") as transport,
+          sync_client(stack, server.url, transport, key) as client):
+        recorded = chat_object(client)
+    with CassetteTransport(cassette) as transport, sync_client(stack, server.url, transport,
+                                                               key) as client:
+        assert chat_object(client) == recorded
+    assert recorded[0] == "req_loopback1"  # an SDK user quotes it in a bug report
+
+
+@pytest.mark.parametrize("scenario", ["chat", "tool"])
+@pytest.mark.parametrize("stack", STACKS)
+def test_gzipped_answers_replay(stack: Stack, scenario: Scenario, cassette: Path,
+                                key: str) -> None:
+    with Loopback(reply(scenario), gzip=True) as server:
+        recorded = sync_run(stack, server.url, CassetteTransport(cassette, mode="once"), key,
+                            scenario)
+    assert "gzip" in server.requests[0].headers["accept-encoding"]  # so it was compressed
+    assert (recorded.text, recorded.calls) == expected(scenario)
+    [stored] = interactions(cassette)
+    assert stored["response"]["body"]["model"] == MODEL  # kept as JSON, not as gzip bytes
+    assert sync_run(stack, server.url, CassetteTransport(cassette), key, scenario) == recorded
+
+
+def read_first_piece(client: SyncClient) -> str:
+    """Stop reading a stream after its first piece of text, as a student's loop may."""
+    if isinstance(client, openai.OpenAI):
+        with client.chat.completions.create(
+                model=MODEL, messages=openai_messages(QUESTION), stream=True,
+                stream_options={"include_usage": True}) as chunks:
+            for chunk in chunks:
+                if chunk.choices and chunk.choices[0].delta.content:
+                    return chunk.choices[0].delta.content
+    else:
+        with client.messages.stream(model=MODEL, max_tokens=64,
+                                    messages=anthropic_messages(QUESTION)) as stream:
+            for text in stream.text_stream:
+                return text
+    raise AssertionError("the stream had no text")
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_a_stream_left_early_is_recorded_whole(stack: Stack, cassette: Path, key: str) -> None:
+    with (Loopback(reply("stream")) as server,
+          CassetteTransport(cassette, mode="once") as transport,
+          sync_client(stack, server.url, transport, key) as client):
+        first = read_first_piece(client)
+    assert "".join(ANSWER).startswith(first) and first
+    with CassetteTransport(cassette) as transport, sync_client(stack, server.url, transport,
+                                                               key) as client:
+        assert read_first_piece(client) == first
+    replayed = sync_run(stack, server.url, CassetteTransport(cassette), key, "stream")
+    assert replayed.text == "".join(ANSWER)  # the rest was recorded though nobody read it
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_a_retried_rate_limit_replays_the_same_answer(stack: Stack, cassette: Path,
+                                                      key: str) -> None:
+    with (Loopback(error(429, "slow down", retry_after="0"), reply("chat")) as server,
+          CassetteTransport(cassette, mode="once") as transport,
+          sync_client(stack, server.url, transport, key, retries=1) as client):
+        recorded = sync_call(client, "chat")
+    assert len(server.requests) == 2 and recorded.text == "".join(ANSWER)
+    with (CassetteTransport(cassette) as transport,
+          sync_client(stack, server.url, transport, key, retries=1) as client):
+        assert sync_call(client, "chat") == recorded
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_replay_needs_no_real_key(stack: Stack, cassette: Path, key: str) -> None:
+    # Headers are not in the request key: a grader replays with no credential at all.
+    with Loopback(reply("tool")) as server:
+        recorded = sync_run(stack, server.url, CassetteTransport(cassette, mode="once"), key,
+                            "tool")
+    replayed = sync_run(stack, server.url, CassetteTransport(cassette), "not-a-key", "tool")
+    assert replayed == recorded
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_rerecord_asks_again_and_keeps_the_previous(stack: Stack, cassette: Path,
+                                                    key: str) -> None:
+    with Loopback(answer("old answer"), answer("new answer")) as server:
+        sync_run(stack, server.url, CassetteTransport(cassette, mode="once"), key, "chat")
+        again = sync_run(stack, server.url, CassetteTransport(cassette, mode="rerecord"), key,
+                         "chat")
+    assert again.text == "new answer"
+    assert sync_run(stack, server.url, CassetteTransport(cassette), key, "chat") == again
+    previous = cassette.with_name("sdk.http.previous.json")
+    assert "old answer" in previous.read_text() and "old answer" not in cassette.read_text()
+
+
+QUESTIONS = [f"Question {n}: what is policy {n}?" for n in range(4)]
+
+
+async def ask_together(stack: Stack, url: str, transport: AsyncCassetteTransport, key: str,
+                       questions: list[str]) -> list[str]:
+    async with transport, async_client(stack, url, transport, key) as client:
+        results = await asyncio.gather(*(async_call(client, "chat", question)
+                                         for question in questions))
+    return [result.text for result in results]
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_concurrent_async_calls_replay_each_its_own(stack: Stack, cassette: Path,
+                                                    key: str) -> None:
+    # Four questions and the same one three times, all in flight at once.
+    asked = [*QUESTIONS, QUESTION, QUESTION, QUESTION]
+    with Loopback(*(answer(f"answer {n}") for n in range(len(asked)))) as server:
+        recording = AsyncCassetteTransport(cassette, mode="once")
+        recorded = asyncio.run(ask_together(stack, server.url, recording, key, asked))
+    by_question = {server_seen.body["messages"][0]["content"]: text for server_seen, text in
+                   zip(server.requests, [f"answer {n}" for n in range(len(asked))], strict=True)}
+    assert recorded[:4] == [by_question[question] for question in QUESTIONS]
+    replayed = asyncio.run(ask_together(stack, server.url, AsyncCassetteTransport(cassette),
+                                        key, asked))
+    assert replayed[:4] == recorded[:4]
+    assert sorted(replayed[4:]) == sorted(recorded[4:])  # which of three equal asks gets which
+    assert len(set(replayed[4:])) == 3
+
+
+@_LIVE_RACE
+@pytest.mark.parametrize("stack", STACKS)
+def test_threads_sharing_one_client_replay_each_its_own(stack: Stack, cassette: Path,
+                                                        key: str) -> None:
+    def ask_all(url: str, transport: CassetteTransport) -> list[str]:
+        start = threading.Barrier(4)  # the first requests arrive together, as in a grader
+
+        def ask(question: str) -> Result:
+            with contextlib.suppress(threading.BrokenBarrierError):
+                start.wait(timeout=5)
+            return sync_call(client, "chat", question)
+
+        with transport, sync_client(stack, url, transport, key) as client, \
+                ThreadPoolExecutor(max_workers=4) as pool:
+            return [result.text for result in pool.map(ask, QUESTIONS * 2)]
+
+    with Loopback(default=answer("same answer")) as server:
+        recorded = ask_all(server.url, CassetteTransport(cassette, mode="once"))
+    assert recorded == ["same answer"] * 8 and len(server.requests) == 8
+    assert ask_all(server.url, CassetteTransport(cassette)) == recorded
+    assert sum(len(each) for each in json.loads(cassette.read_text())["interactions"].values()
+               ) == 8
 
 
 # ---- a miss: the SDK's own error, CassetteMiss in its chain, every retry a miss ---------
