@@ -1,6 +1,6 @@
 """Benchmark gradekit's record/replay path against vcrpy and agent-chronicle; print Markdown.
 
-    python bench/run.py            # full run, a minute or two
+    python bench/run.py            # full run, a few minutes (vcrpy recording 1 000 HTTP requests)
     python bench/run.py --quick    # smoke-sized, a few seconds
     python bench/run.py --only http  # one section: the HTTP cassette transports
 
