@@ -1,6 +1,6 @@
 """HTTP cassettes, format ``gradekit.http-cassette/1``: the request key, the values, the codec
-and the miss. Pure: bytes in, values out; the transport that serves them is
-``gradekit._transport``.
+Pure: bytes in, values out; the transport that serves them is ``gradekit._transport``, the
+miss that names where a request parted from the recordings ``gradekit._http_miss``.
 
 A request is found by its key (``request_key``, scheme ``gradekit.http-key/1``):
 method, host, path with its sorted query, and the body as canonical JSON less
@@ -27,7 +27,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from gradekit._cassette import Entry
 from gradekit._codec import Codec, Fold
-from gradekit._exceptions import CassetteCollision, CassetteCorrupt, CassetteMiss
+from gradekit._exceptions import CassetteCollision, CassetteCorrupt
 from gradekit._keys import KEY_LENGTH
 
 __all__ = [
@@ -42,8 +42,9 @@ __all__ = [
     "HttpResponse",
     "Interaction",
     "body_form",
-    "differences",
-    "http_miss",
+    "clip",
+    "compact_json",
+    "place",
     "request_key",
     "response_form",
     "slot",
@@ -64,7 +65,7 @@ Form = Literal["body", "text", "base64"]
 ResponseForm = Literal["body", "text", "base64", "events"]
 
 # One encoder, built once: compact, keys sorted, as every key's text is.
-_compact = json.JSONEncoder(
+compact_json = _compact = json.JSONEncoder(
     sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
 ).encode
 
@@ -121,7 +122,7 @@ def split_events(data: bytes) -> list[str]:
     return [event for event in text.split("\n\n") if event.strip("\n")]
 
 
-def _place(url: str) -> tuple[str, str]:
+def place(url: str) -> tuple[str, str]:
     """``(host, path)``: the lowercase host with a non-default port, the path and its sorted
     query."""
     parts = urlsplit(url)
@@ -141,7 +142,7 @@ def _keyed_body(form: Form, value: Any) -> Any:
 
 
 def _material(method: str, url: str, form: Form, value: Any) -> dict[str, Any]:
-    host, path = _place(url)
+    host, path = place(url)
     return {"body": _keyed_body(form, value), "host": host, "method": method.upper(),
             "path": path}
 
@@ -381,8 +382,8 @@ def _merge(slots: dict[str, Interaction], name: str, new: Interaction, *, source
     if old is not None and old.request.material() != new.request.material():
         raise CassetteCollision(
             f"{source}: {name} is already recorded for a different request.\n"
-            f"  recorded: {_show(_compact(old.request.material()))}\n"
-            f"  new:      {_show(_compact(new.request.material()))}\n"
+            f"  recorded: {clip(_compact(old.request.material()))}\n"
+            f"  new:      {clip(_compact(new.request.material()))}\n"
             "Two requests sharing a 16-hex-digit key is almost always a hand-edited file: "
             "restore the cassette from git, or delete the interaction and record again."
         )
@@ -446,92 +447,9 @@ def _at(text: str, name: str) -> int:
     return max(text.find(json.dumps(name, ensure_ascii=False)), 0)
 
 
-def _show(text: str, limit: int = _SHOWN) -> str:
+def clip(text: str, limit: int = _SHOWN) -> str:
+    """``text``, cut to ``limit`` characters with an ellipsis."""
     return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-# -- the miss --------------------------------------------------------------------------------
-
-
-def differences(asked: object, recorded: object, path: str = "", limit: int = 5) -> list[str]:
-    """The JSON paths where ``asked`` and ``recorded`` differ, first ``limit`` of them, each as
-    ``messages[2].content: "a" != "b"`` (asked, then recorded)."""
-    found: list[str] = []
-    _walk(asked, recorded, path, found, limit)
-    return found
-
-
-def _walk(asked: object, recorded: object, path: str, found: list[str], limit: int) -> None:
-    if len(found) >= limit:
-        return
-    if isinstance(asked, dict) and isinstance(recorded, dict):
-        for name in sorted(asked.keys() | recorded.keys()):
-            _walk(asked.get(name, _ABSENT), recorded.get(name, _ABSENT),
-                  f"{path}.{name}" if path else name, found, limit)
-    elif isinstance(asked, list) and isinstance(recorded, list):
-        for index in range(max(len(asked), len(recorded))):
-            _walk(asked[index] if index < len(asked) else _ABSENT,
-                  recorded[index] if index < len(recorded) else _ABSENT,
-                  f"{path}[{index}]", found, limit)
-    elif type(asked) is not type(recorded) or asked != recorded:
-        found.append(f"{path or '(body)'}: {_value(asked)} != {_value(recorded)}")
-
-
-_ABSENT = object()
-
-
-def _value(value: object) -> str:
-    return "(absent)" if value is _ABSENT else _show(_compact(value))
-
-
-def http_miss(
-    cassette: HttpCassette, asked: HttpRequest, n: int, *, source: str, exists: bool
-) -> CassetteMiss:
-    """The error for the ``n``th asking of ``asked``, which ``cassette`` does not hold: the
-    closest recorded request (same method and path first) and where they part."""
-    key = asked.key
-    rows = [("key", slot(key, n)), ("request", f"{asked.method} {asked.url}")]
-    recorded = cassette.interactions.get(key, ())
-    if recorded:
-        rows.append(("asked", f"{_times(n)}; recorded {_times(len(recorded))}. A request "
-                              "asked more often than recorded is a miss"))
-    else:
-        rows += _closest_rows(cassette, asked, exists)
-    message = HTTP_CASSETTE.miss_message(source, rows, case=cassette.case)
-    return CassetteMiss(message, cassette=source, key=key, prompt=_compact(asked.to_json()))
-
-
-def _times(n: int) -> str:
-    return {1: "once", 2: "twice"}.get(n, f"{n} times")
-
-
-def _closest_rows(cassette: HttpCassette, asked: HttpRequest, exists: bool
-                  ) -> list[tuple[str, str]]:
-    if not exists:
-        return [("closest", HTTP_CASSETTE.absent)]
-    candidates = [(key, recorded[0].request) for key, recorded in cassette.interactions.items()]
-    if not candidates:
-        return [("closest", "(the cassette has no recorded requests)")]
-    place = _place(asked.url)[1].partition("?")[0]
-
-    def distance(item: tuple[str, HttpRequest]) -> tuple[int, int, int]:
-        request = item[1]
-        same_path = _place(request.url)[1].partition("?")[0] == place
-        return (request.method != asked.method, not same_path,
-                len(_request_differences(asked, request, limit=50)))
-
-    key, best = min(candidates, key=distance)
-    found = _request_differences(asked, best, limit=5)
-    return [("closest", f"{best.method} {best.url} (key {key})"),
-            ("differs", "; ".join(found) + " (asked != recorded)")]
-
-
-def _request_differences(asked: HttpRequest, recorded: HttpRequest, *, limit: int) -> list[str]:
-    """Where two requests part: method, host and path by name, the body by its JSON paths."""
-    mine, theirs = asked.material(), recorded.material()
-    found = [f"{name}: {_value(mine[name])} != {_value(theirs[name])}"
-             for name in ("method", "host", "path") if mine[name] != theirs[name]]
-    return found + differences(mine["body"], theirs["body"], limit=max(limit - len(found), 0))
 
 
 HTTP_CASSETTE = HttpCassetteCodec()

@@ -27,9 +27,9 @@ from gradekit._http import (
     HttpRequest,
     HttpResponse,
     Interaction,
-    http_miss,
     slot,
 )
+from gradekit._http_miss import http_miss
 from gradekit._recorder import JournaledRecording, Mode, _utc_now
 from gradekit._secrets import refuse_secrets
 

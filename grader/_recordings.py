@@ -103,7 +103,7 @@ def kind_of(document: Any) -> Kind | None:
 
 def is_http_cassette(data: bytes, path: Path) -> bool:
     """Whether a file is an HTTP cassette (``gradekit._http``): by its ``format``, or by its
-    name, ``*.http.json``, when it is not JSON an object with a format can be read from."""
+    name, ``*.http.json``, when no ``format`` can be read from it."""
     try:
         document = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, RecursionError, ValueError):

@@ -708,3 +708,18 @@ def test_a_stream_holding_a_credential_is_refused_when_it_ends(
             pytest.raises(SecretLeak, match="STREAM_TOKEN"):
         read_stream(httpx.Client(transport=transport), streaming.url)
     assert json.loads(path.read_bytes())["interactions"] == {}
+
+
+def test_the_closest_request_is_one_of_the_same_method_and_path_before_a_likelier_body(
+    tmp_path: Path,
+) -> None:
+    path, live = tmp_path / "chat.http.json", Live()
+    elsewhere = "http://127.0.0.1:8080/v1/responses"
+    with CassetteTransport(path, mode="once", inner=live.transport()) as transport:
+        post(transport, chat(temperature=0.2, seed=1), url=elsewhere)  # the very same body
+        post(transport, chat(temperature=0.7, seed=2, top_p=0.5))
+    with pytest.raises(CassetteMiss) as caught:
+        post(CassetteTransport(path), chat(temperature=0.2, seed=1))
+    differs = next(line for line in str(caught.value).splitlines() if "differs:" in line)
+    assert differs.split("differs:")[1].strip() \
+        == "seed: 1 != 2; temperature: 0.2 != 0.7; top_p: (absent) != 0.5 (asked != recorded)"
