@@ -723,3 +723,13 @@ def test_the_closest_request_is_one_of_the_same_method_and_path_before_a_likelie
     differs = next(line for line in str(caught.value).splitlines() if "differs:" in line)
     assert differs.split("differs:")[1].strip() \
         == "seed: 1 != 2; temperature: 0.2 != 0.7; top_p: (absent) != 0.5 (asked != recorded)"
+
+
+def test_a_journal_line_no_recorder_wrote_is_an_error_naming_its_line(tmp_path: Path) -> None:
+    path = recorded_file(tmp_path)
+    journal = tmp_path / "chat.http.json.journal"
+    journal.write_text('{"key": "0123456789abcdef#1", "prompt": "{}", "provider": "http", '
+                       '"recorded_at": "", "response": "{}"}\n', "utf-8")
+    with pytest.raises(CassetteCorrupt, match=r"chat\.http\.json\.journal:1: unreadable"):
+        CassetteTransport(path)
+    assert json.loads(path.read_bytes())["interactions"]  # the file itself is left alone
