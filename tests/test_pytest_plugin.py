@@ -15,16 +15,19 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import anthropic
 import httpx
 import httpx2
 import openai
 import pytest
 
+from tests.loopback import Loopback
+
 pytest_plugins = ["pytester"]
 
 # pytester's in-process runs drop every module a run imported; these stay imported by this
 # module, so every run and the transport's per-library miss classes share one copy of each.
-SHARED = (httpx, httpx2, openai)
+SHARED = (anthropic, httpx, httpx2, openai)
 
 # In-process runs find gradekit (a pytest11 plugin, so pytest marks it for assertion
 # rewriting) already imported by this session: that warning is the only one let through.
@@ -557,6 +560,33 @@ def test_ask({fixture}):
     live.close()
     run(project).assert_outcomes(passed=1)
     assert answers(http_cassette(project)) == ["answer 1 to hi"] and len(live.asked) == 1
+
+
+def test_openai_and_anthropic_in_one_test_share_one_http_cassette(
+    project: pytest.Pytester,
+) -> None:
+    with Loopback() as server:
+        project.makepyfile(test_two=f"""
+            import anthropic
+            import openai
+
+            def test_two(gradekit_httpx_client, gradekit_httpx2_client):
+                gpt = openai.OpenAI(api_key="k", base_url="{server.openai_url}",
+                                    http_client=gradekit_httpx_client, max_retries=0)
+                claude = anthropic.Anthropic(api_key="k", base_url="{server.url}",
+                                             http_client=gradekit_httpx2_client, max_retries=0)
+                said = gpt.chat.completions.create(
+                    model="m", messages=[{{"role": "user", "content": "hi"}}])
+                wrote = claude.messages.create(
+                    model="m", max_tokens=8, messages=[{{"role": "user", "content": "hi"}}])
+                assert said.choices[0].message.content == "Hello from loopback."
+                assert wrote.content[0].text == "Hello from loopback."
+        """)
+        run(project, "--gradekit-record-mode", "once").assert_outcomes(passed=1)
+        assert len(server.requests) == 2
+    run(project).assert_outcomes(passed=1)
+    path = http_cassette(project, "test_two", "test_two")
+    assert len(json.loads(path.read_text())["interactions"]) == 2
 
 
 def test_the_sync_and_async_transports_do_not_share_a_test(project: pytest.Pytester) -> None:
