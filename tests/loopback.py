@@ -36,6 +36,7 @@ __all__ = [
     "Reply",
     "ToolCall",
     "answer",
+    "echo",
     "empty",
     "error",
     "no_text",
@@ -45,7 +46,7 @@ __all__ = [
 ]
 
 Wire = Literal["openai", "anthropic"]
-Kind = Literal["text", "empty", "no_text", "raw", "error", "tool"]
+Kind = Literal["text", "empty", "no_text", "raw", "error", "tool", "echo"]
 
 CREATED = 1767225600  # a fixed timestamp keeps bodies identical run to run
 EVENT_STREAM = "text/event-stream; charset=utf-8"  # what both real APIs send
@@ -77,6 +78,11 @@ class Reply:
 def answer(*parts: str, thinking: str | None = None) -> Reply:
     """A 200 whose text is ``parts`` joined (Anthropic: one text block per part)."""
     return Reply(parts=parts or Reply.parts, thinking=thinking)
+
+
+def echo() -> Reply:
+    """A 200 quoting the last message and the request's number: tells concurrent calls apart."""
+    return Reply(kind="echo")
 
 
 def error(status: int, message: str = "", *, retry_after: str | None = None) -> Reply:
@@ -133,6 +139,13 @@ _OPENAI_ERRORS = {400: "invalid_request_error", 401: "invalid_request_error",
 _ANTHROPIC_ERRORS = {400: "invalid_request_error", 401: "authentication_error",
                      403: "permission_error", 404: "not_found_error", 429: "rate_limit_error",
                      529: "overloaded_error"}
+
+
+def _last_message(request: Any) -> str:
+    messages = request.get("messages") if isinstance(request, dict) else None
+    if not isinstance(messages, list) or not messages or not isinstance(messages[-1], dict):
+        return "?"
+    return str(messages[-1].get("content", "?"))
 
 
 def _openai_error(status: int, message: str) -> dict[str, Any]:
@@ -359,6 +372,8 @@ class _Handler(BaseHTTPRequestHandler):
         if protocol is None:
             self._send(404, {"error": {"message": f"no route for {path}", "type": "not_found"}})
             return
+        if reply.kind == "echo":
+            reply = Reply(parts=(f"You asked: {_last_message(request)} (request {number})",))
         make_error = _openai_error if protocol == "openai" else _anthropic_error
         named = "x-request-id" if protocol == "openai" else "request-id"
         sent = ((named, f"req_loopback{number}"), *reply.headers)

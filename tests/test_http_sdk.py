@@ -7,22 +7,15 @@ runs sync and async on each HTTP library it takes: openai an ``httpx`` client (a
 since 3.x, an ``httpx2`` one), anthropic only an ``httpx2`` one.
 """
 
-# BLOCKED on the core (gradekit/_transport.py), for openai only: a miss raises a bare
-# CassetteMiss from handle_request, and openai 3.57 wraps and retries only its HTTP library's
-# RequestError (openai/_base_client.py `except request_exceptions()`: httpx2.RequestError,
-# httpx.RequestError, ssl.SSLError, anyio.EndOfStream); anything else "propagates as-is,
-# without retrying or wrapping". So the student gets a raw CassetteMiss on the first attempt,
-# not openai.APIConnectionError. anthropic 2.x wraps every exception, so it passes. The fix
-# belongs in the core: raise a CassetteMiss that is also the request's library's
-# TransportError. Until then the openai miss cases are xfail(strict=True, raises=CassetteMiss).
-
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import json
 import threading
 import uuid
+import warnings
 from collections.abc import Awaitable, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -44,24 +37,13 @@ from gradekit import (
     SecretLeak,
     request_key,
 )
-from tests.loopback import Loopback, Reply, answer, error, tool_call
+from tests.loopback import Loopback, Reply, answer, echo, error, tool_call
 
 Sdk = Literal["openai", "anthropic"]
 Stack = Literal["openai+httpx", "openai+httpx2", "anthropic+httpx2"]
 Scenario = Literal["chat", "tool", "stream", "stream-tool"]
 SDKS: list[Sdk] = ["openai", "anthropic"]
 STACKS: list[Stack] = ["openai+httpx", "openai+httpx2", "anthropic+httpx2"]
-_BARE_MISS = pytest.mark.xfail(
-    strict=True, raises=CassetteMiss,
-    reason="core: a miss must also be the request library's TransportError (httpx.RequestError "
-    "or httpx2.RequestError), or openai 3.x re-raises a bare CassetteMiss unwrapped, unretried")
-_LIVE_RACE = pytest.mark.xfail(
-    strict=True,  # the leaked sockets' ResourceWarnings, raised by pytest as an ExceptionGroup
-    reason="core: _transport._Live.of makes the live HTTPTransport without a lock, so threads "
-    "making their first request together each make one and all but one are never closed")
-# Where a miss must surface as the SDK's APIConnectionError.
-MISS_STACKS = [pytest.param(stack, marks=_BARE_MISS) if stack.startswith("openai") else stack
-               for stack in STACKS]
 SCENARIOS: list[Scenario] = ["chat", "tool", "stream", "stream-tool"]
 VENDOR_KEY = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
 MODEL = "loopback-model"
@@ -78,6 +60,11 @@ ANTHROPIC_TOOLS: list[ToolParam] = [{
     "name": "lookup", "description": "Search the policy documents.",
     "input_schema": {"type": "object", "properties": {"query": {"type": "string"},
                                                       "limit": {"type": "integer"}}}}]
+
+_LIVE_RACE = pytest.mark.xfail(
+    strict=True, raises=AssertionError,
+    reason="core: _transport._Live.of makes the live HTTPTransport without a lock, so threads "
+    "making their first request together each make one and all but one are never closed")
 
 SyncClient = openai.OpenAI | anthropic.Anthropic
 AsyncClient = openai.AsyncOpenAI | anthropic.AsyncAnthropic
@@ -497,6 +484,11 @@ def test_rerecord_asks_again_and_keeps_the_previous(stack: Stack, cassette: Path
 QUESTIONS = [f"Question {n}: what is policy {n}?" for n in range(4)]
 
 
+def answered(question: str, text: str) -> bool:
+    """Whether ``text`` is the loopback's ``echo()`` of ``question``."""
+    return text.startswith(f"You asked: {question} (request ")
+
+
 async def ask_together(stack: Stack, url: str, transport: AsyncCassetteTransport, key: str,
                        questions: list[str]) -> list[str]:
     async with transport, async_client(stack, url, transport, key) as client:
@@ -508,43 +500,63 @@ async def ask_together(stack: Stack, url: str, transport: AsyncCassetteTransport
 @pytest.mark.parametrize("stack", STACKS)
 def test_concurrent_async_calls_replay_each_its_own(stack: Stack, cassette: Path,
                                                     key: str) -> None:
-    # Four questions and the same one three times, all in flight at once.
+    # Four questions and one of them three times more, all in flight at once.
     asked = [*QUESTIONS, QUESTION, QUESTION, QUESTION]
-    with Loopback(*(answer(f"answer {n}") for n in range(len(asked)))) as server:
+    with Loopback(default=echo()) as server:
         recording = AsyncCassetteTransport(cassette, mode="once")
         recorded = asyncio.run(ask_together(stack, server.url, recording, key, asked))
-    by_question = {server_seen.body["messages"][0]["content"]: text for server_seen, text in
-                   zip(server.requests, [f"answer {n}" for n in range(len(asked))], strict=True)}
-    assert recorded[:4] == [by_question[question] for question in QUESTIONS]
-    replayed = asyncio.run(ask_together(stack, server.url, AsyncCassetteTransport(cassette),
-                                        key, asked))
+    assert all(answered(question, text) for question, text in zip(asked, recorded, strict=True))
+    assert len(set(recorded)) == len(asked)  # the three equal asks got three recordings
+    replaying = AsyncCassetteTransport(cassette)
+    replayed = asyncio.run(ask_together(stack, server.url, replaying, key, asked))
     assert replayed[:4] == recorded[:4]
-    assert sorted(replayed[4:]) == sorted(recorded[4:])  # which of three equal asks gets which
-    assert len(set(replayed[4:])) == 3
+    assert sorted(replayed[4:]) == sorted(recorded[4:])  # which equal ask gets which is free
+
+
+def ask_in_threads(stack: Stack, url: str, transport: CassetteTransport, key: str,
+                   questions: list[str]) -> list[str]:
+    """``questions`` from four threads sharing one client, the first four sent together."""
+    start = threading.Barrier(4)
+
+    def ask(question: str) -> str:
+        with contextlib.suppress(threading.BrokenBarrierError):
+            start.wait(timeout=5)
+        return sync_call(client, "chat", question).text
+
+    with transport, sync_client(stack, url, transport, key) as client, \
+            ThreadPoolExecutor(max_workers=4) as pool:
+        return list(pool.map(ask, questions))
+
+
+def live_transport(stack: Stack) -> httpx.HTTPTransport | httpx2.HTTPTransport:
+    return httpx2.HTTPTransport() if "httpx2" in stack else httpx.HTTPTransport()
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_threads_sharing_one_client_replay_each_its_own(stack: Stack, cassette: Path,
+                                                        key: str) -> None:
+    asked = QUESTIONS * 2
+    with Loopback(default=echo()) as server:
+        recording = CassetteTransport(cassette, mode="once", inner=live_transport(stack))
+        recorded = ask_in_threads(stack, server.url, recording, key, asked)
+    assert all(answered(question, text) for question, text in zip(asked, recorded, strict=True))
+    replayed = ask_in_threads(stack, server.url, CassetteTransport(cassette), key, asked)
+    assert sorted(replayed) == sorted(recorded) and len(set(replayed)) == 8
 
 
 @_LIVE_RACE
 @pytest.mark.parametrize("stack", STACKS)
-def test_threads_sharing_one_client_replay_each_its_own(stack: Stack, cassette: Path,
-                                                        key: str) -> None:
-    def ask_all(url: str, transport: CassetteTransport) -> list[str]:
-        start = threading.Barrier(4)  # the first requests arrive together, as in a grader
-
-        def ask(question: str) -> Result:
-            with contextlib.suppress(threading.BrokenBarrierError):
-                start.wait(timeout=5)
-            return sync_call(client, "chat", question)
-
-        with transport, sync_client(stack, url, transport, key) as client, \
-                ThreadPoolExecutor(max_workers=4) as pool:
-            return [result.text for result in pool.map(ask, QUESTIONS * 2)]
-
-    with Loopback(default=answer("same answer")) as server:
-        recorded = ask_all(server.url, CassetteTransport(cassette, mode="once"))
-    assert recorded == ["same answer"] * 8 and len(server.requests) == 8
-    assert ask_all(server.url, CassetteTransport(cassette)) == recorded
-    assert sum(len(each) for each in json.loads(cassette.read_text())["interactions"].values()
-               ) == 8
+def test_threads_recording_at_once_close_every_connection(stack: Stack, cassette: Path,
+                                                          key: str) -> None:
+    # The leaked sockets are caught here, so their warnings cannot fail a later test instead.
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with Loopback(default=echo()) as server:
+            ask_in_threads(stack, server.url, CassetteTransport(cassette, mode="once"), key,
+                           QUESTIONS)
+        gc.collect()
+    assert [str(warning.message) for warning in caught
+            if issubclass(warning.category, ResourceWarning)] == []
 
 
 # ---- a miss: the SDK's own error, CassetteMiss in its chain, every retry a miss ---------
@@ -655,7 +667,7 @@ def record_chat(stack: Stack, server: Loopback, cassette: Path, key: str) -> Non
     assert len(server.requests) == 1
 
 
-@pytest.mark.parametrize("stack", MISS_STACKS)
+@pytest.mark.parametrize("stack", STACKS)
 def test_sync_miss_is_the_sdks_error_caused_by_cassette_miss(stack: Stack, cassette: Path,
                                                               key: str) -> None:
     with Loopback(reply("chat")) as server:
@@ -670,7 +682,7 @@ def test_sync_miss_is_the_sdks_error_caused_by_cassette_miss(stack: Stack, casse
     assert_miss_explained(caught.value, attempts)
 
 
-@pytest.mark.parametrize("stack", MISS_STACKS)
+@pytest.mark.parametrize("stack", STACKS)
 def test_async_miss_is_the_sdks_error_caused_by_cassette_miss(stack: Stack, cassette: Path,
                                                                key: str) -> None:
     attempts = Attempts()
@@ -690,7 +702,7 @@ def test_async_miss_is_the_sdks_error_caused_by_cassette_miss(stack: Stack, cass
     assert_miss_explained(caught.value, attempts)
 
 
-@pytest.mark.parametrize("stack", MISS_STACKS)
+@pytest.mark.parametrize("stack", STACKS)
 def test_no_cassette_is_a_miss_not_a_recording(stack: Stack, cassette: Path, key: str) -> None:
     # vcrpy records live when the cassette is absent; replay-only must say so and stop.
     with Loopback(reply("chat")) as server:
@@ -704,7 +716,7 @@ def test_no_cassette_is_a_miss_not_a_recording(stack: Stack, cassette: Path, key
     assert not cassette.exists()
 
 
-@pytest.mark.parametrize("stack", MISS_STACKS)
+@pytest.mark.parametrize("stack", STACKS)
 def test_asking_more_often_than_recorded_is_a_miss(stack: Stack, cassette: Path, key: str) -> None:
     with Loopback(answer("first"), answer("second")) as server:
         with (CassetteTransport(cassette, mode="once") as transport,
