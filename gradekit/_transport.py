@@ -252,14 +252,16 @@ class _Live:
     def __init__(self, given: object | None, default: str) -> None:
         self._given, self._default = given, default
         self._made: dict[str, Any] = {}
+        self._making = threading.Lock()  # threads' first requests at once: make one, not many
 
     def of(self, library: ModuleType) -> Any:
         """What sends ``library``'s requests to the network."""
         if self._given is not None:
             return self._given
-        if library.__name__ not in self._made:
-            self._made[library.__name__] = getattr(library, self._default)()
-        return self._made[library.__name__]
+        with self._making:
+            if library.__name__ not in self._made:
+                self._made[library.__name__] = getattr(library, self._default)()
+            return self._made[library.__name__]
 
     def opened(self) -> list[Any]:
         """Every live transport there is to close."""
@@ -270,7 +272,9 @@ class CassetteTransport(_SyncBase):
     """An httpx / httpx2 transport that answers from an HTTP cassette (``*.http.json``).
 
     ``mode`` is the Recorder's: ``none`` (the default) replays only and a request
-    the cassette does not hold raises ``CassetteMiss``; ``once`` asks ``inner`` (the
+    the cassette does not hold raises ``CassetteMiss`` (also the request library's
+    ``TransportError``: an SDK retries it, each retry misses again, and raises its
+    connection error with the miss as its cause); ``once`` asks ``inner`` (the
     live transport; default the request's library's ``HTTPTransport()``) for what is
     missing and records it; ``rerecord`` asks again for everything and keeps
     ``<name>.previous.json``. ``close()`` (or the client's, or a ``with`` block)
