@@ -23,16 +23,20 @@ from typing import Any, Literal
 from gradekit import GradekitError, UsageError
 from gradekit._cassette import decode_cassette
 from gradekit._fixtures import decode_fixture
+from gradekit._http import HTTP_CASSETTE, HttpRequest
 
 __all__ = [
     "KINDS", "Kind", "Recorded", "Recording", "ReviewError", "decode_recording",
     "is_http_cassette", "kind_of", "read_bytes", "read_json", "restore_hint",
 ]
 
-Kind = Literal["cassette", "fixture"]
+Kind = Literal["cassette", "fixture", "http"]
+# What a change log entry names (grader._changelog): the recordings `gradekit record` writes.
 KINDS: tuple[Kind, ...] = ("cassette", "fixture")
-_PREFIXES: Mapping[str, Kind] = {"gradekit.cassette/": "cassette", "gradekit.fixtures/": "fixture"}
 _HTTP_PREFIX = "gradekit.http-cassette/"
+_PREFIXES: Mapping[str, Kind] = {
+    "gradekit.cassette/": "cassette", "gradekit.fixtures/": "fixture", _HTTP_PREFIX: "http",
+}
 
 
 class ReviewError(GradekitError):
@@ -59,16 +63,20 @@ class Recording:
 
 
 def decode_recording(data: bytes, *, source: str) -> Recording:
-    """Read cassette or fixture bytes; anything else is a ``UsageError`` naming ``source``."""
+    """Read cassette, fixture or HTTP cassette bytes; anything else is a ``UsageError`` naming
+    ``source``."""
     document = read_json(data, source)
     kind = kind_of(document)
     if kind is None:
         raise UsageError(
             f"{source} is neither a cassette nor a fixture file: pass files written by "
-            "`gradekit record` (cassettes/<case>.json or fixtures/<case>.json)"
+            "`gradekit record` (cassettes/<case>.json or fixtures/<case>.json) or HTTP "
+            "cassettes (<case>.http.json)"
         )
     if kind == "fixture":
         return _decode_fixture(data, source)
+    if kind == "http":
+        return _decode_http(data, source)
     cassette = decode_cassette(data, source=source, case=Path(source).stem)
     recorded = {
         key: Recorded(entry.prompt or "(prompt not kept: flat cassette)", entry.response,
@@ -99,6 +107,26 @@ def kind_of(document: Any) -> Kind | None:
         if isinstance(version, str) and version.startswith(prefix):
             return kind
     return None
+
+
+def _decode_http(data: bytes, source: str) -> Recording:
+    """Each recording under its ``<key>#<n>``: the request as its label, the response as
+    pretty JSON, so it diffs by line."""
+    cassette = HTTP_CASSETTE.decode(data, source=source)
+    recorded = {
+        name: Recorded(_request_label(i.request), json.dumps(i.response.to_json(), indent=2,
+                                                            sort_keys=True, ensure_ascii=False),
+                       i.recorded_at)
+        for name, i in cassette.slots().items()
+    }
+    return Recording("http", cassette.case, MappingProxyType(recorded))
+
+
+def _request_label(request: HttpRequest) -> str:
+    body = request.to_json()[request.form]
+    shown = body if isinstance(body, str) else json.dumps(body, sort_keys=True,
+                                                          ensure_ascii=False)
+    return f"{request.method} {request.url} {shown}"
 
 
 def is_http_cassette(data: bytes, path: Path) -> bool:

@@ -733,3 +733,25 @@ def test_a_journal_line_no_recorder_wrote_is_an_error_naming_its_line(tmp_path: 
     with pytest.raises(CassetteCorrupt, match=r"chat\.http\.json\.journal:1: unreadable"):
         CassetteTransport(path)
     assert json.loads(path.read_bytes())["interactions"]  # the file itself is left alone
+
+
+def test_cassette_diff_and_stale_read_http_cassettes_after_a_rerecord(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    path, live = tmp_path / "chat.http.json", Live()
+    post_once(CassetteTransport(path, mode="once", inner=live.transport(),
+                                clock=lambda: "2026-01-01T00:00:00Z"), chat())
+    with CassetteTransport(path, mode="rerecord", inner=live.transport(),
+                           clock=lambda: "2026-02-01T00:00:00Z") as transport:
+        post(transport, chat())
+    previous = tmp_path / "chat.http.previous.json"
+    assert main(["cassette", "diff", str(previous), str(path)]) == 0
+    shown = capsys.readouterr().out
+    key = request_key("POST", URL, json.dumps(chat()).encode())
+    assert "http diff" in shown and "0 added, 0 removed, 1 changed, 0 unchanged" in shown
+    assert f"~ changed {key}#1  POST {URL}" in shown
+    assert '-          "content": "answer 1 to hi"' in shown
+    assert '+          "content": "answer 2 to hi"' in shown
+    assert main(["cassette", "stale", str(tmp_path)]) == 0
+    [row] = [line for line in capsys.readouterr().out.splitlines() if "chat.http.json" in line]
+    assert "http" in row and "2026-02-01" in row
