@@ -36,6 +36,7 @@ __all__ = [
     "Reply",
     "ToolCall",
     "answer",
+    "cut",
     "echo",
     "empty",
     "error",
@@ -73,11 +74,18 @@ class Reply:
     delay: float = 0.0
     thinking: str | None = None
     tools: tuple[ToolCall, ...] = ()
+    cut_after: int | None = None
 
 
 def answer(*parts: str, thinking: str | None = None) -> Reply:
     """A 200 whose text is ``parts`` joined (Anthropic: one text block per part)."""
     return Reply(parts=parts or Reply.parts, thinking=thinking)
+
+
+def cut(after: int, *parts: str) -> Reply:
+    """A normal answer whose connection drops mid-body: after ``after`` events of a stream,
+    or halfway through a JSON body (``after`` is then ignored)."""
+    return Reply(parts=parts or Reply.parts, cut_after=after)
 
 
 def echo() -> Reply:
@@ -367,6 +375,8 @@ class _Handler(BaseHTTPRequestHandler):
         protocol: Wire | None = None
         if path.endswith("/v1/chat/completions"):  # OpenAI itself 404s without /v1
             protocol = "openai"
+        elif path.startswith("/openai/deployments/") and path.endswith("/chat/completions"):
+            protocol = "openai"  # Azure OpenAI: the deployment is in the path
         elif path.endswith("/v1/messages"):
             protocol = "anthropic"
         if protocol is None:
@@ -392,16 +402,16 @@ class _Handler(BaseHTTPRequestHandler):
             body = make_body(reply, request, number)
             if request.get("stream") is True:
                 make_events = _openai_events if protocol == "openai" else _anthropic_events
-                self._stream(make_events(body, reply, request), sent)
+                self._stream(make_events(body, reply, request), sent, reply.cut_after)
             else:
-                self._send(200, body, sent)
+                self._send(200, body, sent, reply.cut_after is not None)
 
     def _send(self, status: int, body: dict[str, Any],
-              headers: tuple[tuple[str, str], ...] = ()) -> None:
-        self._send_bytes(status, json.dumps(body).encode(), "application/json", headers)
+              headers: tuple[tuple[str, str], ...] = (), cut: bool = False) -> None:
+        self._send_bytes(status, json.dumps(body).encode(), "application/json", headers, cut)
 
     def _send_bytes(self, status: int, body: bytes, content_type: str,
-                    headers: tuple[tuple[str, str], ...]) -> None:
+                    headers: tuple[tuple[str, str], ...], cut: bool = False) -> None:
         if cast(_Server, self.server).owner.gzip and "gzip" in self.headers.get(
                 "accept-encoding", ""):
             body = gzip.compress(body, mtime=0)
@@ -413,12 +423,15 @@ class _Handler(BaseHTTPRequestHandler):
             for name, value in headers:
                 self.send_header(name, value)
             self.end_headers()
-            self.wfile.write(body)
+            self.wfile.write(body[: len(body) // 2] if cut else body)
+            self.close_connection = self.close_connection or cut
         except OSError:
             pass  # the client gave up (a timeout test); there is no one to answer
 
-    def _stream(self, events: list[bytes], headers: tuple[tuple[str, str], ...]) -> None:
-        """Send ``events`` one HTTP chunk each, as the real APIs stream."""
+    def _stream(self, events: list[bytes], headers: tuple[tuple[str, str], ...],
+                cut_after: int | None = None) -> None:
+        """Send ``events`` one HTTP chunk each, as the real APIs stream; ``cut_after``
+        events, then drop the connection without the chunk that ends the body."""
         try:
             self.send_response(200)
             self.send_header("content-type", EVENT_STREAM)
@@ -427,9 +440,11 @@ class _Handler(BaseHTTPRequestHandler):
             for name, value in headers:
                 self.send_header(name, value)
             self.end_headers()
-            for event in [*events, b""]:  # the empty chunk ends the body
+            sent = [*events, b""] if cut_after is None else events[:cut_after]
+            for event in sent:  # the empty chunk ends the body
                 self.wfile.write(b"%X\r\n%s\r\n" % (len(event), event))
                 self.wfile.flush()
+            self.close_connection = self.close_connection or cut_after is not None
         except OSError:
             pass  # the client stopped reading mid-stream; there is no one to answer
 
