@@ -182,43 +182,54 @@ class _Chunks:
     ``done`` (a recording) is called once with the whole body when it ends. A
     consumer that stops early does not cut the recording short: ``close`` reads
     the rest first, so a later replay serves what the server sent, not what one
-    client happened to read.
+    client happened to read. A body the network cut off is never recorded:
+    ``abandon`` is called instead, and the retry records in its place.
     """
 
     def __init__(self, chunks: Iterator[bytes] | AsyncIterator[bytes],
                  done: Callable[[bytes], None] | None = None,
-                 close: Callable[[], Any] | None = None) -> None:
-        self._chunks, self._done, self._close = chunks, done, close
+                 close: Callable[[], Any] | None = None,
+                 abandon: Callable[[], None] | None = None) -> None:
+        self._chunks, self._done, self._close, self._abandon = chunks, done, close, abandon
         self._seen: list[bytes] = []
 
-    def _finish(self) -> None:
-        done, self._done = self._done, None
-        if done is not None:
+    def _finish(self, whole: bool) -> None:
+        done, abandon, self._done, self._abandon = self._done, self._abandon, None, None
+        if whole and done is not None:
             done(b"".join(self._seen))
+        elif not whole and abandon is not None:
+            abandon()
 
     def __iter__(self) -> Iterator[bytes]:
         assert isinstance(self._chunks, Iterator)
-        for chunk in self._chunks:
-            self._seen.append(chunk)
-            yield chunk
-        self._finish()
+        try:
+            for chunk in self._chunks:
+                self._seen.append(chunk)
+                yield chunk
+        except Exception:
+            self._finish(whole=False)
+            raise
+        self._finish(whole=True)
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         if isinstance(self._chunks, Iterator):  # a replay's events: already in memory
             for chunk in self._chunks:
                 yield chunk
             return
-        async for chunk in self._chunks:
-            self._seen.append(chunk)
-            yield chunk
-        self._finish()
+        try:
+            async for chunk in self._chunks:
+                self._seen.append(chunk)
+                yield chunk
+        except Exception:
+            self._finish(whole=False)
+            raise
+        self._finish(whole=True)
 
     def close(self) -> None:
         try:
             if self._done is not None:
                 assert isinstance(self._chunks, Iterator)
-                self._seen.extend(self._chunks)
-                self._finish()
+                self._finish(whole=_drained(self._seen, self._chunks))
         finally:
             if self._close is not None:
                 self._close()
@@ -227,11 +238,29 @@ class _Chunks:
         try:
             if self._done is not None:
                 assert isinstance(self._chunks, AsyncIterator)
-                self._seen.extend([chunk async for chunk in self._chunks])
-                self._finish()
+                self._finish(whole=await _adrained(self._seen, self._chunks))
         finally:
             if self._close is not None:
                 await self._close()
+
+
+def _drained(seen: list[bytes], chunks: Iterator[bytes]) -> bool:
+    """Read the rest of a body its consumer left; False when the network cut it off (the
+    consumer is done with it, so that is not its error: nothing is recorded)."""
+    try:
+        seen.extend(chunks)
+    except Exception:
+        return False
+    return True
+
+
+async def _adrained(seen: list[bytes], chunks: AsyncIterator[bytes]) -> bool:
+    """``_drained`` for an async body."""
+    try:
+        seen.extend([chunk async for chunk in chunks])
+    except Exception:
+        return False
+    return True
 
 
 _STREAMS: dict[tuple[str, bool], type[_Chunks]] = {}
@@ -353,7 +382,7 @@ class CassetteTransport(_SyncBase):
 
 def _tee(library: ModuleType, live: Any, keep: Callable[[bytes], HttpResponse],
          release: Callable[[], None], *, sync: bool) -> Any:
-    """A live stream handed on as it arrives, recorded once it ends."""
+    """A live stream handed on as it arrives, recorded once it ends whole."""
     def done(data: bytes) -> None:
         try:
             keep(data)
@@ -363,7 +392,8 @@ def _tee(library: ModuleType, live: Any, keep: Callable[[bytes], HttpResponse],
 
     chunks = live.iter_bytes() if sync else live.aiter_bytes()
     headers = {k.lower(): v for k, v in live.headers.items() if k.lower() in KEPT_HEADERS}
-    stream = _streamed(library, sync)(chunks, done, live.close if sync else live.aclose)
+    stream = _streamed(library, sync)(chunks, done, live.close if sync else live.aclose,
+                                      release)
     return library.Response(live.status_code, headers=headers, stream=stream)
 
 

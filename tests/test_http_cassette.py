@@ -287,6 +287,9 @@ class Streaming(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         self.rfile.read(int(self.headers["content-length"]))
+        if self.server.cuts:
+            self.server.cuts -= 1
+            return self.cut_off()
         self.send_response(200)
         self.send_header("content-type", "text/event-stream; charset=utf-8")
         self.send_header("x-request-id", "req_s")
@@ -298,6 +301,17 @@ class Streaming(BaseHTTPRequestHandler):
                 self.server.handed_on.append(self.server.first_read.wait(5))
         self.close_connection = True
 
+    def cut_off(self) -> None:
+        """The first event in a chunked body, then the connection drops mid-answer."""
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("transfer-encoding", "chunked")
+        self.end_headers()
+        first = f"{EVENTS[0]}\n\n".encode()
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(first), first))
+        self.wfile.flush()
+        self.close_connection = True
+
     def log_message(self, format: str, *args: object) -> None:
         """Quiet: the test output is the test's."""
 
@@ -307,6 +321,7 @@ class StreamingServer(ThreadingHTTPServer):
         super().__init__(("127.0.0.1", 0), Streaming)
         self.first_read = threading.Event()
         self.handed_on: list[bool] = []
+        self.cuts = 0  # how many answers to cut off before answering whole
         self.url = f"http://127.0.0.1:{self.server_address[1]}/v1/chat/completions"
 
 
@@ -755,3 +770,24 @@ def test_cassette_diff_and_stale_read_http_cassettes_after_a_rerecord(
     assert main(["cassette", "stale", str(tmp_path)]) == 0
     [row] = [line for line in capsys.readouterr().out.splitlines() if "chat.http.json" in line]
     assert "http" in row and "2026-02-01" in row
+
+
+@pytest.mark.parametrize("leave_early", [False, True])
+def test_a_stream_the_network_cut_off_is_not_recorded_and_the_retry_takes_its_place(
+    tmp_path: Path, streaming: StreamingServer, leave_early: bool,
+) -> None:
+    path, streaming.cuts = tmp_path / "stream.http.json", 1
+    streaming.first_read.set()
+    with CassetteTransport(path, mode="once") as transport:
+        client = httpx.Client(transport=transport)
+        if leave_early:  # the consumer stops after one line; the rest cannot be read
+            with client.stream("POST", streaming.url, json=chat(stream=True)) as response:
+                assert next(response.iter_lines()) == EVENTS[0]
+        else:
+            with pytest.raises(httpx.RemoteProtocolError):
+                read_stream(client, streaming.url)
+        assert read_stream(client, streaming.url) == EVENTS
+    key = request_key("POST", streaming.url, json.dumps(chat(stream=True)).encode())
+    interactions = json.loads(path.read_bytes())["interactions"]
+    assert list(interactions) == [key] and len(interactions[key]) == 1  # key#1, the whole one
+    assert interactions[key][0]["response"]["events"] == EVENTS
