@@ -542,14 +542,9 @@ def failure(call: Callable[[], object]) -> BaseException:
     raise AssertionError(f"{call} was expected to fail")
 
 
-_CUT_STREAM = pytest.mark.xfail(
-    strict=True, raises=AssertionError,
-    reason="core: _transport._Chunks.close/aclose keep the events read before the live stream "
-    "failed, so a cut-off stream is recorded as a whole answer (replayed as a success) and "
-    "the retry's answer becomes <key>#2")
 # What a student's call raises when the connection drops mid-answer, by SDK and library.
 CUT_OFF = (openai.APIError, anthropic.APIError, httpx.TransportError, httpx2.TransportError)
-CUTS = [pytest.param("stream", cut(3, *ANSWER), marks=_CUT_STREAM, id="stream"),
+CUTS = [pytest.param("stream", cut(3, *ANSWER), id="stream"),
         pytest.param("chat", cut(0, *ANSWER), id="chat")]
 
 
