@@ -824,15 +824,18 @@ def connection_error(stack: Stack) -> type[Exception]:
     return openai.APIConnectionError if stack.startswith("openai") else anthropic.APIConnectionError
 
 
-def assert_miss_explained(error: BaseException, attempts: Attempts, key: str) -> None:
-    """Three attempts (max_retries=2), each a miss on one key, the last in ``error``'s chain."""
+def assert_miss_explained(error: BaseException, attempts: Attempts, key: str,
+                          cassette: Path) -> None:
+    """Three attempts (max_retries=2), each a miss on one key, the last in ``error``'s chain,
+    naming the one recorded request as the closest and where the two part."""
     misses = attempts.misses()
     assert len(attempts.outcomes) == 3 and len(misses) == 3
     assert misses[-1] in chain(error)
     method, url, body = attempts.requests[-1]
     assert {miss.key for miss in misses} == {request_key(method, url, body)}
     message = str(misses[-1])
-    assert "messages[0].content" in message
+    [recorded] = json.loads(cassette.read_text())["interactions"]
+    assert recorded in message and "messages[0].content" in message
     assert QUESTION in message and OTHER_QUESTION in message  # recorded, then asked
     assert 'mode="once"' in message  # how to record it
     assert key not in message and key not in str(error)
@@ -855,7 +858,7 @@ def test_sync_miss_is_the_sdks_error_caused_by_cassette_miss(stack: Stack, casse
               pytest.raises(connection_error(stack)) as caught):
             sync_call(client, "chat", OTHER_QUESTION)
         assert server.requests[1:] == []  # a miss never goes live, however often retried
-    assert_miss_explained(caught.value, attempts, key)
+    assert_miss_explained(caught.value, attempts, key, cassette)
 
 
 @pytest.mark.parametrize("stack", STACKS)
@@ -875,7 +878,37 @@ def test_async_miss_is_the_sdks_error_caused_by_cassette_miss(stack: Stack, cass
         with pytest.raises(connection_error(stack)) as caught:
             asyncio.run(ask(server.url))
         assert server.requests[1:] == []
-    assert_miss_explained(caught.value, attempts, key)
+    assert_miss_explained(caught.value, attempts, key, cassette)
+
+
+def chat_as(client: SyncClient, who: str, *, warmer: bool = False) -> str:
+    """A chat tagged with the end user, as a course's grader might tag each student;
+    ``warmer`` changes a sampling setting (anthropic 2.x has no temperature: max_tokens)."""
+    if isinstance(client, openai.OpenAI):
+        return client.chat.completions.create(
+            model=MODEL, messages=openai_messages(QUESTION), user=who,
+            temperature=0.7 if warmer else 0.2).model_dump_json()
+    return client.messages.create(
+        model=MODEL, max_tokens=128 if warmer else 64, messages=anthropic_messages(QUESTION),
+        metadata={"user_id": who}).model_dump_json()
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_who_asked_is_not_in_the_key_but_sampling_is(stack: Stack, cassette: Path,
+                                                      key: str) -> None:
+    with (Loopback(reply("chat")) as server,
+          CassetteTransport(cassette, mode="once") as transport,
+          sync_client(stack, server.url, transport, key) as client):
+        recorded = chat_as(client, "student-1")
+    with (CassetteTransport(cassette) as transport,
+          sync_client(stack, server.url, transport, key) as client):
+        assert chat_as(client, "student-2") == recorded  # user / metadata are volatile
+        with pytest.raises(connection_error(stack)) as caught:
+            chat_as(client, "student-1", warmer=True)
+    [miss] = [error for error in chain(caught.value) if isinstance(error, CassetteMiss)]
+    differs = ("temperature: 0.7 != 0.2" if stack.startswith("openai")
+               else "max_tokens: 128 != 64")
+    assert differs in str(miss)
 
 
 @pytest.mark.parametrize("stack", STACKS)
