@@ -11,7 +11,9 @@ OpenAI ``chat.completion.chunk`` events ending in ``data: [DONE]``, Anthropic's
 real APIs send them. ``tool_call`` answers with a tool call in either protocol.
 Each answer carries its protocol's request id header (``x-request-id`` /
 ``request-id``: ``req_loopback<n>``); ``Loopback(gzip=True)`` compresses JSON
-bodies for a client that accepts gzip, as the real APIs do.
+bodies for a client that accepts gzip, as the real APIs do. ``cut`` drops the
+connection mid-answer, ``echo`` quotes the question (to tell concurrent calls
+apart), and Azure OpenAI's ``/openai/deployments/<name>/chat/completions`` is served.
 
     with Loopback(error(429, retry_after="2"), answer("hi")) as server:
         OpenAICompatible(model="m", base_url=server.openai_url).complete("hello")
