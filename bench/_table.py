@@ -116,11 +116,13 @@ def _line(cells: tuple[str, ...]) -> str:
 
 
 def fmt_ns(ns: float) -> str:
-    """A duration with three significant digits in the unit that suits it."""
+    """A duration with three significant digits in the unit that suits it; rounded first,
+    so 999.6 µs is 1 ms, never "1e+03 µs"."""
+    rounded = float(f"{ns:.3g}")
     for unit, scale in (("s", 1e9), ("ms", 1e6), ("µs", 1e3)):
-        if abs(ns) >= scale:
-            return f"{ns / scale:.3g} {unit}"
-    return f"{ns:.3g} ns"
+        if abs(rounded) >= scale:
+            return f"{rounded / scale:.3g} {unit}"
+    return f"{rounded:.3g} ns"
 
 
 def fmt_size(count: int) -> str:
