@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import threading
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Mapping
+from contextlib import AbstractContextManager
 from typing import Any
+
+from bench._loopback import serve
 
 __all__ = ["MODEL", "Chat", "answer_text", "chat", "completion", "serve_completions"]
 
@@ -54,32 +54,6 @@ def completion(request: Chat) -> bytes:
     return json.dumps(body, indent=2).encode()
 
 
-class _CompletionHandler(BaseHTTPRequestHandler):
-    """POST /v1/chat/completions: read the request, answer its completion."""
-
-    def do_POST(self) -> None:
-        request = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))))
-        body = completion(request)
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: object) -> None:
-        """Stay quiet: one line per request would bury the tables."""
-
-
-@contextmanager
-def serve_completions() -> Iterator[str]:
-    """Run the server on a free loopback port for the block; yield the SDK's ``base_url``."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _CompletionHandler)
-    thread = threading.Thread(target=server.serve_forever, name="bench-http", daemon=True)
-    thread.start()
-    try:
-        host, port = server.server_address[:2]
-        yield f"http://{host!s}:{port}/v1"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
+def serve_completions() -> AbstractContextManager[str]:
+    """The chat server on a free loopback port for the block; yields the SDK's ``base_url``."""
+    return serve(lambda body: completion(json.loads(body)), "/v1")

@@ -92,6 +92,11 @@ def body_form(data: bytes) -> tuple[Form, Any]:
     parsed, value = _json_value(data) if data else (False, None)
     if parsed:
         return "body", value
+    return _text_or_base64(data)
+
+
+def _text_or_base64(data: bytes) -> tuple[Literal["text", "base64"], str]:
+    """Bytes kept as they are: their text, or base64 when they are not UTF-8."""
     try:
         return "text", data.decode("utf-8")
     except UnicodeDecodeError:
@@ -110,10 +115,7 @@ def response_form(content_type: str, data: bytes) -> tuple[ResponseForm, Any]:
         parsed, value = _json_value(data)
         if parsed:
             return "body", value
-    try:
-        return "text", data.decode("utf-8")
-    except UnicodeDecodeError:
-        return "base64", base64.b64encode(data).decode("ascii")
+    return _text_or_base64(data)
 
 
 def split_events(data: bytes) -> list[str]:
