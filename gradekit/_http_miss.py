@@ -6,7 +6,7 @@ from __future__ import annotations
 from gradekit._exceptions import CassetteMiss
 from gradekit._http import HTTP_CASSETTE, HttpCassette, HttpRequest, clip, compact_json, place, slot
 
-__all__ = ["differences", "http_miss"]
+__all__ = ["differences", "http_miss", "miss_rows"]
 
 
 def differences(asked: object, recorded: object, path: str = "", limit: int = 5) -> list[str]:
@@ -41,10 +41,22 @@ def _value(value: object) -> str:
 
 
 def http_miss(
-    cassette: HttpCassette, asked: HttpRequest, n: int, *, source: str, exists: bool
+    cassette: HttpCassette, asked: HttpRequest, n: int, *, source: str, exists: bool,
+    command: str | None = None,
 ) -> CassetteMiss:
     """The error for the ``n``th asking of ``asked``, which ``cassette`` does not hold: the
-    closest recorded request (same method and path first) and where they part."""
+    closest recorded request (same method and path first) and where they part; the fix
+    runs ``command`` (default: the pytest plugin's recording flag)."""
+    rows = miss_rows(cassette, asked, n, exists=exists)
+    message = HTTP_CASSETTE.miss_message(source, rows, case=cassette.case, command=command)
+    return CassetteMiss(message, cassette=source, key=asked.key,
+                        prompt=compact_json(asked.to_json()))
+
+
+def miss_rows(cassette: HttpCassette, asked: HttpRequest, n: int, *,
+              exists: bool) -> list[tuple[str, str]]:
+    """A miss's ``(label, value)`` rows: its slot, the request, and either how often it was
+    recorded or the closest recorded request and where the asked one ``differs``."""
     key = asked.key
     rows = [("key", slot(key, n)), ("request", f"{asked.method} {asked.url}")]
     recorded = cassette.interactions.get(key, ())
@@ -53,8 +65,7 @@ def http_miss(
                               "asked more often than recorded is a miss"))
     else:
         rows += _closest_rows(cassette, asked, exists)
-    message = HTTP_CASSETTE.miss_message(source, rows, case=cassette.case)
-    return CassetteMiss(message, cassette=source, key=key, prompt=compact_json(asked.to_json()))
+    return rows
 
 
 def _times(n: int) -> str:

@@ -25,7 +25,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import hashlib
-import importlib
 import re
 import shlex
 from collections.abc import Callable, Generator, Iterator
@@ -274,39 +273,13 @@ def gradekit_async_http_transport(
     """
     path = _http_path(gradekit_cassette_path)
     _only_sync_or_async(request, "gradekit_http_transport")
-    inner = None if gradekit_record_mode == "none" else _FreshConnections()
-    transport = AsyncCassetteTransport(path, mode=gradekit_record_mode, inner=inner,
+    transport = AsyncCassetteTransport(path, mode=gradekit_record_mode,
                                        case=_case_of(gradekit_cassette_path))
     _watch(request, gradekit_record_mode, path, transport.unplayed)
     try:
         yield transport
     finally:
         asyncio.run(transport.aclose(prune=_passed(request)))
-
-
-class _FreshConnections:
-    """The live side of the async transport when recording: the request's library's
-    ``AsyncHTTPTransport`` without keep-alive, one per library, made on first need.
-
-    A pooled connection belongs to the event loop that opened it; a test that runs
-    ``asyncio.run`` with the client left open would leave it to a closed loop, and
-    closing it after the test would fail. Recording is rare and slow anyway.
-    """
-
-    def __init__(self) -> None:
-        self._live: dict[str, Any] = {}
-
-    async def handle_async_request(self, request: Any) -> Any:
-        library = importlib.import_module(type(request).__module__.partition(".")[0])
-        live = self._live.get(library.__name__)
-        if live is None:
-            limits = library.Limits(max_keepalive_connections=0)
-            live = self._live[library.__name__] = library.AsyncHTTPTransport(limits=limits)
-        return await live.handle_async_request(request)
-
-    async def aclose(self) -> None:
-        for live in self._live.values():
-            await live.aclose()
 
 
 @pytest.fixture

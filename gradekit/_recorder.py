@@ -13,16 +13,20 @@ from collections.abc import Callable, Mapping
 from enum import Enum
 from pathlib import Path
 from types import TracebackType
-from typing import Generic, Literal, Self, TypeVar, assert_never, get_args
+from typing import TYPE_CHECKING, Generic, Literal, Self, TypeVar, assert_never, get_args
 
 from gradekit._cassette import CASSETTE, Cassette, Entry, merge_entry
 from gradekit._codec import Codec, Document
 from gradekit._exceptions import UsageError
+from gradekit._http_client import HttpClients, http_cassette_path
 from gradekit._keys import prompt_key
 from gradekit._provider import Provider
 from gradekit._replay import miss
 from gradekit._secrets import credential_values, refuse_secrets
 from gradekit._store import Journal, RecordingLock, fold, journal_path, read, write_atomic
+
+if TYPE_CHECKING:
+    from gradekit._transport import AsyncCassetteTransport, CassetteTransport
 
 __all__ = ["Action", "JournaledRecording", "Mode", "Recorder", "decide", "previous_path"]
 
@@ -185,7 +189,7 @@ class JournaledRecording(Generic[D]):
         self.close(prune=exc is None)
 
 
-class Recorder(JournaledRecording[Cassette]):
+class Recorder(JournaledRecording[Cassette], HttpClients):
     """Wrap a live provider: a recorded prompt is served, a new one is asked and recorded.
 
     Every new answer is appended to a journal beside the cassette before
@@ -197,6 +201,10 @@ class Recorder(JournaledRecording[Cassette]):
     provider again for every prompt, keeps the old file as
     ``<case>.previous.json`` for review and drops prompts no longer asked;
     ``none`` is strict replay.
+
+    Its HTTP side (``http_client()``, for the official SDKs) records the same way,
+    with the same mode, into ``<case>.http.json`` beside the cassette: the file is
+    made only when an SDK client sends a request, and ``close`` folds it too.
     """
 
     def __init__(
@@ -212,9 +220,36 @@ class Recorder(JournaledRecording[Cassette]):
         super().__init__(CASSETTE, cassette, mode=mode, case=case, clock=clock, env=env)
         self.live, self.name = live, live.name
         self._secrets.update({value: "the live provider's API key" for value in _keys_of(live)})
+        self._env = env
+        self._http: CassetteTransport | None = None
         # Answers a killed run left in the journal become part of the cassette first.
         loaded = self._open()
         self._entries = dict(loaded.entries) if loaded else {}
+
+    def http_transport(self) -> CassetteTransport:
+        """The transport of this recorder's SDK clients: ``<case>.http.json``, this mode."""
+        if self._http is None:
+            from gradekit._transport import CassetteTransport
+
+            self._http = CassetteTransport(
+                http_cassette_path(self.path), mode=self.mode, case=self.case, env=self._env,
+                clock=self._clock, record_command=f"gradekit record --case {self.case}")
+            self._http._recording._secrets.update(self._secrets)  # the live adapter's key too
+        return self._http
+
+    def async_http_transport(self) -> AsyncCassetteTransport:
+        """``http_transport()`` for async clients: the same recording, one count of slots."""
+        from gradekit._transport import async_twin
+
+        return async_twin(self.http_transport())
+
+    def close(self, *, prune: bool = True) -> None:
+        """Fold the journal (and the HTTP cassette's) into the files; release the locks."""
+        try:
+            if self._http is not None:
+                self._http.close(prune=prune)
+        finally:
+            super().close(prune=prune)
 
     def complete(self, prompt: str) -> str:
         """Answer ``prompt`` from the cassette, or from the live provider and record it."""

@@ -4,24 +4,31 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gradekit._cassette import CASSETTE, REPLAYED, Cassette
 from gradekit._codec import closest, divergence
-from gradekit._exceptions import CassetteMiss
+from gradekit._exceptions import CassetteMiss, UsageError
+from gradekit._http_client import HttpClients, http_cassette_path
 from gradekit._keys import prompt_key
 from gradekit._store import replayed
+
+if TYPE_CHECKING:
+    from gradekit._transport import AsyncCassetteTransport, CassetteTransport
 
 __all__ = ["Replay", "miss"]
 
 _SHOWN = 80
 
 
-class Replay:
+class Replay(HttpClients):
     """A provider that answers only from a cassette and raises ``CassetteMiss`` otherwise.
 
     ``cassette`` is a path (answers still in a crashed recorder's journal are
     served too) or a ``Cassette`` value. A missing file is not an error until
     a prompt is asked: then every call misses, saying the file does not exist.
+    Its HTTP side (``http_client()``, for the official SDKs) replays
+    ``<case>.http.json`` beside the cassette file the same way.
     """
 
     def __init__(self, cassette: str | Path | Cassette, *, name: str = "replay") -> None:
@@ -32,6 +39,8 @@ class Replay:
         self._exists = loaded is not None
         self._cassette = loaded or Cassette(case=case)
         self._responses = {k: e.response for k, e in self._cassette.entries.items()}
+        self._file = None if isinstance(cassette, Cassette) else Path(cassette)
+        self._http: CassetteTransport | None = None
 
     def __len__(self) -> int:
         return len(self._responses)
@@ -42,6 +51,27 @@ class Replay:
         if response is None:
             raise miss(self._cassette, prompt, source=self.source, exists=self._exists)
         return response
+
+    def http_transport(self) -> CassetteTransport:
+        """The transport of this replay's SDK clients: strict replay of ``<case>.http.json``."""
+        if self._http is None:
+            if self._file is None:
+                raise UsageError(
+                    "this Replay was given a Cassette value, not a file, so it has no HTTP "
+                    "cassette beside it: give the SDK a client on "
+                    "CassetteTransport('cassettes/<case>.http.json') instead")
+            from gradekit._transport import CassetteTransport
+
+            case = self._cassette.case or Path(self.source).stem
+            self._http = CassetteTransport(http_cassette_path(self._file), case=case,
+                                           record_command=f"gradekit record --case {case}")
+        return self._http
+
+    def async_http_transport(self) -> AsyncCassetteTransport:
+        """``http_transport()`` for async clients: the same cassette, one count of slots."""
+        from gradekit._transport import async_twin
+
+        return async_twin(self.http_transport())
 
 
 def miss(cassette: Cassette, prompt: str, *, source: str, exists: bool = True) -> CassetteMiss:

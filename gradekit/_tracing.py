@@ -1,4 +1,5 @@
-"""One trace record per provider call, as JSONL in ``$GRADEKIT_TRACE``."""
+"""One trace record per provider call, as JSONL in ``$GRADEKIT_TRACE``: per ``complete``,
+per tool call, and per HTTP request of an SDK client the provider handed out."""
 
 from __future__ import annotations
 
@@ -11,13 +12,21 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from gradekit._exceptions import GradekitError
 from gradekit._fixtures import tool_key
+from gradekit._http import request_key
+from gradekit._http_client import (
+    AsyncTransportBase,
+    HttpClients,
+    SyncTransportBase,
+    http_transports,
+)
 from gradekit._keys import prompt_key
 from gradekit._provider import Provider
 
 if TYPE_CHECKING:
     from gradekit._toolbox import Toolbox
 
-__all__ = ["JsonlSink", "Sink", "Traced", "TracedTools", "sink_from_env"]
+__all__ = ["AsyncTracedTransport", "JsonlSink", "Sink", "Traced", "TracedTools", "TracedTransport",
+           "sink_from_env"]
 
 Sink = Callable[[Mapping[str, Any]], None]
 TRACE_VARIABLE = "GRADEKIT_TRACE"
@@ -63,12 +72,16 @@ def sink_from_env(env: Mapping[str, str] | None = None) -> Sink:
     return JsonlSink(path) if path else _discard
 
 
-class Traced:
+class Traced(HttpClients):
     """Wrap a provider so every call, failed or not, writes one trace record.
 
     A record: ``key``, ``provider`` (the wrapped provider's name),
     ``latency_ms`` (>= 0), ``ok`` and ``error`` (the exception's class name).
     The exception itself always propagates unchanged.
+
+    The clients ``http_client()`` and ``async_http_client()`` hand out (the
+    wrapped provider's, see ``gradekit._http_client``) trace each HTTP request
+    the same way, keyed by ``request_key``: an SDK's retries are each a call.
     """
 
     def __init__(
@@ -87,6 +100,16 @@ class Traced:
         """Call the wrapped provider and trace the call."""
         fields = {"key": prompt_key(prompt), "provider": self.provider.name}
         return _traced(self.sink, self._clock, fields, lambda: self.provider.complete(prompt))
+
+    def http_transport(self) -> TracedTransport:
+        """The wrapped provider's transport, traced."""
+        return TracedTransport(http_transports(self.provider)[0](), self.name, self.sink,
+                               clock=self._clock)
+
+    def async_http_transport(self) -> AsyncTracedTransport:
+        """The wrapped provider's async transport, traced."""
+        return AsyncTracedTransport(http_transports(self.provider)[1](), self.name, self.sink,
+                                    clock=self._clock)
 
 
 class TracedTools:
@@ -125,8 +148,14 @@ def _traced(sink: Sink, clock: Callable[[], float], fields: Mapping[str, object]
         error = type(exc).__name__
         raise
     finally:
-        elapsed = max(0.0, (clock() - started) * 1000.0)
-        sink({**fields, "latency_ms": round(elapsed, 3), "ok": error is None, "error": error})
+        _write(sink, fields, started, clock(), error)
+
+
+def _write(sink: Sink, fields: Mapping[str, object], started: float, ended: float,
+           error: str | None) -> None:
+    """One record: ``fields``, then the latency from ``started`` to ``ended``, ok and error."""
+    elapsed = max(0.0, (ended - started) * 1000.0)
+    sink({**fields, "latency_ms": round(elapsed, 3), "ok": error is None, "error": error})
 
 
 def _tool_key_or_none(name: str, args: Mapping[str, Any]) -> str | None:
@@ -135,3 +164,50 @@ def _tool_key_or_none(name: str, args: Mapping[str, Any]) -> str | None:
         return tool_key(name, args)
     except GradekitError:
         return None
+
+
+class TracedTransport(SyncTransportBase):
+    """Write one trace record per request, as ``Traced`` does per ``complete``: ``key`` is
+    the request's key (``gradekit.request_key``), ``provider`` the provider's name."""
+
+    def __init__(self, inner: Any, name: str, sink: Sink, *,
+                 clock: Callable[[], float] = time.perf_counter) -> None:
+        self._inner, self._name, self._sink, self._clock = inner, name, sink, clock
+
+    def handle_request(self, request: Any) -> Any:
+        fields = {"key": request_key(request.method, str(request.url), request.read()),
+                  "provider": self._name}
+        started, error = self._clock(), None
+        try:
+            return self._inner.handle_request(request)
+        except BaseException as exc:
+            error = type(exc).__name__
+            raise
+        finally:
+            _write(self._sink, fields, started, self._clock(), error)
+
+    def close(self) -> None:
+        """The provider closes the transport it owns, not a client's view of it."""
+
+
+class AsyncTracedTransport(AsyncTransportBase):
+    """``TracedTransport`` for async clients."""
+
+    def __init__(self, inner: Any, name: str, sink: Sink, *,
+                 clock: Callable[[], float] = time.perf_counter) -> None:
+        self._inner, self._name, self._sink, self._clock = inner, name, sink, clock
+
+    async def handle_async_request(self, request: Any) -> Any:
+        fields = {"key": request_key(request.method, str(request.url), await request.aread()),
+                  "provider": self._name}
+        started, error = self._clock(), None
+        try:
+            return await self._inner.handle_async_request(request)
+        except BaseException as exc:
+            error = type(exc).__name__
+            raise
+        finally:
+            _write(self._sink, fields, started, self._clock(), error)
+
+    async def aclose(self) -> None:
+        """The provider closes the transport it owns, not a client's view of it."""

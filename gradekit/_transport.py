@@ -29,24 +29,16 @@ from gradekit._http import (
     Interaction,
     slot,
 )
+from gradekit._http_client import AsyncTransportBase, SyncTransportBase
 from gradekit._http_miss import http_miss
 from gradekit._recorder import JournaledRecording, Mode, _utc_now
 from gradekit._secrets import refuse_secrets
 
-__all__ = ["AsyncCassetteTransport", "CassetteTransport"]
+__all__ = ["AsyncCassetteTransport", "CassetteTransport", "async_twin"]
 
 if TYPE_CHECKING:
     import httpx
     import httpx2
-
-    class _SyncBase(httpx.BaseTransport, httpx2.BaseTransport):  # type: ignore[misc]
-        """What the type checker sees: a transport for either library's client."""
-
-    class _AsyncBase(httpx.AsyncBaseTransport, httpx2.AsyncBaseTransport):  # type: ignore[misc]
-        """What the type checker sees: an async transport for either library's client."""
-
-else:
-    _SyncBase = _AsyncBase = object
 
 _LIBRARIES = ("httpx", "httpx2")
 # Request headers whose value is a credential: never written, and refused anywhere else.
@@ -114,8 +106,10 @@ class _Recording(JournaledRecording[HttpCassette]):
     kept. No I/O with the network: the transports do that."""
 
     def __init__(self, cassette: str | Path, *, mode: Mode, case: str | None,
-                 env: Mapping[str, str] | None, clock: Callable[[], str]) -> None:
+                 env: Mapping[str, str] | None, clock: Callable[[], str],
+                 command: str | None = None) -> None:
         named = case if case is not None else _case_of(Path(cassette))
+        self.command = command
         super().__init__(HTTP_CASSETTE, cassette, mode=mode, case=named, clock=clock, env=env)
         loaded = self._open()
         self._cassette = loaded or HttpCassette(self.case)
@@ -151,7 +145,8 @@ class _Recording(JournaledRecording[HttpCassette]):
                 self._next[key] = int(n) - 1
 
     def _miss(self, asked: HttpRequest, n: int) -> CassetteMiss:
-        return http_miss(self._cassette, asked, n, source=str(self.path), exists=self._exists)
+        return http_miss(self._cassette, asked, n, source=str(self.path), exists=self._exists,
+                         command=self.command)
 
     def keep(self, name: str, asked: HttpRequest, response: HttpResponse,
              credentials: Mapping[str, str]) -> None:
@@ -276,7 +271,13 @@ def _streamed(library: ModuleType, sync: bool) -> type[_Chunks]:
 
 
 class _Live:
-    """The live transport: the one given, or each library's own, made on first need."""
+    """The live transport: the one given, or each library's own, made on first need.
+
+    The async default keeps no connection alive: a pooled connection belongs to the event
+    loop that opened it, and a client used under two ``asyncio.run`` calls (a test, an
+    agent that runs a loop per case) would find it on a closed loop. Recording is rare
+    and slow anyway; replay never opens one.
+    """
 
     def __init__(self, given: object | None, default: str) -> None:
         self._given, self._default = given, default
@@ -289,7 +290,9 @@ class _Live:
             return self._given
         with self._making:
             if library.__name__ not in self._made:
-                self._made[library.__name__] = getattr(library, self._default)()
+                made = getattr(library, self._default)
+                self._made[library.__name__] = made() if self._default == "HTTPTransport" \
+                    else made(limits=library.Limits(max_keepalive_connections=0))
             return self._made[library.__name__]
 
     def opened(self) -> list[Any]:
@@ -297,7 +300,7 @@ class _Live:
         return [self._given] if self._given is not None else list(self._made.values())
 
 
-class CassetteTransport(_SyncBase):
+class CassetteTransport(SyncTransportBase):
     """An httpx / httpx2 transport that answers from an HTTP cassette (``*.http.json``).
 
     ``mode`` is the Recorder's: ``none`` (the default) replays only and a request
@@ -308,18 +311,30 @@ class CassetteTransport(_SyncBase):
     missing and records it; ``rerecord`` asks again for everything and keeps
     ``<name>.previous.json``. ``close()`` (or the client's, or a ``with`` block)
     folds what was recorded into the cassette. Credentials are never written.
+    ``record_command`` is what a miss tells to run (default: the pytest plugin's flag).
     """
 
     def __init__(self, cassette: str | Path, *, mode: Mode = "none", inner: object | None = None,
                  case: str | None = None, env: Mapping[str, str] | None = None,
-                 clock: Callable[[], str] = _utc_now) -> None:
-        self._recording = _Recording(cassette, mode=mode, case=case, env=env, clock=clock)
+                 clock: Callable[[], str] = _utc_now, record_command: str | None = None) -> None:
+        self._recording = _Recording(cassette, mode=mode, case=case, env=env, clock=clock,
+                                     command=record_command)
         self._live = _Live(inner, "HTTPTransport")
 
     @property
     def path(self) -> Path:
         """The cassette's file."""
         return self._recording.path
+
+    @property
+    def recorded(self) -> int:
+        """Responses recorded live so far (a stream's once it has ended)."""
+        return self._recording.recorded
+
+    @property
+    def served(self) -> int:
+        """Requests served from the cassette so far."""
+        return self._recording.served
 
     @overload
     def handle_request(self, request: httpx.Request) -> httpx.Response: ...
@@ -397,20 +412,31 @@ def _tee(library: ModuleType, live: Any, keep: Callable[[bytes], HttpResponse],
     return library.Response(live.status_code, headers=headers, stream=stream)
 
 
-class AsyncCassetteTransport(_AsyncBase):
+class AsyncCassetteTransport(AsyncTransportBase):
     """``CassetteTransport`` for async clients (``httpx.AsyncClient``,
     ``httpx2.AsyncClient``): the same cassette, modes and rules."""
 
     def __init__(self, cassette: str | Path, *, mode: Mode = "none", inner: object | None = None,
                  case: str | None = None, env: Mapping[str, str] | None = None,
-                 clock: Callable[[], str] = _utc_now) -> None:
-        self._recording = _Recording(cassette, mode=mode, case=case, env=env, clock=clock)
+                 clock: Callable[[], str] = _utc_now, record_command: str | None = None) -> None:
+        self._recording = _Recording(cassette, mode=mode, case=case, env=env, clock=clock,
+                                     command=record_command)
         self._live = _Live(inner, "AsyncHTTPTransport")
 
     @property
     def path(self) -> Path:
         """The cassette's file."""
         return self._recording.path
+
+    @property
+    def recorded(self) -> int:
+        """Responses recorded live so far (a stream's once it has ended)."""
+        return self._recording.recorded
+
+    @property
+    def served(self) -> int:
+        """Requests served from the cassette so far."""
+        return self._recording.served
 
     @overload
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response: ...
@@ -467,3 +493,13 @@ class AsyncCassetteTransport(_AsyncBase):
                         exc: BaseException | None = None,
                         tb: TracebackType | None = None) -> None:
         await self.aclose(prune=exc is None)
+
+
+def async_twin(transport: CassetteTransport) -> AsyncCassetteTransport:
+    """An async transport on ``transport``'s recording: one lock, one journal, one count of
+    each request's slots. ``transport.close()`` folds what both recorded; the twin's live
+    side keeps no connection to close."""
+    twin = AsyncCassetteTransport.__new__(AsyncCassetteTransport)
+    twin._recording = transport._recording
+    twin._live = _Live(None, "AsyncHTTPTransport")
+    return twin

@@ -130,9 +130,11 @@ def _misses(outcome: CaseOutcome) -> int:
 
 def _unrecorded(outcome: CaseOutcome) -> str:
     """What the run asked that nothing recorded: prompts, tool calls, or both."""
-    prompts = sum(1 for c in outcome.calls if not c.served and c.tool is None)
-    tools = _misses(outcome) - prompts
+    prompts = sum(1 for c in outcome.calls if not c.served and c.tool is None and not c.http)
+    requests = sum(1 for c in outcome.calls if not c.served and c.http)
+    tools = _misses(outcome) - prompts - requests
     parts = [f"{prompts} prompt(s) the cassette does not hold"] if prompts else []
+    parts += [f"{requests} SDK request(s) the HTTP cassette does not hold"] if requests else []
     parts += [f"{tools} tool call(s) the fixtures do not hold"] if tools else []
     return "asked " + " and ".join(parts)
 
@@ -193,6 +195,10 @@ def _miss_advice(case: str, missed: Sequence[Served], evidence: Evidence) -> str
         return ("a prompt holds the provider's name, so no recording can ever match it: "
                 "never put provider.name in a prompt")
     fix = f"re-record case {case}: `{RERECORD.format(case)}`"
+    if missed[0].http:
+        parts = f"; it differs from the closest recorded one: {missed[0].asked}" \
+            if missed[0].asked else ""
+        return f"{fix} (an SDK request {case}.http.json does not hold: {missed[0].key}{parts})"
     recorded = evidence.recorded_prompts.get(case, ())
     if asked and recorded:
         best, _ = closest(asked.strip(), recorded, lambda prompt: prompt)

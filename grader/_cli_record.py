@@ -15,7 +15,19 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from gradekit import Recorder, Replay, ToolRecorder, ToolReplay, UsageError, prompt_key
+from gradekit import (
+    CassetteTransport,
+    Provider,
+    ProviderConfigError,
+    Recorder,
+    Replay,
+    ToolRecorder,
+    ToolReplay,
+    UsageError,
+    prompt_key,
+    request_key,
+)
+from gradekit._http_client import HttpClients
 from gradekit._recorder import Mode, previous_path
 from grader._changelog import CHANGE_LOG, append_change, digest_file, require_reason
 from grader._cli_options import add_provider_options, add_rubric_option, live_provider
@@ -109,9 +121,12 @@ def _record(args: argparse.Namespace) -> int:
               "(what is recorded is served from the cassettes, not asked again)",
               file=sys.stderr)
         return EXIT_INTERRUPTED
+    sdk = f"; {counts.requests_recorded} SDK requests recorded live, " \
+        f"{counts.requests_served} served from cassettes" \
+        if counts.requests_recorded or counts.requests_served else ""
     print(f"done: {counts.recorded} answers recorded live from {counts.provider}, "
-          f"{counts.served} served from cassettes. Commit {manifest.root / manifest.cassettes}/.",
-          file=sys.stderr)
+          f"{counts.served} served from cassettes{sdk}. "
+          f"Commit {manifest.root / manifest.cassettes}/.", file=sys.stderr)
     return EXIT_OK
 
 
@@ -120,6 +135,21 @@ class _Counts:
     recorded: int = 0
     served: int = 0
     provider: str = ""
+    requests_recorded: int = 0
+    requests_served: int = 0
+
+
+class _Unconfigured:
+    """The live provider when none is configured: an agent on the official SDKs needs
+    none (its SDK calls the API itself), and one that calls ``complete`` learns how."""
+
+    name = "unconfigured"
+
+    def __init__(self, error: ProviderConfigError) -> None:
+        self._error = error
+
+    def complete(self, prompt: str) -> str:
+        raise self._error
 
 
 def _say(quiet: bool) -> Callable[[str], None]:
@@ -131,7 +161,10 @@ def _record_cases(args: argparse.Namespace, manifest: Manifest, cases: list[Case
                   reason: str, counts: _Counts) -> None:
     say = _say(args.quiet)
     with imports_from(manifest.root):
-        live = live_provider(args, manifest.root, say)
+        try:
+            live: Provider = live_provider(args, manifest.root, say)
+        except ProviderConfigError as exc:
+            live = _Unconfigured(exc)
         counts.provider = live.name
         agent, tools = load_agent(manifest), load_tools(manifest)
         for number, case in enumerate(cases, 1):
@@ -145,21 +178,39 @@ def _record_cases(args: argparse.Namespace, manifest: Manifest, cases: list[Case
                 else:
                     with ToolRecorder(tools, fixture, case=case.id, mode=mode) as toolbox:
                         call_agent(agent, shown, case.task, _ShownTools(toolbox, say))
+            sdk = shown.requests
+            http = f", SDK requests {sdk.recorded} live, {sdk.served} from cassette" \
+                if sdk is not None else ""
             print(f"[{number}/{len(cases)}] {case.id}: {recorder.recorded} live, "
-                  f"{recorder.served} from cassette, {time.monotonic() - started:.1f}s -> {path}",
-                  file=sys.stderr)
+                  f"{recorder.served} from cassette{http}, {time.monotonic() - started:.1f}s "
+                  f"-> {path}", file=sys.stderr)
+            if sdk is not None:
+                counts.requests_recorded += sdk.recorded
+                counts.requests_served += sdk.served
             if mode == "rerecord":
-                for changed in (path, fixture):
+                for changed in ((path, fixture) if sdk is None else (path, sdk.path, fixture)):
                     _review_rerecord(manifest.root, case.id, changed, reason)
 
 
-class _Shown:
+class _Shown(HttpClients):
     """The provider an agent is given by ``record``: the recorder, and one line per call
-    saying whether the answer came live or from the cassette, and how long it took."""
+    saying whether the answer came live or from the cassette, and how long it took.
+    Its HTTP side is the recorder's (``<case>.http.json``), told the same way."""
 
     def __init__(self, recorder: Recorder, say: Callable[[str], None], counts: _Counts) -> None:
         self.name, self._recorder, self._say, self._counts = recorder.name, recorder, say, counts
         self._calls = 0
+        self.requests: CassetteTransport | None = None  # once an SDK client is handed out
+
+    def http_transport(self) -> _ShownRequests:
+        """The recorder's transport, each request told."""
+        self.requests = self._recorder.http_transport()
+        return _ShownRequests(self.requests, self._say)
+
+    def async_http_transport(self) -> _ShownRequests:
+        """The recorder's async transport, each request told."""
+        self.requests = self._recorder.http_transport()
+        return _ShownRequests(self._recorder.async_http_transport(), self._say, self.requests)
 
     def complete(self, prompt: str) -> str:
         """The recorder's answer, told."""
@@ -173,6 +224,42 @@ class _Shown:
         self._say(f"    call {self._calls}: {prompt_key(prompt)} {how}, "
                   f"{time.monotonic() - started:.1f}s")
         return answer
+
+
+class _ShownRequests:
+    """An SDK client's transport under ``record``: the recorder's, and one line per request
+    saying whether it went live or came from the cassette."""
+
+    def __init__(self, inner: Any, say: Callable[[str], None],
+                 counted: CassetteTransport | None = None) -> None:
+        self._inner, self._say = inner, say
+        self._counted: Any = counted or inner
+        self._requests = 0
+
+    def handle_request(self, request: Any) -> Any:
+        before, started = self._counted.served, time.monotonic()
+        response = self._inner.handle_request(request)
+        self._tell(request, before, started)
+        return response
+
+    async def handle_async_request(self, request: Any) -> Any:
+        before, started = self._counted.served, time.monotonic()
+        response = await self._inner.handle_async_request(request)
+        self._tell(request, before, started)
+        return response
+
+    def _tell(self, request: Any, before: int, started: float) -> None:
+        self._requests += 1
+        how = "from cassette" if self._counted.served > before else "live"
+        self._say(f"    request {self._requests}: {request.method} {request.url.path} "
+                  f"{request_key(request.method, str(request.url), request.read())} {how}, "
+                  f"{time.monotonic() - started:.1f}s")
+
+    def close(self) -> None:
+        """The recorder closes its transport."""
+
+    async def aclose(self) -> None:
+        """The recorder closes its transport."""
 
 
 class _ShownTools:

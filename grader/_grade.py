@@ -20,6 +20,7 @@ from typing import TypeVar, cast
 from gradekit import CassetteError, GradekitError, prompt_key
 from gradekit._cassette import Entry, decode_cassette
 from gradekit._fixtures import decode_fixture
+from gradekit._http import HTTP_CASSETTE, HttpCassette
 from grader._changelog import CHANGE_LOG, Change, change_matches, decode_changes
 from grader._checks import Check, Evidence, shown_keys
 from grader._cutpoint import cut_point_problem, run_cut_point_test
@@ -115,10 +116,11 @@ def grade_submission(root: Path, rubric: Rubric, *, submission: str, scratch: Pa
     findings: list[str] = []
     manifest = _manifest(root, findings)
     problems: dict[str, str] = {}
-    answers = _cassettes(root, manifest.cassettes if manifest else "cassettes",
-                         rubric.cases, findings, problems)
+    folder = manifest.cassettes if manifest else "cassettes"
+    http = _http_cassettes(root, folder, rubric.cases, findings, problems)
+    answers = _cassettes(root, folder, rubric.cases, findings, problems, sdk=set(http))
     evidence = _evidence(root, manifest, rubric, answers, drawn or draw(label), scratch,
-                         findings, isolation, on_case)
+                         findings, isolation, on_case, http)
     evidence = replace(evidence, recording_problems=problems, recorded_prompts={
         case: tuple(entry.prompt for entry in entries.values() if entry.prompt)
         for case, entries in answers.items()})
@@ -145,14 +147,17 @@ def _manifest(root: Path, findings: list[str]) -> Manifest | None:
 
 
 def _cassettes(root: Path, folder: str, cases: tuple[Case, ...], findings: list[str],
-               problems: dict[str, str] | None = None) -> dict[str, dict[str, Entry]]:
+               problems: dict[str, str] | None = None, *,
+               sdk: Collection[str] = ()) -> dict[str, dict[str, Entry]]:
     """case -> key -> recorded entry, read by the parent; problems become findings (and,
-    given ``problems``, each case's own there too)."""
+    given ``problems``, each case's own there too). A case in ``sdk`` has an HTTP
+    cassette: its agent may use the SDKs only, so no ``<case>.json`` is no finding."""
     recorded: dict[str, dict[str, Entry]] = {}
     for case in cases:
         before = len(findings)
         relative = f"{folder}/{case.id}.json"
-        missing = f"{relative} is missing: record it with `gradekit record --case {case.id}` " \
+        missing = "" if case.id in sdk else \
+            f"{relative} is missing: record it with `gradekit record --case {case.id}` " \
             "and commit it"
         cassette = _recording(root, relative, CASSETTE_CAP, decode_cassette, case.id, findings,
                                missing)
@@ -160,6 +165,23 @@ def _cassettes(root: Path, folder: str, cases: tuple[Case, ...], findings: list[
             problems[case.id] = findings[-1]
         if cassette is not None:
             recorded[case.id] = dict(cassette.entries)
+    return recorded
+
+
+def _http_cassettes(root: Path, folder: str, cases: tuple[Case, ...], findings: list[str],
+                    problems: dict[str, str] | None = None) -> dict[str, HttpCassette]:
+    """case -> its HTTP cassette (``<case>.http.json``, what an SDK-based agent's requests
+    are served from), read by the parent. None is needed: an agent that only calls
+    ``complete`` has none, and a request of a case without one is a miss."""
+    recorded: dict[str, HttpCassette] = {}
+    for case in cases:
+        before = len(findings)
+        cassette = _recording(root, f"{folder}/{case.id}.http.json", CASSETTE_CAP,
+                              HTTP_CASSETTE.decode, case.id, findings, "")
+        if problems is not None and len(findings) > before:
+            problems[case.id] = findings[-1]
+        if cassette is not None:
+            recorded[case.id] = cassette
     return recorded
 
 
@@ -250,7 +272,8 @@ def _never(case: str, prompt: str) -> str | None:
 def _evidence(root: Path, manifest: Manifest | None, rubric: Rubric,
               answers: dict[str, dict[str, Entry]], drawn: Draw, scratch: Path,
               findings: list[str], isolation: Isolation,
-              on_case: Callable[[str], None] | None = None) -> Evidence:
+              on_case: Callable[[str], None] | None = None,
+              http: Mapping[str, HttpCassette] | None = None) -> Evidence:
     failures = _failures(root, manifest, findings)
     if manifest is None:
         return Evidence(cases=rubric.cases, label=drawn.labels[0], primary=None,
@@ -263,7 +286,8 @@ def _evidence(root: Path, manifest: Manifest | None, rubric: Rubric,
     timed_out: dict[str, CaseOutcome] = {}
 
     def run(name: str, serve: Callable[[str, str], str | None], run_label: str,
-            seed: int, only: Collection[str] | None = None) -> RunResult:
+            seed: int, only: Collection[str] | None = None, *,
+            served: Mapping[str, HttpCassette] | None = http) -> RunResult:
         # A case that timed out once is not run again: it counts as timed out in every
         # later run, so a hanging submission costs one timeout per case, not one per run.
         todo = [(case, task) for case, task in pairs
@@ -273,7 +297,8 @@ def _evidence(root: Path, manifest: Manifest | None, rubric: Rubric,
                            hashseed=seed, limits=limits, scratch=scratch / name,
                            tools=None if serve is _never else tools,
                            isolation=isolation, fixtures=manifest.fixtures,
-                           on_case=on_case) \
+                           on_case=on_case, http=None if serve is _never else served,
+                           cassettes=manifest.cassettes) \
             if todo else RunResult({})
         _run_findings(result, findings)
         known = {**timed_out, **result.outcomes}
@@ -408,7 +433,7 @@ def _inside(root: Path, name: str) -> bool:
 
 
 def _second_set(root: Path, manifest: Manifest, rubric: Rubric,
-                run: Callable[[str, Callable[[str, str], str | None], str, int], RunResult],
+                run: Callable[..., RunResult],
                 findings: list[str], label: str, seed: int,
                 first: Mapping[str, Mapping[str, Entry]]) -> tuple[RunResult | None, str]:
     if "two-providers" not in manifest.stretch:
@@ -425,7 +450,9 @@ def _second_set(root: Path, manifest: Manifest, rubric: Rubric,
     problem = _not_another_provider(first, second, manifest.second_cassettes)
     if problem:
         return None, problem
-    return run("second-set", _serve(second), label, seed), ""
+    # Its SDK requests from its own HTTP cassettes: never the first set's.
+    http = _http_cassettes(root, manifest.second_cassettes, rubric.cases, findings)
+    return run("second-set", _serve(second), label, seed, served=http), ""
 
 
 def _not_another_provider(first: Mapping[str, Mapping[str, Entry]],
@@ -508,7 +535,8 @@ def _inputs(root: Path, manifest: Manifest | None, cases: tuple[Case, ...]) -> d
     never part of the grade; a refusal is already a finding of its own.
     """
     folder = manifest.cassettes if manifest else "cassettes"
-    names = [(f"{folder}/{case.id}.json", CASSETTE_CAP) for case in cases]
+    names = [(f"{folder}/{case.id}{kind}", CASSETTE_CAP) for case in cases
+             for kind in (".json", ".http.json")]
     fixtures = manifest.fixtures if manifest else "fixtures"
     names += [(f"{fixtures}/{case.id}.json", FIXTURE_CAP) for case in cases]
     names.append((manifest.failures if manifest else "FAILURES.md", FAILURES_CAP))
@@ -519,8 +547,8 @@ def _inputs(root: Path, manifest: Manifest | None, cases: tuple[Case, ...]) -> d
         names += [(f"{module}.py", SOURCE_CAP), (f"{module}/__init__.py", SOURCE_CAP),
                   ("pyproject.toml", PYPROJECT_CAP)]
         if manifest.second_cassettes and "two-providers" in manifest.stretch:
-            names += [(f"{manifest.second_cassettes}/{case.id}.json", CASSETTE_CAP)
-                      for case in cases]
+            names += [(f"{manifest.second_cassettes}/{case.id}{kind}", CASSETTE_CAP)
+                      for case in cases for kind in (".json", ".http.json")]
     if manifest:
         names += [(f"{manifest.incidents}/{name}", INCIDENT_CAP) for name in _listed(
             root, manifest.incidents, ".jsonl")]

@@ -17,6 +17,11 @@ first line the parent writes is the configuration. The child then says:
     {"op": "start", "case": ID}                      before each case: the parent times it
     {"op": "complete", "case": ID, "prompt": P}      the parent answers
                                                      {"response": R} or {"miss": MESSAGE}
+    {"op": "http", "case": ID, "method": M, "url": U, "body": BASE64}
+                                                     an SDK client's request; the parent answers
+                                                     {"http": {"status": S, "headers": [[N, V]],
+                                                     "body": BASE64}} or {"miss": MESSAGE,
+                                                     "key": KEY}
     {"op": "result", "case": ID, "status": "returned" | "raised", "returned_type": T,
      "answer": A | null, "exception": NAME | null, "miss_escaped": BOOL}
     {"op": "probe", "hit": OUTCOME | null, "miss": OUTCOME}   probe_replay mode only
@@ -33,6 +38,7 @@ for what gets past them.
 from __future__ import annotations
 
 import _thread
+import base64
 import contextlib
 import errno
 import hashlib
@@ -217,6 +223,16 @@ def set_limits(limits: dict[str, int]) -> None:
         if hard != resource.RLIM_INFINITY:
             value = min(value, hard)  # an unprivileged process cannot raise its hard limit
         resource.setrlimit(which, (value, value))
+
+
+def settle_platform() -> None:
+    """Answer ``platform.uname().processor`` before the guard: Python finds it by running
+    ``uname -p`` on first use, and the official SDKs ask for it (``platform.platform()``,
+    for their headers), so every SDK-based agent would start a process the guard refuses.
+    Blank is what ``uname -p`` says on most Linux ("unknown"); no process is started."""
+    import platform
+
+    vars(platform.uname())["processor"] = ""
 
 
 def install_guard(channel: Channel, roots: Iterable[str]) -> None:
@@ -484,12 +500,17 @@ def flush_output() -> None:
 
 
 class Provider:
-    """The provider the agent is given: every prompt goes to the parent, which alone answers."""
+    """The provider the agent is given: every prompt goes to the parent, which alone answers.
+
+    Its HTTP side (``http_client()`` and the rest, as gradekit's providers have) hands
+    an SDK clients whose every request goes to the parent the same way.
+    """
 
     def __init__(self, channel: Channel, case: str, label: str) -> None:
         self.name = label
         self._channel, self._case = channel, case
         self.misses: list[BaseException] = []
+        self._transport = ParentTransport(self)
 
     def complete(self, prompt: str) -> str:
         """Ask the parent; a miss raises (and is remembered, to see whether it escapes)."""
@@ -506,6 +527,76 @@ class Provider:
         miss = make_miss(str(reply.get("miss", "cassette miss")), self._case, prompt)
         self.misses.append(miss)
         raise miss
+
+    def http_transport(self) -> ParentTransport:
+        """The transport of every client this provider hands out."""
+        return self._transport
+
+    def async_http_transport(self) -> ParentTransport:
+        """The same transport: it serves async clients too."""
+        return self._transport
+
+    def http_client(self, library: str = "httpx", **options: Any) -> Any:
+        """An ``httpx.Client`` (``"httpx2"``: an ``httpx2.Client``) on the parent."""
+        return client_of(library, "Client", self._transport, options)
+
+    def async_http_client(self, library: str = "httpx", **options: Any) -> Any:
+        """An ``httpx.AsyncClient`` (``"httpx2"``: an ``httpx2.AsyncClient``) on the parent."""
+        return client_of(library, "AsyncClient", self._transport, options)
+
+    def http(self, request: Any, body: bytes) -> Any:
+        """Ask the parent for ``request``'s response; a miss raises, as ``complete``'s does."""
+        library = sys.modules.get(type(request).__module__.partition(".")[0])
+        if library is None or library.__name__ not in HTTP_LIBRARIES:
+            raise TypeError(f"the provider's HTTP clients serve httpx and httpx2 requests, not "
+                            f"{type(request).__name__}")
+        method, url = str(request.method), str(request.url)
+        with self._channel.talk_lock:
+            self._channel.send({"op": "http", "case": self._case, "method": method, "url": url,
+                                "body": base64.b64encode(bytes(body)).decode("ascii")})
+            reply = self._channel.receive()
+        answer = reply.get("http")
+        if isinstance(answer, dict):
+            return library.Response(answer["status"], request=request,
+                                    headers=[(str(n), str(v)) for n, v in answer["headers"]],
+                                    content=base64.b64decode(answer["body"]))
+        miss = make_http_miss(str(reply.get("miss", "cassette miss")), library, request,
+                              case=self._case, key=str(reply.get("key", "")))
+        self.misses.append(miss)
+        raise miss
+
+
+HTTP_LIBRARIES = ("httpx", "httpx2")
+
+
+class ParentTransport:
+    """An SDK client's transport in a graded run (httpx and httpx2, sync and async): each
+    request goes to the parent, which answers from the case's HTTP cassette."""
+
+    def __init__(self, provider: Provider) -> None:
+        self._provider = provider
+
+    def handle_request(self, request: Any) -> Any:
+        return self._provider.http(request, request.read())
+
+    async def handle_async_request(self, request: Any) -> Any:
+        return self._provider.http(request, await request.aread())
+
+    def close(self) -> None:
+        """Nothing to close: the parent holds the cassette."""
+
+    async def aclose(self) -> None:
+        """Nothing to close: the parent holds the cassette."""
+
+
+def client_of(library: str, kind: str, transport: ParentTransport,
+              options: dict[str, Any]) -> Any:
+    """A ``kind`` (Client, AsyncClient) of ``library`` on ``transport``."""
+    if library not in HTTP_LIBRARIES or "transport" in options:
+        raise TypeError("http_client() makes an httpx or httpx2 client on the grader's "
+                        "transport: pass 'httpx' (openai) or 'httpx2' (anthropic), and no "
+                        "transport of your own")
+    return getattr(importlib.import_module(library), kind)(transport=transport, **options)
 
 
 class Toolbox:
@@ -547,11 +638,42 @@ def make_miss(message: str, case: str, prompt: str) -> BaseException:
     return make_error("CassetteMiss", CassetteMiss, message, cassette=case, key=key, prompt=prompt)
 
 
+MISS_CLASSES: dict[tuple[type[BaseException], str], type[BaseException]] = {}
+
+
+def make_http_miss(message: str, library: Any, request: Any, *, case: str,
+                   key: str) -> BaseException:
+    """A miss that is the submission's ``CassetteMiss`` (else the harness's) and the request
+    library's ``TransportError``: what an SDK retries, and wraps with the miss as its cause."""
+    found = submission_class("CassetteMiss") or CassetteMiss
+    combined = MISS_CLASSES.get((found, library.__name__))
+    if combined is None:
+        for base in (found, CassetteMiss):
+            try:
+                combined = type(base.__name__, (base, library.TransportError),
+                                {"__module__": base.__module__,
+                                 "__qualname__": base.__qualname__})
+                break
+            except TypeError:  # a class of the submission's that cannot be combined
+                continue
+        MISS_CLASSES[(found, library.__name__)] = combined = combined or CassetteMiss
+    error = build_error(combined, CassetteMiss, message, cassette=case, key=key,
+                        prompt=f"{request.method} {request.url}")
+    with contextlib.suppress(Exception):
+        error.request = request  # type: ignore[attr-defined]  # httpx's RequestError has it
+    return error
+
+
 def make_error(name: str, fallback: type[BaseException], message: str,
                **fields: Any) -> BaseException:
     """The submission's ``<name>`` (``submission_class``) when it can be built, else
     ``fallback``."""
-    cls: Any = submission_class(name)
+    return build_error(submission_class(name), fallback, message, **fields)
+
+
+def build_error(cls: Any, fallback: type[BaseException], message: str,
+                **fields: Any) -> BaseException:
+    """An instance of ``cls`` when one can be built from ``message``, else ``fallback``'s."""
     attempts: tuple[Callable[[], object], ...] = (
         lambda: cls(message, **fields),
         lambda: cls(message),
@@ -807,6 +929,7 @@ def main(argv: list[str]) -> None:
     if config.get("library"):
         sys.meta_path.insert(0, Library(config["library"]))
     set_limits(config["limits"])
+    settle_platform()
     install_guard(channel, config["roots"])
     sys.path.insert(0, config["root"])
     if config["mode"] == "probe_replay":

@@ -77,6 +77,8 @@ class Served:
     tool: str | None = None  # the tool's name; None for a provider call
     traced_early: bool = False  # its trace record was in the file before the parent answered
     asked: str = ""  # a missed prompt's first ASKED_CAP characters: where it differs, for advice
+    http: bool = False  # an SDK client's request (key: request_key); a miss's ``asked`` then
+    # says where it parts from the closest recorded request (``temperature: 0.7 != 0.2``)
 
 
 @dataclass(frozen=True, slots=True)

@@ -56,6 +56,8 @@ the packages' (public), never another submission's.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
 import json
 import os
@@ -68,6 +70,8 @@ from typing import Any, Literal
 
 from gradekit import GradekitError, prompt_key
 from gradekit._fixtures import tool_key
+from gradekit._http import HTTP_CASSETTE, HttpCassette, HttpRequest
+from gradekit._http_miss import miss_rows
 from grader._channel import (
     Child,
     Event,
@@ -160,10 +164,15 @@ def run_cases(
     isolation: Isolation = "process",
     fixtures: str = "fixtures",
     on_case: Callable[[str], None] | None = None,
+    http: Mapping[str, HttpCassette] | None = None,
+    cassettes: str = "cassettes",
 ) -> RunResult:
     """Run ``agent`` (``"package.module:function"``) on each ``(case_id, task)`` in a sandbox.
 
     ``answer(case_id, prompt)`` is the recorded response, or None for a miss;
+    ``http[case_id]`` is the case's HTTP cassette, ``<cassettes>/<case>.http.json``, which
+    serves the requests of the SDK clients the provider hands out, each asking of a
+    request its next recording (a case without one misses every request);
     ``tools(case_id, tool_key)`` is ``(True, result)`` for a recorded tool call
     or ``(False, None)`` for a missing fixture (no ``tools``: every tool call
     misses; ``fixtures`` is the folder the manifest names for them). Every call is recorded
@@ -184,6 +193,7 @@ def run_cases(
         for case in planned:
             case.trace.touch()  # bound into the sandbox: a bind needs its file
     run = _Run(answer, tools or _no_tools, limits, layout, fixtures, on_case)
+    run.http, run.cassettes = dict(http or {}), cassettes
     config = child_config(layout, limits, mode="run", agent=agent, label=label,
                           fixtures=fixtures)
     env = child_environment(layout, hashseed)
@@ -262,6 +272,7 @@ class _Talk:
     calls: list[Served] = field(default_factory=list)
     trace_read: int = 0  # bytes of the current case's trace read so far
     trace_lines: int = 0  # complete lines in them
+    asked: dict[str, int] = field(default_factory=dict)  # HTTP request key -> times served
 
     def next_case(self) -> _Case:
         return self.pending[self.done]
@@ -280,6 +291,8 @@ class _Run:
         self._answer, self._tools, self._limits, self._layout = answer, tools, limits, layout
         self.seal = ""  # the current child's: its harness signs each verdict with it
         self._fixtures, self._on_case = fixtures, on_case
+        self.http: dict[str, HttpCassette] = {}
+        self.cassettes = "cassettes"
 
     def pending(self, planned: Sequence[_Case]) -> list[_Case]:
         """The cases without an outcome yet, in order."""
@@ -329,7 +342,7 @@ class _Run:
             talk.current = talk.next_case()
             if self._on_case is not None:
                 self._on_case(talk.current.id)
-        elif op in ("complete", "tool") and child.replying:
+        elif op in ("complete", "tool", "http") and child.replying:
             # A well-behaved harness reads each reply before it asks again; one that does
             # not would make the grader hold every answer it sends in memory.
             raise ProtocolError("a request before the last reply was read")
@@ -338,6 +351,9 @@ class _Run:
             return False
         elif current is not None and op == "tool" and case == current.id:
             self._serve_tool(child, talk, current, message.get("tool"), message.get("args"))
+            return False
+        elif current is not None and op == "http" and case == current.id:
+            self._serve_http(child, talk, current, message)
             return False
         elif op in ("result", "tampered") and message.get("seal") != self.seal:
             what = f"case {current.id}" if current else "no case"
@@ -380,6 +396,39 @@ class _Run:
                                  traced_early=self._traced_early(talk, case)))
         child.send({"response": result} if found
                    else {"missing": _missing(case, tool, args, self._fixtures)})
+
+    def _serve_http(self, child: Child, talk: _Talk, case: _Case,
+                    message: Mapping[str, Any]) -> None:
+        """An SDK client's request: the next recording of its key in the case's HTTP
+        cassette, or a miss that names the closest recorded request and where it parts."""
+        method, url, body = (message.get(name) for name in ("method", "url", "body"))
+        if not isinstance(method, str) or not isinstance(url, str) or not isinstance(body, str):
+            raise ProtocolError("an HTTP request without a method, a URL and a body")
+        try:
+            asked = HttpRequest.of(method, url, base64.b64decode(body, validate=True))
+            key = asked.key
+        except (binascii.Error, ValueError) as exc:  # a body not base64, a URL with no port
+            raise ProtocolError("an HTTP request that cannot be read") from exc
+        cassette = self.http.get(case.id)
+        recorded = cassette.interactions.get(key, ()) if cassette is not None else ()
+        n = talk.asked.get(key, 0) + 1
+        early = self._traced_early(talk, case)
+        if n <= len(recorded):
+            talk.asked[key] = n
+            talk.calls.append(Served(key=key, served=True, traced_early=early, http=True))
+            response = recorded[n - 1].response
+            child.send({"http": {"status": response.status,
+                                 "headers": sorted(response.headers.items()),
+                                 "body": base64.b64encode(response.body()).decode("ascii")}})
+            return
+        rows = miss_rows(cassette or HttpCassette(case.id), asked, n,
+                         exists=cassette is not None)
+        miss = HTTP_CASSETTE.miss_message(f"{self.cassettes}/{case.id}.http.json", rows,
+                                          case=case.id, command=f"gradekit record --case {case.id}")
+        differs = next((value for label, value in rows if label in ("differs", "asked")), "")
+        talk.calls.append(Served(key=key, served=False, traced_early=early, http=True,
+                                 asked=differs[:ASKED_CAP]))
+        child.send({"miss": miss, "key": key})
 
     def _traced_early(self, talk: _Talk, case: _Case) -> bool:
         """Whether the trace already holds a record for the call about to be answered.
@@ -441,6 +490,7 @@ class _Run:
         )
         talk.done, talk.current, talk.calls = talk.done + 1, None, []
         talk.trace_read = talk.trace_lines = 0
+        talk.asked = {}
 
     def _deadline(self) -> float:
         return time.monotonic() + self._limits.timeout_s

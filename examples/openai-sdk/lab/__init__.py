@@ -1,0 +1,1 @@
+"""The reference lab's agent, built on the official ``openai`` SDK instead of ``complete``."""
