@@ -287,8 +287,8 @@ class HttpCassetteCodec(Codec[HttpCassette]):
 
     document, format, error = HttpCassette, FORMAT, CassetteCorrupt
     noun, things, rerecord = "cassette", "interactions", False
-    asked, fix = "for this request", 'record it once through the live API with mode="once"'
-    then = 'commit the cassette. A replay (mode="none", the default) never calls the network.'
+    asked, fix = "for this request", "record it once through the live API"
+    then = "commit the cassette. A replay never calls the network."
 
     def record_command(self, case: str) -> str:
         """The command that records what is missing: the pytest plugin's flag."""

@@ -222,6 +222,7 @@ class Recorder(JournaledRecording[Cassette], HttpClients):
         self._secrets.update({value: "the live provider's API key" for value in _keys_of(live)})
         self._env = env
         self._http: CassetteTransport | None = None
+        self._new = not self.path.exists()  # a file this recorder made, and may leave unmade
         # Answers a killed run left in the journal become part of the cassette first.
         loaded = self._open()
         self._entries = dict(loaded.entries) if loaded else {}
@@ -244,12 +245,19 @@ class Recorder(JournaledRecording[Cassette], HttpClients):
         return async_twin(self.http_transport())
 
     def close(self, *, prune: bool = True) -> None:
-        """Fold the journal (and the HTTP cassette's) into the files; release the locks."""
+        """Fold the journal (and the HTTP cassette's) into the files; release the locks.
+
+        A cassette this recorder made and never answered from (an agent that only uses
+        the SDKs) is not left behind empty.
+        """
         try:
             if self._http is not None:
                 self._http.close(prune=prune)
         finally:
+            closing = self._journal is not None
             super().close(prune=prune)
+            if closing and self._new and not self._entries:
+                self.path.unlink(missing_ok=True)
 
     def complete(self, prompt: str) -> str:
         """Answer ``prompt`` from the cassette, or from the live provider and record it."""

@@ -68,9 +68,30 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
         return _exit_code(exc)
+    except Exception as exc:
+        # An SDK wraps what its transport raised (openai.APIConnectionError from a
+        # CassetteMiss): the kit's error in the chain is the one that says what to do.
+        cause = _kit_cause(exc)
+        if cause is None or os.environ.get("GRADEKIT_DEBUG"):
+            raise
+        print(f"{type(cause).__name__} (raised as {type(exc).__module__.partition('.')[0]}."
+              f"{type(exc).__name__}): {cause}", file=sys.stderr)
+        return _exit_code(cause)
     except KeyboardInterrupt:  # record and grade say more; any other command just stops
         print("interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+
+
+def _kit_cause(exc: BaseException) -> GradekitError | None:
+    """The first ``GradekitError`` in ``exc``'s chain of causes and contexts, if any."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, GradekitError):
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None
 
 
 def _exit_code(exc: GradekitError) -> int:
