@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 
 import openai
+from openai.types.chat import ChatCompletionMessageParam
 
 from gradekit import Provider, Traced
 
@@ -24,7 +25,7 @@ __all__ = ["run"]
 BASE_URL = "http://127.0.0.1:8080/v1"
 MODEL = "smollm2"
 # Everything that changes the answer is in the request, so it is in the key.
-SAMPLING = {"temperature": 0.0, "seed": 0, "max_tokens": 160}
+TEMPERATURE, SEED, MAX_TOKENS = 0.0, 0, 160
 SYSTEM = "You are a teaching assistant in an agent-engineering bootcamp. Be brief and concrete."
 PLAN = ("Task: {task}\n\nWrite a short plan of at most three numbered steps for answering "
         "this task. Do not answer it yet.")
@@ -40,11 +41,12 @@ def run(provider: Provider, task: str) -> str:
     client = openai.OpenAI(
         base_url=BASE_URL,
         api_key=os.environ.get("OPENAI_API_KEY") or "not-needed-locally",
-        http_client=llm.http_client(),
+        http_client=llm.http_client("httpx2"),  # openai 3.x is built on httpx2 (httpx works too)
         max_retries=1,  # each retry is a request the cassette must hold, and a second it waits
     )
-    talk = [{"role": "system", "content": SYSTEM},
-            {"role": "user", "content": PLAN.format(task=task)}]
+    talk: list[ChatCompletionMessageParam] = [
+        {"role": "system", "content": SYSTEM},
+        {"role": "user", "content": PLAN.format(task=task)}]
     plan = _say(client, talk)
     talk += [{"role": "assistant", "content": plan}, {"role": "user", "content": ANSWER}]
     answer = _stream(client, talk)
@@ -57,17 +59,19 @@ def run(provider: Provider, task: str) -> str:
     return answer
 
 
-def _say(client: openai.OpenAI, messages: list[dict[str, str]]) -> str:
+def _say(client: openai.OpenAI, messages: list[ChatCompletionMessageParam]) -> str:
     """One chat completion's text."""
-    reply = client.chat.completions.create(model=MODEL, messages=messages,  # type: ignore[arg-type]
-                                           **SAMPLING)  # type: ignore[arg-type]
+    reply = client.chat.completions.create(model=MODEL, messages=messages,
+                                           temperature=TEMPERATURE, seed=SEED,
+                                           max_tokens=MAX_TOKENS)
     return (reply.choices[0].message.content or "").strip()
 
 
-def _stream(client: openai.OpenAI, messages: list[dict[str, str]]) -> str:
+def _stream(client: openai.OpenAI, messages: list[ChatCompletionMessageParam]) -> str:
     """One chat completion, streamed: its text, joined from the chunks."""
-    chunks = client.chat.completions.create(model=MODEL, messages=messages,  # type: ignore[arg-type]
-                                            stream=True, **SAMPLING)  # type: ignore[arg-type]
+    chunks = client.chat.completions.create(model=MODEL, messages=messages, stream=True,
+                                            temperature=TEMPERATURE, seed=SEED,
+                                            max_tokens=MAX_TOKENS)
     return "".join(chunk.choices[0].delta.content or "" for chunk in chunks
                    if chunk.choices).strip()
 
