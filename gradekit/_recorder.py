@@ -227,6 +227,9 @@ class Recorder(JournaledRecording[Cassette], HttpClients):
         loaded = self._open()
         self._entries = dict(loaded.entries) if loaded else {}
 
+    # What an HTTP miss tells to run ("" for the HTTP cassette's own: the pytest plugin's).
+    http_record_command = "gradekit record --case {case}"
+
     def http_transport(self) -> CassetteTransport:
         """The transport of this recorder's SDK clients: ``<case>.http.json``, this mode."""
         if self._http is None:
@@ -234,7 +237,8 @@ class Recorder(JournaledRecording[Cassette], HttpClients):
 
             self._http = CassetteTransport(
                 http_cassette_path(self.path), mode=self.mode, case=self.case, env=self._env,
-                clock=self._clock, record_command=f"gradekit record --case {self.case}")
+                clock=self._clock, record_command=self.http_record_command.format(case=self.case)
+                or None)
             self._http._recording._secrets.update(self._secrets)  # the live adapter's key too
         return self._http
 

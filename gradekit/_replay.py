@@ -52,6 +52,9 @@ class Replay(HttpClients):
             raise miss(self._cassette, prompt, source=self.source, exists=self._exists)
         return response
 
+    # What an HTTP miss tells to run ("" for the HTTP cassette's own: the pytest plugin's).
+    http_record_command = "gradekit record --case {case}"
+
     def http_transport(self) -> CassetteTransport:
         """The transport of this replay's SDK clients: strict replay of ``<case>.http.json``."""
         if self._http is None:
@@ -64,7 +67,8 @@ class Replay(HttpClients):
 
             case = self._cassette.case or Path(self.source).stem
             self._http = CassetteTransport(http_cassette_path(self._file), case=case,
-                                           record_command=f"gradekit record --case {case}")
+                                           record_command=self.http_record_command.format(
+                                               case=case) or None)
         return self._http
 
     def async_http_transport(self) -> AsyncCassetteTransport:

@@ -266,3 +266,17 @@ def test_the_shipped_sdk_example_grades_offline_with_one_digest_under_two_labels
             for case in ("flaky-grade", "incident-summary", "refund-policy", "sql-explain")]
     assert digests[0] == digests[1]
     assert totals[0] == totals[1]
+
+
+def test_the_pytest_plugins_provider_names_its_own_flag_in_an_http_miss(tmp_path: Path) -> None:
+    """``gradekit_provider``'s replay is a test's, not a case's: its misses say how pytest
+    records, never `gradekit record --case <test name>`."""
+    from gradekit._pytest import _PlayedReplay
+
+    client = _openai("http://127.0.0.1:9/v1", _PlayedReplay(tmp_path / "test_x.json", set())
+                     .http_client())
+    with pytest.raises(openai.APIConnectionError) as raised:
+        _ask(client, "q")
+    said = str(raised.value.__cause__)
+    assert "`pytest --gradekit-record-mode once`" in said
+    assert "gradekit record --case" not in said
