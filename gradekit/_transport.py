@@ -115,6 +115,7 @@ class _Recording(JournaledRecording[HttpCassette]):
         self._cassette = loaded or HttpCassette(self.case)
         self._slots = self._cassette.slots()
         self._next: dict[str, int] = {}
+        self._bodies: dict[str, bytes] = {}
         self._counting = threading.Lock()  # threads or tasks asking the same request at once
 
     def reserve(self, asked: HttpRequest, missed: Callable[[CassetteMiss], CassetteMiss]
@@ -161,12 +162,21 @@ class _Recording(JournaledRecording[HttpCassette]):
         """Recorded slots this run never asked."""
         return [name for name in self._cassette.slots() if name not in self._asked]
 
+    def body(self, name: str, response: HttpResponse) -> bytes:
+        """The bytes of the recording in slot ``name``, encoded once (a test asks again)."""
+        data = self._bodies.get(name)
+        if data is None:
+            data = self._bodies[name] = response.body()
+        return data
 
-def _answer(library: ModuleType, response: HttpResponse, sync: bool) -> Any:
-    """``response`` as a response of ``library``; a stream replays event by event."""
+
+def _answer(library: ModuleType, response: HttpResponse, sync: bool,
+            body: bytes | None = None) -> Any:
+    """``response`` as a response of ``library`` (``body``: its bytes, when known); a stream
+    replays event by event."""
     if response.form != "events":
         return library.Response(response.status, headers=dict(response.headers),
-                                content=response.body())
+                                content=response.body() if body is None else body)
     events = _streamed(library, sync)(iter([f"{e}\n\n".encode() for e in response.events]))
     return library.Response(response.status, headers=dict(response.headers), stream=events)
 
@@ -347,7 +357,8 @@ class CassetteTransport(SyncTransportBase):
         name, served = self._recording.reserve(
             asked, lambda miss: _missed(library, miss, request))
         if served is not None:
-            return _answer(library, served.response, sync=True)
+            return _answer(library, served.response, sync=True,
+                           body=self._recording.body(name, served.response))
         try:
             return self._record(library, request, asked, name)
         except BaseException:
@@ -449,7 +460,8 @@ class AsyncCassetteTransport(AsyncTransportBase):
         name, served = self._recording.reserve(
             asked, lambda miss: _missed(library, miss, request))
         if served is not None:
-            return _answer(library, served.response, sync=False)
+            return _answer(library, served.response, sync=False,
+                           body=self._recording.body(name, served.response))
         try:
             return await self._record(library, request, asked, name)
         except BaseException:
