@@ -287,7 +287,7 @@ class HttpCassetteCodec(Codec[HttpCassette]):
 
     document, format, error = HttpCassette, FORMAT, CassetteCorrupt
     noun, things, rerecord = "cassette", "interactions", False
-    asked, fix = "for this request", "record it once through the live API"
+    asked, fix = "for this request", 'record it once through the live API (mode="once")'
     then = "commit the cassette. A replay never calls the network."
 
     def record_command(self, case: str) -> str:
