@@ -38,6 +38,8 @@ The command line's exit code for each is in ``grader._exits`` and docs/formats.m
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 __all__ = [
     "CassetteCollision",
     "CassetteCorrupt",
@@ -171,3 +173,19 @@ class IncidentDivergence(CassetteError):
     def __init__(self, message: str, *, index: int, boundary: str) -> None:
         super().__init__(message)
         self.index, self.boundary = index, boundary
+
+
+E = TypeVar("E", bound=BaseException)
+
+
+def in_chain(exc: BaseException, kind: type[E]) -> E | None:
+    """The first ``kind`` in ``exc``'s chain of causes and contexts: an SDK wraps what its
+    transport raised (``openai.APIConnectionError`` from a ``CassetteMiss``)."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, kind):
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None

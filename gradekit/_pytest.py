@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, Final, get_args
 import pytest
 
 from gradekit._cassette import REPLAYED
-from gradekit._exceptions import CassetteMiss, UsageError
+from gradekit._exceptions import CassetteMiss, UsageError, in_chain
 from gradekit._keys import prompt_key
 from gradekit._provider import Provider
 from gradekit._pytest_network import RECORD, blocked
@@ -392,23 +392,11 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
     try:
         yield
     except BaseException as exc:
-        if watched and _missed(exc):
+        if watched and in_chain(exc, CassetteMiss) is not None:
             exc.add_note(f"gradekit: record it with `{RECORD} {shlex.quote(item.nodeid)}`")
         raise
     if watched:
         _unplayed_by(item, watched)
-
-
-def _missed(exc: BaseException) -> bool:
-    """Is a ``CassetteMiss`` in the chain of ``exc`` (an SDK wraps it in its own error)?"""
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        if isinstance(current, CassetteMiss):
-            return True
-        seen.add(id(current))
-        current = current.__cause__ or current.__context__
-    return False
 
 
 def _unplayed_by(item: pytest.Item, watched: list[_Watched]) -> None:

@@ -310,7 +310,32 @@ class _Live:
         return [self._given] if self._given is not None else list(self._made.values())
 
 
-class CassetteTransport(SyncTransportBase):
+class _Counted:
+    """What both transports tell of their recording."""
+
+    _recording: _Recording
+
+    @property
+    def path(self) -> Path:
+        """The cassette's file."""
+        return self._recording.path
+
+    @property
+    def recorded(self) -> int:
+        """Responses recorded live so far (a stream's once it has ended)."""
+        return self._recording.recorded
+
+    @property
+    def served(self) -> int:
+        """Requests served from the cassette so far."""
+        return self._recording.served
+
+    def unplayed(self) -> list[str]:
+        """Recorded request keys, with their ``#n``, that this run never asked."""
+        return self._recording.unplayed()
+
+
+class CassetteTransport(_Counted, SyncTransportBase):
     """An httpx / httpx2 transport that answers from an HTTP cassette (``*.http.json``).
 
     ``mode`` is the Recorder's: ``none`` (the default) replays only and a request
@@ -330,21 +355,6 @@ class CassetteTransport(SyncTransportBase):
         self._recording = _Recording(cassette, mode=mode, case=case, env=env, clock=clock,
                                      command=record_command)
         self._live = _Live(inner, "HTTPTransport")
-
-    @property
-    def path(self) -> Path:
-        """The cassette's file."""
-        return self._recording.path
-
-    @property
-    def recorded(self) -> int:
-        """Responses recorded live so far (a stream's once it has ended)."""
-        return self._recording.recorded
-
-    @property
-    def served(self) -> int:
-        """Requests served from the cassette so far."""
-        return self._recording.served
 
     @overload
     def handle_request(self, request: httpx.Request) -> httpx.Response: ...
@@ -381,10 +391,6 @@ class CassetteTransport(SyncTransportBase):
                 live.close()
             return _answer(library, keep(data), sync=True)
         return _tee(library, live, keep, lambda: self._recording.release(name), sync=True)
-
-    def unplayed(self) -> list[str]:
-        """Recorded request keys, with their ``#n``, that this run never asked."""
-        return self._recording.unplayed()
 
     def close(self, *, prune: bool = True) -> None:
         """Fold what was recorded into the cassette and close the live transport.
@@ -423,7 +429,7 @@ def _tee(library: ModuleType, live: Any, keep: Callable[[bytes], HttpResponse],
     return library.Response(live.status_code, headers=headers, stream=stream)
 
 
-class AsyncCassetteTransport(AsyncTransportBase):
+class AsyncCassetteTransport(_Counted, AsyncTransportBase):
     """``CassetteTransport`` for async clients (``httpx.AsyncClient``,
     ``httpx2.AsyncClient``): the same cassette, modes and rules."""
 
@@ -433,21 +439,6 @@ class AsyncCassetteTransport(AsyncTransportBase):
         self._recording = _Recording(cassette, mode=mode, case=case, env=env, clock=clock,
                                      command=record_command)
         self._live = _Live(inner, "AsyncHTTPTransport")
-
-    @property
-    def path(self) -> Path:
-        """The cassette's file."""
-        return self._recording.path
-
-    @property
-    def recorded(self) -> int:
-        """Responses recorded live so far (a stream's once it has ended)."""
-        return self._recording.recorded
-
-    @property
-    def served(self) -> int:
-        """Requests served from the cassette so far."""
-        return self._recording.served
 
     @overload
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response: ...
@@ -485,10 +476,6 @@ class AsyncCassetteTransport(AsyncTransportBase):
                 await live.aclose()
             return _answer(library, keep(data), sync=False)
         return _tee(library, live, keep, lambda: self._recording.release(name), sync=False)
-
-    def unplayed(self) -> list[str]:
-        """Recorded request keys, with their ``#n``, that this run never asked."""
-        return self._recording.unplayed()
 
     async def aclose(self, *, prune: bool = True) -> None:
         """Fold what was recorded into the cassette and close the live transport."""

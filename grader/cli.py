@@ -30,6 +30,7 @@ from gradekit import (
     SecretLeak,
     UsageError,
 )
+from gradekit._exceptions import in_chain
 from grader._cli_cassette import add_cassette_commands
 from grader._cli_grade import add_grading_commands
 from grader._cli_incident import add_incident_commands
@@ -71,7 +72,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:
         # An SDK wraps what its transport raised (openai.APIConnectionError from a
         # CassetteMiss): the kit's error in the chain is the one that says what to do.
-        cause = _kit_cause(exc)
+        cause = in_chain(exc, GradekitError)
         if cause is None or os.environ.get("GRADEKIT_DEBUG"):
             raise
         print(f"{type(cause).__name__} (raised as {type(exc).__module__.partition('.')[0]}."
@@ -80,18 +81,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:  # record and grade say more; any other command just stops
         print("interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
-
-
-def _kit_cause(exc: BaseException) -> GradekitError | None:
-    """The first ``GradekitError`` in ``exc``'s chain of causes and contexts, if any."""
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        if isinstance(current, GradekitError):
-            return current
-        seen.add(id(current))
-        current = current.__cause__ or current.__context__
-    return None
 
 
 def _exit_code(exc: GradekitError) -> int:

@@ -78,12 +78,15 @@ def test_record_writes_a_cassette_then_serves_it_and_run_replays_it(
 def test_record_without_a_provider_exits_2_and_shows_how_to_configure(
     submission: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """The agent's first ``complete`` is where it is told: an agent on the official SDKs
+    records with no provider configured (tests/test_sdk_grading.py)."""
     assert record(submission) == 2
     err = capsys.readouterr().err
-    assert err.startswith("ProviderConfigError: ")
+    assert "\nProviderConfigError: " in err
     for hint in ("GRADEKIT_PROVIDER", "--provider", "llamacpp", "make local-model"):
         assert hint in err
-    assert not (submission / "cassettes").exists()
+    cassettes = submission / "cassettes"
+    assert not cassettes.exists() or not any(cassettes.iterdir())  # no file written
 
 
 def test_record_with_an_unknown_case_exits_2(
