@@ -187,14 +187,13 @@ class Codec(ABC, Generic[D]):
         """What a miss shows as the closest match when the file does not exist."""
         return f"(the {self.noun} file does not exist yet)"
 
-    def miss_message(self, source: str, rows: Sequence[tuple[str, str]], *, case: str,
-                     command: str | None = None) -> str:
+    def miss_message(self, source: str, rows: Sequence[tuple[str, str]], *, case: str) -> str:
         """A miss: what ``source`` does not hold, the ``(label, value)`` rows that show it,
-        and the command that records it (``command``, else the format's own)."""
+        and the command that records it."""
         return "\n".join([
             f"no recording {self.asked} in {source}",
             *(f"  {label + ':':<9}{value}" for label, value in rows),
-            f"  fix:     {self.fix}: `{command or self.record_command(case)}`,",
+            f"  fix:     {self.fix}: `{self.record_command(case)}`,",
             f"           then {self.then}",
         ])
 

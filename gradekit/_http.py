@@ -35,6 +35,7 @@ __all__ = [
     "HTTP_CASSETTE",
     "KEPT_HEADERS",
     "KEY_SCHEME",
+    "LAB_HTTP_CASSETTE",
     "VOLATILE",
     "HttpCassette",
     "HttpCassetteCodec",
@@ -290,9 +291,15 @@ class HttpCassetteCodec(Codec[HttpCassette]):
     asked, fix = "for this request", 'record it once through the live API (mode="once")'
     then = "commit the cassette. A replay never calls the network."
 
+    def __init__(self, command: str = "pytest --gradekit-record-mode once") -> None:
+        self.command = command  # may name ``{case}``
+
     def record_command(self, case: str) -> str:
-        """The command that records what is missing: the pytest plugin's flag."""
-        return "pytest --gradekit-record-mode once"
+        """The command that records what is missing: the pytest plugin's flag, or in a lab
+        (``LAB_HTTP_CASSETTE``) ``gradekit record --case <case>``."""
+        if not case and "{case}" in self.command:
+            return "gradekit record"
+        return self.command.format(case=case)
 
     def encode(self, document: HttpCassette) -> bytes:
         """The canonical bytes of an HTTP cassette."""
@@ -455,3 +462,5 @@ def clip(text: str, limit: int = _SHOWN) -> str:
 
 
 HTTP_CASSETTE = HttpCassetteCodec()
+# A lab's `cassettes/<case>.http.json`, which `gradekit record` writes: its errors say so.
+LAB_HTTP_CASSETTE = HttpCassetteCodec("gradekit record --case {case}")

@@ -4,7 +4,16 @@ it, as JSON paths (``messages[2].content: "a" != "b"``, ``temperature: 0.7 != 0.
 from __future__ import annotations
 
 from gradekit._exceptions import CassetteMiss
-from gradekit._http import HTTP_CASSETTE, HttpCassette, HttpRequest, clip, compact_json, place, slot
+from gradekit._http import (
+    HTTP_CASSETTE,
+    HttpCassette,
+    HttpCassetteCodec,
+    HttpRequest,
+    clip,
+    compact_json,
+    place,
+    slot,
+)
 
 __all__ = ["differences", "http_miss", "miss_rows"]
 
@@ -42,13 +51,13 @@ def _value(value: object) -> str:
 
 def http_miss(
     cassette: HttpCassette, asked: HttpRequest, n: int, *, source: str, exists: bool,
-    command: str | None = None,
+    codec: HttpCassetteCodec = HTTP_CASSETTE,
 ) -> CassetteMiss:
     """The error for the ``n``th asking of ``asked``, which ``cassette`` does not hold: the
     closest recorded request (same method and path first) and where they part; the fix
-    runs ``command`` (default: the pytest plugin's recording flag)."""
+    runs ``codec``'s record command (default: the pytest plugin's flag)."""
     rows = miss_rows(cassette, asked, n, exists=exists)
-    message = HTTP_CASSETTE.miss_message(source, rows, case=cassette.case, command=command)
+    message = codec.miss_message(source, rows, case=cassette.case)
     return CassetteMiss(message, cassette=source, key=asked.key,
                         prompt=compact_json(asked.to_json()))
 

@@ -24,6 +24,7 @@ from gradekit._http import (
     HTTP_CASSETTE,
     KEPT_HEADERS,
     HttpCassette,
+    HttpCassetteCodec,
     HttpRequest,
     HttpResponse,
     Interaction,
@@ -109,8 +110,8 @@ class _Recording(JournaledRecording[HttpCassette]):
                  env: Mapping[str, str] | None, clock: Callable[[], str],
                  command: str | None = None) -> None:
         named = case if case is not None else _case_of(Path(cassette))
-        self.command = command
-        super().__init__(HTTP_CASSETTE, cassette, mode=mode, case=named, clock=clock, env=env)
+        self._codec = HttpCassetteCodec(command) if command else HTTP_CASSETTE
+        super().__init__(self._codec, cassette, mode=mode, case=named, clock=clock, env=env)
         loaded = self._open()
         self._cassette = loaded or HttpCassette(self.case)
         self._slots = self._cassette.slots()
@@ -147,7 +148,7 @@ class _Recording(JournaledRecording[HttpCassette]):
 
     def _miss(self, asked: HttpRequest, n: int) -> CassetteMiss:
         return http_miss(self._cassette, asked, n, source=str(self.path), exists=self._exists,
-                         command=self.command)
+                         codec=self._codec)
 
     def keep(self, name: str, asked: HttpRequest, response: HttpResponse,
              credentials: Mapping[str, str]) -> None:

@@ -448,14 +448,17 @@ def _rerecord_review(evidence: Evidence) -> str | None:
 
 def _served_from(run: RunResult | None, cases: tuple[Case, ...], folder: str,
                  tools: bool) -> str:
-    """Per case, the recording file and the keys of what it served in ``run``."""
+    """Per case, each recording file and the keys of what it served in ``run``: the
+    fixtures (``tools``), else the cassette and the HTTP cassette (an SDK's requests)."""
     parts = []
     for case in cases:
         outcome = _outcome(run, case.id)
-        keys = sorted({c.key for c in outcome.calls if c.served and (c.tool is not None) == tools}
-                      ) if outcome else []
-        if keys:
-            parts.append(f"{folder}/{case.id}.json: {shown_keys(keys)}")
+        served = [c for c in outcome.calls if c.served and (c.tool is not None) == tools] \
+            if outcome else []
+        for suffix, http in ((".json", False), (".http.json", True)):
+            keys = sorted({c.key for c in served if c.http == http})
+            if keys:
+                parts.append(f"{folder}/{case.id}{suffix}: {shown_keys(keys)}")
     return "; ".join(parts)
 
 

@@ -20,7 +20,7 @@ from typing import TypeVar, cast
 from gradekit import CassetteError, GradekitError, prompt_key
 from gradekit._cassette import Entry, decode_cassette
 from gradekit._fixtures import decode_fixture
-from gradekit._http import HTTP_CASSETTE, HttpCassette
+from gradekit._http import LAB_HTTP_CASSETTE, HttpCassette
 from grader._changelog import CHANGE_LOG, Change, change_matches, decode_changes
 from grader._checks import Check, Evidence, shown_keys
 from grader._cutpoint import cut_point_problem, run_cut_point_test
@@ -117,8 +117,8 @@ def grade_submission(root: Path, rubric: Rubric, *, submission: str, scratch: Pa
     manifest = _manifest(root, findings)
     problems: dict[str, str] = {}
     folder = manifest.cassettes if manifest else "cassettes"
-    http = _http_cassettes(root, folder, rubric.cases, findings, problems)
-    answers = _cassettes(root, folder, rubric.cases, findings, problems, sdk=set(http))
+    http, sdk = _http_cassettes(root, folder, rubric.cases, findings, problems)
+    answers = _cassettes(root, folder, rubric.cases, findings, problems, sdk=sdk)
     evidence = _evidence(root, manifest, rubric, answers, drawn or draw(label), scratch,
                          findings, isolation, on_case, http)
     evidence = replace(evidence, recording_problems=problems, recorded_prompts={
@@ -162,27 +162,33 @@ def _cassettes(root: Path, folder: str, cases: tuple[Case, ...], findings: list[
         cassette = _recording(root, relative, CASSETTE_CAP, decode_cassette, case.id, findings,
                                missing)
         if problems is not None and len(findings) > before:
-            problems[case.id] = findings[-1]
+            problems.setdefault(case.id, findings[-1])
         if cassette is not None:
             recorded[case.id] = dict(cassette.entries)
     return recorded
 
 
 def _http_cassettes(root: Path, folder: str, cases: tuple[Case, ...], findings: list[str],
-                    problems: dict[str, str] | None = None) -> dict[str, HttpCassette]:
+                    problems: dict[str, str] | None = None,
+                    ) -> tuple[dict[str, HttpCassette], set[str]]:
     """case -> its HTTP cassette (``<case>.http.json``, what an SDK-based agent's requests
-    are served from), read by the parent. None is needed: an agent that only calls
-    ``complete`` has none, and a request of a case without one is a miss."""
+    are served from), read by the parent, and the cases that have one, usable or not. None
+    is needed: an agent that only calls ``complete`` has none, and a request of a case
+    without one is a miss."""
     recorded: dict[str, HttpCassette] = {}
+    present: set[str] = set()
     for case in cases:
         before = len(findings)
         cassette = _recording(root, f"{folder}/{case.id}.http.json", CASSETTE_CAP,
-                              HTTP_CASSETTE.decode, case.id, findings, "")
-        if problems is not None and len(findings) > before:
-            problems[case.id] = findings[-1]
+                              LAB_HTTP_CASSETTE.decode, case.id, findings, "")
+        if len(findings) > before:
+            present.add(case.id)
+            if problems is not None:
+                problems.setdefault(case.id, findings[-1])
         if cassette is not None:
             recorded[case.id] = cassette
-    return recorded
+            present.add(case.id)
+    return recorded, present
 
 
 def _fixtures(root: Path, manifest: Manifest, cases: tuple[Case, ...],
@@ -446,12 +452,17 @@ def _second_set(root: Path, manifest: Manifest, rubric: Rubric,
         return None, f"the folder {quote(manifest.second_cassettes)}/ does not exist"
     except SubmissionFileError as exc:
         return None, quote(str(exc), TEXT_LIMIT)
-    second = _cassettes(root, manifest.second_cassettes, rubric.cases, findings)
+    # Its SDK requests from its own HTTP cassettes: never the first set's.
+    http, sdk = _http_cassettes(root, manifest.second_cassettes, rubric.cases, findings)
+    second = _cassettes(root, manifest.second_cassettes, rubric.cases, findings, sdk=sdk)
+    if sdk and not any(second.values()):
+        return None, (f"{quote(manifest.second_cassettes)}/ holds only HTTP cassettes, which "
+                      "do not name the provider that answered: the goal is judged from the "
+                      "provider cassettes <case>.json, which an agent on the SDKs alone does "
+                      "not write; claim another stretch goal")
     problem = _not_another_provider(first, second, manifest.second_cassettes)
     if problem:
         return None, problem
-    # Its SDK requests from its own HTTP cassettes: never the first set's.
-    http = _http_cassettes(root, manifest.second_cassettes, rubric.cases, findings)
     return run("second-set", _serve(second), label, seed, served=http), ""
 
 

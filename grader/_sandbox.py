@@ -70,7 +70,7 @@ from typing import Any, Literal
 
 from gradekit import GradekitError, prompt_key
 from gradekit._fixtures import tool_key
-from gradekit._http import HTTP_CASSETTE, HttpCassette, HttpRequest
+from gradekit._http import LAB_HTTP_CASSETTE, HttpCassette, HttpRequest
 from gradekit._http_miss import miss_rows
 from grader._channel import (
     Child,
@@ -423,8 +423,8 @@ class _Run:
             return
         rows = miss_rows(cassette or HttpCassette(case.id), asked, n,
                          exists=cassette is not None)
-        miss = HTTP_CASSETTE.miss_message(f"{self.cassettes}/{case.id}.http.json", rows,
-                                          case=case.id, command=f"gradekit record --case {case.id}")
+        miss = LAB_HTTP_CASSETTE.miss_message(f"{self.cassettes}/{case.id}.http.json", rows,
+                                              case=case.id)
         differs = next((value for label, value in rows if label in ("differs", "asked")), "")
         talk.calls.append(Served(key=key, served=False, traced_early=early, http=True,
                                  asked=differs[:ASKED_CAP]))

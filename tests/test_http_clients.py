@@ -226,14 +226,18 @@ def test_the_shipped_sdk_example_replays_offline_from_its_real_recording(
     assert recorded  # the plans and verdicts came from the model, not from a hand
 
 
-def test_an_sdk_wrapped_miss_is_reported_as_the_miss_with_its_exit_code(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    copy = tmp_path / "sdk"
+def _example_copy(copy: Path) -> Path:
     for path in EXAMPLE.rglob("*"):
         if path.is_file() and "__pycache__" not in path.parts:
             target = copy / path.relative_to(EXAMPLE)
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(path.read_bytes())
+    return copy
+
+
+def test_an_sdk_wrapped_miss_is_reported_as_the_miss_with_its_exit_code(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    copy = _example_copy(tmp_path / "sdk")
     agent = copy / "lab" / "agent.py"
     agent.write_text(agent.read_text().replace("http://127.0.0.1:8080/v1",
                                                "https://api.openai.com/v1"))
@@ -280,3 +284,25 @@ def test_the_pytest_plugins_provider_names_its_own_flag_in_an_http_miss(tmp_path
     said = str(raised.value.__cause__)
     assert "`pytest --gradekit-record-mode once`" in said
     assert "gradekit record --case" not in said
+
+
+def test_an_sdk_only_agent_is_told_why_it_cannot_claim_two_providers(tmp_path: Path) -> None:
+    """HTTP cassettes do not name who answered: a second folder of them (here, a copy of the
+    first) earns nothing, and the evidence says why instead of calling it a copy."""
+    copy = _example_copy(tmp_path / "sdk")
+    manifest = copy / "pyproject.toml"
+    manifest.write_text(manifest.read_text().replace(
+        'student = "gradekit-reference-sdk"',
+        'student = "gradekit-reference-sdk"\nstretch = ["two-providers"]\n'
+        'second_cassettes = "cassettes-llm"'))
+    (copy / "cassettes-llm").mkdir()
+    for path in (copy / "cassettes").glob("*.http.json"):
+        (copy / "cassettes-llm" / path.name).write_bytes(path.read_bytes())
+    out = tmp_path / "grades"
+    assert main(["grade", str(copy), "--rubric", str(RUBRIC), "--out", str(out), "--quiet"]) == 0
+    report = json.loads((out / "sdk" / "report.json").read_text())
+    stretch = next(c for c in report["criteria"] if c["id"] == "stretch_goal")
+    assert stretch["points"] == "0.00"
+    details = " ".join(check["detail"] for check in stretch["checks"])
+    assert "holds only HTTP cassettes" in details
+    assert not any("is missing" in finding for finding in report["findings"])

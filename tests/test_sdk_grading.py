@@ -515,8 +515,8 @@ def _graded_answers(world: World, name: str, scratch: Path) -> RunResult:
     root = world.submissions / name
     findings: list[str] = []
     cases = load_cases(KIT_RUBRIC)
-    http = _http_cassettes(root, "cassettes", tuple(cases), findings)
-    assert findings == [] and sorted(http) == sorted(CASES)
+    http, present = _http_cassettes(root, "cassettes", tuple(cases), findings)
+    assert findings == [] and sorted(http) == sorted(present) == sorted(CASES)
     return run_cases(root, "lab.agent:run", [(c.id, c.task) for c in cases],
                      answer=lambda case, prompt: None, label="openai:gpt-4o-mini", hashseed=1,
                      limits=Limits(timeout_s=20), scratch=scratch, http=http)
@@ -740,10 +740,6 @@ def test_a_linked_http_cassette_is_refused_and_never_served(world: World) -> Non
         "sql-explain"]
 
 
-@pytest.mark.xfail(strict=True, reason="product bug (grader/_grade.py): a case whose "
-                   ".http.json is there but unusable is not counted as an SDK case, so "
-                   "_cassettes adds '<case>.json is missing' and that finding, not the "
-                   ".http.json's, becomes the case's advice")
 @pytest.mark.parametrize(("name", "case"), [("corrupt-http", "refund-policy"),
                                             ("corrupt-http", "incident-summary"),
                                             ("linked-http", "sql-explain")])
@@ -756,10 +752,6 @@ def test_a_broken_http_cassettes_advice_names_it_not_a_missing_provider_cassette
     assert advice.startswith(f"{case}: cassettes/{case}.http.json "), advice
 
 
-@pytest.mark.xfail(strict=True, reason="product bug (gradekit/_http.py record_command, used "
-                   "by grader/_grade.py): a graded submission's broken .http.json is told to "
-                   "run the pytest plugin's `pytest --gradekit-record-mode once`, not "
-                   "`gradekit record --case <case>`, which is how it was recorded")
 def test_a_corrupt_http_cassettes_fix_is_the_record_command_that_made_it(world: World) -> None:
     (said,) = [f for f in world.report("corrupt-http")["findings"]
                if f.startswith("cassettes/refund-policy.http.json cannot be used: ")]
@@ -780,19 +772,19 @@ def test_two_providers_needs_the_second_sets_own_http_cassettes(world: World) ->
         assert_full(report, "contract_stability", "loud_failure", "tracing")
 
 
-@pytest.mark.xfail(strict=True, reason="product bug (grader/_checks.py _served_from): the "
-                   "two-providers evidence names the SDK requests' keys as keys of "
-                   "cassettes-llm/<case>.json, which holds only the prompts; they are in "
-                   "<case>.http.json")
 def test_the_two_providers_evidence_names_only_keys_its_files_hold(world: World) -> None:
     """As tests/test_grading.py checks it for the reference lab: a reviewer can check each
     file the evidence names for the keys it names."""
     detail = details(world.report("two-providers"), "stretch_goal")["two-providers: evidence"]
     named = dict(part.split(": ", 1) for part in detail.removeprefix(
         "the evidence holds: prompts served from ").split("; "))
-    assert sorted(named) == sorted(f"cassettes-llm/{case}.json" for case in CASES)
+    # Its prompts in <case>.json, its SDK requests in <case>.http.json: each file named
+    # holds the keys named with it.
+    assert sorted(named) == sorted(f"cassettes-llm/{case}{suffix}" for case in CASES
+                                   for suffix in (".json", ".http.json"))
     for name, keys in named.items():
-        held = json.loads((world.submissions / "two-providers" / name).read_bytes())["entries"]
+        document = json.loads((world.submissions / "two-providers" / name).read_bytes())
+        held = document["interactions" if name.endswith(".http.json") else "entries"]
         assert set(keys.split(", ")) <= set(held), (name, keys, sorted(held))
 
 
