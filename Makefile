@@ -5,6 +5,7 @@ BIN := $(VENV)/bin
 RUNTIME_STAMP := $(VENV)/.installed
 STAMP := $(VENV)/.installed-dev
 BENCH_STAMP := $(VENV)/.installed-bench
+DASHBOARD_STAMP := $(VENV)/.installed-dashboard
 MODEL_VENV := .venv-model
 MODEL_STAMP := $(MODEL_VENV)/.installed
 MODEL_HOST ?= 127.0.0.1
@@ -15,7 +16,7 @@ LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON
 ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help record grade check test bench local-model local-model-install clean
+.PHONY: help record grade check test bench dashboard local-model local-model-install clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 22
@@ -31,6 +32,14 @@ $(RUNTIME_STAMP): pyproject.toml
 $(STAMP): $(RUNTIME_STAMP)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
 	@touch $@
+
+# The dashboard's extra (Altair, vl-convert, Jinja2: about 90 MB); `make test` has it too.
+$(DASHBOARD_STAMP): $(RUNTIME_STAMP)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dashboard]'
+	@touch $@
+
+dashboard: $(DASHBOARD_STAMP) ## build the static cohort dashboard from grades/ (ARGS="GRADES --out SITE")
+	$(BIN)/gradekit dashboard $(ARGS)
 
 record: $(RUNTIME_STAMP) ## run the agent live once, write cassettes/ (configure a provider first, see README)
 	$(BIN)/gradekit record $(ARGS)

@@ -33,6 +33,7 @@ from types import MappingProxyType
 from typing import Any, cast, get_args
 
 from gradekit import GradekitError
+from grader._calls import CALLS, calls_document, render_calls
 from grader._checks import Evidence
 from grader._expect import expectation_document, parse_expectation
 from grader._grade import REVIEW, Graded, grade_submission
@@ -196,7 +197,8 @@ def error_row(folder: str, student: str, reason: str,
 
 
 def write_outputs(graded: Graded, folder: Path) -> str:
-    """Write report.json, report.md, results.json and the agent's output; return the digest."""
+    """Write report.json, report.md, results.json, the agent's output and the calls the
+    grader observed (calls.json); return the digest."""
     report = graded.report
     folder.mkdir(parents=True, exist_ok=True)
     digest = report_digest(report)
@@ -206,6 +208,8 @@ def write_outputs(graded: Graded, folder: Path) -> str:
                                       encoding="utf-8")
     (folder / "results.json").write_bytes(render_gradescope(report, digest, isolation=isolation))
     (folder / "output.txt").write_bytes(capped(_child_output(graded.evidence)))
+    cases = tuple(case.id for case in graded.evidence.cases)
+    (folder / CALLS).write_bytes(render_calls(calls_document(graded.evidence.primary, cases)))
     return digest
 
 

@@ -32,6 +32,7 @@ from gradekit import (
 )
 from gradekit._exceptions import in_chain
 from grader._cli_cassette import add_cassette_commands
+from grader._cli_dashboard import add_dashboard_commands
 from grader._cli_grade import add_grading_commands
 from grader._cli_incident import add_incident_commands
 from grader._cli_outputs import add_output_commands
@@ -113,4 +114,5 @@ def _parser() -> argparse.ArgumentParser:
     add_incident_commands(commands)
     add_review_commands(commands)
     add_regression_commands(commands)
+    add_dashboard_commands(commands)
     return parser

@@ -1,0 +1,219 @@
+"""``gradekit dashboard GRADES --out SITE``: the cohort at a glance, as a static site.
+
+One page for the cohort (``index.html``) and one per submission
+(``students/<name>.html``), with the style sheet and script beside them in
+``assets/``: it opens from the file system, with no server and nothing fetched from
+the network. It is rebuilt from the grades folder alone (``grader._dashboard_data``);
+the same folder gives byte-identical files. Charts are Vega-Altair specs rendered
+to SVG offline (``grader._dashboard_charts``), pages are Jinja2 templates with
+autoescaping (``grader._dashboard_site``): both are the ``gradekit[dashboard]`` extra,
+so grading itself never needs them.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import statistics
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+from gradekit import UsageError
+from gradekit._store import write_atomic
+from grader._dashboard_charts import (
+    DashboardUnavailable,
+    Figure,
+    findings_by_kind,
+    grade_timeline,
+    points_lost,
+    score_distribution,
+)
+from grader._dashboard_data import _KINDS, FULL, Cohort, Submission, load_cohort
+from grader._dashboard_site import SCRIPT, STYLE, TEMPLATES
+from grader._gradebook import REPORTED
+
+__all__ = ["build_dashboard"]
+
+MARKER = "assets/dashboard.css"  # what says a folder is a dashboard this command may rewrite
+_NUMERIC = frozenset({"total", "final", "max"})
+
+
+def build_dashboard(grades: Path, out: Path) -> list[Path]:
+    """Write the site for ``grades`` into ``out``; return the files written, in order."""
+    jinja2 = _jinja()
+    if not (grades / "gradebook.csv").is_file():
+        raise UsageError(f"{grades} has no gradebook.csv: grade first with `gradekit grade "
+                         f"--out {grades}`, then build the dashboard from that folder")
+    if out.exists() and any(out.iterdir()) and not (out / MARKER).is_file():
+        raise UsageError(f"{out} is not empty and is not a dashboard: give --out a new folder "
+                         "(the dashboard replaces what it wrote there before, nothing else)")
+    cohort = load_cohort(grades)
+    environment = jinja2.Environment(
+        loader=jinja2.DictLoader(TEMPLATES), autoescape=True,
+        undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+    pages = {Path("index.html"): _cohort_page(environment, cohort, grades)}
+    for submission in cohort.submissions:
+        pages[Path("students") / f"{submission.slug}.html"] = _student_page(
+            environment, cohort, submission)
+    files = {Path("assets/dashboard.css"): STYLE.encode("utf-8"),
+             Path("assets/dashboard.js"): SCRIPT.encode("utf-8"),
+             **{path: page.encode("utf-8") for path, page in pages.items()}}
+    for relative, data in sorted(files.items()):
+        target = out / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if not target.is_file() or target.read_bytes() != data:
+            write_atomic(target, data)
+    _forget_others(out, set(files))
+    return [out / relative for relative in sorted(files)]
+
+
+def _jinja() -> Any:
+    try:
+        return importlib.import_module("jinja2")
+    except ImportError:
+        raise DashboardUnavailable(
+            "the dashboard needs Jinja2 and the chart libraries, the gradekit[dashboard] "
+            "extra: pip install 'gradekit[dashboard]' (make test installs it)") from None
+
+
+def _forget_others(out: Path, kept: set[Path]) -> None:
+    """Remove the pages of an earlier build that this one did not write (a submission that
+    is gone): the folder holds exactly this site."""
+    students = out / "students"
+    for page in sorted(students.glob("*.html")) if students.is_dir() else []:
+        if page.relative_to(out) not in kept:
+            page.unlink()
+
+
+def _cohort_page(environment: Any, cohort: Cohort, grades: Path) -> str:
+    reported = [s for s in cohort.submissions if s.reported]
+    finals = [_final(s) for s in reported]
+    known = [value for value in finals if value is not None]
+    review = [(s, why) for s in cohort.submissions if (why := _review_reason(s))]
+    changed = [s for s in cohort.submissions if _changed(s, cohort.latest_batch)]
+    summary = [
+        ("Submissions", "submissions", str(len(cohort.submissions))),
+        ("Graded", "graded", str(len(reported))),
+        ("Not graded", "not-graded", str(len(cohort.submissions) - len(reported))),
+        ("Mean final", "mean", _points(sum(known, Decimal(0)) / len(known)) if known else "—"),
+        ("Median final", "median", _points(statistics.median(known)) if known else "—"),
+        ("Maximum", "max", _points(cohort.maximum)),
+        ("To review", "review", str(len(review))),
+        ("Changed", "changed", str(len(changed))),
+    ]
+    columns = [("submission", "Submission", False), ("student", "Student", False),
+               ("status", "Status", False), ("total", "Total", True),
+               ("review", "Review", False), ("final", "Final", True), ("max", "Max", True),
+               *((cid, title, True) for cid, title, _ in cohort.criteria),
+               ("reason", "Reason", False)]
+    kinds = [kind for kind, _ in _KINDS] + ["other"]
+    counts = [(kind, sum(1 for found, _, _ in cohort.findings if found == kind))
+              for kind in kinds]
+    page: str = environment.get_template("cohort.html").render(
+        root="", cohort=cohort, source=os.path.basename(os.path.normpath(grades)) or "grades",
+        reported=len(reported), summary=summary, columns=columns, cell=_cell,
+        statuses=sorted({s.row.status for s in cohort.submissions}), full=FULL,
+        review=review, changed=changed, slugs={s.row.submission: s.slug
+                                               for s in cohort.submissions},
+        distribution=score_distribution(known, cohort.maximum),
+        lost=points_lost(_losses(cohort)),
+        kinds=findings_by_kind([(kind, n) for kind, n in counts if n]))
+    return page
+
+
+def _student_page(environment: Any, cohort: Cohort, submission: Submission) -> str:
+    timeline: Figure | None = None
+    if submission.history:
+        timeline = grade_timeline(
+            [(f"#{g.number} (event {g.seq})", g.total,
+              "; ".join(g.causes) or ("first grade" if g.number == 1 else "no change recorded"))
+             for g in submission.history], cohort.maximum)
+    page: str = environment.get_template("student.html").render(
+        root="../", s=submission, report=_report_view(submission.report),
+        calls=submission.calls, timeline=timeline)
+    return page
+
+
+def _report_view(report: Any) -> dict[str, Any] | None:
+    """The report's parts the page shows, with what each criterion lost."""
+    if not isinstance(report, dict):
+        return None
+    criteria = []
+    for criterion in report.get("criteria", []):
+        if not isinstance(criterion, dict):
+            continue
+        points, maximum = (_decimal(criterion.get(k)) for k in ("points", "max"))
+        criteria.append({
+            "id": str(criterion.get("id", "")), "title": str(criterion.get("title", "")),
+            "points": str(criterion.get("points", "")), "max": str(criterion.get("max", "")),
+            "lost": _points(maximum - points) if points is not None and maximum is not None
+            else "?",
+            "review": criterion.get("review") is True,
+            "verdict": str(criterion.get("verdict", "")),
+            "advice": [str(a) for a in criterion.get("advice", [])],
+            "checks": [{"id": str(k.get("id", "")), "passed": k.get("passed") is True,
+                        "points": str(k.get("points", "")), "max": str(k.get("max", "")),
+                        "detail": str(k.get("detail", ""))}
+                       for k in criterion.get("checks", []) if isinstance(k, dict)],
+        })
+    return {"criteria": criteria, "total": str(report.get("total", "")),
+            "max": str(report.get("max", "")),
+            "findings": [str(f) for f in report.get("findings", [])]}
+
+
+def _cell(submission: Submission, column: str) -> str:
+    """A table cell, exactly as the gradebook has it."""
+    row = submission.row
+    if column in row.criteria:
+        return row.criteria[column]
+    value: str = getattr(row, column, "")
+    return value
+
+
+def _final(submission: Submission) -> Decimal | None:
+    return _decimal(submission.row.final or submission.row.total)
+
+
+def _losses(cohort: Cohort) -> list[tuple[str, str, Decimal, Decimal]]:
+    """Per criterion, the points the graded submissions lost and could have had."""
+    reported = [s for s in cohort.submissions if s.reported]
+    found = []
+    for cid, title, maximum in cohort.criteria:
+        got = [_decimal(s.row.criteria.get(cid, "")) for s in reported]
+        lost = sum((maximum - points for points in got if points is not None), Decimal(0))
+        found.append((cid, title, lost, maximum * len(reported)))
+    return found
+
+
+def _review_reason(submission: Submission) -> str:
+    """Why a person must look at this submission, or "" when nobody needs to."""
+    row = submission.row
+    if row.status == "degraded":
+        return f"degraded: {row.reason}" if row.reason else "degraded"
+    if row.status in REPORTED and row.reason:
+        return row.reason
+    if "NEEDS A NEW REVIEW" in row.review or "pending:" in row.review:
+        return row.review
+    return ""
+
+
+def _changed(submission: Submission, latest: int | None) -> bool:
+    """The latest grade is of the latest batch and differs from the one before it."""
+    change = submission.change
+    if change is None or latest is None or change.current.seq < latest:
+        return False
+    return (change.previous.total, change.previous.status) != (change.current.total,
+                                                               change.current.status)
+
+
+def _decimal(value: object) -> Decimal | None:
+    try:
+        return Decimal(str(value)) if isinstance(value, str) and value else None
+    except ArithmeticError:
+        return None
+
+
+def _points(value: Decimal) -> str:
+    return str(value.quantize(Decimal("0.01")))
+
