@@ -140,7 +140,8 @@ def load_cohort(grades: Path) -> Cohort:
         (finding_kind(text), s.row.submission, text)
         for s in submissions
         for text in ([str(f) for f in (s.report or {}).get("findings", [])]
-                     or ([s.row.reason] if s.row.reason and not s.reported else [])))
+                     or ([s.row.reason] if s.row.reason and not s.reported else []))
+        + _observed(s.calls))
     maximum = next((_decimal(r.max) for r in rows if _decimal(r.max) is not None),
                    sum((c[2] for c in criteria), Decimal(0)))
     rubric = next((f"{r['rubric'].get('id')} v{r['rubric'].get('version')}"
@@ -149,6 +150,24 @@ def load_cohort(grades: Path) -> Cohort:
                   submissions=tuple(submissions), findings=findings,
                   latest_batch=max(batches) if batches else None, rubric=rubric,
                   problems=tuple(problems))
+
+
+def _observed(calls: Mapping[str, Any] | None) -> list[str]:
+    """What the grader saw in the primary run that is worth counting: a case that timed
+    out or crashed, and one whose calls missed the recordings."""
+    found = []
+    for case in (calls or {}).get("cases", []):
+        if not isinstance(case, dict):
+            continue
+        name, status = case.get("case"), case.get("status")
+        if status in ("timeout", "crashed"):
+            word = "timed out" if status == "timeout" else "crashed"
+            found.append(f"case {name} {word} in the primary run: {case.get('detail', '')}")
+        missed = [c for c in case.get("calls", []) if isinstance(c, dict) and not c.get("served")]
+        if missed:
+            found.append(f"case {name}: {len(missed)} call(s) of the primary run had no "
+                         f"recording (first: {missed[0].get('kind')} {missed[0].get('key')})")
+    return found
 
 
 def _report(folder: Path) -> tuple[Mapping[str, Any] | None, str]:
