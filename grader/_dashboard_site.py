@@ -24,7 +24,7 @@ dl.summary { display: grid; grid-template-columns: repeat(auto-fill, minmax(9rem
   gap: .5rem; margin: 0; }
 dl.summary div { border: 1px solid var(--line); border-radius: 6px; padding: .5rem .75rem; }
 dl.summary dt { color: var(--muted); font-size: .85rem; } dl.summary dd { margin: 0;
-  font-size: 1.3rem; font-weight: 600; }
+  font-size: 1.3rem; font-weight: 600; overflow-wrap: anywhere; }
 .charts { display: grid; grid-template-columns: repeat(auto-fit, minmax(22rem, 1fr));
   gap: 1rem 2rem; }
 figure.chart { margin: 0; } figure.chart svg { max-width: 100%; height: auto; }
