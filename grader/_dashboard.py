@@ -15,7 +15,7 @@ from __future__ import annotations
 import importlib
 import os
 import statistics
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +45,8 @@ def build_dashboard(grades: Path, out: Path) -> list[Path]:
     if not (grades / "gradebook.csv").is_file():
         raise UsageError(f"{grades} has no gradebook.csv: grade first with `gradekit grade "
                          f"--out {grades}`, then build the dashboard from that folder")
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out {out} is a file: give the folder the site goes into")
     if out.exists() and any(out.iterdir()) and not (out / MARKER).is_file():
         raise UsageError(f"{out} is not empty and is not a dashboard: give --out a new folder "
                          "(the dashboard replaces what it wrote there before, nothing else)")
@@ -116,7 +118,7 @@ def _cohort_page(environment: Any, cohort: Cohort, grades: Path) -> str:
         statuses=sorted({s.row.status for s in cohort.submissions}), full=FULL,
         review=review, changed=changed, slugs={s.row.submission: s.slug
                                                for s in cohort.submissions},
-        distribution=score_distribution(known, cohort.maximum),
+        distribution=score_distribution(known, cohort.maximum) if cohort.maximum > 0 else None,
         lost=points_lost(_losses(cohort)),
         kinds=findings_by_kind([(kind, n) for kind, n in counts if n]))
     return page
@@ -124,7 +126,7 @@ def _cohort_page(environment: Any, cohort: Cohort, grades: Path) -> str:
 
 def _student_page(environment: Any, cohort: Cohort, submission: Submission) -> str:
     timeline: Figure | None = None
-    if submission.history:
+    if submission.history and cohort.maximum > 0:
         timeline = grade_timeline(
             [(f"#{g.number} (event {g.seq})", g.total,
               "; ".join(g.causes) or ("first grade" if g.number == 1 else "no change recorded"))
@@ -215,5 +217,6 @@ def _decimal(value: object) -> Decimal | None:
 
 
 def _points(value: Decimal) -> str:
-    return str(value.quantize(Decimal("0.01")))
+    """Two places, half up: as the charts round a computed median or mean."""
+    return str(value.quantize(Decimal("0.01"), rounding=ROUND_HALF_UP))
 

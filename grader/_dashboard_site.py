@@ -56,7 +56,8 @@ ol.timeline { padding-left: 1.5rem; } ol.timeline li { margin-bottom: .5rem; }
   .controls, nav.sections, .skip { display: none; }
   a { color: inherit; text-decoration: none; }
   section, figure, table { break-inside: avoid; }
-  details.numbers > summary { display: none; } details.numbers > * { display: block; }
+  details.numbers > summary { display: none; }
+  details.numbers::details-content { content-visibility: visible; display: block; }
   tr[hidden] { display: table-row; }
 }
 """
@@ -185,7 +186,9 @@ value }}</dd></div>
 {% endfor %}</dl>
 
 <div class="charts">
-<section id="distribution"><h2>Score distribution</h2>{{ figure(distribution) }}</section>
+<section id="distribution"><h2>Score distribution</h2>{% if distribution %}{{
+figure(distribution) }}{% else %}<p>No submission was graded: there is no score to show.</p>{%
+endif %}</section>
 <section id="lost"><h2>Points lost per criterion</h2>{{ figure(lost) }}</section>
 </div>
 
@@ -320,7 +323,7 @@ f }}</li>{% endfor %}</ul>{% endif %}
 <section id="history">
 <h2>Grade history</h2>
 {% if s.history %}
-{{ figure(timeline) }}
+{% if timeline %}{{ figure(timeline) }}{% endif %}
 <ol class="timeline" id="timeline">{% for g in s.history %}<li data-seq="{{ g.seq }}"><strong>#{{
 g.number }}</strong> (ledger event {{ g.seq }}): {{ g.total if g.total is not none else g.status
 }}{% if g.report %} <span class="key">report {{ g.report[:12] }}</span>{% endif %}{% if g.number

@@ -823,14 +823,9 @@ def test_an_edited_report_and_a_missing_ledger_are_said_on_the_pages(
     assert "no grade of connects" in edited.by_id("history").words()
 
 
-# -- known product bugs ------------------------------------------------------------------------
+# -- edge cases these tests found broken, fixed since ----------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "product bug: the summary's median rounds half to even (grader/_dashboard.py _points: "
-    "quantize with the default ROUND_HALF_EVEN) and the distribution's caption rounds half up "
-    "(grader/_dashboard_charts.py _cents: ROUND_HALF_UP): a median of 80.125 is 80.12 in "
-    "dd[data-stat=median] and 80.13 in the caption of the same page"))
 def test_the_summary_and_the_distribution_caption_state_one_median(
     site: CohortSite, tmp_path: Path,
 ) -> None:
@@ -851,10 +846,6 @@ def test_the_summary_and_the_distribution_caption_state_one_median(
     assert page.one("dd", data_stat="median").text() == stated[1]
 
 
-@pytest.mark.xfail(strict=True, raises=NotADirectoryError, reason=(
-    "product bug: `gradekit dashboard --out FILE` with FILE an existing file crashes with a "
-    "NotADirectoryError traceback (exit 1) from out.iterdir() in build_dashboard, instead "
-    "of a UsageError (exit 2) saying --out must be a folder"))
 def test_an_out_that_is_a_file_is_a_usage_error(
     site: CohortSite, tmp_path: Path, capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -865,12 +856,6 @@ def test_an_out_that_is_a_file_is_a_usage_error(
     assert out.read_text("utf-8") == "mine\n"
 
 
-@pytest.mark.xfail(strict=True, raises=UsageError, reason=(
-    "product bug: a gradebook in which no row was graded (every row ungradable, error or "
-    "interrupted: their max is empty and no report gives the criteria a max) makes "
-    "cohort.maximum 0, and score_distribution refuses it: `gradekit dashboard` exits 2 with "
-    "'UsageError: the maximum must be positive, not 0', though the chart has a text for "
-    "'No graded submissions' and the page a 'Not graded' count"))
 def test_a_cohort_with_nothing_graded_still_gets_a_dashboard(
     site: CohortSite, tmp_path: Path,
 ) -> None:

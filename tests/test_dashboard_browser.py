@@ -281,12 +281,6 @@ def test_the_print_style_hides_the_controls_and_shows_every_row(
     page.close()
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "product bug: the print style means the numbers behind each chart to print "
-    "(`details.numbers > summary { display: none; } details.numbers > * { display: block; }`), "
-    "but a closed <details> renders none of its content whatever their display: in print "
-    "the summary is hidden and the table has no box, so neither the toggle nor the "
-    "numbers are on paper (grader/_dashboard_site.py STYLE)"))
 def test_the_numbers_behind_the_charts_print(site: CohortSite, context: BrowserContext) -> None:
     page = open_page(context, site.site / "index.html").page
     page.emulate_media(media="print")
