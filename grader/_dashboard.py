@@ -92,7 +92,10 @@ def _cohort_page(environment: Any, cohort: Cohort, grades: Path) -> str:
     reported = [s for s in cohort.submissions if s.reported]
     finals = [_final(s) for s in reported]
     known = [value for value in finals if value is not None]
-    review = [(s, why) for s in cohort.submissions if (why := _review_reason(s))]
+    waiting = [(s, why) for s in cohort.submissions if (why := _review_reason(s))]
+    # What needs a person now first (a stale review, a degraded or flagged grade), then
+    # the routine reviews the rubric asks for; each in gradebook order.
+    review = sorted(waiting, key=lambda item: not _urgent(item[0]))
     changed = [s for s in cohort.submissions if _changed(s, cohort.latest_batch)]
     summary = [
         ("Submissions", "submissions", str(len(cohort.submissions))),
@@ -102,6 +105,7 @@ def _cohort_page(environment: Any, cohort: Cohort, grades: Path) -> str:
         ("Median final", "median", _points(statistics.median(known)) if known else "—"),
         ("Maximum", "max", _points(cohort.maximum)),
         ("To review", "review", str(len(review))),
+        ("Act now", "urgent", str(sum(1 for s, _ in review if _urgent(s)))),
         ("Changed", "changed", str(len(changed))),
     ]
     columns = [("submission", "Submission", False), ("student", "Student", False),
@@ -116,7 +120,7 @@ def _cohort_page(environment: Any, cohort: Cohort, grades: Path) -> str:
         root="", cohort=cohort, source=os.path.basename(os.path.normpath(grades)) or "grades",
         reported=len(reported), summary=summary, columns=columns, cell=_cell,
         statuses=sorted({s.row.status for s in cohort.submissions}), full=FULL,
-        review=review, changed=changed, slugs={s.row.submission: s.slug
+        review=review, urgent=_urgent, changed=changed, slugs={s.row.submission: s.slug
                                                for s in cohort.submissions},
         distribution=score_distribution(known, cohort.maximum) if cohort.maximum > 0 else None,
         lost=points_lost(_losses(cohort)),
@@ -198,6 +202,13 @@ def _review_reason(submission: Submission) -> str:
     if "NEEDS A NEW REVIEW" in row.review or "pending:" in row.review:
         return row.review
     return ""
+
+
+def _urgent(submission: Submission) -> bool:
+    """Not a routine review: a stale review, a degraded grade or one flagged for review."""
+    row = submission.row
+    return row.status == "degraded" or (row.status in REPORTED and bool(row.reason)) \
+        or "NEEDS A NEW REVIEW" in row.review
 
 
 def _changed(submission: Submission, latest: int | None) -> bool:

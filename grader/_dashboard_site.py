@@ -222,8 +222,11 @@ href="students/{{ slugs[who] }}.html">{{ who }}</a></td><td>{{ text }}</td></tr>
 
 <section id="review">
 <h2>Waiting for a person</h2>
-{% if review %}<ul id="review-list">{% for s, why in review %}<li data-submission="{{
-s.row.submission }}"><a href="students/{{ s.slug }}.html">{{ s.row.submission }}</a>: {{ why }}</li>
+{% if review %}<p class="muted">First what needs a person now (a review made of an earlier
+report, a degraded or flagged grade), then the reviews the rubric always asks for.</p>
+<ul id="review-list">{% for s, why in review %}<li data-submission="{{ s.row.submission }}"{% if
+urgent(s) %} data-urgent{% endif %}>{% if urgent(s) %}<span class="badge lost">act now</span> {%
+endif %}<a href="students/{{ s.slug }}.html">{{ s.row.submission }}</a>: {{ why }}</li>
 {% endfor %}</ul>{% else %}<p>Nothing is waiting for a review.</p>{% endif %}
 </section>
 

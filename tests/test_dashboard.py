@@ -356,6 +356,9 @@ def test_the_summary_counts_and_averages_come_from_the_gradebook(site: CohortSit
         "median": cents(median),
         "max": "100.00",
         "review": str(len(page.by_id("review-list").all("li"))),
+        "urgent": str(sum(1 for row in rows if row.status == "degraded"
+                          or (row.status in REPORTED and row.reason)
+                          or "NEEDS A NEW REVIEW" in row.review)),
         "changed": "1",
     }
     assert len(finals) == len(rows) - 1 == 10
@@ -436,6 +439,31 @@ def test_the_review_and_changed_lists_name_the_right_submissions(site: CohortSit
     text = changed[0].words()
     assert "81.00 → 100.00" in text and "FAILURES.md" in text
     assert changed[0].one("a").get("href") == f"students/{CHANGED}.html"
+
+
+def test_what_needs_a_person_now_comes_before_the_routine_reviews(
+    site: CohortSite, tmp_path: Path,
+) -> None:
+    """A review made of an earlier report, as `gradekit grade` leaves it in the gradebook,
+    is first and marked to act on; the routine "pending:" ones follow."""
+    from grader._dashboard import build_dashboard
+
+    grades = tmp_path / "grades"
+    shutil.copytree(site.grades, grades)
+    header, rows = gradebook(grades)
+    last = sorted(row.submission for row in rows if row.status in REPORTED)[-1]
+    stale = "NEEDS A NEW REVIEW: written_summary was reviewed on report 0a15dddd2557"
+    moved = [dataclass_replace(row, review=stale) if row.submission == last else row
+             for row in rows]
+    (grades / "gradebook.csv").write_bytes(gradebook_csv(moved, criterion_ids(header)))
+    build_dashboard(grades, tmp_path / "site")
+    page = parse(tmp_path / "site" / "index.html")
+    items = page.by_id("review-list").all("li")
+    assert items[0].get("data-submission") == last and "data-urgent" in items[0].attrs
+    assert items[0].words().startswith("act now")
+    assert not any("data-urgent" in li.attrs for li in items[1:])
+    summary = {dd.get("data-stat"): dd.text() for dd in page.by_id("summary").all("dd")}
+    assert summary["urgent"] == "1"
 
 
 # -- the student pages -------------------------------------------------------------------------
