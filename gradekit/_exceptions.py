@@ -24,6 +24,8 @@
 The grader adds its own branches under ``GradekitError``:
 
     GradekitError
+    ├── UsageError                 (the kit's, above)
+    │   └── DashboardUnavailable   `gradekit dashboard` without the gradekit[dashboard] extra
     ├── RubricError                a rubric that does not validate
     ├── ManifestError              a [tool.gradekit] table that does not validate
     ├── GradebookError             a gradebook or roster that cannot be read or merged

@@ -35,6 +35,7 @@ th, td { border: 1px solid var(--line); padding: .25rem .5rem; text-align: left;
 th { background: var(--band); } td.number, th.number { text-align: right;
   font-variant-numeric: tabular-nums; }
 .scroll { overflow-x: auto; }
+td[data-column="reason"], td[data-column="review"] { min-width: 14rem; }
 th button { font: inherit; font-weight: 600; background: none; border: 0; padding: 0;
   cursor: pointer; color: inherit; }
 th[aria-sort="ascending"] button::after { content: " \\25B2"; }

@@ -336,7 +336,8 @@ EXIT_CODES = {
     "ProviderConfigError": 2, "UsageError": 2, "CassetteCorrupt": 2, "FixtureCorrupt": 2,
     "CassetteCollision": 2, "CassetteLocked": 2, "SecretLeak": 2,
     "ManifestError": 2, "RubricError": 2, "GradebookError": 2, "ReviewError": 2,
-    "ChangeLogCorrupt": 2, "SubmissionFileError": 2, "MissingSubmissionFile": 2,
+    "ChangeLogCorrupt": 2, "DashboardUnavailable": 2, "SubmissionFileError": 2,
+    "MissingSubmissionFile": 2,
     "CassetteError": 1, "GradekitError": 1, "IncidentCorrupt": 2, "IncidentDivergence": 3,
     "LedgerCorrupt": 2,
 }
