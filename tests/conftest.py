@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import sys
+from collections.abc import Iterator
 
 import pytest
 
@@ -25,3 +27,15 @@ def isolation(request: pytest.FixtureRequest) -> Isolation:
     if wall == "namespaces":
         require_namespaces()
     return wall
+
+
+@pytest.fixture
+def kit_lab_restored() -> Iterator[None]:
+    """The kit's ``lab`` back in ``sys.modules`` after a test that imported a submission's own
+    ``lab`` in process (``gradekit run``, ``record``): later tests import the kit's."""
+    kept = {name: module for name, module in sys.modules.items()
+            if name == "lab" or name.startswith("lab.")}
+    yield
+    for name in [n for n in sys.modules if n == "lab" or n.startswith("lab.")]:
+        del sys.modules[name]
+    sys.modules.update(kept)

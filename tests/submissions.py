@@ -35,6 +35,7 @@ __all__ = [
     "Seen",
     "Variant",
     "make_submission",
+    "short_rubric",
 ]
 
 REFERENCE = Path(__file__).resolve().parents[1]
@@ -105,6 +106,18 @@ class Variant(NamedTuple):
     mutate: Mutation
     loses: frozenset[str]
     extra: Extra | None = None
+
+
+def short_rubric(folder: Path) -> Path:
+    """The bootcamp rubric with short limits (5 s a case, 512 MB), on the instructor's side."""
+    text = (REFERENCE / "rubric" / "bootcamp.toml").read_text("utf-8")
+    for old, new in (("timeout_s = 30\n", "timeout_s = 5\n"),
+                     ("memory_mb = 1024\n", "memory_mb = 512\n")):
+        assert text.count(old) == 1
+        text = text.replace(old, new)
+    path = folder / "bootcamp-short.toml"
+    path.write_text(text, encoding="utf-8")
+    return path
 
 
 def make_submission(folder: Path) -> Path:

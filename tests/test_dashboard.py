@@ -19,7 +19,7 @@ import shutil
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from dataclasses import replace as dataclass_replace
 from decimal import ROUND_HALF_UP, Decimal
@@ -41,6 +41,7 @@ from tests.submissions import (
     Context,
     _on_case,
     make_submission,
+    short_rubric,
 )
 
 pytestmark = pytest.mark.slow
@@ -125,21 +126,9 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> CohortSite:
     return cohort_site(tmp_path_factory)
 
 
-def _rubric(folder: Path) -> Path:
-    """The bootcamp rubric with test_grading's short limits."""
-    text = (REFERENCE / "rubric" / "bootcamp.toml").read_text("utf-8")
-    for old, new in (("timeout_s = 30\n", "timeout_s = 5\n"),
-                     ("memory_mb = 1024\n", "memory_mb = 512\n")):
-        assert text.count(old) == 1
-        text = text.replace(old, new)
-    path = folder / "bootcamp-short.toml"
-    path.write_text(text, encoding="utf-8")
-    return path
-
-
 def _build(root: Path) -> CohortSite:
     submissions, grades, site = root / "submissions", root / "grades", root / "site"
-    rubric = _rubric(root)
+    rubric = short_rubric(root)
     grade = ["grade", str(submissions), "--out", str(grades), "--rubric", str(rubric),
              "--jobs", "2", "--quiet"]
     with socket.create_server(("127.0.0.1", 0)) as listener:
@@ -441,23 +430,32 @@ def test_the_review_and_changed_lists_name_the_right_submissions(site: CohortSit
     assert changed[0].one("a").get("href") == f"students/{CHANGED}.html"
 
 
-def test_what_needs_a_person_now_comes_before_the_routine_reviews(
-    site: CohortSite, tmp_path: Path,
-) -> None:
-    """A review made of an earlier report, as `gradekit grade` leaves it in the gradebook,
-    is first and marked to act on; the routine "pending:" ones follow."""
+def _with_gradebook(site: CohortSite, tmp_path: Path,
+                    edit: Callable[[list[GradebookRow]], list[GradebookRow]]) -> Path:
+    """The cohort's grades copied with ``edit`` applied to its gradebook's rows, and the
+    dashboard built from them: the site's folder."""
     from grader._dashboard import build_dashboard
 
     grades = tmp_path / "grades"
     shutil.copytree(site.grades, grades)
     header, rows = gradebook(grades)
+    (grades / "gradebook.csv").write_bytes(gradebook_csv(edit(rows), criterion_ids(header)))
+    build_dashboard(grades, tmp_path / "site")
+    return tmp_path / "site"
+
+
+def test_what_needs_a_person_now_comes_before_the_routine_reviews(
+    site: CohortSite, tmp_path: Path,
+) -> None:
+    """A review made of an earlier report, as `gradekit grade` leaves it in the gradebook,
+    is first and marked to act on; the routine "pending:" ones follow."""
+    _, rows = gradebook(site.grades)
     last = sorted(row.submission for row in rows if row.status in REPORTED)[-1]
     stale = "NEEDS A NEW REVIEW: written_summary was reviewed on report 0a15dddd2557"
-    moved = [dataclass_replace(row, review=stale) if row.submission == last else row
-             for row in rows]
-    (grades / "gradebook.csv").write_bytes(gradebook_csv(moved, criterion_ids(header)))
-    build_dashboard(grades, tmp_path / "site")
-    page = parse(tmp_path / "site" / "index.html")
+    built = _with_gradebook(site, tmp_path, lambda rows: [
+        dataclass_replace(row, review=stale) if row.submission == last else row
+        for row in rows])
+    page = parse(built / "index.html")
     items = page.by_id("review-list").all("li")
     assert items[0].get("data-submission") == last and "data-urgent" in items[0].attrs
     assert items[0].words().startswith("act now")
@@ -857,17 +855,11 @@ def test_an_edited_report_and_a_missing_ledger_are_said_on_the_pages(
 def test_the_summary_and_the_distribution_caption_state_one_median(
     site: CohortSite, tmp_path: Path,
 ) -> None:
-    from grader._dashboard import build_dashboard
-
-    grades = tmp_path / "grades"
-    shutil.copytree(site.grades, grades)
-    header, rows = gradebook(grades)
     # A reviewed final of 80.25 beside one of 80.00: the median of ten is their mean, 80.125.
-    moved = [dataclass_replace(row, final="80.25") if row.submission == TOUCHED else row
-             for row in rows]
-    (grades / "gradebook.csv").write_bytes(gradebook_csv(moved, criterion_ids(header)))
-    build_dashboard(grades, tmp_path / "site")
-    page = parse(tmp_path / "site" / "index.html")
+    built = _with_gradebook(site, tmp_path, lambda rows: [
+        dataclass_replace(row, final="80.25") if row.submission == TOUCHED else row
+        for row in rows])
+    page = parse(built / "index.html")
     caption = page.one("figure", id="chart-distribution").one("figcaption").text()
     stated = re.search(r"median (\d+\.\d\d)", caption)
     assert stated is not None
@@ -887,15 +879,10 @@ def test_an_out_that_is_a_file_is_a_usage_error(
 def test_a_cohort_with_nothing_graded_still_gets_a_dashboard(
     site: CohortSite, tmp_path: Path,
 ) -> None:
-    from grader._dashboard import build_dashboard
-
-    grades = tmp_path / "grades"
-    shutil.copytree(site.grades, grades)
-    header, rows = gradebook(grades)
-    kept = [row for row in rows if row.status not in REPORTED]
-    assert [row.submission for row in kept] == [UNGRADABLE]
-    (grades / "gradebook.csv").write_bytes(gradebook_csv(kept, criterion_ids(header)))
-    build_dashboard(grades, tmp_path / "site")
-    page = parse(tmp_path / "site" / "index.html")
+    built = _with_gradebook(site, tmp_path, lambda rows: [
+        row for row in rows if row.status not in REPORTED])
+    page = parse(built / "index.html")
+    assert [tr.get("data-submission") for tr in page.by_id("submissions").all("tr")
+            if tr.get("data-submission")] == [UNGRADABLE]
     assert page.one("dd", data_stat="not-graded").text() == "1"
-    assert (tmp_path / "site" / "students" / f"{UNGRADABLE}.html").is_file()
+    assert (built / "students" / f"{UNGRADABLE}.html").is_file()

@@ -35,6 +35,7 @@ from tests.submissions import (
     details,
     lost,
     make_submission,
+    short_rubric,
 )
 
 pytestmark = pytest.mark.slow
@@ -55,23 +56,11 @@ class Batch:
     context: Context
 
 
-def _rubric(folder: Path) -> Path:
-    """The bootcamp rubric with short limits, on the instructor's side."""
-    text = (REFERENCE / "rubric" / "bootcamp.toml").read_text("utf-8")
-    for old, new in (("timeout_s = 30\n", "timeout_s = 5\n"),
-                     ("memory_mb = 1024\n", "memory_mb = 512\n")):
-        assert text.count(old) == 1
-        text = text.replace(old, new)
-    path = folder / "bootcamp-short.toml"
-    path.write_text(text, encoding="utf-8")
-    return path
-
-
 @pytest.fixture(scope="session")
 def batch(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Batch]:
     root = tmp_path_factory.mktemp("grading")
     submissions, out = root / "submissions", root / "out"
-    rubric = load_rubric(_rubric(root))
+    rubric = load_rubric(short_rubric(root))
     assert (rubric.limits.timeout_s, rubric.limits.memory_mb) == (5, 512)
     with socket.create_server(("127.0.0.1", 0)) as listener:
         context = Context(listener, out, "sk-gradekit-" + secrets.token_hex(16),

@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import anthropic
@@ -35,16 +33,7 @@ EXAMPLE = ROOT / "examples" / "openai-sdk"
 RUBRIC = ROOT / "rubric" / "bootcamp.toml"
 
 
-@pytest.fixture(autouse=True)
-def _kit_lab_afterwards() -> Iterator[None]:
-    """The example's own ``lab`` (imported by ``gradekit run`` in-process) must not stay in
-    ``sys.modules`` for later tests that import the kit's ``lab``."""
-    kept = {name: module for name, module in sys.modules.items()
-            if name == "lab" or name.startswith("lab.")}
-    yield
-    for name in [n for n in sys.modules if n == "lab" or n.startswith("lab.")]:
-        del sys.modules[name]
-    sys.modules.update(kept)
+pytestmark = pytest.mark.usefixtures("kit_lab_restored")  # the example has its own lab
 
 
 def _ask(client: openai.OpenAI, question: str, **options: object) -> str:

@@ -14,7 +14,6 @@ import os
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -64,17 +63,6 @@ def carol(tmp_path: Path) -> Path:
         '[project]\nname = "carol"\n\n[tool.gradekit]\nagent = "lab.agent:run"\n'
         'tools = "lab:TOOLS"\n', "utf-8")
     return root
-
-
-@pytest.fixture
-def kit_lab_restored() -> Iterator[None]:
-    """The kit's ``lab`` back in ``sys.modules`` after a test that ran carol's in process."""
-    kept = {name: module for name, module in sys.modules.items()
-            if name == "lab" or name.startswith("lab.")}
-    yield
-    for name in [n for n in sys.modules if n == "lab" or n.startswith("lab.")]:
-        del sys.modules[name]
-    sys.modules.update(kept)
 
 
 def _carol_answered(stdout: str) -> None:
