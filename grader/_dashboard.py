@@ -66,6 +66,7 @@ def build_dashboard(grades: Path, out: Path) -> list[Path]:
         target.parent.mkdir(parents=True, exist_ok=True)
         if not target.is_file() or target.read_bytes() != data:
             write_atomic(target, data)
+            target.chmod(0o644)  # a site to share: readable by the web server and the TAs
     _forget_others(out, set(files))
     return [out / relative for relative in sorted(files)]
 
@@ -186,8 +187,12 @@ def _losses(cohort: Cohort) -> list[tuple[str, str, Decimal, Decimal]]:
     reported = [s for s in cohort.submissions if s.reported]
     found = []
     for cid, title, maximum in cohort.criteria:
+        if maximum <= 0:  # no report says what it was out of: nothing to count against
+            found.append((cid, title, Decimal(0), Decimal(0)))
+            continue
         got = [_decimal(s.row.criteria.get(cid, "")) for s in reported]
-        lost = sum((maximum - points for points in got if points is not None), Decimal(0))
+        lost = sum((max(maximum - points, Decimal(0)) for points in got if points is not None),
+                   Decimal(0))
         found.append((cid, title, lost, maximum * len(reported)))
     return found
 

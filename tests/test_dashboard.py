@@ -17,6 +17,7 @@ import re
 import secrets
 import shutil
 import socket
+import stat
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -442,6 +443,35 @@ def _with_gradebook(site: CohortSite, tmp_path: Path,
     (grades / "gradebook.csv").write_bytes(gradebook_csv(edit(rows), criterion_ids(header)))
     build_dashboard(grades, tmp_path / "site")
     return tmp_path / "site"
+
+
+def test_every_file_of_the_site_is_readable_by_others(site: CohortSite) -> None:
+    """A site is shared (a web server, the teaching assistants): no file is private to its
+    builder, as a temporary file's 0600 would leave it."""
+    files = sorted(path for path in site.site.rglob("*") if path.is_file())
+    assert len(files) > 3
+    assert {path.name: stat.S_IMODE(path.stat().st_mode) for path in files} == {
+        path.name: 0o644 for path in files}
+
+
+def test_rows_whose_reports_are_gone_are_shown_without_inventing_their_maxima(
+    site: CohortSite, tmp_path: Path,
+) -> None:
+    """A grades folder copied without its report folders (only the gradebook and ledger
+    kept): no criterion's maximum is known, so nothing is counted as lost, and the page
+    says why there is no report instead of failing."""
+    from grader._dashboard import build_dashboard
+
+    grades = tmp_path / "grades"
+    shutil.copytree(site.grades, grades)
+    for report in grades.glob("*/report.json"):
+        report.unlink()
+    build_dashboard(grades, tmp_path / "site")
+    page = parse(tmp_path / "site" / "index.html")
+    lost = page.one("figure", id="chart-points-lost").one("table").all("tr")[1:]
+    assert lost and all(row.all("td")[1].text() == "0.00" for row in lost)
+    student = parse(tmp_path / "site" / "students" / f"{BASELINE}.html")
+    assert "no report.json" in student.by_id("report").text()
 
 
 def test_what_needs_a_person_now_comes_before_the_routine_reviews(
