@@ -109,7 +109,7 @@ def write_atomic(path: Path, data: bytes) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    _fsync_dir(path.parent)
+    fsync_folder(path.parent)
 
 
 def read_journal(path: Path, codec: Codec[D]) -> list[tuple[str, Entry]]:
@@ -202,7 +202,7 @@ if sys.platform == "win32":  # pragma: no cover - exercised on Windows only
     def _lock(fd: int) -> None:
         msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
 
-    def _fsync_dir(folder: Path) -> None:
+    def fsync_folder(folder: Path) -> None:
         """Windows cannot open a folder to fsync it; os.replace is durable enough there."""
 
 else:
@@ -211,7 +211,7 @@ else:
     def _lock(fd: int) -> None:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
 
-    def _fsync_dir(folder: Path) -> None:
+    def fsync_folder(folder: Path) -> None:
         fd = os.open(folder, os.O_RDONLY)
         try:
             os.fsync(fd)

@@ -163,12 +163,25 @@ class _Recording(JournaledRecording[HttpCassette]):
         """Recorded slots this run never asked."""
         return [name for name in self._cassette.slots() if name not in self._asked]
 
-    def body(self, name: str, response: HttpResponse) -> bytes:
-        """The bytes of the recording in slot ``name``, encoded once (a test asks again)."""
+    def replayed(self, library: ModuleType, name: str, served: Interaction, sync: bool) -> Any:
+        """The recording in slot ``name`` as a response of ``library``; its bytes are encoded
+        once (a test asks again)."""
         data = self._bodies.get(name)
         if data is None:
-            data = self._bodies[name] = response.body()
-        return data
+            data = self._bodies[name] = served.response.body()
+        return _answer(library, served.response, sync, body=data)
+
+    def keeper(self, name: str, asked: HttpRequest, live: Any,
+               request: Any) -> Callable[[bytes], HttpResponse]:
+        """What records ``live``'s body, once read whole, in slot ``name``."""
+        credentials = _credentials(request)
+
+        def keep(data: bytes) -> HttpResponse:
+            response = HttpResponse.of(live.status_code, live.headers.multi_items(), data)
+            self.keep(name, asked, response, credentials)
+            return response
+
+        return keep
 
 
 def _answer(library: ModuleType, response: HttpResponse, sync: bool,
@@ -368,8 +381,7 @@ class CassetteTransport(_Counted, SyncTransportBase):
         name, served = self._recording.reserve(
             asked, lambda miss: _missed(library, miss, request))
         if served is not None:
-            return _answer(library, served.response, sync=True,
-                           body=self._recording.body(name, served.response))
+            return self._recording.replayed(library, name, served, sync=True)
         try:
             return self._record(library, request, asked, name)
         except BaseException:
@@ -378,12 +390,7 @@ class CassetteTransport(_Counted, SyncTransportBase):
 
     def _record(self, library: ModuleType, request: Any, asked: HttpRequest, name: str) -> Any:
         live = self._live.of(library).handle_request(request)
-        credentials = _credentials(request)
-
-        def keep(data: bytes) -> HttpResponse:
-            response = HttpResponse.of(live.status_code, live.headers.multi_items(), data)
-            self._recording.keep(name, asked, response, credentials)
-            return response
+        keep = self._recording.keeper(name, asked, live, request)
 
         if not _is_stream(live.headers):
             try:
@@ -452,8 +459,7 @@ class AsyncCassetteTransport(_Counted, AsyncTransportBase):
         name, served = self._recording.reserve(
             asked, lambda miss: _missed(library, miss, request))
         if served is not None:
-            return _answer(library, served.response, sync=False,
-                           body=self._recording.body(name, served.response))
+            return self._recording.replayed(library, name, served, sync=False)
         try:
             return await self._record(library, request, asked, name)
         except BaseException:
@@ -463,12 +469,7 @@ class AsyncCassetteTransport(_Counted, AsyncTransportBase):
     async def _record(self, library: ModuleType, request: Any, asked: HttpRequest,
                       name: str) -> Any:
         live = await self._live.of(library).handle_async_request(request)
-        credentials = _credentials(request)
-
-        def keep(data: bytes) -> HttpResponse:
-            response = HttpResponse.of(live.status_code, live.headers.multi_items(), data)
-            self._recording.keep(name, asked, response, credentials)
-            return response
+        keep = self._recording.keeper(name, asked, live, request)
 
         if not _is_stream(live.headers):
             try:

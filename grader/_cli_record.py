@@ -205,12 +205,12 @@ class _Shown(HttpClients):
     def http_transport(self) -> _ShownRequests:
         """The recorder's transport, each request told."""
         self.requests = self._recorder.http_transport()
-        return _ShownRequests(self.requests, self._say)
+        return _ShownRequests(self.requests, self.requests, self._say)
 
     def async_http_transport(self) -> _ShownRequests:
         """The recorder's async transport, each request told."""
         self.requests = self._recorder.http_transport()
-        return _ShownRequests(self._recorder.async_http_transport(), self._say, self.requests)
+        return _ShownRequests(self._recorder.async_http_transport(), self.requests, self._say)
 
     def complete(self, prompt: str) -> str:
         """The recorder's answer, told."""
@@ -230,10 +230,9 @@ class _ShownRequests:
     """An SDK client's transport under ``record``: the recorder's, and one line per request
     saying whether it went live or came from the cassette."""
 
-    def __init__(self, inner: Any, say: Callable[[str], None],
-                 counted: CassetteTransport | None = None) -> None:
-        self._inner, self._say = inner, say
-        self._counted: Any = counted or inner
+    def __init__(self, inner: Any, counted: CassetteTransport,
+                 say: Callable[[str], None]) -> None:
+        self._inner, self._counted, self._say = inner, counted, say  # counted: inner's recording
         self._requests = 0
 
     def handle_request(self, request: Any) -> Any:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import importlib
 import os
 import statistics
-from decimal import ROUND_HALF_UP, Decimal
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -24,12 +24,13 @@ from gradekit._store import write_atomic
 from grader._dashboard_charts import (
     DashboardUnavailable,
     Figure,
+    cents,
     findings_by_kind,
     grade_timeline,
     points_lost,
     score_distribution,
 )
-from grader._dashboard_data import _KINDS, FULL, Cohort, Submission, load_cohort
+from grader._dashboard_data import _KINDS, FULL, Cohort, Submission, decimal, load_cohort
 from grader._dashboard_site import SCRIPT, STYLE, TEMPLATES
 from grader._gradebook import REPORTED
 
@@ -102,9 +103,9 @@ def _cohort_page(environment: Any, cohort: Cohort, grades: Path) -> str:
         ("Submissions", "submissions", str(len(cohort.submissions))),
         ("Graded", "graded", str(len(reported))),
         ("Not graded", "not-graded", str(len(cohort.submissions) - len(reported))),
-        ("Mean final", "mean", _points(sum(known, Decimal(0)) / len(known)) if known else "—"),
-        ("Median final", "median", _points(statistics.median(known)) if known else "—"),
-        ("Maximum", "max", _points(cohort.maximum)),
+        ("Mean final", "mean", cents(sum(known, Decimal(0)) / len(known)) if known else "—"),
+        ("Median final", "median", cents(statistics.median(known)) if known else "—"),
+        ("Maximum", "max", cents(cohort.maximum)),
         ("To review", "review", str(len(review))),
         ("Act now", "urgent", str(sum(1 for s, _ in review if _urgent(s)))),
         ("Changed", "changed", str(len(changed))),
@@ -150,11 +151,11 @@ def _report_view(report: Any) -> dict[str, Any] | None:
     for criterion in report.get("criteria", []):
         if not isinstance(criterion, dict):
             continue
-        points, maximum = (_decimal(criterion.get(k)) for k in ("points", "max"))
+        points, maximum = (decimal(criterion.get(k)) for k in ("points", "max"))
         criteria.append({
             "id": str(criterion.get("id", "")), "title": str(criterion.get("title", "")),
             "points": str(criterion.get("points", "")), "max": str(criterion.get("max", "")),
-            "lost": _points(maximum - points) if points is not None and maximum is not None
+            "lost": cents(maximum - points) if points is not None and maximum is not None
             else "?",
             "review": criterion.get("review") is True,
             "verdict": str(criterion.get("verdict", "")),
@@ -179,7 +180,7 @@ def _cell(submission: Submission, column: str) -> str:
 
 
 def _final(submission: Submission) -> Decimal | None:
-    return _decimal(submission.row.final or submission.row.total)
+    return decimal(submission.row.final or submission.row.total)
 
 
 def _losses(cohort: Cohort) -> list[tuple[str, str, Decimal, Decimal]]:
@@ -190,7 +191,7 @@ def _losses(cohort: Cohort) -> list[tuple[str, str, Decimal, Decimal]]:
         if maximum <= 0:  # no report says what it was out of: nothing to count against
             found.append((cid, title, Decimal(0), Decimal(0)))
             continue
-        got = [_decimal(s.row.criteria.get(cid, "")) for s in reported]
+        got = [decimal(s.row.criteria.get(cid, "")) for s in reported]
         lost = sum((max(maximum - points, Decimal(0)) for points in got if points is not None),
                    Decimal(0))
         found.append((cid, title, lost, maximum * len(reported)))
@@ -223,16 +224,3 @@ def _changed(submission: Submission, latest: int | None) -> bool:
         return False
     return (change.previous.total, change.previous.status) != (change.current.total,
                                                                change.current.status)
-
-
-def _decimal(value: object) -> Decimal | None:
-    try:
-        return Decimal(str(value)) if isinstance(value, str) and value else None
-    except ArithmeticError:
-        return None
-
-
-def _points(value: Decimal) -> str:
-    """Two places, half up: as the charts round a computed median or mean."""
-    return str(value.quantize(Decimal("0.01"), rounding=ROUND_HALF_UP))
-

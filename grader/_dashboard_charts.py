@@ -100,11 +100,11 @@ def score_distribution(totals: Sequence[Decimal], maximum: Decimal) -> Figure:
     counts = [0] * BINS
     for total in totals:
         counts[min(int(total * BINS // maximum), BINS - 1)] += 1
-    labels = [f"{_cents(edges[i])}{DASH}{_cents(edges[i + 1])}" for i in range(BINS)]
+    labels = [f"{cents(edges[i])}{DASH}{cents(edges[i + 1])}" for i in range(BINS)]
     rows = tuple((label, str(count)) for label, count in zip(labels, counts, strict=True))
 
     if totals:
-        median = _cents(statistics.median(totals))
+        median = cents(statistics.median(totals))
         most = max(counts)
         modal = " and ".join(label for label, count in zip(labels, counts, strict=True)
                              if count == most)
@@ -373,7 +373,7 @@ def _cent(value: Decimal) -> Decimal:
     return value.quantize(CENT, rounding=ROUND_HALF_UP)
 
 
-def _cents(value: Decimal) -> str:
+def cents(value: Decimal) -> str:
     exact = _cent(value)
     return f"{abs(exact) if exact == 0 else exact:f}"
 

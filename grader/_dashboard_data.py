@@ -9,11 +9,12 @@ written, and every list is in a fixed order, so one grades folder gives one site
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,8 @@ from grader._history import case_snapshots, causes, first_divergence
 from grader._ledger import LEDGER, archived, read_ledger
 from grader._report import verify_report
 
-__all__ = ["Cell", "Change", "Cohort", "Grading", "Submission", "finding_kind", "load_cohort"]
+__all__ = ["Cell", "Change", "Cohort", "Grading", "Submission", "decimal", "finding_kind",
+           "load_cohort"]
 
 GRADEBOOK = "gradebook.csv"
 FULL = "full marks"
@@ -127,22 +129,25 @@ def load_cohort(grades: Path) -> Cohort:
     cases = _cases(calls.values(), events)
     slugs = _slugs([row.submission for row in rows])
     snapshots = case_snapshots(events)
+    # Each archived report is read (and verified) once, however many pages compare it.
+    archive: Callable[[str], Mapping[str, Any] | None] = functools.cache(
+        lambda digest: archived(grades, digest) if digest else None)
     batches = [int(e["seq"]) for e in events if e.get("event") == "batch"]
     submissions = []
     for row in rows:
         report, problem = reports[row.submission]
-        history = _history(grades, events, row.student, snapshots)
+        history = _history(archive, events, row.student, snapshots)
         submissions.append(Submission(
             row=row, slug=slugs[row.submission], report=report, report_problem=problem,
             calls=calls[row.submission], cells=_cells(row, report, criteria, cases),
-            history=history, change=_change(grades, history, criteria)))
+            history=history, change=_change(archive, history, criteria)))
     findings = tuple(
         (finding_kind(text), s.row.submission, text)
         for s in submissions
         for text in ([str(f) for f in (s.report or {}).get("findings", [])]
                      or ([s.row.reason] if s.row.reason and not s.reported else []))
         + _observed(s.calls))
-    maximum = next((_decimal(r.max) for r in rows if _decimal(r.max) is not None),
+    maximum = next((decimal(r.max) for r in rows if decimal(r.max) is not None),
                    sum((c[2] for c in criteria), Decimal(0)))
     rubric = next((f"{r['rubric'].get('id')} v{r['rubric'].get('version')}"
                    for r, _ in reports.values() if r and isinstance(r.get("rubric"), dict)), "")
@@ -194,14 +199,14 @@ def _criteria(header: Sequence[str], reports: Sequence[Mapping[str, Any]]
         for criterion in report.get("criteria", []):
             if isinstance(criterion, dict) and criterion.get("id") not in known:
                 known[str(criterion.get("id"))] = (str(criterion.get("title", "")),
-                                                   _decimal(criterion.get("max")) or Decimal(0))
+                                                   decimal(criterion.get("max")) or Decimal(0))
     fixed = {"submission", "student", "status", "total", "review", "final", "max", "digest",
              "reason"}
     return tuple((column, *known.get(column, (column, Decimal(0))))
                  for column in header if column not in fixed)
 
 
-def _cases(calls: Sequence[Mapping[str, Any] | None] | Any,
+def _cases(calls: Iterable[Mapping[str, Any] | None],
            events: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
     """The rubric's cases in its order (as calls.json lists them), else the ledger's."""
     for document in calls:
@@ -243,11 +248,14 @@ def _cells(row: GradebookRow, report: Mapping[str, Any] | None,
 
 
 def _lost(check: Mapping[str, Any]) -> bool:
-    points, maximum = _decimal(check.get("points")), _decimal(check.get("max"))
+    points, maximum = decimal(check.get("points")), decimal(check.get("max"))
     return points is not None and maximum is not None and points < maximum
 
 
-def _history(grades: Path, events: Sequence[Mapping[str, Any]], student: str,
+Archive = Callable[[str], Mapping[str, Any] | None]  # a report digest -> the archived report
+
+
+def _history(archive: Archive, events: Sequence[Mapping[str, Any]], student: str,
              snapshots: Mapping[str, Mapping[str, str]]) -> tuple[Grading, ...]:
     found: list[Grading] = []
     previous: Mapping[str, Any] | None = None
@@ -264,28 +272,25 @@ def _history(grades: Path, events: Sequence[Mapping[str, Any]], student: str,
             continue
         divergence = ""
         if previous is not None:
-            old = archived(grades, str(previous.get("report")))
-            new = archived(grades, str(event.get("report")))
+            old, new = archive(str(previous.get("report"))), archive(str(event.get("report")))
             if old is not None and new is not None:
                 divergence = first_divergence(old, new)
         found.append(Grading(
             number=len(found) + 1, seq=int(event.get("seq", 0)),
-            status=str(event.get("status")), total=_decimal(event.get("total")),
+            status=str(event.get("status")), total=decimal(event.get("total")),
             report=str(event.get("report") or ""),
             causes=tuple(causes(previous, event, snapshots)) if previous is not None else (),
             divergence=divergence))
         previous = event
-    return tuple(Grading(g.number, g.seq, g.status, g.total, g.report, g.causes, g.divergence,
-                         tuple(reviews.get(g.seq, ()))) for g in found)
+    return tuple(replace(g, reviews=tuple(reviews.get(g.seq, ()))) for g in found)
 
 
-def _change(grades: Path, history: Sequence[Grading],
+def _change(archive: Archive, history: Sequence[Grading],
             criteria: Sequence[tuple[str, str, Decimal]]) -> Change | None:
     if len(history) < 2:
         return None
     previous, current = history[-2], history[-1]
-    old = archived(grades, previous.report) if previous.report else None
-    new = archived(grades, current.report) if current.report else None
+    old, new = archive(previous.report), archive(current.report)
     titles = {cid: title for cid, title, _ in criteria}
     rows, checks = [], []
     if old is not None and new is not None:
@@ -307,7 +312,8 @@ def _change(grades: Path, history: Sequence[Grading],
     return Change(previous, current, tuple(rows), tuple(checks))
 
 
-def _decimal(value: object) -> Decimal | None:
+def decimal(value: object) -> Decimal | None:
+    """A points string (``"12.50"``) as a Decimal; None for anything else."""
     if not isinstance(value, str) or not value:
         return None
     try:

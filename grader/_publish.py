@@ -18,6 +18,7 @@ from pathlib import Path
 from types import MappingProxyType
 
 from gradekit import UsageError
+from gradekit._store import fsync_folder
 from grader._sets import (
     PAYLOAD_CAP,
     ROLES,
@@ -186,8 +187,4 @@ def _create(path: Path, data: bytes) -> None:
     finally:
         with suppress(FileNotFoundError):
             temporary.unlink()
-    folder = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(folder)  # the new name itself survives a crash
-    finally:
-        os.close(folder)
+    fsync_folder(path.parent)  # the new name itself survives a crash
