@@ -21,13 +21,14 @@ ARGS ?=
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 22
 
-# The runtime (httpx, typing-extensions: about 30 MB) for record, grade and check; the
-# development extras (pytest, mypy, ruff, both SDKs, the dashboard's extra and Playwright for
-# its browser test: about 500 MB) only for test and bench.
+# The runtime (httpx, typing-extensions) and the official SDKs an agent may import, the sdk
+# extra (openai, anthropic: the default rubric's [packages]): about 110 MB, for record, grade
+# and check; the development extras (pytest, mypy, ruff, the dashboard's extra and
+# Playwright for its browser test: about 500 MB) only for test and bench.
 $(RUNTIME_STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "gradekit needs Python 3.11 or newer: run make with PYTHON=python3.11")'
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e .
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[sdk]'
 	@touch $@
 
 $(STAMP): $(RUNTIME_STAMP)

@@ -32,6 +32,7 @@ The grader adds its own branches under ``GradekitError``:
     ├── LedgerCorrupt              a grading ledger line that is not an event of its chain
     ├── ReviewError                a recording that cannot be reviewed (stale, diff)
     │   └── ChangeLogCorrupt       DATASET_CHANGES.md does not parse
+    ├── MissingPackage             the agent imports a package the grader lacks: not graded
     └── SubmissionFileError        a submission file the grader will not read (link, size)
         └── MissingSubmissionFile  it is not there
 

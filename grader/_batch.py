@@ -31,7 +31,7 @@ from grader._gradebook import REPORTED, GradebookRow, gradebook_csv
 from grader._isolation import Isolation
 from grader._roster import Identity, Roster, identify
 from grader._rubric import Rubric
-from grader._signing import load_key, without_signing_key
+from grader._signing import draw_key, load_key, without_signing_key
 from grader._verify_outputs import sign_outputs
 from grader._worker import (
     CASE,
@@ -155,11 +155,12 @@ def grade_batch(submissions: Sequence[Path], rubric: Rubric, *, out: Path, jobs:
     identities = identify(submissions, roster)
     key = load_key(key_file)  # a bad signing key stops the batch before anything is graded
     out.mkdir(parents=True, exist_ok=True)
+    drawing = draw_key(out, key)
     book = _Gradebook(out / "gradebook.csv", tuple(c.id for c in rubric.criteria))
     book.write([])  # at once: an old gradebook in ``out`` must not pass for this batch's
     workers = _Workers(rubric, out=out, label=label, isolation=isolation,
                        roster=Path(roster.source).name if roster else "", heartbeat=heartbeat,
-                       key=key)
+                       key=key, draw_key=drawing)
     finished: dict[int, GradebookRow] = {}
     futures: dict[Future[GradebookRow | None], int] = {}
     started = time.monotonic()
@@ -247,9 +248,10 @@ class _Workers:
 
     def __init__(self, rubric: Rubric, *, out: Path, label: str | None, isolation: Isolation,
                  roster: str, heartbeat: Heartbeat | None = None,
-                 key: bytes | None = None) -> None:
+                 key: bytes | None = None, draw_key: bytes = b"") -> None:
         self._heartbeat = heartbeat
         self._key = key  # signs each graded row's outputs here: workers never see it
+        self._draw_key = draw_key  # workers get this one: it draws, it signs nothing
         self._rubric, self._label, self._isolation = rubric, label, isolation
         self._out, self._roster = out.absolute(), roster  # workers start in another folder
         self._ids = frozenset(c.id for c in rubric.criteria)
@@ -332,7 +334,7 @@ class _Workers:
                 parent=zygote.pid, root=identity.path.absolute(), folder=identity.folder,
                 student=identity.student, out=self._out / identity.folder, scratch=scratch,
                 label=self._label, isolation=self._isolation, rubric=self._rubric,
-                check_folders=self._checks)))
+                check_folders=self._checks, draw_key=self._draw_key)))
             try:
                 return zygote, zygote.fork(scratch, identity.folder)
             except ZygoteGone:

@@ -3,9 +3,9 @@
 Written beside report.json for people and the dashboard (``gradekit dashboard``), never
 graded and never part of the report's digest. For each case of the primary run: how it
 ended, every call in the order the parent served it (a prompt, a tool call or an SDK's
-HTTP request: its key, and whether a recording answered it) and the trace records the
-agent wrote. Only what the grader saw or parsed, and nothing that differs between two
-gradings of the same inputs: no latencies, no paths, no times.
+HTTP request: its key, whether a recording answered it, and which trace record names it)
+and the trace records the agent wrote. Only what the grader saw or parsed, and nothing that
+differs between two gradings of the same inputs: no latencies, no paths, no times.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from grader._model import CaseOutcome, RunResult, Served, TraceRecord
+from grader._traces import pair_records
 
 __all__ = ["CALLS", "FORMAT", "calls_document", "read_calls", "render_calls"]
 
@@ -38,22 +39,28 @@ def _case(case: str, outcome: CaseOutcome | None) -> dict[str, Any]:
     if outcome is None:
         return {"case": case, "status": "not_run", "detail": "", "calls": [], "trace": [],
                 "trace_error": None}
+    pairing = pair_records(outcome.calls, outcome.trace)
     return {
         "case": case,
         "status": outcome.status,
         "detail": outcome.detail or outcome.exception or "",
-        "calls": [_call(call) for call in outcome.calls],
+        "calls": [_call(call, record, number in pairing.early)
+                  for number, (call, record) in enumerate(zip(outcome.calls, pairing.records,
+                                                              strict=True))],
         "trace": [_record(record) for record in outcome.trace],
         "trace_error": outcome.trace_error,
     }
 
 
-def _call(call: Served) -> dict[str, Any]:
+def _call(call: Served, record: int | None, early: bool) -> dict[str, Any]:
+    """A call as served, with the index of the trace record that names it (paired by key:
+    ``grader._traces``), or null."""
     kind = "tool" if call.tool is not None else "http" if call.http else "prompt"
-    found: dict[str, Any] = {"kind": kind, "key": call.key, "served": call.served}
+    found: dict[str, Any] = {"kind": kind, "key": call.key, "served": call.served,
+                             "record": record}
     if call.tool is not None:
         found["tool"] = call.tool
-    if call.traced_early:
+    if early:
         found["traced_early"] = True
     return found
 

@@ -5,17 +5,17 @@ from __future__ import annotations
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from grader._grade import draw, grade_submission
+from grader._checks import ESCAPED, Evidence, loudness, unstable_cause
+from grader._grade import Graded, draw, grade_submission
 from grader._isolation import Isolation
 from grader._manifest import load_manifest
-from grader._model import ReplayProbe, Report
+from grader._model import Report
 from grader._probe import probe_replay
 from grader._report import report_digest
 from grader._rubric import Rubric
-from grader._sandbox import run_cases
 
 __all__ = ["CheckRun", "Checkpoint", "predicted", "run_checkpoints"]
 
@@ -43,22 +43,28 @@ class CheckRun:
 def run_checkpoints(root: Path, rubric: Rubric, *,
                     isolation: Isolation = "process") -> CheckRun:
     """Run the three checkpoints against the submission at ``root``, behind ``isolation``,
-    and predict its grade: checkpoint 3 grades it twice, exactly as ``gradekit grade``
-    does, and the first of those reports is the prediction.
+    and predict its grade. Checkpoints 2 and 3 read the grader's own evidence: the first
+    grading's loud-failure probes and its runs under every provider label, and a second
+    grading (other labels, other hash seeds) whose digest must be the first's. The first
+    report is the prediction.
 
     ``rubric`` must come from the instructor's side: its custom checks run in this process.
     """
     manifest = load_manifest(root)
     with tempfile.TemporaryDirectory(prefix="gradekit-check-") as folder:
         scratch = Path(folder)
-        probes: list[ReplayProbe] = []
-        reports: list[Report] = []
+        gradings: list[Graded] = []
+
+        def grading() -> Graded:
+            gradings.append(grade_submission(root, rubric, submission=root.resolve().name,
+                                             scratch=scratch / f"grading-{len(gradings) + 1}",
+                                             isolation=isolation))
+            return gradings[-1]
 
         def whitespace() -> tuple[bool, str]:
             drawn = draw()
-            probes.append(probe_replay(root, manifest.replay, drawn.probe, limits=rubric.limits,
-                                       scratch=scratch / "probe", unknown=drawn.unknown))
-            probe = probes[0]
+            probe = probe_replay(root, manifest.replay, drawn.probe, limits=rubric.limits,
+                                 scratch=scratch / "probe", unknown=drawn.unknown)
             if not probe.loaded:
                 return False, f"your Replay could not be used: {probe.detail}"
             if not probe.whitespace_hit:
@@ -66,38 +72,78 @@ def run_checkpoints(root: Path, rubric: Rubric, *,
             return True, "leading and trailing whitespace hit the same recording"
 
         def loud() -> tuple[bool, str]:
-            if not probes[0].miss_raised:
-                return False, "your Replay answered an unrecorded prompt instead of raising"
-            if not probes[0].raised_miss:
-                return False, (f"your Replay raised {probes[0].exception} on an unrecorded "
-                               "prompt: raise CassetteMiss")
-            pairs = [(case.id, case.task) for case in rubric.cases]
-            drawn = draw()
-            run = run_cases(root, manifest.agent, pairs, answer=lambda case, prompt: None,
-                            label=drawn.labels[0], hashseed=drawn.seeds[0], limits=rubric.limits,
-                            scratch=scratch / "unanswerable")
-            quiet = [o.case for o in run.outcomes.values() if not o.miss_escaped]
-            if run.import_error or quiet:
-                why = run.import_error or f"the miss did not escape run() in {', '.join(quiet)}"
-                return False, why
-            return True, "the miss escaped run() in every case"
+            return _loud(grading())
 
         def two_providers() -> tuple[bool, str]:
-            # Two gradings, each with its own labels and hash seeds, as the grader draws them.
-            reports.extend(grade_submission(root, rubric, submission=root.resolve().name,
-                                            scratch=scratch / f"grading-{number}",
-                                            isolation=isolation).report for number in (1, 2))
-            digests = [report_digest(report) for report in reports]
+            first, second = gradings[0], grading()
+            unstable = _label_or_seed(first)
+            if unstable:
+                return False, unstable
+            digests = [report_digest(graded.report) for graded in (first, second)]
             if digests[0] != digests[1]:
-                return False, f"the digests differ: {digests[0]} vs {digests[1]}"
-            return True, f"digest {digests[0]}"
+                return False, f"two gradings gave different digests: {digests[0]} vs " \
+                    f"{digests[1]}; compare their reports to see which case moved"
+            return True, f"digest {digests[0]} under {len(first.evidence.others) + 1} provider " \
+                "labels and hash seeds, in two gradings"
 
-        checkpoints = (
+        checkpoints: tuple[Checkpoint, ...] = (
             _timed(1, "Whitespace is not a new prompt", whitespace),
             _timed(2, "A miss is loud", loud),
             _timed(3, "Two providers, one score", two_providers),
         )
-        return CheckRun(checkpoints, reports[0] if reports else None)
+        unwritten = _unwritten(gradings[0].evidence, manifest.agent)
+        if unwritten:
+            checkpoints = tuple(replace(point, passed=False, reason=unwritten)
+                                for point in checkpoints)
+        return CheckRun(checkpoints, gradings[0].report)
+
+
+def _loud(graded: Graded) -> tuple[bool, str]:
+    """Checkpoint 2 from a grading: every probed miss escaped, in every case, and the
+    submission's own Replay raises on a miss; else the first case and call that did not."""
+    evidence = graded.evidence
+    if evidence.blocked:
+        return False, evidence.blocked
+    for case in evidence.cases:
+        detail = loudness(case.id, evidence)
+        if not detail.startswith(ESCAPED):
+            return False, f"case {case.id}, {detail}"
+    probe = evidence.probe
+    if probe is not None and not probe.miss_raised:
+        return False, "your Replay answered an unrecorded prompt instead of raising"
+    if probe is not None and not probe.raised_miss:
+        return False, f"your Replay raised {probe.exception} on an unrecorded prompt: raise " \
+            "CassetteMiss"
+    probes = sum(len(run.outcomes) for _, run in evidence.loud)
+    return True, f"the miss escaped run() in all {probes} probes (each call of each case " \
+        "withheld in turn)"
+
+
+def _label_or_seed(graded: Graded) -> str:
+    """Checkpoint 3's failure: the cases whose answer changes with the provider label or the
+    hash seed, each with its cause; "" when there is none."""
+    evidence = graded.evidence
+    if evidence.blocked:
+        return evidence.blocked
+    causes = [(case.id, cause) for case in evidence.cases
+              if (cause := unstable_cause(case.id, evidence)) is not None]
+    return "; ".join(f"case {case}: {cause}" for case, cause in causes)
+
+
+UNWRITTEN = ("run() is not written yet: it raises NotImplementedError in every case. Write "
+             "it first in {agent} (its docstring says what it must do), then record its "
+             "answers once with `make record`")
+
+
+def _unwritten(evidence: Evidence, agent: str) -> str:
+    """The reason every checkpoint fails for a hand-out whose run() is still the stub
+    (``agent`` is the manifest's ``module:function``)."""
+    outcomes = list(evidence.primary.outcomes.values()) if evidence.primary else []
+    if outcomes and all(o.status == "raised" and o.exception == "NotImplementedError"
+                        for o in outcomes):
+        module = agent.partition(":")[0].replace(".", "/")
+        return UNWRITTEN.format(agent=f"{module}.py")
+    return ""
 
 
 def predicted(run: CheckRun) -> tuple[bool, list[str]]:

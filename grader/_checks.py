@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from decimal import ROUND_HALF_EVEN, Decimal
 
 from gradekit._codec import closest, divergence
+from grader._loud import head, loud_problem, planned_probes, provider_calls, ran
 from grader._model import (
     CENT,
     EVIDENCE,
@@ -25,20 +26,25 @@ from grader._model import (
     RunResult,
     Served,
     TraceRecord,
+    Withhold,
 )
 from grader._report import quote
 from grader._rubric import Case, Criterion, Rubric, per_case_points
 from grader._summary import parse_failures, score_written_summary
+from grader._traces import pair_records
 
 __all__ = [
     "CORE_CHECKS",
+    "STABLE",
     "STRETCH_GOALS",
     "Check",
     "Evidence",
     "StretchGoal",
     "cents",
     "criterion_result",
+    "loudness",
     "shown_keys",
+    "unstable_cause",
 ]
 
 ESCAPED = "the miss (CassetteMiss or MissingFixtureError) escaped run()"
@@ -58,9 +64,11 @@ class Evidence:
 
     cases: tuple[Case, ...]
     label: str
-    primary: RunResult | None  # every case, label A, hash seed 1
-    secondary: RunResult | None  # every case, label B, hash seed 2
-    unanswerable: RunResult | None  # every case against a cassette that cannot answer
+    primary: RunResult | None  # every case, the first label and hash seed
+    others: tuple[RunResult, ...]  # every case under each other label, each its own seed
+    # The loud-failure probes: what each run withheld, and the run (only the cases that
+    # made such a call and had not already failed an earlier probe)
+    loud: tuple[tuple[Withhold, RunResult], ...]
     probe: ReplayProbe | None  # the submission's own Replay
     failures: str | None  # FAILURES.md text; None when missing or unreadable
     stretch: tuple[str, ...]  # stretch goals claimed in the manifest
@@ -71,7 +79,8 @@ class Evidence:
     second_cassettes: str = ""  # the second set's folder, as the manifest declares it
     fixtures: str = "fixtures"  # the tool fixtures' folder
     review_basis: str = ""  # the change-log entry and keys the re-record evidence rests on
-    tiebreak: RunResult | None = None  # label A with hash seed 2, where the two runs differ
+    tiebreak: RunResult | None = None  # the first label with the second run's hash seed,
+    # over the cases whose answers differ between runs
     recording_problems: Mapping[str, str] = field(default_factory=dict)  # case -> its finding
     recorded_prompts: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # by case
     cut_point_problem: str | None = "not checked"  # None: the incident test holds
@@ -143,20 +152,29 @@ def _unrecorded(outcome: CaseOutcome) -> str:
 
 
 def contract_stability(evidence: Evidence, rubric: Rubric, criterion: Criterion) -> CriterionResult:
-    """Per case: two runs (two labels, two hash seeds) both answer, without a miss, identically."""
+    """Per case: every run (one per provider label, each with its own hash seed) answers,
+    without a miss, identically."""
     shares = per_case_points(rubric, criterion)
     checks, advice = [], []
     for case in evidence.cases:
         first = _outcome(evidence.primary, case.id)
-        detail = _stability(first, _outcome(evidence.secondary, case.id), evidence.blocked)
-        passed = detail == "identical under both labels and hash seeds"
+        others = [_outcome(run, case.id) for run in evidence.others]
+        detail = _stability(first, others, evidence.blocked)
+        passed = detail == STABLE
         checks.append(_check(case.id, passed, shares[case.id], detail))
         if not passed:
             advice.append(f"{case.id}: {_stability_advice(case.id, first, evidence)}")
     return criterion_result(criterion, checks, advice)
 
 
+STABLE = "identical under every provider label and hash seed"
 RERECORD = 'gradekit record --case {} --rerecord --reason "the prompts changed"'
+LABEL_CAUSE = ("the answer changes with the provider's name alone: never read provider.name "
+               "in the agent, and never put it in a prompt or an answer")
+SEED_CAUSE = ("the answer changes with the hash seed alone: iterate over sets and dict keys "
+              "in sorted order (sorted(...)) before joining them into text")
+BOTH_CAUSES = ("the answer changes with both the provider's name and the hash seed: never "
+               "read provider.name, and sort sets before joining them")
 
 
 def _stability_advice(case: str, first: CaseOutcome | None, evidence: Evidence) -> str:
@@ -178,15 +196,26 @@ def _stability_advice(case: str, first: CaseOutcome | None, evidence: Evidence) 
         return f"run() must return a str: it {_no_answer(first)}"
     if not _asked(first):
         return "call the provider: the answer must come from the recorded answers"
+    return unstable_cause(case, evidence) or \
+        "make every run of this case answer: see the detail for the run that did not"
+
+
+def unstable_cause(case: str, evidence: Evidence) -> str | None:
+    """Why a case's answers differ between runs, from the tie-break run (the primary label
+    with another run's hash seed); None when they do not differ."""
+    first = _outcome(evidence.primary, case)
+    answers = {o.answer_sha256 for o in (_outcome(run, case) for run in evidence.others)
+               if o is not None and o.answer_sha256 is not None}
+    if first is None or first.answer_sha256 is None or answers <= {first.answer_sha256}:
+        return None
     again = _outcome(evidence.tiebreak, case)
-    if again is not None and again.answer_sha256 == first.answer_sha256:
-        return ("the answer changes with the provider's name alone: never read provider.name "
-                "in the agent, and never put it in a prompt or an answer")
-    if again is not None and again.answer_sha256 == _sha(evidence.secondary, case):
-        return ("the answer changes with the hash seed alone: iterate over sets and dict "
-                "keys in sorted order (sorted(...)) before joining them into text")
-    return ("the answer changes with both the provider's name and the hash seed: never read "
-            "provider.name, and sort sets before joining them")
+    if again is None or again.answer_sha256 is None:
+        return BOTH_CAUSES
+    if again.answer_sha256 == first.answer_sha256:
+        return LABEL_CAUSE
+    if again.answer_sha256 == _sha(evidence.others[0] if evidence.others else None, case):
+        return SEED_CAUSE
+    return BOTH_CAUSES
 
 
 def _miss_advice(case: str, missed: Sequence[Served], evidence: Evidence) -> str:
@@ -214,43 +243,60 @@ def _sha(run: RunResult | None, case: str) -> str | None:
     return None if outcome is None else outcome.answer_sha256
 
 
-def _stability(first: CaseOutcome | None, second: CaseOutcome | None, blocked: str) -> str:
-    for outcome in (first, second):
-        failure = _failed_run(outcome, blocked)
-        if failure is not None:
-            return failure
-        assert outcome is not None
-        if _misses(outcome):
-            return _unrecorded(outcome)
-        if outcome.answer is None:
-            return _no_answer(outcome)
-        if not _asked(outcome):
-            return NEVER_ASKED
-    assert first is not None and second is not None
-    if first.answer_sha256 != second.answer_sha256:
+def _stability(first: CaseOutcome | None, others: Sequence[CaseOutcome | None],
+               blocked: str) -> str:
+    """The stability detail of one case. Its words never depend on what was drawn (which
+    family's run failed, how many runs differed), so a report's digest does not either."""
+    problem = _unusable(first, blocked)
+    if problem is not None:
+        return problem
+    problems = sorted({p for o in others if (p := _unusable(o, blocked)) is not None})
+    if problems:
+        return f"{problems[0]} under another provider label and hash seed"
+    if not others:
+        return "it was run under one provider label only"
+    assert first is not None
+    if any(o is not None and o.answer_sha256 != first.answer_sha256 for o in others):
         return "the answer changed with the provider label or the hash seed"
-    return "identical under both labels and hash seeds"
+    return STABLE
+
+
+def _unusable(outcome: CaseOutcome | None, blocked: str) -> str | None:
+    """Why one run's answer to a case cannot be compared, or None when it can."""
+    failure = _failed_run(outcome, blocked)
+    if failure is not None:
+        return failure
+    assert outcome is not None
+    if _misses(outcome):
+        return _unrecorded(outcome)
+    if outcome.answer is None:
+        return _no_answer(outcome)
+    if not _asked(outcome):
+        return NEVER_ASKED
+    return None
 
 
 # -- loud_failure -------------------------------------------------------------------------
 
 
 def loud_failure(evidence: Evidence, rubric: Rubric, criterion: Criterion) -> CriterionResult:
-    """Per case: a miss escapes run(); and the submission's own Replay raises on a miss."""
+    """Per case: a miss withheld at each call its primary run made escapes run(), and
+    nothing is served after it; and the submission's own Replay raises on a miss."""
     shares = per_case_points(rubric, criterion)
     checks, advice = [], []
     for case in evidence.cases:
-        detail = _loudness(_outcome(evidence.unanswerable, case.id), evidence.blocked)
-        passed = detail == ESCAPED
+        detail = loudness(case.id, evidence)
+        passed = detail.startswith(ESCAPED)
         checks.append(_check(case.id, passed, shares[case.id], detail))
         if not passed:
-            advice.append(
-                "Let CassetteMiss propagate out of run(): no bare except, no return of '' or "
-                "None; if you must wrap it, use `raise YourError(...) from miss`."
-            )
+            advice.append(LOUD_ADVICE)
     own = criterion.points.get(OWN_REPLAY)
     if own is not None:
         detail = _own_replay(evidence.probe, evidence.blocked)
+        if detail == REPLAY_OK and not any(ran(_outcome(evidence.primary, case.id))
+                                           for case in evidence.cases):
+            detail = ("not credited: no case of the agent ran on its recordings, so nothing "
+                      "showed that a miss is loud")
         passed = detail == REPLAY_OK
         checks.append(_check(OWN_REPLAY, passed, own, detail))
         if not passed:
@@ -259,18 +305,54 @@ def loud_failure(evidence: Evidence, rubric: Rubric, criterion: Criterion) -> Cr
     return criterion_result(criterion, checks, advice)
 
 
-def _loudness(outcome: CaseOutcome | None, blocked: str) -> str:
+LOUD_ADVICE = ("Let every CassetteMiss (and MissingFixtureError) propagate out of run(), "
+               "at every call: no except that swallows it, no default answer, no retry that "
+               "hides it, no contextlib.suppress; if you must wrap it, use "
+               "`raise YourError(...) from miss`.")
+
+
+def loudness(case: str, evidence: Evidence) -> str:
+    """The loud-failure detail of one case: ``ESCAPED`` and what was probed, or the first
+    probe whose miss did not escape (its call, the head of what it asked, and what the
+    agent did), or why the case could not be probed."""
+    primary = _outcome(evidence.primary, case)
+    if not ran(primary):
+        return f"not probed: {_not_ran(primary, evidence.blocked)}"
+    assert primary is not None
+    planned, runs = planned_probes(primary), dict(evidence.loud)
+    for withhold in planned:
+        probe = runs.get(withhold)
+        outcome = _outcome(probe, case)
+        problem = loud_problem(withhold, outcome)
+        if problem is not None:
+            return f"{_probe_name(withhold, primary, outcome)}: {problem}"
+    tools = " and at its first tool call" if planned[-1].kind == "tool" else ""
+    n = provider_calls(primary)
+    return f"{ESCAPED} at each of its {n} provider call(s){tools}"
+
+
+def _probe_name(withhold: Withhold, primary: CaseOutcome, outcome: CaseOutcome | None) -> str:
+    """``call 2 of 4 ('Task: ...')``: which call was withheld, and the head of what it asked."""
+    calls = [call for call in primary.calls if (call.tool is not None) == (withhold.kind == "tool")]
+    name = f"{withhold} of {len(calls)}"
+    withheld = next((call for call in outcome.calls if call.withheld), None) if outcome else None
+    return f"{name} ('{head(withheld)}')" if withheld is not None and withheld.asked else name
+
+
+def _not_ran(outcome: CaseOutcome | None, blocked: str) -> str:
+    """Why a case's primary run shows nothing to probe or trace."""
     failure = _failed_run(outcome, blocked)
-    if failure is not None:
-        return failure
+    if failure is not None:  # timed out or crashed; else never run, and why
+        return f"its primary run {failure}" if outcome is not None and \
+            outcome.status in ("timeout", "crashed") else failure
     assert outcome is not None
-    if not outcome.calls:
-        return "never asked the provider, so a miss could not be observed"
-    if outcome.status == "returned":
-        return f"returned {_shown(outcome)} after a miss: a miss must raise"
-    if not outcome.miss_escaped:
-        return f"raised {_exception(outcome)}, which hides the miss (not in its chain)"
-    return ESCAPED
+    if _misses(outcome):
+        return f"its primary run {_unrecorded(outcome)}; record them first"
+    if outcome.status == "raised":
+        return f"its primary run raised {_exception(outcome)}"
+    if outcome.answer is None:
+        return f"its primary run {_no_answer(outcome)}"
+    return "its primary run never asked the provider"
 
 
 def _own_replay(probe: ReplayProbe | None, blocked: str) -> str:
@@ -293,15 +375,13 @@ def _own_replay(probe: ReplayProbe | None, blocked: str) -> str:
 
 
 def tracing(evidence: Evidence, rubric: Rubric, criterion: Criterion) -> CriterionResult:
-    """Per case: one record per call the parent answered, written after the answer, with its
-    key, order, label, latency and ok; and the call that missed, traced with ok false and its
-    error (the unanswerable run)."""
+    """Per case: each call the parent answered has a record naming its key, written after
+    the answer, with its label, latency and ok; each call it withheld in the loud-failure
+    probes, one with ok false and its error. Records are paired with calls by key."""
     shares = per_case_points(rubric, criterion)
     checks, advice = [], []
     for case in evidence.cases:
-        good, total, detail = _traced(_outcome(evidence.primary, case.id),
-                                      _outcome(evidence.unanswerable, case.id),
-                                      evidence.label, evidence.blocked)
+        good, total, detail = _traced(case.id, evidence)
         points = cents(shares[case.id] * good / total) if total else ZERO
         checks.append(CheckResult(case.id, total > 0 and good == total, points,
                                   shares[case.id], detail))
@@ -314,43 +394,54 @@ def tracing(evidence: Evidence, rubric: Rubric, criterion: Criterion) -> Criteri
     return criterion_result(criterion, checks, advice)
 
 
-def _traced(outcome: CaseOutcome | None, unanswerable: CaseOutcome | None, label: str,
-            blocked: str) -> tuple[int, int, str]:
-    """(records correct, records expected, detail) for one case."""
-    if outcome is None or not outcome.calls:
-        return 0, 0, _failed_run(outcome, blocked) or "made no provider call to trace"
-    records, calls = outcome.trace, outcome.calls
-    total = max(len(records), len(calls))
-    good = sum(1 for record, call in zip(records, calls, strict=False)
-               if _record_ok(record, call, label))
-    detail = f"{good} of {len(calls)} calls traced correctly"
-    if len(records) != len(calls):
-        detail += f" ({len(records)} records for {len(calls)} calls)"
-    early = sum(1 for call in calls if call.traced_early)
+def _traced(case: str, evidence: Evidence) -> tuple[int, int, str]:
+    """(records right, records expected, detail) for one case."""
+    outcome = _outcome(evidence.primary, case)
+    if not ran(outcome):
+        return 0, 0, f"not checked: {_not_ran(outcome, evidence.blocked)}"
+    assert outcome is not None
+    good, left_over, early = _judge_records(outcome, evidence.label)
+    calls = len(outcome.calls)
+    detail = f"{good} of {calls} calls traced correctly"
+    if left_over:
+        detail += f"; {left_over} record(s) name no call the grader answered"
     if early:
         detail += f"; {early} record(s) written before the grader answered their call"
-    missed, missed_good = _traced_misses(unanswerable, label)
-    detail += "; the missed call traced with ok false and its error" if missed_good == missed \
-        else "; the missed call not traced with ok false and its error"
+    missed, missed_good = _traced_misses(case, evidence)
+    if missed:
+        detail += f"; {missed_good} of {missed} withheld calls traced with ok false and " \
+            "their error"
     if outcome.trace_error:
         detail += f"; trace file: {quote(outcome.trace_error)}"
-    return good + missed_good, total + missed, detail
+    return good + missed_good, calls + left_over + missed, detail
 
 
-def _traced_misses(outcome: CaseOutcome | None, label: str) -> tuple[int, int]:
-    """(misses expected in the trace, misses traced right) in the unanswerable run: at least
-    one is expected, since the grader answered nothing there."""
-    if outcome is None:
-        return 1, 0
-    indexed = [(i, call) for i, call in enumerate(outcome.calls) if not call.served]
-    good = sum(1 for i, call in indexed
-               if i < len(outcome.trace) and _record_ok(outcome.trace[i], call, label))
-    return max(1, len(indexed)), good
+def _judge_records(outcome: CaseOutcome, label: str, *,
+                   only: Callable[[Served], bool] = lambda call: True) -> tuple[int, int, int]:
+    """(calls with a right record, records that name no call, calls traced early), counting
+    the calls ``only`` keeps."""
+    pairing = pair_records(outcome.calls, outcome.trace)
+    good = sum(1 for call, index in zip(outcome.calls, pairing.records, strict=True)
+               if only(call) and index is not None
+               and _record_ok(outcome.trace[index], call, label))
+    return good, len(pairing.left_over), len(pairing.early)
+
+
+def _traced_misses(case: str, evidence: Evidence) -> tuple[int, int]:
+    """(withheld calls in the case's probe runs, those traced right)."""
+    expected = right = 0
+    for _, run in evidence.loud:
+        outcome = _outcome(run, case)
+        if outcome is None:
+            continue
+        expected += sum(1 for call in outcome.calls if not call.served)
+        right += _judge_records(outcome, evidence.label, only=lambda call: not call.served)[0]
+    return expected, right
 
 
 def _record_ok(record: TraceRecord, call: Served, label: str) -> bool:
-    """A record that matches what the parent served, written after it answered."""
-    if call.traced_early or record.key != call.key or not _latency_ok(record.latency_ms):
+    """A record that matches what the parent served (its key, paired already)."""
+    if not _latency_ok(record.latency_ms):
         return False
     if not (record.tool == call.tool if call.tool else record.provider == label):
         return False
@@ -434,10 +525,10 @@ def _tool_fixtures(evidence: Evidence) -> str | None:
         calls = outcome.calls if outcome else ()
         if any(call.tool and not call.served for call in calls):
             return f"case {case.id} made a tool call its fixture does not hold"
-        trace = outcome.trace if outcome else ()
-        for index, call in enumerate(calls):
-            record = trace[index] if index < len(trace) else None
-            if call.tool and (record is None or (record.key, record.tool) != (call.key, call.tool)):
+        paired = pair_records(calls, outcome.trace).records if outcome else ()
+        for call, index in zip(calls, paired, strict=True):
+            if call.tool and (index is None or outcome is None
+                              or outcome.trace[index].tool != call.tool):
                 return f"case {case.id}: tool calls are not traced (wrap tools in TracedTools)"
     return None
 
@@ -524,7 +615,9 @@ def _written_up(failures: str | None, names: tuple[str, ...]) -> bool:
     if failures is None:
         return False
     entries = parse_failures(failures).entries
-    return any(name.lower() in entry.text.lower() for entry in entries for name in names)
+    # A person reads the heading as part of the entry: "## tool-fixtures: ..." names it.
+    return any(name.lower() in f"{entry.title}\n{entry.text}".lower()
+               for entry in entries for name in names)
 
 
 # The checks of what a submission does under the lab's contract; grader._judged adds the

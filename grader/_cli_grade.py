@@ -29,6 +29,7 @@ from grader._isolation import choose_isolation, describe_isolation
 from grader._judged import contract_gaps
 from grader._ledger import LEDGER, grader_version, record_grading, rubric_lineage
 from grader._model import CONTRACT
+from grader._packages import MissingPackage
 from grader._reviews import apply_reviews
 from grader._roster import ROSTER_HEADER, Identity, Roster, identify, load_roster, unclaimed
 from grader._rubric import Rubric, load_rubric
@@ -186,7 +187,14 @@ def _check(args: argparse.Namespace) -> int:
     rubric = load_rubric(args.rubric)
     root = args.path or args.root or Path(".")
     started = time.monotonic()
-    run = run_checkpoints(root, rubric, isolation=choose_isolation(args.isolation))
+    try:
+        run = run_checkpoints(root, rubric, isolation=choose_isolation(args.isolation))
+    except MissingPackage as missing:  # no grade to predict: what `gradekit grade` would say
+        shown = "UNGRADABLE" if missing.status == "ungradable" else "NOT GRADED"
+        print(f"FAIL  {shown}: {missing}")
+        print(f"FAIL  in {time.monotonic() - started:.1f}s: `gradekit grade` would not grade "
+              "this submission; fix what is listed above, then run the check again")
+        return EXIT_FAILED
     for point in run.checkpoints:
         verdict = "PASS" if point.passed else "FAIL"
         print(f"{verdict}  {point.number}. {point.title:<32} {point.seconds:5.2f}s  {point.reason}")

@@ -362,21 +362,29 @@ endif %}
 <section id="traces">
 <h2>What the agent asked, case by case</h2>
 <p class="muted">In the grader's primary run: each call in the order the grader served it, and
-the trace record the agent wrote for it.</p>
+the trace record the agent wrote for it (the record that names its key).</p>
 {% if calls %}{% if calls.import_error %}<p class="warning">{{ calls.import_error }}</p>{% endif %}
 {% for case in calls.cases %}
 <section class="case" id="case-{{ case.case }}">
 <h3>{{ case.case }}: {{ case.status }}{% if case.detail %} ({{ case.detail }}){% endif %}</h3>
 {% if case.calls %}<ol class="calls">{% for call in case.calls %}{% set record =
-case.trace[loop.index0] if loop.index0 < case.trace | length else none %}<li class="call {{
+case.trace[call.record] if call.get('record') is not none and call.record < case.trace | length
+else none %}<li class="call {{
 'served' if call.served else 'missed' }}" data-kind="{{ call.kind }}"><span class="badge">{{
 call.kind }}</span>{% if call.get('tool') %} {{ call.tool }}{% endif %} <span class="key">{{
 call.key }}</span> &mdash; {% if call.served %}answered from the recording{% else %}<span
 class="miss">MISS: no recording</span>{% endif %}; trace: {% if record %}{{ "ok" if record.ok
-else ("failed: " ~ (record.error or "no error named")) }}{% if record.key != call.key %} (its key
-{{ record.key }} is not the call's){% endif %}{% else %}<span class="miss">no record</span>{%
+else ("failed: " ~ (record.error or "no error named")) }}{% else %}<span class="miss">no record
+names it</span>{%
 endif %}{% if call.get('traced_early') %} (written before the grader answered){% endif %}</li>
 {% endfor %}</ol>{% else %}<p>No call.</p>{% endif %}
+{% set paired = case.calls | map(attribute='record', default=none) | select('number') | list
+%}{% if
+case.trace | length > paired | length %}<p class="warning">Trace records that name no call the
+grader answered:</p><ul class="records">{% for record in case.trace %}{% if loop.index0 not
+in paired %}<li class="record"><span class="key">{{ record.key }}</span> &mdash; {{ "ok" if
+record.ok else ("failed: " ~ (record.error or "no error named")) }}</li>{% endif %}{% endfor
+%}</ul>{% endif %}
 {% if case.trace_error %}<p class="warning">Trace file: {{ case.trace_error }}</p>{% endif %}
 </section>
 {% endfor %}{% else %}<p>No calls were recorded for this submission.</p>{% endif %}

@@ -10,9 +10,11 @@ size caps), and every piece of submission text in a finding goes through ``quote
 from __future__ import annotations
 
 import hashlib
+import hmac
 import importlib
+import json
 import secrets
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 from typing import TypeVar, cast
@@ -40,8 +42,10 @@ from grader._files import (
 )
 from grader._isolation import Isolation
 from grader._judged import BUILTIN_CHECKS
+from grader._loud import loud_problem, planned_probes, ran
 from grader._manifest import Manifest, ManifestError, load_manifest
-from grader._model import CaseOutcome, CriterionResult, Limits, Report, RunResult
+from grader._model import CaseOutcome, CriterionResult, Limits, Report, RunResult, Withhold
+from grader._packages import missing_package
 from grader._probe import probe_replay
 from grader._recordings import decode_recording
 from grader._regression import replay_set
@@ -51,43 +55,91 @@ from grader._sandbox import ToolAnswer, run_cases
 
 __all__ = ["REVIEW", "Draw", "Graded", "draw", "grade_submission"]
 
-# Labels as `gradekit record` names real providers (adapter:model): a grading's two are drawn
-# from these, so a submission cannot tell them from a home run's by their look.
-_ADAPTERS = ("openai", "anthropic", "ollama", "llamacpp", "openai-compatible")
-_MODELS = ("gpt-4o-mini", "claude-3-5-haiku", "llama3.2", "qwen2.5-7b", "mistral-small",
-           "smollm2-135m", "gemma2-9b", "phi3-mini")
+# The real provider families, as `gradekit record` names them (adapter:model). Every grading
+# runs the agent once under a label of each family, each with its own hash seed, so an agent
+# that branches on any family's name (its adapter or its models' word: gpt, claude, llama)
+# shows it in every grading, not only when a draw happens to name that family.
+FAMILIES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("openai", ("gpt-4o-mini", "gpt-4.1-mini", "gpt-4o", "gpt-4.1-nano")),
+    ("anthropic", ("claude-3-5-haiku", "claude-sonnet-4", "claude-3-7-sonnet")),
+    ("ollama", ("llama3.2", "qwen2.5-7b", "mistral-small", "gemma2-9b", "phi3-mini")),
+    ("llamacpp", ("smollm2-135m", "qwen2.5-0.5b", "llama-3.2-1b")),
+    ("openai-compatible", ("mistral-small", "deepseek-chat", "qwen2.5-7b", "llama-3.1-8b")),
+)
 _WORDS = ("refund", "deadline", "cassette", "rubric", "latency", "policy", "incident",
           "grader", "summary", "tool", "trace", "retry", "budget", "quota", "schema", "review")
+_DRAW = b"gradekit-draw/1"  # what a draw's HMAC is taken under: no other use of a key shares it
 
 
 @dataclass(frozen=True, slots=True)
 class Draw:
-    """What one grading draws afresh, so that no submission can special-case it: the two
-    provider labels, the two hash seeds, and the recording its own Replay is probed with.
-    None of it reaches a report: an honest submission gets one digest whatever is drawn."""
+    """What a grading draws, so that no submission can special-case it: a provider label of
+    each family and a hash seed for each, and the recording its own Replay is probed with.
 
-    labels: tuple[str, str]  # primary, secondary: always different
-    seeds: tuple[int, int]  # PYTHONHASHSEED of the primary and the secondary run: different
+    Drawn by ``draw``: a keyed function of the submission's content and a secret of the
+    grader's, so grading the same submission again draws the same, while a student without
+    the key cannot predict it. None of it reaches a report: an honest submission gets one
+    digest whatever is drawn."""
+
+    labels: tuple[str, ...]  # the primary run's first, then one of every other family
+    seeds: tuple[int, ...]  # PYTHONHASHSEED of each of those runs: all different
     probe: Mapping[str, str]  # prompt -> answer: the probe cassette's one recording
     unknown: str  # a prompt of the same kind that the probe cassette does not hold
 
 
-def draw(label: str | None = None) -> Draw:
-    """A fresh ``Draw`` from the operating system's randomness; ``label``, if given, is the
-    primary label (an instructor reproducing something), the secondary is drawn."""
-    rng = secrets.SystemRandom()
-    first = label or f"{rng.choice(_ADAPTERS)}:{rng.choice(_MODELS)}"
-    adapter, _, model = first.partition(":")
-    # The second shares neither part with the first: an answer that depends on either shows.
-    second = f"{rng.choice([a for a in _ADAPTERS if a != adapter])}:" \
-        f"{rng.choice([m for m in _MODELS if m != model])}"
-    labels = [first, second]
-    seeds = rng.sample(range(1 << 32), 2)
-    words = rng.sample(_WORDS, 7)
+class _Keyed:
+    """A stream of numbers from HMAC-SHA256 under ``key`` over ``content`` and a counter:
+    the same key and content give the same stream on every machine and Python."""
+
+    def __init__(self, key: bytes, content: str) -> None:
+        self._mac = hmac.new(key, _DRAW + b"\0" + content.encode("utf-8") + b"\0",
+                             hashlib.sha256)
+        self._count = 0
+
+    def below(self, n: int) -> int:
+        """A number in ``range(n)`` (256 bits reduced: no bias worth the name)."""
+        self._count += 1
+        mac = self._mac.copy()
+        mac.update(str(self._count).encode("ascii"))
+        return int.from_bytes(mac.digest(), "big") % n
+
+    def choice(self, options: Sequence[_Item]) -> _Item:
+        return options[self.below(len(options))]
+
+    def shuffled(self, items: Sequence[_Item]) -> list[_Item]:
+        keyed = [(self.below(1 << 64), index) for index in range(len(items))]
+        return [items[index] for _, index in sorted(keyed)]
+
+
+_Item = TypeVar("_Item")
+
+
+def draw(key: bytes | None = None, content: str = "", label: str | None = None) -> Draw:
+    """The ``Draw`` for a submission whose content is ``content`` (its inputs' digests),
+    under the grader's secret ``key`` (None: a fresh random one, so nothing repeats).
+
+    ``label``, if given, is the primary label (an instructor reproducing something); the
+    other families are still drawn beside it.
+    """
+    keyed = _Keyed(key if key is not None else secrets.token_bytes(32), content)
+    labels = [f"{adapter}:{keyed.choice(models)}" for adapter, models in keyed.shuffled(FAMILIES)]
+    if label is not None:
+        labels = [label, *(other for other in labels
+                           if other.partition(":")[0] != label.partition(":")[0])]
+    seeds: list[int] = []
+    while len(seeds) < len(labels):
+        seed = keyed.below(1 << 32)
+        seeds += [] if seed in seeds else [seed]
+    words = keyed.shuffled(_WORDS)
     prompt, unknown = (f"Task: summarise the {a} {b} notes for the {c} review."
                        for a, b, c in (words[0:3], words[3:6]))
-    return Draw((labels[0], labels[1]), (seeds[0], seeds[1]),
-                {prompt: f"The {words[6]} notes say: {rng.randrange(10**6)}."}, unknown)
+    answer = f"The {words[6]} notes say: {keyed.below(10**6)}."
+    return Draw(tuple(labels), tuple(seeds), {prompt: answer}, unknown)
+
+
+def submission_content(inputs: Mapping[str, str]) -> str:
+    """What a draw is keyed on: the digests of every file the grade depends on."""
+    return json.dumps(inputs, sort_keys=True, separators=(",", ":"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,7 +153,7 @@ class Graded:
 
 def grade_submission(root: Path, rubric: Rubric, *, submission: str, scratch: Path,
                      label: str | None = None, isolation: Isolation = "process",
-                     drawn: Draw | None = None,
+                     drawn: Draw | None = None, draw_key: bytes | None = None,
                      on_case: Callable[[str], None] | None = None) -> Graded:
     """Grade the submission at ``root`` as ``submission``; ``scratch`` is a private, empty folder.
 
@@ -109,8 +161,10 @@ def grade_submission(root: Path, rubric: Rubric, *, submission: str, scratch: Pa
     instructor's side (a roster's student id, or the folder's name), never the manifest's
     ``student``, which a student could set to a classmate's name.
     ``isolation`` is the wall its code runs behind (``choose_isolation`` decides it).
-    Labels, hash seeds and the probe's recording are drawn afresh (``drawn``, else
-    ``draw(label)``): none of them is a constant a submission could recognise.
+    Labels, hash seeds and the probe's recording are ``drawn``, else drawn by ``draw``
+    under ``draw_key`` (the grader's secret; None: a fresh random one) from the
+    submission's inputs: none of them is a constant a submission could recognise, and
+    the same key grades the same submission the same way again.
     ``on_case(case_id)`` is told as each sandboxed case starts.
     """
     findings: list[str] = []
@@ -119,8 +173,10 @@ def grade_submission(root: Path, rubric: Rubric, *, submission: str, scratch: Pa
     folder = manifest.cassettes if manifest else "cassettes"
     http, sdk = _http_cassettes(root, folder, rubric.cases, findings, problems)
     answers = _cassettes(root, folder, rubric.cases, findings, problems, sdk=sdk)
-    evidence = _evidence(root, manifest, rubric, answers, drawn or draw(label), scratch,
-                         findings, isolation, on_case, http)
+    inputs = _inputs(root, manifest, rubric.cases)
+    drawn = drawn or draw(draw_key, submission_content(inputs), label)
+    evidence = _evidence(root, manifest, rubric, answers, drawn, scratch, findings, isolation,
+                         on_case, http)
     evidence = replace(evidence, recording_problems=problems, recorded_prompts={
         case: tuple(entry.prompt for entry in entries.values() if entry.prompt)
         for case, entries in answers.items()})
@@ -130,7 +186,7 @@ def grade_submission(root: Path, rubric: Rubric, *, submission: str, scratch: Pa
         rubric_id=rubric.id,
         rubric_version=rubric.version,
         rubric_sha256=rubric.sha256,
-        inputs=_inputs(root, manifest, rubric.cases),
+        inputs=inputs,
         criteria=criteria,
         findings=tuple(dict.fromkeys(findings)),
         sets={ref: pinned.sha256 for ref, pinned in rubric.sets.items() if pinned is not None},
@@ -270,11 +326,6 @@ def _serve(recorded: Mapping[str, Mapping[str, Entry]]) -> Callable[[str, str], 
     return answer
 
 
-def _never(case: str, prompt: str) -> str | None:
-    """A cassette that cannot answer anything."""
-    return None
-
-
 def _evidence(root: Path, manifest: Manifest | None, rubric: Rubric,
               answers: dict[str, dict[str, Entry]], drawn: Draw, scratch: Path,
               findings: list[str], isolation: Isolation,
@@ -282,29 +333,26 @@ def _evidence(root: Path, manifest: Manifest | None, rubric: Rubric,
               http: Mapping[str, HttpCassette] | None = None) -> Evidence:
     failures = _failures(root, manifest, findings)
     if manifest is None:
-        return Evidence(cases=rubric.cases, label=drawn.labels[0], primary=None,
-                        secondary=None, unanswerable=None, probe=None, failures=failures,
-                        stretch=(), second_set=None,
+        return Evidence(cases=rubric.cases, label=drawn.labels[0], primary=None, others=(),
+                        loud=(), probe=None, failures=failures, stretch=(), second_set=None,
                         blocked="no usable [tool.gradekit] manifest")
     limits, pairs = rubric.limits, [(case.id, case.task) for case in rubric.cases]
     tools = _serve_tools(_fixtures(root, manifest, rubric.cases, findings))
-
     timed_out: dict[str, CaseOutcome] = {}
 
     def run(name: str, serve: Callable[[str, str], str | None], run_label: str,
             seed: int, only: Collection[str] | None = None, *,
-            served: Mapping[str, HttpCassette] | None = http) -> RunResult:
+            served: Mapping[str, HttpCassette] | None = http,
+            withhold: Withhold | None = None) -> RunResult:
         # A case that timed out once is not run again: it counts as timed out in every
         # later run, so a hanging submission costs one timeout per case, not one per run.
         todo = [(case, task) for case, task in pairs
                 if case not in timed_out and (only is None or case in only)]
-        # The unanswerable run gets no fixtures either: a missing fixture must be loud too.
         result = run_cases(root, manifest.agent, todo, answer=serve, label=run_label,
-                           hashseed=seed, limits=limits, scratch=scratch / name,
-                           tools=None if serve is _never else tools,
+                           hashseed=seed, limits=limits, scratch=scratch / name, tools=tools,
                            isolation=isolation, fixtures=manifest.fixtures,
-                           on_case=on_case, http=None if serve is _never else served,
-                           cassettes=manifest.cassettes) \
+                           on_case=on_case, http=served, cassettes=manifest.cassettes,
+                           withhold=withhold) \
             if todo else RunResult({})
         _run_findings(result, findings)
         known = {**timed_out, **result.outcomes}
@@ -313,19 +361,21 @@ def _evidence(root: Path, manifest: Manifest | None, rubric: Rubric,
                     for case, _ in pairs if case in known and (only is None or case in only)}
         return replace(result, outcomes={**repeated, **result.outcomes})
 
-    (label, other), (seed, other_seed) = drawn.labels, drawn.seeds
-    primary = run("primary", _serve(answers), label, seed)
+    label, seed = drawn.labels[0], drawn.seeds[0]
+    recorded = _serve(answers)
+    primary = run("primary", recorded, label, seed)
+    _require_packages(root, manifest, rubric.packages, primary)
     blocked = f"the agent could not be imported: {primary.import_error}" \
         if primary.import_error else ""
-    secondary = run("secondary", _serve(answers), other, other_seed)
-    # Where the two runs' answers differ: the first label with the second hash seed says
+    others = tuple(run(f"label-{n}", recorded, other, other_seed)
+                   for n, (other, other_seed) in enumerate(zip(drawn.labels[1:],
+                                                               drawn.seeds[1:], strict=True), 2))
+    # Where the runs' answers differ: the first label with the second run's hash seed says
     # which of the two the answer depends on, so the advice can name the cause.
-    differing = [case for case, outcome in primary.outcomes.items()
-                 if _answered(outcome) and _answered(secondary.outcomes.get(case))
-                 and outcome.answer_sha256 != secondary.outcomes[case].answer_sha256]
-    tiebreak = run("tiebreak", _serve(answers), label, other_seed, differing) \
+    differing = _differing(primary, others)
+    tiebreak = run("tiebreak", recorded, label, drawn.seeds[1], differing) \
         if differing else None
-    unanswerable = run("unanswerable", _never, label, seed)
+    loud = _loud_probes(run, recorded, label, seed, primary)
     probe = probe_replay(root, manifest.replay, drawn.probe, limits=limits,
                          scratch=scratch / "probe", isolation=isolation, unknown=drawn.unknown)
     if probe.tampering:
@@ -341,13 +391,56 @@ def _evidence(root: Path, manifest: Manifest | None, rubric: Rubric,
                                   scratch=scratch / f"set-{number}", isolation=isolation)
                   for number, (ref, pinned) in enumerate(rubric.sets.items())
                   if pinned is not None}
-    return Evidence(cases=rubric.cases, label=label, primary=primary, secondary=secondary,
-                    unanswerable=unanswerable, probe=probe, failures=failures,
+    return Evidence(cases=rubric.cases, label=label, primary=primary, others=others,
+                    loud=loud, probe=probe, failures=failures,
                     stretch=manifest.stretch, second_set=second_set,
                     second_set_problem=problem, blocked=blocked, review_problem=review,
                     second_cassettes=manifest.second_cassettes, fixtures=manifest.fixtures,
                     review_basis=basis, tiebreak=tiebreak, cut_point_problem=cut_point,
                     incident_test=manifest.incident_test, regression=regression)
+
+
+def _loud_probes(run: Callable[..., RunResult], serve: Callable[[str, str], str | None],
+                 label: str, seed: int,
+                 primary: RunResult) -> tuple[tuple[Withhold, RunResult], ...]:
+    """The loud-failure probe runs, with the primary run's label and hash seed so that
+    every call before the withheld one is the primary run's: one run per provider call
+    position (the cases that made that many calls), then one that withholds the tool
+    fixtures. A case that failed a probe is not probed again: it has lost already."""
+    planned = {case: planned_probes(outcome) for case, outcome in primary.outcomes.items()
+               if ran(outcome)}
+    order = sorted({w for probes in planned.values() for w in probes},
+                   key=lambda w: (w.kind == "tool", w.position))
+    failed: set[str] = set()
+    runs = []
+    for withhold in order:
+        cases = [case for case, probes in planned.items()
+                 if withhold in probes and case not in failed]
+        if not cases:
+            continue
+        name = f"loud-{withhold.kind}-{withhold.position}"
+        result = run(name, serve, label, seed, cases, withhold=withhold)
+        failed |= {case for case in cases
+                   if loud_problem(withhold, result.outcomes.get(case)) is not None}
+        runs.append((withhold, result))
+    return tuple(runs)
+
+
+def _require_packages(root: Path, manifest: Manifest, packages: Mapping[str, str],
+                      primary: RunResult) -> None:
+    """Raise ``MissingPackage`` when the agent could not import a package the grader lacks,
+    at import or in run() during a case (a lazy import), judged against the rubric's
+    ``packages``: that is no grade at all, never a zero for the cases it lost."""
+    specs = (manifest.agent, manifest.tools, manifest.replay)
+    own = {spec.partition(":")[0].partition(".")[0] for spec in specs if spec}
+    modules = [("when the agent is imported", primary.missing_module),
+               *((f"in run(), case {case}", outcome.missing_module)
+                 for case, outcome in sorted(primary.outcomes.items()))]
+    for where, module in modules:
+        missing = missing_package(root, module, packages, where=where, own=own) \
+            if module else None
+        if missing is not None:
+            raise missing
 
 
 def _cut_point(root: Path, manifest: Manifest, limits: Limits, scratch: Path,
@@ -364,6 +457,16 @@ def _cut_point(root: Path, manifest: Manifest, limits: Limits, scratch: Path,
         if run.tampering:
             findings.append(REVIEW + f"the cut-point test: {quote(run.tampering)}")
     return cut_point_problem(runs[0], runs[1], test=test, guard=guard)
+
+
+def _differing(primary: RunResult, others: Sequence[RunResult]) -> list[str]:
+    """The cases whose answer in another run is not the primary run's (both answered)."""
+    def answer(run: RunResult, case: str) -> str | None:
+        outcome = run.outcomes.get(case)
+        return outcome.answer_sha256 if outcome is not None and _answered(outcome) else None
+
+    return [case for case in primary.outcomes if (first := answer(primary, case)) is not None
+            and any(answer(other, case) not in (None, first) for other in others)]
 
 
 def _answered(outcome: CaseOutcome | None) -> bool:

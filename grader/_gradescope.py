@@ -1,9 +1,12 @@
 """Gradescope, end to end: the autograder folder, and the run inside Gradescope's container.
 
 ``build`` writes what an instructor zips and uploads: ``setup.sh`` (run once when
-Gradescope builds the image: Python 3.11+, bubblewrap, this gradekit), ``run_autograder``
-(run once per submission), the rubric's folder and a copy of this kit (``kit/``), so the
-autograder grades with exactly the grader and rubric that built it, offline.
+Gradescope builds the image: Python 3.11+, bubblewrap, this gradekit and the packages the
+rubric's ``[packages]`` lets an agent import), ``run_autograder``
+(run once per submission), the rubric's folder, a copy of this kit (``kit/``), so the
+autograder grades with exactly the grader and rubric that built it, offline, and a draw key
+(``.gradekit-draw-key``), so that regrading a submission draws the same labels and seeds
+in every fresh container (keep the zip private, as the rubric).
 
 ``run_autograder`` calls ``run``: it grades ``ROOT/submission`` like ``gradekit grade``
 (a worker, the sandbox, signing when a key is configured) and leaves Gradescope's
@@ -18,6 +21,7 @@ from __future__ import annotations
 import importlib.metadata
 import shlex
 import shutil
+from collections.abc import Iterable
 from pathlib import Path
 
 import gradekit
@@ -29,6 +33,7 @@ from grader._isolation import choose_isolation
 from grader._render import inline_markdown
 from grader._report import SCHEMA, canonical
 from grader._rubric import KIT_RUBRIC, load_rubric
+from grader._signing import DRAW_KEY, draw_key
 
 __all__ = ["ROOT_ENV", "build", "failure_results", "find_submission", "run"]
 
@@ -39,10 +44,11 @@ _IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc")
 SETUP = """\
 #!/usr/bin/env bash
 # Written by `gradekit gradescope build`. Gradescope runs it once, when it builds the
-# autograder's image: Python 3.11 or newer, bubblewrap (the sandbox's namespaces wall)
-# and this gradekit, installed from source/kit into $ROOT/venv.
+# autograder's image: Python 3.11 or newer, bubblewrap (the sandbox's namespaces wall),
+# this gradekit, installed from source/kit into $ROOT/venv, and the packages the rubric's
+# [packages] lets an agent import.
 set -euo pipefail
-ROOT="${GRADEKIT_AUTOGRADER_ROOT:-/autograder}"
+ROOT="${{GRADEKIT_AUTOGRADER_ROOT:-/autograder}}"
 export DEBIAN_FRONTEND=noninteractive
 apt-get update
 apt-get install -y --no-install-recommends python3 python3-venv python3-pip bubblewrap
@@ -60,6 +66,7 @@ if [ -z "$PYTHON" ]; then  # Ubuntu 22.04 ships 3.10
 fi
 "$PYTHON" -m venv "$ROOT/venv"
 "$ROOT/venv/bin/pip" install --no-cache-dir "$ROOT/source/kit"
+{packages}
 "$ROOT/venv/bin/gradekit" --version
 """
 
@@ -108,7 +115,7 @@ def build(out: Path, rubric: Path) -> list[Path]:
     """Write the autograder folder into ``out`` (new or empty); return what was written."""
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise UsageError(f"{out} exists and is not an empty folder: pass --out a new folder")
-    load_rubric(rubric)  # a bad rubric fails here, not in Gradescope
+    packages = load_rubric(rubric).packages  # a bad rubric fails here, not in Gradescope
     out.mkdir(parents=True, exist_ok=True)
     shutil.copytree(rubric.parent, out / "rubric", ignore=_IGNORE)
     kit = out / "kit"
@@ -118,16 +125,25 @@ def build(out: Path, rubric: Path) -> list[Path]:
     (kit / "grader" / "rubric").mkdir(exist_ok=True)  # the kit's default rubric: package data
     for toml in KIT_RUBRIC.parent.glob("*.toml"):
         shutil.copyfile(toml, kit / "grader" / "rubric" / toml.name)
+    draw_key(out, None)  # every regrade of a submission on Gradescope draws alike (run)
     version, dependencies = _distribution()
     (kit / "pyproject.toml").write_text(KIT_PYPROJECT.format(
         version=version, dependencies=", ".join(f'"{d}"' for d in dependencies)),
         encoding="utf-8")
-    scripts = [(out / "setup.sh", SETUP),
+    scripts = [(out / "setup.sh", SETUP.format(packages=_install_packages(packages.values()))),
                (out / "run_autograder", RUN.format(rubric=shlex.quote(rubric.name)))]
     for path, text in scripts:
         path.write_text(text, encoding="utf-8")
         path.chmod(0o755)
-    return [path for path, _ in scripts] + [out / "rubric", kit]
+    return [path for path, _ in scripts] + [out / "rubric", kit, out / DRAW_KEY]
+
+
+def _install_packages(requirements: Iterable[str]) -> str:
+    """setup.sh's line that installs the rubric's [packages] (a comment when it has none)."""
+    quoted = " ".join(shlex.quote(requirement) for requirement in requirements)
+    if not quoted:
+        return "# the rubric's [packages] lists none: an agent imports gradekit and Python only"
+    return f'# the rubric\'s [packages]\n"$ROOT/venv/bin/pip" install --no-cache-dir {quoted}'
 
 
 def _distribution() -> tuple[str, list[str]]:
@@ -183,6 +199,10 @@ def run(root: Path, rubric: Path, isolation: str = "auto") -> bool:
     except UsageError as exc:
         target.write_bytes(failure_results(str(exc)))
         return False
+    bundled = root / "source" / DRAW_KEY  # the build's: each container starts anew
+    if bundled.is_file() and not (results / "gradekit" / DRAW_KEY).exists():
+        (results / "gradekit").mkdir(exist_ok=True)
+        shutil.copyfile(bundled, results / "gradekit" / DRAW_KEY)
     try:
         rows = grade_batch([submission], load_rubric(rubric), out=results / "gradekit", jobs=1,
                            isolation=choose_isolation(isolation))

@@ -12,7 +12,9 @@ first line the parent writes is the configuration. The child then says:
 
     {"op": "refused", "event": E, "subject": S, "target": "" | "folder" | "device"}
                                                      the audit hook refused E (any time)
-    {"op": "import_error", "error": "Class: first line"}   and exits
+    {"op": "import_error", "error": "Class: first line", "module": NAME | null}   and exits;
+                                                     NAME: the module a ModuleNotFoundError
+                                                     (in the error's chain) could not find
     {"op": "ready"}                                  the agent (or replay) is loaded
     {"op": "start", "case": ID}                      before each case: the parent times it
     {"op": "complete", "case": ID, "prompt": P}      the parent answers
@@ -23,7 +25,10 @@ first line the parent writes is the configuration. The child then says:
                                                      "body": BASE64}} or {"miss": MESSAGE,
                                                      "key": KEY}
     {"op": "result", "case": ID, "status": "returned" | "raised", "returned_type": T,
-     "answer": A | null, "exception": NAME | null, "miss_escaped": BOOL}
+     "answer": A | null, "exception": NAME | null, "miss_escaped": BOOL,
+     "module": NAME | null}                          NAME: as for import_error, when run()
+                                                     raised and a ModuleNotFoundError is in
+                                                     the chain of what it raised (a lazy import)
     {"op": "probe", "hit": OUTCOME | null, "miss": OUTCOME}   probe_replay mode only
     {"op": "cut_point", "passed": BOOL, "error": "Class: first line" | null}
                                                      cut_point mode only: the incident test
@@ -742,6 +747,32 @@ def escaped(exc: BaseException, misses: list[BaseException]) -> bool:
     return False
 
 
+def missing_module(exc: BaseException) -> str | None:
+    """The module that a ``ModuleNotFoundError`` in ``exc``'s chain (itself, its causes and
+    contexts, the nearest first) could not find: its ``name``, or None when there is none.
+    An import the agent, or a package it uses, could not make; the parent decides whose."""
+    seen: set[int] = set()
+    stack: list[object] = [exc]
+    try:
+        while stack:
+            current = stack.pop(0)
+            if not isinstance(current, BaseException) or id(current) in seen:
+                continue
+            seen.add(id(current))
+            if isinstance(current, ModuleNotFoundError):
+                name = current.name
+                if type(name) is str:  # a str, never a subclass the agent wrote
+                    return name[:TEXT_LIMIT]
+            stack.append(current.__cause__)
+            if not current.__suppress_context__:
+                stack.append(current.__context__)
+            if isinstance(current, BaseExceptionGroup):
+                stack.extend(current.exceptions)
+    except BaseException:
+        return None
+    return None
+
+
 def outcome(call: Callable[[], object]) -> tuple[dict[str, Any], BaseException | None]:
     """Run ``call``; describe what it returned or raised (the exception comes back too)."""
     try:
@@ -761,7 +792,8 @@ def run_cases(channel: Channel, config: dict[str, Any], verdict: Verdict) -> Non
     try:
         agent = load(config["agent"])
     except BaseException as exc:
-        channel.send({"op": "import_error", "error": located(exc, config["root"])})
+        channel.send({"op": "import_error", "error": located(exc, config["root"]),
+                      "module": missing_module(exc)})
         return
     channel.send({"op": "ready"})
     with_tools = takes_tools(agent)
@@ -775,8 +807,9 @@ def run_cases(channel: Channel, config: dict[str, Any], verdict: Verdict) -> Non
         if error is None:
             result = {"status": "returned", "exception": None, "miss_escaped": False}
         else:
-            result = {"status": "raised", "returned_type": None, "answer": None}
-            result["miss_escaped"] = escaped(error, provider.misses)
+            result = {"status": "raised", "returned_type": None, "answer": None,
+                      "miss_escaped": escaped(error, provider.misses),
+                      "module": missing_module(error)}
         del error  # its traceback holds the agent's frames
         flush_output()
         verdict({"op": "result", "case": case["id"], **described, **result})

@@ -34,6 +34,7 @@ __all__ = [
     "Served",
     "Status",
     "TraceRecord",
+    "Withhold",
 ]
 
 ASKED_CAP = 4096  # of a missed prompt, kept to show where it differs from the recorded ones
@@ -64,7 +65,7 @@ class Limits:
     processes: int = 64  # processes and threads one sandboxed run may have at once
     trace_records: int = 1000  # trace lines the parent reads per case; more is a trace error
     answer_kb: int = 64  # of a returned str, what is kept for feedback (it is compared whole)
-    budget_s: int = 300  # wall clock for grading one whole submission, every run included
+    budget_s: int = 600  # wall clock for grading one whole submission, every run included
     grader_memory_mb: int = 2048  # address space of the worker process grading one submission
 
 
@@ -75,10 +76,32 @@ class Served:
     key: str  # prompt_key for a provider call, tool_key for a tool call
     served: bool  # False: the parent answered with a miss
     tool: str | None = None  # the tool's name; None for a provider call
-    traced_early: bool = False  # its trace record was in the file before the parent answered
+    # Complete lines in the case's trace when the parent answered: a record on an earlier
+    # line was written before this call was answered, so it cannot be this call's.
+    trace_lines: int = 0
     asked: str = ""  # a missed prompt's first ASKED_CAP characters: where it differs, for advice
     http: bool = False  # an SDK client's request (key: request_key); a miss's ``asked`` then
     # says where it parts from the closest recorded request (``temperature: 0.7 != 0.2``)
+    withheld: bool = False  # recorded, but the parent answered a miss on purpose (a loud-
+    # failure probe); ``asked`` then holds the head of what was asked, for feedback
+
+    @property
+    def provider(self) -> bool:
+        """A provider call: ``complete`` or an SDK's HTTP request, not a tool call."""
+        return self.tool is None
+
+
+@dataclass(frozen=True, slots=True)
+class Withhold:
+    """What a loud-failure probe run withholds: from the ``position``-th call of ``kind`` in
+    each case on (1-based, in the order the parent serves them), every such call is answered
+    with a miss although it is recorded; everything else is served as in the primary run."""
+
+    kind: Literal["provider", "tool"]
+    position: int
+
+    def __str__(self) -> str:
+        return f"{'tool ' if self.kind == 'tool' else ''}call {self.position}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +140,7 @@ class CaseOutcome:
     trace: tuple[TraceRecord, ...] = ()  # observed
     trace_error: str | None = None  # "line 3: not valid JSON" and the like
     detail: str = ""  # a short, deterministic reason for timeout / crash / not_run
+    missing_module: str | None = None  # claim: run() raised ModuleNotFoundError for this module
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,6 +173,7 @@ class RunResult:
     stdout: str = ""  # size-capped, for feedback only; never parsed for results
     stderr: str = ""
     tampering: tuple[str, ...] = ()  # forged verdicts or replaced harness code, as detected
+    missing_module: str | None = None  # claim: importing it raised ModuleNotFoundError for this
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,7 +6,7 @@ such text in Markdown is also backslash-escaped (``_escape``), so it can open no
 image, HTML tag, entity, heading, table cell, code span or emphasis. Gradescope's per-test
 names and outputs are declared ``"text"``, which Gradescope renders as plain text, so they
 are quoted only. Reviews never change report.md's own bytes: only results.json (its score,
-a test per review, and its Markdown output) carries them.
+a reviewed criterion's test, and its Markdown output) carries them.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ __all__ = [
     "render_markdown",
     "review_document",
     "review_verdict",
+    "reviewed_test_name",
 ]
 
 FINDINGS_SHOWN = 50  # findings listed in report.md; report.json keeps them all
@@ -134,18 +135,22 @@ def render_gradescope(report: Report, digest: str, *, isolation: str = "",
 
     The top-level output is ``report.md``'s Markdown (``output_format`` and
     ``test_output_format`` "md"); each test declares its own output and name "text",
-    which Gradescope shows as written, since they quote the submission. Each of
-    ``reviews`` (in ledger order) adds a test worth its change to the points, after the
-    checks' tests, and an entry of ``extra_data.review``; ``score`` is then the final one.
+    which Gradescope shows as written, since they quote the submission. A criterion one of
+    ``reviews`` (in ledger order) judged is one test instead of its checks', worth the
+    reviewed points, and an entry of ``extra_data.review``: Gradescope shows the final
+    points where the automated ones were, and no test is worth less than nothing.
     """
+    by_criterion = {review.criterion: review for review in reviews}
     tests = []
     for number, criterion in enumerate(report.criteria, 1):
+        if criterion.id in by_criterion:
+            tests.append(_review_test(criterion, by_criterion[criterion.id], f"{number}.1"))
+            continue
         checks = criterion.checks or (
             CheckResult(criterion.id, _earned_all(criterion), criterion.points, criterion.max, ""),
         )
         for sub, check in enumerate(checks, 1):
             tests.append(_gradescope_test(criterion, check, f"{number}.{sub}"))
-    tests += [_review_test(report, review) for review in reviews]
     reviewed = {"review": [review_document(r) for r in reviews]} if reviews else {}
     document = {
         "score": float(report.total + sum((r.delta for r in reviews), Decimal(0))),
@@ -247,27 +252,43 @@ def _check_line(check: CheckResult) -> str:
 
 def _gradescope_test(criterion: CriterionResult, check: CheckResult, number: str) -> object:
     """One Gradescope test; its name and output are declared plain text, so only quoted."""
-    output = quote(check.detail, TEXT_LIMIT)
-    if check.degraded:
-        output = (f"Degraded ({CONTRACT}): not evaluated, because the rubric's contract is "
-                  f"incomplete here: {output}")
+    output = _check_text(check)
     if _lost(check) and criterion.advice:
-        output += "\n\nWhat to do:\n" + "\n".join(f"- {quote(a, TEXT_LIMIT)}"
-                                                  for a in criterion.advice)
+        output += _advice_text(criterion)
     if criterion.review:
         output += "\n\n" + PENDING
+    return _test(criterion, f"{quote(criterion.title)}: {quote(check.id)}", number,
+                 (check.points, check.max, check.passed), output)
+
+
+def _test(criterion: CriterionResult, name: str, number: str,
+          scored: tuple[Decimal, Decimal, bool], output: str) -> dict[str, object]:
+    points, most, passed = scored
     return {
-        "name": f"{quote(criterion.title)}: {quote(check.id)}",
+        "name": name,
         "name_format": "text",
         "number": number,
-        "score": float(check.points),
-        "max_score": float(check.max),
-        "status": "passed" if check.passed else "failed",
+        "score": float(points),
+        "max_score": float(most),
+        "status": "passed" if passed else "failed",
         "output": output.strip(),
         "output_format": "text",
         "tags": [criterion.id],
         "visibility": "visible",
     }
+
+
+def _check_text(check: CheckResult) -> str:
+    """A check's detail as a test's plain-text output says it."""
+    detail = quote(check.detail, TEXT_LIMIT)
+    if check.degraded:
+        return (f"Degraded ({CONTRACT}): not evaluated, because the rubric's contract is "
+                f"incomplete here: {detail}")
+    return detail
+
+
+def _advice_text(criterion: CriterionResult) -> str:
+    return "\n\nWhat to do:\n" + "\n".join(f"- {quote(a, TEXT_LIMIT)}" for a in criterion.advice)
 
 
 def review_document(review: HumanReview) -> dict[str, object]:
@@ -314,24 +335,30 @@ def _human_review_lines(report: Report, reviews: Sequence[HumanReview]) -> list[
     return [*lines, ""]
 
 
-def _review_test(report: Report, review: HumanReview) -> object:
-    """A review's Gradescope test: worth its change to the points (max 0), plain text."""
-    number, criterion = _reviewed_criterion(report, review)
+def reviewed_test_name(title: str, by: str) -> str:
+    """The name of a reviewed criterion's one Gradescope test: who judged it, at a glance."""
+    return f"{quote(title)}: reviewed by {quote(by)}"
+
+
+def _review_test(criterion: CriterionResult, review: HumanReview, number: str) -> object:
+    """A reviewed criterion as one Gradescope test worth the reviewed points of its max, so
+    Gradescope shows the points that stand; its output says who, when (the ledger event)
+    and why, then what the automated checks found and gave."""
     what = ("confirmed the automated points" if review.points is None else
             f"changed the points from {points_text(review.automated)} to "
             f"{points_text(review.points)}")
-    output = (f"Reviewed by {quote(review.by)} (ledger event {review.event}): {what} "
-              f"({points_text(review.final)} / {points_text(criterion.max)}). Reason: "
-              f"{quote(review.reason, TEXT_LIMIT)}")
-    return {
-        "name": f"{quote(criterion.title)}: human review",
-        "name_format": "text",
-        "number": f"{number}.{max(len(criterion.checks), 1) + 1}",
-        "score": float(review.delta),
-        "max_score": 0.0,
-        "status": "passed",
-        "output": output,
-        "output_format": "text",
-        "tags": [criterion.id],
-        "visibility": "visible",
-    }
+    lines = [f"Reviewed by {quote(review.by)} (ledger event {review.event}): {what}, so this "
+             f"criterion scores {points_text(review.final)} / {points_text(criterion.max)}. "
+             f"Reason: {quote(review.reason, TEXT_LIMIT)}", "",
+             f"The automated checks gave {points_text(review.automated)} / "
+             f"{points_text(criterion.max)}:"]
+    for check in criterion.checks:
+        verdict = "passed" if not _lost(check) else "lost points"
+        detail = f": {_check_text(check)}" if check.detail else ""
+        lines.append(f"- {quote(check.id)}: {verdict}, {points_text(check.points)} / "
+                     f"{points_text(check.max)}{detail}")
+    output = "\n".join(lines)
+    if review.final < criterion.max and criterion.advice:
+        output += _advice_text(criterion)
+    return _test(criterion, reviewed_test_name(criterion.title, review.by), number,
+                 (review.final, criterion.max, review.final >= criterion.max), output)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import importlib.resources
 import re
+import sys
 import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
@@ -35,6 +36,7 @@ from grader._model import (
     WRITE_UP,
     Limits,
 )
+from grader._packages import IMPORT_NAME, KIT_MODULES, requirement_key
 from grader._sets import RegressionSet, load_set, parse_ref
 from grader._specs import SPEC, load_spec
 
@@ -71,7 +73,7 @@ _DEFAULT_POINTS: Mapping[str, tuple[int, tuple[int, ...]]] = MappingProxyType({
     "stretch_goal": (10, (6, 4)),
 })
 
-_TOP_KEYS = ("case", "criterion", "limits", "rubric")
+_TOP_KEYS = ("case", "criterion", "limits", "packages", "rubric")
 _RUBRIC_KEYS = ("id", "title", "version")
 _CASE_KEYS = ("expect", "id", "task")
 _CRITERION_KEYS = ("check", "full", "id", "params", "points", "title", "typical_loss",
@@ -137,6 +139,9 @@ class Rubric:
     sha256: str
     sets: Mapping[str, RegressionSet | None] = field(default_factory=dict)
     sets_folder: str = ""  # where load_rubric read them: regression/ beside the rubric
+    # [packages]: what a lab may import beyond the standard library and gradekit, by import
+    # name, with the pip requirement that installs it for the grader (file order)
+    packages: Mapping[str, str] = field(default_factory=dict)
 
 
 def _kit_rubric() -> Path:
@@ -214,6 +219,7 @@ def parse_rubric(data: bytes, *, source: str) -> Rubric:
         criteria=criteria,
         limits=_limits(document.get("limits", {}), at),
         sha256=hashlib.sha256(data).hexdigest(),
+        packages=MappingProxyType(_packages(document.get("packages", {}), at)),
     )
 
 
@@ -550,6 +556,31 @@ def _limits(raw: object, at: _Locator) -> Limits:
             kind = "a positive number" if key == "timeout_s" else "a positive whole number"
             raise RubricError(f"{place}: limits.{key} must be {kind}, not {_shown(value)}")
     return Limits(**values)  # type: ignore[arg-type]
+
+
+def _packages(raw: object, at: _Locator) -> dict[str, str]:
+    """``[packages]``: import name = pip requirement, for each package a lab may import."""
+    example = 'openai = "openai>=3.50,<4"'
+    if not isinstance(raw, dict):
+        raise RubricError(f"{at.where('packages')}: packages must be a table of import name = "
+                          f"pip requirement: [packages], then {example}")
+    for name, requirement in raw.items():
+        place = at.where("packages", 0, name)
+        if not IMPORT_NAME.fullmatch(name):
+            raise RubricError(
+                f"{place}: [packages] key {name!r} is not a top-level module name (what the "
+                f"agent writes after `import`, e.g. yaml for PyYAML): write {example}")
+        if name in sys.stdlib_module_names or name in KIT_MODULES:
+            what = "part of Python's standard library" if name in sys.stdlib_module_names \
+                else "gradekit's own"
+            raise RubricError(f"{place}: {name} is {what}, which every agent may import: remove "
+                              "it from [packages]")
+        if not isinstance(requirement, str) or requirement_key(requirement) is None:
+            raise RubricError(
+                f"{place}: packages.{name} must be the pip requirement that installs it, a "
+                f"project name with optional extras and versions (no URL, marker or option), "
+                f"not {_shown(requirement)}: write {example}")
+    return {name: requirement.strip() for name, requirement in raw.items()}
 
 
 def _shown(value: object) -> str:

@@ -61,6 +61,7 @@ import binascii
 import hashlib
 import json
 import os
+import re
 import secrets
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -102,9 +103,10 @@ from grader._model import (
     RunResult,
     Served,
     TraceRecord,
+    Withhold,
 )
 
-__all__ = ["ToolAnswer", "run_cases"]
+__all__ = ["ToolAnswer", "module_name", "run_cases"]
 
 # Not -I: it implies -E, and -E makes the child ignore PYTHONHASHSEED. The environment is
 # built from nothing instead, so the only PYTHON* variables the child sees are ours.
@@ -166,6 +168,7 @@ def run_cases(
     on_case: Callable[[str], None] | None = None,
     http: Mapping[str, HttpCassette] | None = None,
     cassettes: str = "cassettes",
+    withhold: Withhold | None = None,
 ) -> RunResult:
     """Run ``agent`` (``"package.module:function"``) on each ``(case_id, task)`` in a sandbox.
 
@@ -177,7 +180,9 @@ def run_cases(
     or ``(False, None)`` for a missing fixture (no ``tools``: every tool call
     misses; ``fixtures`` is the folder the manifest names for them). Every call is recorded
     as the parent served it. A case that times out or
-    crashes costs only itself: a fresh child runs the cases after it. ``isolation``
+    crashes costs only itself: a fresh child runs the cases after it. ``withhold`` makes the
+    run a loud-failure probe: those calls are answered with a miss, recorded or not (the
+    miss says so). ``isolation``
     is the wall: ``namespaces`` (bubblewrap) or ``process`` (the guard alone).
     ``on_case(case_id)`` is told as each case starts (a batch's heartbeat names it).
     """
@@ -193,7 +198,7 @@ def run_cases(
         for case in planned:
             case.trace.touch()  # bound into the sandbox: a bind needs its file
     run = _Run(answer, tools or _no_tools, limits, layout, fixtures, on_case)
-    run.http, run.cassettes = dict(http or {}), cassettes
+    run.http, run.cassettes, run.withhold = dict(http or {}), cassettes, withhold
     config = child_config(layout, limits, mode="run", agent=agent, label=label,
                           fixtures=fixtures)
     env = child_environment(layout, hashseed)
@@ -273,9 +278,15 @@ class _Talk:
     trace_read: int = 0  # bytes of the current case's trace read so far
     trace_lines: int = 0  # complete lines in them
     asked: dict[str, int] = field(default_factory=dict)  # HTTP request key -> times served
+    positions: dict[str, int] = field(default_factory=dict)  # "provider" / "tool" -> calls
 
     def next_case(self) -> _Case:
         return self.pending[self.done]
+
+    def asking(self, kind: str) -> int:
+        """Count one more call of ``kind`` in the current case; its 1-based position."""
+        self.positions[kind] = self.positions.get(kind, 0) + 1
+        return self.positions[kind]
 
 
 class _Run:
@@ -287,12 +298,14 @@ class _Run:
         self.outcomes: dict[str, CaseOutcome] = {}
         self.refusals: list[Refusal] = []
         self.import_error: str | None = None
+        self.missing_module: str | None = None
         self.tampering: list[str] = []
         self._answer, self._tools, self._limits, self._layout = answer, tools, limits, layout
         self.seal = ""  # the current child's: its harness signs each verdict with it
         self._fixtures, self._on_case = fixtures, on_case
         self.http: dict[str, HttpCassette] = {}
         self.cassettes = "cassettes"
+        self.withhold: Withhold | None = None  # a loud-failure probe run's
 
     def pending(self, planned: Sequence[_Case]) -> list[_Case]:
         """The cases without an outcome yet, in order."""
@@ -306,7 +319,8 @@ class _Run:
             for case in planned
         }
         return RunResult(outcomes, tuple(self.refusals), self.import_error, *output,
-                         tampering=tuple(dict.fromkeys(self.tampering)))
+                         tampering=tuple(dict.fromkeys(self.tampering)),
+                         missing_module=self.missing_module)
 
     def converse(self, child: Child, pending: Sequence[_Case]) -> None:
         """Serve one child until it ends or its cases are done.
@@ -338,6 +352,7 @@ class _Run:
             if not talk.ready:
                 error = self._layout.scrub(child_text(message.get("error")))
                 self.import_error = error or "the agent could not be imported"
+                self.missing_module = module_name(message.get("module"))
         elif talk.ready and current is None and op == "start" and case == talk.next_case().id:
             talk.current = talk.next_case()
             if self._on_case is not None:
@@ -377,9 +392,14 @@ class _Run:
             key = prompt_key(prompt)
         except UnicodeEncodeError as exc:
             raise ProtocolError("a prompt that is not UTF-8") from exc
+        lines, position = self._trace_lines(talk, case), talk.asking("provider")
+        if self._withholds("provider", position):
+            talk.calls.append(Served(key=key, served=False, trace_lines=lines, withheld=True,
+                                     asked=prompt.strip()[:ASKED_CAP]))
+            child.send({"miss": _withheld(case, key, position)})
+            return
         response = self._answer(case.id, prompt)
-        talk.calls.append(Served(key=key, served=response is not None,
-                                 traced_early=self._traced_early(talk, case),
+        talk.calls.append(Served(key=key, served=response is not None, trace_lines=lines,
                                  asked="" if response is not None else prompt[:ASKED_CAP]))
         child.send({"response": response} if response is not None else {"miss": _miss(case, key)})
 
@@ -391,11 +411,18 @@ class _Run:
             key = tool_key(tool, args)
         except GradekitError as exc:
             raise ProtocolError("tool arguments that are not JSON") from exc
-        found, result = self._tools(case.id, key)
-        talk.calls.append(Served(key=key, served=found, tool=tool,
-                                 traced_early=self._traced_early(talk, case)))
-        child.send({"response": result} if found
-                   else {"missing": _missing(case, tool, args, self._fixtures)})
+        lines, position = self._trace_lines(talk, case), talk.asking("tool")
+        withheld = self._withholds("tool", position)
+        found, result = (False, None) if withheld else self._tools(case.id, key)
+        talk.calls.append(Served(key=key, served=found, tool=tool, trace_lines=lines,
+                                 withheld=withheld,
+                                 asked=_shown_args(tool, args)[:ASKED_CAP] if withheld else ""))
+        if found:
+            child.send({"response": result})
+        else:
+            missing = _withheld_tool(case, tool, args, position) if withheld \
+                else _missing(case, tool, args, self._fixtures)
+            child.send({"missing": missing})
 
     def _serve_http(self, child: Child, talk: _Talk, case: _Case,
                     message: Mapping[str, Any]) -> None:
@@ -409,13 +436,18 @@ class _Run:
             key = asked.key
         except (binascii.Error, ValueError) as exc:  # a body not base64, a URL with no port
             raise ProtocolError("an HTTP request that cannot be read") from exc
+        lines, position = self._trace_lines(talk, case), talk.asking("provider")
+        if self._withholds("provider", position):
+            talk.calls.append(Served(key=key, served=False, trace_lines=lines, http=True,
+                                     withheld=True, asked=request_head(asked)[:ASKED_CAP]))
+            child.send({"miss": _withheld(case, key, position), "key": key})
+            return
         cassette = self.http.get(case.id)
         recorded = cassette.interactions.get(key, ()) if cassette is not None else ()
         n = talk.asked.get(key, 0) + 1
-        early = self._traced_early(talk, case)
         if n <= len(recorded):
             talk.asked[key] = n
-            talk.calls.append(Served(key=key, served=True, traced_early=early, http=True))
+            talk.calls.append(Served(key=key, served=True, trace_lines=lines, http=True))
             response = recorded[n - 1].response
             child.send({"http": {"status": response.status,
                                  "headers": sorted(response.headers.items()),
@@ -426,24 +458,28 @@ class _Run:
         miss = LAB_HTTP_CASSETTE.miss_message(f"{self.cassettes}/{case.id}.http.json", rows,
                                               case=case.id)
         differs = next((value for label, value in rows if label in ("differs", "asked")), "")
-        talk.calls.append(Served(key=key, served=False, traced_early=early, http=True,
+        talk.calls.append(Served(key=key, served=False, trace_lines=lines, http=True,
                                  asked=differs[:ASKED_CAP]))
         child.send({"miss": miss, "key": key})
 
-    def _traced_early(self, talk: _Talk, case: _Case) -> bool:
-        """Whether the trace already holds a record for the call about to be answered.
+    def _withholds(self, kind: str, position: int) -> bool:
+        """Whether this run's probe withholds the ``position``-th call of ``kind``."""
+        probe = self.withhold
+        return probe is not None and probe.kind == kind and position >= probe.position
 
-        Records are read in order: call N's record is line N, so more than N complete
-        lines before its answer leaves means a record was written before its call was
-        answered, made up rather than observed. Only the new bytes are read each time,
-        up to the trace's cap: the cost stays linear in the trace.
+    def _trace_lines(self, talk: _Talk, case: _Case) -> int:
+        """The complete lines in the case's trace now, just before a call is answered.
+
+        A record on one of these lines was written before the call was answered: made up
+        rather than observed, so it cannot be that call's. Only the new bytes are read each
+        time, up to the trace's cap: the cost stays linear in the trace.
         """
         left = _trace_cap(self._limits) - talk.trace_read
         if left > 0:
             new = read_regular(case.trace, left - 1, offset=talk.trace_read) or b""
             talk.trace_read += len(new)
             talk.trace_lines += new.count(b"\n")
-        return talk.trace_lines > len(talk.calls)
+        return talk.trace_lines
 
     def _refused(self, case: str, message: dict[str, Any]) -> None:
         event, subject, target = (message.get(k) for k in ("event", "subject", "target"))
@@ -490,7 +526,7 @@ class _Run:
         )
         talk.done, talk.current, talk.calls = talk.done + 1, None, []
         talk.trace_read = talk.trace_lines = 0
-        talk.asked = {}
+        talk.asked, talk.positions = {}, {}
 
     def _deadline(self) -> float:
         return time.monotonic() + self._limits.timeout_s
@@ -515,8 +551,20 @@ def _claims(message: Mapping[str, Any],
             kept["answer"] = _cut(whole, keep)
         return "returned", kept
     if status == "raised" and isinstance(exception, str):
-        return "raised", {"exception": child_name(exception), "miss_escaped": escaped}
+        return "raised", {"exception": child_name(exception), "miss_escaped": escaped,
+                          "missing_module": module_name(message.get("module"))}
     raise ProtocolError("a malformed result")
+
+
+_MODULE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
+
+
+def module_name(value: object) -> str | None:
+    """A module name the child says it could not import (dotted identifiers, ASCII, at most
+    200 characters), or None for anything else."""
+    if isinstance(value, str) and len(value) <= 200 and _MODULE.fullmatch(value):
+        return value
+    return None
 
 
 def _miss(case: _Case, key: str) -> str:
@@ -525,6 +573,42 @@ def _miss(case: _Case, key: str) -> str:
         f"live provider: `gradekit record --case {case.id}`, then commit the cassette. "
         "Graded runs never call a live provider."
     )
+
+
+def _withheld(case: _Case, key: str, position: int) -> str:
+    return (
+        f"the grader withheld the recorded answer to provider call {position} of case {case.id} "
+        f"(key {key}) on purpose, to check that a miss is loud: let this CassetteMiss "
+        "propagate out of run() (no except that swallows it, no default answer, no retry "
+        "that hides it). Graded runs never call a live provider."
+    )
+
+
+def _withheld_tool(case: _Case, tool: str, args: Mapping[str, object], position: int) -> str:
+    return (
+        f"the grader withheld the recorded result of tool call {position} of case {case.id} "
+        f"({_shown_args(tool, args)}) on purpose, to check that a missing fixture is loud: "
+        "let this MissingFixtureError propagate out of run(). Graded runs never call a "
+        "real tool."
+    )
+
+
+def _shown_args(tool: str, args: Mapping[str, object]) -> str:
+    return f"{tool} {json.dumps(args, sort_keys=True, ensure_ascii=False)[:300]}"
+
+
+def request_head(request: HttpRequest) -> str:
+    """What an SDK's request asked, for feedback: its last message's text when it is a chat
+    request (OpenAI's and Anthropic's both keep ``messages``), else its method and URL."""
+    content = request.content
+    messages = content.get("messages") if isinstance(content, dict) else None
+    last = messages[-1] if isinstance(messages, list) and messages else None
+    text = last.get("content") if isinstance(last, dict) else None
+    if isinstance(text, list):  # content parts: [{"type": "text", "text": ...}, ...]
+        text = " ".join(part["text"] for part in text
+                        if isinstance(part, dict) and isinstance(part.get("text"), str))
+    return text.strip() if isinstance(text, str) and text.strip() else \
+        f"{request.method} {request.url}"
 
 
 def _missing(case: _Case, tool: str, args: Mapping[str, object], folder: str) -> str:

@@ -16,6 +16,11 @@ Sub-checks, with maxima from the rubric's points table:
   ``<describe>``-style template text outside code; a file with no entry earns nothing
   here, since nothing was written to judge.
 
+What counts is what a person reads, as GitHub shows the file: code spans, fenced blocks and
+indented blocks (four columns past the margin, or past a bullet's text inside a list item,
+after a blank line) are code, and a one-word token that is part of a path
+(``fixtures/<case>.json``, ``lab/.../agent.py``, ``TODO.md``) names a file, not a gap.
+
 A written summary is always marked for review by a person. Text from the log that a
 detail or advice quotes (a title, a bullet, a placeholder) goes through ``quote``.
 """
@@ -56,6 +61,9 @@ _HEADING = re.compile(r"##[ \t]+(.+?)[ \t#]*")
 _BULLET = re.compile(r" ?[-*+][ \t]+(.*)")
 _FIELD = re.compile(r"[*_]*([A-Za-z][A-Za-z ]*?)[*_]*[ \t]*:[*_]*[ \t]*(.*)")
 _FENCE = re.compile(r"[ \t]*(```|~~~)")
+_ITEM = re.compile(r"[ \t]*(?:[-*+]|[0-9]{1,9}[.)])(?:[ \t]+|$)")
+_PATH_BEFORE = re.compile(r"(?:/|\S\\)$")  # a bare "\<" is Markdown's escape, not a path
+_PATH_AFTER = re.compile(r"[/\\]|\.[A-Za-z0-9]")
 _CODE_SPAN = re.compile(r"(`+).*?\1")
 _HTML_TAGS = frozenset(
     ("a", "b", "br", "code", "del", "details", "em", "hr", "i", "img", "kbd", "p", "pre", "s",
@@ -95,7 +103,7 @@ class FailureLog:
 def parse_failures(text: str) -> FailureLog:
     """Split a failure log into entries and the Boundaries bullets; never raises."""
     lines = text.splitlines()
-    fenced = _fenced(lines)
+    fenced = _code(lines)
     entries: list[FailureEntry] = []
     boundaries: list[str] | None = None
     for title, start, end in _sections(lines, fenced):
@@ -115,16 +123,28 @@ def find_placeholders(text: str) -> list[tuple[int, str]]:
     """Template text outside code, as (line, what) in reading order."""
     lines = text.splitlines()
     found = []
-    for number, (line, fenced) in enumerate(zip(lines, _fenced(lines), strict=True), 1):
-        if fenced:
+    for number, (line, code) in enumerate(zip(lines, _code(lines), strict=True), 1):
+        if code:
             continue
         prose = _CODE_SPAN.sub(" ", line)
         hits = [m for pattern in _PLACEHOLDERS for m in pattern.finditer(prose)]
         for match in sorted(hits, key=lambda m: m.start()):
             if match[0].startswith("<") and match[0][1:-1].lower() in _HTML_TAGS:
                 continue
+            if _in_path(prose, match):
+                continue
             found.append((number, match[0]))
     return found
+
+
+def _in_path(prose: str, match: re.Match[str]) -> bool:
+    """Whether a one-word token is part of a path: right after ``/`` (or a ``\\`` that
+    follows a character), or right before ``/``, ``\\`` or an extension such as ``.json``.
+    ``<describe the fix>`` has spaces and ``Fix: <describe>.`` ends a sentence: still gaps."""
+    if " " in match[0]:
+        return False
+    return bool(_PATH_BEFORE.search(prose, 0, match.start())
+                or _PATH_AFTER.match(prose, match.end()))
 
 
 def score_written_summary(
@@ -254,6 +274,35 @@ def _no_placeholders(
     return CheckResult(NO_PLACEHOLDERS, False, Decimal("0.00"), most, detail), advice
 
 
+def _code(lines: Sequence[str]) -> list[bool]:
+    """Which lines a reader sees as code: fenced blocks and indented ones."""
+    fenced = _fenced(lines)
+    return [f or i for f, i in zip(fenced, _indented_code(lines, fenced), strict=True)]
+
+
+def _indented_code(lines: Sequence[str], fenced: Sequence[bool]) -> list[bool]:
+    """Indented code blocks as CommonMark (and so GitHub) reads them: after a blank line,
+    four columns past the margin, where inside a list item the margin is where the item's
+    text starts. So a bullet's text continued four spaces in stays prose, as it renders."""
+    marks: list[bool] = []
+    margins: list[int] = []  # the text columns of the list items the line may be inside
+    may_open = True  # a code block may start here: at the top, after a blank line or code
+    for line, fence in zip(lines, fenced, strict=True):
+        expanded = line.expandtabs(4)
+        indent = len(expanded) - len(expanded.lstrip())
+        blank = not line.strip()
+        code = not (fence or blank) and may_open and indent >= (margins or [0])[-1] + 4
+        marks.append(code)
+        if not (fence or blank or code):
+            item = _ITEM.match(expanded)
+            if item or may_open or line.startswith("#"):  # not a lazy continuation line
+                margins = [m for m in margins if m <= indent]
+            if item:
+                margins.append(item.end())
+        may_open = not fence and (blank or code)
+    return marks
+
+
 def _fenced(lines: Sequence[str]) -> list[bool]:
     """Which lines are fenced code (the fences included)."""
     inside, marks = "", []
@@ -279,7 +328,8 @@ def _sections(lines: Sequence[str], fenced: Sequence[bool]) -> list[tuple[str, i
 
 
 def _bullets(lines: Sequence[str], fenced: Sequence[bool]) -> list[str]:
-    """Top-level bullets with their continuation lines joined by one space."""
+    """Top-level bullets with their continuation lines joined by one space; a line of code
+    joins as a code span, so a field's code is code to ``find_placeholders`` too."""
     bullets: list[list[str]] = []
     state = "none"  # "item": just read bullet text; "gap": a blank line inside a bullet
     for line, code in zip(lines, fenced, strict=True):
@@ -293,7 +343,7 @@ def _bullets(lines: Sequence[str], fenced: Sequence[bool]) -> list[str]:
         elif (state == "item" and (indented or not (code or line.startswith("#")))) or (
             state == "gap" and indented
         ):
-            bullets[-1].append(line.strip())
+            bullets[-1].append(_as_code_span(line.strip()) if code else line.strip())
             state = "item"
         else:
             state = "none"
@@ -308,3 +358,10 @@ def _fields(bullets: Sequence[str]) -> dict[str, str]:
             name = field[1].strip().lower()
             fields[name] = f"{fields[name]} {field[2]}".strip() if name in fields else field[2]
     return fields
+
+
+def _as_code_span(text: str) -> str:
+    """``text`` as one Markdown code span, delimited by a longer run of backticks than any
+    it holds (a fence line too, so its backticks stay inside)."""
+    ticks = "`" * (max((len(run) for run in re.findall(r"`+", text)), default=0) + 1)
+    return f"{ticks} {text} {ticks}"

@@ -8,8 +8,9 @@ checked as what it is. Three layers, each failing on its own:
   its canonical bytes;
 - the sums: a report's total, max and criteria against its checks; a results.json's score
   against its tests, and, when a ``report.json`` lies next to it, its digest, score and
-  every test against that report (which must verify too): the first tests are the
-  report's checks, any more are human reviews matching ``extra_data.review`` one to one;
+  every test against that report (which must verify too): the tests are the report's
+  checks in its order, except that a criterion with a human review in ``extra_data.review``
+  is one test worth the reviewed points;
 - a results.json's reviews against the ledger of its grades folder (``../ledger.jsonl``),
   when there is one: exactly the current reviews of its report, as recorded;
 - the signature, when a key is given (``grader._signing``); without one the verdict says
@@ -27,8 +28,8 @@ from typing import Any
 from gradekit import GradekitError
 from grader._gradebook import REPORTED, GradebookRow
 from grader._ledger import LEDGER, read_ledger
-from grader._render import review_document
-from grader._report import SCHEMA, cents_of, parse_canonical, verify_report
+from grader._render import review_document, reviewed_test_name
+from grader._report import SCHEMA, cents_of, parse_canonical, points_text, verify_report
 from grader._reviews import current_reviews
 from grader._signing import Kind, sign_file, signature_problem
 from grader._worker import error_row
@@ -36,6 +37,19 @@ from grader._worker import error_row
 __all__ = ["Verdict", "kind_of", "sign_outputs", "verify_file", "verify_results"]
 
 _CENT = Decimal("0.01")
+_REWRITE = "the file was edited or is out of date; run gradekit grade again to write it anew"
+
+
+@dataclass(frozen=True, slots=True)
+class _Expected:
+    """What one test of a results.json must be, by the report and its reviews: a check's
+    score, max and tag, or a reviewed criterion's points, name and status too."""
+
+    label: str  # the test as a verdict names it
+    tag: str
+    score: Decimal
+    max: Decimal
+    fields: dict[str, object]  # further fields that must match exactly
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,22 +150,58 @@ def _against_report(report_path: Path, digest: str, score: Decimal, tests: list[
     if score != final:
         return f"score is {score} but the report's total is {total}" + (
             f" and its reviews make it {final}" if entries else "")
-    checks = [(criterion, check) for criterion in report["criteria"]
-              for check in criterion["checks"]]
-    if len(checks) + len(entries) != len(tests):
-        return f"it has {len(tests)} tests but the report has {len(checks)} checks" + (
-            f" and extra_data.review holds {len(entries)} review(s)" if entries else "")
-    for number, ((criterion, check), test) in enumerate(zip(checks, tests, strict=False)):
-        name = f"tests[{number}] ({criterion['id']}: {check['id']})"
-        for field, got, want in (("score", scores[number], check["points"]),
-                                 ("max_score", maxima[number], check["max"])):
-            if got != cents_of(want, field):
-                return f"{name}.{field} is {got} but the report says {want}"
-        if test.get("tags") != [criterion["id"]]:
-            return f"{name}.tags is {test.get('tags')!r}, not [{criterion['id']!r}]"
-    start = len(checks)
-    return _review_tests_problem(report, entries, tests[start:], scores[start:], maxima[start:],
-                                 deltas, start)
+    expected = _expected_tests(report, entries)
+    if len(expected) != len(tests):
+        checks = sum(len(criterion["checks"]) for criterion in report["criteria"])
+        return f"it has {len(tests)} tests but the report has {checks} checks" + (
+            f", which make {len(expected)} tests with each reviewed criterion "
+            f"({', '.join(str(e['criterion']) for e in entries)}) as one test: {_REWRITE}"
+            if entries else "")
+    for number, (want, test) in enumerate(zip(expected, tests, strict=True)):
+        problem = _test_problem(f"tests[{number}] ({want.label})", want, test,
+                                scores[number], maxima[number])
+        if problem:
+            return problem
+    return ""
+
+
+def _expected_tests(report: Any, entries: list[dict[str, Any]]) -> list[_Expected]:
+    """The tests the report and its reviews make, in order: a reviewed criterion's checks
+    are one test worth the reviewed points."""
+    reviewed = {entry["criterion"]: entry for entry in entries}
+    expected = []
+    for criterion in report["criteria"]:
+        entry = reviewed.get(criterion["id"])
+        if entry is None:
+            expected += [_Expected(f"{criterion['id']}: {check['id']}", criterion["id"],
+                                   cents_of(check["points"], "points"),
+                                   cents_of(check["max"], "max"), {})
+                         for check in criterion["checks"]]
+            continue
+        points = entry.get("points")  # _review_entries checked both are cents
+        final = cents_of(entry["automated"] if points is None else points, "points")
+        most = cents_of(criterion["max"], "max")
+        name = reviewed_test_name(criterion["title"], str(entry.get("by")))
+        expected.append(_Expected(f"{criterion['id']}: reviewed", criterion["id"], final, most,
+                                  {"name": name, "status": "passed" if final >= most
+                                   else "failed"}))
+    return expected
+
+
+def _test_problem(name: str, want: _Expected, test: dict[str, object], score: Decimal,
+                  most: Decimal) -> str:
+    """How one test differs from what the report (and its review) says, or ""."""
+    source = "the report and its review make it" if want.fields else "the report says"
+    for field, got, expected in (("score", score, want.score), ("max_score", most, want.max)):
+        if got != expected:
+            return f"{name}.{field} is {got} but {source} {points_text(expected)}" + (
+                f": {_REWRITE}" if want.fields else "")
+    if test.get("tags") != [want.tag]:
+        return f"{name}.tags is {test.get('tags')!r}, not [{want.tag!r}]"
+    for field, value in want.fields.items():
+        if test.get(field) != value:
+            return f"{name}.{field} is {test.get(field)!r}, not {value!r}: {_REWRITE}"
+    return ""
 
 
 def _review_entries(report: Any, reviews: object
@@ -191,28 +241,6 @@ def _review_entries(report: Any, reviews: object
         return [], [], ("extra_data.review holds two reviews of one criterion or is not in "
                         "ledger order: only each criterion's latest review counts")
     return reviews, deltas, ""
-
-
-def _review_tests_problem(report: Any, entries: list[dict[str, Any]],
-                          tests: list[dict[str, object]], scores: list[Decimal],
-                          maxima: list[Decimal], deltas: list[Decimal], start: int) -> str:
-    """Each test after the checks' is the human review test of its ``extra_data.review``
-    entry: its name, tag, a max of 0 and a score of the review's change, passed."""
-    titles = {c["id"]: c["title"] for c in report["criteria"]}
-    for n, (entry, test) in enumerate(zip(entries, tests, strict=True)):
-        criterion = entry["criterion"]
-        name = f"tests[{start + n}] ({criterion}: human review)"
-        expected = {"name": f"{titles[criterion]}: human review", "tags": [criterion],
-                    "status": "passed"}
-        for field, want in expected.items():
-            if test.get(field) != want:
-                return f"{name}.{field} is {test.get(field)!r}, not {want!r}"
-        if maxima[n] != 0:
-            return f"{name}.max_score is {maxima[n]} but a review's test is worth 0.00"
-        if scores[n] != deltas[n]:
-            return (f"{name}.score is {scores[n]} but extra_data.review[{n}] changes the "
-                    f"points by {deltas[n]}")
-    return ""
 
 
 def _against_ledger(path: Path, digest: str, reviews: object) -> tuple[str, str]:

@@ -40,6 +40,7 @@ from grader._grade import REVIEW, Graded, grade_submission
 from grader._gradebook import GradebookRow, Status
 from grader._isolation import Isolation, describe_isolation
 from grader._model import CONTRACT, Limits, Report
+from grader._packages import MissingPackage
 from grader._render import render_gradescope, render_markdown
 from grader._report import TEXT_LIMIT, points_text, quote, render_report_json, report_digest
 from grader._rubric import Case, Criterion, Rubric, load_custom_check
@@ -88,6 +89,8 @@ class Request:
     isolation: Isolation
     rubric: Rubric
     check_folders: Mapping[str, str]  # custom check -> the folder it is imported from
+    draw_key: bytes = b""  # the batch's secret for draws (grader._signing.draw_key); b"":
+    # drawn afresh
 
 
 def encode_request(request: Request) -> bytes:
@@ -97,7 +100,7 @@ def encode_request(request: Request) -> bytes:
         "student": request.student,
         "out": str(request.out), "scratch": str(request.scratch), "label": request.label,
         "isolation": request.isolation, "rubric": _rubric_json(request.rubric),
-        "check_folders": dict(request.check_folders),
+        "check_folders": dict(request.check_folders), "draw_key": request.draw_key.hex(),
     }, ensure_ascii=True).encode("ascii")
 
 
@@ -115,6 +118,7 @@ def decode_request(data: bytes) -> Request:
             scratch=Path(document["scratch"]), label=_optional_text(document["label"]),
             isolation=cast(Isolation, isolation), rubric=_rubric(document["rubric"]),
             check_folders={str(k): str(v) for k, v in document["check_folders"].items()},
+            draw_key=bytes.fromhex(document["draw_key"]),
         )
     except (ValueError, KeyError, TypeError, AttributeError, GradekitError) as exc:
         raise ValueError(f"not a worker request ({type(exc).__name__}: {exc})") from exc
@@ -128,6 +132,7 @@ def _rubric_json(rubric: Rubric) -> dict[str, object]:
         "sets": {ref: None if pinned is None else pinned.sha256
                  for ref, pinned in rubric.sets.items()},
         "sets_folder": rubric.sets_folder,
+        "packages": dict(rubric.packages),
         "cases": [[case.id, case.task, None if case.expect is None
                    else expectation_document(case.expect)] for case in rubric.cases],
         "criteria": [
@@ -154,7 +159,9 @@ def _rubric(document: dict[str, Any]) -> Rubric:
                   cases=cases, sets=_sets(document["sets"], Path(document["sets_folder"])),
                   sets_folder=document["sets_folder"],
                   criteria=criteria, limits=Limits(**document["limits"]),
-                  sha256=document["sha256"])
+                  sha256=document["sha256"],
+                  packages=MappingProxyType({str(name): str(requirement) for name, requirement
+                                             in document["packages"].items()}))
 
 
 def _sets(digests: Mapping[str, str | None], folder: Path) -> dict[str, RegressionSet | None]:
@@ -215,8 +222,10 @@ def write_outputs(graded: Graded, folder: Path) -> str:
 
 def _child_output(evidence: Evidence) -> str:
     """What the agent printed in each run: feedback only, never graded."""
-    runs = (("primary run", evidence.primary), ("second label", evidence.secondary),
-            ("unanswerable cassette", evidence.unanswerable),
+    runs = (("primary run", evidence.primary),
+            *((f"provider label {n}", run) for n, run in enumerate(evidence.others, 2)),
+            *((f"loud-failure probe, {withhold} withheld", run)
+              for withhold, run in evidence.loud),
             ("second cassette set", evidence.second_set))
     parts = [
         f"== {title}: {stream} ==\n{text.rstrip()}\n"
@@ -256,10 +265,13 @@ def grade(request: Request) -> GradebookRow:
         graded = grade_submission(request.root, request.rubric, submission=request.student,
                                   label=request.label, scratch=request.scratch,
                                   isolation=request.isolation,
+                                  draw_key=request.draw_key or None,
                                   on_case=functools.partial(_running, request.scratch))
         digest = write_outputs(graded, request.out)
     except MemoryError:
         raise
+    except MissingPackage as missing:  # no grade: the grader's environment, or the submission
+        return error_row(request.folder, request.student, str(missing), status=missing.status)
     except Exception as exc:  # a grader bug costs this submission's row, not the batch
         return error_row(request.folder, request.student,
                          f"the grader failed: {type(exc).__name__}: {exc}")

@@ -476,7 +476,9 @@ def fake_report(root: Path, context: Context) -> None:
            imports="import sys")
 
 
-MISSING_MODULE = "gradekit_helpers_never_shipped"
+# A module of the submission's own that was never committed: its import error is graded. (A
+# package the grader lacks is no grade at all: tests/test_packages.py.)
+MISSING_MODULE = "lab.helpers_never_shipped"
 
 
 def fails_on_import(root: Path, context: Context) -> None:
@@ -512,12 +514,10 @@ def fixtures_folder_missing(root: Path, context: Context) -> None:
 
 
 def _fixture_missed(seen: Seen) -> None:
-    """The first tool call of the case without a fixture misses, loudly, and is traced."""
-    assert lost(seen.report, "contract_stability") == {"sql-explain"}
-    stability = details(seen.report, "contract_stability")
-    assert stability["sql-explain"] == "asked 1 tool call(s) the fixtures do not hold"
-    assert details(seen.report, "tracing")["sql-explain"] == (
-        "1 of 1 calls traced correctly; the missed call traced with ok false and its error")
+    """The case without a fixture misses its first tool call: it never ran, so it earns
+    neither loud failure nor tracing, and says to record it."""
+    unrecorded = "asked 1 tool call(s) the fixtures do not hold"
+    _only_case_lost(seen, "sql-explain", unrecorded, never_ran(f"{unrecorded}; record them first"))
 
 
 # -- what the report must say ---------------------------------------------------------------
@@ -570,6 +570,21 @@ def _every_case(advice: str) -> tuple[str, ...]:
     return tuple(f"{case}: {advice}" for case in CASES)
 
 
+def never_ran(why: str, *, primary: bool = True) -> tuple[str, str]:
+    """The loud-failure and tracing details of a case whose primary run shows nothing to
+    probe or trace: no points for what never ran."""
+    run = "its primary run " if primary else ""
+    return f"not probed: {run}{why}", f"not checked: {run}{why}"
+
+
+def _only_case_lost(seen: Seen, case: str, stability: str, loud_tracing: tuple[str, str]) -> None:
+    """``case`` alone lost stability, loud failure and tracing, for these reasons."""
+    for criterion_id, detail in zip(("contract_stability", "loud_failure", "tracing"),
+                                    (stability, *loud_tracing), strict=True):
+        assert lost(seen.report, criterion_id) == {case}, criterion_id
+        assert details(seen.report, criterion_id)[case] == detail, criterion_id
+
+
 LABEL_ALONE = ("the answer changes with the provider's name alone: never read provider.name "
                "in the agent, and never put it in a prompt or an answer")
 SEED_ALONE = ("the answer changes with the hash seed alone: iterate over sets and dict keys in "
@@ -586,15 +601,12 @@ def _cases_say(criterion_id: str, detail: str) -> Extra:
     return check
 
 
-def _one_case(case: str, contract: str, loud: str, tracing: str, stretch: str,
-              *findings: str) -> Extra:
-    """One case lost in the per-case criteria and the second-set evidence; nothing else."""
+def _one_case(case: str, contract: str, primary: str, stretch: str, *findings: str) -> Extra:
+    """One case lost in the per-case criteria (its primary run ``primary``: no loud failure
+    or tracing for what never ran) and the second-set evidence; nothing else."""
 
     def check(seen: Seen) -> None:
-        for criterion_id, detail in (("contract_stability", contract), ("loud_failure", loud),
-                                     ("tracing", tracing)):
-            assert lost(seen.report, criterion_id) == {case}, criterion_id
-            assert details(seen.report, criterion_id)[case] == detail, criterion_id
+        _only_case_lost(seen, case, contract, never_ran(primary))
         assert lost(seen.report, "stretch_goal") == {"two-providers: evidence"}
         assert details(seen.report, "stretch_goal")["two-providers: evidence"] == stretch
         assert seen.report["findings"] == list(findings)
@@ -613,28 +625,33 @@ def _set_order_depends_on_the_seed(seen: Seen) -> None:
     assert len(orders) == 2
 
 
+# The reference's probes: each case makes three provider calls (so three are withheld in
+# turn) and one tool call is withheld, so four withheld calls to trace.
+WITHHELD = "{} of 4 withheld calls traced with ok false and their error"
+
+
 def _traced_none(seen: Seen) -> None:
     for case, detail in details(seen.report, "tracing").items():
-        assert re.fullmatch(r"0 of ([3-6]) calls traced correctly \(0 records for \1 calls\); "
-                            "the missed call not traced with ok false and its error",
+        assert re.fullmatch(r"0 of [4-6] calls traced correctly; " + WITHHELD.format(0),
                             detail), (case, detail)
 
 
 def _traced_wrong_keys(seen: Seen) -> None:
-    """As many records as calls; the provider's have the wrong key (tool calls stay right)."""
+    """A record per provider call, each with a wrong key: none is paired with its call, and
+    each is left over (the tool calls' records stay right, and the tool probe's miss)."""
     for case, detail in details(seen.report, "tracing").items():
-        match = re.fullmatch(r"([12]) of ([3-6]) calls traced correctly; the missed call traced "
-                             "with ok false and its error", detail)
+        match = re.fullmatch(r"([12]) of ([4-6]) calls traced correctly; ([3-4]) record\(s\) "
+                             r"name no call the grader answered; " + WITHHELD.format(1), detail)
         assert match, (case, detail)
-        assert int(match[2]) - int(match[1]) >= 3, (case, detail)  # every provider call wrong
+        assert int(match[2]) - int(match[1]) == int(match[3]), (case, detail)
 
 
 def _traced_early(seen: Seen) -> None:
     """Every provider call's record was there before its answer: only tool calls count."""
     for case, detail in details(seen.report, "tracing").items():
-        match = re.fullmatch(r"([0-2]) of ([3-6]) calls traced correctly; ([3-4]) record\(s\) "
-                             r"written before the grader answered their call; the missed call "
-                             r"traced with ok false and its error", detail)
+        match = re.fullmatch(r"([12]) of ([4-6]) calls traced correctly; ([3-4]) record\(s\) "
+                             r"name no call the grader answered; \3 record\(s\) written before "
+                             r"the grader answered their call; " + WITHHELD.format(1), detail)
         assert match, (case, detail)
         assert int(match[1]) + int(match[3]) == int(match[2]), (case, detail)
 
@@ -675,13 +692,11 @@ def _cases_match(criterion_id: str, pattern: str) -> Extra:
 
 
 def _cassette_missed(seen: Seen) -> None:
-    """Only the case without a cassette is unstable; its calls are still traced right."""
-    assert lost(seen.report, "contract_stability") == {"sql-explain"}
-    stability = details(seen.report, "contract_stability")
-    assert stability["sql-explain"] == "asked 1 prompt(s) the cassette does not hold"
-    # two tool calls served from the fixture, then the first prompt misses
-    assert details(seen.report, "tracing")["sql-explain"] == (
-        "3 of 3 calls traced correctly; the missed call traced with ok false and its error")
+    """Only the case without a cassette lost: it never ran, so it earns neither loud
+    failure nor tracing, and the detail says to record it."""
+    unrecorded = "asked 1 prompt(s) the cassette does not hold"
+    _only_case_lost(seen, "sql-explain", unrecorded,
+                    never_ran(f"{unrecorded}; record them first"))
 
 
 def _fake_changes_nothing(seen: Seen) -> None:
@@ -735,10 +750,12 @@ def _blocked(why: str) -> Extra:
     """No run happened: every case lost with ``why``."""
 
     def check(seen: Seen) -> None:
-        for criterion_id in ("contract_stability", "loud_failure", "tracing"):
+        said = (why, *never_ran(why, primary=False))
+        for criterion_id, detail in zip(("contract_stability", "loud_failure", "tracing"), said,
+                                        strict=True):
             assert criterion(seen.report, criterion_id)["checks"]
             for case in CASES:
-                assert details(seen.report, criterion_id)[case] == why, criterion_id
+                assert details(seen.report, criterion_id)[case] == detail, criterion_id
             assert lost(seen.report, criterion_id) >= set(CASES)
 
     return check
@@ -772,11 +789,15 @@ def _submission(name: str) -> Extra:
 
 PER_CASE = frozenset({"contract_stability", "loud_failure", "tracing", "stretch_goal"})
 TIMED_OUT = "timed out (did not finish within 5 s)"
-NO_CHAIN = "raised {}, which hides the miss (not in its chain)"
-NO_CALL = "made no provider call to trace"
-NEVER_ASKED = "never asked the provider, so a miss could not be observed"
+# The reference's first provider call, withheld in the first probe: its prompt's head.
+FIRST_CALL = r"call 1 of 3 \('You are a teaching assistant in an agent-engineering bootca…'\): "
+SWALLOWED = FIRST_CALL + r"run\(\) returned {} after the miss: a miss must raise"
+NO_CHAIN = FIRST_CALL + (r"run\(\) raised {}, which hides the miss \(it is not in that "
+                         r"exception's chain\): re-raise it, or `raise \.\.\. from miss`")
 NO_REPLAY = "case {} on the second cassette set: raised {}"
 CHANGED = "the answer changed with the provider label or the hash seed"
+NOT_CREDITED = ("not credited: no case of the agent ran on its recordings, so nothing showed "
+                "that a miss is loud")
 REPLACED = "crashed (broke the grader's protocol: the harness's code was replaced)"
 FORGED_VERDICT = "crashed (broke the grader's protocol: a forged verdict)"
 NEVER_CALLED = "never asked the provider: the answer did not come from the recordings"
@@ -788,14 +809,14 @@ IMPORT = (f"ModuleNotFoundError: No module named '{MISSING_MODULE}' "
 
 
 def _refused(case: str, error: str, finding: str) -> Extra:
-    return _one_case(case, f"raised {error}", NEVER_ASKED, NO_CALL,
+    return _one_case(case, f"raised {error}", f"raised {error}",
                      NO_REPLAY.format(case, error), finding)
 
 
 VARIANTS: dict[str, Variant] = {
     "special_cases_labels": Variant(
         special_cases_labels, frozenset({"loud_failure"}),
-        _all(_cases_say("loud_failure", "returned '' after a miss: a miss must raise"),
+        _all(_cases_match("loud_failure", SWALLOWED.format("''")),
              _points("loud_failure", "5.00"), _findings()),
     ),
     "signs_with_label": Variant(
@@ -804,8 +825,12 @@ VARIANTS: dict[str, Variant] = {
              _advised("contract_stability", *_every_case(LABEL_ALONE))),
     ),
     "label_in_prompt": Variant(
-        label_in_prompt, frozenset({"contract_stability", "stretch_goal"}),
+        # Every prompt misses, so no case ran: nothing to probe or trace either.
+        label_in_prompt, PER_CASE,
         _all(_cases_say("contract_stability", "asked 1 prompt(s) the cassette does not hold"),
+             _cases_say("loud_failure", never_ran(
+                 "asked 1 prompt(s) the cassette does not hold; record them first")[0]),
+             _points("loud_failure", "0.00"), _points("tracing", "0.00"),
              _points("stretch_goal", "4.00"), _findings(),
              _advised("contract_stability", *_every_case(
                  "a prompt holds the provider's name, so no recording can ever match it: "
@@ -819,8 +844,9 @@ VARIANTS: dict[str, Variant] = {
     "never_calls_model": Variant(
         never_calls_model, PER_CASE,
         _all(_cases_say("contract_stability", NEVER_CALLED),
-             _cases_say("loud_failure", NEVER_ASKED), _cases_say("tracing", NO_CALL),
-             _points("contract_stability", "0.00"), _points("loud_failure", "5.00"),
+             _cases_say("loud_failure", never_ran("never asked the provider")[0]),
+             _cases_say("tracing", never_ran("never asked the provider")[1]),
+             _points("contract_stability", "0.00"), _points("loud_failure", "0.00"),
              _points("tracing", "0.00"),
              _points("stretch_goal", "4.00"), _findings()),
     ),
@@ -844,8 +870,8 @@ VARIANTS: dict[str, Variant] = {
     ),
     "traces_ok_always": Variant(
         traces_ok_always, frozenset({"tracing"}),
-        _all(_cases_match("tracing", r"([1-6]) of \1 calls traced correctly; the missed call "
-                                     r"not traced with ok false and its error"),
+        _all(_cases_match("tracing", r"([4-6]) of \1 calls traced correctly; "
+                          + WITHHELD.format(0)),
              _findings()),
     ),
     "second_set_copied": Variant(
@@ -869,31 +895,35 @@ VARIANTS: dict[str, Variant] = {
             r'--rerecord --reason "\.\.\."`', goal="rerecord-review"), _findings()),
     ),
     "forges_outcome_via_main": Variant(
-        # The calls and their trace were observed, so tracing keeps its points.
-        forges_outcome_via_main, frozenset({"contract_stability", "loud_failure", "stretch_goal"}),
-        _all(_cases_say("contract_stability", REPLACED), _cases_say("loud_failure", REPLACED),
+        # No primary run finished with a verdict to trust: nothing ran, so nothing is traced.
+        forges_outcome_via_main, PER_CASE,
+        _all(_cases_say("contract_stability", REPLACED),
+             _cases_say("loud_failure", never_ran(REPLACED)[0]),
+             _cases_say("tracing", never_ran(REPLACED)[1]),
              _flagged(r"case [a-z-]+: the agent replaced the harness's code "
                       r"\(escaped, outcome\)")),
     ),
     "forges_result_on_channel": Variant(
         forges_result_on_channel, frozenset({"loud_failure"}),
-        _all(_cases_say("loud_failure", FORGED_VERDICT), _points("loud_failure", "5.00"),
+        _all(_cases_match("loud_failure",
+                          FIRST_CALL + re.escape(f"the probe run {FORGED_VERDICT}")),
+             _points("loud_failure", "5.00"),
              _flagged(r"a result message \(case [a-z-]+\) that the harness did not send: "
                       r"written on the grader's channel by the agent")),
     ),
     "swallow_miss": Variant(
         swallow_miss, frozenset({"loud_failure"}),
-        _all(_cases_say("loud_failure", "returned '' after a miss: a miss must raise"),
+        _all(_cases_match("loud_failure", SWALLOWED.format("''")),
              _points("loud_failure", "5.00"), _findings()),
     ),
     "miss_returns_none": Variant(
         miss_returns_none, frozenset({"loud_failure"}),
-        _all(_cases_say("loud_failure", "returned None after a miss: a miss must raise"),
+        _all(_cases_match("loud_failure", SWALLOWED.format("None")),
              _points("loud_failure", "5.00"), _findings()),
     ),
     "miss_wrapped_from_none": Variant(
         miss_wrapped_from_none, frozenset({"loud_failure"}),
-        _all(_cases_say("loud_failure", NO_CHAIN.format("RuntimeError")),
+        _all(_cases_match("loud_failure", NO_CHAIN.format("RuntimeError")),
              _points("loud_failure", "5.00"), _findings()),
     ),
     "untraced": Variant(
@@ -917,13 +947,13 @@ VARIANTS: dict[str, Variant] = {
     ),
     "hangs": Variant(
         hangs, PER_CASE,
-        _one_case("refund-policy", TIMED_OUT, TIMED_OUT, TIMED_OUT,
+        _one_case("refund-policy", TIMED_OUT, TIMED_OUT,
                   f"case refund-policy on the second cassette set: {TIMED_OUT}"),
     ),
     "allocates": Variant(
         allocates, PER_CASE,
-        _one_case("incident-summary", "raised MemoryError", NEVER_ASKED,
-                  NO_CALL, NO_REPLAY.format("incident-summary", "MemoryError")),
+        _one_case("incident-summary", "raised MemoryError", "raised MemoryError",
+                  NO_REPLAY.format("incident-summary", "MemoryError")),
     ),
     "connects": Variant(
         connects, PER_CASE,
@@ -947,8 +977,8 @@ VARIANTS: dict[str, Variant] = {
     ),
     "reads_api_key": Variant(
         reads_api_key, PER_CASE,
-        _all(_one_case("incident-summary", "raised KeyError", NEVER_ASKED,
-                       NO_CALL, NO_REPLAY.format("incident-summary", "KeyError")),
+        _all(_one_case("incident-summary", "raised KeyError", "raised KeyError",
+                       NO_REPLAY.format("incident-summary", "KeyError")),
              _secret_nowhere),
     ),
     "writes_output": Variant(
@@ -962,7 +992,7 @@ VARIANTS: dict[str, Variant] = {
     "fails_on_import": Variant(
         fails_on_import, PER_CASE,
         _all(_blocked(f"the agent could not be imported: {IMPORT}"),
-             _points("loud_failure", "5.00"), _points("stretch_goal", "4.00"),
+             _points("loud_failure", "0.00"), _points("stretch_goal", "4.00"),
              _findings(f"the agent failed to import: {IMPORT}"),
              _advised("contract_stability", *_every_case(
                  f"fix this first: the agent could not be imported: {IMPORT}"))),
@@ -975,7 +1005,7 @@ VARIANTS: dict[str, Variant] = {
                        'agent = "package.module:function"')),
     ),
     "misses_cassette": Variant(
-        misses_cassette, frozenset({"contract_stability"}),
+        misses_cassette, frozenset({"contract_stability", "loud_failure", "tracing"}),
         _all(_cassette_missed,
              _findings("cassettes/sql-explain.json is missing: record it with "
                        "`gradekit record --case sql-explain` and commit it"),
@@ -984,14 +1014,14 @@ VARIANTS: dict[str, Variant] = {
                       "`gradekit record --case sql-explain` and commit it")),
     ),
     "misses_fixture": Variant(
-        misses_fixture, frozenset({"contract_stability", "stretch_goal"}),
+        misses_fixture, PER_CASE,
         _all(_fixture_missed, _points("stretch_goal", "4.00"),
              _findings("fixtures/sql-explain.json is missing: record it with `gradekit record "
                        "--case sql-explain` and commit it")),
     ),
     "fixtures_elsewhere": Variant(fixtures_elsewhere, frozenset(), _findings()),
     "fixtures_folder_missing": Variant(
-        fixtures_folder_missing, frozenset({"contract_stability", "stretch_goal"}),
+        fixtures_folder_missing, PER_CASE,
         _findings("the folder fx/ named in [tool.gradekit] does not exist: record into it "
                   "with `gradekit record` and commit it, or fix the name"),
     ),

@@ -29,6 +29,7 @@ import pytest
 from grader import GradebookRow, load_rubric
 from grader._isolation import Isolation
 from grader._ledger import read_ledger
+from grader._signing import DRAW_KEY
 from grader._worker import Request, decode_request, decode_row, encode_request, encode_row
 from grader.cli import main
 from tests.submissions import make_submission
@@ -334,7 +335,7 @@ def test_ctrl_c_keeps_the_finished_rows_exits_130_and_leaves_no_process(
     assert "carol: NOT GRADED: interrupted by Ctrl-C" in batch.stdout
     assert "interrupted: 2 submissions not graded" in batch.stderr
     assert sorted(p.name for p in grader.out.iterdir()) == [
-        "alice", "archive", "gradebook.csv", "ledger.jsonl"]
+        DRAW_KEY, "alice", "archive", "gradebook.csv", "ledger.jsonl"]
     # The row that finished is a grade like any other: the ledger has it, and says the
     # batch was cut short before the others.
     events = read_ledger(grader.out / "ledger.jsonl").events

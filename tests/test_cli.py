@@ -212,13 +212,15 @@ def test_check_passes_the_reference_and_fails_a_quiet_miss_with_the_reason(
     agent = root / "lab" / "agent.py"
     agent.write_text(agent.read_text("utf-8").replace(
         "    llm = Traced(provider)\n",
-        "    try:\n        return _run(provider, task)\n    except Exception:\n"
-        "        return ''\n\n\ndef _run(provider: Provider, task: str) -> str:\n"
-        "    llm = Traced(provider)\n"), "utf-8")
+        "    try:\n        return _run(provider, task, tools)\n    except Exception:\n"
+        "        return ''\n\n\ndef _run(provider: Provider, task: str, tools: Toolbox | None) "
+        "-> str:\n    llm = Traced(provider)\n"), "utf-8")
     assert main(["check", str(root)]) == 1
     lines = capsys.readouterr().out.splitlines()
     assert lines[1].startswith("FAIL  2. A miss is loud")
-    assert "did not escape run() in refund-policy, incident-summary" in lines[1]
+    assert lines[1].endswith("case refund-policy, call 1 of 3 ('You are a teaching assistant in "
+                             "an agent-engineering bootca…'): run() returned '' after the miss: "
+                             "a miss must raise")
 
 
 def test_grade_with_a_broken_rubric_exits_2(
@@ -339,7 +341,7 @@ EXIT_CODES = {
     "ChangeLogCorrupt": 2, "DashboardUnavailable": 2, "SubmissionFileError": 2,
     "MissingSubmissionFile": 2,
     "CassetteError": 1, "GradekitError": 1, "IncidentCorrupt": 2, "IncidentDivergence": 3,
-    "LedgerCorrupt": 2,
+    "LedgerCorrupt": 2, "MissingPackage": 1,
 }
 
 

@@ -239,12 +239,12 @@ def test_history_names_the_case_whose_expectation_a_new_rubric_version_changed(
     version graded it, and history names the case that changed and what it changed."""
     first = _with_expectations(EXPECTING)
     _grade(tmp_path, first)
-    second = first.replace('"full table scan"', '"COUNT"').replace("version = 1", "version = 2")
+    second = first.replace('"full table scan"', '"COUNT"').replace("version = 2", "version = 3")
     _grade(tmp_path, second)
     capsys.readouterr()
     assert main(["history", "alice", "--out", str(tmp_path / "grades")]) == 0
     shown = capsys.readouterr().out
-    assert ("changed: rubric provider-swap-lab v1 -> v2 (cases changed: sql-explain)\n"
+    assert ("changed: rubric provider-swap-lab v2 -> v3 (cases changed: sql-explain)\n"
             in shown)
     assert ("first divergence: expectations/sql-explain: 0.00 \"called the forbidden action "
             "query_db (1 time(s)); the answer does not mention 'full table scan'\" -> 0.00 "

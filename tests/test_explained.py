@@ -17,8 +17,8 @@ from tests.submissions import REFERENCE, make_submission
 
 KIT = (REFERENCE / "rubric" / "bootcamp.toml").read_text("utf-8")
 INCIDENT = "incidents/refund-outside-window.jsonl"
-# Version 2 of the kit's rubric: the same criteria, 10 points moved to a regression set.
-PINNED = KIT.replace("version = 1", "version = 2", 1).replace(
+# Version 3 of the kit's rubric: the same criteria, 10 points moved to a regression set.
+PINNED = KIT.replace("version = 2", "version = 3", 1).replace(
     "weight = 30", "weight = 20", 1) + '''
 [[criterion]]
 id = "regression"
@@ -81,14 +81,14 @@ def test_a_reviewed_failure_becomes_a_regression_item_every_submission_is_graded
     pinned = report["rubric"]["sets"]
     batch = [e for e in read_ledger(out / LEDGER).events if e["event"] == "batch"][-1]
     assert batch["rubric"]["sets"] == pinned and list(pinned) == ["refunds@1"]
-    assert batch["rubric"]["supersedes"]["version"] == 1
+    assert batch["rubric"]["supersedes"]["version"] == 2
     # The review was of alice's report under rubric v1: it is never carried over.
     assert book["alice"]["review"].startswith("NEEDS A NEW REVIEW: written_summary")
 
     capsys.readouterr()
     assert main(["history", "alice", "--out", str(out)]) == 0
     shown = capsys.readouterr().out
-    assert "changed: rubric provider-swap-lab v1 -> v2" in shown
+    assert "changed: rubric provider-swap-lab v2 -> v3" in shown
     assert "changed: regression sets none -> refunds@1" in shown
     assert "stale: the review of written_summary" in shown
 

@@ -6,10 +6,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 from collections.abc import Callable
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -17,9 +19,10 @@ import pytest
 
 from gradekit import UsageError
 from grader._gradescope import failure_results, find_submission
+from grader._model import HumanReview
 from grader._render import render_gradescope
 from grader._report import canonical, render_report_json, report_digest
-from grader._signing import KEY_ENV, KEY_FILE_ENV
+from grader._signing import DRAW_KEY, KEY_ENV, KEY_FILE_ENV
 from grader._verify_outputs import verify_file
 from tests.submissions import REFERENCE
 from tests.test_report import sample
@@ -36,6 +39,15 @@ def written(folder: Path, *, report: bool = True) -> Path:
         (folder / "report.json").write_bytes(render_report_json(sample()))
     (folder / "results.json").write_bytes(render_gradescope(sample(), report_digest(sample())))
     return folder / "results.json"
+
+
+def shown_right(results: dict[str, Any]) -> None:
+    """What Gradescope shows adds up: every test scores from 0 to its max (so none is a
+    passing test worth negative points, or worth points with a max of 0), and the tests'
+    scores sum to ``score``, exact to the cent."""
+    tests = results["tests"]
+    assert all(0 <= test["score"] <= test["max_score"] for test in tests), tests
+    assert sum(Decimal(repr(test["score"])) for test in tests) == Decimal(repr(results["score"]))
 
 
 def rewrite(path: Path, edit: Callable[[dict[str, Any]], None]) -> None:
@@ -133,6 +145,105 @@ def test_a_reformatted_results_json_fails_as_not_canonical(tmp_path: Path) -> No
     assert not verdict.ok and "not canonical" in verdict.message
 
 
+# -- a person's review, as Gradescope shows it -------------------------------------------------
+
+OVERRIDE = HumanReview("written_summary", Decimal(15), Decimal(12), "kim",
+                       "entries 3 and 4 describe the same failure", 9)
+CONFIRMATION = HumanReview("contract_stability", Decimal("22.5"), None, "lee",
+                           "the lost case really swallows the miss", 11)
+
+
+def reviewed(folder: Path, *reviews: HumanReview) -> dict[str, Any]:
+    """The sample's results.json with ``reviews``, written beside its report.json."""
+    written(folder)
+    data = render_gradescope(sample(), report_digest(sample()), reviews=reviews)
+    (folder / "results.json").write_bytes(data)
+    assert data == render_gradescope(sample(), report_digest(sample()), reviews=reviews)
+    document: dict[str, Any] = json.loads(data)
+    return document
+
+
+def test_a_reviewed_criterion_is_one_test_worth_the_reviewed_points(tmp_path: Path) -> None:
+    results = reviewed(tmp_path, OVERRIDE)
+    shown_right(results)
+    assert results["score"] == 34.5  # 37.50 automated, 3.00 taken by the review
+    automated = json.loads(render_gradescope(sample(), report_digest(sample())))
+    assert results["tests"][:4] == automated["tests"][:4]  # contract_stability untouched
+    [test] = results["tests"][4:]
+    assert {k: test[k] for k in ("name", "number", "score", "max_score", "status", "tags")} == {
+        "name": "Written summary: reviewed by kim", "number": "2.1", "score": 12.0,
+        "max_score": 15.0, "status": "failed", "tags": ["written_summary"]}
+    assert test["output"] == (
+        "Reviewed by kim (ledger event 9): changed the points from 15.00 to 12.00, so this "
+        "criterion scores 12.00 / 15.00. Reason: entries 3 and 4 describe the same failure"
+        "\n\nThe automated checks gave 15.00 / 15.00:\n- entries: passed, 15.00 / 15.00: 5 "
+        "complete entries")
+    assert "Pending human review" not in test["output"]
+    assert results["extra_data"]["review"] == [
+        {"criterion": "written_summary", "automated": "15.00", "points": "12.00", "by": "kim",
+         "reason": OVERRIDE.reason, "event": 9}]
+    verdict = verify_file(tmp_path / "results.json", None)
+    assert verdict.ok, verdict.message
+
+
+def test_a_confirmation_keeps_the_points_and_still_says_who_and_why(tmp_path: Path) -> None:
+    results = reviewed(tmp_path, OVERRIDE, CONFIRMATION)
+    shown_right(results)
+    assert results["score"] == 34.5
+    first, second = results["tests"]
+    assert (first["name"], first["score"], first["max_score"], first["status"]) == (
+        "Contract stability: reviewed by lee", 22.5, 30.0, "failed")
+    assert first["output"].startswith(
+        "Reviewed by lee (ledger event 11): confirmed the automated points, so this criterion "
+        "scores 22.50 / 30.00. Reason: the lost case really swallows the miss\n\nThe automated "
+        "checks gave 22.50 / 30.00:\n- refund-policy: passed, 7.50 / 7.50: identical\n")
+    assert "- incident-summary: lost points, 0.00 / 7.50: " in first["output"]
+    assert first["output"].endswith("What to do:\n- Let CassetteMiss propagate out of run().")
+    assert second["name"] == "Written summary: reviewed by kim"
+    assert [r["event"] for r in results["extra_data"]["review"]] == [9, 11]  # ledger order
+    assert verify_file(tmp_path / "results.json", None).ok
+
+
+def test_a_review_that_gives_full_points_is_a_passing_test(tmp_path: Path) -> None:
+    raised = HumanReview("contract_stability", Decimal("22.5"), Decimal(30), "lee",
+                         "the lost case is the rubric's mistake", 3)
+    test = reviewed(tmp_path, raised)["tests"][0]
+    assert (test["score"], test["max_score"], test["status"]) == (30.0, 30.0, "passed")
+    assert "What to do" not in test["output"]  # full points: nothing left to fix
+
+
+@pytest.mark.parametrize(("edit", "says"), [
+    (lambda d: d["tests"][0].update(status="passed"),
+     "tests[0] (contract_stability: reviewed).status is 'passed', not 'failed'"),
+    (lambda d: d["tests"][0].update(name="Contract stability: reviewed by kim"),
+     ".name is 'Contract stability: reviewed by kim', not 'Contract stability: reviewed by lee'"),
+    (lambda d: d["tests"][0].update(max_score=22.5, status="passed"),
+     "tests[0] (contract_stability: reviewed).max_score is 22.50 but the report and its review "
+     "make it 30.00: the file was edited"),
+    (lambda d: d["tests"][1].update(score=15.0),
+     "score is 34.50 but its tests' scores sum to 37.50"),
+])
+def test_a_reviewed_test_that_disagrees_with_its_review_fails(
+        tmp_path: Path, edit: Callable[[dict[str, Any]], None], says: str) -> None:
+    reviewed(tmp_path, OVERRIDE, CONFIRMATION)
+    rewrite(tmp_path / "results.json", edit)
+    verdict = verify_file(tmp_path / "results.json", None)
+    assert not verdict.ok and says in verdict.message, verdict.message
+
+
+def test_a_review_as_a_passing_test_worth_negative_points_does_not_verify(tmp_path: Path) -> None:
+    """The form results.json had before: the checks' tests kept, the review's change added."""
+    results = reviewed(tmp_path, OVERRIDE)
+    automated = json.loads(render_gradescope(sample(), report_digest(sample())))
+    results["tests"] = [*automated["tests"], {**results["tests"][-1], "score": -3.0,
+                                               "max_score": 0.0, "status": "passed"}]
+    (tmp_path / "results.json").write_bytes(canonical(results) + b"\n")
+    verdict = verify_file(tmp_path / "results.json", None)
+    assert not verdict.ok
+    assert "it has 6 tests but the report has 5 checks, which make 5 tests with each reviewed " \
+        "criterion (written_summary) as one test" in verdict.message
+
+
 # -- the autograder folder ----------------------------------------------------------------
 
 
@@ -168,6 +279,20 @@ def test_build_writes_both_scripts_the_rubric_and_the_kit(source: Path) -> None:
     assert '"httpx' in pyproject and "pytest" not in pyproject  # runtime requirements only
     assert '--rubric "$ROOT/source/rubric/"bootcamp.toml' in \
         (source / "run_autograder").read_text("utf-8")
+    key = source / DRAW_KEY  # regrades in fresh containers draw alike: a key of the build's
+    assert key.stat().st_mode & 0o777 == 0o600
+    assert re.fullmatch(r"[0-9a-f]{64}\n", key.read_text("ascii"))
+
+
+@pytest.mark.slow
+def test_each_regrade_on_gradescope_draws_with_the_builds_key(tmp_path: Path,
+                                                             source: Path) -> None:
+    """Without a signing key, a container's grading keeps the build's draw key: a regrade
+    of the same submission then draws the same labels and seeds, unlike a fresh key."""
+    root, done = autograder(tmp_path, source, submitted=("lab", "pyproject.toml"))
+    assert done.returncode == 0, done.stderr
+    used = root / "results" / "gradekit" / DRAW_KEY
+    assert used.read_bytes() == (source / DRAW_KEY).read_bytes()
 
 
 def test_build_refuses_a_folder_that_is_not_empty(source: Path) -> None:

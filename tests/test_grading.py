@@ -23,6 +23,7 @@ import pytest
 
 from grader import GradebookRow, load_rubric, verify_report
 from grader._batch import discover, grade_batch
+from grader._signing import DRAW_KEY
 from tests.submissions import (
     BASELINE,
     CASES,
@@ -137,7 +138,8 @@ def test_a_hanging_submission_never_stops_the_batch(batch: Batch) -> None:
     hung = batch.reports["hangs"]
     assert lost(hung, "contract_stability") == {"refund-policy"}
     assert details(hung, "contract_stability")["refund-policy"] == TIMED_OUT
-    assert sorted(p.name for p in batch.out.iterdir()) == sorted([*NAMES, "gradebook.csv"])
+    assert sorted(p.name for p in batch.out.iterdir()) == sorted(
+        [*NAMES, "gradebook.csv", DRAW_KEY])
 
 
 def test_the_stretch_evidence_names_the_files_and_keys_it_rests_on(batch: Batch) -> None:

@@ -158,7 +158,7 @@ def test_history_names_the_cause_of_each_change_and_the_first_divergence(
     rubric = tmp_path / "rubric" / "bootcamp.toml"
     rubric.parent.mkdir()
     text = (Path(__file__).resolve().parents[1] / "rubric" / "bootcamp.toml").read_text("utf-8")
-    rubric.write_text(text.replace("version = 1", "version = 2", 1), "utf-8")
+    rubric.write_text(text.replace("version = 2", "version = 3", 1), "utf-8")
     grade("--rubric", str(rubric))
     capsys.readouterr()
 
@@ -173,7 +173,7 @@ def test_history_names_the_cause_of_each_change_and_the_first_divergence(
     assert "first divergence: contract_stability/refund-policy: " in blocks[1]
     assert "changed: inputs changed: cassettes/sql-explain.json" in blocks[2]
     assert "first divergence: contract_stability/sql-explain: " in blocks[2]
-    assert "changed: rubric provider-swap-lab v1 -> v2" in blocks[3]
+    assert "changed: rubric provider-swap-lab v2 -> v3" in blocks[3]
     assert "inputs changed" not in blocks[3]
     assert main(["history", "nobody", "--out", str(out)]) == 0
     assert capsys.readouterr().out.startswith("nobody: no grade in")
@@ -199,12 +199,12 @@ def test_a_changed_rubric_must_bump_its_version_and_a_new_one_names_what_it_supe
     capsys.readouterr()
     assert main(grade) == 2
     error = capsys.readouterr().err
-    assert "rubric provider-swap-lab version 1 changed since ledger event 0 graded with it" \
+    assert "rubric provider-swap-lab version 2 changed since ledger event 0 graded with it" \
         in error and "bump [rubric] version" in error
     assert len(read_ledger(out / LEDGER).events) == 2  # nothing graded, nothing recorded
-    rubric.write_text(rubric.read_text("utf-8").replace("version = 1", "version = 2", 1),
+    rubric.write_text(rubric.read_text("utf-8").replace("version = 2", "version = 3", 1),
                       "utf-8")
     assert main(grade) == 0
     bumped = read_ledger(out / LEDGER).events[-2]["rubric"]
     assert (bumped["version"], bumped["supersedes"]) == (
-        2, {"version": 1, "sha256": first["sha256"]})
+        3, {"version": 2, "sha256": first["sha256"]})

@@ -61,7 +61,7 @@ def _judged(tmp_path: Path, edit: tuple[str, str] | None, isolation: Isolation,
                            created_by="kim", items=items)
     runs = replay_set(root, pinned, label="openai:gpt-4o-mini", hashseed=7, limits=Limits(),
                       scratch=tmp_path / "scratch", isolation=isolation)
-    evidence = Evidence(cases=(), label="x", primary=None, secondary=None, unanswerable=None,
+    evidence = Evidence(cases=(), label="x", primary=None, others=(), loud=(),
                         probe=None, failures=None, stretch=(), second_set=None,
                         regression={pinned.ref: runs})
     criterion = Criterion(id="regression", title="Regression", weight=10, check="regression",

@@ -25,6 +25,7 @@ from grader._report import canonical, render_report_json, report_from_document, 
 from grader._signing import KEY_ENV, KEY_FILE_ENV
 from grader.cli import main
 from tests.submissions import make_submission
+from tests.test_gradescope import shown_right
 from tests.test_report import sample
 
 REASON = "entries 3 and 4 describe the same failure"
@@ -112,9 +113,11 @@ def rewrite(path: Path, edit: Callable[[dict[str, Any]], object]) -> None:
     path.write_bytes(canonical(document) + b"\n")
 
 
-def _review_test(document: dict[str, Any]) -> dict[str, Any]:
-    test: dict[str, Any] = document["tests"][-1]
-    assert test["name"].endswith(": human review")
+def _review_test(document: dict[str, Any], criterion: str = "written_summary") -> dict[str, Any]:
+    """The one test a reviewed criterion is."""
+    tests: list[dict[str, Any]] = [t for t in document["tests"] if t["tags"] == [criterion]]
+    [test] = tests
+    assert ": reviewed by " in test["name"]
     return test
 
 
@@ -123,10 +126,39 @@ def _entry(document: dict[str, Any]) -> dict[str, Any]:
     return entry
 
 
+def _automated(graded: Graded) -> dict[str, Any]:
+    """The results.json the grading wrote before any review, rebuilt from the archive."""
+    report = report_from_document(json.loads(_archive(graded).read_bytes()))
+    isolation = graded.document()["extra_data"]["isolation"]
+    document: dict[str, Any] = json.loads(render_gradescope(report, graded.digest,
+                                                            isolation=isolation))
+    return document
+
+
+def _collapse(document: dict[str, Any], criterion: str, test: dict[str, Any]) -> None:
+    """``criterion``'s tests replaced by ``test``, where they were."""
+    tests = document["tests"]
+    at = next(n for n, t in enumerate(tests) if t["tags"] == [criterion])
+    document["tests"] = [*tests[:at], test, *(t for t in tests[at:] if t["tags"] != [criterion])]
+
+
+def _raised(document: dict[str, Any]) -> None:
+    """The review's points raised to full, in the entry and the test alike."""
+    _entry(document).update(points="15.00")
+    _review_test(document).update(score=15.0, status="passed")
+
+
+def _dropped(document: dict[str, Any], automated: dict[str, Any]) -> None:
+    """The review gone: its criterion's automated tests back, its entry removed."""
+    document["tests"] = automated["tests"]
+    document["extra_data"].pop("review")
+
+
 def _invented(document: dict[str, Any]) -> None:
     """A confirmation of tracing that nobody made, consistent with the report."""
-    document["tests"].append({**_review_test(document), "name": "Tracing: human review",
-                              "score": 0.0, "tags": ["tracing"]})
+    _collapse(document, "tracing", {**_review_test(document), "name": "Tracing: reviewed by kim",
+                                    "score": 20.0, "max_score": 20.0, "status": "passed",
+                                    "tags": ["tracing"]})
     document["extra_data"]["review"].append({**_entry(document), "criterion": "tracing",
                                              "automated": "20.00", "points": None,
                                              "event": _entry(document)["event"] + 1})
@@ -135,7 +167,7 @@ def _invented(document: dict[str, Any]) -> None:
 # -- attacks on a reviewed results.json: each edit, then the score recomputed ----------------
 
 STRUCTURAL = [
-    pytest.param(lambda d: _review_test(d).update(score=0.0),
+    pytest.param(lambda d: _review_test(d).update(score=15.0, status="passed"),
                  "score is 100.00 but the report's total is 100.00 and its reviews make it "
                  "97.00", id="erase-the-penalty"),
     pytest.param(lambda d: _entry(d).update(points="16.00"),
@@ -145,11 +177,17 @@ STRUCTURAL = [
                  "extra_data.review[0].automated is 18.00 but the report gives written_summary "
                  "15.00", id="automated-points-moved"),
     pytest.param(lambda d: d["tests"].append({**_review_test(d), "score": 0.0}),
-                 "it has 20 tests but the report has 18 checks and extra_data.review holds "
-                 "1 review(s)",
-                 id="a-test-without-a-review"),
-    pytest.param(lambda d: _review_test(d).update(max_score=3.0),
-                 ".max_score is 3.00 but a review's test is worth 0.00", id="a-review-worth-more"),
+                 "with each reviewed criterion (written_summary) as one test: the file was "
+                 "edited or is out of date", id="a-test-without-a-review"),
+    pytest.param(lambda d: _review_test(d).update(max_score=12.0, status="passed"),
+                 "(written_summary: reviewed).max_score is 12.00 but the report and its review "
+                 "make it 15.00", id="a-review-worth-less"),
+    pytest.param(lambda d: _review_test(d).update(status="passed"),
+                 "(written_summary: reviewed).status is 'passed', not 'failed'",
+                 id="points-taken-but-passed"),
+    pytest.param(lambda d: _review_test(d).update(name="Written summary: reviewed by lee"),
+                 ".name is 'Written summary: reviewed by lee', not 'Written summary: reviewed by "
+                 "kim'", id="another-reviewer-named"),
     pytest.param(lambda d: _review_test(d).update(tags=["tracing"]),
                  ".tags is ['tracing'], not ['written_summary']", id="retagged"),
     pytest.param(lambda d: d["extra_data"]["review"].append(_entry(d)),
@@ -157,13 +195,13 @@ STRUCTURAL = [
                  id="the-review-twice"),
 ]
 # Consistent with the report: only the ledger (or a signature) tells them from the truth.
+# Each edit gets the document and the automated results.json, before any review.
 AGAINST_LEDGER = [
-    pytest.param(lambda d: (_entry(d).update(points="15.00"), _review_test(d).update(score=0.0)),
-                 id="raise-the-reviewed-points"),
-    pytest.param(lambda d: (d["tests"].pop(), d["extra_data"].pop("review")),
-                 id="drop-the-review"),
-    pytest.param(_invented, id="a-review-nobody-made"),
-    pytest.param(lambda d: _entry(d).update(by="the professor"), id="another-reviewer"),
+    pytest.param(lambda d, _: _raised(d), id="raise-the-reviewed-points"),
+    pytest.param(_dropped, id="drop-the-review"),
+    pytest.param(lambda d, _: _invented(d), id="a-review-nobody-made"),
+    pytest.param(lambda d, _: (_entry(d).update(by="the professor"), _review_test(d).update(
+        name="Written summary: reviewed by the professor")), id="another-reviewer"),
 ]
 
 
@@ -193,9 +231,10 @@ def test_an_edited_review_that_does_not_add_up_fails_verify_with_or_without_the_
 @pytest.mark.parametrize("edit", AGAINST_LEDGER)
 def test_an_edited_review_fails_verify_against_the_ledger_of_its_grades_folder(
     reviewed: Graded, capsys: pytest.CaptureFixture[str],
-    edit: Callable[[dict[str, Any]], object],
+    edit: Callable[[dict[str, Any], dict[str, Any]], object],
 ) -> None:
-    rewrite(reviewed.results, edit)
+    automated = _automated(reviewed)
+    rewrite(reviewed.results, lambda d: edit(d, automated))
     capsys.readouterr()
     assert verify(reviewed.results) == 1
     error = capsys.readouterr().err
@@ -232,16 +271,26 @@ def test_an_override_is_tied_to_its_report_and_reaches_every_output(
         "100.00", "written_summary 15.00->12.00 by kim; pending: stretch_goal", "97.00")
 
     results, automated = graded.document(), json.loads(before["results.json"])
-    assert results["tests"][:-1] == automated["tests"]  # every automated test as it was
+    shown_right(results)
     assert results["score"] == 97.0
-    test = results["tests"][-1]
-    assert {k: test[k] for k in ("name", "score", "max_score", "status", "tags",
+    checks = [t for t in automated["tests"] if t["tags"] == ["written_summary"]]
+    at = automated["tests"].index(checks[0])
+    assert results["tests"] == [*automated["tests"][:at], _review_test(results),
+                                *automated["tests"][at + len(checks):]]  # the rest as it was
+    test = _review_test(results)
+    assert {k: test[k] for k in ("name", "number", "score", "max_score", "status", "tags",
                                  "output_format")} == {
-        "name": "Written summary: human review", "score": -3.0, "max_score": 0.0,
-        "status": "passed", "tags": ["written_summary"], "output_format": "text"}
-    assert test["output"] == (
+        "name": "Written summary: reviewed by kim", "number": checks[0]["number"],
+        "score": 12.0, "max_score": 15.0, "status": "failed", "tags": ["written_summary"],
+        "output_format": "text"}
+    assert test["output"].startswith(
         f"Reviewed by kim (ledger event {event['seq']}): changed the points from 15.00 to "
-        f"12.00 (12.00 / 15.00). Reason: {REASON}")
+        f"12.00, so this criterion scores 12.00 / 15.00. Reason: {REASON}\n\nThe automated "
+        "checks gave 15.00 / 15.00:\n- ")
+    for check in checks:  # each automated check's points and detail, as it was shown
+        name = check["name"].removeprefix("Written summary: ")
+        assert (f"- {name}: passed, {check['score']:.2f} / {check['max_score']:.2f}: "
+                f"{check['output'].split(chr(10))[0]}") in test["output"]
     assert results["extra_data"]["review"] == [
         {"criterion": "written_summary", "automated": "15.00", "points": "12.00", "by": "kim",
          "reason": REASON, "event": event["seq"]}]
@@ -276,7 +325,13 @@ def test_a_confirmation_keeps_the_points_and_a_later_review_supersedes_an_earlie
     assert capsys.readouterr().out == (
         f"alice: stretch_goal 10.00 confirmed by kim (ledger event {confirmed['seq']}); final "
         "100.00 / 100.00 (automated 100.00)\n")
-    assert graded.document()["tests"][-1]["score"] == 0.0
+    confirmation = _review_test(graded.document(), "stretch_goal")
+    assert (confirmation["name"], confirmation["score"], confirmation["max_score"],
+            confirmation["status"]) == ("Stretch goal: reviewed by kim", 10.0, 10.0, "passed")
+    assert confirmation["output"].startswith(
+        f"Reviewed by kim (ledger event {confirmed['seq']}): confirmed the automated points, "
+        "so this criterion scores 10.00 / 10.00. Reason: the write-up names the second provider")
+    shown_right(graded.document())
 
     assert override(graded, "12") == 0
     first = graded.events()[-1]
@@ -296,8 +351,13 @@ def test_a_confirmation_keeps_the_points_and_a_later_review_supersedes_an_earlie
             for e in results["extra_data"]["review"]] == [
         ("stretch_goal", None, "kim", confirmed["seq"]),
         ("written_summary", "14.50", "lee", latest["seq"])]
-    assert [(t["name"], t["score"]) for t in results["tests"][-2:]] == [
-        ("Stretch goal: human review", 0.0), ("Written summary: human review", -0.5)]
+    shown_right(results)
+    assert [(t["name"], t["score"], t["max_score"]) for t in results["tests"]
+            if ": reviewed by " in t["name"]] == [  # in the report's order
+        ("Written summary: reviewed by lee", 14.5, 15.0),
+        ("Stretch goal: reviewed by kim", 10.0, 10.0)]
+    latest_test = _review_test(results)["output"]
+    assert f"(ledger event {latest['seq']})" in latest_test and "kim" not in latest_test
     assert "Pending human review" not in results["output"].split("## Contract stability")[0]
     assert verify(graded.results) == 0
 
@@ -333,7 +393,7 @@ def test_grading_again_keeps_a_review_of_the_same_report_and_leaves_it_behind_on
         f"{event}), not this one; pending: stretch_goal"))
     results = graded.document()
     assert results["score"] == 100.0 and "review" not in results["extra_data"]
-    assert not [t for t in results["tests"] if t["name"].endswith("human review")]
+    assert not [t for t in results["tests"] if ": reviewed by " in t["name"]]
     assert verify(graded.results) == 0
     assert main(["history", "alice", "--out", str(graded.out)]) == 0
     assert (f"    stale: the review of written_summary (ledger event {event}) was of report "
@@ -472,8 +532,7 @@ def test_a_signed_results_json_is_reviewed_only_with_its_key_and_signed_again(
     download.mkdir()
     for name in ("results.json", "report.json"):
         shutil.copy(graded.folder / name, download / name)
-    rewrite(download / "results.json",
-            lambda d: (_entry(d).update(points="15.00"), _review_test(d).update(score=0.0)))
+    rewrite(download / "results.json", _raised)
     capsys.readouterr()
     assert verify(download / "results.json", key=key) == 1
     assert "the signature does not match" in capsys.readouterr().err
@@ -502,8 +561,8 @@ def test_reviewer_text_is_inert_in_the_gradebook_and_in_results_json(
     for raw in ("**kim**", "[this](", "`code`", "| #", " @all"):
         assert raw not in output, raw
     assert "\\<img" in output and not re.search(r"(?<!\\)<img", output)
-    test = results["tests"][-1]  # plain text: shown as written
-    assert by in test["output"] and reason in test["output"]
+    test = _review_test(results)  # plain text: shown as written
+    assert by in test["name"] and by in test["output"] and reason in test["output"]
     assert verify(graded.results) == 0
 
 

@@ -131,7 +131,7 @@ def test_the_shipped_rubric_loads_with_five_criteria_summing_to_100_and_four_cas
     assert sum(c.weight for c in rubric.criteria) == 100
     assert len(rubric.cases) == 4
     assert list(rubric.cases) == load_cases(path)
-    assert (rubric.id, rubric.version) == ("provider-swap-lab", 1)
+    assert (rubric.id, rubric.version) == ("provider-swap-lab", 2)
     assert rubric.sha256 == hashlib.sha256(path.read_bytes()).hexdigest()
 
 

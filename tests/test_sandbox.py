@@ -395,7 +395,8 @@ def test_a_well_behaved_agent_returns_its_answer_with_calls_and_trace(run: Run) 
         "Refunds: 30 days.",
         "str",
     )
-    assert outcome.calls == (Served(keys[0], True), Served(keys[1], True))
+    # The first record was in the trace when the second call was answered.
+    assert outcome.calls == (Served(keys[0], True), Served(keys[1], True, trace_lines=1))
     assert outcome.trace == tuple(TraceRecord(key, "provider-a", 0.5, True) for key in keys)
     assert (outcome.trace_error, outcome.exception, outcome.miss_escaped) == (None, None, False)
 

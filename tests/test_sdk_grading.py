@@ -18,6 +18,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import secrets
 import shutil
 import sys
@@ -35,7 +36,7 @@ from gradekit._http import HTTP_CASSETTE, HttpCassette, HttpRequest
 from grader._channel import Child, ProtocolError
 from grader._grade import _http_cassettes
 from grader._layout import Layout
-from grader._model import Limits, RunResult, Served
+from grader._model import Limits, RunResult
 from grader._rubric import KIT_RUBRIC, load_cases
 from grader._sandbox import _Case, _no_tools, _Run, _Talk, run_cases
 from grader.cli import main
@@ -581,9 +582,10 @@ def test_a_swallowed_sdk_error_loses_loud_failure_only(world: World) -> None:
     report, baseline = world.report("swallows"), world.report("openai-sdk")
     assert Decimal(points(report)["loud_failure"]) < Decimal(points(baseline)["loud_failure"])
     lost = details(report, "loud_failure")
-    for case in CASES:
-        assert lost[case] == "returned 'Sorry, the assistant is unavailable right now.' " \
-            "after a miss: a miss must raise", (case, lost[case])
+    for case in CASES:  # the first request (its last message's head) already swallowed
+        assert re.fullmatch(r"call 1 of [23] \('.+'\): run\(\) returned 'Sorry, the "
+                            r"assistant is unavailable right now\.' after the miss: a miss "
+                            r"must raise", lost[case]), (case, lost[case])
     assert_full(report, "contract_stability", "tracing")
 
 
@@ -608,7 +610,7 @@ def test_each_asking_gets_the_next_recording_and_one_more_is_a_miss(zoo: Zoo) ->
     assert answers[0] != answers[1]  # the server numbers its answers
     twice = zoo.result.outcomes["twice"]
     assert (twice.status, twice.answer) == ("returned", " | ".join(answers))
-    assert twice.calls == (Served(key, True, http=True), Served(key, True, http=True))
+    assert [(c.key, c.served, c.http) for c in twice.calls] == [(key, True, True)] * 2
     thrice = zoo.result.outcomes["thrice"]
     assert (thrice.status, thrice.exception, thrice.miss_escaped) == (
         "raised", "APIConnectionError", True)
@@ -723,8 +725,13 @@ def test_a_corrupt_http_cassette_is_a_finding_with_the_fix_and_the_rest_grades(
     for case in ("refund-policy", "incident-summary"):  # never served from a broken file
         assert stable[case] == "asked 2 SDK request(s) the HTTP cassette does not hold"
     for case in ("sql-explain", "flaky-grade"):  # the other cases grade as ever
-        assert stable[case] == "identical under both labels and hash seeds"
-    assert_full(report, "loud_failure", "tracing")
+        assert stable[case] == "identical under every provider label and hash seed"
+        for criterion_id in ("loud_failure", "tracing"):
+            check = next(c for c in criterion(report, criterion_id)["checks"] if c["id"] == case)
+            assert check["passed"], (criterion_id, check)
+    for case in ("refund-policy", "incident-summary"):  # never ran: nothing to probe or trace
+        assert details(report, "loud_failure")[case] == "not probed: its primary run asked 2 " \
+            "SDK request(s) the HTTP cassette does not hold; record them first"
 
 
 def test_a_linked_http_cassette_is_refused_and_never_served(world: World) -> None:

@@ -29,8 +29,10 @@ from grader._rubric import load_rubric
 from grader._sandbox import run_cases
 from grader._signing import (
     CONTEXT,
+    DRAW_KEY,
     KEY_ENV,
     KEY_FILE_ENV,
+    draw_key,
     load_key,
     sign,
     sign_file,
@@ -338,3 +340,35 @@ def test_a_sandboxed_agent_cannot_read_the_signing_key(
     assert outcome.status == "returned", outcome
     assert outcome.answer == repr((None, None))
     assert os.environ[KEY_ENV] == KEY.decode()  # it was set, here, all along
+
+
+# -- the draw key: what a grading's labels and seeds are keyed with --------------------------
+
+
+def test_a_draw_key_is_derived_from_the_signing_key_alike_in_every_grades_folder(
+        tmp_path: Path) -> None:
+    signing = KEY
+    first, second = draw_key(tmp_path / "a", signing), draw_key(tmp_path / "b", signing)
+    assert first == second == hmac.new(signing, b"gradekit-draw-key/1\n", hashlib.sha256).digest()
+    assert first != signing and signing not in first
+    assert draw_key(tmp_path / "a", b"another key of the instructor") != first
+    assert not (tmp_path / "a").exists()  # nothing is kept when it can be derived
+
+
+def test_without_a_signing_key_the_grades_folder_keeps_one_private_to_its_owner(
+        tmp_path: Path) -> None:
+    made = draw_key(tmp_path, None)
+    kept = tmp_path / DRAW_KEY
+    assert kept.stat().st_mode & 0o777 == 0o600
+    assert kept.read_text("ascii") == made.hex() + "\n" and len(made) == 32
+    assert draw_key(tmp_path, None) == made  # the next grading draws with the same key
+    assert draw_key(tmp_path / "other", None) not in (made, b"")
+
+
+@pytest.mark.parametrize("text", ["", "not hex at all\n", "ab" * 31 + "\n", "zz" * 32])
+def test_a_kept_draw_key_that_is_not_one_is_a_usage_error_that_states_the_fix(
+        tmp_path: Path, text: str) -> None:
+    (tmp_path / DRAW_KEY).write_text(text, "ascii")
+    with pytest.raises(UsageError, match=r"is not a draw key .* restore it from a backup .* "
+                                         r"or delete it and a new one is made"):
+        draw_key(tmp_path, None)

@@ -183,12 +183,15 @@ def test_own_replay_is_what_the_grader_probes(graded: dict[str, dict[str, object
         return next(check for criterion, check in _checks(graded[name])
                     if criterion["id"] == "loud_failure" and check["id"] == "own_replay")
 
-    assert own_replay("raw")["passed"] is True  # the kit's Replay, as before
+    # A Replay that works is credited only beside an agent that ran on its recordings, and
+    # run() is still the stub: the kit's Replay and a written one are probed and pass, but
+    # earn nothing yet; the stub Replay fails the probe itself.
+    for name in ("raw", "own-replay-written"):
+        check = own_replay(name)
+        assert check["passed"] is False and str(check["detail"]).startswith(
+            "not credited: no case of the agent ran on its recordings"), (name, check)
     stub = own_replay("own-replay")
     assert stub["passed"] is False and "NotImplementedError" in str(stub["detail"]), stub
-    assert own_replay("own-replay-written")["passed"] is True
-    assert Decimal(str(graded["own-replay"]["total"])) + Decimal("5.00") == \
-        Decimal(str(graded["own-replay-written"]["total"]))
 
 
 # -- the student's own tests ----------------------------------------------------------------------
@@ -390,10 +393,13 @@ def test_a_fresh_starter_installs_and_runs_its_own_make_test_and_make_check(
                            text=True, timeout=600, check=False)
     verdicts = {int(number): (verdict, title) for verdict, number, title, _ in
                 CHECKPOINT.findall(check.stdout)}
-    assert verdicts == {1: ("PASS", "Whitespace is not a new prompt"),
+    assert verdicts == {1: ("FAIL", "Whitespace is not a new prompt"),
                         2: ("FAIL", "A miss is loud"),
-                        3: ("PASS", "Two providers, one score")}, check.stdout + check.stderr
-    assert check.returncode != 0  # the agent is a stub: a checkpoint fails
+                        3: ("FAIL", "Two providers, one score")}, check.stdout + check.stderr
+    # The agent is the stub: every checkpoint names it as the cause, with the first step.
+    assert check.stdout.count("run() is not written yet: it raises NotImplementedError in every "
+                              "case. Write it first in lab/agent.py") == 3, check.stdout
+    assert check.returncode != 0
 
 
 def test_the_instructors_regression_sets_never_ship_in_the_hand_out(

@@ -7,7 +7,7 @@ from pathlib import Path
 from gradekit import prompt_key
 from gradekit._cassette import Cassette, Entry, encode_cassette
 from grader._changelog import append_change, digest_file
-from grader._checks import STRETCH_GOALS, Evidence
+from grader._checks import STRETCH_GOALS, Evidence, _written_up
 from grader._grade import _review, _review_problem
 from grader._manifest import Manifest
 from grader._model import CaseOutcome, RunResult, Served, TraceRecord
@@ -24,7 +24,7 @@ def traced(call: Served) -> TraceRecord:
 
 def evidence(*outcomes: CaseOutcome) -> Evidence:
     primary = RunResult({o.case: o for o in outcomes})
-    return Evidence(cases=CASES, label="p", primary=primary, secondary=None, unanswerable=None,
+    return Evidence(cases=CASES, label="p", primary=primary, others=(), loud=(),
                     probe=None, failures=None, stretch=("tool-fixtures",), second_set=None)
 
 
@@ -59,6 +59,35 @@ def test_tool_fixtures_needs_the_tool_calls_traced() -> None:
     why = tool_fixtures(evidence(outcome("one", (PROMPT, TOOL), only_prompts),
                                  outcome("two", (PROMPT,))))
     assert why is not None and "case one: tool calls are not traced" in why
+
+
+def test_tool_fixtures_pairs_each_tool_record_by_key_not_by_line() -> None:
+    """The prompt is untraced, so the tool's record is on line 1, not line 2: still its."""
+    only_tool = (traced(TOOL),)
+    assert tool_fixtures(evidence(outcome("one", (PROMPT, TOOL), only_tool),
+                                  outcome("two", (TOOL,)))) is None
+
+
+WRITE_UP = """\
+# Failures
+## {heading}
+- Symptom: a tool answered differently on Tuesday than on Monday.
+- Cause: the search index was rebuilt overnight between the two runs.
+- Fix: {fix}
+"""
+
+
+def test_a_stretch_goal_named_in_a_heading_is_written_up() -> None:
+    """A person reads "## tool-fixtures: ..." as the goal's entry: so does the grader."""
+    named = WRITE_UP.format(heading="tool-fixtures: the index changed under me",
+                            fix="each read-only call is recorded once and replayed.")
+    unnamed = WRITE_UP.format(heading="The index changed under me",
+                              fix="each read-only call is recorded once and replayed.")
+    in_body = WRITE_UP.format(heading="The index changed under me",
+                              fix="recorded every call as tool fixtures, replayed offline.")
+    assert _written_up(named, STRETCH_GOALS["tool-fixtures"].names)
+    assert not _written_up(unnamed, STRETCH_GOALS["tool-fixtures"].names)
+    assert _written_up(in_body, STRETCH_GOALS["tool-fixtures"].names)
 
 
 def _cassette(path: Path, answer: str) -> str:

@@ -189,3 +189,77 @@ def test_text_quoted_from_the_log_is_capped_and_shown_not_hidden() -> None:
         assert "… [cut: " in detail and "\\x1b[2J[x](http://evil.example)" in detail
         assert "\x1b" not in detail and len(detail) < 1000
     assert all("\x1b" not in advice and len(advice) < 2000 for advice in result.advice)
+
+
+# -- as a person reads it: a path's pattern and code are not template text --------------------
+
+
+@pytest.mark.parametrize("line", [
+    "- Fix: every case now has fixtures/<case>.json beside its cassette.",
+    "- Fix: re-recorded cassettes/<case-id>.http.json for each case.",
+    "- Fix: <case>.previous.json keeps the old answers for review.",
+    "- Fix: the grader reads <root>/cassettes now, not the working folder.",
+    "- Fix: on Windows the file is C:\\<user>\\lab\\agent.py, with backslashes.",
+    "- Fix: the note moved from TODO.md into the README.",
+    "- Fix: the agent lives in lab/.../agent.py, under a package of its own.",
+])
+def test_a_token_that_is_part_of_a_path_is_no_placeholder(line: str) -> None:
+    assert find_placeholders(line) == []
+    entry = ("## Paths\n- Symptom: the lab wrote files where nobody looked.\n"
+             f"- Cause: the grader read a path relative to the caller.\n{line}\n")
+    result = score(f"# Failures\n{GOOD_ENTRY}{entry}{BOUNDARIES}")
+    assert checks(result)["no_placeholders"][:2] == (True, Decimal("5.00"))
+    assert checks(result)["entries"] == (True, Decimal("6.00"), "2 complete entries")
+
+
+@pytest.mark.parametrize(("line", "found"), [
+    ("- Fix: <describe the fix>", "<describe the fix>"),
+    ("- Fix: <what failed>.json was never written", "<what failed>"),  # spaces: a gap
+    ("- Fix: <describe>.", "<describe>"),  # a sentence's full stop, not an extension
+    ("- Fix: <describe>. Then record again.", "<describe>"),
+    ("- Fix: \\<describe> (Markdown shows the escaped bracket)", "<describe>"),
+    ("- Fix: the lab reads / <describe> from it", "<describe>"),  # a space from the slash
+    ("- Fix: TODO.", "TODO"),
+    ("- Fix: see the folder at cassettes/ ...", "..."),
+])
+def test_the_same_token_outside_a_path_is_still_template_text(line: str, found: str) -> None:
+    assert find_placeholders(line) == [(1, found)]
+    entry = ("## Paths\n- Symptom: the lab wrote files where nobody looked.\n"
+             f"- Cause: the grader read a path relative to the caller.\n{line}\n")
+    result = score(f"# Failures\n{GOOD_ENTRY}{entry}{BOUNDARIES}")
+    assert checks(result)["no_placeholders"][:2] == (False, Decimal("0.00"))
+    assert f"Fix or Status is template text ({found})" in checks(result)["entries"][2]
+
+
+def test_an_indented_block_after_a_blank_line_is_code() -> None:
+    text = ("# Failures\n## A\nThe run printed:\n\n    CassetteMiss: no recording for <prompt>\n"
+            "    TODO in the agent's own output\n\nand then it stopped.\n"
+            "not code, a paragraph goes on:\n    <describe it>\n")
+    assert find_placeholders(text) == [(10, "<describe it>")]
+
+
+def test_in_a_list_item_code_is_indented_four_past_the_bullets_text() -> None:
+    # "- " puts a bullet's text at column 2: four spaces in is a paragraph of the item, as
+    # GitHub shows it, and six is code. So a template's gap cannot hide as "code".
+    template = "## A\n- Symptom: the agent answered nothing at all.\n- Fix:\n\n    <describe>\n"
+    quoted = ("## B\n- Symptom: the replay stopped on the second prompt with\n\n"
+              "      CassetteMiss: no recording for <prompt>\n\n"
+              "- Cause: the prompt had a trailing space after an edit.\n"
+              "- Fix: prompts are stripped before the agent sends them.\n")
+    assert find_placeholders(template) == [(5, "<describe>")]
+    assert find_placeholders(quoted) == []
+    result = score(f"# Failures\n{template}{quoted}{GOOD_ENTRY}{BOUNDARIES}")
+    detail = checks(result)["entries"][2]
+    assert "'A' (line 2): Cause is missing, Fix or Status is template text (<describe>)" \
+        in detail
+    assert "'B'" not in detail  # its quoted output counts as the symptom's text, not a gap
+    assert checks(result)["no_placeholders"][2] == "template text left in: line 6: '<describe>'"
+
+
+def test_a_fields_fenced_or_indented_code_is_code_inside_the_field_too() -> None:
+    fenced = "- Symptom: it printed\n\n  ```\n  TODO <prompt> `x`\n  ```\n"
+    indented = "- Symptom: it printed\n\n      TODO <prompt> ``x``\n"
+    for symptom in (fenced, indented):
+        log = parse_failures(f"# Failures\n## A\n{symptom}")
+        assert "TODO <prompt>" in log.entries[0].fields["symptom"]
+        assert find_placeholders(log.entries[0].fields["symptom"]) == []
