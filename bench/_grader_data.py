@@ -101,9 +101,9 @@ _SWALLOW = '''
 _traced_run = run
 
 
-def run(provider, task):  # the classic mistake: a miss becomes an empty answer
+def run(provider, task, tools=None):  # the classic mistake: a miss becomes an empty answer
     try:
-        return _traced_run(provider, task)
+        return _traced_run(provider, task, tools)
     except Exception:
         return ""
 '''

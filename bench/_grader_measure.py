@@ -204,7 +204,7 @@ def grade_table(plan: GraderPlan, folder: Path) -> Table:
 
     def in_process() -> None:
         graded = grade_submission(reference, rubric, submission=reference.name,
-                                  label="provider-a", scratch=folder / f"scratch-{next(counter)}")
+                                  scratch=folder / f"scratch-{next(counter)}")
         digests[_digest(render_report_json(graded.report))] += 1
 
     inner = repeated(in_process, plan.repeats)
@@ -212,7 +212,7 @@ def grade_table(plan: GraderPlan, folder: Path) -> Table:
     in_place = _commands(["grade", str(REPO), "--jobs", "1"], folder, plan.repeats, digests)
     shown = ", ".join(f"{digest[:12]}… ({count} grades)" for digest, count in digests.items())
     return Table(
-        "2. One submission graded end to end (reference lab, 4 cases, 5 sandboxed runs)",
+        "2. One submission graded end to end (reference lab, 4 cases, 11 sandboxed runs)",
         [
             timed("gradekit grade, clean copy of the lab, whole process", _files(clean), whole),
             timed("grade_submission in process, same copy", _files(clean), inner),
@@ -220,9 +220,11 @@ def grade_table(plan: GraderPlan, folder: Path) -> Table:
                   in_place),
         ],
         [
-            f"Median and p90 of {plan.repeats} runs after one warm-up. A grade is five "
-            "sandboxed runs (primary, second label, unanswerable, own-Replay probe, second "
-            "cassette set), each copying the submission into its own folder first.",
+            f"Median and p90 of {plan.repeats} runs after one warm-up. A grade of the "
+            "reference is eleven sandboxed runs (primary; one under each of the four other "
+            "provider families' labels; a loud-failure probe per provider call position, "
+            "three, and one for the tools; the own-Replay probe; the second cassette set), "
+            "each copying the submission into its own folder first.",
             "Size: what each sandboxed run copies. The checkout in place also copies its "
             "untracked caches (.mypy_cache and the like); the clean copy is what git holds.",
             f"Report digests of every grade here: {shown}.",

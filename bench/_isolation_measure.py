@@ -72,7 +72,10 @@ def run(provider, task):  # hangs in every case: never calls, never returns
     while True:
         time.sleep(3600)
 '''
-_RUNS = ("primary", "secondary", "unanswerable", "probe", "second-set")
+# A grade's runs, in the order a grading starts them (scratch folder names).
+_RUNS = ("primary", "label-2", "label-3", "label-4", "label-5", "tiebreak",
+         "loud-provider-1", "loud-provider-2", "loud-provider-3", "loud-provider-4",
+         "loud-tool-1", "probe", "second-set")
 _GRACE_S = 1.0  # CPU passes: how long a child may take to exit by itself before the kill
 CPU_CAVEAT = (
     "The grader kills each child's process group as soon as its run is over; under "
@@ -314,7 +317,7 @@ def _counted_grade(root: Path, rubric: Path, scratch: Path, wall: Isolation, *,
     scratch.mkdir(parents=True, exist_ok=True)
     with _children_patched(scratch, grace_s=grace_s) as log:
         graded = grade_submission(root, load_rubric(rubric), submission=root.name,
-                                  label="provider-a", scratch=scratch, isolation=wall)
+                                  scratch=scratch, isolation=wall)
     if not log.lifetimes:
         raise RuntimeError("grade_submission started no counted child: update bench")
     primary = graded.evidence.primary

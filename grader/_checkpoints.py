@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from grader._checks import ESCAPED, Evidence, loudness, unstable_cause
+from grader._checks import ESCAPED, STUB_ERROR, Evidence, loudness, unstable_cause
 from grader._grade import Graded, draw, grade_submission
 from grader._isolation import Isolation
 from grader._manifest import load_manifest
@@ -139,8 +139,7 @@ def _unwritten(evidence: Evidence, agent: str) -> str:
     """The reason every checkpoint fails for a hand-out whose run() is still the stub
     (``agent`` is the manifest's ``module:function``)."""
     outcomes = list(evidence.primary.outcomes.values()) if evidence.primary else []
-    if outcomes and all(o.status == "raised" and o.exception == "NotImplementedError"
-                        for o in outcomes):
+    if outcomes and all(o.status == "raised" and o.exception == STUB_ERROR for o in outcomes):
         module = agent.partition(":")[0].replace(".", "/")
         return UNWRITTEN.format(agent=f"{module}.py")
     return ""

@@ -37,6 +37,7 @@ __all__ = [
     "CORE_CHECKS",
     "STABLE",
     "STRETCH_GOALS",
+    "STUB_ERROR",
     "Check",
     "Evidence",
     "StretchGoal",
@@ -48,6 +49,7 @@ __all__ = [
 ]
 
 ESCAPED = "the miss (CassetteMiss or MissingFixtureError) escaped run()"
+STUB_ERROR = "NotImplementedError"  # what the hand-out's run() raises until it is written
 NEVER_ASKED = "never asked the provider: the answer did not come from the recordings"
 REPLAY_OK = "your Replay answered a recorded prompt and raised CassetteMiss on an unrecorded one"
 ZERO = Decimal("0.00")
@@ -182,10 +184,14 @@ def _stability_advice(case: str, first: CaseOutcome | None, evidence: Evidence) 
     use, a run that failed, a prompt it does not hold (and where it differs from the
     closest one), or answers that changed with the label or with the hash seed."""
     problem = evidence.recording_problems.get(case)
-    if problem:
+    unwritten = first is not None and first.status == "raised" and first.exception == STUB_ERROR
+    if problem and not unwritten:  # no recording can be made before run() is written
         return problem
     if evidence.blocked:
         return f"fix this first: {evidence.blocked}"
+    if unwritten:
+        return (f"write run() first: it raises {STUB_ERROR}, as the hand-out's stub does; then "
+                f"record the case once with `gradekit record --case {case}`")
     if first is None or _failed_run(first, "") is not None:
         return ("make run() finish this task without a timeout or a crash "
                 f"({_failed_run(first, '')})")
@@ -289,7 +295,7 @@ def loud_failure(evidence: Evidence, rubric: Rubric, criterion: Criterion) -> Cr
         passed = detail.startswith(ESCAPED)
         checks.append(_check(case.id, passed, shares[case.id], detail))
         if not passed:
-            advice.append(LOUD_ADVICE)
+            advice.append(NOT_RAN_ADVICE if detail.startswith(NOT_PROBED) else LOUD_ADVICE)
     own = criterion.points.get(OWN_REPLAY)
     if own is not None:
         detail = _own_replay(evidence.probe, evidence.blocked)
@@ -305,6 +311,10 @@ def loud_failure(evidence: Evidence, rubric: Rubric, criterion: Criterion) -> Cr
     return criterion_result(criterion, checks, advice)
 
 
+NOT_PROBED, NOT_CHECKED = "not probed: ", "not checked: "
+NOT_RAN_ADVICE = ("Make every case run on its recordings first (see Contract stability): a "
+                  "case is probed for loud failure, and its trace checked, only once its "
+                  "primary run returns an answer with every call it asks served.")
 LOUD_ADVICE = ("Let every CassetteMiss (and MissingFixtureError) propagate out of run(), "
                "at every call: no except that swallows it, no default answer, no retry that "
                "hides it, no contextlib.suppress; if you must wrap it, use "
@@ -317,7 +327,7 @@ def loudness(case: str, evidence: Evidence) -> str:
     agent did), or why the case could not be probed."""
     primary = _outcome(evidence.primary, case)
     if not ran(primary):
-        return f"not probed: {_not_ran(primary, evidence.blocked)}"
+        return NOT_PROBED + _not_ran(primary, evidence.blocked)
     assert primary is not None
     planned, runs = planned_probes(primary), dict(evidence.loud)
     for withhold in planned:
@@ -385,7 +395,9 @@ def tracing(evidence: Evidence, rubric: Rubric, criterion: Criterion) -> Criteri
         points = cents(shares[case.id] * good / total) if total else ZERO
         checks.append(CheckResult(case.id, total > 0 and good == total, points,
                                   shares[case.id], detail))
-        if good != total or not total:
+        if not total:
+            advice.append(NOT_RAN_ADVICE)
+        elif good != total:
             advice.append(
                 "Wrap the provider in Traced (or write one JSON line per call yourself, once "
                 "the call has returned or raised) to $GRADEKIT_TRACE: key, provider (the "
@@ -398,7 +410,7 @@ def _traced(case: str, evidence: Evidence) -> tuple[int, int, str]:
     """(records right, records expected, detail) for one case."""
     outcome = _outcome(evidence.primary, case)
     if not ran(outcome):
-        return 0, 0, f"not checked: {_not_ran(outcome, evidence.blocked)}"
+        return 0, 0, NOT_CHECKED + _not_ran(outcome, evidence.blocked)
     assert outcome is not None
     good, left_over, early = _judge_records(outcome, evidence.label)
     calls = len(outcome.calls)

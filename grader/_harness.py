@@ -58,7 +58,7 @@ import shutil
 import site
 import stat
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 NETWORK = frozenset(
@@ -725,49 +725,42 @@ def takes_tools(agent: Callable[..., object]) -> bool:
     return len(positional) >= 3 or any(p.kind is p.VAR_POSITIONAL for p in parameters)
 
 
+def chain(exc: BaseException) -> Iterator[BaseException]:
+    """Every exception in ``exc``'s chain as Python would print it (causes, contexts not
+    suppressed, an exception group's members), the nearest first, each once. The agent's
+    own exception classes can raise from these attributes: callers guard the iteration."""
+    seen: set[int] = set()
+    queue: list[object] = [exc]
+    while queue:
+        current = queue.pop(0)
+        if not isinstance(current, BaseException) or id(current) in seen:
+            continue
+        seen.add(id(current))
+        yield current
+        queue.append(current.__cause__)
+        if not current.__suppress_context__:
+            queue.append(current.__context__)
+        if isinstance(current, BaseExceptionGroup):
+            queue.extend(current.exceptions)
+
+
 def escaped(exc: BaseException, misses: list[BaseException]) -> bool:
     """Whether one of ``misses`` is in ``exc``'s chain as Python would print it."""
-    seen: set[int] = set()
-    stack: list[object] = [exc]
     try:
-        while stack:
-            current = stack.pop()
-            if not isinstance(current, BaseException) or id(current) in seen:
-                continue
-            seen.add(id(current))
-            if any(current is miss for miss in misses):
-                return True
-            stack.append(current.__cause__)
-            if not current.__suppress_context__:
-                stack.append(current.__context__)
-            if isinstance(current, BaseExceptionGroup):
-                stack.extend(current.exceptions)
+        return any(current is miss for current in chain(exc) for miss in misses)
     except BaseException:
         return False
-    return False
 
 
 def missing_module(exc: BaseException) -> str | None:
-    """The module that a ``ModuleNotFoundError`` in ``exc``'s chain (itself, its causes and
-    contexts, the nearest first) could not find: its ``name``, or None when there is none.
-    An import the agent, or a package it uses, could not make; the parent decides whose."""
-    seen: set[int] = set()
-    stack: list[object] = [exc]
+    """The module that a ``ModuleNotFoundError`` in ``exc``'s chain (the nearest first)
+    could not find: its ``name``, or None when there is none. An import the agent, or a
+    package it uses, could not make; the parent decides whose."""
     try:
-        while stack:
-            current = stack.pop(0)
-            if not isinstance(current, BaseException) or id(current) in seen:
-                continue
-            seen.add(id(current))
-            if isinstance(current, ModuleNotFoundError):
-                name = current.name
-                if type(name) is str:  # a str, never a subclass the agent wrote
-                    return name[:TEXT_LIMIT]
-            stack.append(current.__cause__)
-            if not current.__suppress_context__:
-                stack.append(current.__context__)
-            if isinstance(current, BaseExceptionGroup):
-                stack.extend(current.exceptions)
+        for current in chain(exc):
+            # A str, never a subclass the agent wrote.
+            if isinstance(current, ModuleNotFoundError) and type(current.name) is str:
+                return current.name[:TEXT_LIMIT]
     except BaseException:
         return None
     return None

@@ -4,8 +4,9 @@ The primary run shows what each case asks, in order. For each provider call posi
 a case (``complete`` and SDK requests alike), a probe run serves the tools and the first
 k-1 provider calls as recorded and answers a miss from call k on; a separate run withholds
 the tool fixtures from the first tool call on. A probe holds when its miss escaped run()
-and the parent served nothing after it: an agent that swallows the miss, or goes on to
-ask for more, hides it. Pure functions of what the parent observed.
+and the agent asked nothing after it but the same call again (an SDK's retries): an agent
+that swallows the miss, or goes on to its next step (whose own miss may then escape),
+hides it. Pure functions of what the parent observed.
 """
 
 from __future__ import annotations
