@@ -115,6 +115,7 @@ def draw_key(out: Path, signing: bytes | None) -> bytes:
     if signing is not None:
         return hmac.new(signing, _DRAW_KEY_CONTEXT, hashlib.sha256).digest()
     path = out / DRAW_KEY
+    out.mkdir(parents=True, exist_ok=True)
     try:
         descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:
