@@ -25,13 +25,13 @@ from bench._table import Row, Table, Target, fmt_bytes, fmt_ns, fmt_size, note_r
 from bench._timing import Stats, cpu_ns, repeated, summarize
 from gradekit._replay import Replay
 from gradekit._toolbox import ToolReplay
-from grader._checkpoints import run_checkpoints
-from grader._grade import _serve, _serve_tools, grade_submission
-from grader._isolation import Isolation, bubblewrap
 from grader._model import Limits
-from grader._report import render_report_json
-from grader._rubric import load_rubric
-from grader._sandbox import ToolAnswer, run_cases
+from grader.grading._checkpoints import run_checkpoints
+from grader.grading._grade import _serve, _serve_tools, grade_submission
+from grader.outputs._report import render_report_json
+from grader.rubric._rubric import load_rubric
+from grader.sandbox._isolation import Isolation, bubblewrap
+from grader.sandbox._sandbox import ToolAnswer, run_cases
 
 __all__ = ["FULL", "QUICK", "GraderPlan", "batch_table", "bubblewrap_missing", "check_table",
            "grade_table", "pipe_table", "progress", "run_gradekit"]
@@ -140,7 +140,7 @@ def pipe_table(plan: GraderPlan, folder: Path) -> Table:
             "A piped provider call is: JSON line to the parent, prompt_key and dict lookup "
             "there, JSON line back, with the child's audit hook installed. A piped tool call "
             f"is: `tools.call(\"{LOOKUP}\", q=...)` in the child, a JSON line to the parent, "
-            "tool_key and a lookup in the case's in-memory fixture map (as grader._grade "
+            "tool_key and a lookup in the case's in-memory fixture map (as grader.grading._grade "
             "serves it), the recorded result as a JSON line back. In process, "
             "ToolReplay.call computes the same tool_key and reads the result back from its "
             "JSON text. The overhead rows subtract the in-process median from both columns.",

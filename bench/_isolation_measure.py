@@ -30,11 +30,15 @@ from bench._grader_data import REPO, copy_reference, tree_size
 from bench._grader_measure import GraderPlan, bubblewrap_missing, progress, run_gradekit
 from bench._table import Row, Table, fmt_bytes, fmt_ns, fmt_size, note_row, timed
 from bench._timing import Costs, Stats, interleaved, summarize
-from grader._batch import _worker_environment
-from grader._channel import HARNESS, PYTHON_FLAGS, Child
-from grader._grade import grade_submission
-from grader._harness import copy_submission
-from grader._isolation import (
+from grader._model import Limits
+from grader.batch._batch import _worker_environment
+from grader.batch._worker import EXIT_BAD_REQUEST
+from grader.batch._zygote import REQUEST, STDERR, Zygote
+from grader.grading._grade import grade_submission
+from grader.rubric._rubric import load_rubric
+from grader.sandbox._channel import HARNESS, PYTHON_FLAGS, Child
+from grader.sandbox._harness import copy_submission
+from grader.sandbox._isolation import (
     KIT,
     Bind,
     Isolation,
@@ -44,12 +48,8 @@ from grader._isolation import (
     no_new_processes_filter,
     package_folders,
 )
-from grader._layout import IGNORED_NAMES
-from grader._model import Limits
-from grader._rubric import load_rubric
-from grader._sandbox import run_cases
-from grader._worker import EXIT_BAD_REQUEST
-from grader._zygote import REQUEST, STDERR, Zygote
+from grader.sandbox._layout import IGNORED_NAMES
+from grader.sandbox._sandbox import run_cases
 
 __all__ = ["WALLS", "breakdown_table", "hang_table", "start_table"]
 
@@ -303,7 +303,7 @@ def _children_patched(scratch: Path, *, grace_s: float = 0.0) -> Iterator[_Child
     users = [module for name, module in sorted(sys.modules.items())
              if name.startswith("grader.") and getattr(module, "Child", None) is Child]
     if not users:
-        raise RuntimeError("no grader module starts grader._channel.Child: update bench")
+        raise RuntimeError("no grader module starts grader.sandbox._channel.Child: update bench")
     with contextlib.ExitStack() as patches:
         for module in users:
             patches.enter_context(mock.patch.object(module, "Child", Counted))
@@ -382,7 +382,7 @@ class _Part:
 
 
 _WORKER = "worker: forked by the batch's zygote, an empty request (how the batch starts one)"
-_FRESH = "worker: a fresh python -P -m grader._worker, an empty request (imports, then exits)"
+_FRESH = "worker: a fresh python -P -m grader.batch._worker, an empty request (imports, then exits)"
 
 
 def _parts(plan: GraderPlan, reference: Path, folder: Path, missing: str | None) -> list[_Part]:
@@ -415,11 +415,12 @@ def _parts(plan: GraderPlan, reference: Path, folder: Path, missing: str | None)
             "namespaces", _bwrap(reference, ["true"]))
         runs[f"bubblewrap + base python {' '.join(flags)} -c pass"] = (
             "namespaces", _bwrap(reference, [base, *flags, "-c", "pass"]))
-    runs[_FRESH] = ("grader._worker", _run([python, "-P", "-m", "grader._worker", "bench"],
-                                           worker_cwd, _worker_environment(), EXIT_BAD_REQUEST))
+    runs[_FRESH] = ("grader.batch._worker", _run(
+        [python, "-P", "-m", "grader.batch._worker", "bench"], worker_cwd,
+        _worker_environment(), EXIT_BAD_REQUEST))
     costs = interleaved({name: run for name, (_, run) in runs.items()}, _part_runs(plan))
     parts = [_Part(name, size, costs[name]) for name, (size, _) in runs.items()]
-    return [*parts, _Part(_WORKER, "grader._worker", _forked(plan, folder, worker_cwd))]
+    return [*parts, _Part(_WORKER, "grader.batch._worker", _forked(plan, folder, worker_cwd))]
 
 
 def _forked(plan: GraderPlan, folder: Path, cwd: Path) -> Costs:
@@ -478,14 +479,14 @@ def _run(command: Sequence[str], cwd: Path, env: Mapping[str, str] | None = None
 
 
 def _child_environment(home: Path) -> dict[str, str]:
-    """The sandboxed child's environment, as ``grader._sandbox`` builds it from nothing."""
+    """The sandboxed child's environment, as ``grader.sandbox._sandbox`` builds it from nothing."""
     return {"PATH": "/usr/bin:/bin", "HOME": str(home), "TMPDIR": str(home), "TZ": "UTC",
             "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "PYTHONHASHSEED": "0",
             "PYTHONIOENCODING": "utf-8", "PYTHONDONTWRITEBYTECODE": "1"}
 
 
 def _bwrap(reference: Path, command: Sequence[str]) -> Callable[[], None]:
-    """``command`` behind the options a sandboxed child gets (as ``grader._sandbox`` starts
+    """``command`` behind the options a sandboxed child gets (as ``grader.sandbox._sandbox`` starts
     one): the same binds, the same seccomp filter written to a fresh pipe."""
     path = bubblewrap()[0]
     if path is None:
@@ -546,7 +547,8 @@ def _breakdown_notes(plan: GraderPlan, counts: Mapping[Isolation, list[_Counted]
         "all taking turns, each a fresh process in the sandboxed child's environment (the "
         "worker rows: the batch's worker environment, started in an empty folder; the forked "
         "one by a zygote started once, as the batch does). The "
-        "harness's imports are its own top-level imports, read from grader/_harness.py; the "
+        "harness's imports are its own top-level imports, read from grader/sandbox/_harness.py; "
+        "the "
         "agent's import adds the submission's `lab` package (lab.agent and what it imports).",
     ]
     if missing is not None:

@@ -32,7 +32,8 @@ from gradekit._exceptions import (
     UsageError,
 )
 from gradekit._fake import FakeProvider
-from gradekit._http import HttpCassette, request_key
+from gradekit._http.cassette import HttpCassette, request_key
+from gradekit._http.transport import AsyncCassetteTransport, CassetteTransport
 from gradekit._incident import (
     Crossing,
     Envelope,
@@ -51,7 +52,6 @@ from gradekit._recorder import Mode, Recorder
 from gradekit._replay import Replay
 from gradekit._toolbox import LiveToolbox, Toolbox, ToolRecorder, ToolReplay, Tools, tool_key
 from gradekit._tracing import JsonlSink, Traced, TracedTools
-from gradekit._transport import AsyncCassetteTransport, CassetteTransport
 
 if TYPE_CHECKING:
     from gradekit._live import PRESETS, Anthropic, OpenAICompatible, Preset, live_from_env

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Generic, Literal, Self, TypeVar, assert_never,
 from gradekit._cassette import CASSETTE, Cassette, Entry, merge_entry
 from gradekit._codec import Codec, Document
 from gradekit._exceptions import UsageError
-from gradekit._http_client import HttpClients, http_cassette_path
+from gradekit._http.client import HttpClients, http_cassette_path
 from gradekit._keys import prompt_key
 from gradekit._provider import Provider
 from gradekit._replay import miss
@@ -26,7 +26,7 @@ from gradekit._secrets import credential_values, refuse_secrets
 from gradekit._store import Journal, RecordingLock, fold, journal_path, read, write_atomic
 
 if TYPE_CHECKING:
-    from gradekit._transport import AsyncCassetteTransport, CassetteTransport
+    from gradekit._http.transport import AsyncCassetteTransport, CassetteTransport
 
 __all__ = ["Action", "JournaledRecording", "Mode", "Recorder", "decide", "previous_path"]
 
@@ -233,7 +233,7 @@ class Recorder(JournaledRecording[Cassette], HttpClients):
     def http_transport(self) -> CassetteTransport:
         """The transport of this recorder's SDK clients: ``<case>.http.json``, this mode."""
         if self._http is None:
-            from gradekit._transport import CassetteTransport
+            from gradekit._http.transport import CassetteTransport
 
             self._http = CassetteTransport(
                 http_cassette_path(self.path), mode=self.mode, case=self.case, env=self._env,
@@ -244,7 +244,7 @@ class Recorder(JournaledRecording[Cassette], HttpClients):
 
     def async_http_transport(self) -> AsyncCassetteTransport:
         """``http_transport()`` for async clients: the same recording, one count of slots."""
-        from gradekit._transport import async_twin
+        from gradekit._http.transport import async_twin
 
         return async_twin(self.http_transport())
 

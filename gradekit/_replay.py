@@ -9,12 +9,12 @@ from typing import TYPE_CHECKING
 from gradekit._cassette import CASSETTE, REPLAYED, Cassette
 from gradekit._codec import closest, divergence
 from gradekit._exceptions import CassetteMiss, UsageError
-from gradekit._http_client import HttpClients, http_cassette_path
+from gradekit._http.client import HttpClients, http_cassette_path
 from gradekit._keys import prompt_key
 from gradekit._store import replayed
 
 if TYPE_CHECKING:
-    from gradekit._transport import AsyncCassetteTransport, CassetteTransport
+    from gradekit._http.transport import AsyncCassetteTransport, CassetteTransport
 
 __all__ = ["Replay", "miss"]
 
@@ -63,7 +63,7 @@ class Replay(HttpClients):
                     "this Replay was given a Cassette value, not a file, so it has no HTTP "
                     "cassette beside it: give the SDK a client on "
                     "CassetteTransport('cassettes/<case>.http.json') instead")
-            from gradekit._transport import CassetteTransport
+            from gradekit._http.transport import CassetteTransport
 
             case = self._cassette.case or Path(self.source).stem
             self._http = CassetteTransport(http_cassette_path(self._file), case=case,
@@ -73,7 +73,7 @@ class Replay(HttpClients):
 
     def async_http_transport(self) -> AsyncCassetteTransport:
         """``http_transport()`` for async clients: the same cassette, one count of slots."""
-        from gradekit._transport import async_twin
+        from gradekit._http.transport import async_twin
 
         return async_twin(self.http_transport())
 

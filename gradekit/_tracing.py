@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from gradekit._exceptions import GradekitError
 from gradekit._fixtures import tool_key
-from gradekit._http import request_key
-from gradekit._http_client import (
+from gradekit._http.cassette import request_key
+from gradekit._http.client import (
     AsyncTransportBase,
     HttpClients,
     SyncTransportBase,
@@ -80,7 +80,7 @@ class Traced(HttpClients):
     The exception itself always propagates unchanged.
 
     The clients ``http_client()`` and ``async_http_client()`` hand out (the
-    wrapped provider's, see ``gradekit._http_client``) trace each HTTP request
+    wrapped provider's, see ``gradekit._http.client``) trace each HTTP request
     the same way, keyed by ``request_key``: an SDK's retries are each a call.
     """
 

@@ -4,16 +4,28 @@ The grader imports ``gradekit`` (the kit) and never ``lab`` (the student's code,
 its sandboxed children import); ``gradekit`` never imports the grader.
 """
 
-from grader._checks import STRETCH_GOALS, Evidence, StretchGoal
-from grader._grade import Graded, grade_submission
-from grader._gradebook import GradebookError, GradebookRow, gradebook_csv, merge_gradebooks
-from grader._judged import BUILTIN_CHECKS
-from grader._manifest import Manifest, ManifestError, load_manifest
 from grader._model import CheckResult, CriterionResult, Limits, Report
-from grader._render import render_markdown
-from grader._report import render_report_json, report_digest, verify_report
-from grader._rubric import Case, Criterion, Rubric, RubricError, load_cases, load_rubric
-from grader._summary import parse_failures, score_written_summary
+from grader.grading import Graded, grade_submission
+from grader.outputs import (
+    GradebookError,
+    GradebookRow,
+    gradebook_csv,
+    merge_gradebooks,
+    render_markdown,
+    render_report_json,
+    report_digest,
+    verify_report,
+)
+from grader.rubric import Case, Criterion, Rubric, RubricError, load_cases, load_rubric
+from grader.scoring import (
+    BUILTIN_CHECKS,
+    STRETCH_GOALS,
+    Evidence,
+    StretchGoal,
+    parse_failures,
+    score_written_summary,
+)
+from grader.submission import Manifest, ManifestError, load_manifest
 
 __all__ = [
     "BUILTIN_CHECKS",

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from grader._isolation import INSTALL_HINT, Isolation, bubblewrap
+from grader.sandbox._isolation import INSTALL_HINT, Isolation, bubblewrap
 
 
 def require_namespaces() -> None:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from grader._changelog import append_change, digest_file
+from grader.recordings._changelog import append_change, digest_file
 
 __all__ = [
     "BASELINE",
@@ -477,7 +477,7 @@ def fake_report(root: Path, context: Context) -> None:
 
 
 # A module of the submission's own that was never committed: its import error is graded. (A
-# package the grader lacks is no grade at all: tests/test_packages.py.)
+# package the grader lacks is no grade at all: tests/grader/grading/test_packages.py.)
 MISSING_MODULE = "lab.helpers_never_shipped"
 
 

@@ -1,0 +1,1 @@
+"""gradekit/_http."""

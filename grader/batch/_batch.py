@@ -1,0 +1,529 @@
+"""Grade many submissions: discovery, sharding, one worker process each, the gradebook.
+
+Each submission is graded by its own worker (``grader.batch._worker``), started in a session
+of its own with the grader's code only, so nothing a submission does can stop the
+batch: a worker that overruns the rubric's ``budget_s`` is killed with its process
+group, and one that dies (a signal, out of memory, any exit status) leaves an error row
+that says why. ``gradebook.csv`` is rewritten after every finished row (a temporary
+file, then ``os.replace``), so a crash or Ctrl-C keeps every finished row. Ctrl-C
+stops starting workers, kills the running ones and raises ``BatchInterrupted``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
+from dataclasses import dataclass
+from pathlib import Path
+
+import gradekit
+import grader
+from gradekit import UsageError
+from grader.batch._worker import (
+    CASE,
+    EXIT_OUT_OF_MEMORY,
+    Request,
+    decode_row,
+    encode_request,
+    write_outputs,
+)
+from grader.batch._zygote import REQUEST, ROW, STDERR, Zygote, ZygoteGone
+from grader.outputs import (
+    REPORTED,
+    GradebookRow,
+    draw_key,
+    error_row,
+    gradebook_csv,
+    load_key,
+    without_signing_key,
+)
+from grader.records import sign_outputs
+from grader.rubric import Rubric
+from grader.sandbox import Isolation
+from grader.submission import Identity, Roster, identify
+
+__all__ = [
+    "HEARTBEAT_S",
+    "INTERRUPTED",
+    "BatchInterrupted",
+    "Heartbeat",
+    "Progress",
+    "Shard",
+    "discover",
+    "grade_batch",
+    "not_a_submission",
+    "parse_shard",
+    "print_heartbeat",
+    "print_progress",
+    "write_outputs",
+]
+
+_TICK_S = 0.2  # how often a waiting thread looks at its worker's budget and at Ctrl-C
+_GRACE_S = 10.0  # for a killed worker to be reaped
+_OUTPUT_CAP = 1 << 20  # of a worker's row and of its stderr: both are a few lines
+
+
+@dataclass(frozen=True, slots=True)
+class Shard:
+    """Part ``index`` (1-based) of ``count``: every count-th submission in name order."""
+
+    index: int
+    count: int
+
+    def pick(self, submissions: Sequence[Path]) -> list[Path]:
+        """The submissions of this shard."""
+        return list(submissions[self.index - 1 :: self.count])
+
+
+def parse_shard(text: str) -> Shard:
+    """Parse ``K/N`` with 1 <= K <= N."""
+    index, _, count = text.partition("/")
+    if not (index.isdigit() and count.isdigit() and 1 <= int(index) <= int(count)):
+        raise UsageError(f"--shard {text!r}: use K/N with 1 <= K <= N, e.g. --shard 2/4")
+    return Shard(int(index), int(count))
+
+
+def discover(paths: Sequence[Path]) -> list[Path]:
+    """Submissions named by ``paths``: a folder with a pyproject.toml is one submission,
+    any other folder holds one submission per sub-folder. Sorted by folder name."""
+    found: dict[Path, Path] = {}
+    for path in paths:
+        if not path.is_dir():
+            raise UsageError(f"{path} is not a folder: pass a submission or a folder of them")
+        if (path / "pyproject.toml").is_file():
+            found.setdefault(path.resolve(), path)
+            continue
+        for child in sorted(path.iterdir()):
+            if child.is_dir() and not child.name.startswith("."):
+                found.setdefault(child.resolve(), child)
+    return sorted(found.values(), key=lambda p: (p.resolve().name, str(p.resolve())))
+
+
+INTERRUPTED = ("Ctrl-C stopped the batch before this submission was graded, so this "
+               "gradebook is partial: grade it again")
+
+
+def not_a_submission(folder: Path) -> str:
+    """Why ``folder`` is no submission at all ("" when it is one): it has no pyproject.toml.
+    A zip download often wraps the submission in one more folder: the reason names it."""
+    if (folder / "pyproject.toml").is_file():
+        return ""
+    inner = sorted(child.name for child in folder.iterdir()
+                   if child.is_dir() and (child / "pyproject.toml").is_file())
+    if len(inner) == 1:
+        return (f"no pyproject.toml: the submission seems to be one folder deeper, in "
+                f"{folder.name}/{inner[0]}/; move its files up into {folder.name}/ (or grade "
+                f"{folder.name}/{inner[0]}) and grade it again")
+    return ("no pyproject.toml, so this folder is not a submission: a submission is a copy of "
+            "the lab with its pyproject.toml at the top; add it, or remove the folder from "
+            "the batch")
+
+
+Progress = Callable[[int, int, GradebookRow, float], None]  # done, total, the row, elapsed s
+Heartbeat = Callable[[str, float, str], None]  # folder, seconds so far, the case running now
+HEARTBEAT_S = 15.0  # how long a submission runs before the batch says it is still at it
+
+
+class BatchInterrupted(KeyboardInterrupt):
+    """Ctrl-C stopped the batch; ``gradebook.csv`` holds ``rows``, ``not_graded`` never ran
+    to the end (folder names, in batch order)."""
+
+    def __init__(self, rows: Sequence[GradebookRow], not_graded: Sequence[str]) -> None:
+        super().__init__(f"interrupted with {len(not_graded)} submissions not graded")
+        self.rows = list(rows)
+        self.not_graded = list(not_graded)
+
+
+def grade_batch(submissions: Sequence[Path], rubric: Rubric, *, out: Path, jobs: int,
+                label: str | None = None, progress: Progress | None = None,
+                isolation: Isolation = "process", roster: Roster | None = None,
+                heartbeat: Heartbeat | None = None,
+                key_file: Path | None = None) -> list[GradebookRow]:
+    """Grade every submission in a worker process of its own, at most ``jobs`` at once.
+
+    One submission never stops the others, and ``out/gradebook.csv`` is rewritten after
+    every finished row. Identities come from ``roster`` (else the folder names); two
+    submissions of one identity are a ``UsageError`` before anything runs. Ctrl-C kills
+    the running workers, writes the finished rows and raises ``BatchInterrupted``.
+    ``progress`` hears of each finished row; ``heartbeat`` of each submission still running
+    every ``HEARTBEAT_S`` seconds, with the case its sandbox runs. With an instructor key
+    (``key_file``, else ``GRADEKIT_SIGNING_KEY_FILE`` or ``GRADEKIT_SIGNING_KEY``) every
+    report.json and results.json is signed here, in the batch: no worker sees the key.
+    """
+    identities = identify(submissions, roster)
+    key = load_key(key_file)  # a bad signing key stops the batch before anything is graded
+    out.mkdir(parents=True, exist_ok=True)
+    drawing = draw_key(out, key)
+    book = _Gradebook(out / "gradebook.csv", tuple(c.id for c in rubric.criteria))
+    book.write([])  # at once: an old gradebook in ``out`` must not pass for this batch's
+    workers = _Workers(rubric, out=out, label=label, isolation=isolation,
+                       roster=Path(roster.source).name if roster else "", heartbeat=heartbeat,
+                       key=key, draw_key=drawing)
+    finished: dict[int, GradebookRow] = {}
+    futures: dict[Future[GradebookRow | None], int] = {}
+    started = time.monotonic()
+    pool = ThreadPoolExecutor(max_workers=max(1, jobs), thread_name_prefix="gradekit-batch")
+    try:
+        for number, identity in enumerate(identities):
+            futures[pool.submit(workers.grade, identity)] = number
+        for future in as_completed(futures):
+            row = future.result()
+            if row is None:
+                continue
+            finished[futures[future]] = row
+            book.write(finished.values())
+            if progress:
+                progress(len(finished), len(identities), row, time.monotonic() - started)
+    except KeyboardInterrupt:
+        with _sigint_ignored():
+            workers.stop()
+            pool.shutdown(wait=True, cancel_futures=True)
+            finished |= _rows_of(futures)
+            # Every submission keeps its line: the unfinished ones say so, so the gradebook
+            # reads as what it is, partial, and nobody takes a missing line for a zero.
+            book.write([*finished.values(), *(
+                error_row(identity.folder, identity.student, INTERRUPTED, status="interrupted")
+                for number, identity in enumerate(identities) if number not in finished)])
+        rows = [finished[number] for number in sorted(finished)]
+        raise BatchInterrupted(rows, [identity.folder for number, identity
+                                      in enumerate(identities) if number not in finished],
+                               ) from None
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+        workers.close()
+    return [finished[number] for number in sorted(finished)]
+
+
+def _rows_of(futures: Mapping[Future[GradebookRow | None], int]) -> dict[int, GradebookRow]:
+    """The rows of the futures that finished with one."""
+    rows = {}
+    for future, number in futures.items():
+        if future.done() and not future.cancelled() and future.exception() is None:
+            row = future.result()
+            if row is not None:
+                rows[number] = row
+    return rows
+
+
+@contextlib.contextmanager
+def _sigint_ignored() -> Iterator[None]:
+    """The first Ctrl-C stops the batch; more while it cleans up must not cut that short."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+@dataclass(frozen=True, slots=True)
+class _Gradebook:
+    path: Path
+    criterion_ids: tuple[str, ...]
+
+    def write(self, rows: Iterable[GradebookRow]) -> None:
+        """Rewrite the whole gradebook: a reader, or a crash, sees the old bytes or the new."""
+        _replace_file(self.path, gradebook_csv(rows, self.criterion_ids))
+
+
+def _replace_file(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary file and ``os.replace``.
+
+    No fsync: this guards against the grader dying mid-write, not the machine.
+    """
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        temporary.write_bytes(data)
+        os.replace(temporary, path)
+    finally:
+        temporary.unlink(missing_ok=True)  # only left when writing or replacing failed
+
+
+class _Workers:
+    """Starts one worker per submission, watches its budget, and stops them all on demand."""
+
+    def __init__(self, rubric: Rubric, *, out: Path, label: str | None, isolation: Isolation,
+                 roster: str, heartbeat: Heartbeat | None = None,
+                 key: bytes | None = None, draw_key: bytes = b"") -> None:
+        self._heartbeat = heartbeat
+        self._key = key  # signs each graded row's outputs here: workers never see it
+        self._draw_key = draw_key  # workers get this one: it draws, it signs nothing
+        self._rubric, self._label, self._isolation = rubric, label, isolation
+        self._out, self._roster = out.absolute(), roster  # workers start in another folder
+        self._ids = frozenset(c.id for c in rubric.criteria)
+        self._checks = _check_folders(rubric)
+        self._stopping = threading.Event()
+        # -P and a folder of its own to start in: no folder can shadow the grader's code.
+        self._home = Path(tempfile.mkdtemp(prefix="gradekit-zygote-"))
+        self._zygote = Zygote(_worker_environment(), self._home)
+        self._replacing = threading.Lock()
+
+    def close(self) -> None:
+        """End the zygote (and any worker still running): after the last row."""
+        self._zygote.close()
+        shutil.rmtree(self._home, ignore_errors=True)
+
+    def _replace(self, gone: Zygote) -> None:
+        """A new zygote for one that ended (killed, or out of memory): the batch goes on."""
+        with self._replacing:
+            if self._zygote is gone:
+                gone.close()
+                self._zygote = Zygote(_worker_environment(), self._home)
+
+    def stop(self) -> None:
+        """Start no more workers; each running one is killed by the thread that watches it."""
+        self._stopping.set()
+
+    def grade(self, identity: Identity) -> GradebookRow | None:
+        """The submission's row; None when the batch was stopped before it finished."""
+        if self._stopping.is_set():
+            return None
+        why = not_a_submission(identity.path)
+        if why:
+            return error_row(identity.folder, identity.student, why, status="ungradable")
+        if not identity.student:
+            return error_row(identity.folder, "", (
+                f"the folder {identity.folder!r} is not in the roster {self._roster}: add the "
+                f"line `{identity.folder},STUDENT_ID,DISPLAY NAME` to it, or move the folder "
+                "out of the batch, and grade it again"))
+        scratch = Path(tempfile.mkdtemp(prefix="gradekit-worker-"))
+        try:
+            return self._run(identity, scratch)
+        except Exception as exc:  # no worker could be started (no memory, no processes left)
+            return error_row(identity.folder, identity.student, (
+                f"the grader could not run a worker for it ({type(exc).__name__}: {exc}): "
+                "nothing was scored; grade it again"))
+        finally:
+            _end_leftovers(scratch)
+            shutil.rmtree(scratch, ignore_errors=True)
+
+    def _run(self, identity: Identity, scratch: Path) -> GradebookRow | None:
+        zygote, pid = self._fork(identity, scratch)
+        try:
+            code, why = self._watch(zygote, pid, scratch, identity.folder)
+        except ZygoteGone:
+            self._replace(zygote)
+            _end_leftovers(scratch)
+            return error_row(identity.folder, identity.student, (
+                "the grader's worker for it was lost: the process that starts workers ended "
+                "while it ran (killed, or out of memory); nothing was scored; grade it again"))
+        stdout, stderr = _read_output(scratch / ROW), _read_output(scratch / STDERR)
+        if why == "stopped":
+            return None
+        if why == "budget":
+            return error_row(identity.folder, identity.student, (
+                f"the submission used its whole {self._rubric.limits.budget_s} s budget: its "
+                "grading was stopped and nothing was scored; look for an agent that hangs or "
+                "loops, or raise budget_s in the rubric's [limits] and grade it again"))
+        if code != 0:
+            return error_row(identity.folder, identity.student,
+                             _died(code, stderr, self._rubric))
+        _relay(identity.folder, stderr)
+        return sign_outputs(self._checked(identity, stdout), self._out, self._key)
+
+    def _fork(self, identity: Identity, scratch: Path) -> tuple[Zygote, int]:
+        """A worker for the submission, from the zygote (a new one if the last one ended)."""
+        for _ in range(2):
+            zygote = self._zygote
+            # The request is a file, never a pipe: writing a pipe could block.
+            (scratch / REQUEST).write_bytes(encode_request(Request(
+                parent=zygote.pid, root=identity.path.absolute(), folder=identity.folder,
+                student=identity.student, out=self._out / identity.folder, scratch=scratch,
+                label=self._label, isolation=self._isolation, rubric=self._rubric,
+                check_folders=self._checks, draw_key=self._draw_key)))
+            try:
+                return zygote, zygote.fork(scratch, identity.folder)
+            except ZygoteGone:
+                self._replace(zygote)
+        raise ZygoteGone("the grader's zygote ended twice in a row")
+
+    def _watch(self, zygote: Zygote, pid: int, scratch: Path, folder: str) -> tuple[int, str]:
+        """The worker's exit status, and why it was killed: "budget", "stopped" or ""."""
+        started = time.monotonic()
+        deadline, beat = started + self._rubric.limits.budget_s, started + HEARTBEAT_S
+        while True:
+            if self._heartbeat is not None and time.monotonic() >= beat:
+                beat += HEARTBEAT_S
+                self._heartbeat(folder, time.monotonic() - started, _running(scratch))
+            tick = max(0.0, min(_TICK_S, deadline - time.monotonic()))
+            code = zygote.wait(pid, tick)
+            if code is not None:
+                return code, ""
+            why = "stopped" if self._stopping.is_set() else \
+                "budget" if time.monotonic() >= deadline else ""
+            if why:
+                zygote.kill(pid)
+                code = zygote.wait(pid, _GRACE_S)
+                _end_leftovers(scratch)
+                return -signal.SIGKILL if code is None else code, why
+
+    def _checked(self, identity: Identity, stdout: bytes) -> GradebookRow:
+        """The worker's row, if it is one for this submission and this rubric."""
+        try:
+            row = decode_row(stdout)
+        except ValueError as exc:
+            return error_row(identity.folder, identity.student, (
+                f"the grader's worker gave no usable answer ({exc}): nothing was scored; grade "
+                "it again, and report a grader bug if it happens again"))
+        if (row.submission, row.student) != (identity.folder, identity.student) \
+                or not set(row.criteria) <= self._ids:
+            return error_row(identity.folder, identity.student, (
+                "the grader's worker answered for another submission or rubric: nothing was "
+                "scored; report a grader bug"))
+        return row
+
+
+def _read_output(path: Path) -> bytes:
+    """What a worker wrote to one of its files, up to ``_OUTPUT_CAP`` bytes."""
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(_OUTPUT_CAP)
+    except OSError:
+        return b""
+
+
+def _died(code: int, stderr: bytes, rubric: Rubric) -> str:
+    """Why a worker that exited by itself, or by a signal, left no row."""
+    if code == EXIT_OUT_OF_MEMORY:
+        return (f"grading it took more memory than the grader's worker may use "
+                f"(grader_memory_mb = {rubric.limits.grader_memory_mb}): nothing was scored; "
+                "raise grader_memory_mb in the rubric's [limits] and grade it again")
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        return (f"the grader's worker for it was killed by {name}: nothing was scored; grade "
+                "it again, and if it dies again look in the system log for an out-of-memory "
+                "kill, or in its agent for code that signals other processes (grade it with "
+                "--isolation namespaces)")
+    lines = stderr.decode("utf-8", "replace").strip().splitlines()
+    said = f" ({lines[-1][:300]})" if lines else ""
+    return (f"the grader's worker for it stopped with exit status {code}{said}: nothing was "
+            "scored; grade that folder again on its own, with GRADEKIT_DEBUG=1")
+
+
+def _relay(folder: str, stderr: bytes) -> None:
+    """A graded submission's worker may still have warned about something: pass it on."""
+    text = stderr[:4096].decode("utf-8", "replace").strip()
+    for line in text.splitlines():
+        print(f"{folder}: {line}", file=sys.stderr)
+
+
+def _check_folders(rubric: Rubric) -> dict[str, str]:
+    """Where this process imported each custom check from (``load_rubric`` did, from the
+    rubric's folder), so that every worker imports the very same module."""
+    folders = {}
+    for criterion in rubric.criteria:
+        top = sys.modules.get(criterion.check.partition(":")[0].split(".")[0])
+        if not criterion.custom or top is None:
+            continue  # a worker imports it from its own path, as grading in process would
+        origin = getattr(top, "__file__", None)
+        if origin is None:  # a namespace package
+            places = list(getattr(top, "__path__", []))
+            if places:
+                folders[criterion.check] = str(Path(places[0]).parent)
+        else:
+            package = Path(origin).name == "__init__.py"
+            folders[criterion.check] = str(Path(origin).parents[1 if package else 0])
+    return folders
+
+
+def _worker_environment() -> dict[str, str]:
+    """The grader's own environment, with this grader's ``grader`` and ``gradekit`` first on the
+    import path: the worker starts elsewhere, with ``-P``, so it finds them only there."""
+    roots = [str(Path(folder).resolve().parent) for package in (grader, gradekit)
+             for folder in package.__path__]
+    inherited = os.environ.get("PYTHONPATH", "")
+    paths = [*dict.fromkeys(roots), *([inherited] if inherited else [])]
+    return {**without_signing_key(os.environ), "PYTHONPATH": os.pathsep.join(paths)}
+
+
+def _end_leftovers(scratch: Path) -> int:
+    """SIGKILL every process still working in ``scratch`` (a sandboxed child whose worker
+    died before it could end it); how many. Reads ``/proc``: elsewhere it does nothing.
+
+    The sandbox is meant to end its children with the worker; this is the batch's own
+    check that none is left behind in the folder it handed out.
+    """
+    inside = str(scratch.resolve())
+    killed = 0
+    for _ in range(3):  # one that was starting a process while it was killed
+        found = [pid for pid in _pids() if _works_in(pid, inside)]
+        for pid in found:
+            killed += _kill(pid, inside)
+        if not found:
+            break
+    return killed
+
+
+def _pids() -> list[int]:
+    try:
+        return [int(name) for name in os.listdir("/proc") if name.isdigit()]
+    except OSError:
+        return []
+
+
+def _works_in(pid: int, inside: str) -> bool:
+    try:
+        cwd = os.readlink(f"/proc/{pid}/cwd")
+    except OSError:  # gone, a zombie, or not ours to look at
+        return False
+    return cwd == inside or cwd.startswith(inside + os.sep)
+
+
+def _kill(pid: int, inside: str) -> int:
+    """Kill ``pid`` if, once pinned by a pidfd, it still works in ``inside``."""
+    try:
+        handle = os.pidfd_open(pid)
+    except OSError:
+        return 0
+    try:
+        if not _works_in(pid, inside):  # the pid was reused before it was pinned
+            return 0
+        signal.pidfd_send_signal(handle, signal.SIGKILL)
+        return 1
+    except OSError:
+        return 0
+    finally:
+        os.close(handle)
+
+
+def _running(scratch: Path) -> str:
+    """The case a worker said its sandbox runs now ("" before the first)."""
+    try:
+        return (scratch / CASE).read_text("utf-8")[:200]
+    except (OSError, UnicodeDecodeError):
+        return ""
+
+
+def print_progress(done: int, total: int, row: GradebookRow, elapsed: float) -> None:
+    """The default progress line on stderr: counts, the row, time so far and an estimate."""
+    shown = f"{row.total} / {row.max}" if row.status in REPORTED else row.status.upper()
+    if row.status == "degraded":
+        shown += " DEGRADED"
+    left = elapsed / done * (total - done)
+    estimate = f", about {_duration(left)} left" if done < total else ""
+    print(f"[{done}/{total}] {row.submission}: {shown} ({_duration(elapsed)} elapsed{estimate})",
+          file=sys.stderr)
+
+
+def print_heartbeat(folder: str, seconds: float, case: str) -> None:
+    """The default heartbeat on stderr: a submission that takes long, and where it is."""
+    where = f", case {case}" if case else ""
+    print(f"    {folder}: still grading after {_duration(seconds)}{where}", file=sys.stderr)
+
+
+def _duration(seconds: float) -> str:
+    whole = round(seconds)
+    return f"{seconds:.1f}s" if seconds < 60 else f"{whole // 60}m{whole % 60:02d}s"

@@ -1,0 +1,211 @@
+"""Grading on the command line: grade (a batch of submissions) and check (the three
+one-minute checkpoints)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from gradekit import UsageError
+from grader._exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
+from grader._model import CONTRACT
+from grader.batch import (
+    BatchInterrupted,
+    Shard,
+    discover,
+    grade_batch,
+    parse_shard,
+    print_heartbeat,
+    print_progress,
+)
+from grader.cli._options import add_isolation_option, add_rubric_option
+from grader.grading import MissingPackage, predicted, run_checkpoints
+from grader.outputs import REPORTED, GradebookRow, load_key
+from grader.records import LEDGER, apply_reviews, grader_version, record_grading, rubric_lineage
+from grader.rubric import Rubric, load_rubric
+from grader.sandbox import choose_isolation, describe_isolation
+from grader.scoring import contract_gaps
+from grader.submission import ROSTER_HEADER, Identity, Roster, identify, load_roster, unclaimed
+
+__all__ = ["add_grading_commands"]
+
+
+def add_grading_commands(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser],
+) -> None:
+    """Register grade and check."""
+    grade = commands.add_parser("grade", help="grade submissions offline against a rubric")
+    grade.add_argument("paths", nargs="*", type=Path, default=[Path(".")], metavar="PATH",
+                       help="a submission, or a folder of submissions (default: .)")
+    add_rubric_option(grade)
+    grade.add_argument("--out", type=Path, default=Path("grades"),
+                       help="where reports and gradebook.csv go (default: grades/)")
+    grade.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
+                       help="submissions graded at once (default: the number of cores)")
+    grade.add_argument("--label", default=None,
+                       help="provider label of the primary run (default: drawn afresh for "
+                       "each submission, as the second label and the hash seeds are; "
+                       "never changes the grade)")
+    grade.add_argument("--shard", type=_shard, default=None, metavar="K/N",
+                       help="grade only part K of N (merge with `gradekit gradebook merge`)")
+    grade.add_argument("--roster", type=Path, default=None, metavar="CSV",
+                       help=f"who each folder is: a CSV with the header {','.join(ROSTER_HEADER)} "
+                       "(default: each folder's name is its student)")
+    add_isolation_option(grade)
+    grade.add_argument("--key-file", type=Path, default=None, metavar="FILE",
+                       help="sign every report.json and results.json with this instructor key "
+                       "(default: $GRADEKIT_SIGNING_KEY_FILE or $GRADEKIT_SIGNING_KEY; none: "
+                       "unsigned)")
+    grade.add_argument("--quiet", action="store_true",
+                       help="no progress line per submission and no heartbeat, only the rows")
+    grade.set_defaults(handler=_grade)
+
+    check = commands.add_parser("check", help="the three one-minute checkpoints")
+    check.add_argument("path", nargs="?", type=Path, default=None, metavar="PATH",
+                       help="the submission folder (default: .); its own agent and lab run")
+    check.add_argument("--root", type=Path, default=None,
+                       help="the same as PATH, as record and run spell it")
+    add_rubric_option(check)
+    add_isolation_option(check)
+    check.set_defaults(handler=_check)
+
+
+def _grade(args: argparse.Namespace) -> int:
+    try:
+        return _grade_all(args)
+    except BatchInterrupted as stopped:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # the first Ctrl-C is the one that counts
+        _print_rows(stopped.rows)
+        for folder in stopped.not_graded:
+            print(f"{folder}: NOT GRADED: interrupted by Ctrl-C before it finished")
+        print(f"interrupted: {len(stopped.not_graded)} submissions not graded; "
+              f"{args.out / 'gradebook.csv'} holds the {len(stopped.rows)} that finished. "
+              "Grade the others again (their folders are listed above).", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except KeyboardInterrupt:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        print(f"interrupted: {args.out / 'gradebook.csv'} holds every row that finished, if "
+              "any; run the same command again to grade them all", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+def _grade_all(args: argparse.Namespace) -> int:
+    rubric = load_rubric(args.rubric)
+    rubric_lineage(args.out / LEDGER, rubric)  # a changed rubric must bump its version first
+    _warn_gaps(rubric)
+    roster = load_roster(args.roster) if args.roster is not None else None
+    submissions = discover(args.paths)
+    identities = identify(submissions, roster)  # every shard refuses the same clashes
+    isolation = choose_isolation(args.isolation)
+    print(f"isolation: {describe_isolation(isolation)}", file=sys.stderr)
+    if roster is not None:
+        _warn_unclaimed(roster, identities)
+    if args.shard is not None:
+        submissions = args.shard.pick(submissions)
+    try:
+        rows = grade_batch(submissions, rubric, out=args.out, jobs=args.jobs, label=args.label,
+                           progress=print_progress if len(submissions) > 1 and not args.quiet
+                           else None, heartbeat=None if args.quiet else print_heartbeat,
+                           isolation=isolation, roster=roster, key_file=args.key_file)
+    except BatchInterrupted as stopped:  # the rows that finished are grades all the same
+        record_grading(args.out / LEDGER, rubric, stopped.rows, args.out, grader_version(),
+                       interrupted=stopped.not_graded)
+        raise
+    if len(rows) == 1 and rows[0].status in REPORTED:
+        _print_table(args.out / rows[0].submission / "report.json")
+    unchanged = record_grading(args.out / LEDGER, rubric, rows, args.out, grader_version())
+    # Reviews tied to these reports apply again; any tied to an earlier report do not.
+    reviewed = apply_reviews(args.out, rows, load_key(args.key_file))
+    _print_rows(reviewed.rows, unchanged)
+    for note in reviewed.notes:
+        print(note)
+    print(f"reports in {args.out}/, gradebook in {args.out / 'gradebook.csv'}")
+    return EXIT_FAILED if any(row.status != "graded" for row in rows) else EXIT_OK
+
+
+def _warn_gaps(rubric: Rubric) -> None:
+    """An incomplete rubric degrades the same checks of every submission: say so first."""
+    gaps = contract_gaps(rubric)
+    if gaps:
+        print(f"warning: the rubric's contract is incomplete ({CONTRACT}): these checks "
+              f"will be degraded in every report, not graded:", file=sys.stderr)
+        for gap in gaps:
+            print(f"  {gap}", file=sys.stderr)
+
+
+def _warn_unclaimed(roster: Roster, identities: Sequence[Identity]) -> None:
+    """Roster lines without a folder: a student who did not submit, or a misnamed folder."""
+    missing = unclaimed(roster, identities)
+    if missing:
+        listed = ", ".join(f"{s.folder} ({' '.join(filter(None, (s.student_id, s.display_name)))})"
+                           for s in missing)
+        print(f"warning: {len(missing)} roster lines have no submission folder, so nothing "
+              f"is graded for them: {listed}. Check the folder names if they did submit.",
+              file=sys.stderr)
+
+
+def _print_rows(rows: Sequence[GradebookRow], unchanged: Mapping[str, str] | None = None
+                ) -> None:
+    for row in rows:
+        shown = f"{row.total} / {row.max}  digest {row.digest}" if row.status in REPORTED \
+            else f"UNGRADABLE: {row.reason}" if row.status == "ungradable" \
+            else f"NOT GRADED: {row.reason}"
+        if row.status == "degraded":
+            shown += "  DEGRADED"
+        if row.status in REPORTED and row.reason:  # flagged, or not all evaluated
+            shown += f"  ({row.reason})"
+        if unchanged and row.submission in unchanged:
+            shown += f"  (unchanged: the same inputs as ledger event {unchanged[row.submission]})"
+        print(f"{row.submission}: {shown}")
+
+
+def _print_table(report_json: Path) -> None:
+    import json
+
+    document = json.loads(report_json.read_bytes())
+    print(f"{'criterion':<24}{'points':>8}{'max':>8}")
+    for criterion in document["criteria"]:
+        print(f"{criterion['title']:<24}{criterion['points']:>8}{criterion['max']:>8}")
+    print(f"{'total':<24}{document['total']:>8}{document['max']:>8}")
+    for finding in document["findings"]:
+        print(f"finding: {finding}")
+
+
+def _check(args: argparse.Namespace) -> int:
+    # Never PATH/rubric/: the rubric's custom checks are imported into this very process.
+    if args.path is not None and args.root is not None and args.path != args.root:
+        raise UsageError(f"check got two folders, {args.path} and --root {args.root}: "
+                         "give one")
+    rubric = load_rubric(args.rubric)
+    root = args.path or args.root or Path(".")
+    started = time.monotonic()
+    try:
+        run = run_checkpoints(root, rubric, isolation=choose_isolation(args.isolation))
+    except MissingPackage as missing:  # no grade to predict: what `gradekit grade` would say
+        shown = "UNGRADABLE" if missing.status == "ungradable" else "NOT GRADED"
+        print(f"FAIL  {shown}: {missing}")
+        print(f"FAIL  in {time.monotonic() - started:.1f}s: `gradekit grade` would not grade "
+              "this submission; fix what is listed above, then run the check again")
+        return EXIT_FAILED
+    for point in run.checkpoints:
+        verdict = "PASS" if point.passed else "FAIL"
+        print(f"{verdict}  {point.number}. {point.title:<32} {point.seconds:5.2f}s  {point.reason}")
+    passed, lines = predicted(run)
+    print("\n".join(lines))
+    print(f"{'PASS' if passed else 'FAIL'}  in {time.monotonic() - started:.1f}s: "
+          + ("every checkpoint passed and no point is lost" if passed else
+             "fix what is listed above, then run the check again"))
+    return EXIT_OK if passed else EXIT_FAILED
+
+
+def _shard(text: str) -> Shard:
+    """``--shard``'s value; a bad one is argparse's usage error (exit 2), not a traceback."""
+    try:
+        return parse_shard(text)
+    except UsageError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix(f"--shard {text!r}: ")) from exc

@@ -1,0 +1,160 @@
+"""The grader's outputs on the command line: report verify, gradebook merge, and the
+Gradescope autograder (``gradescope build`` writes it, ``gradescope run`` is what its
+``run_autograder`` calls)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from gradekit import UsageError
+from grader._exits import EXIT_FAILED, EXIT_OK
+from grader.cli._options import add_isolation_option, add_rubric_option
+from grader.handout import ROOT_ENV, build, run
+from grader.outputs import KEY_ENV, KEY_FILE_ENV, load_key, merge_gradebooks
+from grader.records import (
+    LEDGER,
+    causes,
+    first_divergence,
+    history_lines,
+    verify_file,
+    verify_ledger,
+)
+
+__all__ = ["add_output_commands"]
+
+
+def _add_history(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    history = commands.add_parser(
+        "history", help="every grade of a student, and why each differs from the one before")
+    history.add_argument("student", metavar="STUDENT", help="the student, as the gradebook "
+                         "names them (a roster's student id, else the folder's name)")
+    history.add_argument("--out", type=Path, default=Path("grades"),
+                         help="the grades folder holding ledger.jsonl (default: grades)")
+    history.set_defaults(handler=_history)
+
+
+def _history(args: argparse.Namespace) -> int:
+    print("\n".join(history_lines(args.out, args.student)))
+    return EXIT_OK
+
+
+def _diff_reports(args: argparse.Namespace) -> int:
+    old, new = (_report(path) for path in (args.old, args.new))
+    lines = [f"{args.old} -> {args.new}: total {old.get('total')} -> {new.get('total')}"]
+    rubric = [{"rubric": r.get("rubric", {}).get("sha256"), "rubric_id": r.get("rubric", {})
+               .get("id"), "rubric_version": r.get("rubric", {}).get("version"),
+               "sets": r.get("rubric", {}).get("sets"), "inputs": r.get("inputs")}
+              for r in (old, new)]
+    lines += [f"  changed: {cause}" for cause in causes(*rubric)]
+    lines.append("  first divergence: " + (first_divergence(old, new) or "none"))
+    print("\n".join(lines))
+    return EXIT_OK
+
+
+def _report(path: Path) -> dict[str, Any]:
+    try:
+        document = json.loads(path.read_bytes())
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"cannot read {path} as a report ({exc}): pass two report.json "
+                         "files") from None
+    if not isinstance(document, dict):
+        raise UsageError(f"{path} is not a report: pass two report.json files")
+    return document
+
+
+def _add_ledger(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    ledger = commands.add_parser("ledger", help="the grading ledger beside the grades")
+    group = ledger.add_subparsers(dest="ledger_command", required=True)
+    verify = group.add_parser("verify", help="check the ledger's hash chain; exit 1 if an "
+                              "event was edited, removed or reordered")
+    verify.add_argument("path", nargs="?", type=Path, default=Path("grades"), metavar="PATH",
+                        help="the grades folder or its ledger.jsonl (default: grades)")
+    verify.set_defaults(handler=_verify_ledger)
+
+
+def _verify_ledger(args: argparse.Namespace) -> int:
+    path = args.path / LEDGER if args.path.is_dir() else args.path
+    ok, message = verify_ledger(path)
+    print(f"{'ok  ' if ok else 'FAIL'} {message}", file=sys.stdout if ok else sys.stderr)
+    return EXIT_OK if ok else EXIT_FAILED
+
+
+def add_output_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Register ``report verify``, ``gradebook merge`` and ``gradescope build|run``."""
+    _add_ledger(commands)
+    _add_history(commands)
+    report = commands.add_parser("report", help="work with report.json and results.json files")
+    report_commands = report.add_subparsers(dest="report_command", required=True)
+    diff = report_commands.add_parser(
+        "diff", help="what differs between two report.json files: inputs, rubric, and the "
+        "first criterion and sub-check whose result changed")
+    diff.add_argument("old", type=Path, metavar="OLD")
+    diff.add_argument("new", type=Path, metavar="NEW")
+    diff.set_defaults(handler=_diff_reports)
+    verify = report_commands.add_parser(
+        "verify", help="check digest, sums and (with a key) signature; exit 1 if edited")
+    verify.add_argument("paths", nargs="+", type=Path, metavar="PATH",
+                        help="report.json or results.json files (told apart by content)")
+    verify.add_argument("--key-file", type=Path, default=None, metavar="FILE",
+                        help=f"the instructor's signing key (default: ${KEY_FILE_ENV}, else "
+                        f"${KEY_ENV}; without a key the signature is not checked)")
+    verify.set_defaults(handler=_verify_report)
+
+    gradebook = commands.add_parser("gradebook", help="work with gradebook.csv files")
+    gradebook_commands = gradebook.add_subparsers(dest="gradebook_command", required=True)
+    merge = gradebook_commands.add_parser("merge", help="merge sharded gradebooks into one")
+    merge.add_argument("parts", nargs="+", type=Path, metavar="PART")
+    merge.add_argument("--out", type=Path, required=True, help="the merged gradebook.csv")
+    merge.set_defaults(handler=_merge)
+
+    gradescope = commands.add_parser("gradescope", help="grade on Gradescope")
+    gradescope_commands = gradescope.add_subparsers(dest="gradescope_command", required=True)
+    writer = gradescope_commands.add_parser(
+        "build", help="write the autograder folder: setup.sh, run_autograder, rubric, kit")
+    writer.add_argument("--out", type=Path, required=True, help="a new folder to write it to")
+    add_rubric_option(writer)
+    writer.set_defaults(handler=_build)
+    runner = gradescope_commands.add_parser(
+        "run", help="grade ROOT/submission into ROOT/results/results.json (run_autograder)")
+    runner.add_argument("--root", type=Path, default=None,
+                        help=f"Gradescope's folder (default: ${ROOT_ENV}, else /autograder)")
+    add_rubric_option(runner)
+    add_isolation_option(runner)
+    runner.set_defaults(handler=_run)
+
+
+def _verify_report(args: argparse.Namespace) -> int:
+    key = load_key(args.key_file)  # a bad key is a usage error before any file is read
+    failed = False
+    for path in args.paths:
+        verdict = verify_file(path, key)
+        stream = sys.stdout if verdict.ok else sys.stderr
+        print(f"{'ok  ' if verdict.ok else 'FAIL'} {path}: {verdict.message}", file=stream)
+        failed = failed or not verdict.ok
+    return EXIT_FAILED if failed else EXIT_OK
+
+
+def _merge(args: argparse.Namespace) -> int:
+    args.out.write_bytes(merge_gradebooks([part.read_bytes() for part in args.parts]))
+    print(f"merged {len(args.parts)} gradebooks into {args.out}")
+    return EXIT_OK
+
+
+def _build(args: argparse.Namespace) -> int:
+    build(args.out, args.rubric)
+    print(f"wrote the Gradescope autograder to {args.out}/: zip its contents "
+          f"(cd {args.out} && zip -r ../autograder.zip .) and upload the zip as the "
+          "assignment's autograder")
+    return EXIT_OK
+
+
+def _run(args: argparse.Namespace) -> int:
+    root = args.root or Path(os.environ.get(ROOT_ENV) or "/autograder")
+    graded = run(root, args.rubric, args.isolation)
+    print(f"{'graded' if graded else 'NOT GRADED'}: {root / 'results' / 'results.json'}")
+    return EXIT_OK if graded else EXIT_FAILED

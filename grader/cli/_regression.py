@@ -1,0 +1,233 @@
+"""``gradekit regression promote``, ``show`` and ``verify``: versioned regression sets of
+reviewed failing runs on the command line.
+
+``promote`` turns its flags into a ``grader.records._promote.Request`` (the policy: reviewed,
+failing, unchanged since) and publishes the item as the set's next version
+(``grader.regression._publish.add_item``), recording it in the ledger; ``show`` prints a
+set's chain of versions and one version's items; ``verify`` checks every version of every set.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from gradekit import UsageError
+from grader._exits import EXIT_FAILED, EXIT_OK
+from grader._expect import OUTCOMES, Expectation
+from grader._text import quote
+from grader.cli._options import add_rubric_option
+from grader.records import LEDGER, Request, append_events, promote_event, promotion
+from grader.regression import (
+    Item,
+    RegressionSet,
+    add_item,
+    check_name,
+    load_set,
+    parse_ref,
+    verify_sets,
+    version_numbers,
+)
+from grader.rubric import SETS
+
+__all__ = ["add_regression_commands", "render_set"]
+
+_SHOWN = 120  # characters of a task or reason on a line of `show`
+
+
+def add_regression_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Register ``regression promote``, ``regression show`` and ``regression verify``."""
+    regression = commands.add_parser(
+        "regression", help="versioned regression sets of reviewed failing runs",
+        description="A regression set holds reviewed failures as items (a case with its "
+        "recordings, or an incident), each version written once; a rubric pins one version.")
+    sub = regression.add_subparsers(dest="regression_command", required=True,
+                                    metavar="COMMAND")
+    _add_promote(sub)
+    show = sub.add_parser("show", help="a set's versions and one version's items")
+    show.add_argument("ref", metavar="NAME[@VERSION]", help="the set (default: its newest "
+                      "version)")
+    _add_place(show)
+    show.set_defaults(handler=_show)
+    verify = sub.add_parser("verify", help="check every version of every set: canonical "
+                            "bytes, payload digests, the chain of versions")
+    verify.add_argument("names", nargs="*", metavar="NAME", help="the sets (default: all)")
+    _add_place(verify)
+    verify.set_defaults(handler=_verify)
+
+
+def _add_place(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--sets", type=Path, metavar="DIR", help="the folder of sets "
+                        "(default: regression/ beside the rubric)")
+    add_rubric_option(parser)
+
+
+def _add_promote(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    promote = sub.add_parser(
+        "promote", help="add a reviewed failing run to a set, as its next version",
+        description="Promote a reviewed failing run of a student into set NAME: a case "
+        "(its cassette and fixture) or an incident, with what a run of it must come to.")
+    promote.add_argument("name", metavar="NAME", help="the set, e.g. refunds")
+    promote.add_argument("--student", required=True, help="the student, as the ledger names "
+                         "them")
+    promote.add_argument("--root", type=Path, required=True, metavar="SUBMISSION_DIR",
+                         help="the submission folder the run graded")
+    what = promote.add_mutually_exclusive_group(required=True)
+    what.add_argument("--case", metavar="CASE_ID", help="a rubric case the run failed")
+    what.add_argument("--incident", metavar="PATH", help="an incident file of the submission "
+                      "(relative to --root)")
+    promote.add_argument("--agent", metavar="package.module:function", help="the agent to "
+                         "replay (required with --incident; default: the manifest's agent)")
+    promote.add_argument("--live", action="append", default=[], metavar="BOUNDARY",
+                         help="an action boundary of the incident to run live (default: the "
+                         "forbidden actions)")
+    promote.add_argument("--outcome", choices=OUTCOMES, help="answer: run() returns a str; "
+                         "raise: it raises (default: the rubric case's)")
+    promote.add_argument("--mention", action="append", default=[], metavar="FACT")
+    promote.add_argument("--never-mention", action="append", default=[], metavar="FACT")
+    promote.add_argument("--forbid", action="append", default=[], metavar="TOOL",
+                         help="an action the run must never call")
+    promote.add_argument("--item", metavar="ITEM_ID", help="the item's id, a check of every "
+                         "report it grades (default: the case id or the incident file's stem, "
+                         "numbered -2, -3... when another run holds it; never the student)")
+    promote.add_argument("--by", required=True, metavar="NAME", help="who promotes it")
+    promote.add_argument("--reason", required=True, metavar="TEXT", help="why it belongs in "
+                         "the set")
+    promote.add_argument("--out", type=Path, default=Path("grades"), help="the grades folder "
+                         "whose ledger holds the run (default: grades)")
+    promote.add_argument("--report", metavar="DIGEST", help="the run whose report this is "
+                         "(default: the student's latest graded run)")
+    _add_place(promote)
+    promote.set_defaults(handler=_promote)
+
+
+def _sets(args: argparse.Namespace) -> Path:
+    chosen: Path | None = args.sets
+    return chosen if chosen is not None else args.rubric.parent / SETS
+
+
+# -- promote -----------------------------------------------------------------------------------
+
+
+def _promote(args: argparse.Namespace) -> int:
+    name = check_name(args.name, "regression set")
+    by, reason = _given(args.by, "--by"), _given(args.reason, "--reason")
+    promoted = promotion(Request(
+        student=args.student, root=args.root, out=args.out, rubric=args.rubric, reason=reason,
+        case=args.case, incident=args.incident, agent=args.agent, live=tuple(args.live),
+        outcome=args.outcome or "", mentions=tuple(args.mention),
+        never_mentions=tuple(args.never_mention), forbid=tuple(args.forbid), item=args.item,
+        report=args.report))
+    ledger = args.out / LEDGER
+    added = add_item(_sets(args), name, promoted.item, created_by=by, numbered=promoted.numbered,
+                     then=lambda published, _: append_events(
+                         ledger, [promote_event(promoted, published, by)]))
+    ref = added.set.ref
+    if not added.new:
+        print(f"already in {ref} as item {added.item.id} (the same report, kind and payload): "
+              "nothing written")
+        return EXIT_OK
+    count = len(added.set.items)
+    print(f"{ref}: {_count(count)} ({count - 1} inherited, 1 new: {added.item.id}); pin it in "
+          f'a rubric: [criterion.params] set = "{ref}"')
+    return EXIT_OK
+
+
+def _given(text: str, flag: str) -> str:
+    if not text.strip():
+        raise UsageError(f"{flag} is empty: say who promotes the item and why")
+    return text
+
+
+def _count(number: int) -> str:
+    return f"{number} item{'s' * (number != 1)}"
+
+
+# -- show and verify ---------------------------------------------------------------------------
+
+
+def _show(args: argparse.Namespace) -> int:
+    sets = _sets(args)
+    name, _, version = args.ref.partition("@")
+    name = check_name(name, "regression set")
+    numbers = version_numbers(sets, name)
+    if not numbers:
+        raise UsageError(f"no regression set {name} in {sets}: check --sets (default: "
+                         "regression/ beside the rubric), or promote into it first")
+    chosen = parse_ref(args.ref)[1] if version else numbers[-1]
+    chain = [_version(sets, name, number) for number in range(1, numbers[-1] + 1)]
+    if chosen > len(chain):
+        raise UsageError(f"{name} has no version {chosen}; its versions: v1 to v{len(chain)}")
+    sys.stdout.write(render_set(chain, chain[chosen - 1]))
+    return EXIT_OK
+
+
+def _version(sets: Path, name: str, number: int) -> RegressionSet:
+    loaded = load_set(sets, name, number)
+    if loaded is None:
+        raise UsageError(f"{sets / name}/v{number}.json is missing: `gradekit regression "
+                         f"verify {name}` says what else is wrong; restore it from git")
+    return loaded
+
+
+def render_set(chain: Sequence[RegressionSet], chosen: RegressionSet) -> str:
+    """The versions of a set and ``chosen``'s items, as ``regression show`` prints them: the
+    same files always give the same text."""
+    lines = [f"{chosen.name}: {len(chain)} version{'s' * (len(chain) != 1)}"]
+    for version in chain:
+        before = version.supersedes
+        link = f"v{before['version']} {str(before['sha256'])[:12]}" if before else "-"
+        lines.append(f"  v{version.version:<3} sha256 {version.sha256[:12]}  supersedes "
+                     f"{link:<15}  created by {_line(version.created_by)}")
+    lines.append(f"{chosen.ref}: {_count(len(chosen.items))}, sha256 {chosen.sha256}")
+    for item in chosen.items:
+        lines += _item_lines(item)
+    return "\n".join(lines) + "\n"
+
+
+def _item_lines(item: Item) -> list[str]:
+    source = item.source
+    lines = [f"  {item.id} ({item.kind}, added in v{item.added_in})",
+             f"    source    {_line(str(source['student']))} (submission "
+             f"{_line(str(source['submission']))}), run {source['run']}, report "
+             f"{str(source['report'])[:12]}, review {source['review']}, "
+             f"{_line(str(source['path']))}",
+             f"    reviewed  by {_line(item.reviewed_by)}",
+             f"    reason    {_line(item.reason)}",
+             f"    task      {_line(item.task)}",
+             f"    agent     {item.agent}",
+             f"    expect    {_expected(item.expect)}"]
+    if item.live:
+        lines.append(f"    live      {', '.join(item.live)}")
+    payloads = ", ".join(f"{role} {sha[:12]}" for role, sha in sorted(item.digests.items()))
+    lines.append(f"    payloads  {payloads}")
+    if item.missing:
+        lines.append(f"    MISSING   {item.missing}")
+    return lines
+
+
+def _expected(expect: Expectation) -> str:
+    def facts(values: Sequence[str]) -> str:
+        return ", ".join(f"'{_line(value)}'" for value in values) or "-"
+
+    return (f"outcome {expect.outcome}; mentions {facts(expect.mentions)}; never mentions "
+            f"{facts(expect.never_mentions)}; forbids {', '.join(expect.forbidden_actions) or '-'}")
+
+
+def _line(text: str) -> str:
+    """A student's text on one line of the terminal: nothing hidden, no line breaks."""
+    return quote(text, _SHOWN).replace("\n", "\\n").replace("\t", "\\t")
+
+
+def _verify(args: argparse.Namespace) -> int:
+    names = [check_name(name, "regression set") for name in args.names]
+    failed = False
+    for verdict in verify_sets(_sets(args), names):
+        if verdict.ok:
+            print(f"ok   {verdict.path}: {verdict.message}")
+        else:
+            failed = True
+            print(f"FAIL {verdict.path}: {verdict.message}", file=sys.stderr)
+    return EXIT_FAILED if failed else EXIT_OK

@@ -1,0 +1,226 @@
+"""``gradekit dashboard GRADES --out SITE``: the cohort at a glance, as a static site.
+
+One page for the cohort (``index.html``) and one per submission
+(``students/<name>.html``), with the style sheet and script beside them in
+``assets/``: it opens from the file system, with no server and nothing fetched from
+the network. It is rebuilt from the grades folder alone (``grader.dashboard._data``);
+the same folder gives byte-identical files. Charts are Vega-Altair specs rendered
+to SVG offline (``grader.dashboard._charts``), pages are Jinja2 templates with
+autoescaping (``grader.dashboard._site``): both are the ``gradekit[dashboard]`` extra,
+so grading itself never needs them.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import statistics
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+from gradekit import UsageError
+from gradekit._store import write_atomic
+from grader.dashboard._charts import (
+    DashboardUnavailable,
+    Figure,
+    cents,
+    findings_by_kind,
+    grade_timeline,
+    points_lost,
+    score_distribution,
+)
+from grader.dashboard._data import _KINDS, FULL, Cohort, Submission, decimal, load_cohort
+from grader.dashboard._site import SCRIPT, STYLE, TEMPLATES
+from grader.outputs import REPORTED
+
+__all__ = ["build_dashboard"]
+
+MARKER = "assets/dashboard.css"  # what says a folder is a dashboard this command may rewrite
+_NUMERIC = frozenset({"total", "final", "max"})
+
+
+def build_dashboard(grades: Path, out: Path) -> list[Path]:
+    """Write the site for ``grades`` into ``out``; return the files written, in order."""
+    jinja2 = _jinja()
+    if not (grades / "gradebook.csv").is_file():
+        raise UsageError(f"{grades} has no gradebook.csv: grade first with `gradekit grade "
+                         f"--out {grades}`, then build the dashboard from that folder")
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out {out} is a file: give the folder the site goes into")
+    if out.exists() and any(out.iterdir()) and not (out / MARKER).is_file():
+        raise UsageError(f"{out} is not empty and is not a dashboard: give --out a new folder "
+                         "(the dashboard replaces what it wrote there before, nothing else)")
+    cohort = load_cohort(grades)
+    environment = jinja2.Environment(
+        loader=jinja2.DictLoader(TEMPLATES), autoescape=True,
+        undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+    pages = {Path("index.html"): _cohort_page(environment, cohort, grades)}
+    for submission in cohort.submissions:
+        pages[Path("students") / f"{submission.slug}.html"] = _student_page(
+            environment, cohort, submission)
+    files = {Path("assets/dashboard.css"): STYLE.encode("utf-8"),
+             Path("assets/dashboard.js"): SCRIPT.encode("utf-8"),
+             **{path: page.encode("utf-8") for path, page in pages.items()}}
+    for relative, data in sorted(files.items()):
+        target = out / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if not target.is_file() or target.read_bytes() != data:
+            write_atomic(target, data)
+            target.chmod(0o644)  # a site to share: readable by the web server and the TAs
+    _forget_others(out, set(files))
+    return [out / relative for relative in sorted(files)]
+
+
+def _jinja() -> Any:
+    try:
+        return importlib.import_module("jinja2")
+    except ImportError:
+        raise DashboardUnavailable(
+            "the dashboard needs Jinja2 and the chart libraries, the gradekit[dashboard] "
+            "extra: pip install 'gradekit[dashboard]' (make test installs it)") from None
+
+
+def _forget_others(out: Path, kept: set[Path]) -> None:
+    """Remove the pages of an earlier build that this one did not write (a submission that
+    is gone): the folder holds exactly this site."""
+    students = out / "students"
+    for page in sorted(students.glob("*.html")) if students.is_dir() else []:
+        if page.relative_to(out) not in kept:
+            page.unlink()
+
+
+def _cohort_page(environment: Any, cohort: Cohort, grades: Path) -> str:
+    reported = [s for s in cohort.submissions if s.reported]
+    finals = [_final(s) for s in reported]
+    known = [value for value in finals if value is not None]
+    waiting = [(s, why) for s in cohort.submissions if (why := _review_reason(s))]
+    # What needs a person now first (a stale review, a degraded or flagged grade), then
+    # the routine reviews the rubric asks for; each in gradebook order.
+    review = sorted(waiting, key=lambda item: not _urgent(item[0]))
+    changed = [s for s in cohort.submissions if _changed(s, cohort.latest_batch)]
+    summary = [
+        ("Submissions", "submissions", str(len(cohort.submissions))),
+        ("Graded", "graded", str(len(reported))),
+        ("Not graded", "not-graded", str(len(cohort.submissions) - len(reported))),
+        ("Mean final", "mean", cents(sum(known, Decimal(0)) / len(known)) if known else "—"),
+        ("Median final", "median", cents(statistics.median(known)) if known else "—"),
+        ("Maximum", "max", cents(cohort.maximum)),
+        ("To review", "review", str(len(review))),
+        ("Act now", "urgent", str(sum(1 for s, _ in review if _urgent(s)))),
+        ("Changed", "changed", str(len(changed))),
+    ]
+    columns = [("submission", "Submission", False), ("student", "Student", False),
+               ("status", "Status", False), ("total", "Total", True),
+               ("review", "Review", False), ("final", "Final", True), ("max", "Max", True),
+               *((cid, title, True) for cid, title, _ in cohort.criteria),
+               ("reason", "Reason", False)]
+    kinds = [kind for kind, _ in _KINDS] + ["other"]
+    counts = [(kind, sum(1 for found, _, _ in cohort.findings if found == kind))
+              for kind in kinds]
+    page: str = environment.get_template("cohort.html").render(
+        root="", cohort=cohort, source=os.path.basename(os.path.normpath(grades)) or "grades",
+        reported=len(reported), summary=summary, columns=columns, cell=_cell,
+        statuses=sorted({s.row.status for s in cohort.submissions}), full=FULL,
+        review=review, urgent=_urgent, changed=changed, slugs={s.row.submission: s.slug
+                                               for s in cohort.submissions},
+        distribution=score_distribution(known, cohort.maximum) if cohort.maximum > 0 else None,
+        lost=points_lost(_losses(cohort)),
+        kinds=findings_by_kind([(kind, n) for kind, n in counts if n]))
+    return page
+
+
+def _student_page(environment: Any, cohort: Cohort, submission: Submission) -> str:
+    timeline: Figure | None = None
+    if submission.history and cohort.maximum > 0:
+        timeline = grade_timeline(
+            [(f"#{g.number} (event {g.seq})", g.total,
+              "; ".join(g.causes) or ("first grade" if g.number == 1 else "no change recorded"))
+             for g in submission.history], cohort.maximum)
+    page: str = environment.get_template("student.html").render(
+        root="../", s=submission, report=_report_view(submission.report),
+        calls=submission.calls, timeline=timeline)
+    return page
+
+
+def _report_view(report: Any) -> dict[str, Any] | None:
+    """The report's parts the page shows, with what each criterion lost."""
+    if not isinstance(report, dict):
+        return None
+    criteria = []
+    for criterion in report.get("criteria", []):
+        if not isinstance(criterion, dict):
+            continue
+        points, maximum = (decimal(criterion.get(k)) for k in ("points", "max"))
+        criteria.append({
+            "id": str(criterion.get("id", "")), "title": str(criterion.get("title", "")),
+            "points": str(criterion.get("points", "")), "max": str(criterion.get("max", "")),
+            "lost": cents(maximum - points) if points is not None and maximum is not None
+            else "?",
+            "review": criterion.get("review") is True,
+            "verdict": str(criterion.get("verdict", "")),
+            "advice": [str(a) for a in criterion.get("advice", [])],
+            "checks": [{"id": str(k.get("id", "")), "passed": k.get("passed") is True,
+                        "points": str(k.get("points", "")), "max": str(k.get("max", "")),
+                        "detail": str(k.get("detail", ""))}
+                       for k in criterion.get("checks", []) if isinstance(k, dict)],
+        })
+    return {"criteria": criteria, "total": str(report.get("total", "")),
+            "max": str(report.get("max", "")),
+            "findings": [str(f) for f in report.get("findings", [])]}
+
+
+def _cell(submission: Submission, column: str) -> str:
+    """A table cell, exactly as the gradebook has it."""
+    row = submission.row
+    if column in row.criteria:
+        return row.criteria[column]
+    value: str = getattr(row, column, "")
+    return value
+
+
+def _final(submission: Submission) -> Decimal | None:
+    return decimal(submission.row.final or submission.row.total)
+
+
+def _losses(cohort: Cohort) -> list[tuple[str, str, Decimal, Decimal]]:
+    """Per criterion, the points the graded submissions lost and could have had."""
+    reported = [s for s in cohort.submissions if s.reported]
+    found = []
+    for cid, title, maximum in cohort.criteria:
+        if maximum <= 0:  # no report says what it was out of: nothing to count against
+            found.append((cid, title, Decimal(0), Decimal(0)))
+            continue
+        got = [decimal(s.row.criteria.get(cid, "")) for s in reported]
+        lost = sum((max(maximum - points, Decimal(0)) for points in got if points is not None),
+                   Decimal(0))
+        found.append((cid, title, lost, maximum * len(reported)))
+    return found
+
+
+def _review_reason(submission: Submission) -> str:
+    """Why a person must look at this submission, or "" when nobody needs to."""
+    row = submission.row
+    if row.status == "degraded":
+        return f"degraded: {row.reason}" if row.reason else "degraded"
+    if row.status in REPORTED and row.reason:
+        return row.reason
+    if "NEEDS A NEW REVIEW" in row.review or "pending:" in row.review:
+        return row.review
+    return ""
+
+
+def _urgent(submission: Submission) -> bool:
+    """Not a routine review: a stale review, a degraded grade or one flagged for review."""
+    row = submission.row
+    return row.status == "degraded" or (row.status in REPORTED and bool(row.reason)) \
+        or "NEEDS A NEW REVIEW" in row.review
+
+
+def _changed(submission: Submission, latest: int | None) -> bool:
+    """The latest grade is of the latest batch and differs from the one before it."""
+    change = submission.change
+    if change is None or latest is None or change.current.seq < latest:
+        return False
+    return (change.previous.total, change.previous.status) != (change.current.total,
+                                                               change.current.status)

@@ -1,0 +1,179 @@
+"""``gradekit check``: the three one-minute checkpoints of the lab."""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from grader._model import Report
+from grader.grading._grade import Graded, draw, grade_submission
+from grader.outputs import report_digest
+from grader.rubric import Rubric
+from grader.sandbox import Isolation, probe_replay
+from grader.scoring import ESCAPED, STUB_ERROR, Evidence, loudness, unstable_cause
+from grader.submission import load_manifest
+
+__all__ = ["CheckRun", "Checkpoint", "predicted", "run_checkpoints"]
+
+
+@dataclass(frozen=True, slots=True)
+class Checkpoint:
+    """One checkpoint's verdict."""
+
+    number: int
+    title: str
+    passed: bool
+    seconds: float
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class CheckRun:
+    """The three checkpoints, and the report the grader would write now (None only when the
+    submission could not be graded at all)."""
+
+    checkpoints: tuple[Checkpoint, ...]
+    report: Report | None
+
+
+def run_checkpoints(root: Path, rubric: Rubric, *,
+                    isolation: Isolation = "process") -> CheckRun:
+    """Run the three checkpoints against the submission at ``root``, behind ``isolation``,
+    and predict its grade. Checkpoints 2 and 3 read the grader's own evidence: the first
+    grading's loud-failure probes and its runs under every provider label, and a second
+    grading (other labels, other hash seeds) whose digest must be the first's. The first
+    report is the prediction.
+
+    ``rubric`` must come from the instructor's side: its custom checks run in this process.
+    """
+    manifest = load_manifest(root)
+    with tempfile.TemporaryDirectory(prefix="gradekit-check-") as folder:
+        scratch = Path(folder)
+        gradings: list[Graded] = []
+
+        def grading() -> Graded:
+            gradings.append(grade_submission(root, rubric, submission=root.resolve().name,
+                                             scratch=scratch / f"grading-{len(gradings) + 1}",
+                                             isolation=isolation))
+            return gradings[-1]
+
+        def whitespace() -> tuple[bool, str]:
+            drawn = draw()
+            probe = probe_replay(root, manifest.replay, drawn.probe, limits=rubric.limits,
+                                 scratch=scratch / "probe", unknown=drawn.unknown)
+            if not probe.loaded:
+                return False, f"your Replay could not be used: {probe.detail}"
+            if not probe.whitespace_hit:
+                return False, "a prompt with extra outer whitespace missed: strip before hashing"
+            return True, "leading and trailing whitespace hit the same recording"
+
+        def loud() -> tuple[bool, str]:
+            return _loud(grading())
+
+        def two_providers() -> tuple[bool, str]:
+            first, second = gradings[0], grading()
+            unstable = _label_or_seed(first)
+            if unstable:
+                return False, unstable
+            digests = [report_digest(graded.report) for graded in (first, second)]
+            if digests[0] != digests[1]:
+                return False, f"two gradings gave different digests: {digests[0]} vs " \
+                    f"{digests[1]}; compare their reports to see which case moved"
+            return True, f"digest {digests[0]} under {len(first.evidence.others) + 1} provider " \
+                "labels and hash seeds, in two gradings"
+
+        checkpoints: tuple[Checkpoint, ...] = (
+            _timed(1, "Whitespace is not a new prompt", whitespace),
+            _timed(2, "A miss is loud", loud),
+            _timed(3, "Two providers, one score", two_providers),
+        )
+        unwritten = _unwritten(gradings[0].evidence, manifest.agent)
+        if unwritten:
+            checkpoints = tuple(replace(point, passed=False, reason=unwritten)
+                                for point in checkpoints)
+        return CheckRun(checkpoints, gradings[0].report)
+
+
+def _loud(graded: Graded) -> tuple[bool, str]:
+    """Checkpoint 2 from a grading: every probed miss escaped, in every case, and the
+    submission's own Replay raises on a miss; else the first case and call that did not."""
+    evidence = graded.evidence
+    if evidence.blocked:
+        return False, evidence.blocked
+    for case in evidence.cases:
+        detail = loudness(case.id, evidence)
+        if not detail.startswith(ESCAPED):
+            return False, f"case {case.id}, {detail}"
+    probe = evidence.probe
+    if probe is not None and not probe.miss_raised:
+        return False, "your Replay answered an unrecorded prompt instead of raising"
+    if probe is not None and not probe.raised_miss:
+        return False, f"your Replay raised {probe.exception} on an unrecorded prompt: raise " \
+            "CassetteMiss"
+    probes = sum(len(run.outcomes) for _, run in evidence.loud)
+    return True, f"the miss escaped run() in all {probes} probes (each call of each case " \
+        "withheld in turn)"
+
+
+def _label_or_seed(graded: Graded) -> str:
+    """Checkpoint 3's failure: the cases whose answer changes with the provider label or the
+    hash seed, each with its cause; "" when there is none."""
+    evidence = graded.evidence
+    if evidence.blocked:
+        return evidence.blocked
+    causes = [(case.id, cause) for case in evidence.cases
+              if (cause := unstable_cause(case.id, evidence)) is not None]
+    return "; ".join(f"case {case}: {cause}" for case, cause in causes)
+
+
+UNWRITTEN = ("run() is not written yet: it raises NotImplementedError in every case. Write "
+             "it first in {agent} (its docstring says what it must do), then record its "
+             "answers once with `make record`")
+
+
+def _unwritten(evidence: Evidence, agent: str) -> str:
+    """The reason every checkpoint fails for a hand-out whose run() is still the stub
+    (``agent`` is the manifest's ``module:function``)."""
+    outcomes = list(evidence.primary.outcomes.values()) if evidence.primary else []
+    if outcomes and all(o.status == "raised" and o.exception == STUB_ERROR for o in outcomes):
+        module = agent.partition(":")[0].replace(".", "/")
+        return UNWRITTEN.format(agent=f"{module}.py")
+    return ""
+
+
+def predicted(run: CheckRun) -> tuple[bool, list[str]]:
+    """Whether the submission passes ``check`` (every checkpoint, and no point lost), and
+    the lines that say so: the grade ``gradekit grade`` would give now, every lost point
+    with what the grader saw and the fix, and what a person will review."""
+    report = run.report
+    if report is None:
+        return False, ["grade now: not graded (the checkpoints above say why)"]
+    total, most = sum(c.points for c in report.criteria), sum(c.max for c in report.criteria)
+    lines = [f"grade now: {total:.2f} / {most:.2f} (what gradekit grade gives this "
+             "submission, same rubric, same grading)"]
+    for criterion in report.criteria:
+        if criterion.points < criterion.max:
+            lines.append(f"  lost {criterion.max - criterion.points:.2f} of "
+                         f"{criterion.title} ({criterion.points:.2f} / {criterion.max:.2f}):")
+            failed = [check for check in criterion.checks if not check.passed]
+            lines += [f"    - {check.id}: {check.detail}" for check in failed[:_SHOWN]]
+            if len(failed) > _SHOWN:
+                lines.append(f"    - and {len(failed) - _SHOWN} more (see the report)")
+            lines += [f"    fix: {advice}" for advice in criterion.advice]
+        if criterion.review:
+            lines.append(f"  {criterion.title}: a person reviews these points too")
+    lines += [f"  finding: {finding}" for finding in report.findings]
+    passed = all(point.passed for point in run.checkpoints) and total == most
+    return passed, lines
+
+
+_SHOWN = 6  # failed checks listed per criterion
+
+
+def _timed(number: int, title: str, check: Callable[[], tuple[bool, str]]) -> Checkpoint:
+    started = time.monotonic()
+    passed, reason = check()
+    return Checkpoint(number, title, passed, time.monotonic() - started, reason)

@@ -1,0 +1,704 @@
+"""Grade one submission: gather the evidence in the sandbox, score it, build the report.
+
+The parent reads the cassettes with its own codec and serves them; the child
+only ever sees answers. A broken manifest, a missing cassette or an unreadable
+FAILURES.md is a finding that costs what it blocks, never a crash. Every submission file
+the parent reads goes through ``read_submission_file`` (no links, regular files only,
+size caps), and every piece of submission text in a finding goes through ``quote``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import importlib
+import json
+import secrets
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path, PurePosixPath
+from typing import TypeVar, cast
+
+from gradekit import CassetteError, GradekitError, prompt_key
+from gradekit._cassette import Entry, decode_cassette
+from gradekit._fixtures import decode_fixture
+from gradekit._http.cassette import LAB_HTTP_CASSETTE, HttpCassette
+from grader._model import CaseOutcome, CriterionResult, Limits, Report, RunResult, Withhold
+from grader._text import TEXT_LIMIT, quote
+from grader.grading._packages import missing_package
+from grader.grading._regression import replay_set
+from grader.recordings import CHANGE_LOG, Change, change_matches, decode_changes, decode_recording
+from grader.rubric import Case, Rubric
+from grader.sandbox import (
+    Isolation,
+    ToolAnswer,
+    cut_point_problem,
+    probe_replay,
+    run_cases,
+    run_cut_point_test,
+)
+from grader.scoring import (
+    BUILTIN_CHECKS,
+    Check,
+    Evidence,
+    loud_problem,
+    planned_probes,
+    ran,
+    shown_keys,
+)
+from grader.submission import (
+    CASSETTE_CAP,
+    CHANGE_LOG_CAP,
+    FAILURES_CAP,
+    FIXTURE_CAP,
+    INCIDENT_CAP,
+    PYPROJECT_CAP,
+    SOURCE_CAP,
+    Manifest,
+    ManifestError,
+    MissingSubmissionFile,
+    SubmissionFileError,
+    check_submission_folder,
+    load_manifest,
+    read_submission_file,
+    submission_files,
+)
+
+__all__ = ["REVIEW", "Draw", "Graded", "draw", "grade_submission"]
+
+# The real provider families, as `gradekit record` names them (adapter:model). Every grading
+# runs the agent once under a label of each family, each with its own hash seed, so an agent
+# that branches on any family's name (its adapter or its models' word: gpt, claude, llama)
+# shows it in every grading, not only when a draw happens to name that family.
+FAMILIES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("openai", ("gpt-4o-mini", "gpt-4.1-mini", "gpt-4o", "gpt-4.1-nano")),
+    ("anthropic", ("claude-3-5-haiku", "claude-sonnet-4", "claude-3-7-sonnet")),
+    ("ollama", ("llama3.2", "qwen2.5-7b", "mistral-small", "gemma2-9b", "phi3-mini")),
+    ("llamacpp", ("smollm2-135m", "qwen2.5-0.5b", "llama-3.2-1b")),
+    ("openai-compatible", ("mistral-small", "deepseek-chat", "qwen2.5-7b", "llama-3.1-8b")),
+)
+_WORDS = ("refund", "deadline", "cassette", "rubric", "latency", "policy", "incident",
+          "grader", "summary", "tool", "trace", "retry", "budget", "quota", "schema", "review")
+_DRAW = b"gradekit-draw/1"  # what a draw's HMAC is taken under: no other use of a key shares it
+
+
+@dataclass(frozen=True, slots=True)
+class Draw:
+    """What a grading draws, so that no submission can special-case it: a provider label of
+    each family and a hash seed for each, and the recording its own Replay is probed with.
+
+    Drawn by ``draw``: a keyed function of the submission's content and a secret of the
+    grader's, so grading the same submission again draws the same, while a student without
+    the key cannot predict it. None of it reaches a report: an honest submission gets one
+    digest whatever is drawn."""
+
+    labels: tuple[str, ...]  # the primary run's first, then one of every other family
+    seeds: tuple[int, ...]  # PYTHONHASHSEED of each of those runs: all different
+    probe: Mapping[str, str]  # prompt -> answer: the probe cassette's one recording
+    unknown: str  # a prompt of the same kind that the probe cassette does not hold
+
+
+class _Keyed:
+    """A stream of numbers from HMAC-SHA256 under ``key`` over ``content`` and a counter:
+    the same key and content give the same stream on every machine and Python."""
+
+    def __init__(self, key: bytes, content: str) -> None:
+        self._mac = hmac.new(key, _DRAW + b"\0" + content.encode("utf-8") + b"\0",
+                             hashlib.sha256)
+        self._count = 0
+
+    def below(self, n: int) -> int:
+        """A number in ``range(n)`` (256 bits reduced: no bias worth the name)."""
+        self._count += 1
+        mac = self._mac.copy()
+        mac.update(str(self._count).encode("ascii"))
+        return int.from_bytes(mac.digest(), "big") % n
+
+    def choice(self, options: Sequence[_Item]) -> _Item:
+        return options[self.below(len(options))]
+
+    def shuffled(self, items: Sequence[_Item]) -> list[_Item]:
+        keyed = [(self.below(1 << 64), index) for index in range(len(items))]
+        return [items[index] for _, index in sorted(keyed)]
+
+
+_Item = TypeVar("_Item")
+
+
+def draw(key: bytes | None = None, content: str = "", label: str | None = None) -> Draw:
+    """The ``Draw`` for a submission whose content is ``content`` (its inputs' digests),
+    under the grader's secret ``key`` (None: a fresh random one, so nothing repeats).
+
+    ``label``, if given, is the primary label (an instructor reproducing something); the
+    other families are still drawn beside it.
+    """
+    keyed = _Keyed(key if key is not None else secrets.token_bytes(32), content)
+    labels = [f"{adapter}:{keyed.choice(models)}" for adapter, models in keyed.shuffled(FAMILIES)]
+    if label is not None:
+        labels = [label, *(other for other in labels
+                           if other.partition(":")[0] != label.partition(":")[0])]
+    seeds: list[int] = []
+    while len(seeds) < len(labels):
+        seed = keyed.below(1 << 32)
+        seeds += [] if seed in seeds else [seed]
+    words = keyed.shuffled(_WORDS)
+    prompt, unknown = (f"Task: summarise the {a} {b} notes for the {c} review."
+                       for a, b, c in (words[0:3], words[3:6]))
+    answer = f"The {words[6]} notes say: {keyed.below(10**6)}."
+    return Draw(tuple(labels), tuple(seeds), {prompt: answer}, unknown)
+
+
+def submission_content(inputs: Mapping[str, str]) -> str:
+    """What a draw is keyed on: the digests of every file the grade depends on."""
+    return json.dumps(inputs, sort_keys=True, separators=(",", ":"))
+
+
+@dataclass(frozen=True, slots=True)
+class Graded:
+    """A report and the facts about the runs that the checkpoints need."""
+
+    report: Report
+    evidence: Evidence
+    isolation: Isolation = "process"  # the wall its code ran behind: reported, never scored
+
+
+def grade_submission(root: Path, rubric: Rubric, *, submission: str, scratch: Path,
+                     label: str | None = None, isolation: Isolation = "process",
+                     drawn: Draw | None = None, draw_key: bytes | None = None,
+                     on_case: Callable[[str], None] | None = None) -> Graded:
+    """Grade the submission at ``root`` as ``submission``; ``scratch`` is a private, empty folder.
+
+    ``submission`` is who it is, the report's ``submission``: the caller decides it on the
+    instructor's side (a roster's student id, or the folder's name), never the manifest's
+    ``student``, which a student could set to a classmate's name.
+    ``isolation`` is the wall its code runs behind (``choose_isolation`` decides it).
+    Labels, hash seeds and the probe's recording are ``drawn``, else drawn by ``draw``
+    under ``draw_key`` (the grader's secret; None: a fresh random one) from the
+    submission's inputs: none of them is a constant a submission could recognise, and
+    the same key grades the same submission the same way again.
+    ``on_case(case_id)`` is told as each sandboxed case starts.
+    """
+    findings: list[str] = []
+    manifest = _manifest(root, findings)
+    problems: dict[str, str] = {}
+    folder = manifest.cassettes if manifest else "cassettes"
+    http, sdk = _http_cassettes(root, folder, rubric.cases, findings, problems)
+    answers = _cassettes(root, folder, rubric.cases, findings, problems, sdk=sdk)
+    inputs = _inputs(root, manifest, rubric.cases)
+    drawn = drawn or draw(draw_key, submission_content(inputs), label)
+    evidence = _evidence(root, manifest, rubric, answers, drawn, scratch, findings, isolation,
+                         on_case, http)
+    evidence = replace(evidence, recording_problems=problems, recorded_prompts={
+        case: tuple(entry.prompt for entry in entries.values() if entry.prompt)
+        for case, entries in answers.items()})
+    criteria = tuple(_score(evidence, rubric, findings))
+    report = Report(
+        submission=submission,
+        rubric_id=rubric.id,
+        rubric_version=rubric.version,
+        rubric_sha256=rubric.sha256,
+        inputs=inputs,
+        criteria=criteria,
+        findings=tuple(dict.fromkeys(findings)),
+        sets={ref: pinned.sha256 for ref, pinned in rubric.sets.items() if pinned is not None},
+    )
+    return Graded(report, evidence, isolation)
+
+
+def _manifest(root: Path, findings: list[str]) -> Manifest | None:
+    try:
+        return load_manifest(root)
+    except ManifestError as exc:
+        findings.append(f"manifest: {quote(_relative(str(exc), root), TEXT_LIMIT)}")
+        return None
+
+
+def _cassettes(root: Path, folder: str, cases: tuple[Case, ...], findings: list[str],
+               problems: dict[str, str] | None = None, *,
+               sdk: Collection[str] = ()) -> dict[str, dict[str, Entry]]:
+    """case -> key -> recorded entry, read by the parent; problems become findings (and,
+    given ``problems``, each case's own there too). A case in ``sdk`` has an HTTP
+    cassette: its agent may use the SDKs only, so no ``<case>.json`` is no finding."""
+    recorded: dict[str, dict[str, Entry]] = {}
+    for case in cases:
+        before = len(findings)
+        relative = f"{folder}/{case.id}.json"
+        missing = "" if case.id in sdk else \
+            f"{relative} is missing: record it with `gradekit record --case {case.id}` " \
+            "and commit it"
+        cassette = _recording(root, relative, CASSETTE_CAP, decode_cassette, case.id, findings,
+                               missing)
+        if problems is not None and len(findings) > before:
+            problems.setdefault(case.id, findings[-1])
+        if cassette is not None:
+            recorded[case.id] = dict(cassette.entries)
+    return recorded
+
+
+def _http_cassettes(root: Path, folder: str, cases: tuple[Case, ...], findings: list[str],
+                    problems: dict[str, str] | None = None,
+                    ) -> tuple[dict[str, HttpCassette], set[str]]:
+    """case -> its HTTP cassette (``<case>.http.json``, what an SDK-based agent's requests
+    are served from), read by the parent, and the cases that have one, usable or not. None
+    is needed: an agent that only calls ``complete`` has none, and a request of a case
+    without one is a miss."""
+    recorded: dict[str, HttpCassette] = {}
+    present: set[str] = set()
+    for case in cases:
+        before = len(findings)
+        cassette = _recording(root, f"{folder}/{case.id}.http.json", CASSETTE_CAP,
+                              LAB_HTTP_CASSETTE.decode, case.id, findings, "")
+        if len(findings) > before:
+            present.add(case.id)
+            if problems is not None:
+                problems.setdefault(case.id, findings[-1])
+        if cassette is not None:
+            recorded[case.id] = cassette
+            present.add(case.id)
+    return recorded, present
+
+
+def _fixtures(root: Path, manifest: Manifest, cases: tuple[Case, ...],
+              findings: list[str]) -> dict[str, dict[str, object]]:
+    """case -> tool key -> recorded result, from the manifest's fixtures folder.
+
+    A submission whose agent declares tools needs every case's fixture: a missing one is a
+    finding with the fix. One without tools may have none (its agent makes no tool call).
+    """
+    fixtures: dict[str, dict[str, object]] = {}
+    folder, needed = manifest.fixtures, bool(manifest.tools) or manifest.fixtures != "fixtures"
+    if needed and not _folder_exists(root, folder, findings):
+        return fixtures
+    for case in cases:
+        relative = f"{folder}/{case.id}.json"
+        missing = f"{relative} is missing: record it with `gradekit record --case {case.id}` " \
+            "and commit it" if needed else ""
+        fixture = _recording(root, relative, FIXTURE_CAP, decode_fixture, case.id, findings,
+                             missing)
+        if fixture is not None:
+            fixtures[case.id] = {key: call.response for key, call in fixture.calls.items()}
+    return fixtures
+
+
+def _folder_exists(root: Path, folder: str, findings: list[str]) -> bool:
+    """Whether a folder the manifest names is there; if not, a finding with the fix."""
+    try:
+        check_submission_folder(root, folder)
+    except MissingSubmissionFile:
+        findings.append(f"the folder {quote(folder)}/ named in [tool.gradekit] does not exist: "
+                        "record into it with `gradekit record` and commit it, or fix the name")
+        return False
+    except SubmissionFileError as exc:
+        findings.append(quote(str(exc), TEXT_LIMIT))
+        return False
+    return True
+
+
+_Decoded = TypeVar("_Decoded")
+
+
+def _recording(root: Path, relative: str, cap: int, decoder: Callable[..., _Decoded],
+               case: str, findings: list[str], missing: str) -> _Decoded | None:
+    """A cassette or fixture decoded by the parent, or None with a finding (``missing``
+    when the file is absent; nothing when that is empty)."""
+    try:
+        return decoder(read_submission_file(root, relative, cap=cap), source=relative,
+                       case=case)
+    except MissingSubmissionFile:
+        findings += [missing] if missing else []
+    except SubmissionFileError as exc:
+        findings.append(quote(str(exc), TEXT_LIMIT))
+    except CassetteError as exc:
+        findings.append(f"{relative} cannot be used: {quote(str(exc), TEXT_LIMIT)}")
+    except (ValueError, RecursionError) as exc:  # JSON too deep, or a number too long
+        findings.append(_undecodable(relative, exc))
+    return None
+
+
+def _undecodable(relative: str, exc: Exception) -> str:
+    """The finding for a recording that Python's JSON decoder itself gives up on."""
+    return (f"{relative} cannot be decoded ({type(exc).__name__}): restore it with "
+            f"`git checkout -- {relative}` or record the case again")
+
+
+def _serve_tools(fixtures: Mapping[str, Mapping[str, object]]) -> ToolAnswer:
+    def answer(case: str, key: str) -> tuple[bool, object]:
+        recorded = fixtures.get(case, {})
+        return (True, recorded[key]) if key in recorded else (False, None)
+
+    return answer
+
+
+def _serve(recorded: Mapping[str, Mapping[str, Entry]]) -> Callable[[str, str], str | None]:
+    def answer(case: str, prompt: str) -> str | None:
+        entry = recorded.get(case, {}).get(prompt_key(prompt))
+        return None if entry is None else entry.response
+
+    return answer
+
+
+def _evidence(root: Path, manifest: Manifest | None, rubric: Rubric,
+              answers: dict[str, dict[str, Entry]], drawn: Draw, scratch: Path,
+              findings: list[str], isolation: Isolation,
+              on_case: Callable[[str], None] | None = None,
+              http: Mapping[str, HttpCassette] | None = None) -> Evidence:
+    failures = _failures(root, manifest, findings)
+    if manifest is None:
+        return Evidence(cases=rubric.cases, label=drawn.labels[0], primary=None, others=(),
+                        loud=(), probe=None, failures=failures, stretch=(), second_set=None,
+                        blocked="no usable [tool.gradekit] manifest")
+    limits, pairs = rubric.limits, [(case.id, case.task) for case in rubric.cases]
+    tools = _serve_tools(_fixtures(root, manifest, rubric.cases, findings))
+    timed_out: dict[str, CaseOutcome] = {}
+
+    def run(name: str, serve: Callable[[str, str], str | None], run_label: str,
+            seed: int, only: Collection[str] | None = None, *,
+            served: Mapping[str, HttpCassette] | None = http,
+            withhold: Withhold | None = None) -> RunResult:
+        # A case that timed out once is not run again: it counts as timed out in every
+        # later run, so a hanging submission costs one timeout per case, not one per run.
+        todo = [(case, task) for case, task in pairs
+                if case not in timed_out and (only is None or case in only)]
+        result = run_cases(root, manifest.agent, todo, answer=serve, label=run_label,
+                           hashseed=seed, limits=limits, scratch=scratch / name, tools=tools,
+                           isolation=isolation, fixtures=manifest.fixtures,
+                           on_case=on_case, http=served, cassettes=manifest.cassettes,
+                           withhold=withhold) \
+            if todo else RunResult({})
+        _run_findings(result, findings)
+        known = {**timed_out, **result.outcomes}
+        timed_out.update({c: o for c, o in result.outcomes.items() if o.status == "timeout"})
+        repeated = {case: CaseOutcome(case, "timeout", detail=known[case].detail)
+                    for case, _ in pairs if case in known and (only is None or case in only)}
+        return replace(result, outcomes={**repeated, **result.outcomes})
+
+    label, seed = drawn.labels[0], drawn.seeds[0]
+    recorded = _serve(answers)
+    primary = run("primary", recorded, label, seed)
+    _require_packages(root, manifest, rubric.packages, primary)
+    blocked = f"the agent could not be imported: {primary.import_error}" \
+        if primary.import_error else ""
+    others = tuple(run(f"label-{n}", recorded, other, other_seed)
+                   for n, (other, other_seed) in enumerate(zip(drawn.labels[1:],
+                                                               drawn.seeds[1:], strict=True), 2))
+    # Where the runs' answers differ: the first label with the second run's hash seed says
+    # which of the two the answer depends on, so the advice can name the cause.
+    differing = _differing(primary, others)
+    tiebreak = run("tiebreak", recorded, label, drawn.seeds[1], differing) \
+        if differing else None
+    loud = _loud_probes(run, recorded, label, seed, primary)
+    probe = probe_replay(root, manifest.replay, drawn.probe, limits=limits,
+                         scratch=scratch / "probe", isolation=isolation, unknown=drawn.unknown)
+    if probe.tampering:
+        findings.append(REVIEW + f"the own-Replay probe: {quote(probe.tampering)}")
+    second_set, problem = _second_set(root, manifest, rubric, run, findings, label, seed,
+                                      answers)
+    review, basis = _review(root, manifest) if "rerecord-review" in manifest.stretch \
+        else ("not claimed", "")
+    cut_point = _cut_point(root, manifest, limits, scratch, isolation, findings) \
+        if "cut-point" in manifest.stretch else "not claimed"
+    # Every item of every set the rubric pins, against the submission's own code.
+    regression = {ref: replay_set(root, pinned, label=label, hashseed=seed, limits=limits,
+                                  scratch=scratch / f"set-{number}", isolation=isolation)
+                  for number, (ref, pinned) in enumerate(rubric.sets.items())
+                  if pinned is not None}
+    return Evidence(cases=rubric.cases, label=label, primary=primary, others=others,
+                    loud=loud, probe=probe, failures=failures,
+                    stretch=manifest.stretch, second_set=second_set,
+                    second_set_problem=problem, blocked=blocked, review_problem=review,
+                    second_cassettes=manifest.second_cassettes, fixtures=manifest.fixtures,
+                    review_basis=basis, tiebreak=tiebreak, cut_point_problem=cut_point,
+                    incident_test=manifest.incident_test, regression=regression)
+
+
+def _loud_probes(run: Callable[..., RunResult], serve: Callable[[str, str], str | None],
+                 label: str, seed: int,
+                 primary: RunResult) -> tuple[tuple[Withhold, RunResult], ...]:
+    """The loud-failure probe runs, with the primary run's label and hash seed so that
+    every call before the withheld one is the primary run's: one run per provider call
+    position (the cases that made that many calls), then one that withholds the tool
+    fixtures. A case that failed a probe is not probed again: it has lost already."""
+    planned = {case: planned_probes(outcome) for case, outcome in primary.outcomes.items()
+               if ran(outcome)}
+    order = sorted({w for probes in planned.values() for w in probes},
+                   key=lambda w: (w.kind == "tool", w.position))
+    failed: set[str] = set()
+    runs = []
+    for withhold in order:
+        cases = [case for case, probes in planned.items()
+                 if withhold in probes and case not in failed]
+        if not cases:
+            continue
+        name = f"loud-{withhold.kind}-{withhold.position}"
+        result = run(name, serve, label, seed, cases, withhold=withhold)
+        failed |= {case for case in cases
+                   if loud_problem(withhold, result.outcomes.get(case)) is not None}
+        runs.append((withhold, result))
+    return tuple(runs)
+
+
+def _require_packages(root: Path, manifest: Manifest, packages: Mapping[str, str],
+                      primary: RunResult) -> None:
+    """Raise ``MissingPackage`` when the agent could not import a package the grader lacks,
+    at import or in run() during a case (a lazy import), judged against the rubric's
+    ``packages``: that is no grade at all, never a zero for the cases it lost."""
+    specs = (manifest.agent, manifest.tools, manifest.replay)
+    own = {spec.partition(":")[0].partition(".")[0] for spec in specs if spec}
+    modules = [("when the agent is imported", primary.missing_module),
+               *((f"in run(), case {case}", outcome.missing_module)
+                 for case, outcome in sorted(primary.outcomes.items()))]
+    for where, module in modules:
+        missing = missing_package(root, module, packages, where=where, own=own) \
+            if module else None
+        if missing is not None:
+            raise missing
+
+
+def _cut_point(root: Path, manifest: Manifest, limits: Limits, scratch: Path,
+               isolation: Isolation, findings: list[str]) -> str | None:
+    """The cut-point goal's evidence: the incident test, on the submission's guard and on
+    one that allows everything, both in the sandbox."""
+    test, guard = manifest.incident_test, manifest.guard
+    if not test or not guard:
+        return cut_point_problem(None, None, test=test, guard=guard)
+    runs = [run_cut_point_test(root, test, guard, allow_all=allow_all, limits=limits,
+                               scratch=scratch / f"cut-point-{allow_all}", isolation=isolation)
+            for allow_all in (False, True)]
+    for run in runs:
+        if run.tampering:
+            findings.append(REVIEW + f"the cut-point test: {quote(run.tampering)}")
+    return cut_point_problem(runs[0], runs[1], test=test, guard=guard)
+
+
+def _differing(primary: RunResult, others: Sequence[RunResult]) -> list[str]:
+    """The cases whose answer in another run is not the primary run's (both answered)."""
+    def answer(run: RunResult, case: str) -> str | None:
+        outcome = run.outcomes.get(case)
+        return outcome.answer_sha256 if outcome is not None and _answered(outcome) else None
+
+    return [case for case in primary.outcomes if (first := answer(primary, case)) is not None
+            and any(answer(other, case) not in (None, first) for other in others)]
+
+
+def _answered(outcome: CaseOutcome | None) -> bool:
+    """A str answer with every call served: a run whose answer two runs can compare."""
+    return outcome is not None and outcome.status == "returned" \
+        and outcome.answer_sha256 is not None and all(call.served for call in outcome.calls)
+
+
+def _review_problem(root: Path, manifest: Manifest) -> str | None:
+    """None when a change-log entry names recordings whose keys really changed, and its
+    digests match the files as they are now; else why not."""
+    return _review(root, manifest)[0]
+
+
+def _review(root: Path, manifest: Manifest) -> tuple[str | None, str]:
+    """``_review_problem``, and when there is none, the entry and keys the evidence rests on."""
+    try:
+        data = read_submission_file(root, CHANGE_LOG, cap=CHANGE_LOG_CAP)
+        changes = decode_changes(data, log=Path(CHANGE_LOG))
+    except MissingSubmissionFile:
+        changes = []
+    except GradekitError as exc:
+        return f"{CHANGE_LOG} cannot be read: {quote(_relative(str(exc), root), TEXT_LIMIT)}", ""
+    if not changes:
+        return (f"no entry in {CHANGE_LOG}: re-record with `gradekit record --rerecord "
+                '--reason "..."` and commit the log'), ""
+    folders = tuple(f for f in (manifest.cassettes, manifest.second_cassettes, manifest.fixtures)
+                    if f)
+    recordings = [c for c in changes if c.digests and all(
+        _inside(root, name) and _recording_name(name, folders) for name in c.digests)]
+    if not recordings:
+        return (f"no {CHANGE_LOG} entry names only recordings (.json files in "
+                f"{', '.join(f'{f}/' for f in folders)}): log the re-recording with "
+                '`gradekit record --rerecord --reason "..."`'), ""
+    seen: dict[PurePosixPath, str | None] = {}  # a log may name one file in many entries
+    matching = [c for c in recordings if change_matches(c, root, seen=seen)]
+    if not matching:
+        return (f"no {CHANGE_LOG} entry's digests match the cassettes or fixtures as they are "
+                "now: the recordings changed after the last logged re-recording"), ""
+    for change in matching:
+        held = _keys_held(root, change)
+        if held:
+            files = ", ".join(sorted(change.digests))
+            return None, (f"the {CHANGE_LOG} entry of {change.date} for {quote(change.case)}: "
+                          f"{files} as logged, holding changed keys {shown_keys(held)}")
+    return (f"no matching {CHANGE_LOG} entry lists a changed key that its recordings hold: "
+            "the keys must come from the re-recording, as `gradekit record --rerecord` logs "
+            "them"), ""
+
+
+def _recording_name(name: str, folders: tuple[str, ...]) -> bool:
+    """Whether a logged name is a recording: a .json file directly in a recordings folder."""
+    path = PurePosixPath(name)
+    return path.suffix == ".json" and str(path.parent) in folders
+
+
+def _keys_held(root: Path, change: Change) -> list[str]:
+    """The keys the entry says changed that the files it names hold now."""
+    held: set[str] = set()
+    for name in sorted(change.digests):
+        try:
+            data = read_submission_file(root, name, cap=CASSETTE_CAP)
+            recording = decode_recording(data, source=name)
+        except GradekitError:
+            continue
+        held |= set(change.changed_keys) & set(recording.recorded)
+    return sorted(held)
+
+
+def _inside(root: Path, name: str) -> bool:
+    """A path the log names must stay inside the submission: the grader reads it."""
+    return not name.startswith(("/", "~")) and ".." not in Path(name).parts
+
+
+def _second_set(root: Path, manifest: Manifest, rubric: Rubric,
+                run: Callable[..., RunResult],
+                findings: list[str], label: str, seed: int,
+                first: Mapping[str, Mapping[str, Entry]]) -> tuple[RunResult | None, str]:
+    if "two-providers" not in manifest.stretch:
+        return None, "not claimed"
+    if not manifest.second_cassettes:
+        return None, 'declare second_cassettes = "FOLDER" in [tool.gradekit]'
+    try:
+        check_submission_folder(root, manifest.second_cassettes)
+    except MissingSubmissionFile:
+        return None, f"the folder {quote(manifest.second_cassettes)}/ does not exist"
+    except SubmissionFileError as exc:
+        return None, quote(str(exc), TEXT_LIMIT)
+    # Its SDK requests from its own HTTP cassettes: never the first set's.
+    http, sdk = _http_cassettes(root, manifest.second_cassettes, rubric.cases, findings)
+    second = _cassettes(root, manifest.second_cassettes, rubric.cases, findings, sdk=sdk)
+    if sdk and not any(second.values()):
+        return None, (f"{quote(manifest.second_cassettes)}/ holds only HTTP cassettes, which "
+                      "do not name the provider that answered: the goal is judged from the "
+                      "provider cassettes <case>.json, which an agent on the SDKs alone does "
+                      "not write; claim another stretch goal")
+    problem = _not_another_provider(first, second, manifest.second_cassettes)
+    if problem:
+        return None, problem
+    return run("second-set", _serve(second), label, seed, served=http), ""
+
+
+def _not_another_provider(first: Mapping[str, Mapping[str, Entry]],
+                          second: Mapping[str, Mapping[str, Entry]], folder: str) -> str:
+    """Why ``second`` is not a set recorded from another provider, or "" when it is one.
+
+    Every entry of it names a provider that no entry of the first set names, and at least
+    one of its answers is not the first set's: a copy of the first set, relabelled or not,
+    shows nothing about a second provider.
+    """
+    providers = {e.provider for entries in first.values() for e in entries.values()}
+    for case, entries in sorted(second.items()):
+        for key, entry in sorted(entries.items()):
+            if not entry.provider or entry.provider in providers:
+                named = quote(entry.provider) if entry.provider else "no provider"
+                return (f"{folder}/{case}.json entry {key} names {named}, which is not a "
+                        "second provider: record the set with `gradekit record --provider ... "
+                        f"--cassettes {folder}`")
+    answers = {(case, key, e.response) for case, entries in first.items()
+               for key, e in entries.items()}
+    if all((case, key, e.response) in answers for case, entries in second.items()
+           for key, e in entries.items()):
+        return (f"every answer in {folder}/ is the first set's: record the set from the "
+                "second provider instead of copying it")
+    return ""
+
+
+REVIEW = "flagged for review: "  # how a finding that needs a person starts
+
+
+def _run_findings(result: RunResult, findings: list[str]) -> None:
+    findings += [REVIEW + quote(what) for what in result.tampering]
+    if result.import_error:
+        findings.append(f"the agent failed to import: {quote(result.import_error)}")
+    for refusal in result.refusals:
+        where = f" in case {refusal.case}" if refusal.case else " at import"
+        findings.append(f"sandbox refused {quote(refusal.event)}{where}: "
+                        f"{quote(refusal.detail)}")
+    for outcome in sorted(result.outcomes.values(), key=lambda o: o.case):
+        if outcome.trace_error:
+            findings.append(f"trace of case {outcome.case} is not valid JSONL: "
+                            f"{quote(outcome.trace_error)}")
+
+
+def _failures(root: Path, manifest: Manifest | None, findings: list[str]) -> str | None:
+    name = manifest.failures if manifest else "FAILURES.md"
+    try:
+        return read_submission_file(root, name, cap=FAILURES_CAP).decode("utf-8")
+    except MissingSubmissionFile:
+        findings.append(f"{name} is missing: write the failure log (its format: docs/formats.md)")
+    except SubmissionFileError as exc:
+        findings.append(quote(str(exc), TEXT_LIMIT))
+    except UnicodeDecodeError:
+        findings.append(f"{name} cannot be read (UnicodeDecodeError): save it as UTF-8")
+    return None
+
+
+def _score(evidence: Evidence, rubric: Rubric, findings: list[str]) -> list[CriterionResult]:
+    scored = []
+    for criterion in rubric.criteria:
+        check = BUILTIN_CHECKS.get(criterion.check) or _custom(criterion.check)
+        scored.append(check(evidence, rubric, criterion))
+    return scored
+
+
+def _custom(spec: str) -> Check:
+    """An instructor's check, ``package.module:function`` with the built-ins' signature:
+    ``(evidence, rubric, criterion) -> CriterionResult``. ``load_rubric`` imported it."""
+    module, _, function = spec.partition(":")
+    return cast(Check, getattr(importlib.import_module(module), function))
+
+
+def _inputs(root: Path, manifest: Manifest | None, cases: tuple[Case, ...]) -> dict[str, str]:
+    """sha256 of every file the grade depends on, by submission-relative path: the
+    recordings, the failure log, the agent's source and manifest, and the recorded
+    incidents (the evidence an instructor may promote into a regression set).
+
+    Only files the parent could read safely are listed: a missing file, and one refused
+    (a link, not a regular file, over its cap), are left out, since their bytes were
+    never part of the grade; a refusal is already a finding of its own.
+    """
+    folder = manifest.cassettes if manifest else "cassettes"
+    names = [(f"{folder}/{case.id}{kind}", CASSETTE_CAP) for case in cases
+             for kind in (".json", ".http.json")]
+    fixtures = manifest.fixtures if manifest else "fixtures"
+    names += [(f"{fixtures}/{case.id}.json", FIXTURE_CAP) for case in cases]
+    names.append((manifest.failures if manifest else "FAILURES.md", FAILURES_CAP))
+    if manifest and "rerecord-review" in manifest.stretch:
+        names.append((CHANGE_LOG, CHANGE_LOG_CAP))
+    if manifest:
+        module = manifest.agent.partition(":")[0].replace(".", "/")
+        names += [(f"{module}.py", SOURCE_CAP), (f"{module}/__init__.py", SOURCE_CAP),
+                  ("pyproject.toml", PYPROJECT_CAP)]
+        if manifest.second_cassettes and "two-providers" in manifest.stretch:
+            names += [(f"{manifest.second_cassettes}/{case.id}{kind}", CASSETTE_CAP)
+                      for case in cases for kind in (".json", ".http.json")]
+    if manifest:
+        names += [(f"{manifest.incidents}/{name}", INCIDENT_CAP) for name in _listed(
+            root, manifest.incidents, ".jsonl")]
+    inputs = {}
+    for name, cap in names:
+        try:
+            inputs[name] = hashlib.sha256(read_submission_file(root, name, cap=cap)).hexdigest()
+        except SubmissionFileError:
+            continue
+    return inputs
+
+
+_MOST_INCIDENTS = 64  # incident files hashed into a report's inputs
+
+
+def _listed(root: Path, folder: str, suffix: str) -> list[str]:
+    """The submission's files in ``folder`` ending in ``suffix`` (none when it cannot be
+    listed: a refused folder is a finding elsewhere, or nothing the grade uses)."""
+    try:
+        return submission_files(root, folder, suffix=suffix, most=_MOST_INCIDENTS)
+    except SubmissionFileError:
+        return []
+
+
+def _relative(message: str, root: Path) -> str:
+    """Keep the grading machine's paths out of the report."""
+    return message.replace(str(root.resolve()) + "/", "").replace(str(root) + "/", "")
+

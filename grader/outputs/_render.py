@@ -1,0 +1,357 @@
+"""What a person reads of a report: ``report.md``, and Gradescope's ``results.json``.
+
+Pure: a ``Report`` (and the current human reviews of it) in, text or bytes out. Any text
+in a report may come from the submission, so beyond ``quote`` (``grader.outputs._report``) every
+such text in Markdown is also backslash-escaped (``_escape``), so it can open no link,
+image, HTML tag, entity, heading, table cell, code span or emphasis. Gradescope's per-test
+names and outputs are declared ``"text"``, which Gradescope renders as plain text, so they
+are quoted only. Reviews never change report.md's own bytes: only results.json (its score,
+a reviewed criterion's test, and its Markdown output) carries them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from decimal import Decimal
+
+from grader._model import CONTRACT, CheckResult, CriterionResult, HumanReview, Report
+from grader._text import QUOTE_LIMIT, TEXT_LIMIT, quote
+from grader.outputs._report import SCHEMA, canonical, points_text, report_digest
+
+__all__ = [
+    "FINDINGS_SHOWN",
+    "PENDING",
+    "REVIEW_FINDING",
+    "degraded_lines",
+    "inline_markdown",
+    "pending_review",
+    "render_gradescope",
+    "render_markdown",
+    "review_document",
+    "review_verdict",
+    "reviewed_test_name",
+]
+
+FINDINGS_SHOWN = 50  # findings listed in report.md; report.json keeps them all
+
+# Every ASCII punctuation character but " ' , / ; ? % and @ is escaped in Markdown.
+# CommonMark (and GitHub's tables, strikethrough and autolinks) give those seven no
+# meaning on their own: quotes delimit only link titles and HTML attributes, which need
+# an escaped [ or <; ; ends only an entity, which needs an escaped &; , / ? % appear only
+# inside links. @ is set in a code span instead: GitHub links e-mail addresses (and
+# mailto:, xmpp:) after escapes are undone, unless the @ is in a node of its own.
+_MARKUP = re.compile(r"""([!#$&()*+\-.:<=>\[\\\]^_`{|}~])""")
+_AT = re.compile(r"@+")
+
+
+def render_markdown(report: Report, *, isolation: str = "",
+                    reviews: Sequence[HumanReview] = ()) -> str:
+    """``report.md``: the total, a table of criteria, then what to do about each loss.
+
+    ``isolation`` says which wall the code ran behind; it is not part of the digest, so
+    an honest submission gets one digest whichever wall the grading machine has.
+    ``reviews``, a person's current verdicts (results.json's output; never report.md's
+    own bytes), say who reviewed which criterion instead of "pending".
+    """
+    reviewed = {review.criterion: review for review in reviews}
+    lines = [
+        f"# Grade report: {_inline(report.submission, QUOTE_LIMIT)}",
+        "",
+        f"**Total: {points_text(report.total)} / {points_text(report.max)}**",
+        "",
+        *_final_lines(report, reviews),
+        f"Rubric `{report.rubric_id}` version {report.rubric_version}.",
+        "",
+        "| Criterion | Points | Max | Result |",
+        "|---|---:|---:|---|",
+        *(_table_row(c, reviewed.get(c.id)) for c in report.criteria),
+        "",
+        *degraded_lines(report),
+        *pending_review(report, reviews),
+        *_human_review_lines(report, reviews),
+    ]
+    for criterion in report.criteria:
+        lines += _criterion_section(criterion, reviewed.get(criterion.id))
+    if report.findings:
+        lines += ["## Findings", "", *_findings(report.findings), ""]
+    lines += ["---", "", f"Report digest (SHA-256): `{report_digest(report)}`", ""]
+    if isolation:
+        lines += [f"Isolation: {isolation}.", ""]
+    return "\n".join(lines)
+
+
+def degraded_lines(report: Report) -> list[str]:
+    """Markdown that says which points could not be evaluated and why, none when every
+    check was: a degraded grade is never shown as a final one."""
+    degraded = report.degraded
+    if not degraded:
+        return []
+    at_stake = points_text(sum((check.max for _, check in degraded), Decimal(0)))
+    return [f"**Degraded ({CONTRACT}): {at_stake} points could not be evaluated**, because "
+            "the rubric's contract is incomplete there; they score nothing until the "
+            "instructor completes the rubric, bumps its version and grades again. This grade "
+            "is not final.", "",
+            *(f"- {_inline(criterion.title)}, {_inline(check.id, QUOTE_LIMIT)}: "
+              f"{_inline(check.detail)}" for criterion, check in degraded), ""]
+
+
+REVIEW_FINDING = "flagged for review: "  # how grader.grading._grade.REVIEW starts a finding
+PENDING = ("Pending human review: these points were judged by structure alone; a person "
+           "will read the work and may still change them.")
+
+
+def pending_review(report: Report, reviews: Sequence[HumanReview] = ()) -> list[str]:
+    """Markdown paragraphs that say plainly which points a person may still change (those
+    marked for review that no one has reviewed yet), and whether a person must look at the
+    whole submission; none when neither applies."""
+    lines = []
+    done = {r.criterion for r in reviews}
+    review = [c for c in report.criteria if c.review and c.id not in done]
+    if review:
+        at_stake = points_text(sum((c.max for c in review), Decimal(0)))
+        listed = ", ".join(f"{_inline(c.title)} {points_text(c.points)} / {points_text(c.max)}"
+                           for c in review)
+        lines += [f"**Pending human review: {at_stake} points** ({listed}) were judged by "
+                  "structure alone; a person will read the work and may still change them.",
+                  ""]
+    flagged = sum(f.startswith(REVIEW_FINDING) for f in report.findings)
+    if flagged:
+        lines += [f"**Flagged for review:** {flagged} finding(s) below ask a person to look at "
+                  "the whole submission; this grade is not final until they have.", ""]
+    return lines
+
+
+def render_gradescope(report: Report, digest: str, *, isolation: str = "",
+                      reviews: Sequence[HumanReview] = ()) -> bytes:
+    """Gradescope's autograder ``results.json``: one test per check, feedback on top.
+
+    The top-level output is ``report.md``'s Markdown (``output_format`` and
+    ``test_output_format`` "md"); each test declares its own output and name "text",
+    which Gradescope shows as written, since they quote the submission. A criterion one of
+    ``reviews`` (in ledger order) judged is one test instead of its checks', worth the
+    reviewed points, and an entry of ``extra_data.review``: Gradescope shows the final
+    points where the automated ones were, and no test is worth less than nothing.
+    """
+    by_criterion = {review.criterion: review for review in reviews}
+    tests = []
+    for number, criterion in enumerate(report.criteria, 1):
+        if criterion.id in by_criterion:
+            tests.append(_review_test(criterion, by_criterion[criterion.id], f"{number}.1"))
+            continue
+        checks = criterion.checks or (
+            CheckResult(criterion.id, _earned_all(criterion), criterion.points, criterion.max, ""),
+        )
+        for sub, check in enumerate(checks, 1):
+            tests.append(_gradescope_test(criterion, check, f"{number}.{sub}"))
+    reviewed = {"review": [review_document(r) for r in reviews]} if reviews else {}
+    document = {
+        "score": float(report.total + sum((r.delta for r in reviews), Decimal(0))),
+        "output": render_markdown(report, isolation=isolation, reviews=reviews),
+        "output_format": "md",
+        "test_output_format": "md",
+        "test_name_format": "text",
+        "visibility": "visible",
+        "stdout_visibility": "hidden",
+        "extra_data": {"digest": digest, "schema": SCHEMA, **reviewed,
+                       **({"isolation": isolation} if isolation else {})},
+        "tests": tests,
+    }
+    return canonical(document) + b"\n"
+
+
+def _lost(check: CheckResult) -> bool:
+    return not check.passed or check.points < check.max
+
+
+def _earned_all(criterion: CriterionResult) -> bool:
+    return criterion.points >= criterion.max
+
+
+def _inline(text: str, limit: int = TEXT_LIMIT) -> str:
+    """One line of Markdown that shows ``text`` as written: quoted, on one line, escaped."""
+    return _escape(" ".join(quote(text, limit).split()))
+
+
+def inline_markdown(text: str) -> str:
+    """``text`` as one inert line of Markdown (quoted, escaped): for other modules."""
+    return _inline(text)
+
+
+def _escape(text: str) -> str:
+    """``text`` with a backslash before each character Markdown could read as markup.
+
+    A backslash-escaped ASCII punctuation character is always a literal character in
+    CommonMark, so no link, image, autolink, HTML, entity, heading, list, table cell, code
+    span or emphasis can start: each needs one of the escaped characters to open it.
+    GitHub's bare-URL autolinks need an unescaped ``:`` or ``www.``; its e-mail autolinks
+    need an ``@`` between text, and each run of ``@`` is a code span of its own.
+    """
+    return _AT.sub(lambda at: f"`{at[0]}`", _MARKUP.sub(r"\\\1", text))
+
+
+def _findings(findings: tuple[str, ...]) -> list[str]:
+    """The first ``FINDINGS_SHOWN`` findings as list items, then how many more there are."""
+    shown = [f"- {_inline(f)}" for f in findings[:FINDINGS_SHOWN]]
+    if len(findings) > FINDINGS_SHOWN:
+        shown.append(f"- … and {len(findings) - FINDINGS_SHOWN} more findings: fix the ones "
+                     "above first; report.json lists them all")
+    return shown
+
+
+def _table_row(criterion: CriterionResult, review: HumanReview | None = None) -> str:
+    lost = [_inline(check.id, QUOTE_LIMIT) for check in criterion.checks if _lost(check)]
+    result = "full marks" if _earned_all(criterion) else f"lost: {', '.join(lost) or 'points'}"
+    if criterion.degraded:
+        result += f"; degraded ({CONTRACT})"
+    if review is not None:
+        result += f"; reviewed: {points_text(review.final)}"
+    elif criterion.review:
+        result += "; marked for review"
+    cells = (_inline(criterion.title), points_text(criterion.points),
+             points_text(criterion.max), result)
+    return "| " + " | ".join(cells) + " |"
+
+
+def _criterion_section(criterion: CriterionResult,
+                       review: HumanReview | None = None) -> list[str]:
+    lines = [
+        f"## {_inline(criterion.title)}: "
+        f"{points_text(criterion.points)} / {points_text(criterion.max)}",
+        "",
+    ]
+    if review is not None:
+        lines += [f"Reviewed by {_inline(review.by)} (ledger event {review.event}): "
+                  f"{points_text(review.final)} / {points_text(criterion.max)} stand "
+                  f"(automated {points_text(review.automated)}).", ""]
+    elif criterion.review:
+        lines += [PENDING, ""]
+    for heading, chosen in (
+        ("Passed:", [c for c in criterion.checks if not _lost(c)]),
+        ("Lost points:", [c for c in criterion.checks if _lost(c)]),
+    ):
+        if chosen:
+            lines += [heading, *(_check_line(check) for check in chosen), ""]
+    if criterion.advice:
+        lines += ["What to do:", *(f"- {_inline(a)}" for a in criterion.advice), ""]
+    return lines
+
+
+def _check_line(check: CheckResult) -> str:
+    score = f"{points_text(check.points)} / {points_text(check.max)}"
+    detail = f": {_inline(check.detail)}" if check.detail else ""
+    return f"- {_inline(check.id, QUOTE_LIMIT)} ({score}){detail}"
+
+
+def _gradescope_test(criterion: CriterionResult, check: CheckResult, number: str) -> object:
+    """One Gradescope test; its name and output are declared plain text, so only quoted."""
+    output = _check_text(check)
+    if _lost(check) and criterion.advice:
+        output += _advice_text(criterion)
+    if criterion.review:
+        output += "\n\n" + PENDING
+    return _test(criterion, f"{quote(criterion.title)}: {quote(check.id)}", number,
+                 (check.points, check.max, check.passed), output)
+
+
+def _test(criterion: CriterionResult, name: str, number: str,
+          scored: tuple[Decimal, Decimal, bool], output: str) -> dict[str, object]:
+    points, most, passed = scored
+    return {
+        "name": name,
+        "name_format": "text",
+        "number": number,
+        "score": float(points),
+        "max_score": float(most),
+        "status": "passed" if passed else "failed",
+        "output": output.strip(),
+        "output_format": "text",
+        "tags": [criterion.id],
+        "visibility": "visible",
+    }
+
+
+def _check_text(check: CheckResult) -> str:
+    """A check's detail as a test's plain-text output says it."""
+    detail = quote(check.detail, TEXT_LIMIT)
+    if check.degraded:
+        return (f"Degraded ({CONTRACT}): not evaluated, because the rubric's contract is "
+                f"incomplete here: {detail}")
+    return detail
+
+
+def _advice_text(criterion: CriterionResult) -> str:
+    return "\n\nWhat to do:\n" + "\n".join(f"- {quote(a, TEXT_LIMIT)}" for a in criterion.advice)
+
+
+def review_document(review: HumanReview) -> dict[str, object]:
+    """One entry of results.json's ``extra_data.review``; ``points`` null for a
+    confirmation, as in the ledger's event."""
+    return {"criterion": review.criterion, "automated": points_text(review.automated),
+            "points": None if review.points is None else points_text(review.points),
+            "by": review.by, "reason": review.reason, "event": review.event}
+
+
+def _reviewed_criterion(report: Report, review: HumanReview) -> tuple[int, CriterionResult]:
+    for number, criterion in enumerate(report.criteria, 1):
+        if criterion.id == review.criterion:
+            return number, criterion
+    raise ValueError(f"{review.criterion!r} is not a criterion of the report")
+
+
+def review_verdict(review: HumanReview) -> str:
+    """``15.00 -> 12.00 by kim`` or ``15.00 confirmed by kim``: a review in a few words."""
+    if review.points is None:
+        return f"{points_text(review.automated)} confirmed by {review.by}"
+    return f"{points_text(review.automated)} -> {points_text(review.points)} by {review.by}"
+
+
+def _final_lines(report: Report, reviews: Sequence[HumanReview]) -> list[str]:
+    if not reviews:
+        return []
+    final = report.total + sum((r.delta for r in reviews), Decimal(0))
+    return [f"**Final after human review: {points_text(final)} / {points_text(report.max)}** "
+            f"(automated {points_text(report.total)})", ""]
+
+
+def _human_review_lines(report: Report, reviews: Sequence[HumanReview]) -> list[str]:
+    """The "Human review" section: each current review, who made it and why."""
+    if not reviews:
+        return []
+    lines = ["## Human review", ""]
+    for review in reviews:
+        _, criterion = _reviewed_criterion(report, review)
+        verdict = "confirmed" if review.points is None else f"-> {points_text(review.points)}"
+        lines.append(f"- {_inline(criterion.title)}: {points_text(review.automated)} {verdict} "
+                     f"by {_inline(review.by)} (ledger event {review.event}): "
+                     f"{_inline(review.reason)}")
+    return [*lines, ""]
+
+
+def reviewed_test_name(title: str, by: str) -> str:
+    """The name of a reviewed criterion's one Gradescope test: who judged it, at a glance."""
+    return f"{quote(title)}: reviewed by {quote(by)}"
+
+
+def _review_test(criterion: CriterionResult, review: HumanReview, number: str) -> object:
+    """A reviewed criterion as one Gradescope test worth the reviewed points of its max, so
+    Gradescope shows the points that stand; its output says who, when (the ledger event)
+    and why, then what the automated checks found and gave."""
+    what = ("confirmed the automated points" if review.points is None else
+            f"changed the points from {points_text(review.automated)} to "
+            f"{points_text(review.points)}")
+    lines = [f"Reviewed by {quote(review.by)} (ledger event {review.event}): {what}, so this "
+             f"criterion scores {points_text(review.final)} / {points_text(criterion.max)}. "
+             f"Reason: {quote(review.reason, TEXT_LIMIT)}", "",
+             f"The automated checks gave {points_text(review.automated)} / "
+             f"{points_text(criterion.max)}:"]
+    for check in criterion.checks:
+        verdict = "passed" if not _lost(check) else "lost points"
+        detail = f": {_check_text(check)}" if check.detail else ""
+        lines.append(f"- {quote(check.id)}: {verdict}, {points_text(check.points)} / "
+                     f"{points_text(check.max)}{detail}")
+    output = "\n".join(lines)
+    if review.final < criterion.max and criterion.advice:
+        output += _advice_text(criterion)
+    return _test(criterion, reviewed_test_name(criterion.title, review.by), number,
+                 (review.final, criterion.max, review.final >= criterion.max), output)

@@ -1,0 +1,43 @@
+"""grader/recordings."""
+
+from __future__ import annotations
+
+from grader.recordings._changelog import (
+    CHANGE_LOG,
+    Change,
+    append_change,
+    change_matches,
+    decode_changes,
+    digest_file,
+    require_reason,
+)
+from grader.recordings._diff import diff_files, render_diff, rerecord_summary
+from grader.recordings._recordings import (
+    ReviewError,
+    decode_recording,
+    is_http_cassette,
+    read_bytes,
+)
+from grader.recordings._stale import parse_age, render_stale, stale
+from grader.recordings._verify import verify_cassette
+
+__all__ = [
+    "CHANGE_LOG",
+    "Change",
+    "ReviewError",
+    "append_change",
+    "change_matches",
+    "decode_changes",
+    "decode_recording",
+    "diff_files",
+    "digest_file",
+    "is_http_cassette",
+    "parse_age",
+    "read_bytes",
+    "render_diff",
+    "render_stale",
+    "require_reason",
+    "rerecord_summary",
+    "stale",
+    "verify_cassette",
+]

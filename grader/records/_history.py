@@ -1,0 +1,159 @@
+"""Why a grade changed: a student's grades in ledger order, and between two of them what
+changed (the rubric, the grader, which input files) and the first point of divergence,
+the first criterion and sub-check whose result differs.
+
+``gradekit history STUDENT`` reads ``grades/ledger.jsonl`` and the reports archived under
+their digests (``grades/archive/``), and shows each human review where it was made and
+each grade whose new report left a review behind (``grader.records._reviews``); ``gradekit report
+diff A B`` compares any two report.json files the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from grader._text import quote
+from grader.outputs import REPORTED, review_verdict
+from grader.records._ledger import LEDGER, archived, read_ledger
+from grader.records._reviews import review_of, review_state
+
+__all__ = ["case_snapshots", "causes", "first_divergence", "history_lines"]
+
+
+def first_divergence(old: Mapping[str, Any], new: Mapping[str, Any]) -> str:
+    """The first criterion, and in it the first sub-check, whose result differs between two
+    reports (in the newer report's order); "" when every result is the same."""
+    before = {c.get("id"): c for c in _criteria(old)}
+    for criterion in _criteria(new):
+        was = before.get(criterion.get("id"))
+        if was is None:
+            return f"{criterion.get('id')}: a criterion the earlier rubric did not have"
+        checks = {k.get("id"): k for k in _checks(was)}
+        for check in _checks(criterion):
+            earlier = checks.get(check.get("id"))
+            now = (check.get("points"), check.get("detail"))
+            if earlier is None or (earlier.get("points"), earlier.get("detail")) != now:
+                shown = "(not checked)" if earlier is None else \
+                    f"{earlier.get('points')} \"{earlier.get('detail')}\""
+                return (f"{criterion.get('id')}/{check.get('id')}: {shown} -> "
+                        f"{check.get('points')} \"{check.get('detail')}\"")
+        if (was.get("points"), was.get("max")) != (criterion.get("points"), criterion.get("max")):
+            return (f"{criterion.get('id')}: {was.get('points')} / {was.get('max')} -> "
+                    f"{criterion.get('points')} / {criterion.get('max')}")
+    return ""
+
+
+def causes(old: Mapping[str, Any], new: Mapping[str, Any],
+           cases: Mapping[str, Mapping[str, str]] | None = None) -> list[str]:
+    """What differs between two run events (or reports): rubric (and which of its cases,
+    when ``cases`` holds each rubric digest's case digests, as batch events record them),
+    the regression sets it pins, the grader, input files."""
+    found = []
+    if (old.get("rubric_version"), old.get("rubric")) != (new.get("rubric_version"),
+                                                           new.get("rubric")):
+        found.append(f"rubric {old.get('rubric_id', '')} v{old.get('rubric_version')} -> "
+                     f"v{new.get('rubric_version')}"
+                     + _cases_changed(cases or {}, old.get("rubric"), new.get("rubric")))
+    sets_before, sets_after = _mapping(old.get("sets")), _mapping(new.get("sets"))
+    if sets_before != sets_after:
+        found.append(f"regression sets {', '.join(sorted(sets_before)) or 'none'} -> "
+                     f"{', '.join(sorted(sets_after)) or 'none'}")
+    if old.get("grader") != new.get("grader"):
+        found.append(f"grader {old.get('grader')} -> {new.get('grader')}")
+    before, after = _mapping(old.get("inputs")), _mapping(new.get("inputs"))
+    changed = sorted(name for name in before.keys() | after.keys()
+                     if before.get(name) != after.get(name))
+    if changed:
+        found.append("inputs changed: " + ", ".join(changed))
+    return found
+
+
+def _cases_changed(cases: Mapping[str, Mapping[str, str]], old: object, new: object) -> str:
+    """Which cases two rubric versions differ in (their task or their expectation)."""
+    before, after = cases.get(str(old)), cases.get(str(new))
+    if before is None or after is None:
+        return ""
+    parts = [f"{what}: {', '.join(ids)}" for what, ids in (
+        ("cases changed", [c for c in after if c in before and before[c] != after[c]]),
+        ("cases added", [c for c in after if c not in before]),
+        ("cases removed", [c for c in before if c not in after])) if ids]
+    return f" ({'; '.join(parts)})" if parts else ""
+
+
+def case_snapshots(events: Sequence[Mapping[str, Any]]) -> dict[str, Mapping[str, str]]:
+    """Each rubric digest's case digests, as the ledger's batch events recorded them."""
+    found: dict[str, Mapping[str, str]] = {}
+    for event in events:
+        rubric = _mapping(event.get("rubric")) if event.get("event") == "batch" else {}
+        if isinstance(rubric.get("cases"), dict):
+            found[str(rubric.get("sha256"))] = rubric["cases"]
+    return found
+
+
+def history_lines(out: Path, student: str) -> list[str]:
+    """The lines ``gradekit history`` prints for ``student`` from the grades folder ``out``:
+    each grade and each review, in ledger order."""
+    events = read_ledger(out / LEDGER).events
+    runs = [e for e in events if e.get("event") == "run" and e.get("student") == student]
+    if not runs:
+        return [f"{student}: no grade in {out / LEDGER}"]
+    lines = [f"{student}: {len(runs)} grade(s) in {out / LEDGER}"]
+    snapshots = case_snapshots(events)
+    previous: Mapping[str, Any] | None = None
+    for index, event in enumerate(events):
+        if event.get("student") != student:
+            continue
+        if event.get("event") == "review":
+            lines.append(_review_line(event, previous))
+        elif event.get("event") == "run":
+            lines += _run_lines(out, runs.index(event) + 1, event, previous, events[:index],
+                                snapshots)
+            previous = event
+    return lines
+
+
+def _run_lines(out: Path, number: int, run: Mapping[str, Any],
+               previous: Mapping[str, Any] | None, before: Sequence[Mapping[str, Any]],
+               snapshots: Mapping[str, Mapping[str, str]]) -> list[str]:
+    total = run.get("total") or str(run.get("status"))
+    lines = [f"#{number}  ledger event {run.get('seq')}: {total}  (rubric "
+             f"{run.get('rubric_id', '')} v{run.get('rubric_version')}, grader "
+             f"{run.get('grader')}, report {str(run.get('report'))[:12]})"]
+    if previous is not None:
+        for cause in causes(previous, run, snapshots) or ["nothing the ledger records changed"]:
+            lines.append(f"    changed: {cause}")
+        old, new = (archived(out, str(previous.get("report"))),
+                    archived(out, str(run.get("report"))))
+        if old is not None and new is not None:
+            lines.append("    first divergence: "
+                         + (first_divergence(old, new) or "none: every result is the same"))
+    if run.get("status") in REPORTED:
+        state = review_state(before, str(run.get("student")), str(run.get("report")))
+        lines += [f"    stale: the review of {stale.criterion} (ledger event {stale.event}) was "
+                  f"of report {stale.report[:12]}; review again" for stale in state.stale]
+    return lines
+
+
+def _review_line(event: Mapping[str, Any], run: Mapping[str, Any] | None) -> str:
+    """A review as history shows it; its report is named when it is not the grade above."""
+    review = review_of(event)
+    report = str(event.get("report"))
+    of = "" if run is not None and run.get("report") == report else f" of report {report[:12]}"
+    return (f"    review (ledger event {review.event}){of}: {review.criterion} "
+            f"{review_verdict(review)}: \"{quote(review.reason)}\"")
+
+
+def _criteria(report: Mapping[str, Any]) -> Sequence[Mapping[str, Any]]:
+    found = report.get("criteria")
+    return [c for c in found if isinstance(c, dict)] if isinstance(found, list) else []
+
+
+def _checks(criterion: Mapping[str, Any]) -> Sequence[Mapping[str, Any]]:
+    found = criterion.get("checks")
+    return [c for c in found if isinstance(c, dict)] if isinstance(found, list) else []
+
+
+def _mapping(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, dict) else {}

@@ -1,0 +1,972 @@
+"""The child side of gradekit's sandbox: it runs untrusted agent code and talks to the grader.
+
+Standard library only, and run by file path (``python -s -P -B _harness.py READ_FD
+WRITE_FD``): it never imports ``lab``, ``gradekit`` or ``grader``, because the submission
+ships its own ``lab`` (and often a copy of ``gradekit``), and nothing the grader
+relies on may depend on code the submission can shadow or patch. The agent gets
+the grader's own ``gradekit`` (``Library``), read-only. Everything this process
+says is a claim; ``grader.sandbox._sandbox`` (the parent) decides what it is worth.
+
+Protocol: JSON lines, UTF-8, ASCII-escaped, over two inherited pipes. The
+first line the parent writes is the configuration. The child then says:
+
+    {"op": "refused", "event": E, "subject": S, "target": "" | "folder" | "device"}
+                                                     the audit hook refused E (any time)
+    {"op": "import_error", "error": "Class: first line", "module": NAME | null}   and exits;
+                                                     NAME: the module a ModuleNotFoundError
+                                                     (in the error's chain) could not find
+    {"op": "ready"}                                  the agent (or replay) is loaded
+    {"op": "start", "case": ID}                      before each case: the parent times it
+    {"op": "complete", "case": ID, "prompt": P}      the parent answers
+                                                     {"response": R} or {"miss": MESSAGE}
+    {"op": "http", "case": ID, "method": M, "url": U, "body": BASE64}
+                                                     an SDK client's request; the parent answers
+                                                     {"http": {"status": S, "headers": [[N, V]],
+                                                     "body": BASE64}} or {"miss": MESSAGE,
+                                                     "key": KEY}
+    {"op": "result", "case": ID, "status": "returned" | "raised", "returned_type": T,
+     "answer": A | null, "exception": NAME | null, "miss_escaped": BOOL,
+     "module": NAME | null}                          NAME: as for import_error, when run()
+                                                     raised and a ModuleNotFoundError is in
+                                                     the chain of what it raised (a lazy import)
+    {"op": "probe", "hit": OUTCOME | null, "miss": OUTCOME}   probe_replay mode only
+    {"op": "cut_point", "passed": BOOL, "error": "Class: first line" | null}
+                                                     cut_point mode only: the incident test
+
+Before any student code is imported it sets hard resource limits on itself and
+installs an audit hook that refuses the network, new processes, ctypes,
+signals to other processes, raising its limits, and writes outside the
+allowed roots. Audit hooks are a tripwire, not a wall: see ``grader.sandbox._sandbox``
+for what gets past them.
+"""
+
+from __future__ import annotations
+
+import _thread
+import base64
+import contextlib
+import errno
+import hashlib
+import importlib
+import inspect
+import json
+import os
+import pathlib
+import posix
+import resource
+import shutil
+import site
+import stat
+import sys
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+NETWORK = frozenset(
+    {
+        "socket.bind",
+        "socket.connect",
+        "socket.getaddrinfo",
+        "socket.gethostbyaddr",
+        "socket.gethostbyname",
+        "socket.gethostbyname_ex",
+        "socket.getnameinfo",
+        "socket.sendmsg",
+        "socket.sendto",
+    }
+)
+RESOLVE = frozenset({"socket.getaddrinfo", "socket.gethostbyname", "socket.gethostbyname_ex"})
+PROCESS = frozenset(
+    {
+        "os.exec",
+        "os.fork",
+        "os.forkpty",
+        "os.posix_spawn",
+        "os.spawn",
+        "os.system",
+        "pty.spawn",
+        "subprocess.Popen",
+        "_posixsubprocess.fork_exec",  # raised by audited_bypasses(): CPython does not
+    }
+)
+SIGNAL = frozenset({"os.kill", "os.killpg", "os.pidfd_open", "signal.pidfd_send_signal"})
+SOCKET = "socket.__new__"  # any family but AF_UNIX (asyncio's self-pipe uses that one)
+LIMITS = frozenset({"resource.prlimit", "resource.setrlimit"})
+# Event -> (index of a path argument, index of its dir_fd argument or -1), for every path it writes.
+WRITES: dict[str, tuple[tuple[int, int], ...]] = {
+    "open": ((0, -1),),
+    "os.chflags": ((0, -1),),
+    "os.chmod": ((0, 2),),
+    "os.chown": ((0, 3),),
+    "os.lchflags": ((0, -1),),
+    "os.link": ((0, 2), (1, 3)),  # the source too: a hard link makes an outside file inside
+    "os.mkdir": ((0, 2),),
+    "os.mkfifo": ((0, 1),),  # raised by audited_special_files(): CPython audits neither
+    "os.mknod": ((0, 1),),
+    "os.remove": ((0, 1),),
+    "os.removexattr": ((0, -1),),
+    "os.rename": ((0, 2), (1, 3)),
+    "os.replace": ((0, 2), (1, 3)),
+    "os.rmdir": ((0, 1),),
+    "os.setxattr": ((0, -1),),
+    "os.symlink": ((1, 2),),
+    "os.truncate": ((0, -1),),
+    "os.utime": ((0, 3),),
+    "shutil.chown": ((0, -1),),
+    "shutil.copyfile": ((1, -1),),
+    "shutil.copymode": ((1, -1),),
+    "shutil.copystat": ((1, -1),),
+    "shutil.copytree": ((1, -1),),
+    "shutil.make_archive": ((0, -1),),
+    "shutil.move": ((0, -1), (1, -1)),
+    "shutil.rmtree": ((0, 1),),
+    "shutil.unpack_archive": ((1, -1),),
+}
+LIBRARY = "ctypes."  # every ctypes event: ctypes can call libc and step around the hook
+REFUSABLE = (NETWORK | PROCESS | SIGNAL | LIMITS | frozenset(WRITES)
+             | {"ctypes.dlopen", SOCKET})
+
+WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
+ALWAYS_WRITABLE = frozenset({os.devnull})
+EXACT_PATHS = (str, bytes, pathlib.PurePosixPath, pathlib.PosixPath)
+SUBJECT_LIMIT = 80
+TEXT_LIMIT = 300
+
+
+class CassetteMiss(Exception):
+    """Raised for a miss when the submission has no usable ``lab.CassetteMiss`` of its own."""
+
+
+class MissingFixtureError(Exception):
+    """Raised for a tool call never recorded, when the submission defines none of its own."""
+
+
+class Channel:
+    """The two pipes to the parent: one JSON object per line, each way."""
+
+    def __init__(self, read_fd: int, write_fd: int) -> None:
+        self._read_fd, self._write_fd = read_fd, write_fd
+        self._pending = bytearray()
+        self._send_lock = _thread.allocate_lock()  # the audit hook reports from any thread
+        self.talk_lock = _thread.allocate_lock()  # one request and its reply at a time
+
+    def send(self, message: dict[str, Any]) -> None:
+        """Write one line; ``os.write`` is not an audited event, so the hook may call this."""
+        data = (json.dumps(message, ensure_ascii=True) + "\n").encode("ascii")
+        with self._send_lock:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(self._write_fd, view) :]
+
+    def receive(self) -> dict[str, Any]:
+        """Read one line; the parent going away ends this process."""
+        while b"\n" not in self._pending:
+            chunk = os.read(self._read_fd, 1 << 16)
+            if not chunk:
+                os._exit(70)
+            self._pending += chunk
+        line, _, rest = bytes(self._pending).partition(b"\n")
+        self._pending = bytearray(rest)
+        message: dict[str, Any] = json.loads(line)
+        return message
+
+
+def copy_submission(source: str, target: str, ignored: Iterable[str]) -> None:
+    """Copy a submission's folders, regular files and links; skip names matching ``ignored``.
+
+    Links stay links (never followed out of the submission); FIFOs, sockets and devices
+    are left out, so copying can neither hang nor read a device.
+    """
+    skip = shutil.ignore_patterns(*ignored)
+
+    def copy_folder(here: str, there: str) -> None:
+        os.makedirs(there, exist_ok=True)
+        names = sorted(os.listdir(here))
+        for name in sorted(set(names) - skip(here, names)):
+            origin, copy = os.path.join(here, name), os.path.join(there, name)
+            mode = os.lstat(origin).st_mode
+            if stat.S_ISLNK(mode):
+                os.symlink(os.readlink(origin), copy)
+            elif stat.S_ISDIR(mode):
+                copy_folder(origin, copy)
+            elif stat.S_ISREG(mode):
+                shutil.copyfile(origin, copy, follow_symlinks=False)
+
+    copy_folder(source, target)
+
+
+def die_with_parent(parent: int) -> None:
+    """Ask Linux to kill this process when the grader that started it dies.
+
+    Under namespaces bubblewrap does this; under the process guard this is the only
+    thread tying the child to the grader. Elsewhere (not Linux) it does nothing.
+    """
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, 9, 0, 0, 0)  # PR_SET_PDEATHSIG, SIGKILL
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # the grader died before the request took effect
+        os._exit(70)
+
+
+def set_limits(limits: dict[str, int]) -> None:
+    """Soft = hard, so the student's code cannot raise them back (and the hook refuses trying)."""
+    mib = 1 << 20
+    wanted = {
+        resource.RLIMIT_AS: limits["memory_mb"] * mib,
+        resource.RLIMIT_CPU: limits["cpu_s"],
+        resource.RLIMIT_FSIZE: limits["file_mb"] * mib,
+        resource.RLIMIT_NOFILE: limits["open_files"],
+        resource.RLIMIT_CORE: 0,
+    }
+    if "processes" in limits:
+        wanted[resource.RLIMIT_NPROC] = limits["processes"]
+    for which, value in wanted.items():
+        _, hard = resource.getrlimit(which)
+        if hard != resource.RLIM_INFINITY:
+            value = min(value, hard)  # an unprivileged process cannot raise its hard limit
+        resource.setrlimit(which, (value, value))
+
+
+def settle_platform() -> None:
+    """Answer ``platform.uname().processor`` before the guard: Python finds it by running
+    ``uname -p`` on first use, and the official SDKs ask for it (``platform.platform()``,
+    for their headers), so every SDK-based agent would start a process the guard refuses.
+    Blank is what ``uname -p`` says on most Linux ("unknown"); no process is started."""
+    import platform
+
+    vars(platform.uname())["processor"] = ""
+
+
+def install_guard(channel: Channel, roots: Iterable[str]) -> None:
+    """Add the audit hook; from here on every refusal is reported and raised as PermissionError."""
+    allowed = tuple(os.path.realpath(root) for root in roots)
+    busy: set[int] = set()  # threads inside the hook: its own work must not re-enter it
+
+    def guard(event: str, args: tuple[Any, ...]) -> None:
+        if event not in REFUSABLE and not event.startswith(LIBRARY):
+            return
+        ident = _thread.get_ident()
+        if ident in busy:
+            return
+        busy.add(ident)
+        try:
+            try:
+                refused = judge(event, args, allowed)
+            except Exception:
+                refused = ("", "")  # an argument the hook cannot understand is refused
+            if refused is None:
+                return
+            subject, target = refused
+            channel.send({"op": "refused", "event": event, "subject": subject, "target": target})
+        finally:
+            busy.discard(ident)
+        raise PermissionError(
+            f"gradekit's sandbox refused {event} ({reason(event)}): a graded agent may only "
+            "call the provider it is given and write inside its own folder"
+        )
+
+    sys.addaudithook(guard)
+    audited_bypasses()
+
+
+def audited_bypasses() -> None:
+    """Make calls that CPython does not audit raise events the hook judges.
+
+    ``os.mkfifo``/``os.mknod`` (a FIFO planted where the grader writes could hang it),
+    ``os.pidfd_open``/``signal.pidfd_send_signal`` (signals without ``os.kill``) and
+    ``_posixsubprocess.fork_exec`` (a process without ``subprocess.Popen``'s event).
+    The originals stay reachable (through ``gc``), so this raises the bar only: under
+    namespaces the operating system is the wall, this only explains the refusal.
+    """
+    import _posixsubprocess
+    import signal
+
+    for module, name, event in (
+        (posix, "mkfifo", "os.mkfifo"), (posix, "mknod", "os.mknod"),
+        (posix, "pidfd_open", "os.pidfd_open"),
+        (signal, "pidfd_send_signal", "signal.pidfd_send_signal"),
+        (_posixsubprocess, "fork_exec", "_posixsubprocess.fork_exec"),
+    ):
+        original = getattr(module, name, None)
+        if original is None:
+            continue
+
+        def audited(first: Any, *args: Any, _event: str = event, _call: Any = original,
+                    **kw: Any) -> Any:
+            if _event in ("os.mkfifo", "os.mknod"):
+                sys.audit(_event, first, kw.get("dir_fd"))
+            else:
+                sys.audit(_event, first)
+            return _call(first, *args, **kw)
+
+        setattr(module, name, audited)
+        if module is posix:
+            setattr(os, name, audited)
+
+
+def judge(event: str, args: tuple[Any, ...], allowed: tuple[str, ...]) -> tuple[str, str] | None:
+    """None when the event is allowed, else a short subject ('' for none) and the target kind."""
+    if event == "open":
+        return opened_outside(args, allowed)
+    subject = subject_of(event, args, allowed)
+    return None if subject is None else (subject, "")
+
+
+def subject_of(event: str, args: tuple[Any, ...], allowed: tuple[str, ...]) -> str | None:
+    """None when an event other than ``open`` is allowed, else a short subject for the report."""
+    if event in WRITES:
+        return outside(event, args, allowed)
+    if event in SIGNAL:
+        return None if targets_self(event, args) else ""
+    if event == SOCKET:
+        return None if args[1] == getattr(socket_module(), "AF_UNIX", None) else ""
+    if event in LIMITS:
+        return None if event == "resource.prlimit" and args[2] is None else ""
+    if event in RESOLVE:
+        return shorten(args[0])
+    if event in PROCESS:
+        return program(event, args)
+    if event == "ctypes.dlopen":
+        return shorten(os.path.basename(args[0])) if isinstance(args[0], str) else ""
+    return ""
+
+
+def reason(event: str) -> str:
+    """Why an event is refused, for the PermissionError the student sees."""
+    if event in NETWORK or event == SOCKET:
+        return "no network in a graded run"
+    if event in PROCESS:
+        return "no new processes in a graded run"
+    if event in WRITES:
+        return "writes outside the submission's copy and its scratch folder"
+    if event in SIGNAL:
+        return "no signals to other processes"
+    if event in LIMITS:
+        return "resource limits are fixed"
+    return "no ctypes in a graded run"
+
+
+def outside(event: str, args: tuple[Any, ...], allowed: tuple[str, ...]) -> str | None:
+    """The basename of the first written path outside ``allowed``, or None."""
+    for path_at, dir_fd_at in WRITES[event]:
+        dir_fd = args[dir_fd_at] if 0 <= dir_fd_at < len(args) else None
+        path = resolve(args[path_at], dir_fd)
+        if path not in ALWAYS_WRITABLE and not any(inside(path, root) for root in allowed):
+            return shorten(os.path.basename(path))
+    return None
+
+
+def opened_outside(args: tuple[Any, ...], allowed: tuple[str, ...]) -> tuple[str, str] | None:
+    """Judge an ``open`` event: a write outside, a device, or a folder outside is refused.
+
+    A folder: ``os.open(name, flags, dir_fd=fd)`` raises an event without the
+    dir_fd, so a folder fd from outside would let a write outside pass as inside.
+    """
+    path, mode, flags = args
+    if isinstance(path, int):  # an fd opened before, and judged then
+        return None
+    writes = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
+        isinstance(flags, int) and bool(flags & WRITE_FLAGS)
+    )
+    if not writes and mode is not None:
+        return None
+    real = resolve(path, None)
+    if not writes:
+        outside_folder = os.path.isdir(real) and not any(
+            real == root or inside(real, root) for root in allowed
+        )
+        return (shorten(os.path.basename(real)), "folder") if outside_folder else None
+    if real in ALWAYS_WRITABLE:
+        return None
+    if is_device(real):
+        return shorten(os.path.basename(real)), "device"
+    if not any(inside(real, root) for root in allowed):
+        return shorten(os.path.basename(real)), ""
+    return None
+
+
+def is_device(path: str) -> bool:
+    """Whether ``path`` is a device node (one made with the unaudited os.mknod, say)."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return stat.S_ISBLK(mode) or stat.S_ISCHR(mode)
+
+
+def resolve(path: object, dir_fd: object) -> str:
+    """The real absolute path an audited call acts on; unusual path objects raise (refused)."""
+    if isinstance(path, int):
+        return os.readlink(f"/proc/self/fd/{path}")
+    if type(path) not in EXACT_PATHS and not isinstance(path, str | bytes):
+        raise TypeError("a path-like object the sandbox will not trust twice")
+    text = os.fsdecode(path if isinstance(path, pathlib.PurePath) else _exact(path))
+    if isinstance(dir_fd, int) and dir_fd >= 0 and not os.path.isabs(text):
+        text = os.path.join(os.readlink(f"/proc/self/fd/{dir_fd}"), text)
+    return os.path.realpath(text)
+
+
+def _exact(path: object) -> str | bytes:
+    """The plain value of a str or bytes (subclasses could override the methods used later)."""
+    return "".join([path]) if isinstance(path, str) else b"".join([path])  # type: ignore[list-item]
+
+
+def inside(path: str, root: str) -> bool:
+    """Whether the real path ``path`` is below ``root``; the root itself may not be moved away."""
+    return path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def socket_module() -> Any:
+    """The socket module, imported only when a socket is made."""
+    return sys.modules.get("socket") or importlib.import_module("socket")
+
+
+def targets_self(event: str, args: tuple[Any, ...]) -> bool:
+    """Whether a signal goes to this process or its own process group only."""
+    target, group = args[0], os.getpgrp()
+    if event == "signal.pidfd_send_signal":  # a pidfd names no process we could check
+        return False
+    if event == "os.killpg":
+        return target in (0, group)
+    return target in (0, os.getpid(), -group)
+
+
+def program(event: str, args: tuple[Any, ...]) -> str:
+    """The basename of the program a process event would start."""
+    if event in ("os.fork", "os.forkpty"):
+        return ""
+    candidate: object = {
+        "subprocess.Popen": lambda: args[0] or args[1],
+        "os.system": lambda: args[0],
+        "pty.spawn": lambda: args[0],
+        "os.spawn": lambda: args[1],
+    }.get(event, lambda: args[0])()
+    if isinstance(candidate, list | tuple):
+        candidate = candidate[0] if candidate else ""
+    if isinstance(candidate, str | bytes | os.PathLike):
+        text = os.fsdecode(candidate)
+        return shorten(os.path.basename(text.split()[0] if text.split() else text))
+    return ""
+
+
+def shorten(value: object) -> str:
+    """A printable, bounded string for a report."""
+    text = value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+    return "".join(c if c.isprintable() else "?" for c in text[:SUBJECT_LIMIT])
+
+
+def describe(exc: BaseException) -> str:
+    """``Class: first line of the message``, bounded; a hostile ``__str__`` cannot break it."""
+    try:
+        message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    except BaseException:
+        message = "(the message could not be read)"
+    name = type(exc).__name__
+    return (f"{name}: {message}" if message else name)[:TEXT_LIMIT]
+
+
+def located(exc: BaseException, root: str) -> str:
+    """``describe(exc)`` and where in the submission it happened: the file (relative to
+    ``root``) and line of a SyntaxError, else of the deepest frame in the submission."""
+    place: tuple[str, int] | None = None
+    if isinstance(exc, SyntaxError) and exc.filename and exc.lineno:
+        place = exc.filename, exc.lineno
+    else:
+        trace = exc.__traceback__
+        while trace is not None:
+            name = trace.tb_frame.f_code.co_filename
+            if name.startswith(root + os.sep):
+                place = name, trace.tb_lineno
+            trace = trace.tb_next
+    if place is None or not place[0].startswith(root + os.sep):
+        return describe(exc)
+    return f"{describe(exc)} ({place[0][len(root) + 1:]}, line {place[1]})"[:TEXT_LIMIT]
+
+
+def load(spec: str) -> Any:
+    """Import ``package.module:attribute`` from the submission."""
+    module_name, _, attribute = spec.partition(":")
+    found: Any = importlib.import_module(module_name)
+    for part in attribute.split(".") if attribute else ():
+        found = getattr(found, part)
+    if not callable(found):
+        raise TypeError(f"{spec} is not callable")
+    return found
+
+
+def flush_output() -> None:
+    """Hand buffered prints to the output files before the parent may kill this process."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(BaseException):
+            stream.flush()
+
+
+class Provider:
+    """The provider the agent is given: every prompt goes to the parent, which alone answers.
+
+    Its HTTP side (``http_client()`` and the rest, as gradekit's providers have) hands
+    an SDK clients whose every request goes to the parent the same way.
+    """
+
+    def __init__(self, channel: Channel, case: str, label: str) -> None:
+        self.name = label
+        self._channel, self._case = channel, case
+        self.misses: list[BaseException] = []
+        self._transport = ParentTransport(self)
+
+    def complete(self, prompt: str) -> str:
+        """Ask the parent; a miss raises (and is remembered, to see whether it escapes)."""
+        if not issubclass(type(prompt), str):
+            raise TypeError(f"complete() takes a str prompt, not {type(prompt).__name__}")
+        prompt = "".join([prompt])
+        prompt.encode("utf-8")  # a lone surrogate raises here, before anything is sent
+        with self._channel.talk_lock:
+            self._channel.send({"op": "complete", "case": self._case, "prompt": prompt})
+            reply = self._channel.receive()
+        if "response" in reply:
+            response: str = reply["response"]
+            return response
+        miss = make_miss(str(reply.get("miss", "cassette miss")), self._case, prompt)
+        self.misses.append(miss)
+        raise miss
+
+    def http_transport(self) -> ParentTransport:
+        """The transport of every client this provider hands out."""
+        return self._transport
+
+    def async_http_transport(self) -> ParentTransport:
+        """The same transport: it serves async clients too."""
+        return self._transport
+
+    def http_client(self, library: str = "httpx", **options: Any) -> Any:
+        """An ``httpx.Client`` (``"httpx2"``: an ``httpx2.Client``) on the parent."""
+        return client_of(library, "Client", self._transport, options)
+
+    def async_http_client(self, library: str = "httpx", **options: Any) -> Any:
+        """An ``httpx.AsyncClient`` (``"httpx2"``: an ``httpx2.AsyncClient``) on the parent."""
+        return client_of(library, "AsyncClient", self._transport, options)
+
+    def http(self, request: Any, body: bytes) -> Any:
+        """Ask the parent for ``request``'s response; a miss raises, as ``complete``'s does."""
+        library = sys.modules.get(type(request).__module__.partition(".")[0])
+        if library is None or library.__name__ not in HTTP_LIBRARIES:
+            raise TypeError(f"the provider's HTTP clients serve httpx and httpx2 requests, not "
+                            f"{type(request).__name__}")
+        method, url = str(request.method), str(request.url)
+        with self._channel.talk_lock:
+            self._channel.send({"op": "http", "case": self._case, "method": method, "url": url,
+                                "body": base64.b64encode(bytes(body)).decode("ascii")})
+            reply = self._channel.receive()
+        answer = reply.get("http")
+        if isinstance(answer, dict):
+            return library.Response(answer["status"], request=request,
+                                    headers=[(str(n), str(v)) for n, v in answer["headers"]],
+                                    content=base64.b64decode(answer["body"]))
+        miss = make_http_miss(str(reply.get("miss", "cassette miss")), library, request,
+                              case=self._case, key=str(reply.get("key", "")))
+        self.misses.append(miss)
+        raise miss
+
+
+HTTP_LIBRARIES = ("httpx", "httpx2")
+
+
+class ParentTransport:
+    """An SDK client's transport in a graded run (httpx and httpx2, sync and async): each
+    request goes to the parent, which answers from the case's HTTP cassette."""
+
+    def __init__(self, provider: Provider) -> None:
+        self._provider = provider
+
+    def handle_request(self, request: Any) -> Any:
+        return self._provider.http(request, request.read())
+
+    async def handle_async_request(self, request: Any) -> Any:
+        return self._provider.http(request, await request.aread())
+
+    def close(self) -> None:
+        """Nothing to close: the parent holds the cassette."""
+
+    async def aclose(self) -> None:
+        """Nothing to close: the parent holds the cassette."""
+
+
+def client_of(library: str, kind: str, transport: ParentTransport,
+              options: dict[str, Any]) -> Any:
+    """A ``kind`` (Client, AsyncClient) of ``library`` on ``transport``."""
+    if library not in HTTP_LIBRARIES or "transport" in options:
+        raise TypeError("http_client() makes an httpx or httpx2 client on the grader's "
+                        "transport: pass 'httpx' (openai) or 'httpx2' (anthropic), and no "
+                        "transport of your own")
+    return getattr(importlib.import_module(library), kind)(transport=transport, **options)
+
+
+class Toolbox:
+    """The tools the agent is given: every call goes to the parent, which serves fixtures."""
+
+    def __init__(self, channel: Channel, case: str, misses: list[BaseException],
+                 fixtures: str = "fixtures") -> None:
+        self._channel, self._case, self.misses = channel, case, misses
+        self._fixtures = fixtures  # the folder the manifest names, for the miss's message
+
+    def call(self, name: str, **args: Any) -> Any:
+        """Ask the parent for the recorded result; a missing fixture raises."""
+        if not issubclass(type(name), str):
+            raise TypeError(f"call() takes a str tool name, not {type(name).__name__}")
+        message = {"op": "tool", "case": self._case, "tool": "".join([name]), "args": args}
+        try:
+            json.dumps(message, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise TypeError(f"tool arguments must be JSON values: {exc}") from None
+        with self._channel.talk_lock:
+            self._channel.send(message)
+            reply = self._channel.receive()
+        if "response" in reply:
+            return reply["response"]
+        arguments = json.dumps(args, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        missing = make_error("MissingFixtureError", MissingFixtureError,
+                             str(reply.get("missing", "missing fixture")),
+                             fixture=f"{self._fixtures}/{self._case}.json", case=self._case,
+                             tool=name,
+                             arguments=arguments, key=f"{name} {arguments}")
+        self.misses.append(missing)
+        raise missing
+
+
+def make_miss(message: str, case: str, prompt: str) -> BaseException:
+    """The submission's ``CassetteMiss`` (``submission_class``) when it can be built, else the
+    harness's."""
+    key = hashlib.sha256(prompt.strip().encode("utf-8")).hexdigest()[:16]
+    return make_error("CassetteMiss", CassetteMiss, message, cassette=case, key=key, prompt=prompt)
+
+
+MISS_CLASSES: dict[tuple[type[BaseException], str], type[BaseException]] = {}
+
+
+def make_http_miss(message: str, library: Any, request: Any, *, case: str,
+                   key: str) -> BaseException:
+    """A miss that is the submission's ``CassetteMiss`` (else the harness's) and the request
+    library's ``TransportError``: what an SDK retries, and wraps with the miss as its cause."""
+    found = submission_class("CassetteMiss") or CassetteMiss
+    combined = MISS_CLASSES.get((found, library.__name__))
+    if combined is None:
+        for base in (found, CassetteMiss):
+            try:
+                combined = type(base.__name__, (base, library.TransportError),
+                                {"__module__": base.__module__,
+                                 "__qualname__": base.__qualname__})
+                break
+            except TypeError:  # a class of the submission's that cannot be combined
+                continue
+        MISS_CLASSES[(found, library.__name__)] = combined = combined or CassetteMiss
+    error = build_error(combined, CassetteMiss, message, cassette=case, key=key,
+                        prompt=f"{request.method} {request.url}")
+    with contextlib.suppress(Exception):
+        error.request = request  # type: ignore[attr-defined]  # httpx's RequestError has it
+    return error
+
+
+def make_error(name: str, fallback: type[BaseException], message: str,
+               **fields: Any) -> BaseException:
+    """The submission's ``<name>`` (``submission_class``) when it can be built, else
+    ``fallback``."""
+    return build_error(submission_class(name), fallback, message, **fields)
+
+
+def build_error(cls: Any, fallback: type[BaseException], message: str,
+                **fields: Any) -> BaseException:
+    """An instance of ``cls`` when one can be built from ``message``, else ``fallback``'s."""
+    attempts: tuple[Callable[[], object], ...] = (
+        lambda: cls(message, **fields),
+        lambda: cls(message),
+        lambda: bare(cls, message),  # any constructor: still an instance the agent can catch
+    )
+    for attempt in attempts if cls is not None else ():
+        try:
+            error = attempt()
+        except Exception:
+            continue
+        if isinstance(error, BaseException) and issubclass(type(error), BaseException):
+            return error
+    return fallback(message)
+
+
+def bare(cls: type[BaseException], message: str) -> BaseException:
+    """An instance of ``cls`` built without its own ``__init__``."""
+    error = cls.__new__(cls)
+    BaseException.__init__(error, message)
+    return error
+
+
+def submission_class(name: str) -> type[BaseException] | None:
+    """``<name>`` as the submission's ``lab`` defines it, else as the kit's ``gradekit`` does,
+    if it is an exception class: what the agent most likely catches."""
+    for package in ("lab", "gradekit"):
+        try:
+            module = sys.modules.get(package) or importlib.import_module(package)
+            cls = getattr(module, name, None)
+        except BaseException:
+            continue
+        if isinstance(cls, type) and issubclass(cls, BaseException):
+            return cls
+    return None
+
+
+def takes_tools(agent: Callable[..., object]) -> bool:
+    """An agent ``run(provider, task, tools)`` gets a toolbox; ``run(provider, task)`` does not."""
+    try:
+        parameters = list(inspect.signature(agent).parameters.values())
+    except (TypeError, ValueError):
+        return False
+    positional = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return len(positional) >= 3 or any(p.kind is p.VAR_POSITIONAL for p in parameters)
+
+
+def chain(exc: BaseException) -> Iterator[BaseException]:
+    """Every exception in ``exc``'s chain as Python would print it (causes, contexts not
+    suppressed, an exception group's members), the nearest first, each once. The agent's
+    own exception classes can raise from these attributes: callers guard the iteration."""
+    seen: set[int] = set()
+    queue: list[object] = [exc]
+    while queue:
+        current = queue.pop(0)
+        if not isinstance(current, BaseException) or id(current) in seen:
+            continue
+        seen.add(id(current))
+        yield current
+        queue.append(current.__cause__)
+        if not current.__suppress_context__:
+            queue.append(current.__context__)
+        if isinstance(current, BaseExceptionGroup):
+            queue.extend(current.exceptions)
+
+
+def escaped(exc: BaseException, misses: list[BaseException]) -> bool:
+    """Whether one of ``misses`` is in ``exc``'s chain as Python would print it."""
+    try:
+        return any(current is miss for current in chain(exc) for miss in misses)
+    except BaseException:
+        return False
+
+
+def missing_module(exc: BaseException) -> str | None:
+    """The module that a ``ModuleNotFoundError`` in ``exc``'s chain (the nearest first)
+    could not find: its ``name``, or None when there is none. An import the agent, or a
+    package it uses, could not make; the parent decides whose."""
+    try:
+        for current in chain(exc):
+            # A str, never a subclass the agent wrote.
+            if isinstance(current, ModuleNotFoundError) and type(current.name) is str:
+                return current.name[:TEXT_LIMIT]
+    except BaseException:
+        return None
+    return None
+
+
+def outcome(call: Callable[[], object]) -> tuple[dict[str, Any], BaseException | None]:
+    """Run ``call``; describe what it returned or raised (the exception comes back too)."""
+    try:
+        value = call()
+    except BaseException as exc:
+        return {"exception": type(exc).__name__}, exc
+    is_str = issubclass(type(value), str)
+    answer = "".join([value]) if is_str else None  # type: ignore[list-item]
+    return {"returned_type": type(value).__name__, "answer": answer}, None
+
+
+Verdict = Callable[[dict[str, Any]], None]
+
+
+def run_cases(channel: Channel, config: dict[str, Any], verdict: Verdict) -> None:
+    """Import the agent, then run every case in order, reporting each through ``verdict``."""
+    try:
+        agent = load(config["agent"])
+    except BaseException as exc:
+        channel.send({"op": "import_error", "error": located(exc, config["root"]),
+                      "module": missing_module(exc)})
+        return
+    channel.send({"op": "ready"})
+    with_tools = takes_tools(agent)
+    for case in config["cases"]:
+        os.environ["GRADEKIT_TRACE"] = case["trace"]
+        provider = Provider(channel, case["id"], config["label"])
+        extra = (Toolbox(channel, case["id"], provider.misses,
+                         str(config.get("fixtures", "fixtures"))),) if with_tools else ()
+        channel.send({"op": "start", "case": case["id"]})
+        described, error = outcome(lambda: agent(provider, case["task"], *extra))  # noqa: B023
+        if error is None:
+            result = {"status": "returned", "exception": None, "miss_escaped": False}
+        else:
+            result = {"status": "raised", "returned_type": None, "answer": None,
+                      "miss_escaped": escaped(error, provider.misses),
+                      "module": missing_module(error)}
+        del error  # its traceback holds the agent's frames
+        flush_output()
+        verdict({"op": "result", "case": case["id"], **described, **result})
+
+
+def cut_point(channel: Channel, config: dict[str, Any], verdict: Verdict) -> None:
+    """Run the submission's cut-point test (a function of no arguments: it passes when it
+    returns). With ``allow_all``, the guard it names is first replaced by one that lets
+    every action through: a test that still passes then cannot fail."""
+    try:
+        if config["allow_all"]:
+            module_name, _, name = str(config["guard"]).partition(":")
+            module = importlib.import_module(module_name)
+            if not callable(getattr(module, name, None)):
+                raise AttributeError(f"module {module_name!r} has no guard {name!r}")
+            setattr(module, name, allow_everything)
+        test = load(config["test"])
+    except BaseException as exc:
+        channel.send({"op": "import_error", "error": located(exc, config["root"])})
+        return
+    channel.send({"op": "ready"})
+    _, error = outcome(test)
+    failed = None if error is None else located(error, config["root"])
+    del error  # its traceback holds the test's frames
+    flush_output()
+    verdict({"op": "cut_point", "passed": failed is None, "error": failed})
+
+
+def allow_everything(*args: object, **kwargs: object) -> bool:
+    """The guard a cut-point test is tried against: it lets every action through."""
+    return True
+
+
+def probe_replay(channel: Channel, config: dict[str, Any], verdict: Verdict) -> None:
+    """Load the submission's replay on the parent's cassette; ask a hit and a miss."""
+    probe = config["probe"]
+    try:
+        replay = load(config["replay"])(probe["cassette"])
+    except BaseException as exc:
+        channel.send({"op": "import_error", "error": describe(exc)})
+        return
+    channel.send({"op": "ready"})
+    hit = None if probe["hit"] is None else outcome(lambda: replay.complete(probe["hit"]))[0]
+    miss, error = outcome(lambda: replay.complete(probe["miss"]))
+    if error is not None:  # which classes it is: a CassetteMiss of the submission's or the kit's
+        miss["classes"] = [cls.__name__ for cls in type(error).__mro__][:32]
+    del error
+    flush_output()
+    verdict({"op": "probe", "hit": hit, "miss": miss})
+
+
+def prepare_sandbox(channel: Channel, config: dict[str, Any]) -> None:
+    """Under namespaces: copy the read-only submission into the tmpfs, add the packages.
+
+    A submission larger than the tmpfs, or one that cannot be read, ends here with an
+    ``import_error`` that says so; nothing of the student's has run yet.
+    """
+    copy = config["copy"]
+    try:
+        copy_submission(copy["from"], copy["to"], copy["ignore"])
+        os.makedirs(os.path.join(os.path.dirname(copy["to"]), "tmp"), exist_ok=True)
+    except OSError as exc:
+        why = "larger than the sandbox's disk (disk_mb)" if exc.errno == errno.ENOSPC \
+            else f"unreadable ({describe(exc)})"
+        channel.send({"op": "import_error", "error": f"the submission is {why}"})
+        os._exit(0)
+    os.chdir(copy["to"])
+    os.environ.pop("PWD", None)  # bubblewrap's, absent under the process guard: runs match
+
+
+class Library:
+    """Finds ``gradekit`` in the grader's own copy (read-only), ahead of any copy the
+    submission ships: the kit the agent runs on is the one the grade is measured with."""
+
+    def __init__(self, folder: str) -> None:
+        self.folder = folder
+
+    def find_spec(self, name: str, path: object = None, target: object = None) -> Any:
+        if name != "gradekit":
+            return None
+        import importlib.util
+
+        return importlib.util.spec_from_file_location(
+            name, os.path.join(self.folder, "__init__.py"),
+            submodule_search_locations=[self.folder])
+
+
+def add_packages(folders: Iterable[str]) -> None:
+    """What ``site`` would have given the agent, short of running ``.pth`` files.
+
+    The child starts with ``-S``: the grader environment's ``.pth`` files (its own
+    editable install among them) stay out, and so does their start-up time.
+    """
+    site.setquit()  # exit() and quit(), which an agent may call
+    site.setcopyright()
+    site.sethelper()
+    sys.path.extend(folder for folder in folders if folder not in sys.path)
+
+
+def sealer(channel: Channel, seal: str) -> Verdict:
+    """What sends each verdict: sealed with the parent's secret, after a look at whether the
+    agent replaced any of the harness's code (``sys.modules["__main__"]`` is this module).
+
+    Both are tripwires for the known ways of forging a verdict: a line written on the pipe
+    by anything but this function lacks the seal, and a replaced function of this module
+    (``outcome``, ``escaped``, ``Channel.send``...) is named to the parent. The seal and
+    the pristine functions live in this closure, not in a module global.
+    """
+    module, code_of, send = sys.modules[__name__], _code_of, Channel.send
+    pristine = code_of(module)
+
+    def verdict(message: dict[str, Any]) -> None:
+        now = code_of(module)
+        replaced = sorted({name for name, code in now.items() if pristine.get(name) is not code}
+                          | (set(pristine) - set(now)))
+        if replaced:
+            send(channel, {"op": "tampered", "replaced": replaced[:20], "seal": seal})
+        send(channel, {**message, "seal": seal})
+
+    return verdict
+
+
+def _code_of(module: Any) -> dict[str, object]:
+    """The code of every function of ``module`` and of its classes' methods, by name."""
+    found: dict[str, object] = {}
+    for name, value in list(vars(module).items()):
+        if inspect.isfunction(value) and value.__module__ == module.__name__:
+            found[name] = value.__code__
+        elif isinstance(value, type) and value.__module__ == module.__name__:
+            found[name] = value
+            for attribute, member in list(vars(value).items()):
+                if inspect.isfunction(member):
+                    found[f"{name}.{attribute}"] = member.__code__
+    return found
+
+
+def main(argv: list[str]) -> None:
+    """Configure, fence, run; then leave without waiting for threads the agent left behind."""
+    channel = Channel(int(argv[1]), int(argv[2]))
+    del sys.argv[1:]  # the pipes' numbers: nothing the agent needs to know
+    config = channel.receive()
+    verdict = sealer(channel, str(config.pop("seal", "")))
+    # Read once, at start: the agent need not see which seed this run was given.
+    os.environ.pop("PYTHONHASHSEED", None)
+    if "parent" in config:
+        die_with_parent(config["parent"])
+    if "copy" in config:
+        prepare_sandbox(channel, config)
+    add_packages(config.get("site", []))
+    if config.get("library"):
+        sys.meta_path.insert(0, Library(config["library"]))
+    set_limits(config["limits"])
+    settle_platform()
+    install_guard(channel, config["roots"])
+    sys.path.insert(0, config["root"])
+    if config["mode"] == "probe_replay":
+        probe_replay(channel, config, verdict)
+    elif config["mode"] == "cut_point":
+        cut_point(channel, config, verdict)
+    else:
+        run_cases(channel, config, verdict)
+    flush_output()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main(sys.argv)

@@ -1,0 +1,629 @@
+"""The trust boundary: untrusted agent code runs in a child process; the parent alone decides.
+
+The parent starts ``_harness.py`` (standard library only, so the submission's own
+``lab`` cannot shadow it) with an environment built from nothing, and serves the
+recorded answers over a private pair of pipes. The parent therefore knows
+every key asked and every miss; it times each case, kills a child that
+overruns or dies and starts a fresh one for the cases left, parses the trace
+files itself (bounded: ``trace_records`` lines of ``TRACE_LINE`` bytes), and turns
+what the child says into values only after checking them. Nothing the child prints
+is parsed, no pickle crosses the boundary, a reply must be read before the next
+request (so the parent never queues answers), and a returned answer is compared by
+its SHA-256 and kept only up to ``answer_kb``.
+
+The wall, ``isolation="namespaces"`` (bubblewrap, see ``grader.sandbox._isolation``): the
+child runs in its own user, pid, network, ipc and uts namespaces as ``nobody``, with
+no capabilities, no new user namespaces, ``--die-with-parent`` and a new session; a
+seccomp filter refuses every new process (threads still work). It sees a read-only
+view of the system's ``/usr``, the interpreter, the grader environment's packages
+(not the environment itself), the harness and the original submission, which the
+harness copies into a tmpfs of ``disk_mb`` before any student code runs; only that
+tmpfs and its own trace files are writable. The grader's kit, its virtual
+environment, the output folder, the rubric, other submissions and other processes
+are not there at all. Everything the child started dies with its pid namespace.
+
+``isolation="process"`` is the fallback where bubblewrap is missing (a Mac, a
+container without user namespaces): the child works in a private copy under
+``scratch`` with resource limits, asks Linux to die with the grader, and an audit hook
+refuses sockets, new processes, signals, ctypes and writes outside its copy. Under
+namespaces the same hook only explains refusals; behind it alone, a determined
+student can still (shown in ``tests/grader/sandbox/test_isolation.py`` and
+``tests/grader/batch/test_batch_safety.py``):
+
+- Beat the hook without switching it off: it judges a path, then Python opens it, so
+  a thread that swaps two folders in between writes through a link it never saw.
+- Switch the hook off from inside: ``gc`` reaches its closure, and then anything the
+  grading user may do is open: write anywhere it can (a classmate's copy, the
+  grader's reports, a ``.pth`` file in the grader's environment), start processes
+  that outlive the run, signal the grader or the zygote that forks its workers (the
+  batch replaces it; the rows it was grading are lost), listen on a port, read other
+  submissions, the rubric and ``/proc``.
+- As root, do all of that as root.
+- Forge a verdict: whether ``run()`` raised is the child's claim. A line written on the
+  pipe lacks the parent's seal and a replaced harness function is named, both
+  detected and flagged for review; an agent that digs the seal out of its own memory
+  (``gc``) could still forge one.
+- Behave differently when graded: the sandbox's paths, the absent network, timing
+  (labels, hash seeds and the probe are drawn afresh for every grading).
+- Use up disk (many files under ``file_mb``) and threads.
+
+Under namespaces, what remains: forging a verdict with the seal from its own memory and
+noticing the sandbox (as above);
+as root, threads are capped by memory only (``RLIMIT_NPROC`` does not count processes
+that map to root outside), while new processes are refused by seccomp on x86_64 and
+aarch64 (elsewhere only by the hook); files the child may read are the system's and
+the packages' (public), never another submission's.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+import os
+import re
+import secrets
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from gradekit import GradekitError, prompt_key
+from gradekit._fixtures import tool_key
+from gradekit._http.cassette import LAB_HTTP_CASSETTE, HttpCassette, HttpRequest
+from gradekit._http.miss import miss_rows
+from grader._model import (
+    ASKED_CAP,
+    CaseOutcome,
+    Limits,
+    Refusal,
+    RunResult,
+    Served,
+    TraceRecord,
+    Withhold,
+)
+from grader.sandbox._channel import (
+    Child,
+    Event,
+    ProtocolError,
+    child_ending,
+    child_name,
+    child_text,
+    clean_text,
+    replaced_names,
+    strict_loads,
+)
+from grader.sandbox._isolation import Isolation
+from grader.sandbox._layout import (
+    Layout,
+    captured_output,
+    child_config,
+    child_environment,
+    child_outputs,
+    prepare_run,
+    read_regular,
+    start_child,
+)
+
+__all__ = ["ToolAnswer", "module_name", "run_cases"]
+
+# Not -I: it implies -E, and -E makes the child ignore PYTHONHASHSEED. The environment is
+# built from nothing instead, so the only PYTHON* variables the child sees are ours.
+# Never part of a submission: version control, environments, caches, build output.
+_MAX_REFUSALS = 100
+TRACE_LINE = 4096  # bytes of one trace record: a record is a few short fields
+_MIB = 1 << 20
+_MAX_SEED = 2**32 - 1
+
+_OUT = "outside the submission"
+_REFUSED: dict[str, str] = {
+    event: phrase
+    for phrase, events in (
+        ("bind a network address", "socket.bind"),
+        ("connect to a network address", "socket.connect"),
+        ("send to a network address", "socket.sendmsg socket.sendto"),
+        ("resolve a host name", "socket.getaddrinfo socket.gethostbyname socket.gethostbyname_ex"),
+        ("look up a network address", "socket.gethostbyaddr socket.getnameinfo"),
+        ("start a process", "os.exec os.posix_spawn os.spawn os.system pty.spawn subprocess.Popen "
+         "_posixsubprocess.fork_exec"),
+        ("fork the process", "os.fork os.forkpty"),
+        ("load a C library", "ctypes.dlopen"),
+        ("signal another process",
+         "os.kill os.killpg os.pidfd_open signal.pidfd_send_signal"),
+        ("open a network socket", "socket.__new__"),
+        ("change its resource limits", "resource.prlimit resource.setrlimit"),
+        (f"write a file {_OUT}", "open"),
+        (f"change permissions {_OUT}", "os.chflags os.chmod os.chown os.lchflags shutil.chown"),
+        (f"change file attributes {_OUT}", "os.removexattr os.setxattr"),
+        (f"create a link {_OUT}", "os.link os.symlink"),
+        (f"create a folder {_OUT}", "os.mkdir"),
+        (f"create a special file {_OUT}", "os.mkfifo os.mknod"),
+        (f"delete {_OUT}", "os.remove os.rmdir shutil.rmtree"),
+        (f"move a file {_OUT}", "os.rename os.replace shutil.move"),
+        (f"truncate a file {_OUT}", "os.truncate"),
+        (f"change file times {_OUT}", "os.utime"),
+        (f"copy {_OUT}", "shutil.copyfile shutil.copymode shutil.copystat shutil.copytree"),
+        (f"write an archive {_OUT}", "shutil.make_archive shutil.unpack_archive"),
+    )
+    for event in events.split()
+}
+
+_OPEN_TARGETS = {"folder": f"open a folder {_OUT}", "device": "write to a device file"}
+
+
+def run_cases(
+    root: Path,
+    agent: str,
+    cases: Sequence[tuple[str, str]],
+    *,
+    answer: Callable[[str, str], str | None],
+    label: str,
+    hashseed: int,
+    limits: Limits,
+    scratch: Path,
+    tools: ToolAnswer | None = None,
+    isolation: Isolation = "process",
+    fixtures: str = "fixtures",
+    on_case: Callable[[str], None] | None = None,
+    http: Mapping[str, HttpCassette] | None = None,
+    cassettes: str = "cassettes",
+    withhold: Withhold | None = None,
+) -> RunResult:
+    """Run ``agent`` (``"package.module:function"``) on each ``(case_id, task)`` in a sandbox.
+
+    ``answer(case_id, prompt)`` is the recorded response, or None for a miss;
+    ``http[case_id]`` is the case's HTTP cassette, ``<cassettes>/<case>.http.json``, which
+    serves the requests of the SDK clients the provider hands out, each asking of a
+    request its next recording (a case without one misses every request);
+    ``tools(case_id, tool_key)`` is ``(True, result)`` for a recorded tool call
+    or ``(False, None)`` for a missing fixture (no ``tools``: every tool call
+    misses; ``fixtures`` is the folder the manifest names for them). Every call is recorded
+    as the parent served it. A case that times out or
+    crashes costs only itself: a fresh child runs the cases after it. ``withhold`` makes the
+    run a loud-failure probe: those calls are answered with a miss, recorded or not (the
+    miss says so). ``isolation``
+    is the wall: ``namespaces`` (bubblewrap) or ``process`` (the guard alone).
+    ``on_case(case_id)`` is told as each case starts (a batch's heartbeat names it).
+    """
+    if not 0 <= hashseed <= _MAX_SEED:
+        raise ValueError(f"hashseed must be between 0 and {_MAX_SEED}, got {hashseed}")
+    ids = [case_id for case_id, _ in cases]
+    if len(set(ids)) != len(ids):
+        raise ValueError(f"case ids must be unique, got {ids}")
+    layout = prepare_run(root, scratch, isolation)
+    planned = [_Case(case_id, task, layout.work / f"trace-{n:03d}.jsonl")
+               for n, (case_id, task) in enumerate(cases)]
+    if isolation == "namespaces":
+        for case in planned:
+            case.trace.touch()  # bound into the sandbox: a bind needs its file
+    run = _Run(answer, tools or _no_tools, limits, layout, fixtures, on_case)
+    run.http, run.cassettes, run.withhold = dict(http or {}), cassettes, withhold
+    config = child_config(layout, limits, mode="run", agent=agent, label=label,
+                          fixtures=fixtures)
+    env = child_environment(layout, hashseed)
+    with child_outputs(layout) as outputs:
+        while run.import_error is None and (pending := run.pending(planned)):
+            cases_config = [{"id": c.id, "task": c.task, "trace": layout.inside(c.trace)}
+                            for c in pending]
+            run.seal = secrets.token_hex(16)  # a fresh child, a fresh seal
+            with start_child({**config, "cases": cases_config, "seal": run.seal}, layout, env,
+                             outputs, limits, [c.trace for c in planned]) as child:
+                run.converse(child, pending)
+    return run.result(planned, captured_output(layout, limits))
+
+
+ToolAnswer = Callable[[str, str], tuple[bool, object]]
+
+
+def _no_tools(case: str, key: str) -> tuple[bool, object]:
+    """No fixtures: every tool call misses."""
+    return False, None
+
+
+@dataclass(frozen=True, slots=True)
+class _Case:
+    id: str
+    task: str
+    trace: Path
+
+def _trace_cap(limits: Limits) -> int:
+    """The most bytes of one case's trace the parent reads: ``trace_records`` full lines."""
+    return min(limits.file_mb * _MIB, limits.trace_records * (TRACE_LINE + 1))
+
+
+def _read_trace(path: Path, limits: Limits) -> tuple[tuple[TraceRecord, ...], str | None]:
+    """The case's trace records, and where the file stopped being valid JSONL.
+
+    At most ``limits.trace_records`` lines of at most ``TRACE_LINE`` bytes are read:
+    the parent's memory and time stay bounded whatever the child wrote.
+    """
+    cap = _trace_cap(limits)
+    data = read_regular(path, cap)
+    if data is None:
+        return (), None if not os.path.lexists(path) else "not a regular file"
+    lines = data[:cap].split(b"\n", limits.trace_records)
+    if lines[-1] == b"":
+        lines.pop()
+    records: list[TraceRecord] = []
+    for number, raw in enumerate(lines, start=1):
+        if number > limits.trace_records:
+            return tuple(records), (f"more than {limits.trace_records} records; the rest "
+                                    "was not read (trace_records in the rubric's [limits])")
+        if len(raw) > TRACE_LINE:
+            return tuple(records), f"line {number}: longer than {TRACE_LINE} bytes"
+        try:
+            record = strict_loads(raw)
+        except UnicodeDecodeError:
+            return tuple(records), f"line {number}: not UTF-8"
+        except (ValueError, RecursionError):
+            return tuple(records), f"line {number}: not valid JSON"
+        if not isinstance(record, dict):
+            return tuple(records), f"line {number}: not a JSON object"
+        fields = (record.get(name) for name in ("key", "provider", "latency_ms", "ok", "tool",
+                                                 "error"))
+        records.append(TraceRecord(*fields))
+    return tuple(records), None
+
+
+@dataclass
+class _Talk:
+    """How far one child got through its pending cases."""
+
+    pending: Sequence[_Case]
+    ready: bool = False
+    done: int = 0
+    current: _Case | None = None
+    calls: list[Served] = field(default_factory=list)
+    trace_read: int = 0  # bytes of the current case's trace read so far
+    trace_lines: int = 0  # complete lines in them
+    asked: dict[str, int] = field(default_factory=dict)  # HTTP request key -> times served
+    positions: dict[str, int] = field(default_factory=dict)  # "provider" / "tool" -> calls
+
+    def next_case(self) -> _Case:
+        return self.pending[self.done]
+
+    def asking(self, kind: str) -> int:
+        """Count one more call of ``kind`` in the current case; its 1-based position."""
+        self.positions[kind] = self.positions.get(kind, 0) + 1
+        return self.positions[kind]
+
+
+class _Run:
+    """The parent's record of one ``run_cases``: built only from what it observed or checked."""
+
+    def __init__(self, answer: Callable[[str, str], str | None], tools: ToolAnswer,
+                 limits: Limits, layout: Layout, fixtures: str = "fixtures",
+                 on_case: Callable[[str], None] | None = None):
+        self.outcomes: dict[str, CaseOutcome] = {}
+        self.refusals: list[Refusal] = []
+        self.import_error: str | None = None
+        self.missing_module: str | None = None
+        self.tampering: list[str] = []
+        self._answer, self._tools, self._limits, self._layout = answer, tools, limits, layout
+        self.seal = ""  # the current child's: its harness signs each verdict with it
+        self._fixtures, self._on_case = fixtures, on_case
+        self.http: dict[str, HttpCassette] = {}
+        self.cassettes = "cassettes"
+        self.withhold: Withhold | None = None  # a loud-failure probe run's
+
+    def pending(self, planned: Sequence[_Case]) -> list[_Case]:
+        """The cases without an outcome yet, in order."""
+        return [case for case in planned if case.id not in self.outcomes]
+
+    def result(self, planned: Sequence[_Case], output: tuple[str, str]) -> RunResult:
+        """The run's value; cases never reached are ``not_run``."""
+        not_run = "the agent could not be imported"
+        outcomes = {
+            case.id: self.outcomes.get(case.id) or CaseOutcome(case.id, "not_run", detail=not_run)
+            for case in planned
+        }
+        return RunResult(outcomes, tuple(self.refusals), self.import_error, *output,
+                         tampering=tuple(dict.fromkeys(self.tampering)),
+                         missing_module=self.missing_module)
+
+    def converse(self, child: Child, pending: Sequence[_Case]) -> None:
+        """Serve one child until it ends or its cases are done.
+
+        Afterwards at least one pending case has an outcome or ``import_error``
+        is set, so restarting children always makes progress.
+        """
+        talk, deadline = _Talk(pending), self._deadline()
+        while talk.done < len(pending) and self.import_error is None:
+            try:
+                event = child.receive(deadline)
+                if isinstance(event, Event):
+                    return self._lose(talk, *child_ending(child, event, deadline, self._limits))
+                if self._handle(child, talk, event):
+                    deadline = self._deadline()
+            except ProtocolError as exc:
+                child.finish(time.monotonic())
+                return self._lose(talk, "crashed", f"broke the grader's protocol: {exc}")
+
+    def _handle(self, child: Child, talk: _Talk, message: dict[str, Any]) -> bool:
+        """Act on one message; True when it starts a new stretch of the clock."""
+        op, case = message["op"], message.get("case")
+        current = talk.current
+        if op == "refused":
+            self._refused(current.id if current else "", message)
+            return False
+        if not talk.ready and op in ("ready", "import_error"):
+            talk.ready = op == "ready"
+            if not talk.ready:
+                error = self._layout.scrub(child_text(message.get("error")))
+                self.import_error = error or "the agent could not be imported"
+                self.missing_module = module_name(message.get("module"))
+        elif talk.ready and current is None and op == "start" and case == talk.next_case().id:
+            talk.current = talk.next_case()
+            if self._on_case is not None:
+                self._on_case(talk.current.id)
+        elif op in ("complete", "tool", "http") and child.replying:
+            # A well-behaved harness reads each reply before it asks again; one that does
+            # not would make the grader hold every answer it sends in memory.
+            raise ProtocolError("a request before the last reply was read")
+        elif current is not None and op == "complete" and case == current.id:
+            self._serve(child, talk, current, message.get("prompt"))
+            return False
+        elif current is not None and op == "tool" and case == current.id:
+            self._serve_tool(child, talk, current, message.get("tool"), message.get("args"))
+            return False
+        elif current is not None and op == "http" and case == current.id:
+            self._serve_http(child, talk, current, message)
+            return False
+        elif op in ("result", "tampered") and message.get("seal") != self.seal:
+            what = f"case {current.id}" if current else "no case"
+            self.tampering.append(f"a {op} message ({what}) that the harness did not send: "
+                                  "written on the grader's channel by the agent")
+            raise ProtocolError("a forged verdict")
+        elif current is not None and op == "tampered":
+            self.tampering.append(f"case {current.id}: the agent replaced the harness's code "
+                                  f"({replaced_names(message)})")
+            raise ProtocolError("the harness's code was replaced")
+        elif current is not None and op == "result" and case == current.id:
+            self._record(talk, current, *_claims(message, self._limits.answer_kb * 1024))
+        else:
+            raise ProtocolError("an unexpected message")
+        return True
+
+    def _serve(self, child: Child, talk: _Talk, case: _Case, prompt: object) -> None:
+        if not isinstance(prompt, str):
+            raise ProtocolError("a request without a prompt")
+        try:
+            key = prompt_key(prompt)
+        except UnicodeEncodeError as exc:
+            raise ProtocolError("a prompt that is not UTF-8") from exc
+        lines, position = self._trace_lines(talk, case), talk.asking("provider")
+        if self._withholds("provider", position):
+            talk.calls.append(Served(key=key, served=False, trace_lines=lines, withheld=True,
+                                     asked=prompt.strip()[:ASKED_CAP]))
+            child.send({"miss": _withheld(case, key, position)})
+            return
+        response = self._answer(case.id, prompt)
+        talk.calls.append(Served(key=key, served=response is not None, trace_lines=lines,
+                                 asked="" if response is not None else prompt[:ASKED_CAP]))
+        child.send({"response": response} if response is not None else {"miss": _miss(case, key)})
+
+    def _serve_tool(self, child: Child, talk: _Talk, case: _Case, tool: object,
+                    args: object) -> None:
+        if not isinstance(tool, str) or not isinstance(args, dict):
+            raise ProtocolError("a tool call without a tool name and arguments")
+        try:
+            key = tool_key(tool, args)
+        except GradekitError as exc:
+            raise ProtocolError("tool arguments that are not JSON") from exc
+        lines, position = self._trace_lines(talk, case), talk.asking("tool")
+        withheld = self._withholds("tool", position)
+        found, result = (False, None) if withheld else self._tools(case.id, key)
+        talk.calls.append(Served(key=key, served=found, tool=tool, trace_lines=lines,
+                                 withheld=withheld,
+                                 asked=_shown_args(tool, args)[:ASKED_CAP] if withheld else ""))
+        if found:
+            child.send({"response": result})
+        else:
+            missing = _withheld_tool(case, tool, args, position) if withheld \
+                else _missing(case, tool, args, self._fixtures)
+            child.send({"missing": missing})
+
+    def _serve_http(self, child: Child, talk: _Talk, case: _Case,
+                    message: Mapping[str, Any]) -> None:
+        """An SDK client's request: the next recording of its key in the case's HTTP
+        cassette, or a miss that names the closest recorded request and where it parts."""
+        method, url, body = (message.get(name) for name in ("method", "url", "body"))
+        if not isinstance(method, str) or not isinstance(url, str) or not isinstance(body, str):
+            raise ProtocolError("an HTTP request without a method, a URL and a body")
+        try:
+            asked = HttpRequest.of(method, url, base64.b64decode(body, validate=True))
+            key = asked.key
+        except (binascii.Error, ValueError) as exc:  # a body not base64, a URL with no port
+            raise ProtocolError("an HTTP request that cannot be read") from exc
+        lines, position = self._trace_lines(talk, case), talk.asking("provider")
+        if self._withholds("provider", position):
+            talk.calls.append(Served(key=key, served=False, trace_lines=lines, http=True,
+                                     withheld=True, asked=request_head(asked)[:ASKED_CAP]))
+            child.send({"miss": _withheld(case, key, position), "key": key})
+            return
+        cassette = self.http.get(case.id)
+        recorded = cassette.interactions.get(key, ()) if cassette is not None else ()
+        n = talk.asked.get(key, 0) + 1
+        if n <= len(recorded):
+            talk.asked[key] = n
+            talk.calls.append(Served(key=key, served=True, trace_lines=lines, http=True))
+            response = recorded[n - 1].response
+            child.send({"http": {"status": response.status,
+                                 "headers": sorted(response.headers.items()),
+                                 "body": base64.b64encode(response.body()).decode("ascii")}})
+            return
+        rows = miss_rows(cassette or HttpCassette(case.id), asked, n,
+                         exists=cassette is not None)
+        miss = LAB_HTTP_CASSETTE.miss_message(f"{self.cassettes}/{case.id}.http.json", rows,
+                                              case=case.id)
+        differs = next((value for label, value in rows if label in ("differs", "asked")), "")
+        talk.calls.append(Served(key=key, served=False, trace_lines=lines, http=True,
+                                 asked=differs[:ASKED_CAP]))
+        child.send({"miss": miss, "key": key})
+
+    def _withholds(self, kind: str, position: int) -> bool:
+        """Whether this run's probe withholds the ``position``-th call of ``kind``."""
+        probe = self.withhold
+        return probe is not None and probe.kind == kind and position >= probe.position
+
+    def _trace_lines(self, talk: _Talk, case: _Case) -> int:
+        """The complete lines in the case's trace now, just before a call is answered.
+
+        A record on one of these lines was written before the call was answered: made up
+        rather than observed, so it cannot be that call's. Only the new bytes are read each
+        time, up to the trace's cap: the cost stays linear in the trace.
+        """
+        left = _trace_cap(self._limits) - talk.trace_read
+        if left > 0:
+            new = read_regular(case.trace, left - 1, offset=talk.trace_read) or b""
+            talk.trace_read += len(new)
+            talk.trace_lines += new.count(b"\n")
+        return talk.trace_lines
+
+    def _refused(self, case: str, message: dict[str, Any]) -> None:
+        event, subject, target = (message.get(k) for k in ("event", "subject", "target"))
+        if not isinstance(event, str):
+            raise ProtocolError("a refusal without an event")
+        phrase = _REFUSED.get(event) or ("use ctypes" if event.startswith("ctypes.") else None)
+        if phrase is None:  # not an event the harness refuses: the child made it up
+            event, phrase = child_name(event) or "unknown", "do something the sandbox refuses"
+        if event == "open" and target in _OPEN_TARGETS:
+            phrase = _OPEN_TARGETS[target]
+        shown = child_name(os.path.basename(subject)) if isinstance(subject, str) else None
+        refusal = Refusal(case, event, f"{phrase}: {shown}" if shown else phrase)
+        if refusal not in self.refusals and len(self.refusals) < _MAX_REFUSALS:
+            self.refusals.append(refusal)
+
+    def _lose(self, talk: _Talk, status: Literal["timeout", "crashed"], detail: str) -> None:
+        """Charge a lost child to what it was doing: the import, the case, or the next case."""
+        if not talk.ready:
+            self.import_error = f"importing the agent: {detail}"
+        elif talk.current is not None:
+            self._record(talk, talk.current, status, detail=detail)
+        elif talk.done == 0:  # lost between cases without finishing one: charge the next
+            self._record(talk, talk.next_case(), status, detail=detail)
+
+    def _record(
+        self,
+        talk: _Talk,
+        case: _Case,
+        status: Literal["returned", "raised", "timeout", "crashed"],
+        claims: Mapping[str, Any] | None = None,
+        *,
+        detail: str = "",
+    ) -> None:
+        trace, trace_error = _read_trace(case.trace, self._limits)
+        calls = tuple(talk.calls) if case is talk.current else ()
+        self.outcomes[case.id] = CaseOutcome(
+            case.id,
+            status,
+            calls=calls,
+            trace=trace,
+            trace_error=trace_error,
+            detail=detail,
+            **(claims or {}),
+        )
+        talk.done, talk.current, talk.calls = talk.done + 1, None, []
+        talk.trace_read = talk.trace_lines = 0
+        talk.asked, talk.positions = {}, {}
+
+    def _deadline(self) -> float:
+        return time.monotonic() + self._limits.timeout_s
+
+
+def _claims(message: Mapping[str, Any],
+            keep: int) -> tuple[Literal["returned", "raised"], dict[str, Any]]:
+    """What the child says run() did, checked for shape and made consistent.
+
+    A returned str is compared whole (by its SHA-256) but kept only up to ``keep`` bytes.
+    """
+    status, escaped = message.get("status"), message.get("miss_escaped")
+    answer, kind, exception = (message.get(k) for k in ("answer", "returned_type", "exception"))
+    strings = all(value is None or isinstance(value, str) for value in (answer, kind, exception))
+    if not strings or not isinstance(escaped, bool):
+        raise ProtocolError("a malformed result")
+    if status == "returned" and isinstance(kind, str):
+        kept: dict[str, Any] = {"returned_type": child_name(kind)}
+        if answer is not None:
+            whole = clean_text(answer).encode("utf-8")
+            kept["answer_sha256"] = hashlib.sha256(whole).hexdigest()
+            kept["answer"] = _cut(whole, keep)
+        return "returned", kept
+    if status == "raised" and isinstance(exception, str):
+        return "raised", {"exception": child_name(exception), "miss_escaped": escaped,
+                          "missing_module": module_name(message.get("module"))}
+    raise ProtocolError("a malformed result")
+
+
+_MODULE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
+
+
+def module_name(value: object) -> str | None:
+    """A module name the child says it could not import (dotted identifiers, ASCII, at most
+    200 characters), or None for anything else."""
+    if isinstance(value, str) and len(value) <= 200 and _MODULE.fullmatch(value):
+        return value
+    return None
+
+
+def _miss(case: _Case, key: str) -> str:
+    return (
+        f"no recording for this prompt in case {case.id} (key {key}). Record it once with a "
+        f"live provider: `gradekit record --case {case.id}`, then commit the cassette. "
+        "Graded runs never call a live provider."
+    )
+
+
+def _withheld(case: _Case, key: str, position: int) -> str:
+    return (
+        f"the grader withheld the recorded answer to provider call {position} of case {case.id} "
+        f"(key {key}) on purpose, to check that a miss is loud: let this CassetteMiss "
+        "propagate out of run() (no except that swallows it, no default answer, no retry "
+        "that hides it). Graded runs never call a live provider."
+    )
+
+
+def _withheld_tool(case: _Case, tool: str, args: Mapping[str, object], position: int) -> str:
+    return (
+        f"the grader withheld the recorded result of tool call {position} of case {case.id} "
+        f"({_shown_args(tool, args)}) on purpose, to check that a missing fixture is loud: "
+        "let this MissingFixtureError propagate out of run(). Graded runs never call a "
+        "real tool."
+    )
+
+
+def _shown_args(tool: str, args: Mapping[str, object]) -> str:
+    return f"{tool} {json.dumps(args, sort_keys=True, ensure_ascii=False)[:300]}"
+
+
+def request_head(request: HttpRequest) -> str:
+    """What an SDK's request asked, for feedback: its last message's text when it is a chat
+    request (OpenAI's and Anthropic's both keep ``messages``), else its method and URL."""
+    content = request.content
+    messages = content.get("messages") if isinstance(content, dict) else None
+    last = messages[-1] if isinstance(messages, list) and messages else None
+    text = last.get("content") if isinstance(last, dict) else None
+    if isinstance(text, list):  # content parts: [{"type": "text", "text": ...}, ...]
+        text = " ".join(part["text"] for part in text
+                        if isinstance(part, dict) and isinstance(part.get("text"), str))
+    return text.strip() if isinstance(text, str) and text.strip() else \
+        f"{request.method} {request.url}"
+
+
+def _missing(case: _Case, tool: str, args: Mapping[str, object], folder: str) -> str:
+    shown = json.dumps(args, sort_keys=True, ensure_ascii=False)[:300]
+    return (
+        f"no fixture for tool {tool} with arguments {shown} in {folder}/{case.id}.json. "
+        f"Record it with the real tool: `gradekit record --case {case.id} --rerecord`, then "
+        "commit the fixture. Graded runs never call a real tool."
+    )
+
+
+def _cut(data: bytes, keep: int) -> str:
+    """UTF-8 ``data`` as text, cut at a character boundary to ``keep`` bytes with a marker."""
+    if len(data) <= keep:
+        return data.decode("utf-8")
+    head = data[:keep].decode("utf-8", "ignore")
+    return f"{head}… [cut: {len(data) - keep} more bytes]"

@@ -1,0 +1,39 @@
+"""grader/scoring."""
+
+from __future__ import annotations
+
+from grader.scoring._checks import (
+    ESCAPED,
+    STRETCH_GOALS,
+    STUB_ERROR,
+    Check,
+    Evidence,
+    StretchGoal,
+    loudness,
+    shown_keys,
+    unstable_cause,
+)
+from grader.scoring._failures import parse_failures, score_written_summary
+from grader.scoring._judged import BUILTIN_CHECKS, contract_gaps
+from grader.scoring._loud import loud_problem, planned_probes, ran
+from grader.scoring._traces import pair_records
+
+__all__ = [
+    "BUILTIN_CHECKS",
+    "ESCAPED",
+    "STRETCH_GOALS",
+    "STUB_ERROR",
+    "Check",
+    "Evidence",
+    "StretchGoal",
+    "contract_gaps",
+    "loud_problem",
+    "loudness",
+    "pair_records",
+    "parse_failures",
+    "planned_probes",
+    "ran",
+    "score_written_summary",
+    "shown_keys",
+    "unstable_cause",
+]

@@ -1,0 +1,643 @@
+"""The five built-in checks: pure functions from what the parent observed to points.
+
+Each check reads an ``Evidence`` (the sandboxed runs, the probe of the
+submission's own Replay, the failure log) and returns a ``CriterionResult``.
+No I/O, no clock, no label in any detail: a report must not depend on them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from decimal import ROUND_HALF_EVEN, Decimal
+
+from gradekit._codec import closest, divergence
+from grader._model import (
+    CENT,
+    EVIDENCE,
+    OWN_REPLAY,
+    WRITE_UP,
+    CaseOutcome,
+    CheckResult,
+    CriterionResult,
+    ItemRun,
+    ReplayProbe,
+    RunResult,
+    Served,
+    TraceRecord,
+    Withhold,
+)
+from grader._text import quote
+from grader.rubric import Case, Criterion, Rubric, per_case_points
+from grader.scoring._failures import parse_failures, score_written_summary
+from grader.scoring._loud import head, loud_problem, planned_probes, provider_calls, ran
+from grader.scoring._traces import pair_records
+
+__all__ = [
+    "CORE_CHECKS",
+    "STABLE",
+    "STRETCH_GOALS",
+    "STUB_ERROR",
+    "Check",
+    "Evidence",
+    "StretchGoal",
+    "cents",
+    "criterion_result",
+    "loudness",
+    "shown_keys",
+    "unstable_cause",
+]
+
+ESCAPED = "the miss (CassetteMiss or MissingFixtureError) escaped run()"
+STUB_ERROR = "NotImplementedError"  # what the hand-out's run() raises until it is written
+NEVER_ASKED = "never asked the provider: the answer did not come from the recordings"
+REPLAY_OK = "your Replay answered a recorded prompt and raised CassetteMiss on an unrecorded one"
+ZERO = Decimal("0.00")
+
+
+def cents(value: Decimal) -> Decimal:
+    """Round to exact cents, half to even: the only rounding a report ever sees."""
+    return value.quantize(CENT, rounding=ROUND_HALF_EVEN)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Evidence:
+    """What the parent gathered about one submission; ``None`` where a run was impossible."""
+
+    cases: tuple[Case, ...]
+    label: str
+    primary: RunResult | None  # every case, the first label and hash seed
+    others: tuple[RunResult, ...]  # every case under each other label, each its own seed
+    # The loud-failure probes: what each run withheld, and the run (only the cases that
+    # made such a call and had not already failed an earlier probe)
+    loud: tuple[tuple[Withhold, RunResult], ...]
+    probe: ReplayProbe | None  # the submission's own Replay
+    failures: str | None  # FAILURES.md text; None when missing or unreadable
+    stretch: tuple[str, ...]  # stretch goals claimed in the manifest
+    second_set: RunResult | None  # every case against the second provider's cassettes
+    second_set_problem: str = ""  # why there is no second_set run
+    blocked: str = ""  # why no run happened at all (no manifest, import error, ...)
+    review_problem: str | None = "not checked"  # None: a change-log entry matches the files
+    second_cassettes: str = ""  # the second set's folder, as the manifest declares it
+    fixtures: str = "fixtures"  # the tool fixtures' folder
+    review_basis: str = ""  # the change-log entry and keys the re-record evidence rests on
+    tiebreak: RunResult | None = None  # the first label with the second run's hash seed,
+    # over the cases whose answers differ between runs
+    recording_problems: Mapping[str, str] = field(default_factory=dict)  # case -> its finding
+    recorded_prompts: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # by case
+    cut_point_problem: str | None = "not checked"  # None: the incident test holds
+    incident_test: str = ""  # the manifest's cut-point test, as the evidence names it
+    # regression set ("name@version") -> item id -> its replay against the submission
+    regression: Mapping[str, Mapping[str, ItemRun]] = field(default_factory=dict)
+
+
+Check = Callable[[Evidence, Rubric, Criterion], CriterionResult]
+
+
+def criterion_result(criterion: Criterion, checks: list[CheckResult], advice: list[str],
+                     *, review: bool = False) -> CriterionResult:
+    """A criterion's result: the sum of ``checks``, out of its weight, ``advice`` unique."""
+    return CriterionResult(
+        id=criterion.id,
+        title=criterion.title,
+        points=cents(sum((c.points for c in checks), ZERO)),
+        max=cents(Decimal(criterion.weight)),
+        checks=tuple(checks),
+        review=review,
+        advice=tuple(dict.fromkeys(advice)),  # unique, first-seen order
+    )
+
+
+def _check(check_id: str, passed: bool, maximum: Decimal, detail: str) -> CheckResult:
+    return CheckResult(check_id, passed, maximum if passed else ZERO, maximum, detail)
+
+
+def _outcome(run: RunResult | None, case: str) -> CaseOutcome | None:
+    return None if run is None else run.outcomes.get(case)
+
+
+def _failed_run(outcome: CaseOutcome | None, blocked: str) -> str | None:
+    """Why a run of a case produced no usable answer, or None when it returned."""
+    if outcome is None:
+        return blocked or "the case was not run"
+    if outcome.status == "timeout":
+        return f"timed out ({quote(outcome.detail)})" if outcome.detail else "timed out"
+    if outcome.status == "crashed":
+        return f"crashed ({quote(outcome.detail)})" if outcome.detail else "crashed"
+    if outcome.status == "not_run":
+        return blocked or quote(outcome.detail) or "the case was not run"
+    return None
+
+
+def _asked(outcome: CaseOutcome) -> bool:
+    """Whether the agent asked the provider at least once and the grader served it: an
+    answer that never came from the recordings shows nothing about replaying them."""
+    return any(call.tool is None and call.served for call in outcome.calls)
+
+
+def _misses(outcome: CaseOutcome) -> int:
+    return sum(1 for call in outcome.calls if not call.served)
+
+
+def _unrecorded(outcome: CaseOutcome) -> str:
+    """What the run asked that nothing recorded: prompts, tool calls, or both."""
+    prompts = sum(1 for c in outcome.calls if not c.served and c.tool is None and not c.http)
+    requests = sum(1 for c in outcome.calls if not c.served and c.http)
+    tools = _misses(outcome) - prompts - requests
+    parts = [f"{prompts} prompt(s) the cassette does not hold"] if prompts else []
+    parts += [f"{requests} SDK request(s) the HTTP cassette does not hold"] if requests else []
+    parts += [f"{tools} tool call(s) the fixtures do not hold"] if tools else []
+    return "asked " + " and ".join(parts)
+
+
+# -- contract_stability -----------------------------------------------------------------
+
+
+def contract_stability(evidence: Evidence, rubric: Rubric, criterion: Criterion) -> CriterionResult:
+    """Per case: every run (one per provider label, each with its own hash seed) answers,
+    without a miss, identically."""
+    shares = per_case_points(rubric, criterion)
+    checks, advice = [], []
+    for case in evidence.cases:
+        first = _outcome(evidence.primary, case.id)
+        others = [_outcome(run, case.id) for run in evidence.others]
+        detail = _stability(first, others, evidence.blocked)
+        passed = detail == STABLE
+        checks.append(_check(case.id, passed, shares[case.id], detail))
+        if not passed:
+            advice.append(f"{case.id}: {_stability_advice(case.id, first, evidence)}")
+    return criterion_result(criterion, checks, advice)
+
+
+STABLE = "identical under every provider label and hash seed"
+RERECORD = 'gradekit record --case {} --rerecord --reason "the prompts changed"'
+LABEL_CAUSE = ("the answer changes with the provider's name alone: never read provider.name "
+               "in the agent, and never put it in a prompt or an answer")
+SEED_CAUSE = ("the answer changes with the hash seed alone: iterate over sets and dict keys "
+              "in sorted order (sorted(...)) before joining them into text")
+BOTH_CAUSES = ("the answer changes with both the provider's name and the hash seed: never "
+               "read provider.name, and sort sets before joining them")
+
+
+def _stability_advice(case: str, first: CaseOutcome | None, evidence: Evidence) -> str:
+    """The fix for one unstable case, from what the grader saw: a recording it could not
+    use, a run that failed, a prompt it does not hold (and where it differs from the
+    closest one), or answers that changed with the label or with the hash seed."""
+    problem = evidence.recording_problems.get(case)
+    unwritten = first is not None and first.status == "raised" and first.exception == STUB_ERROR
+    if problem and not unwritten:  # no recording can be made before run() is written
+        return problem
+    if evidence.blocked:
+        return f"fix this first: {evidence.blocked}"
+    if unwritten:
+        return (f"write run() first: it raises {STUB_ERROR}, as the hand-out's stub does; then "
+                f"record the case once with `gradekit record --case {case}`")
+    if first is None or _failed_run(first, "") is not None:
+        return ("make run() finish this task without a timeout or a crash "
+                f"({_failed_run(first, '')})")
+    missed = [call for call in first.calls if not call.served]
+    if missed:
+        return _miss_advice(case, missed, evidence)
+    if first.answer is None:
+        return f"run() must return a str: it {_no_answer(first)}"
+    if not _asked(first):
+        return "call the provider: the answer must come from the recorded answers"
+    return unstable_cause(case, evidence) or \
+        "make every run of this case answer: see the detail for the run that did not"
+
+
+def unstable_cause(case: str, evidence: Evidence) -> str | None:
+    """Why a case's answers differ between runs, from the tie-break run (the primary label
+    with another run's hash seed); None when they do not differ."""
+    first = _outcome(evidence.primary, case)
+    answers = {o.answer_sha256 for o in (_outcome(run, case) for run in evidence.others)
+               if o is not None and o.answer_sha256 is not None}
+    if first is None or first.answer_sha256 is None or answers <= {first.answer_sha256}:
+        return None
+    again = _outcome(evidence.tiebreak, case)
+    if again is None or again.answer_sha256 is None:
+        return BOTH_CAUSES
+    if again.answer_sha256 == first.answer_sha256:
+        return LABEL_CAUSE
+    if again.answer_sha256 == _sha(evidence.others[0] if evidence.others else None, case):
+        return SEED_CAUSE
+    return BOTH_CAUSES
+
+
+def _miss_advice(case: str, missed: Sequence[Served], evidence: Evidence) -> str:
+    asked = next((call.asked for call in missed if call.tool is None and call.asked), "")
+    if asked and evidence.label and evidence.label in asked:
+        return ("a prompt holds the provider's name, so no recording can ever match it: "
+                "never put provider.name in a prompt")
+    fix = f"re-record case {case}: `{RERECORD.format(case)}`"
+    if missed[0].http:
+        parts = f"; it differs from the closest recorded one: {missed[0].asked}" \
+            if missed[0].asked else ""
+        return f"{fix} (an SDK request {case}.http.json does not hold: {missed[0].key}{parts})"
+    recorded = evidence.recorded_prompts.get(case, ())
+    if asked and recorded:
+        best, _ = closest(asked.strip(), recorded, lambda prompt: prompt)
+        return f"{fix}; the prompt asked first differs from the closest recorded one " \
+            f"{divergence(asked, best)}"
+    if not asked:
+        return f"{fix} (a tool call the fixtures do not hold: {missed[0].key})"
+    return fix
+
+
+def _sha(run: RunResult | None, case: str) -> str | None:
+    outcome = _outcome(run, case)
+    return None if outcome is None else outcome.answer_sha256
+
+
+def _stability(first: CaseOutcome | None, others: Sequence[CaseOutcome | None],
+               blocked: str) -> str:
+    """The stability detail of one case. Its words never depend on what was drawn (which
+    family's run failed, how many runs differed), so a report's digest does not either."""
+    problem = _unusable(first, blocked)
+    if problem is not None:
+        return problem
+    problems = sorted({p for o in others if (p := _unusable(o, blocked)) is not None})
+    if problems:
+        return f"{problems[0]} under another provider label and hash seed"
+    if not others:
+        return "it was run under one provider label only"
+    assert first is not None
+    if any(o is not None and o.answer_sha256 != first.answer_sha256 for o in others):
+        return "the answer changed with the provider label or the hash seed"
+    return STABLE
+
+
+def _unusable(outcome: CaseOutcome | None, blocked: str) -> str | None:
+    """Why one run's answer to a case cannot be compared, or None when it can."""
+    failure = _failed_run(outcome, blocked)
+    if failure is not None:
+        return failure
+    assert outcome is not None
+    if _misses(outcome):
+        return _unrecorded(outcome)
+    if outcome.answer is None:
+        return _no_answer(outcome)
+    if not _asked(outcome):
+        return NEVER_ASKED
+    return None
+
+
+# -- loud_failure -------------------------------------------------------------------------
+
+
+def loud_failure(evidence: Evidence, rubric: Rubric, criterion: Criterion) -> CriterionResult:
+    """Per case: a miss withheld at each call its primary run made escapes run(), and
+    nothing is served after it; and the submission's own Replay raises on a miss."""
+    shares = per_case_points(rubric, criterion)
+    checks, advice = [], []
+    for case in evidence.cases:
+        detail = loudness(case.id, evidence)
+        passed = detail.startswith(ESCAPED)
+        checks.append(_check(case.id, passed, shares[case.id], detail))
+        if not passed:
+            advice.append(NOT_RAN_ADVICE if detail.startswith(NOT_PROBED) else LOUD_ADVICE)
+    own = criterion.points.get(OWN_REPLAY)
+    if own is not None:
+        detail = _own_replay(evidence.probe, evidence.blocked)
+        if detail == REPLAY_OK and not any(ran(_outcome(evidence.primary, case.id))
+                                           for case in evidence.cases):
+            detail = ("not credited: no case of the agent ran on its recordings, so nothing "
+                      "showed that a miss is loud")
+        passed = detail == REPLAY_OK
+        checks.append(_check(OWN_REPLAY, passed, own, detail))
+        if not passed:
+            advice.append("Your Replay must answer a recorded prompt (strip it before hashing) "
+                          "and raise CassetteMiss for a key it does not hold.")
+    return criterion_result(criterion, checks, advice)
+
+
+NOT_PROBED, NOT_CHECKED = "not probed: ", "not checked: "
+NOT_RAN_ADVICE = ("Make every case run on its recordings first (see Contract stability): a "
+                  "case is probed for loud failure, and its trace checked, only once its "
+                  "primary run returns an answer with every call it asks served.")
+LOUD_ADVICE = ("Let every CassetteMiss (and MissingFixtureError) propagate out of run(), "
+               "at every call: no except that swallows it, no default answer, no retry that "
+               "hides it, no contextlib.suppress; if you must wrap it, use "
+               "`raise YourError(...) from miss`.")
+
+
+def loudness(case: str, evidence: Evidence) -> str:
+    """The loud-failure detail of one case: ``ESCAPED`` and what was probed, or the first
+    probe whose miss did not escape (its call, the head of what it asked, and what the
+    agent did), or why the case could not be probed."""
+    primary = _outcome(evidence.primary, case)
+    if not ran(primary):
+        return NOT_PROBED + _not_ran(primary, evidence.blocked)
+    assert primary is not None
+    planned, runs = planned_probes(primary), dict(evidence.loud)
+    for withhold in planned:
+        probe = runs.get(withhold)
+        outcome = _outcome(probe, case)
+        problem = loud_problem(withhold, outcome)
+        if problem is not None:
+            return f"{_probe_name(withhold, primary, outcome)}: {problem}"
+    tools = " and at its first tool call" if planned[-1].kind == "tool" else ""
+    n = provider_calls(primary)
+    return f"{ESCAPED} at each of its {n} provider call(s){tools}"
+
+
+def _probe_name(withhold: Withhold, primary: CaseOutcome, outcome: CaseOutcome | None) -> str:
+    """``call 2 of 4 ('Task: ...')``: which call was withheld, and the head of what it asked."""
+    calls = [call for call in primary.calls if (call.tool is not None) == (withhold.kind == "tool")]
+    name = f"{withhold} of {len(calls)}"
+    withheld = next((call for call in outcome.calls if call.withheld), None) if outcome else None
+    return f"{name} ('{head(withheld)}')" if withheld is not None and withheld.asked else name
+
+
+def _not_ran(outcome: CaseOutcome | None, blocked: str) -> str:
+    """Why a case's primary run shows nothing to probe or trace."""
+    failure = _failed_run(outcome, blocked)
+    if failure is not None:  # timed out or crashed; else never run, and why
+        return f"its primary run {failure}" if outcome is not None and \
+            outcome.status in ("timeout", "crashed") else failure
+    assert outcome is not None
+    if _misses(outcome):
+        return f"its primary run {_unrecorded(outcome)}; record them first"
+    if outcome.status == "raised":
+        return f"its primary run raised {_exception(outcome)}"
+    if outcome.answer is None:
+        return f"its primary run {_no_answer(outcome)}"
+    return "its primary run never asked the provider"
+
+
+def _own_replay(probe: ReplayProbe | None, blocked: str) -> str:
+    if probe is None:
+        return blocked or "your Replay was not probed"
+    if not probe.loaded:
+        return f"your Replay could not be used: {quote(probe.detail)}"
+    if not probe.whitespace_hit:
+        return ("your Replay did not answer a recorded prompt asked with extra outer "
+                f"whitespace: {quote(probe.detail)}")
+    if not probe.miss_raised:
+        return "your Replay answered an unrecorded prompt instead of raising"
+    if not probe.raised_miss:
+        return f"your Replay raised {quote(str(probe.exception))} on an unrecorded prompt, " \
+            "not CassetteMiss"
+    return REPLAY_OK
+
+
+# -- tracing -------------------------------------------------------------------------------
+
+
+def tracing(evidence: Evidence, rubric: Rubric, criterion: Criterion) -> CriterionResult:
+    """Per case: each call the parent answered has a record naming its key, written after
+    the answer, with its label, latency and ok; each call it withheld in the loud-failure
+    probes, one with ok false and its error. Records are paired with calls by key."""
+    shares = per_case_points(rubric, criterion)
+    checks, advice = [], []
+    for case in evidence.cases:
+        good, total, detail = _traced(case.id, evidence)
+        points = cents(shares[case.id] * good / total) if total else ZERO
+        checks.append(CheckResult(case.id, total > 0 and good == total, points,
+                                  shares[case.id], detail))
+        if not total:
+            advice.append(NOT_RAN_ADVICE)
+        elif good != total:
+            advice.append(
+                "Wrap the provider in Traced (or write one JSON line per call yourself, once "
+                "the call has returned or raised) to $GRADEKIT_TRACE: key, provider (the "
+                "provider's name), latency_ms, ok, and error on a call that failed."
+            )
+    return criterion_result(criterion, checks, advice)
+
+
+def _traced(case: str, evidence: Evidence) -> tuple[int, int, str]:
+    """(records right, records expected, detail) for one case."""
+    outcome = _outcome(evidence.primary, case)
+    if not ran(outcome):
+        return 0, 0, NOT_CHECKED + _not_ran(outcome, evidence.blocked)
+    assert outcome is not None
+    good, left_over, early = _judge_records(outcome, evidence.label)
+    calls = len(outcome.calls)
+    detail = f"{good} of {calls} calls traced correctly"
+    if left_over:
+        detail += f"; {left_over} record(s) name no call the grader answered"
+    if early:
+        detail += f"; {early} record(s) written before the grader answered their call"
+    missed, missed_good = _traced_misses(case, evidence)
+    if missed:
+        detail += f"; {missed_good} of {missed} withheld calls traced with ok false and " \
+            "their error"
+    if outcome.trace_error:
+        detail += f"; trace file: {quote(outcome.trace_error)}"
+    return good + missed_good, calls + left_over + missed, detail
+
+
+def _judge_records(outcome: CaseOutcome, label: str, *,
+                   only: Callable[[Served], bool] = lambda call: True) -> tuple[int, int, int]:
+    """(calls with a right record, records that name no call, calls traced early), counting
+    the calls ``only`` keeps."""
+    pairing = pair_records(outcome.calls, outcome.trace)
+    good = sum(1 for call, index in zip(outcome.calls, pairing.records, strict=True)
+               if only(call) and index is not None
+               and _record_ok(outcome.trace[index], call, label))
+    return good, len(pairing.left_over), len(pairing.early)
+
+
+def _traced_misses(case: str, evidence: Evidence) -> tuple[int, int]:
+    """(withheld calls in the case's probe runs, those traced right)."""
+    expected = right = 0
+    for _, run in evidence.loud:
+        outcome = _outcome(run, case)
+        if outcome is None:
+            continue
+        expected += sum(1 for call in outcome.calls if not call.served)
+        right += _judge_records(outcome, evidence.label, only=lambda call: not call.served)[0]
+    return expected, right
+
+
+def _record_ok(record: TraceRecord, call: Served, label: str) -> bool:
+    """A record that matches what the parent served (its key, paired already)."""
+    if not _latency_ok(record.latency_ms):
+        return False
+    if not (record.tool == call.tool if call.tool else record.provider == label):
+        return False
+    if call.served:
+        return record.ok is True
+    return record.ok is False and isinstance(record.error, str) and record.error != ""
+
+
+def _latency_ok(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and value >= 0
+
+
+# -- written_summary ----------------------------------------------------------------------
+
+
+def written_summary(evidence: Evidence, rubric: Rubric, criterion: Criterion) -> CriterionResult:
+    """FAILURES.md, scored by structure; always marked for a human to read."""
+    return score_written_summary(
+        evidence.failures, points=criterion.points, weight=Decimal(criterion.weight),
+        criterion_id=criterion.id, title=criterion.title,
+    )
+
+
+# -- stretch_goal ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class StretchGoal:
+    """A stretch goal: a deterministic evidence check and the words its write-up must name."""
+
+    id: str
+    names: tuple[str, ...]  # a FAILURES.md entry naming any of these is its write-up
+    evidence: Callable[[Evidence], str | None]  # None when the evidence holds, else why not
+    basis: Callable[[Evidence], str]  # when it holds: the files and keys it rests on
+
+
+def _two_providers(evidence: Evidence) -> str | None:
+    if evidence.second_set is None:
+        return evidence.second_set_problem or "no second cassette set was replayed"
+    for case in evidence.cases:
+        outcome = evidence.second_set.outcomes.get(case.id)
+        failure = _failed_run(outcome, evidence.blocked)
+        if failure is not None:
+            return f"case {case.id} on the second cassette set: {failure}"
+        assert outcome is not None
+        if _misses(outcome):
+            return f"case {case.id} on the second cassette set: {_unrecorded(outcome)}"
+        if outcome.answer is None:
+            return f"case {case.id} on the second cassette set: {_no_answer(outcome)}"
+        if not _asked(outcome):
+            return f"case {case.id} on the second cassette set: {NEVER_ASKED}"
+    return None
+
+
+def _no_answer(outcome: CaseOutcome) -> str:
+    """What a run gave instead of a str answer."""
+    if outcome.status == "raised":
+        return f"raised {_exception(outcome)}"
+    return f"returned {_shown(outcome)}, not str"
+
+
+def _shown(outcome: CaseOutcome) -> str:
+    """A returned value for feedback: the text itself (quoted, so capped), None, or the type."""
+    if outcome.answer is not None:
+        return quote(repr(outcome.answer))
+    return "None" if outcome.returned_type == "NoneType" else quote(str(outcome.returned_type))
+
+
+def _exception(outcome: CaseOutcome) -> str:
+    """The raised exception's class name, as the child reported it: any text at all."""
+    return quote(str(outcome.exception))
+
+
+def _tool_fixtures(evidence: Evidence) -> str | None:
+    if evidence.primary is None:
+        return evidence.blocked or "the agent was not run"
+    outcomes = [evidence.primary.outcomes.get(case.id) for case in evidence.cases]
+    if not any(call.tool for o in outcomes if o for call in o.calls):
+        return "the agent made no tool call: take a third parameter, tools, and use it"
+    for case, outcome in zip(evidence.cases, outcomes, strict=True):
+        calls = outcome.calls if outcome else ()
+        if any(call.tool and not call.served for call in calls):
+            return f"case {case.id} made a tool call its fixture does not hold"
+        paired = pair_records(calls, outcome.trace).records if outcome else ()
+        for call, index in zip(calls, paired, strict=True):
+            if call.tool and (index is None or outcome is None
+                              or outcome.trace[index].tool != call.tool):
+                return f"case {case.id}: tool calls are not traced (wrap tools in TracedTools)"
+    return None
+
+
+def _rerecord_review(evidence: Evidence) -> str | None:
+    return evidence.review_problem
+
+
+def _served_from(run: RunResult | None, cases: tuple[Case, ...], folder: str,
+                 tools: bool) -> str:
+    """Per case, each recording file and the keys of what it served in ``run``: the
+    fixtures (``tools``), else the cassette and the HTTP cassette (an SDK's requests)."""
+    parts = []
+    for case in cases:
+        outcome = _outcome(run, case.id)
+        served = [c for c in outcome.calls if c.served and (c.tool is not None) == tools] \
+            if outcome else []
+        for suffix, http in ((".json", False), (".http.json", True)):
+            keys = sorted({c.key for c in served if c.http == http})
+            if keys:
+                parts.append(f"{folder}/{case.id}{suffix}: {shown_keys(keys)}")
+    return "; ".join(parts)
+
+
+def shown_keys(keys: Sequence[str], shown: int = 6) -> str:
+    """Keys for a reviewer: the first few, and how many more."""
+    more = f" and {len(keys) - shown} more" if len(keys) > shown else ""
+    return ", ".join(keys[:shown]) + more
+
+
+STRETCH_GOALS: Mapping[str, StretchGoal] = {
+    "rerecord-review": StretchGoal(
+        "rerecord-review", ("rerecord-review", "re-record"), _rerecord_review,
+        lambda e: e.review_basis),
+    "tool-fixtures": StretchGoal(
+        "tool-fixtures", ("tool-fixtures", "tool fixture"), _tool_fixtures,
+        lambda e: "tool calls served from " + _served_from(e.primary, e.cases, e.fixtures,
+                                                          tools=True)),
+    "cut-point": StretchGoal(
+        "cut-point", ("cut-point", "cut point", "incident"), lambda e: e.cut_point_problem,
+        lambda e: f"{e.incident_test} passes on the submission's guard and fails when it "
+                  "allows every action"),
+    "two-providers": StretchGoal(
+        "two-providers", ("two-providers", "two providers"), _two_providers,
+        lambda e: "prompts served from " + _served_from(e.second_set, e.cases,
+                                                       e.second_cassettes, tools=False)),
+}
+
+
+def stretch_goal(evidence: Evidence, rubric: Rubric, criterion: Criterion) -> CriterionResult:
+    """The best claimed stretch goal: its evidence holds and FAILURES.md writes it up."""
+    if not evidence.stretch:
+        check = _check("claimed", False, cents(Decimal(criterion.weight)),
+                       "no stretch goal claimed (stretch = [...] in [tool.gradekit])")
+        return criterion_result(criterion, [check], [f"Finish one of: {', '.join(STRETCH_GOALS)}."])
+    scored = [_score_goal(goal_id, evidence, criterion) for goal_id in evidence.stretch]
+    best = max(scored, key=lambda checks: sum((c.points for c in checks), ZERO))
+    advice = [] if all(c.passed for c in best) else [
+        "Finish one stretch goal completely and write up, in FAILURES.md, the failure it found."
+    ]
+    # The write-up is judged by its structure only: a person reads it before the points count.
+    return criterion_result(criterion, best, advice, review=True)
+
+
+def _score_goal(goal_id: str, evidence: Evidence, criterion: Criterion) -> list[CheckResult]:
+    proof, write_up = criterion.points[EVIDENCE], criterion.points[WRITE_UP]
+    goal = STRETCH_GOALS.get(goal_id)
+    if goal is None:
+        known = ", ".join(STRETCH_GOALS)
+        return [_check(quote(goal_id), False, proof + write_up,
+                       f"unknown stretch goal {quote(goal_id)!r}; known: {known}")]
+    why_not = goal.evidence(evidence)
+    named = _written_up(evidence.failures, goal.names)
+    return [
+        _check(f"{goal_id}: evidence", why_not is None, proof,
+               why_not or f"the evidence holds: {goal.basis(evidence)}"),
+        _check(f"{goal_id}: write-up", named, write_up,
+               "FAILURES.md has an entry naming it" if named
+               else f"no FAILURES.md entry names {goal.names[0]!r}"),
+    ]
+
+
+def _written_up(failures: str | None, names: tuple[str, ...]) -> bool:
+    if failures is None:
+        return False
+    entries = parse_failures(failures).entries
+    # A person reads the heading as part of the entry: "## tool-fixtures: ..." names it.
+    return any(name.lower() in f"{entry.title}\n{entry.text}".lower()
+               for entry in entries for name in names)
+
+
+# The checks of what a submission does under the lab's contract; grader.scoring._judged adds the
+# checks judged against the rubric's expectations and regression sets (BUILTIN_CHECKS).
+CORE_CHECKS: Mapping[str, Check] = {
+    "contract_stability": contract_stability,
+    "loud_failure": loud_failure,
+    "tracing": tracing,
+    "written_summary": written_summary,
+    "stretch_goal": stretch_goal,
+}

@@ -1,0 +1,367 @@
+"""Scoring a submission's failure log (``FAILURES.md``): the ``written_summary`` criterion.
+
+The format (docs/formats.md): ``# Failures``, then ``## <title>`` entries with bullets
+``- Symptom: ...``, ``- Cause: ...`` and ``- Fix: ...`` or ``- Status: ...`` (a field may go
+on over indented lines), and a ``## Boundaries`` section whose bullets name what the lab
+cannot measure.
+
+Sub-checks, with maxima from the rubric's points table:
+
+- ``entries``: full points for two or more complete entries, half for one, none for zero.
+  An entry is complete when Symptom, Cause and Fix-or-Status each hold at least
+  ``MIN_FIELD`` characters and no placeholder. Incomplete entries beside two complete ones
+  are named in the detail but cost nothing: an extra honest note must not lower a grade.
+- ``boundaries``: a Boundaries section with at least one bullet that names something.
+- ``no_placeholders``: no TODO, TBD, FIXME, lorem ipsum, free-standing "..." or
+  ``<describe>``-style template text outside code; a file with no entry earns nothing
+  here, since nothing was written to judge.
+
+What counts is what a person reads, as GitHub shows the file: code spans, fenced blocks and
+indented blocks (four columns past the margin, or past a bullet's text inside a list item,
+after a blank line) are code, and a one-word token that is part of a path
+(``fixtures/<case>.json``, ``lab/.../agent.py``, ``TODO.md``) names a file, not a gap.
+
+A written summary is always marked for review by a person. Text from the log that a
+detail or advice quotes (a title, a bullet, a placeholder) goes through ``quote``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from decimal import ROUND_DOWN, Decimal
+
+from gradekit import UsageError
+from grader._model import (
+    BOUNDARIES,
+    CENT,
+    ENTRIES,
+    NO_PLACEHOLDERS,
+    CheckResult,
+    CriterionResult,
+)
+from grader._text import quote
+
+__all__ = [
+    "MIN_FIELD",
+    "FailureEntry",
+    "FailureLog",
+    "find_placeholders",
+    "parse_failures",
+    "score_written_summary",
+]
+
+MIN_FIELD = 15  # characters a Symptom, Cause, Fix or Status needs to say something
+SUBCHECK_IDS = (ENTRIES, BOUNDARIES, NO_PLACEHOLDERS)
+_REQUIRED = (("symptom",), ("cause",), ("fix", "status"))
+_FIELD_LABEL = {("symptom",): "Symptom", ("cause",): "Cause", ("fix", "status"): "Fix or Status"}
+
+_HEADING = re.compile(r"##[ \t]+(.+?)[ \t#]*")
+_BULLET = re.compile(r" ?[-*+][ \t]+(.*)")
+_FIELD = re.compile(r"[*_]*([A-Za-z][A-Za-z ]*?)[*_]*[ \t]*:[*_]*[ \t]*(.*)")
+_FENCE = re.compile(r"[ \t]*(```|~~~)")
+_ITEM = re.compile(r"[ \t]*(?:[-*+]|[0-9]{1,9}[.)])(?:[ \t]+|$)")
+_PATH_BEFORE = re.compile(r"(?:/|\S\\)$")  # a bare "\<" is Markdown's escape, not a path
+_PATH_AFTER = re.compile(r"[/\\]|\.[A-Za-z0-9]")
+_CODE_SPAN = re.compile(r"(`+).*?\1")
+_HTML_TAGS = frozenset(
+    ("a", "b", "br", "code", "del", "details", "em", "hr", "i", "img", "kbd", "p", "pre", "s",
+     "small", "span", "strong", "sub", "summary", "sup", "u")
+)
+_PLACEHOLDERS = (
+    re.compile(r"\b(?:TODO|TBD|FIXME)\b"),
+    re.compile(r"\blorem ipsum\b", re.IGNORECASE),
+    re.compile(r"(?<![\w.])(?:\.\.\.|…)(?![\w.])"),
+    re.compile(r"<[A-Za-z][A-Za-z0-9 _-]*>"),
+)
+
+_HOW_TO = (
+    "each '## <what failed>' entry needs '- Symptom:', '- Cause:' and '- Fix:' (or "
+    f"'- Status:') lines of at least {MIN_FIELD} characters"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class FailureEntry:
+    """One ``## <title>`` section of the failure log other than Boundaries."""
+
+    title: str
+    line: int  # 1-based line of the heading
+    fields: Mapping[str, str]  # lower-case field name -> its text, lines joined by a space
+    text: str  # everything under the heading, as written
+
+
+@dataclass(frozen=True, slots=True)
+class FailureLog:
+    """A parsed failure log: its entries in file order and its Boundaries bullets."""
+
+    entries: tuple[FailureEntry, ...]
+    boundaries: tuple[str, ...] | None  # None: no Boundaries section at all
+
+
+def parse_failures(text: str) -> FailureLog:
+    """Split a failure log into entries and the Boundaries bullets; never raises."""
+    lines = text.splitlines()
+    fenced = _code(lines)
+    entries: list[FailureEntry] = []
+    boundaries: list[str] | None = None
+    for title, start, end in _sections(lines, fenced):
+        bullets = _bullets(lines[start:end], fenced[start:end])
+        if title.lower().startswith("boundaries"):
+            boundaries = [*(boundaries or []), *bullets]
+        else:
+            body = "\n".join(lines[start:end]).strip()
+            entries.append(
+                FailureEntry(title=title, line=start, fields=_fields(bullets), text=body))
+    return FailureLog(
+        entries=tuple(entries), boundaries=None if boundaries is None else tuple(boundaries)
+    )
+
+
+def find_placeholders(text: str) -> list[tuple[int, str]]:
+    """Template text outside code, as (line, what) in reading order."""
+    lines = text.splitlines()
+    found = []
+    for number, (line, code) in enumerate(zip(lines, _code(lines), strict=True), 1):
+        if code:
+            continue
+        prose = _CODE_SPAN.sub(" ", line)
+        hits = [m for pattern in _PLACEHOLDERS for m in pattern.finditer(prose)]
+        for match in sorted(hits, key=lambda m: m.start()):
+            if match[0].startswith("<") and match[0][1:-1].lower() in _HTML_TAGS:
+                continue
+            if _in_path(prose, match):
+                continue
+            found.append((number, match[0]))
+    return found
+
+
+def _in_path(prose: str, match: re.Match[str]) -> bool:
+    """Whether a one-word token is part of a path: right after ``/`` (or a ``\\`` that
+    follows a character), or right before ``/``, ``\\`` or an extension such as ``.json``.
+    ``<describe the fix>`` has spaces and ``Fix: <describe>.`` ends a sentence: still gaps."""
+    if " " in match[0]:
+        return False
+    return bool(_PATH_BEFORE.search(prose, 0, match.start())
+                or _PATH_AFTER.match(prose, match.end()))
+
+
+def score_written_summary(
+    text: str | None,
+    *,
+    points: Mapping[str, Decimal],
+    weight: Decimal,
+    criterion_id: str = "written_summary",
+    title: str = "Written summary",
+    filename: str = "FAILURES.md",
+) -> CriterionResult:
+    """Score a failure log; ``text=None`` means the file is missing or unreadable."""
+    if set(points) != set(SUBCHECK_IDS) or sum(points.values(), Decimal(0)) != weight:
+        raise UsageError(
+            f"written_summary needs points for {', '.join(SUBCHECK_IDS)} summing to {weight}, "
+            f"got {dict(sorted(points.items()))}; pass the rubric criterion's points"
+        )
+    if text is None:
+        scored = _missing(points, filename)
+    else:
+        log = parse_failures(text)
+        scored = [
+            _entries(log, points[ENTRIES]),
+            _boundaries(log, points[BOUNDARIES]),
+            _no_placeholders(log, find_placeholders(text), points[NO_PLACEHOLDERS], filename),
+        ]
+    checks = tuple(check for check, _ in scored)
+    return CriterionResult(
+        id=criterion_id,
+        title=title,
+        points=sum((c.points for c in checks), Decimal(0)),
+        max=weight,
+        checks=checks,
+        review=True,
+        advice=tuple(advice for _, advice in scored if advice),
+    )
+
+
+Scored = tuple[CheckResult, str]
+
+
+def _missing(points: Mapping[str, Decimal], filename: str) -> list[Scored]:
+    detail = f"{filename} is missing or could not be read as UTF-8 text"
+    advice = (
+        f"Add {filename} at the root of your submission: '# Failures', at least two "
+        "'## <what failed>' entries with '- Symptom:', '- Cause:' and '- Fix:' (or "
+        "'- Status:') lines, and a '## Boundaries' section with '- What this lab cannot "
+        "measure: ...'."
+    )
+    checks = [
+        CheckResult(name, False, Decimal("0.00"), points[name], detail) for name in SUBCHECK_IDS
+    ]
+    return [(checks[0], advice), *((check, "") for check in checks[1:])]
+
+
+def _entries(log: FailureLog, most: Decimal) -> Scored:
+    faults = "; ".join(
+        f"'{quote(entry.title)}' (line {entry.line}): {', '.join(problems)}"
+        for entry in log.entries
+        if (problems := _entry_problems(entry))
+    )
+    complete = sum(1 for entry in log.entries if not _entry_problems(entry))
+    earned = (most * min(complete, 2) / 2).quantize(CENT, rounding=ROUND_DOWN)
+    counted = f"{complete} complete {'entry' if complete == 1 else 'entries'}"
+    not_counted = f"; not counted: {faults}" if faults else ""
+    if complete >= 2:
+        return CheckResult(ENTRIES, True, earned, most, f"{counted}{not_counted}"), ""
+    detail = f"{counted} of the 2 needed ({_HOW_TO}){not_counted}"
+    advice = f"Write at least two complete failure entries: {_HOW_TO}."
+    if faults:
+        advice += f" Complete these: {faults}."
+    return CheckResult(ENTRIES, False, earned, most, detail), advice
+
+
+def _entry_problems(entry: FailureEntry) -> list[str]:
+    problems = []
+    for names in _REQUIRED:
+        label = _FIELD_LABEL[names]
+        value = " ".join(entry.fields[n] for n in names if n in entry.fields).strip()
+        if not value:
+            problems.append(f"{label} is missing")
+        elif find_placeholders(value):
+            problems.append(f"{label} is template text ({quote(find_placeholders(value)[0][1])})")
+        elif len(value) < MIN_FIELD:
+            problems.append(f"{label} has {len(value)} characters, needs {MIN_FIELD}")
+    return problems
+
+
+def _boundaries(log: FailureLog, most: Decimal) -> Scored:
+    named = [b for b in log.boundaries or () if _names_something(b)]
+    if named:
+        detail = f"the Boundaries section names a limit: '{quote(named[0])}'"
+        return CheckResult(BOUNDARIES, True, most, most, detail), ""
+    if log.boundaries is None:
+        detail = "no '## Boundaries' section"
+    else:
+        detail = "the '## Boundaries' section has no bullet naming something"
+    advice = (
+        "Add a '## Boundaries' section with a bullet such as '- What this lab cannot "
+        "measure: <the things a replayed cassette cannot tell you>' filled in with real ones."
+    )
+    return CheckResult(BOUNDARIES, False, Decimal("0.00"), most, detail), advice
+
+
+def _names_something(bullet: str) -> bool:
+    field = _FIELD.fullmatch(bullet)
+    named = field[2] if field else bullet
+    return bool(re.search(r"[^\W\d_]{3,}", named)) and not find_placeholders(named)
+
+
+def _no_placeholders(
+    log: FailureLog, found: Sequence[tuple[int, str]], most: Decimal, filename: str
+) -> Scored:
+    if not log.entries:
+        detail = f"{filename} has no '## ' entry yet, so there is nothing to credit"
+        advice = "Write your failure entries; this part is earned by finished text."
+        return CheckResult(NO_PLACEHOLDERS, False, Decimal("0.00"), most, detail), advice
+    if not found:
+        detail = "no template text (TODO, TBD, FIXME, '...', lorem ipsum, <describe>)"
+        return CheckResult(NO_PLACEHOLDERS, True, most, most, detail), ""
+    listed = ", ".join(f"line {line}: {quote(what)!r}" for line, what in found)
+    detail = f"template text left in: {listed}"
+    advice = (
+        "Replace every placeholder with what actually happened (quote real output in "
+        "`backticks` if it contains '...')."
+    )
+    return CheckResult(NO_PLACEHOLDERS, False, Decimal("0.00"), most, detail), advice
+
+
+def _code(lines: Sequence[str]) -> list[bool]:
+    """Which lines a reader sees as code: fenced blocks and indented ones."""
+    fenced = _fenced(lines)
+    return [f or i for f, i in zip(fenced, _indented_code(lines, fenced), strict=True)]
+
+
+def _indented_code(lines: Sequence[str], fenced: Sequence[bool]) -> list[bool]:
+    """Indented code blocks as CommonMark (and so GitHub) reads them: after a blank line,
+    four columns past the margin, where inside a list item the margin is where the item's
+    text starts. So a bullet's text continued four spaces in stays prose, as it renders."""
+    marks: list[bool] = []
+    margins: list[int] = []  # the text columns of the list items the line may be inside
+    may_open = True  # a code block may start here: at the top, after a blank line or code
+    for line, fence in zip(lines, fenced, strict=True):
+        expanded = line.expandtabs(4)
+        indent = len(expanded) - len(expanded.lstrip())
+        blank = not line.strip()
+        code = not (fence or blank) and may_open and indent >= (margins or [0])[-1] + 4
+        marks.append(code)
+        if not (fence or blank or code):
+            item = _ITEM.match(expanded)
+            if item or may_open or line.startswith("#"):  # not a lazy continuation line
+                margins = [m for m in margins if m <= indent]
+            if item:
+                margins.append(item.end())
+        may_open = not fence and (blank or code)
+    return marks
+
+
+def _fenced(lines: Sequence[str]) -> list[bool]:
+    """Which lines are fenced code (the fences included)."""
+    inside, marks = "", []
+    for line in lines:
+        fence = _FENCE.match(line)
+        if fence and (not inside or fence[1] == inside):
+            marks.append(True)
+            inside = "" if inside else fence[1]
+        else:
+            marks.append(bool(inside))
+    return marks
+
+
+def _sections(lines: Sequence[str], fenced: Sequence[bool]) -> list[tuple[str, int, int]]:
+    """Each ``## `` section as (title, first body line index, end index)."""
+    starts = [
+        (heading[1].strip(), number)
+        for number, (line, code) in enumerate(zip(lines, fenced, strict=True))
+        if not code and (heading := _HEADING.fullmatch(line))
+    ]
+    ends = [number for _, number in starts[1:]] + [len(lines)] * bool(starts)
+    return [(title, start + 1, end) for (title, start), end in zip(starts, ends, strict=True)]
+
+
+def _bullets(lines: Sequence[str], fenced: Sequence[bool]) -> list[str]:
+    """Top-level bullets with their continuation lines joined by one space; a line of code
+    joins as a code span, so a field's code is code to ``find_placeholders`` too."""
+    bullets: list[list[str]] = []
+    state = "none"  # "item": just read bullet text; "gap": a blank line inside a bullet
+    for line, code in zip(lines, fenced, strict=True):
+        indented = line[:1].isspace()
+        bullet = None if code else _BULLET.fullmatch(line)
+        if bullet:
+            bullets.append([bullet[1].strip()])
+            state = "item"
+        elif not line.strip():
+            state = "gap" if state != "none" else "none"
+        elif (state == "item" and (indented or not (code or line.startswith("#")))) or (
+            state == "gap" and indented
+        ):
+            bullets[-1].append(_as_code_span(line.strip()) if code else line.strip())
+            state = "item"
+        else:
+            state = "none"
+    return [" ".join(parts).strip() for parts in bullets]
+
+
+def _fields(bullets: Sequence[str]) -> dict[str, str]:
+    fields: dict[str, str] = {}
+    for bullet in bullets:
+        field = _FIELD.fullmatch(bullet)
+        if field:
+            name = field[1].strip().lower()
+            fields[name] = f"{fields[name]} {field[2]}".strip() if name in fields else field[2]
+    return fields
+
+
+def _as_code_span(text: str) -> str:
+    """``text`` as one Markdown code span, delimited by a longer run of backticks than any
+    it holds (a fence line too, so its backticks stay inside)."""
+    ticks = "`" * (max((len(run) for run in re.findall(r"`+", text)), default=0) + 1)
+    return f"{ticks} {text} {ticks}"

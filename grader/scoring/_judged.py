@@ -1,0 +1,160 @@
+"""The checks judged against the rubric's own truth: each case's expectation snapshot
+(``expectations``) and the items of a pinned regression set (``regression``), beside the
+core checks of ``grader.scoring._checks``; ``BUILTIN_CHECKS`` is all of them.
+
+Both are pure, like every check. Where the rubric cannot say what success is (a case
+without an expected outcome, a regression criterion that names no set, a set version or
+an item's recording that the instructor's side lacks), the check is **degraded**: it
+scores nothing, is never passed, and its first point of divergence is
+``evaluation.contract`` (``grader._model.CONTRACT``). Never a silent full score.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from decimal import Decimal
+
+from grader._expect import Expectation, Observed, judge, met
+from grader._model import CaseOutcome, CheckResult, CriterionResult, ItemRun
+from grader._text import quote
+from grader.rubric import Case, Criterion, Rubric, distribute, per_case_points
+from grader.scoring._checks import CORE_CHECKS, Check, Evidence, criterion_result
+
+__all__ = ["BUILTIN_CHECKS", "contract_gaps", "expectations", "observed", "regression"]
+
+ZERO = Decimal("0.00")
+_AGAIN = "bump the rubric's version and grade again"
+
+
+def _degraded(check_id: str, maximum: Decimal, why: str) -> CheckResult:
+    return CheckResult(check_id, False, ZERO, maximum, why, degraded=True)
+
+
+def observed(outcome: CaseOutcome | None) -> Observed:
+    """What the grader saw of a run, as the fact oracle judges it: how it ended, the
+    answer it kept, and every tool the agent called (served or not), in order."""
+    if outcome is None:
+        return Observed("not_run", None)
+    return Observed(outcome.status, outcome.answer,
+                    tuple(call.tool for call in outcome.calls if call.tool is not None))
+
+
+# -- expectations ----------------------------------------------------------------------------
+
+
+def _no_outcome(case: Case) -> str:
+    return (f"case {case.id} has no expected outcome: add [case.expect] with outcome = "
+            f'"answer" or "raise" under it in the rubric, {_AGAIN}')
+
+
+def _expected(case: Case) -> Expectation | None:
+    return case.expect if case.expect is not None and case.expect.outcome else None
+
+
+def expectations(evidence: Evidence, rubric: Rubric, criterion: Criterion) -> CriterionResult:
+    """Per case: the primary run meets the case's expectation snapshot (outcome, forbidden
+    actions, facts); degraded where the rubric gives the case no expected outcome."""
+    shares = per_case_points(rubric, criterion)
+    checks, advice = [], []
+    for case in evidence.cases:
+        expect = _expected(case)
+        if expect is None:
+            checks.append(_degraded(case.id, shares[case.id], _no_outcome(case)))
+            continue
+        outcome = None if evidence.primary is None else evidence.primary.outcomes.get(case.id)
+        problems = judge(expect, observed(outcome))
+        if outcome is None and evidence.blocked:
+            problems = [evidence.blocked]
+        checks.append(CheckResult(case.id, not problems, ZERO if problems else shares[case.id],
+                                  shares[case.id], "; ".join(map(quote, problems))
+                                  or met(expect)))
+        if problems:
+            advice.append(f"{case.id}: {quote(problems[0])}: the rubric expects "
+                          f"{_wanted(expect)}")
+    return criterion_result(criterion, checks, advice)
+
+
+def _wanted(expect: Expectation) -> str:
+    parts = [f"outcome {expect.outcome}"]
+    parts += [f"a mention of {fact!r}" for fact in expect.mentions]
+    parts += [f"no mention of {fact!r}" for fact in expect.never_mentions]
+    parts += [f"no call of {tool}" for tool in expect.forbidden_actions]
+    return ", ".join(parts)
+
+
+# -- regression ------------------------------------------------------------------------------
+
+
+def _no_set(criterion: Criterion) -> str:
+    return (f"criterion {criterion.id} names no regression set: add [criterion.params] "
+            f'set = "NAME@VERSION" under it in the rubric, {_AGAIN}')
+
+
+def _set_missing(ref: str) -> str:
+    return (f"regression set {ref} is not in the rubric's regression/ folder: promote into "
+            f"it (`gradekit regression promote ...`) or pin a version that exists, {_AGAIN}")
+
+
+def regression(evidence: Evidence, rubric: Rubric, criterion: Criterion) -> CriterionResult:
+    """Per item of the pinned regression set: its replay against the submission's code
+    stayed on the item's record and met the item's expectation; the weight is split over
+    the items. Degraded without a set, or for an item whose recording the set lacks."""
+    weight = Decimal(criterion.weight).quantize(Decimal("0.01"))
+    ref = criterion.params.get("set", "")
+    pinned = rubric.sets.get(ref) if ref else None
+    if pinned is None:
+        why = _no_set(criterion) if not ref else _set_missing(ref)
+        return criterion_result(criterion, [_degraded("set", weight, why)], [])
+    shares = distribute(weight, [1] * len(pinned.items))
+    runs: Mapping[str, ItemRun] = evidence.regression.get(pinned.ref, {})
+    checks, advice = [], []
+    for item, share in zip(pinned.items, shares, strict=True):
+        if item.missing:
+            checks.append(_degraded(item.id, share, f"{item.missing}; {_AGAIN}"))
+            continue
+        problems = _item_problems(item.expect, runs.get(item.id), evidence.blocked)
+        checks.append(CheckResult(item.id, not problems, ZERO if problems else share, share,
+                                  "; ".join(map(quote, problems)) or met(item.expect)))
+        if problems:
+            advice.append(f"{item.id} (regression set {pinned.ref}): {quote(problems[0])}")
+    return criterion_result(criterion, checks, advice)
+
+
+def _item_problems(expect: Expectation, run: ItemRun | None, blocked: str) -> list[str]:
+    if run is None:
+        return [blocked or "the item was not replayed"]
+    if run.error:
+        return [run.error]
+    if run.divergence:
+        return [f"the replay left the item's recorded run: {run.divergence}"]
+    return judge(expect, observed(run.outcome))
+
+
+# -- what the rubric leaves open --------------------------------------------------------------
+
+
+def contract_gaps(rubric: Rubric) -> list[str]:
+    """Every check of ``rubric`` that will be degraded whatever the submission does, with
+    why: said once before a batch starts, so an incomplete rubric is never a surprise."""
+    gaps = []
+    for criterion in rubric.criteria:
+        if criterion.check == "expectations":
+            gaps += [f"{criterion.id}/{case.id}: {_no_outcome(case)}" for case in rubric.cases
+                     if _expected(case) is None]
+        elif criterion.check == "regression":
+            ref = criterion.params.get("set", "")
+            pinned = rubric.sets.get(ref) if ref else None
+            if pinned is None:
+                why = _no_set(criterion) if not ref else _set_missing(ref)
+                gaps.append(f"{criterion.id}: {why}")
+            else:
+                gaps += [f"{criterion.id}/{item.id}: {item.missing}" for item in pinned.items
+                         if item.missing]
+    return gaps
+
+
+BUILTIN_CHECKS: Mapping[str, Check] = {
+    **CORE_CHECKS,
+    "expectations": expectations,
+    "regression": regression,
+}

@@ -1,0 +1,63 @@
+"""grader/submission."""
+
+from __future__ import annotations
+
+from grader.submission._files import (
+    CASSETTE_CAP,
+    CHANGE_LOG_CAP,
+    FAILURES_CAP,
+    FIXTURE_CAP,
+    INCIDENT_CAP,
+    PYPROJECT_CAP,
+    SOURCE_CAP,
+    MissingSubmissionFile,
+    SubmissionFileError,
+    check_submission_folder,
+    read_submission_file,
+    submission_files,
+)
+from grader.submission._manifest import (
+    Manifest,
+    ManifestError,
+    call_agent,
+    load_agent,
+    load_manifest,
+    load_tools,
+    takes_tools,
+)
+from grader.submission._roster import (
+    ROSTER_HEADER,
+    Identity,
+    Roster,
+    identify,
+    load_roster,
+    unclaimed,
+)
+
+__all__ = [
+    "CASSETTE_CAP",
+    "CHANGE_LOG_CAP",
+    "FAILURES_CAP",
+    "FIXTURE_CAP",
+    "INCIDENT_CAP",
+    "PYPROJECT_CAP",
+    "ROSTER_HEADER",
+    "SOURCE_CAP",
+    "Identity",
+    "Manifest",
+    "ManifestError",
+    "MissingSubmissionFile",
+    "Roster",
+    "SubmissionFileError",
+    "call_agent",
+    "check_submission_folder",
+    "identify",
+    "load_agent",
+    "load_manifest",
+    "load_roster",
+    "load_tools",
+    "read_submission_file",
+    "submission_files",
+    "takes_tools",
+    "unclaimed",
+]

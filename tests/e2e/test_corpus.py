@@ -1,0 +1,379 @@
+"""A corpus of student agents the kit did not write, recorded for real and graded in one batch.
+
+The grader was long tested on the reference agent plus one mutation at a time; agents shaped
+otherwise (a tool call first, a class, a helper, a loop, a wrapper provider, the openai SDK)
+hid holes. ``tests/corpus/<shape>/agent.py`` is an honest agent of each shape and every other
+module there one mistake, written the way that shape's student writes it. One module fixture
+builds a submission per (shape, module), records each with ``gradekit record`` against the
+loopback server (``echo()``: every answer quotes its question), stops the server, and grades
+them all offline in one ``gradekit grade`` batch on the short rubric. Each test then reads a
+report: an honest shape scores full marks; a mistake loses exactly the criterion its mistake
+breaks, keeps the honest shape's points everywhere else, and the detail says why.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import io
+import json
+import os
+import re
+import shutil
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from decimal import Decimal
+from pathlib import Path
+from typing import Any, Literal
+
+import pytest
+
+from gradekit import tool_key
+from grader.cli import main
+from grader.rubric._rubric import load_cases
+from tests.loopback import Loopback, echo
+from tests.submissions import short_rubric
+
+pytestmark = pytest.mark.slow
+
+CORPUS = Path(__file__).resolve().parents[1] / "corpus"
+BASE_URL = "http://127.0.0.1:8080/v1"  # the SDK shapes' constant, pointed at the server
+CRITERIA = ("contract_stability", "loud_failure", "tracing", "written_summary", "stretch_goal")
+HONEST = "agent"  # the honest module of every shape
+MANIFEST = """\
+[project]
+name = "{name}"
+version = "0.1.0"
+
+[tool.gradekit]
+agent = "lab.{module}:run"
+replay = "gradekit:Replay"
+tools = "lab.tools:TOOLS"
+stretch = ["tool-fixtures"]
+"""
+
+# -- what each mistake must cost ----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Loud:
+    """A miss withheld at provider call ``at`` (1-based), or at the first tool call
+    (``"tool"``), does not escape run() in any case: loud failure is lost, nothing else."""
+
+    at: int | Literal["tool"]
+    together: int = 1  # calls from ``at`` on sent at once: any of them may come first
+    loses: frozenset[str] = frozenset({"loud_failure"})
+
+
+@dataclass(frozen=True)
+class Unstable:
+    """The answer depends on provider.name: contract stability is lost, nothing else."""
+
+    loses: frozenset[str] = frozenset({"contract_stability"})
+
+
+@dataclass(frozen=True)
+class Untraced:
+    """``untraced`` provider calls of each case write no trace record (None: none of them
+    does; the tools stay traced): tracing is lost in part, nothing else."""
+
+    untraced: int | None
+    loses: frozenset[str] = frozenset({"tracing"})
+
+
+Expect = Loud | Unstable | Untraced
+
+# What every shape's student got wrong in their own way, and what some of them did besides.
+COMMON: dict[str, Expect] = {"swallow_first": Loud(1), "retry_default": Loud(1),
+                             "name_dependent": Unstable(), "untraced": Untraced(None)}
+SHAPES: dict[str, dict[str, Expect]] = {
+    "tool_first": {**COMMON, "swallow_later": Loud(2), "swallow_tool": Loud("tool"),
+                   "partly_traced": Untraced(1)},
+    "model_first": {**COMMON, "swallow_later": Loud(2), "fallback_continue": Loud(1),
+                    "partly_traced": Untraced(1)},
+    "class_based": {**COMMON, "swallow_later": Loud(2), "swallow_tool": Loud("tool"),
+                    "partly_traced": Untraced(1)},
+    "helper": {**COMMON, "suppress": Loud(1), "swallow_later": Loud(3),
+               "partly_traced": Untraced(1)},
+    "loop": {**COMMON, "swallow_later": Loud(2), "keep_draft": Loud(3),
+             "partly_traced": Untraced(2)},  # both critique rounds untraced
+    "wrapper": {**COMMON, "empty_wrapper": Loud(1), "swallow_later": Loud(2),
+                "partly_traced": Untraced(1)},
+    "sdk_sync": {**COMMON, "swallow_later": Loud(2), "sdk_retries_default": Loud(1),
+                 "partly_traced": Untraced(1)},
+    "sdk_async": {**COMMON, "swallow_later": Loud(2), "gather_exceptions": Loud(1, together=2),
+                  "partly_traced": Untraced(1)},
+}
+SDK = frozenset({"sdk_sync", "sdk_async"})  # on the openai SDK: recorded with no provider
+HAS_OPENAI = importlib.util.find_spec("openai") is not None
+PAIRS = [(shape, mistake) for shape, mistakes in SHAPES.items() for mistake in mistakes]
+
+
+def folder(shape: str, module: str) -> str:
+    return f"{shape}--{module}"
+
+
+def test_the_catalogue_is_the_corpus() -> None:
+    """Every module under tests/corpus/<shape>/ is graded here, and nothing else."""
+    on_disk = {(path.parent.name, path.stem) for path in CORPUS.glob("*/*.py")
+               if path.stem != "__init__"}
+    listed = {(shape, module) for shape, mistakes in SHAPES.items()
+              for module in (HONEST, *mistakes)}
+    assert on_disk == listed
+    assert all((CORPUS / shape / "FAILURES.md").is_file() for shape in SHAPES)
+
+
+# -- running the command line in this process ---------------------------------------------
+
+
+@dataclass(frozen=True)
+class Said:
+    code: int
+    out: str
+    err: str
+
+
+def gradekit(*argv: str) -> Said:
+    """``gradekit ARGV`` here; every submission's own ``lab`` is dropped afterwards."""
+    ours = [name for name in sys.modules if name.partition(".")[0] == "lab"]
+    kept = {name: sys.modules[name] for name in ours}
+    out, err = io.StringIO(), io.StringIO()
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main(list(argv))
+    finally:
+        for name in [name for name in sys.modules if name.partition(".")[0] == "lab"]:
+            sys.modules.pop(name)
+        sys.modules.update(kept)
+    return Said(code, out.getvalue(), err.getvalue())
+
+
+def build(root: Path, shape: str, module: str, url: str) -> Path:
+    """A submission: the shape's honest module and ``module`` in ``lab/``, the tools, a
+    manifest running ``module`` and the shape's failure log."""
+    lab = root / "lab"
+    lab.mkdir(parents=True)
+    (lab / "__init__.py").write_text("", "utf-8")
+    shutil.copy(CORPUS / "tools.py", lab / "tools.py")
+    shutil.copy(CORPUS / "notes.txt", lab / "notes.txt")
+    for name in dict.fromkeys((HONEST, module)):
+        source = (CORPUS / shape / f"{name}.py").read_text("utf-8")
+        if shape in SDK and name == HONEST:
+            assert source.count(BASE_URL) == 1, shape
+            source = source.replace(BASE_URL, url)
+        (lab / f"{name}.py").write_text(source, "utf-8")
+    name = folder(shape, module)
+    (root / "pyproject.toml").write_text(MANIFEST.format(name=name, module=module), "utf-8")
+    shutil.copy(CORPUS / shape / "FAILURES.md", root / "FAILURES.md")
+    return root
+
+
+# -- the module's one recording and one grading ---------------------------------------------
+
+
+@dataclass(frozen=True)
+class World:
+    submissions: Path
+    grades: Path
+    rubric: Path
+    recorded: Mapping[str, Said]
+    graded: Said
+
+    def report(self, name: str) -> dict[str, Any]:
+        data: dict[str, Any] = json.loads((self.grades / name / "report.json").read_bytes())
+        return data
+
+    def calls(self, name: str) -> dict[str, list[dict[str, Any]]]:
+        """Each case's calls in the primary run, as the grader served them."""
+        data = json.loads((self.grades / name / "calls.json").read_bytes())
+        return {case["case"]: case["calls"] for case in data["cases"]}
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> World:
+    root = tmp_path_factory.mktemp("corpus")
+    subs, grades = root / "submissions", root / "grades"
+    rubric = short_rubric(root)
+    # Short limits, but room for a sandboxed child to import the openai SDK on a busy machine:
+    # an import that outlives the case's timeout is charged to that run's cases.
+    text = rubric.read_text("utf-8")
+    assert text.count("timeout_s = 5\n") == 1
+    rubric.write_text(text.replace("timeout_s = 5\n", "timeout_s = 15\n"), "utf-8")
+    shapes = [shape for shape in SHAPES if HAS_OPENAI or shape not in SDK]
+    recorded: dict[str, Said] = {}
+    with pytest.MonkeyPatch.context() as env:
+        for name in [n for n in os.environ if n.startswith("GRADEKIT_")]:
+            env.delenv(name)
+        env.setenv("OPENAI_API_KEY", "sk-corpus-not-a-real-key")
+        with Loopback(default=echo()) as server:
+            live = ("--provider", "openai-compatible", "--base-url", server.openai_url,
+                    "--model", "m")
+            for shape in shapes:
+                for module in (HONEST, *SHAPES[shape]):
+                    name = folder(shape, module)
+                    path = build(subs / name, shape, module, server.openai_url)
+                    recorded[name] = gradekit("record", "--root", str(path), "--rubric",
+                                              str(rubric), "--quiet",
+                                              *(() if shape in SDK else live))
+        # The server is gone from here on: the grading is offline.
+        jobs = str(min(4, max(2, os.cpu_count() or 1)))
+        graded = gradekit("grade", str(subs), "--out", str(grades), "--jobs", jobs, "--quiet",
+                          "--rubric", str(rubric))
+    return World(subs, grades, rubric, recorded, graded)
+
+
+def _needs(shape: str) -> None:
+    if shape in SDK:
+        pytest.importorskip("openai")
+
+
+# -- reading a report -------------------------------------------------------------------------
+
+
+def criterion(report: Mapping[str, Any], criterion_id: str) -> dict[str, Any]:
+    found: dict[str, Any] = next(c for c in report["criteria"] if c["id"] == criterion_id)
+    return found
+
+
+def points(report: Mapping[str, Any]) -> dict[str, Decimal]:
+    return {c["id"]: Decimal(c["points"]) for c in report["criteria"]}
+
+
+def checks(report: Mapping[str, Any], criterion_id: str) -> dict[str, dict[str, Any]]:
+    return {check["id"]: check for check in criterion(report, criterion_id)["checks"]}
+
+
+def lost_checks(report: Mapping[str, Any], criterion_id: str) -> set[str]:
+    return {check_id for check_id, check in checks(report, criterion_id).items()
+            if Decimal(check["points"]) < Decimal(check["max"])}
+
+
+# -- the recordings -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("shape", list(SHAPES))
+def test_every_submission_of_a_shape_records_each_case_with_a_tool_call(
+        world: World, shape: str) -> None:
+    _needs(shape)
+    cases = [case.id for case in load_cases(world.rubric)]
+    for module in (HONEST, *SHAPES[shape]):
+        name = folder(shape, module)
+        said = world.recorded[name]
+        assert said.code == 0, (name, said.err)
+        root = world.submissions / name
+        for case in cases:
+            recording = root / "cassettes" / f"{case}{'.http' if shape in SDK else ''}.json"
+            assert recording.is_file(), recording
+            fixture = json.loads((root / "fixtures" / f"{case}.json").read_bytes())
+            assert fixture["calls"], (name, case)  # the stretch goal needs a tool call per case
+
+
+def test_the_batch_graded_every_submission(world: World) -> None:
+    assert world.graded.code == 0, world.graded.err
+    graded = sorted(path.parent.name for path in world.grades.glob("*/report.json"))
+    assert graded == sorted(world.recorded)
+
+
+# -- an honest shape --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("shape", list(SHAPES))
+def test_an_honest_shape_scores_full_marks(world: World, shape: str) -> None:
+    _needs(shape)
+    report = world.report(folder(shape, HONEST))
+    for criterion_id in CRITERIA:
+        found = criterion(report, criterion_id)
+        assert found["points"] == found["max"], \
+            (criterion_id, [(c["id"], c["detail"]) for c in found["checks"] if not c["passed"]])
+    assert report["total"] == report["max"] == "100.00"
+    assert report["findings"] == []
+
+
+# -- a mistake ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("shape", "mistake"), PAIRS, ids=[f"{s}-{m}" for s, m in PAIRS])
+def test_a_mistake_loses_only_what_it_breaks(world: World, shape: str, mistake: str) -> None:
+    _needs(shape)
+    expect = SHAPES[shape][mistake]
+    honest = points(world.report(folder(shape, HONEST)))
+    name = folder(shape, mistake)
+    report = world.report(name)
+    earned = points(report)
+    assert {c for c in CRITERIA if earned[c] != honest[c]} == set(expect.loses), \
+        {c: (str(earned[c]), [k["detail"] for k in checks(report, c).values() if not k["passed"]])
+         for c in CRITERIA if earned[c] != honest[c] or c in expect.loses}
+    assert all(earned[c] < honest[c] for c in expect.loses)
+    assert report["findings"] == []
+    cases = [case.id for case in load_cases(world.rubric)]
+    if isinstance(expect, Loud):
+        _loud(world, name, report, cases, expect)
+    elif isinstance(expect, Unstable):
+        _unstable(report, cases)
+    else:
+        _untraced(world, name, report, cases, expect)
+
+
+def _loud(world: World, name: str, report: Mapping[str, Any], cases: list[str],
+          expect: Loud) -> None:
+    """Every case loses its share, and its detail names the withheld call (its position of
+    how many, and the head of what it asked) that the agent did not let out."""
+    assert lost_checks(report, "loud_failure") == set(cases)
+    calls = world.calls(name)
+    for case in cases:
+        detail = checks(report, "loud_failure")[case]["detail"]
+        kind = "tool" if expect.at == "tool" else "provider"
+        made = [call for call in calls[case] if (call["kind"] == "tool") == (kind == "tool")]
+        position = 1 if expect.at == "tool" else expect.at
+        called = f"{'tool ' if kind == 'tool' else ''}call {position} of {len(made)} ("
+        assert detail.startswith(called), (case, detail)
+        heads = [_asked(world.submissions / name, case, call)
+                 for call in made[position - 1:position - 1 + expect.together]]
+        assert any(head in detail for head in heads), (case, heads, detail)
+
+
+def _asked(root: Path, case: str, call: Mapping[str, Any]) -> str:
+    """The start of what ``call`` asked, from the submission's own recordings: a prompt, an
+    SDK request's last message, or a tool call's name and arguments."""
+    key = call["key"]
+    if call["kind"] == "tool":
+        fixture = json.loads((root / "fixtures" / f"{case}.json").read_bytes())
+        text = next(f"{c['tool']} {json.dumps(c['args'], sort_keys=True)}"
+                    for c in fixture["calls"] if tool_key(c["tool"], c["args"]) == key)
+    elif call["kind"] == "http":
+        http = json.loads((root / "cassettes" / f"{case}.http.json").read_bytes())
+        text = http["interactions"][key][0]["request"]["body"]["messages"][-1]["content"]
+    else:
+        cassette = json.loads((root / "cassettes" / f"{case}.json").read_bytes())
+        text = cassette["entries"][key]["prompt"]
+    flat = " ".join(text.split())
+    return re.split(r"['\"\\]", flat[:40])[0]  # up to any character repr() might escape
+
+
+def _unstable(report: Mapping[str, Any], cases: list[str]) -> None:
+    """Every case loses its share; the advice names the provider's name as the cause."""
+    assert lost_checks(report, "contract_stability") == set(cases)
+    stability = checks(report, "contract_stability")
+    advice = criterion(report, "contract_stability")["advice"]
+    for case in cases:
+        assert stability[case]["detail"].startswith(
+            "the answer changed with the provider label or the hash seed"), stability[case]
+        assert any(line.startswith(f"{case}: the answer changes with the provider's name alone")
+                   for line in advice), advice
+
+
+def _untraced(world: World, name: str, report: Mapping[str, Any], cases: list[str],
+              expect: Untraced) -> None:
+    """Every case loses part of its share: the untraced calls alone, paired by key."""
+    assert lost_checks(report, "tracing") == set(cases)
+    found = criterion(report, "tracing")
+    assert Decimal("0") < Decimal(found["points"]) < Decimal(found["max"])
+    calls = world.calls(name)
+    for case in cases:
+        made = calls[case]
+        untraced = expect.untraced if expect.untraced is not None \
+            else sum(1 for call in made if call["kind"] != "tool")
+        detail = checks(report, "tracing")[case]["detail"]
+        assert detail.startswith(
+            f"{len(made) - untraced} of {len(made)} calls traced correctly"), (case, detail)

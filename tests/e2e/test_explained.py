@@ -1,0 +1,102 @@
+"""The whole loop an instructor runs, on the command line: grade, review, promote a reviewed
+failure into a regression set, pin it in a new rubric version, grade the cohort against it,
+and explain every grade from the ledger."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from grader.cli import main
+from grader.records._ledger import LEDGER, read_ledger
+from tests.submissions import REFERENCE, make_submission
+
+KIT = (REFERENCE / "rubric" / "bootcamp.toml").read_text("utf-8")
+INCIDENT = "incidents/refund-outside-window.jsonl"
+# Version 3 of the kit's rubric: the same criteria, 10 points moved to a regression set.
+PINNED = KIT.replace("version = 2", "version = 3", 1).replace(
+    "weight = 30", "weight = 20", 1) + '''
+[[criterion]]
+id = "regression"
+title = "Known failures stay fixed"
+weight = 10
+check = "regression"
+full = "Every reviewed failure of the set is handled"
+typical_loss = "The refund the course already paid out once, paid again"
+[criterion.params]
+set = "refunds@1"
+'''
+
+
+def _gradebook(out: Path) -> dict[str, dict[str, str]]:
+    rows = csv.DictReader(io.StringIO((out / "gradebook.csv").read_text("utf-8")))
+    return {row["submission"]: row for row in rows}
+
+
+@pytest.mark.slow
+def test_a_reviewed_failure_becomes_a_regression_item_every_submission_is_graded_on(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    subs, out, course = tmp_path / "subs", tmp_path / "grades", tmp_path / "course"
+    make_submission(subs / "alice")
+    bob = make_submission(subs / "bob")  # his refund guard still trusts the model
+    refunds = bob / "lab" / "refunds" / "__init__.py"
+    refunds.write_text(refunds.read_text("utf-8").replace(
+        "return _decide(follows_the_policy, provider, task, tools)",
+        "return _decide(trusts_the_model, provider, task, tools)"), "utf-8")
+    course.mkdir()
+    (course / "rubric.toml").write_text(KIT, "utf-8")
+    grade = ["grade", str(subs), "--out", str(out), "--isolation", "process", "--quiet"]
+
+    assert main([*grade, "--rubric", str(course / "rubric.toml")]) == 0
+    first = read_ledger(out / LEDGER).events
+    assert INCIDENT in first[1]["inputs"]  # a recorded incident is a graded input
+    promote = ["regression", "promote", "refunds", "--student", "alice", "--root",
+               str(subs / "alice"), "--incident", INCIDENT, "--agent", "lab.refunds:run",
+               "--forbid", "issue_refund", "--outcome", "answer", "--never-mention", "refunded",
+               "--by", "kim", "--reason", "960.00 refunded on day 73", "--out", str(out),
+               "--rubric", str(course / "rubric.toml")]
+    assert main(promote) == 2  # nobody has reviewed alice's run yet
+    assert "has not been reviewed" in capsys.readouterr().err
+    assert main(["review", "alice", "--criterion", "written_summary", "--by", "kim",
+                 "--reason", "honest entries", "--out", str(out)]) == 0
+    assert main(promote) == 0
+    assert "refunds@1: 1 item (0 inherited, 1 new: refund-outside-window)" \
+        in capsys.readouterr().out
+
+    (course / "rubric-v2.toml").write_text(PINNED, "utf-8")
+    assert main([*grade, "--rubric", str(course / "rubric-v2.toml")]) == 0
+    book = _gradebook(out)
+    assert (book["alice"]["regression"], book["bob"]["regression"]) == ("10.00", "0.00")
+    report = json.loads((out / "bob" / "report.json").read_bytes())
+    item = next(c for c in report["criteria"] if c["id"] == "regression")["checks"][0]
+    assert item["id"] == "refund-outside-window"  # the case, never the classmate it came from
+    assert item["detail"] == ("called the forbidden action issue_refund (1 time(s)); the answer "
+                              "mentions 'refunded', which it must not")
+    assert "alice" not in (out / "bob" / "report.json").read_text("utf-8")
+    pinned = report["rubric"]["sets"]
+    batch = [e for e in read_ledger(out / LEDGER).events if e["event"] == "batch"][-1]
+    assert batch["rubric"]["sets"] == pinned and list(pinned) == ["refunds@1"]
+    assert batch["rubric"]["supersedes"]["version"] == 2
+    # The review was of alice's report under rubric v1: it is never carried over.
+    assert book["alice"]["review"].startswith("NEEDS A NEW REVIEW: written_summary")
+
+    capsys.readouterr()
+    assert main(["history", "alice", "--out", str(out)]) == 0
+    shown = capsys.readouterr().out
+    assert "changed: rubric provider-swap-lab v2 -> v3" in shown
+    assert "changed: regression sets none -> refunds@1" in shown
+    assert "stale: the review of written_summary" in shown
+
+    # A published version never changes: the ledger's promotion vouches for its bytes.
+    version = course / "regression" / "refunds" / "v1.json"
+    version.write_text(version.read_text("utf-8").replace("960.00 refunded on day 73",
+                                                          "960.00 refunded on day 7"), "utf-8")
+    assert main([*grade, "--rubric", str(course / "rubric-v2.toml")]) == 2
+    error = capsys.readouterr().err
+    assert "regression set refunds@1 changed since ledger event" in error
+    assert "published it" in error and "a set version never changes" in error

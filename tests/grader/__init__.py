@@ -1,0 +1,1 @@
+"""Tests of the grader, one folder per package of grader/."""

@@ -1,0 +1,751 @@
+"""Regression sets: only a reviewed failing run is promoted, with the bytes it was graded on;
+each version is written once and chained to the one before, and an edit to any file of a
+set is caught (``load_set``, ``gradekit regression verify``).
+
+A graded run is made without grading (a ledger run event over the sha256 of a real copy of
+the reference lab, and its report archived, built by the grader's own report encoder),
+except in the one test that grades for real. Reviews are ledger events, as
+``gradekit review`` appends them.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+from gradekit import Plan, UsageError, replay_incident
+from grader._expect import Expectation
+from grader._model import CheckResult, CriterionResult, Report
+from grader.cli import main
+from grader.outputs._report import render_report_json
+from grader.records._ledger import ARCHIVE, LEDGER, append_events, read_ledger
+from grader.regression._sets import Item, RegressionSet, load_set, parse_ref, version_numbers
+from lab import refunds
+from tests.submissions import CASES, REFERENCE, make_submission
+
+CASE = "refund-policy"
+INCIDENT = "incidents/refund-outside-window.jsonl"
+CASE_FLAGS = ("--case", CASE, "--outcome", "answer", "--mention", "refund")
+INCIDENT_FLAGS = ("--incident", INCIDENT, "--agent", "lab.refunds:run", "--forbid",
+                  "issue_refund", "--outcome", "answer")
+SHARE = Decimal("7.50")
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    """A graded run in a ledger: the submission, the grades folder, its seq and report."""
+
+    root: Path
+    out: Path
+    student: str
+    seq: int
+    report: str
+
+
+def submission(tmp_path: Path, student: str = "alice") -> Path:
+    """A copy of the reference lab, its incident included."""
+    root = make_submission(tmp_path / "subs" / student)
+    assert (root / INCIDENT).is_file()
+    return root
+
+
+def graded(root: Path, out: Path, *, failing: Sequence[str] = (CASE,),
+           degraded: Sequence[str] = (), student: str = "") -> Run:
+    """A run event as ``gradekit grade`` appends it, over the files as they are now."""
+    student = student or root.name
+    inputs = {path.relative_to(root).as_posix(): hashlib.sha256(path.read_bytes()).hexdigest()
+              for folder in ("cassettes", "fixtures", "incidents")
+              for path in sorted((root / folder).glob("*.json*"))}
+    data = _report(student, inputs, failing, degraded)
+    digest = json.loads(data)["digest"]
+    (out / ARCHIVE).mkdir(parents=True, exist_ok=True)
+    (out / ARCHIVE / f"{digest}.json").write_bytes(data)
+    [event] = append_events(out / LEDGER, [{
+        "event": "run", "student": student, "submission": root.name, "status": "graded",
+        "report": digest, "inputs": inputs, "total": json.loads(data)["total"]}])
+    return Run(root, out, student, event["seq"], digest)
+
+
+def _report(student: str, inputs: dict[str, str], failing: Sequence[str],
+            degraded: Sequence[str]) -> bytes:
+    checks = tuple(CheckResult(case, case not in failing and case not in degraded,
+                               Decimal("0.00") if case in (*failing, *degraded) else SHARE,
+                               SHARE, "the answer differs under the second label",
+                               degraded=case in degraded) for case in CASES)
+    criterion = CriterionResult("contract_stability", "Contract stability",
+                                sum((check.points for check in checks), Decimal(0)),
+                                SHARE * len(CASES), checks)
+    return render_report_json(Report(student, "provider-swap-lab", 1, "0" * 64, inputs,
+                                     (criterion,)))
+
+
+def review(run: Run, *, points: str | None = None, by: str = "kim") -> int:
+    """A person's review of the run's report, as a ledger event; its seq."""
+    [event] = append_events(run.out / LEDGER, [{
+        "event": "review", "student": run.student, "submission": run.root.name,
+        "report": run.report, "run": run.seq, "criterion": "contract_stability",
+        "automated": "22.50", "max": "30.00", "points": points, "by": by,
+        "reason": "the answer changes with the provider's label"}])
+    seq: int = event["seq"]
+    return seq
+
+
+def promote(run: Run, sets: Path, *flags: str, name: str = "refunds") -> int:
+    return main(["regression", "promote", "--student", run.student, "--root", str(run.root),
+                 "--out", str(run.out), "--sets", str(sets), "--by", "ta-lee", "--reason",
+                 "a label changed the answer", *flags, "--", name])
+
+
+def files(folder: Path) -> dict[str, bytes]:
+    """Every file under ``folder`` and its bytes: what "nothing written" compares."""
+    return {str(p): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.fixture
+def sets(tmp_path: Path) -> Path:
+    return tmp_path / "sets"
+
+
+# -- only reviewed runs --------------------------------------------------------------------
+
+
+def test_an_unreviewed_run_is_refused_and_nothing_is_written(
+    tmp_path: Path, sets: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    run = graded(submission(tmp_path), tmp_path / "grades")
+    before = files(tmp_path)
+    assert promote(run, sets, *CASE_FLAGS) == 2
+    err = capsys.readouterr().err
+    assert f"run {run.seq} of alice (report {run.report[:12]}...) has not been reviewed" in err
+    assert "Review it first: `gradekit review alice --criterion ID [--points N] --by NAME " \
+        "--reason TEXT`" in err
+    assert files(tmp_path) == before and not sets.exists()
+    review(run)
+    assert promote(run, sets, *CASE_FLAGS) == 0
+
+
+def test_a_review_of_an_older_report_does_not_count_for_the_newer_run(
+    tmp_path: Path, sets: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    root = submission(tmp_path)
+    old = graded(root, tmp_path / "grades")
+    review(old)
+    new = graded(root, tmp_path / "grades", failing=(CASE, "sql-explain"))
+    assert new.report != old.report
+    assert promote(new, sets, *CASE_FLAGS) == 2
+    assert "of report " + old.report[:12] in capsys.readouterr().err
+    assert not sets.exists()
+    assert promote(new, sets, *CASE_FLAGS, "--report", old.report) == 0  # the reviewed one
+    item = _loaded(sets, 1).items[0]
+    assert (item.source["run"], item.source["report"]) == (old.seq, old.report)
+
+
+@pytest.mark.parametrize(("path", "edit", "says"), [
+    ("cassettes/refund-policy.json", "append", "changed (sha256 "),
+    ("fixtures/refund-policy.json", "append", "changed (sha256 "),
+    ("fixtures/refund-policy.json", "delete", "is gone"),
+])
+def test_a_payload_changed_since_the_run_is_refused(
+    tmp_path: Path, sets: Path, capsys: pytest.CaptureFixture[str], path: str, edit: str,
+    says: str,
+) -> None:
+    run = graded(submission(tmp_path), tmp_path / "grades")
+    review(run)
+    file = run.root / path
+    if edit == "append":
+        file.write_bytes(file.read_bytes() + b"\n")  # still a valid recording
+    else:
+        file.unlink()
+    ledger = (run.out / LEDGER).read_bytes()
+    assert promote(run, sets, *CASE_FLAGS) == 2
+    err = capsys.readouterr().err
+    assert f"{path} {says}" in err and f"since run {run.seq} graded it" in err
+    assert "grade the submission again, review that run, then promote it" in err
+    assert (run.out / LEDGER).read_bytes() == ledger and not sets.exists()
+
+
+def test_a_changed_incident_is_refused(tmp_path: Path, sets: Path,
+                                       capsys: pytest.CaptureFixture[str]) -> None:
+    run = graded(submission(tmp_path), tmp_path / "grades")
+    review(run)
+    incident = run.root / INCIDENT
+    incident.write_bytes(incident.read_bytes().replace(b"960.00", b"480.00"))
+    assert promote(run, sets, *INCIDENT_FLAGS) == 2
+    assert f"{INCIDENT} changed (sha256 " in capsys.readouterr().err
+    assert not sets.exists()
+
+
+def test_a_forged_review_breaks_the_ledger_chain_and_is_refused(
+    tmp_path: Path, sets: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    root = submission(tmp_path)
+    old = graded(root, tmp_path / "grades")
+    review(old)
+    new = graded(root, tmp_path / "grades", failing=(CASE, "sql-explain"))
+    ledger = new.out / LEDGER
+    text = ledger.read_text("utf-8").splitlines(keepends=True)
+    forged = json.loads(text[1])
+    forged["report"] = new.report  # the old review, made to name the new report
+    text[1] = json.dumps(forged, sort_keys=True, separators=(",", ":")) + "\n"
+    ledger.write_text("".join(text), "utf-8")
+    assert promote(new, sets, *CASE_FLAGS) == 2
+    err = capsys.readouterr().err
+    assert f"{ledger}:3: the chain breaks here" in err and "gradekit ledger verify" in err
+    assert not sets.exists()
+
+
+# -- only failing runs ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("failing", "degraded", "points", "says"), [
+    (("sql-explain",), (), None, "no check of it failed in its report"),
+    ((), (CASE,), None, "a degraded check was never evaluated"),
+    ((CASE,), (), "30.00", "a reviewer gave full marks to every criterion where it failed"),
+])
+def test_a_case_the_run_did_not_fail_is_refused(
+    tmp_path: Path, sets: Path, capsys: pytest.CaptureFixture[str], failing: tuple[str, ...],
+    degraded: tuple[str, ...], points: str | None, says: str,
+) -> None:
+    run = graded(submission(tmp_path), tmp_path / "grades", failing=failing, degraded=degraded)
+    review(run, points=points)
+    assert promote(run, sets, *CASE_FLAGS) == 2
+    err = capsys.readouterr().err
+    assert f"run {run.seq} of alice shows no failure of case {CASE} to guard against" in err
+    assert says in err and not sets.exists()
+
+
+@pytest.mark.parametrize(("forbid", "says"), [
+    ("refund_terms", "none of refund_terms ran in incidents/refund-outside-window.jsonl "
+                     "(actions that ran: issue_refund)"),
+    ("delete_student", "none of delete_student ran"),
+])
+def test_an_incident_whose_forbidden_action_never_ran_is_refused(
+    tmp_path: Path, sets: Path, capsys: pytest.CaptureFixture[str], forbid: str, says: str,
+) -> None:
+    run = graded(submission(tmp_path), tmp_path / "grades")
+    review(run)
+    assert promote(run, sets, "--incident", INCIDENT, "--agent", "lab.refunds:run",
+                   "--forbid", forbid, "--outcome", "answer") == 2
+    err = capsys.readouterr().err
+    assert "shows no failure to guard against" in err and says in err
+    assert not sets.exists()
+
+
+@pytest.mark.parametrize(("flags", "says"), [
+    (("--case", CASE), "give --outcome answer (run() must return a str) or --outcome raise"),
+    (INCIDENT_FLAGS[:-2], "give --outcome answer"),
+    (("--incident", INCIDENT, "--outcome", "answer", "--forbid", "issue_refund"),
+     "--agent package.module:function is required with --incident"),
+    (("--incident", INCIDENT, "--agent", "lab.refunds:run", "--outcome", "answer"),
+     "give --forbid TOOL: an incident item guards against an action that ran (in "
+     "incidents/refund-outside-window.jsonl: issue_refund)"),
+    ((*INCIDENT_FLAGS, "--live", "refund_terms"),
+     "--live refund_terms is not an action boundary of incidents/refund-outside-window.jsonl "
+     "(its actions: issue_refund)"),
+    ((*CASE_FLAGS, "--live", "issue_refund"), "--live is for incident items"),
+    ((*INCIDENT_FLAGS[:4], "--agent", "lab/refunds.py"), 'must look like "package.module:'),
+    (("--case", "no-such-case", "--outcome", "answer"), "has no case 'no-such-case'"),
+    ((*CASE_FLAGS, "--never-mention", "refund"), "is in both mentions and never_mentions"),
+])
+def test_an_item_that_could_never_be_judged_is_refused(
+    tmp_path: Path, sets: Path, capsys: pytest.CaptureFixture[str], flags: tuple[str, ...],
+    says: str,
+) -> None:
+    run = graded(submission(tmp_path), tmp_path / "grades")
+    review(run)
+    assert promote(run, sets, *flags) == 2
+    assert says in capsys.readouterr().err
+    assert not sets.exists()
+
+
+# -- versions: written once, chained -------------------------------------------------------
+
+
+def _two_students(tmp_path: Path) -> tuple[Run, Run]:
+    out = tmp_path / "grades"
+    alice = graded(submission(tmp_path, "alice"), out)
+    bob = graded(submission(tmp_path, "bob"), out)
+    review(alice)
+    review(bob)
+    return alice, bob
+
+
+def _loaded(sets: Path, version: int) -> RegressionSet:
+    loaded = load_set(sets, "refunds", version)
+    assert loaded is not None
+    return loaded
+
+
+def test_promotion_writes_v1_then_v2_that_inherits_v1_unchanged(
+    tmp_path: Path, sets: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    alice, bob = _two_students(tmp_path)
+    assert promote(alice, sets, *CASE_FLAGS) == 0
+    assert capsys.readouterr().out == (
+        "refunds@1: 1 item (0 inherited, 1 new: refund-policy); pin it in a rubric: "
+        '[criterion.params] set = "refunds@1"\n')
+    assert promote(bob, sets, *INCIDENT_FLAGS) == 0
+    assert capsys.readouterr().out == (
+        "refunds@2: 2 items (1 inherited, 1 new: refund-outside-window); pin it in a "
+        'rubric: [criterion.params] set = "refunds@2"\n')
+    v1, v2 = (sets / "refunds" / "v1.json"), (sets / "refunds" / "v2.json")
+    first, second = json.loads(v1.read_bytes()), json.loads(v2.read_bytes())
+    assert first["supersedes"] is None and first["format"] == "gradekit.regression/1"
+    assert second["supersedes"] == {"version": 1, "sha256": sha256(v1)}
+    assert second["items"][0] == first["items"][0]
+    assert [i["added_in"] for i in second["items"]] == [1, 2]
+    for path in (v1, v2):  # deterministic bytes, nothing of this machine in them
+        data = path.read_bytes()
+        assert data == (json.dumps(json.loads(data), sort_keys=True, indent=2,
+                                   ensure_ascii=False) + "\n").encode()
+        assert str(tmp_path).encode() not in data
+    loaded = load_set(sets, "refunds", 2)
+    assert loaded is not None and loaded.ref == "refunds@2" and loaded.sha256 == sha256(v2)
+    case, incident = loaded.items
+    assert case.cassette == (alice.root / "cassettes" / f"{CASE}.json").read_bytes()
+    assert case.fixture == (alice.root / "fixtures" / f"{CASE}.json").read_bytes()
+    assert (case.kind, case.agent, case.expect, case.live, case.reviewed_by) == (
+        "case", "lab.agent:run", Expectation("answer", ("refund",)), (), "kim")
+    assert dict(case.source) == {"student": "alice", "submission": "alice", "run": alice.seq,
+                                 "report": alice.report, "review": 2,
+                                 "path": f"cassettes/{CASE}.json"}
+    assert incident.incident == (REFERENCE / INCIDENT).read_bytes() and not incident.missing
+    promotes = [e for e in read_ledger(alice.out / LEDGER).events if e["event"] == "promote"]
+    assert [(e["version"], e["sha256"], e["item"], e["run"], e["review"], e["by"])
+            for e in promotes] == [
+        (1, sha256(v1), "refund-policy", alice.seq, 2, "ta-lee"),
+        (2, sha256(v2), "refund-outside-window", bob.seq, 3, "ta-lee")]
+
+
+def test_versions_are_never_rewritten(tmp_path: Path, sets: Path,
+                                      capsys: pytest.CaptureFixture[str]) -> None:
+    alice, bob = _two_students(tmp_path)
+    assert promote(alice, sets, *CASE_FLAGS) == 0
+    assert promote(bob, sets, *CASE_FLAGS) == 0
+    before = files(sets / "refunds")
+    assert promote(alice, sets, *INCIDENT_FLAGS) == 0
+    assert version_numbers(sets, "refunds") == [1, 2, 3]
+    after = files(sets / "refunds")
+    assert {path: after[path] for path in before} == before  # v1, v2, their payloads
+    assert main(["regression", "verify", "--sets", str(sets)]) == 0
+    out = capsys.readouterr().out
+    assert f"ok   {sets / 'refunds' / 'v3.json'}: 3 items (2 inherited), sha256 " in out
+
+
+def _edit(path: Path, change: str) -> None:
+    document = json.loads(path.read_bytes())
+    if change == "reformatted":
+        path.write_text(json.dumps(document, indent=4), "utf-8")
+        return
+    document["items"][0]["reason"] = "edited afterwards"
+    path.write_text(json.dumps(document, sort_keys=True, indent=2) + "\n", "utf-8")
+
+
+@pytest.mark.parametrize(("version", "change", "failing", "says"), [
+    (1, "canonical", 1, "supersedes"),
+    (1, "reformatted", 1, "the bytes are not canonical"),
+    (2, "canonical", 2, "does not hold the 1 item of v1 unchanged and in order"),
+])
+def test_an_edited_version_is_caught(
+    tmp_path: Path, sets: Path, capsys: pytest.CaptureFixture[str], version: int, change: str,
+    failing: int, says: str,
+) -> None:
+    alice, bob = _two_students(tmp_path)
+    assert promote(alice, sets, *CASE_FLAGS) == 0
+    assert promote(bob, sets, *CASE_FLAGS) == 0
+    _edit(sets / "refunds" / f"v{version}.json", change)
+    capsys.readouterr()
+    assert main(["regression", "verify", "refunds", "--sets", str(sets)]) == 1
+    shown = capsys.readouterr()
+    blamed = sets / "refunds" / f"v{failing}.json"
+    assert f"FAIL {blamed}: " in shown.err and says in shown.err
+    assert "git checkout -- " in shown.err and f"ok   {blamed}" not in shown.out
+    if version == 1:  # the edited file itself is refused, naming it
+        with pytest.raises(UsageError, match=r"v1\.json: .*git checkout"):
+            load_set(sets, "refunds", 1)
+    # nothing is built on a chain that does not verify
+    carol = graded(submission(tmp_path, "carol"), alice.out)
+    review(carol)
+    assert promote(carol, sets, *CASE_FLAGS) == 2
+    assert "nothing is added to a set that does not verify" in capsys.readouterr().err
+    assert version_numbers(sets, "refunds") == [1, 2]
+
+
+def test_an_edited_payload_is_caught(tmp_path: Path, sets: Path,
+                                     capsys: pytest.CaptureFixture[str]) -> None:
+    run = graded(submission(tmp_path), tmp_path / "grades")
+    review(run)
+    assert promote(run, sets, *INCIDENT_FLAGS) == 0
+    payload = sets / "refunds" / "items" / f"{sha256(run.root / INCIDENT)}.jsonl"
+    payload.write_bytes(payload.read_bytes().replace(b'"ran":true', b'"ran":false'))
+    with pytest.raises(UsageError, match=f"{payload}: its bytes hash to .* it was edited"):
+        load_set(sets, "refunds", 1)
+    assert main(["regression", "verify", "--sets", str(sets)]) == 1
+    assert f"FAIL {payload}: its bytes hash to" in capsys.readouterr().err
+
+
+def test_a_deleted_payload_leaves_the_item_missing(tmp_path: Path, sets: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    alice, bob = _two_students(tmp_path)
+    assert promote(alice, sets, *CASE_FLAGS) == 0
+    assert promote(bob, sets, *INCIDENT_FLAGS) == 0
+    digest = sha256(alice.root / "cassettes" / f"{CASE}.json")
+    cassette = sets / "refunds" / "items" / f"{digest}.json"
+    cassette.unlink()
+    loaded = load_set(sets, "refunds", 2)
+    assert loaded is not None
+    case, incident = loaded.items
+    assert case.cassette is None and case.fixture is not None
+    assert case.missing == (f"refunds/items/{digest}.json is missing from the set (the "
+                            "cassette of item refund-policy): restore it from git "
+                            "(`git checkout`), or promote the item again")
+    assert str(tmp_path) not in case.missing  # a report quotes it: no machine's path
+    assert incident.missing == "" and incident.incident is not None  # the rest still grades
+    capsys.readouterr()
+    assert main(["regression", "verify", "--sets", str(sets)]) == 1
+    assert f"FAIL {sets / 'refunds' / 'v2.json'}: refunds/items/{digest}.json is missing" \
+        in capsys.readouterr().err
+    assert main(["regression", "show", "refunds", "--sets", str(sets)]) == 0
+    assert f"    MISSING   refunds/items/{digest}.json is missing" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/locks").exists(), reason="needs Linux's /proc/locks")
+def test_two_concurrent_promotions_make_one_chain(tmp_path: Path, sets: Path) -> None:
+    out = tmp_path / "grades"
+    runs = [graded(submission(tmp_path, student), out) for student in ("alice", "bob", "carol")]
+    for run in runs:
+        review(run)
+    assert promote(runs[0], sets, *CASE_FLAGS) == 0
+    lock = sets / "refunds" / ".lock"
+    fd = os.open(lock, os.O_RDWR)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # both promotions must wait here, at the same time
+    try:
+        writers = [_promoting(run, sets) for run in runs[1:]]
+        _wait_for_waiters(os.fstat(fd).st_ino, 2, writers)
+    finally:
+        os.close(fd)
+    for writer in writers:
+        _, err = writer.communicate(timeout=60)
+        assert writer.returncode == 0, err
+    assert version_numbers(sets, "refunds") == [1, 2, 3]
+    assert main(["regression", "verify", "refunds", "--sets", str(sets)]) == 0
+    v2, v3 = _loaded(sets, 2), _loaded(sets, 3)
+    # Default ids name the case, never the student; another run's is numbered.
+    assert [item.id for item in v3.items] == ["refund-policy", "refund-policy-2",
+                                              "refund-policy-3"]
+    assert {item.source["student"] for item in v3.items[1:]} == {"bob", "carol"}
+    promotes = [e for e in read_ledger(out / LEDGER).events if e["event"] == "promote"]
+    assert [e["version"] for e in promotes] == [1, 2, 3]  # the ledger in version order
+    assert promotes[1]["item"] == v2.items[-1].id
+
+
+def _promoting(run: Run, sets: Path) -> subprocess.Popen[str]:
+    args = ["regression", "promote", "refunds", "--student", run.student, "--root",
+            str(run.root), "--out", str(run.out), "--sets", str(sets), "--by", "ta-lee",
+            "--reason", "concurrent", *CASE_FLAGS]
+    script = "import sys; from grader.cli import main; raise SystemExit(main(sys.argv[1:]))"
+    return subprocess.Popen([sys.executable, "-c", script, *args], cwd=REFERENCE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def _wait_for_waiters(inode: int, count: int, writers: list[subprocess.Popen[str]]) -> None:
+    """Until ``count`` processes are blocked on the lock of ``inode`` (``/proc/locks``
+    lists a blocked request with ``->``)."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        lines = Path("/proc/locks").read_text().splitlines()
+        if sum("->" in line and f":{inode} " in line for line in lines) >= count:
+            return
+        assert all(writer.poll() is None for writer in writers), "a promotion did not wait"
+        time.sleep(0.05)
+    pytest.fail("the promotions never waited for the set's lock")
+
+
+# -- one source, one item ------------------------------------------------------------------
+
+
+def test_the_same_source_promoted_twice_adds_nothing(
+    tmp_path: Path, sets: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    run = graded(submission(tmp_path), tmp_path / "grades")
+    review(run)
+    assert promote(run, sets, *CASE_FLAGS) == 0
+    capsys.readouterr()
+    before, ledger = files(sets), (run.out / LEDGER).read_bytes()
+    for again in ((), ("--item", "another-id")):
+        assert promote(run, sets, *CASE_FLAGS, *again) == 0
+        assert capsys.readouterr().out.startswith(
+            "already in refunds@1 as item refund-policy")
+    assert files(sets) == before and (run.out / LEDGER).read_bytes() == ledger
+
+
+def test_a_default_id_another_source_holds_is_numbered_and_a_given_one_refused(
+    tmp_path: Path, sets: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    root = submission(tmp_path)
+    first = graded(root, tmp_path / "grades")
+    review(first)
+    assert promote(first, sets, *CASE_FLAGS) == 0
+    second = graded(root, tmp_path / "grades", failing=(CASE, "sql-explain"))
+    review(second)
+    assert promote(second, sets, *CASE_FLAGS, "--item", "refund-policy") == 2
+    assert (f"item refund-policy is already in refunds@1, from run {first.seq} of alice "
+            f"(report {first.report[:12]}...): give this one another id with --item"
+            ) in capsys.readouterr().err
+    assert promote(second, sets, *CASE_FLAGS) == 0
+    assert "1 new: refund-policy-2" in capsys.readouterr().out
+    assert [item.id for item in _loaded(sets, 2).items] == ["refund-policy", "refund-policy-2"]
+
+
+# -- what comes from outside is bounded ----------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["../x", "A", "", "a/b", "-x", "x" * 65, "refunds\n", "."])
+def test_hostile_names_are_refused(tmp_path: Path, sets: Path,
+                                   capsys: pytest.CaptureFixture[str], name: str) -> None:
+    run = graded(submission(tmp_path), tmp_path / "grades")
+    review(run)
+    before = files(tmp_path)
+    assert promote(run, sets, *CASE_FLAGS, name=name) == 2
+    assert promote(run, sets, *CASE_FLAGS, f"--item={name}") == 2
+    err = capsys.readouterr().err
+    assert f"{name!r} is not a name: use 1 to 64 lowercase letters" in err
+    assert files(tmp_path) == before
+    with pytest.raises(UsageError, match="is not a name"):
+        load_set(sets, name, 1)
+    assert main(["regression", "show", "--sets", str(sets), "--", f"{name}@1"]) == 2
+
+
+def test_an_item_never_names_the_student_whatever_their_name(
+    tmp_path: Path, sets: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """An item's id is a check of every classmate's report it grades: it must not say
+    whose failure it was. A name that is no id at all changes nothing either."""
+    run = graded(submission(tmp_path, "Alice_Ames"), tmp_path / "grades")
+    review(run)
+    assert promote(run, sets, *CASE_FLAGS) == 0
+    assert "1 new: refund-policy);" in capsys.readouterr().out
+    item = _loaded(sets, 1).items[0]
+    assert item.id == "refund-policy" and item.source["student"] == "Alice_Ames"
+
+
+@pytest.mark.parametrize("text", ["refunds", "refunds@0", "refunds@x", "refunds@2@3", "@2",
+                                  "../x@1", "Refunds@1", "refunds@02"])
+def test_a_malformed_reference_says_how_to_write_one(text: str) -> None:
+    with pytest.raises(UsageError, match=r"NAME@VERSION|is not a name"):
+        parse_ref(text)
+
+
+def test_a_reference_names_a_set_and_a_version() -> None:
+    assert parse_ref("refunds@2") == ("refunds", 2)
+    assert parse_ref("a-1@10") == ("a-1", 10)
+
+
+def _deep(root: Path) -> bytes:
+    header = (root / INCIDENT).read_bytes().splitlines(keepends=True)[0]
+    return header + b"[" * 200_000 + b"]" * 200_000 + b"\n"
+
+
+@pytest.mark.parametrize(("make", "says"), [
+    (lambda root: b"this is not JSON\n", "is not an incident gradekit can replay (incidents/"
+                                         "evil.jsonl:1: not a JSON line"),
+    (lambda root: b"{}" * (1024 * 1024), "is larger than 1 MiB, the most the grader reads"),
+    (_deep, "is not an incident gradekit can replay (incidents/evil.jsonl:2: nested too deep "
+            "to be a JSON line"),
+    (lambda root: (root / INCIDENT).read_bytes()[:-1], "was cut off while it was written"),
+    (lambda root: (root / INCIDENT).read_bytes().replace(b'"index":2', b'"index":7'),
+     "not envelope 2 of an incident"),
+    (lambda root: b"", "has no header line"),
+])
+def test_a_hostile_incident_is_refused_with_a_clear_message(
+    tmp_path: Path, sets: Path, capsys: pytest.CaptureFixture[str], make: object, says: str,
+) -> None:
+    root = submission(tmp_path)
+    assert callable(make)
+    (root / "incidents" / "evil.jsonl").write_bytes(make(root))
+    run = graded(root, tmp_path / "grades")
+    review(run)
+    assert promote(run, sets, "--incident", "incidents/evil.jsonl", *INCIDENT_FLAGS[2:]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("UsageError: ") and says in err, err
+    assert not sets.exists()
+
+
+def test_a_linked_incident_is_refused(tmp_path: Path, sets: Path,
+                                      capsys: pytest.CaptureFixture[str]) -> None:
+    root = submission(tmp_path)
+    (root / "incidents" / "evil.jsonl").symlink_to(REFERENCE / INCIDENT)
+    run = graded(root, tmp_path / "grades")
+    review(run)
+    assert promote(run, sets, "--incident", "incidents/evil.jsonl", *INCIDENT_FLAGS[2:]) == 2
+    assert "incidents/evil.jsonl is a symlink" in capsys.readouterr().err
+
+
+def test_a_students_text_is_shown_without_driving_the_terminal(
+    tmp_path: Path, sets: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    root = submission(tmp_path)
+    incident = root / INCIDENT
+    lines = incident.read_bytes().splitlines(keepends=True)
+    header = json.loads(lines[0])
+    header["task"] = "\x1b[2J\rrm -rf /\n" + header["task"]
+    incident.write_bytes(json.dumps(header, sort_keys=True, separators=(",", ":")).encode()
+                         + b"\n" + b"".join(lines[1:]))
+    run = graded(root, tmp_path / "grades")
+    review(run)
+    assert promote(run, sets, *INCIDENT_FLAGS) == 0
+    capsys.readouterr()
+    assert main(["regression", "show", "refunds", "--sets", str(sets)]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\r" not in out
+    assert "    task      \\x1b[2J\\x0drm -rf /\\nStudent chen asks" in out
+
+
+# -- the reference incident, as an item ----------------------------------------------------
+
+
+def test_the_reference_incident_becomes_an_item_the_fixed_agent_meets(
+    tmp_path: Path, sets: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    run = graded(submission(tmp_path), tmp_path / "grades")
+    review(run)
+    assert promote(run, sets, *INCIDENT_FLAGS, "--never-mention", "refunded") == 0
+    assert "1 new: refund-outside-window" in capsys.readouterr().out
+    item = _item(sets)
+    header = json.loads((REFERENCE / INCIDENT).read_bytes().splitlines()[0])
+    assert (item.kind, item.agent, item.live, item.task) == (
+        "incident", "lab.refunds:run", ("issue_refund",), header["task"])
+    assert item.expect == Expectation("answer", (), ("refunded",), ("issue_refund",))
+    assert item.cassette is None and item.fixture is None and item.incident is not None
+    assert item.source["path"] == INCIDENT
+    replayed = tmp_path / "replayed.jsonl"
+    replayed.write_bytes(item.incident)
+    plan = Plan.of(item.live)  # the item's own plan: its bytes replay as the record did
+    fixed = replay_incident(replayed, refunds.run, plan=plan, tools=refunds.TOOLS)
+    assert fixed.actions("issue_refund") == []
+    buggy = replay_incident(replayed, refunds.run_buggy, plan=plan, tools=refunds.TOOLS)
+    assert [action.boundary for action in buggy.actions()] == ["issue_refund"]
+
+
+def _item(sets: Path) -> Item:
+    loaded = load_set(sets, "refunds", 1)
+    assert loaded is not None
+    [item] = loaded.items
+    return item
+
+
+# -- where sets live, show, verify, and a real grading -------------------------------------
+
+
+def test_a_case_item_takes_the_rubric_case_expectation_and_lives_beside_the_rubric(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    rubric = tmp_path / "course" / "bootcamp.toml"
+    rubric.parent.mkdir()
+    text = (REFERENCE / "rubric" / "bootcamp.toml").read_text("utf-8")
+    end = 'Write the reply to the student."""\n'
+    assert text.count(end) == 1
+    rubric.write_text(text.replace(end, end + '[case.expect]\noutcome = "answer"\nmentions = '
+                                   '["14 days"]\nnever_mentions = ["full refund"]\n'), "utf-8")
+    run = graded(submission(tmp_path), tmp_path / "grades")
+    review(run)
+    assert main(["regression", "promote", "refunds", "--student", "alice", "--root",
+                 str(run.root), "--out", str(run.out), "--rubric", str(rubric), "--case", CASE,
+                 "--mention", "full refund", "--forbid", "issue_refund", "--by", "ta-lee",
+                 "--reason", "promised a full refund on day 10"]) == 0
+    sets = rubric.parent / "regression"  # the default: beside the rubric
+    item = _item(sets)
+    # the flag's fact overrides the case's opposite one; the outcome is the case's
+    assert item.expect == Expectation("answer", ("14 days", "full refund"), (),
+                                      ("issue_refund",))
+    assert item.task.startswith("A student bought a bootcamp seat 10 days ago")
+    assert main(["regression", "verify", "--rubric", str(rubric)]) == 0
+    assert f"ok   {sets / 'refunds' / 'v1.json'}: 1 item (0 inherited)" in capsys.readouterr().out
+
+
+def test_show_prints_the_chain_and_the_chosen_versions_items(
+    tmp_path: Path, sets: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    alice, bob = _two_students(tmp_path)
+    assert promote(alice, sets, *CASE_FLAGS) == 0
+    assert promote(bob, sets, *INCIDENT_FLAGS) == 0
+    capsys.readouterr()
+    v1, v2 = sha256(sets / "refunds" / "v1.json"), sha256(sets / "refunds" / "v2.json")
+    assert main(["regression", "show", "refunds", "--sets", str(sets)]) == 0
+    shown = capsys.readouterr().out
+    lines = shown.splitlines()
+    assert lines[:4] == [
+        "refunds: 2 versions",
+        f"  v1   sha256 {v1[:12]}  supersedes -                created by ta-lee",
+        f"  v2   sha256 {v2[:12]}  supersedes v1 {v1[:12]}  created by ta-lee",
+        f"refunds@2: 2 items, sha256 {v2}"]
+    assert "  refund-policy (case, added in v1)" in lines
+    assert f"    source    alice (submission alice), run {alice.seq}, report " \
+        f"{alice.report[:12]}, review 2, cassettes/refund-policy.json" in lines
+    assert "    expect    outcome answer; mentions 'refund'; never mentions -; forbids -" in lines
+    assert "  refund-outside-window (incident, added in v2)" in lines
+    assert "    live      issue_refund" in lines
+    assert main(["regression", "show", "refunds", "--sets", str(sets)]) == 0
+    assert capsys.readouterr().out == shown  # the same files, the same text
+    assert main(["regression", "show", "refunds@1", "--sets", str(sets)]) == 0
+    first = capsys.readouterr().out
+    assert "refund-outside-window" not in first and f"refunds@1: 1 item, sha256 {v1}" in first
+    assert main(["regression", "show", "refunds@3", "--sets", str(sets)]) == 2
+    assert "refunds has no version 3; its versions: v1 to v2" in capsys.readouterr().err
+
+
+def test_verify_without_a_set_says_where_it_looked(
+    tmp_path: Path, sets: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["regression", "verify", "--sets", str(sets)]) == 2
+    assert f"no regression set in {sets}: pass --sets DIR" in capsys.readouterr().err
+    (sets / "other").mkdir(parents=True)
+    assert main(["regression", "verify", "refunds", "--sets", str(sets)]) == 1
+    assert f"FAIL {sets / 'refunds'}: no such regression set" in capsys.readouterr().err
+    assert main(["regression", "show", "refunds", "--sets", str(sets)]) == 2
+
+
+@pytest.mark.slow
+def test_a_real_grading_reviewed_then_promoted(tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """The run event and archived report `gradekit grade` writes are what promote reads: an
+    agent that stops tracing fails tracing in every case."""
+    root = submission(tmp_path)
+    agent = root / "lab" / "agent.py"
+    text = agent.read_text("utf-8")
+    for old, new in (("    llm = Traced(provider)\n", "    llm = provider\n"),
+                     ("_look_up(TracedTools(tools), task)", "_look_up(tools, task)")):
+        assert text.count(old) == 1
+        text = text.replace(old, new)
+    agent.write_text(text, "utf-8")
+    out, sets = tmp_path / "grades", tmp_path / "sets"
+    assert main(["grade", str(root), "--out", str(out)]) == 0
+    [event] = [e for e in read_ledger(out / LEDGER).events if e["event"] == "run"]
+    assert INCIDENT in event["inputs"] and f"cassettes/{CASE}.json" in event["inputs"]
+    run = Run(root, out, "alice", event["seq"], event["report"])
+    append_events(out / LEDGER, [{
+        "event": "review", "student": "alice", "submission": "alice", "report": run.report,
+        "run": run.seq, "criterion": "tracing", "automated": "0.00", "max": "20.00",
+        "points": None, "by": "kim", "reason": "no trace at all"}])
+    capsys.readouterr()
+    assert promote(run, sets, *CASE_FLAGS) == 0
+    assert promote(run, sets, *INCIDENT_FLAGS) == 0
+    assert "refunds@2: 2 items (1 inherited, 1 new: refund-outside-window)" \
+        in capsys.readouterr().out
+    assert main(["regression", "verify", "--sets", str(sets)]) == 0
