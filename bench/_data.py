@@ -5,9 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from gradekit._cassette import Cassette, Entry, encode_cassette
-from gradekit._keys import prompt_key
-from gradekit._store import write_atomic
+from gradekit import Cassette, Entry, prompt_key
+from gradekit.internal import encode_cassette, write_atomic
 
 __all__ = ["PROMPT_BYTES", "BuiltCassette", "answer", "build_cassette", "prompt", "prompts"]
 

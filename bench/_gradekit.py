@@ -13,10 +13,7 @@ from bench._plan import Plan
 from bench._table import NO_TARGET, Row, fmt_bytes, fmt_ns, fmt_size, note_row, timed
 from bench._targets import LOAD_TARGET, RECORD_TARGET, REPLAY_TARGET
 from bench._timing import Stats, per_call
-from gradekit._fake import FakeProvider
-from gradekit._keys import prompt_key
-from gradekit._recorder import Recorder
-from gradekit._replay import Replay
+from gradekit import FakeProvider, Recorder, Replay, prompt_key
 
 __all__ = [
     "Measured",

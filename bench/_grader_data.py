@@ -10,9 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench._data import prompt
-from gradekit._cassette import Cassette, Entry, encode_cassette
-from gradekit._keys import prompt_key
-from gradekit._store import write_atomic
+from gradekit import Cassette, Entry, prompt_key
+from gradekit.internal import encode_cassette, write_atomic
 
 __all__ = [
     "LOOP_AGENT",

@@ -23,15 +23,15 @@ from bench._grader_pingpong import ping_pong
 from bench._grader_tools import LOOKUP, RESULT_BYTES, build_tool_lab, lookup_args, lookup_result
 from bench._table import Row, Table, Target, fmt_bytes, fmt_ns, fmt_size, note_row, timed
 from bench._timing import Stats, cpu_ns, repeated, summarize
-from gradekit._replay import Replay
-from gradekit._toolbox import ToolReplay
+from gradekit import Replay, ToolReplay
 from grader._model import Limits
 from grader.grading._checkpoints import run_checkpoints
 from grader.grading._grade import _serve, _serve_tools, grade_submission
 from grader.outputs._report import render_report_json
 from grader.rubric._rubric import load_rubric
-from grader.sandbox._isolation import Isolation, bubblewrap
-from grader.sandbox._sandbox import ToolAnswer, run_cases
+from grader.sandbox import RunPlan, Sandbox, Serving, ToolAnswer
+from grader.sandbox._isolation import bubblewrap
+from grader.sandbox._sandbox import no_tools
 
 __all__ = ["FULL", "QUICK", "GraderPlan", "batch_table", "bubblewrap_missing", "check_table",
            "grade_table", "pipe_table", "progress", "run_gradekit"]
@@ -43,7 +43,7 @@ BATCH_TARGET = 120e9  # 200 submissions behind the process guard: under 2 minute
 # Isolated (namespaces), 200 submissions: the issue's targets by --jobs.
 ISOLATED_BATCH_TARGETS = {1: 120e9, 2: 100e9}
 TARGET_BATCH = 200  # the batch size the targets are set for
-BATCH_WALLS: tuple[Isolation, ...] = ("namespaces", "process")
+BATCH_WALLS = ("namespaces", "process")  # --isolation, as the command line takes it
 EARLIER_BATCH = ("Earlier figures without isolation (before the namespaces wall): 101 s at "
                  "--jobs 2, 155 s at --jobs 1.")
 PEERS = ("Peers: none exist for sandboxed grading (a child process per run, the replay served "
@@ -164,11 +164,11 @@ def _no_answer(case: str, prompt: str) -> str | None:
 
 def _sandboxed_loops(plan: GraderPlan, root: Path, agent: str, cases: Sequence[tuple[str, str]],
                      scratch: Path, *, answer: Callable[[str, str], str | None],
-                     tools: ToolAnswer | None = None, tool: str | None = None) -> list[float]:
+                     tools: ToolAnswer = no_tools, tool: str | None = None) -> list[float]:
     """Per-call nanoseconds of each case, one child running them all; every call must have
     been served by the parent, and be a call of ``tool`` (or a provider call, without one)."""
-    result = run_cases(root, agent, cases, answer=answer, label="provider-a", hashseed=0,
-                       limits=_LIMITS, scratch=scratch, tools=tools)
+    result = Sandbox(root, scratch, _LIMITS).run(
+        agent, cases, RunPlan("provider-a", 0, Serving(answer, tools)))
     per_call = []
     for case, _ in cases:
         outcome = result.outcomes[case]
@@ -298,7 +298,7 @@ def batch_table(plan: GraderPlan, folder: Path) -> Table:
                  rows, _batch_notes(plan, made, books[first], list(books), differ, problems))
 
 
-def _batch_run(plan: GraderPlan, folder: Path, jobs: int, wall: Isolation,
+def _batch_run(plan: GraderPlan, folder: Path, jobs: int, wall: str,
                size: str) -> tuple[bytes, list[Row], str]:
     """One whole ``gradekit grade`` of the batch: its gradebook, its rows, what went wrong."""
     out = folder / f"batch-out-{wall}-{jobs}"

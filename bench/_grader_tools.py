@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gradekit._fixtures import Fixture, ToolCall, tool_key
+from gradekit import tool_key
+from gradekit.internal import Fixture, ToolCall
 
 __all__ = [
     "LOOKUP",

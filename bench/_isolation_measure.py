@@ -36,12 +36,12 @@ from grader.batch._worker import EXIT_BAD_REQUEST
 from grader.batch._zygote import REQUEST, STDERR, Zygote
 from grader.grading._grade import grade_submission
 from grader.rubric._rubric import load_rubric
+from grader.sandbox import RunPlan, Sandbox, Serving, wall_named
 from grader.sandbox._channel import HARNESS, PYTHON_FLAGS, Child
 from grader.sandbox._harness import copy_submission
 from grader.sandbox._isolation import (
     KIT,
     Bind,
-    Isolation,
     bubblewrap,
     bwrap_argv,
     interpreter,
@@ -49,11 +49,10 @@ from grader.sandbox._isolation import (
     package_folders,
 )
 from grader.sandbox._layout import IGNORED_NAMES
-from grader.sandbox._sandbox import run_cases
 
 __all__ = ["WALLS", "breakdown_table", "hang_table", "start_table"]
 
-WALLS: tuple[Isolation, ...] = ("process", "namespaces")
+WALLS = ("process", "namespaces")  # --isolation, as the command line takes it
 HANG_TIMEOUT_S = 2  # the hanging submission's rubric: bootcamp.toml with this timeout_s
 GOAL_S, GOAL_CORES, GOAL_BATCH = 30, 2, 200  # the goal: 200 submissions in 30 s on 2 cores
 _LIMITS = Limits(timeout_s=600)
@@ -89,7 +88,7 @@ CPU_CAVEAT = (
 # -- section 5: one sandboxed child's start, behind each wall ------------------------------
 
 def start_table(plan: GraderPlan, folder: Path) -> Table:
-    """Section 5: ``run_cases`` on one case whose agent makes no call, under both walls."""
+    """Section 5: ``Sandbox.run`` on one case whose agent makes no call, under both walls."""
     tiny = folder / "start-tiny"
     tiny.mkdir()
     (tiny / f"{_NO_CALL}.py").write_text(_NO_CALL_AGENT, encoding="utf-8")
@@ -100,7 +99,7 @@ def start_table(plan: GraderPlan, folder: Path) -> Table:
     missing = bubblewrap_missing()
     rows: list[Row] = []
     for name, root in (("one-file submission", tiny), ("reference lab + no-call agent", lab)):
-        progress(f"run_cases, one case, no call, {name}, both walls")
+        progress(f"Sandbox.run, one case, no call, {name}, both walls")
         size = f"{name}: {_files(tree_size(root))}"
         starts = {wall: _one_start(root, folder / f"start-scratch-{wall}", wall)
                   for wall in _walls(missing)}
@@ -109,7 +108,7 @@ def start_table(plan: GraderPlan, folder: Path) -> Table:
             cpus = interleaved(starts, plan.repeats)
         rows += _start_rows(size, walls, cpus, missing)
     return Table(
-        "5. One sandboxed child's start, with and without bubblewrap (run_cases, one case, "
+        "5. One sandboxed child's start, with and without bubblewrap (Sandbox.run, one case, "
         "no call: copy, start the child, import, reap)",
         rows,
         [
@@ -129,15 +128,16 @@ def start_table(plan: GraderPlan, folder: Path) -> Table:
     )
 
 
-def _walls(missing: str | None) -> tuple[Isolation, ...]:
+def _walls(missing: str | None) -> tuple[str, ...]:
     return tuple(wall for wall in WALLS if wall == "process" or missing is None)
 
 
-def _one_start(root: Path, scratch: Path, wall: Isolation) -> Callable[[], None]:
+def _one_start(root: Path, scratch: Path, wall: str) -> Callable[[], None]:
+    sandbox = Sandbox(root, scratch, _LIMITS, wall_named(wall))
+    plan = RunPlan("provider-a", 0, Serving(_no_answer))
+
     def start() -> None:
-        result = run_cases(root, f"{_NO_CALL}:run", [("empty", "")], answer=_no_answer,
-                           label="provider-a", hashseed=0, limits=_LIMITS, scratch=scratch,
-                           isolation=wall)
+        result = sandbox.run(f"{_NO_CALL}:run", [("empty", "")], plan)
         outcome = result.outcomes["empty"]
         if outcome.status != "returned":
             raise RuntimeError(f"--isolation {wall}: {outcome.status} {outcome.detail} "
@@ -146,11 +146,12 @@ def _one_start(root: Path, scratch: Path, wall: Isolation) -> Callable[[], None]
     return start
 
 
-def _start_rows(size: str, walls: Mapping[Isolation, Costs], cpus: Mapping[Isolation, Costs],
+def _start_rows(size: str, walls: Mapping[str, Costs], cpus: Mapping[str, Costs],
                 missing: str | None) -> list[Row]:
-    rows = [timed(f"run_cases, --isolation {wall}", size, walls[wall].wall) for wall in walls]
+    rows = [timed(f"Sandbox.run, --isolation {wall}", size, walls[wall].wall) for wall in walls]
     if missing is not None:
-        rows.append(note_row("run_cases, --isolation namespaces", size, f"not run: {missing}"))
+        rows.append(note_row("Sandbox.run, --isolation namespaces", size,
+                             f"not run: {missing}"))
         return [*rows, timed("  CPU per start, process", size, cpus["process"].cpu)]
     rows.append(_ratio("  namespaces / process, wall", size, walls["namespaces"].wall,
                        walls["process"].wall))
@@ -236,7 +237,7 @@ def _hanging(folder: Path) -> tuple[Path, Path]:
     return hanging, rubric
 
 
-def _hang_command(hanging: Path, rubric: Path, folder: Path, wall: Isolation,
+def _hang_command(hanging: Path, rubric: Path, folder: Path, wall: str,
                   totals: Counter[str]) -> Callable[[], None]:
     def grade() -> None:
         out = Path(tempfile.mkdtemp(prefix=f"hang-out-{wall}-", dir=folder))
@@ -310,14 +311,14 @@ def _children_patched(scratch: Path, *, grace_s: float = 0.0) -> Iterator[_Child
         yield log
 
 
-def _counted_grade(root: Path, rubric: Path, scratch: Path, wall: Isolation, *,
+def _counted_grade(root: Path, rubric: Path, scratch: Path, wall: str, *,
                    grace_s: float = 0.0) -> _Counted:
     """Grade ``root`` in process, counting its children (``grace_s``: as for
     ``_children_patched``)."""
     scratch.mkdir(parents=True, exist_ok=True)
     with _children_patched(scratch, grace_s=grace_s) as log:
         graded = grade_submission(root, load_rubric(rubric), submission=root.name,
-                                  scratch=scratch, isolation=wall)
+                                  scratch=scratch, wall=wall_named(wall))
     if not log.lifetimes:
         raise RuntimeError("grade_submission started no counted child: update bench")
     primary = graded.evidence.primary
@@ -336,10 +337,10 @@ def breakdown_table(plan: GraderPlan, folder: Path) -> Table:
     missing = bubblewrap_missing()
     walls = _walls(missing)
     progress("grade_submission in process, children counted, both walls")
-    counts: dict[Isolation, list[_Counted]] = {wall: [] for wall in walls}
+    counts: dict[str, list[_Counted]] = {wall: [] for wall in walls}
     serial = iter(range(1_000))
 
-    def grade(wall: Isolation, grace_s: float = 0.0) -> Callable[[], None]:
+    def grade(wall: str, grace_s: float = 0.0) -> Callable[[], None]:
         return lambda: counts[wall].append(_counted_grade(
             reference, rubric, folder / f"breakdown-{wall}-{next(serial)}", wall,
             grace_s=grace_s))
@@ -479,14 +480,14 @@ def _run(command: Sequence[str], cwd: Path, env: Mapping[str, str] | None = None
 
 
 def _child_environment(home: Path) -> dict[str, str]:
-    """The sandboxed child's environment, as ``grader.sandbox._sandbox`` builds it from nothing."""
+    """The sandboxed child's environment, as ``grader.sandbox._layout`` builds it from nothing."""
     return {"PATH": "/usr/bin:/bin", "HOME": str(home), "TMPDIR": str(home), "TZ": "UTC",
             "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "PYTHONHASHSEED": "0",
             "PYTHONIOENCODING": "utf-8", "PYTHONDONTWRITEBYTECODE": "1"}
 
 
 def _bwrap(reference: Path, command: Sequence[str]) -> Callable[[], None]:
-    """``command`` behind the options a sandboxed child gets (as ``grader.sandbox._sandbox`` starts
+    """``command`` behind the options a sandboxed child gets (as ``NamespacesWall.start`` starts
     one): the same binds, the same seccomp filter written to a fresh pipe."""
     path = bubblewrap()[0]
     if path is None:
@@ -517,8 +518,8 @@ def _bwrap(reference: Path, command: Sequence[str]) -> Callable[[], None]:
     return run
 
 
-def _breakdown_notes(plan: GraderPlan, counts: Mapping[Isolation, list[_Counted]],
-                     cpus: Mapping[Isolation, Costs], parts: Sequence[_Part],
+def _breakdown_notes(plan: GraderPlan, counts: Mapping[str, list[_Counted]],
+                     cpus: Mapping[str, Costs], parts: Sequence[_Part],
                      missing: str | None) -> list[str]:
     share_ns = GOAL_S * GOAL_CORES * 1e9 / GOAL_BATCH
     # A forked worker's CPU lands on the zygote, not here: its wall clock stands in for it

@@ -7,8 +7,8 @@ from typing import Any
 from bench._plan import Plan
 from bench._table import NO_TARGET, Row, fmt_size, note_row, timed
 from bench._timing import Stats, per_call
-from gradekit._fixtures import Fixture, ToolCall, tool_key
-from gradekit._toolbox import ToolReplay
+from gradekit import ToolReplay, tool_key
+from gradekit.internal import Fixture, ToolCall
 
 __all__ = ["tool_rows"]
 

@@ -46,9 +46,10 @@ from gradekit._incident import (
     read_incident,
     replay_incident,
 )
+from gradekit._journal import Mode
 from gradekit._keys import prompt_key
 from gradekit._provider import Provider
-from gradekit._recorder import Mode, Recorder
+from gradekit._recorder import Recorder
 from gradekit._replay import Replay
 from gradekit._toolbox import LiveToolbox, Toolbox, ToolRecorder, ToolReplay, Tools, tool_key
 from gradekit._tracing import JsonlSink, Traced, TracedTools

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from gradekit._codec import Codec, Fold
+from gradekit._codec import Codec, Entry, Fold
 from gradekit._exceptions import CassetteCollision, CassetteCorrupt
 from gradekit._keys import prompt_key
 
@@ -31,16 +31,6 @@ __all__ = [
 ]
 
 FORMAT = "gradekit.cassette/1"
-
-
-@dataclass(frozen=True, slots=True)
-class Entry:
-    """One recorded answer. ``prompt`` is None only for entries read from the flat form."""
-
-    prompt: str | None
-    response: str
-    provider: str = ""
-    recorded_at: str = ""
 
 
 @dataclass(frozen=True, slots=True)

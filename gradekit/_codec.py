@@ -5,7 +5,8 @@ A codec turns its documents into bytes and back, folds journalled entries
 into a document, and names itself. The messages for a file that cannot be
 read, a journal line that cannot be read and a miss (with the closest
 recorded match) are built here from those names, so the two formats say the
-same thing the same way.
+same thing the same way. ``Entry``, one recorded answer, is the unit a journal
+holds on its way into any format (``gradekit._cassette`` re-exports it).
 """
 
 from __future__ import annotations
@@ -16,14 +17,11 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from gradekit._exceptions import CassetteCorrupt
 
-if TYPE_CHECKING:
-    from gradekit._cassette import Entry
-
-__all__ = ["Codec", "Document", "Fold", "closest", "divergence", "hostile_json"]
+__all__ = ["Codec", "Document", "Entry", "Fold", "closest", "divergence", "hostile_json"]
 
 
 def hostile_json(exc: BaseException) -> str:
@@ -39,6 +37,16 @@ class Document(Protocol):
     def case(self) -> str:
         """The case's id, as the rubric names it."""
         ...
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One recorded answer. ``prompt`` is None only for entries read from the flat form."""
+
+    prompt: str | None
+    response: str
+    provider: str = ""
+    recorded_at: str = ""
 
 
 D = TypeVar("D", bound=Document)

@@ -1,47 +1,36 @@
-"""Every error gradekit raises, as one tree. Each message states the fix.
+"""Every error gradekit raises, as one tree, each with its exit code. Each message states
+the fix.
 
-    GradekitError
-    ├── UsageError                 misuse by the calling programmer
-    ├── SecretLeak                 a credential was about to be written
-    ├── CassetteError              cassettes, and tool fixtures (cassettes of tool calls)
-    │   ├── CassetteMiss           a prompt that was never recorded
-    │   ├── MissingFixtureError    a tool call that was never recorded
-    │   ├── CassetteCorrupt        a file that is not a valid cassette
-    │   │   ├── FixtureCorrupt     a file that is not a valid tool fixture
-    │   │   └── IncidentCorrupt    a file that is not a valid recorded incident
-    │   ├── IncidentDivergence     a replayed run left its recorded incident
-    │   ├── CassetteCollision      one key, two different prompts
-    │   └── CassetteLocked         another recorder holds the cassette or fixture
-    └── ProviderError              talking to a live provider went wrong
-        ├── ProviderConfigError    no provider, model or key configured
-        ├── ProviderAuthError      401 / 403
-        ├── ProviderRateLimited    429 after every retry
-        ├── ProviderServerError    5xx after every retry
-        ├── ProviderTimeout        the provider did not answer in time
-        ├── ProviderConnectionError  nothing answered at the address
-        └── ProviderResponseError  an answer without usable text
+    GradekitError                    1  the base: an error the kit raises on purpose
+    ├── UsageError                   2  misuse by the calling programmer
+    ├── SecretLeak                   2  a credential was about to be written
+    ├── CassetteError                1  cassettes, and tool fixtures (cassettes of tool calls)
+    │   ├── CassetteMiss             3  a prompt that was never recorded
+    │   ├── MissingFixtureError      3  a tool call that was never recorded
+    │   ├── CassetteCorrupt          2  a file that is not a valid cassette
+    │   │   ├── FixtureCorrupt       2  a file that is not a valid tool fixture
+    │   │   └── IncidentCorrupt      2  a file that is not a valid recorded incident
+    │   ├── IncidentDivergence       3  a replayed run left its recorded incident
+    │   ├── CassetteCollision        2  one key, two different prompts
+    │   └── CassetteLocked           2  another recorder holds the cassette or fixture
+    └── ProviderError                4  talking to a live provider went wrong
+        ├── ProviderConfigError      2  no provider, model or key configured
+        ├── ProviderAuthError        4  401 / 403
+        ├── ProviderRateLimited      4  429 after every retry
+        ├── ProviderServerError      4  5xx after every retry
+        ├── ProviderTimeout          4  the provider did not answer in time
+        ├── ProviderConnectionError  4  nothing answered at the address
+        └── ProviderResponseError    4  an answer without usable text
 
-The grader adds its own branches under ``GradekitError``:
-
-    GradekitError
-    ├── UsageError                 (the kit's, above)
-    │   └── DashboardUnavailable   `gradekit dashboard` without the gradekit[dashboard] extra
-    ├── RubricError                a rubric that does not validate
-    ├── ManifestError              a [tool.gradekit] table that does not validate
-    ├── GradebookError             a gradebook or roster that cannot be read or merged
-    ├── LedgerCorrupt              a grading ledger line that is not an event of its chain
-    ├── ReviewError                a recording that cannot be reviewed (stale, diff)
-    │   └── ChangeLogCorrupt       DATASET_CHANGES.md does not parse
-    ├── MissingPackage             the agent imports a package the grader lacks: not graded
-    └── SubmissionFileError        a submission file the grader will not read (link, size)
-        └── MissingSubmissionFile  it is not there
-
-The command line's exit code for each is in ``grader._exits`` and docs/formats.md.
+The exit code (``exit_code`` on each class) is what the ``gradekit`` command line exits
+with when the error reaches it: 1 failed, 2 usage or configuration, 3 a recording miss,
+4 the live provider. The command line's table of them is ``grader._exits``, written out in
+docs/formats.md.
 """
 
 from __future__ import annotations
 
-from typing import TypeVar
+from typing import ClassVar, TypeVar
 
 __all__ = [
     "CassetteCollision",
@@ -70,17 +59,25 @@ __all__ = [
 class GradekitError(Exception):
     """Base class of every error gradekit raises on purpose."""
 
+    exit_code: ClassVar[int] = 1  # the command line's code for it: see the tree
+
 
 class UsageError(GradekitError):
     """The calling code used the API wrongly (a bad mode, a bad argument)."""
+
+    exit_code = 2
 
 
 class SecretLeak(GradekitError):
     """A credential's value was found in something about to be written; nothing was written."""
 
+    exit_code = 2
+
 
 class CassetteError(GradekitError):
     """Something is wrong with a cassette file or with what was asked of it."""
+
+    exit_code = 1
 
 
 class CassetteMiss(CassetteError):
@@ -89,6 +86,8 @@ class CassetteMiss(CassetteError):
     The message is built by the replay layer; the fields stay available to
     callers (the grader reports them) without parsing text.
     """
+
+    exit_code = 3
 
     def __init__(self, message: str, *, cassette: str, key: str, prompt: str) -> None:
         super().__init__(message)
@@ -100,45 +99,67 @@ class CassetteMiss(CassetteError):
 class CassetteCorrupt(CassetteError):
     """A cassette that cannot be read: bad JSON, unknown format version, wrong shape."""
 
+    exit_code = 2
+
 
 class CassetteCollision(CassetteError):
     """Two different prompts share one key: never resolved by overwriting."""
+
+    exit_code = 2
 
 
 class CassetteLocked(CassetteError):
     """Another process is recording into the same cassette right now."""
 
+    exit_code = 2
+
 
 class ProviderError(GradekitError):
     """A live provider call failed; the message says what to change."""
+
+    exit_code = 4
 
 
 class ProviderConfigError(ProviderError):
     """No usable provider configuration: a missing model, key or base URL."""
 
+    exit_code = 2
+
 
 class ProviderAuthError(ProviderError):
     """The provider refused the credentials (HTTP 401 or 403)."""
+
+    exit_code = 4
 
 
 class ProviderRateLimited(ProviderError):
     """The provider kept answering 429 after every retry."""
 
+    exit_code = 4
+
 
 class ProviderServerError(ProviderError):
     """The provider kept failing with 5xx after every retry."""
+
+    exit_code = 4
 
 
 class ProviderTimeout(ProviderError):
     """The provider did not answer within the timeout."""
 
+    exit_code = 4
+
 
 class ProviderConnectionError(ProviderError):
     """Nothing usable answered at the configured address."""
 
+    exit_code = 4
+
 
 class ProviderResponseError(ProviderError):
     """The provider answered, but not with text gradekit can use."""
+
+    exit_code = 4
 
 
 class MissingFixtureError(CassetteError):
@@ -148,6 +169,8 @@ class MissingFixtureError(CassetteError):
     callers (the grader reports them) without parsing text. ``arguments`` is
     the canonical JSON of the call's arguments (``args`` is Exception's own).
     """
+
+    exit_code = 3
 
     def __init__(
         self, message: str, *, fixture: str, case: str, tool: str, arguments: str, key: str
@@ -163,15 +186,21 @@ class MissingFixtureError(CassetteError):
 class FixtureCorrupt(CassetteCorrupt):
     """A tool fixture that cannot be read: bad JSON, unknown format, a key with two answers."""
 
+    exit_code = 2
+
 
 class IncidentCorrupt(CassetteCorrupt):
     """An incident file gradekit cannot read; the message names the line and the fix."""
+
+    exit_code = 2
 
 
 class IncidentDivergence(CassetteError):
     """A replayed run left its recorded incident: a changed input, an extra or a missing
     crossing. ``index`` is the recorded crossing where it happened, ``boundary`` its
     boundary; the message shows the recorded input against this run's."""
+
+    exit_code = 3
 
     def __init__(self, message: str, *, index: int, boundary: str) -> None:
         super().__init__(message)

@@ -22,8 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gradekit._cassette import Entry
-from gradekit._codec import Codec, Fold
+from gradekit._codec import Codec, Entry, Fold
 from gradekit._exceptions import FixtureCorrupt, UsageError
 from gradekit._store import journal_path
 

@@ -37,10 +37,11 @@ import pytest
 from gradekit._cassette import REPLAYED
 from gradekit._exceptions import CassetteMiss, UsageError, in_chain
 from gradekit._http.transport import AsyncCassetteTransport, CassetteTransport
+from gradekit._journal import Mode
 from gradekit._keys import prompt_key
 from gradekit._provider import Provider
 from gradekit._pytest_network import RECORD, blocked
-from gradekit._recorder import Mode, Recorder
+from gradekit._recorder import Recorder
 from gradekit._replay import Replay
 from gradekit._store import replayed
 

@@ -4,17 +4,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from gradekit._cassette import CASSETTE, REPLAYED, Cassette
 from gradekit._codec import closest, divergence
 from gradekit._exceptions import CassetteMiss, UsageError
 from gradekit._http.client import HttpClients, http_cassette_path
+from gradekit._http.transport import AsyncCassetteTransport, CassetteTransport, async_twin
 from gradekit._keys import prompt_key
 from gradekit._store import replayed
-
-if TYPE_CHECKING:
-    from gradekit._http.transport import AsyncCassetteTransport, CassetteTransport
 
 __all__ = ["Replay", "miss"]
 
@@ -63,8 +60,6 @@ class Replay(HttpClients):
                     "this Replay was given a Cassette value, not a file, so it has no HTTP "
                     "cassette beside it: give the SDK a client on "
                     "CassetteTransport('cassettes/<case>.http.json') instead")
-            from gradekit._http.transport import CassetteTransport
-
             case = self._cassette.case or Path(self.source).stem
             self._http = CassetteTransport(http_cassette_path(self._file), case=case,
                                            record_command=self.http_record_command.format(
@@ -73,8 +68,6 @@ class Replay(HttpClients):
 
     def async_http_transport(self) -> AsyncCassetteTransport:
         """``http_transport()`` for async clients: the same cassette, one count of slots."""
-        from gradekit._http.transport import async_twin
-
         return async_twin(self.http_transport())
 
 

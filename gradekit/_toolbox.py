@@ -31,7 +31,7 @@ from gradekit._fixtures import (
     round_trip,
     tool_key,
 )
-from gradekit._recorder import JournaledRecording, Mode, _utc_now
+from gradekit._journal import JournaledRecording, Mode, utc_now
 from gradekit._secrets import refuse_secrets
 from gradekit._store import replayed
 
@@ -213,7 +213,7 @@ class ToolRecorder(_RunTools, JournaledRecording[Fixture]):
         *,
         case: str | None = None,
         mode: Mode = "once",
-        clock: Callable[[], str] = _utc_now,
+        clock: Callable[[], str] = utc_now,
         env: Mapping[str, str] | None = None,
     ) -> None:
         JournaledRecording.__init__(

@@ -8,7 +8,7 @@ import os
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from gradekit._exceptions import GradekitError
 from gradekit._fixtures import tool_key
@@ -21,9 +21,7 @@ from gradekit._http.client import (
 )
 from gradekit._keys import prompt_key
 from gradekit._provider import Provider
-
-if TYPE_CHECKING:
-    from gradekit._toolbox import Toolbox
+from gradekit._toolbox import Toolbox
 
 __all__ = ["AsyncTracedTransport", "JsonlSink", "Sink", "Traced", "TracedTools", "TracedTransport",
            "sink_from_env"]

@@ -1,7 +1,31 @@
 """gradekit's grader: rubrics, the sandboxed harness, checks, reports and the command line.
 
-The grader imports ``gradekit`` (the kit) and never ``lab`` (the student's code, which only
-its sandboxed children import); ``gradekit`` never imports the grader.
+The grader imports ``gradekit`` (the kit, through its public package and
+``gradekit.internal``) and never ``lab`` (the student's code, which only its sandboxed
+children import); ``gradekit`` never imports the grader.
+
+Its packages, each a room with one door (its ``__init__``, which names what other rooms
+use) and a list of the rooms below it that it may import (the last paragraph of its
+docstring, held by tests/grader/test_layers.py). From the bottom up:
+
+    base         _model, _errors, _exits, _expect, _specs, _text: values, errors and words
+                 every room shares; they import no room
+    submission   what a student handed in: manifest, files, roster
+    sandbox      the trust boundary: the harness, the walls, the runs made through them
+    recordings   cassettes and fixtures as review sees them: stale, diff, change log
+    regression   regression sets: the format and how a next version is published
+    rubric       the rubric: cases, criteria, limits, packages, pinned sets
+    scoring      pure: evidence and rubric in, points and advice out
+    outputs      the files a grading writes, each a format, and their signatures
+    records      append-only: ledger, reviews, history, promotion, report verify
+    grading      one submission: evidence gathered in the sandbox, scored, reported
+    batch        a cohort: workers, the gradebook, the ledger
+    handout      the students' starter repository and the Gradescope autograder
+    dashboard    the cohort at a glance, as a static site
+    cli          the ``gradekit`` command line
+
+This module is the grader's public API for Python callers; ``python -m grader`` is the
+command line.
 """
 
 from grader._model import CheckResult, CriterionResult, Limits, Report

@@ -8,7 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from grader.sandbox._isolation import INSTALL_HINT, Isolation, bubblewrap
+from grader.sandbox import Wall, wall_named
+from grader.sandbox._isolation import INSTALL_HINT, bubblewrap
 
 
 def require_namespaces() -> None:
@@ -21,12 +22,11 @@ def require_namespaces() -> None:
 
 
 @pytest.fixture(params=["process", "namespaces"])
-def isolation(request: pytest.FixtureRequest) -> Isolation:
+def isolation(request: pytest.FixtureRequest) -> Wall:
     """Each wall in turn; the namespaces one needs bubblewrap."""
-    wall: Isolation = request.param
-    if wall == "namespaces":
+    if request.param == "namespaces":
         require_namespaces()
-    return wall
+    return wall_named(request.param)
 
 
 @pytest.fixture

@@ -25,8 +25,7 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
-from gradekit._cassette import Entry
-from gradekit._codec import Codec, Fold
+from gradekit._codec import Codec, Entry, Fold
 from gradekit._exceptions import CassetteCollision, CassetteCorrupt
 from gradekit._keys import KEY_LENGTH
 

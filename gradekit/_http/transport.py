@@ -7,7 +7,7 @@ libraries: it answers a request with a response of the request's own library,
 so neither is imported here until a request of it arrives.
 
 The policy, the lock, the journal and the fold are the Recorder's
-(``gradekit._recorder.JournaledRecording``); the format is ``gradekit._http.cassette``.
+(``gradekit._journal.JournaledRecording``); the format is ``gradekit._http.cassette``.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from gradekit._http.cassette import (
 )
 from gradekit._http.client import AsyncTransportBase, SyncTransportBase
 from gradekit._http.miss import http_miss
-from gradekit._recorder import JournaledRecording, Mode, _utc_now
+from gradekit._journal import JournaledRecording, Mode, utc_now
 from gradekit._secrets import refuse_secrets
 
 __all__ = ["AsyncCassetteTransport", "CassetteTransport", "async_twin"]
@@ -365,7 +365,7 @@ class CassetteTransport(_Counted, SyncTransportBase):
 
     def __init__(self, cassette: str | Path, *, mode: Mode = "none", inner: object | None = None,
                  case: str | None = None, env: Mapping[str, str] | None = None,
-                 clock: Callable[[], str] = _utc_now, record_command: str | None = None) -> None:
+                 clock: Callable[[], str] = utc_now, record_command: str | None = None) -> None:
         self._recording = _Recording(cassette, mode=mode, case=case, env=env, clock=clock,
                                      command=record_command)
         self._live = _Live(inner, "HTTPTransport")
@@ -443,7 +443,7 @@ class AsyncCassetteTransport(_Counted, AsyncTransportBase):
 
     def __init__(self, cassette: str | Path, *, mode: Mode = "none", inner: object | None = None,
                  case: str | None = None, env: Mapping[str, str] | None = None,
-                 clock: Callable[[], str] = _utc_now, record_command: str | None = None) -> None:
+                 clock: Callable[[], str] = utc_now, record_command: str | None = None) -> None:
         self._recording = _Recording(cassette, mode=mode, case=case, env=env, clock=clock,
                                      command=record_command)
         self._live = _Live(inner, "AsyncHTTPTransport")

@@ -1,4 +1,13 @@
-"""grader/batch."""
+"""Grading a cohort: discovery, sharding, one worker process per submission forked from a
+pre-imported zygote, the gradebook written as rows finish. A worker gets the rubric as JSON
+(``grader.rubric.rubric_document``) and writes its submission's outputs once through the
+grades folder's home (``grader.records``); the batch signs them once. The identities the
+command line computed are graded as they are (``grade_batch`` computes them only when
+given folders).
+
+May import: base, submission, sandbox, regression, rubric, scoring, outputs, records,
+grading.
+"""
 
 from __future__ import annotations
 

@@ -4,9 +4,11 @@ Each submission is graded by its own worker (``grader.batch._worker``), started 
 of its own with the grader's code only, so nothing a submission does can stop the
 batch: a worker that overruns the rubric's ``budget_s`` is killed with its process
 group, and one that dies (a signal, out of memory, any exit status) leaves an error row
-that says why. ``gradebook.csv`` is rewritten after every finished row (a temporary
-file, then ``os.replace``), so a crash or Ctrl-C keeps every finished row. Ctrl-C
-stops starting workers, kills the running ones and raises ``BatchInterrupted``.
+that says why. Each worker writes its submission's outputs once, through the grades
+folder's home (``grader.records._folder``), and the batch, the one process that holds the
+instructor's key, signs them once. ``gradebook.csv`` is rewritten after every finished row
+(a temporary file, then ``os.replace``), so a crash or Ctrl-C keeps every finished row.
+Ctrl-C stops starting workers, kills the running ones and raises ``BatchInterrupted``.
 """
 
 from __future__ import annotations
@@ -23,9 +25,9 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, TypeVar
 
 import gradekit
-import grader
 from gradekit import UsageError
 from grader.batch._worker import (
     CASE,
@@ -33,21 +35,19 @@ from grader.batch._worker import (
     Request,
     decode_row,
     encode_request,
-    write_outputs,
 )
 from grader.batch._zygote import REQUEST, ROW, STDERR, Zygote, ZygoteGone
 from grader.outputs import (
     REPORTED,
     GradebookRow,
-    draw_key,
     error_row,
     gradebook_csv,
     load_key,
     without_signing_key,
 )
-from grader.records import sign_outputs
+from grader.records import GRADEBOOK, LEDGER, draw_key, read_ledger, sign_outputs
 from grader.rubric import Rubric
-from grader.sandbox import Isolation
+from grader.sandbox import PROCESS_WALL, Wall
 from grader.submission import Identity, Roster, identify
 
 __all__ = [
@@ -63,12 +63,12 @@ __all__ = [
     "parse_shard",
     "print_heartbeat",
     "print_progress",
-    "write_outputs",
 ]
 
 _TICK_S = 0.2  # how often a waiting thread looks at its worker's budget and at Ctrl-C
 _GRACE_S = 10.0  # for a killed worker to be reaped
 _OUTPUT_CAP = 1 << 20  # of a worker's row and of its stderr: both are a few lines
+_Picked = TypeVar("_Picked", Path, Identity)
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,8 +78,8 @@ class Shard:
     index: int
     count: int
 
-    def pick(self, submissions: Sequence[Path]) -> list[Path]:
-        """The submissions of this shard."""
+    def pick(self, submissions: Sequence[_Picked]) -> list[_Picked]:
+        """The submissions (folders, or their identities) of this shard."""
         return list(submissions[self.index - 1 :: self.count])
 
 
@@ -142,31 +142,37 @@ class BatchInterrupted(KeyboardInterrupt):
         self.not_graded = list(not_graded)
 
 
-def grade_batch(submissions: Sequence[Path], rubric: Rubric, *, out: Path, jobs: int,
+def grade_batch(submissions: Sequence[Path] | Sequence[Identity], rubric: Rubric, *,
+                out: Path, jobs: int,
                 label: str | None = None, progress: Progress | None = None,
-                isolation: Isolation = "process", roster: Roster | None = None,
+                wall: Wall = PROCESS_WALL, roster: Roster | None = None,
                 heartbeat: Heartbeat | None = None,
                 key_file: Path | None = None) -> list[GradebookRow]:
     """Grade every submission in a worker process of its own, at most ``jobs`` at once.
 
     One submission never stops the others, and ``out/gradebook.csv`` is rewritten after
-    every finished row. Identities come from ``roster`` (else the folder names); two
+    every finished row. ``submissions`` are the identities the command line computed
+    (``grader.submission.identify``, with ``roster`` naming the roster they came from), or
+    folders, whose identities then come from ``roster`` (else the folder names); two
     submissions of one identity are a ``UsageError`` before anything runs. Ctrl-C kills
     the running workers, writes the finished rows and raises ``BatchInterrupted``.
     ``progress`` hears of each finished row; ``heartbeat`` of each submission still running
-    every ``HEARTBEAT_S`` seconds, with the case its sandbox runs. With an instructor key
-    (``key_file``, else ``GRADEKIT_SIGNING_KEY_FILE`` or ``GRADEKIT_SIGNING_KEY``) every
-    report.json and results.json is signed here, in the batch: no worker sees the key.
+    every ``HEARTBEAT_S`` seconds, with the case its sandbox runs. Each results.json is
+    written with the current reviews of its report that ``out``'s ledger holds now. With an
+    instructor key (``key_file``, else ``GRADEKIT_SIGNING_KEY_FILE`` or
+    ``GRADEKIT_SIGNING_KEY``) every report.json and results.json is signed here, in the
+    batch, once: no worker sees the key.
     """
-    identities = identify(submissions, roster)
+    identities = _identities(submissions, roster)
     key = load_key(key_file)  # a bad signing key stops the batch before anything is graded
+    reviews = _reviews_by_student(read_ledger(out / LEDGER).events)
     out.mkdir(parents=True, exist_ok=True)
     drawing = draw_key(out, key)
-    book = _Gradebook(out / "gradebook.csv", tuple(c.id for c in rubric.criteria))
+    book = _Gradebook(out / GRADEBOOK, tuple(c.id for c in rubric.criteria))
     book.write([])  # at once: an old gradebook in ``out`` must not pass for this batch's
-    workers = _Workers(rubric, out=out, label=label, isolation=isolation,
+    workers = _Workers(rubric, out=out, label=label, wall=wall,
                        roster=Path(roster.source).name if roster else "", heartbeat=heartbeat,
-                       key=key, draw_key=drawing)
+                       key=key, draw_key=drawing, reviews=reviews)
     finished: dict[int, GradebookRow] = {}
     futures: dict[Future[GradebookRow | None], int] = {}
     started = time.monotonic()
@@ -200,6 +206,31 @@ def grade_batch(submissions: Sequence[Path], rubric: Rubric, *, out: Path, jobs:
         pool.shutdown(wait=True, cancel_futures=True)
         workers.close()
     return [finished[number] for number in sorted(finished)]
+
+
+def _identities(submissions: Sequence[Path] | Sequence[Identity], roster: Roster | None
+                ) -> list[Identity]:
+    """The identities the command line computed, as they are; else the folders', from
+    ``roster`` (computed once either way)."""
+    given = [s for s in submissions if isinstance(s, Identity)]
+    if given and len(given) == len(submissions):
+        return given
+    folders = [s for s in submissions if isinstance(s, Path)]
+    if len(folders) != len(submissions):
+        raise TypeError("grade_batch takes folders or their identities, not both: pass "
+                        "identify(folders, roster), or the folders alone")
+    return identify(folders, roster)
+
+
+def _reviews_by_student(events: Sequence[Mapping[str, Any]]
+                        ) -> dict[str, tuple[Mapping[str, Any], ...]]:
+    """The ledger's review events by student, in ledger order: a worker gets its student's
+    and finds among them the current reviews of the report it writes."""
+    found: dict[str, list[Mapping[str, Any]]] = {}
+    for event in events:
+        if event.get("event") == "review":
+            found.setdefault(str(event.get("student")), []).append(event)
+    return {student: tuple(reviews) for student, reviews in found.items()}
 
 
 def _rows_of(futures: Mapping[Future[GradebookRow | None], int]) -> dict[int, GradebookRow]:
@@ -252,13 +283,15 @@ def _replace_file(path: Path, data: bytes) -> None:
 class _Workers:
     """Starts one worker per submission, watches its budget, and stops them all on demand."""
 
-    def __init__(self, rubric: Rubric, *, out: Path, label: str | None, isolation: Isolation,
+    def __init__(self, rubric: Rubric, *, out: Path, label: str | None, wall: Wall,
                  roster: str, heartbeat: Heartbeat | None = None,
-                 key: bytes | None = None, draw_key: bytes = b"") -> None:
+                 key: bytes | None = None, draw_key: bytes = b"",
+                 reviews: Mapping[str, Sequence[Mapping[str, Any]]] | None = None) -> None:
         self._heartbeat = heartbeat
+        self._reviews = reviews or {}  # the ledger's review events, by student
         self._key = key  # signs each graded row's outputs here: workers never see it
         self._draw_key = draw_key  # workers get this one: it draws, it signs nothing
-        self._rubric, self._label, self._isolation = rubric, label, isolation
+        self._rubric, self._label, self._wall = rubric, label, wall
         self._out, self._roster = out.absolute(), roster  # workers start in another folder
         self._ids = frozenset(c.id for c in rubric.criteria)
         self._checks = _check_folders(rubric)
@@ -339,8 +372,9 @@ class _Workers:
             (scratch / REQUEST).write_bytes(encode_request(Request(
                 parent=zygote.pid, root=identity.path.absolute(), folder=identity.folder,
                 student=identity.student, out=self._out / identity.folder, scratch=scratch,
-                label=self._label, isolation=self._isolation, rubric=self._rubric,
-                check_folders=self._checks, draw_key=self._draw_key)))
+                label=self._label, isolation=self._wall.name, rubric=self._rubric,
+                check_folders=self._checks, draw_key=self._draw_key,
+                reviews=self._reviews.get(identity.student, ()))))
             try:
                 return zygote, zygote.fork(scratch, identity.folder)
             except ZygoteGone:
@@ -442,8 +476,9 @@ def _check_folders(rubric: Rubric) -> dict[str, str]:
 def _worker_environment() -> dict[str, str]:
     """The grader's own environment, with this grader's ``grader`` and ``gradekit`` first on the
     import path: the worker starts elsewhere, with ``-P``, so it finds them only there."""
-    roots = [str(Path(folder).resolve().parent) for package in (grader, gradekit)
-             for folder in package.__path__]
+    grader_folder = Path(__file__).resolve().parents[1]  # grader/batch/_batch.py
+    roots = [str(Path(folder).resolve().parent)
+             for folder in (str(grader_folder), *gradekit.__path__)]
     inherited = os.environ.get("PYTHONPATH", "")
     paths = [*dict.fromkeys(roots), *([inherited] if inherited else [])]
     return {**without_signing_key(os.environ), "PYTHONPATH": os.pathsep.join(paths)}

@@ -2,12 +2,15 @@
 
 The batch has ``grader.batch._zygote`` fork one worker per submission, each in its own
 session, and hands it one JSON request on standard input: where the submission is,
-who it is, the rubric as data, where its outputs go. The worker caps its own address
-space at the rubric's ``grader_memory_mb``, grades (the submission's code runs only
-in the sandbox's children, never in this process), writes the submission's outputs
-and answers with one JSON line on standard output: its gradebook row. Nothing is
-pickled, and the worker imports grader code only (plus the instructor's custom
-checks, from the folders the batch names).
+who it is, the rubric as data (``grader.rubric.rubric_document``, checked again on
+arrival by the rubric file's own validators), the reviews the ledger holds of the
+student's reports, where its outputs go. The worker caps its own address space at the
+rubric's ``grader_memory_mb``, grades (the submission's code runs only in the sandbox's
+children, never in this process), writes the submission's outputs once through the
+grades folder's home (``grader.records.write_submission``; results.json with the current
+reviews of its report) and answers with one JSON line on standard output: its gradebook
+row. Nothing is pickled, and the worker imports grader code only (plus the instructor's
+custom checks, from the folders the batch names).
 
 A worker that runs out of memory exits with ``EXIT_OUT_OF_MEMORY`` and no
 traceback; any other failure while grading is an error row. ``ps -o comm`` shows a
@@ -25,44 +28,28 @@ import os
 import resource
 import signal
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, cast, get_args
+from typing import Any, get_args
 
 from gradekit import GradekitError
-from grader._expect import expectation_document, parse_expectation
-from grader._model import CONTRACT, Limits, Report
+from grader._model import CONTRACT, Report
 from grader._text import TEXT_LIMIT, quote
-from grader.grading import REVIEW, Graded, MissingPackage, grade_submission
-from grader.outputs import (
-    CALLS,
-    GradebookRow,
-    Status,
-    calls_document,
-    error_row,
-    points_text,
-    render_calls,
-    render_gradescope,
-    render_markdown,
-    render_report_json,
-    report_digest,
-)
-from grader.regression import RegressionSet, load_set, parse_ref
-from grader.rubric import Case, Criterion, Rubric, load_custom_check
-from grader.sandbox import Isolation, describe_isolation
-from grader.scoring import Evidence
+from grader.grading import REVIEW, MissingPackage, grade_submission
+from grader.outputs import GradebookRow, Status, error_row, points_text, report_digest
+from grader.records import current_reviews, write_submission
+from grader.rubric import Rubric, load_custom_check, rubric_document, rubric_from_document
+from grader.sandbox import wall_named
 
 __all__ = [
     "CASE",
     "EXIT_BAD_REQUEST",
     "EXIT_ORPHANED",
     "EXIT_OUT_OF_MEMORY",
-    "OUTPUT_CAP",
     "Request",
-    "capped",
     "decode_request",
     "decode_row",
     "die_with",
@@ -71,7 +58,6 @@ __all__ = [
     "grade",
     "limit_memory",
     "main",
-    "write_outputs",
 ]
 
 # A worker's own exit statuses, read only by the batch (not the command line's, grader._exits).
@@ -79,7 +65,6 @@ EXIT_BAD_REQUEST = 2
 EXIT_OUT_OF_MEMORY = 3
 EXIT_ORPHANED = 4
 _PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
-OUTPUT_CAP = 256 * 1024  # bytes of output.txt: feedback only, and 200 of them stay small
 _MIB = 1 << 20
 
 
@@ -94,11 +79,13 @@ class Request:
     out: Path  # where this submission's outputs go
     scratch: Path  # a private, empty folder
     label: str | None  # the primary run's label; None: drawn by the worker
-    isolation: Isolation
+    isolation: str  # the name of the wall its code runs behind (grader.sandbox.wall_named)
     rubric: Rubric
     check_folders: Mapping[str, str]  # custom check -> the folder it is imported from
-    draw_key: bytes = b""  # the batch's secret for draws (grader.outputs._signing.draw_key); b"":
+    draw_key: bytes = b""  # the batch's secret for draws (grader.records.draw_key); b"":
     # drawn afresh
+    # the ledger's review events of this student, in ledger order, as the batch read them
+    reviews: Sequence[Mapping[str, Any]] = ()
 
 
 def encode_request(request: Request) -> bytes:
@@ -107,8 +94,9 @@ def encode_request(request: Request) -> bytes:
         "parent": request.parent, "root": str(request.root), "folder": request.folder,
         "student": request.student,
         "out": str(request.out), "scratch": str(request.scratch), "label": request.label,
-        "isolation": request.isolation, "rubric": _rubric_json(request.rubric),
+        "isolation": request.isolation, "rubric": rubric_document(request.rubric),
         "check_folders": dict(request.check_folders), "draw_key": request.draw_key.hex(),
+        "reviews": [dict(event) for event in request.reviews],
     }, ensure_ascii=True).encode("ascii")
 
 
@@ -116,72 +104,28 @@ def decode_request(data: bytes) -> Request:
     """The request ``encode_request`` wrote; ``ValueError`` when it is not one."""
     try:
         document = json.loads(data)
-        isolation = document["isolation"]
-        if isolation not in ("namespaces", "process"):
-            raise ValueError(f"isolation {isolation!r}")
+        isolation = wall_named(document["isolation"]).name
         return Request(
             parent=int(document["parent"]), root=Path(document["root"]),
             folder=str(document["folder"]), student=str(document["student"]),
             out=Path(document["out"]),
             scratch=Path(document["scratch"]), label=_optional_text(document["label"]),
-            isolation=cast(Isolation, isolation), rubric=_rubric(document["rubric"]),
+            isolation=isolation,
+            rubric=rubric_from_document(document["rubric"]),
             check_folders={str(k): str(v) for k, v in document["check_folders"].items()},
             draw_key=bytes.fromhex(document["draw_key"]),
+            reviews=tuple(_reviews(document["reviews"])),
         )
     except (ValueError, KeyError, TypeError, AttributeError, GradekitError) as exc:
         raise ValueError(f"not a worker request ({type(exc).__name__}: {exc})") from exc
 
 
-def _rubric_json(rubric: Rubric) -> dict[str, object]:
-    return {
-        "id": rubric.id, "version": rubric.version, "title": rubric.title,
-        "sha256": rubric.sha256, "limits": dataclasses.asdict(rubric.limits),
-        # The sets by reference and digest: the worker reads the same immutable versions.
-        "sets": {ref: None if pinned is None else pinned.sha256
-                 for ref, pinned in rubric.sets.items()},
-        "sets_folder": rubric.sets_folder,
-        "packages": dict(rubric.packages),
-        "cases": [[case.id, case.task, None if case.expect is None
-                   else expectation_document(case.expect)] for case in rubric.cases],
-        "criteria": [
-            {"id": c.id, "title": c.title, "weight": c.weight, "check": c.check, "full": c.full,
-             "typical_loss": c.typical_loss, "params": dict(c.params),
-             "points": {name: str(points) for name, points in c.points.items()}}
-            for c in rubric.criteria
-        ],
-    }
-
-
-def _rubric(document: dict[str, Any]) -> Rubric:
-    """The rubric exactly as the batch validated it: the worker never reads the file again."""
-    criteria = tuple(
-        Criterion(id=c["id"], title=c["title"], weight=c["weight"], check=c["check"],
-                  full=c["full"], typical_loss=c["typical_loss"],
-                  points=MappingProxyType({k: Decimal(v) for k, v in c["points"].items()}),
-                  params=MappingProxyType({str(k): str(v) for k, v in c["params"].items()}))
-        for c in document["criteria"]
-    )
-    cases = tuple(Case(case_id, task, None if expect is None else parse_expectation(
-        expect, f"case {case_id}")) for case_id, task, expect in document["cases"])
-    return Rubric(id=document["id"], version=document["version"], title=document["title"],
-                  cases=cases, sets=_sets(document["sets"], Path(document["sets_folder"])),
-                  sets_folder=document["sets_folder"],
-                  criteria=criteria, limits=Limits(**document["limits"]),
-                  sha256=document["sha256"],
-                  packages=MappingProxyType({str(name): str(requirement) for name, requirement
-                                             in document["packages"].items()}))
-
-
-def _sets(digests: Mapping[str, str | None], folder: Path) -> dict[str, RegressionSet | None]:
-    """The regression sets the batch found, read again from the same folder: each must
-    still have the digest the batch saw (a version never changes)."""
-    sets: dict[str, RegressionSet | None] = {}
-    for ref, digest in digests.items():
-        pinned = None if digest is None else load_set(folder, *parse_ref(ref))
-        if digest is not None and (pinned is None or pinned.sha256 != digest):
-            raise ValueError(f"regression set {ref} changed while the batch ran")
-        sets[str(ref)] = pinned
-    return sets
+def _reviews(events: object) -> list[dict[str, Any]]:
+    """The request's review events: a list of JSON objects (each one is read as a review
+    only where it bears on the report graded)."""
+    if not isinstance(events, list) or not all(isinstance(e, dict) for e in events):
+        raise ValueError("reviews is not a list of ledger events")
+    return events
 
 
 def encode_row(row: GradebookRow) -> bytes:
@@ -204,50 +148,6 @@ def decode_row(data: bytes) -> GradebookRow:
         raise ValueError(f"not a gradebook row ({type(exc).__name__}: {exc})") from exc
 
 
-def write_outputs(graded: Graded, folder: Path) -> str:
-    """Write report.json, report.md, results.json, the agent's output and the calls the
-    grader observed (calls.json); return the digest."""
-    report = graded.report
-    folder.mkdir(parents=True, exist_ok=True)
-    digest = report_digest(report)
-    (folder / "report.json").write_bytes(render_report_json(report))
-    isolation = describe_isolation(graded.isolation)
-    (folder / "report.md").write_text(render_markdown(report, isolation=isolation),
-                                      encoding="utf-8")
-    (folder / "results.json").write_bytes(render_gradescope(report, digest, isolation=isolation))
-    (folder / "output.txt").write_bytes(capped(_child_output(graded.evidence)))
-    cases = tuple(case.id for case in graded.evidence.cases)
-    (folder / CALLS).write_bytes(render_calls(calls_document(graded.evidence.primary, cases)))
-    return digest
-
-
-def _child_output(evidence: Evidence) -> str:
-    """What the agent printed in each run: feedback only, never graded."""
-    runs = (("primary run", evidence.primary),
-            *((f"provider label {n}", run) for n, run in enumerate(evidence.others, 2)),
-            *((f"loud-failure probe, {withhold} withheld", run)
-              for withhold, run in evidence.loud),
-            ("second cassette set", evidence.second_set))
-    parts = [
-        f"== {title}: {stream} ==\n{text.rstrip()}\n"
-        for title, run in runs if run is not None
-        for stream, text in (("stdout", run.stdout), ("stderr", run.stderr)) if text.strip()
-    ]
-    return "".join(parts) or "The agent printed nothing.\n"
-
-
-def capped(text: str, cap: int = OUTPUT_CAP) -> bytes:
-    """``text`` as UTF-8, at most ``cap`` bytes; a cut one ends with a line that says so."""
-    data = text.encode("utf-8")
-    if len(data) <= cap:
-        return data
-    marker = (f"\n[gradekit cut output.txt here: it keeps the first {cap // 1024} KiB of the "
-              f"agent's {len(data)} bytes of output]\n").encode("ascii")
-    # "ignore" drops a character cut in half, so the file stays valid UTF-8.
-    kept = data[: cap - len(marker)].decode("utf-8", "ignore").encode("utf-8")
-    return kept + marker
-
-
 CASE = "case"  # in a worker's scratch folder: the case its sandbox runs now
 
 
@@ -265,10 +165,13 @@ def grade(request: Request) -> GradebookRow:
             load_custom_check(check, rubric_dir=Path(folder))
         graded = grade_submission(request.root, request.rubric, submission=request.student,
                                   label=request.label, scratch=request.scratch,
-                                  isolation=request.isolation,
+                                  wall=wall_named(request.isolation),
                                   draw_key=request.draw_key or None,
                                   on_case=functools.partial(_running, request.scratch))
-        digest = write_outputs(graded, request.out)
+        report = graded.report
+        digest = write_submission(
+            request.out, report, graded.evidence, isolation=graded.wall.description,
+            reviews=current_reviews(request.reviews, report_digest(report)))
     except MemoryError:
         raise
     except MissingPackage as missing:  # no grade: the grader's environment, or the submission
@@ -276,7 +179,6 @@ def grade(request: Request) -> GradebookRow:
     except Exception as exc:  # a grader bug costs this submission's row, not the batch
         return error_row(request.folder, request.student,
                          f"the grader failed: {type(exc).__name__}: {exc}")
-    report = graded.report
     return GradebookRow(
         submission=request.folder, student=report.submission,
         status="degraded" if report.degraded else "graded",

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import IO, NoReturn
 
 from grader.batch import _worker
-from grader.sandbox import bubblewrap, interpreter
+from grader.sandbox import warm_walls
 
 __all__ = ["REQUEST", "ROW", "STDERR", "Zygote", "ZygoteGone", "main"]
 
@@ -141,8 +141,7 @@ def main(argv: list[str]) -> int:
     """Fork workers on request until stdin closes; ``argv[1]``: the batch's pid."""
     _worker.die_with(int(argv[1]))
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    bubblewrap()  # probed once here, not once per worker: the answer is cached, and forked
-    interpreter()
+    warm_walls()  # bubblewrap probed once here, not once per worker: forks inherit the answer
     wake_read, wake_write = os.pipe()
     for fd in (wake_read, wake_write):
         os.set_blocking(fd, False)

@@ -10,9 +10,13 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from gradekit import CassetteError, UsageError
-from gradekit._http.cassette import HTTP_CASSETTE, KEPT_HEADERS
-from gradekit._secrets import credential_values, find_secret
-from gradekit._store import journal_path
+from gradekit.internal import (
+    HTTP_CASSETTE,
+    KEPT_HEADERS,
+    credential_values,
+    find_secret,
+    journal_path,
+)
 from grader._exits import EXIT_FAILED, EXIT_OK
 from grader.recordings import (
     diff_files,

@@ -25,10 +25,18 @@ from grader.batch import (
 )
 from grader.cli._options import add_isolation_option, add_rubric_option
 from grader.grading import MissingPackage, predicted, run_checkpoints
-from grader.outputs import REPORTED, GradebookRow, load_key
-from grader.records import LEDGER, apply_reviews, grader_version, record_grading, rubric_lineage
+from grader.outputs import REPORTED, GradebookRow
+from grader.records import (
+    GRADEBOOK,
+    LEDGER,
+    REPORT,
+    apply_reviews,
+    grader_version,
+    record_grading,
+    rubric_lineage,
+)
 from grader.rubric import Rubric, load_rubric
-from grader.sandbox import choose_isolation, describe_isolation
+from grader.sandbox import choose_isolation
 from grader.scoring import contract_gaps
 from grader.submission import ROSTER_HEADER, Identity, Roster, identify, load_roster, unclaimed
 
@@ -84,12 +92,12 @@ def _grade(args: argparse.Namespace) -> int:
         for folder in stopped.not_graded:
             print(f"{folder}: NOT GRADED: interrupted by Ctrl-C before it finished")
         print(f"interrupted: {len(stopped.not_graded)} submissions not graded; "
-              f"{args.out / 'gradebook.csv'} holds the {len(stopped.rows)} that finished. "
+              f"{args.out / GRADEBOOK} holds the {len(stopped.rows)} that finished. "
               "Grade the others again (their folders are listed above).", file=sys.stderr)
         return EXIT_INTERRUPTED
     except KeyboardInterrupt:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
-        print(f"interrupted: {args.out / 'gradebook.csv'} holds every row that finished, if "
+        print(f"interrupted: {args.out / GRADEBOOK} holds every row that finished, if "
               "any; run the same command again to grade them all", file=sys.stderr)
         return EXIT_INTERRUPTED
 
@@ -101,30 +109,31 @@ def _grade_all(args: argparse.Namespace) -> int:
     roster = load_roster(args.roster) if args.roster is not None else None
     submissions = discover(args.paths)
     identities = identify(submissions, roster)  # every shard refuses the same clashes
-    isolation = choose_isolation(args.isolation)
-    print(f"isolation: {describe_isolation(isolation)}", file=sys.stderr)
+    wall = choose_isolation(args.isolation)
+    print(f"isolation: {wall.description}", file=sys.stderr)
     if roster is not None:
         _warn_unclaimed(roster, identities)
     if args.shard is not None:
-        submissions = args.shard.pick(submissions)
+        identities = args.shard.pick(identities)
     try:
-        rows = grade_batch(submissions, rubric, out=args.out, jobs=args.jobs, label=args.label,
-                           progress=print_progress if len(submissions) > 1 and not args.quiet
+        rows = grade_batch(identities, rubric, out=args.out, jobs=args.jobs, label=args.label,
+                           progress=print_progress if len(identities) > 1 and not args.quiet
                            else None, heartbeat=None if args.quiet else print_heartbeat,
-                           isolation=isolation, roster=roster, key_file=args.key_file)
+                           wall=wall, roster=roster, key_file=args.key_file)
     except BatchInterrupted as stopped:  # the rows that finished are grades all the same
         record_grading(args.out / LEDGER, rubric, stopped.rows, args.out, grader_version(),
                        interrupted=stopped.not_graded)
         raise
     if len(rows) == 1 and rows[0].status in REPORTED:
-        _print_table(args.out / rows[0].submission / "report.json")
+        _print_table(args.out / rows[0].submission / REPORT)
     unchanged = record_grading(args.out / LEDGER, rubric, rows, args.out, grader_version())
-    # Reviews tied to these reports apply again; any tied to an earlier report do not.
-    reviewed = apply_reviews(args.out, rows, load_key(args.key_file))
+    # Reviews tied to these reports apply again (results.json was written with them); any
+    # tied to an earlier report do not: the gradebook says which need a new review.
+    reviewed = apply_reviews(args.out, rows)
     _print_rows(reviewed.rows, unchanged)
     for note in reviewed.notes:
         print(note)
-    print(f"reports in {args.out}/, gradebook in {args.out / 'gradebook.csv'}")
+    print(f"reports in {args.out}/, gradebook in {args.out / GRADEBOOK}")
     return EXIT_FAILED if any(row.status != "graded" for row in rows) else EXIT_OK
 
 
@@ -185,7 +194,7 @@ def _check(args: argparse.Namespace) -> int:
     root = args.path or args.root or Path(".")
     started = time.monotonic()
     try:
-        run = run_checkpoints(root, rubric, isolation=choose_isolation(args.isolation))
+        run = run_checkpoints(root, rubric, wall=choose_isolation(args.isolation))
     except MissingPackage as missing:  # no grade to predict: what `gradekit grade` would say
         shown = "UNGRADABLE" if missing.status == "ungradable" else "NOT GRADED"
         print(f"FAIL  {shown}: {missing}")

@@ -1,13 +1,23 @@
-"""The ``gradekit`` command line: ``main``, the parser, and each error's exit code.
+"""The ``gradekit`` command line: ``main`` and the parser.
 
-Each command group lives in its own module: the student's loop (record, run, replay, key)
-in ``_cli_record``; looking at recordings (cassette verify, stale, diff) in
-``_cli_cassette``; grading (grade, check) in ``_cli_grade``; the grader's outputs (report
-verify, gradebook merge, gradescope) in ``_cli_outputs``; the hand-out (starter) in
-``_cli_starter``; recorded incidents (incident record, show) in ``_cli_incident``. The
-exit codes are one table,
+Each command group lives in its own module of this package:
+
+- ``_record``: the student's loop: record, run, replay, key;
+- ``_cassette``: looking at recordings: cassette verify, stale, diff;
+- ``_grade``: grading: grade, check;
+- ``_outputs``: the grader's outputs: report verify, gradebook merge, history (why a
+  student's grade changed), ledger verify, gradescope build and run;
+- ``_starter``: the hand-out: starter;
+- ``_incident``: recorded incidents: incident record, show;
+- ``_review``: a person's verdict on a graded criterion: review;
+- ``_regression``: regression sets: regression promote, show, verify;
+- ``_dashboard``: the cohort at a glance: dashboard.
+
+Options more than one group shares are ``_options``'. The exit codes are one table,
 ``grader._exits``, printed at the end of ``--help``. Only gradekit's own errors are caught
-and printed as ``Name: message``; set ``GRADEKIT_DEBUG=1`` to see the traceback.
+and printed as ``Name: message``; set ``GRADEKIT_DEBUG=1`` to see the traceback. Each
+carries its exit code (``exit_code``; the trees in ``gradekit._exceptions`` and
+``grader._errors`` draw them).
 """
 
 from __future__ import annotations
@@ -17,28 +27,9 @@ import os
 import sys
 from collections.abc import Sequence
 
-from gradekit import (
-    CassetteCollision,
-    CassetteCorrupt,
-    CassetteLocked,
-    CassetteMiss,
-    GradekitError,
-    IncidentDivergence,
-    MissingFixtureError,
-    ProviderConfigError,
-    ProviderError,
-    SecretLeak,
-    UsageError,
-)
-from gradekit._exceptions import in_chain
-from grader._exits import (
-    EXIT_FAILED,
-    EXIT_INTERRUPTED,
-    EXIT_MISS,
-    EXIT_PROVIDER,
-    EXIT_USAGE,
-    exit_help,
-)
+from gradekit import GradekitError
+from gradekit.internal import in_chain
+from grader._exits import EXIT_INTERRUPTED, exit_help
 from grader.cli._cassette import add_cassette_commands
 from grader.cli._dashboard import add_dashboard_commands
 from grader.cli._grade import add_grading_commands
@@ -48,11 +39,7 @@ from grader.cli._record import add_recording_commands
 from grader.cli._regression import add_regression_commands
 from grader.cli._review import add_review_commands
 from grader.cli._starter import add_starter_commands
-from grader.outputs import GradebookError
-from grader.recordings import ReviewError
-from grader.records import LedgerCorrupt, grader_version
-from grader.rubric import RubricError
-from grader.submission import ManifestError, SubmissionFileError
+from grader.records import grader_version
 
 __all__ = ["main"]
 
@@ -68,7 +55,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if os.environ.get("GRADEKIT_DEBUG"):
             raise
         print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
-        return _exit_code(exc)
+        return exc.exit_code
     except Exception as exc:
         # An SDK wraps what its transport raised (openai.APIConnectionError from a
         # CassetteMiss): the kit's error in the chain is the one that says what to do.
@@ -77,23 +64,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"{type(cause).__name__} (raised as {type(exc).__module__.partition('.')[0]}."
               f"{type(exc).__name__}): {cause}", file=sys.stderr)
-        return _exit_code(cause)
+        return cause.exit_code
     except KeyboardInterrupt:  # record and grade say more; any other command just stops
         print("interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
-
-
-def _exit_code(exc: GradekitError) -> int:
-    """Every documented error has its code in the one table (``grader._exits``)."""
-    if isinstance(exc, CassetteMiss | MissingFixtureError | IncidentDivergence):
-        return EXIT_MISS
-    if isinstance(exc, ProviderError) and not isinstance(exc, ProviderConfigError):
-        return EXIT_PROVIDER
-    if isinstance(exc, ProviderConfigError | UsageError | ManifestError | RubricError
-                  | GradebookError | CassetteCorrupt | CassetteCollision | CassetteLocked
-                  | SecretLeak | ReviewError | SubmissionFileError | LedgerCorrupt):
-        return EXIT_USAGE
-    return EXIT_FAILED
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -9,7 +9,7 @@ from pathlib import Path
 from gradekit import Provider, UsageError
 from grader._specs import load_spec
 from grader.rubric import KIT_RUBRIC
-from grader.sandbox import REQUESTS
+from grader.sandbox import isolation_requests
 
 __all__ = ["add_isolation_option", "add_provider_options", "add_rubric_option", "live_provider"]
 
@@ -25,7 +25,7 @@ def add_rubric_option(parser: argparse.ArgumentParser) -> None:
 
 
 def add_isolation_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--isolation", choices=REQUESTS, default="auto",
+    parser.add_argument("--isolation", choices=isolation_requests(), default="auto",
                         help="auto: bubblewrap namespaces when they work here, else the process "
                         "guard (default); namespaces: refuse to grade without them; process: "
                         "the guard only")

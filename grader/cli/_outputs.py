@@ -1,6 +1,6 @@
-"""The grader's outputs on the command line: report verify, gradebook merge, and the
-Gradescope autograder (``gradescope build`` writes it, ``gradescope run`` is what its
-``run_autograder`` calls)."""
+"""The grader's outputs on the command line: report verify, gradebook merge, history (every
+grade of a student and why each differs), ledger verify, and the Gradescope autograder
+(``gradescope build`` writes it, ``gradescope run`` is what its ``run_autograder`` calls)."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from grader.handout import ROOT_ENV, build, run
 from grader.outputs import KEY_ENV, KEY_FILE_ENV, load_key, merge_gradebooks
 from grader.records import (
     LEDGER,
+    RESULTS,
     causes,
     first_divergence,
     history_lines,
@@ -156,5 +157,5 @@ def _build(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     root = args.root or Path(os.environ.get(ROOT_ENV) or "/autograder")
     graded = run(root, args.rubric, args.isolation)
-    print(f"{'graded' if graded else 'NOT GRADED'}: {root / 'results' / 'results.json'}")
+    print(f"{'graded' if graded else 'NOT GRADED'}: {root / 'results' / RESULTS}")
     return EXIT_OK if graded else EXIT_FAILED

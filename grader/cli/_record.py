@@ -17,6 +17,7 @@ from typing import Any
 
 from gradekit import (
     CassetteTransport,
+    Mode,
     Provider,
     ProviderConfigError,
     Recorder,
@@ -27,8 +28,7 @@ from gradekit import (
     prompt_key,
     request_key,
 )
-from gradekit._http.client import HttpClients
-from gradekit._recorder import Mode, previous_path
+from gradekit.internal import HttpClients, previous_path
 from grader._exits import EXIT_INTERRUPTED, EXIT_OK
 from grader._specs import imports_from
 from grader.cli._options import add_provider_options, add_rubric_option, live_provider

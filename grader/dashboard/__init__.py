@@ -1,4 +1,7 @@
-"""grader/dashboard."""
+"""``gradekit dashboard``: the cohort at a glance, a static site built from a grades folder.
+
+May import: base, outputs, records.
+"""
 
 from __future__ import annotations
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from gradekit import UsageError
-from gradekit._store import write_atomic
+from gradekit.internal import write_atomic
 from grader.dashboard._charts import (
     DashboardUnavailable,
     Figure,
@@ -33,6 +33,7 @@ from grader.dashboard._charts import (
 from grader.dashboard._data import _KINDS, FULL, Cohort, Submission, decimal, load_cohort
 from grader.dashboard._site import SCRIPT, STYLE, TEMPLATES
 from grader.outputs import REPORTED
+from grader.records import GRADEBOOK
 
 __all__ = ["build_dashboard"]
 
@@ -43,8 +44,8 @@ _NUMERIC = frozenset({"total", "final", "max"})
 def build_dashboard(grades: Path, out: Path) -> list[Path]:
     """Write the site for ``grades`` into ``out``; return the files written, in order."""
     jinja2 = _jinja()
-    if not (grades / "gradebook.csv").is_file():
-        raise UsageError(f"{grades} has no gradebook.csv: grade first with `gradekit grade "
+    if not (grades / GRADEBOOK).is_file():
+        raise UsageError(f"{grades} has no {GRADEBOOK}: grade first with `gradekit grade "
                          f"--out {grades}`, then build the dashboard from that folder")
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out {out} is a file: give the folder the site goes into")

@@ -22,6 +22,7 @@ from typing import Any
 from xml.sax.saxutils import escape
 
 from gradekit import UsageError
+from grader._errors import DashboardUnavailable
 from grader._model import CENT
 from grader.outputs import points_text
 
@@ -72,10 +73,6 @@ CONFIG: dict[str, Any] = {
 _ROOT = re.compile(r"<svg\b[^>]*>")
 _ROOT_ARIA = re.compile(r'\s(?:role|aria-label|aria-labelledby|aria-describedby)="[^"]*"')
 _PERCENT = Decimal("0.1")
-
-
-class DashboardUnavailable(UsageError):
-    """The chart libraries, the ``gradekit[dashboard]`` extra, are not installed."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,12 +20,21 @@ from pathlib import Path
 from typing import Any
 
 from grader.outputs import REPORTED, GradebookRow, read_calls, read_gradebook, verify_report
-from grader.records import LEDGER, archived, case_snapshots, causes, first_divergence, read_ledger
+from grader.records import (
+    CALLS,
+    GRADEBOOK,
+    LEDGER,
+    REPORT,
+    archived,
+    case_snapshots,
+    causes,
+    first_divergence,
+    read_ledger,
+)
 
 __all__ = ["Cell", "Change", "Cohort", "Grading", "Submission", "decimal", "finding_kind",
            "load_cohort"]
 
-GRADEBOOK = "gradebook.csv"
 FULL = "full marks"
 # What a finding is about, by the words the grader uses for it; the first that matches.
 _KINDS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
@@ -122,7 +131,7 @@ def load_cohort(grades: Path) -> Cohort:
         problems.append(f"no {LEDGER}: grade histories are not shown")
     reports = {row.submission: _report(grades / row.submission) for row in rows}
     criteria = _criteria(header, [r for r, _ in reports.values() if r is not None])
-    calls = {row.submission: read_calls(grades / row.submission) for row in rows}
+    calls = {row.submission: read_calls(grades / row.submission / CALLS) for row in rows}
     cases = _cases(calls.values(), events)
     slugs = _slugs([row.submission for row in rows])
     snapshots = case_snapshots(events)
@@ -173,7 +182,7 @@ def _observed(calls: Mapping[str, Any] | None) -> list[str]:
 
 
 def _report(folder: Path) -> tuple[Mapping[str, Any] | None, str]:
-    path = folder / "report.json"
+    path = folder / REPORT
     try:
         data = path.read_bytes()
     except OSError:

@@ -1,4 +1,9 @@
-"""grader/grading."""
+"""Grading one submission: gather the evidence in the sandbox (every provider label, the
+loud-failure probes, the own-Replay probe, the cut-point test, regression-set replays),
+score it and build the report; and ``gradekit check``'s three checkpoints.
+
+May import: base, submission, sandbox, recordings, regression, rubric, scoring, outputs.
+"""
 
 from __future__ import annotations
 

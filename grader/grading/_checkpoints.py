@@ -12,7 +12,7 @@ from grader._model import Report
 from grader.grading._grade import Graded, draw, grade_submission
 from grader.outputs import report_digest
 from grader.rubric import Rubric
-from grader.sandbox import Isolation, probe_replay
+from grader.sandbox import PROCESS_WALL, Sandbox, Wall
 from grader.scoring import ESCAPED, STUB_ERROR, Evidence, loudness, unstable_cause
 from grader.submission import load_manifest
 
@@ -39,10 +39,9 @@ class CheckRun:
     report: Report | None
 
 
-def run_checkpoints(root: Path, rubric: Rubric, *,
-                    isolation: Isolation = "process") -> CheckRun:
-    """Run the three checkpoints against the submission at ``root``, behind ``isolation``,
-    and predict its grade. Checkpoints 2 and 3 read the grader's own evidence: the first
+def run_checkpoints(root: Path, rubric: Rubric, *, wall: Wall = PROCESS_WALL) -> CheckRun:
+    """Run the three checkpoints against the submission at ``root``, its gradings behind
+    ``wall``, and predict its grade. Checkpoints 2 and 3 read the grader's own evidence: the first
     grading's loud-failure probes and its runs under every provider label, and a second
     grading (other labels, other hash seeds) whose digest must be the first's. The first
     report is the prediction.
@@ -57,13 +56,14 @@ def run_checkpoints(root: Path, rubric: Rubric, *,
         def grading() -> Graded:
             gradings.append(grade_submission(root, rubric, submission=root.resolve().name,
                                              scratch=scratch / f"grading-{len(gradings) + 1}",
-                                             isolation=isolation))
+                                             wall=wall))
             return gradings[-1]
 
         def whitespace() -> tuple[bool, str]:
             drawn = draw()
-            probe = probe_replay(root, manifest.replay, drawn.probe, limits=rubric.limits,
-                                 scratch=scratch / "probe", unknown=drawn.unknown)
+            # Checkpoint 1 probes behind the process guard, whatever ``wall`` is.
+            probe = Sandbox(root, scratch / "probe", rubric.limits, PROCESS_WALL).probe_replay(
+                manifest.replay, drawn.probe, unknown=drawn.unknown)
             if not probe.loaded:
                 return False, f"your Replay could not be used: {probe.detail}"
             if not probe.whitespace_hit:

@@ -17,25 +17,25 @@ import secrets
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
-from typing import TypeVar, cast
+from typing import Generic, TypeVar, cast
 
-from gradekit import CassetteError, GradekitError, prompt_key
-from gradekit._cassette import Entry, decode_cassette
-from gradekit._fixtures import decode_fixture
-from gradekit._http.cassette import LAB_HTTP_CASSETTE, HttpCassette
-from grader._model import CaseOutcome, CriterionResult, Limits, Report, RunResult, Withhold
+from gradekit import CassetteError, Entry, GradekitError, HttpCassette, prompt_key
+from gradekit.internal import LAB_HTTP_CASSETTE, decode_cassette, decode_fixture
+from grader._model import CaseOutcome, CriterionResult, Report, RunResult, Withhold
 from grader._text import TEXT_LIMIT, quote
 from grader.grading._packages import missing_package
 from grader.grading._regression import replay_set
 from grader.recordings import CHANGE_LOG, Change, change_matches, decode_changes, decode_recording
 from grader.rubric import Case, Rubric
 from grader.sandbox import (
-    Isolation,
+    PROCESS_WALL,
+    Answer,
+    RunPlan,
+    Sandbox,
+    Serving,
     ToolAnswer,
+    Wall,
     cut_point_problem,
-    probe_replay,
-    run_cases,
-    run_cut_point_test,
 )
 from grader.scoring import (
     BUILTIN_CHECKS,
@@ -159,11 +159,11 @@ class Graded:
 
     report: Report
     evidence: Evidence
-    isolation: Isolation = "process"  # the wall its code ran behind: reported, never scored
+    wall: Wall = PROCESS_WALL  # the wall its code ran behind: reported, never scored
 
 
 def grade_submission(root: Path, rubric: Rubric, *, submission: str, scratch: Path,
-                     label: str | None = None, isolation: Isolation = "process",
+                     label: str | None = None, wall: Wall = PROCESS_WALL,
                      drawn: Draw | None = None, draw_key: bytes | None = None,
                      on_case: Callable[[str], None] | None = None) -> Graded:
     """Grade the submission at ``root`` as ``submission``; ``scratch`` is a private, empty folder.
@@ -171,27 +171,31 @@ def grade_submission(root: Path, rubric: Rubric, *, submission: str, scratch: Pa
     ``submission`` is who it is, the report's ``submission``: the caller decides it on the
     instructor's side (a roster's student id, or the folder's name), never the manifest's
     ``student``, which a student could set to a classmate's name.
-    ``isolation`` is the wall its code runs behind (``choose_isolation`` decides it).
+    ``wall`` is what its code runs behind (``choose_isolation`` decides it).
     Labels, hash seeds and the probe's recording are ``drawn``, else drawn by ``draw``
     under ``draw_key`` (the grader's secret; None: a fresh random one) from the
     submission's inputs: none of them is a constant a submission could recognise, and
     the same key grades the same submission the same way again.
     ``on_case(case_id)`` is told as each sandboxed case starts.
     """
-    findings: list[str] = []
-    manifest = _manifest(root, findings)
-    problems: dict[str, str] = {}
+    manifest, findings = _manifest(root)
     folder = manifest.cassettes if manifest else "cassettes"
-    http, sdk = _http_cassettes(root, folder, rubric.cases, findings, problems)
-    answers = _cassettes(root, folder, rubric.cases, findings, problems, sdk=sdk)
+    http = _http_cassettes(root, folder, rubric.cases)
+    cassettes = _cassettes(root, folder, rubric.cases, sdk=http.present)
+    findings += [*http.problems.values(), *cassettes.problems.values()]
+    # A case's problem is its HTTP cassette's when that has one, else its cassette's.
+    problems = {**http.problems, **{case: problem for case, problem in cassettes.problems.items()
+                                    if case not in http.problems}}
+    answers = cassettes.by_case
     inputs = _inputs(root, manifest, rubric.cases)
     drawn = drawn or draw(draw_key, submission_content(inputs), label)
-    evidence = _evidence(root, manifest, rubric, answers, drawn, scratch, findings, isolation,
-                         on_case, http)
+    sandbox = Sandbox(root, scratch, rubric.limits, wall)
+    evidence, found = _evidence(sandbox, manifest, rubric, answers, drawn, on_case, http.by_case)
+    findings += found
     evidence = replace(evidence, recording_problems=problems, recorded_prompts={
         case: tuple(entry.prompt for entry in entries.values() if entry.prompt)
         for case, entries in answers.items()})
-    criteria = tuple(_score(evidence, rubric, findings))
+    criteria = tuple(_score(evidence, rubric))
     report = Report(
         submission=submission,
         rubric_id=rubric.id,
@@ -202,117 +206,124 @@ def grade_submission(root: Path, rubric: Rubric, *, submission: str, scratch: Pa
         findings=tuple(dict.fromkeys(findings)),
         sets={ref: pinned.sha256 for ref, pinned in rubric.sets.items() if pinned is not None},
     )
-    return Graded(report, evidence, isolation)
+    return Graded(report, evidence, wall)
 
 
-def _manifest(root: Path, findings: list[str]) -> Manifest | None:
+def _manifest(root: Path) -> tuple[Manifest | None, list[str]]:
+    """The submission's manifest, or None and the finding that says why not."""
     try:
-        return load_manifest(root)
+        return load_manifest(root), []
     except ManifestError as exc:
-        findings.append(f"manifest: {quote(_relative(str(exc), root), TEXT_LIMIT)}")
-        return None
+        return None, [f"manifest: {quote(_relative(str(exc), root), TEXT_LIMIT)}"]
 
 
-def _cassettes(root: Path, folder: str, cases: tuple[Case, ...], findings: list[str],
-               problems: dict[str, str] | None = None, *,
-               sdk: Collection[str] = ()) -> dict[str, dict[str, Entry]]:
-    """case -> key -> recorded entry, read by the parent; problems become findings (and,
-    given ``problems``, each case's own there too). A case in ``sdk`` has an HTTP
-    cassette: its agent may use the SDKs only, so no ``<case>.json`` is no finding."""
+_Decoded = TypeVar("_Decoded")
+
+
+@dataclass(frozen=True, slots=True)
+class _Read(Generic[_Decoded]):
+    """Recordings the parent read, by case, and the finding each case's file gave instead,
+    if any (one a case at most, in the cases' order)."""
+
+    by_case: dict[str, _Decoded]
+    problems: dict[str, str]
+
+    @property
+    def present(self) -> set[str]:
+        """The cases whose file is there, usable or not."""
+        return {*self.by_case, *self.problems}
+
+
+def _cassettes(root: Path, folder: str, cases: tuple[Case, ...], *,
+               sdk: Collection[str] = ()) -> _Read[dict[str, Entry]]:
+    """case -> key -> recorded entry, read by the parent, and each case's problem (a
+    finding). A case in ``sdk`` has an HTTP cassette: its agent may use the SDKs only, so
+    no ``<case>.json`` is no finding."""
     recorded: dict[str, dict[str, Entry]] = {}
+    problems: dict[str, str] = {}
     for case in cases:
-        before = len(findings)
         relative = f"{folder}/{case.id}.json"
         missing = "" if case.id in sdk else \
             f"{relative} is missing: record it with `gradekit record --case {case.id}` " \
             "and commit it"
-        cassette = _recording(root, relative, CASSETTE_CAP, decode_cassette, case.id, findings,
-                               missing)
-        if problems is not None and len(findings) > before:
-            problems.setdefault(case.id, findings[-1])
+        cassette, problem = _recording(root, relative, CASSETTE_CAP, decode_cassette, case.id,
+                                       missing)
+        if problem:
+            problems[case.id] = problem
         if cassette is not None:
             recorded[case.id] = dict(cassette.entries)
-    return recorded
+    return _Read(recorded, problems)
 
 
-def _http_cassettes(root: Path, folder: str, cases: tuple[Case, ...], findings: list[str],
-                    problems: dict[str, str] | None = None,
-                    ) -> tuple[dict[str, HttpCassette], set[str]]:
+def _http_cassettes(root: Path, folder: str, cases: tuple[Case, ...]) -> _Read[HttpCassette]:
     """case -> its HTTP cassette (``<case>.http.json``, what an SDK-based agent's requests
-    are served from), read by the parent, and the cases that have one, usable or not. None
-    is needed: an agent that only calls ``complete`` has none, and a request of a case
-    without one is a miss."""
+    are served from), read by the parent, and each case's problem (a finding). None is
+    needed: an agent that only calls ``complete`` has none, and a request of a case without
+    one is a miss."""
     recorded: dict[str, HttpCassette] = {}
-    present: set[str] = set()
+    problems: dict[str, str] = {}
     for case in cases:
-        before = len(findings)
-        cassette = _recording(root, f"{folder}/{case.id}.http.json", CASSETTE_CAP,
-                              LAB_HTTP_CASSETTE.decode, case.id, findings, "")
-        if len(findings) > before:
-            present.add(case.id)
-            if problems is not None:
-                problems.setdefault(case.id, findings[-1])
+        cassette, problem = _recording(root, f"{folder}/{case.id}.http.json", CASSETTE_CAP,
+                                       LAB_HTTP_CASSETTE.decode, case.id, "")
+        if problem:
+            problems[case.id] = problem
         if cassette is not None:
             recorded[case.id] = cassette
-            present.add(case.id)
-    return recorded, present
+    return _Read(recorded, problems)
 
 
-def _fixtures(root: Path, manifest: Manifest, cases: tuple[Case, ...],
-              findings: list[str]) -> dict[str, dict[str, object]]:
-    """case -> tool key -> recorded result, from the manifest's fixtures folder.
+def _fixtures(root: Path, manifest: Manifest,
+              cases: tuple[Case, ...]) -> tuple[dict[str, dict[str, object]], list[str]]:
+    """case -> tool key -> recorded result, from the manifest's fixtures folder, and the
+    findings reading it gave.
 
     A submission whose agent declares tools needs every case's fixture: a missing one is a
     finding with the fix. One without tools may have none (its agent makes no tool call).
     """
     fixtures: dict[str, dict[str, object]] = {}
     folder, needed = manifest.fixtures, bool(manifest.tools) or manifest.fixtures != "fixtures"
-    if needed and not _folder_exists(root, folder, findings):
-        return fixtures
+    if needed and (problem := _folder_problem(root, folder)):
+        return fixtures, [problem]
+    findings = []
     for case in cases:
         relative = f"{folder}/{case.id}.json"
         missing = f"{relative} is missing: record it with `gradekit record --case {case.id}` " \
             "and commit it" if needed else ""
-        fixture = _recording(root, relative, FIXTURE_CAP, decode_fixture, case.id, findings,
-                             missing)
+        fixture, problem = _recording(root, relative, FIXTURE_CAP, decode_fixture, case.id,
+                                      missing)
+        findings += [problem] if problem else []
         if fixture is not None:
             fixtures[case.id] = {key: call.response for key, call in fixture.calls.items()}
-    return fixtures
+    return fixtures, findings
 
 
-def _folder_exists(root: Path, folder: str, findings: list[str]) -> bool:
-    """Whether a folder the manifest names is there; if not, a finding with the fix."""
+def _folder_problem(root: Path, folder: str) -> str:
+    """"" when a folder the manifest names is there; else the finding, with the fix."""
     try:
         check_submission_folder(root, folder)
     except MissingSubmissionFile:
-        findings.append(f"the folder {quote(folder)}/ named in [tool.gradekit] does not exist: "
-                        "record into it with `gradekit record` and commit it, or fix the name")
-        return False
+        return (f"the folder {quote(folder)}/ named in [tool.gradekit] does not exist: "
+                "record into it with `gradekit record` and commit it, or fix the name")
     except SubmissionFileError as exc:
-        findings.append(quote(str(exc), TEXT_LIMIT))
-        return False
-    return True
-
-
-_Decoded = TypeVar("_Decoded")
+        return quote(str(exc), TEXT_LIMIT)
+    return ""
 
 
 def _recording(root: Path, relative: str, cap: int, decoder: Callable[..., _Decoded],
-               case: str, findings: list[str], missing: str) -> _Decoded | None:
-    """A cassette or fixture decoded by the parent, or None with a finding (``missing``
-    when the file is absent; nothing when that is empty)."""
+               case: str, missing: str) -> tuple[_Decoded | None, str]:
+    """A cassette or fixture decoded by the parent and "", or None and the finding (``missing``
+    when the file is absent, which may be "")."""
     try:
         return decoder(read_submission_file(root, relative, cap=cap), source=relative,
-                       case=case)
+                       case=case), ""
     except MissingSubmissionFile:
-        findings += [missing] if missing else []
+        return None, missing
     except SubmissionFileError as exc:
-        findings.append(quote(str(exc), TEXT_LIMIT))
+        return None, quote(str(exc), TEXT_LIMIT)
     except CassetteError as exc:
-        findings.append(f"{relative} cannot be used: {quote(str(exc), TEXT_LIMIT)}")
+        return None, f"{relative} cannot be used: {quote(str(exc), TEXT_LIMIT)}"
     except (ValueError, RecursionError) as exc:  # JSON too deep, or a number too long
-        findings.append(_undecodable(relative, exc))
-    return None
+        return None, _undecodable(relative, exc)
 
 
 def _undecodable(relative: str, exc: Exception) -> str:
@@ -329,7 +340,7 @@ def _serve_tools(fixtures: Mapping[str, Mapping[str, object]]) -> ToolAnswer:
     return answer
 
 
-def _serve(recorded: Mapping[str, Mapping[str, Entry]]) -> Callable[[str, str], str | None]:
+def _serve(recorded: Mapping[str, Mapping[str, Entry]]) -> Answer:
     def answer(case: str, prompt: str) -> str | None:
         entry = recorded.get(case, {}).get(prompt_key(prompt))
         return None if entry is None else entry.response
@@ -337,85 +348,82 @@ def _serve(recorded: Mapping[str, Mapping[str, Entry]]) -> Callable[[str, str], 
     return answer
 
 
-def _evidence(root: Path, manifest: Manifest | None, rubric: Rubric,
-              answers: dict[str, dict[str, Entry]], drawn: Draw, scratch: Path,
-              findings: list[str], isolation: Isolation,
-              on_case: Callable[[str], None] | None = None,
-              http: Mapping[str, HttpCassette] | None = None) -> Evidence:
-    failures = _failures(root, manifest, findings)
+def _evidence(sandbox: Sandbox, manifest: Manifest | None, rubric: Rubric,
+              answers: dict[str, dict[str, Entry]], drawn: Draw,
+              on_case: Callable[[str], None] | None,
+              http: Mapping[str, HttpCassette]) -> tuple[Evidence, list[str]]:
+    """Every run's evidence, and the findings reading and running the submission gave, in
+    the order they came."""
+    root = sandbox.root
+    failures, findings = _failures(root, manifest)
     if manifest is None:
         return Evidence(cases=rubric.cases, label=drawn.labels[0], primary=None, others=(),
                         loud=(), probe=None, failures=failures, stretch=(), second_set=None,
-                        blocked="no usable [tool.gradekit] manifest")
-    limits, pairs = rubric.limits, [(case.id, case.task) for case in rubric.cases]
-    tools = _serve_tools(_fixtures(root, manifest, rubric.cases, findings))
+                        blocked="no usable [tool.gradekit] manifest"), findings
+    pairs = [(case.id, case.task) for case in rubric.cases]
+    fixtures, found = _fixtures(root, manifest, rubric.cases)
+    findings += found
     timed_out: dict[str, CaseOutcome] = {}
 
-    def run(name: str, serve: Callable[[str, str], str | None], run_label: str,
-            seed: int, only: Collection[str] | None = None, *,
-            served: Mapping[str, HttpCassette] | None = http,
-            withhold: Withhold | None = None) -> RunResult:
+    def run(name: str, plan: RunPlan, only: Collection[str] | None = None) -> RunResult:
         # A case that timed out once is not run again: it counts as timed out in every
         # later run, so a hanging submission costs one timeout per case, not one per run.
         todo = [(case, task) for case, task in pairs
                 if case not in timed_out and (only is None or case in only)]
-        result = run_cases(root, manifest.agent, todo, answer=serve, label=run_label,
-                           hashseed=seed, limits=limits, scratch=scratch / name, tools=tools,
-                           isolation=isolation, fixtures=manifest.fixtures,
-                           on_case=on_case, http=served, cassettes=manifest.cassettes,
-                           withhold=withhold) \
-            if todo else RunResult({})
-        _run_findings(result, findings)
+        result = sandbox.within(name).run(manifest.agent, todo, plan) if todo else RunResult({})
         known = {**timed_out, **result.outcomes}
         timed_out.update({c: o for c, o in result.outcomes.items() if o.status == "timeout"})
         repeated = {case: CaseOutcome(case, "timeout", detail=known[case].detail)
                     for case, _ in pairs if case in known and (only is None or case in only)}
         return replace(result, outcomes={**repeated, **result.outcomes})
 
-    label, seed = drawn.labels[0], drawn.seeds[0]
-    recorded = _serve(answers)
-    primary = run("primary", recorded, label, seed)
+    recorded = Serving(_serve(answers), _serve_tools(fixtures), http, manifest.fixtures,
+                       manifest.cassettes)
+    plan = RunPlan(drawn.labels[0], drawn.seeds[0], recorded, on_case=on_case)
+    primary = run("primary", plan)
     _require_packages(root, manifest, rubric.packages, primary)
     blocked = f"the agent could not be imported: {primary.import_error}" \
         if primary.import_error else ""
-    others = tuple(run(f"label-{n}", recorded, other, other_seed)
+    others = tuple(run(f"label-{n}", replace(plan, label=other, hashseed=other_seed))
                    for n, (other, other_seed) in enumerate(zip(drawn.labels[1:],
                                                                drawn.seeds[1:], strict=True), 2))
     # Where the runs' answers differ: the first label with the second run's hash seed says
     # which of the two the answer depends on, so the advice can name the cause.
     differing = _differing(primary, others)
-    tiebreak = run("tiebreak", recorded, label, drawn.seeds[1], differing) \
+    tiebreak = run("tiebreak", replace(plan, hashseed=drawn.seeds[1]), differing) \
         if differing else None
-    loud = _loud_probes(run, recorded, label, seed, primary)
-    probe = probe_replay(root, manifest.replay, drawn.probe, limits=limits,
-                         scratch=scratch / "probe", isolation=isolation, unknown=drawn.unknown)
+    loud = _loud_probes(run, plan, primary)
+    for result in (primary, *others, *([tiebreak] if tiebreak else []), *(r for _, r in loud)):
+        findings += _run_findings(result)
+    probe = sandbox.within("probe").probe_replay(manifest.replay, drawn.probe,
+                                                 unknown=drawn.unknown)
     if probe.tampering:
         findings.append(REVIEW + f"the own-Replay probe: {quote(probe.tampering)}")
-    second_set, problem = _second_set(root, manifest, rubric, run, findings, label, seed,
-                                      answers)
+    second_set, problem, found = _second_set(root, manifest, rubric, run, plan, answers)
+    findings += found
     review, basis = _review(root, manifest) if "rerecord-review" in manifest.stretch \
         else ("not claimed", "")
-    cut_point = _cut_point(root, manifest, limits, scratch, isolation, findings) \
-        if "cut-point" in manifest.stretch else "not claimed"
+    cut_point, found = _cut_point(sandbox, manifest) if "cut-point" in manifest.stretch \
+        else ("not claimed", [])
+    findings += found
     # Every item of every set the rubric pins, against the submission's own code.
-    regression = {ref: replay_set(root, pinned, label=label, hashseed=seed, limits=limits,
-                                  scratch=scratch / f"set-{number}", isolation=isolation)
+    regression = {ref: replay_set(sandbox.within(f"set-{number}"), pinned, label=plan.label,
+                                  hashseed=plan.hashseed)
                   for number, (ref, pinned) in enumerate(rubric.sets.items())
                   if pinned is not None}
-    return Evidence(cases=rubric.cases, label=label, primary=primary, others=others,
+    return Evidence(cases=rubric.cases, label=plan.label, primary=primary, others=others,
                     loud=loud, probe=probe, failures=failures,
                     stretch=manifest.stretch, second_set=second_set,
                     second_set_problem=problem, blocked=blocked, review_problem=review,
                     second_cassettes=manifest.second_cassettes, fixtures=manifest.fixtures,
                     review_basis=basis, tiebreak=tiebreak, cut_point_problem=cut_point,
-                    incident_test=manifest.incident_test, regression=regression)
+                    incident_test=manifest.incident_test, regression=regression), findings
 
 
-def _loud_probes(run: Callable[..., RunResult], serve: Callable[[str, str], str | None],
-                 label: str, seed: int,
+def _loud_probes(run: Callable[..., RunResult], plan: RunPlan,
                  primary: RunResult) -> tuple[tuple[Withhold, RunResult], ...]:
-    """The loud-failure probe runs, with the primary run's label and hash seed so that
-    every call before the withheld one is the primary run's: one run per provider call
+    """The loud-failure probe runs, with the primary run's ``plan`` (its label and hash seed)
+    so that every call before the withheld one is the primary run's: one run per provider call
     position (the cases that made that many calls), then one that withholds the tool
     fixtures. A case that failed a probe is not probed again: it has lost already."""
     planned = {case: planned_probes(outcome) for case, outcome in primary.outcomes.items()
@@ -430,7 +438,7 @@ def _loud_probes(run: Callable[..., RunResult], serve: Callable[[str, str], str 
         if not cases:
             continue
         name = f"loud-{withhold.kind}-{withhold.position}"
-        result = run(name, serve, label, seed, cases, withhold=withhold)
+        result = run(name, replace(plan, withhold=withhold), cases)
         failed |= {case for case in cases
                    if loud_problem(withhold, result.outcomes.get(case)) is not None}
         runs.append((withhold, result))
@@ -454,20 +462,18 @@ def _require_packages(root: Path, manifest: Manifest, packages: Mapping[str, str
             raise missing
 
 
-def _cut_point(root: Path, manifest: Manifest, limits: Limits, scratch: Path,
-               isolation: Isolation, findings: list[str]) -> str | None:
+def _cut_point(sandbox: Sandbox, manifest: Manifest) -> tuple[str | None, list[str]]:
     """The cut-point goal's evidence: the incident test, on the submission's guard and on
-    one that allows everything, both in the sandbox."""
+    one that allows everything, both in the sandbox; and the findings they gave."""
     test, guard = manifest.incident_test, manifest.guard
     if not test or not guard:
-        return cut_point_problem(None, None, test=test, guard=guard)
-    runs = [run_cut_point_test(root, test, guard, allow_all=allow_all, limits=limits,
-                               scratch=scratch / f"cut-point-{allow_all}", isolation=isolation)
+        return cut_point_problem(None, None, test=test, guard=guard), []
+    runs = [sandbox.within(f"cut-point-{allow_all}").run_cut_point_test(test, guard,
+                                                                        allow_all=allow_all)
             for allow_all in (False, True)]
-    for run in runs:
-        if run.tampering:
-            findings.append(REVIEW + f"the cut-point test: {quote(run.tampering)}")
-    return cut_point_problem(runs[0], runs[1], test=test, guard=guard)
+    findings = [REVIEW + f"the cut-point test: {quote(run.tampering)}"
+                for run in runs if run.tampering]
+    return cut_point_problem(runs[0], runs[1], test=test, guard=guard), findings
 
 
 def _differing(primary: RunResult, others: Sequence[RunResult]) -> list[str]:
@@ -552,32 +558,37 @@ def _inside(root: Path, name: str) -> bool:
     return not name.startswith(("/", "~")) and ".." not in Path(name).parts
 
 
-def _second_set(root: Path, manifest: Manifest, rubric: Rubric,
-                run: Callable[..., RunResult],
-                findings: list[str], label: str, seed: int,
-                first: Mapping[str, Mapping[str, Entry]]) -> tuple[RunResult | None, str]:
+def _second_set(root: Path, manifest: Manifest, rubric: Rubric, run: Callable[..., RunResult],
+                plan: RunPlan, first: Mapping[str, Mapping[str, Entry]],
+                ) -> tuple[RunResult | None, str, list[str]]:
+    """The two-providers goal's run, on the second set with the primary run's ``plan`` (or
+    None), why the goal is not met ("" when it may be), and the findings reading the set
+    and running it gave."""
     if "two-providers" not in manifest.stretch:
-        return None, "not claimed"
+        return None, "not claimed", []
     if not manifest.second_cassettes:
-        return None, 'declare second_cassettes = "FOLDER" in [tool.gradekit]'
+        return None, 'declare second_cassettes = "FOLDER" in [tool.gradekit]', []
     try:
         check_submission_folder(root, manifest.second_cassettes)
     except MissingSubmissionFile:
-        return None, f"the folder {quote(manifest.second_cassettes)}/ does not exist"
+        return None, f"the folder {quote(manifest.second_cassettes)}/ does not exist", []
     except SubmissionFileError as exc:
-        return None, quote(str(exc), TEXT_LIMIT)
+        return None, quote(str(exc), TEXT_LIMIT), []
     # Its SDK requests from its own HTTP cassettes: never the first set's.
-    http, sdk = _http_cassettes(root, manifest.second_cassettes, rubric.cases, findings)
-    second = _cassettes(root, manifest.second_cassettes, rubric.cases, findings, sdk=sdk)
-    if sdk and not any(second.values()):
+    http = _http_cassettes(root, manifest.second_cassettes, rubric.cases)
+    second = _cassettes(root, manifest.second_cassettes, rubric.cases, sdk=http.present)
+    findings = [*http.problems.values(), *second.problems.values()]
+    if http.present and not any(second.by_case.values()):
         return None, (f"{quote(manifest.second_cassettes)}/ holds only HTTP cassettes, which "
                       "do not name the provider that answered: the goal is judged from the "
                       "provider cassettes <case>.json, which an agent on the SDKs alone does "
-                      "not write; claim another stretch goal")
-    problem = _not_another_provider(first, second, manifest.second_cassettes)
+                      "not write; claim another stretch goal"), findings
+    problem = _not_another_provider(first, second.by_case, manifest.second_cassettes)
     if problem:
-        return None, problem
-    return run("second-set", _serve(second), label, seed, served=http), ""
+        return None, problem, findings
+    serving = replace(plan.serving, answer=_serve(second.by_case), http=http.by_case)
+    result = run("second-set", replace(plan, serving=serving))
+    return result, "", [*findings, *_run_findings(result)]
 
 
 def _not_another_provider(first: Mapping[str, Mapping[str, Entry]],
@@ -608,8 +619,10 @@ def _not_another_provider(first: Mapping[str, Mapping[str, Entry]],
 REVIEW = "flagged for review: "  # how a finding that needs a person starts
 
 
-def _run_findings(result: RunResult, findings: list[str]) -> None:
-    findings += [REVIEW + quote(what) for what in result.tampering]
+def _run_findings(result: RunResult) -> list[str]:
+    """What a sandboxed run gave the report: tampering, an import error, refusals, traces
+    that are not valid JSONL."""
+    findings = [REVIEW + quote(what) for what in result.tampering]
     if result.import_error:
         findings.append(f"the agent failed to import: {quote(result.import_error)}")
     for refusal in result.refusals:
@@ -620,22 +633,23 @@ def _run_findings(result: RunResult, findings: list[str]) -> None:
         if outcome.trace_error:
             findings.append(f"trace of case {outcome.case} is not valid JSONL: "
                             f"{quote(outcome.trace_error)}")
+    return findings
 
 
-def _failures(root: Path, manifest: Manifest | None, findings: list[str]) -> str | None:
+def _failures(root: Path, manifest: Manifest | None) -> tuple[str | None, list[str]]:
+    """The failure log's text, or None and the finding that says why not."""
     name = manifest.failures if manifest else "FAILURES.md"
     try:
-        return read_submission_file(root, name, cap=FAILURES_CAP).decode("utf-8")
+        return read_submission_file(root, name, cap=FAILURES_CAP).decode("utf-8"), []
     except MissingSubmissionFile:
-        findings.append(f"{name} is missing: write the failure log (its format: docs/formats.md)")
+        return None, [f"{name} is missing: write the failure log (its format: docs/formats.md)"]
     except SubmissionFileError as exc:
-        findings.append(quote(str(exc), TEXT_LIMIT))
+        return None, [quote(str(exc), TEXT_LIMIT)]
     except UnicodeDecodeError:
-        findings.append(f"{name} cannot be read (UnicodeDecodeError): save it as UTF-8")
-    return None
+        return None, [f"{name} cannot be read (UnicodeDecodeError): save it as UTF-8"]
 
 
-def _score(evidence: Evidence, rubric: Rubric, findings: list[str]) -> list[CriterionResult]:
+def _score(evidence: Evidence, rubric: Rubric) -> list[CriterionResult]:
     scored = []
     for criterion in rubric.criteria:
         check = BUILTIN_CHECKS.get(criterion.check) or _custom(criterion.check)

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Literal
 
 from gradekit import GradekitError
+from grader._exits import EXIT_FAILED
 from grader.rubric import KIT_MODULES, SDK_EXTRA, install_command
 from grader.sandbox import package_folders
 
@@ -37,14 +38,15 @@ __all__ = ["MissingPackage", "Status", "missing_package"]
 Status = Literal["error", "ungradable"]
 
 
-
 class MissingPackage(GradekitError):
     """The agent could not import a package that is not the submission's own: no grade.
 
     ``status`` is the gradebook row's (``error``: the grader's environment must be fixed
     and the submission graded again; ``ungradable``: the submission cannot be graded as it
-    stands), judged against the rubric's ``[packages]``.
+    stands), judged against the rubric's ``[packages]``. Drawn in ``grader._errors``'s tree.
     """
+
+    exit_code = EXIT_FAILED
 
     def __init__(self, module: str, *, where: str = "", packages: Mapping[str, str],
                  standard: bool = False) -> None:

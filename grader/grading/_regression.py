@@ -20,16 +20,13 @@ A crossing that failed when it was recorded is answered with a miss.
 from __future__ import annotations
 
 from collections import defaultdict, deque
-from collections.abc import Callable, Mapping
-from pathlib import Path
+from collections.abc import Mapping
 
-from gradekit import decode_incident, prompt_key
-from gradekit._cassette import decode_cassette
-from gradekit._fixtures import decode_fixture
-from gradekit._incident import Envelope
-from grader._model import CaseOutcome, ItemRun, Limits
+from gradekit import Envelope, decode_incident, prompt_key
+from gradekit.internal import decode_cassette, decode_fixture
+from grader._model import CaseOutcome, ItemRun
 from grader.regression import Item, RegressionSet
-from grader.sandbox import Isolation, run_cases
+from grader.sandbox import Sandbox
 
 __all__ = ["replay_set"]
 
@@ -120,21 +117,10 @@ class _CaseServer:
         return self.first
 
 
-_Servers = Mapping[str, "_IncidentServer | _CaseServer"]
-
-
-def _answers(servers: _Servers) -> Callable[[str, str], str | None]:
-    return lambda case, prompt: servers[case].answer(prompt)
-
-
-def _tools(servers: _Servers) -> Callable[[str, str], tuple[bool, object]]:
-    return lambda case, key: servers[case].tool(key)
-
-
-def replay_set(root: Path, pinned: RegressionSet, *, label: str, hashseed: int,
-               limits: Limits, scratch: Path, isolation: Isolation) -> dict[str, ItemRun]:
-    """Every item of ``pinned`` that has its recordings, replayed against the submission
-    at ``root``: item id -> what the grader saw. Items of one agent share a sandboxed run."""
+def replay_set(sandbox: Sandbox, pinned: RegressionSet, *, label: str,
+               hashseed: int) -> dict[str, ItemRun]:
+    """Every item of ``pinned`` that has its recordings, replayed against the submission in
+    ``sandbox``: item id -> what the grader saw. Items of one agent share a sandboxed run."""
     by_agent: dict[str, list[Item]] = defaultdict(list)
     for item in pinned.items:
         if not item.missing:
@@ -144,10 +130,9 @@ def replay_set(root: Path, pinned: RegressionSet, *, label: str, hashseed: int,
         servers: dict[str, _IncidentServer | _CaseServer] = {
             item.id: _IncidentServer(item) if item.kind == "incident" else _CaseServer(item)
             for item in items}
-        result = run_cases(root, agent, [(item.id, item.task) for item in items],
-                           answer=_answers(servers), tools=_tools(servers), label=label,
-                           hashseed=hashseed, limits=limits,
-                           scratch=scratch / f"regression-{number}", isolation=isolation)
+        result = sandbox.within(f"regression-{number}").replay(
+            agent, [(item.id, item.task) for item in items], servers, label=label,
+            hashseed=hashseed)
         error = f"the agent {agent} could not be imported: {result.import_error}" \
             if result.import_error else ""
         for item in items:

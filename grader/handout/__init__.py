@@ -1,4 +1,8 @@
-"""grader/handout."""
+"""What the instructor hands out: the students' starter repository (the reference lab
+without its solutions) and the Gradescope autograder.
+
+May import: base, sandbox, rubric, outputs, records, batch.
+"""
 
 from __future__ import annotations
 

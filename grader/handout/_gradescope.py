@@ -25,10 +25,10 @@ from collections.abc import Iterable
 from pathlib import Path
 
 import gradekit
-import grader
 from gradekit import GradekitError, UsageError
 from grader.batch import grade_batch
-from grader.outputs import DRAW_KEY, REPORTED, SCHEMA, canonical, draw_key, inline_markdown
+from grader.outputs import REPORTED, SCHEMA, canonical, inline_markdown
+from grader.records import DRAW_KEY, REPORT, RESULTS, draw_key
 from grader.rubric import KIT_RUBRIC, load_rubric
 from grader.sandbox import choose_isolation
 
@@ -116,8 +116,7 @@ def build(out: Path, rubric: Path) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     shutil.copytree(rubric.parent, out / "rubric", ignore=_IGNORE)
     kit = out / "kit"
-    for package in (gradekit, grader):
-        source = Path(package.__file__ or "").parent
+    for source in (Path(gradekit.__file__ or "").parent, Path(__file__).resolve().parents[1]):
         shutil.copytree(source, kit / source.name, ignore=_IGNORE)
     (kit / "grader" / "kit_rubric").mkdir()  # the kit's default rubric: package data
     for toml in KIT_RUBRIC.parent.glob("*.toml"):
@@ -197,7 +196,7 @@ def run(root: Path, rubric: Path, isolation: str = "auto") -> bool:
     """
     results = root / "results"
     results.mkdir(parents=True, exist_ok=True)
-    target = results / "results.json"
+    target = results / RESULTS
     try:
         submission = find_submission(root / "submission")
     except UsageError as exc:
@@ -209,7 +208,7 @@ def run(root: Path, rubric: Path, isolation: str = "auto") -> bool:
         shutil.copyfile(bundled, results / "gradekit" / DRAW_KEY)
     try:
         rows = grade_batch([submission], load_rubric(rubric), out=results / "gradekit", jobs=1,
-                           isolation=choose_isolation(isolation))
+                           wall=choose_isolation(isolation))
     except GradekitError as exc:  # the autograder's own configuration: the instructor's
         target.write_bytes(failure_results(
             f"the autograder is misconfigured ({type(exc).__name__}: {exc}); this is not "
@@ -220,6 +219,6 @@ def run(root: Path, rubric: Path, isolation: str = "auto") -> bool:
         target.write_bytes(failure_results(row.reason))
         return False
     graded = results / "gradekit" / row.submission
-    for name in ("report.json", "results.json"):
+    for name in (REPORT, RESULTS):  # signed in the batch already, when a key is configured
         shutil.copyfile(graded / name, results / name)
     return True

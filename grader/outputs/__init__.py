@@ -1,8 +1,15 @@
-"""grader/outputs."""
+"""The files a grading writes, each a format: ``report.json`` (canonical, with its digest),
+``report.md`` and Gradescope's ``results.json``, ``calls.json``, ``gradebook.csv``, and the
+instructor's signatures over them. Each is rendered, read and verified here, as bytes or
+from a path it is given; the folder that holds them (every file's name, what is written
+when, and the signing) is ``grader.records._folder``'s.
+
+May import: base, rubric, scoring.
+"""
 
 from __future__ import annotations
 
-from grader.outputs._calls import CALLS, calls_document, read_calls, render_calls
+from grader.outputs._calls import calls_document, read_calls, render_calls
 from grader.outputs._gradebook import (
     REPORTED,
     GradebookError,
@@ -32,12 +39,11 @@ from grader.outputs._report import (
     report_from_document,
     verify_report,
 )
+from grader.outputs._results import verify_results
 from grader.outputs._signing import (
-    DRAW_KEY,
     KEY_ENV,
     KEY_FILE_ENV,
     Kind,
-    draw_key,
     load_key,
     sign_file,
     signature_problem,
@@ -45,8 +51,6 @@ from grader.outputs._signing import (
 )
 
 __all__ = [
-    "CALLS",
-    "DRAW_KEY",
     "KEY_ENV",
     "KEY_FILE_ENV",
     "REPORTED",
@@ -58,7 +62,6 @@ __all__ = [
     "calls_document",
     "canonical",
     "cents_of",
-    "draw_key",
     "error_row",
     "gradebook_csv",
     "inline_markdown",
@@ -80,5 +83,6 @@ __all__ = [
     "sign_file",
     "signature_problem",
     "verify_report",
+    "verify_results",
     "without_signing_key",
 ]

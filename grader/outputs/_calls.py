@@ -18,9 +18,8 @@ from typing import Any
 from grader._model import CaseOutcome, RunResult, Served, TraceRecord
 from grader.scoring import pair_records
 
-__all__ = ["CALLS", "FORMAT", "calls_document", "read_calls", "render_calls"]
+__all__ = ["FORMAT", "calls_document", "read_calls", "render_calls"]
 
-CALLS = "calls.json"
 FORMAT = "gradekit.calls/1"
 _TEXT = 200  # characters kept of a text the agent wrote into its trace
 
@@ -82,10 +81,10 @@ def render_calls(document: Mapping[str, Any]) -> bytes:
     return (json.dumps(document, sort_keys=True, indent=2, ensure_ascii=False) + "\n").encode()
 
 
-def read_calls(folder: Path) -> dict[str, Any] | None:
-    """A submission folder's ``calls.json``, or None when it has none or it is not one."""
+def read_calls(path: Path) -> dict[str, Any] | None:
+    """The ``calls.json`` at ``path``, or None when there is none or it is not one."""
     try:
-        document = json.loads((folder / CALLS).read_text(encoding="utf-8"))
+        document = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError):
         return None
     if not isinstance(document, dict) or document.get("format") != FORMAT \

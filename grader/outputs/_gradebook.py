@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Literal, get_args
 
-from gradekit import GradekitError
+from grader._errors import GradebookError
 
 __all__ = [
     "FIXED_COLUMNS",
@@ -46,10 +46,6 @@ Status = Literal["graded", "degraded", "error", "ungradable", "interrupted"]
 _STATUSES: tuple[Status, ...] = get_args(Status)
 REPORTED: frozenset[Status] = frozenset(("graded", "degraded"))  # rows with a report
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r", "'")
-
-
-class GradebookError(GradekitError):
-    """A gradebook that cannot be written, read or merged; the message says why."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,9 +15,10 @@ Where a signature lives and what it covers (docs/formats.md "Signatures"):
 - ``results.json``: ``extra_data.signature``; the MAC covers ``CONTEXT["results"]``
   followed by the canonical JSON of the document without ``extra_data.signature``.
 
-The key is read by the batch, which signs each finished submission's files itself:
-workers get an environment without the signing variables, and sandboxed children get
-an environment built from nothing (``grader.sandbox._layout.child_environment``).
+The key is read by the batch, which signs each finished submission's files itself
+(``grader.records._folder.sign_outputs``): workers get an environment without the signing
+variables, and sandboxed children get an environment built from nothing
+(``grader.sandbox._layout.child_environment``).
 """
 
 from __future__ import annotations
@@ -28,7 +29,6 @@ import hmac
 import json
 import os
 import re
-import secrets
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
@@ -37,13 +37,11 @@ from gradekit import UsageError
 
 __all__ = [
     "CONTEXT",
-    "DRAW_KEY",
     "KEY_ENV",
     "KEY_FILE_ENV",
     "MIN_KEY_BYTES",
     "PREFIX",
     "Kind",
-    "draw_key",
     "load_key",
     "sign",
     "sign_file",
@@ -96,47 +94,6 @@ def load_key(key_file: Path | None = None,
                          f"(make one with `{_MAKE_KEY}`), or unset {KEY_ENV} and "
                          f"{KEY_FILE_ENV} to grade without signing")
     return key
-
-
-DRAW_KEY = ".gradekit-draw-key"  # in a grades folder: the secret its gradings draw with
-_DRAW_KEY_CONTEXT = b"gradekit-draw-key/1\n"  # a draw key derived from a signing key
-
-
-def draw_key(out: Path, signing: bytes | None) -> bytes:
-    """The secret a batch's draws (provider labels, hash seeds, the Replay probe) are keyed
-    with, beside each submission's content: grading the same submission again draws the
-    same, and a student without it cannot predict what is drawn.
-
-    Derived from the instructor's signing key when there is one (every grades folder and
-    machine, shards included, then draws alike; the derived key reveals nothing of the
-    signing key), else kept in ``out/.gradekit-draw-key``, made on first use and readable
-    by its owner only. ``UsageError`` for a kept key that is not one.
-    """
-    if signing is not None:
-        return hmac.new(signing, _DRAW_KEY_CONTEXT, hashlib.sha256).digest()
-    path = out / DRAW_KEY
-    out.mkdir(parents=True, exist_ok=True)
-    try:
-        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        return _kept_draw_key(path)
-    key = secrets.token_bytes(32)
-    with os.fdopen(descriptor, "w", encoding="ascii") as file:
-        file.write(key.hex() + "\n")
-    return key
-
-
-def _kept_draw_key(path: Path) -> bytes:
-    try:
-        text = path.read_text("ascii").strip()
-        if len(text) == 64:
-            return bytes.fromhex(text)
-    except (OSError, ValueError):
-        pass
-    raise UsageError(f"{path} is not a draw key (64 hex digits): restore it from a backup to "
-                     "draw as earlier gradings did, or delete it and a new one is made (later "
-                     "gradings then draw other labels and seeds; an honest submission's grade "
-                     "does not change)")
 
 
 def without_signing_key(env: Mapping[str, str]) -> dict[str, str]:

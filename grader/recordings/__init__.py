@@ -1,4 +1,9 @@
-"""grader/recordings."""
+"""Recordings as a person reading a re-recording sees them: cassettes and tool fixtures
+decoded alike, how stale they are, what a re-recording changed, the dataset's change log,
+and ``cassette verify``.
+
+May import: base, submission.
+"""
 
 from __future__ import annotations
 
@@ -13,7 +18,7 @@ from grader.recordings._changelog import (
 )
 from grader.recordings._diff import diff_files, render_diff, rerecord_summary
 from grader.recordings._recordings import (
-    ReviewError,
+    RecordingError,
     decode_recording,
     is_http_cassette,
     read_bytes,
@@ -24,7 +29,7 @@ from grader.recordings._verify import verify_cassette
 __all__ = [
     "CHANGE_LOG",
     "Change",
-    "ReviewError",
+    "RecordingError",
     "append_change",
     "change_matches",
     "decode_changes",

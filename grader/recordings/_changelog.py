@@ -15,8 +15,9 @@ from types import MappingProxyType
 from typing import NoReturn
 
 from gradekit import UsageError
-from gradekit._store import write_atomic
-from grader.recordings._recordings import KINDS, Kind, ReviewError, read_bytes
+from gradekit.internal import write_atomic
+from grader._errors import ChangeLogCorrupt
+from grader.recordings._recordings import KINDS, Kind, read_bytes
 from grader.submission import CASSETTE_CAP, SubmissionFileError, read_submission_file
 
 __all__ = [
@@ -25,10 +26,6 @@ __all__ = [
 ]
 
 CHANGE_LOG = "DATASET_CHANGES.md"
-
-
-class ChangeLogCorrupt(ReviewError):
-    """``DATASET_CHANGES.md`` does not parse: it was edited by hand."""
 
 
 _PREAMBLE = f"""# Dataset changes

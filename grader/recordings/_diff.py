@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Literal
 
 from gradekit import UsageError
-from gradekit._recorder import previous_path
+from gradekit.internal import previous_path
 from grader.recordings._recordings import Kind, decode_recording, read_bytes
 
 __all__ = [

@@ -1,14 +1,15 @@
-"""Recordings of either kind, cassettes and tool fixtures, reduced to what review needs.
+"""Recordings of either kind, cassettes and tool fixtures, reduced to what a re-recording's
+reader needs: what was asked and answered, and when.
 
-``decode_recording`` reads either kind through its codec (``gradekit._cassette``,
-``gradekit._fixtures``) into one shape, ``Recording``: what was asked and answered,
-by key, and when. Staleness (``grader.recordings._stale``), diffs
+``decode_recording`` reads either kind through its codec (``gradekit.internal``'s
+``decode_cassette`` and ``decode_fixture``) into one shape, ``Recording``: what was asked
+and answered, by key, and when. Staleness (``grader.recordings._stale``), diffs
 (``grader.recordings._diff``) and the change log (``grader.recordings._changelog``) are
 built on it. Errors::
 
     GradekitError
     ├── UsageError             (gradekit) a bad age, mixed kinds, no reason, not a recording
-    └── ReviewError            a recording file that cannot be reviewed
+    └── RecordingError         a recording file that cannot be read as one
         └── ChangeLogCorrupt   DATASET_CHANGES.md is not in the format gradekit writes
 """
 
@@ -21,13 +22,12 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Literal
 
-from gradekit import GradekitError, UsageError
-from gradekit._cassette import decode_cassette
-from gradekit._fixtures import decode_fixture
-from gradekit._http.cassette import HTTP_CASSETTE, HttpRequest
+from gradekit import UsageError
+from gradekit.internal import HTTP_CASSETTE, HttpRequest, decode_cassette, decode_fixture
+from grader._errors import RecordingError
 
 __all__ = [
-    "KINDS", "Kind", "Recorded", "Recording", "ReviewError", "decode_recording",
+    "KINDS", "Kind", "Recorded", "Recording", "RecordingError", "decode_recording",
     "is_http_cassette", "kind_of", "read_bytes", "read_json", "restore_hint",
 ]
 
@@ -41,10 +41,6 @@ _PREFIXES: Mapping[str, Kind] = {
 }
 
 
-class ReviewError(GradekitError):
-    """A recording file that cannot be reviewed; the message names the file and the fix."""
-
-
 @dataclass(frozen=True, slots=True)
 class Recorded:
     """One recording: what was asked, the answer as text, and when ("" if the file does not say)."""
@@ -56,7 +52,7 @@ class Recorded:
 
 @dataclass(frozen=True, slots=True)
 class Recording:
-    """A cassette or fixture file reduced to what review needs, by key."""
+    """A cassette or fixture file reduced to what was asked and answered, by key."""
 
     kind: Kind
     case: str
@@ -92,7 +88,7 @@ def read_json(data: bytes, source: str) -> Any:
     try:
         return json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ReviewError(
+        raise RecordingError(
             f"{source}: not UTF-8 JSON ({exc}). Restore it with `git checkout -- {source}` "
             "or record it again."
         ) from exc

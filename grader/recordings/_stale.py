@@ -13,7 +13,7 @@ from gradekit import UsageError
 from grader.recordings._recordings import (
     Kind,
     Recording,
-    ReviewError,
+    RecordingError,
     decode_recording,
     kind_of,
     read_bytes,
@@ -96,7 +96,7 @@ def _instant(text: str, path: Path) -> datetime:
     try:
         return _utc(datetime.fromisoformat(text))
     except ValueError:
-        raise ReviewError(f"{path}: recorded_at {text!r} is not an ISO 8601 time. "
+        raise RecordingError(f"{path}: recorded_at {text!r} is not an ISO 8601 time. "
                           f"{restore_hint(str(path))}") from None
 
 

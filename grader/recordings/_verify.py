@@ -6,9 +6,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from gradekit import CassetteError
-from gradekit._cassette import decode_cassette
-from gradekit._secrets import credential_values, find_secret
-from gradekit._store import journal_path
+from gradekit.internal import credential_values, decode_cassette, find_secret, journal_path
 
 __all__ = ["verify_cassette"]
 

@@ -1,10 +1,32 @@
-"""grader/records."""
+"""The grades folder and what happened to a grade in it: the folder's home (every file's
+name, each submission's outputs written once and signed once), the append-only grading
+ledger, people's reviews of grades, a student's history (why a grade changed), the
+promotion of a reviewed failing run into a regression set, and ``report verify``.
+
+Inside, the home (``_folder``) is the bottom: the ledger, reviews, history, promotion and
+verify find every file through it, and it imports none of them.
+
+May import: base, submission, regression, rubric, scoring, outputs.
+"""
 
 from __future__ import annotations
 
+from grader.records._folder import (
+    ARCHIVE,
+    CALLS,
+    DRAW_KEY,
+    GRADEBOOK,
+    LEDGER,
+    MARKDOWN,
+    OUTPUT,
+    REPORT,
+    RESULTS,
+    draw_key,
+    sign_outputs,
+    write_submission,
+)
 from grader.records._history import case_snapshots, causes, first_divergence, history_lines
 from grader.records._ledger import (
-    LEDGER,
     LedgerCorrupt,
     append_events,
     archived,
@@ -15,11 +37,19 @@ from grader.records._ledger import (
     verify_ledger,
 )
 from grader.records._promote import Request, promote_event, promotion
-from grader.records._reviews import ReviewRequest, apply_reviews, record_review
-from grader.records._verify import sign_outputs, verify_file
+from grader.records._reviews import ReviewRequest, apply_reviews, current_reviews, record_review
+from grader.records._verify import verify_file
 
 __all__ = [
+    "ARCHIVE",
+    "CALLS",
+    "DRAW_KEY",
+    "GRADEBOOK",
     "LEDGER",
+    "MARKDOWN",
+    "OUTPUT",
+    "REPORT",
+    "RESULTS",
     "LedgerCorrupt",
     "Request",
     "ReviewRequest",
@@ -28,6 +58,8 @@ __all__ = [
     "archived",
     "case_snapshots",
     "causes",
+    "current_reviews",
+    "draw_key",
     "first_divergence",
     "grader_version",
     "history_lines",
@@ -40,4 +72,5 @@ __all__ = [
     "sign_outputs",
     "verify_file",
     "verify_ledger",
+    "write_submission",
 ]

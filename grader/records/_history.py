@@ -16,7 +16,8 @@ from typing import Any
 
 from grader._text import quote
 from grader.outputs import REPORTED, review_verdict
-from grader.records._ledger import LEDGER, archived, read_ledger
+from grader.records._folder import LEDGER
+from grader.records._ledger import archived, read_ledger
 from grader.records._reviews import review_of, review_state
 
 __all__ = ["case_snapshots", "causes", "first_divergence", "history_lines"]

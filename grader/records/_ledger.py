@@ -26,20 +26,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gradekit import GradekitError, UsageError
-from gradekit._store import write_atomic
+from gradekit import UsageError
+from gradekit.internal import write_atomic
+from grader._errors import LedgerCorrupt
 from grader._expect import expectation_document
 from grader.outputs import REPORTED, GradebookRow, verify_report
+from grader.records._folder import REPORT, archive_path, read_document
 from grader.rubric import Rubric
 
 __all__ = [
-    "ARCHIVE", "GENESIS", "LEDGER", "Ledger", "LedgerCorrupt", "append_events", "archived",
+    "GENESIS", "Ledger", "LedgerCorrupt", "append_events", "archived",
     "case_digests", "grader_version", "pinned_sets", "read_ledger", "record_grading",
     "rubric_lineage", "verified_archive", "verify_ledger",
 ]
 
-LEDGER = "ledger.jsonl"
-ARCHIVE = "archive"  # beside the ledger: every graded report, kept under its digest
 GENESIS = "0" * 64  # the ``prev`` of the first event
 _ENCODE = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False,
                            allow_nan=False).encode
@@ -51,10 +51,6 @@ def grader_version() -> str:
         return importlib.metadata.version("gradekit")
     except importlib.metadata.PackageNotFoundError:
         return "unknown (not installed: pip install -e .)"
-
-
-class LedgerCorrupt(GradekitError):
-    """A ledger line that is not an event of the chain; the message names the line."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,7 +237,7 @@ def record_grading(path: Path, rubric: Rubric, rows: Sequence[GradebookRow], out
     sets = pinned_sets(rubric)
     for row in rows:
         reported = row.status in REPORTED
-        inputs = _inputs(out / row.submission / "report.json") if reported else {}
+        inputs = _inputs(out / row.submission / REPORT) if reported else {}
         identity: dict[str, Any] = {"grader": grader, "inputs": inputs,
                                     "rubric": rubric.sha256, "status": row.status,
                                     "student": row.student}
@@ -251,8 +247,8 @@ def record_grading(path: Path, rubric: Rubric, rows: Sequence[GradebookRow], out
         if reported and key in seen:
             unchanged[row.submission] = str(seen[key])
             continue
-        if reported:
-            _archive(out / row.submission / "report.json", out / ARCHIVE, row.digest)
+        if reported and row.digest:
+            _archive(out / row.submission / REPORT, archive_path(out, row.digest))
         runs.append({"event": "run", "grader": grader, "inputs": inputs, "key": key,
                      "reason": row.reason, "report": row.digest, "rubric": rubric.sha256,
                      "rubric_id": rubric.id, "rubric_version": rubric.version,
@@ -276,19 +272,18 @@ def record_grading(path: Path, rubric: Rubric, rows: Sequence[GradebookRow], out
     return unchanged
 
 
-def _archive(report: Path, archive: Path, digest: str) -> None:
-    """Keep the report under its digest: a later grading overwrites ``report.json``, never
-    this copy, so every graded run's criteria stay there to compare."""
-    kept = archive / f"{digest}.json"
-    if digest and not kept.exists():
-        archive.mkdir(parents=True, exist_ok=True)
+def _archive(report: Path, kept: Path) -> None:
+    """Keep the report under its digest (``kept``): a later grading overwrites
+    ``report.json``, never this copy, so every graded run's criteria stay there to compare."""
+    if not kept.exists():
+        kept.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(kept, report.read_bytes())
 
 
 def verified_archive(out: Path, digest: str) -> Mapping[str, Any]:
     """The archived report of ``digest``: it must be kept, verify and be that digest's (a
     review and a promotion rest on it); a ``UsageError`` saying what to do otherwise."""
-    path = out / ARCHIVE / f"{digest}.json"
+    path = archive_path(out, digest)
     try:
         data = path.read_bytes()
     except OSError:
@@ -305,17 +300,10 @@ def verified_archive(out: Path, digest: str) -> Mapping[str, Any]:
 
 def archived(out: Path, digest: str) -> Mapping[str, Any] | None:
     """The archived report of ``digest`` in the grades folder ``out``, if it is kept."""
-    try:
-        document = json.loads((out / ARCHIVE / f"{digest}.json").read_bytes())
-    except (OSError, ValueError):
-        return None
-    return document if isinstance(document, dict) else None
+    return read_document(archive_path(out, digest))
 
 
 def _inputs(report: Path) -> dict[str, str]:
-    try:
-        document = json.loads(report.read_bytes())
-    except (OSError, ValueError):
-        return {}
-    inputs = document.get("inputs") if isinstance(document, dict) else None
+    document = read_document(report)
+    inputs = document.get("inputs") if document is not None else None
     return dict(sorted(inputs.items())) if isinstance(inputs, dict) else {}

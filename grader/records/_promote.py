@@ -25,12 +25,12 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Literal, TypeVar
 
 from gradekit import GradekitError, Incident, UsageError, decode_incident
-from gradekit._cassette import decode_cassette
-from gradekit._fixtures import decode_fixture
+from gradekit.internal import decode_cassette, decode_fixture
 from grader._expect import Expectation, normalised, parse_expectation
 from grader._specs import SPEC
 from grader.outputs import REPORTED
-from grader.records._ledger import LEDGER, read_ledger, verified_archive, verify_ledger
+from grader.records._folder import LEDGER
+from grader.records._ledger import read_ledger, verified_archive, verify_ledger
 from grader.regression import PAYLOAD_CAP, Item, RegressionSet, check_name
 from grader.rubric import Case, load_rubric
 from grader.submission import (

@@ -3,8 +3,10 @@
 A review is one ``review`` event in the ledger (``grades/ledger.jsonl``), tied to the
 digest of the report it judged: an **override** (``points``, 0 to the criterion's max) or
 a **confirmation** (``points`` null: the automated points stand). The automated
-``report.json`` and ``report.md`` are never edited; the gradebook's ``review`` and
-``final`` cells and ``results.json`` are brought up to date from the ledger.
+``report.json`` and ``report.md`` are never edited. ``results.json`` carries the current
+reviews of its report: a grading writes it with them (``grader.records._folder``), and a
+review recorded later writes it again; the gradebook's ``review`` and ``final`` cells are
+brought up to date from the ledger after each grading and each review.
 
 - A *current* review of a report is the latest review event of one criterion whose
   ``report`` is that report's digest (the digest covers the student's identity, so it is
@@ -17,13 +19,13 @@ a **confirmation** (``points`` null: the automated points stand). The automated
   again.
 
 Deciding (``current_reviews``, ``review_state``, ``plan_review``) is separate from the
-edge that reads and writes files (``apply_reviews``, ``record_review``).
+edge that reads and writes files (``apply_reviews``, ``record_review``), which finds
+every file through the grades folder's home (``grader.records._folder``).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -32,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from gradekit import UsageError
-from gradekit._store import write_atomic
+from gradekit.internal import write_atomic
 from grader._model import HumanReview
 from grader._text import QUOTE_LIMIT, TEXT_LIMIT, quote
 from grader.outputs import (
@@ -42,14 +44,18 @@ from grader.outputs import (
     gradebook_csv,
     points_text,
     read_gradebook,
-    render_gradescope,
-    report_from_document,
     review_verdict,
-    sign_file,
     signature_problem,
 )
-from grader.records._ledger import (
+from grader.records._folder import (
+    GRADEBOOK,
     LEDGER,
+    REPORT,
+    RESULTS,
+    read_document,
+    rewrite_results,
+)
+from grader.records._ledger import (
     LedgerCorrupt,
     append_events,
     archived,
@@ -58,7 +64,6 @@ from grader.records._ledger import (
 )
 
 __all__ = [
-    "GRADEBOOK",
     "Applied",
     "Recorded",
     "ReviewRequest",
@@ -72,7 +77,6 @@ __all__ = [
     "review_state",
 ]
 
-GRADEBOOK = "gradebook.csv"
 BY_LIMIT = 100  # characters of a reviewer's name
 _POINTS = re.compile(r"[0-9]{1,6}(\.[0-9]{1,2})?")
 _PREFIX = re.compile(r"[0-9a-f]{8,64}")
@@ -157,7 +161,7 @@ def review_state(events: Sequence[Mapping[str, Any]], student: str, digest: str,
     return ReviewState(current, stale, tuple(c for c in marked if c not in gone))
 
 
-# -- the gradebook and results.json, brought up to date --------------------------------------
+# -- the gradebook, brought up to date --------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,17 +173,14 @@ class Applied:
     notes: tuple[str, ...]
 
 
-def apply_reviews(out: Path, rows: Sequence[GradebookRow], key: bytes | None) -> Applied:
-    """Bring the grades folder ``out`` up to date with its ledger's reviews after a
-    grading: ``gradebook.csv`` gets every row's ``review`` and ``final``, and each reviewed
-    row's ``results.json`` its final score and review tests (re-signed with ``key``)."""
+def apply_reviews(out: Path, rows: Sequence[GradebookRow]) -> Applied:
+    """Bring the gradebook of the grades folder ``out`` up to date with its ledger's
+    reviews after a grading: every row gets its ``review`` and ``final``. (Each reviewed
+    row's ``results.json`` was written with its reviews already, and signed once.)"""
     events = read_ledger(out / LEDGER).events
     states = [_state(out, row, events) for row in rows]
     reviewed = tuple(_reviewed_row(row, state) for row, state in zip(rows, states, strict=True))
     _write_gradebook(out, reviewed)
-    for row, state in zip(reviewed, states, strict=True):
-        if state.current:
-            _render_results(out, row.submission, row.digest, state.current, key)
     notes = [note for row, state in zip(reviewed, states, strict=True)
              for note in _notes(row, state)]
     return Applied(reviewed, tuple(notes))
@@ -216,7 +217,7 @@ def _marked(out: Path, row: GradebookRow) -> tuple[str, ...]:
     """The ids of the row's report's criteria marked for review, in report order."""
     document = archived(out, row.digest)
     if document is None:  # an archive set aside: the folder's own copy, if it is this one
-        document = _json(out / row.submission / "report.json")
+        document = read_document(out / row.submission / REPORT)
         if document is None or document.get("digest") != row.digest:
             return ()
     criteria = document.get("criteria")
@@ -229,27 +230,6 @@ def _write_gradebook(out: Path, rows: Sequence[GradebookRow]) -> None:
     if path.is_file():
         criterion_ids, _ = read_gradebook(path.read_bytes())
         write_atomic(path, gradebook_csv(rows, criterion_ids))
-
-
-def _render_results(out: Path, folder: str, digest: str, reviews: Sequence[HumanReview],
-                    key: bytes | None) -> bool:
-    """Write ``out/folder/results.json`` again from the archived report and ``reviews``,
-    when it is that report's; signed again when it was signed. Whether it was written."""
-    path = out / folder / "results.json"
-    existing = _json(path)
-    extra = existing.get("extra_data") if existing is not None else None
-    if not isinstance(extra, dict) or extra.get("digest") != digest:
-        return False
-    report = report_from_document(verified_archive(out, digest))
-    isolation = extra.get("isolation")
-    write_atomic(path, render_gradescope(report, digest, reviews=reviews,
-                                           isolation=isolation if isinstance(isolation, str)
-                                           else ""))
-    if "signature" in extra:
-        if key is None:  # record_review refuses before this; a grading signs with its key
-            raise UsageError(f"{path} was signed: pass the signing key with --key-file FILE")
-        sign_file(path, "results", key)
-    return True
 
 
 # -- gradekit review -------------------------------------------------------------------------
@@ -315,7 +295,7 @@ def record_review(out: Path, request: ReviewRequest, key: bytes | None) -> Recor
     events = read_ledger(out / LEDGER).events
     event, document = plan_review(events, request, out)
     folder = str(event["submission"])
-    _check_signable(out / folder / "results.json", str(event["report"]), key)
+    _check_signable(out / folder / RESULTS, str(event["report"]), key)
     book = out / GRADEBOOK
     rows = read_gradebook(book.read_bytes())[1] if book.is_file() else []
     superseded = next((r.event for r in current_reviews(events, str(event["report"]))
@@ -325,7 +305,7 @@ def record_review(out: Path, request: ReviewRequest, key: bytes | None) -> Recor
     states = [_state(out, row, events) for row in rows]
     _write_gradebook(out, [_reviewed_row(r, s) for r, s in zip(rows, states, strict=True)])
     reviews = current_reviews(events, str(event["report"]))
-    _render_results(out, folder, str(event["report"]), reviews, key)
+    rewrite_results(out / folder, str(event["report"]), document, reviews, key)
     total = cents_of(document["total"], "total")
     latest = _student_runs(events, request.student)[-1]["report"] == event["report"]
     return Recorded(written, review_of(written), total, ReviewState(reviews).final(total),
@@ -404,7 +384,7 @@ def _check_text(flag: str, text: str, limit: int) -> None:
 def _check_signable(path: Path, digest: str, key: bytes | None) -> None:
     """A signed results.json of the reviewed report is written again only with the key
     that signed it: refuse before anything is appended."""
-    document = _json(path)
+    document = read_document(path)
     extra = document.get("extra_data") if document is not None else None
     if document is None or not isinstance(extra, dict) or extra.get("digest") != digest \
             or "signature" not in extra:
@@ -416,11 +396,3 @@ def _check_signable(path: Path, digest: str, key: bytes | None) -> None:
     wrong, _ = signature_problem("results", document, key)
     if wrong:
         raise UsageError(f"{path}: {wrong}; pass --key-file with the key it was graded with")
-
-
-def _json(path: Path) -> dict[str, Any] | None:
-    try:
-        document = json.loads(path.read_bytes())
-    except (OSError, ValueError):
-        return None
-    return document if isinstance(document, dict) else None

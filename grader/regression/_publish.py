@@ -18,7 +18,7 @@ from pathlib import Path
 from types import MappingProxyType
 
 from gradekit import UsageError
-from gradekit._store import fsync_folder
+from gradekit.internal import fsync_folder
 from grader.regression._sets import (
     PAYLOAD_CAP,
     ROLES,

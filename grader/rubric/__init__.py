@@ -1,4 +1,11 @@
-"""grader/rubric."""
+"""The rubric: cases, weighted criteria, sub-check points, sandbox limits, the packages a lab
+may import and the regression sets it pins; read from TOML and validated. The rubric the
+kit ships is package data of its own (``grader.kit_rubric``, the repository's ``rubric/``).
+A rubric travels to the batch's workers as JSON (``rubric_document``) and is checked again
+on arrival by the same validators as the file (``rubric_from_document``).
+
+May import: base, regression.
+"""
 
 from __future__ import annotations
 
@@ -16,6 +23,7 @@ from grader.rubric._rubric import (
     load_rubric,
     per_case_points,
 )
+from grader.rubric._wire import rubric_document, rubric_from_document
 
 __all__ = [
     "KIT_MODULES",
@@ -32,4 +40,6 @@ __all__ = [
     "load_custom_check",
     "load_rubric",
     "per_case_points",
+    "rubric_document",
+    "rubric_from_document",
 ]

@@ -24,7 +24,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import cast
 
-from gradekit import GradekitError, UsageError
+from gradekit import UsageError
+from grader._errors import RubricError
 from grader._expect import Expectation, parse_expectation
 from grader._model import (
     BOUNDARIES,
@@ -43,8 +44,8 @@ from grader.rubric._packages import IMPORT_NAME, KIT_MODULES, requirement_key
 __all__ = [
     "CASE_ID", "KIT_RUBRIC", "PARAMS", "SETS", "SUBCHECKS",
     "Case", "Criterion", "Rubric", "RubricError",
-    "check_maxima", "distribute", "load_cases", "load_custom_check", "load_rubric",
-    "parse_rubric", "per_case_points",
+    "check_maxima", "default_points", "distribute", "load_cases", "load_custom_check",
+    "load_rubric", "parse_rubric", "per_case_points", "rubric_of_tables",
 ]
 
 CASE_ID = re.compile(r"[a-z0-9][a-z0-9-]*")
@@ -82,10 +83,6 @@ _CRITERION_TEXT = ("title", "check", "full", "typical_loss")
 _LIMIT_KEYS = tuple(f.name for f in fields(Limits))
 # Criterion ids become gradebook columns beside these.
 _RESERVED_IDS = ("digest", "max", "reason", "status", "student", "submission", "total")
-
-
-class RubricError(GradekitError):
-    """A rubric file that cannot be used; the message points at the problem."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,7 +203,19 @@ def load_cases(path: Path) -> list[Case]:
 def parse_rubric(data: bytes, *, source: str) -> Rubric:
     """Validate a rubric file's bytes; ``source`` names it in error messages."""
     text, document = _document(data, source)
-    at = _Locator(text, source)
+    return _validated(document, _Locator(text, source), hashlib.sha256(data).hexdigest())
+
+
+def rubric_of_tables(tables: Mapping[str, object], *, source: str, sha256: str) -> Rubric:
+    """A rubric from its tables as ``tomllib`` reads a rubric file (a number with a fraction
+    as ``Decimal``), validated by the very checks ``parse_rubric`` runs on a file; ``source``
+    names it in error messages (which then give no line: there is no file to point into),
+    ``sha256`` is the digest of the file it was read from."""
+    return _validated(tables, _Locator("", source), sha256)
+
+
+def _validated(document: Mapping[str, object], at: _Locator, sha256: str) -> Rubric:
+    """Every table of a rubric checked, in file order; the first problem is a RubricError."""
     _no_unknown(document, _TOP_KEYS, "top-level table", lambda key: at.where(key))
     rubric_id, version, title = _meta(document.get("rubric"), at)
     cases = _cases(document.get("case"), at)
@@ -218,7 +227,7 @@ def parse_rubric(data: bytes, *, source: str) -> Rubric:
         cases=cases,
         criteria=criteria,
         limits=_limits(document.get("limits", {}), at),
-        sha256=hashlib.sha256(data).hexdigest(),
+        sha256=sha256,
         packages=MappingProxyType(_packages(document.get("packages", {}), at)),
     )
 
@@ -500,7 +509,7 @@ def _points(
         return {}
     names, splits = SUBCHECKS[check]
     if raw is None:
-        return _default_points(check, weight)
+        return default_points(check, weight)
     if not isinstance(raw, dict):
         raise RubricError(f"{where}: points must be a table of sub-check = points")
     valid = names or ("(none: this check has no named sub-checks; remove the table)",)
@@ -520,7 +529,9 @@ def _points(
     return points
 
 
-def _default_points(check: str, weight: int) -> dict[str, Decimal]:
+def default_points(check: str, weight: int) -> dict[str, Decimal]:
+    """The named sub-checks' points of ``check`` at ``weight`` when the rubric gives no
+    ``[criterion.points]`` table (empty for a check without named sub-checks)."""
     names, splits = SUBCHECKS[check]
     if not names:
         return {}

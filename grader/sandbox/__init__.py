@@ -1,31 +1,61 @@
-"""grader/sandbox."""
+"""The trust boundary: untrusted agent code runs in a child process behind a wall, and the
+parent alone decides what it did.
+
+- The child side is the harness (``_harness.py``: standard library only, run by its file
+  path), which talks to the parent over a private pair of pipes (``_channel.py``).
+- The walls, one class each (``_walls.py``) behind ``Wall`` (``_layout.py``, beside the
+  folders of a run that a wall lays out): ``NamespacesWall`` (bubblewrap's namespaces, built
+  in ``_isolation.py``) and ``ProcessWall`` (the audit-hook guard alone). ``choose_isolation``
+  turns ``--isolation`` into one; ``wall_named`` turns the name a worker request carries back
+  into one. A third wall is one more subclass of ``Wall``, and nothing else.
+- ``Sandbox``: a submission's root, a scratch folder, the rubric's limits and a wall. Its
+  methods are the runs made through them: a run of cases (``run``, with a ``RunPlan``),
+  a regression set's items (``replay``), the own-Replay probe (``probe_replay``) and the
+  cut-point test (``run_cut_point_test``).
+
+Besides the kit (``gradekit``), the sandbox imports only the grader's base modules.
+
+May import: base.
+"""
 
 from __future__ import annotations
 
-from grader.sandbox._cutpoint import cut_point_problem, run_cut_point_test
-from grader.sandbox._isolation import (
-    REQUESTS,
-    Isolation,
-    bubblewrap,
-    choose_isolation,
-    describe_isolation,
-    interpreter,
-    package_folders,
+from grader.sandbox._cutpoint import cut_point_problem
+from grader.sandbox._isolation import package_folders
+from grader.sandbox._layout import Wall
+from grader.sandbox._sandbox import (
+    Answer,
+    CaseServer,
+    RunPlan,
+    Sandbox,
+    Serving,
+    ToolAnswer,
 )
-from grader.sandbox._probe import probe_replay
-from grader.sandbox._sandbox import ToolAnswer, run_cases
+from grader.sandbox._walls import (
+    PROCESS_WALL,
+    NamespacesWall,
+    ProcessWall,
+    choose_isolation,
+    isolation_requests,
+    wall_named,
+    warm_walls,
+)
 
 __all__ = [
-    "REQUESTS",
-    "Isolation",
+    "PROCESS_WALL",
+    "Answer",
+    "CaseServer",
+    "NamespacesWall",
+    "ProcessWall",
+    "RunPlan",
+    "Sandbox",
+    "Serving",
     "ToolAnswer",
-    "bubblewrap",
+    "Wall",
     "choose_isolation",
     "cut_point_problem",
-    "describe_isolation",
-    "interpreter",
+    "isolation_requests",
     "package_folders",
-    "probe_replay",
-    "run_cases",
-    "run_cut_point_test",
+    "wall_named",
+    "warm_walls",
 ]

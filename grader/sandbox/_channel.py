@@ -29,7 +29,9 @@ __all__ = [
 ]
 
 HARNESS = Path(__file__).with_name("_harness.py")
-# -S: no site at start; the harness puts the package folders on the path itself.
+# -S: no site at start; the harness puts the package folders on the path itself. Not -I: it
+# implies -E, and -E makes the child ignore PYTHONHASHSEED. The environment is built from
+# nothing instead, so the only PYTHON* variables the child sees are ours.
 PYTHON_FLAGS = ("-S", "-P", "-B")
 _MAX_LINE = 32 << 20  # above the largest recording (16 MiB): a bound, not a budget
 

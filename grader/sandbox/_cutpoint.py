@@ -6,28 +6,20 @@ A submission claims it with a recorded incident and a cut-point test (manifest
 when it returns) and names the live guard the test relies on (``guard =
 "package.module:function"``). The evidence holds when the test passes on the submission's
 own code, and fails once that guard is replaced by one that lets every action through:
-a test that passes either way checks only its stubs.
+a test that passes either way checks only its stubs. ``Sandbox.run_cut_point_test`` runs
+it; this module reads the child's verdict and judges the evidence.
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 from grader._model import Limits
 from grader.sandbox._channel import Child, Event, ProtocolError, child_ending, child_text
-from grader.sandbox._isolation import Isolation
-from grader.sandbox._layout import (
-    Layout,
-    child_config,
-    child_environment,
-    child_outputs,
-    prepare_run,
-    start_child,
-)
+from grader.sandbox._layout import Layout
 
-__all__ = ["CutPointRun", "cut_point_problem", "run_cut_point_test"]
+__all__ = ["CutPointRun", "cut_point_problem", "cut_point_verdict"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,20 +32,8 @@ class CutPointRun:
     tampering: str = ""
 
 
-def run_cut_point_test(root: Path, test: str, guard: str, *, allow_all: bool, limits: Limits,
-                       scratch: Path, isolation: Isolation = "process") -> CutPointRun:
-    """Run ``test`` in a sandbox over the submission at ``root``; with ``allow_all``, its
-    ``guard`` replaced by one that allows everything first."""
-    layout = prepare_run(root, scratch, isolation)
-    config = child_config(layout, limits, mode="cut_point", test=test, guard=guard,
-                          allow_all=allow_all)
-    env = child_environment(layout, 0)
-    with child_outputs(layout) as outputs, start_child(config, layout, env, outputs, limits,
-                                             []) as child:
-        return _converse(child, layout, limits, str(config["seal"]))
-
-
-def _converse(child: Child, layout: Layout, limits: Limits, seal: str) -> CutPointRun:
+def cut_point_verdict(child: Child, layout: Layout, limits: Limits, seal: str) -> CutPointRun:
+    """Wait for the cut-point test's verdict from ``child``, however it ends."""
     deadline, loaded = time.monotonic() + limits.timeout_s, False
     while True:
         try:

@@ -1,24 +1,45 @@
 """The child side of gradekit's sandbox: it runs untrusted agent code and talks to the grader.
 
-Standard library only, and run by file path (``python -s -P -B _harness.py READ_FD
+Standard library only, and run by file path (``python -S -P -B _harness.py READ_FD
 WRITE_FD``): it never imports ``lab``, ``gradekit`` or ``grader``, because the submission
 ships its own ``lab`` (and often a copy of ``gradekit``), and nothing the grader
 relies on may depend on code the submission can shadow or patch. The agent gets
 the grader's own ``gradekit`` (``Library``), read-only. Everything this process
 says is a claim; ``grader.sandbox._sandbox`` (the parent) decides what it is worth.
 
-Protocol: JSON lines, UTF-8, ASCII-escaped, over two inherited pipes. The
-first line the parent writes is the configuration. The child then says:
+Protocol: JSON lines, UTF-8, ASCII-escaped, over two inherited pipes (the child reads
+READ_FD, writes WRITE_FD). The first line the parent writes is the configuration:
+
+    "mode": "run" | "probe_replay" | "cut_point"
+    "root": the submission's copy (first on the import path), "roots": the folders it may
+    write, "seal": the secret each verdict is sealed with, "limits": the resource limits
+    (memory_mb, cpu_s, file_mb, open_files; processes behind namespaces only),
+    "site": the package folders, "library": the grader's own gradekit,
+    "parent": the grader's pid to die with (process guard only), "copy": {"from", "to",
+    "ignore"}: the read-only original to copy into the tmpfs first (namespaces only)
+    run:           "agent": "module:function", "label", "fixtures": the fixtures folder's
+                   name, "cases": [{"id", "task", "trace": the case's trace file}]
+    probe_replay:  "replay": "module:Class", "probe": {"cassette", "hit": P | null, "miss": P}
+    cut_point:     "test", "guard": "module:function" each, "allow_all": BOOL
+
+The child then says, one request at a time (it reads each reply before it asks again):
 
     {"op": "refused", "event": E, "subject": S, "target": "" | "folder" | "device"}
                                                      the audit hook refused E (any time)
     {"op": "import_error", "error": "Class: first line", "module": NAME | null}   and exits;
                                                      NAME: the module a ModuleNotFoundError
-                                                     (in the error's chain) could not find
-    {"op": "ready"}                                  the agent (or replay) is loaded
+                                                     (in the error's chain) could not find;
+                                                     run mode only (the other modes send no
+                                                     "module", nor does a copy that failed:
+                                                     "the submission is ...")
+    {"op": "ready"}                                  the agent (or replay, or test) is loaded
     {"op": "start", "case": ID}                      before each case: the parent times it
     {"op": "complete", "case": ID, "prompt": P}      the parent answers
                                                      {"response": R} or {"miss": MESSAGE}
+    {"op": "tool", "case": ID, "tool": NAME, "args": {...}}
+                                                     a tool call (agents that take tools);
+                                                     the parent answers {"response": RESULT}
+                                                     or {"missing": MESSAGE}
     {"op": "http", "case": ID, "method": M, "url": U, "body": BASE64}
                                                      an SDK client's request; the parent answers
                                                      {"http": {"status": S, "headers": [[N, V]],
@@ -26,12 +47,27 @@ first line the parent writes is the configuration. The child then says:
                                                      "key": KEY}
     {"op": "result", "case": ID, "status": "returned" | "raised", "returned_type": T,
      "answer": A | null, "exception": NAME | null, "miss_escaped": BOOL,
-     "module": NAME | null}                          NAME: as for import_error, when run()
+     "module": NAME | null, "seal": SEAL}            NAME: as for import_error, when run()
                                                      raised and a ModuleNotFoundError is in
                                                      the chain of what it raised (a lazy import)
-    {"op": "probe", "hit": OUTCOME | null, "miss": OUTCOME}   probe_replay mode only
-    {"op": "cut_point", "passed": BOOL, "error": "Class: first line" | null}
+    {"op": "probe", "hit": OUTCOME | null, "miss": OUTCOME, "seal": SEAL}
+                                                     probe_replay mode only; OUTCOME:
+                                                     {"returned_type": T, "answer": A | null}
+                                                     or {"exception": NAME}, the miss's with
+                                                     "classes": its class's MRO names
+    {"op": "cut_point", "passed": BOOL, "error": "Class: first line" | null, "seal": SEAL}
                                                      cut_point mode only: the incident test
+    {"op": "tampered", "replaced": [NAME, ...], "seal": SEAL}
+                                                     just before a verdict, when functions,
+                                                     methods or classes of this module (at
+                                                     most 20 named) are not those it started
+                                                     with
+
+The seal: ``result``, ``probe``, ``cut_point`` and ``tampered`` are the verdicts, and each
+carries the configuration's ``seal``, which the harness takes out of the configuration
+before any student code runs and keeps only in ``sealer``'s closure. A verdict without it
+was written on the pipe by something else; the parent flags it. The child ends with
+status 0 once it is done, and with 70 when the parent closes its pipe or died first.
 
 Before any student code is imported it sets hard resource limits on itself and
 installs an audit hook that refuses the network, new processes, ctypes,

@@ -1,9 +1,9 @@
-"""Which wall a sandboxed child runs behind: Linux namespaces (bubblewrap), or the process guard.
+"""How the namespaces wall is built: bubblewrap's command line, its seccomp filter, and the
+interpreter and packages a sandboxed child is shown.
 
-``choose_isolation("auto" | "namespaces" | "process")`` is decided once per grading
-process, before any submission is run: ``namespaces`` refuses to start without a
-working bubblewrap, ``auto`` takes it when it works and falls back to the process
-guard otherwise, ``process`` never uses it.
+``bubblewrap()`` says whether bubblewrap can build a sandbox here; ``package_folders()`` are
+the grader environment's packages, which a child behind either wall imports from. The wall
+classes themselves, and the choice between them, are in ``grader.sandbox._walls``.
 """
 
 from __future__ import annotations
@@ -18,19 +18,12 @@ import subprocess
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, get_args
-
-from gradekit import UsageError
 
 __all__ = [
-    "INSTALL_HINT", "KIT", "SANDBOX", "Bind", "Isolation", "bubblewrap", "bwrap_argv",
-    "choose_isolation", "describe_isolation", "interpreter", "no_new_processes_filter",
-    "package_folders",
+    "INSTALL_HINT", "KIT", "SANDBOX", "Bind", "bubblewrap", "bwrap_argv", "interpreter",
+    "no_new_processes_filter", "package_folders",
 ]
 
-Isolation = Literal["namespaces", "process"]
-Requested = Literal["auto", "namespaces", "process"]
-REQUESTS: tuple[str, ...] = get_args(Requested)
 INSTALL_HINT = "install bubblewrap (Debian and Ubuntu: `sudo apt-get install bubblewrap`)"
 
 
@@ -53,32 +46,6 @@ def bubblewrap() -> tuple[str | None, str]:
         why = said[-1] if said else f"exit status {done.returncode}"
         return None, f"bubblewrap cannot create namespaces here ({why})"
     return path, ""
-
-
-def choose_isolation(requested: str) -> Isolation:
-    """Resolve ``--isolation``; ``namespaces`` without a working bubblewrap is a usage error."""
-    if requested not in REQUESTS:
-        raise UsageError(f"--isolation {requested!r}: use one of {', '.join(REQUESTS)}")
-    if requested == "process":
-        return "process"
-    path, why = bubblewrap()
-    if path is not None:
-        return "namespaces"
-    if requested == "namespaces":
-        raise UsageError(f"--isolation namespaces: {why}; {INSTALL_HINT}, or pass "
-                         "--isolation process to grade behind the in-process guard only")
-    if hasattr(os, "geteuid") and os.geteuid() == 0:
-        print(f"warning: grading as root without namespaces: {why}. Submission code runs "
-              f"behind the in-process guard only; {INSTALL_HINT}.", file=sys.stderr)
-    return "process"
-
-
-def describe_isolation(isolation: Isolation) -> str:
-    """One line for a report: which wall the submission's code ran behind."""
-    if isolation == "namespaces":
-        return ("namespaces (bubblewrap: own user, pid, network, ipc and uts namespaces, "
-                "no capabilities, read-only view)")
-    return "process guard only (no bubblewrap: resource limits and an audit hook)"
 
 
 # -- the namespaces wall: one bubblewrap command line per sandboxed child ---------------

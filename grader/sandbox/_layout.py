@@ -1,44 +1,31 @@
-"""One sandboxed run's folders and how its child is started behind the chosen wall.
+"""One sandboxed run's folders, the wall they are laid out for, and what the child is told.
 
-``prepare_run`` makes the run's folders; ``start_child`` starts one harness, either as
-a plain child (the process guard) or inside bubblewrap (namespaces, see
-``grader.sandbox._isolation``); ``child_config`` and ``child_environment`` are what it is told.
+``Wall`` is what every wall does (its classes are in ``grader.sandbox._walls``);
+``prepare_run`` makes a run's folders, the wall laying out its part; ``child_config`` and
+``child_environment`` are what the child is told; ``captured_output`` and ``read_regular``
+are how the parent reads what it left.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import platform
 import secrets
 import stat
 import tempfile
+from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Any, ClassVar
 
-import gradekit
-from gradekit import UsageError
 from grader._model import Limits
-from grader.sandbox._channel import HARNESS, PYTHON_FLAGS, Child
-from grader.sandbox._harness import copy_submission
-from grader.sandbox._isolation import (
-    INSTALL_HINT,
-    KIT,
-    SANDBOX,
-    Bind,
-    Isolation,
-    bubblewrap,
-    bwrap_argv,
-    interpreter,
-    no_new_processes_filter,
-    package_folders,
-)
+from grader.sandbox._channel import Child
+from grader.sandbox._isolation import KIT
 
 __all__ = [
-    "IGNORED_NAMES", "Layout", "captured_output", "child_config", "child_environment",
-    "child_outputs", "prepare_run", "read_regular", "start_child",
+    "IGNORED_NAMES", "WALLS", "Layout", "Wall", "captured_output", "child_config",
+    "child_environment", "child_outputs", "prepare_run", "read_regular",
 ]
 
 # Never part of a submission: version control, environments, caches, build output.
@@ -47,20 +34,85 @@ IGNORED_NAMES = (
     ".mypy_cache", ".pytest_cache", ".ruff_cache", ".hypothesis", "node_modules",
 )
 
-# The kit the agent runs on: the grader's own gradekit, whatever copy the submission ships
-# (the harness's ``Library`` finds it first); shown read-only behind the namespaces wall.
-LIBRARY = Path(gradekit.__file__).resolve().parent
-LIBRARY_INSIDE = f"{KIT}/library/gradekit"
+
+WALLS: dict[str, type[Wall]] = {}  # name -> class, as each wall's class is defined
+
+
+class Wall(ABC):
+    """What a sandboxed child runs behind. A wall holds no state: two of one class are equal.
+
+    A subclass sets ``name`` (the word ``--isolation`` takes and a worker request carries),
+    ``description`` (a report's line) and ``preference`` (``--isolation auto`` takes the
+    preferred wall that can be built here), and is registered by being defined.
+    """
+
+    name: ClassVar[str]
+    description: ClassVar[str]
+    preference: ClassVar[int]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "name" in vars(cls):
+            WALLS[cls.name] = cls
+
+    def __eq__(self, other: object) -> bool:
+        return type(self) is type(other)
+
+    def __hash__(self) -> int:
+        return hash(type(self))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+    def missing(self) -> str:
+        """Why this wall cannot be built here, with the fix; "" when it can."""
+        return ""
+
+    def passed_over(self) -> str:
+        """A warning for ``--isolation auto`` to print when this wall cannot be built here
+        and a weaker one is taken instead; "" for none."""
+        return ""
+
+    @abstractmethod
+    def warm(self) -> None:
+        """Look up once what every child behind this wall needs, before a process forks
+        workers that would each look it up again."""
+
+    @abstractmethod
+    def prepare(self, layout: Layout) -> None:
+        """Make the run's folders the child needs before it starts (besides ``output``)."""
+
+    @abstractmethod
+    def child_copy(self, layout: Layout) -> str:
+        """Where the child finds its copy of the submission: its cwd and HOME."""
+
+    @abstractmethod
+    def child_work(self, layout: Layout) -> str:
+        """The folder the child may write besides its copy (traces, TMPDIR)."""
+
+    @abstractmethod
+    def inside(self, layout: Layout, path: Path) -> str:
+        """The name the child knows a file of ``layout.work`` by."""
+
+    @abstractmethod
+    def configure(self, layout: Layout, limits: Limits) -> dict[str, object]:
+        """This wall's part of the child's configuration, its resource limits last."""
+
+    @abstractmethod
+    def start(self, config: Mapping[str, object], layout: Layout, env: Mapping[str, str],
+              outputs: tuple[IO[bytes], IO[bytes]], limits: Limits,
+              shown: Sequence[Path]) -> Child:
+        """Start one harness behind this wall; ``shown``: the files of ``layout.work`` it
+        sees (its traces, the probe's cassette)."""
 
 
 @dataclass(frozen=True, slots=True)
 class Layout:
     """The folders of one sandboxed run, all in a fresh folder under the caller's scratch.
 
-    Under ``process`` the child works in ``copy`` and ``work`` on this machine. Under
-    ``namespaces`` it sees none of them: the original submission is shown read-only at
-    ``/gradekit/original`` and the harness copies it into its own ``/sandbox`` tmpfs;
-    of ``work`` it sees only the files bound one by one (traces, the probe's cassette).
+    Which of them the child sees, and by what names, is its ``wall``'s to say: behind the
+    process guard it works in ``copy`` and ``work`` themselves; behind namespaces it sees
+    none of them, only the files of ``work`` bound one by one.
     """
 
     root: Path  # the submission as the instructor handed it in
@@ -68,25 +120,21 @@ class Layout:
     copy: Path  # the submission's private copy: the child's cwd and HOME
     work: Path  # traces and TMPDIR: the only other place the child may write
     output: Path  # stdout and stderr, which the child reaches only through inherited fds
-    isolation: Isolation
+    wall: Wall
 
     @property
     def child_copy(self) -> str:
         """Where the child finds its copy of the submission."""
-        return f"{SANDBOX}/submission" if self.isolation == "namespaces" else str(self.copy)
+        return self.wall.child_copy(self)
 
     @property
     def child_work(self) -> str:
         """The folder the child writes besides its copy."""
-        return SANDBOX if self.isolation == "namespaces" else str(self.work)
+        return self.wall.child_work(self)
 
     def inside(self, path: Path) -> str:
         """The name the child knows a file of ``work`` by."""
-        if self.isolation == "process":
-            return str(path)
-        if path.suffix == ".jsonl":
-            return f"{SANDBOX}/{path.name}"
-        return f"{KIT}/{path.name}"
+        return self.wall.inside(self, path)
 
     def scrub(self, text: str) -> str:
         """``text`` with this machine's paths replaced by stable names."""
@@ -99,18 +147,14 @@ class Layout:
             text = text.replace(spelling, spelled[spelling])
         return text
 
-def prepare_run(root: Path, scratch: Path, isolation: Isolation) -> Layout:
+
+def prepare_run(root: Path, scratch: Path, wall: Wall) -> Layout:
+    """A fresh run's folders under ``scratch``, laid out for the child behind ``wall``."""
     scratch.mkdir(parents=True, exist_ok=True)
     run = Path(tempfile.mkdtemp(prefix="run-", dir=scratch)).resolve()
     layout = Layout(root.resolve(), run, run / "submission", run / "work", run / "output",
-                     isolation)
-    if isolation == "process":
-        # symlinks=True: a link in the submission stays a link, so writes through it are
-        # judged by where it points, and copying never follows it out of the submission.
-        copy_submission(str(root), str(layout.copy), IGNORED_NAMES)
-        (layout.work / "tmp").mkdir(parents=True)
-    else:
-        layout.work.mkdir()
+                    wall)
+    wall.prepare(layout)
     layout.output.mkdir()
     return layout
 
@@ -130,57 +174,16 @@ def child_environment(layout: Layout, hashseed: int) -> dict[str, str]:
     }
 
 
-def start_child(config: Mapping[str, object], layout: Layout, env: Mapping[str, str],
-           outputs: tuple[IO[bytes], IO[bytes]], limits: Limits,
-           shown: Sequence[Path]) -> Child:
-    """Start one harness behind the layout's wall; ``shown``: the files of ``work`` it sees."""
-    if layout.isolation == "process":
-        return Child(config, layout.copy, env, outputs)
-    bwrap_path, why = bubblewrap()
-    if bwrap_path is None:
-        raise UsageError(f"namespaces isolation was chosen, but {why}: {INSTALL_HINT}")
-    python, binds, _ = interpreter()
-    binds += (Bind(str(layout.root), f"{KIT}/original"), Bind(str(HARNESS), f"{KIT}/harness.py"),
-              Bind(str(LIBRARY), LIBRARY_INSIDE))
-    binds += tuple(Bind(str(p), layout.inside(p), writable=p.suffix == ".jsonl") for p in shown)
-    program = no_new_processes_filter(platform.machine())
-    read_end = None
-    if program is not None:
-        read_end, write_end = os.pipe()
-        with os.fdopen(write_end, "wb") as pipe:
-            pipe.write(program)  # a few hundred bytes: far below a pipe's buffer
-    try:
-        argv = bwrap_argv(bwrap_path, binds, disk_mb=limits.disk_mb, seccomp_fd=read_end)
-        command = [*argv, python, *PYTHON_FLAGS, f"{KIT}/harness.py"]
-        fds = () if read_end is None else (read_end,)
-        return Child(config, layout.run, env, outputs, command=command, pass_fds=fds)
-    finally:
-        if read_end is not None:
-            os.close(read_end)
-
-
 def child_config(layout: Layout, limits: Limits, **fields: object) -> dict[str, object]:
-    kept = ["memory_mb", "cpu_s", "file_mb", "open_files"]
-    config: dict[str, object] = {
+    """The child's configuration, the first line it reads: the mode's ``fields``, then what
+    its wall adds (see ``Wall.configure``)."""
+    return {
         "root": layout.child_copy,
         "roots": [layout.child_copy, layout.child_work],
         "seal": secrets.token_hex(16),  # on every verdict the harness sends (its ``sealer``)
         **fields,
+        **layout.wall.configure(layout, limits),
     }
-    if layout.isolation == "namespaces":
-        # Processes are capped only here: outside a user namespace RLIMIT_NPROC counts every
-        # process of the grading user, not just this run's.
-        kept.append("processes")
-        config["copy"] = {"from": f"{KIT}/original", "to": layout.child_copy,
-                          "ignore": list(IGNORED_NAMES)}
-        config["site"] = list(interpreter()[2])
-        config["library"] = LIBRARY_INSIDE
-    else:
-        config["site"] = list(package_folders())
-        config["library"] = str(LIBRARY)
-        config["parent"] = os.getpid()  # the harness asks to die with this process
-    config["limits"] = {name: getattr(limits, name) for name in kept}
-    return config
 
 
 @contextlib.contextmanager

@@ -1,4 +1,6 @@
-"""Probe a submission's own ``Replay`` in a sandbox: a recorded prompt and an unknown one."""
+"""The parent's side of the own-Replay probe (``Sandbox.probe_replay``): the cassette the
+submission's ``Replay`` is tried on, and the verdict on what it did with a recorded prompt
+and an unknown one."""
 
 from __future__ import annotations
 
@@ -6,8 +8,8 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from gradekit import prompt_key
-from gradekit._cassette import Cassette, Entry, encode_cassette
+from gradekit import Cassette, Entry, prompt_key
+from gradekit.internal import encode_cassette
 from grader._model import Limits, ReplayProbe
 from grader.sandbox._channel import (
     Child,
@@ -18,51 +20,32 @@ from grader.sandbox._channel import (
     child_text,
     replaced_names,
 )
-from grader.sandbox._isolation import Isolation
-from grader.sandbox._layout import (
-    Layout,
-    child_config,
-    child_environment,
-    child_outputs,
-    prepare_run,
-    start_child,
-)
+from grader.sandbox._layout import Layout
 
-__all__ = ["probe_replay"]
+__all__ = ["ProbeTalk", "probe_cassette"]
 
 
-def probe_replay(
-    root: Path, replay: str, recorded: Mapping[str, str], *, limits: Limits, scratch: Path,
-    isolation: Isolation = "process", unknown: str | None = None,
-) -> ReplayProbe:
-    """Probe the submission's own replay class (``"package.module:Class"``) in a sandbox.
-
-    The parent writes ``recorded`` (prompt -> response) as a cassette, the
-    child constructs ``cls(path)`` and asks one recorded prompt wrapped in
-    extra whitespace and one prompt never recorded (``unknown``, when it is not in
-    ``recorded``); the parent judges.
-    """
-    layout = prepare_run(root, scratch, isolation)
+def probe_cassette(layout: Layout, recorded: Mapping[str, str],
+                   unknown: str | None) -> tuple[Path, dict[str, object], str | None]:
+    """Write ``recorded`` (prompt -> response) as the probe's cassette in the run's ``work``;
+    return its path, what the child is told to ask (one recorded prompt wrapped in extra
+    whitespace, and ``unknown`` or another prompt never recorded), and the answer the
+    recorded prompt must get (None when nothing was recorded)."""
     entries = {prompt_key(p): Entry(p.strip(), r) for p, r in sorted(recorded.items())}
     cassette = layout.work / "probe-cassette.json"
     cassette.write_bytes(encode_cassette(Cassette(case="probe", entries=entries)))
     first = min(recorded, default=None)
     expected = None if first is None else entries[prompt_key(first)].response
-    probe = {
+    probe: dict[str, object] = {
         "cassette": layout.inside(cassette),
         "hit": None if first is None else f"  \n\t{first.strip()}\n  ",
         "miss": _unknown_prompt(entries, unknown),
     }
-    config = child_config(layout, limits, mode="probe_replay", replay=replay, probe=probe)
-    seal = str(config["seal"])
-    env = child_environment(layout, 0)
-    with child_outputs(layout) as outputs, start_child(config, layout, env, outputs, limits,
-                                             [cassette]) as child:
-        return _Probe(layout, limits, expected, seal).converse(child)
+    return cassette, probe, expected
 
 
-class _Probe:
-    """The parent's side of ``probe_replay``."""
+class ProbeTalk:
+    """The parent's side of one probe's child: it waits for the verdict and judges it."""
 
     def __init__(self, layout: Layout, limits: Limits, expected: str | None, seal: str) -> None:
         self._layout, self._limits, self._expected, self._seal = layout, limits, expected, seal

@@ -11,7 +11,12 @@ is parsed, no pickle crosses the boundary, a reply must be read before the next
 request (so the parent never queues answers), and a returned answer is compared by
 its SHA-256 and kept only up to ``answer_kb``.
 
-The wall, ``isolation="namespaces"`` (bubblewrap, see ``grader.sandbox._isolation``): the
+``Sandbox`` is the parent's side: one submission's root, a scratch folder, the rubric's
+limits and a wall. Its methods are the runs the grader makes through them (cases, a
+regression set's items, the own-Replay probe, the cut-point test); what changes from one
+run of cases to the next (label, hash seed, how calls are served) is a ``RunPlan``.
+
+The wall, ``NamespacesWall`` (bubblewrap, see ``grader.sandbox._walls``): the
 child runs in its own user, pid, network, ipc and uts namespaces as ``nobody``, with
 no capabilities, no new user namespaces, ``--die-with-parent`` and a new session; a
 seccomp filter refuses every new process (threads still work). It sees a read-only
@@ -22,7 +27,7 @@ tmpfs and its own trace files are writable. The grader's kit, its virtual
 environment, the output folder, the rubric, other submissions and other processes
 are not there at all. Everything the child started dies with its pid namespace.
 
-``isolation="process"`` is the fallback where bubblewrap is missing (a Mac, a
+``ProcessWall`` is the fallback where bubblewrap is missing (a Mac, a
 container without user namespaces): the child works in a private copy under
 ``scratch`` with resource limits, asks Linux to die with the grader, and an audit hook
 refuses sockets, new processes, signals, ctypes and writes outside its copy. Under
@@ -65,20 +70,20 @@ import os
 import re
 import secrets
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import IO, Any, Literal, Protocol
 
-from gradekit import GradekitError, prompt_key
-from gradekit._fixtures import tool_key
-from gradekit._http.cassette import LAB_HTTP_CASSETTE, HttpCassette, HttpRequest
-from gradekit._http.miss import miss_rows
+from gradekit import GradekitError, HttpCassette, prompt_key, tool_key
+from gradekit.internal import LAB_HTTP_CASSETTE, HttpRequest, miss_rows
 from grader._model import (
     ASKED_CAP,
     CaseOutcome,
     Limits,
     Refusal,
+    ReplayProbe,
     RunResult,
     Served,
     TraceRecord,
@@ -95,23 +100,25 @@ from grader.sandbox._channel import (
     replaced_names,
     strict_loads,
 )
-from grader.sandbox._isolation import Isolation
+from grader.sandbox._cutpoint import CutPointRun, cut_point_verdict
 from grader.sandbox._layout import (
     Layout,
+    Wall,
     captured_output,
     child_config,
     child_environment,
     child_outputs,
     prepare_run,
     read_regular,
-    start_child,
 )
+from grader.sandbox._probe import ProbeTalk, probe_cassette
+from grader.sandbox._walls import PROCESS_WALL
 
-__all__ = ["ToolAnswer", "module_name", "run_cases"]
+__all__ = [
+    "Answer", "CaseServer", "RunPlan", "Sandbox", "Serving", "ToolAnswer", "module_name",
+    "no_tools",
+]
 
-# Not -I: it implies -E, and -E makes the child ignore PYTHONHASHSEED. The environment is
-# built from nothing instead, so the only PYTHON* variables the child sees are ours.
-# Never part of a submission: version control, environments, caches, build output.
 _MAX_REFUSALS = 100
 TRACE_LINE = 4096  # bytes of one trace record: a record is a few short fields
 _MIB = 1 << 20
@@ -153,73 +160,142 @@ _REFUSED: dict[str, str] = {
 _OPEN_TARGETS = {"folder": f"open a folder {_OUT}", "device": "write to a device file"}
 
 
-def run_cases(
-    root: Path,
-    agent: str,
-    cases: Sequence[tuple[str, str]],
-    *,
-    answer: Callable[[str, str], str | None],
-    label: str,
-    hashseed: int,
-    limits: Limits,
-    scratch: Path,
-    tools: ToolAnswer | None = None,
-    isolation: Isolation = "process",
-    fixtures: str = "fixtures",
-    on_case: Callable[[str], None] | None = None,
-    http: Mapping[str, HttpCassette] | None = None,
-    cassettes: str = "cassettes",
-    withhold: Withhold | None = None,
-) -> RunResult:
-    """Run ``agent`` (``"package.module:function"``) on each ``(case_id, task)`` in a sandbox.
-
-    ``answer(case_id, prompt)`` is the recorded response, or None for a miss;
-    ``http[case_id]`` is the case's HTTP cassette, ``<cassettes>/<case>.http.json``, which
-    serves the requests of the SDK clients the provider hands out, each asking of a
-    request its next recording (a case without one misses every request);
-    ``tools(case_id, tool_key)`` is ``(True, result)`` for a recorded tool call
-    or ``(False, None)`` for a missing fixture (no ``tools``: every tool call
-    misses; ``fixtures`` is the folder the manifest names for them). Every call is recorded
-    as the parent served it. A case that times out or
-    crashes costs only itself: a fresh child runs the cases after it. ``withhold`` makes the
-    run a loud-failure probe: those calls are answered with a miss, recorded or not (the
-    miss says so). ``isolation``
-    is the wall: ``namespaces`` (bubblewrap) or ``process`` (the guard alone).
-    ``on_case(case_id)`` is told as each case starts (a batch's heartbeat names it).
-    """
-    if not 0 <= hashseed <= _MAX_SEED:
-        raise ValueError(f"hashseed must be between 0 and {_MAX_SEED}, got {hashseed}")
-    ids = [case_id for case_id, _ in cases]
-    if len(set(ids)) != len(ids):
-        raise ValueError(f"case ids must be unique, got {ids}")
-    layout = prepare_run(root, scratch, isolation)
-    planned = [_Case(case_id, task, layout.work / f"trace-{n:03d}.jsonl")
-               for n, (case_id, task) in enumerate(cases)]
-    if isolation == "namespaces":
-        for case in planned:
-            case.trace.touch()  # bound into the sandbox: a bind needs its file
-    run = _Run(answer, tools or _no_tools, limits, layout, fixtures, on_case)
-    run.http, run.cassettes, run.withhold = dict(http or {}), cassettes, withhold
-    config = child_config(layout, limits, mode="run", agent=agent, label=label,
-                          fixtures=fixtures)
-    env = child_environment(layout, hashseed)
-    with child_outputs(layout) as outputs:
-        while run.import_error is None and (pending := run.pending(planned)):
-            cases_config = [{"id": c.id, "task": c.task, "trace": layout.inside(c.trace)}
-                            for c in pending]
-            run.seal = secrets.token_hex(16)  # a fresh child, a fresh seal
-            with start_child({**config, "cases": cases_config, "seal": run.seal}, layout, env,
-                             outputs, limits, [c.trace for c in planned]) as child:
-                run.converse(child, pending)
-    return run.result(planned, captured_output(layout, limits))
+Answer = Callable[[str, str], str | None]  # (case, prompt) -> the recorded response, or None
+ToolAnswer = Callable[[str, str], tuple[bool, object]]  # (case, tool key) -> (found, result)
 
 
-ToolAnswer = Callable[[str, str], tuple[bool, object]]
-
-
-def _no_tools(case: str, key: str) -> tuple[bool, object]:
+def no_tools(case: str, key: str) -> tuple[bool, object]:
     """No fixtures: every tool call misses."""
     return False, None
+
+
+@dataclass(frozen=True, slots=True)
+class Serving:
+    """How the parent answers a run's calls: ``answer`` each prompt, ``tools`` each tool
+    call, and ``http[case]`` (the case's ``<cassettes>/<case>.http.json``) each request of
+    the SDK clients the provider hands out, with the request's next recording (a case
+    without one misses every request). ``fixtures`` and ``cassettes`` are the folders the
+    manifest names, so that a miss says where its recording belongs."""
+
+    answer: Answer
+    tools: ToolAnswer = no_tools
+    http: Mapping[str, HttpCassette] = field(default_factory=dict)
+    fixtures: str = "fixtures"
+    cassettes: str = "cassettes"
+
+
+@dataclass(frozen=True, slots=True)
+class RunPlan:
+    """What one run of cases is given besides the sandbox: the provider ``label`` the agent
+    sees, its ``PYTHONHASHSEED``, how its calls are served, the calls ``withhold`` answers
+    with a miss, recorded or not (a loud-failure probe; the miss says so), and
+    ``on_case(case_id)``, told as each case starts (a batch's heartbeat names it)."""
+
+    label: str
+    hashseed: int
+    serving: Serving
+    withhold: Withhold | None = None
+    on_case: Callable[[str], None] | None = None
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.hashseed <= _MAX_SEED:
+            raise ValueError(f"hashseed must be between 0 and {_MAX_SEED}, got {self.hashseed}")
+
+
+class CaseServer(Protocol):
+    """What serves one case of ``Sandbox.replay``: its prompts and its tool calls."""
+
+    def answer(self, prompt: str) -> str | None:
+        """The response to ``prompt``, or None for a miss."""
+
+    def tool(self, key: str) -> tuple[bool, object]:
+        """``(True, result)`` for the tool call ``key``, or ``(False, None)`` for a miss."""
+
+
+@dataclass(frozen=True, slots=True)
+class Sandbox:
+    """Where a submission's code runs: the submission at ``root``, each run's folders in a
+    fresh folder under ``scratch``, the rubric's ``limits``, behind ``wall``. What differs
+    between the runs of one grading is given to each call."""
+
+    root: Path
+    scratch: Path
+    limits: Limits
+    wall: Wall = PROCESS_WALL
+
+    def within(self, folder: str) -> Sandbox:
+        """The same sandbox, its runs' folders under ``scratch / folder``."""
+        return replace(self, scratch=self.scratch / folder)
+
+    def run(self, agent: str, cases: Sequence[tuple[str, str]], plan: RunPlan) -> RunResult:
+        """Run ``agent`` (``"package.module:function"``) on each ``(case_id, task)``.
+
+        Every call is recorded as the parent served it. A case that times out or crashes
+        costs only itself: a fresh child runs the cases after it.
+        """
+        ids = [case_id for case_id, _ in cases]
+        if len(set(ids)) != len(ids):
+            raise ValueError(f"case ids must be unique, got {ids}")
+        layout = prepare_run(self.root, self.scratch, self.wall)
+        planned = [_Case(case_id, task, layout.work / f"trace-{n:03d}.jsonl")
+                   for n, (case_id, task) in enumerate(cases)]
+        run = _Run(plan, self.limits, layout)
+        config = child_config(layout, self.limits, mode="run", agent=agent, label=plan.label,
+                              fixtures=plan.serving.fixtures)
+        traces = [case.trace for case in planned]
+        with child_outputs(layout) as outputs:
+            while run.import_error is None and (pending := run.pending(planned)):
+                cases_config = [{"id": c.id, "task": c.task, "trace": layout.inside(c.trace)}
+                                for c in pending]
+                run.seal = secrets.token_hex(16)  # a fresh child, a fresh seal
+                told = {**config, "cases": cases_config, "seal": run.seal}
+                with self._child(told, layout, outputs, traces, plan.hashseed) as child:
+                    run.converse(child, pending)
+        return run.result(planned, captured_output(layout, self.limits))
+
+    def replay(self, agent: str, cases: Sequence[tuple[str, str]],
+               servers: Mapping[str, CaseServer], *, label: str, hashseed: int) -> RunResult:
+        """``run``, each case served by its own server in ``servers`` (a regression set's
+        items, each from its own record)."""
+        serving = Serving(answer=lambda case, prompt: servers[case].answer(prompt),
+                          tools=lambda case, key: servers[case].tool(key))
+        return self.run(agent, cases, RunPlan(label, hashseed, serving))
+
+    def probe_replay(self, replay: str, recorded: Mapping[str, str], *,
+                     unknown: str | None = None) -> ReplayProbe:
+        """Probe the submission's own replay class (``"package.module:Class"``).
+
+        The parent writes ``recorded`` (prompt -> response) as a cassette, the child
+        constructs ``cls(path)`` and asks one recorded prompt wrapped in extra whitespace
+        and one prompt never recorded (``unknown``, when it is not in ``recorded``); the
+        parent judges.
+        """
+        layout = prepare_run(self.root, self.scratch, self.wall)
+        cassette, probe, expected = probe_cassette(layout, recorded, unknown)
+        config = child_config(layout, self.limits, mode="probe_replay", replay=replay,
+                              probe=probe)
+        with child_outputs(layout) as outputs, \
+                self._child(config, layout, outputs, [cassette]) as child:
+            return ProbeTalk(layout, self.limits, expected, str(config["seal"])).converse(child)
+
+    def run_cut_point_test(self, test: str, guard: str, *, allow_all: bool) -> CutPointRun:
+        """Run the cut-point ``test`` over the submission; with ``allow_all``, its ``guard``
+        replaced first by one that allows everything."""
+        layout = prepare_run(self.root, self.scratch, self.wall)
+        config = child_config(layout, self.limits, mode="cut_point", test=test, guard=guard,
+                              allow_all=allow_all)
+        with child_outputs(layout) as outputs, self._child(config, layout, outputs) as child:
+            return cut_point_verdict(child, layout, self.limits, str(config["seal"]))
+
+    @contextmanager
+    def _child(self, config: Mapping[str, object], layout: Layout,
+               outputs: tuple[IO[bytes], IO[bytes]], shown: Sequence[Path] = (),
+               hashseed: int = 0) -> Iterator[Child]:
+        """One harness behind the wall, told ``config``, seeing ``shown`` of the run's
+        ``work``; ended on leaving."""
+        env = child_environment(layout, hashseed)
+        with self.wall.start(config, layout, env, outputs, self.limits, shown) as child:
+            yield child
 
 
 @dataclass(frozen=True, slots=True)
@@ -291,22 +367,19 @@ class _Talk:
 
 
 class _Run:
-    """The parent's record of one ``run_cases``: built only from what it observed or checked."""
+    """The parent's record of one ``Sandbox.run``: built only from what it observed or
+    checked."""
 
-    def __init__(self, answer: Callable[[str, str], str | None], tools: ToolAnswer,
-                 limits: Limits, layout: Layout, fixtures: str = "fixtures",
-                 on_case: Callable[[str], None] | None = None):
+    def __init__(self, plan: RunPlan, limits: Limits, layout: Layout):
         self.outcomes: dict[str, CaseOutcome] = {}
         self.refusals: list[Refusal] = []
         self.import_error: str | None = None
         self.missing_module: str | None = None
         self.tampering: list[str] = []
-        self._answer, self._tools, self._limits, self._layout = answer, tools, limits, layout
+        self._serving, self._limits, self._layout = plan.serving, limits, layout
         self.seal = ""  # the current child's: its harness signs each verdict with it
-        self._fixtures, self._on_case = fixtures, on_case
-        self.http: dict[str, HttpCassette] = {}
-        self.cassettes = "cassettes"
-        self.withhold: Withhold | None = None  # a loud-failure probe run's
+        self._on_case = plan.on_case
+        self._withhold = plan.withhold  # a loud-failure probe run's
 
     def pending(self, planned: Sequence[_Case]) -> list[_Case]:
         """The cases without an outcome yet, in order."""
@@ -399,7 +472,7 @@ class _Run:
                                      asked=prompt.strip()[:ASKED_CAP]))
             child.send({"miss": _withheld(case, key, position)})
             return
-        response = self._answer(case.id, prompt)
+        response = self._serving.answer(case.id, prompt)
         talk.calls.append(Served(key=key, served=response is not None, trace_lines=lines,
                                  asked="" if response is not None else prompt[:ASKED_CAP]))
         child.send({"response": response} if response is not None else {"miss": _miss(case, key)})
@@ -414,7 +487,7 @@ class _Run:
             raise ProtocolError("tool arguments that are not JSON") from exc
         lines, position = self._trace_lines(talk, case), talk.asking("tool")
         withheld = self._withholds("tool", position)
-        found, result = (False, None) if withheld else self._tools(case.id, key)
+        found, result = (False, None) if withheld else self._serving.tools(case.id, key)
         talk.calls.append(Served(key=key, served=found, tool=tool, trace_lines=lines,
                                  withheld=withheld,
                                  asked=_shown_args(tool, args)[:ASKED_CAP] if withheld else ""))
@@ -422,7 +495,7 @@ class _Run:
             child.send({"response": result})
         else:
             missing = _withheld_tool(case, tool, args, position) if withheld \
-                else _missing(case, tool, args, self._fixtures)
+                else _missing(case, tool, args, self._serving.fixtures)
             child.send({"missing": missing})
 
     def _serve_http(self, child: Child, talk: _Talk, case: _Case,
@@ -443,7 +516,7 @@ class _Run:
                                      withheld=True, asked=request_head(asked)[:ASKED_CAP]))
             child.send({"miss": _withheld(case, key, position), "key": key})
             return
-        cassette = self.http.get(case.id)
+        cassette = self._serving.http.get(case.id)
         recorded = cassette.interactions.get(key, ()) if cassette is not None else ()
         n = talk.asked.get(key, 0) + 1
         if n <= len(recorded):
@@ -456,8 +529,8 @@ class _Run:
             return
         rows = miss_rows(cassette or HttpCassette(case.id), asked, n,
                          exists=cassette is not None)
-        miss = LAB_HTTP_CASSETTE.miss_message(f"{self.cassettes}/{case.id}.http.json", rows,
-                                              case=case.id)
+        relative = f"{self._serving.cassettes}/{case.id}.http.json"
+        miss = LAB_HTTP_CASSETTE.miss_message(relative, rows, case=case.id)
         differs = next((value for label, value in rows if label in ("differs", "asked")), "")
         talk.calls.append(Served(key=key, served=False, trace_lines=lines, http=True,
                                  asked=differs[:ASKED_CAP]))
@@ -465,7 +538,7 @@ class _Run:
 
     def _withholds(self, kind: str, position: int) -> bool:
         """Whether this run's probe withholds the ``position``-th call of ``kind``."""
-        probe = self.withhold
+        probe = self._withhold
         return probe is not None and probe.kind == kind and position >= probe.position
 
     def _trace_lines(self, talk: _Talk, case: _Case) -> int:

@@ -1,4 +1,10 @@
-"""grader/scoring."""
+"""Scoring, pure: from what the parent observed (``grader._model``) and the rubric to points,
+details and advice. The five built-in checks, the checks judged against expectation
+snapshots and regression sets, loud failure, trace pairing and FAILURES.md. Nothing here
+reads a file, starts a process or knows where a result is written.
+
+May import: base, rubric.
+"""
 
 from __future__ import annotations
 

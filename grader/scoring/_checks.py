@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import ROUND_HALF_EVEN, Decimal
 
-from gradekit._codec import closest, divergence
+from gradekit.internal import closest, divergence
 from grader._model import (
     CENT,
     EVIDENCE,
@@ -38,6 +38,7 @@ __all__ = [
     "STABLE",
     "STRETCH_GOALS",
     "STUB_ERROR",
+    "ZERO",
     "Check",
     "Evidence",
     "StretchGoal",

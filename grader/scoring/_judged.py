@@ -18,11 +18,10 @@ from grader._expect import Expectation, Observed, judge, met
 from grader._model import CaseOutcome, CheckResult, CriterionResult, ItemRun
 from grader._text import quote
 from grader.rubric import Case, Criterion, Rubric, distribute, per_case_points
-from grader.scoring._checks import CORE_CHECKS, Check, Evidence, criterion_result
+from grader.scoring._checks import CORE_CHECKS, ZERO, Check, Evidence, criterion_result
 
 __all__ = ["BUILTIN_CHECKS", "contract_gaps", "expectations", "observed", "regression"]
 
-ZERO = Decimal("0.00")
 _AGAIN = "bump the rubric's version and grade again"
 
 

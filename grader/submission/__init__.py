@@ -1,4 +1,9 @@
-"""grader/submission."""
+"""What a student handed in, read from the grader's side: the manifest (``[tool.gradekit]``),
+the submission's files (read with caps, never through a link) and who the submission is
+(the roster: decided by the instructor, never by the submission).
+
+May import: base.
+"""
 
 from __future__ import annotations
 

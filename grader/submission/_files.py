@@ -30,7 +30,7 @@ import os
 import stat
 from pathlib import Path, PurePosixPath
 
-from gradekit import GradekitError
+from grader._errors import MissingSubmissionFile, SubmissionFileError
 
 __all__ = [
     "CASSETTE_CAP",
@@ -67,14 +67,6 @@ _FILE_FLAGS = (os.O_RDONLY | _O["O_NOFOLLOW"] | _O["O_NONBLOCK"] | _O["O_NOCTTY"
                | _O["O_CLOEXEC"] | _O["O_BINARY"])
 # openat and O_NOFOLLOW: every POSIX system the grader runs on; not Windows.
 _AT = os.open in os.supports_dir_fd and bool(_O["O_NOFOLLOW"] and _O["O_DIRECTORY"])
-
-
-class SubmissionFileError(GradekitError):
-    """A submission file the grader will not read; the message says what is wrong and the fix."""
-
-
-class MissingSubmissionFile(SubmissionFileError):
-    """The file, or a folder on its path, does not exist in the submission."""
 
 
 def read_submission_file(root: Path, relative: str, *, cap: int) -> bytes:

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gradekit import GradekitError, Provider, Toolbox, Tools
+from gradekit import Provider, Toolbox, Tools
+from grader._errors import ManifestError
 from grader._specs import load_spec
 from grader.submission._files import (
     PYPROJECT_CAP,
@@ -29,10 +30,6 @@ __all__ = [
 ]
 
 Agent = Callable[..., object]
-
-
-class ManifestError(GradekitError):
-    """A missing or broken ``[tool.gradekit]`` table."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from grader.cli import main
-from grader.records._ledger import LEDGER, read_ledger
+from grader.records._folder import LEDGER
+from grader.records._ledger import read_ledger
 from tests.submissions import REFERENCE, make_submission
 
 KIT = (REFERENCE / "rubric" / "bootcamp.toml").read_text("utf-8")

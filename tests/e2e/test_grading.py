@@ -23,7 +23,7 @@ import pytest
 
 from grader import GradebookRow, load_rubric, verify_report
 from grader.batch._batch import discover, grade_batch
-from grader.outputs._signing import DRAW_KEY
+from grader.records._folder import DRAW_KEY
 from tests.submissions import (
     BASELINE,
     CASES,

@@ -6,7 +6,7 @@ configured, a fake API key in the environment), stops the server, and grades the
 one ``gradekit grade`` batch. Each submission is the openai-sdk example or a variant of it
 with one property: another SDK, async, an edited request, a swallowed error, a broken or
 linked HTTP cassette, a second cassette set. The sandbox's HTTP side (misses in the SDK's
-exception chain, retries, repeated requests) runs one "zoo" agent through ``run_cases``,
+exception chain, retries, repeated requests) runs one "zoo" agent through ``Sandbox.run``,
 and the parent's ``_serve_http`` is driven directly with requests a harness never sends.
 """
 
@@ -37,9 +37,10 @@ from grader._model import Limits, RunResult
 from grader.cli import main
 from grader.grading._grade import _http_cassettes
 from grader.rubric._rubric import KIT_RUBRIC, load_cases
+from grader.sandbox import RunPlan, Sandbox, Serving, wall_named
 from grader.sandbox._channel import Child, ProtocolError
 from grader.sandbox._layout import Layout
-from grader.sandbox._sandbox import _Case, _no_tools, _Run, _Talk, run_cases
+from grader.sandbox._sandbox import _Case, _Run, _Talk
 from tests.conftest import require_namespaces
 from tests.loopback import Loopback, echo
 
@@ -514,13 +515,13 @@ def test_an_async_agent_gets_full_marks(world: World) -> None:
 def _graded_answers(world: World, name: str, scratch: Path) -> RunResult:
     """The submission's cases run in the sandbox as the grader runs them."""
     root = world.submissions / name
-    findings: list[str] = []
     cases = load_cases(KIT_RUBRIC)
-    http, present = _http_cassettes(root, "cassettes", tuple(cases), findings)
-    assert findings == [] and sorted(http) == sorted(present) == sorted(CASES)
-    return run_cases(root, "lab.agent:run", [(c.id, c.task) for c in cases],
-                     answer=lambda case, prompt: None, label="openai:gpt-4o-mini", hashseed=1,
-                     limits=Limits(timeout_s=20), scratch=scratch, http=http)
+    http = _http_cassettes(root, "cassettes", tuple(cases))
+    assert http.problems == {} and sorted(http.by_case) == sorted(http.present) == sorted(CASES)
+    serving = Serving(lambda case, prompt: None, http=http.by_case)
+    return Sandbox(root, scratch, Limits(timeout_s=20)).run(
+        "lab.agent:run", [(c.id, c.task) for c in cases],
+        RunPlan("openai:gpt-4o-mini", 1, serving))
 
 
 def test_a_streamed_answer_grades_as_it_was_recorded(world: World, tmp_path: Path) -> None:
@@ -564,10 +565,10 @@ def zoo(world: World, request: pytest.FixtureRequest,
         require_namespaces()
     cases = [(name, name) for name in ("cause", "retries", "twice", "thrice")]
     held = {name: world.zoo_cassette for name in ("retries", "twice", "thrice")}
-    result = run_cases(world.zoo, "lab.agent:run", cases, answer=lambda case, prompt: None,
-                       label="openai:gpt-4o-mini", hashseed=3, limits=Limits(timeout_s=20),
-                       scratch=tmp_path_factory.mktemp("zoo-scratch"), http=held,
-                       isolation=request.param)
+    sandbox = Sandbox(world.zoo, tmp_path_factory.mktemp("zoo-scratch"), Limits(timeout_s=20),
+                      wall_named(request.param))
+    result = sandbox.run("lab.agent:run", cases,
+                         RunPlan("openai:gpt-4o-mini", 3, Serving(lambda c, p: None, http=held)))
     return Zoo(result, world.zoo_cassette)
 
 
@@ -651,8 +652,8 @@ class FakeChild:
 
 
 def _parent(world: World, tmp_path: Path) -> tuple[_Run, _Talk, FakeChild]:
-    run = _Run(lambda case, prompt: None, _no_tools, Limits(), cast(Layout, None))
-    run.http = {"zoo": world.zoo_cassette}
+    serving = Serving(lambda case, prompt: None, http={"zoo": world.zoo_cassette})
+    run = _Run(RunPlan("openai:gpt-4o-mini", 0, serving), Limits(), cast(Layout, None))
     case = _Case("zoo", "task", tmp_path / "trace.jsonl")
     talk = _Talk([case], ready=True, current=case)
     return run, talk, FakeChild()

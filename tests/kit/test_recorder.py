@@ -24,7 +24,7 @@ from gradekit import (
     prompt_key,
 )
 from gradekit._cassette import Entry
-from gradekit._recorder import Action, decide, previous_path
+from gradekit._journal import Action, decide, previous_path
 from gradekit._store import journal_path, load
 
 REPO = Path(__file__).resolve().parents[2]

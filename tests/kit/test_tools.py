@@ -15,7 +15,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from gradekit._exceptions import CassetteLocked, MissingFixtureError, SecretLeak, UsageError
-from gradekit._recorder import previous_path
+from gradekit._journal import previous_path
 from gradekit._store import journal_path
 from gradekit._toolbox import LiveToolbox, Toolbox, ToolRecorder, ToolReplay, Tools, tool_key
 from tests.kit.test_recorder import kill_and_resume

@@ -23,15 +23,17 @@ import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from grader import GradebookRow, load_rubric
 from grader.batch._worker import Request, decode_request, decode_row, encode_request, encode_row
 from grader.cli import main
-from grader.outputs._signing import DRAW_KEY
+from grader.records._folder import ARCHIVE, DRAW_KEY, GRADEBOOK, LEDGER, OUTPUT, REPORT
 from grader.records._ledger import read_ledger
-from grader.sandbox._isolation import Isolation
+from grader.sandbox import Wall
+from grader.submission import identify
 from tests.submissions import make_submission
 
 REPO = Path(__file__).resolve().parents[3]
@@ -116,7 +118,7 @@ class Grader:
 
     def finish(self, process: subprocess.Popen[str]) -> Batch:
         stdout, stderr = process.communicate(timeout=GUARD_S)
-        book = self.out / "gradebook.csv"
+        book = self.out / GRADEBOOK
         rows = {row["submission"]: row for row in csv.DictReader(
             io.StringIO(book.read_text("utf-8")))} if book.exists() else {}
         return Batch(process.returncode, stdout, stderr, rows)
@@ -318,7 +320,7 @@ def test_ctrl_c_keeps_the_finished_rows_exits_130_and_leaves_no_process(
     tiny_agent(subs / "bob", HANGS, imports="import time")
     make_submission(subs / "carol")  # never started
     process = grader.start(subs, "--jobs", "1", "--rubric", short_rubric(tmp_path, timeout_s=60))
-    book = grader.out / "gradebook.csv"
+    book = grader.out / GRADEBOOK
     _wait_for("alice's row in the gradebook",
               lambda: book.exists() and "\nalice," in book.read_text("utf-8"))
     _wait_for("bob's worker", lambda: _workers(process.pid, "bob"))
@@ -334,11 +336,11 @@ def test_ctrl_c_keeps_the_finished_rows_exits_130_and_leaves_no_process(
     assert "bob: NOT GRADED: interrupted by Ctrl-C" in batch.stdout
     assert "carol: NOT GRADED: interrupted by Ctrl-C" in batch.stdout
     assert "interrupted: 2 submissions not graded" in batch.stderr
-    assert sorted(p.name for p in grader.out.iterdir()) == [
-        DRAW_KEY, "alice", "archive", "gradebook.csv", "ledger.jsonl"]
+    assert sorted(p.name for p in grader.out.iterdir()) == sorted([
+        DRAW_KEY, "alice", ARCHIVE, GRADEBOOK, LEDGER])
     # The row that finished is a grade like any other: the ledger has it, and says the
     # batch was cut short before the others.
-    events = read_ledger(grader.out / "ledger.jsonl").events
+    events = read_ledger(grader.out / LEDGER).events
     assert [(e["event"], e.get("submission")) for e in events] == [("batch", None),
                                                                    ("run", "alice")]
     assert (events[0]["selection"], events[0]["interrupted"]) == (["alice"], ["bob", "carol"])
@@ -398,7 +400,7 @@ def test_what_an_agent_prints_is_capped_in_output_txt(tmp_path: Path, grader: Gr
     tiny_agent(subs / "chatty", "print('é' * (150 * 1024))\nreturn 'done'\n")
     batch = grader.grade(subs / "chatty", "--rubric", short_rubric(tmp_path, output_kb=1024))
     assert batch.rows["chatty"]["status"] == "graded", batch.explain()
-    data = (grader.out / "chatty" / "output.txt").read_bytes()
+    data = (grader.out / "chatty" / OUTPUT).read_bytes()
     assert len(data) <= 256 * 1024
     text = data.decode("utf-8")  # still UTF-8 after the cut
     assert text.startswith("== primary run: stdout ==\néé")
@@ -413,14 +415,55 @@ def test_what_an_agent_prints_is_capped_in_output_txt(tmp_path: Path, grader: Gr
 
 def test_a_request_carries_the_rubric_exactly_as_the_batch_validated_it(tmp_path: Path) -> None:
     rubric = load_rubric(short_rubric(tmp_path, budget_s=7))
+    review = {"event": "review", "student": "s-1", "report": "d" * 64, "criterion": "tracing",
+              "automated": "20.00", "points": "1.00", "by": "kim", "reason": "ü", "seq": 4}
     request = Request(parent=1, root=tmp_path / "alice", folder="alice", student="s-1",
                       out=tmp_path / "out", scratch=tmp_path / "scratch", label="provider-ü",
-                      isolation="namespaces", rubric=rubric, check_folders={"m:f": "/x"})
+                      isolation="namespaces", rubric=rubric, check_folders={"m:f": "/x"},
+                      reviews=(review,))
     data = encode_request(request)
     assert data.isascii() and json.loads(data)  # JSON, never pickle
     assert decode_request(data) == request
     with pytest.raises(ValueError, match="not a worker request"):
         decode_request(b'{"root": "/x"}')
+
+
+def test_a_request_whose_rubric_the_toml_loader_would_refuse_is_refused(tmp_path: Path) -> None:
+    document = json.loads(encode_request(Request(
+        parent=1, root=tmp_path, folder="alice", student="alice", out=tmp_path,
+        scratch=tmp_path, label=None, isolation="process",
+        rubric=load_rubric(short_rubric(tmp_path)), check_folders={})))
+    document["rubric"]["tables"]["criterion"][0]["weight"] += 1  # the weights sum to 101
+    with pytest.raises(ValueError, match=r"not a worker request \(RubricError: the rubric the "
+                       r"batch sent: weights must sum to 100, they sum to 101"):
+        decode_request(json.dumps(document).encode())
+
+
+def test_the_identities_the_command_line_computed_are_the_batch_s(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    computed: list[list[str]] = []
+
+    def counted(folders: Sequence[Path], roster: Any) -> Any:
+        computed.append([folder.name for folder in folders])
+        return identify(folders, roster)
+
+    def refused(folders: Sequence[Path], roster: Any) -> Any:
+        raise AssertionError("grade_batch identified the folders again")
+
+    monkeypatch.setattr("grader.cli._grade.identify", counted)
+    monkeypatch.setattr("grader.batch._batch.identify", refused)
+    for name in ("mallory", "trudy"):  # not in the roster: no worker runs for either
+        tiny_agent(tmp_path / "subs" / name, "return 'hello'\n")
+    roster = tmp_path / "roster.csv"
+    roster.write_text("folder,student_id,display_name\nalice,s-1,Alice\n", "utf-8")
+    out = tmp_path / "out"
+    assert main(["grade", str(tmp_path / "subs"), "--roster", str(roster), "--out", str(out),
+                 "--shard", "2/2", "--isolation", "process", "--quiet"]) == 1
+    assert computed == [["mallory", "trudy"]]  # once, over every shard's folders
+    rows = list(csv.DictReader(io.StringIO((out / GRADEBOOK).read_text("utf-8"))))
+    assert [(row["submission"], row["status"]) for row in rows] == [("trudy", "error")]
+    assert "is not in the roster roster.csv" in rows[0]["reason"]
 
 
 def test_a_row_comes_back_from_json_as_it_went_and_anything_else_is_refused() -> None:
@@ -452,7 +495,7 @@ def test_a_manifest_naming_a_classmate_changes_nothing(tmp_path: Path, grader: G
     assert batch.code == 0, batch.explain()
     assert {name: row["student"] for name, row in batch.rows.items()} == {
         "alice": "alice", "carol": "carol"}
-    report = json.loads((grader.out / "alice" / "report.json").read_bytes())
+    report = json.loads((grader.out / "alice" / REPORT).read_bytes())
     assert report["submission"] == "alice"
 
 
@@ -473,7 +516,7 @@ def test_a_roster_names_each_row_and_flags_what_it_does_not_list(
     students = [row["student"] for row in batch.rows.values()]
     assert students == ["s-0001", "s-0002", ""]  # two rows never share a student
     graded_rows(batch, ["alice", "carol"])
-    report = json.loads((grader.out / "alice" / "report.json").read_bytes())
+    report = json.loads((grader.out / "alice" / REPORT).read_bytes())
     assert report["submission"] == "s-0001"
     mallory = batch.rows["mallory"]
     assert mallory["status"] == "error"
@@ -537,13 +580,13 @@ def test_a_clash_is_refused_by_every_shard_even_when_it_holds_one_of_the_two(
 
 @pytest.mark.slow
 def test_nothing_a_submission_started_outlives_a_killed_batch(
-    tmp_path: Path, grader: Grader, isolation: Isolation
+    tmp_path: Path, grader: Grader, isolation: Wall
 ) -> None:
     """kill -9 of the batch itself (no sweep runs): the worker dies with the batch, the
     sandboxed child with the worker (a parent-death signal, or bubblewrap's pid namespace)."""
     subs = tmp_path / "subs"
     tiny_agent(subs / "bob", HANGS, imports="import time")
-    process = grader.start(subs, "--isolation", isolation,
+    process = grader.start(subs, "--isolation", isolation.name,
                            "--rubric", short_rubric(tmp_path, timeout_s=60))
     _wait_for("bob's agent running", lambda: _working_below(grader.tmp, child_only=True))
 

@@ -8,6 +8,7 @@ import importlib
 import json
 import os
 import pkgutil
+import re
 import shutil
 import subprocess
 import sys
@@ -18,10 +19,19 @@ import pytest
 
 import gradekit._exceptions as exceptions_module
 import grader
-from gradekit import GradekitError, prompt_key
+import grader._errors as errors_module
+from gradekit import (
+    CassetteMiss,
+    GradekitError,
+    ProviderConfigError,
+    ProviderTimeout,
+    prompt_key,
+)
 from gradekit._store import journal_path
 from grader._exits import EXIT_TABLE
 from grader.cli import main
+from grader.grading import MissingPackage
+from grader.recordings import RecordingError
 from grader.rubric._rubric import KIT_RUBRIC
 from tests.loopback import Loopback, answer
 from tests.submissions import make_submission
@@ -337,7 +347,7 @@ EXIT_CODES = {
     "ProviderError": 4,
     "ProviderConfigError": 2, "UsageError": 2, "CassetteCorrupt": 2, "FixtureCorrupt": 2,
     "CassetteCollision": 2, "CassetteLocked": 2, "SecretLeak": 2,
-    "ManifestError": 2, "RubricError": 2, "GradebookError": 2, "ReviewError": 2,
+    "ManifestError": 2, "RubricError": 2, "GradebookError": 2, "RecordingError": 2,
     "ChangeLogCorrupt": 2, "DashboardUnavailable": 2, "SubmissionFileError": 2,
     "MissingSubmissionFile": 2,
     "CassetteError": 1, "GradekitError": 1, "IncidentCorrupt": 2, "IncidentDivergence": 3,
@@ -346,30 +356,92 @@ EXIT_CODES = {
 
 
 def _error_classes() -> dict[str, type[GradekitError]]:
-    """Every GradekitError class defined in gradekit and grader, by name."""
+    """Every GradekitError class defined in gradekit and grader, by name.
+
+    A class is counted where its module names it: the CassetteMiss that is also an HTTP
+    library's TransportError, made at run time by the transports, is the kit's one error.
+    """
     for package in (importlib.import_module("gradekit"), grader):
-        for module in pkgutil.iter_modules(package.__path__):
-            if module.name != "__main__":
-                importlib.import_module(f"{package.__name__}.{module.name}")
+        for module in pkgutil.walk_packages(package.__path__, f"{package.__name__}."):
+            if not module.name.endswith("__main__"):
+                importlib.import_module(module.name)
     found: dict[str, type[GradekitError]] = {}
     stack: list[type[GradekitError]] = [GradekitError]
     while stack:
         cls = stack.pop()
-        found[cls.__name__] = cls
+        if getattr(sys.modules[cls.__module__], cls.__qualname__, None) is cls:
+            found[cls.__name__] = cls
         stack += cls.__subclasses__()
     return found
 
 
-def test_every_error_has_its_exit_code_and_its_place_in_the_tree() -> None:
-    from grader.cli._main import _exit_code
+# A drawn tree's line: rails, a branch, the class, its exit code, then what it means.
+_DRAWN = re.compile(r"^    (?P<rails>(?:[│ ]   )*)(?P<branch>[├└]── )?(?P<name>[A-Z]\w*) +"
+                    r"(?P<code>\d+)  ")
 
+
+def drawn_tree(doc: str) -> dict[str, tuple[str | None, int]]:
+    """Each class a docstring's tree draws -> (its drawn parent, its drawn exit code)."""
+    drawn: dict[str, tuple[str | None, int]] = {}
+    path: list[str] = []
+    for line in doc.splitlines():
+        match = _DRAWN.match(line)
+        if match is None:
+            continue
+        depth = len(match["rails"]) // 4 + (1 if match["branch"] else 0)
+        assert depth <= len(path), f"{line!r} hangs from no parent"
+        del path[depth:]
+        drawn[match["name"]] = (path[-1] if path else None, int(match["code"]))
+        path.append(match["name"])
+    return drawn
+
+
+def test_every_error_has_its_exit_code() -> None:
     classes = _error_classes()
     assert set(classes) == set(EXIT_CODES)  # a new error class needs its row here
-    tree = exceptions_module.__doc__ or ""
     for name, cls in classes.items():
-        assert _exit_code(cls.__new__(cls)) == EXIT_CODES[name], name
-        assert f"── {name} " in tree or name == "GradekitError", name
+        assert "exit_code" in vars(cls), f"{name} must choose its own exit code"
+        assert cls.exit_code == EXIT_CODES[name], name
     assert set(EXIT_CODES.values()) <= {code for code, _ in EXIT_TABLE}
+
+
+@pytest.mark.parametrize(("error", "code"), [
+    (RecordingError("stale"), 2), (MissingPackage("openai", packages={}), 1),
+    (CassetteMiss("miss", cassette="c.json", key="k", prompt="p"), 3),
+    (ProviderTimeout("slow"), 4), (ProviderConfigError("no key"), 2),
+])
+def test_the_command_line_exits_with_the_error_s_own_code(
+    error: GradekitError, code: int, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    def fail(args: argparse.Namespace) -> int:
+        raise error
+
+    parser = argparse.ArgumentParser()
+    parser.set_defaults(handler=fail)  # a command whose handler raises ``error``
+    monkeypatch.setattr("grader.cli._main._parser", lambda: parser)
+    assert main([]) == code
+    assert capsys.readouterr().err.startswith(f"{type(error).__name__}: ")
+
+
+def test_every_error_is_drawn_under_its_real_parent_with_its_code() -> None:
+    """The kit's tree (gradekit._exceptions) draws its errors, the grader's
+    (grader._errors) the grader's: each class, its real parent and its exit code."""
+    classes = _error_classes()
+    kit, grader_tree = drawn_tree(exceptions_module.__doc__ or ""), \
+        drawn_tree(errors_module.__doc__ or "")
+    assert {n for n, c in classes.items() if c.__module__.partition(".")[0] == "gradekit"} \
+        == set(kit)  # the kit draws only its own
+    for name in set(kit) & set(grader_tree):  # the kit's, drawn where the grader hangs on
+        assert grader_tree[name] == kit[name], name
+    drawn = {**kit, **grader_tree}
+    assert set(drawn) == set(classes)
+    for name, (parent, code) in drawn.items():
+        cls = classes[name]
+        real = [base.__name__ for base in cls.__bases__ if issubclass(base, GradekitError)]
+        assert real == ([parent] if parent else []), f"{name} is drawn under {parent}"
+        assert code == cls.exit_code, f"{name} is drawn with {code}, exits {cls.exit_code}"
+        assert cls.exit_code in {code for code, _ in EXIT_TABLE}, name
 
 
 def test_one_exit_code_table_in_help_readme_and_docs(capsys: pytest.CaptureFixture[str]) -> None:
@@ -419,3 +491,16 @@ def test_a_folder_that_is_no_submission_is_ungradable_and_the_batch_exits_1(
     assert rows["bob"]["total"] == rows["carol"]["total"] == ""
     assert "bob: UNGRADABLE: no pyproject.toml: the submission seems to be one folder" in shown
     assert not (out / "bob").exists() and not (out / "carol").exists()
+
+
+def test_the_command_lines_docstring_names_every_command_and_its_module() -> None:
+    """A reader of ``grader/cli/_main.py`` finds each command and where it lives."""
+    import grader.cli._main as main_module
+    from grader.cli._main import _parser
+
+    doc = main_module.__doc__ or ""
+    commands = next(a for a in _parser()._actions if isinstance(a, argparse._SubParsersAction))
+    assert [name for name in commands.choices if name not in doc] == []
+    groups = sorted(p.stem for p in Path(main_module.__file__).parent.glob("_*.py")
+                    if p.stem not in ("__init__", "_main"))
+    assert [g for g in groups if f"``{g}``" not in doc] == []

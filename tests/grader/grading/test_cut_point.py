@@ -9,7 +9,7 @@ from pathlib import Path
 
 from grader import grade_submission, load_rubric
 from grader.rubric._rubric import KIT_RUBRIC
-from grader.sandbox._isolation import Isolation
+from grader.sandbox import ProcessWall, Wall
 from tests.submissions import make_submission
 
 REFUNDS = '''
@@ -45,7 +45,7 @@ from pathlib import Path
 from gradekit import Plan, replay_incident
 from lab import refund_guard as refunds
 
-INCIDENT = Path(__file__).resolve().parents[3] / "incidents" / "refund.jsonl"
+INCIDENT = Path(__file__).resolve().parents[1] / "incidents" / "refund.jsonl"
 
 
 def test_the_refund_outside_the_policy_is_blocked():
@@ -100,15 +100,15 @@ def _record(root: Path) -> None:
             == "refunded"
 
 
-def graded_evidence(root: Path, tmp_path: Path, isolation: Isolation) -> tuple[str, str]:
+def graded_evidence(root: Path, tmp_path: Path, isolation: Wall) -> tuple[str, str]:
     report = grade_submission(root, load_rubric(KIT_RUBRIC), submission="sub",
-                              scratch=tmp_path / "scratch", isolation=isolation).report
+                              scratch=tmp_path / "scratch", wall=isolation).report
     goal = next(c for c in report.criteria if c.id == "stretch_goal")
     evidence = next(c for c in goal.checks if c.id == "cut-point: evidence")
     return ("passed" if evidence.passed else "failed"), evidence.detail
 
 
-def test_a_test_that_blocks_the_action_live_holds(tmp_path: Path, isolation: Isolation) -> None:
+def test_a_test_that_blocks_the_action_live_holds(tmp_path: Path, isolation: Wall) -> None:
     verdict, detail = graded_evidence(submission(tmp_path), tmp_path, isolation)
     assert verdict == "passed", detail
     assert "lab.incident_test:test_the_refund_outside_the_policy_is_blocked passes" in detail
@@ -118,14 +118,14 @@ def test_a_test_that_cannot_fail_does_not_hold(tmp_path: Path) -> None:
     """A test whose assertion no guard can break (the replay ran without an error) passes
     against an allow-all guard too: it checks nothing the incident was about."""
     root = submission(tmp_path, assertion="replayed.error is None")
-    verdict, detail = graded_evidence(root, tmp_path, "process")
+    verdict, detail = graded_evidence(root, tmp_path, ProcessWall())
     assert verdict == "failed"
     assert "still passes when lab.refund_guard:may_refund allows every action" in detail
 
 
 def test_a_test_that_fails_on_the_submissions_own_guard_does_not_hold(tmp_path: Path) -> None:
     root = submission(tmp_path, bug=" or True")
-    verdict, detail = graded_evidence(root, tmp_path, "process")
+    verdict, detail = graded_evidence(root, tmp_path, ProcessWall())
     assert verdict == "failed"
     assert "fails on your own code (AssertionError" in detail
     assert "lab/incident_test.py, line" in detail
@@ -136,6 +136,6 @@ def test_a_claim_without_the_manifest_keys_says_what_to_declare(tmp_path: Path) 
     manifest = root / "pyproject.toml"
     manifest.write_text(manifest.read_text("utf-8").replace(
         'guard = "lab.refund_guard:may_refund"\n', ""), "utf-8")
-    verdict, detail = graded_evidence(root, tmp_path, "process")
+    verdict, detail = graded_evidence(root, tmp_path, ProcessWall())
     assert verdict == "failed"
     assert 'guard = "package.module:function" (the live guard it checks)' in detail

@@ -31,13 +31,13 @@ from grader.handout._gradescope import build
 from grader.handout._gradescope import run as run_autograder
 from grader.rubric._packages import install_command
 from grader.rubric._rubric import KIT_RUBRIC, RubricError, load_rubric, parse_rubric
-from grader.sandbox._sandbox import run_cases
+from grader.sandbox import RunPlan, Sandbox, Serving
+from grader.sandbox._channel import HARNESS
 from tests.submissions import REFERENCE, make_submission, short_rubric
 
 # No project on any index is called this: no grader anywhere has it.
 NOBODY = "gradekit_no_such_package_21"
 REQUIREMENT = "gradekit-no-such-package-21>=1,<2"
-HARNESS = REFERENCE / "grader" / "_harness.py"
 AGENT = "lab/agent.py"
 KIT_IMPORT = "from gradekit import Provider, Toolbox, Traced, TracedTools\n"
 RUN_STARTS = "    with the lab's read-only tools when it is given them.\"\"\"\n"
@@ -231,9 +231,9 @@ def test_the_child_says_which_module_it_could_not_import(tmp_path: Path) -> None
     limits = Limits(timeout_s=10)
 
     def run(agent: str, cases: list[str]) -> Any:
-        return run_cases(root, agent, [(case, case) for case in cases],
-                         answer=lambda case, prompt: None, label="openai:gpt-4o-mini",
-                         hashseed=0, limits=limits, scratch=tmp_path / agent.replace(":", "-"))
+        return Sandbox(root, tmp_path / agent.replace(":", "-"), limits).run(
+            agent, [(case, case) for case in cases],
+            RunPlan("openai:gpt-4o-mini", 0, Serving(lambda case, prompt: None)))
 
     eager = run("agents.eager:run", ["fine"])
     assert eager.missing_module == NOBODY and NOBODY in (eager.import_error or "")

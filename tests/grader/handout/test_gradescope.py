@@ -22,7 +22,8 @@ from grader._model import HumanReview
 from grader.handout._gradescope import failure_results, find_submission
 from grader.outputs._render import render_gradescope
 from grader.outputs._report import canonical, render_report_json, report_digest
-from grader.outputs._signing import DRAW_KEY, KEY_ENV, KEY_FILE_ENV
+from grader.outputs._signing import KEY_ENV, KEY_FILE_ENV
+from grader.records._folder import DRAW_KEY, REPORT, RESULTS
 from grader.records._verify import verify_file
 from tests.grader.outputs.test_report import sample
 from tests.submissions import REFERENCE
@@ -36,9 +37,9 @@ def written(folder: Path, *, report: bool = True) -> Path:
     """The sample's results.json in ``folder``, with its report.json beside it or not."""
     folder.mkdir(parents=True, exist_ok=True)
     if report:
-        (folder / "report.json").write_bytes(render_report_json(sample()))
-    (folder / "results.json").write_bytes(render_gradescope(sample(), report_digest(sample())))
-    return folder / "results.json"
+        (folder / REPORT).write_bytes(render_report_json(sample()))
+    (folder / RESULTS).write_bytes(render_gradescope(sample(), report_digest(sample())))
+    return folder / RESULTS
 
 
 def shown_right(results: dict[str, Any]) -> None:
@@ -131,7 +132,7 @@ def test_results_json_that_disagrees_with_its_report_fails(
 
 def test_a_forged_report_beside_results_json_fails_both(tmp_path: Path) -> None:
     results = written(tmp_path)
-    rewrite(tmp_path / "report.json", lambda d: d.update(total="96.00"))
+    rewrite(tmp_path / REPORT, lambda d: d.update(total="96.00"))
     verdict = verify_file(results, None)
     assert not verdict.ok
     assert "the report.json next to it does not verify (total is 96.00 but the criteria's " \
@@ -157,7 +158,7 @@ def reviewed(folder: Path, *reviews: HumanReview) -> dict[str, Any]:
     """The sample's results.json with ``reviews``, written beside its report.json."""
     written(folder)
     data = render_gradescope(sample(), report_digest(sample()), reviews=reviews)
-    (folder / "results.json").write_bytes(data)
+    (folder / RESULTS).write_bytes(data)
     assert data == render_gradescope(sample(), report_digest(sample()), reviews=reviews)
     document: dict[str, Any] = json.loads(data)
     return document
@@ -182,7 +183,7 @@ def test_a_reviewed_criterion_is_one_test_worth_the_reviewed_points(tmp_path: Pa
     assert results["extra_data"]["review"] == [
         {"criterion": "written_summary", "automated": "15.00", "points": "12.00", "by": "kim",
          "reason": OVERRIDE.reason, "event": 9}]
-    verdict = verify_file(tmp_path / "results.json", None)
+    verdict = verify_file(tmp_path / RESULTS, None)
     assert verdict.ok, verdict.message
 
 
@@ -201,7 +202,7 @@ def test_a_confirmation_keeps_the_points_and_still_says_who_and_why(tmp_path: Pa
     assert first["output"].endswith("What to do:\n- Let CassetteMiss propagate out of run().")
     assert second["name"] == "Written summary: reviewed by kim"
     assert [r["event"] for r in results["extra_data"]["review"]] == [9, 11]  # ledger order
-    assert verify_file(tmp_path / "results.json", None).ok
+    assert verify_file(tmp_path / RESULTS, None).ok
 
 
 def test_a_review_that_gives_full_points_is_a_passing_test(tmp_path: Path) -> None:
@@ -226,8 +227,8 @@ def test_a_review_that_gives_full_points_is_a_passing_test(tmp_path: Path) -> No
 def test_a_reviewed_test_that_disagrees_with_its_review_fails(
         tmp_path: Path, edit: Callable[[dict[str, Any]], None], says: str) -> None:
     reviewed(tmp_path, OVERRIDE, CONFIRMATION)
-    rewrite(tmp_path / "results.json", edit)
-    verdict = verify_file(tmp_path / "results.json", None)
+    rewrite(tmp_path / RESULTS, edit)
+    verdict = verify_file(tmp_path / RESULTS, None)
     assert not verdict.ok and says in verdict.message, verdict.message
 
 
@@ -237,8 +238,8 @@ def test_a_review_as_a_passing_test_worth_negative_points_does_not_verify(tmp_pa
     automated = json.loads(render_gradescope(sample(), report_digest(sample())))
     results["tests"] = [*automated["tests"], {**results["tests"][-1], "score": -3.0,
                                                "max_score": 0.0, "status": "passed"}]
-    (tmp_path / "results.json").write_bytes(canonical(results) + b"\n")
-    verdict = verify_file(tmp_path / "results.json", None)
+    (tmp_path / RESULTS).write_bytes(canonical(results) + b"\n")
+    verdict = verify_file(tmp_path / RESULTS, None)
     assert not verdict.ok
     assert "it has 6 tests but the report has 5 checks, which make 5 tests with each reviewed " \
         "criterion (written_summary) as one test" in verdict.message
@@ -272,8 +273,9 @@ def test_build_writes_both_scripts_the_rubric_and_the_kit(source: Path) -> None:
     assert (source / "rubric" / "bootcamp.toml").read_bytes() == \
         (REFERENCE / "rubric" / "bootcamp.toml").read_bytes()
     kit = source / "kit"
-    assert (kit / "grader" / "_report.py").is_file() and (kit / "gradekit" / "_replay.py").is_file()
-    assert (kit / "grader" / "rubric" / "bootcamp.toml").is_file()
+    assert (kit / "grader" / "outputs" / "_report.py").is_file()
+    assert (kit / "gradekit" / "_replay.py").is_file()
+    assert (kit / "grader" / "kit_rubric" / "bootcamp.toml").is_file()
     assert not list(kit.rglob("__pycache__"))
     pyproject = (kit / "pyproject.toml").read_text("utf-8")
     assert '"httpx' in pyproject and "pytest" not in pyproject  # runtime requirements only
@@ -327,7 +329,7 @@ def test_run_autograder_grades_the_reference_lab_to_100_signed(tmp_path: Path,
                                                                source: Path) -> None:
     root, done = autograder(tmp_path, source, env={KEY_ENV: KEY})
     assert done.returncode == 0, done.stderr
-    results = json.loads((root / "results" / "results.json").read_bytes())
+    results = json.loads((root / "results" / RESULTS).read_bytes())
     assert results["score"] == 100.0
     assert sum(test["score"] for test in results["tests"]) == 100.0
     assert all(test["status"] == "passed" for test in results["tests"])
@@ -345,7 +347,7 @@ def test_run_autograder_grades_the_reference_lab_to_100_signed(tmp_path: Path,
                            env={"PYTHONPATH": str(root / "source" / "kit")}, text=True,
                            capture_output=True, check=True).stdout
     assert where.startswith(str(root / "source" / "kit"))
-    files = [root / "results" / "results.json", root / "results" / "report.json"]
+    files = [root / "results" / RESULTS, root / "results" / REPORT]
     verified = gradekit("report", "verify", *files, env={KEY_ENV: KEY})
     assert verified.returncode == 0, verified.stderr
     assert verified.stdout.count("signature valid") == 2
@@ -359,10 +361,10 @@ def test_a_submission_without_a_pyproject_gets_a_results_json_saying_what_to_do(
         tmp_path: Path, source: Path) -> None:
     root, done = autograder(tmp_path, source, submitted=("lab", "FAILURES.md"))
     assert done.returncode == 0, done.stderr  # a results.json was written: Gradescope shows it
-    results = json.loads((root / "results" / "results.json").read_bytes())
+    results = json.loads((root / "results" / RESULTS).read_bytes())
     assert (results["score"], results["tests"]) == (0.0, [])
     assert "no pyproject\\.toml at the top of the submission" in results["output"]
-    assert not verify_file(root / "results" / "results.json", None).ok  # it is no grade
+    assert not verify_file(root / "results" / RESULTS, None).ok  # it is no grade
 
 
 def test_the_submission_may_be_one_folder_down(tmp_path: Path) -> None:

@@ -26,20 +26,18 @@ from grader.outputs._render import render_gradescope
 from grader.outputs._report import canonical, render_report_json, report_digest
 from grader.outputs._signing import (
     CONTEXT,
-    DRAW_KEY,
     KEY_ENV,
     KEY_FILE_ENV,
-    draw_key,
     load_key,
     sign,
     sign_file,
     signature_problem,
     signed_bytes,
 )
+from grader.records._folder import DRAW_KEY, REPORT, RESULTS, draw_key
 from grader.records._verify import verify_file
 from grader.rubric._rubric import load_rubric
-from grader.sandbox._isolation import Isolation
-from grader.sandbox._sandbox import run_cases
+from grader.sandbox import RunPlan, Sandbox, Serving, Wall
 from tests.grader.outputs.test_report import sample
 from tests.submissions import REFERENCE, make_submission
 
@@ -50,7 +48,7 @@ OTHER = b"student-guess-0123456789abcdef!"
 def written(folder: Path, key: bytes | None = KEY) -> tuple[Path, Path]:
     """The sample's report.json and results.json in ``folder``, signed with ``key``."""
     folder.mkdir(parents=True, exist_ok=True)
-    report, results = folder / "report.json", folder / "results.json"
+    report, results = folder / REPORT, folder / RESULTS
     report.write_bytes(render_report_json(sample()))
     results.write_bytes(render_gradescope(sample(), report_digest(sample())))
     if key is not None:
@@ -134,7 +132,7 @@ def test_the_signature_is_an_hmac_of_the_context_and_the_canonical_document() ->
         {k: v for k, v in document.items() if k != "signature"})
 
 
-@pytest.mark.parametrize("name", ["report.json", "results.json"])
+@pytest.mark.parametrize("name", [REPORT, RESULTS])
 def test_signed_files_verify_with_the_key_and_say_so(tmp_path: Path, name: str) -> None:
     written(tmp_path)
     verdict = verify_file(tmp_path / name, KEY)
@@ -142,7 +140,7 @@ def test_signed_files_verify_with_the_key_and_say_so(tmp_path: Path, name: str) 
     assert verdict.message.endswith("signature valid")
 
 
-@pytest.mark.parametrize("name", ["report.json", "results.json"])
+@pytest.mark.parametrize("name", [REPORT, RESULTS])
 def test_without_a_key_verify_says_the_signature_was_not_checked(tmp_path: Path,
                                                                  name: str) -> None:
     for key in (KEY, None):
@@ -184,7 +182,7 @@ def test_a_forger_signing_with_a_key_of_their_own_is_rejected(tmp_path: Path) ->
         assert not verdict.ok and "signed with another key" in verdict.message
 
 
-@pytest.mark.parametrize("name", ["report.json", "results.json"])
+@pytest.mark.parametrize("name", [REPORT, RESULTS])
 def test_a_file_that_should_be_signed_but_is_not_is_rejected_with_the_key(
         tmp_path: Path, name: str) -> None:
     written(tmp_path, None)
@@ -278,12 +276,12 @@ def test_grade_signs_both_files_and_the_digest_is_the_unsigned_one(
     [signed] = grade_batch([submission], rubric, out=tmp_path / "signed", jobs=1)
     assert (plain.status, signed.status) == ("graded", "graded")
     assert plain.digest == signed.digest
-    for name in ("report.json", "results.json"):
+    for name in (REPORT, RESULTS):
         assert verify_file(tmp_path / "signed" / "alice" / name, KEY).ok
         assert "not signed" in verify_file(tmp_path / "plain" / "alice" / name, KEY).message
-    report = json.loads((tmp_path / "signed" / "alice" / "report.json").read_bytes())
+    report = json.loads((tmp_path / "signed" / "alice" / REPORT).read_bytes())
     del report["signature"]
-    assert canonical(report) + b"\n" == (tmp_path / "plain" / "alice" / "report.json").read_bytes()
+    assert canonical(report) + b"\n" == (tmp_path / "plain" / "alice" / REPORT).read_bytes()
 
 
 @pytest.mark.slow
@@ -297,7 +295,7 @@ def test_grade_signs_with_a_key_file_given_on_the_command_line(
     done = gradekit("grade", tmp_path / "subs", "--out", tmp_path / "out", "--key-file",
                     key_file, "--quiet")
     assert done.returncode == 0, done.stderr
-    for name in ("report.json", "results.json"):
+    for name in (REPORT, RESULTS):
         assert verify_file(tmp_path / "out" / "alice" / name, KEY).ok
     short = tmp_path / "short.key"
     short.write_bytes(b"too short")
@@ -324,7 +322,7 @@ def run(provider, task):
 
 
 def test_a_sandboxed_agent_cannot_read_the_signing_key(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, isolation: Isolation) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, isolation: Wall) -> None:
     monkeypatch.setenv(KEY_ENV, KEY.decode())
     monkeypatch.setenv(KEY_FILE_ENV, str(tmp_path / "grading.key"))
     root = tmp_path / "snoop"
@@ -332,10 +330,9 @@ def test_a_sandboxed_agent_cannot_read_the_signing_key(
     (root / "lab" / "__init__.py").write_text("", encoding="utf-8")
     (root / "lab" / "agent.py").write_text(SNOOP, encoding="utf-8")
     (root / "pyproject.toml").write_text("", encoding="utf-8")
-    result = run_cases(root, "lab.agent:run", [("snoop", "what is the key?")],
-                       answer=lambda case, prompt: None, label="provider-a", hashseed=0,
-                       limits=Limits(timeout_s=20), scratch=tmp_path / "scratch",
-                       isolation=isolation)
+    result = Sandbox(root, tmp_path / "scratch", Limits(timeout_s=20), isolation).run(
+        "lab.agent:run", [("snoop", "what is the key?")],
+        RunPlan("provider-a", 0, Serving(lambda case, prompt: None)))
     outcome = result.outcomes["snoop"]
     assert outcome.status == "returned", outcome
     assert outcome.answer == repr((None, None))

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from gradekit import CassetteCorrupt, FakeProvider, Recorder, UsageError, prompt_key
-from gradekit._recorder import Mode, previous_path
+from gradekit._journal import Mode, previous_path
 from grader.recordings._changelog import (
     Change,
     ChangeLogCorrupt,
@@ -21,7 +21,7 @@ from grader.recordings._changelog import (
     read_changes,
 )
 from grader.recordings._diff import diff_files, diff_recordings, render_diff, rerecord_summary
-from grader.recordings._recordings import ReviewError
+from grader.recordings._recordings import RecordingError
 from grader.recordings._stale import parse_age, render_stale, stale
 
 NOW = datetime(2026, 12, 1, tzinfo=UTC)
@@ -237,14 +237,14 @@ def test_stale_refuses_what_it_cannot_read(dataset: Path) -> None:
     with pytest.raises(UsageError, match="neither a cassette nor a fixture"):
         stale([dataset / "cassettes" / "notes.json"], now=NOW, older_than=None)
     (dataset / "cassettes" / "torn.json").write_text('{"format": "gradekit.cas', "utf-8")
-    with pytest.raises(ReviewError, match=r"torn\.json: not UTF-8 JSON"):
+    with pytest.raises(RecordingError, match=r"torn\.json: not UTF-8 JSON"):
         stale([dataset / "cassettes"], now=NOW, older_than=None)  # never skipped as empty
 
 
 def test_a_cassette_with_a_bad_time_names_the_file(tmp_path: Path) -> None:
     path = tmp_path / "case.json"
     record(path, {"q": "a"}, at="last tuesday")
-    with pytest.raises(ReviewError, match=r"case\.json: recorded_at 'last tuesday'"):
+    with pytest.raises(RecordingError, match=r"case\.json: recorded_at 'last tuesday'"):
         stale([path], now=NOW, older_than=None)
     path.write_text('{"format": "gradekit.cassette/1", "case": "x", "entries": []}', "utf-8")
     with pytest.raises(CassetteCorrupt):

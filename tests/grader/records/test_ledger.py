@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from grader.cli import main
+from grader.records._folder import LEDGER
 from grader.records._ledger import (
     GENESIS,
-    LEDGER,
     LedgerCorrupt,
     append_events,
     read_ledger,

@@ -27,8 +27,9 @@ from grader.outputs._report import (
     report_from_document,
     verify_report,
 )
-from grader.outputs._signing import KEY_ENV, KEY_FILE_ENV
-from grader.records._ledger import ARCHIVE, LEDGER, append_events, read_ledger
+from grader.outputs._signing import KEY_ENV, KEY_FILE_ENV, Kind, sign_file
+from grader.records._folder import GRADEBOOK, LEDGER, MARKDOWN, REPORT, RESULTS, archive_path
+from grader.records._ledger import append_events, read_ledger
 from tests.grader.handout.test_gradescope import shown_right
 from tests.grader.outputs.test_report import sample
 from tests.submissions import make_submission
@@ -50,7 +51,7 @@ class Graded:
 
     @property
     def results(self) -> Path:
-        return self.folder / "results.json"
+        return self.folder / RESULTS
 
     @property
     def ledger(self) -> Path:
@@ -58,14 +59,14 @@ class Graded:
 
     @property
     def digest(self) -> str:
-        digest: str = json.loads((self.folder / "report.json").read_bytes())["digest"]
+        digest: str = json.loads((self.folder / REPORT).read_bytes())["digest"]
         return digest
 
     def events(self) -> list[dict[str, Any]]:
         return [dict(event) for event in read_ledger(self.ledger).events]
 
     def row(self) -> dict[str, str]:
-        rows = list(csv.DictReader(io.StringIO((self.out / "gradebook.csv").read_text("utf-8"))))
+        rows = list(csv.DictReader(io.StringIO((self.out / GRADEBOOK).read_text("utf-8"))))
         assert len(rows) == 1
         return rows[0]
 
@@ -224,9 +225,9 @@ def test_an_edited_review_that_does_not_add_up_fails_verify_with_or_without_the_
 ) -> None:
     download = tmp_path / "download"  # results.json and report.json, no grades folder
     download.mkdir()
-    for name in ("results.json", "report.json"):
+    for name in (RESULTS, REPORT):
         shutil.copy(reviewed.folder / name, download / name)
-    for results in (reviewed.results, download / "results.json"):
+    for results in (reviewed.results, download / RESULTS):
         rewrite(results, edit)
         capsys.readouterr()
         assert verify(results) == 1
@@ -254,7 +255,7 @@ def test_an_edited_review_fails_verify_against_the_ledger_of_its_grades_folder(
 def test_an_override_is_tied_to_its_report_and_reaches_every_output(
     graded: Graded, capsys: pytest.CaptureFixture[str],
 ) -> None:
-    names = ("report.json", "report.md", "results.json")
+    names = (REPORT, MARKDOWN, RESULTS)
     before = {name: (graded.folder / name).read_bytes() for name in names}
     capsys.readouterr()
     assert override(graded) == 0
@@ -268,14 +269,14 @@ def test_an_override_is_tied_to_its_report_and_reaches_every_output(
         "run": run["seq"], "criterion": "written_summary", "automated": "15.00",
         "max": "15.00", "points": "12.00", "by": "kim", "reason": REASON}
     assert run["event"] == "run" and run["report"] == graded.digest
-    for name in ("report.json", "report.md"):  # the automated grade is never edited
+    for name in (REPORT, MARKDOWN):  # the automated grade is never edited
         assert (graded.folder / name).read_bytes() == before[name]
 
     row = graded.row()
     assert (row["total"], row["review"], row["final"]) == (
         "100.00", "written_summary 15.00->12.00 by kim; pending: stretch_goal", "97.00")
 
-    results, automated = graded.document(), json.loads(before["results.json"])
+    results, automated = graded.document(), json.loads(before[RESULTS])
     shown_right(results)
     assert results["score"] == 97.0
     checks = [t for t in automated["tests"] if t["tags"] == ["written_summary"]]
@@ -310,7 +311,7 @@ def test_an_override_is_tied_to_its_report_and_reaches_every_output(
         f"Reviewed by kim (ledger event {event['seq']}): 12.00 / 15.00 stand")
     assert PENDING not in written_summary and PENDING in output.split("## Stretch goal")[1]
 
-    assert verify(graded.results, graded.folder / "report.json") == 0
+    assert verify(graded.results, graded.folder / REPORT) == 0
     assert "and the ledger's current reviews (written_summary 12.00 (event 2))" \
         in capsys.readouterr().out
     assert main(["history", "alice", "--out", str(graded.out)]) == 0
@@ -417,7 +418,7 @@ def test_grading_again_keeps_a_review_of_the_same_report_and_leaves_it_behind_on
 
 
 def _archive(graded: Graded) -> Path:
-    return graded.out / ARCHIVE / f"{graded.digest}.json"
+    return archive_path(graded.out, graded.digest)
 
 
 def _two_reports_alike(graded: Graded) -> None:
@@ -482,7 +483,7 @@ def test_every_error_says_the_fix_and_appends_nothing(
 ) -> None:
     if setup is not None:
         setup(graded)
-    outputs = [graded.ledger, graded.out / "gradebook.csv", graded.results]
+    outputs = [graded.ledger, graded.out / GRADEBOOK, graded.results]
     before = [path.read_bytes() for path in outputs]
     capsys.readouterr()
     assert review(graded, *args, student=student) == 2
@@ -529,21 +530,47 @@ def test_a_signed_results_json_is_reviewed_only_with_its_key_and_signed_again(
 
     assert override(graded, "12", "--key-file", str(key)) == 0
     assert graded.document()["score"] == 97.0
-    assert verify(graded.results, graded.folder / "report.json", key=key) == 0
+    assert verify(graded.results, graded.folder / REPORT, key=key) == 0
     assert "signature valid" in capsys.readouterr().out
 
     # Without the ledger, an edit consistent with the report is caught by the key alone.
     download = tmp_path / "download"
     download.mkdir()
-    for name in ("results.json", "report.json"):
+    for name in (RESULTS, REPORT):
         shutil.copy(graded.folder / name, download / name)
-    rewrite(download / "results.json", _raised)
+    rewrite(download / RESULTS, _raised)
     capsys.readouterr()
-    assert verify(download / "results.json", key=key) == 1
+    assert verify(download / RESULTS, key=key) == 1
     assert "the signature does not match" in capsys.readouterr().err
-    assert verify(download / "results.json") == 0
+    assert verify(download / RESULTS) == 0
     assert f"its reviews were not compared with a ledger (none at {tmp_path / LEDGER})" \
         in capsys.readouterr().out
+
+
+def test_a_regrade_writes_results_json_with_its_reviews_and_signs_it_once(
+    graded: Graded, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    key = tmp_path / "grading.key"
+    key.write_text(KEY + "\n", "utf-8")
+    assert grade(graded, "--key-file", str(key)) == 0
+    assert override(graded, "12", "--key-file", str(key)) == 0
+    reviewed = graded.results.read_bytes()  # as gradekit review wrote and signed it
+    signed: list[tuple[str, str]] = []
+
+    def counted(path: Path, kind: Kind, key: bytes) -> None:
+        signed.append((path.name, kind))
+        sign_file(path, kind, key)
+
+    def rewrite_results(*args: object) -> bool:
+        raise AssertionError("results.json was rendered again after the grading")
+
+    monkeypatch.setattr("grader.records._folder.sign_file", counted)
+    monkeypatch.setattr("grader.records._reviews.rewrite_results", rewrite_results)
+    assert grade(graded, "--key-file", str(key)) == 0  # unchanged: the review applies again
+    assert signed == [(REPORT, "report"), (RESULTS, "results")]  # each once, reviews in
+    assert graded.results.read_bytes() == reviewed
+    assert graded.document()["score"] == 97.0 and graded.row()["final"] == "97.00"
+    assert verify(graded.results, key=key) == 0
 
 
 def test_reviewer_text_is_inert_in_the_gradebook_and_in_results_json(
@@ -554,7 +581,7 @@ def test_reviewer_text_is_inert_in_the_gradebook_and_in_results_json(
     assert review(graded, "--criterion", "written_summary", "--points", "12.5", "--by", by,
                   "--reason", reason) == 0
 
-    data = (graded.out / "gradebook.csv").read_bytes()
+    data = (graded.out / GRADEBOOK).read_bytes()
     assert read_gradebook(data)[1][0].review == \
         f"written_summary 15.00->12.50 by {by}; pending: stretch_goal"
     for cells in csv.reader(io.StringIO(data.decode("utf-8"))):
@@ -574,14 +601,14 @@ def test_reviewer_text_is_inert_in_the_gradebook_and_in_results_json(
 def test_a_report_rebuilt_from_its_archive_renders_the_bytes_the_grader_wrote(
     graded: Graded,
 ) -> None:
-    data = (graded.out / ARCHIVE / f"{graded.digest}.json").read_bytes()
+    data = archive_path(graded.out, graded.digest).read_bytes()
     assert verify_report(data)[0]
     report = report_from_document(json.loads(data))
     isolation = graded.document()["extra_data"]["isolation"]
     assert render_gradescope(report, graded.digest, isolation=isolation) == \
         graded.results.read_bytes()
     assert render_markdown(report, isolation=isolation) == \
-        (graded.folder / "report.md").read_text("utf-8")
+        (graded.folder / MARKDOWN).read_text("utf-8")
     edited = json.loads(data) | {"submission": "mallory"}
     with pytest.raises(ValueError, match="has another digest"):
         report_from_document(edited)

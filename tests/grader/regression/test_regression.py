@@ -17,7 +17,7 @@ from grader._model import ItemRun, Limits
 from grader.grading._regression import replay_set
 from grader.regression._sets import Item, RegressionSet
 from grader.rubric._rubric import Criterion, Rubric, load_rubric
-from grader.sandbox._isolation import Isolation
+from grader.sandbox import ProcessWall, Sandbox, Wall
 from grader.scoring._checks import Evidence
 from grader.scoring._judged import regression
 from tests.submissions import REFERENCE, make_submission
@@ -49,7 +49,7 @@ def _case_item() -> Item:
                 fixture=(REFERENCE / "fixtures" / "refund-policy.json").read_bytes())
 
 
-def _judged(tmp_path: Path, edit: tuple[str, str] | None, isolation: Isolation,
+def _judged(tmp_path: Path, edit: tuple[str, str] | None, isolation: Wall,
             *items: Item) -> dict[str, _Judged]:
     root = make_submission(tmp_path / "sub")
     if edit is not None:
@@ -59,8 +59,8 @@ def _judged(tmp_path: Path, edit: tuple[str, str] | None, isolation: Isolation,
         path.write_text(text.replace(edit[0], edit[1]), "utf-8")
     pinned = RegressionSet(name="refunds", version=1, sha256="0" * 64, supersedes=None,
                            created_by="kim", items=items)
-    runs = replay_set(root, pinned, label="openai:gpt-4o-mini", hashseed=7, limits=Limits(),
-                      scratch=tmp_path / "scratch", isolation=isolation)
+    runs = replay_set(Sandbox(root, tmp_path / "scratch", Limits(), isolation), pinned,
+                      label="openai:gpt-4o-mini", hashseed=7)
     evidence = Evidence(cases=(), label="x", primary=None, others=(), loud=(),
                         probe=None, failures=None, stretch=(), second_set=None,
                         regression={pinned.ref: runs})
@@ -89,7 +89,7 @@ def _calls(run: ItemRun | None) -> list[tuple[str, bool]]:
 
 @pytest.mark.slow
 def test_the_fixed_guard_issues_nothing_and_meets_the_item(tmp_path: Path,
-                                                           isolation: Isolation) -> None:
+                                                           isolation: Wall) -> None:
     judged = _judged(tmp_path, None, isolation, _incident_item())["refund-outside-window"]
     assert judged.passed and judged.points == "10.00", judged
     # The read and the model were served from the record; no action was tried.
@@ -99,7 +99,7 @@ def test_the_fixed_guard_issues_nothing_and_meets_the_item(tmp_path: Path,
 
 @pytest.mark.slow
 def test_the_buggy_guard_tries_the_forbidden_action_and_the_grader_sees_it(
-    tmp_path: Path, isolation: Isolation,
+    tmp_path: Path, isolation: Wall,
 ) -> None:
     buggy = (FIXED, "return _decide(trusts_the_model, provider, task, tools)")
     judged = _judged(tmp_path, buggy, isolation, _incident_item())["refund-outside-window"]
@@ -115,7 +115,7 @@ def test_a_changed_prompt_leaves_the_record_and_is_never_fed_a_stale_answer(
     tmp_path: Path,
 ) -> None:
     changed = ("Should the refund be granted?", "Should we grant the refund?")
-    judged = _judged(tmp_path, changed, "process", _incident_item())["refund-outside-window"]
+    judged = _judged(tmp_path, changed, ProcessWall(), _incident_item())["refund-outside-window"]
     assert not judged.passed
     assert judged.detail == ("the replay left the item's recorded run: crossing 1 (model #1): "
                              "its input is not the recorded one")
@@ -124,7 +124,7 @@ def test_a_changed_prompt_leaves_the_record_and_is_never_fed_a_stale_answer(
 
 @pytest.mark.slow
 def test_a_case_item_is_served_from_its_own_recording(tmp_path: Path) -> None:
-    judged = _judged(tmp_path, None, "process", _case_item(),
+    judged = _judged(tmp_path, None, ProcessWall(), _case_item(),
                      _incident_item(id="second", expect=Expectation("raise")))
     case = judged["refund-policy-answer"]
     assert case.passed and case.points == "5.00", case
@@ -139,7 +139,7 @@ def test_a_case_item_is_served_from_its_own_recording(tmp_path: Path) -> None:
 def test_an_item_whose_recording_is_gone_is_degraded_and_not_run(tmp_path: Path) -> None:
     gone = _incident_item(incident=None, missing="items/abc.jsonl is missing from the set: "
                           "restore it")
-    judged = _judged(tmp_path, None, "process", gone, _case_item())
+    judged = _judged(tmp_path, None, ProcessWall(), gone, _case_item())
     assert judged["refund-outside-window"].degraded is True
     assert judged["refund-outside-window"].points == "0.00"
     assert judged["refund-outside-window"].calls == []
@@ -151,7 +151,7 @@ def test_an_item_whose_recording_is_gone_is_degraded_and_not_run(tmp_path: Path)
 def test_an_item_agent_the_submission_lacks_fails_with_the_import_error(
     tmp_path: Path,
 ) -> None:
-    judged = _judged(tmp_path, None, "process",
+    judged = _judged(tmp_path, None, ProcessWall(),
                      _incident_item(agent="lab.refundz:run"))["refund-outside-window"]
     assert not judged.passed and not judged.degraded
     assert judged.detail.startswith("the agent lab.refundz:run could not be imported")

@@ -29,7 +29,8 @@ from grader._expect import Expectation
 from grader._model import CheckResult, CriterionResult, Report
 from grader.cli import main
 from grader.outputs._report import render_report_json
-from grader.records._ledger import ARCHIVE, LEDGER, append_events, read_ledger
+from grader.records._folder import ARCHIVE, LEDGER
+from grader.records._ledger import append_events, read_ledger
 from grader.regression._sets import Item, RegressionSet, load_set, parse_ref, version_numbers
 from lab import refunds
 from tests.submissions import CASES, REFERENCE, make_submission

@@ -16,6 +16,7 @@ from gradekit import UsageError
 from grader._expect import Expectation, Observed, judge, mentioned, normalised, parse_expectation
 from grader.cli import main
 from grader.outputs._report import canonical, verify_report
+from grader.records._folder import GRADEBOOK, MARKDOWN, REPORT, RESULTS
 from grader.rubric._rubric import RubricError, parse_rubric
 from tests.submissions import REFERENCE, make_submission
 
@@ -156,7 +157,7 @@ def test_each_case_is_judged_against_its_expectation_and_an_open_one_is_degraded
     assert "warning: the rubric's contract is incomplete (evaluation.contract)" in shown.err
     assert "expectations/flaky-grade: case flaky-grade has no expected outcome" in shown.err
 
-    report = json.loads((out / "alice" / "report.json").read_bytes())
+    report = json.loads((out / "alice" / REPORT).read_bytes())
     criterion = next(c for c in report["criteria"] if c["id"] == "expectations")
     checks = {check["id"]: check for check in criterion["checks"]}
     assert checks["refund-policy"]["passed"] and checks["refund-policy"]["points"] == "3.75"
@@ -176,26 +177,26 @@ def test_each_case_is_judged_against_its_expectation_and_an_open_one_is_degraded
     assert "verdict" not in next(c for c in report["criteria"] if c["id"] == "tracing")
     assert report["total"] == "92.50"  # 85 of the kit's criteria at 15/30, and 7.50 of 15
 
-    row = next(csv.DictReader(io.StringIO((out / "gradebook.csv").read_text("utf-8"))))
+    row = next(csv.DictReader(io.StringIO((out / GRADEBOOK).read_text("utf-8"))))
     assert row["status"] == "degraded"
     assert row["reason"].startswith("degraded (evaluation.contract): 3.75 points not "
                                     "evaluated, the rubric is incomplete: expectations/"
                                     "flaky-grade: case flaky-grade has no expected outcome")
-    markdown = (out / "alice" / "report.md").read_text("utf-8")
+    markdown = (out / "alice" / MARKDOWN).read_text("utf-8")
     assert "**Degraded (evaluation.contract): 3.75 points could not be evaluated**" in markdown
-    results = json.loads((out / "alice" / "results.json").read_bytes())
+    results = json.loads((out / "alice" / RESULTS).read_bytes())
     flaky_test = next(t for t in results["tests"] if t["name"].endswith(": flaky-grade")
                       and t["tags"] == ["expectations"])
     assert flaky_test["output"].startswith("Degraded (evaluation.contract): not evaluated")
-    assert main(["report", "verify", str(out / "alice" / "report.json"),
-                 str(out / "alice" / "results.json")]) == 0
+    assert main(["report", "verify", str(out / "alice" / REPORT),
+                 str(out / "alice" / RESULTS)]) == 0
 
 
 def test_a_degraded_check_edited_into_points_fails_verification(tmp_path: Path) -> None:
     """The attack: give the degraded check its points, or take the verdict off one part,
     and recompute every sum and the digest, as anyone holding the file could."""
     _, out = _grade(tmp_path, _with_expectations(EXPECTING))
-    path = out / "alice" / "report.json"
+    path = out / "alice" / REPORT
     original = json.loads(path.read_bytes())
 
     def forged(edit: str) -> bytes:
@@ -227,7 +228,7 @@ def test_a_rubric_without_expectations_grades_as_before(tmp_path: Path) -> None:
     """No [case.expect] and no expectations criterion: no verdict key anywhere, so the
     kit's rubric gives the report it gave before this check existed."""
     code, out = _grade(tmp_path, KIT)
-    report = json.loads((out / "alice" / "report.json").read_bytes())
+    report = json.loads((out / "alice" / REPORT).read_bytes())
     assert code == 0 and report["total"] == "100.00"
     assert "verdict" not in report and all("verdict" not in c for c in report["criteria"])
 

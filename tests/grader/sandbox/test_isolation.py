@@ -24,14 +24,19 @@ import pytest
 
 from gradekit import UsageError
 from grader._model import Limits, RunResult
-from grader.sandbox._isolation import (
-    Isolation,
-    bubblewrap,
+from grader.sandbox import (
+    NamespacesWall,
+    ProcessWall,
+    RunPlan,
+    Sandbox,
+    Serving,
+    Wall,
     choose_isolation,
-    describe_isolation,
-    no_new_processes_filter,
+    isolation_requests,
+    wall_named,
 )
-from grader.sandbox._sandbox import run_cases
+from grader.sandbox._isolation import bubblewrap, no_new_processes_filter
+from grader.sandbox._layout import WALLS
 from tests.conftest import require_namespaces
 
 pytestmark = pytest.mark.slow
@@ -176,13 +181,13 @@ def hostile(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def attack(root: Path, task: str, scratch: Path, isolation: Isolation, *,
+def attack(root: Path, task: str, scratch: Path, isolation: Wall, *,
            answer: Callable[[str, str], str | None] = lambda case, prompt: None,
            limits: Limits = LIMITS) -> str:
     """Run one hostile task; return what the agent says happened."""
     case = task.split(" ")[0]
-    result = run_cases(root, "lab.agent:run", [(case, task)], answer=answer, label="provider-a",
-                       hashseed=0, limits=limits, scratch=scratch, isolation=isolation)
+    result = Sandbox(root, scratch, limits, isolation).run(
+        "lab.agent:run", [(case, task)], RunPlan("provider-a", 0, Serving(answer)))
     outcome = result.outcomes[case]
     assert outcome.status == "returned", (outcome, result.import_error)
     assert outcome.answer is not None
@@ -190,21 +195,21 @@ def attack(root: Path, task: str, scratch: Path, isolation: Isolation, *,
 
 
 def test_with_the_hook_off_a_write_outside_lands_behind_the_guard_but_not_the_wall(
-    hostile: Path, tmp_path: Path, isolation: Isolation
+    hostile: Path, tmp_path: Path, isolation: Wall
 ) -> None:
     target = tmp_path / "classmate" / "report.json"
     target.parent.mkdir()
 
     said = attack(hostile, f"write {target}", tmp_path / "scratch", isolation)
 
-    if isolation == "process":  # the guard is a tripwire: this is why the wall exists
+    if isinstance(isolation, ProcessWall):  # the guard is a tripwire: this is why the wall exists
         assert (said, target.read_text()) == ("written", "forged")
     else:
         assert said.startswith("failed: FileNotFoundError") and not target.exists()
 
 
 def test_a_folder_swapped_for_a_link_mid_write_lands_behind_the_guard_but_not_the_wall(
-    hostile: Path, tmp_path: Path, isolation: Isolation
+    hostile: Path, tmp_path: Path, isolation: Wall
 ) -> None:
     """The hook judges a path, then Python opens it: a thread that swaps a folder for a
     link to a classmate's folder in between wins the race, with the hook on."""
@@ -213,7 +218,7 @@ def test_a_folder_swapped_for_a_link_mid_write_lands_behind_the_guard_but_not_th
 
     said = attack(hostile, f"race {classmate}", tmp_path / "scratch", isolation)
 
-    if isolation == "process":  # a tripwire checks a name, not what the name is by then
+    if isinstance(isolation, ProcessWall):  # a tripwire checks a name, not what the name is by then
         assert said.startswith("landed after ")
         assert (classmate / "forged.txt").read_text() == "forged"
     else:
@@ -225,7 +230,7 @@ def test_the_graders_packages_take_no_planted_pth(hostile: Path, tmp_path: Path)
     site_packages = Path(next(p for p in sys.path if p.endswith("site-packages")))
     before = sorted(p.name for p in site_packages.iterdir())
 
-    said = attack(hostile, f"plant {site_packages}", tmp_path / "scratch", "namespaces")
+    said = attack(hostile, f"plant {site_packages}", tmp_path / "scratch", NamespacesWall())
 
     host, *shown = said.split()
     assert (host, set(shown)) == ("FileNotFoundError", {"OSError"})  # read-only: EROFS
@@ -238,8 +243,8 @@ def test_no_process_can_be_started_and_none_outlives_the_run(
     require_namespaces()
     marker = tmp_path / "escaped"
 
-    spawned = attack(hostile, f"spawn {marker}", tmp_path / "a", "namespaces")
-    forked = attack(hostile, "fork", tmp_path / "b", "namespaces")
+    spawned = attack(hostile, f"spawn {marker}", tmp_path / "a", NamespacesWall())
+    forked = attack(hostile, "fork", tmp_path / "b", NamespacesWall())
 
     assert spawned == "failed: PermissionError: [Errno 1] Operation not permitted"
     assert forked == "failed: PermissionError: [Errno 1] Operation not permitted"
@@ -254,7 +259,7 @@ def test_the_grader_and_its_processes_cannot_be_signalled(
     require_namespaces()
     with subprocess.Popen(["sleep", "60"]) as victim:
         try:
-            said = attack(hostile, f"kill {victim.pid}", tmp_path / "scratch", "namespaces")
+            said = attack(hostile, f"kill {victim.pid}", tmp_path / "scratch", NamespacesWall())
             assert victim.poll() is None
         finally:
             victim.kill()
@@ -274,7 +279,7 @@ def test_a_port_opened_by_listen_alone_is_unreachable(hostile: Path, tmp_path: P
             reached.append(type(exc).__name__)
         return "asked"
 
-    said = attack(hostile, "listen", tmp_path / "scratch", "namespaces", answer=answer)
+    said = attack(hostile, "listen", tmp_path / "scratch", NamespacesWall(), answer=answer)
 
     assert said == "asked"  # the socket listened, inside its own network namespace
     assert reached == ["ConnectionRefusedError"]
@@ -290,7 +295,7 @@ def test_the_child_sees_nothing_of_the_grader_or_a_classmate(
     classmate.write_text(secret)
     monkeypatch.setenv("OPENAI_API_KEY", secret)
 
-    seen = json.loads(attack(hostile, f"look {classmate}", tmp_path / "scratch", "namespaces"))
+    seen = json.loads(attack(hostile, f"look {classmate}", tmp_path / "scratch", NamespacesWall()))
 
     assert secret not in json.dumps(seen)
     assert seen[str(classmate)] == "FileNotFoundError"
@@ -302,7 +307,7 @@ def test_the_child_sees_nothing_of_the_grader_or_a_classmate(
 def test_the_writable_space_is_capped(hostile: Path, tmp_path: Path) -> None:
     require_namespaces()
 
-    said = attack(hostile, "fill", tmp_path / "scratch", "namespaces",
+    said = attack(hostile, "fill", tmp_path / "scratch", NamespacesWall(),
                   limits=Limits(timeout_s=20, disk_mb=4))
 
     written, _, error = said.partition(" MiB then ")
@@ -325,10 +330,9 @@ def test_an_honest_run_is_the_same_behind_either_wall(tmp_path: Path) -> None:
     (root / "pyproject.toml").write_text("")
     runs: dict[str, RunResult] = {}
     for wall in ("process", "namespaces"):
-        runs[wall] = run_cases(root, "lab.agent:run", [("c", "refunds")],
-                               answer=lambda case, prompt: "recorded", label="provider-a",
-                               hashseed=7, limits=LIMITS, scratch=tmp_path / wall,
-                               isolation=wall)
+        runs[wall] = Sandbox(root, tmp_path / wall, LIMITS, wall_named(wall)).run(
+            "lab.agent:run", [("c", "refunds")],
+            RunPlan("provider-a", 7, Serving(lambda case, prompt: "recorded")))
 
     first, second = (runs[w].outcomes["c"] for w in ("process", "namespaces"))
     assert first.status == "returned" and first.answer is not None
@@ -344,10 +348,47 @@ def test_namespaces_without_bubblewrap_is_a_usage_error_that_names_the_install(
     try:
         with pytest.raises(UsageError, match="apt-get install bubblewrap"):
             choose_isolation("namespaces")
-        assert choose_isolation("auto") == "process"
+        assert isinstance(choose_isolation("auto"), ProcessWall)
     finally:
         bubblewrap.cache_clear()
-    assert describe_isolation("process").startswith("process guard only")
+    assert ProcessWall().description.startswith("process guard only")
+
+
+def test_a_wall_is_named_on_the_command_line_and_in_a_worker_request() -> None:
+    assert isolation_requests() == ("auto", "namespaces", "process")
+    for wall in (ProcessWall(), NamespacesWall()):
+        assert wall_named(wall.name) == wall and wall_named(wall.name) is not wall
+    assert ProcessWall() != NamespacesWall()
+    with pytest.raises(ValueError, match="no wall is named 'container': name one of"):
+        wall_named("container")
+    with pytest.raises(UsageError, match="use one of auto, namespaces, process"):
+        choose_isolation("container")
+
+
+def test_a_third_wall_is_one_class(tmp_path: Path) -> None:
+    """Defining the class is all it takes: ``--isolation`` offers it, a worker request can
+    name it, and a sandbox runs cases behind it."""
+
+    class Borrowed(ProcessWall):
+        name = "borrowed"
+        description = "the process guard, under another name"
+        preference = -1
+
+    try:
+        assert isolation_requests()[-1] == "borrowed"
+        assert choose_isolation("borrowed") == wall_named("borrowed") == Borrowed()
+        assert not isinstance(choose_isolation("auto"), Borrowed)  # preferred least
+        root = tmp_path / "sub"
+        (root / "lab").mkdir(parents=True)
+        (root / "lab" / "__init__.py").write_text("")
+        (root / "lab" / "agent.py").write_text(
+            "def run(provider, task):\n    return provider.complete(task)\n")
+        result = Sandbox(root, tmp_path / "scratch", LIMITS, Borrowed()).run(
+            "lab.agent:run", [("c", "hi")], RunPlan("provider-a", 0, Serving(lambda c, p: "yo")))
+        assert (result.outcomes["c"].status, result.outcomes["c"].answer) == ("returned", "yo")
+    finally:
+        WALLS.pop("borrowed")
+    assert "borrowed" not in isolation_requests()
 
 
 def test_the_seccomp_program_is_well_formed() -> None:
@@ -427,7 +468,7 @@ def test_each_report_states_its_wall_and_the_digest_does_not_depend_on_it(
     from tests.submissions import make_submission
 
     reference = make_submission(tmp_path / "submissions" / "reference")
-    walls: tuple[Isolation, ...] = ("process", "namespaces")
+    walls = ("process", "namespaces")
     for wall in walls:
         _grade([reference], tmp_path / wall, wall)
     folder = {wall: tmp_path / wall / "reference" for wall in walls}
@@ -435,13 +476,13 @@ def test_each_report_states_its_wall_and_the_digest_does_not_depend_on_it(
     assert (folder["process"] / "report.json").read_bytes() == \
         (folder["namespaces"] / "report.json").read_bytes()
     for wall in walls:
-        said = f"Isolation: {describe_isolation(wall)}."
+        said = f"Isolation: {wall_named(wall).description}."
         assert said in (folder[wall] / "report.md").read_text()
         results = json.loads((folder[wall] / "results.json").read_text())
-        assert results["extra_data"]["isolation"] == describe_isolation(wall)
+        assert results["extra_data"]["isolation"] == wall_named(wall).description
 
 
-def _grade(paths: list[Path], out: Path, wall: Isolation = "namespaces") -> None:
+def _grade(paths: list[Path], out: Path, wall: str = "namespaces") -> None:
     done = subprocess.run(
         [sys.executable, "-m", "grader", "grade", *map(str, paths), "--out", str(out),
          "--isolation", wall, "--jobs", "2"],
@@ -480,7 +521,7 @@ def test_a_hanging_submission_costs_one_timeout_per_case(tmp_path: Path) -> None
 
 
 def test_special_files_in_a_submission_are_left_out_of_its_copy(
-    tmp_path: Path, isolation: Isolation
+    tmp_path: Path, isolation: Wall
 ) -> None:
     root = tmp_path / "odd"
     (root / "lab").mkdir(parents=True)
@@ -491,8 +532,7 @@ def test_special_files_in_a_submission_are_left_out_of_its_copy(
     os.mkfifo(root / "pipe")  # copying it would block forever
     (root / "link").symlink_to("/etc/hostname")
 
-    result = run_cases(root, "lab.agent:run", [("c", "look")], answer=lambda c, p: None,
-                       label="provider-a", hashseed=0, limits=LIMITS,
-                       scratch=tmp_path / "scratch", isolation=isolation)
+    result = Sandbox(root, tmp_path / "scratch", LIMITS, isolation).run(
+        "lab.agent:run", [("c", "look")], RunPlan("provider-a", 0, Serving(lambda c, p: None)))
 
     assert result.outcomes["c"].answer == "lab link pyproject.toml"

@@ -37,6 +37,7 @@ from grader.outputs._render import render_gradescope, render_markdown
 from grader.outputs._report import render_report_json
 from grader.recordings._changelog import append_change, digest_file
 from grader.rubric._rubric import Case
+from grader.sandbox import RunPlan, Serving
 from grader.submission._manifest import Manifest
 from tests.submissions import REFERENCE, make_submission
 
@@ -131,16 +132,14 @@ def unescape(text: str) -> str:
 def test_failures_linked_to_dev_zero_is_a_finding_not_a_memory_error(
         root: Path, memory_ceiling: None) -> None:
     (root / "FAILURES.md").symlink_to("/dev/zero")
-    findings: list[str] = []
-    assert finish(lambda: _failures(root, None, findings)) is None
-    assert findings == ["FAILURES.md is a symlink: the grader follows no links, so commit the "
-                        "file itself"]
+    assert finish(lambda: _failures(root, None)) == (None, [
+        "FAILURES.md is a symlink: the grader follows no links, so commit the file itself"])
 
 
 def test_failures_as_a_fifo_is_a_finding_and_never_blocks(root: Path) -> None:
     os.mkfifo(root / "FAILURES.md")
-    findings: list[str] = []
-    assert finish(lambda: _failures(root, None, findings), fifo=root / "FAILURES.md") is None
+    text, findings = finish(lambda: _failures(root, None), fifo=root / "FAILURES.md")
+    assert text is None
     assert len(findings) == 1
     assert "FAILURES.md is not a regular file (it is a FIFO)" in findings[0]
     assert "commit an ordinary file" in findings[0]
@@ -148,17 +147,14 @@ def test_failures_as_a_fifo_is_a_finding_and_never_blocks(root: Path) -> None:
 
 def test_failures_linked_to_a_terminal_never_blocks(root: Path) -> None:
     (root / "FAILURES.md").symlink_to("/proc/self/fd/0")
-    findings: list[str] = []
-    assert finish(lambda: _failures(root, None, findings)) is None
-    assert findings and "symlink" in findings[0]
+    text, findings = finish(lambda: _failures(root, None))
+    assert text is None and findings and "symlink" in findings[0]
 
 
 def test_a_failure_log_larger_than_its_cap_is_a_finding(root: Path) -> None:
     sparse(root / "FAILURES.md", 256 * 1024 + 1)
-    findings: list[str] = []
-    assert _failures(root, None, findings) is None
-    assert findings == ["FAILURES.md is larger than 256 KiB, the most the grader reads: make it "
-                        "smaller"]
+    assert _failures(root, None) == (None, [
+        "FAILURES.md is larger than 256 KiB, the most the grader reads: make it smaller"])
 
 
 # -- submission files: cassettes and fixtures ---------------------------------------------
@@ -167,19 +163,20 @@ def test_a_failure_log_larger_than_its_cap_is_a_finding(root: Path) -> None:
 def test_a_cassette_linked_outside_is_refused_and_never_served(root: Path) -> None:
     (root / "cassettes").mkdir()
     (root / "cassettes" / "one.json").symlink_to(root.parent / "outside" / "one.json")
-    findings: list[str] = []
-    assert _cassettes(root, "cassettes", CASES, findings) == {}
-    assert findings == ["cassettes/one.json is a symlink: the grader follows no links, so "
-                        "commit the file itself"]
+    read = _cassettes(root, "cassettes", CASES)
+    assert read.by_case == {}
+    assert read.problems == {"one": "cassettes/one.json is a symlink: the grader follows no "
+                             "links, so commit the file itself"}
 
 
 @pytest.mark.parametrize("target", ["outside", "/etc"])
 def test_a_linked_folder_on_the_path_is_refused(root: Path, target: str) -> None:
     (root / "cassettes").symlink_to(root.parent / target)
     (root / "fixtures").symlink_to(root.parent / target)
-    findings: list[str] = []
-    assert _cassettes(root, "cassettes", CASES, findings) == {}
-    assert _fixtures(root, Manifest(root, "lab.agent:run"), CASES, findings) == {}
+    read = _cassettes(root, "cassettes", CASES)
+    fixtures, found = _fixtures(root, Manifest(root, "lab.agent:run"), CASES)
+    assert read.by_case == fixtures == {}
+    findings = [*read.problems.values(), *found]
     assert findings == [
         f"{folder} (on the path {folder}/one.json) is a symlink: the grader follows no links, "
         "so commit the folder itself" for folder in ("cassettes", "fixtures")
@@ -190,9 +187,7 @@ def test_a_linked_folder_on_the_path_is_refused(root: Path, target: str) -> None
 @pytest.mark.parametrize("folder", ["cassettes", "fixtures"])
 def test_a_recording_larger_than_its_cap_is_a_finding(root: Path, folder: str) -> None:
     sparse(root / folder / "one.json", 16 * MIB + 1)
-    findings: list[str] = []
-    read = _cassettes(root, "cassettes", CASES, findings) if folder == "cassettes" \
-        else _fixtures(root, Manifest(root, "lab.agent:run"), CASES, findings)
+    read, findings = _read(root, folder)
     assert read == {}
     assert findings == [f"{folder}/one.json is larger than 16 MiB, the most the grader reads: "
                         "make it smaller"]
@@ -204,20 +199,27 @@ def test_a_recording_json_cannot_decode_is_a_finding_not_a_crash(
         root: Path, folder: str, data: bytes) -> None:
     (root / folder).mkdir()
     (root / folder / "one.json").write_bytes(data)
-    findings: list[str] = []
-    read = _cassettes(root, "cassettes", CASES, findings) if folder == "cassettes" \
-        else _fixtures(root, Manifest(root, "lab.agent:run"), CASES, findings)
+    read, findings = _read(root, folder)
     assert read == {}
     assert len(findings) == 1 and findings[0].startswith(
         f"{folder}/one.json cannot be used: {folder}/one.json: not valid JSON (")
     assert f"`git checkout -- {folder}/one.json`" in findings[0]
 
 
+def _read(root: Path, folder: str) -> tuple[dict[str, object], list[str]]:
+    """What the parent read of ``folder`` (cassettes or fixtures), and its findings."""
+    if folder == "cassettes":
+        read = _cassettes(root, "cassettes", CASES)
+        return dict(read.by_case), list(read.problems.values())
+    fixtures, findings = _fixtures(root, Manifest(root, "lab.agent:run"), CASES)
+    return dict(fixtures), findings
+
+
 def test_a_missing_cassette_still_says_to_record_it(root: Path) -> None:
-    findings: list[str] = []
-    assert _cassettes(root, "cassettes", CASES, findings) == {}
-    assert findings == ["cassettes/one.json is missing: record it with "
-                        "`gradekit record --case one` and commit it"]
+    read = _cassettes(root, "cassettes", CASES)
+    assert read.by_case == {}
+    assert list(read.problems.values()) == ["cassettes/one.json is missing: record it with "
+                                            "`gradekit record --case one` and commit it"]
 
 
 def test_a_linked_second_cassette_folder_is_refused(root: Path) -> None:
@@ -227,13 +229,13 @@ def test_a_linked_second_cassette_folder_is_refused(root: Path) -> None:
     rubric = load_rubric(REFERENCE / "rubric" / "bootcamp.toml")
     ran: list[str] = []
 
-    def run(name: str, serve: Callable[[str, str], str | None], label: str,
-            seed: int) -> RunResult:
+    def run(name: str, plan: RunPlan) -> RunResult:
         ran.append(name)
         return RunResult({})
 
-    second, problem = _second_set(root, manifest, rubric, run, [], "openai:gpt-4o-mini", 7, {})
-    assert (second, ran) == (None, [])
+    plan = RunPlan("openai:gpt-4o-mini", 7, Serving(lambda case, prompt: None))
+    second, problem, findings = _second_set(root, manifest, rubric, run, plan, {})
+    assert (second, ran, findings) == (None, [], [])
     assert problem == "c2 is a symlink: the grader follows no links, so commit the folder itself"
 
 

@@ -30,11 +30,8 @@ from gradekit import CassetteMiss, Replay, ToolReplay, prompt_key
 from gradekit._fixtures import decode_fixture
 from grader import load_cases
 from grader._model import Limits, Refusal, RunResult, Served, TraceRecord
-from grader.sandbox import _sandbox
+from grader.sandbox import NamespacesWall, RunPlan, Sandbox, Serving, Wall, _sandbox
 from grader.sandbox._channel import HARNESS
-from grader.sandbox._isolation import Isolation
-from grader.sandbox._probe import probe_replay
-from grader.sandbox._sandbox import run_cases
 from grader.submission._manifest import takes_tools
 from lab.agent import run as reference_run
 
@@ -339,6 +336,7 @@ EXACT_REPLAY = EMPTY_REPLAY.replace(
 
 ANSWERS = {"Plan: refunds": "1. read the policy", "Answer: 1. read the policy": "Refunds: 30 days."}
 LIMITS = Limits(timeout_s=10)
+NO_ANSWERS = Serving(answer=lambda case, prompt: None)  # every prompt misses
 
 
 def write_submission(root: Path, files: Mapping[str, str]) -> Path:
@@ -359,7 +357,7 @@ Run = Callable[..., RunResult]
 
 
 @pytest.fixture
-def run(zoo: Path, tmp_path: Path, isolation: Isolation) -> Run:
+def run(zoo: Path, tmp_path: Path, isolation: Wall) -> Run:
     """Run the zoo agent (or ``root``) on tasks; each task's case id is its behaviour's name."""
 
     def run(
@@ -372,17 +370,9 @@ def run(zoo: Path, tmp_path: Path, isolation: Isolation) -> Run:
         limits: Limits = LIMITS,
     ) -> RunResult:
         cases = [(task.split(" ")[0], task) for task in tasks]
-        return run_cases(
-            root,
-            "lab.agent:run",
-            cases,
-            answer=lambda case, prompt: answers.get(prompt.strip()),
-            label=label,
-            hashseed=hashseed,
-            limits=limits,
-            scratch=tmp_path / "scratch",
-            isolation=isolation,
-        )
+        serving = Serving(answer=lambda case, prompt: answers.get(prompt.strip()))
+        return Sandbox(root, tmp_path / "scratch", limits, isolation).run(
+            "lab.agent:run", cases, RunPlan(label, hashseed, serving))
 
     return run
 
@@ -420,17 +410,9 @@ def test_the_reference_agent_replays_its_real_cassette(tmp_path: Path) -> None:
     def serve_tool(case_id: str, key: str) -> tuple[bool, object]:
         return (True, recorded[key].response) if key in recorded else (False, None)
 
-    result = run_cases(
-        root,
-        "lab.agent:run",
-        [(case.id, case.task)],
-        answer=serve,
-        label="provider-a",
-        hashseed=1,
-        limits=LIMITS,
-        scratch=tmp_path / "scratch",
-        tools=serve_tool,
-    )
+    result = Sandbox(root, tmp_path / "scratch", LIMITS).run(
+        "lab.agent:run", [(case.id, case.task)],
+        RunPlan("provider-a", 1, Serving(answer=serve, tools=serve_tool)))
 
     outcome = result.outcomes[case.id]
     expected = reference_run(replay, case.task, ToolReplay(fixture))
@@ -440,6 +422,14 @@ def test_the_reference_agent_replays_its_real_cassette(tmp_path: Path) -> None:
     assert [r.key for r in outcome.trace] == [call.key for call in outcome.calls]
     assert {r.provider for r in outcome.trace if r.tool is None} == {"provider-a"}
     assert result.refusals == ()
+
+
+def test_a_run_plan_takes_only_a_hash_seed_python_takes() -> None:
+    assert RunPlan("provider-a", 2**32 - 1, NO_ANSWERS).hashseed == 2**32 - 1
+    for seed in (-1, 2**32):
+        with pytest.raises(ValueError, match=f"hashseed must be between 0 and 4294967295, got "
+                           f"{seed}"):
+            RunPlan("provider-a", seed, NO_ANSWERS)
 
 
 def test_the_label_arrives_as_provider_name(run: Run) -> None:
@@ -486,16 +476,8 @@ def test_a_miss_built_from_the_kits_lab_carries_its_fields(tmp_path: Path) -> No
                 return f"{miss.key} {miss.prompt!r} {miss.cassette}"
     """
     write_submission(root, {"miss_agent.py": agent})
-    result = run_cases(
-        root,
-        "miss_agent:run",
-        [("refunds", "")],
-        answer=lambda case, prompt: None,
-        label="provider-a",
-        hashseed=0,
-        limits=LIMITS,
-        scratch=tmp_path / "scratch",
-    )
+    result = Sandbox(root, tmp_path / "scratch", LIMITS).run(
+        "miss_agent:run", [("refunds", "")], RunPlan("provider-a", 0, NO_ANSWERS))
     key = prompt_key("never recorded")
     assert result.outcomes["refunds"].answer == f"{key} '  never recorded ' refunds"
 
@@ -542,16 +524,8 @@ def test_a_swallowed_miss_is_a_return(
 def test_a_submission_without_cassette_miss_gets_the_harness_one(tmp_path: Path) -> None:
     agent = "def run(provider, task):\n    return provider.complete('never recorded')\n"
     root = write_submission(tmp_path / "bare", {"lab/__init__.py": "", "lab/agent.py": agent})
-    result = run_cases(
-        root,
-        "lab.agent:run",
-        [("refunds", "")],
-        answer=lambda case, prompt: None,
-        label="provider-a",
-        hashseed=0,
-        limits=LIMITS,
-        scratch=tmp_path / "scratch",
-    )
+    result = Sandbox(root, tmp_path / "scratch", LIMITS).run(
+        "lab.agent:run", [("refunds", "")], RunPlan("provider-a", 0, NO_ANSWERS))
     outcome = result.outcomes["refunds"]
     assert (outcome.status, outcome.exception, outcome.miss_escaped) == (
         "raised",
@@ -694,7 +668,7 @@ def test_writing_outside_the_copy_is_refused(run: Run, tmp_path: Path) -> None:
 
 
 def test_links_and_folder_fds_do_not_lead_outside(
-    run: Run, tmp_path: Path, isolation: Isolation
+    run: Run, tmp_path: Path, isolation: Wall
 ) -> None:
     grades = tmp_path / "grades"
     grades.mkdir()
@@ -711,7 +685,7 @@ def test_links_and_folder_fds_do_not_lead_outside(
 
     assert sorted(p.name for p in grades.iterdir()) == ["keep.json"]
     assert (grades / "keep.json").read_text() == "{}"
-    if isolation == "namespaces":  # the folder is not even there: nothing to refuse
+    if isinstance(isolation, NamespacesWall):  # the folder is not even there: nothing to refuse
         assert {o.status for o in result.outcomes.values()} == {"raised"}
         return
     assert {o.exception for o in result.outcomes.values()} == {"PermissionError"}
@@ -727,7 +701,7 @@ def test_links_and_folder_fds_do_not_lead_outside(
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="only root can make a device node")
 def test_a_device_node_is_not_writable_even_inside_the_copy(
-    run: Run, isolation: Isolation
+    run: Run, isolation: Wall
 ) -> None:
     result = run(["device"])
 
@@ -735,7 +709,7 @@ def test_a_device_node_is_not_writable_even_inside_the_copy(
     # Under namespaces no capability is left to make the node; under the guard the hook
     # refuses to write to the node root could make.
     expected = (Refusal("device", "open", "write to a device file: disk"),)
-    assert result.refusals == (() if isolation == "namespaces" else expected)
+    assert result.refusals == (() if isinstance(isolation, NamespacesWall) else expected)
 
 
 def test_writing_inside_the_copy_and_its_temp_folder_works(run: Run) -> None:
@@ -805,11 +779,11 @@ def test_a_line_forged_on_the_pipe_costs_only_that_case(run: Run) -> None:
     ],
 )
 def test_a_broken_trace_keeps_the_records_before_the_break(
-    run: Run, kind: str, records: int, error: str, isolation: Isolation
+    run: Run, kind: str, records: int, error: str, isolation: Wall
 ) -> None:
     outcome = run([f"trace {kind}"]).outcomes["trace"]
 
-    if isolation == "namespaces" and kind in ("symlink", "fifo"):
+    if isinstance(isolation, NamespacesWall) and kind in ("symlink", "fifo"):
         # The trace file is bound into the sandbox: it cannot be replaced at all.
         assert (outcome.exception, outcome.trace, outcome.trace_error) == (
             "FileExistsError", (), None)
@@ -868,9 +842,8 @@ def test_probe_replay_passes_the_kits_own_replay(tmp_path: Path) -> None:
     root = tmp_path / "kit"
     shutil.copytree(Path(lab.__file__).parent, root / "lab", ignore=shutil.ignore_patterns("__py*"))
 
-    probe = probe_replay(
-        root, "lab:Replay", {"What is 2+2?": "4", "Zed": "Z"}, limits=LIMITS, scratch=tmp_path / "s"
-    )
+    probe = Sandbox(root, tmp_path / "s", LIMITS).probe_replay(
+        "lab:Replay", {"What is 2+2?": "4", "Zed": "Z"})
 
     assert (probe.loaded, probe.whitespace_hit, probe.miss_raised) == (True, True, True)
     assert (probe.exception, probe.detail) == ("CassetteMiss", "")
@@ -885,7 +858,7 @@ def test_probe_replay_judges_a_students_replay(
 ) -> None:
     root = write_submission(tmp_path / "sub", {"lab/__init__.py": replay})
 
-    probe = probe_replay(root, "lab:Replay", {"What is 2+2?": "4"}, limits=LIMITS, scratch=tmp_path)
+    probe = Sandbox(root, tmp_path, LIMITS).probe_replay("lab:Replay", {"What is 2+2?": "4"})
 
     assert (probe.loaded, probe.whitespace_hit, probe.miss_raised, probe.exception) == (
         True,
@@ -899,7 +872,7 @@ def test_probe_replay_judges_a_students_replay(
 def test_probe_replay_reports_a_replay_that_cannot_load(tmp_path: Path) -> None:
     root = write_submission(tmp_path / "sub", {"lab/__init__.py": EMPTY_REPLAY})
 
-    probe = probe_replay(root, "lab:Missing", {"a": "b"}, limits=LIMITS, scratch=tmp_path)
+    probe = Sandbox(root, tmp_path, LIMITS).probe_replay("lab:Missing", {"a": "b"})
 
     assert (probe.loaded, probe.whitespace_hit, probe.miss_raised) == (False, False, False)
     assert probe.detail == "AttributeError: module 'lab' has no attribute 'Missing'"
@@ -1010,7 +983,7 @@ def run(provider, task):
 
 
 def test_the_agent_runs_on_the_graders_own_gradekit_and_cannot_change_it(
-        tmp_path: Path, isolation: Isolation) -> None:
+        tmp_path: Path, isolation: Wall) -> None:
     """A submission that ships (and edits) a gradekit of its own still runs on the grader's,
     which it can read but not write."""
     root = write_submission(tmp_path / "sub", {
@@ -1018,8 +991,7 @@ def test_the_agent_runs_on_the_graders_own_gradekit_and_cannot_change_it(
         "gradekit/__init__.py": "SHIPPED = 'own'\nclass Replay: pass\n"})
     library = Path(gradekit.__file__)
     before = library.read_bytes()
-    result = run_cases(root, "lab.agent:run", [("kit", "")], answer=lambda case, prompt: None,
-                       label="provider-a", hashseed=0, limits=LIMITS,
-                       scratch=tmp_path / "scratch", isolation=isolation)
+    result = Sandbox(root, tmp_path / "scratch", LIMITS, isolation).run(
+        "lab.agent:run", [("kit", "")], RunPlan("provider-a", 0, NO_ANSWERS))
     assert result.outcomes["kit"].answer == "kit refused gradekit"
     assert library.read_bytes() == before

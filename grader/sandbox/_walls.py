@@ -1,0 +1,229 @@
+"""The walls a sandboxed child runs behind, one class each, behind ``Wall`` (in ``_layout``).
+
+``ProcessWall`` is the audit-hook guard alone: the child works in a private copy of the
+submission on this machine. ``NamespacesWall`` is the operating system's wall, bubblewrap
+(its command line and seccomp filter are in ``grader.sandbox._isolation``). Each owns what
+differs between them: how a run's folders are laid out, the names the child knows its
+folders and files by, what its configuration adds, how it is started, and how a report
+names it. A third wall (a container, say) is one more subclass: it registers itself under
+its ``name``, so ``--isolation`` offers it and the batch's worker request can carry it.
+
+``choose_isolation`` turns the command line's ``--isolation`` into a wall, once per grading
+process, before any submission runs; ``wall_named`` turns the name a worker request
+carries back into one.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import IO, Final
+
+import gradekit
+from gradekit import UsageError
+from grader._model import Limits
+from grader.sandbox._channel import HARNESS, PYTHON_FLAGS, Child
+from grader.sandbox._harness import copy_submission
+from grader.sandbox._isolation import (
+    INSTALL_HINT,
+    KIT,
+    SANDBOX,
+    Bind,
+    bubblewrap,
+    bwrap_argv,
+    interpreter,
+    no_new_processes_filter,
+    package_folders,
+)
+from grader.sandbox._layout import IGNORED_NAMES, WALLS, Layout, Wall
+
+__all__ = [
+    "PROCESS_WALL", "NamespacesWall", "ProcessWall", "choose_isolation", "isolation_requests",
+    "wall_named", "warm_walls",
+]
+
+# The kit the agent runs on: the grader's own gradekit, whatever copy the submission ships
+# (the harness's ``Library`` finds it first); shown read-only behind the namespaces wall.
+LIBRARY = Path(gradekit.__file__).resolve().parent
+LIBRARY_INSIDE = f"{KIT}/library/gradekit"
+# The resource limits every wall sets on its child (the rubric's [limits] of those names).
+_LIMITS = ("memory_mb", "cpu_s", "file_mb", "open_files")
+
+
+class ProcessWall(Wall):
+    """The audit-hook guard alone, where bubblewrap is missing: the child works in a private
+    copy under the scratch folder on this machine, with resource limits, and asks Linux to
+    die with the grader."""
+
+    name = "process"
+    description = "process guard only (no bubblewrap: resource limits and an audit hook)"
+    preference = 0
+
+    def warm(self) -> None:
+        package_folders()
+
+    def prepare(self, layout: Layout) -> None:
+        # Links stay links: a write through one is judged by where it points, and copying
+        # never follows one out of the submission.
+        copy_submission(str(layout.root), str(layout.copy), IGNORED_NAMES)
+        (layout.work / "tmp").mkdir(parents=True)
+
+    def child_copy(self, layout: Layout) -> str:
+        return str(layout.copy)
+
+    def child_work(self, layout: Layout) -> str:
+        return str(layout.work)
+
+    def inside(self, layout: Layout, path: Path) -> str:
+        return str(path)
+
+    def configure(self, layout: Layout, limits: Limits) -> dict[str, object]:
+        return {
+            "site": list(package_folders()),
+            "library": str(LIBRARY),
+            "parent": os.getpid(),  # the harness asks to die with this process
+            "limits": {name: getattr(limits, name) for name in _LIMITS},
+        }
+
+    def start(self, config: Mapping[str, object], layout: Layout, env: Mapping[str, str],
+              outputs: tuple[IO[bytes], IO[bytes]], limits: Limits,
+              shown: Sequence[Path]) -> Child:
+        return Child(config, layout.copy, env, outputs)
+
+
+class NamespacesWall(Wall):
+    """Bubblewrap: the child runs as ``nobody`` in its own user, pid, network, ipc and uts
+    namespaces and sees none of the run's folders. The original submission is shown
+    read-only at ``/gradekit/original`` and the harness copies it into its own ``/sandbox``
+    tmpfs; of ``work`` it sees only the files bound one by one (traces, the probe's
+    cassette)."""
+
+    name = "namespaces"
+    description = ("namespaces (bubblewrap: own user, pid, network, ipc and uts namespaces, "
+                   "no capabilities, read-only view)")
+    preference = 1
+
+    def missing(self) -> str:
+        path, why = bubblewrap()
+        if path is not None:
+            return ""
+        return (f"{why}; {INSTALL_HINT}, or pass --isolation process to grade behind the "
+                "in-process guard only")
+
+    def passed_over(self) -> str:
+        if hasattr(os, "geteuid") and os.geteuid() == 0:
+            return (f"warning: grading as root without namespaces: {bubblewrap()[1]}. "
+                    "Submission code runs behind the in-process guard only; "
+                    f"{INSTALL_HINT}.")
+        return ""
+
+    def warm(self) -> None:
+        bubblewrap()
+        interpreter()
+
+    def prepare(self, layout: Layout) -> None:
+        layout.work.mkdir()
+
+    def child_copy(self, layout: Layout) -> str:
+        return f"{SANDBOX}/submission"
+
+    def child_work(self, layout: Layout) -> str:
+        return SANDBOX
+
+    def inside(self, layout: Layout, path: Path) -> str:
+        return f"{SANDBOX}/{path.name}" if path.suffix == ".jsonl" else f"{KIT}/{path.name}"
+
+    def configure(self, layout: Layout, limits: Limits) -> dict[str, object]:
+        return {
+            "copy": {"from": f"{KIT}/original", "to": self.child_copy(layout),
+                     "ignore": list(IGNORED_NAMES)},
+            "site": list(interpreter()[2]),
+            "library": LIBRARY_INSIDE,
+            # Processes are capped only here: outside a user namespace RLIMIT_NPROC counts
+            # every process of the grading user, not just this run's.
+            "limits": {name: getattr(limits, name) for name in (*_LIMITS, "processes")},
+        }
+
+    def start(self, config: Mapping[str, object], layout: Layout, env: Mapping[str, str],
+              outputs: tuple[IO[bytes], IO[bytes]], limits: Limits,
+              shown: Sequence[Path]) -> Child:
+        bwrap_path, why = bubblewrap()
+        if bwrap_path is None:
+            raise UsageError(f"namespaces isolation was chosen, but {why}: {INSTALL_HINT}")
+        for path in shown:
+            path.touch()  # a bind needs its file
+        python, binds, _ = interpreter()
+        binds += (Bind(str(layout.root), f"{KIT}/original"),
+                  Bind(str(HARNESS), f"{KIT}/harness.py"), Bind(str(LIBRARY), LIBRARY_INSIDE))
+        binds += tuple(Bind(str(p), self.inside(layout, p), writable=p.suffix == ".jsonl")
+                       for p in shown)
+        program = no_new_processes_filter(platform.machine())
+        read_end = None
+        if program is not None:
+            read_end, write_end = os.pipe()
+            with os.fdopen(write_end, "wb") as pipe:
+                pipe.write(program)  # a few hundred bytes: far below a pipe's buffer
+        try:
+            argv = bwrap_argv(bwrap_path, binds, disk_mb=limits.disk_mb, seccomp_fd=read_end)
+            command = [*argv, python, *PYTHON_FLAGS, f"{KIT}/harness.py"]
+            fds = () if read_end is None else (read_end,)
+            return Child(config, layout.run, env, outputs, command=command, pass_fds=fds)
+        finally:
+            if read_end is not None:
+                os.close(read_end)
+
+
+PROCESS_WALL: Final[Wall] = ProcessWall()  # the default where a caller names no wall
+
+
+def _preferred() -> list[type[Wall]]:
+    return sorted(WALLS.values(), key=lambda wall: -wall.preference)
+
+
+def isolation_requests() -> tuple[str, ...]:
+    """What ``--isolation`` takes: ``auto``, then every wall's name, the preferred first."""
+    return ("auto", *(wall.name for wall in _preferred()))
+
+
+def choose_isolation(requested: str) -> Wall:
+    """Resolve ``--isolation``: ``auto`` takes the preferred wall that can be built here
+    (bubblewrap when it works, else the process guard); a wall named but missing here is a
+    usage error that says how to install it."""
+    requests = isolation_requests()
+    if requested not in requests:
+        raise UsageError(f"--isolation {requested!r}: use one of {', '.join(requests)}")
+    if requested != "auto":
+        wall = WALLS[requested]()
+        missing = wall.missing()
+        if missing:
+            raise UsageError(f"--isolation {requested}: {missing}")
+        return wall
+    reasons = []
+    for kind in _preferred():
+        wall = kind()
+        missing = wall.missing()
+        if not missing:
+            return wall
+        reasons.append(f"{wall.name}: {missing}")
+        warning = wall.passed_over()
+        if warning:
+            print(warning, file=sys.stderr)
+    raise UsageError(f"--isolation auto: no wall can be built here ({'; '.join(reasons)})")
+
+
+def wall_named(name: str) -> Wall:
+    """The wall whose ``name`` this is (as a batch's worker request carries it)."""
+    wall = WALLS.get(name)
+    if wall is None:
+        raise ValueError(f"no wall is named {name!r}: name one of {', '.join(WALLS)}")
+    return wall()
+
+
+def warm_walls() -> None:
+    """``Wall.warm`` of every wall: for a process that forks workers before it learns which
+    wall they grade behind."""
+    for wall in WALLS.values():
+        wall().warm()
