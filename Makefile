@@ -16,7 +16,7 @@ LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON
 ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help record grade check test bench dashboard local-model local-model-install clean
+.PHONY: help record grade check test test-fast bench dashboard local-model local-model-install clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 22
@@ -56,6 +56,9 @@ test: $(STAMP) ## ruff, mypy (strict) and the test suite
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/pytest -q $(ARGS)
+
+test-fast: $(STAMP) ## the fast loop: every test that grades no real submission (under a minute)
+	$(BIN)/pytest -q -m 'not slow' $(ARGS)
 
 $(BENCH_STAMP): $(STAMP)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check vcrpy agent-chronicle

@@ -11,7 +11,11 @@ from __future__ import annotations
 import re
 import unicodedata
 
-__all__ = ["QUOTE_LIMIT", "TEXT_LIMIT", "quote"]
+__all__ = ["FLAGGED", "QUOTE_LIMIT", "TEXT_LIMIT", "quote"]
+
+# How a finding that asks a person to look at the whole submission starts (a forged
+# verdict, a replaced harness function): report.md counts them, the gradebook row names them.
+FLAGGED = "flagged for review: "
 
 QUOTE_LIMIT = 500  # characters of one piece of submission text inside a sentence
 TEXT_LIMIT = 2000  # characters of one detail, finding or advice as a whole

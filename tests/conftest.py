@@ -1,4 +1,9 @@
-"""Shared fixtures: the walls a sandboxed child can run behind."""
+"""Shared fixtures: the walls a sandboxed child can run behind, and the fast loop's promise.
+
+``make test-fast`` runs every test not marked ``slow``; a test that starts a sandboxed
+child grades a real submission, so it must carry the mark, and fails here, saying so,
+when it does not.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +14,7 @@ from collections.abc import Iterator
 import pytest
 
 from grader.sandbox import Wall, wall_named
+from grader.sandbox._channel import Child
 from grader.sandbox._isolation import INSTALL_HINT, bubblewrap
 
 
@@ -27,6 +33,21 @@ def isolation(request: pytest.FixtureRequest) -> Wall:
     if request.param == "namespaces":
         require_namespaces()
     return wall_named(request.param)
+
+
+@pytest.fixture(autouse=True)
+def _fast_tests_start_no_child(request: pytest.FixtureRequest,
+                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """An unmarked test that starts a sandboxed child fails: it belongs to the slow set."""
+    if request.node.get_closest_marker("slow") is not None:
+        return
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        pytest.fail(f"{request.node.nodeid} starts a sandboxed child, so it grades a real "
+                    "submission: mark it @pytest.mark.slow (make test-fast leaves those out)",
+                    pytrace=False)
+
+    monkeypatch.setattr(Child, "__init__", refuse)
 
 
 @pytest.fixture

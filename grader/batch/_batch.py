@@ -294,7 +294,7 @@ class _Workers:
         self._rubric, self._label, self._wall = rubric, label, wall
         self._out, self._roster = out.absolute(), roster  # workers start in another folder
         self._ids = frozenset(c.id for c in rubric.criteria)
-        self._checks = _check_folders(rubric)
+        self._checks = _custom_check_folders(rubric)
         self._stopping = threading.Event()
         # -P and a folder of its own to start in: no folder can shadow the grader's code.
         self._home = Path(tempfile.mkdtemp(prefix="gradekit-zygote-"))
@@ -454,7 +454,7 @@ def _relay(folder: str, stderr: bytes) -> None:
         print(f"{folder}: {line}", file=sys.stderr)
 
 
-def _check_folders(rubric: Rubric) -> dict[str, str]:
+def _custom_check_folders(rubric: Rubric) -> dict[str, str]:
     """Where this process imported each custom check from (``load_rubric`` did, from the
     rubric's folder), so that every worker imports the very same module."""
     folders = {}

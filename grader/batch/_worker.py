@@ -37,8 +37,8 @@ from typing import Any, get_args
 
 from gradekit import GradekitError
 from grader._model import CONTRACT, Report
-from grader._text import TEXT_LIMIT, quote
-from grader.grading import REVIEW, MissingPackage, grade_submission
+from grader._text import FLAGGED, TEXT_LIMIT, quote
+from grader.grading import MissingPackage, grade_submission
 from grader.outputs import GradebookRow, Status, error_row, points_text, report_digest
 from grader.records import current_reviews, write_submission
 from grader.rubric import Rubric, load_custom_check, rubric_document, rubric_from_document
@@ -187,7 +187,7 @@ def grade(request: Request) -> GradebookRow:
         # A graded row's reason is empty, unless the grading flagged it for a person or
         # some of its checks could not be evaluated.
         digest=digest, reason=quote("; ".join([*_degraded_reason(report), *(
-            f for f in report.findings if f.startswith(REVIEW))]), TEXT_LIMIT),
+            f for f in report.findings if f.startswith(FLAGGED))]), TEXT_LIMIT),
     )
 
 

@@ -24,9 +24,9 @@ from grader.regression import (
     Item,
     RegressionSet,
     add_item,
-    check_name,
     load_set,
     parse_ref,
+    valid_name,
     verify_sets,
     version_numbers,
 )
@@ -112,7 +112,7 @@ def _sets(args: argparse.Namespace) -> Path:
 
 
 def _promote(args: argparse.Namespace) -> int:
-    name = check_name(args.name, "regression set")
+    name = valid_name(args.name, "regression set")
     by, reason = _given(args.by, "--by"), _given(args.reason, "--reason")
     promoted = promotion(Request(
         student=args.student, root=args.root, out=args.out, rubric=args.rubric, reason=reason,
@@ -151,7 +151,7 @@ def _count(number: int) -> str:
 def _show(args: argparse.Namespace) -> int:
     sets = _sets(args)
     name, _, version = args.ref.partition("@")
-    name = check_name(name, "regression set")
+    name = valid_name(name, "regression set")
     numbers = version_numbers(sets, name)
     if not numbers:
         raise UsageError(f"no regression set {name} in {sets}: check --sets (default: "
@@ -222,7 +222,7 @@ def _line(text: str) -> str:
 
 
 def _verify(args: argparse.Namespace) -> int:
-    names = [check_name(name, "regression set") for name in args.names]
+    names = [valid_name(name, "regression set") for name in args.names]
     failed = False
     for verdict in verify_sets(_sets(args), names):
         if verdict.ok:

@@ -19,6 +19,7 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
+from grader._text import FLAGGED
 from grader.outputs import REPORTED, GradebookRow, read_calls, read_gradebook, verify_report
 from grader.records import (
     CALLS,
@@ -39,7 +40,7 @@ FULL = "full marks"
 # What a finding is about, by the words the grader uses for it; the first that matches.
 _KINDS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     (kind, re.compile(pattern, re.IGNORECASE)) for kind, pattern in (
-        ("flagged for review", r"^REVIEW|tamper|forged|replaced the harness"),
+        ("flagged for review", rf"^{re.escape(FLAGGED)}|tamper|forged|replaced the harness"),
         ("sandbox refusal", r"sandbox refused"),
         ("timeout or budget", r"timed out|timeout|budget"),
         ("import error", r"failed to import|could not be imported"),

@@ -16,7 +16,7 @@ from grader.sandbox import PROCESS_WALL, Sandbox, Wall
 from grader.scoring import ESCAPED, STUB_ERROR, Evidence, loudness, unstable_cause
 from grader.submission import load_manifest
 
-__all__ = ["CheckRun", "Checkpoint", "predicted", "run_checkpoints"]
+__all__ = ["Checkpoint", "CheckpointRun", "predicted", "run_checkpoints"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,7 +31,7 @@ class Checkpoint:
 
 
 @dataclass(frozen=True, slots=True)
-class CheckRun:
+class CheckpointRun:
     """The three checkpoints, and the report the grader would write now (None only when the
     submission could not be graded at all)."""
 
@@ -39,12 +39,12 @@ class CheckRun:
     report: Report | None
 
 
-def run_checkpoints(root: Path, rubric: Rubric, *, wall: Wall = PROCESS_WALL) -> CheckRun:
+def run_checkpoints(root: Path, rubric: Rubric, *, wall: Wall = PROCESS_WALL) -> CheckpointRun:
     """Run the three checkpoints against the submission at ``root``, its gradings behind
-    ``wall``, and predict its grade. Checkpoints 2 and 3 read the grader's own evidence: the first
-    grading's loud-failure probes and its runs under every provider label, and a second
-    grading (other labels, other hash seeds) whose digest must be the first's. The first
-    report is the prediction.
+    ``wall`` (checkpoint 1's probe too), and predict its grade. Checkpoints 2 and 3 read the
+    grader's own evidence: the first grading's loud-failure probes and its runs under every
+    provider label, and a second grading (other labels, other hash seeds) whose digest must
+    be the first's. The first report is the prediction.
 
     ``rubric`` must come from the instructor's side: its custom checks run in this process.
     """
@@ -61,8 +61,7 @@ def run_checkpoints(root: Path, rubric: Rubric, *, wall: Wall = PROCESS_WALL) ->
 
         def whitespace() -> tuple[bool, str]:
             drawn = draw()
-            # Checkpoint 1 probes behind the process guard, whatever ``wall`` is.
-            probe = Sandbox(root, scratch / "probe", rubric.limits, PROCESS_WALL).probe_replay(
+            probe = Sandbox(root, scratch / "probe", rubric.limits, wall).probe_replay(
                 manifest.replay, drawn.probe, unknown=drawn.unknown)
             if not probe.loaded:
                 return False, f"your Replay could not be used: {probe.detail}"
@@ -94,7 +93,7 @@ def run_checkpoints(root: Path, rubric: Rubric, *, wall: Wall = PROCESS_WALL) ->
         if unwritten:
             checkpoints = tuple(replace(point, passed=False, reason=unwritten)
                                 for point in checkpoints)
-        return CheckRun(checkpoints, gradings[0].report)
+        return CheckpointRun(checkpoints, gradings[0].report)
 
 
 def _loud(graded: Graded) -> tuple[bool, str]:
@@ -144,7 +143,7 @@ def _unwritten(evidence: Evidence, agent: str) -> str:
     return ""
 
 
-def predicted(run: CheckRun) -> tuple[bool, list[str]]:
+def predicted(run: CheckpointRun) -> tuple[bool, list[str]]:
     """Whether the submission passes ``check`` (every checkpoint, and no point lost), and
     the lines that say so: the grade ``gradekit grade`` would give now, every lost point
     with what the grader saw and the fix, and what a person will review."""

@@ -22,7 +22,7 @@ from typing import Generic, TypeVar, cast
 from gradekit import CassetteError, Entry, GradekitError, HttpCassette, prompt_key
 from gradekit.internal import LAB_HTTP_CASSETTE, decode_cassette, decode_fixture
 from grader._model import CaseOutcome, CriterionResult, Report, RunResult, Withhold
-from grader._text import TEXT_LIMIT, quote
+from grader._text import FLAGGED, TEXT_LIMIT, quote
 from grader.grading._packages import missing_package
 from grader.grading._regression import replay_set
 from grader.recordings import CHANGE_LOG, Change, change_matches, decode_changes, decode_recording
@@ -58,13 +58,13 @@ from grader.submission import (
     ManifestError,
     MissingSubmissionFile,
     SubmissionFileError,
-    check_submission_folder,
     load_manifest,
     read_submission_file,
+    require_submission_folder,
     submission_files,
 )
 
-__all__ = ["REVIEW", "Draw", "Graded", "draw", "grade_submission"]
+__all__ = ["Draw", "Graded", "draw", "grade_submission"]
 
 # The real provider families, as `gradekit record` names them (adapter:model). Every grading
 # runs the agent once under a label of each family, each with its own hash seed, so an agent
@@ -300,7 +300,7 @@ def _fixtures(root: Path, manifest: Manifest,
 def _folder_problem(root: Path, folder: str) -> str:
     """"" when a folder the manifest names is there; else the finding, with the fix."""
     try:
-        check_submission_folder(root, folder)
+        require_submission_folder(root, folder)
     except MissingSubmissionFile:
         return (f"the folder {quote(folder)}/ named in [tool.gradekit] does not exist: "
                 "record into it with `gradekit record` and commit it, or fix the name")
@@ -398,7 +398,7 @@ def _evidence(sandbox: Sandbox, manifest: Manifest | None, rubric: Rubric,
     probe = sandbox.within("probe").probe_replay(manifest.replay, drawn.probe,
                                                  unknown=drawn.unknown)
     if probe.tampering:
-        findings.append(REVIEW + f"the own-Replay probe: {quote(probe.tampering)}")
+        findings.append(FLAGGED + f"the own-Replay probe: {quote(probe.tampering)}")
     second_set, problem, found = _second_set(root, manifest, rubric, run, plan, answers)
     findings += found
     review, basis = _review(root, manifest) if "rerecord-review" in manifest.stretch \
@@ -471,7 +471,7 @@ def _cut_point(sandbox: Sandbox, manifest: Manifest) -> tuple[str | None, list[s
     runs = [sandbox.within(f"cut-point-{allow_all}").run_cut_point_test(test, guard,
                                                                         allow_all=allow_all)
             for allow_all in (False, True)]
-    findings = [REVIEW + f"the cut-point test: {quote(run.tampering)}"
+    findings = [FLAGGED + f"the cut-point test: {quote(run.tampering)}"
                 for run in runs if run.tampering]
     return cut_point_problem(runs[0], runs[1], test=test, guard=guard), findings
 
@@ -569,7 +569,7 @@ def _second_set(root: Path, manifest: Manifest, rubric: Rubric, run: Callable[..
     if not manifest.second_cassettes:
         return None, 'declare second_cassettes = "FOLDER" in [tool.gradekit]', []
     try:
-        check_submission_folder(root, manifest.second_cassettes)
+        require_submission_folder(root, manifest.second_cassettes)
     except MissingSubmissionFile:
         return None, f"the folder {quote(manifest.second_cassettes)}/ does not exist", []
     except SubmissionFileError as exc:
@@ -616,13 +616,12 @@ def _not_another_provider(first: Mapping[str, Mapping[str, Entry]],
     return ""
 
 
-REVIEW = "flagged for review: "  # how a finding that needs a person starts
 
 
 def _run_findings(result: RunResult) -> list[str]:
     """What a sandboxed run gave the report: tampering, an import error, refusals, traces
     that are not valid JSONL."""
-    findings = [REVIEW + quote(what) for what in result.tampering]
+    findings = [FLAGGED + quote(what) for what in result.tampering]
     if result.import_error:
         findings.append(f"the agent failed to import: {quote(result.import_error)}")
     for refusal in result.refusals:

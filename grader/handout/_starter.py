@@ -437,7 +437,7 @@ import pytest
 
 from gradekit import CassetteMiss, FakeProvider, Recorder, Replay, prompt_key
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 MANIFEST = tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))["tool"]["gradekit"]
 TASK = "A student asks whether a bootcamp seat can be refunded after the first week."
 

@@ -66,7 +66,7 @@ class GradebookRow:
 
 def gradebook_csv(rows: Iterable[GradebookRow], criterion_ids: Sequence[str]) -> bytes:
     """The gradebook's bytes: fixed columns around ``criterion_ids``, rows by submission."""
-    _check_ids(criterion_ids)
+    _require_ids(criterion_ids)
     # Whole rows break ties, so any order of the same rows gives the same bytes (a batch
     # refuses two folders of one name, and a merge two rows of one submission, anyway).
     ordered = sorted(_cells(row, criterion_ids) for row in rows)
@@ -100,7 +100,7 @@ def read_gradebook(data: bytes) -> tuple[list[str], list[GradebookRow]]:
             f"{','.join(TAIL_COLUMNS)}: not a gradekit gradebook"
         )
     criterion_ids = header[head:-tail]
-    _check_ids(criterion_ids)
+    _require_ids(criterion_ids)
     rows = [_row(record, header, number) for number, record in enumerate(records[1:], 2)]
     return criterion_ids, rows
 
@@ -135,7 +135,7 @@ def merge_gradebooks(parts: Sequence[bytes]) -> bytes:
     return gradebook_csv(rows, criterion_ids)
 
 
-def _check_ids(criterion_ids: Sequence[str]) -> None:
+def _require_ids(criterion_ids: Sequence[str]) -> None:
     clashes = sorted(set(criterion_ids) & set(FIXED_COLUMNS))
     if clashes or len(set(criterion_ids)) != len(criterion_ids):
         raise GradebookError(

@@ -16,13 +16,12 @@ from collections.abc import Sequence
 from decimal import Decimal
 
 from grader._model import CONTRACT, CheckResult, CriterionResult, HumanReview, Report
-from grader._text import QUOTE_LIMIT, TEXT_LIMIT, quote
+from grader._text import FLAGGED, QUOTE_LIMIT, TEXT_LIMIT, quote
 from grader.outputs._report import SCHEMA, canonical, points_text, report_digest
 
 __all__ = [
     "FINDINGS_SHOWN",
     "PENDING",
-    "REVIEW_FINDING",
     "degraded_lines",
     "inline_markdown",
     "pending_review",
@@ -96,7 +95,6 @@ def degraded_lines(report: Report) -> list[str]:
               f"{_inline(check.detail)}" for criterion, check in degraded), ""]
 
 
-REVIEW_FINDING = "flagged for review: "  # how grader.grading._grade.REVIEW starts a finding
 PENDING = ("Pending human review: these points were judged by structure alone; a person "
            "will read the work and may still change them.")
 
@@ -115,7 +113,7 @@ def pending_review(report: Report, reviews: Sequence[HumanReview] = ()) -> list[
         lines += [f"**Pending human review: {at_stake} points** ({listed}) were judged by "
                   "structure alone; a person will read the work and may still change them.",
                   ""]
-    flagged = sum(f.startswith(REVIEW_FINDING) for f in report.findings)
+    flagged = sum(f.startswith(FLAGGED) for f in report.findings)
     if flagged:
         lines += [f"**Flagged for review:** {flagged} finding(s) below ask a person to look at "
                   "the whole submission; this grade is not final until they have.", ""]

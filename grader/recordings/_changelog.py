@@ -111,7 +111,7 @@ def append_change(log: Path, *, date: str, case: str, kind: str, changed_keys: S
 
 def _entry(day: str, case: str, kind: str, keys: list[str], reason: str,
            digests: Mapping[str, str]) -> str:
-    _check_entry(day, case, kind, keys, digests)
+    _valid_entry(day, case, kind, keys, digests)
     lines = [f"## {day} {case}", "", f"- kind: {kind}", f"- reason: {reason}",
              "- sha256 after the change:"]
     lines += [f"  - `{name}` {digests[name]}" for name in sorted(digests)]
@@ -119,7 +119,7 @@ def _entry(day: str, case: str, kind: str, keys: list[str], reason: str,
     return "\n".join(lines) + "\n"
 
 
-def _check_entry(day: str, case: str, kind: str, keys: list[str],
+def _valid_entry(day: str, case: str, kind: str, keys: list[str],
                  digests: Mapping[str, str]) -> None:
     problems = []
     if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", day) or not _is_date(day):

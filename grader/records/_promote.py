@@ -31,7 +31,7 @@ from grader._specs import SPEC
 from grader.outputs import REPORTED
 from grader.records._folder import LEDGER
 from grader.records._ledger import read_ledger, verified_archive, verify_ledger
-from grader.regression import PAYLOAD_CAP, Item, RegressionSet, check_name
+from grader.regression import PAYLOAD_CAP, Item, RegressionSet, valid_name
 from grader.rubric import Case, load_rubric
 from grader.submission import (
     MissingSubmissionFile,
@@ -380,9 +380,9 @@ def _item_id(given: str | None, stem: str) -> str:
     """The item's id: ``--item``, else the case id or the incident file's stem. Never the
     student's name: an item's id is a check of every classmate's report it grades."""
     if given is not None:
-        return check_name(given, "--item")
+        return valid_name(given, "--item")
     try:
-        return check_name(stem, "the default item id")
+        return valid_name(stem, "the default item id")
     except UsageError as exc:
         raise UsageError(f"{exc}; give the item an id with --item") from None
 

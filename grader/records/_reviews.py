@@ -278,8 +278,8 @@ def plan_review(events: Sequence[Mapping[str, Any]], request: ReviewRequest, out
     document = verified_archive(out, digest)
     criterion = _criterion(document, request.criterion, digest)
     points = _points(request.points, criterion)
-    _check_text("--by", request.by, BY_LIMIT)
-    _check_text("--reason", request.reason, TEXT_LIMIT)
+    _require_text("--by", request.by, BY_LIMIT)
+    _require_text("--reason", request.reason, TEXT_LIMIT)
     event = {"event": "review", "student": request.student, "submission": run["submission"],
              "report": digest, "run": run["seq"], "criterion": criterion["id"],
              "automated": criterion["points"], "max": criterion["max"],
@@ -295,7 +295,7 @@ def record_review(out: Path, request: ReviewRequest, key: bytes | None) -> Recor
     events = read_ledger(out / LEDGER).events
     event, document = plan_review(events, request, out)
     folder = str(event["submission"])
-    _check_signable(out / folder / RESULTS, str(event["report"]), key)
+    _require_signable(out / folder / RESULTS, str(event["report"]), key)
     book = out / GRADEBOOK
     rows = read_gradebook(book.read_bytes())[1] if book.is_file() else []
     superseded = next((r.event for r in current_reviews(events, str(event["report"]))
@@ -373,7 +373,7 @@ def _points(text: str | None, criterion: Mapping[str, Any]) -> Decimal | None:
     return points
 
 
-def _check_text(flag: str, text: str, limit: int) -> None:
+def _require_text(flag: str, text: str, limit: int) -> None:
     """A reviewer's name or reason: one line, nothing hidden, not empty."""
     if not text.strip() or "\n" in text or "\t" in text or quote(text, limit) != text:
         raise UsageError(f"{flag} must be one line of at most {limit} visible characters, "
@@ -381,7 +381,7 @@ def _check_text(flag: str, text: str, limit: int) -> None:
                          f"again ({quote(text, min(limit, QUOTE_LIMIT))!r} was given)")
 
 
-def _check_signable(path: Path, digest: str, key: bytes | None) -> None:
+def _require_signable(path: Path, digest: str, key: bytes | None) -> None:
     """A signed results.json of the reviewed report is written again only with the key
     that signed it: refuse before anything is appended."""
     document = read_document(path)

@@ -13,9 +13,9 @@ from grader.regression._sets import (
     PAYLOAD_CAP,
     Item,
     RegressionSet,
-    check_name,
     load_set,
     parse_ref,
+    valid_name,
     verify_sets,
     version_numbers,
 )
@@ -25,9 +25,9 @@ __all__ = [
     "Item",
     "RegressionSet",
     "add_item",
-    "check_name",
     "load_set",
     "parse_ref",
+    "valid_name",
     "verify_sets",
     "version_numbers",
 ]

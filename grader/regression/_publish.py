@@ -24,13 +24,13 @@ from grader.regression._sets import (
     ROLES,
     Item,
     RegressionSet,
-    check_name,
     decode_item,
     item_document,
     load_set,
     payload_name,
     set_document,
     set_json,
+    valid_name,
     verify_sets,
     version_numbers,
 )
@@ -69,8 +69,8 @@ def add_item(sets: Path, name: str, item: Item, *, created_by: str,
     chain, and ``then`` (the ledger's record) runs before the next one starts, so the ledger
     lists them in version order. The same source already in the set adds nothing. With
     ``numbered`` (a default id), an id another source holds becomes ``id-2``, ``id-3``..."""
-    folder = sets / check_name(name, "regression set")
-    check_name(item.id, "item")
+    folder = sets / valid_name(name, "regression set")
+    valid_name(item.id, "item")
     with _locked(folder):
         current = _chain_head(sets, name)
         twin = next((old for old in current.items if same_source(old, item)), None) \
@@ -81,7 +81,7 @@ def add_item(sets: Path, name: str, item: Item, *, created_by: str,
             item = replace(item, id=_free_id(item.id, {old.id for old in current.items}))
         added = _next_version(current, name, item, created_by)
         new = added.items[-1]
-        _check_item(new)
+        _require_item(new)
         for role in ROLES:
             payload = new.payload(role)
             if payload is not None:
@@ -132,7 +132,7 @@ def _next_version(current: RegressionSet | None, name: str, item: Item,
     return RegressionSet(name, version, "", supersedes, created_by, (*inherited, new))
 
 
-def _check_item(item: Item) -> None:
+def _require_item(item: Item) -> None:
     """The new item must read back as itself: a promotion never writes what ``load_set``
     would refuse."""
     for role in ROLES:

@@ -43,7 +43,6 @@ __all__ = [
     "Item",
     "RegressionSet",
     "Verdict",
-    "check_name",
     "decode_item",
     "item_document",
     "load_set",
@@ -52,6 +51,7 @@ __all__ = [
     "set_document",
     "set_json",
     "set_names",
+    "valid_name",
     "verify_sets",
     "version_numbers",
 ]
@@ -149,7 +149,7 @@ class Verdict:
 # -- names -------------------------------------------------------------------------------------
 
 
-def check_name(text: str, what: str) -> str:
+def valid_name(text: str, what: str) -> str:
     """``text`` if it is a valid set name or item id (``what`` says which), else a
     ``UsageError`` with the fix. A set's name becomes a folder: nothing else ever does."""
     if not NAME.fullmatch(text) or len(text) > _LONGEST_NAME:
@@ -165,7 +165,7 @@ def parse_ref(text: str) -> tuple[str, int]:
     if match is None:
         raise UsageError(f"{text!r} is not a regression set reference: write NAME@VERSION, "
                          "e.g. refunds@2 (`gradekit regression show NAME` lists the versions)")
-    return check_name(match[1], "regression set"), int(match[2])
+    return valid_name(match[1], "regression set"), int(match[2])
 
 
 # -- reading -----------------------------------------------------------------------------------
@@ -183,7 +183,7 @@ def set_names(sets: Path) -> list[str]:
 def version_numbers(sets: Path, name: str) -> list[int]:
     """The versions of set ``name`` that have a file, in order (none: no such set)."""
     try:
-        names = os.listdir(sets / check_name(name, "regression set"))
+        names = os.listdir(sets / valid_name(name, "regression set"))
     except FileNotFoundError:
         return []
     return sorted(int(m[1]) for m in map(_VERSION_FILE.fullmatch, names) if m)
@@ -204,7 +204,7 @@ def load_set(sets: Path, name: str, version: int) -> RegressionSet | None:
 def _version_path(sets: Path, name: str, version: int) -> Path:
     if version < 1:
         raise UsageError(f"version {version} of {name}: versions count from 1")
-    return sets / check_name(name, "regression set") / f"v{version}.json"
+    return sets / valid_name(name, "regression set") / f"v{version}.json"
 
 
 def _load(sets: Path, name: str, version: int,

@@ -16,48 +16,9 @@ limits and a wall. Its methods are the runs the grader makes through them (cases
 regression set's items, the own-Replay probe, the cut-point test); what changes from one
 run of cases to the next (label, hash seed, how calls are served) is a ``RunPlan``.
 
-The wall, ``NamespacesWall`` (bubblewrap, see ``grader.sandbox._walls``): the
-child runs in its own user, pid, network, ipc and uts namespaces as ``nobody``, with
-no capabilities, no new user namespaces, ``--die-with-parent`` and a new session; a
-seccomp filter refuses every new process (threads still work). It sees a read-only
-view of the system's ``/usr``, the interpreter, the grader environment's packages
-(not the environment itself), the harness and the original submission, which the
-harness copies into a tmpfs of ``disk_mb`` before any student code runs; only that
-tmpfs and its own trace files are writable. The grader's kit, its virtual
-environment, the output folder, the rubric, other submissions and other processes
-are not there at all. Everything the child started dies with its pid namespace.
-
-``ProcessWall`` is the fallback where bubblewrap is missing (a Mac, a
-container without user namespaces): the child works in a private copy under
-``scratch`` with resource limits, asks Linux to die with the grader, and an audit hook
-refuses sockets, new processes, signals, ctypes and writes outside its copy. Under
-namespaces the same hook only explains refusals; behind it alone, a determined
-student can still (shown in ``tests/grader/sandbox/test_isolation.py`` and
-``tests/grader/batch/test_batch_safety.py``):
-
-- Beat the hook without switching it off: it judges a path, then Python opens it, so
-  a thread that swaps two folders in between writes through a link it never saw.
-- Switch the hook off from inside: ``gc`` reaches its closure, and then anything the
-  grading user may do is open: write anywhere it can (a classmate's copy, the
-  grader's reports, a ``.pth`` file in the grader's environment), start processes
-  that outlive the run, signal the grader or the zygote that forks its workers (the
-  batch replaces it; the rows it was grading are lost), listen on a port, read other
-  submissions, the rubric and ``/proc``.
-- As root, do all of that as root.
-- Forge a verdict: whether ``run()`` raised is the child's claim. A line written on the
-  pipe lacks the parent's seal and a replaced harness function is named, both
-  detected and flagged for review; an agent that digs the seal out of its own memory
-  (``gc``) could still forge one.
-- Behave differently when graded: the sandbox's paths, the absent network, timing
-  (labels, hash seeds and the probe are drawn afresh for every grading).
-- Use up disk (many files under ``file_mb``) and threads.
-
-Under namespaces, what remains: forging a verdict with the seal from its own memory and
-noticing the sandbox (as above);
-as root, threads are capped by memory only (``RLIMIT_NPROC`` does not count processes
-that map to root outside), while new processes are refused by seccomp on x86_64 and
-aarch64 (elsewhere only by the hook); files the child may read are the system's and
-the packages' (public), never another submission's.
+The walls are ``grader.sandbox._walls``'. What each wall stops, and what a determined
+student can still do behind each (each shown by a test in ``tests/grader/sandbox/`` or
+``tests/grader/batch/test_batch_safety.py``), is the threat model in ``docs/sandbox.md``.
 """
 
 from __future__ import annotations

@@ -42,8 +42,8 @@ __all__ = [
     "SOURCE_CAP",
     "MissingSubmissionFile",
     "SubmissionFileError",
-    "check_submission_folder",
     "read_submission_file",
+    "require_submission_folder",
     "submission_files",
 ]
 
@@ -79,7 +79,7 @@ def read_submission_file(root: Path, relative: str, *, cap: int) -> bytes:
         os.close(fd)
 
 
-def check_submission_folder(root: Path, relative: str) -> None:
+def require_submission_folder(root: Path, relative: str) -> None:
     """Raise unless ``root/relative`` is a folder reached without a link."""
     parts = _parts(relative)
     if _AT:

@@ -81,7 +81,7 @@ def test_the_starter_holds_no_solution_recording_or_identity(
                 or "__pycache__" in n or ".egg-info" in n or n.endswith(".previous.json")]
     assert sorted(n for n in names if n.startswith("tests/")) == [
         "tests/__init__.py", "tests/test_lab.py"]
-    assert {"lab/agent.py", "lab/tools.py", "gradekit/_replay.py", "grader/cli.py",
+    assert {"lab/agent.py", "lab/tools.py", "gradekit/_replay.py", "grader/cli/_main.py",
             "rubric/bootcamp.toml", "Makefile", "README.md", "docs/formats.md"} <= names
     for name in sorted(names):
         data = (starter / name).read_bytes()

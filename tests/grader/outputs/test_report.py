@@ -16,9 +16,8 @@ from hypothesis import strategies as st
 
 from gradekit import UsageError
 from grader._model import CheckResult, CriterionResult, Report
-from grader._text import TEXT_LIMIT, quote
-from grader.grading._grade import REVIEW
-from grader.outputs._render import REVIEW_FINDING, _inline, render_gradescope, render_markdown
+from grader._text import FLAGGED, TEXT_LIMIT, quote
+from grader.outputs._render import _inline, render_gradescope, render_markdown
 from grader.outputs._report import (
     canonical,
     points_text,
@@ -186,7 +185,7 @@ def test_gradescope_declares_markdown_and_says_which_points_await_a_person() -> 
     assert "**Pending human review: 15.00 points** (Written summary 15.00 / 15.00)" \
         in results["output"]
     assert "Flagged for review" not in results["output"]
-    flagged = replace(sample(), findings=(f"{REVIEW}a verdict without the seal in case x",))
+    flagged = replace(sample(), findings=(f"{FLAGGED}a verdict without the seal in case x",))
     output = json.loads(render_gradescope(flagged, "d" * 64))["output"]
     assert "**Flagged for review:** 1 finding(s) below ask a person to look at the whole " \
         "submission" in output
@@ -194,8 +193,12 @@ def test_gradescope_declares_markdown_and_says_which_points_await_a_person() -> 
     assert "review" not in json.loads(render_gradescope(plain, "d" * 64))["output"].lower()
 
 
-def test_the_report_spells_review_findings_as_the_grader_does() -> None:
-    assert REVIEW_FINDING == REVIEW
+def test_a_flagged_finding_is_counted_by_the_report_and_sorted_by_the_dashboard() -> None:
+    from grader.dashboard._data import finding_kind
+
+    finding = f"{FLAGGED}the own-Replay probe: a verdict came without the seal"
+    assert finding_kind(finding) == "flagged for review"
+    assert finding_kind(finding.replace(FLAGGED, "")) != "flagged for review"
 
 
 # -- forged reports: every edit whose digest was recomputed must still fail ---------------
