@@ -57,8 +57,10 @@ test: $(STAMP) ## ruff, mypy (strict) and the test suite
 	$(BIN)/mypy
 	$(BIN)/pytest -q $(ARGS)
 
+# The fast loop: every test not marked slow, on every CPU, with bytecode kept between runs
+# (PYTHONDONTWRITEBYTECODE would have pytest rewrite and compile every test file each time).
 test-fast: $(STAMP) ## the fast loop: every test that grades no real submission (under a minute)
-	$(BIN)/pytest -q -m 'not slow' $(ARGS)
+	env -u PYTHONDONTWRITEBYTECODE $(BIN)/pytest -q -m 'not slow' -n auto $(ARGS)
 
 $(BENCH_STAMP): $(STAMP)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check vcrpy agent-chronicle

@@ -7,12 +7,15 @@ when it does not.
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
+from grader.batch._zygote import Zygote
 from grader.sandbox import Wall, wall_named
 from grader.sandbox._channel import Child
 from grader.sandbox._isolation import INSTALL_HINT, bubblewrap
@@ -35,19 +38,37 @@ def isolation(request: pytest.FixtureRequest) -> Wall:
     return wall_named(request.param)
 
 
-@pytest.fixture(autouse=True)
-def _fast_tests_start_no_child(request: pytest.FixtureRequest,
-                               monkeypatch: pytest.MonkeyPatch) -> None:
-    """An unmarked test that starts a sandboxed child fails: it belongs to the slow set."""
-    if request.node.get_closest_marker("slow") is not None:
-        return
+_running: list[pytest.Item] = []  # the test whose setup, call or teardown is running
 
-    def refuse(*args: object, **kwargs: object) -> None:
-        pytest.fail(f"{request.node.nodeid} starts a sandboxed child, so it grades a real "
-                    "submission: mark it @pytest.mark.slow (make test-fast leaves those out)",
-                    pytrace=False)
 
-    monkeypatch.setattr(Child, "__init__", refuse)
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """Remember the running test: a fixture of any scope sets up inside its protocol."""
+    _running.append(item)
+    try:
+        yield
+    finally:
+        _running.pop()
+
+
+def _refusing_unmarked(start: Callable[..., None]) -> Callable[..., None]:
+    """``start`` (a sandboxed child's, or the batch's zygote's), failing the running test
+    when it is not marked ``slow``: it grades a real submission, its fixtures included."""
+
+    @functools.wraps(start)
+    def guarded(*args: Any, **kwargs: Any) -> None:
+        if _running and _running[-1].get_closest_marker("slow") is None:
+            pytest.fail(f"{_running[-1].nodeid} starts a sandboxed child or a batch's workers "
+                        "(in the test or in a fixture it uses), so it grades a real submission: "
+                        "mark it @pytest.mark.slow (make test-fast leaves those out)",
+                        pytrace=False)
+        start(*args, **kwargs)
+
+    return guarded
+
+
+Child.__init__ = _refusing_unmarked(Child.__init__)  # type: ignore[method-assign]
+Zygote.__init__ = _refusing_unmarked(Zygote.__init__)  # type: ignore[method-assign]
 
 
 @pytest.fixture

@@ -9,6 +9,7 @@ so the list a reader sees is the list this test holds the code to.
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -21,6 +22,7 @@ API = "api"  # grader/__init__.py and __main__.py: above every room
 _MAY = re.compile(r"^May import: (?P<rooms>[a-z_, \n]+)\.\s*\Z", re.MULTILINE)
 
 
+@functools.cache
 def rooms() -> dict[str, frozenset[str]]:
     """Each package of the grader -> the rooms its docstring allows it to import."""
     found: dict[str, frozenset[str]] = {}
@@ -55,9 +57,14 @@ def imports(path: Path) -> set[str]:
     return found
 
 
+@functools.cache
+def _graph() -> tuple[tuple[str, frozenset[str]], ...]:
+    return tuple((module_name(p), frozenset(imports(p))) for p in sorted(GRADER.rglob("*.py")))
+
+
 def graph() -> dict[str, set[str]]:
-    """grader module -> the grader modules and packages it imports."""
-    return {module_name(p): imports(p) for p in sorted(GRADER.rglob("*.py"))}
+    """grader module -> the grader modules and packages it imports (a copy to edit)."""
+    return {module: set(targets) for module, targets in _graph()}
 
 
 def room_of(module: str, known: Iterable[str]) -> str:

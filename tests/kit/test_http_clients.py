@@ -252,6 +252,7 @@ def test_an_sdk_wrapped_miss_is_reported_as_the_miss_with_its_exit_code(
     assert "gradekit record --case refund-policy" in said
 
 
+@pytest.mark.slow
 def test_the_shipped_sdk_example_grades_offline_with_one_digest_under_two_labels(
         tmp_path: Path) -> None:
     """The real recording, served through the grader's parent: the same report whatever the
@@ -289,6 +290,7 @@ def test_the_pytest_plugins_provider_names_its_own_flag_in_an_http_miss(tmp_path
     assert "gradekit record --case" not in said
 
 
+@pytest.mark.slow
 def test_an_sdk_only_agent_is_told_why_it_cannot_claim_two_providers(tmp_path: Path) -> None:
     """HTTP cassettes do not name who answered: a second folder of them (here, a copy of the
     first) earns nothing, and the evidence says why instead of calling it a copy."""

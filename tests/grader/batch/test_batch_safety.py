@@ -439,6 +439,7 @@ def test_a_request_whose_rubric_the_toml_loader_would_refuse_is_refused(tmp_path
         decode_request(json.dumps(document).encode())
 
 
+@pytest.mark.slow
 def test_the_identities_the_command_line_computed_are_the_batch_s(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

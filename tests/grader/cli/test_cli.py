@@ -467,6 +467,7 @@ def test_nothing_points_at_a_document_outside_the_repository() -> None:
     assert (root / "docs" / "formats.md").is_file()
 
 
+@pytest.mark.slow
 def test_a_folder_that_is_no_submission_is_ungradable_and_the_batch_exits_1(
     tmp_path: Path, capsys: pytest.CaptureFixture[str],
 ) -> None:

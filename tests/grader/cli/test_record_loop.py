@@ -119,6 +119,7 @@ def run(provider, task, tools=None):
 '''
 
 
+@pytest.mark.slow
 def test_grade_tells_each_row_with_an_estimate_and_a_heartbeat_names_the_running_case(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -162,6 +163,7 @@ def _printed_commands(text: str) -> list[str]:
 
 
 @pytest.mark.parametrize("breakage", ["prompt_changed", "fixture_missing", "cassette_missing"])
+@pytest.mark.slow
 def test_every_printed_fix_command_works_as_printed(
     breakage: str, tmp_path: Path, capsys: pytest.CaptureFixture[str],
 ) -> None:

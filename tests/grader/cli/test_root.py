@@ -109,6 +109,7 @@ def test_record_and_run_use_the_roots_own_lab_though_this_process_imported_the_k
 
 
 @pytest.mark.usefixtures("kit_lab_restored")
+@pytest.mark.slow
 def test_check_runs_the_roots_own_agent(carol: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """check's checkpoints run carol's agent in the sandbox, on her cassettes: the kit's agent
     would ask prompts they do not hold, and the third checkpoint would fail."""

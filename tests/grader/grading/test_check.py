@@ -46,6 +46,7 @@ MISTAKES: dict[str, tuple[Callable[[Path], None], str]] = {
 
 
 @pytest.mark.parametrize("mistake", sorted(MISTAKES))
+@pytest.mark.slow
 def test_a_common_mistake_fails_the_check_with_the_grade_and_its_real_fix(
     mistake: str, tmp_path: Path, capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -70,6 +71,7 @@ def test_a_common_mistake_fails_the_check_with_the_grade_and_its_real_fix(
     assert shown.splitlines()[-1].startswith("FAIL  in ")
 
 
+@pytest.mark.slow
 def test_the_reference_lab_passes_the_check_with_full_marks(
     tmp_path: Path, capsys: pytest.CaptureFixture[str],
 ) -> None:

@@ -7,10 +7,14 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from grader import grade_submission, load_rubric
 from grader.rubric._rubric import KIT_RUBRIC
 from grader.sandbox import ProcessWall, Wall
 from tests.submissions import make_submission
+
+pytestmark = pytest.mark.slow  # each test runs a submission's incident test in the sandbox
 
 REFUNDS = '''
 from gradekit import Tools

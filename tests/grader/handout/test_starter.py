@@ -157,6 +157,7 @@ def _checks(report: dict[str, object]) -> Iterator[tuple[dict[str, object], dict
             yield criterion, check
 
 
+@pytest.mark.slow  # runs the starter's own suite, or grades it, in a process
 def test_the_raw_starter_scores_low_and_every_lost_point_says_what_to_do(
     graded: dict[str, dict[str, object]],
 ) -> None:
@@ -203,6 +204,7 @@ def _pytest(folder: Path) -> subprocess.CompletedProcess[str]:
                           text=True, timeout=300, check=False)
 
 
+@pytest.mark.slow  # runs the starter's own suite, or grades it, in a process
 def test_the_student_suite_passes_on_the_reference_and_skips_the_stubs(
     snapshot: Path, starter: Path, tmp_path: Path
 ) -> None:

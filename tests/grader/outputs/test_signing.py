@@ -321,6 +321,7 @@ def run(provider, task):
 '''
 
 
+@pytest.mark.slow
 def test_a_sandboxed_agent_cannot_read_the_signing_key(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, isolation: Wall) -> None:
     monkeypatch.setenv(KEY_ENV, KEY.decode())

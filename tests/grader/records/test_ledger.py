@@ -104,6 +104,7 @@ def test_two_graders_appending_at_once_keep_one_chain(tmp_path: Path) -> None:
         assert [e["n"] for e in events if e["who"] == who] == list(range(150))
 
 
+@pytest.mark.slow
 def test_grading_the_same_inputs_again_is_unchanged_and_adds_no_run(
     tmp_path: Path, capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -132,6 +133,7 @@ def test_grading_the_same_inputs_again_is_unchanged_and_adds_no_run(
     assert main(["ledger", "verify", str(out)]) == 0
 
 
+@pytest.mark.slow
 def test_history_names_the_cause_of_each_change_and_the_first_divergence(
     tmp_path: Path, capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -179,6 +181,7 @@ def test_history_names_the_cause_of_each_change_and_the_first_divergence(
     assert capsys.readouterr().out.startswith("nobody: no grade in")
 
 
+@pytest.mark.slow
 def test_a_changed_rubric_must_bump_its_version_and_a_new_one_names_what_it_supersedes(
     tmp_path: Path, capsys: pytest.CaptureFixture[str],
 ) -> None:

@@ -219,6 +219,7 @@ def reviewed(graded: Graded) -> Graded:
 
 
 @pytest.mark.parametrize(("edit", "says"), STRUCTURAL)
+@pytest.mark.slow  # on a real grading (the module's template)
 def test_an_edited_review_that_does_not_add_up_fails_verify_with_or_without_the_ledger(
     reviewed: Graded, tmp_path: Path, capsys: pytest.CaptureFixture[str],
     edit: Callable[[dict[str, Any]], object], says: str,
@@ -235,6 +236,7 @@ def test_an_edited_review_that_does_not_add_up_fails_verify_with_or_without_the_
 
 
 @pytest.mark.parametrize("edit", AGAINST_LEDGER)
+@pytest.mark.slow  # on a real grading (the module's template)
 def test_an_edited_review_fails_verify_against_the_ledger_of_its_grades_folder(
     reviewed: Graded, capsys: pytest.CaptureFixture[str],
     edit: Callable[[dict[str, Any], dict[str, Any]], object],
@@ -252,6 +254,7 @@ def test_an_edited_review_fails_verify_against_the_ledger_of_its_grades_folder(
 # -- gradekit review ---------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # on a real grading (the module's template)
 def test_an_override_is_tied_to_its_report_and_reaches_every_output(
     graded: Graded, capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -320,6 +323,7 @@ def test_an_override_is_tied_to_its_report_and_reaches_every_output(
         f'"{REASON}"')
 
 
+@pytest.mark.slow  # on a real grading (the module's template)
 def test_a_confirmation_keeps_the_points_and_a_later_review_supersedes_an_earlier_one(
     graded: Graded, capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -374,6 +378,7 @@ def test_a_confirmation_keeps_the_points_and_a_later_review_supersedes_an_earlie
         " written_summary 15.00 -> 14.50 by lee"]
 
 
+@pytest.mark.slow
 def test_grading_again_keeps_a_review_of_the_same_report_and_leaves_it_behind_on_a_new_one(
     graded: Graded, capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -477,6 +482,7 @@ ERRORS = [
 
 
 @pytest.mark.parametrize(("student", "args", "setup", "says"), ERRORS)
+@pytest.mark.slow  # on a real grading (the module's template)
 def test_every_error_says_the_fix_and_appends_nothing(
     graded: Graded, capsys: pytest.CaptureFixture[str], student: str, args: list[str],
     setup: Callable[[Graded], None] | None, says: str,
@@ -492,6 +498,7 @@ def test_every_error_says_the_fix_and_appends_nothing(
     assert [path.read_bytes() for path in outputs] == before
 
 
+@pytest.mark.slow  # on a real grading (the module's template)
 def test_the_errors_name_what_to_do(graded: Graded, tmp_path: Path,
                                     capsys: pytest.CaptureFixture[str]) -> None:
     capsys.readouterr()
@@ -510,6 +517,7 @@ def test_the_errors_name_what_to_do(graded: Graded, tmp_path: Path,
     assert not empty.ledger.exists()
 
 
+@pytest.mark.slow
 def test_a_signed_results_json_is_reviewed_only_with_its_key_and_signed_again(
     graded: Graded, tmp_path: Path, capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -547,6 +555,7 @@ def test_a_signed_results_json_is_reviewed_only_with_its_key_and_signed_again(
         in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_a_regrade_writes_results_json_with_its_reviews_and_signs_it_once(
     graded: Graded, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -573,6 +582,7 @@ def test_a_regrade_writes_results_json_with_its_reviews_and_signs_it_once(
     assert verify(graded.results, key=key) == 0
 
 
+@pytest.mark.slow  # on a real grading (the module's template)
 def test_reviewer_text_is_inert_in_the_gradebook_and_in_results_json(
     graded: Graded, capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -598,6 +608,7 @@ def test_reviewer_text_is_inert_in_the_gradebook_and_in_results_json(
     assert verify(graded.results) == 0
 
 
+@pytest.mark.slow  # on a real grading (the module's template)
 def test_a_report_rebuilt_from_its_archive_renders_the_bytes_the_grader_wrote(
     graded: Graded,
 ) -> None:

@@ -148,6 +148,7 @@ def _grade(tmp_path: Path, rubric_text: str) -> tuple[int, Path]:
     return code, out
 
 
+@pytest.mark.slow
 def test_each_case_is_judged_against_its_expectation_and_an_open_one_is_degraded(
     tmp_path: Path, capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -192,6 +193,7 @@ def test_each_case_is_judged_against_its_expectation_and_an_open_one_is_degraded
                  str(out / "alice" / RESULTS)]) == 0
 
 
+@pytest.mark.slow
 def test_a_degraded_check_edited_into_points_fails_verification(tmp_path: Path) -> None:
     """The attack: give the degraded check its points, or take the verdict off one part,
     and recompute every sum and the digest, as anyone holding the file could."""
@@ -224,6 +226,7 @@ def test_a_degraded_check_edited_into_points_fails_verification(tmp_path: Path) 
         assert main(["report", "verify", str(path)]) == 1
 
 
+@pytest.mark.slow
 def test_a_rubric_without_expectations_grades_as_before(tmp_path: Path) -> None:
     """No [case.expect] and no expectations criterion: no verdict key anywhere, so the
     kit's rubric gives the report it gave before this check existed."""
@@ -233,6 +236,7 @@ def test_a_rubric_without_expectations_grades_as_before(tmp_path: Path) -> None:
     assert "verdict" not in report and all("verdict" not in c for c in report["criteria"])
 
 
+@pytest.mark.slow
 def test_history_names_the_case_whose_expectation_a_new_rubric_version_changed(
     tmp_path: Path, capsys: pytest.CaptureFixture[str],
 ) -> None:
