@@ -417,8 +417,8 @@ def _parts(plan: GraderPlan, reference: Path, folder: Path, missing: str | None)
         runs[f"bubblewrap + base python {' '.join(flags)} -c pass"] = (
             "namespaces", _bwrap(reference, [base, *flags, "-c", "pass"]))
     runs[_FRESH] = ("grader.batch._worker", _run(
-        [python, "-P", "-m", "grader.batch._worker", "bench"], worker_cwd,
-        _worker_environment(), EXIT_BAD_REQUEST))
+        [python, "-P", "-W", "ignore::RuntimeWarning", "-m", "grader.batch._worker", "bench"],
+        worker_cwd, _worker_environment(), EXIT_BAD_REQUEST))
     costs = interleaved({name: run for name, (_, run) in runs.items()}, _part_runs(plan))
     parts = [_Part(name, size, costs[name]) for name, (size, _) in runs.items()]
     return [*parts, _Part(_WORKER, "grader.batch._worker", _forked(plan, folder, worker_cwd))]

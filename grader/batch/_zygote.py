@@ -1,12 +1,12 @@
 """Workers forked from one pre-imported process: how the batch starts them in milliseconds.
 
-Starting a Python and importing the grader costs about 200 ms, a third of what grading
-one submission costs. So the batch starts this zygote once (``python -P -m
-grader.batch._zygote BATCH_PID``); it imports the grader's code and then, on request, forks
-one worker per submission. It never grades anything itself: every worker starts from
-the same untouched process, so nothing of one submission's grading reaches another's,
-and each worker is still a process of its own, in a session of its own, with its own
-memory cap (``grader.batch._worker``).
+Starting a Python and importing the grader costs about 200 ms, a third of what grading one
+submission costs. So the batch starts this zygote once (``python -P -m grader.batch
+BATCH_PID``, which runs ``main`` here); it imports the grader's code and then, on request,
+forks one worker per submission. It never grades anything itself: every worker starts from
+the same untouched process, so nothing of one submission's grading reaches another's, and
+each worker is still a process of its own, in a session of its own, with its own memory cap
+(``grader.batch._worker``).
 
 The protocol is one JSON object per line. The batch writes ``{"fork": SCRATCH, "name":
 FOLDER}`` or ``{"kill": PID}`` on the zygote's stdin; the zygote answers each fork, in
@@ -57,7 +57,7 @@ class Zygote:
     def __init__(self, env: Mapping[str, str], cwd: Path) -> None:
         # Its own session: Ctrl-C reaches the batch, which stops the workers itself.
         self._process = subprocess.Popen(
-            [sys.executable, "-P", "-m", "grader.batch._zygote", str(os.getpid())],
+            [sys.executable, "-P", "-m", "grader.batch", str(os.getpid())],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=cwd, env=dict(env),
             start_new_session=True)
         assert self._process.stdin is not None and self._process.stdout is not None
@@ -250,6 +250,3 @@ def _name(name: str) -> None:
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_NAME, name.encode()[:15], 0, 0, 0)
 
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv))
