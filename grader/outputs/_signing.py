@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Literal
 
 from gradekit import UsageError
+from grader.outputs._report import canonical
 
 __all__ = [
     "CONTEXT",
@@ -101,12 +102,6 @@ def without_signing_key(env: Mapping[str, str]) -> dict[str, str]:
     return {name: value for name, value in env.items() if name not in (KEY_ENV, KEY_FILE_ENV)}
 
 
-def _canonical(obj: object) -> bytes:
-    # grader.outputs._report.canonical, repeated here so signing imports no rendering code.
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode(
-        "utf-8")
-
-
 def _strip(kind: Kind, document: Mapping[str, object]) -> tuple[dict[str, object], object]:
     """The document without its signature, and the signature (None when absent)."""
     stripped = copy.deepcopy(dict(document))
@@ -121,7 +116,7 @@ def _strip(kind: Kind, document: Mapping[str, object]) -> tuple[dict[str, object
 def signed_bytes(kind: Kind, document: Mapping[str, object]) -> bytes:
     """The exact bytes the MAC covers: the context line, then the canonical document
     without its signature."""
-    return CONTEXT[kind] + _canonical(_strip(kind, document)[0])
+    return CONTEXT[kind] + canonical(_strip(kind, document)[0])
 
 
 def sign(kind: Kind, document: Mapping[str, object], key: bytes) -> str:
@@ -167,7 +162,7 @@ def sign_file(path: Path, kind: Kind, key: bytes) -> None:
         raise ValueError(f"{path} has no extra_data object to hold its signature")
     temporary = path.with_name(f".{path.name}.{os.getpid()}.sign")
     try:
-        temporary.write_bytes(_canonical(document) + b"\n")
+        temporary.write_bytes(canonical(document) + b"\n")
         os.replace(temporary, path)
     finally:
         temporary.unlink(missing_ok=True)
