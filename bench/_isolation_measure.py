@@ -45,10 +45,10 @@ from grader.sandbox._isolation import (
     bubblewrap,
     bwrap_argv,
     interpreter,
-    no_new_processes_filter,
     package_folders,
 )
 from grader.sandbox._layout import IGNORED_NAMES
+from grader.sandbox._seccomp import allow_list_filter
 
 __all__ = ["WALLS", "breakdown_table", "hang_table", "start_table"]
 
@@ -494,7 +494,7 @@ def _bwrap(reference: Path, command: Sequence[str]) -> Callable[[], None]:
         raise RuntimeError("bubblewrap is not available")
     _, binds, _ = interpreter()
     binds += (Bind(str(reference), f"{KIT}/original"), Bind(str(HARNESS), f"{KIT}/harness.py"))
-    program = no_new_processes_filter(platform.machine())
+    program = allow_list_filter(platform.machine())
     environment = _child_environment(Path("/sandbox"))
 
     def run() -> None:

@@ -51,6 +51,14 @@ EVIDENCE, WRITE_UP = "evidence", "write_up"  # stretch_goal
 Status = Literal["returned", "raised", "timeout", "crashed", "not_run"]
 
 
+# Never part of a submission: version control, environments, caches, build output. The
+# sandbox leaves them out of a child's copy, and the tamper scan does not read them.
+IGNORED_NAMES = (
+    ".git", ".venv*", "__pycache__", "*.pyc", "grades", "*.egg-info", "build",
+    ".mypy_cache", ".pytest_cache", ".ruff_cache", ".hypothesis", "node_modules",
+)
+
+
 @dataclass(frozen=True, slots=True)
 class Limits:
     """Resource limits of one sandboxed child; set in the rubric's ``[limits]`` table."""

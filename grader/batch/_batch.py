@@ -330,6 +330,7 @@ class _Workers:
                 f"line `{identity.folder},STUDENT_ID,DISPLAY NAME` to it, or move the folder "
                 "out of the batch, and grade it again"))
         scratch = Path(tempfile.mkdtemp(prefix="gradekit-worker-"))
+        scratch.chmod(0o711)  # searchable, not listable: a root grader's children are uid 65534
         try:
             return self._run(identity, scratch)
         except Exception as exc:  # no worker could be started (no memory, no processes left)

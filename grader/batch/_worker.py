@@ -169,8 +169,9 @@ def grade(request: Request) -> GradebookRow:
                                   draw_key=request.draw_key or None,
                                   on_case=functools.partial(_running, request.scratch))
         report = graded.report
+        isolation = graded.wall.stated(request.root, request.scratch)
         digest = write_submission(
-            request.out, report, graded.evidence, isolation=graded.wall.description,
+            request.out, report, graded.evidence, isolation=isolation,
             reviews=current_reviews(request.reviews, report_digest(report)))
     except MemoryError:
         raise

@@ -110,7 +110,7 @@ def _grade_all(args: argparse.Namespace) -> int:
     submissions = discover(args.paths)
     identities = identify(submissions, roster)  # every shard refuses the same clashes
     wall = choose_isolation(args.isolation)
-    print(f"isolation: {wall.description}", file=sys.stderr)
+    print(f"isolation: {wall.held()}", file=sys.stderr)
     if roster is not None:
         _warn_unclaimed(roster, identities)
     if args.shard is not None:

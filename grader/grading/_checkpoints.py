@@ -51,6 +51,7 @@ def run_checkpoints(root: Path, rubric: Rubric, *, wall: Wall = PROCESS_WALL) ->
     manifest = load_manifest(root)
     with tempfile.TemporaryDirectory(prefix="gradekit-check-") as folder:
         scratch = Path(folder)
+        scratch.chmod(0o711)  # searchable, not listable: a root grader's children are uid 65534
         gradings: list[Graded] = []
 
         def grading() -> Graded:

@@ -4,7 +4,9 @@ The parent reads the cassettes with its own codec and serves them; the child
 only ever sees answers. A broken manifest, a missing cassette or an unreadable
 FAILURES.md is a finding that costs what it blocks, never a crash. Every submission file
 the parent reads goes through ``read_submission_file`` (no links, regular files only,
-size caps), and every piece of submission text in a finding goes through ``quote``.
+size caps), and every piece of submission text in a finding goes through ``quote``. The
+submission's Python source is also scanned, never run, for code that reaches for the
+harness or the process (``tamper_findings``): a flag for a person, worth no points.
 """
 
 from __future__ import annotations
@@ -62,6 +64,7 @@ from grader.submission import (
     read_submission_file,
     require_submission_folder,
     submission_files,
+    tamper_findings,
 )
 
 __all__ = ["Draw", "Graded", "draw", "grade_submission"]
@@ -192,6 +195,9 @@ def grade_submission(root: Path, rubric: Rubric, *, submission: str, scratch: Pa
     sandbox = Sandbox(root, scratch, rubric.limits, wall)
     evidence, found = _evidence(sandbox, manifest, rubric, answers, drawn, on_case, http.by_case)
     findings += found
+    # Read once a grading, never run: code that reaches for the harness or the process
+    # flags the grade for a person, and moves no points.
+    findings += tamper_findings(root, manifest)
     evidence = replace(evidence, recording_problems=problems, recorded_prompts={
         case: tuple(entry.prompt for entry in entries.values() if entry.prompt)
         for case, entries in answers.items()})

@@ -8,6 +8,10 @@ parent alone decides what it did.
   in ``_isolation.py``) and ``ProcessWall`` (the audit-hook guard alone). ``choose_isolation``
   turns ``--isolation`` into one; ``wall_named`` turns the name a worker request carries back
   into one. A third wall is one more subclass of ``Wall``, and nothing else.
+- On the host, behind either wall: a cgroup per child, or a watchdog where none can be made
+  (``_hold.py``); an unprivileged uid for a root grader's children (``_isolation.py``); an
+  allow-list system call filter behind namespaces (``_seccomp.py``). What each holds, and
+  what a determined student can still do: ``docs/sandbox.md``.
 - ``Sandbox``: a submission's root, a scratch folder, the rubric's limits and a wall. Its
   methods are the runs made through them: a run of cases (``run``, with a ``RunPlan``),
   a regression set's items (``replay``), the own-Replay probe (``probe_replay``) and the

@@ -15,13 +15,15 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from enum import Enum
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any, Literal
 
 from grader._model import Limits
+from grader.sandbox._hold import Cell
+from grader.sandbox._isolation import become
 
 __all__ = [
     "HARNESS", "PYTHON_FLAGS", "Child", "Event", "ProtocolError", "child_ending", "child_name",
@@ -34,6 +36,7 @@ HARNESS = Path(__file__).with_name("_harness.py")
 # nothing instead, so the only PYTHON* variables the child sees are ours.
 PYTHON_FLAGS = ("-S", "-P", "-B")
 _MAX_LINE = 32 << 20  # above the largest recording (16 MiB): a bound, not a budget
+_WATCH_EVERY_S = 0.1  # how often a watchdog's cell looks at a running child
 
 
 def _reject_constant(name: str) -> object:
@@ -70,14 +73,22 @@ class Child:
         *,
         command: Sequence[str] = (),
         pass_fds: Sequence[int] = (),
+        cell: Cell | None = None,
+        user: int | None = None,
     ) -> None:
         """Start ``command`` (default: this interpreter on the harness) with two pipe fds.
 
         ``command`` ends with the harness's path; the fds are appended as its arguments.
+        The child joins ``cell`` (its hold on the host: a cgroup, or a watchdog's watch)
+        before it execs, then takes ``user`` as its uid and gid when one is given; the cell
+        is closed when the child is finished.
         """
         their_read, self._to_child = os.pipe()
         self._from_child, their_write = os.pipe()
         start = list(command) or [sys.executable, *PYTHON_FLAGS, str(HARNESS)]
+        self._cell = cell
+        self.stopped = ""  # why the watchdog or the kernel stopped the child, once it did
+        self._next_watch = time.monotonic() + _WATCH_EVERY_S
         try:
             self.proc = subprocess.Popen(
                 [*start, str(their_read), str(their_write)],
@@ -88,10 +99,13 @@ class Child:
                 stderr=outputs[1],
                 pass_fds=(*pass_fds, their_read, their_write),
                 start_new_session=True,  # its own process group: one killpg ends everything
+                preexec_fn=_joining(cell, user) if cell or user is not None else None,
             )
         except BaseException:
             os.close(self._to_child)
             os.close(self._from_child)
+            if cell is not None:
+                cell.close()
             raise
         finally:
             os.close(their_read)
@@ -127,12 +141,15 @@ class Child:
             remaining = deadline - time.monotonic()
             if remaining <= 0:  # before every message: a child that keeps talking still times out
                 return Event.TIMED_OUT
+            self._watch()
             line = self._take_line()
             if line is not None:
                 return decode_line(line)
             if self._eof:
                 return Event.ENDED
-            for key, _ in self._selector.select(remaining):
+            watching = self._cell is not None and self._cell.watched
+            for key, _ in self._selector.select(min(remaining, _WATCH_EVERY_S) if watching
+                                                else remaining):
                 if key.fd == self._from_child:
                     self._read()
                 else:
@@ -147,13 +164,32 @@ class Child:
             return self.proc.returncode, False
         self._finished = True
         exited = self._exits_by(deadline)
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.proc.pid, signal.SIGKILL)  # its unreaped zombie still holds the group
+        self._kill()
         code = self.proc.wait()
         self._selector.close()
         os.close(self._to_child)
         os.close(self._from_child)
+        if self._cell is not None:
+            self._cell.close()
+            self.stopped = self.stopped or self._cell.over()
         return code, not exited
+
+    def _kill(self) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)  # its unreaped zombie still holds the group
+
+    def _watch(self) -> None:
+        """The watchdog's look at a running child, every tenth of a second at most; past
+        its budget, it is killed and ``stopped`` says why."""
+        if self._cell is None or not self._cell.watched or self.stopped:
+            return
+        now = time.monotonic()
+        if now < self._next_watch:
+            return
+        self._next_watch = now + _WATCH_EVERY_S
+        self.stopped = self._cell.watch(self.proc.pid)
+        if self.stopped:
+            self._kill()
 
     def _exits_by(self, deadline: float) -> bool:
         """Wait for the exit without reaping, so the group id cannot be reused meanwhile."""
@@ -163,6 +199,7 @@ class Child:
                 return True
             if time.monotonic() >= deadline:
                 return False
+            self._watch()
             time.sleep(0.005)
 
     def _read(self) -> None:
@@ -200,6 +237,19 @@ class Child:
             self._selector.unregister(self._to_child)
 
 
+def _joining(cell: Cell | None, user: int | None) -> Callable[[], None]:
+    """What the forked child runs before it execs: join its cell as the grader's user (a
+    cgroup's files are the grader's to write), then become ``user``."""
+
+    def join() -> None:
+        if cell is not None:
+            cell.enter()
+        if user is not None:
+            become(user)
+
+    return join
+
+
 def decode_line(line: bytes) -> dict[str, Any]:
     try:
         message = strict_loads(line)
@@ -214,10 +264,13 @@ def child_ending(
     child: Child, event: Event, deadline: float, limits: Limits
 ) -> tuple[Literal["timeout", "crashed"], str]:
     """End a child that stopped talking; say why, deterministically."""
-    if event is Event.TIMED_OUT:
-        child.finish(time.monotonic())
+    timed_out = event is Event.TIMED_OUT
+    code, killed = child.finish(time.monotonic() if timed_out else deadline)
+    if child.stopped:  # the watchdog or the kernel, past the child's budget
+        return "crashed", child.stopped
+    if timed_out:
         return "timeout", f"did not finish within {limits.timeout_s:g} s"
-    return "crashed", exit_detail(*child.finish(deadline))
+    return "crashed", exit_detail(code, killed)
 
 
 def exit_detail(code: int, killed: bool) -> str:

@@ -24,8 +24,9 @@ READ_FD, writes WRITE_FD). The first line the parent writes is the configuration
 
 The child then says, one request at a time (it reads each reply before it asks again):
 
-    {"op": "refused", "event": E, "subject": S, "target": "" | "folder" | "device"}
-                                                     the audit hook refused E (any time)
+    {"op": "refused", "event": E, "where": "PATH:LINE" | "", "target": "" | "folder" | "device"}
+                                                     the audit hook refused E (any time); PATH:
+                                                     the submission's file that made the call
     {"op": "import_error", "error": "Class: first line", "module": NAME | null}   and exits;
                                                      NAME: the module a ModuleNotFoundError
                                                      (in the error's chain) could not find;
@@ -95,6 +96,7 @@ import site
 import stat
 import sys
 from collections.abc import Callable, Iterable, Iterator
+from types import FrameType
 from typing import Any
 
 NETWORK = frozenset(
@@ -295,8 +297,8 @@ def install_guard(channel: Channel, roots: Iterable[str]) -> None:
                 refused = ("", "")  # an argument the hook cannot understand is refused
             if refused is None:
                 return
-            subject, target = refused
-            channel.send({"op": "refused", "event": event, "subject": subject, "target": target})
+            channel.send({"op": "refused", "event": event, "where": caller_in(allowed[0]),
+                          "target": refused[1]})
         finally:
             busy.discard(ident)
         raise PermissionError(
@@ -306,6 +308,21 @@ def install_guard(channel: Channel, roots: Iterable[str]) -> None:
 
     sys.addaudithook(guard)
     audited_bypasses()
+
+
+def caller_in(root: str) -> str:
+    """Where in the submission's own code (under ``root``) the refused call was made, as
+    "path:line"; "" when none of its code is on the stack. Never the call's subject (a
+    file's or a host's name): a name the submission makes up anew on every run would move
+    its report's digest."""
+    prefix = root.rstrip("/") + "/"
+    frame: FrameType | None = sys._getframe(1)
+    while frame is not None:
+        name = os.path.realpath(frame.f_code.co_filename)
+        if name.startswith(prefix):
+            return f"{name[len(prefix):]}:{frame.f_lineno}"
+        frame = frame.f_back
+    return ""
 
 
 def audited_bypasses() -> None:

@@ -1,5 +1,6 @@
-"""How the namespaces wall is built: bubblewrap's command line, its seccomp filter, and the
-interpreter and packages a sandboxed child is shown.
+"""How the namespaces wall is built: bubblewrap's command line, whom a child runs as on the
+host, and the interpreter and packages a sandboxed child is shown (its seccomp filter is in
+``grader.sandbox._seccomp``).
 
 ``bubblewrap()`` says whether bubblewrap can build a sandbox here; ``package_folders()`` are
 the grader environment's packages, which a child behind either wall imports from. The wall
@@ -8,20 +9,20 @@ classes themselves, and the choice between them, are in ``grader.sandbox._walls`
 
 from __future__ import annotations
 
-import errno
 import functools
 import os
 import shutil
 import site
-import struct
+import stat
 import subprocess
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 __all__ = [
-    "INSTALL_HINT", "KIT", "SANDBOX", "Bind", "bubblewrap", "bwrap_argv", "interpreter",
-    "no_new_processes_filter", "package_folders",
+    "INSTALL_HINT", "KIT", "SANDBOX", "UNPRIVILEGED_UID", "Bind", "become", "bubblewrap",
+    "bwrap_argv",
+    "host_user", "interpreter", "package_folders",
 ]
 
 INSTALL_HINT = "install bubblewrap (Debian and Ubuntu: `sudo apt-get install bubblewrap`)"
@@ -54,6 +55,11 @@ SANDBOX = "/sandbox"  # the child's only writable place: a tmpfs of limits.disk_
 KIT = "/gradekit"  # read-only: the harness, the original submission, the packages
 SANDBOX_UID = 65534  # "nobody", inside the user namespace
 _SYSTEM = ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32")
+# The devices a child gets, writable by nature and harmless (a write to urandom mixes in,
+# credits nothing), and the links the C library and shells expect beside them.
+_DEVICES = ("null", "zero", "urandom")
+_DEVICE_LINKS = (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"),
+                 ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,13 +105,107 @@ def interpreter() -> tuple[str, tuple[Bind, ...], tuple[str, ...]]:
     return binary, tuple(binds), tuple(inside)
 
 
+# -- whom a child runs as on the host --------------------------------------------------
+
+UNPRIVILEGED_UID = 65534  # "nobody": the host uid of a child when the grader is root
+
+
+def host_user(kit: Sequence[str], read: Sequence[str],
+              search: Sequence[str] = ()) -> tuple[int | None, str]:
+    """The host uid a child behind namespaces takes (None: the grader's), and what the
+    isolation line says about it.
+
+    As root, a child inside a user namespace is still root on the host: RLIMIT_NPROC does not
+    hold it, and whatever escapes the namespaces escapes as root. So a root grader starts it
+    as uid 65534, where that uid can run bubblewrap here, read ``kit`` (the interpreter,
+    the packages, the harness and the library) and ``read`` (the submission's files, the
+    files of the run it sees) and search ``search`` (the folder of the run's folders):
+    bubblewrap binds each by its path, as that uid.
+    """
+    if not hasattr(os, "geteuid") or os.geteuid() != 0:
+        return None, "children run as the grader's own unprivileged user"
+    why = (_unprivileged_missing(tuple(kit)) or _unreadable(read)
+           or next((f"{p} is not searchable by uid {UNPRIVILEGED_UID}" for p in search
+                    if not _searchable(p)), ""))
+    if why:
+        return None, f"children run as root on the host ({why})"
+    return UNPRIVILEGED_UID, f"children run as uid {UNPRIVILEGED_UID} on the host"
+
+
+@functools.cache
+def _unprivileged_missing(kit: tuple[str, ...]) -> str:
+    """Why uid 65534 cannot run the kit behind bubblewrap here, or "" when it can."""
+    why = _unreadable(kit)
+    if why:
+        return why
+    path, _ = bubblewrap()
+    if path is None:
+        return "bubblewrap cannot be started"
+
+    probe = [path, "--unshare-user", "--unshare-pid", "--unshare-net", "--die-with-parent",
+             "--ro-bind", "/", "/", "true"]
+    try:
+        done = subprocess.run(probe, stdin=subprocess.DEVNULL, capture_output=True, timeout=30,
+                              check=False, cwd="/",
+                              preexec_fn=lambda: become(UNPRIVILEGED_UID))
+    except (OSError, subprocess.SubprocessError):
+        return f"uid {UNPRIVILEGED_UID} cannot start bubblewrap"
+    if done.returncode != 0:
+        return f"uid {UNPRIVILEGED_UID} cannot create namespaces with bubblewrap here"
+    return ""
+
+
+def become(user: int) -> None:
+    """Take ``user`` as this process's every uid and gid, with no other group: in a forked
+    child before it execs, once the grader's own privileges did what needed them."""
+    os.setgroups([])
+    os.setresgid(user, user, user)
+    os.setresuid(user, user, user)
+
+
+def _unreadable(paths: Sequence[str]) -> str:
+    """The first of ``paths`` another user cannot read (every folder above it searchable,
+    it readable, a folder searchable too), as "PATH is not readable to uid 65534"."""
+    for path in paths:
+        if not _readable_to_others(path):
+            return f"{path} is not readable to uid {UNPRIVILEGED_UID}"
+    return ""
+
+
+def _readable_to_others(path: str) -> bool:
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    need = stat.S_IROTH | (stat.S_IXOTH if stat.S_ISDIR(mode) else 0)
+    return mode & need == need and _searchable(os.path.dirname(path))
+
+
+@functools.lru_cache(maxsize=256)
+def _searchable(folder: str) -> bool:
+    """Whether another user can pass through ``folder`` and every folder above it."""
+    try:
+        if not os.stat(folder).st_mode & stat.S_IXOTH:
+            return False
+    except OSError:
+        return False
+    parent = os.path.dirname(folder)
+    return parent == folder or _searchable(parent)
+
+
 def _under(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip("/") + "/")
 
 
 def bwrap_argv(bwrap_path: str, binds: Sequence[Bind], *, disk_mb: int,
                seccomp_fd: int | None) -> list[str]:
-    """The bubblewrap options of one child, up to (not including) the command."""
+    """The bubblewrap options of one child, up to (not including) the command.
+
+    Only ``/sandbox`` (a tmpfs of ``disk_mb``) and the binds marked writable can be written:
+    the root and ``/dev`` are remounted read-only once built, ``/dev`` holds null, zero and
+    urandom alone, and there is no ``/dev/shm``. Each in-memory filesystem a child could
+    write is host memory outside every other limit.
+    """
     argv = [bwrap_path, "--unshare-user", "--unshare-pid", "--unshare-net", "--unshare-ipc",
             "--unshare-uts", "--unshare-cgroup-try", "--disable-userns", "--die-with-parent",
             "--new-session", "--cap-drop", "ALL", "--uid", str(SANDBOX_UID),
@@ -116,58 +216,17 @@ def bwrap_argv(bwrap_path: str, binds: Sequence[Bind], *, disk_mb: int,
             argv += ["--symlink", os.readlink(path), path]
         elif os.path.isdir(path):
             argv += ["--ro-bind", path, path]
-    argv += ["--ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache",
-             "--proc", "/proc", "--dev", "/dev",
+    argv += ["--ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache", "--proc", "/proc",
+             "--tmpfs", "/dev"]
+    for device in _DEVICES:
+        argv += ["--dev-bind", f"/dev/{device}", f"/dev/{device}"]
+    for name, target in _DEVICE_LINKS:
+        argv += ["--symlink", target, f"/dev/{name}"]
+    argv += ["--remount-ro", "/dev",
              "--perms", "0700", "--size", str(disk_mb << 20), "--tmpfs", SANDBOX,
              "--dir", f"{SANDBOX}/tmp"]
     for bind in binds:
         argv += ["--bind" if bind.writable else "--ro-bind", bind.source, bind.dest]
     if seccomp_fd is not None:
         argv += ["--seccomp", str(seccomp_fd)]
-    return [*argv, "--chdir", SANDBOX]
-
-
-# A seccomp filter: no new process inside the sandbox (threads still work). The audit hook
-# refuses the same in Python, but C code and unaudited routes (_posixsubprocess) meet this.
-_LD_ABS, _JEQ, _JSET, _RET = 0x20, 0x15, 0x45, 0x06
-_ALLOW, _KILL, _ERRNO = 0x7FFF0000, 0x80000000, 0x00050000
-_CLONE_THREAD = 0x00010000
-# machine -> (audit arch, clone, clone3, other process-making syscalls)
-_SYSCALLS = {
-    "x86_64": (0xC000003E, 56, 435, (57, 58)),  # fork, vfork
-    "aarch64": (0xC00000B7, 220, 435, ()),
-}
-
-
-def no_new_processes_filter(machine: str) -> bytes | None:
-    """A classic BPF seccomp program refusing fork, vfork and clone without CLONE_THREAD.
-
-    clone3 answers ENOSYS, so the C library falls back to clone, whose flags a classic
-    filter can read. None on a machine whose system call numbers are not listed here.
-    """
-    if machine not in _SYSCALLS:
-        return None
-    arch, clone, clone3, others = _SYSCALLS[machine]
-    deny, enosys = _ERRNO | errno.EPERM, _ERRNO | errno.ENOSYS
-    # Each row: (code, k, jump-if-true target label, jump-if-false target label); None: next.
-    rows: list[tuple[int, int, str | None, str | None]] = [
-        (_LD_ABS, 4, None, None),
-        (_JEQ, arch, None, "kill"),
-        (_LD_ABS, 0, None, None),
-        (_JSET, 0x40000000, "deny", None),  # the x32 ABI's numbers
-        (_JEQ, clone3, "enosys", None),
-        *((_JEQ, number, "deny", None) for number in others),
-        (_JEQ, clone, None, "allow"),
-        (_LD_ABS, 16, None, None),  # clone's flags: the low half of its first argument
-        (_JSET, _CLONE_THREAD, "allow", "deny"),
-    ]
-    ends = {"allow": _ALLOW, "deny": deny, "enosys": enosys, "kill": _KILL}
-    at = {label: len(rows) + n for n, label in enumerate(ends)}
-    program = b""
-    for index, (code, k, true, false) in enumerate(rows):
-        jt = at[true] - index - 1 if true else 0
-        jf = at[false] - index - 1 if false else 0
-        program += struct.pack("=HBBI", code, jt, jf, k)
-    for value in ends.values():
-        program += struct.pack("=HBBI", _RET, 0, 0, value)
-    return program
+    return [*argv, "--remount-ro", "/", "--chdir", SANDBOX]

@@ -19,8 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, ClassVar
 
-from grader._model import Limits
+from grader._model import IGNORED_NAMES, Limits
 from grader.sandbox._channel import Child
+from grader.sandbox._hold import host_hold
 from grader.sandbox._isolation import KIT
 
 __all__ = [
@@ -28,11 +29,6 @@ __all__ = [
     "child_environment", "child_outputs", "prepare_run", "read_regular",
 ]
 
-# Never part of a submission: version control, environments, caches, build output.
-IGNORED_NAMES = (
-    ".git", ".venv*", "__pycache__", "*.pyc", "grades", "*.egg-info", "build",
-    ".mypy_cache", ".pytest_cache", ".ruff_cache", ".hypothesis", "node_modules",
-)
 
 
 WALLS: dict[str, type[Wall]] = {}  # name -> class, as each wall's class is defined
@@ -72,6 +68,16 @@ class Wall(ABC):
         """A warning for ``--isolation auto`` to print when this wall cannot be built here
         and a weaker one is taken instead; "" for none."""
         return ""
+
+    def held(self) -> str:
+        """This wall and what holds each child on the host (a cgroup, or a watchdog)."""
+        return f"{self.description}; {host_hold().description}"
+
+    def stated(self, root: Path, scratch: Path) -> str:
+        """The report's isolation line for a grading of ``root`` with runs under
+        ``scratch``: ``held()``, and as whom each child runs on the host."""
+        root_user = hasattr(os, "geteuid") and os.geteuid() == 0
+        return f"{self.held()}; children run as {'root' if root_user else 'the grader'} on the host"
 
     @abstractmethod
     def warm(self) -> None:

@@ -119,6 +119,8 @@ _REFUSED: dict[str, str] = {
 }
 
 _OPEN_TARGETS = {"folder": f"open a folder {_OUT}", "device": "write to a device file"}
+# Where a refused call was made: a file of the submission and a line, nothing a run varies.
+_WHERE = re.compile(r"(?!.*\.\.)[\w.\-/]{1,200}\.py:[0-9]{1,7}")
 
 
 Answer = Callable[[str, str], str | None]  # (case, prompt) -> the recorded response, or None
@@ -517,7 +519,7 @@ class _Run:
         return talk.trace_lines
 
     def _refused(self, case: str, message: dict[str, Any]) -> None:
-        event, subject, target = (message.get(k) for k in ("event", "subject", "target"))
+        event, where, target = (message.get(k) for k in ("event", "where", "target"))
         if not isinstance(event, str):
             raise ProtocolError("a refusal without an event")
         phrase = _REFUSED.get(event) or ("use ctypes" if event.startswith("ctypes.") else None)
@@ -525,8 +527,8 @@ class _Run:
             event, phrase = child_name(event) or "unknown", "do something the sandbox refuses"
         if event == "open" and target in _OPEN_TARGETS:
             phrase = _OPEN_TARGETS[target]
-        shown = child_name(os.path.basename(subject)) if isinstance(subject, str) else None
-        refusal = Refusal(case, event, f"{phrase}: {shown}" if shown else phrase)
+        shown = where if isinstance(where, str) and _WHERE.fullmatch(where) else None
+        refusal = Refusal(case, event, f"{phrase} ({shown})" if shown else phrase)
         if refusal not in self.refusals and len(self.refusals) < _MAX_REFUSALS:
             self.refusals.append(refusal)
 

@@ -15,6 +15,8 @@ carries back into one.
 
 from __future__ import annotations
 
+import fnmatch
+import functools
 import os
 import platform
 import sys
@@ -27,6 +29,7 @@ from gradekit import UsageError
 from grader._model import Limits
 from grader.sandbox._channel import HARNESS, PYTHON_FLAGS, Child
 from grader.sandbox._harness import copy_submission
+from grader.sandbox._hold import Budget, host_hold
 from grader.sandbox._isolation import (
     INSTALL_HINT,
     KIT,
@@ -34,11 +37,12 @@ from grader.sandbox._isolation import (
     Bind,
     bubblewrap,
     bwrap_argv,
+    host_user,
     interpreter,
-    no_new_processes_filter,
     package_folders,
 )
 from grader.sandbox._layout import IGNORED_NAMES, WALLS, Layout, Wall
+from grader.sandbox._seccomp import allow_list_filter
 
 __all__ = [
     "PROCESS_WALL", "NamespacesWall", "ProcessWall", "choose_isolation", "isolation_requests",
@@ -91,7 +95,7 @@ class ProcessWall(Wall):
     def start(self, config: Mapping[str, object], layout: Layout, env: Mapping[str, str],
               outputs: tuple[IO[bytes], IO[bytes]], limits: Limits,
               shown: Sequence[Path]) -> Child:
-        return Child(config, layout.copy, env, outputs)
+        return Child(config, layout.copy, env, outputs, cell=host_hold().cell(Budget.of(limits)))
 
 
 class NamespacesWall(Wall):
@@ -123,9 +127,16 @@ class NamespacesWall(Wall):
     def warm(self) -> None:
         bubblewrap()
         interpreter()
+        host_hold()
+
+    def stated(self, root: Path, scratch: Path) -> str:
+        _, user = host_user(_kit(), _submission_files(str(root)), (str(scratch),))
+        return f"{self.held()}; {user}"
 
     def prepare(self, layout: Layout) -> None:
         layout.work.mkdir()
+        if _root():  # uid 65534 finds the files it is shown through the run's folder
+            os.chmod(layout.run, 0o711)
 
     def child_copy(self, layout: Layout) -> str:
         return f"{SANDBOX}/submission"
@@ -155,12 +166,18 @@ class NamespacesWall(Wall):
             raise UsageError(f"namespaces isolation was chosen, but {why}: {INSTALL_HINT}")
         for path in shown:
             path.touch()  # a bind needs its file
+        user, _ = host_user(_kit(), (*_submission_files(str(layout.root)),
+                                     *(str(p) for p in shown)))
+        if user is not None:
+            for path in shown:
+                if path.suffix == ".jsonl":  # the traces it writes
+                    os.chown(path, user, user)
         python, binds, _ = interpreter()
         binds += (Bind(str(layout.root), f"{KIT}/original"),
                   Bind(str(HARNESS), f"{KIT}/harness.py"), Bind(str(LIBRARY), LIBRARY_INSIDE))
         binds += tuple(Bind(str(p), self.inside(layout, p), writable=p.suffix == ".jsonl")
                        for p in shown)
-        program = no_new_processes_filter(platform.machine())
+        program = allow_list_filter(platform.machine())
         read_end = None
         if program is not None:
             read_end, write_end = os.pipe()
@@ -170,10 +187,37 @@ class NamespacesWall(Wall):
             argv = bwrap_argv(bwrap_path, binds, disk_mb=limits.disk_mb, seccomp_fd=read_end)
             command = [*argv, python, *PYTHON_FLAGS, f"{KIT}/harness.py"]
             fds = () if read_end is None else (read_end,)
-            return Child(config, layout.run, env, outputs, command=command, pass_fds=fds)
+            return Child(config, layout.run, env, outputs, command=command, pass_fds=fds,
+                         cell=host_hold().cell(Budget.of(limits)), user=user)
         finally:
             if read_end is not None:
                 os.close(read_end)
+
+
+def _root() -> bool:
+    return hasattr(os, "geteuid") and os.geteuid() == 0
+
+
+def _kit() -> tuple[str, ...]:
+    """What a child behind namespaces reads besides the submission: the interpreter, the
+    packages, the harness and the library."""
+    python, binds, _ = interpreter()
+    return (python, *(bind.source for bind in binds), str(HARNESS), str(LIBRARY))
+
+
+@functools.lru_cache(maxsize=64)
+def _submission_files(root: str) -> tuple[str, ...]:
+    """The submission's folder and every file and folder the harness copies from it."""
+    found = [root]
+    for here, folders, files in os.walk(root):
+        folders[:] = [f for f in folders if not _ignored(f)]
+        found += [os.path.join(here, name) for name in (*folders, *files) if not _ignored(name)
+                  and not os.path.islink(os.path.join(here, name))]
+    return tuple(found)
+
+
+def _ignored(name: str) -> bool:
+    return any(fnmatch.fnmatch(name, pattern) for pattern in IGNORED_NAMES)
 
 
 PROCESS_WALL: Final[Wall] = ProcessWall()  # the default where a caller names no wall

@@ -1,6 +1,7 @@
 """What a student handed in, read from the grader's side: the manifest (``[tool.gradekit]``),
-the submission's files (read with caps, never through a link) and who the submission is
-(the roster: decided by the instructor, never by the submission).
+the submission's files (read with caps, never through a link), who the submission is
+(the roster: decided by the instructor, never by the submission) and the tamper flags (a
+static scan of its Python source for code that reaches for the harness or the process).
 
 May import: base.
 """
@@ -38,6 +39,7 @@ from grader.submission._roster import (
     load_roster,
     unclaimed,
 )
+from grader.submission._tamper import tamper_findings
 
 __all__ = [
     "CASSETTE_CAP",
@@ -64,5 +66,6 @@ __all__ = [
     "require_submission_folder",
     "submission_files",
     "takes_tools",
+    "tamper_findings",
     "unclaimed",
 ]

@@ -33,6 +33,7 @@ from grader.cli import main
 from grader.grading import MissingPackage
 from grader.recordings import RecordingError
 from grader.rubric._rubric import KIT_RUBRIC
+from grader.sandbox._hold import host_hold
 from tests.loopback import Loopback, answer
 from tests.submissions import make_submission
 
@@ -264,7 +265,8 @@ def test_grade_says_which_isolation_it_uses_and_refuses_namespaces_without_bubbl
     done = gradekit(["grade", str(root), "--out", "out", "--isolation", "process"], tmp_path)
     assert done.returncode == 0, done.stderr  # graded (points lost are no failure)
     assert done.stderr.splitlines()[0] == (
-        "isolation: process guard only (no bubblewrap: resource limits and an audit hook)")
+        "isolation: process guard only (no bubblewrap: resource limits and an audit hook); "
+        f"{host_hold().description}")
     assert (tmp_path / "out" / "alice" / "report.json").is_file()
     # No bwrap on PATH (python itself is started by its full path).
     done = gradekit(["grade", str(root), "--out", "none", "--isolation", "namespaces"],

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import json
 import os
-import socket
+import platform
+import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 from collections.abc import Callable
@@ -31,11 +33,15 @@ from grader.sandbox import (
     Sandbox,
     Serving,
     Wall,
+    _isolation,
+    _layout,
+    _walls,
     choose_isolation,
     isolation_requests,
     wall_named,
 )
-from grader.sandbox._isolation import bubblewrap, no_new_processes_filter
+from grader.sandbox._hold import Watchdog
+from grader.sandbox._isolation import bubblewrap
 from grader.sandbox._layout import WALLS
 from tests.conftest import require_namespaces
 
@@ -101,11 +107,70 @@ def do_kill(provider, arg):
     return "killed"
 
 
-def do_listen(provider, arg):
-    server = socket.socket()
-    server.listen()
-    port = server.getsockname()[1]
-    return provider.complete(f"port {port}")
+def do_sockets(provider, arg):
+    made = {}
+    for name in ["AF_UNIX", "AF_INET", "AF_INET6", "AF_NETLINK", "AF_PACKET", "AF_VSOCK"]:
+        kind = socket.SOCK_DGRAM if name in ("AF_NETLINK", "AF_PACKET") else socket.SOCK_STREAM
+        try:
+            socket.socket(getattr(socket, name), kind).close()
+            made[name] = "made"
+        except OSError as exc:
+            made[name] = type(exc).__name__
+    return json.dumps(made)
+
+
+def do_hoard(provider, arg):
+    """Write 8 MiB files wherever writable (in-memory filesystems each), then hold them."""
+    held = {}
+    for folder in ["/dev/shm", "/", "/gradekit", "/tmp", os.getcwd()]:
+        mib = 0
+        try:
+            while mib < int(arg):
+                with open(os.path.join(folder, f"hoard-{mib}"), "wb") as out:
+                    out.write(b"x" * (8 << 20))
+                mib += 8
+        except OSError as exc:
+            pass
+        held[folder] = mib
+    return provider.complete("holding " + json.dumps({"held": held,
+                                                      "dev": sorted(os.listdir("/dev"))}))
+
+
+def do_threads(provider, arg):
+    """Start threads with the smallest stacks until refused, hold them a while, then ask."""
+    import threading, time
+    most, hold = arg.split()
+    threading.stack_size(32768)
+    stop, started = threading.Event(), []
+    try:
+        while len(started) < int(most):
+            thread = threading.Thread(target=stop.wait)
+            thread.start()
+            started.append(thread)
+    except RuntimeError:
+        pass
+    time.sleep(float(hold))
+    try:
+        return provider.complete(f"started {len(started)}")
+    finally:
+        stop.set()
+
+
+def do_syscalls(provider, arg):
+    """Each call straight through the C library, bypassing Python; the errno each gave."""
+    import ctypes, errno
+    libc = ctypes.CDLL(None, use_errno=True)
+    numbers = json.loads(arg)
+    said = {}
+    for name, number in sorted(numbers.items()):
+        ctypes.set_errno(0)
+        result = libc.syscall(number, 0, 0, 0, 0, 0, 0)
+        said[name] = errno.errorcode.get(ctypes.get_errno(), "ok") if result == -1 else "ok"
+    return json.dumps(said)
+
+
+def do_ask(provider, arg):
+    return provider.complete(arg)
 
 
 def do_look(provider, arg):
@@ -266,23 +331,181 @@ def test_the_grader_and_its_processes_cannot_be_signalled(
     assert said.startswith("failed: ProcessLookupError")
 
 
-def test_a_port_opened_by_listen_alone_is_unreachable(hostile: Path, tmp_path: Path) -> None:
+def test_every_socket_family_but_unix_is_refused(
+    hostile: Path, tmp_path: Path, isolation: Wall
+) -> None:
+    made = json.loads(attack(hostile, "sockets", tmp_path / "scratch", isolation))
+
+    if isinstance(isolation, ProcessWall):  # the attack works: with the hook off, sockets open
+        assert made["AF_INET"] == made["AF_UNIX"] == "made"
+        return
+    assert made == {"AF_UNIX": "made", "AF_INET": "PermissionError",
+                    "AF_INET6": "PermissionError", "AF_NETLINK": "PermissionError",
+                    "AF_PACKET": "PermissionError", "AF_VSOCK": "PermissionError"}
+
+
+# x86_64's numbers: the attack runs on the machine the tests run on.
+_DANGEROUS = {"ptrace": 101, "personality": 135, "add_key": 248, "keyctl": 250,
+              "unshare": 272, "setns": 308, "kcmp": 312, "bpf": 321, "userfaultfd": 323,
+              "io_uring_setup": 425, "perf_event_open": 298, "process_vm_readv": 310,
+              "mount": 165}
+
+
+def test_the_calls_that_reach_the_kernel_or_other_processes_are_refused(
+    hostile: Path, tmp_path: Path
+) -> None:
     require_namespaces()
-    reached: list[str] = []
+    if platform.machine() != "x86_64":
+        pytest.skip("the attack names x86_64's system call numbers")
+
+    said = json.loads(attack(hostile, f"syscalls {json.dumps(_DANGEROUS)}",
+                             tmp_path / "scratch", NamespacesWall()))
+
+    assert said == dict.fromkeys(_DANGEROUS, "EPERM")
+
+
+def _host_memory_in_filesystems() -> int:
+    """Bytes in the host's in-memory filesystems (tmpfs and shared memory): Shmem."""
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("Shmem:"):
+            return int(line.split()[1]) << 10
+    raise AssertionError("no Shmem line in /proc/meminfo")
+
+
+def test_host_memory_from_one_child_stays_within_its_limits(
+    hostile: Path, tmp_path: Path
+) -> None:
+    require_namespaces()
+    limits = Limits(timeout_s=60, disk_mb=16, memory_mb=256)
+    before = _host_memory_in_filesystems()
+    grown: list[int] = []
 
     def answer(case: str, prompt: str) -> str:
-        port = int(prompt.split()[1])
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=2):
-                reached.append("connected")
-        except OSError as exc:
-            reached.append(type(exc).__name__)
-        return "asked"
+        grown.append(_host_memory_in_filesystems() - before)
+        return prompt
 
-    said = attack(hostile, "listen", tmp_path / "scratch", NamespacesWall(), answer=answer)
+    said = attack(hostile, "hoard 320", tmp_path / "scratch", NamespacesWall(), answer=answer,
+                  limits=limits)
 
-    assert said == "asked"  # the socket listened, inside its own network namespace
-    assert reached == ["ConnectionRefusedError"]
+    seen = json.loads(said.removeprefix("holding "))
+    held = seen["held"]
+    assert held["/dev/shm"] == held["/"] == held["/gradekit"] == 0, held
+    assert seen["dev"] == ["fd", "null", "stderr", "stdin", "stdout", "urandom", "zero"]
+    assert sum(held.values()) <= limits.disk_mb, held
+    assert grown and grown[0] < (limits.disk_mb + limits.memory_mb) << 20
+
+
+def _children_naming(text: str) -> dict[int, tuple[int, int]]:
+    """Every process whose command line names ``text`` (a child's bubblewrap) and every
+    process under them: pid -> (its tasks, threads included; its host uid)."""
+    parents: dict[int, int] = {}
+    seen: dict[int, tuple[int, int]] = {}
+    roots = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_bytes().rsplit(b")", 1)[1].split()
+                named = text.encode() in (entry / "cmdline").read_bytes()
+                uid = entry.stat().st_uid  # /proc/PID belongs to the process's euid
+            except (OSError, IndexError):
+                continue
+            pid = int(entry.name)
+            parents[pid], seen[pid] = int(fields[1]), (int(fields[17]), uid)
+            roots += [pid] if named else []
+    under = set(roots)
+    while grown := {p for p, parent in parents.items() if parent in under} - under:
+        under |= grown
+    return {pid: seen[pid] for pid in under}
+
+
+def test_host_tasks_from_one_child_stay_within_its_processes(
+    hostile: Path, tmp_path: Path
+) -> None:
+    require_namespaces()
+    limits = Limits(timeout_s=60, processes=32)
+    counted: list[int] = []
+
+    def answer(case: str, prompt: str) -> str:
+        counted.append(sum(tasks for tasks, _ in
+                           _children_naming(str(tmp_path / "scratch")).values()))
+        return prompt
+
+    said = attack(hostile, "threads 3000 0", tmp_path / "scratch", NamespacesWall(),
+                  answer=answer, limits=limits)
+
+    started = int(said.removeprefix("started "))
+    assert 0 < started < limits.processes
+    assert 0 < counted[0] <= limits.processes
+
+
+def test_the_watchdog_kills_a_child_past_its_tasks_where_no_cgroup_holds_it(
+    hostile: Path, tmp_path: Path, isolation: Wall, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_walls, "host_hold", lambda: Watchdog("no cgroup in this test"))
+    monkeypatch.setattr(_layout, "host_hold", lambda: Watchdog("no cgroup in this test"))
+    limits = Limits(timeout_s=60, processes=32)
+
+    result = Sandbox(hostile, tmp_path / "scratch", limits, isolation).run(
+        "lab.agent:run", [("threads", "threads 3000 5")],
+        RunPlan("provider-a", 0, Serving(lambda case, prompt: None)))
+
+    outcome = result.outcomes["threads"]
+    stated = isolation.stated(hostile, tmp_path / "scratch")
+    if isinstance(isolation, NamespacesWall) and "children run as root" not in stated:
+        # RLIMIT_NPROC holds an unprivileged child first: the thread is refused, not killed
+        assert outcome.status == "returned"
+        return
+    assert (outcome.status, outcome.detail) == (
+        "crashed", "killed: it ran more than its 32 tasks (processes, threads included)")
+    assert "a watchdog in the grader" in stated
+
+
+def test_a_root_grader_runs_its_children_as_an_unprivileged_host_user(
+    hostile: Path, tmp_path: Path
+) -> None:
+    require_namespaces()
+    if os.geteuid() != 0:
+        pytest.skip("only a grader that runs as root drops its children's uid")
+    kit = _walls._kit()
+    if not all(_isolation._readable_to_others(path) for path in kit):
+        pytest.skip("the interpreter or the kit is not readable to uid 65534 here; the "
+                    "isolation line says so (see the test below)")
+    public = Path(tempfile.mkdtemp(prefix="gradekit-test-"))  # pytest's folders are private
+    uids: dict[str, set[int]] = {}
+
+    def answer(case: str, prompt: str) -> str:
+        uids[prompt] = {uid for _, uid in _children_naming(prompt).values()}
+        return prompt
+
+    try:
+        public.chmod(0o755)
+        shutil.copytree(hostile, public / "hostile")
+        for path in (public / "hostile", *(public / "hostile").rglob("*")):
+            path.chmod(0o755 if path.is_dir() else 0o644)  # copied as private as pytest's
+        line = NamespacesWall().stated(public / "hostile", public)
+        for root, scratch in ((public / "hostile", public / "scratch"),
+                              (hostile, tmp_path / "scratch")):
+            assert attack(root, f"ask {scratch}", scratch, NamespacesWall(),
+                          answer=answer) == str(scratch)
+    finally:
+        shutil.rmtree(public)
+
+    # the child behind bubblewrap, as the host sees it: every process of it, bwrap's too
+    assert uids == {str(public / "scratch"): {65534}, str(tmp_path / "scratch"): {0}}
+    assert line.endswith("children run as uid 65534 on the host")
+
+
+def test_the_isolation_line_says_why_a_root_grader_keeps_root(
+    hostile: Path, tmp_path: Path
+) -> None:
+    require_namespaces()
+    line = NamespacesWall().stated(hostile, tmp_path)
+    if os.geteuid() != 0:
+        assert line.endswith("children run as the grader's own unprivileged user")
+        return
+    # pytest's folders are private to root: this submission cannot be read by uid 65534
+    assert line.startswith(NamespacesWall().held() + "; children run as root on the host (")
+    assert line.endswith(" is not readable to uid 65534)")
 
 
 def test_the_child_sees_nothing_of_the_grader_or_a_classmate(
@@ -391,12 +614,6 @@ def test_a_third_wall_is_one_class(tmp_path: Path) -> None:
     assert "borrowed" not in isolation_requests()
 
 
-def test_the_seccomp_program_is_well_formed() -> None:
-    program = no_new_processes_filter("x86_64")
-    assert program is not None and len(program) % 8 == 0
-    assert no_new_processes_filter("an-unknown-machine") is None
-
-
 def _processes_mentioning(text: str) -> list[int]:
     found = []
     for entry in Path("/proc").iterdir():
@@ -476,10 +693,10 @@ def test_each_report_states_its_wall_and_the_digest_does_not_depend_on_it(
     assert (folder["process"] / "report.json").read_bytes() == \
         (folder["namespaces"] / "report.json").read_bytes()
     for wall in walls:
-        said = f"Isolation: {wall_named(wall).description}."
-        assert said in (folder[wall] / "report.md").read_text()
-        results = json.loads((folder[wall] / "results.json").read_text())
-        assert results["extra_data"]["isolation"] == wall_named(wall).description
+        stated = json.loads((folder[wall] / "results.json").read_text())["extra_data"]["isolation"]
+        # the wall, then what held each child on the host, then whom it ran as
+        assert stated.startswith(f"{wall_named(wall).held()}; children run as ")
+        assert f"Isolation: {stated}." in (folder[wall] / "report.md").read_text()
 
 
 def _grade(paths: list[Path], out: Path, wall: str = "namespaces") -> None:
@@ -536,3 +753,28 @@ def test_special_files_in_a_submission_are_left_out_of_its_copy(
         "lab.agent:run", [("c", "look")], RunPlan("provider-a", 0, Serving(lambda c, p: None)))
 
     assert result.outcomes["c"].answer == "lab link pyproject.toml"
+
+
+def test_a_writer_of_time_stamped_names_gets_one_digest(tmp_path: Path) -> None:
+    require_namespaces()
+    from tests.submissions import make_submission
+
+    writer = make_submission(tmp_path / "submissions" / "writer")
+    agent = writer / "lab" / "agent.py"
+    agent.write_text(agent.read_text() + textwrap.dedent("""
+
+        import time as _time
+        try:  # a new name on every run, outside the copy: refused, and said where
+            open(f"/tmp/gradekit-attempt-{_time.time_ns()}.txt", "w").close()
+        except OSError:
+            pass
+    """))
+    line = len(agent.read_text().splitlines()) - 2
+    for grading in ("first", "second"):
+        _grade([writer], tmp_path / grading)
+
+    first, second = ((tmp_path / g / "writer" / "report.json").read_bytes()
+                     for g in ("first", "second"))
+    assert first == second
+    assert ("sandbox refused open at import: write a file outside the submission "
+            f"(lab/agent.py:{line})") in json.loads(first)["findings"]

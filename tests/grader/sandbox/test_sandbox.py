@@ -339,6 +339,12 @@ LIMITS = Limits(timeout_s=10)
 NO_ANSWERS = Serving(answer=lambda case, prompt: None)  # every prompt misses
 
 
+def at(snippet: str) -> str:
+    """Where the zoo agent makes the call ``snippet``, as a refusal names it."""
+    lines = textwrap.dedent(ZOO_AGENT).splitlines()
+    return f"lab/agent.py:{next(n for n, line in enumerate(lines, 1) if snippet in line)}"
+
+
 def write_submission(root: Path, files: Mapping[str, str]) -> Path:
     """A submission folder holding ``files`` (relative path -> source)."""
     for name, source in files.items():
@@ -555,7 +561,9 @@ def test_a_flood_of_messages_still_times_out(run: Run) -> None:
 
     assert result.outcomes["flood"].status == "timeout"
     assert result.refusals == (
-        Refusal("flood", "socket.getaddrinfo", "resolve a host name: localhost"),
+        Refusal("flood", "socket.getaddrinfo",
+                "resolve a host name (" + at('getaddrinfo("localhost", 80)') + ")"),
+        Refusal("flood", "socket.getaddrinfo", "resolve a host name"),  # the made-up ones
     )
 
 
@@ -606,7 +614,8 @@ def test_a_connection_to_a_live_loopback_server_is_refused(run: Run) -> None:
     outcome = result.outcomes["connect"]
     assert (outcome.status, outcome.exception) == ("raised", "PermissionError")
     assert result.refusals == (
-        Refusal("connect", "socket.__new__", "open a network socket"),
+        Refusal("connect", "socket.__new__",
+                "open a network socket (" + at("socket.socket()") + ")"),
     )
 
 
@@ -615,7 +624,8 @@ def test_a_host_name_lookup_is_refused(run: Run) -> None:
 
     assert result.outcomes["resolve"].exception == "PermissionError"
     assert result.refusals == (
-        Refusal("resolve", "socket.getaddrinfo", "resolve a host name: localhost"),
+        Refusal("resolve", "socket.getaddrinfo",
+                "resolve a host name (" + at('return str(socket.getaddrinfo') + ")"),
     )
 
 
@@ -626,14 +636,18 @@ def test_starting_a_process_is_refused(run: Run, task: str, event: str) -> None:
     result = run([task])
 
     assert result.outcomes[task].exception == "PermissionError"
-    assert result.refusals == (Refusal(task, event, "start a process: true"),)
+    called = {"subprocess": "subprocess.run([", "system": "os.system("}[task]
+    assert result.refusals == (Refusal(task, event, f"start a process ({at(called)})"),)
 
 
 def test_signalling_the_grader_is_refused(run: Run) -> None:
     result = run(["signal_parent"])
 
     assert result.outcomes["signal_parent"].exception == "PermissionError"
-    assert result.refusals == (Refusal("signal_parent", "os.kill", "signal another process"),)
+    assert result.refusals == (
+        Refusal("signal_parent", "os.kill",
+                "signal another process (" + at("os.getppid(), 0") + ")"),
+    )
 
 
 def test_raising_the_resource_limits_is_refused(run: Run) -> None:
@@ -660,10 +674,14 @@ def test_writing_outside_the_copy_is_refused(run: Run, tmp_path: Path) -> None:
     assert {o.exception for o in result.outcomes.values()} == {"PermissionError"}
     assert sorted(p.name for p in grades.iterdir()) == ["keep.json"]
     assert result.refusals == (
-        Refusal("write_outside", "open", "write a file outside the submission: report.json"),
-        Refusal("mkdir_outside", "os.mkdir", "create a folder outside the submission: sub"),
-        Refusal("remove_outside", "os.remove", "delete outside the submission: keep.json"),
-        Refusal("rename_outside", "os.rename", "move a file outside the submission: moved.txt"),
+        Refusal("write_outside", "open",
+                "write a file outside the submission (" + at('with open(arg, "w")') + ")"),
+        Refusal("mkdir_outside", "os.mkdir",
+                "create a folder outside the submission (" + at('os.mkdir(arg)') + ")"),
+        Refusal("remove_outside", "os.remove",
+                "delete outside the submission (" + at('os.remove(arg)') + ")"),
+        Refusal("rename_outside", "os.rename",
+                "move a file outside the submission (" + at('os.replace("moved.txt", arg)') + ")"),
     )
 
 
@@ -690,11 +708,15 @@ def test_links_and_folder_fds_do_not_lead_outside(
         return
     assert {o.exception for o in result.outcomes.values()} == {"PermissionError"}
     assert result.refusals == (
-        Refusal("symlink_out", "open", "write a file outside the submission: report.json"),
-        Refusal("hardlink_out", "os.link", "create a link outside the submission: keep.json"),
-        Refusal("dir_fd_out", "open", "open a folder outside the submission: grades"),
+        Refusal("symlink_out", "open",
+                "write a file outside the submission (" + at('Path("escape/report.json")') + ")"),
+        Refusal("hardlink_out", "os.link",
+                "create a link outside the submission (" + at('os.link(arg') + ")"),
+        Refusal("dir_fd_out", "open",
+                "open a folder outside the submission (" + at('folder = os.open(arg') + ")"),
         Refusal(
-            "fifo_out", "os.mkfifo", "create a special file outside the submission: report.json"
+            "fifo_out", "os.mkfifo",
+            "create a special file outside the submission (" + at('os.mkfifo(arg)') + ")"
         ),
     )
 
@@ -708,7 +730,8 @@ def test_a_device_node_is_not_writable_even_inside_the_copy(
     assert result.outcomes["device"].exception == "PermissionError"
     # Under namespaces no capability is left to make the node; under the guard the hook
     # refuses to write to the node root could make.
-    expected = (Refusal("device", "open", "write to a device file: disk"),)
+    expected = (Refusal("device", "open",
+                        "write to a device file (" + at('Path("disk").write_bytes') + ")"),)
     assert result.refusals == (() if isinstance(isolation, NamespacesWall) else expected)
 
 
@@ -834,7 +857,7 @@ def test_a_refusal_at_import_time_belongs_to_no_case(tmp_path: Path, run: Run) -
 
     assert result.outcomes["label"].answer == "imported"
     assert result.refusals == (
-        Refusal("", "socket.getaddrinfo", "resolve a host name: example.com"),
+        Refusal("", "socket.getaddrinfo", "resolve a host name (lab/agent.py:5)"),
     )
 
 

@@ -1,0 +1,445 @@
+"""Tamper flags: a static scan of a submission's Python source for code that reaches for the
+harness or the process (``tamper_findings``).
+
+What only the child can say stays a claim: an agent that finds the harness's own verdict
+function (seal included) by walking frames can report a false verdict and leave before the
+true one goes out. The parent cannot see that happen, but it can read the code that would
+do it. It reads the submission's Python source (never through a link, with caps) with
+``ast``, never running it, and flags each place that reaches one of ``REACHED``: each finding is
+``FLAGGED + "path:line: phrase (name)"``, in the grader's fixed words; nothing of the
+submission's but its file path and line number. A flag asks a person to look at the whole
+submission and moves no points by itself; an honest submission has none.
+
+How a thing is reached, wherever it stands in the file:
+
+- by its dotted name (``sys._getframe``, ``frame.f_back``), through any name the file binds
+  to it: an import (``import sys as s``, ``from sys import _getframe as g``, a star import)
+  or an assignment of a dotted name (``m = sys.modules``);
+- by a string constant naming the attribute: ``getattr``/``setattr``/``delattr``,
+  ``__getattribute__``, ``inspect.getattr_static``, ``vars(x)["name"]`` and
+  ``x.__dict__["name"]`` reach ``x.name``; so does ``operator.attrgetter("name")``, and a
+  name in ``BY_NAME`` is enough there even when the object is unknown;
+- a module, by ``import``, ``__import__("m")``, ``importlib.import_module("m")`` and
+  ``sys.modules["m"]`` (or ``.get("m")``).
+
+Two entries are flagged only in one use: ``sys.modules`` where it is edited (an item set
+or deleted, the table rebound, one of its changing methods), and a descriptor write
+(``os.write``...) whose descriptor the file did not open. A descriptor the file opened is a
+call to an opener (``os.open``, ``os.pipe``, ``os.dup``, ``tempfile.mkstemp``, ``.fileno()``
+...) or a name or attribute name the same file binds to one (``fd = os.open(...)``,
+``r, w = os.pipe()``, ``self._fd = os.open(...)``); anything else, an int literal among
+them, is flagged.
+
+Which files: what a child can run. The packages (or top-level modules) the manifest's
+entries name, every ``.py`` file in them, and then every package of the submission that a
+scanned file imports, until no new one is imported; without a manifest, every ``.py`` file.
+The names the sandbox's copy ignores (``IGNORED_NAMES``) are left out, and so are the kit's
+own ``grader/`` and ``gradekit/`` at the top (the starter ships them for ``gradekit check``):
+a child always imports the grader's own ``gradekit``, so that copy never runs, and it
+reaches the copy of ``grader`` (the harness among it) only by importing ``grader`` or
+through a manifest entry naming it, and both are flagged, as is a manifest entry naming any
+other module of ``REACHED``. A folder no scanned file imports (the submission's tests, its
+benchmarks) is not read: a module imported by a name built at run time is not seen.
+A file that does not parse is skipped: the child cannot import it either. A ``.py`` file
+the scan cannot read (a link, not a regular file, over ``FILE_CAP``), one nested too deeply
+to scan, a compiled extension module, and source beyond the caps are flagged: each could
+hide what the scan looks for. What no static scan sees: code built at run time, ``exec``
+of a string, obfuscation. The threat model it is part of: docs/sandbox.md.
+"""
+
+from __future__ import annotations
+
+import ast
+import fnmatch
+import os
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+from grader._errors import SubmissionFileError
+from grader._model import IGNORED_NAMES
+from grader._text import FLAGGED, quote
+from grader.submission._files import (
+    read_submission_file,
+    require_submission_folder,
+    submission_files,
+)
+from grader.submission._manifest import Manifest
+
+__all__ = ["BY_NAME", "FILE_CAP", "REACHED", "tamper_findings"]
+
+_FRAMES = "walks the call stack's frames"
+_LOCALS = "reads a frame's variables"
+_TRACE = "watches every call's frames"
+_GC = "searches the garbage collector's objects"
+_NATIVE = "reaches native code"
+_EXIT = "ends the process at once"
+_WRITE = "writes to a file descriptor it did not open"
+_MODULES = "edits the table of imported modules"
+_HARNESS = "reaches the harness's own module"
+_GRADER = "reaches the grader's own code"
+
+# What is reached -> what the finding says. A dotted name is a module's attribute, ".name"
+# an attribute of anything, a bare name a module (flagged where it is imported or loaded).
+REACHED: dict[str, str] = {
+    "sys._getframe": _FRAMES, "sys._current_frames": _FRAMES,
+    "inspect.currentframe": _FRAMES, "inspect.stack": _FRAMES, "inspect.trace": _FRAMES,
+    "inspect.getouterframes": _FRAMES, "inspect.getinnerframes": _FRAMES,
+    "traceback.walk_stack": _FRAMES, "traceback.walk_tb": _FRAMES,
+    ".f_back": _FRAMES, ".tb_frame": _FRAMES,
+    ".f_locals": _LOCALS, ".f_globals": _LOCALS, "inspect.getargvalues": _LOCALS,
+    "sys.settrace": _TRACE, "sys.setprofile": _TRACE,
+    "threading.settrace": _TRACE, "threading.setprofile": _TRACE,
+    "gc.get_objects": _GC, "gc.get_referrers": _GC, "gc.get_referents": _GC,
+    "ctypes": _NATIVE, "_ctypes": _NATIVE, "cffi": _NATIVE,
+    "os._exit": _EXIT, "posix._exit": _EXIT,
+    "os.write": _WRITE, "os.writev": _WRITE, "os.pwrite": _WRITE, "os.pwritev": _WRITE,
+    "os.sendfile": _WRITE, "os.fdopen": _WRITE, "posix.write": _WRITE,
+    "sys.modules": _MODULES, "sys.modules.pop": _MODULES, "sys.modules.popitem": _MODULES,
+    "sys.modules.update": _MODULES, "sys.modules.setdefault": _MODULES,
+    "sys.modules.clear": _MODULES, "sys.modules.__setitem__": _MODULES,
+    "sys.modules.__delitem__": _MODULES, "sys.modules.__ior__": _MODULES,
+    "__main__": _HARNESS, "grader": _GRADER,
+}
+_WRITES = frozenset(name for name, phrase in REACHED.items() if phrase == _WRITE)
+_EDITED = "sys.modules"  # flagged where written, never where read
+_MODULE_NAMES = frozenset(name for name in REACHED if "." not in name)
+# Attribute names no honest code spells as a string: naming one to getattr & co. is enough
+# even where the object it is asked of is unknown (frame attributes always are).
+BY_NAME: dict[str, str] = {name.rpartition(".")[2]: name for name in (
+    "sys._getframe", "sys._current_frames", "inspect.currentframe", "inspect.getouterframes",
+    "inspect.getinnerframes", "inspect.getargvalues", "traceback.walk_stack",
+    "traceback.walk_tb", "sys.settrace", "sys.setprofile", "gc.get_objects",
+    "gc.get_referrers", "gc.get_referents", "os._exit")}
+_OPENERS = frozenset({"os.open", "os.pipe", "os.pipe2", "os.dup", "os.dup2", "os.openpty",
+                      "pty.openpty", "os.memfd_create", "os.eventfd", "tempfile.mkstemp",
+                      "posix.open"})
+_BUILTINS = frozenset({"getattr", "setattr", "delattr", "vars", "__import__"})
+_SETTERS = frozenset({"builtins.setattr", "builtins.delattr"})
+_GETTERS = frozenset({"builtins.getattr", "inspect.getattr_static", *_SETTERS})
+_LOADERS = frozenset({"builtins.__import__", "importlib.import_module", "sys.modules.get"})
+_COMPILED = (".so", ".pyd")  # extension modules: importable, unreadable to this scan
+# The kit's own packages, which the starter ships (``gradekit check`` runs from them): a child
+# imports the grader's own ``gradekit`` whatever copy the submission holds, so that copy
+# never runs; it reaches the copy of ``grader`` (the harness among it) only by importing
+# ``grader`` or by a manifest entry in it, and both are flagged. Neither is scanned.
+_KIT_PACKAGES = ("grader", "gradekit")
+FILE_CAP = 1024 * 1024  # one .py file: parsing takes about 100 bytes of memory a byte
+_TOTAL_CAP = 8 * FILE_CAP  # every .py file together
+_MOST_FILES = 1000  # .py files scanned
+_MOST_NAMES = 5000  # names looked at, files and folders
+_MOST_DEPTH = 16  # folders inside folders
+_MOST_SHOWN = 20  # findings listed; the rest are counted
+
+
+def tamper_findings(root: Path, manifest: Manifest | None = None) -> list[str]:
+    """The tamper flags of the submission at ``root`` (and of ``manifest``'s entries, the
+    modules the harness imports by name): FLAGGED findings sorted by path, line and phrase,
+    each once, at most ``_MOST_SHOWN`` and one that counts the rest."""
+    found: set[tuple[str, int, str]] = set()
+    entries = (manifest.agent, manifest.tools, manifest.replay, manifest.guard,
+               manifest.incident_test) if manifest else ()
+    for entry in entries:
+        module = entry.partition(":")[0].partition(".")[0]
+        if module in _MODULE_NAMES:
+            found.add(("pyproject.toml", 0, f"{REACHED[module]} ({module})"))
+    sources, overflow = _sources(root)
+    by_top: dict[str, list[str]] = {}
+    for relative in sources:
+        by_top.setdefault(_top(relative), []).append(relative)
+    # What a child can run: the packages the manifest names and, from them, every package of
+    # the submission they import (a fixed point); without a manifest, everything.
+    reached = sorted({e.partition(":")[0].partition(".")[0] for e in entries if e}
+                     if manifest else by_top)
+    scanned: set[str] = set()
+    budget = _TOTAL_CAP
+    while reached:
+        top = reached.pop(0)
+        if top in scanned or top not in by_top:
+            continue
+        scanned.add(top)
+        imported: set[str] = set()
+        for relative in by_top[top]:
+            if relative.endswith(_COMPILED):
+                found.add((relative, 0, "a compiled extension module, which the scan cannot "
+                                        "read"))
+                continue
+            try:
+                data = read_submission_file(root, relative, cap=min(FILE_CAP, budget))
+            except SubmissionFileError:
+                found.add((relative, 0, "not scanned: a link, not a regular file, or over the "
+                                        f"scan's caps ({FILE_CAP >> 20} MiB a file, "
+                                        f"{_TOTAL_CAP >> 20} MiB in all)"))
+                continue
+            budget -= len(data)
+            reaches, imports = _scan(data)
+            found.update((relative, line, phrase) for line, phrase in reaches)
+            imported |= imports
+        reached = sorted({*reached, *(imported - scanned)})
+    if overflow:
+        found.add(("", 0, f"the submission holds more than the scan reads ({_MOST_NAMES} "
+                          f"names, {_MOST_FILES} Python files, {_MOST_DEPTH} folders deep): "
+                          "the rest was not scanned"))
+    shown = [FLAGGED + (f"{quote(path)}:{line}: " if line else f"{quote(path)}: " if path
+                        else "") + phrase for path, line, phrase in sorted(found)]
+    if len(shown) > _MOST_SHOWN:
+        more = len(shown) - _MOST_SHOWN
+        shown = [*shown[:_MOST_SHOWN], f"{FLAGGED}and {more} more place(s) in the source that "
+                                       "reach for the harness or the process"]
+    return shown
+
+
+def _scan(data: bytes) -> tuple[list[tuple[int, str]], set[str]]:
+    """(line, phrase) of each reach in one file's source, and the top-level names it
+    imports; neither when it does not parse."""
+    try:
+        tree = ast.parse(data)  # bytes: a coding declaration is honoured, as on import
+    except (SyntaxError, ValueError):
+        return [], set()  # the child cannot import it either
+    except RecursionError:
+        return [(0, "nested too deeply to scan")], set()
+    try:
+        scan = _Scan(tree)
+    except RecursionError:
+        return [(0, "nested too deeply to scan")], set()
+    return scan.found, scan.imports
+
+
+def _top(relative: str) -> str:
+    """The top-level name a file of the submission is imported under."""
+    first = relative.partition("/")[0]
+    return first.removesuffix(".py") if first == relative else first
+
+
+def _sources(root: Path) -> tuple[list[str], bool]:
+    """The submission's ``.py`` and extension module files a child could import (sorted, at
+    most ``_MOST_FILES``), and whether there was more than the caps let the scan see."""
+    try:  # the submission folder itself is the grader's choice, opened as given
+        top = sorted(os.listdir(root))
+    except OSError:
+        return [], False
+    found: list[str] = []
+    left = _MOST_NAMES  # names looked at, in every folder together
+    overflow = False
+    todo: list[tuple[str, list[str], int]] = [("", top, 0)]
+    while todo:
+        folder, names, depth = todo.pop()
+        overflow |= len(names) > left
+        names, left = names[:left], max(left - len(names), 0)
+        for name in names:
+            if any(fnmatch.fnmatch(name, pattern) for pattern in IGNORED_NAMES) \
+                    or (not folder and name in _KIT_PACKAGES):
+                continue
+            relative = f"{folder}/{name}" if folder else name
+            try:
+                require_submission_folder(root, relative)
+            except SubmissionFileError:  # a file, a link, or gone
+                if name.endswith((".py", *_COMPILED)):
+                    found.append(relative)
+                continue
+            try:
+                inner = submission_files(root, relative, suffix="", most=left + 1)
+            except SubmissionFileError:
+                continue
+            if depth < _MOST_DEPTH:
+                todo.append((relative, inner, depth + 1))
+            else:
+                overflow |= bool(inner)
+    overflow |= len(found) > _MOST_FILES
+    return sorted(found)[:_MOST_FILES], overflow
+
+
+class _Scan(ast.NodeVisitor):
+    """One file's reaches, in ``found``: the names it binds first, then every node visited
+    once, from ``ast.walk`` rather than by recursion (an expression too deep to resolve
+    raises ``RecursionError``, which ``_scan`` flags)."""
+
+    def __init__(self, tree: ast.Module) -> None:
+        self.found: list[tuple[int, str]] = []
+        self.names: dict[str, str] = {}  # a name the file binds -> the dotted name it stands for
+        self.opened: set[str] = set()  # names and attribute names bound to its own descriptors
+        self.imports: set[str] = set()  # the top-level names of its absolute imports
+        self._resolved: dict[int, str | None] = {}  # id(node) -> resolve(node): once a node
+        nodes = list(ast.walk(tree))
+        for node in nodes:  # imports first: they bind wherever they stand
+            self._bind_import(node)
+        for node in nodes:
+            if isinstance(node, (ast.Assign, ast.AnnAssign, ast.NamedExpr)) \
+                    and node.value is not None:
+                self._bind_value(node.targets if isinstance(node, ast.Assign)
+                                 else [node.target], node.value)
+        self._resolved.clear()  # every name is bound now
+        for node in nodes:
+            self.visit(node)
+
+    def generic_visit(self, node: ast.AST) -> None:
+        """Children are visited from ``ast.walk``, not from here."""
+
+    # -- what names stand for --------------------------------------------------------------
+
+    def _bind_import(self, node: ast.AST) -> None:
+        if isinstance(node, ast.Import):
+            self.imports.update(alias.name.partition(".")[0] for alias in node.names)
+            for alias in node.names:
+                top = alias.name.partition(".")[0]
+                self.names[alias.asname or top] = alias.name if alias.asname else top
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            self.imports.add(node.module.partition(".")[0])
+            for alias in node.names:
+                if alias.name == "*":
+                    self.names.update((name[len(node.module) + 1:], name) for name in REACHED
+                                      if name.rpartition(".")[0] == node.module)
+                else:
+                    self.names[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+
+    def _bind_value(self, targets: Iterable[ast.expr], value: ast.expr) -> None:
+        if self._opens(value):
+            self.opened.update(name for target in targets for name in _bound(target))
+        elif (dotted := self.resolve(value)) is not None:
+            self.names.update((t.id, dotted) for t in targets if isinstance(t, ast.Name))
+
+    def resolve(self, node: ast.expr | None) -> str | None:
+        """The dotted name ``node`` stands for (a module, or an attribute of one), if any."""
+        if node is None:
+            return None
+        if id(node) not in self._resolved:  # a long chain is resolved once, not once a link
+            self._resolved[id(node)] = self._resolve(node)
+        return self._resolved[id(node)]
+
+    def _resolve(self, node: ast.expr) -> str | None:
+        if isinstance(node, ast.Name):
+            return self.names.get(node.id) or \
+                (f"builtins.{node.id}" if node.id in _BUILTINS else None)
+        reached = self._reach(node)
+        if reached is not None:
+            base = self.resolve(reached[0])
+            return f"{base}.{reached[1]}" if base else None
+        return self._module(node)
+
+    def _reach(self, node: ast.expr | None) -> tuple[ast.expr, str] | None:
+        """(object, attribute name) when ``node`` is an attribute access by any spelling:
+        ``x.name``, ``getattr(x, "name")`` and its kin, ``vars(x)["name"]``, ``x.__dict__[...]``."""
+        if isinstance(node, ast.Attribute):
+            return node.value, node.attr
+        if isinstance(node, ast.Call) and node.args:
+            func, args = node.func, node.args
+            if self.resolve(func) in _GETTERS and len(args) >= 2:
+                return _named(args[0], args[1])
+            if isinstance(func, ast.Attribute) and func.attr == "__getattribute__":
+                return _named(args[0], args[1]) if len(args) >= 2 else _named(func.value, args[0])
+        if isinstance(node, ast.Subscript):
+            inner = node.value
+            if isinstance(inner, ast.Call) and len(inner.args) == 1 \
+                    and self.resolve(inner.func) == "builtins.vars":
+                return _named(inner.args[0], node.slice)
+            if isinstance(inner, ast.Attribute) and inner.attr == "__dict__":
+                return _named(inner.value, node.slice)
+        return None
+
+    def _module(self, node: ast.expr | None) -> str | None:
+        """The module ``__import__("m")``, ``importlib.import_module("m")`` or
+        ``sys.modules["m"]`` (``.get("m")``) loads."""
+        if isinstance(node, ast.Call) and node.args and self.resolve(node.func) in _LOADERS:
+            return _text(node.args[0])
+        if isinstance(node, ast.Subscript) and self.resolve(node.value) == "sys.modules":
+            return _text(node.slice)
+        return None
+
+    def _opens(self, node: ast.expr) -> bool:
+        """Whether ``node`` is a call that returns a descriptor of the file's own."""
+        return isinstance(node, ast.Call) and (
+            self.resolve(node.func) in _OPENERS
+            or (isinstance(node.func, ast.Attribute) and node.func.attr == "fileno"))
+
+    def _opened(self, node: ast.expr) -> bool:
+        if isinstance(node, ast.Subscript):
+            return self._opened(node.value)
+        if isinstance(node, ast.Name):
+            return node.id in self.opened
+        if isinstance(node, ast.Attribute):
+            return node.attr in self.opened
+        return self._opens(node)
+
+    # -- what is flagged -------------------------------------------------------------------
+
+    def _flag(self, node: ast.AST, name: str) -> None:
+        self.found.append((getattr(node, "lineno", 0), f"{REACHED[name]} ({name})"))
+
+    def _reached(self, node: ast.AST, base: ast.expr | None, attribute: str, *,
+                 written: bool, spelled: bool) -> None:
+        """``base.attribute`` is reached at ``node``; ``spelled``: by a string constant."""
+        module = self.resolve(base) if base is not None else None
+        dotted = f"{module}.{attribute}" if module else ""
+        if dotted in REACHED and dotted not in _WRITES and dotted != _EDITED:
+            self._flag(node, dotted)
+        elif f".{attribute}" in REACHED:
+            self._flag(node, f".{attribute}")
+        elif spelled and not module and attribute in BY_NAME:
+            self._flag(node, BY_NAME[attribute])
+        if written and dotted == _EDITED:
+            self._flag(node, _EDITED)
+
+    def _loaded(self, node: ast.AST, module: str | None) -> None:
+        if module and module.partition(".")[0] in _MODULE_NAMES:
+            self._flag(node, module.partition(".")[0])
+
+    def visit_Import(self, node: ast.Import) -> None:
+        for alias in node.names:
+            self._loaded(node, alias.name)
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        if not node.level:
+            self._loaded(node, node.module)
+
+    def visit_Name(self, node: ast.Name) -> None:
+        dotted = self.names.get(node.id)
+        if isinstance(node.ctx, ast.Load) and dotted in REACHED and "." in dotted \
+                and dotted not in _WRITES and dotted != _EDITED:
+            self._flag(node, dotted)
+
+    def visit_Attribute(self, node: ast.Attribute) -> None:
+        self._reached(node, node.value, node.attr, spelled=False,
+                      written=isinstance(node.ctx, (ast.Store, ast.Del)))
+
+    def visit_Subscript(self, node: ast.Subscript) -> None:
+        written = isinstance(node.ctx, (ast.Store, ast.Del))
+        reached = self._reach(node)
+        if reached is not None:  # vars(x)["name"], x.__dict__["name"]
+            self._reached(node, *reached, written=written, spelled=True)
+        elif written and self.resolve(node.value) == _EDITED:
+            self._flag(node, _EDITED)
+        self._loaded(node, self._module(node))
+
+    def visit_Call(self, node: ast.Call) -> None:
+        func = self.resolve(node.func)
+        reached = self._reach(node)
+        if reached is not None:
+            self._reached(node, *reached, written=func in _SETTERS, spelled=True)
+        if func == "operator.attrgetter":
+            for attribute in (part for arg in node.args for part in (_text(arg) or "").split(".")):
+                self._reached(node, None, attribute, written=False, spelled=True)
+        self._loaded(node, self._module(node))
+        if func in _WRITES and not (node.args and self._opened(node.args[0])):
+            self._flag(node, func)
+
+
+def _text(node: ast.expr) -> str | None:
+    """The value of a string constant, else None."""
+    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
+
+
+def _named(base: ast.expr, name: ast.expr) -> tuple[ast.expr, str] | None:
+    text = _text(name)
+    return None if text is None else (base, text)
+
+
+def _bound(target: ast.expr) -> Iterator[str]:
+    """The names and attribute names an assignment to ``target`` binds."""
+    if isinstance(target, ast.Name):
+        yield target.id
+    elif isinstance(target, ast.Attribute):
+        yield target.attr
+    elif isinstance(target, ast.Starred):
+        yield from _bound(target.value)
+    elif isinstance(target, (ast.Tuple, ast.List)):
+        for element in target.elts:
+            yield from _bound(element)

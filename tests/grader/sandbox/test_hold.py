@@ -1,0 +1,128 @@
+"""What holds a child on the host, decided from /proc's text: cgroup v2 where this process's
+own cgroup is delegated, else the v1 hierarchies where writable, else a watchdog.
+
+The kernel's cgroup filesystems cannot be mounted for a test, so these tests give
+``find`` the text of /proc/self/mountinfo and /proc/self/cgroup, pointing at a folder that
+stands for the hierarchy; ``test_isolation.py`` runs children in the real cgroups of this
+machine (whatever hold it has) and attacks them.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from grader._model import Limits
+from grader.sandbox._hold import Budget, CgroupV1, CgroupV2, Watchdog, host_hold
+
+V2_ONLY = "30 23 0:26 / {mount} rw,nosuid - cgroup2 cgroup2 rw\n"
+V1 = "".join(f"3{n} 23 0:3{n} / {{mount}}/{c} rw - cgroup cgroup rw,{c}\n"
+             for n, c in enumerate(("memory", "pids", "cpu")))
+
+
+def _v2_tree(tmp_path: Path, controllers: str, enabled: str = "") -> Path:
+    own = tmp_path / "user.slice" / "grader.service"
+    own.mkdir(parents=True)
+    (own / "cgroup.controllers").write_text(controllers + "\n")
+    (own / "cgroup.subtree_control").write_text(enabled + "\n")
+    (own / "cgroup.procs").write_text("")
+    return own
+
+
+def test_a_v2_cell_writes_the_budget_into_the_kernels_files(tmp_path: Path) -> None:
+    own = _v2_tree(tmp_path, "cpuset cpu io memory pids", "cpu memory pids")
+    hold = CgroupV2.find(V2_ONLY.format(mount=tmp_path), "0::/user.slice/grader.service\n")
+    assert isinstance(hold, CgroupV2) and hold.base == own
+    names = ("memory.max", "memory.swap.max", "memory.oom.group", "pids.max", "cpu.max",
+             "memory.events", "cgroup.procs")
+    original_mkdir = Path.mkdir
+
+    def mkdir_with_files(self: Path, *args: object, **kwargs: object) -> None:
+        original_mkdir(self, *args, **kwargs)  # type: ignore[arg-type]
+        if self.parent == own:  # what the kernel puts in a new cgroup
+            for name in names:
+                (self / name).write_text("")
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Path, "mkdir", mkdir_with_files)
+        cell = hold.cell(Budget.of(Limits(memory_mb=256, disk_mb=16, processes=32)))
+    (folder,) = [p for p in own.iterdir() if p.is_dir()]
+    assert folder.name.startswith(f"gradekit-{os.getpid()}-")
+
+    written = {name: (folder / name).read_text() for name in names[:5]}
+    assert written == {"memory.max": str(272 << 20), "memory.swap.max": "0",
+                       "memory.oom.group": "1", "pids.max": "32", "cpu.max": "100000 100000"}
+    assert cell.over() == ""
+    (folder / "memory.events").write_text("low 0\nhigh 0\nmax 3\noom 1\noom_kill 1\n")
+    assert cell.over() == ("killed: it held more than its 272 MiB of host memory "
+                           "(memory_mb and disk_mb together)")
+    for name in names:
+        (folder / name).unlink()  # what rmdir removes in the kernel's filesystem
+    cell.close()
+    assert not folder.exists()
+
+
+@pytest.mark.parametrize(("mounts", "own", "why"), [
+    ("", "0::/\n", "no cgroup v2 hierarchy"),
+    (V2_ONLY, "1:memory:/x\n", "no cgroup v2 hierarchy"),
+])
+def test_no_v2_hierarchy_is_said(tmp_path: Path, mounts: str, own: str, why: str) -> None:
+    assert CgroupV2.find(mounts.format(mount=tmp_path), own) == why
+
+
+def test_a_v2_cgroup_without_memory_and_pids_is_not_a_hold(tmp_path: Path) -> None:
+    own = _v2_tree(tmp_path, "cpu io")
+    found = CgroupV2.find(V2_ONLY.format(mount=tmp_path), "0::/user.slice/grader.service\n")
+    assert found == f"{own} has no memory and pids controllers"
+
+
+def test_v2_controllers_are_enabled_for_the_children_when_they_are_not_yet(
+    tmp_path: Path
+) -> None:
+    own = _v2_tree(tmp_path, "cpu memory pids", "")
+    hold = CgroupV2.find(V2_ONLY.format(mount=tmp_path), "0::/user.slice/grader.service\n")
+    assert isinstance(hold, CgroupV2)
+    assert (own / "cgroup.subtree_control").read_text() == "+cpu +memory +pids"
+
+
+def test_the_v1_hierarchies_hold_memory_pids_and_cpu_where_writable(tmp_path: Path) -> None:
+    for controller in ("memory", "pids", "cpu"):
+        (tmp_path / controller / "grading").mkdir(parents=True)
+    own = "4:memory:/grading\n8:pids:/grading\n1:cpu,cpuacct:/grading\n0::/\n"
+
+    hold = CgroupV1.find(V1.format(mount=tmp_path), own)
+
+    assert isinstance(hold, CgroupV1)
+    assert hold.bases == tuple(tmp_path / c / "grading" for c in ("memory", "pids", "cpu"))
+    assert hold.description == "a cgroup per child (v1: memory, pids, cpu)"
+    cell = hold.cell(Budget(64, 8))
+    made = sorted(p.relative_to(tmp_path).parts[0] for p in tmp_path.glob("*/grading/*"))
+    assert made == ["cpu", "memory", "pids"]
+    cell.close()
+    assert list(tmp_path.glob("*/grading/*")) == []
+
+
+def test_v1_without_a_pids_hierarchy_is_not_a_hold(tmp_path: Path) -> None:
+    (tmp_path / "memory").mkdir()
+    mounts = "".join(line for line in V1.format(mount=tmp_path).splitlines(True)
+                     if not line.endswith(",pids\n"))
+    assert CgroupV1.find(mounts, "4:memory:/\n8:pids:/\n") == "no cgroup v1 pids hierarchy"
+
+
+def test_the_watchdog_counts_a_process_tree_against_its_budget() -> None:
+    cell = Watchdog("no cgroup here").cell(Budget(1 << 20, 10_000))
+    assert cell.watched
+    assert cell.watch(os.getpid()) == ""  # this process: within a huge budget
+    tight = Watchdog("no cgroup here").cell(Budget(1, 10_000))
+    assert tight.watch(os.getpid()).startswith("killed: it held more than its 1 MiB")
+    few = Watchdog("no cgroup here").cell(Budget(1 << 20, 0))
+    assert few.watch(os.getpid()) == ("killed: it ran more than its 0 tasks (processes, "
+                                      "threads included)")
+
+
+def test_this_machine_has_a_hold_and_says_which() -> None:
+    hold = host_hold()
+    assert hold.description.startswith(("a cgroup per child (v2", "a cgroup per child (v1",
+                                        "a watchdog in the grader, no cgroup ("))
