@@ -387,10 +387,21 @@ def host_hold() -> Hold:
         own = Path("/proc/self/cgroup").read_text()
     except OSError:
         return Watchdog("/proc/self/cgroup cannot be read")
-    v2 = CgroupV2.find(mounts, own)
-    if isinstance(v2, Hold):
-        return v2
-    v1 = CgroupV1.find(mounts, own)
-    if isinstance(v1, Hold):
-        return v1
-    return Watchdog(f"{v2}; {v1}")
+    reasons = []
+    for found in (CgroupV2.find(mounts, own), CgroupV1.find(mounts, own)):
+        if isinstance(found, str):
+            reasons.append(found)
+        elif why := _tried(found):
+            reasons.append(why)
+        else:
+            return found
+    return Watchdog("; ".join(reasons))
+
+
+def _tried(hold: Hold) -> str:
+    """Why no cell can be made, set and removed in ``hold``; "" once one was."""
+    try:
+        hold.cell(Budget(64, 8)).close()
+    except OSError as exc:
+        return f"{hold.description} cannot be set up ({exc.filename}: {exc.strerror})"
+    return ""

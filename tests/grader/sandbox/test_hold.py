@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from grader._model import Limits
-from grader.sandbox._hold import Budget, CgroupV1, CgroupV2, Watchdog, host_hold
+from grader.sandbox._hold import Budget, CgroupV1, CgroupV2, Watchdog, _tried, host_hold
 
 V2_ONLY = "30 23 0:26 / {mount} rw,nosuid - cgroup2 cgroup2 rw\n"
 V1 = "".join(f"3{n} 23 0:3{n} / {{mount}}/{c} rw - cgroup cgroup rw,{c}\n"
@@ -126,3 +126,15 @@ def test_this_machine_has_a_hold_and_says_which() -> None:
     hold = host_hold()
     assert hold.description.startswith(("a cgroup per child (v2", "a cgroup per child (v1",
                                         "a watchdog in the grader, no cgroup ("))
+
+
+def test_a_cgroup_where_no_cell_can_be_made_is_not_a_hold(tmp_path: Path) -> None:
+    (tmp_path / "memory").mkdir()
+    usable = CgroupV1([("memory", tmp_path / "memory")])
+    assert _tried(usable) == ""  # a cell was made there, and removed
+    assert list((tmp_path / "memory").iterdir()) == []
+    gone = CgroupV1([("memory", tmp_path / "memory"), ("pids", tmp_path / "gone")])
+    why = _tried(gone)
+    assert why.startswith("a cgroup per child (v1: memory, pids) cannot be set up (")
+    assert why.endswith(": No such file or directory)")
+    assert list((tmp_path / "memory").iterdir()) == []  # the half-made cell is removed
