@@ -29,6 +29,7 @@ import functools
 import itertools
 import os
 import signal
+import subprocess
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
@@ -399,9 +400,17 @@ def host_hold() -> Hold:
 
 
 def _tried(hold: Hold) -> str:
-    """Why no cell can be made, set and removed in ``hold``; "" once one was."""
+    """Why no cell can be made, set, entered by a process and removed in ``hold``; "" once
+    one was."""
     try:
-        hold.cell(Budget(64, 8)).close()
+        cell = hold.cell(Budget(64, 8))
     except OSError as exc:
         return f"{hold.description} cannot be set up ({exc.filename}: {exc.strerror})"
+    try:
+        subprocess.run(["true"], preexec_fn=cell.enter, check=True, timeout=30,
+                       stdin=subprocess.DEVNULL, capture_output=True)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"{hold.description} cannot be entered ({type(exc).__name__})"
+    finally:
+        cell.close()
     return ""

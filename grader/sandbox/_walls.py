@@ -68,6 +68,7 @@ class ProcessWall(Wall):
 
     def warm(self) -> None:
         package_folders()
+        host_hold()
 
     def prepare(self, layout: Layout) -> None:
         # Links stay links: a write through one is judged by where it points, and copying
@@ -128,6 +129,7 @@ class NamespacesWall(Wall):
         bubblewrap()
         interpreter()
         host_hold()
+        host_user(_kit(), ())  # as root: whether uid 65534 can run the kit, probed once
 
     def stated(self, root: Path, scratch: Path) -> str:
         _, user = host_user(_kit(), _submission_files(str(root)), (str(scratch),))

@@ -128,13 +128,20 @@ def test_this_machine_has_a_hold_and_says_which() -> None:
                                         "a watchdog in the grader, no cgroup ("))
 
 
-def test_a_cgroup_where_no_cell_can_be_made_is_not_a_hold(tmp_path: Path) -> None:
+def test_a_cgroup_where_no_cell_can_be_made_or_entered_is_not_a_hold(tmp_path: Path) -> None:
     (tmp_path / "memory").mkdir()
-    usable = CgroupV1([("memory", tmp_path / "memory")])
-    assert _tried(usable) == ""  # a cell was made there, and removed
-    assert list((tmp_path / "memory").iterdir()) == []
+    plain = CgroupV1([("memory", tmp_path / "memory")])  # no kernel: no cgroup.procs to join
+    assert _tried(plain) == ("a cgroup per child (v1: memory) cannot be entered "
+                             "(SubprocessError)")
     gone = CgroupV1([("memory", tmp_path / "memory"), ("pids", tmp_path / "gone")])
     why = _tried(gone)
     assert why.startswith("a cgroup per child (v1: memory, pids) cannot be set up (")
     assert why.endswith(": No such file or directory)")
-    assert list((tmp_path / "memory").iterdir()) == []  # the half-made cell is removed
+    assert list((tmp_path / "memory").iterdir()) == []  # every half-made cell is removed
+
+
+def test_this_machines_cgroup_takes_a_process_and_lets_it_go() -> None:
+    hold = host_hold()
+    if isinstance(hold, Watchdog):
+        pytest.skip(f"no cgroup here: {hold.description}")
+    assert _tried(hold) == ""
