@@ -458,11 +458,15 @@ class Live(NamedTuple):
     control: dict[str, object]  # the same sandbox without the filter
 
 
-def _sandboxed(bwrap: str, mode: str, program: bytes | None) -> dict[str, object]:
+def _sandboxed(bwrap: str, mode: str, program: bytes | None,
+               folder: Path) -> dict[str, object]:
     machine = platform.machine()
     probes = [[name, number(machine, name), args] for name, args in SYSCALL_PROBES.items()]
-    argv = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
-            "--chdir", "/tmp", "--unshare-all", "--die-with-parent", "--new-session"]
+    # A writable folder of its own, not a tmpfs over /tmp: the interpreter may live there
+    # (a checkout cloned into /tmp).
+    argv = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
+            "--bind", str(folder), str(folder), "--chdir", str(folder),
+            "--unshare-all", "--die-with-parent", "--new-session"]
     fds: tuple[int, ...] = ()
     if program is not None:
         read_end, write_end = os.pipe()
@@ -483,14 +487,15 @@ def _sandboxed(bwrap: str, mode: str, program: bytes | None) -> dict[str, object
 
 
 @pytest.fixture(scope="module")
-def live() -> Live:
+def live(tmp_path_factory: pytest.TempPathFactory) -> Live:
     require_namespaces()
     program = allow_list_filter(platform.machine())
     if program is None:
         pytest.skip(f"no filter for this machine ({platform.machine()})")
     bwrap, _ = bubblewrap()
     assert bwrap is not None
-    return Live(_sandboxed(bwrap, "filtered", program), _sandboxed(bwrap, "control", None))
+    return Live(_sandboxed(bwrap, "filtered", program, tmp_path_factory.mktemp("filtered")),
+                _sandboxed(bwrap, "control", None, tmp_path_factory.mktemp("control")))
 
 
 @pytest.mark.slow
