@@ -28,6 +28,7 @@ import errno
 import functools
 import itertools
 import os
+import re
 import signal
 import subprocess
 import time
@@ -215,6 +216,7 @@ class CgroupV2(Hold):
 
     def __init__(self, base: Path) -> None:
         self.base = base
+        self.bases = (base,)
         self.description = f"a cgroup per child (v2: memory, pids, cpu) under {base}"
 
     def cell(self, budget: Budget) -> Cell:
@@ -395,8 +397,39 @@ def host_hold() -> Hold:
         elif why := _tried(found):
             reasons.append(why)
         else:
+            _sweep(found.bases)
             return found
     return Watchdog("; ".join(reasons))
+
+
+_LEFT = re.compile(r"gradekit-([0-9]+)-[0-9]+")  # a cell, named for the grader that made it
+
+
+def _sweep(bases: Sequence[Path]) -> None:
+    """Remove the cells a grader left behind when it was killed before it could (a batch
+    worker that died mid-run): each named for a process that no longer runs. A cell that
+    still holds a task cannot be removed (EBUSY), and stays."""
+    for base in bases:
+        try:
+            names = os.listdir(base)
+        except OSError:
+            continue
+        for name in names:
+            match = _LEFT.fullmatch(name)
+            if match is None or _running(int(match[1])):
+                continue
+            with contextlib.suppress(OSError):
+                (base / name).rmdir()
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # someone else's: running
+    return True
 
 
 def _tried(hold: Hold) -> str:

@@ -10,12 +10,21 @@ machine (whatever hold it has) and attacks them.
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from grader._model import Limits
-from grader.sandbox._hold import Budget, CgroupV1, CgroupV2, Watchdog, _tried, host_hold
+from grader.sandbox._hold import (
+    Budget,
+    CgroupV1,
+    CgroupV2,
+    Watchdog,
+    _sweep,
+    _tried,
+    host_hold,
+)
 
 V2_ONLY = "30 23 0:26 / {mount} rw,nosuid - cgroup2 cgroup2 rw\n"
 V1 = "".join(f"3{n} 23 0:3{n} / {{mount}}/{c} rw - cgroup cgroup rw,{c}\n"
@@ -145,3 +154,20 @@ def test_this_machines_cgroup_takes_a_process_and_lets_it_go() -> None:
     if isinstance(hold, Watchdog):
         pytest.skip(f"no cgroup here: {hold.description}")
     assert _tried(hold) == ""
+
+
+def test_cells_left_by_a_grader_that_no_longer_runs_are_swept(tmp_path: Path) -> None:
+    dead = subprocess.Popen(["true"])  # a pid that has just ended
+    dead.wait()
+    left = tmp_path / f"gradekit-{dead.pid}-3"
+    mine = tmp_path / f"gradekit-{os.getpid()}-1"  # this process runs: kept
+    busy = tmp_path / f"gradekit-{dead.pid}-4"  # cannot be removed: kept (a file in it)
+    other = tmp_path / "gradekit-grader-1"  # not a cell's name: kept
+    for folder in (left, mine, busy, other):
+        folder.mkdir()
+    (busy / "cgroup.procs").write_text("")
+
+    _sweep([tmp_path, tmp_path / "missing"])
+
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        p.name for p in (mine, busy, other))
