@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 __all__ = [
-    "INSTALL_HINT", "KIT", "SANDBOX", "UNPRIVILEGED_UID", "Bind", "become", "bubblewrap",
+    "INSTALL_HINT", "KIT", "SANDBOX", "UNPRIVILEGED_UID", "Bind", "as_root", "become", "bubblewrap",
     "bwrap_argv",
     "host_user", "interpreter", "package_folders",
 ]
@@ -122,7 +122,7 @@ def host_user(kit: Sequence[str], read: Sequence[str],
     files of the run it sees) and search ``search`` (the folder of the run's folders):
     bubblewrap binds each by its path, as that uid.
     """
-    if not hasattr(os, "geteuid") or os.geteuid() != 0:
+    if not as_root():
         return None, "children run as the grader's own unprivileged user"
     why = (_unprivileged_missing(tuple(kit)) or _unreadable(read)
            or next((f"{p} is not searchable by uid {UNPRIVILEGED_UID}" for p in search
@@ -153,6 +153,11 @@ def _unprivileged_missing(kit: tuple[str, ...]) -> str:
     if done.returncode != 0:
         return f"uid {UNPRIVILEGED_UID} cannot create namespaces with bubblewrap here"
     return ""
+
+
+def as_root() -> bool:
+    """Whether the grader runs as root (then a child would be root on the host too)."""
+    return hasattr(os, "geteuid") and os.geteuid() == 0
 
 
 def become(user: int) -> None:

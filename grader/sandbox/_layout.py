@@ -22,7 +22,7 @@ from typing import IO, Any, ClassVar
 from grader._model import IGNORED_NAMES, Limits
 from grader.sandbox._channel import Child
 from grader.sandbox._hold import host_hold
-from grader.sandbox._isolation import KIT
+from grader.sandbox._isolation import KIT, as_root
 
 __all__ = [
     "IGNORED_NAMES", "WALLS", "Layout", "Wall", "captured_output", "child_config",
@@ -76,8 +76,7 @@ class Wall(ABC):
     def stated(self, root: Path, scratch: Path) -> str:
         """The report's isolation line for a grading of ``root`` with runs under
         ``scratch``: ``held()``, and as whom each child runs on the host."""
-        root_user = hasattr(os, "geteuid") and os.geteuid() == 0
-        return f"{self.held()}; children run as {'root' if root_user else 'the grader'} on the host"
+        return f"{self.held()}; children run as {'root' if as_root() else 'the grader'} on the host"
 
     @abstractmethod
     def warm(self) -> None:

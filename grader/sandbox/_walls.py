@@ -35,6 +35,7 @@ from grader.sandbox._isolation import (
     KIT,
     SANDBOX,
     Bind,
+    as_root,
     bubblewrap,
     bwrap_argv,
     host_user,
@@ -119,7 +120,7 @@ class NamespacesWall(Wall):
                 "in-process guard only")
 
     def passed_over(self) -> str:
-        if hasattr(os, "geteuid") and os.geteuid() == 0:
+        if as_root():
             return (f"warning: grading as root without namespaces: {bubblewrap()[1]}. "
                     "Submission code runs behind the in-process guard only; "
                     f"{INSTALL_HINT}.")
@@ -137,7 +138,7 @@ class NamespacesWall(Wall):
 
     def prepare(self, layout: Layout) -> None:
         layout.work.mkdir()
-        if _root():  # uid 65534 finds the files it is shown through the run's folder
+        if as_root():  # uid 65534 finds the files it is shown through the run's folder
             os.chmod(layout.run, 0o711)
 
     def child_copy(self, layout: Layout) -> str:
@@ -194,10 +195,6 @@ class NamespacesWall(Wall):
         finally:
             if read_end is not None:
                 os.close(read_end)
-
-
-def _root() -> bool:
-    return hasattr(os, "geteuid") and os.geteuid() == 0
 
 
 def _kit() -> tuple[str, ...]:
