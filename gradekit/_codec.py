@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar
 
+from gradekit._commands import RECORD, RECORD_CASE, RERECORD_CASE
 from gradekit._exceptions import CassetteCorrupt
 
 __all__ = ["Codec", "Document", "Entry", "Fold", "closest", "divergence", "hostile_json"]
@@ -116,9 +117,10 @@ class Codec(ABC, Generic[D]):
     def record_command(self, case: str) -> str:
         """The command that records ``case`` again (every case, when ``case`` is empty)."""
         if not case:
-            return "gradekit record"
-        again = f' --rerecord --reason "{self.reason}"' if self.rerecord else ""
-        return f"gradekit record --case {case}{again}"
+            return RECORD()
+        if self.rerecord:
+            return RERECORD_CASE(case=case, reason=self.reason)
+        return RECORD_CASE(case=case)
 
     def restore_hint(self, source: str, case: str) -> str:
         """The two ways back from a file that cannot be read."""
@@ -186,7 +188,7 @@ class Codec(ABC, Generic[D]):
         """The error for a journal line that cannot be folded in."""
         return self.error(
             f"{journal}:{line}: {problem}. The journal holds {self.things} recorded but not yet "
-            f"folded into the {self.noun}: fix or delete that line, then run `gradekit record` "
+            f"folded into the {self.noun}: fix or delete that line, then run `{RECORD()}` "
             "again."
         )
 

@@ -39,6 +39,7 @@ from types import TracebackType
 from typing import Any, Literal, Self
 
 from gradekit._codec import hostile_json
+from gradekit._commands import INCIDENT_RECORD
 from gradekit._exceptions import IncidentCorrupt, IncidentDivergence, UsageError
 from gradekit._fixtures import round_trip, tool_key
 from gradekit._keys import prompt_key
@@ -256,8 +257,9 @@ def read_incident(path: str | Path) -> Incident:
     try:
         data = path.read_bytes()
     except FileNotFoundError:
-        raise UsageError(f"no incident at {path}: record one with `gradekit incident record "
-                         "--case CASE`") from None
+        command = INCIDENT_RECORD(agent="lab.agent:run", tools="lab.tools:TOOLS", case="CASE",
+                                  out=str(path))
+        raise UsageError(f"no incident at {path}: record one with `{command}`") from None
     return decode_incident(data, source=path)
 
 

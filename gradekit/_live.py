@@ -23,6 +23,7 @@ from typing import Final, Literal
 
 import httpx
 
+from gradekit._commands import RECORD
 from gradekit._exceptions import (
     ProviderAuthError,
     ProviderConfigError,
@@ -41,7 +42,7 @@ AdapterName = Literal["openai-compatible", "anthropic"]  # the two wire protocol
 
 _SNIPPET_CHARS: Final = 300
 _REDACTED: Final = "[redacted]"
-_RESUME: Final = "wait and run again; `gradekit record` resumes where it stopped"
+_RESUME: Final = f"wait and run again; `{RECORD()}` resumes where it stopped"
 _LOCAL: Final = "check GRADEKIT_BASE_URL / is the server running? try `make local-model`"
 _ANTHROPIC_VERSION: Final = "2023-06-01"
 
@@ -434,7 +435,7 @@ _HOW_TO_CONFIGURE: Final = f"""No provider configured. Set environment variables
   GRADEKIT_MODEL    / --model      e.g. gpt-4o-mini, claude-3-5-haiku-latest, llama3.2
   GRADEKIT_BASE_URL / --base-url   for ollama, vLLM, OpenRouter, Groq, ...
   GRADEKIT_API_KEY  / --api-key    or OPENAI_API_KEY / ANTHROPIC_API_KEY
-Free and local: run `make local-model` (SmolLM2 on llama.cpp), then GRADEKIT_PROVIDER=llamacpp"""
+Free and local: run `make local-model` (SmolLM2-135M, no key), then GRADEKIT_PROVIDER=llamacpp"""
 
 
 def _pick(explicit: str | None, env: Mapping[str, str], variable: str | None) -> str | None:

@@ -172,7 +172,7 @@ def gradekit_allowed_hosts() -> tuple[str, ...]:
 class _PlayedReplay(Replay):
     """A ``Replay`` that adds the key of each prompt it answers to ``played``."""
 
-    http_record_command = ""  # a miss names the plugin's flag, not `gradekit record`
+    http_record_command = None  # a miss names the plugin's flag, not the record command
 
     def __init__(self, cassette: Path, played: set[str]) -> None:
         super().__init__(cassette)
@@ -187,7 +187,7 @@ class _PlayedReplay(Replay):
 class _PlayedRecorder(Recorder):
     """A ``Recorder`` that adds the key of each prompt it answers to ``played``."""
 
-    http_record_command = ""
+    http_record_command = None
 
     def __init__(self, live: Provider, cassette: Path, mode: Mode, played: set[str]) -> None:
         super().__init__(live, cassette, mode=mode, case=_case_of(cassette))

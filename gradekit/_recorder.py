@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from gradekit._cassette import CASSETTE, Cassette, Entry, merge_entry
+from gradekit._commands import RECORD_CASE, Command
 from gradekit._exceptions import UsageError
 from gradekit._http.client import HttpClients, http_cassette_path
 from gradekit._http.transport import AsyncCassetteTransport, CassetteTransport, async_twin
@@ -60,16 +61,16 @@ class Recorder(JournaledRecording[Cassette], HttpClients):
         loaded = self._open()
         self._entries = dict(loaded.entries) if loaded else {}
 
-    # What an HTTP miss tells to run ("" for the HTTP cassette's own: the pytest plugin's).
-    http_record_command = "gradekit record --case {case}"
+    # What an HTTP miss tells to run (None for the HTTP cassette's own: the pytest plugin's).
+    http_record_command: Command | None = RECORD_CASE
 
     def http_transport(self) -> CassetteTransport:
         """The transport of this recorder's SDK clients: ``<case>.http.json``, this mode."""
         if self._http is None:
             self._http = CassetteTransport(
                 http_cassette_path(self.path), mode=self.mode, case=self.case, env=self._env,
-                clock=self._clock, record_command=self.http_record_command.format(case=self.case)
-                or None)
+                clock=self._clock, record_command=None if self.http_record_command is None
+                else self.http_record_command(case=self.case))
             self._http._recording._secrets.update(self._secrets)  # the live adapter's key too
         return self._http
 

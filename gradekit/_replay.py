@@ -7,6 +7,7 @@ from pathlib import Path
 
 from gradekit._cassette import CASSETTE, REPLAYED, Cassette
 from gradekit._codec import closest, divergence
+from gradekit._commands import RECORD_CASE, Command
 from gradekit._exceptions import CassetteMiss, UsageError
 from gradekit._http.client import HttpClients, http_cassette_path
 from gradekit._http.transport import AsyncCassetteTransport, CassetteTransport, async_twin
@@ -49,8 +50,8 @@ class Replay(HttpClients):
             raise miss(self._cassette, prompt, source=self.source, exists=self._exists)
         return response
 
-    # What an HTTP miss tells to run ("" for the HTTP cassette's own: the pytest plugin's).
-    http_record_command = "gradekit record --case {case}"
+    # What an HTTP miss tells to run (None for the HTTP cassette's own: the pytest plugin's).
+    http_record_command: Command | None = RECORD_CASE
 
     def http_transport(self) -> CassetteTransport:
         """The transport of this replay's SDK clients: strict replay of ``<case>.http.json``."""
@@ -61,9 +62,10 @@ class Replay(HttpClients):
                     "cassette beside it: give the SDK a client on "
                     "CassetteTransport('cassettes/<case>.http.json') instead")
             case = self._cassette.case or Path(self.source).stem
+            command = self.http_record_command
             self._http = CassetteTransport(http_cassette_path(self._file), case=case,
-                                           record_command=self.http_record_command.format(
-                                               case=case) or None)
+                                           record_command=None if command is None
+                                           else command(case=case))
         return self._http
 
     def async_http_transport(self) -> AsyncCassetteTransport:

@@ -15,10 +15,12 @@ What is here, by what it serves:
     messages and checks              closest, divergence, miss_rows, credential_values,
                                      find_secret, in_chain
     the SDK clients' mixin           HttpClients
+    commands a message prints        commands (``make record ARGS=...``, ``.venv/bin/gradekit``)
 """
 
 from __future__ import annotations
 
+from gradekit import _commands as commands
 from gradekit._cassette import decode_cassette, encode_cassette
 from gradekit._codec import closest, divergence
 from gradekit._exceptions import in_chain
@@ -39,6 +41,7 @@ __all__ = [
     "HttpRequest",
     "ToolCall",
     "closest",
+    "commands",
     "credential_values",
     "decode_cassette",
     "decode_fixture",

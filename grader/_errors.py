@@ -14,6 +14,7 @@ codes are drawn in ``gradekit._exceptions``. Codes: 1 failed, 2 usage, 3 miss, 4
     ├── RecordingError             2  a recording file that cannot be read (stale, diff)
     │   └── ChangeLogCorrupt       2  DATASET_CHANGES.md does not parse
     ├── MissingPackage             1  the agent imports a package the grader lacks: not graded
+    ├── HandOutRefused             1  a built hand-out holds a solution: nothing is written
     └── SubmissionFileError        2  a submission file the grader will not read (link, size)
         └── MissingSubmissionFile  2  it is not there
 
@@ -25,12 +26,13 @@ re-export each where its callers look for it (``grader.rubric.RubricError``).
 from __future__ import annotations
 
 from gradekit import GradekitError, UsageError
-from grader._exits import EXIT_USAGE
+from grader._exits import EXIT_FAILED, EXIT_USAGE
 
 __all__ = [
     "ChangeLogCorrupt",
     "DashboardUnavailable",
     "GradebookError",
+    "HandOutRefused",
     "LedgerCorrupt",
     "ManifestError",
     "MissingSubmissionFile",
@@ -62,6 +64,13 @@ class GradebookError(GradekitError):
     """A gradebook that cannot be written, read or merged; the message says why."""
 
     exit_code = EXIT_USAGE
+
+
+class HandOutRefused(GradekitError):
+    """``gradekit starter`` built a hand-out that holds a removed region's text, or a folder
+    that grades above the raw starter; the message names the path and the fix."""
+
+    exit_code = EXIT_FAILED
 
 
 class LedgerCorrupt(GradekitError):

@@ -10,7 +10,10 @@ OpenAI ``chat.completion.chunk`` events ending in ``data: [DONE]``, Anthropic's
 ``message_start`` ... ``message_stop`` with a ``ping``, sent chunked as the
 real APIs send them. ``tool_call`` answers with a tool call in either protocol.
 Each answer carries its protocol's request id header (``x-request-id`` /
-``request-id``: ``req_loopback<n>``); ``Loopback(gzip=True)`` compresses JSON
+``request-id``: ``req_loopback<n>``); ``Loopback(volatile=True)`` makes the fields a
+real API makes anew on every call random instead (the response id, ``created``,
+``system_fingerprint`` and the request id header), as a re-recording meets them;
+``Loopback(gzip=True)`` compresses JSON
 bodies for a client that accepts gzip, as the real APIs do. ``cut`` drops the
 connection mid-answer, ``echo`` quotes the question (to tell concurrent calls
 apart), and Azure OpenAI's ``/openai/deployments/<name>/chat/completions`` is served.
@@ -23,6 +26,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import secrets
 import threading
 from collections import deque
 from collections.abc import Mapping
@@ -271,8 +275,8 @@ def _openai_deltas(body: Mapping[str, Any], reply: Reply) -> list[tuple[dict[str
 
 def _openai_events(body: Mapping[str, Any], reply: Reply, request: Any) -> list[bytes]:
     usage_asked = bool((request.get("stream_options") or {}).get("include_usage"))
-    head = {"id": body["id"], "object": "chat.completion.chunk", "created": CREATED,
-            "model": body["model"], "system_fingerprint": "fp_loopback"}
+    head = {"id": body["id"], "object": "chat.completion.chunk", "created": body["created"],
+            "model": body["model"], "system_fingerprint": body["system_fingerprint"]}
     extra = {"usage": None} if usage_asked else {}
     events = [_sse({**head, "choices": [{"index": 0, "delta": delta, "logprobs": None,
                                           "finish_reason": finish}], **extra})
@@ -388,7 +392,9 @@ class _Handler(BaseHTTPRequestHandler):
             reply = Reply(parts=(f"You asked: {_last_message(request)} (request {number})",))
         make_error = _openai_error if protocol == "openai" else _anthropic_error
         named = "x-request-id" if protocol == "openai" else "request-id"
-        sent = ((named, f"req_loopback{number}"), *reply.headers)
+        owner = cast(_Server, self.server).owner
+        request_id = f"req_{secrets.token_hex(12)}" if owner.volatile else f"req_loopback{number}"
+        sent = ((named, request_id), *reply.headers)
         complaint = _invalid(protocol, headers, request)
         if complaint is not None:
             self._send(400, make_error(400, complaint), sent)
@@ -402,6 +408,11 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             make_body = _openai_body if protocol == "openai" else _anthropic_body
             body = make_body(reply, request, number)
+            if owner.volatile:  # what a real API makes anew on every call
+                body["id"] = body["id"].partition("loopback")[0] + secrets.token_hex(12)
+                if protocol == "openai":
+                    body["created"] = CREATED + secrets.randbelow(10**6)
+                    body["system_fingerprint"] = f"fp_{secrets.token_hex(5)}"
             if request.get("stream") is True:
                 make_events = _openai_events if protocol == "openai" else _anthropic_events
                 self._stream(make_events(body, reply, request), sent, reply.cut_after)
@@ -456,11 +467,13 @@ class Loopback:
 
     ``replies`` are served in order, one per request; when they run out every
     request gets ``default``. ``script()`` adds more replies later. ``gzip``
-    compresses every body but a stream's, for a client that accepts it.
+    compresses every body but a stream's, for a client that accepts it. ``volatile``
+    gives each answer a random id, ``created``, ``system_fingerprint`` and request id.
     """
 
-    def __init__(self, *replies: Reply, default: Reply = Reply(), gzip: bool = False) -> None:
-        self.gzip = gzip
+    def __init__(self, *replies: Reply, default: Reply = Reply(), gzip: bool = False,
+                 volatile: bool = False) -> None:
+        self.gzip, self.volatile = gzip, volatile
         self._lock = threading.Lock()
         self._replies: deque[Reply] = deque(replies)
         self._requests: list[Recorded] = []

@@ -132,9 +132,9 @@ def make_submission(folder: Path) -> Path:
             shutil.copy2(source, folder / name)
     # The variants are judged against one stretch goal, two-providers, whose evidence (a
     # second sandboxed run over every case) a one-case flaw breaks; the other goals are
-    # tested on their own in test_stretch.py.
+    # tested on their own (test_stretch.py, test_cut_point.py, test_reference_stretch.py).
     _replace(folder / "pyproject.toml",
-             'stretch = ["rerecord-review", "tool-fixtures", "two-providers"]',
+             'stretch = ["rerecord-review", "tool-fixtures", "two-providers", "cut-point"]',
              'stretch = ["two-providers"]')
     return folder
 
@@ -542,6 +542,11 @@ def lost(report: Report, criterion_id: str) -> set[str]:
             if not c["passed"] or c["points"] != c["max"]}
 
 
+# What the grader advises for a recording the submission lacks (sql-explain's cassette).
+_RECORD_IT = ("if `git status` lists it, commit it (`git add cassettes/sql-explain.json`); "
+              "otherwise record it with `make record ARGS='--case sql-explain'` and commit it")
+
+
 def _findings(*expected: str) -> Extra:
     def check(seen: Seen) -> None:
         assert seen.report["findings"] == list(expected)
@@ -891,8 +896,9 @@ VARIANTS: dict[str, Variant] = {
         second_set_copied, frozenset({"stretch_goal"}),
         _all(_stretch_evidence(r"cassettes-llm/[a-z-]+\.json entry [0-9a-f]{16} names "
                                r"openai-compatible:smollm2, which is not a second provider: "
-                               r"record the set with `gradekit record --provider \.\.\. "
-                               r"--cassettes cassettes-llm`"), _findings()),
+                               r"record the set with `make record ARGS='--provider PROVIDER "
+                               r"--cassettes cassettes-llm'`, PROVIDER another provider than "
+                               r"the first set's"), _findings()),
     ),
     "second_set_relabelled": Variant(
         second_set_relabelled, frozenset({"stretch_goal"}),
@@ -904,8 +910,9 @@ VARIANTS: dict[str, Variant] = {
         change_log_names_readme, frozenset({"stretch_goal"}),
         _all(_stretch_evidence(
             r"no DATASET_CHANGES\.md entry names only recordings \(\.json files in cassettes/, "
-            r"cassettes-llm/, fixtures/\): log the re-recording with `gradekit record "
-            r'--rerecord --reason "\.\.\."`', goal="rerecord-review"), _findings()),
+            r"cassettes-llm/, fixtures/\): log the re-recording with `make record "
+            r'ARGS=\'--rerecord --reason "why the answers changed"\'`', goal="rerecord-review"),
+            _findings()),
     ),
     "forges_outcome_via_main": Variant(
         # No primary run finished with a verdict to trust: nothing ran, so nothing is traced.
@@ -1023,22 +1030,20 @@ VARIANTS: dict[str, Variant] = {
     "misses_cassette": Variant(
         misses_cassette, frozenset({"contract_stability", "loud_failure", "tracing"}),
         _all(_cassette_missed,
-             _findings("cassettes/sql-explain.json is missing: record it with "
-                       "`gradekit record --case sql-explain` and commit it"),
+             _findings(f"cassettes/sql-explain.json is missing: {_RECORD_IT}"),
              _advised("contract_stability",
-                      "sql-explain: cassettes/sql-explain.json is missing: record it with "
-                      "`gradekit record --case sql-explain` and commit it")),
+                      f"sql-explain: cassettes/sql-explain.json is missing: {_RECORD_IT}")),
     ),
     "misses_fixture": Variant(
         misses_fixture, PER_CASE,
         _all(_fixture_missed, _points("stretch_goal", "4.00"),
-             _findings("fixtures/sql-explain.json is missing: record it with `gradekit record "
-                       "--case sql-explain` and commit it")),
+             _findings(f"fixtures/sql-explain.json is missing: "
+                       f"{_RECORD_IT.replace('cassettes/', 'fixtures/')}")),
     ),
     "fixtures_elsewhere": Variant(fixtures_elsewhere, frozenset(), _findings()),
     "fixtures_folder_missing": Variant(
         fixtures_folder_missing, PER_CASE,
         _findings("the folder fx/ named in [tool.gradekit] does not exist: record into it "
-                  "with `gradekit record` and commit it, or fix the name"),
+                  "with `make record` and commit it, or fix the name"),
     ),
 }

@@ -12,6 +12,12 @@ order they were recorded.
 The interactions are kept in the store (``gradekit._store``) like cassettes and
 fixtures: each one is journalled as an ``Entry`` under ``<key>#<n>`` whose
 ``prompt`` is the request's canonical JSON and whose ``response`` the response's.
+
+What a response says about itself rather than about the answer (its id, when it was made,
+the request id, the build that served it: ``VOLATILE_RESPONSE``) differs on every call.
+``HttpResponse.stable_json`` leaves it out, and two recordings are the same answer when
+their stable forms are equal: a ``rerecord`` that got the same answers keeps the file's
+bytes, and a diff of two recordings shows no change.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from typing import Any, Literal
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from gradekit._codec import Codec, Entry, Fold
+from gradekit._commands import RECORD, RECORD_CASE
 from gradekit._exceptions import CassetteCollision, CassetteCorrupt
 from gradekit._keys import KEY_LENGTH
 
@@ -36,6 +43,7 @@ __all__ = [
     "KEY_SCHEME",
     "LAB_HTTP_CASSETTE",
     "VOLATILE",
+    "VOLATILE_RESPONSE",
     "HttpCassette",
     "HttpCassetteCodec",
     "HttpRequest",
@@ -58,6 +66,16 @@ VOLATILE = frozenset({"metadata", "user"})
 # The only response headers written: what the SDKs read to parse a body, decide a retry
 # or name a request in an error. Everything else (cookies, rate-limit counters) is dropped.
 KEPT_HEADERS = frozenset({"content-type", "request-id", "x-request-id", "x-should-retry"})
+# What a response says about itself, never about the answer: new on every call, so left out
+# when two recordings are compared (``HttpResponse.stable_json``). The headers are the
+# request ids; the fields are top-level in a JSON body or a server-sent event's JSON data,
+# and in the object an event wraps (Anthropic's ``message_start`` ``message``, the OpenAI
+# Responses API's ``response``): the id (``chatcmpl-...``, ``msg_...``, ``resp_...``), when
+# it was made, the serving build, the request id an error body repeats.
+VOLATILE_RESPONSE = frozenset({"id", "created", "created_at", "system_fingerprint",
+                               "request_id"})
+_VOLATILE_HEADERS = frozenset({"request-id", "x-request-id"})
+_WRAPPERS = ("message", "response")
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 _SHOWN = 60
 
@@ -233,6 +251,42 @@ class HttpResponse:
         """The response's object in a cassette."""
         return {"status": self.status, "headers": dict(self.headers), self.form: self.content}
 
+    def stable_json(self) -> dict[str, Any]:
+        """``to_json`` less what differs on every call (``VOLATILE_RESPONSE``, the request id
+        headers): what two recordings of one answer have in common. The file keeps it all."""
+        headers = {name: value for name, value in self.headers.items()
+                   if name not in _VOLATILE_HEADERS}
+        content: Any = self.content
+        if self.form == "body":
+            content = _stable(content)
+        elif self.form == "events":
+            content = [_stable_event(event) for event in self.content]
+        return {"status": self.status, "headers": headers, self.form: content}
+
+
+def _stable(value: Any) -> Any:
+    """A JSON object less its volatile fields, and its wrapped object's; anything else as is."""
+    if not isinstance(value, dict):
+        return value
+    kept = {name: item for name, item in value.items() if name not in VOLATILE_RESPONSE}
+    for wrapper in _WRAPPERS:
+        if isinstance(kept.get(wrapper), dict):
+            kept[wrapper] = {name: item for name, item in kept[wrapper].items()
+                             if name not in VOLATILE_RESPONSE}
+    return kept
+
+
+def _stable_event(event: str) -> str:
+    """One server-sent event with each ``data:`` line's JSON made ``_stable``; a line that is
+    not JSON (``data: [DONE]``, an ``event:`` name) is kept as it is."""
+    lines = []
+    for line in event.split("\n"):
+        field, colon, data = line.partition(":")
+        parsed, value = _json_value(data.encode("utf-8")) if colon and field == "data" \
+            else (False, None)
+        lines.append(f"data: {_compact(_stable(value))}" if parsed else line)
+    return "\n".join(lines)
+
 
 @dataclass(frozen=True, slots=True)
 class Interaction:
@@ -294,10 +348,8 @@ class HttpCassetteCodec(Codec[HttpCassette]):
         self.command = command  # may name ``{case}``
 
     def record_command(self, case: str) -> str:
-        """The command that records what is missing: the pytest plugin's flag, or in a lab
-        (``LAB_HTTP_CASSETTE``) ``gradekit record --case <case>``."""
-        if not case and "{case}" in self.command:
-            return "gradekit record"
+        """The command that records what is missing: the pytest plugin's flag (or the
+        command a test suite configured, which may name ``{case}``)."""
         return self.command.format(case=case)
 
     def encode(self, document: HttpCassette) -> bytes:
@@ -358,8 +410,10 @@ class HttpCassetteCodec(Codec[HttpCassette]):
         return tuple(recorded)
 
     def answers(self, document: HttpCassette) -> Mapping[str, object]:
-        """Each slot's request and response, without when."""
-        return {name: (_compact(i.request.to_json()), _compact(i.response.to_json()))
+        """Each slot's request and response, without when and without what differs on every
+        call (``HttpResponse.stable_json``): a ``rerecord`` that got the same answers
+        keeps the file's bytes."""
+        return {name: (_compact(i.request.to_json()), _compact(i.response.stable_json()))
                 for name, i in document.slots().items()}
 
     def merge(self, base: HttpCassette | None, fold: Fold) -> HttpCassette:
@@ -461,5 +515,12 @@ def clip(text: str, limit: int = _SHOWN) -> str:
 
 
 HTTP_CASSETTE = HttpCassetteCodec()
-# A lab's `cassettes/<case>.http.json`, which `gradekit record` writes: its errors say so.
-LAB_HTTP_CASSETTE = HttpCassetteCodec("gradekit record --case {case}")
+class _LabHttpCassetteCodec(HttpCassetteCodec):
+    """A lab's ``cassettes/<case>.http.json``, which the record command writes: its errors
+    name that command as it runs from the lab's root (``make record ARGS='--case ...'``)."""
+
+    def record_command(self, case: str) -> str:
+        return RECORD_CASE(case=case) if case else RECORD()
+
+
+LAB_HTTP_CASSETTE = _LabHttpCassetteCodec()

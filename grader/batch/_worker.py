@@ -36,6 +36,7 @@ from types import MappingProxyType
 from typing import Any, get_args
 
 from gradekit import GradekitError
+from gradekit.internal import commands
 from grader._model import CONTRACT, Report
 from grader._text import FLAGGED, TEXT_LIMIT, quote
 from grader.grading import MissingPackage, grade_submission
@@ -233,7 +234,7 @@ def main() -> int:
     try:
         request = decode_request(sys.stdin.buffer.read())
     except ValueError as exc:
-        print(f"gradekit worker: {exc}; it is started by `gradekit grade`, not by hand",
+        print(f"gradekit worker: {exc}; it is started by `{commands.GRADE_LAB()}`, not by hand",
               file=sys.stderr)
         return EXIT_BAD_REQUEST
     die_with(request.parent)

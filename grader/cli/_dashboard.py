@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from gradekit.internal import commands as printed
 from grader._exits import EXIT_OK
 
 __all__ = ["add_dashboard_commands"]
@@ -16,7 +17,9 @@ def add_dashboard_commands(
     """Register ``dashboard``."""
     dashboard = commands.add_parser(
         "dashboard", help="build a static HTML dashboard of a graded cohort (opens from disk)",
-        description="Read GRADES (what `gradekit grade --out GRADES` wrote: the gradebook, "
+        description="Read GRADES (what `" + printed.GRADE_INTO(submissions="SUBMISSIONS",
+                                                                out="GRADES")
+        + "` wrote: the gradebook, "
         "the reports, the calls each agent made and the ledger) and write a static site to "
         "SITE: the cohort page index.html, one page per submission, and their assets. It "
         "needs no server and fetches nothing; the same GRADES gives byte-identical files. "

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from gradekit import UsageError
+from gradekit.internal import commands as printed
 from grader._exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from grader._model import CONTRACT
 from grader.batch import (
@@ -59,8 +60,9 @@ def add_grading_commands(
                        help="provider label of the primary run (default: drawn afresh for "
                        "each submission, as the second label and the hash seeds are; "
                        "never changes the grade)")
+    merge = printed.GRADEBOOK_MERGE(first="PART1", second="PART2", out="gradebook.csv")
     grade.add_argument("--shard", type=_shard, default=None, metavar="K/N",
-                       help="grade only part K of N (merge with `gradekit gradebook merge`)")
+                       help=f"grade only part K of N (merge the parts with `{merge}`)")
     grade.add_argument("--roster", type=Path, default=None, metavar="CSV",
                        help=f"who each folder is: a CSV with the header {','.join(ROSTER_HEADER)} "
                        "(default: each folder's name is its student)")
@@ -198,8 +200,8 @@ def _check(args: argparse.Namespace) -> int:
     except MissingPackage as missing:  # no grade to predict: what `gradekit grade` would say
         shown = "UNGRADABLE" if missing.status == "ungradable" else "NOT GRADED"
         print(f"FAIL  {shown}: {missing}")
-        print(f"FAIL  in {time.monotonic() - started:.1f}s: `gradekit grade` would not grade "
-              "this submission; fix what is listed above, then run the check again")
+        print(f"FAIL  in {time.monotonic() - started:.1f}s: `{printed.GRADE_LAB()}` would not "
+              "grade this submission; fix what is listed above, then run the check again")
         return EXIT_FAILED
     for point in run.checkpoints:
         verdict = "PASS" if point.passed else "FAIL"

@@ -31,6 +31,7 @@ from gradekit import (
     read_incident,
     tool_key,
 )
+from gradekit.internal import commands
 from grader._exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from grader._specs import imports_from, load_spec
 from grader.cli._options import add_provider_options, add_rubric_option, live_provider
@@ -187,8 +188,9 @@ def _record(args: argparse.Namespace) -> int:
                 return EXIT_FAILED
     print(answer)
     print(f"done: {_summary(tally)} recorded from {live.name} in "
-          f"{time.monotonic() - started:.1f}s -> {out}. Show it with `gradekit incident show "
-          f"{out}`; replay it in a test with gradekit.replay_incident and commit it.",
+          f"{time.monotonic() - started:.1f}s -> {out}. Show it with "
+          f"`{commands.INCIDENT_SHOW(path=str(out))}`; replay it in a test with "
+          "gradekit.replay_incident and commit it.",
           file=sys.stderr)
     return EXIT_OK
 

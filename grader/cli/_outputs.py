@@ -1,6 +1,7 @@
 """The grader's outputs on the command line: report verify, gradebook merge, history (every
 grade of a student and why each differs), ledger verify, and the Gradescope autograder
-(``gradescope build`` writes it, ``gradescope run`` is what its ``run_autograder`` calls)."""
+(``gradescope build`` writes it, ``gradescope run`` is what its ``run_autograder`` calls,
+``gradescope probe`` is how its ``setup.sh`` says which wall the grader gets)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from typing import Any
 from gradekit import UsageError
 from grader._exits import EXIT_FAILED, EXIT_OK
 from grader.cli._options import add_isolation_option, add_rubric_option
-from grader.handout import ROOT_ENV, build, run
+from grader.handout import ROOT_ENV, build, probe, run
 from grader.outputs import KEY_ENV, KEY_FILE_ENV, load_key, merge_gradebooks
 from grader.records import (
     LEDGER,
@@ -86,7 +87,7 @@ def _verify_ledger(args: argparse.Namespace) -> int:
 
 
 def add_output_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Register ``report verify``, ``gradebook merge`` and ``gradescope build|run``."""
+    """Register ``report verify``, ``gradebook merge`` and ``gradescope build|run|probe``."""
     _add_ledger(commands)
     _add_history(commands)
     report = commands.add_parser("report", help="work with report.json and results.json files")
@@ -127,6 +128,10 @@ def add_output_commands(commands: argparse._SubParsersAction[argparse.ArgumentPa
     add_rubric_option(runner)
     add_isolation_option(runner)
     runner.set_defaults(handler=_run)
+    prober = gradescope_commands.add_parser(
+        "probe", help="say which wall `--isolation auto` takes here, and why each other wall "
+        "was passed over (setup.sh writes it to source/isolation.txt)")
+    prober.set_defaults(handler=_probe)
 
 
 def _verify_report(args: argparse.Namespace) -> int:
@@ -159,3 +164,8 @@ def _run(args: argparse.Namespace) -> int:
     graded = run(root, args.rubric, args.isolation)
     print(f"{'graded' if graded else 'NOT GRADED'}: {root / 'results' / RESULTS}")
     return EXIT_OK if graded else EXIT_FAILED
+
+
+def _probe(args: argparse.Namespace) -> int:
+    print("\n".join(probe()))
+    return EXIT_OK

@@ -7,16 +7,19 @@ whatever ``lab`` the environment holds, the one in ROOT runs.
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from gradekit import (
     CassetteTransport,
+    GradekitError,
     Mode,
     Provider,
     ProviderConfigError,
@@ -28,13 +31,14 @@ from gradekit import (
     prompt_key,
     request_key,
 )
-from gradekit.internal import HttpClients, previous_path
-from grader._exits import EXIT_INTERRUPTED, EXIT_OK
+from gradekit.internal import HttpClients, previous_path, write_atomic
+from grader._exits import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 from grader._specs import imports_from
 from grader.cli._options import add_provider_options, add_rubric_option, live_provider
 from grader.recordings import (
     CHANGE_LOG,
     append_change,
+    check_change,
     digest_file,
     render_diff,
     require_reason,
@@ -117,22 +121,29 @@ def _record(args: argparse.Namespace) -> int:
         manifest = replace(manifest, cassettes=args.cassettes)
     cases = _selected_cases(args)
     mode: Mode = args.mode
-    reason = require_reason(args.reason) if mode == "rerecord" else ""
+    log = _Log(manifest.root / CHANGE_LOG, datetime.now(UTC).strftime("%Y-%m-%d"))
+    if mode == "rerecord":
+        log.reason = require_reason(args.reason)
+        for case in cases:  # a change that could not be logged is refused before it is made
+            check_change(date=log.date, case=case.id, kind="cassette", reason=log.reason)
     counts = _Counts()
     try:
-        _record_cases(args, manifest, cases, mode, reason, counts)
+        _record_cases(args, manifest, cases, mode, log, counts)
     except KeyboardInterrupt:
         print(f"interrupted: the {counts.recorded} answers recorded live so far are kept in "
               f"{manifest.root / manifest.cassettes}/; run the same command again to resume "
               "(what is recorded is served from the cassettes, not asked again)",
               file=sys.stderr)
         return EXIT_INTERRUPTED
-    sdk = f"; {counts.requests_recorded} SDK requests recorded live, " \
-        f"{counts.requests_served} served from cassettes" \
-        if counts.requests_recorded or counts.requests_served else ""
-    print(f"done: {counts.recorded} answers recorded live from {counts.provider}, "
-          f"{counts.served} served from cassettes{sdk}. "
-          f"Commit {manifest.root / manifest.cassettes}/.", file=sys.stderr)
+    print(_summary(manifest.root, counts, log), file=sys.stderr)
+    if log.failed:
+        cases_named = ", ".join(dict.fromkeys(case for case, _ in log.failed))
+        print(f"{type(log.failed[0][1]).__name__}: could not log the re-recording of "
+              f"{cases_named} in {log.path} ({log.failed[0][1]}). Those recordings are back as "
+              "they were before this run; fix the change log and run the same command again.",
+              file=sys.stderr)
+        first = log.failed[0][1]
+        return first.exit_code if isinstance(first, GradekitError) else EXIT_USAGE
     return EXIT_OK
 
 
@@ -143,6 +154,51 @@ class _Counts:
     provider: str = ""
     requests_recorded: int = 0
     requests_served: int = 0
+    bases: set[str] = field(default_factory=set)  # where the SDK requests went
+    written: list[Path] = field(default_factory=list)  # the recordings, in the order used
+
+
+@dataclass
+class _Log:
+    """The change log a ``rerecord`` appends to, and the entries it could not append."""
+
+    path: Path
+    date: str
+    reason: str = ""
+    logged: bool = False
+    failed: list[tuple[str, Exception]] = field(default_factory=list)  # (case, why)
+
+
+def _summary(root: Path, counts: _Counts, log: _Log) -> str:
+    """The last line: what was recorded live from where, and the ``git add`` that commits
+    every file and folder the run wrote (relative to ``--root``)."""
+    said = []
+    if counts.recorded or counts.served or not counts.bases:
+        source = f" from {counts.provider}" if counts.recorded else ""
+        said.append(f"{counts.recorded} answers recorded live{source}, "
+                    f"{counts.served} served from cassettes")
+    if counts.bases:
+        urls = ", ".join(sorted(counts.bases))
+        said.append(f"{counts.requests_recorded} SDK requests recorded live, "
+                    f"{counts.requests_served} served from cassettes "
+                    f"(base URL{'s' if len(counts.bases) > 1 else ''} {urls})")
+    names = list(dict.fromkeys(_folder(root, path) for path in counts.written))
+    if log.logged:
+        names.append(CHANGE_LOG)
+    if not names:
+        return f"done: {'; '.join(said)}. Nothing was written."
+    git = ["git"] + (["-C", str(root)] if root != Path(".") else []) + \
+        ["add", *(name.rstrip("/") for name in names)]
+    shown = ", ".join(names[:-1]) + " and " + names[-1] if len(names) > 1 else names[0]
+    return f"done: {'; '.join(said)}. Commit {shown}: {shlex.join(git)}"
+
+
+def _folder(root: Path, path: Path) -> str:
+    """The folder of a recording, relative to ``root`` when inside it, with a final slash."""
+    try:
+        return path.parent.relative_to(root).as_posix() + "/"
+    except ValueError:
+        return path.parent.as_posix() + "/"
 
 
 class _Unconfigured:
@@ -164,7 +220,7 @@ def _say(quiet: bool) -> Callable[[str], None]:
 
 
 def _record_cases(args: argparse.Namespace, manifest: Manifest, cases: list[Case], mode: Mode,
-                  reason: str, counts: _Counts) -> None:
+                  log: _Log, counts: _Counts) -> None:
     say = _say(args.quiet)
     with imports_from(manifest.root):
         try:
@@ -187,15 +243,20 @@ def _record_cases(args: argparse.Namespace, manifest: Manifest, cases: list[Case
             sdk = shown.requests
             http = f", SDK requests {sdk.recorded} live, {sdk.served} from cassette" \
                 if sdk is not None else ""
+            used = [path] if recorder.recorded or recorder.served else []
+            used += [sdk.path] if sdk is not None else []
+            used += [fixture] if tools is not None else []
+            written = [file for file in used if file.exists()]
+            counts.written += written
             print(f"[{number}/{len(cases)}] {case.id}: {recorder.recorded} live, "
                   f"{recorder.served} from cassette{http}, {time.monotonic() - started:.1f}s "
-                  f"-> {path}", file=sys.stderr)
+                  f"-> {', '.join(map(str, written)) or 'nothing recorded'}", file=sys.stderr)
             if sdk is not None:
                 counts.requests_recorded += sdk.recorded
                 counts.requests_served += sdk.served
             if mode == "rerecord":
                 for changed in ((path, fixture) if sdk is None else (path, sdk.path, fixture)):
-                    _review_rerecord(manifest.root, case.id, changed, reason)
+                    _review_rerecord(manifest.root, case.id, changed, log)
 
 
 class _Shown(HttpClients):
@@ -211,12 +272,13 @@ class _Shown(HttpClients):
     def http_transport(self) -> _ShownRequests:
         """The recorder's transport, each request told."""
         self.requests = self._recorder.http_transport()
-        return _ShownRequests(self.requests, self.requests, self._say)
+        return _ShownRequests(self.requests, self.requests, self._say, self._counts.bases)
 
     def async_http_transport(self) -> _ShownRequests:
         """The recorder's async transport, each request told."""
         self.requests = self._recorder.http_transport()
-        return _ShownRequests(self._recorder.async_http_transport(), self.requests, self._say)
+        return _ShownRequests(self._recorder.async_http_transport(), self.requests, self._say,
+                              self._counts.bases)
 
     def complete(self, prompt: str) -> str:
         """The recorder's answer, told."""
@@ -237,8 +299,9 @@ class _ShownRequests:
     saying whether it went live or came from the cassette."""
 
     def __init__(self, inner: Any, counted: CassetteTransport,
-                 say: Callable[[str], None]) -> None:
+                 say: Callable[[str], None], bases: set[str]) -> None:
         self._inner, self._counted, self._say = inner, counted, say  # counted: inner's recording
+        self._bases = bases  # each request's base URL is added
         self._requests = 0
 
     def handle_request(self, request: Any) -> Any:
@@ -255,6 +318,7 @@ class _ShownRequests:
 
     def _tell(self, request: Any, before: int, started: float) -> None:
         self._requests += 1
+        self._bases.add(base_url(str(request.url)))
         how = "from cassette" if self._counted.served > before else "live"
         self._say(f"    request {self._requests}: {request.method} {request.url.path} "
                   f"{request_key(request.method, str(request.url), request.read())} {how}, "
@@ -265,6 +329,22 @@ class _ShownRequests:
 
     async def aclose(self) -> None:
         """The recorder closes its transport."""
+
+
+# The endpoints an SDK appends to its base URL, longest first: what is left is the base.
+_ENDPOINTS = ("/chat/completions", "/messages/count_tokens", "/completions", "/messages",
+              "/responses", "/embeddings", "/models")
+
+
+def base_url(url: str) -> str:
+    """The base URL an SDK request went to: scheme, host and port (never a user or password),
+    and the path less its endpoint (``http://127.0.0.1:8080/v1`` for ``.../v1/chat/completions``;
+    an unknown endpoint loses its last segment)."""
+    parts = urlsplit(url)
+    path = parts.path.rstrip("/")
+    ending = next((end for end in _ENDPOINTS if path.endswith(end)), None)
+    path = path[: -len(ending)] if ending else path.rpartition("/")[0]
+    return f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}{path}"
 
 
 class _ShownTools:
@@ -282,17 +362,40 @@ class _ShownTools:
         return result
 
 
-def _review_rerecord(root: Path, case: str, path: Path, reason: str) -> None:
-    """Show what a re-recording changed; log a change to the dataset's change log."""
+def _review_rerecord(root: Path, case: str, path: Path, log: _Log) -> None:
+    """Show what a re-recording changed; log a change to the dataset's change log.
+
+    A change that cannot be logged is undone: the file gets its previous bytes back and
+    the previous copy goes, so no unlogged change is left to commit; ``log.failed`` says
+    so, and the remaining cases are still recorded.
+    """
     summary = rerecord_summary(path)
     if summary is None:
         return
     print(render_diff(summary), file=sys.stderr, end="")
-    print(f"        previous recording kept in {previous_path(path)}", file=sys.stderr)
+    previous = previous_path(path)
     if summary.keys():
-        append_change(root / CHANGE_LOG, date=datetime.now(UTC).strftime("%Y-%m-%d"), case=case,
-                      kind=summary.kind, changed_keys=summary.keys(), reason=reason,
-                      digests={path.relative_to(root).as_posix(): digest_file(path)})
+        try:
+            append_change(log.path, date=log.date, case=case, kind=summary.kind,
+                          changed_keys=summary.keys(), reason=log.reason,
+                          digests={_logged_name(root, path): digest_file(path)})
+        except (GradekitError, OSError) as exc:
+            write_atomic(path, previous.read_bytes())
+            previous.unlink()
+            log.failed.append((case, exc))
+            print(f"        not logged ({exc}): {path} is back as it was before this run",
+                  file=sys.stderr)
+            return
+        log.logged = True
+    print(f"        previous recording kept in {previous}", file=sys.stderr)
+
+
+def _logged_name(root: Path, path: Path) -> str:
+    """A recording's name in the change log: its path relative to the submission."""
+    try:
+        return path.relative_to(root).as_posix()
+    except ValueError:
+        return path.as_posix()
 
 
 def _run(args: argparse.Namespace) -> int:

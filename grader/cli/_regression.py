@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from gradekit import UsageError
+from gradekit.internal import commands
 from grader._exits import EXIT_FAILED, EXIT_OK
 from grader._expect import OUTCOMES, Expectation
 from grader._text import quote
@@ -167,8 +168,9 @@ def _show(args: argparse.Namespace) -> int:
 def _version(sets: Path, name: str, number: int) -> RegressionSet:
     loaded = load_set(sets, name, number)
     if loaded is None:
-        raise UsageError(f"{sets / name}/v{number}.json is missing: `gradekit regression "
-                         f"verify {name}` says what else is wrong; restore it from git")
+        verify = commands.REGRESSION_VERIFY(name=name, sets=str(sets))
+        raise UsageError(f"{sets / name}/v{number}.json is missing: `{verify}` says what else "
+                         "is wrong; restore it from git")
     return loaded
 
 

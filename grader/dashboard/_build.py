@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from gradekit import UsageError
-from gradekit.internal import write_atomic
+from gradekit.internal import commands, write_atomic
 from grader.dashboard._charts import (
     DashboardUnavailable,
     Figure,
@@ -45,8 +45,9 @@ def build_dashboard(grades: Path, out: Path) -> list[Path]:
     """Write the site for ``grades`` into ``out``; return the files written, in order."""
     jinja2 = _jinja()
     if not (grades / GRADEBOOK).is_file():
-        raise UsageError(f"{grades} has no {GRADEBOOK}: grade first with `gradekit grade "
-                         f"--out {grades}`, then build the dashboard from that folder")
+        grade = commands.GRADE_INTO(submissions="SUBMISSIONS", out=str(grades))
+        raise UsageError(f"{grades} has no {GRADEBOOK}: grade first with `{grade}`, then "
+                         "build the dashboard from that folder")
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out {out} is a file: give the folder the site goes into")
     if out.exists() and any(out.iterdir()) and not (out / MARKER).is_file():

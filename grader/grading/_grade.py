@@ -22,7 +22,7 @@ from pathlib import Path, PurePosixPath
 from typing import Generic, TypeVar, cast
 
 from gradekit import CassetteError, Entry, GradekitError, HttpCassette, prompt_key
-from gradekit.internal import LAB_HTTP_CASSETTE, decode_cassette, decode_fixture
+from gradekit.internal import LAB_HTTP_CASSETTE, commands, decode_cassette, decode_fixture
 from grader._model import CaseOutcome, CriterionResult, Report, RunResult, Withhold
 from grader._text import FLAGGED, TEXT_LIMIT, quote
 from grader.grading._packages import missing_package
@@ -249,9 +249,7 @@ def _cassettes(root: Path, folder: str, cases: tuple[Case, ...], *,
     problems: dict[str, str] = {}
     for case in cases:
         relative = f"{folder}/{case.id}.json"
-        missing = "" if case.id in sdk else \
-            f"{relative} is missing: record it with `gradekit record --case {case.id}` " \
-            "and commit it"
+        missing = "" if case.id in sdk else _missing_advice(relative, case.id)
         cassette, problem = _recording(root, relative, CASSETTE_CAP, decode_cassette, case.id,
                                        missing)
         if problem:
@@ -293,8 +291,7 @@ def _fixtures(root: Path, manifest: Manifest,
     findings = []
     for case in cases:
         relative = f"{folder}/{case.id}.json"
-        missing = f"{relative} is missing: record it with `gradekit record --case {case.id}` " \
-            "and commit it" if needed else ""
+        missing = _missing_advice(relative, case.id) if needed else ""
         fixture, problem = _recording(root, relative, FIXTURE_CAP, decode_fixture, case.id,
                                       missing)
         findings += [problem] if problem else []
@@ -303,13 +300,25 @@ def _fixtures(root: Path, manifest: Manifest,
     return fixtures, findings
 
 
+def _missing_advice(relative: str, case: str) -> str:
+    """What to do about a recording the submission lacks: commit it if it was made, else
+    make it."""
+    return (f"{relative} is missing: if `git status` lists it, commit it (`git add "
+            f"{relative}`); otherwise record it with `{commands.RECORD_CASE(case=case)}` and "
+            "commit it")
+
+
+# The re-recording a change-log advice shows, with a reason for the student to make theirs.
+_RERECORD = commands.RERECORD(reason="why the answers changed")
+
+
 def _folder_problem(root: Path, folder: str) -> str:
     """"" when a folder the manifest names is there; else the finding, with the fix."""
     try:
         require_submission_folder(root, folder)
     except MissingSubmissionFile:
         return (f"the folder {quote(folder)}/ named in [tool.gradekit] does not exist: "
-                "record into it with `gradekit record` and commit it, or fix the name")
+                f"record into it with `{commands.RECORD()}` and commit it, or fix the name")
     except SubmissionFileError as exc:
         return quote(str(exc), TEXT_LIMIT)
     return ""
@@ -514,8 +523,7 @@ def _review(root: Path, manifest: Manifest) -> tuple[str | None, str]:
     except GradekitError as exc:
         return f"{CHANGE_LOG} cannot be read: {quote(_relative(str(exc), root), TEXT_LIMIT)}", ""
     if not changes:
-        return (f"no entry in {CHANGE_LOG}: re-record with `gradekit record --rerecord "
-                '--reason "..."` and commit the log'), ""
+        return (f"no entry in {CHANGE_LOG}: re-record with `{_RERECORD}` and commit the log"), ""
     folders = tuple(f for f in (manifest.cassettes, manifest.second_cassettes, manifest.fixtures)
                     if f)
     recordings = [c for c in changes if c.digests and all(
@@ -523,7 +531,7 @@ def _review(root: Path, manifest: Manifest) -> tuple[str | None, str]:
     if not recordings:
         return (f"no {CHANGE_LOG} entry names only recordings (.json files in "
                 f"{', '.join(f'{f}/' for f in folders)}): log the re-recording with "
-                '`gradekit record --rerecord --reason "..."`'), ""
+                f"`{_RERECORD}`"), ""
     seen: dict[PurePosixPath, str | None] = {}  # a log may name one file in many entries
     matching = [c for c in recordings if change_matches(c, root, seen=seen)]
     if not matching:
@@ -536,8 +544,7 @@ def _review(root: Path, manifest: Manifest) -> tuple[str | None, str]:
             return None, (f"the {CHANGE_LOG} entry of {change.date} for {quote(change.case)}: "
                           f"{files} as logged, holding changed keys {shown_keys(held)}")
     return (f"no matching {CHANGE_LOG} entry lists a changed key that its recordings hold: "
-            "the keys must come from the re-recording, as `gradekit record --rerecord` logs "
-            "them"), ""
+            f"the keys must come from the re-recording, as `{_RERECORD}` logs them"), ""
 
 
 def _recording_name(name: str, folders: tuple[str, ...]) -> bool:
@@ -611,8 +618,9 @@ def _not_another_provider(first: Mapping[str, Mapping[str, Entry]],
             if not entry.provider or entry.provider in providers:
                 named = quote(entry.provider) if entry.provider else "no provider"
                 return (f"{folder}/{case}.json entry {key} names {named}, which is not a "
-                        "second provider: record the set with `gradekit record --provider ... "
-                        f"--cassettes {folder}`")
+                        "second provider: record the set with "
+                        f"`{commands.RECORD_SECOND(provider='PROVIDER', folder=folder)}`, "
+                        "PROVIDER another provider than the first set's")
     answers = {(case, key, e.response) for case, entries in first.items()
                for key, e in entries.items()}
     if all((case, key, e.response) in answers for case, entries in second.items()

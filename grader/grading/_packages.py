@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Literal
 
 from gradekit import GradekitError
+from gradekit.internal import commands
 from grader._exits import EXIT_FAILED
 from grader.rubric import KIT_MODULES, SDK_EXTRA, install_command
 from grader.sandbox import package_folders
@@ -84,7 +85,8 @@ class MissingPackage(GradekitError):
             return (f"{imports}, which the rubric's [packages] allows ({requirement}) but the "
                     "grader's environment does not have, so the submission was not graded (it "
                     f"is not at fault): install it for the grader, `{command}`{checkout} (on "
-                    "Gradescope: build the autograder again with `gradekit gradescope build`, "
+                    "Gradescope: build the autograder again with "
+                    f"`{commands.GRADESCOPE_BUILD(out='autograder')}`, "
                     f"whose setup.sh installs the rubric's [packages]), {again}")
         allowed = ", ".join(sorted(self.packages)) or "none"
         return (f"{imports}, a package the rubric does not allow (its [packages] lists: "

@@ -1,17 +1,21 @@
 """What the instructor hands out: the students' starter repository (the reference lab
-without its solutions) and the Gradescope autograder.
+without its solutions, only what its ``[tool.gradekit.starter]`` table lists, checked
+before it is written) and the Gradescope autograder.
 
 May import: base, sandbox, rubric, outputs, records, batch.
 """
 
 from __future__ import annotations
 
-from grader.handout._gradescope import ROOT_ENV, build, run
-from grader.handout._starter import build_starter
+from grader.handout._gradescope import ROOT_ENV, build, probe, run
+from grader.handout._starter import OptIn, Starter, build_starter
 
 __all__ = [
     "ROOT_ENV",
+    "OptIn",
+    "Starter",
     "build",
     "build_starter",
+    "probe",
     "run",
 ]

@@ -1,17 +1,19 @@
 """Gradescope, end to end: the autograder folder, and the run inside Gradescope's container.
 
 ``build`` writes what an instructor zips and uploads: ``setup.sh`` (run once when
-Gradescope builds the image: Python 3.11+, bubblewrap, this gradekit and the packages the
-rubric's ``[packages]`` lets an agent import), ``run_autograder``
-(run once per submission), the rubric's folder, a copy of this kit (``kit/``), so the
-autograder grades with exactly the grader and rubric that built it, offline, and a draw key
-(``.gradekit-draw-key``), so that regrading a submission draws the same labels and seeds
-in every fresh container (keep the zip private, as the rubric).
+Gradescope builds the image, on any of its Ubuntu images: Python 3.11+ from the image, apt
+or a pinned standalone CPython, bubblewrap, this gradekit and the packages the rubric's
+``[packages]`` lets an agent import, each checked to import; then ``probe``'s account of
+the wall the grader gets, in ``source/isolation.txt``), ``run_autograder``
+(run once per submission), the rubric's folder, a copy of this kit (``kit/``, built by
+``_kit_build``), so the autograder grades with exactly the grader and rubric that built
+it, offline, and a draw key (``.gradekit-draw-key``), so that regrading a submission draws
+the same labels and seeds in every fresh container (keep the zip private, as the rubric).
 
 ``run_autograder`` calls ``run``: it grades ``ROOT/submission`` like ``gradekit grade``
-(a worker, the sandbox, signing when a key is configured) and leaves Gradescope's
-``ROOT/results/results.json`` with ``report.json`` next to it, so ``gradekit report
-verify`` can check one against the other. ``ROOT`` is ``/autograder``, or
+(a worker, the sandbox, signing when a key is configured), prints the isolation line, and
+leaves Gradescope's ``ROOT/results/results.json`` with ``report.json`` next to it, so
+``gradekit report verify`` can check one against the other. ``ROOT`` is ``/autograder``, or
 ``$GRADEKIT_AUTOGRADER_ROOT`` (tests use a folder of their own). A submission that
 cannot be graded still gets a results.json: score 0 and an output that says what to do.
 """
@@ -19,52 +21,151 @@ cannot be graded still gets a results.json: score 0 and an output that says what
 from __future__ import annotations
 
 import importlib.metadata
+import os
+import re
 import shlex
 import shutil
-from collections.abc import Iterable
+import tempfile
+from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import Final
 
 import gradekit
 from gradekit import GradekitError, UsageError
 from grader.batch import grade_batch
 from grader.outputs import REPORTED, SCHEMA, canonical, inline_markdown
 from grader.records import DRAW_KEY, REPORT, RESULTS, draw_key
-from grader.rubric import KIT_RUBRIC, load_rubric
-from grader.sandbox import choose_isolation
+from grader.rubric import KIT_RUBRIC, SDK_EXTRA, load_rubric
+from grader.sandbox import choose_isolation, isolation_requests, wall_named
 
-__all__ = ["ROOT_ENV", "build", "failure_results", "find_submission", "run"]
+__all__ = ["ISOLATION_FILE", "ROOT_ENV", "STANDALONE", "build", "failure_results",
+           "find_submission", "probe", "run"]
 
 ROOT_ENV = "GRADEKIT_AUTOGRADER_ROOT"
 PYTHON_ENV = "GRADEKIT_PYTHON"
 _IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc")
 
+# A standalone CPython for images with no Python 3.11+ of their own and no apt package of one
+# (Ubuntu 18.04 and 20.04): python-build-standalone's install_only build, stripped of debug
+# symbols (its `python/` folder: bin/python3, lib/...), by machine, at the address and sha256
+# that uv's crates/uv-python/download-metadata.json pins for it.
+STANDALONE_VERSION = "3.12.14+20260814"
+STANDALONE: Final[dict[str, tuple[str, str]]] = {
+    "x86_64": (
+        "https://github.com/astral-sh/python-build-standalone/releases/download/20260814/"
+        "cpython-3.12.14%2B20260814-x86_64-unknown-linux-gnu-install_only_stripped.tar.gz",
+        "5acfa3e9ba26b51ae161c83aff278da915b590d22373a424b2ba55b8afe91fcc"),
+    "aarch64": (
+        "https://github.com/astral-sh/python-build-standalone/releases/download/20260814/"
+        "cpython-3.12.14%2B20260814-aarch64-unknown-linux-gnu-install_only_stripped.tar.gz",
+        "2d8e17dfd732102cfeb18e0e1fa6769b24caa034e159981129590fe409c7157a"),
+}
+ISOLATION_FILE = "isolation.txt"  # in ROOT/source: what `gradescope probe` said at build time
+
 SETUP = """\
 #!/usr/bin/env bash
-# Written by `gradekit gradescope build`. Gradescope runs it once, when it builds the
-# autograder's image: Python 3.11 or newer, bubblewrap (the sandbox's namespaces wall),
-# this gradekit, installed from source/kit into $ROOT/venv, and the packages the rubric's
-# [packages] lets an agent import.
+# Written by `gradekit gradescope build`. Gradescope runs it once, as root, when it builds
+# the autograder's image (Ubuntu 18.04, 20.04, 22.04 or 24.04). It installs:
+# - Python 3.11 or newer: the image's own (python3.13, python3.12, python3.11, python3),
+#   else apt's python3.11 where the image's sources have it, else a standalone CPython
+#   {standalone} (python-build-standalone, its sha256 pinned below) in $ROOT/python;
+# - bubblewrap (the sandbox's namespaces wall), this gradekit from source/kit, and the
+#   packages the rubric's [packages] lets an agent import, into $ROOT/venv;
+# then checks that each of those packages imports, and writes which wall the grader gets
+# here to $ROOT/source/{isolation}.
+# GRADEKIT_AUTOGRADER_ROOT moves it elsewhere (a dry run). GRADEKIT_PYTHON_ARCHIVE=FILE
+# takes the standalone CPython from FILE instead of downloading it (an offline build), and
+# GRADEKIT_PYTHON_URL / GRADEKIT_PYTHON_SHA256 name another one (a mirror).
 set -euo pipefail
 ROOT="${{GRADEKIT_AUTOGRADER_ROOT:-/autograder}}"
 export DEBIAN_FRONTEND=noninteractive
-apt-get update
-apt-get install -y --no-install-recommends python3 python3-venv python3-pip bubblewrap
+say() {{ printf 'setup.sh: %s\\n' "$*"; }}
+fail() {{ printf 'setup.sh: FAILED: %s\\n' "$*" >&2; exit 1; }}
+
+# One package at a time: one that this image's sources lack takes none of the others with it.
+apt-get update || say "apt-get update failed: installing from the lists the image has"
+for package in ca-certificates curl python3 python3-venv bubblewrap; do
+  apt-get install -y --no-install-recommends "$package" ||
+    say "apt-get could not install $package: going on without it"
+done
+
+venv_from() {{  # true when $1 is Python 3.11 or newer and made $ROOT/venv
+  "$1" -c 'import sys; sys.exit(sys.version_info < (3, 11))' >/dev/null 2>&1 || return 1
+  rm -rf "$ROOT/venv"
+  if "$1" -m venv "$ROOT/venv"; then return 0; fi
+  say "$1 could not make a virtual environment (no venv module): trying the next Python"
+  rm -rf "$ROOT/venv"
+  return 1
+}}
+
 PYTHON=""
 for candidate in python3.13 python3.12 python3.11 python3; do
-  if command -v "$candidate" >/dev/null &&
-     "$candidate" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
+  if command -v "$candidate" >/dev/null && venv_from "$candidate"; then
     PYTHON="$candidate"
+    say "Python: $candidate, the image's"
     break
   fi
 done
-if [ -z "$PYTHON" ]; then  # Ubuntu 22.04 ships 3.10
-  apt-get install -y --no-install-recommends python3.11 python3.11-venv
+if [ -z "$PYTHON" ] && apt-cache show python3.11 >/dev/null 2>&1 &&
+   apt-get install -y --no-install-recommends python3.11 python3.11-venv &&
+   venv_from python3.11; then
   PYTHON=python3.11
+  say "Python: python3.11, from apt (the image has no Python 3.11+ that makes a venv)"
 fi
-"$PYTHON" -m venv "$ROOT/venv"
+if [ -z "$PYTHON" ]; then
+  machine="$(uname -m)"
+  case "$machine" in
+    x86_64 | amd64) url="{x86_64_url}"
+      sha256="{x86_64_sha256}" ;;
+    aarch64 | arm64) url="{aarch64_url}"
+      sha256="{aarch64_sha256}" ;;
+    *) fail "no Python 3.11 or newer in the image or its apt sources, and no standalone \\
+CPython is pinned for $machine: build on an x86_64 or arm64 image, or one with Python 3.11+" ;;
+  esac
+  url="${{GRADEKIT_PYTHON_URL:-$url}}"
+  sha256="${{GRADEKIT_PYTHON_SHA256:-$sha256}}"
+  archive="${{GRADEKIT_PYTHON_ARCHIVE:-}}"
+  if [ -z "$archive" ]; then
+    archive="$(mktemp)"
+    say "no Python 3.11+ in the image or its apt sources: downloading $url"
+    if command -v curl >/dev/null; then
+      curl -fsSL --retry 3 -o "$archive" "$url" ||
+        fail "could not download $url: check the image's network, or download it elsewhere \\
+and build with GRADEKIT_PYTHON_ARCHIVE=/path/to/it"
+    elif command -v python3 >/dev/null; then
+      python3 -c 'import sys, urllib.request; urllib.request.urlretrieve(*sys.argv[1:])' \\
+        "$url" "$archive" ||
+        fail "could not download $url: check the image's network, or download it elsewhere \\
+and build with GRADEKIT_PYTHON_ARCHIVE=/path/to/it"
+    else
+      fail "neither curl nor python3 is here to download $url: install curl in the image, \\
+or build with GRADEKIT_PYTHON_ARCHIVE=/path/to/it"
+    fi
+  fi
+  actual="$(sha256sum "$archive" | cut -d ' ' -f 1)"
+  if [ "$actual" != "$sha256" ]; then
+    fail "$archive is not the pinned standalone CPython (sha256 $actual, expected $sha256): \\
+download $url again, or set GRADEKIT_PYTHON_SHA256 to the sha256 of the archive you trust"
+  fi
+  rm -rf "$ROOT/python"
+  mkdir -p "$ROOT/python"
+  tar -xzf "$archive" -C "$ROOT/python" --strip-components=1  # its top folder: python/
+  if [ -z "${{GRADEKIT_PYTHON_ARCHIVE:-}}" ]; then rm -f "$archive"; fi
+  venv_from "$ROOT/python/bin/python3" ||
+    fail "the standalone CPython in $ROOT/python is not Python 3.11+ or cannot make a \\
+virtual environment: remove GRADEKIT_PYTHON_ARCHIVE / GRADEKIT_PYTHON_URL to use the pinned one"
+  PYTHON="$ROOT/python/bin/python3"
+  say "Python: the standalone CPython, in $ROOT/python"
+fi
+"$ROOT/venv/bin/python" --version
 "$ROOT/venv/bin/pip" install --no-cache-dir "$ROOT/source/kit"
 {packages}
 "$ROOT/venv/bin/gradekit" --version
+{imports}
+"$ROOT/venv/bin/gradekit" gradescope probe >"$ROOT/source/{isolation}"
+say "the grader's wall here (in $ROOT/source/{isolation}; run_autograder says it again \\
+for each submission, as Gradescope's grading container may differ from this build's):"
+cat "$ROOT/source/{isolation}"
 """
 
 RUN = """\
@@ -75,7 +176,7 @@ RUN = """\
 set -uo pipefail
 ROOT="${{GRADEKIT_AUTOGRADER_ROOT:-/autograder}}"
 PYTHON="${{GRADEKIT_PYTHON:-$ROOT/venv/bin/python}}"
-cd "$ROOT"
+cd "$ROOT" || exit
 "$PYTHON" -P -m grader gradescope run --root "$ROOT" --rubric "$ROOT/source/rubric/"{rubric}
 code=$?
 # A results.json (a grade, or score 0 saying why not) is what Gradescope shows: a zero exit
@@ -85,9 +186,13 @@ exit "$code"
 """
 
 KIT_PYPROJECT = """\
+# Written by `gradekit gradescope build`: this copy of the kit, built by its own backend
+# (grader/handout/_kit_build.py, the standard library only), so installing it downloads
+# nothing but its requirements.
 [build-system]
-requires = ["setuptools>=68"]
-build-backend = "setuptools.build_meta"
+requires = []
+build-backend = "_kit_build"
+backend-path = ["grader/handout"]
 
 [project]
 name = "gradekit"
@@ -95,16 +200,14 @@ version = "{version}"
 requires-python = ">=3.11"
 dependencies = [{dependencies}]
 
+[project.optional-dependencies]
+{extras}
+
 [project.scripts]
 gradekit = "grader.cli:main"
 
-[tool.setuptools]
+[tool.kit-build]
 packages = [{packages}]
-
-[tool.setuptools.package-data]
-gradekit = ["py.typed"]
-grader = ["py.typed"]
-"grader.kit_rubric" = ["*.toml"]
 """
 
 
@@ -122,12 +225,20 @@ def build(out: Path, rubric: Path) -> list[Path]:
     for toml in KIT_RUBRIC.parent.glob("*.toml"):
         shutil.copyfile(toml, kit / "grader" / "kit_rubric" / toml.name)
     draw_key(out, None)  # every regrade of a submission on Gradescope draws alike (run)
-    version, dependencies = _distribution()
+    version, dependencies, extras = _distribution()
     (kit / "pyproject.toml").write_text(KIT_PYPROJECT.format(
-        version=version, dependencies=", ".join(f'"{d}"' for d in dependencies),
-        packages=", ".join(f'"{p}"' for p in _packages(kit))),
+        version=version, dependencies=_toml_list(dependencies),
+        extras="\n".join(f"{extra} = [{_toml_list(requirements)}]"
+                         for extra, requirements in sorted(extras.items())),
+        packages=_toml_list(_packages(kit))),
         encoding="utf-8")
-    scripts = [(out / "setup.sh", SETUP.format(packages=_install_packages(packages.values()))),
+    (x86_64_url, x86_64_sha256), (aarch64_url, aarch64_sha256) = \
+        STANDALONE["x86_64"], STANDALONE["aarch64"]
+    setup = SETUP.format(
+        packages=_install_packages(packages.values()), imports=_check_imports(packages),
+        isolation=ISOLATION_FILE, standalone=STANDALONE_VERSION, x86_64_url=x86_64_url,
+        x86_64_sha256=x86_64_sha256, aarch64_url=aarch64_url, aarch64_sha256=aarch64_sha256)
+    scripts = [(out / "setup.sh", setup),
                (out / "run_autograder", RUN.format(rubric=shlex.quote(rubric.name)))]
     for path, text in scripts:
         path.write_text(text, encoding="utf-8")
@@ -141,6 +252,12 @@ def _packages(kit: Path) -> list[str]:
     return sorted({".".join(parts) for parts in found} | {"grader.kit_rubric"})
 
 
+def _toml_list(strings: Iterable[str]) -> str:
+    """The inside of a TOML array of ``strings`` (requirements, dotted names: no quote or
+    backslash to escape)."""
+    return ", ".join(f'"{text}"' for text in strings)
+
+
 def _install_packages(requirements: Iterable[str]) -> str:
     """setup.sh's line that installs the rubric's [packages] (a comment when it has none)."""
     quoted = " ".join(shlex.quote(requirement) for requirement in requirements)
@@ -149,15 +266,42 @@ def _install_packages(requirements: Iterable[str]) -> str:
     return f'# the rubric\'s [packages]\n"$ROOT/venv/bin/pip" install --no-cache-dir {quoted}'
 
 
-def _distribution() -> tuple[str, list[str]]:
-    """This gradekit's version and runtime requirements, from its installed metadata."""
+def _check_imports(packages: Mapping[str, str]) -> str:
+    """setup.sh's lines that import each package the rubric's [packages] lets labs import,
+    in the grader's environment, failing with its name and the fix (or that say there is
+    nothing to check)."""
+    if not packages:
+        return ('say "the rubric\'s [packages] lists none: no import to check (labs import '
+                'gradekit and the standard library only)"')
+    lines = []
+    for module, requirement in packages.items():  # a key is an identifier: nothing to quote
+        fix = (f"{module} ({requirement} in the rubric's [packages]) was installed but does "
+               "not import in the grader's venv (the output above says why): make the key the "
+               "name labs import and the value the pip requirement that provides it, then "
+               "build the autograder again")
+        quoted = f'"{fix}"' if not set(fix) & set('"$`\\') else shlex.quote(fix)
+        lines.append(f"\"$ROOT/venv/bin/python\" -I -c 'import {module}' ||\n  fail {quoted}")
+    names = ", ".join(packages)
+    return "\n".join([*lines, f'say "the rubric\'s [packages] import here: {names}"'])
+
+
+def _distribution() -> tuple[str, list[str], dict[str, list[str]]]:
+    """This gradekit's version, runtime requirements and ``sdk`` extra (what advice to
+    install ``gradekit[sdk]`` installs), from its installed metadata."""
     try:
         requires = importlib.metadata.requires("gradekit") or []
         version = importlib.metadata.version("gradekit")
     except importlib.metadata.PackageNotFoundError as exc:
         raise UsageError("gradekit is not installed, so its requirements are unknown: run "
                          "`pip install -e .` in the kit, then build again") from exc
-    return version, [r for r in requires if "extra ==" not in r]
+    runtime, extras = [], {SDK_EXTRA: list[str]()}
+    for line in requires:
+        requirement, _, marker = (part.strip() for part in line.partition(";"))
+        if not marker:
+            runtime.append(requirement)
+        elif re.fullmatch(rf"""extra\s*==\s*["']{SDK_EXTRA}["']""", marker):
+            extras[SDK_EXTRA].append(requirement)
+    return version, runtime, extras
 
 
 def find_submission(folder: Path) -> Path:
@@ -207,8 +351,10 @@ def run(root: Path, rubric: Path, isolation: str = "auto") -> bool:
         (results / "gradekit").mkdir(exist_ok=True)
         shutil.copyfile(bundled, results / "gradekit" / DRAW_KEY)
     try:
+        wall = choose_isolation(isolation)
+        print(f"isolation: {wall.held()}", flush=True)  # Gradescope shows it to instructors
         rows = grade_batch([submission], load_rubric(rubric), out=results / "gradekit", jobs=1,
-                           wall=choose_isolation(isolation))
+                           wall=wall)
     except GradekitError as exc:  # the autograder's own configuration: the instructor's
         target.write_bytes(failure_results(
             f"the autograder is misconfigured ({type(exc).__name__}: {exc}); this is not "
@@ -222,3 +368,30 @@ def run(root: Path, rubric: Path, isolation: str = "auto") -> bool:
     for name in (REPORT, RESULTS):  # signed in the batch already, when a key is configured
         shutil.copyfile(graded / name, results / name)
     return True
+
+
+def probe() -> list[str]:
+    """Which wall ``--isolation auto`` takes here and why each other wall was passed over,
+    as lines: ``gradekit gradescope probe``, which setup.sh writes to
+    ``ROOT/source/isolation.txt``.
+
+    The isolation line is the one a report would carry for a submission whose files the
+    children can read (``Wall.stated`` for an empty one), so it names the hold and the host
+    user too.
+    """
+    wall = choose_isolation("auto")
+    with tempfile.TemporaryDirectory(prefix="gradekit-probe-") as folder:
+        os.chmod(folder, 0o711)  # as the grader makes its scratch folders
+        submission, scratch = Path(folder) / "submission", Path(folder) / "scratch"
+        submission.mkdir(mode=0o755)
+        scratch.mkdir(mode=0o711)
+        stated = wall.stated(submission, scratch)
+    lines = [f"wall: {wall.name}", f"isolation: {stated}"]
+    for name in isolation_requests()[1:]:  # "auto", then the walls, the preferred first
+        other = wall_named(name)
+        if other == wall:
+            continue
+        why = other.missing() if other.preference > wall.preference else ""
+        lines.append(f"passed over: {name}: "
+                     + (why or f"{wall.name} is preferred, and it works here"))
+    return lines

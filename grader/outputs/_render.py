@@ -1,9 +1,11 @@
 """What a person reads of a report: ``report.md``, and Gradescope's ``results.json``.
 
 Pure: a ``Report`` (and the current human reviews of it) in, text or bytes out. Any text
-in a report may come from the submission, so beyond ``quote`` (``grader.outputs._report``) every
-such text in Markdown is also backslash-escaped (``_escape``), so it can open no link,
-image, HTML tag, entity, heading, table cell, code span or emphasis. Gradescope's per-test
+in a report may come from the submission, so beyond ``quote`` (``grader._text``) every such
+text in Markdown is escaped once (``_escape``): a span between backticks (the grader's advice
+sets commands so) stays a code span, in which CommonMark reads nothing, and the rest is
+backslash-escaped where it could open a link, autolink, image, HTML tag, entity, heading,
+list, table cell or emphasis. Gradescope's per-test
 names and outputs are declared ``"text"``, which Gradescope renders as plain text, so they
 are quoted only. Reviews never change report.md's own bytes: only results.json (its score,
 a reviewed criterion's test, and its Markdown output) carries them.
@@ -34,14 +36,19 @@ __all__ = [
 
 FINDINGS_SHOWN = 50  # findings listed in report.md; report.json keeps them all
 
-# Every ASCII punctuation character but " ' , / ; ? % and @ is escaped in Markdown.
-# CommonMark (and GitHub's tables, strikethrough and autolinks) give those seven no
-# meaning on their own: quotes delimit only link titles and HTML attributes, which need
-# an escaped [ or <; ; ends only an entity, which needs an escaped &; , / ? % appear only
-# inside links. @ is set in a code span instead: GitHub links e-mail addresses (and
-# mailto:, xmpp:) after escapes are undone, unless the @ is in a node of its own.
-_MARKUP = re.compile(r"""([!#$&()*+\-.:<=>\[\\\]^_`{|}~])""")
+# Escaped wherever they stand in text that is not code: each can open markup somewhere in
+# CommonMark or an extension a renderer may add (emphasis, code, links and images, HTML,
+# entities, headings, table cells, strikethrough, math, superscripts, attributes). The
+# rest of ASCII punctuation means nothing mid-line, except as below.
+_MARKUP = re.compile(r"""([\\`*_\[\]<>&|~!#$^{}])""")
+# A ``.`` or ``:`` inside a word is how a bare autolink starts (www.x.y, x.example,
+# http://x, mailto:x), so it is escaped there; not before a space or a dot, nor in 7.50.
+_LINKY = re.compile(r"(:(?=\S)|\.(?=[^\s.\d])|(?<!\d)\.(?=\d))")
+# At the start of a line (a list item's, a heading's) these open a list, a thematic break
+# or a setext underline: ``- x``, ``+ x``, ``---``, ``===``, ``1. x``, ``2) x``.
+_BLOCK = re.compile(r"^([-+=])|^(\d{1,9})([.)])(?=\s|$)")
 _AT = re.compile(r"@+")
+_TICKS = re.compile(r"`+")
 
 
 def render_markdown(report: Report, *, isolation: str = "",
@@ -166,26 +173,73 @@ def _earned_all(criterion: CriterionResult) -> bool:
     return criterion.points >= criterion.max
 
 
-def _inline(text: str, limit: int = TEXT_LIMIT) -> str:
-    """One line of Markdown that shows ``text`` as written: quoted, on one line, escaped."""
-    return _escape(" ".join(quote(text, limit).split()))
+def _inline(text: str, limit: int = TEXT_LIMIT, *, cell: bool = False) -> str:
+    """One line of Markdown that shows ``text`` as written: quoted, on one line, escaped
+    once, its backtick spans as code (a table ``cell``'s ``|`` escaped in them too)."""
+    return _escape(" ".join(quote(text, limit).split()), cell=cell)
 
 
 def inline_markdown(text: str) -> str:
-    """``text`` as one inert line of Markdown (quoted, escaped): for other modules."""
+    """``text`` as one line of Markdown (quoted, escaped once, backtick spans as code):
+    for other modules."""
     return _inline(text)
 
 
-def _escape(text: str) -> str:
-    """``text`` with a backslash before each character Markdown could read as markup.
+def _escape(text: str, *, cell: bool = False) -> str:
+    """``text`` as Markdown that shows it as written, its backtick spans as code.
 
-    A backslash-escaped ASCII punctuation character is always a literal character in
-    CommonMark, so no link, image, autolink, HTML, entity, heading, list, table cell, code
-    span or emphasis can start: each needs one of the escaped characters to open it.
-    GitHub's bare-URL autolinks need an unescaped ``:`` or ``www.``; its e-mail autolinks
-    need an ``@`` between text, and each run of ``@`` is a code span of its own.
+    The text is split into code spans by CommonMark's rule (a run of n backticks opens
+    one, closed by the next run of exactly n; an opener without a closer is literal). A
+    code span is kept as written, so a renderer shows what the text's author meant, and
+    CommonMark reads no link, HTML, entity or emphasis inside one; in a table ``cell``,
+    ``|`` becomes ``\\|``, which GitHub's tables read inside code too. The rest gets a
+    backslash before each character that could open markup there (``_MARKUP``,
+    ``_LINKY``, ``_BLOCK``); a backslash-escaped ASCII punctuation character is always a
+    literal one. GitHub links e-mail addresses after escapes are undone, unless the ``@``
+    is in a node of its own, so each run of ``@`` is a code span, or stands next to one.
     """
-    return _AT.sub(lambda at: f"`{at[0]}`", _MARKUP.sub(r"\\\1", text))
+    pieces = _code_spans(text)
+    shown = []
+    for number, (code, piece) in enumerate(pieces):
+        if code:
+            shown.append(piece.replace("|", "\\|") if cell else piece)
+            continue
+        escaped = _LINKY.sub(r"\\\1", _MARKUP.sub(r"\\\1", piece))
+        if number == 0:
+            escaped = _BLOCK.sub(lambda m: f"\\{m[1]}" if m[1] else f"{m[2]}\\{m[3]}", escaped)
+        shown.append(_set_apart(escaped, after_code=number > 0,
+                                before_code=number < len(pieces) - 1))
+    return "".join(shown)
+
+
+def _set_apart(escaped: str, *, after_code: bool, before_code: bool) -> str:
+    """Each run of ``@`` in a node of its own: a code span, unless it already stands next
+    to one (two code spans side by side would merge their fences)."""
+    def code(at: re.Match[str]) -> str:
+        beside = (at.start() == 0 and after_code) or (at.end() == len(escaped) and before_code)
+        return at[0] if beside else f"`{at[0]}`"
+    return _AT.sub(code, escaped)
+
+
+def _code_spans(text: str) -> list[tuple[bool, str]]:
+    """``text`` as alternating (code?, piece): plain, code, plain, ..., plain.
+
+    Every code piece starts and ends with its backtick fence, as in ``text``; a plain
+    piece may be empty, and holds only backticks that open no span."""
+    runs = list(_TICKS.finditer(text))
+    pieces: list[tuple[bool, str]] = []
+    plain, at = 0, 0
+    while at < len(runs):
+        opener = runs[at]
+        closer = next((later for later in range(at + 1, len(runs))
+                       if len(runs[later][0]) == len(opener[0])), None)
+        if closer is None:
+            at += 1
+            continue
+        pieces += [(False, text[plain:opener.start()]),
+                   (True, text[opener.start():runs[closer].end()])]
+        plain, at = runs[closer].end(), closer + 1
+    return [*pieces, (False, text[plain:])]
 
 
 def _findings(findings: tuple[str, ...]) -> list[str]:
@@ -198,7 +252,8 @@ def _findings(findings: tuple[str, ...]) -> list[str]:
 
 
 def _table_row(criterion: CriterionResult, review: HumanReview | None = None) -> str:
-    lost = [_inline(check.id, QUOTE_LIMIT) for check in criterion.checks if _lost(check)]
+    lost = [_inline(check.id, QUOTE_LIMIT, cell=True) for check in criterion.checks
+            if _lost(check)]
     result = "full marks" if _earned_all(criterion) else f"lost: {', '.join(lost) or 'points'}"
     if criterion.degraded:
         result += f"; degraded ({CONTRACT})"
@@ -206,7 +261,7 @@ def _table_row(criterion: CriterionResult, review: HumanReview | None = None) ->
         result += f"; reviewed: {points_text(review.final)}"
     elif criterion.review:
         result += "; marked for review"
-    cells = (_inline(criterion.title), points_text(criterion.points),
+    cells = (_inline(criterion.title, cell=True), points_text(criterion.points),
              points_text(criterion.max), result)
     return "| " + " | ".join(cells) + " |"
 

@@ -20,6 +20,7 @@ from decimal import Decimal
 from typing import Any, NoReturn
 
 from gradekit import UsageError
+from gradekit.internal import commands
 from grader._model import CENT, CONTRACT, CheckResult, CriterionResult, Report
 from grader._text import TEXT_LIMIT, quote
 
@@ -147,7 +148,8 @@ def report_from_document(document: Mapping[str, Any]) -> Report:
         raise ValueError(f"not a report document ({type(exc).__name__}: {exc})") from exc
     if report_digest(report) != document.get("digest"):
         raise ValueError("the report rebuilt from the document has another digest: verify "
-                         "it with `gradekit report verify`, or grade the submission again")
+                         f"it with `{commands.REPORT_VERIFY(path='report.json')}` in its "
+                         "folder, or grade the submission again")
     return report
 
 

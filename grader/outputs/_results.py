@@ -16,13 +16,15 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
+from gradekit.internal import commands
 from grader.outputs._render import reviewed_test_name
 from grader.outputs._report import SCHEMA, cents_of, parse_canonical, points_text, verify_report
 
 __all__ = ["verify_results"]
 
 _CENT = Decimal("0.01")
-_REWRITE = "the file was edited or is out of date; run gradekit grade again to write it anew"
+_REWRITE = ("the file was edited or is out of date; grade again to write it anew "
+            f"(`{commands.GRADE_INTO(submissions='SUBMISSIONS', out='GRADES')}`)")
 
 
 @dataclass(frozen=True, slots=True)

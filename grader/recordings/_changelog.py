@@ -15,13 +15,13 @@ from types import MappingProxyType
 from typing import NoReturn
 
 from gradekit import UsageError
-from gradekit.internal import write_atomic
+from gradekit.internal import commands, write_atomic
 from grader._errors import ChangeLogCorrupt
 from grader.recordings._recordings import KINDS, Kind, read_bytes
 from grader.submission import CASSETTE_CAP, SubmissionFileError, read_submission_file
 
 __all__ = [
-    "CHANGE_LOG", "Change", "ChangeLogCorrupt", "append_change", "change_matches",
+    "CHANGE_LOG", "Change", "ChangeLogCorrupt", "append_change", "change_matches", "check_change",
     "decode_changes", "digest_file", "read_changes", "require_reason",
 ]
 
@@ -30,9 +30,10 @@ CHANGE_LOG = "DATASET_CHANGES.md"
 
 _PREAMBLE = f"""# Dataset changes
 
-Append-only log of re-recordings that changed recorded answers (cassettes) or tool
-results (fixtures): a changed recording is a change to the dataset, reviewed like code.
-One section per change, written by `gradekit record --rerecord --reason "..."`; its
+Append-only log of re-recordings that changed recorded answers (cassettes, and an SDK
+lab's HTTP cassettes) or tool results (fixtures): a changed recording is a change to the
+dataset, reviewed like code.
+One section per change, written by `{commands.RERECORD(reason="...")}`; its
 sha256 lines are the digests of the recording files right after the change.
 Never edit or delete an entry; {CHANGE_LOG} is parsed by the grader.
 """
@@ -127,13 +128,24 @@ def _valid_entry(day: str, case: str, kind: str, keys: list[str],
     if _HEADER.fullmatch(f"## {day} {case}") is None or case != case.strip():
         problems.append(f"case {case!r} must be one line without surrounding spaces")
     if kind not in KINDS:
-        problems.append(f"kind {kind!r} is not one of {', '.join(KINDS)}")
+        problems.append(f"kind {kind!r} is not one of {_kinds()}")
     if not digests or not all(re.fullmatch(r"[0-9a-f]{64}", d) for d in digests.values()):
         problems.append("digests must map each recording file to its lowercase SHA-256 hex")
     if any(_breaks_line(text) for text in [case, *keys, *digests]):
         problems.append("a case, key or file name is empty or contains a line break")
     if problems:
         raise UsageError(f"cannot log the change to {case!r}: {'; '.join(problems)}")
+
+
+def _kinds() -> str:
+    return ", ".join(KINDS[:-1]) + f" or {KINDS[-1]}"
+
+
+def check_change(*, date: str, case: str, kind: str, reason: str | None) -> None:
+    """Raise the ``UsageError`` that ``append_change`` would for this entry, before anything
+    is re-recorded: a re-recording whose change cannot be logged should not start."""
+    _valid_entry(date, case, kind, ["0" * 16], {"recording.json": "0" * 64})
+    require_reason(reason)
 
 
 def _is_date(text: str) -> bool:
@@ -224,7 +236,7 @@ class _Section:
         kind = self.fields.get("kind")
         if (kind not in KINDS or not self.fields.get("reason") or not self.digests
                 or "keys" not in self.fields):
-            self._fail(self.number, "an entry needs a kind (cassette or fixture), a reason, "
+            self._fail(self.number, f"an entry needs a kind ({_kinds()}), a reason, "
                        "at least one sha256 line and a 'keys changed' list")
         if len(self.keys) != self.declared_keys:
             self._fail(self.number, f"{len(self.keys)} keys listed, {self.declared_keys} declared")
@@ -238,4 +250,4 @@ class _Section:
 def _log_fix(log: Path) -> str:
     return (f"{log.name} is append-only and written by gradekit: restore it with "
             f"`git checkout -- {log}` and add entries only with "
-            '`gradekit record --rerecord --reason "..."`')
+            f'`{commands.RERECORD(reason="...")}`')

@@ -23,7 +23,7 @@ from types import MappingProxyType
 from typing import Any, Literal
 
 from gradekit import UsageError
-from gradekit.internal import HTTP_CASSETTE, HttpRequest, decode_cassette, decode_fixture
+from gradekit.internal import HTTP_CASSETTE, HttpRequest, commands, decode_cassette, decode_fixture
 from grader._errors import RecordingError
 
 __all__ = [
@@ -33,8 +33,8 @@ __all__ = [
 
 Kind = Literal["cassette", "fixture", "http"]
 # What a change log entry names (grader.recordings._changelog): the recordings
-# `gradekit record` writes.
-KINDS: tuple[Kind, ...] = ("cassette", "fixture")
+# `gradekit record` writes, an SDK lab's HTTP cassettes (<case>.http.json) included.
+KINDS: tuple[Kind, ...] = ("cassette", "fixture", "http")
 _HTTP_PREFIX = "gradekit.http-cassette/"
 _PREFIXES: Mapping[str, Kind] = {
     "gradekit.cassette/": "cassette", "gradekit.fixtures/": "fixture", _HTTP_PREFIX: "http",
@@ -68,7 +68,7 @@ def decode_recording(data: bytes, *, source: str) -> Recording:
     if kind is None:
         raise UsageError(
             f"{source} is neither a cassette nor a fixture file: pass files written by "
-            "`gradekit record` (cassettes/<case>.json or fixtures/<case>.json) or HTTP "
+            f"`{commands.RECORD()}` (cassettes/<case>.json or fixtures/<case>.json) or HTTP "
             "cassettes (<case>.http.json)"
         )
     if kind == "fixture":
@@ -109,11 +109,13 @@ def kind_of(document: Any) -> Kind | None:
 
 def _decode_http(data: bytes, source: str) -> Recording:
     """Each recording under its ``<key>#<n>``: the request as its label, the response as
-    pretty JSON, so it diffs by line."""
+    pretty JSON, so it diffs by line. The response is its ``stable_json``: an id, a
+    timestamp or a request id that differs on every call is not a changed answer."""
     cassette = HTTP_CASSETTE.decode(data, source=source)
     recorded = {
-        name: Recorded(_request_label(i.request), json.dumps(i.response.to_json(), indent=2,
-                                                            sort_keys=True, ensure_ascii=False),
+        name: Recorded(_request_label(i.request),
+                       json.dumps(i.response.stable_json(), indent=2, sort_keys=True,
+                                  ensure_ascii=False),
                        i.recorded_at)
         for name, i in cassette.slots().items()
     }

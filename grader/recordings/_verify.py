@@ -6,7 +6,13 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from gradekit import CassetteError
-from gradekit.internal import credential_values, decode_cassette, find_secret, journal_path
+from gradekit.internal import (
+    commands,
+    credential_values,
+    decode_cassette,
+    find_secret,
+    journal_path,
+)
 
 __all__ = ["verify_cassette"]
 
@@ -30,7 +36,8 @@ def verify_cassette(path: Path, env: Mapping[str, str] | None = None) -> tuple[l
             )
     if journal_path(path).exists():
         problems.append(
-            f"{journal_path(path)} holds answers not yet folded in: run `gradekit record "
-            f"--case {cassette.case or path.stem}` (it folds them first) and commit the result"
+            f"{journal_path(path)} holds answers not yet folded in: run "
+            f"`{commands.RECORD_CASE(case=cassette.case or path.stem)}` (it folds them first) and "
+            "commit the result"
         )
     return problems, len(cassette.entries)

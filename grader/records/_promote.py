@@ -25,7 +25,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Literal, TypeVar
 
 from gradekit import GradekitError, Incident, UsageError, decode_incident
-from gradekit.internal import decode_cassette, decode_fixture
+from gradekit.internal import commands, decode_cassette, decode_fixture
 from grader._expect import Expectation, normalised, parse_expectation
 from grader._specs import SPEC
 from grader.outputs import REPORTED
@@ -124,13 +124,13 @@ def reviewed_run(out: Path, student: str, digest: str | None) -> Reviewed:
     holds, message = verify_ledger(ledger)
     if not holds:
         raise UsageError(f"{message}; a promotion rests on the ledger's run and review events, "
-                         "so its chain must hold (`gradekit ledger verify`)")
+                         f"so its chain must hold (`{commands.LEDGER_VERIFY(grades=str(out))}`)")
     events = read_ledger(ledger).events
     run = _run(events, student, digest, ledger)
     reviews = tuple(e for e in events if e.get("event") == "review"
                     and e.get("report") == run["report"] and e.get("student") == student)
     if not reviews:
-        raise UsageError(_unreviewed(run, events))
+        raise UsageError(_unreviewed(run, events, out))
     return Reviewed(run, reviews, verified_archive(out, str(run["report"])))
 
 
@@ -139,8 +139,9 @@ def _run(events: Sequence[Mapping[str, Any]], student: str, digest: str | None,
     runs = [e for e in events if e.get("event") == "run" and e.get("student") == student
             and e.get("status") in REPORTED and isinstance(e.get("report"), str)]
     if not runs:
+        grade = commands.GRADE_INTO(submissions="SUBMISSION", out=str(ledger.parent))
         raise UsageError(f"{ledger} holds no graded run of {student!r}: grade the submission "
-                         "(`gradekit grade SUBMISSION --out ...`), review it, then promote it")
+                         f"(`{grade}`), review it, then promote it")
     if digest is None:
         return runs[-1]
     chosen = [e for e in runs if e["report"] == digest]
@@ -151,16 +152,19 @@ def _run(events: Sequence[Mapping[str, Any]], student: str, digest: str | None,
     return chosen[-1]
 
 
-def _unreviewed(run: Mapping[str, Any], events: Sequence[Mapping[str, Any]]) -> str:
+def _unreviewed(run: Mapping[str, Any], events: Sequence[Mapping[str, Any]], out: Path
+                ) -> str:
     student = run["student"]
     older = [e for e in events if e.get("event") == "review" and e.get("student") == student]
     aside = (f" (the review at ledger event {older[-1].get('seq')} is of report "
              f"{str(older[-1].get('report'))[:12]}..., another grading: a review counts only "
              "for the report it names)") if older else ""
+    review = commands.REVIEW(student=student, criterion="ID", by="NAME", reason="TEXT",
+                             out=str(out))
     return (f"run {run.get('seq')} of {student} (report {run['report'][:12]}...) has not been "
             f"reviewed{aside}: a regression set takes only failures a person has looked at. "
-            f"Review it first: `gradekit review {student} --criterion ID [--points N] --by "
-            "NAME --reason TEXT`, then promote it")
+            f"Review it first: `{review}` (with --points N to change the points), then "
+            "promote it")
 
 
 # -- the evidence: what the item replays, read from the submission -----------------------------

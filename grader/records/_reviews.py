@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from gradekit import UsageError
-from gradekit.internal import write_atomic
+from gradekit.internal import commands, write_atomic
 from grader._model import HumanReview
 from grader._text import QUOTE_LIMIT, TEXT_LIMIT, quote
 from grader.outputs import (
@@ -182,7 +182,7 @@ def apply_reviews(out: Path, rows: Sequence[GradebookRow]) -> Applied:
     reviewed = tuple(_reviewed_row(row, state) for row, state in zip(rows, states, strict=True))
     _write_gradebook(out, reviewed)
     notes = [note for row, state in zip(reviewed, states, strict=True)
-             for note in _notes(row, state)]
+             for note in _notes(row, state, out)]
     return Applied(reviewed, tuple(notes))
 
 
@@ -199,7 +199,7 @@ def _reviewed_row(row: GradebookRow, state: ReviewState) -> GradebookRow:
     return dataclasses.replace(row, review=state.cell(), final=final)
 
 
-def _notes(row: GradebookRow, state: ReviewState) -> list[str]:
+def _notes(row: GradebookRow, state: ReviewState, out: Path) -> list[str]:
     notes = []
     if state.current:
         notes.append(f"{row.submission}: final {row.final} / {row.max} after human review "
@@ -207,9 +207,10 @@ def _notes(row: GradebookRow, state: ReviewState) -> list[str]:
     if state.stale:
         listed = ", ".join(f"{s.criterion} was reviewed on report {s.report[:12]} (ledger event "
                            f"{s.event})" for s in state.stale)
+        again = commands.REVIEW(student=row.student, criterion=state.stale[0].criterion,
+                                by="NAME", reason="TEXT", out=str(out))
         notes.append(f"{row.submission}: NEEDS A NEW REVIEW: {listed}; the submission changed "
-                     f"since: review it again (gradekit review {row.student} --criterion ID "
-                     "--by NAME --reason TEXT)")
+                     f"since: review it again (`{again}`, each criterion listed)")
     return notes
 
 
@@ -325,8 +326,9 @@ def _pick_run(events: Sequence[Mapping[str, Any]], request: ReviewRequest, out: 
     runs = _student_runs(events, request.student)
     if not runs:
         if not (out / LEDGER).is_file():
-            raise UsageError(f"no ledger in {out}: grade first (gradekit grade SUBMISSIONS "
-                             f"--out {out}), or pass --out with the folder gradekit grade wrote")
+            grade = commands.GRADE_INTO(submissions="SUBMISSIONS", out=str(out))
+            raise UsageError(f"no ledger in {out}: grade first (`{grade}`), or pass --out with "
+                             "the folder the grading wrote")
         raise UsageError(f"no graded report of student {request.student!r} in {out / LEDGER}: "
                          "name the student as the student column of "
                          f"{out / GRADEBOOK} does, or pass --out for the grades folder that "
@@ -336,7 +338,9 @@ def _pick_run(events: Sequence[Mapping[str, Any]], request: ReviewRequest, out: 
     prefix = request.report.lower()
     if not _PREFIX.fullmatch(prefix):
         raise UsageError(f"--report {request.report!r} is not a report digest: give 8 to 64 "
-                         f"hex digits of one (gradekit history {request.student} lists them)")
+                         f"hex digits of one "
+                         f"(`{commands.HISTORY(student=request.student, out=str(out))}` lists "
+                         "them)")
     matching = {str(run["report"]): run for run in runs if str(run["report"]).startswith(prefix)}
     if len(matching) > 1:
         raise UsageError(f"--report {request.report} is the start of {len(matching)} reports of "
@@ -344,7 +348,7 @@ def _pick_run(events: Sequence[Mapping[str, Any]], request: ReviewRequest, out: 
                          "give more of the digest")
     if not matching:
         raise UsageError(f"{request.student} has no graded report {request.report}: give one "
-                         f"that gradekit history {request.student} lists")
+                         f"that `{commands.HISTORY(student=request.student, out=str(out))}` lists")
     return next(iter(matching.values()))
 
 

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from gradekit import GradekitError
+from gradekit.internal import commands
 from grader.outputs import (
     Kind,
     parse_canonical,
@@ -107,7 +108,8 @@ def _against_ledger(path: Path, digest: str, reviews: object) -> tuple[str, str]
     if reviews != expected:
         return (f"extra_data.review is {_events(reviews)} but the ledger {path} holds the "
                 f"current reviews {_events(expected)} of report {digest[:12]}: the file was "
-                "edited or is out of date; run gradekit grade again to write it anew"), ""
+                "edited or is out of date; grade again to write it anew "
+                f"(`{commands.GRADE_INTO(submissions='SUBMISSIONS', out=str(path.parent))}`)"), ""
     return "", f" and the ledger's current reviews ({_events(expected)})" if expected else ""
 
 

@@ -18,8 +18,9 @@ from pathlib import Path
 from types import MappingProxyType
 
 from gradekit import UsageError
-from gradekit.internal import fsync_folder
+from gradekit.internal import commands, fsync_folder
 from grader.regression._sets import (
+    _ITEMS,
     PAYLOAD_CAP,
     ROLES,
     Item,
@@ -112,7 +113,8 @@ def _chain_head(sets: Path, name: str) -> RegressionSet | None:
     broken = [verdict for verdict in verify_sets(sets, [name]) if not verdict.ok]
     if broken:
         raise UsageError(f"{broken[0].path}: {broken[0].message}; nothing is added to a set "
-                         f"that does not verify (`gradekit regression verify {name}`)")
+                         "that does not verify "
+                         f"(`{commands.REGRESSION_VERIFY(name=name, sets=str(sets))}`)")
     return load_set(sets, name, numbers[-1])
 
 
@@ -182,8 +184,10 @@ def _create(path: Path, data: bytes) -> None:
             os.fsync(handle.fileno())
         os.link(temporary, path)
     except FileExistsError:
+        folder = path.parent.parent if path.parent.name == _ITEMS else path.parent
+        verify = commands.REGRESSION_VERIFY(name=folder.name, sets=str(folder.parent))
         raise UsageError(f"{path} exists already: a regression set's files are written once "
-                         "and never rewritten; run `gradekit regression verify`") from None
+                         f"and never rewritten; run `{verify}`") from None
     finally:
         with suppress(FileNotFoundError):
             temporary.unlink()

@@ -32,6 +32,7 @@ from types import MappingProxyType
 from typing import Any, Literal, NoReturn
 
 from gradekit import UsageError
+from gradekit.internal import commands
 from grader._expect import Expectation, expectation_document, parse_expectation
 from grader._specs import SPEC
 
@@ -164,7 +165,8 @@ def parse_ref(text: str) -> tuple[str, int]:
     match = _REF.fullmatch(text)
     if match is None:
         raise UsageError(f"{text!r} is not a regression set reference: write NAME@VERSION, "
-                         "e.g. refunds@2 (`gradekit regression show NAME` lists the versions)")
+                         f"e.g. refunds@2 (`{commands.REGRESSION_SHOW(name='NAME')}` lists the "
+                         "versions)")
     return valid_name(match[1], "regression set"), int(match[2])
 
 
@@ -416,6 +418,12 @@ def _digests(raw: Mapping[str, Any], item_id: str, kind: str) -> Mapping[str, st
     return MappingProxyType(digests)
 
 
+def promote_command(name: str) -> str:
+    """How an instructor adds a reviewed failing case of a graded student to set ``name``."""
+    return commands.REGRESSION_PROMOTE(name=name, student="STUDENT", root="SUBMISSION",
+                                       case="CASE", by="NAME", reason="TEXT", out="grades")
+
+
 def payload_name(role: str, sha256: str) -> str:
     return f"{_ITEMS}/{sha256}{_SUFFIX[role]}"
 
@@ -485,7 +493,7 @@ def verify_sets(sets: Path, names: Sequence[str] = ()) -> list[Verdict]:
     chosen = list(names) or set_names(sets)
     if not chosen:
         raise UsageError(f"no regression set in {sets}: pass --sets DIR (default: regression/ "
-                         "beside the rubric), or promote one with `gradekit regression promote`")
+                         f"beside the rubric), or promote one with `{promote_command('NAME')}`")
     return [verdict for name in chosen for verdict in _verify_set(sets, name)]
 
 

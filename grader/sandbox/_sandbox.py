@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import IO, Any, Literal, Protocol
 
 from gradekit import GradekitError, HttpCassette, prompt_key, tool_key
-from gradekit.internal import LAB_HTTP_CASSETTE, HttpRequest, miss_rows
+from gradekit.internal import LAB_HTTP_CASSETTE, HttpRequest, commands, miss_rows
 from grader._model import (
     ASKED_CAP,
     CaseOutcome,
@@ -607,7 +607,7 @@ def module_name(value: object) -> str | None:
 def _miss(case: _Case, key: str) -> str:
     return (
         f"no recording for this prompt in case {case.id} (key {key}). Record it once with a "
-        f"live provider: `gradekit record --case {case.id}`, then commit the cassette. "
+        f"live provider: `{commands.RECORD_CASE(case=case.id)}`, then commit the cassette. "
         "Graded runs never call a live provider."
     )
 
@@ -648,12 +648,16 @@ def request_head(request: HttpRequest) -> str:
         f"{request.method} {request.url}"
 
 
+TOOLS_CHANGED = "the agent's tool calls changed"  # the reason a missing-fixture advice gives
+
+
 def _missing(case: _Case, tool: str, args: Mapping[str, object], folder: str) -> str:
     shown = json.dumps(args, sort_keys=True, ensure_ascii=False)[:300]
     return (
         f"no fixture for tool {tool} with arguments {shown} in {folder}/{case.id}.json. "
-        f"Record it with the real tool: `gradekit record --case {case.id} --rerecord`, then "
-        "commit the fixture. Graded runs never call a real tool."
+        "Record it with the real tool: "
+        f"`{commands.RERECORD_CASE(case=case.id, reason=TOOLS_CHANGED)}`, then commit the "
+        "fixture. Graded runs never call a real tool."
     )
 
 

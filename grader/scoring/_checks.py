@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import ROUND_HALF_EVEN, Decimal
 
-from gradekit.internal import closest, divergence
+from gradekit.internal import closest, commands, divergence
 from grader._model import (
     CENT,
     EVIDENCE,
@@ -171,7 +171,7 @@ def contract_stability(evidence: Evidence, rubric: Rubric, criterion: Criterion)
 
 
 STABLE = "identical under every provider label and hash seed"
-RERECORD = 'gradekit record --case {} --rerecord --reason "the prompts changed"'
+PROMPTS_CHANGED = "the prompts changed"  # the reason a stale-prompt advice gives
 LABEL_CAUSE = ("the answer changes with the provider's name alone: never read provider.name "
                "in the agent, and never put it in a prompt or an answer")
 SEED_CAUSE = ("the answer changes with the hash seed alone: iterate over sets and dict keys "
@@ -192,7 +192,7 @@ def _stability_advice(case: str, first: CaseOutcome | None, evidence: Evidence) 
         return f"fix this first: {evidence.blocked}"
     if unwritten:
         return (f"write run() first: it raises {STUB_ERROR}, as the hand-out's stub does; then "
-                f"record the case once with `gradekit record --case {case}`")
+                f"record the case once with `{commands.RECORD_CASE(case=case)}`")
     if first is None or _failed_run(first, "") is not None:
         return ("make run() finish this task without a timeout or a crash "
                 f"({_failed_run(first, '')})")
@@ -230,7 +230,7 @@ def _miss_advice(case: str, missed: Sequence[Served], evidence: Evidence) -> str
     if asked and evidence.label and evidence.label in asked:
         return ("a prompt holds the provider's name, so no recording can ever match it: "
                 "never put provider.name in a prompt")
-    fix = f"re-record case {case}: `{RERECORD.format(case)}`"
+    fix = f"re-record case {case}: `{commands.RERECORD_CASE(case=case, reason=PROMPTS_CHANGED)}`"
     if missed[0].http:
         parts = f"; it differs from the closest recorded one: {missed[0].asked}" \
             if missed[0].asked else ""
@@ -592,18 +592,32 @@ STRETCH_GOALS: Mapping[str, StretchGoal] = {
 
 
 def stretch_goal(evidence: Evidence, rubric: Rubric, criterion: Criterion) -> CriterionResult:
-    """The best claimed stretch goal: its evidence holds and FAILURES.md writes it up."""
+    """The best claimed stretch goal: its evidence holds and FAILURES.md writes it up.
+
+    Every claimed goal is checked and shown: the best one's checks first, with its points,
+    then each other claimed goal's, in claim order, worth nothing (``max`` 0.00), so a
+    reviewer sees the evidence of every claim while only the best one scores.
+    """
     if not evidence.stretch:
         check = _check("claimed", False, cents(Decimal(criterion.weight)),
                        "no stretch goal claimed (stretch = [...] in [tool.gradekit])")
         return criterion_result(criterion, [check], [f"Finish one of: {', '.join(STRETCH_GOALS)}."])
     scored = [_score_goal(goal_id, evidence, criterion) for goal_id in evidence.stretch]
-    best = max(scored, key=lambda checks: sum((c.points for c in checks), ZERO))
-    advice = [] if all(c.passed for c in best) else [
+    best = max(range(len(scored)), key=lambda n: sum((c.points for c in scored[n]), ZERO))
+    advice = [] if all(c.passed for c in scored[best]) else [
         "Finish one stretch goal completely and write up, in FAILURES.md, the failure it found."
     ]
+    unscored = [_unscored(check, evidence.stretch[best])
+                for n, checks in enumerate(scored) if n != best for check in checks]
     # The write-up is judged by its structure only: a person reads it before the points count.
-    return criterion_result(criterion, best, advice, review=True)
+    return criterion_result(criterion, [*scored[best], *unscored], advice, review=True)
+
+
+def _unscored(check: CheckResult, best: str) -> CheckResult:
+    """A claimed goal's check beside the best goal's: shown as it is, worth nothing."""
+    return CheckResult(check.id, check.passed, ZERO, ZERO,
+                       f"not scored (only the best claimed goal, {quote(best)}, scores): "
+                       + check.detail)
 
 
 def _score_goal(goal_id: str, evidence: Evidence, criterion: Criterion) -> list[CheckResult]:

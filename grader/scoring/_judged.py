@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from decimal import Decimal
 
+from gradekit.internal import commands
 from grader._expect import Expectation, Observed, judge, met
 from grader._model import CaseOutcome, CheckResult, CriterionResult, ItemRun
 from grader._text import quote
@@ -89,9 +90,15 @@ def _no_set(criterion: Criterion) -> str:
             f'set = "NAME@VERSION" under it in the rubric, {_AGAIN}')
 
 
+def _promote(name: str) -> str:
+    return commands.REGRESSION_PROMOTE(name=name, student="STUDENT", root="SUBMISSION",
+                                       case="CASE", by="NAME", reason="TEXT", out="grades")
+
+
 def _set_missing(ref: str) -> str:
     return (f"regression set {ref} is not in the rubric's regression/ folder: promote into "
-            f"it (`gradekit regression promote ...`) or pin a version that exists, {_AGAIN}")
+            f"it (`{_promote(ref.partition('@')[0])}`) or pin a version that exists, "
+            f"{_AGAIN}")
 
 
 def regression(evidence: Evidence, rubric: Rubric, criterion: Criterion) -> CriterionResult:

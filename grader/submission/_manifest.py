@@ -111,10 +111,15 @@ _PATH_KEYS = ("cassettes", "failures", "second_cassettes", "fixtures", "incident
 
 def _validate(table: dict[str, Any], pyproject: Path) -> None:
     """Types, known keys, and paths that stay inside the submission."""
-    unknown = sorted(set(table) - {*_TEXT_KEYS, "stretch"})
+    unknown = sorted(set(table) - {*_TEXT_KEYS, "stretch", "starter"})
     if unknown:
         raise ManifestError(f"{pyproject}: unknown [tool.gradekit] key(s) {', '.join(unknown)}; "
-                            f"known: {', '.join(sorted({*_TEXT_KEYS, 'stretch'}))}")
+                            f"known: {', '.join(sorted({*_TEXT_KEYS, 'stretch', 'starter'}))}")
+    # The instructor's [tool.gradekit.starter] table: what `gradekit starter` ships. The
+    # grader never reads it; `gradekit starter` validates it.
+    if not isinstance(table.get("starter", {}), dict):
+        raise ManifestError(f"{pyproject}: [tool.gradekit] starter must be a table, "
+                            "[tool.gradekit.starter]")
     for key in _TEXT_KEYS:
         if key in table and not isinstance(table[key], str):
             raise ManifestError(f"{pyproject}: [tool.gradekit] {key} must be a string")

@@ -131,7 +131,12 @@ def trusts_the_model(terms: dict[str, Any], model_says_yes: bool) -> int:
 
 def follows_the_policy(terms: dict[str, Any], model_says_yes: bool) -> int:
     """The fix: never more than the policy gives, and nothing outside its windows."""
+    # BEGIN SOLUTION
     return int(terms["refund_cents"]) if model_says_yes else 0
+    # STUB
+    # raise NotImplementedError(
+    #     "write the fixed guard: the amount in cents the policy's terms allow (0: no refund)")
+    # END SOLUTION
 
 
 # -- the agent -------------------------------------------------------------------------------

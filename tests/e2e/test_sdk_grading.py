@@ -447,8 +447,9 @@ def stream_text(cassette: HttpCassette) -> list[str]:
 def test_the_example_records_without_a_provider_and_grades_offline_at_full_points(
         world: World, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     said = world.recorded["openai-sdk"]
-    assert "0 answers recorded live from unconfigured" in said.err
-    assert f"{3 * len(CASES)} SDK requests recorded live" in said.err
+    assert "unconfigured" not in said.err and " answers " not in said.err  # no complete()
+    assert f"{3 * len(CASES)} SDK requests recorded live, 0 served from cassettes (base URL " \
+        f"{world.url})" in said.err
     assert world.graded.code == 0, world.graded.err
     report = world.report("openai-sdk")
     assert_full(report, "contract_stability", "loud_failure", "tracing")
@@ -630,7 +631,7 @@ def test_an_edited_request_is_a_miss_that_names_the_field_and_the_fix(world: Wor
     assert len(advice) == len(CASES)
     for case, said in zip(CASES, advice, strict=True):
         assert said.startswith(f"{case}: ")
-        assert f"gradekit record --case {case}" in said
+        assert f"`make record ARGS='--case {case} --rerecord --reason" in said
         assert "temperature: 0.7 != 0.0" in said
     for case, detail in details(report, "contract_stability").items():
         assert "SDK request(s) the HTTP cassette does not hold" in detail, (case, detail)
@@ -697,7 +698,7 @@ def test_the_parent_serves_recordings_in_order_then_a_miss_naming_the_fix(
         i.response.body() for i in recorded]
     assert child.sent[2]["key"] == key
     assert "cassettes/zoo.http.json" in child.sent[2]["miss"]
-    assert "gradekit record --case zoo" in child.sent[2]["miss"]
+    assert "make record ARGS='--case zoo'" in child.sent[2]["miss"]
     assert [c.served for c in talk.calls] == [True, True, False]
     # A request before start, or while a reply is unread, is never served.
     talk.current = None
@@ -763,7 +764,7 @@ def test_a_broken_http_cassettes_advice_names_it_not_a_missing_provider_cassette
 def test_a_corrupt_http_cassettes_fix_is_the_record_command_that_made_it(world: World) -> None:
     (said,) = [f for f in world.report("corrupt-http")["findings"]
                if f.startswith("cassettes/refund-policy.http.json cannot be used: ")]
-    assert "gradekit record --case refund-policy" in said, said
+    assert "make record ARGS='--case refund-policy'" in said, said
 
 
 def test_two_providers_needs_the_second_sets_own_http_cassettes(world: World) -> None:

@@ -268,9 +268,9 @@ def test_fold_never_treats_a_corrupt_fixture_as_empty(tmp_path: Path) -> None:
 # --- what both formats share: one store, two codecs
 
 BOTH = pytest.mark.parametrize("codec", [CASSETTE, FIXTURE], ids=["cassette", "fixture"])
-FIX = {CASSETTE: "gradekit record --case refund-policy",
-       FIXTURE: 'gradekit record --case refund-policy --rerecord --reason "the recorded results '
-                'changed"'}
+FIX = {CASSETTE: "make record ARGS='--case refund-policy'",
+       FIXTURE: 'make record ARGS=\'--case refund-policy --rerecord --reason "the recorded '
+                'results changed"\''}
 
 
 @pytest.mark.parametrize(

@@ -31,7 +31,7 @@ from gradekit import (
     SecretLeak,
     request_key,
 )
-from gradekit._http.cassette import HTTP_CASSETTE, VOLATILE
+from gradekit._http.cassette import HTTP_CASSETTE, VOLATILE, HttpResponse
 from grader.cli import main
 
 URL = "http://127.0.0.1:8080/v1/chat/completions"
@@ -791,3 +791,76 @@ def test_a_stream_the_network_cut_off_is_not_recorded_and_the_retry_takes_its_pl
     interactions = json.loads(path.read_bytes())["interactions"]
     assert list(interactions) == [key] and len(interactions[key]) == 1  # key#1, the whole one
     assert interactions[key][0]["response"]["events"] == EVENTS
+
+
+# -- what differs on every call is not a changed answer ------------------------------------------
+
+
+class Volatile:
+    """The network as a real API is: the same answer every time, under a new id, ``created``,
+    ``system_fingerprint`` and request id; ``answer`` and ``stream`` say what it answers."""
+
+    def __init__(self) -> None:
+        self.calls, self.answer, self.stream = 0, "same answer", False
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        self.calls += 1
+        n = self.calls
+        if self.stream:
+            opening = {"type": "message_start", "message": {"id": f"msg_{n}", "role": "assistant",
+                                                             "content": []}}
+            chunk = {"id": f"chatcmpl-{n}", "created": 1000 + n, "system_fingerprint": f"fp_{n}",
+                     "choices": [{"delta": {"content": self.answer}}]}
+            events = (f"event: message_start\ndata: {json.dumps(opening)}\n\n"
+                      f"data: {json.dumps(chunk)}\n\ndata: [DONE]\n\n")
+            return httpx.Response(200, headers={"content-type": "text/event-stream",
+                                                "request-id": f"req_{n}"},
+                                  content=events.encode())
+        return httpx.Response(200, headers={"x-request-id": f"req_{n}"}, json={
+            "id": f"chatcmpl-{n}", "created": 1000 + n, "system_fingerprint": f"fp_{n}",
+            "choices": [{"message": {"content": self.answer}}]})
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_rerecord_that_gets_the_same_answer_under_new_ids_keeps_the_file_byte_for_byte(
+    tmp_path: Path, stream: bool,
+) -> None:
+    path, live = tmp_path / "chat.http.json", Volatile()
+    live.stream = stream
+    clock = iter(["2026-01-01T00:00:00Z", "2026-02-01T00:00:00Z", "2026-03-01T00:00:00Z"])
+    with CassetteTransport(path, mode="once", inner=httpx.MockTransport(live),
+                           clock=lambda: next(clock)) as transport:
+        post(transport, chat(stream=stream)).read()
+    before = path.read_bytes()
+    assert b"chatcmpl-1" in before and b"req_1" in before  # the file keeps them all
+    with CassetteTransport(path, mode="rerecord", inner=httpx.MockTransport(live),
+                           clock=lambda: next(clock)) as transport:
+        post(transport, chat(stream=stream)).read()
+    assert live.calls == 2 and path.read_bytes() == before  # asked again, nothing changed
+    live.answer = "another answer"
+    with CassetteTransport(path, mode="rerecord", inner=httpx.MockTransport(live),
+                           clock=lambda: next(clock)) as transport:
+        post(transport, chat(stream=stream)).read()
+    assert b"another answer" in path.read_bytes() and b"chatcmpl-3" in path.read_bytes()
+
+
+def test_the_stable_form_leaves_out_ids_times_and_request_ids_and_keeps_the_answer() -> None:
+    body = HttpResponse(200, {"content-type": "application/json", "x-request-id": "req_1",
+                              "x-should-retry": "false"}, "body",
+                        {"id": "chatcmpl-1", "created": 1, "system_fingerprint": "fp_1",
+                         "request_id": "req_1", "model": "m", "choices": [{"id": "kept"}]})
+    assert body.stable_json() == {
+        "status": 200, "headers": {"content-type": "application/json", "x-should-retry": "false"},
+        "body": {"model": "m", "choices": [{"id": "kept"}]}}  # only the top level's id goes
+    events = HttpResponse(200, {"content-type": "text/event-stream", "request-id": "req_1"},
+                          "events", [
+                              'event: message_start\ndata: {"message": {"id": "msg_1", '
+                              '"model": "m"}, "type": "message_start"}',
+                              'data: {"created_at": 5, "response": {"id": "resp_1", "n": 1}}',
+                              "data: [DONE]", ": a comment"])
+    assert events.stable_json()["events"] == [
+        'event: message_start\ndata: {"message":{"model":"m"},"type":"message_start"}',
+        'data: {"response":{"n":1}}', "data: [DONE]", ": a comment"]
+    assert events.stable_json()["headers"] == {"content-type": "text/event-stream"}
+    text = HttpResponse(200, {}, "text", '{"id": 1}')
+    assert text.stable_json() == text.to_json()  # a text body is compared as it is

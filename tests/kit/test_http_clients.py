@@ -137,7 +137,7 @@ def test_a_replay_miss_reaches_the_sdk_caller_as_a_cassette_miss_naming_the_reco
     miss = raised.value.__cause__
     assert isinstance(miss, CassetteMiss)
     assert "temperature: 0.7 != 0.2" in str(miss)
-    assert "`gradekit record --case sql-explain`" in str(miss)
+    assert "`make record ARGS='--case sql-explain'`" in str(miss)
     assert "--gradekit-record-mode" not in str(miss)
 
 
@@ -249,7 +249,7 @@ def test_an_sdk_wrapped_miss_is_reported_as_the_miss_with_its_exit_code(
     said = capsys.readouterr().err
     assert said.startswith("CassetteMiss (raised as openai.APIConnectionError): ")
     assert 'host: "api.openai.com" != "127.0.0.1:8080"' in said
-    assert "gradekit record --case refund-policy" in said
+    assert "make record ARGS='--case refund-policy'" in said
 
 
 @pytest.mark.slow
@@ -278,7 +278,7 @@ def test_the_shipped_sdk_example_grades_offline_with_one_digest_under_two_labels
 
 def test_the_pytest_plugins_provider_names_its_own_flag_in_an_http_miss(tmp_path: Path) -> None:
     """``gradekit_provider``'s replay is a test's, not a case's: its misses say how pytest
-    records, never `gradekit record --case <test name>`."""
+    records, never `make record ARGS='--case <test name>'`."""
     from gradekit._pytest import _PlayedReplay
 
     client = _openai("http://127.0.0.1:9/v1", _PlayedReplay(tmp_path / "test_x.json", set())
@@ -287,7 +287,7 @@ def test_the_pytest_plugins_provider_names_its_own_flag_in_an_http_miss(tmp_path
         _ask(client, "q")
     said = str(raised.value.__cause__)
     assert "`pytest --gradekit-record-mode once`" in said
-    assert "gradekit record --case" not in said
+    assert "record ARGS=" not in said and "--case" not in said
 
 
 @pytest.mark.slow

@@ -195,7 +195,7 @@ def test_503_exhausts_bounded_retries(kind: Kind, server: Loopback, sleeps: Slee
     message = str(caught.value)
     assert "503" in message
     assert "4 attempts" in message
-    assert "`gradekit record` resumes" in message
+    assert "`make record` resumes" in message
 
 
 def test_backoff_is_capped(server: Loopback, sleeps: Sleeps) -> None:

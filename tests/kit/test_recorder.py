@@ -94,7 +94,7 @@ def test_none_mode_is_strict_replay(tmp_path: Path) -> None:
     live = echo()
     strict = Recorder(live, path, mode="none")
     assert strict.complete("known") == "answer to known"
-    with pytest.raises(CassetteMiss, match="gradekit record --case case"):
+    with pytest.raises(CassetteMiss, match="make record ARGS='--case case'"):
         strict.complete("unknown")
     assert live.calls == []
 

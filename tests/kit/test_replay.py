@@ -42,7 +42,7 @@ def test_a_miss_names_cassette_key_prompt_closest_and_command(tmp_path: Path) ->
     assert asked[:81] not in message
     assert f"closest: {json.dumps(TASK.strip()[:80])[:-1]}" in message
     assert f"key {prompt_key(TASK)}" in message
-    assert "`gradekit record --case refund-policy`" in message
+    assert "`make record ARGS='--case refund-policy'`" in message
 
 
 def test_a_miss_is_never_an_empty_answer_or_none(tmp_path: Path) -> None:
@@ -56,7 +56,7 @@ def test_a_missing_file_misses_on_every_prompt_and_says_so(tmp_path: Path) -> No
     replay = Replay(tmp_path / "sql-explain.json")
     with pytest.raises(CassetteMiss, match="does not exist yet") as caught:
         replay.complete("anything")
-    assert "gradekit record --case sql-explain" in str(caught.value)
+    assert "`make record ARGS='--case sql-explain'`" in str(caught.value)
 
 
 def test_a_corrupt_file_is_an_error_at_construction_not_an_empty_cassette(tmp_path: Path) -> None:

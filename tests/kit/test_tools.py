@@ -265,8 +265,8 @@ def test_the_story_no_tool_call_recorded_then_a_variant_asks_one_question(
     assert f"no recording of this tool call in {path}" in message
     assert "  tool:    search_docs\n" in message
     assert '  args:    {"limit":1,"query":"refund window"}\n' in message
-    assert ('`gradekit record --case refund-policy --rerecord --reason "the recorded results '
-            'changed"`') in message
+    assert ('`make record ARGS=\'--case refund-policy --rerecord --reason "the recorded '
+            'results changed"\'`') in message
 
     with ToolRecorder(tools, path, case="refund-policy", mode="rerecord",
                       clock=clock(T1)) as again:
@@ -298,7 +298,7 @@ def test_a_miss_shows_the_closest_recorded_call_of_the_same_tool(tmp_path: Path)
 def test_a_missing_fixture_file_misses_every_call_and_says_so(tmp_path: Path) -> None:
     with pytest.raises(MissingFixtureError, match="does not exist yet") as caught:
         ToolReplay(tmp_path / "sql-explain.json").call("search_docs", query="x")
-    assert "gradekit record --case sql-explain --rerecord" in str(caught.value)
+    assert "`make record ARGS='--case sql-explain --rerecord --reason" in str(caught.value)
 
 
 def test_none_mode_is_strict_replay(tmp_path: Path) -> None:

@@ -6,57 +6,52 @@ course database read live. Chen asked for a refund on day 73 after the purchase,
 policy gives nothing; the model said "The refund should be granted." and the guard, which
 trusts the model, issued 960.00 euros.
 
-The cut-point test replays it with the model and the policy read served from the record
-and ``issue_refund`` running live through the current code: the fixed guard must not
-issue the refund. The same test run on the buggy guard must fail, and does.
+The cut-point test is the lab's own, ``lab.refunds.regression``, the manifest's
+``incident_test`` (the grader runs it for the cut-point stretch goal): it replays the
+incident with the model and the policy read served from the record and ``issue_refund``
+running live through the current code, and the fixed guard must not issue the refund.
+Here it runs as a test, and the same assertion run on the buggy guard must fail, and does.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
+import tomllib
 
 import pytest
 
-from gradekit import (
-    FakeProvider,
-    IncidentDivergence,
-    Plan,
-    Replayed,
-    Tools,
-    read_incident,
-    replay_incident,
-)
+from gradekit import FakeProvider, IncidentDivergence, read_incident, replay_incident
+from grader.sandbox._harness import allow_everything
 from lab import refunds
+from lab.refunds import regression
+from lab.refunds.regression import (
+    INCIDENT,
+    action_only_tools,
+    assert_no_refund_issued,
+    replay,
+)
 
-INCIDENT = Path(__file__).resolve().parents[2] / "incidents" / "refund-outside-window.jsonl"
-ACTION_LIVE = Plan.of({"issue_refund"})
-
-
-def assert_no_refund_issued(replayed: Replayed) -> None:
-    """The regression assertion: the run ended cleanly and no refund was issued."""
-    assert replayed.error is None, replayed.error
-    assert replayed.actions("issue_refund") == []
-
-
-def action_only_tools() -> Tools:
-    """``issue_refund`` live; a policy read that reaches the database fails the test, so a
-    passing replay proves the policy was served from the record."""
-    tools = Tools()
-
-    def refund_terms(student: str, requested_on: str) -> dict[str, Any]:
-        raise AssertionError("refund_terms ran live: it must be served from the incident")
-
-    tools.read_only("refund_terms", refund_terms)
-    tools.write("issue_refund", refunds.issue_refund)
-    return tools
-
-
-def replay(agent: Any, plan: Plan = ACTION_LIVE) -> Replayed:
-    return replay_incident(INCIDENT, agent, plan=plan, tools=action_only_tools())
+REPO = INCIDENT.parents[1]
 
 
 # -- the cut-point test -----------------------------------------------------------------------
+
+
+def test_the_labs_cut_point_test_passes_on_the_fixed_guard() -> None:
+    regression.refund_outside_window_is_not_issued()
+
+
+def test_the_labs_cut_point_test_fails_once_the_guard_allows_everything(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the grader does for the cut-point goal, in process: the manifest's guard
+    replaced by one that lets every action through (the harness's own) fails the test."""
+    manifest = tomllib.loads((REPO / "pyproject.toml").read_text("utf-8"))["tool"]["gradekit"]
+    assert (manifest["incident_test"], manifest["guard"], manifest["incidents"]) == (
+        "lab.refunds.regression:refund_outside_window_is_not_issued",
+        "lab.refunds:follows_the_policy", "incidents")
+    assert "cut-point" in manifest["stretch"]
+    monkeypatch.setattr(refunds, "follows_the_policy", allow_everything)
+    with pytest.raises(AssertionError, match="issue_refund was tried again"):
+        regression.refund_outside_window_is_not_issued()
 
 
 def test_the_fixed_guard_does_not_issue_the_refund_of_the_incident() -> None:

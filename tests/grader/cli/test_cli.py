@@ -115,7 +115,7 @@ def test_run_on_an_unrecorded_case_exits_3_with_the_miss(
     captured = capsys.readouterr()
     assert captured.out == ""
     assert captured.err.startswith("CassetteMiss: no recording for this prompt in ")
-    assert "gradekit record --case flaky-grade" in captured.err
+    assert "`make record ARGS='--case flaky-grade'`" in captured.err
 
 
 def test_run_without_a_manifest_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -353,7 +353,7 @@ EXIT_CODES = {
     "ChangeLogCorrupt": 2, "DashboardUnavailable": 2, "SubmissionFileError": 2,
     "MissingSubmissionFile": 2,
     "CassetteError": 1, "GradekitError": 1, "IncidentCorrupt": 2, "IncidentDivergence": 3,
-    "LedgerCorrupt": 2, "MissingPackage": 1,
+    "LedgerCorrupt": 2, "MissingPackage": 1, "HandOutRefused": 1,
 }
 
 

@@ -745,7 +745,7 @@ def test_no_gradebook_says_to_grade_first(
         assert main(["dashboard", str(grades), "--out", str(tmp_path / "site")]) == 2
         error = capsys.readouterr().err
         assert error.startswith("UsageError: ") and "grade first" in error
-        assert f"gradekit grade --out {grades}" in error
+        assert f"`make grade ARGS='SUBMISSIONS --out {grades}'`" in error
         assert not (tmp_path / "site").exists()
 
 

@@ -4,6 +4,7 @@ happen in the sandbox."""
 
 from __future__ import annotations
 
+import re
 import textwrap
 from pathlib import Path
 
@@ -75,9 +76,12 @@ def submission(tmp_path: Path, *, bug: str = "", plan: str = '{"issue_refund"}',
     manifest = root / "pyproject.toml"
     text = manifest.read_text("utf-8").replace('stretch = ["two-providers"]',
                                                'stretch = ["cut-point"]')
-    text = text.replace("[tool.gradekit]\n", '[tool.gradekit]\nincident_test = '
-                        '"lab.incident_test:test_the_refund_outside_the_policy_is_blocked"\n'
-                        'guard = "lab.refund_guard:may_refund"\n')
+    # The reference's own cut-point test and guard, replaced by this submission's.
+    for key, value in (("incident_test",
+                        "lab.incident_test:test_the_refund_outside_the_policy_is_blocked"),
+                       ("guard", "lab.refund_guard:may_refund")):
+        text, count = re.subn(rf'(?m)^{key} = ".*"$', f'{key} = "{value}"', text)
+        assert count == 1, key
     manifest.write_text(text, "utf-8")
     failures = root / "FAILURES.md"
     failures.write_text(failures.read_text("utf-8") + WRITE_UP, "utf-8")

@@ -160,7 +160,8 @@ def test_the_reason_names_the_package_and_the_fix_for_each_status(tmp_path: Path
     assert f"which the rubric's [packages] allows ({REQUIREMENT}) but the grader's " \
            "environment does not have" in str(listed)
     assert f"install it for the grader, `pip install '{REQUIREMENT}'` (on Gradescope: build " \
-           "the autograder again with `gradekit gradescope build`" in str(listed)
+           "the autograder again with `.venv/bin/gradekit gradescope build --out " \
+           "autograder`" in str(listed)
     # One of the sdk extra's: its install command is the extra's (this environment has the
     # SDK, so the error is built as missing_package builds it for a grader that has not).
     sdk = MissingPackage("openai", packages={"openai": "openai>=3.50,<4"})
@@ -367,7 +368,8 @@ def test_a_listed_package_is_an_error_with_the_install_command(
               f"[packages] allows ({REQUIREMENT}) but the grader's environment does not have, "
               "so the submission was not graded (it is not at fault): install it for the "
               f"grader, `pip install '{REQUIREMENT}'` (on Gradescope: build the autograder "
-              "again with `gradekit gradescope build`, whose setup.sh installs the rubric's "
+              "again with `.venv/bin/gradekit gradescope build --out autograder`, whose "
+              "setup.sh installs the rubric's "
               "[packages]), then grade it again")
     assert row["reason"] == reason
     assert f"imports-nobody: NOT GRADED: {reason}\n" in graded.shown
@@ -382,7 +384,7 @@ def test_check_prints_the_reason_and_exits_1_without_a_traceback(
     assert code == 1
     assert f"FAIL  UNGRADABLE: the agent imports {NOBODY} (when the agent is imported), a " \
            "package the rubric does not allow" in captured.out
-    assert "`gradekit grade` would not grade this submission" in captured.out
+    assert "`make grade` would not grade this submission" in captured.out
     assert "Traceback" not in captured.out + captured.err
 
 
@@ -424,6 +426,7 @@ def test_gradescope_results_say_what_to_do_about_a_missing_package(
     error = results["extra_data"]["error"]
     assert error.startswith(f"the agent imports {NOBODY} (when the agent is imported), which "
                             "the rubric's [packages] allows")
-    assert "build the autograder again with `gradekit gradescope build`" in error
+    assert "build the autograder again with `.venv/bin/gradekit gradescope build --out " \
+        "autograder`" in error
     assert results["output"].startswith("**Not graded.** the agent imports ")
     assert not (root / "results" / "report.json").exists()

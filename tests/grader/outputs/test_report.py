@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from gradekit import UsageError
 from grader._model import CheckResult, CriterionResult, Report
-from grader._text import FLAGGED, TEXT_LIMIT, quote
+from grader._text import FLAGGED, quote
 from grader.outputs._render import _inline, render_gradescope, render_markdown
 from grader.outputs._report import (
     canonical,
@@ -26,6 +26,7 @@ from grader.outputs._report import (
     report_document,
     verify_report,
 )
+from tests.grader.outputs.test_render_commonmark import as_written
 from tests.grader.sandbox.test_parent_bounds import live, unescape
 
 LOST_DETAIL = "returned '' on a miss <script>"
@@ -151,13 +152,13 @@ def test_verification_says_what_is_wrong(data: bytes, says: str) -> None:
 def test_markdown_gives_the_total_a_table_each_lost_check_its_advice_and_the_digest() -> None:
     text = render_markdown(sample())
     assert "**Total: 37.50 / 45.00**" in text
-    assert "| Contract stability | 22.50 | 30.00 | lost: incident\\-summary |" in text
+    assert "| Contract stability | 22.50 | 30.00 | lost: incident-summary |" in text
     assert "| Written summary | 15.00 | 15.00 | full marks; marked for review |" in text
     lost = text.split("Lost points:")[1]
-    assert "- incident\\-summary (0.00 / 7.50): returned '' on a miss \\<script\\>" in lost
-    assert "Let CassetteMiss propagate out of run\\(\\)\\." in text
-    assert "- refund\\-policy (7.50 / 7.50)" in text.split("Lost points:")[0]
-    assert "- network connect refused in case sql\\-explain" in text
+    assert "- incident-summary (0.00 / 7.50): returned '' on a miss \\<script\\>" in lost
+    assert "Let CassetteMiss propagate out of run()." in text
+    assert "- refund-policy (7.50 / 7.50)" in text.split("Lost points:")[0]
+    assert "- network connect refused in case sql-explain" in text
     assert report_digest(sample()) in text
     assert render_markdown(sample()) == text
 
@@ -298,7 +299,7 @@ def test_the_grader_refuses_to_write_a_report_that_would_not_verify() -> None:
 def test_any_text_renders_as_itself_and_opens_no_markup(text: str) -> None:
     line = _inline(text)
     assert "\n" not in line and live(line) == []
-    assert unescape(line) == " ".join(quote(text, TEXT_LIMIT).split())
+    assert unescape(line) == as_written(text)
 
 
 @settings(deadline=None)

@@ -17,6 +17,7 @@ from grader.recordings._changelog import (
     ChangeLogCorrupt,
     append_change,
     change_matches,
+    check_change,
     digest_file,
     read_changes,
 )
@@ -353,7 +354,7 @@ def test_a_missing_reason_says_to_pass_one_and_writes_nothing(
     [("date", "2026-13-01", "date '2026-13-01' is not YYYY-MM-DD"),
      ("date", "1 Nov 2026", "is not YYYY-MM-DD"),
      ("case", "two\nlines", "must be one line"),
-     ("kind", "model", "kind 'model' is not one of cassette, fixture"),
+     ("kind", "model", "kind 'model' is not one of cassette, fixture or http"),
      ("digests", {"a.json": "ABC"}, "lowercase SHA-256 hex"),
      ("digests", {}, "lowercase SHA-256 hex"),
      ("changed_keys", ["tool\n{}"], "contains a line break")],
@@ -395,3 +396,34 @@ def test_a_hand_edited_log_is_reported_with_its_line(
     log.write_text(edit(log.read_text("utf-8")), encoding="utf-8")
     with pytest.raises(ChangeLogCorrupt, match=problem + r".*git checkout -- "):
         read_changes(log)
+
+
+def test_an_sdk_labs_http_cassette_change_is_logged_and_read_back_as_kind_http(
+    tmp_path: Path,
+) -> None:
+    log = tmp_path / "DATASET_CHANGES.md"
+    append_change(log, date="2026-11-01", case="refund-policy", kind="http",
+                  changed_keys=["0123456789abcdef#2"], reason="new model",
+                  digests={"cassettes/refund-policy.http.json": DIGEST})
+    [change] = read_changes(log)
+    assert (change.kind, change.changed_keys) == ("http", ("0123456789abcdef#2",))
+    assert dict(change.digests) == {"cassettes/refund-policy.http.json": DIGEST}
+    log.write_text(log.read_text("utf-8").replace("- kind: http", "- kind: model"), "utf-8")
+    with pytest.raises(ChangeLogCorrupt, match=r"a kind \(cassette, fixture or http\)"):
+        read_changes(log)
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "problem"),
+    [("date", "2026-02-30", "is not YYYY-MM-DD"),
+     ("case", " padded", "must be one line"),
+     ("kind", "model", "is not one of cassette, fixture or http"),
+     ("reason", " ", 'pass --reason "')],
+)
+def test_check_change_refuses_what_append_change_would_before_anything_is_recorded(
+    field: str, value: str, problem: str,
+) -> None:
+    arguments = {"date": "2026-11-01", "case": "a", "kind": "http", "reason": "r"}
+    check_change(**arguments)  # what record --rerecord logs passes
+    with pytest.raises(UsageError, match=problem):
+        check_change(**(arguments | {field: value}))

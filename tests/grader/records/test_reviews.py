@@ -248,7 +248,7 @@ def test_an_edited_review_fails_verify_against_the_ledger_of_its_grades_folder(
     error = capsys.readouterr().err
     assert f"but the ledger {reviewed.ledger} holds the current reviews written_summary " \
         "12.00 (event 2) of report" in error
-    assert "run gradekit grade again" in error
+    assert "grade again to write it anew (`make grade ARGS='SUBMISSIONS --out " in error
 
 
 # -- gradekit review ---------------------------------------------------------------------------
@@ -471,7 +471,8 @@ ERRORS = [
                  "--report 'xyz' is not a report digest: give 8 to 64 hex digits",
                  id="not-a-digest"),
     pytest.param("alice", _with(report="00000000"), None, "alice has no graded report "
-                 "00000000: give one that gradekit history alice lists", id="no-such-report"),
+                 "00000000: give one that `.venv/bin/gradekit history alice --out ",
+                 id="no-such-report"),
     pytest.param("alice", _with(report="abcdef12"), _two_reports_alike,
                  "--report abcdef12 is the start of 2 reports of alice", id="ambiguous-prefix"),
     pytest.param("alice", BASE, lambda g: _archive(g).unlink(), "is not archived",

@@ -133,8 +133,8 @@ def test_an_unreviewed_run_is_refused_and_nothing_is_written(
     assert promote(run, sets, *CASE_FLAGS) == 2
     err = capsys.readouterr().err
     assert f"run {run.seq} of alice (report {run.report[:12]}...) has not been reviewed" in err
-    assert "Review it first: `gradekit review alice --criterion ID [--points N] --by NAME " \
-        "--reason TEXT`" in err
+    assert "Review it first: `.venv/bin/gradekit review alice --criterion ID --by NAME " \
+        f"--reason TEXT --out {tmp_path / 'grades'}` (with --points N" in err
     assert files(tmp_path) == before and not sets.exists()
     review(run)
     assert promote(run, sets, *CASE_FLAGS) == 0
@@ -206,7 +206,8 @@ def test_a_forged_review_breaks_the_ledger_chain_and_is_refused(
     ledger.write_text("".join(text), "utf-8")
     assert promote(new, sets, *CASE_FLAGS) == 2
     err = capsys.readouterr().err
-    assert f"{ledger}:3: the chain breaks here" in err and "gradekit ledger verify" in err
+    assert f"{ledger}:3: the chain breaks here" in err
+    assert f"`.venv/bin/gradekit ledger verify {ledger.parent}`" in err
     assert not sets.exists()
 
 

