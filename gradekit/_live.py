@@ -53,7 +53,8 @@ _HTTPX_ROOTS: Final = (httpx.HTTPError, httpx.StreamError, httpx.InvalidURL, htt
 # First match wins, so a subclass must come before its base. The last row
 # makes the mapping total: a class httpx adds later still becomes a kit error.
 _HTTPX_MAP: Final[tuple[tuple[type[Exception], type[ProviderError], str], ...]] = (
-    (httpx.TimeoutException, ProviderTimeout, f"{_RESUME}, or raise the timeout"),
+    (httpx.TimeoutException, ProviderTimeout,
+     f"{_RESUME}, or allow each answer longer: GRADEKIT_TIMEOUT=SECONDS"),
     (httpx.ProxyError, ProviderConnectionError, "check HTTPS_PROXY / HTTP_PROXY"),
     (httpx.UnsupportedProtocol, ProviderConfigError, "GRADEKIT_BASE_URL needs http(s)://"),
     (httpx.LocalProtocolError, ProviderConfigError, "check GRADEKIT_BASE_URL and the key"),
@@ -416,14 +417,18 @@ class Preset:
     key_required: bool
     model: str | None = None
     max_tokens: int | None = None
+    timeout: float = 60.0  # seconds an answer may take
 
 
 PRESETS: Final[Mapping[str, Preset]] = MappingProxyType({
     "anthropic": Preset("anthropic", "https://api.anthropic.com", "ANTHROPIC_API_KEY", True),
     # A small local model can ramble to the end of its context: cap each answer.
+    # A model on the laptop's CPU (`make local-model`'s numpy engine: a few tokens a second
+    # on a busy machine) may take minutes for one answer: wait that long.
     "llamacpp": Preset("openai-compatible", "http://127.0.0.1:8080/v1", None, False, "smollm2",
-                       max_tokens=256),
-    "ollama": Preset("openai-compatible", "http://127.0.0.1:11434/v1", None, False),
+                       max_tokens=256, timeout=600.0),
+    "ollama": Preset("openai-compatible", "http://127.0.0.1:11434/v1", None, False,
+                     timeout=600.0),
     "openai": Preset("openai-compatible", "https://api.openai.com/v1", "OPENAI_API_KEY", True),
     # The generic adapter has no vendor: it never sends an OpenAI key to a third-party host.
     "openai-compatible": Preset("openai-compatible", None, None, False),
@@ -448,15 +453,16 @@ def _pick(explicit: str | None, env: Mapping[str, str], variable: str | None) ->
 def live_from_env(
     env: Mapping[str, str] | None = None, *, provider: str | None = None,
     model: str | None = None, base_url: str | None = None, api_key: str | None = None,
-    label: str | None = None, max_tokens: int | None = None, timeout: float = 60.0,
+    label: str | None = None, max_tokens: int | None = None, timeout: float | None = None,
     max_retries: int = 4, transport: httpx.BaseTransport | None = None,
     sleep: Callable[[float], None] = time.sleep, rng: random.Random | None = None,
 ) -> OpenAICompatible | Anthropic:
     """Build the live adapter that arguments, ``GRADEKIT_*`` variables and presets describe.
 
     Explicit arguments win over ``GRADEKIT_PROVIDER``, ``GRADEKIT_MODEL``,
-    ``GRADEKIT_BASE_URL``, ``GRADEKIT_API_KEY`` and ``GRADEKIT_MAX_TOKENS``, which
-    win over the vendor's key variable and the preset's defaults. ``env`` defaults
+    ``GRADEKIT_BASE_URL``, ``GRADEKIT_API_KEY``, ``GRADEKIT_MAX_TOKENS`` and
+    ``GRADEKIT_TIMEOUT``, which win over the vendor's key variable and the preset's
+    defaults (an answer may take 60 seconds, 600 from a local model). ``env`` defaults
     to ``os.environ``.
     """
     source = os.environ if env is None else env
@@ -483,9 +489,27 @@ def live_from_env(
     adapter = Anthropic if preset.adapter == "anthropic" else OpenAICompatible
     return adapter(
         model=chosen_model, base_url=url, api_key=key, label=label, key_env=preset.key_env,
-        env=source, timeout=timeout, max_retries=max_retries, transport=transport,
+        env=source, timeout=_timeout(timeout, source, preset), max_retries=max_retries,
+        transport=transport,
         sleep=sleep, rng=rng, **options,
     )
+
+
+def _timeout(explicit: float | None, env: Mapping[str, str], preset: Preset) -> float:
+    if explicit is not None:
+        return explicit
+    raw = _pick(None, env, "GRADEKIT_TIMEOUT")
+    if raw is None:
+        return preset.timeout
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = 0.0
+    if not seconds > 0 or seconds == float("inf"):
+        raise ProviderConfigError(
+            f"GRADEKIT_TIMEOUT={raw!r} is not a number of seconds above 0 - fix or unset it"
+        )
+    return seconds
 
 
 def _max_tokens(explicit: int | None, env: Mapping[str, str]) -> int | None:

@@ -27,6 +27,7 @@ from __future__ import annotations
 import gzip
 import json
 import secrets
+import socket
 import threading
 from collections import deque
 from collections.abc import Mapping
@@ -533,3 +534,11 @@ class Loopback:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def free_port() -> int:
+    """A TCP port on loopback that nothing listens on now (for a server a test starts)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port

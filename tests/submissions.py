@@ -13,15 +13,17 @@ assertion on what the grader wrote (the check detail or finding that proves why)
 
 from __future__ import annotations
 
+import contextlib
 import re
 import shutil
 import socket
 import subprocess
 import sys
 import textwrap
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
+from types import ModuleType
 from typing import Any, NamedTuple
 
 from grader.recordings._changelog import append_change, digest_file
@@ -1047,3 +1049,20 @@ VARIANTS: dict[str, Variant] = {
                   "with `make record` and commit it, or fix the name"),
     ),
 }
+
+
+@contextlib.contextmanager
+def kept_modules() -> Iterator[None]:
+    """Every lab brings its own ``lab``: a test that imports one in this process puts the
+    process's own ``lab`` modules back afterwards."""
+    def ours() -> dict[str, ModuleType]:
+        return {name: module for name, module in sys.modules.items()
+                if name == "lab" or name.startswith("lab.")}
+
+    before = ours()
+    try:
+        yield
+    finally:
+        for name in ours():
+            del sys.modules[name]
+        sys.modules.update(before)

@@ -43,6 +43,9 @@ def add_provider_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--label", help="provider label for people (default: adapter:model)")
     parser.add_argument("--max-tokens", type=int, help="cap each answer (default: "
                         "$GRADEKIT_MAX_TOKENS, or 256 for llamacpp)")
+    parser.add_argument("--timeout", type=float, metavar="SECONDS", help="how long one answer "
+                        "may take (default: $GRADEKIT_TIMEOUT, or 60; 600 for llamacpp and "
+                        "ollama)")
 
 
 def live_provider(args: argparse.Namespace, root: Path, say: Callable[[str], None]) -> Provider:
@@ -61,6 +64,7 @@ def live_provider(args: argparse.Namespace, root: Path, say: Callable[[str], Non
     from gradekit import live_from_env  # httpx loads only for the command that needs it
 
     live = live_from_env(provider=args.provider, model=args.model, base_url=args.base_url,
-                         api_key=args.api_key, label=args.label, max_tokens=args.max_tokens)
+                         api_key=args.api_key, label=args.label, max_tokens=args.max_tokens,
+                         timeout=args.timeout)
     live.on_retry = lambda line: say(f"    retry: {line}")
     return live

@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -27,6 +26,8 @@ from typing import Any
 import httpx
 import openai
 import pytest
+
+from tests.loopback import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 MODEL_PYTHON = Path(os.environ.get("GRADEKIT_LOCALMODEL_PYTHON",
@@ -89,13 +90,6 @@ def test_greedy_answers_start_with_the_tokens_llama_cpp_recorded() -> None:
     assert len(results) == len(RECORDED)
     for (case, _), result in zip(RECORDED, results, strict=True):
         assert result["ours"] == result["theirs"], case
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 @contextlib.contextmanager

@@ -21,12 +21,10 @@ import os
 import re
 import secrets
 import shutil
-import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
-from types import ModuleType
 from typing import Any, cast
 
 import pytest
@@ -43,6 +41,7 @@ from grader.sandbox._layout import Layout
 from grader.sandbox._sandbox import _Case, _Run, _Talk
 from tests.conftest import require_namespaces
 from tests.loopback import Loopback, echo
+from tests.submissions import kept_modules
 
 openai = pytest.importorskip("openai")
 anthropic = pytest.importorskip("anthropic")
@@ -226,26 +225,10 @@ class Said:
     err: str
 
 
-@contextlib.contextmanager
-def _kept_modules() -> Iterator[None]:
-    """Every submission ships its own ``lab``: put this process's back afterwards."""
-    def ours() -> dict[str, ModuleType]:
-        return {name: module for name, module in sys.modules.items()
-                if name == "lab" or name.startswith("lab.")}
-
-    before = ours()
-    try:
-        yield
-    finally:
-        for name in ours():
-            del sys.modules[name]
-        sys.modules.update(before)
-
-
 def gradekit(*argv: str) -> Said:
     """``gradekit ARGV`` in this process: its exit code and what it printed."""
     out, err = io.StringIO(), io.StringIO()
-    with _kept_modules(), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+    with kept_modules(), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         code = main(list(argv))
     return Said(code, out.getvalue(), err.getvalue())
 

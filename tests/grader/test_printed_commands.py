@@ -10,7 +10,7 @@ print ``make record ARGS='...'`` (the Makefile's targets pass ARGS on) or
 - every registered command, filled in, runs with ``bash -c`` exactly as printed in a
   copy of the kit whose ``.venv/bin/gradekit`` runs this checkout's grader (and whose
   Makefile stamps are fresh, so make installs nothing): never 127, never an argparse usage
-  error, and it exits as documented (DESIGN.md's exit codes: 0, or 1 / 2 with the
+  error, and it exits as documented (the README's exit codes: 0, or 1 / 2 with the
   message named here).
 """
 

@@ -234,7 +234,7 @@ def test_timeout_after_retries(kind: Kind, server: Loopback, sleeps: Sleeps) -> 
     assert isinstance(caught.value.__cause__, httpx.TimeoutException)
     assert len(server.requests) == 2
     assert len(sleeps) == 1
-    assert "raise the timeout" in str(caught.value)
+    assert "GRADEKIT_TIMEOUT=SECONDS" in str(caught.value)
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -469,9 +469,10 @@ def test_bad_settings_fail_at_construction(options: dict[str, Any], error: type[
 
 def test_presets() -> None:
     assert PRESETS["llamacpp"] == Preset("openai-compatible", "http://127.0.0.1:8080/v1",
-                                         None, False, "smollm2", max_tokens=256)
+                                         None, False, "smollm2", max_tokens=256,
+                                         timeout=600)
     assert PRESETS["ollama"] == Preset("openai-compatible", "http://127.0.0.1:11434/v1",
-                                       None, False, None)
+                                       None, False, None, timeout=600)
     assert PRESETS["openai"].key_env == "OPENAI_API_KEY"
     assert PRESETS["openai"].key_required
     assert PRESETS["anthropic"] == Preset("anthropic", "https://api.anthropic.com",
@@ -565,6 +566,31 @@ def test_max_tokens_from_preset_env_and_argument(server: Loopback) -> None:
     live_from_env({**env, "GRADEKIT_PROVIDER": "ollama", "GRADEKIT_MODEL": "m"}).complete("none")
     sent = [request.body.get("max_tokens") for request in server.requests]
     assert sent == [256, 64, 8, None]
+
+
+def test_timeout_from_preset_env_and_argument(server: Loopback, sleeps: Sleeps) -> None:
+    """A local model gets minutes per answer (its preset's 600 s); GRADEKIT_TIMEOUT, then
+    the argument, win. The timeout is real: a slow answer past it times out."""
+    env = {"GRADEKIT_PROVIDER": "llamacpp", "GRADEKIT_BASE_URL": server.openai_url}
+    cloud = {**env, "GRADEKIT_PROVIDER": "openai-compatible", "GRADEKIT_MODEL": "m"}
+    server.script(slow(0.6, "late"), slow(0.6, "late"))
+    assert live_from_env(env, sleep=sleeps, max_retries=0).complete("preset") == "late"
+    with pytest.raises(ProviderTimeout, match=r"timeout 0\.3s"):
+        live_from_env({**env, "GRADEKIT_TIMEOUT": "0.3"}, sleep=sleeps,
+                      max_retries=0).complete("env")
+    server.script(slow(0.6, "late"))
+    with pytest.raises(ProviderTimeout, match=r"timeout 0\.2s"):
+        live_from_env({**cloud, "GRADEKIT_TIMEOUT": "600"}, timeout=0.2, sleep=sleeps,
+                      max_retries=0).complete("argument")
+    # which default each gets (waiting it out would take minutes): the adapter's own field
+    chosen = [live_from_env(e)._timeout for e in (env, cloud, {**cloud, "GRADEKIT_TIMEOUT": "90"})]
+    assert chosen == [600, 60, 90]
+
+
+@pytest.mark.parametrize("value", ["soon", "0", "-1", "inf", "nan"])
+def test_bad_timeout_is_a_config_error(value: str) -> None:
+    with pytest.raises(ProviderConfigError, match=r"GRADEKIT_TIMEOUT=.* - fix or unset it"):
+        live_from_env({"GRADEKIT_PROVIDER": "llamacpp", "GRADEKIT_TIMEOUT": value})
 
 
 @pytest.mark.parametrize("value", ["lots", "0", "-5"])

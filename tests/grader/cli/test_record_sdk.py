@@ -16,11 +16,8 @@ import io
 import shlex
 import shutil
 import subprocess
-import sys
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
@@ -31,6 +28,7 @@ from grader.recordings._changelog import read_changes
 from grader.rubric._rubric import KIT_RUBRIC
 from grader.submission import load_manifest
 from tests.loopback import Loopback, answer
+from tests.submissions import kept_modules
 
 openai = pytest.importorskip("openai")
 
@@ -69,22 +67,6 @@ class Said:
     @property
     def last(self) -> str:
         return self.err.rstrip("\n").rsplit("\n", 1)[-1]
-
-
-@contextlib.contextmanager
-def kept_modules() -> Iterator[None]:
-    """Every lab brings its own ``lab``: put this process's back afterwards."""
-    def ours() -> dict[str, ModuleType]:
-        return {name: module for name, module in sys.modules.items()
-                if name == "lab" or name.startswith("lab.")}
-
-    before = ours()
-    try:
-        yield
-    finally:
-        for name in ours():
-            del sys.modules[name]
-        sys.modules.update(before)
 
 
 def record(root: Path, *extra: str) -> Said:
