@@ -14,12 +14,14 @@ assertion on what the grader wrote (the check detail or finding that proves why)
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import shutil
 import socket
 import subprocess
 import sys
 import textwrap
+import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -139,6 +141,27 @@ def make_submission(folder: Path) -> Path:
              'stretch = ["rerecord-review", "tool-fixtures", "two-providers", "cut-point"]',
              'stretch = ["two-providers"]')
     return folder
+
+
+MAKE_STAMPS = (".installed", ".installed-dev", ".installed-dashboard")  # the Makefile's
+
+
+def as_installed(root: Path) -> Path:
+    """``root`` as the Makefile leaves a lab: the kit's Makefile, and a ``.venv/bin/gradekit``
+    that runs this checkout's interpreter on ``root``'s own grader, with every stamp newer
+    than pyproject.toml, so that make installs nothing. A command printed as
+    ``make record ARGS='...'`` or ``.venv/bin/gradekit ...`` then runs there as printed."""
+    if not (root / "Makefile").exists():
+        shutil.copy2(REFERENCE / "Makefile", root / "Makefile")
+    gradekit = root / ".venv" / "bin" / "gradekit"
+    gradekit.parent.mkdir(parents=True, exist_ok=True)
+    gradekit.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m grader "$@"\n', "utf-8")
+    gradekit.chmod(0o755)
+    past = time.time() - 600
+    os.utime(root / "pyproject.toml", (past, past))
+    for stamp in MAKE_STAMPS:
+        (root / ".venv" / stamp).touch()
+    return root
 
 
 # -- text edits ----------------------------------------------------------------------------

@@ -48,7 +48,7 @@ def requirement_key(requirement: str) -> tuple[str, frozenset[str], frozenset[st
 @functools.cache
 def sdk_requirements() -> frozenset[tuple[str, frozenset[str], frozenset[str]]]:
     """The requirements of this gradekit's ``sdk`` extra, from its installed metadata (none
-    where it is not installed with its metadata, as in Gradescope's copy of the kit)."""
+    where it is not installed with its metadata, as when it runs from a source tree)."""
     try:
         requires = importlib.metadata.requires("gradekit") or []
     except importlib.metadata.PackageNotFoundError:

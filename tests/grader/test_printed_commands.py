@@ -23,7 +23,6 @@ import re
 import shutil
 import subprocess
 import sys
-import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,12 +33,11 @@ from hypothesis import strategies as st
 
 from gradekit._commands import COMMANDS, VENV_GRADEKIT, Command, shown
 from tests.loopback import Loopback
-from tests.submissions import REFERENCE
+from tests.submissions import REFERENCE, as_installed
 
 # What the kit copy holds: enough to record, grade and build from.
 KIT = ("lab", "gradekit", "grader", "cassettes", "cassettes-llm", "fixtures", "incidents",
        "rubric", "FAILURES.md", "DATASET_CHANGES.md", "pyproject.toml", "Makefile")
-STAMPS = (".installed", ".installed-dev", ".installed-dashboard")  # the Makefile's
 
 # A command spelt by hand: in backticks, a whole string that is one, or "run gradekit ...".
 BY_HAND = re.compile(r"`gradekit |^gradekit (?:record|run|replay|key|cassette|grade|check|"
@@ -119,14 +117,10 @@ def test_a_command_names_its_fields_and_wants_each() -> None:
 def echo_kit(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The kit's Makefile beside a ``.venv/bin/gradekit`` that prints its arguments."""
     root = tmp_path_factory.mktemp("echo")
-    for name in ("Makefile", "pyproject.toml"):
-        shutil.copy2(REFERENCE / name, root / name)
-    gradekit = root / VENV_GRADEKIT
-    gradekit.parent.mkdir(parents=True)
-    gradekit.write_text(f"#!{sys.executable}\nimport json, sys\n"
-                        "print(json.dumps(sys.argv[1:]))\n", "utf-8")
-    gradekit.chmod(0o755)
-    _fresh_stamps(root)
+    shutil.copy2(REFERENCE / "pyproject.toml", root / "pyproject.toml")
+    as_installed(root)
+    (root / VENV_GRADEKIT).write_text(f"#!{sys.executable}\nimport json, sys\n"
+                                      "print(json.dumps(sys.argv[1:]))\n", "utf-8")
     return root
 
 
@@ -211,14 +205,6 @@ def _env(**extra: str) -> dict[str, str]:
     return {**env, **extra}
 
 
-def _fresh_stamps(root: Path) -> None:
-    """make installs nothing: each stamp is newer than pyproject.toml, which is in the past."""
-    past = time.time() - 600
-    os.utime(root / "pyproject.toml", (past, past))
-    for stamp in STAMPS:
-        (root / ".venv" / stamp).touch()
-
-
 @pytest.fixture(scope="module")
 def kit(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A copy of the kit whose ``.venv/bin/gradekit`` runs this checkout's interpreter on the
@@ -232,12 +218,7 @@ def kit(tmp_path_factory: pytest.TempPathFactory) -> Path:
             shutil.copytree(source, root / name, ignore=ignore)
         else:
             shutil.copy2(source, root / name)
-    gradekit = root / VENV_GRADEKIT
-    gradekit.parent.mkdir(parents=True)
-    gradekit.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m grader "$@"\n', "utf-8")
-    gradekit.chmod(0o755)
-    _fresh_stamps(root)
-    return root
+    return as_installed(root)
 
 
 @pytest.mark.slow

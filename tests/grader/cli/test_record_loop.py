@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import re
-import shlex
 import signal
 import subprocess
 import sys
@@ -23,7 +22,7 @@ from grader.cli import main
 from grader.outputs._gradebook import GradebookRow
 from grader.rubric._rubric import KIT_RUBRIC, load_rubric
 from tests.loopback import Loopback, answer, error
-from tests.submissions import CASES, make_submission
+from tests.submissions import CASES, as_installed, make_submission
 
 CASE = "sql-explain"
 
@@ -158,8 +157,8 @@ def test_the_progress_line_has_counts_the_row_elapsed_time_and_an_estimate(
 
 
 def _printed_commands(text: str) -> list[str]:
-    """Every `gradekit ...` command a message or a report tells the student to run."""
-    return sorted(set(re.findall(r"`(gradekit [^`]+)`", text)))
+    """Every command a message or a report tells the student to run, in backticks."""
+    return sorted(set(re.findall(r"`((?:make [a-z]+|\.venv/bin/gradekit)\b[^`]*)`", text)))
 
 
 @pytest.mark.parametrize("breakage", ["prompt_changed", "fixture_missing", "cassette_missing"])
@@ -169,7 +168,7 @@ def test_every_printed_fix_command_works_as_printed(
 ) -> None:
     """Run each command exactly as the check or the miss printed it (a live provider on
     loopback): it succeeds, and afterwards the case replays."""
-    root = make_submission(tmp_path / "alice")
+    root = as_installed(make_submission(tmp_path / "alice"))
     if breakage == "prompt_changed":
         agent = root / "lab" / "agent.py"
         agent.write_text(agent.read_text("utf-8").replace(
@@ -187,9 +186,9 @@ def test_every_printed_fix_command_works_as_printed(
         env |= {"GRADEKIT_PROVIDER": "openai-compatible", "GRADEKIT_MODEL": "tiny",
                 "GRADEKIT_BASE_URL": server.openai_url}
         for command in commands:
-            done = subprocess.run(shlex.split(command), cwd=root, env=env, capture_output=True,
-                                  text=True, timeout=120, check=False)
+            done = subprocess.run(["bash", "-c", command], cwd=root, env=env,
+                                  capture_output=True, text=True, timeout=120, check=False)
             assert done.returncode == 0, (command, done.stderr)
-    case = re.search(r"--case (\S+)", commands[0])
+    case = re.search(r"--case ([\w-]+)", commands[0])
     assert case is not None
     assert main(["run", "--root", str(root), "--case", case[1]]) == 0
