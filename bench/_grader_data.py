@@ -32,7 +32,7 @@ _CLEAN = shutil.ignore_patterns(
     ".ruff_cache", ".hypothesis", "build", "grades",
 )
 _STUDENT_LINE = 'student = "gradekit-reference"'
-_STRETCH_LINE = 'stretch = ["rerecord-review", "tool-fixtures", "two-providers"]'
+_STRETCH_LINE = 'stretch = ["rerecord-review", "tool-fixtures", "two-providers", "cut-point"]'
 _RECORDED_AT = "2024-01-01T00:00:00Z"  # fixed, so the files are byte-identical run to run
 
 

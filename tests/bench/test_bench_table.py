@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from bench._grader_data import VARIANTS, copy_reference, make_batch
 from bench._table import fmt_ns
 
 
@@ -16,3 +19,15 @@ from bench._table import fmt_ns
 ])
 def test_a_duration_has_three_significant_digits_in_its_unit(ns: float, shown: str) -> None:
     assert fmt_ns(ns) == shown
+
+
+def test_the_cohort_bench_still_builds_its_submissions_from_the_reference(tmp_path: Path) -> None:
+    """The bench edits the reference's manifest and agent by exact text: a change to the
+    reference that moves that text must fail here, not first in `make bench`."""
+    reference = copy_reference(tmp_path / "reference")
+    made = make_batch(reference, tmp_path / "batch", len(VARIANTS))
+    assert sorted(made) == sorted(variant.name for variant in VARIANTS)
+    assert set(made.values()) == {1}
+    unclaimed = [root for root in sorted((tmp_path / "batch").iterdir())
+                 if "\nstretch = []\n" in (root / "pyproject.toml").read_text("utf-8")]
+    assert len(unclaimed) == 1

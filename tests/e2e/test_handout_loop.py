@@ -104,8 +104,8 @@ def test_the_hand_outs_readme_loop_records_keyless_and_reaches_100(tmp_path: Pat
                         "utf-8")
     (student / ".venv-localmodel").symlink_to(MODEL_VENV)
 
-    env = {key: value for key, value in os.environ.items()
-           if not key.startswith(("VIRTUAL_ENV", "GRADEKIT_", "PYTHONPATH"))}
+    env = {key: value for key, value in os.environ.items()  # a student's shell, not make's
+           if not key.startswith(("VIRTUAL_ENV", "GRADEKIT_", "PYTHONPATH", "MAKE", "MFLAGS"))}
     env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep)
                                   if not p.startswith(str(REFERENCE)))
     said: dict[str, str] = {}

@@ -200,8 +200,10 @@ def test_every_registered_command_has_a_run_here() -> None:
 
 
 def _env(**extra: str) -> dict[str, str]:
+    """A student's shell: no kit settings, and not inside make (`make test` runs this test,
+    and a make inside it would add "Entering directory" lines and the outer flags)."""
     env = {key: value for key, value in os.environ.items()
-           if not key.startswith(("GRADEKIT_", "PYTHON"))}
+           if not key.startswith(("GRADEKIT_", "PYTHON", "MAKE", "MFLAGS"))}
     return {**env, **extra}
 
 
