@@ -135,10 +135,13 @@ def _cohort_page(environment: Any, cohort: Cohort, grades: Path) -> str:
 def _student_page(environment: Any, cohort: Cohort, submission: Submission) -> str:
     timeline: Figure | None = None
     if submission.history and cohort.maximum > 0:
+        # Each grading's final grade: its total with its report's current reviews, so the
+        # latest point is the gradebook's final.
         timeline = grade_timeline(
-            [(f"#{g.number} (event {g.seq})", g.total,
+            [(f"#{g.number} (event {g.seq})", g.final,
               "; ".join(g.causes) or ("first grade" if g.number == 1 else "no change recorded"))
-             for g in submission.history], cohort.maximum)
+             for g in submission.history], cohort.maximum,
+            reviewed=[(g.total, g.reviewed) for g in submission.history])
     page: str = environment.get_template("student.html").render(
         root="../", s=submission, report=_report_view(submission.report),
         calls=submission.calls, timeline=timeline)
@@ -186,14 +189,15 @@ def _final(submission: Submission) -> Decimal | None:
 
 
 def _losses(cohort: Cohort) -> list[tuple[str, str, Decimal, Decimal]]:
-    """Per criterion, the points the graded submissions lost and could have had."""
+    """Per criterion, the points the graded submissions lost and could have had, after
+    review: a review's override counts, as it does in the gradebook's final."""
     reported = [s for s in cohort.submissions if s.reported]
     found = []
     for cid, title, maximum in cohort.criteria:
         if maximum <= 0:  # no report says what it was out of: nothing to count against
             found.append((cid, title, Decimal(0), Decimal(0)))
             continue
-        got = [decimal(s.row.criteria.get(cid, "")) for s in reported]
+        got = [s.points(cid) for s in reported]
         lost = sum((max(maximum - points, Decimal(0)) for points in got if points is not None),
                    Decimal(0))
         found.append((cid, title, lost, maximum * len(reported)))

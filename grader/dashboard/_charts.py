@@ -44,6 +44,7 @@ HEIGHT = 200
 NO_GRADE = "no grade"
 DASH = "\N{EN DASH}"
 STATUSES = ["graded", NO_GRADE]
+FINAL_POINTS = "final points (after reviews)"  # what the distribution and the timeline plot
 
 # Okabe & Ito (2008), "Color Universal Design": distinguishable with every common colour
 # vision deficiency.
@@ -88,7 +89,9 @@ class Figure:
 
 
 def score_distribution(totals: Sequence[Decimal], maximum: Decimal) -> Figure:
-    """A histogram of graded totals over ``0..maximum`` in ten equal bins, the last closed."""
+    """A histogram of graded submissions' final grades (``totals``: each the automated
+    total with its current reviews, the gradebook's ``final``) over ``0..maximum`` in ten
+    equal bins, the last closed."""
     _require_positive(maximum)
     outside = [points_text(total) for total in totals if not 0 <= total <= maximum]
     if outside:
@@ -106,12 +109,12 @@ def score_distribution(totals: Sequence[Decimal], maximum: Decimal) -> Figure:
         modal = " and ".join(label for label, count in zip(labels, counts, strict=True)
                              if count == most)
         each = " each" if modal.count(" and ") else ""
-        alt_text = (f"{_count(len(totals), 'graded submission')}, scored out of "
-                    f"{points_text(maximum)} points: median {median}; most common range "
-                    f"{modal} ({_count(most, 'submission')}{each}).")
+        alt_text = (f"Final grades (after reviews) of {_count(len(totals), 'graded submission')}"
+                    f", out of {points_text(maximum)} points: median {median}; most common "
+                    f"range {modal} ({_count(most, 'submission')}{each}).")
     else:
         alt_text = (f"No graded submissions: all ten ranges of 0.00{DASH}{points_text(maximum)} "
-                    "points are empty.")
+                    "final points are empty.")
 
     alt = _altair()
     data = alt.Data(values=[
@@ -120,7 +123,7 @@ def score_distribution(totals: Sequence[Decimal], maximum: Decimal) -> Figure:
          "label": str(counts[i])}
         for i in range(BINS)
     ])
-    x = alt.X("start:Q", title="total points",
+    x = alt.X("start:Q", title=FINAL_POINTS,
               scale=alt.Scale(domain=[0, float(maximum)], nice=False, zero=True),
               axis=alt.Axis(values=[float(_cent(edge)) for edge in edges], format=".2~f",
                             labelOverlap=True, grid=False))
@@ -132,7 +135,7 @@ def score_distribution(totals: Sequence[Decimal], maximum: Decimal) -> Figure:
         y="count:Q", text="label:N")
     chart = alt.layer(bars, numbers).properties(width=WIDTH, height=HEIGHT)
     return _figure("distribution", "Score distribution", chart, alt_text,
-                   ("Points", "Submissions"), rows)
+                   ("Final points", "Submissions"), rows)
 
 
 def points_lost(criteria: Sequence[tuple[str, str, Decimal, Decimal]]) -> Figure:
@@ -221,29 +224,47 @@ def findings_by_kind(counts: Sequence[tuple[str, int]]) -> Figure:
     return _figure("findings", "Findings by kind", chart, alt_text, columns, rows)
 
 
-def grade_timeline(points: Sequence[tuple[str, Decimal | None, str]], maximum: Decimal) -> Figure:
-    """One student's totals in ledger order; a grading without a grade is a cross at 0.
+def grade_timeline(points: Sequence[tuple[str, Decimal | None, str]], maximum: Decimal,
+                   reviewed: Sequence[tuple[Decimal | None, str]] = ()) -> Figure:
+    """One student's final grades in ledger order; a grading without a grade is a cross at 0.
 
-    Each item is (label, total or None, cause); the line breaks where there is no grade.
+    Each item of ``points`` is (label, final grade or None, cause): the final grade is the
+    automated total with the current reviews of that grading's report. The line breaks where
+    there is no grade. ``reviewed``, one item per point when given, is (automated total,
+    its reviews in a few words): where a review changed a grade or confirmed one, the table
+    shows the total, the review and the final side by side.
     """
     _require_positive(maximum)
     labels = [label for label, _, _ in points]
     _require_unique(labels, "grading labels")
+    if reviewed and len(reviewed) != len(points):
+        raise UsageError(f"{len(reviewed)} reviewed totals for {len(points)} gradings: give "
+                         "one (total, reviews) per grading, or none")
     outside = [label for label, total, _ in points
                if total is not None and not 0 <= total <= maximum]
     if outside:
-        raise UsageError(f"totals outside 0..{points_text(maximum)} at {', '.join(outside)}")
+        raise UsageError(f"grades outside 0..{points_text(maximum)} at {', '.join(outside)}")
     shown = [NO_GRADE if total is None else points_text(total) for _, total, _ in points]
-    rows = tuple((label, text, cause)
-                 for (label, _, cause), text in zip(points, shown, strict=True))
-    columns = ("Grading", "Total", "Cause")
+    rows: tuple[tuple[str, ...], ...]
+    if reviewed and any(review or total != final
+           for (total, review), (_, final, _) in zip(reviewed, points, strict=True)):
+        rows = tuple((label, NO_GRADE if total is None else points_text(total), review or DASH,
+                      text, cause)
+                     for (label, _, cause), (total, review), text
+                     in zip(points, reviewed, shown, strict=True))
+        columns: tuple[str, ...] = ("Grading", "Total", "Review", "Final", "Cause")
+    else:
+        rows = tuple((label, text, cause)
+                     for (label, _, cause), text in zip(points, shown, strict=True))
+        columns = ("Grading", "Final", "Cause")
     if not points:
         return _figure("timeline", "Grades over time", _message("no gradings"),
                        "No gradings recorded.", columns, rows)
 
     graded = [(label, total) for label, total, _ in points if total is not None]
     missing = [label for label, total, _ in points if total is None]
-    alt_text = f"{_count(len(points), 'grading')}, scored out of {points_text(maximum)} points"
+    alt_text = (f"{_count(len(points), 'grading')}, final grades (after reviews) out of "
+                f"{points_text(maximum)} points")
     if graded:
         highest = max(total for _, total in graded)
         alt_text += (f": first grade {points_text(graded[0][1])} at {graded[0][0]}, latest "
@@ -263,7 +284,7 @@ def grade_timeline(points: Sequence[tuple[str, Decimal | None, str]], maximum: D
     ])
     x = alt.X("label:O", title="grading (ledger order)", scale=alt.Scale(domain=labels),
               axis=alt.Axis(labelAngle=-30, labelLimit=140))
-    y = alt.Y("y:Q", title="total points",
+    y = alt.Y("y:Q", title=FINAL_POINTS,
               scale=alt.Scale(domain=[0, float(maximum)], nice=False, zero=True))
     line = alt.Chart(data).mark_line(
         color=BLUE, strokeWidth=2, invalid="break-paths-show-domains").encode(

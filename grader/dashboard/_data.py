@@ -19,8 +19,16 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
+from grader._model import HumanReview
 from grader._text import FLAGGED
-from grader.outputs import REPORTED, GradebookRow, read_calls, read_gradebook, verify_report
+from grader.outputs import (
+    REPORTED,
+    GradebookRow,
+    read_calls,
+    read_gradebook,
+    review_verdict,
+    verify_report,
+)
 from grader.records import (
     CALLS,
     GRADEBOOK,
@@ -29,6 +37,7 @@ from grader.records import (
     archived,
     case_snapshots,
     causes,
+    current_reviews,
     first_divergence,
     read_ledger,
 )
@@ -77,6 +86,10 @@ class Grading:
     causes: tuple[str, ...]  # what the ledger says changed since the previous grade
     divergence: str  # the first criterion/check whose result differs, "" when none or unknown
     reviews: tuple[str, ...] = ()  # human reviews made of this grade, each one line
+    # The grade after people's reviews: ``total`` with the current reviews of ``report``
+    # (what the gradebook's ``final`` is for the latest grade); None when there is no total.
+    final: Decimal | None = None
+    reviewed: str = ""  # those current reviews in a few words; "" when there are none
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +114,14 @@ class Submission:
     cells: tuple[Cell, ...]
     history: tuple[Grading, ...]
     change: Change | None  # the latest grade against the one before it, when there is one
+    reviews: tuple[HumanReview, ...] = ()  # the current reviews of the row's report
+
+    def points(self, criterion: str) -> Decimal | None:
+        """The criterion's points after review: an override's points, else (a confirmation,
+        or no review) the automated points the gradebook holds."""
+        override = next((r.points for r in self.reviews
+                         if r.criterion == criterion and r.points is not None), None)
+        return override if override is not None else decimal(self.row.criteria.get(criterion))
 
     @property
     def reported(self) -> bool:
@@ -140,14 +161,16 @@ def load_cohort(grades: Path) -> Cohort:
     archive: Callable[[str], Mapping[str, Any] | None] = functools.cache(
         lambda digest: archived(grades, digest) if digest else None)
     batches = [int(e["seq"]) for e in events if e.get("event") == "batch"]
+    reviewed = _reviews_by_report(events)
     submissions = []
     for row in rows:
         report, problem = reports[row.submission]
-        history = _history(archive, events, row.student, snapshots)
+        history = _history(archive, events, row.student, snapshots, reviewed)
         submissions.append(Submission(
             row=row, slug=slugs[row.submission], report=report, report_problem=problem,
             calls=calls[row.submission], cells=_cells(row, report, criteria, cases),
-            history=history, change=_change(archive, history, criteria)))
+            history=history, change=_change(archive, history, criteria),
+            reviews=reviewed(row.digest) if row.status in REPORTED else ()))
     findings = tuple(
         (finding_kind(text), s.row.submission, text)
         for s in submissions
@@ -260,10 +283,37 @@ def _lost(check: Mapping[str, Any]) -> bool:
 
 
 Archive = Callable[[str], Mapping[str, Any] | None]  # a report digest -> the archived report
+Reviews = Callable[[str], tuple[HumanReview, ...]]  # a report digest -> its current reviews
+
+
+def _reviews_by_report(events: Sequence[Mapping[str, Any]]) -> Reviews:
+    """The current reviews of a report, as ``gradekit review`` and the gradebook count them
+    (``grader.records.current_reviews``), with the ledger's review events grouped by report
+    once rather than scanned for every row."""
+    by_report: dict[str, list[Mapping[str, Any]]] = {}
+    for event in events:
+        if event.get("event") == "review" and isinstance(event.get("report"), str):
+            by_report.setdefault(event["report"], []).append(event)
+
+    @functools.cache
+    def reviews(digest: str) -> tuple[HumanReview, ...]:
+        return current_reviews(by_report.get(digest, []), digest) if digest else ()
+
+    return reviews
+
+
+def _final(total: Decimal | None, reviews: Sequence[HumanReview]) -> Decimal | None:
+    return None if total is None else total + sum((r.delta for r in reviews), Decimal(0))
+
+
+def _in_words(reviews: Sequence[HumanReview]) -> str:
+    """``written_summary 15.00->12.00 by kim``: as the gradebook's ``review`` cell says it."""
+    return "; ".join(f"{r.criterion} {review_verdict(r).replace(' -> ', '->')}" for r in reviews)
 
 
 def _history(archive: Archive, events: Sequence[Mapping[str, Any]], student: str,
-             snapshots: Mapping[str, Mapping[str, str]]) -> tuple[Grading, ...]:
+             snapshots: Mapping[str, Mapping[str, str]],
+             reviewed: Reviews) -> tuple[Grading, ...]:
     found: list[Grading] = []
     previous: Mapping[str, Any] | None = None
     reviews: dict[int, list[str]] = {}
@@ -282,12 +332,13 @@ def _history(archive: Archive, events: Sequence[Mapping[str, Any]], student: str
             old, new = archive(str(previous.get("report"))), archive(str(event.get("report")))
             if old is not None and new is not None:
                 divergence = first_divergence(old, new)
+        total, digest = decimal(event.get("total")), str(event.get("report") or "")
+        current = reviewed(digest) if total is not None else ()
         found.append(Grading(
             number=len(found) + 1, seq=int(event.get("seq", 0)),
-            status=str(event.get("status")), total=decimal(event.get("total")),
-            report=str(event.get("report") or ""),
+            status=str(event.get("status")), total=total, report=digest,
             causes=tuple(causes(previous, event, snapshots)) if previous is not None else (),
-            divergence=divergence))
+            divergence=divergence, final=_final(total, current), reviewed=_in_words(current)))
         previous = event
     return tuple(replace(g, reviews=tuple(reviews.get(g.seq, ()))) for g in found)
 

@@ -35,7 +35,16 @@ th, td { border: 1px solid var(--line); padding: .25rem .5rem; text-align: left;
 th { background: var(--band); } td.number, th.number { text-align: right;
   font-variant-numeric: tabular-nums; }
 .scroll { overflow-x: auto; }
-td[data-column="reason"], td[data-column="review"] { min-width: 14rem; }
+/* Every submission fits the page at 1280 px, without scrolling sideways: the table takes
+   the width there is, and a text too long for its column (a name, a review, a reason)
+   wraps, within a word if it must; numbers and statuses never wrap. */
+table#submissions { width: 100%; }
+#submissions td { overflow-wrap: anywhere; }
+#submissions td.number, #submissions td[data-column="status"] { white-space: nowrap; }
+#submissions td[data-column="submission"], #submissions td[data-column="student"] {
+  min-width: 6rem; }
+#submissions td[data-column="reason"], #submissions td[data-column="review"] {
+  min-width: 8rem; }
 th button { font: inherit; font-weight: 600; background: none; border: 0; padding: 0;
   cursor: pointer; color: inherit; }
 th[aria-sort="ascending"] button::after { content: " \\25B2"; }
@@ -329,8 +338,10 @@ f }}</li>{% endfor %}</ul>{% endif %}
 {% if s.history %}
 {% if timeline %}{{ figure(timeline) }}{% endif %}
 <ol class="timeline" id="timeline">{% for g in s.history %}<li data-seq="{{ g.seq }}"><strong>#{{
-g.number }}</strong> (ledger event {{ g.seq }}): {{ g.total if g.total is not none else g.status
-}}{% if g.report %} <span class="key">report {{ g.report[:12] }}</span>{% endif %}{% if g.number
+g.number }}</strong> (ledger event {{ g.seq }}): {% if g.final is none %}{{ g.status }}{% else
+%}<span class="grade">{{ g.final }}</span>{% if g.reviewed %} after review (automated total {{
+g.total }}: {{ g.reviewed }}){% endif %}{% endif %}{% if g.report %} <span class="key">report {{
+g.report[:12] }}</span>{% endif %}{% if g.number
 > 1 %}<br>Changed: {% for cause in g.causes %}{{ cause }}{% if not loop.last %}; {% endif %}{%
 else %}nothing the ledger records{% endfor %}{% if g.divergence %}<br>First divergence: {{
 g.divergence }}{% endif %}{% endif %}{% for r in g.reviews %}<br>Review: {{ r }}{% endfor %}</li>

@@ -281,6 +281,37 @@ def chart_rows(page: Node, section: str) -> list[list[str]]:
     return [[td.words() for td in tr.all("td")] for tr in table.one("tbody").all("tr")]
 
 
+def chart_columns(page: Node, section: str) -> list[str]:
+    table = page.by_id(section).one("table", **{"class": "chart-data"})
+    return [th.words() for th in table.one("thead").all("th")]
+
+
+def svg_texts(page: Node, figure: str) -> list[str]:
+    """The words an inline chart draws: its marks' labels, axes and legends."""
+    svg = page.one("figure", id=figure).one("svg")
+    return [node.words() for node in svg.all("text") if node.words()]
+
+
+def reviewed_points(grades: Path, rows: list[GradebookRow]) -> dict[str, dict[str, Decimal]]:
+    """Per graded row, each criterion's points after review, read from the ledger here: the
+    latest review of a criterion of the row's report overrides the automated points when it
+    gives points; a confirmation (no points) keeps them."""
+    latest: dict[tuple[str, str], dict[str, Any]] = {}
+    for event in ledger(grades):
+        if event["event"] == "review":
+            latest[event["report"], event["criterion"]] = event
+    found = {}
+    for row in rows:
+        if row.status not in REPORTED:
+            continue
+        points = {cid: Decimal(value) for cid, value in row.criteria.items()}
+        for (digest, cid), event in latest.items():
+            if digest == row.digest and event["points"] is not None:
+                points[cid] = Decimal(event["points"])
+        found[row.submission] = points
+    return found
+
+
 def row_by_name(rows: list[GradebookRow]) -> dict[str, GradebookRow]:
     return {row.submission: row for row in rows}
 
@@ -367,15 +398,20 @@ def test_the_summary_counts_and_averages_come_from_the_gradebook(site: CohortSit
 def test_the_points_lost_table_sums_the_gradebook_against_the_reports_maxima(
     site: CohortSite,
 ) -> None:
+    """After people's reviews, as the gradebook's final counts them: kim's review took 3.00
+    of the baseline's written summary, so the cohort lost 3.00 more there than the automated
+    points say, and the losses add up to what the finals miss of the maxima."""
     header, rows = gradebook(site.grades)
     graded = [row for row in rows if row.status in REPORTED]
     maxima = {c["id"]: (c["title"], Decimal(c["max"]))
               for c in report(site.grades, BASELINE)["criteria"]}
     assert list(maxima) == criterion_ids(header)
+    reviewed = reviewed_points(site.grades, rows)
+    assert reviewed[BASELINE]["written_summary"] == Decimal("12.00")  # not the automated 15
     expected = []
     for cid in criterion_ids(header):
         title, most = maxima[cid]
-        lost = sum((most - Decimal(row.criteria[cid]) for row in graded), Decimal(0))
+        lost = sum((most - reviewed[row.submission][cid] for row in graded), Decimal(0))
         possible = most * len(graded)
         percent = (lost * 100 / possible).quantize(Decimal("0.1"), rounding=ROUND_HALF_UP)
         expected.append([title, cents(lost), cents(possible), f"{percent}%"])
@@ -383,6 +419,25 @@ def test_the_points_lost_table_sums_the_gradebook_against_the_reports_maxima(
     assert page.by_id("lost").one("figure").get("id") == "chart-points-lost"
     assert chart_rows(page, "lost") == expected
     assert sum(Decimal(lost) for _, lost, _, _ in expected) > 0
+    # The same cohort, counted from the gradebook's finals: nothing lost twice or forgotten.
+    lost = sum((Decimal(lost) for _, lost, _, _ in chart_rows(page, "lost")), Decimal(0))
+    assert lost == sum((Decimal(row.max) - Decimal(row.final) for row in graded), Decimal(0))
+    caption = page.one("figure", id="chart-points-lost").one("figcaption").words()
+    assert f"lost {cents(lost)} of" in caption
+
+
+def test_the_distribution_says_it_plots_final_points(site: CohortSite) -> None:
+    """The histogram counts each row's final (after reviews): its axis, its text alternative
+    and its table say so, and nothing on it says "total"."""
+    page = parse(site.site / "index.html")
+    drawn = svg_texts(page, "chart-distribution")
+    assert "final points (after reviews)" in drawn
+    assert not [text for text in drawn if "total" in text.lower()]
+    figure = page.one("figure", id="chart-distribution")
+    caption = figure.one("figcaption").words()
+    assert caption.startswith("Final grades (after reviews) of 10 graded submissions")
+    assert figure.one("svg").get("aria-label") == caption
+    assert chart_columns(page, "distribution") == ["Final points", "Submissions"]
 
 
 def test_each_grid_cell_names_the_first_criterion_that_lost_points_on_its_case(
@@ -537,6 +592,7 @@ def test_the_changed_students_page_shows_both_gradings_and_what_changed(site: Co
     assert [li.get("data-seq") for li in timeline] == [str(e["seq"]) for e in runs]
     assert "FAILURES.md" in timeline[1].words() and "Changed:" in timeline[1].words()
     rows = chart_rows(page, "history")
+    assert chart_columns(page, "history") == ["Grading", "Final", "Cause"]  # no review
     assert [total for _, total, _ in rows] == [e["total"] for e in runs] == ["81.00", "100.00"]
     assert rows[0][2] == "first grade" and "FAILURES.md" in rows[1][2]
     svg = page.one("figure", id="chart-timeline").one("svg")
@@ -578,6 +634,45 @@ def test_an_unchanged_grade_has_one_grading_and_the_reviewed_one_shows_its_revie
     assert f"by {REVIEWER}: {REVIEW_REASON}" in baseline.by_id("timeline").text()
     assert "written_summary 15.00->12.00" in baseline.by_id("review-state").text()
     assert baseline.one("dd", data_stat="final").text() == "97.00"
+
+
+def test_a_reviewed_grade_is_plotted_and_listed_at_its_final(
+    site: CohortSite, tmp_path: Path,
+) -> None:
+    """A student whose latest grade of 100.00 a person reviewed down to 80.00: the timeline
+    draws 80.00 where the gradebook says final 80.00, and its table shows the total, the
+    review and the final side by side. The earlier grading's report was not reviewed: its
+    final is its total."""
+    from grader.dashboard._build import build_dashboard
+
+    grades = tmp_path / "grades"
+    shutil.copytree(site.grades, grades)
+    for criterion, points in (("written_summary", "5.00"), ("stretch_goal", "0.00")):
+        assert main(["review", CHANGED, "--criterion", criterion, "--points", points, "--by",
+                     REVIEWER, "--reason", "the second half is copied", "--out",
+                     str(grades)]) == 0
+    build_dashboard(grades, tmp_path / "site")
+    row = row_by_name(gradebook(grades)[1])[CHANGED]
+    assert (row.total, row.final) == ("100.00", "80.00")
+
+    page = parse(tmp_path / "site" / "students" / f"{CHANGED}.html")
+    drawn = svg_texts(page, "chart-timeline")
+    assert "80.00" in drawn and "100.00" not in drawn  # the point's label is the final
+    assert "final points (after reviews)" in drawn
+    assert chart_columns(page, "history") == ["Grading", "Total", "Review", "Final", "Cause"]
+    rows = chart_rows(page, "history")
+    assert [r[1:4] for r in rows] == [
+        ["81.00", "\N{EN DASH}", "81.00"],
+        ["100.00", f"written_summary 15.00->5.00 by {REVIEWER}; stretch_goal 10.00->0.00 by "
+                   f"{REVIEWER}", "80.00"]]
+    figure = page.one("figure", id="chart-timeline")
+    assert "latest 80.00 at #2" in figure.one("figcaption").words()
+    latest = page.by_id("timeline").all("li")[-1]
+    assert latest.one("span", **{"class": "grade"}).text() == "80.00"
+    assert "after review (automated total 100.00:" in latest.words()
+    first = page.by_id("timeline").all("li")[0]
+    assert first.one("span", **{"class": "grade"}).text() == "81.00"
+    assert "after review" not in first.words()
 
 
 # -- calls.json --------------------------------------------------------------------------------

@@ -249,6 +249,43 @@ def test_the_table_filters_by_words_and_by_status(site: CohortSite,
     page.close()
 
 
+def test_every_submission_fits_a_1280_pixel_screen(browser: Browser, site: CohortSite) -> None:
+    """At 1280x800 the table of every submission needs no sideways scrolling, and each
+    reason cell (the last column, the longest texts) is inside the window with its text
+    wrapped, not cut off."""
+    small = browser.new_context(viewport={"width": 1280, "height": 800})
+    try:
+        page = open_page(small, site.site / "index.html").page
+        measured: dict[str, Any] = page.evaluate("""() => {
+          const table = document.getElementById("submissions");
+          const box = table.parentElement;
+          const cells = [...table.querySelectorAll('th:last-child, td[data-column="reason"]')];
+          return {
+            window: document.documentElement.clientWidth,
+            page: document.documentElement.scrollWidth,
+            box: [box.scrollWidth, box.clientWidth],
+            table: table.getBoundingClientRect().right,
+            cells: cells.map(c => [c.textContent, c.getBoundingClientRect().left,
+                                   c.getBoundingClientRect().right, c.scrollWidth,
+                                   c.clientWidth]),
+          };
+        }""")
+        assert measured["window"] <= 1280
+        assert measured["page"] <= measured["window"]
+        scrolled, shown = measured["box"]
+        assert scrolled <= shown, f"the table scrolls sideways: {scrolled} px in {shown}"
+        assert measured["table"] <= measured["window"]
+        cells = measured["cells"]
+        assert len(cells) == 1 + 11 and cells[0][0].strip() == "Reason"
+        assert any(UNGRADABLE in text or "pyproject.toml" in text for text, *_ in cells)
+        for text, left, right, inner, outer in cells:
+            assert 0 <= left < right <= measured["window"], (text, left, right)
+            assert inner <= outer, f"cut off: {text!r}"
+        page.close()
+    finally:
+        small.close()
+
+
 def test_the_injected_scripts_never_run(site: CohortSite, context: BrowserContext) -> None:
     index = open_page(context, site.site / "index.html").page
     injected = index.locator(f'table#submissions tr[data-submission="{INJECTED}"] a')

@@ -45,6 +45,18 @@ TIMELINE = [
     ("#2 (event 7)", None, "inputs changed: cassettes/x.json"),
     ("#3 (event 9)", Decimal("72.50"), "rubric changed"),
 ]
+# The same gradings after people's reviews: #1's report was reviewed down by 4 points,
+# #3's confirmed (its final is its total).
+REVIEWED_TIMELINE = [
+    ("#1 (event 3)", Decimal("56.00"), "first grading"),
+    ("#2 (event 7)", None, "inputs changed: cassettes/x.json"),
+    ("#3 (event 9)", Decimal("72.50"), "rubric changed"),
+]
+REVIEWS = [
+    (Decimal("60.00"), "tests 12.00->8.00 by kim"),
+    (None, ""),
+    (Decimal("72.50"), "docs 5.00 confirmed by kim"),
+]
 
 
 def sample_figures() -> list[Figure]:
@@ -55,6 +67,7 @@ def sample_figures() -> list[Figure]:
         findings_by_kind([("cassette-miss", 7), (HOSTILE, 3), ("stale", 0)]),
         findings_by_kind([]),
         grade_timeline(TIMELINE, Decimal("100.00")),
+        grade_timeline(REVIEWED_TIMELINE, Decimal("100.00"), reviewed=REVIEWS),
     ]
 
 
@@ -99,14 +112,27 @@ def test_distribution_counts_ten_bins_with_the_last_closed() -> None:
     root = check_figure(figure)
 
     assert figure.id == "distribution"
-    assert figure.columns == ("Points", "Submissions")
+    assert figure.columns == ("Final points", "Submissions")
     assert figure.rows == tuple(
         (span(f"{10 * i}.00", f"{10 * i + 10}.00"), count)
         for i, count in enumerate(["2", "1", "0", "0", "0", "3", "1", "2", "0", "2"])
     )
-    assert figure.alt == ("11 graded submissions, scored out of 100.00 points: median 59.99; "
-                          f"most common range {span('50.00', '60.00')} (3 submissions).")
+    assert figure.alt == ("Final grades (after reviews) of 11 graded submissions, out of "
+                          "100.00 points: median 59.99; most common range "
+                          f"{span('50.00', '60.00')} (3 submissions).")
     assert texts(root).count("3") >= 1 and texts(root).count("0") >= 5
+
+
+def test_the_distribution_and_the_timeline_say_they_plot_final_points() -> None:
+    """The cohort page plots each row's final grade (after reviews), so the axis, the text
+    alternative and the table say final: a "total points" axis read as the automated total."""
+    for figure in (score_distribution(TOTALS, Decimal("100.00")),
+                   grade_timeline(TIMELINE, Decimal("100.00"))):
+        shown = texts(check_figure(figure))
+        assert "final points (after reviews)" in shown, figure.id
+        assert not [text for text in shown if "total" in text.lower()], figure.id
+        assert "final grades (after reviews)" in figure.alt.lower(), figure.id
+        assert "Final" in " ".join(figure.columns) and "Total" not in figure.columns
 
 
 def test_distribution_median_of_an_even_count_and_tied_bins() -> None:
@@ -240,20 +266,41 @@ def test_timeline_shows_a_grading_without_a_grade() -> None:
     figure = grade_timeline(TIMELINE, Decimal("100.00"))
     root = check_figure(figure)
 
-    assert figure.columns == ("Grading", "Total", "Cause")
+    assert figure.columns == ("Grading", "Final", "Cause")
     assert figure.rows == (
         ("#1 (event 3)", "60.00", "first grading"),
         ("#2 (event 7)", "no grade", "inputs changed: cassettes/x.json"),
         ("#3 (event 9)", "72.50", "rubric changed"),
     )
-    assert figure.alt == ("3 gradings, scored out of 100.00 points: first grade 60.00 at "
-                          "#1 (event 3), latest 72.50 at #3 (event 9), highest 72.50. "
-                          "No grade at #2 (event 7).")
+    assert figure.alt == ("3 gradings, final grades (after reviews) out of 100.00 points: "
+                          "first grade 60.00 at #1 (event 3), latest 72.50 at #3 (event 9), "
+                          "highest 72.50. No grade at #2 (event 7).")
     shown = texts(root)
     assert shown.count("no grade") == 2  # the point's label and the legend's
     assert {"60.00", "72.50"} <= set(shown)
     axis = [text for text in shown if text.startswith("#")]
     assert axis == ["#1 (event 3)", "#2 (event 7)", "#3 (event 9)"]
+
+
+def test_a_reviewed_timeline_plots_finals_and_tables_total_review_and_final() -> None:
+    figure = grade_timeline(REVIEWED_TIMELINE, Decimal("100.00"), reviewed=REVIEWS)
+    shown = texts(check_figure(figure))
+
+    assert figure.columns == ("Grading", "Total", "Review", "Final", "Cause")
+    assert figure.rows == (
+        ("#1 (event 3)", "60.00", "tests 12.00->8.00 by kim", "56.00", "first grading"),
+        ("#2 (event 7)", "no grade", "\N{EN DASH}", "no grade",
+         "inputs changed: cassettes/x.json"),
+        ("#3 (event 9)", "72.50", "docs 5.00 confirmed by kim", "72.50", "rubric changed"),
+    )
+    assert "first grade 56.00 at #1 (event 3)" in figure.alt
+    assert {"56.00", "72.50"} <= set(shown) and "60.00" not in shown  # the final is drawn
+    # Reviews that change nothing anywhere keep the short table.
+    plain = grade_timeline(TIMELINE, Decimal("100.00"), reviewed=[(t, "") for _, t, _ in TIMELINE])
+    assert plain.columns == ("Grading", "Final", "Cause") and plain.rows == grade_timeline(
+        TIMELINE, Decimal("100.00")).rows
+    with pytest.raises(UsageError, match="2 reviewed totals for 3 gradings"):
+        grade_timeline(TIMELINE, Decimal("100.00"), reviewed=REVIEWS[:2])
 
 
 def test_timeline_marks_a_missing_grade_by_shape() -> None:
@@ -271,7 +318,8 @@ def test_timeline_with_no_grade_at_all() -> None:
     check_figure(figure)
 
     assert figure.rows == (("#1 (event 1)", "no grade", "build failed"),)
-    assert figure.alt == "1 grading, scored out of 10.00 points; none produced a grade."
+    assert figure.alt == ("1 grading, final grades (after reviews) out of 10.00 points; "
+                          "none produced a grade.")
 
 
 def test_timeline_of_nothing_and_of_impossible_points() -> None:
@@ -353,6 +401,6 @@ def test_the_same_input_gives_the_same_bytes_in_any_process() -> None:
 
     assert all(output["lazy"] for output in outputs)
     first, second = (output["svgs"] for output in outputs)
-    assert len(first) == 5
+    assert len(first) == 6
     assert first == second
     assert first == [figure.svg for figure in sample_figures()]
