@@ -55,7 +55,7 @@ $(DASHBOARD_STAMP): $(RUNTIME_STAMP)
 dashboard: $(DASHBOARD_STAMP) ## build the static cohort dashboard from grades/ (ARGS="GRADES --out SITE")
 	$(BIN)/gradekit dashboard $(ARGS)
 
-record: $(RUNTIME_STAMP) ## run the agent live once, write cassettes/ (configure a provider first, see README)
+record: $(RUNTIME_STAMP) ## run the agent live once, write cassettes/ and fixtures/ (configure a provider first, see README)
 	$(BIN)/gradekit record $(ARGS)
 
 grade: $(RUNTIME_STAMP) ## grade the kit offline on its shipped cassettes
