@@ -124,16 +124,22 @@ def short_rubric(folder: Path) -> Path:
     return path
 
 
-def make_submission(folder: Path) -> Path:
-    """Copy the reference lab into ``folder`` (created) and return it."""
+def copy_from_reference(folder: Path, names: tuple[str, ...]) -> Path:
+    """Copy the reference's files and folders ``names`` into ``folder`` (created)."""
     folder.mkdir(parents=True)
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
-    for name in COPIED:
+    for name in names:
         source = REFERENCE / name
         if source.is_dir():
             shutil.copytree(source, folder / name, ignore=ignore)
         else:
             shutil.copy2(source, folder / name)
+    return folder
+
+
+def make_submission(folder: Path) -> Path:
+    """Copy the reference lab into ``folder`` (created) and return it."""
+    copy_from_reference(folder, COPIED)
     # The variants are judged against one stretch goal, two-providers, whose evidence (a
     # second sandboxed run over every case) a one-case flaw breaks; the other goals are
     # tested on their own (test_stretch.py, test_cut_point.py, test_reference_stretch.py).

@@ -33,7 +33,7 @@ from hypothesis import strategies as st
 
 from gradekit._commands import COMMANDS, VENV_GRADEKIT, Command, shown
 from tests.loopback import Loopback
-from tests.submissions import REFERENCE, as_installed
+from tests.submissions import REFERENCE, as_installed, copy_from_reference
 
 # What the kit copy holds: enough to record, grade and build from.
 KIT = ("lab", "gradekit", "grader", "cassettes", "cassettes-llm", "fixtures", "incidents",
@@ -211,16 +211,8 @@ def _env(**extra: str) -> dict[str, str]:
 def kit(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A copy of the kit whose ``.venv/bin/gradekit`` runs this checkout's interpreter on the
     copy's own grader, as an installed kit runs it."""
-    root = tmp_path_factory.mktemp("copy") / "kit"  # the submission's and student's name
-    root.mkdir()
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
-    for name in KIT:
-        source = REFERENCE / name
-        if source.is_dir():
-            shutil.copytree(source, root / name, ignore=ignore)
-        else:
-            shutil.copy2(source, root / name)
-    return as_installed(root)
+    # the folder's name is the submission's and the student's
+    return as_installed(copy_from_reference(tmp_path_factory.mktemp("copy") / "kit", KIT))
 
 
 @pytest.mark.slow
