@@ -5,6 +5,8 @@ BIN := $(VENV)/bin
 RUNTIME_STAMP := $(VENV)/.installed
 STAMP := $(VENV)/.installed-dev
 BENCH_STAMP := $(VENV)/.installed-bench
+CHRONICLE05_VENV := .venv-chronicle05
+CHRONICLE05_STAMP := $(CHRONICLE05_VENV)/.installed
 DASHBOARD_STAMP := $(VENV)/.installed-dashboard
 MODEL_VENV := .venv-model
 MODEL_STAMP := $(MODEL_VENV)/.installed
@@ -74,8 +76,15 @@ test: $(STAMP) ## ruff, mypy (strict) and the test suite
 test-fast: $(STAMP) ## the fast loop: every test that grades no real submission (under a minute)
 	env -u PYTHONDONTWRITEBYTECODE $(BIN)/pytest -q -m 'not slow' -n auto $(ARGS)
 
-$(BENCH_STAMP): $(STAMP)
+$(BENCH_STAMP): $(STAMP) $(CHRONICLE05_STAMP)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check vcrpy agent-chronicle
+	@touch $@
+
+# agent-chronicle 0.5.0, the Chronicle paper's version, beside 1.x: the same import name
+# (chronicle) with another API, so its own venv; the bench times it there, in a child process.
+$(CHRONICLE05_STAMP):
+	$(PYTHON) -m venv $(CHRONICLE05_VENV)
+	$(CHRONICLE05_VENV)/bin/python -m pip install --quiet --disable-pip-version-check 'agent-chronicle==0.5.0'
 	@touch $@
 
 bench: $(BENCH_STAMP) ## benchmarks, peers side by side (not tests)

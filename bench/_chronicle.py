@@ -1,4 +1,5 @@
-"""agent-chronicle 1.x, measured in process: its import name is ``chronicle``.
+"""agent-chronicle 1.x, measured in process: its import name is ``chronicle`` (0.5.0, the
+Chronicle paper's version, has the same name: ``bench/_chronicle05.py`` measures it apart).
 
 Chronicle saves recordings to the AgentPlane control plane over HTTP and has
 no local store, so the control plane is replaced by an in-memory
@@ -63,7 +64,7 @@ def measure(plan: Plan) -> PeerRows:
     try:
         chronicle = importlib.import_module("chronicle")
     except ImportError as exc:
-        return PeerRows.not_installed("agent-chronicle", str(exc))
+        return PeerRows.not_installed("agent-chronicle 1.x", str(exc))
     name = f"agent-chronicle {importlib.metadata.version('agent-chronicle')}"
     try:
         return _measure(chronicle, name, plan)

@@ -1,10 +1,12 @@
 """Benchmark gradekit's grader: the sandbox's replay pipe, one grade, the checkpoints, a batch
-under both walls, a child's start with and without bubblewrap, a hanging submission, and
-where one submission's time goes.
+under both walls, a child's start with and without bubblewrap, a hanging submission, where
+one submission's time goes, and how each step's cost grows with the cohort.
 
     python bench/grader.py            # full run: about fifteen minutes on two cores
     python bench/grader.py --quick    # smoke-sized, about a minute and a half
     python bench/run.py --grader      # the same, through the main bench (make bench ARGS=--grader)
+    python bench/grader.py --growth   # only how cost grows: 200, 2 000, 10 000 submissions
+    python bench/grader.py --growth --sizes 100,1000  # the same at other cohort sizes
 
 Prints Markdown tables in the main bench's format; progress goes to stderr.
 Everything it grades is generated in a temporary folder and removed afterwards.
@@ -33,7 +35,11 @@ from bench._grader_measure import (
     check_table,
     grade_table,
     pipe_table,
+    progress,
 )
+from bench._growth import FULL as GROWTH_FULL
+from bench._growth import QUICK as GROWTH_QUICK
+from bench._growth import growth_table, render_growth
 from bench._isolation_measure import breakdown_table, hang_table, start_table
 from bench._table import render
 from bench._timing import adopt_orphans
@@ -45,19 +51,44 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run every section and print its table; return the exit status."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--quick", action="store_true", help="fewer repetitions, smaller sizes")
-    plan = QUICK if parser.parse_args(argv).quick else FULL
+    parser.add_argument("--growth", action="store_true",
+                        help="only the section on how cost grows with the cohort")
+    parser.add_argument("--sizes", type=_sizes, default=None, metavar="N,N,...",
+                        help="the growth section's cohort sizes, smallest first (default: "
+                        "200,2000,10000; --quick: 50,500,2500)")
+    args = parser.parse_args(argv)
+    plan = QUICK if args.quick else FULL
+    growth = GROWTH_QUICK if args.quick else GROWTH_FULL
+    if args.sizes is not None:
+        growth = growth.sized(args.sizes)
     adopt_orphans()  # CPU rows count bubblewrap's orphaned sandbox processes too
     print(_machine())
     print(_method(plan), flush=True)
     with tempfile.TemporaryDirectory(prefix="gradekit-bench-grader-") as tmp:
         folder = Path(tmp)
-        sections = (pipe_table, grade_table, check_table, batch_table, start_table, hang_table,
-                    breakdown_table)
+        sections = () if args.growth else (pipe_table, grade_table, check_table, batch_table,
+                                           start_table, hang_table, breakdown_table)
         for section in sections:
             table = section(plan, folder)
             print()
             print(render(table), flush=True)
+        print()
+        print(render_growth(growth_table(growth, folder, progress)), flush=True)
     return 0
+
+
+def _sizes(text: str) -> tuple[int, ...]:
+    """``--sizes``: cohort sizes, smallest first; argparse's usage error otherwise."""
+    parts = text.split(",")
+    if not all(part.strip().isdigit() for part in parts):
+        raise argparse.ArgumentTypeError(f"{text!r}: give whole numbers separated by commas, "
+                                         "such as 200,2000,10000")
+    sizes = tuple(int(part) for part in parts)
+    try:
+        GROWTH_FULL.sized(sizes)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
+    return sizes
 
 
 def _machine() -> str:

@@ -3,6 +3,7 @@
     python bench/run.py            # full run, a few minutes (vcrpy recording 1 000 HTTP requests)
     python bench/run.py --quick    # smoke-sized, a few seconds
     python bench/run.py --only http  # one section: the HTTP cassette transports
+    python bench/run.py --growth   # how the grader's cost grows with the cohort (bench/grader.py)
 
 The first line names the machine. Every table has the same columns; a peer
 that is not installed gets a row saying so instead of failing the run.
@@ -23,8 +24,8 @@ if not __package__:
     # from this checkout rather than whatever happens to be installed.
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench import _chronicle, _cutpoint, _gradekit, _http, _tools, _vcrpy
-from bench._data import build_cassette
+from bench import _chronicle, _chronicle05, _cutpoint, _gradekit, _http, _tools, _vcrpy
+from bench._data import build_cassette, prompts
 from bench._gradekit import Measured
 from bench._loadprobe import probe
 from bench._plan import FULL, QUICK, Plan
@@ -36,10 +37,11 @@ __all__ = ["main"]
 def main(argv: Sequence[str] | None = None) -> int:
     """Run every section and print its table; return the exit status."""
     args = _parse(argv)
-    if args.grader:  # the grader's own benchmark: sandbox, grades, checkpoints, batches
+    if args.grader or args.growth:  # the grader's own benchmark, or only its growth section
         from bench import grader
 
-        return grader.main(["--quick"] if args.quick else [])
+        return grader.main([*(["--quick"] if args.quick else []),
+                            *(["--growth"] if args.growth else [])])
     plan = QUICK if args.quick else FULL
     print(_machine(), flush=True)
     if not args.only:  # a section run alone says how it measures, under its table
@@ -57,6 +59,9 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true", help="fewer repetitions, smaller sizes")
     parser.add_argument("--grader", action="store_true",
                         help="run only the grader benchmark (bench/grader.py) instead")
+    parser.add_argument("--growth", action="store_true",
+                        help="run only the grader benchmark's section on how cost grows with "
+                        "the cohort (200, 2 000 and 10 000 submissions) instead")
     parser.add_argument("--only", choices=sorted(_SECTIONS),
                         help="run only this section of the tables")
     return parser.parse_args(argv)
@@ -92,15 +97,19 @@ def _tables(plan: Plan, folder: Path) -> list[Table]:
     vcr = _vcrpy.measure(plan, folder)
     _progress("agent-chronicle")
     chronicle = _chronicle.measure(plan)
+    _progress("agent-chronicle 0.5.0, in its own environment")
+    paper = _chronicle05.measure(plan.record, prompts(plan.record.calls, tag="chronicle05"))
     load_rows = _gradekit.load_rows(measured, plan.load_budget_s)
     _progress("Cut-point replay: six incidents")
     incidents = _cutpoint.measure(plan, folder)
     return [
         key,
         Table(_REPLAY, replay_rows + vcr.replay + chronicle.replay, replay_notes),
-        Table(_RECORD, recorder_rows + vcr.record + chronicle.record, [_DURABILITY]),
+        Table(_RECORD, recorder_rows + vcr.record + chronicle.record + paper.record,
+              [_DURABILITY]),
         Table(_LOAD, load_rows + vcr.load + chronicle.load),
-        Table(_PEERS, vcr.peers + chronicle.peers, vcr.notes + chronicle.notes),
+        Table(_PEERS, vcr.peers + chronicle.peers + paper.peers,
+              vcr.notes + chronicle.notes + paper.notes),
         Table("6. Tool fixture lookup, per call (ToolReplay.call hit)", _tools.tool_rows(plan)),
         *incidents,
         *_http_tables(plan, folder),

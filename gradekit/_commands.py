@@ -27,6 +27,7 @@ __all__ = [
     "GRADESCOPE_BUILD",
     "GRADE_INTO",
     "GRADE_LAB",
+    "GRADE_REPLACE",
     "HISTORY",
     "INCIDENT_RECORD",
     "INCIDENT_SHOW",
@@ -42,6 +43,8 @@ __all__ = [
     "RERECORD",
     "RERECORD_CASE",
     "REVIEW",
+    "REVIEWS_EXPORT",
+    "REVIEWS_IMPORT",
     "VENV_GRADEKIT",
     "Command",
     "shown",
@@ -133,3 +136,9 @@ REGRESSION_VERIFY = _command("regression-verify", "regression", "verify", "{name
 REGRESSION_PROMOTE = _command("regression-promote", "regression", "promote", "{name}",
                               "--student", "{student}", "--root", "{root}", "--case", "{case}",
                               "--by", "{by}", "--reason", "{reason}", "--out", "{out}")
+GRADE_REPLACE = _command("grade-replace", "grade", "{submissions}", "--out", "{out}",
+                         "--replace")
+REVIEWS_EXPORT = _command("reviews-export", "reviews", "export", "--out", "{out}", "--criterion",
+                          "{criterion}", "--pending", "--sheet", "{sheet}")
+REVIEWS_IMPORT = _command("reviews-import", "reviews", "import", "{sheet}", "--by", "{by}",
+                          "--out", "{out}")

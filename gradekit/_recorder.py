@@ -96,27 +96,38 @@ class Recorder(JournaledRecording[Cassette], HttpClients):
     def complete(self, prompt: str) -> str:
         """Answer ``prompt`` from the cassette, or from the live provider and record it."""
         key = prompt_key(prompt)
-        entry = self._served(key, self._entries.get(key), lambda: self._miss(prompt))
-        return self._record(key, prompt) if entry is None else entry.response
+        recorded = self._entries.get(key)
+        if recorded is None and self._records_new:  # the policy's answer, without asking it
+            return self._record(key, prompt, None)
+        entry = self._served(key, recorded, lambda: self._miss(prompt))
+        return self._record(key, prompt, recorded) if entry is None else entry.response
 
     def _miss(self, prompt: str) -> Exception:
         cassette = Cassette(self.case, self._entries)
         return miss(cassette, prompt, source=str(self.path), exists=self._exists)
 
-    def _record(self, key: str, prompt: str) -> str:
+    def _record(self, key: str, prompt: str, recorded: Entry | None) -> str:
+        """Ask the live provider and journal its answer; ``recorded``: the entry under ``key``.
+
+        Every recorded call runs this, so what only an error needs (the messages) is
+        built only then.
+        """
         response = self.live.complete(prompt)
         if not isinstance(response, str):
             raise UsageError(
                 f"{self.live.name}.complete returned {type(response).__name__}, not str: "
                 "a provider must return the answer's text"
             )
-        entry = Entry(prompt.strip(), response, self.live.name, self._clock())
-        refuse_secrets(
-            (entry.prompt or "", entry.response, entry.provider),
-            self._secrets,
-            where=f"the answer for key {key} into {self.path}",
-        )
-        merge_entry(self._entries, key, entry, source=str(self.path))
+        text, provider = prompt.strip(), self.live.name
+        for value in self._secrets:  # ``find_secret``, unrolled: it runs on every answer
+            if value in text or value in response or value in provider:
+                refuse_secrets((text, response, provider), self._secrets,
+                               where=f"the answer for key {key} into {self.path}")
+        entry = Entry(text, response, provider, self._clock())
+        if recorded is None:
+            self._entries[key] = entry
+        else:  # a re-recording: the collision check needs the entry it replaces
+            merge_entry(self._entries, key, entry, source=str(self.path))
         self._append(key, entry)
         return response
 

@@ -138,6 +138,27 @@ def _journal_entry(line: str, path: Path, number: int, codec: Codec[D]) -> tuple
 # The C string escaper behind json.dumps, called directly: this line is written on every
 # recorded call, and building it by hand costs half of what json.dumps of a dict does.
 _quote: Callable[[str], str] = json.encoder.encode_basestring
+# Bytes a JSON string must escape (control characters, '"', '\\') map to 0, all others to 1.
+_PLAIN = bytes(0 if byte < 0x20 or byte in b'"\\' else 1 for byte in range(256))
+
+
+def json_string(text: str) -> bytes:
+    """``text`` as a JSON string in UTF-8: the bytes of ``_quote(text)``.
+
+    The escaper looks at every character twice (about 2 ns each): 2 µs of every recorded
+    call went on a 1 KB prompt. Most texts need no escape at all, which one table pass
+    over their UTF-8 bytes proves (in UTF-8 no byte of a non-ASCII character is below
+    0x80); the others, and short texts, go through the escaper.
+    """
+    if len(text) < _SHORT:
+        return _quote(text).encode("utf-8")
+    data = text.encode("utf-8")
+    if 0 in data.translate(_PLAIN):
+        return _quote(text).encode("utf-8")
+    return b"".join((b'"', data, b'"'))
+
+
+_SHORT = 64  # shorter texts: the escaper is cheaper than the table pass
 
 
 class Journal:
@@ -148,13 +169,17 @@ class Journal:
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 
     def append(self, key: str, entry: Entry) -> None:
-        """Hand one answer to the operating system; it survives the process being killed."""
-        prompt = "null" if entry.prompt is None else _quote(entry.prompt)
-        line = (
-            f'{{"key": {_quote(key)}, "prompt": {prompt}, "provider": {_quote(entry.provider)}, '
-            f'"recorded_at": {_quote(entry.recorded_at)}, "response": {_quote(entry.response)}}}\n'
-        )
-        os.write(self._fd, line.encode("utf-8"))
+        """Hand one answer to the operating system; it survives the process being killed.
+
+        The line is what ``json.dumps`` of the entry with its key writes (keys sorted,
+        non-ASCII kept), byte for byte.
+        """
+        prompt = b"null" if entry.prompt is None else json_string(entry.prompt)
+        os.write(self._fd, b"".join((
+            b'{"key": ', _quote(key).encode("utf-8"), b', "prompt": ', prompt,
+            b', "provider": ', _quote(entry.provider).encode("utf-8"), b', "recorded_at": ',
+            _quote(entry.recorded_at).encode("utf-8"), b', "response": ',
+            json_string(entry.response), b"}\n")))
 
     def close(self) -> None:
         """Close the file; its content stays until folded."""

@@ -13,8 +13,10 @@ from __future__ import annotations
 
 from grader.batch._batch import (
     BatchInterrupted,
+    Earlier,
     Shard,
     discover,
+    earlier_rows,
     grade_batch,
     parse_shard,
     print_heartbeat,
@@ -23,8 +25,10 @@ from grader.batch._batch import (
 
 __all__ = [
     "BatchInterrupted",
+    "Earlier",
     "Shard",
     "discover",
+    "earlier_rows",
     "grade_batch",
     "parse_shard",
     "print_heartbeat",

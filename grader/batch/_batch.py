@@ -6,9 +6,19 @@ batch: a worker that overruns the rubric's ``budget_s`` is killed with its proce
 group, and one that dies (a signal, out of memory, any exit status) leaves an error row
 that says why. Each worker writes its submission's outputs once, through the grades
 folder's home (``grader.records._folder``), and the batch, the one process that holds the
-instructor's key, signs them once. ``gradebook.csv`` is rewritten after every finished row
-(a temporary file, then ``os.replace``), so a crash or Ctrl-C keeps every finished row.
-Ctrl-C stops starting workers, kills the running ones and raises ``BatchInterrupted``.
+instructor's key, signs them once. Ctrl-C stops starting workers, kills the running ones
+and raises ``BatchInterrupted``.
+
+A batch into a grades folder that already has a gradebook updates it (``earlier_rows``):
+a submission graded again replaces its own row (by folder name), every other row stays as
+it was, and the rows whose folder the paths no longer hold are kept and listed as absent;
+``--replace`` keeps only this batch's rows and lists the ones it drops. ``gradebook.csv``
+is rewritten whole (a temporary file, then ``os.replace``) from the earlier rows with the
+finished ones over them, so no rewrite holds fewer rows than before: at once, for the first
+finished row, then once a share of its rows are new (or a minute has passed; never more
+than once a second), at the end and on Ctrl-C, so that its cost grows with the rows, not
+with their square (``_Gradebook``). A crash loses at most the rows of that last window,
+never an earlier row.
 """
 
 from __future__ import annotations
@@ -21,11 +31,11 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import gradekit
 from gradekit import UsageError
@@ -39,10 +49,12 @@ from grader.batch._worker import (
 from grader.batch._zygote import REQUEST, ROW, STDERR, Zygote, ZygoteGone
 from grader.outputs import (
     REPORTED,
+    GradebookError,
     GradebookRow,
     error_row,
     gradebook_csv,
     load_key,
+    read_gradebook,
     without_signing_key,
 )
 from grader.records import GRADEBOOK, LEDGER, draw_key, read_ledger, sign_outputs
@@ -54,10 +66,12 @@ __all__ = [
     "HEARTBEAT_S",
     "INTERRUPTED",
     "BatchInterrupted",
+    "Earlier",
     "Heartbeat",
     "Progress",
     "Shard",
     "discover",
+    "earlier_rows",
     "grade_batch",
     "not_a_submission",
     "parse_shard",
@@ -68,6 +82,12 @@ __all__ = [
 _TICK_S = 0.2  # how often a waiting thread looks at its worker's budget and at Ctrl-C
 _GRACE_S = 10.0  # for a killed worker to be reaped
 _OUTPUT_CAP = 1 << 20  # of a worker's row and of its stderr: both are a few lines
+# While rows finish, the gradebook is rewritten at most every _WRITE_EVERY_S seconds (and
+# _WRITE_SHARE times its last rewrite's duration), once 1/_WRITE_SHARE of its rows are new,
+# and at least every _WRITE_AT_MOST_S seconds: see _Gradebook.
+_WRITE_EVERY_S = 1.0
+_WRITE_SHARE = 32
+_WRITE_AT_MOST_S = 60.0
 _Picked = TypeVar("_Picked", Path, Identity)
 
 
@@ -127,14 +147,88 @@ def not_a_submission(folder: Path) -> str:
             "the batch")
 
 
+Mode = Literal["update", "replace"]
+
+
+@dataclass(frozen=True, slots=True)
+class Earlier:
+    """The gradebook already in a grades folder, and what a batch does with its rows.
+
+    ``update`` (the default): a submission graded now replaces its own row, matched by
+    folder name; every other row is kept as it was. ``replace``: the gradebook holds only
+    this batch's rows; the others are dropped (and listed). A submission graded now keeps
+    its earlier row until its new one is written, and for good when Ctrl-C stops it first.
+    """
+
+    mode: Mode = "update"
+    kept_rows: tuple[GradebookRow, ...] = ()  # rows kept without being graded now
+    regraded: tuple[GradebookRow, ...] = ()  # earlier rows of the folders graded now
+    absent: tuple[str, ...] = ()  # folders of kept rows that the paths no longer hold, sorted
+    dropped: tuple[str, ...] = ()  # folders whose rows ``replace`` drops, sorted
+
+    @property
+    def kept(self) -> tuple[str, ...]:
+        """The folders of the rows kept without being graded now, sorted."""
+        return tuple(sorted({row.submission for row in self.kept_rows}))
+
+    @property
+    def rows(self) -> tuple[GradebookRow, ...]:
+        """What every rewrite of the gradebook starts from; finished rows go over them."""
+        return (*self.kept_rows, *self.regraded)
+
+
+def earlier_rows(out: Path, criterion_ids: Sequence[str], graded: Iterable[str],
+                 discovered: Iterable[str], *, replace: bool = False) -> Earlier:
+    """What a batch grading the folders ``graded`` (among ``discovered``, those its paths
+    hold) does with ``out``'s gradebook; nothing when there is none yet.
+
+    A gradebook that cannot be read, or (updating) whose criteria are not the rubric's
+    while some of its rows are not graded again, is a ``UsageError`` before anything is
+    graded: those rows could not be kept, and nothing is lost by stopping. (When every row
+    is graded again, the new criteria simply replace the old columns; a row interrupted
+    then gets an ``interrupted`` line, its old one having the old columns.)
+    """
+    path = out / GRADEBOOK
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return Earlier("replace" if replace else "update")
+    try:
+        ids, rows = read_gradebook(data)
+    except GradebookError as exc:
+        raise UsageError(f"{path}: {exc}. This batch cannot keep its rows, or list them: move "
+                         f"it out of {out} (nothing else there changes) and grade again"
+                         ) from None
+    now, found = set(graded), set(discovered)
+    regraded = tuple(row for row in rows if row.submission in now)
+    others = [row for row in rows if row.submission not in now]
+    if replace:
+        return Earlier("replace", regraded=regraded if list(ids) == list(criterion_ids) else (),
+                       dropped=tuple(sorted({row.submission for row in others})))
+    if rows and list(ids) != list(criterion_ids):
+        if not others:  # every row is graded again: the new columns replace the old ones
+            return Earlier("update")
+        raise UsageError(
+            f"{path} has the criteria {','.join(ids)}, but this rubric has "
+            f"{','.join(criterion_ids)}: its {len(others)} rows that this batch does not grade "
+            f"({', '.join(sorted(row.submission for row in others)[:5])}"
+            f"{' ...' if len(others) > 5 else ''}) cannot share a gradebook with this "
+            "batch's. Grade every submission again (the whole cohort), or with --replace "
+            "(the gradebook then holds only this batch's rows, and each row it drops is "
+            "listed), or pass another --out")
+    return Earlier("update", kept_rows=tuple(others), regraded=regraded,
+                   absent=tuple(sorted({row.submission for row in others
+                                        if row.submission not in found})))
+
+
 Progress = Callable[[int, int, GradebookRow, float], None]  # done, total, the row, elapsed s
 Heartbeat = Callable[[str, float, str], None]  # folder, seconds so far, the case running now
 HEARTBEAT_S = 15.0  # how long a submission runs before the batch says it is still at it
 
 
 class BatchInterrupted(KeyboardInterrupt):
-    """Ctrl-C stopped the batch; ``gradebook.csv`` holds ``rows``, ``not_graded`` never ran
-    to the end (folder names, in batch order)."""
+    """Ctrl-C stopped the batch; ``gradebook.csv`` holds ``rows`` (and the earlier rows it
+    kept), ``not_graded`` never ran to the end (folder names, in batch order)."""
 
     def __init__(self, rows: Sequence[GradebookRow], not_graded: Sequence[str]) -> None:
         super().__init__(f"interrupted with {len(not_graded)} submissions not graded")
@@ -147,11 +241,13 @@ def grade_batch(submissions: Sequence[Path] | Sequence[Identity], rubric: Rubric
                 label: str | None = None, progress: Progress | None = None,
                 wall: Wall = PROCESS_WALL, roster: Roster | None = None,
                 heartbeat: Heartbeat | None = None,
-                key_file: Path | None = None) -> list[GradebookRow]:
+                key_file: Path | None = None,
+                earlier: Earlier | None = None) -> list[GradebookRow]:
     """Grade every submission in a worker process of its own, at most ``jobs`` at once.
 
-    One submission never stops the others, and ``out/gradebook.csv`` is rewritten after
-    every finished row. ``submissions`` are the identities the command line computed
+    One submission never stops the others, and ``out/gradebook.csv`` holds ``earlier``'s
+    rows (by default: ``out``'s gradebook, updated) with each finished row over its
+    folder's, rewritten as rows finish. ``submissions`` are the identities the command line computed
     (``grader.submission.identify``, with ``roster`` naming the roster they came from), or
     folders, whose identities then come from ``roster`` (else the folder names); two
     submissions of one identity are a ``UsageError`` before anything runs. Ctrl-C kills
@@ -165,11 +261,15 @@ def grade_batch(submissions: Sequence[Path] | Sequence[Identity], rubric: Rubric
     """
     identities = _identities(submissions, roster)
     key = load_key(key_file)  # a bad signing key stops the batch before anything is graded
+    criterion_ids = tuple(c.id for c in rubric.criteria)
+    if earlier is None:
+        folders = [identity.folder for identity in identities]
+        earlier = earlier_rows(out, criterion_ids, folders, folders)
     reviews = _reviews_by_student(read_ledger(out / LEDGER).events)
     out.mkdir(parents=True, exist_ok=True)
     drawing = draw_key(out, key)
-    book = _Gradebook(out / GRADEBOOK, tuple(c.id for c in rubric.criteria))
-    book.write([])  # at once: an old gradebook in ``out`` must not pass for this batch's
+    book = _Gradebook(out / GRADEBOOK, criterion_ids, earlier.rows)
+    book.write([])  # at once: the rows ``replace`` drops go, and the header is this rubric's
     workers = _Workers(rubric, out=out, label=label, wall=wall,
                        roster=Path(roster.source).name if roster else "", heartbeat=heartbeat,
                        key=key, draw_key=drawing, reviews=reviews)
@@ -185,7 +285,7 @@ def grade_batch(submissions: Sequence[Path] | Sequence[Identity], rubric: Rubric
             if row is None:
                 continue
             finished[futures[future]] = row
-            book.write(finished.values())
+            book.finished(finished.values())
             if progress:
                 progress(len(finished), len(identities), row, time.monotonic() - started)
     except KeyboardInterrupt:
@@ -193,11 +293,14 @@ def grade_batch(submissions: Sequence[Path] | Sequence[Identity], rubric: Rubric
             workers.stop()
             pool.shutdown(wait=True, cancel_futures=True)
             finished |= _rows_of(futures)
-            # Every submission keeps its line: the unfinished ones say so, so the gradebook
-            # reads as what it is, partial, and nobody takes a missing line for a zero.
+            # Every submission keeps a line: its earlier row when it had one (the grade it
+            # had), else one that says it was stopped, so the gradebook reads as what it
+            # is, partial, and nobody takes a missing line for a zero.
+            had = {row.submission for row in earlier.regraded}
             book.write([*finished.values(), *(
                 error_row(identity.folder, identity.student, INTERRUPTED, status="interrupted")
-                for number, identity in enumerate(identities) if number not in finished)])
+                for number, identity in enumerate(identities)
+                if number not in finished and identity.folder not in had)])
         rows = [finished[number] for number in sorted(finished)]
         raise BatchInterrupted(rows, [identity.folder for number, identity
                                       in enumerate(identities) if number not in finished],
@@ -205,6 +308,7 @@ def grade_batch(submissions: Sequence[Path] | Sequence[Identity], rubric: Rubric
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
         workers.close()
+    book.write(finished.values())  # the rows of the last window
     return [finished[number] for number in sorted(finished)]
 
 
@@ -257,14 +361,53 @@ def _sigint_ignored() -> Iterator[None]:
         signal.signal(signal.SIGINT, previous)
 
 
-@dataclass(frozen=True, slots=True)
 class _Gradebook:
-    path: Path
-    criterion_ids: tuple[str, ...]
+    """The batch's gradebook: the earlier rows with this batch's over their folders' rows.
+
+    Rewriting it whole costs time in proportion to its rows, so while rows finish it is
+    rewritten only once ``1/_WRITE_SHARE`` of its rows are new since the last rewrite (or
+    ``_WRITE_AT_MOST_S`` seconds of monotonic time have passed), and never sooner than
+    ``_WRITE_EVERY_S`` seconds, nor than ``_WRITE_SHARE`` times the last rewrite took,
+    after it: the rows written over a batch grow with its rows (each new row pays for at
+    most ``_WRITE_SHARE`` rows written), not with their square, and a crash loses at most
+    the rows of one window. The first finished row is written at once; ``write``
+    rewrites it now (the batch calls it at once, at the end and on Ctrl-C).
+    """
+
+    def __init__(self, path: Path, criterion_ids: Sequence[str],
+                 earlier: Sequence[GradebookRow] = (),
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.path, self.criterion_ids = path, tuple(criterion_ids)
+        self._earlier = tuple(earlier)
+        self._clock = clock
+        self._last = 0.0  # when the last rewrite ended
+        self._pause = 0.0  # how long after it the next may come, at the soonest
+        self._written = 0  # the finished rows it held
+        self._size = len(self._earlier)  # and all its rows
+        self._first = True
+        self.writes = 0  # how many rewrites so far
+
+    def finished(self, rows: Collection[GradebookRow]) -> None:
+        """A row finished; ``rows`` are all that have: rewrite if it is time to."""
+        waited = self._clock() - self._last
+        new = len(rows) - self._written
+        due = waited >= self._pause and (new * _WRITE_SHARE >= self._size
+                                         or waited >= _WRITE_AT_MOST_S)
+        if self._first or due:
+            self._first = False
+            self.write(rows)
 
     def write(self, rows: Iterable[GradebookRow]) -> None:
         """Rewrite the whole gradebook: a reader, or a crash, sees the old bytes or the new."""
+        started = self._clock()
+        rows = list(rows)
+        self._written = len(rows)
+        done = {row.submission for row in rows}
+        rows += [row for row in self._earlier if row.submission not in done]
         _replace_file(self.path, gradebook_csv(rows, self.criterion_ids))
+        self.writes, self._size = self.writes + 1, len(rows)
+        self._last = self._clock()
+        self._pause = max(_WRITE_EVERY_S, _WRITE_SHARE * (self._last - started))
 
 
 def _replace_file(path: Path, data: bytes) -> None:

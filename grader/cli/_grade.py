@@ -4,6 +4,7 @@ one-minute checkpoints)."""
 from __future__ import annotations
 
 import argparse
+import difflib
 import os
 import signal
 import sys
@@ -17,8 +18,10 @@ from grader._exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from grader._model import CONTRACT
 from grader.batch import (
     BatchInterrupted,
+    Earlier,
     Shard,
     discover,
+    earlier_rows,
     grade_batch,
     parse_shard,
     print_heartbeat,
@@ -63,6 +66,13 @@ def add_grading_commands(
     merge = printed.GRADEBOOK_MERGE(first="PART1", second="PART2", out="gradebook.csv")
     grade.add_argument("--shard", type=_shard, default=None, metavar="K/N",
                        help=f"grade only part K of N (merge the parts with `{merge}`)")
+    grade.add_argument("--only", action="append", default=None, metavar="NAME",
+                       help="grade only the submission folder NAME among those the paths hold "
+                       "(repeat it for more); every other row of the gradebook stays as it was")
+    grade.add_argument("--replace", action="store_true",
+                       help="the gradebook holds only this batch's rows (default: a grades "
+                       "folder's gradebook is updated: each submission graded replaces its "
+                       "own row and every other row stays); each row dropped is listed")
     grade.add_argument("--roster", type=Path, default=None, metavar="CSV",
                        help=f"who each folder is: a CSV with the header {','.join(ROSTER_HEADER)} "
                        "(default: each folder's name is its student)")
@@ -88,14 +98,19 @@ def add_grading_commands(
 def _grade(args: argparse.Namespace) -> int:
     try:
         return _grade_all(args)
-    except BatchInterrupted as stopped:
+    except _Stopped as stopped:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # the first Ctrl-C is the one that counts
-        _print_rows(stopped.rows)
-        for folder in stopped.not_graded:
-            print(f"{folder}: NOT GRADED: interrupted by Ctrl-C before it finished")
-        print(f"interrupted: {len(stopped.not_graded)} submissions not graded; "
-              f"{args.out / GRADEBOOK} holds the {len(stopped.rows)} that finished. "
-              "Grade the others again (their folders are listed above).", file=sys.stderr)
+        rows, not_graded = stopped.batch.rows, stopped.batch.not_graded
+        had = {row.submission for row in stopped.earlier.regraded}
+        _print_rows(rows)
+        for folder in not_graded:
+            still = "; its earlier row stays in the gradebook" if folder in had else ""
+            print(f"{folder}: NOT GRADED: interrupted by Ctrl-C before it finished{still}")
+        earlier = len(stopped.earlier.kept_rows) + len(had & set(not_graded))
+        print(f"interrupted: {len(not_graded)} submissions not graded; "
+              f"{args.out / GRADEBOOK} holds the {len(rows)} that finished"
+              + (f" and {_rows(earlier)} of earlier batches" if earlier else "")
+              + ". Grade the others again (their folders are listed above).", file=sys.stderr)
         return EXIT_INTERRUPTED
     except KeyboardInterrupt:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -104,39 +119,111 @@ def _grade(args: argparse.Namespace) -> int:
         return EXIT_INTERRUPTED
 
 
+class _Stopped(KeyboardInterrupt):
+    """Ctrl-C stopped a batch: what it did, and what it found in the gradebook."""
+
+    def __init__(self, batch: BatchInterrupted, earlier: Earlier) -> None:
+        super().__init__(str(batch))
+        self.batch, self.earlier = batch, earlier
+
+
 def _grade_all(args: argparse.Namespace) -> int:
+    if args.only and args.shard is not None:
+        raise UsageError("--only and --shard do not combine: --only names the submissions to "
+                         "grade already; drop --shard (or --only)")
     rubric = load_rubric(args.rubric)
     rubric_lineage(args.out / LEDGER, rubric)  # a changed rubric must bump its version first
     _warn_gaps(rubric)
     roster = load_roster(args.roster) if args.roster is not None else None
     submissions = discover(args.paths)
     identities = identify(submissions, roster)  # every shard refuses the same clashes
+    discovered = [identity.folder for identity in identities]
+    if args.only:
+        identities = _only(identities, args.only, args.paths)
+    elif args.shard is not None:
+        identities = args.shard.pick(identities)
+    earlier = earlier_rows(args.out, [c.id for c in rubric.criteria],
+                           [identity.folder for identity in identities], discovered,
+                           replace=args.replace)
     wall = choose_isolation(args.isolation)
     print(f"isolation: {wall.held()}", file=sys.stderr)
     if roster is not None:
         _warn_unclaimed(roster, identities)
-    if args.shard is not None:
-        identities = args.shard.pick(identities)
+    _say_earlier(earlier, args)
+    shard = f"{args.shard.index}/{args.shard.count}" if args.shard is not None else ""
+
+    def record(rows: Sequence[GradebookRow], interrupted: Sequence[str] = ()) -> dict[str, str]:
+        return record_grading(args.out / LEDGER, rubric, rows, args.out, grader_version(),
+                              interrupted=interrupted, mode=earlier.mode, kept=earlier.kept,
+                              absent=earlier.absent, dropped=earlier.dropped, shard=shard)
+
     try:
         rows = grade_batch(identities, rubric, out=args.out, jobs=args.jobs, label=args.label,
                            progress=print_progress if len(identities) > 1 and not args.quiet
                            else None, heartbeat=None if args.quiet else print_heartbeat,
-                           wall=wall, roster=roster, key_file=args.key_file)
+                           wall=wall, roster=roster, key_file=args.key_file, earlier=earlier)
     except BatchInterrupted as stopped:  # the rows that finished are grades all the same
-        record_grading(args.out / LEDGER, rubric, stopped.rows, args.out, grader_version(),
-                       interrupted=stopped.not_graded)
-        raise
+        record(stopped.rows, stopped.not_graded)
+        raise _Stopped(stopped, earlier) from None
     if len(rows) == 1 and rows[0].status in REPORTED:
         _print_table(args.out / rows[0].submission / REPORT)
-    unchanged = record_grading(args.out / LEDGER, rubric, rows, args.out, grader_version())
+    unchanged = record(rows)
     # Reviews tied to these reports apply again (results.json was written with them); any
-    # tied to an earlier report do not: the gradebook says which need a new review.
-    reviewed = apply_reviews(args.out, rows)
+    # tied to an earlier report do not: the gradebook says which need a new review. The
+    # rows kept from earlier batches are written as they were.
+    reviewed = apply_reviews(args.out, rows, earlier.kept_rows)
     _print_rows(reviewed.rows, unchanged)
     for note in reviewed.notes:
         print(note)
-    print(f"reports in {args.out}/, gradebook in {args.out / GRADEBOOK}")
+    kept = len(earlier.kept_rows)
+    print(f"reports in {args.out}/, gradebook in {args.out / GRADEBOOK}"
+          + (f" ({_rows(len(rows))} graded now, {kept} kept from earlier batches)" if kept
+             else ""))
     return EXIT_FAILED if any(row.status != "graded" for row in rows) else EXIT_OK
+
+
+def _only(identities: Sequence[Identity], names: Sequence[str], paths: Sequence[Path]
+          ) -> list[Identity]:
+    """The identities whose folders ``--only`` names; a name that matches none is a
+    ``UsageError`` naming the nearest folders the paths hold."""
+    folders = [identity.folder for identity in identities]
+    for name in dict.fromkeys(names):
+        if name not in folders:
+            near = difflib.get_close_matches(name, folders, n=3)
+            hint = f"did you mean {', '.join(near)}?" if near else \
+                f"they hold {_first(sorted(folders))}" if folders else "they hold none"
+            raise UsageError(
+                f"--only {name}: no submission folder of that name among the {len(folders)} "
+                f"that {' '.join(map(str, paths))} holds ({hint}); name a folder as the "
+                "gradebook's submission column does, or add the path that holds it")
+    wanted = set(names)
+    return [identity for identity in identities if identity.folder in wanted]
+
+
+def _say_earlier(earlier: Earlier, args: argparse.Namespace) -> None:
+    """Rows that ``--replace`` drops, and kept rows whose folder is gone: never silent."""
+    book = args.out / GRADEBOOK
+    if earlier.dropped:
+        print(f"--replace: {_rows(len(earlier.dropped))} of {book} that this batch does not "
+              f"grade are dropped: {', '.join(earlier.dropped)} (the ledger's batch event "
+              "lists them)", file=sys.stderr)
+    if earlier.absent:
+        again = printed.GRADE_REPLACE(submissions="SUBMISSIONS", out=str(args.out))
+        print(f"note: {book} keeps {_rows(len(earlier.absent))} for submissions that "
+              f"{' '.join(map(str, args.paths))} does not hold: {_first(earlier.absent)}. They "
+              "stay as they were, and the ledger's batch event lists them as absent; if "
+              "they are gone for good, grade the whole cohort with --replace to drop them "
+              f"(`{again}`)", file=sys.stderr)
+
+
+def _rows(count: int) -> str:
+    return f"{count} row" if count == 1 else f"{count} rows"
+
+
+def _first(names: Sequence[str], count: int = 5) -> str:
+    """The first ``count`` names, and how many more."""
+    more = f" and {len(names) - count} more" if len(names) > count else ""
+    return ", ".join(names[:count]) + more
 
 
 def _warn_gaps(rubric: Rubric) -> None:

@@ -9,7 +9,8 @@ Each command group lives in its own module of this package:
   student's grade changed), ledger verify, gradescope build and run;
 - ``_starter``: the hand-out: starter;
 - ``_incident``: recorded incidents: incident record, show;
-- ``_review``: a person's verdict on a graded criterion: review;
+- ``_review``: a person's verdict on a graded criterion: review (one, or all pending at
+  once), reviews export, import (a review sheet a TA fills);
 - ``_regression``: regression sets: regression promote, show, verify;
 - ``_dashboard``: the cohort at a glance: dashboard.
 

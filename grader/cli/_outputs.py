@@ -1,5 +1,5 @@
 """The grader's outputs on the command line: report verify, gradebook merge, history (every
-grade of a student and why each differs), ledger verify, and the Gradescope autograder
+grade of a student and why each differs), ledger verify and merge, and the Gradescope autograder
 (``gradescope build`` writes it, ``gradescope run`` is what its ``run_autograder`` calls,
 ``gradescope probe`` is how its ``setup.sh`` says which wall the grader gets)."""
 
@@ -13,16 +13,19 @@ from pathlib import Path
 from typing import Any
 
 from gradekit import UsageError
+from gradekit.internal import commands as printed
 from grader._exits import EXIT_FAILED, EXIT_OK
 from grader.cli._options import add_isolation_option, add_rubric_option
 from grader.handout import ROOT_ENV, build, probe, run
 from grader.outputs import KEY_ENV, KEY_FILE_ENV, load_key, merge_gradebooks
 from grader.records import (
+    GRADEBOOK,
     LEDGER,
     RESULTS,
     causes,
     first_divergence,
     history_lines,
+    merge_folders,
     verify_file,
     verify_ledger,
 )
@@ -77,6 +80,32 @@ def _add_ledger(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     verify.add_argument("path", nargs="?", type=Path, default=Path("grades"), metavar="PATH",
                         help="the grades folder or its ledger.jsonl (default: grades)")
     verify.set_defaults(handler=_verify_ledger)
+    merge = group.add_parser(
+        "merge", help="merge the grades folders of a grading's shards into one new grades "
+        "folder: one ledger, every report, the archive and the gradebook, as one machine "
+        "grading them all writes them")
+    merge.add_argument("folders", nargs="+", type=Path, metavar="SHARD",
+                       help="each shard's grades folder (the --out of its grading), in any "
+                       "order")
+    merge.add_argument("--out", type=Path, required=True, metavar="DIR",
+                       help="the merged grades folder: new, or an empty folder")
+    merge.add_argument("--partial", action="store_true",
+                       help="merge even when a shard is missing: the shards given stay apart "
+                       "in the ledger, each as graded, instead of failing")
+    merge.set_defaults(handler=_merge_ledgers)
+
+
+def _merge_ledgers(args: argparse.Namespace) -> int:
+    merged = merge_folders(args.folders, args.out, partial=args.partial)
+    plan = merged.ledger
+    fused = f", {plan.fused} batch event(s) fused from shards" if plan.fused else ""
+    book = "no gradebook" if merged.rows is None else f"{GRADEBOOK} with {merged.rows} rows"
+    print(f"merged {len(args.folders)} grades folders into {args.out}/: {LEDGER} with "
+          f"{merged.events} events ({plan.shared} shared by all{fused}), {merged.folders} "
+          f"submission folders, {merged.archived} archived reports, {book}")
+    print(f"ledger head {merged.head} "
+          f"(`{printed.LEDGER_VERIFY(grades=str(args.out))}` checks the chain)")
+    return EXIT_OK
 
 
 def _verify_ledger(args: argparse.Namespace) -> int:

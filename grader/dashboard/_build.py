@@ -1,26 +1,39 @@
 """``gradekit dashboard GRADES --out SITE``: the cohort at a glance, as a static site.
 
 One page for the cohort (``index.html``) and one per submission
-(``students/<name>.html``), with the style sheet and script beside them in
+(``students/<name>.html``), with the style sheet and scripts beside them in
 ``assets/``: it opens from the file system, with no server and nothing fetched from
 the network. It is rebuilt from the grades folder alone (``grader.dashboard._data``);
-the same folder gives byte-identical files. Charts are Vega-Altair specs rendered
-to SVG offline (``grader.dashboard._charts``), pages are Jinja2 templates with
-autoescaping (``grader.dashboard._site``): both are the ``gradekit[dashboard]`` extra,
-so grading itself never needs them.
+the same folder gives byte-identical files. The cohort-wide charts are Vega-Altair specs
+rendered to SVG offline (``grader.dashboard._charts``); a student's timeline is drawn in
+Python (``grader.dashboard._svg``), so no chart engine starts per page. Pages are Jinja2
+templates with autoescaping (``grader.dashboard._site``): both are the
+``gradekit[dashboard]`` extra, so grading itself never needs them.
+
+The cohort page stays small whatever the cohort's size: each list on it (every
+submission, the students x cases grid, the findings, the review queue, the changed
+grades) shows its first ``PAGE_ROWS`` rows, and every row of every list is in
+``assets/rows.js``, loaded by a ``<script src>`` (which works from ``file://``, where a
+fetch does not), that the page's script pages, filters and sorts in the browser.
 """
 
 from __future__ import annotations
 
+import gc
 import importlib
+import json
 import os
+import re
 import statistics
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 from gradekit import UsageError
-from gradekit.internal import commands, write_atomic
+from gradekit.internal import commands, fsync_folder
 from grader.dashboard._charts import (
     DashboardUnavailable,
     Figure,
@@ -31,14 +44,18 @@ from grader.dashboard._charts import (
     score_distribution,
 )
 from grader.dashboard._data import _KINDS, FULL, Cohort, Submission, decimal, load_cohort
-from grader.dashboard._site import SCRIPT, STYLE, TEMPLATES
+from grader.dashboard._site import ROWS_SCRIPT, SCRIPT, STYLE, TEMPLATES
 from grader.outputs import REPORTED
 from grader.records import GRADEBOOK
 
 __all__ = ["build_dashboard"]
 
 MARKER = "assets/dashboard.css"  # what says a folder is a dashboard this command may rewrite
+ROWS = "assets/rows.js"  # every row of every list of the cohort page
+PAGE_ROWS = 100  # the rows of a list the cohort page holds, and one page of it in the browser
 _NUMERIC = frozenset({"total", "final", "max"})
+_PENDING = "pending: "
+_STALE = re.compile(r"NEEDS A NEW REVIEW: (\S+) was reviewed")
 
 
 def build_dashboard(grades: Path, out: Path) -> list[Path]:
@@ -53,25 +70,70 @@ def build_dashboard(grades: Path, out: Path) -> list[Path]:
     if out.exists() and any(out.iterdir()) and not (out / MARKER).is_file():
         raise UsageError(f"{out} is not empty and is not a dashboard: give --out a new folder "
                          "(the dashboard replaces what it wrote there before, nothing else)")
-    cohort = load_cohort(grades)
+    try:
+        cohort = _read(grades)
+        return _build(jinja2, cohort, grades, out)
+    finally:
+        gc.unfreeze()
+
+
+def _read(grades: Path) -> Cohort:
+    """The cohort, read with the cyclic garbage collector paused, then kept out of its
+    sight: at ten thousand submissions it is millions of long-lived objects (parsed JSON,
+    no cycles) that each full collection would walk again, a third of the reading's CPU
+    time and more of the pages'. The caller unfreezes them when the site is written."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        cohort = load_cohort(grades)
+    finally:
+        if enabled:
+            gc.enable()
+    gc.freeze()
+    return cohort
+
+
+def _build(jinja2: Any, cohort: Cohort, grades: Path, out: Path) -> list[Path]:
     environment = jinja2.Environment(
         loader=jinja2.DictLoader(TEMPLATES), autoescape=True,
         undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
-    pages = {Path("index.html"): _cohort_page(environment, cohort, grades)}
+    index, rows = _cohort_page(environment, cohort, grades)
+    pages = {Path("index.html"): index}
     for submission in cohort.submissions:
         pages[Path("students") / f"{submission.slug}.html"] = _student_page(
             environment, cohort, submission)
     files = {Path("assets/dashboard.css"): STYLE.encode("utf-8"),
              Path("assets/dashboard.js"): SCRIPT.encode("utf-8"),
+             Path(ROWS): rows.encode("utf-8"),
              **{path: page.encode("utf-8") for path, page in pages.items()}}
+    folders: set[Path] = set()
     for relative, data in sorted(files.items()):
         target = out / relative
-        target.parent.mkdir(parents=True, exist_ok=True)
+        if target.parent not in folders:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            folders.add(target.parent)
         if not target.is_file() or target.read_bytes() != data:
-            write_atomic(target, data)
-            target.chmod(0o644)  # a site to share: readable by the web server and the TAs
+            _write(target, data)
+    for folder in sorted(folders):
+        fsync_folder(folder)
     _forget_others(out, set(files))
     return [out / relative for relative in sorted(files)]
+
+
+def _write(target: Path, data: bytes) -> None:
+    """Replace ``target`` with ``data`` through a temporary file, so a reader never sees
+    half a page; without ``write_atomic``'s fsync of each file (ten thousand pages would
+    wait on the disk for most of a build): the site is rebuilt from the grades folder, so
+    a crash costs a rebuild, never a grade, and the folders are synced once at the end."""
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.chmod(tmp, 0o644)  # a site to share: readable by the web server and the TAs
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def _jinja() -> Any:
@@ -92,7 +154,9 @@ def _forget_others(out: Path, kept: set[Path]) -> None:
             page.unlink()
 
 
-def _cohort_page(environment: Any, cohort: Cohort, grades: Path) -> str:
+def _cohort_page(environment: Any, cohort: Cohort, grades: Path) -> tuple[str, str]:
+    """The cohort page and ``assets/rows.js``: every row of its lists, the page holding
+    the first ``PAGE_ROWS`` of each."""
     reported = [s for s in cohort.submissions if s.reported]
     finals = [_final(s) for s in reported]
     known = [value for value in finals if value is not None]
@@ -101,6 +165,7 @@ def _cohort_page(environment: Any, cohort: Cohort, grades: Path) -> str:
     # the routine reviews the rubric asks for; each in gradebook order.
     review = sorted(waiting, key=lambda item: not _urgent(item[0]))
     changed = [s for s in cohort.submissions if _changed(s, cohort.latest_batch)]
+    queue = review_queue(cohort)
     summary = [
         ("Submissions", "submissions", str(len(cohort.submissions))),
         ("Graded", "graded", str(len(reported))),
@@ -110,6 +175,7 @@ def _cohort_page(environment: Any, cohort: Cohort, grades: Path) -> str:
         ("Maximum", "max", cents(cohort.maximum)),
         ("To review", "review", str(len(review))),
         ("Act now", "urgent", str(sum(1 for s, _ in review if _urgent(s)))),
+        ("Reviews pending", "pending", str(queue.rows)),
         ("Changed", "changed", str(len(changed))),
     ]
     columns = [("submission", "Submission", False), ("student", "Student", False),
@@ -118,18 +184,79 @@ def _cohort_page(environment: Any, cohort: Cohort, grades: Path) -> str:
                *((cid, title, True) for cid, title, _ in cohort.criteria),
                ("reason", "Reason", False)]
     kinds = [kind for kind, _ in _KINDS] + ["other"]
-    counts = [(kind, sum(1 for found, _, _ in cohort.findings if found == kind))
-              for kind in kinds]
+    found: dict[str, int] = {}
+    for kind, _, _ in cohort.findings:
+        found[kind] = found.get(kind, 0) + 1
+    counts = [(kind, found.get(kind, 0)) for kind in kinds]
+    slugs = {s.row.submission: s.slug for s in cohort.submissions}
+    macros = environment.get_template("rows.html").make_module(
+        {"columns": columns, "cell": _cell, "full": FULL, "urgent": _urgent, "slugs": slugs})
+    lists = {
+        "submissions": _rows(macros.submission, [(s,) for s in cohort.submissions]),
+        "grid": _rows(macros.grid, [(s,) for s in cohort.submissions]),
+        "findings": _rows(macros.finding, list(cohort.findings)),
+        "review": _rows(macros.waiting, review),
+        "changed": _rows(macros.changed, [(s,) for s in changed]),
+    }
     page: str = environment.get_template("cohort.html").render(
         root="", cohort=cohort, source=os.path.basename(os.path.normpath(grades)) or "grades",
-        reported=len(reported), summary=summary, columns=columns, cell=_cell,
-        statuses=sorted({s.row.status for s in cohort.submissions}), full=FULL,
-        review=review, urgent=_urgent, changed=changed, slugs={s.row.submission: s.slug
-                                               for s in cohort.submissions},
+        reported=len(reported), summary=summary, columns=columns,
+        statuses=sorted({s.row.status for s in cohort.submissions}),
+        first={name: rows[:PAGE_ROWS] for name, rows in lists.items()},
+        total={name: len(rows) for name, rows in lists.items()}, page_rows=PAGE_ROWS,
+        queue=queue,
         distribution=score_distribution(known, cohort.maximum) if cohort.maximum > 0 else None,
         lost=points_lost(_losses(cohort)),
         kinds=findings_by_kind([(kind, n) for kind, n in counts if n]))
-    return page
+    data = json.dumps({name: "".join(rows) for name, rows in lists.items()},
+                      ensure_ascii=True, sort_keys=True, separators=(",", ":"))
+    return page, ROWS_SCRIPT.format(rows=data)
+
+
+def _rows(macro: Callable[..., Any], items: Sequence[tuple[Any, ...]]) -> list[str]:
+    """Each item's row, as the cohort page and ``rows.js`` both hold it."""
+    return [str(macro(*item)) for item in items]
+
+
+@dataclass(frozen=True, slots=True)
+class Queue:
+    """What is left to review, per criterion, as the gradebook's review cells say it."""
+
+    criteria: tuple[tuple[str, str, int, int], ...]  # (id, title, pending, to do again)
+    rows: int  # the rows with at least one review pending or to do again
+
+
+def review_queue(cohort: Cohort) -> Queue:
+    """Per criterion (rubric order, then any other the cells name, sorted), the rows whose
+    ``review`` cell lists it ``pending:`` and those that say it ``NEEDS A NEW REVIEW``."""
+    pending: dict[str, int] = {}
+    stale: dict[str, int] = {}
+    rows = 0
+    for submission in cohort.submissions:
+        waiting, again = pending_reviews(submission.row.review)
+        for cid in waiting:
+            pending[cid] = pending.get(cid, 0) + 1
+        for cid in again:
+            stale[cid] = stale.get(cid, 0) + 1
+        rows += bool(waiting or again)
+    titles = [(cid, title) for cid, title, _ in cohort.criteria]
+    known = {cid for cid, _ in titles}
+    titles += [(cid, cid) for cid in sorted((pending.keys() | stale.keys()) - known)]
+    return Queue(tuple((cid, title, pending.get(cid, 0), stale.get(cid, 0))
+                       for cid, title in titles), rows)
+
+
+def pending_reviews(cell: str) -> tuple[list[str], list[str]]:
+    """The criteria a gradebook ``review`` cell lists as pending, and those it says need a
+    new review (reviewed on an earlier report only)."""
+    waiting: list[str] = []
+    again: list[str] = []
+    for part in cell.split("; "):
+        if part.startswith(_PENDING):
+            waiting += [cid for cid in part[len(_PENDING):].split(", ") if cid]
+        elif match := _STALE.match(part):
+            again.append(match.group(1))
+    return waiting, again
 
 
 def _student_page(environment: Any, cohort: Cohort, submission: Submission) -> str:

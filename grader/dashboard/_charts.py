@@ -1,7 +1,10 @@
 """The cohort dashboard's charts: Vega-Lite specs built with Vega-Altair, drawn as static SVG.
 
 The dashboard is a static site that opens from the file system, so each chart is an SVG
-drawn when the site is built and inlined into its page. Altair writes the spec (data
+drawn when the site is built and inlined into its page. The cohort-wide charts (a few per
+site) go through Vega; a student's timeline, one per page and ten thousand for a large
+cohort, is drawn in Python by ``grader.dashboard._svg`` in the same colours and fonts,
+without starting an engine each time. Altair writes the spec (data
 inline, fixed sizes, the Okabe-Ito colour-blind-safe palette, numbers as text on the marks)
 and vl-convert renders it in its embedded Vega engine: no browser, no network (external data
 is refused), and the same input gives the same bytes whatever the hash seed, time zone or
@@ -24,6 +27,7 @@ from xml.sax.saxutils import escape
 from gradekit import UsageError
 from grader._errors import DashboardUnavailable
 from grader._model import CENT
+from grader.dashboard._svg import message_svg, timeline_svg
 from grader.outputs import points_text
 
 __all__ = [
@@ -45,6 +49,7 @@ NO_GRADE = "no grade"
 DASH = "\N{EN DASH}"
 STATUSES = ["graded", NO_GRADE]
 FINAL_POINTS = "final points (after reviews)"  # what the distribution and the timeline plot
+TIMELINE = "Grades over time"
 
 # Okabe & Ito (2008), "Color Universal Design": distinguishable with every common colour
 # vision deficiency.
@@ -258,8 +263,9 @@ def grade_timeline(points: Sequence[tuple[str, Decimal | None, str]], maximum: D
                      for (label, _, cause), text in zip(points, shown, strict=True))
         columns = ("Grading", "Final", "Cause")
     if not points:
-        return _figure("timeline", "Grades over time", _message("no gradings"),
-                       "No gradings recorded.", columns, rows)
+        empty = "No gradings recorded."
+        return Figure("timeline", TIMELINE, message_svg("no gradings", title=TIMELINE, alt=empty),
+                      empty, columns, rows)
 
     graded = [(label, total) for label, total, _ in points if total is not None]
     missing = [label for label, total, _ in points if total is None]
@@ -275,32 +281,10 @@ def grade_timeline(points: Sequence[tuple[str, Decimal | None, str]], maximum: D
     if missing and graded:
         alt_text += f" No grade at {', '.join(missing)}."
 
-    alt = _altair()
-    data = alt.Data(values=[
-        {"label": label, "total": None if total is None else float(total),
-         "y": 0.0 if total is None else float(total),
-         "status": "graded" if total is not None else NO_GRADE, "text": text}
-        for (label, total, _), text in zip(points, shown, strict=True)
-    ])
-    x = alt.X("label:O", title="grading (ledger order)", scale=alt.Scale(domain=labels),
-              axis=alt.Axis(labelAngle=-30, labelLimit=140))
-    y = alt.Y("y:Q", title=FINAL_POINTS,
-              scale=alt.Scale(domain=[0, float(maximum)], nice=False, zero=True))
-    line = alt.Chart(data).mark_line(
-        color=BLUE, strokeWidth=2, invalid="break-paths-show-domains").encode(
-        x=x, y=alt.Y("total:Q", scale=alt.Scale(domain=[0, float(maximum)], nice=False)))
-    marks = alt.Chart(data).encode(x=x, y=y)
-    dots = marks.mark_point(filled=True, size=80, opacity=1).encode(
-        shape=alt.Shape("status:N", scale=alt.Scale(domain=STATUSES,
-                                                    range=["circle", "cross"]),
-                        legend=alt.Legend(title=None, orient="top")),
-        color=alt.Color("status:N", scale=alt.Scale(domain=STATUSES,
-                                                    range=[BLUE, VERMILLION]),
-                        legend=alt.Legend(title=None, orient="top")),
-    )
-    numbers = marks.mark_text(baseline="bottom", dy=-8).encode(text="text:N")
-    chart = alt.layer(line, dots, numbers).properties(width=WIDTH, height=220)
-    return _figure("timeline", "Grades over time", chart, alt_text, columns, rows)
+    svg = timeline_svg(labels, [total for _, total, _ in points], shown, maximum,
+                       title=TIMELINE, alt=alt_text, axis_x="grading (ledger order)",
+                       axis_y=FINAL_POINTS, graded=STATUSES[0], missing=NO_GRADE)
+    return Figure("timeline", TIMELINE, svg, alt_text, columns, rows)
 
 
 def _figure(

@@ -162,10 +162,15 @@ def load_cohort(grades: Path) -> Cohort:
         lambda digest: archived(grades, digest) if digest else None)
     batches = [int(e["seq"]) for e in events if e.get("event") == "batch"]
     reviewed = _reviews_by_report(events)
+    # One pass over the ledger: each student's events, in ledger order, grouped once.
+    by_student: dict[object, list[Mapping[str, Any]]] = {}
+    for event in events:
+        by_student.setdefault(event.get("student"), []).append(event)
     submissions = []
     for row in rows:
         report, problem = reports[row.submission]
-        history = _history(archive, events, row.student, snapshots, reviewed)
+        history = _history(archive, by_student.get(row.student, []), row.student, snapshots,
+                           reviewed)
         submissions.append(Submission(
             row=row, slug=slugs[row.submission], report=report, report_problem=problem,
             calls=calls[row.submission], cells=_cells(row, report, criteria, cases),
@@ -254,11 +259,13 @@ def _slugs(names: Sequence[str]) -> dict[str, str]:
     """A file name for each submission's page: its own name when that is safe and unique,
     else a cleaned one with a short hash of the name."""
     slugs: dict[str, str] = {}
+    taken: set[str] = set()  # the slugs so far, lower case (a case-blind file system)
     for name in names:
         clean = re.sub(r"[^A-Za-z0-9._-]", "-", name).strip(".-")[:60] or "submission"
-        if clean != name or clean.lower() in {s.lower() for s in slugs.values()}:
+        if clean != name or clean.lower() in taken:
             clean = f"{clean}-{hashlib.sha256(name.encode('utf-8')).hexdigest()[:8]}"
         slugs[name] = clean
+        taken.add(clean.lower())
     return slugs
 
 
@@ -314,6 +321,8 @@ def _in_words(reviews: Sequence[HumanReview]) -> str:
 def _history(archive: Archive, events: Sequence[Mapping[str, Any]], student: str,
              snapshots: Mapping[str, Mapping[str, str]],
              reviewed: Reviews) -> tuple[Grading, ...]:
+    """``student``'s gradings; ``events``: the ledger's events (the student's alone, or all
+    of them), in ledger order."""
     found: list[Grading] = []
     previous: Mapping[str, Any] | None = None
     reviews: dict[int, list[str]] = {}

@@ -8,7 +8,7 @@ never as markup. The only markup not written here is the charts' SVG, which
 
 from __future__ import annotations
 
-__all__ = ["SCRIPT", "STYLE", "TEMPLATES"]
+__all__ = ["ROWS_SCRIPT", "SCRIPT", "STYLE", "TEMPLATES"]
 
 STYLE = """\
 :root { color-scheme: light; --ink: #1b1f24; --muted: #57606a; --line: #d0d7de;
@@ -61,81 +61,158 @@ pre.text { white-space: pre-wrap; overflow-wrap: anywhere; background: var(--ban
   padding: .5rem; border-radius: 4px; }
 ol.timeline { padding-left: 1.5rem; } ol.timeline li { margin-bottom: .5rem; }
 .warning { border-left: 4px solid var(--lost); padding: .25rem .75rem; background: #fff8f5; }
+.pager { display: flex; flex-wrap: wrap; gap: .25rem .75rem; align-items: center;
+  margin: .25rem 0 .75rem; }
+.pager[hidden], .more[hidden] { display: none; }
+.pager button { font: inherit; padding: .1rem .6rem; }
+.page-status { font-variant-numeric: tabular-nums; }
 @media print {
   body { max-width: none; padding: 0; font-size: 11pt; }
-  .controls, nav.sections, .skip { display: none; }
+  .controls, nav.sections, .skip, .pager button { display: none; }
   a { color: inherit; text-decoration: none; }
   section, figure, table { break-inside: avoid; }
   details.numbers > summary { display: none; }
   details.numbers::details-content { content-visibility: visible; display: block; }
-  tr[hidden] { display: table-row; }
 }
 """
 
 SCRIPT = """\
-// Sorting and filtering of the submissions table; the page works, unsorted, without it.
+// Paging, filtering and sorting of the cohort page's lists. Every row of every list is in
+// rows.js (GRADEKIT_ROWS: each list's rows as the page writes them, escaped there); a list
+// reads its rows from it on first use. Without the script each list shows its first page.
 (function () {
   "use strict";
-  var table = document.getElementById("submissions");
-  if (!table) { return; }
-  var body = table.tBodies[0];
-  var filter = document.getElementById("filter");
-  var status = document.getElementById("status-filter");
-  var shown = document.getElementById("shown");
+  var ROWS = window.GRADEKIT_ROWS || {};
+  var collator = new Intl.Collator("en");
+  Array.prototype.forEach.call(document.querySelectorAll("[data-list]"), setup);
 
-  function value(row, column) {
-    var cell = row.querySelector('[data-column="' + column + '"]');
-    if (!cell) { return ""; }
-    return cell.hasAttribute("data-value") ? cell.getAttribute("data-value") : cell.textContent;
-  }
+  function setup(box) {
+    var name = box.getAttribute("data-list");
+    var size = Number(box.getAttribute("data-page-size")) || 100;
+    var total = Number(box.getAttribute("data-total"));
+    var body = box.querySelector("[data-rows]");
+    var filter = box.querySelector("[data-filter]");
+    var status = box.querySelector("[data-status-filter]");
+    var shown = box.querySelector("[data-shown]");
+    var pager = box.querySelector(".pager");
+    var more = box.querySelector("[data-more]");
+    var order = null;  // every row, in the order the list shows them
+    var matching = null;  // those the filter keeps; null until the list is first used
+    var page = 0;
 
-  function compare(a, b, numeric) {
-    if (numeric) {
-      var x = a === "" ? -Infinity : Number(a), y = b === "" ? -Infinity : Number(b);
-      return x < y ? -1 : x > y ? 1 : 0;
+    function rows() {
+      if (order === null) {
+        if (typeof ROWS[name] === "string") {
+          var holder = document.createElement("template");
+          holder.innerHTML = ROWS[name];
+          order = Array.prototype.filter.call(holder.content.childNodes, function (node) {
+            return node.nodeType === 1;
+          });
+        } else {  // rows.js is missing: the rows the page holds
+          order = Array.prototype.slice.call(body.children);
+        }
+      }
+      return order;
     }
-    return a.localeCompare(b, "en");
-  }
 
-  function sortBy(button) {
-    var header = button.parentNode;
-    var column = button.getAttribute("data-sort");
-    var numeric = button.hasAttribute("data-numeric");
-    var ascending = header.getAttribute("aria-sort") !== "ascending";
-    table.querySelectorAll("th[aria-sort]").forEach(function (th) {
-      th.removeAttribute("aria-sort");
-    });
-    header.setAttribute("aria-sort", ascending ? "ascending" : "descending");
-    var rows = Array.prototype.slice.call(body.rows);
-    rows.sort(function (a, b) {
-      var order = compare(value(a, column), value(b, column), numeric);
-      if (order === 0) { order = compare(value(a, "submission"), value(b, "submission"), false); }
-      return ascending ? order : -order;
-    });
-    rows.forEach(function (row) { body.appendChild(row); });
-  }
+    function words(row) {
+      return row.hasAttribute("data-search") ? row.getAttribute("data-search")
+        : row.textContent.toLowerCase();
+    }
 
-  function apply() {
-    var words = filter.value.trim().toLowerCase();
-    var wanted = status.value;
-    var count = 0;
-    Array.prototype.forEach.call(body.rows, function (row) {
-      var text = row.getAttribute("data-search");
-      var keep = (words === "" || text.indexOf(words) !== -1) &&
-        (wanted === "" || row.getAttribute("data-status") === wanted);
-      row.hidden = !keep;
-      if (keep) { count += 1; }
-    });
-    shown.textContent = String(count);
-  }
+    function apply() {
+      var wanted = filter ? filter.value.trim().toLowerCase() : "";
+      var state = status ? status.value : "";
+      matching = rows().filter(function (row) {
+        return (wanted === "" || words(row).indexOf(wanted) !== -1) &&
+          (state === "" || row.getAttribute("data-status") === state);
+      });
+      page = 0;
+      render();
+    }
 
-  table.querySelectorAll("th button[data-sort]").forEach(function (button) {
-    button.addEventListener("click", function () { sortBy(button); });
-  });
-  filter.addEventListener("input", apply);
-  status.addEventListener("change", apply);
-  apply();
+    function render() {
+      var count = matching === null ? total : matching.length;
+      var pages = Math.max(1, Math.ceil(count / size));
+      page = Math.min(Math.max(page, 0), pages - 1);
+      if (matching !== null) {
+        body.replaceChildren.apply(body, matching.slice(page * size, (page + 1) * size));
+      }
+      if (shown) { shown.textContent = String(count); }
+      if (more) { more.hidden = true; }
+      if (!pager) { return; }
+      pager.hidden = pages < 2;
+      pager.querySelector("[data-page-status]").textContent = count === 0 ? "No rows" :
+        "Rows " + (page * size + 1) + "\\u2013" + Math.min(count, (page + 1) * size) +
+        " of " + count + " (page " + (page + 1) + " of " + pages + ")";
+      pager.querySelectorAll("button[data-page]").forEach(function (button) {
+        var to = button.getAttribute("data-page");
+        button.disabled = (to === "first" || to === "previous") ? page === 0 : page === pages - 1;
+      });
+    }
+
+    function turn(to) {
+      if (matching === null) { apply(); }
+      var pages = Math.max(1, Math.ceil(matching.length / size));
+      page = to === "first" ? 0 : to === "previous" ? page - 1 : to === "next" ? page + 1
+        : pages - 1;
+      render();
+    }
+
+    function value(row, column) {
+      var cell = row.querySelector('[data-column="' + column + '"]');
+      if (!cell) { return ""; }
+      return cell.hasAttribute("data-value") ? cell.getAttribute("data-value") : cell.textContent;
+    }
+
+    function compare(a, b, numeric) {
+      if (numeric) {
+        var x = a === "" ? -Infinity : Number(a), y = b === "" ? -Infinity : Number(b);
+        return x < y ? -1 : x > y ? 1 : 0;
+      }
+      return collator.compare(a, b);
+    }
+
+    function sortBy(button) {
+      var header = button.parentNode;
+      var column = button.getAttribute("data-sort");
+      var numeric = button.hasAttribute("data-numeric");
+      var ascending = header.getAttribute("aria-sort") !== "ascending";
+      box.querySelectorAll("th[aria-sort]").forEach(function (th) {
+        th.removeAttribute("aria-sort");
+      });
+      header.setAttribute("aria-sort", ascending ? "ascending" : "descending");
+      var keyed = rows().map(function (row) {
+        return {row: row, key: value(row, column), name: value(row, "submission")};
+      });
+      keyed.sort(function (a, b) {
+        var found = compare(a.key, b.key, numeric);
+        if (found === 0) { found = compare(a.name, b.name, false); }
+        return ascending ? found : -found;
+      });
+      order = keyed.map(function (item) { return item.row; });
+      apply();
+    }
+
+    box.querySelectorAll("th button[data-sort]").forEach(function (button) {
+      button.addEventListener("click", function () { sortBy(button); });
+    });
+    if (filter) { filter.addEventListener("input", apply); }
+    if (status) { status.addEventListener("change", apply); }
+    if (pager) {
+      pager.querySelectorAll("button[data-page]").forEach(function (button) {
+        button.addEventListener("click", function () { turn(button.getAttribute("data-page")); });
+      });
+    }
+    render();
+  }
 }());
+"""
+
+ROWS_SCRIPT = """\
+// Every row of every list of the cohort page, as the page writes them: dashboard.js pages
+// and filters them. A script, not data to fetch: it loads from file:// too.
+window.GRADEKIT_ROWS = {rows};
 """
 
 _BASE = """\
@@ -175,6 +252,7 @@ _FIGURE = """\
 _COHORT = """\
 {% extends "base.html" %}
 {% from "figure.html" import figure %}
+{% from "rows.html" import find, pager with context %}
 {% block title %}Cohort: {{ cohort.rubric or "grades" }}{% endblock %}
 {% block body %}
 <header>
@@ -206,78 +284,143 @@ endif %}</section>
 <h2>Students &times; cases: the first criterion that lost points</h2>
 <p class="muted">Each cell names the first criterion, in rubric order, whose check for that
 case lost points.</p>
+<div class="paged" data-list="grid" data-total="{{ total.grid }}" data-page-size="{{
+page_rows }}">
+{{ find("grid", "submission, criterion") }}
 <div class="scroll"><table id="case-grid">
 <thead><tr><th scope="col">Submission</th>{% for case in cohort.cases %}<th scope="col">{{
 case }}</th>{% endfor %}</tr></thead>
-<tbody>
-{% for s in cohort.submissions %}<tr data-submission="{{ s.row.submission }}"><th scope="row"><a
-href="students/{{ s.slug }}.html">{{ s.row.submission }}</a></th>{% for cell in s.cells %}<td
-data-case="{{ cell.case }}" data-criterion="{{ cell.criterion }}" class="{{ 'lost' if
-cell.criterion else ('full' if cell.label == full else 'muted') }}">{{ cell.label }}</td>{%
-endfor %}</tr>
-{% endfor %}</tbody>
+<tbody data-rows>
+{{ first.grid | join | safe }}</tbody>
 </table></div>
+{{ pager("grid", "submissions") }}
+</div>
 </section>
 
 <section id="findings">
 <h2>Findings by kind</h2>
 {{ figure(kinds) }}
-{% if cohort.findings %}<div class="scroll"><table id="finding-list">
+{% if cohort.findings %}<div class="paged" data-list="findings" data-total="{{ total.findings
+}}" data-page-size="{{ page_rows }}">
+{{ find("findings", "kind, submission, words") }}
+<div class="scroll"><table id="finding-list">
 <thead><tr><th scope="col">Kind</th><th scope="col">Submission</th><th scope="col">Finding</th>
 </tr></thead>
-<tbody>{% for kind, who, text in cohort.findings %}<tr><td>{{ kind }}</td><td><a
-href="students/{{ slugs[who] }}.html">{{ who }}</a></td><td>{{ text }}</td></tr>
-{% endfor %}</tbody></table></div>{% else %}<p>No findings.</p>{% endif %}
+<tbody data-rows>
+{{ first.findings | join | safe }}</tbody></table></div>
+{{ pager("findings", "findings") }}
+</div>{% else %}<p>No findings.</p>{% endif %}
 </section>
 
 <section id="review">
 <h2>Waiting for a person</h2>
-{% if review %}<p class="muted">First what needs a person now (a review made of an earlier
+<p id="queue-rows"><strong data-stat="pending-rows">{{ queue.rows }}</strong> of {{
+cohort.submissions | length }} rows still need a review: a criterion the rubric marks for
+review that no one has reviewed (pending), or one reviewed only on an earlier report (to do
+again).</p>
+{% if queue.criteria %}<table id="queue">
+<caption>Reviews left, per criterion</caption>
+<thead><tr><th scope="col">Criterion</th><th scope="col" class="number">Pending</th><th
+scope="col" class="number">To do again</th></tr></thead>
+<tbody>{% for cid, title, pending, again in queue.criteria %}<tr data-criterion="{{ cid }}"><td>{{
+title }}</td><td class="number" data-count="pending">{{ pending }}</td><td class="number"
+data-count="again">{{ again }}</td></tr>
+{% endfor %}</tbody></table>{% endif %}
+{% if total.review %}<p class="muted">First what needs a person now (a review made of an earlier
 report, a degraded or flagged grade), then the reviews the rubric always asks for.</p>
-<ul id="review-list">{% for s, why in review %}<li data-submission="{{ s.row.submission }}"{% if
-urgent(s) %} data-urgent{% endif %}>{% if urgent(s) %}<span class="badge lost">act now</span> {%
-endif %}<a href="students/{{ s.slug }}.html">{{ s.row.submission }}</a>: {{ why }}</li>
-{% endfor %}</ul>{% else %}<p>Nothing is waiting for a review.</p>{% endif %}
+<div class="paged" data-list="review" data-total="{{ total.review }}" data-page-size="{{
+page_rows }}">
+{{ find("review", "submission, criterion, reason") }}
+<ul id="review-list" data-rows>
+{{ first.review | join | safe }}</ul>
+{{ pager("review", "rows waiting") }}
+</div>{% else %}<p>Nothing is waiting for a review.</p>{% endif %}
 </section>
 
 <section id="changed">
 <h2>Grades that changed in the latest batch</h2>
-{% if changed %}<ul id="changed-list">{% for s in changed %}<li data-submission="{{
-s.row.submission }}"><a href="students/{{ s.slug }}.html">{{ s.row.submission }}</a>:
-{{ s.change.previous.total if s.change.previous.total is not none else s.change.previous.status
-}} &rarr; {{ s.change.current.total if s.change.current.total is not none else
-s.change.current.status }}. {% for cause in s.change.current.causes %}{{ cause }}{% if not
-loop.last %}; {% endif %}{% else %}Nothing the ledger records changed.{% endfor %}{% if
-s.change.current.divergence %} First divergence: {{ s.change.current.divergence }}{% endif %}</li>
-{% endfor %}</ul>{% else %}<p>No grade changed in the latest batch.</p>{% endif %}
+{% if total.changed %}<div class="paged" data-list="changed" data-total="{{ total.changed }}"
+data-page-size="{{ page_rows }}">
+{{ find("changed", "submission, cause") }}
+<ul id="changed-list" data-rows>
+{{ first.changed | join | safe }}</ul>
+{{ pager("changed", "changed grades") }}
+</div>{% else %}<p>No grade changed in the latest batch.</p>{% endif %}
 </section>
 
 <section id="submissions-section">
 <h2>Every submission</h2>
+<div class="paged" data-list="submissions" data-total="{{ total.submissions }}"
+data-page-size="{{ page_rows }}">
 <div class="controls">
-<label>Filter <input id="filter" type="search" placeholder="name, student, status"></label>
-<label>Status <select id="status-filter"><option value="">any</option>{% for st in statuses
-%}<option value="{{ st }}">{{ st }}</option>{% endfor %}</select></label>
-<span><span id="shown">{{ cohort.submissions | length }}</span> of {{ cohort.submissions |
-length }} shown</span>
+<label>Filter <input id="filter" data-filter type="search"
+placeholder="name, student, status"></label>
+<label>Status <select id="status-filter" data-status-filter><option value="">any</option>{% for
+st in statuses %}<option value="{{ st }}">{{ st }}</option>{% endfor %}</select></label>
+<span><span id="shown" data-shown>{{ cohort.submissions | length }}</span> of {{
+cohort.submissions | length }} shown</span>
 </div>
 <div class="scroll"><table id="submissions">
 <thead><tr>{% for column, title, numeric in columns %}<th scope="col"{% if numeric %}
 class="number"{% endif %}><button type="button" data-sort="{{ column }}"{% if numeric %}
 data-numeric{% endif %}>{{ title }}</button></th>{% endfor %}</tr></thead>
-<tbody>
-{% for s in cohort.submissions %}<tr data-submission="{{ s.row.submission }}" data-status="{{
-s.row.status }}" data-search="{{ (s.row.submission ~ ' ' ~ s.row.student ~ ' ' ~ s.row.status)
-| lower }}">{% for column, title, numeric in columns %}{% set v = cell(s, column) %}<td
-data-column="{{ column }}"{% if numeric %} class="number" data-value="{{ v }}"{% endif %}>{% if
-column == "submission" %}<a href="students/{{ s.slug }}.html">{{ v }}</a>{% else %}{{ v }}{%
-endif %}</td>{% endfor %}</tr>
-{% endfor %}</tbody>
+<tbody data-rows>
+{{ first.submissions | join | safe }}</tbody>
 </table></div>
+{{ pager("submissions", "submissions") }}
+</div>
 </section>
 </main>
+<script src="assets/rows.js"></script>
 <script src="assets/dashboard.js"></script>
 {% endblock %}
+"""
+
+# Each row of the cohort page's lists: the page holds the first page of each, rows.js all.
+_ROWS = """\
+{% macro submission(s) -%}
+<tr data-submission="{{ s.row.submission }}" data-status="{{ s.row.status }}" data-search="{{
+(s.row.submission ~ ' ' ~ s.row.student ~ ' ' ~ s.row.status) | lower }}">{% for column, title,
+numeric in columns %}{% set v = cell(s, column) %}<td data-column="{{ column }}"{% if numeric %}
+class="number" data-value="{{ v }}"{% endif %}>{% if column == "submission" %}<a
+href="students/{{ s.slug }}.html">{{ v }}</a>{% else %}{{ v }}{% endif %}</td>{% endfor %}</tr>
+{% endmacro %}
+{% macro grid(s) -%}
+<tr data-submission="{{ s.row.submission }}"><th scope="row"><a href="students/{{ s.slug
+}}.html">{{ s.row.submission }}</a></th>{% for c in s.cells %}<td data-case="{{ c.case }}"
+data-criterion="{{ c.criterion }}" class="{{ 'lost' if c.criterion else ('full' if c.label ==
+full else 'muted') }}">{{ c.label }}</td>{% endfor %}</tr>
+{% endmacro %}
+{% macro finding(kind, who, text) -%}
+<tr><td>{{ kind }}</td><td><a href="students/{{ slugs[who] }}.html">{{ who }}</a></td><td>{{
+text }}</td></tr>
+{% endmacro %}
+{% macro waiting(s, why) -%}
+<li data-submission="{{ s.row.submission }}"{% if urgent(s) %} data-urgent{% endif %}>{% if
+urgent(s) %}<span class="badge lost">act now</span> {% endif %}<a href="students/{{ s.slug
+}}.html">{{ s.row.submission }}</a>: {{ why }}</li>
+{% endmacro %}
+{% macro changed(s) -%}
+<li data-submission="{{ s.row.submission }}"><a href="students/{{ s.slug }}.html">{{
+s.row.submission }}</a>: {{ s.change.previous.total if s.change.previous.total is not none else
+s.change.previous.status }} &rarr; {{ s.change.current.total if s.change.current.total is not
+none else s.change.current.status }}. {% for cause in s.change.current.causes %}{{ cause }}{%
+if not loop.last %}; {% endif %}{% else %}Nothing the ledger records changed.{% endfor %}{% if
+s.change.current.divergence %} First divergence: {{ s.change.current.divergence }}{% endif %}</li>
+{% endmacro %}
+{% macro find(name, what) -%}
+{% if total[name] > page_rows %}<div class="controls"><label>Filter <input type="search"
+data-filter placeholder="{{ what }}"></label></div>{% endif %}
+{%- endmacro %}
+{% macro pager(name, what) -%}
+{% if total[name] > page_rows %}<p class="more" data-more>The first {{ page_rows }} of {{
+total[name] }} {{ what }}: turn JavaScript on to page through and filter the rest (each
+student's page holds all of theirs).</p>{% endif %}
+<nav class="pager" aria-label="Pages of {{ what }}" hidden><button type="button"
+data-page="first">First</button><button type="button" data-page="previous">Previous</button>
+<span class="page-status" data-page-status aria-live="polite"></span><button type="button"
+data-page="next">Next</button><button type="button" data-page="last">Last</button></nav>
+{%- endmacro %}
 """
 
 _STUDENT = """\
@@ -405,4 +548,4 @@ record.ok else ("failed: " ~ (record.error or "no error named")) }}</li>{% endif
 """
 
 TEMPLATES = {"base.html": _BASE, "figure.html": _FIGURE, "cohort.html": _COHORT,
-             "student.html": _STUDENT}
+             "rows.html": _ROWS, "student.html": _STUDENT}

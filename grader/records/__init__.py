@@ -11,6 +11,7 @@ May import: base, submission, regression, rubric, scoring, outputs.
 
 from __future__ import annotations
 
+from grader.records._bulk import plan_confirmations
 from grader.records._folder import (
     ARCHIVE,
     CALLS,
@@ -36,8 +37,17 @@ from grader.records._ledger import (
     rubric_lineage,
     verify_ledger,
 )
+from grader.records._merge import LedgerMerge, Merged, merge_folders, plan_merge
 from grader.records._promote import Request, promote_event, promotion
-from grader.records._reviews import ReviewRequest, apply_reviews, current_reviews, record_review
+from grader.records._reviews import (
+    Recorded,
+    ReviewRequest,
+    apply_reviews,
+    current_reviews,
+    record_review,
+    record_reviews,
+)
+from grader.records._sheet import export_sheet, read_sheet
 from grader.records._verify import verify_file
 
 __all__ = [
@@ -51,6 +61,9 @@ __all__ = [
     "REPORT",
     "RESULTS",
     "LedgerCorrupt",
+    "LedgerMerge",
+    "Merged",
+    "Recorded",
     "Request",
     "ReviewRequest",
     "append_events",
@@ -60,14 +73,20 @@ __all__ = [
     "causes",
     "current_reviews",
     "draw_key",
+    "export_sheet",
     "first_divergence",
     "grader_version",
     "history_lines",
+    "merge_folders",
+    "plan_confirmations",
+    "plan_merge",
     "promote_event",
     "promotion",
     "read_ledger",
+    "read_sheet",
     "record_grading",
     "record_review",
+    "record_reviews",
     "rubric_lineage",
     "sign_outputs",
     "verify_file",

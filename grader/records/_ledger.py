@@ -220,11 +220,18 @@ def _same_sets(sets: Mapping[str, str], used: object, event: Mapping[str, Any]) 
 
 
 def record_grading(path: Path, rubric: Rubric, rows: Sequence[GradebookRow], out: Path,
-                   grader: str, *, interrupted: Sequence[str] = ()) -> dict[str, str]:
+                   grader: str, *, interrupted: Sequence[str] = (), mode: str = "update",
+                   kept: Sequence[str] = (), absent: Sequence[str] = (),
+                   dropped: Sequence[str] = (), shard: str = "") -> dict[str, str]:
     """Append one batch event and a run event per submission; return, per folder, "" or
     the ``seq`` of the earlier run whose inputs, rubric and grader were the same.
     ``interrupted`` names the folders a Ctrl-C kept from finishing: the batch event lists
     them, and the rows that did finish are recorded as any others.
+
+    The batch event also says what the batch did to the gradebook it found: ``mode``
+    ("update" or "replace"), always; ``kept``, the folders of rows kept without being
+    graded now; ``absent``, those of them the batch's paths no longer hold; ``dropped``,
+    those ``replace`` removed; ``shard``, ``K/N`` (each only when there is one).
 
     A run is known by its idempotency key: the SHA-256 of the student, the rubric's
     digest, the grader's version and the digest of every graded input. Grading the same
@@ -268,6 +275,12 @@ def record_grading(path: Path, rubric: Rubric, rows: Sequence[GradebookRow], out
                              "unchanged": sorted(unchanged)}
     if interrupted:
         batch["interrupted"] = sorted(interrupted)
+    batch["mode"] = mode
+    for name, folders in (("kept", kept), ("absent", absent), ("dropped", dropped)):
+        if folders:
+            batch[name] = sorted(set(folders))
+    if shard:
+        batch["shard"] = shard
     append_events(path, [batch, *runs])
     return unchanged
 

@@ -65,7 +65,9 @@ from grader.records._ledger import (
 
 __all__ = [
     "Applied",
+    "Planned",
     "Recorded",
+    "ReviewIndex",
     "ReviewRequest",
     "ReviewState",
     "Stale",
@@ -73,8 +75,11 @@ __all__ = [
     "current_reviews",
     "plan_review",
     "record_review",
+    "record_reviews",
+    "require_reviewer",
     "review_of",
     "review_state",
+    "review_states",
 ]
 
 BY_LIMIT = 100  # characters of a reviewer's name
@@ -173,20 +178,58 @@ class Applied:
     notes: tuple[str, ...]
 
 
-def apply_reviews(out: Path, rows: Sequence[GradebookRow]) -> Applied:
+def apply_reviews(out: Path, rows: Sequence[GradebookRow],
+                  kept: Sequence[GradebookRow] = ()) -> Applied:
     """Bring the gradebook of the grades folder ``out`` up to date with its ledger's
-    reviews after a grading: every row gets its ``review`` and ``final``. (Each reviewed
-    row's ``results.json`` was written with its reviews already, and signed once.)"""
-    events = read_ledger(out / LEDGER).events
-    states = [_state(out, row, events) for row in rows]
+    reviews after a grading: every row gets its ``review`` and ``final``; ``kept`` (rows of
+    earlier batches this one did not grade) are written as they are. (Each reviewed
+    row's ``results.json`` was written with its reviews already, and signed once.)
+
+    The ledger's review events are indexed once, so the cost grows with the rows and
+    the events, not with their product."""
+    index = ReviewIndex(read_ledger(out / LEDGER).events)
+    states = [_state(out, row, index.bearing_on(row)) for row in rows]
     reviewed = tuple(_reviewed_row(row, state) for row, state in zip(rows, states, strict=True))
-    _write_gradebook(out, reviewed)
+    _write_gradebook(out, [*reviewed, *kept])
     notes = [note for row, state in zip(reviewed, states, strict=True)
              for note in _notes(row, state, out)]
     return Applied(reviewed, tuple(notes))
 
 
+class ReviewIndex:
+    """The ledger's review events by student and by report digest, and its run events by
+    student, built in one pass: what keeps many rows' reviews linear in the ledger."""
+
+    def __init__(self, events: Sequence[Mapping[str, Any]]) -> None:
+        self._reviews = _reviews(events)
+        self._student: dict[object, list[int]] = {}
+        self._report: dict[object, list[int]] = {}
+        self._runs: dict[object, list[Mapping[str, Any]]] = {}
+        for place, event in enumerate(self._reviews):
+            self._student.setdefault(event.get("student"), []).append(place)
+            self._report.setdefault(event.get("report"), []).append(place)
+        for event in events:
+            if event.get("event") == "run":
+                self._runs.setdefault(event.get("student"), []).append(event)
+
+    def bearing_on(self, row: GradebookRow) -> list[Mapping[str, Any]]:
+        """The review events of the row's student or of its report, in ledger order: all
+        that ``review_state`` looks at, so it gives what it gives for the whole ledger."""
+        places = {*self._student.get(row.student, ()), *self._report.get(row.digest, ())}
+        return [self._reviews[place] for place in sorted(places)]
+
+    def runs_of(self, student: str) -> list[Mapping[str, Any]]:
+        """The run events of ``student``, in ledger order: all that ``plan_review`` reads."""
+        return self._runs.get(student, [])
+
+    def of_report(self, digest: str) -> list[Mapping[str, Any]]:
+        """The review events of report ``digest``, in ledger order."""
+        return [self._reviews[place] for place in self._report.get(digest, ())]
+
+
 def _state(out: Path, row: GradebookRow, events: Sequence[Mapping[str, Any]]) -> ReviewState:
+    """The row's review state; ``events``: the ledger's, or at least every review event
+    of the row's student and of its report (``ReviewIndex.bearing_on``)."""
     if row.status not in REPORTED or not row.digest:
         return ReviewState(())
     return review_state(events, row.student, row.digest, _marked(out, row))
@@ -303,7 +346,7 @@ def record_review(out: Path, request: ReviewRequest, key: bytes | None) -> Recor
                        if r.criterion == event["criterion"]), None)
     written = append_events(out / LEDGER, [event])[0]
     events = read_ledger(out / LEDGER).events
-    states = [_state(out, row, events) for row in rows]
+    states = review_states(out, rows, events)
     _write_gradebook(out, [_reviewed_row(r, s) for r, s in zip(rows, states, strict=True)])
     reviews = current_reviews(events, str(event["report"]))
     rewrite_results(out / folder, str(event["report"]), document, reviews, key)
@@ -400,3 +443,68 @@ def _require_signable(path: Path, digest: str, key: bytes | None) -> None:
     wrong, _ = signature_problem("results", document, key)
     if wrong:
         raise UsageError(f"{path}: {wrong}; pass --key-file with the key it was graded with")
+
+
+# -- many reviews at once: gradekit review --pending, gradekit reviews import -----------------
+
+# A review event as ``plan_review`` makes it (no ``seq``, no ``prev``), with the verified
+# archived report it judges.
+Planned = tuple[dict[str, Any], Mapping[str, Any]]
+
+
+def review_states(out: Path, rows: Sequence[GradebookRow], events: Sequence[Mapping[str, Any]]
+                  ) -> list[ReviewState]:
+    """Each gradebook row's reviews, as its ``review`` cell shows them (none for a row that
+    has no report); the ledger's ``events`` are indexed once."""
+    index = ReviewIndex(events)
+    return [_state(out, row, index.bearing_on(row)) for row in rows]
+
+
+def record_reviews(out: Path, events: Sequence[Mapping[str, Any]], planned: Sequence[Planned],
+                   key: bytes | None) -> tuple[Recorded, ...]:
+    """Append every review ``planned`` against the ledger's ``events`` in one append (one
+    lock, one fsync), then write the gradebook once and each reviewed report's results.json
+    once. The ledger, gradebook and results.json end as ``record_review`` leaves them after
+    each review in turn, and each ``Recorded`` says what it would have printed. A signed
+    results.json without its key is refused before anything is appended."""
+    judged = [(str(event["report"]), str(event["criterion"])) for event, _ in planned]
+    if len(set(judged)) < len(judged):
+        raise ValueError("two planned reviews judge one criterion of one report")
+    if not planned:
+        return ()
+    folders = sorted({(str(event["submission"]), str(event["report"])) for event, _ in planned})
+    for folder, digest in folders:
+        _require_signable(out / folder / RESULTS, digest, key)
+    book = out / GRADEBOOK
+    rows = read_gradebook(book.read_bytes())[1] if book.is_file() else []
+    before = ReviewIndex(events)
+    superseded = [next((r.event for r in current_reviews(before.of_report(report), report)
+                        if r.criterion == criterion), None) for report, criterion in judged]
+    written = append_events(out / LEDGER, [event for event, _ in planned])
+    after = read_ledger(out / LEDGER).events
+    _write_gradebook(out, [_reviewed_row(row, state)
+                           for row, state in zip(rows, review_states(out, rows, after),
+                                                 strict=True)])
+    index = ReviewIndex(after)
+    documents = {str(event["report"]): document for event, document in planned}
+    for folder, digest in folders:
+        rewrite_results(out / folder, digest, documents[digest],
+                        current_reviews(index.of_report(digest), digest), key)
+    recorded = []
+    for event, earlier in zip(written, superseded, strict=True):
+        document, report = documents[str(event["report"])], str(event["report"])
+        total = cents_of(document["total"], "total")
+        then = [e for e in index.of_report(report) if int(e["seq"]) <= int(event["seq"])]
+        reviews = current_reviews(then, report)  # as it stood then
+        latest = _student_runs(index.runs_of(str(event["student"])),
+                               str(event["student"]))[-1]["report"] == report
+        recorded.append(Recorded(event, review_of(event), total, ReviewState(reviews).final(total),
+                                 cents_of(document["max"], "max"), earlier, latest))
+    return tuple(recorded)
+
+
+def require_reviewer(by: str, reason: str) -> None:
+    """``--by`` and ``--reason`` as ``gradekit review`` takes them; ``UsageError`` with the
+    fix otherwise (checked once for many reviews, before any is planned)."""
+    _require_text("--by", by, BY_LIMIT)
+    _require_text("--reason", reason, TEXT_LIMIT)

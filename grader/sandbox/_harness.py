@@ -1,9 +1,11 @@
 """The child side of gradekit's sandbox: it runs untrusted agent code and talks to the grader.
 
-Standard library only, and run by file path (``python -S -P -B _harness.py READ_FD
-WRITE_FD``): it never imports ``lab``, ``gradekit`` or ``grader``, because the submission
-ships its own ``lab`` (and often a copy of ``gradekit``), and nothing the grader
-relies on may depend on code the submission can shadow or patch. The agent gets
+Standard library only, and run by file path (``python -S -P -B _harness.pyc READ_FD
+WRITE_FD``: its bytecode, compiled once per grader process by ``grader.sandbox._walls``
+so that no child compiles it again): it never imports ``lab``, ``gradekit`` or
+``grader``, because the submission ships its own ``lab`` (and often a copy of
+``gradekit``), and nothing the grader relies on may depend on code the submission can
+shadow or patch. The agent gets
 the grader's own ``gradekit`` (``Library``), read-only. Everything this process
 says is a claim; ``grader.sandbox._sandbox`` (the parent) decides what it is worth.
 
@@ -83,6 +85,7 @@ import _thread
 import base64
 import contextlib
 import errno
+import fnmatch
 import hashlib
 import importlib
 import inspect
@@ -91,7 +94,6 @@ import os
 import pathlib
 import posix
 import resource
-import shutil
 import site
 import stat
 import sys
@@ -212,24 +214,44 @@ def copy_submission(source: str, target: str, ignored: Iterable[str]) -> None:
     """Copy a submission's folders, regular files and links; skip names matching ``ignored``.
 
     Links stay links (never followed out of the submission); FIFOs, sockets and devices
-    are left out, so copying can neither hang nor read a device.
+    are left out, so copying can neither hang nor read a device. Each folder's entries
+    are made in name order (a folder lists them as made). Plain system calls, one
+    ``sendfile`` a file: every sandboxed child copies its submission, so each call counts.
     """
-    skip = shutil.ignore_patterns(*ignored)
+    patterns = tuple(ignored)
 
     def copy_folder(here: str, there: str) -> None:
         os.makedirs(there, exist_ok=True)
-        names = sorted(os.listdir(here))
-        for name in sorted(set(names) - skip(here, names)):
-            origin, copy = os.path.join(here, name), os.path.join(there, name)
-            mode = os.lstat(origin).st_mode
-            if stat.S_ISLNK(mode):
-                os.symlink(os.readlink(origin), copy)
-            elif stat.S_ISDIR(mode):
-                copy_folder(origin, copy)
-            elif stat.S_ISREG(mode):
-                shutil.copyfile(origin, copy, follow_symlinks=False)
+        with os.scandir(here) as found:
+            entries = sorted(found, key=lambda entry: entry.name)
+        for entry in entries:
+            if any(fnmatch.fnmatch(entry.name, pattern) for pattern in patterns):
+                continue
+            copy = os.path.join(there, entry.name)
+            if entry.is_symlink():
+                os.symlink(os.readlink(entry.path), copy)
+            elif entry.is_dir(follow_symlinks=False):
+                copy_folder(entry.path, copy)
+            elif entry.is_file(follow_symlinks=False):
+                copy_file(entry.path, copy)
 
     copy_folder(source, target)
+
+
+def copy_file(origin: str, copy: str) -> None:
+    """Copy one regular file's bytes (a file swapped for a FIFO meanwhile is not opened)."""
+    read = os.open(origin, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    try:
+        if not stat.S_ISREG(os.fstat(read).st_mode):
+            return
+        write = os.open(copy, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+        try:
+            while os.sendfile(write, read, None, 1 << 30):
+                pass
+        finally:
+            os.close(write)
+    finally:
+        os.close(read)
 
 
 def die_with_parent(parent: int) -> None:

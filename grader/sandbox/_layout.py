@@ -1,7 +1,9 @@
 """One sandboxed run's folders, the wall they are laid out for, and what the child is told.
 
 ``Wall`` is what every wall does (its classes are in ``grader.sandbox._walls``);
-``prepare_run`` makes a run's folders, the wall laying out its part; ``child_config`` and
+``LaidOut`` is the submission laid out once for all the runs of one grading, each run
+copying from it; ``prepare_run`` makes a run's folders, the wall laying out its part;
+``child_config`` and
 ``child_environment`` are what the child is told; ``captured_output`` and ``read_regular``
 are how the parent reads what it left.
 """
@@ -10,23 +12,28 @@ from __future__ import annotations
 
 import contextlib
 import os
+import py_compile
 import secrets
 import stat
+import sys
 import tempfile
+import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, ClassVar
 
 from grader._model import IGNORED_NAMES, Limits
 from grader.sandbox._channel import Child
+from grader.sandbox._harness import copy_submission
 from grader.sandbox._hold import host_hold
 from grader.sandbox._isolation import KIT, as_root
 
 __all__ = [
-    "IGNORED_NAMES", "WALLS", "Layout", "Wall", "captured_output", "child_config",
-    "child_environment", "child_outputs", "prepare_run", "read_regular",
+    "IGNORED_NAMES", "WALLS", "LaidOut", "Layout", "Wall", "captured_output", "child_config",
+    "child_environment", "child_outputs", "compile_package", "compile_tree", "prepare_run",
+    "read_regular", "readable",
 ]
 
 
@@ -121,6 +128,7 @@ class Layout:
     """
 
     root: Path  # the submission as the instructor handed it in
+    source: Path  # its copy laid out once for the grading's runs: what each run copies
     run: Path
     copy: Path  # the submission's private copy: the child's cwd and HOME
     work: Path  # traces and TMPDIR: the only other place the child may write
@@ -136,6 +144,12 @@ class Layout:
     def child_work(self) -> str:
         """The folder the child writes besides its copy."""
         return self.wall.child_work(self)
+
+    @property
+    def ignored(self) -> tuple[str, ...]:
+        """The names a run's copy leaves out: none from a laid-out copy, which has none of
+        them (its ``__pycache__`` folders are the grader's compiled code)."""
+        return IGNORED_NAMES if self.source == self.root else ()
 
     def inside(self, path: Path) -> str:
         """The name the child knows a file of ``work`` by."""
@@ -153,12 +167,112 @@ class Layout:
         return text
 
 
-def prepare_run(root: Path, scratch: Path, wall: Wall) -> Layout:
-    """A fresh run's folders under ``scratch``, laid out for the child behind ``wall``."""
+_COMPILED_MAX = 1 << 20  # bytes: a larger source is left for the child to compile
+
+
+@dataclass(slots=True)
+class LaidOut:
+    """The submission laid out once for all the runs of one grading, read-only to them.
+
+    The first run copies the instructor's folder here (ignored names left out, links kept
+    as links, nothing but folders, files and links) and every later run copies from this
+    copy, so all the runs of a grading see the same files however the original changes
+    meanwhile. Each run still gets a writable copy of its own (a run writes in its copy;
+    no run sees another's writes); only the reading of the original, the filtering and the
+    compiling are done once.
+
+    The packages the runs import from (``lab`` of ``lab.agent:run``) are compiled here,
+    each once, into ``__pycache__`` beside their sources: checked-hash pycs, which Python
+    uses only while the source's hash matches, so a run that edits a module imports its
+    edit, and timestamps never matter. A source that does not compile without a warning is
+    left for the child, which compiles it as before and says what Python says.
+    """
+
+    folder: Path | None = None
+    compiled: set[str] = field(default_factory=set)
+
+    def source(self, root: Path, scratch: Path, packages: Sequence[str]) -> Path:
+        """The laid-out copy of ``root`` (made under ``scratch`` on the first call), its
+        ``packages`` (top-level names) compiled."""
+        if self.folder is None:
+            scratch.mkdir(parents=True, exist_ok=True)
+            folder = Path(tempfile.mkdtemp(prefix="submission-", dir=scratch)).resolve()
+            os.chmod(folder, 0o755)  # uid 65534 reads it, behind namespaces as root
+            copy_submission(str(root), str(folder / "copy"), IGNORED_NAMES)
+            self.folder = folder / "copy"
+        for package in packages:
+            if package not in self.compiled:
+                self.compiled.add(package)
+                compile_package(self.folder, package)
+                readable(self.folder)
+        return self.folder
+
+
+def readable(top: Path) -> None:
+    """Make every folder and file under ``top`` readable by every user, whatever the umask
+    (uid 65534 copies them behind namespaces as root). Each is opened without following a
+    link, so a link (even one put in place meanwhile) is never followed out of ``top``."""
+    for here, _, files in os.walk(top):
+        _chmod(here, 0o755, os.O_DIRECTORY)
+        for name in files:
+            _chmod(os.path.join(here, name), 0o644, 0)
+
+
+def _chmod(path: str, mode: int, flags: int) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | flags)
+    except OSError:  # a link, or gone
+        return
+    try:
+        if stat.S_ISDIR(os.fstat(fd).st_mode) or stat.S_ISREG(os.fstat(fd).st_mode):
+            os.fchmod(fd, mode)
+    finally:
+        os.close(fd)
+
+
+def compile_package(folder: Path, package: str) -> None:
+    """Compile the top-level ``package`` (a folder or a module) of the copy at ``folder``."""
+    if not package.isidentifier():
+        return
+    top = folder / package
+    if top.is_dir() and not top.is_symlink():
+        compile_tree(top)
+    module = folder / f"{package}.py"
+    if module.is_file() and not module.is_symlink():
+        _compile_file(module)
+
+
+def compile_tree(top: Path) -> None:
+    """Compile every module in the folder ``top`` and the packages below it."""
+    for here, folders, files in os.walk(top):
+        folders[:] = sorted(f for f in folders if f.isidentifier())
+        for name in sorted(files):
+            if name.endswith(".py"):
+                _compile_file(Path(here, name))
+
+
+def _compile_file(source: Path) -> None:
+    if source.is_symlink() or not source.is_file() or source.stat().st_size > _COMPILED_MAX:
+        return
+    target = source.parent / "__pycache__" / f"{source.stem}.{sys.implementation.cache_tag}.pyc"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a warning is the child's to print, as before
+        try:
+            py_compile.compile(str(source), cfile=str(target), doraise=True,
+                               invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH)
+        except (py_compile.PyCompileError, SyntaxError, ValueError, RecursionError,
+                MemoryError, OSError, Warning):
+            with contextlib.suppress(OSError):
+                target.unlink()
+
+
+def prepare_run(root: Path, scratch: Path, wall: Wall, source: Path | None = None) -> Layout:
+    """A fresh run's folders under ``scratch``, laid out for the child behind ``wall``;
+    the run copies the submission from ``source`` (a ``LaidOut`` copy), else from ``root``."""
     scratch.mkdir(parents=True, exist_ok=True)
     run = Path(tempfile.mkdtemp(prefix="run-", dir=scratch)).resolve()
-    layout = Layout(root.resolve(), run, run / "submission", run / "work", run / "output",
-                    wall)
+    layout = Layout(root.resolve(), (source or root).resolve(), run, run / "submission",
+                    run / "work", run / "output", wall)
     wall.prepare(layout)
     layout.output.mkdir()
     return layout

@@ -63,6 +63,7 @@ from grader.sandbox._channel import (
 )
 from grader.sandbox._cutpoint import CutPointRun, cut_point_verdict
 from grader.sandbox._layout import (
+    LaidOut,
     Layout,
     Wall,
     captured_output,
@@ -179,12 +180,15 @@ class CaseServer(Protocol):
 class Sandbox:
     """Where a submission's code runs: the submission at ``root``, each run's folders in a
     fresh folder under ``scratch``, the rubric's ``limits``, behind ``wall``. What differs
-    between the runs of one grading is given to each call."""
+    between the runs of one grading is given to each call. The submission is laid out
+    once for all the runs made through one sandbox and the sandboxes ``within`` it
+    (``laid``): make a new ``Sandbox`` to see a changed submission."""
 
     root: Path
     scratch: Path
     limits: Limits
     wall: Wall = PROCESS_WALL
+    laid: LaidOut = field(default_factory=LaidOut, compare=False, repr=False)
 
     def within(self, folder: str) -> Sandbox:
         """The same sandbox, its runs' folders under ``scratch / folder``."""
@@ -199,7 +203,7 @@ class Sandbox:
         ids = [case_id for case_id, _ in cases]
         if len(set(ids)) != len(ids):
             raise ValueError(f"case ids must be unique, got {ids}")
-        layout = prepare_run(self.root, self.scratch, self.wall)
+        layout = self._prepare(agent)
         planned = [_Case(case_id, task, layout.work / f"trace-{n:03d}.jsonl")
                    for n, (case_id, task) in enumerate(cases)]
         run = _Run(plan, self.limits, layout)
@@ -233,7 +237,7 @@ class Sandbox:
         and one prompt never recorded (``unknown``, when it is not in ``recorded``); the
         parent judges.
         """
-        layout = prepare_run(self.root, self.scratch, self.wall)
+        layout = self._prepare(replay)
         cassette, probe, expected = probe_cassette(layout, recorded, unknown)
         config = child_config(layout, self.limits, mode="probe_replay", replay=replay,
                               probe=probe)
@@ -244,11 +248,18 @@ class Sandbox:
     def run_cut_point_test(self, test: str, guard: str, *, allow_all: bool) -> CutPointRun:
         """Run the cut-point ``test`` over the submission; with ``allow_all``, its ``guard``
         replaced first by one that allows everything."""
-        layout = prepare_run(self.root, self.scratch, self.wall)
+        layout = self._prepare(test, guard)
         config = child_config(layout, self.limits, mode="cut_point", test=test, guard=guard,
                               allow_all=allow_all)
         with child_outputs(layout) as outputs, self._child(config, layout, outputs) as child:
             return cut_point_verdict(child, layout, self.limits, str(config["seal"]))
+
+    def _prepare(self, *specs: str) -> Layout:
+        """A fresh run's folders, copying from the laid-out submission, the packages of
+        ``specs`` (``package.module:attribute``) compiled there."""
+        packages = [spec.partition(":")[0].partition(".")[0] for spec in specs]
+        source = self.laid.source(self.root, self.scratch, packages)
+        return prepare_run(self.root, self.scratch, self.wall, source)
 
     @contextmanager
     def _child(self, config: Mapping[str, object], layout: Layout,

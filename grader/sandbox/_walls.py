@@ -15,11 +15,16 @@ carries back into one.
 
 from __future__ import annotations
 
+import atexit
 import fnmatch
 import functools
+import hashlib
 import os
 import platform
+import py_compile
+import shutil
 import sys
+import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO, Final
@@ -42,12 +47,12 @@ from grader.sandbox._isolation import (
     interpreter,
     package_folders,
 )
-from grader.sandbox._layout import IGNORED_NAMES, WALLS, Layout, Wall
+from grader.sandbox._layout import IGNORED_NAMES, WALLS, Layout, Wall, compile_tree, readable
 from grader.sandbox._seccomp import allow_list_filter
 
 __all__ = [
-    "PROCESS_WALL", "NamespacesWall", "ProcessWall", "choose_isolation", "isolation_requests",
-    "wall_named", "warm_walls",
+    "PROCESS_WALL", "NamespacesWall", "ProcessWall", "choose_isolation", "harness_code",
+    "isolation_requests", "wall_named", "warm_walls",
 ]
 
 # The kit the agent runs on: the grader's own gradekit, whatever copy the submission ships
@@ -56,6 +61,52 @@ LIBRARY = Path(gradekit.__file__).resolve().parent
 LIBRARY_INSIDE = f"{KIT}/library/gradekit"
 # The resource limits every wall sets on its child (the rubric's [limits] of those names).
 _LIMITS = ("memory_mb", "cpu_s", "file_mb", "open_files")
+HARNESS_INSIDE = f"{KIT}/harness.pyc"  # the compiled harness, behind namespaces
+
+
+@functools.cache
+def _kit_folder() -> Path:
+    """This process's folder of compiled kit code, readable by every user (uid 65534 reads
+    it behind namespaces as root) and removed when the process that made it exits (not
+    when a worker forked from it does)."""
+    folder = Path(tempfile.mkdtemp(prefix="gradekit-kit-"))
+    os.chmod(folder, 0o755)
+    atexit.register(_remove_by, os.getpid(), folder)
+    return folder
+
+
+def _remove_by(maker: int, folder: Path) -> None:
+    if os.getpid() == maker:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@functools.cache
+def harness_code(filename: str = f"{KIT}/harness.py") -> Path:
+    """The harness compiled once per grader process, for children that know its source as
+    ``filename`` (their tracebacks name it): a child runs the bytecode file instead of
+    compiling the source at every start. The file's name keeps ``_harness.py`` in every
+    child's command line."""
+    folder = _kit_folder() / f"harness-{hashlib.sha256(filename.encode()).hexdigest()[:16]}"
+    folder.mkdir(mode=0o755)
+    code = folder / "_harness.pyc"
+    py_compile.compile(str(HARNESS), cfile=str(code), dfile=filename, doraise=True,
+                       invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)
+    os.chmod(folder, 0o755)
+    os.chmod(code, 0o644)
+    return code
+
+
+@functools.cache
+def library_code() -> Path:
+    """The grader's ``gradekit`` as the namespaces wall shows it: copied once per grader
+    process, its bytecode compiled beside it (checked-hash pycs). A child cannot write
+    bytecode, so without this every child compiled each module of the library whose
+    ``__pycache__`` was missing or older than its source (a fresh checkout, an edit)."""
+    library = _kit_folder() / "library" / "gradekit"
+    copy_submission(str(LIBRARY), str(library), IGNORED_NAMES)
+    compile_tree(library)
+    readable(library.parent)
+    return library
 
 
 class ProcessWall(Wall):
@@ -70,11 +121,12 @@ class ProcessWall(Wall):
     def warm(self) -> None:
         package_folders()
         host_hold()
+        harness_code(str(HARNESS))
 
     def prepare(self, layout: Layout) -> None:
         # Links stay links: a write through one is judged by where it points, and copying
         # never follows one out of the submission.
-        copy_submission(str(layout.root), str(layout.copy), IGNORED_NAMES)
+        copy_submission(str(layout.source), str(layout.copy), layout.ignored)
         (layout.work / "tmp").mkdir(parents=True)
 
     def child_copy(self, layout: Layout) -> str:
@@ -97,15 +149,17 @@ class ProcessWall(Wall):
     def start(self, config: Mapping[str, object], layout: Layout, env: Mapping[str, str],
               outputs: tuple[IO[bytes], IO[bytes]], limits: Limits,
               shown: Sequence[Path]) -> Child:
-        return Child(config, layout.copy, env, outputs, cell=host_hold().cell(Budget.of(limits)))
+        command = [sys.executable, *PYTHON_FLAGS, str(harness_code(str(HARNESS)))]
+        return Child(config, layout.copy, env, outputs, command=command,
+                     cell=host_hold().cell(Budget.of(limits)))
 
 
 class NamespacesWall(Wall):
     """Bubblewrap: the child runs as ``nobody`` in its own user, pid, network, ipc and uts
-    namespaces and sees none of the run's folders. The original submission is shown
-    read-only at ``/gradekit/original`` and the harness copies it into its own ``/sandbox``
-    tmpfs; of ``work`` it sees only the files bound one by one (traces, the probe's
-    cassette)."""
+    namespaces and sees none of the run's folders. The submission, laid out once for the
+    grading (``LaidOut``), is shown read-only at ``/gradekit/original`` and the harness
+    copies it into its own ``/sandbox`` tmpfs; of ``work`` it sees only the files bound one
+    by one (traces, the probe's cassette). The harness runs from its compiled bytecode."""
 
     name = "namespaces"
     description = ("namespaces (bubblewrap: own user, pid, network, ipc and uts namespaces, "
@@ -130,6 +184,8 @@ class NamespacesWall(Wall):
         bubblewrap()
         interpreter()
         host_hold()
+        harness_code()
+        library_code()
         host_user(_kit(), ())  # as root: whether uid 65534 can run the kit, probed once
 
     def stated(self, root: Path, scratch: Path) -> str:
@@ -153,7 +209,7 @@ class NamespacesWall(Wall):
     def configure(self, layout: Layout, limits: Limits) -> dict[str, object]:
         return {
             "copy": {"from": f"{KIT}/original", "to": self.child_copy(layout),
-                     "ignore": list(IGNORED_NAMES)},
+                     "ignore": list(layout.ignored)},
             "site": list(interpreter()[2]),
             "library": LIBRARY_INSIDE,
             # Processes are capped only here: outside a user namespace RLIMIT_NPROC counts
@@ -169,6 +225,8 @@ class NamespacesWall(Wall):
             raise UsageError(f"namespaces isolation was chosen, but {why}: {INSTALL_HINT}")
         for path in shown:
             path.touch()  # a bind needs its file
+        # The laid-out copy is readable by every user by construction (``LaidOut``): the
+        # original's files decide, as they decide what the copy holds.
         user, _ = host_user(_kit(), (*_submission_files(str(layout.root)),
                                      *(str(p) for p in shown)))
         if user is not None:
@@ -176,8 +234,9 @@ class NamespacesWall(Wall):
                 if path.suffix == ".jsonl":  # the traces it writes
                     os.chown(path, user, user)
         python, binds, _ = interpreter()
-        binds += (Bind(str(layout.root), f"{KIT}/original"),
-                  Bind(str(HARNESS), f"{KIT}/harness.py"), Bind(str(LIBRARY), LIBRARY_INSIDE))
+        binds += (Bind(str(layout.source), f"{KIT}/original"),
+                  Bind(str(harness_code()), HARNESS_INSIDE),
+                  Bind(str(library_code()), LIBRARY_INSIDE))
         binds += tuple(Bind(str(p), self.inside(layout, p), writable=p.suffix == ".jsonl")
                        for p in shown)
         program = allow_list_filter(platform.machine())
@@ -188,7 +247,7 @@ class NamespacesWall(Wall):
                 pipe.write(program)  # a few hundred bytes: far below a pipe's buffer
         try:
             argv = bwrap_argv(bwrap_path, binds, disk_mb=limits.disk_mb, seccomp_fd=read_end)
-            command = [*argv, python, *PYTHON_FLAGS, f"{KIT}/harness.py"]
+            command = [*argv, python, *PYTHON_FLAGS, HARNESS_INSIDE]
             fds = () if read_end is None else (read_end,)
             return Child(config, layout.run, env, outputs, command=command, pass_fds=fds,
                          cell=host_hold().cell(Budget.of(limits)), user=user)
@@ -201,7 +260,8 @@ def _kit() -> tuple[str, ...]:
     """What a child behind namespaces reads besides the submission: the interpreter, the
     packages, the harness and the library."""
     python, binds, _ = interpreter()
-    return (python, *(bind.source for bind in binds), str(HARNESS), str(LIBRARY))
+    return (python, *(bind.source for bind in binds), str(harness_code()),
+            str(library_code()))
 
 
 @functools.lru_cache(maxsize=64)

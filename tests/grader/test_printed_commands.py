@@ -161,11 +161,16 @@ class Run:
 RUNS: dict[str, Run] = {
     "grade-lab": Run({}, says="kit: 100.00 / 100.00"),
     "grade-into": Run({"submissions": ".", "out": "grades-x"}, says="kit: 100.00 / 100.00"),
+    "grade-replace": Run({"submissions": ".", "out": "grades-x"}, says="kit: 100.00 / 100.00"),
     "ledger-verify": Run({"grades": "grades-x"}, says="the chain holds"),
     "report-verify": Run({"path": "grades-x/kit/report.json"}, says="matches the content"),
     "review": Run({"student": "kit", "criterion": "written_summary", "by": "kim",
                    "reason": "read it", "out": "grades-x"}, says="confirmed by kim"),
     "history": Run({"student": "kit", "out": "grades-x"}, says="confirmed by kim"),
+    "reviews-export": Run({"out": "grades-x", "criterion": "stretch_goal", "sheet": "sheet.csv"},
+                          says="wrote sheet.csv: 1 row of 1 report (1 pending"),
+    "reviews-import": Run({"sheet": "sheet.csv", "by": "kim", "out": "grades-x"},
+                          says="nothing to record: no new decision in sheet.csv"),
     "gradebook-merge": Run({"first": "grades-x/gradebook.csv", "second": "part2.csv",
                             "out": "merged.csv"}, says="merged 2 gradebooks"),
     # The reference fails no case, and a regression set takes only failures.

@@ -380,8 +380,11 @@ def test_the_summary_counts_and_averages_come_from_the_gradebook(site: CohortSit
         "urgent": str(sum(1 for row in rows if row.status == "degraded"
                           or (row.status in REPORTED and row.reason)
                           or "NEEDS A NEW REVIEW" in row.review)),
+        "pending": str(sum(1 for row in rows
+                           if "pending: " in row.review or "NEEDS A NEW REVIEW" in row.review)),
         "changed": "1",
     }
+    assert summary["pending"] != "0"  # the rubric marks criteria for review: some are left
     assert len(finals) == len(rows) - 1 == 10
     # The distribution's caption and its table say the same: ten bins over 0..100.
     figure = page.one("figure", id="chart-distribution")
@@ -745,7 +748,7 @@ def test_submission_text_reaches_the_pages_only_as_text(site: CohortSite) -> Non
         assert "javascript:" not in html.lower().replace("(javascript:alert(1))", ""), name
         page = parse(path)
         scripts = page.all("script")
-        assert [s.get("src") for s in scripts] == (["assets/dashboard.js"]
+        assert [s.get("src") for s in scripts] == (["assets/rows.js", "assets/dashboard.js"]
                                                    if name == "index.html" else []), name
         assert not page.all("img") and not page.all("iframe") and not page.all("object")
         for node in page.iter():
@@ -767,7 +770,7 @@ def test_the_same_grades_give_byte_identical_sites(site: CohortSite, tmp_path: P
     from grader.dashboard._build import build_dashboard
 
     built = files(site.site)
-    assert len(built) == 2 + len(gradebook(site.grades)[1]) + 1
+    assert len(built) == 3 + len(gradebook(site.grades)[1]) + 1  # assets, students, index
     one, two = tmp_path / "one", tmp_path / "two"
     written = build_dashboard(site.grades, one)
     assert sorted(p.relative_to(one).as_posix() for p in written) == sorted(built)
@@ -785,7 +788,7 @@ def test_the_same_grades_give_byte_identical_sites(site: CohortSite, tmp_path: P
                            "--out", str(three)], env=env, capture_output=True, text=True,
                           timeout=120, check=False, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    assert f"dashboard: {len(built) - 2} pages in {three}/" in done.stderr
+    assert f"dashboard: {len(built) - 3} pages in {three}/" in done.stderr
     assert files(three) == built
 
 

@@ -14,6 +14,7 @@ import os
 import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
@@ -26,11 +27,13 @@ from tests.grader.dashboard.test_dashboard import (
     UNGRADABLE,
     CohortSite,
     cohort_site,
+    gradebook,
 )
+from tests.grader.dashboard.test_dashboard_scale import SCALE, ScaleSite, scale_site
 from tests.submissions import BASELINE, REFERENCE
 
 if TYPE_CHECKING:
-    from playwright.sync_api import Browser, BrowserContext, Page
+    from playwright.sync_api import Browser, BrowserContext, Locator, Page
 
 pytestmark = pytest.mark.slow
 
@@ -229,7 +232,8 @@ def test_the_table_filters_by_words_and_by_status(site: CohortSite,
     page.fill("#filter", "miss")  # a word anywhere in the name, student or status
     assert _visible(page) == ["misses_cassette", UNGRADABLE, "swallow_miss"]
     assert page.inner_text("#shown") == "3"
-    assert page.locator("table#submissions tbody tr[hidden]").count() == len(every) - 3
+    # The rows the filter drops leave the table (they stay in rows.js for the next filter).
+    assert page.locator("table#submissions tbody tr").count() == 3
     page.fill("#filter", "")
     assert _visible(page) == every
 
@@ -303,24 +307,33 @@ def test_the_injected_scripts_never_run(site: CohortSite, context: BrowserContex
     assert "<script>window.__pwned=3</script>" in index.inner_text("#traces")
     cohort = open_page(context, site.site / "index.html").page
     assert cohort.evaluate("() => window.__pwned") is None
-    assert cohort.locator("script").count() == 1
+    assert cohort.locator("script").count() == 2  # rows.js and dashboard.js
+    cohort.fill("#filter", "html")  # the rows come from rows.js now: still text, not markup
+    assert [row.get_attribute("data-submission")
+            for row in cohort.locator("table#submissions tbody tr").all()] == [INJECTED]
+    assert cohort.evaluate("() => window.__pwned") is None
+    assert cohort.locator("img, iframe, object, embed").count() == 0
 
 
-def test_the_print_style_hides_the_controls_and_shows_every_row(
+def test_the_print_style_hides_the_controls_and_prints_the_rows_shown(
     site: CohortSite, context: BrowserContext,
 ) -> None:
+    """Paper holds the table as the screen shows it (a page of a filter's rows: the whole
+    cohort can be ten thousand rows), without the controls that cannot work on paper."""
     page = open_page(context, site.site / "index.html").page
+    page.emulate_media(media="print")
+    assert page.locator("table#submissions tbody tr:visible").count() == 11
+    page.emulate_media(media="screen")
     page.fill("#filter", "swallow")
     assert page.locator("table#submissions tbody tr:visible").count() == 1
-    assert page.locator(".controls").is_visible()
+    assert page.locator(".controls").first.is_visible()
     page.emulate_media(media="print")
-    assert page.locator(".controls").is_hidden()
-    assert page.locator("nav.sections").is_hidden()
-    assert page.locator("a.skip").is_hidden()
-    assert page.locator("table#submissions tbody tr:visible").count() == 11
+    for hidden in (".controls", "nav.sections", "a.skip", "nav.pager button"):
+        assert all(node.is_hidden() for node in page.locator(hidden).all()), hidden
+    assert page.locator("table#submissions tbody tr:visible").count() == 1
     assert page.locator("#submissions-section h2").is_visible()
     page.emulate_media(media="screen")
-    assert page.locator(".controls").is_visible()
+    assert page.locator(".controls").first.is_visible()
     assert page.locator("table#submissions tbody tr:visible").count() == 1
     page.close()
 
@@ -349,3 +362,104 @@ def test_screenshots_of_the_cohort_and_a_changed_student(
         assert target.is_file() and target.stat().st_size > 10_000, target
         assert target.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         page.close()
+
+
+# -- a large cohort: pages of rows from rows.js ------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def large(tmp_path_factory: pytest.TempPathFactory) -> ScaleSite:
+    return scale_site(tmp_path_factory)
+
+
+def _pager(page: Page, name: str) -> Locator:
+    return page.locator(f'[data-list="{name}"] nav.pager')
+
+
+def _turn(page: Page, name: str, to: str) -> None:
+    _pager(page, name).locator(f'button[data-page="{to}"]').click()
+
+
+def _status(page: Page, name: str) -> str:
+    return " ".join(_pager(page, name).locator("[data-page-status]").inner_text().split())
+
+
+def test_a_large_cohort_pages_filters_and_sorts_from_the_file_system(
+    large: ScaleSite, context: BrowserContext,
+) -> None:
+    _, rows = gradebook(large.grades)
+    names = [row.submission for row in rows]
+    assert len(names) == SCALE == 250
+    opened = open_page(context, large.site / "index.html")
+    page = opened.page
+    assert opened.errors == []
+    assert [url for url in opened.requests if not _inside(url, large.site)] == []
+    assert any(url.endswith("assets/rows.js") for url in opened.requests)
+    assert _rows(page) == names[:100]
+    assert page.inner_text("#shown") == "250"
+    assert _status(page, "submissions") == "Rows 1\N{EN DASH}100 of 250 (page 1 of 3)"
+    assert page.locator('[data-list="submissions"] .more').is_hidden()
+
+    # A name on the last page is found from the first.
+    page.fill("#filter", names[240])
+    assert _rows(page) == [names[240]] and page.inner_text("#shown") == "1"
+    assert _pager(page, "submissions").is_hidden()  # one page: nothing to turn
+    page.fill("#filter", "")
+    assert _rows(page) == names[:100]
+
+    _turn(page, "submissions", "last")
+    assert _rows(page) == names[200:]
+    assert _status(page, "submissions") == "Rows 201\N{EN DASH}250 of 250 (page 3 of 3)"
+    assert _pager(page, "submissions").locator('button[data-page="next"]').is_disabled()
+    _turn(page, "submissions", "previous")
+    assert _rows(page) == names[100:200]
+    _turn(page, "submissions", "first")
+    assert _rows(page) == names[:100]
+
+    # Sorting orders every row, not only the page's: the highest final is first, the rows
+    # without one come last, on the last page.
+    page.click('th button[data-sort="final"]')
+    page.click('th button[data-sort="final"]')
+    finals = sorted((Decimal(row.final) for row in rows if row.final), reverse=True)
+    assert _values(page, "final")[:100] == [float(value) for value in finals[:100]]
+    _turn(page, "submissions", "last")
+    ungraded = [row.submission for row in rows if not row.final]
+    assert ungraded and _rows(page)[-len(ungraded):] == sorted(ungraded, reverse=True)
+
+    page.select_option("#status-filter", "ungradable")
+    assert sorted(_rows(page)) == [row.submission for row in rows if row.status == "ungradable"]
+    page.close()
+
+
+def test_the_review_queue_pages_and_filters(large: ScaleSite, context: BrowserContext) -> None:
+    _, rows = gradebook(large.grades)
+    page = open_page(context, large.site / "index.html").page
+    queue = page.locator("ul#review-list > li")
+    total = int(page.locator('[data-list="review"]').get_attribute("data-total") or "0")
+    assert total > 100 and queue.count() == 100
+    _turn(page, "review", "last")
+    last = total - 200
+    assert queue.count() == last
+    assert _status(page, "review") == f"Rows 201\N{EN DASH}{total} of {total} (page 3 of 3)"
+    again = [row.submission for row in rows if "NEEDS A NEW REVIEW" in row.review]
+    page.locator('[data-list="review"] input[data-filter]').fill("needs a new review")
+    shown = [queue.nth(i).get_attribute("data-submission") or "" for i in range(queue.count())]
+    assert again and sorted(shown) == sorted(again)
+    page.close()
+
+
+def test_without_a_script_the_first_page_of_each_list_shows(
+    browser: Browser, large: ScaleSite,
+) -> None:
+    plain = browser.new_context(java_script_enabled=False, viewport={"width": 1280,
+                                                                      "height": 900})
+    try:
+        page = plain.new_page()
+        page.goto((large.site / "index.html").as_uri(), wait_until="load")
+        assert len(_rows(page)) == 100
+        more = page.locator('[data-list="submissions"] .more')
+        assert more.is_visible() and "first 100 of 250" in " ".join(more.inner_text().split())
+        assert _pager(page, "submissions").is_hidden()
+        page.close()
+    finally:
+        plain.close()

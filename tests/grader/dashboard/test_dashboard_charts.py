@@ -322,6 +322,39 @@ def test_timeline_with_no_grade_at_all() -> None:
                           "none produced a grade.")
 
 
+def test_the_timeline_places_each_point_on_its_grade_and_breaks_the_line_at_none() -> None:
+    """The Python-drawn timeline puts each point at its final grade on the y axis (the
+    plot's top at the maximum, its bottom at 0), labels it with its grade, and draws the
+    line through the graded points only: a move between two gradings is a segment."""
+    root = check_figure(grade_timeline(
+        [("#1", Decimal("25.00"), ""), ("#2", Decimal("100.00"), ""), ("#3", None, ""),
+         ("#4", Decimal("50.00"), ""), ("#5", Decimal("75.00"), "")], Decimal("100.00")))
+    circles = [element for element in root.iter(f"{SVG}path")
+               if element.get("fill") == "#0072B2"][:-1]  # the last one is the legend's
+    centres = [_centre(element.get("d") or "") for element in circles]
+    assert len(centres) == 4
+    ys = [y for _, y in centres]
+    bottom = ys[0] + (ys[0] - ys[1]) / 3  # 25 is a quarter of the way up
+    assert ys[2] == pytest.approx(bottom - (bottom - ys[1]) / 2)  # 50: half way
+    assert ys[3] == pytest.approx(bottom - (bottom - ys[1]) * 3 / 4)
+    xs = [x for x, _ in centres]
+    assert xs == sorted(xs) and len(set(xs)) == 4
+    line = next(element.get("d") or "" for element in root.iter(f"{SVG}path")
+                if element.get("stroke") == "#0072B2")
+    assert line.count("M") == 2 and line.count("L") == 2  # #1-#2, then #4-#5
+    labels = [text for text in texts(root) if text.endswith(".00")]
+    assert labels == ["25.00", "100.00", "50.00", "75.00"]
+    ticks = [text for text in texts(root) if text.isdigit()]
+    assert ticks == [str(10 * i) for i in range(11)]
+
+
+def _centre(path: str) -> tuple[float, float]:
+    """A circle's centre from its path: ``M x-r,y a r,r 0 1,0 2r,0 ...``."""
+    x, y = (float(v) for v in path[1:path.index("a")].split(","))
+    radius = float(path[path.index("a") + 1:].split(",")[0])
+    return x + radius, y
+
+
 def test_timeline_of_nothing_and_of_impossible_points() -> None:
     figure = grade_timeline([], Decimal("10.00"))
     check_figure(figure)
@@ -365,7 +398,6 @@ def test_without_the_extra_every_chart_names_the_install(
         lambda: score_distribution(TOTALS, Decimal("100.00")),
         lambda: points_lost(CRITERIA),
         lambda: findings_by_kind([]),
-        lambda: grade_timeline(TIMELINE, Decimal("100.00")),
     ]
     for call in calls:
         with pytest.raises(DashboardUnavailable) as caught:
@@ -373,6 +405,11 @@ def test_without_the_extra_every_chart_names_the_install(
         assert isinstance(caught.value, UsageError)
         assert INSTALL in str(caught.value) and "make test" in str(caught.value)
     assert INSTALL == "pip install 'gradekit[dashboard]'"
+    # A student's timeline is drawn in Python: no chart engine starts for each page.
+    assert grade_timeline(TIMELINE, Decimal("100.00")) == grade_timeline(TIMELINE,
+                                                                         Decimal("100.00"))
+    check_figure(grade_timeline(TIMELINE, Decimal("100.00")))
+    check_figure(grade_timeline([], Decimal("100.00")))
 
 
 CHILD = """\
