@@ -14,7 +14,6 @@ import pytest
 
 from grader.cli import main
 from grader.outputs import read_gradebook
-from grader.outputs._signing import KEY_ENV, KEY_FILE_ENV
 from grader.records import _reviews
 from grader.records._folder import GRADEBOOK, LEDGER, REPORT, RESULTS, archive_path
 from grader.records._ledger import read_ledger
@@ -76,18 +75,6 @@ def build_cohort(root: Path) -> Path:
 def copy_cohort(template: Path, to: Path) -> Cohort:
     shutil.copytree(template, to)
     return Cohort(to / "subs", to / "grades")
-
-
-@pytest.fixture(scope="module")
-def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_cohort(tmp_path_factory.mktemp("cohort"))
-
-
-@pytest.fixture
-def cohort(template: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Cohort:
-    monkeypatch.delenv(KEY_ENV, raising=False)
-    monkeypatch.delenv(KEY_FILE_ENV, raising=False)
-    return copy_cohort(template, tmp_path / "work")
 
 
 @pytest.fixture

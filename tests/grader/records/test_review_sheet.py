@@ -13,32 +13,19 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from grader.cli import main
-from grader.outputs import KEY_ENV, KEY_FILE_ENV, _gradebook
+from grader.outputs import _gradebook
 from grader.records import _sheet
 from grader.records._folder import RESULTS
 from grader.records._sheet import COLUMNS, sheet_csv, sheet_records
 from tests.grader.records.test_review_bulk import (
     STUDENTS,
     Cohort,
-    build_cohort,
     copy_cohort,
     grade,
     review,
 )
 
 Row = dict[str, str]
-
-
-@pytest.fixture(scope="module")
-def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_cohort(tmp_path_factory.mktemp("cohort"))
-
-
-@pytest.fixture
-def cohort(template: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Cohort:
-    monkeypatch.delenv(KEY_ENV, raising=False)
-    monkeypatch.delenv(KEY_FILE_ENV, raising=False)
-    return copy_cohort(template, tmp_path / "work")
 
 
 def export(cohort: Cohort, sheet: Path, *extra: str) -> int:
