@@ -2,7 +2,8 @@
 parent alone decides what it did.
 
 - The child side is the harness (``_harness.py``: standard library only, run by its file
-  path, compiled once per grader process: ``_walls.harness_code``), which talks to the parent over a private pair of pipes (``_channel.py``).
+  path, compiled once per grader process: ``_walls.harness_code``), which talks to the
+  parent over a private pair of pipes (``_channel.py``).
 - The walls, one class each (``_walls.py``) behind ``Wall`` (``_layout.py``, beside the
   folders of a run that a wall lays out): ``NamespacesWall`` (bubblewrap's namespaces, built
   in ``_isolation.py``) and ``ProcessWall`` (the audit-hook guard alone). ``choose_isolation``
