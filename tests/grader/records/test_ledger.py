@@ -77,6 +77,30 @@ def test_a_torn_last_line_is_reported_and_set_aside_by_the_next_append(tmp_path:
     assert (tmp_path / f"{LEDGER}.torn-{len(whole)}").read_bytes() == b'{"event":"run","n":2,"pr'
 
 
+def test_a_ledger_read_again_is_never_stale(tmp_path: Path) -> None:
+    """read_ledger keeps its last read of an unchanged file: an append, an edit of the same
+    length, a file put in its place or another folder's ledger is read anew."""
+    path, other = tmp_path / LEDGER, tmp_path / "other" / LEDGER
+    append_events(path, [{"event": "batch", "n": 1}])
+    first = read_ledger(path)
+    assert read_ledger(path) is first  # unchanged: the same read
+    append_events(path, [{"event": "run", "n": 2}])
+    assert [e["n"] for e in read_ledger(path).events] == [1, 2]
+    data = path.read_bytes()
+    path.write_bytes(data.replace(b'"n":2', b'"n":7'))  # same length, edited in place
+    assert [e["n"] for e in read_ledger(path).events] == [1, 7]
+    path.write_bytes(data.replace(b'"n":2', b'"n":{'))  # the same length again, not JSON
+    with pytest.raises(LedgerCorrupt, match=":2: not a JSON event"):
+        read_ledger(path)
+    replacement = tmp_path / "replacement"
+    replacement.write_bytes(data)
+    replacement.replace(path)  # another file in its place, of the same bytes
+    assert [e["n"] for e in read_ledger(path).events] == [1, 2]
+    append_events(other, [{"event": "batch", "n": 3}])
+    assert [e["n"] for e in read_ledger(other).events] == [3]
+    assert [e["n"] for e in read_ledger(path).events] == [1, 2]
+
+
 def test_a_line_that_is_not_json_is_an_error_naming_it(tmp_path: Path) -> None:
     path = tmp_path / LEDGER
     append_events(path, [{"event": "run"}])
