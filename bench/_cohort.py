@@ -28,10 +28,8 @@ random state but seeds derived from each student's name.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import hashlib
-import json
 import random
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
@@ -61,6 +59,7 @@ from grader.records import (
     REPORT,
     ReviewRequest,
     append_events,
+    apply_reviews,
     current_reviews,
     grader_version,
     read_ledger,
@@ -68,7 +67,7 @@ from grader.records import (
     write_submission,
 )
 from grader.records._folder import archive_path, rewrite_results
-from grader.records._reviews import ReviewState, plan_review, review_state
+from grader.records._reviews import plan_review
 from grader.rubric import Criterion, Rubric, load_rubric, per_case_points
 from grader.scoring import Evidence, score_written_summary
 
@@ -286,25 +285,7 @@ def _runs_by_student(out: Path) -> dict[str, list[Mapping[str, Any]]]:
 
 
 def _write_gradebook(out: Path, rubric: Rubric, rows: Sequence[GradebookRow]) -> None:
-    """Every row with its review and final cells, as ``apply_reviews`` fills them (from
-    each student's own events: the same state, without scanning the ledger per row)."""
-    events = _runs_by_student(out)
-    reviewed = [_reviewed(out, row, events.get(row.student, [])) for row in rows]
-    (out / GRADEBOOK).write_bytes(gradebook_csv(reviewed, [c.id for c in rubric.criteria]))
-
-
-def _reviewed(out: Path, row: GradebookRow, events: Sequence[Mapping[str, Any]]
-              ) -> GradebookRow:
-    if row.status not in REPORTED:
-        return dataclasses.replace(row, review="", final="")
-    document = _marked(out / row.submission / REPORT)
-    state: ReviewState = review_state(events, row.student, row.digest, document)
-    final = points_text(state.final(cents_of(row.total, "total")))
-    return dataclasses.replace(row, review=state.cell(), final=final)
-
-
-def _marked(report: Path) -> tuple[str, ...]:
-    """The ids of the criteria of ``report`` marked for review, in report order."""
-    document = json.loads(report.read_bytes())
-    return tuple(str(c["id"]) for c in document["criteria"] if c.get("review"))
+    """Every row with its review and final cells, filled by ``apply_reviews`` itself."""
+    (out / GRADEBOOK).write_bytes(gradebook_csv(rows, [c.id for c in rubric.criteria]))
+    apply_reviews(out, rows)
 

@@ -41,7 +41,7 @@ from grader.records import (
 )
 from grader.rubric import Rubric, load_rubric
 from grader.sandbox import choose_isolation
-from grader.scoring import contract_gaps
+from grader.scoring import contract_gaps, shown_keys
 from grader.submission import ROSTER_HEADER, Identity, Roster, identify, load_roster, unclaimed
 
 __all__ = ["add_grading_commands"]
@@ -191,7 +191,7 @@ def _only(identities: Sequence[Identity], names: Sequence[str], paths: Sequence[
         if name not in folders:
             near = difflib.get_close_matches(name, folders, n=3)
             hint = f"did you mean {', '.join(near)}?" if near else \
-                f"they hold {_first(sorted(folders))}" if folders else "they hold none"
+                f"they hold {shown_keys(sorted(folders), 5)}" if folders else "they hold none"
             raise UsageError(
                 f"--only {name}: no submission folder of that name among the {len(folders)} "
                 f"that {' '.join(map(str, paths))} holds ({hint}); name a folder as the "
@@ -210,7 +210,8 @@ def _say_earlier(earlier: Earlier, args: argparse.Namespace) -> None:
     if earlier.absent:
         again = printed.GRADE_REPLACE(submissions="SUBMISSIONS", out=str(args.out))
         print(f"note: {book} keeps {_rows(len(earlier.absent))} for submissions that "
-              f"{' '.join(map(str, args.paths))} does not hold: {_first(earlier.absent)}. They "
+              f"{' '.join(map(str, args.paths))} does not hold: "
+              f"{shown_keys(earlier.absent, 5)}. They "
               "stay as they were, and the ledger's batch event lists them as absent; if "
               "they are gone for good, grade the whole cohort with --replace to drop them "
               f"(`{again}`)", file=sys.stderr)
@@ -218,12 +219,6 @@ def _say_earlier(earlier: Earlier, args: argparse.Namespace) -> None:
 
 def _rows(count: int) -> str:
     return f"{count} row" if count == 1 else f"{count} rows"
-
-
-def _first(names: Sequence[str], count: int = 5) -> str:
-    """The first ``count`` names, and how many more."""
-    more = f" and {len(names) - count} more" if len(names) > count else ""
-    return ", ".join(names[:count]) + more
 
 
 def _warn_gaps(rubric: Rubric) -> None:

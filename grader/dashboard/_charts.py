@@ -27,7 +27,7 @@ from xml.sax.saxutils import escape
 from gradekit import UsageError
 from grader._errors import DashboardUnavailable
 from grader._model import CENT
-from grader.dashboard._svg import message_svg, timeline_svg
+from grader.dashboard._svg import BLUE, INK, attribute, message_svg, timeline_svg
 from grader.outputs import points_text
 
 __all__ = [
@@ -51,11 +51,7 @@ STATUSES = ["graded", NO_GRADE]
 FINAL_POINTS = "final points (after reviews)"  # what the distribution and the timeline plot
 TIMELINE = "Grades over time"
 
-# Okabe & Ito (2008), "Color Universal Design": distinguishable with every common colour
-# vision deficiency.
-BLUE = "#0072B2"
-VERMILLION = "#D55E00"
-INK = "#222222"
+# The colours (Okabe & Ito's, in ``_svg``) are the timeline's: one visual language.
 
 CONFIG: dict[str, Any] = {
     "background": "white",
@@ -316,7 +312,7 @@ def _accessible(svg: str, title: str, alt_text: str) -> str:
     root = _ROOT.match(svg)
     if root is None or root.group(0).endswith("/>"):
         raise RuntimeError(f"vl-convert returned no <svg> element: {svg[:80]!r}")
-    label = escape(alt_text, {'"': "&quot;", "\n": "&#10;", "\r": "&#13;", "\t": "&#9;"})
+    label = attribute(alt_text)
     tag = _ROOT_ARIA.sub("", root.group(0)[:-1])
     return (f'{tag} role="img" aria-label="{label}"><title>{escape(title)}</title>'
             f"{svg[root.end():]}")

@@ -14,8 +14,10 @@ from collections.abc import Sequence
 from decimal import Decimal
 from xml.sax.saxutils import escape
 
-__all__ = ["message_svg", "timeline_svg"]
+__all__ = ["BLUE", "INK", "VERMILLION", "attribute", "message_svg", "timeline_svg"]
 
+# Okabe & Ito (2008), "Color Universal Design": distinguishable with every common colour
+# vision deficiency. Every chart of the dashboard draws in these.
 BLUE = "#0072B2"
 VERMILLION = "#D55E00"
 INK = "#222222"
@@ -49,7 +51,7 @@ def timeline_svg(labels: Sequence[str], values: Sequence[Decimal | None],
         return TOP + HEIGHT - float(value / maximum) * HEIGHT
 
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-           f'viewBox="0 0 {width} {height}" role="img" aria-label="{_attr(alt)}" '
+           f'viewBox="0 0 {width} {height}" role="img" aria-label="{attribute(alt)}" '
            'font-family="sans-serif">',
            f"<title>{escape(title)}</title><desc>{escape(alt)}</desc>",
            f'<rect width="{width}" height="{height}" fill="white"/>']
@@ -108,7 +110,7 @@ def message_svg(text: str, *, title: str, alt: str) -> str:
     """A small image that only says ``text``: the chart of an empty input."""
     width, height = WIDTH // 2, 40
     return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-            f'viewBox="0 0 {width} {height}" role="img" aria-label="{_attr(alt)}" '
+            f'viewBox="0 0 {width} {height}" role="img" aria-label="{attribute(alt)}" '
             f'font-family="sans-serif"><title>{escape(title)}</title><desc>{escape(alt)}</desc>'
             f'<rect width="{width}" height="{height}" fill="white"/><text x="{width // 2}" '
             f'y="{height // 2 + 4}" text-anchor="middle" font-size="13" fill="{INK}">'
@@ -149,5 +151,6 @@ def _n(value: float) -> str:
     return "0" if text == "-0" else text
 
 
-def _attr(text: str) -> str:
+def attribute(text: str) -> str:
+    """``text`` escaped for a double-quoted XML attribute, its line breaks and tabs kept."""
     return escape(text, _ATTRIBUTE)

@@ -34,6 +34,7 @@ from grader.records._reviews import (
     require_reviewer,
     review_states,
 )
+from grader.scoring import shown_keys
 
 __all__ = ["Confirmations", "all_passed", "graded_rows", "plan_confirmations"]
 
@@ -69,14 +70,15 @@ class Confirmations:
                      + (" with every check passed" if self.failed else "")]
         if self.failed:
             parts.append(f"{len(self.failed)} still pending, a check of {self.criterion} not "
-                         f"passed: {_names(self.failed)}")
+                         f"passed: {shown_keys(self.failed, NAMES_SHOWN)}")
         if self.stale:
             one = commands.REVIEW(student=self.stale[0], criterion=self.criterion, by="NAME",
                                   reason="TEXT", out=str(self.out))
             sheet = commands.REVIEWS_EXPORT(out=str(self.out), criterion=self.criterion,
                                             sheet="SHEET.csv")
             parts.append(f"{len(self.stale)} need a new review, never confirmed in bulk (the "
-                         f"criterion was reviewed on an earlier report): {_names(self.stale)}; "
+                         "criterion was reviewed on an earlier report): "
+                         f"{shown_keys(self.stale, NAMES_SHOWN)}; "
                          f"review each (`{one}`) or in a review sheet (`{sheet}`)")
         return "; ".join(parts)
 
@@ -139,9 +141,3 @@ def all_passed(document: Mapping[str, Any], criterion: str) -> bool:
     checks = found[0].get("checks") if found else None
     return isinstance(checks, list) and bool(checks) \
         and all(isinstance(c, dict) and c.get("passed") is True for c in checks)
-
-
-def _names(students: Sequence[str]) -> str:
-    shown = ", ".join(students[:NAMES_SHOWN])
-    more = len(students) - NAMES_SHOWN
-    return shown + (f" and {more} more" if more > 0 else "")

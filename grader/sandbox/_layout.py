@@ -224,7 +224,8 @@ def _chmod(path: str, mode: int, flags: int) -> None:
     except OSError:  # a link, or gone
         return
     try:
-        if stat.S_ISDIR(os.fstat(fd).st_mode) or stat.S_ISREG(os.fstat(fd).st_mode):
+        kind = os.fstat(fd).st_mode
+        if stat.S_ISDIR(kind) or stat.S_ISREG(kind):
             os.fchmod(fd, mode)
     finally:
         os.close(fd)
