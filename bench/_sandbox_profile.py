@@ -11,6 +11,10 @@ root), whose ``cpuacct.usage`` counts every task that ever ran in it as it runs:
 its init, the interpreter. The grader's own side is this thread's CPU
 (``time.thread_time``) around each ``Sandbox`` call and around the whole grading.
 
+Behind namespaces a grading's runs fork from its hosts (``grader.sandbox._host``): each
+host starts in one more scratch group (its start, the kit's import, each fork), each run's
+init joins its own run's group as the grader admits it to its cell.
+
 The phases: one interpreter behind the same bubblewrap command line as a child
 (``NamespacesWall``'s binds, seccomp filter and limits), running the harness's steps
 one by one and saying each one's ``time.process_time`` delta; bubblewrap's share is the
@@ -43,9 +47,10 @@ if not __package__:
     sys.path[0] = str(Path(__file__).resolve().parents[1])
 
 from bench._grader_data import REPO, copy_reference
+from grader.grading import seed_pool
 from grader.grading._grade import grade_submission
 from grader.rubric._rubric import load_rubric
-from grader.sandbox import Sandbox, _channel, wall_named
+from grader.sandbox import Sandbox, _channel, share_hosts, wall_named
 from grader.sandbox._isolation import KIT, SANDBOX, Bind, bubblewrap, bwrap_argv, interpreter
 from grader.sandbox._layout import LaidOut
 from grader.sandbox._seccomp import allow_list_filter
@@ -65,6 +70,7 @@ class _Groups:
         self.top = CPUACCT / f"gradekit-profile-{os.getpid()}"
         self.top.mkdir()
         self.next: Path | None = None  # the group the next child joins
+        self.hosts: Path | None = None  # the group every host joins
         self.usage: dict[str, list[float]] = defaultdict(list)  # run kind -> ns per child
 
     def fresh(self) -> Path:
@@ -120,8 +126,17 @@ def _counted(groups: _Groups, parent: dict[str, list[float]]) -> Iterator[None]:
         _group: Path | None
 
         def __init__(self, *args: Any, **kwargs: Any) -> None:
-            groups.next = self._group = groups.fresh()
+            groups.next = self._group = group = groups.fresh()
             self._kind = _kind(Path(kwargs.get("cwd", args[1])))
+            spawn = kwargs.get("spawn")
+            if spawn is not None:  # a run forked by a host: its init joins the group too
+                def counted_spawn(read: int, write: int, outputs: Any,
+                                  admit: Callable[[int], None]) -> Any:
+                    def join(pid: int) -> None:
+                        (group / "cgroup.procs").write_text(str(pid))
+                        admit(pid)
+                    return spawn(read, write, outputs, join)
+                kwargs["spawn"] = counted_spawn
             super().__init__(*args, **kwargs)
 
         def finish(self, deadline: float) -> tuple[int, bool]:
@@ -141,10 +156,24 @@ def _counted(groups: _Groups, parent: dict[str, list[float]]) -> Iterator[None]:
                 parent[sandbox.scratch.name].append(time.thread_time_ns() - began)
         return call
 
+    hosts = groups.fresh()  # every host of every grading: start, the kit, each fork
+    groups.hosts = hosts
+    popen = subprocess.Popen
+
+    def hosted(*args: Any, **kwargs: Any) -> Any:
+        before = kwargs.get("preexec_fn")
+
+        def enter() -> None:
+            (hosts / "cgroup.procs").write_text("0")
+            if before is not None:
+                before()
+        return popen(*args, **{**kwargs, "preexec_fn": enter})
+
     users = [m for name, m in sorted(sys.modules.items())
              if name.startswith("grader.") and getattr(m, "Child", None) is _channel.Child]
     with contextlib.ExitStack() as patches:
         patches.enter_context(mock.patch.object(_channel, "_joining", counted_joining))
+        patches.enter_context(mock.patch.object(subprocess, "Popen", hosted))
         for module in users:
             patches.enter_context(mock.patch.object(module, "Child", Counted))
         for name in ("run", "probe_replay", "run_cut_point_test"):
@@ -165,9 +194,12 @@ def profile_gradings(reference: Path, wall: str, gradings: int, folder: Path) ->
     totals: list[tuple[float, float]] = []  # (grader thread ns, children ns) per grading
     try:
         with _counted(groups, parent):
+            if wall == "namespaces":  # as a batch does: hosts for the key's seeds, once
+                share_hosts(folder, seed_pool(_KEY))
             for number in range(gradings + 1):
                 for store in (groups.usage, parent):
                     store.clear()
+                hosted = _usage(groups.hosts) if groups.hosts else 0.0
                 began = time.thread_time_ns()
                 graded = grade_submission(reference, rubric, submission="ref",
                                           scratch=folder / f"grading-{number}",
@@ -178,8 +210,11 @@ def profile_gradings(reference: Path, wall: str, gradings: int, folder: Path) ->
                     continue
                 if graded.report.total != warm:
                     raise RuntimeError("the same grading gave another total")
-                totals.append((grader_ns, sum(sum(v) for v in groups.usage.values())))
+                hosted = (_usage(groups.hosts) if groups.hosts else 0.0) - hosted
+                totals.append((grader_ns, sum(sum(v) for v in groups.usage.values()) + hosted))
                 kinds = {k: (list(v), list(parent.get(k, ()))) for k, v in groups.usage.items()}
+                if hosted:
+                    kinds["hosts: bubblewrap, interpreter, kit, forks"] = ([hosted], [0.0])
                 _collect(kinds)
     finally:
         groups.close()
@@ -312,106 +347,6 @@ def profile_phases(reference: Path, repeats: int, folder: Path) -> str:
     return "\n".join(lines)
 
 
-# -- step 3, a prototype measured, not a wall: one host per hash seed, a fork per run ------
-
-_HOST = r'''
-import ctypes, json, os, sys, time
-libc = ctypes.CDLL(None, use_errno=True)
-CLONE_NEWNS, MS_REC, MS_PRIVATE, MS_NOSUID, MS_NODEV = 0x20000, 16384, 1 << 18, 2, 4
-def check(result, what):
-    if result != 0:
-        raise OSError(ctypes.get_errno(), what)
-args = json.loads(sys.argv[1])
-import marshal
-with open(args["harness"], "rb") as f:
-    code = marshal.loads(f.read()[16:])
-harness = {"__name__": "harness"}
-exec(code, harness)  # the harness and its imports, once per host
-said = {"host": time.process_time_ns(), "runs": []}
-for number in range(args["runs"]):
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(read)
-        began = time.process_time_ns()
-        check(libc.unshare(CLONE_NEWNS), "unshare")
-        check(libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "private")
-        check(libc.mount(b"tmpfs", b"/sandbox", b"tmpfs", MS_NOSUID | MS_NODEV,
-                         b"size=268435456,mode=0700"), "tmpfs")
-        harness["copy_submission"]("/gradekit/original", "/sandbox/submission", [])
-        laid = time.process_time_ns()
-        header, data = (ctypes.c_uint32 * 2)(0x20080522, 0), (ctypes.c_uint32 * 6)()
-        check(libc.capset(header, data), "capset")  # no capability left for student code
-        os.chdir("/sandbox/submission")
-        harness["add_packages"](args["site"])
-        sys.meta_path.insert(0, harness["Library"](args["library"]))
-        sys.path.insert(0, "/sandbox/submission")
-        import lab.agent
-        done = time.process_time_ns()
-        os.write(write, json.dumps([laid - began, done - laid]).encode())
-        os._exit(0)
-    os.close(write)
-    os.waitpid(pid, 0)
-    said["runs"].append(json.loads(os.read(read, 4096)))
-os.write(1, json.dumps(said).encode())
-'''
-
-
-def profile_host(reference: Path, repeats: int, runs: int, folder: Path) -> str:
-    """The per-seed host, measured: bubblewrap keeping CAP_SYS_ADMIN in its user namespace
-    runs one interpreter per hash seed that loads the harness once, then forks a run at a
-    time; each run unshares a mount namespace, mounts its own tmpfs, copies the laid-out
-    submission, drops every capability and imports the agent. No seccomp filter, no
-    limits, no guard, no cases: the cost of the shape, not a wall."""
-    bwrap, why = bubblewrap()
-    if bwrap is None:
-        return f"Per-seed host not measured: {why}."
-    python, binds, site = interpreter()
-    source = LaidOut().source(reference, folder / "laid-host", ["lab"])
-    binds += (Bind(str(source), f"{KIT}/original"), Bind(str(library_code()), LIBRARY_INSIDE),
-              Bind(str(harness_code()), f"{KIT}/harness"))
-    args = {"harness": f"{KIT}/harness", "site": list(site), "library": LIBRARY_INSIDE,
-            "runs": runs}
-    argv = bwrap_argv(bwrap, binds, disk_mb=256, seccomp_fd=None)
-    at = argv.index("--cap-drop")  # the host keeps CAP_SYS_ADMIN; each run drops it
-    argv = [a for a in [*argv[:at], "--cap-add", "CAP_SYS_ADMIN", *argv[at + 2:]]
-            if a != "--disable-userns"]
-    groups = _Groups()
-    hosts: list[float] = []
-    per_run: dict[str, list[float]] = defaultdict(list)
-    try:
-        for number in range(repeats + 1):
-            group = groups.fresh()
-            done = subprocess.run(
-                [*argv, python, "-S", "-P", "-B", "-c", _HOST, json.dumps(args)],
-                capture_output=True, check=False, env=_env(),
-                preexec_fn=_joiner(group))
-            if done.returncode != 0:
-                return ("Per-seed host not measured: "
-                        f"{done.stderr.decode('utf-8', 'replace').strip()[-300:]}")
-            said = json.loads(done.stdout)
-            whole = _usage(group)
-            _remove(group)
-            if number == 0:
-                continue
-            forks = sum(a + b for a, b in said["runs"])
-            hosts.append(whole - forks)
-            per_run["own mount namespace, tmpfs, copy"] += [a for a, _ in said["runs"]]
-            per_run["import the agent (lab.agent)"] += [b for _, b in said["runs"]]
-    finally:
-        groups.close()
-    host = statistics.median(hosts)
-    run = sum(statistics.median(v) for v in per_run.values())
-    lines = [f"The per-seed host (prototype, not a wall): median of {repeats} hosts of {runs} "
-             "forked runs (ms CPU)", "", "| part | CPU |", "| --- | ---: |",
-             f"| one host: bubblewrap, interpreter, the harness loaded (the cgroup's total less "
-             f"its runs') | {_ms(host)} |"]
-    lines += [f"| per run: {name} | {_ms(statistics.median(v))} |" for name, v in per_run.items()]
-    lines.append(f"| a grading of 13 runs over 6 seeds: 6 hosts + 13 runs | "
-                 f"{_ms(6 * host + 13 * run)} |")
-    return "\n".join(lines)
-
-
 def _env() -> dict[str, str]:
     return {"PATH": "/usr/bin:/bin", "HOME": f"{SANDBOX}/submission", "TZ": "UTC",
             "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "PYTHONHASHSEED": "0",
@@ -423,8 +358,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--gradings", type=int, default=5)
     parser.add_argument("--phases", type=int, default=15, help="children per phase table")
     parser.add_argument("--wall", default="namespaces")
-    parser.add_argument("--host", type=int, default=0, metavar="N",
-                        help="also measure N per-seed hosts of 7 runs (a prototype)")
     args = parser.parse_args(argv)
     if not CPUACCT.is_dir() or not os.access(CPUACCT, os.W_OK):
         print(f"needs root and a writable {CPUACCT}", file=sys.stderr)
@@ -436,8 +369,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         reference = copy_reference(folder / "reference")
         print(f"\n{profile_gradings(reference, args.wall, args.gradings, folder)}")
         print(f"\n{profile_phases(reference, args.phases, folder)}")
-        if args.host:
-            print(f"\n{profile_host(reference, args.host, 7, folder)}")
     return 0
 
 

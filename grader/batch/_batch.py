@@ -47,6 +47,7 @@ from grader.batch._worker import (
     encode_request,
 )
 from grader.batch._zygote import REQUEST, ROW, STDERR, Zygote, ZygoteGone
+from grader.grading import seed_pool
 from grader.outputs import (
     REPORTED,
     GradebookError,
@@ -441,20 +442,28 @@ class _Workers:
         self._stopping = threading.Event()
         # -P and a folder of its own to start in: no folder can shadow the grader's code.
         self._home = Path(tempfile.mkdtemp(prefix="gradekit-zygote-"))
-        self._zygote = Zygote(_worker_environment(), self._home)
+        # Every worker's scratch folder is in this one, which the runs' hosts see (the
+        # namespaces wall's; each run sees its own folders only).
+        self._scratch = Path(tempfile.mkdtemp(prefix="gradekit-batch-"))
+        self._scratch.chmod(0o711)  # searchable, not listable: see grade()
+        self._hosts: dict[str, object] | None = {
+            "root": str(self._scratch), "seeds": list(seed_pool(draw_key))} \
+            if wall.name == "namespaces" and draw_key else None
+        self._zygote = Zygote(_worker_environment(), self._home, self._hosts)
         self._replacing = threading.Lock()
 
     def close(self) -> None:
         """End the zygote (and any worker still running): after the last row."""
         self._zygote.close()
         shutil.rmtree(self._home, ignore_errors=True)
+        shutil.rmtree(self._scratch, ignore_errors=True)
 
     def _replace(self, gone: Zygote) -> None:
         """A new zygote for one that ended (killed, or out of memory): the batch goes on."""
         with self._replacing:
             if self._zygote is gone:
                 gone.close()
-                self._zygote = Zygote(_worker_environment(), self._home)
+                self._zygote = Zygote(_worker_environment(), self._home, self._hosts)
 
     def stop(self) -> None:
         """Start no more workers; each running one is killed by the thread that watches it."""
@@ -472,7 +481,7 @@ class _Workers:
                 f"the folder {identity.folder!r} is not in the roster {self._roster}: add the "
                 f"line `{identity.folder},STUDENT_ID,DISPLAY NAME` to it, or move the folder "
                 "out of the batch, and grade it again"))
-        scratch = Path(tempfile.mkdtemp(prefix="gradekit-worker-"))
+        scratch = Path(tempfile.mkdtemp(prefix="worker-", dir=self._scratch))
         scratch.chmod(0o711)  # searchable, not listable: a root grader's children are uid 65534
         try:
             return self._run(identity, scratch)

@@ -9,7 +9,11 @@ each worker is still a process of its own, in a session of its own, with its own
 (``grader.batch._worker``).
 
 The protocol is one JSON object per line. The batch writes ``{"fork": SCRATCH, "name":
-FOLDER}`` or ``{"kill": PID}`` on the zygote's stdin; the zygote answers each fork, in
+FOLDER}`` or ``{"kill": PID}`` on the zygote's stdin, and first, behind namespaces,
+``{"hosts": {"root": FOLDER, "seeds": [SEED, ...]}}``: the zygote starts one sandbox host
+per hash seed (``grader.sandbox._host``), seeing FOLDER, which holds every worker's SCRATCH,
+and every worker it forks inherits them, so a grading's runs fork from hosts already
+started; the zygote answers each fork, in
 order, with ``{"forked": PID}`` or ``{"failed": WHY}``, and says ``{"exited": PID,
 "code": STATUS}`` once it has reaped a worker (a negative status: the signal that killed
 it). Only the zygote signals its workers, and only before it has reaped them, so a pid
@@ -36,7 +40,7 @@ from pathlib import Path
 from typing import IO, NoReturn
 
 from grader.batch import _worker
-from grader.sandbox import warm_walls
+from grader.sandbox import share_hosts, warm_walls
 
 __all__ = ["REQUEST", "ROW", "STDERR", "Zygote", "ZygoteGone", "main"]
 
@@ -54,7 +58,8 @@ class Zygote:
     Thread-safe: each of the batch's threads forks and waits for its own workers.
     """
 
-    def __init__(self, env: Mapping[str, str], cwd: Path) -> None:
+    def __init__(self, env: Mapping[str, str], cwd: Path,
+                 hosts: Mapping[str, object] | None = None) -> None:
         # Its own session: Ctrl-C reaches the batch, which stops the workers itself.
         self._process = subprocess.Popen(
             [sys.executable, "-P", "-m", "grader.batch", str(os.getpid())],
@@ -71,6 +76,9 @@ class Zygote:
         self._reader = threading.Thread(target=self._read, args=(self._stdout,),
                                         name="gradekit-zygote", daemon=True)
         self._reader.start()
+        if hosts is not None:  # {"root", "seeds"}: the hosts its workers' runs fork from
+            with contextlib.suppress(OSError):  # gone already: the first fork says so
+                self._send({"hosts": dict(hosts)})
 
     @property
     def pid(self) -> int:
@@ -175,6 +183,11 @@ def main(argv: list[str]) -> int:
 
 
 def _handle(message: dict[str, object], workers: set[int], own: tuple[int, ...]) -> None:
+    if "hosts" in message:  # before the first fork: every worker inherits them
+        hosts = message["hosts"]
+        assert isinstance(hosts, dict)
+        share_hosts(Path(str(hosts["root"])), [int(seed) for seed in hosts["seeds"]])
+        return
     if "kill" in message:
         pid = int(str(message["kill"]))
         if pid in workers:  # not reaped yet, so the pid is still this worker's

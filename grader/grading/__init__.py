@@ -8,7 +8,7 @@ May import: base, submission, sandbox, recordings, regression, rubric, scoring, 
 from __future__ import annotations
 
 from grader.grading._checkpoints import predicted, run_checkpoints
-from grader.grading._grade import Graded, grade_submission
+from grader.grading._grade import Graded, grade_submission, seed_pool
 from grader.grading._packages import MissingPackage
 
 __all__ = [
@@ -17,4 +17,5 @@ __all__ = [
     "grade_submission",
     "predicted",
     "run_checkpoints",
+    "seed_pool",
 ]

@@ -62,8 +62,11 @@ def run_checkpoints(root: Path, rubric: Rubric, *, wall: Wall = PROCESS_WALL) ->
 
         def whitespace() -> tuple[bool, str]:
             drawn = draw()
-            probe = Sandbox(root, scratch / "probe", rubric.limits, wall).probe_replay(
-                manifest.replay, drawn.probe, unknown=drawn.unknown)
+            sandbox = Sandbox(root, scratch / "probe", rubric.limits, wall)
+            try:
+                probe = sandbox.probe_replay(manifest.replay, drawn.probe, unknown=drawn.unknown)
+            finally:
+                sandbox.close()
             if not probe.loaded:
                 return False, f"your Replay could not be used: {probe.detail}"
             if not probe.whitespace_hit:

@@ -67,7 +67,7 @@ from grader.submission import (
     tamper_findings,
 )
 
-__all__ = ["Draw", "Graded", "draw", "grade_submission"]
+__all__ = ["SEED_POOL", "Draw", "Graded", "draw", "grade_submission", "seed_pool"]
 
 # The real provider families, as `gradekit record` names them (adapter:model). Every grading
 # runs the agent once under a label of each family, each with its own hash seed, so an agent
@@ -96,7 +96,8 @@ class Draw:
     digest whatever is drawn."""
 
     labels: tuple[str, ...]  # the primary run's first, then one of every other family
-    seeds: tuple[int, ...]  # PYTHONHASHSEED of each of those runs: all different
+    seeds: tuple[int, ...]  # PYTHONHASHSEED of each of those runs: all different, all of
+    # the key's pool (seed_pool)
     probe: Mapping[str, str]  # prompt -> answer: the probe cassette's one recording
     unknown: str  # a prompt of the same kind that the probe cassette does not hold
 
@@ -135,20 +136,38 @@ def draw(key: bytes | None = None, content: str = "", label: str | None = None) 
     ``label``, if given, is the primary label (an instructor reproducing something); the
     other families are still drawn beside it.
     """
-    keyed = _Keyed(key if key is not None else secrets.token_bytes(32), content)
+    key = key if key is not None else secrets.token_bytes(32)
+    keyed = _Keyed(key, content)
     labels = [f"{adapter}:{keyed.choice(models)}" for adapter, models in keyed.shuffled(FAMILIES)]
     if label is not None:
         labels = [label, *(other for other in labels
                            if other.partition(":")[0] != label.partition(":")[0])]
-    seeds: list[int] = []
-    while len(seeds) < len(labels):
-        seed = keyed.below(1 << 32)
-        seeds += [] if seed in seeds else [seed]
+    seeds = keyed.shuffled(seed_pool(key))[:len(labels)]
     words = keyed.shuffled(_WORDS)
     prompt, unknown = (f"Task: summarise the {a} {b} notes for the {c} review."
                        for a, b, c in (words[0:3], words[3:6]))
     answer = f"The {words[6]} notes say: {keyed.below(10**6)}."
     return Draw(tuple(labels), tuple(seeds), {prompt: answer}, unknown)
+
+
+SEED_POOL = 8  # hash seeds a key draws from: one more family and an instructor's label fit
+
+
+def seed_pool(key: bytes) -> tuple[int, ...]:
+    """The ``SEED_POOL`` different hash seeds every draw under ``key`` takes its seeds from.
+
+    A run's hash seed is fixed when its interpreter starts, so behind namespaces runs fork
+    from one host per seed (``grader.sandbox._host``); with a pool per key rather than
+    seeds per submission, a batch starts its hosts once and every grading forks from them.
+    Each grading still runs each label under a seed of its own, in an order and a choice
+    keyed on its content; the seeds stay unknown without the key.
+    """
+    keyed = _Keyed(key, "hash seed pool")
+    seeds: list[int] = []
+    while len(seeds) < SEED_POOL:
+        seed = keyed.below(1 << 32)
+        seeds += [] if seed in seeds else [seed]
+    return tuple(seeds)
 
 
 def submission_content(inputs: Mapping[str, str]) -> str:
@@ -193,7 +212,11 @@ def grade_submission(root: Path, rubric: Rubric, *, submission: str, scratch: Pa
     inputs = _inputs(root, manifest, rubric.cases)
     drawn = drawn or draw(draw_key, submission_content(inputs), label)
     sandbox = Sandbox(root, scratch, rubric.limits, wall)
-    evidence, found = _evidence(sandbox, manifest, rubric, answers, drawn, on_case, http.by_case)
+    try:
+        evidence, found = _evidence(sandbox, manifest, rubric, answers, drawn, on_case,
+                                    http.by_case)
+    finally:
+        sandbox.close()
     findings += found
     # Read once a grading, never run: code that reaches for the harness or the process
     # flags the grade for a person, and moves no points.
@@ -411,14 +434,15 @@ def _evidence(sandbox: Sandbox, manifest: Manifest | None, rubric: Rubric,
     for result in (primary, *others, *([tiebreak] if tiebreak else []), *(r for _, r in loud)):
         findings += _run_findings(result)
     probe = sandbox.within("probe").probe_replay(manifest.replay, drawn.probe,
-                                                 unknown=drawn.unknown)
+                                                 unknown=drawn.unknown, hashseed=plan.hashseed)
     if probe.tampering:
         findings.append(FLAGGED + f"the own-Replay probe: {quote(probe.tampering)}")
     second_set, problem, found = _second_set(root, manifest, rubric, run, plan, answers)
     findings += found
     review, basis = _review(root, manifest) if "rerecord-review" in manifest.stretch \
         else ("not claimed", "")
-    cut_point, found = _cut_point(sandbox, manifest) if "cut-point" in manifest.stretch \
+    cut_point, found = _cut_point(sandbox, manifest, plan.hashseed) \
+        if "cut-point" in manifest.stretch \
         else ("not claimed", [])
     findings += found
     # Every item of every set the rubric pins, against the submission's own code.
@@ -477,15 +501,15 @@ def _require_packages(root: Path, manifest: Manifest, packages: Mapping[str, str
             raise missing
 
 
-def _cut_point(sandbox: Sandbox, manifest: Manifest) -> tuple[str | None, list[str]]:
+def _cut_point(sandbox: Sandbox, manifest: Manifest,
+               hashseed: int) -> tuple[str | None, list[str]]:
     """The cut-point goal's evidence: the incident test, on the submission's guard and on
     one that allows everything, both in the sandbox; and the findings they gave."""
     test, guard = manifest.incident_test, manifest.guard
     if not test or not guard:
         return cut_point_problem(None, None, test=test, guard=guard), []
-    runs = [sandbox.within(f"cut-point-{allow_all}").run_cut_point_test(test, guard,
-                                                                        allow_all=allow_all)
-            for allow_all in (False, True)]
+    runs = [sandbox.within(f"cut-point-{allow_all}").run_cut_point_test(
+        test, guard, allow_all=allow_all, hashseed=hashseed) for allow_all in (False, True)]
     findings = [FLAGGED + f"the cut-point test: {quote(run.tampering)}"
                 for run in runs if run.tampering]
     return cut_point_problem(runs[0], runs[1], test=test, guard=guard), findings

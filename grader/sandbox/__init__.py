@@ -42,6 +42,7 @@ from grader.sandbox._walls import (
     ProcessWall,
     choose_isolation,
     isolation_requests,
+    share_hosts,
     wall_named,
     warm_walls,
 )
@@ -61,6 +62,7 @@ __all__ = [
     "cut_point_problem",
     "isolation_requests",
     "package_folders",
+    "share_hosts",
     "wall_named",
     "warm_walls",
 ]

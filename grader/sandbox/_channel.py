@@ -19,14 +19,15 @@ from collections.abc import Callable, Mapping, Sequence
 from enum import Enum
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Any, Literal
+from typing import IO, Any, Literal, Protocol
 
 from grader._model import Limits
 from grader.sandbox._hold import Cell
 from grader.sandbox._isolation import become
 
 __all__ = [
-    "HARNESS", "PYTHON_FLAGS", "Child", "Event", "ProtocolError", "child_ending", "child_name",
+    "HARNESS", "PYTHON_FLAGS", "Child", "Event", "Process", "ProtocolError", "Spawn",
+    "child_ending", "child_name",
     "child_text", "clean_text", "decode_line", "exit_detail", "replaced_names", "strict_loads",
 ]
 
@@ -75,6 +76,7 @@ class Child:
         pass_fds: Sequence[int] = (),
         cell: Cell | None = None,
         user: int | None = None,
+        spawn: Spawn | None = None,
     ) -> None:
         """Start ``command`` (default: this interpreter on the harness) with two pipe fds.
 
@@ -82,6 +84,9 @@ class Child:
         The child joins ``cell`` (its hold on the host: a cgroup, or a watchdog's watch)
         before it execs, then takes ``user`` as its uid and gid when one is given; the cell
         is closed when the child is finished.
+
+        ``spawn``, when given, starts the child instead (a run forked by a host, which is
+        handed the two fds and the outputs) and admits it to ``cell`` before it runs.
         """
         their_read, self._to_child = os.pipe()
         self._from_child, their_write = os.pipe()
@@ -90,17 +95,21 @@ class Child:
         self.stopped = ""  # why the watchdog or the kernel stopped the child, once it did
         self._next_watch = time.monotonic() + _WATCH_EVERY_S
         try:
-            self.proc = subprocess.Popen(
-                [*start, str(their_read), str(their_write)],
-                cwd=cwd,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=outputs[0],
-                stderr=outputs[1],
-                pass_fds=(*pass_fds, their_read, their_write),
-                start_new_session=True,  # its own process group: one killpg ends everything
-                preexec_fn=_joining(cell, user) if cell or user is not None else None,
-            )
+            if spawn is not None:
+                self.proc: Process = spawn(their_read, their_write, outputs,
+                                           cell.admit if cell is not None else _nowhere)
+            else:
+                self.proc = _Started(subprocess.Popen(
+                    [*start, str(their_read), str(their_write)],
+                    cwd=cwd,
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=outputs[0],
+                    stderr=outputs[1],
+                    pass_fds=(*pass_fds, their_read, their_write),
+                    start_new_session=True,  # its own process group: one killpg ends it all
+                    preexec_fn=_joining(cell, user) if cell or user is not None else None,
+                ))
         except BaseException:
             os.close(self._to_child)
             os.close(self._from_child)
@@ -161,7 +170,7 @@ class Child:
         Returns its exit status and whether the parent had to kill it.
         """
         if self._finished:
-            return self.proc.returncode, False
+            return self.proc.wait(), False
         self._finished = True
         exited = self._exits_by(deadline)
         self._kill()
@@ -175,8 +184,7 @@ class Child:
         return code, not exited
 
     def _kill(self) -> None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.proc.pid, signal.SIGKILL)  # its unreaped zombie still holds the group
+        self.proc.kill()
 
     def _watch(self) -> None:
         """The watchdog's look at a running child, every tenth of a second at most; past
@@ -194,8 +202,7 @@ class Child:
     def _exits_by(self, deadline: float) -> bool:
         """Wait for the exit without reaping, so the group id cannot be reused meanwhile."""
         while True:
-            flags = os.WEXITED | os.WNOHANG | os.WNOWAIT
-            if os.waitid(os.P_PID, self.proc.pid, flags) is not None:
+            if self.proc.exited():
                 return True
             if time.monotonic() >= deadline:
                 return False
@@ -235,6 +242,49 @@ class Child:
             self._selector.register(self._to_child, selectors.EVENT_WRITE)
         elif waiting and not self._outbox:
             self._selector.unregister(self._to_child)
+
+
+class Process(Protocol):
+    """A started child as ``Child`` holds it: its pid on this host, and how it ends."""
+
+    pid: int
+
+    def exited(self) -> bool:
+        """Whether it has exited, without reaping it (so its pid cannot be reused)."""
+
+    def kill(self) -> None:
+        """Kill it and everything it started."""
+
+    def wait(self) -> int:
+        """Reap it: its exit status, or minus the signal that killed it (every later
+        call returns the same)."""
+
+
+# (the channel's two ends for the child, its outputs, how to admit it to its cell) -> it,
+# admitted before it runs anything
+Spawn = Callable[[int, int, tuple[IO[bytes], IO[bytes]], Callable[[int], None]], Process]
+
+
+def _nowhere(pid: int) -> None:
+    """No cell to admit a spawned child to."""
+
+
+class _Started:
+    """A child this process started itself (``subprocess.Popen``), in a session of its own."""
+
+    def __init__(self, popen: subprocess.Popen[bytes]) -> None:
+        self._popen = popen
+        self.pid = popen.pid
+
+    def exited(self) -> bool:
+        return os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+
+    def kill(self) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.pid, signal.SIGKILL)  # its unreaped zombie still holds the group
+
+    def wait(self) -> int:
+        return self._popen.wait()
 
 
 def _joining(cell: Cell | None, user: int | None) -> Callable[[], None]:

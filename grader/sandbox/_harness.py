@@ -2,11 +2,12 @@
 
 Standard library only, and run by file path (``python -S -P -B _harness.pyc READ_FD
 WRITE_FD``: its bytecode, compiled once per grader process by ``grader.sandbox._walls``
-so that no child compiles it again): it never imports ``lab``, ``gradekit`` or
-``grader``, because the submission ships its own ``lab`` (and often a copy of
+so that no child compiles it again; behind namespaces ``_harness.pyc host FD`` instead, a
+host whose forks each become such a child: ``serve_runs``, below): it never imports
+``lab`` or ``grader``, because the submission ships its own ``lab`` (and often a copy of
 ``gradekit``), and nothing the grader relies on may depend on code the submission can
-shadow or patch. The agent gets
-the grader's own ``gradekit`` (``Library``), read-only. Everything this process
+shadow or patch. The agent gets the grader's own ``gradekit`` (``Library``), read-only
+(a host imports it once, for every run it forks). Everything this process
 says is a claim; ``grader.sandbox._sandbox`` (the parent) decides what it is worth.
 
 Protocol: JSON lines, UTF-8, ASCII-escaped, over two inherited pipes (the child reads
@@ -937,7 +938,8 @@ def prepare_sandbox(channel: Channel, config: dict[str, Any]) -> None:
     """
     copy = config["copy"]
     try:
-        copy_submission(copy["from"], copy["to"], copy["ignore"])
+        if not os.path.ismount(copy["to"]):  # a forked run's is an overlay of the original
+            copy_submission(copy["from"], copy["to"], copy["ignore"])
         os.makedirs(os.path.join(os.path.dirname(copy["to"]), "tmp"), exist_ok=True)
     except OSError as exc:
         why = "larger than the sandbox's disk (disk_mb)" if exc.errno == errno.ENOSPC \
@@ -1014,8 +1016,254 @@ def _code_of(module: Any) -> dict[str, object]:
     return found
 
 
+# -- the run host: one interpreter per hash seed, a fork per run ----------------------------
+#
+# Behind namespaces a grading's runs fork from a host instead of each starting bubblewrap
+# and an interpreter (``grader.sandbox._host`` is the grader's side, and says why). The
+# host runs only this module and the grader's ``gradekit``, never student code; it keeps
+# CAP_SYS_ADMIN in its user namespace only to build each run's walls, and every run drops
+# it before it reads its configuration. Protocol, over the one socket the host inherits
+# (SOCK_SEQPACKET, one JSON object per message):
+#
+#     grader: {"site", "library", "scratch", "seccomp": HEX, "overlay": BOOL}   once, first
+#     host:   {"op": "ready"} | {"op": "unavailable", "why": W}
+#     grader: {"op": "run", "env", "disk_mb", "source", "shown": [[FROM, TO, WRITABLE]]}
+#             with six fds: the channel's read and write ends, stdout, stderr, "go", and
+#             the reply socket (one end of a fresh SOCK_SEQPACKET pair)
+#     host, on the reply socket: {"op": "started"} with the pidfd of the run's init, then,
+#             once the init ended, {"op": "ended", "status": S}
+#
+# Requests may come from several graders at once (the workers of a batch share its hosts):
+# each is one message, and each run's answers go to its own reply socket. The init (pid 1
+# of the run's own pid namespace) builds the walls, waits for a byte on "go" (written once
+# the init is in the run's cell), then forks the run, so that the run and all it holds are
+# counted in the cell from its first instruction; "go" closing kills the run.
+#
+# FROM, "source" and the run's folders are paths under "scratch" (the grading's scratch,
+# which the host sees and no run does).
+
+_CLONE_NEWNS, _CLONE_NEWPID, _CLONE_NEWIPC, _CLONE_NEWUTS = 0x20000, 0x20000000, 0x8000000, \
+    0x4000000
+_MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REMOUNT, _MS_BIND, _MS_REC, _MS_PRIVATE = \
+    1, 2, 4, 8, 32, 4096, 16384, 1 << 18
+_MNT_DETACH = 2
+_PR_SET_PDEATHSIG, _PR_SET_DUMPABLE, _PR_CAPBSET_DROP, _PR_SET_NO_NEW_PRIVS, _PR_SET_SECCOMP = \
+    1, 4, 24, 38, 22
+_LAST_CAP = 63
+# What the host imports for itself, which a run must import anew, as a run in its own
+# bubblewrap does: importing ctypes raises the audit event the guard refuses.
+_HOST_ONLY = frozenset({"ctypes", "_ctypes"})
+
+
+def serve_runs(control: int) -> None:
+    """The host's loop: set up once, then fork a run's init per request, however many run
+    at once, and report each one's end on its own reply socket."""
+    import ctypes
+    import select
+    import signal
+    import socket
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    link = socket.socket(fileno=control)
+    setup: dict[str, Any] = json.loads(link.recv(1 << 20))
+    add_packages(setup["site"])
+    sys.meta_path.insert(0, Library(setup["library"]))
+    importlib.import_module("gradekit")  # the kit, imported once for every run of this host
+    importlib.import_module("platform")  # settle_platform's, before every run's guard
+    program = bytes.fromhex(setup["seccomp"]) if setup["seccomp"] else b""
+    pid_namespace = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
+
+    def check(result: int, what: str) -> None:
+        if result != 0:
+            number = ctypes.get_errno()
+            raise OSError(number, f"{what}: {os.strerror(number)}")
+
+    def mount(source: str | None, target: str, kind: str | None, flags: int,
+              data: str | None = None) -> None:
+        check(libc.mount(source and source.encode(), target.encode(), kind and kind.encode(),
+                         flags, data and data.encode()), f"mount {target}")
+
+    def fork_in_own_pid_namespace() -> int:
+        # Every run is pid 1 of a namespace of its own, nested in the host's, not in the
+        # last run's (unshare alone would nest each in the one before, 32 deep at most).
+        check(libc.setns(pid_namespace, _CLONE_NEWPID), "setns")
+        check(libc.unshare(_CLONE_NEWPID), "unshare")
+        return os.fork()
+
+    def walls(request: dict[str, Any]) -> None:
+        """Build the run's walls, in its init, before anything of the run exists."""
+        scratch = setup["scratch"]
+        check(libc.unshare(_CLONE_NEWNS | _CLONE_NEWIPC | _CLONE_NEWUTS), "unshare")
+        mount(None, "/", None, _MS_REC | _MS_PRIVATE)
+        mount("proc", "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
+        original = "/gradekit/original"
+        mount(os.path.join(scratch, request["source"]), original, None, _MS_BIND | _MS_REC)
+        mount(None, original, None, _MS_BIND | _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NODEV)
+        writable_space(int(request["disk_mb"]), original)
+        mount("tmpfs", "/gradekit/shown", "tmpfs", _MS_NOSUID | _MS_NODEV, "size=65536,mode=0755")
+        for origin, target, writable in request["shown"]:
+            os.close(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+            mount(os.path.join(scratch, origin), target, None, _MS_BIND)
+            if not writable:
+                mount(None, target, None, _MS_BIND | _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID
+                      | _MS_NODEV)
+        mount(None, "/gradekit/shown", None, _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NODEV)
+        check(libc.umount2(scratch.encode(), _MNT_DETACH), "umount")  # no run sees the rest
+        check(libc.sethostname(b"sandbox", 7), "sethostname")
+        os.setsid()
+        check(libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl")
+        for capability in range(_LAST_CAP + 1):
+            if libc.prctl(_PR_CAPBSET_DROP, capability, 0, 0, 0) != 0 \
+                    and ctypes.get_errno() != errno.EINVAL:  # EINVAL: past the last one
+                check(-1, "drop a capability from the bounding set")
+        header, data = (ctypes.c_uint32 * 2)(0x20080522, 0), (ctypes.c_uint32 * 6)()
+        check(libc.capset(header, data), "capset")
+        check(libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl")
+
+    def writable_space(disk_mb: int, original: str) -> None:
+        """The run's only writable space, one tmpfs of ``disk_mb``: ``/sandbox`` is a folder
+        of it, and the copy of the submission at ``/sandbox/submission`` an overlay whose
+        upper layer is another folder of it (the laid-out original read-only below), so
+        the copy costs a mount, not the 6-7 ms of copying every file. The tmpfs's own
+        mount is then dropped: the run sees ``/sandbox`` and its copy, nothing else of it.
+        Where an overlay cannot be mounted the harness copies the files, as without a host.
+        """
+        layer = "/gradekit/layer"
+        mount("tmpfs", layer, "tmpfs", _MS_NOSUID | _MS_NODEV, f"size={disk_mb << 20},mode=0700")
+        for folder, mode in (("sandbox", 0o700), ("upper", 0o755), ("work", 0o700)):
+            os.mkdir(f"{layer}/{folder}", mode)
+        mount(f"{layer}/sandbox", "/sandbox", None, _MS_BIND)
+        os.chdir("/sandbox")  # not the host's own /sandbox, under it: no run reaches that
+        os.mkdir("/sandbox/tmp")
+        if setup["overlay"]:
+            os.mkdir("/sandbox/submission", 0o755)
+            mount("overlay", "/sandbox/submission", "overlay", _MS_NOSUID | _MS_NODEV,
+                  f"lowerdir={original},upperdir={layer}/upper,workdir={layer}/work,userxattr")
+        check(libc.umount2(layer.encode(), _MNT_DETACH), "umount")
+
+    def confine() -> None:
+        """The system call filter, last: it refuses ``fork``, so the init forks first."""
+        if program:
+            class Program(ctypes.Structure):
+                _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+            held = ctypes.create_string_buffer(program, len(program))
+            check(libc.prctl(_PR_SET_SECCOMP, 2, ctypes.byref(
+                Program(len(program) // 8, ctypes.cast(held, ctypes.c_void_p))), 0, 0),
+                "seccomp")
+
+    def init(request: dict[str, Any], fds: list[int]) -> None:
+        """The forked run's pid 1: its walls, then, once the grader has put it in its cell
+        (a byte on ``go``), the run itself as its only child. The grader holds ``go`` open
+        while it holds the run: when it closes (the grader ended the run, or died), the run
+        is killed. The init ends as the run ended, a signal's death as 128 + the signal (as
+        bubblewrap's own init reports one)."""
+        code = 71
+        try:
+            read, write, out, err, go = fds[:5]
+            os.dup2(out, 1)
+            os.dup2(err, 2)
+            keep = sorted({0, 1, 2, read, write, go})
+            for low, high in zip(keep, [*keep[1:], 1 << 20], strict=True):
+                os.closerange(low + 1, high)  # the host's sockets, other runs' among them
+            walls(request)
+            if os.read(go, 1) != b"!":
+                os._exit(70)  # the grader went away before the run began
+            run = os.fork()
+            if run == 0:
+                os.close(go)
+                check(libc.prctl(_PR_SET_DUMPABLE, 1, 0, 0, 0), "prctl")  # its own /proc
+                for name in [n for n in sys.modules if n.partition(".")[0] in _HOST_ONLY]:
+                    del sys.modules[name]  # the host's own: the run imports them afresh
+                confine()
+                check(libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl")
+                os.environ.clear()
+                os.environ.update(request["env"])
+                main(["run", str(read), str(write)])
+                os._exit(0)
+            os.close(read)
+            os.close(write)
+            # Not the run's to open (/proc/1/mem, ptrace): it keeps "go" and kills the run.
+            check(libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0), "prctl")
+            ended = os.pidfd_open(run)
+            confine()
+            while not select.select([ended, go], [], [])[0].count(ended):
+                if not os.read(go, 1):  # the grader let go of the run
+                    os.kill(run, signal.SIGKILL)
+                    go = ended  # from here on, only the run's end is waited for
+            _, status = os.waitpid(run, 0)
+            code = 128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) \
+                else os.waitstatus_to_exitcode(status)
+        except BaseException as exc:  # neither the init nor the run returns to the loop
+            with contextlib.suppress(BaseException):
+                os.write(2, f"gradekit: the run's walls failed: {describe(exc)}\n".encode())
+        os._exit(code)
+
+    def trial() -> str:
+        """Build one run's walls and end: "" when they stand, else what the kernel refused."""
+        said, told = os.pipe()
+        child = fork_in_own_pid_namespace()
+        if child == 0:
+            try:
+                walls({"disk_mb": 1, "source": ".", "shown": []})
+                confine()
+            except BaseException as exc:
+                os.write(told, describe(exc).encode()[:500])
+                os._exit(1)
+            os._exit(0)
+        os.close(told)
+        os.waitpid(child, 0)
+        with os.fdopen(said, "rb") as why:
+            return why.read().decode("utf-8", "replace")
+
+    try:  # trial runs: whatever the kernel refuses is known before a real run needs it
+        refused = trial()
+        if refused and setup["overlay"]:  # the copy, as without a host, where it must
+            setup["overlay"] = False
+            refused = trial()
+    except OSError as exc:
+        refused = describe(exc)
+    if refused:
+        link.send(json.dumps({"op": "unavailable", "why": refused}).encode())
+        return
+    link.send(b'{"op": "ready"}')
+    runs: dict[int, tuple[int, socket.socket]] = {}  # pidfd -> the run's init, its reply
+    while True:
+        waiting: list[Any] = [link, *runs]
+        for ready in select.select(waiting, [], [])[0]:
+            if ready is link:
+                message, fds, _, _ = socket.recv_fds(link, 1 << 20, 6)
+                if not message:
+                    return
+                if len(fds) != 6:  # not the grader's request: nothing to answer it on
+                    for fd in fds:
+                        os.close(fd)
+                    continue
+                child = fork_in_own_pid_namespace()
+                if child == 0:
+                    init(json.loads(message), fds)
+                reply = socket.socket(fileno=fds[5])
+                for fd in fds[:5]:
+                    os.close(fd)
+                handle = os.pidfd_open(child)
+                with contextlib.suppress(OSError):  # a grader gone: the run's go is closed
+                    socket.send_fds(reply, [b'{"op": "started"}'], [handle])
+                runs[handle] = (child, reply)
+            elif isinstance(ready, int):
+                child, reply = runs.pop(ready)
+                _, status = os.waitpid(child, 0)
+                with contextlib.suppress(OSError):
+                    reply.send(json.dumps({"op": "ended",
+                                           "status": os.waitstatus_to_exitcode(status)}).encode())
+                reply.close()
+                os.close(ready)
+
+
 def main(argv: list[str]) -> None:
     """Configure, fence, run; then leave without waiting for threads the agent left behind."""
+    if argv[1:2] == ["host"]:
+        serve_runs(int(argv[2]))
+        os._exit(0)
     channel = Channel(int(argv[1]), int(argv[2]))
     del sys.argv[1:]  # the pipes' numbers: nothing the agent needs to know
     config = channel.receive()

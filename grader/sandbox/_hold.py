@@ -79,6 +79,10 @@ class Cell:
         """Join this cell; run by the forked child before it execs (async-signal-safe
         enough: opens, writes and closes, no allocation worth naming)."""
 
+    def admit(self, pid: int) -> None:
+        """Move the child ``pid`` into this cell: a child this process did not start
+        itself (a host forked it), before it is told anything."""
+
     def watch(self, pid: int) -> str:
         """While the child runs: "" within its budget, else why it must be killed."""
         return ""
@@ -125,10 +129,16 @@ class _CgroupCell(Cell):
         self._procs = [str(folder / "cgroup.procs") for folder in self.folders]
 
     def enter(self) -> None:
+        self._join(b"0")  # 0: the writer itself
+
+    def admit(self, pid: int) -> None:
+        self._join(str(pid).encode("ascii"))
+
+    def _join(self, pid: bytes) -> None:
         for path in self._procs:
             fd = os.open(path, os.O_WRONLY)
             try:
-                os.write(fd, b"0")  # 0: the writer itself
+                os.write(fd, pid)
             finally:
                 os.close(fd)
 

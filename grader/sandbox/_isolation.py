@@ -54,6 +54,10 @@ def bubblewrap() -> tuple[str | None, str]:
 SANDBOX = "/sandbox"  # the child's only writable place: a tmpfs of limits.disk_mb
 KIT = "/gradekit"  # read-only: the harness, the original submission, the packages
 SANDBOX_UID = 65534  # "nobody", inside the user namespace
+# What a host keeps, in its own user namespace only, and every run it forks drops: the
+# mounts and namespaces (SYS_ADMIN), an overlay's work folder (DAC_OVERRIDE), emptying the
+# run's bounding set (SETPCAP).
+_HOST_CAPABILITIES = ("CAP_SYS_ADMIN", "CAP_DAC_OVERRIDE", "CAP_SETPCAP")
 _SYSTEM = ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32")
 # The devices a child gets, writable by nature and harmless (a write to urandom mixes in,
 # credits nothing), and the links the C library and shells expect beside them.
@@ -203,18 +207,23 @@ def _under(path: str, root: str) -> bool:
 
 
 def bwrap_argv(bwrap_path: str, binds: Sequence[Bind], *, disk_mb: int,
-               seccomp_fd: int | None) -> list[str]:
+               seccomp_fd: int | None, host: bool = False) -> list[str]:
     """The bubblewrap options of one child, up to (not including) the command.
 
     Only ``/sandbox`` (a tmpfs of ``disk_mb``) and the binds marked writable can be written:
     the root and ``/dev`` are remounted read-only once built, ``/dev`` holds null, zero and
     urandom alone, and there is no ``/dev/shm``. Each in-memory filesystem a child could
     write is host memory outside every other limit.
+
+    A ``host`` (``grader.sandbox._host``) keeps ``_HOST_CAPABILITIES`` in its user
+    namespace, to build each forked run's walls, so it may make the namespaces a run needs
+    (no ``--disable-userns``); it gets the folders each run mounts over.
     """
     argv = [bwrap_path, "--unshare-user", "--unshare-pid", "--unshare-net", "--unshare-ipc",
-            "--unshare-uts", "--unshare-cgroup-try", "--disable-userns", "--die-with-parent",
-            "--new-session", "--cap-drop", "ALL", "--uid", str(SANDBOX_UID),
-            "--gid", str(SANDBOX_UID), "--hostname", "sandbox"]
+            "--unshare-uts", "--unshare-cgroup-try", *([] if host else ["--disable-userns"]),
+            "--die-with-parent", "--new-session", "--cap-drop", "ALL",
+            *(arg for cap in _HOST_CAPABILITIES for arg in ("--cap-add", cap) if host),
+            "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID), "--hostname", "sandbox"]
     for name in _SYSTEM:
         path = f"/{name}"
         if os.path.islink(path):
@@ -234,4 +243,6 @@ def bwrap_argv(bwrap_path: str, binds: Sequence[Bind], *, disk_mb: int,
         argv += ["--bind" if bind.writable else "--ro-bind", bind.source, bind.dest]
     if seccomp_fd is not None:
         argv += ["--seccomp", str(seccomp_fd)]
+    if host:
+        argv += ["--dir", f"{KIT}/original", "--dir", f"{KIT}/shown", "--dir", f"{KIT}/layer"]
     return [*argv, "--remount-ro", "/", "--chdir", SANDBOX]

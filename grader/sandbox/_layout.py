@@ -28,6 +28,7 @@ from grader._model import IGNORED_NAMES, Limits
 from grader.sandbox._channel import Child
 from grader.sandbox._harness import copy_submission
 from grader.sandbox._hold import host_hold
+from grader.sandbox._host import Hosts
 from grader.sandbox._isolation import KIT, as_root
 
 __all__ = [
@@ -134,6 +135,7 @@ class Layout:
     work: Path  # traces and TMPDIR: the only other place the child may write
     output: Path  # stdout and stderr, which the child reaches only through inherited fds
     wall: Wall
+    hosts: Hosts | None = None  # the grading's hosts, which a wall may fork the run from
 
     @property
     def child_copy(self) -> str:
@@ -190,6 +192,7 @@ class LaidOut:
 
     folder: Path | None = None
     compiled: set[str] = field(default_factory=set)
+    hosts: Hosts = field(default_factory=Hosts)  # the runs' hosts (namespaces only)
 
     def source(self, root: Path, scratch: Path, packages: Sequence[str]) -> Path:
         """The laid-out copy of ``root`` (made under ``scratch`` on the first call), its
@@ -267,13 +270,15 @@ def _compile_file(source: Path) -> None:
                 target.unlink()
 
 
-def prepare_run(root: Path, scratch: Path, wall: Wall, source: Path | None = None) -> Layout:
+def prepare_run(root: Path, scratch: Path, wall: Wall, source: Path | None = None,
+                hosts: Hosts | None = None) -> Layout:
     """A fresh run's folders under ``scratch``, laid out for the child behind ``wall``;
-    the run copies the submission from ``source`` (a ``LaidOut`` copy), else from ``root``."""
+    the run copies the submission from ``source`` (a ``LaidOut`` copy), else from ``root``,
+    and may be forked by one of ``hosts``."""
     scratch.mkdir(parents=True, exist_ok=True)
     run = Path(tempfile.mkdtemp(prefix="run-", dir=scratch)).resolve()
     layout = Layout(root.resolve(), (source or root).resolve(), run, run / "submission",
-                    run / "work", run / "output", wall)
+                    run / "work", run / "output", wall, hosts)
     wall.prepare(layout)
     layout.output.mkdir()
     return layout

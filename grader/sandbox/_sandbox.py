@@ -190,6 +190,15 @@ class Sandbox:
     wall: Wall = PROCESS_WALL
     laid: LaidOut = field(default_factory=LaidOut, compare=False, repr=False)
 
+    def __post_init__(self) -> None:
+        if self.laid.hosts.scratch is None:  # the first sandbox: every run is under it
+            self.laid.hosts.scratch = self.scratch.resolve()
+
+    def close(self) -> None:
+        """End what this sandbox and those ``within`` it keep between runs (the hosts its
+        runs forked from); a later run starts them again."""
+        self.laid.hosts.close()
+
     def within(self, folder: str) -> Sandbox:
         """The same sandbox, its runs' folders under ``scratch / folder``."""
         return replace(self, scratch=self.scratch / folder)
@@ -229,7 +238,7 @@ class Sandbox:
         return self.run(agent, cases, RunPlan(label, hashseed, serving))
 
     def probe_replay(self, replay: str, recorded: Mapping[str, str], *,
-                     unknown: str | None = None) -> ReplayProbe:
+                     unknown: str | None = None, hashseed: int = 0) -> ReplayProbe:
         """Probe the submission's own replay class (``"package.module:Class"``).
 
         The parent writes ``recorded`` (prompt -> response) as a cassette, the child
@@ -242,16 +251,19 @@ class Sandbox:
         config = child_config(layout, self.limits, mode="probe_replay", replay=replay,
                               probe=probe)
         with child_outputs(layout) as outputs, \
-                self._child(config, layout, outputs, [cassette]) as child:
+                self._child(config, layout, outputs, [cassette], hashseed) as child:
             return ProbeTalk(layout, self.limits, expected, str(config["seal"])).converse(child)
 
-    def run_cut_point_test(self, test: str, guard: str, *, allow_all: bool) -> CutPointRun:
+    def run_cut_point_test(self, test: str, guard: str, *, allow_all: bool,
+                           hashseed: int = 0) -> CutPointRun:
         """Run the cut-point ``test`` over the submission; with ``allow_all``, its ``guard``
-        replaced first by one that allows everything."""
+        replaced first by one that allows everything. ``hashseed``, here and for the
+        probe: no verdict depends on it; a grading passes one its runs already use."""
         layout = self._prepare(test, guard)
         config = child_config(layout, self.limits, mode="cut_point", test=test, guard=guard,
                               allow_all=allow_all)
-        with child_outputs(layout) as outputs, self._child(config, layout, outputs) as child:
+        with child_outputs(layout) as outputs, \
+                self._child(config, layout, outputs, hashseed=hashseed) as child:
             return cut_point_verdict(child, layout, self.limits, str(config["seal"]))
 
     def _prepare(self, *specs: str) -> Layout:
@@ -259,7 +271,7 @@ class Sandbox:
         ``specs`` (``package.module:attribute``) compiled there."""
         packages = [spec.partition(":")[0].partition(".")[0] for spec in specs]
         source = self.laid.source(self.root, self.scratch, packages)
-        return prepare_run(self.root, self.scratch, self.wall, source)
+        return prepare_run(self.root, self.scratch, self.wall, source, self.laid.hosts)
 
     @contextmanager
     def _child(self, config: Mapping[str, object], layout: Layout,

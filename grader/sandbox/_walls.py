@@ -27,7 +27,7 @@ import sys
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import IO, Final
+from typing import IO, Any, Final
 
 import gradekit
 from gradekit import UsageError
@@ -35,6 +35,15 @@ from grader._model import Limits
 from grader.sandbox._channel import HARNESS, PYTHON_FLAGS, Child
 from grader.sandbox._harness import copy_submission
 from grader.sandbox._hold import Budget, host_hold
+from grader.sandbox._host import (
+    SHOWN,
+    Host,
+    hosts_unavailable,
+    refuse_hosts,
+    run_request,
+    share,
+    spawning,
+)
 from grader.sandbox._isolation import (
     INSTALL_HINT,
     KIT,
@@ -52,7 +61,7 @@ from grader.sandbox._seccomp import allow_list_filter
 
 __all__ = [
     "PROCESS_WALL", "NamespacesWall", "ProcessWall", "choose_isolation", "harness_code",
-    "isolation_requests", "wall_named", "warm_walls",
+    "isolation_requests", "share_hosts", "wall_named", "warm_walls",
 ]
 
 # The kit the agent runs on: the grader's own gradekit, whatever copy the submission ships
@@ -204,7 +213,7 @@ class NamespacesWall(Wall):
         return SANDBOX
 
     def inside(self, layout: Layout, path: Path) -> str:
-        return f"{SANDBOX}/{path.name}" if path.suffix == ".jsonl" else f"{KIT}/{path.name}"
+        return f"{SANDBOX}/{path.name}" if path.suffix == ".jsonl" else f"{SHOWN}/{path.name}"
 
     def configure(self, layout: Layout, limits: Limits) -> dict[str, object]:
         return {
@@ -233,6 +242,18 @@ class NamespacesWall(Wall):
             for path in shown:
                 if path.suffix == ".jsonl":  # the traces it writes
                     os.chown(path, user, user)
+        host = _host_of(layout, env, user)
+        if host is not None and layout.hosts is not None:
+            request = run_request(env, limits.disk_mb, layout.source, host.scratch,
+                                  [(p, self.inside(layout, p), p.suffix == ".jsonl")
+                                   for p in shown])
+            try:
+                return Child(config, layout.run, env, outputs,
+                             cell=host_hold().cell(Budget.of(limits)),
+                             spawn=spawning(host, request))
+            except OSError as exc:  # no run of this process forks from a host again
+                layout.hosts.drop(host)
+                refuse_hosts(f"a host could not start a run ({type(exc).__name__}: {exc})")
         python, binds, _ = interpreter()
         binds += (Bind(str(layout.source), f"{KIT}/original"),
                   Bind(str(harness_code()), HARNESS_INSIDE),
@@ -254,6 +275,32 @@ class NamespacesWall(Wall):
         finally:
             if read_end is not None:
                 os.close(read_end)
+
+
+def share_hosts(root: Path, seeds: Sequence[int]) -> None:
+    """Start a batch's hosts (``grader.sandbox._host.share``) where namespaces can be built:
+    in the zygote, before it forks the workers that use them."""
+    if NamespacesWall().missing():
+        return
+    NamespacesWall().warm()
+    share(root, seeds, host_user(_kit(), (), (str(root),))[0], **_kit_paths())
+
+
+def _kit_paths() -> dict[str, Any]:
+    return {"harness": harness_code(), "library": library_code(),
+            "library_inside": LIBRARY_INSIDE, "harness_inside": HARNESS_INSIDE}
+
+
+def _host_of(layout: Layout, env: Mapping[str, str], user: int | None) -> Host | None:
+    """The host of the grading that forks this run under its hash seed, or None: the run
+    starts its own bubblewrap (no hosts given, a run outside the grading's scratch, or
+    hosts cannot run here)."""
+    hosts = layout.hosts
+    if hosts is None or hosts.scratch is None or hosts_unavailable() \
+            or not layout.run.is_relative_to(hosts.scratch) \
+            or not layout.source.is_relative_to(hosts.scratch):
+        return None
+    return hosts.host(int(env["PYTHONHASHSEED"]), user, **_kit_paths())
 
 
 def _kit() -> tuple[str, ...]:

@@ -188,6 +188,21 @@ def _processes() -> list[tuple[int, int, str]]:
     return table
 
 
+def _runs_of(worker: int) -> list[int]:
+    """The sandboxed runs of ``worker``: its children (each run in its own bubblewrap), or
+    the processes in its runs' cgroups (runs forked by the batch's hosts, which are not its
+    children), named ``gradekit-WORKER-N``."""
+    found = []
+    for pid, parent, _ in _processes():
+        try:
+            groups = Path(f"/proc/{pid}/cgroup").read_text()
+        except OSError:
+            continue
+        if parent == worker or f"/gradekit-{worker}-" in groups:
+            found.append(pid)
+    return found
+
+
 def _workers(batch: int, folder: str) -> list[int]:
     """The batch's workers for ``folder``: children of its zygote, named after the folder."""
     table = _processes()
@@ -277,14 +292,15 @@ def test_a_worker_killed_mid_grading_is_an_error_row_and_leaves_no_process(
     subs = alice_hanging_bob_carol(tmp_path)
     process = grader.start(subs, "--jobs", "2", "--rubric", short_rubric(tmp_path, timeout_s=60))
 
-    def bobs_worker_and_its_child() -> int | None:
+    def bobs_worker_running_his_agent() -> int | None:
         workers = _workers(process.pid, "bob")
-        children = [pid for pid, parent, _ in _processes() if workers and parent == workers[0]]
-        return workers[0] if children else None
+        return workers[0] if workers and _runs_of(workers[0]) else None
 
-    worker = _wait_for("bob's worker running his agent", bobs_worker_and_its_child)
+    worker = _wait_for("bob's worker running his agent", bobs_worker_running_his_agent)
     assert isinstance(worker, int)
     os.kill(worker, signal.SIGKILL)
+    # Bob's agent sleeps for a minute: its run ends because its worker did.
+    _wait_for("bob's run to end with his worker", lambda: not _runs_of(worker))
     batch = grader.finish(process)
     bob = error_row_among_graded(batch, "bob", ["alice", "carol"])
     assert bob["reason"].startswith(

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 import secrets
 
-from grader.grading._grade import FAMILIES, draw
+from grader.grading._grade import FAMILIES, SEED_POOL, draw, seed_pool
 
 LABEL = re.compile(r"(openai|anthropic|ollama|llamacpp|openai-compatible):[a-z0-9.-]+")
 # What a student might branch on: each family's adapter and its models' word.
@@ -63,3 +63,19 @@ def test_an_instructors_label_is_the_primary_and_every_other_family_still_runs()
             adapter for adapter, _ in FAMILIES if adapter != "openai")
         custom = draw(secrets.token_bytes(32), "content", "provider-a")
         assert custom.labels[0] == "provider-a" and len(custom.labels) == len(FAMILIES) + 1
+
+
+def test_seeds_come_from_the_keys_pool_each_grading_its_own_choice_and_order() -> None:
+    """A batch starts one sandbox host per seed of the pool, once: every grading's seeds
+    must be the pool's, and still differ from one submission to the next."""
+    key = secrets.token_bytes(32)
+    pool = seed_pool(key)
+    assert len(set(pool)) == len(pool) == SEED_POOL
+    assert all(0 <= seed < 1 << 32 for seed in pool)
+    assert seed_pool(key) == pool and seed_pool(secrets.token_bytes(32)) != pool
+    draws = [draw(key, f"submission {n}") for n in range(40)]
+    assert all(set(d.seeds) <= set(pool) for d in draws)
+    assert len({d.seeds for d in draws}) > 30  # choice and order keyed on the content
+    assert len({d.seeds[0] for d in draws}) > 4  # the primary run's seed varies too
+    custom = draw(key, "content", "provider-a")  # six labels: six seeds of the pool
+    assert len(set(custom.seeds)) == len(custom.labels) and set(custom.seeds) <= set(pool)

@@ -33,6 +33,7 @@ from grader.sandbox import (
     Sandbox,
     Serving,
     Wall,
+    _host,
     _isolation,
     _layout,
     _walls,
@@ -46,6 +47,14 @@ from grader.sandbox._layout import WALLS
 from tests.conftest import require_namespaces
 
 pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(autouse=True, params=["forked", "own bubblewrap"])
+def started(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every attack twice behind namespaces: on runs forked from a host, and on runs that
+    each start their own bubblewrap (where hosts cannot run)."""
+    if request.param == "own bubblewrap":
+        monkeypatch.setattr(_host, "_unavailable", ["each run its own bubblewrap, in this test"])
 
 HOSTILE = '''
 import gc, json, os, signal, socket, subprocess, sys, _thread
@@ -415,7 +424,25 @@ def _children_naming(text: str) -> dict[int, tuple[int, int]]:
     under = set(roots)
     while grown := {p for p, parent in parents.items() if parent in under} - under:
         under |= grown
+    # A host's runs: only what its forks hold is a child's, not the host's own processes.
+    def hosting(pid: int | None) -> bool:  # a host's interpreter, not its bubblewrap
+        line = _cmdline(pid) if pid is not None else b""
+        return b"\x00host\x00" in line and not line.split(b"\x00")[0].endswith(b"bwrap")
+
+    hosts = {pid for pid in under if hosting(pid) and not hosting(parents.get(pid))}
+    runs = {pid for pid, parent in parents.items() if parent in hosts and pid in under}
+    if hosts:
+        under = set(runs)
+        while grown := {p for p, parent in parents.items() if parent in under} - under:
+            under |= grown
     return {pid: seen[pid] for pid in under}
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
 
 
 def test_host_tasks_from_one_child_stay_within_its_processes(
@@ -522,7 +549,9 @@ def test_the_child_sees_nothing_of_the_grader_or_a_classmate(
 
     assert secret not in json.dumps(seen)
     assert seen[str(classmate)] == "FileNotFoundError"
-    assert "sandbox" in seen["/proc/1/cmdline"] or "bwrap" in seen["/proc/1/cmdline"]
+    # pid 1 of its namespace is bubblewrap's, or the run itself (forked by a host): no
+    # process of the grader's is there to see
+    assert "bwrap" in seen["/proc/1/cmdline"] or "harness.pyc" in seen["/proc/1/cmdline"]
     assert "work" not in seen["/"] and "home" not in seen["/"]
     assert "OPENAI_API_KEY" not in seen["environ"]
 
@@ -534,7 +563,7 @@ def test_the_writable_space_is_capped(hostile: Path, tmp_path: Path) -> None:
                   limits=Limits(timeout_s=20, disk_mb=4))
 
     written, _, error = said.partition(" MiB then ")
-    assert int(written) < 4 and error == "OSError"
+    assert int(written) <= 4 and error == "OSError"  # 4 with a run's overlay: no copy first
     assert sum(f.stat().st_size for f in tmp_path.rglob("*") if f.is_file()) < 1 << 20
 
 

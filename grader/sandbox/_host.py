@@ -1,0 +1,300 @@
+"""Runs forked from a host: behind namespaces, runs share one interpreter per hash seed
+instead of each starting bubblewrap and Python.
+
+A run behind namespaces used to cost about 69 ms of CPU before its first case: bubblewrap
+(16), the interpreter's start (14), the harness's imports (14), the copy of the submission
+(7) and the import of the agent with the kit (19); a grading makes 13 of them. A **host**
+pays for bubblewrap, the interpreter, the harness and the kit once: an interpreter under one
+hash seed (a fork cannot change ``PYTHONHASHSEED``) that never runs student code. For each
+run it forks an init (``serve_runs`` in ``_harness.py``), which builds the run's walls:
+
+- pid 1 of a pid namespace of its own, with its own ``/proc``; the run is its only child
+  (pid 2), so the run sees and signals no host, no grader and no other run;
+- its own mount, ipc and uts namespaces: one tmpfs of ``disk_mb`` for ``/sandbox`` and the
+  run's copy of the submission (an overlay of the laid-out copy, or a copy where an overlay
+  cannot be mounted), its trace files and the probe's cassette bound one by one, and the
+  scratch folder the host sees unmounted;
+- a session of its own; every capability dropped (the bounding set too), ``no_new_privs``,
+  then the same system call filter bubblewrap loads for a child of its own.
+
+The grader admits the init to the run's cell (``Cell.admit``) before the run exists, holds
+it by a pidfd, and keeps a pipe ("go") open while it holds the run: the init kills the run
+when the pipe closes, so a run dies with the process that started it, as a child of its
+own bubblewrap does. A run never returns to the host's loop.
+
+A batch's zygote starts one host per seed of the draw key's pool (``share``) and its workers
+inherit them; a grading elsewhere starts the hosts it needs (``Hosts``) and ends them. The
+host keeps CAP_SYS_ADMIN, CAP_DAC_OVERRIDE and CAP_SETPCAP in its own user namespace only.
+Where the kernel refuses any of it (a container without nested namespaces, say), the first
+host's trial run says why, and every run of this process starts its own bubblewrap as
+before (so does every run after a host could not start one: ``refuse_hosts``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import platform
+import select
+import signal
+import socket
+import subprocess
+import weakref
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import IO, Any
+
+from grader.sandbox._channel import PYTHON_FLAGS, Process, Spawn
+from grader.sandbox._isolation import KIT, Bind, become, bubblewrap, bwrap_argv, interpreter
+from grader.sandbox._seccomp import allow_list_filter
+
+__all__ = ["HOST_SCRATCH", "SHOWN", "Host", "Hosts", "hosts_unavailable", "refuse_hosts",
+           "run_request", "share", "spawning"]
+
+HOST_SCRATCH = f"{KIT}/scratch"  # the grading's scratch folder, as a host sees it
+SHOWN = f"{KIT}/shown"  # the read-only files a run is shown (the probe's cassette)
+_READY_S = 60.0  # a host that has not answered by then is not going to
+_unavailable: list[str] = []  # why hosts cannot run here, once one said so
+
+
+def hosts_unavailable() -> str:
+    """Why runs cannot fork from hosts in this process ("" while they can)."""
+    return _unavailable[0] if _unavailable else ""
+
+
+def refuse_hosts(why: str) -> None:
+    """From now on, every run of this process starts its own bubblewrap, because of ``why``
+    (a host that could not start a run: a cgroup that would not admit it, a host that
+    died), rather than pay for a host that fails again."""
+    _unavailable.append(why)
+
+
+class Host:
+    """One host: bubblewrap, an interpreter under ``hashseed``, the harness and the kit
+    loaded, seeing ``scratch``; it forks a run each time ``spawn`` asks, from any process
+    that holds it (a batch's workers share the zygote's)."""
+
+    def __init__(self, scratch: Path, hashseed: int, user: int | None,
+                 harness: Path, library: Path, library_inside: str, harness_inside: str) -> None:
+        bwrap_path, why = bubblewrap()
+        if bwrap_path is None:
+            raise OSError(why)
+        python, binds, site = interpreter()
+        binds += (Bind(str(harness), harness_inside), Bind(str(library), library_inside),
+                  Bind(str(scratch), HOST_SCRATCH, writable=True))
+        argv = bwrap_argv(bwrap_path, binds, disk_mb=1, seccomp_fd=None, host=True)
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self._link = ours
+        self.scratch = scratch
+        try:
+            self._proc = subprocess.Popen(
+                [*argv, python, *PYTHON_FLAGS, harness_inside, "host", str(theirs.fileno())],
+                env=_host_environment(hashseed), stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                pass_fds=(theirs.fileno(),), start_new_session=True,
+                preexec_fn=None if user is None else (lambda: become(user)))
+        except BaseException:
+            ours.close()
+            raise
+        finally:
+            theirs.close()
+        program = allow_list_filter(platform.machine())
+        try:
+            self._link.settimeout(_READY_S)
+            self._link.send(json.dumps({
+                "site": list(site), "library": library_inside, "scratch": HOST_SCRATCH,
+                "seccomp": program.hex() if program else "",
+                # The run's copy is an overlay where the laid-out files are its own: its uid
+                # is the grader's (not uid 65534 on the host, which owns none of them).
+                "overlay": user is None}).encode("ascii"))
+            said = self._receive()
+        except OSError as exc:
+            said = {"op": "unavailable", "why": f"the host did not answer ({exc})"}
+        if said.get("op") != "ready":
+            self.close()
+            raise OSError(str(said.get("why") or "the host ended before it was ready"))
+        self._link.settimeout(None)
+
+    def spawn(self, request: Mapping[str, object], fds: Sequence[int],
+              admit: Callable[[int], None]) -> Process:
+        """Fork one run, told ``request`` and handed ``fds`` (the channel's two ends, its
+        stdout and stderr); ``admit`` it (to its cell) before it starts. The run then
+        waits for its configuration on the channel. Safe from several processes at once:
+        the answers come on a socket of this run's own."""
+        reply, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        go_read, go_write = os.pipe()
+        try:
+            try:
+                socket.send_fds(self._link, [json.dumps(request).encode("ascii")],
+                                [*fds, go_read, theirs.fileno()])
+            finally:
+                os.close(go_read)
+                theirs.close()
+            message, handles, _, _ = socket.recv_fds(reply, 1 << 16, 1)
+            if not handles or json.loads(message or b"{}").get("op") != "started":
+                for handle in handles:
+                    os.close(handle)
+                raise OSError("the host did not fork the run")
+        except BaseException:
+            reply.close()
+            os.close(go_write)
+            raise
+        forked = _Forked(reply, handles[0], go_write)
+        try:
+            admit(forked.pid)
+            os.write(go_write, b"!")
+        except BaseException:
+            forked.kill()
+            forked.wait()
+            raise
+        return forked
+
+    def close(self) -> None:
+        """End the host (and any run it still holds)."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self._proc.pid, signal.SIGKILL)
+        self._proc.wait()
+        self._link.close()
+
+    def _receive(self) -> dict[str, Any]:
+        return _said(self._link.recv(1 << 16))
+
+
+class _Forked:
+    """A run a host forked, held by its init's pidfd (pid 1 of its own pid namespace, so
+    killing it ends every thread of the run), the socket the host answers it on, and
+    ``go``, which the run dies without."""
+
+    def __init__(self, reply: socket.socket, pidfd: int, go: int) -> None:
+        self._reply, self._pidfd, self._go = reply, pidfd, go
+        self.pid = _pid_of(pidfd)
+        self._code: int | None = None
+
+    def exited(self) -> bool:
+        return self._code is not None or bool(select.select([self._pidfd], [], [], 0)[0])
+
+    def kill(self) -> None:
+        if self._code is None:
+            with contextlib.suppress(ProcessLookupError):
+                signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
+
+    def wait(self) -> int:
+        if self._code is None:
+            select.select([self._pidfd], [], [])
+            status = _said(self._reply.recv(1 << 16)).get("status")
+            self._code = status if isinstance(status, int) else -int(signal.SIGKILL)
+            self._reply.close()
+            os.close(self._pidfd)
+            os.close(self._go)
+        return self._code
+
+
+def _said(raw: bytes) -> dict[str, Any]:
+    """A host's message (an empty one: it ended)."""
+    try:
+        said = json.loads(raw) if raw else {}
+    except ValueError:
+        said = {}
+    return said if isinstance(said, dict) else {}
+
+
+def _pid_of(pidfd: int) -> int:
+    """The pid of a pidfd's process, as this process's pid namespace numbers it."""
+    with open(f"/proc/self/fdinfo/{pidfd}", encoding="ascii") as info:
+        for line in info:
+            if line.startswith("Pid:"):
+                return int(line.split()[1])
+    raise OSError("the run's pidfd names no process")
+
+
+def _host_environment(hashseed: int) -> dict[str, str]:
+    """A host's whole environment; each run replaces it with its own."""
+    return {"PATH": "/usr/bin:/bin", "TZ": "UTC", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",
+            "PYTHONHASHSEED": str(hashseed), "PYTHONIOENCODING": "utf-8",
+            "PYTHONDONTWRITEBYTECODE": "1"}
+
+
+_shared: dict[tuple[int, int | None], Host] = {}  # a batch's hosts, by hash seed and user
+_shared_root: list[Path] = []  # the folder every grading of the batch has its scratch in
+
+
+def share(root: Path, seeds: Sequence[int], user: int | None, **kit: Any) -> None:
+    """Start the hosts every grading of a batch forks from: one per seed of the draw key's
+    pool, seeing ``root``, the folder the batch gives each worker a scratch folder in. Run
+    by the batch's zygote before it forks workers, which inherit them; they end with it."""
+    _shared_root[:] = [root.resolve()]
+    for seed in seeds:
+        if (seed, user) not in _shared and not _unavailable:
+            try:
+                _shared[(seed, user)] = Host(root.resolve(), seed, user, **kit)
+            except OSError as exc:
+                refuse_hosts(str(exc) or type(exc).__name__)
+
+
+class Hosts:
+    """The hosts of one grading: one per hash seed and host user, the batch's where it
+    shares one (``share``), else started as its runs need them, all seeing the grading's
+    scratch folder; its own are ended by ``close`` (or when this object is collected)."""
+
+    def __init__(self) -> None:
+        self.scratch: Path | None = None
+        self._hosts: dict[tuple[int, int | None], Host] = {}
+        self._finalizer = weakref.finalize(self, _close_all, self._hosts)
+
+    def host(self, hashseed: int, user: int | None, **kit: Any) -> Host | None:
+        """The host for ``hashseed`` (started on first use), or None where hosts cannot run
+        here (then the run starts its own bubblewrap)."""
+        if _unavailable or self.scratch is None:
+            return None
+        key = (hashseed, user)
+        shared = _shared.get(key)
+        if shared is not None and _shared_root and self.scratch.is_relative_to(_shared_root[0]):
+            return shared
+        found = self._hosts.get(key)
+        if found is None:
+            try:
+                found = self._hosts[key] = Host(self.scratch, hashseed, user, **kit)
+            except OSError as exc:
+                refuse_hosts(str(exc) or type(exc).__name__)
+                return None
+        return found
+
+    def drop(self, host: Host) -> None:
+        """Forget ``host``, which could not start a run, ending it if it is this grading's
+        own (the batch's zygote ends the batch's)."""
+        for key in [key for key, found in _shared.items() if found is host]:
+            del _shared[key]
+        for key in [key for key, found in self._hosts.items() if found is host]:
+            del self._hosts[key]
+            host.close()
+
+    def close(self) -> None:
+        self._finalizer()
+
+
+def _close_all(hosts: dict[tuple[int, int | None], Host]) -> None:
+    for host in hosts.values():
+        host.close()
+    hosts.clear()
+
+
+def run_request(env: Mapping[str, str], disk_mb: int, source: Path, scratch: Path,
+                shown: Sequence[tuple[Path, str, bool]]) -> dict[str, object]:
+    """What a host is told to fork a run with: its environment, its tmpfs's size, the
+    laid-out submission and the files it is shown, as paths under ``scratch``."""
+    return {"op": "run", "env": dict(env), "disk_mb": disk_mb,
+            "source": str(source.relative_to(scratch)),
+            "shown": [[str(path.relative_to(scratch)), inside, writable]
+                      for path, inside, writable in shown]}
+
+
+def spawning(host: Host, request: Mapping[str, object]) -> Spawn:
+    """``Child``'s ``spawn`` for a run forked by ``host``."""
+
+    def spawn(read: int, write: int, outputs: tuple[IO[bytes], IO[bytes]],
+              admit: Callable[[int], None]) -> Process:
+        return host.spawn(request, (read, write, outputs[0].fileno(), outputs[1].fileno()),
+                          admit)
+
+    return spawn

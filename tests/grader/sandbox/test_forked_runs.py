@@ -1,0 +1,631 @@
+"""Runs forked from a host, attacked: what one run may do to the host, to the grader and to
+the runs that follow it.
+
+Behind namespaces, the runs of one grading under one hash seed fork from one host
+(``grader.sandbox._host``), each building its own walls in its own init. Every test here
+makes several runs through ONE sandbox, so that they fork from the same host, and every
+hostile agent first switches the in-process guard off (as in ``test_isolation.py``), so
+that what holds is the operating system's wall, not the audit hook. Each asserts on what
+the run itself observed, as its returned answer says.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import textwrap
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import grader.sandbox._hold
+import grader.sandbox._host
+from grader._model import CaseOutcome, Limits
+from grader.sandbox import NamespacesWall, RunPlan, Sandbox, Serving
+from tests.conftest import require_namespaces
+
+pytestmark = pytest.mark.slow
+
+HOSTILE = '''
+import errno, gc, json, os, signal, _thread
+from pathlib import Path
+
+
+def switch_the_hook_off():
+    for obj in gc.get_objects():
+        if getattr(obj, "__name__", "") == "guard" and getattr(obj, "__closure__", None):
+            for cell in obj.__closure__:
+                if isinstance(cell.cell_contents, set):
+                    cell.cell_contents.add(_thread.get_ident())
+                    return True
+    return False
+
+
+def run(provider, task):
+    name, _, arg = task.partition(" ")
+    assert switch_the_hook_off(), "the hook was not found"
+    return json.dumps(globals()["do_" + name](provider, arg))
+
+
+def tried(call):
+    """What ``call`` gave ("ok" for None), or the error it raised, as "Class:ERRNO"."""
+    try:
+        result = call()
+    except OSError as exc:
+        return f"{type(exc).__name__}:{errno.errorcode.get(exc.errno, exc.errno)}"
+    return "ok" if result is None else result
+
+
+def libc_call(name, *args):
+    """A C library call straight to the kernel, past Python: "ok" or its errno's name."""
+    import ctypes  # with the hook off: it refuses loading the C library
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    ctypes.set_errno(0)
+    if getattr(libc, name)(*args) == -1:
+        return errno.errorcode.get(ctypes.get_errno(), "?")
+    return "ok"
+
+
+def write(path):
+    with open(path, "w") as out:
+        out.write("left")
+
+
+def status_of(pid):
+    fields = ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb", "NoNewPrivs", "Seccomp")
+    lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+    return {k: v.strip() for k, _, v in (l.partition(":") for l in lines) if k in fields}
+
+
+def do_signal(provider, grader):
+    """Look for other processes, then kill every one this run can signal."""
+    return {"pid": os.getpid(), "ppid": os.getppid(),
+            "procs": sorted(int(p) for p in os.listdir("/proc") if p.isdigit()),
+            "init": Path("/proc/1/cmdline").read_bytes().split(b"\\0")[-3].decode(),
+            "grader": tried(lambda: os.kill(int(grader), 0)),
+            "everyone": tried(lambda: os.kill(-1, signal.SIGKILL))}
+
+
+def do_kill_init(provider, arg):
+    """SIGKILL this run's init (pid 1), then see whether it and the channel live on."""
+    killed = tried(lambda: os.kill(1, signal.SIGKILL))
+    answer = provider.complete("after")  # a round trip: the init's death would end it
+    return {"killed": killed, "init": tried(lambda: os.kill(1, 0)), "answer": answer}
+
+
+def do_die(provider, arg):
+    """End the run mid-case: SIGKILL itself, or hang past its time."""
+    if arg == "killed":
+        os.kill(os.getpid(), signal.SIGKILL)
+    while True:
+        signal.pause()
+
+
+def do_ask(provider, arg):
+    return {"answer": provider.complete(arg), "pid": os.getpid()}
+
+
+LEFT = ["/sandbox/left.txt", "/sandbox/tmp/left.txt", "/sandbox/submission/left.txt"]
+
+
+def do_leave(provider, arg):
+    """Leave files, a named pipe, System V objects and a bound socket for the next run."""
+    made = {path: tried(lambda: write(path)) for path in LEFT}
+    made["/sandbox/left.fifo"] = tried(lambda: os.mkfifo("/sandbox/left.fifo"))
+    made["msgget"] = libc_call("msgget", 0x6B6974, 0o1600)  # IPC_CREAT | 0600
+    made["shmget"] = libc_call("shmget", 0x6B6974, 4096, 0o1600)
+    # an abstract socket's name lives in the network namespace, which the host's runs share
+    made["abstract"] = tried(lambda: HELD.append(bound("\\0gradekit-left")))
+    return made
+
+
+HELD = []  # the sockets a run keeps open to its end
+
+
+def bound(name):
+    import socket
+
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(name)
+    return server
+
+
+def do_find(provider, arg):
+    """What the previous run left that this one can see."""
+    ipc = {name: Path(f"/proc/sysvipc/{name}").read_text().splitlines()[1:]
+           for name in ("msg", "shm", "sem")}
+    return {"left": [p for p in [*LEFT, "/sandbox/left.fifo"] if os.path.lexists(p)],
+            "tmp": sorted(os.listdir("/sandbox/tmp")), "ipc": ipc,
+            "msgget": libc_call("msgget", 0x6B6974, 0),
+            "abstract": tried(lambda: bound("\\0gradekit-left").close())}
+
+
+def do_leave_in_init(provider, arg):
+    """Write through the init's working folder: the host's own /sandbox, under the run's."""
+    return tried(lambda: write("/proc/1/cwd/left.txt"))
+
+
+def do_find_in_init(provider, arg):
+    return tried(lambda: sorted(os.listdir("/proc/1/cwd")))
+
+
+def do_scratch(provider, arg):
+    """The grading's scratch folder, the laid-out original, and the mounts."""
+    return {"scratch": tried(lambda: os.listdir("/gradekit/scratch")),
+            "original": sorted(os.listdir("/gradekit/original")),
+            "write": tried(lambda: write("/gradekit/original/forged.py")),
+            "change": tried(lambda: open("/gradekit/original/lab/agent.py", "a").close()),
+            "mountinfo": Path("/proc/self/mountinfo").read_text()}
+
+
+def do_fill(provider, arg):
+    """Write 1 MiB files into each writable folder until refused: MiB written in each."""
+    written = {}
+    for folder in ("/sandbox/tmp", os.getcwd()):
+        written[folder] = 0
+        try:
+            while written[folder] < 64:
+                with open(os.path.join(folder, f"fill-{written[folder]}"), "wb") as out:
+                    out.write(b"x" * (1 << 20))
+                written[folder] += 1
+        except OSError:
+            pass
+    return written
+
+
+def do_privileges(provider, arg):
+    """Capabilities, no_new_privs and the filter, of the run and its init; then the calls
+    that would leave the walls."""
+    mnt = os.open("/proc/self/ns/mnt", os.O_RDONLY)
+    return {"run": status_of("self"), "init": status_of(1),
+            "fork": tried(os.fork), "chroot": tried(lambda: os.chroot("/")),
+            "unshare": libc_call("unshare", 0x20000),  # CLONE_NEWNS
+            "setns": libc_call("setns", mnt, 0),
+            "mount": libc_call("mount", b"none", b"/sandbox", b"tmpfs", 0, None),
+            "umount": libc_call("umount2", b"/gradekit/original", 2)}  # MNT_DETACH
+'''
+
+HONEST = textwrap.dedent("""
+    import os
+
+    def run(provider, task):
+        answer = provider.complete("Plan: " + task)
+        return f"{answer} {sorted(os.environ)} {os.getcwd() == os.environ['HOME']} {os.getpid()}"
+""")
+
+LIMITS = Limits(timeout_s=20)
+
+
+def _submission(root: Path, agent: str) -> Path:
+    (root / "lab").mkdir(parents=True)
+    (root / "lab" / "__init__.py").write_text("")
+    (root / "lab" / "agent.py").write_text(agent)
+    (root / "pyproject.toml").write_text("")
+    return root
+
+
+@pytest.fixture(scope="module")
+def hostile(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _submission(tmp_path_factory.mktemp("hostile"), HOSTILE)
+
+
+@pytest.fixture
+def sandbox(hostile: Path, tmp_path: Path) -> Sandbox:
+    """A sandbox behind namespaces whose runs fork from its host, which one honest run has
+    started; the test closes it."""
+    require_namespaces()
+    sandbox = Sandbox(hostile, tmp_path / "scratch", LIMITS, NamespacesWall())
+    try:
+        said = _said(sandbox, "warm", "ask hi", answer=lambda case, prompt: prompt)
+        hosted = _hosts(sandbox.scratch)
+    except BaseException:
+        sandbox.close()
+        raise
+    if not hosted:
+        sandbox.close()
+        _require_hosts()
+    assert said == {"answer": "hi", "pid": 2} and len(hosted) == 1, (said, hosted)
+    return sandbox
+
+
+def _require_hosts() -> None:
+    """Skip where runs cannot fork from a host (the first host said why), except in CI,
+    whose kernel allows them: there, fail."""
+    why = grader.sandbox._host.hosts_unavailable() or "no host process was found"
+    message = (f"runs cannot fork from a host here ({why}), so each starts its own "
+               "bubblewrap and these attacks would not reach a host: run them where a "
+               "host's trial run builds its walls (nested pid, mount and ipc namespaces "
+               "in bubblewrap's user namespace), or fix serve_runs in "
+               "grader/sandbox/_harness.py if it should")
+    if os.environ.get("CI"):
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+def _outcome(sandbox: Sandbox, folder: str, task: str, *, hashseed: int = 0,
+             answer: Callable[[str, str], str | None] = lambda case, prompt: None
+             ) -> CaseOutcome:
+    """One run of one case (``task``'s first word) in its own folder of ``sandbox``."""
+    case = task.split(" ")[0]
+    result = sandbox.within(folder).run(
+        "lab.agent:run", [(case, task)], RunPlan("provider-a", hashseed, Serving(answer)))
+    assert result.import_error is None, result.import_error
+    return result.outcomes[case]
+
+
+def _said(sandbox: Sandbox, folder: str, task: str, *, hashseed: int = 0,
+          answer: Callable[[str, str], str | None] = lambda case, prompt: None) -> Any:
+    """What the hostile agent observed in one run, decoded."""
+    outcome = _outcome(sandbox, folder, task, hashseed=hashseed, answer=answer)
+    assert outcome.status == "returned" and outcome.answer is not None, outcome
+    return json.loads(outcome.answer)
+
+
+def _processes() -> dict[int, tuple[int, bytes, bytes]]:
+    """Every live process (not a zombie, dead and waiting for its parent's wait): pid ->
+    (its parent, its start time, its command line)."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_bytes().rsplit(b")", 1)[1].split()
+                if fields[0] not in (b"Z", b"X"):
+                    found[int(entry.name)] = (int(fields[1]), fields[19],
+                                              (entry / "cmdline").read_bytes())
+            except (OSError, IndexError):
+                continue
+    return found
+
+
+def _under(text: str) -> dict[int, bytes]:
+    """Every process whose command line names ``text`` (a host's bubblewrap names its
+    grading's scratch folder) and every process under them: pid -> its start time."""
+    found = _processes()
+    under = {pid for pid, (_, _, line) in found.items() if text.encode() in line}
+    while grown := {pid for pid, (parent, _, _) in found.items() if parent in under} - under:
+        under |= grown
+    return {pid: found[pid][1] for pid in under}
+
+
+def _hosts(scratch: Path) -> dict[int, bytes]:
+    """The hosts serving ``scratch``, each by its outer bubblewrap (whose parent names no
+    scratch folder): pid -> its start time."""
+    found = _processes()
+    text = str(scratch.resolve()).encode()
+
+    def names(pid: int) -> bool:
+        return pid in found and text in found[pid][2]
+
+    return {pid: start for pid, (parent, start, line) in found.items()
+            if names(pid) and b"\0host\0" in line and not names(parent)}
+
+
+def test_a_run_sees_and_signals_no_process_but_its_init(sandbox: Sandbox) -> None:
+    try:
+        first = _said(sandbox, "a", f"signal {os.getpid()}")
+        host = _hosts(sandbox.scratch)
+        second = _said(sandbox, "b", f"signal {os.getpid()}")
+
+        assert len(host) == 1 and _hosts(sandbox.scratch) == host  # one host served both
+    finally:
+        sandbox.close()
+    # pid 1 is the run's init (a fork of the host), pid 2 the run: no host, no grader
+    assert first == second == {"pid": 2, "ppid": 1, "procs": [1, 2], "init": "host",
+                               "grader": "ProcessLookupError:ESRCH",
+                               "everyone": "ProcessLookupError:ESRCH"}
+
+
+def test_killing_its_own_init_neither_frees_the_run_nor_ends_the_host(sandbox: Sandbox) -> None:
+    try:
+        killed = _said(sandbox, "a", "kill_init", answer=lambda case, prompt: "served")
+        host = _hosts(sandbox.scratch)
+        after = _said(sandbox, "b", "ask hello", answer=lambda case, prompt: prompt)
+
+        assert len(host) == 1 and _hosts(sandbox.scratch) == host
+    finally:
+        sandbox.close()
+    # a namespace's init takes no SIGKILL from inside it: the kernel drops the signal
+    assert killed == {"killed": "ok", "init": "ok", "answer": "served"}
+    assert after == {"answer": "hello", "pid": 2}
+
+
+def test_a_run_that_dies_or_hangs_leaves_its_host_serving_the_next(hostile: Path,
+                                                                   tmp_path: Path) -> None:
+    require_namespaces()
+    sandbox = Sandbox(hostile, tmp_path / "scratch", Limits(timeout_s=2), NamespacesWall())
+    try:
+        outcomes = [_outcome(sandbox, "a", "die killed"), _outcome(sandbox, "b", "die hung")]
+        host = _hosts(sandbox.scratch)
+        if not host:
+            _require_hosts()
+        after = _said(sandbox, "c", "ask hello", answer=lambda case, prompt: prompt)
+
+        assert len(host) == 1 and _hosts(sandbox.scratch) == host
+    finally:
+        sandbox.close()
+    assert [(o.status, o.detail) for o in outcomes] == [
+        ("crashed", "killed by SIGKILL"), ("timeout", "did not finish within 2 s")]
+    assert after == {"answer": "hello", "pid": 2}
+
+
+def test_nothing_a_run_leaves_survives_into_the_next_run_of_its_host(sandbox: Sandbox) -> None:
+    try:
+        left = _said(sandbox, "a", "leave")
+        found = _said(sandbox, "b", "find")
+    finally:
+        sandbox.close()
+    assert left == {"/sandbox/left.txt": "ok", "/sandbox/tmp/left.txt": "ok",
+                    "/sandbox/submission/left.txt": "ok", "/sandbox/left.fifo": "ok",
+                    "msgget": "EPERM", "shmget": "EPERM",  # System V IPC: the filter's
+                    "abstract": "ok"}
+    assert found == {"left": [], "tmp": [], "ipc": {"msg": [], "shm": [], "sem": []},
+                     "msgget": "EPERM", "abstract": "ok"}  # the name is free again
+
+
+def test_nothing_left_through_the_inits_working_folder_survives(sandbox: Sandbox) -> None:
+    try:
+        _said(sandbox, "a", "leave_in_init")
+        found = _said(sandbox, "b", "find_in_init")
+    finally:
+        sandbox.close()
+    assert not (isinstance(found, list) and "left.txt" in found), found
+
+
+def test_the_gradings_scratch_is_gone_and_the_original_is_read_only(
+    sandbox: Sandbox, hostile: Path
+) -> None:
+    try:
+        said = [_said(sandbox, folder, "scratch") for folder in ("a", "b")]
+    finally:
+        sandbox.close()
+    for seen in said:
+        assert isinstance(seen, dict)
+        assert seen["scratch"] in ("FileNotFoundError:ENOENT", [])
+        assert seen["original"] == sorted(p.name for p in hostile.iterdir())
+        assert seen["write"] == seen["change"] == "OSError:EROFS"
+        # the grading's scratch is not a mount of the run's: only the files it is given are
+        assert "/gradekit/scratch" not in seen["mountinfo"]
+    assert not (hostile / "forged.py").exists()
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+    "LEAK (names only, not contents; the same for a run that starts its own bubblewrap): "
+    "/proc/self/mountinfo gives each bind's source path, so a run reads the grader's "
+    "scratch folder's path (.../scratch/<folder>/submission-*/copy, run-*/work/trace-*.jsonl) "
+    "and the host's other mounts (/work/... site-packages, /tmp/gradekit-kit-*)."))
+def test_the_mounts_name_no_path_of_the_graders_scratch(sandbox: Sandbox, tmp_path: Path) -> None:
+    try:
+        said = [_said(sandbox, folder, "scratch") for folder in ("a", "b")]
+    finally:
+        sandbox.close()
+    for seen in said:
+        assert isinstance(seen, dict)
+        assert str(tmp_path) not in seen["mountinfo"]
+
+
+def test_all_a_run_writes_together_is_held_to_disk_mb(hostile: Path, tmp_path: Path) -> None:
+    """Its copy of the submission (an overlay, forked) and its other folders share one
+    ``disk_mb`` of host memory."""
+    require_namespaces()
+    limits = Limits(timeout_s=20, disk_mb=4)
+    sandbox = Sandbox(hostile, tmp_path / "scratch", limits, NamespacesWall())
+    try:
+        said = [_said(sandbox, folder, "fill") for folder in ("a", "b")]
+        if not _hosts(sandbox.scratch):
+            _require_hosts()
+    finally:
+        sandbox.close()
+    for written in said:
+        assert set(written) == {"/sandbox/tmp", "/sandbox/submission"}
+        assert written["/sandbox/tmp"] > 0 and sum(written.values()) <= limits.disk_mb, written
+
+
+def test_a_run_and_its_init_hold_no_capability_and_cannot_leave_the_walls(
+    sandbox: Sandbox
+) -> None:
+    try:
+        said = [_said(sandbox, folder, "privileges") for folder in ("a", "b")]
+    finally:
+        sandbox.close()
+    none = "0000000000000000"
+    for seen in said:
+        assert isinstance(seen, dict)
+        for process in ("run", "init"):
+            status = dict(seen[process])
+            status.pop("CapBnd")  # the bounding set: the test below
+            assert status == {"CapInh": none, "CapPrm": none, "CapEff": none, "CapAmb": none,
+                              "NoNewPrivs": "1", "Seccomp": "2"}, process
+        assert (seen["fork"], seen["chroot"]) == ("PermissionError:EPERM",) * 2
+        assert (seen["unshare"], seen["setns"], seen["mount"], seen["umount"]) == ("EPERM",) * 4
+
+
+def test_a_run_and_its_init_have_an_empty_bounding_set(sandbox: Sandbox) -> None:
+    try:
+        said = [_said(sandbox, folder, "privileges") for folder in ("a", "b")]
+    finally:
+        sandbox.close()
+    for seen in said:
+        assert isinstance(seen, dict)
+        assert seen["run"]["CapBnd"] == seen["init"]["CapBnd"] == "0000000000000000"
+
+
+def test_closing_the_sandbox_ends_its_hosts_and_everything_under_them(
+    sandbox: Sandbox
+) -> None:
+    text = str(sandbox.scratch.resolve())
+    try:
+        for hashseed, folder in ((0, "a"), (1, "b"), (0, "c")):
+            _said(sandbox, folder, "ask hi", hashseed=hashseed, answer=lambda c, p: p)
+        hosts, held = _hosts(sandbox.scratch), _under(text)
+        assert len(hosts) == 2 and set(hosts) < set(held)  # one host per hash seed
+    finally:
+        sandbox.close()
+
+    def alive() -> list[int]:
+        return [pid for pid, (_, start, _) in _processes().items() if held.get(pid) == start]
+
+    deadline = time.monotonic() + 10  # what a host holds dies with its bubblewrap, soon
+    while (left := alive()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert left == []
+    assert _under(text) == {}
+
+
+@pytest.mark.parametrize("hosted", [True, False], ids=["host", "own-bubblewrap"])
+def test_an_honest_run_is_the_same_forked_or_in_its_own_bubblewrap(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, hosted: bool
+) -> None:
+    require_namespaces()
+    root = _submission(tmp_path / "honest", HONEST)
+    outcomes: dict[str, list[CaseOutcome]] = {}
+    hosting: list[bool] = []
+
+    def answer(case: str, prompt: str) -> str:
+        hosting.append(bool(_hosts(tmp_path / "scratch")))
+        return "recorded"
+
+    for way in ("host", "own-bubblewrap") if hosted else ("own-bubblewrap", "host"):
+        if way == "own-bubblewrap":
+            monkeypatch.setattr(grader.sandbox._host, "_unavailable", ["test"])
+        else:
+            monkeypatch.setattr(grader.sandbox._host, "_unavailable", [])
+        sandbox = Sandbox(root, tmp_path / "scratch", LIMITS, NamespacesWall())
+        try:
+            outcomes[way] = [_outcome(sandbox, f"{way}-{n}", "c refunds", answer=answer)
+                             for n in range(2)]
+        finally:
+            sandbox.close()
+        if way == "host" and not any(hosting):
+            _require_hosts()
+
+    order = [True, True, False, False] if hosted else [False, False, True, True]
+    assert hosting == order  # a host served the runs forked, none the others
+    first = outcomes["host"][0]
+    assert first.status == "returned" and first.answer is not None
+    assert first.answer.endswith(" True 2")  # at home in its copy, pid 2 of its namespace
+    for outcome in (*outcomes["host"], *outcomes["own-bubblewrap"]):
+        assert (outcome.status, outcome.answer, outcome.answer_sha256, outcome.calls) == (
+            first.status, first.answer, first.answer_sha256, first.calls)
+
+
+def test_a_submission_importing_ctypes_meets_the_same_refusal_forked_or_not(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The host imported ctypes for itself; a forked run must not find it already imported
+    (no audit event, so no refusal), or a grade would depend on whether hosts run here."""
+    require_namespaces()
+    root = _submission(tmp_path / "ctypes", "import ctypes\n\n\ndef run(provider, task):\n"
+                                            "    return 'ran'\n")
+    errors: dict[str, list[str | None]] = {}
+    hosting: list[bool] = []
+    for way, unavailable in (("host", []), ("own-bubblewrap", ["test"])):
+        monkeypatch.setattr(grader.sandbox._host, "_unavailable", unavailable)
+        sandbox = Sandbox(root, tmp_path / way, LIMITS, NamespacesWall())
+        try:
+            errors[way] = [sandbox.within(str(n)).run(
+                "lab.agent:run", [("c", "x")],
+                RunPlan("provider-a", 0, Serving(lambda case, prompt: None))).import_error
+                for n in range(2)]
+            hosting.append(bool(_hosts(tmp_path / way)))
+        finally:
+            sandbox.close()
+        if way == "host" and not hosting[-1]:
+            _require_hosts()
+    assert hosting == [True, False]
+    assert "refused ctypes.dlopen" in str(errors["own-bubblewrap"][0])  # at import
+    assert errors["host"] == errors["own-bubblewrap"], errors
+
+
+def test_a_run_ends_when_the_process_holding_it_dies_and_the_shared_host_serves_on(
+    hostile: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch's hosts outlive its workers (``share``): a worker killed mid-run (its
+    budget, or a crash) leaves no run behind, because the run dies when its "go" pipe
+    closes, not when its host does."""
+    require_namespaces()
+    monkeypatch.setattr(grader.sandbox._host, "_unavailable", [])
+    root = (tmp_path / "batch").resolve()
+    root.mkdir()
+    seeds = [11]
+    saved = dict(grader.sandbox._host._shared), list(grader.sandbox._host._shared_root)
+    try:
+        from grader.sandbox._walls import share_hosts
+
+        share_hosts(root, seeds)
+        hosts = _hosts(root)
+        if not hosts:
+            _require_hosts()
+        worker = os.fork()
+        if worker == 0:  # a worker of the batch: it grades through the shared host, hangs
+            try:
+                Sandbox(hostile, root / "worker", LIMITS, NamespacesWall()).within("a").run(
+                    "lab.agent:run", [("die", "die hang")],
+                    RunPlan("provider-a", 11, Serving(lambda case, prompt: None)))
+            finally:
+                os._exit(0)
+        running = _wait(lambda: [pid for pid in _under(str(root)) if _is_a_run(pid)])
+        assert running, "the worker's run never started"
+        os.kill(worker, 9)
+        os.waitpid(worker, 0)
+        ok = _wait(lambda: not any(pid in _processes() for pid in running))
+        assert ok, running
+        assert _hosts(root) == hosts  # the same host, still there
+        after = Sandbox(hostile, root / "next", LIMITS, NamespacesWall())
+        assert _said(after, "b", "ask again", hashseed=11,
+                     answer=lambda case, prompt: prompt) == {"answer": "again", "pid": 2}
+        assert _hosts(root) == hosts  # and it served the next worker's run
+    finally:
+        for host in grader.sandbox._host._shared.values():
+            host.close()
+        grader.sandbox._host._shared.clear()
+        grader.sandbox._host._shared.update(saved[0])
+        grader.sandbox._host._shared_root[:] = saved[1]
+
+
+def _is_a_run(pid: int) -> bool:
+    """Whether ``pid`` is a forked run: the child of an init that a host's interpreter
+    (not its bubblewrap) forked."""
+    found = _processes()
+    init = found.get(pid, (0, b"", b""))[0]
+    host = found.get(init, (0, b"", b""))[0]
+    line = found.get(host, (0, b"", b""))[2]
+    return b"\0host\0" in line and not line.split(b"\0")[0].endswith(b"bwrap")
+
+
+def _wait(found: Callable[[], Any], seconds: float = 15) -> Any:
+    deadline = time.monotonic() + seconds
+    while not (value := found()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return value
+
+
+def test_a_run_the_host_cannot_start_runs_in_its_own_bubblewrap_and_so_do_the_next(
+    hostile: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cgroup that will not admit a forked run (or a host that died) costs that run
+    nothing but the fallback: it and every later run start their own bubblewrap."""
+    require_namespaces()
+    monkeypatch.setattr(grader.sandbox._host, "_unavailable", [])
+
+    def refuse(self: object, pid: int) -> None:
+        raise PermissionError(13, "cgroup.procs: Permission denied")
+
+    monkeypatch.setattr(grader.sandbox._hold.Cell, "admit", refuse)
+    monkeypatch.setattr(grader.sandbox._hold._CgroupCell, "admit", refuse)
+    sandbox = Sandbox(hostile, tmp_path / "scratch", LIMITS, NamespacesWall())
+    try:
+        said = [_said(sandbox, folder, "ask hi", answer=lambda case, prompt: prompt)
+                for folder in ("a", "b")]
+        if not _hosts(sandbox.scratch) and "could not start a run" not in \
+                grader.sandbox._host.hosts_unavailable():
+            _require_hosts()
+    finally:
+        sandbox.close()
+    assert said == [{"answer": "hi", "pid": 2}] * 2  # bubblewrap's init is pid 1 there too
+    assert grader.sandbox._host.hosts_unavailable() == (
+        "a host could not start a run (PermissionError: [Errno 13] cgroup.procs: "
+        "Permission denied)")
