@@ -347,10 +347,10 @@ def _batch_notes(plan: GraderPlan, made: Counter[str], gradebook: bytes, runs: l
                              "; the whole-process rows get one only at that size.")
         + f" {EARLIER_BATCH}",
         "CPU: user and system time of the command and every process below it (workers, "
-        "bubblewrap, sandboxed children), divided by the submissions. Under namespaces it is a "
-        "lower bound: the grader kills bubblewrap as soon as a run is over, its namespace "
-        "init dies with it, and the kernel discards the CPU time of a sandboxed interpreter "
-        "that init had not reaped yet (section 5 measures both walls without that loss).",
+        "the sandbox's hosts and the runs they fork), divided by the submissions. Under "
+        "namespaces it is a lower bound: the batch kills its hosts at its end, and the kernel "
+        "discards the CPU time of what a killed process had not reaped yet (section 5 "
+        "measures both walls without that loss).",
         "Each run was timed once: a whole batch is too long to repeat here.",
         PEERS,
     ]

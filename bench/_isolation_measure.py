@@ -119,9 +119,13 @@ def start_table(plan: GraderPlan, folder: Path) -> Table:
             "this process (the grader's side: under process it copies the submission) and of "
             f"every process below it. {CPU_CAVEAT}",
             "Under process the grader copies the submission and starts the grader's own "
-            "interpreter on the harness; under namespaces it starts bubblewrap, which builds "
-            "the namespaces and a read-only view, and the base interpreter then copies the "
-            "submission into its tmpfs itself.",
+            "interpreter on the harness. Under namespaces the run forks from the sandbox's "
+            "host for its hash seed (started once, by the warm-up: bubblewrap, the base "
+            "interpreter, the harness and the kit), whose fork builds the run's namespaces, "
+            "its tmpfs and its overlay copy of the submission. Where hosts cannot run, each "
+            "run starts its own bubblewrap instead (docs/sandbox.md). A forked run is the "
+            "host's child, reaped by the host, which outlives the pass: its CPU time is not "
+            "in the namespaces CPU rows (bench._sandbox_profile counts it, by cgroup).",
             "Size: what one start copies; the reference lab is a clean copy of this checkout "
             f"with a one-line agent ({_NO_CALL}.py) added.",
         ],

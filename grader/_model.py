@@ -7,6 +7,8 @@ about scores.
 
 from __future__ import annotations
 
+import fnmatch
+import re
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Literal
@@ -35,6 +37,7 @@ __all__ = [
     "Status",
     "TraceRecord",
     "Withhold",
+    "ignored_name",
 ]
 
 ASKED_CAP = 4096  # of a missed prompt, kept to show where it differs from the recorded ones
@@ -57,6 +60,13 @@ IGNORED_NAMES = (
     ".git", ".venv*", "__pycache__", "*.pyc", "grades", "*.egg-info", "build",
     ".mypy_cache", ".pytest_cache", ".ruff_cache", ".hypothesis", "node_modules",
 )
+# One expression for all of them: a submission's every name is matched, in every run.
+_IGNORED = re.compile("|".join(fnmatch.translate(pattern) for pattern in IGNORED_NAMES))
+
+
+def ignored_name(name: str) -> bool:
+    """Whether ``name`` (a file or folder's own name) matches one of ``IGNORED_NAMES``."""
+    return _IGNORED.match(name) is not None
 
 
 @dataclass(frozen=True, slots=True)

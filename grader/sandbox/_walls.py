@@ -16,7 +16,6 @@ carries back into one.
 from __future__ import annotations
 
 import atexit
-import fnmatch
 import functools
 import hashlib
 import os
@@ -31,7 +30,7 @@ from typing import IO, Any, Final
 
 import gradekit
 from gradekit import UsageError
-from grader._model import Limits
+from grader._model import Limits, ignored_name
 from grader.sandbox._channel import HARNESS, PYTHON_FLAGS, Child
 from grader.sandbox._harness import copy_submission
 from grader.sandbox._hold import Budget, host_hold
@@ -323,7 +322,7 @@ def _submission_files(root: str) -> tuple[str, ...]:
 
 
 def _ignored(name: str) -> bool:
-    return any(fnmatch.fnmatch(name, pattern) for pattern in IGNORED_NAMES)
+    return ignored_name(name)
 
 
 PROCESS_WALL: Final[Wall] = ProcessWall()  # the default where a caller names no wall

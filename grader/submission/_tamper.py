@@ -50,13 +50,12 @@ of a string, obfuscation. The threat model it is part of: docs/sandbox.md.
 from __future__ import annotations
 
 import ast
-import fnmatch
 import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from grader._errors import SubmissionFileError
-from grader._model import IGNORED_NAMES
+from grader._model import ignored_name
 from grader._text import FLAGGED, quote
 from grader.submission._files import (
     read_submission_file,
@@ -226,8 +225,7 @@ def _sources(root: Path) -> tuple[list[str], bool]:
         overflow |= len(names) > left
         names, left = names[:left], max(left - len(names), 0)
         for name in names:
-            if any(fnmatch.fnmatch(name, pattern) for pattern in IGNORED_NAMES) \
-                    or (not folder and name in _KIT_PACKAGES):
+            if ignored_name(name) or (not folder and name in _KIT_PACKAGES):
                 continue
             relative = f"{folder}/{name}" if folder else name
             try:
