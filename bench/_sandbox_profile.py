@@ -51,6 +51,7 @@ from grader.grading import seed_pool
 from grader.grading._grade import grade_submission
 from grader.rubric._rubric import load_rubric
 from grader.sandbox import Sandbox, _channel, share_hosts, wall_named
+from grader.sandbox._host import end_shared, refuse_hosts
 from grader.sandbox._isolation import KIT, SANDBOX, Bind, bubblewrap, bwrap_argv, interpreter
 from grader.sandbox._layout import LaidOut
 from grader.sandbox._seccomp import allow_list_filter
@@ -193,9 +194,10 @@ def profile_gradings(reference: Path, wall: str, gradings: int, folder: Path) ->
     groups, parent = _Groups(), defaultdict[str, list[float]](list)
     totals: list[tuple[float, float]] = []  # (grader thread ns, children ns) per grading
     try:
-        with _counted(groups, parent):
+        with _counted(groups, parent), contextlib.ExitStack() as hosts:
             if wall == "namespaces":  # as a batch does: hosts for the key's seeds, once
                 share_hosts(folder, seed_pool(_KEY))
+                hosts.callback(end_shared)
             for number in range(gradings + 1):
                 for store in (groups.usage, parent):
                     store.clear()
@@ -358,7 +360,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--gradings", type=int, default=5)
     parser.add_argument("--phases", type=int, default=15, help="children per phase table")
     parser.add_argument("--wall", default="namespaces")
+    parser.add_argument("--own-bubblewrap", action="store_true",
+                        help="no hosts: every run behind namespaces starts its own bubblewrap")
     args = parser.parse_args(argv)
+    if args.own_bubblewrap:
+        refuse_hosts("--own-bubblewrap")
     if not CPUACCT.is_dir() or not os.access(CPUACCT, os.W_OK):
         print(f"needs root and a writable {CPUACCT}", file=sys.stderr)
         return 2

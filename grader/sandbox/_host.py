@@ -49,8 +49,8 @@ from grader.sandbox._channel import PYTHON_FLAGS, Process, Spawn
 from grader.sandbox._isolation import KIT, Bind, become, bubblewrap, bwrap_argv, interpreter
 from grader.sandbox._seccomp import allow_list_filter
 
-__all__ = ["HOST_SCRATCH", "SHOWN", "Host", "Hosts", "hosts_unavailable", "refuse_hosts",
-           "run_request", "share", "spawning"]
+__all__ = ["HOST_SCRATCH", "SHOWN", "Host", "Hosts", "end_shared", "hosts_unavailable",
+           "refuse_hosts", "run_request", "share", "spawning"]
 
 HOST_SCRATCH = f"{KIT}/scratch"  # the grading's scratch folder, as a host sees it
 SHOWN = f"{KIT}/shown"  # the read-only files a run is shown (the probe's cassette)
@@ -230,6 +230,12 @@ def share(root: Path, seeds: Sequence[int], user: int | None, **kit: Any) -> Non
                 _shared[(seed, user)] = Host(root.resolve(), seed, user, **kit)
             except OSError as exc:
                 refuse_hosts(str(exc) or type(exc).__name__)
+
+
+def end_shared() -> None:
+    """End the hosts ``share`` started (a batch's end does, by ending its zygote)."""
+    _close_all(_shared)
+    _shared_root.clear()
 
 
 class Hosts:

@@ -579,9 +579,7 @@ def test_a_run_ends_when_the_process_holding_it_dies_and_the_shared_host_serves_
                      answer=lambda case, prompt: prompt) == {"answer": "again", "pid": 2}
         assert _hosts(root) == hosts  # and it served the next worker's run
     finally:
-        for host in grader.sandbox._host._shared.values():
-            host.close()
-        grader.sandbox._host._shared.clear()
+        grader.sandbox._host.end_shared()
         grader.sandbox._host._shared.update(saved[0])
         grader.sandbox._host._shared_root[:] = saved[1]
 
