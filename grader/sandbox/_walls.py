@@ -165,9 +165,12 @@ class ProcessWall(Wall):
 class NamespacesWall(Wall):
     """Bubblewrap: the child runs as ``nobody`` in its own user, pid, network, ipc and uts
     namespaces and sees none of the run's folders. The submission, laid out once for the
-    grading (``LaidOut``), is shown read-only at ``/gradekit/original`` and the harness
-    copies it into its own ``/sandbox`` tmpfs; of ``work`` it sees only the files bound one
-    by one (traces, the probe's cassette). The harness runs from its compiled bytecode."""
+    grading (``LaidOut``), is shown read-only at ``/gradekit/original``, and the child's
+    writable copy in its ``/sandbox`` tmpfs is an overlay of it (or a copy the harness
+    makes); of ``work`` it sees only the files bound one by one (traces, the probe's
+    cassette). The child is a fork of the host for its hash seed (``grader.sandbox._host``,
+    whose forks build these walls themselves), or, where hosts cannot run, a bubblewrap of
+    its own running the harness's compiled bytecode."""
 
     name = "namespaces"
     description = ("namespaces (bubblewrap: own user, pid, network, ipc and uts namespaces, "
@@ -315,14 +318,11 @@ def _submission_files(root: str) -> tuple[str, ...]:
     """The submission's folder and every file and folder the harness copies from it."""
     found = [root]
     for here, folders, files in os.walk(root):
-        folders[:] = [f for f in folders if not _ignored(f)]
-        found += [os.path.join(here, name) for name in (*folders, *files) if not _ignored(name)
+        folders[:] = [f for f in folders if not ignored_name(f)]
+        found += [os.path.join(here, name) for name in (*folders, *files)
+                  if not ignored_name(name)
                   and not os.path.islink(os.path.join(here, name))]
     return tuple(found)
-
-
-def _ignored(name: str) -> bool:
-    return ignored_name(name)
 
 
 PROCESS_WALL: Final[Wall] = ProcessWall()  # the default where a caller names no wall
