@@ -249,8 +249,11 @@ class NamespacesWall(Wall):
             request = run_request(env, limits.disk_mb, layout.source, host.scratch,
                                   [(p, self.inside(layout, p), p.suffix == ".jsonl")
                                    for p in shown])
+            # RLIMIT_NPROC counts a uid's tasks across the host's whole user namespace, so
+            # one run holding its threads would take another's: its cell alone counts them.
+            own = {name: getattr(limits, name) for name in _LIMITS}
             try:
-                return Child(config, layout.run, env, outputs,
+                return Child({**config, "limits": own}, layout.run, env, outputs,
                              cell=host_hold().cell(Budget.of(limits)),
                              spawn=spawning(host, request))
             except OSError as exc:  # no run of this process forks from a host again

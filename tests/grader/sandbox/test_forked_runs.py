@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import tempfile
 import textwrap
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -48,6 +51,35 @@ def run(provider, task):
     name, _, arg = task.partition(" ")
     assert switch_the_hook_off(), "the hook was not found"
     return json.dumps(globals()["do_" + name](provider, arg))
+
+
+def threads(most):
+    """Start up to ``most`` idle threads (the smallest stacks); the event that ends them."""
+    import threading
+    threading.stack_size(32768)
+    stop, started = threading.Event(), 0
+    try:
+        while started < most:
+            threading.Thread(target=stop.wait).start()
+            started += 1
+    except RuntimeError:
+        pass
+    return stop, started
+
+
+def do_hog(provider, arg):
+    """Hold every thread this run may have while the grader answers its call."""
+    stop, started = threads(int(arg))
+    try:
+        return {"held": started, "answer": provider.complete(f"holding {started}")}
+    finally:
+        stop.set()
+
+
+def do_spawn(provider, arg):
+    stop, started = threads(int(arg))
+    stop.set()
+    return {"started": started}
 
 
 def tried(call):
@@ -627,3 +659,61 @@ def test_a_run_the_host_cannot_start_runs_in_its_own_bubblewrap_and_so_do_the_ne
     assert grader.sandbox._host.hosts_unavailable() == (
         "a host could not start a run (PermissionError: [Errno 13] cgroup.procs: "
         "Permission denied)")
+
+
+def test_a_run_holding_every_thread_it_may_leaves_a_concurrent_classmate_his_own(
+    hostile: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two workers' runs fork from one shared host at once (a batch's --jobs 2): the
+    tasks one may hold are its own, never counted against the other's. RLIMIT_NPROC
+    counts a user's tasks across the host's whole user namespace, so a forked run is held
+    to its tasks by its cell alone (a cgroup's pids.max, or the watchdog)."""
+    require_namespaces()
+    monkeypatch.setattr(grader.sandbox._host, "_unavailable", [])
+    # Where uid 65534 can reach them, as a root grader's batch folder is: then the hosts
+    # and runs are uid 65534 on the host (RLIMIT_NPROC does not hold root's own tasks).
+    root = Path(tempfile.mkdtemp(prefix="gradekit-test-batch-")).resolve()
+    root.chmod(0o711)
+    request = Path(tempfile.mkdtemp(prefix="gradekit-test-sub-")).resolve()
+    request.chmod(0o755)
+    hostile = Path(shutil.copytree(hostile, request / "hostile"))
+    for path in [hostile, *hostile.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    limits = Limits(timeout_s=30, processes=16)
+    saved = dict(grader.sandbox._host._shared), list(grader.sandbox._host._shared_root)
+    holding, release = threading.Event(), threading.Event()
+    held: list[Any] = []
+
+    def hold(case: str, prompt: str) -> str:
+        holding.set()
+        release.wait(30)
+        return prompt
+
+    def hog() -> None:
+        sandbox = Sandbox(hostile, root / "alice", limits, NamespacesWall())
+        held.append(_said(sandbox, "a", "hog 100", hashseed=12, answer=hold))
+
+    try:
+        from grader.sandbox._walls import share_hosts
+
+        share_hosts(root, [12])
+        if not _hosts(root):
+            _require_hosts()
+        alice = threading.Thread(target=hog)
+        alice.start()
+        try:
+            assert holding.wait(20), "alice's run never held its threads"
+            bob = Sandbox(hostile, root / "bob", limits, NamespacesWall())
+            said = _said(bob, "b", "spawn 8", hashseed=12)
+        finally:
+            release.set()
+            alice.join(30)
+        assert len(_hosts(root)) == 1  # both forked from the one shared host
+    finally:
+        grader.sandbox._host.end_shared()
+        grader.sandbox._host._shared.update(saved[0])
+        grader.sandbox._host._shared_root[:] = saved[1]
+        shutil.rmtree(root, ignore_errors=True)
+        shutil.rmtree(request, ignore_errors=True)
+    assert said == {"started": 8}
+    assert held and 8 < held[0]["held"] < limits.processes  # alice was held to hers
