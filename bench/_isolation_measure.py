@@ -12,8 +12,6 @@ import ast
 import contextlib
 import csv
 import io
-import os
-import platform
 import shutil
 import subprocess
 import sys
@@ -48,7 +46,7 @@ from grader.sandbox._isolation import (
     package_folders,
 )
 from grader.sandbox._layout import IGNORED_NAMES
-from grader.sandbox._seccomp import allow_list_filter
+from grader.sandbox._seccomp import filter_pipe
 
 __all__ = ["WALLS", "breakdown_table", "hang_table", "start_table"]
 
@@ -498,23 +496,14 @@ def _bwrap(reference: Path, command: Sequence[str]) -> Callable[[], None]:
         raise RuntimeError("bubblewrap is not available")
     _, binds, _ = interpreter()
     binds += (Bind(str(reference), f"{KIT}/original"), Bind(str(HARNESS), f"{KIT}/harness.py"))
-    program = allow_list_filter(platform.machine())
     environment = _child_environment(Path("/sandbox"))
 
     def run() -> None:
-        read_end = None
-        if program is not None:
-            read_end, write_end = os.pipe()
-            with os.fdopen(write_end, "wb") as pipe:
-                pipe.write(program)
-        try:
+        with filter_pipe() as read_end:
             argv = bwrap_argv(path, binds, disk_mb=_LIMITS.disk_mb, seccomp_fd=read_end)
             done = subprocess.run([*argv, *command], env=environment, stdin=subprocess.DEVNULL,
                                   capture_output=True, check=False,
                                   pass_fds=() if read_end is None else (read_end,))
-        finally:
-            if read_end is not None:
-                os.close(read_end)
         if done.returncode != 0:
             raise RuntimeError(f"bubblewrap {' '.join(command)} exited {done.returncode}:\n"
                                f"{done.stderr.decode('utf-8', 'replace')[-2000:]}")

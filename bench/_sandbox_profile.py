@@ -54,7 +54,7 @@ from grader.sandbox import Sandbox, _channel, share_hosts, wall_named
 from grader.sandbox._host import end_shared, refuse_hosts
 from grader.sandbox._isolation import KIT, SANDBOX, Bind, bubblewrap, bwrap_argv, interpreter
 from grader.sandbox._layout import LaidOut
-from grader.sandbox._seccomp import allow_list_filter
+from grader.sandbox._seccomp import filter_pipe
 from grader.sandbox._walls import LIBRARY_INSIDE, harness_code, library_code
 
 __all__ = ["main"]
@@ -306,27 +306,18 @@ def profile_phases(reference: Path, repeats: int, folder: Path) -> str:
         "harness": f"{KIT}/harness",
         "copy": {"from": f"{KIT}/original", "to": f"{SANDBOX}/submission", "ignore": []},
         "site": list(site), "library": LIBRARY_INSIDE}
-    program = allow_list_filter(platform.machine())
     groups = _Groups()
     rows: dict[str, list[float]] = defaultdict(list)
     try:
         for number in range(repeats + 1):
             group = groups.fresh()
-            read_end = None
-            if program is not None:
-                read_end, write_end = os.pipe()
-                with os.fdopen(write_end, "wb") as pipe:
-                    pipe.write(program)
-            try:
+            with filter_pipe() as read_end:
                 argv = bwrap_argv(bwrap, binds, disk_mb=256, seccomp_fd=read_end)
                 done = subprocess.run(
                     [*argv, python, "-S", "-P", "-B", "-c", _PHASES, json.dumps(args)],
                     capture_output=True, check=False, env=_env(),
                     pass_fds=() if read_end is None else (read_end,),
                     preexec_fn=_joiner(group))
-            finally:
-                if read_end is not None:
-                    os.close(read_end)
             if done.returncode != 0:
                 raise RuntimeError(done.stderr.decode("utf-8", "replace")[-3000:])
             said = json.loads(done.stdout)

@@ -39,10 +39,14 @@ in the kernel, so its high half never matters.
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import os
+import platform
 import struct
+from collections.abc import Iterator
 
-__all__ = ["ALLOWED", "REFUSED_BY_NAME", "allow_list_filter"]
+__all__ = ["ALLOWED", "REFUSED_BY_NAME", "allow_list_filter", "filter_pipe"]
 
 # -- what the program allows: by group, sorted within each --------------------------------
 
@@ -654,3 +658,21 @@ _NUMBERS: dict[str, tuple[int | None, int | None]] = {
     "write": (1, 64),
     "writev": (20, 66),
 }
+
+
+@contextlib.contextmanager
+def filter_pipe() -> Iterator[int | None]:
+    """This machine's filter on the read end of a pipe, for bubblewrap's ``--seccomp FD``
+    (None where no filter is built for this machine), closed on leaving: the child that
+    loads it holds its own copy of the fd."""
+    program = allow_list_filter(platform.machine())
+    if program is None:
+        yield None
+        return
+    read_end, write_end = os.pipe()
+    with os.fdopen(write_end, "wb") as pipe:
+        pipe.write(program)  # a few hundred bytes: far below a pipe's buffer
+    try:
+        yield read_end
+    finally:
+        os.close(read_end)

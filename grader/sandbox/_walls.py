@@ -19,7 +19,6 @@ import atexit
 import functools
 import hashlib
 import os
-import platform
 import py_compile
 import shutil
 import sys
@@ -56,7 +55,7 @@ from grader.sandbox._isolation import (
     package_folders,
 )
 from grader.sandbox._layout import IGNORED_NAMES, WALLS, Layout, Wall, compile_tree, readable
-from grader.sandbox._seccomp import allow_list_filter
+from grader.sandbox._seccomp import filter_pipe
 
 __all__ = [
     "PROCESS_WALL", "NamespacesWall", "ProcessWall", "choose_isolation", "harness_code",
@@ -265,21 +264,12 @@ class NamespacesWall(Wall):
                   Bind(str(library_code()), LIBRARY_INSIDE))
         binds += tuple(Bind(str(p), self.inside(layout, p), writable=p.suffix == ".jsonl")
                        for p in shown)
-        program = allow_list_filter(platform.machine())
-        read_end = None
-        if program is not None:
-            read_end, write_end = os.pipe()
-            with os.fdopen(write_end, "wb") as pipe:
-                pipe.write(program)  # a few hundred bytes: far below a pipe's buffer
-        try:
+        with filter_pipe() as read_end:
             argv = bwrap_argv(bwrap_path, binds, disk_mb=limits.disk_mb, seccomp_fd=read_end)
             command = [*argv, python, *PYTHON_FLAGS, HARNESS_INSIDE]
             fds = () if read_end is None else (read_end,)
             return Child(config, layout.run, env, outputs, command=command, pass_fds=fds,
                          cell=host_hold().cell(Budget.of(limits)), user=user)
-        finally:
-            if read_end is not None:
-                os.close(read_end)
 
 
 def share_hosts(root: Path, seeds: Sequence[int]) -> None:

@@ -18,7 +18,7 @@ import tempfile
 import textwrap
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -246,9 +246,9 @@ def hostile(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture
-def sandbox(hostile: Path, tmp_path: Path) -> Sandbox:
+def sandbox(hostile: Path, tmp_path: Path) -> Iterator[Sandbox]:
     """A sandbox behind namespaces whose runs fork from its host, which one honest run has
-    started; the test closes it."""
+    started; closed after the test (a test may close it first)."""
     require_namespaces()
     sandbox = Sandbox(hostile, tmp_path / "scratch", LIMITS, NamespacesWall())
     try:
@@ -261,7 +261,10 @@ def sandbox(hostile: Path, tmp_path: Path) -> Sandbox:
         sandbox.close()
         _require_hosts()
     assert said == {"answer": "hi", "pid": 2} and len(hosted) == 1, (said, hosted)
-    return sandbox
+    try:
+        yield sandbox
+    finally:
+        sandbox.close()
 
 
 def _require_hosts() -> None:
@@ -337,14 +340,11 @@ def _hosts(scratch: Path) -> dict[int, bytes]:
 
 
 def test_a_run_sees_and_signals_no_process_but_its_init(sandbox: Sandbox) -> None:
-    try:
-        first = _said(sandbox, "a", f"signal {os.getpid()}")
-        host = _hosts(sandbox.scratch)
-        second = _said(sandbox, "b", f"signal {os.getpid()}")
+    first = _said(sandbox, "a", f"signal {os.getpid()}")
+    host = _hosts(sandbox.scratch)
+    second = _said(sandbox, "b", f"signal {os.getpid()}")
 
-        assert len(host) == 1 and _hosts(sandbox.scratch) == host  # one host served both
-    finally:
-        sandbox.close()
+    assert len(host) == 1 and _hosts(sandbox.scratch) == host  # one host served both
     # pid 1 is the run's init (a fork of the host), pid 2 the run: no host, no grader
     assert first == second == {"pid": 2, "ppid": 1, "procs": [1, 2], "init": "host",
                                "grader": "ProcessLookupError:ESRCH",
@@ -352,14 +352,11 @@ def test_a_run_sees_and_signals_no_process_but_its_init(sandbox: Sandbox) -> Non
 
 
 def test_killing_its_own_init_neither_frees_the_run_nor_ends_the_host(sandbox: Sandbox) -> None:
-    try:
-        killed = _said(sandbox, "a", "kill_init", answer=lambda case, prompt: "served")
-        host = _hosts(sandbox.scratch)
-        after = _said(sandbox, "b", "ask hello", answer=lambda case, prompt: prompt)
+    killed = _said(sandbox, "a", "kill_init", answer=lambda case, prompt: "served")
+    host = _hosts(sandbox.scratch)
+    after = _said(sandbox, "b", "ask hello", answer=lambda case, prompt: prompt)
 
-        assert len(host) == 1 and _hosts(sandbox.scratch) == host
-    finally:
-        sandbox.close()
+    assert len(host) == 1 and _hosts(sandbox.scratch) == host
     # a namespace's init takes no SIGKILL from inside it: the kernel drops the signal
     assert killed == {"killed": "ok", "init": "ok", "answer": "served"}
     assert after == {"answer": "hello", "pid": 2}
@@ -385,11 +382,8 @@ def test_a_run_that_dies_or_hangs_leaves_its_host_serving_the_next(hostile: Path
 
 
 def test_nothing_a_run_leaves_survives_into_the_next_run_of_its_host(sandbox: Sandbox) -> None:
-    try:
-        left = _said(sandbox, "a", "leave")
-        found = _said(sandbox, "b", "find")
-    finally:
-        sandbox.close()
+    left = _said(sandbox, "a", "leave")
+    found = _said(sandbox, "b", "find")
     assert left == {"/sandbox/left.txt": "ok", "/sandbox/tmp/left.txt": "ok",
                     "/sandbox/submission/left.txt": "ok", "/sandbox/left.fifo": "ok",
                     "msgget": "EPERM", "shmget": "EPERM",  # System V IPC: the filter's
@@ -399,21 +393,15 @@ def test_nothing_a_run_leaves_survives_into_the_next_run_of_its_host(sandbox: Sa
 
 
 def test_nothing_left_through_the_inits_working_folder_survives(sandbox: Sandbox) -> None:
-    try:
-        _said(sandbox, "a", "leave_in_init")
-        found = _said(sandbox, "b", "find_in_init")
-    finally:
-        sandbox.close()
+    _said(sandbox, "a", "leave_in_init")
+    found = _said(sandbox, "b", "find_in_init")
     assert not (isinstance(found, list) and "left.txt" in found), found
 
 
 def test_the_gradings_scratch_is_gone_and_the_original_is_read_only(
     sandbox: Sandbox, hostile: Path
 ) -> None:
-    try:
-        said = [_said(sandbox, folder, "scratch") for folder in ("a", "b")]
-    finally:
-        sandbox.close()
+    said = [_said(sandbox, folder, "scratch") for folder in ("a", "b")]
     for seen in said:
         assert isinstance(seen, dict)
         assert seen["scratch"] in ("FileNotFoundError:ENOENT", [])
@@ -430,10 +418,7 @@ def test_the_gradings_scratch_is_gone_and_the_original_is_read_only(
     "scratch folder's path (.../scratch/<folder>/submission-*/copy, run-*/work/trace-*.jsonl) "
     "and the host's other mounts (/work/... site-packages, /tmp/gradekit-kit-*)."))
 def test_the_mounts_name_no_path_of_the_graders_scratch(sandbox: Sandbox, tmp_path: Path) -> None:
-    try:
-        said = [_said(sandbox, folder, "scratch") for folder in ("a", "b")]
-    finally:
-        sandbox.close()
+    said = [_said(sandbox, folder, "scratch") for folder in ("a", "b")]
     for seen in said:
         assert isinstance(seen, dict)
         assert str(tmp_path) not in seen["mountinfo"]
@@ -459,10 +444,7 @@ def test_all_a_run_writes_together_is_held_to_disk_mb(hostile: Path, tmp_path: P
 def test_a_run_and_its_init_hold_no_capability_and_cannot_leave_the_walls(
     sandbox: Sandbox
 ) -> None:
-    try:
-        said = [_said(sandbox, folder, "privileges") for folder in ("a", "b")]
-    finally:
-        sandbox.close()
+    said = [_said(sandbox, folder, "privileges") for folder in ("a", "b")]
     none = "0000000000000000"
     for seen in said:
         assert isinstance(seen, dict)
@@ -476,10 +458,7 @@ def test_a_run_and_its_init_hold_no_capability_and_cannot_leave_the_walls(
 
 
 def test_a_run_and_its_init_have_an_empty_bounding_set(sandbox: Sandbox) -> None:
-    try:
-        said = [_said(sandbox, folder, "privileges") for folder in ("a", "b")]
-    finally:
-        sandbox.close()
+    said = [_said(sandbox, folder, "privileges") for folder in ("a", "b")]
     for seen in said:
         assert isinstance(seen, dict)
         assert seen["run"]["CapBnd"] == seen["init"]["CapBnd"] == "0000000000000000"
