@@ -60,7 +60,7 @@ from grader.outputs import (
 )
 from grader.records import GRADEBOOK, LEDGER, draw_key, read_ledger, sign_outputs
 from grader.rubric import Rubric
-from grader.sandbox import PROCESS_WALL, Wall
+from grader.sandbox import PROCESS_WALL, Wall, scratch_folder
 from grader.submission import Identity, Roster, identify
 
 __all__ = [
@@ -441,10 +441,10 @@ class _Workers:
         self._checks = _custom_check_folders(rubric)
         self._stopping = threading.Event()
         # -P and a folder of its own to start in: no folder can shadow the grader's code.
-        self._home = Path(tempfile.mkdtemp(prefix="gradekit-zygote-"))
+        self._home = scratch_folder("gradekit-zygote-")
         # Every worker's scratch folder is in this one, which the runs' hosts see (the
         # namespaces wall's; each run sees its own folders only).
-        self._scratch = Path(tempfile.mkdtemp(prefix="gradekit-batch-"))
+        self._scratch = scratch_folder("gradekit-batch-")
         self._scratch.chmod(0o711)  # searchable, not listable: see grade()
         self._hosts: dict[str, object] | None = {
             "root": str(self._scratch), "seeds": list(seed_pool(draw_key))} \

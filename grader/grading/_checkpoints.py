@@ -12,7 +12,7 @@ from grader._model import Report
 from grader.grading._grade import Graded, draw, grade_submission
 from grader.outputs import report_digest
 from grader.rubric import Rubric
-from grader.sandbox import PROCESS_WALL, Sandbox, Wall
+from grader.sandbox import PROCESS_WALL, Sandbox, Wall, scratch_root
 from grader.scoring import ESCAPED, STUB_ERROR, Evidence, loudness, unstable_cause
 from grader.submission import load_manifest
 
@@ -49,7 +49,7 @@ def run_checkpoints(root: Path, rubric: Rubric, *, wall: Wall = PROCESS_WALL) ->
     ``rubric`` must come from the instructor's side: its custom checks run in this process.
     """
     manifest = load_manifest(root)
-    with tempfile.TemporaryDirectory(prefix="gradekit-check-") as folder:
+    with tempfile.TemporaryDirectory(prefix="gradekit-check-", dir=scratch_root()) as folder:
         scratch = Path(folder)
         scratch.chmod(0o711)  # searchable, not listable: a root grader's children are uid 65534
         gradings: list[Graded] = []

@@ -36,6 +36,7 @@ from grader.sandbox._sandbox import (
     Serving,
     ToolAnswer,
 )
+from grader.sandbox._scratch import scratch_folder, scratch_root
 from grader.sandbox._walls import (
     PROCESS_WALL,
     NamespacesWall,
@@ -62,6 +63,8 @@ __all__ = [
     "cut_point_problem",
     "isolation_requests",
     "package_folders",
+    "scratch_folder",
+    "scratch_root",
     "share_hosts",
     "wall_named",
     "warm_walls",

@@ -22,7 +22,6 @@ import os
 import py_compile
 import shutil
 import sys
-import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any, Final
@@ -55,6 +54,7 @@ from grader.sandbox._isolation import (
     package_folders,
 )
 from grader.sandbox._layout import IGNORED_NAMES, WALLS, Layout, Wall, compile_tree, readable
+from grader.sandbox._scratch import scratch_folder
 from grader.sandbox._seccomp import filter_pipe
 
 __all__ = [
@@ -76,7 +76,7 @@ def _kit_folder() -> Path:
     """This process's folder of compiled kit code, readable by every user (uid 65534 reads
     it behind namespaces as root) and removed when the process that made it exits (not
     when a worker forked from it does)."""
-    folder = Path(tempfile.mkdtemp(prefix="gradekit-kit-"))
+    folder = scratch_folder("gradekit-kit-")
     os.chmod(folder, 0o755)
     atexit.register(_remove_by, os.getpid(), folder)
     return folder

@@ -24,6 +24,7 @@ import pytest
 from grader import GradebookRow, load_rubric, verify_report
 from grader.batch._batch import discover, grade_batch
 from grader.records._folder import DRAW_KEY
+from grader.sandbox._scratch import MEMORY
 from tests.submissions import (
     BASELINE,
     CASES,
@@ -42,7 +43,7 @@ from tests.submissions import (
 pytestmark = pytest.mark.slow
 
 NAMES = sorted([BASELINE, *VARIANTS])
-MACHINE_PATHS = (str(REFERENCE), tempfile.gettempdir() + "/", str(Path.home()) + "/")
+MACHINE_PATHS = (str(REFERENCE), tempfile.gettempdir() + "/", MEMORY + "/", str(Path.home()) + "/")
 
 
 @dataclass(frozen=True, slots=True)
