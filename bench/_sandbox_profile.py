@@ -51,6 +51,7 @@ from grader.grading import seed_pool
 from grader.grading._grade import grade_submission
 from grader.rubric._rubric import load_rubric
 from grader.sandbox import Sandbox, _channel, share_hosts, wall_named
+from grader.sandbox._hold import Cell
 from grader.sandbox._host import end_shared, refuse_hosts
 from grader.sandbox._isolation import KIT, SANDBOX, Bind, bubblewrap, bwrap_argv, interpreter
 from grader.sandbox._layout import LaidOut
@@ -106,6 +107,26 @@ def _usage(group: Path) -> float:
     return float((group / "cpuacct.usage").read_text().strip())
 
 
+class _CountedCell(Cell):
+    """A run's cell, and the group that counts its CPU: the init joins both (itself, where
+    the cell lets it), or the grader admits it to both."""
+
+    def __init__(self, cell: Cell | None, group: Path | None) -> None:
+        self._cell, self._group = cell, group
+
+    def entries(self) -> list[int]:
+        inner = self._cell.entries() if self._cell is not None else []
+        if inner and self._group is not None:
+            inner.append(os.open(self._group / "tasks", os.O_WRONLY | os.O_CLOEXEC))
+        return inner
+
+    def admit(self, pid: int) -> None:
+        if self._group is not None:
+            (self._group / "cgroup.procs").write_text(str(pid))
+        if self._cell is not None:
+            self._cell.admit(pid)
+
+
 @contextlib.contextmanager
 def _counted(groups: _Groups, parent: dict[str, list[float]]) -> Iterator[None]:
     """Every child in a cgroup of its own, its CPU filed under its run kind (the name of
@@ -131,12 +152,8 @@ def _counted(groups: _Groups, parent: dict[str, list[float]]) -> Iterator[None]:
             self._kind = _kind(Path(kwargs.get("cwd", args[1])))
             spawn = kwargs.get("spawn")
             if spawn is not None:  # a run forked by a host: its init joins the group too
-                def counted_spawn(read: int, write: int, outputs: Any,
-                                  admit: Callable[[int], None]) -> Any:
-                    def join(pid: int) -> None:
-                        (group / "cgroup.procs").write_text(str(pid))
-                        admit(pid)
-                    return spawn(read, write, outputs, join)
+                def counted_spawn(read: int, write: int, outputs: Any, cell: Any) -> Any:
+                    return spawn(read, write, outputs, _CountedCell(cell, group))
                 kwargs["spawn"] = counted_spawn
             super().__init__(*args, **kwargs)
 

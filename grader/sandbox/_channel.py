@@ -96,8 +96,7 @@ class Child:
         self._next_watch = time.monotonic() + _WATCH_EVERY_S
         try:
             if spawn is not None:
-                self.proc: Process = spawn(their_read, their_write, outputs,
-                                           cell.admit if cell is not None else _nowhere)
+                self.proc: Process = spawn(their_read, their_write, outputs, cell)
             else:
                 self.proc = _Started(subprocess.Popen(
                     [*start, str(their_read), str(their_write)],
@@ -260,13 +259,9 @@ class Process(Protocol):
         call returns the same)."""
 
 
-# (the channel's two ends for the child, its outputs, how to admit it to its cell) -> it,
-# admitted before it runs anything
-Spawn = Callable[[int, int, tuple[IO[bytes], IO[bytes]], Callable[[int], None]], Process]
-
-
-def _nowhere(pid: int) -> None:
-    """No cell to admit a spawned child to."""
+# (the channel's two ends for the child, its outputs, its cell) -> it, in its cell before it
+# runs anything
+Spawn = Callable[[int, int, tuple[IO[bytes], IO[bytes]], Cell | None], Process]
 
 
 class _Started:

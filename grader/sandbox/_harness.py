@@ -1032,15 +1032,19 @@ def _code_of(module: Any) -> dict[str, object]:
 #     host:   {"op": "ready"} | {"op": "unavailable", "why": W}
 #     grader: {"op": "run", "env", "disk_mb", "source", "shown": [[FROM, TO, WRITABLE]]}
 #             with six fds: the channel's read and write ends, stdout, stderr, "go", and
-#             the reply socket (one end of a fresh SOCK_SEQPACKET pair)
+#             the reply socket (one end of a fresh SOCK_SEQPACKET pair), then the cell's
+#             entries, if any (at most _MOST_ENTRIES: files a thread joins it by writing 0)
 #     host, on the reply socket: {"op": "started"} with the pidfd of the run's init, then,
 #             once the init ended, {"op": "ended", "status": S}
+#     init, on the same socket, before its walls, where entries came:
+#             {"op": "joined"} | {"op": "refused", "why": W} (and it ends)
 #
 # Requests may come from several graders at once (the workers of a batch share its hosts):
 # each is one message, and each run's answers go to its own reply socket. The init (pid 1
-# of the run's own pid namespace) builds the walls, waits for a byte on "go" (written once
-# the init is in the run's cell), then forks the run, so that the run and all it holds are
-# counted in the cell from its first instruction; "go" closing kills the run.
+# of the run's own pid namespace) joins the run's cell (or the grader moves it there),
+# builds the walls, waits for a byte on "go" (written once the init is in the cell), then
+# forks the run, so that the run and all it holds are counted in the cell from its first
+# instruction; "go" closing kills the run.
 #
 # FROM, "source" and the run's folders are paths under "scratch" (the grading's scratch,
 # which the host sees and no run does).
@@ -1053,6 +1057,7 @@ _MNT_DETACH = 2
 _PR_SET_PDEATHSIG, _PR_SET_DUMPABLE, _PR_CAPBSET_DROP, _PR_SET_NO_NEW_PRIVS, _PR_SET_SECCOMP = \
     1, 4, 24, 38, 22
 _LAST_CAP = 63
+_MOST_ENTRIES = 4  # a cell's entries: one per cgroup v1 hierarchy (memory, pids, cpu)
 # What the host imports for itself, which a run must import anew, as a run in its own
 # bubblewrap does: importing ctypes raises the audit event the guard refuses.
 _HOST_ONLY = frozenset({"ctypes", "_ctypes"})
@@ -1155,20 +1160,42 @@ def serve_runs(control: int) -> None:
                 Program(len(program) // 8, ctypes.cast(held, ctypes.c_void_p))), 0, 0),
                 "seccomp")
 
+    def join(entries: list[int], reply: int) -> None:
+        """Join the run's cell by writing 0 to each of ``entries`` (the init is one thread:
+        it moves itself, without the kernel's lock on every process), then say so on
+        ``reply``, the socket the grader waits on, which the init then lets go of."""
+        said: dict[str, str] = {"op": "joined"}
+        try:
+            for entry in entries:
+                os.write(entry, b"0")
+        except OSError as exc:
+            said = {"op": "refused", "why": f"the run could not join its cell: {describe(exc)}"}
+        for fd in entries:
+            os.close(fd)
+        with socket.socket(fileno=reply) as told:
+            told.send(json.dumps(said).encode())
+        if said["op"] != "joined":
+            os._exit(72)
+
     def init(request: dict[str, Any], fds: list[int]) -> None:
-        """The forked run's pid 1: its walls, then, once the grader has put it in its cell
+        """The forked run's pid 1: into its cell (by itself where the grader handed it the
+        cell's files, else the grader moves it), its walls, then, once the grader says so
         (a byte on ``go``), the run itself as its only child. The grader holds ``go`` open
         while it holds the run: when it closes (the grader ended the run, or died), the run
         is killed. The init ends as the run ended, a signal's death as 128 + the signal (as
         bubblewrap's own init reports one)."""
         code = 71
         try:
-            read, write, out, err, go = fds[:5]
+            read, write, out, err, go, reply = fds[:6]
             os.dup2(out, 1)
             os.dup2(err, 2)
-            keep = sorted({0, 1, 2, read, write, go})
+            keep = sorted({0, 1, 2, read, write, go, reply, *fds[6:]})
             for low, high in zip(keep, [*keep[1:], 1 << 20], strict=True):
                 os.closerange(low + 1, high)  # the host's sockets, other runs' among them
+            if fds[6:]:
+                join(fds[6:], reply)
+            else:
+                os.close(reply)
             walls(request)
             if os.read(go, 1) != b"!":
                 os._exit(70)  # the grader went away before the run began
@@ -1235,10 +1262,10 @@ def serve_runs(control: int) -> None:
         waiting: list[Any] = [link, *runs]
         for ready in select.select(waiting, [], [])[0]:
             if ready is link:
-                message, fds, _, _ = socket.recv_fds(link, 1 << 20, 6)
+                message, fds, _, _ = socket.recv_fds(link, 1 << 20, 6 + _MOST_ENTRIES)
                 if not message:
                     return
-                if len(fds) != 6:  # not the grader's request: nothing to answer it on
+                if len(fds) < 6:  # not the grader's request: nothing to answer it on
                     for fd in fds:
                         os.close(fd)
                     continue
@@ -1246,7 +1273,7 @@ def serve_runs(control: int) -> None:
                 if child == 0:
                     init(json.loads(message), fds)
                 reply = socket.socket(fileno=fds[5])
-                for fd in fds[:5]:
+                for fd in (*fds[:5], *fds[6:]):
                     os.close(fd)
                 handle = os.pidfd_open(child)
                 with contextlib.suppress(OSError):  # a grader gone: the run's go is closed

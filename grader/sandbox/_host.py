@@ -41,11 +41,12 @@ import signal
 import socket
 import subprocess
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
 from grader.sandbox._channel import PYTHON_FLAGS, Process, Spawn
+from grader.sandbox._hold import Cell
 from grader.sandbox._isolation import KIT, Bind, become, bubblewrap, bwrap_argv, interpreter
 from grader.sandbox._seccomp import allow_list_filter
 
@@ -117,32 +118,43 @@ class Host:
         self._link.settimeout(None)
 
     def spawn(self, request: Mapping[str, object], fds: Sequence[int],
-              admit: Callable[[int], None]) -> Process:
+              cell: Cell | None) -> Process:
         """Fork one run, told ``request`` and handed ``fds`` (the channel's two ends, its
-        stdout and stderr); ``admit`` it (to its cell) before it starts. The run then
+        stdout and stderr), in ``cell`` before it starts: its init joins the cell itself
+        where the cell allows (``Cell.entries``), else this process admits it. The run then
         waits for its configuration on the channel. Safe from several processes at once:
         the answers come on a socket of this run's own."""
         reply, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         go_read, go_write = os.pipe()
+        entries = cell.entries() if cell is not None else []
+        handles: list[int] = []
         try:
             try:
                 socket.send_fds(self._link, [json.dumps(request).encode("ascii")],
-                                [*fds, go_read, theirs.fileno()])
+                                [*fds, go_read, theirs.fileno(), *entries])
             finally:
-                os.close(go_read)
+                for fd in (go_read, *entries):
+                    os.close(fd)
                 theirs.close()
-            message, handles, _, _ = socket.recv_fds(reply, 1 << 16, 1)
-            if not handles or json.loads(message or b"{}").get("op") != "started":
-                for handle in handles:
-                    os.close(handle)
-                raise OSError("the host did not fork the run")
+            waiting = {"started", "joined"} if entries else {"started"}
+            while waiting:  # the host's word and the init's, in either order
+                message, got, _, _ = socket.recv_fds(reply, 1 << 16, 1)
+                handles += got
+                said = _said(message)
+                if said.get("op") not in waiting or (said["op"] == "started") != bool(got):
+                    why = said.get("why") or "the host did not fork the run"
+                    raise OSError(f"the run did not start: {why}")
+                waiting.discard(said["op"])
         except BaseException:
+            for handle in handles:
+                os.close(handle)
             reply.close()
             os.close(go_write)
             raise
         forked = _Forked(reply, handles[0], go_write)
         try:
-            admit(forked.pid)
+            if cell is not None and not entries:
+                cell.admit(forked.pid)
             os.write(go_write, b"!")
         except BaseException:
             forked.kill()
@@ -299,8 +311,8 @@ def spawning(host: Host, request: Mapping[str, object]) -> Spawn:
     """``Child``'s ``spawn`` for a run forked by ``host``."""
 
     def spawn(read: int, write: int, outputs: tuple[IO[bytes], IO[bytes]],
-              admit: Callable[[int], None]) -> Process:
+              cell: Cell | None) -> Process:
         return host.spawn(request, (read, write, outputs[0].fileno(), outputs[1].fileno()),
-                          admit)
+                          cell)
 
     return spawn

@@ -137,6 +137,11 @@ def do_die(provider, arg):
         signal.pause()
 
 
+def do_cgroups(provider, arg):
+    """The cgroups of the run and of its init, as the kernel names them."""
+    return {who: Path(f"/proc/{who}/cgroup").read_text() for who in ("self", "1")}
+
+
 def do_ask(provider, arg):
     return {"answer": provider.complete(arg), "pid": os.getpid()}
 
@@ -612,19 +617,48 @@ def _wait(found: Callable[[], Any], seconds: float = 15) -> Any:
     return value
 
 
+def test_a_run_and_its_init_are_in_the_runs_own_cell_in_every_hierarchy(
+        sandbox: Sandbox) -> None:
+    """The init joins the run's cell (by itself, where cgroup v1 lets a thread move itself
+    without the kernel's global lock), so the run is born in it: both are in one cell
+    of this grader's, the same in every hierarchy, and each run gets a cell of its own."""
+    hold = grader.sandbox._hold.host_hold()
+    if not isinstance(hold, grader.sandbox._hold.CgroupV1 | grader.sandbox._hold.CgroupV2):
+        pytest.skip(f"no cgroup hold here: {hold.description}")
+    cells = []
+    for folder in ("first", "second"):
+        said = _said(sandbox, folder, "cgroups")
+        assert said["self"] == said["1"]
+        named = {line.split(":", 2)[2] for line in said["self"].splitlines()
+                 if any(h in line.split(":")[1].split(",") for h in ("memory", "pids"))
+                 or (line.startswith("0::") and isinstance(hold, grader.sandbox._hold.CgroupV2))}
+        assert len(named) == 1, said
+        cell = named.pop()
+        assert cell.rsplit("/", 1)[1].startswith(f"gradekit-{os.getpid()}-"), cell
+        cells.append(cell)
+    assert cells[0] != cells[1]
+
+
+@pytest.mark.parametrize("refused_by", ["the grader's admission", "the init's own join"])
 def test_a_run_the_host_cannot_start_runs_in_its_own_bubblewrap_and_so_do_the_next(
-    hostile: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    hostile: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, refused_by: str
 ) -> None:
-    """A cgroup that will not admit a forked run (or a host that died) costs that run
-    nothing but the fallback: it and every later run start their own bubblewrap."""
+    """A cgroup that will not take a forked run (or a host that died) costs that run
+    nothing but the fallback: it and every later run start their own bubblewrap. Where the
+    init joins its cell itself (cgroup v1's ``tasks``), the kernel's refusal reaches the
+    grader on the run's reply socket, before the run exists."""
     require_namespaces()
     monkeypatch.setattr(grader.sandbox._host, "_unavailable", [])
 
     def refuse(self: object, pid: int) -> None:
         raise PermissionError(13, "cgroup.procs: Permission denied")
 
-    monkeypatch.setattr(grader.sandbox._hold.Cell, "admit", refuse)
-    monkeypatch.setattr(grader.sandbox._hold._CgroupCell, "admit", refuse)
+    def full(self: object) -> list[int]:  # a file whose every write fails (ENOSPC)
+        return [os.open("/dev/full", os.O_WRONLY | os.O_CLOEXEC)]
+
+    for cell in (grader.sandbox._hold.Cell, grader.sandbox._hold._CgroupCell):
+        monkeypatch.setattr(cell, "admit", refuse)
+        monkeypatch.setattr(cell, "entries", full if "join" in refused_by else lambda self: [])
     sandbox = Sandbox(hostile, tmp_path / "scratch", LIMITS, NamespacesWall())
     try:
         said = [_said(sandbox, folder, "ask hi", answer=lambda case, prompt: prompt)
@@ -636,7 +670,9 @@ def test_a_run_the_host_cannot_start_runs_in_its_own_bubblewrap_and_so_do_the_ne
         sandbox.close()
     assert said == [{"answer": "hi", "pid": 2}] * 2  # bubblewrap's init is pid 1 there too
     assert grader.sandbox._host.hosts_unavailable() == (
-        "a host could not start a run (PermissionError: [Errno 13] cgroup.procs: "
+        "a host could not start a run (OSError: the run did not start: the run could not "
+        "join its cell: OSError: [Errno 28] No space left on device)" if "join" in refused_by
+        else "a host could not start a run (PermissionError: [Errno 13] cgroup.procs: "
         "Permission denied)")
 
 
