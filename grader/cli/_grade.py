@@ -47,6 +47,14 @@ from grader.submission import ROSTER_HEADER, Identity, Roster, identify, load_ro
 __all__ = ["add_grading_commands"]
 
 
+def default_jobs() -> int:
+    """The cores this process may run on, plus one: between its runs a grading waits on the
+    kernel (a fork, a namespace's teardown), and one worker more keeps every core busy
+    (200 submissions on 2 cores behind namespaces: 83 s with 2 workers, 73 s with 3)."""
+    return len(os.sched_getaffinity(0)) + 1 if hasattr(os, "sched_getaffinity") \
+        else (os.cpu_count() or 1) + 1
+
+
 def add_grading_commands(
     commands: argparse._SubParsersAction[argparse.ArgumentParser],
 ) -> None:
@@ -57,8 +65,9 @@ def add_grading_commands(
     add_rubric_option(grade)
     grade.add_argument("--out", type=Path, default=Path("grades"),
                        help="where reports and gradebook.csv go (default: grades/)")
-    grade.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
-                       help="submissions graded at once (default: the number of cores)")
+    grade.add_argument("--jobs", type=int, default=default_jobs(),
+                       help="submissions graded at once (default: the cores this process "
+                       "may use, plus one)")
     grade.add_argument("--label", default=None,
                        help="provider label of the primary run (default: drawn afresh for "
                        "each submission, as the second label and the hash seeds are; "

@@ -507,3 +507,14 @@ def test_the_command_lines_docstring_names_every_command_and_its_module() -> Non
     groups = sorted(p.stem for p in Path(main_module.__file__).parent.glob("_*.py")
                     if p.stem not in ("__init__", "_main"))
     assert [g for g in groups if f"``{g}``" not in doc] == []
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="no CPU affinity here")
+def test_grade_runs_one_worker_more_than_the_cores_it_may_use() -> None:
+    """--jobs defaults to the CPUs this process may run on (not the machine's), plus one."""
+    probe = ("import os; os.sched_setaffinity(0, {min(os.sched_getaffinity(0))}); "
+             "from grader.cli._main import _parser; "
+             "print(_parser().parse_args(['grade']).jobs)")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          check=True)
+    assert done.stdout.split() == ["2"]
