@@ -1057,7 +1057,7 @@ _MNT_DETACH = 2
 _PR_SET_PDEATHSIG, _PR_SET_DUMPABLE, _PR_CAPBSET_DROP, _PR_SET_NO_NEW_PRIVS, _PR_SET_SECCOMP = \
     1, 4, 24, 38, 22
 _LAST_CAP = 63
-_MOST_ENTRIES = 4  # a cell's entries: one per cgroup v1 hierarchy (memory, pids, cpu)
+_MOST_ENTRIES = 4  # a cell's entries: a cgroup v1 hierarchy's each (memory, pids, cpu), one spare
 # What the host imports for itself, which a run must import anew, as a run in its own
 # bubblewrap does: importing ctypes raises the audit event the guard refuses.
 _HOST_ONLY = frozenset({"ctypes", "_ctypes"})
