@@ -44,6 +44,7 @@ __all__ = [
     "SubmissionFileError",
     "read_submission_file",
     "require_submission_folder",
+    "submission_entries",
     "submission_files",
 ]
 
@@ -92,20 +93,45 @@ def submission_files(root: Path, relative: str, *, suffix: str, most: int) -> li
     """The names in the folder ``root/relative`` (reached without a link) that end in
     ``suffix``, sorted, at most ``most`` of them; none when the folder does not exist.
     Only names are listed: each file is still read with ``read_submission_file``."""
-    parts = _parts(relative)
     try:
-        if not _AT:
-            _walk_by_path(root, relative, parts, folder=True)
-            names = os.listdir(root / relative)
-        else:
-            fd = _open_folders(root, relative, parts)
-            try:
-                names = os.listdir(fd)
-            finally:
-                os.close(fd)
+        entries = _entries(root, relative)
     except MissingSubmissionFile:
         return []
-    return sorted(name for name in names if name.endswith(suffix))[:most]
+    return sorted(entry.name for entry in entries if entry.name.endswith(suffix))[:most]
+
+
+def submission_entries(root: Path, relative: str, *, most: int) -> list[tuple[str, bool]]:
+    """Each name in the folder ``root/relative`` (reached without a link, or the submission
+    folder itself for ``""``), sorted, at most ``most``, and whether it is a folder itself
+    (a link to one is not): a whole tree is walked with one listing a folder, where
+    ``require_submission_folder`` on every name would open its whole path."""
+    entries = sorted(_entries(root, relative), key=lambda entry: entry.name)[:most]
+    return [(entry.name, _is_folder(entry)) for entry in entries]
+
+
+def _entries(root: Path, relative: str) -> list[os.DirEntry[str]]:
+    """The entries of the folder ``root/relative``, reached without a link."""
+    if not relative:
+        with os.scandir(root) as found:
+            return list(found)
+    parts = _parts(relative)
+    if not _AT:
+        _walk_by_path(root, relative, parts, folder=True)
+        with os.scandir(root / relative) as found:
+            return list(found)
+    fd = _open_folders(root, relative, parts)
+    try:
+        with os.scandir(fd) as found:
+            return list(found)
+    finally:
+        os.close(fd)
+
+
+def _is_folder(entry: os.DirEntry[str]) -> bool:
+    try:
+        return entry.is_dir(follow_symlinks=False)
+    except OSError:
+        return False
 
 
 def _parts(relative: str) -> tuple[str, ...]:

@@ -50,18 +50,14 @@ of a string, obfuscation. The threat model it is part of: docs/sandbox.md.
 from __future__ import annotations
 
 import ast
-import os
+import contextlib
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from grader._errors import SubmissionFileError
 from grader._model import ignored_name
 from grader._text import FLAGGED, quote
-from grader.submission._files import (
-    read_submission_file,
-    require_submission_folder,
-    submission_files,
-)
+from grader.submission._files import read_submission_file, submission_entries
 from grader.submission._manifest import Manifest
 
 __all__ = ["BY_NAME", "FILE_CAP", "REACHED", "tamper_findings"]
@@ -213,30 +209,28 @@ def _sources(root: Path) -> tuple[list[str], bool]:
     """The submission's ``.py`` and extension module files a child could import (sorted, at
     most ``_MOST_FILES``), and whether there was more than the caps let the scan see."""
     try:  # the submission folder itself is the grader's choice, opened as given
-        top = sorted(os.listdir(root))
+        top = submission_entries(root, "", most=_MOST_NAMES + 1)
     except OSError:
         return [], False
     found: list[str] = []
     left = _MOST_NAMES  # names looked at, in every folder together
     overflow = False
-    todo: list[tuple[str, list[str], int]] = [("", top, 0)]
+    todo: list[tuple[str, list[tuple[str, bool]], int]] = [("", top, 0)]
     while todo:
         folder, names, depth = todo.pop()
         overflow |= len(names) > left
         names, left = names[:left], max(left - len(names), 0)
-        for name in names:
+        for name, is_folder in names:
             if ignored_name(name) or (not folder and name in _KIT_PACKAGES):
                 continue
             relative = f"{folder}/{name}" if folder else name
-            try:
-                require_submission_folder(root, relative)
-            except SubmissionFileError:  # a file, a link, or gone
+            inner: list[tuple[str, bool]] | None = None
+            if is_folder:
+                with contextlib.suppress(SubmissionFileError):  # cannot be opened, or gone
+                    inner = submission_entries(root, relative, most=left + 1)
+            if inner is None:  # a file, a link, or a folder it cannot list
                 if name.endswith((".py", *_COMPILED)):
                     found.append(relative)
-                continue
-            try:
-                inner = submission_files(root, relative, suffix="", most=left + 1)
-            except SubmissionFileError:
                 continue
             if depth < _MOST_DEPTH:
                 todo.append((relative, inner, depth + 1))

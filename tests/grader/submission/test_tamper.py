@@ -311,6 +311,24 @@ def test_what_the_scan_cannot_read_is_flagged(tmp_path: Path) -> None:
     ]
 
 
+def test_a_linked_folder_is_not_walked_and_one_named_like_a_module_is_flagged(
+        tmp_path: Path) -> None:
+    """The walk lists each folder once and tells folders by what they are, not by where a
+    link points: a link to a folder outside is never entered."""
+    outside = tmp_path / "outside"
+    (outside / "deep").mkdir(parents=True)
+    (outside / "deep" / "evil.py").write_text("import ctypes\n", "utf-8")
+    submission = tmp_path / "submission"
+    (submission / "lab" / "inner").mkdir(parents=True)
+    (submission / "lab" / "inner" / "ok.py").write_text("import ctypes\n", "utf-8")
+    (submission / "lab" / "elsewhere").symlink_to(outside)
+    (submission / "lab" / "looks.py").symlink_to(outside / "deep")
+    assert tamper_findings(submission) == [
+        *flags((1, NATIVE, "ctypes"), path="lab/inner/ok.py"),
+        f"{FLAGGED}lab/looks.py: not scanned: a link, not a regular file, or over the scan's "
+        "caps (1 MiB a file, 8 MiB in all)"]
+
+
 def test_more_names_than_the_scan_reads_is_flagged(tmp_path: Path) -> None:
     folder = tmp_path / "many"
     folder.mkdir()
