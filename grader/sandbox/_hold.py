@@ -141,17 +141,15 @@ class _CgroupCell(Cell):
                     folder.rmdir()
             raise
         self._procs = [str(folder / "cgroup.procs") for folder in self.folders]
-        self._own = [str(folder / own) for folder in self.folders] if own else self._procs
+        self._own = [str(folder / own) for folder in self.folders] if own else []
 
-    def enter(self) -> None:
-        self._join(b"0", self._own)  # 0: the writer itself, its only thread in a preexec_fn
+    def enter(self) -> None:  # 0: the writer itself, its only thread in a preexec_fn
+        self._join(b"0", self._own or self._procs)
 
     def admit(self, pid: int) -> None:
         self._join(str(pid).encode("ascii"), self._procs)
 
     def entries(self) -> list[int]:
-        if self._own is self._procs:
-            return []
         opened: list[int] = []
         try:
             for path in self._own:

@@ -97,7 +97,7 @@ def submission_files(root: Path, relative: str, *, suffix: str, most: int) -> li
         entries = _entries(root, relative)
     except MissingSubmissionFile:
         return []
-    return sorted(entry.name for entry in entries if entry.name.endswith(suffix))[:most]
+    return sorted(name for name, _ in entries if name.endswith(suffix))[:most]
 
 
 def submission_entries(root: Path, relative: str, *, most: int) -> list[tuple[str, bool]]:
@@ -105,26 +105,29 @@ def submission_entries(root: Path, relative: str, *, most: int) -> list[tuple[st
     folder itself for ``""``), sorted, at most ``most``, and whether it is a folder itself
     (a link to one is not): a whole tree is walked with one listing a folder, where
     ``require_submission_folder`` on every name would open its whole path."""
-    entries = sorted(_entries(root, relative), key=lambda entry: entry.name)[:most]
-    return [(entry.name, _is_folder(entry)) for entry in entries]
+    return sorted(_entries(root, relative))[:most]
 
 
-def _entries(root: Path, relative: str) -> list[os.DirEntry[str]]:
-    """The entries of the folder ``root/relative``, reached without a link."""
+def _entries(root: Path, relative: str) -> list[tuple[str, bool]]:
+    """Each name in the folder ``root/relative`` (reached without a link) and whether it
+    is a folder, told while the folder is open (a name whose type the listing does not
+    give is looked up in it)."""
     if not relative:
-        with os.scandir(root) as found:
-            return list(found)
+        return _listed(root)
     parts = _parts(relative)
     if not _AT:
         _walk_by_path(root, relative, parts, folder=True)
-        with os.scandir(root / relative) as found:
-            return list(found)
+        return _listed(root / relative)
     fd = _open_folders(root, relative, parts)
     try:
-        with os.scandir(fd) as found:
-            return list(found)
+        return _listed(fd)
     finally:
         os.close(fd)
+
+
+def _listed(folder: Path | int) -> list[tuple[str, bool]]:
+    with os.scandir(folder) as found:
+        return [(entry.name, _is_folder(entry)) for entry in found]
 
 
 def _is_folder(entry: os.DirEntry[str]) -> bool:
