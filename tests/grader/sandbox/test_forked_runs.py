@@ -146,6 +146,13 @@ def do_ask(provider, arg):
     return {"answer": provider.complete(arg), "pid": os.getpid()}
 
 
+def do_draw(provider, arg):
+    """What the random module draws first, and the thread's own ids, as the run sees them."""
+    import random
+    import threading
+    return {"drawn": random.random(), "native": threading.get_native_id(), "pid": os.getpid()}
+
+
 LEFT = ["/sandbox/left.txt", "/sandbox/tmp/left.txt", "/sandbox/submission/left.txt"]
 
 
@@ -384,6 +391,15 @@ def test_a_run_that_dies_or_hangs_leaves_its_host_serving_the_next(hostile: Path
     assert [(o.status, o.detail) for o in outcomes] == [
         ("crashed", "killed by SIGKILL"), ("timeout", "did not finish within 2 s")]
     assert after == {"answer": "hello", "pid": 2}
+
+
+def test_runs_of_one_host_draw_their_own_random_numbers(sandbox: Sandbox) -> None:
+    """The host forks without Python's own after-fork work; the one piece a single-threaded
+    process needs, random's reseed, still happens: two runs draw apart, as two fresh
+    interpreters do (the same draw would let one run predict the next's)."""
+    said = [_said(sandbox, f"draw-{n}", "draw") for n in range(3)]
+    assert len({one["drawn"] for one in said}) == 3, said
+    assert all(one["native"] == one["pid"] for one in said), said  # the run's own thread
 
 
 def test_nothing_a_run_leaves_survives_into_the_next_run_of_its_host(sandbox: Sandbox) -> None:
