@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import select
 import selectors
 import signal
 import subprocess
@@ -199,14 +200,16 @@ class Child:
             self._kill()
 
     def _exits_by(self, deadline: float) -> bool:
-        """Wait for the exit without reaping, so the group id cannot be reused meanwhile."""
+        """Wait for the exit without reaping, so the group id cannot be reused meanwhile:
+        woken by the exit itself, and by the watchdog's turn while it watches."""
         while True:
-            if self.proc.exited():
+            remaining = max(deadline - time.monotonic(), 0.0)
+            watching = self._cell is not None and self._cell.watched and not self.stopped
+            if self.proc.exited(min(remaining, _WATCH_EVERY_S) if watching else remaining):
                 return True
             if time.monotonic() >= deadline:
                 return False
             self._watch()
-            time.sleep(0.005)
 
     def _read(self) -> None:
         chunk = os.read(self._from_child, 1 << 16)
@@ -248,8 +251,9 @@ class Process(Protocol):
 
     pid: int
 
-    def exited(self) -> bool:
-        """Whether it has exited, without reaping it (so its pid cannot be reused)."""
+    def exited(self, within: float = 0.0) -> bool:
+        """Whether it has exited, or does within ``within`` seconds, without reaping it (so
+        its pid cannot be reused)."""
 
     def kill(self) -> None:
         """Kill it and everything it started."""
@@ -270,16 +274,21 @@ class _Started:
     def __init__(self, popen: subprocess.Popen[bytes]) -> None:
         self._popen = popen
         self.pid = popen.pid
+        self._ended = os.pidfd_open(popen.pid)  # readable once it exits: not reaped yet
 
-    def exited(self) -> bool:
-        return os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    def exited(self, within: float = 0.0) -> bool:
+        return self._ended < 0 or bool(select.select([self._ended], [], [], within)[0])
 
     def kill(self) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.pid, signal.SIGKILL)  # its unreaped zombie still holds the group
 
     def wait(self) -> int:
-        return self._popen.wait()
+        code = self._popen.wait()
+        if self._ended >= 0:
+            os.close(self._ended)
+            self._ended = -1
+        return code
 
 
 def _joining(cell: Cell | None, user: int | None) -> Callable[[], None]:

@@ -133,8 +133,7 @@ class _CgroupCell(Cell):
                 made.append(folder)
             for name, value in settings:
                 for folder in self.folders:
-                    if (folder / name).exists():
-                        (folder / name).write_text(value)
+                    _set(f"{folder}/{name}", value.encode("ascii"))
         except BaseException:
             for folder in reversed(made):
                 with contextlib.suppress(OSError):
@@ -182,6 +181,19 @@ class _CgroupCell(Cell):
                     if exc.errno != errno.EBUSY:
                         raise
                     time.sleep(0.005)
+
+
+def _set(path: str, value: bytes) -> None:
+    """Write a cgroup's setting, where its hierarchy has the file (a v1 cell's settings are
+    each in one of its folders): plain system calls, 13 cells a grading."""
+    try:
+        fd = os.open(path, os.O_WRONLY)
+    except FileNotFoundError:
+        return
+    try:
+        os.write(fd, value)
+    finally:
+        os.close(fd)
 
 
 def _empty(folder: Path) -> None:

@@ -183,8 +183,8 @@ class _Forked:
         self.pid = _pid_of(pidfd)
         self._code: int | None = None
 
-    def exited(self) -> bool:
-        return self._code is not None or bool(select.select([self._pidfd], [], [], 0)[0])
+    def exited(self, within: float = 0.0) -> bool:
+        return self._code is not None or bool(select.select([self._pidfd], [], [], within)[0])
 
     def kill(self) -> None:
         if self._code is None:

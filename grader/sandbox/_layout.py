@@ -201,13 +201,12 @@ class LaidOut:
             scratch.mkdir(parents=True, exist_ok=True)
             folder = Path(tempfile.mkdtemp(prefix="submission-", dir=scratch)).resolve()
             os.chmod(folder, 0o755)  # uid 65534 reads it, behind namespaces as root
-            copy_submission(str(root), str(folder / "copy"), IGNORED_NAMES)
+            copy_submission(str(root), str(folder / "copy"), IGNORED_NAMES, shared=True)
             self.folder = folder / "copy"
         for package in packages:
             if package not in self.compiled:
                 self.compiled.add(package)
                 compile_package(self.folder, package)
-                readable(self.folder)
         return self.folder
 
 
@@ -235,15 +234,19 @@ def _chmod(path: str, mode: int, flags: int) -> None:
 
 
 def compile_package(folder: Path, package: str) -> None:
-    """Compile the top-level ``package`` (a folder or a module) of the copy at ``folder``."""
+    """Compile the top-level ``package`` (a folder or a module) of the copy at ``folder``,
+    its bytecode readable by every user."""
     if not package.isidentifier():
         return
     top = folder / package
     if top.is_dir() and not top.is_symlink():
         compile_tree(top)
+        readable(top)
     module = folder / f"{package}.py"
     if module.is_file() and not module.is_symlink():
         _compile_file(module)
+        if os.path.isdir(folder / "__pycache__"):
+            readable(folder / "__pycache__")
 
 
 def compile_tree(top: Path) -> None:

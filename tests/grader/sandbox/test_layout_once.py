@@ -3,6 +3,7 @@ in a copy of its own. Real children behind each wall, real files in tmp folders.
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -168,9 +169,21 @@ def test_a_laid_out_copy_is_readable_to_every_user_and_no_link_in_it_is_followed
     (submission / "lab" / "secret.py").write_text("X = 1\n")
     (submission / "lab" / "secret.py").chmod(0o600)
     (submission / "link.txt").symlink_to(outside)
-    copy = LaidOut().source(submission, tmp_path / "scratch", ["lab"])
+    (submission / "notes").mkdir(mode=0o700)
+    (submission / "notes" / "data.txt").write_text("read by the agent")
+    (submission / "notes" / "data.txt").chmod(0o600)
+    umask = os.umask(0o077)  # a grader's own umask: what it makes, it makes private
+    try:
+        copy = LaidOut().source(submission, tmp_path / "scratch", ["lab"])
+    finally:
+        os.umask(umask)
     assert (copy / "lab" / "secret.py").stat().st_mode & 0o777 == 0o644
     assert (copy / "lab" / "__pycache__").stat().st_mode & 0o777 == 0o755
+    compiled = list((copy / "lab" / "__pycache__").glob("secret.*.pyc"))
+    assert compiled and compiled[0].stat().st_mode & 0o777 == 0o644
+    assert (copy / "notes").stat().st_mode & 0o777 == 0o755  # not compiled: made readable
+    assert (copy / "notes" / "data.txt").stat().st_mode & 0o777 == 0o644
+    assert copy.stat().st_mode & 0o777 == 0o755
     assert (copy / "link.txt").is_symlink()
     readable(copy)
     assert outside.stat().st_mode & 0o777 == 0o600  # the link's target was not touched
