@@ -7,6 +7,7 @@ that the sandbox checks before believing it.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import json
 import os
@@ -15,6 +16,7 @@ import selectors
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from enum import Enum
@@ -29,7 +31,8 @@ from grader.sandbox._isolation import become
 __all__ = [
     "HARNESS", "PYTHON_FLAGS", "Child", "Event", "Process", "ProtocolError", "Spawn",
     "child_ending", "child_name",
-    "child_text", "clean_text", "decode_line", "exit_detail", "replaced_names", "strict_loads",
+    "child_text", "clean_text", "decode_line", "exit_detail", "replaced_names",
+    "settle_children", "strict_loads",
 ]
 
 HARNESS = Path(__file__).with_name("_harness.py")
@@ -57,6 +60,31 @@ def strict_loads(raw: bytes) -> object:
 class Event(Enum):
     ENDED = "ended"
     TIMED_OUT = "timed out"
+
+
+# Children gone but not yet settled: a forked run's init still ending (its namespaces torn
+# down), its cell still there. Settled before the next child starts and when a sandbox
+# closes, so the grader goes on meanwhile; never more than a child or two behind.
+_ending: list[tuple[Process, Cell | None]] = []
+_ending_lock = threading.Lock()
+
+
+def settle_children() -> None:
+    """Wait for every ended child's last traces to go (``Process.settle``), then close its
+    cell: before a new child starts, when a sandbox closes, and at exit."""
+    while True:
+        with _ending_lock:
+            if not _ending:
+                return
+            proc, cell = _ending.pop(0)
+        try:
+            proc.settle()
+        finally:
+            if cell is not None:
+                cell.close()
+
+
+atexit.register(settle_children)
 
 
 class ProtocolError(Exception):
@@ -89,6 +117,7 @@ class Child:
         ``spawn``, when given, starts the child instead (a run forked by a host, which is
         handed the two fds and the outputs) and admits it to ``cell`` before it runs.
         """
+        settle_children()
         their_read, self._to_child = os.pipe()
         self._from_child, their_write = os.pipe()
         start = list(command) or [sys.executable, *PYTHON_FLAGS, str(HARNESS)]
@@ -179,8 +208,8 @@ class Child:
         os.close(self._to_child)
         os.close(self._from_child)
         if self._cell is not None:
-            self._cell.close()
-            self.stopped = self.stopped or self._cell.over()
+            self.stopped = self.stopped or self._cell.over()  # read while the cell exists
+        _ending.append((self.proc, self._cell))
         return code, not exited
 
     def _kill(self) -> None:
@@ -259,8 +288,12 @@ class Process(Protocol):
         """Kill it and everything it started."""
 
     def wait(self) -> int:
-        """Reap it: its exit status, or minus the signal that killed it (every later
-        call returns the same)."""
+        """Wait until it is gone: its exit status, or minus the signal that killed it
+        (every later call returns the same)."""
+
+    def settle(self) -> None:
+        """After ``wait``: wait until nothing of it is left on the host (a forked run's init
+        ends after the run), and let go of it."""
 
 
 # (the channel's two ends for the child, its outputs, its cell) -> it, in its cell before it
@@ -289,6 +322,9 @@ class _Started:
             os.close(self._ended)
             self._ended = -1
         return code
+
+    def settle(self) -> None:
+        self.wait()  # reaped: its session held all of it
 
 
 def _joining(cell: Cell | None, user: int | None) -> Callable[[], None]:

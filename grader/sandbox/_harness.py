@@ -1052,13 +1052,15 @@ def _code_of(module: Any) -> dict[str, object]:
 #             once the init ended, {"op": "ended", "status": S}
 #     init, on the same socket, before its walls, where entries came:
 #             {"op": "joined"} | {"op": "refused", "why": W} (and it ends)
+#     init, on the same socket, once the run ended, before the init's own end:
+#             {"op": "ran", "status": S}
 #
 # Requests may come from several graders at once (the workers of a batch share its hosts):
 # each is one message, and each run's answers go to its own reply socket. The init (pid 1
 # of the run's own pid namespace) joins the run's cell (or the grader moves it there),
 # builds the walls, waits for a byte on "go" (written once the init is in the cell), then
 # forks the run, so that the run and all it holds are counted in the cell from its first
-# instruction; "go" closing kills the run.
+# instruction; "go" closing kills the run, and the init says "ran" once the run is gone.
 #
 # FROM, "source" and the run's folders are paths under "scratch" (the grading's scratch,
 # which the host sees and no run does).
@@ -1202,7 +1204,7 @@ def serve_runs(control: int) -> None:
     def join(entries: list[int], reply: int) -> None:
         """Join the run's cell by writing 0 to each of ``entries`` (the init is one thread:
         it moves itself, without the kernel's lock on every process), then say so on
-        ``reply``, the socket the grader waits on, which the init then lets go of."""
+        ``reply``, the socket the grader waits on (one message a write)."""
         said: dict[str, str] = {"op": "joined"}
         try:
             for entry in entries:
@@ -1211,8 +1213,7 @@ def serve_runs(control: int) -> None:
             said = {"op": "refused", "why": f"the run could not join its cell: {describe(exc)}"}
         for fd in entries:
             os.close(fd)
-        with socket.socket(fileno=reply) as told:
-            told.send(json.dumps(said).encode())
+        os.write(reply, json.dumps(said).encode())
         if said["op"] != "joined":
             os._exit(72)
 
@@ -1222,7 +1223,7 @@ def serve_runs(control: int) -> None:
         (a byte on ``go``), the run itself as its only child. The grader holds ``go`` open
         while it holds the run: when it closes (the grader ended the run, or died), the run
         is killed. The init ends as the run ended, a signal's death as 128 + the signal (as
-        bubblewrap's own init reports one)."""
+        bubblewrap's own init reports one), and says so on ``reply`` first ("ran")."""
         code = 71
         try:
             read, write, out, err, go, reply = fds[:6]
@@ -1233,14 +1234,13 @@ def serve_runs(control: int) -> None:
                 os.closerange(low + 1, high)  # the host's sockets, other runs' among them
             if fds[6:]:
                 join(fds[6:], reply)
-            else:
-                os.close(reply)
             walls(request)
             if os.read(go, 1) != b"!":
                 os._exit(70)  # the grader went away before the run began
             run = fork()
             if run == 0:
                 os.close(go)
+                os.close(reply)
                 check(libc.prctl(_PR_SET_DUMPABLE, 1, 0, 0, 0), "prctl")  # its own /proc
                 for name in host_only:
                     del sys.modules[name]  # the host's own: the run imports them afresh
@@ -1263,6 +1263,10 @@ def serve_runs(control: int) -> None:
             _, status = os.waitpid(run, 0)
             code = 128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) \
                 else os.waitstatus_to_exitcode(status)
+            # The run and all it held are gone: the grader goes on while this init's own
+            # end (its namespaces torn down, a few RCU grace periods) happens.
+            with contextlib.suppress(OSError):
+                os.write(reply, json.dumps({"op": "ran", "status": code}).encode())
         except BaseException as exc:  # neither the init nor the run returns to the loop
             with contextlib.suppress(BaseException):
                 os.write(2, f"gradekit: the run's walls failed: {describe(exc)}\n".encode())

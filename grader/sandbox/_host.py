@@ -158,7 +158,7 @@ class Host:
             os.write(go_write, b"!")
         except BaseException:
             forked.kill()
-            forked.wait()
+            forked.settle()
             raise
         return forked
 
@@ -174,32 +174,67 @@ class Host:
 
 
 class _Forked:
-    """A run a host forked, held by its init's pidfd (pid 1 of its own pid namespace, so
-    killing it ends every thread of the run), the socket the host answers it on, and
-    ``go``, which the run dies without."""
+    """A run a host forked: its init's pidfd (pid 1 of the run's own pid namespace), the
+    socket the host and the init answer on, and ``go``, which the run dies without.
+
+    The run is over once its init says "ran" (the run, and everything it held, is gone) or
+    the init itself ended (the host's "ended", or the socket's end). ``wait`` returns then;
+    ``settle`` waits for the init's own end, which tears its namespaces down (a few RCU
+    grace periods), and which nothing of the grading needs to wait for."""
+
+    _LET_GO_S = 5.0  # how long the init has to end the run once let go, before it is killed
 
     def __init__(self, reply: socket.socket, pidfd: int, go: int) -> None:
         self._reply, self._pidfd, self._go = reply, pidfd, go
         self.pid = _pid_of(pidfd)
-        self._code: int | None = None
+        self._code: int | None = None  # the run's status, once it is over
+        self._ended = False  # the host reaped the init, or is gone
+        self._settled = False
 
     def exited(self, within: float = 0.0) -> bool:
-        return self._code is not None or bool(select.select([self._pidfd], [], [], within)[0])
+        return self._hear(within)
 
     def kill(self) -> None:
-        if self._code is None:
-            with contextlib.suppress(ProcessLookupError):
-                signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
+        """Let go of the run (``go`` closes): its init kills it, waits for it and says so."""
+        if self._go >= 0:
+            os.close(self._go)
+            self._go = -1
 
     def wait(self) -> int:
-        if self._code is None:
-            select.select([self._pidfd], [], [])
-            status = _said(self._reply.recv(1 << 16)).get("status")
-            self._code = status if isinstance(status, int) else -int(signal.SIGKILL)
-            self._reply.close()
-            os.close(self._pidfd)
-            os.close(self._go)
+        if self._code is None and not self._hear(self._LET_GO_S if self._go < 0 else None):
+            with contextlib.suppress(ProcessLookupError):  # an init that did not end it
+                signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
+            self._hear(None)
+        assert self._code is not None
         return self._code
+
+    def settle(self) -> None:
+        self.wait()
+        if self._settled:
+            return
+        self._settled = True
+        while not self._ended:
+            self._take(self._reply.recv(1 << 16))
+        self._reply.close()
+        os.close(self._pidfd)
+        self.kill()
+
+    def _hear(self, within: float | None) -> bool:
+        """Whether the run is over, reading what the socket says within ``within`` seconds
+        (None: as long as it takes)."""
+        while self._code is None:
+            if not select.select([self._reply], [], [], within)[0]:
+                return False
+            self._take(self._reply.recv(1 << 16))
+        return True
+
+    def _take(self, raw: bytes) -> None:
+        said = _said(raw)
+        status = said.get("status")
+        if said.get("op") != "ran":  # "ended", or nothing: the host is gone
+            self._ended = True
+        if self._code is None:
+            self._code = status if isinstance(status, int) else -int(signal.SIGKILL)
 
 
 def _said(raw: bytes) -> dict[str, Any]:

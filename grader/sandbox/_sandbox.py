@@ -59,6 +59,7 @@ from grader.sandbox._channel import (
     child_text,
     clean_text,
     replaced_names,
+    settle_children,
     strict_loads,
 )
 from grader.sandbox._cutpoint import CutPointRun, cut_point_verdict
@@ -197,7 +198,10 @@ class Sandbox:
     def close(self) -> None:
         """End what this sandbox and those ``within`` it keep between runs (the hosts its
         runs forked from); a later run starts them again."""
-        self.laid.hosts.close()
+        try:
+            settle_children()  # every run's init ended and its cell gone, before the hosts
+        finally:
+            self.laid.hosts.close()
 
     def within(self, folder: str) -> Sandbox:
         """The same sandbox, its runs' folders under ``scratch / folder``."""

@@ -11,13 +11,17 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from grader._model import Limits
+from grader.sandbox._channel import Child, settle_children
 from grader.sandbox._hold import (
     Budget,
+    Cell,
     CgroupV1,
     CgroupV2,
     Watchdog,
@@ -171,3 +175,31 @@ def test_cells_left_by_a_grader_that_no_longer_runs_are_swept(tmp_path: Path) ->
 
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
         p.name for p in (mine, busy, other))
+
+
+class _OneKill(Cell):
+    """A cell whose kernel says it killed its child, until the cell is removed (as a
+    cgroup's ``memory.events`` goes with its folder)."""
+
+    def __init__(self) -> None:
+        self.closed = False
+
+    def over(self) -> str:
+        return "" if self.closed else Budget.of(Limits(memory_mb=64)).memory_over()
+
+    def close(self) -> None:
+        self.closed = True
+
+
+@pytest.mark.slow
+def test_why_the_kernel_stopped_a_child_is_read_before_its_cell_goes(tmp_path: Path) -> None:
+    cell = _OneKill()
+    with open(tmp_path / "out", "wb") as out, open(tmp_path / "err", "wb") as err:
+        child = Child({}, tmp_path, {}, (out, err), cell=cell,
+                      command=[sys.executable, "-c", "import os, sys; os._exit(9)"])
+        code, killed = child.finish(time.monotonic() + 30)
+    assert (code, killed) == (9, False)
+    assert child.stopped == "killed: it held more than its 128 MiB of host memory (memory_mb " \
+        "and disk_mb together)"
+    settle_children()  # the cell goes once the child's last traces are gone
+    assert cell.closed
