@@ -307,7 +307,12 @@ class _Started:
     def __init__(self, popen: subprocess.Popen[bytes]) -> None:
         self._popen = popen
         self.pid = popen.pid
-        self._ended = os.pidfd_open(popen.pid)  # readable once it exits: not reaped yet
+        try:
+            self._ended = os.pidfd_open(popen.pid)  # readable once it exits: not reaped yet
+        except OSError:
+            self.kill()  # no way to wait for it: it does not outlive the error
+            popen.wait()
+            raise
 
     def exited(self, within: float = 0.0) -> bool:
         return self._ended < 0 or bool(select.select([self._ended], [], [], within)[0])

@@ -203,3 +203,22 @@ def test_why_the_kernel_stopped_a_child_is_read_before_its_cell_goes(tmp_path: P
         "and disk_mb together)"
     settle_children()  # the cell goes once the child's last traces are gone
     assert cell.closed
+
+
+@pytest.mark.slow
+def test_a_child_that_cannot_be_waited_on_does_not_outlive_the_error(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    started: list[int] = []
+
+    def exhausted(pid: int, flags: int = 0) -> int:  # every descriptor taken
+        started.append(pid)
+        raise OSError(24, "Too many open files")
+
+    monkeypatch.setattr(os, "pidfd_open", exhausted)
+    with open(tmp_path / "out", "wb") as out, open(tmp_path / "err", "wb") as err, \
+            pytest.raises(OSError, match="Too many open files"):
+        Child({}, tmp_path, {}, (out, err),
+              command=[sys.executable, "-c", "import time; time.sleep(600)"])
+    assert len(started) == 1
+    with pytest.raises(ProcessLookupError):  # killed and reaped
+        os.kill(started[0], 0)
