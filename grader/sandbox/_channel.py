@@ -209,7 +209,8 @@ class Child:
         os.close(self._from_child)
         if self._cell is not None:
             self.stopped = self.stopped or self._cell.over()  # read while the cell exists
-        _ending.append((self.proc, self._cell))
+        with _ending_lock:
+            _ending.append((self.proc, self._cell))
         return code, not exited
 
     def _kill(self) -> None:
@@ -308,14 +309,14 @@ class _Started:
         self._popen = popen
         self.pid = popen.pid
         try:
-            self._ended = os.pidfd_open(popen.pid)  # readable once it exits: not reaped yet
+            self._pidfd = os.pidfd_open(popen.pid)  # readable once it exits: not reaped yet
         except OSError:
             self.kill()  # no way to wait for it: it does not outlive the error
             popen.wait()
             raise
 
     def exited(self, within: float = 0.0) -> bool:
-        return self._ended < 0 or bool(select.select([self._ended], [], [], within)[0])
+        return self._pidfd < 0 or bool(select.select([self._pidfd], [], [], within)[0])
 
     def kill(self) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -323,9 +324,9 @@ class _Started:
 
     def wait(self) -> int:
         code = self._popen.wait()
-        if self._ended >= 0:
-            os.close(self._ended)
-            self._ended = -1
+        if self._pidfd >= 0:
+            os.close(self._pidfd)
+            self._pidfd = -1
         return code
 
     def settle(self) -> None:

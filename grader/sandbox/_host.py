@@ -189,7 +189,6 @@ class _Forked:
         self.pid = _pid_of(pidfd)
         self._code: int | None = None  # the run's status, once it is over
         self._ended = False  # the host reaped the init, or is gone
-        self._settled = False
 
     def exited(self, within: float = 0.0) -> bool:
         return self._hear(within)
@@ -210,9 +209,8 @@ class _Forked:
 
     def settle(self) -> None:
         self.wait()
-        if self._settled:
+        if self._reply.fileno() < 0:  # settled already
             return
-        self._settled = True
         while not self._ended:
             self._take(self._reply.recv(1 << 16))
         self._reply.close()
