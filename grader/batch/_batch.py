@@ -39,6 +39,8 @@ from typing import Any, Literal, TypeVar
 
 import gradekit
 from gradekit import UsageError
+from grader._model import IGNORED_NAMES
+from grader.batch._idle import IdleHelper
 from grader.batch._worker import (
     CASE,
     EXIT_OUT_OF_MEMORY,
@@ -130,6 +132,15 @@ def discover(paths: Sequence[Path]) -> list[Path]:
 
 INTERRUPTED = ("Ctrl-C stopped the batch before this submission was graded, so this "
                "gradebook is partial: grade it again")
+
+
+def _laid_out_when_graded(folder: Path) -> bool:
+    """Whether grading ``folder`` lays it out: it is a submission (gone, or not one, it
+    gets an error row and no copy)."""
+    try:
+        return not not_a_submission(folder)
+    except OSError:
+        return False
 
 
 def not_a_submission(folder: Path) -> str:
@@ -278,6 +289,7 @@ def grade_batch(submissions: Sequence[Path] | Sequence[Identity], rubric: Rubric
     futures: dict[Future[GradebookRow | None], int] = {}
     started = time.monotonic()
     pool = ThreadPoolExecutor(max_workers=max(1, jobs), thread_name_prefix="gradekit-batch")
+    workers.plan(identities, jobs)
     try:
         for number, identity in enumerate(identities):
             futures[pool.submit(workers.grade, identity)] = number
@@ -451,10 +463,20 @@ class _Workers:
             if wall.name == "namespaces" and draw_key else None
         self._zygote = Zygote(_worker_environment(), self._home, self._hosts)
         self._replacing = threading.Lock()
+        # Lays out the next submissions and removes the graded ones' scratch, at the idle
+        # priority: neither is on a grading's path any more (see grader.batch._idle).
+        self._idle = IdleHelper()
+        self._lock = threading.Lock()
+        self._order: dict[str, int] = {}  # a submission's folder -> its place in the batch
+        self._plan: list[Identity] = []
+        self._ahead: dict[str, Path] = {}  # folder -> the scratch it is being laid out in
+        self._asked = 0  # the places up to which lay-outs were asked for
+        self._lead = 1
 
     def close(self) -> None:
         """End the zygote (and any worker still running): after the last row."""
         self._zygote.close()
+        self._idle.close()
         shutil.rmtree(self._home, ignore_errors=True)
         shutil.rmtree(self._scratch, ignore_errors=True)
 
@@ -481,8 +503,7 @@ class _Workers:
                 f"the folder {identity.folder!r} is not in the roster {self._roster}: add the "
                 f"line `{identity.folder},STUDENT_ID,DISPLAY NAME` to it, or move the folder "
                 "out of the batch, and grade it again"))
-        scratch = Path(tempfile.mkdtemp(prefix="worker-", dir=self._scratch))
-        scratch.chmod(0o711)  # searchable, not listable: a root grader's children are uid 65534
+        scratch = self._scratch_for(identity)
         try:
             return self._run(identity, scratch)
         except Exception as exc:  # no worker could be started (no memory, no processes left)
@@ -491,7 +512,34 @@ class _Workers:
                 "nothing was scored; grade it again"))
         finally:
             _end_leftovers(scratch)
-            shutil.rmtree(scratch, ignore_errors=True)
+            self._idle.remove(scratch)
+
+    def plan(self, identities: Sequence[Identity], lead: int) -> None:
+        """The order ``grade`` will be asked for ``identities`` in: as each starts, the
+        next ``lead`` are laid out ahead, by the idle helper."""
+        with self._lock:
+            self._plan = list(identities)
+            self._order = {identity.folder: number for number, identity in enumerate(identities)}
+            self._lead = max(1, lead)
+
+    def _scratch_for(self, identity: Identity) -> Path:
+        """The submission's scratch folder (the one it is being laid out in, if it is), and
+        the next ones' lay-outs asked for."""
+        with self._lock:
+            scratch = self._ahead.pop(identity.folder, None)
+            number = self._order.get(identity.folder)
+            if number is not None:
+                for coming in self._plan[max(self._asked, number + 1):number + 1 + self._lead]:
+                    if coming.student and _laid_out_when_graded(coming.path):
+                        self._ahead[coming.folder] = ahead = self._new_scratch()
+                        self._idle.lay_out(coming.path, ahead, IGNORED_NAMES)
+                self._asked = max(self._asked, number + 1 + self._lead)
+        return scratch or self._new_scratch()
+
+    def _new_scratch(self) -> Path:
+        scratch = Path(tempfile.mkdtemp(prefix="worker-", dir=self._scratch))
+        scratch.chmod(0o711)  # searchable, not listable: a root grader's children are uid 65534
+        return scratch
 
     def _run(self, identity: Identity, scratch: Path) -> GradebookRow | None:
         zygote, pid = self._fork(identity, scratch)

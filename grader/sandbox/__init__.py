@@ -25,9 +25,10 @@ May import: base.
 
 from __future__ import annotations
 
+from grader.sandbox._channel import HARNESS
 from grader.sandbox._cutpoint import cut_point_problem
 from grader.sandbox._isolation import package_folders
-from grader.sandbox._layout import Wall
+from grader.sandbox._layout import LAID_AHEAD, Wall
 from grader.sandbox._sandbox import (
     Answer,
     CaseServer,
@@ -49,6 +50,8 @@ from grader.sandbox._walls import (
 )
 
 __all__ = [
+    "HARNESS",
+    "LAID_AHEAD",
     "PROCESS_WALL",
     "Answer",
     "CaseServer",

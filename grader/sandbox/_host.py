@@ -77,7 +77,8 @@ class Host:
     that holds it (a batch's workers share the zygote's)."""
 
     def __init__(self, scratch: Path, hashseed: int, user: int | None,
-                 harness: Path, library: Path, library_inside: str, harness_inside: str) -> None:
+                 harness: Path, library: Path, library_inside: str, harness_inside: str,
+                 *, wait: bool = True) -> None:
         bwrap_path, why = bubblewrap()
         if bwrap_path is None:
             raise OSError(why)
@@ -101,14 +102,26 @@ class Host:
         finally:
             theirs.close()
         program = allow_list_filter(platform.machine())
+        self._link.settimeout(_READY_S)
+        self._told: OSError | None = None
         try:
-            self._link.settimeout(_READY_S)
             self._link.send(json.dumps({
                 "site": list(site), "library": library_inside, "scratch": HOST_SCRATCH,
                 "seccomp": program.hex() if program else "",
                 # The run's copy is an overlay where the laid-out files are its own: its uid
                 # is the grader's (not uid 65534 on the host, which owns none of them).
                 "overlay": user is None}).encode("ascii"))
+        except OSError as exc:
+            self._told = exc
+        if wait:
+            self.ready()
+
+    def ready(self) -> None:
+        """Wait for the host's word that it forks runs; ``OSError``, the host ended, when it
+        cannot. ``Host(..., wait=False)`` then ``ready``: hosts start side by side."""
+        try:
+            if self._told is not None:
+                raise self._told
             said = self._receive()
         except OSError as exc:
             said = {"op": "unavailable", "why": f"the host did not answer ({exc})"}
@@ -269,12 +282,22 @@ def share(root: Path, seeds: Sequence[int], user: int | None, **kit: Any) -> Non
     pool, seeing ``root``, the folder the batch gives each worker a scratch folder in. Run
     by the batch's zygote before it forks workers, which inherit them; they end with it."""
     _shared_root[:] = [root.resolve()]
-    for seed in seeds:
+    starting: dict[tuple[int, int | None], Host] = {}
+    for seed in seeds:  # all started, then each waited for: they start side by side
         if (seed, user) not in _shared and not _unavailable:
             try:
-                _shared[(seed, user)] = Host(root.resolve(), seed, user, **kit)
+                starting[(seed, user)] = Host(root.resolve(), seed, user, **kit, wait=False)
             except OSError as exc:
                 refuse_hosts(str(exc) or type(exc).__name__)
+    for key, host in starting.items():
+        if _unavailable:  # one could not start: runs start their own bubblewrap instead
+            host.close()
+            continue
+        try:
+            host.ready()
+            _shared[key] = host
+        except OSError as exc:
+            refuse_hosts(str(exc) or type(exc).__name__)
 
 
 def end_shared() -> None:

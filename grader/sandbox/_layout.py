@@ -32,14 +32,17 @@ from grader.sandbox._host import Hosts
 from grader.sandbox._isolation import KIT, as_root
 
 __all__ = [
-    "IGNORED_NAMES", "WALLS", "LaidOut", "Layout", "Wall", "captured_output", "child_config",
-    "child_environment", "child_outputs", "compile_package", "compile_tree", "prepare_run",
-    "read_regular", "readable",
+    "IGNORED_NAMES", "LAID_AHEAD", "WALLS", "LaidOut", "Layout", "Wall", "captured_output",
+    "child_config", "child_environment", "child_outputs", "compile_package", "compile_tree",
+    "prepare_run", "read_regular", "readable",
 ]
 
 
 
 WALLS: dict[str, type[Wall]] = {}  # name -> class, as each wall's class is defined
+# In a grading's scratch folder: its submission laid out before the grading began (a
+# batch's idle helper does it, under another name renamed to this one once whole).
+LAID_AHEAD = "laid-ahead"
 
 
 class Wall(ABC):
@@ -193,10 +196,13 @@ class LaidOut:
     folder: Path | None = None
     compiled: set[str] = field(default_factory=set)
     hosts: Hosts = field(default_factory=Hosts)  # the runs' hosts (namespaces only)
+    ahead: Path | None = None  # where a copy laid out before the grading began would be
 
     def source(self, root: Path, scratch: Path, packages: Sequence[str]) -> Path:
-        """The laid-out copy of ``root`` (made under ``scratch`` on the first call), its
-        ``packages`` (top-level names) compiled."""
+        """The laid-out copy of ``root`` (made under ``scratch`` on the first call, unless
+        one was laid out ahead), its ``packages`` (top-level names) compiled."""
+        if self.folder is None and self.ahead is not None and _whole_folder(self.ahead):
+            self.folder = self.ahead / "copy"
         if self.folder is None:
             scratch.mkdir(parents=True, exist_ok=True)
             folder = Path(tempfile.mkdtemp(prefix="submission-", dir=scratch)).resolve()
@@ -208,6 +214,14 @@ class LaidOut:
                 self.compiled.add(package)
                 compile_package(self.folder, package)
         return self.folder
+
+
+def _whole_folder(path: Path) -> bool:
+    """Whether ``path`` is a folder (a link to one is not)."""
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except OSError:
+        return False
 
 
 def readable(top: Path) -> None:

@@ -64,6 +64,7 @@ from grader.sandbox._channel import (
 )
 from grader.sandbox._cutpoint import CutPointRun, cut_point_verdict
 from grader.sandbox._layout import (
+    LAID_AHEAD,
     LaidOut,
     Layout,
     Wall,
@@ -194,6 +195,7 @@ class Sandbox:
     def __post_init__(self) -> None:
         if self.laid.hosts.scratch is None:  # the first sandbox: every run is under it
             self.laid.hosts.scratch = self.scratch.resolve()
+            self.laid.ahead = self.laid.hosts.scratch / LAID_AHEAD
 
     def close(self) -> None:
         """End what this sandbox and those ``within`` it keep between runs (the hosts its

@@ -748,3 +748,44 @@ def test_a_run_holding_every_thread_it_may_leaves_a_concurrent_classmate_his_own
         shutil.rmtree(request, ignore_errors=True)
     assert said == {"started": 8}
     assert held and 8 < held[0]["held"] < limits.processes  # alice was held to hers
+
+
+def test_a_batchs_hosts_start_side_by_side_and_one_that_fails_ends_those_after_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``share`` starts every host before it waits for the first to be ready: a batch's
+    five hosts start together, not one after another. A host that then fails stops the
+    sharing: those after it are ended, not left running, and runs start their own
+    bubblewrap, as when the first failed."""
+    require_namespaces()
+    host_class = grader.sandbox._host.Host
+    monkeypatch.setattr(grader.sandbox._host, "_unavailable", [])
+    root = (tmp_path / "batch").resolve()
+    root.mkdir()
+    running_at_wait: list[int] = []
+    ready = host_class.ready
+
+    def watched(host: grader.sandbox._host.Host) -> None:
+        running_at_wait.append(len(_hosts(root)))
+        if len(running_at_wait) == 2:
+            host.close()
+            raise OSError("the second host never answered")
+        ready(host)
+
+    monkeypatch.setattr(host_class, "ready", watched)
+    saved = dict(grader.sandbox._host._shared), list(grader.sandbox._host._shared_root)
+    grader.sandbox._host._shared.clear()
+    try:
+        from grader.sandbox._walls import share_hosts
+
+        share_hosts(root, [31, 32, 33])
+        if not running_at_wait:
+            _require_hosts()
+        # All three started before the first was waited for; the third never waited for.
+        assert running_at_wait == [3, 3]
+        assert [seed for seed, _ in grader.sandbox._host._shared] == [31]
+        assert _wait(lambda: len(_hosts(root)) == 1)  # the third was ended
+        assert grader.sandbox._host.hosts_unavailable() == "the second host never answered"
+    finally:
+        grader.sandbox._host.end_shared()
+        grader.sandbox._host._shared.update(saved[0])
+        grader.sandbox._host._shared_root[:] = saved[1]

@@ -187,3 +187,37 @@ def test_a_laid_out_copy_is_readable_to_every_user_and_no_link_in_it_is_followed
     assert (copy / "link.txt").is_symlink()
     readable(copy)
     assert outside.stat().st_mode & 0o777 == 0o600  # the link's target was not touched
+
+
+@pytest.mark.slow
+def test_a_copy_laid_out_ahead_is_the_one_every_run_sees_and_a_partial_one_is_not(
+        submission: Path, tmp_path: Path, isolation: Wall) -> None:
+    """A batch's idle helper lays the next submission out in its scratch folder before its
+    grading begins (``LAID_AHEAD``, renamed so once whole): the grading's runs use that copy
+    instead of copying again. One still being laid out (another name), or a link where
+    the folder would be, is not used: the grading copies the submission itself."""
+    from grader.sandbox import LAID_AHEAD
+    from grader.sandbox._harness import copy_submission
+
+    def laid_ahead(scratch: Path, name: str) -> Path:
+        copy_submission(str(submission), str(scratch / name / "copy"), (), shared=True)
+        (scratch / name / "copy" / "lab" / "extra.py").write_text("VALUE = 'laid ahead'\n")
+        return scratch / name
+
+    scratch = tmp_path / "scratch"
+    ahead = laid_ahead(scratch, LAID_AHEAD)
+    sandbox = Sandbox(submission, scratch, LIMITS, isolation)
+    assert _run(sandbox, "extra", "one") == "laid ahead"
+    assert _run(sandbox, "write x", "two") == "['notes.txt', 'written.txt']"
+    assert not list(scratch.glob("*/submission-*"))  # no second copy was made
+    assert (ahead / "copy" / "lab" / "__pycache__").is_dir()  # compiled where it lies
+
+    partial = tmp_path / "partial"
+    laid_ahead(partial, f"{LAID_AHEAD}.laying")
+    assert _run(Sandbox(submission, partial, LIMITS, isolation), "extra", "one") == "original"
+
+    linked = tmp_path / "linked"
+    elsewhere = laid_ahead(tmp_path / "elsewhere", "folder")
+    linked.mkdir()
+    (linked / LAID_AHEAD).symlink_to(elsewhere)
+    assert _run(Sandbox(submission, linked, LIMITS, isolation), "extra", "one") == "original"
