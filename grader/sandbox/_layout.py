@@ -201,7 +201,8 @@ class LaidOut:
     def source(self, root: Path, scratch: Path, packages: Sequence[str]) -> Path:
         """The laid-out copy of ``root`` (made under ``scratch`` on the first call, unless
         one was laid out ahead), its ``packages`` (top-level names) compiled."""
-        if self.folder is None and self.ahead is not None and _whole_folder(self.ahead):
+        if self.folder is None and self.ahead is not None and _whole_folder(self.ahead) \
+                and _whole_folder(self.ahead / "copy"):
             self.folder = self.ahead / "copy"
         if self.folder is None:
             scratch.mkdir(parents=True, exist_ok=True)

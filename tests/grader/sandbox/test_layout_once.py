@@ -216,6 +216,10 @@ def test_a_copy_laid_out_ahead_is_the_one_every_run_sees_and_a_partial_one_is_no
     laid_ahead(partial, f"{LAID_AHEAD}.laying")
     assert _run(Sandbox(submission, partial, LIMITS, isolation), "extra", "one") == "original"
 
+    empty = tmp_path / "empty"
+    (empty / LAID_AHEAD).mkdir(parents=True)  # a folder with no copy in it
+    assert _run(Sandbox(submission, empty, LIMITS, isolation), "extra", "one") == "original"
+
     linked = tmp_path / "linked"
     elsewhere = laid_ahead(tmp_path / "elsewhere", "folder")
     linked.mkdir()
