@@ -62,8 +62,8 @@ class Event(Enum):
     TIMED_OUT = "timed out"
 
 
-# Children gone but not yet settled: a forked run's init still ending (its namespaces torn
-# down), its cell still there. Settled before the next child starts and when a sandbox
+# Children gone but not yet settled: a forked run's pid 1 still ending (its pid namespace
+# torn down), its cell still there. Settled before the next child starts and when a sandbox
 # closes, so the grader goes on meanwhile; never more than a child or two behind.
 _ending: list[tuple[Process, Cell | None]] = []
 _ending_lock = threading.Lock()

@@ -1048,19 +1048,19 @@ def _code_of(module: Any) -> dict[str, object]:
 #             with six fds: the channel's read and write ends, stdout, stderr, "go", and
 #             the reply socket (one end of a fresh SOCK_SEQPACKET pair), then the cell's
 #             entries, if any (at most _MOST_ENTRIES: files a thread joins it by writing 0)
-#     host, on the reply socket: {"op": "started"} with the pidfd of the run's init, then,
-#             once the init ended, {"op": "ended", "status": S}
-#     init, on the same socket, before its walls, where entries came:
+#     host, on the reply socket: {"op": "started"} with the pidfd of the run, then, once
+#             the host reaped it, {"op": "ran", "status": S}, then, once its pid 1 ended,
+#             {"op": "ended", "status": S} (or {"op": "refused", "why": W} if it could not
+#             fork the run at all)
+#     run, on the same socket, before its walls, where entries came:
 #             {"op": "joined"} | {"op": "refused", "why": W} (and it ends)
-#     init, on the same socket, once the run ended, before the init's own end:
-#             {"op": "ran", "status": S}
 #
 # Requests may come from several graders at once (the workers of a batch share its hosts):
-# each is one message, and each run's answers go to its own reply socket. The init (pid 1
-# of the run's own pid namespace) joins the run's cell (or the grader moves it there),
-# builds the walls, waits for a byte on "go" (written once the init is in the cell), then
-# forks the run, so that the run and all it holds are counted in the cell from its first
-# instruction; "go" closing kills the run, and the init says "ran" once the run is gone.
+# each is one message, and each run's answers go to its own reply socket. The run (pid 2
+# of its own pid namespace, whose pid 1 only waits: see ``pid1``) joins its cell (or the
+# grader moves it there), builds its walls and waits for a byte on "go" (written once it
+# is in the cell) before its agent runs, so that all it holds is counted in the cell; the
+# host kills it when "go" closes, and says "ran" once it reaped it.
 #
 # FROM, "source" and the run's folders are paths under "scratch" (the grading's scratch,
 # which the host sees and no run does).
@@ -1073,6 +1073,8 @@ _MNT_DETACH = 2
 _PR_SET_PDEATHSIG, _PR_SET_DUMPABLE, _PR_CAPBSET_DROP, _PR_SET_NO_NEW_PRIVS, _PR_SET_SECCOMP = \
     1, 4, 24, 38, 22
 _LAST_CAP = 63
+_CLONE_VM = 0x100
+_PID1_STACK = 16384
 _MOST_ENTRIES = 4  # a cell's entries: a cgroup v1 hierarchy's each (memory, pids, cpu), one spare
 # What the host imports for itself, which a run must import anew, as a run in its own
 # bubblewrap does: importing ctypes raises the audit event the guard refuses.
@@ -1080,8 +1082,8 @@ _HOST_ONLY = frozenset({"ctypes", "_ctypes"})
 
 
 def serve_runs(control: int) -> None:
-    """The host's loop: set up once, then fork a run's init per request, however many run
-    at once, and report each one's end on its own reply socket."""
+    """The host's loop: set up once, then fork a run per request (after its pid 1), however
+    many run at once, and report each one's end on its own reply socket."""
     import ctypes
     import select
     import signal
@@ -1096,6 +1098,11 @@ def serve_runs(control: int) -> None:
     importlib.import_module("platform")  # settle_platform's, before every run's guard
     importlib.import_module("_posixsubprocess")  # the guard's (audited_bypasses), every run
     host_only = [n for n in sys.modules if n.partition(".")[0] in _HOST_ONLY]
+    signal.signal(signal.SIGINT, signal.SIG_DFL)  # see pid1: no handler a run could trip
+    # Not dumpable: nothing of its own, or of each run's pid 1 (which shares its memory),
+    # is open to a run through /proc or ptrace; each run makes itself dumpable again.
+    if libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl")
     # Every run's collections skip what the host made, so they copy none of its pages.
     gc.freeze()
     program = bytes.fromhex(setup["seccomp"]) if setup["seccomp"] else b""
@@ -1137,7 +1144,7 @@ def serve_runs(control: int) -> None:
         return fork()
 
     def walls(request: dict[str, Any]) -> None:
-        """Build the run's walls, in its init, before anything of the run exists."""
+        """Build the run's walls, in the run, before its agent exists."""
         scratch = setup["scratch"]
         check(libc.unshare(_CLONE_NEWNS | _CLONE_NEWIPC | _CLONE_NEWUTS), "unshare")
         mount(None, "/", None, _MS_REC | _MS_PRIVATE)
@@ -1190,19 +1197,19 @@ def serve_runs(control: int) -> None:
     class Program(ctypes.Structure):  # struct sock_fprog
         _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
 
-    # Made once, here: a class made in every init and every run copied ~60 pages in each.
+    # Made once, here: a class made in every run copied ~60 pages in each.
     # ``held`` lives as long as this loop: the structure holds its address only.
     held = ctypes.create_string_buffer(program, len(program) or 1)
     filter_program = ctypes.byref(Program(len(program) // 8, ctypes.cast(held, ctypes.c_void_p))) \
         if program else None
 
     def confine() -> None:
-        """The system call filter, last: it refuses ``fork``, so the init forks first."""
+        """The system call filter, last: it refuses ``fork`` and ``unshare``."""
         if filter_program is not None:
             check(libc.prctl(_PR_SET_SECCOMP, 2, filter_program, 0, 0), "seccomp")
 
     def join(entries: list[int], reply: int) -> None:
-        """Join the run's cell by writing 0 to each of ``entries`` (the init is one thread:
+        """Join the run's cell by writing 0 to each of ``entries`` (the run is one thread:
         it moves itself, without the kernel's lock on every process), then say so on
         ``reply``, the socket the grader waits on (one message a write)."""
         said: dict[str, str] = {"op": "joined"}
@@ -1217,15 +1224,14 @@ def serve_runs(control: int) -> None:
         if said["op"] != "joined":
             os._exit(72)
 
-    def init(request: dict[str, Any], fds: list[int]) -> None:
-        """The forked run's pid 1: into its cell (by itself where the grader handed it the
-        cell's files, else the grader moves it), its walls, then, once the grader says so
-        (a byte on ``go``), the run itself as its only child. The grader holds ``go`` open
-        while it holds the run: when it closes (the grader ended the run, or died), the run
-        is killed. The init ends as the run ended, a signal's death as 128 + the signal (as
-        bubblewrap's own init reports one), and says so on ``reply`` first ("ran")."""
-        code = 71
+    def start_run(request: dict[str, Any], fds: list[int]) -> None:
+        """The forked run, pid 2 of its own pid namespace (``pid1`` holds pid 1): into its
+        cell (by itself where the grader handed it the cell's files, else the grader moves
+        it), its walls, then, once the grader says so (a byte on ``go``), the agent. The
+        host watches ``go``: when it closes (the grader ended the run, or died) the host
+        kills the run."""
         try:
+            signal.signal(signal.SIGINT, signal.default_int_handler)  # the host's is SIG_DFL
             read, write, out, err, go, reply = fds[:6]
             os.dup2(out, 1)
             os.dup2(err, 2)
@@ -1237,40 +1243,48 @@ def serve_runs(control: int) -> None:
             walls(request)
             if os.read(go, 1) != b"!":
                 os._exit(70)  # the grader went away before the run began
-            run = fork()
-            if run == 0:
-                os.close(go)
-                os.close(reply)
-                check(libc.prctl(_PR_SET_DUMPABLE, 1, 0, 0, 0), "prctl")  # its own /proc
-                for name in host_only:
-                    del sys.modules[name]  # the host's own: the run imports them afresh
-                confine()
-                check(libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl")
-                os.environ.clear()
-                os.environ.update(request["env"])
-                main(["run", str(read), str(write)])
-                os._exit(0)
-            os.close(read)
-            os.close(write)
-            # Not the run's to open (/proc/1/mem, ptrace): it keeps "go" and kills the run.
-            check(libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0), "prctl")
-            ended = os.pidfd_open(run)
+            os.close(go)
+            os.close(reply)
+            check(libc.prctl(_PR_SET_DUMPABLE, 1, 0, 0, 0), "prctl")  # its own /proc
+            for name in host_only:
+                del sys.modules[name]  # the host's own: the run imports them afresh
             confine()
-            while not select.select([ended, go], [], [])[0].count(ended):
-                if not os.read(go, 1):  # the grader let go of the run
-                    os.kill(run, signal.SIGKILL)
-                    go = ended  # from here on, only the run's end is waited for
-            _, status = os.waitpid(run, 0)
-            code = 128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) \
-                else os.waitstatus_to_exitcode(status)
-            # The run and all it held are gone: the grader goes on while this init's own
-            # end (its namespaces torn down, a few RCU grace periods) happens.
-            with contextlib.suppress(OSError):
-                os.write(reply, json.dumps({"op": "ran", "status": code}).encode())
-        except BaseException as exc:  # neither the init nor the run returns to the loop
+            check(libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl")
+            os.environ.clear()
+            os.environ.update(request["env"])
+        except BaseException as exc:  # the run never returns to the host's loop
             with contextlib.suppress(BaseException):
                 os.write(2, f"gradekit: the run's walls failed: {describe(exc)}\n".encode())
-        os._exit(code)
+            os._exit(71)
+        main(["run", str(read), str(write)])
+        os._exit(0)
+
+    # Each run's pid 1: a process that only waits, made without copying the host (it shares
+    # the host's memory, CLONE_VM, and runs one system call, never Python), so that the run
+    # is pid 2 (a pid 1 is spared the signals it sends itself). Its handlers are the host's,
+    # all default (set below): no signal from the run makes it run any code. Elsewhere
+    # than x86-64 (no pause system call) it is a fork of the host that pauses.
+    clone = libc.clone
+    clone.restype = ctypes.c_int
+    clone.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p]
+    system_call = ctypes.cast(libc.syscall, ctypes.c_void_p).value
+    waiting_call = {"x86_64": 34}.get(os.uname().machine)  # SYS_pause
+
+    def pid1() -> tuple[int, Any]:
+        """Start the pid 1 of the pid namespace this host's next children are born in:
+        its pid and the stack it runs on (kept while it lives)."""
+        if waiting_call is None:
+            child = fork()
+            if child == 0:
+                while True:
+                    signal.pause()
+            return child, None
+        stack = ctypes.create_string_buffer(_PID1_STACK)
+        top = (ctypes.addressof(stack) + _PID1_STACK - 64) & ~15
+        child = clone(system_call, top, _CLONE_VM | signal.SIGCHLD, waiting_call)
+        if child < 0:
+            check(child, "clone")
+        return child, stack
 
     def trial() -> str:
         """Build one run's walls and end: "" when they stand, else what the kernel refused."""
@@ -1289,8 +1303,19 @@ def serve_runs(control: int) -> None:
         with os.fdopen(said, "rb") as why:
             return why.read().decode("utf-8", "replace")
 
+    def trial_pid1() -> str:
+        """Start one pid 1 and end it: "" when it stands, else what the kernel refused."""
+        check(libc.setns(pid_namespace, _CLONE_NEWPID), "setns")
+        check(libc.unshare(_CLONE_NEWPID), "unshare")
+        child, _stack = pid1()
+        handle = os.pidfd_open(child)
+        signal.pidfd_send_signal(handle, signal.SIGKILL)
+        os.waitpid(child, 0)
+        os.close(handle)
+        return ""
+
     try:  # trial runs: whatever the kernel refuses is known before a real run needs it
-        refused = trial()
+        refused = trial() or trial_pid1()
         if refused and setup["overlay"]:  # the copy, as without a host, where it must
             setup["overlay"] = False
             refused = trial()
@@ -1300,11 +1325,17 @@ def serve_runs(control: int) -> None:
         link.send(json.dumps({"op": "unavailable", "why": refused}).encode())
         return
     link.send(b'{"op": "ready"}')
-    runs: dict[int, tuple[int, socket.socket]] = {}  # pidfd -> the run's init, its reply
+    poller = select.poll()
+    poller.register(link, select.POLLIN)
+    # A run: its pidfd -> its pid, its pid 1's pid and stack, its reply socket, its "go".
+    runs: dict[int, tuple[int, int, Any, socket.socket, int]] = {}
+    letting: dict[int, int] = {}  # a run's "go" -> the run's pidfd, until it is let go
+    ending: dict[int, tuple[int, Any, socket.socket, int]] = {}  # a pid 1's pidfd -> ...
     while True:
-        waiting: list[Any] = [link, *runs]
-        for ready in select.select(waiting, [], [])[0]:
-            if ready is link:
+        # One event a poll: handling one can close a descriptor whose number the next
+        # event names (a run's "go" and its end come together), or a new one reuses it.
+        for ready, _ in poller.poll()[:1]:
+            if ready == link.fileno():
                 message, fds, _, _ = socket.recv_fds(link, 1 << 20, 6 + _MOST_ENTRIES)
                 if not message:
                     return
@@ -1312,24 +1343,70 @@ def serve_runs(control: int) -> None:
                     for fd in fds:
                         os.close(fd)
                     continue
-                child = fork_in_own_pid_namespace()
-                if child == 0:
-                    init(json.loads(message), fds)
+                request = json.loads(message)
                 reply = socket.socket(fileno=fds[5])
-                for fd in (*fds[:5], *fds[6:]):
+                try:
+                    check(libc.setns(pid_namespace, _CLONE_NEWPID), "setns")
+                    check(libc.unshare(_CLONE_NEWPID), "unshare")
+                    first, stack = pid1()
+                except OSError as exc:
+                    first = -1
+                    why = describe(exc)
+                run = fork() if first > 0 else -1
+                if run == 0:
+                    start_run(request, fds)
+                if run < 0:
+                    if first > 0:
+                        os.kill(first, signal.SIGKILL)
+                        os.waitpid(first, 0)
+                        why = "the host could not fork the run"
+                    with contextlib.suppress(OSError):
+                        reply.send(json.dumps({"op": "refused", "why": why}).encode())
+                    reply.close()
+                    for fd in (*fds[:5], *fds[6:]):
+                        os.close(fd)
+                    continue
+                for fd in (*fds[:4], *fds[6:]):
                     os.close(fd)
-                handle = os.pidfd_open(child)
+                handle = os.pidfd_open(run)
                 with contextlib.suppress(OSError):  # a grader gone: the run's go is closed
                     socket.send_fds(reply, [b'{"op": "started"}'], [handle])
-                runs[handle] = (child, reply)
-            elif isinstance(ready, int):
-                child, reply = runs.pop(ready)
-                _, status = os.waitpid(child, 0)
-                with contextlib.suppress(OSError):
-                    reply.send(json.dumps({"op": "ended",
-                                           "status": os.waitstatus_to_exitcode(status)}).encode())
-                reply.close()
+                runs[handle] = (run, first, stack, reply, fds[4])
+                letting[fds[4]] = handle
+                poller.register(handle, select.POLLIN)
+                poller.register(fds[4], 0)  # its hang-up only: the run reads its byte
+            elif ready in letting:  # the grader let go of the run (or died): it ends
+                handle = letting.pop(ready)
+                poller.unregister(ready)
                 os.close(ready)
+                with contextlib.suppress(ProcessLookupError):
+                    signal.pidfd_send_signal(handle, signal.SIGKILL)
+                runs[handle] = (*runs[handle][:4], -1)
+            elif ready in runs:
+                run, first, stack, reply, go = runs.pop(ready)
+                poller.unregister(ready)
+                _, status = os.waitpid(run, 0)
+                os.close(ready)
+                if go >= 0:
+                    letting.pop(go, None)
+                    poller.unregister(go)
+                    os.close(go)
+                code = 128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) \
+                    else os.waitstatus_to_exitcode(status)
+                with contextlib.suppress(OSError):
+                    reply.send(json.dumps({"op": "ran", "status": code}).encode())
+                holder = os.pidfd_open(first)
+                signal.pidfd_send_signal(holder, signal.SIGKILL)
+                ending[holder] = (first, stack, reply, code)
+                poller.register(holder, select.POLLIN)
+            elif ready in ending:
+                first, stack, reply, code = ending.pop(ready)
+                poller.unregister(ready)
+                os.waitpid(first, 0)
+                os.close(ready)
+                with contextlib.suppress(OSError):
+                    reply.send(json.dumps({"op": "ended", "status": code}).encode())
+                reply.close()
 
 
 def main(argv: list[str]) -> None:

@@ -6,10 +6,12 @@ A run behind namespaces used to cost about 69 ms of CPU before its first case: b
 (7) and the import of the agent with the kit (19); a grading makes 13 of them. A **host**
 pays for bubblewrap, the interpreter, the harness and the kit once: an interpreter under one
 hash seed (a fork cannot change ``PYTHONHASHSEED``) that never runs student code. For each
-run it forks an init (``serve_runs`` in ``_harness.py``), which builds the run's walls:
+run it forks the run into a pid namespace of its own (``serve_runs`` in ``_harness.py``),
+and the run builds its own walls before its agent exists:
 
-- pid 1 of a pid namespace of its own, with its own ``/proc``; the run is its only child
-  (pid 2), so the run sees and signals no host, no grader and no other run;
+- pid 2 of a pid namespace of its own, with its own ``/proc``; its pid 1 only waits (a
+  clone sharing the host's memory, made without copying it), so the run sees and signals
+  no host, no grader and no other run;
 - its own mount, ipc and uts namespaces: one tmpfs of ``disk_mb`` for ``/sandbox`` and the
   run's copy of the submission (an overlay of the laid-out copy, or a copy where an overlay
   cannot be mounted), its trace files and the probe's cassette bound one by one, and the
@@ -17,8 +19,8 @@ run it forks an init (``serve_runs`` in ``_harness.py``), which builds the run's
 - a session of its own; every capability dropped (the bounding set too), ``no_new_privs``,
   then the same system call filter bubblewrap loads for a child of its own.
 
-The grader admits the init to the run's cell (``Cell.admit``) before the run exists, holds
-it by a pidfd, and keeps a pipe ("go") open while it holds the run: the init kills the run
+The grader admits the run to its cell (``Cell.admit``) before its agent exists, holds it
+by a pidfd, and keeps a pipe ("go") open while it holds the run: the host kills the run
 when the pipe closes, so a run dies with the process that started it, as a child of its
 own bubblewrap does. A run never returns to the host's loop.
 
@@ -133,7 +135,7 @@ class Host:
     def spawn(self, request: Mapping[str, object], fds: Sequence[int],
               cell: Cell | None) -> Process:
         """Fork one run, told ``request`` and handed ``fds`` (the channel's two ends, its
-        stdout and stderr), in ``cell`` before it starts: its init joins the cell itself
+        stdout and stderr), in ``cell`` before it starts: the run joins the cell itself
         where the cell allows (``Cell.entries``), else this process admits it. The run then
         waits for its configuration on the channel. Safe from several processes at once:
         the answers come on a socket of this run's own."""
@@ -150,7 +152,7 @@ class Host:
                     os.close(fd)
                 theirs.close()
             waiting = {"started", "joined"} if entries else {"started"}
-            while waiting:  # the host's word and the init's, in either order
+            while waiting:  # the host's word and the run's, in either order
                 message, got, _, _ = socket.recv_fds(reply, 1 << 16, 1)
                 handles += got
                 said = _said(message)
@@ -187,34 +189,34 @@ class Host:
 
 
 class _Forked:
-    """A run a host forked: its init's pidfd (pid 1 of the run's own pid namespace), the
-    socket the host and the init answer on, and ``go``, which the run dies without.
+    """A run a host forked: its pidfd (pid 2 of its own pid namespace), the socket the host
+    and the run answer on, and ``go``, which the run dies without.
 
-    The run is over once its init says "ran" (the run, and everything it held, is gone) or
-    the init itself ended (the host's "ended", or the socket's end). ``wait`` returns then;
-    ``settle`` waits for the init's own end, which tears its namespaces down (a few RCU
+    The run is over once the host says "ran" (the run, and everything it held, is gone) or
+    "ended" (its pid 1 ended too), or the socket ends. ``wait`` returns then; ``settle``
+    waits for the pid 1's end, which ends its pid namespace (a few RCU
     grace periods), and which nothing of the grading needs to wait for."""
 
-    _LET_GO_S = 5.0  # how long the init has to end the run once let go, before it is killed
+    _LET_GO_S = 5.0  # how long the host has to end the run once let go, before it is killed
 
     def __init__(self, reply: socket.socket, pidfd: int, go: int) -> None:
         self._reply, self._pidfd, self._go = reply, pidfd, go
         self.pid = _pid_of(pidfd)
         self._code: int | None = None  # the run's status, once it is over
-        self._ended = False  # the host reaped the init, or is gone
+        self._ended = False  # the host reaped the run's pid 1, or is gone
 
     def exited(self, within: float = 0.0) -> bool:
         return self._hear(within)
 
     def kill(self) -> None:
-        """Let go of the run (``go`` closes): its init kills it, waits for it and says so."""
+        """Let go of the run (``go`` closes): the host kills it, reaps it and says so."""
         if self._go >= 0:
             os.close(self._go)
             self._go = -1
 
     def wait(self) -> int:
         if self._code is None and not self._hear(self._LET_GO_S if self._go < 0 else None):
-            with contextlib.suppress(ProcessLookupError):  # an init that did not end it
+            with contextlib.suppress(ProcessLookupError):  # a host that did not end it
                 signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
             self._hear(None)
         assert self._code is not None

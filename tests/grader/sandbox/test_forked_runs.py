@@ -138,7 +138,7 @@ def do_die(provider, arg):
 
 
 def do_cgroups(provider, arg):
-    """The cgroups of the run and of its init, as the kernel names them."""
+    """The cgroups of the run and of its pid 1, as the kernel names them."""
     return {who: Path(f"/proc/{who}/cgroup").read_text() for who in ("self", "1")}
 
 
@@ -188,6 +188,32 @@ def do_find(provider, arg):
             "abstract": tried(lambda: bound("\\0gradekit-left").close())}
 
 
+def do_reach_init(provider, arg):
+    """Everything of its pid 1 (the host's memory, files, namespaces) a run could reach
+    through /proc or ptrace; then every signal a handler could catch, sent to it."""
+    import ctypes  # with the hook off: it refuses loading the C library
+
+    reached = {name: tried(lambda name=name: open(f"/proc/1/{name}", "rb").read(1))
+               for name in ("mem", "environ", "auxv", "syscall", "stack")}
+    reached |= {name: tried(lambda name=name: os.listdir(f"/proc/1/{name}"))
+                for name in ("fd", "root", "cwd", "map_files")}
+    numbers = reached["fd"] if isinstance(reached["fd"], list) else []
+    reached["fd_open"] = sorted({tried(lambda n=n: os.open(f"/proc/1/fd/{n}", os.O_RDONLY))
+                                 for n in numbers})
+    reached["fd_link"] = sorted({tried(lambda n=n: os.readlink(f"/proc/1/fd/{n}"))
+                                 for n in numbers})
+    reached |= {name: tried(lambda name=name: os.open(f"/proc/1/ns/{name}", os.O_RDONLY))
+                for name in ("mnt", "pid", "user", "net")}
+    reached["ptrace"] = libc_call("ptrace", 16, 1, None, None)  # PTRACE_ATTACH
+    reached["seize"] = libc_call("ptrace", 0x4206, 1, None, None)  # PTRACE_SEIZE
+    reached["pidfd_getfd"] = libc_call("syscall", 438, 0, 3, 0)  # no pidfd of it either
+    signals = [s for s in signal.Signals if s not in (signal.SIGKILL, signal.SIGSTOP)]
+    reached["signals"] = sorted({tried(lambda s=s: os.kill(1, s)) for s in signals})
+    reached["answer"] = provider.complete("still here")  # the host served on
+    reached["alive"] = tried(lambda: os.kill(1, 0))
+    return reached
+
+
 def do_leave_in_init(provider, arg):
     """Write through the init's working folder: the host's own /sandbox, under the run's."""
     return tried(lambda: write("/proc/1/cwd/left.txt"))
@@ -222,10 +248,10 @@ def do_fill(provider, arg):
 
 
 def do_privileges(provider, arg):
-    """Capabilities, no_new_privs and the filter, of the run and its init; then the calls
-    that would leave the walls."""
+    """Capabilities, no_new_privs and the filter, of the run; then the calls that would
+    leave the walls."""
     mnt = os.open("/proc/self/ns/mnt", os.O_RDONLY)
-    return {"run": status_of("self"), "init": status_of(1),
+    return {"run": status_of("self"),
             "fork": tried(os.fork), "chroot": tried(lambda: os.chroot("/")),
             "unshare": libc_call("unshare", 0x20000),  # CLONE_NEWNS
             "setns": libc_call("setns", mnt, 0),
@@ -357,8 +383,9 @@ def test_a_run_sees_and_signals_no_process_but_its_init(sandbox: Sandbox) -> Non
     second = _said(sandbox, "b", f"signal {os.getpid()}")
 
     assert len(host) == 1 and _hosts(sandbox.scratch) == host  # one host served both
-    # pid 1 is the run's init (a fork of the host), pid 2 the run: no host, no grader
-    assert first == second == {"pid": 2, "ppid": 1, "procs": [1, 2], "init": "host",
+    # pid 1 only waits (it shares the host's memory: its command line is the host's), pid 2
+    # is the run, whose parent, the host, is outside its namespace: no host, no grader
+    assert first == second == {"pid": 2, "ppid": 0, "procs": [1, 2], "init": "host",
                                "grader": "ProcessLookupError:ESRCH",
                                "everyone": "ProcessLookupError:ESRCH"}
 
@@ -462,27 +489,50 @@ def test_all_a_run_writes_together_is_held_to_disk_mb(hostile: Path, tmp_path: P
         assert written["/sandbox/tmp"] > 0 and sum(written.values()) <= limits.disk_mb, written
 
 
-def test_a_run_and_its_init_hold_no_capability_and_cannot_leave_the_walls(
-    sandbox: Sandbox
-) -> None:
+def test_a_run_holds_no_capability_and_cannot_leave_the_walls(sandbox: Sandbox) -> None:
     said = [_said(sandbox, folder, "privileges") for folder in ("a", "b")]
     none = "0000000000000000"
     for seen in said:
         assert isinstance(seen, dict)
-        for process in ("run", "init"):
-            status = dict(seen[process])
-            status.pop("CapBnd")  # the bounding set: the test below
-            assert status == {"CapInh": none, "CapPrm": none, "CapEff": none, "CapAmb": none,
-                              "NoNewPrivs": "1", "Seccomp": "2"}, process
+        status = dict(seen["run"])
+        status.pop("CapBnd")  # the bounding set: the test below
+        assert status == {"CapInh": none, "CapPrm": none, "CapEff": none, "CapAmb": none,
+                          "NoNewPrivs": "1", "Seccomp": "2"}
         assert (seen["fork"], seen["chroot"]) == ("PermissionError:EPERM",) * 2
         assert (seen["unshare"], seen["setns"], seen["mount"], seen["umount"]) == ("EPERM",) * 4
 
 
-def test_a_run_and_its_init_have_an_empty_bounding_set(sandbox: Sandbox) -> None:
+def test_a_run_has_an_empty_bounding_set(sandbox: Sandbox) -> None:
     said = [_said(sandbox, folder, "privileges") for folder in ("a", "b")]
     for seen in said:
         assert isinstance(seen, dict)
-        assert seen["run"]["CapBnd"] == seen["init"]["CapBnd"] == "0000000000000000"
+        assert seen["run"]["CapBnd"] == "0000000000000000"
+
+
+def test_a_runs_pid_1_shares_the_hosts_memory_and_the_run_reaches_none_of_it(
+        sandbox: Sandbox) -> None:
+    """A run's pid 1 is a clone of the host that shares its memory and holds its
+    capabilities and descriptors, and runs one system call, never code. The run reaches
+    none of it: /proc refuses it everything past the status (the host is not dumpable,
+    and the pid 1's capabilities are not the run's), the filter refuses ptrace, and no
+    signal moves it (a pid 1 takes from inside its namespace only the signals it has a
+    handler for, and it has none): the run, and the host's next run, go on."""
+    said = [_said(sandbox, folder, "reach_init", answer=lambda case, prompt: "served")
+            for folder in ("a", "b")]
+    refused = "PermissionError:EACCES"
+    for seen in said:
+        assert isinstance(seen, dict)
+        assert {seen[name] for name in ("mem", "environ", "auxv", "stack", "root", "cwd",
+                                        "map_files")} == {refused}, seen
+        assert seen["syscall"] == "PermissionError:EPERM"
+        # The numbers of its descriptors are listed (the run's uid owns the folder), and
+        # not one of them opens or reads as a link.
+        assert isinstance(seen["fd"], list) and seen["fd"], seen
+        assert seen["fd_open"] == seen["fd_link"] == [refused], seen
+        assert {seen[name] for name in ("mnt", "pid", "user", "net")} == {refused}, seen
+        assert (seen["ptrace"], seen["seize"], seen["pidfd_getfd"]) == ("EPERM",) * 3, seen
+        assert seen["signals"] == ["ok"]  # sent, and dropped by the kernel
+        assert (seen["answer"], seen["alive"]) == ("served", "ok")
 
 
 def test_closing_the_sandbox_ends_its_hosts_and_everything_under_them(
@@ -617,13 +667,18 @@ def test_a_run_ends_when_the_process_holding_it_dies_and_the_shared_host_serves_
 
 
 def _is_a_run(pid: int) -> bool:
-    """Whether ``pid`` is a forked run: the child of an init that a host's interpreter
-    (not its bubblewrap) forked."""
+    """Whether ``pid`` is a forked run: a child of a host's interpreter (not of its
+    bubblewrap) that is pid 2 of its own pid namespace (pid 1 only waits)."""
     found = _processes()
-    init = found.get(pid, (0, b"", b""))[0]
-    host = found.get(init, (0, b"", b""))[0]
+    host = found.get(pid, (0, b"", b""))[0]
     line = found.get(host, (0, b"", b""))[2]
-    return b"\0host\0" in line and not line.split(b"\0")[0].endswith(b"bwrap")
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    inner = [line.split()[-1] for line in status.splitlines() if line.startswith("NSpid:")]
+    return b"\0host\0" in line and not line.split(b"\0")[0].endswith(b"bwrap") \
+        and inner == ["2"]
 
 
 def _wait(found: Callable[[], Any], seconds: float = 15) -> Any:
@@ -633,18 +688,19 @@ def _wait(found: Callable[[], Any], seconds: float = 15) -> Any:
     return value
 
 
-def test_a_run_and_its_init_are_in_the_runs_own_cell_in_every_hierarchy(
+def test_a_run_is_in_its_own_cell_in_every_hierarchy_and_its_pid_1_in_none(
         sandbox: Sandbox) -> None:
-    """The init joins the run's cell (by itself, where cgroup v1 lets a thread move itself
-    without the kernel's global lock), so the run is born in it: both are in one cell
-    of this grader's, the same in every hierarchy, and each run gets a cell of its own."""
+    """The run joins its cell (by itself, where cgroup v1 lets a thread move itself
+    without the kernel's global lock) before its walls and its agent: it is in one cell of
+    this grader's, the same in every hierarchy, and each run gets a cell of its own. Its
+    pid 1, which holds nothing of the run's, stays in the host's."""
     hold = grader.sandbox._hold.host_hold()
     if not isinstance(hold, grader.sandbox._hold.CgroupV1 | grader.sandbox._hold.CgroupV2):
         pytest.skip(f"no cgroup hold here: {hold.description}")
     cells = []
     for folder in ("first", "second"):
         said = _said(sandbox, folder, "cgroups")
-        assert said["self"] == said["1"]
+        assert said["self"] != said["1"] and "gradekit-" not in said["1"]
         named = {line.split(":", 2)[2] for line in said["self"].splitlines()
                  if any(h in line.split(":")[1].split(",") for h in ("memory", "pids"))
                  or (line.startswith("0::") and isinstance(hold, grader.sandbox._hold.CgroupV2))}
@@ -655,7 +711,7 @@ def test_a_run_and_its_init_are_in_the_runs_own_cell_in_every_hierarchy(
     assert cells[0] != cells[1]
 
 
-@pytest.mark.parametrize("refused_by", ["the grader's admission", "the init's own join"])
+@pytest.mark.parametrize("refused_by", ["the grader's admission", "the run's own join"])
 def test_a_run_the_host_cannot_start_runs_in_its_own_bubblewrap_and_so_do_the_next(
     hostile: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, refused_by: str
 ) -> None:

@@ -430,12 +430,24 @@ def _children_naming(text: str) -> dict[int, tuple[int, int]]:
         return b"\x00host\x00" in line and not line.split(b"\x00")[0].endswith(b"bwrap")
 
     hosts = {pid for pid in under if hosting(pid) and not hosting(parents.get(pid))}
-    runs = {pid for pid, parent in parents.items() if parent in hosts and pid in under}
+    # A host's children: each run, and each run's pid 1, which only waits, holding nothing.
+    runs = {pid for pid, parent in parents.items()
+            if parent in hosts and pid in under and not _first_in_its_namespace(pid)}
     if hosts:
         under = set(runs)
         while grown := {p for p, parent in parents.items() if parent in under} - under:
             under |= grown
     return {pid: seen[pid] for pid in under}
+
+
+def _first_in_its_namespace(pid: int) -> bool:
+    """Whether ``pid`` is pid 1 of its own pid namespace (a forked run's pid 1)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    found = [line.split()[1:] for line in status.splitlines() if line.startswith("NSpid:")]
+    return bool(found) and found[0][-1] == "1" and len(found[0]) > 1
 
 
 def _cmdline(pid: int) -> bytes:
