@@ -1136,11 +1136,15 @@ def serve_runs(control: int) -> None:
             sys.modules["random"].seed()  # each run its own stream, as after os.fork
         return child
 
-    def fork_in_own_pid_namespace() -> int:
-        # Every run is pid 1 of a namespace of its own, nested in the host's, not in the
-        # last run's (unshare alone would nest each in the one before, 32 deep at most).
+    def new_pid_namespace() -> None:
+        """The host's next child is pid 1 of a pid namespace of its own, nested in the
+        host's, not in the last run's (unshare alone would nest each in the one before, 32
+        deep at most)."""
         check(libc.setns(pid_namespace, _CLONE_NEWPID), "setns")
         check(libc.unshare(_CLONE_NEWPID), "unshare")
+
+    def fork_in_own_pid_namespace() -> int:
+        new_pid_namespace()
         return fork()
 
     def walls(request: dict[str, Any]) -> None:
@@ -1271,8 +1275,9 @@ def serve_runs(control: int) -> None:
     waiting_call = {"x86_64": 34}.get(os.uname().machine)  # SYS_pause
 
     def pid1() -> tuple[int, Any]:
-        """Start the pid 1 of the pid namespace this host's next children are born in:
-        its pid and the stack it runs on (kept while it lives)."""
+        """Start the pid 1 of a new pid namespace, which the host's next child (the run)
+        is born in too: its pid and the stack it runs on (kept while it lives)."""
+        new_pid_namespace()
         if waiting_call is None:
             child = fork()
             if child == 0:
@@ -1305,8 +1310,6 @@ def serve_runs(control: int) -> None:
 
     def trial_pid1() -> str:
         """Start one pid 1 and end it: "" when it stands, else what the kernel refused."""
-        check(libc.setns(pid_namespace, _CLONE_NEWPID), "setns")
-        check(libc.unshare(_CLONE_NEWPID), "unshare")
         child, _stack = pid1()
         handle = os.pidfd_open(child)
         signal.pidfd_send_signal(handle, signal.SIGKILL)
@@ -1346,8 +1349,6 @@ def serve_runs(control: int) -> None:
                 request = json.loads(message)
                 reply = socket.socket(fileno=fds[5])
                 try:
-                    check(libc.setns(pid_namespace, _CLONE_NEWPID), "setns")
-                    check(libc.unshare(_CLONE_NEWPID), "unshare")
                     first, stack = pid1()
                 except OSError as exc:
                     first = -1
