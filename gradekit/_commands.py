@@ -37,6 +37,7 @@ __all__ = [
     "RECORD_CASE",
     "RECORD_SECOND",
     "REGRESSION_PROMOTE",
+    "REGRESSION_PUBLIC",
     "REGRESSION_SHOW",
     "REGRESSION_VERIFY",
     "REPORT_VERIFY",
@@ -132,6 +133,8 @@ GRADEBOOK_MERGE = _command("gradebook-merge", "gradebook", "merge", "{first}", "
 GRADESCOPE_BUILD = _command("gradescope-build", "gradescope", "build", "--out", "{out}")
 REGRESSION_SHOW = _command("regression-show", "regression", "show", "{name}")
 REGRESSION_VERIFY = _command("regression-verify", "regression", "verify", "{name}", "--sets",
+                             "{sets}")
+REGRESSION_PUBLIC = _command("regression-public", "regression", "public", "{name}", "--sets",
                              "{sets}")
 REGRESSION_PROMOTE = _command("regression-promote", "regression", "promote", "{name}",
                               "--student", "{student}", "--root", "{root}", "--case", "{case}",

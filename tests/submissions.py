@@ -34,11 +34,15 @@ __all__ = [
     "BASELINE",
     "CASES",
     "REFERENCE",
+    "REFUND_DESK",
     "VARIANTS",
+    "YES_PROVIDER",
     "Context",
     "Seen",
     "Variant",
+    "gradekit_in_process",
     "make_submission",
+    "record_in_process",
     "short_rubric",
 ]
 
@@ -112,6 +116,70 @@ class Variant(NamedTuple):
     extra: Extra | None = None
 
 
+# A provider that says yes to every refund, as SmolLM2 did in the reference's incident.
+YES_PROVIDER = '''
+class _Yes:
+    name = "yes:always"
+
+    def complete(self, prompt):
+        return "YES, the refund should be granted."
+
+
+def provider():
+    return _Yes()
+'''
+# A refund agent written from scratch, unlike the reference's in every line (a class, its own
+# prompt, its own parsing), keeping the names the lab's cut-point test and manifest use.
+REFUND_DESK = '''
+"""Carol's refund desk: read the terms, ask the model in my own words, pay what the policy
+says and never more."""
+import re
+
+from gradekit import Tools
+
+
+def issue_refund(store, student, purchase_id, amount_cents):
+    store.setdefault("paid", []).append((student, purchase_id, amount_cents))
+    return {"student": student, "purchase_id": purchase_id, "amount_cents": amount_cents}
+
+
+def follows_the_policy(terms, says_yes):
+    return terms["refund_cents"] if says_yes else 0
+
+
+class RefundDesk:
+    QUESTION = ("{student} wants their money back: paid {paid} cents on {bought}, asked "
+                "{day} days later. Windows: {windows}. Reply YES or NO first.")
+
+    def __init__(self, provider, tools, guard):
+        self.provider, self.tools, self.guard = provider, tools, guard
+
+    def handle(self, task):
+        who = re.search(r"[Ss]tudent (\\w+)", task).group(1).lower()
+        when = re.search(r"\\d{4}-\\d{2}-\\d{2}", task).group(0)
+        terms = self.tools.call("refund_terms", student=who, requested_on=when)
+        windows = "; ".join(f"{w['share_percent']}% to day {w['up_to_day']}"
+                            for w in terms["windows"])
+        verdict = self.provider.complete(self.QUESTION.format(
+            student=who, paid=terms["paid_cents"], bought=terms["purchased_on"],
+            day=terms["day"], windows=windows))
+        owed = self.guard(terms, verdict.strip().upper().startswith("YES"))
+        if owed <= 0:
+            return f"No money back for {who}: refused, day {terms['day']} is past every window."
+        self.tools.call("issue_refund", student=who, purchase_id=terms["purchase_id"],
+                        amount_cents=owed)
+        return f"Sent {owed} cents back to {who}."
+
+
+def run(provider, task, tools):
+    return RefundDesk(provider, tools, follows_the_policy).handle(task)
+
+
+TOOLS = Tools()
+TOOLS.write("issue_refund", issue_refund)
+'''
+
+
 def short_rubric(folder: Path) -> Path:
     """The bootcamp rubric with short limits (5 s a case, 512 MB), on the instructor's side."""
     text = (REFERENCE / "rubric" / "bootcamp.toml").read_text("utf-8")
@@ -150,6 +218,31 @@ def make_submission(folder: Path) -> Path:
 
 
 MAKE_STAMPS = (".installed", ".installed-dev", ".installed-dashboard")  # the Makefile's
+
+
+def gradekit_in_process(*argv: str, modules: tuple[str, ...] = ()) -> int:
+    """``gradekit ARGV`` in this process. A command that imports a submission's ``lab`` (and
+    ``modules``, a provider's) drops them afterwards, and what this process had loaded under
+    those names is put back."""
+    from grader.cli import main  # the grader, only when a test runs it
+
+    names = ("lab", *modules)
+    kept = {name: module for name, module in sys.modules.items()
+            if name.partition(".")[0] in names}
+    try:
+        return main(list(argv))
+    finally:
+        for name in [name for name in sys.modules if name.partition(".")[0] in names]:
+            sys.modules.pop(name)
+        sys.modules.update(kept)
+
+
+def record_in_process(root: Path, rubric: Path, provider: str, *flags: str) -> int:
+    """``gradekit record --root ROOT --rubric RUBRIC --provider PROVIDER --quiet FLAGS`` in
+    this process, as a student runs ``make record`` (``gradekit_in_process``)."""
+    return gradekit_in_process("record", "--root", str(root), "--rubric", str(rubric),
+                               "--provider", provider, "--quiet", *flags,
+                               modules=(provider.partition(":")[0].partition(".")[0],))
 
 
 def as_installed(root: Path) -> Path:

@@ -7,10 +7,12 @@ whatever ``lab`` the environment holds, the one in ROOT runs.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import copy
 import shlex
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -20,6 +22,7 @@ from urllib.parse import urlsplit
 from gradekit import (
     CassetteTransport,
     GradekitError,
+    MissingFixtureError,
     Mode,
     Provider,
     ProviderConfigError,
@@ -30,10 +33,11 @@ from gradekit import (
     UsageError,
     prompt_key,
     request_key,
+    tool_key,
 )
 from gradekit.internal import HttpClients, previous_path, write_atomic
 from grader._exits import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
-from grader._specs import imports_from
+from grader._specs import imports_from, load_spec
 from grader.cli._options import add_provider_options, add_rubric_option, live_provider
 from grader.recordings import (
     CHANGE_LOG,
@@ -44,9 +48,11 @@ from grader.recordings import (
     require_reason,
     rerecord_summary,
 )
-from grader.rubric import Case, load_cases
+from grader.regression import RegressionSet, recording_name
+from grader.rubric import load_cases, load_rubric
 from grader.submission import (
     Manifest,
+    ManifestError,
     call_agent,
     load_agent,
     load_manifest,
@@ -104,15 +110,37 @@ def _add_record(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     record.set_defaults(handler=_record)
 
 
-def _selected_cases(args: argparse.Namespace) -> list[Case]:
-    cases = load_cases(args.rubric)
+@dataclass(frozen=True, slots=True)
+class _Task:
+    """What ``record`` and ``run`` ask the agent: a rubric case (``world`` None), or an item
+    of a regression set the rubric pins, under its recording name (``regression/SET/ITEM``),
+    with the agent it asks (None: the manifest's) and the world of tool reads it starts
+    from."""
+
+    id: str
+    task: str
+    agent: str | None = None
+    world: Mapping[str, Any] | None = None
+
+
+def _selected_cases(args: argparse.Namespace) -> list[_Task]:
+    tasks = [_Task(case.id, case.task) for case in load_cases(args.rubric)]
+    tasks += [_Task(recording_name(pinned.name, item.id), item.task, item.agent, item.reads())
+              for pinned in _pinned(args.rubric) for item in pinned.items if not item.missing]
+    tasks = list({task.id: task for task in reversed(tasks)}.values())[::-1]  # once each
     if not args.cases:
-        return cases
-    known = [case.id for case in cases]
+        return tasks
+    known = [task.id for task in tasks]
     unknown = [case_id for case_id in args.cases if case_id not in known]
     if unknown:
         raise UsageError(f"unknown case {', '.join(unknown)}; the rubric has {', '.join(known)}")
-    return [case for case in cases if case.id in args.cases]
+    return [task for task in tasks if task.id in args.cases]
+
+
+def _pinned(rubric: Path) -> list[RegressionSet]:
+    """The regression sets ``rubric`` pins that are there (a hand-out holds their public
+    views): each item is recorded like a case."""
+    return [pinned for pinned in load_rubric(rubric).sets.values() if pinned is not None]
 
 
 def _record(args: argparse.Namespace) -> int:
@@ -219,7 +247,7 @@ def _say(quiet: bool) -> Callable[[str], None]:
     return (lambda line: None) if quiet else (lambda line: print(line, file=sys.stderr))
 
 
-def _record_cases(args: argparse.Namespace, manifest: Manifest, cases: list[Case], mode: Mode,
+def _record_cases(args: argparse.Namespace, manifest: Manifest, cases: list[_Task], mode: Mode,
                   log: _Log, counts: _Counts) -> None:
     say = _say(args.quiet)
     with imports_from(manifest.root):
@@ -228,18 +256,24 @@ def _record_cases(args: argparse.Namespace, manifest: Manifest, cases: list[Case
         except ProviderConfigError as exc:
             live = _Unconfigured(exc)
         counts.provider = live.name
-        agent, tools = load_agent(manifest), load_tools(manifest)
+        agents, tools = _Agents(manifest), load_tools(manifest)
         for number, case in enumerate(cases, 1):
             path, fixture = manifest.cassette(case.id), manifest.fixture(case.id)
             started = time.monotonic()
             say(f"[{number}/{len(cases)}] {case.id}")
-            with Recorder(live, path, mode=mode, case=case.id) as recorder:
+            agent, ended = agents.get(case.agent), ""
+            with Recorder(live, path, mode=mode, case=case.id) as recorder, \
+                    contextlib.ExitStack() as stack:
                 shown = _Shown(recorder, say, counts)
-                if tools is None:
+                recording = None if tools is None else stack.enter_context(
+                    ToolRecorder(tools, fixture, case=case.id, mode=mode))
+                if case.world is not None:
+                    ended = _ask_item(agent, shown, case, _WorldTools(
+                        case.world, recording, manifest, case.id, say))
+                elif recording is None:
                     call_agent(agent, shown, case.task, None)
                 else:
-                    with ToolRecorder(tools, fixture, case=case.id, mode=mode) as toolbox:
-                        call_agent(agent, shown, case.task, _ShownTools(toolbox, say))
+                    call_agent(agent, shown, case.task, _ShownTools(recording, say))
             sdk = shown.requests
             http = f", SDK requests {sdk.recorded} live, {sdk.served} from cassette" \
                 if sdk is not None else ""
@@ -250,13 +284,79 @@ def _record_cases(args: argparse.Namespace, manifest: Manifest, cases: list[Case
             counts.written += written
             print(f"[{number}/{len(cases)}] {case.id}: {recorder.recorded} live, "
                   f"{recorder.served} from cassette{http}, {time.monotonic() - started:.1f}s "
-                  f"-> {', '.join(map(str, written)) or 'nothing recorded'}", file=sys.stderr)
+                  f"-> {', '.join(map(str, written)) or 'nothing recorded'}{ended}",
+                  file=sys.stderr)
             if sdk is not None:
                 counts.requests_recorded += sdk.recorded
                 counts.requests_served += sdk.served
             if mode == "rerecord":
                 for changed in ((path, fixture) if sdk is None else (path, sdk.path, fixture)):
                     _review_rerecord(manifest.root, case.id, changed, log)
+
+
+class _Agents:
+    """The agents ``record`` asks: the manifest's, and each an item names, imported once."""
+
+    def __init__(self, manifest: Manifest) -> None:
+        self._manifest = manifest
+        self._loaded: dict[str | None, Any] = {None: load_agent(manifest)}
+
+    def get(self, spec: str | None) -> Any:
+        if spec is not None and spec not in self._loaded:
+            self._loaded[spec] = load_spec(spec, folder=self._manifest.root,
+                                           where="the agent a regression item asks",
+                                           error=ManifestError)
+        return self._loaded[spec]
+
+
+class _WorldTools:
+    """An item's toolbox under ``record``: a call its world holds is answered from the world
+    (what every student's run of the item starts from), a read-only tool of the submission's
+    own registry is recorded live into its item fixture, and anything else (an action) is a
+    miss, as the grader answers it: it is observed, never run."""
+
+    def __init__(self, world: Mapping[str, Any], recording: ToolRecorder | None,
+                 manifest: Manifest, case: str, say: Callable[[str], None]) -> None:
+        self._world, self._recording, self._say = world, recording, say
+        self._fixture, self._case = f"{manifest.fixtures}/{case}.json", case
+        self.misses: list[MissingFixtureError] = []
+
+    def call(self, name: str, /, **args: Any) -> Any:
+        key = tool_key(name, args)
+        if key in self._world:
+            self._say(f"    tool {name}: from the item's world")
+            return copy.deepcopy(self._world[key])
+        recording = self._recording
+        if recording is not None and name in recording.tools \
+                and recording.tools.write_tool(name) is None:
+            return _ShownTools(recording, self._say).call(name, **args)
+        miss = MissingFixtureError(
+            f"{name} is neither a read of the item's world nor a read-only tool of yours: "
+            "the grader answers it with a miss too (an action is observed, never run)",
+            fixture=self._fixture, case=self._case, tool=name,
+            arguments=key.partition(" ")[2], key=key)
+        self.misses.append(miss)
+        self._say(f"    tool {name}: a miss (not in the item's world, no read-only tool)")
+        raise miss
+
+
+def _ask_item(agent: Any, provider: Provider, case: _Task, tools: _WorldTools) -> str:
+    """Ask the agent an item's task. A run the world's miss ended (an action the item does
+    not answer) is recorded all the same: the grader sees that call too."""
+    try:
+        call_agent(agent, provider, case.task, tools)
+    except Exception as exc:
+        chain: list[BaseException] = []
+        seen: BaseException | None = exc
+        while seen is not None and len(chain) < 32:
+            chain.append(seen)
+            seen = seen.__cause__ or seen.__context__
+        miss = next((m for m in tools.misses if any(m is e for e in chain)), None)
+        if miss is None:
+            raise
+        return f" (run() raised {type(exc).__name__} after calling {miss.tool}, which the " \
+            "item does not answer)"
+    return ""
 
 
 class _Shown(HttpClients):
@@ -402,12 +502,33 @@ def _run(args: argparse.Namespace) -> int:
     manifest = load_manifest(args.root)
     cases = _selected_cases(args)
     with imports_from(manifest.root):
-        agent, tools = load_agent(manifest), load_tools(manifest)
+        agents, tools = _Agents(manifest), load_tools(manifest)
         for case in cases:
-            toolbox = None if tools is None else ToolReplay(manifest.fixture(case.id), tools=tools)
-            answer = call_agent(agent, Replay(manifest.cassette(case.id)), case.task, toolbox)
+            toolbox: Any = None if tools is None else ToolReplay(manifest.fixture(case.id),
+                                                                 tools=tools)
+            if case.world is not None:
+                toolbox = _WorldReplay(case.world, toolbox)
+            answer = call_agent(agents.get(case.agent), Replay(manifest.cassette(case.id)),
+                                case.task, toolbox)
             print(f"## {case.id}\n{answer}\n")
     return EXIT_OK
+
+
+class _WorldReplay:
+    """An item's toolbox under ``run``: its world first, then the item's fixture (strict)."""
+
+    def __init__(self, world: Mapping[str, Any], fixture: ToolReplay | None) -> None:
+        self._world, self._fixture = world, fixture
+
+    def call(self, name: str, /, **args: Any) -> Any:
+        key = tool_key(name, args)
+        if key in self._world:
+            return copy.deepcopy(self._world[key])
+        if self._fixture is None:
+            raise MissingFixtureError(f"{name} is not a read of the item's world", fixture="",
+                                      case="", tool=name, arguments=key.partition(" ")[2],
+                                      key=key)
+        return self._fixture.call(name, **args)
 
 
 def _replay(args: argparse.Namespace) -> int:

@@ -30,12 +30,14 @@ from grader.regression import (
     valid_name,
     verify_sets,
     version_numbers,
+    write_public,
 )
 from grader.rubric import SETS
 
 __all__ = ["add_regression_commands", "render_set"]
 
 _SHOWN = 120  # characters of a task or reason on a line of `show`
+_OWN_AGENT = "each submission's own (its manifest's agent)"
 
 
 def add_regression_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -57,6 +59,11 @@ def add_regression_commands(commands: argparse._SubParsersAction[argparse.Argume
     verify.add_argument("names", nargs="*", metavar="NAME", help="the sets (default: all)")
     _add_place(verify)
     verify.set_defaults(handler=_verify)
+    public = sub.add_parser("public", help="write the public view of every version that has "
+                            "none (v<N>.public.json: what students record the items from)")
+    public.add_argument("name", metavar="NAME", help="the set")
+    _add_place(public)
+    public.set_defaults(handler=_public)
 
 
 def _add_place(parser: argparse.ArgumentParser) -> None:
@@ -79,13 +86,15 @@ def _add_promote(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     what.add_argument("--case", metavar="CASE_ID", help="a rubric case the run failed")
     what.add_argument("--incident", metavar="PATH", help="an incident file of the submission "
                       "(relative to --root)")
-    promote.add_argument("--agent", metavar="package.module:function", help="the agent to "
-                         "replay (required with --incident; default: the manifest's agent)")
-    promote.add_argument("--live", action="append", default=[], metavar="BOUNDARY",
-                         help="an action boundary of the incident to run live (default: the "
-                         "forbidden actions)")
+    promote.add_argument("--agent", metavar="package.module:function", help="the agent every "
+                         "student's run of the item asks, one the reference lab holds "
+                         "(required with --incident; default: each submission's own)")
+    promote.add_argument("--reference", type=Path, default=Path("."), metavar="DIR",
+                         help="the reference lab the hand-out is built from, where --agent's "
+                         "module must be (default: .)")
     promote.add_argument("--outcome", choices=OUTCOMES, help="answer: run() returns a str; "
-                         "raise: it raises (default: the rubric case's)")
+                         "raise: it raises (default: the rubric case's [case.expect] outcome; "
+                         "required when it gives none, and with --incident)")
     promote.add_argument("--mention", action="append", default=[], metavar="FACT")
     promote.add_argument("--never-mention", action="append", default=[], metavar="FACT")
     promote.add_argument("--forbid", action="append", default=[], metavar="TOOL",
@@ -117,7 +126,7 @@ def _promote(args: argparse.Namespace) -> int:
     by, reason = _given(args.by, "--by"), _given(args.reason, "--reason")
     promoted = promotion(Request(
         student=args.student, root=args.root, out=args.out, rubric=args.rubric, reason=reason,
-        case=args.case, incident=args.incident, agent=args.agent, live=tuple(args.live),
+        case=args.case, incident=args.incident, agent=args.agent, reference=args.reference,
         outcome=args.outcome or "", mentions=tuple(args.mention),
         never_mentions=tuple(args.never_mention), forbid=tuple(args.forbid), item=args.item,
         report=args.report))
@@ -199,12 +208,11 @@ def _item_lines(item: Item) -> list[str]:
              f"    reviewed  by {_line(item.reviewed_by)}",
              f"    reason    {_line(item.reason)}",
              f"    task      {_line(item.task)}",
-             f"    agent     {item.agent}",
+             f"    agent     {item.agent or _OWN_AGENT}",
              f"    expect    {_expected(item.expect)}"]
-    if item.live:
-        lines.append(f"    live      {', '.join(item.live)}")
-    payloads = ", ".join(f"{role} {sha[:12]}" for role, sha in sorted(item.digests.items()))
-    lines.append(f"    payloads  {payloads}")
+    world = f"{len(item.reads())} tool call(s) answered, sha256 " \
+        f"{item.digests['world'][:12]}" if item.world is not None else "no tool call answered"
+    lines.append(f"    world     {world}")
     if item.missing:
         lines.append(f"    MISSING   {item.missing}")
     return lines
@@ -233,3 +241,16 @@ def _verify(args: argparse.Namespace) -> int:
             failed = True
             print(f"FAIL {verdict.path}: {verdict.message}", file=sys.stderr)
     return EXIT_FAILED if failed else EXIT_OK
+
+
+def _public(args: argparse.Namespace) -> int:
+    sets, name = _sets(args), valid_name(args.name, "regression set")
+    if not version_numbers(sets, name):
+        raise UsageError(f"no regression set {name} in {sets}: check --sets (default: "
+                         "regression/ beside the rubric), or promote into it first")
+    written = write_public(sets, name)
+    for path in written:
+        print(f"wrote {path}")
+    if not written:
+        print(f"every version of {name} has its public view: nothing written")
+    return EXIT_OK

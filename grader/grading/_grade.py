@@ -26,8 +26,9 @@ from gradekit.internal import LAB_HTTP_CASSETTE, commands, decode_cassette, deco
 from grader._model import CaseOutcome, CriterionResult, Report, RunResult, Withhold
 from grader._text import FLAGGED, TEXT_LIMIT, quote
 from grader.grading._packages import missing_package
-from grader.grading._regression import replay_set
+from grader.grading._regression import ItemRecordings, replay_set
 from grader.recordings import CHANGE_LOG, Change, change_matches, decode_changes, decode_recording
+from grader.regression import recording_name
 from grader.rubric import Case, Rubric
 from grader.sandbox import (
     PROCESS_WALL,
@@ -67,7 +68,7 @@ from grader.submission import (
     tamper_findings,
 )
 
-__all__ = ["SEED_POOL", "Draw", "Graded", "draw", "grade_submission", "seed_pool"]
+__all__ = ["SEED_POOL", "Draw", "Graded", "draw", "grade_submission", "item_cases", "seed_pool"]
 
 # The real provider families, as `gradekit record` names them (adapter:model). Every grading
 # runs the agent once under a label of each family, each with its own hash seed, so an agent
@@ -209,7 +210,7 @@ def grade_submission(root: Path, rubric: Rubric, *, submission: str, scratch: Pa
     problems = {**http.problems, **{case: problem for case, problem in cassettes.problems.items()
                                     if case not in http.problems}}
     answers = cassettes.by_case
-    inputs = _inputs(root, manifest, rubric.cases)
+    inputs = _inputs(root, manifest, (*rubric.cases, *item_cases(rubric)))
     drawn = drawn or draw(draw_key, submission_content(inputs), label)
     sandbox = Sandbox(root, scratch, rubric.limits, wall)
     try:
@@ -370,6 +371,41 @@ def _undecodable(relative: str, exc: Exception) -> str:
             f"`git checkout -- {relative}` or record the case again")
 
 
+def item_cases(rubric: Rubric) -> tuple[Case, ...]:
+    """Each item of the sets ``rubric`` pins as the case a submission records it as: its
+    recording name and its task (an item two pinned versions share, once)."""
+    named = {recording_name(pinned.name, item.id): item.task
+             for pinned in rubric.sets.values() if pinned is not None for item in pinned.items}
+    return tuple(Case(name, task) for name, task in named.items())
+
+
+def _item_recordings(root: Path, manifest: Manifest,
+                     items: tuple[Case, ...]) -> tuple[ItemRecordings, list[str]]:
+    """The submission's recordings of the pinned items, and the findings of the files that
+    are there but cannot be used. A missing one is no finding: a run of the item that asks
+    for it says so, with the fix (an agent may make no call at all)."""
+    answers: dict[str, dict[str, Entry]] = {}
+    fixtures: dict[str, dict[str, object]] = {}
+    http: dict[str, HttpCassette] = {}
+    findings: list[str] = []
+    for item in items:
+        cassette, problem = _recording(root, f"{manifest.cassettes}/{item.id}.json",
+                                       CASSETTE_CAP, decode_cassette, item.id, "")
+        sdk, sdk_problem = _recording(root, f"{manifest.cassettes}/{item.id}.http.json",
+                                      CASSETTE_CAP, LAB_HTTP_CASSETTE.decode, item.id, "")
+        fixture, fixture_problem = _recording(root, f"{manifest.fixtures}/{item.id}.json",
+                                              FIXTURE_CAP, decode_fixture, item.id, "")
+        findings += [found for found in (problem, sdk_problem, fixture_problem) if found]
+        if cassette is not None:
+            answers[item.id] = dict(cassette.entries)
+        if sdk is not None:
+            http[item.id] = sdk
+        if fixture is not None:
+            fixtures[item.id] = {key: call.response for key, call in fixture.calls.items()}
+    return ItemRecordings(answers, fixtures, http, cassettes=manifest.cassettes,
+                          fixtures_folder=manifest.fixtures), findings
+
+
 def _serve_tools(fixtures: Mapping[str, Mapping[str, object]]) -> ToolAnswer:
     def answer(case: str, key: str) -> tuple[bool, object]:
         recorded = fixtures.get(case, {})
@@ -445,9 +481,12 @@ def _evidence(sandbox: Sandbox, manifest: Manifest | None, rubric: Rubric,
         if "cut-point" in manifest.stretch \
         else ("not claimed", [])
     findings += found
-    # Every item of every set the rubric pins, against the submission's own code.
-    regression = {ref: replay_set(sandbox.within(f"set-{number}"), pinned, label=plan.label,
-                                  hashseed=plan.hashseed)
+    # Every item of every set the rubric pins, against the submission's own code, served
+    # from its own recordings of the item.
+    recordings, found = _item_recordings(root, manifest, item_cases(rubric))
+    findings += found
+    regression = {ref: replay_set(sandbox.within(f"set-{number}"), pinned, manifest.agent,
+                                  recordings, label=plan.label, hashseed=plan.hashseed)
                   for number, (ref, pinned) in enumerate(rubric.sets.items())
                   if pinned is not None}
     return Evidence(cases=rubric.cases, label=plan.label, primary=primary, others=others,

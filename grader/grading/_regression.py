@@ -1,141 +1,110 @@
-"""A regression set's items, replayed against a submission's code in the sandbox.
+"""A regression set's items, run against a submission's code in the sandbox, each served
+from that submission's own recordings of it.
 
-Each item is run as a case of its own: the submission's ``item.agent`` runs on the item's
-task in the sandbox, and every crossing it makes comes to this process, which serves it
-from the item's record. So the grader, not the child, sees every prompt, every tool call
-and every action the agent attempts, and decides where the run left the record.
-
-- An **incident** item is replayed cut-point style: each model call and read-only tool
-  call must be the recorded one, in the recorded order per boundary (its input's key);
-  the boundaries the item runs live (its actions) are observed, answered with their
-  recorded twin's output when there is one, and never run for real. A changed, extra or
-  missing crossing is the run's first point of divergence: the agent gets a miss there,
-  never a stale answer.
-- A **case** item is served from its recorded cassette and fixture, by key, like a
-  graded case; a prompt or tool call they do not hold is where the run left the record.
-
-A crossing that failed when it was recorded is answered with a miss.
+An item fixes what is asked (its task, and the world of tool reads it starts from) and what
+the run must come to; it holds no student's model answers. So every submission's run of
+item I of set S is served like a graded case's, from its own recordings of the item's task,
+recording name ``regression/S/I`` (``grader.regression.recording_name``): prompts from
+``<cassettes>/regression/S/I.json``, an SDK's requests from ``.../I.http.json``, and each tool
+call from the item's world first, then from ``<fixtures>/regression/S/I.json``. The grader, not
+the child, sees every prompt, tool call and action the agent attempts. A call that neither
+holds is a miss, and where the run left its recordings: the item fails there, with the fix.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict, deque
+from collections import defaultdict
 from collections.abc import Mapping
 
-from gradekit import Envelope, decode_incident, prompt_key
-from gradekit.internal import decode_cassette, decode_fixture
+from gradekit import Entry, HttpCassette, prompt_key
+from gradekit.internal import commands
 from grader._model import CaseOutcome, ItemRun
-from grader.regression import Item, RegressionSet
-from grader.sandbox import Sandbox
+from grader.regression import Item, RegressionSet, recording_name
+from grader.sandbox import RunPlan, Sandbox, Serving
 
-__all__ = ["replay_set"]
-
-
-class _IncidentServer:
-    """Serves one incident item's crossings in recorded order and notes the first place
-    the run leaves the record."""
-
-    def __init__(self, item: Item) -> None:
-        assert item.incident is not None
-        incident = decode_incident(item.incident, source=f"item {item.id}")
-        self._queues: dict[str, deque[Envelope]] = defaultdict(deque)
-        for envelope in incident.envelopes:
-            self._queues[envelope.boundary].append(envelope)
-        self._live = frozenset(item.live)
-        self._counts: dict[str, int] = defaultdict(int)
-        self.first = ""  # the first point of divergence
-
-    def answer(self, prompt: str) -> str | None:
-        found, output = self._cross("model", prompt_key(prompt))
-        return output if found and isinstance(output, str) else None
-
-    def tool(self, key: str) -> tuple[bool, object]:
-        return self._cross(key.partition(" ")[0], key)
-
-    def _cross(self, boundary: str, key: str) -> tuple[bool, object]:
-        self._counts[boundary] += 1
-        invocation, queue = self._counts[boundary], self._queues.get(boundary)
-        if boundary in self._live:  # observed, never run: its recorded twin's output
-            twin = queue.popleft() if queue else None
-            return True, None if twin is None else twin.output
-        if self.first:  # once the run has left the record, nothing more is served
-            return False, None
-        if not queue:
-            self._leave(f"crossing {boundary} #{invocation} is not in the record (it crossed "
-                        f"{boundary} {invocation - 1} time(s))")
-            return False, None
-        recorded = queue.popleft()
-        if recorded.key != key:
-            self._leave(f"crossing {recorded.index} ({boundary} #{invocation}): its input is "
-                        "not the recorded one")
-            return False, None
-        return recorded.error is None, recorded.output
-
-    def _leave(self, where: str) -> None:
-        self.first = self.first or where
-
-    def divergence(self, outcome: CaseOutcome | None) -> str:
-        """Where the run left the record; a run that returned must also have made every
-        recorded crossing of the boundaries it was served."""
-        if self.first or outcome is None or outcome.status != "returned":
-            return self.first
-        left = sorted((queue[0] for boundary, queue in self._queues.items()
-                       if queue and boundary not in self._live), key=lambda e: e.index)
-        if left:
-            return f"the run ended before crossing {left[0].index} ({left[0].boundary})"
-        return ""
+__all__ = ["ItemRecordings", "replay_set"]
 
 
-class _CaseServer:
-    """Serves one case item from its recorded cassette and fixture, by key."""
+class ItemRecordings:
+    """A submission's recordings of the items of the sets a rubric pins, by recording name:
+    the answers of its cassettes, its fixtures' tool results and its HTTP cassettes, as the
+    parent read them (a file it could not read is absent here, and a finding)."""
 
-    def __init__(self, item: Item) -> None:
-        assert item.cassette is not None
-        source = f"item {item.id}"
-        self._answers = {key: entry.response for key, entry in
-                         decode_cassette(item.cassette, source=source).entries.items()}
-        self._calls: Mapping[str, object] = {} if item.fixture is None else {
-            key: call.response for key, call in
-            decode_fixture(item.fixture, source=source).calls.items()}
-        self.first = ""
-
-    def answer(self, prompt: str) -> str | None:
-        key = prompt_key(prompt)
-        if key in self._answers:
-            return self._answers[key]
-        self.first = self.first or f"a prompt the item's recording does not hold (key {key})"
-        return None
-
-    def tool(self, key: str) -> tuple[bool, object]:
-        if key in self._calls:
-            return True, self._calls[key]
-        self.first = self.first or ("a tool call the item's recording does not hold "
-                                    f"({key.partition(' ')[0]})")
-        return False, None
-
-    def divergence(self, outcome: CaseOutcome | None) -> str:
-        return self.first
+    def __init__(self, answers: Mapping[str, Mapping[str, Entry]],
+                 fixtures: Mapping[str, Mapping[str, object]],
+                 http: Mapping[str, HttpCassette], *, cassettes: str = "cassettes",
+                 fixtures_folder: str = "fixtures") -> None:
+        self.answers, self.fixtures, self.http = answers, fixtures, http
+        self.cassettes, self.fixtures_folder = cassettes, fixtures_folder
 
 
-def replay_set(sandbox: Sandbox, pinned: RegressionSet, *, label: str,
-               hashseed: int) -> dict[str, ItemRun]:
-    """Every item of ``pinned`` that has its recordings, replayed against the submission in
-    ``sandbox``: item id -> what the grader saw. Items of one agent share a sandboxed run."""
+def replay_set(sandbox: Sandbox, pinned: RegressionSet, agent: str,
+               recordings: ItemRecordings, *, label: str, hashseed: int) -> dict[str, ItemRun]:
+    """Every item of ``pinned`` that has its world, run against the submission in
+    ``sandbox`` and served from its ``recordings``: item id -> what the grader saw. ``agent``
+    is the submission's own (its manifest's), for the items that name none; items of one
+    agent share a sandboxed run."""
     by_agent: dict[str, list[Item]] = defaultdict(list)
     for item in pinned.items:
         if not item.missing:
-            by_agent[item.agent].append(item)
+            by_agent[item.agent or agent].append(item)
     runs: dict[str, ItemRun] = {}
-    for number, (agent, items) in enumerate(by_agent.items()):
-        servers: dict[str, _IncidentServer | _CaseServer] = {
-            item.id: _IncidentServer(item) if item.kind == "incident" else _CaseServer(item)
-            for item in items}
-        result = sandbox.within(f"regression-{number}").replay(
-            agent, [(item.id, item.task) for item in items], servers, label=label,
-            hashseed=hashseed)
-        error = f"the agent {agent} could not be imported: {result.import_error}" \
+    for number, (spec, items) in enumerate(by_agent.items()):
+        names = {item.id: recording_name(pinned.name, item.id) for item in items}
+        served = _Served({names[item.id]: item.reads() for item in items}, recordings)
+        serving = Serving(served.answer, served.tool,
+                          {name: recordings.http[name] for name in names.values()
+                           if name in recordings.http},
+                          recordings.fixtures_folder, recordings.cassettes)
+        result = sandbox.within(f"regression-{number}").run(
+            spec, [(names[item.id], item.task) for item in items],
+            RunPlan(label, hashseed, serving))
+        error = f"the agent {spec} could not be imported: {result.import_error}" \
             if result.import_error else ""
         for item in items:
-            outcome = result.outcomes.get(item.id)
-            runs[item.id] = ItemRun(outcome, servers[item.id].divergence(outcome), error)
+            outcome = result.outcomes.get(names[item.id])
+            runs[item.id] = ItemRun(outcome, _divergence(outcome, item, names[item.id],
+                                                         recordings), error)
     return runs
+
+
+class _Served:
+    """How one run of items is answered: prompts from the submission's item cassettes, a
+    tool call from the item's world, else from the submission's item fixture."""
+
+    def __init__(self, worlds: Mapping[str, Mapping[str, object]],
+                 recordings: ItemRecordings) -> None:
+        self._worlds, self._recordings = worlds, recordings
+
+    def answer(self, case: str, prompt: str) -> str | None:
+        entry = self._recordings.answers.get(case, {}).get(prompt_key(prompt))
+        return None if entry is None else entry.response
+
+    def tool(self, case: str, key: str) -> tuple[bool, object]:
+        for source in (self._worlds.get(case, {}), self._recordings.fixtures.get(case, {})):
+            if key in source:
+                return True, source[key]
+        return False, None
+
+
+def _divergence(outcome: CaseOutcome | None, item: Item, name: str,
+                recordings: ItemRecordings) -> str:
+    """Where the run first asked for what the item's world and the submission's own
+    recordings of the item do not hold, with the fix; "" when it never did. A call of a
+    forbidden action is no such place: recording again would not answer it, and the
+    expectation judges it."""
+    forbidden = set(item.expect.forbidden_actions)
+    missed = next((call for call in outcome.calls if not call.served
+                   and call.tool not in forbidden), None) if outcome is not None else None
+    if missed is None:
+        return ""
+    record = commands.RECORD_CASE(case=name)
+    if missed.tool is not None:
+        return (f"a {missed.tool} call that neither the item's world nor "
+                f"{recordings.fixtures_folder}/{name}.json holds: record the item "
+                f"(`{record}`) and commit the files it writes")
+    held = name in recordings.answers or name in recordings.http
+    where = f"{recordings.cassettes}/{name}.json" + (" does not hold" if held else
+                                                     " is missing, so nothing holds")
+    return (f"{where} this {'request' if missed.http else 'prompt'} (key {missed.key}): "
+            f"record the item (`{record}`) and commit the files it writes")

@@ -2,7 +2,7 @@
 without its solutions, only what its ``[tool.gradekit.starter]`` table lists, checked
 before it is written) and the Gradescope autograder.
 
-May import: base, sandbox, rubric, outputs, records, batch.
+May import: base, sandbox, regression, rubric, outputs, records, batch.
 """
 
 from __future__ import annotations

@@ -40,9 +40,10 @@ import tempfile
 import tomllib
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from gradekit import UsageError
+from gradekit.internal import commands
 from grader.handout._allow import (
     StarterTable,
     held_back,
@@ -56,7 +57,8 @@ from grader.handout._notebook import NOTEBOOK, strip_notebook
 from grader.handout._readme import student_readme
 from grader.handout._student import REPLAY_STUB, STUDENT_TESTS
 from grader.handout._verify import FolderGrade, Grading, grade_folders, scan_for_regions
-from grader.rubric import KIT_RUBRIC, Rubric, load_rubric
+from grader.regression import parse_ref, public_name
+from grader.rubric import KIT_RUBRIC, SETS, Rubric, load_rubric
 from grader.sandbox import Wall
 
 __all__ = ["OptIn", "Starter", "build_starter", "strip_solutions"]
@@ -201,6 +203,7 @@ def _build(root: Path, table: StarterTable, manifest: Mapping[str, object],
         found = _transform(build, name, path)
         if name in incident_test and not found and not entry:
             build.files.pop(name)  # the cut-point test, unmarked: it would claim the goal
+    _public_views(root, build)
     for pattern in (p for p in (*table.include, *table.ship) if p not in used):
         what = held.get(pattern)
         raise UsageError(f"[tool.gradekit.starter] {pattern!r} matches " + (
@@ -208,6 +211,37 @@ def _build(root: Path, table: StarterTable, manifest: Mapping[str, object],
             "those that students get in ship, or remove the pattern" if what else
             "no file of the reference: fix the path, or remove it"))
     return build, opt_ins
+
+
+def _public_views(root: Path, build: _Build) -> None:
+    """Ship the public view of every regression set version a shipped rubric pins: what its
+    students record the set's items from (the sets themselves stay home: they name the
+    classmate each item came from). A pinned version without one is refused."""
+    for name in sorted(n for n in build.files if n.endswith(".toml")):
+        try:
+            document = tomllib.loads(build.files[name][0].decode("utf-8"))
+        except (UnicodeDecodeError, tomllib.TOMLDecodeError):
+            continue
+        criteria = document.get("criterion") if "rubric" in document else None
+        for criterion in criteria if isinstance(criteria, list) else []:
+            params = criterion.get("params") if isinstance(criterion, dict) else None
+            ref = params.get("set") if isinstance(params, dict) else None
+            if not isinstance(criterion, dict) or criterion.get("check") != "regression" \
+                    or not isinstance(ref, str):
+                continue
+            set_name, version = parse_ref(ref)
+            folder = PurePosixPath(name).parent / SETS / set_name
+            view = (folder / public_name(version)).as_posix()
+            try:
+                data = (root / view).read_bytes()
+            except FileNotFoundError:
+                public = commands.REGRESSION_PUBLIC(name=set_name,
+                                                    sets=str(root / folder.parent))
+                raise UsageError(f"{name} pins {ref}, whose public view {view} is not in the "
+                                 "reference: its students could not record the set's items. "
+                                 f"Write it (`{public}`), or pin a version that has one"
+                                 ) from None
+            build.files[view] = (data, FILE_MODE)
 
 
 def _module_file(spec: str) -> tuple[str, ...]:

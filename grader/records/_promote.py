@@ -11,8 +11,15 @@ A run enters a set only when
 - with the bytes that run graded: each payload's SHA-256 equals the digest the run event
   recorded, so the item holds what was reviewed, not what the folder holds today.
 
-A payload comes from a student: it is read through ``read_submission_file`` (no links, a
-regular file, at most ``PAYLOAD_CAP``), decoded before it is stored, and never imported.
+- and it can apply to every student: an item keeps the run's task, the world of tool reads
+  it started from and the expectation, never the student's model answers (each student
+  records the item's task and is graded on that); the agent it asks is each submission's
+  own, or one the reference lab (``--reference``, the hand-out's source) holds, and its
+  task can be asked again.
+
+What a promotion reads comes from a student: it is read through ``read_submission_file``
+(no links, a regular file, at most ``PAYLOAD_CAP``), decoded before it is stored, and never
+imported.
 """
 
 from __future__ import annotations
@@ -25,13 +32,13 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Literal, TypeVar
 
 from gradekit import GradekitError, Incident, UsageError, decode_incident
-from gradekit.internal import commands, decode_cassette, decode_fixture
+from gradekit.internal import commands, decode_fixture
 from grader._expect import Expectation, normalised, parse_expectation
 from grader._specs import SPEC
 from grader.outputs import REPORTED
 from grader.records._folder import LEDGER
 from grader.records._ledger import read_ledger, verified_archive, verify_ledger
-from grader.regression import PAYLOAD_CAP, Item, RegressionSet, valid_name
+from grader.regression import PAYLOAD_CAP, Item, RegressionSet, valid_name, world_json
 from grader.rubric import Case, load_rubric
 from grader.submission import (
     MissingSubmissionFile,
@@ -58,8 +65,8 @@ class Request:
     reason: str
     case: str | None = None
     incident: str | None = None
-    agent: str | None = None
-    live: tuple[str, ...] = ()
+    agent: str | None = None  # None: each submission's own agent (its manifest's)
+    reference: Path = Path(".")  # the reference lab the hand-out is built from
     outcome: str = ""
     mentions: tuple[str, ...] = ()
     never_mentions: tuple[str, ...] = ()
@@ -101,8 +108,7 @@ def promotion(request: Request) -> Promotion:
     item = Item(id=_item_id(request.item, evidence.stem), kind=evidence.kind,
                 task=evidence.task, agent=evidence.agent, expect=evidence.expect, added_in=0,
                 source=source, reviewed_by=_reviewer(review), reason=request.reason,
-                live=evidence.live, incident=evidence.incident, cassette=evidence.cassette,
-                fixture=evidence.fixture)
+                world=evidence.world)
     return Promotion(item, run, review, numbered=request.item is None)
 
 
@@ -172,40 +178,37 @@ def _unreviewed(run: Mapping[str, Any], events: Sequence[Mapping[str, Any]], out
 
 @dataclass(frozen=True, slots=True)
 class _Evidence:
-    """What an item is made of, checked against the run: its payloads and expectation."""
+    """What an item is made of, checked against the run: its input and expectation."""
 
     kind: Literal["incident", "case"]
-    path: str  # the payload's path in the submission: the item's source
+    path: str  # the file of the submission it rests on: the item's source
     stem: str  # the case id or the incident's file stem: the default item id's tail
     task: str
-    agent: str
+    agent: str | None
     expect: Expectation
     review: Mapping[str, Any]  # the review the item cites
-    live: tuple[str, ...] = ()
-    incident: bytes | None = None
-    cassette: bytes | None = None
-    fixture: bytes | None = None
+    world: bytes | None = None  # the tool reads the run started from (WORLD_FORMAT)
 
 
 def _case(request: Request, reviewed: Reviewed) -> _Evidence:
-    """A case the run failed: its cassette (and fixture), the rubric's task and expectation."""
-    if request.live:
-        raise UsageError("--live is for incident items; a case item replays its case from "
-                         "its cassette, with nothing live: drop --live")
+    """A case the run failed: the rubric's task and expectation, and the tool reads of the
+    case's graded fixture as the item's world. Its cassette stays the student's: every
+    student records the item's task themselves."""
     case = _rubric_case(request.rubric, str(request.case))
     review = _standing_review(reviewed, case.id)
     manifest = load_manifest(request.root)
-    path = f"{manifest.cassettes}/{case.id}.json"  # as the grader names its inputs
-    cassette = _required(_graded_bytes(request.root, path, reviewed.run), path, reviewed)
-    _decoded(lambda: decode_cassette(cassette, source=path, case=case.id), path, "a cassette")
-    fixture_path = f"{manifest.fixtures}/{case.id}.json"
+    fixture_path = f"{manifest.fixtures}/{case.id}.json"  # as the grader names its inputs
     fixture = _graded_bytes(request.root, fixture_path, reviewed.run)
+    world = None
     if fixture is not None:
-        _decoded(lambda: decode_fixture(fixture, source=fixture_path, case=case.id),
-                 fixture_path, "a tool fixture")
-    return _Evidence("case", path, case.id, case.task, _agent(request.agent or manifest.agent),
-                     _expectation(case.expect, request), review, cassette=cassette,
-                     fixture=fixture)
+        decoded = _decoded(lambda: decode_fixture(fixture, source=fixture_path, case=case.id),
+                           fixture_path, "a tool fixture")
+        world = world_json((call.tool, call.args, call.response)
+                           for call in decoded.calls.values())
+    # The source names the run's recording of the case: what the report graded, which the
+    # item does not keep.
+    return _Evidence("case", f"{manifest.cassettes}/{case.id}.json", case.id, case.task,
+                     _agent(request), _expectation(case.expect, request), review, world=world)
 
 
 def _rubric_case(rubric: Path, case_id: str) -> Case:
@@ -258,11 +261,14 @@ def _full_marks(review: Mapping[str, Any] | None) -> bool:
 
 
 def _incident(request: Request, reviewed: Reviewed) -> _Evidence:
-    """An incident of the submission in which a forbidden action ran."""
+    """An incident of the submission in which a forbidden action ran: its task, and every
+    tool call it recorded that returned as the item's world: its reads (the state the run
+    started from) and its actions' results (so an action the item does not forbid is
+    answered as it was, and a forbidden one is seen, never run)."""
     if not request.agent:
         raise UsageError("--agent package.module:function is required with --incident: the "
-                         "agent a replay of the incident runs (e.g. lab.refunds:run)")
-    agent = _agent(request.agent)
+                         "agent every student's run of the item asks (e.g. lab.refunds:run)")
+    agent = _agent(request)
     path = PurePosixPath(str(request.incident)).as_posix()
     data = _required(_graded_bytes(request.root, path, reviewed.run), path, reviewed)
     incident = _decoded(lambda: decode_incident(data, source=path), path, "an incident")
@@ -270,13 +276,15 @@ def _incident(request: Request, reviewed: Reviewed) -> _Evidence:
         raise UsageError(f"{path}: {incident.torn}: an item replays a whole record; record "
                          "the incident again, then grade, review and promote it")
     if not incident.task.strip():
-        raise UsageError(f"{path} records no task, so a replay could not ask it again: "
-                         "record it with --task or --case")
+        raise UsageError(f"{path} records no task, so no other student's agent could be asked "
+                         "it: the item cannot apply to them; record the incident with --task "
+                         "or --case")
     expect = _expectation(None, request)
     _guards_a_failure(expect, incident, path, reviewed)
+    world = world_json((e.boundary, e.input.get("args", {}), e.output)
+                       for e in incident.envelopes if e.kind != "model" and e.error is None)
     return _Evidence("incident", path, PurePosixPath(path).stem, incident.task, agent, expect,
-                     reviewed.reviews[-1], live=_live(request.live, expect, incident, path),
-                     incident=data)
+                     reviewed.reviews[-1], world=world)
 
 
 def _guards_a_failure(expect: Expectation, incident: Incident, path: str,
@@ -291,20 +299,6 @@ def _guards_a_failure(expect: Expectation, incident: Incident, path: str,
                          f"failure to guard against: none of {', '.join(expect.forbidden_actions)}"
                          f" ran in {path} (actions that ran: {', '.join(ran) or 'none'}); "
                          "forbid an action the incident shows running")
-
-
-def _live(asked: Sequence[str], expect: Expectation, incident: Incident,
-          path: str) -> tuple[str, ...]:
-    """The boundaries a replay runs live: those asked, else the forbidden actions; only
-    actions the incident crossed (anything else would be served a stale answer or none)."""
-    actions = list(dict.fromkeys(e.boundary for e in incident.envelopes if e.kind == "action"))
-    for boundary in asked:
-        if boundary not in actions:
-            raise UsageError(f"--live {boundary} is not an action boundary of {path} (its "
-                             f"actions: {', '.join(actions) or 'none'}); an item runs only "
-                             "actions live")
-    chosen = asked or [tool for tool in expect.forbidden_actions if tool in actions]
-    return tuple(dict.fromkeys(chosen))
 
 
 def _graded_bytes(root: Path, path: str, run: Mapping[str, Any]) -> bytes | None:
@@ -353,11 +347,27 @@ def _decoded(decode: Callable[[], T], path: str, what: str) -> T:
                          "be promoted: fix or record it again, grade and review it") from None
 
 
-def _agent(spec: str) -> str:
+def _agent(request: Request) -> str | None:
+    """The agent the item asks: None (each submission's own) unless ``--agent`` names one,
+    which must be a module the reference lab holds: a module only this student wrote is not
+    in a classmate's submission, so the item could not apply to them."""
+    spec = request.agent
+    if spec is None:
+        return None
     if not SPEC.fullmatch(spec):
         raise UsageError(f'--agent "{spec}" must look like "package.module:function" '
                          "(e.g. lab.refunds:run)")
-    return spec  # never imported here: the grader imports no submission code
+    module = spec.partition(":")[0].replace(".", "/")
+    found = [name for name in (f"{module}.py", f"{module}/__init__.py")
+             if (request.reference / name).is_file()]  # never imported here
+    if not found:
+        raise UsageError(f"--agent {spec} cannot apply to another student: the reference lab "
+                         f"({request.reference}) has no {module}.py or {module}/__init__.py, "
+                         "so a classmate's submission need not have it. Promote with the "
+                         "agent the hand-out gives every student, or without --agent (each "
+                         "submission's own), or pass --reference DIR, the lab the hand-out "
+                         "is built from")
+    return spec
 
 
 def _expectation(base: Expectation | None, request: Request) -> Expectation:

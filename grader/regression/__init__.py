@@ -8,16 +8,19 @@ May import: base.
 
 from __future__ import annotations
 
-from grader.regression._publish import add_item
+from grader.regression._publish import add_item, write_public
 from grader.regression._sets import (
     PAYLOAD_CAP,
     Item,
     RegressionSet,
     load_set,
     parse_ref,
+    public_name,
+    recording_name,
     valid_name,
     verify_sets,
     version_numbers,
+    world_json,
 )
 
 __all__ = [
@@ -27,7 +30,11 @@ __all__ = [
     "add_item",
     "load_set",
     "parse_ref",
+    "public_name",
+    "recording_name",
     "valid_name",
     "verify_sets",
     "version_numbers",
+    "world_json",
+    "write_public",
 ]

@@ -26,9 +26,12 @@ from grader.regression._sets import (
     Item,
     RegressionSet,
     decode_item,
+    decode_world,
     item_document,
     load_set,
     payload_name,
+    public_json,
+    public_name,
     set_document,
     set_json,
     valid_name,
@@ -36,7 +39,7 @@ from grader.regression._sets import (
     version_numbers,
 )
 
-__all__ = ["LOCK", "Added", "add_item", "same_source"]
+__all__ = ["LOCK", "Added", "add_item", "same_source", "write_public"]
 
 LOCK = ".lock"  # in a set's folder: serialises its promotions (flock)
 
@@ -53,9 +56,11 @@ class Added:
 
 
 def same_source(old: Item, new: Item) -> bool:
-    """Whether two items are one piece of evidence: the same report, kind and payloads."""
-    return (old.source.get("report") == new.source.get("report") and old.kind == new.kind
-            and dict(old.digests) == dict(_digests_of(new)))
+    """Whether two items are one piece of evidence: the same report, file, kind, task and
+    world."""
+    return (old.source.get("report") == new.source.get("report")
+            and old.source.get("path") == new.source.get("path") and old.kind == new.kind
+            and old.task == new.task and dict(old.digests) == dict(_digests_of(new)))
 
 
 def _digests_of(item: Item) -> Mapping[str, str]:
@@ -90,8 +95,28 @@ def add_item(sets: Path, name: str, item: Item, *, created_by: str,
         data = set_json(set_document(added))
         _create(folder / f"v{added.version}.json", data)
         published = replace(added, sha256=hashlib.sha256(data).hexdigest())
+        _create(folder / public_name(added.version), public_json(published))
         then(published, new)
         return Added(published, new, new=True)
+
+
+def write_public(sets: Path, name: str) -> list[Path]:
+    """Write the public view of every version of set ``name`` that has none (a promotion
+    cut off between its two files), under the set's lock, once the version itself verifies;
+    a view already there is never replaced. The paths written, in version order."""
+    folder = sets / valid_name(name, "regression set")
+    written = []
+    with _locked(folder):
+        for number in version_numbers(sets, name):
+            path = folder / public_name(number)
+            if path.exists():
+                continue
+            loaded = load_set(sets, name, number)
+            if loaded is None or loaded.public or any(item.missing for item in loaded.items):
+                continue
+            _create(path, public_json(loaded))
+            written.append(path)
+    return written
 
 
 def _free_id(wanted: str, taken: set[str]) -> str:
@@ -146,7 +171,9 @@ def _require_item(item: Item) -> None:
         again = decode_item(item_document(item), item.added_in)
     except UsageError as bad:
         raise UsageError(f"item {item.id} cannot be promoted: {bad}") from None
-    if again != replace(item, incident=None, cassette=None, fixture=None):
+    if item.world is not None:
+        decode_world(item.world, f"the world of item {item.id}")
+    if again != replace(item, world=None):
         raise UsageError(f"item {item.id} would not read back as promoted (a bug: report it)")
 
 

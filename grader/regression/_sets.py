@@ -1,21 +1,28 @@
-"""Regression sets: reviewed failing runs, kept as immutable, versioned collections of items.
+"""Regression sets: reviewed failures, kept as immutable, versioned collections of items.
 
 A set lives in ``SETS/<name>/``. Version N is ``v<N>.json``, written once and never
 rewritten: it holds every item of version N-1, unchanged and in order, then the one it
 adds, and names the version it supersedes by the SHA-256 of that file's bytes, so an
-edited version breaks the chain at the version after it. Payloads (an incident, a
-cassette, a tool fixture) are content-addressed, ``items/<sha256>.jsonl`` or ``.json``:
-stored once, whichever versions and items name them. A set is named by ``name@version``
-(``parse_ref``); the newest version has no successor to vouch for it, so its sha256
-(``gradekit regression show``, and the ledger's promote event) is what proves it untouched
-later.
+edited version breaks the chain at the version after it. An item's world (the tool reads
+its task starts from) is content-addressed, ``items/<sha256>.json``: stored once, whichever
+versions and items name it. A set is named by ``name@version`` (``parse_ref``); the newest
+version has no successor to vouch for it, so its sha256 (``gradekit regression show``, and
+the ledger's promote event) is what proves it untouched later.
+
+An item fixes what every student's agent is asked (its task and world) and what the run
+must come to (its expectation), never one student's model answers: each student records
+the item's task themselves, and is graded on those recordings. So that they can, version N
+has a **public view**, ``v<N>.public.json``: its items without where they came from (the
+classmate, the report, the reviewer, the reason), each world inline. It is derived from
+``v<N>.json`` alone, written beside it, shipped in the hand-out, and read where ``v<N>.json``
+is not there (a student's ``record`` and ``check``).
 
 This module is the format: its values, reading, checking and verifying. Writing the next
 version is ``grader.regression._publish``'s; which runs may become items (reviewed, failing,
-unchanged since) is the promotion's policy (``grader.records._promote``). Every problem with a set's
-files is a ``UsageError`` that names the file and says to restore it; a payload
-file that is missing is no error here but ``Item.missing``, so that the grader degrades
-that one item and grades the rest.
+unchanged since, able to apply to every student) is the promotion's policy
+(``grader.records._promote``). Every problem with a set's files is a ``UsageError`` that
+names the file and says to restore it; a world file that is missing is no error here but
+``Item.missing``, so that the grader degrades that one item and grades the rest.
 """
 
 from __future__ import annotations
@@ -24,14 +31,14 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Literal, NoReturn
 
-from gradekit import UsageError
+from gradekit import UsageError, tool_key
 from gradekit.internal import commands
 from grader._expect import Expectation, expectation_document, parse_expectation
 from grader._specs import SPEC
@@ -40,36 +47,50 @@ __all__ = [
     "FORMAT",
     "NAME",
     "PAYLOAD_CAP",
+    "PUBLIC_FORMAT",
     "ROLES",
+    "WORLD_FORMAT",
     "Item",
     "RegressionSet",
     "Verdict",
     "decode_item",
+    "decode_world",
     "item_document",
     "load_set",
     "parse_ref",
     "payload_name",
+    "public_json",
+    "public_name",
+    "recording_name",
     "set_document",
     "set_json",
     "set_names",
     "valid_name",
     "verify_sets",
     "version_numbers",
+    "world_json",
 ]
 
-FORMAT = "gradekit.regression/1"
+FORMAT = "gradekit.regression/2"
+PUBLIC_FORMAT = "gradekit.regression-public/1"
+WORLD_FORMAT = "gradekit.world/1"
+# Formats this gradekit reads no more, and why, with the fix.
+_RETIRED = {"gradekit.regression/1": "its case items replay the one student's model answers "
+            "they were promoted from, so they cannot grade anyone else's agent: promote "
+            "those failures again into a new set and pin that one"}
 NAME = re.compile(r"[a-z0-9][a-z0-9-]*")  # set names and item ids: a name is a folder name
-PAYLOAD_CAP = 1024 * 1024  # the most an item's payload may hold: it comes from a student
+PAYLOAD_CAP = 1024 * 1024  # the most an item's world may hold: it comes from a student
 _LONGEST_NAME = 64
 _REF = re.compile(r"([^@]*)@([1-9][0-9]*)")
 _VERSION_FILE = re.compile(r"v([1-9][0-9]*)\.json")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _ITEMS = "items"
-ROLES = ("incident", "cassette", "fixture")  # the payloads an item may carry
-_SUFFIX = {"incident": ".jsonl", "cassette": ".json", "fixture": ".json"}
+_RECORDINGS = "regression"  # a student's recordings of set S's item I: <folder>/regression/S/I
+ROLES = ("world",)  # the payloads an item may carry
+_SUFFIX = {"world": ".json"}
 _SET_KEYS = frozenset({"format", "name", "version", "supersedes", "created_by", "items"})
-_ITEM_KEYS = frozenset({"id", "kind", "added_in", "task", "agent", "live", *ROLES, "expect",
-                        "source", "reviewed_by", "reason"})
+_PUBLIC_ITEM_KEYS = frozenset({"id", "kind", "added_in", "task", "agent", "world", "expect"})
+_ITEM_KEYS = _PUBLIC_ITEM_KEYS | {"source", "reviewed_by", "reason"}
 _SOURCE_TYPES: Mapping[str, type] = MappingProxyType({
     "path": str, "report": str, "review": int, "run": int, "student": str, "submission": str})
 
@@ -93,37 +114,42 @@ def _usage_errors() -> Iterator[None]:
 
 @dataclass(frozen=True, slots=True)
 class Item:
-    """One reviewed failure: what to run (task, agent, payloads), what it must come to
-    (``expect``), and where it came from (``source``: student, submission, run, report,
-    review, path). ``live`` names the action boundaries a replay of an incident runs
-    through the new code. A payload's bytes are there, their digest checked, unless the
-    file is gone: then ``missing`` says which and how to restore it."""
+    """One reviewed failure, made to apply to every student: what to ask (``task``, the
+    ``world`` of tool reads it starts from, the ``agent`` that is asked: None for each
+    submission's own, its manifest's), what the run must come to (``expect``), and where it
+    came from (``source``: student, submission, run, report, review, path). The world's
+    bytes are there, their digest checked, unless the file is gone: then ``missing`` says
+    so and how to restore it. An item read from a public view has no source, reviewer or
+    reason."""
 
     id: str
     kind: Literal["incident", "case"]
     task: str
-    agent: str
+    agent: str | None
     expect: Expectation
     added_in: int
     source: Mapping[str, Any]
     reviewed_by: str
     reason: str
-    live: tuple[str, ...] = ()
-    incident: bytes | None = None  # the payload's bytes, digest checked
-    cassette: bytes | None = None
-    fixture: bytes | None = None
-    missing: str = ""  # why a payload this item needs is not in the set; "" when all are
+    world: bytes | None = None  # the world's bytes (WORLD_FORMAT), digest checked
+    missing: str = ""  # why the world this item needs is not in the set; "" when it is
     digests: Mapping[str, str] = field(default_factory=dict)  # payload role -> its sha256
 
     def payload(self, role: str) -> bytes | None:
-        """The bytes of payload ``role`` (incident, cassette, fixture), if there are any."""
+        """The bytes of payload ``role`` (world), if there are any."""
         data: bytes | None = getattr(self, role)
         return data
+
+    def reads(self) -> dict[str, Any]:
+        """The world: tool key -> the recorded result of that read-only call."""
+        return decode_world(self.world, f"item {self.id}") if self.world is not None else {}
 
 
 @dataclass(frozen=True, slots=True)
 class RegressionSet:
-    """One version of a set, as its file holds it; ``sha256`` is over the file's bytes."""
+    """One version of a set, as its file holds it; ``sha256`` is over the file's bytes.
+    ``public``: read from the version's public view (the file itself is not there), whose
+    ``sha256`` is the one the view names."""
 
     name: str
     version: int
@@ -131,11 +157,20 @@ class RegressionSet:
     supersedes: Mapping[str, Any] | None
     created_by: str
     items: tuple[Item, ...]
+    public: bool = False
 
     @property
     def ref(self) -> str:
         """The set as a rubric pins it: ``name@version``."""
         return f"{self.name}@{self.version}"
+
+
+def recording_name(set_name: str, item_id: str) -> str:
+    """The name a student's recordings of an item go by, as a case's go by its id: the
+    cassette ``<cassettes>/regression/SET/ITEM.json`` (and ``.http.json``) and the fixture
+    ``<fixtures>/regression/SET/ITEM.json``. The set's name, never its version: an item a
+    later version inherits is recorded once."""
+    return f"{_RECORDINGS}/{set_name}/{item_id}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,15 +227,17 @@ def version_numbers(sets: Path, name: str) -> list[int]:
 
 
 def load_set(sets: Path, name: str, version: int) -> RegressionSet | None:
-    """Version ``version`` of set ``name`` in ``sets``, payloads read and checked; None when
-    it has no file. A ``UsageError`` when the file is not as promotion wrote it (not JSON,
-    not canonical, a payload whose bytes do not match its digest) or was edited after the
-    next version was published (that one's ``supersedes`` names other bytes)."""
+    """Version ``version`` of set ``name`` in ``sets``, payloads read and checked; else its
+    public view (``RegressionSet.public``: a hand-out holds only that); None when it has
+    neither. A ``UsageError`` when the file is not as promotion wrote it (not JSON, not
+    canonical, a payload whose bytes do not match its digest) or was edited after the next
+    version was published (that one's ``supersedes`` names other bytes)."""
     with _usage_errors():
         loaded = _load(sets, name, version, {})
         if loaded is not None:
             _vouched(sets, name, loaded)
-    return loaded
+            return loaded
+        return _load_public(sets, name, version)
 
 
 def _version_path(sets: Path, name: str, version: int) -> Path:
@@ -276,9 +313,7 @@ def _decode(path: Path, data: bytes, name: str, version: int) -> RegressionSet:
     if set_json(document) != data:
         raise _Corrupt(path, "the bytes are not canonical (reformatted, or a key given "
                          f"twice); {_restore(path)}")
-    if document.get("format") != FORMAT:
-        raise _Corrupt(path, f"format {document.get('format')!r} is not {FORMAT!r}: read it "
-                         "with the gradekit that wrote it, or restore it")
+    _format(path, document, FORMAT)
     _keys(path, document, _SET_KEYS, "a set")
     if document["name"] != name or document["version"] != version:
         raise _Corrupt(path, f"it says it is {document['name']!r} version "
@@ -291,6 +326,16 @@ def _decode(path: Path, data: bytes, name: str, version: int) -> RegressionSet:
     if set_json(set_document(loaded)) != data:  # a field this gradekit would not write
         raise _Corrupt(path, f"it holds values promotion never writes; {_restore(path)}")
     return loaded
+
+
+def _format(path: Path, document: Mapping[str, Any], wanted: str) -> None:
+    found = document.get("format")
+    if found in _RETIRED:
+        raise _Corrupt(path, f"it is a {found} set, which this gradekit no longer grades: "
+                         f"{_RETIRED[found]}")
+    if found != wanted:
+        raise _Corrupt(path, f"format {found!r} is not {wanted!r}: read it with the gradekit "
+                         "that wrote it, or restore it")
 
 
 def _keys(path: Path, document: Mapping[str, Any], keys: frozenset[str], what: str) -> None:
@@ -348,14 +393,29 @@ class _Bad(Exception):
 
 
 def _item(raw: object, number: int, version: int) -> Item:
-    """Item ``number`` of a version, its payloads named by digest but not yet read."""
+    """Item ``number`` of a version, its world named by digest but not yet read."""
     if not isinstance(raw, dict) or set(raw) != _ITEM_KEYS:
         raise _Bad(f"item {number} is no object with the keys {sorted(_ITEM_KEYS)}")
+    common = _common(raw, number, version)
+    texts = {key: raw[key] for key in ("reviewed_by", "reason")}
+    empty = [key for key, value in texts.items() if not isinstance(value, str)
+             or not value.strip()]
+    if empty:
+        raise _Bad(f"item {common.id}'s {empty[0]} is {texts[empty[0]]!r}, not a text")
+    return replace(common, source=_source(raw["source"], common.id),
+                   reviewed_by=texts["reviewed_by"], reason=texts["reason"],
+                   digests=_digests(raw, common.id))
+
+
+def _common(raw: Mapping[str, Any], number: int, version: int) -> Item:
+    """What an item and its public view share: id, kind, version added, task, agent and
+    expectation (no world, no source)."""
     item_id = raw["id"]
-    if not isinstance(item_id, str) or not NAME.fullmatch(item_id):
+    if not isinstance(item_id, str) or not NAME.fullmatch(item_id) \
+            or len(item_id) > _LONGEST_NAME:
         raise _Bad(f"item {number} has the id {item_id!r}, which is not a name")
-    kind, added_in, agent, live = raw["kind"], raw["added_in"], raw["agent"], raw["live"]
-    problem = _item_problem(kind, added_in, version, agent, live)
+    kind, added_in, agent = raw["kind"], raw["added_in"], raw["agent"]
+    problem = _item_problem(kind, added_in, version, agent)
     if problem:
         raise _Bad(f"item {item_id}: {problem}")
     try:
@@ -364,29 +424,21 @@ def _item(raw: object, number: int, version: int) -> Item:
         raise _Bad(str(exc)) from None
     if not expect.outcome:
         raise _Bad(f"item {item_id} has no expected outcome, so it could never be judged")
-    texts = {key: raw[key] for key in ("task", "reviewed_by", "reason")}
-    empty = [key for key, value in texts.items() if not isinstance(value, str)
-             or not value.strip()]
-    if empty:
-        raise _Bad(f"item {item_id}'s {empty[0]} is {texts[empty[0]]!r}, not a text")
-    return Item(item_id, kind, texts["task"], agent, expect, added_in,
-                _source(raw["source"], item_id), texts["reviewed_by"], texts["reason"],
-                tuple(live), digests=_digests(raw, item_id, kind))
+    task = raw["task"]
+    if not isinstance(task, str) or not task.strip():
+        raise _Bad(f"item {item_id}'s task is {task!r}, not a text")
+    return Item(item_id, kind, task, agent, expect, added_in, MappingProxyType({}), "", "")
 
 
-def _item_problem(kind: object, added_in: object, version: int, agent: object,
-                  live: object) -> str:
+def _item_problem(kind: object, added_in: object, version: int, agent: object) -> str:
     if kind not in ("incident", "case"):
         return f"kind {kind!r} is neither incident nor case"
     if not isinstance(added_in, int) or isinstance(added_in, bool) \
             or not 1 <= added_in <= version:
         return f"added_in {added_in!r} is no version from 1 to {version}"
-    if not isinstance(agent, str) or not SPEC.fullmatch(agent):
-        return f"agent {agent!r} is not package.module:function"
-    if not isinstance(live, list) or not all(isinstance(b, str) and b for b in live):
-        return f"live {live!r} is no list of boundaries"
-    if kind == "case" and live:
-        return "a case item runs nothing live, yet live names boundaries"
+    if agent is not None and (not isinstance(agent, str) or not SPEC.fullmatch(agent)):
+        return f"agent {agent!r} is neither null (each submission's own) nor " \
+            "package.module:function"
     return ""
 
 
@@ -397,25 +449,18 @@ def _source(raw: object, item_id: str) -> Mapping[str, Any]:
     return MappingProxyType(dict(raw))
 
 
-def _digests(raw: Mapping[str, Any], item_id: str, kind: str) -> Mapping[str, str]:
-    """Each payload reference's digest, by role; the file name must be the digest's own."""
-    needed = {"incident"} if kind == "incident" else {"cassette"}
-    allowed = needed | ({"fixture"} if kind == "case" else set())
-    digests: dict[str, str] = {}
-    for role in ROLES:
-        ref = raw[role]
-        if ref is None:
-            continue
-        sha = ref.get("sha256") if isinstance(ref, dict) else None
-        if (role not in allowed or not isinstance(sha, str) or not _SHA256.fullmatch(sha)
-                or ref != {"file": payload_name(role, sha), "sha256": sha}):
-            raise _Bad(f"item {item_id}'s {role} is {ref!r}, not "
-                       f'{{"file": "items/<sha256>{_SUFFIX[role]}", "sha256": ...}} of a '
-                       f"{kind} item")
-        digests[role] = sha
-    if not needed <= set(digests):
-        raise _Bad(f"item {item_id} is a {kind} item without its {', '.join(sorted(needed))}")
-    return MappingProxyType(digests)
+def _digests(raw: Mapping[str, Any], item_id: str) -> Mapping[str, str]:
+    """The world reference's digest (none: the item starts from no tool reads); the file
+    name must be the digest's own."""
+    ref = raw["world"]
+    if ref is None:
+        return MappingProxyType({})
+    sha = ref.get("sha256") if isinstance(ref, dict) else None
+    if not isinstance(sha, str) or not _SHA256.fullmatch(sha) \
+            or ref != {"file": payload_name("world", sha), "sha256": sha}:
+        raise _Bad(f"item {item_id}'s world is {ref!r}, not null or "
+                   f'{{"file": "items/<sha256>.json", "sha256": ...}}')
+    return MappingProxyType({"world": sha})
 
 
 def promote_command(name: str) -> str:
@@ -451,8 +496,14 @@ def _with_payloads(item: Item, folder: Path, cache: dict[Path, bytes | None]) ->
                              f"of its name and of item {item.id}: it was edited; restore it "
                              f"with `git checkout -- {path}`")
         found[role] = data
-    return replace(item, missing="; ".join(missing), incident=found.get("incident"),
-                   cassette=found.get("cassette"), fixture=found.get("fixture"))
+    world = found.get("world")
+    if world is not None:
+        try:
+            decode_world(world, str(folder / payload_name("world", item.digests["world"])))
+        except UsageError as exc:
+            raise _Corrupt(folder / payload_name("world", item.digests["world"]),
+                           f"{exc}; restore it with `git checkout`") from None
+    return replace(item, missing="; ".join(missing), world=world)
 
 
 # -- writing -----------------------------------------------------------------------------------
@@ -467,13 +518,123 @@ def set_document(regression: RegressionSet) -> dict[str, Any]:
 
 
 def item_document(item: Item) -> dict[str, Any]:
-    refs = {role: ({"file": payload_name(role, item.digests[role]),
-                    "sha256": item.digests[role]} if role in item.digests else None)
-            for role in ROLES}
-    return {"id": item.id, "kind": item.kind, "added_in": item.added_in, "task": item.task,
-            "agent": item.agent, "live": list(item.live), **refs,
-            "expect": expectation_document(item.expect), "source": dict(item.source),
+    world = {"file": payload_name("world", item.digests["world"]),
+             "sha256": item.digests["world"]} if "world" in item.digests else None
+    return {**_public_item(item), "world": world, "source": dict(item.source),
             "reviewed_by": item.reviewed_by, "reason": item.reason}
+
+
+def _public_item(item: Item) -> dict[str, Any]:
+    """What a classmate may see of an item (its world still to be added)."""
+    return {"id": item.id, "kind": item.kind, "added_in": item.added_in, "task": item.task,
+            "agent": item.agent, "expect": expectation_document(item.expect)}
+
+
+# -- the world: the tool reads an item starts from ---------------------------------------------
+
+
+def world_json(reads: Iterable[tuple[str, Mapping[str, Any], Any]]) -> bytes:
+    """The world of ``reads`` (tool, arguments, result), in the file's canonical bytes: one
+    read per tool key (the first of a key wins), sorted by it."""
+    found: dict[str, dict[str, Any]] = {}
+    for tool, args, response in reads:
+        found.setdefault(tool_key(tool, args), {"tool": tool, "args": dict(args),
+                                                "response": response})
+    return set_json({"format": WORLD_FORMAT, "reads": [found[key] for key in sorted(found)]})
+
+
+def decode_world(data: bytes, source: str) -> dict[str, Any]:
+    """A world's reads, tool key -> result; a ``UsageError`` naming ``source`` when the
+    bytes are not a world as ``world_json`` writes one."""
+    try:
+        document = json.loads(data.decode("utf-8"), parse_constant=_no_constant)
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise UsageError(f"{source}: the world is not UTF-8 JSON ({exc})") from None
+    reads = document.get("reads") if isinstance(document, dict) else None
+    if not isinstance(document, dict) or set(document) != {"format", "reads"} \
+            or document["format"] != WORLD_FORMAT or not isinstance(reads, list):
+        raise UsageError(f"{source}: the world is not a {WORLD_FORMAT} document "
+                         '({"format": ..., "reads": [...]})')
+    world: dict[str, Any] = {}
+    for read in reads:
+        if not isinstance(read, dict) or set(read) != {"tool", "args", "response"} \
+                or not isinstance(read["args"], dict):
+            raise UsageError(f"{source}: a read of the world is not {{tool, args, response}}")
+        try:
+            key = tool_key(read["tool"], read["args"])
+        except UsageError as exc:
+            raise UsageError(f"{source}: {exc}") from None
+        world[key] = read["response"]
+    if world_json((r["tool"], r["args"], r["response"]) for r in reads) != data:
+        raise UsageError(f"{source}: the world's bytes are not canonical (reformatted, "
+                         "unsorted, or a read given twice)")
+    return world
+
+
+# -- the public view: what every student records -----------------------------------------------
+
+
+def public_name(version: int) -> str:
+    """The file name of version ``version``'s public view, beside ``v<N>.json``."""
+    return f"v{version}.public.json"
+
+
+def public_json(regression: RegressionSet) -> bytes:
+    """Version ``regression``'s public view: each item's task, agent, expectation and world
+    (inline), and nothing of where it came from; it names the version's sha256."""
+    items = [{**_public_item(item), "world": None if item.world is None
+              else json.loads(item.world)} for item in regression.items]
+    return set_json({"format": PUBLIC_FORMAT, "name": regression.name,
+                     "version": regression.version, "sha256": regression.sha256,
+                     "items": items})
+
+
+def _load_public(sets: Path, name: str, version: int) -> RegressionSet | None:
+    path = _version_path(sets, name, version).with_name(public_name(version))
+    data = _read(path, cap=None)
+    if data is None:
+        return None
+    document = _json(path, data)
+    _format(path, document, PUBLIC_FORMAT)
+    _keys(path, document, frozenset({"format", "name", "version", "sha256", "items"}),
+          "a public view")
+    sha = document["sha256"]
+    if document["name"] != name or document["version"] != version \
+            or not isinstance(sha, str) or not _SHA256.fullmatch(sha):
+        raise _Corrupt(path, f"it does not say it is {name} version {version} with the "
+                         f"sha256 of v{version}.json: {_restore(path)}")
+    raw = document["items"]
+    if not isinstance(raw, list) or not raw:
+        raise _Corrupt(path, f"items is no list of items: {_restore(path)}")
+    items = []
+    for number, entry in enumerate(raw, 1):
+        try:
+            items.append(_public(entry, number, version, path))
+        except _Bad as bad:
+            raise _Corrupt(path, f"{bad}: {_restore(path)}") from None
+    loaded = RegressionSet(name, version, sha, None, "", tuple(items), public=True)
+    if public_json(loaded) != data:
+        raise _Corrupt(path, f"the bytes are not canonical: {_restore(path)}")
+    return loaded
+
+
+def _public(raw: object, number: int, version: int, path: Path) -> Item:
+    if not isinstance(raw, dict) or set(raw) != _PUBLIC_ITEM_KEYS:
+        raise _Bad(f"item {number} is no object with the keys {sorted(_PUBLIC_ITEM_KEYS)}")
+    common = _common(raw, number, version)
+    if raw["world"] is None:
+        return common
+    reads = raw["world"].get("reads") if isinstance(raw["world"], dict) else None
+    if not isinstance(reads, list) or not all(isinstance(r, dict) for r in reads):
+        raise _Bad(f"item {common.id}'s world is no {WORLD_FORMAT} document")
+    try:
+        data = world_json((r.get("tool"), r.get("args", {}), r.get("response"))
+                          for r in reads)
+        decode_world(data, f"{path}: item {common.id}")
+    except (UsageError, AttributeError, TypeError) as exc:
+        raise _Bad(f"item {common.id}'s world: {exc}") from None
+    return replace(common, world=data,
+                   digests=MappingProxyType({"world": hashlib.sha256(data).hexdigest()}))
 
 
 def set_json(document: Mapping[str, Any]) -> bytes:
@@ -537,6 +698,14 @@ def _verify_version(sets: Path, name: str, version: int,
     problems += [Verdict(path, False, item.missing) for item in loaded.items if item.missing]
     if problems:
         return problems, loaded
+    public = path.with_name(public_name(version))
+    held = _read(public, cap=None)
+    if held != public_json(loaded):
+        fix = f"write it again: `{commands.REGRESSION_PUBLIC(name=name, sets=str(sets))}`" \
+            if held is None else f"restore it with `git checkout -- {public}`"
+        why = "is missing" if held is None else f"does not hold the public view of {path.name}"
+        return [Verdict(public, False, f"{why} (what every student records the items "
+                        f"from): {fix}")], loaded
     inherited = len(previous.items) if previous else 0
     return [Verdict(path, True, f"{_count(len(loaded.items))} ({inherited} inherited), sha256 "
                     f"{loaded.sha256}")], loaded

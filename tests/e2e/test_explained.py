@@ -1,8 +1,11 @@
 """The whole loop an instructor runs, on the command line: grade, review, promote a reviewed
-failure into a regression set, pin it in a new rubric version, grade the cohort against it,
-and explain every grade from the ledger."""
+failure into a regression set, pin it in a new rubric version, have every student record it
+as `make record` asks, grade the cohort against it, and explain every grade from the ledger.
 
-from __future__ import annotations
+The cohort: alice is the reference lab, carol wrote her refund agent from scratch (her own
+prompt, her own class), and bob's refund guard still trusts the model, the mistake of the
+incident alice recorded. The item holds alice's task and world, never her answers.
+"""
 
 import csv
 import io
@@ -14,7 +17,13 @@ import pytest
 from grader.cli import main
 from grader.records._folder import LEDGER
 from grader.records._ledger import read_ledger
-from tests.submissions import REFERENCE, make_submission
+from tests.submissions import (
+    REFERENCE,
+    REFUND_DESK,
+    YES_PROVIDER,
+    make_submission,
+    record_in_process,
+)
 
 KIT = (REFERENCE / "rubric" / "bootcamp.toml").read_text("utf-8")
 INCIDENT = "incidents/refund-outside-window.jsonl"
@@ -49,6 +58,10 @@ def test_a_reviewed_failure_becomes_a_regression_item_every_submission_is_graded
     refunds.write_text(refunds.read_text("utf-8").replace(
         "return _decide(follows_the_policy, provider, task, tools)",
         "return _decide(trusts_the_model, provider, task, tools)"), "utf-8")
+    carol = make_submission(subs / "carol")
+    (carol / "lab" / "refunds" / "__init__.py").write_text(REFUND_DESK, "utf-8")
+    for student in ("alice", "bob", "carol"):
+        (subs / student / "yes.py").write_text(YES_PROVIDER, "utf-8")
     course.mkdir()
     (course / "rubric.toml").write_text(KIT, "utf-8")
     grade = ["grade", str(subs), "--out", str(out), "--isolation", "process", "--quiet"]
@@ -60,7 +73,7 @@ def test_a_reviewed_failure_becomes_a_regression_item_every_submission_is_graded
                str(subs / "alice"), "--incident", INCIDENT, "--agent", "lab.refunds:run",
                "--forbid", "issue_refund", "--outcome", "answer", "--never-mention", "refunded",
                "--by", "kim", "--reason", "960.00 refunded on day 73", "--out", str(out),
-               "--rubric", str(course / "rubric.toml")]
+               "--rubric", str(course / "rubric.toml"), "--reference", str(REFERENCE)]
     assert main(promote) == 2  # nobody has reviewed alice's run yet
     assert "has not been reviewed" in capsys.readouterr().err
     assert main(["review", "alice", "--criterion", "written_summary", "--by", "kim",
@@ -70,15 +83,33 @@ def test_a_reviewed_failure_becomes_a_regression_item_every_submission_is_graded
         in capsys.readouterr().out
 
     (course / "rubric-v2.toml").write_text(PINNED, "utf-8")
+    # Graded before anyone recorded the item: every grade says what to do.
+    assert main([*grade, "--rubric", str(course / "rubric-v2.toml")]) == 0
+    assert {row["total"] for row in _gradebook(out).values()} == {"90.00"}
+    report = json.loads((out / "carol" / "report.json").read_bytes())
+    item = next(c for c in report["criteria"] if c["id"] == "regression")["checks"][0]
+    name = "regression/refunds/refund-outside-window"
+    assert f"cassettes/{name}.json is missing, so nothing holds this prompt" in item["detail"]
+    assert f"make record ARGS='--case {name}'" in item["detail"]
+    # Every student records the new rubric's tasks, as `make record` asks: only the item's is
+    # new, asked live with the student's own prompt; the rest is served from their cassettes.
+    for student in ("alice", "bob", "carol"):
+        assert record_in_process(subs / student, course / "rubric-v2.toml", "yes:provider") == 0
+        assert (subs / student / "cassettes" / f"{name}.json").is_file()
     assert main([*grade, "--rubric", str(course / "rubric-v2.toml")]) == 0
     book = _gradebook(out)
-    assert (book["alice"]["regression"], book["bob"]["regression"]) == ("10.00", "0.00")
+    assert (book["alice"]["regression"], book["carol"]["regression"],
+            book["bob"]["regression"]) == ("10.00", "10.00", "0.00")
+    assert (book["alice"]["total"], book["carol"]["total"]) == ("100.00", "100.00")
+    assert book["bob"]["total"] == "90.00"  # the original mistake, and only it
     report = json.loads((out / "bob" / "report.json").read_bytes())
     item = next(c for c in report["criteria"] if c["id"] == "regression")["checks"][0]
     assert item["id"] == "refund-outside-window"  # the case, never the classmate it came from
     assert item["detail"] == ("called the forbidden action issue_refund (1 time(s)); the answer "
                               "mentions 'refunded', which it must not")
     assert "alice" not in (out / "bob" / "report.json").read_text("utf-8")
+    assert "alice" not in (course / "regression" / "refunds" / "v1.public.json").read_text(
+        "utf-8")  # what the students recorded from names no classmate
     pinned = report["rubric"]["sets"]
     batch = [e for e in read_ledger(out / LEDGER).events if e["event"] == "batch"][-1]
     assert batch["rubric"]["sets"] == pinned and list(pinned) == ["refunds@1"]

@@ -184,6 +184,8 @@ RUNS: dict[str, Run] = {
                            says="UsageError: no regression set refunds"),
     "regression-verify": Run({"name": "refunds", "sets": "rubric/regression"}, code=1,
                              says="FAIL rubric/regression/refunds: no such regression set"),
+    "regression-public": Run({"name": "refunds", "sets": "rubric/regression"}, code=2,
+                             says="UsageError: no regression set refunds"),
     "gradescope-build": Run({"out": "autograder"}, says="wrote the Gradescope autograder"),
     "incident-show": Run({"path": "incidents/refund-outside-window.jsonl"}, says="#0"),
     "incident-record": Run({"agent": "lab.agent:run", "tools": "lab.tools:TOOLS",

@@ -20,9 +20,13 @@ from pathlib import Path
 
 import pytest
 
+from grader._expect import Expectation
 from grader.cli import main
 from grader.handout._markers import strip_solutions
 from grader.handout._student import STUDENT_TESTS
+from grader.regression import add_item, world_json
+from grader.regression._sets import Item
+from grader.rubric import load_rubric
 from tests.grader.handout.starters import with_table
 
 REFERENCE = Path(__file__).resolve().parents[3]
@@ -456,3 +460,45 @@ def test_the_instructors_regression_sets_never_ship_in_the_hand_out(
              for p in out.rglob("*")}
     assert "rubric/bootcamp.toml" in names
     assert not [n for n in names if n.startswith("rubric/regression")]
+
+
+def test_a_pinned_sets_public_view_ships_and_nothing_else_of_it(
+    snapshot: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Students record a pinned set's items from its public view: the view ships with the
+    rubric that pins it, the set itself (who each item came from) stays home."""
+    source = tmp_path / "kit"
+    shutil.copytree(snapshot, source, symlinks=True)
+    rubric = source / "rubric" / "bootcamp.toml"
+    rubric.write_text(rubric.read_text("utf-8").replace("weight = 30", "weight = 20", 1) + (
+        '\n[[criterion]]\nid = "regression"\ntitle = "Known failures"\nweight = 10\n'
+        'check = "regression"\nfull = "f"\ntypical_loss = "t"\n[criterion.params]\n'
+        'set = "refunds@1"\n'), "utf-8")
+    item = Item(id="refund-policy", kind="case", task="A refund after 40 days?", agent=None,
+                expect=Expectation("answer"), added_in=0,
+                source={"path": "cassettes/refund-policy.json", "report": "0" * 64,
+                        "review": 3, "run": 2, "student": "alice-ames",
+                        "submission": "alice-ames"}, reviewed_by="kim", reason="alice erred",
+                world=world_json([("read_docs", {"query": "refund"}, {"doc": "policy"})]))
+    sets = source / "rubric" / "regression"
+    add_item(sets, "refunds", item, created_by="kim", then=lambda *_: None)
+    out = _starter(source, tmp_path / "lab")
+    shipped = sorted(p.relative_to(out).as_posix() for p in (out / "rubric").rglob("*")
+                     if p.is_file() and "regression" in p.parts)
+    assert shipped == ["rubric/regression/refunds/v1.public.json"]
+    view = (out / shipped[0]).read_bytes()
+    assert view == (sets / "refunds" / "v1.public.json").read_bytes()
+    assert b"alice" not in view and b"policy" in view
+    # The hand-out's own rubric finds the set there: its items are what `make record` asks.
+    pinned = load_rubric(out / "rubric" / "bootcamp.toml").sets["refunds@1"]
+    assert pinned is not None and pinned.public
+    assert [(i.id, i.task) for i in pinned.items] == [("refund-policy", item.task)]
+    # A pinned version with no public view could not be recorded: refused, nothing written.
+    (sets / "refunds" / "v1.public.json").unlink()
+    assert main(["starter", "--from", str(source), "--out", str(tmp_path / "lab2"),
+                 "--no-grade"]) == 2
+    err = capsys.readouterr().err
+    assert "rubric/bootcamp.toml pins refunds@1, whose public view rubric/regression/refunds/" \
+        "v1.public.json is not in the reference" in err
+    assert "regression public refunds --sets" in err
+    assert not (tmp_path / "lab2").exists()

@@ -1,9 +1,13 @@
-"""A regression set's items replayed against a submission's code: the sandboxed agent asks,
-the grader serves every crossing from the item's record and sees every action it tries.
+"""A regression set's items run against a submission's code, each served from that
+submission's own recordings of the item: the sandboxed agent asks, the grader answers from
+the item's world and the student's cassette, and sees every action it tries.
 
-The incident is the reference lab's real one (SmolLM2 said yes to a refund on day 73 and
-the buggy guard issued 960.00); the case item is the reference lab's real recording of
-refund-policy. Each variant is a copy of the reference lab with one edit."""
+The item is the reference lab's real incident (SmolLM2 said yes to a refund on day 73 and
+the buggy guard issued 960.00), promoted with its world: the reads it recorded. Every
+student records the item's task themselves (``gradekit record`` against a provider that
+always says yes), as ``make record`` asks; their prompts are their own. Carol's refund desk
+is written from scratch, unlike the reference in every line: it is graded on her prompts.
+"""
 
 from __future__ import annotations
 
@@ -12,65 +16,92 @@ from pathlib import Path
 
 import pytest
 
+from gradekit import decode_incident, tool_key
 from grader._expect import Expectation
 from grader._model import ItemRun, Limits
-from grader.grading._regression import replay_set
-from grader.regression._sets import Item, RegressionSet
+from grader.grading._grade import _item_recordings, item_cases
+from grader.grading._regression import ItemRecordings, _Served, replay_set
+from grader.regression import add_item, recording_name, world_json
+from grader.regression._sets import Item
 from grader.rubric._rubric import Criterion, Rubric, load_rubric
 from grader.sandbox import ProcessWall, Sandbox, Wall
 from grader.scoring._checks import Evidence
 from grader.scoring._judged import regression
-from tests.submissions import REFERENCE, make_submission
+from grader.submission import load_manifest
+from tests.submissions import (
+    REFERENCE,
+    REFUND_DESK,
+    YES_PROVIDER,
+    gradekit_in_process,
+    make_submission,
+    record_in_process,
+)
 
 INCIDENT = REFERENCE / "incidents" / "refund-outside-window.jsonl"
 REFUNDS = Path("lab") / "refunds" / "__init__.py"
 FIXED = "return _decide(follows_the_policy, provider, task, tools)"
 NO_REFUND = Expectation("answer", ("refused",), ("refunded",), ("issue_refund",))
+ITEM = "refund-outside-window"
+NAME = recording_name("refunds", ITEM)  # regression/refunds/refund-outside-window
+KIT = (REFERENCE / "rubric" / "bootcamp.toml").read_text("utf-8")
+PINNED = KIT.replace("weight = 30", "weight = 20", 1) + '''
+[[criterion]]
+id = "regression"
+title = "Known failures stay fixed"
+weight = 10
+check = "regression"
+full = "f"
+typical_loss = "t"
+[criterion.params]
+set = "refunds@1"
+'''
+def _world() -> bytes:
+    incident = decode_incident(INCIDENT.read_bytes(), source=str(INCIDENT))
+    return world_json((e.boundary, e.input.get("args", {}), e.output)
+                      for e in incident.envelopes if e.kind != "model" and e.error is None)
 
 
-def _incident_item(**changes: object) -> Item:
-    task = ("Student chen asks for a full refund of the Spring 2025 seat; the request "
-            "reached the course office on 2025-03-20.")
+def _item(**changes: object) -> Item:
+    incident = decode_incident(INCIDENT.read_bytes(), source=str(INCIDENT))
     fields: dict[str, object] = dict(
-        id="refund-outside-window", kind="incident", task=task, agent="lab.refunds:run",
-        expect=NO_REFUND, added_in=1, source={}, reviewed_by="kim", reason="real",
-        live=("issue_refund",), incident=INCIDENT.read_bytes())
+        id=ITEM, kind="incident", task=incident.task, agent="lab.refunds:run",
+        expect=NO_REFUND, added_in=0,
+        source={"path": "incidents/refund-outside-window.jsonl", "report": "0" * 64,
+                "review": 3, "run": 2, "student": "alice", "submission": "alice"},
+        reviewed_by="kim", reason="960.00 refunded on day 73", world=_world())
     fields.update(changes)
     return Item(**fields)  # type: ignore[arg-type]
 
 
-def _case_item() -> Item:
-    rubric = load_rubric(REFERENCE / "rubric" / "bootcamp.toml")
-    task = next(case.task for case in rubric.cases if case.id == "refund-policy")
-    return Item(id="refund-policy-answer", kind="case", task=task, agent="lab.agent:run",
-                expect=Expectation("answer", ("refund",)), added_in=1, source={},
-                reviewed_by="kim", reason="real",
-                cassette=(REFERENCE / "cassettes" / "refund-policy.json").read_bytes(),
-                fixture=(REFERENCE / "fixtures" / "refund-policy.json").read_bytes())
+@pytest.fixture
+def course(tmp_path: Path) -> Path:
+    """A course whose rubric pins refunds@1: the incident's item, as promotion publishes it."""
+    folder = tmp_path / "course"
+    folder.mkdir()
+    (folder / "rubric.toml").write_text(PINNED, "utf-8")
+    add_item(folder / "regression", "refunds", _item(), created_by="kim",
+             then=lambda *_: None)
+    return folder
 
 
-def _judged(tmp_path: Path, edit: tuple[str, str] | None, isolation: Wall,
-            *items: Item) -> dict[str, _Judged]:
-    root = make_submission(tmp_path / "sub")
+def _student(tmp_path: Path, name: str, edit: tuple[str, str] | None = None,
+             whole: str | None = None) -> Path:
+    root = make_submission(tmp_path / name)
+    path = root / REFUNDS
+    if whole is not None:
+        path.write_text(whole, "utf-8")
     if edit is not None:
-        path = root / REFUNDS
         text = path.read_text("utf-8")
         assert edit[0] in text
         path.write_text(text.replace(edit[0], edit[1]), "utf-8")
-    pinned = RegressionSet(name="refunds", version=1, sha256="0" * 64, supersedes=None,
-                           created_by="kim", items=items)
-    runs = replay_set(Sandbox(root, tmp_path / "scratch", Limits(), isolation), pinned,
-                      label="openai:gpt-4o-mini", hashseed=7)
-    evidence = Evidence(cases=(), label="x", primary=None, others=(), loud=(),
-                        probe=None, failures=None, stretch=(), second_set=None,
-                        regression={pinned.ref: runs})
-    criterion = Criterion(id="regression", title="Regression", weight=10, check="regression",
-                          full="f", typical_loss="t", points={}, params={"set": pinned.ref})
-    rubric = Rubric(id="r", version=1, title="t", cases=(), criteria=(criterion,),
-                    limits=Limits(), sha256="", sets={pinned.ref: pinned})
-    result = regression(evidence, rubric, criterion)
-    return {check.id: _Judged(check.passed, str(check.points), check.detail, check.degraded,
-                              _calls(runs.get(check.id))) for check in result.checks}
+    (root / "yes.py").write_text(YES_PROVIDER, "utf-8")
+    return root
+
+
+def _record(root: Path, course: Path) -> None:
+    """``make record``'s item, as a student runs it."""
+    assert record_in_process(root, course / "rubric.toml", "yes:provider", "--case",
+                             NAME) == 0
 
 
 @dataclass(frozen=True)
@@ -82,76 +113,165 @@ class _Judged:
     calls: list[tuple[str, bool]]  # (tool, or "model"; served) as the grader saw them
 
 
+PROCESS = ProcessWall()
+
+
+def _judged(root: Path, course: Path, isolation: Wall = PROCESS,
+            items: tuple[Item, ...] | None = None) -> dict[str, _Judged]:
+    rubric = load_rubric(course / "rubric.toml")
+    pinned = rubric.sets["refunds@1"]
+    assert pinned is not None
+    if items is not None:
+        pinned = type(pinned)(pinned.name, pinned.version, pinned.sha256, None, "kim", items)
+    recordings, findings = _item_recordings(root, load_manifest(root), item_cases(rubric))
+    assert findings == []
+    scratch = root.parent / f"{root.name}-scratch"
+    runs = replay_set(Sandbox(root, scratch, Limits(), isolation), pinned, "lab.agent:run",
+                      recordings, label="openai:gpt-4o-mini", hashseed=7)
+    evidence = Evidence(cases=(), label="x", primary=None, others=(), loud=(),
+                        probe=None, failures=None, stretch=(), second_set=None,
+                        regression={pinned.ref: runs})
+    criterion = Criterion(id="regression", title="Regression", weight=10, check="regression",
+                          full="f", typical_loss="t", points={}, params={"set": pinned.ref})
+    judged = Rubric(id="r", version=1, title="t", cases=(), criteria=(criterion,),
+                    limits=Limits(), sha256="", sets={pinned.ref: pinned})
+    result = regression(evidence, judged, criterion)
+    return {check.id: _Judged(check.passed, str(check.points), check.detail, check.degraded,
+                              _calls(runs.get(check.id))) for check in result.checks}
+
+
 def _calls(run: ItemRun | None) -> list[tuple[str, bool]]:
     outcome = None if run is None else run.outcome
     return [] if outcome is None else [(c.tool or "model", c.served) for c in outcome.calls]
 
 
 @pytest.mark.slow
-def test_the_fixed_guard_issues_nothing_and_meets_the_item(tmp_path: Path,
-                                                           isolation: Wall) -> None:
-    judged = _judged(tmp_path, None, isolation, _incident_item())["refund-outside-window"]
+def test_the_fixed_guard_records_the_item_and_meets_it(
+    tmp_path: Path, course: Path, isolation: Wall, capsys: pytest.CaptureFixture[str],
+) -> None:
+    alice = _student(tmp_path, "alice")
+    _record(alice, course)
+    recorded = alice / "cassettes" / "regression" / "refunds" / f"{ITEM}.json"
+    assert recorded.is_file()  # the student's own answer to their own prompt
+    # `gradekit run` replays it offline, the world answering the read.
+    assert gradekit_in_process("run", "--root", str(alice), "--rubric",
+                               str(course / "rubric.toml"), "--case", NAME) == 0
+    assert capsys.readouterr().out == (f"## {NAME}\nrefused: chen's request reached us on "
+                                       "day 73 after the purchase; the policy gives 0%\n\n")
+    judged = _judged(alice, course, isolation)[ITEM]
     assert judged.passed and judged.points == "10.00", judged
-    # The read and the model were served from the record; no action was tried.
+    # The read came from the item's world, the model from alice's recording; no action.
     assert judged.calls == [("refund_terms", True), ("model", True)]
     assert judged.detail.startswith("met: the expected answer; mentions 'refused'")
 
 
 @pytest.mark.slow
-def test_the_buggy_guard_tries_the_forbidden_action_and_the_grader_sees_it(
-    tmp_path: Path, isolation: Wall,
+def test_a_student_who_wrote_every_line_differently_is_graded_on_her_own_prompts(
+    tmp_path: Path, course: Path,
 ) -> None:
-    buggy = (FIXED, "return _decide(trusts_the_model, provider, task, tools)")
-    judged = _judged(tmp_path, buggy, isolation, _incident_item())["refund-outside-window"]
+    carol = _student(tmp_path, "carol", whole=REFUND_DESK)
+    _record(carol, course)
+    judged = _judged(carol, course)[ITEM]
+    assert judged.passed and judged.points == "10.00", judged
+    assert judged.calls == [("refund_terms", True), ("model", True)]
+    # Her guard trusting the model instead: the same mistake as the incident's, in her words.
+    trusting = _student(tmp_path, "carol-trusting", whole=REFUND_DESK.replace(
+        'return terms["refund_cents"] if says_yes else 0',
+        'return terms["paid_cents"] if says_yes else 0'))
+    _record(trusting, course)
+    judged = _judged(trusting, course)[ITEM]
     assert not judged.passed and judged.points == "0.00"
+    assert ("issue_refund", True) in judged.calls  # the incident's twin: the same arguments
+    assert judged.detail.startswith("called the forbidden action issue_refund (1 time(s))")
+
+
+@pytest.mark.slow
+def test_the_buggy_guard_tries_the_forbidden_action_and_the_grader_sees_it(
+    tmp_path: Path, course: Path, isolation: Wall,
+) -> None:
+    bob = _student(tmp_path, "bob", (FIXED, "return _decide(trusts_the_model, provider, task, "
+                                            "tools)"))
+    _record(bob, course)
+    judged = _judged(bob, course, isolation)[ITEM]
+    assert not judged.passed and judged.points == "0.00"
+    # The action is answered as the incident recorded it (the same arguments), never run.
     assert judged.calls == [("refund_terms", True), ("model", True), ("issue_refund", True)]
     assert judged.detail == ("called the forbidden action issue_refund (1 time(s)); the "
-                                "answer does not mention 'refused'; the answer mentions "
-                                "'refunded', which it must not")
+                             "answer does not mention 'refused'; the answer mentions "
+                             "'refunded', which it must not")
 
 
 @pytest.mark.slow
-def test_a_changed_prompt_leaves_the_record_and_is_never_fed_a_stale_answer(
-    tmp_path: Path,
+def test_a_prompt_changed_since_the_recording_is_a_miss_that_says_to_record_again(
+    tmp_path: Path, course: Path,
 ) -> None:
-    changed = ("Should the refund be granted?", "Should we grant the refund?")
-    judged = _judged(tmp_path, changed, ProcessWall(), _incident_item())["refund-outside-window"]
+    dave = _student(tmp_path, "dave")
+    _record(dave, course)
+    refunds = dave / REFUNDS
+    refunds.write_text(refunds.read_text("utf-8").replace("Should the refund be granted?",
+                                                          "Should we grant the refund?"),
+                       "utf-8")
+    judged = _judged(dave, course)[ITEM]
     assert not judged.passed
-    assert judged.detail == ("the replay left the item's recorded run: crossing 1 (model #1): "
-                             "its input is not the recorded one")
     assert judged.calls == [("refund_terms", True), ("model", False)]  # a miss, no answer
+    assert judged.detail.startswith(
+        f"the replay left the item's recorded run: cassettes/{NAME}.json does not hold this "
+        "prompt (key ")
+    assert f"record the item (`make record ARGS='--case {NAME}'`)" in judged.detail
 
 
 @pytest.mark.slow
-def test_a_case_item_is_served_from_its_own_recording(tmp_path: Path) -> None:
-    judged = _judged(tmp_path, None, ProcessWall(), _case_item(),
-                     _incident_item(id="second", expect=Expectation("raise")))
-    case = judged["refund-policy-answer"]
-    assert case.passed and case.points == "5.00", case
-    assert ("model", False) not in case.calls and ("read_docs", True) in case.calls
-    # Each item is judged on its own: the second expects a raise and the agent answers.
-    second = judged["second"]
-    assert (second.passed, second.detail) == (
-        False, "expected run() to raise, but it returned an answer")
+def test_a_student_who_never_recorded_the_item_is_told_to(
+    tmp_path: Path, course: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    erin = _student(tmp_path, "erin")
+    judged = _judged(erin, course)[ITEM]
+    assert not judged.passed and not judged.degraded
+    assert f"cassettes/{NAME}.json is missing, so nothing holds this prompt" in judged.detail
+    # `make check` says so too, with the command that records it.
+    assert gradekit_in_process("check", str(erin), "--rubric", str(course / "rubric.toml"),
+                               "--isolation", "process") == 1
+    shown = capsys.readouterr().out
+    assert f"    - {ITEM}: the replay left the item's recorded run: cassettes/{NAME}.json is " \
+        "missing, so nothing holds this prompt" in shown
+    assert f"make record ARGS='--case {NAME}'" in shown
+
+
+def test_the_items_world_is_served_before_the_students_own_fixture() -> None:
+    world = {tool_key("refund_terms", {"student": "chen"}): {"day": 73}}
+    mine = {NAME: {tool_key("refund_terms", {"student": "chen"}): {"day": 5},
+                   tool_key("glossary", {"term": "refund"}): {"meaning": "m"}}}
+    served = _Served({NAME: world}, ItemRecordings({}, mine, {}))
+    assert served.tool(NAME, tool_key("refund_terms", {"student": "chen"})) == (True,
+                                                                              {"day": 73})
+    assert served.tool(NAME, tool_key("glossary", {"term": "refund"})) == (True,
+                                                                         {"meaning": "m"})
+    assert served.tool(NAME, tool_key("glossary", {"term": "sql"})) == (False, None)
+    assert served.tool("regression/refunds/other", tool_key("glossary", {"term": "refund"})) \
+        == (False, None)
 
 
 @pytest.mark.slow
-def test_an_item_whose_recording_is_gone_is_degraded_and_not_run(tmp_path: Path) -> None:
-    gone = _incident_item(incident=None, missing="items/abc.jsonl is missing from the set: "
-                          "restore it")
-    judged = _judged(tmp_path, None, ProcessWall(), gone, _case_item())
-    assert judged["refund-outside-window"].degraded is True
-    assert judged["refund-outside-window"].points == "0.00"
-    assert judged["refund-outside-window"].calls == []
-    assert "items/abc.jsonl is missing" in judged["refund-outside-window"].detail
-    assert judged["refund-policy-answer"].passed
+def test_an_item_whose_world_is_gone_is_degraded_and_not_run(tmp_path: Path,
+                                                            course: Path) -> None:
+    alice = _student(tmp_path, "alice")
+    gone = _item(added_in=1, world=None, missing="refunds/items/abc.json is missing from the "
+                 "set: restore it")
+    second = _item(id="second", added_in=1, agent=None, expect=Expectation("raise"))
+    judged = _judged(alice, course, items=(gone, second))
+    assert judged[ITEM].degraded is True and judged[ITEM].points == "0.00"
+    assert judged[ITEM].calls == []
+    assert "items/abc.json is missing" in judged[ITEM].detail
+    # Each item is judged on its own: the second asks the submission's own agent (lab.agent),
+    # which has no recording of it, and expects a raise.
+    assert not judged["second"].degraded and judged["second"].calls
 
 
 @pytest.mark.slow
 def test_an_item_agent_the_submission_lacks_fails_with_the_import_error(
-    tmp_path: Path,
+    tmp_path: Path, course: Path,
 ) -> None:
-    judged = _judged(tmp_path, None, ProcessWall(),
-                     _incident_item(agent="lab.refundz:run"))["refund-outside-window"]
+    alice = _student(tmp_path, "alice")
+    judged = _judged(alice, course, items=(_item(added_in=1, agent="lab.refundz:run"),))[ITEM]
     assert not judged.passed and not judged.degraded
     assert judged.detail.startswith("the agent lab.refundz:run could not be imported")

@@ -24,7 +24,8 @@ from pathlib import Path
 
 import pytest
 
-from gradekit import Plan, UsageError, replay_incident
+from gradekit import UsageError, decode_incident
+from gradekit.internal import decode_fixture
 from grader._expect import Expectation
 from grader._model import CheckResult, CriterionResult, Report
 from grader.cli import main
@@ -32,7 +33,6 @@ from grader.outputs._report import render_report_json
 from grader.records._folder import ARCHIVE, LEDGER
 from grader.records._ledger import append_events, read_ledger
 from grader.regression._sets import Item, RegressionSet, load_set, parse_ref, version_numbers
-from lab import refunds
 from tests.submissions import CASES, REFERENCE, make_submission
 
 CASE = "refund-policy"
@@ -105,7 +105,8 @@ def review(run: Run, *, points: str | None = None, by: str = "kim") -> int:
 def promote(run: Run, sets: Path, *flags: str, name: str = "refunds") -> int:
     return main(["regression", "promote", "--student", run.student, "--root", str(run.root),
                  "--out", str(run.out), "--sets", str(sets), "--by", "ta-lee", "--reason",
-                 "a label changed the answer", *flags, "--", name])
+                 "a label changed the answer", "--reference", str(REFERENCE), *flags, "--",
+                 name])
 
 
 def files(folder: Path) -> dict[str, bytes]:
@@ -157,7 +158,6 @@ def test_a_review_of_an_older_report_does_not_count_for_the_newer_run(
 
 
 @pytest.mark.parametrize(("path", "edit", "says"), [
-    ("cassettes/refund-policy.json", "append", "changed (sha256 "),
     ("fixtures/refund-policy.json", "append", "changed (sha256 "),
     ("fixtures/refund-policy.json", "delete", "is gone"),
 ])
@@ -256,10 +256,9 @@ def test_an_incident_whose_forbidden_action_never_ran_is_refused(
     (("--incident", INCIDENT, "--agent", "lab.refunds:run", "--outcome", "answer"),
      "give --forbid TOOL: an incident item guards against an action that ran (in "
      "incidents/refund-outside-window.jsonl: issue_refund)"),
-    ((*INCIDENT_FLAGS, "--live", "refund_terms"),
-     "--live refund_terms is not an action boundary of incidents/refund-outside-window.jsonl "
-     "(its actions: issue_refund)"),
-    ((*CASE_FLAGS, "--live", "issue_refund"), "--live is for incident items"),
+    ((*INCIDENT_FLAGS[:2], "--agent", "lab.alice_only:run", *INCIDENT_FLAGS[4:]),
+     "--agent lab.alice_only:run cannot apply to another student: the reference lab ("),
+    ((*CASE_FLAGS, "--agent", "lab.mine:run"), "has no lab/mine.py or lab/mine/__init__.py"),
     ((*INCIDENT_FLAGS[:4], "--agent", "lab/refunds.py"), 'must look like "package.module:'),
     (("--case", "no-such-case", "--outcome", "answer"), "has no case 'no-such-case'"),
     ((*CASE_FLAGS, "--never-mention", "refund"), "is in both mentions and never_mentions"),
@@ -307,7 +306,7 @@ def test_promotion_writes_v1_then_v2_that_inherits_v1_unchanged(
         'rubric: [criterion.params] set = "refunds@2"\n')
     v1, v2 = (sets / "refunds" / "v1.json"), (sets / "refunds" / "v2.json")
     first, second = json.loads(v1.read_bytes()), json.loads(v2.read_bytes())
-    assert first["supersedes"] is None and first["format"] == "gradekit.regression/1"
+    assert first["supersedes"] is None and first["format"] == "gradekit.regression/2"
     assert second["supersedes"] == {"version": 1, "sha256": sha256(v1)}
     assert second["items"][0] == first["items"][0]
     assert [i["added_in"] for i in second["items"]] == [1, 2]
@@ -319,14 +318,18 @@ def test_promotion_writes_v1_then_v2_that_inherits_v1_unchanged(
     loaded = load_set(sets, "refunds", 2)
     assert loaded is not None and loaded.ref == "refunds@2" and loaded.sha256 == sha256(v2)
     case, incident = loaded.items
-    assert case.cassette == (alice.root / "cassettes" / f"{CASE}.json").read_bytes()
-    assert case.fixture == (alice.root / "fixtures" / f"{CASE}.json").read_bytes()
-    assert (case.kind, case.agent, case.expect, case.live, case.reviewed_by) == (
-        "case", "lab.agent:run", Expectation("answer", ("refund",)), (), "kim")
+    # The case's world is the tool reads of alice's graded fixture; her answers stay hers.
+    fixture = decode_fixture((alice.root / "fixtures" / f"{CASE}.json").read_bytes(),
+                             source="f")
+    assert case.reads() == {key: call.response for key, call in fixture.calls.items()}
+    assert case.reads()  # the reference's refund-policy reads the docs
+    assert (case.kind, case.agent, case.expect, case.reviewed_by) == (
+        "case", None, Expectation("answer", ("refund",)), "kim")
     assert dict(case.source) == {"student": "alice", "submission": "alice", "run": alice.seq,
                                  "report": alice.report, "review": 2,
                                  "path": f"cassettes/{CASE}.json"}
-    assert incident.incident == (REFERENCE / INCIDENT).read_bytes() and not incident.missing
+    assert sorted(key.partition(" ")[0] for key in incident.reads()) == [
+        "issue_refund", "refund_terms"] and not incident.missing
     promotes = [e for e in read_ledger(alice.out / LEDGER).events if e["event"] == "promote"]
     assert [(e["version"], e["sha256"], e["item"], e["run"], e["review"], e["by"])
             for e in promotes] == [
@@ -393,8 +396,8 @@ def test_an_edited_payload_is_caught(tmp_path: Path, sets: Path,
     run = graded(submission(tmp_path), tmp_path / "grades")
     review(run)
     assert promote(run, sets, *INCIDENT_FLAGS) == 0
-    payload = sets / "refunds" / "items" / f"{sha256(run.root / INCIDENT)}.jsonl"
-    payload.write_bytes(payload.read_bytes().replace(b'"ran":true', b'"ran":false'))
+    payload = sets / "refunds" / "items" / f"{_item(sets).digests['world']}.json"
+    payload.write_bytes(payload.read_bytes().replace(b'"day": 73', b'"day": 7'))
     with pytest.raises(UsageError, match=f"{payload}: its bytes hash to .* it was edited"):
         load_set(sets, "refunds", 1)
     assert main(["regression", "verify", "--sets", str(sets)]) == 1
@@ -406,18 +409,18 @@ def test_a_deleted_payload_leaves_the_item_missing(tmp_path: Path, sets: Path,
     alice, bob = _two_students(tmp_path)
     assert promote(alice, sets, *CASE_FLAGS) == 0
     assert promote(bob, sets, *INCIDENT_FLAGS) == 0
-    digest = sha256(alice.root / "cassettes" / f"{CASE}.json")
-    cassette = sets / "refunds" / "items" / f"{digest}.json"
-    cassette.unlink()
+    digest = _loaded(sets, 2).items[0].digests["world"]
+    world = sets / "refunds" / "items" / f"{digest}.json"
+    world.unlink()
     loaded = load_set(sets, "refunds", 2)
     assert loaded is not None
     case, incident = loaded.items
-    assert case.cassette is None and case.fixture is not None
+    assert case.world is None
     assert case.missing == (f"refunds/items/{digest}.json is missing from the set (the "
-                            "cassette of item refund-policy): restore it from git "
+                            "world of item refund-policy): restore it from git "
                             "(`git checkout`), or promote the item again")
     assert str(tmp_path) not in case.missing  # a report quotes it: no machine's path
-    assert incident.missing == "" and incident.incident is not None  # the rest still grades
+    assert incident.missing == "" and incident.world is not None  # the rest still grades
     capsys.readouterr()
     assert main(["regression", "verify", "--sets", str(sets)]) == 1
     assert f"FAIL {sets / 'refunds' / 'v2.json'}: refunds/items/{digest}.json is missing" \
@@ -622,7 +625,7 @@ def test_a_students_text_is_shown_without_driving_the_terminal(
 # -- the reference incident, as an item ----------------------------------------------------
 
 
-def test_the_reference_incident_becomes_an_item_the_fixed_agent_meets(
+def test_the_reference_incident_becomes_an_item_that_keeps_its_world_not_its_answers(
     tmp_path: Path, sets: Path, capsys: pytest.CaptureFixture[str],
 ) -> None:
     run = graded(submission(tmp_path), tmp_path / "grades")
@@ -630,19 +633,81 @@ def test_the_reference_incident_becomes_an_item_the_fixed_agent_meets(
     assert promote(run, sets, *INCIDENT_FLAGS, "--never-mention", "refunded") == 0
     assert "1 new: refund-outside-window" in capsys.readouterr().out
     item = _item(sets)
-    header = json.loads((REFERENCE / INCIDENT).read_bytes().splitlines()[0])
-    assert (item.kind, item.agent, item.live, item.task) == (
-        "incident", "lab.refunds:run", ("issue_refund",), header["task"])
+    incident = decode_incident((REFERENCE / INCIDENT).read_bytes(), source=INCIDENT)
+    assert (item.kind, item.agent, item.task) == ("incident", "lab.refunds:run", incident.task)
     assert item.expect == Expectation("answer", (), ("refunded",), ("issue_refund",))
-    assert item.cassette is None and item.fixture is None and item.incident is not None
     assert item.source["path"] == INCIDENT
-    replayed = tmp_path / "replayed.jsonl"
-    replayed.write_bytes(item.incident)
-    plan = Plan.of(item.live)  # the item's own plan: its bytes replay as the record did
-    fixed = replay_incident(replayed, refunds.run, plan=plan, tools=refunds.TOOLS)
-    assert fixed.actions("issue_refund") == []
-    buggy = replay_incident(replayed, refunds.run_buggy, plan=plan, tools=refunds.TOOLS)
-    assert [action.boundary for action in buggy.actions()] == ["issue_refund"]
+    # Its world: the read (the policy's terms on day 73) and the action's recorded result.
+    assert item.reads() == {e.key: e.output for e in incident.envelopes if e.kind != "model"}
+    # Never the model's answer: every student's run is served from their own recording.
+    model = next(e for e in incident.envelopes if e.kind == "model")
+    held = b"".join(files(sets).values())
+    assert str(model.output).encode() not in held
+    assert json.dumps(model.input["prompt"])[1:-1].encode() not in held
+
+
+def test_the_public_view_is_what_a_student_may_see_and_a_hand_out_reads(
+    tmp_path: Path, sets: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    run = graded(submission(tmp_path, "alice-ames"), tmp_path / "grades")
+    review(run)
+    assert promote(run, sets, *INCIDENT_FLAGS) == 0
+    full = _item(sets)
+    public = sets / "refunds" / "v1.public.json"
+    document = json.loads(public.read_bytes())
+    assert document["format"] == "gradekit.regression-public/1"
+    assert document["sha256"] == sha256(sets / "refunds" / "v1.json")
+    [shown] = document["items"]
+    assert set(shown) == {"id", "kind", "added_in", "task", "agent", "world", "expect"}
+    assert b"alice-ames" not in public.read_bytes() and b"ta-lee" not in public.read_bytes()
+    assert b"a label changed the answer" not in public.read_bytes()
+    # A hand-out holds only the view: the set reads from it, with the same items to record.
+    (sets / "refunds" / "v1.json").unlink()
+    viewed = _loaded(sets, 1)
+    assert viewed.public and viewed.sha256 == document["sha256"]
+    [item] = viewed.items
+    assert (item.id, item.task, item.agent, item.expect, item.reads()) == (
+        full.id, full.task, full.agent, full.expect, full.reads())
+    assert dict(item.source) == {} and item.reviewed_by == ""
+
+
+def test_a_missing_public_view_is_caught_and_written_again_an_edited_one_refused(
+    tmp_path: Path, sets: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    run = graded(submission(tmp_path), tmp_path / "grades")
+    review(run)
+    assert promote(run, sets, *INCIDENT_FLAGS) == 0
+    public = sets / "refunds" / "v1.public.json"
+    written = public.read_bytes()
+    public.unlink()  # a promotion cut off between its two files
+    capsys.readouterr()
+    assert main(["regression", "verify", "--sets", str(sets)]) == 1
+    err = capsys.readouterr().err
+    assert f"FAIL {public}: is missing (what every student records the items from): write " \
+        f"it again: `.venv/bin/gradekit regression public refunds --sets {sets}`" in err
+    assert main(["regression", "public", "refunds", "--sets", str(sets)]) == 0
+    assert capsys.readouterr().out == f"wrote {public}\n"
+    assert public.read_bytes() == written
+    assert main(["regression", "public", "refunds", "--sets", str(sets)]) == 0
+    assert "nothing written" in capsys.readouterr().out
+    public.write_bytes(written.replace(b"issue_refund", b"issue_refunds"))
+    assert main(["regression", "verify", "--sets", str(sets)]) == 1
+    assert f"FAIL {public}: does not hold the public view of v1.json" in \
+        capsys.readouterr().err
+
+
+def test_a_set_of_the_retired_format_is_refused_with_the_fix(tmp_path: Path,
+                                                             sets: Path) -> None:
+    run = graded(submission(tmp_path), tmp_path / "grades")
+    review(run)
+    assert promote(run, sets, *INCIDENT_FLAGS) == 0
+    version = sets / "refunds" / "v1.json"
+    version.write_bytes(version.read_bytes().replace(b"gradekit.regression/2",
+                                                     b"gradekit.regression/1"))
+    with pytest.raises(UsageError, match=r"it is a gradekit.regression/1 set, which this "
+                       r"gradekit no longer grades: its case items replay the one student's "
+                       r"model answers .* promote those failures again into a new set"):
+        load_set(sets, "refunds", 1)
 
 
 def _item(sets: Path) -> Item:
@@ -702,7 +767,10 @@ def test_show_prints_the_chain_and_the_chosen_versions_items(
         f"{alice.report[:12]}, review 2, cassettes/refund-policy.json" in lines
     assert "    expect    outcome answer; mentions 'refund'; never mentions -; forbids -" in lines
     assert "  refund-outside-window (incident, added in v2)" in lines
-    assert "    live      issue_refund" in lines
+    assert "    agent     each submission's own (its manifest's agent)" in lines  # the case's
+    assert "    agent     lab.refunds:run" in lines
+    worlds = [line for line in lines if line.startswith("    world     ")]
+    assert len(worlds) == 2 and worlds[1].startswith("    world     2 tool call(s) answered")
     assert main(["regression", "show", "refunds", "--sets", str(sets)]) == 0
     assert capsys.readouterr().out == shown  # the same files, the same text
     assert main(["regression", "show", "refunds@1", "--sets", str(sets)]) == 0
