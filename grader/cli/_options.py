@@ -7,6 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from gradekit import Provider, UsageError
+from grader._expect import OUTCOMES, Told
 from grader._specs import load_spec
 from grader.rubric import KIT_RUBRIC
 from grader.sandbox import isolation_requests
@@ -68,3 +69,35 @@ def live_provider(args: argparse.Namespace, root: Path, say: Callable[[str], Non
                          timeout=args.timeout)
     live.on_retry = lambda line: say(f"    retry: {line}")
     return live
+
+
+def add_expectation_options(parser: argparse.ArgumentParser, base: str) -> None:
+    """The flags that give an expectation, laid over ``base`` (what they change, in words)."""
+    group = parser.add_argument_group("what a run must come to", f"laid over {base}: a value "
+                                      "given replaces it, facts and actions are added")
+    group.add_argument("--goal", default="", metavar="TEXT", help="the business goal: what "
+                       "the run is for (required: without one it cannot pass)")
+    group.add_argument("--outcome", choices=OUTCOMES, default="", help="answer: run() returns "
+                       "a str; raise: it raises (required when the base gives none)")
+    group.add_argument("--decision", default="", metavar="FACT", help="the expected "
+                       "decision: a fact the answer must state")
+    group.add_argument("--mention", action="append", default=[], metavar="FACT",
+                       help="a fact the answer must hold")
+    group.add_argument("--never-mention", action="append", default=[], metavar="FACT",
+                       help="a fact the answer must not hold")
+    group.add_argument("--missing", action="append", default=[], metavar="FACT",
+                       help="information the answer must name as missing")
+    group.add_argument("--negation", action=argparse.BooleanOptionalAction, default=None,
+                       help="the answer must state a negation (no, not, cannot, ...)")
+    group.add_argument("--intent", default="", metavar="TEXT", help="the intent the task "
+                       "expresses: kept and shown, never judged")
+    group.add_argument("--forbid", action="append", default=[], metavar="TOOL",
+                       help="an action the run must never call")
+
+
+def told_expectation(args: argparse.Namespace) -> Told:
+    """The expectation ``add_expectation_options``' flags gave."""
+    return Told(outcome=args.outcome, mentions=tuple(args.mention),
+                never_mentions=tuple(args.never_mention), forbid=tuple(args.forbid),
+                goal=args.goal, decision=args.decision, intent=args.intent,
+                missing=tuple(args.missing), negation=args.negation)

@@ -17,9 +17,9 @@ from pathlib import Path
 from gradekit import UsageError
 from gradekit.internal import commands
 from grader._exits import EXIT_FAILED, EXIT_OK
-from grader._expect import OUTCOMES, Expectation
+from grader._expect import Expectation
 from grader._text import quote
-from grader.cli._options import add_rubric_option
+from grader.cli._options import add_expectation_options, add_rubric_option, told_expectation
 from grader.records import LEDGER, Request, append_events, promote_event, promotion
 from grader.regression import (
     Item,
@@ -92,13 +92,7 @@ def _add_promote(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     promote.add_argument("--reference", type=Path, default=Path("."), metavar="DIR",
                          help="the reference lab the hand-out is built from, where --agent's "
                          "module must be (default: .)")
-    promote.add_argument("--outcome", choices=OUTCOMES, help="answer: run() returns a str; "
-                         "raise: it raises (default: the rubric case's [case.expect] outcome; "
-                         "required when it gives none, and with --incident)")
-    promote.add_argument("--mention", action="append", default=[], metavar="FACT")
-    promote.add_argument("--never-mention", action="append", default=[], metavar="FACT")
-    promote.add_argument("--forbid", action="append", default=[], metavar="TOOL",
-                         help="an action the run must never call")
+    add_expectation_options(promote, "the rubric case's [case.expect]")
     promote.add_argument("--item", metavar="ITEM_ID", help="the item's id, a check of every "
                          "report it grades (default: the case id or the incident file's stem, "
                          "numbered -2, -3... when another run holds it; never the student)")
@@ -127,8 +121,7 @@ def _promote(args: argparse.Namespace) -> int:
     promoted = promotion(Request(
         student=args.student, root=args.root, out=args.out, rubric=args.rubric, reason=reason,
         case=args.case, incident=args.incident, agent=args.agent, reference=args.reference,
-        outcome=args.outcome or "", mentions=tuple(args.mention),
-        never_mentions=tuple(args.never_mention), forbid=tuple(args.forbid), item=args.item,
+        told=told_expectation(args), item=args.item,
         report=args.report))
     ledger = args.out / LEDGER
     added = add_item(_sets(args), name, promoted.item, created_by=by, numbered=promoted.numbered,

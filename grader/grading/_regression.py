@@ -40,13 +40,13 @@ class ItemRecordings:
 
 def replay_set(sandbox: Sandbox, pinned: RegressionSet, agent: str,
                recordings: ItemRecordings, *, label: str, hashseed: int) -> dict[str, ItemRun]:
-    """Every item of ``pinned`` that has its world, run against the submission in
+    """Every item of ``pinned`` that has its world and a goal, run against the submission in
     ``sandbox`` and served from its ``recordings``: item id -> what the grader saw. ``agent``
     is the submission's own (its manifest's), for the items that name none; items of one
     agent share a sandboxed run."""
     by_agent: dict[str, list[Item]] = defaultdict(list)
     for item in pinned.items:
-        if not item.missing:
+        if not item.missing and item.expect.goal:  # else degraded whatever the run does
             by_agent[item.agent or agent].append(item)
     runs: dict[str, ItemRun] = {}
     for number, (spec, items) in enumerate(by_agent.items()):

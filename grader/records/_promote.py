@@ -26,14 +26,14 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal, TypeVar
 
 from gradekit import GradekitError, Incident, UsageError, decode_incident
 from gradekit.internal import commands, decode_fixture
-from grader._expect import Expectation, normalised, parse_expectation
+from grader._expect import Expectation, Told, laid_over
 from grader._specs import SPEC
 from grader.outputs import REPORTED
 from grader.records._folder import LEDGER
@@ -67,10 +67,7 @@ class Request:
     incident: str | None = None
     agent: str | None = None  # None: each submission's own agent (its manifest's)
     reference: Path = Path(".")  # the reference lab the hand-out is built from
-    outcome: str = ""
-    mentions: tuple[str, ...] = ()
-    never_mentions: tuple[str, ...] = ()
-    forbid: tuple[str, ...] = ()
+    told: Told = field(default_factory=Told)  # the expectation the flags give
     item: str | None = None
     report: str | None = None  # the run's report digest; None: the student's latest run
 
@@ -371,22 +368,18 @@ def _agent(request: Request) -> str | None:
 
 
 def _expectation(base: Expectation | None, request: Request) -> Expectation:
-    """The rubric case's expectation (if any), the flags' facts added and overriding it: a
-    fact given to --mention leaves the case's never_mentions, and the reverse."""
-    base = base or Expectation()
-    told = {normalised(fact) for fact in request.mentions}
-    untold = {normalised(fact) for fact in request.never_mentions}
-    raw = {"outcome": request.outcome or base.outcome,
-           "mentions": [f for f in base.mentions if normalised(f) not in untold]
-           + list(request.mentions),
-           "never_mentions": [f for f in base.never_mentions if normalised(f) not in told]
-           + list(request.never_mentions),
-           "forbidden_actions": [*base.forbidden_actions, *request.forbid]}
-    expect = parse_expectation(raw, "the item's expectation (the rubric case's and the flags)")
+    """The rubric case's expectation (if any), the flags' over it (``laid_over``): it must
+    have an outcome, and a business goal (without one the item could never pass)."""
+    expect = laid_over(base, request.told,
+                       "the item's expectation (the rubric case's and the flags)")
     if not expect.outcome:
         raise UsageError("give --outcome answer (run() must return a str) or --outcome raise "
                          "(it must raise): without an expected outcome the item could never "
                          "be judged")
+    if not expect.goal:
+        raise UsageError('give --goal "what the run is for" (e.g. "no refund outside the '
+                         'policy\'s windows"): without a business goal the item could never '
+                         "pass")
     return expect
 
 

@@ -3,7 +3,7 @@ details and advice. The five built-in checks, the checks judged against expectat
 snapshots and regression sets, loud failure, trace pairing and FAILURES.md. Nothing here
 reads a file, starts a process or knows where a result is written.
 
-May import: base, rubric.
+May import: base, regression, rubric.
 """
 
 from __future__ import annotations

@@ -18,6 +18,7 @@ from gradekit.internal import commands
 from grader._expect import Expectation, Observed, judge, met
 from grader._model import CaseOutcome, CheckResult, CriterionResult, ItemRun
 from grader._text import quote
+from grader.regression import Item
 from grader.rubric import Case, Criterion, Rubric, distribute, per_case_points
 from grader.scoring._checks import CORE_CHECKS, ZERO, Check, Evidence, criterion_result
 
@@ -43,12 +44,29 @@ def observed(outcome: CaseOutcome | None) -> Observed:
 
 
 def _no_outcome(case: Case) -> str:
+    expect = case.expect
+    if expect is not None and expect.outcome and not expect.goal:
+        return (f"case {case.id} has no business goal: add goal = \"what the run is for\" to "
+                f"its [case.expect] in the rubric, {_AGAIN}")
     return (f"case {case.id} has no expected outcome: add [case.expect] with outcome = "
-            f'"answer" or "raise" under it in the rubric, {_AGAIN}')
+            f'"answer" or "raise" and a goal under it in the rubric, {_AGAIN}')
 
 
 def _expected(case: Case) -> Expectation | None:
-    return case.expect if case.expect is not None and case.expect.outcome else None
+    """The case's expectation when it can judge a run: with an outcome and a goal."""
+    expect = case.expect
+    return expect if expect is not None and expect.outcome and expect.goal else None
+
+
+def _item_gap(item: Item) -> str:
+    """Why an item cannot be judged whatever the submission does ("" when it can): its world
+    is gone, or it has no business goal."""
+    if item.missing:
+        return f"{item.missing}; {_AGAIN}"
+    if not item.expect.goal:
+        return (f"item {item.id} has no business goal, so it cannot pass: promote the "
+                f"failure again with --goal into a new version, pin it and {_AGAIN}")
+    return ""
 
 
 def expectations(evidence: Evidence, rubric: Rubric, criterion: Criterion) -> CriterionResult:
@@ -115,8 +133,8 @@ def regression(evidence: Evidence, rubric: Rubric, criterion: Criterion) -> Crit
     runs: Mapping[str, ItemRun] = evidence.regression.get(pinned.ref, {})
     checks, advice = [], []
     for item, share in zip(pinned.items, shares, strict=True):
-        if item.missing:
-            checks.append(_degraded(item.id, share, f"{item.missing}; {_AGAIN}"))
+        if gap := _item_gap(item):
+            checks.append(_degraded(item.id, share, gap))
             continue
         problems = _item_problems(item.expect, runs.get(item.id), evidence.blocked)
         checks.append(CheckResult(item.id, not problems, ZERO if problems else share, share,
@@ -154,8 +172,8 @@ def contract_gaps(rubric: Rubric) -> list[str]:
                 why = _no_set(criterion) if not ref else _set_missing(ref)
                 gaps.append(f"{criterion.id}: {why}")
             else:
-                gaps += [f"{criterion.id}/{item.id}: {item.missing}" for item in pinned.items
-                         if item.missing]
+                gaps += [f"{criterion.id}/{item.id}: {_item_gap(item)}" for item in pinned.items
+                         if _item_gap(item)]
     return gaps
 
 

@@ -72,6 +72,7 @@ def test_a_reviewed_failure_becomes_a_regression_item_every_submission_is_graded
     promote = ["regression", "promote", "refunds", "--student", "alice", "--root",
                str(subs / "alice"), "--incident", INCIDENT, "--agent", "lab.refunds:run",
                "--forbid", "issue_refund", "--outcome", "answer", "--never-mention", "refunded",
+               "--goal", "no refund outside the policy's windows",
                "--by", "kim", "--reason", "960.00 refunded on day 73", "--out", str(out),
                "--rubric", str(course / "rubric.toml"), "--reference", str(REFERENCE)]
     assert main(promote) == 2  # nobody has reviewed alice's run yet

@@ -40,7 +40,8 @@ from tests.submissions import (
 INCIDENT = REFERENCE / "incidents" / "refund-outside-window.jsonl"
 REFUNDS = Path("lab") / "refunds" / "__init__.py"
 FIXED = "return _decide(follows_the_policy, provider, task, tools)"
-NO_REFUND = Expectation("answer", ("refused",), ("refunded",), ("issue_refund",))
+NO_REFUND = Expectation("answer", ("refused",), ("refunded",), ("issue_refund",),
+                        goal="no refund outside the policy's windows")
 ITEM = "refund-outside-window"
 NAME = recording_name("refunds", ITEM)  # regression/refunds/refund-outside-window
 KIT = (REFERENCE / "rubric" / "bootcamp.toml").read_text("utf-8")
@@ -257,8 +258,14 @@ def test_an_item_whose_world_is_gone_is_degraded_and_not_run(tmp_path: Path,
     alice = _student(tmp_path, "alice")
     gone = _item(added_in=1, world=None, missing="refunds/items/abc.json is missing from the "
                  "set: restore it")
-    second = _item(id="second", added_in=1, agent=None, expect=Expectation("raise"))
-    judged = _judged(alice, course, items=(gone, second))
+    second = _item(id="second", added_in=1, agent=None, expect=Expectation("raise", goal="g"))
+    aimless = _item(id="aimless", added_in=1, expect=Expectation("answer"))
+    judged = _judged(alice, course, items=(gone, second, aimless))
+    # An item without a business goal cannot pass: degraded, not run.
+    assert judged["aimless"].degraded is True and judged["aimless"].calls == []
+    assert judged["aimless"].detail.startswith("item aimless has no business goal, so it "
+                                               "cannot pass: promote the failure again with "
+                                               "--goal")
     assert judged[ITEM].degraded is True and judged[ITEM].points == "0.00"
     assert judged[ITEM].calls == []
     assert "items/abc.json is missing" in judged[ITEM].detail

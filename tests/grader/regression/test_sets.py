@@ -37,8 +37,9 @@ from tests.submissions import CASES, REFERENCE, make_submission
 
 CASE = "refund-policy"
 INCIDENT = "incidents/refund-outside-window.jsonl"
-CASE_FLAGS = ("--case", CASE, "--outcome", "answer", "--mention", "refund")
-INCIDENT_FLAGS = ("--incident", INCIDENT, "--agent", "lab.refunds:run", "--forbid",
+GOAL = ("--goal", "the student learns what the policy gives them")
+CASE_FLAGS = ("--case", CASE, "--outcome", "answer", "--mention", "refund", *GOAL)
+INCIDENT_FLAGS = ("--incident", INCIDENT, "--agent", "lab.refunds:run", *GOAL, "--forbid",
                   "issue_refund", "--outcome", "answer")
 SHARE = Decimal("7.50")
 
@@ -241,7 +242,7 @@ def test_an_incident_whose_forbidden_action_never_ran_is_refused(
 ) -> None:
     run = graded(submission(tmp_path), tmp_path / "grades")
     review(run)
-    assert promote(run, sets, "--incident", INCIDENT, "--agent", "lab.refunds:run",
+    assert promote(run, sets, "--incident", INCIDENT, "--agent", "lab.refunds:run", *GOAL,
                    "--forbid", forbid, "--outcome", "answer") == 2
     err = capsys.readouterr().err
     assert "shows no failure to guard against" in err and says in err
@@ -253,7 +254,8 @@ def test_an_incident_whose_forbidden_action_never_ran_is_refused(
     (INCIDENT_FLAGS[:-2], "give --outcome answer"),
     (("--incident", INCIDENT, "--outcome", "answer", "--forbid", "issue_refund"),
      "--agent package.module:function is required with --incident"),
-    (("--incident", INCIDENT, "--agent", "lab.refunds:run", "--outcome", "answer"),
+    (("--case", CASE, "--outcome", "answer"), 'give --goal "what the run is for"'),
+    (("--incident", INCIDENT, "--agent", "lab.refunds:run", "--outcome", "answer", *GOAL),
      "give --forbid TOOL: an incident item guards against an action that ran (in "
      "incidents/refund-outside-window.jsonl: issue_refund)"),
     ((*INCIDENT_FLAGS[:2], "--agent", "lab.alice_only:run", *INCIDENT_FLAGS[4:]),
@@ -324,7 +326,7 @@ def test_promotion_writes_v1_then_v2_that_inherits_v1_unchanged(
     assert case.reads() == {key: call.response for key, call in fixture.calls.items()}
     assert case.reads()  # the reference's refund-policy reads the docs
     assert (case.kind, case.agent, case.expect, case.reviewed_by) == (
-        "case", None, Expectation("answer", ("refund",)), "kim")
+        "case", None, Expectation("answer", ("refund",), goal=GOAL[1]), "kim")
     assert dict(case.source) == {"student": "alice", "submission": "alice", "run": alice.seq,
                                  "report": alice.report, "review": 2,
                                  "path": f"cassettes/{CASE}.json"}
@@ -635,7 +637,8 @@ def test_the_reference_incident_becomes_an_item_that_keeps_its_world_not_its_ans
     item = _item(sets)
     incident = decode_incident((REFERENCE / INCIDENT).read_bytes(), source=INCIDENT)
     assert (item.kind, item.agent, item.task) == ("incident", "lab.refunds:run", incident.task)
-    assert item.expect == Expectation("answer", (), ("refunded",), ("issue_refund",))
+    assert item.expect == Expectation("answer", (), ("refunded",), ("issue_refund",),
+                                      goal=GOAL[1])
     assert item.source["path"] == INCIDENT
     # Its world: the read (the policy's terms on day 73) and the action's recorded result.
     assert item.reads() == {e.key: e.output for e in incident.envelopes if e.kind != "model"}
@@ -734,13 +737,13 @@ def test_a_case_item_takes_the_rubric_case_expectation_and_lives_beside_the_rubr
     review(run)
     assert main(["regression", "promote", "refunds", "--student", "alice", "--root",
                  str(run.root), "--out", str(run.out), "--rubric", str(rubric), "--case", CASE,
-                 "--mention", "full refund", "--forbid", "issue_refund", "--by", "ta-lee",
+                 "--mention", "full refund", "--forbid", "issue_refund", *GOAL, "--by", "ta-lee",
                  "--reason", "promised a full refund on day 10"]) == 0
     sets = rubric.parent / "regression"  # the default: beside the rubric
     item = _item(sets)
     # the flag's fact overrides the case's opposite one; the outcome is the case's
     assert item.expect == Expectation("answer", ("14 days", "full refund"), (),
-                                      ("issue_refund",))
+                                      ("issue_refund",), goal=GOAL[1])
     assert item.task.startswith("A student bought a bootcamp seat 10 days ago")
     assert main(["regression", "verify", "--rubric", str(rubric)]) == 0
     assert f"ok   {sets / 'refunds' / 'v1.json'}: 1 item (0 inherited)" in capsys.readouterr().out

@@ -13,11 +13,23 @@ from pathlib import Path
 import pytest
 
 from gradekit import UsageError
-from grader._expect import Expectation, Observed, judge, mentioned, normalised, parse_expectation
+from grader._expect import (
+    Expectation,
+    Observed,
+    Told,
+    expectation_document,
+    judge,
+    laid_over,
+    mentioned,
+    met,
+    normalised,
+    parse_expectation,
+)
 from grader.cli import main
 from grader.outputs._report import canonical, verify_report
 from grader.records._folder import GRADEBOOK, MARKDOWN, REPORT, RESULTS
 from grader.rubric._rubric import RubricError, parse_rubric
+from grader.scoring._judged import contract_gaps
 from tests.submissions import REFERENCE, make_submission
 
 KIT = (REFERENCE / "rubric" / "bootcamp.toml").read_text("utf-8")
@@ -34,11 +46,14 @@ full = "Every case comes to what the rubric expects of it"
 typical_loss = "An answer that misses the facts the task is about"
 '''
 EXPECTS = {
-    "refund-policy": '[case.expect]\noutcome = "answer"\nmentions = ["refund"]\n'
+    "refund-policy": '[case.expect]\ngoal = "the student knows what refund they get"\n'
+                     'outcome = "answer"\nmentions = ["refund"]\n'
                      'never_mentions = ["guaranteed"]\n',
-    "incident-summary": '[case.expect]\noutcome = "answer"\nmentions = ["unbounded"]\n',
-    "sql-explain": '[case.expect]\noutcome = "answer"\nmentions = ["GROUP BY", '
-                   '"full table scan"]\nforbidden_actions = ["query_db"]\n',
+    "incident-summary": '[case.expect]\ngoal = "on-call knows what happened"\n'
+                        'outcome = "answer"\nmentions = ["unbounded"]\n',
+    "sql-explain": '[case.expect]\ngoal = "a beginner reads the query"\noutcome = "answer"\n'
+                   'mentions = ["GROUP BY", "full table scan"]\n'
+                   'forbidden_actions = ["query_db"]\n',
     # flaky-grade: no expectation at all, so its check cannot be evaluated
 }
 
@@ -90,6 +105,50 @@ def test_judge_names_every_shortfall_in_a_fixed_order() -> None:
     assert judge(Expectation("raise"), Observed("raised", None)) == []
 
 
+def test_the_oracle_judges_the_decision_the_missing_information_and_a_negation() -> None:
+    expect = Expectation("answer", ("policy",), ("refunded",), (), goal="no refund on day 73",
+                         decision="not eligible", missing=("purchase date",), negation=True,
+                         intent="refund_request")
+    assert judge(expect, Observed("returned", "Refunded in full: policy says yes.")) == [
+        "the answer does not state the decision 'not eligible'",
+        "the answer does not name the missing 'purchase date'",
+        "the answer states no negation (no, not, never, cannot, ...)",
+        "the answer mentions 'refunded', which it must not"]
+    good = "Not eligible under the policy: we cannot refund without the purchase date."
+    assert judge(expect, Observed("returned", good)) == []
+    assert met(expect) == ("met: the expected answer; the decision 'not eligible'; mentions "
+                           "'policy'; none of 'refunded'; names the missing 'purchase date'; "
+                           "a negation")
+    # "nothing" and "cannot" are negations as whole words; "knot" and "nobody" are not.
+    negating = Expectation("answer", negation=True, goal="g")
+    assert judge(negating, Observed("returned", "nothing to pay")) == []
+    assert judge(negating, Observed("returned", "a knot for nobody")) != []
+    # The intent is kept and shown, never judged; the goal is for people.
+    assert judge(Expectation("answer", goal="g", intent="x"), Observed("returned", "y")) == []
+
+
+def test_an_oracles_keys_are_written_only_when_given() -> None:
+    plain = parse_expectation({"outcome": "answer", "mentions": ["refund"]}, "here")
+    assert expectation_document(plain) == {"forbidden_actions": [], "mentions": ["refund"],
+                                           "never_mentions": [], "outcome": "answer"}
+    full = {"outcome": "answer", "goal": "g", "decision": "no refund", "intent": "ask",
+            "missing": ["date"], "negation": True}
+    expect = parse_expectation(full, "here")
+    assert parse_expectation(expectation_document(expect), "again") == expect
+    assert {k: v for k, v in expectation_document(expect).items() if k in full} == full
+
+
+def test_flags_lay_an_expectation_over_a_base_one() -> None:
+    base = Expectation("answer", ("14 days",), ("full refund",), ("query_db",), goal="base",
+                       missing=("date",), negation=True)
+    told = Told(mentions=("full refund",), never_mentions=("date",), forbid=("issue_refund",),
+                decision="half", negation=False)
+    assert laid_over(base, told, "here") == Expectation(
+        "answer", ("14 days", "full refund"), ("date",), ("query_db", "issue_refund"),
+        goal="base", decision="half", missing=(), negation=False)
+    assert laid_over(None, Told(goal="g"), "here") == Expectation(goal="g")
+
+
 @pytest.mark.parametrize(("raw", "message"), [
     ({"outcome": "yes"}, 'outcome = \'yes\'; use "answer"'),
     ({"outcome": "answer", "mention": ["x"]}, "unknown key(s) mention"),
@@ -98,6 +157,11 @@ def test_judge_names_every_shortfall_in_a_fixed_order() -> None:
     ({"outcome": "answer", "mentions": ["Refund"], "never_mentions": ["refund"]},
      "'refund' is in both mentions and never_mentions"),
     ({"outcome": "answer", "forbidden_actions": ["rm -rf"]}, "is not a tool name"),
+    ({"outcome": "answer", "negation": "yes"}, "negation = 'yes'; use true"),
+    ({"outcome": "answer", "goal": "two\nlines"}, "goal must be one line of text"),
+    ({"outcome": "answer", "decision": "no refund", "never_mentions": ["No refund"]},
+     "'no refund' is in both decision and never_mentions"),
+    ({"outcome": "answer", "missing": ["\u200b"]}, "a fact is a phrase of 1 to 200"),
 ])
 def test_a_bad_expectation_says_what_to_change(raw: object, message: str) -> None:
     with pytest.raises(UsageError, match="here: ") as caught:
@@ -106,6 +170,16 @@ def test_a_bad_expectation_says_what_to_change(raw: object, message: str) -> Non
 
 
 # -- the rubric -------------------------------------------------------------------------------
+
+
+def test_a_case_without_a_business_goal_cannot_pass() -> None:
+    text = _with_expectations(EXPECTING).replace('goal = "on-call knows what happened"\n', "")
+    rubric = parse_rubric(text.encode(), source="x.toml")
+    gaps = contract_gaps(rubric)
+    assert "expectations/incident-summary: case incident-summary has no business goal: add " \
+        'goal = "what the run is for" to its [case.expect]' in gaps[0]
+    assert [gap.partition(":")[0] for gap in gaps] == ["expectations/incident-summary",
+                                                       "expectations/flaky-grade"]
 
 
 def test_a_bad_case_expect_or_criterion_param_is_a_rubric_error_at_its_line() -> None:
@@ -129,7 +203,8 @@ def test_cases_keep_their_expectations_through_the_worker_request(tmp_path: Path
                       check_folders={})
     assert decode_request(encode_request(request)).rubric == rubric
     assert rubric.cases[2].expect == Expectation("answer", ("GROUP BY", "full table scan"),
-                                                 (), ("query_db",))
+                                                 (), ("query_db",),
+                                                 goal="a beginner reads the query")
     assert rubric.cases[3].expect is None
 
 
