@@ -22,6 +22,8 @@ import string
 from dataclasses import dataclass
 
 __all__ = [
+    "APPROVE",
+    "CASE_REVISE",
     "COMMANDS",
     "GRADEBOOK_MERGE",
     "GRADESCOPE_BUILD",
@@ -134,11 +136,13 @@ GRADESCOPE_BUILD = _command("gradescope-build", "gradescope", "build", "--out", 
 REGRESSION_SHOW = _command("regression-show", "regression", "show", "{name}")
 REGRESSION_VERIFY = _command("regression-verify", "regression", "verify", "{name}", "--sets",
                              "{sets}")
+CASE_REVISE = _command("case-revise", "case", "revise", "{case}", "--by", "{by}", "--reason",
+                       "{reason}")
+APPROVE = _command("approve", "approve", "{candidate}", "--by", "{by}", "--reason", "{reason}")
 REGRESSION_PUBLIC = _command("regression-public", "regression", "public", "{name}", "--sets",
                              "{sets}")
 REGRESSION_PROMOTE = _command("regression-promote", "regression", "promote", "{name}",
-                              "--student", "{student}", "--root", "{root}", "--case", "{case}",
-                              "--by", "{by}", "--reason", "{reason}", "--out", "{out}")
+                              "--candidate", "{candidate}", "--by", "{by}")
 GRADE_REPLACE = _command("grade-replace", "grade", "{submissions}", "--out", "{out}",
                          "--replace")
 REVIEWS_EXPORT = _command("reviews-export", "reviews", "export", "--out", "{out}", "--criterion",

@@ -11,7 +11,9 @@ Each command group lives in its own module of this package:
 - ``_incident``: recorded incidents: incident record, show;
 - ``_review``: a person's verdict on a graded criterion: review (one, or all pending at
   once), reviews export, import (a review sheet a TA fills);
-- ``_regression``: regression sets: regression promote, show, verify;
+- ``_regression``: regression sets: regression promote, show, verify, public;
+- ``_cases``: evaluation cases and the path to a set: case from-run, new, revise,
+  archive, show; investigate, disposition, approve;
 - ``_dashboard``: the cohort at a glance: dashboard.
 
 Options more than one group shares are ``_options``'. The exit codes are one table,
@@ -31,6 +33,7 @@ from collections.abc import Sequence
 from gradekit import GradekitError
 from gradekit.internal import in_chain
 from grader._exits import EXIT_INTERRUPTED, exit_help
+from grader.cli._cases import add_case_commands
 from grader.cli._cassette import add_cassette_commands
 from grader.cli._dashboard import add_dashboard_commands
 from grader.cli._grade import add_grading_commands
@@ -88,5 +91,6 @@ def _parser() -> argparse.ArgumentParser:
     add_incident_commands(commands)
     add_review_commands(commands)
     add_regression_commands(commands)
+    add_case_commands(commands)
     add_dashboard_commands(commands)
     return parser

@@ -1,10 +1,10 @@
-"""``gradekit regression promote``, ``show`` and ``verify``: versioned regression sets of
-reviewed failing runs on the command line.
+"""``gradekit regression promote``, ``show``, ``verify`` and ``public``: versioned
+regression sets on the command line.
 
-``promote`` turns its flags into a ``grader.records._promote.Request`` (the policy: reviewed,
-failing, unchanged since) and publishes the item as the set's next version
-(``grader.regression._publish.add_item``), recording it in the ledger; ``show`` prints a
-set's chain of versions and one version's items; ``verify`` checks every version of every set.
+``promote`` publishes an approved candidate's case (``grader.records.candidate_item``) as the
+set's next version (``grader.regression._publish.add_item``), recording it in the asset
+ledger; ``show`` prints a set's chain of versions and one version's items; ``verify`` checks
+every version of every set; ``public`` writes a version's missing public view.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from gradekit.internal import commands
 from grader._exits import EXIT_FAILED, EXIT_OK
 from grader._expect import Expectation
 from grader._text import quote
-from grader.cli._options import add_expectation_options, add_rubric_option, told_expectation
-from grader.records import LEDGER, Request, append_events, promote_event, promotion
+from grader.cli._options import add_rubric_option
+from grader.records import ASSETS, append_events, candidate_item
 from grader.regression import (
     Item,
     RegressionSet,
@@ -32,7 +32,7 @@ from grader.regression import (
     version_numbers,
     write_public,
 )
-from grader.rubric import SETS
+from grader.rubric import SETS, load_rubric
 
 __all__ = ["add_regression_commands", "render_set"]
 
@@ -74,35 +74,17 @@ def _add_place(parser: argparse.ArgumentParser) -> None:
 
 def _add_promote(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     promote = sub.add_parser(
-        "promote", help="add a reviewed failing run to a set, as its next version",
-        description="Promote a reviewed failing run of a student into set NAME: a case "
-        "(its cassette and fixture) or an incident, with what a run of it must come to.")
+        "promote", help="publish an approved candidate into a set, as its next version",
+        description="Publish an approved candidate (a case a person investigated, reviewed "
+        "as a regression candidate and approved) into set NAME as its next version.")
     promote.add_argument("name", metavar="NAME", help="the set, e.g. refunds")
-    promote.add_argument("--student", required=True, help="the student, as the ledger names "
-                         "them")
-    promote.add_argument("--root", type=Path, required=True, metavar="SUBMISSION_DIR",
-                         help="the submission folder the run graded")
-    what = promote.add_mutually_exclusive_group(required=True)
-    what.add_argument("--case", metavar="CASE_ID", help="a rubric case the run failed")
-    what.add_argument("--incident", metavar="PATH", help="an incident file of the submission "
-                      "(relative to --root)")
-    promote.add_argument("--agent", metavar="package.module:function", help="the agent every "
-                         "student's run of the item asks, one the reference lab holds "
-                         "(required with --incident; default: each submission's own)")
-    promote.add_argument("--reference", type=Path, default=Path("."), metavar="DIR",
-                         help="the reference lab the hand-out is built from, where --agent's "
-                         "module must be (default: .)")
-    add_expectation_options(promote, "the rubric case's [case.expect]")
+    promote.add_argument("--candidate", required=True, metavar="CANDIDATE",
+                         help="the approved candidate, e.g. cand-1")
     promote.add_argument("--item", metavar="ITEM_ID", help="the item's id, a check of every "
-                         "report it grades (default: the case id or the incident file's stem, "
-                         "numbered -2, -3... when another run holds it; never the student)")
-    promote.add_argument("--by", required=True, metavar="NAME", help="who promotes it")
-    promote.add_argument("--reason", required=True, metavar="TEXT", help="why it belongs in "
-                         "the set")
-    promote.add_argument("--out", type=Path, default=Path("grades"), help="the grades folder "
-                         "whose ledger holds the run (default: grades)")
-    promote.add_argument("--report", metavar="DIGEST", help="the run whose report this is "
-                         "(default: the student's latest graded run)")
+                         "report it grades (default: the case's name, the rubric case's id or "
+                         "the incident file's stem, numbered -2, -3... when another case holds "
+                         "it; never the student)")
+    promote.add_argument("--by", required=True, metavar="NAME", help="who publishes it")
     _add_place(promote)
     promote.set_defaults(handler=_promote)
 
@@ -117,20 +99,18 @@ def _sets(args: argparse.Namespace) -> Path:
 
 def _promote(args: argparse.Namespace) -> int:
     name = valid_name(args.name, "regression set")
-    by, reason = _given(args.by, "--by"), _given(args.reason, "--reason")
-    promoted = promotion(Request(
-        student=args.student, root=args.root, out=args.out, rubric=args.rubric, reason=reason,
-        case=args.case, incident=args.incident, agent=args.agent, reference=args.reference,
-        told=told_expectation(args), item=args.item,
-        report=args.report))
-    ledger = args.out / LEDGER
-    added = add_item(_sets(args), name, promoted.item, created_by=by, numbered=promoted.numbered,
-                     then=lambda published, _: append_events(
-                         ledger, [promote_event(promoted, published, by)]))
+    by = _given(args.by, "--by")
+    sets, rubric = _sets(args), load_rubric(args.rubric)
+    item, case = candidate_item(sets, rubric, args.candidate, args.item)
+    added = add_item(sets, name, item, created_by=by, numbered=args.item is None,
+                     then=lambda published, new: append_events(sets / ASSETS, [{
+                         "event": "promote", "candidate": args.candidate, "case": case.id,
+                         "set": published.name, "version": published.version,
+                         "sha256": published.sha256, "item": new.id, "by": by}]))
     ref = added.set.ref
     if not added.new:
-        print(f"already in {ref} as item {added.item.id} (the same report, kind and payload): "
-              "nothing written")
+        print(f"already in {ref} as item {added.item.id} (case {case.id}, version "
+              f"{case.version}): nothing written")
         return EXIT_OK
     count = len(added.set.items)
     print(f"{ref}: {_count(count)} ({count - 1} inherited, 1 new: {added.item.id}); pin it in "
@@ -193,11 +173,14 @@ def render_set(chain: Sequence[RegressionSet], chosen: RegressionSet) -> str:
 
 def _item_lines(item: Item) -> list[str]:
     source = item.source
+    run = source["run"]
+    came = "written by hand" if run is None else (
+        f"run {run['seq']} of {_line(str(run['student']))} (submission "
+        f"{_line(str(run['submission']))}), report {str(run['report'])[:12]}, "
+        f"{_line(str(run['path']))}")
     lines = [f"  {item.id} ({item.kind}, added in v{item.added_in})",
-             f"    source    {_line(str(source['student']))} (submission "
-             f"{_line(str(source['submission']))}), run {source['run']}, report "
-             f"{str(source['report'])[:12]}, review {source['review']}, "
-             f"{_line(str(source['path']))}",
+             f"    source    case {source['case']} version {source['version']}, candidate "
+             f"{source['candidate']} approved by {_line(str(source['approved_by']))}; {came}",
              f"    reviewed  by {_line(item.reviewed_by)}",
              f"    reason    {_line(item.reason)}",
              f"    task      {_line(item.task)}",

@@ -1,7 +1,8 @@
 """The grades folder and what happened to a grade in it: the folder's home (every file's
 name, each submission's outputs written once and signed once), the append-only grading
 ledger, people's reviews of grades, a student's history (why a grade changed), the
-promotion of a reviewed failing run into a regression set, and ``report verify``.
+evaluation assets (cases, and the path from a failure to a regression item, in the
+asset ledger beside the sets), and ``report verify``.
 
 Inside, the home (``_folder``) is the bottom: the ledger, reviews, history, promotion and
 verify find every file through it, and it imports none of them.
@@ -11,6 +12,22 @@ May import: base, submission, regression, rubric, scoring, outputs.
 
 from __future__ import annotations
 
+from grader.records._assets import (
+    ASSETS,
+    DISPOSITIONS,
+    SOURCES,
+    Assets,
+    StoredCase,
+    approve,
+    archive,
+    candidate_item,
+    dispose,
+    investigate,
+    new_case,
+    read_assets,
+    revise,
+    save_from_run,
+)
 from grader.records._bulk import plan_confirmations
 from grader.records._folder import (
     ARCHIVE,
@@ -38,7 +55,7 @@ from grader.records._ledger import (
     verify_ledger,
 )
 from grader.records._merge import LedgerMerge, Merged, merge_folders, plan_merge
-from grader.records._promote import Request, promote_event, promotion
+from grader.records._promote import FromRun, Request, applicable_agent, from_run
 from grader.records._reviews import (
     Recorded,
     ReviewRequest,
@@ -52,7 +69,9 @@ from grader.records._verify import verify_file
 
 __all__ = [
     "ARCHIVE",
+    "ASSETS",
     "CALLS",
+    "DISPOSITIONS",
     "DRAW_KEY",
     "GRADEBOOK",
     "LEDGER",
@@ -60,34 +79,47 @@ __all__ = [
     "OUTPUT",
     "REPORT",
     "RESULTS",
+    "SOURCES",
+    "Assets",
+    "FromRun",
     "LedgerCorrupt",
     "LedgerMerge",
     "Merged",
     "Recorded",
     "Request",
     "ReviewRequest",
+    "StoredCase",
     "append_events",
+    "applicable_agent",
     "apply_reviews",
+    "approve",
+    "archive",
     "archived",
+    "candidate_item",
     "case_snapshots",
     "causes",
     "current_reviews",
+    "dispose",
     "draw_key",
     "export_sheet",
     "first_divergence",
+    "from_run",
     "grader_version",
     "history_lines",
+    "investigate",
     "merge_folders",
+    "new_case",
     "plan_confirmations",
     "plan_merge",
-    "promote_event",
-    "promotion",
+    "read_assets",
     "read_ledger",
     "read_sheet",
     "record_grading",
     "record_review",
     "record_reviews",
+    "revise",
     "rubric_lineage",
+    "save_from_run",
     "sign_outputs",
     "verify_file",
     "verify_ledger",

@@ -56,11 +56,9 @@ class Added:
 
 
 def same_source(old: Item, new: Item) -> bool:
-    """Whether two items are one piece of evidence: the same report, file, kind, task and
-    world."""
-    return (old.source.get("report") == new.source.get("report")
-            and old.source.get("path") == new.source.get("path") and old.kind == new.kind
-            and old.task == new.task and dict(old.digests) == dict(_digests_of(new)))
+    """Whether two items publish one case: the same case id and version."""
+    return (old.source.get("case"), old.source.get("version")) == (
+        new.source.get("case"), new.source.get("version"))
 
 
 def _digests_of(item: Item) -> Mapping[str, str]:
@@ -148,9 +146,8 @@ def _next_version(current: RegressionSet | None, name: str, item: Item,
     if current is not None and item.id in {old.id for old in current.items}:
         old = next(old for old in current.items if old.id == item.id)
         raise UsageError(
-            f"item {item.id} is already in {current.ref}, from run {old.source.get('run')} of "
-            f"{old.source.get('student')} (report {str(old.source.get('report'))[:12]}...): "
-            "give this one another id with --item")
+            f"item {item.id} is already in {current.ref}, from case {old.source.get('case')} "
+            f"version {old.source.get('version')}: give this one another id with --item")
     version = current.version + 1 if current else 1
     supersedes = {"version": current.version, "sha256": current.sha256} if current else None
     new = replace(item, added_in=version, digests=MappingProxyType(dict(_digests_of(item))),

@@ -91,8 +91,12 @@ _SUFFIX = {"world": ".json"}
 _SET_KEYS = frozenset({"format", "name", "version", "supersedes", "created_by", "items"})
 _PUBLIC_ITEM_KEYS = frozenset({"id", "kind", "added_in", "task", "agent", "world", "expect"})
 _ITEM_KEYS = _PUBLIC_ITEM_KEYS | {"source", "reviewed_by", "reason"}
+# Where an item came from: the case (its id and version) it publishes, the candidate that
+# was approved, and the run the case was saved from (null for a case written by hand).
 _SOURCE_TYPES: Mapping[str, type] = MappingProxyType({
-    "path": str, "report": str, "review": int, "run": int, "student": str, "submission": str})
+    "approved_by": str, "candidate": str, "case": str, "run": dict, "version": int})
+_RUN_TYPES: Mapping[str, type] = MappingProxyType({
+    "path": str, "report": str, "seq": int, "student": str, "submission": str})
 
 
 class _Corrupt(Exception):
@@ -236,8 +240,34 @@ def load_set(sets: Path, name: str, version: int) -> RegressionSet | None:
         loaded = _load(sets, name, version, {})
         if loaded is not None:
             _vouched(sets, name, loaded)
+            _published(sets, loaded)
             return loaded
         return _load_public(sets, name, version)
+
+
+_ASSETS = "ledger.jsonl"  # beside the sets: its promote events vouch for what they published
+
+
+def _published(sets: Path, loaded: RegressionSet) -> None:
+    """The promote event that published this version, if the asset ledger has one, must
+    name these bytes: the newest version has no successor to vouch for it."""
+    try:
+        lines = (sets / _ASSETS).read_bytes().splitlines()
+    except FileNotFoundError:
+        return
+    for line in lines:
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue  # a torn or broken line: the asset ledger's own verification says so
+        if isinstance(event, dict) and event.get("event") == "promote" \
+                and event.get("set") == loaded.name and event.get("version") == loaded.version \
+                and event.get("sha256") != loaded.sha256:
+            path = _version_path(sets, loaded.name, loaded.version)
+            raise _Corrupt(path, f"regression set {loaded.ref} changed since asset ledger "
+                             f"event {event.get('seq')} published it (sha256 "
+                             f"{str(event.get('sha256'))[:12]}... then, {loaded.sha256[:12]}... "
+                             f"now): a set version never changes; {_restore(path)}")
 
 
 def _version_path(sets: Path, name: str, version: int) -> Path:
@@ -443,9 +473,14 @@ def _item_problem(kind: object, added_in: object, version: int, agent: object) -
 
 
 def _source(raw: object, item_id: str) -> Mapping[str, Any]:
+    run = raw.get("run") if isinstance(raw, dict) else None
     if not isinstance(raw, dict) or set(raw) != set(_SOURCE_TYPES) or not all(
-            type(raw[key]) is wanted for key, wanted in _SOURCE_TYPES.items()):
-        raise _Bad(f"item {item_id}'s source is not {{{', '.join(_SOURCE_TYPES)}}}")
+            type(raw[key]) is wanted or (key == "run" and raw[key] is None)
+            for key, wanted in _SOURCE_TYPES.items()) or (run is not None and (
+                set(run) != set(_RUN_TYPES) or not all(type(run[key]) is wanted
+                                                       for key, wanted in _RUN_TYPES.items()))):
+        raise _Bad(f"item {item_id}'s source is not {{{', '.join(_SOURCE_TYPES)}}} with run "
+                   f"null or {{{', '.join(_RUN_TYPES)}}}")
     return MappingProxyType(dict(raw))
 
 
@@ -464,9 +499,8 @@ def _digests(raw: Mapping[str, Any], item_id: str) -> Mapping[str, str]:
 
 
 def promote_command(name: str) -> str:
-    """How an instructor adds a reviewed failing case of a graded student to set ``name``."""
-    return commands.REGRESSION_PROMOTE(name=name, student="STUDENT", root="SUBMISSION",
-                                       case="CASE", by="NAME", reason="TEXT", out="grades")
+    """How an instructor publishes an approved candidate into set ``name``."""
+    return commands.REGRESSION_PROMOTE(name=name, candidate="CANDIDATE", by="NAME")
 
 
 def payload_name(role: str, sha256: str) -> str:

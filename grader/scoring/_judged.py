@@ -64,8 +64,9 @@ def _item_gap(item: Item) -> str:
     if item.missing:
         return f"{item.missing}; {_AGAIN}"
     if not item.expect.goal:
-        return (f"item {item.id} has no business goal, so it cannot pass: promote the "
-                f"failure again with --goal into a new version, pin it and {_AGAIN}")
+        return (f"item {item.id} has no business goal, so it cannot pass: revise its case "
+                "with --goal, take the new version through investigate, disposition and "
+                f"approve, promote it into a new set version, pin that and {_AGAIN}")
     return ""
 
 
@@ -109,8 +110,7 @@ def _no_set(criterion: Criterion) -> str:
 
 
 def _promote(name: str) -> str:
-    return commands.REGRESSION_PROMOTE(name=name, student="STUDENT", root="SUBMISSION",
-                                       case="CASE", by="NAME", reason="TEXT", out="grades")
+    return commands.REGRESSION_PROMOTE(name=name, candidate="CANDIDATE", by="NAME")
 
 
 def _set_missing(ref: str) -> str:

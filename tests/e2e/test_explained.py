@@ -69,16 +69,25 @@ def test_a_reviewed_failure_becomes_a_regression_item_every_submission_is_graded
     assert main([*grade, "--rubric", str(course / "rubric.toml")]) == 0
     first = read_ledger(out / LEDGER).events
     assert INCIDENT in first[1]["inputs"]  # a recorded incident is a graded input
-    promote = ["regression", "promote", "refunds", "--student", "alice", "--root",
-               str(subs / "alice"), "--incident", INCIDENT, "--agent", "lab.refunds:run",
-               "--forbid", "issue_refund", "--outcome", "answer", "--never-mention", "refunded",
-               "--goal", "no refund outside the policy's windows",
-               "--by", "kim", "--reason", "960.00 refunded on day 73", "--out", str(out),
-               "--rubric", str(course / "rubric.toml"), "--reference", str(REFERENCE)]
-    assert main(promote) == 2  # nobody has reviewed alice's run yet
-    assert "has not been reviewed" in capsys.readouterr().err
-    assert main(["review", "alice", "--criterion", "written_summary", "--by", "kim",
-                 "--reason", "honest entries", "--out", str(out)]) == 0
+    # alice's incident: the buggy guard refunded 960.00 on day 73. Saved as a case, it goes
+    # the whole path: investigated, reviewed as a regression candidate, approved, published.
+    rubric = ["--rubric", str(course / "rubric.toml")]
+    promote = ["regression", "promote", "refunds", "--candidate", "cand-1", "--by", "kim",
+               *rubric]
+    assert main(["case", "from-run", "alice", "--root", str(subs / "alice"), "--incident",
+                 INCIDENT, "--agent", "lab.refunds:run", "--forbid", "issue_refund",
+                 "--outcome", "answer", "--never-mention", "refunded", "--goal",
+                 "no refund outside the policy's windows", "--coverage", "policy", "--by",
+                 "kim", "--reason", "960.00 refunded on day 73", "--out", str(out),
+                 "--reference", str(REFERENCE), *rubric]) == 0
+    assert main(["investigate", "case-1", "--by", "kim", "--reason", "why was it paid?",
+                 *rubric]) == 0
+    assert main(promote) == 2  # no candidate yet: only a reviewed, approved one publishes
+    assert "no candidate 'cand-1'" in capsys.readouterr().err
+    assert main(["disposition", "inv-1", "regression_candidate", "--by", "kim", "--reason",
+                 "the guard trusted the model", *rubric]) == 0
+    assert main(["approve", "cand-1", "--by", "lee", "--reason", "keep it fixed",
+                 *rubric]) == 0
     assert main(promote) == 0
     assert "refunds@1: 1 item (0 inherited, 1 new: refund-outside-window)" \
         in capsys.readouterr().out
@@ -115,21 +124,18 @@ def test_a_reviewed_failure_becomes_a_regression_item_every_submission_is_graded
     batch = [e for e in read_ledger(out / LEDGER).events if e["event"] == "batch"][-1]
     assert batch["rubric"]["sets"] == pinned and list(pinned) == ["refunds@1"]
     assert batch["rubric"]["supersedes"]["version"] == 2
-    # The review was of alice's report under rubric v1: it is never carried over.
-    assert book["alice"]["review"].startswith("NEEDS A NEW REVIEW: written_summary")
 
     capsys.readouterr()
     assert main(["history", "alice", "--out", str(out)]) == 0
     shown = capsys.readouterr().out
     assert "changed: rubric provider-swap-lab v2 -> v3" in shown
     assert "changed: regression sets none -> refunds@1" in shown
-    assert "stale: the review of written_summary" in shown
 
-    # A published version never changes: the ledger's promotion vouches for its bytes.
+    # A published version never changes: the asset ledger's promotion vouches for its bytes.
     version = course / "regression" / "refunds" / "v1.json"
     version.write_text(version.read_text("utf-8").replace("960.00 refunded on day 73",
                                                           "960.00 refunded on day 7"), "utf-8")
     assert main([*grade, "--rubric", str(course / "rubric-v2.toml")]) == 2
     error = capsys.readouterr().err
-    assert "regression set refunds@1 changed since ledger event" in error
+    assert "regression set refunds@1 changed since asset ledger event 5 published it" in error
     assert "published it" in error and "a set version never changes" in error

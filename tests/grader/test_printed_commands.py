@@ -42,7 +42,8 @@ KIT = ("lab", "gradekit", "grader", "cassettes", "cassettes-llm", "fixtures", "i
 # A command spelt by hand: in backticks, a whole string that is one, or "run gradekit ...".
 BY_HAND = re.compile(r"`gradekit |^gradekit (?:record|run|replay|key|cassette|grade|check|"
                      r"report|gradebook|history|ledger|gradescope|starter|incident|review|"
-                     r"regression|dashboard)\b|\brun gradekit ")
+                     r"regression|dashboard|case|investigate|disposition|approve)\b|"
+                     r"\brun gradekit ")
 # Names the program that wrote a file, in that file's header: nothing to run.
 MENTIONS = ("Written by `gradekit gradescope build`",)
 
@@ -173,12 +174,13 @@ RUNS: dict[str, Run] = {
                           says="nothing to record: no new decision in sheet.csv"),
     "gradebook-merge": Run({"first": "grades-x/gradebook.csv", "second": "part2.csv",
                             "out": "merged.csv"}, says="merged 2 gradebooks"),
-    # The reference fails no case, and a regression set takes only failures.
-    "regression-promote": Run({"name": "refunds", "student": "kit", "root": ".",
-                               "case": "refund-policy", "by": "kim",
-                               "reason": "worth keeping", "out": "grades-x"}, code=2,
-                              says="UsageError: run 1 of kit shows no failure of case "
-                                   "refund-policy"),
+    # The kit holds no asset ledger: no candidate to publish, no case to revise or approve.
+    "regression-promote": Run({"name": "refunds", "candidate": "cand-1", "by": "kim"}, code=2,
+                              says="UsageError: no candidate 'cand-1' (the ledger's: none yet)"),
+    "case-revise": Run({"case": "case-1", "by": "kim", "reason": "clearer"}, code=2,
+                       says="UsageError: no case 'case-1' in the asset ledger"),
+    "approve": Run({"candidate": "cand-1", "by": "kim", "reason": "keep it"}, code=2,
+                   says="UsageError: no candidate 'cand-1'"),
     # The kit ships no regression set: both say so (a usage error, a failed verification).
     "regression-show": Run({"name": "refunds"}, code=2,
                            says="UsageError: no regression set refunds"),

@@ -476,9 +476,11 @@ def test_a_pinned_sets_public_view_ships_and_nothing_else_of_it(
         'set = "refunds@1"\n'), "utf-8")
     item = Item(id="refund-policy", kind="case", task="A refund after 40 days?", agent=None,
                 expect=Expectation("answer"), added_in=0,
-                source={"path": "cassettes/refund-policy.json", "report": "0" * 64,
-                        "review": 3, "run": 2, "student": "alice-ames",
-                        "submission": "alice-ames"}, reviewed_by="kim", reason="alice erred",
+                source={"case": "case-1", "version": 1, "candidate": "cand-1",
+                        "approved_by": "kim",
+                        "run": {"path": "cassettes/refund-policy.json", "report": "0" * 64,
+                                "seq": 2, "student": "alice-ames", "submission": "alice-ames"}},
+                reviewed_by="kim", reason="alice erred",
                 world=world_json([("read_docs", {"query": "refund"}, {"doc": "policy"})]))
     sets = source / "rubric" / "regression"
     add_item(sets, "refunds", item, created_by="kim", then=lambda *_: None)

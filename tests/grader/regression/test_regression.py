@@ -67,8 +67,9 @@ def _item(**changes: object) -> Item:
     fields: dict[str, object] = dict(
         id=ITEM, kind="incident", task=incident.task, agent="lab.refunds:run",
         expect=NO_REFUND, added_in=0,
-        source={"path": "incidents/refund-outside-window.jsonl", "report": "0" * 64,
-                "review": 3, "run": 2, "student": "alice", "submission": "alice"},
+        source={"case": "case-1", "version": 1, "candidate": "cand-1", "approved_by": "kim",
+                "run": {"path": "incidents/refund-outside-window.jsonl", "report": "0" * 64,
+                        "seq": 2, "student": "alice", "submission": "alice"}},
         reviewed_by="kim", reason="960.00 refunded on day 73", world=_world())
     fields.update(changes)
     return Item(**fields)  # type: ignore[arg-type]
@@ -264,8 +265,7 @@ def test_an_item_whose_world_is_gone_is_degraded_and_not_run(tmp_path: Path,
     # An item without a business goal cannot pass: degraded, not run.
     assert judged["aimless"].degraded is True and judged["aimless"].calls == []
     assert judged["aimless"].detail.startswith("item aimless has no business goal, so it "
-                                               "cannot pass: promote the failure again with "
-                                               "--goal")
+                                               "cannot pass: revise its case with --goal")
     assert judged[ITEM].degraded is True and judged[ITEM].points == "0.00"
     assert judged[ITEM].calls == []
     assert "items/abc.json is missing" in judged[ITEM].detail

@@ -10,8 +10,10 @@ except in the one test that grades for real. Reviews are ledger events, as
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
+import io
 import json
 import os
 import subprocess
@@ -30,6 +32,7 @@ from grader._expect import Expectation
 from grader._model import CheckResult, CriterionResult, Report
 from grader.cli import main
 from grader.outputs._report import render_report_json
+from grader.records._assets import ASSETS
 from grader.records._folder import ARCHIVE, LEDGER
 from grader.records._ledger import append_events, read_ledger
 from grader.regression._sets import Item, RegressionSet, load_set, parse_ref, version_numbers
@@ -104,10 +107,51 @@ def review(run: Run, *, points: str | None = None, by: str = "kim") -> int:
 
 
 def promote(run: Run, sets: Path, *flags: str, name: str = "refunds") -> int:
-    return main(["regression", "promote", "--student", run.student, "--root", str(run.root),
-                 "--out", str(run.out), "--sets", str(sets), "--by", "ta-lee", "--reason",
-                 "a label changed the answer", "--reference", str(REFERENCE), *flags, "--",
-                 name])
+    """The run's failure through the whole path, as an instructor runs it: ``case from-run``
+    (with ``flags``, but ``--item``, which is the promotion's), ``investigate``, a
+    ``regression_candidate`` disposition, ``approve`` and ``regression promote``. The first
+    step that fails returns its code; only the promotion's output reaches stdout."""
+    at = {i for i, f in enumerate(flags) if f.startswith("--item")
+          or (i and flags[i - 1] == "--item")}
+    item = [f for i, f in enumerate(flags) if i in at]
+    saving = [f for i, f in enumerate(flags) if i not in at]
+    case = _step(["case", "from-run", run.student, "--root", str(run.root), "--out",
+                  str(run.out), "--sets", str(sets), "--by", "ta-lee", "--reason",
+                  "a label changed the answer", "--reference", str(REFERENCE), *saving])
+    if isinstance(case, int):
+        return case
+    candidate = approved(sets, case)
+    if isinstance(candidate, int):
+        return candidate
+    return main(["regression", "promote", "--candidate", candidate, "--sets", str(sets), "--by",
+                 "ta-lee", *item, "--", name])
+
+
+def approved(sets: Path, case: str, *, by: str = "kim") -> str | int:
+    """``case`` investigated, reviewed as a regression candidate and approved by ``by``:
+    the candidate's id (or the code of the step that failed)."""
+    place = ["--sets", str(sets)]
+    investigation = _step(["investigate", case, "--by", "kim", "--reason", "why", *place])
+    if isinstance(investigation, int):
+        return investigation
+    candidate = _step(["disposition", investigation, "regression_candidate", "--by", "kim",
+                       "--reason", "a real failure", *place], word=2)
+    if isinstance(candidate, int):
+        return candidate
+    code = _step(["approve", candidate, "--by", by, "--reason", "keep it fixed", *place])
+    return candidate if isinstance(code, str) else code
+
+
+def _step(argv: list[str], *, word: int = 0) -> str | int:
+    """Run one command, its stdout kept from the test's; the id it printed first (its
+    ``word``-th word) or its exit code when it failed."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = main(argv)
+    if code:
+        return code
+    words = out.getvalue().replace(";", " ").replace(":", " ").split()
+    return words[1] if words[0] == "already" else words[word]
 
 
 def files(folder: Path) -> dict[str, bytes]:
@@ -124,38 +168,81 @@ def sets(tmp_path: Path) -> Path:
     return tmp_path / "sets"
 
 
-# -- only reviewed runs --------------------------------------------------------------------
+# -- only approved candidates ---------------------------------------------------------------
 
 
-def test_an_unreviewed_run_is_refused_and_nothing_is_written(
+def test_only_an_approved_candidate_is_published_and_every_step_is_an_event(
     tmp_path: Path, sets: Path, capsys: pytest.CaptureFixture[str],
 ) -> None:
     run = graded(submission(tmp_path), tmp_path / "grades")
-    before = files(tmp_path)
-    assert promote(run, sets, *CASE_FLAGS) == 2
-    err = capsys.readouterr().err
-    assert f"run {run.seq} of alice (report {run.report[:12]}...) has not been reviewed" in err
-    assert "Review it first: `.venv/bin/gradekit review alice --criterion ID --by NAME " \
-        f"--reason TEXT --out {tmp_path / 'grades'}` (with --points N" in err
-    assert files(tmp_path) == before and not sets.exists()
-    review(run)
-    assert promote(run, sets, *CASE_FLAGS) == 0
+    place = ["--sets", str(sets)]
+    case = _step(["case", "from-run", "alice", "--root", str(run.root), "--out", str(run.out),
+                  *CASE_FLAGS, "--by", "ta-lee", "--reason", "a label changed the answer",
+                  *place])
+    assert case == "case-1"
+    # A false alarm makes no candidate; a review is never overwritten.
+    assert main(["investigate", "case-1", "--by", "kim", "--reason", "look", *place]) == 0
+    assert main(["disposition", "inv-1", "false_alarm", "--by", "kim", "--reason", "flaky",
+                 *place]) == 0
+    assert "inv-1: false_alarm; no candidate" in capsys.readouterr().out
+    assert main(["disposition", "inv-1", "regression_candidate", "--by", "lee", "--reason",
+                 "no, real", *place]) == 2
+    assert "inv-1 was reviewed already (asset ledger event 2: false_alarm by kim): a review " \
+        "is never overwritten; open a new investigation" in capsys.readouterr().err
+    assert main(["investigate", "case-1", "--by", "kim", "--reason", "again", *place]) == 0
+    assert main(["disposition", "inv-2", "regression_candidate", "--by", "kim", "--reason",
+                 "a real failure", *place]) == 0
+    assert "cand-1 is a candidate for a regression set: a person approves it next" in \
+        capsys.readouterr().out
+    # Not approved yet: nothing is published.
+    promote_it = ["regression", "promote", "refunds", "--candidate", "cand-1", "--by", "lee",
+                  *place]
+    assert main(promote_it) == 2
+    assert "cand-1 is not approved: only an approved candidate is published; a person " \
+        "approves it first (`.venv/bin/gradekit approve cand-1 --by NAME --reason TEXT`)" \
+        in capsys.readouterr().err
+    assert not (sets / "refunds").exists()
+    assert main(["approve", "cand-1", "--by", "lee", "--reason", "keep it fixed", *place]) == 0
+    assert main(["approve", "cand-1", "--by", "lee", "--reason", "twice", *place]) == 2
+    assert main(promote_it) == 0
+    events = read_ledger(sets / ASSETS).events
+    assert [e["event"] for e in events] == [
+        "case", "investigation", "disposition", "investigation", "disposition", "candidate",
+        "approval", "promote"]
+    assert (events[-1]["candidate"], events[-1]["set"], events[-1]["version"],
+            events[-1]["sha256"]) == ("cand-1", "refunds", 1, sha256(sets / "refunds" /
+                                                                     "v1.json"))
+    item = _loaded(sets, 1).items[0]
+    assert dict(item.source) == {"case": "case-1", "version": 1, "candidate": "cand-1",
+                                 "approved_by": "lee", "run": {
+                                     "student": "alice", "submission": "alice",
+                                     "seq": run.seq, "report": run.report,
+                                     "path": f"cassettes/{CASE}.json"}}
+    assert (item.reviewed_by, item.reason) == ("kim", "a label changed the answer")
+    capsys.readouterr()
+    assert main(["ledger", "verify", str(sets)]) == 0  # the asset ledger's chain holds
+    # The grades folder is only read: no event of the path is in its ledger.
+    assert [e["event"] for e in read_ledger(run.out / LEDGER).events] == ["run"]
 
 
-def test_a_review_of_an_older_report_does_not_count_for_the_newer_run(
+def test_a_saved_case_can_come_from_an_older_run_and_is_saved_once(
     tmp_path: Path, sets: Path, capsys: pytest.CaptureFixture[str],
 ) -> None:
     root = submission(tmp_path)
     old = graded(root, tmp_path / "grades")
-    review(old)
     new = graded(root, tmp_path / "grades", failing=(CASE, "sql-explain"))
     assert new.report != old.report
-    assert promote(new, sets, *CASE_FLAGS) == 2
-    assert "of report " + old.report[:12] in capsys.readouterr().err
-    assert not sets.exists()
-    assert promote(new, sets, *CASE_FLAGS, "--report", old.report) == 0  # the reviewed one
+    saving = ["case", "from-run", "alice", "--root", str(root), "--out", str(old.out),
+              *CASE_FLAGS, "--by", "ta-lee", "--reason", "r", "--sets", str(sets), "--report",
+              old.report]
+    assert main(saving) == 0
+    assert main(saving) == 0  # the same run saved again
+    assert "already case-1 (version 1, active), saved from the same run: nothing appended" \
+        in capsys.readouterr().out
+    assert [e["event"] for e in read_ledger(sets / ASSETS).events] == ["case"]
+    assert promote(old, sets, *CASE_FLAGS, "--report", old.report) == 0
     item = _loaded(sets, 1).items[0]
-    assert (item.source["run"], item.source["report"]) == (old.seq, old.report)
+    assert (item.source["run"]["seq"], item.source["run"]["report"]) == (old.seq, old.report)
 
 
 @pytest.mark.parametrize(("path", "edit", "says"), [
@@ -177,7 +264,7 @@ def test_a_payload_changed_since_the_run_is_refused(
     assert promote(run, sets, *CASE_FLAGS) == 2
     err = capsys.readouterr().err
     assert f"{path} {says}" in err and f"since run {run.seq} graded it" in err
-    assert "grade the submission again, review that run, then promote it" in err
+    assert "grade the submission again, then save the case from that run" in err
     assert (run.out / LEDGER).read_bytes() == ledger and not sets.exists()
 
 
@@ -327,16 +414,18 @@ def test_promotion_writes_v1_then_v2_that_inherits_v1_unchanged(
     assert case.reads()  # the reference's refund-policy reads the docs
     assert (case.kind, case.agent, case.expect, case.reviewed_by) == (
         "case", None, Expectation("answer", ("refund",), goal=GOAL[1]), "kim")
-    assert dict(case.source) == {"student": "alice", "submission": "alice", "run": alice.seq,
-                                 "report": alice.report, "review": 2,
-                                 "path": f"cassettes/{CASE}.json"}
+    assert dict(case.source) == {"case": "case-1", "version": 1, "candidate": "cand-1",
+                                 "approved_by": "kim", "run": {
+                                     "student": "alice", "submission": "alice",
+                                     "seq": alice.seq, "report": alice.report,
+                                     "path": f"cassettes/{CASE}.json"}}
     assert sorted(key.partition(" ")[0] for key in incident.reads()) == [
         "issue_refund", "refund_terms"] and not incident.missing
-    promotes = [e for e in read_ledger(alice.out / LEDGER).events if e["event"] == "promote"]
-    assert [(e["version"], e["sha256"], e["item"], e["run"], e["review"], e["by"])
+    promotes = [e for e in read_ledger(sets / ASSETS).events if e["event"] == "promote"]
+    assert [(e["version"], e["sha256"], e["item"], e["case"], e["candidate"], e["by"])
             for e in promotes] == [
-        (1, sha256(v1), "refund-policy", alice.seq, 2, "ta-lee"),
-        (2, sha256(v2), "refund-outside-window", bob.seq, 3, "ta-lee")]
+        (1, sha256(v1), "refund-policy", "case-1", "cand-1", "ta-lee"),
+        (2, sha256(v2), "refund-outside-window", "case-2", "cand-2", "ta-lee")]
 
 
 def test_versions_are_never_rewritten(tmp_path: Path, sets: Path,
@@ -436,14 +525,18 @@ def test_a_deleted_payload_leaves_the_item_missing(tmp_path: Path, sets: Path,
 def test_two_concurrent_promotions_make_one_chain(tmp_path: Path, sets: Path) -> None:
     out = tmp_path / "grades"
     runs = [graded(submission(tmp_path, student), out) for student in ("alice", "bob", "carol")]
-    for run in runs:
-        review(run)
     assert promote(runs[0], sets, *CASE_FLAGS) == 0
+    candidates = []
+    for run in runs[1:]:
+        case = _step(["case", "from-run", run.student, "--root", str(run.root), "--out",
+                      str(out), *CASE_FLAGS, "--by", "ta-lee", "--reason", "r", "--sets",
+                      str(sets)])
+        candidates.append(approved(sets, str(case)))
     lock = sets / "refunds" / ".lock"
     fd = os.open(lock, os.O_RDWR)
     fcntl.flock(fd, fcntl.LOCK_EX)  # both promotions must wait here, at the same time
     try:
-        writers = [_promoting(run, sets) for run in runs[1:]]
+        writers = [_promoting(str(candidate), sets) for candidate in candidates]
         _wait_for_waiters(os.fstat(fd).st_ino, 2, writers)
     finally:
         os.close(fd)
@@ -456,16 +549,15 @@ def test_two_concurrent_promotions_make_one_chain(tmp_path: Path, sets: Path) ->
     # Default ids name the case, never the student; another run's is numbered.
     assert [item.id for item in v3.items] == ["refund-policy", "refund-policy-2",
                                               "refund-policy-3"]
-    assert {item.source["student"] for item in v3.items[1:]} == {"bob", "carol"}
-    promotes = [e for e in read_ledger(out / LEDGER).events if e["event"] == "promote"]
+    assert {item.source["run"]["student"] for item in v3.items[1:]} == {"bob", "carol"}
+    promotes = [e for e in read_ledger(sets / ASSETS).events if e["event"] == "promote"]
     assert [e["version"] for e in promotes] == [1, 2, 3]  # the ledger in version order
     assert promotes[1]["item"] == v2.items[-1].id
 
 
-def _promoting(run: Run, sets: Path) -> subprocess.Popen[str]:
-    args = ["regression", "promote", "refunds", "--student", run.student, "--root",
-            str(run.root), "--out", str(run.out), "--sets", str(sets), "--by", "ta-lee",
-            "--reason", "concurrent", *CASE_FLAGS]
+def _promoting(candidate: str, sets: Path) -> subprocess.Popen[str]:
+    args = ["regression", "promote", "refunds", "--candidate", candidate, "--sets", str(sets),
+            "--by", "ta-lee"]
     script = "import sys; from grader.cli import main; raise SystemExit(main(sys.argv[1:]))"
     return subprocess.Popen([sys.executable, "-c", script, *args], cwd=REFERENCE,
                             stderr=subprocess.PIPE, text=True)
@@ -494,12 +586,13 @@ def test_the_same_source_promoted_twice_adds_nothing(
     review(run)
     assert promote(run, sets, *CASE_FLAGS) == 0
     capsys.readouterr()
-    before, ledger = files(sets), (run.out / LEDGER).read_bytes()
+    before, ledger = files(sets / "refunds"), (run.out / LEDGER).read_bytes()
     for again in ((), ("--item", "another-id")):
-        assert promote(run, sets, *CASE_FLAGS, *again) == 0
-        assert capsys.readouterr().out.startswith(
-            "already in refunds@1 as item refund-policy")
-    assert files(sets) == before and (run.out / LEDGER).read_bytes() == ledger
+        assert promote(run, sets, *CASE_FLAGS, *again) == 0  # the same case, approved again
+        assert capsys.readouterr().out == ("already in refunds@1 as item refund-policy (case "
+                                           "case-1, version 1): nothing written\n")
+    assert files(sets / "refunds") == before and (run.out / LEDGER).read_bytes() == ledger
+    assert [e["event"] for e in read_ledger(sets / ASSETS).events].count("promote") == 1
 
 
 def test_a_default_id_another_source_holds_is_numbered_and_a_given_one_refused(
@@ -512,9 +605,8 @@ def test_a_default_id_another_source_holds_is_numbered_and_a_given_one_refused(
     second = graded(root, tmp_path / "grades", failing=(CASE, "sql-explain"))
     review(second)
     assert promote(second, sets, *CASE_FLAGS, "--item", "refund-policy") == 2
-    assert (f"item refund-policy is already in refunds@1, from run {first.seq} of alice "
-            f"(report {first.report[:12]}...): give this one another id with --item"
-            ) in capsys.readouterr().err
+    assert ("item refund-policy is already in refunds@1, from case case-1 version 1: give "
+            "this one another id with --item") in capsys.readouterr().err
     assert promote(second, sets, *CASE_FLAGS) == 0
     assert "1 new: refund-policy-2" in capsys.readouterr().out
     assert [item.id for item in _loaded(sets, 2).items] == ["refund-policy", "refund-policy-2"]
@@ -527,10 +619,15 @@ def test_a_default_id_another_source_holds_is_numbered_and_a_given_one_refused(
 def test_hostile_names_are_refused(tmp_path: Path, sets: Path,
                                    capsys: pytest.CaptureFixture[str], name: str) -> None:
     run = graded(submission(tmp_path), tmp_path / "grades")
-    review(run)
+    case = _step(["case", "from-run", "alice", "--root", str(run.root), "--out", str(run.out),
+                  *CASE_FLAGS, "--by", "ta-lee", "--reason", "r", "--sets", str(sets)])
+    candidate = approved(sets, str(case))
+    assert isinstance(candidate, str)
     before = files(tmp_path)
-    assert promote(run, sets, *CASE_FLAGS, name=name) == 2
-    assert promote(run, sets, *CASE_FLAGS, f"--item={name}") == 2
+    promote_it = ["regression", "promote", "--candidate", candidate, "--sets", str(sets),
+                  "--by", "ta-lee"]
+    assert main([*promote_it, "--", name]) == 2
+    assert main([*promote_it, f"--item={name}", "--", "refunds"]) == 2
     err = capsys.readouterr().err
     assert f"{name!r} is not a name: use 1 to 64 lowercase letters" in err
     assert files(tmp_path) == before
@@ -549,7 +646,7 @@ def test_an_item_never_names_the_student_whatever_their_name(
     assert promote(run, sets, *CASE_FLAGS) == 0
     assert "1 new: refund-policy);" in capsys.readouterr().out
     item = _loaded(sets, 1).items[0]
-    assert item.id == "refund-policy" and item.source["student"] == "Alice_Ames"
+    assert item.id == "refund-policy" and item.source["run"]["student"] == "Alice_Ames"
 
 
 @pytest.mark.parametrize("text", ["refunds", "refunds@0", "refunds@x", "refunds@2@3", "@2",
@@ -639,7 +736,7 @@ def test_the_reference_incident_becomes_an_item_that_keeps_its_world_not_its_ans
     assert (item.kind, item.agent, item.task) == ("incident", "lab.refunds:run", incident.task)
     assert item.expect == Expectation("answer", (), ("refunded",), ("issue_refund",),
                                       goal=GOAL[1])
-    assert item.source["path"] == INCIDENT
+    assert item.source["run"]["path"] == INCIDENT
     # Its world: the read (the policy's terms on day 73) and the action's recorded result.
     assert item.reads() == {e.key: e.output for e in incident.envelopes if e.kind != "model"}
     # Never the model's answer: every student's run is served from their own recording.
@@ -735,11 +832,15 @@ def test_a_case_item_takes_the_rubric_case_expectation_and_lives_beside_the_rubr
                                    '["14 days"]\nnever_mentions = ["full refund"]\n'), "utf-8")
     run = graded(submission(tmp_path), tmp_path / "grades")
     review(run)
-    assert main(["regression", "promote", "refunds", "--student", "alice", "--root",
-                 str(run.root), "--out", str(run.out), "--rubric", str(rubric), "--case", CASE,
-                 "--mention", "full refund", "--forbid", "issue_refund", *GOAL, "--by", "ta-lee",
-                 "--reason", "promised a full refund on day 10"]) == 0
     sets = rubric.parent / "regression"  # the default: beside the rubric
+    case = _step(["case", "from-run", "alice", "--root", str(run.root), "--out",
+                  str(run.out), "--rubric", str(rubric), "--case", CASE, "--mention",
+                  "full refund", "--forbid", "issue_refund", *GOAL, "--by", "ta-lee",
+                  "--reason", "promised a full refund on day 10"])
+    assert case == "case-1" and (sets / ASSETS).is_file()
+    candidate = approved(sets, case)
+    assert main(["regression", "promote", "refunds", "--candidate", str(candidate), "--by",
+                 "ta-lee", "--rubric", str(rubric)]) == 0
     item = _item(sets)
     # the flag's fact overrides the case's opposite one; the outcome is the case's
     assert item.expect == Expectation("answer", ("14 days", "full refund"), (),
@@ -766,8 +867,9 @@ def test_show_prints_the_chain_and_the_chosen_versions_items(
         f"  v2   sha256 {v2[:12]}  supersedes v1 {v1[:12]}  created by ta-lee",
         f"refunds@2: 2 items, sha256 {v2}"]
     assert "  refund-policy (case, added in v1)" in lines
-    assert f"    source    alice (submission alice), run {alice.seq}, report " \
-        f"{alice.report[:12]}, review 2, cassettes/refund-policy.json" in lines
+    assert f"    source    case case-1 version 1, candidate cand-1 approved by kim; run " \
+        f"{alice.seq} of alice (submission alice), report {alice.report[:12]}, " \
+        "cassettes/refund-policy.json" in lines
     assert "    expect    outcome answer; mentions 'refund'; never mentions -; forbids -" in lines
     assert "  refund-outside-window (incident, added in v2)" in lines
     assert "    agent     each submission's own (its manifest's agent)" in lines  # the case's
