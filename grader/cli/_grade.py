@@ -4,8 +4,11 @@ one-minute checkpoints)."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import difflib
+import getpass
 import os
+import re
 import signal
 import sys
 import time
@@ -34,8 +37,11 @@ from grader.records import (
     GRADEBOOK,
     LEDGER,
     REPORT,
+    BatchInfo,
     apply_reviews,
+    batch_time,
     grader_version,
+    keyed_batch,
     record_grading,
     rubric_lineage,
 )
@@ -92,6 +98,14 @@ def add_grading_commands(
                        "unsigned)")
     grade.add_argument("--quiet", action="store_true",
                        help="no progress line per submission and no heartbeat, only the rows")
+    grade.add_argument("--operator", default=None, metavar="NAME",
+                       help="who runs the batch, for the ledger (a label, not an "
+                       "authenticated identity; default: $GRADEKIT_OPERATOR, else the login "
+                       "name)")
+    grade.add_argument("--idempotency-key", default="", metavar="KEY",
+                       help="a name for this batch: asked again with the same key, the batch "
+                       "the ledger recorded under it is reused and nothing is graded or "
+                       "appended (e.g. week3-final)")
     grade.set_defaults(handler=_grade)
 
     check = commands.add_parser("check", help="the three one-minute checkpoints")
@@ -140,6 +154,11 @@ def _grade_all(args: argparse.Namespace) -> int:
     if args.only and args.shard is not None:
         raise UsageError("--only and --shard do not combine: --only names the submissions to "
                          "grade already; drop --shard (or --only)")
+    key = _idempotency_key(args.idempotency_key)
+    reused = keyed_batch(args.out / LEDGER, key)
+    if reused is not None:
+        return _reused(reused, args.out)
+    info = BatchInfo(_operator(args.operator), batch_time(), key)
     rubric = load_rubric(args.rubric)
     rubric_lineage(args.out / LEDGER, rubric)  # a changed rubric must bump its version first
     _warn_gaps(rubric)
@@ -164,7 +183,8 @@ def _grade_all(args: argparse.Namespace) -> int:
     def record(rows: Sequence[GradebookRow], interrupted: Sequence[str] = ()) -> dict[str, str]:
         return record_grading(args.out / LEDGER, rubric, rows, args.out, grader_version(),
                               interrupted=interrupted, mode=earlier.mode, kept=earlier.kept,
-                              absent=earlier.absent, dropped=earlier.dropped, shard=shard)
+                              absent=earlier.absent, dropped=earlier.dropped, shard=shard,
+                              info=info)
 
     try:
         rows = grade_batch(identities, rubric, out=args.out, jobs=args.jobs, label=args.label,
@@ -189,6 +209,38 @@ def _grade_all(args: argparse.Namespace) -> int:
           + (f" ({_rows(len(rows))} graded now, {kept} kept from earlier batches)" if kept
              else ""))
     return EXIT_FAILED if any(row.status != "graded" for row in rows) else EXIT_OK
+
+
+_KEY = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,127}")
+
+
+def _idempotency_key(text: str) -> str:
+    if text and not _KEY.fullmatch(text):
+        raise UsageError(f"--idempotency-key {text!r}: use 1 to 128 letters, digits and . _ : / "
+                         "@ + -, starting with a letter or digit (e.g. week3-final)")
+    return text
+
+
+def _operator(given: str | None) -> str:
+    """Who runs the batch: ``--operator``, else ``$GRADEKIT_OPERATOR``, else the login name:
+    a label for people, never checked."""
+    name = given if given is not None else os.environ.get("GRADEKIT_OPERATOR", "")
+    if not name:
+        with contextlib.suppress(Exception):  # no login name in some containers
+            name = getpass.getuser()
+    name = name or "unknown"
+    if not name.strip() or any(not char.isprintable() for char in name) or len(name) > 80:
+        raise UsageError(f"--operator {name!r}: one line of at most 80 printable characters")
+    return name
+
+
+def _reused(batch: Mapping[str, object], out: Path) -> int:
+    """A batch asked again under its idempotency key: say which, grade nothing."""
+    print(f"batch {batch.get('idempotency_key')} is ledger event {batch.get('seq')} of "
+          f"{out / LEDGER}: {batch.get('status')}, {batch.get('completed')} of "
+          f"{batch.get('requested')} graded, by {batch.get('operator')} at {batch.get('at')}; "
+          "nothing graded, nothing appended (another key grades again)")
+    return EXIT_OK if batch.get("status") == "completed" else EXIT_FAILED
 
 
 def _only(identities: Sequence[Identity], names: Sequence[str], paths: Sequence[Path]

@@ -140,6 +140,36 @@ class Cohort:
     latest_batch: int | None  # the seq of the ledger's latest batch event
     rubric: str = ""  # "provider-swap-lab v1"
     problems: tuple[str, ...] = field(default=())  # what could not be read, for the page
+    batches: tuple[Batch, ...] = field(default=())  # the latest first (those that say status)
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """One batch as its ledger event says it: its status and counts, who ran it and when
+    (labels from the ledger, never part of a report), and its idempotency key."""
+
+    seq: int
+    status: str
+    requested: int
+    completed: int
+    failed: int
+    operator: str
+    at: str
+    key: str
+
+
+_BATCHES_SHOWN = 20  # the latest batches on the cohort page
+
+
+def batches_of(events: Sequence[Mapping[str, Any]]) -> tuple[Batch, ...]:
+    """The latest batches that say their status (an older gradekit's say none), latest
+    first."""
+    found = [Batch(int(e["seq"]), str(e["status"]), int(e.get("requested", 0)),
+                   int(e.get("completed", 0)), int(e.get("failed", 0)),
+                   str(e.get("operator", "")), str(e.get("at", "")),
+                   str(e.get("idempotency_key", "")))
+             for e in events if e.get("event") == "batch" and "status" in e]
+    return tuple(reversed(found[-_BATCHES_SHOWN:]))
 
 
 def load_cohort(grades: Path) -> Cohort:
@@ -189,6 +219,7 @@ def load_cohort(grades: Path) -> Cohort:
     return Cohort(criteria=criteria, cases=cases, maximum=maximum or Decimal(0),
                   submissions=tuple(submissions), findings=findings,
                   latest_batch=max(batches) if batches else None, rubric=rubric,
+                  batches=batches_of(events),
                   problems=tuple(problems))
 
 

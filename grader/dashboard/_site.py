@@ -263,6 +263,7 @@ endif %}.</p>
 <nav class="sections" aria-label="Sections">
 <a href="#distribution">Scores</a><a href="#lost">Points lost</a><a href="#grid">Cases</a>
 <a href="#findings">Findings</a><a href="#review">To review</a><a href="#changed">Changed</a>
+<a href="#batches">Batches</a>
 <a href="#submissions-section">Every submission</a>
 </nav>
 </header>
@@ -346,6 +347,20 @@ data-page-size="{{ page_rows }}">
 {{ first.changed | join | safe }}</ul>
 {{ pager("changed", "changed grades") }}
 </div>{% else %}<p>No grade changed in the latest batch.</p>{% endif %}
+</section>
+
+<section id="batches">
+<h2>Batches</h2>
+{% if cohort.batches %}<table class="batches"><thead><tr><th scope="col">Ledger event</th>
+<th scope="col">Status</th><th scope="col">Graded</th><th scope="col">Failed</th>
+<th scope="col">Operator</th><th scope="col">Ended (UTC)</th><th scope="col">Key</th>
+</tr></thead><tbody>
+{% for b in cohort.batches %}<tr data-status="{{ b.status }}"><td>{{ b.seq }}</td><td>{{
+b.status }}</td><td>{{ b.completed }} of {{ b.requested }}</td><td>{{ b.failed }}</td><td>{{
+b.operator }}</td><td>{{ b.at }}</td><td>{{ b.key or "-" }}</td></tr>
+{% endfor %}</tbody></table>
+<p class="muted">The operator is a label, not an authenticated identity.</p>
+{% else %}<p>The ledger records no batch status (graded by an older gradekit).</p>{% endif %}
 </section>
 
 <section id="submissions-section">

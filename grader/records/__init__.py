@@ -45,10 +45,13 @@ from grader.records._folder import (
 )
 from grader.records._history import case_snapshots, causes, first_divergence, history_lines
 from grader.records._ledger import (
+    BatchInfo,
     LedgerCorrupt,
     append_events,
     archived,
+    batch_time,
     grader_version,
+    keyed_batch,
     read_ledger,
     record_grading,
     rubric_lineage,
@@ -81,6 +84,7 @@ __all__ = [
     "RESULTS",
     "SOURCES",
     "Assets",
+    "BatchInfo",
     "FromRun",
     "LedgerCorrupt",
     "LedgerMerge",
@@ -95,6 +99,7 @@ __all__ = [
     "approve",
     "archive",
     "archived",
+    "batch_time",
     "candidate_item",
     "case_snapshots",
     "causes",
@@ -107,6 +112,7 @@ __all__ = [
     "grader_version",
     "history_lines",
     "investigate",
+    "keyed_batch",
     "merge_folders",
     "new_case",
     "plan_confirmations",

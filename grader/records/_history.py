@@ -122,6 +122,12 @@ def _run_lines(out: Path, number: int, run: Mapping[str, Any],
     lines = [f"#{number}  ledger event {run.get('seq')}: {total}  (rubric "
              f"{run.get('rubric_id', '')} v{run.get('rubric_version')}, grader "
              f"{run.get('grader')}, report {str(run.get('report'))[:12]})"]
+    batch = next((e for e in reversed(before) if e.get("event") == "batch"), None)
+    if batch is not None and "status" in batch:
+        key = f", key {batch['idempotency_key']}" if "idempotency_key" in batch else ""
+        lines.append(f"    batch: ledger event {batch.get('seq')}, {batch.get('status')} "
+                     f"({batch.get('completed')} of {batch.get('requested')} graded), by "
+                     f"{quote(str(batch.get('operator')))} at {batch.get('at')}{key}")
     if previous is not None:
         for cause in causes(previous, run, snapshots) or ["nothing the ledger records changed"]:
             lines.append(f"    changed: {cause}")

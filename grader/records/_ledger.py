@@ -23,6 +23,7 @@ import os
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -35,9 +36,23 @@ from grader.records._folder import REPORT, archive_path, read_document
 from grader.rubric import Rubric
 
 __all__ = [
-    "GENESIS", "Ledger", "LedgerCorrupt", "append_events", "archived",
-    "case_digests", "grader_version", "pinned_sets", "read_ledger", "record_grading",
-    "rubric_lineage", "verified_archive", "verify_ledger",
+    "GENESIS",
+    "BatchInfo",
+    "Ledger",
+    "LedgerCorrupt",
+    "append_events",
+    "archived",
+    "batch_status",
+    "batch_time",
+    "case_digests",
+    "grader_version",
+    "keyed_batch",
+    "pinned_sets",
+    "read_ledger",
+    "record_grading",
+    "rubric_lineage",
+    "verified_archive",
+    "verify_ledger",
 ]
 
 GENESIS = "0" * 64  # the ``prev`` of the first event
@@ -241,10 +256,48 @@ def _same_sets(sets: Mapping[str, str], used: object, event: Mapping[str, Any]) 
                 "version and pin that")
 
 
+@dataclass(frozen=True, slots=True)
+class BatchInfo:
+    """What a batch's ledger event says of the batch itself, never part of any report:
+    who ran it (a label, not an authenticated identity), when it started, and the
+    idempotency key it was asked under ("" when none)."""
+
+    operator: str
+    started: str
+    key: str = ""
+
+
+def batch_time() -> str:
+    """Now, UTC to the second; ``SOURCE_DATE_EPOCH``'s time when it is set (the
+    reproducible-builds convention), so that a rebuilt ledger can be the same bytes."""
+    epoch = os.environ.get("SOURCE_DATE_EPOCH", "").strip()
+    moment = datetime.fromtimestamp(int(epoch), UTC) if epoch.isdigit() \
+        else datetime.now(UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def batch_status(requested: int, completed: int, interrupted: bool) -> str:
+    """``completed`` (every submission asked for has a report), ``failed`` (none has),
+    or ``partial``."""
+    if completed == requested and not interrupted:
+        return "completed"
+    return "failed" if completed == 0 else "partial"
+
+
+def keyed_batch(path: Path, key: str) -> Mapping[str, Any] | None:
+    """The batch event recorded under idempotency key ``key``, if there is one."""
+    if not key or not path.exists():
+        return None
+    return next((event for event in read_ledger(path).events
+                 if event.get("event") == "batch" and event.get("idempotency_key") == key),
+                None)
+
+
 def record_grading(path: Path, rubric: Rubric, rows: Sequence[GradebookRow], out: Path,
                    grader: str, *, interrupted: Sequence[str] = (), mode: str = "update",
                    kept: Sequence[str] = (), absent: Sequence[str] = (),
-                   dropped: Sequence[str] = (), shard: str = "") -> dict[str, str]:
+                   dropped: Sequence[str] = (), shard: str = "",
+                   info: BatchInfo | None = None) -> dict[str, str]:
     """Append one batch event and a run event per submission; return, per folder, "" or
     the ``seq`` of the earlier run whose inputs, rubric and grader were the same.
     ``interrupted`` names the folders a Ctrl-C kept from finishing: the batch event lists
@@ -303,6 +356,14 @@ def record_grading(path: Path, rubric: Rubric, rows: Sequence[GradebookRow], out
             batch[name] = sorted(set(folders))
     if shard:
         batch["shard"] = shard
+    if info is not None:
+        completed = sum(row.status in REPORTED for row in rows)
+        requested = len(rows) + len(interrupted)
+        batch.update(requested=requested, completed=completed, failed=len(rows) - completed,
+                     status=batch_status(requested, completed, bool(interrupted)),
+                     operator=info.operator, started=info.started, at=batch_time())
+        if info.key:
+            batch["idempotency_key"] = info.key
     append_events(path, [batch, *runs])
     return unchanged
 

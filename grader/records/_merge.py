@@ -50,7 +50,7 @@ from gradekit import UsageError
 from grader._errors import LedgerCorrupt
 from grader.outputs import GradebookRow, gradebook_csv, merge_gradebooks, read_gradebook
 from grader.records._folder import ARCHIVE, DRAW_KEY, GRADEBOOK, LEDGER
-from grader.records._ledger import append_events, verify_ledger
+from grader.records._ledger import append_events, batch_status, verify_ledger
 
 __all__ = ["LedgerMerge", "Merged", "merge_folders", "plan_merge"]
 
@@ -60,6 +60,10 @@ _UNIONED = ("selection", "unchanged", "interrupted")
 _LESS_GRADED = ("kept", "absent", "dropped")  # only when non-empty, less the folders graded
 _ALWAYS = ("selection", "unchanged")  # written even when empty, as record_grading does
 _SHARD = "shard"
+# What a batch says of itself (gradekit grade's status, counts, operator and times): shards
+# of one grading differ in these too, and their fused batch says them of the whole.
+_NUMBERS = ("requested", "completed", "failed")
+_SELF = (*_NUMBERS, "status", "operator", "started", "at")
 # The seqs other events quote, by kind: renumbered with the events they name.
 _QUOTED = {"review": ("run",), "promote": ("run", "review")}
 _ENCODE = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False,
@@ -231,7 +235,7 @@ def _shard(event: Mapping[str, Any]) -> tuple[int, int] | None:
 def _fusion_key(event: Mapping[str, Any], count: int) -> str:
     """What shards of one grading share: all but the counts, the lists and ``shard``."""
     common = {k: v for k, v in _bare(event).items()
-              if k not in (_SUMMED, _SHARD, *_UNIONED, *_LESS_GRADED)}
+              if k not in (_SUMMED, _SHARD, *_UNIONED, *_LESS_GRADED, *_SELF)}
     return _ENCODE({"batch": common, "of": count})
 
 
@@ -298,7 +302,8 @@ def _fused(members: Sequence[tuple[int, _Group]]) -> _Group:
     them: runs in the folders' name order, the batch's order."""
     batches = [group.events[0] for _, group in members]
     event = {k: v for k, v in _bare(batches[0]).items()
-             if k not in (_SUMMED, _SHARD, *_UNIONED, *_LESS_GRADED)}
+             if k not in (_SUMMED, _SHARD, *_UNIONED, *_LESS_GRADED, *_SELF)}
+    event.update(_itself(batches))
     counts: dict[str, int] = {}
     for batch in batches:
         summed = batch.get(_SUMMED, {})
@@ -320,6 +325,22 @@ def _fused(members: Sequence[tuple[int, _Group]]) -> _Group:
     first = members[0][1]
     return _Group([event, *(run for run, _ in runs)], [first.origin[0], *(o for _, o in runs)],
                   min(group.tie for _, group in members))
+
+
+def _itself(batches: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """What the shards' batches say of themselves, said of the whole grading: the counts
+    summed, the status of those sums, the first start and the last end, the operators (one,
+    or each once, sorted, joined by ", "). Nothing when the shards say none (an older
+    gradekit's)."""
+    if not all(key in batch for batch in batches for key in _SELF):
+        return {}
+    numbers = {key: sum(int(batch[key]) for batch in batches) for key in _NUMBERS}
+    interrupted = any(batch.get("interrupted") for batch in batches)
+    operators = sorted({str(batch["operator"]) for batch in batches})
+    return {**numbers, "status": batch_status(numbers["requested"], numbers["completed"],
+                                              interrupted),
+            "operator": ", ".join(operators), "started": min(str(b["started"]) for b in batches),
+            "at": max(str(b["at"]) for b in batches)}
 
 
 # -- ordering and renumbering -------------------------------------------------------------------

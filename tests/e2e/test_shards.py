@@ -96,6 +96,9 @@ def _run(line: str, cwd: Path, *, key: bool, shard: int = 0) -> subprocess.Compl
     line = line.replace("${{ matrix.shard }}", str(shard))
     assert "${{" not in line, line
     env = {k: v for k, v in os.environ.items() if not k.startswith("GRADEKIT_")}
+    # The batch's time, for the ledger: one instant on every machine, as the recipe sets it
+    # for a ledger that is one job's byte for byte.
+    env["SOURCE_DATE_EPOCH"] = "1767225600"
     if key:
         env["GRADEKIT_SIGNING_KEY"] = KEY
     done = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", line],
@@ -188,6 +191,9 @@ def test_a_tampered_or_missing_shard_is_refused_with_nothing_written(tmp_path: P
         shutil.copytree(job / "grades", shards / f"grades-{shard}")
     merge = _job(tmp_path / "merge", cohort)
     env = {k: v for k, v in os.environ.items() if not k.startswith("GRADEKIT_")}
+    # The batch's time, for the ledger: one instant on every machine, as the recipe sets it
+    # for a ledger that is one job's byte for byte.
+    env["SOURCE_DATE_EPOCH"] = "1767225600"
 
     def merge_of(*folders: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([sys.executable, "-m", "grader", "ledger", "merge",
