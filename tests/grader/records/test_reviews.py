@@ -318,7 +318,9 @@ def test_an_override_is_tied_to_its_report_and_reaches_every_output(
     assert "and the ledger's current reviews (written_summary 12.00 (event 2))" \
         in capsys.readouterr().out
     assert main(["history", "alice", "--out", str(graded.out)]) == 0
-    assert capsys.readouterr().out.splitlines()[2] == (
+    shown = capsys.readouterr().out.splitlines()
+    assert shown[2].startswith("    batch: ledger event 0, completed (1 of 1 graded), by ")
+    assert shown[3] == (
         f'    review (ledger event {event["seq"]}): written_summary 15.00 -> 12.00 by kim: '
         f'"{REASON}"')
 
