@@ -1,11 +1,12 @@
-"""Regression sets: only a reviewed failing run is promoted, with the bytes it was graded on;
-each version is written once and chained to the one before, and an edit to any file of a
-set is caught (``load_set``, ``gradekit regression verify``).
+"""Regression sets: only a failing run's case, investigated, reviewed as a regression
+candidate and approved, is published, with the bytes it was graded on; each version is
+written once and chained to the one before, and an edit to any file of a set is caught
+(``load_set``, ``gradekit regression verify``).
 
 A graded run is made without grading (a ledger run event over the sha256 of a real copy of
 the reference lab, and its report archived, built by the grader's own report encoder),
-except in the one test that grades for real. Reviews are ledger events, as
-``gradekit review`` appends them.
+except in the one test that grades for real. ``promote`` takes a run through the whole
+path, as an instructor runs its five commands.
 """
 
 from __future__ import annotations
@@ -96,7 +97,9 @@ def _report(student: str, inputs: dict[str, str], failing: Sequence[str],
 
 
 def review(run: Run, *, points: str | None = None, by: str = "kim") -> int:
-    """A person's review of the run's report, as a ledger event; its seq."""
+    """A person's review of the run's report, as ``gradekit review`` appends it; its seq. A
+    case is saved from a run without one: one that gives a failing criterion full marks
+    makes it no failure."""
     [event] = append_events(run.out / LEDGER, [{
         "event": "review", "student": run.student, "submission": run.root.name,
         "report": run.report, "run": run.seq, "criterion": "contract_stability",
@@ -254,7 +257,6 @@ def test_a_payload_changed_since_the_run_is_refused(
     says: str,
 ) -> None:
     run = graded(submission(tmp_path), tmp_path / "grades")
-    review(run)
     file = run.root / path
     if edit == "append":
         file.write_bytes(file.read_bytes() + b"\n")  # still a valid recording
@@ -271,7 +273,6 @@ def test_a_payload_changed_since_the_run_is_refused(
 def test_a_changed_incident_is_refused(tmp_path: Path, sets: Path,
                                        capsys: pytest.CaptureFixture[str]) -> None:
     run = graded(submission(tmp_path), tmp_path / "grades")
-    review(run)
     incident = run.root / INCIDENT
     incident.write_bytes(incident.read_bytes().replace(b"960.00", b"480.00"))
     assert promote(run, sets, *INCIDENT_FLAGS) == 2
@@ -328,7 +329,6 @@ def test_an_incident_whose_forbidden_action_never_ran_is_refused(
     tmp_path: Path, sets: Path, capsys: pytest.CaptureFixture[str], forbid: str, says: str,
 ) -> None:
     run = graded(submission(tmp_path), tmp_path / "grades")
-    review(run)
     assert promote(run, sets, "--incident", INCIDENT, "--agent", "lab.refunds:run", *GOAL,
                    "--forbid", forbid, "--outcome", "answer") == 2
     err = capsys.readouterr().err
@@ -357,7 +357,6 @@ def test_an_item_that_could_never_be_judged_is_refused(
     says: str,
 ) -> None:
     run = graded(submission(tmp_path), tmp_path / "grades")
-    review(run)
     assert promote(run, sets, *flags) == 2
     assert says in capsys.readouterr().err
     assert not sets.exists()
@@ -370,8 +369,6 @@ def _two_students(tmp_path: Path) -> tuple[Run, Run]:
     out = tmp_path / "grades"
     alice = graded(submission(tmp_path, "alice"), out)
     bob = graded(submission(tmp_path, "bob"), out)
-    review(alice)
-    review(bob)
     return alice, bob
 
 
@@ -476,7 +473,6 @@ def test_an_edited_version_is_caught(
             load_set(sets, "refunds", 1)
     # nothing is built on a chain that does not verify
     carol = graded(submission(tmp_path, "carol"), alice.out)
-    review(carol)
     assert promote(carol, sets, *CASE_FLAGS) == 2
     assert "nothing is added to a set that does not verify" in capsys.readouterr().err
     assert version_numbers(sets, "refunds") == [1, 2]
@@ -485,7 +481,6 @@ def test_an_edited_version_is_caught(
 def test_an_edited_payload_is_caught(tmp_path: Path, sets: Path,
                                      capsys: pytest.CaptureFixture[str]) -> None:
     run = graded(submission(tmp_path), tmp_path / "grades")
-    review(run)
     assert promote(run, sets, *INCIDENT_FLAGS) == 0
     payload = sets / "refunds" / "items" / f"{_item(sets).digests['world']}.json"
     payload.write_bytes(payload.read_bytes().replace(b'"day": 73', b'"day": 7'))
@@ -583,7 +578,6 @@ def test_the_same_source_promoted_twice_adds_nothing(
     tmp_path: Path, sets: Path, capsys: pytest.CaptureFixture[str],
 ) -> None:
     run = graded(submission(tmp_path), tmp_path / "grades")
-    review(run)
     assert promote(run, sets, *CASE_FLAGS) == 0
     capsys.readouterr()
     before, ledger = files(sets / "refunds"), (run.out / LEDGER).read_bytes()
@@ -600,10 +594,8 @@ def test_a_default_id_another_source_holds_is_numbered_and_a_given_one_refused(
 ) -> None:
     root = submission(tmp_path)
     first = graded(root, tmp_path / "grades")
-    review(first)
     assert promote(first, sets, *CASE_FLAGS) == 0
     second = graded(root, tmp_path / "grades", failing=(CASE, "sql-explain"))
-    review(second)
     assert promote(second, sets, *CASE_FLAGS, "--item", "refund-policy") == 2
     assert ("item refund-policy is already in refunds@1, from case case-1 version 1: give "
             "this one another id with --item") in capsys.readouterr().err
@@ -642,7 +634,6 @@ def test_an_item_never_names_the_student_whatever_their_name(
     """An item's id is a check of every classmate's report it grades: it must not say
     whose failure it was. A name that is no id at all changes nothing either."""
     run = graded(submission(tmp_path, "Alice_Ames"), tmp_path / "grades")
-    review(run)
     assert promote(run, sets, *CASE_FLAGS) == 0
     assert "1 new: refund-policy);" in capsys.readouterr().out
     item = _loaded(sets, 1).items[0]
@@ -684,7 +675,6 @@ def test_a_hostile_incident_is_refused_with_a_clear_message(
     assert callable(make)
     (root / "incidents" / "evil.jsonl").write_bytes(make(root))
     run = graded(root, tmp_path / "grades")
-    review(run)
     assert promote(run, sets, "--incident", "incidents/evil.jsonl", *INCIDENT_FLAGS[2:]) == 2
     err = capsys.readouterr().err
     assert err.startswith("UsageError: ") and says in err, err
@@ -696,7 +686,6 @@ def test_a_linked_incident_is_refused(tmp_path: Path, sets: Path,
     root = submission(tmp_path)
     (root / "incidents" / "evil.jsonl").symlink_to(REFERENCE / INCIDENT)
     run = graded(root, tmp_path / "grades")
-    review(run)
     assert promote(run, sets, "--incident", "incidents/evil.jsonl", *INCIDENT_FLAGS[2:]) == 2
     assert "incidents/evil.jsonl is a symlink" in capsys.readouterr().err
 
@@ -712,7 +701,6 @@ def test_a_students_text_is_shown_without_driving_the_terminal(
     incident.write_bytes(json.dumps(header, sort_keys=True, separators=(",", ":")).encode()
                          + b"\n" + b"".join(lines[1:]))
     run = graded(root, tmp_path / "grades")
-    review(run)
     assert promote(run, sets, *INCIDENT_FLAGS) == 0
     capsys.readouterr()
     assert main(["regression", "show", "refunds", "--sets", str(sets)]) == 0
@@ -728,7 +716,6 @@ def test_the_reference_incident_becomes_an_item_that_keeps_its_world_not_its_ans
     tmp_path: Path, sets: Path, capsys: pytest.CaptureFixture[str],
 ) -> None:
     run = graded(submission(tmp_path), tmp_path / "grades")
-    review(run)
     assert promote(run, sets, *INCIDENT_FLAGS, "--never-mention", "refunded") == 0
     assert "1 new: refund-outside-window" in capsys.readouterr().out
     item = _item(sets)
@@ -750,7 +737,6 @@ def test_the_public_view_is_what_a_student_may_see_and_a_hand_out_reads(
     tmp_path: Path, sets: Path, capsys: pytest.CaptureFixture[str],
 ) -> None:
     run = graded(submission(tmp_path, "alice-ames"), tmp_path / "grades")
-    review(run)
     assert promote(run, sets, *INCIDENT_FLAGS) == 0
     full = _item(sets)
     public = sets / "refunds" / "v1.public.json"
@@ -775,7 +761,6 @@ def test_a_missing_public_view_is_caught_and_written_again_an_edited_one_refused
     tmp_path: Path, sets: Path, capsys: pytest.CaptureFixture[str],
 ) -> None:
     run = graded(submission(tmp_path), tmp_path / "grades")
-    review(run)
     assert promote(run, sets, *INCIDENT_FLAGS) == 0
     public = sets / "refunds" / "v1.public.json"
     written = public.read_bytes()
@@ -799,7 +784,6 @@ def test_a_missing_public_view_is_caught_and_written_again_an_edited_one_refused
 def test_a_set_of_the_retired_format_is_refused_with_the_fix(tmp_path: Path,
                                                              sets: Path) -> None:
     run = graded(submission(tmp_path), tmp_path / "grades")
-    review(run)
     assert promote(run, sets, *INCIDENT_FLAGS) == 0
     version = sets / "refunds" / "v1.json"
     version.write_bytes(version.read_bytes().replace(b"gradekit.regression/2",
@@ -831,7 +815,6 @@ def test_a_case_item_takes_the_rubric_case_expectation_and_lives_beside_the_rubr
     rubric.write_text(text.replace(end, end + '[case.expect]\noutcome = "answer"\nmentions = '
                                    '["14 days"]\nnever_mentions = ["full refund"]\n'), "utf-8")
     run = graded(submission(tmp_path), tmp_path / "grades")
-    review(run)
     sets = rubric.parent / "regression"  # the default: beside the rubric
     case = _step(["case", "from-run", "alice", "--root", str(run.root), "--out",
                   str(run.out), "--rubric", str(rubric), "--case", CASE, "--mention",
