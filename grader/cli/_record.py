@@ -127,7 +127,10 @@ def _selected_cases(args: argparse.Namespace) -> list[_Task]:
     tasks = [_Task(case.id, case.task) for case in load_cases(args.rubric)]
     tasks += [_Task(recording_name(pinned.name, item.id), item.task, item.agent, item.reads())
               for pinned in _pinned(args.rubric) for item in pinned.items if not item.missing]
-    tasks = list({task.id: task for task in reversed(tasks)}.values())[::-1]  # once each
+    unique: dict[str, _Task] = {}
+    for task in tasks:  # an item two pinned versions share is recorded once
+        unique.setdefault(task.id, task)
+    tasks = list(unique.values())
     if not args.cases:
         return tasks
     known = [task.id for task in tasks]

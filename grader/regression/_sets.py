@@ -1,4 +1,5 @@
-"""Regression sets: reviewed failures, kept as immutable, versioned collections of items.
+"""Regression sets: reviewed, approved failures, kept as immutable, versioned collections
+of items.
 
 A set lives in ``SETS/<name>/``. Version N is ``v<N>.json``, written once and never
 rewritten: it holds every item of version N-1, unchanged and in order, then the one it
@@ -18,11 +19,12 @@ classmate, the report, the reviewer, the reason), each world inline. It is deriv
 is not there (a student's ``record`` and ``check``).
 
 This module is the format: its values, reading, checking and verifying. Writing the next
-version is ``grader.regression._publish``'s; which runs may become items (reviewed, failing,
-unchanged since, able to apply to every student) is the promotion's policy
-(``grader.records._promote``). Every problem with a set's files is a ``UsageError`` that
-names the file and says to restore it; a world file that is missing is no error here but
-``Item.missing``, so that the grader degrades that one item and grades the rest.
+version is ``grader.regression._publish``'s; what may become an item (a case saved from a
+failing run or written by hand, investigated, reviewed as a regression candidate and
+approved) is the asset ledger's (``grader.records._assets``). Every problem with a set's
+files is a ``UsageError`` that names the file and says to restore it; a world file that is
+missing is no error here but ``Item.missing``, so that the grader degrades that one item
+and grades the rest.
 """
 
 from __future__ import annotations
@@ -121,7 +123,8 @@ class Item:
     """One reviewed failure, made to apply to every student: what to ask (``task``, the
     ``world`` of tool reads it starts from, the ``agent`` that is asked: None for each
     submission's own, its manifest's), what the run must come to (``expect``), and where it
-    came from (``source``: student, submission, run, report, review, path). The world's
+    came from (``source``: the case and version it publishes, the candidate and its approver,
+    the run the case was saved from or None). The world's
     bytes are there, their digest checked, unless the file is gone: then ``missing`` says
     so and how to restore it. An item read from a public view has no source, reviewer or
     reason."""
