@@ -21,8 +21,9 @@ from gradekit import UsageError
 from gradekit.internal import decode_fixture
 from grader._exits import EXIT_OK
 from grader._expect import expectation_document
-from grader._text import quote
 from grader.cli._options import add_expectation_options, add_rubric_option, told_expectation
+from grader.cli._regression import line as _line
+from grader.cli._regression import sets_folder as _sets_of
 from grader.records import (
     DISPOSITIONS,
     SOURCES,
@@ -41,11 +42,10 @@ from grader.records import (
     save_from_run,
 )
 from grader.regression import decode_world, world_json
-from grader.rubric import SETS, load_rubric
+from grader.rubric import load_rubric
 
 __all__ = ["add_case_commands"]
 
-_SHOWN = 120  # characters of a task or reason on a line of `case show`
 
 
 def add_case_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -160,11 +160,6 @@ def _add_new(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     written.set_defaults(handler=_new)
 
 
-def _sets(args: argparse.Namespace) -> Path:
-    chosen: Path | None = args.sets
-    return chosen if chosen is not None else args.rubric.parent / SETS
-
-
 # -- commands ----------------------------------------------------------------------------------
 
 
@@ -173,7 +168,7 @@ def _from_run(args: argparse.Namespace) -> int:
         student=args.student, root=args.root, out=args.out, rubric=args.rubric,
         case=args.case, incident=args.incident, agent=args.agent, reference=args.reference,
         told=told_expectation(args), report=args.report))
-    case, new = save_from_run(_sets(args), saved, load_rubric(args.rubric),
+    case, new = save_from_run(_sets_of(args), saved, load_rubric(args.rubric),
                               coverage=args.coverage, admission=args.reason, by=args.by)
     if not new:
         print(f"already {case.id} (version {case.version}, {case.status}), saved from the same "
@@ -186,7 +181,7 @@ def _from_run(args: argparse.Namespace) -> int:
 
 def _new(args: argparse.Namespace) -> int:
     world = _world(args.world) if args.world is not None else None
-    case = new_case(_sets(args), load_rubric(args.rubric), task=args.task, world=world,
+    case = new_case(_sets_of(args), load_rubric(args.rubric), task=args.task, world=world,
                     agent=applicable_agent(args.agent, args.reference),
                     told=told_expectation(args), source=args.source, name=args.name,
                     coverage=args.coverage, admission=args.reason, by=args.by)
@@ -214,7 +209,7 @@ def _world(path: Path) -> bytes:
 
 
 def _revise(args: argparse.Namespace) -> int:
-    case = revise(_sets(args), load_rubric(args.rubric), args.case, task=args.task,
+    case = revise(_sets_of(args), load_rubric(args.rubric), args.case, task=args.task,
                   told=told_expectation(args), coverage=args.coverage, by=args.by,
                   reason=args.reason)
     print(f"{case.id}: version {case.version} of the case, superseding {case.supersedes} "
@@ -223,14 +218,14 @@ def _revise(args: argparse.Namespace) -> int:
 
 
 def _archive(args: argparse.Namespace) -> int:
-    case = archive(_sets(args), load_rubric(args.rubric), args.case, by=args.by,
+    case = archive(_sets_of(args), load_rubric(args.rubric), args.case, by=args.by,
                    reason=args.reason)
     print(f"{case.id}: archived")
     return EXIT_OK
 
 
 def _investigate(args: argparse.Namespace) -> int:
-    event = investigate(_sets(args), load_rubric(args.rubric), args.case, by=args.by,
+    event = investigate(_sets_of(args), load_rubric(args.rubric), args.case, by=args.by,
                         reason=args.reason)
     print(f"{event['investigation']}: investigating {event['case']}; review it with a "
           f"disposition next ({', '.join(DISPOSITIONS)})")
@@ -238,7 +233,7 @@ def _investigate(args: argparse.Namespace) -> int:
 
 
 def _dispose(args: argparse.Namespace) -> int:
-    events = dispose(_sets(args), args.investigation, args.disposition, by=args.by,
+    events = dispose(_sets_of(args), args.investigation, args.disposition, by=args.by,
                      reason=args.reason)
     made = [e["candidate"] for e in events if e.get("event") == "candidate"]
     print(f"{args.investigation}: {args.disposition}" + (
@@ -248,15 +243,15 @@ def _dispose(args: argparse.Namespace) -> int:
 
 
 def _approve(args: argparse.Namespace) -> int:
-    event = approve(_sets(args), load_rubric(args.rubric), args.candidate, by=args.by,
+    event = approve(_sets_of(args), load_rubric(args.rubric), args.candidate, by=args.by,
                     reason=args.reason)
-    print(f"{event['candidate']}: approved by {quote(args.by, _SHOWN)}; publish it with "
+    print(f"{event['candidate']}: approved by {_line(args.by)}; publish it with "
           "regression promote NAME --candidate " + str(event["candidate"]))
     return EXIT_OK
 
 
 def _show(args: argparse.Namespace) -> int:
-    assets = read_assets(_sets(args))
+    assets = read_assets(_sets_of(args))
     if args.case is None:
         rubric = load_rubric(args.rubric)
         for template in rubric.cases:
@@ -313,7 +308,3 @@ def _step(assets: Assets, candidate: str) -> str:
 
 def _expect_shown(case: StoredCase) -> dict[str, Any]:
     return expectation_document(case.expect)
-
-
-def _line(text: str) -> str:
-    return quote(text, _SHOWN).replace("\n", "\\n").replace("\t", "\\t")

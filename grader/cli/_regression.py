@@ -34,7 +34,7 @@ from grader.regression import (
 )
 from grader.rubric import SETS, load_rubric
 
-__all__ = ["add_regression_commands", "render_set"]
+__all__ = ["add_regression_commands", "line", "render_set", "sets_folder"]
 
 _SHOWN = 120  # characters of a task or reason on a line of `show`
 _OWN_AGENT = "each submission's own (its manifest's agent)"
@@ -89,7 +89,8 @@ def _add_promote(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     promote.set_defaults(handler=_promote)
 
 
-def _sets(args: argparse.Namespace) -> Path:
+def sets_folder(args: argparse.Namespace) -> Path:
+    """``--sets``, else ``regression/`` beside ``--rubric``."""
     chosen: Path | None = args.sets
     return chosen if chosen is not None else args.rubric.parent / SETS
 
@@ -100,7 +101,7 @@ def _sets(args: argparse.Namespace) -> Path:
 def _promote(args: argparse.Namespace) -> int:
     name = valid_name(args.name, "regression set")
     by = _given(args.by, "--by")
-    sets, rubric = _sets(args), load_rubric(args.rubric)
+    sets, rubric = sets_folder(args), load_rubric(args.rubric)
     item, case = candidate_item(sets, rubric, args.candidate, args.item)
     added = add_item(sets, name, item, created_by=by, numbered=args.item is None,
                      then=lambda published, new: append_events(sets / ASSETS, [{
@@ -132,7 +133,7 @@ def _count(number: int) -> str:
 
 
 def _show(args: argparse.Namespace) -> int:
-    sets = _sets(args)
+    sets = sets_folder(args)
     name, _, version = args.ref.partition("@")
     name = valid_name(name, "regression set")
     numbers = version_numbers(sets, name)
@@ -164,7 +165,7 @@ def render_set(chain: Sequence[RegressionSet], chosen: RegressionSet) -> str:
         before = version.supersedes
         link = f"v{before['version']} {str(before['sha256'])[:12]}" if before else "-"
         lines.append(f"  v{version.version:<3} sha256 {version.sha256[:12]}  supersedes "
-                     f"{link:<15}  created by {_line(version.created_by)}")
+                     f"{link:<15}  created by {line(version.created_by)}")
     lines.append(f"{chosen.ref}: {_count(len(chosen.items))}, sha256 {chosen.sha256}")
     for item in chosen.items:
         lines += _item_lines(item)
@@ -175,15 +176,15 @@ def _item_lines(item: Item) -> list[str]:
     source = item.source
     run = source["run"]
     came = "written by hand" if run is None else (
-        f"run {run['seq']} of {_line(str(run['student']))} (submission "
-        f"{_line(str(run['submission']))}), report {str(run['report'])[:12]}, "
-        f"{_line(str(run['path']))}")
+        f"run {run['seq']} of {line(str(run['student']))} (submission "
+        f"{line(str(run['submission']))}), report {str(run['report'])[:12]}, "
+        f"{line(str(run['path']))}")
     lines = [f"  {item.id} ({item.kind}, added in v{item.added_in})",
              f"    source    case {source['case']} version {source['version']}, candidate "
-             f"{source['candidate']} approved by {_line(str(source['approved_by']))}; {came}",
-             f"    reviewed  by {_line(item.reviewed_by)}",
-             f"    reason    {_line(item.reason)}",
-             f"    task      {_line(item.task)}",
+             f"{source['candidate']} approved by {line(str(source['approved_by']))}; {came}",
+             f"    reviewed  by {line(item.reviewed_by)}",
+             f"    reason    {line(item.reason)}",
+             f"    task      {line(item.task)}",
              f"    agent     {item.agent or _OWN_AGENT}",
              f"    expect    {_expected(item.expect)}"]
     world = f"{len(item.reads())} tool call(s) answered, sha256 " \
@@ -196,13 +197,13 @@ def _item_lines(item: Item) -> list[str]:
 
 def _expected(expect: Expectation) -> str:
     def facts(values: Sequence[str]) -> str:
-        return ", ".join(f"'{_line(value)}'" for value in values) or "-"
+        return ", ".join(f"'{line(value)}'" for value in values) or "-"
 
     return (f"outcome {expect.outcome}; mentions {facts(expect.mentions)}; never mentions "
             f"{facts(expect.never_mentions)}; forbids {', '.join(expect.forbidden_actions) or '-'}")
 
 
-def _line(text: str) -> str:
+def line(text: str) -> str:
     """A student's text on one line of the terminal: nothing hidden, no line breaks."""
     return quote(text, _SHOWN).replace("\n", "\\n").replace("\t", "\\t")
 
@@ -210,7 +211,7 @@ def _line(text: str) -> str:
 def _verify(args: argparse.Namespace) -> int:
     names = [valid_name(name, "regression set") for name in args.names]
     failed = False
-    for verdict in verify_sets(_sets(args), names):
+    for verdict in verify_sets(sets_folder(args), names):
         if verdict.ok:
             print(f"ok   {verdict.path}: {verdict.message}")
         else:
@@ -220,7 +221,7 @@ def _verify(args: argparse.Namespace) -> int:
 
 
 def _public(args: argparse.Namespace) -> int:
-    sets, name = _sets(args), valid_name(args.name, "regression set")
+    sets, name = sets_folder(args), valid_name(args.name, "regression set")
     if not version_numbers(sets, name):
         raise UsageError(f"no regression set {name} in {sets}: check --sets (default: "
                          "regression/ beside the rubric), or promote into it first")
