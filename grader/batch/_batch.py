@@ -454,6 +454,10 @@ class _Workers:
         self._stopping = threading.Event()
         # -P and a folder of its own to start in: no folder can shadow the grader's code.
         self._home = scratch_folder("gradekit-zygote-")
+        # What the gradings derive from files' bytes, for the gradings after them: in the
+        # zygote's folder, which no run's host sees (grader._cache).
+        self._derived = self._home / "derived"
+        self._derived.mkdir(mode=0o700)
         # Every worker's scratch folder is in this one, which the runs' hosts see (the
         # namespaces wall's; each run sees its own folders only).
         self._scratch = scratch_folder("gradekit-batch-")
@@ -575,7 +579,7 @@ class _Workers:
                 student=identity.student, out=self._out / identity.folder, scratch=scratch,
                 label=self._label, isolation=self._wall.name, rubric=self._rubric,
                 check_folders=self._checks, draw_key=self._draw_key,
-                reviews=self._reviews.get(identity.student, ()))))
+                reviews=self._reviews.get(identity.student, ()), derived=self._derived)))
             try:
                 return zygote, zygote.fork(scratch, identity.folder)
             except ZygoteGone:

@@ -37,6 +37,7 @@ from typing import Any, get_args
 
 from gradekit import GradekitError
 from gradekit.internal import commands
+from grader._cache import Derived
 from grader._model import CONTRACT, Report
 from grader._text import FLAGGED, TEXT_LIMIT, quote
 from grader.grading import MissingPackage, grade_submission
@@ -87,6 +88,8 @@ class Request:
     # drawn afresh
     # the ledger's review events of this student, in ledger order, as the batch read them
     reviews: Sequence[Mapping[str, Any]] = ()
+    derived: Path | None = None  # where the batch keeps what gradings derive from files'
+    # bytes (grader._cache.Derived): None, nothing is kept
 
 
 def encode_request(request: Request) -> bytes:
@@ -98,6 +101,7 @@ def encode_request(request: Request) -> bytes:
         "isolation": request.isolation, "rubric": rubric_document(request.rubric),
         "check_folders": dict(request.check_folders), "draw_key": request.draw_key.hex(),
         "reviews": [dict(event) for event in request.reviews],
+        "derived": None if request.derived is None else str(request.derived),
     }, ensure_ascii=True).encode("ascii")
 
 
@@ -116,6 +120,7 @@ def decode_request(data: bytes) -> Request:
             check_folders={str(k): str(v) for k, v in document["check_folders"].items()},
             draw_key=bytes.fromhex(document["draw_key"]),
             reviews=tuple(_reviews(document["reviews"])),
+            derived=None if document["derived"] is None else Path(document["derived"]),
         )
     except (ValueError, KeyError, TypeError, AttributeError, GradekitError) as exc:
         raise ValueError(f"not a worker request ({type(exc).__name__}: {exc})") from exc
@@ -168,7 +173,9 @@ def grade(request: Request) -> GradebookRow:
                                   label=request.label, scratch=request.scratch,
                                   wall=wall_named(request.isolation),
                                   draw_key=request.draw_key or None,
-                                  on_case=functools.partial(_running, request.scratch))
+                                  on_case=functools.partial(_running, request.scratch),
+                                  derived=None if request.derived is None
+                                  else Derived(request.derived))
         report = graded.report
         isolation = graded.wall.stated(request.root, request.scratch)
         digest = write_submission(

@@ -23,6 +23,7 @@ from typing import Generic, TypeVar, cast
 
 from gradekit import CassetteError, Entry, GradekitError, HttpCassette, prompt_key
 from gradekit.internal import LAB_HTTP_CASSETTE, commands, decode_cassette, decode_fixture
+from grader._cache import Derived
 from grader._model import CaseOutcome, CriterionResult, Report, RunResult, Withhold
 from grader._text import FLAGGED, TEXT_LIMIT, quote
 from grader.grading._packages import missing_package
@@ -33,6 +34,7 @@ from grader.rubric import Case, Rubric
 from grader.sandbox import (
     PROCESS_WALL,
     Answer,
+    LaidOut,
     RunPlan,
     Sandbox,
     Serving,
@@ -188,7 +190,8 @@ class Graded:
 def grade_submission(root: Path, rubric: Rubric, *, submission: str, scratch: Path,
                      label: str | None = None, wall: Wall = PROCESS_WALL,
                      drawn: Draw | None = None, draw_key: bytes | None = None,
-                     on_case: Callable[[str], None] | None = None) -> Graded:
+                     on_case: Callable[[str], None] | None = None,
+                     derived: Derived | None = None) -> Graded:
     """Grade the submission at ``root`` as ``submission``; ``scratch`` is a private, empty folder.
 
     ``submission`` is who it is, the report's ``submission``: the caller decides it on the
@@ -199,7 +202,9 @@ def grade_submission(root: Path, rubric: Rubric, *, submission: str, scratch: Pa
     under ``draw_key`` (the grader's secret; None: a fresh random one) from the
     submission's inputs: none of them is a constant a submission could recognise, and
     the same key grades the same submission the same way again.
-    ``on_case(case_id)`` is told as each sandboxed case starts.
+    ``on_case(case_id)`` is told as each sandboxed case starts. ``derived``: where a batch
+    keeps what it derived from files' bytes (their tamper scans and bytecode), for the
+    gradings after this one; the grade is the same with or without it.
     """
     manifest, findings = _manifest(root)
     folder = manifest.cassettes if manifest else "cassettes"
@@ -212,7 +217,7 @@ def grade_submission(root: Path, rubric: Rubric, *, submission: str, scratch: Pa
     answers = cassettes.by_case
     inputs = _inputs(root, manifest, (*rubric.cases, *item_cases(rubric)))
     drawn = drawn or draw(draw_key, submission_content(inputs), label)
-    sandbox = Sandbox(root, scratch, rubric.limits, wall)
+    sandbox = Sandbox(root, scratch, rubric.limits, wall, LaidOut(derived=derived))
     try:
         evidence, found = _evidence(sandbox, manifest, rubric, answers, drawn, on_case,
                                     http.by_case)
@@ -221,7 +226,7 @@ def grade_submission(root: Path, rubric: Rubric, *, submission: str, scratch: Pa
     findings += found
     # Read once a grading, never run: code that reaches for the harness or the process
     # flags the grade for a person, and moves no points.
-    findings += tamper_findings(root, manifest)
+    findings += tamper_findings(root, manifest, derived)
     evidence = replace(evidence, recording_problems=problems, recorded_prompts={
         case: tuple(entry.prompt for entry in entries.values() if entry.prompt)
         for case, entries in answers.items()})

@@ -28,7 +28,7 @@ from __future__ import annotations
 from grader.sandbox._channel import HARNESS
 from grader.sandbox._cutpoint import cut_point_problem
 from grader.sandbox._isolation import package_folders
-from grader.sandbox._layout import LAID_AHEAD, Wall
+from grader.sandbox._layout import LAID_AHEAD, LaidOut, Wall
 from grader.sandbox._sandbox import (
     Answer,
     CaseServer,
@@ -55,6 +55,7 @@ __all__ = [
     "PROCESS_WALL",
     "Answer",
     "CaseServer",
+    "LaidOut",
     "NamespacesWall",
     "ProcessWall",
     "RunPlan",

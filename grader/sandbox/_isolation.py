@@ -16,13 +16,13 @@ import site
 import stat
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 __all__ = [
     "INSTALL_HINT", "KIT", "SANDBOX", "UNPRIVILEGED_UID", "Bind", "as_root", "become", "bubblewrap",
     "bwrap_argv",
-    "host_user", "interpreter", "package_folders",
+    "host_user", "interpreter", "package_folders", "unreadable_of",
 ]
 
 INSTALL_HINT = "install bubblewrap (Debian and Ubuntu: `sudo apt-get install bubblewrap`)"
@@ -114,8 +114,8 @@ def interpreter() -> tuple[str, tuple[Bind, ...], tuple[str, ...]]:
 UNPRIVILEGED_UID = 65534  # "nobody": the host uid of a child when the grader is root
 
 
-def host_user(kit: Sequence[str], read: Sequence[str],
-              search: Sequence[str] = ()) -> tuple[int | None, str]:
+def host_user(kit: Sequence[str], read: Sequence[str], search: Sequence[str] = (), *,
+              unreadable: Callable[[], str] = lambda: "") -> tuple[int | None, str]:
     """The host uid a child behind namespaces takes (None: the grader's), and what the
     isolation line says about it.
 
@@ -124,11 +124,12 @@ def host_user(kit: Sequence[str], read: Sequence[str],
     as uid 65534, where that uid can run bubblewrap here, read ``kit`` (the interpreter,
     the packages, the harness and the library) and ``read`` (the submission's files, the
     files of the run it sees) and search ``search`` (the folder of the run's folders):
-    bubblewrap binds each by its path, as that uid.
+    bubblewrap binds each by its path, as that uid. ``unreadable()``: what the caller found
+    unreadable already ("" for nothing), asked only as root.
     """
     if not as_root():
         return None, "children run as the grader's own unprivileged user"
-    why = (_unprivileged_missing(tuple(kit)) or _unreadable(read)
+    why = (_unprivileged_missing(tuple(kit)) or unreadable() or unreadable_of(read)
            or next((f"{p} is not searchable by uid {UNPRIVILEGED_UID}" for p in search
                     if not _searchable(p)), ""))
     if why:
@@ -139,7 +140,7 @@ def host_user(kit: Sequence[str], read: Sequence[str],
 @functools.cache
 def _unprivileged_missing(kit: tuple[str, ...]) -> str:
     """Why uid 65534 cannot run the kit behind bubblewrap here, or "" when it can."""
-    why = _unreadable(kit)
+    why = unreadable_of(kit)
     if why:
         return why
     path, _ = bubblewrap()
@@ -172,7 +173,7 @@ def become(user: int) -> None:
     os.setresuid(user, user, user)
 
 
-def _unreadable(paths: Sequence[str]) -> str:
+def unreadable_of(paths: Sequence[str]) -> str:
     """The first of ``paths`` another user cannot read (every folder above it searchable,
     it readable, a folder searchable too), as "PATH is not readable to uid 65534"."""
     for path in paths:

@@ -11,8 +11,10 @@ are how the parent reads what it left.
 from __future__ import annotations
 
 import contextlib
+import functools
+import importlib.util
+import marshal
 import os
-import py_compile
 import secrets
 import stat
 import sys
@@ -24,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, ClassVar
 
+from grader._cache import Derived, content_key
 from grader._model import IGNORED_NAMES, Limits
 from grader.sandbox._channel import Child
 from grader.sandbox._harness import copy_submission
@@ -162,14 +165,23 @@ class Layout:
 
     def scrub(self, text: str) -> str:
         """``text`` with this machine's paths replaced by stable names."""
-        names = [(self.child_copy, "<submission>"), (self.child_work, "<scratch>"),
-                 (str(self.copy), "<submission>"), (str(self.run), "<scratch>"),
-                 (f"{KIT}/original", "<submission>")]
-        spelled = {spelling: name for path, name in names
-                   for spelling in (path, os.path.realpath(path))}
-        for spelling in sorted(spelled, key=len, reverse=True):
-            text = text.replace(spelling, spelled[spelling])
+        for spelling, name in _spellings(self.child_copy, self.child_work, str(self.copy),
+                                         str(self.run)):
+            text = text.replace(spelling, name)
         return text
+
+
+@functools.lru_cache(maxsize=64)
+def _spellings(child_copy: str, child_work: str, copy: str,
+               run: str) -> tuple[tuple[str, str], ...]:
+    """``Layout.scrub``'s replacements, the longest first: each path as given and as
+    resolved (looked up once a run, not once a text)."""
+    names = [(child_copy, "<submission>"), (child_work, "<scratch>"), (copy, "<submission>"),
+             (run, "<scratch>"), (f"{KIT}/original", "<submission>")]
+    spelled = {spelling: name for path, name in names
+               for spelling in (path, os.path.realpath(path))}
+    return tuple((spelling, spelled[spelling])
+                 for spelling in sorted(spelled, key=len, reverse=True))
 
 
 _COMPILED_MAX = 1 << 20  # bytes: a larger source is left for the child to compile
@@ -197,6 +209,7 @@ class LaidOut:
     compiled: set[str] = field(default_factory=set)
     hosts: Hosts = field(default_factory=Hosts)  # the runs' hosts (namespaces only)
     ahead: Path | None = None  # where a copy laid out before the grading began would be
+    derived: Derived | None = None  # where a batch keeps bytecode (None: compiled here)
 
     def source(self, root: Path, scratch: Path, packages: Sequence[str]) -> Path:
         """The laid-out copy of ``root`` (made under ``scratch`` on the first call, unless
@@ -213,7 +226,7 @@ class LaidOut:
         for package in packages:
             if package not in self.compiled:
                 self.compiled.add(package)
-                compile_package(self.folder, package)
+                compile_package(self.folder, package, self.derived)
         return self.folder
 
 
@@ -248,44 +261,79 @@ def _chmod(path: str, mode: int, flags: int) -> None:
         os.close(fd)
 
 
-def compile_package(folder: Path, package: str) -> None:
+def compile_package(folder: Path, package: str, derived: Derived | None = None) -> None:
     """Compile the top-level ``package`` (a folder or a module) of the copy at ``folder``,
-    its bytecode readable by every user."""
+    its bytecode readable by every user; ``derived``: where a batch keeps bytecode."""
     if not package.isidentifier():
         return
     top = folder / package
     if top.is_dir() and not top.is_symlink():
-        compile_tree(top)
+        compile_tree(top, derived, base=folder)
         readable(top)
     module = folder / f"{package}.py"
     if module.is_file() and not module.is_symlink():
-        _compile_file(module)
+        _compile_file(module, derived, folder)
         if os.path.isdir(folder / "__pycache__"):
             readable(folder / "__pycache__")
 
 
-def compile_tree(top: Path) -> None:
-    """Compile every module in the folder ``top`` and the packages below it."""
+def compile_tree(top: Path, derived: Derived | None = None, *, base: Path | None = None) -> None:
+    """Compile every module in the folder ``top`` and the packages below it, each named in
+    its bytecode by its path under ``base`` (the folder holding ``top`` when None)."""
     for here, folders, files in os.walk(top):
         folders[:] = sorted(f for f in folders if f.isidentifier())
         for name in sorted(files):
             if name.endswith(".py"):
-                _compile_file(Path(here, name))
+                _compile_file(Path(here, name), derived, base or top.parent)
 
 
-def _compile_file(source: Path) -> None:
+def _compile_file(source: Path, derived: Derived | None, base: Path) -> None:
+    """A checked-hash pyc beside ``source`` (in ``__pycache__``), as ``py_compile`` writes
+    it, or none where the source does not compile without a warning. The code is named by
+    the source's path under ``base`` (an import names it again by where it finds it), so the
+    bytecode of one source is the same bytes in every submission, and ``derived`` keeps it."""
     if source.is_symlink() or not source.is_file() or source.stat().st_size > _COMPILED_MAX:
         return
     target = source.parent / "__pycache__" / f"{source.stem}.{sys.implementation.cache_tag}.pyc"
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")  # a warning is the child's to print, as before
-        try:
-            py_compile.compile(str(source), cfile=str(target), doraise=True,
-                               invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH)
-        except (py_compile.PyCompileError, SyntaxError, ValueError, RecursionError,
-                MemoryError, OSError, Warning):
-            with contextlib.suppress(OSError):
+    try:
+        data = source.read_bytes()
+        name = source.relative_to(base).as_posix()
+        key = content_key(_PYC_VERSION, sys.implementation.cache_tag.encode("ascii"),
+                          name.encode("utf-8", "surrogateescape"), data)
+        code = derived.read("pyc", key) if derived is not None else None
+        if code is None:
+            code = _bytecode(data, name)
+            if derived is not None:
+                derived.write("pyc", key, code)
+        if not code:  # the child compiles it, and says what Python says
+            with contextlib.suppress(FileNotFoundError):
                 target.unlink()
+            return
+        target.parent.mkdir(exist_ok=True)
+        written = target.with_name(f"{target.name}.{os.getpid()}.tmp")
+        written.write_bytes(code)
+        os.replace(written, target)
+    except (OSError, ValueError):
+        with contextlib.suppress(OSError):
+            target.unlink()
+
+
+_PYC_VERSION = b"gradekit.pyc/1"  # in each kept bytecode's key: what it was made with
+
+
+def _bytecode(source: bytes, name: str) -> bytes:
+    """``source`` compiled as a checked-hash pyc (PEP 552: magic, flags, the source's hash,
+    the marshalled code), exactly as ``py_compile`` would; b"" when it does not compile
+    without a warning (a warning is the child's to print)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        try:
+            code = compile(source, name, "exec", dont_inherit=True)
+        except (SyntaxError, ValueError, RecursionError, MemoryError, Warning):
+            return b""
+    checked = 0b11  # a hash-based pyc whose hash Python checks against the source
+    return (importlib.util.MAGIC_NUMBER + checked.to_bytes(4, "little")
+            + importlib.util.source_hash(source) + marshal.dumps(code))
 
 
 def prepare_run(root: Path, scratch: Path, wall: Wall, source: Path | None = None,

@@ -52,6 +52,7 @@ from grader.sandbox._isolation import (
     host_user,
     interpreter,
     package_folders,
+    unreadable_of,
 )
 from grader.sandbox._layout import IGNORED_NAMES, WALLS, Layout, Wall, compile_tree, readable
 from grader.sandbox._scratch import scratch_folder
@@ -199,7 +200,9 @@ class NamespacesWall(Wall):
         host_user(_kit(), ())  # as root: whether uid 65534 can run the kit, probed once
 
     def stated(self, root: Path, scratch: Path) -> str:
-        _, user = host_user(_kit(), _submission_files(str(root)), (str(scratch),))
+        _, user = host_user(_kit(), (), (str(scratch),),
+                            unreadable=lambda: _submission_unreadable(str(root),
+                                                                       scratch.resolve()))
         return f"{self.held()}; {user}"
 
     def prepare(self, layout: Layout) -> None:
@@ -237,8 +240,10 @@ class NamespacesWall(Wall):
             path.touch()  # a bind needs its file
         # The laid-out copy is readable by every user by construction (``LaidOut``): the
         # original's files decide, as they decide what the copy holds.
-        user, _ = host_user(_kit(), (*_submission_files(str(layout.root)),
-                                     *(str(p) for p in shown)))
+        grading = layout.hosts.scratch if layout.hosts is not None else None
+        user, _ = host_user(_kit(), [str(p) for p in shown], unreadable=lambda: (
+            _submission_unreadable(str(layout.root), grading) if grading is not None
+            else unreadable_of(_submission_files(str(layout.root)))))
         if user is not None:
             for path in shown:
                 if path.suffix == ".jsonl":  # the traces it writes
@@ -304,6 +309,14 @@ def _kit() -> tuple[str, ...]:
     python, binds, _ = interpreter()
     return (python, *(bind.source for bind in binds), str(harness_code()),
             str(library_code()))
+
+
+@functools.lru_cache(maxsize=64)
+def _submission_unreadable(root: str, grading: Path) -> str:
+    """The first of the submission's files uid 65534 could not read ("" for none), looked
+    at once for the grading whose scratch folder is ``grading``: its runs see one laid-out
+    copy of the files, so they take one decision, and the isolation line states it."""
+    return unreadable_of(_submission_files(root))
 
 
 @functools.lru_cache(maxsize=64)

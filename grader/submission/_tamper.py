@@ -45,16 +45,21 @@ the scan cannot read (a link, not a regular file, over ``FILE_CAP``), one nested
 to scan, a compiled extension module, and source beyond the caps are flagged: each could
 hide what the scan looks for. What no static scan sees: code built at run time, ``exec``
 of a string, obfuscation. The threat model it is part of: docs/sandbox.md.
+
+A file's reading depends on its bytes alone: a batch keeps it (``grader._cache.Derived``),
+so a file that many submissions hold byte for byte is parsed once.
 """
 
 from __future__ import annotations
 
 import ast
 import contextlib
+import json
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from grader._cache import Derived, content_key
 from grader._errors import SubmissionFileError
 from grader._model import ignored_name
 from grader._text import FLAGGED, quote
@@ -127,10 +132,12 @@ _MOST_DEPTH = 16  # folders inside folders
 _MOST_SHOWN = 20  # findings listed; the rest are counted
 
 
-def tamper_findings(root: Path, manifest: Manifest | None = None) -> list[str]:
+def tamper_findings(root: Path, manifest: Manifest | None = None,
+                    derived: Derived | None = None) -> list[str]:
     """The tamper flags of the submission at ``root`` (and of ``manifest``'s entries, the
     modules the harness imports by name): FLAGGED findings sorted by path, line and phrase,
-    each once, at most ``_MOST_SHOWN`` and one that counts the rest."""
+    each once, at most ``_MOST_SHOWN`` and one that counts the rest. ``derived``: where a
+    batch keeps each file's reading (None: every file is parsed)."""
     found: set[tuple[str, int, str]] = set()
     entries = (manifest.agent, manifest.tools, manifest.replay, manifest.guard,
                manifest.incident_test) if manifest else ()
@@ -167,7 +174,7 @@ def tamper_findings(root: Path, manifest: Manifest | None = None) -> list[str]:
                                         f"{_TOTAL_CAP >> 20} MiB in all)"))
                 continue
             budget -= len(data)
-            reaches, imports = _scan(data)
+            reaches, imports = _kept_scan(data, derived)
             found.update((relative, line, phrase) for line, phrase in reaches)
             imported |= imports
         reached = sorted({*reached, *(imported - scanned)})
@@ -182,6 +189,28 @@ def tamper_findings(root: Path, manifest: Manifest | None = None) -> list[str]:
         shown = [*shown[:_MOST_SHOWN], f"{FLAGGED}and {more} more place(s) in the source that "
                                        "reach for the harness or the process"]
     return shown
+
+
+def _kept_scan(data: bytes,
+               derived: Derived | None) -> tuple[list[tuple[int, str]], set[str]]:
+    """``_scan`` of ``data``, as ``derived`` keeps it: read from there when a grading of this
+    batch scanned the same bytes, else scanned and kept."""
+    if derived is None:
+        return _scan(data)
+    key = content_key(_SCAN_VERSION, data)
+    kept = derived.read("scan", key)
+    if kept is not None:
+        with contextlib.suppress(ValueError, TypeError, KeyError):  # not one: scanned again
+            document = json.loads(kept)
+            return ([(int(line), str(phrase)) for line, phrase in document["reaches"]],
+                    {str(name) for name in document["imports"]})
+    reaches, imports = _scan(data)
+    derived.write("scan", key, json.dumps({"reaches": reaches, "imports": sorted(imports)},
+                                          ensure_ascii=True).encode("ascii"))
+    return reaches, imports
+
+
+_SCAN_VERSION = b"gradekit.scan/1"  # in each kept reading's key: what it was made with
 
 
 def _scan(data: bytes) -> tuple[list[tuple[int, str]], set[str]]:

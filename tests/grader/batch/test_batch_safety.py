@@ -437,7 +437,7 @@ def test_a_request_carries_the_rubric_exactly_as_the_batch_validated_it(tmp_path
     request = Request(parent=1, root=tmp_path / "alice", folder="alice", student="s-1",
                       out=tmp_path / "out", scratch=tmp_path / "scratch", label="provider-ü",
                       isolation="namespaces", rubric=rubric, check_folders={"m:f": "/x"},
-                      reviews=(review,))
+                      reviews=(review,), derived=tmp_path / "derived")
     data = encode_request(request)
     assert data.isascii() and json.loads(data)  # JSON, never pickle
     assert decode_request(data) == request

@@ -111,7 +111,7 @@ def test_the_flag_moves_no_points(tmp_path: Path, isolation: Wall,
                                   monkeypatch: pytest.MonkeyPatch) -> None:
     root = forger(tmp_path)
     flagged = grade(root, tmp_path, isolation, "flagged")
-    monkeypatch.setattr("grader.grading._grade.tamper_findings", lambda root, manifest: [])
+    monkeypatch.setattr("grader.grading._grade.tamper_findings", lambda root, manifest, derived: [])
     unscanned = grade(root, tmp_path, isolation, "unscanned")
     assert flagged.criteria == unscanned.criteria
     assert [f for f in flagged.findings if "lab/forger.py:" not in f] == list(unscanned.findings)
