@@ -19,7 +19,7 @@ import sys
 import tempfile
 import textwrap
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -532,6 +532,39 @@ def test_a_root_grader_runs_its_children_as_an_unprivileged_host_user(
     # the child behind bubblewrap, as the host sees it: every process of it, bwrap's too
     assert uids == {str(public / "scratch"): {65534}, str(tmp_path / "scratch"): {0}}
     assert line.endswith("children run as uid 65534 on the host")
+
+
+def test_a_grading_looks_at_its_submission_s_files_once_for_every_run(
+    hostile: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whether a root grader's children can run as uid 65534 depends on the submission's
+    files; every run of a grading sees one laid-out copy of them, so the grading looks once
+    (it used to stat every file again for each of its dozen runs), its isolation line
+    states that decision, and the next grading looks again. Where the answer cannot depend
+    on them (not root, or a kit uid 65534 cannot read), they are not looked at at all."""
+    require_namespaces()
+    asked = os.geteuid() == 0 and all(_isolation._readable_to_others(path)
+                                      for path in _walls._kit())
+    looked: list[str] = []
+    unreadable_of = _walls.unreadable_of
+
+    def counted(paths: Sequence[str]) -> str:
+        if str(hostile) in paths:
+            looked.append(str(hostile))
+        return unreadable_of(paths)
+
+    monkeypatch.setattr(_walls, "unreadable_of", counted)
+    plan = RunPlan("provider-a", 0, Serving(lambda case, prompt: prompt))
+    for grading in ("first", "second"):
+        sandbox = Sandbox(hostile, tmp_path / grading, LIMITS, NamespacesWall())
+        try:
+            for run in ("a", "b", "c"):
+                result = sandbox.within(run).run("lab.agent:run", [("ask", "ask x")], plan)
+                assert result.outcomes["ask"].answer == "x", result
+        finally:
+            sandbox.close()
+        NamespacesWall().stated(hostile, tmp_path / grading)
+    assert looked == [str(hostile)] * (2 if asked else 0)
 
 
 def test_the_isolation_line_says_why_a_root_grader_keeps_root(
