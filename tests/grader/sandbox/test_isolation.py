@@ -546,14 +546,13 @@ def test_a_grading_looks_at_its_submission_s_files_once_for_every_run(
     asked = os.geteuid() == 0 and all(_isolation._readable_to_others(path)
                                       for path in _walls._kit())
     looked: list[str] = []
-    unreadable_of = _walls.unreadable_of
 
     def counted(paths: Sequence[str]) -> str:
         if str(hostile) in paths:
             looked.append(str(hostile))
-        return unreadable_of(paths)
+        return _isolation.unreadable_of(paths)
 
-    monkeypatch.setattr(_walls, "unreadable_of", counted)
+    monkeypatch.setattr("grader.sandbox._walls.unreadable_of", counted)
     plan = RunPlan("provider-a", 0, Serving(lambda case, prompt: prompt))
     for grading in ("first", "second"):
         sandbox = Sandbox(hostile, tmp_path / grading, LIMITS, NamespacesWall())
