@@ -70,8 +70,9 @@ _ending_lock = threading.Lock()
 
 
 def settle_children() -> None:
-    """Wait for every ended child's last traces to go (``Process.settle``), then close its
-    cell: before a new child starts, when a sandbox closes, and at exit."""
+    """Wait for every ended child's last traces to go (``Process.settle``), then hand its
+    cell back (``Cell.release``: kept for the next child, or closed): before a new child
+    takes a cell, when a sandbox closes, and at exit."""
     while True:
         with _ending_lock:
             if not _ending:
@@ -81,7 +82,7 @@ def settle_children() -> None:
             proc.settle()
         finally:
             if cell is not None:
-                cell.close()
+                cell.release()
 
 
 atexit.register(settle_children)

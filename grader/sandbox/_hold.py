@@ -18,11 +18,17 @@ process which of three holds here:
 Each child gets a ``Cell``: made before it starts, entered by the forked child before it
 runs anything (``enter``, from ``Child``'s ``preexec_fn``), watched while it runs, read
 after it ends (``over``: why the kernel or the watchdog stopped it), then emptied and
-removed (``close``). The threat model is in docs/sandbox.md.
+removed (``close``), or handed back (``release``). A cgroup handed back is emptied and kept
+for the next child of the same budget in this process (``cell`` takes it again), since a
+grading's dozen children run one after another and making and removing a cgroup costs more
+than the rest of the child's bookkeeping; ``close_spare_cells`` removes what is kept (a
+sandbox does when it closes). A kept cgroup holds no task, and its out-of-memory count is
+read from where it stood when it was taken again. The threat model is in docs/sandbox.md.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import errno
 import functools
@@ -31,6 +37,7 @@ import os
 import re
 import signal
 import subprocess
+import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
@@ -40,7 +47,8 @@ from typing import ClassVar
 
 from grader._model import Limits
 
-__all__ = ["Budget", "Cell", "CgroupV1", "CgroupV2", "Hold", "Watchdog", "host_hold"]
+__all__ = ["Budget", "Cell", "CgroupV1", "CgroupV2", "Hold", "Watchdog", "close_spare_cells",
+           "host_hold"]
 
 _CPU_PERIOD_US = 100_000  # a quota of one period per period: one core
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
@@ -100,6 +108,11 @@ class Cell:
     def close(self) -> None:
         """End whatever is left in the cell and remove it."""
 
+    def release(self) -> None:
+        """The child is done with the cell: ``close`` it, unless it can be kept for the
+        next child (a cgroup's, ``_CgroupCell.release``)."""
+        self.close()
+
 
 class Hold(ABC):
     """What holds children on this host; ``description`` goes in the isolation line."""
@@ -124,8 +137,10 @@ class _CgroupCell(Cell):
     """
 
     def __init__(self, folders: Sequence[Path], settings: Sequence[tuple[str, str]],
-                 own: str = "") -> None:
+                 own: str = "", budget: Budget | None = None) -> None:
         self.folders = tuple(folders)
+        self.budget = budget or Budget(0, 0)
+        self._kills = 0  # the out-of-memory kills counted before this child's (a kept cell)
         made: list[Path] = []
         try:
             for folder in self.folders:
@@ -168,6 +183,23 @@ class _CgroupCell(Cell):
             finally:
                 os.close(fd)
 
+    def over(self) -> str:
+        return self.budget.memory_over() if self._oom_kills() > self._kills else ""
+
+    def _oom_kills(self) -> int:
+        """The kernel's count of tasks it killed in this cgroup for memory, ever."""
+        return 0
+
+    def release(self) -> None:
+        """Kept for the next child of its budget when every folder is empty within a moment
+        (what the child left is killed first); closed otherwise."""
+        if all(_empty(folder) for folder in self.folders):
+            self._kills = self._oom_kills()
+            with _SPARE_LOCK:
+                _SPARE.setdefault(self.budget, []).append(self)
+        else:
+            self.close()
+
     def close(self) -> None:
         for folder in self.folders:
             _empty(folder)
@@ -196,24 +228,49 @@ def _set(path: str, value: bytes) -> None:
         os.close(fd)
 
 
-def _empty(folder: Path) -> None:
-    """Kill every task left in a cgroup: ``cgroup.kill`` where the kernel has it, else each."""
+def _empty(folder: Path) -> bool:
+    """Kill every task left in a cgroup (each, or ``cgroup.kill`` where the kernel has it);
+    whether it holds none now (within about 0.2 s)."""
     kill = folder / "cgroup.kill"
-    if kill.exists():
-        with contextlib.suppress(OSError):
-            kill.write_text("1")
-            return
-    for _ in range(100):
+    for turn in range(100):
         try:
             pids = [int(p) for p in (folder / "cgroup.procs").read_text().split()]
         except OSError:
-            return
+            return False
         if not pids:
-            return
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+            return True
+        if turn == 0 and kill.exists():
+            with contextlib.suppress(OSError):
+                kill.write_text("1")
+        else:
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
         time.sleep(0.002)
+    return False
+
+
+# Cells handed back (``_CgroupCell.release``), by budget: the next child's, in this process.
+_SPARE: dict[Budget, list[_CgroupCell]] = {}
+_SPARE_LOCK = threading.Lock()
+
+
+def close_spare_cells() -> None:
+    """Remove every cell kept for a next child: when a sandbox closes, and at exit."""
+    with _SPARE_LOCK:
+        spare = [cell for cells in _SPARE.values() for cell in cells]
+        _SPARE.clear()
+    for cell in spare:
+        cell.close()
+
+
+atexit.register(close_spare_cells)
+
+
+def _spare(budget: Budget) -> _CgroupCell | None:
+    with _SPARE_LOCK:
+        cells = _SPARE.get(budget)
+        return cells.pop() if cells else None
 
 
 def _counter(path: Path, name: str) -> int:
@@ -235,12 +292,10 @@ class _V2Cell(_CgroupCell):
             ("memory.max", str(budget.memory_bytes)), ("memory.swap.max", "0"),
             ("memory.oom.group", "1"), ("pids.max", str(budget.tasks)),
             ("cpu.max", f"{_CPU_PERIOD_US} {_CPU_PERIOD_US}"),
-        ])
-        self.budget = budget
+        ], budget=budget)
 
-    def over(self) -> str:
-        killed = _counter(self.folders[0] / "memory.events", "oom_kill")
-        return self.budget.memory_over() if killed else ""
+    def _oom_kills(self) -> int:
+        return _counter(self.folders[0] / "memory.events", "oom_kill")
 
 
 class _V1Cell(_CgroupCell):
@@ -252,12 +307,10 @@ class _V1Cell(_CgroupCell):
             ("pids.max", str(budget.tasks)),
             ("cpu.cfs_period_us", str(_CPU_PERIOD_US)),
             ("cpu.cfs_quota_us", str(_CPU_PERIOD_US)),
-        ], own="tasks")
-        self.budget = budget
+        ], own="tasks", budget=budget)
 
-    def over(self) -> str:
-        killed = _counter(self.folders[0] / "memory.oom_control", "oom_kill")
-        return self.budget.memory_over() if killed else ""
+    def _oom_kills(self) -> int:
+        return _counter(self.folders[0] / "memory.oom_control", "oom_kill")
 
 
 class CgroupV2(Hold):
@@ -269,7 +322,7 @@ class CgroupV2(Hold):
         self.description = f"a cgroup per child (v2: memory, pids, cpu) under {base}"
 
     def cell(self, budget: Budget) -> Cell:
-        return _V2Cell(self.base / _fresh_name(), budget)
+        return _spare(budget) or _V2Cell(self.base / _fresh_name(), budget)
 
     @classmethod
     def find(cls, mounts: str, own: str) -> CgroupV2 | str:
@@ -330,8 +383,7 @@ class CgroupV1(Hold):
         self.description = f"a cgroup per child (v1: {named})"
 
     def cell(self, budget: Budget) -> Cell:
-        name = _fresh_name()
-        return _V1Cell([base / name for base in self.bases], budget)
+        return _spare(budget) or _V1Cell([base / _fresh_name() for base in self.bases], budget)
 
     @classmethod
     def find(cls, mounts: str, own: str) -> CgroupV1 | str:

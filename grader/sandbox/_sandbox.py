@@ -63,6 +63,7 @@ from grader.sandbox._channel import (
     strict_loads,
 )
 from grader.sandbox._cutpoint import CutPointRun, cut_point_verdict
+from grader.sandbox._hold import close_spare_cells
 from grader.sandbox._layout import (
     LAID_AHEAD,
     LaidOut,
@@ -202,6 +203,7 @@ class Sandbox:
         runs forked from); a later run starts them again."""
         try:
             settle_children()  # every run's init ended and its cell gone, before the hosts
+            close_spare_cells()
         finally:
             self.laid.hosts.close()
 

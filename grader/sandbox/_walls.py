@@ -29,9 +29,9 @@ from typing import IO, Any, Final
 import gradekit
 from gradekit import UsageError
 from grader._model import Limits, ignored_name
-from grader.sandbox._channel import HARNESS, PYTHON_FLAGS, Child
+from grader.sandbox._channel import HARNESS, PYTHON_FLAGS, Child, settle_children
 from grader.sandbox._harness import copy_submission
-from grader.sandbox._hold import Budget, host_hold
+from grader.sandbox._hold import Budget, Cell, host_hold
 from grader.sandbox._host import (
     SHOWN,
     Host,
@@ -159,7 +159,7 @@ class ProcessWall(Wall):
               shown: Sequence[Path]) -> Child:
         command = [sys.executable, *PYTHON_FLAGS, str(harness_code(str(HARNESS)))]
         return Child(config, layout.copy, env, outputs, command=command,
-                     cell=host_hold().cell(Budget.of(limits)))
+                     cell=_cell(limits))
 
 
 class NamespacesWall(Wall):
@@ -258,7 +258,7 @@ class NamespacesWall(Wall):
             own = {name: getattr(limits, name) for name in _LIMITS}
             try:
                 return Child({**config, "limits": own}, layout.run, env, outputs,
-                             cell=host_hold().cell(Budget.of(limits)),
+                             cell=_cell(limits),
                              spawn=spawning(host, request))
             except OSError as exc:  # no run of this process forks from a host again
                 layout.hosts.drop(host)
@@ -274,7 +274,14 @@ class NamespacesWall(Wall):
             command = [*argv, python, *PYTHON_FLAGS, HARNESS_INSIDE]
             fds = () if read_end is None else (read_end,)
             return Child(config, layout.run, env, outputs, command=command, pass_fds=fds,
-                         cell=host_hold().cell(Budget.of(limits)), user=user)
+                         cell=_cell(limits), user=user)
+
+
+def _cell(limits: Limits) -> Cell:
+    """A new child's cell: the one the last child of this budget handed back when there is
+    one (settled first, so that it can be), else a new one (``grader.sandbox._hold``)."""
+    settle_children()
+    return host_hold().cell(Budget.of(limits))
 
 
 def share_hosts(root: Path, seeds: Sequence[int]) -> None:

@@ -27,6 +27,7 @@ from grader.sandbox._hold import (
     Watchdog,
     _sweep,
     _tried,
+    close_spare_cells,
     host_hold,
 )
 
@@ -222,3 +223,99 @@ def test_a_child_that_cannot_be_waited_on_does_not_outlive_the_error(
     assert len(started) == 1
     with pytest.raises(ProcessLookupError):  # killed and reaped
         os.kill(started[0], 0)
+
+
+# -- a grading's children take turns in one cgroup -----------------------------------------
+
+CELL_FILES = ("memory.max", "memory.swap.max", "memory.oom.group", "pids.max", "cpu.max",
+              "memory.events", "cgroup.procs")  # what the kernel puts in a new v2 cgroup
+
+
+def test_a_cell_handed_back_is_the_next_childs_and_counts_only_its_kills(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A kept cgroup's out-of-memory count is cumulative in the kernel: the next child is
+    judged on the kills after it took the cell, never on its predecessor's."""
+    own = _v2_tree(tmp_path, "cpu memory pids", "cpu memory pids")
+    hold = CgroupV2.find(V2_ONLY.format(mount=tmp_path), "0::/user.slice/grader.service\n")
+    assert isinstance(hold, CgroupV2)
+    names = CELL_FILES
+    original_mkdir = Path.mkdir
+
+    def mkdir_with_files(self: Path, *args: object, **kwargs: object) -> None:
+        original_mkdir(self, *args, **kwargs)  # type: ignore[arg-type]
+        if self.parent == own:
+            for name in names:
+                (self / name).write_text("")
+
+    monkeypatch.setattr(Path, "mkdir", mkdir_with_files)
+    budget, other = Budget(256, 32), Budget(512, 32)
+    first = hold.cell(budget)
+    (folder,) = [p for p in own.iterdir() if p.is_dir()]
+    (folder / "memory.events").write_text("oom 1\noom_kill 1\n")
+    assert first.over().startswith("killed: it held more than its 256 MiB")
+    first.release()
+    second = hold.cell(budget)
+    assert second is first and [p for p in own.iterdir() if p.is_dir()] == [folder]
+    assert second.over() == ""  # the kill before it took the cell is not its own
+    assert hold.cell(other) is not first  # another budget: a cgroup of its own
+    (folder / "memory.events").write_text("oom 2\noom_kill 2\n")
+    assert second.over().startswith("killed: it held more than its 256 MiB")
+    second.release()
+    for made in own.iterdir():
+        if made.is_dir():
+            for name in names:
+                (made / name).unlink()  # what rmdir removes in the kernel's filesystem
+    close_spare_cells()
+    assert not folder.exists()
+    assert hold.cell(budget) is not first  # nothing kept once the spares are closed
+
+
+def test_a_cell_that_cannot_be_emptied_is_closed_not_kept(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    own = _v2_tree(tmp_path, "cpu memory pids", "cpu memory pids")
+    hold = CgroupV2.find(V2_ONLY.format(mount=tmp_path), "0::/user.slice/grader.service\n")
+    assert isinstance(hold, CgroupV2)
+    monkeypatch.setattr(Path, "mkdir", lambda self, *a, **k: os.mkdir(self))
+    cell = hold.cell(Budget(256, 32))
+    (folder,) = [p for p in own.iterdir() if p.is_dir()]
+    (folder / "cgroup.procs").write_text("999999999\n")  # a task no signal removes
+    closed: list[Cell] = []
+    monkeypatch.setattr(type(cell), "close", lambda self: closed.append(self))
+    cell.release()
+    assert closed == [cell]
+    assert hold.cell(Budget(256, 32)) is not cell
+
+
+@pytest.mark.slow
+def test_what_a_child_left_in_its_cell_is_killed_before_the_next_child_takes_it(
+        tmp_path: Path) -> None:
+    hold = host_hold()
+    if isinstance(hold, Watchdog):
+        pytest.skip(f"no cgroup here: {hold.description}")
+    budget = Budget.of(Limits())
+    cell = hold.cell(budget)
+    left = tmp_path / "left"
+    leave = ("import subprocess, sys; p = subprocess.Popen(['sleep', '600'], "
+             "start_new_session=True); open(sys.argv[1], 'w').write(str(p.pid))")
+    with open(tmp_path / "out", "wb") as out, open(tmp_path / "err", "wb") as err:
+        child = Child({}, tmp_path, {}, (out, err), cell=cell,
+                      command=[sys.executable, "-c", leave, str(left)])
+        child.finish(time.monotonic() + 30)
+    sleeper = int(left.read_text())
+    os.kill(sleeper, 0)  # it outlived the child, in the child's cell
+    try:
+        settle_children()  # the cell is handed back: emptied, then kept
+        assert hold.cell(budget) is cell
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                os.kill(sleeper, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.01)
+        else:
+            pytest.fail(f"the process the child left ({sleeper}) still runs")
+        cell.release()
+    finally:
+        close_spare_cells()
+    assert not any(folder.exists() for folder in cell.folders)  # type: ignore[attr-defined]

@@ -30,8 +30,9 @@ from gradekit import CassetteMiss, Replay, ToolReplay, prompt_key
 from gradekit._fixtures import decode_fixture
 from grader import load_cases
 from grader._model import Limits, Refusal, RunResult, Served, TraceRecord
-from grader.sandbox import NamespacesWall, RunPlan, Sandbox, Serving, Wall, _sandbox
+from grader.sandbox import NamespacesWall, RunPlan, Sandbox, Serving, Wall, _sandbox, _walls
 from grader.sandbox._channel import HARNESS
+from grader.sandbox._hold import Cell, Watchdog, host_hold
 from grader.submission._manifest import takes_tools
 from lab.agent import run as reference_run
 
@@ -1018,3 +1019,33 @@ def test_the_agent_runs_on_the_graders_own_gradekit_and_cannot_change_it(
         "lab.agent:run", [("kit", "")], RunPlan("provider-a", 0, NO_ANSWERS))
     assert result.outcomes["kit"].answer == "kit refused gradekit"
     assert library.read_bytes() == before
+
+
+def test_a_grading_s_children_take_turns_in_one_cgroup(
+        zoo: Path, tmp_path: Path, isolation: Wall, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Making and removing a cgroup costs more than the rest of a child's bookkeeping, and a
+    grading's children run one after another: each hands its cell back, emptied, and the
+    next takes it; the sandbox removes it when it closes. A crash in one is still its own."""
+    if isinstance(host_hold(), Watchdog):
+        pytest.skip(f"no cgroup here: {host_hold().description}")
+    taken: list[Cell] = []
+    made = _walls._cell
+
+    def recorded(limits: Limits) -> Cell:
+        taken.append(made(limits))
+        return taken[-1]
+
+    monkeypatch.setattr("grader.sandbox._walls._cell", recorded)
+    plan = RunPlan("provider-a", 0, Serving(answer=lambda case, prompt: ANSWERS.get(prompt)))
+    sandbox = Sandbox(zoo, tmp_path / "scratch", LIMITS, isolation)
+    try:
+        first = sandbox.run("lab.agent:run", [("exit", "exit"), ("label", "label")], plan)
+        again = sandbox.within("again").run("lab.agent:run", [("label", "label")], plan)
+    finally:
+        sandbox.close()
+    assert (first.outcomes["exit"].status, first.outcomes["exit"].detail) == (
+        "crashed", "exited with status 3")
+    assert first.outcomes["label"].answer == again.outcomes["label"].answer == "provider-a"
+    assert len(taken) == 3 and all(cell is taken[0] for cell in taken)
+    folders = getattr(taken[0], "folders", ())
+    assert folders and not any(folder.exists() for folder in folders)
