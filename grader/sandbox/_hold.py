@@ -383,7 +383,11 @@ class CgroupV1(Hold):
         self.description = f"a cgroup per child (v1: {named})"
 
     def cell(self, budget: Budget) -> Cell:
-        return _spare(budget) or _V1Cell([base / _fresh_name() for base in self.bases], budget)
+        kept = _spare(budget)
+        if kept is not None:
+            return kept
+        name = _fresh_name()  # the same in every hierarchy
+        return _V1Cell([base / name for base in self.bases], budget)
 
     @classmethod
     def find(cls, mounts: str, own: str) -> CgroupV1 | str:
