@@ -264,7 +264,15 @@ def close_spare_cells() -> None:
         cell.close()
 
 
+def _forget_spare_cells() -> None:
+    """In a forked child: the cells kept are its parent's, never its own to take."""
+    global _SPARE_LOCK
+    _SPARE_LOCK = threading.Lock()  # a lock another thread held at the fork stays held
+    _SPARE.clear()
+
+
 atexit.register(close_spare_cells)
+os.register_at_fork(after_in_child=_forget_spare_cells)
 
 
 def _spare(budget: Budget) -> _CgroupCell | None:

@@ -235,6 +235,7 @@ def test_a_cell_handed_back_is_the_next_childs_and_counts_only_its_kills(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A kept cgroup's out-of-memory count is cumulative in the kernel: the next child is
     judged on the kills after it took the cell, never on its predecessor's."""
+    close_spare_cells()  # none kept by an earlier test's real children is taken here
     own = _v2_tree(tmp_path, "cpu memory pids", "cpu memory pids")
     hold = CgroupV2.find(V2_ONLY.format(mount=tmp_path), "0::/user.slice/grader.service\n")
     assert isinstance(hold, CgroupV2)
@@ -270,8 +271,29 @@ def test_a_cell_handed_back_is_the_next_childs_and_counts_only_its_kills(
     assert hold.cell(budget) is not first  # nothing kept once the spares are closed
 
 
+def test_a_forked_child_never_takes_its_parents_kept_cell(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cell kept in a process is that process's: a child forked from it (a zygote's
+    worker, say) starts with none, so two processes never take one cgroup at once."""
+    close_spare_cells()  # none kept by an earlier test's real children is taken here
+    own = _v2_tree(tmp_path, "cpu memory pids", "cpu memory pids")
+    hold = CgroupV2.find(V2_ONLY.format(mount=tmp_path), "0::/user.slice/grader.service\n")
+    assert isinstance(hold, CgroupV2)
+    monkeypatch.setattr(Path, "mkdir", lambda self, *a, **k: os.mkdir(self))
+    budget = Budget(256, 32)
+    cell = hold.cell(budget)
+    (next(p for p in own.iterdir() if p.is_dir()) / "cgroup.procs").write_text("")
+    cell.release()
+    child = os.fork()
+    if child == 0:  # the child: a new cell, not the parent's
+        os._exit(0 if hold.cell(budget) is not cell else 1)
+    assert os.waitpid(child, 0)[1] == 0
+    assert hold.cell(budget) is cell  # the parent's is still its own
+
+
 def test_a_cell_that_cannot_be_emptied_is_closed_not_kept(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    close_spare_cells()  # none kept by an earlier test's real children is taken here
     own = _v2_tree(tmp_path, "cpu memory pids", "cpu memory pids")
     hold = CgroupV2.find(V2_ONLY.format(mount=tmp_path), "0::/user.slice/grader.service\n")
     assert isinstance(hold, CgroupV2)
