@@ -295,6 +295,7 @@ def _compile_file(source: Path, derived: Derived | None, base: Path) -> None:
     if source.is_symlink() or not source.is_file() or source.stat().st_size > _COMPILED_MAX:
         return
     target = source.parent / "__pycache__" / f"{source.stem}.{sys.implementation.cache_tag}.pyc"
+    written = target.with_name(f"{target.name}.{os.getpid()}.tmp")
     try:
         data = source.read_bytes()
         name = source.relative_to(base).as_posix()
@@ -310,12 +311,12 @@ def _compile_file(source: Path, derived: Derived | None, base: Path) -> None:
                 target.unlink()
             return
         target.parent.mkdir(exist_ok=True)
-        written = target.with_name(f"{target.name}.{os.getpid()}.tmp")
         written.write_bytes(code)
         os.replace(written, target)
     except (OSError, ValueError):
-        with contextlib.suppress(OSError):
-            target.unlink()
+        for left in (written, target):  # no half-written pyc stays in the runs' copy
+            with contextlib.suppress(OSError):
+                left.unlink()
 
 
 _PYC_VERSION = b"gradekit.pyc/1"  # in each kept bytecode's key: what it was made with
