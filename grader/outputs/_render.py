@@ -52,13 +52,14 @@ _TICKS = re.compile(r"`+")
 
 
 def render_markdown(report: Report, *, isolation: str = "",
-                    reviews: Sequence[HumanReview] = ()) -> str:
+                    reviews: Sequence[HumanReview] = (), digest: str | None = None) -> str:
     """``report.md``: the total, a table of criteria, then what to do about each loss.
 
     ``isolation`` says which wall the code ran behind; it is not part of the digest, so
     an honest submission gets one digest whichever wall the grading machine has.
     ``reviews``, a person's current verdicts (results.json's output; never report.md's
-    own bytes), say who reviewed which criterion instead of "pending".
+    own bytes), say who reviewed which criterion instead of "pending". ``digest``: the
+    report's, where the caller has it already (else it is computed).
     """
     reviewed = {review.criterion: review for review in reviews}
     lines = [
@@ -81,7 +82,7 @@ def render_markdown(report: Report, *, isolation: str = "",
         lines += _criterion_section(criterion, reviewed.get(criterion.id))
     if report.findings:
         lines += ["## Findings", "", *_findings(report.findings), ""]
-    lines += ["---", "", f"Report digest (SHA-256): `{report_digest(report)}`", ""]
+    lines += ["---", "", f"Report digest (SHA-256): `{digest or report_digest(report)}`", ""]
     if isolation:
         lines += [f"Isolation: {isolation}.", ""]
     return "\n".join(lines)
@@ -152,7 +153,7 @@ def render_gradescope(report: Report, digest: str, *, isolation: str = "",
     reviewed = {"review": [review_document(r) for r in reviews]} if reviews else {}
     document = {
         "score": float(report.total + sum((r.delta for r in reviews), Decimal(0))),
-        "output": render_markdown(report, isolation=isolation, reviews=reviews),
+        "output": render_markdown(report, isolation=isolation, reviews=reviews, digest=digest),
         "output_format": "md",
         "test_output_format": "md",
         "test_name_format": "text",

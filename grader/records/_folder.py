@@ -136,7 +136,7 @@ def write_submission(folder: Path, report: Report, evidence: Evidence, *, isolat
     folder.mkdir(parents=True, exist_ok=True)
     digest = report_digest(report)
     (folder / REPORT).write_bytes(render_report_json(report))
-    (folder / MARKDOWN).write_text(render_markdown(report, isolation=isolation),
+    (folder / MARKDOWN).write_text(render_markdown(report, isolation=isolation, digest=digest),
                                    encoding="utf-8")
     (folder / RESULTS).write_bytes(render_gradescope(report, digest, isolation=isolation,
                                                      reviews=reviews))

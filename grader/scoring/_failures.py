@@ -27,10 +27,12 @@ detail or advice quotes (a title, a bullet, a placeholder) goes through ``quote`
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from decimal import ROUND_DOWN, Decimal
+from types import MappingProxyType
 
 from gradekit import UsageError
 from grader._model import (
@@ -101,7 +103,16 @@ class FailureLog:
 
 
 def parse_failures(text: str) -> FailureLog:
-    """Split a failure log into entries and the Boundaries bullets; never raises."""
+    """Split a failure log into entries and the Boundaries bullets; never raises.
+
+    A grading reads one log for its written summary and again for each stretch goal's
+    write-up: the last few texts' parses are kept (the log is immutable, its fields
+    read-only), so each is parsed once."""
+    return _parsed(text)
+
+
+@functools.lru_cache(maxsize=4)
+def _parsed(text: str) -> FailureLog:
     lines = text.splitlines()
     fenced = _code(lines)
     entries: list[FailureEntry] = []
@@ -113,7 +124,8 @@ def parse_failures(text: str) -> FailureLog:
         else:
             body = "\n".join(lines[start:end]).strip()
             entries.append(
-                FailureEntry(title=title, line=start, fields=_fields(bullets), text=body))
+                FailureEntry(title=title, line=start, fields=MappingProxyType(_fields(bullets)),
+                             text=body))
     return FailureLog(
         entries=tuple(entries), boundaries=None if boundaries is None else tuple(boundaries)
     )

@@ -34,7 +34,7 @@ from grader.grading._grade import (
     grade_submission,
 )
 from grader.outputs._render import render_gradescope, render_markdown
-from grader.outputs._report import render_report_json
+from grader.outputs._report import render_report_json, report_digest
 from grader.recordings._changelog import append_change, digest_file
 from grader.rubric._rubric import Case
 from grader.sandbox import RunPlan, Serving
@@ -381,7 +381,7 @@ def test_markup_in_student_text_renders_inert_in_report_md() -> None:
 
 
 def test_gradescope_tests_are_plain_text_and_its_summary_is_escaped() -> None:
-    results = json.loads(render_gradescope(hostile_report(), "d" * 64))
+    results = json.loads(render_gradescope(hostile_report(), report_digest(hostile_report())))
     assert results["output_format"] == "md"
     assert results["output"] == render_markdown(hostile_report())
     for test in results["tests"]:  # text: Gradescope renders no HTML, Markdown or ANSI

@@ -146,6 +146,18 @@ def test_a_field_may_continue_on_indented_lines() -> None:
     assert checks(score(f"# Failures\n{wrapped}{GOOD_ENTRY}{BOUNDARIES}"))["entries"][0]
 
 
+def test_one_log_is_parsed_once_and_what_a_parse_gives_cannot_be_changed() -> None:
+    # A grading reads FAILURES.md for the written summary and for each stretch goal: the
+    # parse is kept, so whatever one reader did to it would reach the next.
+    text = f"# Failures\n{GOOD_ENTRY}{SECOND_ENTRY}{BOUNDARIES}"
+    log = parse_failures(text)
+    assert parse_failures("".join(text)) is log
+    with pytest.raises(TypeError):
+        log.entries[0].fields["symptom"] = "rewritten"  # type: ignore[index]
+    assert parse_failures(text).entries[0].fields["symptom"].startswith("a missing recording")
+    assert parse_failures(text + "\n") is not log
+
+
 def test_todo_and_template_tokens_are_found_outside_code_only() -> None:
     text = (
         "# Failures\n## A\n- Fix: TODO write it\n- Cause: `TODO` in code is fine\n"
