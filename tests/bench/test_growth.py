@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from bench._cohort import synthetic_grades
-from bench._growth import BASE, FASTER, LINEAR, Cost, Step, verdict
+from bench._growth import BASE, FASTER, LINEAR, Cost, Step, _median, verdict
 from grader.cli import main
 from grader.outputs import read_gradebook
 from grader.records import apply_reviews, read_ledger
@@ -110,6 +110,16 @@ def test_the_verdict_takes_the_start_up_off_and_tells_linear_from_faster() -> No
     # A graded submission's cost may not grow with the cohort at all.
     assert verdict(_step(0, 4e9, 4.4e9, 4.8e9, graded=4)) == LINEAR
     assert verdict(_step(0, 4e9, 4.4e9, 8e9, graded=4)) == FASTER
+
+
+def test_a_step_timed_one_run_at_a_time_takes_each_figure_s_median() -> None:
+    # grade and dashboard change what they write to, so each run is timed alone (a fresh
+    # copy, an empty folder): one run caught by the machine's noise must not be the figure.
+    runs = [Cost(wall_ns=9e9, cpu_ns=1e9, own_ns=5e8), Cost(wall_ns=2e9, cpu_ns=7e9, own_ns=1e8),
+            Cost(wall_ns=3e9, cpu_ns=2e9, own_ns=9e8)]
+    assert _median(runs) == Cost(wall_ns=3e9, cpu_ns=2e9, own_ns=5e8)
+    assert _median([*runs, Cost(problem="stopped after 600 s")]).problem == \
+        "stopped after 600 s"
 
 
 @pytest.mark.slow
