@@ -107,7 +107,8 @@ def parse_failures(text: str) -> FailureLog:
 
     A grading reads one log for its written summary and again for each stretch goal's
     write-up: the last few texts' parses are kept (the log is immutable, its fields
-    read-only), so each is parsed once."""
+    read-only), so each is parsed once.
+    """
     return _parsed(text)
 
 
