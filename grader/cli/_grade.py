@@ -163,7 +163,7 @@ def _grade_all(args: argparse.Namespace) -> int:
     rubric_lineage(args.out / LEDGER, rubric)  # a changed rubric must bump its version first
     _warn_gaps(rubric)
     roster = load_roster(args.roster) if args.roster is not None else None
-    submissions = discover(args.paths)
+    submissions = discover(args.paths, args.out)  # refuses names the grades folder keeps
     identities = identify(submissions, roster)  # every shard refuses the same clashes
     discovered = [identity.folder for identity in identities]
     if args.only:
@@ -173,7 +173,7 @@ def _grade_all(args: argparse.Namespace) -> int:
     earlier = earlier_rows(args.out, [c.id for c in rubric.criteria],
                            [identity.folder for identity in identities], discovered,
                            replace=args.replace)
-    wall = choose_isolation(args.isolation)
+    wall = choose_isolation(args.isolation, allow_host_root=args.allow_host_root)
     print(f"isolation: {wall.held()}", file=sys.stderr)
     if roster is not None:
         _warn_unclaimed(roster, identities)
@@ -339,7 +339,8 @@ def _check(args: argparse.Namespace) -> int:
     root = args.path or args.root or Path(".")
     started = time.monotonic()
     try:
-        run = run_checkpoints(root, rubric, wall=choose_isolation(args.isolation))
+        run = run_checkpoints(root, rubric, wall=choose_isolation(
+            args.isolation, allow_host_root=args.allow_host_root))
     except MissingPackage as missing:  # no grade to predict: what `gradekit grade` would say
         shown = "UNGRADABLE" if missing.status == "ungradable" else "NOT GRADED"
         print(f"FAIL  {shown}: {missing}")

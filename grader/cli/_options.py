@@ -30,6 +30,9 @@ def add_isolation_option(parser: argparse.ArgumentParser) -> None:
                         help="auto: bubblewrap namespaces when they work here, else the process "
                         "guard (default); namespaces: refuse to grade without them; process: "
                         "the guard only")
+    parser.add_argument("--allow-host-root", action="store_true",
+                        help="as root, run submission code as root on the host where uid 65534 "
+                        "cannot run it (refused without this flag, saying why)")
 
 
 def add_provider_options(parser: argparse.ArgumentParser) -> None:

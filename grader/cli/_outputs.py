@@ -190,7 +190,7 @@ def _build(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     root = args.root or Path(os.environ.get(ROOT_ENV) or "/autograder")
-    graded = run(root, args.rubric, args.isolation)
+    graded = run(root, args.rubric, args.isolation, allow_host_root=args.allow_host_root)
     print(f"{'graded' if graded else 'NOT GRADED'}: {root / 'results' / RESULTS}")
     return EXIT_OK if graded else EXIT_FAILED
 

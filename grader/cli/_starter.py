@@ -43,7 +43,7 @@ def _starter(args: argparse.Namespace) -> int:
     rubric = load_rubric(args.rubric)
     wall = None
     if not args.no_grade:
-        wall = choose_isolation(args.isolation)
+        wall = choose_isolation(args.isolation, allow_host_root=args.allow_host_root)
         print(f"grading each folder of the hand-out that holds a pyproject.toml; isolation: "
               f"{wall.held()}", file=sys.stderr)
     made = build_starter(args.root, args.out, own_replay=args.own_replay, rubric=rubric,

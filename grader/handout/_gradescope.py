@@ -332,7 +332,8 @@ def failure_results(message: str) -> bytes:
     }) + b"\n"
 
 
-def run(root: Path, rubric: Path, isolation: str = "auto") -> bool:
+def run(root: Path, rubric: Path, isolation: str = "auto", *,
+        allow_host_root: bool = False) -> bool:
     """Grade ``root/submission`` into ``root/results``; True when it was graded.
 
     Whatever happens, ``root/results/results.json`` is written: Gradescope shows a
@@ -351,7 +352,7 @@ def run(root: Path, rubric: Path, isolation: str = "auto") -> bool:
         (results / "gradekit").mkdir(exist_ok=True)
         shutil.copyfile(bundled, results / "gradekit" / DRAW_KEY)
     try:
-        wall = choose_isolation(isolation)
+        wall = choose_isolation(isolation, allow_host_root=allow_host_root)
         print(f"isolation: {wall.held()}", flush=True)  # Gradescope shows it to instructors
         rows = grade_batch([submission], load_rubric(rubric), out=results / "gradekit", jobs=1,
                            wall=wall)

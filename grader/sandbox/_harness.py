@@ -213,6 +213,35 @@ class Channel:
         return message
 
 
+HIDDEN = ("PYTHONHASHSEED", "LD_LIBRARY_PATH")  # read at start, hidden from the agent
+
+
+def forget_environment(names: Iterable[str]) -> None:
+    """Blank ``names`` in the environment this process started with, which the kernel keeps
+    in its memory and shows in ``/proc/self/environ`` whatever ``os.environ`` says: each
+    ``NAME=value`` becomes as many zero bytes, written through ``/proc/self/mem``. Where
+    the kernel says nothing of it (no ``/proc``), there is nothing to read either."""
+    wanted = tuple(f"{name}=".encode() for name in names)
+    try:
+        with open("/proc/self/stat", "rb") as status:
+            start = int(status.read().rpartition(b")")[2].split()[47])  # env_start
+        with open("/proc/self/environ", "rb") as environ:
+            block = environ.read()
+        memory = os.open("/proc/self/mem", os.O_RDWR | os.O_CLOEXEC)
+    except (OSError, ValueError, IndexError):
+        return
+    try:
+        offset = 0
+        for entry in block.split(b"\0"):
+            if entry.startswith(wanted):
+                os.pwrite(memory, bytes(len(entry)), start + offset)
+            offset += len(entry) + 1
+    except OSError:
+        pass
+    finally:
+        os.close(memory)
+
+
 def copy_submission(source: str, target: str, ignored: Iterable[str], *,
                     shared: bool = False) -> None:
     """Copy a submission's folders, regular files and links; skip names matching ``ignored``.
@@ -318,12 +347,27 @@ def settle_platform() -> None:
     vars(platform.uname())["processor"] = ""
 
 
-def install_guard(channel: Channel, roots: Iterable[str]) -> None:
-    """Add the audit hook; from here on every refusal is reported and raised as PermissionError."""
+def install_guard(channel: Channel, roots: Iterable[str]) -> Callable[[], bool]:
+    """Add the audit hook; from here on every refusal is reported and raised as PermissionError.
+
+    The hook judges with private copies of this module's functions and tables
+    (``private_namespace``): a run reaches this module's globals through any object of it
+    (``type(provider).complete.__globals__``), and a table emptied or replaced there changes
+    nothing the hook consults. What it returns tells whether the hook still refuses a write
+    outside the run's folders, asked by an audit event whose name only the harness knows
+    (``sealer`` asks before every verdict, behind the process guard: there a hook switched
+    off is a finding).
+    """
     allowed = tuple(os.path.realpath(root) for root in roots)
     busy: set[int] = set()  # threads inside the hook: its own work must not re-enter it
+    canary = f"gradekit.canary.{os.urandom(8).hex()}"
+    outside_write = ("/", "w", WRITE_FLAGS)
 
     def guard(event: str, args: tuple[Any, ...]) -> None:
+        if event == canary:
+            if _thread.get_ident() not in busy:
+                args[0].append(judge("open", outside_write, allowed) is not None)
+            return
         if event not in REFUSABLE and not event.startswith(LIBRARY):
             return
         ident = _thread.get_ident()
@@ -346,8 +390,37 @@ def install_guard(channel: Channel, roots: Iterable[str]) -> None:
             "call the provider it is given and write inside its own folder"
         )
 
-    sys.addaudithook(guard)
+    import types
+
+    sys.addaudithook(types.FunctionType(guard.__code__, private_namespace(), guard.__name__,
+                                        None, guard.__closure__))
     audited_bypasses()
+
+    def alive() -> bool:
+        answer: list[bool] = []
+        sys.audit(canary, answer)
+        return answer == [True]
+
+    return alive
+
+
+def private_namespace() -> dict[str, Any]:
+    """A copy of this module's globals for the audit hook alone: every function of this
+    module rebuilt over the copy, every table a frozen copy. Nothing a run holds leads to
+    it but the hook itself, which only ``gc`` finds."""
+    import types
+
+    private: dict[str, Any] = {}
+    for name, value in globals().items():
+        if isinstance(value, dict):
+            value = types.MappingProxyType(dict(value))
+        elif isinstance(value, (set, list)):
+            value = frozenset(value) if isinstance(value, set) else tuple(value)
+        elif isinstance(value, types.FunctionType) and value.__module__ == __name__:
+            value = types.FunctionType(value.__code__, private, value.__name__,
+                                       value.__defaults__, value.__closure__)
+        private[name] = value
+    return private
 
 
 def caller_in(root: str) -> str:
@@ -996,14 +1069,16 @@ def add_packages(folders: Iterable[str]) -> None:
     sys.path.extend(folder for folder in folders if folder not in sys.path)
 
 
-def sealer(channel: Channel, seal: str) -> Verdict:
+def sealer(channel: Channel, seal: str, hook: list[Callable[[], bool]]) -> Verdict:
     """What sends each verdict: sealed with the parent's secret, after a look at whether the
     agent replaced any of the harness's code (``sys.modules["__main__"]`` is this module).
 
     Both are tripwires for the known ways of forging a verdict: a line written on the pipe
     by anything but this function lacks the seal, and a replaced function of this module
     (``outcome``, ``escaped``, ``Channel.send``...) is named to the parent. The seal and
-    the pristine functions live in this closure, not in a module global.
+    the pristine functions live in this closure, not in a module global. ``hook``: where
+    the audit hook is the wall (the process guard), the check that it still refuses
+    (``install_guard``'s), once installed; a hook switched off is named as ``audit hook``.
     """
     module, code_of, send = sys.modules[__name__], _code_of, Channel.send
     pristine = code_of(module)
@@ -1012,6 +1087,8 @@ def sealer(channel: Channel, seal: str) -> Verdict:
         now = code_of(module)
         replaced = sorted({name for name, code in now.items() if pristine.get(name) is not code}
                           | (set(pristine) - set(now)))
+        if hook and not hook[0]():
+            replaced.append("audit hook")
         if replaced:
             send(channel, {"op": "tampered", "replaced": replaced[:20], "seal": seal})
         send(channel, {**message, "seal": seal})
@@ -1067,6 +1144,11 @@ def _code_of(module: Any) -> dict[str, object]:
 
 _CLONE_NEWNS, _CLONE_NEWPID, _CLONE_NEWIPC, _CLONE_NEWUTS = 0x20000, 0x20000000, 0x8000000, \
     0x4000000
+_CLONE_NEWNET = 0x40000000
+# The parts of /proc that reach the whole machine (kernel settings, the magic SysRq key,
+# interrupts, buses, file systems' settings): read-only in every run, behind both of
+# bubblewrap's paths (``grader.sandbox._isolation.bwrap_argv`` names the same ones).
+PROC_READ_ONLY = ("sys", "sysrq-trigger", "irq", "bus", "fs", "acpi", "scsi", "asound")
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REMOUNT, _MS_BIND, _MS_REC, _MS_PRIVATE = \
     1, 2, 4, 8, 32, 4096, 16384, 1 << 18
 _MNT_DETACH = 2
@@ -1098,6 +1180,7 @@ def serve_runs(control: int) -> None:
     importlib.import_module("platform")  # settle_platform's, before every run's guard
     importlib.import_module("_posixsubprocess")  # the guard's (audited_bypasses), every run
     host_only = [n for n in sys.modules if n.partition(".")[0] in _HOST_ONLY]
+    forget_environment(HIDDEN)  # every run is a fork: its /proc/self/environ is this one's
     signal.signal(signal.SIGINT, signal.SIG_DFL)  # see pid1: no handler a run could trip
     # Not dumpable: nothing of its own, or of each run's pid 1 (which shares its memory),
     # is open to a run through /proc or ptrace; each run makes itself dumpable again.
@@ -1150,9 +1233,18 @@ def serve_runs(control: int) -> None:
     def walls(request: dict[str, Any]) -> None:
         """Build the run's walls, in the run, before its agent exists."""
         scratch = setup["scratch"]
-        check(libc.unshare(_CLONE_NEWNS | _CLONE_NEWIPC | _CLONE_NEWUTS), "unshare")
+        # A network namespace of its own too: runs of one host share no abstract Unix
+        # socket, so two classmates' runs never meet (nor pass each other descriptors).
+        check(libc.unshare(_CLONE_NEWNS | _CLONE_NEWIPC | _CLONE_NEWUTS | _CLONE_NEWNET),
+              "unshare")
         mount(None, "/", None, _MS_REC | _MS_PRIVATE)
         mount("proc", "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
+        for part in PROC_READ_ONLY:  # the host's kernel settings, whatever the run's uid
+            path = f"/proc/{part}"
+            if os.path.lexists(path):
+                mount(path, path, None, _MS_BIND | _MS_REC)
+                mount(None, path, None, _MS_BIND | _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID
+                      | _MS_NODEV | _MS_NOEXEC)
         original = "/gradekit/original"
         mount(os.path.join(scratch, request["source"]), original, None, _MS_BIND | _MS_REC)
         mount(None, original, None, _MS_BIND | _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NODEV)
@@ -1418,9 +1510,13 @@ def main(argv: list[str]) -> None:
     channel = Channel(int(argv[1]), int(argv[2]))
     del sys.argv[1:]  # the pipes' numbers: nothing the agent needs to know
     config = channel.receive()
-    verdict = sealer(channel, str(config.pop("seal", "")))
-    # Read once, at start: the agent need not see which seed this run was given.
-    os.environ.pop("PYTHONHASHSEED", None)
+    hook: list[Callable[[], bool]] = []
+    verdict = sealer(channel, str(config.pop("seal", "")), hook)
+    # Read once, at start: the agent need not see which seed this run was given, nor where
+    # the loader found the interpreter's library (a root grader's readable copy of it).
+    for name in HIDDEN:
+        os.environ.pop(name, None)
+    forget_environment(HIDDEN)
     if "parent" in config:
         die_with_parent(config["parent"])
     if "copy" in config:
@@ -1430,7 +1526,9 @@ def main(argv: list[str]) -> None:
         sys.meta_path.insert(0, Library(config["library"]))
     set_limits(config["limits"])
     settle_platform()
-    install_guard(channel, config["roots"])
+    alive = install_guard(channel, config["roots"])
+    if config.get("hooked"):
+        hook.append(alive)
     sys.path.insert(0, config["root"])
     if config["mode"] == "probe_replay":
         probe_replay(channel, config, verdict)

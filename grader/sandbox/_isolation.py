@@ -16,13 +16,18 @@ import site
 import stat
 import subprocess
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+from gradekit import UsageError
+from grader.sandbox._harness import PROC_READ_ONLY
+from grader.sandbox._readable import interpreter_parts, readable_copy
+
 __all__ = [
-    "INSTALL_HINT", "KIT", "SANDBOX", "UNPRIVILEGED_UID", "Bind", "as_root", "become", "bubblewrap",
-    "bwrap_argv",
-    "host_user", "interpreter", "package_folders", "unreadable_of",
+    "ALLOW_HOST_ROOT", "INSTALL_HINT", "KIT", "LOADER_PATH", "SANDBOX", "UNPRIVILEGED_UID",
+    "Bind", "as_root", "become", "bubblewrap", "bwrap_argv", "host_root_allowed",
+    "host_root_refusal", "host_user", "interpreter", "package_folders", "process_interpreter",
+    "readable_path", "unreadable_of",
 ]
 
 INSTALL_HINT = "install bubblewrap (Debian and Ubuntu: `sudo apt-get install bubblewrap`)"
@@ -93,55 +98,109 @@ def interpreter() -> tuple[str, tuple[Bind, ...], tuple[str, ...]]:
 
     The base interpreter, not the grader's virtual environment: the environment's
     packages are shown read-only at ``/gradekit/site-N``, and the environment itself
-    (its scripts, its ``pyvenv.cfg``) is not visible at all.
+    (its scripts, its ``pyvenv.cfg``) is not visible at all. As root, a prefix or package
+    folder uid 65534 cannot read is shown from its readable copy (``readable_path``), at
+    the original's path for a prefix: the child sees the paths an unprivileged grader's does.
     """
     binary = os.path.realpath(sys.executable)
     prefixes = {os.path.realpath(sys.base_prefix), os.path.dirname(os.path.dirname(binary))}
-    binds = [Bind(p, p) for p in sorted(prefixes) if not _under(p, "/usr")]
+    binds = [Bind(readable_path(p, binary), p) for p in sorted(prefixes) if not _under(p, "/usr")]
     inside: list[str] = []
     for folder in package_folders():
         if any(_under(folder, p) for p in prefixes):
             inside.append(folder)  # already visible with the interpreter's prefix
             continue
         shown = f"{KIT}/site-{sum(b.dest.startswith(f'{KIT}/site-') for b in binds)}"
-        binds.append(Bind(folder, shown))
+        binds.append(Bind(readable_path(folder), shown))
         inside.append(shown)
     return binary, tuple(binds), tuple(inside)
+
+
+@functools.cache
+def process_interpreter() -> tuple[str, dict[str, str], tuple[str, ...]]:
+    """What the process guard's child runs: the base interpreter (for a root grader, from
+    its readable copy where uid 65534 cannot read it, the loader told where the shared
+    library is, as the binary names its original folder), the environment that needs
+    besides the child's own, and the package folders it imports from."""
+    binary = os.path.realpath(sys.executable)
+    prefix = os.path.dirname(os.path.dirname(binary))
+    copy = prefix if _under(prefix, "/usr") else readable_path(prefix, binary)
+    if copy == prefix:
+        return sys.executable, {}, package_folders()
+    folders = tuple(os.path.join(copy, os.path.relpath(f, prefix)) if _under(f, prefix)
+                    else readable_path(f) for f in package_folders())
+    return (os.path.join(copy, os.path.relpath(binary, prefix)),
+            {LOADER_PATH: os.path.join(copy, "lib")}, folders)
+
+
+LOADER_PATH = "LD_LIBRARY_PATH"  # the harness removes it, and its trace, before the agent
+
+
+@functools.cache
+def readable_path(folder: str, binary: str | None = None) -> str:
+    """``folder`` itself, or, for a root grader where uid 65534 cannot read it, its readable
+    copy (``grader.sandbox._readable``; ``binary``: the folder is that interpreter's prefix,
+    of which only what a child needs is copied, with the package folders under it). Where no
+    copy can be made, ``folder``: the check of what uid 65534 can read then says so."""
+    if not as_root() or _readable_to_others(folder):
+        return folder
+    version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    keep = tuple(os.path.relpath(f, folder) for f in package_folders() if _under(f, folder))
+    try:
+        return readable_copy(folder, interpreter_parts(binary, version, keep)
+                             if binary is not None else lambda relative: True)
+    except OSError:
+        return folder
 
 
 # -- whom a child runs as on the host --------------------------------------------------
 
 UNPRIVILEGED_UID = 65534  # "nobody": the host uid of a child when the grader is root
+# The one way to let a root grader's children run as root on the host: by name, on the
+# command line (``--allow-host-root``, which sets it for every process of the grading).
+ALLOW_HOST_ROOT = "GRADEKIT_ALLOW_HOST_ROOT"
 
 
-def host_user(kit: Sequence[str], read: Sequence[str], search: Sequence[str] = (), *,
-              unreadable: Callable[[], str] = lambda: "") -> tuple[int | None, str]:
-    """The host uid a child behind namespaces takes (None: the grader's), and what the
-    isolation line says about it.
+def host_root_allowed() -> bool:
+    """Whether the instructor allowed children to run as root on the host, by name."""
+    return os.environ.get(ALLOW_HOST_ROOT) == "1"
 
-    As root, a child inside a user namespace is still root on the host: RLIMIT_NPROC does not
-    hold it, and whatever escapes the namespaces escapes as root. So a root grader starts it
-    as uid 65534, where that uid can run bubblewrap here, read ``kit`` (the interpreter,
-    the packages, the harness and the library) and ``read`` (the submission's files, the
-    files of the run it sees) and search ``search`` (the folder of the run's folders):
-    bubblewrap binds each by its path, as that uid. ``unreadable()``: what the caller found
-    unreadable already ("" for nothing), asked only as root.
+
+def host_user(kit: Sequence[str], search: Sequence[str] = (), *,
+              bubblewrapped: bool = True) -> tuple[int | None, str]:
+    """The host uid a child takes (None: the grader's), and what the isolation line says.
+
+    A root grader's child never runs as root on the host unless the instructor allowed it by
+    name (``host_root_allowed``): it runs as uid 65534, which must read ``kit`` (the
+    interpreter or its readable copy, the packages, the harness and the library), search
+    ``search`` (the folder of the run's folders) and, behind namespaces
+    (``bubblewrapped``), start bubblewrap. Where it cannot, this raises ``UsageError``
+    saying why and how to allow it.
     """
     if not as_root():
         return None, "children run as the grader's own unprivileged user"
-    why = (_unprivileged_missing(tuple(kit)) or unreadable() or unreadable_of(read)
+    why = (_unprivileged_missing(tuple(kit), bubblewrapped)
            or next((f"{p} is not searchable by uid {UNPRIVILEGED_UID}" for p in search
                     if not _searchable(p)), ""))
-    if why:
-        return None, f"children run as root on the host ({why})"
-    return UNPRIVILEGED_UID, f"children run as uid {UNPRIVILEGED_UID} on the host"
+    if not why:
+        return UNPRIVILEGED_UID, f"children run as uid {UNPRIVILEGED_UID} on the host"
+    if host_root_allowed():
+        return None, f"children run as root on the host ({why}; allowed by --allow-host-root)"
+    raise UsageError(host_root_refusal(why))
+
+
+def host_root_refusal(why: str) -> str:
+    """Why a root grader will not run submissions, and the fixes."""
+    return (f"submission code would run as root on the host: {why}. Make it readable and "
+            f"searchable by uid {UNPRIVILEGED_UID}, or grade as another user; to run the "
+            "children as root anyway, allow it by name: pass --allow-host-root")
 
 
 @functools.cache
-def _unprivileged_missing(kit: tuple[str, ...]) -> str:
-    """Why uid 65534 cannot run the kit behind bubblewrap here, or "" when it can."""
+def _unprivileged_missing(kit: tuple[str, ...], bubblewrapped: bool = True) -> str:
+    """Why uid 65534 cannot run the kit (behind bubblewrap) here, or "" when it can."""
     why = unreadable_of(kit)
-    if why:
+    if why or not bubblewrapped:
         return why
     path, _ = bubblewrap()
     if path is None:
@@ -231,8 +290,10 @@ def bwrap_argv(bwrap_path: str, binds: Sequence[Bind], *, disk_mb: int,
             argv += ["--symlink", os.readlink(path), path]
         elif os.path.isdir(path):
             argv += ["--ro-bind", path, path]
-    argv += ["--ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache", "--proc", "/proc",
-             "--tmpfs", "/dev"]
+    argv += ["--ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache", "--proc", "/proc"]
+    for part in PROC_READ_ONLY:  # the machine's kernel settings: read-only, whatever the uid
+        argv += ["--ro-bind-try", f"/proc/{part}", f"/proc/{part}"]
+    argv += ["--tmpfs", "/dev"]
     for device in _DEVICES:
         argv += ["--dev-bind", f"/dev/{device}", f"/dev/{device}"]
     for name, target in _DEVICE_LINKS:

@@ -16,19 +16,20 @@ carries back into one.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import functools
 import hashlib
 import os
 import py_compile
 import shutil
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any, Final
 
 import gradekit
 from gradekit import UsageError
-from grader._model import Limits, ignored_name
+from grader._model import Limits
 from grader.sandbox._channel import HARNESS, PYTHON_FLAGS, Child, settle_children
 from grader.sandbox._harness import copy_submission
 from grader.sandbox._hold import Budget, Cell, host_hold
@@ -42,6 +43,7 @@ from grader.sandbox._host import (
     spawning,
 )
 from grader.sandbox._isolation import (
+    ALLOW_HOST_ROOT,
     INSTALL_HINT,
     KIT,
     SANDBOX,
@@ -52,7 +54,7 @@ from grader.sandbox._isolation import (
     host_user,
     interpreter,
     package_folders,
-    unreadable_of,
+    process_interpreter,
 )
 from grader.sandbox._layout import IGNORED_NAMES, WALLS, Layout, Wall, compile_tree, readable
 from grader.sandbox._scratch import scratch_folder
@@ -126,16 +128,32 @@ class ProcessWall(Wall):
     description = "process guard only (no bubblewrap: resource limits and an audit hook)"
     preference = 0
 
+    def missing(self) -> str:
+        return _refused(lambda: _process_user(()))
+
     def warm(self) -> None:
         package_folders()
         host_hold()
         harness_code(str(HARNESS))
+        if as_root():
+            library_code()
+            with contextlib.suppress(UsageError):
+                _process_user(())  # as root: whether uid 65534 can run the kit, looked once
+
+    def stated(self, root: Path, scratch: Path) -> str:
+        return f"{self.held()}; {_process_user((str(scratch),))[1]}"
 
     def prepare(self, layout: Layout) -> None:
         # Links stay links: a write through one is judged by where it points, and copying
         # never follows one out of the submission.
         copy_submission(str(layout.source), str(layout.copy), layout.ignored)
         (layout.work / "tmp").mkdir(parents=True)
+        if as_root():  # uid 65534 works in its copy, and passes through the run's folder
+            os.chmod(layout.run, 0o711)
+            user, _ = _process_user((str(layout.run),))
+            if user is not None:
+                _own(layout.copy, user)
+                _own(layout.work, user)
 
     def child_copy(self, layout: Layout) -> str:
         return str(layout.copy)
@@ -148,18 +166,52 @@ class ProcessWall(Wall):
 
     def configure(self, layout: Layout, limits: Limits) -> dict[str, object]:
         return {
-            "site": list(package_folders()),
-            "library": str(LIBRARY),
+            "site": list(process_interpreter()[2]),
+            "library": str(library_code() if as_root() else LIBRARY),
             "parent": os.getpid(),  # the harness asks to die with this process
+            "hooked": True,  # the hook is this wall: one switched off is a finding
             "limits": {name: getattr(limits, name) for name in _LIMITS},
         }
 
     def start(self, config: Mapping[str, object], layout: Layout, env: Mapping[str, str],
               outputs: tuple[IO[bytes], IO[bytes]], limits: Limits,
               shown: Sequence[Path]) -> Child:
-        command = [sys.executable, *PYTHON_FLAGS, str(harness_code(str(HARNESS)))]
-        return Child(config, layout.copy, env, outputs, command=command,
-                     cell=_cell(limits))
+        python, extra, _ = process_interpreter()
+        user, _ = _process_user((str(layout.run),))
+        if user is not None:
+            for path in shown:
+                path.touch()
+                os.chown(path, user, user)
+        command = [python, *PYTHON_FLAGS, str(harness_code(str(HARNESS)))]
+        return Child(config, layout.copy, {**env, **extra}, outputs, command=command,
+                     cell=_cell(limits), user=user)
+
+
+def _process_user(search: Sequence[str]) -> tuple[int | None, str]:
+    """Whom the process guard's child runs as (``host_user``): uid 65534 for a root grader,
+    which reads the interpreter (or its readable copy), the packages, the harness and the
+    library, and passes through ``search``."""
+    python, _, folders = process_interpreter()
+    kit = (python, *folders, str(harness_code(str(HARNESS))),
+           str(library_code() if as_root() else LIBRARY))
+    return host_user(kit, search, bubblewrapped=False)
+
+
+def _refused(user: Callable[[], object]) -> str:
+    """Why a wall will not run submissions here as root, or "" (``host_user``'s refusal)."""
+    try:
+        user()
+    except UsageError as exc:
+        return str(exc)
+    return ""
+
+
+def _own(top: Path, user: int) -> None:
+    """Give ``top`` and everything under it (links themselves, never followed) to ``user``."""
+    os.chown(top, user, user, follow_symlinks=False)
+    for here, folders, files in os.walk(top):
+        for name in (*folders, *files):
+            os.chown(os.path.join(here, name), user, user, follow_symlinks=False)
 
 
 class NamespacesWall(Wall):
@@ -180,15 +232,16 @@ class NamespacesWall(Wall):
     def missing(self) -> str:
         path, why = bubblewrap()
         if path is not None:
-            return ""
+            return _refused(lambda: host_user(_kit()))
         return (f"{why}; {INSTALL_HINT}, or pass --isolation process to grade behind the "
                 "in-process guard only")
 
     def passed_over(self) -> str:
         if as_root():
-            return (f"warning: grading as root without namespaces: {bubblewrap()[1]}. "
-                    "Submission code runs behind the in-process guard only; "
-                    f"{INSTALL_HINT}.")
+            why = bubblewrap()[1] or self.missing()
+            return (f"warning: grading as root without namespaces: {why}. "
+                    "Submission code runs behind the in-process guard only"
+                    + (f"; {INSTALL_HINT}." if bubblewrap()[0] is None else "."))
         return ""
 
     def warm(self) -> None:
@@ -197,13 +250,11 @@ class NamespacesWall(Wall):
         host_hold()
         harness_code()
         library_code()
-        host_user(_kit(), ())  # as root: whether uid 65534 can run the kit, probed once
+        with contextlib.suppress(UsageError):
+            host_user(_kit())  # as root: whether uid 65534 can run the kit, probed once
 
     def stated(self, root: Path, scratch: Path) -> str:
-        _, user = host_user(_kit(), (), (str(scratch),),
-                            unreadable=lambda: _submission_unreadable(str(root),
-                                                                       scratch.resolve()))
-        return f"{self.held()}; {user}"
+        return f"{self.held()}; {host_user(_kit(), (str(scratch),))[1]}"
 
     def prepare(self, layout: Layout) -> None:
         layout.work.mkdir()
@@ -238,12 +289,9 @@ class NamespacesWall(Wall):
             raise UsageError(f"namespaces isolation was chosen, but {why}: {INSTALL_HINT}")
         for path in shown:
             path.touch()  # a bind needs its file
-        # The laid-out copy is readable by every user by construction (``LaidOut``): the
-        # original's files decide, as they decide what the copy holds.
-        grading = layout.hosts.scratch if layout.hosts is not None else None
-        user, _ = host_user(_kit(), [str(p) for p in shown], unreadable=lambda: (
-            _submission_unreadable(str(layout.root), grading) if grading is not None
-            else unreadable_of(_submission_files(str(layout.root)))))
+        # The laid-out copy is readable by every user by construction (``LaidOut``): uid
+        # 65534 needs only to pass through to it and to the run's files.
+        user, _ = host_user(_kit(), (str(layout.source), str(layout.work)))
         if user is not None:
             for path in shown:
                 if path.suffix == ".jsonl":  # the traces it writes
@@ -290,7 +338,7 @@ def share_hosts(root: Path, seeds: Sequence[int]) -> None:
     if NamespacesWall().missing():
         return
     NamespacesWall().warm()
-    share(root, seeds, host_user(_kit(), (), (str(root),))[0], **_kit_paths())
+    share(root, seeds, host_user(_kit(), (str(root),))[0], **_kit_paths())
 
 
 def _kit_paths() -> dict[str, Any]:
@@ -314,28 +362,10 @@ def _kit() -> tuple[str, ...]:
     """What a child behind namespaces reads besides the submission: the interpreter, the
     packages, the harness and the library."""
     python, binds, _ = interpreter()
-    return (python, *(bind.source for bind in binds), str(harness_code()),
+    shown = next((os.path.join(b.source, os.path.relpath(python, b.dest)) for b in binds
+                  if python.startswith(b.dest.rstrip("/") + "/")), python)  # as the host has it
+    return (shown, *(bind.source for bind in binds), str(harness_code()),
             str(library_code()))
-
-
-@functools.lru_cache(maxsize=64)
-def _submission_unreadable(root: str, grading: Path) -> str:
-    """The first of the submission's files uid 65534 could not read ("" for none), looked
-    at once for the grading whose scratch folder is ``grading``: its runs see one laid-out
-    copy of the files, so they take one decision, and the isolation line states it."""
-    return unreadable_of(_submission_files(root))
-
-
-@functools.lru_cache(maxsize=64)
-def _submission_files(root: str) -> tuple[str, ...]:
-    """The submission's folder and every file and folder the harness copies from it."""
-    found = [root]
-    for here, folders, files in os.walk(root):
-        folders[:] = [f for f in folders if not ignored_name(f)]
-        found += [os.path.join(here, name) for name in (*folders, *files)
-                  if not ignored_name(name)
-                  and not os.path.islink(os.path.join(here, name))]
-    return tuple(found)
 
 
 PROCESS_WALL: Final[Wall] = ProcessWall()  # the default where a caller names no wall
@@ -350,10 +380,14 @@ def isolation_requests() -> tuple[str, ...]:
     return ("auto", *(wall.name for wall in _preferred()))
 
 
-def choose_isolation(requested: str) -> Wall:
+def choose_isolation(requested: str, *, allow_host_root: bool = False) -> Wall:
     """Resolve ``--isolation``: ``auto`` takes the preferred wall that can be built here
     (bubblewrap when it works, else the process guard); a wall named but missing here is a
-    usage error that says how to install it."""
+    usage error that says how to install it. A wall whose children would run as root on
+    the host is missing unless ``allow_host_root`` (``--allow-host-root``): then every
+    process of this grading (a batch's zygote and workers inherit it) may run them so."""
+    if allow_host_root:
+        os.environ[ALLOW_HOST_ROOT] = "1"
     requests = isolation_requests()
     if requested not in requests:
         raise UsageError(f"--isolation {requested!r}: use one of {', '.join(requests)}")

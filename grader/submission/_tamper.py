@@ -10,17 +10,39 @@ do it. It reads the submission's Python source (never through a link, with caps)
 submission's but its file path and line number. A flag asks a person to look at the whole
 submission and moves no points by itself; an honest submission has none.
 
+What is reached: frames (the stack's, a traceback's, a generator's, a coroutine's, an async
+generator's: ``gi_frame``, ``cr_frame``, ``ag_frame``) and their variables, every attribute
+of an object at once (``inspect.getmembers``, ``getmembers_static``: the frame's among them,
+whatever it is asked of), a function's variables (``__globals__``, ``__closure__``,
+``cell_contents``: the harness's verdict function keeps its seal in a closure), trace hooks,
+the garbage collector's objects, native code, ``os._exit``, descriptor writes, an edit of
+``sys.modules``, the harness's and the grader's modules, and code the scan cannot read
+(``exec``, ``eval``, ``compile``: the builtins, never a method of that name).
+
 How a thing is reached, wherever it stands in the file:
 
 - by its dotted name (``sys._getframe``, ``frame.f_back``), through any name the file binds
   to it: an import (``import sys as s``, ``from sys import _getframe as g``, a star import)
-  or an assignment of a dotted name (``m = sys.modules``);
+  or an assignment of a dotted name (``m = sys.modules``, ``run = exec``); a builtin by its
+  own name too, and ``builtins`` also as ``__builtins__``;
 - by a string constant naming the attribute: ``getattr``/``setattr``/``delattr``,
-  ``__getattribute__``, ``inspect.getattr_static``, ``vars(x)["name"]`` and
-  ``x.__dict__["name"]`` reach ``x.name``; so does ``operator.attrgetter("name")``, and a
-  name in ``BY_NAME`` is enough there even when the object is unknown;
+  ``__getattribute__``, ``inspect.getattr_static``, ``vars(x)["name"]``,
+  ``x.__dict__["name"]`` and ``__builtins__["name"]`` (or ``.get("name")``) reach
+  ``x.name``; so does ``operator.attrgetter("name")``, and a name in ``BY_NAME`` is enough
+  there even when the object is unknown;
 - a module, by ``import``, ``__import__("m")``, ``importlib.import_module("m")`` and
   ``sys.modules["m"]`` (or ``.get("m")``).
+
+A name the scan cannot read is flagged where it is used (``_BY_RUN_TIME``): ``getattr`` & co.,
+``__getattribute__``, ``operator.attrgetter``, ``__import__``, ``importlib.import_module``
+and ``sys.modules[...]`` (``.get``) given a name that is not a string constant (the file's
+own ``__name__`` aside), or handed on uncalled (``map(getattr, ...)``, a default argument);
+and ``vars(m)[key]`` or ``m.__dict__[key]`` with such a key where ``m`` is a module the scan
+watches (``sys``, ``gc``, ``builtins``...: ``vars(self)[key]`` is everyday code). One honest
+use is let through: a module's own ``__getattr__(name)`` (PEP 562, as ``lab/__init__.py``
+re-exports ``gradekit``) that hands its unchanged ``name`` to ``getattr`` of a module the
+file imports and never rebinds, one the scan does not watch: the name was spelled where the
+attribute was asked for, and read there. A class's ``__getattr__`` gets no such pass.
 
 Two entries are flagged only in one use: ``sys.modules`` where it is edited (an item set
 or deleted, the table rebound, one of its changing methods), and a descriptor write
@@ -43,8 +65,11 @@ benchmarks) is not read: a module imported by a name built at run time is not se
 A file that does not parse is skipped: the child cannot import it either. A ``.py`` file
 the scan cannot read (a link, not a regular file, over ``FILE_CAP``), one nested too deeply
 to scan, a compiled extension module, and source beyond the caps are flagged: each could
-hide what the scan looks for. What no static scan sees: code built at run time, ``exec``
-of a string, obfuscation. The threat model it is part of: docs/sandbox.md.
+hide what the scan looks for. What no static scan sees: what a flagged ``exec`` or
+run-time name then does, code it never calls by these names (``types.FunctionType`` on a
+code object, ``runpy``, a module loaded from a path, pickled code), ``operator.methodcaller``,
+a name imported from a module of the submission that re-exports one of ``REACHED``,
+obfuscation. The threat model it is part of: docs/sandbox.md.
 
 A file's reading depends on its bytes alone: a batch keeps it (``grader._cache.Derived``),
 so a file that many submissions hold byte for byte is parsed once.
@@ -78,6 +103,12 @@ _WRITE = "writes to a file descriptor it did not open"
 _MODULES = "edits the table of imported modules"
 _HARNESS = "reaches the harness's own module"
 _GRADER = "reaches the grader's own code"
+_MEMBERS = "reads every attribute of an object"
+_CLOSURE = "reads a function's variables"
+_RUN = "runs code the scan cannot read"
+_BUILD = "builds code the scan cannot read"
+_NAMED = "reaches an attribute named at run time"
+_LOADED = "reaches a module named at run time"
 
 # What is reached -> what the finding says. A dotted name is a module's attribute, ".name"
 # an attribute of anything, a bare name a module (flagged where it is imported or loaded).
@@ -87,10 +118,14 @@ REACHED: dict[str, str] = {
     "inspect.getouterframes": _FRAMES, "inspect.getinnerframes": _FRAMES,
     "traceback.walk_stack": _FRAMES, "traceback.walk_tb": _FRAMES,
     ".f_back": _FRAMES, ".tb_frame": _FRAMES,
+    ".gi_frame": _FRAMES, ".cr_frame": _FRAMES, ".ag_frame": _FRAMES,
     ".f_locals": _LOCALS, ".f_globals": _LOCALS, "inspect.getargvalues": _LOCALS,
     "sys.settrace": _TRACE, "sys.setprofile": _TRACE,
     "threading.settrace": _TRACE, "threading.setprofile": _TRACE,
     "gc.get_objects": _GC, "gc.get_referrers": _GC, "gc.get_referents": _GC,
+    "inspect.getmembers": _MEMBERS, "inspect.getmembers_static": _MEMBERS,
+    ".__globals__": _CLOSURE, ".__closure__": _CLOSURE, ".cell_contents": _CLOSURE,
+    "builtins.exec": _RUN, "builtins.eval": _RUN, "builtins.compile": _BUILD,
     "ctypes": _NATIVE, "_ctypes": _NATIVE, "cffi": _NATIVE,
     "os._exit": _EXIT, "posix._exit": _EXIT,
     "os.write": _WRITE, "os.writev": _WRITE, "os.pwrite": _WRITE, "os.pwritev": _WRITE,
@@ -110,14 +145,29 @@ BY_NAME: dict[str, str] = {name.rpartition(".")[2]: name for name in (
     "sys._getframe", "sys._current_frames", "inspect.currentframe", "inspect.getouterframes",
     "inspect.getinnerframes", "inspect.getargvalues", "traceback.walk_stack",
     "traceback.walk_tb", "sys.settrace", "sys.setprofile", "gc.get_objects",
-    "gc.get_referrers", "gc.get_referents", "os._exit")}
+    "gc.get_referrers", "gc.get_referents", "os._exit", "inspect.getmembers",
+    "inspect.getmembers_static")}
 _OPENERS = frozenset({"os.open", "os.pipe", "os.pipe2", "os.dup", "os.dup2", "os.openpty",
                       "pty.openpty", "os.memfd_create", "os.eventfd", "tempfile.mkstemp",
                       "posix.open"})
-_BUILTINS = frozenset({"getattr", "setattr", "delattr", "vars", "__import__"})
+_BUILTINS = frozenset({"getattr", "setattr", "delattr", "vars", "__import__", "exec", "eval",
+                       "compile"})
 _SETTERS = frozenset({"builtins.setattr", "builtins.delattr"})
 _GETTERS = frozenset({"builtins.getattr", "inspect.getattr_static", *_SETTERS})
-_LOADERS = frozenset({"builtins.__import__", "importlib.import_module", "sys.modules.get"})
+_IMPORTERS = frozenset({"builtins.__import__", "importlib.import_module",
+                        "importlib.__import__"})
+_LOADERS = frozenset({*_IMPORTERS, "sys.modules.get"})
+# What takes the name of an attribute or a module: flagged where that name is not a string
+# constant (built at run time, the scan cannot read it), or where it is handed on uncalled.
+# -> the phrase, and which argument is the name (None: every one).
+_BY_RUN_TIME: dict[str, tuple[str, int | None]] = {
+    **{name: (_NAMED, 1) for name in _GETTERS}, "operator.attrgetter": (_NAMED, None),
+    **{name: (_LOADED, 0) for name in _LOADERS}}
+# The modules whose attributes the scan follows: a name built at run time is flagged where it
+# is looked up in one of them (``vars(sys)[name]``), and only there, as ``vars(self)[name]``
+# is everyday code.
+_WATCHED = frozenset(name.partition(".")[0] for name in (*REACHED, *_BY_RUN_TIME)
+                     if not name.startswith("."))
 _COMPILED = (".so", ".pyd")  # extension modules: importable, unreadable to this scan
 # The kit's own packages, which the starter ships (``gradekit check`` runs from them): a child
 # imports the grader's own ``gradekit`` whatever copy the submission holds, so that copy
@@ -210,7 +260,7 @@ def _kept_scan(data: bytes,
     return reaches, imports
 
 
-_SCAN_VERSION = b"gradekit.scan/1"  # in each kept reading's key: what it was made with
+_SCAN_VERSION = b"gradekit.scan/2"  # in each kept reading's key: what it was made with
 
 
 def _scan(data: bytes) -> tuple[list[tuple[int, str]], set[str]]:
@@ -297,16 +347,29 @@ class _Scan:
         self.opened: set[str] = set()  # names and attribute names bound to its own descriptors
         self.imports: set[str] = set()  # the top-level names of its absolute imports
         self._resolved: dict[int, str | None] = {}  # id(node) -> resolve(node): once a node
+        self._called: set[int] = set()  # id(node): a call's function, or a plain alias's value
+        self._rebound: set[str] = set()  # names assigned, deleted, defined or taken as arguments
         nodes = _nodes(tree)
         for node in nodes:  # imports first: they bind wherever they stand
             if isinstance(node, (ast.Import, ast.ImportFrom)):
                 self._bind_import(node)
+            elif isinstance(node, ast.Call):
+                self._called.add(id(node.func))
+            elif isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+                self._rebound.add(node.id)
+            elif isinstance(node, ast.arg):
+                self._rebound.add(node.arg)
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                self._rebound.add(node.name)
         for node in nodes:
             if isinstance(node, (ast.Assign, ast.AnnAssign, ast.NamedExpr)) \
                     and node.value is not None:
-                self._bind_value(node.targets if isinstance(node, ast.Assign)
-                                 else [node.target], node.value)
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                self._bind_value(targets, node.value)
+                if all(isinstance(t, ast.Name) for t in targets):  # ga = getattr: followed
+                    self._called.add(id(node.value))
         self._resolved.clear()  # every name is bound now
+        self._forwarded = _forwarded(tree.body)
         visits: dict[type[ast.AST], Callable[[Any], None]] = {
             ast.Import: self._visit_import, ast.ImportFrom: self._visit_import_from,
             ast.Name: self._visit_name, ast.Attribute: self._visit_attribute,
@@ -350,7 +413,8 @@ class _Scan:
     def _resolve(self, node: ast.expr) -> str | None:
         if isinstance(node, ast.Name):
             return self.names.get(node.id) or \
-                (f"builtins.{node.id}" if node.id in _BUILTINS else None)
+                (f"builtins.{node.id}" if node.id in _BUILTINS else
+                 "builtins" if node.id == "__builtins__" else None)
         reached = self._reach(node)
         if reached is not None:
             base = self.resolve(reached[0])
@@ -368,13 +432,26 @@ class _Scan:
                 return _named(args[0], args[1])
             if isinstance(func, ast.Attribute) and func.attr == "__getattribute__":
                 return _named(args[0], args[1]) if len(args) >= 2 else _named(func.value, args[0])
+            if isinstance(func, ast.Attribute) and func.attr == "get" \
+                    and self.resolve(func.value) == "builtins":  # __builtins__.get("exec")
+                return _named(func.value, args[0])
         if isinstance(node, ast.Subscript):
-            inner = node.value
-            if isinstance(inner, ast.Call) and len(inner.args) == 1 \
-                    and self.resolve(inner.func) == "builtins.vars":
-                return _named(inner.args[0], node.slice)
-            if isinstance(inner, ast.Attribute) and inner.attr == "__dict__":
-                return _named(inner.value, node.slice)
+            keyed = self._keyed(node)
+            if keyed is not None:
+                return _named(keyed[0], node.slice)
+        return None
+
+    def _keyed(self, node: ast.Subscript) -> tuple[ast.expr, str] | None:
+        """(object, how) when ``node`` looks an attribute up by key: ``vars(x)[key]``,
+        ``x.__dict__[key]``, ``__builtins__[key]`` (a dict outside ``__main__``)."""
+        inner = node.value
+        if isinstance(inner, ast.Call) and len(inner.args) == 1 \
+                and self.resolve(inner.func) == "builtins.vars":
+            return inner.args[0], "builtins.vars"
+        if isinstance(inner, ast.Attribute) and inner.attr == "__dict__":
+            return inner.value, ".__dict__"
+        if self.resolve(inner) == "builtins":
+            return inner, "builtins"
         return None
 
     def _module(self, node: ast.expr | None) -> str | None:
@@ -403,8 +480,46 @@ class _Scan:
 
     # -- what is flagged -------------------------------------------------------------------
 
-    def _flag(self, node: ast.AST, name: str) -> None:
-        self.found.append((getattr(node, "lineno", 0), f"{REACHED[name]} ({name})"))
+    def _flag(self, node: ast.AST, name: str, phrase: str | None = None) -> None:
+        self.found.append((getattr(node, "lineno", 0), f"{phrase or REACHED[name]} ({name})"))
+
+    def _handed_on(self, node: ast.Name | ast.Attribute) -> None:
+        """Flags ``getattr`` & co. used but not called (``map(getattr, ...)``,
+        ``partial(getattr, x)``): the name they will be given is not in the source."""
+        if id(node) not in self._called and isinstance(node.ctx, ast.Load):
+            dotted = self.resolve(node)
+            if dotted in _BY_RUN_TIME:
+                self._flag(node, dotted, _BY_RUN_TIME[dotted][0])
+
+    def _named_at_run_time(self, node: ast.Call, func: str | None) -> None:
+        """Flags a call of ``getattr`` & co. whose name is not a string constant."""
+        args = node.args
+        if func in _BY_RUN_TIME:
+            phrase, at = _BY_RUN_TIME[func]
+            names = args if at is None else args[at:at + 1]
+            spelled = bool(names) and all(_spelled(name) for name in names) \
+                and not any(isinstance(arg, ast.Starred) for arg in args)
+            if not spelled and not (id(node) in self._forwarded and self._forwards(node)):
+                self._flag(node, func, phrase)
+        elif isinstance(node.func, ast.Attribute) and args and (
+                node.func.attr == "__getattribute__"
+                or (node.func.attr == "get" and self.resolve(node.func.value) == "builtins")):
+            name = args[1] if node.func.attr == "__getattribute__" and len(args) >= 2 else args[0]
+            if not _spelled(name):
+                self._flag(node, "builtins" if node.func.attr == "get" else ".__getattribute__",
+                           _NAMED)
+
+    def _forwards(self, node: ast.Call) -> bool:
+        """Whether ``node``, in a module's own ``__getattr__`` (``_forwarded``), hands the
+        name it was asked for to ``getattr`` of a module this file imports, one the scan does
+        not watch (``lab``'s own ``__init__`` does): that name is spelled, and read, where the
+        attribute is asked for."""
+        base = node.args[0]
+        if not isinstance(base, ast.Name) or base.id in self._rebound:
+            return False
+        dotted = self.names.get(base.id)  # bound by an import, then: nothing else binds it
+        return self.resolve(node.func) == "builtins.getattr" and dotted is not None \
+            and dotted.partition(".")[0] not in _WATCHED
 
     def _reached(self, node: ast.AST, base: ast.expr | None, attribute: str, *,
                  written: bool, spelled: bool) -> None:
@@ -433,14 +548,16 @@ class _Scan:
             self._loaded(node, node.module)
 
     def _visit_name(self, node: ast.Name) -> None:
-        dotted = self.names.get(node.id)
+        dotted = self.resolve(node)  # a name the file binds, or a builtin (exec)
         if isinstance(node.ctx, ast.Load) and dotted in REACHED and "." in dotted \
                 and dotted not in _WRITES and dotted != _EDITED:
             self._flag(node, dotted)
+        self._handed_on(node)
 
     def _visit_attribute(self, node: ast.Attribute) -> None:
         self._reached(node, node.value, node.attr, spelled=False,
                       written=isinstance(node.ctx, (ast.Store, ast.Del)))
+        self._handed_on(node)
 
     def _visit_subscript(self, node: ast.Subscript) -> None:
         written = isinstance(node.ctx, (ast.Store, ast.Del))
@@ -449,6 +566,13 @@ class _Scan:
             self._reached(node, *reached, written=written, spelled=True)
         elif written and self.resolve(node.value) == _EDITED:
             self._flag(node, _EDITED)
+        elif not _spelled(node.slice):  # a key built at run time
+            keyed = self._keyed(node)
+            base = self.resolve(keyed[0]) if keyed is not None else None
+            if keyed is not None and base and base.partition(".")[0] in _WATCHED:
+                self._flag(node, keyed[1], _NAMED)  # vars(sys)[name]
+            elif self.resolve(node.value) == "sys.modules":
+                self._flag(node, "sys.modules", _LOADED)  # sys.modules[name]
         self._loaded(node, self._module(node))
 
     def _visit_call(self, node: ast.Call) -> None:
@@ -459,6 +583,7 @@ class _Scan:
         if func == "operator.attrgetter":
             for attribute in (part for arg in node.args for part in (_text(arg) or "").split(".")):
                 self._reached(node, None, attribute, written=False, spelled=True)
+        self._named_at_run_time(node, func)
         self._loaded(node, self._module(node))
         if func in _WRITES and not (node.args and self._opened(node.args[0])):
             self._flag(node, func)
@@ -467,6 +592,43 @@ class _Scan:
 def _text(node: ast.expr) -> str | None:
     """The value of a string constant, else None."""
     return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
+
+
+def _spelled(name: ast.expr) -> bool:
+    """Whether an attribute's or a module's name is in the source: a string constant, or the
+    file's own ``__name__``."""
+    return _text(name) is not None or (isinstance(name, ast.Name) and name.id == "__name__")
+
+
+def _forwarded(body: list[ast.stmt]) -> set[int]:
+    """id(call) of each ``getattr(module, name)`` in a module's own ``__getattr__(name)``
+    (PEP 562: at the top, or under an ``if``, ``try`` or ``with`` there) that hands on the name
+    it was asked for, never rebound there; ``_Scan._forwards`` looks at the module."""
+    found: set[int] = set()
+    todo = list(body)
+    while todo:
+        statement = todo.pop()
+        if isinstance(statement, (ast.If, ast.With, ast.AsyncWith)):
+            todo.extend(statement.body)
+            todo.extend(getattr(statement, "orelse", []))
+        elif isinstance(statement, (ast.Try, ast.TryStar)):
+            todo.extend([*statement.body, *statement.orelse, *statement.finalbody])
+            todo.extend(line for handler in statement.handlers for line in handler.body)
+        elif isinstance(statement, ast.FunctionDef) and statement.name == "__getattr__":
+            params = [*statement.args.posonlyargs, *statement.args.args]
+            nodes = _nodes(statement)
+            if not params or any(  # rebound, or another scope's name of the same spelling
+                    (isinstance(node, ast.Name) and node.id == params[0].arg
+                     and not isinstance(node.ctx, ast.Load))
+                    or (isinstance(node, ast.arg) and node.arg == params[0].arg
+                        and node is not params[0]) for node in nodes):
+                continue
+            found.update(id(node) for node in nodes if isinstance(node, ast.Call)
+                         and len(node.args) in (2, 3) and not node.keywords
+                         and not any(isinstance(a, ast.Starred) for a in node.args)
+                         and isinstance(node.args[1], ast.Name)
+                         and node.args[1].id == params[0].arg)
+    return found
 
 
 def _named(base: ast.expr, name: ast.expr) -> tuple[ast.expr, str] | None:

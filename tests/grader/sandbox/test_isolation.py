@@ -16,7 +16,6 @@ import platform
 import shutil
 import subprocess
 import sys
-import tempfile
 import textwrap
 import time
 from collections.abc import Callable, Sequence
@@ -268,18 +267,39 @@ def attack(root: Path, task: str, scratch: Path, isolation: Wall, *,
     return outcome.answer
 
 
+def _classmate(folder: Path) -> Path:
+    """A classmate's folder as a run behind the process guard finds it: made, and, for a
+    root grader, its copy is uid 65534's, the uid every child of the grading takes."""
+    folder.mkdir()
+    if os.geteuid() == 0:
+        os.chown(folder, _isolation.UNPRIVILEGED_UID, _isolation.UNPRIVILEGED_UID)
+    return folder
+
+
+def unhooked(root: Path, task: str, scratch: Path, isolation: Wall) -> RunResult:
+    """Run one hostile task behind the process guard, which notices the hook it switched
+    off: the case is lost and the grading flagged, whatever the attack did meanwhile."""
+    case = task.split(" ")[0]
+    result = Sandbox(root, scratch, LIMITS, isolation).run(
+        "lab.agent:run", [(case, task)], RunPlan("provider-a", 0, Serving(lambda c, p: None)))
+    assert (result.outcomes[case].status, result.outcomes[case].detail) == (
+        "crashed", "broke the grader's protocol: the harness's code was replaced")
+    assert result.tampering == (
+        f"case {case}: the agent replaced the harness's code (audit hook)",)
+    return result
+
+
 def test_with_the_hook_off_a_write_outside_lands_behind_the_guard_but_not_the_wall(
     hostile: Path, tmp_path: Path, isolation: Wall
 ) -> None:
-    target = tmp_path / "classmate" / "report.json"
-    target.parent.mkdir()
-
-    said = attack(hostile, f"write {target}", tmp_path / "scratch", isolation)
+    target = _classmate(tmp_path / "classmate") / "report.json"
 
     if isinstance(isolation, ProcessWall):  # the guard is a tripwire: this is why the wall exists
-        assert (said, target.read_text()) == ("written", "forged")
-    else:
-        assert said.startswith("failed: FileNotFoundError") and not target.exists()
+        unhooked(hostile, f"write {target}", tmp_path / "scratch", isolation)
+        assert target.read_text() == "forged"  # flagged, but landed
+        return
+    said = attack(hostile, f"write {target}", tmp_path / "scratch", isolation)
+    assert said.startswith("failed: FileNotFoundError") and not target.exists()
 
 
 def test_a_folder_swapped_for_a_link_mid_write_lands_behind_the_guard_but_not_the_wall(
@@ -287,8 +307,7 @@ def test_a_folder_swapped_for_a_link_mid_write_lands_behind_the_guard_but_not_th
 ) -> None:
     """The hook judges a path, then Python opens it: a thread that swaps a folder for a
     link to a classmate's folder in between wins the race, with the hook on."""
-    classmate = tmp_path / "classmate"
-    classmate.mkdir()
+    classmate = _classmate(tmp_path / "classmate")
 
     said = attack(hostile, f"race {classmate}", tmp_path / "scratch", isolation)
 
@@ -343,11 +362,11 @@ def test_the_grader_and_its_processes_cannot_be_signalled(
 def test_every_socket_family_but_unix_is_refused(
     hostile: Path, tmp_path: Path, isolation: Wall
 ) -> None:
-    made = json.loads(attack(hostile, "sockets", tmp_path / "scratch", isolation))
-
-    if isinstance(isolation, ProcessWall):  # the attack works: with the hook off, sockets open
-        assert made["AF_INET"] == made["AF_UNIX"] == "made"
+    if isinstance(isolation, ProcessWall):  # with the hook off, sockets open (and it is seen)
+        result = unhooked(hostile, "sockets", tmp_path / "scratch", isolation)
+        assert result.outcomes["sockets"].answer is None
         return
+    made = json.loads(attack(hostile, "sockets", tmp_path / "scratch", isolation))
     assert made == {"AF_UNIX": "made", "AF_INET": "PermissionError",
                     "AF_INET6": "PermissionError", "AF_NETLINK": "PermissionError",
                     "AF_PACKET": "PermissionError", "AF_VSOCK": "PermissionError"}
@@ -490,10 +509,6 @@ def test_the_watchdog_kills_a_child_past_its_tasks_where_no_cgroup_holds_it(
 
     outcome = result.outcomes["threads"]
     stated = isolation.stated(hostile, tmp_path / "scratch")
-    if isinstance(isolation, NamespacesWall) and "children run as root" not in stated:
-        # RLIMIT_NPROC holds an unprivileged child first: the thread is refused, not killed
-        assert outcome.status == "returned"
-        return
     assert (outcome.status, outcome.detail) == (
         "crashed", "killed: it ran more than its 32 tasks (processes, threads included)")
     assert "a watchdog in the grader" in stated
@@ -502,81 +517,89 @@ def test_the_watchdog_kills_a_child_past_its_tasks_where_no_cgroup_holds_it(
 def test_a_root_grader_runs_its_children_as_an_unprivileged_host_user(
     hostile: Path, tmp_path: Path
 ) -> None:
+    """Even where the interpreter is uid 65534's to read only through its readable copy
+    (a Python under /root) and the submission's own files are private: the laid-out copy is
+    readable by construction, and the grader's scratch can be passed through."""
     require_namespaces()
     if os.geteuid() != 0:
         pytest.skip("only a grader that runs as root drops its children's uid")
-    kit = _walls._kit()
-    if not all(_isolation._readable_to_others(path) for path in kit):
-        pytest.skip("the interpreter or the kit is not readable to uid 65534 here; the "
-                    "isolation line says so (see the test below)")
-    public = Path(tempfile.mkdtemp(prefix="gradekit-test-"))  # pytest's folders are private
+    private = tmp_path / "private"
+    shutil.copytree(hostile, private)
+    for path in (private, *private.rglob("*")):
+        path.chmod(0o700 if path.is_dir() else 0o600)
     uids: dict[str, set[int]] = {}
 
     def answer(case: str, prompt: str) -> str:
         uids[prompt] = {uid for _, uid in _children_naming(prompt).values()}
         return prompt
 
-    try:
-        public.chmod(0o755)
-        shutil.copytree(hostile, public / "hostile")
-        for path in (public / "hostile", *(public / "hostile").rglob("*")):
-            path.chmod(0o755 if path.is_dir() else 0o644)  # copied as private as pytest's
-        line = NamespacesWall().stated(public / "hostile", public)
-        for root, scratch in ((public / "hostile", public / "scratch"),
-                              (hostile, tmp_path / "scratch")):
-            assert attack(root, f"ask {scratch}", scratch, NamespacesWall(),
-                          answer=answer) == str(scratch)
-    finally:
-        shutil.rmtree(public)
+    scratch = tmp_path / "scratch"
+    assert attack(private, f"ask {scratch}", scratch, NamespacesWall(), answer=answer) \
+        == str(scratch)
 
     # the child behind bubblewrap, as the host sees it: every process of it, bwrap's too
-    assert uids == {str(public / "scratch"): {65534}, str(tmp_path / "scratch"): {0}}
-    assert line.endswith("children run as uid 65534 on the host")
+    assert uids == {str(scratch): {65534}}
+    assert NamespacesWall().stated(private, scratch).endswith(
+        "children run as uid 65534 on the host")
 
 
-def test_a_grading_looks_at_its_submission_s_files_once_for_every_run(
+def test_a_root_grader_refuses_to_run_children_as_root_unless_allowed_by_name(
     hostile: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Whether a root grader's children can run as uid 65534 depends on the submission's
-    files; every run of a grading sees one laid-out copy of them, so the grading looks once
-    (it used to stat every file again for each of its dozen runs), its isolation line
-    states that decision, and the next grading looks again. Where the answer cannot depend
-    on them (not root, or a kit uid 65534 cannot read), they are not looked at at all."""
     require_namespaces()
-    asked = os.geteuid() == 0 and all(_isolation._readable_to_others(path)
-                                      for path in _walls._kit())
-    looked: list[str] = []
+    if os.geteuid() != 0:
+        pytest.skip("only a root grader's children could run as root")
+    hidden = tmp_path / "hidden"
+    hidden.mkdir(mode=0o700)
+    hidden.chmod(0o700)
+    scratch = hidden / "scratch"  # uid 65534 cannot pass through to its children's files
+
+    with pytest.raises(UsageError) as refused:
+        attack(hostile, "ask x", scratch, NamespacesWall())
+    said = str(refused.value)
+    assert said.startswith(f"submission code would run as root on the host: {scratch.resolve()}/")
+    assert " is not searchable by uid 65534. " in said
+    assert said.endswith("allow it by name: pass --allow-host-root")
+
+    monkeypatch.setenv(_isolation.ALLOW_HOST_ROOT, "1")
+    uids: dict[str, set[int]] = {}
+
+    def answer(case: str, prompt: str) -> str:
+        uids[prompt] = {uid for _, uid in _children_naming(str(scratch)).values()}
+        return prompt
+
+    assert attack(hostile, "ask x", scratch, NamespacesWall(), answer=answer) == "x"
+    assert uids == {"x": {0}}
+    line = NamespacesWall().stated(hostile, scratch)
+    assert line.endswith(f"children run as root on the host ({scratch} is not searchable by "
+                         "uid 65534; allowed by --allow-host-root)")
+
+
+def test_a_submission_s_own_files_are_never_looked_at_for_whom_a_child_runs_as(
+    hostile: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whom a root grader's children run as does not depend on the submission's files: its
+    runs see the laid-out copy, readable by every user whatever the original's modes. (The
+    grader used to stat every file of the original, and kept root where one was private.)"""
+    require_namespaces()
+    looked: list[tuple[str, ...]] = []
+    original = _isolation.unreadable_of
 
     def counted(paths: Sequence[str]) -> str:
-        if str(hostile) in paths:
-            looked.append(str(hostile))
-        return _isolation.unreadable_of(paths)
+        looked.append(tuple(paths))
+        return original(paths)
 
-    monkeypatch.setattr("grader.sandbox._walls.unreadable_of", counted)
+    monkeypatch.setattr(_isolation, "unreadable_of", counted)
+    _isolation._unprivileged_missing.cache_clear()
     plan = RunPlan("provider-a", 0, Serving(lambda case, prompt: prompt))
-    for grading in ("first", "second"):
-        sandbox = Sandbox(hostile, tmp_path / grading, LIMITS, NamespacesWall())
-        try:
-            for run in ("a", "b", "c"):
-                result = sandbox.within(run).run("lab.agent:run", [("ask", "ask x")], plan)
-                assert result.outcomes["ask"].answer == "x", result
-        finally:
-            sandbox.close()
-        NamespacesWall().stated(hostile, tmp_path / grading)
-    assert looked == [str(hostile)] * (2 if asked else 0)
-
-
-def test_the_isolation_line_says_why_a_root_grader_keeps_root(
-    hostile: Path, tmp_path: Path
-) -> None:
-    require_namespaces()
-    line = NamespacesWall().stated(hostile, tmp_path)
-    if os.geteuid() != 0:
-        assert line.endswith("children run as the grader's own unprivileged user")
-        return
-    # pytest's folders are private to root: this submission cannot be read by uid 65534
-    assert line.startswith(NamespacesWall().held() + "; children run as root on the host (")
-    assert line.endswith(" is not readable to uid 65534)")
+    sandbox = Sandbox(hostile, tmp_path / "grading", LIMITS, NamespacesWall())
+    try:
+        for run in ("a", "b"):
+            result = sandbox.within(run).run("lab.agent:run", [("ask", "ask x")], plan)
+            assert result.outcomes["ask"].answer == "x", result
+    finally:
+        sandbox.close()
+    assert not any(str(hostile) in path for paths in looked for path in paths)
 
 
 def test_the_child_sees_nothing_of_the_grader_or_a_classmate(

@@ -3,11 +3,13 @@ reaches for the harness or the process. Pure: files in a temporary folder, no sa
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import random
 import re
 import secrets
+import shutil
 import socket
 import subprocess
 import sys
@@ -18,7 +20,7 @@ import pytest
 
 from grader._text import FLAGGED
 from grader.handout import build_starter
-from grader.submission import Manifest, tamper_findings
+from grader.submission import Manifest, load_manifest, tamper_findings
 from grader.submission._tamper import FILE_CAP
 from tests.submissions import REFERENCE, VARIANTS, Context, make_submission
 
@@ -32,6 +34,12 @@ WRITE = "writes to a file descriptor it did not open"
 MODULES = "edits the table of imported modules"
 HARNESS = "reaches the harness's own module"
 GRADER = "reaches the grader's own code"
+MEMBERS = "reads every attribute of an object"
+CLOSURE = "reads a function's variables"
+RUN = "runs code the scan cannot read"
+BUILD = "builds code the scan cannot read"
+NAMED = "reaches an attribute named at run time"
+LOADED = "reaches a module named at run time"
 FORGERS = {"forges_outcome_via_main", "forges_result_on_channel"}
 
 
@@ -124,6 +132,89 @@ FLAGGED_FORMS = [
     ("getattr(__import__('os'), '_exit')(0)  # <-", EXIT, "os._exit"),
     ("import sys\nsys.modules['os']._exit(0)  # <-", EXIT, "os._exit"),
     ("ga = getattr\nimport sys\nga(sys, '_getframe')  # <-", FRAMES, "sys._getframe"),
+    # a generator's, a coroutine's, an async generator's frame
+    ("def f(gen):\n    return gen.gi_frame.f_lineno  # <-", FRAMES, ".gi_frame"),
+    ("async def f(coro):\n    return coro.cr_frame  # <-", FRAMES, ".cr_frame"),
+    ("def f(agen):\n    return agen.ag_frame  # <-", FRAMES, ".ag_frame"),
+    ("def f(gen):\n    return getattr(gen, 'gi_frame')  # <-", FRAMES, ".gi_frame"),
+    ("import operator\nframe_of = operator.attrgetter('cr_frame')  # <-", FRAMES, ".cr_frame"),
+    # every attribute at once, whatever it is asked of
+    ("import inspect\ninspect.getmembers(object())  # <-", MEMBERS, "inspect.getmembers"),
+    ("import inspect\ndef f(x):\n    return inspect.getmembers_static(x)  # <-", MEMBERS,
+     "inspect.getmembers_static"),
+    ("from inspect import getmembers as members\nmembers(print)  # <-", MEMBERS,
+     "inspect.getmembers"),
+    ("import inspect as i\nlist(map(i.getmembers, [print]))  # <-", MEMBERS, "inspect.getmembers"),
+    ("def f(x):\n    return getattr(x, 'getmembers_static')  # <-", MEMBERS,
+     "inspect.getmembers_static"),
+    # a function's variables: its module's globals, its closure's cells
+    ("def f(fn):\n    return fn.__globals__['verdict']  # <-", CLOSURE, ".__globals__"),
+    ("def f(fn):\n    return fn.__closure__  # <-", CLOSURE, ".__closure__"),
+    ("def f(cell):\n    return cell.cell_contents  # <-", CLOSURE, ".cell_contents"),
+    ("def f(fn):\n    return getattr(fn, '__globals__')  # <-", CLOSURE, ".__globals__"),
+    ("def f(fn):\n    return getattr(fn, '__closure__', None)  # <-", CLOSURE, ".__closure__"),
+    ("def f(cell):\n    return getattr(cell, 'cell_contents')  # <-", CLOSURE, ".cell_contents"),
+    ("def f(fn):\n    return vars(fn)['__closure__']  # <-", CLOSURE, ".__closure__"),
+    # a name built at run time, which the scan cannot read
+    ("def f(x, name):\n    return getattr(x, name)  # <-", NAMED, "builtins.getattr"),
+    ("def f(x):\n    return getattr(x, 'f_' + 'back')  # <-", NAMED, "builtins.getattr"),
+    ("def f(x, name):\n    return getattr(x, f'{name}', None)  # <-", NAMED, "builtins.getattr"),
+    ("def f(x, args):\n    return getattr(x, *args)  # <-", NAMED, "builtins.getattr"),
+    ("def f(x, name):\n    setattr(x, name, None)  # <-", NAMED, "builtins.setattr"),
+    ("def f(x, name):\n    delattr(x, name)  # <-", NAMED, "builtins.delattr"),
+    ("import inspect\ndef f(x, name):\n    return inspect.getattr_static(x, name)  # <-", NAMED,
+     "inspect.getattr_static"),
+    ("def f(x, name):\n    return x.__getattribute__(name)  # <-", NAMED, ".__getattribute__"),
+    ("def f(x, name):\n    return object.__getattribute__(x, name)  # <-", NAMED,
+     ".__getattribute__"),
+    ("import operator\ndef f(name):\n    return operator.attrgetter('a', name)  # <-", NAMED,
+     "operator.attrgetter"),
+    ("from functools import partial\nup = partial(getattr, object())  # <-", NAMED,
+     "builtins.getattr"),
+    ("def f(xs, names):\n    return list(map(getattr, xs, names))  # <-", NAMED,
+     "builtins.getattr"),
+    ("def f(x, name, look=getattr):  # <-\n    return look(x, name)", NAMED, "builtins.getattr"),
+    ("import sys\ndef f(name):\n    return vars(sys)[name]  # <-", NAMED, "builtins.vars"),
+    ("import gc\ndef f(name):\n    return gc.__dict__[name]  # <-", NAMED, ".__dict__"),
+    ("def f(name):\n    return __builtins__[name]  # <-", NAMED, "builtins"),
+    ("def f(name):\n    return __import__(name)  # <-", LOADED, "builtins.__import__"),
+    ("import importlib\ndef f(name):\n    return importlib.import_module(name)  # <-", LOADED,
+     "importlib.import_module"),
+    ("from importlib import import_module as load\nm = load('o' + 's')  # <-", LOADED,
+     "importlib.import_module"),
+    ("import importlib\ndef f(name):\n    return importlib.__import__(name)  # <-", LOADED,
+     "importlib.__import__"),
+    ("import sys\ndef f(name):\n    return sys.modules[name]  # <-", LOADED, "sys.modules"),
+    ("import sys\ndef f(name):\n    return sys.modules.get(name)  # <-", LOADED,
+     "sys.modules.get"),
+    # a module's own __getattr__ is let hand on its name only to a module the scan does not
+    # watch, a name it does not rebuild, and a name it imported
+    ("import sys\ndef __getattr__(name):\n    return getattr(sys, name)  # <-", NAMED,
+     "builtins.getattr"),
+    ("import json\ndef __getattr__(name):\n    name = '_' + name\n    return getattr(json, name)"
+     "  # <-", NAMED, "builtins.getattr"),
+    ("import json\njson = json.decoder\ndef __getattr__(name):\n    return getattr(json, name)"
+     "  # <-", NAMED, "builtins.getattr"),
+    ("def __getattr__(name):\n    return getattr(object(), name)  # <-", NAMED,
+     "builtins.getattr"),
+    ("import json\ndef __getattr__(name):\n    get = lambda name: getattr(json, name)  # <-\n"
+     "    return get('_' + name)", NAMED, "builtins.getattr"),
+    ("import json\nclass Proxy:\n    def __getattr__(self, name):\n"
+     "        return getattr(json, name)  # <-", NAMED, "builtins.getattr"),
+    # code the scan cannot read, through any name
+    ("exec('x = 1')  # <-", RUN, "builtins.exec"),
+    ("x = eval('1 + 1')  # <-", RUN, "builtins.eval"),
+    ("code = compile('x = 1', 'x', 'exec')  # <-", BUILD, "builtins.compile"),
+    ("import builtins\nbuiltins.exec('x = 1')  # <-", RUN, "builtins.exec"),
+    ("import builtins as b\nb.eval('1')  # <-", RUN, "builtins.eval"),
+    ("from builtins import compile as c\nc('1', 'x', 'eval')  # <-", BUILD, "builtins.compile"),
+    ("import builtins\ngetattr(builtins, 'exec')('x = 1')  # <-", RUN, "builtins.exec"),
+    ("getattr(__builtins__, 'eval')('1')  # <-", RUN, "builtins.eval"),
+    ("__builtins__['exec']('x = 1')  # <-", RUN, "builtins.exec"),
+    ("__builtins__.get('exec')('x = 1')  # <-", RUN, "builtins.exec"),
+    ("import builtins\nvars(builtins)['compile']('1', 'x', 'eval')  # <-", BUILD,
+     "builtins.compile"),
+    ("def run(source, runner=exec):  # <-\n    runner(source)", RUN, "builtins.exec"),
 ]
 
 
@@ -133,6 +224,84 @@ def test_each_reach_is_flagged_at_its_line_in_the_graders_words(
         tmp_path: Path, source: str, phrase: str, name: str) -> None:
     line = next(n for n, text in enumerate(source.splitlines(), 1) if text.endswith("# <-"))
     assert scan(tmp_path, source) == flags((line, phrase, name))
+
+
+# The red team's forgery: a generator's own frame, then every frame's attributes by name
+# through inspect.getmembers, up to the harness's verdict function (its seal inside).
+GENERATOR_FORGER = '''\
+"""Reaches the caller's frames with no frame attribute spelled: getmembers hands them over."""
+
+import inspect
+
+
+def _climb():
+    yield dict(inspect.getmembers(_walker.gi_frame))["f_back"]
+
+
+_walker = _climb()
+
+
+def forge(message):
+    frame = next(_walker)  # the frame that called next(): this one
+    while frame is not None:
+        members = dict(inspect.getmembers(frame))
+        verdict = members["f_locals"].get("verdict")
+        if callable(verdict):
+            verdict(message)
+            return True
+        frame = members["f_back"]
+    return False
+'''
+
+
+def test_the_generator_frame_and_getmembers_forgery_is_flagged(tmp_path: Path) -> None:
+    path = tmp_path / "lab" / "agent.py"
+    found = scan(tmp_path, GENERATOR_FORGER)
+    climb, walk = (n for n, text in enumerate(GENERATOR_FORGER.splitlines(), 1)
+                   if "inspect.getmembers(" in text)
+    assert found == flags((climb, FRAMES, ".gi_frame"), (climb, MEMBERS, "inspect.getmembers"),
+                          (walk, MEMBERS, "inspect.getmembers"))
+    # And it is a forgery: run, it finds a caller's sealed sender and sends through it.
+    spec = importlib.util.spec_from_file_location("generator_forger", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    sent: list[dict[str, object]] = []
+
+    def harness() -> bool:
+        def verdict(message: dict[str, object]) -> None:  # what only the harness holds
+            sent.append(message)
+        forged: bool = module.forge({"op": "result", "score": 100})
+        return forged and callable(verdict)
+
+    assert harness()
+    assert sent == [{"op": "result", "score": 100}]
+
+
+def test_code_the_scan_cannot_read_is_flagged_through_every_name(tmp_path: Path) -> None:
+    source = """\
+        import builtins
+        from builtins import exec as run_it
+        b = eval  # <- builtins.eval
+        b("1")  # <- builtins.eval
+        run = builtins.exec  # <- builtins.exec
+        run("x = 1")  # <- builtins.exec
+        run_it("x = 1")  # <- builtins.exec
+        make = getattr(builtins, "compile")  # <- builtins.compile
+        make("1", "x", "eval")  # <- builtins.compile
+        """
+    marked = [(n, text.rpartition("# <- ")[2]) for n, text
+              in enumerate(textwrap.dedent(source).splitlines(), 1) if "# <- " in text]
+    assert len(marked) == 7
+    assert scan(tmp_path, source) == flags(*((line, BUILD if name.endswith("compile") else RUN,
+                                              name) for line, name in marked))
+
+
+def test_a_name_built_at_run_time_stays_out_of_the_finding(tmp_path: Path) -> None:
+    source = "import importlib\ndef f(PRIVATE_NAME):\n" \
+        "    return importlib.import_module(PRIVATE_NAME + 'x'), getattr(f, PRIVATE_NAME)\n"
+    assert scan(tmp_path, source) == flags((3, NAMED, "builtins.getattr"),
+                                           (3, LOADED, "importlib.import_module"))
 
 
 HONEST_FORMS = {
@@ -209,13 +378,54 @@ HONEST_FORMS = {
             getattr(obj, "write")(b"x")
             getattr(obj, "modules")
             bucket.get_objects()
-            return gen.gi_frame, coro.cr_frame
+            return gen.gi_running, coro.cr_running, gen.gi_code.co_name
         """,
     "os and inspect for ordinary things": """\
         import inspect
         import os.path
         def f(agent):
             return inspect.signature(agent), os.path.join("a", "b"), os.getpid()
+        """,
+    "attributes and modules named by constants, generators, compile of something else": """\
+        import ast
+        import importlib
+        import operator
+        import re
+        import sys
+        from re import compile as pattern_of
+        WORD = re.compile(r"[a-z]+")
+        DIGITS = pattern_of(r"[0-9]+")
+        json = importlib.import_module("json")
+        this = sys.modules[__name__]
+        def words(text, obj):
+            yield from WORD.findall(text)
+            yield getattr(obj, "name", None), hasattr(obj, "name")
+            setattr(obj, "seen", True)
+            delattr(obj, "seen")
+            yield operator.attrgetter("name", "id.value")(obj)
+            yield __import__("math").pi, ast.literal_eval("[1]")
+        class Query:
+            def compile(self, text):
+                return text
+            def eval(self):
+                return self.compile("x"), vars(self)["x"], self.__dict__.get("y")
+        def every(obj, keys):
+            return [vars(obj)[key] for key in keys], [obj.__dict__[key] for key in keys]
+        async def ticks():
+            yield 1
+        gen = words("a b", Query())
+        first = next(gen), gen.gi_running, ticks().ag_running
+        Query().compile("x"), Query().eval(), WORD.pattern
+        """,
+    "a module's own __getattr__ that hands on its name, as the lab's does": """\
+        import json
+        from json import decoder
+        __all__ = ["dumps", "JSONDecoder"]
+        if True:
+            def __getattr__(name: str) -> object:
+                if name in __all__:
+                    return getattr(json, name, None) or getattr(decoder, name)
+                raise AttributeError(name)
         """,
 }
 
@@ -369,8 +579,14 @@ def test_the_findings_do_not_depend_on_the_hash_seed_or_the_file_order(tmp_path:
 # -- the honest corpus: no flag anywhere --------------------------------------------------
 
 
+def phrases(found: list[str]) -> set[str]:
+    """The phrases of ``found``, without their places and names."""
+    return {re.sub(r"^[^:]*(:\d+)?: ", "", f.removeprefix(FLAGGED)).rpartition(" (")[0]
+            for f in found}
+
+
 @pytest.mark.parametrize("folder", [
-    "lab", "gradekit", "examples/openai-sdk", "tests/corpus",
+    "lab", "examples/openai-sdk", "tests/corpus",
     *sorted(str(p.relative_to(REFERENCE)) for p in (REFERENCE / "tests" / "corpus").iterdir()
             if p.is_dir() and p.name != "__pycache__"),
 ])
@@ -378,9 +594,25 @@ def test_the_kits_own_agents_have_no_flag(folder: str) -> None:
     assert tamper_findings(REFERENCE / folder) == []
 
 
+def test_the_kits_library_reaches_nothing_and_its_copy_is_never_scanned(tmp_path: Path) -> None:
+    """gradekit/ loads the HTTP library and its transports by names it is given at run time,
+    which the scan flags where it reads them, and reaches for nothing else; a child imports
+    the grader's own gradekit, so the copy a submission ships at its top is never read."""
+    assert phrases(tamper_findings(REFERENCE / "gradekit")) <= {NAMED, LOADED}
+    shutil.copytree(REFERENCE / "gradekit", tmp_path / "gradekit",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    scan(tmp_path, "import gradekit\n")
+    assert tamper_findings(tmp_path) == []
+
+
 def test_the_starter_students_get_has_no_flag(tmp_path: Path) -> None:
-    build_starter(REFERENCE, tmp_path / "starter")
-    assert tamper_findings(tmp_path / "starter") == []
+    starter = tmp_path / "starter"
+    build_starter(REFERENCE, starter)
+    assert tamper_findings(starter, load_manifest(starter)) == []
+    # Without its manifest every file is read: the handout's own tests load the manifest's
+    # entries by the names written there, and are flagged for it, they alone.
+    assert {f.removeprefix(FLAGGED).partition(":")[0] for f in tamper_findings(starter)} \
+        <= {"tests/test_lab.py"}
 
 
 @pytest.mark.parametrize("name", sorted(VARIANTS))

@@ -1,0 +1,259 @@
+"""Round three against the walls: what a run reaches of the machine beyond its files.
+
+A red-team graded as root found that a run could write the host's kernel settings, take
+root's inotify instances, meet a classmate's run over an abstract Unix socket, read the
+hash seed the harness hides from ``/proc/self/environ``, and, behind the process guard,
+switch the hook off by editing the harness's module globals. Each attack is written here
+from scratch, as one agent whose task names the attack, and runs behind each wall (and
+behind namespaces both on runs forked from a host and on runs that start their own
+bubblewrap), as uid 65534 on the host (what a root grader's children are) and, where the
+instructor allowed it by name, as root.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from grader._model import Limits
+from grader.sandbox import (
+    NamespacesWall,
+    ProcessWall,
+    RunPlan,
+    Sandbox,
+    Serving,
+    Wall,
+    _host,
+    _isolation,
+)
+from grader.sandbox._isolation import ALLOW_HOST_ROOT
+from tests.conftest import require_namespaces
+
+pytestmark = pytest.mark.slow
+
+AGENT = '''
+import errno, gc, json, os, socket, _thread
+
+
+def hook_off():
+    """What a determined student does first: the hook waves through a thread it is
+    already busy with, and gc finds its closure."""
+    for obj in gc.get_objects():
+        if getattr(obj, "__name__", "") == "guard" and getattr(obj, "__closure__", None):
+            for cell in obj.__closure__:
+                if isinstance(cell.cell_contents, set):
+                    cell.cell_contents.add(_thread.get_ident())
+                    return
+
+
+def run(provider, task):
+    name, _, arg = task.partition(" ")
+    if name in ("sysctl", "inotify", "netns") and not arg.startswith("hook on"):
+        hook_off()
+    return json.dumps(globals()["attack_" + name](provider, arg))
+
+
+def attack_sysctl(provider, arg):
+    """Write the host's kernel settings, a few ways."""
+    said = {}
+    for path in ("/proc/sys/kernel/core_pattern", "/proc/sys/vm/swappiness",
+                 "/proc/sys/fs/file-max", "/proc/sysrq-trigger"):
+        try:
+            with open(path, "r+b", buffering=0) as setting:
+                now = setting.read()
+                setting.seek(0)
+                setting.write(now or b"0")
+            said[path] = "written"
+        except OSError as exc:
+            said[path] = errno.errorcode.get(exc.errno, "?") if exc.errno else type(exc).__name__
+    return said
+
+
+def attack_inotify(provider, arg):
+    """Take inotify instances until refused, straight through the C library."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    taken, error = 0, "none"
+    while taken < int(arg):
+        if libc.inotify_init1(0) < 0:
+            error = errno.errorcode.get(ctypes.get_errno(), "?")
+            break
+        taken += 1
+    return {"taken": taken, "error": error}
+
+
+def attack_netns(provider, arg):
+    """Which network namespace this run is in, and an abstract socket bound in it."""
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(b"\\0gradekit-meet")
+    listener.listen(1)
+    return {"netns": os.readlink("/proc/self/ns/net")}
+
+
+def attack_environ(provider, arg):
+    with open("/proc/self/environ", "rb") as environ:
+        block = environ.read()
+    return {"names": sorted({entry.split(b"=")[0].decode() for entry in block.split(b"\\0")
+                             if b"=" in entry}),
+            "seen": sorted(os.environ)}
+
+
+def attack_globals(provider, arg):
+    """Empty the tables the hook consults, through the harness's module globals, then write
+    outside the submission."""
+    shared = type(provider).complete.__globals__
+    shared["REFUSABLE"] = frozenset()
+    shared["LIBRARY"] = "nothing."
+    shared["WRITES"].clear()
+    try:
+        with open(arg, "w") as out:
+            out.write("forged")
+        return {"write": "written"}
+    except OSError as exc:
+        return {"write": type(exc).__name__}
+
+
+def attack_uid(provider, arg):
+    with open("/proc/self/status") as status:
+        return {"uid": [line.split()[1:] for line in status if line.startswith("Uid:")][0]}
+'''
+
+LIMITS = Limits(timeout_s=30)
+
+
+@pytest.fixture(params=["forked", "own bubblewrap"])
+def started(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Behind namespaces, runs forked from a host and runs of their own bubblewrap."""
+    if request.param == "own bubblewrap":
+        monkeypatch.setattr(_host, "_unavailable", ["each run its own bubblewrap, in this test"])
+    return str(request.param)
+
+
+@pytest.fixture(params=["uid 65534", "root, allowed by name"])
+def host_uid(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """As whom a root grader's children run: uid 65534, or root where the instructor allowed
+    it by name. A grader that is not root runs them as itself, once."""
+    if os.geteuid() != 0:
+        if request.param != "uid 65534":
+            pytest.skip("only a root grader can run children as root")
+        return "the grader's"
+    if request.param != "uid 65534":
+        monkeypatch.setenv(ALLOW_HOST_ROOT, "1")
+        monkeypatch.setattr(_isolation, "_unprivileged_missing",
+                            lambda kit, bubblewrapped=True: "uid 65534 is kept out, in this test")
+    return str(request.param)
+
+
+@pytest.fixture
+def agent(tmp_path: Path) -> Path:
+    root = tmp_path / "attacker"
+    (root / "lab").mkdir(parents=True)
+    (root / "lab" / "__init__.py").write_text("")
+    (root / "lab" / "agent.py").write_text(AGENT)
+    (root / "pyproject.toml").write_text("")
+    return root
+
+
+def attack(agent: Path, scratch: Path, wall: Wall, *tasks: str) -> list[dict[str, object]]:
+    """Run each task once, in one grading (its runs share a host behind namespaces)."""
+    sandbox = Sandbox(agent, scratch, LIMITS, wall)
+    said = []
+    try:
+        for number, task in enumerate(tasks):
+            case = task.split(" ")[0]
+            result = sandbox.within(f"run-{number}").run(
+                "lab.agent:run", [(case, task)],
+                RunPlan("provider-a", 0, Serving(lambda case, prompt: prompt)))
+            outcome = result.outcomes[case]
+            assert outcome.status == "returned", (outcome, result.import_error)
+            assert outcome.answer is not None
+            said.append(json.loads(outcome.answer))
+    finally:
+        sandbox.close()
+    return said
+
+
+def test_kernel_settings_are_read_only_in_every_run_whatever_its_uid(
+    agent: Path, tmp_path: Path, started: str, host_uid: str
+) -> None:
+    require_namespaces()
+    before = {path: Path(path).read_bytes() for path in
+              ("/proc/sys/kernel/core_pattern", "/proc/sys/vm/swappiness")}
+
+    [said] = attack(agent, tmp_path / "scratch", NamespacesWall(), "sysctl")
+    [uid] = attack(agent, tmp_path / "again", NamespacesWall(), "uid")
+
+    # Root inside reaches the read-only mount itself; uid 65534 is refused by the files'
+    # modes before it gets there. The SysRq key is not in a user namespace's /proc at all.
+    sysrq = said.pop("/proc/sysrq-trigger")
+    assert set(said.values()) == ({"EROFS"} if host_uid.startswith("root") else {"EACCES"}), said
+    assert sysrq in ("ENOENT", "EROFS"), sysrq
+    assert {path: Path(path).read_bytes() for path in before} == before
+    inside = uid["uid"]
+    assert inside == ["65534"] * 4  # nobody inside its user namespace, whoever it is outside
+
+
+def test_the_process_guard_s_child_cannot_write_kernel_settings_as_uid_65534(
+    agent: Path, tmp_path: Path
+) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("the grader's own user cannot write kernel settings either")
+    [said] = attack(agent, tmp_path / "scratch", ProcessWall(), "sysctl hook on")
+    [uid] = attack(agent, tmp_path / "again", ProcessWall(), "uid")
+
+    assert uid == {"uid": ["65534"] * 4}
+    # the hook refuses the open first (a finding), and the kernel would refuse uid 65534
+    assert set(said.values()) <= {"EACCES", "EPERM", "PermissionError"}, said
+
+
+def test_a_run_takes_no_inotify_instance_of_the_host(
+    agent: Path, tmp_path: Path, started: str, host_uid: str
+) -> None:
+    require_namespaces()
+
+    [said] = attack(agent, tmp_path / "scratch", NamespacesWall(), "inotify 200")
+
+    assert said == {"taken": 0, "error": "EPERM"}
+
+
+def test_runs_of_one_host_share_no_network_namespace(
+    agent: Path, tmp_path: Path, host_uid: str
+) -> None:
+    """Two classmates' runs forked from one host once shared its network namespace, and so
+    its abstract Unix sockets: they met and passed descriptors. Each run has its own now:
+    the second binds the very name the first bound, which it could not in a shared one."""
+    require_namespaces()
+
+    first, second = attack(agent, tmp_path / "scratch", NamespacesWall(), "netns", "netns")
+
+    assert first["netns"] != second["netns"]
+
+
+def test_the_hidden_variables_are_not_in_proc_self_environ(
+    agent: Path, tmp_path: Path, isolation: Wall
+) -> None:
+    [said] = attack(agent, tmp_path / "scratch", isolation, "environ")
+
+    assert "PYTHONHASHSEED" not in said["names"] and "PYTHONHASHSEED" not in said["seen"]
+    assert "LD_LIBRARY_PATH" not in said["names"] and "LD_LIBRARY_PATH" not in said["seen"]
+
+
+def test_emptying_the_harness_s_tables_leaves_the_hook_as_it_was(
+    agent: Path, tmp_path: Path, isolation: Wall
+) -> None:
+    target = tmp_path / "outside.txt"
+    sandbox = Sandbox(agent, tmp_path / "scratch", LIMITS, isolation)
+    try:
+        result = sandbox.run("lab.agent:run", [("globals", f"globals {target}")],
+                             RunPlan("provider-a", 0, Serving(lambda case, prompt: prompt)))
+    finally:
+        sandbox.close()
+
+    outcome = result.outcomes["globals"]
+    assert outcome.status == "returned", outcome
+    assert json.loads(outcome.answer or "") == {"write": "PermissionError"}
+    assert not target.exists()
+    assert [(r.case, r.event) for r in result.refusals] == [("globals", "open")]
