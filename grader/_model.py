@@ -85,6 +85,10 @@ class Limits:
     answer_kb: int = 64  # of a returned str, what is kept for feedback (it is compared whole)
     budget_s: int = 600  # wall clock for grading one whole submission, every run included
     grader_memory_mb: int = 2048  # address space of the worker process grading one submission
+    # The grader's copy of a submission, counted before it is made (its apparent size is
+    # held to disk_mb): files, folders and links, and how deep they nest (``lab/agent.py``: 2).
+    submission_entries: int = 10000
+    submission_depth: int = 32
 
 
 @dataclass(frozen=True, slots=True)

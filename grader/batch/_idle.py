@@ -14,7 +14,10 @@ when nothing else wants a CPU. It takes orders, in order, on a pipe:
 - ``lay``: copy a submission that is about to be graded into its scratch folder, as
   ``LaidOut`` would, under a temporary name renamed to ``LAID_AHEAD`` once whole. A
   grading that finds it there uses it; one that does not (the helper had no idle time
-  yet) copies the submission itself, as before.
+  yet) copies the submission itself, as before. Like ``LaidOut``, the helper first
+  counts what the copy would hold (``grader.sandbox._bounds``, loaded by its path as the
+  harness is) and copies nothing past the rubric's caps (``copy_caps``): it lays out no
+  such submission, and its grading, finding none, refuses it with the reason.
 - ``remove``: remove a graded submission's scratch folder.
 
 An order the pipe cannot take at once is done in place (a removal) or dropped (a copy,
@@ -35,17 +38,23 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from grader.sandbox import HARNESS, LAID_AHEAD
+from grader._model import Limits
+from grader.sandbox import BOUNDS, DEFAULT_LIMITS, HARNESS, LAID_AHEAD, copy_caps
 
 __all__ = ["IdleHelper"]
 
-# The whole helper: the harness's own copy (a file of the standard library only), then one
-# JSON order a line, each done in turn, until the pipe ends.
+# The whole helper: the harness's own copy and the walk that bounds it (files of the
+# standard library only), then one JSON order a line, each done in turn, until the pipe ends.
 _PROGRAM = """\
 import importlib.util, json, os, shutil, sys
-spec = importlib.util.spec_from_file_location("gradekit_harness", sys.argv[1])
-harness = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(harness)
+def load(name, path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+harness = load("gradekit_harness", sys.argv[1])
+bounds = load("gradekit_bounds", sys.argv[2])
 pending = b""
 while chunk := os.read(0, 65536):
     *orders, pending = (pending + chunk).split(b"\\n")
@@ -54,9 +63,11 @@ while chunk := os.read(0, 65536):
         if kind == "remove":
             shutil.rmtree(paths[0], ignore_errors=True)
             continue
-        source, target, ignored = paths
+        source, target, ignored, caps = paths
         laying = target + ".laying"
         try:
+            if bounds.measure(source, ignored, **caps) is not None:
+                continue  # past a cap: nothing copied; the grading says why
             os.mkdir(laying, 0o700)
             os.chmod(laying, 0o755)
             harness.copy_submission(source, os.path.join(laying, "copy"), ignored, shared=True)
@@ -78,7 +89,8 @@ class IdleHelper:
         read, write = os.pipe()
         try:
             self._pid = os.posix_spawn(
-                sys.executable, [sys.executable, "-I", "-S", "-c", _PROGRAM, str(HARNESS)], {},
+                sys.executable, [sys.executable, "-I", "-S", "-c", _PROGRAM, str(HARNESS),
+                                 str(BOUNDS)], {},
                 file_actions=[(os.POSIX_SPAWN_DUP2, read, 0),
                               (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
                               (os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0)],
@@ -96,10 +108,14 @@ class IdleHelper:
             return
         os.set_blocking(write, False)
 
-    def lay_out(self, root: Path, scratch: Path, ignored: Sequence[str]) -> None:
+    def lay_out(self, root: Path, scratch: Path, ignored: Sequence[str], *,
+                limits: Limits = DEFAULT_LIMITS) -> None:
         """Have the submission at ``root`` laid out in ``scratch`` (an empty scratch folder
-        of a grading to come) as ``scratch / LAID_AHEAD``, when the helper gets to it."""
-        self._order(["lay", str(root.absolute()), str(scratch / LAID_AHEAD), list(ignored)])
+        of a grading to come) as ``scratch / LAID_AHEAD``, when the helper gets to it,
+        unless the copy would pass a cap of ``limits`` (the rubric's, as its grading's
+        ``LaidOut`` is given them; ``copy_caps``): then none is."""
+        self._order(["lay", str(root.absolute()), str(scratch / LAID_AHEAD), list(ignored),
+                     copy_caps(limits)])
 
     def remove(self, folder: Path) -> None:
         """Have ``folder`` removed: by the helper when it takes the order, else now."""

@@ -44,7 +44,7 @@ from grader.grading import MissingPackage, grade_submission
 from grader.outputs import GradebookRow, Status, error_row, points_text, report_digest
 from grader.records import current_reviews, write_submission
 from grader.rubric import Rubric, load_custom_check, rubric_document, rubric_from_document
-from grader.sandbox import wall_named
+from grader.sandbox import SubmissionTooLarge, wall_named
 
 __all__ = [
     "CASE",
@@ -185,6 +185,8 @@ def grade(request: Request) -> GradebookRow:
         raise
     except MissingPackage as missing:  # no grade: the grader's environment, or the submission
         return error_row(request.folder, request.student, str(missing), status=missing.status)
+    except SubmissionTooLarge as large:  # past a cap of [limits]: nothing copied, nothing run
+        return error_row(request.folder, request.student, str(large), status=large.status)
     except Exception as exc:  # a grader bug costs this submission's row, not the batch
         return error_row(request.folder, request.student,
                          f"the grader failed: {type(exc).__name__}: {exc}")

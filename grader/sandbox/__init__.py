@@ -28,7 +28,15 @@ from __future__ import annotations
 from grader.sandbox._channel import HARNESS
 from grader.sandbox._cutpoint import cut_point_problem
 from grader.sandbox._isolation import package_folders
-from grader.sandbox._layout import LAID_AHEAD, LaidOut, Wall
+from grader.sandbox._layout import (
+    BOUNDS,
+    DEFAULT_LIMITS,
+    LAID_AHEAD,
+    LaidOut,
+    SubmissionTooLarge,
+    Wall,
+    copy_caps,
+)
 from grader.sandbox._sandbox import (
     Answer,
     CaseServer,
@@ -50,6 +58,8 @@ from grader.sandbox._walls import (
 )
 
 __all__ = [
+    "BOUNDS",
+    "DEFAULT_LIMITS",
     "HARNESS",
     "LAID_AHEAD",
     "PROCESS_WALL",
@@ -61,9 +71,11 @@ __all__ = [
     "RunPlan",
     "Sandbox",
     "Serving",
+    "SubmissionTooLarge",
     "ToolAnswer",
     "Wall",
     "choose_isolation",
+    "copy_caps",
     "cut_point_problem",
     "isolation_requests",
     "package_folders",

@@ -110,9 +110,9 @@ class Host:
             self._link.send(json.dumps({
                 "site": list(site), "library": library_inside, "scratch": HOST_SCRATCH,
                 "seccomp": program.hex() if program else "",
-                # The run's copy is an overlay where the laid-out files are its own: its uid
-                # is the grader's (not uid 65534 on the host, which owns none of them).
-                "overlay": user is None}).encode("ascii"))
+                # The run's copy is an overlay: the laid-out files are its own (the grader's,
+                # or given to uid 65534 for a root grader's runs: ``_own_laid_out``).
+                "overlay": True}).encode("ascii"))
         except OSError as exc:
             self._told = exc
         if wait:

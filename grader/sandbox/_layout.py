@@ -24,10 +24,13 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, ClassVar
+from typing import IO, Any, ClassVar, Literal
 
+from gradekit import GradekitError
 from grader._cache import Derived, content_key
+from grader._exits import EXIT_FAILED
 from grader._model import IGNORED_NAMES, Limits
+from grader.sandbox._bounds import DEPTH, ENTRIES, SIZE, measure, refusal
 from grader.sandbox._channel import Child
 from grader.sandbox._harness import copy_submission
 from grader.sandbox._hold import host_hold
@@ -35,8 +38,9 @@ from grader.sandbox._host import Hosts
 from grader.sandbox._isolation import KIT, as_root
 
 __all__ = [
-    "IGNORED_NAMES", "LAID_AHEAD", "WALLS", "LaidOut", "Layout", "Wall", "captured_output",
-    "child_config", "child_environment", "child_outputs", "compile_package", "compile_tree",
+    "BOUNDS", "DEFAULT_LIMITS", "IGNORED_NAMES", "LAID_AHEAD", "WALLS", "LaidOut", "Layout",
+    "SubmissionTooLarge", "Wall", "bounded", "captured_output", "child_config",
+    "child_environment", "child_outputs", "compile_package", "compile_tree", "copy_caps",
     "prepare_run", "read_regular", "readable",
 ]
 
@@ -184,6 +188,10 @@ def _spellings(child_copy: str, child_work: str, copy: str,
                  for spelling in sorted(spelled, key=len, reverse=True))
 
 
+DEFAULT_LIMITS = Limits()  # a rubric's without a [limits] table
+# The walk that bounds a copy, a file of the standard library only: the batch's idle helper
+# loads it by this path, as it loads the harness.
+BOUNDS = Path(__file__).with_name("_bounds.py")
 _COMPILED_MAX = 1 << 20  # bytes: a larger source is left for the child to compile
 
 
@@ -211,13 +219,20 @@ class LaidOut:
     ahead: Path | None = None  # where a copy laid out before the grading began would be
     derived: Derived | None = None  # where a batch keeps bytecode (None: compiled here)
 
-    def source(self, root: Path, scratch: Path, packages: Sequence[str]) -> Path:
+    def source(self, root: Path, scratch: Path, packages: Sequence[str],
+               limits: Limits = DEFAULT_LIMITS) -> Path:
         """The laid-out copy of ``root`` (made under ``scratch`` on the first call, unless
-        one was laid out ahead), its ``packages`` (top-level names) compiled."""
+        one was laid out ahead), its ``packages`` (top-level names) compiled.
+
+        ``SubmissionTooLarge`` before anything is copied when the copy would pass one of
+        ``limits``' caps (``copy_caps``; a ``Sandbox`` gives the rubric's, the default is a
+        rubric's without ``[limits]``); a copy laid out ahead was held to the same caps by
+        the batch's idle helper before it was made."""
         if self.folder is None and self.ahead is not None and _whole_folder(self.ahead) \
                 and _whole_folder(self.ahead / "copy"):
             self.folder = self.ahead / "copy"
         if self.folder is None:
+            bounded(root, limits)
             scratch.mkdir(parents=True, exist_ok=True)
             folder = Path(tempfile.mkdtemp(prefix="submission-", dir=scratch)).resolve()
             os.chmod(folder, 0o755)  # uid 65534 reads it, behind namespaces as root
@@ -228,6 +243,36 @@ class LaidOut:
                 self.compiled.add(package)
                 compile_package(self.folder, package, self.derived)
         return self.folder
+
+
+class SubmissionTooLarge(GradekitError):
+    """The grader's copy of a submission would pass a cap of the rubric's ``[limits]``
+    (``disk_mb`` of apparent size, ``submission_entries``, ``submission_depth``): nothing
+    was copied, the submission is not graded. The message names the limit, what was
+    found, the path inside the submission and the fix; ``status`` is the row's."""
+
+    exit_code = EXIT_FAILED
+    status: ClassVar[Literal["ungradable"]] = "ungradable"  # it cannot be graded as it stands
+
+
+# The rubric limit behind each cap of ``copy_caps``, as a refusal names it.
+_CAPPED = {SIZE: "disk_mb", ENTRIES: "submission_entries", DEPTH: "submission_depth"}
+
+
+def copy_caps(limits: Limits) -> dict[str, int]:
+    """The caps of the grader's copy of a submission (``grader.sandbox._bounds.measure``'s
+    keywords): its apparent size is held to ``disk_mb``, the writable space of each run,
+    which a submission larger than it could never be copied into."""
+    return {"size": limits.disk_mb << 20, "entries": limits.submission_entries,
+            "depth": limits.submission_depth}
+
+
+def bounded(root: Path, limits: Limits) -> None:
+    """``SubmissionTooLarge`` when the grader's copy of ``root`` would pass a cap of
+    ``limits``; one walk of what the copy would hold, nothing copied."""
+    over = measure(str(root), IGNORED_NAMES, **copy_caps(limits))
+    if over is not None:
+        raise SubmissionTooLarge(refusal(over, _CAPPED))
 
 
 def _whole_folder(path: Path) -> bool:

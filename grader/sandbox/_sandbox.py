@@ -278,7 +278,7 @@ class Sandbox:
         """A fresh run's folders, copying from the laid-out submission, the packages of
         ``specs`` (``package.module:attribute``) compiled there."""
         packages = [spec.partition(":")[0].partition(".")[0] for spec in specs]
-        source = self.laid.source(self.root, self.scratch, packages)
+        source = self.laid.source(self.root, self.scratch, packages, self.limits)
         return prepare_run(self.root, self.scratch, self.wall, source, self.laid.hosts)
 
     @contextmanager

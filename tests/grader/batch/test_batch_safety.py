@@ -243,6 +243,21 @@ def mallory_between_two(tmp_path: Path, grader: Grader, attack: str) -> Batch:
                         "--rubric", short_rubric(tmp_path))
 
 
+def caught_unprivileged(batch: Batch, name: str, graded: Sequence[str]) -> bool:
+    """Whether the grader is root, so the agent ran as uid 65534, which signals no process
+    of the grader's: then its attack reached nothing, and the hook it switched off was seen
+    at each verdict (every case lost, each flagged), its classmates graded as ever."""
+    if os.geteuid() != 0:
+        return False
+    assert batch.code == 0, batch.explain()
+    graded_rows(batch, graded)
+    row = batch.rows[name]
+    assert (row["status"], row["total"]) == ("graded", "0.00"), row
+    assert "the agent replaced the harness's code (audit hook)" in row["reason"], row
+    assert batch.rows[name]["student"] == name
+    return True
+
+
 def graded_rows(batch: Batch, names: Sequence[str]) -> None:
     for name in names:
         assert batch.rows[name]["status"] == "graded", (name, batch.explain())
@@ -258,6 +273,9 @@ def test_an_agent_that_kills_its_parent_costs_its_own_row_and_nothing_else(
     # The process guard: in a pid namespace the agent could not even see its parent.
     batch = mallory_between_two(tmp_path, grader, "signal.pidfd_send_signal("
                                 "os.pidfd_open(os.getppid()), signal.SIGKILL)\nreturn 'done'\n")
+    if caught_unprivileged(batch, "mallory", ["alice", "zoe"]):
+        assert grader.leftovers() == []
+        return
     mallory = error_row_among_graded(batch, "mallory", ["alice", "zoe"])
     assert mallory["reason"].startswith("the grader's worker for it was killed by SIGKILL: ")
     assert mallory["student"] == "mallory"
@@ -279,6 +297,9 @@ def test_an_agent_that_kills_the_process_that_starts_workers_costs_its_own_row(
     """Behind the process guard the agent can reach its worker's parent, the zygote that
     forks every worker: the batch starts another and grades everyone after."""
     batch = mallory_between_two(tmp_path, grader, KILL_THE_ZYGOTE)
+    if caught_unprivileged(batch, "mallory", ["alice", "zoe"]):
+        assert grader.leftovers() == []
+        return
     mallory = error_row_among_graded(batch, "mallory", ["alice", "zoe"])
     assert mallory["reason"].startswith("the grader's worker for it was lost: the process that "
                                         "starts workers ended while it ran")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib.util
 import marshal
+import os
 import py_compile
 import sys
 import textwrap
@@ -273,7 +274,12 @@ def test_behind_the_process_guard_alone_a_switched_off_hook_plants_it(
     batch = grader.grade(subs, "--jobs", "1", "--isolation", "process",
                          "--rubric", short_rubric(tmp_path))
     reports = {name: (grader.out / name / "report.md").read_text("utf-8") for name in batch.rows}
-    assert "LookupError" in reports["a-mallory"] and "LookupError" in reports["b-victim"]
+    # the hook switched off is seen at mallory's next verdict: its case is lost, flagged
+    assert "the agent replaced the harness's code (audit hook)" in reports["a-mallory"]
+    if os.geteuid() == 0:  # a root grader's children are uid 65534: the kept bytecode is not
+        assert "LookupError" not in reports["b-victim"], reports["b-victim"]
+    else:  # children of the grader's own user write where it may
+        assert "LookupError" in reports["b-victim"]
 
 
 def test_make_submission_is_the_reference_lab_a_derived_batch_is_proved_against(

@@ -88,7 +88,10 @@ def attack_inotify(provider, arg):
 def attack_netns(provider, arg):
     """Which network namespace this run is in, and an abstract socket bound in it."""
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(b"\\0gradekit-meet")
+    try:
+        listener.bind(b"\\0gradekit-meet")
+    except OSError as exc:
+        return {"bind": type(exc).__name__}
     listener.listen(1)
     return {"netns": os.readlink("/proc/self/ns/net")}
 
@@ -114,6 +117,17 @@ def attack_globals(provider, arg):
         return {"write": "written"}
     except OSError as exc:
         return {"write": type(exc).__name__}
+
+
+def attack_overlay(provider, arg):
+    """What the run's copy of the submission is mounted as, and whether a file of it can be
+    changed (an overlay copies the file up into the run's own layer)."""
+    with open("/proc/self/mountinfo") as mounts:
+        kinds = [line.split(" - ")[1].split()[0] for line in mounts
+                 if line.split()[4] == os.getcwd()]
+    with open("lab/__init__.py", "a") as changed:
+        changed.write("# changed by the run")
+    return {"kinds": kinds, "cwd": os.getcwd()}
 
 
 def attack_uid(provider, arg):
@@ -230,6 +244,30 @@ def test_runs_of_one_host_share_no_network_namespace(
     first, second = attack(agent, tmp_path / "scratch", NamespacesWall(), "netns", "netns")
 
     assert first["netns"] != second["netns"]
+
+
+def test_a_forked_run_s_copy_is_an_overlay_whatever_its_host_uid(
+    agent: Path, tmp_path: Path, host_uid: str
+) -> None:
+    """A root grader's runs are uid 65534 on the host: its laid-out copy is given to that
+    uid, so the kernel can copy a file up into a run's layer, and each run's copy stays a
+    mount instead of a copy of every file."""
+    require_namespaces()
+
+    first, second = attack(agent, tmp_path / "scratch", NamespacesWall(), "overlay", "overlay")
+
+    assert first == second == {"kinds": ["overlay"], "cwd": "/sandbox/submission"}
+    assert (agent / "lab" / "__init__.py").read_text() == ""
+
+
+def test_behind_the_process_guard_no_unix_socket_is_bound_to_meet_on(
+    agent: Path, tmp_path: Path
+) -> None:
+    """The process guard's runs share the machine's network namespace: the hook refuses
+    every bind and connect (a finding), and a hook switched off is a finding too."""
+    [said] = attack(agent, tmp_path / "scratch", ProcessWall(), "netns hook on")
+
+    assert said == {"bind": "PermissionError"}
 
 
 def test_the_hidden_variables_are_not_in_proc_self_environ(
