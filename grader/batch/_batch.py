@@ -60,7 +60,16 @@ from grader.outputs import (
     read_gradebook,
     without_signing_key,
 )
-from grader.records import GRADEBOOK, LEDGER, draw_key, read_ledger, sign_outputs
+from grader.records import (
+    GRADEBOOK,
+    LEDGER,
+    draw_key,
+    read_ledger,
+    refuse_clashes,
+    reserved_for,
+    sign_outputs,
+    temporary_path,
+)
 from grader.rubric import Rubric
 from grader.sandbox import PROCESS_WALL, Wall, scratch_folder
 from grader.submission import Identity, Roster, identify
@@ -114,10 +123,17 @@ def parse_shard(text: str) -> Shard:
     return Shard(int(index), int(count))
 
 
-def discover(paths: Sequence[Path]) -> list[Path]:
+def discover(paths: Sequence[Path], out: Path | None = None) -> list[Path]:
     """Submissions named by ``paths``: a folder with a pyproject.toml is one submission,
-    any other folder holds one submission per sub-folder. Sorted by folder name."""
+    any other folder holds one submission per sub-folder, hidden ones left out. Sorted by
+    folder name.
+
+    A folder named like an entry of the grades folder (its ledger, gradebook, ...:
+    ``grader.records.reserved_for``), hidden or not, is a ``UsageError`` naming each, for
+    the whole batch whatever part of it is graded, before anything is written (``out``,
+    the grades folder, is named in it)."""
     found: dict[Path, Path] = {}
+    hidden: list[Path] = []  # left out like .git, but not in silence when named like an entry
     for path in paths:
         if not path.is_dir():
             raise UsageError(f"{path} is not a folder: pass a submission or a folder of them")
@@ -127,7 +143,11 @@ def discover(paths: Sequence[Path]) -> list[Path]:
         for child in sorted(path.iterdir()):
             if child.is_dir() and not child.name.startswith("."):
                 found.setdefault(child.resolve(), child)
-    return sorted(found.values(), key=lambda p: (p.resolve().name, str(p.resolve())))
+            elif child.is_dir() and reserved_for(child.name):
+                hidden.append(child)
+    ordered = sorted(found.values(), key=lambda p: (p.resolve().name, str(p.resolve())))
+    refuse_clashes(((path, path.resolve().name) for path in (*hidden, *ordered)), out)
+    return ordered
 
 
 INTERRUPTED = ("Ctrl-C stopped the batch before this submission was graded, so this "
@@ -262,7 +282,9 @@ def grade_batch(submissions: Sequence[Path] | Sequence[Identity], rubric: Rubric
     folder's, rewritten as rows finish. ``submissions`` are the identities the command line computed
     (``grader.submission.identify``, with ``roster`` naming the roster they came from), or
     folders, whose identities then come from ``roster`` (else the folder names); two
-    submissions of one identity are a ``UsageError`` before anything runs. Ctrl-C kills
+    submissions of one identity, and a folder whose output folder would take the place of
+    an entry of ``out`` (``grader.records.refuse_clashes``), are a ``UsageError`` before
+    anything runs or is written. Ctrl-C kills
     the running workers, writes the finished rows and raises ``BatchInterrupted``.
     ``progress`` hears of each finished row; ``heartbeat`` of each submission still running
     every ``HEARTBEAT_S`` seconds, with the case its sandbox runs. Each results.json is
@@ -272,6 +294,10 @@ def grade_batch(submissions: Sequence[Path] | Sequence[Identity], rubric: Rubric
     batch, once: no worker sees the key.
     """
     identities = _identities(submissions, roster)
+    # A folder named like the grades folder's own entries, or like a file it holds that no
+    # grading wrote, stops the whole batch before anything is written.
+    refuse_clashes(((identity.path, identity.folder) for identity in identities), out,
+                   held=True)
     key = load_key(key_file)  # a bad signing key stops the batch before anything is graded
     criterion_ids = tuple(c.id for c in rubric.criteria)
     if earlier is None:
@@ -428,7 +454,7 @@ def _replace_file(path: Path, data: bytes) -> None:
 
     No fsync: this guards against the grader dying mid-write, not the machine.
     """
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    temporary = temporary_path(path, str(os.getpid()))
     try:
         temporary.write_bytes(data)
         os.replace(temporary, path)
@@ -536,7 +562,8 @@ class _Workers:
                 for coming in self._plan[max(self._asked, number + 1):number + 1 + self._lead]:
                     if coming.student and _laid_out_when_graded(coming.path):
                         self._ahead[coming.folder] = ahead = self._new_scratch()
-                        self._idle.lay_out(coming.path, ahead, IGNORED_NAMES)
+                        self._idle.lay_out(coming.path, ahead, IGNORED_NAMES,
+                                           limits=self._rubric.limits)
                 self._asked = max(self._asked, number + 1 + self._lead)
         return scratch or self._new_scratch()
 

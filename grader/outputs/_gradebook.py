@@ -5,16 +5,31 @@ else the folder's name; never what the submission says), status, total (the auto
 points), review (what people reviewed, what is pending, what needs a new review), final
 (the total with current reviews: ``grader.records._reviews``; the total when there are none), max,
 one per criterion id in rubric order, digest, reason. Rows are sorted by submission; lines end
-in ``\\n``; UTF-8; the csv module's minimal quoting. A cell that a spreadsheet would run
-as a formula (it starts with ``=``, ``+``, ``-``, ``@``, a tab or a carriage return) is
-written with a leading ``'``, and so is a cell that starts with ``'``, so reading strips
-exactly one and a round trip gives the same bytes.
+in ``\\n``; UTF-8; the csv module's minimal quoting, and a cell that holds a carriage return
+is quoted too (``csv_record``).
+
+Every cell is safe in a spreadsheet whatever separator it splits the file on (``,``, ``;``
+as European locales do, a tab, ``|``), and reads back exactly (``spreadsheet_cell`` and
+``cell_text``, the review sheet's too):
+
+- a cell that starts like a formula (``=``, ``+``, ``-``, ``@``, a tab or a carriage
+  return) is written with a ``'`` in front, and so is one that starts with ``'``;
+- inside a cell, after a separator or a line break (where a reader splitting on another
+  separator starts a field or a line) and the double quotes a reader strips there, a
+  formula start (or apostrophes that lead to one) gets a ``'`` in front.
+
+Reading removes exactly those, so a round trip, and a merge of shards, gives the same bytes.
+Quoting such cells instead would not do: the quote opens after a comma, in the middle of
+what a reader splitting on ``;`` takes for one field. A cell without a formula start after
+a separator keeps the bytes earlier versions wrote; a reader that also trims the spaces
+after a separator (an import option of some spreadsheets) is not covered.
 """
 
 from __future__ import annotations
 
 import csv
 import io
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -25,12 +40,16 @@ from grader._errors import GradebookError
 __all__ = [
     "FIXED_COLUMNS",
     "REPORTED",
+    "SEPARATORS",
     "GradebookError",
     "GradebookRow",
     "Status",
+    "cell_text",
+    "csv_record",
     "gradebook_csv",
     "merge_gradebooks",
     "read_gradebook",
+    "spreadsheet_cell",
 ]
 
 HEAD_COLUMNS = ("submission", "student", "status", "total", "review", "final", "max")
@@ -45,7 +64,19 @@ FIXED_COLUMNS = HEAD_COLUMNS + TAIL_COLUMNS
 Status = Literal["graded", "degraded", "error", "ungradable", "interrupted"]
 _STATUSES: tuple[Status, ...] = get_args(Status)
 REPORTED: frozenset[Status] = frozenset(("graded", "degraded"))  # rows with a report
-_FORMULA_START = ("=", "+", "-", "@", "\t", "\r", "'")
+_FORMULA = ("=", "+", "-", "@", "\t", "\r")  # how a cell a spreadsheet runs as a formula starts
+_FORMULA_START = (*_FORMULA, "'")  # a cell that starts with one gets a "'" in front
+SEPARATORS = (",", ";", "\t", "|")  # what spreadsheets split a CSV file on
+# Where a reader splitting on one of them starts a field or a line, with the double quotes it
+# strips there; then the apostrophes that lead to a formula start (in reading, after the
+# one that escapes them).
+_AFTER_BREAK = "(?<=[" + "".join(map(re.escape, (*SEPARATORS, "\r", "\n"))) + '])("*)'
+_LEADS = "('*[" + "".join(map(re.escape, _FORMULA)) + "])"
+_DEFUSE = re.compile(_AFTER_BREAK + _LEADS)
+_RESTORE = re.compile(_AFTER_BREAK + "'" + _LEADS)
+_ENDS_BREAK = re.compile(_AFTER_BREAK + "'*\\Z")  # the end of a cell that ends a CRLF line
+_ENDS_ESCAPED = re.compile(_AFTER_BREAK + "''*\\Z")
+_QUOTED = frozenset(',"\r\n')  # a cell holding one of these is quoted
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,12 +101,9 @@ def gradebook_csv(rows: Iterable[GradebookRow], criterion_ids: Sequence[str]) ->
     # Whole rows break ties, so any order of the same rows gives the same bytes (a batch
     # refuses two folders of one name, and a merge two rows of one submission, anyway).
     ordered = sorted(_cells(row, criterion_ids) for row in rows)
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow([*HEAD_COLUMNS, *criterion_ids, *TAIL_COLUMNS])
-    for cells in ordered:
-        writer.writerow([_escape(cell) for cell in cells])
-    return buffer.getvalue().encode("utf-8")
+    lines = [csv_record([*HEAD_COLUMNS, *criterion_ids, *TAIL_COLUMNS], "\n")]
+    lines += [csv_record([spreadsheet_cell(cell) for cell in cells], "\n") for cells in ordered]
+    return "".join(lines).encode("utf-8")
 
 
 def read_gradebook(data: bytes) -> tuple[list[str], list[GradebookRow]]:
@@ -163,7 +191,7 @@ def _row(record: Sequence[str], header: Sequence[str], number: int) -> Gradebook
         raise GradebookError(
             f"row {number} has {len(record)} cells but the header has {len(header)}"
         )
-    cells = dict(zip(header, (_unescape(cell) for cell in record), strict=True))
+    cells = dict(zip(header, (cell_text(cell) for cell in record), strict=True))
     if cells["status"] not in _STATUSES:
         raise GradebookError(
             f"row {number}: status {cells['status']!r} is not one of {', '.join(_STATUSES)}"
@@ -183,12 +211,36 @@ def _row(record: Sequence[str], header: Sequence[str], number: int) -> Gradebook
     )
 
 
-def _escape(cell: str) -> str:
+def spreadsheet_cell(text: str, *, ends_line: bool = False) -> str:
+    """``text`` as a cell no spreadsheet runs as a formula, whatever separator it splits
+    the file on (see the module's docstring); ``cell_text`` gives ``text`` back.
+
+    ``ends_line``: the cell ends a line that ends in a carriage return (the review sheet's
+    CRLF). When it is quoted and ends with a separator or a line break, a reader splitting
+    on another separator starts a field at the quote that closes it, which it strips: the
+    field would start with that carriage return. Such a cell gets a ``'`` at its end.
+    """
+    cell = _DEFUSE.sub(r"\1'\2", text)
+    if ends_line and _QUOTED.intersection(cell) and _ENDS_BREAK.search(cell):
+        cell += "'"
     return f"'{cell}" if cell.startswith(_FORMULA_START) else cell
 
 
-def _unescape(cell: str) -> str:
-    return cell[1:] if cell.startswith("'") else cell
+def cell_text(cell: str, *, ends_line: bool = False) -> str:
+    """The text ``spreadsheet_cell`` wrote as ``cell`` (with the same ``ends_line``)."""
+    text = cell[1:] if cell.startswith("'") else cell
+    if ends_line and _QUOTED.intersection(text) and _ENDS_ESCAPED.search(text):
+        text = text[:-1]
+    return _RESTORE.sub(r"\1\2", text)
+
+
+def csv_record(cells: Sequence[str], end: str) -> str:
+    """One CSV line of ``cells``, ended with ``end``: the csv module's minimal quoting (a
+    cell holding a comma, a double quote or a line break is quoted, its quotes doubled),
+    with a carriage return quoted whatever the line end, which the csv module leaves bare
+    under ``"\\n"`` (and a reader then takes for the end of the line)."""
+    return ",".join(f'"{cell.replace(chr(34), chr(34) * 2)}"' if _QUOTED.intersection(cell)
+                    else cell for cell in cells) + end
 
 
 def error_row(folder: str, student: str, reason: str,

@@ -9,6 +9,7 @@ describes each file::
       ledger.jsonl         LEDGER     every batch, run and review, append-only
       archive/DIGEST.json  ARCHIVE    every graded report, kept under its digest
       .gradekit-draw-key   DRAW_KEY   the secret its draws are keyed with, without a key
+      dashboard/           DASHBOARD  the cohort's site, where the dashboard command builds it
       FOLDER/                         one per submission, named as its folder
         report.json        REPORT     the report, canonical, with its digest
         report.md          MARKDOWN   the report for people
@@ -24,6 +25,17 @@ recorded later (``gradekit review``) writes results.json again (``rewrite_result
 signed again when it was signed. The rest of the grader names these files through the
 constants here, and ``gradekit report verify`` finds a file's neighbours through
 ``report_beside`` and ``ledger_above``.
+
+The folder's own entries (``ENTRIES``) share it with the submission folders, so no
+submission folder may take one's name: ``reserved_for`` says which entry a name would
+collide with, itself or a name made from it (a write's temporary file,
+``temporary_path``, or a torn ledger line set aside, ``torn_path``), whatever the case of
+its letters (a case-insensitive disk takes ``Ledger.JSONL`` for ``ledger.jsonl``).
+``refuse_clashes`` refuses a batch that holds such a folder, or one whose output folder
+is something the grades folder holds that no grading wrote (a file, a link), before
+anything is graded or written: the whole batch, not one row, since an error row of that
+folder would itself be written into the folder it clashes with, and every shard of the
+batch refuses it alike.
 """
 
 from __future__ import annotations
@@ -33,7 +45,7 @@ import hmac
 import json
 import os
 import secrets
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -60,7 +72,9 @@ from grader.scoring import Evidence
 __all__ = [
     "ARCHIVE",
     "CALLS",
+    "DASHBOARD",
     "DRAW_KEY",
+    "ENTRIES",
     "GRADEBOOK",
     "LEDGER",
     "MARKDOWN",
@@ -73,9 +87,13 @@ __all__ = [
     "draw_key",
     "ledger_above",
     "read_document",
+    "refuse_clashes",
     "report_beside",
+    "reserved_for",
     "rewrite_results",
     "sign_outputs",
+    "temporary_path",
+    "torn_path",
     "write_submission",
 ]
 
@@ -83,6 +101,9 @@ GRADEBOOK = "gradebook.csv"
 LEDGER = "ledger.jsonl"
 ARCHIVE = "archive"
 DRAW_KEY = ".gradekit-draw-key"
+DASHBOARD = "dashboard"
+# Every name the grader gives an entry of the grades folder beside the submission folders.
+ENTRIES = (GRADEBOOK, LEDGER, ARCHIVE, DRAW_KEY, DASHBOARD)
 REPORT = "report.json"
 MARKDOWN = "report.md"
 RESULTS = "results.json"
@@ -110,6 +131,68 @@ def report_beside(path: Path) -> Path:
 def ledger_above(path: Path) -> Path:
     """The ledger of the grades folder whose submission folder holds ``path``."""
     return path.parent.parent / LEDGER
+
+
+def temporary_path(path: Path, tag: str) -> Path:
+    """Where a file of the grades folder is written before it replaces ``path``
+    (``.NAME.TAG.tmp``; ``write_atomic``'s are ``.NAME.RANDOM.tmp``)."""
+    return path.with_name(f".{path.name}.{tag}.tmp")
+
+
+def torn_path(ledger: Path, offset: int) -> Path:
+    """Where an append sets aside the torn last line that started at byte ``offset``."""
+    return ledger.with_name(f"{ledger.name}.torn-{offset}")
+
+
+def reserved_for(name: str) -> str:
+    """The entry of ``ENTRIES`` whose place a submission folder named ``name`` would take in
+    a grades folder ("" when none): the entry itself, or a name made from it
+    (``temporary_path``, ``torn_path``: ``NAME.*`` or ``.NAME.*``), in any case."""
+    folded = name.casefold()
+    for entry in ENTRIES:
+        own = entry.casefold()
+        if folded == own or folded.startswith((f"{own}.", f".{own}.")):
+            return entry
+    return ""
+
+
+_ENTRY_IS = {GRADEBOOK: "gradebook", LEDGER: "ledger (every batch, run and review)",
+             ARCHIVE: "archive (every graded report, under its digest)",
+             DRAW_KEY: "draw key (the secret its provider labels and hash seeds are drawn with)",
+             DASHBOARD: "dashboard (the cohort's site, built there by default)"}
+
+
+def refuse_clashes(folders: Iterable[tuple[Path, str]], out: Path | None = None, *,
+                   held: bool = False) -> None:
+    """Refuse the submission folders (each as given, with its name: its output folder's)
+    whose output folder in the grades folder ``out`` would take the place of one of its own
+    entries (``reserved_for``), and with ``held``, of what ``out`` holds now that no grading
+    wrote (a file, a link): a ``UsageError`` that names each, why, and the fix. Called before
+    anything is graded or written."""
+    grades = out if out is not None else Path("GRADES")
+    problems = []
+    for path, name in folders:
+        entry, place = reserved_for(name), grades / name
+        if entry:
+            how = ""
+            if name.casefold() == entry.casefold() and name != entry:
+                how = f", which a case-insensitive disk takes for {grades / entry}"
+            elif name != entry:
+                how = f", a name the grader gives the files it makes from {grades / entry}"
+            problems.append(
+                f"{path}: a submission folder cannot be named {name}: its outputs would go "
+                f"to {place}{how}, the grades folder's {_ENTRY_IS[entry]}, a name every "
+                "grades folder keeps for itself; rename the submission folder (with a "
+                "roster, list it under its new name too)")
+        elif held and (place.is_symlink() or (place.exists() and not place.is_dir())):
+            problems.append(
+                f"{path}: its outputs would go to {place}, which is a "
+                f"{'link' if place.is_symlink() else 'file'} that no grading wrote; move it "
+                "out of the grades folder, rename the submission folder, or grade into "
+                "another --out")
+    if problems:
+        raise UsageError("a submission folder clashes with the grades folder, so nothing was "
+                         "graded or written:\n" + "\n".join(problems))
 
 
 def read_document(path: Path) -> dict[str, Any] | None:

@@ -32,7 +32,7 @@ from gradekit.internal import write_atomic
 from grader._errors import LedgerCorrupt
 from grader._expect import expectation_document
 from grader.outputs import REPORTED, GradebookRow, verify_report
-from grader.records._folder import REPORT, archive_path, read_document
+from grader.records._folder import REPORT, archive_path, read_document, torn_path
 from grader.rubric import Rubric
 
 __all__ = [
@@ -99,7 +99,7 @@ def append_events(path: Path, events: Sequence[Mapping[str, Any]]) -> list[dict[
         data = _whole(fd)
         complete = data[:data.rfind(b"\n") + 1]
         if len(complete) < len(data):
-            aside = path.with_name(f"{path.name}.torn-{len(complete)}")
+            aside = torn_path(path, len(complete))
             aside.write_bytes(data[len(complete):])
             os.ftruncate(fd, len(complete))
         lines = complete.splitlines()
@@ -145,6 +145,8 @@ def read_ledger(path: Path) -> Ledger:
             data = file.read()
     except FileNotFoundError:
         return Ledger(())
+    except IsADirectoryError:
+        raise LedgerCorrupt(_a_folder(path)) from None
     lines = data.split(b"\n")
     torn = ""
     if lines[-1]:
@@ -172,6 +174,14 @@ def _event(path: Path, number: int, line: bytes) -> Mapping[str, Any]:
     return event
 
 
+def _a_folder(path: Path) -> str:
+    """What to do about a ledger that is a folder: what an earlier gradekit left when it
+    graded a submission folder of the ledger's name into a grades folder without one."""
+    return (f"{path} is a folder, not the ledger: a submission folder named {path.name} was "
+            f"graded into {path.parent} (gradekit now refuses that name); move it out of the "
+            "grades folder, rename the submission folder and grade it again")
+
+
 def verify_ledger(path: Path) -> tuple[bool, str]:
     """Whether the chain holds from the first event to the last; the message says where it
     breaks (the first line whose ``prev`` or ``seq`` does not follow) or how many hold."""
@@ -179,6 +189,8 @@ def verify_ledger(path: Path) -> tuple[bool, str]:
         data = path.read_bytes()
     except FileNotFoundError:
         return False, f"{path}: no ledger (gradekit grade writes one beside its reports)"
+    except IsADirectoryError:
+        return False, _a_folder(path)
     lines = data.split(b"\n")
     tail = lines.pop()
     prev = GENESIS

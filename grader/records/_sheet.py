@@ -21,8 +21,11 @@ student's latest is recorded all the same, and left out of the gradebook, as ``r
 appended again, so importing a sheet twice records it once.
 
 The file: UTF-8 (a spreadsheet's byte-order mark is tolerated on import), the csv module's
-quoting, CRLF line ends. A cell a spreadsheet would run as a formula is written with a
-leading ``'``, as the gradebook's are, and import strips exactly one leading ``'``.
+quoting, CRLF line ends. Every cell is written as the gradebook's are
+(``grader.outputs.spreadsheet_cell``): no spreadsheet runs one as a formula, whatever
+separator it splits the file on (a ``'`` in front of a formula start, at the start of a
+cell or after a separator or line break in it), and import reads each back exactly
+(``cell_text``: it removes exactly those).
 """
 
 from __future__ import annotations
@@ -38,7 +41,8 @@ from typing import Any
 from gradekit import UsageError
 from gradekit.internal import commands
 from grader._text import quote
-from grader.outputs import points_text, review_verdict
+from grader.outputs import cell_text, csv_record, points_text, review_verdict, spreadsheet_cell
+from grader.outputs._gradebook import _FORMULA_START as _FORMULA_START  # one escaping
 from grader.records._bulk import graded_rows
 from grader.records._folder import GRADEBOOK
 from grader.records._ledger import verified_archive
@@ -60,7 +64,6 @@ COLUMNS = ("student", "submission", "report", "criterion", "automated", "max", "
 FILLED = ("decision", "points", "by", "reason")  # the TA's columns: empty on export
 EVIDENCE_LIMIT = 1000  # characters of the evidence cell
 DECISIONS = ("confirm", "override")
-_FORMULA_START = ("=", "+", "-", "@", "\t", "\r", "'")  # as grader.outputs._gradebook
 _DIGEST = re.compile(r"[0-9a-f]{64}")
 _FLAG = re.compile(r"--(criterion|points|by|reason|report)\b")
 
@@ -69,25 +72,22 @@ _FLAG = re.compile(r"--(criterion|points|by|reason|report)\b")
 
 
 def sheet_csv(rows: Sequence[Sequence[str]]) -> bytes:
-    """The sheet's bytes: the header, then ``rows`` as given, each cell a spreadsheet would
-    run as a formula behind a ``'``."""
-    buffer = io.StringIO()
-    # CRLF, as RFC 4180 and spreadsheets write CSV: the csv module then quotes a cell that
-    # holds a carriage return, which it leaves bare under "\n" line ends.
-    writer = csv.writer(buffer, lineterminator="\r\n")
-    writer.writerow(COLUMNS)
+    """The sheet's bytes: the header, then ``rows`` as given, each cell as no spreadsheet
+    runs it (``spreadsheet_cell``); CRLF line ends, as RFC 4180 and spreadsheets write CSV."""
+    lines = [csv_record(COLUMNS, "\r\n")]
     for row in rows:
         if len(row) != len(COLUMNS):
             raise ValueError(f"a sheet row has {len(COLUMNS)} cells, not {len(row)}")
-        writer.writerow([f"'{cell}" if cell.startswith(_FORMULA_START) else cell
-                         for cell in row])
-    return buffer.getvalue().encode("utf-8")
+        last = len(row) - 1
+        lines.append(csv_record([spreadsheet_cell(cell, ends_line=n == last)
+                                 for n, cell in enumerate(row)], "\r\n"))
+    return "".join(lines).encode("utf-8")
 
 
 def sheet_records(path: Path, data: bytes) -> list[tuple[int, dict[str, str]]]:
     """Each row of the sheet ``data`` after its header, with the line it starts on, by
-    column, one leading ``'`` stripped from each cell; blank lines left out. ``UsageError``
-    when it is no review sheet or a row has another number of cells."""
+    column, each cell as ``sheet_csv`` was given it (``cell_text``); blank lines left out.
+    ``UsageError`` when it is no review sheet or a row has another number of cells."""
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -98,8 +98,9 @@ def sheet_records(path: Path, data: bytes) -> list[tuple[int, dict[str, str]]]:
     start = 1
     try:
         for record in reader:
-            records.append((start, [cell[1:] if cell.startswith("'") else cell
-                                    for cell in record]))
+            last = len(record) - 1
+            records.append((start, [cell_text(cell, ends_line=n == last)
+                                    for n, cell in enumerate(record)]))
             start = reader.line_num + 1
     except csv.Error as exc:
         raise UsageError(f"{path}:{start}: not CSV ({exc}); save the sheet as CSV") from None
