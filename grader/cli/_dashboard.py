@@ -8,6 +8,7 @@ from pathlib import Path
 
 from gradekit.internal import commands as printed
 from grader._exits import EXIT_OK
+from grader.records._folder import DASHBOARD
 
 __all__ = ["add_dashboard_commands"]
 
@@ -35,7 +36,7 @@ def add_dashboard_commands(
 def _dashboard(args: argparse.Namespace) -> int:
     from grader.dashboard import build_dashboard  # the extra loads for this command only
 
-    out: Path = args.out if args.out is not None else args.grades / "dashboard"
+    out: Path = args.out if args.out is not None else args.grades / DASHBOARD
     files = build_dashboard(args.grades, out)
     pages = sum(1 for path in files if path.suffix == ".html")
     print(f"dashboard: {pages} pages in {out}/; open {out / 'index.html'}", file=sys.stderr)
