@@ -1230,13 +1230,33 @@ def serve_runs(control: int) -> None:
         new_pid_namespace()
         return fork()
 
-    def walls(request: dict[str, Any]) -> None:
-        """Build the run's walls, in the run, before its agent exists."""
+    # Network namespaces: no two runs alive at once share one, so two classmates' runs
+    # never meet over an abstract Unix socket (nor pass each other descriptors). Making one
+    # for each run and letting the kernel tear it down after cost about 2.7 ms of CPU a
+    # run, a sixth of a batch's; so the host keeps those its ended runs were in and hands
+    # each to the next run. A run leaves nothing in one: its sockets close as it ends (the
+    # host reaped it, and it had no process of its own), and it can change nothing else in
+    # it (no capability, netlink and /proc/sys/net refused).
+    home_network = os.open("/proc/self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+    free_networks: list[int] = []
+
+    def network() -> int:
+        """A network namespace no run alive is in, as a descriptor (the host's own)."""
+        if free_networks:
+            return free_networks.pop()
+        check(libc.unshare(_CLONE_NEWNET), "unshare")
+        try:
+            return os.open("/proc/self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+        finally:
+            check(libc.setns(home_network, _CLONE_NEWNET), "setns")
+
+    def walls(request: dict[str, Any], net: int) -> None:
+        """Build the run's walls, in the run, before its agent exists; ``net``: its network
+        namespace (``network``)."""
         scratch = setup["scratch"]
-        # A network namespace of its own too: runs of one host share no abstract Unix
-        # socket, so two classmates' runs never meet (nor pass each other descriptors).
-        check(libc.unshare(_CLONE_NEWNS | _CLONE_NEWIPC | _CLONE_NEWUTS | _CLONE_NEWNET),
-              "unshare")
+        check(libc.setns(net, _CLONE_NEWNET), "setns")
+        os.close(net)
+        check(libc.unshare(_CLONE_NEWNS | _CLONE_NEWIPC | _CLONE_NEWUTS), "unshare")
         mount(None, "/", None, _MS_REC | _MS_PRIVATE)
         mount("proc", "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
         for part in PROC_READ_ONLY:  # the host's kernel settings, whatever the run's uid
@@ -1320,7 +1340,7 @@ def serve_runs(control: int) -> None:
         if said["op"] != "joined":
             os._exit(72)
 
-    def start_run(request: dict[str, Any], fds: list[int]) -> None:
+    def start_run(request: dict[str, Any], fds: list[int], net: int) -> None:
         """The forked run, pid 2 of its own pid namespace (``pid1`` holds pid 1): into its
         cell (by itself where the grader handed it the cell's files, else the grader moves
         it), its walls, then, once the grader says so (a byte on ``go``), the agent. The
@@ -1331,12 +1351,12 @@ def serve_runs(control: int) -> None:
             read, write, out, err, go, reply = fds[:6]
             os.dup2(out, 1)
             os.dup2(err, 2)
-            keep = sorted({0, 1, 2, read, write, go, reply, *fds[6:]})
+            keep = sorted({0, 1, 2, read, write, go, reply, net, *fds[6:]})
             for low, high in zip(keep, [*keep[1:], 1 << 20], strict=True):
                 os.closerange(low + 1, high)  # the host's sockets, other runs' among them
             if fds[6:]:
                 join(fds[6:], reply)
-            walls(request)
+            walls(request, net)
             if os.read(go, 1) != b"!":
                 os._exit(70)  # the grader went away before the run began
             os.close(go)
@@ -1386,10 +1406,11 @@ def serve_runs(control: int) -> None:
     def trial() -> str:
         """Build one run's walls and end: "" when they stand, else what the kernel refused."""
         said, told = os.pipe()
+        net = network()
         child = fork_in_own_pid_namespace()
         if child == 0:
             try:
-                walls({"disk_mb": 1, "source": ".", "shown": []})
+                walls({"disk_mb": 1, "source": ".", "shown": []}, net)
                 confine()
             except BaseException as exc:
                 os.write(told, describe(exc).encode()[:500])
@@ -1397,6 +1418,7 @@ def serve_runs(control: int) -> None:
             os._exit(0)
         os.close(told)
         os.waitpid(child, 0)
+        free_networks.append(net)
         with os.fdopen(said, "rb") as why:
             return why.read().decode("utf-8", "replace")
 
@@ -1425,6 +1447,7 @@ def serve_runs(control: int) -> None:
     # A run: its pidfd -> its pid, its pid 1's pid and stack, its reply socket, its "go".
     runs: dict[int, tuple[int, int, Any, socket.socket, int]] = {}
     letting: dict[int, int] = {}  # a run's "go" -> the run's pidfd, until it is let go
+    networks: dict[int, int] = {}  # a run's pidfd -> its network namespace
     ending: dict[int, tuple[int, Any, socket.socket, int]] = {}  # a pid 1's pidfd -> ...
     while True:
         # One event a poll: handling one can close a descriptor whose number the next
@@ -1440,19 +1463,23 @@ def serve_runs(control: int) -> None:
                     continue
                 request = json.loads(message)
                 reply = socket.socket(fileno=fds[5])
+                net = -1
                 try:
+                    net = network()
                     first, stack = pid1()
                 except OSError as exc:
                     first = -1
                     why = describe(exc)
                 run = fork() if first > 0 else -1
                 if run == 0:
-                    start_run(request, fds)
+                    start_run(request, fds, net)
                 if run < 0:
                     if first > 0:
                         os.kill(first, signal.SIGKILL)
                         os.waitpid(first, 0)
                         why = "the host could not fork the run"
+                    if net >= 0:
+                        free_networks.append(net)
                     with contextlib.suppress(OSError):
                         reply.send(json.dumps({"op": "refused", "why": why}).encode())
                     reply.close()
@@ -1465,6 +1492,7 @@ def serve_runs(control: int) -> None:
                 with contextlib.suppress(OSError):  # a grader gone: the run's go is closed
                     socket.send_fds(reply, [b'{"op": "started"}'], [handle])
                 runs[handle] = (run, first, stack, reply, fds[4])
+                networks[handle] = net
                 letting[fds[4]] = handle
                 poller.register(handle, select.POLLIN)
                 poller.register(fds[4], 0)  # its hang-up only: the run reads its byte
@@ -1479,6 +1507,7 @@ def serve_runs(control: int) -> None:
                 run, first, stack, reply, go = runs.pop(ready)
                 poller.unregister(ready)
                 _, status = os.waitpid(run, 0)
+                free_networks.append(networks.pop(ready))  # nothing of the run is left in it
                 os.close(ready)
                 if go >= 0:
                     letting.pop(go, None)

@@ -291,7 +291,10 @@ def bwrap_argv(bwrap_path: str, binds: Sequence[Bind], *, disk_mb: int,
         elif os.path.isdir(path):
             argv += ["--ro-bind", path, path]
     argv += ["--ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache", "--proc", "/proc"]
-    for part in PROC_READ_ONLY:  # the machine's kernel settings: read-only, whatever the uid
+    # The machine's kernel settings: read-only, whatever the uid. A host runs no student
+    # code, and each run it forks mounts a /proc of its own and covers the same parts: the
+    # host's own mounts would only be copied into every run's mount namespace.
+    for part in () if host else PROC_READ_ONLY:
         argv += ["--ro-bind-try", f"/proc/{part}", f"/proc/{part}"]
     argv += ["--tmpfs", "/dev"]
     for device in _DEVICES:

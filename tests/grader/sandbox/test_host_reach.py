@@ -13,7 +13,9 @@ instructor allowed it by name, as root.
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +31,7 @@ from grader.sandbox import (
     Wall,
     _host,
     _isolation,
+    _walls,
 )
 from grader.sandbox._isolation import ALLOW_HOST_ROOT
 from tests.conftest import require_namespaces
@@ -52,7 +55,7 @@ def hook_off():
 
 def run(provider, task):
     name, _, arg = task.partition(" ")
-    if name in ("sysctl", "inotify", "netns") and not arg.startswith("hook on"):
+    if name in ("sysctl", "inotify", "netns", "meet") and not arg.startswith("hook on"):
         hook_off()
     return json.dumps(globals()["attack_" + name](provider, arg))
 
@@ -87,14 +90,25 @@ def attack_inotify(provider, arg):
 
 
 def attack_netns(provider, arg):
-    """Which network namespace this run is in, and an abstract socket bound in it."""
+    """An abstract socket bound to meet a classmate on."""
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         listener.bind(b"\\0gradekit-meet")
     except OSError as exc:
         return {"bind": type(exc).__name__}
     listener.listen(1)
-    return {"netns": os.readlink("/proc/self/ns/net")}
+    return {"bind": "bound"}
+
+
+def attack_meet(provider, arg):
+    """Bind the name a classmate binds too, and hold it while the provider answers."""
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        listener.bind(b"\\0gradekit-meet")
+    except OSError as exc:
+        return {"bind": errno.errorcode.get(exc.errno, "?")}
+    provider.complete("holding the name")
+    return {"bind": "bound"}
 
 
 def attack_environ(provider, arg):
@@ -234,17 +248,56 @@ def test_a_run_takes_no_inotify_instance_of_the_host(
     assert said == {"taken": 0, "error": "EPERM"}
 
 
-def test_runs_of_one_host_share_no_network_namespace(
+def test_classmates_runs_alive_at_once_never_share_a_network_namespace(
     agent: Path, tmp_path: Path, host_uid: str
 ) -> None:
-    """Two classmates' runs forked from one host once shared its network namespace, and so
-    its abstract Unix sockets: they met and passed descriptors. Each run has its own now:
-    the second binds the very name the first bound, which it could not in a shared one."""
+    """Two classmates' runs forked from one host, as a batch's workers share the zygote's,
+    once shared its network namespace and so its abstract Unix sockets: a red-team's two
+    runs met over one and passed descriptors. Here alice's run binds a name and holds it
+    (its provider's answer waits) while bob's run, in another worker, binds the same name:
+    in one namespace it could not."""
     require_namespaces()
+    batch = tmp_path / "batch"
+    batch.mkdir()
+    batch.chmod(0o711)
+    _walls.share_hosts(batch, [0])  # what a batch's zygote does before it forks workers
+    fork = multiprocessing.get_context("fork")
+    alice_holds, bob_bound = fork.Event(), fork.Event()
+    said = fork.Queue()
 
-    first, second = attack(agent, tmp_path / "scratch", NamespacesWall(), "netns", "netns")
+    def worker(name: str, answer: Callable[[str, str], str]) -> None:
+        sandbox = Sandbox(agent, batch / name, LIMITS, NamespacesWall())
+        try:
+            result = sandbox.run("lab.agent:run", [("meet", "meet")],
+                                 RunPlan("provider-a", 0, Serving(answer)))
+            outcome = result.outcomes["meet"]
+            said.put((name, (outcome.status, outcome.answer or outcome.detail)))
+        finally:
+            sandbox.close()
 
-    assert first["netns"] != second["netns"]
+    def alice(case: str, prompt: str) -> str:
+        alice_holds.set()
+        bob_bound.wait(30)
+        return prompt
+
+    def bob(case: str, prompt: str) -> str:
+        bob_bound.set()
+        return prompt
+
+    try:
+        workers = [fork.Process(target=worker, args=("alice", alice))]
+        workers[0].start()
+        assert alice_holds.wait(30), "alice's run never bound its name"
+        workers.append(fork.Process(target=worker, args=("bob", bob)))
+        workers[1].start()
+        answers = dict(said.get(timeout=60) for _ in workers)
+        for process in workers:
+            process.join(30)
+    finally:
+        _host.end_shared()
+
+    bound = ("returned", json.dumps({"bind": "bound"}))
+    assert answers == {"alice": bound, "bob": bound}
 
 
 def test_a_forked_run_s_copy_is_an_overlay_whatever_its_host_uid(
