@@ -14,12 +14,14 @@ codes are drawn in ``gradekit._exceptions``. Codes: 1 failed, 2 usage, 3 miss, 4
     ├── RecordingError             2  a recording file that cannot be read (stale, diff)
     │   └── ChangeLogCorrupt       2  DATASET_CHANGES.md does not parse
     ├── MissingPackage             1  the agent imports a package the grader lacks: not graded
+    ├── SubmissionTooLarge         1  its copy would pass disk_mb, submission_entries or _depth
     ├── HandOutRefused             1  a built hand-out holds a solution: nothing is written
     └── SubmissionFileError        2  a submission file the grader will not read (link, size)
         └── MissingSubmissionFile  2  it is not there
 
 Each is defined here but ``MissingPackage``, which builds its own message and lives with
-the verdict it carries, in ``grader.grading._packages``. The packages' surfaces
+the verdict it carries, in ``grader.grading._packages``, and ``SubmissionTooLarge``, which
+lives with the copy it bounds, in ``grader.sandbox._layout``. The packages' surfaces
 re-export each where its callers look for it (``grader.rubric.RubricError``).
 """
 
