@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import functools
 import os
+import stat
 import sys
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -38,20 +40,29 @@ def isolation(request: pytest.FixtureRequest) -> Wall:
     return wall_named(request.param)
 
 
-@pytest.fixture(autouse=True)
-def _searchable_tmp_path(request: pytest.FixtureRequest) -> None:
-    """As root, a test's ``tmp_path`` and the folders above it are searchable by uid 65534
-    (0711: passed through, not listed), as the grader's own scratch folders are: a root
-    grader refuses to run children as root (no ``--allow-host-root`` here), and its
-    children, uid 65534, pass through a test's scratch folder to their files."""
-    if os.geteuid() != 0 or "tmp_path" not in request.fixturenames:
-        return
-    path = request.getfixturevalue("tmp_path")
-    base = request.getfixturevalue("tmp_path_factory").getbasetemp()
-    for folder in (path, *path.parents):
-        folder.chmod(folder.stat().st_mode | 0o111)
-        if folder == base.parent:
-            break
+def _searchable(make: Callable[..., Path]) -> Callable[..., Path]:
+    """``TempPathFactory.mktemp`` (which makes every ``tmp_path`` too), its folder and the
+    folders above it up to pytest's own made searchable by uid 65534 (0711: passed
+    through, not listed), as the grader's own scratch folders are: a root grader refuses
+    to run children as root (no ``--allow-host-root`` here), and its children, uid 65534,
+    pass through a test's scratch folder to their files."""
+
+    @functools.wraps(make)
+    def searchable(self: pytest.TempPathFactory, *args: Any, **kwargs: Any) -> Path:
+        path = make(self, *args, **kwargs)
+        top = self.getbasetemp().parent
+        for folder in (path, *path.parents):
+            if not folder.stat().st_mode & stat.S_IXOTH:
+                folder.chmod(folder.stat().st_mode | 0o111)
+            if folder == top:
+                break
+        return path
+
+    return searchable
+
+
+if os.geteuid() == 0:
+    pytest.TempPathFactory.mktemp = _searchable(pytest.TempPathFactory.mktemp)  # type: ignore[method-assign]
 
 
 _running: list[pytest.Item] = []  # the test whose setup, call or teardown is running
