@@ -353,7 +353,7 @@ EXIT_CODES = {
     "ChangeLogCorrupt": 2, "DashboardUnavailable": 2, "SubmissionFileError": 2,
     "MissingSubmissionFile": 2,
     "CassetteError": 1, "GradekitError": 1, "IncidentCorrupt": 2, "IncidentDivergence": 3,
-    "LedgerCorrupt": 2, "MissingPackage": 1, "HandOutRefused": 1,
+    "LedgerCorrupt": 2, "MissingPackage": 1, "HandOutRefused": 1, "SubmissionTooLarge": 1,
 }
 
 
