@@ -380,6 +380,7 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"{os.getloadavg()[0]:.2f} at start")
     with tempfile.TemporaryDirectory(prefix="gradekit-sandbox-profile-") as tmp:
         folder = Path(tmp)
+        folder.chmod(0o711)  # a root grader's children, uid 65534, pass through it
         reference = copy_reference(folder / "reference")
         print(f"\n{profile_gradings(reference, args.wall, args.gradings, folder)}")
         print(f"\n{profile_phases(reference, args.phases, folder)}")

@@ -66,6 +66,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(_method(plan), flush=True)
     with tempfile.TemporaryDirectory(prefix="gradekit-bench-grader-") as tmp:
         folder = Path(tmp)
+        folder.chmod(0o711)  # a root grader's children, uid 65534, pass through it
         sections = () if args.growth else (pipe_table, grade_table, check_table, batch_table,
                                            start_table, hang_table, breakdown_table)
         for section in sections:
