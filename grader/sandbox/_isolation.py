@@ -190,10 +190,15 @@ def host_user(kit: Sequence[str], search: Sequence[str] = (), *,
 
 
 def host_root_refusal(why: str) -> str:
-    """Why a root grader will not run submissions, and the fixes."""
-    return (f"submission code would run as root on the host: {why}. Make it readable and "
-            f"searchable by uid {UNPRIVILEGED_UID}, or grade as another user; to run the "
-            "children as root anyway, allow it by name: pass --allow-host-root")
+    """Why a root grader will not run submissions, and the fixes (the first: a scratch
+    folder under ``TMPDIR``, which the grader's scratch follows, is ``TMPDIR``'s fault)."""
+    tmp = os.environ.get("TMPDIR", "").rstrip("/")
+    first = ("set TMPDIR to a folder every user can pass through (mode 0711), or unset it"
+             if tmp and why.startswith(tmp + "/") else
+             f"make it readable and searchable by uid {UNPRIVILEGED_UID}")
+    return (f"submission code would run as root on the host: {why}. {first[0].upper()}"
+            f"{first[1:]}, or grade as another user; to run the children as root anyway, "
+            "allow it by name: pass --allow-host-root")
 
 
 @functools.cache

@@ -127,3 +127,20 @@ def test_a_cache_another_user_could_write_is_refused(prefix: Path, tmp_path: Pat
 
     with pytest.raises(OSError, match="must be a folder of root's that only root can write"):
         readable_copy(str(prefix), cache=str(cache))
+
+
+def test_a_refusal_under_tmpdir_says_to_change_tmpdir(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A student at 1 a.m. with TMPDIR in a private folder of root's: the grader's scratch
+    follows it, and the fix is TMPDIR's, not the scratch folder's mode."""
+    from grader.sandbox._isolation import host_root_refusal
+
+    monkeypatch.setenv("TMPDIR", "/root/tmp/")
+    said = host_root_refusal("/root/tmp/gradekit-kit-x/harness.pyc is not readable to uid 65534")
+    assert said == (
+        "submission code would run as root on the host: /root/tmp/gradekit-kit-x/harness.pyc "
+        "is not readable to uid 65534. Set TMPDIR to a folder every user can pass through "
+        "(mode 0711), or unset it, or grade as another user; to run the children as root "
+        "anyway, allow it by name: pass --allow-host-root")
+    monkeypatch.setenv("TMPDIR", "/root/tmpx")  # another folder: not its fault
+    assert "Make it readable and searchable by uid 65534, or grade" in host_root_refusal(
+        "/root/tmp/gradekit-kit-x/harness.pyc is not readable to uid 65534")
