@@ -130,14 +130,12 @@ def _fill(source: str, copy: str, wanted: Callable[[str], bool]) -> None:
     for here, folders, files in os.walk(source):
         relative = os.path.relpath(here, source)
         prefix = "" if relative == "." else relative + "/"
-        folders[:] = sorted(f for f in folders if wanted(prefix + f)
-                            and not os.path.islink(os.path.join(here, f)))
+        linked = [f for f in folders if os.path.islink(os.path.join(here, f))]
+        folders[:] = sorted(f for f in folders if f not in linked and wanted(prefix + f))
         target = os.path.join(copy, relative) if prefix else copy
         os.makedirs(target, mode=0o755, exist_ok=True)
         os.chmod(target, 0o755)
-        for name in sorted(files) + [f for f in os.listdir(here)
-                                     if os.path.islink(os.path.join(here, f))
-                                     and os.path.isdir(os.path.join(here, f))]:
+        for name in sorted(files) + linked:  # a link to a folder is copied as a link
             if not wanted(prefix + name):
                 continue
             origin, made = os.path.join(here, name), os.path.join(target, name)

@@ -37,6 +37,7 @@ def prefix(tmp_path: Path) -> Path:
     (top / "lib" / "libother.so").write_bytes(b"other")
     (top / "lib" / "python3.11" / "os.py").write_text("# os\n")
     (top / "lib" / "python3.11" / "json" / "__init__.py").write_text("# json\n")
+    (top / "lib" / "python3.11" / "alias").symlink_to("json")  # a link to a folder
     (top / "lib" / "python3.11" / "site-packages" / "big" / "x.py").write_text("# big\n")
     (top / "lib" / "python3.11" / "test" / "test_os.py").write_text("# test\n")
     (top / "lib" / "python3.11" / "secret.py").write_text("KEY = 1\n")
@@ -58,9 +59,10 @@ def test_an_interpreter_s_copy_holds_what_a_child_needs_and_nothing_private(
 
     assert _tree(copy) == ["bin", "bin/python3.11", "lib", "lib/libpython3.11.so",
                            "lib/libpython3.11.so.1.0", "lib/python3.11",
-                           "lib/python3.11/json", "lib/python3.11/json/__init__.py",
-                           "lib/python3.11/os.py"]
+                           "lib/python3.11/alias", "lib/python3.11/json",
+                           "lib/python3.11/json/__init__.py", "lib/python3.11/os.py"]
     assert os.readlink(copy / "lib" / "libpython3.11.so") == "libpython3.11.so.1.0"
+    assert os.readlink(copy / "lib" / "python3.11" / "alias") == "json"  # a link, not walked
     # hard links: the same file, nothing copied, and it is root's still
     assert os.stat(copy / "lib" / "python3.11" / "os.py").st_ino == \
         os.stat(prefix / "lib" / "python3.11" / "os.py").st_ino
