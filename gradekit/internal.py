@@ -12,8 +12,8 @@ What is here, by what it serves:
                                      Fixture, ToolCall, HTTP_CASSETTE, LAB_HTTP_CASSETTE,
                                      HttpRequest, KEPT_HEADERS
     the store's files                write_atomic, fsync_folder, journal_path, previous_path
-    messages and checks              closest, divergence, miss_rows, credential_values,
-                                     find_secret, in_chain
+    messages and checks              closest, divergence, miss_rows, replay_miss,
+                                     credential_values, find_secret, in_chain
     the SDK clients' mixin           HttpClients
     commands a message prints        commands (``make record ARGS=...``, ``.venv/bin/gradekit``)
 """
@@ -29,6 +29,7 @@ from gradekit._http.cassette import HTTP_CASSETTE, KEPT_HEADERS, LAB_HTTP_CASSET
 from gradekit._http.client import HttpClients
 from gradekit._http.miss import miss_rows
 from gradekit._journal import previous_path
+from gradekit._replay import miss as replay_miss
 from gradekit._secrets import credential_values, find_secret
 from gradekit._store import fsync_folder, journal_path, write_atomic
 
@@ -53,5 +54,6 @@ __all__ = [
     "journal_path",
     "miss_rows",
     "previous_path",
+    "replay_miss",
     "write_atomic",
 ]

@@ -22,6 +22,7 @@ __all__ = [
     "EVIDENCE",
     "NO_PLACEHOLDERS",
     "OWN_REPLAY",
+    "TOOLS_CHANGED",
     "WRITE_UP",
     "CaseOutcome",
     "CheckResult",
@@ -40,6 +41,8 @@ __all__ = [
     "ignored_name",
 ]
 
+# The reason a missing tool call's re-recording gives, wherever the fix is printed.
+TOOLS_CHANGED = "the agent's tool calls changed"
 ASKED_CAP = 4096  # of a missed prompt, kept to show where it differs from the recorded ones
 CENT = Decimal("0.01")  # points are exact cents: the one definition every module uses
 # The first point of divergence of a check that could not be evaluated: the rubric (the
@@ -106,6 +109,10 @@ class Served:
     # says where it parts from the closest recorded request (``temperature: 0.7 != 0.2``)
     withheld: bool = False  # recorded, but the parent answered a miss on purpose (a loud-
     # failure probe); ``asked`` then holds the head of what was asked, for feedback
+    in_flight: bool = False  # asked before the agent had the probe's first miss (another
+    # thread's call, already on its way): no step taken after the miss
+    head: str = ""  # what a provider call asked, its first characters on one line: the
+    # call named in feedback (a tool call is named by its key)
 
     @property
     def provider(self) -> bool:
@@ -116,11 +123,14 @@ class Served:
 @dataclass(frozen=True, slots=True)
 class Withhold:
     """What a loud-failure probe run withholds: from the ``position``-th call of ``kind`` in
-    each case on (1-based, in the order the parent serves them), every such call is answered
-    with a miss although it is recorded; everything else is served as in the primary run."""
+    case ``case`` on (1-based, in the order the parent serves them), every such call is
+    answered with a miss although it is recorded, the miss a missing recording gives;
+    everything else is served as in the primary run. The run makes the primary run's cases
+    in its order up to ``case``, so the agent meets the miss where its real run stood."""
 
     kind: Literal["provider", "tool"]
     position: int
+    case: str = ""  # "": in every case (a run of one case, or a test's)
 
     def __str__(self) -> str:
         return f"{'tool ' if self.kind == 'tool' else ''}call {self.position}"
@@ -163,6 +173,9 @@ class CaseOutcome:
     trace_error: str | None = None  # "line 3: not valid JSON" and the like
     detail: str = ""  # a short, deterministic reason for timeout / crash / not_run
     missing_module: str | None = None  # claim: run() raised ModuleNotFoundError for this module
+    message: str = ""  # claim: what run() raised, "Class: first line of its message"
+    causes: tuple[str, ...] = ()  # claim: what that was raised from, nearest first:
+    # "module.Class", or "miss" for a miss the parent answered this run
 
 
 @dataclass(frozen=True, slots=True)

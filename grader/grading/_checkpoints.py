@@ -13,7 +13,16 @@ from grader.grading._grade import Graded, draw, grade_submission
 from grader.outputs import report_digest
 from grader.rubric import Rubric
 from grader.sandbox import PROCESS_WALL, Sandbox, Wall, scratch_root
-from grader.scoring import ESCAPED, STUB_ERROR, Evidence, loudness, unstable_cause
+from grader.scoring import (
+    ESCAPED,
+    STABLE,
+    STUB_ERROR,
+    Evidence,
+    loudness,
+    stability_advice,
+    stability_detail,
+    unstable_cause,
+)
 from grader.submission import load_manifest
 
 __all__ = ["Checkpoint", "CheckpointRun", "predicted", "run_checkpoints"]
@@ -116,20 +125,25 @@ def _loud(graded: Graded) -> tuple[bool, str]:
     if probe is not None and not probe.raised_miss:
         return False, f"your Replay raised {probe.exception} on an unrecorded prompt: raise " \
             "CassetteMiss"
-    probes = sum(len(run.outcomes) for _, run in evidence.loud)
-    return True, f"the miss escaped run() in all {probes} probes (each call of each case " \
-        "withheld in turn)"
+    return True, f"the miss escaped run() in all {len(evidence.loud)} probes (each call of " \
+        "each case withheld in turn, where its run stood)"
 
 
 def _label_or_seed(graded: Graded) -> str:
-    """Checkpoint 3's failure: the cases whose answer changes with the provider label or the
-    hash seed, each with its cause; "" when there is none."""
+    """Checkpoint 3's failure: the cases whose runs do not agree, or are not served from the
+    recordings (two gradings that miss alike agree on nothing), each with its cause and
+    fix; "" when there is none."""
     evidence = graded.evidence
     if evidence.blocked:
         return evidence.blocked
-    causes = [(case.id, cause) for case in evidence.cases
-              if (cause := unstable_cause(case.id, evidence)) is not None]
-    return "; ".join(f"case {case}: {cause}" for case, cause in causes)
+    found = []
+    for case in evidence.cases:
+        cause = unstable_cause(case.id, evidence)
+        if cause is not None:
+            found.append(f"case {case.id}: {cause}")
+        elif (detail := stability_detail(case.id, evidence)) != STABLE:
+            found.append(f"case {case.id}: {detail}; fix: {stability_advice(case.id, evidence)}")
+    return "; ".join(found)
 
 
 UNWRITTEN = ("run() is not written yet: it raises NotImplementedError in every case. Write "

@@ -32,6 +32,7 @@ from grader.recordings import CHANGE_LOG, Change, change_matches, decode_changes
 from grader.regression import recording_name
 from grader.rubric import Case, Rubric
 from grader.sandbox import (
+    CLOCK,
     PROCESS_WALL,
     Answer,
     LaidOut,
@@ -49,7 +50,9 @@ from grader.scoring import (
     loud_problem,
     planned_probes,
     ran,
+    seed_shifted,
     shown_keys,
+    unsettled_cases,
 )
 from grader.submission import (
     CASSETTE_CAP,
@@ -101,8 +104,12 @@ class Draw:
     labels: tuple[str, ...]  # the primary run's first, then one of every other family
     seeds: tuple[int, ...]  # PYTHONHASHSEED of each of those runs: all different, all of
     # the key's pool (seed_pool)
-    probe: Mapping[str, str]  # prompt -> answer: the probe cassette's one recording
+    probe: Mapping[str, str]  # prompt -> answer: the probe cassette's one recording, where
+    # the submission recorded nothing of its own to probe its Replay with
     unknown: str  # a prompt of the same kind that the probe cassette does not hold
+    clock: int = CLOCK  # where the runs' wall clock starts (seconds since the epoch)
+    again: int = CLOCK + 86400  # the clock of a run otherwise identical to the primary run
+    pick: int = 0  # which case's recordings the own Replay is probed with, and which prompts
 
 
 class _Keyed:
@@ -150,7 +157,16 @@ def draw(key: bytes | None = None, content: str = "", label: str | None = None) 
     prompt, unknown = (f"Task: summarise the {a} {b} notes for the {c} review."
                        for a, b, c in (words[0:3], words[3:6]))
     answer = f"The {words[6]} notes say: {keyed.below(10**6)}."
-    return Draw(tuple(labels), tuple(seeds), {prompt: answer}, unknown)
+    # A day in the 50 years after CLOCK, never the day a grading or a recording is made,
+    # and a later day at another time of day for the run that differs only by its clock.
+    clock = CLOCK + keyed.below(_CLOCK_DAYS) * _DAY + keyed.below(_DAY)
+    again = clock + (1 + keyed.below(_CLOCK_DAYS)) * _DAY + 1 + keyed.below(_DAY - 1)
+    return Draw(tuple(labels), tuple(seeds), {prompt: answer}, unknown, clock, again,
+                keyed.below(1 << 32))
+
+
+_DAY = 86400
+_CLOCK_DAYS = 365 * 50
 
 
 SEED_POOL = 8  # hash seeds a key draws from: one more family and an instructor's label fit
@@ -217,7 +233,12 @@ def grade_submission(root: Path, rubric: Rubric, *, submission: str, scratch: Pa
     answers = cassettes.by_case
     inputs = _inputs(root, manifest, (*rubric.cases, *item_cases(rubric)))
     drawn = drawn or draw(draw_key, submission_content(inputs), label)
-    sandbox = Sandbox(root, scratch, rubric.limits, wall, LaidOut(derived=derived))
+    # The recordings are the parent's to serve: no run reads them, so none can tell a
+    # withheld answer from a missing one by looking.
+    hidden = tuple(name for name in _recording_names(manifest, (*rubric.cases,
+                                                                *item_cases(rubric))))
+    sandbox = Sandbox(root, scratch, rubric.limits, wall, LaidOut(derived=derived,
+                                                                  hidden=hidden))
     try:
         evidence, found = _evidence(sandbox, manifest, rubric, answers, drawn, on_case,
                                     http.by_case)
@@ -227,6 +248,7 @@ def grade_submission(root: Path, rubric: Rubric, *, submission: str, scratch: Pa
     # Read once a grading, never run: code that reaches for the harness or the process
     # flags the grade for a person, and moves no points.
     findings += tamper_findings(root, manifest, derived)
+    findings += _never_played(evidence, answers, http.by_case, folder)
     evidence = replace(evidence, recording_problems=problems, recorded_prompts={
         case: tuple(entry.prompt for entry in entries.values() if entry.prompt)
         for case, entries in answers.items()})
@@ -242,6 +264,37 @@ def grade_submission(root: Path, rubric: Rubric, *, submission: str, scratch: Pa
         sets={ref: pinned.sha256 for ref, pinned in rubric.sets.items() if pinned is not None},
     )
     return Graded(report, evidence, wall)
+
+
+def _never_played(evidence: Evidence, answers: Mapping[str, Mapping[str, Entry]],
+                  http: Mapping[str, HttpCassette], folder: str) -> list[str]:
+    """A finding per recording file that holds answers no run asked, in a case whose every
+    run was served: left over from a prompt that changed, re-recorded without --rerecord.
+    They move no points; they are what an unexplained answer could come from."""
+    runs = [run for run in (evidence.primary, *evidence.others, evidence.again) if run]
+    if evidence.primary is None:
+        return []
+    settled = set(evidence.primary.outcomes) - set(unsettled_cases(evidence.primary, runs[1:]))
+    found = []
+    for case in evidence.cases:
+        if case.id not in settled:
+            continue
+        asked = {call.key for run in runs if (o := run.outcomes.get(case.id))
+                 for call in o.calls}
+        for suffix, keys in ((".json", set(answers.get(case.id, {}))),
+                             (".http.json", set(http[case.id].interactions)
+                              if case.id in http else set())):
+            left = sorted(keys - asked)
+            if left:
+                command = commands.RERECORD_CASE(case=case.id, reason=_UNPLAYED)
+                found.append(f"{folder}/{case.id}{suffix} holds {len(left)} recording(s) that "
+                             f"no run asked ({shown_keys(left)}): left over from prompts that "
+                             f"changed; re-record the case to keep only what it asks: "
+                             f"`{command}`")
+    return found
+
+
+_UNPLAYED = "drop recordings no run asks"
 
 
 def _manifest(root: Path) -> tuple[Manifest | None, list[str]]:
@@ -457,8 +510,9 @@ def _evidence(sandbox: Sandbox, manifest: Manifest | None, rubric: Rubric,
         return replace(result, outcomes={**repeated, **result.outcomes})
 
     recorded = Serving(_serve(answers), _serve_tools(fixtures), http, manifest.fixtures,
-                       manifest.cassettes)
-    plan = RunPlan(drawn.labels[0], drawn.seeds[0], recorded, on_case=on_case)
+                       manifest.cassettes, answers)
+    plan = RunPlan(drawn.labels[0], drawn.seeds[0], recorded, on_case=on_case,
+                   clock=drawn.clock)
     primary = run("primary", plan)
     _require_packages(root, manifest, rubric.packages, primary)
     blocked = f"the agent could not be imported: {primary.import_error}" \
@@ -466,23 +520,34 @@ def _evidence(sandbox: Sandbox, manifest: Manifest | None, rubric: Rubric,
     others = tuple(run(f"label-{n}", replace(plan, label=other, hashseed=other_seed))
                    for n, (other, other_seed) in enumerate(zip(drawn.labels[1:],
                                                                drawn.seeds[1:], strict=True), 2))
-    # Where the runs' answers differ: the first label with the second run's hash seed says
-    # which of the two the answer depends on, so the advice can name the cause.
-    differing = _differing(primary, others)
-    tiebreak = run("tiebreak", replace(plan, hashseed=drawn.seeds[1]), differing) \
-        if differing else None
-    loud = _loud_probes(run, plan, primary)
-    for result in (primary, *others, *([tiebreak] if tiebreak else []), *(r for _, r in loud)):
+    # A run that differs from the primary run by its clock alone: what changes here changes
+    # between identical runs (a date, a time, randomness), which no recording can pin.
+    again = run("again", replace(plan, clock=drawn.again))
+    primary, others, again = _steady_messages(primary, others, again)
+    # Where the runs disagree, or a run was not served: the first label with each other
+    # run's hash seed says whether the hash seed alone moves it, so the advice can name
+    # the cause. They make the cases before as the primary run did: state carries over.
+    unsettled = unsettled_cases(primary, (*others, again))
+    upto = [case for case, _ in pairs][:max((index + 1 for index, (case, _) in enumerate(pairs)
+                                             if case in unsettled), default=0)]
+    seeds = tuple(run(f"seed-{n}", replace(plan, hashseed=seed), upto)
+                  for n, seed in enumerate(drawn.seeds[1:], 2)) if unsettled else ()
+    loud = _loud_probes(run, plan, primary, skip=seed_shifted(primary, seeds))
+    for result in (primary, *others, again, *seeds, *(r for _, r in loud)):
         findings += _run_findings(result)
-    probe = sandbox.within("probe").probe_replay(manifest.replay, drawn.probe,
-                                                 unknown=drawn.unknown, hashseed=plan.hashseed)
+    case, recorded_prompts, unknown = _probe_recordings(answers, drawn,
+                                                        [c.id for c in rubric.cases])
+    probe = sandbox.within("probe").probe_replay(manifest.replay, recorded_prompts,
+                                                 unknown=unknown, hashseed=plan.hashseed,
+                                                 clock=plan.clock, case=case,
+                                                 cassettes=manifest.cassettes)
     if probe.tampering:
         findings.append(FLAGGED + f"the own-Replay probe: {quote(probe.tampering)}")
     second_set, problem, found = _second_set(root, manifest, rubric, run, plan, answers)
     findings += found
     review, basis = _review(root, manifest) if "rerecord-review" in manifest.stretch \
         else ("not claimed", "")
-    cut_point, found = _cut_point(sandbox, manifest, plan.hashseed) \
+    cut_point, found = _cut_point(sandbox, manifest, plan.hashseed, plan.clock) \
         if "cut-point" in manifest.stretch \
         else ("not claimed", [])
     findings += found
@@ -491,7 +556,8 @@ def _evidence(sandbox: Sandbox, manifest: Manifest | None, rubric: Rubric,
     recordings, found = _item_recordings(root, manifest, item_cases(rubric))
     findings += found
     regression = {ref: replay_set(sandbox.within(f"set-{number}"), pinned, manifest.agent,
-                                  recordings, label=plan.label, hashseed=plan.hashseed)
+                                  recordings, label=plan.label, hashseed=plan.hashseed,
+                                  clock=plan.clock)
                   for number, (ref, pinned) in enumerate(rubric.sets.items())
                   if pinned is not None}
     return Evidence(cases=rubric.cases, label=plan.label, primary=primary, others=others,
@@ -499,32 +565,70 @@ def _evidence(sandbox: Sandbox, manifest: Manifest | None, rubric: Rubric,
                     stretch=manifest.stretch, second_set=second_set,
                     second_set_problem=problem, blocked=blocked, review_problem=review,
                     second_cassettes=manifest.second_cassettes, fixtures=manifest.fixtures,
-                    review_basis=basis, tiebreak=tiebreak, cut_point_problem=cut_point,
+                    review_basis=basis, seeds=seeds, again=again, clock=plan.clock,
+                    cut_point_problem=cut_point,
                     incident_test=manifest.incident_test, regression=regression), findings
 
 
-def _loud_probes(run: Callable[..., RunResult], plan: RunPlan,
-                 primary: RunResult) -> tuple[tuple[Withhold, RunResult], ...]:
-    """The loud-failure probe runs, with the primary run's ``plan`` (its label and hash seed)
-    so that every call before the withheld one is the primary run's: one run per provider call
-    position (the cases that made that many calls), then one that withholds the tool
-    fixtures. A case that failed a probe is not probed again: it has lost already."""
-    planned = {case: planned_probes(outcome) for case, outcome in primary.outcomes.items()
-               if ran(outcome)}
-    order = sorted({w for probes in planned.values() for w in probes},
-                   key=lambda w: (w.kind == "tool", w.position))
-    failed: set[str] = set()
+def _steady_messages(primary: RunResult, others: tuple[RunResult, ...],
+                     again: RunResult) -> tuple[RunResult, tuple[RunResult, ...], RunResult]:
+    """The runs, each case's message of what run() raised kept only where every run that
+    raised gave the same one: a message that holds a time, an id or an address would
+    otherwise make one grading's report differ from the next."""
+    runs = (primary, *others, again)
+    unsteady = {case for case in primary.outcomes
+                if len({o.message for run in runs if (o := run.outcomes.get(case))
+                        and o.status == "raised"}) > 1}
+    if not unsteady:
+        return primary, others, again
+
+    def steady(run: RunResult) -> RunResult:
+        return replace(run, outcomes={case: replace(o, message="") if case in unsteady else o
+                                      for case, o in run.outcomes.items()})
+
+    return steady(primary), tuple(steady(run) for run in others), steady(again)
+
+
+def _probe_recordings(answers: Mapping[str, Mapping[str, Entry]], drawn: Draw,
+                      ids: Sequence[str]) -> tuple[str, dict[str, str], str]:
+    """What the own Replay is probed with, so that it looks like any case of the lab: the
+    case, its recordings (prompt -> answer) and a prompt it does not hold. A case with
+    recordings of the submission's own is drawn; the unknown prompt is another case's
+    recorded prompt where there is one. Without any recording: the draw's made-up ones,
+    under a case of the rubric."""
+    recorded = {case: {e.prompt: e.response for e in entries.values() if e.prompt}
+                for case, entries in sorted(answers.items())}
+    cases = [case for case, prompts in recorded.items() if prompts]
+    if not cases:
+        return ids[drawn.pick % len(ids)] if ids else "case", dict(drawn.probe), drawn.unknown
+    case = cases[drawn.pick % len(cases)]
+    held = {prompt_key(prompt) for prompt in recorded[case]}
+    others = sorted({prompt for other in cases if other != case for prompt in recorded[other]
+                     if prompt_key(prompt) not in held})
+    unknown = others[drawn.pick % len(others)] if others else drawn.unknown
+    return case, recorded[case], unknown
+
+
+def _loud_probes(run: Callable[..., RunResult], plan: RunPlan, primary: RunResult, *,
+                 skip: Collection[str] = ()) -> tuple[tuple[Withhold, RunResult], ...]:
+    """The loud-failure probe runs, with the primary run's ``plan`` (its label, hash seed
+    and clock): for each case that ran, one run per provider call and per tool call it
+    made, each making the cases before it as the primary run did, so that the miss meets
+    the agent where its real run stood (a memo of an earlier case's answer is there). A
+    case that failed a probe is not probed again: it has lost already. The cases in
+    ``skip`` (their prompts change with the hash seed: whether the primary run was served
+    is the draw's luck) are not probed, so that the draw moves no verdict."""
+    order = list(primary.outcomes)
     runs = []
-    for withhold in order:
-        cases = [case for case, probes in planned.items()
-                 if withhold in probes and case not in failed]
-        if not cases:
+    for index, (case, outcome) in enumerate(primary.outcomes.items()):
+        if not ran(outcome) or case in skip:
             continue
-        name = f"loud-{withhold.kind}-{withhold.position}"
-        result = run(name, replace(plan, withhold=withhold), cases)
-        failed |= {case for case in cases
-                   if loud_problem(withhold, result.outcomes.get(case)) is not None}
-        runs.append((withhold, result))
+        for withhold in planned_probes(outcome):
+            name = f"loud-{index + 1}-{withhold.kind}-{withhold.position}"
+            result = run(name, replace(plan, withhold=withhold), order[:index + 1])
+            runs.append((withhold, result))
+            if loud_problem(withhold, result.outcomes.get(case)) is not None:
+                break
     return tuple(runs)
 
 
@@ -545,34 +649,19 @@ def _require_packages(root: Path, manifest: Manifest, packages: Mapping[str, str
             raise missing
 
 
-def _cut_point(sandbox: Sandbox, manifest: Manifest,
-               hashseed: int) -> tuple[str | None, list[str]]:
+def _cut_point(sandbox: Sandbox, manifest: Manifest, hashseed: int,
+               clock: int) -> tuple[str | None, list[str]]:
     """The cut-point goal's evidence: the incident test, on the submission's guard and on
     one that allows everything, both in the sandbox; and the findings they gave."""
     test, guard = manifest.incident_test, manifest.guard
     if not test or not guard:
         return cut_point_problem(None, None, test=test, guard=guard), []
     runs = [sandbox.within(f"cut-point-{allow_all}").run_cut_point_test(
-        test, guard, allow_all=allow_all, hashseed=hashseed) for allow_all in (False, True)]
+        test, guard, allow_all=allow_all, hashseed=hashseed, clock=clock)
+        for allow_all in (False, True)]
     findings = [FLAGGED + f"the cut-point test: {quote(run.tampering)}"
                 for run in runs if run.tampering]
     return cut_point_problem(runs[0], runs[1], test=test, guard=guard), findings
-
-
-def _differing(primary: RunResult, others: Sequence[RunResult]) -> list[str]:
-    """The cases whose answer in another run is not the primary run's (both answered)."""
-    def answer(run: RunResult, case: str) -> str | None:
-        outcome = run.outcomes.get(case)
-        return outcome.answer_sha256 if outcome is not None and _answered(outcome) else None
-
-    return [case for case in primary.outcomes if (first := answer(primary, case)) is not None
-            and any(answer(other, case) not in (None, first) for other in others)]
-
-
-def _answered(outcome: CaseOutcome | None) -> bool:
-    """A str answer with every call served: a run whose answer two runs can compare."""
-    return outcome is not None and outcome.status == "returned" \
-        and outcome.answer_sha256 is not None and all(call.served for call in outcome.calls)
 
 
 def _review_problem(root: Path, manifest: Manifest) -> str | None:
@@ -667,7 +756,8 @@ def _second_set(root: Path, manifest: Manifest, rubric: Rubric, run: Callable[..
     problem = _not_another_provider(first, second.by_case, manifest.second_cassettes)
     if problem:
         return None, problem, findings
-    serving = replace(plan.serving, answer=_serve(second.by_case), http=http.by_case)
+    serving = replace(plan.serving, answer=_serve(second.by_case), http=http.by_case,
+                      cassettes=manifest.second_cassettes, recorded=second.by_case)
     result = run("second-set", replace(plan, serving=serving))
     return result, "", [*findings, *_run_findings(result)]
 
@@ -743,6 +833,18 @@ def _custom(spec: str) -> Check:
     ``(evidence, rubric, criterion) -> CriterionResult``. ``load_rubric`` imported it."""
     module, _, function = spec.partition(":")
     return cast(Check, getattr(importlib.import_module(module), function))
+
+
+def _recording_names(manifest: Manifest | None, cases: tuple[Case, ...]) -> list[str]:
+    """The submission-relative paths of every recording of ``cases`` the manifest's folders
+    may hold: cassettes, HTTP cassettes, fixtures, and the second set's."""
+    folders = [manifest.cassettes if manifest else "cassettes"]
+    if manifest and manifest.second_cassettes:
+        folders.append(manifest.second_cassettes)
+    names = [f"{folder}/{case.id}{kind}" for folder in folders for case in cases
+             for kind in (".json", ".http.json")]
+    fixtures = manifest.fixtures if manifest else "fixtures"
+    return names + [f"{fixtures}/{case.id}.json" for case in cases]
 
 
 def _inputs(root: Path, manifest: Manifest | None, cases: tuple[Case, ...]) -> dict[str, str]:

@@ -20,7 +20,7 @@ from gradekit import Entry, HttpCassette, prompt_key
 from gradekit.internal import commands
 from grader._model import CaseOutcome, ItemRun
 from grader.regression import Item, RegressionSet, recording_name
-from grader.sandbox import RunPlan, Sandbox, Serving
+from grader.sandbox import CLOCK, RunPlan, Sandbox, Serving
 
 __all__ = ["ItemRecordings", "replay_set"]
 
@@ -39,7 +39,8 @@ class ItemRecordings:
 
 
 def replay_set(sandbox: Sandbox, pinned: RegressionSet, agent: str,
-               recordings: ItemRecordings, *, label: str, hashseed: int) -> dict[str, ItemRun]:
+               recordings: ItemRecordings, *, label: str, hashseed: int,
+               clock: int = CLOCK) -> dict[str, ItemRun]:
     """Every item of ``pinned`` that has its world and a goal, run against the submission in
     ``sandbox`` and served from its ``recordings``: item id -> what the grader saw. ``agent``
     is the submission's own (its manifest's), for the items that name none; items of one
@@ -58,7 +59,7 @@ def replay_set(sandbox: Sandbox, pinned: RegressionSet, agent: str,
                           recordings.fixtures_folder, recordings.cassettes)
         result = sandbox.within(f"regression-{number}").run(
             spec, [(names[item.id], item.task) for item in items],
-            RunPlan(label, hashseed, serving))
+            RunPlan(label, hashseed, serving, clock=clock))
         error = f"the agent {spec} could not be imported: {result.import_error}" \
             if result.import_error else ""
         for item in items:

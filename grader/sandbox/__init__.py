@@ -38,6 +38,7 @@ from grader.sandbox._layout import (
     copy_caps,
 )
 from grader.sandbox._sandbox import (
+    CLOCK,
     Answer,
     CaseServer,
     RunPlan,
@@ -59,6 +60,7 @@ from grader.sandbox._walls import (
 
 __all__ = [
     "BOUNDS",
+    "CLOCK",
     "DEFAULT_LIMITS",
     "HARNESS",
     "LAID_AHEAD",

@@ -20,9 +20,11 @@ READ_FD, writes WRITE_FD). The first line the parent writes is the configuration
     "site": the package folders, "library": the grader's own gradekit,
     "parent": the grader's pid to die with (process guard only), "copy": {"from", "to",
     "ignore"}: the read-only original to copy into the tmpfs first (namespaces only)
+    "clock": the seconds since the epoch that the run's wall clock starts at (set_clock)
     run:           "agent": "module:function", "label", "fixtures": the fixtures folder's
                    name, "cases": [{"id", "task", "trace": the case's trace file}]
-    probe_replay:  "replay": "module:Class", "probe": {"cassette", "hit": P | null, "miss": P}
+    probe_replay:  "replay": "module:Class", "probe": {"cassette", "as": where in the copy
+                   to put it first, "hit": P | null, "miss": P}
     cut_point:     "test", "guard": "module:function" each, "allow_all": BOOL
 
 The child then says, one request at a time (it reads each reply before it asks again):
@@ -38,8 +40,12 @@ The child then says, one request at a time (it reads each reply before it asks a
                                                      "the submission is ...")
     {"op": "ready"}                                  the agent (or replay, or test) is loaded
     {"op": "start", "case": ID}                      before each case: the parent times it
+    Each of the three calls below also carries "since": N, the replies the child had read
+    when the agent made the call (a call made by another thread while the parent was
+    answering, already on its way, is told apart from one made after that answer).
     {"op": "complete", "case": ID, "prompt": P}      the parent answers
-                                                     {"response": R} or {"miss": MESSAGE}
+                                                     {"response": R} or {"miss": MESSAGE,
+                                                     "cassette": PATH}
     {"op": "tool", "case": ID, "tool": NAME, "args": {...}}
                                                      a tool call (agents that take tools);
                                                      the parent answers {"response": RESULT}
@@ -53,7 +59,10 @@ The child then says, one request at a time (it reads each reply before it asks a
      "answer": A | null, "exception": NAME | null, "miss_escaped": BOOL,
      "module": NAME | null, "seal": SEAL}            NAME: as for import_error, when run()
                                                      raised and a ModuleNotFoundError is in
-                                                     the chain of what it raised (a lazy import)
+                                                     the chain of what it raised (a lazy import);
+                                                     when it raised, also "message": "Class:
+                                                     first line" and "chain": what it was
+                                                     raised from, ["module.Class" | "miss"]
     {"op": "probe", "hit": OUTCOME | null, "miss": OUTCOME, "seal": SEAL}
                                                      probe_replay mode only; OUTCOME:
                                                      {"returned_type": T, "answer": A | null}
@@ -183,6 +192,9 @@ class MissingFixtureError(Exception):
     """Raised for a tool call never recorded, when the submission defines none of its own."""
 
 
+GRACE = 0.05  # seconds a miss waits for the calls other threads were already making
+
+
 class Channel:
     """The two pipes to the parent: one JSON object per line, each way."""
 
@@ -191,6 +203,7 @@ class Channel:
         self._pending = bytearray()
         self._send_lock = _thread.allocate_lock()  # the audit hook reports from any thread
         self.talk_lock = _thread.allocate_lock()  # one request and its reply at a time
+        self.replies = 0  # replies read so far: a request says how many it was made after
 
     def send(self, message: dict[str, Any]) -> None:
         """Write one line; ``os.write`` is not an audited event, so the hook may call this."""
@@ -199,6 +212,26 @@ class Channel:
             view = memoryview(data)
             while view:
                 view = view[os.write(self._write_fd, view) :]
+
+    def ask(self, message: dict[str, Any]) -> dict[str, Any]:
+        """Send a request and read its reply. The request carries ``since``, the replies
+        read when it was made (before it waited its turn): a call another thread made
+        while the parent was answering this one is told apart from a call made after.
+
+        A miss, while the agent has other threads, counts as read only after ``GRACE``:
+        a thread pool's other calls, submitted with this one but not yet at the provider
+        (a thread still starting), are on their way, not steps taken after the miss."""
+        since = self.replies
+        with self.talk_lock:
+            self.send({**message, "since": since})
+            reply = self.receive()
+        if ("miss" in reply or "missing" in reply) and _thread._count():
+            held = _thread.allocate_lock()
+            held.acquire()
+            held.acquire(True, GRACE)  # held already: a sleep that imports nothing
+        with self.talk_lock:
+            self.replies += 1
+        return reply
 
     def receive(self) -> dict[str, Any]:
         """Read one line; the parent going away ends this process."""
@@ -345,6 +378,133 @@ def settle_platform() -> None:
     import platform
 
     vars(platform.uname())["processor"] = ""
+
+
+# -- the grader's clock (set_clock) --------------------------------------------------------
+
+
+def set_clock(start: object) -> None:
+    """Start the run's wall clock at ``start`` (seconds since the epoch); it then advances
+    with real elapsed time, however Python reads it: ``time.time()``, ``time.time_ns()``,
+    ``time.localtime()``, ``time.strftime(fmt)`` and the rest without a time argument,
+    ``datetime.now()``, ``date.today()``. An agent that writes today's date into a prompt
+    or an answer must meet the same day on every machine and every regrade, or its
+    cassette misses and its grade moves with the calendar: the grading chooses the day.
+
+    The monotonic clocks (``monotonic``, ``perf_counter``, ``process_time``) stay the
+    machine's: agents time their calls with them. Only the modules' attributes change, so
+    a function taken before this (``from time import time`` in a module already imported)
+    keeps the machine's clock, and nothing imported afterwards does. A ``start`` that is
+    not an int (an older parent's configuration) changes nothing.
+    """
+    if isinstance(start, bool) or not isinstance(start, int):
+        return
+    import time
+
+    monotonic_ns, base = time.monotonic_ns, time.monotonic_ns()
+    real_localtime, real_gmtime, real_ctime = time.localtime, time.gmtime, time.ctime
+    real_asctime, real_strftime = time.asctime, time.strftime
+    real_clock_gettime, real_clock_gettime_ns = time.clock_gettime, time.clock_gettime_ns
+    realtime = time.CLOCK_REALTIME
+
+    def wall_ns() -> int:
+        return start * 1_000_000_000 + monotonic_ns() - base
+
+    def wall() -> float:
+        return start + (monotonic_ns() - base) / 1e9
+
+    def now_if_absent(secs: tuple[Any, ...]) -> tuple[Any, ...]:
+        """Arguments given pass as they are (errors included); none, or None, is now."""
+        return (wall(),) if not secs or (len(secs) == 1 and secs[0] is None) else secs
+
+    def localtime(*secs: Any) -> time.struct_time:
+        return real_localtime(*now_if_absent(secs))
+
+    def gmtime(*secs: Any) -> time.struct_time:
+        return real_gmtime(*now_if_absent(secs))
+
+    def ctime(*secs: Any) -> str:
+        return real_ctime(*now_if_absent(secs))
+
+    def asctime(*t: Any) -> str:  # None is an error here, as it is for the real one
+        return real_asctime(*t) if t else real_asctime(localtime())
+
+    def strftime(format: str, *t: Any) -> str:
+        return real_strftime(format, *t) if t else real_strftime(format, localtime())
+
+    def clock_gettime(clock: int) -> float:
+        return wall() if clock == realtime else real_clock_gettime(clock)
+
+    def clock_gettime_ns(clock: int) -> int:
+        return wall_ns() if clock == realtime else real_clock_gettime_ns(clock)
+
+    for name, function in (("time", wall), ("time_ns", wall_ns), ("localtime", localtime),
+                           ("gmtime", gmtime), ("ctime", ctime), ("asctime", asctime),
+                           ("strftime", strftime), ("clock_gettime", clock_gettime),
+                           ("clock_gettime_ns", clock_gettime_ns)):
+        function.__name__ = function.__qualname__ = name
+        setattr(time, name, function)
+    _clock_datetime(wall)
+
+
+def _clock_datetime(wall: Callable[[], float]) -> None:
+    """Replace ``datetime.datetime`` and ``datetime.date`` (C types, whose ``now`` cannot
+    be set) with subclasses whose ``now``, ``utcnow`` and ``today`` read ``wall``, and that
+    are otherwise the real classes: calling one makes a real object, and a real object is
+    an instance of them (``isinstance``, as freezegun does it), so every object the run
+    sees, made by its own code or by code imported before, is the real type. The classes
+    are made here, not at module level: an agent may patch them as it could any class of
+    its own without that reading as tampering with the harness (``sealer``)."""
+    import copyreg
+    import datetime
+
+    real_of: dict[type, type] = {}
+
+    class Clocked(type):
+        def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+            return real_of.get(cls, super().__call__)(*args, **kwargs)
+
+        def __instancecheck__(cls, instance: object) -> bool:
+            return isinstance(instance, real_of[cls]) if cls in real_of \
+                else super().__instancecheck__(instance)
+
+        def __subclasscheck__(cls, subclass: type) -> bool:
+            return issubclass(subclass, real_of[cls]) if cls in real_of \
+                else super().__subclasscheck__(subclass)
+
+    class ClockedDate(datetime.date, metaclass=Clocked):
+        @classmethod
+        def today(cls) -> Any:
+            return cls.fromtimestamp(wall())
+
+    class ClockedDatetime(datetime.datetime, metaclass=Clocked):
+        @classmethod
+        def now(cls, tz: datetime.tzinfo | None = None) -> Any:
+            return cls.fromtimestamp(wall(), tz)
+
+        @classmethod
+        def utcnow(cls) -> Any:
+            return cls.fromtimestamp(wall(), datetime.UTC).replace(tzinfo=None)
+
+        @classmethod
+        def today(cls) -> Any:
+            return cls.fromtimestamp(wall())
+
+    def by_name(value: datetime.date) -> tuple[type, Any]:
+        """pickle names a real object's class "datetime.datetime", and refuses to once that
+        name no longer leads to it: pickled by its state under the name, it unpickles as
+        the real class, here and in any other interpreter."""
+        return getattr(datetime, type(value).__name__), value.__reduce_ex__(4)[1]
+
+    for clocked, real in ((ClockedDate, datetime.date), (ClockedDatetime, datetime.datetime)):
+        real_of[clocked] = real
+        clocked.__name__ = clocked.__qualname__ = real.__name__
+        clocked.__module__ = real.__module__
+        copyreg.pickle(real, by_name)
+    datetime.date, datetime.datetime = ClockedDate, ClockedDatetime  # type: ignore[misc]
+
+
+# -- end of the grader's clock ---------------------------------------------------------------
 
 
 def install_guard(channel: Channel, roots: Iterable[str]) -> Callable[[], bool]:
@@ -689,13 +849,12 @@ class Provider:
             raise TypeError(f"complete() takes a str prompt, not {type(prompt).__name__}")
         prompt = "".join([prompt])
         prompt.encode("utf-8")  # a lone surrogate raises here, before anything is sent
-        with self._channel.talk_lock:
-            self._channel.send({"op": "complete", "case": self._case, "prompt": prompt})
-            reply = self._channel.receive()
+        reply = self._channel.ask({"op": "complete", "case": self._case, "prompt": prompt})
         if "response" in reply:
             response: str = reply["response"]
             return response
-        miss = make_miss(str(reply.get("miss", "cassette miss")), self._case, prompt)
+        miss = make_miss(str(reply.get("miss", "cassette miss")),
+                         str(reply.get("cassette", self._case)), prompt)
         self.misses.append(miss)
         raise miss
 
@@ -722,10 +881,9 @@ class Provider:
             raise TypeError(f"the provider's HTTP clients serve httpx and httpx2 requests, not "
                             f"{type(request).__name__}")
         method, url = str(request.method), str(request.url)
-        with self._channel.talk_lock:
-            self._channel.send({"op": "http", "case": self._case, "method": method, "url": url,
-                                "body": base64.b64encode(bytes(body)).decode("ascii")})
-            reply = self._channel.receive()
+        reply = self._channel.ask({"op": "http", "case": self._case, "method": method,
+                                   "url": url,
+                                   "body": base64.b64encode(bytes(body)).decode("ascii")})
         answer = reply.get("http")
         if isinstance(answer, dict):
             return library.Response(answer["status"], request=request,
@@ -787,9 +945,7 @@ class Toolbox:
             json.dumps(message, allow_nan=False)
         except (TypeError, ValueError) as exc:
             raise TypeError(f"tool arguments must be JSON values: {exc}") from None
-        with self._channel.talk_lock:
-            self._channel.send(message)
-            reply = self._channel.receive()
+        reply = self._channel.ask(message)
         if "response" in reply:
             return reply["response"]
         arguments = json.dumps(args, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
@@ -802,11 +958,12 @@ class Toolbox:
         raise missing
 
 
-def make_miss(message: str, case: str, prompt: str) -> BaseException:
+def make_miss(message: str, cassette: str, prompt: str) -> BaseException:
     """The submission's ``CassetteMiss`` (``submission_class``) when it can be built, else the
-    harness's."""
+    harness's: with the fields the kit's Replay gives one (``cassette``: the file's path)."""
     key = hashlib.sha256(prompt.strip().encode("utf-8")).hexdigest()[:16]
-    return make_error("CassetteMiss", CassetteMiss, message, cassette=case, key=key, prompt=prompt)
+    return make_error("CassetteMiss", CassetteMiss, message, cassette=cassette, key=key,
+                      prompt=prompt)
 
 
 MISS_CLASSES: dict[tuple[type[BaseException], str], type[BaseException]] = {}
@@ -918,6 +1075,21 @@ def escaped(exc: BaseException, misses: list[BaseException]) -> bool:
         return False
 
 
+def causes(exc: BaseException, misses: list[BaseException]) -> list[str]:
+    """What ``exc`` was raised from, nearest first (at most 5, itself left out): each
+    ``module.Class``, and a miss of this run's as ``miss``, so that feedback can say "an
+    SDK's error, caused by the miss" without reading any message."""
+    try:
+        found = []
+        for current in list(chain(exc))[1:6]:
+            kind = type(current)
+            found.append("miss" if any(current is miss for miss in misses)
+                         else f"{kind.__module__}.{kind.__qualname__}"[:TEXT_LIMIT])
+        return found
+    except BaseException:
+        return []
+
+
 def missing_module(exc: BaseException) -> str | None:
     """The module that a ``ModuleNotFoundError`` in ``exc``'s chain (the nearest first)
     could not find: its ``name``, or None when there is none. An import the agent, or a
@@ -963,12 +1135,14 @@ def run_cases(channel: Channel, config: dict[str, Any], verdict: Verdict) -> Non
                          str(config.get("fixtures", "fixtures"))),) if with_tools else ()
         channel.send({"op": "start", "case": case["id"]})
         described, error = outcome(lambda: agent(provider, case["task"], *extra))  # noqa: B023
+        result: dict[str, object]
         if error is None:
             result = {"status": "returned", "exception": None, "miss_escaped": False}
         else:
             result = {"status": "raised", "returned_type": None, "answer": None,
                       "miss_escaped": escaped(error, provider.misses),
-                      "module": missing_module(error)}
+                      "module": missing_module(error), "message": describe(error),
+                      "chain": causes(error, provider.misses)}
         del error  # its traceback holds the agent's frames
         flush_output()
         verdict({"op": "result", "case": case["id"], **described, **result})
@@ -1003,10 +1177,17 @@ def allow_everything(*args: object, **kwargs: object) -> bool:
 
 
 def probe_replay(channel: Channel, config: dict[str, Any], verdict: Verdict) -> None:
-    """Load the submission's replay on the parent's cassette; ask a hit and a miss."""
+    """Load the submission's replay on the parent's cassette; ask a hit and a miss. The
+    cassette is first put where the submission keeps its own (``probe["as"]``, relative to
+    its copy), so the replay is opened as the student's own code opens one."""
     probe = config["probe"]
+    cassette = probe["cassette"]
     try:
-        replay = load(config["replay"])(probe["cassette"])
+        if probe.get("as"):
+            os.makedirs(os.path.dirname(probe["as"]) or ".", exist_ok=True)
+            copy_file(cassette, probe["as"])
+            cassette = probe["as"]
+        replay = load(config["replay"])(cassette)
     except BaseException as exc:
         channel.send({"op": "import_error", "error": describe(exc)})
         return
@@ -1555,6 +1736,7 @@ def main(argv: list[str]) -> None:
         sys.meta_path.insert(0, Library(config["library"]))
     set_limits(config["limits"])
     settle_platform()
+    set_clock(config.get("clock"))
     alive = install_guard(channel, config["roots"])
     if config.get("hooked"):
         hook.append(alive)

@@ -16,6 +16,7 @@ import importlib.util
 import marshal
 import os
 import secrets
+import shutil
 import stat
 import sys
 import tempfile
@@ -23,7 +24,7 @@ import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import IO, Any, ClassVar, Literal
 
 from gradekit import GradekitError
@@ -218,6 +219,10 @@ class LaidOut:
     hosts: Hosts = field(default_factory=Hosts)  # the runs' hosts (namespaces only)
     ahead: Path | None = None  # where a copy laid out before the grading began would be
     derived: Derived | None = None  # where a batch keeps bytecode (None: compiled here)
+    # Files of the submission (relative paths) that no run sees: its recordings, which
+    # the parent alone reads and serves, so that a run cannot tell a withheld answer from
+    # a missing one by looking.
+    hidden: tuple[str, ...] = ()
 
     def source(self, root: Path, scratch: Path, packages: Sequence[str],
                limits: Limits = DEFAULT_LIMITS) -> Path:
@@ -231,6 +236,7 @@ class LaidOut:
         if self.folder is None and self.ahead is not None and _whole_folder(self.ahead) \
                 and _whole_folder(self.ahead / "copy"):
             self.folder = self.ahead / "copy"
+            _leave_out(self.folder, self.hidden)
         if self.folder is None:
             bounded(root, limits)
             scratch.mkdir(parents=True, exist_ok=True)
@@ -238,11 +244,33 @@ class LaidOut:
             os.chmod(folder, 0o755)  # uid 65534 reads it, behind namespaces as root
             copy_submission(str(root), str(folder / "copy"), IGNORED_NAMES, shared=True)
             self.folder = folder / "copy"
+            _leave_out(self.folder, self.hidden)
         for package in packages:
             if package not in self.compiled:
                 self.compiled.add(package)
                 compile_package(self.folder, package, self.derived)
         return self.folder
+
+
+def _leave_out(copy: Path, hidden: Sequence[str]) -> None:
+    """Take each of ``hidden`` (paths relative to the submission) out of the grader's own
+    copy of it. A path that leaves the copy, or runs through a link, is not touched: the
+    copy keeps links as links, and only what lies inside it is ever removed."""
+    for relative in hidden:
+        parts = PurePosixPath(relative).parts
+        if not parts or parts[0] == "/" or ".." in parts:
+            continue
+        path, through_link = copy, False
+        for part in parts[:-1]:
+            path = path / part
+            through_link = through_link or path.is_symlink() or not _whole_folder(path)
+        if through_link:
+            continue
+        path = path / parts[-1]
+        if _whole_folder(path):
+            shutil.rmtree(path)
+        elif os.path.lexists(path):
+            os.unlink(path)
 
 
 class SubmissionTooLarge(GradekitError):

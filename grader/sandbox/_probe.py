@@ -25,19 +25,23 @@ from grader.sandbox._layout import Layout
 __all__ = ["ProbeTalk", "probe_cassette"]
 
 
-def probe_cassette(layout: Layout, recorded: Mapping[str, str],
-                   unknown: str | None) -> tuple[Path, dict[str, object], str | None]:
-    """Write ``recorded`` (prompt -> response) as the probe's cassette in the run's ``work``;
+def probe_cassette(layout: Layout, recorded: Mapping[str, str], unknown: str | None,
+                   case: str = "case", folder: str = "cassettes",
+                   ) -> tuple[Path, dict[str, object], str | None]:
+    """Write ``recorded`` (prompt -> response) as ``case``'s cassette in the run's ``work``,
+    for the child to put at ``<folder>/<case>.json`` in its copy, where the submission keeps
+    its own (nothing in its name, its place or its content says it is a probe);
     return its path, what the child is told to ask (one recorded prompt wrapped in extra
     whitespace, and ``unknown`` or another prompt never recorded), and the answer the
     recorded prompt must get (None when nothing was recorded)."""
     entries = {prompt_key(p): Entry(p.strip(), r) for p, r in sorted(recorded.items())}
-    cassette = layout.work / "probe-cassette.json"
-    cassette.write_bytes(encode_cassette(Cassette(case="probe", entries=entries)))
+    cassette = layout.work / "cassette.json"
+    cassette.write_bytes(encode_cassette(Cassette(case=case, entries=entries)))
     first = min(recorded, default=None)
     expected = None if first is None else entries[prompt_key(first)].response
     probe: dict[str, object] = {
         "cassette": layout.inside(cassette),
+        "as": f"{folder}/{case}.json",
         "hit": None if first is None else f"  \n\t{first.strip()}\n  ",
         "miss": _unknown_prompt(entries, unknown),
     }

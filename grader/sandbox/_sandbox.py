@@ -37,10 +37,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any, Literal, Protocol
 
-from gradekit import GradekitError, HttpCassette, prompt_key, tool_key
-from gradekit.internal import LAB_HTTP_CASSETTE, HttpRequest, commands, miss_rows
+from gradekit import Cassette, Entry, GradekitError, HttpCassette, prompt_key, tool_key
+from gradekit.internal import LAB_HTTP_CASSETTE, HttpRequest, commands, miss_rows, replay_miss
 from grader._model import (
     ASKED_CAP,
+    TOOLS_CHANGED,
     CaseOutcome,
     Limits,
     Refusal,
@@ -80,7 +81,7 @@ from grader.sandbox._probe import ProbeTalk, probe_cassette
 from grader.sandbox._walls import PROCESS_WALL
 
 __all__ = [
-    "Answer", "CaseServer", "RunPlan", "Sandbox", "Serving", "ToolAnswer", "module_name",
+    "CLOCK", "Answer", "CaseServer", "RunPlan", "Sandbox", "Serving", "ToolAnswer", "module_name",
     "no_tools",
 ]
 
@@ -88,6 +89,9 @@ _MAX_REFUSALS = 100
 TRACE_LINE = 4096  # bytes of one trace record: a record is a few short fields
 _MIB = 1 << 20
 _MAX_SEED = 2**32 - 1
+# What a run's clock reads when it starts, unless its plan says otherwise: a grading draws
+# its own (``grader.grading``), so that no grade depends on the day it is made.
+CLOCK = 2524608000  # 2050-01-01T00:00:00Z
 
 _OUT = "outside the submission"
 _REFUSED: dict[str, str] = {
@@ -149,20 +153,27 @@ class Serving:
     http: Mapping[str, HttpCassette] = field(default_factory=dict)
     fixtures: str = "fixtures"
     cassettes: str = "cassettes"
+    # case -> key -> entry: what a miss's message compares the prompt with, as the kit's
+    # Replay does (the closest recorded prompt, where they part); a case not here has no
+    # cassette
+    recorded: Mapping[str, Mapping[str, Entry]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
 class RunPlan:
     """What one run of cases is given besides the sandbox: the provider ``label`` the agent
     sees, its ``PYTHONHASHSEED``, how its calls are served, the calls ``withhold`` answers
-    with a miss, recorded or not (a loud-failure probe; the miss says so), and
-    ``on_case(case_id)``, told as each case starts (a batch's heartbeat names it)."""
+    with a miss, recorded or not (a loud-failure probe: its miss reads as any other),
+    ``on_case(case_id)``, told as each case starts (a batch's heartbeat names it), and the
+    ``clock`` its wall clock starts at (``time.time()``, ``datetime.now()``: the day is the
+    grader's choice, never the grading machine's)."""
 
     label: str
     hashseed: int
     serving: Serving
     withhold: Withhold | None = None
     on_case: Callable[[str], None] | None = None
+    clock: int = CLOCK  # seconds since the epoch that the run's wall clock starts at
 
     def __post_init__(self) -> None:
         if not 0 <= self.hashseed <= _MAX_SEED:
@@ -208,8 +219,10 @@ class Sandbox:
             self.laid.hosts.close()
 
     def within(self, folder: str) -> Sandbox:
-        """The same sandbox, its runs' folders under ``scratch / folder``."""
-        return replace(self, scratch=self.scratch / folder)
+        """The same sandbox, its runs' folders under a fresh folder of ``scratch`` for
+        ``folder``. The name is made up: a run can see its folders' paths, and a path
+        that said "probe" would tell a probe from the primary run."""
+        return replace(self, scratch=self.scratch / f"{secrets.token_hex(6)}")
 
     def run(self, agent: str, cases: Sequence[tuple[str, str]], plan: RunPlan) -> RunResult:
         """Run ``agent`` (``"package.module:function"``) on each ``(case_id, task)``.
@@ -225,7 +238,7 @@ class Sandbox:
                    for n, (case_id, task) in enumerate(cases)]
         run = _Run(plan, self.limits, layout)
         config = child_config(layout, self.limits, mode="run", agent=agent, label=plan.label,
-                              fixtures=plan.serving.fixtures)
+                              fixtures=plan.serving.fixtures, clock=plan.clock)
         traces = [case.trace for case in planned]
         with child_outputs(layout) as outputs:
             while run.import_error is None and (pending := run.pending(planned)):
@@ -238,38 +251,41 @@ class Sandbox:
         return run.result(planned, captured_output(layout, self.limits))
 
     def replay(self, agent: str, cases: Sequence[tuple[str, str]],
-               servers: Mapping[str, CaseServer], *, label: str, hashseed: int) -> RunResult:
+               servers: Mapping[str, CaseServer], *, label: str, hashseed: int,
+               clock: int = CLOCK) -> RunResult:
         """``run``, each case served by its own server in ``servers`` (a regression set's
         items, each from its own record)."""
         serving = Serving(answer=lambda case, prompt: servers[case].answer(prompt),
                           tools=lambda case, key: servers[case].tool(key))
-        return self.run(agent, cases, RunPlan(label, hashseed, serving))
+        return self.run(agent, cases, RunPlan(label, hashseed, serving, clock=clock))
 
     def probe_replay(self, replay: str, recorded: Mapping[str, str], *,
-                     unknown: str | None = None, hashseed: int = 0) -> ReplayProbe:
+                     unknown: str | None = None, hashseed: int = 0,
+                     clock: int = CLOCK, case: str = "case",
+                     cassettes: str = "cassettes") -> ReplayProbe:
         """Probe the submission's own replay class (``"package.module:Class"``).
 
-        The parent writes ``recorded`` (prompt -> response) as a cassette, the child
-        constructs ``cls(path)`` and asks one recorded prompt wrapped in extra whitespace
-        and one prompt never recorded (``unknown``, when it is not in ``recorded``); the
-        parent judges.
+        The parent writes ``recorded`` (prompt -> response) as ``case``'s cassette, the child
+        puts it at ``<cassettes>/<case>.json`` in its copy, constructs ``cls(path)`` and
+        asks one recorded prompt wrapped in extra whitespace and one prompt never recorded
+        (``unknown``, when it is not in ``recorded``); the parent judges.
         """
         layout = self._prepare(replay)
-        cassette, probe, expected = probe_cassette(layout, recorded, unknown)
+        cassette, probe, expected = probe_cassette(layout, recorded, unknown, case, cassettes)
         config = child_config(layout, self.limits, mode="probe_replay", replay=replay,
-                              probe=probe)
+                              probe=probe, clock=clock)
         with child_outputs(layout) as outputs, \
                 self._child(config, layout, outputs, [cassette], hashseed) as child:
             return ProbeTalk(layout, self.limits, expected, str(config["seal"])).converse(child)
 
     def run_cut_point_test(self, test: str, guard: str, *, allow_all: bool,
-                           hashseed: int = 0) -> CutPointRun:
+                           hashseed: int = 0, clock: int = CLOCK) -> CutPointRun:
         """Run the cut-point ``test`` over the submission; with ``allow_all``, its ``guard``
         replaced first by one that allows everything. ``hashseed``, here and for the
         probe: no verdict depends on it; a grading passes one its runs already use."""
         layout = self._prepare(test, guard)
         config = child_config(layout, self.limits, mode="cut_point", test=test, guard=guard,
-                              allow_all=allow_all)
+                              allow_all=allow_all, clock=clock)
         with child_outputs(layout) as outputs, \
                 self._child(config, layout, outputs, hashseed=hashseed) as child:
             return cut_point_verdict(child, layout, self.limits, str(config["seal"]))
@@ -350,6 +366,8 @@ class _Talk:
     trace_lines: int = 0  # complete lines in them
     asked: dict[str, int] = field(default_factory=dict)  # HTTP request key -> times served
     positions: dict[str, int] = field(default_factory=dict)  # "provider" / "tool" -> calls
+    replies: int = 0  # replies this child was sent to its calls
+    missed_at: int = 0  # the number of the reply that was the case's first withheld miss
 
     def next_case(self) -> _Case:
         return self.pending[self.done]
@@ -358,6 +376,23 @@ class _Talk:
         """Count one more call of ``kind`` in the current case; its 1-based position."""
         self.positions[kind] = self.positions.get(kind, 0) + 1
         return self.positions[kind]
+
+    def in_flight(self, since: object) -> bool:
+        """Whether a call was made before the agent had the case's first withheld miss:
+        ``since`` is how many replies the harness had read when the agent made it."""
+        if since is None:  # a harness that does not say: the call came after
+            return False
+        if not isinstance(since, int) or isinstance(since, bool) or not 0 <= since <= \
+                self.replies:
+            raise ProtocolError("a call that counts replies it was never sent")
+        return self.missed_at > 0 and since < self.missed_at
+
+    def reply(self, child: Child, message: dict[str, Any], *, withheld: bool = False) -> None:
+        """Send one reply to a call; remember which one was the case's first withheld miss."""
+        self.replies += 1
+        if withheld and not self.missed_at:
+            self.missed_at = self.replies
+        child.send(message)
 
 
 class _Run:
@@ -430,10 +465,10 @@ class _Run:
             # not would make the grader hold every answer it sends in memory.
             raise ProtocolError("a request before the last reply was read")
         elif current is not None and op == "complete" and case == current.id:
-            self._serve(child, talk, current, message.get("prompt"))
+            self._serve(child, talk, current, message)
             return False
         elif current is not None and op == "tool" and case == current.id:
-            self._serve_tool(child, talk, current, message.get("tool"), message.get("args"))
+            self._serve_tool(child, talk, current, message)
             return False
         elif current is not None and op == "http" and case == current.id:
             self._serve_http(child, talk, current, message)
@@ -448,12 +483,16 @@ class _Run:
                                   f"({replaced_names(message)})")
             raise ProtocolError("the harness's code was replaced")
         elif current is not None and op == "result" and case == current.id:
-            self._record(talk, current, *_claims(message, self._limits.answer_kb * 1024))
+            status, claims = _claims(message, self._limits.answer_kb * 1024)
+            if claims.get("message"):  # the machine's paths and addresses stay out
+                claims["message"] = _ADDRESS.sub("0x…", self._layout.scrub(claims["message"]))
+            self._record(talk, current, status, claims)
         else:
             raise ProtocolError("an unexpected message")
         return True
 
-    def _serve(self, child: Child, talk: _Talk, case: _Case, prompt: object) -> None:
+    def _serve(self, child: Child, talk: _Talk, case: _Case, message: Mapping[str, Any]) -> None:
+        prompt = message.get("prompt")
         if not isinstance(prompt, str):
             raise ProtocolError("a request without a prompt")
         try:
@@ -461,18 +500,35 @@ class _Run:
         except UnicodeEncodeError as exc:
             raise ProtocolError("a prompt that is not UTF-8") from exc
         lines, position = self._trace_lines(talk, case), talk.asking("provider")
-        if self._withholds("provider", position):
+        in_flight = talk.in_flight(message.get("since"))
+        head = _one_line(prompt)
+        if self._withholds(case, "provider", position):
             talk.calls.append(Served(key=key, served=False, trace_lines=lines, withheld=True,
-                                     asked=prompt.strip()[:ASKED_CAP]))
-            child.send({"miss": _withheld(case, key, position)})
+                                     asked=prompt.strip()[:ASKED_CAP], in_flight=in_flight,
+                                     head=head))
+            talk.reply(child, self._miss(case, prompt, key), withheld=True)
             return
         response = self._serving.answer(case.id, prompt)
         talk.calls.append(Served(key=key, served=response is not None, trace_lines=lines,
-                                 asked="" if response is not None else prompt[:ASKED_CAP]))
-        child.send({"response": response} if response is not None else {"miss": _miss(case, key)})
+                                 asked="" if response is not None else prompt[:ASKED_CAP],
+                                 in_flight=in_flight, head=head))
+        talk.reply(child, {"response": response} if response is not None
+                   else self._miss(case, prompt, key))
 
-    def _serve_tool(self, child: Child, talk: _Talk, case: _Case, tool: object,
-                    args: object) -> None:
+    def _miss(self, case: _Case, prompt: str, key: str) -> dict[str, str]:
+        """The reply to a prompt the parent does not answer: the kit's Replay's miss for
+        the case's cassette without ``key`` (a withheld answer's miss reads as the missing
+        recording's), and the cassette it names."""
+        source = f"{self._serving.cassettes}/{case.id}.json"
+        entries = self._serving.recorded.get(case.id)
+        rest = {k: entry for k, entry in (entries or {}).items() if k != key}
+        miss = replay_miss(Cassette(case.id, rest), prompt, source=source,
+                           exists=entries is not None)
+        return {"miss": str(miss), "cassette": source}
+
+    def _serve_tool(self, child: Child, talk: _Talk, case: _Case,
+                    message: Mapping[str, Any]) -> None:
+        tool, args = message.get("tool"), message.get("args")
         if not isinstance(tool, str) or not isinstance(args, dict):
             raise ProtocolError("a tool call without a tool name and arguments")
         try:
@@ -480,17 +536,17 @@ class _Run:
         except GradekitError as exc:
             raise ProtocolError("tool arguments that are not JSON") from exc
         lines, position = self._trace_lines(talk, case), talk.asking("tool")
-        withheld = self._withholds("tool", position)
+        in_flight = talk.in_flight(message.get("since"))
+        withheld = self._withholds(case, "tool", position)
         found, result = (False, None) if withheld else self._serving.tools(case.id, key)
         talk.calls.append(Served(key=key, served=found, tool=tool, trace_lines=lines,
-                                 withheld=withheld,
+                                 withheld=withheld, in_flight=in_flight,
                                  asked=_shown_args(tool, args)[:ASKED_CAP] if withheld else ""))
         if found:
-            child.send({"response": result})
+            talk.reply(child, {"response": result})
         else:
-            missing = _withheld_tool(case, tool, args, position) if withheld \
-                else _missing(case, tool, args, self._serving.fixtures)
-            child.send({"missing": missing})
+            talk.reply(child, {"missing": _missing(case, tool, args, self._serving.fixtures)},
+                       withheld=withheld)
 
     def _serve_http(self, child: Child, talk: _Talk, case: _Case,
                     message: Mapping[str, Any]) -> None:
@@ -505,35 +561,46 @@ class _Run:
         except (binascii.Error, ValueError) as exc:  # a body not base64, a URL with no port
             raise ProtocolError("an HTTP request that cannot be read") from exc
         lines, position = self._trace_lines(talk, case), talk.asking("provider")
-        if self._withholds("provider", position):
-            talk.calls.append(Served(key=key, served=False, trace_lines=lines, http=True,
-                                     withheld=True, asked=request_head(asked)[:ASKED_CAP]))
-            child.send({"miss": _withheld(case, key, position), "key": key})
-            return
+        in_flight = talk.in_flight(message.get("since"))
         cassette = self._serving.http.get(case.id)
+        if self._withholds(case, "provider", position):
+            # The miss a cassette without this request would give: nothing tells it apart.
+            rest = _without(cassette, key) if cassette is not None else None
+            rows = miss_rows(rest or HttpCassette(case.id), asked, 1, exists=rest is not None)
+            talk.calls.append(Served(key=key, served=False, trace_lines=lines, http=True,
+                                     withheld=True, asked=request_head(asked)[:ASKED_CAP],
+                                     in_flight=in_flight, head=_one_line(request_head(asked))))
+            talk.reply(child, {"miss": self._http_miss(case, rows), "key": key}, withheld=True)
+            return
         recorded = cassette.interactions.get(key, ()) if cassette is not None else ()
         n = talk.asked.get(key, 0) + 1
         if n <= len(recorded):
             talk.asked[key] = n
-            talk.calls.append(Served(key=key, served=True, trace_lines=lines, http=True))
+            talk.calls.append(Served(key=key, served=True, trace_lines=lines, http=True,
+                                     in_flight=in_flight, head=_one_line(request_head(asked))))
             response = recorded[n - 1].response
-            child.send({"http": {"status": response.status,
-                                 "headers": sorted(response.headers.items()),
-                                 "body": base64.b64encode(response.body()).decode("ascii")}})
+            talk.reply(child, {"http": {
+                "status": response.status, "headers": sorted(response.headers.items()),
+                "body": base64.b64encode(response.body()).decode("ascii")}})
             return
         rows = miss_rows(cassette or HttpCassette(case.id), asked, n,
                          exists=cassette is not None)
-        relative = f"{self._serving.cassettes}/{case.id}.http.json"
-        miss = LAB_HTTP_CASSETTE.miss_message(relative, rows, case=case.id)
         differs = next((value for label, value in rows if label in ("differs", "asked")), "")
         talk.calls.append(Served(key=key, served=False, trace_lines=lines, http=True,
-                                 asked=differs[:ASKED_CAP]))
-        child.send({"miss": miss, "key": key})
+                                 asked=differs[:ASKED_CAP], in_flight=in_flight,
+                                 head=_one_line(request_head(asked))))
+        talk.reply(child, {"miss": self._http_miss(case, rows), "key": key})
 
-    def _withholds(self, kind: str, position: int) -> bool:
-        """Whether this run's probe withholds the ``position``-th call of ``kind``."""
+    def _http_miss(self, case: _Case, rows: Sequence[tuple[str, str]]) -> str:
+        """The message of an SDK request's miss: where it parts from the closest recording."""
+        relative = f"{self._serving.cassettes}/{case.id}.http.json"
+        return LAB_HTTP_CASSETTE.miss_message(relative, rows, case=case.id)
+
+    def _withholds(self, case: _Case, kind: str, position: int) -> bool:
+        """Whether this run's probe withholds the ``position``-th call of ``kind`` in ``case``."""
         probe = self._withhold
-        return probe is not None and probe.kind == kind and position >= probe.position
+        return probe is not None and probe.kind == kind and position >= probe.position \
+            and probe.case in ("", case.id)
 
     def _trace_lines(self, talk: _Talk, case: _Case) -> int:
         """The complete lines in the case's trace now, just before a call is answered.
@@ -594,7 +661,7 @@ class _Run:
         )
         talk.done, talk.current, talk.calls = talk.done + 1, None, []
         talk.trace_read = talk.trace_lines = 0
-        talk.asked, talk.positions = {}, {}
+        talk.asked, talk.positions, talk.missed_at = {}, {}, 0
 
     def _deadline(self) -> float:
         return time.monotonic() + self._limits.timeout_s
@@ -619,8 +686,12 @@ def _claims(message: Mapping[str, Any],
             kept["answer"] = _cut(whole, keep)
         return "returned", kept
     if status == "raised" and isinstance(exception, str):
+        chain = message.get("chain")
+        causes = tuple(child_name(name) or "?" for name in chain[:5]) \
+            if isinstance(chain, list) else ()
         return "raised", {"exception": child_name(exception), "miss_escaped": escaped,
-                          "missing_module": module_name(message.get("module"))}
+                          "missing_module": module_name(message.get("module")),
+                          "message": child_text(message.get("message")), "causes": causes}
     raise ProtocolError("a malformed result")
 
 
@@ -635,34 +706,24 @@ def module_name(value: object) -> str | None:
     return None
 
 
-def _miss(case: _Case, key: str) -> str:
-    return (
-        f"no recording for this prompt in case {case.id} (key {key}). Record it once with a "
-        f"live provider: `{commands.RECORD_CASE(case=case.id)}`, then commit the cassette. "
-        "Graded runs never call a live provider."
-    )
-
-
-def _withheld(case: _Case, key: str, position: int) -> str:
-    return (
-        f"the grader withheld the recorded answer to provider call {position} of case {case.id} "
-        f"(key {key}) on purpose, to check that a miss is loud: let this CassetteMiss "
-        "propagate out of run() (no except that swallows it, no default answer, no retry "
-        "that hides it). Graded runs never call a live provider."
-    )
-
-
-def _withheld_tool(case: _Case, tool: str, args: Mapping[str, object], position: int) -> str:
-    return (
-        f"the grader withheld the recorded result of tool call {position} of case {case.id} "
-        f"({_shown_args(tool, args)}) on purpose, to check that a missing fixture is loud: "
-        "let this MissingFixtureError propagate out of run(). Graded runs never call a "
-        "real tool."
-    )
-
-
 def _shown_args(tool: str, args: Mapping[str, object]) -> str:
     return f"{tool} {json.dumps(args, sort_keys=True, ensure_ascii=False)[:300]}"
+
+
+_HEAD = 60  # characters of a call's head
+_ADDRESS = re.compile(r"0x[0-9a-fA-F]{6,}")  # where an object lives: another in every run
+
+
+def _one_line(text: str) -> str:
+    """``text`` on one line, its first ``_HEAD`` characters: how feedback names a call."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= _HEAD else flat[:_HEAD - 1] + "…"
+
+
+def _without(cassette: HttpCassette, key: str) -> HttpCassette | None:
+    """``cassette`` without the recordings of ``key`` (None when it held nothing else)."""
+    rest = {other: found for other, found in cassette.interactions.items() if other != key}
+    return replace(cassette, interactions=rest) if rest else None
 
 
 def request_head(request: HttpRequest) -> str:
@@ -679,7 +740,6 @@ def request_head(request: HttpRequest) -> str:
         f"{request.method} {request.url}"
 
 
-TOOLS_CHANGED = "the agent's tool calls changed"  # the reason a missing-fixture advice gives
 
 
 def _missing(case: _Case, tool: str, args: Mapping[str, object], folder: str) -> str:

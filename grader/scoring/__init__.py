@@ -8,8 +8,10 @@ May import: base, regression, rubric.
 
 from __future__ import annotations
 
+from grader.scoring._causes import seed_shifted, unsettled_cases
 from grader.scoring._checks import (
     ESCAPED,
+    STABLE,
     STRETCH_GOALS,
     STUB_ERROR,
     Check,
@@ -17,6 +19,8 @@ from grader.scoring._checks import (
     StretchGoal,
     loudness,
     shown_keys,
+    stability_advice,
+    stability_detail,
     unstable_cause,
 )
 from grader.scoring._failures import parse_failures, score_written_summary
@@ -27,6 +31,7 @@ from grader.scoring._traces import pair_records
 __all__ = [
     "BUILTIN_CHECKS",
     "ESCAPED",
+    "STABLE",
     "STRETCH_GOALS",
     "STUB_ERROR",
     "Check",
@@ -40,6 +45,10 @@ __all__ = [
     "planned_probes",
     "ran",
     "score_written_summary",
+    "seed_shifted",
     "shown_keys",
+    "stability_advice",
+    "stability_detail",
+    "unsettled_cases",
     "unstable_cause",
 ]

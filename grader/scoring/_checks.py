@@ -16,6 +16,7 @@ from grader._model import (
     CENT,
     EVIDENCE,
     OWN_REPLAY,
+    TOOLS_CHANGED,
     WRITE_UP,
     CaseOutcome,
     CheckResult,
@@ -29,6 +30,7 @@ from grader._model import (
 )
 from grader._text import quote
 from grader.rubric import Case, Criterion, Rubric, per_case_points
+from grader.scoring._causes import cause, holds_date, seed_shifted
 from grader.scoring._failures import parse_failures, score_written_summary
 from grader.scoring._loud import head, loud_problem, planned_probes, provider_calls, ran
 from grader.scoring._traces import pair_records
@@ -82,8 +84,10 @@ class Evidence:
     second_cassettes: str = ""  # the second set's folder, as the manifest declares it
     fixtures: str = "fixtures"  # the tool fixtures' folder
     review_basis: str = ""  # the change-log entry and keys the re-record evidence rests on
-    tiebreak: RunResult | None = None  # the first label with the second run's hash seed,
-    # over the cases whose answers differ between runs
+    again: RunResult | None = None  # the primary run's label and seed, another clock
+    seeds: tuple[RunResult, ...] = ()  # the primary label under each other run's hash seed,
+    # over the cases up to the last one the runs disagree on or did not serve
+    clock: int = 0  # where the primary run's clock started (seconds since the epoch)
     recording_problems: Mapping[str, str] = field(default_factory=dict)  # case -> its finding
     recorded_prompts: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # by case
     cut_point_problem: str | None = "not checked"  # None: the incident test holds
@@ -143,10 +147,13 @@ def _misses(outcome: CaseOutcome) -> int:
 def _unrecorded(outcome: CaseOutcome) -> str:
     """What the run asked that nothing recorded: prompts, tool calls, or both."""
     prompts = sum(1 for c in outcome.calls if not c.served and c.tool is None and not c.http)
-    requests = sum(1 for c in outcome.calls if not c.served and c.http)
-    tools = _misses(outcome) - prompts - requests
+    sent = [c.key for c in outcome.calls if not c.served and c.http]
+    requests = len(set(sent))  # an SDK sends a request that failed again: its retries
+    tools = _misses(outcome) - prompts - len(sent)
+    retried = f" (sent {len(sent)} times: the SDK's retries)" if len(sent) > requests else ""
     parts = [f"{prompts} prompt(s) the cassette does not hold"] if prompts else []
-    parts += [f"{requests} SDK request(s) the HTTP cassette does not hold"] if requests else []
+    parts += [f"{requests} SDK request(s) the HTTP cassette does not hold{retried}"] \
+        if requests else []
     parts += [f"{tools} tool call(s) the fixtures do not hold"] if tools else []
     return "asked " + " and ".join(parts)
 
@@ -155,23 +162,46 @@ def _unrecorded(outcome: CaseOutcome) -> str:
 
 
 def contract_stability(evidence: Evidence, rubric: Rubric, criterion: Criterion) -> CriterionResult:
-    """Per case: every run (one per provider label, each with its own hash seed) answers,
-    without a miss, identically."""
+    """Per case: every run (one per provider label, each with its own hash seed, and one
+    that sees another clock) answers, without a miss, identically."""
     shares = per_case_points(rubric, criterion)
     checks, advice = [], []
     for case in evidence.cases:
-        first = _outcome(evidence.primary, case.id)
-        others = [_outcome(run, case.id) for run in evidence.others]
-        detail = _stability(first, others, evidence.blocked)
+        detail = stability_detail(case.id, evidence)
         passed = detail == STABLE
         checks.append(_check(case.id, passed, shares[case.id], detail))
         if not passed:
-            advice.append(f"{case.id}: {_stability_advice(case.id, first, evidence)}")
+            advice.append(f"{case.id}: {stability_advice(case.id, evidence)}")
     return criterion_result(criterion, checks, advice)
 
 
+def stability_detail(case: str, evidence: Evidence) -> str:
+    """A case's contract-stability detail: ``STABLE``, or what kept its runs from agreeing."""
+    first = _outcome(evidence.primary, case)
+    others = [_outcome(run, case) for run in (*evidence.others, evidence.again)
+              if run is not None]
+    return _moved(case, evidence) or _stability(first, others, evidence.blocked)
+
+
+def stability_advice(case: str, evidence: Evidence) -> str:
+    """The fix for a case whose detail is not ``STABLE``."""
+    return _stability_advice(case, _outcome(evidence.primary, case), evidence)
+
+
 STABLE = "identical under every provider label and hash seed"
-PROMPTS_CHANGED = "the prompts changed"  # the reason a stale-prompt advice gives
+# The details of a case whose runs disagree for a cause no recording can pin: their words
+# never depend on which run was served (that is the draw's luck).
+BY_SEED = "the prompts change with the hash seed alone, so a recording matches only by luck"
+BY_CLOCK = "what the case asks or answers changes between identical runs"
+SEED_PROMPTS = ("the prompts change with the hash seed: a set's or a dict's order reaches a "
+                "prompt. Sort it (sorted(...)) before joining it into text; recording again "
+                "cannot fix this, since every run iterates in another order")
+IDENTICAL_CAUSE = ("the answer or the prompts change between identical runs (a clock, a date, "
+                   "random numbers or ids): take them out of what the agent asks and answers, "
+                   "or pass them in with the task; no recording can match them")
+DATE_CAUSE = ("a prompt holds today's date (or the time), read from the clock, so no "
+              "recording matches it on any other day: take the date out of the prompt, or pass "
+              "it in with the task")
 LABEL_CAUSE = ("the answer changes with the provider's name alone: never read provider.name "
                "in the agent, and never put it in a prompt or an answer")
 SEED_CAUSE = ("the answer changes with the hash seed alone: iterate over sets and dict keys "
@@ -196,6 +226,9 @@ def _stability_advice(case: str, first: CaseOutcome | None, evidence: Evidence) 
     if first is None or _failed_run(first, "") is not None:
         return ("make run() finish this task without a timeout or a crash "
                 f"({_failed_run(first, '')})")
+    moved = unstable_cause(case, evidence) if _moved(case, evidence) else None
+    if moved:
+        return moved
     missed = [call for call in first.calls if not call.served]
     if missed:
         return _miss_advice(case, missed, evidence)
@@ -208,21 +241,40 @@ def _stability_advice(case: str, first: CaseOutcome | None, evidence: Evidence) 
 
 
 def unstable_cause(case: str, evidence: Evidence) -> str | None:
-    """Why a case's answers differ between runs, from the tie-break run (the primary label
-    with another run's hash seed); None when they do not differ."""
-    first = _outcome(evidence.primary, case)
-    answers = {o.answer_sha256 for o in (_outcome(run, case) for run in evidence.others)
-               if o is not None and o.answer_sha256 is not None}
-    if first is None or first.answer_sha256 is None or answers <= {first.answer_sha256}:
+    """Why a case's runs differ, from the runs that isolate each cause (``_causes``); None
+    when they do not differ."""
+    found = cause(case, evidence.primary, evidence.others, evidence.again, evidence.seeds)
+    if found is None:
         return None
-    again = _outcome(evidence.tiebreak, case)
-    if again is None or again.answer_sha256 is None:
-        return BOTH_CAUSES
-    if again.answer_sha256 == first.answer_sha256:
-        return LABEL_CAUSE
-    if again.answer_sha256 == _sha(evidence.others[0] if evidence.others else None, case):
-        return SEED_CAUSE
-    return BOTH_CAUSES
+    if found == "identical":
+        return DATE_CAUSE if _holds_date(case, evidence) else IDENTICAL_CAUSE
+    if found == "seed":
+        return SEED_PROMPTS if case in _shifted(evidence) else SEED_CAUSE
+    return LABEL_CAUSE if found == "label" else BOTH_CAUSES
+
+
+def _moved(case: str, evidence: Evidence) -> str | None:
+    """The stability detail of a case that moves with the hash seed alone or between
+    identical runs: the same words whichever run was served. None for any other case."""
+    if case in _shifted(evidence):
+        return BY_SEED
+    if cause(case, evidence.primary, evidence.others, evidence.again,
+             evidence.seeds) == "identical":
+        return BY_CLOCK
+    return None
+
+
+def _shifted(evidence: Evidence) -> set[str]:
+    """The cases whose prompts change with the hash seed alone."""
+    return seed_shifted(evidence.primary, evidence.seeds) if evidence.primary else set()
+
+
+def _holds_date(case: str, evidence: Evidence) -> bool:
+    """Whether what the primary run asked unserved, or answered, holds its clock's date."""
+    outcome = _outcome(evidence.primary, case)
+    texts = [call.asked for call in outcome.calls if not call.served] if outcome else []
+    texts += [outcome.answer] if outcome is not None and outcome.answer else []
+    return any(holds_date(text, evidence.clock) for text in texts)
 
 
 def _miss_advice(case: str, missed: Sequence[Served], evidence: Evidence) -> str:
@@ -230,7 +282,9 @@ def _miss_advice(case: str, missed: Sequence[Served], evidence: Evidence) -> str
     if asked and evidence.label and evidence.label in asked:
         return ("a prompt holds the provider's name, so no recording can ever match it: "
                 "never put provider.name in a prompt")
-    fix = f"re-record case {case}: `{commands.RERECORD_CASE(case=case, reason=PROMPTS_CHANGED)}`"
+    # The command the miss's own message printed to the agent (the kit's Replay prints it
+    # too): a prompt is recorded once more where it is missing, a tool call re-recorded.
+    fix = f"record case {case} again: `{commands.RECORD_CASE(case=case)}`"
     if missed[0].http:
         parts = f"; it differs from the closest recorded one: {missed[0].asked}" \
             if missed[0].asked else ""
@@ -241,13 +295,10 @@ def _miss_advice(case: str, missed: Sequence[Served], evidence: Evidence) -> str
         return f"{fix}; the prompt asked first differs from the closest recorded one " \
             f"{divergence(asked, best)}"
     if not asked:
-        return f"{fix} (a tool call the fixtures do not hold: {missed[0].key})"
+        command = commands.RERECORD_CASE(case=case, reason=TOOLS_CHANGED)
+        return f"re-record case {case}: `{command}` (a tool call the fixtures do not hold: " \
+            f"{missed[0].key})"
     return fix
-
-
-def _sha(run: RunResult | None, case: str) -> str | None:
-    outcome = _outcome(run, case)
-    return None if outcome is None else outcome.answer_sha256
 
 
 def _stability(first: CaseOutcome | None, others: Sequence[CaseOutcome | None],
@@ -300,19 +351,42 @@ def loud_failure(evidence: Evidence, rubric: Rubric, criterion: Criterion) -> Cr
     own = criterion.points.get(OWN_REPLAY)
     if own is not None:
         detail = _own_replay(evidence.probe, evidence.blocked)
+        shifted = _shifted(evidence)  # whether those ran is the draw's luck
         if detail == REPLAY_OK and not any(ran(_outcome(evidence.primary, case.id))
+                                           and case.id not in shifted
                                            for case in evidence.cases):
-            detail = ("not credited: no case of the agent ran on its recordings, so nothing "
-                      "showed that a miss is loud")
+            detail = NOT_CREDITED
         passed = detail == REPLAY_OK
         checks.append(_check(OWN_REPLAY, passed, own, detail))
-        if not passed:
+        if not passed and evidence.probe is not None and not evidence.probe.loaded:
+            advice.append('Name a Replay that loads in [tool.gradekit]: replay = "module:Class" '
+                          'for your own, or replay = "gradekit:Replay" for the kit\'s.')
+        elif not passed and evidence.probe is not None and detail != NOT_CREDITED:
             advice.append("Your Replay must answer a recorded prompt (strip it before hashing) "
                           "and raise CassetteMiss for a key it does not hold.")
     return criterion_result(criterion, checks, advice)
 
 
 NOT_PROBED, NOT_CHECKED = "not probed: ", "not checked: "
+NOT_CREDITED = ("not credited: no case of the agent ran on its recordings, so nothing showed "
+                "that a miss is loud")
+SHIFTED = ("its prompts change with the hash seed, so whether a run of it is served is luck "
+           "(see Contract stability)")
+UNREPEATABLE = ("its prompts change between identical runs, so no recording can serve them "
+                "(see Contract stability)")
+
+
+def _not_probed(case: str, evidence: Evidence) -> str | None:
+    """Why a case is neither probed nor its trace checked, when its prompts move: with the
+    hash seed (always: whether its primary run was served is luck), or between identical
+    runs (when its primary run missed: re-recording cannot help). None otherwise."""
+    if case in _shifted(evidence):
+        return SHIFTED
+    if not ran(_outcome(evidence.primary, case)) and cause(
+            case, evidence.primary, evidence.others, evidence.again,
+            evidence.seeds) == "identical":
+        return UNREPEATABLE
+    return None
 NOT_RAN_ADVICE = ("Make every case run on its recordings first (see Contract stability): a "
                   "case is probed for loud failure, and its trace checked, only once its "
                   "primary run returns an answer with every call it asks served.")
@@ -327,6 +401,8 @@ def loudness(case: str, evidence: Evidence) -> str:
     probe whose miss did not escape (its call, the head of what it asked, and what the
     agent did), or why the case could not be probed."""
     primary = _outcome(evidence.primary, case)
+    if (moved := _not_probed(case, evidence)) is not None:
+        return NOT_PROBED + moved
     if not ran(primary):
         return NOT_PROBED + _not_ran(primary, evidence.blocked)
     assert primary is not None
@@ -360,7 +436,7 @@ def _not_ran(outcome: CaseOutcome | None, blocked: str) -> str:
     if _misses(outcome):
         return f"its primary run {_unrecorded(outcome)}; record them first"
     if outcome.status == "raised":
-        return f"its primary run raised {_exception(outcome)}"
+        return f"its primary run raised {_raised(outcome)}"
     if outcome.answer is None:
         return f"its primary run {_no_answer(outcome)}"
     return "its primary run never asked the provider"
@@ -399,17 +475,46 @@ def tracing(evidence: Evidence, rubric: Rubric, criterion: Criterion) -> Criteri
         if not total:
             advice.append(NOT_RAN_ADVICE)
         elif good != total:
-            advice.append(
-                "Wrap the provider in Traced (or write one JSON line per call yourself, once "
-                "the call has returned or raised) to $GRADEKIT_TRACE: key, provider (the "
-                "provider's name), latency_ms, ok, and error on a call that failed."
-            )
+            advice.append(_untraced_advice(case.id, evidence) or WRAP_ADVICE)
     return criterion_result(criterion, checks, advice)
+
+
+WRAP_ADVICE = ("Wrap the provider in Traced (or write one JSON line per call yourself, once "
+               "the call has returned or raised) to $GRADEKIT_TRACE: key, provider (the "
+               "provider's name), latency_ms, ok, and error on a call that failed.")
+
+
+def _untraced_advice(case: str, evidence: Evidence) -> str | None:
+    """The advice that names the first call of the case's primary run without a right trace
+    record, when others have one (the agent traces, and missed this call); else None."""
+    outcome = _outcome(evidence.primary, case)
+    if outcome is None:
+        return None
+    paired = pair_records(outcome.calls, outcome.trace).records
+    right = [index is not None and _record_ok(outcome.trace[index], call, evidence.label)
+             for call, index in zip(outcome.calls, paired, strict=True)]
+    if all(right) or not any(right):
+        return None
+    at = right.index(False)
+    call = outcome.calls[at]
+    position = sum(1 for c in outcome.calls[:at + 1] if (c.tool is None) == (call.tool is None))
+    if call.tool is not None:
+        named = f"tool call {position} ({quote(call.key)})"
+        fix = "trace it as the other calls are traced (TracedTools, or your own record)"
+    else:
+        named = f"provider call {position} (key {call.key}, '{quote(call.head)}')"
+        fix = "trace it as the case's other calls are traced (the Traced provider, or " \
+            "your own record)"
+    return (f"{case}: {named} has no trace record with its key, provider, latency_ms and ok, "
+            f"while the case's other calls do: {fix}, written once it has returned or "
+            "raised.")
 
 
 def _traced(case: str, evidence: Evidence) -> tuple[int, int, str]:
     """(records right, records expected, detail) for one case."""
     outcome = _outcome(evidence.primary, case)
+    if (moved := _not_probed(case, evidence)) is not None:
+        return 0, 0, NOT_CHECKED + moved
     if not ran(outcome):
         return 0, 0, NOT_CHECKED + _not_ran(outcome, evidence.blocked)
     assert outcome is not None
@@ -441,11 +546,14 @@ def _judge_records(outcome: CaseOutcome, label: str, *,
 
 
 def _traced_misses(case: str, evidence: Evidence) -> tuple[int, int]:
-    """(withheld calls in the case's probe runs, those traced right)."""
+    """(withheld calls in the case's probe runs, those traced right): the probes of each
+    provider call and of its first tool call. A later tool call's probe shows whether its
+    miss is loud; how a tool's miss is traced, the first one shows."""
     expected = right = 0
-    for _, run in evidence.loud:
+    for withhold, run in evidence.loud:
         outcome = _outcome(run, case)
-        if outcome is None:
+        if outcome is None or withhold.case not in ("", case) \
+                or (withhold.kind == "tool" and withhold.position > 1):
             continue
         expected += sum(1 for call in outcome.calls if not call.served)
         right += _judge_records(outcome, evidence.label, only=lambda call: not call.served)[0]
@@ -512,8 +620,19 @@ def _two_providers(evidence: Evidence) -> str | None:
 def _no_answer(outcome: CaseOutcome) -> str:
     """What a run gave instead of a str answer."""
     if outcome.status == "raised":
-        return f"raised {_exception(outcome)}"
+        return f"raised {_raised(outcome)}"
     return f"returned {_shown(outcome)}, not str"
+
+
+def _raised(outcome: CaseOutcome) -> str:
+    """What run() raised, as feedback shows it: its class and message, and what it was
+    raised from (the grader's miss named as such)."""
+    shown = quote(outcome.message) if outcome.message else _exception(outcome)
+    if not outcome.causes:
+        return shown
+    causes = ", ".join("the grader's miss" if name == "miss" else quote(name)
+                       for name in outcome.causes)
+    return f"{shown}, raised from {causes}"
 
 
 def _shown(outcome: CaseOutcome) -> str:
@@ -531,10 +650,14 @@ def _exception(outcome: CaseOutcome) -> str:
 def _tool_fixtures(evidence: Evidence) -> str | None:
     if evidence.primary is None:
         return evidence.blocked or "the agent was not run"
-    outcomes = [evidence.primary.outcomes.get(case.id) for case in evidence.cases]
+    cases = evidence.cases
+    outcomes = [evidence.primary.outcomes.get(case.id) for case in cases]
     if not any(call.tool for o in outcomes if o for call in o.calls):
+        if any(o is not None and _misses(o) for o in outcomes):  # it stopped before its tools
+            return ("no case reached a tool call: the runs stopped at a miss first; make "
+                    "every case run on its recordings (see Contract stability)")
         return "the agent made no tool call: take a third parameter, tools, and use it"
-    for case, outcome in zip(evidence.cases, outcomes, strict=True):
+    for case, outcome in zip(cases, outcomes, strict=True):
         calls = outcome.calls if outcome else ()
         if any(call.tool and not call.served for call in calls):
             return f"case {case.id} made a tool call its fixture does not hold"

@@ -1,12 +1,14 @@
 """Loud failure, probed the way agents fail: a miss withheld at each call a run really made.
 
 The primary run shows what each case asks, in order. For each provider call position k of
-a case (``complete`` and SDK requests alike), a probe run serves the tools and the first
-k-1 provider calls as recorded and answers a miss from call k on; a separate run withholds
-the tool fixtures from the first tool call on. A probe holds when its miss escaped run()
-and the agent asked nothing after it but the same call again (an SDK's retries): an agent
-that swallows the miss, or goes on to its next step (whose own miss may then escape),
-hides it. Pure functions of what the parent observed.
+a case (``complete`` and SDK requests alike), a probe run makes the cases before it as the
+primary run did, then serves the case's tools and first k-1 provider calls as recorded and
+answers a miss from call k on; likewise for each tool call position. So the agent meets the
+miss where its real run stood: what earlier cases left in its memory is there. A probe
+holds when its miss escaped run() and the agent asked nothing after it but the same call
+again (an SDK's retries) or calls already on their way when the miss came (another
+thread's): an agent that swallows the miss, or goes on to its next step (whose own miss may
+then escape), hides it. Pure functions of what the parent observed.
 """
 
 from __future__ import annotations
@@ -37,11 +39,11 @@ def provider_calls(outcome: CaseOutcome) -> int:
 
 def planned_probes(primary: CaseOutcome) -> tuple[Withhold, ...]:
     """The probes a case that ran needs: one per provider call it made, in order, then one
-    for its tools when it called any."""
-    probes = [Withhold("provider", k) for k in range(1, provider_calls(primary) + 1)]
-    if any(call.tool is not None for call in primary.calls):
-        probes.append(Withhold("tool", 1))
-    return tuple(probes)
+    per tool call it made."""
+    tools = sum(1 for call in primary.calls if call.tool is not None)
+    return (*(Withhold("provider", k, primary.case)
+              for k in range(1, provider_calls(primary) + 1)),
+            *(Withhold("tool", k, primary.case) for k in range(1, tools + 1)))
 
 
 _ENDED = {"timeout": "timed out", "crashed": "crashed", "not_run": "did not run"}
@@ -70,8 +72,8 @@ def loud_problem(withhold: Withhold, outcome: CaseOutcome | None) -> str | None:
         return f"run() raised {quote(str(outcome.exception))}, which hides the miss (it is " \
             "not in that exception's chain): re-raise it, or `raise ... from miss`"
     missed = outcome.calls[first]
-    went_on = [call for call in outcome.calls[first + 1:]
-               if call.served or (call.key, call.tool) != (missed.key, missed.tool)]
+    went_on = [call for call in outcome.calls[first + 1:] if not call.in_flight
+               and (call.served or (call.key, call.tool) != (missed.key, missed.tool))]
     if went_on:
         return (f"the agent went on after the miss and asked {len(went_on)} other call(s) "
                 "before a miss escaped: a miss must end run(), not only the step it hit")

@@ -8,7 +8,10 @@ builds a submission per (shape, module), records each with ``gradekit record`` a
 loopback server (``echo()``: every answer quotes its question), stops the server, and grades
 them all offline in one ``gradekit grade`` batch on the short rubric. Each test then reads a
 report: an honest shape scores full marks; a mistake loses exactly the criterion its mistake
-breaks, keeps the honest shape's points everywhere else, and the detail says why.
+breaks, keeps the honest shape's points everywhere else, and the detail says why. Some
+modules look like mistakes and are not (``Full``); the later shapes try what an agent can know
+beyond one run of one case: state kept across cases, threads, the probe itself, the clock, its
+own exceptions and its own trace records.
 """
 
 from __future__ import annotations
@@ -47,11 +50,19 @@ name = "{name}"
 version = "0.1.0"
 
 [tool.gradekit]
-agent = "lab.{module}:run"
-replay = "gradekit:Replay"
+agent = "lab.{agent}:run"
+replay = "{replay}"
 tools = "lab.tools:TOOLS"
 stretch = ["tool-fixtures"]
 """
+# A module that is the student's own Replay, not an agent: its submission runs the shape's
+# honest agent, and the manifest's ``replay`` names the module's class (every other
+# submission is probed with the kit's own Replay, which raises on a miss).
+REPLAYS = {("probe_aware", "replay"): "lab.replay:Replay"}
+# CORPUS_SHAPES="memo threads" (names split on commas or spaces) records and grades only those
+# shapes, and every test of another shape is skipped: for iterating on a few shapes, since the
+# whole corpus takes minutes. Unset or empty: every shape.
+ONLY = frozenset(os.environ.get("CORPUS_SHAPES", "").replace(",", " ").split())
 
 # -- what each mistake must cost ----------------------------------------------------------
 
@@ -59,18 +70,66 @@ stretch = ["tool-fixtures"]
 @dataclass(frozen=True)
 class Loud:
     """A miss withheld at provider call ``at`` (1-based), or at the first tool call
-    (``"tool"``), does not escape run() in any case: loud failure is lost, nothing else."""
+    (``"tool"``), does not escape run() in any case from the ``after``-th on (the cases before
+    it raise: an agent that falls back on an earlier case's answer has none there): loud
+    failure is lost, nothing else."""
 
     at: int | Literal["tool"]
     together: int = 1  # calls from ``at`` on sent at once: any of them may come first
+    after: int = 0  # how many cases, first in the rubric's order, keep their share
+    loses: frozenset[str] = frozenset({"loud_failure"})
+
+
+@dataclass(frozen=True)
+class OwnReplay:
+    """The submission's own Replay (the manifest's ``replay``) answers a prompt it never
+    recorded instead of raising: the ``own_replay`` check of loud failure is lost, and every
+    case (the shape's honest agent runs) keeps its share."""
+
     loses: frozenset[str] = frozenset({"loud_failure"})
 
 
 @dataclass(frozen=True)
 class Unstable:
-    """The answer depends on provider.name: contract stability is lost, nothing else."""
+    """The answer depends on provider.name (``cause`` None), or on what ``cause`` (a regular
+    expression) names, which each case's detail or its advice must match (and neither may
+    blame the provider's name or the hash seed): contract stability is lost, nothing else."""
 
+    cause: str | None = None
     loses: frozenset[str] = frozenset({"contract_stability"})
+
+
+# What a case loses when no graded run can ask its recorded prompts again: no run of it
+# answers, so there is nothing to probe for loud failure or to trace (the tool fixtures,
+# asked before the prompt that misses, still show the stretch goal's evidence).
+NOT_RUN = frozenset({"contract_stability", "loud_failure", "tracing"})
+
+
+@dataclass(frozen=True)
+class Unrecordable:
+    """A prompt holds something a graded run does not ask again (today's date, a set's
+    order): every case misses in every run. Each case's contract-stability advice matches
+    every regular expression of ``causes`` and none of ``never``."""
+
+    causes: tuple[str, ...]
+    never: tuple[str, ...] = ()
+    loses: frozenset[str] = NOT_RUN
+
+
+@dataclass(frozen=True)
+class Full:
+    """Not a mistake, though it looks like one: full marks, as the honest module."""
+
+    loses: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
+class CaseDependent:
+    """A later case is served from what an earlier case cached (the recording did the same).
+    Full marks, or a loss of contract stability and/or loud failure alone whose every lost
+    check's detail, or its criterion's advice, names the dependence on another case."""
+
+    loses: frozenset[str] = frozenset()  # the full-marks outcome; see _case_dependent
 
 
 @dataclass(frozen=True)
@@ -82,7 +141,16 @@ class Untraced:
     loses: frozenset[str] = frozenset({"tracing"})
 
 
-Expect = Loud | Unstable | Untraced
+@dataclass(frozen=True)
+class UntracedProbe:
+    """Every call of the primary run is traced, but a run that raises writes no record, so
+    the loud-failure probes' withheld calls have none: tracing is lost in part, nothing else."""
+
+    loses: frozenset[str] = frozenset({"tracing"})
+
+
+Expect = Loud | OwnReplay | Unstable | Unrecordable | Full | CaseDependent | Untraced \
+    | UntracedProbe
 
 # What every shape's student got wrong in their own way, and what some of them did besides.
 COMMON: dict[str, Expect] = {"swallow_first": Loud(1), "retry_default": Loud(1),
@@ -104,6 +172,29 @@ SHAPES: dict[str, dict[str, Expect]] = {
                  "partly_traced": Untraced(1)},
     "sdk_async": {**COMMON, "swallow_later": Loud(2), "gather_exceptions": Loud(1, together=2),
                   "partly_traced": Untraced(1)},
+    # The shapes below are not graded on COMMON: each tries one way an agent can know more
+    # than a run shows it (state across cases, threads, the probe itself, the clock, its own
+    # exceptions and traces).
+    "memo": {"last_good": Loud(1, after=1),
+             # Expected: full marks. The recording and every graded run play the cases in the
+             # rubric's order in one process, so case 1 alone asks the shared prompt in both
+             # and every cassette holds what a graded run asks. A grader that ran a case
+             # without the ones before it would see it ask a prompt it never recorded: it
+             # must then say the case depends on another one, never lose in silence.
+             "lru_cross": CaseDependent()},
+    "threads": {"swallow_future": Loud(1, together=2)},
+    "probe_aware": {"recorded_only": Loud(1), "withheld_words": Loud(1),
+                    "replay": OwnReplay()},
+    # A prompt that holds today's date, or a set's order, cannot be recorded once for all
+    # graded runs (their clock is the grader's, their hash seeds its draw): re-recording
+    # never helps, so the advice must name the cause and never say to re-record.
+    "clockwork": {"date_prompt": Unrecordable(causes=(r"\bdate\b|\bclock\b",),
+                                              never=(r"\bre-?record",)),
+                  "clock_answer": Unstable(cause="changes between identical runs"),
+                  "set_order": Unrecordable(causes=(r"hash seed", r"\bsort"),
+                                            never=(r"\bre-?record",))},
+    "reraise": {"from_none": Loud(1), "retry_reraise": Full(), "traces_batched": Full(),
+                "traces_success_only": UntracedProbe()},
 }
 SDK = frozenset({"sdk_sync", "sdk_async"})  # on the openai SDK: recorded with no provider
 HAS_OPENAI = importlib.util.find_spec("openai") is not None
@@ -151,7 +242,8 @@ def gradekit(*argv: str) -> Said:
 
 def build(root: Path, shape: str, module: str, url: str) -> Path:
     """A submission: the shape's honest module and ``module`` in ``lab/``, the tools, a
-    manifest running ``module`` and the shape's failure log."""
+    manifest running ``module`` (the honest module, with ``module``'s Replay, for one of
+    ``REPLAYS``) and the shape's failure log."""
     lab = root / "lab"
     lab.mkdir(parents=True)
     (lab / "__init__.py").write_text("", "utf-8")
@@ -164,7 +256,10 @@ def build(root: Path, shape: str, module: str, url: str) -> Path:
             source = source.replace(BASE_URL, url)
         (lab / f"{name}.py").write_text(source, "utf-8")
     name = folder(shape, module)
-    (root / "pyproject.toml").write_text(MANIFEST.format(name=name, module=module), "utf-8")
+    replay = REPLAYS.get((shape, module))
+    manifest = MANIFEST.format(name=name, agent=HONEST if replay else module,
+                               replay=replay or "gradekit:Replay")
+    (root / "pyproject.toml").write_text(manifest, "utf-8")
     shutil.copy(CORPUS / shape / "FAILURES.md", root / "FAILURES.md")
     return root
 
@@ -192,6 +287,7 @@ class World:
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> World:
+    assert not ONLY - set(SHAPES), f"CORPUS_SHAPES names no shape: {sorted(ONLY - set(SHAPES))}"
     root = tmp_path_factory.mktemp("corpus")
     subs, grades = root / "submissions", root / "grades"
     rubric = short_rubric(root)
@@ -200,7 +296,8 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> World:
     text = rubric.read_text("utf-8")
     assert text.count("timeout_s = 5\n") == 1
     rubric.write_text(text.replace("timeout_s = 5\n", "timeout_s = 15\n"), "utf-8")
-    shapes = [shape for shape in SHAPES if HAS_OPENAI or shape not in SDK]
+    shapes = [shape for shape in SHAPES if (HAS_OPENAI or shape not in SDK)
+              and (not ONLY or shape in ONLY)]
     recorded: dict[str, Said] = {}
     with pytest.MonkeyPatch.context() as env:
         for name in [n for n in os.environ if n.startswith("GRADEKIT_")]:
@@ -224,6 +321,8 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> World:
 
 
 def _needs(shape: str) -> None:
+    if ONLY and shape not in ONLY:
+        pytest.skip(f"CORPUS_SHAPES leaves {shape} out")
     if shape in SDK:
         pytest.importorskip("openai")
 
@@ -301,27 +400,64 @@ def test_a_mistake_loses_only_what_it_breaks(world: World, shape: str, mistake: 
     name = folder(shape, mistake)
     report = world.report(name)
     earned = points(report)
+    cases = [case.id for case in load_cases(world.rubric)]
+    if isinstance(expect, CaseDependent):
+        _case_dependent(report, honest, cases)
+        return
     assert {c for c in CRITERIA if earned[c] != honest[c]} == set(expect.loses), \
         {c: (str(earned[c]), [k["detail"] for k in checks(report, c).values() if not k["passed"]])
          for c in CRITERIA if earned[c] != honest[c] or c in expect.loses}
     assert all(earned[c] < honest[c] for c in expect.loses)
     assert report["findings"] == []
-    cases = [case.id for case in load_cases(world.rubric)]
     if isinstance(expect, Loud):
         _loud(world, name, report, cases, expect)
+    elif isinstance(expect, OwnReplay):
+        _own_replay(report)
     elif isinstance(expect, Unstable):
-        _unstable(report, cases)
+        _unstable(report, cases, expect.cause)
+    elif isinstance(expect, Unrecordable):
+        _unrecordable(report, cases, expect)
+    elif isinstance(expect, Full):
+        _full(report)
+    elif isinstance(expect, UntracedProbe):
+        _untraced_probe(world, name, report, cases)
     else:
         _untraced(world, name, report, cases, expect)
 
 
+def test_a_prompt_that_depends_on_the_hash_seed_grades_alike_twice(
+        world: World, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """clockwork/set_order asks a prompt whose words come in a set's order: graded again into
+    fresh grades folders, each under a draw key of its own (other labels, other hash seeds,
+    another clock; whichever seed happens to match the recorded order), its report is the
+    same, digest and all: nothing in it depends on the draw."""
+    _needs("clockwork")
+    name = folder("clockwork", "set_order")
+    first = world.report(name)
+    assert lost_checks(first, "contract_stability") == {c.id for c in load_cases(world.rubric)}
+    for variable in [n for n in os.environ if n.startswith("GRADEKIT_")]:
+        monkeypatch.delenv(variable)
+    for n in range(2):
+        again = tmp_path / f"grades-{n}"
+        said = gradekit("grade", str(world.submissions), "--only", name, "--out", str(again),
+                        "--quiet", "--rubric", str(world.rubric))
+        assert said.code == 0, said.err
+        assert (again / ".gradekit-draw-key").read_bytes() != \
+            (world.grades / ".gradekit-draw-key").read_bytes()
+        second: dict[str, Any] = json.loads((again / name / "report.json").read_bytes())
+        assert second["criteria"] == first["criteria"]
+        assert second["digest"] == first["digest"]
+
+
 def _loud(world: World, name: str, report: Mapping[str, Any], cases: list[str],
           expect: Loud) -> None:
-    """Every case loses its share, and its detail names the withheld call (its position of
-    how many, and the head of what it asked) that the agent did not let out."""
-    assert lost_checks(report, "loud_failure") == set(cases)
+    """Every case from the ``after``-th on loses its share, and its detail names the withheld
+    call (its position of how many, and the head of what it asked) that the agent did not let
+    out; the cases before it (and the kit's Replay) keep theirs."""
+    lost = cases[expect.after:]
+    assert lost_checks(report, "loud_failure") == set(lost)
     calls = world.calls(name)
-    for case in cases:
+    for case in lost:
         detail = checks(report, "loud_failure")[case]["detail"]
         kind = "tool" if expect.at == "tool" else "provider"
         made = [call for call in calls[case] if (call["kind"] == "tool") == (kind == "tool")]
@@ -351,16 +487,108 @@ def _asked(root: Path, case: str, call: Mapping[str, Any]) -> str:
     return re.split(r"['\"\\]", flat[:40])[0]  # up to any character repr() might escape
 
 
-def _unstable(report: Mapping[str, Any], cases: list[str]) -> None:
-    """Every case loses its share; the advice names the provider's name as the cause."""
+def _said(report: Mapping[str, Any], criterion_id: str, case: str) -> list[str]:
+    """A case's check detail in ``criterion_id``, then the advice lines that name the case."""
+    advice = criterion(report, criterion_id)["advice"]
+    return [checks(report, criterion_id)[case]["detail"],
+            *(line for line in advice if line.startswith(f"{case}: "))]
+
+
+# The causes the grader gives for answers that change between runs, when it blames the
+# provider's name or the hash seed (unstable_cause in grader/scoring/_checks.py).
+BLAMED = re.compile(r"changes with (both )?the (provider's name|hash seed)")
+
+
+def _unstable(report: Mapping[str, Any], cases: list[str], cause: str | None = None) -> None:
+    """Every case loses its share; the advice names the provider's name as the cause, or
+    the case's detail or advice matches ``cause`` and blames neither the name nor the seed."""
     assert lost_checks(report, "contract_stability") == set(cases)
     stability = checks(report, "contract_stability")
     advice = criterion(report, "contract_stability")["advice"]
+    if cause is not None:
+        for case in cases:
+            said = _said(report, "contract_stability", case)
+            assert any(re.search(cause, text) for text in said), (case, cause, said)
+            assert not any(BLAMED.search(text) for text in said), (case, said)
+        return
     for case in cases:
         assert stability[case]["detail"].startswith(
             "the answer changed with the provider label or the hash seed"), stability[case]
         assert any(line.startswith(f"{case}: the answer changes with the provider's name alone")
                    for line in advice), advice
+
+
+def _own_replay(report: Mapping[str, Any]) -> None:
+    """The own_replay check alone is lost, all its points, and it says the Replay answered."""
+    assert lost_checks(report, "loud_failure") == {"own_replay"}
+    check = checks(report, "loud_failure")["own_replay"]
+    assert Decimal(check["points"]) == 0 < Decimal(check["max"]), check
+    assert check["detail"] == "your Replay answered an unrecorded prompt instead of raising", \
+        check
+
+
+def _unrecordable(report: Mapping[str, Any], cases: list[str], expect: Unrecordable) -> None:
+    """Every case loses contract stability, with advice naming the cause (and never what
+    ``never`` names); with no run of the case that answered, loud failure and tracing say
+    so rather than judge the agent."""
+    assert lost_checks(report, "contract_stability") == set(cases)
+    for case in cases:
+        said = " ".join(_said(report, "contract_stability", case))
+        for cause in expect.causes:
+            assert re.search(cause, said, re.IGNORECASE), (case, cause, said)
+        for wrong in expect.never:
+            assert not re.search(wrong, said, re.IGNORECASE), (case, wrong, said)
+        assert checks(report, "loud_failure")[case]["detail"].startswith("not probed: "), case
+        assert checks(report, "tracing")[case]["detail"].startswith("not checked: "), case
+
+
+def _full(report: Mapping[str, Any]) -> None:
+    """Every check of every criterion passed: full marks, as the honest module."""
+    assert report["total"] == report["max"] == "100.00"
+    failed = [(c["id"], check["id"], check["detail"]) for c in report["criteria"]
+              for check in c["checks"] if not check["passed"]]
+    assert failed == []
+
+
+# A detail that says a case depends on another one, or on the order the cases run in.
+DEPENDENCE = re.compile(r"(earlier|previous|another|other|preceding) case|case order|"
+                        r"order of the cases|cases? (before|run before)|across cases",
+                        re.IGNORECASE)
+
+
+def _case_dependent(report: Mapping[str, Any], honest: Mapping[str, Decimal],
+                    cases: list[str]) -> None:
+    """Full marks; or contract stability and/or loud failure lost (nothing else), each lost
+    check saying (in its detail or its criterion's advice) that the case depends on another."""
+    assert report["findings"] == []
+    earned = points(report)
+    lost = {c for c in CRITERIA if earned[c] != honest[c]}
+    if not lost:
+        _full(report)
+        return
+    assert lost <= {"contract_stability", "loud_failure"}, lost
+    for criterion_id in lost:
+        for check_id in lost_checks(report, criterion_id):
+            said = _said(report, criterion_id, check_id) if check_id in cases else \
+                [checks(report, criterion_id)[check_id]["detail"],
+                 *criterion(report, criterion_id)["advice"]]
+            assert any(DEPENDENCE.search(text) for text in said), (criterion_id, check_id, said)
+
+
+def _untraced_probe(world: World, name: str, report: Mapping[str, Any],
+                    cases: list[str]) -> None:
+    """Every case loses part of its share: each call of the primary run has its record, and
+    no call withheld in a loud-failure probe has one (one withheld per call position)."""
+    assert lost_checks(report, "tracing") == set(cases)
+    found = criterion(report, "tracing")
+    assert Decimal("0") < Decimal(found["points"]) < Decimal(found["max"])
+    calls = world.calls(name)
+    for case in cases:
+        made = calls[case]
+        assert all(call["record"] is not None for call in made), (case, made)
+        detail = checks(report, "tracing")[case]["detail"]
+        assert detail == (f"{len(made)} of {len(made)} calls traced correctly; 0 of {len(made)} "
+                          "withheld calls traced with ok false and their error"), (case, detail)
 
 
 def _untraced(world: World, name: str, report: Mapping[str, Any], cases: list[str],

@@ -614,7 +614,7 @@ def test_an_edited_request_is_a_miss_that_names_the_field_and_the_fix(world: Wor
     assert len(advice) == len(CASES)
     for case, said in zip(CASES, advice, strict=True):
         assert said.startswith(f"{case}: ")
-        assert f"`make record ARGS='--case {case} --rerecord --reason" in said
+        assert f"`make record ARGS='--case {case}'`" in said  # as the miss's own message
         assert "temperature: 0.7 != 0.0" in said
     for case, detail in details(report, "contract_stability").items():
         assert "SDK request(s) the HTTP cassette does not hold" in detail, (case, detail)

@@ -37,8 +37,8 @@ def _empty_failures(root: Path) -> None:
 
 
 MISTAKES: dict[str, tuple[Callable[[Path], None], str]] = {
-    "stale_prompts": (_stale_prompts, '`make record ARGS=\'--case refund-policy --rerecord '
-                      '--reason "the prompts changed"\'`; the prompt asked first differs'),
+    "stale_prompts": (_stale_prompts, "`make record ARGS='--case refund-policy'`; the prompt "
+                      "asked first differs"),
     "corrupt_cassette": (_corrupt_cassette, "cassettes/sql-explain.json:22:2: not valid JSON"),
     "no_tracing": (_no_tracing, "Wrap the provider in Traced"),
     "empty_failures": (_empty_failures, "Write at least two complete failure entries"),

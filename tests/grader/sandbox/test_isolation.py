@@ -830,7 +830,8 @@ def test_a_hanging_submission_costs_one_timeout_per_case(tmp_path: Path) -> None
         assert {o.status for o in result.outcomes.values()} == {"timeout"}
         assert {o.detail for o in result.outcomes.values()} == {"did not finish within 1 s"}
     # Only the primary run started children: the others never ran a timed-out case again.
-    assert sorted(p.name for p in scratch.iterdir()) == ["primary", "probe"]
+    # Two folders: the primary run's and the own-Replay probe's (their names say nothing).
+    assert len(list(scratch.iterdir())) == 2
 
 
 def test_special_files_in_a_submission_are_left_out_of_its_copy(

@@ -92,16 +92,47 @@ def _all_probes(**changed: CaseOutcome) -> dict[Withhold, CaseOutcome]:
     probes = {w: _raised(w) for w in planned_probes(_primary())}
     for name, outcome in changed.items():
         kind, _, position = name.partition("_")
-        probes[Withhold("tool" if kind == "tool" else "provider", int(position))] = outcome
+        probes[Withhold("tool" if kind == "tool" else "provider", int(position), CASE)] = \
+            outcome
     return probes
 
 
-def test_a_case_that_ran_is_probed_at_each_provider_call_and_once_for_its_tools() -> None:
+def test_a_case_that_ran_is_probed_at_each_provider_call_and_each_tool_call() -> None:
     assert planned_probes(_primary()) == (
-        Withhold("provider", 1), Withhold("provider", 2), Withhold("provider", 3),
-        Withhold("tool", 1))
+        Withhold("provider", 1, CASE), Withhold("provider", 2, CASE),
+        Withhold("provider", 3, CASE), Withhold("tool", 1, CASE))
     no_tools = _primary([_prompt(1), _prompt(2)])
-    assert planned_probes(no_tools) == (Withhold("provider", 1), Withhold("provider", 2))
+    assert planned_probes(no_tools) == (Withhold("provider", 1, CASE),
+                                        Withhold("provider", 2, CASE))
+    two_tools = _primary([_tool(), _prompt(1), _tool()])
+    assert planned_probes(two_tools) == (Withhold("provider", 1, CASE),
+                                         Withhold("tool", 1, CASE), Withhold("tool", 2, CASE))
+
+
+def test_a_miss_swallowed_at_a_later_tool_call_alone_loses_the_case() -> None:
+    """Every tool call position is probed: a student who guards only the second lookup
+    (``except MissingFixtureError: return []``) is seen there."""
+    primary = _primary([_tool(), _prompt(1), _tool()])
+    probes = {w: _raised(w) for w in planned_probes(primary)}
+    assert loudness(CASE, _evidence(primary, probes)).startswith(ESCAPED)
+    second = Withhold("tool", 2, CASE)
+    probes[second] = replace(probes[second], status="returned", exception=None,
+                             miss_escaped=False, answer="no notes", returned_type="str")
+    assert loudness(CASE, _evidence(primary, probes)).startswith(
+        "tool call 2 of 2 ('read_docs {\"query\": \"refund\"}'): run() returned 'no notes'")
+
+
+def test_a_call_already_on_its_way_when_the_miss_came_is_not_going_on() -> None:
+    """A thread pool's second draft, asked before the first draft's miss reached the agent,
+    is no step taken after the miss; the same call asked after it is."""
+    escaped = _raised(Withhold("provider", 1, CASE))
+    other = Served(key="00000000000000ff", served=False, asked="Second draft")
+    together = replace(escaped, calls=(*escaped.calls, replace(other, in_flight=True)))
+    detail = loudness(CASE, _evidence(_primary(), _all_probes(provider_1=together)))
+    assert detail.startswith(ESCAPED)
+    after = replace(escaped, calls=(*escaped.calls, other))
+    detail = loudness(CASE, _evidence(_primary(), _all_probes(provider_1=after)))
+    assert detail.endswith(WENT_ON.format(1))
 
 
 def test_every_withheld_miss_that_escaped_earns_the_case() -> None:
@@ -196,7 +227,7 @@ def test_no_points_for_what_never_ran(primary: CaseOutcome | None, why: str) -> 
 
 def test_a_probe_that_never_ran_is_not_a_pass() -> None:
     probes = _all_probes()
-    del probes[Withhold("provider", 2)]
+    del probes[Withhold("provider", 2, CASE)]
     assert loud_problem(Withhold("provider", 2), None) == "was not probed"
     assert loudness(CASE, _evidence(_primary(), probes)) == "call 2 of 3: was not probed"
 
@@ -234,7 +265,7 @@ def test_a_withheld_call_traced_as_ok_is_not_traced_right() -> None:
     probes = _all_probes()
     lying = _raised(Withhold("provider", 1))
     lying = replace(lying, trace=_traced(lying.calls, ok=True)[1])
-    probes[Withhold("provider", 1)] = lying
+    probes[Withhold("provider", 1, CASE)] = lying
     check = tracing(_evidence(_primary(), probes), RUBRIC, _criterion("tracing")).checks[0]
     assert check.detail.endswith("3 of 4 withheld calls traced with ok false and their error")
 
