@@ -711,7 +711,13 @@ def _only_case_lost(seen: Seen, case: str, stability: str, loud_tracing: tuple[s
     for criterion_id, detail in zip(("contract_stability", "loud_failure", "tracing"),
                                     (stability, *loud_tracing), strict=True):
         assert lost(seen.report, criterion_id) == {case}, criterion_id
-        assert details(seen.report, criterion_id)[case] == detail, criterion_id
+        assert _says(details(seen.report, criterion_id)[case], detail), criterion_id
+
+
+def _says(detail: str, expected: str) -> bool:
+    """``detail`` is ``expected``, or ``expected`` and then, after ": ", the message of what
+    run() raised (``raised PermissionError: gradekit's sandbox refused ...``)."""
+    return detail == expected or (detail.startswith(expected + ": ") and "raised " in expected)
 
 
 LABEL_ALONE = ("the answer changes with the provider's name alone: never read provider.name "
@@ -737,7 +743,7 @@ def _one_case(case: str, contract: str, primary: str, stretch: str, *findings: s
     def check(seen: Seen) -> None:
         _only_case_lost(seen, case, contract, never_ran(primary))
         assert lost(seen.report, "stretch_goal") == {"two-providers: evidence"}
-        assert details(seen.report, "stretch_goal")["two-providers: evidence"] == stretch
+        assert _says(details(seen.report, "stretch_goal")["two-providers: evidence"], stretch)
         assert seen.report["findings"] == list(findings)
 
     return check

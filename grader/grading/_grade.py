@@ -277,8 +277,8 @@ def _never_played(evidence: Evidence, answers: Mapping[str, Mapping[str, Entry]]
     settled = set(evidence.primary.outcomes) - set(unsettled_cases(evidence.primary, runs[1:]))
     found = []
     for case in evidence.cases:
-        if case.id not in settled:
-            continue
+        if case.id not in settled or not ran(evidence.primary.outcomes.get(case.id)):
+            continue  # a case that asks nothing plays nothing: it is told so elsewhere
         asked = {call.key for run in runs if (o := run.outcomes.get(case.id))
                  for call in o.calls}
         for suffix, keys in ((".json", set(answers.get(case.id, {}))),

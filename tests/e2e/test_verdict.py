@@ -82,7 +82,8 @@ def _submission(root: Path, module: str, url: str) -> Path:
         return build(root, SHAPE, module, url)
     build(root, SHAPE, HONEST, url)
     (root / "lab" / f"{module}.py").write_text(AGENTS[module], "utf-8")
-    (root / "pyproject.toml").write_text(MANIFEST.format(name=module, module=module), "utf-8")
+    manifest = MANIFEST.format(name=module, agent=module, replay="gradekit:Replay")
+    (root / "pyproject.toml").write_text(manifest, "utf-8")
     return root
 
 

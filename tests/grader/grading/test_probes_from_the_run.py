@@ -406,3 +406,18 @@ def test_a_withheld_answer_reads_as_the_missing_recording_and_no_run_sees_the_fi
     assert answers[2] == "served|[]"  # the folder is there, its recording is not
     assert (root / "cassettes" / f"{CASES[0]}.json").exists()  # the original is untouched
 
+
+
+def test_checkpoint_three_fails_while_a_case_misses(
+        graded: tuple[Path, dict[str, dict[str, Any]]],
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Two gradings that miss alike agree on a digest: that is no pass. The reworded
+    agent's every case misses, and checkpoint 3 says so, with the one command to run."""
+    root = graded[0] / "reworded"
+    assert gradekit_in_process("check", str(root), "--rubric", str(RUBRIC),
+                               "--isolation", "process") == 1
+    shown = capsys.readouterr().out
+    third = next(line for line in shown.splitlines() if "3. Two providers" in line)
+    assert third.startswith("FAIL  3.")
+    assert f"case {CASES[0]}: asked 1 prompt(s) the cassette does not hold" in third, third
+    assert f"`make record ARGS='--case {CASES[0]}'`" in third
