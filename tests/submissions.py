@@ -192,6 +192,16 @@ def short_rubric(folder: Path) -> Path:
     return path
 
 
+def agent_only(root: Path, source: str) -> Path:
+    """A submission of one module, ``lab/agent.py`` holding ``source``, and an empty
+    manifest: what a sandbox test runs (``root`` is made)."""
+    (root / "lab").mkdir(parents=True, exist_ok=True)
+    (root / "lab" / "__init__.py").write_text("")
+    (root / "lab" / "agent.py").write_text(source)
+    (root / "pyproject.toml").write_text("")
+    return root
+
+
 def copy_from_reference(folder: Path, names: tuple[str, ...]) -> Path:
     """Copy the reference's files and folders ``names`` into ``folder`` (created)."""
     folder.mkdir(parents=True)

@@ -71,7 +71,7 @@ def run_checkpoints(root: Path, rubric: Rubric, *, wall: Wall = PROCESS_WALL) ->
 
         def whitespace() -> tuple[bool, str]:
             drawn = draw()
-            sandbox = Sandbox(root, scratch / "probe", rubric.limits, wall)
+            sandbox = Sandbox(root, scratch / "whitespace", rubric.limits, wall)
             try:
                 probe = sandbox.probe_replay(manifest.replay, drawn.probe, unknown=drawn.unknown)
             finally:

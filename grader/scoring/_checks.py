@@ -486,17 +486,22 @@ WRAP_ADVICE = ("Wrap the provider in Traced (or write one JSON line per call you
 
 def _untraced_advice(case: str, evidence: Evidence) -> str | None:
     """The advice that names the first call of the case's primary run without a right trace
-    record, when others have one (the agent traces, and missed this call); else None."""
+    record, when other calls of its kind have one (the agent traces them, and missed this
+    one); else None."""
     outcome = _outcome(evidence.primary, case)
     if outcome is None:
         return None
     paired = pair_records(outcome.calls, outcome.trace).records
     right = [index is not None and _record_ok(outcome.trace[index], call, evidence.label)
              for call, index in zip(outcome.calls, paired, strict=True)]
-    if all(right) or not any(right):
+    if all(right):
         return None
     at = right.index(False)
     call = outcome.calls[at]
+    kind = [ok for c, ok in zip(outcome.calls, right, strict=True)
+            if (c.tool is None) == (call.tool is None)]
+    if not any(kind):  # no call of its kind is traced: the generic advice says how
+        return None
     position = sum(1 for c in outcome.calls[:at + 1] if (c.tool is None) == (call.tool is None))
     if call.tool is not None:
         named = f"tool call {position} ({quote(call.key)})"

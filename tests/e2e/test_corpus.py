@@ -575,14 +575,20 @@ def _case_dependent(report: Mapping[str, Any], honest: Mapping[str, Decimal],
             assert any(DEPENDENCE.search(text) for text in said), (criterion_id, check_id, said)
 
 
+def _lost_in_part(world: World, name: str, report: Mapping[str, Any],
+                  cases: list[str]) -> dict[str, list[dict[str, Any]]]:
+    """Every case lost part of its tracing share, never all of it; each case's calls."""
+    assert lost_checks(report, "tracing") == set(cases)
+    found = criterion(report, "tracing")
+    assert Decimal("0") < Decimal(found["points"]) < Decimal(found["max"])
+    return world.calls(name)
+
+
 def _untraced_probe(world: World, name: str, report: Mapping[str, Any],
                     cases: list[str]) -> None:
     """Every case loses part of its share: each call of the primary run has its record, and
     no call withheld in a loud-failure probe has one (one withheld per call position)."""
-    assert lost_checks(report, "tracing") == set(cases)
-    found = criterion(report, "tracing")
-    assert Decimal("0") < Decimal(found["points"]) < Decimal(found["max"])
-    calls = world.calls(name)
+    calls = _lost_in_part(world, name, report, cases)
     for case in cases:
         made = calls[case]
         assert all(call["record"] is not None for call in made), (case, made)
@@ -594,10 +600,7 @@ def _untraced_probe(world: World, name: str, report: Mapping[str, Any],
 def _untraced(world: World, name: str, report: Mapping[str, Any], cases: list[str],
               expect: Untraced) -> None:
     """Every case loses part of its share: the untraced calls alone, paired by key."""
-    assert lost_checks(report, "tracing") == set(cases)
-    found = criterion(report, "tracing")
-    assert Decimal("0") < Decimal(found["points"]) < Decimal(found["max"])
-    calls = world.calls(name)
+    calls = _lost_in_part(world, name, report, cases)
     for case in cases:
         made = calls[case]
         untraced = expect.untraced if expect.untraced is not None \

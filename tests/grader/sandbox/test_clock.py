@@ -25,6 +25,7 @@ import pytest
 from grader._model import Limits
 from grader.sandbox import CLOCK, RunPlan, Sandbox, Serving, Wall
 from grader.sandbox._channel import HARNESS
+from tests.submissions import agent_only
 
 pytestmark = pytest.mark.slow
 
@@ -109,12 +110,7 @@ def day_of(clock: int) -> str:
 
 @pytest.fixture(scope="module")
 def submission(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("clock")
-    (root / "lab").mkdir()
-    (root / "lab" / "__init__.py").write_text("")
-    (root / "lab" / "agent.py").write_text(AGENT)
-    (root / "pyproject.toml").write_text("")
-    return root
+    return agent_only(tmp_path_factory.mktemp("clock"), AGENT)
 
 
 @pytest.fixture

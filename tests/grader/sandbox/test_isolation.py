@@ -44,6 +44,7 @@ from grader.sandbox._hold import Watchdog
 from grader.sandbox._isolation import bubblewrap
 from grader.sandbox._layout import WALLS
 from tests.conftest import require_namespaces
+from tests.submissions import agent_only
 
 pytestmark = pytest.mark.slow
 
@@ -246,12 +247,7 @@ LIMITS = Limits(timeout_s=20)
 
 @pytest.fixture(scope="module")
 def hostile(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("hostile")
-    (root / "lab").mkdir()
-    (root / "lab" / "__init__.py").write_text("")
-    (root / "lab" / "agent.py").write_text(HOSTILE)
-    (root / "pyproject.toml").write_text("")
-    return root
+    return agent_only(tmp_path_factory.mktemp("hostile"), HOSTILE)
 
 
 def attack(root: Path, task: str, scratch: Path, isolation: Wall, *,
