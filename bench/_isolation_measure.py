@@ -69,10 +69,11 @@ def run(provider, task):  # hangs in every case: never calls, never returns
     while True:
         time.sleep(3600)
 '''
-# A grade's runs, in the order a grading starts them (scratch folder names).
-_RUNS = ("primary", "label-2", "label-3", "label-4", "label-5", "tiebreak",
-         "loud-provider-1", "loud-provider-2", "loud-provider-3", "loud-provider-4",
-         "loud-tool-1", "probe", "second-set")
+# A grade's runs, in the order a grading starts them (what it names each run's folder; the
+# folder itself has a made-up name, which ``_children_patched`` maps back). The probes,
+# ``loud-<case>-<kind>-<call>``, and the seed runs follow in name order.
+_RUNS = ("primary", "label-2", "label-3", "label-4", "label-5", "again", "probe",
+         "second-set")
 _GRACE_S = 1.0  # CPU passes: how long a child may take to exit by itself before the kill
 CPU_CAVEAT = (
     "The grader kills each child's process group as soon as its run is over; under "
@@ -263,9 +264,11 @@ class _ChildLog:
 
     scratch: Path
     lifetimes: dict[str, list[float]] = field(default_factory=dict)
+    roles: dict[str, str] = field(default_factory=dict)  # made-up folder name -> run
 
     def add(self, cwd: Path, ns: float) -> None:
-        run = cwd.resolve().relative_to(self.scratch).parts[0]
+        folder = cwd.resolve().relative_to(self.scratch).parts[0]
+        run = self.roles.get(folder, folder)
         self.lifetimes.setdefault(run, []).append(ns)
 
 
@@ -302,6 +305,13 @@ def _children_patched(scratch: Path, *, grace_s: float = 0.0) -> Iterator[_Child
                 log.add(self._cwd, time.perf_counter_ns() - self._began)
             return ended
 
+    within = Sandbox.within
+
+    def named(self: Sandbox, folder: str) -> Sandbox:
+        inner = within(self, folder)
+        log.roles[inner.scratch.name] = folder  # the run a made-up folder name stands for
+        return inner
+
     # Wherever the grader's modules import Child by name, they start the counted one.
     users = [module for name, module in sorted(sys.modules.items())
              if name.startswith("grader.") and getattr(module, "Child", None) is Child]
@@ -310,6 +320,7 @@ def _children_patched(scratch: Path, *, grace_s: float = 0.0) -> Iterator[_Child
     with contextlib.ExitStack() as patches:
         for module in users:
             patches.enter_context(mock.patch.object(module, "Child", Counted))
+        patches.enter_context(mock.patch.object(Sandbox, "within", named))
         yield log
 
 
