@@ -235,8 +235,7 @@ def grade_submission(root: Path, rubric: Rubric, *, submission: str, scratch: Pa
     drawn = drawn or draw(draw_key, submission_content(inputs), label)
     # The recordings are the parent's to serve: no run reads them, so none can tell a
     # withheld answer from a missing one by looking.
-    hidden = tuple(name for name in _recording_names(manifest, (*rubric.cases,
-                                                                *item_cases(rubric))))
+    hidden = tuple(_recording_names(manifest, (*rubric.cases, *item_cases(rubric))))
     sandbox = Sandbox(root, scratch, rubric.limits, wall, LaidOut(derived=derived,
                                                                   hidden=hidden))
     try:

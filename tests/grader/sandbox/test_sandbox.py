@@ -394,7 +394,9 @@ def test_a_well_behaved_agent_returns_its_answer_with_calls_and_trace(run: Run) 
         "str",
     )
     # The first record was in the trace when the second call was answered.
-    assert outcome.calls == (Served(keys[0], True), Served(keys[1], True, trace_lines=1))
+    assert outcome.calls == (Served(keys[0], True, head="Plan: refunds"),
+                             Served(keys[1], True, trace_lines=1,
+                                    head="Answer: 1. read the policy"))
     assert outcome.trace == tuple(TraceRecord(key, "provider-a", 0.5, True) for key in keys)
     assert (outcome.trace_error, outcome.exception, outcome.miss_escaped) == (None, None, False)
 
@@ -466,7 +468,8 @@ def test_a_miss_raises_the_submissions_own_cassette_miss(run: Run) -> None:
 
     miss = result.outcomes["miss"]
     assert (miss.status, miss.exception, miss.miss_escaped) == ("raised", "CassetteMiss", True)
-    assert miss.calls == (Served(prompt_key("never recorded"), False, asked="never recorded"),)
+    assert miss.calls == (Served(prompt_key("never recorded"), False, asked="never recorded",
+                                 head="never recorded"),)
     assert result.outcomes["miss_own_class"].answer == "lab.CassetteMiss"
 
 
@@ -486,7 +489,9 @@ def test_a_miss_built_from_the_kits_lab_carries_its_fields(tmp_path: Path) -> No
     result = Sandbox(root, tmp_path / "scratch", LIMITS).run(
         "miss_agent:run", [("refunds", "")], RunPlan("provider-a", 0, NO_ANSWERS))
     key = prompt_key("never recorded")
-    assert result.outcomes["refunds"].answer == f"{key} '  never recorded ' refunds"
+    # The fields the kit's Replay gives its miss: the cassette is the file's path.
+    assert result.outcomes["refunds"].answer == \
+        f"{key} '  never recorded ' cassettes/refunds.json"
 
 
 @pytest.mark.parametrize(
@@ -525,7 +530,7 @@ def test_a_swallowed_miss_is_a_return(
     )
     assert (outcome.exception, outcome.miss_escaped) == (None, False)
     assert outcome.calls == (Served(prompt_key("never recorded"), False,
-                                    asked="never recorded"),)
+                                    asked="never recorded", head="never recorded"),)
 
 
 def test_a_submission_without_cassette_miss_gets_the_harness_one(tmp_path: Path) -> None:
