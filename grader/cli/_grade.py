@@ -113,7 +113,8 @@ def add_grading_commands(
                        help="the submission folder (default: .); its own agent and lab run")
     check.add_argument("--root", type=Path, default=None,
                        help="the same as PATH, as record and run spell it")
-    add_rubric_option(check)
+    add_rubric_option(check, lab=lambda args: Path(args.path or args.root or "."),
+                      cwd_only=True)
     add_isolation_option(check)
     check.set_defaults(handler=_check)
 

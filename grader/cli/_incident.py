@@ -77,7 +77,7 @@ def _add_record(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
                         "overwritten)")
     record.add_argument("--root", type=Path, default=Path("."),
                         help="the folder the agent and tools are imported from (default: .)")
-    add_rubric_option(record)
+    add_rubric_option(record, lab=lambda args: Path(args.root))
     add_provider_options(record)
     record.add_argument("--quiet", action="store_true",
                         help="no line per crossing, only the summary")

@@ -38,6 +38,7 @@ from grader.cli._cassette import add_cassette_commands
 from grader.cli._dashboard import add_dashboard_commands
 from grader.cli._grade import add_grading_commands
 from grader.cli._incident import add_incident_commands
+from grader.cli._options import resolve_rubric
 from grader.cli._outputs import add_output_commands
 from grader.cli._record import add_recording_commands
 from grader.cli._regression import add_regression_commands
@@ -53,6 +54,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     try:
+        resolve_rubric(args)
         code: int = args.handler(args)
         return code
     except GradekitError as exc:

@@ -3,26 +3,101 @@
 from __future__ import annotations
 
 import argparse
+import tomllib
 from collections.abc import Callable
 from pathlib import Path
 
 from gradekit import Provider, UsageError
 from grader._expect import OUTCOMES, Told
 from grader._specs import load_spec
-from grader.rubric import KIT_RUBRIC
+from grader.rubric import KIT_RUBRIC, load_cases
 from grader.sandbox import isolation_requests
+from grader.submission import ManifestError, load_manifest
 
-__all__ = ["add_isolation_option", "add_provider_options", "add_rubric_option", "live_provider"]
+__all__ = ["add_isolation_option", "add_provider_options", "add_rubric_option", "lab_rubric",
+           "live_provider", "resolve_rubric"]
+
+Lab = Callable[[argparse.Namespace], Path]  # where a command's lab is, from its arguments
 
 
-def add_rubric_option(parser: argparse.ArgumentParser) -> None:
-    """``--rubric``, resolved the same way by record, run, check and grade: the file given,
-    else the kit's rubric. Never one found inside a submission: what a student records
-    and runs is what the grader grades, and a rubric's custom checks run in the grader."""
-    parser.add_argument("--rubric", type=Path, default=KIT_RUBRIC,
-                        help="the rubric (default: the kit's rubric/bootcamp.toml; a rubric "
-                        "inside a submission is never read on its own: its custom checks "
+def _here(args: argparse.Namespace) -> Path:
+    return Path(".")
+
+
+def add_rubric_option(parser: argparse.ArgumentParser, lab: Lab = _here, *,
+                      cwd_only: bool = False) -> None:
+    """``--rubric``, resolved the same way by every command (``resolve_rubric``): the file
+    given, else the rubric the lab names (``rubric =`` in its ``[tool.gradekit]``), else
+    the kit's. ``lab``: where the command's lab is: the folder it runs in for the
+    instructor's commands (grade, gradescope build), the submission it works on for the
+    student's (record, run, check). The grader never takes a rubric a graded submission
+    names: a rubric's custom checks run in the grader's own process. ``cwd_only``: a
+    command that runs none of the lab's code in this process (check) takes a named rubric
+    with custom checks only from the folder it runs in."""
+    parser.add_argument("--rubric", type=Path, default=None,
+                        help="the rubric (default: the one the lab names in [tool.gradekit] "
+                        "rubric = \"...\", else the kit's rubric/bootcamp.toml; a rubric a "
+                        "graded submission names or ships is never read: its custom checks "
                         "would run in this process)")
+    parser.set_defaults(rubric_lab=lab, rubric_trusts_cwd_only=cwd_only)
+
+
+def resolve_rubric(args: argparse.Namespace) -> None:
+    """Set ``args.rubric`` where the command line left it out (``add_rubric_option``)."""
+    if "rubric_lab" in vars(args) and args.rubric is None:
+        folder = args.rubric_lab(args)
+        own = not args.rubric_trusts_cwd_only or folder.resolve() == Path.cwd().resolve()
+        args.rubric = lab_rubric(folder, own=own)
+
+
+def _custom_checks(rubric: Path) -> bool:
+    """Whether a rubric names a check of its own (``module:function``), read as TOML only."""
+    try:
+        document = tomllib.loads(rubric.read_text("utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return False  # loading it says what is wrong
+    criteria = document.get("criterion", [])
+    return isinstance(criteria, list) and any(
+        isinstance(c, dict) and ":" in str(c.get("check", "")) for c in criteria)
+
+
+def lab_rubric(folder: Path, *, own: bool = True) -> Path:
+    """The rubric of the lab at ``folder``: the file its manifest names, else the kit's.
+    ``own``: the folder is the one the command runs in, or the command runs the lab's code
+    anyway (record, run); else a named rubric with custom checks is refused, since loading
+    it imports them here (``check`` on someone else's folder).
+
+    A lab whose recordings are all for cases the kit's rubric does not have, and which
+    names no rubric, is refused with the fix: grading it on the kit's refund lab would
+    lose every point without a word about why."""
+    try:
+        manifest = load_manifest(folder)
+    except ManifestError:  # no lab here, or one the command itself will say is broken
+        return KIT_RUBRIC
+    pyproject = folder / "pyproject.toml"
+    if manifest.rubric:
+        named = folder / manifest.rubric
+        if not named.is_file():
+            raise UsageError(f"{pyproject}: rubric = {manifest.rubric!r} names no file: fix "
+                             "the path (relative to pyproject.toml), or pass --rubric FILE")
+        if not own and _custom_checks(named):
+            raise UsageError(
+                f"{pyproject} names the rubric {named}, whose custom checks would run in this "
+                "process: check a lab from its own folder (cd there), or pass --rubric with "
+                "the rubric you trust")
+        return named
+    recorded = {path.name.partition(".")[0]
+                for name in (manifest.cassettes, manifest.fixtures)
+                for path in sorted((folder / name).glob("*.json"))[:256]
+                if ".previous." not in path.name}
+    kit = {case.id for case in load_cases(KIT_RUBRIC)}
+    if recorded and not recorded & kit:
+        shown = ", ".join(sorted(recorded)[:6])
+        raise UsageError(
+            f"{pyproject} names no rubric, and its recordings ({shown}) are for cases the "
+            f"kit's own rubric does not have: name the lab's rubric in [tool.gradekit] "
+            f'(rubric = "rubric/lab.toml"), or pass --rubric FILE')
+    return KIT_RUBRIC
 
 
 def add_isolation_option(parser: argparse.ArgumentParser) -> None:

@@ -84,7 +84,7 @@ def _add_submission_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--root", type=Path, default=Path("."),
                         help="the submission folder whose agent, tools and cassettes are used "
                         "(default: .)")
-    add_rubric_option(parser)
+    add_rubric_option(parser, lab=lambda args: Path(args.root))
 
 
 def _add_record(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -34,7 +34,7 @@ def add_starter_commands(
                          help="skip grading each folder of the hand-out that holds a "
                          "pyproject.toml (quicker, for trying the table out; the scan for "
                          "removed solution text still runs)")
-    add_rubric_option(starter)
+    add_rubric_option(starter, lab=lambda args: Path(args.root))
     add_isolation_option(starter)
     starter.set_defaults(handler=_starter)
 

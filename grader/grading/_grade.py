@@ -16,6 +16,7 @@ import hmac
 import importlib
 import json
 import secrets
+import tomllib
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
@@ -223,6 +224,7 @@ def grade_submission(root: Path, rubric: Rubric, *, submission: str, scratch: Pa
     gradings after this one; the grade is the same with or without it.
     """
     manifest, findings = _manifest(root)
+    findings += _other_rubric(root, manifest, rubric)
     folder = manifest.cassettes if manifest else "cassettes"
     http = _http_cassettes(root, folder, rubric.cases)
     cassettes = _cassettes(root, folder, rubric.cases, sdk=http.present)
@@ -263,6 +265,30 @@ def grade_submission(root: Path, rubric: Rubric, *, submission: str, scratch: Pa
         sets={ref: pinned.sha256 for ref, pinned in rubric.sets.items() if pinned is not None},
     )
     return Graded(report, evidence, wall)
+
+
+def _other_rubric(root: Path, manifest: Manifest | None, rubric: Rubric) -> list[str]:
+    """A finding when the submission's manifest names a rubric that is not, byte for byte,
+    the one it is graded on: the grader only ever grades on the instructor's, and never
+    reads more of the submission's than its [rubric] table, for the message."""
+    if manifest is None or not manifest.rubric:
+        return []
+    named = quote(manifest.rubric)
+    try:
+        data = read_submission_file(root, manifest.rubric, cap=PYPROJECT_CAP)
+    except SubmissionFileError:
+        return [f"the manifest names rubric = {named}, which the submission does not hold as "
+                f"a file: it was graded on the instructor's rubric {rubric.id} v{rubric.version}"]
+    if hashlib.sha256(data).hexdigest() == rubric.sha256:
+        return []
+    try:
+        table = tomllib.loads(data.decode("utf-8")).get("rubric", {})
+        shown = f"{quote(str(table.get('id')))} v{quote(str(table.get('version')))}"
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError, AttributeError):
+        shown = "not a readable rubric"
+    return [f"the manifest names rubric = {named} ({shown}), which is not the rubric it was "
+            f"graded on: {rubric.id} v{rubric.version}, the instructor's; the grade is that "
+            "rubric's"]
 
 
 def _never_played(evidence: Evidence, answers: Mapping[str, Mapping[str, Entry]],

@@ -49,6 +49,7 @@ class Manifest:
     incident_test: str = ""  # stretch goal cut-point: the incident's regression test
     guard: str = ""  # stretch goal cut-point: the live guard that test checks
     incidents: str = "incidents"  # recorded incidents (*.jsonl): graded inputs, promotable
+    rubric: str = ""  # the lab's rubric, relative to the manifest: what its commands use
 
     def fixture(self, case: str) -> Path:
         """The tool fixture file of ``case``."""
@@ -101,12 +102,13 @@ def load_manifest(root: Path) -> Manifest:
         incident_test=table.get("incident_test", ""),
         guard=table.get("guard", ""),
         incidents=table.get("incidents", "incidents"),
+        rubric=table.get("rubric", ""),
     )
 
 
 _TEXT_KEYS = ("agent", "cassettes", "failures", "student", "replay", "second_cassettes", "tools",
-              "fixtures", "incident_test", "guard", "incidents")
-_PATH_KEYS = ("cassettes", "failures", "second_cassettes", "fixtures", "incidents")
+              "fixtures", "incident_test", "guard", "incidents", "rubric")
+_PATH_KEYS = ("cassettes", "failures", "second_cassettes", "fixtures", "incidents", "rubric")
 
 
 def _validate(table: dict[str, Any], pyproject: Path) -> None:
