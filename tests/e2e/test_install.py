@@ -43,6 +43,15 @@ def test_an_installed_wheel_grades_with_its_default_rubric(tmp_path: Path) -> No
         [str(python), "-c", "import grader.rubric._rubric as r; print(r.KIT_RUBRIC)"],
         cwd=tmp_path, capture_output=True, text=True, check=True).stdout.strip()
     assert installed.startswith(str(env)) and installed.endswith("grader/kit_rubric/bootcamp.toml")
+    # The kit is a library: the reference lab is not installed, so a student's own `lab`
+    # never meets it (alice's graded above from her own folder).
+    found = subprocess.run(
+        [str(python), "-c", "import importlib.util as u; print(u.find_spec('lab'))"],
+        cwd=tmp_path, capture_output=True, text=True, check=True).stdout.strip()
+    assert found == "None"
+    listed = subprocess.run([str(python), "-m", "pip", "show", "--files", "gradekit"],
+                            capture_output=True, text=True, check=True).stdout
+    assert "\n  lab/" not in listed and "grader/" in listed
 
 
 @pytest.mark.parametrize(("target", "dev"), [("grade", False), ("check", False),
