@@ -475,13 +475,31 @@ def tracing(evidence: Evidence, rubric: Rubric, criterion: Criterion) -> Criteri
         if not total:
             advice.append(NOT_RAN_ADVICE)
         elif good != total:
-            advice.append(_untraced_advice(case.id, evidence) or WRAP_ADVICE)
+            advice.append(_untraced_advice(case.id, evidence) or _wrap_advice(case.id, evidence))
     return criterion_result(criterion, checks, advice)
 
 
 WRAP_ADVICE = ("Wrap the provider in Traced (or write one JSON line per call yourself, once "
                "the call has returned or raised) to $GRADEKIT_TRACE: key, provider (the "
                "provider's name), latency_ms, ok, and error on a call that failed.")
+
+
+WRAP_TOOLS_ADVICE = ("Wrap the tools in TracedTools (or write one JSON line per tool call "
+                     "yourself, once it has returned or raised) to $GRADEKIT_TRACE: key, tool, "
+                     "latency_ms, ok, and error on a call that failed.")
+
+
+def _wrap_advice(case: str, evidence: Evidence) -> str:
+    """The advice for a case none of whose calls of some kind is traced: the provider's, or
+    the tools' when every provider call is traced and a tool call is not."""
+    outcome = _outcome(evidence.primary, case)
+    if outcome is None:
+        return WRAP_ADVICE
+    paired = pair_records(outcome.calls, outcome.trace).records
+    untraced = [call for call, index in zip(outcome.calls, paired, strict=True)
+                if index is None or not _record_ok(outcome.trace[index], call, evidence.label)]
+    return WRAP_TOOLS_ADVICE if untraced and all(c.tool is not None for c in untraced) \
+        else WRAP_ADVICE
 
 
 def _untraced_advice(case: str, evidence: Evidence) -> str | None:

@@ -18,7 +18,15 @@ import pytest
 
 from grader._model import CaseOutcome, ReplayProbe, RunResult, Served, TraceRecord, Withhold
 from grader.rubric._rubric import Case, Criterion, load_rubric
-from grader.scoring._checks import ESCAPED, Evidence, loud_failure, loudness, tracing
+from grader.scoring._checks import (
+    ESCAPED,
+    WRAP_ADVICE,
+    WRAP_TOOLS_ADVICE,
+    Evidence,
+    loud_failure,
+    loudness,
+    tracing,
+)
 from grader.scoring._loud import loud_problem, planned_probes
 from grader.scoring._traces import pair_records
 
@@ -243,6 +251,18 @@ def test_one_untraced_call_costs_that_call_alone() -> None:
                             "ok false and their error")
     assert check.points == (share * 7 / 8).quantize(Decimal("0.01"))
     assert 0 < check.points < share
+    # The provider is traced, the tool is not: the advice is about the tools.
+    assert result.advice == (WRAP_TOOLS_ADVICE,)
+
+
+def test_an_untraced_call_among_traced_ones_of_its_kind_is_named() -> None:
+    """The second provider call alone has no record: the advice names it, by position,
+    key and the head of what it asked, not "wrap the provider"."""
+    primary = _primary(traced=(0, 1, 3))
+    result = tracing(_evidence(primary, _all_probes()), RUBRIC, _criterion("tracing"))
+    (advice,) = result.advice
+    assert advice.startswith(f"{CASE}: provider call 2 (key {primary.calls[2].key}, '")
+    assert WRAP_ADVICE not in advice and WRAP_TOOLS_ADVICE not in advice
 
 
 def test_a_record_written_before_its_answer_is_no_calls_record() -> None:
