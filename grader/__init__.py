@@ -28,7 +28,16 @@ This module is the grader's public API for Python callers; ``python -m grader`` 
 command line.
 """
 
-from grader._model import CheckResult, CriterionResult, Limits, Report
+from grader._model import (
+    CaseOutcome,
+    CheckResult,
+    CriterionResult,
+    Limits,
+    Report,
+    RunResult,
+    Served,
+    TraceRecord,
+)
 from grader.grading import Graded, grade_submission
 from grader.outputs import (
     GradebookError,
@@ -40,7 +49,15 @@ from grader.outputs import (
     report_digest,
     verify_report,
 )
-from grader.rubric import Case, Criterion, Rubric, RubricError, load_cases, load_rubric
+from grader.rubric import (
+    Case,
+    Criterion,
+    Rubric,
+    RubricError,
+    load_cases,
+    load_rubric,
+    per_case_points,
+)
 from grader.scoring import (
     BUILTIN_CHECKS,
     STRETCH_GOALS,
@@ -55,6 +72,7 @@ __all__ = [
     "BUILTIN_CHECKS",
     "STRETCH_GOALS",
     "Case",
+    "CaseOutcome",
     "CheckResult",
     "Criterion",
     "CriterionResult",
@@ -68,7 +86,10 @@ __all__ = [
     "Report",
     "Rubric",
     "RubricError",
+    "RunResult",
+    "Served",
     "StretchGoal",
+    "TraceRecord",
     "grade_submission",
     "gradebook_csv",
     "load_cases",
@@ -76,6 +97,7 @@ __all__ = [
     "load_rubric",
     "merge_gradebooks",
     "parse_failures",
+    "per_case_points",
     "render_markdown",
     "render_report_json",
     "report_digest",
