@@ -36,6 +36,10 @@ def first_divergence(old: Mapping[str, Any], new: Mapping[str, Any]) -> str:
             earlier = checks.get(check.get("id"))
             now = (check.get("points"), check.get("detail"))
             if earlier is None or (earlier.get("points"), earlier.get("detail")) != now:
+                if earlier is not None and earlier.get("detail") == check.get("detail"):
+                    return (f"{criterion.get('id')}/{check.get('id')}: the same result, "
+                            f"\"{check.get('detail')}\", worth {earlier.get('points')} -> "
+                            f"{check.get('points')} (the rubric's weights changed)")
                 shown = "(not checked)" if earlier is None else \
                     f"{earlier.get('points')} \"{earlier.get('detail')}\""
                 return (f"{criterion.get('id')}/{check.get('id')}: {shown} -> "
@@ -47,16 +51,26 @@ def first_divergence(old: Mapping[str, Any], new: Mapping[str, Any]) -> str:
 
 
 def causes(old: Mapping[str, Any], new: Mapping[str, Any],
-           cases: Mapping[str, Mapping[str, str]] | None = None) -> list[str]:
-    """What differs between two run events (or reports): rubric (and which of its cases,
-    when ``cases`` holds each rubric digest's case digests, as batch events record them),
-    the regression sets it pins, the grader, input files."""
+           rubrics: Mapping[str, Mapping[str, Any]] | None = None) -> list[str]:
+    """What differs between two run events (or reports): rubric (and, when ``rubrics``
+    holds each rubric digest's record as batch events keep it, which of its cases and
+    weights changed, and the reason the new version gives), the regression sets it pins,
+    the grader, input files."""
     found = []
     if (old.get("rubric_version"), old.get("rubric")) != (new.get("rubric_version"),
                                                            new.get("rubric")):
+        before, after = (_mapping((rubrics or {}).get(str(event.get("rubric"))))
+                         for event in (old, new))
         found.append(f"rubric {old.get('rubric_id', '')} v{old.get('rubric_version')} -> "
                      f"v{new.get('rubric_version')}"
-                     + _cases_changed(cases or {}, old.get("rubric"), new.get("rubric")))
+                     + _cases_changed(_mapping(before.get("cases")), _mapping(after.get("cases"))))
+        found += _weights_changed(_mapping(before.get("criteria")),
+                                  _mapping(after.get("criteria")))
+        if after:
+            why = after.get("changes")
+            found.append(f"why (the rubric says): {quote(str(why))}" if why else
+                         'why: the new rubric gives no reason (add changes = "..." to its '
+                         "[rubric] table)")
     sets_before, sets_after = _mapping(old.get("sets")), _mapping(new.get("sets"))
     if sets_before != sets_after:
         found.append(f"regression sets {', '.join(sorted(sets_before)) or 'none'} -> "
@@ -71,10 +85,9 @@ def causes(old: Mapping[str, Any], new: Mapping[str, Any],
     return found
 
 
-def _cases_changed(cases: Mapping[str, Mapping[str, str]], old: object, new: object) -> str:
+def _cases_changed(before: Mapping[str, Any], after: Mapping[str, Any]) -> str:
     """Which cases two rubric versions differ in (their task or their expectation)."""
-    before, after = cases.get(str(old)), cases.get(str(new))
-    if before is None or after is None:
+    if not before or not after:
         return ""
     parts = [f"{what}: {', '.join(ids)}" for what, ids in (
         ("cases changed", [c for c in after if c in before and before[c] != after[c]]),
@@ -83,13 +96,37 @@ def _cases_changed(cases: Mapping[str, Mapping[str, str]], old: object, new: obj
     return f" ({'; '.join(parts)})" if parts else ""
 
 
-def case_snapshots(events: Sequence[Mapping[str, Any]]) -> dict[str, Mapping[str, str]]:
-    """Each rubric digest's case digests, as the ledger's batch events recorded them."""
-    found: dict[str, Mapping[str, str]] = {}
+def _weights_changed(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[str]:
+    """Each criterion weight and named sub-check's points two rubric versions differ in,
+    old -> new, in the new version's order."""
+    if not before or not after:
+        return []
+    changed = []
+    for criterion, now in after.items():
+        was = _mapping(before.get(criterion))
+        now = _mapping(now)
+        if not was:
+            changed.append(f"{criterion} (weight {now.get('weight')}): a new criterion")
+            continue
+        if was.get("weight") != now.get("weight"):
+            changed.append(f"{criterion} {was.get('weight')} -> {now.get('weight')}")
+        points_before, points_after = _mapping(was.get("points")), _mapping(now.get("points"))
+        changed += [f"{criterion}/{name} {points_before.get(name, '-')} -> "
+                    f"{points_after.get(name, '-')}"
+                    for name in sorted(points_before.keys() | points_after.keys())
+                    if points_before.get(name) != points_after.get(name)]
+    changed += [f"{criterion}: removed" for criterion in before if criterion not in after]
+    return [f"weights: {'; '.join(changed)}"] if changed else []
+
+
+def case_snapshots(events: Sequence[Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:
+    """Each rubric digest's record (its case digests, its criteria's weights, its reason),
+    as the ledger's batch events recorded it."""
+    found: dict[str, Mapping[str, Any]] = {}
     for event in events:
         rubric = _mapping(event.get("rubric")) if event.get("event") == "batch" else {}
         if isinstance(rubric.get("cases"), dict):
-            found[str(rubric.get("sha256"))] = rubric["cases"]
+            found[str(rubric.get("sha256"))] = rubric
     return found
 
 

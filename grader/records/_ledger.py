@@ -219,6 +219,13 @@ def case_digests(rubric: Rubric) -> dict[str, str]:
         "id": case.id, "task": case.task}).encode()).hexdigest() for case in rubric.cases}
 
 
+def criteria_weights(rubric: Rubric) -> dict[str, dict[str, Any]]:
+    """Each criterion's weight and named sub-check points, by id: what tells which weights a
+    new rubric version changed."""
+    return {c.id: {"points": {name: str(value) for name, value in sorted(c.points.items())},
+                   "weight": c.weight} for c in rubric.criteria}
+
+
 def pinned_sets(rubric: Rubric) -> dict[str, str]:
     """The regression sets the rubric pins and finds, ``name@version`` -> SHA-256."""
     return {ref: pinned.sha256 for ref, pinned in sorted(rubric.sets.items())
@@ -351,9 +358,10 @@ def record_grading(path: Path, rubric: Rubric, rows: Sequence[GradebookRow], out
     counts: dict[str, int] = {}
     for row in rows:
         counts[row.status] = counts.get(row.status, 0) + 1
-    used: dict[str, Any] = {"cases": case_digests(rubric), "id": rubric.id,
-                            "sha256": rubric.sha256, "version": rubric.version,
-                            **({"sets": sets} if sets else {})}
+    used: dict[str, Any] = {"cases": case_digests(rubric), "criteria": criteria_weights(rubric),
+                            "id": rubric.id, "sha256": rubric.sha256, "version": rubric.version,
+                            **({"sets": sets} if sets else {}),
+                            **({"changes": rubric.changes} if rubric.changes else {})}
     supersedes = rubric_lineage(path, rubric)
     if supersedes is not None:
         used["supersedes"] = supersedes

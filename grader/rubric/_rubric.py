@@ -75,7 +75,7 @@ _DEFAULT_POINTS: Mapping[str, tuple[int, tuple[int, ...]]] = MappingProxyType({
 })
 
 _TOP_KEYS = ("case", "criterion", "limits", "packages", "rubric")
-_RUBRIC_KEYS = ("id", "title", "version")
+_RUBRIC_KEYS = ("id", "title", "version", "changes")
 _CASE_KEYS = ("expect", "id", "task")
 _CRITERION_KEYS = ("check", "full", "id", "params", "points", "title", "typical_loss",
                    "weight")
@@ -139,6 +139,9 @@ class Rubric:
     # [packages]: what a lab may import beyond the standard library and gradekit, by import
     # name, with the pip requirement that installs it for the grader (file order)
     packages: Mapping[str, str] = field(default_factory=dict)
+    # [rubric] changes: why this version differs from the one before it, as the ledger
+    # keeps it and `gradekit history` shows it beside what changed ("" when it gives none)
+    changes: str = ""
 
 
 def _kit_rubric() -> Path:
@@ -218,6 +221,7 @@ def _validated(document: Mapping[str, object], at: _Locator, sha256: str) -> Rub
     """Every table of a rubric checked, in file order; the first problem is a RubricError."""
     _no_unknown(document, _TOP_KEYS, "top-level table", lambda key: at.where(key))
     rubric_id, version, title = _meta(document.get("rubric"), at)
+    changes = _changes(document.get("rubric"), at)
     cases = _cases(document.get("case"), at)
     criteria = _criteria(document.get("criterion"), at, len(cases))
     return Rubric(
@@ -229,6 +233,7 @@ def _validated(document: Mapping[str, object], at: _Locator, sha256: str) -> Rub
         limits=_limits(document.get("limits", {}), at),
         sha256=sha256,
         packages=MappingProxyType(_packages(document.get("packages", {}), at)),
+        changes=changes,
     )
 
 
@@ -362,6 +367,15 @@ def _meta(raw: object, at: _Locator) -> tuple[str, int, str]:
             f"{at.where('rubric', 0, 'version')}: [rubric] needs version = a whole number >= 1"
         )
     return cast(str, rubric_id), version, cast(str, title)
+
+
+def _changes(raw: object, at: _Locator) -> str:
+    """[rubric] changes, a one-paragraph reason (optional; text when given)."""
+    value = raw.get("changes", "") if isinstance(raw, dict) else ""
+    if not isinstance(value, str):
+        raise RubricError(f"{at.where('rubric', 0, 'changes')}: [rubric] changes must be "
+                          'text: why this version differs from the last, changes = "..."')
+    return value.strip()
 
 
 def _cases(raw: object, at: _Locator) -> tuple[Case, ...]:

@@ -206,6 +206,45 @@ def test_history_names_the_cause_of_each_change_and_the_first_divergence(
 
 
 @pytest.mark.slow
+def test_a_weights_only_change_shows_each_weight_old_and_new_and_the_rubrics_reason(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The course moves five points from stability to tracing, and says why: history shows
+    both weights, old and new, the reason, and a first divergence that is the same result
+    worth another share, not two identical texts."""
+    subs = tmp_path / "subs"
+    make_submission(subs / "alice")
+    out = tmp_path / "grades"
+    kit = (Path(__file__).resolve().parents[3] / "rubric" / "bootcamp.toml").read_text("utf-8")
+    rubric = tmp_path / "course" / "bootcamp.toml"
+    rubric.parent.mkdir()
+    rubric.write_text(kit, "utf-8")
+    grade = ["grade", str(subs), "--out", str(out), "--isolation", "process", "--quiet",
+             "--rubric", str(rubric)]
+    assert main(grade) == 0
+    reason = "tracing found more broken agents than stability did in week 3"
+    moved = kit.replace("version = 2", f'version = 3\nchanges = "{reason}"', 1)
+    moved = moved.replace("weight = 30\ncheck = \"contract_stability\"",
+                          "weight = 25\ncheck = \"contract_stability\"", 1)
+    moved = moved.replace("weight = 20\ncheck = \"tracing\"",
+                          "weight = 25\ncheck = \"tracing\"", 1)
+    assert "weight = 25\ncheck = \"contract_stability\"" in moved
+    assert "weight = 25\ncheck = \"tracing\"" in moved
+    rubric.write_text(moved, "utf-8")
+    assert main(grade) == 0
+    capsys.readouterr()
+
+    assert main(["history", "alice", "--out", str(out)]) == 0
+    shown = capsys.readouterr().out
+    assert "changed: rubric provider-swap-lab v2 -> v3\n" in shown
+    assert "changed: weights: contract_stability 30 -> 25; tracing 20 -> 25\n" in shown
+    assert f"changed: why (the rubric says): {reason}\n" in shown
+    assert ("first divergence: contract_stability/refund-policy: the same result, \"identical "
+            "under every provider label and hash seed\", worth 7.50 -> 6.25 (the rubric's "
+            "weights changed)") in shown
+
+
+@pytest.mark.slow
 def test_a_changed_rubric_must_bump_its_version_and_a_new_one_names_what_it_supersedes(
     tmp_path: Path, capsys: pytest.CaptureFixture[str],
 ) -> None:
