@@ -43,6 +43,15 @@ def _add_history(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     history.set_defaults(handler=_history)
 
 
+def _whole(value: object) -> object:
+    """A criterion's max as the rubric writes its weight (``"30.00"`` -> 30)."""
+    try:
+        number = float(str(value))
+    except ValueError:
+        return value
+    return int(number) if number.is_integer() else value
+
+
 def _history(args: argparse.Namespace) -> int:
     print("\n".join(history_lines(args.out, args.student)))
     return EXIT_OK
@@ -55,7 +64,12 @@ def _diff_reports(args: argparse.Namespace) -> int:
                .get("id"), "rubric_version": r.get("rubric", {}).get("version"),
                "sets": r.get("rubric", {}).get("sets"), "inputs": r.get("inputs")}
               for r in (old, new)]
-    lines += [f"  changed: {cause}" for cause in causes(*rubric)]
+    # What a report says of its rubric's weights: each criterion's max (a report does not
+    # keep the rubric's reason for a change: the ledger's history shows it).
+    weights = {str(r.get("rubric", {}).get("sha256")): {"changes": None, "cases": {}, "criteria": {
+        str(c.get("id")): {"weight": _whole(c.get("max")), "points": {}}
+        for c in r.get("criteria", []) if isinstance(c, dict)}} for r in (old, new)}
+    lines += [f"  changed: {cause}" for cause in causes(rubric[0], rubric[1], weights)]
     lines.append("  first divergence: " + (first_divergence(old, new) or "none"))
     print("\n".join(lines))
     return EXIT_OK

@@ -66,10 +66,11 @@ def causes(old: Mapping[str, Any], new: Mapping[str, Any],
                      + _cases_changed(_mapping(before.get("cases")), _mapping(after.get("cases"))))
         found += _weights_changed(_mapping(before.get("criteria")),
                                   _mapping(after.get("criteria")))
-        if after:
-            why = after.get("changes")
-            found.append(f"why (the rubric says): {quote(str(why))}" if why else
-                         'why: the new rubric gives no reason (add changes = "..." to its '
+        why = after.get("changes")
+        if why:
+            found.append(f"why (the rubric says): {quote(str(why))}")
+        elif after and "changes" not in after:  # a batch's record: it keeps the reason given
+            found.append('why: the new rubric gives no reason (add changes = "..." to its '
                          "[rubric] table)")
     sets_before, sets_after = _mapping(old.get("sets")), _mapping(new.get("sets"))
     if sets_before != sets_after:

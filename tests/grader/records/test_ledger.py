@@ -242,6 +242,14 @@ def test_a_weights_only_change_shows_each_weight_old_and_new_and_the_rubrics_rea
     assert ("first divergence: contract_stability/refund-policy: the same result, \"identical "
             "under every provider label and hash seed\", worth 7.50 -> 6.25 (the rubric's "
             "weights changed)") in shown
+    # Two reports alone show the weights too (a report keeps each criterion's max, not the
+    # rubric's reason).
+    old, new = sorted((out / "archive").glob("*.json"),
+                      key=lambda p: json.loads(p.read_bytes())["rubric"]["version"])
+    assert main(["report", "diff", str(old), str(new)]) == 0
+    compared = capsys.readouterr().out
+    assert "  changed: weights: contract_stability 30 -> 25; tracing 20 -> 25\n" in compared
+    assert "why" not in compared
 
 
 @pytest.mark.slow
