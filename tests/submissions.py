@@ -128,6 +128,26 @@ class _Yes:
 def provider():
     return _Yes()
 '''
+# A provider for recording an agent offline, as `--provider echo:provider` from a module
+# echo.py in the submission: each answer quotes the head of its question after ``{said}``.
+ECHO_PROVIDER = '''
+class _Echo:
+    name = "echo:quote"
+
+    def complete(self, prompt):
+        return {said!r} + " ".join(prompt.split())[:{most}]
+
+
+def provider():
+    return _Echo()
+'''
+
+
+def echo_provider(said: str, most: int) -> str:
+    """``ECHO_PROVIDER``'s source, answering ``said`` and the first ``most`` characters."""
+    return ECHO_PROVIDER.format(said=said, most=most)
+
+
 # A refund agent written from scratch, unlike the reference's in every line (a class, its own
 # prompt, its own parsing), keeping the names the lab's cut-point test and manifest use.
 REFUND_DESK = '''

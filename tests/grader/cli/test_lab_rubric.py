@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.submissions import REFERENCE, gradekit_in_process
+from tests.submissions import REFERENCE, echo_provider, gradekit_in_process
 
 pytestmark = pytest.mark.slow
 
@@ -27,17 +27,7 @@ from gradekit import Traced
 def run(provider, task):
     return Traced(provider).complete("Greet the visitor: " + task).strip()
 '''
-ECHO = '''
-class _Echo:
-    name = "echo:quote"
-
-    def complete(self, prompt):
-        return "Hello! You said: " + " ".join(prompt.split())[:40]
-
-
-def provider():
-    return _Echo()
-'''
+ECHO = echo_provider("Hello! You said: ", 40)
 MANIFEST = """\
 [project]
 name = "greeting-desk"

@@ -22,7 +22,13 @@ from gradekit import Entry, prompt_key
 from grader._model import Withhold
 from grader.rubric import load_rubric
 from grader.sandbox import PROCESS_WALL, LaidOut, RunPlan, Sandbox, Serving
-from tests.submissions import CASES, REFERENCE, gradekit_in_process, record_in_process
+from tests.submissions import (
+    CASES,
+    REFERENCE,
+    echo_provider,
+    gradekit_in_process,
+    record_in_process,
+)
 
 pytestmark = pytest.mark.slow
 LIMITS = load_rubric(REFERENCE / "rubric" / "bootcamp.toml").limits
@@ -37,17 +43,7 @@ agent = "lab.agent:run"
 replay = "{replay}"
 """
 # The provider every agent here is recorded with: its answer quotes the question's head.
-ECHO = '''
-class _Echo:
-    name = "echo:quote"
-
-    def complete(self, prompt):
-        return "You asked: " + " ".join(prompt.split())[:48]
-
-
-def provider():
-    return _Echo()
-'''
+ECHO = echo_provider("You asked: ", 48)
 
 # Dana keeps the last good answer "in case the model is down": a miss in a later case gets
 # an earlier case's answer. The first case has nothing to fall back on and raises.
