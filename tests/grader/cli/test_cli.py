@@ -30,6 +30,7 @@ from gradekit import (
 from gradekit._store import journal_path
 from grader._exits import EXIT_TABLE
 from grader.cli import main
+from grader.cli._options import resolve_rubric
 from grader.grading import MissingPackage
 from grader.recordings import RecordingError
 from grader.rubric._rubric import KIT_RUBRIC
@@ -281,14 +282,28 @@ def test_grade_says_which_isolation_it_uses_and_refuses_namespaces_without_bubbl
 def test_every_command_resolves_the_rubric_alike_and_says_so(
     command: str, capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """One resolver: the rubric given, else the kit's; never one found in a submission."""
+    """One resolver: the rubric given, else the one the lab names, else the kit's; never
+    one a graded submission names (``tests/grader/cli/test_lab_rubric.py`` runs each)."""
     parser_default = {
         name: action.default for name, action in _subcommand_options(command).items()}
-    assert parser_default["--rubric"] == KIT_RUBRIC
+    assert parser_default["--rubric"] is None  # resolved after parsing, by resolve_rubric
+    args = _subcommand_parser(command).parse_args([])
+    assert callable(args.rubric_lab)
+    args.rubric = None
+    resolve_rubric(args)  # the lab here, this checkout, names none: the kit's
+    assert args.rubric == KIT_RUBRIC
     with pytest.raises(SystemExit):
         main([command, "--help"])
     text = " ".join(capsys.readouterr().out.split())
-    assert "a rubric inside a submission is never read on its own" in text
+    assert "a rubric a graded submission names or ships is never read" in text
+
+
+def _subcommand_parser(command: str) -> argparse.ArgumentParser:
+    from grader.cli._main import _parser
+
+    commands = next(a for a in _parser()._actions if isinstance(a, argparse._SubParsersAction))
+    parser: argparse.ArgumentParser = commands.choices[command]
+    return parser
 
 
 def _subcommand_options(command: str) -> dict[str, argparse.Action]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -22,16 +23,17 @@ from grader.cli import main
 from grader.outputs._gradebook import GradebookRow
 from grader.rubric._rubric import KIT_RUBRIC, load_rubric
 from tests.loopback import Loopback, answer, error
-from tests.submissions import CASES, as_installed, make_submission
+from tests.submissions import CASES, REFERENCE, as_installed, make_submission
 
 CASE = "sql-explain"
 
 
 @pytest.fixture
 def submission(tmp_path: Path) -> Path:
-    """A copy whose agent is the kit's own lab.agent, and a provider that stalls on demand."""
+    """A copy whose agent is the kit's own lab.agent, and a provider that stalls on demand.
+    The lab is the submission's own copy: an installed gradekit ships none."""
     root = tmp_path / "alice"
-    root.mkdir()
+    shutil.copytree(REFERENCE / "lab", root / "lab", ignore=shutil.ignore_patterns("__pycache__"))
     (root / "pyproject.toml").write_text('[tool.gradekit]\nagent = "lab.agent:run"\n', "utf-8")
     (root / "stalling.py").write_text(textwrap.dedent('''
         import time
