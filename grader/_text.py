@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
-__all__ = ["FLAGGED", "QUOTE_LIMIT", "TEXT_LIMIT", "quote"]
+__all__ = ["FLAGGED", "HEAD", "QUOTE_LIMIT", "TEXT_LIMIT", "one_line", "quote"]
 
 # How a finding that asks a person to look at the whole submission starts (a forged
 # verdict, a replaced harness function): report.md counts them, the gradebook row names them.
@@ -19,10 +19,18 @@ FLAGGED = "flagged for review: "
 
 QUOTE_LIMIT = 500  # characters of one piece of submission text inside a sentence
 TEXT_LIMIT = 2000  # characters of one detail, finding or advice as a whole
+HEAD = 60  # characters of a call's prompt that feedback names it by
 
 # Characters that could be invisible or act on a terminal: checked one by one.
 _SUSPECT = re.compile(r"[^\t\n\x20-\x7e]")
 _HIDDEN = frozenset(("Cc", "Cf", "Cs"))  # controls, format characters (bidi), surrogates
+
+
+def one_line(text: str, most: int = HEAD) -> str:
+    """``text`` on one line (each run of white space one space), its first ``most``
+    characters, the last of them "…" when it is cut: how feedback names a call."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= most else flat[:most - 1] + "…"
 
 
 def quote(text: str, limit: int = QUOTE_LIMIT) -> str:

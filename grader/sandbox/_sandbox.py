@@ -51,6 +51,7 @@ from grader._model import (
     TraceRecord,
     Withhold,
 )
+from grader._text import one_line
 from grader.sandbox._channel import (
     Child,
     Event,
@@ -501,7 +502,7 @@ class _Run:
             raise ProtocolError("a prompt that is not UTF-8") from exc
         lines, position = self._trace_lines(talk, case), talk.asking("provider")
         in_flight = talk.in_flight(message.get("since"))
-        head = _one_line(prompt)
+        head = one_line(prompt)
         if self._withholds(case, "provider", position):
             talk.calls.append(Served(key=key, served=False, trace_lines=lines, withheld=True,
                                      asked=prompt.strip()[:ASKED_CAP], in_flight=in_flight,
@@ -569,7 +570,7 @@ class _Run:
             rows = miss_rows(rest or HttpCassette(case.id), asked, 1, exists=rest is not None)
             talk.calls.append(Served(key=key, served=False, trace_lines=lines, http=True,
                                      withheld=True, asked=request_head(asked)[:ASKED_CAP],
-                                     in_flight=in_flight, head=_one_line(request_head(asked))))
+                                     in_flight=in_flight, head=one_line(request_head(asked))))
             talk.reply(child, {"miss": self._http_miss(case, rows), "key": key}, withheld=True)
             return
         recorded = cassette.interactions.get(key, ()) if cassette is not None else ()
@@ -577,7 +578,7 @@ class _Run:
         if n <= len(recorded):
             talk.asked[key] = n
             talk.calls.append(Served(key=key, served=True, trace_lines=lines, http=True,
-                                     in_flight=in_flight, head=_one_line(request_head(asked))))
+                                     in_flight=in_flight, head=one_line(request_head(asked))))
             response = recorded[n - 1].response
             talk.reply(child, {"http": {
                 "status": response.status, "headers": sorted(response.headers.items()),
@@ -588,7 +589,7 @@ class _Run:
         differs = next((value for label, value in rows if label in ("differs", "asked")), "")
         talk.calls.append(Served(key=key, served=False, trace_lines=lines, http=True,
                                  asked=differs[:ASKED_CAP], in_flight=in_flight,
-                                 head=_one_line(request_head(asked))))
+                                 head=one_line(request_head(asked))))
         talk.reply(child, {"miss": self._http_miss(case, rows), "key": key})
 
     def _http_miss(self, case: _Case, rows: Sequence[tuple[str, str]]) -> str:
@@ -710,14 +711,7 @@ def _shown_args(tool: str, args: Mapping[str, object]) -> str:
     return f"{tool} {json.dumps(args, sort_keys=True, ensure_ascii=False)[:300]}"
 
 
-_HEAD = 60  # characters of a call's head
 _ADDRESS = re.compile(r"0x[0-9a-fA-F]{6,}")  # where an object lives: another in every run
-
-
-def _one_line(text: str) -> str:
-    """``text`` on one line, its first ``_HEAD`` characters: how feedback names a call."""
-    flat = " ".join(text.split())
-    return flat if len(flat) <= _HEAD else flat[:_HEAD - 1] + "…"
 
 
 def _without(cassette: HttpCassette, key: str) -> HttpCassette | None:

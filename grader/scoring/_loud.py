@@ -13,14 +13,11 @@ then escape), hides it. Pure functions of what the parent observed.
 
 from __future__ import annotations
 
-import re
-
 from grader._model import CaseOutcome, Served, Withhold
-from grader._text import quote
+from grader._text import HEAD, one_line, quote
 
 __all__ = ["HEAD", "head", "loud_problem", "planned_probes", "provider_calls", "ran"]
 
-HEAD = 60  # characters of a withheld call's prompt shown in feedback
 
 
 def ran(outcome: CaseOutcome | None) -> bool:
@@ -96,5 +93,4 @@ def _returned(outcome: CaseOutcome) -> str:
 
 def _head(text: str) -> str:
     """``text`` on one line, its first ``HEAD`` characters, quoted."""
-    flat = re.sub(r"\s+", " ", text).strip()
-    return quote(flat if len(flat) <= HEAD else flat[:HEAD - 1] + "…")
+    return quote(one_line(text, HEAD))

@@ -417,3 +417,41 @@ def test_checkpoint_three_fails_while_a_case_misses(
     assert third.startswith("FAIL  3.")
     assert f"case {CASES[0]}: asked 1 prompt(s) the cassette does not hold" in third, third
     assert f"`make record ARGS='--case {CASES[0]}'`" in third
+
+
+# Ivo's agent goes looking for the recordings where the grader keeps the submission.
+SNOOP = '''
+def run(provider, task):
+    found = []
+    for path in ({original!r}, "cassettes/{case}.json"):
+        try:
+            with open(path, "rb") as recording:
+                found.append(len(recording.read()))
+        except OSError as error:
+            found.append(type(error).__name__)
+    return repr(found)
+'''
+
+
+def test_behind_namespaces_no_path_reaches_the_recordings(tmp_path: Path) -> None:
+    """Neither the copy nor the original's own path: behind namespaces the run sees only
+    what is bound, and the recordings are not (behind the guard alone the original stays
+    as readable as the host makes it: docs/sandbox.md, "What gets through")."""
+    from grader.sandbox import NamespacesWall
+    from tests.conftest import require_namespaces
+
+    require_namespaces()
+    root = _submission(tmp_path / "ivo", "memo")
+    original = root / "cassettes" / f"{CASES[0]}.json"
+    original.parent.mkdir()
+    original.write_text("{}", "utf-8")
+    (root / "lab" / "agent.py").write_text(
+        SNOOP.format(original=str(original), case=CASES[0]), "utf-8")
+    sandbox = Sandbox(root, tmp_path / "scratch", LIMITS, NamespacesWall(),
+                      LaidOut(hidden=(f"cassettes/{CASES[0]}.json",)))
+    try:
+        result = sandbox.run("lab.agent:run", [(CASES[0], "a task")],
+                             RunPlan("openai:gpt-4o-mini", 1, Serving(lambda c, p: None)))
+    finally:
+        sandbox.close()
+    assert result.outcomes[CASES[0]].answer == "['FileNotFoundError', 'FileNotFoundError']"
