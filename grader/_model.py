@@ -113,6 +113,8 @@ class Served:
     # thread's call, already on its way): no step taken after the miss
     head: str = ""  # what a provider call asked, its first characters on one line: the
     # call named in feedback (a tool call is named by its key)
+    reordered: bool = False  # a missed provider call that asks what a recording of its case
+    # asks, in another order (the same characters): an order a set's hash seed can move
 
     @property
     def provider(self) -> bool:

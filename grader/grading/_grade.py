@@ -48,6 +48,7 @@ from grader.scoring import (
     BUILTIN_CHECKS,
     Check,
     Evidence,
+    cause,
     loud_problem,
     planned_probes,
     ran,
@@ -111,6 +112,8 @@ class Draw:
     clock: int = CLOCK  # where the runs' wall clock starts (seconds since the epoch)
     again: int = CLOCK + 86400  # the clock of a run otherwise identical to the primary run
     pick: int = 0  # which case's recordings the own Replay is probed with, and which prompts
+    more: tuple[int, ...] = ()  # the hash seeds tried, after those of ``seeds``, for a case
+    # that asks a recording's words in another order until one moves it (MORE_SEEDS)
 
 
 class _Keyed:
@@ -153,7 +156,8 @@ def draw(key: bytes | None = None, content: str = "", label: str | None = None) 
     if label is not None:
         labels = [label, *(other for other in labels
                            if other.partition(":")[0] != label.partition(":")[0])]
-    seeds = keyed.shuffled(seed_pool(key))[:len(labels)]
+    pool = keyed.shuffled(seed_pool(key))
+    seeds, more = pool[:len(labels)], pool[len(labels):]
     words = keyed.shuffled(_WORDS)
     prompt, unknown = (f"Task: summarise the {a} {b} notes for the {c} review."
                        for a, b, c in (words[0:3], words[3:6]))
@@ -162,8 +166,12 @@ def draw(key: bytes | None = None, content: str = "", label: str | None = None) 
     # and a later day at another time of day for the run that differs only by its clock.
     clock = CLOCK + keyed.below(_CLOCK_DAYS) * _DAY + keyed.below(_DAY)
     again = clock + (1 + keyed.below(_CLOCK_DAYS)) * _DAY + 1 + keyed.below(_DAY - 1)
-    return Draw(tuple(labels), tuple(seeds), {prompt: answer}, unknown, clock, again,
-                keyed.below(1 << 32))
+    pick = keyed.below(1 << 32)
+    while len(more) < MORE_SEEDS:  # past the pool: a host of their own, started if asked
+        seed = keyed.below(1 << 32)
+        more += [] if seed in pool or seed in more else [seed]
+    return Draw(tuple(labels), tuple(seeds), {prompt: answer}, unknown, clock, again, pick,
+                tuple(more))
 
 
 _DAY = 86400
@@ -171,6 +179,11 @@ _CLOCK_DAYS = 365 * 50
 
 
 SEED_POOL = 8  # hash seeds a key draws from: one more family and an instructor's label fit
+# Hash seeds a case that asks a recording's words in another order is run under, one at a
+# time, until one moves what it asks: a set of two words keeps its order under a seed
+# about half the time, so with the others' seeds 16 runs leave about one chance in 65 000
+# that such a case is told as anything but the hash seed's.
+MORE_SEEDS = 12
 
 
 def seed_pool(key: bytes) -> tuple[int, ...]:
@@ -557,6 +570,9 @@ def _evidence(sandbox: Sandbox, manifest: Manifest | None, rubric: Rubric,
                                              if case in unsettled), default=0)]
     seeds = tuple(run(f"seed-{n}", replace(plan, hashseed=seed), upto)
                   for n, seed in enumerate(drawn.seeds[1:], 2)) if unsettled else ()
+    seeds += _more_seeds(run, plan, drawn.more, [case for case, _ in pairs],
+                         _reordered(unsettled, (primary, *others, *seeds)),
+                         (primary, others, again, seeds))
     loud = _loud_probes(run, plan, primary, skip=seed_shifted(primary, seeds))
     for result in (primary, *others, again, *seeds, *(r for _, r in loud)):
         findings += _run_findings(result)
@@ -593,6 +609,40 @@ def _evidence(sandbox: Sandbox, manifest: Manifest | None, rubric: Rubric,
                     review_basis=basis, seeds=seeds, again=again, clock=plan.clock,
                     cut_point_problem=cut_point,
                     incident_test=manifest.incident_test, regression=regression), findings
+
+
+def _reordered(cases: Sequence[str], runs: Sequence[RunResult]) -> list[str]:
+    """The ``cases`` a run missed a provider call of that asks a recording's words in
+    another order: the hash seed may be why, though the seeds tried so far kept it."""
+    return [case for case in cases
+            if any(call.reordered and not call.withheld for run in runs
+                   if (outcome := run.outcomes.get(case)) for call in outcome.calls)]
+
+
+def _more_seeds(run: Callable[..., RunResult], plan: RunPlan, more: Sequence[int],
+                order: Sequence[str], reordered: Sequence[str],
+                runs: tuple[RunResult, tuple[RunResult, ...], RunResult,
+                            tuple[RunResult, ...]]) -> tuple[RunResult, ...]:
+    """Runs with the primary label under the seeds of ``more``, one at a time, for the
+    ``reordered`` cases no seed has moved yet and no clock explains, until each has moved
+    or the seeds run out: whether a set's order is told as the hash seed's must not hang
+    on which seeds a draw gave (a set of two words keeps its order under half of them)."""
+    primary, others, again, seeds = runs
+    found: list[RunResult] = []
+
+    def still_open() -> list[str]:
+        moved = seed_shifted(primary, (*seeds, *found))
+        return [case for case in reordered if case not in moved
+                and cause(case, primary, others, again, ()) != "identical"]
+
+    cases = still_open()
+    for n, seed in enumerate(more, len(seeds) + 2):
+        if not cases:
+            break
+        upto = order[:max(order.index(case) + 1 for case in cases)]
+        found.append(run(f"seed-{n}", replace(plan, hashseed=seed), upto))
+        cases = still_open()
+    return tuple(found)
 
 
 def _steady_messages(primary: RunResult, others: tuple[RunResult, ...],

@@ -31,7 +31,7 @@ import os
 import re
 import secrets
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -510,9 +510,13 @@ class _Run:
             talk.reply(child, self._miss(case, prompt, key), withheld=True)
             return
         response = self._serving.answer(case.id, prompt)
+        recorded = self._serving.recorded.get(case.id, {})
         talk.calls.append(Served(key=key, served=response is not None, trace_lines=lines,
                                  asked="" if response is not None else prompt[:ASKED_CAP],
-                                 in_flight=in_flight, head=head))
+                                 in_flight=in_flight, head=head,
+                                 reordered=response is None and _reorders(
+                                     prompt.strip(), (entry.prompt.strip() for entry
+                                                      in recorded.values() if entry.prompt))))
         talk.reply(child, {"response": response} if response is not None
                    else self._miss(case, prompt, key))
 
@@ -587,9 +591,13 @@ class _Run:
         rows = miss_rows(cassette or HttpCassette(case.id), asked, n,
                          exists=cassette is not None)
         differs = next((value for label, value in rows if label in ("differs", "asked")), "")
+        kept = [one.request for many in cassette.interactions.values() for one in many] \
+            if cassette is not None else []
         talk.calls.append(Served(key=key, served=False, trace_lines=lines, http=True,
                                  asked=differs[:ASKED_CAP], in_flight=in_flight,
-                                 head=one_line(request_head(asked))))
+                                 head=one_line(request_head(asked)),
+                                 reordered=_reorders(_request_text(asked),
+                                                    map(_request_text, kept))))
         talk.reply(child, {"miss": self._http_miss(case, rows), "key": key})
 
     def _http_miss(self, case: _Case, rows: Sequence[tuple[str, str]]) -> str:
@@ -712,6 +720,21 @@ def _shown_args(tool: str, args: Mapping[str, object]) -> str:
 
 
 _ADDRESS = re.compile(r"0x[0-9a-fA-F]{6,}")  # where an object lives: another in every run
+
+
+def _reorders(asked: str, recorded: Iterable[str]) -> bool:
+    """Whether ``asked`` is one of ``recorded`` in another order: the same characters, as
+    many of each, in other places (the words of a set, joined in the order its hash seed
+    gives). Another seed may then ask the recording: what ``grade`` tries before it says
+    the seed is not the cause."""
+    letters = sorted(asked)
+    return any(other != asked and len(other) == len(asked) and sorted(other) == letters
+               for other in recorded)
+
+
+def _request_text(request: HttpRequest) -> str:
+    """A request as one text, for ``_reorders``: its method, URL and body, keys sorted."""
+    return json.dumps(request.to_json(), sort_keys=True, ensure_ascii=False)
 
 
 def _without(cassette: HttpCassette, key: str) -> HttpCassette | None:

@@ -8,7 +8,7 @@ May import: base, regression, rubric.
 
 from __future__ import annotations
 
-from grader.scoring._causes import seed_shifted, unsettled_cases
+from grader.scoring._causes import cause, seed_shifted, unsettled_cases
 from grader.scoring._checks import (
     ESCAPED,
     STABLE,
@@ -37,6 +37,7 @@ __all__ = [
     "Check",
     "Evidence",
     "StretchGoal",
+    "cause",
     "contract_gaps",
     "loud_problem",
     "loudness",
