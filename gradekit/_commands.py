@@ -1,10 +1,16 @@
 """Every command a message tells someone to run, written so it runs where it is printed.
 
-A bare ``gradekit ...`` is on no PATH outside the lab's virtual environment, so a
-message never prints one. A subcommand with a make target (record, grade, check,
-dashboard: the Makefile passes ``ARGS`` on, and installs ``.venv`` first) is printed as
-``make record ARGS='--case refund-policy'``; any other as ``.venv/bin/gradekit ...``.
-Both are run from the lab's root, where the Makefile and ``.venv`` are.
+In a lab with the kit's Makefile (a ``record:`` target), a bare ``gradekit ...`` is on no
+PATH outside the lab's virtual environment, so a message never prints one there: a
+subcommand with a make target (record, grade, check, dashboard: the Makefile passes
+``ARGS`` on, and installs ``.venv`` first) is printed as ``make record ARGS='--case
+refund-policy'``, any other as ``.venv/bin/gradekit ...``. A lab without one (an
+instructor's own, where the kit is installed into the environment the lab is worked in)
+gets ``gradekit ...`` for every command. Both are run from the lab's root.
+
+Which lab: the one ``use_lab`` named (the command line names the lab its command works
+on, and its workers inherit the choice through ``GRADEKIT_COMMANDS``), else the folder the
+process runs in (a student's own tests, which meet the kit's messages through ``Replay``).
 
 Each command a message prints is a ``Command`` in ``COMMANDS``, its argument vector a
 template of ``{field}`` values, so a test can run every one of them exactly as printed.
@@ -16,14 +22,17 @@ message cannot know them.
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import string
 from dataclasses import dataclass
+from pathlib import Path
 
 __all__ = [
     "APPROVE",
     "CASE_REVISE",
+    "CHECK",
     "COMMANDS",
     "GRADEBOOK_MERGE",
     "GRADESCOPE_BUILD",
@@ -50,7 +59,9 @@ __all__ = [
     "REVIEWS_IMPORT",
     "VENV_GRADEKIT",
     "Command",
+    "lab_form",
     "shown",
+    "use_lab",
 ]
 
 VENV_GRADEKIT = ".venv/bin/gradekit"
@@ -62,10 +73,40 @@ _BARE = re.compile(r"[\w@%+=:,./-]+", re.ASCII)  # shlex's safe set: no quoting 
 _IN_ARGS = re.compile(r"""[^'"\\`$!#\n\r]*""")
 
 
-def shown(*argv: str) -> str:
-    """The command line that runs ``gradekit argv...`` from the lab's root, as printed."""
+FORM = "GRADEKIT_COMMANDS"  # "make" or "gradekit": how the lab in hand runs the kit
+_RECORD_TARGET = re.compile(r"^record:", re.MULTILINE)
+
+
+def lab_form(root: Path) -> str:
+    """How commands are printed for the lab at ``root``: ``make`` where its Makefile has the
+    kit's targets, else ``gradekit``."""
+    try:
+        makefile = (root / "Makefile").read_text("utf-8", errors="replace")
+    except OSError:
+        return "gradekit"
+    return "make" if _RECORD_TARGET.search(makefile) else "gradekit"
+
+
+def use_lab(root: Path) -> None:
+    """Print every command for the lab at ``root`` from now on, in this process and the
+    processes it starts, unless ``GRADEKIT_COMMANDS`` already says how (the Gradescope
+    autograder's, which grades in a folder without the lab's Makefile, says it)."""
+    if os.environ.get(FORM) not in ("make", "gradekit"):
+        os.environ[FORM] = lab_form(root)
+
+
+def _form() -> str:
+    form = os.environ.get(FORM, "")
+    return form if form in ("make", "gradekit") else lab_form(Path.cwd())
+
+
+def shown(*argv: str, form: str | None = None) -> str:
+    """The command line that runs ``gradekit argv...`` from the lab's root, as printed;
+    ``form`` (``lab_form``'s) for a lab other than the one in hand."""
     if not argv:
         raise ValueError("a command needs its subcommand")
+    if (form or _form()) == "gradekit":
+        return shlex.join(["gradekit", *argv])
     if argv[0] in MAKE_TARGETS and all(_IN_ARGS.fullmatch(arg) for arg in argv[1:]):
         args = " ".join(arg if _BARE.fullmatch(arg) else f'"{arg}"' for arg in argv[1:])
         return f"make {argv[0]}" + (f" ARGS='{args}'" if args else "")
@@ -89,14 +130,15 @@ class Command:
                     found.append(field)
         return tuple(found)
 
-    def __call__(self, **values: str) -> str:
-        """The command as printed, with ``values`` for its fields (each one needed)."""
+    def __call__(self, *, form: str | None = None, **values: str) -> str:
+        """The command as printed, with ``values`` for its fields (each one needed);
+        ``form`` as ``shown``'s."""
         missing = set(self.fields) - set(values)
         extra = set(values) - set(self.fields)
         if missing or extra:
             raise TypeError(f"command {self.name} takes the fields {', '.join(self.fields)}; "
                             f"missing {sorted(missing)}, unknown {sorted(extra)}")
-        return shown(*(arg.format(**values) for arg in self.argv))
+        return shown(*(arg.format(**values) for arg in self.argv), form=form)
 
 
 COMMANDS: dict[str, Command] = {}
@@ -118,6 +160,7 @@ RERECORD_CASE = _command("rerecord-case", "record", "--case", "{case}", "--rerec
 RECORD_SECOND = _command("record-second", "record", "--provider", "{provider}",
                          "--cassettes", "{folder}")
 GRADE_LAB = _command("grade-lab", "grade")
+CHECK = _command("check", "check")
 GRADE_INTO = _command("grade-into", "grade", "{submissions}", "--out", "{out}")
 
 # -- the instructor's commands (no make target) ----------------------------------------------

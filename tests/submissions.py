@@ -396,11 +396,13 @@ def replay_raises_key_error(root: Path, context: Context) -> None:
 
 
 def _use_own_replay(root: Path) -> None:
-    """``lab.Replay`` (what the manifest's default ``replay = "lab:Replay"`` names) is the
-    student's own."""
+    """``lab.Replay`` is the student's own, and the manifest names it (``replay =
+    "lab:Replay"``; the default is the kit's, ``gradekit:Replay``)."""
     init = root / "lab" / "__init__.py"
     init.write_text(init.read_text("utf-8") + "\nfrom lab.replay import Replay  # noqa: E402\n",
                     encoding="utf-8")
+    _replace(root / "pyproject.toml", "[tool.gradekit]\n",
+             '[tool.gradekit]\nreplay = "lab:Replay"\n')
 
 
 _IMPORTED_OWN_KIT = '\nraise RuntimeError("the submission\'s own gradekit was imported")\n'

@@ -29,9 +29,10 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from gradekit import GradekitError
-from gradekit.internal import in_chain
+from gradekit.internal import commands, in_chain
 from grader._exits import EXIT_INTERRUPTED, exit_help
 from grader.cli._cases import add_case_commands
 from grader.cli._cassette import add_cassette_commands
@@ -53,7 +54,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the exit code."""
     parser = _parser()
     args = parser.parse_args(argv)
+    before = os.environ.get(commands.FORM)
     try:
+        commands.use_lab(args.rubric_lab(args) if "rubric_lab" in vars(args) else Path("."))
         resolve_rubric(args)
         code: int = args.handler(args)
         return code
@@ -74,6 +77,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:  # record and grade say more; any other command just stops
         print("interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    finally:  # a caller that runs main in its own process gets its setting back
+        if before is None:
+            os.environ.pop(commands.FORM, None)
+        else:
+            os.environ[commands.FORM] = before
 
 
 def _parser() -> argparse.ArgumentParser:

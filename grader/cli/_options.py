@@ -51,14 +51,16 @@ def resolve_rubric(args: argparse.Namespace) -> None:
 
 
 def _custom_checks(rubric: Path) -> bool:
-    """Whether a rubric names a check of its own (``module:function``), read as TOML only."""
+    """Whether a rubric names code of its own (a check's or a stretch goal's
+    ``module:function``), read as TOML only."""
     try:
         document = tomllib.loads(rubric.read_text("utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
         return False  # loading it says what is wrong
     criteria = document.get("criterion", [])
-    return isinstance(criteria, list) and any(
-        isinstance(c, dict) and ":" in str(c.get("check", "")) for c in criteria)
+    goals = document.get("stretch", [])  # [[stretch]]: its evidence is imported too
+    return bool(goals) or (isinstance(criteria, list) and any(
+        isinstance(c, dict) and ":" in str(c.get("check", "")) for c in criteria))
 
 
 def lab_rubric(folder: Path, *, own: bool = True) -> Path:
@@ -82,9 +84,9 @@ def lab_rubric(folder: Path, *, own: bool = True) -> Path:
                              "the path (relative to pyproject.toml), or pass --rubric FILE")
         if not own and _custom_checks(named):
             raise UsageError(
-                f"{pyproject} names the rubric {named}, whose custom checks would run in this "
-                "process: check a lab from its own folder (cd there), or pass --rubric with "
-                "the rubric you trust")
+                f"{pyproject} names the rubric {named}, whose custom checks or stretch goals "
+                "would run in this process: check a lab from its own folder (cd there), or "
+                "pass --rubric with the rubric you trust")
         return named
     recorded = {path.name.partition(".")[0]
                 for name in (manifest.cassettes, manifest.fixtures)

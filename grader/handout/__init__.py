@@ -2,20 +2,23 @@
 without its solutions, only what its ``[tool.gradekit.starter]`` table lists, checked
 before it is written) and the Gradescope autograder.
 
-May import: base, sandbox, regression, rubric, outputs, records, batch.
+May import: base, submission, sandbox, regression, rubric, outputs, records, batch.
 """
 
 from __future__ import annotations
 
 from grader.handout._gradescope import ROOT_ENV, build, probe, run
+from grader.handout._new import NewLab, new_lab
 from grader.handout._starter import OptIn, Starter, build_starter
 
 __all__ = [
     "ROOT_ENV",
+    "NewLab",
     "OptIn",
     "Starter",
     "build",
     "build_starter",
+    "new_lab",
     "probe",
     "run",
 ]

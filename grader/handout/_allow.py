@@ -28,8 +28,8 @@ from pathlib import PurePosixPath
 from gradekit import UsageError
 from grader.rubric import SETS
 
-__all__ = ["TABLE_EXAMPLE", "StarterTable", "held_back", "is_built", "matches", "shipped_by",
-           "starter_table"]
+__all__ = ["TABLE_EXAMPLE", "StarterTable", "held_back", "is_built", "lab_package", "matches",
+           "shipped_by", "starter_table"]
 
 TABLE_EXAMPLE = """\
 [tool.gradekit.starter]
@@ -54,39 +54,48 @@ class StarterTable:
     readme: str  # "" when the hand-out has no README of its own
 
 
+def lab_package(manifest: Mapping[str, object]) -> str:
+    """The lab's package: the top package of the manifest's ``agent`` (``lab`` of
+    ``lab.agent:run``), which need not be the kit's ``lab``."""
+    return str(manifest["agent"]).partition(":")[0].partition(".")[0]
+
+
 def starter_table(manifest: Mapping[str, object], source: str) -> StarterTable:
-    """The validated table of ``manifest`` (``[tool.gradekit]``, read from ``source``)."""
+    """The validated table of ``manifest`` (``[tool.gradekit]``, read from ``source``); its
+    messages' examples name the lab's own package."""
+    package = lab_package(manifest)
+    example = TABLE_EXAMPLE.replace('"lab/**"', f'"{package}/**"')
     table = manifest.get("starter")
     if table is None:
         raise UsageError(f"{source}: no [tool.gradekit.starter] table, so nothing says what "
-                         "the students get: add one that lists what ships, e.g.\n"
-                         f"{TABLE_EXAMPLE}")
+                         f"the students get: add one that lists what ships, e.g.\n{example}")
     if not isinstance(table, dict):
         raise UsageError(f"{source}: [tool.gradekit] starter must be a table: write it as "
-                         f"[tool.gradekit.starter], e.g.\n{TABLE_EXAMPLE}")
+                         f"[tool.gradekit.starter], e.g.\n{example}")
     unknown = sorted(set(table) - {"include", "ship", "readme"})
     if unknown:
         raise UsageError(f"{source}: unknown [tool.gradekit.starter] key(s) "
                          f"{', '.join(unknown)}: the keys are include, readme and ship")
-    include = _paths(table, "include", source, glob=True)
+    include = _paths(table, "include", source, glob=True, package=package)
     if not include:
         raise UsageError(f"{source}: [tool.gradekit.starter] include is empty: list what "
-                         'the students get, e.g. include = ["lab/**", "FAILURES.md"]')
+                         f'the students get, e.g. include = ["{package}/**", "FAILURES.md"]')
     readme = table.get("readme", "")
     if not isinstance(readme, str):
         raise UsageError(f'{source}: [tool.gradekit.starter] readme must be a path, e.g. '
                          'readme = "handout/README.md"')
     if readme:
         _relative(readme, "readme", source)
-    return StarterTable(include, _paths(table, "ship", source, glob=False), readme)
+    return StarterTable(include, _paths(table, "ship", source, glob=False, package=package),
+                        readme)
 
 
-def _paths(table: Mapping[str, object], key: str, source: str, *, glob: bool
+def _paths(table: Mapping[str, object], key: str, source: str, *, glob: bool, package: str
            ) -> tuple[str, ...]:
     value = table.get(key, [])
     if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
         raise UsageError(f'{source}: [tool.gradekit.starter] {key} must be a list of paths, '
-                         f'e.g. {key} = ["lab/**"]')
+                         f'e.g. {key} = ["{package}/**"]')
     for path in value:
         _relative(path, key, source)
         if not glob and re.search(r"[*?\[]", path):

@@ -32,6 +32,7 @@ from typing import Final
 
 import gradekit
 from gradekit import GradekitError, UsageError
+from gradekit.internal import commands
 from grader.batch import grade_batch
 from grader.outputs import REPORTED, SCHEMA, canonical, inline_markdown
 from grader.records import DRAW_KEY, REPORT, RESULTS, draw_key
@@ -177,6 +178,8 @@ set -uo pipefail
 ROOT="${{GRADEKIT_AUTOGRADER_ROOT:-/autograder}}"
 PYTHON="${{GRADEKIT_PYTHON:-$ROOT/venv/bin/python}}"
 cd "$ROOT" || exit
+# The commands feedback prints are the lab's: its Makefile's targets, or gradekit's own.
+export GRADEKIT_COMMANDS="${{GRADEKIT_COMMANDS:-{commands}}}"
 "$PYTHON" -P -m grader gradescope run --root "$ROOT" --rubric "$ROOT/source/rubric/"{rubric}
 code=$?
 # A results.json (a grade, or score 0 saying why not) is what Gradescope shows: a zero exit
@@ -239,7 +242,8 @@ def build(out: Path, rubric: Path) -> list[Path]:
         isolation=ISOLATION_FILE, standalone=STANDALONE_VERSION, x86_64_url=x86_64_url,
         x86_64_sha256=x86_64_sha256, aarch64_url=aarch64_url, aarch64_sha256=aarch64_sha256)
     scripts = [(out / "setup.sh", setup),
-               (out / "run_autograder", RUN.format(rubric=shlex.quote(rubric.name)))]
+               (out / "run_autograder", RUN.format(rubric=shlex.quote(rubric.name),
+                                                   commands=commands.lab_form(Path("."))))]
     for path, text in scripts:
         path.write_text(text, encoding="utf-8")
         path.chmod(0o755)

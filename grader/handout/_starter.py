@@ -15,9 +15,10 @@ reference lab.
 - the table's ``readme`` is written as the hand-out's README.md, its criteria line
   replaced by the rubric's criteria (``grader.handout._readme``); the kit's own README
   stays home;
-- it adds a small test suite of the student's own and, with ``own_replay``, a stub
-  ``Replay`` (``grader.handout._student``); the recordings folders ship empty, with a
-  ``.gitkeep``;
+- it adds a small test suite of the student's own, written for this lab (its rubric's
+  first task, its tools, its Makefile's targets) and, with ``own_replay``, a stub
+  ``Replay`` in the lab's package (``grader.handout._student``); the recordings folders
+  ship empty, with a ``.gitkeep``;
 - it rewrites the manifest: no ``student``, no stretch goal claimed, no incident test,
   guard or incidents, no starter table; mypy's ``files`` and setuptools' ``packages``
   only what ships; ``replay`` set with ``own_replay``.
@@ -48,6 +49,7 @@ from grader.handout._allow import (
     StarterTable,
     held_back,
     is_built,
+    lab_package,
     matches,
     shipped_by,
     starter_table,
@@ -55,11 +57,12 @@ from grader.handout._allow import (
 from grader.handout._markers import Removed, compiles, strip, strip_solutions
 from grader.handout._notebook import NOTEBOOK, strip_notebook
 from grader.handout._readme import student_readme
-from grader.handout._student import REPLAY_STUB, STUDENT_TESTS
+from grader.handout._student import replay_stub, student_tests
 from grader.handout._verify import FolderGrade, Grading, grade_folders, scan_for_regions
 from grader.regression import parse_ref, public_name
 from grader.rubric import KIT_RUBRIC, SETS, Rubric, load_rubric
 from grader.sandbox import Wall
+from grader.submission import DEFAULT_REPLAY
 
 __all__ = ["OptIn", "Starter", "build_starter", "strip_solutions"]
 
@@ -70,6 +73,7 @@ _BINARY = (".db", ".sqlite", ".sqlite3", ".png", ".jpg", ".jpeg", ".gif", ".webp
            ".npy", ".npz", ".pkl", ".parquet", ".woff", ".woff2", ".ttf", ".otf")
 _MARKER_BYTES = re.compile(r"(?i:begin|end)[ \t_-]*(?i:solution)")
 _DROPPED_KEYS = ("student", "incident_test", "guard", "incidents")
+_TARGET = re.compile(r"^([A-Za-z0-9_.-]+)[ \t]*:(?!=)", re.MULTILINE)  # a Makefile's rule
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,14 +112,16 @@ def build_starter(root: Path, out: Path, *, own_replay: bool = False,
     """Write the students' repository for the reference lab at ``root`` into ``out``.
 
     ``out`` must not exist or be empty. ``rubric`` (default: the kit's) renders the
-    README's criteria and grades; with ``wall``, each folder of the hand-out that holds a
-    pyproject.toml is graded behind it, and the hand-out is refused when one grades above
-    the hand-out itself. Nothing is written to ``out`` when anything is refused. ``say``
-    hears of each file held back by default that ships because ``ship`` names it.
+    README's criteria, gives the students' tests their task (its first case's) and grades;
+    with ``wall``, each folder of the hand-out that holds a pyproject.toml is graded behind
+    it, and the hand-out is refused when one grades above the hand-out itself. Nothing is
+    written to ``out`` when anything is refused. ``say`` hears of each file held back by
+    default that ships because ``ship`` names it.
     """
     root = root.resolve()
     pyproject = root / "pyproject.toml"
     document, manifest = _manifest(root)
+    rubric = rubric or load_rubric(KIT_RUBRIC)
     table = starter_table(manifest, str(pyproject))
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise UsageError(f"{out} exists and is not an empty folder: choose a new --out")
@@ -131,15 +137,14 @@ def build_starter(root: Path, out: Path, *, own_replay: bool = False,
                     "ship lists it")
         if table.readme:
             build.files["README.md"] = (_readme(root, table.readme, rubric), FILE_MODE)
-        _generated(build, manifest, own_replay)
+        _generated(build, manifest, own_replay, rubric)
         _check_project(document, build.files)
         for name, (data, _) in sorted(build.files.items()):
             if name.endswith(".py"):
                 compiles(name, data.decode("utf-8"), build.origins.get(name))
         _write(building, build.files)
         scan_for_regions(building, build.removed, build.stubs)
-        grades = grade_folders(building, Grading(rubric or load_rubric(KIT_RUBRIC), wall)) \
-            if wall is not None else ()
+        grades = grade_folders(building, Grading(rubric, wall)) if wall is not None else ()
         with contextlib.suppress(FileNotFoundError):
             out.rmdir()  # empty, as checked: the finished hand-out takes its place
         os.rename(building, out)
@@ -327,22 +332,24 @@ def _binary(name: str, data: bytes) -> None:
                              "[tool.gradekit.starter] include")
 
 
-def _readme(root: Path, source: str, rubric: Rubric | None) -> bytes:
+def _readme(root: Path, source: str, rubric: Rubric) -> bytes:
     path = root / source
     if not path.is_file():
         raise UsageError(f'[tool.gradekit.starter] readme = "{source}": there is no such file '
                          f"in {root}: write the students' README there, or fix the path")
     text = strip(_utf8(source, path.read_bytes()), source).text
-    return student_readme(text, rubric or load_rubric(KIT_RUBRIC), name=source).encode("utf-8")
+    return student_readme(text, rubric, name=source).encode("utf-8")
 
 
-def _generated(build: _Build, manifest: Mapping[str, object], own_replay: bool) -> None:
+def _generated(build: _Build, manifest: Mapping[str, object], own_replay: bool,
+               rubric: Rubric) -> None:
     """The files the starter writes itself, and the manifest rewritten."""
     files = build.files
-    package = str(manifest["agent"]).split(":")[0].split(".")[0]
-    written = {"tests/__init__.py": b"", "tests/test_lab.py": STUDENT_TESTS.encode("utf-8")}
+    package = lab_package(manifest)
+    written = {"tests/__init__.py": b"",
+               "tests/test_lab.py": _student_tests(files, rubric).encode("utf-8")}
     if own_replay:
-        written[f"{package}/replay.py"] = REPLAY_STUB.encode("utf-8")
+        written[f"{package}/replay.py"] = replay_stub(package).encode("utf-8")
     for name in sorted(written):
         if name in files:
             raise UsageError(f"{name}: the starter writes this file itself, and "
@@ -358,6 +365,16 @@ def _generated(build: _Build, manifest: Mapping[str, object], own_replay: bool) 
     files["pyproject.toml"] = (_pyproject(files["pyproject.toml"][0].decode("utf-8"), files,
                                           replay=f"{package}.replay:Replay" if own_replay
                                           else None).encode("utf-8"), FILE_MODE)
+
+
+def _student_tests(files: Mapping[str, tuple[bytes, int]], rubric: Rubric) -> str:
+    """The students' ``tests/test_lab.py``: run on the rubric's first task, its docstring
+    naming the shipped Makefile's ``test`` and ``check`` targets where it has them."""
+    makefile = files.get("Makefile", (b"", 0))[0].decode("utf-8", "replace")
+    case = rubric.cases[0]
+    return student_tests(task=case.task, case=case.id, replay=DEFAULT_REPLAY,
+                         make={"test", "check"} & set(_TARGET.findall(makefile)),
+                         kit_inside=any(name.startswith("gradekit/") for name in files))
 
 
 def _check_project(document: Mapping[str, object], files: Mapping[str, object]) -> None:

@@ -1,16 +1,90 @@
 """What the starter adds to the reference: the student's own tests (``tests/test_lab.py``:
 the submission contract on scripted answers, a test skipping while the part it checks is a
-stub) and, with ``--own-replay``, a stub ``Replay`` (``lab/replay.py``)."""
+stub) and, with ``--own-replay``, a stub ``Replay`` (``<package>/replay.py``).
+
+Both are written for the lab in hand: its package (the top package of the manifest's
+``agent``), the task of its rubric's first case, the ``replay`` its manifest falls back
+to, and the commands its Makefile has (``make test``, ``make check``) or, without them,
+what runs the same (``pytest``, the kit's ``check``).
+"""
 
 from __future__ import annotations
 
-__all__ = ["REPLAY_STUB", "STUDENT_TESTS"]
+import re
+import unicodedata
+from collections.abc import Collection
+from string import Template
+
+from gradekit.internal import commands
+
+__all__ = ["replay_stub", "student_tests"]
+
+_WIDTH = 88  # columns of one piece of a wrapped string literal, its indent left out
 
 
-REPLAY_STUB = '''\
+def replay_stub(package: str) -> str:
+    """The stub ``<package>/replay.py`` that ``--own-replay`` writes."""
+    return _REPLAY_STUB.substitute(package=package)
+
+
+def student_tests(*, task: str, case: str, replay: str, make: Collection[str],
+                  kit_inside: bool = False) -> str:
+    """The hand-out's ``tests/test_lab.py``: the agent run on ``task`` (the rubric's first
+    case, ``case``), the manifest's Replay loaded with ``replay`` as its default, and its
+    docstring naming the Makefile's targets in ``make`` (``test``, ``check``) where they
+    exist. ``kit_inside``: the hand-out holds the kit's ``gradekit/`` folder, so that its
+    imports sort as the lab's own (isort's first party), not beside pytest's."""
+    return _STUDENT_TESTS.substitute(
+        kit="\n" if kit_inside else "",
+        task=_literal(task, prefix="TASK = "), case=case, replay=_quoted(replay),
+        run=("Run them with ``make test`` (or ``pytest``)" if "test" in make
+             else "Run them with ``pytest``"),
+        check=f"``{commands.CHECK(form='make' if 'check' in make else 'gradekit')}`` runs")
+
+
+def _literal(text: str, *, prefix: str) -> str:
+    """``prefix`` and ``text`` as a Python string literal within ``_WIDTH``: on one line, or
+    as pieces Python joins, one a line, in parentheses."""
+    if _columns(prefix + _quoted(text)) <= _WIDTH:
+        return prefix + _quoted(text)
+    pieces: list[str] = []
+    for word in re.findall(r"\s+|\S+\s*", text):
+        for part in _split(word):
+            if pieces and _columns(_quoted(pieces[-1] + part)) <= _WIDTH:
+                pieces[-1] += part
+            else:
+                pieces.append(part)
+    return prefix + "(\n" + "".join(f"    {_quoted(piece)}\n" for piece in pieces) + ")"
+
+
+def _split(word: str) -> list[str]:
+    """``word`` in parts that each fit ``_WIDTH`` quoted: a word longer than a line is cut."""
+    parts = [""]
+    for char in word:
+        if parts[-1] and _columns(_quoted(parts[-1] + char)) > _WIDTH:
+            parts.append("")
+        parts[-1] += char
+    return parts
+
+
+def _quoted(text: str) -> str:
+    """``text`` as a double-quoted Python string literal; what does not print is escaped."""
+    return '"' + "".join(
+        "\\" + char if char in '"\\' else
+        char if char.isprintable() else char.encode("unicode_escape").decode("ascii")
+        for char in text) + '"'
+
+
+def _columns(text: str) -> int:
+    """The columns ``text`` takes in an editor (and for ruff's line length): wide
+    characters take two."""
+    return sum(2 if unicodedata.east_asian_width(char) in "WF" else 1 for char in text)
+
+
+_REPLAY_STUB = Template('''\
 """Your own ``Replay``: answer every prompt from a recorded cassette, offline.
 
-The manifest names it (``replay = "lab.replay:Replay"`` in pyproject.toml) and the
+The manifest names it (``replay = "${package}.replay:Replay"`` in pyproject.toml) and the
 grader probes it: a recorded prompt asked with extra leading and trailing whitespace
 must get its recorded answer, and a prompt the cassette does not hold must raise
 ``gradekit.CassetteMiss``, never answer. The cassette's format and its keys
@@ -34,34 +108,41 @@ class Replay:
     def complete(self, prompt: str) -> str:
         """The answer recorded for ``prompt``; ``CassetteMiss`` when there is none."""
         raise NotImplementedError(
-            "lab/replay.py: read the cassette, look the prompt up by prompt_key(prompt) "
+            "${package}/replay.py: read the cassette, look the prompt up by prompt_key(prompt) "
             "(outer whitespace is not part of a prompt) and raise CassetteMiss on a miss"
         )
-'''
+''')
 
-STUDENT_TESTS = '''\
+_STUDENT_TESTS = Template('''\
 """Your lab's own tests: the submission contract, offline, on scripted answers.
 
-``make test`` runs them after ruff and mypy. A test that reaches a part of the lab that
-still raises ``NotImplementedError`` skips and says which; write that part and it runs.
-``make check`` runs the grader's three checkpoints on your recordings.
+${run}.
+A test that reaches a part of the lab that still raises ``NotImplementedError`` skips and
+says which; write that part and it runs. ${check} the grader's three
+checkpoints on your recordings.
 """
 
 from __future__ import annotations
 
 import importlib
+import inspect
 import json
 import tomllib
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-
-from gradekit import CassetteMiss, FakeProvider, Recorder, Replay, prompt_key
+${kit}from gradekit import CassetteMiss, FakeProvider, Recorder, Replay, Toolbox, Tools, prompt_key
 
 ROOT = Path(__file__).resolve().parents[1]
 MANIFEST = tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))["tool"]["gradekit"]
-TASK = "A student asks whether a bootcamp seat can be refunded after the first week."
+# The task of the rubric's first case, ${case}: the agent is run on it here.
+${task}
+
+
+@pytest.fixture(autouse=True)
+def _offline(gradekit_network: None) -> None:
+    """Every test runs with the network closed: scripted answers, the lab's own tools."""
 
 
 def _load(spec: str) -> object:
@@ -73,9 +154,21 @@ def _run(provider: object) -> object:
     agent = _load(MANIFEST["agent"])
     assert callable(agent)
     try:
-        return agent(provider, TASK)
+        return agent(provider, TASK, *_tools(agent))
     except NotImplementedError as exc:
         pytest.skip(f"the agent is not written yet: {exc}")
+
+
+def _tools(agent: Callable[..., object]) -> tuple[Toolbox, ...]:
+    """The lab's tools, as the grader gives them: only to an agent that takes them, as
+    ``run(provider, task, tools)``. These are the real tools (the manifest's ``tools``)."""
+    parameters = inspect.signature(agent).parameters.values()
+    positional = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if len(positional) < 3 and not any(p.kind is p.VAR_POSITIONAL for p in parameters):
+        return ()
+    tools = _load(MANIFEST["tools"]) if "tools" in MANIFEST else Tools()
+    assert isinstance(tools, Tools), "the manifest's tools must name a gradekit.Tools registry"
+    return (tools.for_run(),)
 
 
 def _scripted(name: str = "fake") -> FakeProvider:
@@ -134,7 +227,7 @@ def test_every_provider_call_is_traced_after_it_returns(
 
 
 def _replay() -> Callable[[Path], object]:
-    replay = _load(MANIFEST.get("replay", "lab:Replay"))
+    replay = _load(MANIFEST.get("replay", ${replay}))
     assert callable(replay)
     return replay
 
@@ -157,4 +250,4 @@ def test_the_replay_raises_on_a_miss(tmp_path: Path) -> None:
     provider = _replay()(_cassette(tmp_path))
     with pytest.raises(CassetteMiss):
         _complete(provider, "A prompt nobody recorded")
-'''
+''')

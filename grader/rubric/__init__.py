@@ -1,5 +1,6 @@
 """The rubric: cases, weighted criteria, sub-check points, sandbox limits, the packages a lab
-may import and the regression sets it pins; read from TOML and validated. The rubric the
+may import, the regression sets it pins and the lab's own stretch goals; read from TOML and
+validated. The rubric the
 kit ships is package data of its own (``grader.kit_rubric``, the repository's ``rubric/``).
 A rubric travels to the batch's workers as JSON (``rubric_document``) and is checked again
 on arrival by the same validators as the file (``rubric_from_document``).
@@ -23,15 +24,18 @@ from grader.rubric._rubric import (
     load_rubric,
     per_case_points,
 )
+from grader.rubric._stretch import KIT_GOALS, LabGoal
 from grader.rubric._wire import rubric_document, rubric_from_document
 
 __all__ = [
+    "KIT_GOALS",
     "KIT_MODULES",
     "KIT_RUBRIC",
     "SDK_EXTRA",
     "SETS",
     "Case",
     "Criterion",
+    "LabGoal",
     "Rubric",
     "RubricError",
     "distribute",

@@ -1,7 +1,8 @@
 """Rubric files (TOML): cases, weighted criteria, sub-check points and sandbox limits.
 
-``parse_rubric`` is pure (bytes in, ``Rubric`` out); ``load_rubric``, ``load_cases`` and
-``load_custom_check`` are the edges that read files and import the instructor's code.
+``parse_rubric`` is pure (bytes in, ``Rubric`` out); ``load_rubric``, ``load_cases``,
+``load_custom_check`` and ``with_stretch_code`` are the edges that read files and import the
+instructor's code (custom checks, and the functions of the lab's own stretch goals).
 Every ``RubricError`` names the file and line and says what to change.
 
 Points are exact decimals with two places. When a total does not split evenly (25
@@ -40,12 +41,13 @@ from grader._model import (
 from grader._specs import SPEC, load_spec
 from grader.regression import RegressionSet, load_set, parse_ref
 from grader.rubric._packages import IMPORT_NAME, KIT_MODULES, requirement_key
+from grader.rubric._stretch import LabGoal, lab_goals
 
 __all__ = [
     "CASE_ID", "KIT_RUBRIC", "PARAMS", "SETS", "SUBCHECKS",
     "Case", "Criterion", "Rubric", "RubricError",
     "check_maxima", "default_points", "distribute", "load_cases", "load_custom_check",
-    "load_rubric", "parse_rubric", "per_case_points", "rubric_of_tables",
+    "load_rubric", "parse_rubric", "per_case_points", "rubric_of_tables", "with_stretch_code",
 ]
 
 CASE_ID = re.compile(r"[a-z0-9][a-z0-9-]*")
@@ -74,13 +76,18 @@ _DEFAULT_POINTS: Mapping[str, tuple[int, tuple[int, ...]]] = MappingProxyType({
     "stretch_goal": (10, (6, 4)),
 })
 
-_TOP_KEYS = ("case", "criterion", "limits", "packages", "rubric")
+_TOP_KEYS = ("case", "criterion", "limits", "packages", "rubric", "stretch")
 _RUBRIC_KEYS = ("id", "title", "version", "changes")
 _CASE_KEYS = ("expect", "id", "task")
 _CRITERION_KEYS = ("check", "full", "id", "params", "points", "title", "typical_loss",
                    "weight")
 _CRITERION_TEXT = ("title", "check", "full", "typical_loss")
 _LIMIT_KEYS = tuple(f.name for f in fields(Limits))
+# Rubric versions released before [rubric] changes existed, by (id, version): the kit's own
+# version 2 gives its reason in the comment above its version, and changing its bytes would
+# make every course's ledger that graded with it refuse it. Any other version after the
+# first says why it changed.
+_BEFORE_CHANGES = frozenset({("provider-swap-lab", 2)})
 # Criterion ids become gradebook columns beside these.
 _RESERVED_IDS = ("digest", "max", "reason", "status", "student", "submission", "total")
 
@@ -135,13 +142,20 @@ class Rubric:
     limits: Limits
     sha256: str
     sets: Mapping[str, RegressionSet | None] = field(default_factory=dict)
-    sets_folder: str = ""  # where load_rubric read them: regression/ beside the rubric
+    sets_folder: str = ""  # where load_rubric read them: regression/ in the rubric's folder
     # [packages]: what a lab may import beyond the standard library and gradekit, by import
     # name, with the pip requirement that installs it for the grader (file order)
     packages: Mapping[str, str] = field(default_factory=dict)
     # [rubric] changes: why this version differs from the one before it, as the ledger
     # keeps it and `gradekit history` shows it beside what changed ("" when it gives none)
     changes: str = ""
+    # [[stretch]]: the lab's own stretch goals, beside the kit's (file order)
+    stretch: tuple[LabGoal, ...] = ()
+    # each function the [[stretch]] tables name, by its spec, as with_stretch_code imported
+    # it from the rubric's folder (empty for a rubric only parsed); code, not content: the
+    # rubric's identity is its file's bytes
+    stretch_code: Mapping[str, Callable[..., object]] = field(
+        default_factory=dict, compare=False, repr=False)
 
 
 def _kit_rubric() -> Path:
@@ -160,8 +174,9 @@ SETS = "regression"  # beside the rubric file: the regression sets its criteria 
 
 
 def load_rubric(path: Path) -> Rubric:
-    """Read and validate the rubric at ``path``; custom checks are imported to fail early,
-    and the regression sets it pins are read from ``SETS`` beside it."""
+    """Read and validate the rubric at ``path``; custom checks and the lab's own stretch
+    goals' functions are imported to fail early, and the regression sets it pins are read
+    from ``SETS`` beside it."""
     data = _read(path)
     rubric = parse_rubric(data, source=str(path))
     at = _Locator(data.decode("utf-8"), str(path))
@@ -171,9 +186,13 @@ def load_rubric(path: Path) -> Rubric:
                 load_custom_check(criterion.check, rubric_dir=path.parent)
             except RubricError as exc:
                 raise RubricError(f"{at.where('criterion', index, 'check')}: {exc}") from exc
-    folder = path.parent / SETS
+    rubric = with_stretch_code(rubric, path.parent,
+                               lambda index, key: at.where("stretch", index, key))
+    # The rubric's folder resolved, not regression/ (a link, maybe): the batch's workers
+    # import the [[stretch]] functions from the parent of sets_folder.
+    folder = path.parent.resolve() / SETS
     return replace(rubric, sets=MappingProxyType(_pinned_sets(rubric, folder, at)),
-                   sets_folder=str(folder.resolve()))
+                   sets_folder=str(folder))
 
 
 def _pinned_sets(rubric: Rubric, folder: Path, at: _Locator) -> dict[str, RegressionSet | None]:
@@ -221,9 +240,11 @@ def _validated(document: Mapping[str, object], at: _Locator, sha256: str) -> Rub
     """Every table of a rubric checked, in file order; the first problem is a RubricError."""
     _no_unknown(document, _TOP_KEYS, "top-level table", lambda key: at.where(key))
     rubric_id, version, title = _meta(document.get("rubric"), at)
-    changes = _changes(document.get("rubric"), at)
+    changes = _changes(document.get("rubric"), at, rubric_id, version)
     cases = _cases(document.get("case"), at)
     criteria = _criteria(document.get("criterion"), at, len(cases))
+    stretch = lab_goals(document.get("stretch"),
+                        lambda index, key: at.where("stretch", index, key))
     return Rubric(
         id=rubric_id,
         version=version,
@@ -234,16 +255,36 @@ def _validated(document: Mapping[str, object], at: _Locator, sha256: str) -> Rub
         sha256=sha256,
         packages=MappingProxyType(_packages(document.get("packages", {}), at)),
         changes=changes,
+        stretch=stretch,
     )
 
 
-def load_custom_check(spec: str, *, rubric_dir: Path) -> Callable[..., object]:
-    """Import ``package.module:function`` from the rubric's folder (``load_spec``)."""
-    function = load_spec(spec, folder=rubric_dir, where=f'check = "{spec}"', error=RubricError)
+def load_custom_check(spec: str, *, rubric_dir: Path, key: str = "check"
+                      ) -> Callable[..., object]:
+    """Import ``package.module:function`` from the rubric's folder (``load_spec``); ``key``
+    is the rubric key that names it, for messages."""
+    function = load_spec(spec, folder=rubric_dir, where=f'{key} = "{spec}"', error=RubricError)
     if not callable(function):
-        raise RubricError(f'check = "{spec}": {spec.partition(":")[0]} has no function '
+        raise RubricError(f'{key} = "{spec}": {spec.partition(":")[0]} has no function '
                           f'{spec.partition(":")[2]!r}')
     return function
+
+
+def with_stretch_code(rubric: Rubric, folder: Path, where: Callable[[int, str], str]
+                      ) -> Rubric:
+    """``rubric`` with each function its ``[[stretch]]`` tables name imported from
+    ``folder``, the rubric's own, as its custom checks are (``load_custom_check``);
+    ``where(index, key)`` places a table's key in an error, which says the fix."""
+    code: dict[str, Callable[..., object]] = {}
+    for index, goal in enumerate(rubric.stretch):
+        for key, spec in (("evidence", goal.evidence), ("basis", goal.basis)):
+            if not spec or spec in code:
+                continue
+            try:
+                code[spec] = load_custom_check(spec, rubric_dir=folder, key=key)
+            except RubricError as exc:
+                raise RubricError(f"{where(index, key)}: stretch goal {goal.id}: {exc}") from exc
+    return replace(rubric, stretch_code=MappingProxyType(code))
 
 
 def distribute(total: Decimal, shares: Sequence[int]) -> list[Decimal]:
@@ -369,12 +410,21 @@ def _meta(raw: object, at: _Locator) -> tuple[str, int, str]:
     return cast(str, rubric_id), version, cast(str, title)
 
 
-def _changes(raw: object, at: _Locator) -> str:
-    """[rubric] changes, a one-paragraph reason (optional; text when given)."""
+def _changes(raw: object, at: _Locator, rubric_id: str, version: int) -> str:
+    """[rubric] changes, a one-paragraph reason: text when given, and given by every
+    version after the first (but those released before the key existed)."""
     value = raw.get("changes", "") if isinstance(raw, dict) else ""
     if not isinstance(value, str):
         raise RubricError(f"{at.where('rubric', 0, 'changes')}: [rubric] changes must be "
                           'text: why this version differs from the last, changes = "..."')
+    if version > 1 and not value.strip() and (rubric_id, version) not in _BEFORE_CHANGES:
+        given = isinstance(raw, dict) and "changes" in raw
+        where = at.where("rubric", 0, "changes" if given else "version")
+        raise RubricError(
+            f"{where}: version {version} gives no reason for its change: add changes = \"...\" "
+            f"under [rubric], saying what changed since version {version - 1} and why (the "
+            "ledger keeps it, and a grade's history shows it beside what changed; a version "
+            "a ledger already graded with takes a new number too)")
     return value.strip()
 
 

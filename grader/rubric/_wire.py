@@ -1,14 +1,16 @@
 """A rubric as JSON and back: how the batch hands the rubric it validated to its workers.
 
 ``rubric_document`` writes the tables the rubric file holds (``[rubric]``, ``[[case]]``,
-``[[criterion]]``, ``[limits]``, ``[packages]``), each value as the file would give it,
-and beside them what the file's bytes and folder gave: its SHA-256, the folder its
-regression sets were read from, and each pinned set's digest. ``rubric_from_document``
+``[[criterion]]``, ``[limits]``, ``[packages]``, ``[[stretch]]``), each value as the file
+would give it, and beside them what the file's bytes and folder gave: its SHA-256, the
+folder its regression sets were read from, and each pinned set's digest. ``rubric_from_document``
 runs the rubric file's own checks on those tables (``rubric_of_tables``, the checks
 ``parse_rubric`` runs), so a document the TOML loader would refuse is refused here, with
 the same words; then it reads each pinned set again and refuses one whose digest changed
 (a set version never changes). Nothing is pickled, and a custom check is imported by the
-worker from the folder the batch names, not here.
+worker from the folder the batch names, not here; the functions of the lab's own stretch
+goals are imported here, from the folder the batch's ``load_rubric`` read the rubric from
+(the one its ``sets_folder`` is in), as ``load_rubric`` imported them.
 
 A point value travels as a JSON number with at most two decimals, which ``json`` reads
 back as the same decimal (``float``'s shortest repr): the decoder reads every fraction as
@@ -36,7 +38,9 @@ from grader.rubric._rubric import (
     Rubric,
     default_points,
     rubric_of_tables,
+    with_stretch_code,
 )
+from grader.rubric._stretch import goal_tables
 
 __all__ = ["FORMAT", "rubric_document", "rubric_from_document"]
 
@@ -48,15 +52,21 @@ _SOURCE = "the rubric the batch sent"
 
 def rubric_document(rubric: Rubric) -> dict[str, Any]:
     """``rubric`` as one JSON-ready document (``json.dumps`` writes it as it is)."""
+    meta: dict[str, Any] = {"id": rubric.id, "version": rubric.version, "title": rubric.title}
+    if rubric.changes:
+        meta["changes"] = rubric.changes
+    tables: dict[str, Any] = {
+        "rubric": meta,
+        "case": [_case(case) for case in rubric.cases],
+        "criterion": [_criterion(criterion) for criterion in rubric.criteria],
+        "limits": dataclasses.asdict(rubric.limits),
+        "packages": dict(rubric.packages),
+    }
+    if rubric.stretch:
+        tables["stretch"] = goal_tables(rubric.stretch)
     return {
         "format": FORMAT,
-        "tables": {
-            "rubric": {"id": rubric.id, "version": rubric.version, "title": rubric.title},
-            "case": [_case(case) for case in rubric.cases],
-            "criterion": [_criterion(criterion) for criterion in rubric.criteria],
-            "limits": dataclasses.asdict(rubric.limits),
-            "packages": dict(rubric.packages),
-        },
+        "tables": tables,
         "sha256": rubric.sha256,
         "sets_folder": rubric.sets_folder,
         # The sets by reference and digest: the worker reads the same immutable versions.
@@ -109,6 +119,9 @@ def rubric_from_document(document: object, *, source: str = _SOURCE) -> Rubric:
     if not isinstance(tables, Mapping):
         raise RubricError(f"{source}: tables is not a table of the rubric file's tables")
     rubric = rubric_of_tables(tables, source=source, sha256=sha256)
+    if rubric.stretch and folder:  # a rubric only parsed has no folder, and no code either
+        rubric = with_stretch_code(rubric, Path(folder).parent,
+                                   lambda index, key: f"{source}: [[stretch]] {key}")
     return dataclasses.replace(rubric, sets=MappingProxyType(_sets(sets, Path(folder), source)),
                                sets_folder=folder)
 

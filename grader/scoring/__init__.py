@@ -21,6 +21,7 @@ from grader.scoring._checks import (
     shown_keys,
     stability_advice,
     stability_detail,
+    stretch_goals,
     unstable_cause,
 )
 from grader.scoring._failures import parse_failures, score_written_summary
@@ -50,6 +51,7 @@ __all__ = [
     "shown_keys",
     "stability_advice",
     "stability_detail",
+    "stretch_goals",
     "unsettled_cases",
     "unstable_cause",
 ]

@@ -29,7 +29,7 @@ from grader._model import (
     Withhold,
 )
 from grader._text import quote
-from grader.rubric import Case, Criterion, Rubric, per_case_points
+from grader.rubric import Case, Criterion, LabGoal, Rubric, RubricError, per_case_points
 from grader.scoring._causes import cause, holds_date, seed_shifted
 from grader.scoring._failures import parse_failures, score_written_summary
 from grader.scoring._loud import head, loud_problem, planned_probes, provider_calls, ran
@@ -48,6 +48,7 @@ __all__ = [
     "criterion_result",
     "loudness",
     "shown_keys",
+    "stretch_goals",
     "unstable_cause",
 ]
 
@@ -737,18 +738,64 @@ STRETCH_GOALS: Mapping[str, StretchGoal] = {
 }
 
 
+def stretch_goals(rubric: Rubric) -> dict[str, StretchGoal]:
+    """The goals a manifest may claim under ``rubric``: the kit's, then the lab's own (its
+    ``[[stretch]]`` tables, each judged by the functions ``load_rubric`` imported)."""
+    return {**STRETCH_GOALS, **{goal.id: _lab_goal(goal, rubric.stretch_code)
+                                for goal in rubric.stretch}}
+
+
+def _lab_goal(goal: LabGoal, code: Mapping[str, Callable[..., object]]) -> StretchGoal:
+    """A lab's goal as the kit's are scored: its evidence function's reason, quoted (it may
+    hold submission text), and its basis, or what found the evidence holding."""
+
+    def evidence(found: Evidence) -> str | None:
+        why_not = _lab_call(goal, "evidence", code, found)
+        if why_not is None:
+            return None
+        if isinstance(why_not, str) and why_not.strip():
+            return quote(why_not)
+        raise RubricError(f"stretch goal {goal.id}: {goal.evidence} returned {why_not!r}: "
+                          "return None when the evidence holds, else a str saying what is "
+                          "missing and how to fix it")
+
+    def basis(found: Evidence) -> str:
+        if not goal.basis:
+            return f"{goal.evidence} found nothing missing"
+        text = _lab_call(goal, "basis", code, found)
+        if isinstance(text, str) and text.strip():
+            return quote(text)
+        raise RubricError(f"stretch goal {goal.id}: {goal.basis} returned {text!r}: return a "
+                          "str naming what the evidence rests on (files, cases, keys)")
+
+    return StretchGoal(goal.id, goal.names, evidence, basis)
+
+
+def _lab_call(goal: LabGoal, key: str, code: Mapping[str, Callable[..., object]],
+              evidence: Evidence) -> object:
+    spec = goal.evidence if key == "evidence" else goal.basis
+    function = code.get(spec)
+    if function is None:
+        raise RubricError(f"stretch goal {goal.id}: {key} = \"{spec}\" was never imported: "
+                          "grade with the rubric load_rubric read (it imports the [[stretch]] "
+                          "functions from the rubric's folder), not one only parsed")
+    return function(evidence)
+
+
 def stretch_goal(evidence: Evidence, rubric: Rubric, criterion: Criterion) -> CriterionResult:
     """The best claimed stretch goal: its evidence holds and FAILURES.md writes it up.
 
     Every claimed goal is checked and shown: the best one's checks first, with its points,
     then each other claimed goal's, in claim order, worth nothing (``max`` 0.00), so a
-    reviewer sees the evidence of every claim while only the best one scores.
+    reviewer sees the evidence of every claim while only the best one scores. The goals
+    are the kit's and the rubric's own (``stretch_goals``).
     """
+    goals = stretch_goals(rubric)
     if not evidence.stretch:
         check = _check("claimed", False, cents(Decimal(criterion.weight)),
                        "no stretch goal claimed (stretch = [...] in [tool.gradekit])")
-        return criterion_result(criterion, [check], [f"Finish one of: {', '.join(STRETCH_GOALS)}."])
-    scored = [_score_goal(goal_id, evidence, criterion) for goal_id in evidence.stretch]
+        return criterion_result(criterion, [check], [f"Finish one of: {', '.join(goals)}."])
+    scored = [_score_goal(goal_id, goals, evidence, criterion) for goal_id in evidence.stretch]
     best = max(range(len(scored)), key=lambda n: sum((c.points for c in scored[n]), ZERO))
     advice = [] if all(c.passed for c in scored[best]) else [
         "Finish one stretch goal completely and write up, in FAILURES.md, the failure it found."
@@ -766,11 +813,12 @@ def _unscored(check: CheckResult, best: str) -> CheckResult:
                        + check.detail)
 
 
-def _score_goal(goal_id: str, evidence: Evidence, criterion: Criterion) -> list[CheckResult]:
+def _score_goal(goal_id: str, goals: Mapping[str, StretchGoal], evidence: Evidence,
+                criterion: Criterion) -> list[CheckResult]:
     proof, write_up = criterion.points[EVIDENCE], criterion.points[WRITE_UP]
-    goal = STRETCH_GOALS.get(goal_id)
+    goal = goals.get(goal_id)
     if goal is None:
-        known = ", ".join(STRETCH_GOALS)
+        known = ", ".join(goals)
         return [_check(quote(goal_id), False, proof + write_up,
                        f"unknown stretch goal {quote(goal_id)!r}; known: {known}")]
     why_not = goal.evidence(evidence)

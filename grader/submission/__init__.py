@@ -23,6 +23,7 @@ from grader.submission._files import (
     submission_files,
 )
 from grader.submission._manifest import (
+    DEFAULT_REPLAY,
     Manifest,
     ManifestError,
     call_agent,
@@ -44,6 +45,7 @@ from grader.submission._tamper import tamper_findings
 __all__ = [
     "CASSETTE_CAP",
     "CHANGE_LOG_CAP",
+    "DEFAULT_REPLAY",
     "FAILURES_CAP",
     "FIXTURE_CAP",
     "INCIDENT_CAP",

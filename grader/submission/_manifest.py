@@ -20,6 +20,7 @@ from grader.submission._files import (
 )
 
 __all__ = [
+    "DEFAULT_REPLAY",
     "Agent",
     "Manifest",
     "ManifestError",
@@ -30,6 +31,10 @@ __all__ = [
 ]
 
 Agent = Callable[..., object]
+
+# The kit's own Replay, named by where it lives: a lab with a package of its own (not the
+# kit's ``lab``) imports it all the same. The kit's ``lab`` re-exports the same class.
+DEFAULT_REPLAY = "gradekit:Replay"
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,7 +47,7 @@ class Manifest:
     failures: str = "FAILURES.md"
     stretch: tuple[str, ...] = ()
     student: str = ""
-    replay: str = "lab:Replay"  # the submission's own Replay, probed by loud_failure
+    replay: str = DEFAULT_REPLAY  # the Replay loud_failure probes: the student's, if named
     second_cassettes: str = ""  # stretch goal two-providers: a second provider's recordings
     tools: str = ""  # "package.module:NAME" of the agent's Tools registry, if it uses tools
     fixtures: str = "fixtures"
@@ -95,7 +100,7 @@ def load_manifest(root: Path) -> Manifest:
         failures=table.get("failures", "FAILURES.md"),
         stretch=tuple(dict.fromkeys(table.get("stretch", []))),  # each goal is scored once
         student=table.get("student", root.resolve().name),
-        replay=table.get("replay", "lab:Replay"),
+        replay=table.get("replay", DEFAULT_REPLAY),
         second_cassettes=table.get("second_cassettes", ""),
         tools=table.get("tools", ""),
         fixtures=table.get("fixtures", "fixtures"),

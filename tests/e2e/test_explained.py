@@ -28,7 +28,8 @@ from tests.submissions import (
 KIT = (REFERENCE / "rubric" / "bootcamp.toml").read_text("utf-8")
 INCIDENT = "incidents/refund-outside-window.jsonl"
 # Version 3 of the kit's rubric: the same criteria, 10 points moved to a regression set.
-PINNED = KIT.replace("version = 2", "version = 3", 1).replace(
+PINNED = KIT.replace("version = 2", "version = 3\nchanges = \"10 points of contract "
+                      "stability moved to the refunds regression set\"", 1).replace(
     "weight = 30", "weight = 20", 1) + '''
 [[criterion]]
 id = "regression"

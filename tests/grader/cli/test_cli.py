@@ -52,10 +52,12 @@ def clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def submission(tmp_path: Path) -> Path:
-    """A student's copy: manifest and rubric; the agent is the kit's own lab.agent."""
+    """A student's copy: manifest, rubric and the kit's Makefile; the agent is the kit's own
+    lab.agent."""
     root = tmp_path / "alice"
     (root / "rubric").mkdir(parents=True)
     shutil.copy(REPO / "rubric" / "bootcamp.toml", root / "rubric" / "bootcamp.toml")
+    shutil.copy(REPO / "Makefile", root / "Makefile")
     (root / "pyproject.toml").write_text(
         '[tool.gradekit]\nagent = "lab.agent:run"\n', encoding="utf-8"
     )
@@ -117,6 +119,10 @@ def test_run_on_an_unrecorded_case_exits_3_with_the_miss(
     assert captured.out == ""
     assert captured.err.startswith("CassetteMiss: no recording for this prompt in ")
     assert "`make record ARGS='--case flaky-grade'`" in captured.err
+    # A lab without the kit's Makefile (an instructor's own) is told the gradekit command.
+    (submission / "Makefile").unlink()
+    assert main(["run", "--root", str(submission), "--case", "flaky-grade"]) == 3
+    assert "`gradekit record --case flaky-grade`" in capsys.readouterr().err
 
 
 def test_run_without_a_manifest_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -130,22 +130,27 @@ def test_a_rubric_the_lab_names_that_is_not_there_is_a_usage_error(
     assert not (root / "cassettes").exists()  # nothing was recorded against another rubric
 
 
+@pytest.mark.parametrize("how", ["check", "stretch"])
 def test_checking_another_folder_never_imports_its_rubrics_own_checks(
         lab: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    """A rubric's custom check is imported into the process that loads it: ``check`` takes
-    such a rubric from the folder it runs in, never from another folder it is pointed at."""
+        monkeypatch: pytest.MonkeyPatch, how: str) -> None:
+    """A rubric's custom check, or its own stretch goal's evidence, is imported into the
+    process that loads it: ``check`` takes such a rubric from the folder it runs in, never
+    from another folder it is pointed at."""
     rubric = lab / "course" / "desk.toml"
     marker = tmp_path / "imported"
     (lab / "course" / "__init__.py").write_text("", "utf-8")
     (lab / "course" / "checks.py").write_text(
         f"import pathlib\npathlib.Path({str(marker)!r}).touch()\n", "utf-8")
-    rubric.write_text(rubric.read_text("utf-8").replace(
-        'check = "written_summary"', 'check = "course.checks:summary"'), "utf-8")
+    text = rubric.read_text("utf-8")
+    rubric.write_text(text.replace('check = "written_summary"', 'check = "course.checks:summary"')
+                      if how == "check" else text + '\n[[stretch]]\nid = "desk-goal"\n'
+                      'evidence = "course.checks:evidence"\n', "utf-8")
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)
     assert gradekit_in_process("check", str(lab), "--isolation", "process") == 2
     said = capsys.readouterr().err
-    assert "whose custom checks would run in this process" in said and "cd there" in said
+    assert "whose custom checks or stretch goals would run in this process" in said
+    assert "cd there" in said
     assert not marker.exists()

@@ -19,7 +19,12 @@ DOC = REFERENCE / "docs" / "custom-checks.md"
 
 
 def _block(language: str) -> str:
-    (found,) = re.findall(rf"```{language}\n(.*?)```", DOC.read_text("utf-8"), re.DOTALL)
+    """The page's one ``language`` block in its worked example of a check (the page's later
+    sections have blocks of their own)."""
+    page = DOC.read_text("utf-8")
+    start = page.index("\n## A worked example: answers of a readable length\n")
+    section = page[start:page.index("\n## ", start + 1)]
+    (found,) = re.findall(rf"```{language}\n(.*?)```", section, re.DOTALL)
     return str(found)
 
 

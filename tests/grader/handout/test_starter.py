@@ -7,6 +7,7 @@ pass ``--no-grade``: grading each built folder is tested on its own (slow).
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import re
@@ -23,7 +24,6 @@ import pytest
 from grader._expect import Expectation
 from grader.cli import main
 from grader.handout._markers import strip_solutions
-from grader.handout._student import STUDENT_TESTS
 from grader.regression import add_item, world_json
 from grader.regression._sets import Item
 from grader.rubric import load_rubric
@@ -142,6 +142,18 @@ def test_the_starter_holds_no_solution_recording_or_identity(
         starter / "lab" / "refunds" / "regression.py").read_text("utf-8")
 
 
+def test_the_students_tests_run_on_the_kit_rubrics_first_task(starter: Path) -> None:
+    tests = (starter / "tests" / "test_lab.py").read_text("utf-8")
+    first = load_rubric(REFERENCE / "rubric" / "bootcamp.toml").cases[0]
+    assert f"# The task of the rubric's first case, {first.id}:" in tests
+    assign = next(node for node in ast.parse(tests).body if isinstance(node, ast.Assign)
+                  and ast.unparse(node.targets[0]) == "TASK")
+    assert ast.literal_eval(assign.value) == first.task
+    # The kit's Makefile has both targets: the docstring names them.
+    assert "Run them with ``make test`` (or ``pytest``)." in tests and "``make check``" in tests
+    assert 'MANIFEST.get("replay", "gradekit:Replay")' in tests
+
+
 def test_own_replay_writes_a_stub_replay_that_the_manifest_names(
     snapshot: Path, tmp_path: Path
 ) -> None:
@@ -244,7 +256,7 @@ def test_the_student_suite_passes_on_the_reference_and_skips_the_stubs(
     shutil.copytree(snapshot, solved, ignore=shutil.ignore_patterns("tests"))
     (solved / "tests").mkdir()
     (solved / "tests" / "__init__.py").write_text("", "utf-8")
-    (solved / "tests" / "test_lab.py").write_text(STUDENT_TESTS, "utf-8")
+    shutil.copy2(starter / "tests" / "test_lab.py", solved / "tests" / "test_lab.py")
     done = _pytest(solved)
     assert done.returncode == 0 and re.search(r"\b6 passed\b", done.stdout), done.stdout
     assert "skipped" not in done.stdout

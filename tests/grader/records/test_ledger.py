@@ -184,7 +184,8 @@ def test_history_names_the_cause_of_each_change_and_the_first_divergence(
     rubric = tmp_path / "rubric" / "bootcamp.toml"
     rubric.parent.mkdir()
     text = (Path(__file__).resolve().parents[3] / "rubric" / "bootcamp.toml").read_text("utf-8")
-    rubric.write_text(text.replace("version = 2", "version = 3", 1), "utf-8")
+    rubric.write_text(text.replace("version = 2", 'version = 3\nchanges = "a copy"', 1),
+                      "utf-8")
     grade("--rubric", str(rubric))
     capsys.readouterr()
 
@@ -276,8 +277,8 @@ def test_a_changed_rubric_must_bump_its_version_and_a_new_one_names_what_it_supe
     assert "rubric provider-swap-lab version 2 changed since ledger event 0 graded with it" \
         in error and "bump [rubric] version" in error
     assert len(read_ledger(out / LEDGER).events) == 2  # nothing graded, nothing recorded
-    rubric.write_text(rubric.read_text("utf-8").replace("version = 2", "version = 3", 1),
-                      "utf-8")
+    rubric.write_text(rubric.read_text("utf-8").replace(
+        "version = 2", 'version = 3\nchanges = "a shorter title"', 1), "utf-8")
     assert main(grade) == 0
     bumped = read_ledger(out / LEDGER).events[-2]["rubric"]
     assert (bumped["version"], bumped["supersedes"]) == (

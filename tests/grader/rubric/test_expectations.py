@@ -319,7 +319,8 @@ def test_history_names_the_case_whose_expectation_a_new_rubric_version_changed(
     version graded it, and history names the case that changed and what it changed."""
     first = _with_expectations(EXPECTING)
     _grade(tmp_path, first)
-    second = first.replace('"full table scan"', '"COUNT"').replace("version = 2", "version = 3")
+    second = first.replace('"full table scan"', '"COUNT"').replace(
+        "version = 2", 'version = 3\nchanges = "sql-explain must mention COUNT"')
     _grade(tmp_path, second)
     capsys.readouterr()
     assert main(["history", "alice", "--out", str(tmp_path / "grades")]) == 0
