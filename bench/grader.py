@@ -1,12 +1,14 @@
 """Benchmark gradekit's grader: the sandbox's replay pipe, one grade, the checkpoints, a batch
 under both walls, a child's start with and without bubblewrap, a hanging submission, where
-one submission's time goes, and how each step's cost grows with the cohort.
+one submission's time goes, the copy detector on a cohort, and how each step's cost grows
+with the cohort.
 
     python bench/grader.py            # full run: about fifteen minutes on two cores
     python bench/grader.py --quick    # smoke-sized, about a minute and a half
     python bench/run.py --grader      # the same, through the main bench (make bench ARGS=--grader)
     python bench/grader.py --growth   # only how cost grows: 200, 2 000, 10 000 submissions
     python bench/grader.py --growth --sizes 100,1000  # the same at other cohort sizes
+    python bench/grader.py --copies   # only the copy detector: 200 and 10 000 submissions
 
 Prints Markdown tables in the main bench's format; progress goes to stderr.
 Everything it grades is generated in a temporary folder and removed afterwards.
@@ -27,6 +29,9 @@ if not __package__:
     # package: import bench, lab and grader from this checkout instead.
     sys.path[0] = str(Path(__file__).resolve().parents[1])
 
+from bench._copies import FULL as COPIES_FULL
+from bench._copies import QUICK as COPIES_QUICK
+from bench._copies import copies_table
 from bench._grader_measure import (
     FULL,
     QUICK,
@@ -53,6 +58,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="fewer repetitions, smaller sizes")
     parser.add_argument("--growth", action="store_true",
                         help="only the section on how cost grows with the cohort")
+    parser.add_argument("--copies", action="store_true",
+                        help="only the copy detector's section (200 and 10 000 submissions; "
+                        "--quick: 50 and 500)")
     parser.add_argument("--sizes", type=_sizes, default=None, metavar="N,N,...",
                         help="the growth section's cohort sizes, smallest first (default: "
                         "200,2000,10000; --quick: 50,500,2500)")
@@ -67,14 +75,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="gradekit-bench-grader-") as tmp:
         folder = Path(tmp)
         folder.chmod(0o711)  # a root grader's children, uid 65534, pass through it
-        sections = () if args.growth else (pipe_table, grade_table, check_table, batch_table,
-                                           start_table, hang_table, breakdown_table)
+        sections = () if args.growth or args.copies else (
+            pipe_table, grade_table, check_table, batch_table, start_table, hang_table,
+            breakdown_table)
         for section in sections:
             table = section(plan, folder)
             print()
             print(render(table), flush=True)
-        print()
-        print(render_growth(growth_table(growth, folder, progress)), flush=True)
+        if not args.growth:
+            progress("copy detection: synthetic cohorts, then find_copies in a fresh process")
+            sizes = COPIES_QUICK if args.quick else COPIES_FULL
+            print()
+            print(render(copies_table(sizes, folder)), flush=True)
+        if not args.copies:
+            print()
+            print(render_growth(growth_table(growth, folder, progress)), flush=True)
     return 0
 
 

@@ -4,6 +4,7 @@
     python bench/run.py --quick    # smoke-sized, a few seconds
     python bench/run.py --only http  # one section: the HTTP cassette transports
     python bench/run.py --growth   # how the grader's cost grows with the cohort (bench/grader.py)
+    python bench/run.py --copies   # the copy detector on 200 and 10 000 submissions
 
 The first line names the machine. Every table has the same columns; a peer
 that is not installed gets a row saying so instead of failing the run.
@@ -37,11 +38,12 @@ __all__ = ["main"]
 def main(argv: Sequence[str] | None = None) -> int:
     """Run every section and print its table; return the exit status."""
     args = _parse(argv)
-    if args.grader or args.growth:  # the grader's own benchmark, or only its growth section
+    if args.grader or args.growth or args.copies:  # the grader's benchmark, or one section
         from bench import grader
 
         return grader.main([*(["--quick"] if args.quick else []),
-                            *(["--growth"] if args.growth else [])])
+                            *(["--growth"] if args.growth else []),
+                            *(["--copies"] if args.copies else [])])
     plan = QUICK if args.quick else FULL
     print(_machine(), flush=True)
     if not args.only:  # a section run alone says how it measures, under its table
@@ -63,6 +65,9 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--growth", action="store_true",
                         help="run only the grader benchmark's section on how cost grows with "
                         "the cohort (200, 2 000 and 10 000 submissions) instead")
+    parser.add_argument("--copies", action="store_true",
+                        help="run only the grader benchmark's section on the copy detector "
+                        "(200 and 10 000 submissions) instead")
     parser.add_argument("--only", choices=sorted(_SECTIONS),
                         help="run only this section of the tables")
     return parser.parse_args(argv)

@@ -59,6 +59,7 @@ __all__ = [
     "REVIEWS_IMPORT",
     "VENV_GRADEKIT",
     "Command",
+    "current_form",
     "lab_form",
     "shown",
     "use_lab",
@@ -95,7 +96,10 @@ def use_lab(root: Path) -> None:
         os.environ[FORM] = lab_form(root)
 
 
-def _form() -> str:
+def current_form() -> str:
+    """How commands are printed here: as ``GRADEKIT_COMMANDS`` says, else for the folder this
+    process runs in. A process that starts others elsewhere passes it on in their
+    environment (the batch's workers start in a folder of their own)."""
     form = os.environ.get(FORM, "")
     return form if form in ("make", "gradekit") else lab_form(Path.cwd())
 
@@ -105,7 +109,7 @@ def shown(*argv: str, form: str | None = None) -> str:
     ``form`` (``lab_form``'s) for a lab other than the one in hand."""
     if not argv:
         raise ValueError("a command needs its subcommand")
-    if (form or _form()) == "gradekit":
+    if (form or current_form()) == "gradekit":
         return shlex.join(["gradekit", *argv])
     if argv[0] in MAKE_TARGETS and all(_IN_ARGS.fullmatch(arg) for arg in argv[1:]):
         args = " ".join(arg if _BARE.fullmatch(arg) else f'"{arg}"' for arg in argv[1:])

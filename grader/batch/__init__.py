@@ -1,5 +1,7 @@
 """Grading a cohort: discovery, sharding, one worker process per submission forked from a
-pre-imported zygote, the gradebook written as rows finish. A worker gets the rubric as JSON
+pre-imported zygote, the gradebook written as rows finish, and the cohort compared for
+copies (``compare_cohort``: files read, never run; ``copies.json`` and a note in the
+gradebook's reason, never a point or a report). A worker gets the rubric as JSON
 (``grader.rubric.rubric_document``) and writes its submission's outputs once through the
 grades folder's home (``grader.records``); the batch signs them once. The identities the
 command line computed are graded as they are (``grade_batch`` computes them only when
@@ -22,13 +24,17 @@ from grader.batch._batch import (
     print_heartbeat,
     print_progress,
 )
+from grader.batch._copies import Comparison, compare_cohort, find_copies
 
 __all__ = [
     "BatchInterrupted",
+    "Comparison",
     "Earlier",
     "Shard",
+    "compare_cohort",
     "discover",
     "earlier_rows",
+    "find_copies",
     "grade_batch",
     "parse_shard",
     "print_heartbeat",

@@ -24,6 +24,7 @@ never an earlier row.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import shutil
 import signal
@@ -39,7 +40,9 @@ from typing import Any, Literal, TypeVar
 
 import gradekit
 from gradekit import UsageError
+from gradekit.internal import commands
 from grader._model import IGNORED_NAMES
+from grader.batch._copies import Comparison, compare_cohort
 from grader.batch._idle import IdleHelper
 from grader.batch._worker import (
     CASE,
@@ -208,6 +211,13 @@ class Earlier:
         """What every rewrite of the gradebook starts from; finished rows go over them."""
         return (*self.kept_rows, *self.regraded)
 
+    def noted(self, comparison: Comparison) -> Earlier:
+        """These rows with their copy notes as ``comparison`` has them: a row kept without
+        being graded is still named when a classmate graded now copied it."""
+        return dataclasses.replace(
+            self, kept_rows=tuple(map(comparison.noted, self.kept_rows)),
+            regraded=tuple(map(comparison.noted, self.regraded)))
+
 
 def earlier_rows(out: Path, criterion_ids: Sequence[str], graded: Iterable[str],
                  discovered: Iterable[str], *, replace: bool = False) -> Earlier:
@@ -274,7 +284,8 @@ def grade_batch(submissions: Sequence[Path] | Sequence[Identity], rubric: Rubric
                 wall: Wall = PROCESS_WALL, roster: Roster | None = None,
                 heartbeat: Heartbeat | None = None,
                 key_file: Path | None = None,
-                earlier: Earlier | None = None) -> list[GradebookRow]:
+                earlier: Earlier | None = None,
+                comparison: Comparison | None = None) -> list[GradebookRow]:
     """Grade every submission in a worker process of its own, at most ``jobs`` at once.
 
     One submission never stops the others, and ``out/gradebook.csv`` holds ``earlier``'s
@@ -292,6 +303,11 @@ def grade_batch(submissions: Sequence[Path] | Sequence[Identity], rubric: Rubric
     instructor key (``key_file``, else ``GRADEKIT_SIGNING_KEY_FILE`` or
     ``GRADEKIT_SIGNING_KEY``) every report.json and results.json is signed here, in the
     batch, once: no worker sees the key.
+
+    ``comparison`` is the cohort's comparison for copies (``compare_cohort`` over every
+    folder the batch's paths hold; by default, over ``submissions``): it is written as
+    ``out/copies.json`` before anything is graded, and every row, written now or kept,
+    ends its ``reason`` with its copy note. No report, and no digest, changes.
     """
     identities = _identities(submissions, roster)
     # A folder named like the grades folder's own entries, or like a file it holds that no
@@ -300,14 +316,18 @@ def grade_batch(submissions: Sequence[Path] | Sequence[Identity], rubric: Rubric
                    held=True)
     key = load_key(key_file)  # a bad signing key stops the batch before anything is graded
     criterion_ids = tuple(c.id for c in rubric.criteria)
+    if comparison is None:
+        comparison = compare_cohort([(i.folder, i.path) for i in identities], out)
     if earlier is None:
         folders = [identity.folder for identity in identities]
         earlier = earlier_rows(out, criterion_ids, folders, folders)
+    earlier = earlier.noted(comparison)  # a note once given is not given twice
     reviews = _reviews_by_student(read_ledger(out / LEDGER).events)
     out.mkdir(parents=True, exist_ok=True)
     drawing = draw_key(out, key)
     book = _Gradebook(out / GRADEBOOK, criterion_ids, earlier.rows)
     book.write([])  # at once: the rows ``replace`` drops go, and the header is this rubric's
+    comparison.write(out)
     workers = _Workers(rubric, out=out, label=label, wall=wall,
                        roster=Path(roster.source).name if roster else "", heartbeat=heartbeat,
                        key=key, draw_key=drawing, reviews=reviews)
@@ -323,7 +343,7 @@ def grade_batch(submissions: Sequence[Path] | Sequence[Identity], rubric: Rubric
             row = future.result()
             if row is None:
                 continue
-            finished[futures[future]] = row
+            finished[futures[future]] = row = comparison.noted(row)
             book.finished(finished.values())
             if progress:
                 progress(len(finished), len(identities), row, time.monotonic() - started)
@@ -331,13 +351,14 @@ def grade_batch(submissions: Sequence[Path] | Sequence[Identity], rubric: Rubric
         with _sigint_ignored():
             workers.stop()
             pool.shutdown(wait=True, cancel_futures=True)
-            finished |= _rows_of(futures)
+            finished |= {n: comparison.noted(row) for n, row in _rows_of(futures).items()}
             # Every submission keeps a line: its earlier row when it had one (the grade it
             # had), else one that says it was stopped, so the gradebook reads as what it
             # is, partial, and nobody takes a missing line for a zero.
             had = {row.submission for row in earlier.regraded}
             book.write([*finished.values(), *(
-                error_row(identity.folder, identity.student, INTERRUPTED, status="interrupted")
+                comparison.noted(error_row(identity.folder, identity.student, INTERRUPTED,
+                                           status="interrupted"))
                 for number, identity in enumerate(identities)
                 if number not in finished and identity.folder not in had)])
         rows = [finished[number] for number in sorted(finished)]
@@ -713,7 +734,9 @@ def _worker_environment() -> dict[str, str]:
              for folder in (str(grader_folder), *gradekit.__path__)]
     inherited = os.environ.get("PYTHONPATH", "")
     paths = [*dict.fromkeys(roots), *([inherited] if inherited else [])]
-    return {**without_signing_key(os.environ), "PYTHONPATH": os.pathsep.join(paths)}
+    # The commands its reports print are this process's lab's: workers start elsewhere.
+    return {**without_signing_key(os.environ), "PYTHONPATH": os.pathsep.join(paths),
+            commands.FORM: commands.current_form()}
 
 
 def _end_leftovers(scratch: Path) -> int:

@@ -21,8 +21,10 @@ from grader._exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from grader._model import CONTRACT
 from grader.batch import (
     BatchInterrupted,
+    Comparison,
     Earlier,
     Shard,
+    compare_cohort,
     discover,
     earlier_rows,
     grade_batch,
@@ -34,6 +36,7 @@ from grader.cli._options import add_isolation_option, add_rubric_option
 from grader.grading import MissingPackage, predicted, run_checkpoints
 from grader.outputs import REPORTED, GradebookRow
 from grader.records import (
+    COPIES,
     GRADEBOOK,
     LEDGER,
     REPORT,
@@ -91,6 +94,10 @@ def add_grading_commands(
     grade.add_argument("--roster", type=Path, default=None, metavar="CSV",
                        help=f"who each folder is: a CSV with the header {','.join(ROSTER_HEADER)} "
                        "(default: each folder's name is its student)")
+    grade.add_argument("--handout", type=Path, default=None, metavar="DIR",
+                       help="the starter the students were given: what it holds is never "
+                       "taken for a copy (default: what more than half the cohort, or more "
+                       "than 20 submissions, hold is common)")
     add_isolation_option(grade)
     grade.add_argument("--key-file", type=Path, default=None, metavar="FILE",
                        help="sign every report.json and results.json with this instructor key "
@@ -165,8 +172,9 @@ def _grade_all(args: argparse.Namespace) -> int:
     _warn_gaps(rubric)
     roster = load_roster(args.roster) if args.roster is not None else None
     submissions = discover(args.paths, args.out)  # refuses names the grades folder keeps
-    identities = identify(submissions, roster)  # every shard refuses the same clashes
-    discovered = [identity.folder for identity in identities]
+    cohort = identify(submissions, roster)  # every shard refuses the same clashes
+    discovered = [identity.folder for identity in cohort]
+    identities = cohort
     if args.only:
         identities = _only(identities, args.only, args.paths)
     elif args.shard is not None:
@@ -176,6 +184,10 @@ def _grade_all(args: argparse.Namespace) -> int:
                            replace=args.replace)
     wall = choose_isolation(args.isolation, allow_host_root=args.allow_host_root)
     print(f"isolation: {wall.held()}", file=sys.stderr)
+    # Every folder the paths hold is compared, whatever part of them is graded: a late
+    # submission graded alone is still compared with its classmates (files read, not run).
+    comparison = _compare(cohort, args)
+    earlier = earlier.noted(comparison)  # kept rows name a classmate graded now who copied
     if roster is not None:
         _warn_unclaimed(roster, identities)
     _say_earlier(earlier, args)
@@ -191,7 +203,8 @@ def _grade_all(args: argparse.Namespace) -> int:
         rows = grade_batch(identities, rubric, out=args.out, jobs=args.jobs, label=args.label,
                            progress=print_progress if len(identities) > 1 and not args.quiet
                            else None, heartbeat=None if args.quiet else print_heartbeat,
-                           wall=wall, roster=roster, key_file=args.key_file, earlier=earlier)
+                           wall=wall, roster=roster, key_file=args.key_file, earlier=earlier,
+                           comparison=comparison)
     except BatchInterrupted as stopped:  # the rows that finished are grades all the same
         record(stopped.rows, stopped.not_graded)
         raise _Stopped(stopped, earlier) from None
@@ -210,6 +223,25 @@ def _grade_all(args: argparse.Namespace) -> int:
           + (f" ({_rows(len(rows))} graded now, {kept} kept from earlier batches)" if kept
              else ""))
     return EXIT_FAILED if any(row.status != "graded" for row in rows) else EXIT_OK
+
+
+def _compare(identities: Sequence[Identity], args: argparse.Namespace) -> Comparison:
+    """The cohort compared for copies, and a line on stderr that says what it found."""
+    if args.handout is not None and not (args.handout / "pyproject.toml").is_file():
+        raise UsageError(f"--handout {args.handout}: no pyproject.toml there; pass the "
+                         "starter repository the students were given (the folder that holds "
+                         "its pyproject.toml)")
+    started = time.monotonic()
+    comparison = compare_cohort([(i.folder, i.path) for i in identities], args.out,
+                                handout=args.handout)
+    pairs = comparison.copies.pairs
+    if pairs or not args.quiet:
+        print(f"copies: {len(identities)} submissions compared in "
+              f"{time.monotonic() - started:.1f}s: {len(pairs)} pair"
+              f"{'' if len(pairs) == 1 else 's'} flagged for review"
+              + (f" (in {args.out / COPIES} and the gradebook's reason)" if pairs else ""),
+              file=sys.stderr)
+    return comparison
 
 
 _KEY = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,127}")

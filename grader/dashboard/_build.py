@@ -45,7 +45,7 @@ from grader.dashboard._charts import (
 )
 from grader.dashboard._data import _KINDS, FULL, Cohort, Submission, decimal, load_cohort
 from grader.dashboard._site import ROWS_SCRIPT, SCRIPT, STYLE, TEMPLATES
-from grader.outputs import REPORTED
+from grader.outputs import PART_WORDS, PARTS, REPORTED
 from grader.records import GRADEBOOK
 
 __all__ = ["build_dashboard"]
@@ -161,9 +161,12 @@ def _cohort_page(environment: Any, cohort: Cohort, grades: Path) -> tuple[str, s
     finals = [_final(s) for s in reported]
     known = [value for value in finals if value is not None]
     waiting = [(s, why) for s in cohort.submissions if (why := _review_reason(s))]
-    # What needs a person now first (a stale review, a degraded or flagged grade), then
-    # the routine reviews the rubric asks for; each in gradebook order.
-    review = sorted(waiting, key=lambda item: not _urgent(item[0]))
+    # What needs a person now first: a submission that looks copied, then a stale review,
+    # a degraded or flagged grade; then the routine reviews the rubric asks for; each in
+    # gradebook order.
+    copied = {name for pair in cohort.copies for name in (pair.a, pair.b)}
+    review = sorted(waiting, key=lambda item: (item[0].row.submission not in copied,
+                                               not _urgent(item[0])))
     changed = [s for s in cohort.submissions if _changed(s, cohort.latest_batch)]
     queue = review_queue(cohort)
     summary = [
@@ -176,6 +179,7 @@ def _cohort_page(environment: Any, cohort: Cohort, grades: Path) -> tuple[str, s
         ("To review", "review", str(len(review))),
         ("Act now", "urgent", str(sum(1 for s, _ in review if _urgent(s)))),
         ("Reviews pending", "pending", str(queue.rows)),
+        ("Possible copies", "copies", str(len(cohort.copies))),
         ("Changed", "changed", str(len(changed))),
     ]
     columns = [("submission", "Submission", False), ("student", "Student", False),
@@ -190,7 +194,8 @@ def _cohort_page(environment: Any, cohort: Cohort, grades: Path) -> tuple[str, s
     counts = [(kind, found.get(kind, 0)) for kind in kinds]
     slugs = {s.row.submission: s.slug for s in cohort.submissions}
     macros = environment.get_template("rows.html").make_module(
-        {"columns": columns, "cell": _cell, "full": FULL, "urgent": _urgent, "slugs": slugs})
+        {"columns": columns, "cell": _cell, "full": FULL, "urgent": _urgent, "slugs": slugs,
+         "parts": PARTS, "words": PART_WORDS})
     lists = {
         "submissions": _rows(macros.submission, [(s,) for s in cohort.submissions]),
         "grid": _rows(macros.grid, [(s,) for s in cohort.submissions]),
@@ -198,6 +203,8 @@ def _cohort_page(environment: Any, cohort: Cohort, grades: Path) -> tuple[str, s
         "review": _rows(macros.waiting, review),
         "changed": _rows(macros.changed, [(s,) for s in changed]),
     }
+    if cohort.copies:  # a list of its own only when there is a pair: rows.js keeps its lists
+        lists["copies"] = _rows(macros.copy, [(pair,) for pair in cohort.copies])
     page: str = environment.get_template("cohort.html").render(
         root="", cohort=cohort, source=os.path.basename(os.path.normpath(grades)) or "grades",
         reported=len(reported), summary=summary, columns=columns,
@@ -269,9 +276,14 @@ def _student_page(environment: Any, cohort: Cohort, submission: Submission) -> s
               "; ".join(g.causes) or ("first grade" if g.number == 1 else "no change recorded"))
              for g in submission.history], cohort.maximum,
             reviewed=[(g.total, g.reviewed) for g in submission.history])
+    name = submission.row.submission
+    slugs = {s.row.submission: s.slug for s in cohort.submissions}
+    copies = [(pair.other(name), slugs.get(pair.other(name), ""), pair)
+              for pair in cohort.copies if name in (pair.a, pair.b)]
     page: str = environment.get_template("student.html").render(
         root="../", s=submission, report=_report_view(submission.report),
-        calls=submission.calls, timeline=timeline)
+        calls=submission.calls, timeline=timeline, copies=copies, parts=PARTS,
+        words=PART_WORDS)
     return page
 
 

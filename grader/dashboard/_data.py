@@ -23,14 +23,17 @@ from grader._model import HumanReview
 from grader._text import FLAGGED
 from grader.outputs import (
     REPORTED,
+    CopyPair,
     GradebookRow,
     read_calls,
+    read_copies,
     read_gradebook,
     review_verdict,
     verify_report,
 )
 from grader.records import (
     CALLS,
+    COPIES,
     GRADEBOOK,
     LEDGER,
     REPORT,
@@ -141,6 +144,7 @@ class Cohort:
     rubric: str = ""  # "provider-swap-lab v1"
     problems: tuple[str, ...] = field(default=())  # what could not be read, for the page
     batches: tuple[Batch, ...] = field(default=())  # the latest first (those that say status)
+    copies: tuple[CopyPair, ...] = field(default=())  # copies.json's pairs, by name
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,8 +223,19 @@ def load_cohort(grades: Path) -> Cohort:
     return Cohort(criteria=criteria, cases=cases, maximum=maximum or Decimal(0),
                   submissions=tuple(submissions), findings=findings,
                   latest_batch=max(batches) if batches else None, rubric=rubric,
-                  batches=batches_of(events),
+                  batches=batches_of(events), copies=_copies(grades, problems),
                   problems=tuple(problems))
+
+
+def _copies(grades: Path, problems: list[str]) -> tuple[CopyPair, ...]:
+    """The pairs ``copies.json`` flags (none without one; an unreadable one is a problem)."""
+    try:
+        return read_copies((grades / COPIES).read_bytes()).pairs
+    except FileNotFoundError:
+        return ()
+    except (OSError, ValueError) as exc:
+        problems.append(f"{COPIES} cannot be read ({exc}): its pairs are not shown")
+        return ()
 
 
 def _observed(calls: Mapping[str, Any] | None) -> list[str]:

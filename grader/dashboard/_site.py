@@ -262,7 +262,8 @@ ledger{% if cohort.latest_batch is not none %} up to its batch event {{ cohort.l
 endif %}.</p>
 <nav class="sections" aria-label="Sections">
 <a href="#distribution">Scores</a><a href="#lost">Points lost</a><a href="#grid">Cases</a>
-<a href="#findings">Findings</a><a href="#review">To review</a><a href="#changed">Changed</a>
+<a href="#findings">Findings</a><a href="#copies">Copies</a><a href="#review">To review</a><a
+href="#changed">Changed</a>
 <a href="#batches">Batches</a>
 <a href="#submissions-section">Every submission</a>
 </nav>
@@ -315,6 +316,17 @@ case }}</th>{% endfor %}</tr></thead>
 
 <section id="review">
 <h2>Waiting for a person</h2>
+<h3 id="copies">Possible copies</h3>
+{% if cohort.copies %}<p class="muted">Pairs of submissions whose agent code, FAILURES.md or
+cassettes share more than the cohort has in common (copies.json): found from their files,
+never run, and no point moved. A person decides; each is first in the list below.</p>
+<div class="paged" data-list="copies" data-total="{{ total.copies }}" data-page-size="{{
+page_rows }}">
+{{ find("copies", "submission") }}
+<ul id="copy-list" data-rows>
+{{ first.copies | join | safe }}</ul>
+{{ pager("copies", "pairs") }}
+</div>{% else %}<p>No pair of submissions looks copied.</p>{% endif %}
 <p id="queue-rows"><strong data-stat="pending-rows">{{ queue.rows }}</strong> of {{
 cohort.submissions | length }} rows still need a review: a criterion the rubric marks for
 review that no one has reviewed (pending), or one reviewed only on an earlier report (to do
@@ -415,6 +427,14 @@ text }}</td></tr>
 urgent(s) %}<span class="badge lost">act now</span> {% endif %}<a href="students/{{ s.slug
 }}.html">{{ s.row.submission }}</a>: {{ why }}</li>
 {% endmacro %}
+{% macro copy(p) -%}
+<li data-pair="{{ p.a }}/{{ p.b }}"><span class="badge lost">copy?</span> {% for who in (p.a,
+p.b) %}{% if who in slugs %}<a href="students/{{ slugs[who] }}.html">{{ who }}</a>{% else %}{{
+who }}{% endif %}{% if loop.first %} and {% endif %}{% endfor %}: {{ p.said() }}{% for part in
+parts %}{% set x = p.parts[part].excerpt %}{% if x %}<details><summary>{{ words[part] }}: {{ x.a
+}} and {{ x.b }}</summary><pre>{{ x.lines | join("\n") }}</pre></details>{% endif %}{% endfor
+%}</li>
+{% endmacro %}
 {% macro changed(s) -%}
 <li data-submission="{{ s.row.submission }}"><a href="students/{{ s.slug }}.html">{{
 s.row.submission }}</a>: {{ s.change.previous.total if s.change.previous.total is not none else
@@ -455,6 +475,12 @@ s.row.max }}{% endif %}</dd></div>
 </dl>
 {% if s.row.review %}<p id="review-state"><strong>Review:</strong> {{ s.row.review }}</p>{% endif %}
 {% if s.row.reason %}<p class="warning" id="reason">{{ s.row.reason }}</p>{% endif %}
+{% if copies %}<section id="copies"><h2>Possible copies</h2><ul>{% for other, slug, p in copies
+%}<li data-other="{{ other }}">{% if slug %}<a href="{{ slug }}.html">{{ other }}</a>{% else
+%}{{ other }}{% endif %}: {{ p.said() }}{% for part in parts %}{% set x = p.parts[part].excerpt
+%}{% if x %}<details><summary>{{ words[part] }}: {{ x.a }} ({{ p.a }}) and {{ x.b }} ({{ p.b
+}})</summary><pre>{{ x.lines | join("\n") }}</pre></details>{% endif %}{% endfor %}</li>
+{% endfor %}</ul></section>{% endif %}
 <nav class="sections" aria-label="Sections"><a href="#report">Report</a><a
 href="#history">History</a><a href="#diff">Change</a><a href="#traces">Calls</a></nav>
 </header>

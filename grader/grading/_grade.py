@@ -27,6 +27,7 @@ from gradekit.internal import LAB_HTTP_CASSETTE, commands, decode_cassette, deco
 from grader._cache import Derived
 from grader._model import CaseOutcome, CriterionResult, Report, RunResult, Withhold
 from grader._text import FLAGGED, TEXT_LIMIT, quote
+from grader.grading._grounds import grounds, recorded_keys
 from grader.grading._packages import missing_package
 from grader.grading._regression import ItemRecordings, replay_set
 from grader.recordings import CHANGE_LOG, Change, change_matches, decode_changes, decode_recording
@@ -608,7 +609,12 @@ def _evidence(sandbox: Sandbox, manifest: Manifest | None, rubric: Rubric,
                     second_cassettes=manifest.second_cassettes, fixtures=manifest.fixtures,
                     review_basis=basis, seeds=seeds, again=again, clock=plan.clock,
                     cut_point_problem=cut_point,
-                    incident_test=manifest.incident_test, regression=regression), findings
+                    incident_test=manifest.incident_test, regression=regression,
+                    grounds=grounds(root, rubric.cases, recorded_keys(
+                        answers, fixtures, {case: cassette.interactions
+                                            for case, cassette in http.items()}),
+                        [text for entries in answers.values() for entry in entries.values()
+                         for text in (entry.prompt or "", entry.response)])), findings
 
 
 def _reordered(cases: Sequence[str], runs: Sequence[RunResult]) -> list[str]:

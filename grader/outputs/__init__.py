@@ -1,6 +1,7 @@
 """The files a grading writes, each a format: ``report.json`` (canonical, with its digest),
-``report.md`` and Gradescope's ``results.json``, ``calls.json``, ``gradebook.csv``, and the
-instructor's signatures over them. Each is rendered, read and verified here, as bytes or
+``report.md`` and Gradescope's ``results.json``, ``calls.json``, ``gradebook.csv``,
+``copies.json`` (a cohort's submissions that look copied), and the instructor's
+signatures over them. Each is rendered, read and verified here, as bytes or
 from a path it is given; the folder that holds them (every file's name, what is written
 when, and the signing) is ``grader.records._folder``'s.
 
@@ -10,6 +11,18 @@ May import: base, rubric, scoring.
 from __future__ import annotations
 
 from grader.outputs._calls import calls_document, read_calls, render_calls
+from grader.outputs._copies import (
+    PART_WORDS,
+    PARTS,
+    Copies,
+    CopyPair,
+    Excerpt,
+    PartScore,
+    copy_notes,
+    read_copies,
+    render_copies,
+    renoted,
+)
 from grader.outputs._gradebook import (
     REPORTED,
     SEPARATORS,
@@ -57,17 +70,24 @@ from grader.outputs._signing import (
 __all__ = [
     "KEY_ENV",
     "KEY_FILE_ENV",
+    "PARTS",
+    "PART_WORDS",
     "REPORTED",
     "SCHEMA",
     "SEPARATORS",
+    "Copies",
+    "CopyPair",
+    "Excerpt",
     "GradebookError",
     "GradebookRow",
     "Kind",
+    "PartScore",
     "Status",
     "calls_document",
     "canonical",
     "cell_text",
     "cents_of",
+    "copy_notes",
     "csv_record",
     "error_row",
     "gradebook_csv",
@@ -77,11 +97,14 @@ __all__ = [
     "parse_canonical",
     "points_text",
     "read_calls",
+    "read_copies",
     "read_gradebook",
     "render_calls",
+    "render_copies",
     "render_gradescope",
     "render_markdown",
     "render_report_json",
+    "renoted",
     "report_digest",
     "report_from_document",
     "review_document",

@@ -32,6 +32,7 @@ from grader.records._bulk import plan_confirmations
 from grader.records._folder import (
     ARCHIVE,
     CALLS,
+    COPIES,
     DASHBOARD,
     DRAW_KEY,
     ENTRIES,
@@ -79,6 +80,7 @@ __all__ = [
     "ARCHIVE",
     "ASSETS",
     "CALLS",
+    "COPIES",
     "DASHBOARD",
     "DISPOSITIONS",
     "DRAW_KEY",

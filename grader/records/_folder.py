@@ -10,6 +10,7 @@ describes each file::
       archive/DIGEST.json  ARCHIVE    every graded report, kept under its digest
       .gradekit-draw-key   DRAW_KEY   the secret its draws are keyed with, without a key
       dashboard/           DASHBOARD  the cohort's site, where the dashboard command builds it
+      copies.json          COPIES     the pairs of submissions that look copied, for review
       FOLDER/                         one per submission, named as its folder
         report.json        REPORT     the report, canonical, with its digest
         report.md          MARKDOWN   the report for people
@@ -72,6 +73,7 @@ from grader.scoring import Evidence
 __all__ = [
     "ARCHIVE",
     "CALLS",
+    "COPIES",
     "DASHBOARD",
     "DRAW_KEY",
     "ENTRIES",
@@ -102,8 +104,9 @@ LEDGER = "ledger.jsonl"
 ARCHIVE = "archive"
 DRAW_KEY = ".gradekit-draw-key"
 DASHBOARD = "dashboard"
+COPIES = "copies.json"
 # Every name the grader gives an entry of the grades folder beside the submission folders.
-ENTRIES = (GRADEBOOK, LEDGER, ARCHIVE, DRAW_KEY, DASHBOARD)
+ENTRIES = (GRADEBOOK, LEDGER, ARCHIVE, DRAW_KEY, DASHBOARD, COPIES)
 REPORT = "report.json"
 MARKDOWN = "report.md"
 RESULTS = "results.json"
@@ -159,7 +162,8 @@ def reserved_for(name: str) -> str:
 _ENTRY_IS = {GRADEBOOK: "gradebook", LEDGER: "ledger (every batch, run and review)",
              ARCHIVE: "archive (every graded report, under its digest)",
              DRAW_KEY: "draw key (the secret its provider labels and hash seeds are drawn with)",
-             DASHBOARD: "dashboard (the cohort's site, built there by default)"}
+             DASHBOARD: "dashboard (the cohort's site, built there by default)",
+             COPIES: "list of submissions that look copied"}
 
 
 def refuse_clashes(folders: Iterable[tuple[Path, str]], out: Path | None = None, *,

@@ -6,7 +6,9 @@ Exported rows come from the gradebook: each graded row's report (its full digest
 the report's order, its criteria marked for review or reviewed before (``--criterion C``:
 that one on every row; ``--pending``: only those pending or needing a new review), with
 what the report holds for a person to judge by (``evidence``: each check's verdict, points
-and detail, and the advice, cut at ``EVIDENCE_LIMIT`` characters). The TA fills
+and detail, and the advice, cut at ``EVIDENCE_LIMIT`` characters) and why a person should
+look at the whole submission (``flagged``: the gradebook row's reason, a copy of a
+classmate's work among them; empty for most rows). The TA fills
 ``decision`` (``confirm`` or ``override``), ``points`` (an override's), ``by`` and
 ``reason``; a row left without a decision is skipped.
 
@@ -60,9 +62,11 @@ __all__ = ["COLUMNS", "EVIDENCE_LIMIT", "Exported", "Imported", "export_sheet", 
            "sheet_csv", "sheet_records"]
 
 COLUMNS = ("student", "submission", "report", "criterion", "automated", "max", "marked",
-           "evidence", "decision", "points", "by", "reason")
+           "evidence", "flagged", "decision", "points", "by", "reason")
+# A sheet exported before the ``flagged`` column: imported all the same (it is not read).
+_EARLIER_COLUMNS = tuple(column for column in COLUMNS if column != "flagged")
 FILLED = ("decision", "points", "by", "reason")  # the TA's columns: empty on export
-EVIDENCE_LIMIT = 1000  # characters of the evidence cell
+EVIDENCE_LIMIT = 4000  # characters of the evidence cell: a summary's entries fit
 DECISIONS = ("confirm", "override")
 _DIGEST = re.compile(r"[0-9a-f]{64}")
 _FLAG = re.compile(r"--(criterion|points|by|reason|report)\b")
@@ -104,22 +108,23 @@ def sheet_records(path: Path, data: bytes) -> list[tuple[int, dict[str, str]]]:
             start = reader.line_num + 1
     except csv.Error as exc:
         raise UsageError(f"{path}:{start}: not CSV ({exc}); save the sheet as CSV") from None
-    if not records or tuple(records[0][1]) != COLUMNS:
+    if not records or tuple(records[0][1]) not in (COLUMNS, _EARLIER_COLUMNS):
         found = ",".join(records[0][1]) if records else "nothing"
         export = commands.REVIEWS_EXPORT(out="grades", criterion="ID", sheet=path.name)
         raise UsageError(f"{path}:1: the header is {found}, not a review sheet's "
                          f"{','.join(COLUMNS)}; save it as CSV with commas, its columns as "
                          f"exported (`{export}` writes one)")
+    header = records[0][1]
     rows = []
     problems = []
     for line, cells in records[1:]:
         if not any(cell.strip() for cell in cells):
             continue
-        if len(cells) != len(COLUMNS):
+        if len(cells) != len(header):
             problems.append(f"{path}:{line}: {len(cells)} cells where the header has "
-                            f"{len(COLUMNS)}; give the row one cell per column")
+                            f"{len(header)}; give the row one cell per column")
             continue
-        rows.append((line, dict(zip(COLUMNS, cells, strict=True))))
+        rows.append((line, dict(zip(header, cells, strict=True))))
     if problems:
         raise _refused(path, problems)
     return rows
@@ -164,7 +169,8 @@ def export_sheet(out: Path, events: Sequence[Mapping[str, Any]], criterion: str 
             cells.append([row.student, row.submission, row.digest, criterion_id,
                           str(entry["points"]), str(entry["max"]),
                           _marked(criterion_id, bool(entry.get("review")), state),
-                          _evidence(entry), *("" for _ in FILLED)])
+                          _evidence(entry), quote(row.reason, EVIDENCE_LIMIT),
+                          *("" for _ in FILLED)])
     if problems:
         raise UsageError(f"{len(problems)} graded row{'' if len(problems) == 1 else 's'} of "
                          f"{out / GRADEBOOK} cannot be exported (no sheet was written):\n"

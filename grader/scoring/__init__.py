@@ -27,16 +27,19 @@ from grader.scoring._checks import (
 from grader.scoring._failures import parse_failures, score_written_summary
 from grader.scoring._judged import BUILTIN_CHECKS, contract_gaps
 from grader.scoring._loud import loud_problem, planned_probes, ran
+from grader.scoring._summary import EXAMPLE_ENTRY, Grounds
 from grader.scoring._traces import pair_records
 
 __all__ = [
     "BUILTIN_CHECKS",
     "ESCAPED",
+    "EXAMPLE_ENTRY",
     "STABLE",
     "STRETCH_GOALS",
     "STUB_ERROR",
     "Check",
     "Evidence",
+    "Grounds",
     "StretchGoal",
     "cause",
     "contract_gaps",

@@ -31,8 +31,14 @@ from grader._model import (
 from grader._text import quote
 from grader.rubric import Case, Criterion, LabGoal, Rubric, RubricError, per_case_points
 from grader.scoring._causes import cause, holds_date, seed_shifted
-from grader.scoring._failures import parse_failures, score_written_summary
+from grader.scoring._failures import (
+    FailureEntry,
+    counted_entries,
+    parse_failures,
+    score_written_summary,
+)
 from grader.scoring._loud import head, loud_problem, planned_probes, provider_calls, ran
+from grader.scoring._summary import Grounds
 from grader.scoring._traces import pair_records
 
 __all__ = [
@@ -95,6 +101,8 @@ class Evidence:
     incident_test: str = ""  # the manifest's cut-point test, as the evidence names it
     # regression set ("name@version") -> item id -> its replay against the submission
     regression: Mapping[str, Mapping[str, ItemRun]] = field(default_factory=dict)
+    # what the failure log's claims are checked against: the submission's files, keys, ...
+    grounds: Grounds = field(default_factory=Grounds)
 
 
 Check = Callable[[Evidence, Rubric, Criterion], CriterionResult]
@@ -603,10 +611,11 @@ def _latency_ok(value: object) -> bool:
 
 
 def written_summary(evidence: Evidence, rubric: Rubric, criterion: Criterion) -> CriterionResult:
-    """FAILURES.md, scored by structure; always marked for a human to read."""
+    """FAILURES.md, scored by what its entries say that holds; always marked for a human
+    to read."""
     return score_written_summary(
         evidence.failures, points=criterion.points, weight=Decimal(criterion.weight),
-        criterion_id=criterion.id, title=criterion.title,
+        criterion_id=criterion.id, title=criterion.title, grounds=evidence.grounds,
     )
 
 
@@ -822,20 +831,21 @@ def _score_goal(goal_id: str, goals: Mapping[str, StretchGoal], evidence: Eviden
         return [_check(quote(goal_id), False, proof + write_up,
                        f"unknown stretch goal {quote(goal_id)!r}; known: {known}")]
     why_not = goal.evidence(evidence)
-    named = _written_up(evidence.failures, goal.names)
+    named = _written_up(counted_entries(evidence.failures, evidence.grounds), goal.names)
+    hollow = not named and _written_up(
+        parse_failures(evidence.failures).entries if evidence.failures else (), goal.names)
     return [
         _check(f"{goal_id}: evidence", why_not is None, proof,
                why_not or f"the evidence holds: {goal.basis(evidence)}"),
         _check(f"{goal_id}: write-up", named, write_up,
                "FAILURES.md has an entry naming it" if named
+               else f"the FAILURES.md entry naming {goal.names[0]!r} does not count (see "
+                    "the written summary's entries for why)" if hollow
                else f"no FAILURES.md entry names {goal.names[0]!r}"),
     ]
 
 
-def _written_up(failures: str | None, names: tuple[str, ...]) -> bool:
-    if failures is None:
-        return False
-    entries = parse_failures(failures).entries
+def _written_up(entries: Sequence[FailureEntry], names: tuple[str, ...]) -> bool:
     # A person reads the heading as part of the entry: "## tool-fixtures: ..." names it.
     return any(name.lower() in f"{entry.title}\n{entry.text}".lower()
                for entry in entries for name in names)

@@ -44,24 +44,40 @@ from grader._model import (
     CriterionResult,
 )
 from grader._text import quote
+from grader.scoring._summary import Grounds, claims, repeats
 
 __all__ = [
-    "MIN_FIELD",
+    "MIN_WORDS",
     "FailureEntry",
     "FailureLog",
+    "Judged",
+    "counted_entries",
     "find_placeholders",
+    "judge_entries",
     "parse_failures",
     "score_written_summary",
 ]
 
-MIN_FIELD = 15  # characters a Symptom, Cause, Fix or Status needs to say something
+_EXCERPT = 300  # characters of an entry's text its check shows
+MIN_WORDS = 2  # words a Symptom, Cause or Fix needs to say something; a Status, one ("open")
+_NOTHING = ("names nothing the grader can check: a case, a file of the submission, an "
+            "error, a command, a recorded key or a number")
 SUBCHECK_IDS = (ENTRIES, BOUNDARIES, NO_PLACEHOLDERS)
 _REQUIRED = (("symptom",), ("cause",), ("fix", "status"))
 _FIELD_LABEL = {("symptom",): "Symptom", ("cause",): "Cause", ("fix", "status"): "Fix or Status"}
 
-_HEADING = re.compile(r"##[ \t]+(.+?)[ \t#]*")
+_ATX = re.compile(r" {0,3}(#{1,6})[ \t]+(.+?)(?:[ \t]+#+)?[ \t]*")
+_SETEXT = re.compile(r" {0,3}(=+|-{2,})[ \t]*")
+_COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
+_TITLES = frozenset({"failures", "failure log", "failure", "failures log"})
+_FIELD_NAMES = frozenset({"symptom", "cause", "fix", "status"})
+_FIELD_LINE = re.compile(
+    r"[ \t]*(?:(?:[-*+]|[0-9]{1,9}[.)])[ \t]+)?[*_]{0,2}(symptom|cause|fix|status)[*_]{0,2}"
+    r"[ \t]*:[*_]{0,2}[ \t]*(.*)", re.IGNORECASE)
 _BULLET = re.compile(r" ?[-*+][ \t]+(.*)")
 _FIELD = re.compile(r"[*_]*([A-Za-z][A-Za-z ]*?)[*_]*[ \t]*:[*_]*[ \t]*(.*)")
+_OPTION = re.compile(r"--[\w-]+[ \t]*$")  # "--reason ...": a command's elided argument
+_CALL = re.compile(r"\((?:\.\.\.|…)\)")  # "sorted(...)": a call's arguments left out
 _FENCE = re.compile(r"[ \t]*(```|~~~)")
 _ITEM = re.compile(r"[ \t]*(?:[-*+]|[0-9]{1,9}[.)])(?:[ \t]+|$)")
 _PATH_BEFORE = re.compile(r"(?:/|\S\\)$")  # a bare "\<" is Markdown's escape, not a path
@@ -80,7 +96,8 @@ _PLACEHOLDERS = (
 
 _HOW_TO = (
     "each '## <what failed>' entry needs '- Symptom:', '- Cause:' and '- Fix:' (or "
-    f"'- Status:') lines of at least {MIN_FIELD} characters"
+    "'- Status:') lines, and names something the grader can check: a case, a file of the "
+    "submission, an error, a command, a recorded key or a number"
 )
 
 
@@ -114,22 +131,26 @@ def parse_failures(text: str) -> FailureLog:
 
 @functools.lru_cache(maxsize=4)
 def _parsed(text: str) -> FailureLog:
-    lines = text.splitlines()
-    fenced = _code(lines)
+    lines = _without_comments(text).splitlines()
+    code = _code(lines)
     entries: list[FailureEntry] = []
     boundaries: list[str] | None = None
-    for title, start, end in _sections(lines, fenced):
-        bullets = _bullets(lines[start:end], fenced[start:end])
-        if title.lower().startswith("boundaries"):
-            boundaries = [*(boundaries or []), *bullets]
+    for title, line, start, end in _sections(lines, code):
+        if title.lower().startswith("boundar"):
+            boundaries = [*(boundaries or []), *_bullets(lines[start:end], code[start:end])]
         else:
             body = "\n".join(lines[start:end]).strip()
-            entries.append(
-                FailureEntry(title=title, line=start, fields=MappingProxyType(_fields(bullets)),
-                             text=body))
+            entries.append(FailureEntry(
+                title=title, line=line,
+                fields=MappingProxyType(_fields(lines[start:end], code[start:end])), text=body))
     return FailureLog(
         entries=tuple(entries), boundaries=None if boundaries is None else tuple(boundaries)
     )
+
+
+def _without_comments(text: str) -> str:
+    """``text`` with its HTML comments blanked, line ends kept: a reader never sees them."""
+    return _COMMENT.sub(lambda m: "\n" * m[0].count("\n"), text)
 
 
 def find_placeholders(text: str) -> list[tuple[int, str]]:
@@ -144,7 +165,10 @@ def find_placeholders(text: str) -> list[tuple[int, str]]:
         for match in sorted(hits, key=lambda m: m.start()):
             if match[0].startswith("<") and match[0][1:-1].lower() in _HTML_TAGS:
                 continue
-            if _in_path(prose, match):
+            if _in_path(prose, match) or (match[0] in ("...", "…") and (
+                    _OPTION.search(prose, 0, match.start())
+                    or (_CALL.match(prose, max(match.start() - 1, 0))
+                    and re.search(r"\w$", prose[:match.start() - 1])))):
                 continue
             found.append((number, match[0]))
     return found
@@ -168,8 +192,11 @@ def score_written_summary(
     criterion_id: str = "written_summary",
     title: str = "Written summary",
     filename: str = "FAILURES.md",
+    grounds: Grounds | None = None,
 ) -> CriterionResult:
-    """Score a failure log; ``text=None`` means the file is missing or unreadable."""
+    """Score a failure log; ``text=None`` means the file is missing or unreadable.
+    ``grounds``: what its entries' claims are checked against (``Grounds``; None: the
+    kit's example only, no case, file or key of a submission)."""
     if set(points) != set(SUBCHECK_IDS) or sum(points.values(), Decimal(0)) != weight:
         raise UsageError(
             f"written_summary needs points for {', '.join(SUBCHECK_IDS)} summing to {weight}, "
@@ -180,11 +207,12 @@ def score_written_summary(
     else:
         log = parse_failures(text)
         scored = [
-            _entries(log, points[ENTRIES]),
+            _entries(log, points[ENTRIES], grounds or Grounds()),
             _boundaries(log, points[BOUNDARIES]),
             _no_placeholders(log, find_placeholders(text), points[NO_PLACEHOLDERS], filename),
         ]
-    checks = tuple(check for check, _ in scored)
+    checks = tuple(check for check, _ in scored) + (
+        _each_entry(parse_failures(text), grounds or Grounds()) if text is not None else ())
     return CriterionResult(
         id=criterion_id,
         title=title,
@@ -213,23 +241,88 @@ def _missing(points: Mapping[str, Decimal], filename: str) -> list[Scored]:
     return [(checks[0], advice), *((check, "") for check in checks[1:])]
 
 
-def _entries(log: FailureLog, most: Decimal) -> Scored:
-    faults = "; ".join(
-        f"'{quote(entry.title)}' (line {entry.line}): {', '.join(problems)}"
-        for entry in log.entries
-        if (problems := _entry_problems(entry))
-    )
-    complete = sum(1 for entry in log.entries if not _entry_problems(entry))
+@dataclass(frozen=True, slots=True)
+class Judged:
+    """One entry as the written summary judged it: counted when ``problems`` is empty."""
+
+    entry: FailureEntry
+    problems: tuple[str, ...]
+    names: str = ""  # the first thing it names that holds, for the detail
+
+    @property
+    def where(self) -> str:
+        return f"'{quote(self.entry.title)}' (line {self.entry.line})"
+
+
+def judge_entries(log: FailureLog, grounds: Grounds) -> list[Judged]:
+    """Each entry of ``log``, judged: its fields there and filled in, not a repeat of the
+    hand-out's example or of an earlier counted entry, naming something that holds and
+    nothing that does not (``grader.scoring._summary``)."""
+    examples = [("the hand-out's example", _said(entry)) for text in grounds.examples
+                for entry in parse_failures(text).entries]
+    judged: list[Judged] = []
+    for entry in log.entries:
+        problems = _entry_problems(entry)
+        names = ""
+        if not problems:
+            said = _said(entry)
+            earlier = [(j.where, _said(j.entry)) for j in judged if not j.problems]
+            same = repeats(said, [*examples, *earlier])
+            held, broken = claims(said, grounds)
+            if same:
+                problems = [f"repeats {same}, so it is not counted; a person reviews both"]
+            elif broken:
+                problems = [f"names {quote(broken[0])}"]
+            elif not held:
+                problems = [_NOTHING]
+            else:
+                names = quote(held[0])
+        judged.append(Judged(entry, tuple(problems), names))
+    return judged
+
+
+def counted_entries(text: str | None, grounds: Grounds) -> list[FailureEntry]:
+    """The entries of a failure log that count (``judge_entries``)."""
+    if text is None:
+        return []
+    return [j.entry for j in judge_entries(parse_failures(text), grounds) if not j.problems]
+
+
+def _entries(log: FailureLog, most: Decimal, grounds: Grounds) -> Scored:
+    judged = judge_entries(log, grounds)
+    counted = [j for j in judged if not j.problems]
+    faults = [f"{j.where}: {', '.join(j.problems)}" for j in judged if j.problems]
+    complete = len(counted)
     earned = (most * min(complete, 2) / 2).quantize(CENT, rounding=ROUND_DOWN)
-    counted = f"{complete} complete {'entry' if complete == 1 else 'entries'}"
-    not_counted = f"; not counted: {faults}" if faults else ""
+    named = "; ".join(f"{j.where} names {j.names}" for j in counted[:4])
+    counted_text = f"{complete} complete {'entry' if complete == 1 else 'entries'}"
+    named_text = f" ({named})" if named else ""
+    not_counted = f"; not counted: {'; '.join(faults)}" if faults else ""
     if complete >= 2:
-        return CheckResult(ENTRIES, True, earned, most, f"{counted}{not_counted}"), ""
-    detail = f"{counted} of the 2 needed ({_HOW_TO}){not_counted}"
+        return CheckResult(ENTRIES, True, earned, most,
+                           f"{counted_text}{named_text}{not_counted}"), ""
+    detail = f"{counted_text} of the 2 needed ({_HOW_TO}){named_text}{not_counted}"
     advice = f"Write at least two complete failure entries: {_HOW_TO}."
     if faults:
-        advice += f" Complete these: {faults}."
+        advice += f" Complete these: {'; '.join(faults)}."
     return CheckResult(ENTRIES, False, earned, most, detail), advice
+
+
+def _each_entry(log: FailureLog, grounds: Grounds) -> tuple[CheckResult, ...]:
+    """A check per entry, worth nothing, for the person who reviews the summary: what the
+    grader found and what the entry says. An entry that repeats the hand-out's example or
+    another entry is not passed, so that confirming in bulk leaves it for a person."""
+    return tuple(
+        CheckResult(f"entry {number}", not any(p.startswith("repeats") for p in j.problems),
+                    Decimal("0.00"), Decimal("0.00"),
+                    f"{'counts' if not j.problems else 'not counted: ' + ', '.join(j.problems)}"
+                    f"; {j.where}: {quote(' '.join(j.entry.text.split()), _EXCERPT)}")
+        for number, j in enumerate(judge_entries(log, grounds), 1))
+
+
+def _said(entry: FailureEntry) -> str:
+    """What an entry says: its title and its fields' text."""
+    return "\n".join([entry.title, *entry.fields.values()])
 
 
 def _entry_problems(entry: FailureEntry) -> list[str]:
@@ -237,12 +330,13 @@ def _entry_problems(entry: FailureEntry) -> list[str]:
     for names in _REQUIRED:
         label = _FIELD_LABEL[names]
         value = " ".join(entry.fields[n] for n in names if n in entry.fields).strip()
+        least = 1 if "status" in entry.fields and names == ("fix", "status") else MIN_WORDS
         if not value:
             problems.append(f"{label} is missing")
         elif find_placeholders(value):
             problems.append(f"{label} is template text ({quote(find_placeholders(value)[0][1])})")
-        elif len(value) < MIN_FIELD:
-            problems.append(f"{label} has {len(value)} characters, needs {MIN_FIELD}")
+        elif len(value.split()) < least:
+            problems.append(f"{label} says nothing ({quote(value)!r}): say what happened")
     return problems
 
 
@@ -329,15 +423,48 @@ def _fenced(lines: Sequence[str]) -> list[bool]:
     return marks
 
 
-def _sections(lines: Sequence[str], fenced: Sequence[bool]) -> list[tuple[str, int, int]]:
-    """Each ``## `` section as (title, first body line index, end index)."""
-    starts = [
-        (heading[1].strip(), number)
-        for number, (line, code) in enumerate(zip(lines, fenced, strict=True))
-        if not code and (heading := _HEADING.fullmatch(line))
-    ]
-    ends = [number for _, number in starts[1:]] + [len(lines)] * bool(starts)
-    return [(title, start + 1, end) for (title, start), end in zip(starts, ends, strict=True)]
+def _headings(lines: Sequence[str], code: Sequence[bool]) -> list[tuple[int, int, str]]:
+    """Every heading a reader sees, as (line index, level, title): ``#`` to ``######``
+    (up to three spaces in), and a line underlined with ``===`` (1) or ``---`` (2)."""
+    found = []
+    for number, line in enumerate(lines):
+        if code[number]:
+            continue
+        atx = _ATX.fullmatch(line)
+        if atx:
+            found.append((number, len(atx[1]), atx[2].strip()))
+        elif (number + 1 < len(lines) and not code[number + 1] and line.strip()
+              and (under := _SETEXT.fullmatch(lines[number + 1]))
+              and not _ITEM.match(line) and not _FIELD_LINE.fullmatch(line)):
+            found.append((number + 1, 1 if under[1].startswith("=") else 2, line.strip()))
+    return found
+
+
+def _plain(title: str) -> str:
+    return re.sub(r"[^a-z ]", "", title.lower()).strip()
+
+
+def _sections(lines: Sequence[str], code: Sequence[bool]) -> list[tuple[str, int, int, int]]:
+    """Each entry or Boundaries section as (title, its heading's line, first body line index,
+    end index): the
+    headings of the log's entry level (its shallowest heading other than a title such as
+    ``# Failures`` and a field's own, ``### Symptom``); deeper headings are inside one."""
+    headings = [(number, level, title) for number, level, title in _headings(lines, code)
+                if _plain(title) not in _TITLES and _plain(title) not in _FIELD_NAMES]
+    if len(headings) > 1 and headings[0][1] < min(level for _, level, _ in headings[1:]):
+        headings = headings[1:]  # the log's own title, over the entries: "What broke"
+    if not headings:
+        return []
+    level = min(level for _, level, _ in headings)
+    starts = [(title, number) for number, depth, title in headings if depth <= level]
+    ends = [number - _underlined(lines, number) for _, number in starts[1:]] + [len(lines)]
+    return [(title, start + 1 - _underlined(lines, start), start + 1, end)
+            for (title, start), end in zip(starts, ends, strict=True)]
+
+
+def _underlined(lines: Sequence[str], number: int) -> int:
+    """1 where the heading at ``number`` is an underline (its title is the line before)."""
+    return int(bool(_SETEXT.fullmatch(lines[number])) and number > 0)
 
 
 def _bullets(lines: Sequence[str], fenced: Sequence[bool]) -> list[str]:
@@ -363,14 +490,36 @@ def _bullets(lines: Sequence[str], fenced: Sequence[bool]) -> list[str]:
     return [" ".join(parts).strip() for parts in bullets]
 
 
-def _fields(bullets: Sequence[str]) -> dict[str, str]:
-    fields: dict[str, str] = {}
-    for bullet in bullets:
-        field = _FIELD.fullmatch(bullet)
-        if field:
-            name = field[1].strip().lower()
-            fields[name] = f"{fields[name]} {field[2]}".strip() if name in fields else field[2]
-    return fields
+def _fields(lines: Sequence[str], code: Sequence[bool]) -> dict[str, str]:
+    """An entry's Symptom, Cause, Fix and Status, as a reader finds them: on a line of their
+    own, bulleted, numbered or not, the label bold or not (``**Cause:**``), or as a heading
+    (``### Fix``) over its paragraph; a field goes on over the lines after it up to a
+    blank line (an indented line after one still belongs), another field or a heading."""
+    fields: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    gap = False
+    for line, is_code in zip(lines, code, strict=True):
+        field = None if is_code else _FIELD_LINE.fullmatch(line)
+        found = [] if is_code else _headings([line, ""], [False, False])
+        heading = _plain(found[0][2]) if found else None
+        if field or heading in _FIELD_NAMES:
+            name = (field[1] if field else heading or "").lower()
+            current = fields.setdefault(name, [])
+            current.append(field[2].strip() if field else "")
+            gap = False
+        elif heading is not None or current is None:
+            current = None
+        elif not line.strip():
+            gap = True
+        elif gap and not line[:1].isspace() and any(current):
+            current, gap = None, False
+        else:
+            text = _BULLET.fullmatch(line)
+            current.append(_as_code_span(line.strip()) if is_code
+                           else (text[1] if text else line).strip())
+            gap = False
+    return {name: " ".join(part for part in parts if part).strip()
+            for name, parts in fields.items()}
 
 
 def _as_code_span(text: str) -> str:

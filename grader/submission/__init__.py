@@ -20,6 +20,7 @@ from grader.submission._files import (
     SubmissionFileError,
     read_submission_file,
     require_submission_folder,
+    submission_entries,
     submission_files,
 )
 from grader.submission._manifest import (
@@ -66,6 +67,7 @@ __all__ = [
     "load_tools",
     "read_submission_file",
     "require_submission_folder",
+    "submission_entries",
     "submission_files",
     "takes_tools",
     "tamper_findings",

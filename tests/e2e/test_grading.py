@@ -23,7 +23,8 @@ import pytest
 
 from grader import GradebookRow, load_rubric, verify_report
 from grader.batch._batch import discover, grade_batch
-from grader.records._folder import DRAW_KEY
+from grader.outputs import copy_notes, read_copies, renoted
+from grader.records._folder import COPIES, DRAW_KEY
 from grader.sandbox._scratch import MEMORY
 from tests.submissions import (
     BASELINE,
@@ -140,7 +141,7 @@ def test_a_hanging_submission_never_stops_the_batch(batch: Batch) -> None:
     assert lost(hung, "contract_stability") == {"refund-policy"}
     assert details(hung, "contract_stability")["refund-policy"] == TIMED_OUT
     assert sorted(p.name for p in batch.out.iterdir()) == sorted(
-        [*NAMES, "gradebook.csv", DRAW_KEY])
+        [*NAMES, "gradebook.csv", DRAW_KEY, COPIES])
 
 
 def test_the_stretch_evidence_names_the_files_and_keys_it_rests_on(batch: Batch) -> None:
@@ -163,8 +164,18 @@ def test_the_stretch_evidence_names_the_files_and_keys_it_rests_on(batch: Batch)
 def test_a_forged_verdict_flags_its_gradebook_row_and_nothing_else_is_flagged(
     batch: Batch
 ) -> None:
-    flagged = {name for name, row in batch.rows.items() if row.reason}
+    # Two pairs of variants share code that no other variant holds, and say so at the end
+    # of their reason: both copy the kit's Replay into lab/replay.py; both put a tracer
+    # class of their own where the agent had Traced (a run() alike once names are by kind).
+    copies = read_copies((batch.out / COPIES).read_bytes())
+    assert [(pair.a, pair.b) for pair in copies.pairs] == [
+        ("replay_raises_key_error", "replay_returns_empty"),
+        ("traces_before_calls", "wrong_trace_keys")]
+    notes = copy_notes(copies)
+    flagged = {name for name, row in batch.rows.items()
+               if renoted(row.reason, notes.get(name, ""), "")}
     assert flagged == {"forges_outcome_via_main", "forges_result_on_channel"}
+    assert all(batch.rows[name].reason.endswith(note) for name, note in notes.items())
     for name in flagged:
         assert batch.rows[name].status == "graded"
         assert batch.rows[name].reason.startswith("flagged for review: "), batch.rows[name]

@@ -30,7 +30,15 @@ import pytest
 from grader import GradebookRow, load_rubric
 from grader.batch._worker import Request, decode_request, decode_row, encode_request, encode_row
 from grader.cli import main
-from grader.records._folder import ARCHIVE, DRAW_KEY, GRADEBOOK, LEDGER, OUTPUT, REPORT
+from grader.records._folder import (
+    ARCHIVE,
+    COPIES,
+    DRAW_KEY,
+    GRADEBOOK,
+    LEDGER,
+    OUTPUT,
+    REPORT,
+)
 from grader.records._ledger import read_ledger
 from grader.sandbox import Wall
 from grader.submission import identify
@@ -374,8 +382,10 @@ def test_ctrl_c_keeps_the_finished_rows_exits_130_and_leaves_no_process(
     assert "bob: NOT GRADED: interrupted by Ctrl-C" in batch.stdout
     assert "carol: NOT GRADED: interrupted by Ctrl-C" in batch.stdout
     assert "interrupted: 2 submissions not graded" in batch.stderr
+    # alice and carol are both the reference lab: a pair of copies, found before any
+    # grading, whatever Ctrl-C then stops.
     assert sorted(p.name for p in grader.out.iterdir()) == sorted([
-        DRAW_KEY, "alice", ARCHIVE, GRADEBOOK, LEDGER])
+        DRAW_KEY, "alice", ARCHIVE, GRADEBOOK, LEDGER, COPIES])
     # The row that finished is a grade like any other: the ledger has it, and says the
     # batch was cut short before the others.
     events = read_ledger(grader.out / LEDGER).events

@@ -25,6 +25,7 @@ from grader.batch import discover, grade_batch
 from grader.cli import main
 from grader.records._folder import (
     ARCHIVE,
+    COPIES,
     DASHBOARD,
     DRAW_KEY,
     ENTRIES,
@@ -99,7 +100,7 @@ def graded(cli: Cli) -> Cli:
 
 @pytest.mark.parametrize(("name", "entry"), [
     (GRADEBOOK, GRADEBOOK), (LEDGER, LEDGER), (ARCHIVE, ARCHIVE), (DRAW_KEY, DRAW_KEY),
-    (DASHBOARD, DASHBOARD),
+    (DASHBOARD, DASHBOARD), (COPIES, COPIES), (f".{COPIES}.x1y2.tmp", COPIES),
     ("Ledger.JSONL", LEDGER),  # one name on a case-insensitive disk (macOS, Windows)
     ("GRADEBOOK.CSV", GRADEBOOK),
     (f"{LEDGER}.torn-120", LEDGER),  # where an append sets a torn line aside
@@ -114,7 +115,7 @@ def test_a_name_is_reserved_when_it_is_an_entry_of_the_grades_folder(name: str,
 
 
 def test_the_reserved_entries_are_the_names_the_grades_folder_is_written_with() -> None:
-    assert set(ENTRIES) == {GRADEBOOK, LEDGER, ARCHIVE, DRAW_KEY, DASHBOARD}
+    assert set(ENTRIES) == {GRADEBOOK, LEDGER, ARCHIVE, DRAW_KEY, DASHBOARD, COPIES}
 
 
 def test_the_dashboards_default_folder_is_reserved(tmp_path: Path,

@@ -37,7 +37,8 @@ def _empty_failures(root: Path) -> None:
 
 
 MISTAKES: dict[str, tuple[Callable[[Path], None], str]] = {
-    "stale_prompts": (_stale_prompts, "`make record ARGS='--case refund-policy'`; the prompt "
+    # make_submission's folder has no Makefile: check prints the kit's own command there.
+    "stale_prompts": (_stale_prompts, "`gradekit record --case refund-policy`; the prompt "
                       "asked first differs"),
     "corrupt_cassette": (_corrupt_cassette, "cassettes/sql-explain.json:22:2: not valid JSON"),
     "no_tracing": (_no_tracing, "Wrap the provider in Traced"),

@@ -384,7 +384,8 @@ def test_check_prints_the_reason_and_exits_1_without_a_traceback(
     assert code == 1
     assert f"FAIL  UNGRADABLE: the agent imports {NOBODY} (when the agent is imported), a " \
            "package the rubric does not allow" in captured.out
-    assert "`make grade` would not grade this submission" in captured.out
+    # The submission's folder has no Makefile: the command is gradekit's own.
+    assert "`gradekit grade` would not grade this submission" in captured.out
     assert "Traceback" not in captured.out + captured.err
 
 

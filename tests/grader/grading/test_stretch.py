@@ -11,6 +11,7 @@ from grader.grading._grade import _review, _review_problem
 from grader.recordings._changelog import append_change, digest_file
 from grader.rubric._rubric import Case
 from grader.scoring._checks import STRETCH_GOALS, Evidence, _written_up
+from grader.scoring._failures import parse_failures
 from grader.submission._manifest import Manifest
 
 CASES = (Case("one", "first task"), Case("two", "second task"))
@@ -85,9 +86,10 @@ def test_a_stretch_goal_named_in_a_heading_is_written_up() -> None:
                               fix="each read-only call is recorded once and replayed.")
     in_body = WRITE_UP.format(heading="The index changed under me",
                               fix="recorded every call as tool fixtures, replayed offline.")
-    assert _written_up(named, STRETCH_GOALS["tool-fixtures"].names)
-    assert not _written_up(unnamed, STRETCH_GOALS["tool-fixtures"].names)
-    assert _written_up(in_body, STRETCH_GOALS["tool-fixtures"].names)
+    names = STRETCH_GOALS["tool-fixtures"].names
+    assert _written_up(parse_failures(named).entries, names)
+    assert not _written_up(parse_failures(unnamed).entries, names)
+    assert _written_up(parse_failures(in_body).entries, names)
 
 
 def _cassette(path: Path, answer: str) -> str:

@@ -9,8 +9,9 @@ import pytest
 
 from gradekit import UsageError
 from grader._model import CriterionResult
+from grader.grading._grounds import grounds
+from grader.rubric import load_rubric
 from grader.scoring._failures import (
-    MIN_FIELD,
     find_placeholders,
     parse_failures,
     score_written_summary,
@@ -39,7 +40,7 @@ GOOD_ENTRY = """\
 
 SECOND_ENTRY = """\
 ## Two labels gave two scores
-- Symptom: the grade changed when the provider label changed.
+- Symptom: the grade went from 30 to 12 points when the provider label changed.
 - Cause: the prompt included provider.name, so the key changed with it.
 - Status: open. The label is still in one prompt; removing it needs a re-recording.
 """
@@ -59,10 +60,17 @@ def checks(result: CriterionResult) -> dict[str, tuple[bool, Decimal, str]]:
 
 
 def test_the_reference_labs_failure_log_scores_full_marks() -> None:
-    result = score((REPO / "FAILURES.md").read_text(encoding="utf-8"))
+    cases = load_rubric(REPO / "rubric" / "bootcamp.toml").cases
+    result = score_written_summary((REPO / "FAILURES.md").read_text(encoding="utf-8"),
+                                   points=POINTS, weight=Decimal(15),
+                                   grounds=grounds(REPO, cases, ()))
     assert result.points == result.max == Decimal(15)
     assert all(check.passed and check.points == check.max for check in result.checks)
-    assert [c.id for c in result.checks] == ["entries", "boundaries", "no_placeholders"]
+    scored, shown = result.checks[:3], result.checks[3:]
+    assert [c.id for c in scored] == ["entries", "boundaries", "no_placeholders"]
+    # Then a check per entry, worth nothing: what the grader found and what it says.
+    assert [c.id for c in shown] == [f"entry {n}" for n in range(1, 11)]
+    assert all(c.max == 0 and c.detail.startswith("counts; '") for c in shown), shown
     assert result.advice == ()
     assert result.review is True
 
@@ -113,10 +121,10 @@ def test_a_boundaries_heading_without_a_named_limit_earns_nothing() -> None:
 
 
 def test_a_short_field_is_not_counted_and_the_detail_says_which_and_why() -> None:
-    short = GOOD_ENTRY.replace('the agent caught every exception and returned "".', "a bug")
+    short = GOOD_ENTRY.replace('the agent caught every exception and returned "".', "bug")
     result = score(f"# Failures\n{short}{SECOND_ENTRY}{BOUNDARIES}")
     detail = checks(result)["entries"][2]
-    assert f"Cause has 5 characters, needs {MIN_FIELD}" in detail
+    assert "Cause says nothing ('bug'): say what happened" in detail
     assert "'The replay answered an empty string' (line 2)" in detail
     assert checks(result)["entries"][1] == Decimal("3.00")
 
@@ -139,7 +147,7 @@ def test_a_field_may_continue_on_indented_lines() -> None:
     wrapped = (
         "## Wrapped\n- Symptom: the first answer\n  was empty every time.\n"
         "- Cause: an exception was\n  swallowed by the agent.\n"
-        "- Fix: the exception now\n  reaches the caller.\n"
+        "- Fix: the exception now\n  reaches the caller as CassetteMiss.\n"
     )
     log = parse_failures(f"# Failures\n{wrapped}{GOOD_ENTRY}")
     assert log.entries[0].fields["symptom"] == "the first answer was empty every time."
@@ -222,11 +230,12 @@ def test_text_quoted_from_the_log_is_capped_and_shown_not_hidden() -> None:
 ])
 def test_a_token_that_is_part_of_a_path_is_no_placeholder(line: str) -> None:
     assert find_placeholders(line) == []
-    entry = ("## Paths\n- Symptom: the lab wrote files where nobody looked.\n"
+    entry = ("## Paths\n- Symptom: the lab wrote 3 files where nobody looked.\n"
              f"- Cause: the grader read a path relative to the caller.\n{line}\n")
     result = score(f"# Failures\n{GOOD_ENTRY}{entry}{BOUNDARIES}")
     assert checks(result)["no_placeholders"][:2] == (True, Decimal("5.00"))
-    assert checks(result)["entries"] == (True, Decimal("6.00"), "2 complete entries")
+    assert checks(result)["entries"][:2] == (True, Decimal("6.00"))
+    assert checks(result)["entries"][2].startswith("2 complete entries")
 
 
 @pytest.mark.parametrize(("line", "found"), [
@@ -241,7 +250,7 @@ def test_a_token_that_is_part_of_a_path_is_no_placeholder(line: str) -> None:
 ])
 def test_the_same_token_outside_a_path_is_still_template_text(line: str, found: str) -> None:
     assert find_placeholders(line) == [(1, found)]
-    entry = ("## Paths\n- Symptom: the lab wrote files where nobody looked.\n"
+    entry = ("## Paths\n- Symptom: the lab wrote 3 files where nobody looked.\n"
              f"- Cause: the grader read a path relative to the caller.\n{line}\n")
     result = score(f"# Failures\n{GOOD_ENTRY}{entry}{BOUNDARIES}")
     assert checks(result)["no_placeholders"][:2] == (False, Decimal("0.00"))
@@ -269,7 +278,8 @@ def test_in_a_list_item_code_is_indented_four_past_the_bullets_text() -> None:
     detail = checks(result)["entries"][2]
     assert "'A' (line 2): Cause is missing, Fix or Status is template text (<describe>)" \
         in detail
-    assert "'B'" not in detail  # its quoted output counts as the symptom's text, not a gap
+    # its quoted output counts as the symptom's text, not a gap
+    assert "'B'" not in detail.partition("not counted:")[2]
     assert checks(result)["no_placeholders"][2] == "template text left in: line 6: '<describe>'"
 
 
