@@ -123,7 +123,8 @@ def claims(text: str, grounds: Grounds) -> tuple[list[str], list[str]]:
         if _exists(program, name, grounds):
             held.append(f"{program} {name}")
     for name in [span for span in spans if _NAME.fullmatch(span)] + _CALLED.findall(text):
-        if name.rstrip("()").rpartition(".")[2] in grounds.identifiers | _KIT:
+        bare = name.rstrip("()").rpartition(".")[2]
+        if bare in grounds.identifiers or bare in _KIT:  # no union built per name
             held.append(f"`{name}`")
     for quoted in _QUOTED.findall(text):
         said = next(part for part in quoted if part).strip()
