@@ -11,11 +11,18 @@ from __future__ import annotations
 import re
 import unicodedata
 
-__all__ = ["FLAGGED", "HEAD", "QUOTE_LIMIT", "TEXT_LIMIT", "one_line", "quote"]
+__all__ = ["FLAGGED", "HEAD", "QUOTE_LIMIT", "TEXT_LIMIT", "flagged", "one_line", "quote"]
 
 # How a finding that asks a person to look at the whole submission starts (a forged
 # verdict, a replaced harness function): report.md counts them, the gradebook row names them.
 FLAGGED = "flagged for review: "
+
+
+def flagged(reason: str) -> bool:
+    """Whether a gradebook row's ``reason`` asks a person to look at the whole submission:
+    a finding that starts with ``FLAGGED``, or a copy of a classmate's work."""
+    return FLAGGED.strip(": ") in reason
+
 
 QUOTE_LIMIT = 500  # characters of one piece of submission text inside a sentence
 TEXT_LIMIT = 2000  # characters of one detail, finding or advice as a whole

@@ -34,6 +34,7 @@ from typing import Any
 
 from gradekit import UsageError
 from gradekit.internal import commands, fsync_folder
+from grader._text import flagged
 from grader.dashboard._charts import (
     DashboardUnavailable,
     Figure,
@@ -161,12 +162,14 @@ def _cohort_page(environment: Any, cohort: Cohort, grades: Path) -> tuple[str, s
     finals = [_final(s) for s in reported]
     known = [value for value in finals if value is not None]
     waiting = [(s, why) for s in cohort.submissions if (why := _review_reason(s))]
-    # What needs a person now first: a submission that looks copied, then a stale review,
-    # a degraded or flagged grade; then the routine reviews the rubric asks for; each in
-    # gradebook order.
+    # What needs a person now first: a submission flagged for review (it looks copied, an
+    # entry of its summary repeats the hand-out's or another, it reaches for the harness),
+    # then a stale review or a degraded grade; then the routine reviews the rubric asks
+    # for; each in gradebook order.
     copied = {name for pair in cohort.copies for name in (pair.a, pair.b)}
-    review = sorted(waiting, key=lambda item: (item[0].row.submission not in copied,
-                                               not _urgent(item[0])))
+    review = sorted(waiting, key=lambda item: (
+        item[0].row.submission not in copied and not flagged(item[0].row.reason),
+        not _urgent(item[0])))
     changed = [s for s in cohort.submissions if _changed(s, cohort.latest_batch)]
     queue = review_queue(cohort)
     summary = [

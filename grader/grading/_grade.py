@@ -53,6 +53,7 @@ from grader.scoring import (
     loud_problem,
     planned_probes,
     ran,
+    repeated_entries,
     seed_shifted,
     shown_keys,
     unsettled_cases,
@@ -268,6 +269,11 @@ def grade_submission(root: Path, rubric: Rubric, *, submission: str, scratch: Pa
         case: tuple(entry.prompt for entry in entries.values() if entry.prompt)
         for case, entries in answers.items()})
     criteria = tuple(_score(evidence, rubric))
+    # An entry copied from the hand-out or from another entry earns nothing by itself, and
+    # asks a person to read the log (the gradebook's reason, the dashboard's queue).
+    if any(criterion.check == "written_summary" for criterion in rubric.criteria):
+        findings += [FLAGGED + said for said in repeated_entries(evidence.failures,
+                                                                 evidence.grounds)]
     report = Report(
         submission=submission,
         rubric_id=rubric.id,

@@ -1,6 +1,7 @@
 """What a failure log's claims are checked against, read from the submission's own files
 (``grader.scoring._summary.Grounds``): its paths, the keys it recorded, its Makefile's
-targets, the exception classes its Python defines and the example entries its README shows.
+targets, the exception classes its Python defines, the re-records its DATASET_CHANGES.md
+logs and the example entries its README shows.
 Files only, never run; bounded, so a huge tree costs what a small one does."""
 
 from __future__ import annotations
@@ -10,9 +11,11 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from gradekit import GradekitError
+from grader.recordings import CHANGE_LOG, decode_changes
 from grader.rubric import Case
 from grader.scoring import EXAMPLE_ENTRY, Grounds
 from grader.submission import (
+    CHANGE_LOG_CAP,
     SOURCE_CAP,
     SubmissionFileError,
     read_submission_file,
@@ -48,7 +51,19 @@ def grounds(root: Path, cases: Iterable[Case], keys: Iterable[str],
     text = "\n".join([*sources, *said])[:_MOST_TEXT]
     return Grounds(cases=frozenset(case.id for case in cases), files=frozenset(files),
                    keys=frozenset(keys), targets=targets, errors=errors,
-                   identifiers=identifiers, text=text, examples=(EXAMPLE_ENTRY, *examples))
+                   identifiers=identifiers, text=text, examples=(EXAMPLE_ENTRY, *examples),
+                   rerecords=_rerecords(root) if CHANGE_LOG in files else ())
+
+
+def _rerecords(root: Path) -> tuple[tuple[str, str], ...]:
+    """Each re-record the change log holds, as (case, reason); none when it cannot be read
+    (the rerecord-review goal says why, where the lab asks for it)."""
+    try:
+        data = read_submission_file(root, CHANGE_LOG, cap=CHANGE_LOG_CAP)
+        return tuple((change.case, change.reason)
+                     for change in decode_changes(data, log=Path(CHANGE_LOG)))
+    except (SubmissionFileError, GradekitError, OSError):
+        return ()
 
 
 def recorded_keys(*recordings: Mapping[str, Iterable[str]]) -> set[str]:

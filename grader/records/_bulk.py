@@ -7,7 +7,10 @@ person who has read them confirms them at once: each row of the gradebook whose 
 C *pending* (marked for review, with no current review, and not reviewed on an earlier
 report either) gets a confirmation, ``points`` null, exactly the event ``gradekit review
 STUDENT --criterion C`` appends for that report. ``--passed`` keeps only the reports where
-every automated check of C has ``passed`` true in the report. A criterion that *needs a new
+every automated check of C has ``passed`` true in the report. A report whose gradebook row
+is *flagged for review* (a copy of a classmate's work, an entry repeating the hand-out's
+example or another entry, code that reaches for the harness) is never confirmed in bulk: a
+person looks at the whole submission first. A criterion that *needs a new
 review* (reviewed on an earlier report of the student) is never confirmed in bulk: a person
 decided on that criterion once, so one looks again (``gradekit review``, or a review sheet).
 
@@ -24,6 +27,7 @@ from typing import Any
 
 from gradekit import UsageError
 from gradekit.internal import commands
+from grader._text import flagged
 from grader.outputs import REPORTED, GradebookRow, read_gradebook
 from grader.records._folder import GRADEBOOK, LEDGER
 from grader.records._reviews import (
@@ -51,6 +55,7 @@ class Confirmations:
     planned: tuple[Planned, ...]
     failed: tuple[str, ...] = ()  # pending, but a check of the criterion did not pass
     stale: tuple[str, ...] = ()  # reviewed on an earlier report: needs a new review
+    flagged: tuple[str, ...] = ()  # the row is flagged for review: a person looks first
 
     def would(self) -> list[str]:
         """A line per confirmation, as ``--dry-run`` prints them."""
@@ -67,10 +72,18 @@ class Confirmations:
             parts = [f"{verb} {self.criterion} on {count} report{'' if count == 1 else 's'}"]
         else:
             parts = [f"nothing to confirm: no report in {self.out} has {self.criterion} pending"
-                     + (" with every check passed" if self.failed else "")]
+                     + (" with every check passed" if self.failed else "")
+                     + (" and not flagged for review" if self.flagged else "")]
         if self.failed:
             parts.append(f"{len(self.failed)} still pending, a check of {self.criterion} not "
                          f"passed: {shown_keys(self.failed, NAMES_SHOWN)}")
+        if self.flagged:
+            one = commands.REVIEW(student=self.flagged[0], criterion=self.criterion, by="NAME",
+                                  reason="TEXT", out=str(self.out))
+            parts.append(f"{len(self.flagged)} left for a person, never confirmed in bulk (the "
+                         "gradebook's reason flags the submission for review: a copy, a "
+                         f"repeated entry, tampering): {shown_keys(self.flagged, NAMES_SHOWN)}; "
+                         f"read each, then review it (`{one}`)")
         if self.stale:
             one = commands.REVIEW(student=self.stale[0], criterion=self.criterion, by="NAME",
                                   reason="TEXT", out=str(self.out))
@@ -93,12 +106,16 @@ def plan_confirmations(out: Path, events: Sequence[Mapping[str, Any]], criterion
     planned: list[Planned] = []
     failed: list[str] = []
     stale: list[str] = []
+    left: list[str] = []
     problems: list[str] = []
     index = ReviewIndex(events)  # once: each row reads its student's runs
     for row, state in zip(rows, review_states(out, rows, events), strict=True):
         if any(s.criterion == criterion for s in state.stale):
             stale.append(row.student)
         if criterion not in state.pending:
+            continue
+        if flagged(row.reason):
+            left.append(row.student)
             continue
         request = ReviewRequest(student=row.student, criterion=criterion, points=None, by=by,
                                 reason=reason, report=row.digest)
@@ -115,7 +132,8 @@ def plan_confirmations(out: Path, events: Sequence[Mapping[str, Any]], criterion
         raise UsageError(f"{len(problems)} report{'' if len(problems) == 1 else 's'} with "
                          f"{criterion} pending cannot be confirmed, so none was (nothing "
                          f"appended to {out / LEDGER}):\n" + "\n".join(problems))
-    return Confirmations(out, criterion, tuple(planned), tuple(failed), tuple(stale))
+    return Confirmations(out, criterion, tuple(planned), tuple(failed), tuple(stale),
+                         tuple(left))
 
 
 def graded_rows(out: Path, criterion: str | None) -> list[GradebookRow]:

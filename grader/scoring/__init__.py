@@ -24,7 +24,7 @@ from grader.scoring._checks import (
     stretch_goals,
     unstable_cause,
 )
-from grader.scoring._failures import parse_failures, score_written_summary
+from grader.scoring._failures import parse_failures, repeated_entries, score_written_summary
 from grader.scoring._judged import BUILTIN_CHECKS, contract_gaps
 from grader.scoring._loud import loud_problem, planned_probes, ran
 from grader.scoring._summary import EXAMPLE_ENTRY, Grounds
@@ -49,6 +49,7 @@ __all__ = [
     "parse_failures",
     "planned_probes",
     "ran",
+    "repeated_entries",
     "score_written_summary",
     "seed_shifted",
     "shown_keys",

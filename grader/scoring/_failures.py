@@ -55,6 +55,7 @@ __all__ = [
     "find_placeholders",
     "judge_entries",
     "parse_failures",
+    "repeated_entries",
     "score_written_summary",
 ]
 
@@ -279,6 +280,17 @@ def judge_entries(log: FailureLog, grounds: Grounds) -> list[Judged]:
                 names = quote(held[0])
         judged.append(Judged(entry, tuple(problems), names))
     return judged
+
+
+def repeated_entries(text: str | None, grounds: Grounds,
+                     filename: str = "FAILURES.md") -> list[str]:
+    """Each entry of a failure log that repeats the hand-out's example or another of its
+    entries, in words a finding shows: it asks a person to look, and moves no point."""
+    if text is None:
+        return []
+    return [f"{filename} {j.where} {problem.partition(',')[0]}"
+            for j in judge_entries(parse_failures(text), grounds)
+            for problem in j.problems if problem.startswith("repeats")]
 
 
 def counted_entries(text: str | None, grounds: Grounds) -> list[FailureEntry]:

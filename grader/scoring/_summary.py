@@ -4,7 +4,8 @@ An entry of ``FAILURES.md`` counts when it says something that holds in the subm
 the course: a case of the rubric, a path of the submission, an error Python, the kit or
 the submission raises, a command that exists, a key the submission recorded, a name its
 code uses (in backticks, or called: ``ask()``), a quotation its code or recordings hold,
-a number. A
+a number, a re-record ``DATASET_CHANGES.md`` logs (its case named as re-recorded, or its
+reason's words said). A
 claim that can be checked and does not hold (a case the rubric lacks, a path of the
 submission's own folders that is not there, a key nobody recorded, a command that does not
 exist) keeps the entry from counting, and the detail says which. Text that names none of
@@ -24,6 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import gradekit
+from grader._text import quote
 
 __all__ = ["EXAMPLE_ENTRY", "SUBCOMMANDS", "Grounds", "claims", "repeats"]
 
@@ -61,8 +63,11 @@ _WORDS = re.compile(r"[^\W_]+")
 _NAME = re.compile(r"[A-Za-z_][\w.]*(?:\(\))?")  # a code span that is a name: `notes`, `ask()`
 _CALLED = re.compile(r"\b[A-Za-z_]\w*\(\)")  # ask(), in prose
 _QUOTED = re.compile(r'"([^"\n]+)"|\u201c([^\u201d\n]+)\u201d')  # "what it printed"
+_RECORDED_AGAIN = re.compile(r"--rerecord|\bre-?record|\brecord(?:ed|ing)?\b[^.\n]{0,40}?\bagain\b",
+                             re.IGNORECASE)
 _KIT = frozenset(gradekit.__all__)  # the kit's names: Traced, TracedTools, Replay, ...
 NEAR = 0.8  # word-sequence similarity at which one entry repeats another
+REASON_SAID = 0.6  # the share of a logged reason's words an entry says to match it
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +83,7 @@ class Grounds:
     errors: frozenset[str] = frozenset()  # the classes its Python defines (its errors)
     identifiers: frozenset[str] = frozenset()  # every name its Python uses
     text: str = ""  # its Python and its recordings' prompts and answers, for a quotation
+    rerecords: tuple[tuple[str, str], ...] = ()  # DATASET_CHANGES.md's (case, reason)
     examples: tuple[str, ...] = field(default=(EXAMPLE_ENTRY,))
 
     @property
@@ -88,7 +94,7 @@ class Grounds:
 
 def claims(text: str, grounds: Grounds) -> tuple[list[str], list[str]]:
     """What ``text`` names that holds, and what it names that does not, each in words."""
-    held: list[str] = []
+    held: list[str] = _rerecords(text, grounds)
     broken: list[str] = []
     for match in _CASE.finditer(text):
         name = match[1]
@@ -133,6 +139,21 @@ def claims(text: str, grounds: Grounds) -> tuple[list[str], list[str]]:
     if _NUMBER.search(_KEY.sub(" ", text)):
         held.append("a number")
     return list(dict.fromkeys(held)), list(dict.fromkeys(broken))
+
+
+def _rerecords(text: str, grounds: Grounds) -> list[str]:
+    """The logged re-records ``text`` matches: it says it recorded the case again and names
+    it, or it says most of the words of the reason the log gives."""
+    said = set(_words(text))
+    again = _RECORDED_AGAIN.search(text) is not None
+    found = []
+    for case, reason in grounds.rerecords:
+        words = {word for word in _words(reason) if len(word) > 3}
+        if (again and re.search(rf"(?<![\w-]){re.escape(case)}(?![\w-])", text)) \
+                or (len(words) >= 2 and len(words & said) >= REASON_SAID * len(words)):
+            found.append(f"the re-record of {case} that DATASET_CHANGES.md logs "
+                         f"(reason: '{quote(reason, 80)}')")
+    return found
 
 
 def _exists(program: str, name: str, grounds: Grounds) -> bool:

@@ -32,6 +32,7 @@ from urllib.parse import unquote, urlsplit
 import pytest
 
 from gradekit import UsageError
+from grader._text import FLAGGED
 from grader.cli import main
 from grader.outputs._gradebook import REPORTED, GradebookRow, gradebook_csv, read_gradebook
 from tests.submissions import (
@@ -551,6 +552,28 @@ def test_what_needs_a_person_now_comes_before_the_routine_reviews(
     assert not any("data-urgent" in li.attrs for li in items[1:])
     summary = {dd.get("data-stat"): dd.text() for dd in page.by_id("summary").all("dd")}
     assert summary["urgent"] == "1"
+
+
+def test_a_submission_flagged_for_review_comes_before_a_stale_review(
+    site: CohortSite, tmp_path: Path,
+) -> None:
+    """A row the grading flagged (an entry of its summary repeating the hand-out's example)
+    asks a person to read the whole submission: first, ahead of a stale review that comes
+    earlier in the gradebook."""
+    _, rows = gradebook(site.grades)
+    names = sorted(row.submission for row in rows if row.status in REPORTED)
+    first, last = names[0], names[-1]
+    stale = "NEEDS A NEW REVIEW: written_summary was reviewed on report 0a15dddd2557"
+    repeat = (f"{FLAGGED}FAILURES.md 'The answer changed with the provider's name' (line 3) "
+              "repeats the hand-out's example")
+    built = _with_gradebook(site, tmp_path, lambda rows: [
+        dataclass_replace(row, review=stale) if row.submission == first
+        else dataclass_replace(row, reason=repeat) if row.submission == last else row
+        for row in rows])
+    items = parse(built / "index.html").by_id("review-list").all("li")
+    assert [li.get("data-submission") for li in items[:2]] == [last, first]
+    assert all("data-urgent" in li.attrs for li in items[:2])
+    assert "repeats the hand-out's example" in items[0].words()
 
 
 # -- the student pages -------------------------------------------------------------------------

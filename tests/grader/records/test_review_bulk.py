@@ -4,6 +4,8 @@ report, all appended at once, and the very ledger, gradebook and results.json th
 
 from __future__ import annotations
 
+import csv
+import io
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -12,11 +14,13 @@ from typing import Any
 
 import pytest
 
+from grader._text import FLAGGED
 from grader.cli import main
 from grader.outputs import read_gradebook
 from grader.records import _reviews
 from grader.records._folder import GRADEBOOK, LEDGER, REPORT, RESULTS, archive_path
 from grader.records._ledger import read_ledger
+from grader.scoring import EXAMPLE_ENTRY
 from tests.submissions import TEMPLATE_FAILURES, make_submission
 
 STUDENTS = ("alice", "bob", "carol", "dave")  # bob's FAILURES.md is the template: 0 / 15
@@ -238,3 +242,40 @@ def test_a_signed_cohort_is_confirmed_only_with_its_key(
     capsys.readouterr()
     assert main(["report", "verify", *results, "--key-file", str(key)]) == 0
     assert capsys.readouterr().out.count("signature valid") == len(STUDENTS)
+
+
+@pytest.mark.slow  # grades the cohort again
+def test_a_summary_repeating_the_hand_outs_example_is_left_for_a_person(
+    cohort: Cohort, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Carol pastes the hand-out's example entry under her own: the grading flags her row
+    for review, naming the entry, and confirming in bulk (even without --passed) leaves her
+    report to a person and says so; the review sheet carries the flag."""
+    failures = cohort.subs / "carol" / "FAILURES.md"
+    log = failures.read_text("utf-8")
+    cut = log.index("\n## ")
+    failures.write_text(log[:cut] + "\n\n" + EXAMPLE_ENTRY + log[cut:], "utf-8")
+    assert grade(cohort) == 0
+    reasons = {row.student: row.reason
+               for row in read_gradebook((cohort.out / GRADEBOOK).read_bytes())[1]}
+    assert reasons["carol"] == (
+        f"{FLAGGED}FAILURES.md 'The answer changed with the provider's name' (line "
+        f"{log[:cut].count(chr(10)) + 3}) repeats the hand-out's example")
+    assert [student for student, reason in reasons.items() if reason] == ["carol"]
+    capsys.readouterr()
+
+    assert bulk(cohort) == 0
+    shown = capsys.readouterr().out.splitlines()
+    assert shown[-1].startswith(
+        "confirmed written_summary on 3 reports; 1 left for a person, never confirmed in "
+        "bulk (the gradebook's reason flags the submission for review: a copy, a repeated "
+        "entry, tampering): carol; read each, then review it (`.venv/bin/gradekit review carol ")
+    assert cohort.cells()["carol"][0] == "pending: written_summary, stretch_goal"
+    sheet = cohort.out.parent / "sheet.csv"
+    assert main(["reviews", "export", "--out", str(cohort.out), "--pending",
+                 "--sheet", str(sheet)]) == 0
+    rows = list(csv.DictReader(io.StringIO(sheet.read_text("utf-8"))))
+    carol = [row for row in rows if row["student"] == "carol"]
+    assert carol and all("repeats the hand-out's example" in row["flagged"] for row in carol)
+    assert "repeats the hand-out's example, so it is not counted" in next(
+        row["evidence"] for row in carol if row["criterion"] == "written_summary")

@@ -210,3 +210,41 @@ def test_a_log_written_from_scratch_in_an_unseen_shape_earns_full_marks() -> Non
     assert result.points == Decimal(15), [c.detail for c in result.checks]
     detail = entries(result)[1]
     assert detail.startswith("2 complete entries ('Replay said my prompt was new' (line 6) ")
+
+
+# Sam's log: nothing in it but what the change log can bear out; no case, path, name or
+# number of the submission.
+SAM = """\
+# Failures
+
+## My cassettes went stale
+- Symptom: the recorded answers no longer matched what my agent asks.
+- Cause: I changed how the agent looks things up, and every prompt moved with it.
+- Fix: I recorded them again, with a reason in the change log.
+
+## The grader said the recording was made twice
+- Symptom: my second recording run asked the model again for the policy question.
+- Cause: the plan prompt now names the policy, so its key was new.
+- Fix: logged with its reason and recorded once more.
+""" + BOUNDARIES
+LOGGED = (("refund-policy", "the agent now looks things up with its tools, so every prompt "
+                            "changed"),
+          ("sql-explain", "the plan prompt now names the policy"))
+
+
+def test_a_re_record_the_change_log_holds_is_something_an_entry_can_name() -> None:
+    """An entry that says the words of a logged reason, or names a case it says it recorded
+    again, names the re-record; without the log the same words name nothing."""
+    logged = Grounds(rerecords=LOGGED)
+    points, detail = entries(score(SAM, logged))
+    assert points == Decimal("6.00"), detail
+    assert "names the re-record of refund-policy that DATASET_CHANGES.md logs" in detail
+    assert "names the re-record of sql-explain" in detail
+    assert entries(score(SAM, Grounds()))[0] == Decimal("0.00")
+    # The case named as recorded again: that re-record, even in words of the entry's own.
+    named = SAM.replace("I recorded them again", "I re-recorded sql-explain")
+    assert "names the re-record of sql-explain" in entries(score(named, Grounds(
+        rerecords=LOGGED[1:], cases=frozenset({"sql-explain"}))))[1]
+    # A reason the log does not give, or a case it did not re-record, matches nothing.
+    other = Grounds(rerecords=(("flaky-grade", "the grade prompt lost its trailing space"),))
+    assert entries(score(SAM, other))[0] == Decimal("0.00")
