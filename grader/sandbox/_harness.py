@@ -21,6 +21,7 @@ READ_FD, writes WRITE_FD). The first line the parent writes is the configuration
     "parent": the grader's pid to die with (process guard only), "copy": {"from", "to",
     "ignore"}: the read-only original to copy into the tmpfs first (namespaces only)
     "clock": the seconds since the epoch that the run's wall clock starts at (set_clock)
+    "sleep_s": the case's time limit, within which a sleep costs no wall time (skip_sleeps)
     run:           "agent": "module:function", "label", "fixtures": the fixtures folder's
                    name, "cases": [{"id", "task", "trace": the case's trace file}]
     probe_replay:  "replay": "module:Class", "probe": {"cassette", "as": where in the copy
@@ -380,6 +381,71 @@ def settle_platform() -> None:
     vars(platform.uname())["processor"] = ""
 
 
+# -- sleeps that cost no wall time (skip_sleeps) -------------------------------------------
+
+
+def skip_sleeps(budget_s: object) -> Callable[[], None]:
+    """Make ``time.sleep`` cost no wall time while the run stays within ``budget_s`` seconds
+    (the case's time limit), and return the function that starts a case's budget afresh.
+
+    A sleep that fits is skipped: the run's clocks (``monotonic``, ``perf_counter``, their
+    ``_ns`` forms, ``clock_gettime`` of the monotonic clocks, and through them the wall
+    clock ``set_clock`` starts) jump ahead by it, and the thread only yields. An SDK's
+    retry back-off after a withheld answer, a polite rate limiter and a deliberate pause
+    then read the time they asked for, and the grader waits for none of it. A sleep that
+    would take the case past its limit (what has passed, skipped sleeps included) sleeps
+    for real, so a run that sleeps forever still times out as it did. Determinism is
+    unchanged: no clock a verdict rests on reads real time. A ``budget_s`` that is not a
+    positive number (an older parent's configuration) changes nothing.
+    """
+    if isinstance(budget_s, bool) or not isinstance(budget_s, int | float) or not \
+            0 < budget_s < 1e9:
+        return lambda: None
+    import time
+
+    real_sleep, real_ns = time.sleep, time.monotonic_ns
+    real_perf_ns, real_gettime_ns = time.perf_counter_ns, time.clock_gettime_ns
+    monotonic = frozenset(getattr(time, name) for name in (
+        "CLOCK_MONOTONIC", "CLOCK_MONOTONIC_RAW") if hasattr(time, name))
+    budget = int(budget_s * 1_000_000_000)
+    skipped, since = [0], [real_ns(), 0]  # all skipped; this case's start and skipped since
+
+    def restart() -> None:
+        since[:] = [real_ns(), 0]
+
+    def sleep(secs: Any) -> None:
+        if type(secs) not in (int, float) or not 0 < secs < budget_s:
+            return real_sleep(secs)  # its errors, its own way; zero and forever for real
+        wanted = int(secs * 1_000_000_000)
+        if real_ns() - since[0] + since[1] + wanted >= budget:
+            return real_sleep(secs)
+        since[1] += wanted
+        skipped[0] += wanted
+        return real_sleep(0)
+
+    def monotonic_ns() -> int:
+        return real_ns() + skipped[0]
+
+    def perf_counter_ns() -> int:
+        return real_perf_ns() + skipped[0]
+
+    def clock_gettime_ns(clock: int) -> int:
+        return real_gettime_ns(clock) + (skipped[0] if clock in monotonic else 0)
+
+    def clock_gettime(clock: int) -> float:
+        return clock_gettime_ns(clock) / 1e9
+
+    for name, function in (("sleep", sleep), ("monotonic_ns", monotonic_ns),
+                           ("monotonic", lambda: monotonic_ns() / 1e9),
+                           ("perf_counter_ns", perf_counter_ns),
+                           ("perf_counter", lambda: perf_counter_ns() / 1e9),
+                           ("clock_gettime", clock_gettime),
+                           ("clock_gettime_ns", clock_gettime_ns)):
+        function.__name__ = function.__qualname__ = name
+        setattr(time, name, function)
+    return restart
+
+
 # -- the grader's clock (set_clock) --------------------------------------------------------
 
 
@@ -391,8 +457,9 @@ def set_clock(start: object) -> None:
     or an answer must meet the same day on every machine and every regrade, or its
     cassette misses and its grade moves with the calendar: the grading chooses the day.
 
-    The monotonic clocks (``monotonic``, ``perf_counter``, ``process_time``) stay the
-    machine's: agents time their calls with them. Only the modules' attributes change, so
+    The monotonic clocks (``monotonic``, ``perf_counter``, ``process_time``) keep the
+    machine's pace: agents time their calls with them (a skipped sleep moves them ahead,
+    ``skip_sleeps``, and this wall clock with them). Only the modules' attributes change, so
     a function taken before this (``from time import time`` in a module already imported)
     keeps the machine's clock, and nothing imported afterwards does. A ``start`` that is
     not an int (an older parent's configuration) changes nothing.
@@ -1118,8 +1185,10 @@ def outcome(call: Callable[[], object]) -> tuple[dict[str, Any], BaseException |
 Verdict = Callable[[dict[str, Any]], None]
 
 
-def run_cases(channel: Channel, config: dict[str, Any], verdict: Verdict) -> None:
-    """Import the agent, then run every case in order, reporting each through ``verdict``."""
+def run_cases(channel: Channel, config: dict[str, Any], verdict: Verdict,
+              restart: Callable[[], None] = lambda: None) -> None:
+    """Import the agent, then run every case in order, reporting each through ``verdict``;
+    ``restart`` starts each case's sleep budget (``skip_sleeps``)."""
     try:
         agent = load(config["agent"])
     except BaseException as exc:
@@ -1134,6 +1203,7 @@ def run_cases(channel: Channel, config: dict[str, Any], verdict: Verdict) -> Non
         extra = (Toolbox(channel, case["id"], provider.misses,
                          str(config.get("fixtures", "fixtures"))),) if with_tools else ()
         channel.send({"op": "start", "case": case["id"]})
+        restart()
         described, error = outcome(lambda: agent(provider, case["task"], *extra))  # noqa: B023
         result: dict[str, object]
         if error is None:
@@ -1736,6 +1806,7 @@ def main(argv: list[str]) -> None:
         sys.meta_path.insert(0, Library(config["library"]))
     set_limits(config["limits"])
     settle_platform()
+    restart = skip_sleeps(config.get("sleep_s"))  # before the wall clock, which reads it
     set_clock(config.get("clock"))
     alive = install_guard(channel, config["roots"])
     if config.get("hooked"):
@@ -1746,7 +1817,7 @@ def main(argv: list[str]) -> None:
     elif config["mode"] == "cut_point":
         cut_point(channel, config, verdict)
     else:
-        run_cases(channel, config, verdict)
+        run_cases(channel, config, verdict, restart)
     flush_output()
     os._exit(0)
 

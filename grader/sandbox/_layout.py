@@ -446,6 +446,7 @@ def child_config(layout: Layout, limits: Limits, **fields: object) -> dict[str, 
         "root": layout.child_copy,
         "roots": [layout.child_copy, layout.child_work],
         "seal": secrets.token_hex(16),  # on every verdict the harness sends (its ``sealer``)
+        "sleep_s": limits.timeout_s,  # a sleep within the case's limit costs no wall time
         **fields,
         **layout.wall.configure(layout, limits),
     }

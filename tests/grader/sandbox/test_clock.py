@@ -1,7 +1,9 @@
 """The run's wall clock is the grader's choice: ``RunPlan.clock`` is where ``time.time()``,
 ``datetime.now()``, ``date.today()`` and the rest start, inside the sandboxed child
 (``set_clock`` in ``grader/sandbox/_harness.py``), and from there it advances with real
-time, while the monotonic clocks an agent times its calls with stay the machine's.
+time, while the monotonic clocks an agent times its calls with keep the machine's pace. A
+sleep within the case's time limit costs no wall time: every clock jumps ahead by it
+(``skip_sleeps``), so an SDK's retry back-off is not waited for.
 
 Every test runs a real agent behind each wall and asserts on what the agent read, as its
 answer says. No test asserts a duration: a reading of the run's clock is held between the
@@ -96,6 +98,37 @@ def do_advance():
     time.sleep(0.05)
     second = read()
     return [b > a for a, b in zip(first, second)]
+
+
+def real_ns():
+    """The machine's time since boot: a clock the run does not move (its sleeps do not)."""
+    return time.clock_gettime_ns(time.CLOCK_BOOTTIME)
+
+
+def do_sleep():
+    """Sleep three times, as an SDK backs off between retries; what each clock saw."""
+    def read():
+        return (time.time(), time.monotonic(), time.perf_counter(),
+                datetime.datetime.now().timestamp(), real_ns() / 1e9)
+
+    first = read()
+    for _ in range(3):
+        time.sleep(2.5)
+    return [b - a for a, b in zip(first, read())]
+
+
+def do_sleep_short():
+    """Sleep 3 s in a 4 s limit: what the run's clock and the machine's saw."""
+    first, real = time.monotonic(), real_ns()
+    time.sleep(1.5)
+    time.sleep(1.5)
+    return [time.monotonic() - first, (real_ns() - real) / 1e9]
+
+
+def do_sleep_past_the_limit():
+    time.sleep(1)  # within the limit: skipped
+    time.sleep(5)  # past it: a real sleep, and the case times out
+    return "woke"
 '''
 
 LIMITS = Limits(timeout_s=20)
@@ -207,3 +240,35 @@ def test_a_start_that_is_not_an_int_leaves_the_clocks_alone(
     ran = subprocess.run([sys.executable, "-c", script, str(HARNESS)],
                          capture_output=True, text=True, check=True)
     assert ran.stdout == f"{untouched}\n"
+
+
+def test_a_sleep_within_the_case_limit_costs_no_wall_time(sandbox: Sandbox) -> None:
+    """Three sleeps of 2.5 s, as an SDK's retry back-off: every clock of the run reads the
+    7.5 s it asked for, the wall clock included, while the run as the grader measured it
+    took less than that, so the sleeps were not waited for."""
+    seen, before, after = said(sandbox, "sleep")
+    wall, monotonic, perf_counter, now, real = seen
+    for name, value in (("time", wall), ("monotonic", monotonic),
+                        ("perf_counter", perf_counter), ("datetime.now", now)):
+        assert value >= 7.5, name
+    assert real < 7.5 and (after - before) / 1e9 < 7.5
+
+
+def test_a_sleep_past_the_limit_is_real_and_each_case_starts_a_fresh_budget(
+        submission: Path, tmp_path: Path, isolation: Wall) -> None:
+    """Within a 4 s limit, two cases in one child each sleep 3 s, and neither waits: each
+    case has its own budget. A sleep that would end past the limit is slept for real, so
+    that case times out as it always did."""
+    sandbox = Sandbox(submission, tmp_path / "scratch", Limits(timeout_s=4), isolation)
+    try:
+        result = sandbox.run("lab.agent:run", [("first", "sleep_short"), ("again", "sleep_short"),
+                                               ("past", "sleep_past_the_limit")],
+                             RunPlan("provider-a", 0, NO_ANSWERS))
+    finally:
+        sandbox.close()
+    for case in ("first", "again"):
+        outcome = result.outcomes[case]
+        assert outcome.status == "returned" and outcome.answer is not None, outcome
+        slept, real = json.loads(outcome.answer)
+        assert slept >= 3 and real < 3, case
+    assert result.outcomes["past"].status == "timeout"
