@@ -395,7 +395,8 @@ def skip_sleeps(budget_s: object) -> Callable[[], None]:
     then read the time they asked for, and the grader waits for none of it. A sleep that
     would take the case past its limit (what has passed, skipped sleeps included) sleeps
     for real, so a run that sleeps forever still times out as it did. Determinism is
-    unchanged: no clock a verdict rests on reads real time. A ``budget_s`` that is not a
+    unchanged: no clock a verdict rests on reads real time. ``asyncio.sleep`` is skipped
+    the same way. A ``budget_s`` that is not a
     positive number (an older parent's configuration) changes nothing.
     """
     if isinstance(budget_s, bool) or not isinstance(budget_s, int | float) or not \
@@ -413,15 +414,19 @@ def skip_sleeps(budget_s: object) -> Callable[[], None]:
     def restart() -> None:
         since[:] = [real_ns(), 0]
 
-    def sleep(secs: Any) -> None:
+    def skip(secs: Any) -> bool:
+        """Whether a sleep of ``secs`` is skipped (and counted as slept)."""
         if type(secs) not in (int, float) or not 0 < secs < budget_s:
-            return real_sleep(secs)  # its errors, its own way; zero and forever for real
+            return False  # its errors, its own way; zero and forever for real
         wanted = int(secs * 1_000_000_000)
         if real_ns() - since[0] + since[1] + wanted >= budget:
-            return real_sleep(secs)
+            return False
         since[1] += wanted
         skipped[0] += wanted
-        return real_sleep(0)
+        return True
+
+    def sleep(secs: Any) -> None:
+        return real_sleep(0 if skip(secs) else secs)
 
     def monotonic_ns() -> int:
         return real_ns() + skipped[0]
@@ -443,7 +448,58 @@ def skip_sleeps(budget_s: object) -> Callable[[], None]:
                            ("clock_gettime_ns", clock_gettime_ns)):
         function.__name__ = function.__qualname__ = name
         setattr(time, name, function)
+    if "asyncio" in sys.modules:
+        skip_async_sleeps(sys.modules["asyncio"], skip)
+    else:  # when the agent imports it: importing it here would cost every run its time
+        sys.meta_path.insert(0, AsyncioLoaded(skip))
     return restart
+
+
+def skip_async_sleeps(asyncio: Any, skip: Callable[[Any], bool]) -> None:
+    """``asyncio.sleep`` as ``skip_sleeps`` makes ``time.sleep``: a skipped one only yields
+    to the loop (anyio's, and so an async SDK client's, is this one)."""
+    real = asyncio.sleep
+
+    async def sleep(delay: Any, result: Any = None) -> Any:
+        return await real(0 if skip(delay) else delay, result)
+
+    sleep.__name__ = sleep.__qualname__ = "sleep"
+    asyncio.sleep = asyncio.tasks.sleep = sleep
+
+
+class AsyncioLoaded:
+    """A finder that, the first time ``asyncio`` is imported, loads it as Python would and
+    then makes its sleeps skippable (``skip_async_sleeps``); it leaves ``sys.meta_path``
+    as it finds it."""
+
+    def __init__(self, skip: Callable[[Any], bool]) -> None:
+        self._skip = skip
+
+    def find_spec(self, name: str, path: object = None, target: object = None) -> Any:
+        if name != "asyncio":
+            return None
+        with contextlib.suppress(ValueError):
+            sys.meta_path.remove(self)
+        import importlib.util
+
+        spec: Any = importlib.util.find_spec(name)
+        if spec is not None and spec.loader is not None:
+            spec.loader = AsyncioLoader(spec.loader, self._skip)
+        return spec
+
+
+class AsyncioLoader:
+    """``asyncio``'s own loader, then ``skip_async_sleeps``."""
+
+    def __init__(self, loader: Any, skip: Callable[[Any], bool]) -> None:
+        self._loader, self._skip = loader, skip
+
+    def create_module(self, spec: Any) -> Any:
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module: Any) -> None:
+        self._loader.exec_module(module)
+        skip_async_sleeps(module, self._skip)
 
 
 # -- the grader's clock (set_clock) --------------------------------------------------------

@@ -117,6 +117,19 @@ def do_sleep():
     return [b - a for a, b in zip(first, read())]
 
 
+def do_sleep_async():
+    """Sleep three times in an event loop, as an async SDK client backs off."""
+    import asyncio
+
+    async def main():
+        first, real = time.monotonic(), real_ns()
+        for _ in range(3):
+            await asyncio.sleep(2.5)
+        return [time.monotonic() - first, (real_ns() - real) / 1e9]
+
+    return asyncio.run(main())
+
+
 def do_sleep_short():
     """Sleep 3 s in a 4 s limit: what the run's clock and the machine's saw."""
     first, real = time.monotonic(), real_ns()
@@ -252,6 +265,8 @@ def test_a_sleep_within_the_case_limit_costs_no_wall_time(sandbox: Sandbox) -> N
                         ("perf_counter", perf_counter), ("datetime.now", now)):
         assert value >= 7.5, name
     assert real < 7.5 and (after - before) / 1e9 < 7.5
+    (slept, real), before, after = said(sandbox, "sleep_async")
+    assert slept >= 7.5 and real < 7.5 and (after - before) / 1e9 < 7.5
 
 
 def test_a_sleep_past_the_limit_is_real_and_each_case_starts_a_fresh_budget(
