@@ -66,10 +66,12 @@ grade: $(RUNTIME_STAMP) ## grade the kit offline on its shipped cassettes
 check: $(RUNTIME_STAMP) ## the three one-minute checkpoints and the grade they predict
 	$(BIN)/gradekit check $(ARGS)
 
-test: $(STAMP) ## ruff, mypy (strict) and the test suite
+# Both loops spread their tests over every CPU (pytest-xdist): a module's shared fixtures
+# are built once in each worker that runs its tests.
+test: $(STAMP) ## ruff, mypy (strict) and the test suite, on every CPU
 	$(BIN)/ruff check .
 	$(BIN)/mypy
-	$(BIN)/pytest -q $(ARGS)
+	env -u PYTHONDONTWRITEBYTECODE $(BIN)/pytest -q -n auto $(ARGS)
 
 # The fast loop: every test not marked slow, on every CPU, with bytecode kept between runs
 # (PYTHONDONTWRITEBYTECODE would have pytest rewrite and compile every test file each time).

@@ -16,8 +16,9 @@ import hashlib
 import json
 import sys
 import threading
+import time
 import traceback
-from collections.abc import Generator, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Final, Protocol, cast
@@ -283,8 +284,11 @@ def _usage(done: Answer) -> dict[str, int]:
             "total_tokens": done.prompt_tokens + done.completion_tokens}
 
 
-def chunks(engine: Engine, request: Request) -> Iterator[dict[str, Any]]:
-    """The streamed answer: a role chunk, one chunk per piece, the finish, the usage."""
+def chunks(engine: Engine, request: Request,
+           done_with: Callable[[Answer], None] = lambda answer: None,
+           ) -> Iterator[dict[str, Any]]:
+    """The streamed answer: a role chunk, one chunk per piece, the finish, the usage;
+    ``done_with`` is told the Answer once it is whole."""
     head = {"id": completion_id(engine, request), "object": "chat.completion.chunk",
             "created": CREATED, "model": request.model,
             "system_fingerprint": engine.fingerprint}
@@ -302,6 +306,7 @@ def chunks(engine: Engine, request: Request) -> Iterator[dict[str, Any]]:
         except StopIteration as stopped:
             done = cast(Answer, stopped.value)
             break
+    done_with(done)
     yield chunk({}, done.finish_reason)
     if request.include_usage:
         yield {**head, "choices": [], "usage": _usage(done)}
@@ -313,6 +318,19 @@ def chunks(engine: Engine, request: Request) -> Iterator[dict[str, Any]]:
 def _error(message: str, kind: str = "invalid_request_error",
            code: str | None = None) -> dict[str, Any]:
     return {"error": {"message": message, "type": kind, "param": None, "code": code}}
+
+
+HEAD = 48  # characters of the last message a request's line shows
+
+
+def told(request: Request, done: Answer, started: float) -> None:
+    """One line per answer on the server's terminal, as it is whole, so a student sees
+    progress, not a hang: what was asked, how many tokens each way, how long it took."""
+    last = " ".join(request.messages[-1].get("content", "").split()) if request.messages \
+        else ""
+    head = last if len(last) <= HEAD else last[:HEAD - 1] + "\u2026"
+    print(f"answered {head!r}: {done.prompt_tokens} prompt + {done.completion_tokens} answer "
+          f"tokens in {time.monotonic() - started:.1f} s ({done.finish_reason})", flush=True)
 
 
 class ModelServer(ThreadingHTTPServer):
@@ -339,7 +357,8 @@ class _Handler(BaseHTTPRequestHandler):
     timeout = 300.0
 
     def log_message(self, format: str, *args: Any) -> None:
-        """Stay quiet: the terminal shows the URL and errors, not every request."""
+        """Quiet: the terminal shows a line per answer (``_told``) and errors, not the
+        standard library's access log."""
 
     @property
     def owner(self) -> ModelServer:
@@ -363,10 +382,12 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             request = parse_request(body)
             with self.owner.generating:
+                started = time.monotonic()
                 if request.stream:
-                    self._stream(request)
+                    self._stream(request, lambda done: told(request, done, started))
                 else:
                     _, done = run(self.owner.engine, request)
+                    told(request, done, started)
                     self._json(200, chat_completion(self.owner.engine, request, done))
         except BadRequest as exc:
             self._json(400, _error(str(exc)))
@@ -375,8 +396,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._json(500, _error(f"the local model failed: {exc!r}; its traceback is in "
                                    "the server's terminal", "server_error"))
 
-    def _stream(self, request: Request) -> None:
-        events = chunks(self.owner.engine, request)
+    def _stream(self, request: Request, done_with: Callable[[Answer], None]) -> None:
+        events = chunks(self.owner.engine, request, done_with)
         first = next(events)  # a refused prompt raises BadRequest here, before any header
         self.send_response(200)
         self.send_header("content-type", EVENT_STREAM)

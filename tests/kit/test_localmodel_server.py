@@ -8,6 +8,7 @@ in test_localmodel_engine.py and, with the real model, in tests/e2e/test_localmo
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from collections.abc import Generator, Iterator, Mapping, Sequence
@@ -229,3 +230,22 @@ def test_two_concurrent_requests_are_both_answered_one_at_a_time() -> None:
     assert answers == ["Hello there, student. Bye now"] * 2
     assert sorted(engine.prompts) == [[5], [6, 3]]
     assert engine.most_at_once == 1  # the lock: never two generations at once
+
+
+def test_each_answer_prints_one_line_with_its_head_tokens_and_seconds(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A student recording on a slow machine sees each answer land, whole or streamed: the
+    asked message's head, the tokens each way and why it ended."""
+    with serving(ScriptedEngine()) as server:
+        ask(server, "Summarise the incident in two sentences, then say what to check first "
+                    "tomorrow morning")
+        list(client(server).chat.completions.create(
+            model="smollm2", messages=[{"role": "user", "content": "Say\n  hello"}],
+            stream=True, max_tokens=2))
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 2, lines
+    assert re.fullmatch(r"answered 'Summarise the incident in two sentences, then s\u2026': "
+                        rf"\d+ prompt \+ {len(PIECES)} answer tokens in \d+\.\d s \(stop\)",
+                        lines[0]), lines[0]
+    assert re.fullmatch(r"answered 'Say hello': \d+ prompt \+ 2 answer tokens in \d+\.\d s "
+                        r"\(length\)", lines[1]), lines[1]
