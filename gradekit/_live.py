@@ -422,11 +422,13 @@ class Preset:
 
 PRESETS: Final[Mapping[str, Preset]] = MappingProxyType({
     "anthropic": Preset("anthropic", "https://api.anthropic.com", "ANTHROPIC_API_KEY", True),
-    # A small local model can ramble to the end of its context: cap each answer.
-    # A model on the laptop's CPU (`make local-model`'s numpy engine: a few tokens a second
-    # on a busy machine) may take minutes for one answer: wait that long.
+    # A small local model can ramble to the end of its context: cap each answer. 96 tokens
+    # keep the hand-out's eleven answers within about two minutes on the numpy engine
+    # (about ten tokens a second on a laptop's CPU), and a whole answer is most often
+    # shorter; GRADEKIT_MAX_TOKENS raises it. A busy machine may take minutes for one
+    # answer: wait that long.
     "llamacpp": Preset("openai-compatible", "http://127.0.0.1:8080/v1", None, False, "smollm2",
-                       max_tokens=256, timeout=600.0),
+                       max_tokens=96, timeout=600.0),
     "ollama": Preset("openai-compatible", "http://127.0.0.1:11434/v1", None, False,
                      timeout=600.0),
     "openai": Preset("openai-compatible", "https://api.openai.com/v1", "OPENAI_API_KEY", True),

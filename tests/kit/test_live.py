@@ -469,7 +469,7 @@ def test_bad_settings_fail_at_construction(options: dict[str, Any], error: type[
 
 def test_presets() -> None:
     assert PRESETS["llamacpp"] == Preset("openai-compatible", "http://127.0.0.1:8080/v1",
-                                         None, False, "smollm2", max_tokens=256,
+                                         None, False, "smollm2", max_tokens=96,
                                          timeout=600)
     assert PRESETS["ollama"] == Preset("openai-compatible", "http://127.0.0.1:11434/v1",
                                        None, False, None, timeout=600)
