@@ -167,6 +167,9 @@ class Journal:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        # The middle of the line, from the provider to the response's start: the same for
+        # every answer of one provider within one second, so quoted once for them all.
+        self._middle: tuple[str, str, bytes] = ("", "", b"")
 
     def append(self, key: str, entry: Entry) -> None:
         """Hand one answer to the operating system; it survives the process being killed.
@@ -175,11 +178,14 @@ class Journal:
         non-ASCII kept), byte for byte.
         """
         prompt = b"null" if entry.prompt is None else json_string(entry.prompt)
-        os.write(self._fd, b"".join((
-            b'{"key": ', _quote(key).encode("utf-8"), b', "prompt": ', prompt,
-            b', "provider": ', _quote(entry.provider).encode("utf-8"), b', "recorded_at": ',
-            _quote(entry.recorded_at).encode("utf-8"), b', "response": ',
-            json_string(entry.response), b"}\n")))
+        provider, recorded_at, middle = self._middle
+        if provider != entry.provider or recorded_at != entry.recorded_at or not middle:
+            middle = b"".join((b', "provider": ', _quote(entry.provider).encode("utf-8"),
+                               b', "recorded_at": ', _quote(entry.recorded_at).encode("utf-8"),
+                               b', "response": '))
+            self._middle = (entry.provider, entry.recorded_at, middle)
+        os.write(self._fd, b"".join((b'{"key": ', _quote(key).encode("utf-8"), b', "prompt": ',
+                                     prompt, middle, json_string(entry.response), b"}\n")))
 
     def close(self) -> None:
         """Close the file; its content stays until folded."""

@@ -60,19 +60,26 @@ def test_each_character_a_json_string_escapes_is_escaped_in_a_long_text(text: st
 
 
 @given(key=st.text(), prompt=st.none() | st.text() | long_texts, response=st.text() | long_texts,
-       provider=st.text(), recorded_at=st.text())
+       provider=st.text(), recorded_at=st.text(), later=st.tuples(st.text(), st.text()))
 def test_a_journal_line_is_the_json_line_the_reader_reads(
     tmp_path_factory: pytest.TempPathFactory, key: str, prompt: str | None, response: str,
-    provider: str, recorded_at: str,
+    provider: str, recorded_at: str, later: tuple[str, str],
 ) -> None:
+    """Each line, whatever it holds; a provider or a time that changes between lines (the
+    journal quotes them once for the lines that share them) shows in the line after."""
     path = tmp_path_factory.mktemp("journal") / "c.json.journal"
     entry = Entry(prompt, response, provider, recorded_at)
+    third = Entry(prompt, response, *later)
     journal = Journal(path)
     journal.append(key, entry)
     journal.append("second", entry)
+    journal.append("third", third)
+    journal.append("fourth", entry)
     journal.close()
-    assert path.read_bytes() == _dumps(key, entry) + _dumps("second", entry)
-    assert read_journal(path, CASSETTE) == [(key, entry), ("second", entry)]
+    assert path.read_bytes() == b"".join([_dumps(key, entry), _dumps("second", entry),
+                                          _dumps("third", third), _dumps("fourth", entry)])
+    assert read_journal(path, CASSETTE) == [(key, entry), ("second", entry), ("third", third),
+                                            ("fourth", entry)]
 
 
 def test_a_journal_reopened_appends_after_what_it_holds(tmp_path: Path) -> None:

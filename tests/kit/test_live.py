@@ -565,7 +565,7 @@ def test_max_tokens_from_preset_env_and_argument(server: Loopback) -> None:
     live_from_env({**env, "GRADEKIT_MAX_TOKENS": "64"}, max_tokens=8).complete("argument")
     live_from_env({**env, "GRADEKIT_PROVIDER": "ollama", "GRADEKIT_MODEL": "m"}).complete("none")
     sent = [request.body.get("max_tokens") for request in server.requests]
-    assert sent == [256, 64, 8, None]
+    assert sent == [PRESETS["llamacpp"].max_tokens, 64, 8, None] == [96, 64, 8, None]
 
 
 def test_timeout_from_preset_env_and_argument(server: Loopback, sleeps: Sleeps) -> None:

@@ -112,10 +112,10 @@ _run = run
 
 
 def run(provider, task, tools=None):
-    import time
+    import threading
 
-    if "refund" in task:
-        time.sleep(1)
+    if "refund" in task:  # a timed wait is real (a time.sleep would cost no wall time)
+        threading.Event().wait(1)
     return _run(provider, task, tools)
 '''
 
