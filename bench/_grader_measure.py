@@ -29,10 +29,12 @@ from grader._model import Limits
 from grader.grading._checkpoints import run_checkpoints
 from grader.grading._grade import _serve, _serve_tools, grade_submission
 from grader.outputs._report import render_report_json
+from grader.rubric import Rubric
 from grader.rubric._rubric import load_rubric
 from grader.sandbox import RunPlan, Sandbox, Serving, ToolAnswer
 from grader.sandbox._isolation import bubblewrap
 from grader.sandbox._sandbox import no_tools
+from grader.sandbox._walls import choose_isolation
 
 __all__ = ["FULL", "QUICK", "GraderPlan", "batch_table", "bubblewrap_missing", "check_table",
            "grade_table", "pipe_table", "progress", "run_gradekit"]
@@ -211,29 +213,58 @@ def grade_table(plan: GraderPlan, folder: Path) -> Table:
         digests[_digest(render_report_json(graded.report))] += 1
 
     inner = repeated(in_process, plan.repeats)
+    costs = [_grade_cost(reference, rubric, folder / f"cost-{name}", name, plan.repeats)
+             for name in BATCH_WALLS]
     progress("gradekit grade of the checkout in place")
     in_place = _commands(["grade", str(REPO), "--jobs", "1"], folder, plan.repeats, digests)
     shown = ", ".join(f"{digest[:12]}… ({count} grades)" for digest, count in digests.items())
     return Table(
-        "2. One submission graded end to end (reference lab, 4 cases, 11 sandboxed runs)",
+        "2. One submission graded end to end (reference lab, 4 cases)",
         [
             timed("gradekit grade, clean copy of the lab, whole process", _files(clean), whole),
             timed("grade_submission in process, same copy", _files(clean), inner),
             timed("gradekit grade of this checkout in place, whole process", _files(checkout),
                   in_place),
+            *costs,
         ],
         [
             f"Median and p90 of {plan.repeats} runs after one warm-up. A grade of the "
-            "reference is eleven sandboxed runs (primary; one under each of the four other "
-            "provider families' labels; a loud-failure probe per provider call position, "
-            "three, and one for the tools; the own-Replay probe; the second cassette set), "
-            "each copying the submission into its own folder first.",
+            "reference starts the sandboxed children its CPU rows count (their size column): "
+            "the primary run; one under each other provider family's label; the run on "
+            "another day; a loud-failure probe per provider and tool call of each case, each "
+            "making the cases before it again; the own-Replay probe; the second cassette "
+            "set; the cut-point test, twice. The CPU rows are the grader's and every child's, "
+            "reaped when the grade returns: behind namespaces each child forks from a warmed "
+            "host, behind the process guard each is a fresh interpreter.",
             "Size: what each sandboxed run copies. The checkout in place also copies its "
             "untracked caches (.mypy_cache and the like); the clean copy is what git holds.",
             f"Report digests of every grade here: {shown}.",
             PEERS,
         ],
     )
+
+
+def _grade_cost(reference: Path, rubric: Rubric, folder: Path, wall_name: str,
+                repeats: int) -> Row:
+    """The CPU one grade costs behind ``wall_name`` (the grader and every child it started,
+    each reaped by the time the grade returns), with the children a grade starts."""
+    missing = bubblewrap_missing() if wall_name == "namespaces" else None
+    operation = f"grade_submission, CPU a grade (grader and its children), --isolation " \
+        f"{wall_name}"
+    if missing is not None:
+        return note_row(operation, value=f"not run: {missing}")
+    wall = choose_isolation(wall_name)
+    children: set[int] = set()
+    spent: list[float] = []
+    for number in range(repeats + 1):  # the first warms this process's caches
+        before = cpu_ns()
+        graded = grade_submission(reference, rubric, submission=reference.name,
+                                  scratch=folder / str(number), wall=wall)
+        if number:
+            spent.append(cpu_ns() - before)
+            children.add(graded.children)
+    shown = "/".join(str(count) for count in sorted(children))
+    return timed(operation, f"{shown} children a grade", summarize(spent))
 
 
 def check_table(plan: GraderPlan, folder: Path) -> Table:

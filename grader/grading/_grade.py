@@ -217,6 +217,7 @@ class Graded:
     report: Report
     evidence: Evidence
     wall: Wall = PROCESS_WALL  # the wall its code ran behind: reported, never scored
+    children: int = 0  # the sandboxed children its runs started: what a grade costs
 
 
 def grade_submission(root: Path, rubric: Rubric, *, submission: str, scratch: Path,
@@ -260,6 +261,7 @@ def grade_submission(root: Path, rubric: Rubric, *, submission: str, scratch: Pa
                                     http.by_case)
     finally:
         sandbox.close()
+    children = sandbox.laid.children
     findings += found
     # Read once a grading, never run: code that reaches for the harness or the process
     # flags the grade for a person, and moves no points.
@@ -284,7 +286,7 @@ def grade_submission(root: Path, rubric: Rubric, *, submission: str, scratch: Pa
         findings=tuple(dict.fromkeys(findings)),
         sets={ref: pinned.sha256 for ref, pinned in rubric.sets.items() if pinned is not None},
     )
-    return Graded(report, evidence, wall)
+    return Graded(report, evidence, wall, children)
 
 
 def _other_rubric(root: Path, manifest: Manifest | None, rubric: Rubric) -> list[str]:

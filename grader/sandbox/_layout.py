@@ -223,6 +223,7 @@ class LaidOut:
     # the parent alone reads and serves, so that a run cannot tell a withheld answer from
     # a missing one by looking.
     hidden: tuple[str, ...] = ()
+    children: int = 0  # the sandboxed children its runs started, for the grade's cost
 
     def source(self, root: Path, scratch: Path, packages: Sequence[str],
                limits: Limits = DEFAULT_LIMITS) -> Path:

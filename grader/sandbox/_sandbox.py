@@ -305,6 +305,7 @@ class Sandbox:
         """One harness behind the wall, told ``config``, seeing ``shown`` of the run's
         ``work``; ended on leaving."""
         env = child_environment(layout, hashseed)
+        self.laid.children += 1
         with self.wall.start(config, layout, env, outputs, self.limits, shown) as child:
             yield child
 

@@ -401,6 +401,23 @@ def test_a_well_behaved_agent_returns_its_answer_with_calls_and_trace(run: Run) 
     assert (outcome.trace_error, outcome.exception, outcome.miss_escaped) == (None, None, False)
 
 
+def test_a_sandbox_counts_the_children_its_runs_start_within_it_too(
+        zoo: Path, tmp_path: Path, isolation: Wall) -> None:
+    """What a grade costs is counted where it is spent: a run of two cases is one child, a
+    case that times out costs a fresh child for the cases after it, and the runs of a
+    sandbox ``within`` another count in the same place."""
+    sandbox = Sandbox(zoo, tmp_path / "scratch", Limits(timeout_s=2), isolation)
+    serving = Serving(answer=lambda case, prompt: ANSWERS.get(prompt.strip()))
+    plan = RunPlan("provider-a", 0, serving)
+    try:
+        sandbox.within("one").run("lab.agent:run", [("a", "answer x"), ("b", "label x")], plan)
+        assert sandbox.laid.children == 1
+        sandbox.within("two").run("lab.agent:run", [("h", "hang x"), ("c", "answer y")], plan)
+        assert sandbox.laid.children == 3
+    finally:
+        sandbox.close()
+
+
 def test_the_reference_agent_replays_its_real_cassette(tmp_path: Path) -> None:
     kit = Path(lab.__file__).parent.parent
     root = tmp_path / "kit"
