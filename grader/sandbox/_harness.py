@@ -396,8 +396,8 @@ def skip_sleeps(budget_s: object) -> Callable[[], None]:
     would take the case past its limit (what has passed, skipped sleeps included) sleeps
     for real, so a run that sleeps forever still times out as it did. Determinism is
     unchanged: no clock a verdict rests on reads real time. ``asyncio.sleep`` is skipped
-    the same way. A ``budget_s`` that is not a
-    positive number (an older parent's configuration) changes nothing.
+    the same way. A ``budget_s`` that is not a positive number (an older parent's
+    configuration) changes nothing.
     """
     if isinstance(budget_s, bool) or not isinstance(budget_s, int | float) or not \
             0 < budget_s < 1e9:
