@@ -52,7 +52,7 @@ __all__ = ["WALLS", "breakdown_table", "hang_table", "start_table"]
 
 WALLS = ("process", "namespaces")  # --isolation, as the command line takes it
 HANG_TIMEOUT_S = 2  # the hanging submission's rubric: bootcamp.toml with this timeout_s
-GOAL_S, GOAL_CORES, GOAL_BATCH = 30, 2, 200  # the goal: 200 submissions in 30 s on 2 cores
+GOAL_S, GOAL_CORES, GOAL_BATCH = 15, 2, 200  # the goal: 200 submissions in 15 s on 2 cores
 _LIMITS = Limits(timeout_s=600)
 _NO_CALL = "gradekit_bench_nocall"
 _NO_CALL_AGENT = '''"""Benchmark agent: no provider call, no tool call; returns at once."""

@@ -45,12 +45,15 @@ def _searchable(make: Callable[..., Path]) -> Callable[..., Path]:
     folders above it up to pytest's own made searchable by uid 65534 (0711: passed
     through, not listed), as the grader's own scratch folders are: a root grader refuses
     to run children as root (no ``--allow-host-root`` here), and its children, uid 65534,
-    pass through a test's scratch folder to their files."""
+    pass through a test's scratch folder to their files. Under pytest-xdist a worker's
+    base is one folder deeper (``pytest-of-root/pytest-N/popen-gw0``): the folder above
+    ``pytest-N``, which pytest makes 0700, is made searchable too."""
 
     @functools.wraps(make)
     def searchable(self: pytest.TempPathFactory, *args: Any, **kwargs: Any) -> Path:
         path = make(self, *args, **kwargs)
-        top = self.getbasetemp().parent
+        base = self.getbasetemp()
+        top = base.parent.parent if base.name.startswith("popen-gw") else base.parent
         for folder in (path, *path.parents):
             if not folder.stat().st_mode & stat.S_IXOTH:
                 folder.chmod(folder.stat().st_mode | 0o111)
