@@ -68,6 +68,24 @@ if os.geteuid() == 0:
     pytest.TempPathFactory.mktemp = _searchable(pytest.TempPathFactory.mktemp)  # type: ignore[method-assign]
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _nested_pytest_temproot(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """A pytest this suite starts in a process (a starter's own tests, a fresh starter's
+    ``make test``) keeps its temporary folders under this run's own, never in
+    ``pytest-of-<user>``: pytest makes that folder 0700 again whenever a session starts, and
+    under pytest-xdist another worker's test would meet it so mid-run, its children (uid
+    65534 under a root grader) no longer let through to their files."""
+    before = os.environ.get("PYTEST_DEBUG_TEMPROOT")
+    os.environ["PYTEST_DEBUG_TEMPROOT"] = str(tmp_path_factory.mktemp("nested-pytest"))
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("PYTEST_DEBUG_TEMPROOT", None)
+        else:
+            os.environ["PYTEST_DEBUG_TEMPROOT"] = before
+
+
 _running: list[pytest.Item] = []  # the test whose setup, call or teardown is running
 
 
