@@ -112,7 +112,7 @@ import stat
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from types import FrameType
-from typing import Any
+from typing import Any, cast
 
 NETWORK = frozenset(
     {
@@ -457,14 +457,19 @@ def skip_sleeps(budget_s: object) -> Callable[[], None]:
 
 def skip_async_sleeps(asyncio: Any, skip: Callable[[Any], bool]) -> None:
     """``asyncio.sleep`` as ``skip_sleeps`` makes ``time.sleep``: a skipped one only yields
-    to the loop (anyio's, and so an async SDK client's, is this one)."""
-    real = asyncio.sleep
+    to the loop (anyio's, and so an async SDK client's, is this one). A module of the
+    submission's own named ``asyncio`` (without ``sleep`` and ``tasks``) is left as it is."""
+    found: Any = getattr(asyncio, "sleep", None)
+    tasks: Any = getattr(asyncio, "tasks", None)
+    if found is None or getattr(tasks, "sleep", None) is not found:
+        return
+    real = cast("Callable[..., Any]", found)
 
     async def sleep(delay: Any, result: Any = None) -> Any:
         return await real(0 if skip(delay) else delay, result)
 
     sleep.__name__ = sleep.__qualname__ = "sleep"
-    asyncio.sleep = asyncio.tasks.sleep = sleep
+    asyncio.sleep = tasks.sleep = sleep
 
 
 class AsyncioLoaded:

@@ -287,3 +287,20 @@ def test_a_sleep_past_the_limit_is_real_and_each_case_starts_a_fresh_budget(
         slept, real = json.loads(outcome.answer)
         assert slept >= 3 and real < 3, case
     assert result.outcomes["past"].status == "timeout"
+
+
+def test_a_module_of_the_submissions_own_named_asyncio_imports_as_it_is(
+        tmp_path: Path, isolation: Wall) -> None:
+    """The harness patches asyncio's sleep as asyncio is imported; a submission's own
+    ``asyncio`` (first on its path, as any module of its own) imports untouched."""
+    root = agent_only(tmp_path / "own", "import asyncio\n\n\ndef run(provider, task):\n"
+                                        "    return asyncio.WHO\n")
+    (root / "asyncio.py").write_text('WHO = "the submission\'s own asyncio"\n')
+    sandbox = Sandbox(root, tmp_path / "scratch", LIMITS, isolation)
+    try:
+        result = sandbox.run("lab.agent:run", [("own", "own")],
+                             RunPlan("provider-a", 0, NO_ANSWERS))
+    finally:
+        sandbox.close()
+    outcome = result.outcomes["own"]
+    assert (outcome.status, outcome.answer) == ("returned", "the submission's own asyncio")
