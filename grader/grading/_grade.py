@@ -254,6 +254,7 @@ def grade_submission(root: Path, rubric: Rubric, *, submission: str, scratch: Pa
     # The recordings are the parent's to serve: no run reads them, so none can tell a
     # withheld answer from a missing one by looking.
     hidden = tuple(_recording_names(manifest, (*rubric.cases, *item_cases(rubric))))
+    derived = derived or Derived()  # this process's memory alone, where no batch keeps one
     sandbox = Sandbox(root, scratch, rubric.limits, wall, LaidOut(derived=derived,
                                                                   hidden=hidden))
     try:
@@ -557,7 +558,7 @@ def _evidence(sandbox: Sandbox, manifest: Manifest | None, rubric: Rubric,
         return replace(result, outcomes={**repeated, **result.outcomes})
 
     recorded = Serving(_serve(answers), _serve_tools(fixtures), http, manifest.fixtures,
-                       manifest.cassettes, answers)
+                       manifest.cassettes, answers, derived=sandbox.laid.derived)
     plan = RunPlan(drawn.labels[0], drawn.seeds[0], recorded, on_case=on_case,
                    clock=drawn.clock)
     primary = run("primary", plan)
@@ -622,7 +623,8 @@ def _evidence(sandbox: Sandbox, manifest: Manifest | None, rubric: Rubric,
                         answers, fixtures, {case: cassette.interactions
                                             for case, cassette in http.items()}),
                         [text for entries in answers.values() for entry in entries.values()
-                         for text in (entry.prompt or "", entry.response)])), findings
+                         for text in (entry.prompt or "", entry.response)],
+                        sandbox.laid.derived)), findings
 
 
 def _reordered(cases: Sequence[str], runs: Sequence[RunResult]) -> list[str]:

@@ -6,11 +6,14 @@ Files only, never run; bounded, so a huge tree costs what a small one does."""
 
 from __future__ import annotations
 
+import contextlib
+import json
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from gradekit import GradekitError
+from grader._cache import Derived, content_key
 from grader.recordings import CHANGE_LOG, decode_changes
 from grader.rubric import Case
 from grader.scoring import EXAMPLE_ENTRY, Grounds
@@ -35,17 +38,18 @@ _MOST_TEXT = 4 << 20  # characters of code and recordings a quotation is looked 
 
 
 def grounds(root: Path, cases: Iterable[Case], keys: Iterable[str],
-            said: Iterable[str] = ()) -> Grounds:
+            said: Iterable[str] = (), derived: Derived | None = None) -> Grounds:
     """The ``Grounds`` of the submission at ``root``: ``cases``, the rubric's; ``keys``,
     every key its recordings hold (cassettes, HTTP cassettes, fixtures); ``said``, their
-    prompts and answers."""
+    prompts and answers. ``derived``: where a batch keeps each file's names."""
     files = _tree(root)
     targets = frozenset(_TARGET.findall(_text(root, "Makefile"))) if "Makefile" in files \
         else frozenset()
     sources = [_text(root, path)
                for path in [path for path in sorted(files) if path.endswith(".py")][:_MOST_SOURCES]]
-    errors = frozenset(name for source in sources for name in _CLASS.findall(source))
-    identifiers = frozenset(name for source in sources for name in _IDENTIFIER.findall(source))
+    named = [_names(source, derived or Derived()) for source in sources]
+    errors = frozenset().union(*(classes for classes, _ in named))
+    identifiers = frozenset().union(*(names for _, names in named))
     readme = _text(root, "README.md") if "README.md" in files else ""
     examples = tuple(block for _, block in _EXAMPLE.findall(readme) if "## " in block)
     text = "\n".join([*sources, *said])[:_MOST_TEXT]
@@ -53,6 +57,23 @@ def grounds(root: Path, cases: Iterable[Case], keys: Iterable[str],
                    keys=frozenset(keys), targets=targets, errors=errors,
                    identifiers=identifiers, text=text, examples=(EXAMPLE_ENTRY, *examples),
                    rerecords=_rerecords(root) if CHANGE_LOG in files else ())
+
+
+def _names(source: str, derived: Derived) -> tuple[frozenset[str], frozenset[str]]:
+    """The classes ``source`` defines and every name it uses. A cohort's files are mostly
+    the hand-out's, byte for byte: ``derived`` keeps each distinct one's."""
+    key = content_key(_NAMES_VERSION, source.encode("utf-8", "surrogatepass"))
+    kept = derived.read("names", key)
+    if kept is not None:
+        with contextlib.suppress(ValueError):
+            classes, names = json.loads(kept)
+            return frozenset(classes), frozenset(names)
+    classes, names = sorted(set(_CLASS.findall(source))), sorted(set(_IDENTIFIER.findall(source)))
+    derived.write("names", key, json.dumps([classes, names]).encode("utf-8", "surrogatepass"))
+    return frozenset(classes), frozenset(names)
+
+
+_NAMES_VERSION = b"gradekit.names/1"  # in each kept reading's key: how it was read
 
 
 def _rerecords(root: Path) -> tuple[tuple[str, str], ...]:

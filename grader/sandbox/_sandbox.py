@@ -39,6 +39,7 @@ from typing import IO, Any, Literal, Protocol
 
 from gradekit import Cassette, Entry, GradekitError, HttpCassette, prompt_key, tool_key
 from gradekit.internal import LAB_HTTP_CASSETTE, HttpRequest, commands, miss_rows, replay_miss
+from grader._cache import Derived, content_key
 from grader._model import (
     ASKED_CAP,
     TOOLS_CHANGED,
@@ -158,6 +159,12 @@ class Serving:
     # Replay does (the closest recorded prompt, where they part); a case not here has no
     # cassette
     recorded: Mapping[str, Mapping[str, Entry]] = field(default_factory=dict)
+    # (case, the prompt's SHA-256) -> the miss's message: the same withheld call recurs in
+    # a grading's probes, and its message (the closest recording, where they part) costs
+    # milliseconds
+    misses: dict[tuple[str, bytes], str] = field(default_factory=dict, compare=False,
+                                                 repr=False)
+    derived: Derived | None = None  # where a batch keeps miss messages for its other gradings
 
 
 @dataclass(frozen=True, slots=True)
@@ -526,11 +533,34 @@ class _Run:
         the case's cassette without ``key`` (a withheld answer's miss reads as the missing
         recording's), and the cassette it names."""
         source = f"{self._serving.cassettes}/{case.id}.json"
+        asked = (case.id, hashlib.sha256(prompt.encode("utf-8", "surrogatepass")).digest())
+        message = self._serving.misses.get(asked)
+        if message is None:
+            message = self._new_miss(case, prompt, key, source)
+            if len(self._serving.misses) < _MOST_MISSES_KEPT:
+                self._serving.misses[asked] = message
+        return {"miss": message, "cassette": source}
+
+    def _new_miss(self, case: _Case, prompt: str, key: str, source: str) -> str:
+        """``_miss``'s message, made (or read where a batch keeps it: a cohort's agents ask
+        the hand-out's prompts, and a message depends on the recorded prompts alone)."""
         entries = self._serving.recorded.get(case.id)
         rest = {k: entry for k, entry in (entries or {}).items() if k != key}
-        miss = replay_miss(Cassette(case.id, rest), prompt, source=source,
-                           exists=entries is not None)
-        return {"miss": str(miss), "cassette": source}
+        derived = self._serving.derived
+        kept = None
+        if derived is not None:
+            parts = [_MISS_VERSION, case.id, source, "1" if entries is not None else "0",
+                     prompt, *(part for k, entry in rest.items()
+                               for part in (k, "" if entry.prompt is None else "+" + entry.prompt))]
+            kept = content_key(*(part.encode("utf-8", "surrogatepass") for part in parts))
+            found = derived.read("miss", kept)
+            if found is not None:
+                return found.decode("utf-8", "surrogatepass")
+        message = str(replay_miss(Cassette(case.id, rest), prompt, source=source,
+                                  exists=entries is not None))
+        if derived is not None and kept is not None:
+            derived.write("miss", kept, message.encode("utf-8", "surrogatepass"))
+        return message
 
     def _serve_tool(self, child: Child, talk: _Talk, case: _Case,
                     message: Mapping[str, Any]) -> None:
@@ -719,6 +749,9 @@ def module_name(value: object) -> str | None:
 def _shown_args(tool: str, args: Mapping[str, object]) -> str:
     return f"{tool} {json.dumps(args, sort_keys=True, ensure_ascii=False)[:300]}"
 
+
+_MISS_VERSION = "gradekit.miss/1"  # in each kept miss message's key: how it was made
+_MOST_MISSES_KEPT = 256  # a grading's miss messages kept (Serving.misses): a bounded memo
 
 _ADDRESS = re.compile(r"0x[0-9a-fA-F]{6,}")  # where an object lives: another in every run
 

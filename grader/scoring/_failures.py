@@ -27,6 +27,7 @@ detail or advice quotes (a title, a bullet, a placeholder) goes through ``quote`
 
 from __future__ import annotations
 
+import collections
 import functools
 import re
 from collections.abc import Mapping, Sequence
@@ -258,7 +259,23 @@ class Judged:
 def judge_entries(log: FailureLog, grounds: Grounds) -> list[Judged]:
     """Each entry of ``log``, judged: its fields there and filled in, not a repeat of the
     hand-out's example or of an earlier counted entry, naming something that holds and
-    nothing that does not (``grader.scoring._summary``)."""
+    nothing that does not (``grader.scoring._summary``).
+
+    A grading judges one log for its written summary, its findings and each stretch goal's
+    write-up: the last few judgements are kept, by the log and grounds they were of."""
+    for kept_log, kept_grounds, judged in _JUDGED:
+        if kept_log is log and kept_grounds is grounds:
+            return list(judged)
+    made = _judge(log, grounds)
+    _JUDGED.append((log, grounds, tuple(made)))
+    return made
+
+
+_JUDGED: collections.deque[tuple[FailureLog, Grounds, tuple[Judged, ...]]] = \
+    collections.deque(maxlen=4)
+
+
+def _judge(log: FailureLog, grounds: Grounds) -> list[Judged]:
     examples = [("the hand-out's example", _said(entry)) for text in grounds.examples
                 for entry in parse_failures(text).entries]
     judged: list[Judged] = []

@@ -85,11 +85,17 @@ class Grounds:
     text: str = ""  # its Python and its recordings' prompts and answers, for a quotation
     rerecords: tuple[tuple[str, str], ...] = ()  # DATASET_CHANGES.md's (case, reason)
     examples: tuple[str, ...] = field(default=(EXAMPLE_ENTRY,))
+    # The submission's top-level names (a path is its own only under one of them), and every
+    # path's ends after a "/" (where a shorter path an entry names may be found), made once.
+    tops: frozenset[str] = field(init=False, repr=False, compare=False)
+    tails: frozenset[str] = field(init=False, repr=False, compare=False)
 
-    @property
-    def tops(self) -> frozenset[str]:
-        """The submission's top-level names: a path is its own only under one of them."""
-        return frozenset(path.partition("/")[0] for path in self.files)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "tops", frozenset(path.partition("/")[0]
+                                                   for path in self.files))
+        object.__setattr__(self, "tails", frozenset(
+            path[at + 1:] for path in self.files
+            for at in (i for i, char in enumerate(path) if char == "/")))
 
 
 def claims(text: str, grounds: Grounds) -> tuple[list[str], list[str]]:
@@ -108,7 +114,7 @@ def claims(text: str, grounds: Grounds) -> tuple[list[str], list[str]]:
         path = match[1].rstrip(".").removeprefix("./")
         if any(mark in path for mark in "<>*{}") or not path:
             continue
-        if path.rstrip("/") in grounds.files or any(f.endswith("/" + path) for f in grounds.files):
+        if path.rstrip("/") in grounds.files or path in grounds.tails:
             held.append(path)
         elif path.partition("/")[0] in grounds.tops and "/" in path:
             broken.append(f"{path}, which the submission does not have")
@@ -168,9 +174,15 @@ def repeats(text: str, earlier: Sequence[tuple[str, str]]) -> str | None:
     """The first of ``earlier`` (name, text) that ``text`` equals or nearly equals: the
     same words in nearly the same order. None when it repeats none."""
     words = _words(text)
+    matcher = difflib.SequenceMatcher(None, autojunk=False)
+    matcher.set_seq1(words)
     for name, other in earlier:
         theirs = _words(other)
-        if words and theirs and difflib.SequenceMatcher(
-                None, words, theirs, autojunk=False).ratio() >= NEAR:
+        if not words or not theirs:
+            continue
+        matcher.set_seq2(theirs)
+        # Each ratio bounds the next from above: most pairs are told apart by their length.
+        if matcher.real_quick_ratio() >= NEAR and matcher.quick_ratio() >= NEAR \
+                and matcher.ratio() >= NEAR:
             return name
     return None

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from grader import _cache
 from grader._cache import Derived, content_key
 from grader.sandbox import LaidOut, _layout
 from grader.sandbox._layout import _bytecode
@@ -229,6 +230,8 @@ def test_the_plant_works_where_the_folder_can_be_reached(
         for name in [name for name in sys.modules if name.partition(".")[0] == "lab"]:
             del sys.modules[name]
         sys.modules.update(kept)
+    # The victim is graded by another worker (a fresh process): nothing kept in memory.
+    monkeypatch.setattr(_cache, "_MEMORY", {})
     copy = LaidOut(derived=derived).source(victim, tmp_path / "scratch-v", ["lab"])
     assert value_in(pyc_of(copy, "helper"), "WORD") == "poisoned"
 
