@@ -17,6 +17,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import cast
 
+from bench._baseline import BASELINE, baseline_rows
 from bench._data import PROMPT_BYTES
 from bench._grader_data import REPO, build_loop_lab, copy_reference, make_batch, tree_size
 from bench._grader_pingpong import ping_pong
@@ -215,6 +216,9 @@ def grade_table(plan: GraderPlan, folder: Path) -> Table:
     inner = repeated(in_process, plan.repeats)
     costs = [_grade_cost(reference, rubric, folder / f"cost-{name}", name, plan.repeats)
              for name in BATCH_WALLS]
+    progress(f"CPU a grade: this checkout beside {BASELINE}, each in a fresh process")
+    costs += baseline_rows(reference, folder, "namespaces", plan.repeats) \
+        if bubblewrap_missing() is None else []
     progress("gradekit grade of the checkout in place")
     in_place = _commands(["grade", str(REPO), "--jobs", "1"], folder, plan.repeats, digests)
     shown = ", ".join(f"{digest[:12]}… ({count} grades)" for digest, count in digests.items())
