@@ -23,7 +23,8 @@ READ_FD, writes WRITE_FD). The first line the parent writes is the configuration
     "clock": the seconds since the epoch that the run's wall clock starts at (set_clock)
     "sleep_s": the case's time limit, within which a sleep costs no wall time (skip_sleeps)
     run:           "agent": "module:function", "label", "fixtures": the fixtures folder's
-                   name, "cases": [{"id", "task", "trace": the case's trace file}]
+                   name, "cases": [{"id", "task", "trace": the case's trace file}],
+                   "copies": [ID, ...]: the cases at whose start the run may copy itself
     probe_replay:  "replay": "module:Class", "probe": {"cassette", "as": where in the copy
                    to put it first, "hit": P | null, "miss": P}
     cut_point:     "test", "guard": "module:function" each, "allow_all": BOOL
@@ -40,6 +41,14 @@ The child then says, one request at a time (it reads each reply before it asks a
                                                      "module", nor does a copy that failed:
                                                      "the submission is ...")
     {"op": "ready"}                                  the agent (or replay, or test) is loaded
+    {"op": "copy", "case": ID, "able": BOOL}         before a case of "copies": copy the run?
+                                                     (able: it can, with one thread); the
+                                                     parent answers {"copy": BOOL}; a copy
+                                                     then runs the case alone (start, calls,
+                                                     result) and ends, and the run says
+    {"op": "copied", "case": ID, "code": N | null, "signal": N | null, "timed_out": BOOL}
+                                                     how it ended ("refused": true when no
+                                                     copy could be made), then asks again
     {"op": "start", "case": ID}                      before each case: the parent times it
     Each of the three calls below also carries "since": N, the replies the child had read
     when the agent made the call (a call made by another thread while the parent was
@@ -635,7 +644,8 @@ def _clock_datetime(wall: Callable[[], float]) -> None:
 # -- end of the grader's clock ---------------------------------------------------------------
 
 
-def install_guard(channel: Channel, roots: Iterable[str]) -> Callable[[], bool]:
+def install_guard(channel: Channel, roots: Iterable[str]
+                  ) -> tuple[Callable[[], bool], Callable[[Callable[[], Any]], Any]]:
     """Add the audit hook; from here on every refusal is reported and raised as PermissionError.
 
     The hook judges with private copies of this module's functions and tables
@@ -644,7 +654,9 @@ def install_guard(channel: Channel, roots: Iterable[str]) -> Callable[[], bool]:
     nothing the hook consults. What it returns tells whether the hook still refuses a write
     outside the run's folders, asked by an audit event whose name only the harness knows
     (``sealer`` asks before every verdict, behind the process guard: there a hook switched
-    off is a finding).
+    off is a finding). The second function it returns makes one call of the harness's own
+    (its copy of the run, ``copy_case``) unheard by the hook: the thread is in ``busy``
+    for the call's length, as when the hook's own work runs.
     """
     allowed = tuple(os.path.realpath(root) for root in roots)
     busy: set[int] = set()  # threads inside the hook: its own work must not re-enter it
@@ -689,7 +701,15 @@ def install_guard(channel: Channel, roots: Iterable[str]) -> Callable[[], bool]:
         sys.audit(canary, answer)
         return answer == [True]
 
-    return alive
+    def unheard(call: Callable[[], Any]) -> Any:
+        ident = _thread.get_ident()
+        busy.add(ident)
+        try:
+            return call()
+        finally:
+            busy.discard(ident)
+
+    return alive, unheard
 
 
 def private_namespace() -> dict[str, Any]:
@@ -1247,9 +1267,13 @@ Verdict = Callable[[dict[str, Any]], None]
 
 
 def run_cases(channel: Channel, config: dict[str, Any], verdict: Verdict,
-              restart: Callable[[], None] = lambda: None) -> None:
+              restart: Callable[[], None] = lambda: None,
+              copying: Copying | None = None) -> None:
     """Import the agent, then run every case in order, reporting each through ``verdict``;
-    ``restart`` starts each case's sleep budget (``skip_sleeps``)."""
+    ``restart`` starts each case's sleep budget (``skip_sleeps``). At the start of each
+    case in ``config["copies"]``, the parent may first ask for copies of the run
+    (``copy_case``; ``copying``: how, where the run can), each of which runs the case
+    alone."""
     try:
         agent = load(config["agent"])
     except BaseException as exc:
@@ -1258,14 +1282,16 @@ def run_cases(channel: Channel, config: dict[str, Any], verdict: Verdict,
         return
     channel.send({"op": "ready"})
     with_tools = takes_tools(agent)
-    for case in config["cases"]:
+    copies = frozenset(config.get("copies") or ())
+
+    def run_case(case: dict[str, Any]) -> None:
         os.environ["GRADEKIT_TRACE"] = case["trace"]
         provider = Provider(channel, case["id"], config["label"])
         extra = (Toolbox(channel, case["id"], provider.misses,
                          str(config.get("fixtures", "fixtures"))),) if with_tools else ()
         channel.send({"op": "start", "case": case["id"]})
         restart()
-        described, error = outcome(lambda: agent(provider, case["task"], *extra))  # noqa: B023
+        described, error = outcome(lambda: agent(provider, case["task"], *extra))
         result: dict[str, object]
         if error is None:
             result = {"status": "returned", "exception": None, "miss_escaped": False}
@@ -1277,6 +1303,83 @@ def run_cases(channel: Channel, config: dict[str, Any], verdict: Verdict,
         del error  # its traceback holds the agent's frames
         flush_output()
         verdict({"op": "result", "case": case["id"], **described, **result})
+
+    for case in config["cases"]:
+        if case["id"] in copies:
+            copy_case(channel, case, run_case, copying, config.get("sleep_s"))
+        run_case(case)
+
+
+# A host's run's copying: its fork (0 in the copy, the copy's pid here, -1 refused) and the
+# hook's ``unheard``, which the fork, and the look at the run's threads and the kill of a copy
+# past its limit, are made through (the hook refuses them to the agent).
+Copying = tuple[Callable[[], int], Callable[[Callable[[], Any]], Any]]
+
+
+def copy_case(channel: Channel, case: dict[str, Any],
+              run_case: Callable[[dict[str, Any]], None], copying: Copying | None,
+              limit_s: object) -> None:
+    """At ``case``'s start, as long as the parent asks: copy the run (a fork, where the
+    run is alone in its process: a fork keeps only the calling thread) and let the copy
+    run the case, then end; wait for it (at most the case's limit, then kill it), and say
+    how it ended. The parent serves the copy as it would any run, withholding what a probe
+    withholds; the run itself then goes on with the case untouched. A copy runs the case
+    as the run would, its trace file included (the parent empties it after each copy).
+
+        {"op": "copy", "case": C, "able": BOOL}      the parent answers {"copy": BOOL}
+        {"op": "copied", "case": C, "code": N | null, "signal": N | null, "timed_out": B}
+    """
+    while True:
+        able = copying is not None and bool(copying[1](alone))
+        channel.send({"op": "copy", "case": case["id"], "able": able})
+        if not channel.receive().get("copy") or copying is None or not able:
+            return
+        fork, unheard = copying
+        child = int(unheard(fork))
+        if child == 0:  # the copy
+            try:
+                run_case(case)
+            finally:
+                os._exit(0)
+        if child < 0:
+            channel.send({"op": "copied", "case": case["id"], "code": None, "signal": None,
+                          "timed_out": False, "refused": True})
+            return
+        channel.send({"op": "copied", "case": case["id"], **waited(child, limit_s, unheard)})
+
+
+def alone() -> bool:
+    """Whether this process has one thread: a copy made now misses nothing of it."""
+    try:
+        return len(os.listdir("/proc/self/task")) == 1
+    except OSError:
+        return False
+
+
+def waited(child: int, limit_s: object,
+           unheard: Callable[[Callable[[], Any]], Any]) -> dict[str, Any]:
+    """Wait for ``child`` (a copy) at most ``limit_s`` seconds of real time, then kill it;
+    how it ended. Real time: the run's own clocks skip its sleeps (``skip_sleeps``)."""
+    limit = float(limit_s) if isinstance(limit_s, int | float) and not \
+        isinstance(limit_s, bool) and limit_s > 0 else 60.0
+    began, pause, timed_out = os.times().elapsed, 0.0005, False
+    pausing = _thread.allocate_lock()
+    pausing.acquire()
+    while True:
+        pid, status = os.waitpid(child, os.WNOHANG)
+        if pid == child:
+            break
+        if os.times().elapsed - began > limit:
+            timed_out = True
+            with contextlib.suppress(OSError):
+                unheard(lambda: os.kill(child, 9))
+            _, status = os.waitpid(child, 0)
+            break
+        pausing.acquire(True, pause)  # held already: a sleep that imports nothing
+        pause = min(pause * 2, 0.01)
+    signal_number = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
+    code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else None
+    return {"code": code, "signal": signal_number, "timed_out": timed_out}
 
 
 def cut_point(channel: Channel, config: dict[str, Any], verdict: Verdict) -> None:
@@ -1431,7 +1534,9 @@ def _code_of(module: Any) -> dict[str, object]:
 # it before it reads its configuration. Protocol, over the one socket the host inherits
 # (SOCK_SEQPACKET, one JSON object per message):
 #
-#     grader: {"site", "library", "scratch", "seccomp": HEX, "overlay": BOOL}   once, first
+#     grader: {"site", "library", "scratch", "seccomp": HEX, "overlay": BOOL,
+#              "copy_cookie": N}   once, first (N: the secret of the one fork the filter lets
+#              a run make, its copy at a case's start: ``copy_case``)
 #     host:   {"op": "ready"} | {"op": "unavailable", "why": W}
 #     grader: {"op": "run", "env", "disk_mb", "source", "shown": [[FROM, TO, WRITABLE]]}
 #             with six fds: the channel's read and write ends, stdout, stderr, "go", and
@@ -1468,6 +1573,7 @@ _PR_SET_PDEATHSIG, _PR_SET_DUMPABLE, _PR_CAPBSET_DROP, _PR_SET_NO_NEW_PRIVS, _PR
     1, 4, 24, 38, 22
 _LAST_CAP = 63
 _CLONE_VM = 0x100
+_CLONE_NUMBERS = {"x86_64": 56, "aarch64": 220}  # the clone system call's number
 _PID1_STACK = 16384
 _MOST_ENTRIES = 4  # a cell's entries: a cgroup v1 hierarchy's each (memory, pids, cpu), one spare
 # What the host imports for itself, which a run must import anew, as a run in its own
@@ -1520,6 +1626,23 @@ def serve_runs(control: int) -> None:
     # here; a host that somehow has a second thread forks the usual way.
     bare_fork = ctypes.PyDLL(None, use_errno=True).fork \
         if len(os.listdir("/proc/self/task")) == 1 else None
+
+    # A run's copy of itself at a case's start (``copy_case``): a plain fork through the
+    # raw system call, carrying the host's secret where such a fork ignores an argument,
+    # the one fork the run's system call filter lets through (``copy_cookie`` in the
+    # grader's ``_seccomp``). PyDLL holds the GIL across it, as os.fork does; the copy skips
+    # Python's after-fork work, as the host's own forks do, and keeps the run's random
+    # state: it stands where the run stood.
+    cookie, copy_number = setup.get("copy_cookie"), _CLONE_NUMBERS.get(os.uname().machine)
+    raw_call = ctypes.PyDLL(None, use_errno=True).syscall \
+        if isinstance(cookie, int) and copy_number is not None and program else None
+    if raw_call is not None:
+        raw_call.restype = ctypes.c_long
+        raw_call.argtypes = [ctypes.c_long, *[ctypes.c_ulong] * 5]
+
+    def copy_call() -> int:
+        assert raw_call is not None
+        return int(raw_call(copy_number, signal.SIGCHLD, 0, cookie, 0, 0))
 
     def fork() -> int:
         if bare_fork is None:
@@ -1684,7 +1807,7 @@ def serve_runs(control: int) -> None:
             with contextlib.suppress(BaseException):
                 os.write(2, f"gradekit: the run's walls failed: {describe(exc)}\n".encode())
             os._exit(71)
-        main(["run", str(read), str(write)])
+        main(["run", str(read), str(write)], copy_call if raw_call is not None else None)
         os._exit(0)
 
     # Each run's pid 1: a process that only waits, made without copying the host (it shares
@@ -1843,8 +1966,9 @@ def serve_runs(control: int) -> None:
                 reply.close()
 
 
-def main(argv: list[str]) -> None:
-    """Configure, fence, run; then leave without waiting for threads the agent left behind."""
+def main(argv: list[str], copy_call: Callable[[], int] | None = None) -> None:
+    """Configure, fence, run; then leave without waiting for threads the agent left behind.
+    ``copy_call``: a host's run can copy itself (``copy_case``); None elsewhere."""
     if argv[1:2] == ["host"]:
         serve_runs(int(argv[2]))
         os._exit(0)
@@ -1869,7 +1993,7 @@ def main(argv: list[str]) -> None:
     settle_platform()
     restart = skip_sleeps(config.get("sleep_s"))  # before the wall clock, which reads it
     set_clock(config.get("clock"))
-    alive = install_guard(channel, config["roots"])
+    alive, unheard = install_guard(channel, config["roots"])
     if config.get("hooked"):
         hook.append(alive)
     sys.path.insert(0, config["root"])
@@ -1878,7 +2002,8 @@ def main(argv: list[str]) -> None:
     elif config["mode"] == "cut_point":
         cut_point(channel, config, verdict)
     else:
-        run_cases(channel, config, verdict, restart)
+        run_cases(channel, config, verdict, restart,
+                  None if copy_call is None else (copy_call, unheard))
     flush_output()
     os._exit(0)
 

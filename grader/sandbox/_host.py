@@ -38,6 +38,7 @@ import contextlib
 import json
 import os
 import platform
+import secrets
 import select
 import signal
 import socket
@@ -103,13 +104,14 @@ class Host:
             raise
         finally:
             theirs.close()
-        program = allow_list_filter(platform.machine())
+        cookie = secrets.randbits(64)  # the one fork its runs may make: copy_case's
+        program = allow_list_filter(platform.machine(), copy_cookie=cookie)
         self._link.settimeout(_READY_S)
         self._told: OSError | None = None
         try:
             self._link.send(json.dumps({
                 "site": list(site), "library": library_inside, "scratch": HOST_SCRATCH,
-                "seccomp": program.hex() if program else "",
+                "seccomp": program.hex() if program else "", "copy_cookie": cookie,
                 # The run's copy is an overlay: the laid-out files are its own (the grader's,
                 # or given to uid 65534 for a root grader's runs: ``_own_laid_out``).
                 "overlay": True}).encode("ascii"))

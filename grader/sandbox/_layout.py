@@ -64,6 +64,9 @@ class Wall(ABC):
     name: ClassVar[str]
     description: ClassVar[str]
     preference: ClassVar[int]
+    # Whether a run behind it can copy itself at a case's start (``RunPlan.copies``): where
+    # it can, a grading's loud-failure probes are copies of one run.
+    copies: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

@@ -25,13 +25,14 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import hashlib
 import json
 import os
 import re
 import secrets
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -61,6 +62,7 @@ from grader.sandbox._channel import (
     child_name,
     child_text,
     clean_text,
+    exit_detail,
     replaced_names,
     settle_children,
     strict_loads,
@@ -182,10 +184,33 @@ class RunPlan:
     withhold: Withhold | None = None
     on_case: Callable[[str], None] | None = None
     clock: int = CLOCK  # seconds since the epoch that the run's wall clock starts at
+    copies: Copies | None = None  # the run is copied at these cases' starts (``Copies``)
 
     def __post_init__(self) -> None:
         if not 0 <= self.hashseed <= _MAX_SEED:
             raise ValueError(f"hashseed must be between 0 and {_MAX_SEED}, got {self.hashseed}")
+
+
+class Copies(Protocol):
+    """What a run's copies are for (a grading's loud-failure probes). At the start of each
+    case in ``cases`` the run asks whether to copy itself; ``next(case)`` names the
+    withheld call of the next copy (None: no more), each copy runs that case alone under
+    it, and ``took`` hears its run. ``lost(case)`` hears a case that was not copied as
+    asked: the run had other threads then (a fork keeps only the calling one), its wall
+    makes no copies, or it ended; the grading probes that case in runs of its own."""
+
+    @property
+    def cases(self) -> Collection[str]:
+        """The cases at whose start the run is asked to copy itself."""
+
+    def next(self, case: str) -> Withhold | None:
+        """The withheld call of the next copy at ``case``'s start, or None."""
+
+    def took(self, withhold: Withhold, result: RunResult) -> None:
+        """One copy's run: its one case, under ``withhold``."""
+
+    def lost(self, case: str) -> None:
+        """``case`` could not be copied as asked."""
 
 
 class CaseServer(Protocol):
@@ -247,6 +272,9 @@ class Sandbox:
         run = _Run(plan, self.limits, layout)
         config = child_config(layout, self.limits, mode="run", agent=agent, label=plan.label,
                               fixtures=plan.serving.fixtures, clock=plan.clock)
+        copied = sorted(set(plan.copies.cases) & set(ids)) if plan.copies is not None else []
+        if plan.copies is not None:
+            config["copies"] = copied
         traces = [case.trace for case in planned]
         with child_outputs(layout) as outputs:
             while run.import_error is None and (pending := run.pending(planned)):
@@ -256,6 +284,11 @@ class Sandbox:
                 told = {**config, "cases": cases_config, "seal": run.seal}
                 with self._child(told, layout, outputs, traces, plan.hashseed) as child:
                     run.converse(child, pending)
+                if plan.copies is not None:  # a fresh child would not stand where it stood
+                    for case in run.pending(planned):
+                        if case.id in copied:
+                            plan.copies.lost(case.id)
+                    break
         return run.result(planned, captured_output(layout, self.limits))
 
     def replay(self, agent: str, cases: Sequence[tuple[str, str]],
@@ -418,6 +451,7 @@ class _Run:
         self.seal = ""  # the current child's: its harness signs each verdict with it
         self._on_case = plan.on_case
         self._withhold = plan.withhold  # a loud-failure probe run's
+        self._plan = plan
 
     def pending(self, planned: Sequence[_Case]) -> list[_Case]:
         """The cases without an outcome yet, in order."""
@@ -469,6 +503,9 @@ class _Run:
             talk.current = talk.next_case()
             if self._on_case is not None:
                 self._on_case(talk.current.id)
+        elif op == "copy" and self._plan.copies is not None and talk.ready \
+                and current is None and case == talk.next_case().id:
+            self._copy(child, talk, message)
         elif op in ("complete", "tool", "http") and child.replying:
             # A well-behaved harness reads each reply before it asks again; one that does
             # not would make the grader hold every answer it sends in memory.
@@ -499,6 +536,49 @@ class _Run:
         else:
             raise ProtocolError("an unexpected message")
         return True
+
+    def _copy(self, child: Child, talk: _Talk, message: Mapping[str, Any]) -> None:
+        """The run asks, at a case's start, whether to copy itself: answer, and serve the
+        copy (a run of that case alone, under the next withheld call) until the run says
+        how it ended. A copy is served and judged as any run is, on its own record."""
+        copies, case = self._plan.copies, talk.next_case()
+        assert copies is not None
+        able = message.get("able") is True
+        withhold = copies.next(case.id) if able else None
+        if not able:
+            copies.lost(case.id)
+        child.send({"copy": withhold is not None})
+        if withhold is None:
+            return
+        copy = _Run(replace(self._plan, withhold=withhold, copies=None, on_case=None),
+                    self._limits, self._layout)
+        copy.seal = self.seal
+        copy_talk = _Talk([case], ready=True, replies=talk.replies)
+        deadline = self._deadline() + _COPY_GRACE_S  # the run ends a copy past the limit
+        while True:
+            event = child.receive(deadline)
+            if isinstance(event, Event):
+                copies.lost(case.id)
+                raise ProtocolError(f"the run ended while its copy ran ({event.name})")
+            if event["op"] == "copied" and event.get("case") == case.id:
+                break
+            if case.id in copy.outcomes:
+                continue  # the copy said its verdict: what it says after is nobody's
+            try:
+                copy._handle(child, copy_talk, event)
+            except ProtocolError as exc:
+                copy._lose(copy_talk, "crashed", f"broke the grader's protocol: {exc}")
+        ending = _copy_ending(event, self._limits)
+        if ending is not None and case.id not in copy.outcomes:
+            copy._lose(copy_talk, *ending)
+        # The case's trace file is the copy's as it is the run's (the same name, nothing
+        # that tells them apart): emptied for the next copy, or the run, as it began.
+        with contextlib.suppress(OSError):
+            os.truncate(case.trace, 0)
+        if ending is None:
+            copies.lost(case.id)
+            return
+        copies.took(withhold, copy.result([case], ("", "")))
 
     def _serve(self, child: Child, talk: _Talk, case: _Case, message: Mapping[str, Any]) -> None:
         prompt = message.get("prompt")
@@ -705,6 +785,26 @@ class _Run:
 
     def _deadline(self) -> float:
         return time.monotonic() + self._limits.timeout_s
+
+
+_COPY_GRACE_S = 2.0  # past a copy's limit: the run kills it and says so first
+
+
+def _copy_ending(message: Mapping[str, Any],
+                 limits: Limits) -> tuple[Literal["timeout", "crashed"], str] | None:
+    """How a copy ended, as the run says (``copied``), in the words a run's own end has;
+    None when the run could not make it."""
+    code, signal_number, timed_out = (message.get(k) for k in ("code", "signal", "timed_out"))
+    if message.get("refused") is True:
+        return None
+    if not all(value is None or (isinstance(value, int) and not isinstance(value, bool))
+               for value in (code, signal_number)) or not isinstance(timed_out, bool):
+        raise ProtocolError("a malformed copy's end")
+    if timed_out:
+        return "timeout", f"did not finish within {limits.timeout_s:g} s"
+    if signal_number is not None:
+        return "crashed", exit_detail(-signal_number, False)
+    return "crashed", exit_detail(code if code is not None else 0, False)
 
 
 def _claims(message: Mapping[str, Any],

@@ -19,7 +19,10 @@ skips a block or meets its verdict there):
 4. ``socket`` and ``socketpair`` are allowed for AF_UNIX only (no network, no netlink, no
    packet or vsock sockets, whatever the namespaces allow);
 5. ``clone`` is allowed for threads only (the flags glibc's pthread_create passes), so no new
-   process can be made (``fork`` and ``vfork`` are not in ``ALLOWED``);
+   process can be made (``fork`` and ``vfork`` are not in ``ALLOWED``); a host's program
+   lets one more through, a plain fork that carries the host's 64-bit secret where such a
+   fork ignores an argument (``copy_cookie``): the harness's copy of a run at a case's
+   start, which nothing else in the run knows how to make;
 6. ``ioctl`` is allowed except TIOCSTI and TIOCLINUX (typing into, or driving, a terminal);
 7. a number past Linux 6.1's last answers ENOSYS: a call newer than this table, which the C
    library then replaces with the older one it knows, as on an older kernel;
@@ -192,7 +195,8 @@ _LD_W_ABS, _RET_K = 0x20, 0x06  # BPF_LD | BPF_W | BPF_ABS, BPF_RET | BPF_K
 _JEQ, _JGT, _JGE, _JSET = 0x15, 0x25, 0x35, 0x45  # BPF_JMP | BPF_J* | BPF_K
 _JUMPS = (_JEQ, _JGT, _JGE, _JSET)
 _BPF_MAXINSNS, _MAX_JUMP = 4096, 255
-_NR, _ARCH, _ARG0, _ARG1 = 0, 4, 16, 24  # seccomp_data offsets (an argument's low half)
+_NR, _ARCH, _ARG0, _ARG1, _ARG2 = 0, 4, 16, 24, 32  # seccomp_data offsets (low halves)
+_SIGCHLD = 17  # the same on both machines: a plain fork's whole flags
 _OUTCOMES = {
     "allow": 0x7FFF0000,  # SECCOMP_RET_ALLOW
     "deny": 0x00050000 | errno.EPERM,  # SECCOMP_RET_ERRNO
@@ -216,9 +220,14 @@ _Target = int | str  # rows to skip, or an outcome: the nearest `ret` of it furt
 _Row = tuple[int, int, _Target, _Target]  # code, k, where to go if true, if false
 
 
-def allow_list_filter(machine: str) -> bytes | None:
+def allow_list_filter(machine: str, copy_cookie: int | None = None) -> bytes | None:
     """The program for ``machine`` (as ``platform.machine()`` names it); None for one not
-    listed here, whose system call numbers this module does not know."""
+    listed here, whose system call numbers this module does not know.
+
+    ``copy_cookie`` (64 bits, a host's secret): the one ``clone`` the program lets make a
+    process, a plain fork (flags SIGCHLD alone) whose ``parent_tid`` argument, which such a
+    fork ignores, is the cookie. A host's runs copy themselves that way at a case's start
+    (a loud-failure probe's copy, ``copy_call``); any other fork is refused as before."""
     if machine not in _MACHINES:
         return None
     column, arch = _MACHINES[machine]
@@ -231,8 +240,12 @@ def allow_list_filter(machine: str) -> bytes | None:
                   [_load(_ARG0), (_JEQ, _AF_UNIX, "allow", "deny"), *_RETURNS])
     # The kernel keeps only the low 32 bits of clone's flags (lower_32_bits() in its clone),
     # so checking the low half of the first argument is enough.
+    copying: list[_Row] = [] if copy_cookie is None else [
+        (_JEQ, _SIGCHLD, 0, 4),  # else on to the threads' test, the flags still loaded
+        _load(_ARG2), (_JEQ, copy_cookie & 0xFFFFFFFF, 0, "deny"),
+        _load(_ARG2 + 4), (_JEQ, copy_cookie >> 32 & 0xFFFFFFFF, "allow", "deny")]
     rows += _when([number["clone"]],
-                  [_load(_ARG0), (_JSET, ~_THREAD_FLAGS & 0xFFFFFFFF, "deny", 0),
+                  [_load(_ARG0), *copying, (_JSET, ~_THREAD_FLAGS & 0xFFFFFFFF, "deny", 0),
                    (_JSET, _CLONE_THREAD, "allow", "deny"), *_RETURNS])
     rows += _when([number["ioctl"]],
                   [_load(_ARG1), (_JEQ, _TIOCSTI, "deny", 0),

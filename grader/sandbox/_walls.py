@@ -237,6 +237,7 @@ class NamespacesWall(Wall):
     its own running the harness's compiled bytecode."""
 
     name = "namespaces"
+    copies = True  # a host's runs fork their copies (the filter lets that one fork through)
     description = ("namespaces (bubblewrap: own user, pid, network, ipc and uts namespaces, "
                    "no capabilities, read-only view)")
     preference = 1

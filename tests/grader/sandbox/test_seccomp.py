@@ -297,6 +297,31 @@ def test_clone_makes_threads_only(machine: str) -> None:
 
 
 @pytest.mark.parametrize("machine", MACHINES)
+def test_a_hosts_program_lets_through_one_fork_the_one_with_its_secret(machine: str) -> None:
+    """A host's runs copy themselves at a case's start (a loud-failure probe): a plain fork
+    whose parent_tid argument is the host's 64-bit secret. Every other fork, and the same
+    fork with any other secret, half of it, or other flags, is refused as without one."""
+    cookie = 0x8BADF00D_0123ABCD
+    program = allow_list_filter(machine, copy_cookie=cookie)
+    assert program is not None
+    nr, arch = number(machine, "clone"), AUDIT_ARCH[machine]
+    assert nr is not None
+
+    def clone(*args: int) -> int:
+        return verdict(program, nr, arch, args).action
+
+    assert clone(SIGCHLD, 0, cookie) == ALLOW
+    assert clone(SIGCHLD, 0, cookie, 7, 9) == ALLOW  # the other arguments: the kernel's
+    for flags, secret in ((SIGCHLD, cookie ^ 1), (SIGCHLD, cookie ^ 1 << 63),
+                          (SIGCHLD, cookie & 0xFFFFFFFF), (SIGCHLD, cookie >> 32), (SIGCHLD, 0),
+                          (FORK_FLAGS, cookie), (SIGCHLD | CLONE_VM, cookie),
+                          (SIGCHLD | CLONE_NEWPID, cookie), (CLONE_VFORK | CLONE_VM, cookie)):
+        assert clone(flags, 0, secret) == EPERM, (hex(flags), hex(secret))
+    assert clone(THREAD_FLAGS) == ALLOW  # threads as before
+    assert action(machine, "clone", SIGCHLD, 0, cookie) == EPERM  # a program without one
+
+
+@pytest.mark.parametrize("machine", MACHINES)
 def test_clone3_says_enosys_so_glibc_falls_back_to_clone(machine: str) -> None:
     assert action(machine, "clone3") == ENOSYS
     assert action(machine, "clone3", 0x7FFC0000, 88) == ENOSYS
