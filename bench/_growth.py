@@ -32,10 +32,13 @@ from itertools import pairwise
 from pathlib import Path
 
 from bench._cohort import student_name, synthetic_grades
-from bench._grader_data import copy_reference
+from bench._grader_data import REPO, copy_reference
 from bench._table import fmt_ns, fmt_size
 from bench._timing import cpu_ns
+from grader.grading import grade_submission
 from grader.records import GRADEBOOK, LEDGER, read_ledger
+from grader.rubric import load_rubric
+from grader.sandbox import choose_isolation
 
 __all__ = ["BASE", "FASTER", "FULL", "LINEAR", "NOISE_NS", "QUICK", "TOLERANCE", "Cost",
            "GrowthPlan", "GrowthTable", "Step", "growth_table", "render_growth", "verdict"]
@@ -128,6 +131,7 @@ class GrowthTable:
     sizes: tuple[int, ...]
     steps: list[Step]
     notes: list[str]
+    children: int = 0  # the sandboxed children one grade of a graded submission starts
 
 
 def growth_table(plan: GrowthPlan, folder: Path,
@@ -136,6 +140,7 @@ def growth_table(plan: GrowthPlan, folder: Path,
     say = progress or (lambda what: None)
     say("growth: the real submissions graded into each cohort")
     submissions = _submissions(folder / "growth-submissions", plan.graded)
+    children = _children(next(iter(sorted(submissions.iterdir()))), folder / "children")
     costs: dict[str, list[Cost]] = {}
     built: list[float] = []
     problems: list[str] = []
@@ -164,7 +169,15 @@ def growth_table(plan: GrowthPlan, folder: Path,
     return GrowthTable(
         f"8. How cost grows: each step at {', '.join(fmt_size(s) for s in plan.sizes)} "
         "submissions",
-        plan.sizes, steps, _notes(plan, built[1:], problems))
+        plan.sizes, steps, _notes(plan, built[1:], problems), children)
+
+
+def _children(submission: Path, scratch: Path) -> int:
+    """The sandboxed children one grade of ``submission`` starts, behind the wall
+    ``gradekit grade`` picks here: what the grade step's cost is made of."""
+    rubric = load_rubric(REPO / "rubric" / "bootcamp.toml")
+    return grade_submission(submission, rubric, submission=submission.name, scratch=scratch,
+                            wall=choose_isolation("auto")).children
 
 
 def _steps(plan: GrowthPlan, student: str) -> list[tuple[str, str, str]]:
@@ -350,16 +363,18 @@ def render_growth(table: GrowthTable) -> str:
     sizes = table.sizes
     pairs = list(pairwise(sizes))
     header = ["step", "per", *(f"at {fmt_size(s)}" for s in sizes),
-              *(f"growth {fmt_size(a)} → {fmt_size(b)}" for a, b in pairs), "verdict"]
-    align = ["---", "---", *("---:" for _ in sizes), *("---:" for _ in pairs), "---"]
+              *(f"growth {fmt_size(a)} → {fmt_size(b)}" for a, b in pairs), "verdict",
+              "children a grade"]
+    align = ["---", "---", *("---:" for _ in sizes), *("---:" for _ in pairs), "---", "---:"]
     lines = [f"## {table.title}", "", _line(header), _line(align)]
     for step in table.steps:
         cells = [step.name, step.item, *(_cell(step, n) for n in range(len(sizes))),
-                 *(_growth(step, n) for n in range(len(pairs))), verdict(step)]
+                 *(_growth(step, n) for n in range(len(pairs))), verdict(step),
+                 str(table.children) if step.key == "grade" and table.children else "—"]
         lines.append(_line(cells))
     steps = {step.key: step for step in table.steps}
     if "history" in steps and "verify" in steps:
-        lines.append(_line(_beside_ledger(steps["history"], steps["verify"])))
+        lines.append(_line([*_beside_ledger(steps["history"], steps["verify"]), "—"]))
     lines += ["", *(f"- {note}" for note in table.notes)]
     return "\n".join(lines)
 

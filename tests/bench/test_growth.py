@@ -130,8 +130,10 @@ def test_the_growth_section_runs_end_to_end_and_prints_every_step(tmp_path: Path
     assert done.returncode == 0, done.stderr
     table = [line for line in done.stdout.splitlines() if line.startswith("| ")]
     header = [cell.strip() for cell in table[0].strip("|").split("|")]
-    assert header[2:5] == ["at 5", "at 10", "at 20"]
+    assert header[2:5] == ["at 5", "at 10", "at 20"] and header[-1] == "children a grade"
     steps = [[cell.strip() for cell in line.strip("|").split("|")] for line in table[2:]]
+    assert steps[0][-1].isdigit() and int(steps[0][-1]) > 5, steps[0]  # grade's own runs
+    assert all(cells[-1] == "—" for cells in steps[1:]), steps
     names = [cells[0] for cells in steps]
     expected = ("gradekit grade:", "its own process (gradebook, ledger, reviews)",
                 "gradekit ledger verify", "gradekit history student-",
