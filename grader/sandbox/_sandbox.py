@@ -334,7 +334,10 @@ class Sandbox:
     def _prepare(self, *specs: str) -> Layout:
         """A fresh run's folders, copying from the laid-out submission, the packages of
         ``specs`` (``package.module:attribute``) compiled there."""
-        packages = [spec.partition(":")[0].partition(".")[0] for spec in specs]
+        # The runs import the grader's own gradekit (the harness's ``Library``), never a copy
+        # the submission ships: compiling that copy would be work no run reads.
+        packages = [package for spec in specs
+                    if (package := spec.partition(":")[0].partition(".")[0]) != "gradekit"]
         source = self.laid.source(self.root, self.scratch, packages, self.limits)
         return prepare_run(self.root, self.scratch, self.wall, source, self.laid.hosts)
 
