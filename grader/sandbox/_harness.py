@@ -361,6 +361,31 @@ def die_with_parent(parent: int) -> None:
         os._exit(70)
 
 
+def process_copier() -> Callable[[], int] | None:
+    """Under the process guard, the run's copy of itself at a case's start (``copy_case``):
+    libc's fork, so that no at-fork callback of the agent's runs (Python's ``os.fork`` would
+    run them, inside the hook's ``unheard``); the copy dies with the run (its parent death
+    signal), whatever session or group it moves to. None where there is no such call."""
+    try:
+        import ctypes
+
+        libc = ctypes.PyDLL(None, use_errno=True)  # holds the GIL across the fork
+        fork, prctl = libc.fork, libc.prctl
+    except (OSError, AttributeError):
+        return None
+    run = os.getpid()
+
+    def copy() -> int:
+        child = int(fork())
+        if child == 0:
+            prctl(_PR_SET_PDEATHSIG, 9, 0, 0, 0)  # SIGKILL when the run ends
+            if os.getppid() != run:  # it ended before the request took effect
+                os._exit(70)
+        return child
+
+    return copy
+
+
 def set_limits(limits: dict[str, int]) -> None:
     """Soft = hard, so the student's code cannot raise them back (and the hook refuses trying)."""
     mib = 1 << 20
@@ -1984,6 +2009,8 @@ def main(argv: list[str], copy_call: Callable[[], int] | None = None) -> None:
     forget_environment(HIDDEN)
     if "parent" in config:
         die_with_parent(config["parent"])
+        if copy_call is None and config.get("copies"):
+            copy_call = process_copier()
     if "copy" in config:
         prepare_sandbox(channel, config)
     add_packages(config.get("site", []))

@@ -125,6 +125,7 @@ class ProcessWall(Wall):
     die with the grader."""
 
     name = "process"
+    copies = True  # libc's fork, the copy dying with the run (``process_copier``)
     description = "process guard only (no bubblewrap: resource limits and an audit hook)"
     preference = 0
 
