@@ -754,19 +754,17 @@ def _loud_probes(run: Callable[..., RunResult], plan: RunPlan, primary: RunResul
             continue
         failed = next((at for at, (withhold, result) in enumerate(taken)
                        if loud_problem(withhold, result.outcomes.get(case)) is not None), None)
-        if failed is not None and (ended := taken[failed][1].outcomes.get(case)) is not None \
-                and ended.status == "timeout":
-            # A copy that ran out of time lost the case as a run of its own would, and a
-            # check would cost the case's whole limit again.
-            for _, result in taken:
-                noted(result)
-            runs += taken
-            continue
+        ended = taken[failed][1].outcomes.get(case) if failed is not None else None
+        # A copy that ran out of time lost the case as a run of its own would, and a check
+        # would cost the case's whole limit again.
         at = failed if failed is not None else (pick + index) % len(taken)
         withhold = taken[at][0]
-        checked = alone(withhold)
+        checked = None if ended is not None and ended.status == "timeout" else alone(withhold)
         for _, result in taken:  # after the check: a copy's timeout would have skipped it
             noted(result)
+        if checked is None:
+            runs += taken
+            continue
         loud_alone = loud_problem(withhold, checked.outcomes.get(case)) is None
         runs += [*taken[:at], (withhold, checked)]
         if loud_alone != (failed is None):

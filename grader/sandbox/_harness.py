@@ -1335,9 +1335,10 @@ def run_cases(channel: Channel, config: dict[str, Any], verdict: Verdict,
         run_case(case)
 
 
-# A host's run's copying: its fork (0 in the copy, the copy's pid here, -1 refused) and the
-# hook's ``unheard``, which the fork, and the look at the run's threads and the kill of a copy
-# past its limit, are made through (the hook refuses them to the agent).
+# A run's copying: its fork (0 in the copy, the copy's pid here, -1 refused: a host's raw
+# clone, or ``process_copier``'s) and the hook's ``unheard``, which the fork, the look at the
+# run's threads and the kill of a copy past its limit are made through (the hook refuses
+# them to the agent).
 Copying = tuple[Callable[[], int], Callable[[Callable[[], Any]], Any]]
 
 
@@ -1350,10 +1351,7 @@ def copy_case(channel: Channel, case: dict[str, Any],
     how it ended. The parent serves the copy as it would any run, withholding what a probe
     withholds; the run itself then goes on with the case untouched. A copy runs the case
     as the run would, its trace file included (the parent empties it after each copy).
-
-        {"op": "copy", "case": C, "able": BOOL}      the parent answers {"copy": BOOL}
-        {"op": "copied", "case": C, "code": N | null, "signal": N | null, "timed_out": B}
-    """
+    The messages, ``copy`` and ``copied``: the module's protocol."""
     while True:
         able = copying is not None and bool(copying[1](alone))
         channel.send({"op": "copy", "case": case["id"], "able": able})

@@ -161,12 +161,10 @@ class Serving:
     # Replay does (the closest recorded prompt, where they part); a case not here has no
     # cassette
     recorded: Mapping[str, Mapping[str, Entry]] = field(default_factory=dict)
-    # (case, the prompt's SHA-256) -> the miss's message: the same withheld call recurs in
-    # a grading's probes, and its message (the closest recording, where they part) costs
-    # milliseconds
-    misses: dict[tuple[str, bytes], str] = field(default_factory=dict, compare=False,
-                                                 repr=False)
-    derived: Derived | None = None  # where a batch keeps miss messages for its other gradings
+    # Where miss messages are kept (in this process's memory too): the same withheld call
+    # recurs in a grading's probes, a cohort's agents ask the hand-out's prompts, and a
+    # message (the closest recording, where they part) costs milliseconds to make.
+    derived: Derived | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -452,9 +450,7 @@ class _Run:
         self.tampering: list[str] = []
         self._serving, self._limits, self._layout = plan.serving, limits, layout
         self.seal = ""  # the current child's: its harness signs each verdict with it
-        self._on_case = plan.on_case
-        self._withhold = plan.withhold  # a loud-failure probe run's
-        self._plan = plan
+        self._plan = plan  # its on_case, its probe's withheld call, its copies
 
     def pending(self, planned: Sequence[_Case]) -> list[_Case]:
         """The cases without an outcome yet, in order."""
@@ -504,8 +500,8 @@ class _Run:
                 self.missing_module = module_name(message.get("module"))
         elif talk.ready and current is None and op == "start" and case == talk.next_case().id:
             talk.current = talk.next_case()
-            if self._on_case is not None:
-                self._on_case(talk.current.id)
+            if self._plan.on_case is not None:
+                self._plan.on_case(talk.current.id)
         elif op == "copy" and self._plan.copies is not None and talk.ready \
                 and current is None and case == talk.next_case().id:
             self._copy(child, talk, message)
@@ -616,17 +612,11 @@ class _Run:
         the case's cassette without ``key`` (a withheld answer's miss reads as the missing
         recording's), and the cassette it names."""
         source = f"{self._serving.cassettes}/{case.id}.json"
-        asked = (case.id, hashlib.sha256(prompt.encode("utf-8", "surrogatepass")).digest())
-        message = self._serving.misses.get(asked)
-        if message is None:
-            message = self._new_miss(case, prompt, key, source)
-            if len(self._serving.misses) < _MOST_MISSES_KEPT:
-                self._serving.misses[asked] = message
-        return {"miss": message, "cassette": source}
+        return {"miss": self._miss_message(case, prompt, key, source), "cassette": source}
 
-    def _new_miss(self, case: _Case, prompt: str, key: str, source: str) -> str:
-        """``_miss``'s message, made (or read where a batch keeps it: a cohort's agents ask
-        the hand-out's prompts, and a message depends on the recorded prompts alone)."""
+    def _miss_message(self, case: _Case, prompt: str, key: str, source: str) -> str:
+        """``_miss``'s message, made, or read where ``Serving.derived`` keeps it: it depends
+        on the prompt and the recorded prompts alone."""
         entries = self._serving.recorded.get(case.id)
         rest = {k: entry for k, entry in (entries or {}).items() if k != key}
         derived = self._serving.derived
@@ -721,7 +711,7 @@ class _Run:
 
     def _withholds(self, case: _Case, kind: str, position: int) -> bool:
         """Whether this run's probe withholds the ``position``-th call of ``kind`` in ``case``."""
-        probe = self._withhold
+        probe = self._plan.withhold
         return probe is not None and probe.kind == kind and position >= probe.position \
             and probe.case in ("", case.id)
 
@@ -854,7 +844,6 @@ def _shown_args(tool: str, args: Mapping[str, object]) -> str:
 
 
 _MISS_VERSION = "gradekit.miss/1"  # in each kept miss message's key: how it was made
-_MOST_MISSES_KEPT = 256  # a grading's miss messages kept (Serving.misses): a bounded memo
 
 _ADDRESS = re.compile(r"0x[0-9a-fA-F]{6,}")  # where an object lives: another in every run
 
