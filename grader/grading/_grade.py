@@ -258,6 +258,8 @@ def grade_submission(root: Path, rubric: Rubric, *, submission: str, scratch: Pa
     sandbox = Sandbox(root, scratch, rubric.limits, wall, LaidOut(derived=derived,
                                                                   hidden=hidden))
     try:
+        if manifest is not None:
+            sandbox.ahead(drawn.seeds)
         evidence, found = _evidence(sandbox, manifest, rubric, answers, drawn, on_case,
                                     http.by_case)
     finally:

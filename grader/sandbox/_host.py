@@ -318,7 +318,30 @@ class Hosts:
     def __init__(self) -> None:
         self.scratch: Path | None = None
         self._hosts: dict[tuple[int, int | None], Host] = {}
-        self._finalizer = weakref.finalize(self, _close_all, self._hosts)
+        self._starting: dict[tuple[int, int | None], Host] = {}  # ``start``'s, not waited for
+        self._finalizer = weakref.finalize(self, _close_all, self._hosts, self._starting)
+
+    def start(self, seeds: Sequence[int], user: int | None, **kit: Any) -> None:
+        """Start the hosts for ``seeds`` side by side, not waiting for them (``host`` waits
+        for each as its first run needs it): a grading's runs then wait for one start of
+        five, while the grading reads and lays out the submission, not five in a row."""
+        if _unavailable or self.scratch is None:
+            return
+        self.scratch.mkdir(parents=True, exist_ok=True)
+        for seed in dict.fromkeys(seeds):
+            key = (seed, user)
+            if key in self._hosts or key in self._starting or self._shares(key):
+                continue
+            try:
+                self._starting[key] = Host(self.scratch, seed, user, **kit, wait=False)
+            except OSError as exc:
+                refuse_hosts(str(exc) or type(exc).__name__)
+                return
+
+    def _shares(self, key: tuple[int, int | None]) -> bool:
+        """Whether the batch's host for ``key`` serves this grading's runs."""
+        return key in _shared and self.scratch is not None and bool(_shared_root) \
+            and self.scratch.is_relative_to(_shared_root[0])
 
     def host(self, hashseed: int, user: int | None, **kit: Any) -> Host | None:
         """The host for ``hashseed`` (started on first use), or None where hosts cannot run
@@ -326,16 +349,21 @@ class Hosts:
         if _unavailable or self.scratch is None:
             return None
         key = (hashseed, user)
-        shared = _shared.get(key)
-        if shared is not None and _shared_root and self.scratch.is_relative_to(_shared_root[0]):
-            return shared
+        if self._shares(key):
+            return _shared[key]
         found = self._hosts.get(key)
         if found is None:
             try:
-                found = self._hosts[key] = Host(self.scratch, hashseed, user, **kit)
+                started = self._starting.pop(key, None)
+                if started is None:
+                    found = Host(self.scratch, hashseed, user, **kit)
+                else:
+                    found = started
+                    started.ready()
             except OSError as exc:
                 refuse_hosts(str(exc) or type(exc).__name__)
                 return None
+            self._hosts[key] = found
         return found
 
     def drop(self, host: Host) -> None:
@@ -351,10 +379,11 @@ class Hosts:
         self._finalizer()
 
 
-def _close_all(hosts: dict[tuple[int, int | None], Host]) -> None:
-    for host in hosts.values():
-        host.close()
-    hosts.clear()
+def _close_all(*hosts: dict[tuple[int, int | None], Host]) -> None:
+    for each in hosts:
+        for host in each.values():
+            host.close()
+        each.clear()
 
 
 def run_request(env: Mapping[str, str], disk_mb: int, source: Path, scratch: Path,

@@ -105,6 +105,11 @@ class Wall(ABC):
         """Look up once what every child behind this wall needs, before a process forks
         workers that would each look it up again."""
 
+    def ahead(self, hosts: Hosts, seeds: Sequence[int]) -> None:
+        """Start, without waiting, what a grading's runs under the hash ``seeds`` will fork
+        from (``hosts``' own, under its scratch); nothing where each run starts its own."""
+        return None
+
     @abstractmethod
     def prepare(self, layout: Layout) -> None:
         """Make the run's folders the child needs before it starts (besides ``output``)."""

@@ -240,6 +240,11 @@ class Sandbox:
             self.laid.hosts.scratch = self.scratch.resolve()
             self.laid.ahead = self.laid.hosts.scratch / LAID_AHEAD
 
+    def ahead(self, seeds: Sequence[int]) -> None:
+        """Start what the runs under the hash ``seeds`` fork from, side by side, not waiting
+        (``Wall.ahead``): the grading goes on reading the submission meanwhile."""
+        self.wall.ahead(self.laid.hosts, seeds)
+
     def close(self) -> None:
         """End what this sandbox and those ``within`` it keep between runs (the hosts its
         runs forked from); a later run starts them again."""

@@ -36,6 +36,7 @@ from grader.sandbox._hold import Budget, Cell, host_hold
 from grader.sandbox._host import (
     SHOWN,
     Host,
+    Hosts,
     hosts_unavailable,
     refuse_hosts,
     run_request,
@@ -269,6 +270,16 @@ class NamespacesWall(Wall):
 
     def stated(self, root: Path, scratch: Path) -> str:
         return f"{self.held()}; {host_user(_kit(), (str(scratch),))[1]}"
+
+    def ahead(self, hosts: Hosts, seeds: Sequence[int]) -> None:
+        if hosts.scratch is None or hosts_unavailable() or bubblewrap()[0] is None:
+            return
+        hosts.scratch.mkdir(parents=True, exist_ok=True)
+        try:
+            user, _ = host_user(_kit(), (str(hosts.scratch),))
+        except UsageError:
+            return  # the first run says why, as it would have
+        hosts.start(seeds, user, **_kit_paths())
 
     def prepare(self, layout: Layout) -> None:
         layout.work.mkdir()

@@ -849,3 +849,98 @@ def test_a_batchs_hosts_start_side_by_side_and_one_that_fails_ends_those_after_i
         grader.sandbox._host.end_shared()
         grader.sandbox._host._shared.update(saved[0])
         grader.sandbox._host._shared_root[:] = saved[1]
+
+
+def test_a_gradings_hosts_start_side_by_side_ahead_of_its_runs_which_fork_from_them(
+        hostile: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``Sandbox.ahead`` starts a host for each hash seed before any run, none waited for;
+    each run then forks from the one of its seed (no second host for a seed), and closing
+    the sandbox ends them all, the one no run used too. A host started ahead that fails
+    leaves its run, and the runs after it, to their own bubblewrap, with the same answer."""
+    require_namespaces()
+    monkeypatch.setattr(grader.sandbox._host, "_unavailable", [])
+    host_class = grader.sandbox._host.Host
+    waited: list[bool] = []
+    init = host_class.__init__
+
+    def counted(host: grader.sandbox._host.Host, *args: Any, **kwargs: Any) -> None:
+        waited.append(kwargs.get("wait", True))
+        init(host, *args, **kwargs)
+
+    monkeypatch.setattr(host_class, "__init__", counted)
+    sandbox = Sandbox(hostile, tmp_path / "scratch", LIMITS, NamespacesWall())
+    try:
+        sandbox.ahead([51, 52, 53, 52])
+        if grader.sandbox._host.hosts_unavailable():
+            _require_hosts()
+        assert waited == [False, False, False]  # one a seed, side by side
+        assert _wait(lambda: len(_hosts(sandbox.scratch)) == 3)
+        said = {seed: _said(sandbox, f"run-{seed}", "ask hi", hashseed=seed,
+                            answer=lambda case, prompt: prompt) for seed in (51, 53)}
+        assert said == {51: {"answer": "hi", "pid": 2}, 53: {"answer": "hi", "pid": 2}}
+        assert waited == [False, False, False] and len(_hosts(sandbox.scratch)) == 3
+    finally:
+        sandbox.close()
+    assert _wait(lambda: not _hosts(sandbox.scratch))  # 52's too, though no run used it
+
+    ready = host_class.ready
+
+    def failing(host: grader.sandbox._host.Host) -> None:
+        host.close()
+        raise OSError("the host started ahead never answered")
+
+    monkeypatch.setattr(host_class, "ready", failing)
+    sandbox = Sandbox(hostile, tmp_path / "again", LIMITS, NamespacesWall())
+    try:
+        sandbox.ahead([61, 62])
+        first = _said(sandbox, "first", "ask hi", hashseed=61, answer=lambda c, p: p)
+        monkeypatch.setattr(host_class, "ready", ready)
+        second = _said(sandbox, "second", "ask hi", hashseed=62, answer=lambda c, p: p)
+        assert grader.sandbox._host.hosts_unavailable() == \
+            "the host started ahead never answered"
+        assert first["answer"] == second["answer"] == "hi"
+        # Each in a bubblewrap of its own: the one host left is 62's, started ahead and
+        # never used, which ends with the sandbox.
+        assert len(_hosts(sandbox.scratch)) == 1
+    finally:
+        sandbox.close()
+    assert _wait(lambda: not _hosts(sandbox.scratch))
+
+
+def test_a_grading_starts_a_host_for_each_of_its_hash_seeds_before_its_first_run(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Grading the reference starts one host per drawn hash seed, all before its first run
+    forks and none waited for as it starts; every run forks from one of them."""
+    require_namespaces()
+    from grader.grading import grade_submission
+    from grader.rubric import load_rubric
+    from tests.submissions import REFERENCE
+
+    monkeypatch.setattr(grader.sandbox._host, "_unavailable", [])
+    host_class = grader.sandbox._host.Host
+    events: list[tuple[str, tuple[int, bool] | None]] = []
+    init, spawn = host_class.__init__, host_class.spawn
+
+    def started(host: grader.sandbox._host.Host, *args: Any, **kwargs: Any) -> None:
+        events.append(("start", (args[1], kwargs.get("wait", True))))
+        init(host, *args, **kwargs)
+
+    def forked(host: grader.sandbox._host.Host, *args: Any, **kwargs: Any) -> Any:
+        events.append(("fork", None))
+        return spawn(host, *args, **kwargs)
+
+    monkeypatch.setattr(host_class, "__init__", started)
+    monkeypatch.setattr(host_class, "spawn", forked)
+    graded = grade_submission(REFERENCE, load_rubric(REFERENCE / "rubric" / "bootcamp.toml"),
+                              submission="reference", scratch=tmp_path / "scratch",
+                              wall=NamespacesWall())
+    if grader.sandbox._host.hosts_unavailable():
+        _require_hosts()
+    starts = [what for event, what in events if what is not None]
+    first_fork = next(n for n, (event, _) in enumerate(events) if event == "fork")
+    # The five hash seeds of its label runs, each once (the seeds drawn past them only for
+    # unsettled cases, which the reference has none of, start as a run needs them).
+    assert len(starts) == 5 and len({seed for seed, _ in starts}) == 5, starts
+    assert all(wait is False for _, wait in starts), starts
+    assert first_fork == len(starts)  # every host started before the first run forked
+    assert sum(event == "fork" for event, _ in events) == graded.children
