@@ -8,6 +8,7 @@ in test_localmodel_engine.py and, with the real model, in tests/e2e/test_localmo
 from __future__ import annotations
 
 import json
+import os
 import re
 import threading
 import time
@@ -249,3 +250,38 @@ def test_each_answer_prints_one_line_with_its_head_tokens_and_seconds(
                         lines[0]), lines[0]
     assert re.fullmatch(r"answered 'Say hello': \d+ prompt \+ 2 answer tokens in \d+\.\d s "
                         r"\(length\)", lines[1]), lines[1]
+
+
+_THREADS_OF_NUMPY = """
+import os, sys
+from gradekit._localmodel.__main__ import blas_threads
+if sys.argv[1] == "ours":
+    os.environ.update(blas_threads(None, os.environ))
+import numpy
+numpy.ones((64, 64)) @ numpy.ones((64, 64))
+print(len(os.listdir("/proc/self/task")))
+"""
+
+
+def test_the_keyless_model_runs_its_blas_on_one_thread_unless_told_otherwise() -> None:
+    """OpenBLAS starts a thread a CPU when numpy loads; the server sets one first, which is
+    faster for a 135M model on a quiet machine and many times faster on a busy one. A count
+    the user gave (``--threads``, or one of the variables) stands."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("numpy", reason="numpy is missing: `make test` installs the dev extra")
+    from gradekit._localmodel.__main__ import BLAS_THREADS, blas_threads
+
+    assert blas_threads(None, {}) == dict.fromkeys(BLAS_THREADS, "1")
+    assert blas_threads(None, {"OMP_NUM_THREADS": "4"}) == {}  # the user's word
+    assert blas_threads(None, {"OMP_NUM_THREADS": ""}) == dict.fromkeys(BLAS_THREADS, "1")
+    assert blas_threads(3, {"OMP_NUM_THREADS": "4"}) == dict.fromkeys(BLAS_THREADS, "3")
+
+    env = {key: value for key, value in os.environ.items() if key not in BLAS_THREADS}
+    counts = {way: int(subprocess.run([sys.executable, "-c", _THREADS_OF_NUMPY, way], env=env,
+                                      capture_output=True, text=True, check=True).stdout)
+              for way in ("ours", "numpy's")}
+    assert counts["ours"] == 1, counts
+    if (os.cpu_count() or 1) > 1:  # where numpy's own default shares, ours is what stops it
+        assert counts["numpy's"] > 1, counts
