@@ -1620,6 +1620,7 @@ def serve_runs(control: int) -> None:
     importlib.import_module("gradekit")  # the kit, imported once for every run of this host
     importlib.import_module("platform")  # settle_platform's, before every run's guard
     importlib.import_module("_posixsubprocess")  # the guard's (audited_bypasses), every run
+    importlib.import_module("datetime")  # set_clock's, every run: about 170 pages fewer a run
     host_only = [n for n in sys.modules if n.partition(".")[0] in _HOST_ONLY]
     forget_environment(HIDDEN)  # every run is a fork: its /proc/self/environ is this one's
     signal.signal(signal.SIGINT, signal.SIG_DFL)  # see pid1: no handler a run could trip
