@@ -76,12 +76,13 @@ def refuse_hosts(why: str) -> None:
 
 class Host:
     """One host: bubblewrap, an interpreter under ``hashseed``, the harness and the kit
-    loaded, seeing ``scratch``; it forks a run each time ``spawn`` asks, from any process
-    that holds it (a batch's workers share the zygote's)."""
+    loaded (and ``preload``, the packages its runs import), seeing ``scratch``; it forks a
+    run each time ``spawn`` asks, from any process that holds it (a batch's workers share
+    the zygote's)."""
 
     def __init__(self, scratch: Path, hashseed: int, user: int | None,
                  harness: Path, library: Path, library_inside: str, harness_inside: str,
-                 *, wait: bool = True) -> None:
+                 *, wait: bool = True, preload: Sequence[str] = ()) -> None:
         bwrap_path, why = bubblewrap()
         if bwrap_path is None:
             raise OSError(why)
@@ -112,6 +113,7 @@ class Host:
             self._link.send(json.dumps({
                 "site": list(site), "library": library_inside, "scratch": HOST_SCRATCH,
                 "seccomp": program.hex() if program else "", "copy_cookie": cookie,
+                "preload": list(preload),
                 # The run's copy is an overlay: the laid-out files are its own (the grader's,
                 # or given to uid 65534 for a root grader's runs: ``_own_laid_out``).
                 "overlay": True}).encode("ascii"))
@@ -317,6 +319,9 @@ class Hosts:
 
     def __init__(self) -> None:
         self.scratch: Path | None = None
+        # The packages every host of the grading imports before it forks (``Host``'s
+        # ``preload``): the grading's, set before its first host starts.
+        self.preload: tuple[str, ...] = ()
         self._hosts: dict[tuple[int, int | None], Host] = {}
         self._starting: dict[tuple[int, int | None], Host] = {}  # ``start``'s, not waited for
         self._finalizer = weakref.finalize(self, _close_all, self._hosts, self._starting)
@@ -333,15 +338,18 @@ class Hosts:
             if key in self._hosts or key in self._starting or self._shares(key):
                 continue
             try:
-                self._starting[key] = Host(self.scratch, seed, user, **kit, wait=False)
+                self._starting[key] = Host(self.scratch, seed, user, **kit, wait=False,
+                                           preload=self.preload)
             except OSError as exc:
                 refuse_hosts(str(exc) or type(exc).__name__)
                 return
 
     def _shares(self, key: tuple[int, int | None]) -> bool:
-        """Whether the batch's host for ``key`` serves this grading's runs."""
+        """Whether the batch's host for ``key`` serves this grading's runs: a grading that
+        preloads packages has hosts of its own, which import them (the batch's import
+        none, so that a run of every other submission forks from a smaller host)."""
         return key in _shared and self.scratch is not None and bool(_shared_root) \
-            and self.scratch.is_relative_to(_shared_root[0])
+            and self.scratch.is_relative_to(_shared_root[0]) and not self.preload
 
     def host(self, hashseed: int, user: int | None, **kit: Any) -> Host | None:
         """The host for ``hashseed`` (started on first use), or None where hosts cannot run
@@ -356,7 +364,7 @@ class Hosts:
             try:
                 started = self._starting.pop(key, None)
                 if started is None:
-                    found = Host(self.scratch, hashseed, user, **kit)
+                    found = Host(self.scratch, hashseed, user, **kit, preload=self.preload)
                 else:
                     found = started
                     started.ready()

@@ -105,9 +105,10 @@ class Wall(ABC):
         """Look up once what every child behind this wall needs, before a process forks
         workers that would each look it up again."""
 
-    def ahead(self, hosts: Hosts, seeds: Sequence[int]) -> None:
+    def ahead(self, hosts: Hosts, seeds: Sequence[int], preload: Sequence[str] = ()) -> None:
         """Start, without waiting, what a grading's runs under the hash ``seeds`` will fork
-        from (``hosts``' own, under its scratch); nothing where each run starts its own."""
+        from (``hosts``' own, under its scratch), having imported the packages ``preload``
+        names; nothing where each run starts its own."""
         return None
 
     @abstractmethod

@@ -271,9 +271,10 @@ class NamespacesWall(Wall):
     def stated(self, root: Path, scratch: Path) -> str:
         return f"{self.held()}; {host_user(_kit(), (str(scratch),))[1]}"
 
-    def ahead(self, hosts: Hosts, seeds: Sequence[int]) -> None:
+    def ahead(self, hosts: Hosts, seeds: Sequence[int], preload: Sequence[str] = ()) -> None:
         if hosts.scratch is None or hosts_unavailable() or bubblewrap()[0] is None:
             return
+        hosts.preload = tuple(preload)
         hosts.scratch.mkdir(parents=True, exist_ok=True)
         try:
             user, _ = host_user(_kit(), (str(hosts.scratch),))

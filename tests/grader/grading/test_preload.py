@@ -1,0 +1,126 @@
+"""The rubric's packages a submission imports are imported by its runs' hosts, once.
+
+An SDK agent's every run imported the SDK anew (openai: about 450 ms of CPU, a grading
+makes 15 runs); its hosts now import it before they fork. What the scan finds moves no
+grade: the same submission grades to the same bytes with the hosts importing it or not.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import grader.grading._grade
+import grader.sandbox._host
+from grader.grading import grade_submission
+from grader.grading._preload import imported_names, imported_packages
+from grader.outputs._report import render_report_json
+from grader.rubric import load_rubric
+from grader.sandbox import NamespacesWall
+from grader.submission import load_manifest
+from tests.conftest import require_namespaces
+from tests.submissions import REFERENCE
+
+SDK_EXAMPLE = REFERENCE / "examples" / "openai-sdk"
+PACKAGES = {"openai": "openai>=1", "anthropic": "anthropic>=0.40"}
+MANIFEST = """\
+[project]
+name = "lab"
+version = "0.1.0"
+
+[tool.gradekit]
+agent = "{agent}"
+replay = "{replay}"
+tools = "{tools}"
+"""
+
+
+def _lab(root: Path, files: dict[str, str], *, agent: str = "lab.agent:run",
+         replay: str = "gradekit:Replay", tools: str = "") -> Path:
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text, "utf-8")
+    (root / "pyproject.toml").write_text(
+        MANIFEST.format(agent=agent, replay=replay, tools=tools), "utf-8")
+    return root
+
+
+def test_the_names_of_every_import_statement_and_none_of_a_relative_one() -> None:
+    source = ("import os, openai.types as t\nfrom anthropic import Anthropic\n"
+              "    import httpx  # inside a function\nfrom . import tools\n"
+              "from .client import openai\nimport (x)\n# import commented\n"
+              "text = 'import quoted'\n")
+    assert imported_names(source) == {"os", "openai", "anthropic", "httpx", "x"}
+
+
+def test_only_the_rubrics_packages_the_agents_replays_and_tools_packages_import(
+        tmp_path: Path) -> None:
+    root = _lab(tmp_path / "lab", {
+        "lab/__init__.py": "",
+        "lab/agent.py": "from lab.deep.client import ask\n",
+        "lab/deep/__init__.py": "",
+        "lab/deep/client.py": "import openai\nimport numpy\n",
+        "mine/replay.py": "from anthropic import Anthropic\n",
+        "elsewhere/unused.py": "import anthropic\n",
+        "tools.py": "import openai\n",
+    }, replay="mine.replay:Replay", tools="tools:TOOLS")
+    manifest = load_manifest(root)
+    assert imported_packages(root, manifest, PACKAGES) == ("anthropic", "openai")
+    assert imported_packages(root, manifest, {}) == ()
+    # Without the Replay's package, only the agent's (tools.py, a module beside the
+    # manifest, imports openai too); a package outside them is never read.
+    solo = _lab(tmp_path / "solo", {"lab/__init__.py": "", "lab/agent.py": "import os\n",
+                                    "elsewhere/x.py": "import openai\n"})
+    assert imported_packages(solo, load_manifest(solo), PACKAGES) == ()
+
+
+def test_a_link_or_a_fifo_in_the_agents_package_is_never_followed_or_read(
+        tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.py").write_text("import openai\n", "utf-8")
+    root = _lab(tmp_path / "lab", {"lab/__init__.py": "", "lab/agent.py": "import os\n"})
+    (root / "lab" / "linked.py").symlink_to(outside / "secret.py")
+    (root / "lab" / "folder").symlink_to(outside)
+    os.mkfifo(root / "lab" / "pipe.py")  # read, it would hang the grading
+    assert imported_packages(root, load_manifest(root), PACKAGES) == ()
+
+
+@pytest.mark.slow
+def test_an_sdk_agent_grades_to_the_same_bytes_whether_its_hosts_import_the_sdk_or_not(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The shipped openai SDK example, graded twice under one draw key: its hosts import
+    openai before they fork (five hosts, each told to), then none does; the reports are
+    the same bytes."""
+    require_namespaces()
+    pytest.importorskip("openai")
+    monkeypatch.setattr(grader.sandbox._host, "_unavailable", [])
+    root = tmp_path / "sdk"
+    shutil.copytree(SDK_EXAMPLE, root)
+    rubric = load_rubric(REFERENCE / "rubric" / "bootcamp.toml")
+    assert imported_packages(root, load_manifest(root), rubric.packages) == ("openai",)
+    told: list[tuple[str, ...]] = []
+    init = grader.sandbox._host.Host.__init__
+
+    def started(host: grader.sandbox._host.Host, *args: Any, **kwargs: Any) -> None:
+        told.append(tuple(kwargs.get("preload", ())))
+        init(host, *args, **kwargs)
+
+    monkeypatch.setattr(grader.sandbox._host.Host, "__init__", started)
+    key = b"k" * 32
+    preloaded = grade_submission(root, rubric, submission="sdk", scratch=tmp_path / "one",
+                                 wall=NamespacesWall(), draw_key=key)
+    if grader.sandbox._host.hosts_unavailable():
+        pytest.skip(f"no host here: {grader.sandbox._host.hosts_unavailable()}")
+    assert told and set(told) == {("openai",)}, told
+    told.clear()
+    monkeypatch.setattr(grader.grading._grade, "imported_packages", lambda *args: ())
+    plain = grade_submission(root, rubric, submission="sdk", scratch=tmp_path / "two",
+                             wall=NamespacesWall(), draw_key=key)
+    assert told and set(told) == {()}, told
+    assert render_report_json(preloaded.report) == render_report_json(plain.report)
+    assert preloaded.children == plain.children
