@@ -10,17 +10,17 @@ each worker is still a process of its own, in a session of its own, with its own
 
 The protocol is one JSON object per line. The batch writes ``{"fork": SCRATCH, "name":
 FOLDER}`` or ``{"kill": PID}`` on the zygote's stdin, and first, behind namespaces,
-``{"hosts": {"root": FOLDER, "seeds": [SEED, ...]}}``: the zygote starts one sandbox host
-per hash seed (``grader.sandbox._host``), seeing FOLDER, which holds every worker's SCRATCH,
-and every worker it forks inherits them, so a grading's runs fork from hosts already
-started; the zygote answers each fork, in
-order, with ``{"forked": PID}`` or ``{"failed": WHY}``, and says ``{"exited": PID,
-"code": STATUS}`` once it has reaped a worker (a negative status: the signal that killed
-it). Only the zygote signals its workers, and only before it has reaped them, so a pid
-the system has given to another process is never killed. A worker reads its request
-from ``SCRATCH/request``, writes its row to ``SCRATCH/row`` and anything else to
-``SCRATCH/stderr``. When its stdin closes or the batch dies, the zygote kills its
-workers and ends (and their sandboxed children end with them).
+``{"hosts": {"root": FOLDER, "seeds": [SEED, ...], "preload": [PACKAGE, ...]}}``: the zygote
+starts one sandbox host per hash seed (``grader.sandbox._host``), each having imported the
+PACKAGEs (the rubric's that some submission imports), seeing FOLDER, which holds every
+worker's SCRATCH, and every worker it forks inherits them, so a grading's runs fork from
+hosts already started; the zygote answers each fork, in order, with ``{"forked": PID}`` or
+``{"failed": WHY}``, and says ``{"exited": PID, "code": STATUS}`` once it has reaped a
+worker (a negative status: the signal that killed it). Only the zygote signals its workers,
+and only before it has reaped them, so a pid the system has given to another process is
+never killed. A worker reads its request from ``SCRATCH/request``, writes its row to
+``SCRATCH/row`` and anything else to ``SCRATCH/stderr``. When its stdin closes or the batch
+dies, the zygote kills its workers and ends (and their sandboxed children end with them).
 """
 
 from __future__ import annotations
@@ -186,7 +186,8 @@ def _handle(message: dict[str, object], workers: set[int], own: tuple[int, ...])
     if "hosts" in message:  # before the first fork: every worker inherits them
         hosts = message["hosts"]
         assert isinstance(hosts, dict)
-        share_hosts(Path(str(hosts["root"])), [int(seed) for seed in hosts["seeds"]])
+        share_hosts(Path(str(hosts["root"])), [int(seed) for seed in hosts["seeds"]],
+                    [str(name) for name in hosts.get("preload", [])])
         return
     if "kill" in message:
         pid = int(str(message["kill"]))

@@ -10,10 +10,12 @@ from __future__ import annotations
 from grader.grading._checkpoints import predicted, run_checkpoints
 from grader.grading._grade import Graded, grade_submission, seed_pool
 from grader.grading._packages import MissingPackage
+from grader.grading._preload import cohort_packages
 
 __all__ = [
     "Graded",
     "MissingPackage",
+    "cohort_packages",
     "grade_submission",
     "predicted",
     "run_checkpoints",

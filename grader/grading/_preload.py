@@ -12,15 +12,17 @@ import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from gradekit import GradekitError
 from grader.submission import (
     SOURCE_CAP,
     Manifest,
     SubmissionFileError,
+    load_manifest,
     read_submission_file,
     submission_entries,
 )
 
-__all__ = ["imported_packages"]
+__all__ = ["cohort_packages", "imported_packages"]
 
 _MOST_FILES = 400  # Python files read, over the packages the runs import first
 _MOST_DEPTH = 8
@@ -44,6 +46,21 @@ def imported_packages(root: Path, manifest: Manifest, packages: Mapping[str, str
             continue
         found.update(imported_names(source))
     return tuple(sorted(found & set(packages)))
+
+
+def cohort_packages(roots: Iterable[Path], packages: Mapping[str, str]) -> tuple[str, ...]:
+    """The import names of ``packages`` that any submission at ``roots`` imports
+    (``imported_packages``), sorted: what a batch's shared hosts import before they fork.
+    A submission whose manifest cannot be read adds none (its grading says why)."""
+    found: set[str] = set()
+    for root in roots:
+        if not packages or found >= set(packages):
+            break
+        try:
+            found.update(imported_packages(root, load_manifest(root), packages))
+        except (GradekitError, OSError):
+            continue
+    return tuple(sorted(found))
 
 
 def imported_names(source: str) -> set[str]:

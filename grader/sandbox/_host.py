@@ -281,18 +281,25 @@ def _host_environment(hashseed: int) -> dict[str, str]:
 
 _shared: dict[tuple[int, int | None], Host] = {}  # a batch's hosts, by hash seed and user
 _shared_root: list[Path] = []  # the folder every grading of the batch has its scratch in
+_shared_preload: set[str] = set()  # the packages the batch's hosts imported before forking
 
 
-def share(root: Path, seeds: Sequence[int], user: int | None, **kit: Any) -> None:
+def share(root: Path, seeds: Sequence[int], user: int | None, *, preload: Sequence[str] = (),
+          **kit: Any) -> None:
     """Start the hosts every grading of a batch forks from: one per seed of the draw key's
-    pool, seeing ``root``, the folder the batch gives each worker a scratch folder in. Run
-    by the batch's zygote before it forks workers, which inherit them; they end with it."""
+    pool, seeing ``root``, the folder the batch gives each worker a scratch folder in, each
+    having imported ``preload`` (the rubric's packages some submission of the batch
+    imports). Run by the batch's zygote before it forks workers, which inherit them; they
+    end with it."""
     _shared_root[:] = [root.resolve()]
+    _shared_preload.clear()
+    _shared_preload.update(preload)
     starting: dict[tuple[int, int | None], Host] = {}
     for seed in seeds:  # all started, then each waited for: they start side by side
         if (seed, user) not in _shared and not _unavailable:
             try:
-                starting[(seed, user)] = Host(root.resolve(), seed, user, **kit, wait=False)
+                starting[(seed, user)] = Host(root.resolve(), seed, user, **kit, wait=False,
+                                              preload=preload)
             except OSError as exc:
                 refuse_hosts(str(exc) or type(exc).__name__)
     for key, host in starting.items():
@@ -345,11 +352,12 @@ class Hosts:
                 return
 
     def _shares(self, key: tuple[int, int | None]) -> bool:
-        """Whether the batch's host for ``key`` serves this grading's runs: a grading that
-        preloads packages has hosts of its own, which import them (the batch's import
-        none, so that a run of every other submission forks from a smaller host)."""
+        """Whether the batch's host for ``key`` serves this grading's runs: where it
+        imported every package the grading's runs would (a grading the batch's scan did
+        not foresee has hosts of its own, which do)."""
         return key in _shared and self.scratch is not None and bool(_shared_root) \
-            and self.scratch.is_relative_to(_shared_root[0]) and not self.preload
+            and self.scratch.is_relative_to(_shared_root[0]) \
+            and _shared_preload.issuperset(self.preload)
 
     def host(self, hashseed: int, user: int | None, **kit: Any) -> Host | None:
         """The host for ``hashseed`` (started on first use), or None where hosts cannot run

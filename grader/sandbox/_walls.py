@@ -360,13 +360,13 @@ def _cell(limits: Limits) -> Cell:
     return host_hold().cell(Budget.of(limits))
 
 
-def share_hosts(root: Path, seeds: Sequence[int]) -> None:
+def share_hosts(root: Path, seeds: Sequence[int], preload: Sequence[str] = ()) -> None:
     """Start a batch's hosts (``grader.sandbox._host.share``) where namespaces can be built:
-    in the zygote, before it forks the workers that use them."""
+    in the zygote, before it forks the workers that use them; each imports ``preload``."""
     if NamespacesWall().missing():
         return
     NamespacesWall().warm()
-    share(root, seeds, host_user(_kit(), (str(root),))[0], **_kit_paths())
+    share(root, seeds, host_user(_kit(), (str(root),))[0], preload=preload, **_kit_paths())
 
 
 def _kit_paths() -> dict[str, Any]:

@@ -124,3 +124,37 @@ def test_an_sdk_agent_grades_to_the_same_bytes_whether_its_hosts_import_the_sdk_
     assert told and set(told) == {()}, told
     assert render_report_json(preloaded.report) == render_report_json(plain.report)
     assert preloaded.children == plain.children
+
+
+def test_a_batchs_hosts_import_what_any_of_its_submissions_imports(tmp_path: Path) -> None:
+    from grader.grading import cohort_packages
+
+    first = _lab(tmp_path / "a", {"lab/__init__.py": "", "lab/agent.py": "import openai\n"})
+    second = _lab(tmp_path / "b", {"lab/__init__.py": "",
+                                   "lab/agent.py": "from anthropic import Anthropic\n"})
+    plain = _lab(tmp_path / "c", {"lab/__init__.py": "", "lab/agent.py": "import json\n"})
+    broken = tmp_path / "d"
+    broken.mkdir()
+    (broken / "pyproject.toml").write_text("[tool.gradekit\n", "utf-8")  # not TOML
+    assert cohort_packages([plain, broken, first, second], PACKAGES) == ("anthropic", "openai")
+    assert cohort_packages([plain, broken], PACKAGES) == ()
+    assert cohort_packages([first], {}) == ()
+
+
+def test_a_grading_forks_from_the_batchs_hosts_only_where_they_imported_all_it_would(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The batch's hosts serve a grading whose packages they imported; a grading that
+    would import one they did not (a submission the batch's scan could not read) starts
+    hosts of its own, which do."""
+    host = grader.sandbox._host
+    root = (tmp_path / "batch").resolve()
+    monkeypatch.setattr(host, "_shared", {(7, None): object()})
+    monkeypatch.setattr(host, "_shared_root", [root])
+    monkeypatch.setattr(host, "_shared_preload", {"openai"})
+    hosts = host.Hosts()
+    hosts.scratch = root / "worker-1"
+    for preload, shares in (((), True), (("openai",), True), (("anthropic",), False),
+                            (("anthropic", "openai"), False)):
+        hosts.preload = preload
+        assert hosts._shares((7, None)) is shares, preload
+    assert not hosts._shares((8, None))  # no batch host for that seed
