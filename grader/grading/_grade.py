@@ -29,7 +29,7 @@ from grader._model import CaseOutcome, CriterionResult, Report, RunResult, Withh
 from grader._text import FLAGGED, TEXT_LIMIT, quote
 from grader.grading._grounds import grounds, recorded_keys
 from grader.grading._packages import missing_package
-from grader.grading._preload import imported_packages
+from grader.grading._preload import imported_packages, shipped_packages
 from grader.grading._regression import ItemRecordings, replay_set
 from grader.recordings import CHANGE_LOG, Change, change_matches, decode_changes, decode_recording
 from grader.regression import recording_name
@@ -260,7 +260,8 @@ def grade_submission(root: Path, rubric: Rubric, *, submission: str, scratch: Pa
                                                                   hidden=hidden))
     try:
         if manifest is not None:
-            sandbox.ahead(drawn.seeds, imported_packages(root, manifest, rubric.packages))
+            sandbox.ahead(drawn.seeds, imported_packages(root, manifest, rubric.packages),
+                          shipped_packages(root, rubric.packages))
         evidence, found = _evidence(sandbox, manifest, rubric, answers, drawn, on_case,
                                     http.by_case)
     finally:

@@ -22,7 +22,7 @@ from grader.submission import (
     submission_entries,
 )
 
-__all__ = ["cohort_packages", "imported_packages"]
+__all__ = ["cohort_packages", "imported_packages", "shipped_packages"]
 
 _MOST_FILES = 400  # Python files read, over the packages the runs import first
 _MOST_DEPTH = 8
@@ -33,9 +33,11 @@ _NAME = re.compile(r"^[ \t(]*([A-Za-z_]\w*)")
 def imported_packages(root: Path, manifest: Manifest, packages: Mapping[str, str]
                       ) -> tuple[str, ...]:
     """The import names of ``packages`` (the rubric's) that the Python of the submission's
-    agent, Replay or tools package imports anywhere in it, sorted."""
+    agent, Replay or tools package imports anywhere in it, sorted; never one the submission
+    ships itself (``shipped_packages``), which its runs import from its own folder."""
     if not packages:
         return ()
+    packages = {name: packages[name] for name in set(packages) - shipped_packages(root, packages)}
     tops = sorted({spec.partition(":")[0].split(".")[0]
                    for spec in (manifest.agent, manifest.replay, manifest.tools) if spec})
     found: set[str] = set()
@@ -46,6 +48,17 @@ def imported_packages(root: Path, manifest: Manifest, packages: Mapping[str, str
             continue
         found.update(imported_names(source))
     return tuple(sorted(found & set(packages)))
+
+
+def shipped_packages(root: Path, packages: Mapping[str, str]) -> frozenset[str]:
+    """The import names of ``packages`` the submission at ``root`` has a folder or module
+    of its own by (``openai/``, ``openai.py``): a run finds its own first, so a host that
+    imported the installed one would change what the run imports."""
+    try:
+        beside = {name for name, _ in submission_entries(root, "", most=10_000)}
+    except SubmissionFileError:
+        return frozenset()
+    return frozenset(name for name in packages if name in beside or f"{name}.py" in beside)
 
 
 def cohort_packages(roots: Iterable[Path], packages: Mapping[str, str]) -> tuple[str, ...]:

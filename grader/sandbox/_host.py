@@ -329,6 +329,9 @@ class Hosts:
         # The packages every host of the grading imports before it forks (``Host``'s
         # ``preload``): the grading's, set before its first host starts.
         self.preload: tuple[str, ...] = ()
+        # The rubric's packages the submission ships a folder or module of itself: its runs
+        # import its own, so none of them forks from a host that imported the installed one.
+        self.shipped: frozenset[str] = frozenset()
         self._hosts: dict[tuple[int, int | None], Host] = {}
         self._starting: dict[tuple[int, int | None], Host] = {}  # ``start``'s, not waited for
         self._finalizer = weakref.finalize(self, _close_all, self._hosts, self._starting)
@@ -353,11 +356,12 @@ class Hosts:
 
     def _shares(self, key: tuple[int, int | None]) -> bool:
         """Whether the batch's host for ``key`` serves this grading's runs: where it
-        imported every package the grading's runs would (a grading the batch's scan did
-        not foresee has hosts of its own, which do)."""
+        imported every package the grading's runs would, and none the submission ships
+        itself (a grading the batch's scan did not foresee has hosts of its own)."""
         return key in _shared and self.scratch is not None and bool(_shared_root) \
             and self.scratch.is_relative_to(_shared_root[0]) \
-            and _shared_preload.issuperset(self.preload)
+            and _shared_preload.issuperset(self.preload) \
+            and _shared_preload.isdisjoint(self.shipped)
 
     def host(self, hashseed: int, user: int | None, **kit: Any) -> Host | None:
         """The host for ``hashseed`` (started on first use), or None where hosts cannot run

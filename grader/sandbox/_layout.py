@@ -22,7 +22,7 @@ import sys
 import tempfile
 import warnings
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import IO, Any, ClassVar, Literal
@@ -105,10 +105,12 @@ class Wall(ABC):
         """Look up once what every child behind this wall needs, before a process forks
         workers that would each look it up again."""
 
-    def ahead(self, hosts: Hosts, seeds: Sequence[int], preload: Sequence[str] = ()) -> None:
+    def ahead(self, hosts: Hosts, seeds: Sequence[int], preload: Sequence[str] = (),
+              shipped: Collection[str] = ()) -> None:
         """Start, without waiting, what a grading's runs under the hash ``seeds`` will fork
         from (``hosts``' own, under its scratch), having imported the packages ``preload``
-        names; nothing where each run starts its own."""
+        names, and never one of ``shipped`` (the submission's own); nothing where each run
+        starts its own."""
         return None
 
     @abstractmethod

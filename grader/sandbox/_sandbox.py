@@ -240,12 +240,13 @@ class Sandbox:
             self.laid.hosts.scratch = self.scratch.resolve()
             self.laid.ahead = self.laid.hosts.scratch / LAID_AHEAD
 
-    def ahead(self, seeds: Sequence[int], preload: Sequence[str] = ()) -> None:
+    def ahead(self, seeds: Sequence[int], preload: Sequence[str] = (),
+              shipped: Collection[str] = ()) -> None:
         """Start what the runs under the hash ``seeds`` fork from, side by side, not waiting
         (``Wall.ahead``), each having imported the packages ``preload`` names (what the
         submission imports of the rubric's): the grading goes on reading the submission
         meanwhile."""
-        self.wall.ahead(self.laid.hosts, seeds, preload)
+        self.wall.ahead(self.laid.hosts, seeds, preload, shipped)
 
     def close(self) -> None:
         """End what this sandbox and those ``within`` it keep between runs (the hosts its

@@ -23,7 +23,7 @@ import os
 import py_compile
 import shutil
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any, Final
 
@@ -271,10 +271,12 @@ class NamespacesWall(Wall):
     def stated(self, root: Path, scratch: Path) -> str:
         return f"{self.held()}; {host_user(_kit(), (str(scratch),))[1]}"
 
-    def ahead(self, hosts: Hosts, seeds: Sequence[int], preload: Sequence[str] = ()) -> None:
+    def ahead(self, hosts: Hosts, seeds: Sequence[int], preload: Sequence[str] = (),
+              shipped: Collection[str] = ()) -> None:
         if hosts.scratch is None or hosts_unavailable() or bubblewrap()[0] is None:
             return
-        hosts.preload = tuple(preload)
+        hosts.shipped = frozenset(shipped)
+        hosts.preload = tuple(name for name in preload if name not in hosts.shipped)
         hosts.scratch.mkdir(parents=True, exist_ok=True)
         try:
             user, _ = host_user(_kit(), (str(hosts.scratch),))

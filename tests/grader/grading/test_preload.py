@@ -16,11 +16,12 @@ import pytest
 
 import grader.grading._grade
 import grader.sandbox._host
+from grader._model import Limits
 from grader.grading import grade_submission
-from grader.grading._preload import imported_names, imported_packages
+from grader.grading._preload import imported_names, imported_packages, shipped_packages
 from grader.outputs._report import render_report_json
 from grader.rubric import load_rubric
-from grader.sandbox import NamespacesWall
+from grader.sandbox import NamespacesWall, RunPlan, Sandbox, Serving
 from grader.submission import load_manifest
 from tests.conftest import require_namespaces
 from tests.submissions import REFERENCE
@@ -158,3 +159,59 @@ def test_a_grading_forks_from_the_batchs_hosts_only_where_they_imported_all_it_w
         hosts.preload = preload
         assert hosts._shares((7, None)) is shares, preload
     assert not hosts._shares((8, None))  # no batch host for that seed
+    hosts.preload, hosts.shipped = (), frozenset({"openai"})  # a folder openai/ of its own
+    assert not hosts._shares((7, None))
+
+
+SHADOW = {
+    "lab/__init__.py": "",
+    "lab/agent.py": "import openai\n\n\ndef run(provider, task):\n"
+                    "    return getattr(openai, 'WHOSE', 'the installed SDK')\n",
+    "openai/__init__.py": "WHOSE = 'its own'\n",
+}
+
+
+@pytest.mark.slow
+def test_a_submission_shipping_its_own_package_of_that_name_never_gets_the_installed_one(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A submission with a folder ``openai/`` of its own imports that one in every run, as
+    behind the process guard: graded alone, its hosts never import the installed SDK (even
+    told to), and in a batch whose hosts did (a classmate imports it) its runs fork from
+    hosts of its own."""
+    require_namespaces()
+    pytest.importorskip("openai")
+    from grader.sandbox._walls import share_hosts
+
+    monkeypatch.setattr(grader.sandbox._host, "_unavailable", [])
+    root = _lab(tmp_path / "shadow", SHADOW)
+    assert shipped_packages(root, PACKAGES) == {"openai"}
+    assert imported_packages(root, load_manifest(root), PACKAGES) == ()
+    batch = (tmp_path / "batch").resolve()
+    batch.mkdir(mode=0o711)
+
+    def answer(scratch: Path, told: tuple[str, ...]) -> str | None:
+        sandbox = Sandbox(root, scratch, Limits(timeout_s=20), NamespacesWall())
+        try:
+            sandbox.ahead([5], told, shipped_packages(root, PACKAGES))
+            result = sandbox.within("run").run(
+                "lab.agent:run", [("c", "t")], RunPlan("provider-a", 5, Serving(lambda c, p: p)))
+        finally:
+            sandbox.close()
+        return result.outcomes["c"].answer
+
+    alone = answer(tmp_path / "alone", ("openai",))
+    saved = dict(grader.sandbox._host._shared), list(grader.sandbox._host._shared_root), \
+        set(grader.sandbox._host._shared_preload)
+    grader.sandbox._host._shared.clear()
+    try:
+        share_hosts(batch, [5], ["openai"])
+        if grader.sandbox._host.hosts_unavailable():
+            pytest.skip(f"no host here: {grader.sandbox._host.hosts_unavailable()}")
+        in_batch = answer(batch / "worker", ())
+    finally:
+        grader.sandbox._host.end_shared()
+        grader.sandbox._host._shared.update(saved[0])
+        grader.sandbox._host._shared_root[:] = saved[1]
+        grader.sandbox._host._shared_preload.clear()
+        grader.sandbox._host._shared_preload.update(saved[2])
+    assert (alone, in_batch) == ("its own", "its own")
