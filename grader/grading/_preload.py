@@ -35,9 +35,9 @@ def imported_packages(root: Path, manifest: Manifest, packages: Mapping[str, str
     """The import names of ``packages`` (the rubric's) that the Python of the submission's
     agent, Replay or tools package imports anywhere in it, sorted; never one the submission
     ships itself (``shipped_packages``), which its runs import from its own folder."""
-    if not packages:
+    wanted = set(packages) - shipped_packages(root, packages) if packages else set()
+    if not wanted:
         return ()
-    packages = {name: packages[name] for name in set(packages) - shipped_packages(root, packages)}
     tops = sorted({spec.partition(":")[0].split(".")[0]
                    for spec in (manifest.agent, manifest.replay, manifest.tools) if spec})
     found: set[str] = set()
@@ -47,7 +47,7 @@ def imported_packages(root: Path, manifest: Manifest, packages: Mapping[str, str
         except SubmissionFileError:
             continue
         found.update(imported_names(source))
-    return tuple(sorted(found & set(packages)))
+    return tuple(sorted(found & wanted))
 
 
 def shipped_packages(root: Path, packages: Mapping[str, str]) -> frozenset[str]:
