@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import secrets
 import tempfile
 import threading
 import time
@@ -10,10 +12,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from grader._model import Report
-from grader.grading._grade import Graded, draw, grade_submission
+from grader.grading._grade import Draw, Graded, draw, grade_submission
+from grader.grading._preload import imported_packages, shipped_packages
 from grader.outputs import report_digest
 from grader.rubric import Rubric
-from grader.sandbox import PROCESS_WALL, Sandbox, Wall, scratch_root
+from grader.sandbox import PROCESS_WALL, Hosts, LaidOut, Sandbox, Wall, scratch_root
 from grader.scoring import (
     ESCAPED,
     STABLE,
@@ -53,8 +56,9 @@ def run_checkpoints(root: Path, rubric: Rubric, *, wall: Wall = PROCESS_WALL) ->
     """Run the three checkpoints against the submission at ``root``, its gradings behind
     ``wall`` (checkpoint 1's probe too), and predict its grade. Checkpoints 2 and 3 read the
     grader's own evidence: the first grading's loud-failure probes and its runs under every
-    provider label, and a second grading (other labels, other hash seeds) whose digest must
-    be the first's. The first report is the prediction.
+    provider label, and a second grading (other labels, each run under another of the
+    first's hash seeds) whose digest must be the first's. The first report is the
+    prediction.
 
     ``rubric`` must come from the instructor's side: its custom checks run in this process.
 
@@ -62,18 +66,27 @@ def run_checkpoints(root: Path, rubric: Rubric, *, wall: Wall = PROCESS_WALL) ->
     children like the first's), started once checkpoint 1 has started a child, so that
     what a process sets up once for its children is set up: on two CPUs the check takes
     about one grading's time, not two. Checkpoint 3's seconds are its own grading's.
+    Both gradings and checkpoint 1's probe fork their runs from one set of hosts
+    (``grader.sandbox.Hosts``), started side by side as the check begins: the second
+    grading deals the first's hash seeds out to its runs anew (a seed is an interpreter's,
+    fixed as it starts: one host each), so the check starts five hosts, not eleven.
     """
     manifest = load_manifest(root)
+    drawn = _drawn()
+    hosts = Hosts()
     # Ctrl-C leaves without waiting for the second grading, whose runs may still write in
     # the folder as it is removed.
     with tempfile.TemporaryDirectory(prefix="gradekit-check-", dir=scratch_root(),
-                                     ignore_cleanup_errors=True) as folder:
+                                     ignore_cleanup_errors=True) as folder, \
+            contextlib.closing(hosts):
         scratch = Path(folder)
         scratch.chmod(0o711)  # searchable, not listable: a root grader's children are uid 65534
+        hosts.scratch = scratch.resolve()
 
         def grading(number: int) -> Graded:
             return grade_submission(root, rubric, submission=root.resolve().name,
-                                    scratch=scratch / f"grading-{number}", wall=wall)
+                                    scratch=scratch / f"grading-{number}", wall=wall,
+                                    drawn=drawn[number - 1], hosts=hosts)
 
         beside: list[Graded | BaseException] = []
         took: list[float] = []
@@ -89,10 +102,14 @@ def run_checkpoints(root: Path, rubric: Rubric, *, wall: Wall = PROCESS_WALL) ->
         gradings: list[Graded] = []
 
         def whitespace() -> tuple[bool, str]:
-            drawn = draw()
-            sandbox = Sandbox(root, scratch / "whitespace", rubric.limits, wall)
+            first = drawn[0]
+            sandbox = Sandbox(root, scratch / "whitespace", rubric.limits, wall,
+                              LaidOut(hosts=hosts, lent=True))
             try:
-                probe = sandbox.probe_replay(manifest.replay, drawn.probe, unknown=drawn.unknown)
+                sandbox.ahead(first.seeds, imported_packages(root, manifest, rubric.packages),
+                              shipped_packages(root, rubric.packages))
+                probe = sandbox.probe_replay(manifest.replay, first.probe, unknown=first.unknown,
+                                             hashseed=first.seeds[0])
             finally:
                 sandbox.close()
             if not probe.loaded:
@@ -136,6 +153,17 @@ def run_checkpoints(root: Path, rubric: Rubric, *, wall: Wall = PROCESS_WALL) ->
             checkpoints = tuple(replace(point, passed=False, reason=unwritten)
                                 for point in checkpoints)
         return CheckpointRun(checkpoints, gradings[0].report)
+
+
+def _drawn() -> tuple[Draw, Draw]:
+    """The check's two draws, under one fresh key: the second has other labels, clocks and
+    probes, and deals the first's hash seeds out anew, none to the run of the same place
+    (its primary run gets the first's second label's seed, and so on)."""
+    key = secrets.token_bytes(32)
+    first, second = draw(key, "grading 1"), draw(key, "grading 2")
+    seeds = first.seeds[1:] + first.seeds[:1]
+    return first, replace(second, seeds=seeds,
+                          more=tuple(seed for seed in second.more if seed not in seeds))
 
 
 def _loud(graded: Graded) -> tuple[bool, str]:

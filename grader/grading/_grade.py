@@ -38,6 +38,7 @@ from grader.sandbox import (
     CLOCK,
     PROCESS_WALL,
     Answer,
+    Hosts,
     LaidOut,
     RunPlan,
     Sandbox,
@@ -225,7 +226,7 @@ def grade_submission(root: Path, rubric: Rubric, *, submission: str, scratch: Pa
                      label: str | None = None, wall: Wall = PROCESS_WALL,
                      drawn: Draw | None = None, draw_key: bytes | None = None,
                      on_case: Callable[[str], None] | None = None,
-                     derived: Derived | None = None) -> Graded:
+                     derived: Derived | None = None, hosts: Hosts | None = None) -> Graded:
     """Grade the submission at ``root`` as ``submission``; ``scratch`` is a private, empty folder.
 
     ``submission`` is who it is, the report's ``submission``: the caller decides it on the
@@ -238,7 +239,9 @@ def grade_submission(root: Path, rubric: Rubric, *, submission: str, scratch: Pa
     the same key grades the same submission the same way again.
     ``on_case(case_id)`` is told as each sandboxed case starts. ``derived``: where a batch
     keeps what it derived from files' bytes (their tamper scans and bytecode), for the
-    gradings after this one; the grade is the same with or without it.
+    gradings after this one; the grade is the same with or without it. ``hosts``: what the
+    runs fork from, lent by a caller that grades several times under one folder holding
+    ``scratch`` and ends them itself (None: the grading's own, ended with it).
     """
     manifest, findings = _manifest(root)
     findings += _other_rubric(root, manifest, rubric)
@@ -256,8 +259,9 @@ def grade_submission(root: Path, rubric: Rubric, *, submission: str, scratch: Pa
     # withheld answer from a missing one by looking.
     hidden = tuple(_recording_names(manifest, (*rubric.cases, *item_cases(rubric))))
     derived = derived or Derived()  # this process's memory alone, where no batch keeps one
-    sandbox = Sandbox(root, scratch, rubric.limits, wall, LaidOut(derived=derived,
-                                                                  hidden=hidden))
+    laid = LaidOut(derived=derived, hidden=hidden) if hosts is None \
+        else LaidOut(derived=derived, hidden=hidden, hosts=hosts, lent=True)
+    sandbox = Sandbox(root, scratch, rubric.limits, wall, laid)
     try:
         if manifest is not None:
             sandbox.ahead(drawn.seeds, imported_packages(root, manifest, rubric.packages),

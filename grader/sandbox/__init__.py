@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from grader.sandbox._channel import HARNESS
 from grader.sandbox._cutpoint import cut_point_problem
+from grader.sandbox._host import Hosts
 from grader.sandbox._isolation import package_folders
 from grader.sandbox._layout import (
     BOUNDS,
@@ -67,6 +68,7 @@ __all__ = [
     "PROCESS_WALL",
     "Answer",
     "CaseServer",
+    "Hosts",
     "LaidOut",
     "NamespacesWall",
     "ProcessWall",

@@ -43,6 +43,7 @@ import select
 import signal
 import socket
 import subprocess
+import threading
 import weakref
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -322,7 +323,10 @@ def end_shared() -> None:
 class Hosts:
     """The hosts of one grading: one per hash seed and host user, the batch's where it
     shares one (``share``), else started as its runs need them, all seeing the grading's
-    scratch folder; its own are ended by ``close`` (or when this object is collected)."""
+    scratch folder; its own are ended by ``close`` (or when this object is collected).
+
+    Gradings in threads of one process may share one (``check``'s two gradings, under one
+    scratch folder, draw the same seeds): a host is started once, whichever asks first."""
 
     def __init__(self) -> None:
         self.scratch: Path | None = None
@@ -334,6 +338,7 @@ class Hosts:
         self.shipped: frozenset[str] = frozenset()
         self._hosts: dict[tuple[int, int | None], Host] = {}
         self._starting: dict[tuple[int, int | None], Host] = {}  # ``start``'s, not waited for
+        self._lock = threading.Lock()
         self._finalizer = weakref.finalize(self, _close_all, self._hosts, self._starting)
 
     def start(self, seeds: Sequence[int], user: int | None, **kit: Any) -> None:
@@ -343,12 +348,17 @@ class Hosts:
         if _unavailable or self.scratch is None:
             return
         self.scratch.mkdir(parents=True, exist_ok=True)
+        with self._lock:
+            self._start(self.scratch, seeds, user, kit)
+
+    def _start(self, scratch: Path, seeds: Sequence[int], user: int | None,
+               kit: Mapping[str, Any]) -> None:
         for seed in dict.fromkeys(seeds):
             key = (seed, user)
             if key in self._hosts or key in self._starting or self._shares(key):
                 continue
             try:
-                self._starting[key] = Host(self.scratch, seed, user, **kit, wait=False,
+                self._starting[key] = Host(scratch, seed, user, **kit, wait=False,
                                            preload=self.preload)
             except OSError as exc:
                 refuse_hosts(str(exc) or type(exc).__name__)
@@ -371,12 +381,18 @@ class Hosts:
         key = (hashseed, user)
         if self._shares(key):
             return _shared[key]
+        with self._lock:  # another grading's thread waits for the host this one starts
+            return self._host(self.scratch, key, kit)
+
+    def _host(self, scratch: Path, key: tuple[int, int | None],
+              kit: Mapping[str, Any]) -> Host | None:
+        hashseed, user = key
         found = self._hosts.get(key)
         if found is None:
             try:
                 started = self._starting.pop(key, None)
                 if started is None:
-                    found = Host(self.scratch, hashseed, user, **kit, preload=self.preload)
+                    found = Host(scratch, hashseed, user, **kit, preload=self.preload)
                 else:
                     found = started
                     started.ready()

@@ -228,6 +228,7 @@ class LaidOut:
     folder: Path | None = None
     compiled: set[str] = field(default_factory=set)
     hosts: Hosts = field(default_factory=Hosts)  # the runs' hosts (namespaces only)
+    lent: bool = False  # ``hosts`` are the caller's, who ends them (check's two gradings')
     ahead: Path | None = None  # where a copy laid out before the grading began would be
     derived: Derived | None = None  # where a batch keeps bytecode (None: compiled here)
     # Files of the submission (relative paths) that no run sees: its recordings, which

@@ -250,12 +250,14 @@ class Sandbox:
 
     def close(self) -> None:
         """End what this sandbox and those ``within`` it keep between runs (the hosts its
-        runs forked from); a later run starts them again."""
+        runs forked from, unless they were lent: ``LaidOut.lent``); a later run starts
+        them again."""
         try:
             settle_children()  # every run's init ended and its cell gone, before the hosts
             close_spare_cells()
         finally:
-            self.laid.hosts.close()
+            if not self.laid.lent:
+                self.laid.hosts.close()
 
     def within(self, folder: str) -> Sandbox:
         """The same sandbox, its runs' folders under a fresh folder of ``scratch`` for

@@ -6,12 +6,19 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from grader.cli import main
+from grader.grading._checkpoints import _drawn, run_checkpoints
+from grader.grading._grade import draw
+from grader.rubric import load_rubric
+from grader.sandbox import wall_named
+from grader.sandbox._host import Host
+from tests.conftest import require_namespaces
 from tests.submissions import make_submission
 
 
@@ -83,3 +90,49 @@ def test_the_reference_lab_passes_the_check_with_full_marks(
     assert "grade now: 100.00 / 100.00 " in shown
     assert "  lost " not in shown
     assert re.search(r"^PASS  in \d+\.\ds: every checkpoint passed", shown, re.MULTILINE)
+
+
+def test_the_second_grading_deals_the_first_ones_seeds_out_anew() -> None:
+    first, second = _drawn()
+    assert sorted(second.seeds) == sorted(first.seeds)  # one host a seed serves both
+    assert len(set(first.seeds)) == len(first.seeds) == len(first.labels)
+    assert all(a != b for a, b in zip(first.seeds, second.seeds, strict=True))
+    assert not set(second.more) & set(second.seeds)
+    # The rest is drawn anew: what a submission could special-case differs between the two.
+    assert (second.clock, second.probe, second.pick) != (first.clock, first.probe, first.pick)
+    again, _ = _drawn()
+    assert again.seeds != first.seeds  # a fresh key every check: nothing to learn
+
+
+@pytest.mark.slow
+def test_both_gradings_and_the_probe_fork_from_one_host_a_seed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Checkpoint 3's second grading and checkpoint 1's probe start no host of their own:
+    five hosts serve the whole check, and every run forks from one of them."""
+    require_namespaces()
+    started: list[int] = []
+    forked: list[int] = []
+    start, spawn = Host.__init__, Host.spawn
+
+    def counted(self: Host, scratch: Path, hashseed: int, *args: Any, **kwargs: Any) -> None:
+        started.append(hashseed)
+        start(self, scratch, hashseed, *args, **kwargs)
+
+    def told(self: Host, request: Mapping[str, Any], *args: Any) -> Any:
+        forked.append(int(request["env"]["PYTHONHASHSEED"]))
+        return spawn(self, request, *args)
+
+    monkeypatch.setattr(Host, "__init__", counted)
+    monkeypatch.setattr(Host, "spawn", told)
+    root = make_submission(tmp_path / "alice")
+    rubric = load_rubric(Path(__file__).parents[3] / "rubric" / "bootcamp.toml")
+
+    checked = run_checkpoints(root, rubric, wall=wall_named("namespaces"))
+
+    assert [point.passed for point in checked.checkpoints] == [True, True, True]
+    assert "in two gradings" in checked.checkpoints[2].reason
+    assert checked.report is not None
+    assert len(started) == len(set(started)) == len(draw().labels)
+    assert set(forked) == set(started)  # every seed served runs, and only those hosts did
+    assert len(forked) > 2 * len(started)  # two gradings and the probe, not one run a host
