@@ -239,8 +239,9 @@ def grade_table(plan: GraderPlan, folder: Path) -> Table:
             "once per provider and tool call, and one probe a case in a run of its own that "
             "checks the copies); the own-Replay probe; the second cassette set; the "
             "cut-point test, twice. The CPU rows are the grader's and every child's, "
-            "reaped when the grade returns: behind namespaces each child forks from a warmed "
-            "host, behind the process guard each is a fresh interpreter.",
+            "reaped when the grade returns: behind either wall each child forks from a "
+            "warmed host, one per hash seed (behind the process guard since issue 43; "
+            "before, each child there was a fresh interpreter).",
             "Size: what each sandboxed run copies. The checkout in place also copies its "
             "untracked caches (.mypy_cache and the like); the clean copy is what git holds.",
             f"Report digests of every grade here: {shown}.",

@@ -516,8 +516,8 @@ class _Workers:
         # is 0.5-1.3 s of CPU that every run of it paid): ``cohort_packages``.
         self._hosts: dict[str, object] | None = {
             "root": str(self._scratch), "seeds": list(seed_pool(draw_key)),
-            "preload": list(preload)} \
-            if wall.name == "namespaces" and draw_key else None
+            "preload": list(preload), "wall": wall.name} \
+            if wall.name in ("namespaces", "process") and draw_key else None
         self._zygote = Zygote(_worker_environment(), self._home, self._hosts)
         self._replacing = threading.Lock()
         # Lays out the next submissions and removes the graded ones' scratch, at the idle

@@ -9,9 +9,10 @@ each worker is still a process of its own, in a session of its own, with its own
 (``grader.batch._worker``).
 
 The protocol is one JSON object per line. The batch writes ``{"fork": SCRATCH, "name":
-FOLDER}`` or ``{"kill": PID}`` on the zygote's stdin, and first, behind namespaces,
-``{"hosts": {"root": FOLDER, "seeds": [SEED, ...], "preload": [PACKAGE, ...]}}``: the zygote
-starts one sandbox host per hash seed (``grader.sandbox._host``), each having imported the
+FOLDER}`` or ``{"kill": PID}`` on the zygote's stdin, and first ``{"hosts": {"root": FOLDER,
+"seeds": [SEED, ...], "preload": [PACKAGE, ...], "wall": NAME}}``: behind the wall NAME
+(namespaces, or the process guard) the zygote starts one sandbox host per hash seed
+(``grader.sandbox._host``), each having imported the
 PACKAGEs (the rubric's that some submission imports), seeing FOLDER, which holds every
 worker's SCRATCH, and every worker it forks inherits them, so a grading's runs fork from
 hosts already started; the zygote answers each fork, in order, with ``{"forked": PID}`` or
@@ -187,7 +188,8 @@ def _handle(message: dict[str, object], workers: set[int], own: tuple[int, ...])
         hosts = message["hosts"]
         assert isinstance(hosts, dict)
         share_hosts(Path(str(hosts["root"])), [int(seed) for seed in hosts["seeds"]],
-                    [str(name) for name in hosts.get("preload", [])])
+                    [str(name) for name in hosts.get("preload", [])],
+                    str(hosts.get("wall", "namespaces")))
         return
     if "kill" in message:
         pid = int(str(message["kill"]))

@@ -1604,16 +1604,13 @@ _MOST_ENTRIES = 4  # a cell's entries: a cgroup v1 hierarchy's each (memory, pid
 _HOST_ONLY = frozenset({"ctypes", "_ctypes"})
 
 
-def serve_runs(control: int) -> None:
-    """The host's loop: set up once, then fork a run per request (after its pid 1), however
-    many run at once, and report each one's end on its own reply socket."""
-    import ctypes
-    import select
+def host_setup(libc: Any, link: Any) -> tuple[dict[str, Any], list[str]]:
+    """A host's set-up, behind either wall, before it forks its first run: the grader's
+    word (``link``: its socket), the kit and ``preload`` imported once for every run, and
+    the host closed to its runs. Returns the word and what the host imported for itself
+    alone (``_HOST_ONLY``), which each run forgets."""
     import signal
-    import socket
 
-    libc = ctypes.CDLL(None, use_errno=True)
-    link = socket.socket(fileno=control)
     setup: dict[str, Any] = json.loads(link.recv(1 << 20))
     add_packages(setup["site"])
     sys.meta_path.insert(0, Library(setup["library"]))
@@ -1630,12 +1627,207 @@ def serve_runs(control: int) -> None:
     host_only = [n for n in sys.modules if n.partition(".")[0] in _HOST_ONLY]
     forget_environment(HIDDEN)  # every run is a fork: its /proc/self/environ is this one's
     signal.signal(signal.SIGINT, signal.SIG_DFL)  # see pid1: no handler a run could trip
-    # Not dumpable: nothing of its own, or of each run's pid 1 (which shares its memory),
-    # is open to a run through /proc or ptrace; each run makes itself dumpable again.
+    # Not dumpable: nothing of its own (nor, behind namespaces, of each run's pid 1, which
+    # shares its memory) is open to a run through /proc or ptrace, whatever uid the run
+    # has; each run makes itself dumpable again.
     if libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
+        import ctypes
+
         raise OSError(ctypes.get_errno(), "prctl")
     # Every run's collections skip what the host made, so they copy none of its pages.
     gc.freeze()
+    return setup, host_only
+
+
+def forker() -> Callable[[], int]:
+    """A host's fork. It skips Python's own after-fork work (os.fork re-creates the
+    runtime's locks and runs every at-fork callback, for threads this host never has):
+    about 220 fewer pages copied a fork. PyDLL holds the GIL across the call, as os.fork
+    does. The one callback that matters without threads, random's reseed, runs here; a
+    host that somehow has a second thread forks the usual way."""
+    import ctypes
+
+    bare_fork = ctypes.PyDLL(None, use_errno=True).fork \
+        if len(os.listdir("/proc/self/task")) == 1 else None
+
+    def fork() -> int:
+        if bare_fork is None:
+            return os.fork()
+        child = int(bare_fork())
+        if child < 0:
+            number = ctypes.get_errno()
+            raise OSError(number, f"fork: {os.strerror(number)}")
+        if child == 0 and "random" in sys.modules:
+            sys.modules["random"].seed()  # each run its own stream, as after os.fork
+        return child
+
+    return fork
+
+
+def take_descriptors(fds: list[int], *more: int) -> None:
+    """A forked run's first step: its outputs (``fds``: the channel's two ends, stdout,
+    stderr, "go", the reply socket, then its cell's entries) on 1 and 2, every other
+    descriptor of its host closed (the host's sockets, other runs' among them) but
+    ``more``, then into its cell (``join``)."""
+    read, write, out, err, go, reply = fds[:6]
+    os.dup2(out, 1)
+    os.dup2(err, 2)
+    keep = sorted({0, 1, 2, read, write, go, reply, *more, *fds[6:]})
+    for low, high in zip(keep, [*keep[1:], 1 << 20], strict=True):
+        os.closerange(low + 1, high)
+    if fds[6:]:
+        join(fds[6:], reply)
+
+
+def join(entries: list[int], reply: int) -> None:
+    """Join the run's cell by writing 0 to each of ``entries`` (the run is one thread: it
+    moves itself, without the kernel's lock on every process), then say so on ``reply``,
+    the socket the grader waits on (one message a write)."""
+    said: dict[str, str] = {"op": "joined"}
+    try:
+        for entry in entries:
+            os.write(entry, b"0")
+    except OSError as exc:
+        said = {"op": "refused", "why": f"the run could not join its cell: {describe(exc)}"}
+    for fd in entries:
+        os.close(fd)
+    os.write(reply, json.dumps(said).encode())
+    if said["op"] != "joined":
+        os._exit(72)
+
+
+def serve_guarded(control: int) -> None:
+    """The process guard's host: set up once (``host_setup``), then fork a run per request
+    and report each one's end on its own reply socket. It builds no walls (the guard has
+    none but the audit hook each run installs, as a run of its own does): the run takes its
+    folder, its uid (a root grader's runs become uid 65534 here, the host staying the
+    grader's, so no run signals, traces or reads it) and its environment, and dies with the
+    host, which dies with the process that started it."""
+    import ctypes
+    import select
+    import signal
+    import socket
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    link = socket.socket(fileno=control)
+    setup, _ = host_setup(libc, link)
+    if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0 \
+            or os.getppid() != setup["parent"]:  # the grader died before it took effect
+        return
+    fork, host = forker(), os.getpid()
+
+    def start_run(request: dict[str, Any], fds: list[int]) -> None:
+        """The forked run: into its cell (as the grader's uid, which the cell's files are),
+        its folder and its uid, then, once the grader says so (a byte on ``go``), the
+        agent. The host kills the run when ``go`` closes."""
+        try:
+            signal.signal(signal.SIGINT, signal.default_int_handler)  # the host's is SIG_DFL
+            read, write, _, _, go, reply = fds[:6]
+            take_descriptors(fds)
+            os.setsid()  # its group: the host ends it and whatever it started at once
+            os.chdir(request["cwd"])
+            user = request.get("user")
+            if isinstance(user, int):
+                os.setgroups([])
+                os.setresgid(user, user, user)
+                os.setresuid(user, user, user)
+            if os.read(go, 1) != b"!":
+                os._exit(70)  # the grader went away before the run began
+            os.close(go)
+            os.close(reply)
+            # After the uid, which clears both: its own /proc, and its death with the host.
+            if libc.prctl(_PR_SET_DUMPABLE, 1, 0, 0, 0) != 0 \
+                    or libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+                raise OSError(ctypes.get_errno(), "prctl")
+            if os.getppid() != host:
+                os._exit(70)  # the host died before the request took effect
+            # It keeps the host's ctypes (``_HOST_ONLY``): a run of its own imports it before
+            # its agent, to die with the grader, so either way the agent finds it imported.
+            os.environ.clear()
+            os.environ.update(request["env"])
+        except BaseException as exc:  # the run never returns to the host's loop
+            with contextlib.suppress(BaseException):
+                os.write(2, f"gradekit: the run could not start: {describe(exc)}\n".encode())
+            os._exit(71)
+        main(["run", str(read), str(write)], forked=True)
+        os._exit(0)
+
+    link.send(b'{"op": "ready"}')
+    poller = select.poll()
+    poller.register(link, select.POLLIN)
+    runs: dict[int, tuple[int, socket.socket, int]] = {}  # pidfd -> pid, reply, "go"
+    letting: dict[int, int] = {}  # a run's "go" -> the run's pidfd, until it is let go
+    while True:
+        for ready, _ in poller.poll()[:1]:  # one event a poll, as serve_runs
+            if ready == link.fileno():
+                message, fds, _, _ = socket.recv_fds(link, 1 << 20, 6 + _MOST_ENTRIES)
+                if not message:
+                    return
+                if len(fds) < 6:
+                    for fd in fds:
+                        os.close(fd)
+                    continue
+                request = json.loads(message)
+                reply = socket.socket(fileno=fds[5])
+                try:
+                    run = fork()
+                except OSError as exc:
+                    with contextlib.suppress(OSError):
+                        reply.send(json.dumps({"op": "refused", "why": describe(exc)}).encode())
+                    reply.close()
+                    for fd in (*fds[:5], *fds[6:]):
+                        os.close(fd)
+                    continue
+                if run == 0:
+                    start_run(request, fds)
+                for fd in (*fds[:4], *fds[6:]):
+                    os.close(fd)
+                handle = os.pidfd_open(run)
+                with contextlib.suppress(OSError):  # a grader gone: the run's go is closed
+                    socket.send_fds(reply, [b'{"op": "started"}'], [handle])
+                runs[handle] = (run, reply, fds[4])
+                letting[fds[4]] = handle
+                poller.register(handle, select.POLLIN)
+                poller.register(fds[4], 0)  # its hang-up only: the run reads its byte
+            elif ready in letting:  # the grader let go of the run (or died): it ends
+                handle = letting.pop(ready)
+                poller.unregister(ready)
+                os.close(ready)
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(runs[handle][0], signal.SIGKILL)
+                with contextlib.suppress(ProcessLookupError):
+                    signal.pidfd_send_signal(handle, signal.SIGKILL)
+                runs[handle] = (*runs[handle][:2], -1)
+            elif ready in runs:
+                run, reply, go = runs.pop(ready)
+                poller.unregister(ready)
+                # Its group while its zombie still holds the number: what it started ends.
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(run, signal.SIGKILL)
+                _, status = os.waitpid(run, 0)
+                os.close(ready)
+                if go >= 0:
+                    letting.pop(go, None)
+                    poller.unregister(go)
+                    os.close(go)
+                code = 128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) \
+                    else os.waitstatus_to_exitcode(status)
+                with contextlib.suppress(OSError):
+                    reply.send(json.dumps({"op": "ended", "status": code}).encode())
+                reply.close()
+
+
+def serve_runs(control: int) -> None:
+    """The host's loop: set up once, then fork a run per request (after its pid 1), however
+    many run at once, and report each one's end on its own reply socket."""
+    import ctypes
+    import select
+    import signal
+    import socket
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    link = socket.socket(fileno=control)
+    setup, host_only = host_setup(libc, link)
     program = bytes.fromhex(setup["seccomp"]) if setup["seccomp"] else b""
     pid_namespace = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
 
@@ -1649,13 +1841,7 @@ def serve_runs(control: int) -> None:
         check(libc.mount(source and source.encode(), target.encode(), kind and kind.encode(),
                          flags, data and data.encode()), f"mount {target}")
 
-    # The host's forks skip Python's own after-fork work (os.fork re-creates the runtime's
-    # locks and runs every at-fork callback, for threads this host never has): about 220
-    # fewer pages copied a fork, two forks a run. PyDLL holds the GIL across the call, as
-    # os.fork does. The one callback that matters without threads, random's reseed, runs
-    # here; a host that somehow has a second thread forks the usual way.
-    bare_fork = ctypes.PyDLL(None, use_errno=True).fork \
-        if len(os.listdir("/proc/self/task")) == 1 else None
+    fork = forker()
 
     # A run's copy of itself at a case's start (``copy_case``): a plain fork through the
     # raw system call, carrying the host's secret where such a fork ignores an argument,
@@ -1673,16 +1859,6 @@ def serve_runs(control: int) -> None:
     def copy_call() -> int:
         assert raw_call is not None
         return int(raw_call(copy_number, signal.SIGCHLD, 0, cookie, 0, 0))
-
-    def fork() -> int:
-        if bare_fork is None:
-            return os.fork()
-        child = int(bare_fork())
-        if child < 0:
-            check(child, "fork")
-        if child == 0 and "random" in sys.modules:
-            sys.modules["random"].seed()  # each run its own stream, as after os.fork
-        return child
 
     def new_pid_namespace() -> None:
         """The host's next child is pid 1 of a pid namespace of its own, nested in the
@@ -1789,22 +1965,6 @@ def serve_runs(control: int) -> None:
         if filter_program is not None:
             check(libc.prctl(_PR_SET_SECCOMP, 2, filter_program, 0, 0), "seccomp")
 
-    def join(entries: list[int], reply: int) -> None:
-        """Join the run's cell by writing 0 to each of ``entries`` (the run is one thread:
-        it moves itself, without the kernel's lock on every process), then say so on
-        ``reply``, the socket the grader waits on (one message a write)."""
-        said: dict[str, str] = {"op": "joined"}
-        try:
-            for entry in entries:
-                os.write(entry, b"0")
-        except OSError as exc:
-            said = {"op": "refused", "why": f"the run could not join its cell: {describe(exc)}"}
-        for fd in entries:
-            os.close(fd)
-        os.write(reply, json.dumps(said).encode())
-        if said["op"] != "joined":
-            os._exit(72)
-
     def start_run(request: dict[str, Any], fds: list[int], net: int) -> None:
         """The forked run, pid 2 of its own pid namespace (``pid1`` holds pid 1): into its
         cell (by itself where the grader handed it the cell's files, else the grader moves
@@ -1813,14 +1973,8 @@ def serve_runs(control: int) -> None:
         kills the run."""
         try:
             signal.signal(signal.SIGINT, signal.default_int_handler)  # the host's is SIG_DFL
-            read, write, out, err, go, reply = fds[:6]
-            os.dup2(out, 1)
-            os.dup2(err, 2)
-            keep = sorted({0, 1, 2, read, write, go, reply, net, *fds[6:]})
-            for low, high in zip(keep, [*keep[1:], 1 << 20], strict=True):
-                os.closerange(low + 1, high)  # the host's sockets, other runs' among them
-            if fds[6:]:
-                join(fds[6:], reply)
+            read, write, _, _, go, reply = fds[:6]
+            take_descriptors(fds, net)
             walls(request, net)
             if os.read(go, 1) != b"!":
                 os._exit(70)  # the grader went away before the run began
@@ -1996,11 +2150,16 @@ def serve_runs(control: int) -> None:
                 reply.close()
 
 
-def main(argv: list[str], copy_call: Callable[[], int] | None = None) -> None:
+def main(argv: list[str], copy_call: Callable[[], int] | None = None, *,
+         forked: bool = False) -> None:
     """Configure, fence, run; then leave without waiting for threads the agent left behind.
-    ``copy_call``: a host's run can copy itself (``copy_case``); None elsewhere."""
+    ``copy_call``: a host's run can copy itself (``copy_case``); None elsewhere.
+    ``forked``: a run the process guard's host forked, which dies with the host."""
     if argv[1:2] == ["host"]:
         serve_runs(int(argv[2]))
+        os._exit(0)
+    if argv[1:2] == ["guarded"]:
+        serve_guarded(int(argv[2]))
         os._exit(0)
     channel = Channel(int(argv[1]), int(argv[2]))
     del sys.argv[1:]  # the pipes' numbers: nothing the agent needs to know
@@ -2013,7 +2172,8 @@ def main(argv: list[str], copy_call: Callable[[], int] | None = None) -> None:
         os.environ.pop(name, None)
     forget_environment(HIDDEN)
     if "parent" in config:
-        die_with_parent(config["parent"])
+        if not forked:
+            die_with_parent(config["parent"])
         if copy_call is None and config.get("copies"):
             copy_call = process_copier()
     if "copy" in config:

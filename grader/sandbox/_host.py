@@ -24,6 +24,11 @@ by a pidfd, and keeps a pipe ("go") open while it holds the run: the host kills 
 when the pipe closes, so a run dies with the process that started it, as a child of its
 own bubblewrap does. A run never returns to the host's loop.
 
+Behind the process guard the same hosts fork runs with no walls (``serve_guarded``,
+``Host(..., guarded=True)``), only where a grading or a batch started them ahead: the host
+stays the grader's user and is not dumpable, each run takes the run's uid (a root grader's:
+65534) as it forks, so no run signals, traces or reads its host.
+
 A batch's zygote starts one host per seed of the draw key's pool (``share``) and its workers
 inherit them; a grading elsewhere starts the hosts it needs (``Hosts``) and ends them. The
 host keeps CAP_SYS_ADMIN, CAP_DAC_OVERRIDE and CAP_SETPCAP in its own user namespace only.
@@ -51,11 +56,19 @@ from typing import IO, Any
 
 from grader.sandbox._channel import PYTHON_FLAGS, Process, Spawn
 from grader.sandbox._hold import Cell
-from grader.sandbox._isolation import KIT, Bind, become, bubblewrap, bwrap_argv, interpreter
+from grader.sandbox._isolation import (
+    KIT,
+    Bind,
+    become,
+    bubblewrap,
+    bwrap_argv,
+    interpreter,
+    process_interpreter,
+)
 from grader.sandbox._seccomp import allow_list_filter
 
-__all__ = ["HOST_SCRATCH", "SHOWN", "Host", "Hosts", "end_shared", "hosts_unavailable",
-           "refuse_hosts", "run_request", "share", "spawning"]
+__all__ = ["HOST_SCRATCH", "SHOWN", "Host", "Hosts", "end_shared", "guarded_request",
+           "hosts_unavailable", "refuse_hosts", "run_request", "share", "spawning"]
 
 HOST_SCRATCH = f"{KIT}/scratch"  # the grading's scratch folder, as a host sees it
 SHOWN = f"{KIT}/shown"  # the read-only files a run is shown (the probe's cassette)
@@ -83,21 +96,41 @@ class Host:
 
     def __init__(self, scratch: Path, hashseed: int, user: int | None,
                  harness: Path, library: Path, library_inside: str, harness_inside: str,
-                 *, wait: bool = True, preload: Sequence[str] = ()) -> None:
-        bwrap_path, why = bubblewrap()
-        if bwrap_path is None:
-            raise OSError(why)
-        python, binds, site = interpreter()
-        binds += (Bind(str(harness), harness_inside), Bind(str(library), library_inside),
-                  Bind(str(scratch), HOST_SCRATCH, writable=True))
-        argv = bwrap_argv(bwrap_path, binds, disk_mb=1, seccomp_fd=None, host=True)
+                 *, wait: bool = True, preload: Sequence[str] = (),
+                 guarded: bool = False) -> None:
+        """``guarded``: the process guard's host (``serve_guarded``), no bubblewrap: it runs
+        as this process's user, and each run takes ``user`` as it forks (``run_request``)."""
+        setup: dict[str, object] = {"preload": list(preload)}
+        if guarded:
+            python, extra, site = process_interpreter()
+            argv = [python, *PYTHON_FLAGS, str(harness), "guarded"]
+            env, user = {**_host_environment(hashseed), **extra}, None
+            setup |= {"site": list(site), "library": str(library), "parent": os.getpid()}
+        else:
+            bwrap_path, why = bubblewrap()
+            if bwrap_path is None:
+                raise OSError(why)
+            python, binds, site = interpreter()
+            binds += (Bind(str(harness), harness_inside), Bind(str(library), library_inside),
+                      Bind(str(scratch), HOST_SCRATCH, writable=True))
+            argv = [*bwrap_argv(bwrap_path, binds, disk_mb=1, seccomp_fd=None, host=True),
+                    python, *PYTHON_FLAGS, harness_inside, "host"]
+            env = _host_environment(hashseed)
+            cookie = secrets.randbits(64)  # the one fork its runs may make: copy_case's
+            program = allow_list_filter(platform.machine(), copy_cookie=cookie)
+            setup |= {"site": list(site), "library": library_inside, "scratch": HOST_SCRATCH,
+                      "seccomp": program.hex() if program else "", "copy_cookie": cookie,
+                      # The run's copy is an overlay: the laid-out files are its own (the
+                      # grader's, or given to uid 65534 for a root grader's runs:
+                      # ``_own_laid_out``).
+                      "overlay": True}
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self._link = ours
         self.scratch = scratch
         try:
             self._proc = subprocess.Popen(
-                [*argv, python, *PYTHON_FLAGS, harness_inside, "host", str(theirs.fileno())],
-                env=_host_environment(hashseed), stdin=subprocess.DEVNULL,
+                [*argv, str(theirs.fileno())],
+                env=env, stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                 pass_fds=(theirs.fileno(),), start_new_session=True,
                 preexec_fn=None if user is None else (lambda: become(user)))
@@ -106,18 +139,10 @@ class Host:
             raise
         finally:
             theirs.close()
-        cookie = secrets.randbits(64)  # the one fork its runs may make: copy_case's
-        program = allow_list_filter(platform.machine(), copy_cookie=cookie)
         self._link.settimeout(_READY_S)
         self._told: OSError | None = None
         try:
-            self._link.send(json.dumps({
-                "site": list(site), "library": library_inside, "scratch": HOST_SCRATCH,
-                "seccomp": program.hex() if program else "", "copy_cookie": cookie,
-                "preload": list(preload),
-                # The run's copy is an overlay: the laid-out files are its own (the grader's,
-                # or given to uid 65534 for a root grader's runs: ``_own_laid_out``).
-                "overlay": True}).encode("ascii"))
+            self._link.send(json.dumps(setup).encode("ascii"))
         except OSError as exc:
             self._told = exc
         if wait:
@@ -280,7 +305,9 @@ def _host_environment(hashseed: int) -> dict[str, str]:
             "PYTHONDONTWRITEBYTECODE": "1"}
 
 
-_shared: dict[tuple[int, int | None], Host] = {}  # a batch's hosts, by hash seed and user
+# A host's key: its hash seed, its runs' user, and whether it is the process guard's.
+_Key = tuple[int, int | None, bool]
+_shared: dict[_Key, Host] = {}  # a batch's hosts, by hash seed and user
 _shared_root: list[Path] = []  # the folder every grading of the batch has its scratch in
 _shared_preload: set[str] = set()  # the packages the batch's hosts imported before forking
 
@@ -295,12 +322,13 @@ def share(root: Path, seeds: Sequence[int], user: int | None, *, preload: Sequen
     _shared_root[:] = [root.resolve()]
     _shared_preload.clear()
     _shared_preload.update(preload)
-    starting: dict[tuple[int, int | None], Host] = {}
+    starting: dict[_Key, Host] = {}
+    guarded = bool(kit.get("guarded"))
     for seed in seeds:  # all started, then each waited for: they start side by side
-        if (seed, user) not in _shared and not _unavailable:
+        if (seed, user, guarded) not in _shared and not _unavailable:
             try:
-                starting[(seed, user)] = Host(root.resolve(), seed, user, **kit, wait=False,
-                                              preload=preload)
+                starting[(seed, user, guarded)] = Host(root.resolve(), seed, user, **kit,
+                                                       wait=False, preload=preload)
             except OSError as exc:
                 refuse_hosts(str(exc) or type(exc).__name__)
     for key, host in starting.items():
@@ -336,8 +364,8 @@ class Hosts:
         # The rubric's packages the submission ships a folder or module of itself: its runs
         # import its own, so none of them forks from a host that imported the installed one.
         self.shipped: frozenset[str] = frozenset()
-        self._hosts: dict[tuple[int, int | None], Host] = {}
-        self._starting: dict[tuple[int, int | None], Host] = {}  # ``start``'s, not waited for
+        self._hosts: dict[_Key, Host] = {}
+        self._starting: dict[_Key, Host] = {}  # ``start``'s, not waited for
         self._lock = threading.Lock()
         self._finalizer = weakref.finalize(self, _close_all, self._hosts, self._starting)
 
@@ -354,7 +382,7 @@ class Hosts:
     def _start(self, scratch: Path, seeds: Sequence[int], user: int | None,
                kit: Mapping[str, Any]) -> None:
         for seed in dict.fromkeys(seeds):
-            key = (seed, user)
+            key = (seed, user, bool(kit.get("guarded")))
             if key in self._hosts or key in self._starting or self._shares(key):
                 continue
             try:
@@ -364,7 +392,7 @@ class Hosts:
                 refuse_hosts(str(exc) or type(exc).__name__)
                 return
 
-    def _shares(self, key: tuple[int, int | None]) -> bool:
+    def _shares(self, key: _Key) -> bool:
         """Whether the batch's host for ``key`` serves this grading's runs: where it
         imported every package the grading's runs would, and none the submission ships
         itself (a grading the batch's scan did not foresee has hosts of its own)."""
@@ -373,20 +401,24 @@ class Hosts:
             and _shared_preload.issuperset(self.preload) \
             and _shared_preload.isdisjoint(self.shipped)
 
-    def host(self, hashseed: int, user: int | None, **kit: Any) -> Host | None:
-        """The host for ``hashseed`` (started on first use), or None where hosts cannot run
-        here (then the run starts its own bubblewrap)."""
+    def host(self, hashseed: int, user: int | None, *, started: bool = False,
+             **kit: Any) -> Host | None:
+        """The host for ``hashseed`` (started on first use, unless ``started``: then only
+        one started already, by ``start`` or the batch), or None where hosts cannot run
+        here (then the run starts its own bubblewrap or interpreter)."""
         if _unavailable or self.scratch is None:
             return None
-        key = (hashseed, user)
+        key = (hashseed, user, bool(kit.get("guarded")))
         if self._shares(key):
             return _shared[key]
         with self._lock:  # another grading's thread waits for the host this one starts
+            if started and key not in self._hosts and key not in self._starting:
+                return None
             return self._host(self.scratch, key, kit)
 
-    def _host(self, scratch: Path, key: tuple[int, int | None],
+    def _host(self, scratch: Path, key: _Key,
               kit: Mapping[str, Any]) -> Host | None:
-        hashseed, user = key
+        hashseed, user, _ = key
         found = self._hosts.get(key)
         if found is None:
             try:
@@ -415,7 +447,7 @@ class Hosts:
         self._finalizer()
 
 
-def _close_all(*hosts: dict[tuple[int, int | None], Host]) -> None:
+def _close_all(*hosts: dict[_Key, Host]) -> None:
     for each in hosts:
         for host in each.values():
             host.close()
@@ -430,6 +462,12 @@ def run_request(env: Mapping[str, str], disk_mb: int, source: Path, scratch: Pat
             "source": str(source.relative_to(scratch)),
             "shown": [[str(path.relative_to(scratch)), inside, writable]
                       for path, inside, writable in shown]}
+
+
+def guarded_request(env: Mapping[str, str], cwd: Path, user: int | None) -> dict[str, object]:
+    """What the process guard's host is told to fork a run with: its environment, its
+    working folder (its copy of the submission) and the uid it takes (None: the host's)."""
+    return {"op": "run", "env": dict(env), "cwd": str(cwd), "user": user}
 
 
 def spawning(host: Host, request: Mapping[str, object]) -> Spawn:

@@ -37,6 +37,7 @@ from grader.sandbox._host import (
     SHOWN,
     Host,
     Hosts,
+    guarded_request,
     hosts_unavailable,
     refuse_hosts,
     run_request,
@@ -123,7 +124,8 @@ def library_code() -> Path:
 class ProcessWall(Wall):
     """The audit-hook guard alone, where bubblewrap is missing: the child works in a private
     copy under the scratch folder on this machine, with resource limits, and asks Linux to
-    die with the grader."""
+    die with the grader. A grading's runs fork from the hosts it started ahead (one per
+    hash seed, ``serve_guarded``); any other run starts an interpreter of its own."""
 
     name = "process"
     copies = True  # libc's fork, the copy dying with the run (``process_copier``)
@@ -144,6 +146,21 @@ class ProcessWall(Wall):
 
     def stated(self, root: Path, scratch: Path) -> str:
         return f"{self.held()}; {_process_user((str(scratch),))[1]}"
+
+    def ahead(self, hosts: Hosts, seeds: Sequence[int], preload: Sequence[str] = (),
+              shipped: Collection[str] = ()) -> None:
+        # Runs fork from hosts only where a grading started them (here, or a batch's
+        # zygote): a lone run (a test's, a tool's) starts its interpreter, as it always did.
+        if hosts.scratch is None or hosts_unavailable():
+            return
+        hosts.shipped = frozenset(shipped)
+        hosts.preload = tuple(name for name in preload if name not in hosts.shipped)
+        hosts.scratch.mkdir(parents=True, exist_ok=True)
+        try:
+            user, _ = _process_user((str(hosts.scratch),))
+        except UsageError:
+            return  # the first run says why, as it would have
+        hosts.start(seeds, user, **_guard_kit())
 
     def prepare(self, layout: Layout) -> None:
         # Links stay links: a write through one is judged by where it points, and copying
@@ -180,6 +197,14 @@ class ProcessWall(Wall):
               shown: Sequence[Path]) -> Child:
         python, extra, _ = process_interpreter()
         user, _ = _process_user((str(layout.run),))  # its folders are its own (``prepare``)
+        host = _host_of(layout, env, user, guarded=True)
+        if host is not None and layout.hosts is not None:
+            try:
+                return Child(config, layout.copy, env, outputs, cell=_cell(limits),
+                             spawn=spawning(host, guarded_request(env, layout.copy, user)))
+            except OSError as exc:  # no run of this process forks from a host again
+                layout.hosts.drop(host)
+                refuse_hosts(f"a host could not start a run ({type(exc).__name__}: {exc})")
         command = [python, *PYTHON_FLAGS, str(harness_code(str(HARNESS)))]
         return Child(config, layout.copy, {**env, **extra}, outputs, command=command,
                      cell=_cell(limits), user=user)
@@ -362,9 +387,17 @@ def _cell(limits: Limits) -> Cell:
     return host_hold().cell(Budget.of(limits))
 
 
-def share_hosts(root: Path, seeds: Sequence[int], preload: Sequence[str] = ()) -> None:
-    """Start a batch's hosts (``grader.sandbox._host.share``) where namespaces can be built:
-    in the zygote, before it forks the workers that use them; each imports ``preload``."""
+def share_hosts(root: Path, seeds: Sequence[int], preload: Sequence[str] = (),
+                wall: str = NamespacesWall.name) -> None:
+    """Start a batch's hosts (``grader.sandbox._host.share``) behind ``wall`` (the name of
+    the wall it grades behind) where it can be built: in the zygote, before it forks the
+    workers that use them; each imports ``preload``."""
+    if wall == ProcessWall.name:
+        if ProcessWall().missing():
+            return
+        ProcessWall().warm()
+        share(root, seeds, _process_user((str(root),))[0], preload=preload, **_guard_kit())
+        return
     if NamespacesWall().missing():
         return
     NamespacesWall().warm()
@@ -376,16 +409,28 @@ def _kit_paths() -> dict[str, Any]:
             "library_inside": LIBRARY_INSIDE, "harness_inside": HARNESS_INSIDE}
 
 
-def _host_of(layout: Layout, env: Mapping[str, str], user: int | None) -> Host | None:
+def _guard_kit() -> dict[str, Any]:
+    """The process guard's host's kit (``Host(..., guarded=True)``): what its own run
+    would start with (``ProcessWall.configure`` and ``start``), by the host's own paths."""
+    harness = harness_code(str(HARNESS))
+    library = library_code() if as_root() else LIBRARY
+    return {"harness": harness, "library": library, "library_inside": str(library),
+            "harness_inside": str(harness), "guarded": True}
+
+
+def _host_of(layout: Layout, env: Mapping[str, str], user: int | None, *,
+             guarded: bool = False) -> Host | None:
     """The host of the grading that forks this run under its hash seed, or None: the run
-    starts its own bubblewrap (no hosts given, a run outside the grading's scratch, or
-    hosts cannot run here)."""
+    starts its own bubblewrap or interpreter (no hosts given, a run outside the grading's
+    scratch, hosts cannot run here, or, behind the process guard, none started ahead)."""
     hosts = layout.hosts
     if hosts is None or hosts.scratch is None or hosts_unavailable() \
             or not layout.run.is_relative_to(hosts.scratch) \
             or not layout.source.is_relative_to(hosts.scratch):
         return None
-    return hosts.host(int(env["PYTHONHASHSEED"]), user, **_kit_paths())
+    seed = int(env["PYTHONHASHSEED"])
+    return hosts.host(seed, user, started=True, **_guard_kit()) if guarded \
+        else hosts.host(seed, user, **_kit_paths())
 
 
 def _kit() -> tuple[str, ...]:

@@ -149,7 +149,7 @@ def test_a_grading_forks_from_the_batchs_hosts_only_where_they_imported_all_it_w
     hosts of its own, which do."""
     host = grader.sandbox._host
     root = (tmp_path / "batch").resolve()
-    monkeypatch.setattr(host, "_shared", {(7, None): object()})
+    monkeypatch.setattr(host, "_shared", {(7, None, False): object()})
     monkeypatch.setattr(host, "_shared_root", [root])
     monkeypatch.setattr(host, "_shared_preload", {"openai"})
     hosts = host.Hosts()
@@ -157,10 +157,10 @@ def test_a_grading_forks_from_the_batchs_hosts_only_where_they_imported_all_it_w
     for preload, shares in (((), True), (("openai",), True), (("anthropic",), False),
                             (("anthropic", "openai"), False)):
         hosts.preload = preload
-        assert hosts._shares((7, None)) is shares, preload
-    assert not hosts._shares((8, None))  # no batch host for that seed
+        assert hosts._shares((7, None, False)) is shares, preload
+    assert not hosts._shares((8, None, False))  # no batch host for that seed
     hosts.preload, hosts.shipped = (), frozenset({"openai"})  # a folder openai/ of its own
-    assert not hosts._shares((7, None))
+    assert not hosts._shares((7, None, False))
 
 
 SHADOW = {

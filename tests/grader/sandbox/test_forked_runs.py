@@ -842,7 +842,7 @@ def test_a_batchs_hosts_start_side_by_side_and_one_that_fails_ends_those_after_i
             _require_hosts()
         # All three started before the first was waited for; the third never waited for.
         assert running_at_wait == [3, 3]
-        assert [seed for seed, _ in grader.sandbox._host._shared] == [31]
+        assert [seed for seed, *_ in grader.sandbox._host._shared] == [31]
         assert _wait(lambda: len(_hosts(root)) == 1)  # the third was ended
         assert grader.sandbox._host.hosts_unavailable() == "the second host never answered"
     finally:
