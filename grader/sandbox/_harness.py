@@ -1696,6 +1696,36 @@ def join(entries: list[int], reply: int) -> None:
         os._exit(72)
 
 
+def request_of(link: Any) -> tuple[dict[str, Any] | None, list[int]]:
+    """A host's next request from the grader and the descriptors that came with it (the
+    run's channel, outputs, "go", reply socket and cell entries); ``(None, [])`` once the
+    grader is gone, and ``({}, [])`` for a message without them (its descriptors closed)."""
+    import socket
+
+    message, fds, _, _ = socket.recv_fds(link, 1 << 20, 6 + _MOST_ENTRIES)
+    if not message:
+        return None, []
+    if len(fds) < 6:
+        for fd in fds:
+            os.close(fd)
+        return {}, []
+    return json.loads(message), fds
+
+
+def reaped(run: int, handle: int, go: int, letting: dict[int, int], poller: Any) -> int:
+    """Reap a host's ended run (``handle``: its pidfd, which said so, closed here), and stop
+    watching its "go" (-1: let go already); its status as the grader reads it (128 + N:
+    killed by signal N)."""
+    _, status = os.waitpid(run, 0)
+    os.close(handle)
+    if go >= 0:
+        letting.pop(go, None)
+        poller.unregister(go)
+        os.close(go)
+    return 128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) \
+        else os.waitstatus_to_exitcode(status)
+
+
 def serve_guarded(control: int) -> None:
     """The process guard's host: set up once (``host_setup``), then fork a run per request
     and report each one's end on its own reply socket. It builds no walls (the guard has
@@ -1760,14 +1790,11 @@ def serve_guarded(control: int) -> None:
     while True:
         for ready, _ in poller.poll()[:1]:  # one event a poll, as serve_runs
             if ready == link.fileno():
-                message, fds, _, _ = socket.recv_fds(link, 1 << 20, 6 + _MOST_ENTRIES)
-                if not message:
-                    return
-                if len(fds) < 6:
-                    for fd in fds:
-                        os.close(fd)
+                request, fds = request_of(link)
+                if request is None:
+                    return  # the grader is gone
+                if not fds:  # not the grader's request: nothing to answer it on
                     continue
-                request = json.loads(message)
                 reply = socket.socket(fileno=fds[5])
                 try:
                     run = fork()
@@ -1804,14 +1831,7 @@ def serve_guarded(control: int) -> None:
                 # Its group while its zombie still holds the number: what it started ends.
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.killpg(run, signal.SIGKILL)
-                _, status = os.waitpid(run, 0)
-                os.close(ready)
-                if go >= 0:
-                    letting.pop(go, None)
-                    poller.unregister(go)
-                    os.close(go)
-                code = 128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) \
-                    else os.waitstatus_to_exitcode(status)
+                code = reaped(run, ready, go, letting, poller)
                 with contextlib.suppress(OSError):
                     reply.send(json.dumps({"op": "ended", "status": code}).encode())
                 reply.close()
@@ -2073,14 +2093,11 @@ def serve_runs(control: int) -> None:
         # event names (a run's "go" and its end come together), or a new one reuses it.
         for ready, _ in poller.poll()[:1]:
             if ready == link.fileno():
-                message, fds, _, _ = socket.recv_fds(link, 1 << 20, 6 + _MOST_ENTRIES)
-                if not message:
-                    return
-                if len(fds) < 6:  # not the grader's request: nothing to answer it on
-                    for fd in fds:
-                        os.close(fd)
+                request, fds = request_of(link)
+                if request is None:
+                    return  # the grader is gone
+                if not fds:  # not the grader's request: nothing to answer it on
                     continue
-                request = json.loads(message)
                 reply = socket.socket(fileno=fds[5])
                 net = -1
                 try:
@@ -2125,15 +2142,8 @@ def serve_runs(control: int) -> None:
             elif ready in runs:
                 run, first, stack, reply, go = runs.pop(ready)
                 poller.unregister(ready)
-                _, status = os.waitpid(run, 0)
+                code = reaped(run, ready, go, letting, poller)
                 free_networks.append(networks.pop(ready))  # nothing of the run is left in it
-                os.close(ready)
-                if go >= 0:
-                    letting.pop(go, None)
-                    poller.unregister(go)
-                    os.close(go)
-                code = 128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) \
-                    else os.waitstatus_to_exitcode(status)
                 with contextlib.suppress(OSError):
                     reply.send(json.dumps({"op": "ran", "status": code}).encode())
                 holder = os.pidfd_open(first)

@@ -29,22 +29,13 @@ import grader.sandbox._host
 from grader._model import CaseOutcome, Limits
 from grader.sandbox import NamespacesWall, RunPlan, Sandbox, Serving
 from tests.conftest import require_namespaces
+from tests.grader.sandbox._unhook import SWITCH_THE_HOOK_OFF, TRIED
 
 pytestmark = pytest.mark.slow
 
-HOSTILE = '''
+HOSTILE = SWITCH_THE_HOOK_OFF + TRIED + '''
 import errno, gc, json, os, signal, _thread
 from pathlib import Path
-
-
-def switch_the_hook_off():
-    for obj in gc.get_objects():
-        if getattr(obj, "__name__", "") == "guard" and getattr(obj, "__closure__", None):
-            for cell in obj.__closure__:
-                if isinstance(cell.cell_contents, set):
-                    cell.cell_contents.add(_thread.get_ident())
-                    return True
-    return False
 
 
 def run(provider, task):
@@ -80,26 +71,6 @@ def do_spawn(provider, arg):
     stop, started = threads(int(arg))
     stop.set()
     return {"started": started}
-
-
-def tried(call):
-    """What ``call`` gave ("ok" for None), or the error it raised, as "Class:ERRNO"."""
-    try:
-        result = call()
-    except OSError as exc:
-        return f"{type(exc).__name__}:{errno.errorcode.get(exc.errno, exc.errno)}"
-    return "ok" if result is None else result
-
-
-def libc_call(name, *args):
-    """A C library call straight to the kernel, past Python: "ok" or its errno's name."""
-    import ctypes  # with the hook off: it refuses loading the C library
-
-    libc = ctypes.CDLL(None, use_errno=True)
-    ctypes.set_errno(0)
-    if getattr(libc, name)(*args) == -1:
-        return errno.errorcode.get(ctypes.get_errno(), "?")
-    return "ok"
 
 
 def write(path):

@@ -29,23 +29,14 @@ import pytest
 import grader.sandbox._host
 from grader._model import CaseOutcome, Limits
 from grader.sandbox import ProcessWall, RunPlan, Sandbox, Serving
+from tests.grader.sandbox._unhook import SWITCH_THE_HOOK_OFF, TRIED
 
 pytestmark = pytest.mark.slow
 
-AGENT = '''
+AGENT = SWITCH_THE_HOOK_OFF + TRIED + '''
 import errno, gc, json, os, random, signal, sys, _thread
 import gradekit
 from pathlib import Path
-
-
-def switch_the_hook_off():
-    for obj in gc.get_objects():
-        if getattr(obj, "__name__", "") == "guard" and getattr(obj, "__closure__", None):
-            for cell in obj.__closure__:
-                if isinstance(cell.cell_contents, set):
-                    cell.cell_contents.add(_thread.get_ident())
-                    return True
-    return False
 
 
 def run(provider, task):
@@ -57,24 +48,6 @@ def run(provider, task):
         Path(arg).write_text(json.dumps(said))
         return "written"
     return json.dumps(said)
-
-
-def tried(call):
-    try:
-        result = call()
-    except OSError as exc:
-        return f"{type(exc).__name__}:{errno.errorcode.get(exc.errno, exc.errno)}"
-    return "ok" if result is None else result
-
-
-def libc_call(name, *args):
-    import ctypes  # with the hook off
-
-    libc = ctypes.CDLL(None, use_errno=True)
-    ctypes.set_errno(0)
-    if getattr(libc, name)(*args) == -1:
-        return errno.errorcode.get(ctypes.get_errno(), "?")
-    return "ok"
 
 
 def do_look(provider, arg):

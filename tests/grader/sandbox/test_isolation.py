@@ -44,6 +44,7 @@ from grader.sandbox._hold import Watchdog
 from grader.sandbox._isolation import bubblewrap
 from grader.sandbox._layout import WALLS
 from tests.conftest import require_namespaces
+from tests.grader.sandbox._unhook import SWITCH_THE_HOOK_OFF
 from tests.submissions import agent_only
 
 pytestmark = pytest.mark.slow
@@ -56,19 +57,9 @@ def started(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> 
     if request.param == "own bubblewrap":
         monkeypatch.setattr(_host, "_unavailable", ["each run its own bubblewrap, in this test"])
 
-HOSTILE = '''
+HOSTILE = SWITCH_THE_HOOK_OFF + '''
 import gc, json, os, signal, socket, subprocess, sys, _thread
 from pathlib import Path
-
-
-def switch_the_hook_off():
-    for obj in gc.get_objects():
-        if getattr(obj, "__name__", "") == "guard" and getattr(obj, "__closure__", None):
-            for cell in obj.__closure__:
-                if isinstance(cell.cell_contents, set):
-                    cell.cell_contents.add(_thread.get_ident())
-                    return True
-    return False
 
 
 def run(provider, task):
