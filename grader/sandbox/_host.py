@@ -99,7 +99,8 @@ class Host:
                  *, wait: bool = True, preload: Sequence[str] = (),
                  guarded: bool = False) -> None:
         """``guarded``: the process guard's host (``serve_guarded``), no bubblewrap: it runs
-        as this process's user, and each run takes ``user`` as it forks (``run_request``)."""
+        as this process's user, and each run takes ``user`` as it forks
+        (``guarded_request``)."""
         setup: dict[str, object] = {"preload": list(preload)}
         if guarded:
             python, extra, site = process_interpreter()
