@@ -187,10 +187,12 @@ def agent(tmp_path: Path) -> Path:
 
 
 def attack(agent: Path, scratch: Path, wall: Wall, *tasks: str) -> list[dict[str, Any]]:
-    """Run each task once, in one grading (its runs share a host behind namespaces)."""
+    """Run each task once, in one grading: its runs fork from the host it starts ahead for
+    their hash seed, behind either wall (where hosts can run)."""
     sandbox = Sandbox(agent, scratch, LIMITS, wall)
     said = []
     try:
+        sandbox.ahead([0])
         for number, task in enumerate(tasks):
             case = task.split(" ")[0]
             result = sandbox.within(f"run-{number}").run(
