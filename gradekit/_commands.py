@@ -36,6 +36,7 @@ __all__ = [
     "COMMANDS",
     "GRADEBOOK_MERGE",
     "GRADESCOPE_BUILD",
+    "GRADESCOPE_TRY",
     "GRADE_INTO",
     "GRADE_LAB",
     "GRADE_REPLACE",
@@ -180,6 +181,8 @@ REPORT_VERIFY = _command("report-verify", "report", "verify", "{path}")
 GRADEBOOK_MERGE = _command("gradebook-merge", "gradebook", "merge", "{first}", "{second}",
                            "--out", "{out}")
 GRADESCOPE_BUILD = _command("gradescope-build", "gradescope", "build", "--out", "{out}")
+GRADESCOPE_TRY = _command("gradescope-try", "gradescope", "try", "{submission}", "--autograder",
+                          "{autograder}")
 REGRESSION_SHOW = _command("regression-show", "regression", "show", "{name}")
 REGRESSION_VERIFY = _command("regression-verify", "regression", "verify", "{name}", "--sets",
                              "{sets}")

@@ -16,9 +16,10 @@ from gradekit import UsageError
 from gradekit.internal import commands as printed
 from grader._exits import EXIT_FAILED, EXIT_OK
 from grader.cli._options import add_isolation_option, add_rubric_option
-from grader.handout import ROOT_ENV, build, probe, run
+from grader.handout import ROOT_ENV, build, probe, run, try_autograder
 from grader.outputs import KEY_ENV, KEY_FILE_ENV, load_key, merge_gradebooks
 from grader.records import (
+    DRAW_KEY,
     GRADEBOOK,
     LEDGER,
     RESULTS,
@@ -171,6 +172,17 @@ def add_output_commands(commands: argparse._SubParsersAction[argparse.ArgumentPa
     add_rubric_option(runner)
     add_isolation_option(runner)
     runner.set_defaults(handler=_run)
+    trier = gradescope_commands.add_parser(
+        "try", help="a dry run: lay SUBMISSION out beside a built autograder as Gradescope "
+        "does and run its run_autograder (never setup.sh, which installs packages)")
+    trier.add_argument("submission", type=Path, metavar="SUBMISSION",
+                       help="the student's lab folder, or the zip they upload")
+    trier.add_argument("--autograder", type=Path, default=Path("autograder"), metavar="DIR",
+                       help="the folder `gradescope build --out` wrote (default: autograder)")
+    trier.add_argument("--root", type=Path, default=None, metavar="DIR",
+                       help="Gradescope's folder, kept afterwards: a new or empty folder "
+                       "(default: a temporary one, removed)")
+    trier.set_defaults(handler=_try)
     prober = gradescope_commands.add_parser(
         "probe", help="say which wall `--isolation auto` takes here, and why each other wall "
         "was passed over (setup.sh writes it to source/isolation.txt)")
@@ -196,9 +208,14 @@ def _merge(args: argparse.Namespace) -> int:
 
 def _build(args: argparse.Namespace) -> int:
     build(args.out, args.rubric)
-    print(f"wrote the Gradescope autograder to {args.out}/: zip its contents "
+    tried = printed.GRADESCOPE_TRY(submission="LAB", autograder=str(args.out))
+    print(f"wrote the Gradescope autograder to {args.out}/: try it on a lab with "
+          f"`{tried}`, then zip its contents "
           f"(cd {args.out} && zip -r ../autograder.zip .) and upload the zip as the "
           "assignment's autograder")
+    print(f"{args.out / DRAW_KEY} is a secret (the key its gradings draw provider labels "
+          "and hash seeds with): keep the folder and its zip private; git ignores the "
+          f"folder ({args.out / '.gitignore'})")
     return EXIT_OK
 
 
@@ -207,6 +224,38 @@ def _run(args: argparse.Namespace) -> int:
     graded = run(root, args.rubric, args.isolation, allow_host_root=args.allow_host_root)
     print(f"{'graded' if graded else 'NOT GRADED'}: {root / 'results' / RESULTS}")
     return EXIT_OK if graded else EXIT_FAILED
+
+
+def _try(args: argparse.Namespace) -> int:
+    def laid_out(root: Path, uploaded: str) -> None:
+        print(f"gradescope try: laid out as Gradescope does in {root}/: source/ is "
+              f"{args.autograder}/, submission/ {uploaded} of {args.submission}; setup.sh "
+              "not run (it installs packages on the machine)", flush=True)
+
+    with try_autograder(args.submission, args.autograder, args.root, laid_out) as tried:
+        results = tried.results
+        listed = results.get("tests")
+        tests = [test for test in listed if isinstance(test, dict)] \
+            if isinstance(listed, list) else []
+        if not tried.graded:
+            extra = results.get("extra_data")
+            why = extra.get("error") if isinstance(extra, dict) else results.get("output")
+            print(f"NOT GRADED: {why}", file=sys.stderr)
+        else:
+            passed = sum(test.get("status") == "passed" for test in tests)
+            pending = list(dict.fromkeys(  # by criterion: a test's name is "Title: check"
+                str(test.get("name")).partition(":")[0] for test in tests
+                if "Pending human review" in str(test.get("output"))))
+            print(f"results.json: {float(str(results.get('score'))):.2f} points, "
+                  f"{len(tests)} tests: {passed} passed, {len(tests) - passed} failed"
+                  + (f"; pending human review: {', '.join(pending)}" if pending else ""))
+            for test in tests:
+                if test.get("status") != "passed":
+                    print(f"  failed: {test.get('name')} ({test.get('score')} / "
+                          f"{test.get('max_score')})")
+        print(f"Gradescope's folder is kept in {tried.root}/ (results/results.json)"
+              if args.root else "Gradescope's folder is removed: pass --root DIR to keep it")
+        return EXIT_OK if tried.graded else EXIT_FAILED
 
 
 def _probe(args: argparse.Namespace) -> int:

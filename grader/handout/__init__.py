@@ -7,7 +7,7 @@ May import: base, submission, sandbox, regression, rubric, outputs, records, bat
 
 from __future__ import annotations
 
-from grader.handout._gradescope import ROOT_ENV, build, probe, run
+from grader.handout._gradescope import ROOT_ENV, Tried, build, probe, run, try_autograder
 from grader.handout._new import NewLab, new_lab
 from grader.handout._starter import OptIn, Starter, build_starter
 
@@ -16,9 +16,11 @@ __all__ = [
     "NewLab",
     "OptIn",
     "Starter",
+    "Tried",
     "build",
     "build_starter",
     "new_lab",
     "probe",
     "run",
+    "try_autograder",
 ]

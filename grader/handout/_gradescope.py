@@ -11,22 +11,34 @@ it, offline, and a draw key (``.gradekit-draw-key``), so that regrading a submis
 the same labels and seeds in every fresh container (keep the zip private, as the rubric).
 
 ``run_autograder`` calls ``run``: it grades ``ROOT/submission`` like ``gradekit grade``
-(a worker, the sandbox, signing when a key is configured), prints the isolation line, and
-leaves Gradescope's ``ROOT/results/results.json`` with ``report.json`` next to it, so
+(a worker, the sandbox, signing when a key is configured) into ``ROOT/grades`` (the draw
+key stays there, 0600, never in ``results/``), prints the isolation line, and leaves
+Gradescope's ``ROOT/results/results.json`` with ``report.json`` next to it, so
 ``gradekit report verify`` can check one against the other. ``ROOT`` is ``/autograder``, or
-``$GRADEKIT_AUTOGRADER_ROOT`` (tests use a folder of their own). A submission that
-cannot be graded still gets a results.json: score 0 and an output that says what to do.
+``$GRADEKIT_AUTOGRADER_ROOT``. A submission that cannot be graded still gets a
+results.json: score 0 and an output that says what to do.
+
+``try_autograder`` is the dry run (``gradekit gradescope try``): it lays a submission out
+beside a built autograder as Gradescope does (``source/``, ``submission/``, ``results/``)
+and runs ``run_autograder`` there with the autograder's own kit, never ``setup.sh``, which
+installs packages on the machine.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
+import json
 import os
 import re
 import shlex
 import shutil
+import subprocess
+import sys
 import tempfile
-from collections.abc import Iterable, Mapping
+import zipfile
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
@@ -39,8 +51,8 @@ from grader.records import DRAW_KEY, REPORT, RESULTS, draw_key
 from grader.rubric import KIT_RUBRIC, SDK_EXTRA, load_rubric
 from grader.sandbox import choose_isolation, isolation_requests, wall_named
 
-__all__ = ["ISOLATION_FILE", "ROOT_ENV", "STANDALONE", "build", "failure_results",
-           "find_submission", "probe", "run"]
+__all__ = ["GRADES", "IGNORE_ALL", "ISOLATION_FILE", "ROOT_ENV", "STANDALONE", "Tried",
+           "build", "failure_results", "find_submission", "probe", "run", "try_autograder"]
 
 ROOT_ENV = "GRADEKIT_AUTOGRADER_ROOT"
 PYTHON_ENV = "GRADEKIT_PYTHON"
@@ -62,6 +74,14 @@ STANDALONE: Final[dict[str, tuple[str, str]]] = {
         "2d8e17dfd732102cfeb18e0e1fa6769b24caa034e159981129590fe409c7157a"),
 }
 ISOLATION_FILE = "isolation.txt"  # in ROOT/source: what `gradescope probe` said at build time
+GRADES = "grades"  # ROOT/grades: run's grades folder (the draw key, the ledger), not results/
+# The autograder folder's own .gitignore: it holds a secret (the draw key), so git ignores
+# all of it wherever it is built, as a venv or pytest's cache ignores itself.
+IGNORE_ALL = """\
+# Written by `gradekit gradescope build`: this folder holds the autograder's draw key
+# (.gradekit-draw-key), a secret. Keep the folder and its zip out of git and private.
+*
+"""
 
 SETUP = """\
 #!/usr/bin/env bash
@@ -247,6 +267,7 @@ def build(out: Path, rubric: Path) -> list[Path]:
     for path, text in scripts:
         path.write_text(text, encoding="utf-8")
         path.chmod(0o755)
+    (out / ".gitignore").write_text(IGNORE_ALL, encoding="utf-8")
     return [path for path, _ in scripts] + [out / "rubric", kit, out / DRAW_KEY]
 
 
@@ -351,15 +372,12 @@ def run(root: Path, rubric: Path, isolation: str = "auto", *,
     except UsageError as exc:
         target.write_bytes(failure_results(str(exc)))
         return False
-    bundled = root / "source" / DRAW_KEY  # the build's: each container starts anew
-    if bundled.is_file() and not (results / "gradekit" / DRAW_KEY).exists():
-        (results / "gradekit").mkdir(exist_ok=True)
-        shutil.copyfile(bundled, results / "gradekit" / DRAW_KEY)
+    grades = root / GRADES  # never results/: the draw key is a secret
+    _keep_draw_key(root / "source" / DRAW_KEY, grades)
     try:
         wall = choose_isolation(isolation, allow_host_root=allow_host_root)
         print(f"isolation: {wall.held()}", flush=True)  # Gradescope shows it to instructors
-        rows = grade_batch([submission], load_rubric(rubric), out=results / "gradekit", jobs=1,
-                           wall=wall)
+        rows = grade_batch([submission], load_rubric(rubric), out=grades, jobs=1, wall=wall)
     except GradekitError as exc:  # the autograder's own configuration: the instructor's
         target.write_bytes(failure_results(
             f"the autograder is misconfigured ({type(exc).__name__}: {exc}); this is not "
@@ -369,10 +387,21 @@ def run(root: Path, rubric: Path, isolation: str = "auto", *,
     if row.status not in REPORTED:
         target.write_bytes(failure_results(row.reason))
         return False
-    graded = results / "gradekit" / row.submission
+    graded = grades / row.submission
     for name in (REPORT, RESULTS):  # signed in the batch already, when a key is configured
         shutil.copyfile(graded / name, results / name)
     return True
+
+
+def _keep_draw_key(bundled: Path, grades: Path) -> None:
+    """The build's draw key, copied into ``grades`` readable by its owner only: each
+    Gradescope container starts anew, and every regrade of a submission draws alike."""
+    grades.mkdir(parents=True, exist_ok=True)
+    if not bundled.is_file() or (grades / DRAW_KEY).exists():
+        return
+    descriptor = os.open(grades / DRAW_KEY, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(descriptor, "wb") as file:
+        file.write(bundled.read_bytes())
 
 
 def probe() -> list[str]:
@@ -400,3 +429,129 @@ def probe() -> list[str]:
         lines.append(f"passed over: {name}: "
                      + (why or f"{wall.name} is preferred, and it works here"))
     return lines
+
+
+# -- the dry run --------------------------------------------------------------------------
+
+# What never goes into a dry run's submission from a folder that is not a git work tree:
+# what a student's zip would leave out too (environments, caches, git's own folder).
+_NOT_SUBMITTED = shutil.ignore_patterns(".git", ".venv*", "__pycache__", "*.pyc",
+                                        ".mypy_cache", ".pytest_cache", ".ruff_cache")
+# What Gradescope's container has of the machine's environment: nothing but these (no key,
+# no GRADEKIT_* setting of the instructor's reaches the dry run's grader).
+_KEPT_ENV = ("PATH", "HOME", "TMPDIR", "LANG", "LC_ALL", "TERM")
+
+
+@dataclass(frozen=True, slots=True)
+class Tried:
+    """What a dry run gave: its folder, whether the submission was graded, and Gradescope's
+    results.json as read back (the score, the tests, the output the student sees)."""
+
+    root: Path
+    uploaded: str  # how submission/ was made: what a student's upload would hold
+    graded: bool
+    results: dict[str, object]
+
+
+@contextlib.contextmanager
+def try_autograder(submission: Path, autograder: Path, root: Path | None,
+                   laid_out: Callable[[Path, str], object] = lambda root, uploaded: None,
+                   ) -> Iterator[Tried]:
+    """Grade ``submission`` with the built ``autograder`` as Gradescope would: in ``root``
+    (a new or empty folder; else a temporary one, removed once the caller is done),
+    ``source/`` is the autograder's contents, ``submission/`` what the student uploaded
+    (a zip's contents, a git work tree's files that ``git add -A`` would commit, else the
+    folder without environments and caches) and ``results/`` is empty; then
+    ``source/run_autograder`` runs with this Python and the autograder's own kit
+    (``source/kit``), with none of this shell's environment but ``PATH``, ``HOME``,
+    ``TMPDIR`` and the locale. ``setup.sh`` never runs: it installs packages on the machine.
+    ``laid_out(root, uploaded)`` is called before ``run_autograder`` starts.
+
+    A context manager: a temporary folder lasts until its block ends. ``UsageError`` for
+    an autograder folder that is not one, a submission that is neither a folder nor a zip,
+    or a ``root`` that is not new or empty.
+    """
+    if not (autograder / "run_autograder").is_file() or not (autograder / "kit").is_dir():
+        raise UsageError(f"{autograder} is not an autograder folder (no run_autograder and "
+                         "kit/): build one with "
+                         f"`{commands.GRADESCOPE_BUILD(out=str(autograder))}`, or pass "
+                         "--autograder the folder you built")
+    if not os.path.lexists(submission):
+        raise UsageError(f"{submission} does not exist: pass the student's lab folder (or "
+                         "the zip they upload)")
+    if not submission.is_dir() and not zipfile.is_zipfile(submission):
+        raise UsageError(f"{submission} is neither a folder nor a zip: pass the student's "
+                         "lab folder (or the zip they upload)")
+    with contextlib.ExitStack() as stack:
+        if root is None:
+            root = Path(stack.enter_context(tempfile.TemporaryDirectory(
+                prefix="gradekit-gradescope-")))
+            os.chmod(root, 0o711)  # a root grader's runs pass through it, as /autograder
+        elif root.exists() and (not root.is_dir() or any(root.iterdir())):
+            raise UsageError(f"{root} exists and is not an empty folder: pass --root a new "
+                             "folder, or leave it out for a temporary one")
+        shutil.copytree(autograder, root / "source", dirs_exist_ok=True, symlinks=True,
+                        ignore=_IGNORE)
+        uploaded = _upload(submission, root / "submission", skip=autograder)
+        (root / "results").mkdir()
+        laid_out(root, uploaded)
+        keep = {name: os.environ[name] for name in _KEPT_ENV if name in os.environ}
+        subprocess.run(
+            ["bash", str(root / "source" / "run_autograder")], cwd=root, check=False,
+            env={**keep, ROOT_ENV: str(root), PYTHON_ENV: sys.executable,
+                 "PYTHONPATH": str(root / "source" / "kit")})
+        target = root / "results" / RESULTS
+        results = json.loads(target.read_bytes()) if target.is_file() else {
+            "score": 0.0, "tests": [], "output": "run_autograder wrote no results.json: "
+            "its output above says why"}
+        extra = results.get("extra_data")
+        graded = target.is_file() and not (isinstance(extra, dict) and "error" in extra)
+        yield Tried(root, uploaded, graded, results)
+
+
+def _upload(submission: Path, into: Path, *, skip: Path) -> str:
+    """``submission`` as Gradescope unpacks it into ``into``: a zip's contents; a git work
+    tree's tracked and unignored files (a GitHub submission); else the folder without git's
+    folder, environments and caches. ``skip`` (the autograder, when built inside the lab)
+    is never part of it. Says which of those it was."""
+    into.mkdir(parents=True)
+    if submission.is_file():
+        with zipfile.ZipFile(submission) as archive:
+            archive.extractall(into)  # names are made relative: nothing lands outside
+        return "the zip's contents"
+    try:  # the autograder's place in the lab, when it was built inside it
+        inside: Path | None = skip.resolve().relative_to(submission.resolve())
+    except ValueError:
+        inside = None
+    listed = _git_files(submission)
+    if listed is None:
+        def ignore(folder: str, names: list[str]) -> set[str]:
+            at = Path(folder).resolve().relative_to(submission.resolve())
+            return set(_NOT_SUBMITTED(folder, names)) | {
+                name for name in names if at / name == inside}
+        shutil.copytree(submission, into, symlinks=True, dirs_exist_ok=True, ignore=ignore)
+        return "the folder without .git, environments and caches"
+    for relative in map(Path, listed):
+        source = submission / relative
+        if inside is not None and (relative == inside or inside in relative.parents):
+            continue
+        if not os.path.lexists(source) or (source.is_dir() and not source.is_symlink()):
+            continue  # deleted but still in git's index, or a submodule: GitHub has neither
+        (into / relative).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(source, into / relative, follow_symlinks=False)
+    return "the files `git add -A` would commit (as a GitHub submission holds them)"
+
+
+def _git_files(folder: Path) -> list[str] | None:
+    """The files ``git add -A`` would commit under ``folder``, relative to it; None when
+    ``folder`` is not in a git work tree (or git is not installed)."""
+    try:
+        done = subprocess.run(["git", "-C", str(folder), "ls-files", "-z", "--cached",
+                               "--others", "--exclude-standard"],
+                              capture_output=True, check=False)
+    except FileNotFoundError:
+        return None
+    if done.returncode != 0:
+        return None
+    return sorted({name for name in done.stdout.decode("utf-8", "surrogateescape").split("\0")
+                   if name})

@@ -107,7 +107,7 @@ def test_the_page_builds_hands_out_and_grades_a_lab_of_its_own(tmp_path: Path) -
         assert "NotImplementedError" in (handout / "travel_desk" / "agent.py").read_text()
         assert not list(handout.glob("*/*.json"))  # recordings never ship
         subs = course / "submissions"
-        honest = _student(handout, subs / "honest", lab, env, url)
+        honest = _student(handout, subs / "alice", lab, env, url)
         swallow = _student(handout, subs / "swallow", lab, env, url)
         (swallow / "travel_desk" / "reference.py").write_bytes(
             (swallow / "travel_desk" / "agent.py").read_bytes())
@@ -121,7 +121,7 @@ def test_the_page_builds_hands_out_and_grades_a_lab_of_its_own(tmp_path: Path) -
 
     gradebook = (course / "grades" / "gradebook.csv").read_text("utf-8").splitlines()
     rows = {row["submission"]: row for row in csv.DictReader(gradebook)}
-    assert rows["honest"]["total"] == "100.00", said[4]
+    assert rows["alice"]["total"] == "100.00", said[4]
     # The swallower loses the loud-failure points of both cases, and keeps the Replay's.
     assert rows["swallow"]["loud_failure"] == "5.00"
     assert rows["swallow"]["total"] == "80.00"
@@ -132,6 +132,8 @@ def test_the_page_builds_hands_out_and_grades_a_lab_of_its_own(tmp_path: Path) -
     run_autograder = (course / "autograder" / "run_autograder").read_text("utf-8")
     assert 'GRADEKIT_COMMANDS="${GRADEKIT_COMMANDS:-gradekit}"' in run_autograder
     assert (course / "autograder" / "rubric" / "lab.toml").is_file()
+    assert "results.json: 100.00 points" in said[5], said[5]  # the dry run graded alice
+    assert "laid out as Gradescope does" in said[5]
 
     printed = "\n".join([*said, *reports.values()])
     for kit_word in ("refund", "make record", "make check", "make grade", "--rubric",

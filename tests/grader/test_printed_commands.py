@@ -190,6 +190,8 @@ RUNS: dict[str, Run] = {
     "regression-public": Run({"name": "refunds", "sets": "rubric/regression"}, code=2,
                              says="UsageError: no regression set refunds"),
     "gradescope-build": Run({"out": "autograder"}, says="wrote the Gradescope autograder"),
+    "gradescope-try": Run({"submission": ".", "autograder": "autograder"},
+                          says="results.json: 100.00 points"),
     "incident-show": Run({"path": "incidents/refund-outside-window.jsonl"}, says="#0"),
     "incident-record": Run({"agent": "lab.agent:run", "tools": "lab.tools:TOOLS",
                             "case": "refund-policy", "out": "incidents/new.jsonl"},

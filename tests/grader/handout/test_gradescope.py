@@ -310,8 +310,10 @@ def test_each_regrade_on_gradescope_draws_with_the_builds_key(tmp_path: Path,
     of the same submission then draws the same labels and seeds, unlike a fresh key."""
     root, done = autograder(tmp_path, source, submitted=("lab", "pyproject.toml"))
     assert done.returncode == 0, done.stderr
-    used = root / "results" / "gradekit" / DRAW_KEY
+    used = root / "grades" / DRAW_KEY  # the grading's own folder, never results/
     assert used.read_bytes() == (source / DRAW_KEY).read_bytes()
+    assert used.stat().st_mode & 0o777 == 0o600
+    assert not list((root / "results").rglob(DRAW_KEY))
 
 
 def test_build_refuses_a_folder_that_is_not_empty(source: Path) -> None:
