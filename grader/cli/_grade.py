@@ -13,6 +13,7 @@ import signal
 import sys
 import time
 from collections.abc import Mapping, Sequence
+from decimal import Decimal
 from pathlib import Path
 
 from gradekit import UsageError
@@ -34,7 +35,7 @@ from grader.batch import (
 )
 from grader.cli._options import add_isolation_option, add_rubric_option
 from grader.grading import MissingPackage, predicted, run_checkpoints
-from grader.outputs import REPORTED, GradebookRow
+from grader.outputs import REPORTED, GradebookRow, points_text, review_verdict
 from grader.records import (
     COPIES,
     GRADEBOOK,
@@ -43,8 +44,10 @@ from grader.records import (
     BatchInfo,
     apply_reviews,
     batch_time,
+    current_reviews,
     grader_version,
     keyed_batch,
+    read_ledger,
     record_grading,
     rubric_lineage,
 )
@@ -208,9 +211,9 @@ def _grade_all(args: argparse.Namespace) -> int:
     except BatchInterrupted as stopped:  # the rows that finished are grades all the same
         record(stopped.rows, stopped.not_graded)
         raise _Stopped(stopped, earlier) from None
-    if len(rows) == 1 and rows[0].status in REPORTED:
-        _print_table(args.out / rows[0].submission / REPORT)
     unchanged = record(rows)
+    if len(rows) == 1 and rows[0].status in REPORTED:
+        _print_table(args.out / rows[0].submission / REPORT, args.out / LEDGER)
     # Reviews tied to these reports apply again (results.json was written with them); any
     # tied to an earlier report do not: the gradebook says which need a new review. The
     # rows kept from earlier batches are written as they were.
@@ -351,14 +354,32 @@ def _print_rows(rows: Sequence[GradebookRow], unchanged: Mapping[str, str] | Non
         print(f"{row.submission}: {shown}")
 
 
-def _print_table(report_json: Path) -> None:
+def _print_table(report_json: Path, ledger: Path) -> None:
+    """The report's criteria as a table, each marked for human review pending (or done, in
+    the ledger, for this very report), and the final total when a review changed points."""
     import json
 
     document = json.loads(report_json.read_bytes())
+    reviews = {review.criterion: review
+               for review in current_reviews(read_ledger(ledger).events, document["digest"])}
+    pending: list[tuple[str, Decimal]] = []
     print(f"{'criterion':<24}{'points':>8}{'max':>8}")
     for criterion in document["criteria"]:
-        print(f"{criterion['title']:<24}{criterion['points']:>8}{criterion['max']:>8}")
+        mark = ""
+        if criterion["id"] in reviews:
+            mark = f"  reviewed: {review_verdict(reviews[criterion['id']])}"
+        elif criterion.get("review"):
+            mark = "  pending review"
+            pending.append((criterion["title"], Decimal(criterion["max"])))
+        print(f"{criterion['title']:<24}{criterion['points']:>8}{criterion['max']:>8}{mark}")
     print(f"{'total':<24}{document['total']:>8}{document['max']:>8}")
+    if reviews:
+        final = Decimal(document["total"]) + sum((r.delta for r in reviews.values()), Decimal(0))
+        print(f"{'final':<24}{points_text(final):>8}{document['max']:>8}  after human review")
+    if pending:
+        print(f"pending human review: {points_text(sum((m for _, m in pending), Decimal(0)))} "
+              f"of these points ({', '.join(title for title, _ in pending)}): a person "
+              "confirms or changes them, and the gradebook's final column follows")
     for finding in document["findings"]:
         print(f"finding: {finding}")
 

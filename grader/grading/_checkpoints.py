@@ -9,6 +9,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from decimal import Decimal
 from pathlib import Path
 
 from grader._model import Report
@@ -226,8 +227,12 @@ def predicted(run: CheckpointRun) -> tuple[bool, list[str]]:
     if report is None:
         return False, ["grade now: not graded (the checkpoints above say why)"]
     total, most = sum(c.points for c in report.criteria), sum(c.max for c in report.criteria)
+    review = [c for c in report.criteria if c.review]
+    at_stake = sum((c.max for c in review), Decimal(0))
+    pending = (f"; {at_stake:.2f} of it pending human review "
+               f"({', '.join(c.title for c in review)})") if review else ""
     lines = [f"grade now: {total:.2f} / {most:.2f} (what gradekit grade gives this "
-             "submission, same rubric, same grading)"]
+             f"submission, same rubric, same grading){pending}"]
     for criterion in report.criteria:
         if criterion.points < criterion.max:
             lines.append(f"  lost {criterion.max - criterion.points:.2f} of "
@@ -237,8 +242,6 @@ def predicted(run: CheckpointRun) -> tuple[bool, list[str]]:
             if len(failed) > _SHOWN:
                 lines.append(f"    - and {len(failed) - _SHOWN} more (see the report)")
             lines += [f"    fix: {advice}" for advice in criterion.advice]
-        if criterion.review:
-            lines.append(f"  {criterion.title}: a person reviews these points too")
     lines += [f"  finding: {finding}" for finding in report.findings]
     passed = all(point.passed for point in run.checkpoints) and total == most
     return passed, lines

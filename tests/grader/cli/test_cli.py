@@ -210,7 +210,10 @@ def test_grade_prints_the_table_and_digest_and_writes_verifiable_reports(
     report = tmp_path / "grades" / "alice" / "report.json"
     digest = json.loads(report.read_bytes())["digest"]
     assert f"alice: 100.00 / 100.00  digest {digest}" in out
-    assert "Contract stability         30.00   30.00" in out
+    assert "Contract stability         30.00   30.00\n" in out
+    assert "Written summary            15.00   15.00  pending review\n" in out
+    assert "pending human review: 25.00 of these points (Written summary, Stretch goal): " \
+        "a person confirms" in out
     assert main(["report", "verify", str(report)]) == 0
     report.write_bytes(report.read_bytes().replace(b'"total":"100.00"', b'"total":"100.01"'))
     assert main(["report", "verify", str(report)]) == 1

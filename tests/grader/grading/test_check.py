@@ -87,7 +87,9 @@ def test_the_reference_lab_passes_the_check_with_full_marks(
     assert main(["check", str(root), "--isolation", "process"]) == 0
     shown = capsys.readouterr().out
     assert [line[:4] for line in shown.splitlines()[:3]] == ["PASS"] * 3
-    assert "grade now: 100.00 / 100.00 " in shown
+    assert "grade now: 100.00 / 100.00 (what gradekit grade gives this submission, same " \
+        "rubric, same grading); 25.00 of it pending human review (Written summary, Stretch " \
+        "goal)\n" in shown
     assert "  lost " not in shown
     assert re.search(r"^PASS  in \d+\.\ds: every checkpoint passed", shown, re.MULTILINE)
 

@@ -389,8 +389,14 @@ def test_grading_again_keeps_a_review_of_the_same_report_and_leaves_it_behind_on
     capsys.readouterr()
 
     assert grade(graded) == 0  # unchanged inputs: the same digest, so the review applies
+    said = capsys.readouterr().out
     assert "alice: final 97.00 / 100.00 after human review (automated 100.00): " \
-        "written_summary 15.00->12.00 by kim\n" in capsys.readouterr().out
+        "written_summary 15.00->12.00 by kim\n" in said
+    # the table says which points a person changed and which still wait for one
+    assert "Written summary            15.00   15.00  reviewed: 15.00 -> 12.00 by kim\n" in said
+    assert "Stretch goal               10.00   10.00  pending review\n" in said
+    assert "final                      97.00  100.00  after human review\n" in said
+    assert "pending human review: 10.00 of these points (Stretch goal):" in said
     assert (graded.row()["final"], graded.document()["score"]) == ("97.00", 97.0)
     assert verify(graded.results) == 0
 
