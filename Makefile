@@ -3,6 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 RUNTIME_STAMP := $(VENV)/.installed
+REQUIRES := $(VENV)/.requires
 STAMP := $(VENV)/.installed-dev
 BENCH_STAMP := $(VENV)/.installed-bench
 CHRONICLE05_VENV := .venv-chronicle05
@@ -39,7 +40,17 @@ help: ## list the targets
 # extra (openai, anthropic: the default rubric's [packages]): about 110 MB, for record, grade
 # and check; the development extras (pytest, mypy, ruff, the dashboard's extra and
 # Playwright for its browser test: about 500 MB) only for test and bench.
-$(RUNTIME_STAMP): pyproject.toml
+#
+# The environment is rebuilt when what pyproject.toml asks pip for changes, not when the lab's
+# own settings do ([tool.gradekit]: a stretch goal claimed, a rubric named): $(REQUIRES) holds
+# the rest of the file, rewritten only when it differs (a Python older than 3.11, without
+# tomllib, copies the file; the stamp's rule then says which Python to use).
+$(REQUIRES): pyproject.toml
+	@mkdir -p $(VENV)
+	@$(PYTHON) -c 'import json, sys, tomllib; d = tomllib.load(open("pyproject.toml", "rb")); d.get("tool", {}).pop("gradekit", None); print(json.dumps(d, sort_keys=True))' >$@.new 2>/dev/null || cp pyproject.toml $@.new
+	@if cmp -s $@.new $@; then rm -f $@.new; else mv $@.new $@; fi
+
+$(RUNTIME_STAMP): $(REQUIRES)
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "gradekit needs Python 3.11 or newer: run make with PYTHON=python3.11")'
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[sdk]'

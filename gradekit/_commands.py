@@ -26,6 +26,7 @@ import os
 import re
 import shlex
 import string
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -60,6 +61,7 @@ __all__ = [
     "REVIEWS_IMPORT",
     "VENV_GRADEKIT",
     "Command",
+    "configured",
     "current_form",
     "lab_form",
     "shown",
@@ -116,6 +118,15 @@ def shown(*argv: str, form: str | None = None) -> str:
         args = " ".join(arg if _BARE.fullmatch(arg) else f'"{arg}"' for arg in argv[1:])
         return f"make {argv[0]}" + (f" ARGS='{args}'" if args else "")
     return shlex.join([VENV_GRADEKIT, *argv])
+
+
+def configured(line: str, settings: Mapping[str, str] | None) -> str:
+    """``line`` run with ``settings`` (``GRADEKIT_PROVIDER`` and the like) in its
+    environment: ``NAME=value ... line``, each value quoted for the shell."""
+    if not settings:
+        return line
+    return " ".join([*(f"{name}={shlex.quote(value)}" for name, value in settings.items()),
+                     line])
 
 
 @dataclass(frozen=True, slots=True)

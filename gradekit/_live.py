@@ -15,7 +15,8 @@ import os
 import random
 import ssl
 import time
-from collections.abc import Callable, Mapping
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC
 from types import MappingProxyType
@@ -36,7 +37,8 @@ from gradekit._exceptions import (
     UsageError,
 )
 
-__all__ = ["PRESETS", "Anthropic", "OpenAICompatible", "Preset", "live_from_env"]
+__all__ = ["PRESETS", "Anthropic", "OpenAICompatible", "Preset", "live_from_env",
+           "recording_settings"]
 
 AdapterName = Literal["openai-compatible", "anthropic"]  # the two wire protocols there are
 
@@ -443,6 +445,26 @@ _HOW_TO_CONFIGURE: Final = f"""No provider configured. Set environment variables
   GRADEKIT_BASE_URL / --base-url   for ollama, vLLM, OpenRouter, Groq, ...
   GRADEKIT_API_KEY  / --api-key    or OPENAI_API_KEY / ANTHROPIC_API_KEY
 Free and local: run `make local-model` (SmolLM2-135M, no key), then GRADEKIT_PROVIDER=llamacpp"""
+
+
+def recording_settings(providers: Iterable[str]) -> dict[str, str] | None:
+    """The ``GRADEKIT_*`` settings under which ``record`` asks again the provider that most
+    of ``providers`` (recordings' ``provider`` fields, ``adapter:model``) name, ties broken
+    by name; None when they cannot be told from the name: an OpenAI-compatible server whose
+    base URL the name does not hold (OpenAI's own, Ollama's, one of the user's), or none.
+
+    ``anthropic:M`` is the anthropic preset with model M; ``openai-compatible:M`` is the
+    one preset with a fixed base URL whose default model is M (``llamacpp``, SmolLM2).
+    """
+    counted = Counter(name for name in providers if name)
+    if not counted:
+        return None
+    adapter, _, model = min(counted, key=lambda name: (-counted[name], name)).partition(":")
+    if adapter == "anthropic" and model:
+        return {"GRADEKIT_PROVIDER": "anthropic", "GRADEKIT_MODEL": model}
+    named = [name for name, preset in PRESETS.items() if preset.adapter == adapter
+             and preset.model == model and preset.base_url is not None]
+    return {"GRADEKIT_PROVIDER": named[0]} if len(named) == 1 else None
 
 
 def _pick(explicit: str | None, env: Mapping[str, str], variable: str | None) -> str | None:

@@ -15,7 +15,8 @@ What is here, by what it serves:
     messages and checks              closest, divergence, miss_rows, replay_miss,
                                      credential_values, find_secret, in_chain
     the SDK clients' mixin           HttpClients
-    commands a message prints        commands (``make record ARGS=...``, ``.venv/bin/gradekit``)
+    commands a message prints        commands (``make record ARGS=...``, ``.venv/bin/gradekit``),
+                                     recording_settings (the provider a recording names)
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from gradekit._http.cassette import HTTP_CASSETTE, KEPT_HEADERS, LAB_HTTP_CASSET
 from gradekit._http.client import HttpClients
 from gradekit._http.miss import miss_rows
 from gradekit._journal import previous_path
+from gradekit._live import recording_settings
 from gradekit._replay import miss as replay_miss
 from gradekit._secrets import credential_values, find_secret
 from gradekit._store import fsync_folder, journal_path, write_atomic
@@ -54,6 +56,7 @@ __all__ = [
     "journal_path",
     "miss_rows",
     "previous_path",
+    "recording_settings",
     "replay_miss",
     "write_atomic",
 ]

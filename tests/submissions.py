@@ -247,7 +247,7 @@ def make_submission(folder: Path) -> Path:
     return folder
 
 
-MAKE_STAMPS = (".installed", ".installed-dev", ".installed-dashboard")  # the Makefile's
+MAKE_STAMPS = (".requires", ".installed", ".installed-dev", ".installed-dashboard")  # in order
 
 
 def gradekit_in_process(*argv: str, modules: tuple[str, ...] = ()) -> int:

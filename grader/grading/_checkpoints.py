@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import secrets
 import tempfile
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from pathlib import Path
 
+from gradekit.internal import commands
 from grader._model import Report
 from grader.grading._grade import Draw, Graded, draw, grade_submission
 from grader.grading._preload import imported_packages, shipped_packages
@@ -51,6 +53,9 @@ class CheckpointRun:
 
     checkpoints: tuple[Checkpoint, ...]
     report: Report | None
+    unrecorded: tuple[str, ...] = ()  # cases whose primary run asked a prompt not recorded
+    recorded_with: Mapping[str, str] = field(default_factory=dict)  # the settings that
+    # record the provider the cassettes name (empty when their names do not tell)
 
 
 def run_checkpoints(root: Path, rubric: Rubric, *, wall: Wall = PROCESS_WALL) -> CheckpointRun:
@@ -153,7 +158,12 @@ def run_checkpoints(root: Path, rubric: Rubric, *, wall: Wall = PROCESS_WALL) ->
         if unwritten:
             checkpoints = tuple(replace(point, passed=False, reason=unwritten)
                                 for point in checkpoints)
-        return CheckpointRun(checkpoints, gradings[0].report)
+        evidence = gradings[0].evidence
+        outcomes = evidence.primary.outcomes if evidence.primary else {}
+        unrecorded = tuple(case for case, outcome in outcomes.items() if outcome is not None
+                           and any(not call.served and not call.withheld and call.tool is None
+                                   for call in outcome.calls))
+        return CheckpointRun(checkpoints, gradings[0].report, unrecorded, evidence.recorded_with)
 
 
 def _drawn() -> tuple[Draw, Draw]:
@@ -233,6 +243,12 @@ def predicted(run: CheckpointRun) -> tuple[bool, list[str]]:
                f"({', '.join(c.title for c in review)})") if review else ""
     lines = [f"grade now: {total:.2f} / {most:.2f} (what gradekit grade gives this "
              f"submission, same rubric, same grading){pending}"]
+    if run.unrecorded:  # one recording run fixes every case at once: the cheapest fix first
+        settings = {} if os.environ.get("GRADEKIT_PROVIDER", "").strip() else run.recorded_with
+        lines.append(f"  fix first: `{commands.configured(commands.RECORD(), settings)}` "
+                     "records every prompt the cassettes lack, in one run (cases "
+                     f"{', '.join(run.unrecorded)}), keeping the answers they hold; then "
+                     "check again")
     for criterion in report.criteria:
         if criterion.points < criterion.max:
             lines.append(f"  lost {criterion.max - criterion.points:.2f} of "

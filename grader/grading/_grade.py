@@ -23,7 +23,13 @@ from pathlib import Path, PurePosixPath
 from typing import Generic, TypeVar, cast
 
 from gradekit import CassetteError, Entry, GradekitError, HttpCassette, prompt_key
-from gradekit.internal import LAB_HTTP_CASSETTE, commands, decode_cassette, decode_fixture
+from gradekit.internal import (
+    LAB_HTTP_CASSETTE,
+    commands,
+    decode_cassette,
+    decode_fixture,
+    recording_settings,
+)
 from grader._cache import Derived
 from grader._model import CaseOutcome, CriterionResult, Report, RunResult, Withhold
 from grader._text import FLAGGED, TEXT_LIMIT, quote
@@ -278,7 +284,9 @@ def grade_submission(root: Path, rubric: Rubric, *, submission: str, scratch: Pa
     findings += _never_played(evidence, answers, http.by_case, folder)
     evidence = replace(evidence, recording_problems=problems, recorded_prompts={
         case: tuple(entry.prompt for entry in entries.values() if entry.prompt)
-        for case, entries in answers.items()})
+        for case, entries in answers.items()}, recorded_with=recording_settings(
+            entry.provider for entries in answers.values() for entry in entries.values())
+        or {})
     criteria = tuple(_score(evidence, rubric))
     # An entry copied from the hand-out or from another entry earns nothing by itself, and
     # asks a person to read the log (the gradebook's reason, the dashboard's queue).

@@ -97,6 +97,9 @@ class Evidence:
     clock: int = 0  # where the primary run's clock started (seconds since the epoch)
     recording_problems: Mapping[str, str] = field(default_factory=dict)  # case -> its finding
     recorded_prompts: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # by case
+    # GRADEKIT_* settings that record the provider the cassettes were recorded with (empty
+    # when their names do not tell): a fix that records prints them, so it runs as printed
+    recorded_with: Mapping[str, str] = field(default_factory=dict)
     cut_point_problem: str | None = "not checked"  # None: the incident test holds
     incident_test: str = ""  # the manifest's cut-point test, as the evidence names it
     # regression set ("name@version") -> item id -> its replay against the submission
@@ -293,7 +296,8 @@ def _miss_advice(case: str, missed: Sequence[Served], evidence: Evidence) -> str
                 "never put provider.name in a prompt")
     # The command the miss's own message printed to the agent (the kit's Replay prints it
     # too): a prompt is recorded once more where it is missing, a tool call re-recorded.
-    fix = f"record case {case} again: `{commands.RECORD_CASE(case=case)}`"
+    record = commands.configured(commands.RECORD_CASE(case=case), evidence.recorded_with)
+    fix = f"record case {case} again: `{record}`"
     if missed[0].http:
         parts = f"; it differs from the closest recorded one: {missed[0].asked}" \
             if missed[0].asked else ""
@@ -304,7 +308,8 @@ def _miss_advice(case: str, missed: Sequence[Served], evidence: Evidence) -> str
         return f"{fix}; the prompt asked first differs from the closest recorded one " \
             f"{divergence(asked, best)}"
     if not asked:
-        command = commands.RERECORD_CASE(case=case, reason=TOOLS_CHANGED)
+        command = commands.configured(commands.RERECORD_CASE(case=case, reason=TOOLS_CHANGED),
+                                      evidence.recorded_with)
         return f"re-record case {case}: `{command}` (a tool call the fixtures do not hold: " \
             f"{missed[0].key})"
     return fix

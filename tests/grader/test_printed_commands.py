@@ -31,7 +31,8 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from gradekit._commands import COMMANDS, VENV_GRADEKIT, Command, shown
+from gradekit._commands import COMMANDS, VENV_GRADEKIT, Command, configured, shown
+from gradekit._live import recording_settings
 from tests.loopback import Loopback
 from tests.submissions import REFERENCE, as_installed, copy_from_reference
 
@@ -249,3 +250,51 @@ def test_every_registered_command_runs_as_printed(kit: Path) -> None:
             assert (done.returncode, run.says in said) == (run.code, True), (line, said[-2000:])
             ran.append(name)
     assert ran == list(RUNS)
+
+
+@pytest.mark.slow
+def test_the_fix_check_prints_first_after_a_prompt_edit_runs_as_printed(tmp_path: Path) -> None:
+    """A prompt edited in every case: ``make check`` names one recording run first, with the
+    provider the cassettes were recorded with (the student's shell names none), and that
+    command, run as printed, makes every case replay again."""
+    lab = as_installed(copy_from_reference(tmp_path / "lab", KIT))
+    agent = lab / "lab" / "agent.py"
+    old = "You are a teaching assistant in an agent-engineering bootcamp."
+    assert old in agent.read_text("utf-8")
+    agent.write_text(agent.read_text("utf-8").replace(
+        old, "You are a patient teaching assistant in an agent-engineering bootcamp."), "utf-8")
+    with Loopback() as server:  # the keyless model, where GRADEKIT_BASE_URL points
+        env = _env(GRADEKIT_BASE_URL=server.openai_url)
+        before = subprocess.run(["bash", "-c", COMMANDS["check"]()], cwd=lab, env=env,
+                                capture_output=True, text=True, timeout=600, check=False)
+        assert before.returncode != 0, before.stdout + before.stderr  # make says 2
+        first = re.search(r"^  fix first: `([^`]+)` records every prompt the cassettes lack",
+                          before.stdout, re.MULTILINE)
+        assert first, before.stdout
+        assert first.group(1) == "GRADEKIT_PROVIDER=llamacpp make record"
+        assert "(cases refund-policy, incident-summary, sql-explain, flaky-grade)" \
+            in before.stdout
+        fixed = subprocess.run(["bash", "-c", first.group(1)], cwd=lab, env=env,
+                               capture_output=True, text=True, timeout=600, check=False)
+        assert fixed.returncode == 0, fixed.stdout + fixed.stderr
+        after = subprocess.run(["bash", "-c", COMMANDS["check"]()], cwd=lab, env=env,
+                               capture_output=True, text=True, timeout=600, check=False)
+    assert "fix first" not in after.stdout, after.stdout
+    assert "of Contract stability" not in after.stdout, after.stdout
+
+
+def test_the_provider_a_recording_names_is_told_as_the_settings_that_record_it() -> None:
+    llamacpp = {"GRADEKIT_PROVIDER": "llamacpp"}
+    assert recording_settings(["openai-compatible:smollm2"] * 2) == llamacpp
+    assert recording_settings(["anthropic:claude-3-5-haiku-latest"]) == {
+        "GRADEKIT_PROVIDER": "anthropic", "GRADEKIT_MODEL": "claude-3-5-haiku-latest"}
+    # OpenAI's own, Ollama's or a server of the student's: the name holds no base URL
+    assert recording_settings(["openai-compatible:gpt-4o-mini"]) is None
+    assert recording_settings(["anthropic:m", "openai-compatible:smollm2", "anthropic:m"]) == \
+        {"GRADEKIT_PROVIDER": "anthropic", "GRADEKIT_MODEL": "m"}  # what most answers name
+    assert recording_settings(["openai-compatible:smollm2", "anthropic:m"]) == {
+        "GRADEKIT_PROVIDER": "anthropic", "GRADEKIT_MODEL": "m"}  # a tie: the first by name
+    assert recording_settings([]) is None and recording_settings([""]) is None
+    assert configured("make record", {"GRADEKIT_MODEL": "my model"}) == \
+        "GRADEKIT_MODEL='my model' make record"
+    assert configured("make record", {}) == "make record"

@@ -516,3 +516,26 @@ def test_a_pinned_sets_public_view_ships_and_nothing_else_of_it(
         "v1.public.json is not in the reference" in err
     assert "regression public refunds --sets" in err
     assert not (tmp_path / "lab2").exists()
+
+
+def test_the_hand_outs_first_block_puts_it_in_git_with_nothing_left_over(
+        starter: Path, tmp_path: Path) -> None:
+    """The README's first command, run as written in a fresh copy of the hand-out: every
+    file it hands out is committed, and `git status` has nothing left to say."""
+    copy = tmp_path / "lab"
+    shutil.copytree(starter, copy)
+    readme = (copy / "README.md").read_text("utf-8")
+    intro = readme.split("\n## ", 1)[0]
+    block = re.search(r"```sh\n(.*?)```", intro, re.DOTALL)
+    assert block, "the hand-out's README lost its git block before its first section"
+    env = {**os.environ, "GIT_AUTHOR_NAME": "Ada", "GIT_AUTHOR_EMAIL": "ada@example.org",
+           "GIT_COMMITTER_NAME": "Ada", "GIT_COMMITTER_EMAIL": "ada@example.org"}
+    done = subprocess.run(["bash", "-c", block.group(1)], cwd=copy, env=env, text=True,
+                          capture_output=True, check=False)
+    assert done.returncode == 0, done.stderr
+    status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"],
+                            cwd=copy, text=True, capture_output=True, check=True).stdout
+    assert status == ""
+    tracked = subprocess.run(["git", "ls-files"], cwd=copy, text=True, capture_output=True,
+                             check=True).stdout.splitlines()
+    assert "lab/agent.py" in tracked and "FAILURES.md" in tracked and "Makefile" in tracked
