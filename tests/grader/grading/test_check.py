@@ -45,8 +45,9 @@ def _empty_failures(root: Path) -> None:
 
 MISTAKES: dict[str, tuple[Callable[[Path], None], str]] = {
     # make_submission's folder has no Makefile: check prints the kit's own command there.
-    "stale_prompts": (_stale_prompts, "`gradekit record --case refund-policy`; the prompt "
-                      "asked first differs"),
+    # the provider the cassettes were recorded with (SmolLM2 on llama.cpp), so it runs as printed
+    "stale_prompts": (_stale_prompts, "`GRADEKIT_PROVIDER=llamacpp gradekit record --case "
+                      "refund-policy`; the prompt asked first differs"),
     "corrupt_cassette": (_corrupt_cassette, "cassettes/sql-explain.json:22:2: not valid JSON"),
     "no_tracing": (_no_tracing, "Wrap the provider in Traced"),
     "empty_failures": (_empty_failures, "Write at least two complete failure entries"),
