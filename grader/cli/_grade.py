@@ -42,12 +42,11 @@ from grader.records import (
     LEDGER,
     REPORT,
     BatchInfo,
+    ReviewState,
     apply_reviews,
     batch_time,
-    current_reviews,
     grader_version,
     keyed_batch,
-    read_ledger,
     record_grading,
     rubric_lineage,
 )
@@ -212,12 +211,12 @@ def _grade_all(args: argparse.Namespace) -> int:
         record(stopped.rows, stopped.not_graded)
         raise _Stopped(stopped, earlier) from None
     unchanged = record(rows)
-    if len(rows) == 1 and rows[0].status in REPORTED:
-        _print_table(args.out / rows[0].submission / REPORT, args.out / LEDGER)
     # Reviews tied to these reports apply again (results.json was written with them); any
     # tied to an earlier report do not: the gradebook says which need a new review. The
     # rows kept from earlier batches are written as they were.
     reviewed = apply_reviews(args.out, rows, earlier.kept_rows)
+    if len(rows) == 1 and rows[0].status in REPORTED:
+        _print_table(args.out / rows[0].submission / REPORT, reviewed.states[0])
     _print_rows(reviewed.rows, unchanged)
     for note in reviewed.notes:
         print(note)
@@ -354,27 +353,28 @@ def _print_rows(rows: Sequence[GradebookRow], unchanged: Mapping[str, str] | Non
         print(f"{row.submission}: {shown}")
 
 
-def _print_table(report_json: Path, ledger: Path) -> None:
-    """The report's criteria as a table, each marked for human review pending (or done, in
-    the ledger, for this very report), and the final total when a review changed points."""
+def _print_table(report_json: Path, state: ReviewState) -> None:
+    """The report's criteria as a table, each marked for human review pending, reviewed or
+    to review again (``state``, its reviews), and the final total when a review moved
+    points."""
     import json
 
     document = json.loads(report_json.read_bytes())
-    reviews = {review.criterion: review
-               for review in current_reviews(read_ledger(ledger).events, document["digest"])}
+    reviews = {review.criterion: review for review in state.current}
+    again = {stale.criterion for stale in state.stale}
     pending: list[tuple[str, Decimal]] = []
     print(f"{'criterion':<24}{'points':>8}{'max':>8}")
     for criterion in document["criteria"]:
         mark = ""
         if criterion["id"] in reviews:
             mark = f"  reviewed: {review_verdict(reviews[criterion['id']])}"
-        elif criterion.get("review"):
-            mark = "  pending review"
+        elif criterion["id"] in again or criterion["id"] in state.pending:
+            mark = "  needs a new review" if criterion["id"] in again else "  pending review"
             pending.append((criterion["title"], Decimal(criterion["max"])))
         print(f"{criterion['title']:<24}{criterion['points']:>8}{criterion['max']:>8}{mark}")
     print(f"{'total':<24}{document['total']:>8}{document['max']:>8}")
     if reviews:
-        final = Decimal(document["total"]) + sum((r.delta for r in reviews.values()), Decimal(0))
+        final = state.final(Decimal(document["total"]))
         print(f"{'final':<24}{points_text(final):>8}{document['max']:>8}  after human review")
     if pending:
         print(f"pending human review: {points_text(sum((m for _, m in pending), Decimal(0)))} "

@@ -68,6 +68,7 @@ from grader.records._promote import FromRun, Request, applicable_agent, from_run
 from grader.records._reviews import (
     Recorded,
     ReviewRequest,
+    ReviewState,
     apply_reviews,
     current_reviews,
     record_review,
@@ -101,6 +102,7 @@ __all__ = [
     "Recorded",
     "Request",
     "ReviewRequest",
+    "ReviewState",
     "StoredCase",
     "append_events",
     "applicable_agent",

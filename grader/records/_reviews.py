@@ -171,11 +171,12 @@ def review_state(events: Sequence[Mapping[str, Any]], student: str, digest: str,
 
 @dataclass(frozen=True, slots=True)
 class Applied:
-    """Rows with ``review`` and ``final`` filled, and a line to print for each row that
-    has current reviews or needs a new one."""
+    """Rows with ``review`` and ``final`` filled, a line to print for each row that has
+    current reviews or needs a new one, and the review state of each row graded now."""
 
     rows: tuple[GradebookRow, ...]
     notes: tuple[str, ...]
+    states: tuple[ReviewState, ...] = ()
 
 
 def apply_reviews(out: Path, rows: Sequence[GradebookRow],
@@ -193,7 +194,7 @@ def apply_reviews(out: Path, rows: Sequence[GradebookRow],
     _write_gradebook(out, [*reviewed, *kept])
     notes = [note for row, state in zip(reviewed, states, strict=True)
              for note in _notes(row, state, out)]
-    return Applied(reviewed, tuple(notes))
+    return Applied(reviewed, tuple(notes), tuple(states))
 
 
 class ReviewIndex:
