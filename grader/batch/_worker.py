@@ -38,6 +38,7 @@ from typing import Any, get_args
 from gradekit import GradekitError
 from gradekit.internal import commands
 from grader._cache import Derived
+from grader._late import late_from_document
 from grader._model import CONTRACT, Report
 from grader._text import FLAGGED, TEXT_LIMIT, quote
 from grader.grading import MissingPackage, grade_submission
@@ -90,6 +91,9 @@ class Request:
     reviews: Sequence[Mapping[str, Any]] = ()
     derived: Path | None = None  # where the batch keeps what gradings derive from files'
     # bytes (grader._cache.Derived): None, nothing is kept
+    # what the lab's late policy made of the submission's time (grader._late.Late's
+    # document), decided by the batch; None: the lab has no late policy
+    late: Mapping[str, Any] | None = None
 
 
 def encode_request(request: Request) -> bytes:
@@ -102,6 +106,7 @@ def encode_request(request: Request) -> bytes:
         "check_folders": dict(request.check_folders), "draw_key": request.draw_key.hex(),
         "reviews": [dict(event) for event in request.reviews],
         "derived": None if request.derived is None else str(request.derived),
+        "late": None if request.late is None else dict(request.late),
     }, ensure_ascii=True).encode("ascii")
 
 
@@ -121,6 +126,8 @@ def decode_request(data: bytes) -> Request:
             draw_key=bytes.fromhex(document["draw_key"]),
             reviews=tuple(_reviews(document["reviews"])),
             derived=None if document["derived"] is None else Path(document["derived"]),
+            late=None if document["late"] is None else
+            late_from_document(document["late"]).document(),
         )
     except (ValueError, KeyError, TypeError, AttributeError, GradekitError) as exc:
         raise ValueError(f"not a worker request ({type(exc).__name__}: {exc})") from exc
@@ -180,7 +187,8 @@ def grade(request: Request) -> GradebookRow:
         isolation = graded.wall.stated(request.root, request.scratch)
         digest = write_submission(
             request.out, report, graded.evidence, isolation=isolation,
-            reviews=current_reviews(request.reviews, report_digest(report)))
+            reviews=current_reviews(request.reviews, report_digest(report)),
+            late=None if request.late is None else late_from_document(request.late))
     except MemoryError:
         raise
     except MissingPackage as missing:  # no grade: the grader's environment, or the submission

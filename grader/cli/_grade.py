@@ -216,7 +216,8 @@ def _grade_all(args: argparse.Namespace) -> int:
     # rows kept from earlier batches are written as they were.
     reviewed = apply_reviews(args.out, rows, earlier.kept_rows)
     if len(rows) == 1 and rows[0].status in REPORTED:
-        _print_table(args.out / rows[0].submission / REPORT, reviewed.states[0])
+        _print_table(args.out / rows[0].submission / REPORT, reviewed.states[0],
+                     reviewed.rows[0])
     _print_rows(reviewed.rows, unchanged)
     for note in reviewed.notes:
         print(note)
@@ -346,17 +347,20 @@ def _print_rows(rows: Sequence[GradebookRow], unchanged: Mapping[str, str] | Non
             else f"NOT GRADED: {row.reason}"
         if row.status == "degraded":
             shown += "  DEGRADED"
+        if row.penalty:
+            shown += f"  late: -{row.penalty}, final {row.final}"
         if row.status in REPORTED and row.reason:  # flagged, or not all evaluated
             shown += f"  ({row.reason})"
         if unchanged and row.submission in unchanged:
             shown += f"  (unchanged: the same inputs as ledger event {unchanged[row.submission]})"
-        print(f"{row.submission}: {shown}")
+        named = f" ({row.name})" if row.name else ""
+        print(f"{row.submission}{named}: {shown}")
 
 
-def _print_table(report_json: Path, state: ReviewState) -> None:
+def _print_table(report_json: Path, state: ReviewState, row: GradebookRow) -> None:
     """The report's criteria as a table, each marked for human review pending, reviewed or
-    to review again (``state``, its reviews), and the final total when a review moved
-    points."""
+    to review again (``state``, its reviews), what the late policy made of it, and the
+    final total (``row``'s) when a review or a late penalty moved points."""
     import json
 
     document = json.loads(report_json.read_bytes())
@@ -373,9 +377,12 @@ def _print_table(report_json: Path, state: ReviewState) -> None:
             pending.append((criterion["title"], Decimal(criterion["max"])))
         print(f"{criterion['title']:<24}{criterion['points']:>8}{criterion['max']:>8}{mark}")
     print(f"{'total':<24}{document['total']:>8}{document['max']:>8}")
-    if reviews:
-        final = state.final(Decimal(document["total"]))
-        print(f"{'final':<24}{points_text(final):>8}{document['max']:>8}  after human review")
+    if row.late:
+        print(f"late: {row.late}")
+    if reviews or row.penalty:
+        after = " and ".join(what for what, given in (("human review", reviews),
+                                                      ("the late penalty", row.penalty)) if given)
+        print(f"{'final':<24}{row.final:>8}{document['max']:>8}  after {after}")
     if pending:
         print(f"pending human review: {points_text(sum((m for _, m in pending), Decimal(0)))} "
               f"of these points ({', '.join(title for title, _ in pending)}): a person "

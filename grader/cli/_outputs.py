@@ -14,10 +14,21 @@ from typing import Any
 
 from gradekit import UsageError
 from gradekit.internal import commands as printed
+from gradekit.internal import write_atomic
 from grader._exits import EXIT_FAILED, EXIT_OK
 from grader.cli._options import add_isolation_option, add_rubric_option
 from grader.handout import ROOT_ENV, build, probe, run, try_autograder
-from grader.outputs import KEY_ENV, KEY_FILE_ENV, load_key, merge_gradebooks
+from grader.outputs import (
+    EXPORTS,
+    KEY_ENV,
+    KEY_FILE_ENV,
+    REPORTED,
+    GradebookError,
+    export_gradebook,
+    load_key,
+    merge_gradebooks,
+    read_gradebook,
+)
 from grader.records import (
     DRAW_KEY,
     GRADEBOOK,
@@ -110,6 +121,26 @@ def _add_ledger(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     merge.set_defaults(handler=_merge_ledgers)
 
 
+def _export(args: argparse.Namespace) -> int:
+    try:
+        data = args.gradebook.read_bytes()
+    except OSError as exc:
+        grade = printed.GRADE_INTO(submissions="SUBMISSIONS", out="grades")
+        raise UsageError(f"{args.gradebook}: cannot be read ({exc.strerror or exc}): pass the "
+                         f"gradebook.csv a grading wrote (`{grade}` writes one)") from None
+    try:
+        _, rows = read_gradebook(data)
+    except GradebookError as exc:
+        raise UsageError(f"{args.gradebook}: {exc}") from None
+    out = args.out or args.gradebook.parent / f"{args.to}.csv"
+    write_atomic(out, export_gradebook(rows, args.to, args.assignment))
+    graded = sum(row.status in REPORTED for row in rows)
+    print(f"wrote {out}: {graded} grades of {len(rows)} rows for {args.to}'s grade import"
+          + (f" ({len(rows) - graded} not graded: their grade is empty)" if graded < len(rows)
+             else ""))
+    return EXIT_OK
+
+
 def _merge_ledgers(args: argparse.Namespace) -> int:
     merged = merge_folders(args.folders, args.out, partial=args.partial)
     plan = merged.ledger
@@ -157,6 +188,18 @@ def add_output_commands(commands: argparse._SubParsersAction[argparse.ArgumentPa
     merge.add_argument("parts", nargs="+", type=Path, metavar="PART")
     merge.add_argument("--out", type=Path, required=True, help="the merged gradebook.csv")
     merge.set_defaults(handler=_merge)
+    export = gradebook_commands.add_parser(
+        "export", help="the gradebook as a learning platform imports it (Canvas, Moodle)")
+    export.add_argument("gradebook", nargs="?", type=Path, default=Path("grades") / GRADEBOOK,
+                        metavar="GRADEBOOK", help="the gradebook.csv (default: grades/"
+                        f"{GRADEBOOK})")
+    export.add_argument("--to", choices=EXPORTS, required=True,
+                        help="the platform whose grade import reads it")
+    export.add_argument("--assignment", required=True, metavar="TITLE",
+                        help="the grade column's title, as the platform names the assignment")
+    export.add_argument("--out", type=Path, default=None, metavar="FILE",
+                        help="where to write it (default: TO.csv beside the gradebook)")
+    export.set_defaults(handler=_export)
 
     gradescope = commands.add_parser("gradescope", help="grade on Gradescope")
     gradescope_commands = gradescope.add_subparsers(dest="gradescope_command", required=True)

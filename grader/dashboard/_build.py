@@ -185,9 +185,15 @@ def _cohort_page(environment: Any, cohort: Cohort, grades: Path) -> tuple[str, s
         ("Possible copies", "copies", str(len(cohort.copies))),
         ("Changed", "changed", str(len(changed))),
     ]
+    # A roster's names and a late policy's penalties are columns where some row has them.
+    named = any(s.row.name for s in cohort.submissions)
+    late = any(s.row.late for s in cohort.submissions)
     columns = [("submission", "Submission", False), ("student", "Student", False),
+               *([("name", "Name", False)] if named else []),
                ("status", "Status", False), ("total", "Total", True),
-               ("review", "Review", False), ("final", "Final", True), ("max", "Max", True),
+               ("review", "Review", False),
+               *([("penalty", "Late penalty", True)] if late else []),
+               ("final", "Final", True), ("max", "Max", True),
                *((cid, title, True) for cid, title, _ in cohort.criteria),
                ("reason", "Reason", False)]
     kinds = [kind for kind, _ in _KINDS] + ["other"]

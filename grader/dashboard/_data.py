@@ -22,6 +22,7 @@ from typing import Any
 from grader._model import HumanReview
 from grader._text import FLAGGED
 from grader.outputs import (
+    FIXED_COLUMNS,
     REPORTED,
     CopyPair,
     GradebookRow,
@@ -281,8 +282,7 @@ def _criteria(header: Sequence[str], reports: Sequence[Mapping[str, Any]]
             if isinstance(criterion, dict) and criterion.get("id") not in known:
                 known[str(criterion.get("id"))] = (str(criterion.get("title", "")),
                                                    decimal(criterion.get("max")) or Decimal(0))
-    fixed = {"submission", "student", "status", "total", "review", "final", "max", "digest",
-             "reason"}
+    fixed = set(FIXED_COLUMNS)
     return tuple((column, *known.get(column, (column, Decimal(0))))
                  for column in header if column not in fixed)
 

@@ -407,7 +407,8 @@ data-numeric{% endif %}>{{ title }}</button></th>{% endfor %}</tr></thead>
 _ROWS = """\
 {% macro submission(s) -%}
 <tr data-submission="{{ s.row.submission }}" data-status="{{ s.row.status }}" data-search="{{
-(s.row.submission ~ ' ' ~ s.row.student ~ ' ' ~ s.row.status) | lower }}">{% for column, title,
+(s.row.submission ~ ' ' ~ s.row.student ~ ' ' ~ s.row.name ~ ' ' ~ s.row.status) | lower
+}}">{% for column, title,
 numeric in columns %}{% set v = cell(s, column) %}<td data-column="{{ column }}"{% if numeric %}
 class="number" data-value="{{ v }}"{% endif %}>{% if column == "submission" %}<a
 href="students/{{ s.slug }}.html">{{ v }}</a>{% else %}{{ v }}{% endif %}</td>{% endfor %}</tr>
@@ -468,12 +469,14 @@ _STUDENT = """\
 <h1>{{ s.row.submission }}</h1>
 <dl class="summary" id="summary">
 <div><dt>Student</dt><dd data-stat="student">{{ s.row.student }}</dd></div>
+{% if s.row.name %}<div><dt>Name</dt><dd data-stat="name">{{ s.row.name }}</dd></div>{% endif %}
 <div><dt>Status</dt><dd data-stat="status">{{ s.row.status }}</dd></div>
 <div><dt>Total</dt><dd data-stat="total">{{ s.row.total or "—" }}{% if s.row.max %} / {{
 s.row.max }}{% endif %}</dd></div>
 <div><dt>Final</dt><dd data-stat="final">{{ s.row.final or s.row.total or "—" }}</dd></div>
 </dl>
 {% if s.row.review %}<p id="review-state"><strong>Review:</strong> {{ s.row.review }}</p>{% endif %}
+{% if s.row.late %}<p id="late"><strong>Late work:</strong> {{ s.row.late }}</p>{% endif %}
 {% if s.row.reason %}<p class="warning" id="reason">{{ s.row.reason }}</p>{% endif %}
 {% if copies %}<section id="copies"><h2>Possible copies</h2><ul>{% for other, slug, p in copies
 %}<li data-other="{{ other }}">{% if slug %}<a href="{{ slug }}.html">{{ other }}</a>{% else

@@ -7,7 +7,15 @@ May import: base, submission, sandbox, regression, rubric, outputs, records, bat
 
 from __future__ import annotations
 
-from grader.handout._gradescope import ROOT_ENV, Tried, build, probe, run, try_autograder
+from grader.handout._gradescope import (
+    ROOT_ENV,
+    Tried,
+    build,
+    probe,
+    run,
+    submitted,
+    try_autograder,
+)
 from grader.handout._new import NewLab, new_lab
 from grader.handout._starter import OptIn, Starter, build_starter
 
@@ -22,5 +30,6 @@ __all__ = [
     "new_lab",
     "probe",
     "run",
+    "submitted",
     "try_autograder",
 ]

@@ -45,14 +45,17 @@ from typing import Final
 import gradekit
 from gradekit import GradekitError, UsageError
 from gradekit.internal import commands
+from grader._late import parse_time
 from grader.batch import grade_batch
 from grader.outputs import REPORTED, SCHEMA, canonical, inline_markdown
 from grader.records import DRAW_KEY, REPORT, RESULTS, draw_key
 from grader.rubric import KIT_RUBRIC, SDK_EXTRA, load_rubric
 from grader.sandbox import choose_isolation, isolation_requests, wall_named
+from grader.submission import Identity
 
 __all__ = ["GRADES", "IGNORE_ALL", "ISOLATION_FILE", "ROOT_ENV", "STANDALONE", "Tried",
-           "build", "failure_results", "find_submission", "probe", "run", "try_autograder"]
+           "build", "failure_results", "find_submission", "probe", "run", "submitted",
+           "try_autograder"]
 
 ROOT_ENV = "GRADEKIT_AUTOGRADER_ROOT"
 PYTHON_ENV = "GRADEKIT_PYTHON"
@@ -377,7 +380,8 @@ def run(root: Path, rubric: Path, isolation: str = "auto", *,
     try:
         wall = choose_isolation(isolation, allow_host_root=allow_host_root)
         print(f"isolation: {wall.held()}", flush=True)  # Gradescope shows it to instructors
-        rows = grade_batch([submission], load_rubric(rubric), out=grades, jobs=1, wall=wall)
+        who = submitted(submission, root / METADATA)
+        rows = grade_batch([who], load_rubric(rubric), out=grades, jobs=1, wall=wall)
     except GradekitError as exc:  # the autograder's own configuration: the instructor's
         target.write_bytes(failure_results(
             f"the autograder is misconfigured ({type(exc).__name__}: {exc}); this is not "
@@ -391,6 +395,49 @@ def run(root: Path, rubric: Path, isolation: str = "auto", *,
     for name in (REPORT, RESULTS):  # signed in the batch already, when a key is configured
         shutil.copyfile(graded / name, results / name)
     return True
+
+
+METADATA = "submission_metadata.json"  # Gradescope's, beside submission/
+
+
+def submitted(submission: Path, metadata: Path) -> Identity:
+    """Who handed ``submission`` in and when, as Gradescope's ``submission_metadata.json``
+    says: its ``created_at`` is the submission time a late policy reads, the users' names
+    are the display name, and a user's own due date later than the assignment's (an
+    extension granted in Gradescope) is their extension. Without the file, or with one this
+    cannot read, the folder alone: no time, so no penalty, and the late cell says so."""
+    folder = submission.resolve().name
+    plain = Identity(submission, folder, folder, "")
+    try:
+        document = json.loads(metadata.read_bytes())
+        at = parse_time(document["created_at"], f"{metadata.name}: created_at")
+    except (OSError, ValueError, KeyError, TypeError, UsageError) as exc:
+        if metadata.exists():
+            print(f"warning: {metadata} could not be read ({exc}): no submission time, so no "
+                  "late penalty", file=sys.stderr, flush=True)
+        return plain
+    users = [u for u in document.get("users") or () if isinstance(u, dict)]
+    names = ", ".join(str(u.get("name")) for u in users if u.get("name"))
+    return Identity(submission, folder, folder, names, at, _extension(document, users),
+                    "gradescope")
+
+
+def _extension(document: Mapping[str, object], users: list[dict[str, object]]) -> int:
+    """Seconds by which the latest user's own due date passes the assignment's; 0 when
+    the metadata gives neither."""
+    assignment = document.get("assignment")
+    try:
+        due = parse_time(assignment.get("due_date") if isinstance(assignment, dict) else None,
+                         "assignment.due_date")
+    except UsageError:
+        return 0
+    extended = [0]
+    for user in users:
+        own = user.get("assignment")
+        with contextlib.suppress(UsageError):
+            when = parse_time(own.get("due_date") if isinstance(own, dict) else None, "due_date")
+            extended.append(int((when - due).total_seconds()))
+    return max(extended)
 
 
 def _keep_draw_key(bundled: Path, grades: Path) -> None:

@@ -23,7 +23,9 @@ from grader.outputs._copies import (
     render_copies,
     renoted,
 )
+from grader.outputs._exports import EXPORTS, export_gradebook
 from grader.outputs._gradebook import (
+    FIXED_COLUMNS,
     REPORTED,
     SEPARATORS,
     GradebookError,
@@ -33,6 +35,7 @@ from grader.outputs._gradebook import (
     csv_record,
     error_row,
     gradebook_csv,
+    less_penalty,
     merge_gradebooks,
     read_gradebook,
     spreadsheet_cell,
@@ -68,6 +71,8 @@ from grader.outputs._signing import (
 )
 
 __all__ = [
+    "EXPORTS",
+    "FIXED_COLUMNS",
     "KEY_ENV",
     "KEY_FILE_ENV",
     "PARTS",
@@ -90,8 +95,10 @@ __all__ = [
     "copy_notes",
     "csv_record",
     "error_row",
+    "export_gradebook",
     "gradebook_csv",
     "inline_markdown",
+    "less_penalty",
     "load_key",
     "merge_gradebooks",
     "parse_canonical",

@@ -1,9 +1,12 @@
 """The batch's ``gradebook.csv``: one row per submission, merged from shards byte-exactly.
 
 Columns: submission (the folder's name), student (who it is: the roster's student id,
-else the folder's name; never what the submission says), status, total (the automated
-points), review (what people reviewed, what is pending, what needs a new review), final
-(the total with current reviews: ``grader.records._reviews``; the total when there are none), max,
+else the folder's name; never what the submission says), name (the roster's display name,
+for people; never in a digest), status, total (the automated points), review (what people
+reviewed, what is pending, what needs a new review), late (what the lab's late policy made
+of the submission's time, ``grader._late``), penalty (the late penalty's points), final
+(the total with current reviews, ``grader.records._reviews``, less the penalty, never below
+zero; the total when there are neither), max,
 one per criterion id in rubric order, digest, reason. Rows are sorted by submission; lines end
 in ``\\n``; UTF-8; the csv module's minimal quoting, and a cell that holds a carriage return
 is quoted too (``csv_record``).
@@ -32,6 +35,7 @@ import io
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 from types import MappingProxyType
 from typing import Literal, get_args
 
@@ -47,14 +51,19 @@ __all__ = [
     "cell_text",
     "csv_record",
     "gradebook_csv",
+    "less_penalty",
     "merge_gradebooks",
     "read_gradebook",
     "spreadsheet_cell",
 ]
 
-HEAD_COLUMNS = ("submission", "student", "status", "total", "review", "final", "max")
+HEAD_COLUMNS = ("submission", "student", "name", "status", "total", "review", "late",
+                "penalty", "final", "max")
 # The head of gradebooks written before reviews: read only to say what to do.
 _EARLIER_HEAD = ("submission", "student", "status", "total", "max")
+# The head of gradebooks written before names and late policies: read as they are, with
+# those cells empty, so grading into an earlier grades folder loses nothing.
+_BEFORE_LATE = ("submission", "student", "status", "total", "review", "final", "max")
 TAIL_COLUMNS = ("digest", "reason")
 FIXED_COLUMNS = HEAD_COLUMNS + TAIL_COLUMNS
 # graded: scored; degraded: scored, but some checks could not be evaluated because the
@@ -92,7 +101,10 @@ class GradebookRow:
     digest: str  # the report's digest; "" for an error
     reason: str  # why the status is "error"; "" when graded
     review: str = ""  # human text: reviews, pending ones, ones that need doing again
-    final: str = ""  # the total after current reviews; "" means the total, when reported
+    final: str = ""  # the total after current reviews and the penalty; "" means the total
+    name: str = ""  # the roster's display name; "" without one
+    late: str = ""  # what the late policy made of it, for people; "" without a policy
+    penalty: str = ""  # the late penalty's points, such as "20.00"; "" without one
 
 
 def gradebook_csv(rows: Iterable[GradebookRow], criterion_ids: Sequence[str]) -> bytes:
@@ -116,6 +128,11 @@ def read_gradebook(data: bytes) -> tuple[list[str], list[GradebookRow]]:
     if not records:
         raise GradebookError("the gradebook is empty; it needs at least its header line")
     header = records[0]
+    if tuple(header[:len(_BEFORE_LATE)]) == _BEFORE_LATE:
+        header = [*HEAD_COLUMNS, *header[len(_BEFORE_LATE):]]
+        width = len(records[0])
+        records = [header, *([*r[:2], "", *r[2:5], "", "", *r[5:]] if len(r) == width else r
+                             for r in records[1:])]
     head, tail = len(HEAD_COLUMNS), len(TAIL_COLUMNS)
     if tuple(header[:len(_EARLIER_HEAD)]) == _EARLIER_HEAD:
         raise GradebookError(
@@ -180,9 +197,12 @@ def _cells(row: GradebookRow, criterion_ids: Sequence[str]) -> list[str]:
             f"a column ({', '.join(criterion_ids)})"
         )
     points = [row.criteria.get(criterion_id, "") for criterion_id in criterion_ids]
-    # Unreviewed, the final score is the automated one: a reader never has to fall back.
-    final = row.final or (row.total if row.status in REPORTED else "")
-    head = [row.submission, row.student, row.status, row.total, row.review, final, row.max]
+    # Unreviewed, the final score is the automated one less any penalty: a reader never
+    # has to fall back.
+    final = row.final or (less_penalty(row.total, row.penalty) if row.status in REPORTED
+                          else "")
+    head = [row.submission, row.student, row.name, row.status, row.total, row.review, row.late,
+            row.penalty, final, row.max]
     return [*head, *points, row.digest, row.reason]
 
 
@@ -208,6 +228,9 @@ def _row(record: Sequence[str], header: Sequence[str], number: int) -> Gradebook
         reason=cells["reason"],
         review=cells["review"],
         final=cells["final"],
+        name=cells["name"],
+        late=cells["late"],
+        penalty=cells["penalty"],
     )
 
 
@@ -241,6 +264,14 @@ def csv_record(cells: Sequence[str], end: str) -> str:
     under ``"\\n"`` (and a reader then takes for the end of the line)."""
     return ",".join(f'"{cell.replace(chr(34), chr(34) * 2)}"' if _QUOTED.intersection(cell)
                     else cell for cell in cells) + end
+
+
+def less_penalty(points: str, penalty: str) -> str:
+    """``points`` less a late ``penalty`` (both as the gradebook writes them; "" is none),
+    never below zero."""
+    if not penalty:
+        return points
+    return f"{max(Decimal(0), Decimal(points) - Decimal(penalty)):.2f}"
 
 
 def error_row(folder: str, student: str, reason: str,

@@ -17,6 +17,7 @@ import re
 from collections.abc import Sequence
 from decimal import Decimal
 
+from grader._late import Late
 from grader._model import CONTRACT, CheckResult, CriterionResult, HumanReview, Report
 from grader._text import FLAGGED, QUOTE_LIMIT, TEXT_LIMIT, quote
 from grader.outputs._report import SCHEMA, canonical, points_text, report_digest
@@ -26,6 +27,8 @@ __all__ = [
     "PENDING",
     "degraded_lines",
     "inline_markdown",
+    "late_deduction",
+    "late_test",
     "pending_review",
     "render_gradescope",
     "render_markdown",
@@ -52,14 +55,16 @@ _TICKS = re.compile(r"`+")
 
 
 def render_markdown(report: Report, *, isolation: str = "",
-                    reviews: Sequence[HumanReview] = (), digest: str | None = None) -> str:
+                    reviews: Sequence[HumanReview] = (), digest: str | None = None,
+                    late: Late | None = None) -> str:
     """``report.md``: the total, a table of criteria, then what to do about each loss.
 
     ``isolation`` says which wall the code ran behind; it is not part of the digest, so
     an honest submission gets one digest whichever wall the grading machine has.
     ``reviews``, a person's current verdicts (results.json's output; never report.md's
     own bytes), say who reviewed which criterion instead of "pending". ``digest``: the
-    report's, where the caller has it already (else it is computed).
+    report's, where the caller has it already (else it is computed). ``late``: what the
+    lab's late policy made of the submission's time (results.json's output, as reviews).
     """
     reviewed = {review.criterion: review for review in reviews}
     lines = [
@@ -67,7 +72,7 @@ def render_markdown(report: Report, *, isolation: str = "",
         "",
         f"**Total: {points_text(report.total)} / {points_text(report.max)}**",
         "",
-        *_final_lines(report, reviews),
+        *_final_lines(report, reviews, late),
         f"Rubric `{report.rubric_id}` version {report.rubric_version}.",
         "",
         "| Criterion | Points | Max | Result |",
@@ -129,7 +134,7 @@ def pending_review(report: Report, reviews: Sequence[HumanReview] = ()) -> list[
 
 
 def render_gradescope(report: Report, digest: str, *, isolation: str = "",
-                      reviews: Sequence[HumanReview] = ()) -> bytes:
+                      reviews: Sequence[HumanReview] = (), late: Late | None = None) -> bytes:
     """Gradescope's autograder ``results.json``: one test per check, feedback on top.
 
     The top-level output is ``report.md``'s Markdown (``output_format`` and
@@ -137,7 +142,9 @@ def render_gradescope(report: Report, digest: str, *, isolation: str = "",
     which Gradescope shows as written, since they quote the submission. A criterion one of
     ``reviews`` (in ledger order) judged is one test instead of its checks', worth the
     reviewed points, and an entry of ``extra_data.review``: Gradescope shows the final
-    points where the automated ones were, and no test is worth less than nothing.
+    points where the automated ones were, and no test is worth less than nothing. ``late``
+    (what the lab's late policy made of the submission's time) is ``extra_data.late``, and a
+    penalty is one last test, worth minus the points it takes (``late_deduction``).
     """
     by_criterion = {review.criterion: review for review in reviews}
     tests = []
@@ -150,10 +157,17 @@ def render_gradescope(report: Report, digest: str, *, isolation: str = "",
         )
         for sub, check in enumerate(checks, 1):
             tests.append(_gradescope_test(criterion, check, f"{number}.{sub}"))
-    reviewed = {"review": [review_document(r) for r in reviews]} if reviews else {}
+    reviewed: dict[str, object] = {"review": [review_document(r) for r in reviews]} \
+        if reviews else {}
+    deduction = late_deduction(report, reviews, late)
+    if late is not None and deduction:
+        tests.append(late_test(late, deduction, f"{len(report.criteria) + 1}.1"))
+    if late is not None:
+        reviewed["late"] = late.document()
     document = {
-        "score": float(report.total + sum((r.delta for r in reviews), Decimal(0))),
-        "output": render_markdown(report, isolation=isolation, reviews=reviews, digest=digest),
+        "score": float(report.total + sum((r.delta for r in reviews), Decimal(0)) - deduction),
+        "output": render_markdown(report, isolation=isolation, reviews=reviews, digest=digest,
+                                  late=late),
         "output_format": "md",
         "test_output_format": "md",
         "test_name_format": "text",
@@ -360,12 +374,26 @@ def review_verdict(review: HumanReview) -> str:
     return f"{points_text(review.automated)} -> {points_text(review.points)} by {review.by}"
 
 
-def _final_lines(report: Report, reviews: Sequence[HumanReview]) -> list[str]:
-    if not reviews:
-        return []
-    final = report.total + sum((r.delta for r in reviews), Decimal(0))
-    return [f"**Final after human review: {points_text(final)} / {points_text(report.max)}** "
-            f"(automated {points_text(report.total)})", ""]
+def _final_lines(report: Report, reviews: Sequence[HumanReview], late: Late | None
+                 ) -> list[str]:
+    lines = [f"Late work: {_inline(late.cell())}.", ""] if late is not None else []
+    deduction = late_deduction(report, reviews, late)
+    if not reviews and not deduction:
+        return lines
+    final = report.total + sum((r.delta for r in reviews), Decimal(0)) - deduction
+    after = " and".join(part for part, given in ((" human review", reviews),
+                                                 (" the late penalty", deduction)) if given)
+    return [*lines, f"**Final after{after}: {points_text(final)} / "
+            f"{points_text(report.max)}** (automated {points_text(report.total)})", ""]
+
+
+def late_deduction(report: Report, reviews: Sequence[HumanReview], late: Late | None
+                   ) -> Decimal:
+    """The points the late penalty takes from the reviewed total: never more than it."""
+    if late is None:
+        return Decimal(0)
+    reviewed = report.total + sum((r.delta for r in reviews), Decimal(0))
+    return min(late.penalty, max(reviewed, Decimal(0)))
 
 
 def _human_review_lines(report: Report, reviews: Sequence[HumanReview]) -> list[str]:
@@ -380,6 +408,14 @@ def _human_review_lines(report: Report, reviews: Sequence[HumanReview]) -> list[
                      f"by {_inline(review.by)} (ledger event {review.event}): "
                      f"{_inline(review.reason)}")
     return [*lines, ""]
+
+
+def late_test(late: Late, deduction: Decimal, number: str) -> dict[str, object]:
+    """The late penalty as Gradescope's last test: minus the points it takes, of none."""
+    return {"name": "Late penalty", "name_format": "text", "number": number,
+            "score": float(-deduction), "max_score": 0.0, "status": "failed",
+            "output": late.cell(), "output_format": "text", "tags": ["late"],
+            "visibility": "visible"}
 
 
 def reviewed_test_name(title: str, by: str) -> str:

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
 from gradekit.internal import commands
+from grader._late import late_from_document
 from grader.outputs._render import reviewed_test_name
 from grader.outputs._report import SCHEMA, cents_of, parse_canonical, points_text, verify_report
 
@@ -68,7 +69,7 @@ def verify_results(data: bytes, report: bytes | None) -> tuple[bool, str]:
         return True, (f"its tests add up to its score {score}; no report.json next to it, so "
                       "its digest and tests were not compared with the report")
     problem = _against_report(report, digest, score, tests, scores, maxima,
-                              extra.get("review"))
+                              extra.get("review"), extra.get("late"))
     if problem:
         return False, problem
     return True, (f"its tests add up to its score {score} and agree with the report.json next "
@@ -77,7 +78,7 @@ def verify_results(data: bytes, report: bytes | None) -> tuple[bool, str]:
 
 def _against_report(report_data: bytes, digest: str, score: Decimal,
                     tests: list[dict[str, object]], scores: list[Decimal],
-                    maxima: list[Decimal], reviews: object) -> str:
+                    maxima: list[Decimal], reviews: object, late: object = None) -> str:
     """What disagrees between a results.json and the report.json next to it, or ""."""
     ok, why = verify_report(report_data)
     if not ok:
@@ -92,10 +93,18 @@ def _against_report(report_data: bytes, digest: str, score: Decimal,
     if problem:
         return problem
     final = total + sum(deltas, Decimal(0))
-    if score != final:
+    penalty, problem = _late(late, final, cents_of(report["max"], "max"))
+    if problem:
+        return problem
+    if score != final - penalty:
         return f"score is {score} but the report's total is {total}" + (
-            f" and its reviews make it {final}" if entries else "")
+            f" and its reviews make it {final}" if entries else "") + (
+            f", less a late penalty of {points_text(penalty)}" if penalty else "")
     expected = _expected_tests(report, entries)
+    if penalty and isinstance(late, dict):
+        cell = late_from_document(late).cell()
+        expected.append(_Expected("late penalty", "late", -penalty, Decimal(0),
+                                  {"name": "Late penalty", "output": cell}))
     if len(expected) != len(tests):
         checks = sum(len(criterion["checks"]) for criterion in report["criteria"])
         return f"it has {len(tests)} tests but the report has {checks} checks" + (
@@ -147,6 +156,24 @@ def _test_problem(name: str, want: _Expected, test: dict[str, object], score: De
         if test.get(field) != value:
             return f"{name}.{field} is {test.get(field)!r}, not {value!r}: {_REWRITE}"
     return ""
+
+
+def _late(late: object, reviewed: Decimal, most: Decimal) -> tuple[Decimal, str]:
+    """The points ``extra_data.late`` takes from the ``reviewed`` total, and what is wrong
+    with it ("" when nothing): its penalty must be its percent of the report's ``most``."""
+    if late is None:
+        return Decimal(0), ""
+    if not isinstance(late, dict):
+        return Decimal(0), "extra_data.late is not a late-policy record: the file was edited"
+    try:
+        record = late_from_document(late)
+    except ValueError as exc:
+        return Decimal(0), f"extra_data.late: {exc}: the file was edited"
+    owed = (most * record.percent / 100).quantize(_CENT, rounding=ROUND_HALF_UP)
+    if record.penalty != owed:
+        return Decimal(0), (f"extra_data.late.penalty is {record.penalty} but {record.percent}% "
+                            f"of the report's {most} is {owed}: the file was edited")
+    return min(record.penalty, max(reviewed, Decimal(0))), ""
 
 
 def _review_entries(report: Any, reviews: object

@@ -52,6 +52,7 @@ from typing import Any
 
 from gradekit import UsageError
 from gradekit.internal import write_atomic
+from grader._late import Late, late_from_document
 from grader._model import HumanReview, Report
 from grader.outputs import (
     REPORTED,
@@ -212,21 +213,23 @@ def read_document(path: Path) -> dict[str, Any] | None:
 
 
 def write_submission(folder: Path, report: Report, evidence: Evidence, *, isolation: str,
-                     reviews: Sequence[HumanReview] = ()) -> str:
+                     reviews: Sequence[HumanReview] = (), late: Late | None = None) -> str:
     """Write every output of one graded submission into ``folder``, each once; return the
     report's digest.
 
     ``isolation`` says which wall the code ran behind (report.md and results.json show it;
     the digest never covers it). ``reviews`` are the current reviews of this report, in
-    ledger order: results.json carries them, report.json and report.md never do.
+    ledger order: results.json carries them, report.json and report.md never do. ``late``:
+    what the lab's late policy made of the submission's time; report.md and results.json
+    show it, report.json never does.
     """
     folder.mkdir(parents=True, exist_ok=True)
     digest = report_digest(report)
     (folder / REPORT).write_bytes(render_report_json(report))
-    (folder / MARKDOWN).write_text(render_markdown(report, isolation=isolation, digest=digest),
-                                   encoding="utf-8")
+    (folder / MARKDOWN).write_text(render_markdown(report, isolation=isolation, digest=digest,
+                                                   late=late), encoding="utf-8")
     (folder / RESULTS).write_bytes(render_gradescope(report, digest, isolation=isolation,
-                                                     reviews=reviews))
+                                                     reviews=reviews, late=late))
     (folder / OUTPUT).write_bytes(capped(_agent_output(evidence)))
     cases = tuple(case.id for case in evidence.cases)
     (folder / CALLS).write_bytes(render_calls(calls_document(evidence.primary, cases)))
@@ -301,9 +304,11 @@ def rewrite_results(folder: Path, digest: str, report: Mapping[str, Any],
     if not isinstance(extra, dict) or extra.get("digest") != digest:
         return False
     isolation = extra.get("isolation")
+    kept = extra.get("late")  # the grading's: a review changes no submission time
+    late = late_from_document(kept) if isinstance(kept, dict) else None
     write_atomic(path, render_gradescope(report_from_document(report), digest, reviews=reviews,
                                          isolation=isolation if isinstance(isolation, str)
-                                         else ""))
+                                         else "", late=late))
     if "signature" in extra:
         if key is None:  # record_review refuses before this
             raise UsageError(f"{path} was signed: pass the signing key with --key-file FILE")

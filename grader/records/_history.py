@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from grader._late import late_from_document
 from grader._text import quote
 from grader.outputs import REPORTED, review_verdict
 from grader.records._folder import LEDGER
@@ -78,12 +79,36 @@ def causes(old: Mapping[str, Any], new: Mapping[str, Any],
                      f"{', '.join(sorted(sets_after)) or 'none'}")
     if old.get("grader") != new.get("grader"):
         found.append(f"grader {old.get('grader')} -> {new.get('grader')}")
+    found += _late_changed(_mapping(old.get("late")), _mapping(new.get("late")))
     before, after = _mapping(old.get("inputs")), _mapping(new.get("inputs"))
     changed = sorted(name for name in before.keys() | after.keys()
                      if before.get(name) != after.get(name))
     if changed:
         found.append("inputs changed: " + ", ".join(changed))
     return found
+
+
+def _late_changed(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[str]:
+    """How the late policy's verdict changed between two runs, and what moved it."""
+    if before == after:
+        return []
+    if not after:
+        return ["late policy: none now (the penalty no longer applies)"]
+    moved = [f"{key} {before.get(key) or '-'} -> {after.get(key) or '-'}"
+             for key in ("submitted", "due", "extension") if before.get(key) != after.get(key)]
+    return [f"late penalty {before.get('penalty', 'none')} -> {after.get('penalty')}"
+            + (f" ({'; '.join(moved)})" if moved else "")]
+
+
+def _late_line(run: Mapping[str, Any]) -> list[str]:
+    """The late policy's verdict on a run, as one line; none without a policy."""
+    late = run.get("late")
+    if not isinstance(late, dict):
+        return []
+    try:
+        return [f"    late: {late_from_document(late).cell()}"]
+    except ValueError as exc:
+        return [f"    late: unreadable ({exc})"]
 
 
 def _cases_changed(before: Mapping[str, Any], after: Mapping[str, Any]) -> str:
@@ -160,6 +185,7 @@ def _run_lines(out: Path, number: int, run: Mapping[str, Any],
     lines = [f"#{number}  ledger event {run.get('seq')}: {total}  (rubric "
              f"{run.get('rubric_id', '')} v{run.get('rubric_version')}, grader "
              f"{run.get('grader')}, report {str(run.get('report'))[:12]})"]
+    lines += _late_line(run)
     batch = next((e for e in reversed(before) if e.get("event") == "batch"), None)
     if batch is not None and "status" in batch:
         key = f", key {batch['idempotency_key']}" if "idempotency_key" in batch else ""

@@ -32,7 +32,7 @@ from gradekit.internal import write_atomic
 from grader._errors import LedgerCorrupt
 from grader._expect import expectation_document
 from grader.outputs import REPORTED, GradebookRow, verify_report
-from grader.records._folder import REPORT, archive_path, read_document, torn_path
+from grader.records._folder import REPORT, RESULTS, archive_path, read_document, torn_path
 from grader.rubric import Rubric
 
 __all__ = [
@@ -344,6 +344,9 @@ def record_grading(path: Path, rubric: Rubric, rows: Sequence[GradebookRow], out
                                     "student": row.student}
         if sets:  # a key without sets stays the key it was before there were sets
             identity["sets"] = sets
+        late = _late(out / row.submission / RESULTS, row.digest) if reported else None
+        if late is not None:  # an extension granted or a time corrected is a new run
+            identity["late"] = late
         key = hashlib.sha256(_ENCODE(identity).encode()).hexdigest()
         if reported and key in seen:
             unchanged[row.submission] = str(seen[key])
@@ -354,7 +357,8 @@ def record_grading(path: Path, rubric: Rubric, rows: Sequence[GradebookRow], out
                      "reason": row.reason, "report": row.digest, "rubric": rubric.sha256,
                      "rubric_id": rubric.id, "rubric_version": rubric.version,
                      "status": row.status, "student": row.student, "submission": row.submission,
-                     "total": row.total, **({"sets": sets} if sets else {})})
+                     "total": row.total, **({"sets": sets} if sets else {}),
+                     **({"late": late} if late is not None else {})})
     counts: dict[str, int] = {}
     for row in rows:
         counts[row.status] = counts.get(row.status, 0) + 1
@@ -371,6 +375,8 @@ def record_grading(path: Path, rubric: Rubric, rows: Sequence[GradebookRow], out
     if interrupted:
         batch["interrupted"] = sorted(interrupted)
     batch["mode"] = mode
+    if rubric.late is not None:  # the policy the batch graded late work by
+        batch["late"] = rubric.late.document()
     for name, folders in (("kept", kept), ("absent", absent), ("dropped", dropped)):
         if folders:
             batch[name] = sorted(set(folders))
@@ -417,6 +423,17 @@ def verified_archive(out: Path, digest: str) -> Mapping[str, Any]:
 def archived(out: Path, digest: str) -> Mapping[str, Any] | None:
     """The archived report of ``digest`` in the grades folder ``out``, if it is kept."""
     return read_document(archive_path(out, digest))
+
+
+def _late(results: Path, digest: str) -> dict[str, Any] | None:
+    """What the late policy made of a graded run, as its results.json keeps it; None
+    without a policy."""
+    document = read_document(results)
+    extra = document.get("extra_data") if document is not None else None
+    if not isinstance(extra, dict) or extra.get("digest") != digest:
+        return None
+    late = extra.get("late")
+    return dict(late) if isinstance(late, dict) else None
 
 
 def _inputs(report: Path) -> dict[str, str]:

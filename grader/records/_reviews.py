@@ -42,6 +42,7 @@ from grader.outputs import (
     GradebookRow,
     cents_of,
     gradebook_csv,
+    less_penalty,
     points_text,
     read_gradebook,
     review_verdict,
@@ -239,15 +240,16 @@ def _state(out: Path, row: GradebookRow, events: Sequence[Mapping[str, Any]]) ->
 def _reviewed_row(row: GradebookRow, state: ReviewState) -> GradebookRow:
     if row.status not in REPORTED:
         return dataclasses.replace(row, review="", final="")
-    final = points_text(state.final(cents_of(row.total, "total")))
+    final = less_penalty(points_text(state.final(cents_of(row.total, "total"))), row.penalty)
     return dataclasses.replace(row, review=state.cell(), final=final)
 
 
 def _notes(row: GradebookRow, state: ReviewState, out: Path) -> list[str]:
     notes = []
     if state.current:
+        penalty = f", less a late penalty of {row.penalty}" if row.penalty else ""
         notes.append(f"{row.submission}: final {row.final} / {row.max} after human review "
-                     f"(automated {row.total}): {'; '.join(state.done())}")
+                     f"(automated {row.total}{penalty}): {'; '.join(state.done())}")
     if state.stale:
         listed = ", ".join(f"{s.criterion} was reviewed on report {s.report[:12]} (ledger event "
                            f"{s.event})" for s in state.stale)
@@ -353,8 +355,15 @@ def record_review(out: Path, request: ReviewRequest, key: bytes | None) -> Recor
     rewrite_results(out / folder, str(event["report"]), document, reviews, key)
     total = cents_of(document["total"], "total")
     latest = _student_runs(events, request.student)[-1]["report"] == event["report"]
-    return Recorded(written, review_of(written), total, ReviewState(reviews).final(total),
+    return Recorded(written, review_of(written), total,
+                    _less(ReviewState(reviews).final(total), rows, str(event["report"])),
                     cents_of(document["max"], "max"), superseded, latest)
+
+
+def _less(final: Decimal, rows: Sequence[GradebookRow], digest: str) -> Decimal:
+    """``final`` less the late penalty of the gradebook's row of report ``digest``."""
+    penalty = next((row.penalty for row in rows if row.digest == digest), "")
+    return Decimal(less_penalty(points_text(final), penalty))
 
 
 def _student_runs(events: Sequence[Mapping[str, Any]], student: str
@@ -499,7 +508,8 @@ def record_reviews(out: Path, events: Sequence[Mapping[str, Any]], planned: Sequ
         reviews = current_reviews(then, report)  # as it stood then
         latest = _student_runs(index.runs_of(str(event["student"])),
                                str(event["student"]))[-1]["report"] == report
-        recorded.append(Recorded(event, review_of(event), total, ReviewState(reviews).final(total),
+        recorded.append(Recorded(event, review_of(event), total,
+                                 _less(ReviewState(reviews).final(total), rows, report),
                                  cents_of(document["max"], "max"), earlier, latest))
     return tuple(recorded)
 

@@ -28,6 +28,7 @@ from typing import cast
 from gradekit import UsageError
 from grader._errors import RubricError
 from grader._expect import Expectation, parse_expectation
+from grader._late import LatePolicy, load_late_policy
 from grader._model import (
     BOUNDARIES,
     CENT,
@@ -89,7 +90,8 @@ _LIMIT_KEYS = tuple(f.name for f in fields(Limits))
 # first says why it changed.
 _BEFORE_CHANGES = frozenset({("provider-swap-lab", 2)})
 # Criterion ids become gradebook columns beside these.
-_RESERVED_IDS = ("digest", "max", "reason", "status", "student", "submission", "total")
+_RESERVED_IDS = ("digest", "final", "late", "max", "name", "penalty", "reason", "review",
+                 "status", "student", "submission", "total")
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,6 +158,10 @@ class Rubric:
     # rubric's identity is its file's bytes
     stretch_code: Mapping[str, Callable[..., object]] = field(
         default_factory=dict, compare=False, repr=False)
+    # late.toml beside the rubric file (``grader._late``), as load_rubric found it: the
+    # instructor's like the rubric, never part of its bytes, so a due date moved changes
+    # no report's digest (None: no late policy)
+    late: LatePolicy | None = None
 
 
 def _kit_rubric() -> Path:
@@ -192,7 +198,7 @@ def load_rubric(path: Path) -> Rubric:
     # import the [[stretch]] functions from the parent of sets_folder.
     folder = path.parent.resolve() / SETS
     return replace(rubric, sets=MappingProxyType(_pinned_sets(rubric, folder, at)),
-                   sets_folder=str(folder))
+                   sets_folder=str(folder), late=load_late_policy(path.parent))
 
 
 def _pinned_sets(rubric: Rubric, folder: Path, at: _Locator) -> dict[str, RegressionSet | None]:

@@ -1,10 +1,14 @@
 """Who a submission is: decided on the instructor's side, never by the submission.
 
 A submission is named by its folder. With a roster (``gradekit grade --roster FILE``),
-a UTF-8 CSV whose header is exactly ``folder,student_id,display_name``, the folder
+a UTF-8 CSV whose header starts ``folder,student_id,display_name``, the folder
 name is looked up and the student id becomes the identity; without one, the folder
-name is the identity. The manifest's ``student`` key is never read for identity: a
-student could write a classmate's name there.
+name is the identity. Two more columns may follow, in either order, for a late policy
+(``grader._late``): ``submitted_at``, when the student handed the work in (a date and
+time with its offset, from what the instructor trusts: the learning platform's export,
+never the submission), and ``extension``, the student's extra time (``1d``, ``36h``).
+The manifest's ``student`` key is never read for identity: a student could write a
+classmate's name there.
 
 Refused before anything is graded (``UsageError``, exit 2): a roster that cannot be
 read, a line with an empty folder or student id, a folder or a student id listed
@@ -17,6 +21,7 @@ that says to add it. Roster lines without a folder are only warned about.
 from __future__ import annotations
 
 import csv
+import datetime as dt
 import io
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -24,11 +29,13 @@ from pathlib import Path
 from types import MappingProxyType
 
 from gradekit import UsageError
+from grader._late import parse_duration, parse_time
 
-__all__ = ["ROSTER_HEADER", "Identity", "Roster", "Student", "identify", "load_roster",
-           "parse_roster", "unclaimed"]
+__all__ = ["ROSTER_COLUMNS", "ROSTER_HEADER", "Identity", "Roster", "Student", "identify",
+           "load_roster", "parse_roster", "unclaimed"]
 
 ROSTER_HEADER = ("folder", "student_id", "display_name")
+ROSTER_COLUMNS = ("submitted_at", "extension")  # optional, after the header, for a late policy
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +45,8 @@ class Student:
     folder: str
     student_id: str
     display_name: str
+    submitted_at: dt.datetime | None = None
+    extension: int = 0  # seconds
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +65,9 @@ class Identity:
     folder: str  # its name: the gradebook's ``submission`` column and its output folder
     student: str  # the identity: roster student id, or the folder name; "" when unlisted
     display_name: str  # for people; "" without a roster
+    submitted_at: dt.datetime | None = None  # the roster's, when it has the column
+    extension: int = 0  # seconds: the roster's extension column
+    submitted_from: str = ""  # where submitted_at came from: "roster", "gradescope"
 
 
 def load_roster(path: Path) -> Roster:
@@ -77,12 +89,17 @@ def parse_roster(data: bytes, *, source: str) -> Roster:
                          "UTF-8 CSV") from exc
     records = [(number, record) for number, record
                in enumerate(csv.reader(io.StringIO(text, newline="")), 1) if record]
-    if not records or tuple(cell.strip() for cell in records[0][1]) != ROSTER_HEADER:
-        raise UsageError(f"{source}: line 1 must be the header {','.join(ROSTER_HEADER)}")
+    header = tuple(cell.strip() for cell in records[0][1]) if records else ()
+    extra = header[len(ROSTER_HEADER):]
+    if header[:len(ROSTER_HEADER)] != ROSTER_HEADER or len(set(extra)) < len(extra) \
+            or not set(extra) <= set(ROSTER_COLUMNS):
+        raise UsageError(f"{source}: line 1 must be the header {','.join(ROSTER_HEADER)}, "
+                         f"then optionally {' and '.join(ROSTER_COLUMNS)} (each once), not "
+                         f"{','.join(header)}")
     students: dict[str, Student] = {}
     lines: dict[tuple[str, str], int] = {}  # (what, value) -> the line that listed it first
     for number, record in records[1:]:
-        student = _student(record, number, source)
+        student = _student(record, header, number, source)
         for what, value in (("folder", student.folder), ("student id", student.student_id)):
             if (what, value) in lines:
                 raise UsageError(f"{source}: {what} {value!r} is on lines "
@@ -92,18 +109,23 @@ def parse_roster(data: bytes, *, source: str) -> Roster:
     return Roster(MappingProxyType(students), source)
 
 
-def _student(record: Sequence[str], number: int, source: str) -> Student:
-    if len(record) != len(ROSTER_HEADER):
+def _student(record: Sequence[str], header: Sequence[str], number: int, source: str
+             ) -> Student:
+    if len(record) != len(header):
         raise UsageError(f"{source}: line {number} has {len(record)} cells, not "
-                         f"{len(ROSTER_HEADER)} ({','.join(ROSTER_HEADER)}); quote a cell "
+                         f"{len(header)} ({','.join(header)}); quote a cell "
                          "that holds a comma")
-    folder, student_id, display_name = (cell.strip() for cell in record)
+    cells = dict(zip(header, (cell.strip() for cell in record), strict=True))
+    folder, student_id, display_name = (cells[name] for name in ROSTER_HEADER)
     if not folder or not student_id:
         raise UsageError(f"{source}: line {number} needs a folder name and a student id")
     if "/" in folder or folder in (".", ".."):
         raise UsageError(f"{source}: line {number}: folder {folder!r} must be a folder's "
                          "name, not a path")
-    return Student(folder, student_id, display_name)
+    at = cells.get("submitted_at", "")
+    submitted = parse_time(at, f"{source}: line {number}, submitted_at") if at else None
+    extension = parse_duration(cells.get("extension", ""), f"{source}: line {number}, extension")
+    return Student(folder, student_id, display_name, submitted, extension)
 
 
 def identify(submissions: Sequence[Path], roster: Roster | None) -> list[Identity]:
@@ -130,7 +152,9 @@ def _identity(path: Path, roster: Roster | None) -> Identity:
     student = roster.students.get(folder)
     if student is None:
         return Identity(path, folder, "", "")
-    return Identity(path, folder, student.student_id, student.display_name)
+    return Identity(path, folder, student.student_id, student.display_name,
+                    student.submitted_at, student.extension,
+                    "roster" if student.submitted_at else "")
 
 
 def unclaimed(roster: Roster, identities: Sequence[Identity]) -> list[Student]:

@@ -43,8 +43,8 @@ ROWS = [
 def test_columns_are_fixed_around_the_criteria_and_rows_sorted_by_submission() -> None:
     lines = gradebook_csv(ROWS, IDS).decode("utf-8").split("\n")
     assert lines[0] == (
-        "submission,student,status,total,review,final,max,contract_stability,written_summary,"
-        "digest,reason"
+        "submission,student,name,status,total,review,late,penalty,final,max,contract_stability,"
+        "written_summary,digest,reason"
     )
     assert [line.split(",")[0] for line in lines[1:-1]] == ["alice", "bob", "carol", "dave"]
     assert lines[-1] == ""  # one trailing newline, no carriage returns
@@ -54,7 +54,7 @@ def test_columns_are_fixed_around_the_criteria_and_rows_sorted_by_submission() -
 def test_cells_are_quoted_by_the_csv_module_and_error_rows_leave_points_empty() -> None:
     text = gradebook_csv(ROWS, IDS).decode()
     assert '"Alice ""Al"" Smith"' in text
-    assert 'bob,,error,,,,,,,,"the grader failed: timeout, after 30 s"' in text
+    assert 'bob,,,error,,,,,,,,,,"the grader failed: timeout, after 30 s"' in text
 
 
 def test_final_is_the_total_until_a_review_changes_it_and_errors_have_none() -> None:
@@ -65,6 +65,31 @@ def test_final_is_the_total_until_a_review_changes_it_and_errors_have_none() -> 
     assert by_name["carol"] == ("45.00", "", "45.00")
     assert by_name["bob"] == ("", "", "")
     assert by_name["erin"] == ("45.00", "written_summary 15.00->12.00 by kim", "42.00")
+
+
+def test_a_late_penalty_comes_off_the_final_never_below_zero_and_names_round_trip() -> None:
+    late = replace(graded("erin"), name="Erin O'Neil", late="2 days late: -20.00 (...)",
+                   penalty="20.00")
+    gone = replace(graded("finn", total="12.00"), late="after the cutoff", penalty="45.00")
+    _, rows = read_gradebook(gradebook_csv([late, gone], IDS))
+    by_name = {row.submission: row for row in rows}
+    assert (by_name["erin"].final, by_name["erin"].penalty) == ("25.00", "20.00")
+    assert by_name["erin"].name == "Erin O'Neil"
+    assert by_name["erin"].late == "2 days late: -20.00 (...)"
+    assert by_name["finn"].final == "0.00"
+
+
+def test_a_gradebook_written_before_names_and_late_policies_reads_with_them_empty() -> None:
+    earlier = (b"submission,student,status,total,review,final,max,contract_stability,"
+               b"written_summary,digest,reason\n"
+               b"alice,s-1,graded,45.00,written_summary 15.00->12.00 by kim,42.00,45.00,30.00,"
+               b"15.00," + b"a" * 64 + b",\n")
+    ids, rows = read_gradebook(earlier)
+    assert ids == IDS
+    assert (rows[0].student, rows[0].name, rows[0].late, rows[0].penalty, rows[0].final,
+            rows[0].criteria["written_summary"]) == ("s-1", "", "", "", "42.00", "15.00")
+    again = gradebook_csv(rows, ids)
+    assert read_gradebook(again)[1] == rows  # written anew in the current columns, unchanged
 
 
 def test_a_review_cell_a_spreadsheet_would_run_is_defused_too() -> None:

@@ -60,7 +60,8 @@ def every_column(cell: str, name: str = "mallory") -> GradebookRow:
     """A row with ``cell`` in every column a text can reach (status is the grader's)."""
     return GradebookRow(submission=f"{name}{cell}", student=cell, status="graded", total=cell,
                         max=cell, criteria={"contract_stability": cell, "written_summary": cell},
-                        digest=cell, reason=cell, review=cell, final=cell)
+                        digest=cell, reason=cell, review=cell, final=cell, name=cell,
+                        late=cell, penalty=cell)
 
 
 def test_quoting_alone_leaves_the_formula_to_a_semicolon_reader() -> None:
@@ -154,8 +155,9 @@ def test_honest_cells_keep_the_bytes_they_had(cells: list[str]) -> None:
     data = gradebook_csv(rows, IDS)
     _, _, body = data.partition(b"\n")
     ordered = sorted(rows, key=lambda row: (row.submission, row.student))
-    assert body == _before([[r.submission, r.student, r.status, r.total, r.review, r.final,
-                             r.max, *r.criteria.values(), r.digest, r.reason]
+    assert body == _before([[r.submission, r.student, r.name, r.status, r.total, r.review,
+                             r.late, r.penalty, r.final, r.max, *r.criteria.values(), r.digest,
+                             r.reason]
                             for r in ordered], "\n")
     # An exported sheet's last cell (reason) is the TA's to fill: empty.
     sheet = [[cell] * (len(COLUMNS) - 1) + [""] for cell in cells]

@@ -82,4 +82,4 @@ def test_apply_reviews_reviews_the_graded_rows_and_writes_the_kept_ones_as_they_
     assert applied.rows[0].review == "written_summary 10.00->12.50 by kim"
     written = (tmp_path / GRADEBOOK).read_bytes()
     assert written == gradebook_csv([*applied.rows, kept], IDS)
-    assert b"\ncarol,carol,graded,10.00,as it was,3.00," in written
+    assert b"\ncarol,carol,,graded,10.00,as it was,,,3.00," in written
