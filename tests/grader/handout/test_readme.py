@@ -215,7 +215,8 @@ def test_the_rendered_readme_renders_every_heading_and_no_stray_marker() -> None
         readme, options=Options.CMARK_OPT_UNSAFE, extensions=("table",))
     headings = re.findall(r"<h2>(.*?)</h2>", html)
     assert headings == ["What to build", "The loop: record, check, submit",
-                        "Recording without a key", "Recording with a key", "What is graded",
+                        "Recording without a key", "Recording with a key",
+                        "An agent on the official SDKs", "What is graded",
                         "FAILURES.md", "Where things are"]
     assert "<!--" not in html
 
