@@ -25,7 +25,9 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import shutil
 import string
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -63,6 +65,7 @@ __all__ = [
     "Command",
     "configured",
     "current_form",
+    "from_here",
     "lab_form",
     "shown",
     "use_lab",
@@ -118,6 +121,34 @@ def shown(*argv: str, form: str | None = None) -> str:
         args = " ".join(arg if _BARE.fullmatch(arg) else f'"{arg}"' for arg in argv[1:])
         return f"make {argv[0]}" + (f" ARGS='{args}'" if args else "")
     return shlex.join([VENV_GRADEKIT, *argv])
+
+
+def from_here(line: str, *, cwd: Path | None = None, gradekit: Path | None = None) -> str:
+    """``line`` (a printed command) as it runs in the folder this process runs in (``cwd``).
+
+    A ``.venv/bin/gradekit`` that is not there, or a bare ``gradekit`` that is on no PATH
+    (or is another one), becomes the path of the gradekit running now (``gradekit``: the
+    one beside this Python), relative where it is under ``cwd``. For what the command line
+    prints to a person in a terminal, never for a report: where a report was made must not
+    change its bytes.
+    """
+    cwd = cwd or Path.cwd()
+    gradekit = gradekit or Path(sys.executable).with_name("gradekit")
+    for prefix in (VENV_GRADEKIT + " ", "gradekit "):
+        if not line.startswith(prefix) or not gradekit.is_file():
+            continue
+        name = prefix.rstrip()
+        found = (cwd / name) if "/" in name else shutil.which(name)
+        if found is not None and Path(found).is_file() \
+                and Path(found).resolve() == gradekit.resolve():
+            return line
+        try:
+            path = str(gradekit.absolute().relative_to(cwd.absolute()))
+        except ValueError:
+            path = str(gradekit.absolute())
+        path = path if "/" in path else f"./{path}"
+        return shlex.quote(path) + " " + line.removeprefix(prefix)
+    return line
 
 
 def configured(line: str, settings: Mapping[str, str] | None) -> str:

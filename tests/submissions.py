@@ -14,6 +14,7 @@ assertion on what the grader wrote (the check detail or finding that proves why)
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import shutil
@@ -799,16 +800,35 @@ WITHHELD = "{} of 4 withheld calls traced with ok false and their error"
 
 def _traced_none(seen: Seen) -> None:
     for case, detail in details(seen.report, "tracing").items():
-        assert re.fullmatch(r"0 of [4-6] calls traced correctly; " + WITHHELD.format(0),
-                            detail), (case, detail)
+        assert re.fullmatch(r"0 of [4-6] calls traced correctly; not traced right: (tool "
+                            r"call \d \(\w+\): no trace record names its key, )*provider "
+                            r"call 1 \('.+'\): no trace record names its key, .+; "
+                            + WITHHELD.format(0), detail), (case, detail)
+
+
+def _feedback_names_each_untraced_call(seen: Seen) -> None:
+    """What the student reads names the untraced calls as the dashboard does: report.md's
+    line for each case and Gradescope's test of it, by position and the head of the prompt."""
+    named = "provider call 1 ('You are a teaching assistant in an agent-engineering"
+    markdown = (seen.out / seen.name / "report.md").read_text("utf-8")
+    results = json.loads((seen.out / seen.name / "results.json").read_text("utf-8"))
+    tests = {t["name"]: t["output"] for t in results["tests"] if t["tags"] == ["tracing"]}
+    section = markdown.split(f"## {criterion(seen.report, 'tracing')['title']}", 1)[1]
+    for case in details(seen.report, "tracing"):
+        line = next(line for line in section.splitlines() if line.startswith(f"- {case} ("))
+        assert named in line and "no trace record names its key" in line, line
+        output = next(o for name, o in tests.items() if name.endswith(f": {case}"))
+        assert named in output and "provider call 2 ('" in output, output
 
 
 def _traced_wrong_keys(seen: Seen) -> None:
     """A record per provider call, each with a wrong key: none is paired with its call, and
     each is left over (the tool calls' records stay right, and the tool probe's miss)."""
     for case, detail in details(seen.report, "tracing").items():
-        match = re.fullmatch(r"([12]) of ([4-6]) calls traced correctly; ([3-4]) record\(s\) "
-                             r"name no call the grader answered; " + WITHHELD.format(1), detail)
+        match = re.fullmatch(r"([12]) of ([4-6]) calls traced correctly; not traced right: "
+                             r"provider call 1 \('.+'\): no trace record names its key, .+; "
+                             r"([3-4]) record\(s\) name no call the grader answered; "
+                             + WITHHELD.format(1), detail)
         assert match, (case, detail)
         assert int(match[2]) - int(match[1]) == int(match[3]), (case, detail)
 
@@ -816,9 +836,11 @@ def _traced_wrong_keys(seen: Seen) -> None:
 def _traced_early(seen: Seen) -> None:
     """Every provider call's record was there before its answer: only tool calls count."""
     for case, detail in details(seen.report, "tracing").items():
-        match = re.fullmatch(r"([12]) of ([4-6]) calls traced correctly; ([3-4]) record\(s\) "
-                             r"name no call the grader answered; \3 record\(s\) written before "
-                             r"the grader answered their call; " + WITHHELD.format(1), detail)
+        match = re.fullmatch(r"([12]) of ([4-6]) calls traced correctly; not traced right: "
+                             r"provider call 1 \('.+'\): its only record was written before "
+                             r"the grader answered it, .+; ([3-4]) record\(s\) name no call "
+                             r"the grader answered; \3 record\(s\) written before the grader "
+                             r"answered their call; " + WITHHELD.format(1), detail)
         assert match, (case, detail)
         assert int(match[1]) + int(match[3]) == int(match[2]), (case, detail)
 
@@ -1113,7 +1135,8 @@ VARIANTS: dict[str, Variant] = {
     ),
     "untraced": Variant(
         untraced, frozenset({"tracing"}),
-        _all(_traced_none, _points("tracing", "0.00"), _findings()),
+        _all(_traced_none, _points("tracing", "0.00"), _findings(),
+             _feedback_names_each_untraced_call),
     ),
     "wrong_trace_keys": Variant(
         wrong_trace_keys, frozenset({"tracing"}),

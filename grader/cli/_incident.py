@@ -187,9 +187,10 @@ def _record(args: argparse.Namespace) -> int:
                       file=sys.stderr)
                 return EXIT_FAILED
     print(answer)
+    show = commands.from_here(commands.INCIDENT_SHOW(path=str(out)))
     print(f"done: {_summary(tally)} recorded from {live.name} in "
           f"{time.monotonic() - started:.1f}s -> {out}. Show it with "
-          f"`{commands.INCIDENT_SHOW(path=str(out))}`; replay it in a test with "
+          f"`{show}`; replay it in a test with "
           "gradekit.replay_incident and commit it.",
           file=sys.stderr)
     return EXIT_OK

@@ -151,7 +151,7 @@ def _show(args: argparse.Namespace) -> int:
 def _version(sets: Path, name: str, number: int) -> RegressionSet:
     loaded = load_set(sets, name, number)
     if loaded is None:
-        verify = commands.REGRESSION_VERIFY(name=name, sets=str(sets))
+        verify = commands.from_here(commands.REGRESSION_VERIFY(name=name, sets=str(sets)))
         raise UsageError(f"{sets / name}/v{number}.json is missing: `{verify}` says what else "
                          "is wrong; restore it from git")
     return loaded

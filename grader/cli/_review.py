@@ -164,7 +164,8 @@ def _export(args: argparse.Namespace) -> int:
     events = read_ledger(args.out / LEDGER).events
     sheet = export_sheet(args.out, events, args.criterion, args.pending)
     write_atomic(args.sheet, sheet.data)
-    then = commands.REVIEWS_IMPORT(sheet=str(args.sheet), by="NAME", out=str(args.out))
+    then = commands.from_here(commands.REVIEWS_IMPORT(sheet=str(args.sheet), by="NAME",
+                                                      out=str(args.out)))
     print(f"wrote {args.sheet}: {sheet.rows} row{'' if sheet.rows == 1 else 's'} of "
           f"{sheet.reports} report{'' if sheet.reports == 1 else 's'} ({sheet.pending} pending, "
           f"{sheet.stale} needing a new review); fill decision (confirm, or override with "

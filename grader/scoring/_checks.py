@@ -558,6 +558,8 @@ def _traced(case: str, evidence: Evidence) -> tuple[int, int, str]:
     good, left_over, early = _judge_records(outcome, evidence.label)
     calls = len(outcome.calls)
     detail = f"{good} of {calls} calls traced correctly"
+    if good < calls:
+        detail += f"; {_wrongly_traced(outcome, evidence.label)}"
     if left_over:
         detail += f"; {left_over} record(s) name no call the grader answered"
     if early:
@@ -597,15 +599,48 @@ def _traced_misses(case: str, evidence: Evidence) -> tuple[int, int]:
     return expected, right
 
 
+SHOWN_CALLS = 5  # calls a tracing detail names; it counts the rest
+
+
+def _wrongly_traced(outcome: CaseOutcome, label: str) -> str:
+    """Each call of ``outcome`` without a right record, as feedback names it (its kind and
+    position, the head of what it asked or its tool) and what is wrong with its record."""
+    pairing = pair_records(outcome.calls, outcome.trace)
+    wrong, positions = [], {"tool": 0, "provider": 0}
+    for number, (call, index) in enumerate(zip(outcome.calls, pairing.records, strict=True)):
+        kind = "tool" if call.tool is not None else "provider"
+        positions[kind] += 1
+        if index is None:
+            problem = "its only record was written before the grader answered it" \
+                if number in pairing.early else "no trace record names its key"
+        else:
+            problem = _record_problem(outcome.trace[index], call, label) or ""
+        if problem:
+            named = f"tool call {positions[kind]} ({quote(call.tool or '')})" if call.tool \
+                else f"provider call {positions[kind]} ('{quote(call.head)}')"
+            wrong.append(f"{named}: {problem}")
+    more = f", and {len(wrong) - SHOWN_CALLS} more" if len(wrong) > SHOWN_CALLS else ""
+    return "not traced right: " + ", ".join(wrong[:SHOWN_CALLS]) + more
+
+
 def _record_ok(record: TraceRecord, call: Served, label: str) -> bool:
     """A record that matches what the parent served (its key, paired already)."""
+    return _record_problem(record, call, label) is None
+
+
+def _record_problem(record: TraceRecord, call: Served, label: str) -> str | None:
+    """What is wrong with the record paired with ``call`` (by its key); None when nothing."""
     if not _latency_ok(record.latency_ms):
-        return False
-    if not (record.tool == call.tool if call.tool else record.provider == label):
-        return False
+        return "its record's latency_ms is not a number of at least 0"
+    if call.tool and record.tool != call.tool:
+        return "its record does not name the tool"
+    if not call.tool and record.provider != label:
+        return "its record's provider is not the provider's name"
     if call.served:
-        return record.ok is True
-    return record.ok is False and isinstance(record.error, str) and record.error != ""
+        return None if record.ok is True else "its record's ok is not true, yet it returned"
+    if record.ok is False and isinstance(record.error, str) and record.error != "":
+        return None
+    return "its record of a miss needs ok false and the error's name"
 
 
 def _latency_ok(value: object) -> bool:

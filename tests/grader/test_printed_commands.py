@@ -20,6 +20,7 @@ import ast
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -31,7 +32,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from gradekit._commands import COMMANDS, VENV_GRADEKIT, Command, configured, shown
+from gradekit._commands import COMMANDS, VENV_GRADEKIT, Command, configured, from_here, shown
 from gradekit._live import recording_settings
 from tests.loopback import Loopback
 from tests.submissions import REFERENCE, as_installed, copy_from_reference
@@ -298,3 +299,33 @@ def test_the_provider_a_recording_names_is_told_as_the_settings_that_record_it()
     assert configured("make record", {"GRADEKIT_MODEL": "my model"}) == \
         "GRADEKIT_MODEL='my model' make record"
     assert configured("make record", {}) == "make record"
+
+
+# -- from where the user stands ---------------------------------------------------------------
+
+
+def test_a_command_printed_away_from_the_lab_names_the_gradekit_that_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    running = Path(sys.executable).with_name("gradekit")
+    line = COMMANDS["ledger-verify"](form="make", grades="no-such-grades")
+    assert line.startswith(VENV_GRADEKIT + " ")
+    if (REFERENCE / VENV_GRADEKIT).resolve() == running.resolve():
+        assert from_here(line, cwd=REFERENCE) == line  # the lab's own: as printed
+    elsewhere = from_here(line, cwd=tmp_path)
+    assert elsewhere == f"{shlex.quote(str(running.absolute()))} ledger verify no-such-grades"
+    assert from_here(line, cwd=running.parent) == "./gradekit ledger verify no-such-grades"
+    assert from_here(line, cwd=running.parent.parent) \
+        == "bin/gradekit ledger verify no-such-grades"
+    # run as printed from there: gradekit answers (no ledger there: exit 1), never bash's 127
+    done = subprocess.run(["bash", "-c", elsewhere], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=120, check=False)
+    assert done.returncode == 1 and "FAIL no-such-grades: no ledger" in done.stderr, done
+
+    bare = COMMANDS["ledger-verify"](form="gradekit", grades="g")
+    monkeypatch.setenv("PATH", str(running.parent))
+    assert from_here(bare, cwd=tmp_path) == bare  # on PATH, and the one that runs
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert from_here(bare, cwd=tmp_path) == f"{shlex.quote(str(running.absolute()))} " \
+        "ledger verify g"
+    assert from_here("make record", cwd=tmp_path) == "make record"  # only gradekit's own

@@ -247,8 +247,9 @@ def test_one_untraced_call_costs_that_call_alone() -> None:
     result = tracing(_evidence(primary, _all_probes()), RUBRIC, _criterion("tracing"))
     share = Decimal(20) / 4
     check = result.checks[0]
-    assert check.detail == ("3 of 4 calls traced correctly; 4 of 4 withheld calls traced with "
-                            "ok false and their error")
+    assert check.detail == ("3 of 4 calls traced correctly; not traced right: tool call 1 "
+                            "(read_docs): no trace record names its key; 4 of 4 withheld calls "
+                            "traced with ok false and their error")
     assert check.points == (share * 7 / 8).quantize(Decimal("0.01"))
     assert 0 < check.points < share
     # The provider is traced, the tool is not: the advice is about the tools.
