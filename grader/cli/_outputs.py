@@ -225,6 +225,10 @@ def add_output_commands(commands: argparse._SubParsersAction[argparse.ArgumentPa
     trier.add_argument("--root", type=Path, default=None, metavar="DIR",
                        help="Gradescope's folder, kept afterwards: a new or empty folder "
                        "(default: a temporary one, removed)")
+    trier.add_argument("--metadata", type=Path, default=None, metavar="FILE",
+                       help="a submission_metadata.json as Gradescope writes it (created_at, "
+                       "users, their due dates): the submission's time and names, for the "
+                       "late policy (default: none, so no late penalty)")
     trier.set_defaults(handler=_try)
     prober = gradescope_commands.add_parser(
         "probe", help="say which wall `--isolation auto` takes here, and why each other wall "
@@ -275,7 +279,8 @@ def _try(args: argparse.Namespace) -> int:
               f"{args.autograder}/, submission/ {uploaded} of {args.submission}; setup.sh "
               "not run (it installs packages on the machine)", flush=True)
 
-    with try_autograder(args.submission, args.autograder, args.root, laid_out) as tried:
+    with try_autograder(args.submission, args.autograder, args.root, laid_out,
+                        args.metadata) as tried:
         results = tried.results
         listed = results.get("tests")
         tests = [test for test in listed if isinstance(test, dict)] \

@@ -503,7 +503,7 @@ class Tried:
 @contextlib.contextmanager
 def try_autograder(submission: Path, autograder: Path, root: Path | None,
                    laid_out: Callable[[Path, str], object] = lambda root, uploaded: None,
-                   ) -> Iterator[Tried]:
+                   metadata: Path | None = None) -> Iterator[Tried]:
     """Grade ``submission`` with the built ``autograder`` as Gradescope would: in ``root``
     (a new or empty folder; else a temporary one, removed once the caller is done),
     ``source/`` is the autograder's contents, ``submission/`` what the student uploaded
@@ -512,6 +512,9 @@ def try_autograder(submission: Path, autograder: Path, root: Path | None,
     ``source/run_autograder`` runs with this Python and the autograder's own kit
     (``source/kit``), with none of this shell's environment but ``PATH``, ``HOME``,
     ``TMPDIR`` and the locale. ``setup.sh`` never runs: it installs packages on the machine.
+    ``metadata``, a ``submission_metadata.json`` as Gradescope writes it (who submitted,
+    when, and their own due date), is laid beside ``submission/``, where the late policy
+    and the roster's names read it; without it the dry run has no submission time.
     ``laid_out(root, uploaded)`` is called before ``run_autograder`` starts.
 
     A context manager: a temporary folder lasts until its block ends. ``UsageError`` for
@@ -529,6 +532,7 @@ def try_autograder(submission: Path, autograder: Path, root: Path | None,
     if not submission.is_dir() and not zipfile.is_zipfile(submission):
         raise UsageError(f"{submission} is neither a folder nor a zip: pass the student's "
                          "lab folder (or the zip they upload)")
+    given = _metadata(metadata) if metadata is not None else None
     with contextlib.ExitStack() as stack:
         if root is None:
             root = Path(stack.enter_context(tempfile.TemporaryDirectory(
@@ -537,10 +541,13 @@ def try_autograder(submission: Path, autograder: Path, root: Path | None,
         elif root.exists() and (not root.is_dir() or any(root.iterdir())):
             raise UsageError(f"{root} exists and is not an empty folder: pass --root a new "
                              "folder, or leave it out for a temporary one")
+        root = root.absolute()  # run_autograder runs in it: a relative root would move
         shutil.copytree(autograder, root / "source", dirs_exist_ok=True, symlinks=True,
                         ignore=_IGNORE)
         uploaded = _upload(submission, root / "submission", skip=autograder)
         (root / "results").mkdir()
+        if given is not None:
+            (root / METADATA).write_bytes(given)
         laid_out(root, uploaded)
         keep = {name: os.environ[name] for name in _KEPT_ENV if name in os.environ}
         subprocess.run(
@@ -554,6 +561,24 @@ def try_autograder(submission: Path, autograder: Path, root: Path | None,
         extra = results.get("extra_data")
         graded = target.is_file() and not (isinstance(extra, dict) and "error" in extra)
         yield Tried(root, uploaded, graded, results)
+
+
+def _metadata(path: Path) -> bytes:
+    """The bytes of a ``submission_metadata.json`` to lay out, once it reads as one: a JSON
+    object with a ``created_at`` time."""
+    try:
+        data = path.read_bytes()
+        document = json.loads(data)
+        parse_time(document["created_at"], f"{path}: created_at")
+    except OSError as exc:
+        raise UsageError(f"--metadata {path} cannot be read ({exc.strerror}): pass a "
+                         f"{METADATA} as Gradescope writes it") from None
+    except (ValueError, KeyError, TypeError) as exc:
+        raise UsageError(f"--metadata {path} is not a {METADATA} ({exc}): it needs a JSON "
+                         'object with "created_at", as Gradescope writes it (for example '
+                         '{"created_at": "2026-12-02T09:00:00-08:00", "users": [{"name": '
+                         '"Ana Lee"}]})') from None
+    return data
 
 
 def _upload(submission: Path, into: Path, *, skip: Path) -> str:

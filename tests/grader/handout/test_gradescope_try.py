@@ -206,3 +206,58 @@ def test_a_submission_that_cannot_be_graded_fails_the_dry_run_saying_why(
     done = _sh(f"gradekit gradescope try {lab} --autograder {autograder}", tmp_path)
     assert done.returncode == 1
     assert "NOT GRADED: no pyproject.toml at the top of the submission" in done.stderr
+
+
+LATE = """\
+[late]
+due = 2026-12-01T23:59:00-08:00
+penalty = 10
+per = "day"
+"""
+
+
+def _metadata(path: Path, created: str, *, own_due: str | None = None) -> Path:
+    """A submission_metadata.json as Gradescope writes it, with what the late policy reads."""
+    user: dict[str, object] = {"name": "Ana Lee", "email": "ana@example.edu"}
+    if own_due is not None:
+        user["assignment"] = {"due_date": own_due}
+    path.write_text(json.dumps({
+        "id": 1, "created_at": created, "users": [user],
+        "assignment": {"title": "Lab 1", "due_date": "2026-12-01T23:59:00-08:00"}}), "utf-8")
+    return path
+
+
+@pytest.mark.slow
+def test_a_dry_run_with_gradescopes_metadata_applies_the_labs_late_policy(
+        tmp_path: Path) -> None:
+    rubric = tmp_path / "course" / "rubric"
+    shutil.copytree(REFERENCE / "rubric", rubric)
+    (rubric / "late.toml").write_text(LATE, "utf-8")
+    built = _sh(f"gradekit gradescope build --out autograder --rubric {rubric / 'bootcamp.toml'}",
+                tmp_path / "course")
+    assert built.returncode == 0, built.stderr
+    lab = _lab(tmp_path / "lab")
+    late = _metadata(tmp_path / "late.json", "2026-12-03T10:00:00-08:00")  # 2 days started
+    done = _sh(f"gradekit gradescope try {lab} --autograder course/autograder --metadata "
+               f"{late} --root root", tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "results.json: 80.00 points" in done.stdout, done.stdout
+    assert "failed: Late penalty (-20.0 / 0.0)" in done.stdout, done.stdout
+    results = json.loads((tmp_path / "root" / "results" / RESULTS).read_bytes())
+    assert results["extra_data"]["late"]["penalty"] == "20.00"
+    assert (tmp_path / "root" / "submission_metadata.json").read_bytes() == late.read_bytes()
+
+    # A day's extension granted in Gradescope (the user's own due date): one day less.
+    extended = _metadata(tmp_path / "extended.json", "2026-12-03T10:00:00-08:00",
+                         own_due="2026-12-02T23:59:00-08:00")
+    again = _sh(f"gradekit gradescope try {lab} --autograder course/autograder --metadata "
+                f"{extended}", tmp_path)
+    assert "results.json: 90.00 points" in again.stdout, again.stdout
+    # No metadata: no time, so no penalty (and the dry run says nothing is late).
+    plain = _sh(f"gradekit gradescope try {lab} --autograder course/autograder", tmp_path)
+    assert "results.json: 100.00 points" in plain.stdout, plain.stdout
+
+    (tmp_path / "bad.json").write_text('{"users": []}', "utf-8")
+    bad = _sh(f"gradekit gradescope try {lab} --autograder course/autograder --metadata "
+              "bad.json", tmp_path)
+    assert bad.returncode == 2 and 'it needs a JSON object with "created_at"' in bad.stderr
