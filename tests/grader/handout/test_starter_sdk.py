@@ -4,8 +4,9 @@ Each agent below replaces the hand-out's ``lab/agent.py`` and the hand-out's
 ``tests/test_lab.py`` runs on it, as the student runs it: scripted answers from
 ``FakeProvider``, whose HTTP side answers the SDK in its protocol, the network closed.
 The honest agents (the hand-out README's own example, openai streamed, anthropic async,
-openai's Responses API) pass every test; each faulty one (swallows the miss, names the provider in its system prompt, calls
-the SDK around ``Traced``) fails the test that names its fault, and only that one.
+openai's Responses API) pass every test; each faulty one (swallows the miss, names the
+provider in its system prompt, calls the SDK around ``Traced``) fails the test that names
+its fault, and only that one.
 """
 
 from __future__ import annotations
