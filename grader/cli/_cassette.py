@@ -5,32 +5,23 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from gradekit import CassetteError, UsageError
-from gradekit.internal import (
-    HTTP_CASSETTE,
-    KEPT_HEADERS,
-    credential_values,
-    find_secret,
-    journal_path,
-)
+from gradekit import UsageError
 from grader._exits import EXIT_FAILED, EXIT_OK
 from grader.recordings import (
     diff_files,
-    is_http_cassette,
     parse_age,
-    read_bytes,
+    recording_files,
     render_diff,
     render_stale,
     stale,
-    verify_cassette,
+    verify_recording,
 )
 from grader.submission import load_manifest
 
-__all__ = ["add_cassette_commands", "verify_http_cassette"]
+__all__ = ["add_cassette_commands"]
 
 
 def add_cassette_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -40,7 +31,9 @@ def add_cassette_commands(commands: argparse._SubParsersAction[argparse.Argument
     verify = group.add_parser(
         "verify", help="check format, keys and secrets of cassettes, fixtures and HTTP cassettes "
         "(*.http.json); exit 1 on a problem")
-    verify.add_argument("paths", nargs="+", type=Path, metavar="PATH")
+    verify.add_argument("paths", nargs="+", type=Path, metavar="PATH",
+                        help="recording files, or folders: every .json file under them "
+                        "(cassettes/ holds a set item's recordings too, under regression/)")
     verify.set_defaults(handler=_verify)
     stale_ = group.add_parser(
         "stale", help="list cassettes and fixtures by the age of their oldest recording"
@@ -61,46 +54,21 @@ def add_cassette_commands(commands: argparse._SubParsersAction[argparse.Argument
     diff.set_defaults(handler=_diff)
 
 
+_ONE = {"entries": "entry", "tool calls": "tool call", "interactions": "interaction"}
+
+
 def _verify(args: argparse.Namespace) -> int:
     failed = 0
-    for path in args.paths:
-        http = path.is_file() and is_http_cassette(read_bytes(path), path)
-        problems, count = verify_http_cassette(path) if http else verify_cassette(path)
+    for path in recording_files(args.paths):
+        problems, count, noun = verify_recording(path)
         if problems:
             failed += 1
             print(f"FAIL {path}", file=sys.stderr)
             for problem in problems:
                 print(f"  - {problem}", file=sys.stderr)
         else:
-            print(f"ok   {path} ({count} {'interactions' if http else 'entries'})")
+            print(f"ok   {path} ({count} {noun if count != 1 else _ONE[noun]})")
     return EXIT_FAILED if failed else EXIT_OK
-
-
-def verify_http_cassette(
-    path: Path, env: Mapping[str, str] | None = None
-) -> tuple[list[str], int]:
-    """The problems of the HTTP cassette at ``path`` (format, keys, credentials, headers,
-    an unfolded journal) and its number of interactions."""
-    try:
-        cassette = HTTP_CASSETTE.decode(path.read_bytes(), source=str(path))
-    except CassetteError as exc:
-        return [str(exc)], 0
-    secrets, problems = credential_values(env), []
-    for name, interaction in cassette.slots().items():
-        found = find_secret(interaction.texts(), secrets)
-        if found is not None:
-            problems.append(f"interaction {name} contains the value of {found}: delete it, "
-                            "rotate the credential, and record again")
-        extra = sorted(set(interaction.response.headers) - KEPT_HEADERS)
-        if extra:
-            problems.append(f"interaction {name} keeps the headers {', '.join(extra)}, which "
-                            f"gradekit never writes (only {', '.join(sorted(KEPT_HEADERS))}): "
-                            "delete them")
-    if journal_path(path).exists():
-        problems.append(f"{journal_path(path)} holds interactions not yet folded in: record "
-                        'once more (mode="once") and close the transport, which folds them '
-                        "first, then commit the result")
-    return problems, len(cassette)
 
 
 def _age(text: str) -> timedelta:

@@ -25,7 +25,13 @@ from grader.recordings._recordings import (
     read_bytes,
 )
 from grader.recordings._stale import parse_age, render_stale, stale
-from grader.recordings._verify import verify_cassette
+from grader.recordings._verify import (
+    recording_files,
+    verify_cassette,
+    verify_fixture,
+    verify_http_cassette,
+    verify_recording,
+)
 
 __all__ = [
     "CHANGE_LOG",
@@ -41,10 +47,14 @@ __all__ = [
     "is_http_cassette",
     "parse_age",
     "read_bytes",
+    "recording_files",
     "render_diff",
     "render_stale",
     "require_reason",
     "rerecord_summary",
     "stale",
     "verify_cassette",
+    "verify_fixture",
+    "verify_http_cassette",
+    "verify_recording",
 ]

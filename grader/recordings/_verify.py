@@ -1,20 +1,119 @@
-"""``gradekit cassette verify``: everything that can be wrong with a committed cassette."""
+"""``gradekit cassette verify``: everything that can be wrong with a committed recording of
+any kind the kit writes: a cassette, a tool fixture file, an SDK's HTTP cassette, each
+wherever it lies (a set item's recordings under ``cassettes/regression/`` too)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import json
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 from gradekit import CassetteError
 from gradekit.internal import (
+    HTTP_CASSETTE,
+    KEPT_HEADERS,
     commands,
     credential_values,
     decode_cassette,
+    decode_fixture,
     find_secret,
     journal_path,
 )
+from grader.recordings._recordings import kind_of
 
-__all__ = ["verify_cassette"]
+__all__ = ["recording_files", "verify_cassette", "verify_fixture", "verify_http_cassette",
+           "verify_recording"]
+
+NOUNS = {"cassette": "entries", "fixture": "tool calls", "http": "interactions"}
+
+
+def recording_files(paths: Sequence[Path]) -> Iterator[Path]:
+    """``paths``, each folder replaced by the ``.json`` files under it, in sorted order."""
+    for path in paths:
+        if path.is_dir():
+            yield from sorted(p for p in path.rglob("*.json") if p.is_file())
+        else:
+            yield path
+
+
+def verify_recording(path: Path, env: Mapping[str, str] | None = None
+                     ) -> tuple[list[str], int, str]:
+    """The problems of the recording at ``path``, whichever kind its ``format`` says (an
+    ``*.http.json`` whose format cannot be read is taken as an HTTP cassette), how many
+    recordings it holds, and what they are called."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        return [f"cannot read it ({exc.strerror}); check the path"], 0, NOUNS["cassette"]
+    try:
+        kind = kind_of(json.loads(data.decode("utf-8")))
+    except (UnicodeDecodeError, RecursionError, ValueError):
+        kind = None
+    if kind is None and path.name.endswith(".http.json"):
+        kind = "http"
+    if kind == "fixture":
+        return (*verify_fixture(path, env), NOUNS["fixture"])
+    if kind == "http":
+        return (*verify_http_cassette(path, env), NOUNS["http"])
+    return (*verify_cassette(path, env), NOUNS["cassette"])
+
+
+def verify_fixture(path: Path, env: Mapping[str, str] | None = None) -> tuple[list[str], int]:
+    """The problems of the tool fixture file at ``path`` (format, keys, secrets, an unfolded
+    journal) and its number of recorded tool calls."""
+    try:
+        fixture = decode_fixture(path.read_bytes(), source=str(path), case=path.stem)
+    except OSError as exc:
+        return [f"cannot read it ({exc.strerror}); check the path"], 0
+    except CassetteError as exc:
+        return [str(exc)], 0
+    secrets, problems = credential_values(env), []
+    for key, call in sorted(fixture.calls.items()):
+        texts = (call.tool, json.dumps(call.args, sort_keys=True, ensure_ascii=False),
+                 json.dumps(call.response, sort_keys=True, ensure_ascii=False))
+        name = find_secret(texts, secrets)
+        if name is not None:
+            problems.append(f"tool call {key} ({call.tool}) contains the value of {name}: "
+                            "delete it, rotate the credential, and record again")
+    problems += _unfolded(path, fixture.case or path.stem, "tool results")
+    return problems, len(fixture.calls)
+
+
+def verify_http_cassette(
+    path: Path, env: Mapping[str, str] | None = None
+) -> tuple[list[str], int]:
+    """The problems of the HTTP cassette at ``path`` (format, keys, credentials, headers,
+    an unfolded journal) and its number of interactions."""
+    try:
+        cassette = HTTP_CASSETTE.decode(path.read_bytes(), source=str(path))
+    except OSError as exc:
+        return [f"cannot read it ({exc.strerror}); check the path"], 0
+    except CassetteError as exc:
+        return [str(exc)], 0
+    secrets, problems = credential_values(env), []
+    for name, interaction in cassette.slots().items():
+        found = find_secret(interaction.texts(), secrets)
+        if found is not None:
+            problems.append(f"interaction {name} contains the value of {found}: delete it, "
+                            "rotate the credential, and record again")
+        extra = sorted(set(interaction.response.headers) - KEPT_HEADERS)
+        if extra:
+            problems.append(f"interaction {name} keeps the headers {', '.join(extra)}, which "
+                            f"gradekit never writes (only {', '.join(sorted(KEPT_HEADERS))}): "
+                            "delete them")
+    if journal_path(path).exists():
+        problems.append(f"{journal_path(path)} holds interactions not yet folded in: record "
+                        'once more (mode="once") and close the transport, which folds them '
+                        "first, then commit the result")
+    return problems, len(cassette)
+
+
+def _unfolded(path: Path, case: str, what: str) -> list[str]:
+    """The problem of a journal beside ``path`` that was never folded into it."""
+    if not journal_path(path).exists():
+        return []
+    return [f"{journal_path(path)} holds {what} not yet folded in: run "
+            f"`{commands.RECORD_CASE(case=case)}` (it folds them first) and commit the result"]
 
 
 def verify_cassette(path: Path, env: Mapping[str, str] | None = None) -> tuple[list[str], int]:
@@ -34,10 +133,5 @@ def verify_cassette(path: Path, env: Mapping[str, str] | None = None) -> tuple[l
                 f"entry {key} contains the value of {name}: delete the entry, rotate the "
                 "credential, and record again"
             )
-    if journal_path(path).exists():
-        problems.append(
-            f"{journal_path(path)} holds answers not yet folded in: run "
-            f"`{commands.RECORD_CASE(case=cassette.case or path.stem)}` (it folds them first) and "
-            "commit the result"
-        )
+    problems += _unfolded(path, cassette.case or path.stem, "answers")
     return problems, len(cassette.entries)

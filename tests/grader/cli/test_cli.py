@@ -171,13 +171,52 @@ def test_verify_passes_good_cassettes_and_fails_each_kind_of_bad_one(
     journal_path(pending).write_text("", encoding="utf-8")
     monkeypatch.setenv("OPENAI_API_KEY", "sk-live-abcdefgh12345")
     assert main(["cassette", "verify", str(good)]) == 0
-    assert f"ok   {good} (1 entries)" in capsys.readouterr().out
+    assert f"ok   {good} (1 entry)" in capsys.readouterr().out
     for path, fragment in ((corrupt, "bad.json:1:2"), (leaky, "value of OPENAI_API_KEY"),
                            (pending, "not yet folded")):
         assert main(["cassette", "verify", str(good), str(path)]) == 1
         err = capsys.readouterr().err
         assert f"FAIL {path}" in err and fragment in err
         assert "sk-live" not in err
+
+
+def test_verify_reads_every_kind_of_recording_the_kit_writes_and_walks_folders(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folders = [REPO / name for name in ("cassettes", "cassettes-llm", "fixtures",
+                                        "examples/openai-sdk/cassettes")]
+    assert main(["cassette", "verify", *map(str, folders)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    files = sorted(p for folder in folders for p in folder.rglob("*.json"))
+    assert len(out) == len(files) and all(line.startswith("ok   ") for line in out)
+    nouns = {line.split(" (")[0].removeprefix("ok   "): line.rsplit(" ", 1)[1] for line in out}
+    for path in files:
+        kind = json.loads(path.read_bytes())["format"].split("/")[0]
+        assert nouns[str(path)] in {"gradekit.cassette": ("entry)", "entries)"),
+                                    "gradekit.fixtures": ("call)", "calls)"),
+                                    "gradekit.http-cassette": ("interaction)", "interactions)"),
+                                    }[kind], path
+
+    # A fixture file's own faults: a leaked key, an unfolded journal, a corrupt file.
+    lab = tmp_path / "fixtures"
+    lab.mkdir()
+    leaky, pending, corrupt = (lab / f"{n}.json" for n in ("leak", "pending", "corrupt"))
+    shutil.copy2(REPO / "fixtures" / "refund-policy.json", pending)
+    journal_path(pending).write_text("", encoding="utf-8")
+    document = json.loads((REPO / "fixtures" / "refund-policy.json").read_bytes())
+    call = next(iter(document["calls"]))
+    call["response"] = {"note": "sk-live-abcdefgh12345"}
+    leaky.write_text(json.dumps(document), "utf-8")
+    corrupt.write_text(json.dumps({**document, "calls": "nope"}), "utf-8")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-live-abcdefgh12345")
+    (lab / "notes.json").write_text("[1, 2]", "utf-8")  # in the folder, and no recording
+    assert main(["cassette", "verify", str(lab)]) == 1
+    err = capsys.readouterr().err
+    for path, fragment in ((leaky, "contains the value of OPENAI_API_KEY"),
+                           (pending, "tool results not yet folded in"),
+                           (corrupt, "corrupt.json"), (lab / "notes.json", "notes.json")):
+        assert f"FAIL {path}" in err and fragment in err, (path, err)
+    assert "sk-live" not in err and "unknown cassette format 'gradekit.fixtures" not in err
 
 
 def test_verify_checks_every_key_against_its_prompt(
