@@ -235,3 +235,13 @@ def _rubric_of(criteria: int) -> Rubric:
 def test_a_rubric_of_many_criteria_adds_one_line_each() -> None:
     base = len(student_readme(SOURCE, _rubric_of(1)).splitlines())
     assert len(student_readme(SOURCE, _rubric_of(5)).splitlines()) == base + 4
+
+
+def test_the_readmes_state_the_labs_boundaries_and_the_quota_warning() -> None:
+    """The bootcamp article's stated boundaries: a grading rig, not a production evaluation,
+    and a free tier's quota checked on the day of recording."""
+    student = " ".join(student_readme(SOURCE, RUBRIC).split())
+    kit = " ".join((REFERENCE / "README.md").read_text("utf-8").split())
+    for text in (student, kit):
+        assert "not a production evaluation" in text or "not an evaluation platform" in text
+        assert "quota" in text and "on the day you record" in text
