@@ -5,8 +5,9 @@ wherever it lies (a set item's recordings under ``cassettes/regression/`` too)."
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 from gradekit import CassetteError
 from gradekit.internal import (
@@ -25,6 +26,7 @@ __all__ = ["recording_files", "verify_cassette", "verify_fixture", "verify_http_
            "verify_recording"]
 
 NOUNS = {"cassette": "entries", "fixture": "tool calls", "http": "interactions"}
+D = TypeVar("D")
 
 
 def recording_files(paths: Sequence[Path]) -> Iterator[Path]:
@@ -61,12 +63,10 @@ def verify_recording(path: Path, env: Mapping[str, str] | None = None
 def verify_fixture(path: Path, env: Mapping[str, str] | None = None) -> tuple[list[str], int]:
     """The problems of the tool fixture file at ``path`` (format, keys, secrets, an unfolded
     journal) and its number of recorded tool calls."""
-    try:
-        fixture = decode_fixture(path.read_bytes(), source=str(path), case=path.stem)
-    except OSError as exc:
-        return [f"cannot read it ({exc.strerror}); check the path"], 0
-    except CassetteError as exc:
-        return [str(exc)], 0
+    fixture = _decoded(path, lambda data: decode_fixture(data, source=str(path),
+                                                         case=path.stem))
+    if isinstance(fixture, str):
+        return [fixture], 0
     secrets, problems = credential_values(env), []
     for key, call in sorted(fixture.calls.items()):
         texts = (call.tool, json.dumps(call.args, sort_keys=True, ensure_ascii=False),
@@ -84,12 +84,9 @@ def verify_http_cassette(
 ) -> tuple[list[str], int]:
     """The problems of the HTTP cassette at ``path`` (format, keys, credentials, headers,
     an unfolded journal) and its number of interactions."""
-    try:
-        cassette = HTTP_CASSETTE.decode(path.read_bytes(), source=str(path))
-    except OSError as exc:
-        return [f"cannot read it ({exc.strerror}); check the path"], 0
-    except CassetteError as exc:
-        return [str(exc)], 0
+    cassette = _decoded(path, lambda data: HTTP_CASSETTE.decode(data, source=str(path)))
+    if isinstance(cassette, str):
+        return [cassette], 0
     secrets, problems = credential_values(env), []
     for name, interaction in cassette.slots().items():
         found = find_secret(interaction.texts(), secrets)
@@ -108,6 +105,16 @@ def verify_http_cassette(
     return problems, len(cassette)
 
 
+def _decoded(path: Path, decode: Callable[[bytes], D]) -> D | str:
+    """The recording at ``path`` as ``decode`` reads it, or why it cannot be read."""
+    try:
+        return decode(path.read_bytes())
+    except OSError as exc:
+        return f"cannot read it ({exc.strerror}); check the path"
+    except CassetteError as exc:
+        return str(exc)
+
+
 def _unfolded(path: Path, case: str, what: str) -> list[str]:
     """The problem of a journal beside ``path`` that was never folded into it."""
     if not journal_path(path).exists():
@@ -118,12 +125,10 @@ def _unfolded(path: Path, case: str, what: str) -> list[str]:
 
 def verify_cassette(path: Path, env: Mapping[str, str] | None = None) -> tuple[list[str], int]:
     """Return the problems found in the cassette at ``path`` and its number of entries."""
-    try:
-        cassette = decode_cassette(path.read_bytes(), source=str(path), case=path.stem)
-    except OSError as exc:
-        return [f"cannot read it ({exc.strerror}); check the path"], 0
-    except CassetteError as exc:
-        return [str(exc)], 0
+    cassette = _decoded(path, lambda data: decode_cassette(data, source=str(path),
+                                                           case=path.stem))
+    if isinstance(cassette, str):
+        return [cassette], 0
     problems = []
     secrets = credential_values(env)
     for key, entry in cassette.entries.items():
