@@ -533,7 +533,7 @@ def test_cassette_verify_reads_http_cassettes_by_their_format(
 ) -> None:
     path = recorded_file(tmp_path)
     assert main(["cassette", "verify", str(path)]) == 0
-    assert "(1 interactions)" in capsys.readouterr().out
+    assert "(1 interaction)" in capsys.readouterr().out
     monkeypatch.setenv("LEAKED_TOKEN", "answer 1 to hi")
     assert main(["cassette", "verify", str(path)]) == 1
     assert "contains the value of LEAKED_TOKEN" in capsys.readouterr().err

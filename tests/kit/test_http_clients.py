@@ -177,9 +177,18 @@ def test_traced_writes_one_record_per_request_keyed_by_what_was_sent(tmp_path: P
     assert missed["key"] != expected
 
 
+class _CompleteOnly:
+    """A provider of the student's own: ``complete`` and a name, no HTTP side."""
+
+    name = "own"
+
+    def complete(self, prompt: str) -> str:
+        return prompt.upper()
+
+
 def test_a_provider_without_an_http_side_is_told_which_ones_have_one() -> None:
     with pytest.raises(UsageError, match=r"no HTTP side .*record, run and grade all have one"):
-        Traced(FakeProvider(str.upper)).http_client()
+        Traced(_CompleteOnly()).http_client()
 
 
 def test_clients_are_httpx_or_httpx2_and_the_transport_is_the_providers(tmp_path: Path) -> None:
