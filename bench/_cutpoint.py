@@ -4,8 +4,9 @@ What the paper claims, measured here on the six incidents of ``bench/_incidents.
 recording overhead per boundary crossing (gradekit's ``IncidentRecorder`` and
 agent-chronicle's real recording path, same prompts, same run), live model calls in a
 full replay, bit-stability over 20 replays, detection and specificity per incident, a
-mutation study of the guards (cut-point test vs an all-stub baseline), and the cost of
-serving one crossing as the trace grows.
+mutation study of the guards (cut-point test vs the paper's all-stub baseline, which passes
+the fix; gradekit's strict full replay beside it), and the cost of serving one crossing as
+the trace grows.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from bench._incidents import (
     live_run_acts,
     passed,
     record,
+    strict_full_replay_test,
 )
 from bench._plan import Plan
 from bench._table import Row, Table, fmt_size, note_row, timed
@@ -286,17 +288,19 @@ class _Study:
     guarded_passes: bool
     benign_passes: bool
     stub_on_fix: bool  # the all-stub baseline passes on the guarded code
+    strict_on_fix: bool  # gradekit's strict full replay passes on the guarded code
     mutants: int
     unsafe: int  # mutants whose live run performs the unsafe action (the oracle)
     cut_kills: int
     stub_kills: int
+    strict_kills: int
     false_alarms: int  # safe mutants the cut-point test fails anyway
     blocking: int  # mutants that block the benign action
     benign_kills: int  # ... that the benign cut-point test catches
 
 
 def _study(case: Case, incident: Path, benign: Path) -> _Study:
-    unsafe = cut = stub = false_alarms = blocking = benign_kills = 0
+    unsafe = cut = stub = strict = false_alarms = blocking = benign_kills = 0
     generated = mutants(case.guarded)
     for mutant in generated:
         guard = mutant.guard
@@ -304,6 +308,7 @@ def _study(case: Case, incident: Path, benign: Path) -> _Study:
             unsafe += 1
             cut += not passed(partial(cut_point_test, case, guard, incident))
             stub += not passed(partial(all_stub_test, case, guard, incident))
+            strict += not passed(partial(strict_full_replay_test, case, guard, incident))
         elif not passed(partial(cut_point_test, case, guard, incident)):
             false_alarms += 1
         if not live_run_acts(case, guard, benign=True):
@@ -316,7 +321,9 @@ def _study(case: Case, incident: Path, benign: Path) -> _Study:
         guarded_passes=passed(lambda: cut_point_test(case, case.guarded, incident)),
         benign_passes=passed(lambda: cut_point_test(case, case.guarded, benign, benign=True)),
         stub_on_fix=passed(lambda: all_stub_test(case, case.guarded, incident)),
+        strict_on_fix=passed(lambda: strict_full_replay_test(case, case.guarded, incident)),
         mutants=len(generated), unsafe=unsafe, cut_kills=cut, stub_kills=stub,
+        strict_kills=strict,
         false_alarms=false_alarms, blocking=blocking, benign_kills=benign_kills)
 
 
@@ -343,19 +350,27 @@ def _mutation_rows(studies: list[_Study]) -> list[Row]:
     blocking = sum(s.blocking for s in studies)
     caught = sum(s.benign_kills for s in studies)
     fix = sum(s.stub_on_fix for s in studies)
+    strict = sum(s.strict_kills for s in studies)
+    strict_fix = sum(s.strict_on_fix for s in studies)
+    total = len(studies)
     size = f"{made} mutants"
     return [
+        Row("all-stub baseline (same test, every boundary stubbed, the action never executed) "
+            "passes on the guarded fix", f"{total} incidents", f"{fix}/{total}", "—",
+            f"{total}/{total} ({_PAPER}: a baseline that passes the fix)",
+            "meets" if fix == total else "misses"),
         Row("mutants that let the unsafe action through: killed by the cut-point test", size,
             f"{cut}/{unsafe}", "—", f"all ({_PAPER}: every one)",
             "meets" if cut == unsafe and unsafe > 0 else "misses"),
-        Row("... killed by the all-stub baseline (same test, every boundary served)", size,
-            f"{stub}/{unsafe}", "—", f"({_PAPER}: none)", "—"),
+        Row("... killed by the all-stub baseline", size, f"{stub}/{unsafe}", "—",
+            f"0 ({_PAPER}: none)", "meets" if stub == 0 and fix == total else "misses"),
         note_row("safe mutants the cut-point test fails anyway (false alarms)", size,
                  f"{alarms}/{made - unsafe}"),
         note_row("mutants that block the benign action: killed by the benign cut-point test",
                  size, f"{caught}/{blocking}"),
-        note_row("all-stub baseline on the guarded fix itself: passes", f"{len(studies)} incidents",
-                 f"{fix}/{len(studies)}"),
+        note_row("gradekit's strict full replay (default Plan) in the baseline's place: "
+                 "passes the fix, kills unsafe mutants", f"{total} incidents, {size}",
+                 f"{strict_fix}/{total}, {strict}/{unsafe}"),
     ]
 
 
@@ -365,7 +380,8 @@ def _incident_row(study: _Study) -> Row:
                 f"{'passes' if study.guarded_passes else 'FAILS'}, benign "
                 f"{'passes' if study.benign_passes else 'FAILS'}")
     kills = (f"cut-point {study.cut_kills}/{study.unsafe}, all-stub "
-             f"{study.stub_kills}/{study.unsafe}")
+             f"{study.stub_kills}/{study.unsafe} "
+             f"({'passes' if study.stub_on_fix else 'FAILS'} the fix)")
     ok = (study.detected and study.guarded_passes and study.benign_passes
           and study.cut_kills == study.unsafe)
     return Row(f"{case.name}: `{_body(case.guarded)}` ({case.action})",
@@ -390,10 +406,13 @@ _BASELINE_NOTE = (
     "operator swapped for each other one, `and`/`or` swapped, each condition negated or its "
     "`not` dropped, each int constant +1 and -1). A mutant 'lets the unsafe action through' "
     "when a plain live run (no record) on the unsafe task performs the action. The all-stub "
-    "baseline is the same test and assertion (no action ran in this run) under gradekit's "
-    "default Plan: every boundary, the action included, served from the record, so the action "
-    "never runs and the assertion only sees the stub. gradekit's full replay is strict, so it "
-    "also fails on the fix itself (IncidentDivergence: the recorded action is never crossed)."
+    "baseline is the paper's: the same test and assertion (no action executed in this run) "
+    "with every boundary, the action included, stubbed from the record as a stub or cassette "
+    "tool serves it (the n-th call of a boundary gets its n-th recorded answer, inputs "
+    "unchecked, unused recordings allowed), so the action never runs and the assertion only "
+    "sees the stub: it passes the fix, and every unsafe mutant too. gradekit's own full "
+    "replay (default Plan) is strict, so as a baseline it fails the fix itself "
+    "(IncidentDivergence: the recorded action is never crossed); its row is shown apart."
 )
 _ORACLE_NOTE = (
     "median: the cut-point test's verdict per variant (the incident recorded once with the "

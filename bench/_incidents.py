@@ -15,6 +15,12 @@ test replays it with the model and the read tool served from the record and the 
 live (``Plan.of({action})``), under the code being tested, and asserts that the unsafe
 action did not run. The benign test records the benign task and asserts the action ran.
 
+The paper's all-stub baseline (``all_stub_test``) runs the same assertion with every
+boundary, the action included, stubbed from the record the way a stub or cassette tool
+serves it (``stub_replay``): by boundary name and call count, inputs unchecked, unused
+recordings allowed, so it passes the fix. gradekit's own full replay is strict and
+diverges on the fix; ``strict_full_replay_test`` keeps that as a separate measure.
+
 Guards are small module-level functions of ``(state, request)``, written with
 comparisons, ``and``/``or``/``not`` and constants, so the mutation study can rewrite
 their source (``bench/_cutpoint.py``).
@@ -23,14 +29,17 @@ their source (``bench/_cutpoint.py``).
 from __future__ import annotations
 
 import json
+from collections import defaultdict
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from gradekit import (
     Crossing,
+    Envelope,
     FakeProvider,
+    Incident,
     IncidentDivergence,
     IncidentRecorder,
     Plan,
@@ -38,7 +47,10 @@ from gradekit import (
     Replayed,
     Toolbox,
     Tools,
+    prompt_key,
+    read_incident,
     replay_incident,
+    tool_key,
 )
 
 __all__ = [
@@ -46,6 +58,8 @@ __all__ = [
     "Agent",
     "Case",
     "Guard",
+    "StubMissing",
+    "StubRecordedError",
     "TestFailed",
     "all_stub_test",
     "cut_point_test",
@@ -53,6 +67,8 @@ __all__ = [
     "live_run_acts",
     "passed",
     "record",
+    "strict_full_replay_test",
+    "stub_replay",
 ]
 
 State = Mapping[str, Any]
@@ -276,10 +292,15 @@ def cut_point_test(case: Case, guard: Guard, incident: Path, *, benign: bool = F
     the action live; ``TestFailed`` if the unsafe action ran (or the benign one did not).
 
     Under the action-live plan every action crossing is live, so ``executed`` is exactly
-    ``replayed.actions(case.action)``; ``plan`` exists for the all-stub baseline only.
+    ``replayed.actions(case.action)``; ``plan`` exists for the strict full replay only.
     """
     chosen = Plan.of({case.action}) if plan is None else plan
     replayed = replay_incident(incident, case.agent(guard), plan=chosen, tools=case.tools())
+    return _asserted(case, replayed, benign=benign)
+
+
+def _asserted(case: Case, replayed: Replayed, *, benign: bool = False) -> Replayed:
+    """The test's assertion on a run: no unsafe action executed (or the benign one did)."""
     ran = executed(replayed, case.action)
     if replayed.error is not None:
         raise TestFailed(f"{case.name}: the agent raised {replayed.error!r}")
@@ -293,11 +314,75 @@ def cut_point_test(case: Case, guard: Guard, incident: Path, *, benign: bool = F
 
 def all_stub_test(case: Case, guard: Guard, incident: Path) -> Replayed:
     """The paper's baseline: the same test and assertion with every boundary, the action
-    included, served from the record (gradekit's default plan)."""
+    included, stubbed from the record (``stub_replay``). The action is never executed,
+    so the assertion only sees the stub: it passes the fix, and every mutant too."""
+    return _asserted(case, stub_replay(incident, case.agent(guard)))
+
+
+def strict_full_replay_test(case: Case, guard: Guard, incident: Path) -> Replayed:
+    """The same test under gradekit's strict full replay (the default ``Plan``): every
+    boundary served and checked against the record. A run that skips the recorded
+    action, as the fix does, diverges, so this fails the fix."""
     try:
         return cut_point_test(case, guard, incident, plan=Plan())
-    except IncidentDivergence as exc:  # a run that skips the recorded action, as a fix does
+    except IncidentDivergence as exc:
         raise TestFailed(f"{case.name}: diverged from the record: {exc}") from exc
+
+
+# -- the all-stub baseline: every boundary stubbed, as a stub or cassette tool does -------------
+
+
+class StubMissing(LookupError):
+    """A boundary the record never crossed: a stub has no answer for it."""
+
+
+class StubRecordedError(RuntimeError):
+    """A crossing that failed when recorded: its stub raises the recorded error."""
+
+
+@dataclass(slots=True)
+class _Stubs:
+    """Each boundary answers its n-th call with its n-th recorded crossing (the last one
+    again past the end), whatever the input; recordings never asked for are allowed. An
+    action is answered from the record and never executed: nothing runs live."""
+
+    recorded: Mapping[str, list[Envelope]]
+    name: str = "stubs"
+    calls: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    crossings: list[Crossing] = field(default_factory=list)
+
+    def serve(self, boundary: str, given: Mapping[str, Any], key: str) -> Any:
+        answers = self.recorded.get(boundary)
+        if not answers:
+            raise StubMissing(f"no recorded answer for {boundary}")
+        envelope = answers[min(self.calls[boundary], len(answers) - 1)]
+        self.calls[boundary] += 1
+        self.crossings.append(Crossing(boundary, envelope.kind, given, key, False,
+                                       envelope.output, envelope.error, envelope.ran))
+        if envelope.error is not None:
+            raise StubRecordedError(envelope.error)
+        return envelope.output
+
+    def complete(self, prompt: str) -> str:
+        return str(self.serve("model", {"prompt": prompt}, prompt_key(prompt)))
+
+    def call(self, name: str, /, **args: Any) -> Any:
+        return self.serve(name, {"args": args}, tool_key(name, args))
+
+
+def stub_replay(incident: Incident | Path, agent: Agent) -> Replayed:
+    """Run ``agent`` on ``incident``'s task with every boundary stubbed (``_Stubs``): no
+    divergence is ever raised; what the agent raises is kept in ``error``."""
+    recorded = incident if isinstance(incident, Incident) else read_incident(incident)
+    answers: defaultdict[str, list[Envelope]] = defaultdict(list)
+    for envelope in recorded.envelopes:
+        answers[envelope.boundary].append(envelope)
+    stubs = _Stubs(dict(answers), name=recorded.provider or "stubs")
+    try:
+        answer = agent(stubs, recorded.task, stubs)
+    except Exception as exc:
+        return Replayed(None, exc, tuple(stubs.crossings))
+    return Replayed(answer, None, tuple(stubs.crossings))
 
 
 def live_run_acts(case: Case, guard: Guard, *, benign: bool = False) -> bool:

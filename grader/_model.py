@@ -27,6 +27,7 @@ __all__ = [
     "CaseOutcome",
     "CheckResult",
     "CriterionResult",
+    "Divergence",
     "HumanReview",
     "ItemRun",
     "Limits",
@@ -115,6 +116,9 @@ class Served:
     # call named in feedback (a tool call is named by its key)
     reordered: bool = False  # a missed provider call that asks what a recording of its case
     # asks, in another order (the same characters): an order a set's hash seed can move
+    args: str = ""  # a tool call's arguments as the parent read them, canonical JSON
+    result: str = ""  # what the parent answered a served tool call with, canonical JSON:
+    # the evidence an answer's citation of a tool result is checked against
 
     @property
     def provider(self) -> bool:
@@ -189,6 +193,7 @@ class ItemRun:
     outcome: CaseOutcome | None
     divergence: str = ""
     error: str = ""  # the item's agent could not be imported from the submission
+    left_at: str = ""  # the call where it left the record, ``call N (TOOL)``; "" if never
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,6 +247,26 @@ class CheckResult:
     max: Decimal
     detail: str
     degraded: bool = False
+    judged: bool = False  # a run judged against the rubric's truth: it has a ``verdict``
+    divergence: Divergence | None = None  # a judged check that failed: where, both sides
+
+    @property
+    def verdict(self) -> str:
+        """``degraded``, or for a judged check ``passed`` or ``failed``; "" for the rest."""
+        if self.degraded:
+            return "degraded"
+        return ("passed" if self.passed else "failed") if self.judged else ""
+
+
+@dataclass(frozen=True, slots=True)
+class Divergence:
+    """The first point where a judged run left what its case expected: where (a call, the
+    outcome, the answer, the run's recordings), what was expected there and what the run
+    did."""
+
+    at: str
+    expected: str
+    observed: str
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,16 +14,26 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from gradekit import UsageError
 from gradekit.internal import decode_fixture
-from grader._exits import EXIT_OK
+from grader._exits import EXIT_FAILED, EXIT_OK
 from grader._expect import expectation_document
-from grader.cli._options import add_expectation_options, add_rubric_option, told_expectation
+from grader._model import CheckResult
+from grader._text import TEXT_LIMIT, quote
+from grader.batch import discover
+from grader.cli._options import (
+    add_expectation_options,
+    add_isolation_option,
+    add_rubric_option,
+    told_expectation,
+)
 from grader.cli._regression import line as _line
 from grader.cli._regression import sets_folder as _sets_of
+from grader.grading import run_cases
 from grader.records import (
     DISPOSITIONS,
     SOURCES,
@@ -33,16 +43,20 @@ from grader.records import (
     applicable_agent,
     approve,
     archive,
+    case_batch,
+    case_item,
     dispose,
     from_run,
     investigate,
     new_case,
     read_assets,
+    record_case_batch,
     revise,
     save_from_run,
 )
 from grader.regression import decode_world, world_json
 from grader.rubric import load_rubric
+from grader.sandbox import choose_isolation
 
 __all__ = ["add_case_commands"]
 
@@ -68,6 +82,7 @@ def add_case_commands(commands: argparse._SubParsersAction[argparse.ArgumentPars
     archived.add_argument("case", metavar="CASE")
     _add_who(archived, "why it is archived")
     archived.set_defaults(handler=_archive)
+    _add_run(sub)
     show = sub.add_parser("show", help="every case, or one case's versions and steps")
     show.add_argument("case", nargs="?", metavar="CASE")
     _add_place(show)
@@ -160,7 +175,92 @@ def _add_new(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     written.set_defaults(handler=_new)
 
 
+def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    ran = sub.add_parser(
+        "run", help="run saved cases against a submission or a cohort; never a grade",
+        description="Run saved cases (any status but archived), before any is promoted, "
+        "against one submission's or every submission's own recordings of their tasks, each "
+        "judged against its expectation; the batch (its status, operator, time, idempotency "
+        "key and every verdict) is appended to the asset ledger, never to the grades.")
+    ran.add_argument("cases", nargs="+", metavar="CASE", help="the cases, e.g. case-1 case-3")
+    where = ran.add_mutually_exclusive_group(required=True)
+    where.add_argument("--root", type=Path, metavar="SUBMISSION_DIR", help="one submission")
+    where.add_argument("--submissions", type=Path, metavar="DIR", help="a cohort: every "
+                       "submission in DIR, as grade finds them")
+    ran.add_argument("--by", required=True, metavar="NAME", help="who runs the batch (a "
+                     "label, not an authenticated identity)")
+    ran.add_argument("--key", default="", metavar="KEY", help="an idempotency key: a batch "
+                     "recorded under it already is shown again, and nothing runs twice")
+    add_isolation_option(ran)
+    _add_place(ran)
+    ran.set_defaults(handler=_run)
+
+
 # -- commands ----------------------------------------------------------------------------------
+
+
+def _run(args: argparse.Namespace) -> int:
+    sets = _sets_of(args)
+    earlier = case_batch(sets, args.key)
+    if earlier is not None:
+        print("\n".join(_batch_lines(earlier)))
+        print(f"already run under key {_line(args.key)} (asset ledger event "
+              f"{earlier.get('seq')}): nothing run again, nothing appended")
+        return _batch_exit(earlier)
+    rubric = load_rubric(args.rubric)
+    chosen = [case_item(sets, rubric, case_id) for case_id in dict.fromkeys(args.cases)]
+    roots = [args.root] if args.root is not None else discover([args.submissions])
+    wall = choose_isolation(args.isolation, allow_host_root=args.allow_host_root)
+    results: list[dict[str, Any]] = []
+    for root in roots:
+        checks = run_cases(root, [item for item, _ in chosen], rubric, wall=wall)
+        for item, case in chosen:
+            results.append(_result(root.resolve().name, case, checks[item.id]))
+    event, _ = record_case_batch(sets, cases=[case for _, case in chosen], results=results,
+                                 requested=len(roots) * len(chosen), by=args.by,
+                                 key=args.key)
+    print("\n".join(_batch_lines(event)))
+    return _batch_exit(event)
+
+
+def _result(submission: str, case: StoredCase, check: CheckResult) -> dict[str, Any]:
+    """One run of the batch as the ledger keeps it: a run that could not start (no
+    manifest, an agent that does not import) is ``not_run``, never a failed case."""
+    diverged = check.divergence
+    unrun = diverged is not None and diverged.at in ("run", "import")
+    return {"submission": submission, "case": case.id, "version": case.version,
+            "verdict": "not_run" if unrun else check.verdict, "detail": check.detail,
+            **({} if diverged is None else {"divergence": diverged.at,
+                                            "expected": diverged.expected,
+                                            "observed": diverged.observed})}
+
+
+def _batch_lines(event: Mapping[str, Any]) -> list[str]:
+    lines = []
+    for result in event.get("results", []):
+        where = "" if "divergence" not in result else (
+            f": first divergence at {result['divergence']}: expected {result['expected']}; "
+            f"observed {result['observed']}")
+        if result["verdict"] == "degraded":
+            where = f": {result['detail']}"
+        lines.append(f"{_line(str(result['submission']))}  {result['case']} "
+                     f"v{result['version']}  {result['verdict']}"
+                     f"{quote(where, TEXT_LIMIT).replace(chr(10), ' ')}")
+    counted = ", ".join(f"{event.get(verdict)} {verdict.replace('_', ' ')}"
+                        for verdict in ("passed", "failed", "degraded", "not_run")
+                        if event.get(verdict))
+    lines.append(f"{event.get('batch')} {event.get('status')}: {counted or 'nothing run'} "
+                 f"({event.get('completed')} of {event.get('requested')} runs), by "
+                 f"{_line(str(event.get('operator')))} at {event.get('at')}; asset ledger "
+                 f"event {event.get('seq')}; no grade changed")
+    return lines
+
+
+def _batch_exit(event: Mapping[str, Any]) -> int:
+    """0 when every run of the batch passed, else 1: a failed, degraded or unrun case."""
+    return EXIT_OK if event.get("passed") == event.get("requested") else EXIT_FAILED
+
+
 
 
 def _from_run(args: argparse.Namespace) -> int:
@@ -185,7 +285,8 @@ def _new(args: argparse.Namespace) -> int:
                     agent=applicable_agent(args.agent, args.reference),
                     told=told_expectation(args), source=args.source, name=args.name,
                     coverage=args.coverage, admission=args.reason, by=args.by)
-    print(f"{case.id}: a {case.source} case; investigate it next")
+    article = "an" if case.source[0] in "aeiou" else "a"
+    print(f"{case.id}: {article} {case.source} case; investigate it next")
     return EXIT_OK
 
 

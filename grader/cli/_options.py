@@ -154,7 +154,7 @@ def live_provider(args: argparse.Namespace, root: Path, say: Callable[[str], Non
 def add_expectation_options(parser: argparse.ArgumentParser, base: str) -> None:
     """The flags that give an expectation, laid over ``base`` (what they change, in words)."""
     group = parser.add_argument_group("what a run must come to", f"laid over {base}: a value "
-                                      "given replaces it, facts and actions are added")
+                                      "given replaces it, facts, actions and calls are added")
     group.add_argument("--goal", default="", metavar="TEXT", help="the business goal: what "
                        "the run is for (required: without one it cannot pass)")
     group.add_argument("--outcome", choices=OUTCOMES, default="", help="answer: run() returns "
@@ -173,6 +173,16 @@ def add_expectation_options(parser: argparse.ArgumentParser, base: str) -> None:
                        "expresses: kept and shown, never judged")
     group.add_argument("--forbid", action="append", default=[], metavar="TOOL",
                        help="an action the run must never call")
+    group.add_argument("--reply-template", default="", metavar="TEXT", help="the form the "
+                       "answer must follow: fixed words around {name} placeholders, e.g. "
+                       "\"Decision: {decision}. Reason: {reason}.\"")
+    group.add_argument("--require", action="append", default=[], metavar="'TOOL [ARGS]'",
+                       help="a call the run must make and the parent serve (the state it must "
+                       "leave), optionally with arguments it must carry, as a JSON object: "
+                       "'create_ticket {\"priority\": \"high\"}'")
+    group.add_argument("--cite", action="append", default=[], metavar="'TOOL: FACT'",
+                       help="a fact the answer must state as a served result of TOOL in the "
+                       "same run returned it, e.g. 'web_search: 30 days'")
 
 
 def told_expectation(args: argparse.Namespace) -> Told:
@@ -180,4 +190,6 @@ def told_expectation(args: argparse.Namespace) -> Told:
     return Told(outcome=args.outcome, mentions=tuple(args.mention),
                 never_mentions=tuple(args.never_mention), forbid=tuple(args.forbid),
                 goal=args.goal, decision=args.decision, intent=args.intent,
-                missing=tuple(args.missing), negation=args.negation)
+                missing=tuple(args.missing), negation=args.negation,
+                reply_template=args.reply_template, requires=tuple(args.require),
+                cites=tuple(args.cite))

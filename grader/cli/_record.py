@@ -39,6 +39,7 @@ from gradekit.internal import HttpClients, previous_path, write_atomic
 from grader._exits import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 from grader._specs import imports_from, load_spec
 from grader.cli._options import add_provider_options, add_rubric_option, live_provider
+from grader.grading import CASES
 from grader.recordings import (
     CHANGE_LOG,
     append_change,
@@ -48,8 +49,9 @@ from grader.recordings import (
     require_reason,
     rerecord_summary,
 )
+from grader.records import case_item
 from grader.regression import RegressionSet, recording_name
-from grader.rubric import load_cases, load_rubric
+from grader.rubric import SETS, load_cases, load_rubric
 from grader.submission import (
     Manifest,
     ManifestError,
@@ -133,11 +135,29 @@ def _selected_cases(args: argparse.Namespace) -> list[_Task]:
     tasks = list(unique.values())
     if not args.cases:
         return tasks
+    saved = [name.removeprefix(f"{CASES}/") for name in args.cases
+             if name.startswith(f"{CASES}/")]
+    tasks += _saved_cases(args.rubric, saved)
     known = [task.id for task in tasks]
     unknown = [case_id for case_id in args.cases if case_id not in known]
     if unknown:
-        raise UsageError(f"unknown case {', '.join(unknown)}; the rubric has {', '.join(known)}")
+        raise UsageError(f"unknown case {', '.join(unknown)}; the rubric has {', '.join(known)}"
+                         f" (and {CASES}/CASE for a case the asset ledger beside it saved)")
     return [task for task in tasks if task.id in args.cases]
+
+
+def _saved_cases(rubric: Path, chosen: list[str]) -> list[_Task]:
+    """The saved cases ``chosen`` (ids), from the asset ledger beside ``rubric``, recorded
+    as ``cases/<id>`` the way ``case run`` serves them; an unknown or archived one is
+    refused, naming the ledger's cases."""
+    if not chosen:
+        return []
+    sets, loaded = rubric.parent / SETS, load_rubric(rubric)
+    tasks = []
+    for case_id in chosen:
+        item, _ = case_item(sets, loaded, case_id)
+        tasks.append(_Task(f"{CASES}/{item.id}", item.task, item.agent, item.reads()))
+    return tasks
 
 
 def _pinned(rubric: Path) -> list[RegressionSet]:

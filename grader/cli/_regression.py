@@ -3,7 +3,8 @@ regression sets on the command line.
 
 ``promote`` publishes an approved candidate's case (``grader.records.candidate_item``) as the
 set's next version (``grader.regression._publish.add_item``), recording it in the asset
-ledger; ``show`` prints a set's chain of versions and one version's items; ``verify`` checks
+ledger; ``show`` prints a set's chain of versions and one version's items, each with where
+its case came from (a run, a person's hand or a model's draft); ``verify`` checks
 every version of every set; ``public`` writes a version's missing public view.
 """
 
@@ -174,16 +175,17 @@ def render_set(chain: Sequence[RegressionSet], chosen: RegressionSet) -> str:
 
 def _item_lines(item: Item) -> list[str]:
     source = item.source
-    run = source["run"]
-    came = "written by hand" if run is None else (
-        f"run {run['seq']} of {line(str(run['student']))} (submission "
-        f"{line(str(run['submission']))}), report {str(run['report'])[:12]}, "
-        f"{line(str(run['path']))}")
-    lines = [f"  {item.id} ({item.kind}, added in v{item.added_in})",
-             f"    source    case {source['case']} version {source['version']}, candidate "
-             f"{source['candidate']} approved by {line(str(source['approved_by']))}; {came}",
-             f"    reviewed  by {line(item.reviewed_by)}",
-             f"    reason    {line(item.reason)}",
+    if "case" in source:
+        came = _came(item)  # a run's description holds commas: a semicolon ends it
+        comma = ";" if source.get("run") is not None else ","
+        shown = [f"    source    case {source['case']} version {source['version']}, candidate "
+                 f"{source['candidate']}; {came}{comma} approved by "
+                 f"{line(str(source['approved_by']))}",
+                 f"    reviewed  by {line(item.reviewed_by)}",
+                 f"    reason    {line(item.reason)}"]
+    else:  # a public view: who it came from stays with the set
+        shown = [f"    source    {_came(item)}; public view"]
+    lines = [f"  {item.id} ({item.kind}, added in v{item.added_in})", *shown,
              f"    task      {line(item.task)}",
              f"    agent     {item.agent or _OWN_AGENT}",
              f"    expect    {_expected(item.expect)}"]
@@ -193,6 +195,29 @@ def _item_lines(item: Item) -> list[str]:
     if item.missing:
         lines.append(f"    MISSING   {item.missing}")
     return lines
+
+
+def _came(item: Item) -> str:
+    """Where the item's case came from: a run, a person's hand or a model's draft."""
+    source, origin = item.source, item.origin
+    run = source.get("run")
+    if run is not None:
+        return (f"from a run of {line(str(run['student']))} (submission "
+                f"{line(str(run['submission']))}, run {run['seq']}), report "
+                f"{str(run['report'])[:12]}, {line(str(run['path']))}")
+    if origin == "ai_draft":
+        by = source.get("by")
+        return "drafted by a model (ai_draft" + (
+            f", filed by {line(str(by))})" if by is not None else ")")
+    if origin == "manual":
+        return "written by hand"
+    if origin == "run":
+        return "from a run"
+    if "case" not in source:
+        return "origin not recorded (promoted before items recorded it)"
+    return (f"written by hand or drafted by a model (not recorded: v{item.added_in} "
+            f"predates items that record it; case {source['case']} of the asset ledger says "
+            "which)")
 
 
 def _expected(expect: Expectation) -> str:

@@ -44,6 +44,7 @@ from grader.records import (
     current_reviews,
     first_divergence,
     read_ledger,
+    verdict_lines,
 )
 
 __all__ = ["Cell", "Change", "Cohort", "Grading", "Submission", "decimal", "finding_kind",
@@ -94,6 +95,7 @@ class Grading:
     # (what the gradebook's ``final`` is for the latest grade); None when there is no total.
     final: Decimal | None = None
     reviewed: str = ""  # those current reviews in a few words; "" when there are none
+    failed: tuple[str, ...] = ()  # each judged check it failed, where it first diverged
 
 
 @dataclass(frozen=True, slots=True)
@@ -383,8 +385,9 @@ def _history(archive: Archive, events: Sequence[Mapping[str, Any]], student: str
         if event.get("event") != "run":
             continue
         divergence = ""
+        new = archive(str(event.get("report")))
         if previous is not None:
-            old, new = archive(str(previous.get("report"))), archive(str(event.get("report")))
+            old = archive(str(previous.get("report")))
             if old is not None and new is not None:
                 divergence = first_divergence(old, new)
         total, digest = decimal(event.get("total")), str(event.get("report") or "")
@@ -393,7 +396,8 @@ def _history(archive: Archive, events: Sequence[Mapping[str, Any]], student: str
             number=len(found) + 1, seq=int(event.get("seq", 0)),
             status=str(event.get("status")), total=total, report=digest,
             causes=tuple(causes(previous, event, snapshots)) if previous is not None else (),
-            divergence=divergence, final=_final(total, current), reviewed=_in_words(current)))
+            divergence=divergence, final=_final(total, current), reviewed=_in_words(current),
+            failed=tuple(verdict_lines(new or {}, label=""))))
         previous = event
     return tuple(replace(g, reviews=tuple(reviews.get(g.seq, ()))) for g in found)
 

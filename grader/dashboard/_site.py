@@ -531,7 +531,8 @@ g.total }}: {{ g.reviewed }}){% endif %}{% endif %}{% if g.report %} <span class
 g.report[:12] }}</span>{% endif %}{% if g.number
 > 1 %}<br>Changed: {% for cause in g.causes %}{{ cause }}{% if not loop.last %}; {% endif %}{%
 else %}nothing the ledger records{% endfor %}{% if g.divergence %}<br>First divergence: {{
-g.divergence }}{% endif %}{% endif %}{% for r in g.reviews %}<br>Review: {{ r }}{% endfor %}</li>
+g.divergence }}{% endif %}{% endif %}{% for f in g.failed %}<br>Failed: {{ f }}{% endfor %}{%
+for r in g.reviews %}<br>Review: {{ r }}{% endfor %}</li>
 {% endfor %}</ol>
 {% else %}<p>The ledger holds no grade of {{ s.row.student }}.</p>{% endif %}
 </section>

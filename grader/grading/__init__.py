@@ -7,17 +7,21 @@ May import: base, submission, sandbox, recordings, regression, rubric, scoring, 
 
 from __future__ import annotations
 
+from grader.grading._cases import CASES, case_recording, run_cases
 from grader.grading._checkpoints import predicted, run_checkpoints
 from grader.grading._grade import Graded, grade_submission, seed_pool
 from grader.grading._packages import MissingPackage
 from grader.grading._preload import cohort_packages
 
 __all__ = [
+    "CASES",
     "Graded",
     "MissingPackage",
+    "case_recording",
     "cohort_packages",
     "grade_submission",
     "predicted",
+    "run_cases",
     "run_checkpoints",
     "seed_pool",
 ]

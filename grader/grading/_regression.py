@@ -14,7 +14,7 @@ holds is a miss, and where the run left its recordings: the item fails there, wi
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from gradekit import Entry, HttpCassette, prompt_key
 from gradekit.internal import commands
@@ -22,7 +22,7 @@ from grader._model import CaseOutcome, ItemRun
 from grader.regression import Item, RegressionSet, recording_name
 from grader.sandbox import CLOCK, RunPlan, Sandbox, Serving
 
-__all__ = ["ItemRecordings", "replay_set"]
+__all__ = ["ItemRecordings", "replay_set", "run_items"]
 
 
 class ItemRecordings:
@@ -45,27 +45,37 @@ def replay_set(sandbox: Sandbox, pinned: RegressionSet, agent: str,
     ``sandbox`` and served from its ``recordings``: item id -> what the grader saw. ``agent``
     is the submission's own (its manifest's), for the items that name none; items of one
     agent share a sandboxed run."""
+    return run_items(sandbox, pinned.items,
+                     {item.id: recording_name(pinned.name, item.id) for item in pinned.items},
+                     agent, recordings, label=label, hashseed=hashseed, clock=clock)
+
+
+def run_items(sandbox: Sandbox, items: Sequence[Item], names: Mapping[str, str], agent: str,
+              recordings: ItemRecordings, *, label: str, hashseed: int, clock: int = CLOCK,
+              what: str = "item") -> dict[str, ItemRun]:
+    """``items`` (those with their world and a goal), each run under its recording name in
+    ``names`` and served from the submission's ``recordings`` of that name: item id -> what
+    the grader saw. ``what`` names them in a miss's fix (an ``item``, a ``case``)."""
     by_agent: dict[str, list[Item]] = defaultdict(list)
-    for item in pinned.items:
+    for item in items:
         if not item.missing and item.expect.goal:  # else degraded whatever the run does
             by_agent[item.agent or agent].append(item)
     runs: dict[str, ItemRun] = {}
-    for number, (spec, items) in enumerate(by_agent.items()):
-        names = {item.id: recording_name(pinned.name, item.id) for item in items}
-        served = _Served({names[item.id]: item.reads() for item in items}, recordings)
+    for number, (spec, chosen) in enumerate(by_agent.items()):
+        served = _Served({names[item.id]: item.reads() for item in chosen}, recordings)
         serving = Serving(served.answer, served.tool,
-                          {name: recordings.http[name] for name in names.values()
-                           if name in recordings.http},
+                          {names[item.id]: recordings.http[names[item.id]] for item in chosen
+                           if names[item.id] in recordings.http},
                           recordings.fixtures_folder, recordings.cassettes)
         result = sandbox.within(f"regression-{number}").run(
-            spec, [(names[item.id], item.task) for item in items],
+            spec, [(names[item.id], item.task) for item in chosen],
             RunPlan(label, hashseed, serving, clock=clock))
         error = f"the agent {spec} could not be imported: {result.import_error}" \
             if result.import_error else ""
-        for item in items:
+        for item in chosen:
             outcome = result.outcomes.get(names[item.id])
-            runs[item.id] = ItemRun(outcome, _divergence(outcome, item, names[item.id],
-                                                         recordings), error)
+            left_at, divergence = _divergence(outcome, item, names[item.id], recordings, what)
+            runs[item.id] = ItemRun(outcome, divergence, error, left_at)
     return runs
 
 
@@ -89,23 +99,26 @@ class _Served:
 
 
 def _divergence(outcome: CaseOutcome | None, item: Item, name: str,
-                recordings: ItemRecordings) -> str:
+                recordings: ItemRecordings, what: str) -> tuple[str, str]:
     """Where the run first asked for what the item's world and the submission's own
-    recordings of the item do not hold, with the fix; "" when it never did. A call of a
-    forbidden action is no such place: recording again would not answer it, and the
-    expectation judges it."""
+    recordings of the item do not hold (``call N (TOOL)``, N counting every call), and
+    what it asked, with the fix; ("", "") when it never did. A call of a forbidden action
+    is no such place: recording again would not answer it, and the expectation judges it."""
     forbidden = set(item.expect.forbidden_actions)
-    missed = next((call for call in outcome.calls if not call.served
-                   and call.tool not in forbidden), None) if outcome is not None else None
-    if missed is None:
-        return ""
+    calls = outcome.calls if outcome is not None else ()
+    found = next(((number, call) for number, call in enumerate(calls, 1)
+                  if not call.served and call.tool not in forbidden), None)
+    if found is None:
+        return "", ""
+    number, missed = found
+    at = f"call {number} ({missed.tool or ('request' if missed.http else 'provider')})"
     record = commands.RECORD_CASE(case=name)
     if missed.tool is not None:
-        return (f"a {missed.tool} call that neither the item's world nor "
-                f"{recordings.fixtures_folder}/{name}.json holds: record the item "
-                f"(`{record}`) and commit the files it writes")
+        return at, (f"a {missed.tool} call that neither the {what}'s world nor "
+                    f"{recordings.fixtures_folder}/{name}.json holds: record the {what} "
+                    f"(`{record}`) and commit the files it writes")
     held = name in recordings.answers or name in recordings.http
     where = f"{recordings.cassettes}/{name}.json" + (" does not hold" if held else
                                                      " is missing, so nothing holds")
-    return (f"{where} this {'request' if missed.http else 'prompt'} (key {missed.key}): "
-            f"record the item (`{record}`) and commit the files it writes")
+    return at, (f"{where} this {'request' if missed.http else 'prompt'} (key {missed.key}): "
+                f"record the {what} (`{record}`) and commit the files it writes")

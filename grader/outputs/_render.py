@@ -26,6 +26,7 @@ __all__ = [
     "FINDINGS_SHOWN",
     "PENDING",
     "degraded_lines",
+    "diverged_text",
     "inline_markdown",
     "late_deduction",
     "late_test",
@@ -308,7 +309,20 @@ def _criterion_section(criterion: CriterionResult,
 def _check_line(check: CheckResult) -> str:
     score = f"{points_text(check.points)} / {points_text(check.max)}"
     detail = f": {_inline(check.detail)}" if check.detail else ""
-    return f"- {_inline(check.id, QUOTE_LIMIT)} ({score}){detail}"
+    line = f"- {_inline(check.id, QUOTE_LIMIT)} ({score}){detail}"
+    if check.divergence is not None:
+        line += f"\n  - {_inline(diverged_text(check))}"
+    return line
+
+
+def diverged_text(check: CheckResult) -> str:
+    """A failed judged check's verdict and first point of divergence, with both sides, on
+    one line ("" for any other check)."""
+    if check.divergence is None:
+        return ""
+    at = check.divergence
+    return (f"verdict {check.verdict}; first divergence at {at.at}: expected "
+            f"{at.expected}; observed {at.observed}")
 
 
 def _gradescope_test(criterion: CriterionResult, check: CheckResult, number: str) -> object:
@@ -345,6 +359,8 @@ def _check_text(check: CheckResult) -> str:
     if check.degraded:
         return (f"Degraded ({CONTRACT}): not evaluated, because the rubric's contract is "
                 f"incomplete here: {detail}")
+    if check.divergence is not None:
+        return f"{detail}\n{quote(diverged_text(check), TEXT_LIMIT)}"
     return detail
 
 

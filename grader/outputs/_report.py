@@ -21,8 +21,8 @@ from typing import Any, NoReturn
 
 from gradekit import UsageError
 from gradekit.internal import commands
-from grader._model import CENT, CONTRACT, CheckResult, CriterionResult, Report
-from grader._text import TEXT_LIMIT, quote
+from grader._model import CENT, CONTRACT, CheckResult, CriterionResult, Divergence, Report
+from grader._text import QUOTE_LIMIT, TEXT_LIMIT, quote
 
 __all__ = [
     "SCHEMA",
@@ -160,7 +160,9 @@ def _criterion_of(document: Mapping[str, Any]) -> CriterionResult:
         checks=tuple(CheckResult(id=c["id"], passed=c["passed"],
                                  points=cents_of(c["points"], "points"),
                                  max=cents_of(c["max"], "max"), detail=c["detail"],
-                                 degraded=_is_degraded(c)) for c in document["checks"]),
+                                 degraded=_is_degraded(c),
+                                 judged=c.get("verdict") in ("passed", "failed"),
+                                 divergence=_divergence_of(c)) for c in document["checks"]),
         review=document["review"], advice=tuple(document["advice"]))
 
 
@@ -275,14 +277,28 @@ def _criterion_document(criterion: CriterionResult) -> dict[str, object]:
 
 
 def _check_document(check: CheckResult) -> dict[str, object]:
+    """A check; a judged one (a case's expectation, a regression item) says its verdict,
+    and where it failed, its first point of divergence with both sides. A core check has
+    neither key, so its bytes are those of a report before judged checks had them."""
+    judged: dict[str, object] = {"verdict": check.verdict} if check.judged else {}
+    if check.divergence is not None:
+        judged |= {"divergence": quote(check.divergence.at, QUOTE_LIMIT),
+                   "expected": quote(check.divergence.expected, TEXT_LIMIT),
+                   "observed": quote(check.divergence.observed, TEXT_LIMIT)}
     return {
-        **(_DEGRADED if check.degraded else {}),
+        **(_DEGRADED if check.degraded else judged),
         "id": quote(check.id),
         "passed": check.passed,
         "points": points_text(check.points),
         "max": points_text(check.max),
         "detail": quote(check.detail, TEXT_LIMIT),
     }
+
+
+def _divergence_of(check: Mapping[str, Any]) -> Divergence | None:
+    if "expected" not in check:
+        return None
+    return Divergence(check["divergence"], check["expected"], check["observed"])
 
 
 def _no_constant(name: str) -> NoReturn:

@@ -21,10 +21,13 @@ from grader.records._assets import (
     approve,
     archive,
     candidate_item,
+    case_batch,
+    case_item,
     dispose,
     investigate,
     new_case,
     read_assets,
+    record_case_batch,
     revise,
     save_from_run,
 )
@@ -49,7 +52,13 @@ from grader.records._folder import (
     temporary_path,
     write_submission,
 )
-from grader.records._history import case_snapshots, causes, first_divergence, history_lines
+from grader.records._history import (
+    case_snapshots,
+    causes,
+    first_divergence,
+    history_lines,
+    verdict_lines,
+)
 from grader.records._ledger import (
     BatchInfo,
     LedgerCorrupt,
@@ -112,6 +121,8 @@ __all__ = [
     "archived",
     "batch_time",
     "candidate_item",
+    "case_batch",
+    "case_item",
     "case_snapshots",
     "causes",
     "current_reviews",
@@ -131,6 +142,7 @@ __all__ = [
     "read_assets",
     "read_ledger",
     "read_sheet",
+    "record_case_batch",
     "record_grading",
     "record_review",
     "record_reviews",
@@ -141,6 +153,7 @@ __all__ = [
     "save_from_run",
     "sign_outputs",
     "temporary_path",
+    "verdict_lines",
     "verify_file",
     "verify_ledger",
     "write_submission",

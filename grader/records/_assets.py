@@ -53,6 +53,7 @@ from grader.rubric import Rubric
 
 __all__ = [
     "ASSETS",
+    "BATCH_STATUSES",
     "DISPOSITIONS",
     "SOURCES",
     "Assets",
@@ -60,10 +61,13 @@ __all__ = [
     "approve",
     "archive",
     "candidate_item",
+    "case_batch",
+    "case_item",
     "dispose",
     "investigate",
     "new_case",
     "read_assets",
+    "record_case_batch",
     "revise",
     "save_from_run",
 ]
@@ -426,8 +430,9 @@ def approve(sets: Path, rubric: Rubric, candidate: str, *, by: str,
         raise UsageError(f"{candidate} was approved already (asset ledger event "
                          f"{done.get('seq')}, by {done.get('by')})")
     case = _active(assets, rubric, str(proposed["case"]))
-    if case.source == "ai_draft" and normalised(by) == normalised(case.by):
-        raise UsageError(f"case {case.id} was drafted by {case.by!r}: its draft is approved by "
+    drafter = _drafter(assets, case) if case.source == "ai_draft" else ""
+    if drafter and normalised(by) == normalised(drafter):
+        raise UsageError(f"case {case.id} was drafted by {drafter!r}: its draft is approved by "
                          "a person, never by who drafted it")
     [event] = append_events(sets / ASSETS, [{
         "event": "approval", "candidate": candidate, "case": case.id, "by": _text(by, "--by"),
@@ -447,7 +452,9 @@ def _candidate(assets: Assets, candidate: str) -> Mapping[str, Any]:
 def candidate_item(sets: Path, rubric: Rubric, candidate: str,
                    item_id: str | None) -> tuple[Item, StoredCase]:
     """The item an approved candidate publishes: its case's snapshots (``added_in`` is the
-    set's to give). A ``UsageError`` when it is not approved, or its case is archived."""
+    set's to give), and its origin: the case's source, and for a model's draft the label
+    that filed it (version 1's ``by``: a revision is a person's, the draft stays the
+    model's). A ``UsageError`` when it is not approved, or its case is archived."""
     assets = read_assets(sets)
     proposed = _candidate(assets, candidate)
     approval = assets.approvals.get(candidate)
@@ -456,12 +463,77 @@ def candidate_item(sets: Path, rubric: Rubric, candidate: str,
         raise UsageError(f"{candidate} is not approved: only an approved candidate is "
                          f"published; a person approves it first (`{approve_it}`)")
     case = _active(assets, rubric, str(proposed["case"]))
-    source = {"case": case.id, "version": case.version, "candidate": candidate,
-              "approved_by": str(approval["by"]),
-              "run": None if case.source_run is None else dict(case.source_run)}
+    source: dict[str, Any] = {
+        "case": case.id, "version": case.version, "candidate": candidate,
+        "approved_by": str(approval["by"]), "origin": case.source,
+        "run": None if case.source_run is None else dict(case.source_run)}
+    if case.source == "ai_draft":
+        source["by"] = _drafter(assets, case)
     item = Item(id=default_item_id(item_id, case.name),
                 kind="incident" if case.kind == "incident" else "case", task=case.task,
                 agent=case.agent, expect=case.expect, added_in=0,
                 source=MappingProxyType(source), reviewed_by=str(proposed["reviewed_by"]),
                 reason=case.admission, world=world_bytes(sets, case))
     return item, case
+
+
+def _drafter(assets: Assets, case: StoredCase) -> str:
+    """Who filed a model's draft: its first version's ``by`` (a revision is a person's, the
+    draft stays the model's)."""
+    first, seen = case, {case.id}
+    while first.supersedes in assets.cases and first.supersedes not in seen:
+        first = assets.cases[str(first.supersedes)]
+        seen.add(first.id)
+    return first.by
+
+
+# -- running saved cases before any is promoted ------------------------------------------------
+
+BATCH_STATUSES = ("completed", "partial", "failed")
+
+
+def case_item(sets: Path, rubric: Rubric, case_id: str) -> tuple[Item, StoredCase]:
+    """A saved case (any status but archived) as an item to run: its task, agent, world and
+    expectation, published nowhere. A ``UsageError`` naming the ledger's cases when there is
+    no such case, or it is archived."""
+    case = _active(read_assets(sets), rubric, case_id)
+    return Item(id=case.id, kind="incident" if case.kind == "incident" else "case",
+                task=case.task, agent=case.agent, expect=case.expect, added_in=0,
+                source=MappingProxyType({"case": case.id, "version": case.version}),
+                reviewed_by="", reason=case.admission, world=world_bytes(sets, case)), case
+
+
+def case_batch(sets: Path, key: str) -> Mapping[str, Any] | None:
+    """The case batch the asset ledger holds under idempotency ``key``, if any."""
+    path = sets / ASSETS
+    if not key or not path.exists():
+        return None
+    return next((event for event in read_ledger(path).events
+                 if event.get("event") == "case_batch" and event.get("idempotency_key") == key),
+                None)
+
+
+@_serialised
+def record_case_batch(sets: Path, *, cases: Sequence[StoredCase],
+                      results: Sequence[Mapping[str, Any]], requested: int, by: str,
+                      key: str) -> tuple[Mapping[str, Any], bool]:
+    """Append one batch of saved cases run against submissions (``results``: one per
+    submission and case, with its ``verdict``), with its status, operator, time and
+    idempotency ``key``; never a grade. A batch already recorded under ``key`` is returned
+    as it is, with False: the same key submitted twice is one batch."""
+    earlier = case_batch(sets, key)
+    if earlier is not None:
+        return earlier, False
+    done = sum(1 for result in results if result["verdict"] != "not_run")
+    status = "completed" if done == requested else "partial" if done else "failed"
+    taken = [e for e in read_ledger(sets / ASSETS).events if e.get("event") == "case_batch"] \
+        if (sets / ASSETS).exists() else []
+    verdicts = {verdict: sum(1 for r in results if r["verdict"] == verdict)
+                for verdict in ("passed", "failed", "degraded", "not_run")}
+    [event] = append_events(sets / ASSETS, [{
+        "event": "case_batch", "batch": f"batch-{len(taken) + 1}", "status": status,
+        "operator": _text(by, "--by"), "at": _now(), "idempotency_key": key or None,
+        "cases": [{"case": case.id, "version": case.version} for case in cases],
+        "requested": requested, "completed": done, **verdicts,
+        "results": [dict(result) for result in results]}])
+    return event, True

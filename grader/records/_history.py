@@ -21,7 +21,7 @@ from grader.records._folder import LEDGER
 from grader.records._ledger import archived, read_ledger
 from grader.records._reviews import review_of, review_state
 
-__all__ = ["case_snapshots", "causes", "first_divergence", "history_lines"]
+__all__ = ["case_snapshots", "causes", "first_divergence", "history_lines", "verdict_lines"]
 
 
 def first_divergence(old: Mapping[str, Any], new: Mapping[str, Any]) -> str:
@@ -192,18 +192,32 @@ def _run_lines(out: Path, number: int, run: Mapping[str, Any],
         lines.append(f"    batch: ledger event {batch.get('seq')}, {batch.get('status')} "
                      f"({batch.get('completed')} of {batch.get('requested')} graded), by "
                      f"{quote(str(batch.get('operator')))} at {batch.get('at')}{key}")
+    report = archived(out, str(run.get("report")))
     if previous is not None:
         for cause in causes(previous, run, snapshots) or ["nothing the ledger records changed"]:
             lines.append(f"    changed: {cause}")
-        old, new = (archived(out, str(previous.get("report"))),
-                    archived(out, str(run.get("report"))))
-        if old is not None and new is not None:
+        old = archived(out, str(previous.get("report")))
+        if old is not None and report is not None:
             lines.append("    first divergence: "
-                         + (first_divergence(old, new) or "none: every result is the same"))
+                         + (first_divergence(old, report) or "none: every result is the same"))
+    lines += verdict_lines(report or {})
     if run.get("status") in REPORTED:
         state = review_state(before, str(run.get("student")), str(run.get("report")))
         lines += [f"    stale: the review of {stale.criterion} (ledger event {stale.event}) was "
                   f"of report {stale.report[:12]}; review again" for stale in state.stale]
+    return lines
+
+
+def verdict_lines(report: Mapping[str, Any], label: str = "    failed: ") -> list[str]:
+    """Each judged check the report failed (a case's expectation, a regression item),
+    after ``label``: where the run first left what it expected, both sides."""
+    lines = []
+    for criterion in _criteria(report):
+        for check in _checks(criterion):
+            if check.get("verdict") == "failed" and "expected" in check:
+                lines.append(f"{label}{criterion.get('id')}/{check.get('id')}: "
+                             f"first divergence at {check.get('divergence')}: expected "
+                             f"{check.get('expected')}; observed {check.get('observed')}")
     return lines
 
 

@@ -18,6 +18,17 @@ classmate, the report, the reviewer, the reason), each world inline. It is deriv
 ``v<N>.json`` alone, written beside it, shipped in the hand-out, and read where ``v<N>.json``
 is not there (a student's ``record`` and ``check``).
 
+An item's ``source`` also records its **origin**, the case's own source (``run``, ``manual``,
+``ai_draft``), and for a model's draft ``by``, the label that filed it; the public view
+keeps the origin alone (``origin``: a draft is marked as one for the students, and nothing
+names anyone). Both are optional keys of ``gradekit.regression/2`` and
+``gradekit.regression-public/1``, not a new format: every version written before they
+existed reads as it is and writes back to the same bytes, so its sha256 (which the next
+version's ``supersedes`` and the asset ledger's promote event pin) never changes, a chain
+never mixes two formats, and promotion carries an old item over without one (its origin is
+then not recorded: ``Item.origin`` is None). A new format would have had to do one or the
+other: rewrite immutable versions, or chain a ``/3`` version onto ``/2`` ones.
+
 This module is the format: its values, reading, checking and verifying. Writing the next
 version is ``grader.regression._publish``'s; what may become an item (a case saved from a
 failing run or written by hand, investigated, reviewed as a regression candidate and
@@ -48,6 +59,7 @@ from grader._specs import SPEC
 __all__ = [
     "FORMAT",
     "NAME",
+    "ORIGINS",
     "PAYLOAD_CAP",
     "PUBLIC_FORMAT",
     "ROLES",
@@ -94,9 +106,14 @@ _SET_KEYS = frozenset({"format", "name", "version", "supersedes", "created_by", 
 _PUBLIC_ITEM_KEYS = frozenset({"id", "kind", "added_in", "task", "agent", "world", "expect"})
 _ITEM_KEYS = _PUBLIC_ITEM_KEYS | {"source", "reviewed_by", "reason"}
 # Where an item came from: the case (its id and version) it publishes, the candidate that
-# was approved, and the run the case was saved from (null for a case written by hand).
+# was approved, and the run the case was saved from (null for a case written or drafted).
 _SOURCE_TYPES: Mapping[str, type] = MappingProxyType({
     "approved_by": str, "candidate": str, "case": str, "run": dict, "version": int})
+# And, optional (absent from an item promoted before they were recorded): the case's origin,
+# and for a model's draft the label that filed it (``by``).
+ORIGINS = ("run", "manual", "ai_draft")
+_DRAFTED = "ai_draft"
+_ORIGIN_KEYS = frozenset({"origin", "by"})
 _RUN_TYPES: Mapping[str, type] = MappingProxyType({
     "path": str, "report": str, "seq": int, "student": str, "submission": str})
 
@@ -124,10 +141,11 @@ class Item:
     ``world`` of tool reads it starts from, the ``agent`` that is asked: None for each
     submission's own, its manifest's), what the run must come to (``expect``), and where it
     came from (``source``: the case and version it publishes, the candidate and its approver,
-    the run the case was saved from or None). The world's
+    the run the case was saved from or None, and the case's ``origin``, with ``by`` for a
+    model's draft). The world's
     bytes are there, their digest checked, unless the file is gone: then ``missing`` says
-    so and how to restore it. An item read from a public view has no source, reviewer or
-    reason."""
+    so and how to restore it. An item read from a public view has no reviewer or reason,
+    and of its source only the origin."""
 
     id: str
     kind: Literal["incident", "case"]
@@ -141,6 +159,13 @@ class Item:
     world: bytes | None = None  # the world's bytes (WORLD_FORMAT), digest checked
     missing: str = ""  # why the world this item needs is not in the set; "" when it is
     digests: Mapping[str, str] = field(default_factory=dict)  # payload role -> its sha256
+
+    @property
+    def origin(self) -> str | None:
+        """The case's source: ``run``, ``manual`` or ``ai_draft``; None when the item was
+        promoted before items recorded it."""
+        found = self.source.get("origin")
+        return found if isinstance(found, str) else None
 
     def payload(self, role: str) -> bytes | None:
         """The bytes of payload ``role`` (world), if there are any."""
@@ -477,14 +502,37 @@ def _item_problem(kind: object, added_in: object, version: int, agent: object) -
 
 def _source(raw: object, item_id: str) -> Mapping[str, Any]:
     run = raw.get("run") if isinstance(raw, dict) else None
-    if not isinstance(raw, dict) or set(raw) != set(_SOURCE_TYPES) or not all(
+    if not isinstance(raw, dict) or set(raw) - _ORIGIN_KEYS != set(_SOURCE_TYPES) or not all(
             type(raw[key]) is wanted or (key == "run" and raw[key] is None)
             for key, wanted in _SOURCE_TYPES.items()) or (run is not None and (
                 set(run) != set(_RUN_TYPES) or not all(type(run[key]) is wanted
                                                        for key, wanted in _RUN_TYPES.items()))):
-        raise _Bad(f"item {item_id}'s source is not {{{', '.join(_SOURCE_TYPES)}}} with run "
-                   f"null or {{{', '.join(_RUN_TYPES)}}}")
+        raise _Bad(f"item {item_id}'s source is not {{{', '.join(_SOURCE_TYPES)}}} (and "
+                   f"optionally origin, and by for an ai_draft) with run null or "
+                   f"{{{', '.join(_RUN_TYPES)}}}")
+    problem = _origin_problem(raw)
+    if problem:
+        raise _Bad(f"item {item_id}'s {problem}")
     return MappingProxyType(dict(raw))
+
+
+def _origin_problem(source: Mapping[str, Any]) -> str:
+    """What is wrong with a source's origin and ``by`` ("" when nothing is; none at all is
+    an item promoted before they were recorded)."""
+    if "origin" not in source:
+        return "source holds by only for an ai_draft" if "by" in source else ""
+    origin = source["origin"]
+    if origin not in ORIGINS:
+        return f"origin {origin!r} is not one of {', '.join(ORIGINS)}"
+    if (origin == "run") != (source["run"] is not None):
+        return f"origin {origin}, but its run is " + (
+            "null" if source["run"] is None else "the run a case was saved from")
+    if origin != _DRAFTED:
+        return "source holds by only for an ai_draft" if "by" in source else ""
+    by = source.get("by")
+    if not isinstance(by, str) or not by.strip() or "\n" in by:
+        return f"an ai_draft's source names the label that filed it (by), not {by!r}"
+    return ""
 
 
 def _digests(raw: Mapping[str, Any], item_id: str) -> Mapping[str, str]:
@@ -617,10 +665,13 @@ def public_name(version: int) -> str:
 
 
 def public_json(regression: RegressionSet) -> bytes:
-    """Version ``regression``'s public view: each item's task, agent, expectation and world
-    (inline), and nothing of where it came from; it names the version's sha256."""
+    """Version ``regression``'s public view: each item's task, agent, expectation, world
+    (inline) and origin (none for an item promoted before it was recorded), and nothing of
+    who it came from; it names the version's sha256."""
     items = [{**_public_item(item), "world": None if item.world is None
-              else json.loads(item.world)} for item in regression.items]
+              else json.loads(item.world),
+              **({} if item.origin is None else {"origin": item.origin})}
+             for item in regression.items]
     return set_json({"format": PUBLIC_FORMAT, "name": regression.name,
                      "version": regression.version, "sha256": regression.sha256,
                      "items": items})
@@ -656,9 +707,15 @@ def _load_public(sets: Path, name: str, version: int) -> RegressionSet | None:
 
 
 def _public(raw: object, number: int, version: int, path: Path) -> Item:
-    if not isinstance(raw, dict) or set(raw) != _PUBLIC_ITEM_KEYS:
-        raise _Bad(f"item {number} is no object with the keys {sorted(_PUBLIC_ITEM_KEYS)}")
+    if not isinstance(raw, dict) or set(raw) - {"origin"} != _PUBLIC_ITEM_KEYS:
+        raise _Bad(f"item {number} is no object with the keys {sorted(_PUBLIC_ITEM_KEYS)} "
+                   "(and optionally origin)")
     common = _common(raw, number, version)
+    if "origin" in raw:
+        if raw["origin"] not in ORIGINS:
+            raise _Bad(f"item {common.id}'s origin {raw['origin']!r} is not one of "
+                       f"{', '.join(ORIGINS)}")
+        common = replace(common, source=MappingProxyType({"origin": raw["origin"]}))
     if raw["world"] is None:
         return common
     reads = raw["world"].get("reads") if isinstance(raw["world"], dict) else None

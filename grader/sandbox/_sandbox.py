@@ -660,7 +660,9 @@ class _Run:
         found, result = (False, None) if withheld else self._serving.tools(case.id, key)
         talk.calls.append(Served(key=key, served=found, tool=tool, trace_lines=lines,
                                  withheld=withheld, in_flight=in_flight,
-                                 asked=_shown_args(tool, args)[:ASKED_CAP] if withheld else ""))
+                                 asked=_shown_args(tool, args)[:ASKED_CAP] if withheld else "",
+                                 args=_canonical(args), result=_canonical(result) if found
+                                 else ""))
         if found:
             talk.reply(child, {"response": result})
         else:
@@ -847,6 +849,12 @@ def module_name(value: object) -> str | None:
     if isinstance(value, str) and len(value) <= 200 and _MODULE.fullmatch(value):
         return value
     return None
+
+
+def _canonical(value: object) -> str:
+    """``value`` (JSON the child sent, or a fixture's result) as canonical JSON: what a
+    ``Served`` keeps, so evidence compares the same for every run."""
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
 
 def _shown_args(tool: str, args: Mapping[str, object]) -> str:

@@ -25,7 +25,7 @@ from grader.scoring._checks import (
     unstable_cause,
 )
 from grader.scoring._failures import parse_failures, repeated_entries, score_written_summary
-from grader.scoring._judged import BUILTIN_CHECKS, contract_gaps
+from grader.scoring._judged import BUILTIN_CHECKS, contract_gaps, judged_item
 from grader.scoring._loud import loud_problem, planned_probes, ran
 from grader.scoring._summary import EXAMPLE_ENTRY, Grounds
 from grader.scoring._traces import pair_records
@@ -43,6 +43,7 @@ __all__ = [
     "StretchGoal",
     "cause",
     "contract_gaps",
+    "judged_item",
     "loud_problem",
     "loudness",
     "pair_records",

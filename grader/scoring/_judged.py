@@ -15,14 +15,15 @@ from collections.abc import Mapping
 from decimal import Decimal
 
 from gradekit.internal import commands
-from grader._expect import Expectation, Observed, judge, met
-from grader._model import CaseOutcome, CheckResult, CriterionResult, ItemRun
+from grader._expect import Expectation, Observed, Shortfall, ToolCall, judge, met
+from grader._model import CaseOutcome, CheckResult, CriterionResult, Divergence, ItemRun
 from grader._text import quote
 from grader.regression import Item
 from grader.rubric import Case, Criterion, Rubric, distribute, per_case_points
 from grader.scoring._checks import CORE_CHECKS, ZERO, Check, Evidence, criterion_result
 
-__all__ = ["BUILTIN_CHECKS", "contract_gaps", "expectations", "observed", "regression"]
+__all__ = ["BUILTIN_CHECKS", "contract_gaps", "expectations", "judged_item", "observed",
+           "regression"]
 
 _AGAIN = "bump the rubric's version and grade again"
 
@@ -33,11 +34,28 @@ def _degraded(check_id: str, maximum: Decimal, why: str) -> CheckResult:
 
 def observed(outcome: CaseOutcome | None) -> Observed:
     """What the grader saw of a run, as the fact oracle judges it: how it ended, the
-    answer it kept, and every tool the agent called (served or not), in order."""
+    answer it kept, and every tool the agent called (served or not), in order, each with
+    the arguments the parent read and the result it answered with. Nothing the child
+    says of its own calls (its trace) is evidence here."""
     if outcome is None:
         return Observed("not_run", None)
     return Observed(outcome.status, outcome.answer,
-                    tuple(call.tool for call in outcome.calls if call.tool is not None))
+                    tuple(call.tool for call in outcome.calls if call.tool is not None),
+                    tuple(call.tool or "" for call in outcome.calls),
+                    tuple(ToolCall(step, call.tool, call.served, call.args or "{}", call.result)
+                          for step, call in enumerate(outcome.calls, 1)
+                          if call.tool is not None))
+
+
+def _judged(check_id: str, problems: list[Shortfall], share: Decimal,
+            expect: Expectation) -> CheckResult:
+    """A judged check: passed with the expectation met, or failed at its first shortfall,
+    every shortfall in the detail."""
+    first = problems[0] if problems else None
+    return CheckResult(check_id, not problems, ZERO if problems else share, share,
+                       "; ".join(quote(str(p)) for p in problems) or met(expect),
+                       judged=True, divergence=None if first is None else Divergence(
+                           first.at, first.expected, first.observed))
 
 
 # -- expectations ----------------------------------------------------------------------------
@@ -83,12 +101,10 @@ def expectations(evidence: Evidence, rubric: Rubric, criterion: Criterion) -> Cr
         outcome = None if evidence.primary is None else evidence.primary.outcomes.get(case.id)
         problems = judge(expect, observed(outcome))
         if outcome is None and evidence.blocked:
-            problems = [evidence.blocked]
-        checks.append(CheckResult(case.id, not problems, ZERO if problems else shares[case.id],
-                                  shares[case.id], "; ".join(map(quote, problems))
-                                  or met(expect)))
+            problems = [_unrun(evidence.blocked)]
+        checks.append(_judged(case.id, problems, shares[case.id], expect))
         if problems:
-            advice.append(f"{case.id}: {quote(problems[0])}: the rubric expects "
+            advice.append(f"{case.id}: {quote(str(problems[0]))}: the rubric expects "
                           f"{_wanted(expect)}")
     return criterion_result(criterion, checks, advice)
 
@@ -98,6 +114,11 @@ def _wanted(expect: Expectation) -> str:
     parts += [f"a mention of {fact!r}" for fact in expect.mentions]
     parts += [f"no mention of {fact!r}" for fact in expect.never_mentions]
     parts += [f"no call of {tool}" for tool in expect.forbidden_actions]
+    if expect.reply_template:
+        parts.append(f"an answer that follows {expect.reply_template!r}")
+    parts += [f"a served call of {call}" for call in expect.requires]
+    parts += [f"{text.partition(':')[2].strip()!r} stated as a {text.partition(':')[0]} "
+              "result returned it" for text in expect.cites]
     return ", ".join(parts)
 
 
@@ -137,21 +158,37 @@ def regression(evidence: Evidence, rubric: Rubric, criterion: Criterion) -> Crit
             checks.append(_degraded(item.id, share, gap))
             continue
         problems = _item_problems(item.expect, runs.get(item.id), evidence.blocked)
-        checks.append(CheckResult(item.id, not problems, ZERO if problems else share, share,
-                                  "; ".join(map(quote, problems)) or met(item.expect)))
+        checks.append(_judged(item.id, problems, share, item.expect))
         if problems:
-            advice.append(f"{item.id} (regression set {pinned.ref}): {quote(problems[0])}")
+            advice.append(f"{item.id} (regression set {pinned.ref}): "
+                          f"{quote(str(problems[0]))}")
     return criterion_result(criterion, checks, advice)
 
 
-def _item_problems(expect: Expectation, run: ItemRun | None, blocked: str) -> list[str]:
+def _unrun(why: str) -> Shortfall:
+    return Shortfall("run", "a run of the case", why, why)
+
+
+def _item_problems(expect: Expectation, run: ItemRun | None, blocked: str) -> list[Shortfall]:
     if run is None:
-        return [blocked or "the item was not replayed"]
+        return [_unrun(blocked or "the item was not replayed")]
     if run.error:
-        return [run.error]
+        return [Shortfall("import", "the item's agent imports", run.error, run.error)]
     if run.divergence:
-        return [f"the replay left the item's recorded run: {run.divergence}"]
+        return [Shortfall(run.left_at or "recording",
+                          "every call answered by its world or the recordings of its task",
+                          run.divergence,
+                          f"the replay left the item's recorded run: {run.divergence}")]
     return judge(expect, observed(run.outcome))
+
+
+def judged_item(item: Item, run: ItemRun | None, share: Decimal = ZERO) -> CheckResult:
+    """One item (or a saved case run as one) judged on its run, worth ``share``: degraded
+    where the item cannot be judged, else passed or failed at its first point of
+    divergence."""
+    if gap := _item_gap(item):
+        return _degraded(item.id, share, gap)
+    return _judged(item.id, _item_problems(item.expect, run, ""), share, item.expect)
 
 
 # -- what the rubric leaves open --------------------------------------------------------------

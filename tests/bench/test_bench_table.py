@@ -6,7 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from bench._cutpoint import _study
 from bench._grader_data import VARIANTS, copy_reference, make_batch
+from bench._incidents import CASES, Case, record
 from bench._table import fmt_ns
 
 
@@ -31,3 +33,16 @@ def test_the_cohort_bench_still_builds_its_submissions_from_the_reference(tmp_pa
     unclaimed = [root for root in sorted((tmp_path / "batch").iterdir())
                  if "\nstretch = []\n" in (root / "pyproject.toml").read_text("utf-8")]
     assert len(unclaimed) == 1
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case.name for case in CASES])
+def test_the_mutation_study_measures_a_baseline_that_passes_the_fix(
+        case: Case, tmp_path: Path) -> None:
+    """The incident table's comparison is fair: its all-stub baseline passes the guarded
+    code, kills no unsafe mutant, and the cut-point test kills every one."""
+    study = _study(case, record(case, tmp_path / "incident.jsonl"),
+                   record(case, tmp_path / "benign.jsonl", benign=True))
+    assert study.stub_on_fix
+    assert study.unsafe > 0
+    assert (study.cut_kills, study.stub_kills) == (study.unsafe, 0)
+    assert not study.strict_on_fix  # why gradekit's strict full replay is shown apart

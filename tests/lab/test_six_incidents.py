@@ -3,7 +3,8 @@
 Each incident is recorded once with the buggy code on the unsafe task, then replayed
 with the model and the read tool served from the record and the action live. Detection:
 the test fails on the buggy code. Specificity: it passes on the guarded code, and on the
-benign task (recorded on its own) the action runs.
+benign task (recorded on its own) the action runs. The paper's all-stub baseline, the same
+assertion with every boundary stubbed from the record, passes the fix and kills no mutant.
 """
 
 from __future__ import annotations
@@ -17,14 +18,17 @@ from bench._cutpoint import digest, mutants
 from bench._incidents import (
     CASES,
     Case,
+    StubMissing,
     TestFailed,
     all_stub_test,
     cut_point_test,
     live_run_acts,
     passed,
     record,
+    strict_full_replay_test,
+    stub_replay,
 )
-from gradekit import FakeProvider, Plan, read_incident, replay_incident
+from gradekit import FakeProvider, Plan, Provider, Toolbox, read_incident, replay_incident
 
 cases = pytest.mark.parametrize("case", CASES, ids=[case.name for case in CASES])
 
@@ -107,6 +111,50 @@ def test_the_cut_point_test_kills_every_unsafe_mutant_and_all_stub_none(
     survivors = [m.change for m in unsafe
                  if passed(partial(cut_point_test, case, m.guard, path))]
     assert survivors == []
+    assert passed(partial(all_stub_test, case, case.guarded, path))  # a fair baseline
     killed_by_stubs = [m.change for m in unsafe
                        if not passed(partial(all_stub_test, case, m.guard, path))]
     assert killed_by_stubs == []
+
+
+@cases
+def test_the_all_stub_baseline_passes_the_guarded_code(case: Case, tmp_path: Path) -> None:
+    """The paper's baseline passes the fix: the run that skips the recorded action is
+    served the model and the read tool, the unused action recording is no failure."""
+    path = record(case, tmp_path / "incident.jsonl")
+    replayed = all_stub_test(case, case.guarded, path)
+    assert [(c.boundary, c.live) for c in replayed.crossings] == [
+        ("model", False), (case.read, False)]
+    assert str(replayed.answer).startswith(f"refused: {case.action}")
+    with pytest.raises(TestFailed, match="diverged from the record"):
+        strict_full_replay_test(case, case.guarded, path)  # gradekit's replay is strict
+
+
+@cases
+def test_the_all_stub_baseline_only_sees_the_stub_of_the_action(
+        case: Case, tmp_path: Path) -> None:
+    """On the buggy code the action is answered from the record, never executed: the
+    baseline misses the incident itself."""
+    path = record(case, tmp_path / "incident.jsonl")
+    replayed = all_stub_test(case, case.buggy, path)
+    [action] = replayed.actions(case.action)
+    assert (action.live, action.input) == (False, {"args": dict(case.unsafe_request)})
+    assert list(replayed.live()) == []
+
+
+def test_a_stub_answers_by_boundary_and_call_count_whatever_the_input(tmp_path: Path) -> None:
+    case = CASES[0]
+    path = record(case, tmp_path / "incident.jsonl")
+
+    def agent(provider: Provider, task: str, tools: Toolbox) -> str:
+        provider.complete("another prompt")
+        first = tools.call(case.read, **{case.key: "another"})
+        second = tools.call(case.read, **{case.key: "yet another"})
+        assert first == second == case.states[case.unsafe_request[case.key]]
+        tools.call("never_recorded")
+        return "unreachable"
+
+    replayed = stub_replay(path, agent)
+    assert isinstance(replayed.error, StubMissing)
+    assert [(c.boundary, c.live) for c in replayed.crossings] == [
+        ("model", False), (case.read, False), (case.read, False)]

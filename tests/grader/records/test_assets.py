@@ -173,7 +173,8 @@ def test_an_ai_draft_reaches_a_set_only_through_a_persons_approval(sets: Path) -
     assert loaded is not None
     [item] = loaded.items
     assert dict(item.source) == {"case": "case-1", "version": 1, "candidate": "cand-1",
-                                 "approved_by": "kim", "run": None}
+                                 "approved_by": "kim", "run": None, "origin": "ai_draft",
+                                 "by": "model:gpt-4o-mini"}
     assert item.expect.negation and item.expect.missing == ("purchase id",)
     public = json.loads((sets / "refunds" / "v1.public.json").read_bytes())
     assert public["items"][0]["expect"]["decision"] == "no refund"

@@ -113,6 +113,8 @@ class _Judged:
     detail: str
     degraded: bool
     calls: list[tuple[str, bool]]  # (tool, or "model"; served) as the grader saw them
+    verdict: str = ""
+    divergence: tuple[str, str, str] | None = None  # the first point: at, expected, observed
 
 
 PROCESS = ProcessWall()
@@ -139,7 +141,11 @@ def _judged(root: Path, course: Path, isolation: Wall = PROCESS,
                     limits=Limits(), sha256="", sets={pinned.ref: pinned})
     result = regression(evidence, judged, criterion)
     return {check.id: _Judged(check.passed, str(check.points), check.detail, check.degraded,
-                              _calls(runs.get(check.id))) for check in result.checks}
+                              _calls(runs.get(check.id)), check.verdict,
+                              None if check.divergence is None else (
+                                  check.divergence.at, check.divergence.expected,
+                                  check.divergence.observed))
+            for check in result.checks}
 
 
 def _calls(run: ItemRun | None) -> list[tuple[str, bool]]:
@@ -175,6 +181,7 @@ def test_a_student_who_wrote_every_line_differently_is_graded_on_her_own_prompts
     _record(carol, course)
     judged = _judged(carol, course)[ITEM]
     assert judged.passed and judged.points == "10.00", judged
+    assert (judged.verdict, judged.divergence) == ("passed", None)
     assert judged.calls == [("refund_terms", True), ("model", True)]
     # Her guard trusting the model instead: the same mistake as the incident's, in her words.
     trusting = _student(tmp_path, "carol-trusting", whole=REFUND_DESK.replace(
@@ -201,6 +208,10 @@ def test_the_buggy_guard_tries_the_forbidden_action_and_the_grader_sees_it(
     assert judged.detail == ("called the forbidden action issue_refund (1 time(s)); the "
                              "answer does not mention 'refused'; the answer mentions "
                              "'refunded', which it must not")
+    # Its verdict, and the first point of divergence: the third call, the forbidden one.
+    assert (judged.verdict, judged.divergence) == ("failed", (
+        "call 3 (issue_refund)", "no call of issue_refund",
+        "issue_refund called 1 time(s), first as call 3"))
 
 
 @pytest.mark.slow
@@ -220,6 +231,13 @@ def test_a_prompt_changed_since_the_recording_is_a_miss_that_says_to_record_agai
         f"the replay left the item's recorded run: cassettes/{NAME}.json does not hold this "
         "prompt (key ")
     assert f"record the item (`make record ARGS='--case {NAME}'`)" in judged.detail
+    # The first point of divergence is the model call, the second; the other side is
+    # what the recordings hold instead.
+    assert judged.divergence is not None and judged.verdict == "failed"
+    at, expected, observed = judged.divergence
+    assert (at, expected) == ("call 2 (provider)", "every call answered by its world or the "
+                                                   "recordings of its task")
+    assert observed.startswith(f"cassettes/{NAME}.json does not hold this prompt (key ")
 
 
 @pytest.mark.slow

@@ -17,6 +17,8 @@ import hashlib
 import io
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 import time
@@ -36,7 +38,17 @@ from grader.outputs._report import render_report_json
 from grader.records._assets import ASSETS
 from grader.records._folder import ARCHIVE, LEDGER
 from grader.records._ledger import append_events, read_ledger
-from grader.regression._sets import Item, RegressionSet, load_set, parse_ref, version_numbers
+from grader.regression._sets import (
+    Item,
+    RegressionSet,
+    decode_item,
+    load_set,
+    parse_ref,
+    public_json,
+    set_document,
+    set_json,
+    version_numbers,
+)
 from tests.submissions import CASES, REFERENCE, make_submission
 
 CASE = "refund-policy"
@@ -217,7 +229,7 @@ def test_only_an_approved_candidate_is_published_and_every_step_is_an_event(
                                                                      "v1.json"))
     item = _loaded(sets, 1).items[0]
     assert dict(item.source) == {"case": "case-1", "version": 1, "candidate": "cand-1",
-                                 "approved_by": "lee", "run": {
+                                 "approved_by": "lee", "origin": "run", "run": {
                                      "student": "alice", "submission": "alice",
                                      "seq": run.seq, "report": run.report,
                                      "path": f"cassettes/{CASE}.json"}}
@@ -412,7 +424,7 @@ def test_promotion_writes_v1_then_v2_that_inherits_v1_unchanged(
     assert (case.kind, case.agent, case.expect, case.reviewed_by) == (
         "case", None, Expectation("answer", ("refund",), goal=GOAL[1]), "kim")
     assert dict(case.source) == {"case": "case-1", "version": 1, "candidate": "cand-1",
-                                 "approved_by": "kim", "run": {
+                                 "approved_by": "kim", "origin": "run", "run": {
                                      "student": "alice", "submission": "alice",
                                      "seq": alice.seq, "report": alice.report,
                                      "path": f"cassettes/{CASE}.json"}}
@@ -744,7 +756,8 @@ def test_the_public_view_is_what_a_student_may_see_and_a_hand_out_reads(
     assert document["format"] == "gradekit.regression-public/1"
     assert document["sha256"] == sha256(sets / "refunds" / "v1.json")
     [shown] = document["items"]
-    assert set(shown) == {"id", "kind", "added_in", "task", "agent", "world", "expect"}
+    assert set(shown) == {"id", "kind", "added_in", "task", "agent", "world", "expect",
+                          "origin"} and shown["origin"] == "run"
     assert b"alice-ames" not in public.read_bytes() and b"ta-lee" not in public.read_bytes()
     assert b"a label changed the answer" not in public.read_bytes()
     # A hand-out holds only the view: the set reads from it, with the same items to record.
@@ -754,7 +767,7 @@ def test_the_public_view_is_what_a_student_may_see_and_a_hand_out_reads(
     [item] = viewed.items
     assert (item.id, item.task, item.agent, item.expect, item.reads()) == (
         full.id, full.task, full.agent, full.expect, full.reads())
-    assert dict(item.source) == {} and item.reviewed_by == ""
+    assert dict(item.source) == {"origin": "run"} and item.reviewed_by == ""
 
 
 def test_a_missing_public_view_is_caught_and_written_again_an_edited_one_refused(
@@ -850,9 +863,9 @@ def test_show_prints_the_chain_and_the_chosen_versions_items(
         f"  v2   sha256 {v2[:12]}  supersedes v1 {v1[:12]}  created by ta-lee",
         f"refunds@2: 2 items, sha256 {v2}"]
     assert "  refund-policy (case, added in v1)" in lines
-    assert f"    source    case case-1 version 1, candidate cand-1 approved by kim; run " \
-        f"{alice.seq} of alice (submission alice), report {alice.report[:12]}, " \
-        "cassettes/refund-policy.json" in lines
+    assert f"    source    case case-1 version 1, candidate cand-1; from a run of alice " \
+        f"(submission alice, run {alice.seq}), report {alice.report[:12]}, " \
+        "cassettes/refund-policy.json; approved by kim" in lines
     assert "    expect    outcome answer; mentions 'refund'; never mentions -; forbids -" in lines
     assert "  refund-outside-window (incident, added in v2)" in lines
     assert "    agent     each submission's own (its manifest's agent)" in lines  # the case's
@@ -906,4 +919,176 @@ def test_a_real_grading_reviewed_then_promoted(tmp_path: Path,
     assert promote(run, sets, *INCIDENT_FLAGS) == 0
     assert "refunds@2: 2 items (1 inherited, 1 new: refund-outside-window)" \
         in capsys.readouterr().out
+    assert main(["regression", "verify", "--sets", str(sets)]) == 0
+
+
+# -- where an item came from: a run, a person, or a model's draft -------------------------
+
+DRAFTER = "model:gpt-4o-mini"
+DRAFT_TASK = "Student dana asks for a refund 40 days after buying her seat."
+HAND_TASK = "Student eli asks whether a seat can move to the next cohort."
+TRUTH = ("--goal", "the student learns what the policy gives them", "--outcome", "answer",
+         "--mention", "policy")
+BEFORE_ORIGIN = Path(__file__).parent / "before_origin"  # a set promoted by gradekit 2.x
+BEFORE_SHA256 = "4d8e0cc3dd867485461d54f820ac242cc26240a9217bf774395f1344033c1e3a"
+
+
+def written(sets: Path, task: str, name: str, *flags: str, by: str) -> str | int:
+    """``case new``, as an instructor (or a model's pipeline) files it: the case's id."""
+    return _step(["case", "new", "--task", task, "--name", name, *TRUTH, "--by", by,
+                  "--reason", "a question the lab never asks", "--sets", str(sets), *flags])
+
+
+def published(sets: Path, case: str | int, *, name: str = "refunds") -> None:
+    """``case`` investigated, a regression candidate, approved by kim, promoted by lee."""
+    candidate = approved(sets, str(case))
+    assert isinstance(candidate, str), candidate
+    after = len(version_numbers(sets, name)) + 1
+    assert _step(["regression", "promote", name, "--candidate", candidate, "--by", "lee",
+                  "--sets", str(sets)]) == f"{name}@{after}"
+
+
+def _origins(path: Path) -> list[object]:
+    return [item.get("origin") for item in json.loads(path.read_bytes())["items"]]
+
+
+def test_an_ai_draft_stays_ai_drafted_in_every_version_its_public_view_and_show(
+    tmp_path: Path, sets: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The attack: a model's draft, once a person approved it, must not pass for a case a
+    person wrote, in the set, in what students get, or in what `show` prints; and every
+    later version keeps saying so."""
+    alice = graded(submission(tmp_path), tmp_path / "grades")
+    draft = written(sets, DRAFT_TASK, "refund-day-40", "--source", "ai_draft", by=DRAFTER)
+    assert draft == "case-1"
+    published(sets, draft)                                                  # refunds@1
+    published(sets, written(sets, HAND_TASK, "seat-move", by="lee"))        # refunds@2
+    assert promote(alice, sets, *CASE_FLAGS) == 0                           # refunds@3
+    folder = sets / "refunds"
+    drafted = {"case": "case-1", "version": 1, "candidate": "cand-1", "approved_by": "kim",
+               "run": None, "origin": "ai_draft", "by": DRAFTER}
+    first = json.loads((folder / "v1.json").read_bytes())
+    assert first["items"][0]["source"] == drafted
+    third = json.loads((folder / "v3.json").read_bytes())
+    assert third["items"][0] == first["items"][0]  # inherited unchanged, origin and all
+    assert third["items"][1]["source"] == {"case": "case-2", "version": 1, "candidate":
+                                           "cand-2", "approved_by": "kim", "run": None,
+                                           "origin": "manual"}
+    assert third["items"][2]["source"]["origin"] == "run"
+    inherited = _loaded(sets, 3).items[0]
+    assert (dict(inherited.source), inherited.origin) == (drafted, "ai_draft")
+    # What students get marks the draft as one, and names no one.
+    assert _origins(folder / "v1.public.json") == ["ai_draft"]
+    assert _origins(folder / "v2.public.json") == ["ai_draft", "manual"]
+    assert _origins(folder / "v3.public.json") == ["ai_draft", "manual", "run"]
+    view = (folder / "v3.public.json").read_bytes()
+    for name in (b"alice", b"kim", b"lee", DRAFTER.encode()):
+        assert name not in view
+    hand_out = tmp_path / "hand-out" / "refunds"
+    hand_out.mkdir(parents=True)
+    shutil.copy(folder / "v3.public.json", hand_out)
+    viewed = load_set(hand_out.parent, "refunds", 3)
+    assert viewed is not None and viewed.public
+    assert [item.origin for item in viewed.items] == ["ai_draft", "manual", "run"]
+    # `show` says which is which, in the newest version and the first.
+    capsys.readouterr()
+    assert main(["regression", "show", "refunds", "--sets", str(sets)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "    source    case case-1 version 1, candidate cand-1; drafted by a model " \
+        f"(ai_draft, filed by {DRAFTER}), approved by kim" in lines
+    assert "    source    case case-2 version 1, candidate cand-2; written by hand, approved " \
+        "by kim" in lines
+    assert "    source    case case-3 version 1, candidate cand-3; from a run of alice " \
+        f"(submission alice, run {alice.seq}), report {alice.report[:12]}, " \
+        "cassettes/refund-policy.json; approved by kim" in lines
+    assert not [line for line in lines if "written by hand" in line and "case-1" in line]
+    assert main(["regression", "show", "refunds@1", "--sets", str(sets)]) == 0
+    assert f"drafted by a model (ai_draft, filed by {DRAFTER}), approved by kim" in \
+        capsys.readouterr().out
+    kept = (folder / "v1.json").read_bytes()
+    (folder / "v1.json").unlink()  # then v1 is read from its public view: it names no one
+    assert main(["regression", "show", "refunds@1", "--sets", str(sets)]) == 0
+    assert "    source    drafted by a model (ai_draft); public view" in \
+        capsys.readouterr().out.splitlines()
+    (folder / "v1.json").write_bytes(kept)
+    assert main(["regression", "verify", "--sets", str(sets)]) == 0
+
+
+def test_a_revised_draft_still_names_the_label_that_filed_it(
+    sets: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A person's revision of a model's draft is still the model's draft: the item names
+    the label that filed version 1, not the reviser."""
+    assert written(sets, DRAFT_TASK, "refund-day-40", "--source", "ai_draft",
+                   by=DRAFTER) == "case-1"
+    assert main(["case", "revise", "case-1", "--mention", "30 days", "--by", "lee",
+                 "--reason", "the policy's window", "--sets", str(sets)]) == 0
+    published(sets, "case-2")
+    [item] = _loaded(sets, 1).items
+    assert (item.origin, item.source["by"], item.source["case"]) == (
+        "ai_draft", DRAFTER, "case-2")
+
+
+@pytest.mark.parametrize(("change", "says"), [
+    ({"origin": "template"}, "origin 'template' is not one of run, manual, ai_draft"),
+    ({"origin": "manual", "by": "kim"}, "source holds by only for an ai_draft"),
+    ({"origin": "ai_draft"}, "an ai_draft's source names the label that filed it (by)"),
+    ({"origin": "ai_draft", "by": " "}, "an ai_draft's source names the label that filed it"),
+    ({"origin": "run"}, "origin run, but its run is null"),
+    ({"by": DRAFTER}, "source holds by only for an ai_draft"),
+])
+def test_an_origin_promotion_never_writes_is_refused(
+    tmp_path: Path, change: dict[str, object], says: str,
+) -> None:
+    """A hand-made item whose origin contradicts itself (a draft passed off as a person's,
+    a run with no run) reads as no item at all, saying what to do."""
+    sets = tmp_path / "sets"
+    shutil.copytree(BEFORE_ORIGIN, sets)
+    document = json.loads((sets / "refunds" / "v1.json").read_bytes())["items"][0]
+    document["source"].update(change)
+    with pytest.raises(UsageError, match=re.escape(says)):
+        decode_item(document, 1)
+    (sets / "refunds" / "v1.json").write_bytes(set_json({
+        **json.loads((sets / "refunds" / "v1.json").read_bytes()), "items": [document]}))
+    with pytest.raises(UsageError, match=re.escape(says) + ".*restore it with `git checkout"):
+        load_set(sets, "refunds", 1)
+
+
+def test_a_set_promoted_before_items_kept_their_origin_reads_and_writes_the_same_bytes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A version written before the origin was recorded (a model's draft, then shown as
+    written by hand) is read as it is, re-written to the same bytes and the same digest,
+    its public view too; promotion carries it over unchanged and records the new one's."""
+    sets = tmp_path / "sets"
+    shutil.copytree(BEFORE_ORIGIN, sets)
+    folder = sets / "refunds"
+    old, old_view = (folder / "v1.json").read_bytes(), (folder / "v1.public.json").read_bytes()
+    assert sha256(folder / "v1.json") == BEFORE_SHA256  # the ledger's promote event's too
+    loaded = _loaded(sets, 1)
+    assert loaded.sha256 == BEFORE_SHA256 and loaded.items[0].origin is None
+    assert set_json(set_document(loaded)) == old and public_json(loaded) == old_view
+    (folder / "v1.public.json").unlink()
+    assert main(["regression", "public", "refunds", "--sets", str(sets)]) == 0
+    assert (folder / "v1.public.json").read_bytes() == old_view
+    hand_out = tmp_path / "hand-out" / "refunds"
+    hand_out.mkdir(parents=True)
+    shutil.copy(folder / "v1.public.json", hand_out)
+    viewed = load_set(hand_out.parent, "refunds", 1)
+    assert viewed is not None and viewed.public and viewed.items[0].origin is None
+    capsys.readouterr()
+    assert main(["regression", "show", "refunds", "--sets", str(sets)]) == 0
+    assert "    source    case case-1 version 1, candidate cand-1; written by hand or drafted " \
+        "by a model (not recorded: v1 predates items that record it; case case-1 of the " \
+        "asset ledger says which), approved by kim" in capsys.readouterr().out.splitlines()
+    # The next version carries the old item over as it was, and records the new one's.
+    published(sets, written(sets, HAND_TASK, "seat-move", "--source", "ai_draft",
+                            by="model:claude"))
+    assert (folder / "v1.json").read_bytes() == old
+    assert (folder / "v1.public.json").read_bytes() == old_view
+    second = json.loads((folder / "v2.json").read_bytes())
+    assert second["items"][0] == json.loads(old)["items"][0]
+    assert second["items"][1]["source"]["origin"] == "ai_draft"
+    assert second["items"][1]["source"]["by"] == "model:claude"
+    assert _origins(folder / "v2.public.json") == [None, "ai_draft"]
     assert main(["regression", "verify", "--sets", str(sets)]) == 0

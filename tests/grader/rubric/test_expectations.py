@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import html
 import io
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -16,6 +18,7 @@ from gradekit import UsageError
 from grader._expect import (
     Expectation,
     Observed,
+    Shortfall,
     Told,
     expectation_document,
     judge,
@@ -26,8 +29,9 @@ from grader._expect import (
     parse_expectation,
 )
 from grader.cli import main
+from grader.dashboard import build_dashboard
 from grader.outputs._report import canonical, verify_report
-from grader.records._folder import GRADEBOOK, MARKDOWN, REPORT, RESULTS
+from grader.records._folder import CALLS, GRADEBOOK, MARKDOWN, REPORT, RESULTS
 from grader.rubric._rubric import RubricError, parse_rubric
 from grader.scoring._judged import contract_gaps
 from tests.submissions import REFERENCE, make_submission
@@ -90,26 +94,56 @@ def test_normalised_drops_format_characters_and_folds_case() -> None:
     assert normalised("  \uff2eo\u200d  RE\u202efund ") == "no refund"
 
 
-def test_judge_names_every_shortfall_in_a_fixed_order() -> None:
+def _said(problems: list[Shortfall]) -> list[str]:
+    return [str(problem) for problem in problems]
+
+
+def test_judge_names_every_shortfall_in_the_order_the_run_went() -> None:
     expect = Expectation("answer", ("14 days",), ("no refund",), ("issue_refund",))
     run = Observed("returned", "No refund, sorry.", ("refund_terms", "issue_refund"))
-    assert judge(expect, run) == [
+    assert _said(judge(expect, run)) == [
         "called the forbidden action issue_refund (1 time(s))",
         "the answer does not mention '14 days'",
         "the answer mentions 'no refund', which it must not",
     ]
     assert judge(expect, Observed("returned", "A full refund within 14 days.")) == []
-    assert judge(expect, Observed("raised", None))[0] == "expected an answer, but run() raised"
-    assert judge(Expectation("raise"), Observed("returned", "ok")) == [
+    assert str(judge(expect, Observed("raised", None))[0]) == \
+        "expected an answer, but run() raised"
+    assert _said(judge(Expectation("raise"), Observed("returned", "ok"))) == [
         "expected run() to raise, but it returned an answer"]
     assert judge(Expectation("raise"), Observed("raised", None)) == []
+    # A forbidden call comes before the outcome it led to: it is where the run first left.
+    crashed = Observed("raised", None, ("issue_refund",))
+    assert [p.at for p in judge(expect, crashed)] == ["call 1 (issue_refund)", "outcome"]
+
+
+def test_the_first_point_of_divergence_names_the_call_and_both_sides() -> None:
+    expect = Expectation("answer", (), ("refunded",), ("issue_refund", "send_email"), goal="g")
+    # Two provider calls, a read, then the forbidden write: call 4 among all the calls.
+    run = Observed("returned", "Your order was refunded today.",
+                   ("lookup_order", "send_email", "issue_refund", "issue_refund"),
+                   ("", "lookup_order", "", "send_email", "issue_refund", "issue_refund"))
+    first, second, answer = judge(expect, run)
+    assert (first.at, first.expected, first.observed) == (
+        "call 4 (send_email)", "no call of send_email",
+        "send_email called 1 time(s), first as call 4")
+    assert (second.at, second.observed) == (
+        "call 5 (issue_refund)", "issue_refund called 2 time(s), first as call 5")
+    assert (answer.at, answer.expected) == ("answer", "no mention of 'refunded'")
+    assert "was refunded today" in answer.observed
+    # A long answer is shown around the fact it must not mention, not from its head.
+    long = "x" * 300 + " it was refunded " + "y" * 300
+    shown = judge(expect, Observed("returned", long))[0].observed
+    assert "it was refunded" in shown and shown.startswith("the answer '...")
+    assert judge(Expectation("answer", ("policy",)), Observed("returned", ""))[0].observed \
+        == "an empty answer"
 
 
 def test_the_oracle_judges_the_decision_the_missing_information_and_a_negation() -> None:
     expect = Expectation("answer", ("policy",), ("refunded",), (), goal="no refund on day 73",
                          decision="not eligible", missing=("purchase date",), negation=True,
                          intent="refund_request")
-    assert judge(expect, Observed("returned", "Refunded in full: policy says yes.")) == [
+    assert _said(judge(expect, Observed("returned", "Refunded in full: policy says yes."))) == [
         "the answer does not state the decision 'not eligible'",
         "the answer does not name the missing 'purchase date'",
         "the answer states no negation (no, not, never, cannot, ...)",
@@ -244,6 +278,17 @@ def test_each_case_is_judged_against_its_expectation_and_an_open_one_is_degraded
     assert checks["sql-explain"]["detail"] == (
         "called the forbidden action query_db (1 time(s)); the answer does not mention "
         "'full table scan'")
+    # The failing case's verdict and where it first left its expectation: the query_db
+    # call, at its place among every call the grader served the case (calls.json).
+    calls = json.loads((out / "alice" / CALLS).read_bytes())
+    asked = next(c for c in calls["cases"] if c["case"] == "sql-explain")["calls"]
+    place = 1 + [call.get("tool") for call in asked].index("query_db")
+    sql = checks["sql-explain"]
+    assert (sql["verdict"], sql["divergence"], sql["expected"], sql["observed"]) == (
+        "failed", f"call {place} (query_db)", "no call of query_db",
+        f"query_db called 1 time(s), first as call {place}")
+    assert (checks["refund-policy"]["verdict"], "divergence" in checks["refund-policy"]) == (
+        "passed", False)
     flaky = checks["flaky-grade"]
     assert (flaky["verdict"], flaky["divergence"], flaky["passed"], flaky["points"]) == (
         "degraded", "evaluation.contract", False, "0.00")
@@ -264,6 +309,12 @@ def test_each_case_is_judged_against_its_expectation_and_an_open_one_is_degraded
     flaky_test = next(t for t in results["tests"] if t["name"].endswith(": flaky-grade")
                       and t["tags"] == ["expectations"])
     assert flaky_test["output"].startswith("Degraded (evaluation.contract): not evaluated")
+    diverged = (f"verdict failed; first divergence at call {place} (query_db): expected no "
+                f"call of query_db; observed query_db called 1 time(s), first as call {place}")
+    sql_test = next(t for t in results["tests"] if t["name"].endswith(": sql-explain")
+                    and t["tags"] == ["expectations"])
+    assert sql_test["output"].splitlines()[1] == diverged
+    assert "  - " + diverged.replace("_", "\\_") in markdown.splitlines()  # Markdown-escaped
     assert main(["report", "verify", str(out / "alice" / REPORT),
                  str(out / "alice" / RESULTS)]) == 0
 
@@ -330,3 +381,13 @@ def test_history_names_the_case_whose_expectation_a_new_rubric_version_changed(
     assert ("first divergence: expectations/sql-explain: 0.00 \"called the forbidden action "
             "query_db (1 time(s)); the answer does not mention 'full table scan'\" -> 0.00 "
             "\"called the forbidden action query_db (1 time(s))\"") in shown
+    # Each grade says which judged checks it failed, and where each first diverged.
+    failed = [line for line in shown.splitlines() if line.startswith("    failed: ")]
+    assert len(failed) == 2 and all(line.startswith(
+        "    failed: expectations/sql-explain: first divergence at call ") for line in failed)
+    assert failed[0].endswith("expected no call of query_db; observed query_db called 1 "
+                              "time(s), first as call " + failed[0].split("call ")[1][0])
+    build_dashboard(tmp_path / "grades", tmp_path / "site")
+    page = html.unescape((tmp_path / "site" / "students" / "alice.html").read_text("utf-8"))
+    assert [line.strip().replace("failed: ", "Failed: ", 1) for line in failed] == \
+        re.findall(r"Failed: expectations/sql-explain: [^<]*", page)
