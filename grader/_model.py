@@ -119,6 +119,8 @@ class Served:
     args: str = ""  # a tool call's arguments as the parent read them, canonical JSON
     result: str = ""  # what the parent answered a served tool call with, canonical JSON:
     # the evidence an answer's citation of a tool result is checked against
+    write: bool = False  # a write tool's call: the child ran it on the case run's own store
+    # (never a fixture's answer, never recorded); ``result`` is then ""
 
     @property
     def provider(self) -> bool:

@@ -1,7 +1,7 @@
 """The reference lab's agent: plan, answer, self-check, and revise once if the check says no.
 
-It follows the submission contract: it talks only to the provider and the
-tools it is given (read-only: course documents, the course database and the
+It follows the submission contract: it talks only to the provider and the tools
+it is given (a note store, and read-only: documents, database, offline web and the
 lab's own source), traces every call, lets ``CassetteMiss`` and
 ``MissingFixtureError`` propagate, never looks at ``provider.name``, and
 returns a ``str``. Given the same cassette and fixtures it makes the same calls
@@ -51,7 +51,7 @@ def run(provider: Provider, task: str, tools: Toolbox | None = None) -> str:
     answer = llm.complete(ANSWER.format(task=task, plan=plan)).strip()
     verdict = llm.complete(CHECK.format(task=task, answer=answer)).strip()
     if _says_no(verdict):
-        answer = llm.complete(REVISE.format(task=task, answer=answer, verdict=verdict)).strip()
+        answer = _revise(llm, tools, task, answer, verdict)
     return answer
 
 
@@ -72,7 +72,25 @@ def _look_up(tools: TracedTools, task: str) -> str:
     if "grader" in task.lower():
         hits = tools.call("search_repo", text="CassetteMiss", limit=2)
         found += [f"- {hit['path']}:{hit['line']}: {hit['text']}" for hit in hits]
+    if _asks_the_web(task):
+        pages = tools.call("web_search", query=task, limit=2)
+        found += [f"- {page['url']}: {page['snippet']}" for page in pages]
     return NOTES.format(found="\n".join(found)) if found else ""
+
+
+def _asks_the_web(task: str) -> bool:
+    """A task that asks what is said beyond the course: it names the web or online sources."""
+    return any(word.strip(".,:;!?()'\"").lower() in ("web", "online", "internet")
+               for word in task.split())
+
+
+def _revise(llm: Traced, tools: Toolbox | None, task: str, answer: str, verdict: str) -> str:
+    """Keep the rejected draft and the check's verdict as a note (the write tool: the run's
+    own store), then ask for the rewrite."""
+    if tools is not None:
+        TracedTools(tools).call("save_note", title="rejected draft",
+                                text=f"{answer[:1500]}\n\nVerdict: {verdict[:400]}")
+    return llm.complete(REVISE.format(task=task, answer=answer, verdict=verdict)).strip()
     # STUB
     # raise NotImplementedError(
     #     "lab/agent.py: write run(): plan, answer, self-check, and revise once if the check "

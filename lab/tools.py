@@ -1,10 +1,15 @@
-"""The reference lab's read-only tools, over real data shipped in ``lab/data``.
+"""The reference lab's tools: read-only ones over real data shipped in ``lab/data``, and
+one write tool.
 
-Three plain functions an agent may call; arguments and results are plain JSON:
+Plain functions an agent may call; arguments and results are plain JSON:
 
 - ``query_db(sql)``: one read-only ``SELECT`` on the course database (SQLite).
 - ``read_docs(query, limit)``: the course documents ranked by matching words.
 - ``search_repo(text, limit)``: lines of the lab's own Python source holding a text.
+- ``web_search(query, limit)``: an offline web, the pages in ``lab/data/web``, ranked
+  as ``read_docs`` ranks documents; recorded and replayed like the others.
+- ``save_note(store, title, text)``: the write tool. It keeps a note in the run's
+  ``store``, which starts empty at every run and is never recorded.
 
 Every path is resolved from this file's folder, so the tools read the copy they
 live in (a student's repository, the grader's sandbox copy) and never write:
@@ -37,21 +42,30 @@ __all__ = [
     "READ_ONLY_TOOLS",
     "SQL_PATH",
     "TOOLS",
+    "WEB_DIR",
+    "WRITE_TOOLS",
     "ToolError",
     "build_database",
     "query_db",
     "read_docs",
+    "save_note",
     "search_repo",
+    "web_search",
 ]
 
 LAB_DIR = Path(__file__).parent
 SQL_PATH = LAB_DIR / "data" / "course.sql"
 DB_PATH = LAB_DIR / "data" / "course.db"
 DOCS_DIR = LAB_DIR / "data" / "docs"
+WEB_DIR = LAB_DIR / "data" / "web"
 
 MAX_ROWS = 50  # query_db returns at most this many rows, then says it stopped
 MAX_DOCS = 10  # the largest read_docs limit
 MAX_HITS = 50  # the largest search_repo limit
+MAX_PAGES = 5  # the largest web_search limit
+MAX_NOTES = 20  # notes one run's store holds
+MAX_TITLE = 100
+MAX_NOTE = 2_000
 EXCERPT_CHARS = 400
 LINE_CHARS = 200
 TRUNCATED = "truncated"  # the key of query_db's last dict when rows were cut off
@@ -114,17 +128,47 @@ def search_repo(text: str, limit: int = 10) -> list[dict[str, object]]:
     return _search(LAB_DIR, text, limit)
 
 
+def web_search(query: str, limit: int = 3) -> list[dict[str, object]]:
+    """Search the offline web: the pages in ``lab/data/web``, ranked by the words of ``query``.
+
+    Scored and ordered as ``read_docs`` does (distinct query words a page holds; ties by
+    URL; pages with none left out). Each result is ``{"url", "title", "score",
+    "snippet"}``, the snippet being the page's first paragraph with a query word.
+    """
+    return _web_search(WEB_DIR, query, limit)
+
+
+def save_note(store: dict[str, Any], title: str, text: str) -> dict[str, object]:
+    """Keep the note ``title``: ``text`` in this run's ``store`` (empty when a run starts).
+
+    Returns ``{"saved", "count", "titles"}``: the note's title, how many notes the store
+    now holds and their titles in the order saved, so a run sees only its own notes.
+    """
+    for name, value, most in (("title", title, MAX_TITLE), ("text", text, MAX_NOTE)):
+        if not isinstance(value, str) or not value.strip() or len(value) > most:
+            raise ToolError(f"save_note needs a non-empty {name} of at most {most} characters")
+    notes: list[dict[str, str]] = store.setdefault("notes", [])
+    if len(notes) >= MAX_NOTES:
+        raise ToolError(f"save_note keeps at most {MAX_NOTES} notes a run; save fewer")
+    notes.append({"title": title, "text": text})
+    return {"saved": title, "count": len(notes), "titles": [note["title"] for note in notes]}
+
+
 READ_ONLY_TOOLS: dict[str, Callable[..., object]] = {
     "query_db": query_db,
     "read_docs": read_docs,
     "search_repo": search_repo,
+    "web_search": web_search,
 }
+WRITE_TOOLS: dict[str, Callable[..., object]] = {"save_note": save_note}
 
 
 def _registry() -> Tools:
     tools = Tools()
     for name, function in READ_ONLY_TOOLS.items():
         tools.read_only(name, function)
+    for name, function in WRITE_TOOLS.items():
+        tools.write(name, function)
     return tools
 
 
@@ -301,14 +345,34 @@ def _read_docs(docs_dir: Path, query: str, limit: int) -> list[dict[str, object]
     ]
 
 
-def _query_words(query: object) -> frozenset[str]:
+def _query_words(query: object, tool: str = "read_docs") -> frozenset[str]:
     """The searchable words of a query; none at all is an error."""
     if not isinstance(query, str):
-        raise ToolError(f"read_docs needs the query as a string, not {type(query).__name__}")
+        raise ToolError(f"{tool} needs the query as a string, not {type(query).__name__}")
     wanted = frozenset(_words(query)) - _STOP_WORDS
     if not wanted:
-        raise ToolError(f"read_docs found no searchable word in {query[:80]!r}; name a topic")
+        raise ToolError(f"{tool} found no searchable word in {query[:80]!r}; name a topic")
     return wanted
+
+
+def _web_search(web_dir: Path, query: str, limit: int) -> list[dict[str, object]]:
+    """``web_search`` over any folder of pages: ``url:`` and ``title:`` lines, a blank line,
+    then the page's text."""
+    _check_limit("web_search", limit, MAX_PAGES)
+    wanted = _query_words(query, "web_search")
+    scored = []
+    for path in _files(web_dir, "*.md"):
+        head, _, body = path.read_text(encoding="utf-8", errors="replace").partition("\n\n")
+        fields = dict(line.partition(": ")[::2] for line in head.splitlines())
+        url, title = fields.get("url", path.name), fields.get("title", path.stem)
+        score = len(wanted & set(_words(f"{title}\n{body}")))
+        if score:
+            scored.append((-score, url, title, body))
+    scored.sort(key=lambda item: (item[0], item[1]))
+    return [
+        {"url": url, "title": title, "score": -negative, "snippet": _excerpt(body, wanted)}
+        for negative, url, title, body in scored[:limit]
+    ]
 
 
 def _words(text: str) -> list[str]:

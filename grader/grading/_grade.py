@@ -536,6 +536,12 @@ def _serve_tools(fixtures: Mapping[str, Mapping[str, object]]) -> ToolAnswer:
     return answer
 
 
+def _tool_names(fixtures: Mapping[str, Mapping[str, object]]) -> frozenset[str]:
+    """Every tool a fixture of the submission holds a call of: a read-only tool in every
+    case, never one the child may run itself as a write tool."""
+    return frozenset(key.partition(" ")[0] for calls in fixtures.values() for key in calls)
+
+
 def _serve(recorded: Mapping[str, Mapping[str, Entry]]) -> Answer:
     def answer(case: str, prompt: str) -> str | None:
         entry = recorded.get(case, {}).get(prompt_key(prompt))
@@ -578,7 +584,8 @@ def _evidence(sandbox: Sandbox, manifest: Manifest | None, rubric: Rubric,
         timed_out.update({c: o for c, o in result.outcomes.items() if o.status == "timeout"})
 
     recorded = Serving(_serve(answers), _serve_tools(fixtures), http, manifest.fixtures,
-                       manifest.cassettes, answers, derived=sandbox.laid.derived)
+                       manifest.cassettes, answers, derived=sandbox.laid.derived,
+                       registry=manifest.tools, recorded_tools=_tool_names(fixtures))
     plan = RunPlan(drawn.labels[0], drawn.seeds[0], recorded, on_case=on_case,
                    clock=drawn.clock)
     primary = run("primary", plan)

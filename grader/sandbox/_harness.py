@@ -23,7 +23,8 @@ READ_FD, writes WRITE_FD). The first line the parent writes is the configuration
     "clock": the seconds since the epoch that the run's wall clock starts at (set_clock)
     "sleep_s": the case's time limit, within which a sleep costs no wall time (skip_sleeps)
     run:           "agent": "module:function", "label", "fixtures": the fixtures folder's
-                   name, "cases": [{"id", "task", "trace": the case's trace file}],
+                   name, "tools": the manifest's tools registry "module:attr" ("" none),
+                   "cases": [{"id", "task", "trace": the case's trace file}],
                    "copies": [ID, ...]: the cases at whose start the run may copy itself
     probe_replay:  "replay": "module:Class", "probe": {"cassette", "as": where in the copy
                    to put it first, "hit": P | null, "miss": P}
@@ -40,7 +41,11 @@ The child then says, one request at a time (it reads each reply before it asks a
                                                      run mode only (the other modes send no
                                                      "module", nor does a copy that failed:
                                                      "the submission is ...")
-    {"op": "ready"}                                  the agent (or replay, or test) is loaded
+    {"op": "ready"}                                  the agent (or replay, or test) is loaded;
+                                                     run mode adds "writes": [NAME, ...], the
+                                                     registry's write tools (an agent that
+                                                     takes tools), declared once, before any
+                                                     case
     {"op": "copy", "case": ID, "able": BOOL}         before a case of "copies": copy the run?
                                                      (able: it can, with one thread); the
                                                      parent answers {"copy": BOOL}; a copy
@@ -59,7 +64,9 @@ The child then says, one request at a time (it reads each reply before it asks a
     {"op": "tool", "case": ID, "tool": NAME, "args": {...}}
                                                      a tool call (agents that take tools);
                                                      the parent answers {"response": RESULT}
-                                                     or {"missing": MESSAGE}
+                                                     or {"missing": MESSAGE}, or {"write":
+                                                     true}: a declared write tool, which the
+                                                     child runs on the case run's own store
     {"op": "http", "case": ID, "method": M, "url": U, "body": BASE64}
                                                      an SDK client's request; the parent answers
                                                      {"http": {"status": S, "headers": [[N, V]],
@@ -119,7 +126,7 @@ import resource
 import site
 import stat
 import sys
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from types import FrameType
 from typing import Any, cast
 
@@ -985,12 +992,18 @@ def located(exc: BaseException, root: str) -> str:
     return f"{describe(exc)} ({place[0][len(root) + 1:]}, line {place[1]})"[:TEXT_LIMIT]
 
 
-def load(spec: str) -> Any:
-    """Import ``package.module:attribute`` from the submission."""
+def find(spec: str) -> Any:
+    """Import ``package.module:attribute`` from the submission; the attribute, any value."""
     module_name, _, attribute = spec.partition(":")
     found: Any = importlib.import_module(module_name)
     for part in attribute.split(".") if attribute else ():
         found = getattr(found, part)
+    return found
+
+
+def load(spec: str) -> Any:
+    """Import ``package.module:attribute`` from the submission: a callable."""
+    found = find(spec)
     if not callable(found):
         raise TypeError(f"{spec} is not callable")
     return found
@@ -1101,13 +1114,40 @@ def client_of(library: str, kind: str, transport: ParentTransport,
     return getattr(importlib.import_module(library), kind)(transport=transport, **options)
 
 
+MAX_WRITES = 64  # write tools a registry may declare; the parent refuses more
+NAME_LIMIT = 200  # characters of a write tool's name; the parent refuses longer
+
+
+def write_tools(spec: object) -> dict[str, Callable[..., Any]]:
+    """The write tools of the registry ``spec`` names (the manifest's ``tools``, a gradekit
+    ``Tools``), by name: the calls this child runs itself. "" or none: an empty dict."""
+    if not isinstance(spec, str) or not spec:
+        return {}
+    registry = find(spec)
+    names: Any = getattr(registry, "names", ())
+    write_tool: Any = getattr(registry, "write_tool", None)
+    found: dict[str, Callable[..., Any]] = {}
+    for name in list(names)[:10_000] if callable(write_tool) else ():
+        named = type(name) is str and 0 < len(name) <= NAME_LIMIT \
+            and not any(c.isspace() for c in name)  # what the parent takes for a tool name
+        tool = write_tool(name) if named else None
+        if callable(tool) and len(found) < MAX_WRITES:
+            found["".join([name])] = tool
+    return found
+
+
 class Toolbox:
-    """The tools the agent is given: every call goes to the parent, which serves fixtures."""
+    """The tools the agent is given: every call goes to the parent, which serves fixtures,
+    or says to run a write tool here, on this toolbox's store: one toolbox per case run, so
+    each starts empty."""
 
     def __init__(self, channel: Channel, case: str, misses: list[BaseException],
-                 fixtures: str = "fixtures") -> None:
+                 fixtures: str = "fixtures",
+                 writes: Mapping[str, Callable[..., Any]] | None = None) -> None:
         self._channel, self._case, self.misses = channel, case, misses
         self._fixtures = fixtures  # the folder the manifest names, for the miss's message
+        self._writes = writes or {}
+        self._store: dict[str, Any] = {}
 
     def call(self, name: str, **args: Any) -> Any:
         """Ask the parent for the recorded result; a missing fixture raises."""
@@ -1119,6 +1159,8 @@ class Toolbox:
         except (TypeError, ValueError) as exc:
             raise TypeError(f"tool arguments must be JSON values: {exc}") from None
         reply = self._channel.ask(message)
+        if reply.get("write") is True:
+            return self._write(name, args)
         if "response" in reply:
             return reply["response"]
         arguments = json.dumps(args, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
@@ -1129,6 +1171,20 @@ class Toolbox:
                              arguments=arguments, key=f"{name} {arguments}")
         self.misses.append(missing)
         raise missing
+
+    def _write(self, name: str, args: dict[str, Any]) -> Any:
+        """Run the write tool ``name`` on this case run's store; its result as JSON reads it
+        back, as the kit's toolboxes return it."""
+        tool = self._writes.get(name)
+        if tool is None:
+            raise TypeError(f"{name} is not a write tool of the registry the manifest names "
+                            "(tools in [tool.gradekit]): register it with Tools.write")
+        result = tool(self._store, **args)
+        try:
+            return json.loads(json.dumps(result, allow_nan=False))
+        except (TypeError, ValueError) as exc:
+            raise TypeError(f"{name}'s result must be JSON values (dict, list, str, number, "
+                            f"bool, None): return one ({exc})") from None
 
 
 def make_miss(message: str, cassette: str, prompt: str) -> BaseException:
@@ -1301,19 +1357,20 @@ def run_cases(channel: Channel, config: dict[str, Any], verdict: Verdict,
     alone."""
     try:
         agent = load(config["agent"])
+        with_tools = takes_tools(agent)
+        writes = write_tools(config.get("tools")) if with_tools else {}
     except BaseException as exc:
         channel.send({"op": "import_error", "error": located(exc, config["root"]),
                       "module": missing_module(exc)})
         return
-    channel.send({"op": "ready"})
-    with_tools = takes_tools(agent)
+    channel.send({"op": "ready", "writes": sorted(writes)})
     copies = frozenset(config.get("copies") or ())
 
     def run_case(case: dict[str, Any]) -> None:
         os.environ["GRADEKIT_TRACE"] = case["trace"]
         provider = Provider(channel, case["id"], config["label"])
         extra = (Toolbox(channel, case["id"], provider.misses,
-                         str(config.get("fixtures", "fixtures"))),) if with_tools else ()
+                         str(config.get("fixtures", "fixtures")), writes),) if with_tools else ()
         channel.send({"op": "start", "case": case["id"]})
         restart()
         described, error = outcome(lambda: agent(provider, case["task"], *extra))

@@ -9,7 +9,10 @@ files itself (bounded: ``trace_records`` lines of ``TRACE_LINE`` bytes), and tur
 what the child says into values only after checking them. Nothing the child prints
 is parsed, no pickle crosses the boundary, a reply must be read before the next
 request (so the parent never queues answers), and a returned answer is compared by
-its SHA-256 and kept only up to ``answer_kb``.
+its SHA-256 and kept only up to ``answer_kb``. The one call the child answers itself is
+a write tool's, on a store that starts empty each case run: the parent still logs it in
+order, and takes a name for one only as the first child declared it before any case
+ran, never a name a fixture of the submission holds (``_Run.is_write``).
 
 ``Sandbox`` is the parent's side: one submission's root, a scratch folder, the rubric's
 limits and a wall. Its methods are the runs the grader makes through them (cases, a
@@ -90,6 +93,8 @@ __all__ = [
 ]
 
 _MAX_REFUSALS = 100
+_MAX_WRITES = 64  # write tools a registry may declare
+_NAME_CAP = 200  # characters of a declared write tool's name
 TRACE_LINE = 4096  # bytes of one trace record: a record is a few short fields
 _MIB = 1 << 20
 _MAX_SEED = 2**32 - 1
@@ -165,6 +170,13 @@ class Serving:
     # recurs in a grading's probes, a cohort's agents ask the hand-out's prompts, and a
     # message (the closest recording, where they part) costs milliseconds to make.
     derived: Derived | None = None
+    # The manifest's ``tools`` ("module:attr"): the registry whose write tools the child
+    # runs itself, each case run on a store that starts empty; "" runs none (every call is
+    # then served from fixtures, or misses)
+    registry: str = ""
+    # Every tool name a fixture of the submission holds (any case's): never a write tool,
+    # whatever the child declares (``_Run.is_write``)
+    recorded_tools: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -279,7 +291,8 @@ class Sandbox:
                    for n, (case_id, task) in enumerate(cases)]
         run = _Run(plan, self.limits, layout)
         config = child_config(layout, self.limits, mode="run", agent=agent, label=plan.label,
-                              fixtures=plan.serving.fixtures, clock=plan.clock)
+                              fixtures=plan.serving.fixtures, clock=plan.clock,
+                              tools=plan.serving.registry)
         copied = sorted(set(plan.copies.cases) & set(ids)) if plan.copies is not None else []
         if plan.copies is not None:
             config["copies"] = copied
@@ -461,6 +474,7 @@ class _Run:
         self._serving, self._limits, self._layout = plan.serving, limits, layout
         self.seal = ""  # the current child's: its harness signs each verdict with it
         self._plan = plan  # its on_case, its probe's withheld call, its copies
+        self.writes: frozenset[str] | None = None  # the write tools the first child declared
 
     def pending(self, planned: Sequence[_Case]) -> list[_Case]:
         """The cases without an outcome yet, in order."""
@@ -504,6 +518,8 @@ class _Run:
             return False
         if not talk.ready and op in ("ready", "import_error"):
             talk.ready = op == "ready"
+            if talk.ready and self.writes is None:
+                self.writes = _declared_writes(message.get("writes"))
             if not talk.ready:
                 error = self._layout.scrub(child_text(message.get("error")))
                 self.import_error = error or "the agent could not be imported"
@@ -561,7 +577,7 @@ class _Run:
             return
         copy = _Run(replace(self._plan, withhold=withhold, copies=None, on_case=None),
                     self._limits, self._layout)
-        copy.seal = self.seal
+        copy.seal, copy.writes = self.seal, self.writes
         copy_talk = _Talk([case], ready=True, replies=talk.replies)
         deadline = self._deadline() + _COPY_GRACE_S  # the run ends a copy past the limit
         while True:
@@ -657,6 +673,11 @@ class _Run:
         lines, position = self._trace_lines(talk, case), talk.asking("tool")
         in_flight = talk.in_flight(message.get("since"))
         withheld = self._withholds(case, "tool", position)
+        if not withheld and self.is_write(tool):
+            talk.calls.append(Served(key=key, served=True, tool=tool, trace_lines=lines,
+                                     in_flight=in_flight, args=_canonical(args), write=True))
+            talk.reply(child, {"write": True})  # the child runs it on the case run's store
+            return
         found, result = (False, None) if withheld else self._serving.tools(case.id, key)
         talk.calls.append(Served(key=key, served=found, tool=tool, trace_lines=lines,
                                  withheld=withheld, in_flight=in_flight,
@@ -720,6 +741,15 @@ class _Run:
         """The message of an SDK request's miss: where it parts from the closest recording."""
         relative = f"{self._serving.cassettes}/{case.id}.http.json"
         return LAB_HTTP_CASSETTE.miss_message(relative, rows, case=case.id)
+
+    def is_write(self, tool: str) -> bool:
+        """Whether the call of ``tool`` is a write tool's, which the child runs itself.
+
+        The parent trusts the write tools the registry declared when the first child
+        loaded it (before any case ran: no task, miss or answer can change them) except a
+        name a fixture of the submission holds: that is a read-only tool, served from the
+        fixtures or missed, so a claim never turns a read-only miss into a live call."""
+        return tool in (self.writes or ()) and tool not in self._serving.recorded_tools
 
     def _withholds(self, case: _Case, kind: str, position: int) -> bool:
         """Whether this run's probe withholds the ``position``-th call of ``kind`` in ``case``."""
@@ -849,6 +879,18 @@ def module_name(value: object) -> str | None:
     if isinstance(value, str) and len(value) <= 200 and _MODULE.fullmatch(value):
         return value
     return None
+
+
+def _declared_writes(value: object) -> frozenset[str]:
+    """The write tools a child's ``ready`` declares: at most ``_MAX_WRITES`` tool names."""
+    if value is None:  # a mode that loads no agent, or an older harness: none
+        return frozenset()
+    if not isinstance(value, list) or len(value) > _MAX_WRITES or not all(
+            isinstance(name, str) and 0 < len(name) <= _NAME_CAP and not any(
+                c.isspace() for c in name) for name in value):
+        raise ProtocolError(f"a declaration of write tools that is not a list of at most "
+                            f"{_MAX_WRITES} tool names")
+    return frozenset(value)
 
 
 def _canonical(value: object) -> str:

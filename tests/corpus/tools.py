@@ -1,10 +1,15 @@
-"""Our lab's read-only tools: a small glossary and the course notes."""
+"""Our lab's tools: a small glossary and the course notes, and the hand-out's offline web
+search and note store as it shipped them (lab/course_tools.py)."""
 
 from pathlib import Path
+
+from lab.course_tools import save_note, web_search
 
 from gradekit import Tools
 
 TOOLS = Tools()
+TOOLS.read_only("web_search", web_search)
+TOOLS.write("save_note", save_note)
 NOTES = Path(__file__).with_name("notes.txt")
 
 GLOSSARY = {

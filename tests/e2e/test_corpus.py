@@ -41,6 +41,7 @@ from tests.submissions import short_rubric
 pytestmark = pytest.mark.slow
 
 CORPUS = Path(__file__).resolve().parents[1] / "corpus"
+HANDOUT_LAB = Path(__file__).resolve().parents[2] / "lab"  # its tools ship in the hand-out
 BASE_URL = "http://127.0.0.1:8080/v1"  # the SDK shapes' constant, pointed at the server
 CRITERIA = ("contract_stability", "loud_failure", "tracing", "written_summary", "stretch_goal")
 HONEST = "agent"  # the honest module of every shape
@@ -241,13 +242,16 @@ def gradekit(*argv: str) -> Said:
 
 
 def build(root: Path, shape: str, module: str, url: str) -> Path:
-    """A submission: the shape's honest module and ``module`` in ``lab/``, the tools, a
-    manifest running ``module`` (the honest module, with ``module``'s Replay, for one of
-    ``REPLAYS``) and the shape's failure log."""
+    """A submission: the shape's honest module and ``module`` in ``lab/``, the tools (the
+    hand-out's, web pages and all, as ``lab/course_tools.py``), a manifest running
+    ``module`` (the honest module, with ``module``'s Replay, for one of ``REPLAYS``) and the
+    shape's failure log."""
     lab = root / "lab"
     lab.mkdir(parents=True)
     (lab / "__init__.py").write_text("", "utf-8")
     shutil.copy(CORPUS / "tools.py", lab / "tools.py")
+    shutil.copy(HANDOUT_LAB / "tools.py", lab / "course_tools.py")
+    shutil.copytree(HANDOUT_LAB / "data" / "web", lab / "data" / "web")
     shutil.copy(CORPUS / "notes.txt", lab / "notes.txt")
     for name in dict.fromkeys((HONEST, module)):
         source = (CORPUS / shape / f"{name}.py").read_text("utf-8")
@@ -387,6 +391,33 @@ def test_an_honest_shape_scores_full_marks(world: World, shape: str) -> None:
             (criterion_id, [(c["id"], c["detail"]) for c in found["checks"] if not c["passed"]])
     assert report["total"] == report["max"] == "100.00"
     assert report["findings"] == []
+
+
+def test_the_web_search_replays_from_its_fixture_and_notes_start_empty_each_run(
+        world: World) -> None:
+    """class_based searches the hand-out's offline web and saves its research as a note (the
+    write tool), then asks a prompt that says which note of the run it was. The search was
+    recorded into each case's fixture and every graded call of it was served from there; the
+    note never was: it ran in the child, and every case of every graded run (the cases one
+    after another in one child, the runs under other labels and clocks) asked the recorded
+    prompt, so each started with an empty store: full contract stability says so."""
+    _needs("class_based")
+    name = folder("class_based", HONEST)
+    root, calls = world.submissions / name, world.calls(name)
+    for case in (case.id for case in load_cases(world.rubric)):
+        fixture = json.loads((root / "fixtures" / f"{case}.json").read_bytes())
+        recorded = {tool_key(c["tool"], c["args"]) for c in fixture["calls"]}
+        assert {c["tool"] for c in fixture["calls"]} == {"glossary", "search_notes",
+                                                         "web_search"}
+        cassette = json.loads((root / "cassettes" / f"{case}.json").read_bytes())
+        assert any("(research note 1 saved)" in entry["prompt"]
+                   for entry in cassette["entries"].values())
+        made = [(c["tool"], c["served"], c["key"] in recorded) for c in calls[case]
+                if c["kind"] == "tool"]
+        assert made == [("glossary", True, True), ("search_notes", True, True),
+                        ("web_search", True, True), ("save_note", True, False)], made
+    stability = criterion(world.report(name), "contract_stability")
+    assert stability["points"] == stability["max"]
 
 
 # -- a mistake ------------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""The reference lab's read-only tools against the real data shipped in ``lab/data``."""
+"""The reference lab's read-only tools against the real data shipped in ``lab/data``
+(``web_search`` and the write tool ``save_note``: ``test_lab_web_and_notes.py``)."""
 
 from __future__ import annotations
 
@@ -25,11 +26,15 @@ from lab.tools import (
     MAX_ROWS,
     READ_ONLY_TOOLS,
     SQL_PATH,
+    TOOLS,
+    WRITE_TOOLS,
     ToolError,
     build_database,
     query_db,
     read_docs,
+    save_note,
     search_repo,
+    web_search,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -448,12 +453,17 @@ def test_search_repo_refuses_bad_arguments(text: object, limit: int) -> None:
         search_repo(text, limit)  # type: ignore[arg-type]
 
 
-# --- all three ----------------------------------------------------------------------------
+# --- all of them ---------------------------------------------------------------------------
 
 
-def test_the_registry_names_the_three_tools() -> None:
-    expected = {"query_db": query_db, "read_docs": read_docs, "search_repo": search_repo}
+def test_the_registry_names_four_read_only_tools_and_one_write_tool() -> None:
+    expected = {"query_db": query_db, "read_docs": read_docs, "search_repo": search_repo,
+                "web_search": web_search}
     assert expected == READ_ONLY_TOOLS
+    assert {"save_note": save_note} == WRITE_TOOLS
+    assert TOOLS.names == sorted([*expected, "save_note"])
+    assert TOOLS.write_tool("save_note") is save_note
+    assert all(TOOLS.write_tool(name) is None for name in expected)
 
 
 CALLS: list[tuple[str, dict[str, object]]] = [
@@ -461,6 +471,7 @@ CALLS: list[tuple[str, dict[str, object]]] = [
     ("query_db", {"sql": "SELECT lab, avg(score) AS mean FROM submissions GROUP BY lab"}),
     ("read_docs", {"query": "late submission penalty days", "limit": 5}),
     ("search_repo", {"text": "return", "limit": 20}),
+    ("web_search", {"query": "retries with jitter after HTTP 429", "limit": 5}),
 ]
 
 CHILD = """

@@ -1,4 +1,5 @@
-"""Class based: an Agent object researches, drafts, reviews its draft and answers."""
+"""Class based: an Agent object researches (glossary, notes, the web; it saves what it
+found as a note), drafts, reviews its draft and answers."""
 
 from gradekit import Traced, TracedTools
 
@@ -17,6 +18,11 @@ class Agent:
         subject = next((s for s in self.subjects if s in lowered), "cassette")
         self.notes.append(self.tools.call("glossary", term=subject)["meaning"])
         self.notes.extend(self.tools.call("search_notes", word=subject, limit=2))
+        for page in self.tools.call("web_search", query=f"{subject} {task}", limit=1):
+            self.notes.append(f"{page['title']} ({page['url']}): {page['snippet']}")
+        # keep the research in the note store too; the count says which note this run it is
+        saved = self.tools.call("save_note", title=subject, text="\n".join(self.notes))
+        self.notes.append(f"(research note {saved['count']} saved)")
 
     def ask(self, prompt):
         return self.llm.complete(prompt).strip()

@@ -97,6 +97,11 @@ def test_the_starter_holds_no_solution_recording_or_identity(
         "tests/__init__.py", "tests/test_lab.py"]
     assert {"lab/agent.py", "lab/tools.py", "gradekit/_replay.py", "grader/cli/_main.py",
             "rubric/bootcamp.toml", "Makefile", "README.md", "docs/formats.md"} <= names
+    # The lab's tools ship whole: the offline web's pages, the write tool beside the rest.
+    web = {f"lab/data/web/{page.name}" for page in (snapshot / "lab/data/web").glob("*.md")}
+    assert web and web <= names
+    tools = (starter / "lab" / "tools.py").read_text("utf-8")
+    assert "def web_search(" in tools and "def save_note(" in tools
     # The README is the students', rendered from the table's readme; the kit's stays home.
     readme = (starter / "README.md").read_text("utf-8")
     assert readme != (snapshot / "README.md").read_text("utf-8")
