@@ -53,7 +53,6 @@ from grader.rubric import Rubric
 
 __all__ = [
     "ASSETS",
-    "BATCH_STATUSES",
     "DISPOSITIONS",
     "SOURCES",
     "Assets",
@@ -488,8 +487,6 @@ def _drafter(assets: Assets, case: StoredCase) -> str:
 
 
 # -- running saved cases before any is promoted ------------------------------------------------
-
-BATCH_STATUSES = ("completed", "partial", "failed")
 
 
 def case_item(sets: Path, rubric: Rubric, case_id: str) -> tuple[Item, StoredCase]:
