@@ -224,8 +224,17 @@ def _expected(expect: Expectation) -> str:
     def facts(values: Sequence[str]) -> str:
         return ", ".join(f"'{line(value)}'" for value in values) or "-"
 
-    return (f"outcome {expect.outcome}; mentions {facts(expect.mentions)}; never mentions "
-            f"{facts(expect.never_mentions)}; forbids {', '.join(expect.forbidden_actions) or '-'}")
+    forbids = ", ".join(expect.forbidden_actions) or "-"
+    shown = (f"outcome {expect.outcome}; mentions {facts(expect.mentions)}; never mentions "
+             f"{facts(expect.never_mentions)}; forbids {forbids}")
+    more = [("goal", facts((expect.goal,)) if expect.goal else ""),
+            ("decision", facts((expect.decision,)) if expect.decision else ""),
+            ("names as missing", facts(expect.missing) if expect.missing else ""),
+            ("states a negation", "yes" if expect.negation else ""),
+            ("reply template", facts((expect.reply_template,)) if expect.reply_template else ""),
+            ("requires", facts(expect.requires) if expect.requires else ""),
+            ("cites", facts(expect.cites) if expect.cites else "")]
+    return "; ".join([shown, *(f"{label} {value}" for label, value in more if value)])
 
 
 def line(text: str) -> str:

@@ -59,6 +59,8 @@ def _call(call: Served, record: int | None, early: bool) -> dict[str, Any]:
                              "record": record}
     if call.tool is not None:
         found["tool"] = call.tool
+    if call.write:  # a write tool's: the child ran it on the case run's store
+        found["write"] = True
     if early:
         found["traced_early"] = True
     return found

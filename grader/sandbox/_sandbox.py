@@ -95,6 +95,8 @@ __all__ = [
 _MAX_REFUSALS = 100
 _MAX_WRITES = 64  # write tools a registry may declare
 _NAME_CAP = 200  # characters of a declared write tool's name
+MAX_CALLS = 10_000  # provider, tool and HTTP calls one case may make
+MAX_KEPT = 16 << 20  # bytes of tool arguments and results the parent keeps for one case
 TRACE_LINE = 4096  # bytes of one trace record: a record is a few short fields
 _MIB = 1 << 20
 _MAX_SEED = 2**32 - 1
@@ -434,6 +436,19 @@ class _Talk:
     positions: dict[str, int] = field(default_factory=dict)  # "provider" / "tool" -> calls
     replies: int = 0  # replies this child was sent to its calls
     missed_at: int = 0  # the number of the reply that was the case's first withheld miss
+    kept: int = 0  # bytes of tool arguments and results kept in ``calls``
+
+    def keep(self, served: Served) -> None:
+        """Log one call of the current case, within what the parent keeps for a case: an
+        agent that calls without end, or with arguments of many megabytes, would otherwise
+        grow the grader's memory for as long as its time lasts."""
+        self.kept += len(served.args) + len(served.result)
+        if len(self.calls) >= MAX_CALLS:
+            raise ProtocolError(f"more than {MAX_CALLS} calls in one case")
+        if self.kept > MAX_KEPT:
+            raise ProtocolError(f"more than {MAX_KEPT >> 20} MiB of tool arguments and "
+                                "results in one case")
+        self.calls.append(served)
 
     def next_case(self) -> _Case:
         return self.pending[self.done]
@@ -617,14 +632,14 @@ class _Run:
         in_flight = talk.in_flight(message.get("since"))
         head = one_line(prompt)
         if self._withholds(case, "provider", position):
-            talk.calls.append(Served(key=key, served=False, trace_lines=lines, withheld=True,
+            talk.keep(Served(key=key, served=False, trace_lines=lines, withheld=True,
                                      asked=prompt.strip()[:ASKED_CAP], in_flight=in_flight,
                                      head=head))
             talk.reply(child, self._miss(case, prompt, key), withheld=True)
             return
         response = self._serving.answer(case.id, prompt)
         recorded = self._serving.recorded.get(case.id, {})
-        talk.calls.append(Served(key=key, served=response is not None, trace_lines=lines,
+        talk.keep(Served(key=key, served=response is not None, trace_lines=lines,
                                  asked="" if response is not None else prompt[:ASKED_CAP],
                                  in_flight=in_flight, head=head,
                                  reordered=response is None and _reorders(
@@ -670,16 +685,15 @@ class _Run:
             key = tool_key(tool, args)
         except GradekitError as exc:
             raise ProtocolError("tool arguments that are not JSON") from exc
-        lines, position = self._trace_lines(talk, case), talk.asking("tool")
-        in_flight = talk.in_flight(message.get("since"))
-        withheld = self._withholds(case, "tool", position)
-        if not withheld and self.is_write(tool):
-            talk.calls.append(Served(key=key, served=True, tool=tool, trace_lines=lines,
-                                     in_flight=in_flight, args=_canonical(args), write=True))
+        lines, in_flight = self._trace_lines(talk, case), talk.in_flight(message.get("since"))
+        if self.is_write(tool):  # never withheld: no fixture holds it, so it never misses
+            talk.keep(Served(key=key, served=True, tool=tool, trace_lines=lines,
+                             in_flight=in_flight, args=_canonical(args), write=True))
             talk.reply(child, {"write": True})  # the child runs it on the case run's store
             return
+        withheld = self._withholds(case, "tool", talk.asking("tool"))
         found, result = (False, None) if withheld else self._serving.tools(case.id, key)
-        talk.calls.append(Served(key=key, served=found, tool=tool, trace_lines=lines,
+        talk.keep(Served(key=key, served=found, tool=tool, trace_lines=lines,
                                  withheld=withheld, in_flight=in_flight,
                                  asked=_shown_args(tool, args)[:ASKED_CAP] if withheld else "",
                                  args=_canonical(args), result=_canonical(result) if found
@@ -709,7 +723,7 @@ class _Run:
             # The miss a cassette without this request would give: nothing tells it apart.
             rest = _without(cassette, key) if cassette is not None else None
             rows = miss_rows(rest or HttpCassette(case.id), asked, 1, exists=rest is not None)
-            talk.calls.append(Served(key=key, served=False, trace_lines=lines, http=True,
+            talk.keep(Served(key=key, served=False, trace_lines=lines, http=True,
                                      withheld=True, asked=request_head(asked)[:ASKED_CAP],
                                      in_flight=in_flight, head=one_line(request_head(asked))))
             talk.reply(child, {"miss": self._http_miss(case, rows), "key": key}, withheld=True)
@@ -718,7 +732,7 @@ class _Run:
         n = talk.asked.get(key, 0) + 1
         if n <= len(recorded):
             talk.asked[key] = n
-            talk.calls.append(Served(key=key, served=True, trace_lines=lines, http=True,
+            talk.keep(Served(key=key, served=True, trace_lines=lines, http=True,
                                      in_flight=in_flight, head=one_line(request_head(asked))))
             response = recorded[n - 1].response
             talk.reply(child, {"http": {
@@ -730,7 +744,7 @@ class _Run:
         differs = next((value for label, value in rows if label in ("differs", "asked")), "")
         kept = [one.request for many in cassette.interactions.values() for one in many] \
             if cassette is not None else []
-        talk.calls.append(Served(key=key, served=False, trace_lines=lines, http=True,
+        talk.keep(Served(key=key, served=False, trace_lines=lines, http=True,
                                  asked=differs[:ASKED_CAP], in_flight=in_flight,
                                  head=one_line(request_head(asked)),
                                  reordered=_reorders(_request_text(asked),

@@ -36,8 +36,9 @@ def provider_calls(outcome: CaseOutcome) -> int:
 
 def planned_probes(primary: CaseOutcome) -> tuple[Withhold, ...]:
     """The probes a case that ran needs: one per provider call it made, in order, then one
-    per tool call it made."""
-    tools = sum(1 for call in primary.calls if call.tool is not None)
+    per read-only tool call it made (a write tool's call is never withheld: no fixture
+    holds it, so it cannot miss)."""
+    tools = sum(1 for call in primary.calls if call.tool is not None and not call.write)
     return (*(Withhold("provider", k, primary.case)
               for k in range(1, provider_calls(primary) + 1)),
             *(Withhold("tool", k, primary.case) for k in range(1, tools + 1)))

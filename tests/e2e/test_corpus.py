@@ -412,10 +412,10 @@ def test_the_web_search_replays_from_its_fixture_and_notes_start_empty_each_run(
         cassette = json.loads((root / "cassettes" / f"{case}.json").read_bytes())
         assert any("(research note 1 saved)" in entry["prompt"]
                    for entry in cassette["entries"].values())
-        made = [(c["tool"], c["served"], c["key"] in recorded) for c in calls[case]
-                if c["kind"] == "tool"]
-        assert made == [("glossary", True, True), ("search_notes", True, True),
-                        ("web_search", True, True), ("save_note", True, False)], made
+        made = [(c["tool"], c["served"], c["key"] in recorded, c.get("write", False))
+                for c in calls[case] if c["kind"] == "tool"]
+        assert made == [("glossary", True, True, False), ("search_notes", True, True, False),
+                        ("web_search", True, True, False), ("save_note", True, False, True)]
     stability = criterion(world.report(name), "contract_stability")
     assert stability["points"] == stability["max"]
 

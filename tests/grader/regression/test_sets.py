@@ -846,6 +846,24 @@ def test_a_case_item_takes_the_rubric_case_expectation_and_lives_beside_the_rubr
     assert f"ok   {sets / 'refunds' / 'v1.json'}: 1 item (0 inherited)" in capsys.readouterr().out
 
 
+def test_show_prints_every_key_of_an_items_expectation(
+    tmp_path: Path, sets: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    alice, _ = _two_students(tmp_path)
+    assert promote(alice, sets, *CASE_FLAGS, "--reply-template", "Refund: {decision}.",
+                   "--decision", "14 days", "--require", 'read_docs {"query":"refund"}',
+                   "--cite", "read_docs:14 days") == 0
+    capsys.readouterr()
+    assert main(["regression", "show", "refunds", "--sets", str(sets)]) == 0
+    expect = [line for line in capsys.readouterr().out.splitlines()
+              if line.startswith("    expect    ")]
+    assert expect == [
+        "    expect    outcome answer; mentions 'refund'; never mentions -; forbids -; goal "
+        "'the student learns what the policy gives them'; decision '14 days'; reply template "
+        "'Refund: {decision}.'; requires 'read_docs {\"query\":\"refund\"}'; cites "
+        "'read_docs: 14 days'"]
+
+
 def test_show_prints_the_chain_and_the_chosen_versions_items(
     tmp_path: Path, sets: Path, capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -866,7 +884,8 @@ def test_show_prints_the_chain_and_the_chosen_versions_items(
     assert f"    source    case case-1 version 1, candidate cand-1; from a run of alice " \
         f"(submission alice, run {alice.seq}), report {alice.report[:12]}, " \
         "cassettes/refund-policy.json; approved by kim" in lines
-    assert "    expect    outcome answer; mentions 'refund'; never mentions -; forbids -" in lines
+    assert "    expect    outcome answer; mentions 'refund'; never mentions -; forbids -; goal " \
+        "'the student learns what the policy gives them'" in lines
     assert "  refund-outside-window (incident, added in v2)" in lines
     assert "    agent     each submission's own (its manifest's agent)" in lines  # the case's
     assert "    agent     lab.refunds:run" in lines

@@ -4,7 +4,9 @@ run, the parent logs every call in order, and no claim turns a read-only miss in
 What the parent trusts: the write tools the registry the manifest names declared when the
 first child loaded it (before any case), less every tool name a fixture of the submission
 holds. The attacks below are a registry that declares a recorded read-only tool a write
-tool, and an agent that registers a write tool once its run has begun.
+tool, an agent that registers a write tool once its run has begun, and agents that call
+without end or with arguments of many megabytes to grow the grader's memory. A loud-failure
+probe never withholds a write tool's call: no fixture holds it, so it cannot miss.
 """
 
 from __future__ import annotations
@@ -19,10 +21,11 @@ from pathlib import Path
 import pytest
 
 from gradekit import Tools, tool_key
-from grader._model import Limits, RunResult, Served
+from grader._model import CaseOutcome, Limits, RunResult, Served, Withhold
 from grader.sandbox import RunPlan, Sandbox, Serving, Wall
 from grader.sandbox._channel import HARNESS, ProtocolError
-from grader.sandbox._sandbox import _declared_writes
+from grader.sandbox._sandbox import MAX_CALLS, MAX_KEPT, _declared_writes
+from grader.scoring import planned_probes
 
 RECORDED = {tool_key("lookup", {"term": "refund"}): {"meaning": "14 days"}}
 TOOLS = """
@@ -80,6 +83,59 @@ def run(provider, task, tools):
 """
 
 
+# Memory: a write tool's arguments, a few megabytes a call, for as long as the case's time
+# lasts; and a recorded call asked without end.
+HEAVY = """
+def run(provider, task, tools):
+    big = "x" * (2 << 20)
+    while True:
+        tools.call("save_note", text=big)
+"""
+ENDLESS = """
+def run(provider, task, tools):
+    while True:
+        tools.call("lookup", term="refund")
+"""
+# A write tool is the student's code, run by the harness: the walls hold it as they hold the
+# agent. Its body tries the host: a file outside, shared memory, the network, a process.
+HOSTILE_TOOLS = """
+import os
+import socket
+
+from gradekit import Tools
+
+TOOLS = Tools()
+
+
+def _try(store, name, attempt):
+    try:
+        attempt()
+        store[name] = "done"
+    except BaseException as exc:
+        store[name] = "refused: " + type(exc).__name__
+
+
+@TOOLS.write("save_note")
+def save_note(store, text):
+    _try(store, "outside", lambda: open(text + "/outside", "w").write("x"))
+    _try(store, "shm", lambda: open("/dev/shm/gradekit-write-tool", "w").write("x"))
+    _try(store, "net", lambda: socket.create_connection(("127.0.0.1", 9), timeout=1))
+    _try(store, "fork", lambda: os.fork() or None)
+    return dict(store)
+"""
+HOSTILE = """
+def run(provider, task, tools):
+    import json
+    return json.dumps(tools.call("save_note", text=task), sort_keys=True)
+"""
+# A write before the read: the probe of the first tool call withholds the read.
+WRITE_FIRST = """
+def run(provider, task, tools):
+    tools.call("save_note", text=task)
+    return str(tools.call("lookup", term="refund"))
+"""
+
+
 def submission(root: Path, agent: str, tools: str = TOOLS) -> Path:
     for name, text in {"lab/__init__.py": "", "lab/agent.py": agent, "lab/tools.py": tools,
                        "pyproject.toml": ""}.items():
@@ -89,7 +145,8 @@ def submission(root: Path, agent: str, tools: str = TOOLS) -> Path:
 
 
 def grade_run(root: Path, scratch: Path, wall: Wall, cases: Sequence[str],
-              recorded: Mapping[str, object] = RECORDED) -> RunResult:
+              recorded: Mapping[str, object] = RECORDED,
+              withhold: Withhold | None = None) -> RunResult:
     """A run of ``cases`` (each its own task) served as a grading serves it: the fixtures'
     calls, the registry the manifest names, every tool name a fixture holds."""
     def tools(case: str, key: str) -> tuple[bool, object]:
@@ -101,7 +158,7 @@ def grade_run(root: Path, scratch: Path, wall: Wall, cases: Sequence[str],
     sandbox = Sandbox(root, scratch, Limits(timeout_s=10), wall)
     try:
         return sandbox.run("lab.agent:run", [(case, case) for case in cases],
-                           RunPlan("provider-a", 0, serving))
+                           RunPlan("provider-a", 0, serving, withhold=withhold))
     finally:
         sandbox.close()
 
@@ -183,3 +240,57 @@ def test_the_harness_declares_only_what_the_parent_takes_for_a_write_tool(
     assert sorted(harness.write_tools("registry_under_test:ODD")) == ["fine"]
     assert harness.write_tools("registry_under_test:LIST") == {}
     assert harness.write_tools("") == {}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("agent", "limit"), [
+    (HEAVY, f"more than {MAX_KEPT >> 20} MiB of tool arguments and results in one case"),
+    (ENDLESS, f"more than {MAX_CALLS} calls in one case"),
+])
+def test_an_agent_that_floods_its_calls_loses_the_case_not_the_graders_memory(
+        tmp_path: Path, isolation: Wall, agent: str, limit: str) -> None:
+    root = submission(tmp_path / "sub", agent)
+    outcome = grade_run(root, tmp_path / "scratch", isolation, ["a"]).outcomes["a"]
+    assert (outcome.status, outcome.detail) == \
+        ("crashed", f"broke the grader's protocol: {limit}")
+    assert len(outcome.calls) <= MAX_CALLS
+    assert sum(len(call.args) + len(call.result) for call in outcome.calls) <= MAX_KEPT
+
+
+@pytest.mark.slow
+def test_a_loud_failure_probe_withholds_a_read_and_never_a_write(
+        tmp_path: Path, isolation: Wall) -> None:
+    root = submission(tmp_path / "sub", WRITE_FIRST)
+    primary = grade_run(root, tmp_path / "scratch", isolation, ["a"]).outcomes["a"]
+    assert [(c.tool, c.write) for c in primary.calls] == [("save_note", True),
+                                                          ("lookup", False)]
+    assert planned_probes(primary) == (Withhold("tool", 1, "a"),)
+    probed = grade_run(root, tmp_path / "probe", isolation, ["a"],
+                       withhold=Withhold("tool", 1, "a")).outcomes["a"]
+    assert (probed.status, probed.exception) == ("raised", "MissingFixtureError")
+    assert [(c.tool, c.served, c.withheld) for c in probed.calls] == \
+        [("save_note", True, False), ("lookup", False, True)]
+
+
+def test_planned_probes_skip_write_calls() -> None:
+    calls = (Served("k1", True, tool="save_note", write=True), Served("k2", True, tool="a"),
+             Served("k3", True, tool="save_note", write=True), Served("k4", True, tool="b"))
+    outcome = CaseOutcome("c", "returned", calls=calls)
+    assert planned_probes(outcome) == (Withhold("tool", 1, "c"), Withhold("tool", 2, "c"))
+
+
+@pytest.mark.slow
+def test_a_write_tool_is_walled_as_the_agent_is(tmp_path: Path, isolation: Wall) -> None:
+    outside = tmp_path / "host"
+    outside.mkdir()
+    outside.chmod(0o777)
+    shm = Path("/dev/shm/gradekit-write-tool")
+    root = submission(tmp_path / "sub", HOSTILE, HOSTILE_TOOLS)
+    result = grade_run(root, tmp_path / "scratch", isolation, [str(outside)])
+    outcome = result.outcomes[str(outside)]
+    assert outcome.status == "returned", outcome
+    tried = json.loads(outcome.answer or "")
+    assert sorted(tried) == ["fork", "net", "outside", "shm"]
+    assert all(value.startswith("refused") for value in tried.values()), tried
+    assert list(outside.iterdir()) == [] and not shm.exists()
+    assert result.refusals  # the wall says what it refused
