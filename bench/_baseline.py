@@ -39,7 +39,7 @@ ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER: orphans come 
 import grader
 from grader.grading import grade_submission
 from grader.rubric import load_rubric
-from grader.sandbox import choose_isolation
+from grader.sandbox import choose_wall
 assert Path(grader.__file__).resolve().is_relative_to(Path(tree).resolve()), grader.__file__
 
 
@@ -65,7 +65,7 @@ def cpu():
     return round((own.ru_utime + own.ru_stime + reaped.ru_utime + reaped.ru_stime) * 1e9)
 
 
-rubric, wall = load_rubric(Path(rubric_file)), choose_isolation(wall_name)
+rubric, wall = load_rubric(Path(rubric_file)), choose_wall(wall_name)
 spent, children = [], set()
 for number in range(int(repeats) + 1):
     before = cpu()
@@ -83,7 +83,7 @@ print(json.dumps({"spent": spent, "children": sorted(children),
 def baseline_rows(reference: Path, folder: Path, wall_name: str, repeats: int) -> list[Row]:
     """This checkout's CPU a grade and the baseline's, measured alike in this run, and the
     share of one in the other against ``SHARE_TARGET``."""
-    operation = f"CPU a grade, --isolation {wall_name}, in a fresh process"
+    operation = f"CPU a grade, --wall {wall_name}, in a fresh process"
     tree = folder / f"baseline-{BASELINE}"
     if not tree.is_dir():
         made = _archive(tree)

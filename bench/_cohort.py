@@ -3,8 +3,8 @@
 The growth bench (``bench._growth``) and the dashboard's tests need a grades folder of
 200, 2 000 or 10 000 submissions; grading that many real ones takes hours. Here every
 file is still written by the grader's own code, as a grading and ``gradekit review``
-write it: the reports (``grader.records.write_submission``), the ledger's batch, run and
-review events (``record_grading``, ``append_events``, review events planned by
+write it: the reports (``grader.ledger.write_submission``), the ledger's batch, run and
+review events (``append_grading``, ``append_events``, review events planned by
 ``plan_review``), the results.json of each reviewed report (``rewrite_results``) and the
 gradebook (``gradebook_csv``, with the review and final cells of ``review_state``). Only
 what a sandboxed run would have observed is made up: each check's pass or fail, the
@@ -45,6 +45,21 @@ from grader._model import (
     Served,
     TraceRecord,
 )
+from grader.ledger import (
+    GRADEBOOK,
+    LEDGER,
+    REPORT,
+    ReviewRequest,
+    append_events,
+    append_grading,
+    apply_reviews,
+    current_reviews,
+    grader_version,
+    read_ledger,
+    write_submission,
+)
+from grader.ledger._folder import archive_path, rewrite_results
+from grader.ledger._reviews import plan_review
 from grader.outputs import (
     REPORTED,
     GradebookRow,
@@ -53,21 +68,6 @@ from grader.outputs import (
     gradebook_csv,
     points_text,
 )
-from grader.records import (
-    GRADEBOOK,
-    LEDGER,
-    REPORT,
-    ReviewRequest,
-    append_events,
-    apply_reviews,
-    current_reviews,
-    grader_version,
-    read_ledger,
-    record_grading,
-    write_submission,
-)
-from grader.records._folder import archive_path, rewrite_results
-from grader.records._reviews import plan_review
 from grader.rubric import Criterion, Rubric, load_rubric, per_case_points
 from grader.scoring import Evidence, score_written_summary
 
@@ -108,7 +108,7 @@ def synthetic_grades(out: Path, n: int, *, reviews: bool = True) -> None:
     first = [_grade(out, rubric, student, attempt=1) if not _is(number, _UNGRADABLE) else
              error_row(student, student, _UNGRADABLE_REASON, status="ungradable")
              for number, student in enumerate(students)]
-    record_grading(ledger, rubric, first, out, version)
+    append_grading(ledger, rubric, first, out, version)
     latest = {row.student: row for row in first}
     if reviews:
         _review(out, rubric, [(row, number // _REVIEWED[0] % 3 != 1)
@@ -118,7 +118,7 @@ def synthetic_grades(out: Path, n: int, *, reviews: bool = True) -> None:
              if row.status in REPORTED and any(_is(number, pick) for pick in _REGRADED)]
     second = {number: _grade(out, rubric, students[number], attempt=2) for number in again}
     if second:
-        record_grading(ledger, rubric, list(second.values()), out, version)
+        append_grading(ledger, rubric, list(second.values()), out, version)
         latest |= {row.student: row for row in second.values()}
     if reviews:  # a confirmation of some second reports
         _review(out, rubric, [(row, False) for number, row in second.items()
@@ -156,7 +156,7 @@ def _grade(out: Path, rubric: Rubric, student: str, *, attempt: int) -> Gradeboo
     folder = out / student
     digest = write_submission(folder, report, _evidence(rubric, student, failures, draw),
                               isolation=ISOLATION)
-    # Archived here without record_grading's fsync per file: the same bytes, in seconds.
+    # Archived here without append_grading's fsync per file: the same bytes, in seconds.
     kept = archive_path(out, digest)
     kept.parent.mkdir(parents=True, exist_ok=True)
     kept.write_bytes((folder / REPORT).read_bytes())

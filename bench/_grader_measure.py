@@ -35,7 +35,7 @@ from grader.rubric._rubric import load_rubric
 from grader.sandbox import RunPlan, Sandbox, Serving, ToolAnswer
 from grader.sandbox._isolation import bubblewrap
 from grader.sandbox._sandbox import no_tools
-from grader.sandbox._walls import choose_isolation
+from grader.sandbox._walls import choose_wall
 
 __all__ = ["FULL", "QUICK", "GraderPlan", "batch_table", "bubblewrap_missing", "check_table",
            "grade_table", "pipe_table", "progress", "run_gradekit"]
@@ -49,7 +49,7 @@ BATCH_TARGET = 60e9  # 200 submissions behind the process guard: within a minute
 # default there (the cores plus one).
 ISOLATED_BATCH_TARGETS = {2: 15e9, 3: 15e9}
 TARGET_BATCH = 200  # the batch size the targets are set for
-BATCH_WALLS = ("namespaces", "process")  # --isolation, as the command line takes it
+BATCH_WALLS = ("namespaces", "process")  # --wall, as the command line takes it
 EARLIER_BATCH = ("Earlier figures without isolation (before the namespaces wall): 101 s at "
                  "--jobs 2, 155 s at --jobs 1.")
 PEERS = ("Peers: none exist for sandboxed grading (a child process per run, the replay served "
@@ -255,11 +255,11 @@ def _grade_cost(reference: Path, rubric: Rubric, folder: Path, wall_name: str,
     """The CPU one grade costs behind ``wall_name`` (the grader and every child it started,
     each reaped by the time the grade returns), with the children a grade starts."""
     missing = bubblewrap_missing() if wall_name == "namespaces" else None
-    operation = f"grade_submission, CPU a grade (grader and its children), --isolation " \
+    operation = f"grade_submission, CPU a grade (grader and its children), --wall " \
         f"{wall_name}"
     if missing is not None:
         return note_row(operation, value=f"not run: {missing}")
-    wall = choose_isolation(wall_name)
+    wall = choose_wall(wall_name)
     children: set[int] = set()
     spent: list[float] = []
     for number in range(repeats + 1):  # the first warms this process's caches
@@ -330,7 +330,7 @@ def batch_table(plan: GraderPlan, folder: Path) -> Table:
     size = f"{fmt_size(plan.batch)} submissions"
     for jobs in plan.jobs:
         for wall in BATCH_WALLS:
-            run = f"--jobs {jobs} --isolation {wall}"
+            run = f"--jobs {jobs} --wall {wall}"
             if wall == "namespaces" and missing is not None:
                 rows.append(note_row(f"gradekit grade {run}", size, f"not run: {missing}"))
                 continue
@@ -356,14 +356,14 @@ def _batch_run(plan: GraderPlan, folder: Path, jobs: int, wall: str,
     cpu = cpu_ns()
     began = time.perf_counter_ns()
     done = run_gradekit(["grade", str(folder / "batch"), "--out", str(out), "--jobs", str(jobs),
-                         "--isolation", wall], folder)
+                         "--wall", wall], folder)
     elapsed = time.perf_counter_ns() - began
     used = cpu_ns() - cpu
     limit = ISOLATED_BATCH_TARGETS.get(jobs) if wall == "namespaces" else BATCH_TARGET
     whole = Target(limit if plan.batch == TARGET_BATCH else None)
     share = Target(None if limit is None else limit / TARGET_BATCH)
     rows = [
-        timed(f"gradekit grade --jobs {jobs} --isolation {wall}, whole process", size,
+        timed(f"gradekit grade --jobs {jobs} --wall {wall}, whole process", size,
               Stats(elapsed, elapsed, 1), whole),
         timed("  per submission", size, Stats(elapsed / plan.batch, elapsed / plan.batch, 1),
               share),

@@ -36,9 +36,9 @@ from bench._grader_data import REPO, copy_reference
 from bench._table import fmt_ns, fmt_size
 from bench._timing import cpu_ns
 from grader.grading import grade_submission
-from grader.records import GRADEBOOK, LEDGER, read_ledger
+from grader.ledger import GRADEBOOK, LEDGER, read_ledger
 from grader.rubric import load_rubric
-from grader.sandbox import choose_isolation
+from grader.sandbox import choose_wall
 
 __all__ = ["BASE", "FASTER", "FULL", "LINEAR", "NOISE_NS", "QUICK", "TOLERANCE", "Cost",
            "GrowthPlan", "GrowthTable", "Step", "growth_table", "render_growth", "verdict"]
@@ -177,7 +177,7 @@ def _children(submission: Path, scratch: Path) -> int:
     ``gradekit grade`` picks here: what the grade step's cost is made of."""
     rubric = load_rubric(REPO / "rubric" / "bootcamp.toml")
     return grade_submission(submission, rubric, submission=submission.name, scratch=scratch,
-                            wall=choose_isolation("auto")).children
+                            wall=choose_wall("auto")).children
 
 
 def _steps(plan: GrowthPlan, student: str) -> list[tuple[str, str, str]]:
@@ -347,7 +347,7 @@ def _notes(plan: GrowthPlan, built: list[float], problems: list[str]) -> list[st
         + ", ".join(f"{fmt_ns(ns)} CPU per submission at {fmt_size(size)}"
                     for ns, size in zip(built, plan.sizes, strict=True)) + ".",
         f"grade: {plan.graded} clean copies of the reference lab graded with --jobs 1 and the "
-        "machine's --isolation into a copy of each cohort: half regrade cohort students, half "
+        "machine's --wall into a copy of each cohort: half regrade cohort students, half "
         "are new. Under namespaces its CPU is a lower bound (section 5).",
     ]
     if problems:

@@ -1,7 +1,7 @@
 """The grader benchmark's walls side by side: a child's start, a hanging submission, and
 where one submission's time goes (sections 5 to 7; the batch under both walls is section 4).
 
-A wall is ``--isolation process`` (the in-process guard alone) or ``--isolation
+A wall is ``--wall process`` (the in-process guard alone) or ``--wall
 namespaces`` (bubblewrap around every sandboxed child). Without a working bubblewrap the
 namespaces rows say so instead of failing the run.
 """
@@ -50,7 +50,7 @@ from grader.sandbox._seccomp import filter_pipe
 
 __all__ = ["WALLS", "breakdown_table", "hang_table", "start_table"]
 
-WALLS = ("process", "namespaces")  # --isolation, as the command line takes it
+WALLS = ("process", "namespaces")  # --wall, as the command line takes it
 HANG_TIMEOUT_S = 2  # the hanging submission's rubric: bootcamp.toml with this timeout_s
 GOAL_S, GOAL_CORES, GOAL_BATCH = 15, 2, 200  # the goal: 200 submissions in 15 s on 2 cores
 _LIMITS = Limits(timeout_s=600)
@@ -143,7 +143,7 @@ def _one_start(root: Path, scratch: Path, wall: str) -> Callable[[], None]:
         result = sandbox.run(f"{_NO_CALL}:run", [("empty", "")], plan)
         outcome = result.outcomes["empty"]
         if outcome.status != "returned":
-            raise RuntimeError(f"--isolation {wall}: {outcome.status} {outcome.detail} "
+            raise RuntimeError(f"--wall {wall}: {outcome.status} {outcome.detail} "
                                f"{result.import_error or ''} {result.stderr}")
 
     return start
@@ -151,9 +151,9 @@ def _one_start(root: Path, scratch: Path, wall: str) -> Callable[[], None]:
 
 def _start_rows(size: str, walls: Mapping[str, Costs], cpus: Mapping[str, Costs],
                 missing: str | None) -> list[Row]:
-    rows = [timed(f"Sandbox.run, --isolation {wall}", size, walls[wall].wall) for wall in walls]
+    rows = [timed(f"Sandbox.run, --wall {wall}", size, walls[wall].wall) for wall in walls]
     if missing is not None:
-        rows.append(note_row("Sandbox.run, --isolation namespaces", size,
+        rows.append(note_row("Sandbox.run, --wall namespaces", size,
                              f"not run: {missing}"))
         return [*rows, timed("  CPU per start, process", size, cpus["process"].cpu)]
     rows.append(_ratio("  namespaces / process, wall", size, walls["namespaces"].wall,
@@ -187,14 +187,14 @@ def hang_table(plan: GraderPlan, folder: Path) -> Table:
     costs = interleaved({wall: _hang_command(hanging, rubric, folder, wall, totals)
                          for wall in _walls(missing)}, plan.hang_repeats, warmup=0)
     floor = Stats(cases * HANG_TIMEOUT_S * 1e9, cases * HANG_TIMEOUT_S * 1e9, 1)
-    rows = [timed(f"gradekit grade, hanging submission, --isolation {wall}", size,
+    rows = [timed(f"gradekit grade, hanging submission, --wall {wall}", size,
                   costs[wall].wall) for wall in costs]
     if missing is not None:
-        rows.append(note_row("gradekit grade, hanging submission, --isolation namespaces",
+        rows.append(note_row("gradekit grade, hanging submission, --wall namespaces",
                              size, f"not run: {missing}"))
     rows.append(Row(f"floor: one timeout per case ({cases} x {HANG_TIMEOUT_S} s)", size,
                     fmt_ns(floor.median_ns), "—"))
-    rows += [timed(f"  above the floor, --isolation {wall}", size,
+    rows += [timed(f"  above the floor, --wall {wall}", size,
                    costs[wall].wall.minus(floor.median_ns)) for wall in costs]
     if plan.hang_counted:
         progress("grade_submission of the hanging submission in process, children counted")
@@ -210,7 +210,7 @@ def hang_table(plan: GraderPlan, folder: Path) -> Table:
         "6. A submission that hangs in every case (its agent sleeps forever), one grade",
         rows,
         [
-            f"Whole `gradekit grade PATH --rubric R --isolation W --jobs 1` in a fresh "
+            f"Whole `gradekit grade PATH --rubric R --wall W --jobs 1` in a fresh "
             f"process; median and p90 of {plan.hang_repeats} runs per wall, the walls taking "
             "turns, no warm-up. R: rubric/bootcamp.toml with timeout_s = "
             f"{HANG_TIMEOUT_S} in [limits]; the submission: the reference lab whose "
@@ -244,7 +244,7 @@ def _hang_command(hanging: Path, rubric: Path, folder: Path, wall: str,
                   totals: Counter[str]) -> Callable[[], None]:
     def grade() -> None:
         out = Path(tempfile.mkdtemp(prefix=f"hang-out-{wall}-", dir=folder))
-        args = ["grade", str(hanging), "--rubric", str(rubric), "--isolation", wall,
+        args = ["grade", str(hanging), "--rubric", str(rubric), "--wall", wall,
                 "--jobs", "1", "--out", str(out)]
         done = run_gradekit(args, folder)
         rows = list(csv.DictReader(io.StringIO((out / "gradebook.csv").read_text("utf-8"))))
@@ -368,9 +368,9 @@ def breakdown_table(plan: GraderPlan, folder: Path) -> Table:
     for wall in walls:
         done = counts[wall][1:plan.repeats + 1]  # the timed grades, not the warm-up
         children = Counter(c.children for c in done)
-        rows.append(note_row(f"sandboxed children per grade, --isolation {wall}", size,
+        rows.append(note_row(f"sandboxed children per grade, --wall {wall}", size,
                              " or ".join(str(n) for n in sorted(children))))
-        rows.append(timed(f"  grade_submission in process, --isolation {wall}", size,
+        rows.append(timed(f"  grade_submission in process, --wall {wall}", size,
                           grades[wall].wall))
         lifetimes = [c.child_ns / c.children for c in done]
         rows.append(timed("    one child, start to reaped (mean over the grade's children)",
@@ -532,7 +532,7 @@ def _breakdown_notes(plan: GraderPlan, counts: Mapping[str, list[_Counted]],
     notes = [
         f"The goal leaves {fmt_ns(share_ns)} of one core per submission ({GOAL_S} s x "
         f"{GOAL_CORES} cores / {GOAL_BATCH}), with both cores busy all the time.",
-        "Children by run: " + "; ".join(f"--isolation {wall}: {counts[wall][-1].by_run()}"
+        "Children by run: " + "; ".join(f"--wall {wall}: {counts[wall][-1].by_run()}"
                                         for wall in counts) + ".",
     ]
     for wall, costs in cpus.items():
@@ -540,7 +540,7 @@ def _breakdown_notes(plan: GraderPlan, counts: Mapping[str, list[_Counted]],
         whole = grade + worker
         batch_s = whole * GOAL_BATCH / GOAL_CORES / 1e9
         notes.append(
-            f"--isolation {wall}: a grade's CPU ({fmt_ns(grade)}, {fmt_ns(grade / children)} "
+            f"--wall {wall}: a grade's CPU ({fmt_ns(grade)}, {fmt_ns(grade / children)} "
             f"per child) plus a forked worker's start ({fmt_ns(worker)}) is {fmt_ns(whole)} "
             f"per submission, {whole / share_ns:.1f}x the goal's share: {GOAL_CORES} busy "
             f"cores would grade {GOAL_BATCH} submissions in {batch_s:.0f} s at best.")

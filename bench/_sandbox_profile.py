@@ -253,7 +253,7 @@ def _ms(ns: float) -> str:
 
 
 def _kinds_table(wall: str, gradings: int, totals: Sequence[tuple[float, float]]) -> str:
-    lines = [f"CPU of one grading of the reference lab, --isolation {wall}: median of "
+    lines = [f"CPU of one grading of the reference lab, --wall {wall}: median of "
              f"{gradings} gradings (ms; children: their cgroups; grader: this thread)", "",
              "| run kind | children | CPU per grading, children | per child | grader side |",
              "| --- | ---: | ---: | ---: | ---: |"]

@@ -8,8 +8,9 @@ Its packages, each a room with one door (its ``__init__``, which names what othe
 use) and a list of the rooms below it that it may import (the last paragraph of its
 docstring, held by tests/grader/test_layers.py). From the bottom up:
 
-    base         _model, _errors, _exits, _expect, _specs, _text: values, errors and words
-                 every room shares; they import no room
+    base         _model, _errors, _exits, _expect, _shortfall, _calls, _facts, _reply,
+                 _specs, _text, _late, _cache: values, errors, words, expectations and
+                 the derived-result cache every room shares; they import no room
     submission   what a student handed in: manifest, files, roster
     sandbox      the trust boundary: the harness, the walls, the runs made through them
     recordings   cassettes and fixtures as review sees them: stale, diff, change log
@@ -17,7 +18,10 @@ docstring, held by tests/grader/test_layers.py). From the bottom up:
     rubric       the rubric: cases, criteria, limits, packages, pinned sets
     scoring      pure: evidence and rubric in, points and advice out
     outputs      the files a grading writes, each a format, and their signatures
-    records      append-only: ledger, reviews, history, promotion, report verify
+    ledger       the grades folder, append-only: its ledger, reviews, history, merges,
+                 report verify
+    assets       the evaluation assets: cases, investigations, candidates, promotion, in
+                 the asset ledger beside the sets
     grading      one submission: evidence gathered in the sandbox, scored, reported
     batch        a cohort: workers, the gradebook, the ledger
     handout      the students' starter repository and the Gradescope autograder

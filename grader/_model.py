@@ -292,7 +292,7 @@ class CriterionResult:
 @dataclass(frozen=True, slots=True)
 class HumanReview:
     """A person's current verdict on one criterion of a report, as a ledger ``review``
-    event records it (``grader.records._reviews``). The report itself is never edited: a review is
+    event records it (``grader.ledger._reviews``). The report itself is never edited: a review is
     rendered beside the automated points."""
 
     criterion: str  # the criterion's id

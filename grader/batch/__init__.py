@@ -3,11 +3,11 @@ pre-imported zygote, the gradebook written as rows finish, and the cohort compar
 copies (``compare_cohort``: files read, never run; ``copies.json`` and a note in the
 gradebook's reason, never a point or a report). A worker gets the rubric as JSON
 (``grader.rubric.rubric_document``) and writes its submission's outputs once through the
-grades folder's home (``grader.records``); the batch signs them once. The identities the
+grades folder's home (``grader.ledger``); the batch signs them once. The identities the
 command line computed are graded as they are (``grade_batch`` computes them only when
 given folders).
 
-May import: base, submission, sandbox, regression, rubric, scoring, outputs, records,
+May import: base, submission, sandbox, regression, rubric, scoring, outputs, ledger,
 grading.
 """
 

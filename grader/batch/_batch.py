@@ -5,7 +5,7 @@ of its own with the grader's code only, so nothing a submission does can stop th
 batch: a worker that overruns the rubric's ``budget_s`` is killed with its process
 group, and one that dies (a signal, out of memory, any exit status) leaves an error row
 that says why. Each worker writes its submission's outputs once, through the grades
-folder's home (``grader.records._folder``), and the batch, the one process that holds the
+folder's home (``grader.ledger._folder``), and the batch, the one process that holds the
 instructor's key, signs them once. Ctrl-C stops starting workers, kills the running ones
 and raises ``BatchInterrupted``.
 
@@ -49,12 +49,22 @@ from grader.batch._idle import IdleHelper
 from grader.batch._worker import (
     CASE,
     EXIT_OUT_OF_MEMORY,
-    Request,
+    WorkerRequest,
     decode_row,
     encode_request,
 )
 from grader.batch._zygote import REQUEST, ROW, STDERR, Zygote, ZygoteGone
 from grader.grading import cohort_packages, seed_pool
+from grader.ledger import (
+    GRADEBOOK,
+    LEDGER,
+    draw_key,
+    read_ledger,
+    refuse_clashes,
+    reserved_for,
+    sign_outputs,
+    temporary_path,
+)
 from grader.outputs import (
     REPORTED,
     GradebookError,
@@ -65,16 +75,6 @@ from grader.outputs import (
     points_text,
     read_gradebook,
     without_signing_key,
-)
-from grader.records import (
-    GRADEBOOK,
-    LEDGER,
-    draw_key,
-    read_ledger,
-    refuse_clashes,
-    reserved_for,
-    sign_outputs,
-    temporary_path,
 )
 from grader.rubric import Rubric
 from grader.sandbox import PROCESS_WALL, Wall, scratch_folder
@@ -135,7 +135,7 @@ def discover(paths: Sequence[Path], out: Path | None = None) -> list[Path]:
     folder name.
 
     A folder named like an entry of the grades folder (its ledger, gradebook, ...:
-    ``grader.records.reserved_for``), hidden or not, is a ``UsageError`` naming each, for
+    ``grader.ledger.reserved_for``), hidden or not, is a ``UsageError`` naming each, for
     the whole batch whatever part of it is graded, before anything is written (``out``,
     the grades folder, is named in it)."""
     found: dict[Path, Path] = {}
@@ -297,7 +297,7 @@ def grade_batch(submissions: Sequence[Path] | Sequence[Identity], rubric: Rubric
     (``grader.submission.identify``, with ``roster`` naming the roster they came from), or
     folders, whose identities then come from ``roster`` (else the folder names); two
     submissions of one identity, and a folder whose output folder would take the place of
-    an entry of ``out`` (``grader.records.refuse_clashes``), are a ``UsageError`` before
+    an entry of ``out`` (``grader.ledger.refuse_clashes``), are a ``UsageError`` before
     anything runs or is written. Ctrl-C kills
     the running workers, writes the finished rows and raises ``BatchInterrupted``.
     ``progress`` hears of each finished row; ``heartbeat`` of each submission still running
@@ -652,7 +652,7 @@ class _Workers:
         for _ in range(2):
             zygote = self._zygote
             # The request is a file, never a pipe: writing a pipe could block.
-            (scratch / REQUEST).write_bytes(encode_request(Request(
+            (scratch / REQUEST).write_bytes(encode_request(WorkerRequest(
                 parent=zygote.pid, root=identity.path.absolute(), folder=identity.folder,
                 student=identity.student, out=self._out / identity.folder, scratch=scratch,
                 label=self._label, isolation=self._wall.name, rubric=self._rubric,
@@ -724,7 +724,7 @@ def _died(code: int, stderr: bytes, rubric: Rubric) -> str:
         return (f"the grader's worker for it was killed by {name}: nothing was scored; grade "
                 "it again, and if it dies again look in the system log for an out-of-memory "
                 "kill, or in its agent for code that signals other processes (grade it with "
-                "--isolation namespaces)")
+                "--wall namespaces)")
     lines = stderr.decode("utf-8", "replace").strip().splitlines()
     said = f" ({lines[-1][:300]})" if lines else ""
     return (f"the grader's worker for it stopped with exit status {code}{said}: nothing was "

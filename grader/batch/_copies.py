@@ -36,9 +36,10 @@ from gradekit.internal import write_atomic
 from grader._text import quote
 from grader.batch._fingerprints import CODE_K, TEXT_K, WINDOW, Document, fingerprints, positioned
 from grader.batch._parts import Source, part_documents, part_sources
+from grader.ledger import COPIES
 from grader.outputs import (
     PARTS,
-    Copies,
+    CopyFindings,
     CopyPair,
     Excerpt,
     GradebookRow,
@@ -48,7 +49,6 @@ from grader.outputs import (
     render_copies,
     renoted,
 )
-from grader.records import COPIES
 
 __all__ = ["COMMON_MOST", "MIN_SHARED", "THRESHOLD", "Comparison", "common_over",
            "compare_cohort", "find_copies"]
@@ -175,7 +175,7 @@ def _score(index: _Part, a: int, b: int) -> PartScore:
 
 
 def find_copies(submissions: Sequence[tuple[str, Path]], *,
-                handout: Path | None = None) -> Copies:
+                handout: Path | None = None) -> CopyFindings:
     """The flagged pairs among ``submissions`` (each its folder's name and path), each
     part's excerpt included; ``handout``: the starter the students were given, whose every
     fingerprint is common."""
@@ -198,7 +198,7 @@ def find_copies(submissions: Sequence[tuple[str, Path]], *,
             pairs.append(CopyPair(held[a].name, held[b].name, parts))
     settings = {"code_k": CODE_K, "text_k": TEXT_K, "window": WINDOW, "threshold": THRESHOLD,
                 "min_shared": MIN_SHARED, "common_over": over}
-    return Copies(len(held), settings, tuple(pairs))
+    return CopyFindings(len(held), settings, tuple(pairs))
 
 
 def _hand_out(given: _Held | None, part: int) -> set[int]:
@@ -305,7 +305,7 @@ class Comparison:
     """A batch's comparison of its cohort: the copies found (with the earlier pairs of
     folders it did not hold), and each gradebook note before and after it."""
 
-    copies: Copies
+    copies: CopyFindings
     before: Mapping[str, str]  # folder -> the note the grades folder's copies.json gave
     after: Mapping[str, str]  # folder -> the note this comparison gives
     rewrite: bool  # whether copies.json is to be written: pairs, or one to replace
@@ -329,7 +329,7 @@ def compare_cohort(submissions: Sequence[tuple[str, Path]], out: Path, *,
     keeping the pairs ``out``'s copies.json holds of folders they do not hold (an
     unreadable one is replaced)."""
     try:
-        earlier: Copies | None = read_copies((out / COPIES).read_bytes())
+        earlier: CopyFindings | None = read_copies((out / COPIES).read_bytes())
     except (OSError, ValueError):
         earlier = None
     found = find_copies(submissions, handout=handout)

@@ -7,7 +7,7 @@ arrival by the rubric file's own validators), the reviews the ledger holds of th
 student's reports, where its outputs go. The worker caps its own address space at the
 rubric's ``grader_memory_mb``, grades (the submission's code runs only in the sandbox's
 children, never in this process), writes the submission's outputs once through the
-grades folder's home (``grader.records.write_submission``; results.json with the current
+grades folder's home (``grader.ledger.write_submission``; results.json with the current
 reviews of its report) and answers with one JSON line on standard output: its gradebook
 row. Nothing is pickled, and the worker imports grader code only (plus the instructor's
 custom checks, from the folders the batch names).
@@ -42,8 +42,8 @@ from grader._late import late_from_document
 from grader._model import CONTRACT, Report
 from grader._text import FLAGGED, TEXT_LIMIT, quote
 from grader.grading import MissingPackage, grade_submission
+from grader.ledger import current_reviews, write_submission
 from grader.outputs import GradebookRow, Status, error_row, points_text, report_digest
-from grader.records import current_reviews, write_submission
 from grader.rubric import Rubric, load_custom_check, rubric_document, rubric_from_document
 from grader.sandbox import SubmissionTooLarge, wall_named
 
@@ -52,7 +52,7 @@ __all__ = [
     "EXIT_BAD_REQUEST",
     "EXIT_ORPHANED",
     "EXIT_OUT_OF_MEMORY",
-    "Request",
+    "WorkerRequest",
     "decode_request",
     "decode_row",
     "die_with",
@@ -72,7 +72,7 @@ _MIB = 1 << 20
 
 
 @dataclass(frozen=True, slots=True)
-class Request:
+class WorkerRequest:
     """What the batch asks one worker to do."""
 
     parent: int  # the pid of the process that started this worker: it dies with it
@@ -85,7 +85,7 @@ class Request:
     isolation: str  # the name of the wall its code runs behind (grader.sandbox.wall_named)
     rubric: Rubric
     check_folders: Mapping[str, str]  # custom check -> the folder it is imported from
-    draw_key: bytes = b""  # the batch's secret for draws (grader.records.draw_key); b"":
+    draw_key: bytes = b""  # the batch's secret for draws (grader.ledger.draw_key); b"":
     # drawn afresh
     # the ledger's review events of this student, in ledger order, as the batch read them
     reviews: Sequence[Mapping[str, Any]] = ()
@@ -96,7 +96,7 @@ class Request:
     late: Mapping[str, Any] | None = None
 
 
-def encode_request(request: Request) -> bytes:
+def encode_request(request: WorkerRequest) -> bytes:
     """The request as one JSON document."""
     return json.dumps({
         "parent": request.parent, "root": str(request.root), "folder": request.folder,
@@ -110,12 +110,12 @@ def encode_request(request: Request) -> bytes:
     }, ensure_ascii=True).encode("ascii")
 
 
-def decode_request(data: bytes) -> Request:
+def decode_request(data: bytes) -> WorkerRequest:
     """The request ``encode_request`` wrote; ``ValueError`` when it is not one."""
     try:
         document = json.loads(data)
         isolation = wall_named(document["isolation"]).name
-        return Request(
+        return WorkerRequest(
             parent=int(document["parent"]), root=Path(document["root"]),
             folder=str(document["folder"]), student=str(document["student"]),
             out=Path(document["out"]),
@@ -171,7 +171,7 @@ def _running(scratch: Path, case: str) -> None:
     os.replace(temporary, scratch / CASE)
 
 
-def grade(request: Request) -> GradebookRow:
+def grade(request: WorkerRequest) -> GradebookRow:
     """Grade the requested submission and write its outputs; a failure is an error row."""
     try:
         for check, folder in sorted(request.check_folders.items()):

@@ -40,7 +40,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, NoReturn
 
-from grader.batch import _worker
+from grader.batch._worker import die_with
+from grader.batch._worker import main as worker_main
 from grader.sandbox import share_hosts, warm_walls
 
 __all__ = ["REQUEST", "ROW", "STDERR", "Zygote", "ZygoteGone", "main"]
@@ -148,7 +149,7 @@ class Zygote:
 
 def main(argv: list[str]) -> int:
     """Fork workers on request until stdin closes; ``argv[1]``: the batch's pid."""
-    _worker.die_with(int(argv[1]))
+    die_with(int(argv[1]))
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     warm_walls()  # bubblewrap probed once here, not once per worker: forks inherit the answer
     wake_read, wake_write = os.pipe()
@@ -242,7 +243,7 @@ def _become_worker(scratch: Path, name: str, own: tuple[int, ...]) -> NoReturn:
         _redirect(1, scratch / ROW, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
         _redirect(2, scratch / STDERR, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
         sys.argv = ["grader.batch._worker", name]
-        code = _worker.main()
+        code = worker_main()
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 1
     except BaseException:

@@ -2,7 +2,7 @@
 ``main``, which maps every error to its exit code.
 
 May import: base, submission, sandbox, recordings, regression, rubric, scoring, outputs,
-records, grading, batch, handout, dashboard.
+ledger, assets, grading, batch, handout, dashboard.
 """
 
 from __future__ import annotations

@@ -24,22 +24,13 @@ from grader._exits import EXIT_FAILED, EXIT_OK
 from grader._expect import expectation_document
 from grader._model import CheckResult
 from grader._text import TEXT_LIMIT, quote
-from grader.batch import discover
-from grader.cli._options import (
-    add_expectation_options,
-    add_isolation_option,
-    add_rubric_option,
-    told_expectation,
-)
-from grader.cli._regression import line as _line
-from grader.cli._regression import sets_folder as _sets_of
-from grader.grading import run_cases
-from grader.records import (
+from grader.assets import (
     DISPOSITIONS,
     SOURCES,
     Assets,
-    Request,
+    PromotionRequest,
     StoredCase,
+    append_case_batch,
     applicable_agent,
     approve,
     archive,
@@ -50,13 +41,22 @@ from grader.records import (
     investigate,
     new_case,
     read_assets,
-    record_case_batch,
     revise,
     save_from_run,
 )
+from grader.batch import discover
+from grader.cli._options import (
+    add_expectation_options,
+    add_rubric_option,
+    add_wall_option,
+    told_expectation,
+)
+from grader.cli._regression import line as _line
+from grader.cli._regression import sets_folder as _sets_of
+from grader.grading import run_cases
 from grader.regression import decode_world, world_json
 from grader.rubric import load_rubric
-from grader.sandbox import choose_isolation
+from grader.sandbox import choose_wall
 
 __all__ = ["add_case_commands"]
 
@@ -191,7 +191,7 @@ def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                      "label, not an authenticated identity)")
     ran.add_argument("--key", default="", metavar="KEY", help="an idempotency key: a batch "
                      "recorded under it already is shown again, and nothing runs twice")
-    add_isolation_option(ran)
+    add_wall_option(ran)
     _add_place(ran)
     ran.set_defaults(handler=_run)
 
@@ -210,13 +210,13 @@ def _run(args: argparse.Namespace) -> int:
     rubric = load_rubric(args.rubric)
     chosen = [case_item(sets, rubric, case_id) for case_id in dict.fromkeys(args.cases)]
     roots = [args.root] if args.root is not None else discover([args.submissions])
-    wall = choose_isolation(args.isolation, allow_host_root=args.allow_host_root)
+    wall = choose_wall(args.wall, allow_host_root=args.allow_host_root)
     results: list[dict[str, Any]] = []
     for root in roots:
         checks = run_cases(root, [item for item, _ in chosen], rubric, wall=wall)
         for item, case in chosen:
             results.append(_result(root.resolve().name, case, checks[item.id]))
-    event, _ = record_case_batch(sets, cases=[case for _, case in chosen], results=results,
+    event, _ = append_case_batch(sets, cases=[case for _, case in chosen], results=results,
                                  requested=len(roots) * len(chosen), by=args.by,
                                  key=args.key)
     print("\n".join(_batch_lines(event)))
@@ -264,7 +264,7 @@ def _batch_exit(event: Mapping[str, Any]) -> int:
 
 
 def _from_run(args: argparse.Namespace) -> int:
-    saved = from_run(Request(
+    saved = from_run(PromotionRequest(
         student=args.student, root=args.root, out=args.out, rubric=args.rubric,
         case=args.case, incident=args.incident, agent=args.agent, reference=args.reference,
         told=told_expectation(args), report=args.report))

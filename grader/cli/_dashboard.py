@@ -8,7 +8,7 @@ from pathlib import Path
 
 from gradekit.internal import commands as printed
 from grader._exits import EXIT_OK
-from grader.records._folder import DASHBOARD
+from grader.ledger._folder import DASHBOARD
 
 __all__ = ["add_dashboard_commands"]
 

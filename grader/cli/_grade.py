@@ -33,25 +33,25 @@ from grader.batch import (
     print_heartbeat,
     print_progress,
 )
-from grader.cli._options import add_isolation_option, add_rubric_option
+from grader.cli._options import add_rubric_option, add_wall_option
 from grader.grading import MissingPackage, predicted, run_checkpoints
-from grader.outputs import REPORTED, GradebookRow, points_text, review_verdict
-from grader.records import (
+from grader.ledger import (
     COPIES,
     GRADEBOOK,
     LEDGER,
     REPORT,
     BatchInfo,
     ReviewState,
+    append_grading,
     apply_reviews,
     batch_time,
     grader_version,
     keyed_batch,
-    record_grading,
     rubric_lineage,
 )
+from grader.outputs import REPORTED, GradebookRow, points_text, review_verdict
 from grader.rubric import Rubric, load_rubric
-from grader.sandbox import choose_isolation
+from grader.sandbox import choose_wall
 from grader.scoring import contract_gaps, shown_keys
 from grader.submission import ROSTER_HEADER, Identity, Roster, identify, load_roster, unclaimed
 
@@ -100,7 +100,7 @@ def add_grading_commands(
                        help="the starter the students were given: what it holds is never "
                        "taken for a copy (default: what more than half the cohort, or more "
                        "than 20 submissions, hold is common)")
-    add_isolation_option(grade)
+    add_wall_option(grade)
     grade.add_argument("--key-file", type=Path, default=None, metavar="FILE",
                        help="sign every report.json and results.json with this instructor key "
                        "(default: $GRADEKIT_SIGNING_KEY_FILE or $GRADEKIT_SIGNING_KEY; none: "
@@ -124,7 +124,7 @@ def add_grading_commands(
                        help="the same as PATH, as record and run spell it")
     add_rubric_option(check, lab=lambda args: Path(args.path or args.root or "."),
                       cwd_only=True)
-    add_isolation_option(check)
+    add_wall_option(check)
     check.set_defaults(handler=_check)
 
 
@@ -184,7 +184,7 @@ def _grade_all(args: argparse.Namespace) -> int:
     earlier = earlier_rows(args.out, [c.id for c in rubric.criteria],
                            [identity.folder for identity in identities], discovered,
                            replace=args.replace)
-    wall = choose_isolation(args.isolation, allow_host_root=args.allow_host_root)
+    wall = choose_wall(args.wall, allow_host_root=args.allow_host_root)
     print(f"isolation: {wall.held()}", file=sys.stderr)
     # Every folder the paths hold is compared, whatever part of them is graded: a late
     # submission graded alone is still compared with its classmates (files read, not run).
@@ -195,8 +195,8 @@ def _grade_all(args: argparse.Namespace) -> int:
     _say_earlier(earlier, args)
     shard = f"{args.shard.index}/{args.shard.count}" if args.shard is not None else ""
 
-    def record(rows: Sequence[GradebookRow], interrupted: Sequence[str] = ()) -> dict[str, str]:
-        return record_grading(args.out / LEDGER, rubric, rows, args.out, grader_version(),
+    def append(rows: Sequence[GradebookRow], interrupted: Sequence[str] = ()) -> dict[str, str]:
+        return append_grading(args.out / LEDGER, rubric, rows, args.out, grader_version(),
                               interrupted=interrupted, mode=earlier.mode, kept=earlier.kept,
                               absent=earlier.absent, dropped=earlier.dropped, shard=shard,
                               info=info)
@@ -208,9 +208,9 @@ def _grade_all(args: argparse.Namespace) -> int:
                            wall=wall, roster=roster, key_file=args.key_file, earlier=earlier,
                            comparison=comparison)
     except BatchInterrupted as stopped:  # the rows that finished are grades all the same
-        record(stopped.rows, stopped.not_graded)
+        append(stopped.rows, stopped.not_graded)
         raise _Stopped(stopped, earlier) from None
-    unchanged = record(rows)
+    unchanged = append(rows)
     # Reviews tied to these reports apply again (results.json was written with them); any
     # tied to an earlier report do not: the gradebook says which need a new review. The
     # rows kept from earlier batches are written as they were.
@@ -400,8 +400,8 @@ def _check(args: argparse.Namespace) -> int:
     root = args.path or args.root or Path(".")
     started = time.monotonic()
     try:
-        run = run_checkpoints(root, rubric, wall=choose_isolation(
-            args.isolation, allow_host_root=args.allow_host_root))
+        run = run_checkpoints(root, rubric, wall=choose_wall(
+            args.wall, allow_host_root=args.allow_host_root))
     except MissingPackage as missing:  # no grade to predict: what `gradekit grade` would say
         shown = "UNGRADABLE" if missing.status == "ungradable" else "NOT GRADED"
         print(f"FAIL  {shown}: {missing}")

@@ -45,7 +45,7 @@ from grader.cli._record import add_recording_commands
 from grader.cli._regression import add_regression_commands
 from grader.cli._review import add_review_commands
 from grader.cli._starter import add_starter_commands
-from grader.records import grader_version
+from grader.ledger import grader_version
 
 __all__ = ["main"]
 

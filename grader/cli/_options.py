@@ -11,11 +11,17 @@ from gradekit import Provider, UsageError
 from grader._expect import OUTCOMES, Told
 from grader._specs import load_spec
 from grader.rubric import KIT_RUBRIC, load_cases
-from grader.sandbox import isolation_requests
+from grader.sandbox import wall_requests
 from grader.submission import ManifestError, load_manifest
 
-__all__ = ["add_isolation_option", "add_provider_options", "add_rubric_option", "lab_rubric",
-           "live_provider", "resolve_rubric"]
+__all__ = [
+    "add_provider_options",
+    "add_rubric_option",
+    "add_wall_option",
+    "lab_rubric",
+    "live_provider",
+    "resolve_rubric",
+]
 
 Lab = Callable[[argparse.Namespace], Path]  # where a command's lab is, from its arguments
 
@@ -102,11 +108,13 @@ def lab_rubric(folder: Path, *, own: bool = True) -> Path:
     return KIT_RUBRIC
 
 
-def add_isolation_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--isolation", choices=isolation_requests(), default="auto",
-                        help="auto: bubblewrap namespaces when they work here, else the process "
-                        "guard (default); namespaces: refuse to grade without them; process: "
-                        "the guard only")
+def add_wall_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--wall", "--isolation", dest="wall", choices=wall_requests(),
+                        default="auto",
+                        help="the wall each child runs behind; auto: bubblewrap namespaces "
+                        "when they work here, else the process wall (default); namespaces: "
+                        "refuse to grade without them; process: the process wall only "
+                        "(--isolation: the same flag's earlier name)")
     parser.add_argument("--allow-host-root", action="store_true",
                         help="as root, run submission code as root on the host where uid 65534 "
                         "cannot run it (refused without this flag, saying why)")

@@ -1,7 +1,7 @@
 """The grader's outputs on the command line: report verify, gradebook merge, history (every
 grade of a student and why each differs), ledger verify and merge, and the Gradescope autograder
 (``gradescope build`` writes it, ``gradescope run`` is what its ``run_autograder`` calls,
-``gradescope probe`` is how its ``setup.sh`` says which wall the grader gets)."""
+``gradescope walls`` is how its ``setup.sh`` says which wall the grader gets)."""
 
 from __future__ import annotations
 
@@ -16,20 +16,9 @@ from gradekit import UsageError
 from gradekit.internal import commands as printed
 from gradekit.internal import write_atomic
 from grader._exits import EXIT_FAILED, EXIT_OK
-from grader.cli._options import add_isolation_option, add_rubric_option
-from grader.handout import ROOT_ENV, build, probe, run, try_autograder
-from grader.outputs import (
-    EXPORTS,
-    KEY_ENV,
-    KEY_FILE_ENV,
-    REPORTED,
-    GradebookError,
-    export_gradebook,
-    load_key,
-    merge_gradebooks,
-    read_gradebook,
-)
-from grader.records import (
+from grader.cli._options import add_rubric_option, add_wall_option
+from grader.handout import ROOT_ENV, build, run, try_autograder, walls_here
+from grader.ledger import (
     DRAW_KEY,
     GRADEBOOK,
     LEDGER,
@@ -40,6 +29,17 @@ from grader.records import (
     merge_folders,
     verify_file,
     verify_ledger,
+)
+from grader.outputs import (
+    EXPORTS,
+    KEY_ENV,
+    KEY_FILE_ENV,
+    REPORTED,
+    GradebookError,
+    export_gradebook,
+    load_key,
+    merge_gradebooks,
+    read_gradebook,
 )
 
 __all__ = ["add_output_commands"]
@@ -162,7 +162,7 @@ def _verify_ledger(args: argparse.Namespace) -> int:
 
 
 def add_output_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Register ``report verify``, ``gradebook merge`` and ``gradescope build|run|probe``."""
+    """Register ``report verify``, ``gradebook merge`` and ``gradescope build|run|walls``."""
     _add_ledger(commands)
     _add_history(commands)
     report = commands.add_parser("report", help="work with report.json and results.json files")
@@ -213,7 +213,7 @@ def add_output_commands(commands: argparse._SubParsersAction[argparse.ArgumentPa
     runner.add_argument("--root", type=Path, default=None,
                         help=f"Gradescope's folder (default: ${ROOT_ENV}, else /autograder)")
     add_rubric_option(runner)
-    add_isolation_option(runner)
+    add_wall_option(runner)
     runner.set_defaults(handler=_run)
     trier = gradescope_commands.add_parser(
         "try", help="a dry run: lay SUBMISSION out beside a built autograder as Gradescope "
@@ -231,9 +231,10 @@ def add_output_commands(commands: argparse._SubParsersAction[argparse.ArgumentPa
                        "late policy (default: none, so no late penalty)")
     trier.set_defaults(handler=_try)
     prober = gradescope_commands.add_parser(
-        "probe", help="say which wall `--isolation auto` takes here, and why each other wall "
-        "was passed over (setup.sh writes it to source/isolation.txt)")
-    prober.set_defaults(handler=_probe)
+        "walls", aliases=["probe"], help="say which wall `--wall auto` takes here, and why each "
+        "other wall was passed over (setup.sh writes it to source/isolation.txt; probe: the "
+        "command's earlier name)")
+    prober.set_defaults(handler=_walls)
 
 
 def _verify_report(args: argparse.Namespace) -> int:
@@ -268,7 +269,7 @@ def _build(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     root = args.root or Path(os.environ.get(ROOT_ENV) or "/autograder")
-    graded = run(root, args.rubric, args.isolation, allow_host_root=args.allow_host_root)
+    graded = run(root, args.rubric, args.wall, allow_host_root=args.allow_host_root)
     print(f"{'graded' if graded else 'NOT GRADED'}: {root / 'results' / RESULTS}")
     return EXIT_OK if graded else EXIT_FAILED
 
@@ -306,6 +307,6 @@ def _try(args: argparse.Namespace) -> int:
         return EXIT_OK if tried.graded else EXIT_FAILED
 
 
-def _probe(args: argparse.Namespace) -> int:
-    print("\n".join(probe()))
+def _walls(args: argparse.Namespace) -> int:
+    print("\n".join(walls_here()))
     return EXIT_OK

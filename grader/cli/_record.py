@@ -38,6 +38,7 @@ from gradekit import (
 from gradekit.internal import HttpClients, previous_path, write_atomic
 from grader._exits import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 from grader._specs import imports_from, load_spec
+from grader.assets import case_item
 from grader.cli._options import add_provider_options, add_rubric_option, live_provider
 from grader.grading import CASES
 from grader.recordings import (
@@ -49,7 +50,6 @@ from grader.recordings import (
     require_reason,
     rerecord_summary,
 )
-from grader.records import case_item
 from grader.regression import RegressionSet, recording_name
 from grader.rubric import SETS, load_cases, load_rubric
 from grader.submission import (
@@ -314,7 +314,7 @@ def _record_cases(args: argparse.Namespace, manifest: Manifest, cases: list[_Tas
                 counts.requests_served += sdk.served
             if mode == "rerecord":
                 for changed in ((path, fixture) if sdk is None else (path, sdk.path, fixture)):
-                    _review_rerecord(manifest.root, case.id, changed, log)
+                    _show_rerecording(manifest.root, case.id, changed, log)
 
 
 class _Agents:
@@ -485,7 +485,7 @@ class _ShownTools:
         return result
 
 
-def _review_rerecord(root: Path, case: str, path: Path, log: _Log) -> None:
+def _show_rerecording(root: Path, case: str, path: Path, log: _Log) -> None:
     """Show what a re-recording changed; log a change to the dataset's change log.
 
     A change that cannot be logged is undone: the file gets its previous bytes back and

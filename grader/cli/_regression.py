@@ -1,7 +1,7 @@
 """``gradekit regression promote``, ``show``, ``verify`` and ``public``: versioned
 regression sets on the command line.
 
-``promote`` publishes an approved candidate's case (``grader.records.candidate_item``) as the
+``promote`` publishes an approved candidate's case (``grader.ledger.candidate_item``) as the
 set's next version (``grader.regression._publish.add_item``), recording it in the asset
 ledger; ``show`` prints a set's chain of versions and one version's items, each with where
 its case came from (a run, a person's hand or a model's draft); ``verify`` checks
@@ -20,8 +20,9 @@ from gradekit.internal import commands
 from grader._exits import EXIT_FAILED, EXIT_OK
 from grader._expect import Expectation
 from grader._text import quote
+from grader.assets import ASSETS, candidate_item
 from grader.cli._options import add_rubric_option
-from grader.records import ASSETS, append_events, candidate_item
+from grader.ledger import append_events
 from grader.regression import (
     Item,
     RegressionSet,

@@ -11,18 +11,18 @@ from pathlib import Path
 from gradekit import UsageError
 from gradekit.internal import commands, write_atomic
 from grader._exits import EXIT_OK
-from grader.outputs import KEY_ENV, KEY_FILE_ENV, load_key
-from grader.records import (
+from grader.ledger import (
     LEDGER,
-    Recorded,
+    AppendedReview,
     ReviewRequest,
+    append_review,
+    append_reviews,
     export_sheet,
     plan_confirmations,
     read_ledger,
     read_sheet,
-    record_review,
-    record_reviews,
 )
+from grader.outputs import KEY_ENV, KEY_FILE_ENV, load_key
 
 __all__ = ["add_review_commands"]
 
@@ -125,7 +125,7 @@ def _review(args: argparse.Namespace) -> int:
     key = load_key(args.key_file)  # a bad key is a usage error before anything is appended
     request = ReviewRequest(student=args.student, criterion=args.criterion, points=args.points,
                             by=args.by, reason=args.reason, report=args.report)
-    _print(record_review(args.out, request, key))
+    _print(append_review(args.out, request, key))
     return EXIT_OK
 
 
@@ -148,7 +148,7 @@ def _bulk(args: argparse.Namespace) -> int:
         for line in found.would():
             print(line)
     else:
-        for recorded in record_reviews(args.out, events, found.planned, key):
+        for recorded in append_reviews(args.out, events, found.planned, key):
             _print(recorded)
     print(found.summary(done=not args.dry_run))
     return EXIT_OK
@@ -182,7 +182,7 @@ def _import(args: argparse.Namespace) -> int:
     key = load_key(args.key_file)
     events = read_ledger(args.out / LEDGER).events
     sheet = read_sheet(args.sheet, data, args.out, events, args.by)
-    recorded = record_reviews(args.out, events, sheet.planned, key)
+    recorded = append_reviews(args.out, events, sheet.planned, key)
     for one in recorded:
         _print(one)
     overrides = sum(one.review.points is not None for one in recorded)
@@ -195,7 +195,7 @@ def _import(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _print(recorded: Recorded) -> None:
+def _print(recorded: AppendedReview) -> None:
     """The review's line; a note when its report is not the student's latest."""
     print(recorded.line())
     if not recorded.latest:

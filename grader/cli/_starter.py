@@ -9,10 +9,10 @@ from pathlib import Path
 
 from gradekit.internal import commands
 from grader._exits import EXIT_OK
-from grader.cli._options import add_isolation_option, add_rubric_option
+from grader.cli._options import add_rubric_option, add_wall_option
 from grader.handout import build_starter, new_lab
 from grader.rubric import load_rubric
-from grader.sandbox import choose_isolation
+from grader.sandbox import choose_wall
 
 __all__ = ["add_starter_commands"]
 
@@ -46,7 +46,7 @@ def add_starter_commands(
                          "pyproject.toml (quicker, for trying the table out; the scan for "
                          "removed solution text still runs)")
     add_rubric_option(starter, lab=lambda args: Path(args.root))
-    add_isolation_option(starter)
+    add_wall_option(starter)
     starter.set_defaults(handler=_starter)
 
 
@@ -68,7 +68,7 @@ def _starter(args: argparse.Namespace) -> int:
     rubric = load_rubric(args.rubric)
     wall = None
     if not args.no_grade:
-        wall = choose_isolation(args.isolation, allow_host_root=args.allow_host_root)
+        wall = choose_wall(args.wall, allow_host_root=args.allow_host_root)
         print(f"grading each folder of the hand-out that holds a pyproject.toml; isolation: "
               f"{wall.held()}", file=sys.stderr)
     made = build_starter(args.root, args.out, own_replay=args.own_replay, rubric=rubric,

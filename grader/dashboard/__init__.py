@@ -1,6 +1,6 @@
 """``gradekit dashboard``: the cohort at a glance, a static site built from a grades folder.
 
-May import: base, outputs, records.
+May import: base, outputs, ledger.
 """
 
 from __future__ import annotations

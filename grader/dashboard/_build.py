@@ -46,8 +46,8 @@ from grader.dashboard._charts import (
 )
 from grader.dashboard._data import _KINDS, FULL, Cohort, Submission, decimal, load_cohort
 from grader.dashboard._site import ROWS_SCRIPT, SCRIPT, STYLE, TEMPLATES
+from grader.ledger import GRADEBOOK
 from grader.outputs import PART_WORDS, PARTS, REPORTED
-from grader.records import GRADEBOOK
 
 __all__ = ["build_dashboard"]
 

@@ -3,7 +3,7 @@
 The gradebook (``gradebook.csv``) is the cohort's numbers as they stand; each
 submission's ``report.json`` and ``calls.json`` say where its points went and what its
 agent asked; the ledger (``ledger.jsonl``) and the archived reports say how each grade
-came to be and why it changed (``grader.records._history``). Everything is read, never
+came to be and why it changed (``grader.ledger._history``). Everything is read, never
 written, and every list is in a fixed order, so one grades folder gives one site.
 """
 
@@ -21,18 +21,7 @@ from typing import Any
 
 from grader._model import HumanReview
 from grader._text import FLAGGED
-from grader.outputs import (
-    FIXED_COLUMNS,
-    REPORTED,
-    CopyPair,
-    GradebookRow,
-    read_calls,
-    read_copies,
-    read_gradebook,
-    review_verdict,
-    verify_report,
-)
-from grader.records import (
+from grader.ledger import (
     CALLS,
     COPIES,
     GRADEBOOK,
@@ -46,9 +35,28 @@ from grader.records import (
     read_ledger,
     verdict_lines,
 )
+from grader.outputs import (
+    FIXED_COLUMNS,
+    REPORTED,
+    CopyPair,
+    GradebookRow,
+    read_calls,
+    read_copies,
+    read_gradebook,
+    review_verdict,
+    verify_report,
+)
 
-__all__ = ["Cell", "Change", "Cohort", "Grading", "Submission", "decimal", "finding_kind",
-           "load_cohort"]
+__all__ = [
+    "Cohort",
+    "GradeChange",
+    "GradingEvent",
+    "GridCell",
+    "Submission",
+    "decimal",
+    "finding_kind",
+    "load_cohort",
+]
 
 FULL = "full marks"
 # What a finding is about, by the words the grader uses for it; the first that matches.
@@ -70,7 +78,7 @@ def finding_kind(text: str) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class Cell:
+class GridCell:
     """One case of one submission in the students x cases grid: the first criterion (in
     rubric order) that lost points on it, or ``FULL``; ``""`` when nothing was graded."""
 
@@ -80,7 +88,7 @@ class Cell:
 
 
 @dataclass(frozen=True, slots=True)
-class Grading:
+class GradingEvent:
     """One grade of a student, as the ledger has it, and what changed since the one before."""
 
     number: int  # 1, 2, ...: the student's grades in ledger order
@@ -99,11 +107,11 @@ class Grading:
 
 
 @dataclass(frozen=True, slots=True)
-class Change:
+class GradeChange:
     """How the latest grade differs from the one before, criterion by criterion."""
 
-    previous: Grading
-    current: Grading
+    previous: GradingEvent
+    current: GradingEvent
     criteria: tuple[tuple[str, str, str, str], ...]  # (id, title, before, after) that differ
     checks: tuple[tuple[str, str, str, str], ...]  # (criterion/check, before, after, detail)
 
@@ -117,9 +125,9 @@ class Submission:
     report: Mapping[str, Any] | None  # report.json; None when there is none
     report_problem: str  # why the report is not shown or not trusted; "" when it verifies
     calls: Mapping[str, Any] | None  # calls.json
-    cells: tuple[Cell, ...]
-    history: tuple[Grading, ...]
-    change: Change | None  # the latest grade against the one before it, when there is one
+    cells: tuple[GridCell, ...]
+    history: tuple[GradingEvent, ...]
+    change: GradeChange | None  # the latest grade against the one before it, when there is one
     reviews: tuple[HumanReview, ...] = ()  # the current reviews of the row's report
 
     def points(self, criterion: str) -> Decimal | None:
@@ -319,16 +327,16 @@ def _slugs(names: Sequence[str]) -> dict[str, str]:
 
 def _cells(row: GradebookRow, report: Mapping[str, Any] | None,
            criteria: Sequence[tuple[str, str, Decimal]], cases: Sequence[str]
-           ) -> tuple[Cell, ...]:
+           ) -> tuple[GridCell, ...]:
     if report is None or row.status not in REPORTED:
-        return tuple(Cell(case, "", row.status) for case in cases)
+        return tuple(GridCell(case, "", row.status) for case in cases)
     by_id = {str(c.get("id")): c for c in report.get("criteria", []) if isinstance(c, dict)}
     cells = []
     for case in cases:
         lost = next(((cid, title) for cid, title, _ in criteria
                      if any(check.get("id") == case and _lost(check)
                             for check in by_id.get(cid, {}).get("checks", []))), None)
-        cells.append(Cell(case, lost[0], lost[1]) if lost else Cell(case, "", FULL))
+        cells.append(GridCell(case, lost[0], lost[1]) if lost else GridCell(case, "", FULL))
     return tuple(cells)
 
 
@@ -343,7 +351,7 @@ Reviews = Callable[[str], tuple[HumanReview, ...]]  # a report digest -> its cur
 
 def _reviews_by_report(events: Sequence[Mapping[str, Any]]) -> Reviews:
     """The current reviews of a report, as ``gradekit review`` and the gradebook count them
-    (``grader.records.current_reviews``), with the ledger's review events grouped by report
+    (``grader.ledger.current_reviews``), with the ledger's review events grouped by report
     once rather than scanned for every row."""
     by_report: dict[str, list[Mapping[str, Any]]] = {}
     for event in events:
@@ -368,10 +376,10 @@ def _in_words(reviews: Sequence[HumanReview]) -> str:
 
 def _history(archive: Archive, events: Sequence[Mapping[str, Any]], student: str,
              snapshots: Mapping[str, Mapping[str, str]],
-             reviewed: Reviews) -> tuple[Grading, ...]:
+             reviewed: Reviews) -> tuple[GradingEvent, ...]:
     """``student``'s gradings; ``events``: the ledger's events (the student's alone, or all
     of them), in ledger order."""
-    found: list[Grading] = []
+    found: list[GradingEvent] = []
     previous: Mapping[str, Any] | None = None
     reviews: dict[int, list[str]] = {}
     for event in events:
@@ -392,7 +400,7 @@ def _history(archive: Archive, events: Sequence[Mapping[str, Any]], student: str
                 divergence = first_divergence(old, new)
         total, digest = decimal(event.get("total")), str(event.get("report") or "")
         current = reviewed(digest) if total is not None else ()
-        found.append(Grading(
+        found.append(GradingEvent(
             number=len(found) + 1, seq=int(event.get("seq", 0)),
             status=str(event.get("status")), total=total, report=digest,
             causes=tuple(causes(previous, event, snapshots)) if previous is not None else (),
@@ -402,8 +410,8 @@ def _history(archive: Archive, events: Sequence[Mapping[str, Any]], student: str
     return tuple(replace(g, reviews=tuple(reviews.get(g.seq, ()))) for g in found)
 
 
-def _change(archive: Archive, history: Sequence[Grading],
-            criteria: Sequence[tuple[str, str, Decimal]]) -> Change | None:
+def _change(archive: Archive, history: Sequence[GradingEvent],
+            criteria: Sequence[tuple[str, str, Decimal]]) -> GradeChange | None:
     if len(history) < 2:
         return None
     previous, current = history[-2], history[-1]
@@ -426,7 +434,7 @@ def _change(archive: Archive, history: Sequence[Grading],
                                                                 check.get("detail")):
                     checks.append((f"{cid}/{check.get('id')}", str(then.get("points", "—")),
                                    str(check.get("points")), str(check.get("detail", ""))))
-    return Change(previous, current, tuple(rows), tuple(checks))
+    return GradeChange(previous, current, tuple(rows), tuple(checks))
 
 
 def decimal(value: object) -> Decimal | None:

@@ -238,7 +238,7 @@ def grade_submission(root: Path, rubric: Rubric, *, submission: str, scratch: Pa
     ``submission`` is who it is, the report's ``submission``: the caller decides it on the
     instructor's side (a roster's student id, or the folder's name), never the manifest's
     ``student``, which a student could set to a classmate's name.
-    ``wall`` is what its code runs behind (``choose_isolation`` decides it).
+    ``wall`` is what its code runs behind (``choose_wall`` decides it).
     Labels, hash seeds and the probe's recording are ``drawn``, else drawn by ``draw``
     under ``draw_key`` (the grader's secret; None: a fresh random one) from the
     submission's inputs: none of them is a constant a submission could recognise, and
@@ -626,7 +626,7 @@ def _evidence(sandbox: Sandbox, manifest: Manifest | None, rubric: Rubric,
         findings.append(FLAGGED + f"the own-Replay probe: {quote(probe.tampering)}")
     second_set, problem, found = _second_set(root, manifest, rubric, run, plan, answers)
     findings += found
-    review, basis = _review(root, manifest) if "rerecord-review" in manifest.stretch \
+    rerecorded, basis = _rerecording(root, manifest) if "rerecord-review" in manifest.stretch \
         else ("not claimed", "")
     cut_point, found = _cut_point(sandbox, manifest, plan.hashseed, plan.clock) \
         if "cut-point" in manifest.stretch \
@@ -644,9 +644,9 @@ def _evidence(sandbox: Sandbox, manifest: Manifest | None, rubric: Rubric,
     return Evidence(cases=rubric.cases, label=plan.label, primary=primary, others=others,
                     loud=loud, probe=probe, failures=failures,
                     stretch=manifest.stretch, second_set=second_set,
-                    second_set_problem=problem, blocked=blocked, review_problem=review,
+                    second_set_problem=problem, blocked=blocked, rerecording_problem=rerecorded,
                     second_cassettes=manifest.second_cassettes, fixtures=manifest.fixtures,
-                    review_basis=basis, seeds=seeds, again=again, clock=plan.clock,
+                    rerecording_basis=basis, seeds=seeds, again=again, clock=plan.clock,
                     cut_point_problem=cut_point,
                     incident_test=manifest.incident_test, regression=regression,
                     grounds=grounds(root, rubric.cases, recorded_keys(
@@ -878,14 +878,15 @@ def _cut_point(sandbox: Sandbox, manifest: Manifest, hashseed: int,
     return cut_point_problem(runs[0], runs[1], test=test, guard=guard), findings
 
 
-def _review_problem(root: Path, manifest: Manifest) -> str | None:
+def _rerecording_problem(root: Path, manifest: Manifest) -> str | None:
     """None when a change-log entry names recordings whose keys really changed, and its
     digests match the files as they are now; else why not."""
-    return _review(root, manifest)[0]
+    return _rerecording(root, manifest)[0]
 
 
-def _review(root: Path, manifest: Manifest) -> tuple[str | None, str]:
-    """``_review_problem``, and when there is none, the entry and keys the evidence rests on."""
+def _rerecording(root: Path, manifest: Manifest) -> tuple[str | None, str]:
+    """``_rerecording_problem``, and when there is none, the entry and keys the evidence
+    rests on."""
     try:
         data = read_submission_file(root, CHANGE_LOG, cap=CHANGE_LOG_CAP)
         changes = decode_changes(data, log=Path(CHANGE_LOG))

@@ -2,7 +2,7 @@
 without its solutions, only what its ``[tool.gradekit.starter]`` table lists, checked
 before it is written) and the Gradescope autograder.
 
-May import: base, submission, sandbox, regression, rubric, outputs, records, batch.
+May import: base, submission, sandbox, regression, rubric, outputs, ledger, batch.
 """
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from grader.handout._gradescope import (
     ROOT_ENV,
     Tried,
     build,
-    probe,
     run,
     submitted,
     try_autograder,
+    walls_here,
 )
 from grader.handout._new import NewLab, new_lab
 from grader.handout._starter import OptIn, Starter, build_starter
@@ -28,8 +28,8 @@ __all__ = [
     "build",
     "build_starter",
     "new_lab",
-    "probe",
     "run",
     "submitted",
     "try_autograder",
+    "walls_here",
 ]

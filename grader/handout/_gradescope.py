@@ -47,15 +47,27 @@ from gradekit import GradekitError, UsageError
 from gradekit.internal import commands
 from grader._late import parse_time
 from grader.batch import grade_batch
+from grader.ledger import DRAW_KEY, REPORT, RESULTS, draw_key
 from grader.outputs import REPORTED, SCHEMA, canonical, inline_markdown
-from grader.records import DRAW_KEY, REPORT, RESULTS, draw_key
 from grader.rubric import KIT_RUBRIC, SDK_EXTRA, load_rubric
-from grader.sandbox import choose_isolation, isolation_requests, wall_named
+from grader.sandbox import choose_wall, wall_named, wall_requests
 from grader.submission import Identity
 
-__all__ = ["GRADES", "IGNORE_ALL", "ISOLATION_FILE", "ROOT_ENV", "STANDALONE", "Tried",
-           "build", "failure_results", "find_submission", "probe", "run", "submitted",
-           "try_autograder"]
+__all__ = [
+    "GRADES",
+    "IGNORE_ALL",
+    "ISOLATION_FILE",
+    "ROOT_ENV",
+    "STANDALONE",
+    "Tried",
+    "build",
+    "failure_results",
+    "find_submission",
+    "run",
+    "submitted",
+    "try_autograder",
+    "walls_here",
+]
 
 ROOT_ENV = "GRADEKIT_AUTOGRADER_ROOT"
 PYTHON_ENV = "GRADEKIT_PYTHON"
@@ -76,7 +88,7 @@ STANDALONE: Final[dict[str, tuple[str, str]]] = {
         "cpython-3.12.14%2B20260814-aarch64-unknown-linux-gnu-install_only_stripped.tar.gz",
         "2d8e17dfd732102cfeb18e0e1fa6769b24caa034e159981129590fe409c7157a"),
 }
-ISOLATION_FILE = "isolation.txt"  # in ROOT/source: what `gradescope probe` said at build time
+ISOLATION_FILE = "isolation.txt"  # in ROOT/source: what `gradescope walls` said at build time
 GRADES = "grades"  # ROOT/grades: run's grades folder (the draw key, the ledger), not results/
 # The autograder folder's own .gitignore: it holds a secret (the draw key), so git ignores
 # all of it wherever it is built, as a venv or pytest's cache ignores itself.
@@ -186,7 +198,7 @@ fi
 {packages}
 "$ROOT/venv/bin/gradekit" --version
 {imports}
-"$ROOT/venv/bin/gradekit" gradescope probe >"$ROOT/source/{isolation}"
+"$ROOT/venv/bin/gradekit" gradescope walls >"$ROOT/source/{isolation}"
 say "the grader's wall here (in $ROOT/source/{isolation}; run_autograder says it again \\
 for each submission, as Gradescope's grading container may differ from this build's):"
 cat "$ROOT/source/{isolation}"
@@ -378,7 +390,7 @@ def run(root: Path, rubric: Path, isolation: str = "auto", *,
     grades = root / GRADES  # never results/: the draw key is a secret
     _keep_draw_key(root / "source" / DRAW_KEY, grades)
     try:
-        wall = choose_isolation(isolation, allow_host_root=allow_host_root)
+        wall = choose_wall(isolation, allow_host_root=allow_host_root)
         print(f"isolation: {wall.held()}", flush=True)  # Gradescope shows it to instructors
         who = submitted(submission, root / METADATA)
         rows = grade_batch([who], load_rubric(rubric), out=grades, jobs=1, wall=wall)
@@ -451,16 +463,16 @@ def _keep_draw_key(bundled: Path, grades: Path) -> None:
         file.write(bundled.read_bytes())
 
 
-def probe() -> list[str]:
-    """Which wall ``--isolation auto`` takes here and why each other wall was passed over,
-    as lines: ``gradekit gradescope probe``, which setup.sh writes to
+def walls_here() -> list[str]:
+    """Which wall ``--wall auto`` takes here and why each other wall was passed over,
+    as lines: ``gradekit gradescope walls``, which setup.sh writes to
     ``ROOT/source/isolation.txt``.
 
     The isolation line is the one a report would carry for a submission whose files the
     children can read (``Wall.stated`` for an empty one), so it names the hold and the host
     user too.
     """
-    wall = choose_isolation("auto")
+    wall = choose_wall("auto")
     with tempfile.TemporaryDirectory(prefix="gradekit-probe-") as folder:
         os.chmod(folder, 0o711)  # as the grader makes its scratch folders
         submission, scratch = Path(folder) / "submission", Path(folder) / "scratch"
@@ -468,7 +480,7 @@ def probe() -> list[str]:
         scratch.mkdir(mode=0o711)
         stated = wall.stated(submission, scratch)
     lines = [f"wall: {wall.name}", f"isolation: {stated}"]
-    for name in isolation_requests()[1:]:  # "auto", then the walls, the preferred first
+    for name in wall_requests()[1:]:  # "auto", then the walls, the preferred first
         other = wall_named(name)
         if other == wall:
             continue

@@ -56,8 +56,8 @@ def build_wheel(wheel_directory: str, config_settings: dict[str, Any] | None = N
         lines = [f"{script} = {target}" for script, target in sorted(scripts.items())]
         files[f"{info}/entry_points.txt"] = ("[console_scripts]\n" + "\n".join(lines)
                                              + "\n").encode("utf-8")
-    record = [f"{path},sha256={_digest(data)},{len(data)}" for path, data in files.items()]
-    files[f"{info}/RECORD"] = ("\n".join([*record, f"{info}/RECORD,,"]) + "\n").encode("utf-8")
+    entries = [f"{path},sha256={_digest(data)},{len(data)}" for path, data in files.items()]
+    files[f"{info}/RECORD"] = ("\n".join([*entries, f"{info}/RECORD,,"]) + "\n").encode("utf-8")
     wheel = f"{name}-{project['version']}-py3-none-any.whl"
     with zipfile.ZipFile(Path(wheel_directory) / wheel, "w", zipfile.ZIP_DEFLATED) as archive:
         for entry_name, data in files.items():  # dist-info last, RECORD at the very end

@@ -23,7 +23,7 @@ reference lab.
   guard or incidents, no starter table; mypy's ``files`` and setuptools' ``packages``
   only what ships; ``replay`` set with ``own_replay``.
 
-The hand-out is built in a folder beside ``out``, checked (``grader.handout._verify``:
+The hand-out is built in a folder beside ``out``, checked (``grader.handout._preflight``:
 the text of every removed region, and with a ``wall`` the grades of each folder holding a
 pyproject.toml), and only then moved to ``out``: a refusal writes nothing there. Every
 file is written with a fixed mode, in sorted order, with no timestamp: the same reference
@@ -56,9 +56,9 @@ from grader.handout._allow import (
 )
 from grader.handout._markers import Removed, compiles, strip, strip_solutions
 from grader.handout._notebook import NOTEBOOK, strip_notebook
+from grader.handout._preflight import FolderGrade, HandoutGrading, grade_folders, scan_for_regions
 from grader.handout._readme import student_readme
 from grader.handout._student import replay_stub, student_tests
-from grader.handout._verify import FolderGrade, Grading, grade_folders, scan_for_regions
 from grader.regression import parse_ref, public_name
 from grader.rubric import KIT_RUBRIC, SETS, Rubric, load_rubric
 from grader.sandbox import Wall
@@ -144,7 +144,7 @@ def build_starter(root: Path, out: Path, *, own_replay: bool = False,
                 compiles(name, data.decode("utf-8"), build.origins.get(name))
         _write(building, build.files)
         scan_for_regions(building, build.removed, build.stubs)
-        grades = grade_folders(building, Grading(rubric, wall)) if wall is not None else ()
+        grades = grade_folders(building, HandoutGrading(rubric, wall)) if wall is not None else ()
         with contextlib.suppress(FileNotFoundError):
             out.rmdir()  # empty, as checked: the finished hand-out takes its place
         os.rename(building, out)

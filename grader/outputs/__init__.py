@@ -3,7 +3,7 @@
 ``copies.json`` (a cohort's submissions that look copied), and the instructor's
 signatures over them. Each is rendered, read and verified here, as bytes or
 from a path it is given; the folder that holds them (every file's name, what is written
-when, and the signing) is ``grader.records._folder``'s.
+when, and the signing) is ``grader.ledger._folder``'s.
 
 May import: base, rubric, scoring.
 """
@@ -14,7 +14,7 @@ from grader.outputs._calls import calls_document, read_calls, render_calls
 from grader.outputs._copies import (
     PART_WORDS,
     PARTS,
-    Copies,
+    CopyFindings,
     CopyPair,
     Excerpt,
     PartScore,
@@ -32,7 +32,7 @@ from grader.outputs._gradebook import (
     GradebookRow,
     Status,
     cell_text,
-    csv_record,
+    csv_row,
     error_row,
     gradebook_csv,
     less_penalty,
@@ -80,7 +80,7 @@ __all__ = [
     "REPORTED",
     "SCHEMA",
     "SEPARATORS",
-    "Copies",
+    "CopyFindings",
     "CopyPair",
     "Excerpt",
     "GradebookError",
@@ -93,7 +93,7 @@ __all__ = [
     "cell_text",
     "cents_of",
     "copy_notes",
-    "csv_record",
+    "csv_row",
     "error_row",
     "export_gradebook",
     "gradebook_csv",

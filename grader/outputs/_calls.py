@@ -46,7 +46,7 @@ def _case(case: str, outcome: CaseOutcome | None) -> dict[str, Any]:
         "calls": [_call(call, record, number in pairing.early)
                   for number, (call, record) in enumerate(zip(outcome.calls, pairing.records,
                                                               strict=True))],
-        "trace": [_record(record) for record in outcome.trace],
+        "trace": [_trace_record(record) for record in outcome.trace],
         "trace_error": outcome.trace_error,
     }
 
@@ -66,7 +66,7 @@ def _call(call: Served, record: int | None, early: bool) -> dict[str, Any]:
     return found
 
 
-def _record(record: TraceRecord) -> dict[str, Any]:
+def _trace_record(record: TraceRecord) -> dict[str, Any]:
     """A trace record as the agent wrote it, its texts cut short and anything else dropped."""
     key = record.key if isinstance(record.key, str) else None  # whole: one trace line at most
     return {"key": key, "provider": _text(record.provider),

@@ -24,7 +24,7 @@ from typing import Any
 from grader._text import quote
 from grader.outputs._report import canonical
 
-__all__ = ["PARTS", "PART_WORDS", "SCHEMA", "Copies", "CopyPair", "Excerpt", "PartScore",
+__all__ = ["PARTS", "PART_WORDS", "SCHEMA", "CopyFindings", "CopyPair", "Excerpt", "PartScore",
            "copy_notes", "read_copies", "render_copies", "renoted"]
 
 SCHEMA = "gradekit.copies/1"
@@ -75,7 +75,7 @@ class CopyPair:
 
 
 @dataclass(frozen=True, slots=True)
-class Copies:
+class CopyFindings:
     """What a comparison of a cohort found: ``compared`` submissions, the settings it ran
     with, and the flagged pairs."""
 
@@ -84,7 +84,7 @@ class Copies:
     pairs: tuple[CopyPair, ...]
 
 
-def copy_notes(copies: Copies | None) -> dict[str, str]:
+def copy_notes(copies: CopyFindings | None) -> dict[str, str]:
     """Each flagged submission's note, as the gradebook's ``reason`` ends with it:
     ``similar to bob's agent code (87%): flagged for review``."""
     partners: dict[str, list[CopyPair]] = {}
@@ -115,7 +115,7 @@ def renoted(reason: str, old: str, new: str) -> str:
 # -- the file ----------------------------------------------------------------------------------
 
 
-def render_copies(copies: Copies) -> bytes:
+def render_copies(copies: CopyFindings) -> bytes:
     """The file's bytes: canonical JSON and a newline."""
     return canonical({
         "schema": SCHEMA, "compared": copies.compared, "settings": dict(copies.settings),
@@ -137,7 +137,7 @@ def _pair_document(pair: CopyPair) -> dict[str, Any]:
     return {"a": pair.a, "b": pair.b, "parts": parts}
 
 
-def read_copies(data: bytes) -> Copies:
+def read_copies(data: bytes) -> CopyFindings:
     """The file ``render_copies`` wrote; ``ValueError`` saying what is wrong otherwise."""
     try:
         document = json.loads(data.decode("utf-8"))
@@ -149,7 +149,7 @@ def read_copies(data: bytes) -> Copies:
     if not isinstance(settings, dict) or not isinstance(pairs, list) \
             or not isinstance(document.get("compared"), int):
         raise ValueError("compared, settings and pairs must be a number, an object and a list")
-    return Copies(document["compared"], {str(k): int(v) for k, v in settings.items()},
+    return CopyFindings(document["compared"], {str(k): int(v) for k, v in settings.items()},
                   tuple(_pair(entry) for entry in pairs))
 
 

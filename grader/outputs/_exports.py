@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from grader.outputs._gradebook import REPORTED, GradebookRow, csv_record, spreadsheet_cell
+from grader.outputs._gradebook import REPORTED, GradebookRow, csv_row, spreadsheet_cell
 
 __all__ = ["EXPORTS", "export_gradebook"]
 
@@ -39,7 +39,7 @@ def export_gradebook(rows: Sequence[GradebookRow], form: str, assignment: str) -
         lines = [["ID number", "Full name", title, "Feedback"]]
         lines += [[spreadsheet_cell(row.student), spreadsheet_cell(row.name or row.student),
                    _grade(row), spreadsheet_cell(_feedback(row))] for row in rows]
-    return "".join(csv_record(cells, "\r\n") for cells in lines).encode("utf-8")
+    return "".join(csv_row(cells, "\r\n") for cells in lines).encode("utf-8")
 
 
 def _grade(row: GradebookRow) -> str:

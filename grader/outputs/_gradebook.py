@@ -5,11 +5,11 @@ else the folder's name; never what the submission says), name (the roster's disp
 for people; never in a digest), status, total (the automated points), review (what people
 reviewed, what is pending, what needs a new review), late (what the lab's late policy made
 of the submission's time, ``grader._late``), penalty (the late penalty's points), final
-(the total with current reviews, ``grader.records._reviews``, less the penalty, never below
+(the total with current reviews, ``grader.ledger._reviews``, less the penalty, never below
 zero; the total when there are neither), max,
 one per criterion id in rubric order, digest, reason. Rows are sorted by submission; lines end
 in ``\\n``; UTF-8; the csv module's minimal quoting, and a cell that holds a carriage return
-is quoted too (``csv_record``).
+is quoted too (``csv_row``).
 
 Every cell is safe in a spreadsheet whatever separator it splits the file on (``,``, ``;``
 as European locales do, a tab, ``|``), and reads back exactly (``spreadsheet_cell`` and
@@ -49,7 +49,7 @@ __all__ = [
     "GradebookRow",
     "Status",
     "cell_text",
-    "csv_record",
+    "csv_row",
     "gradebook_csv",
     "less_penalty",
     "merge_gradebooks",
@@ -113,8 +113,8 @@ def gradebook_csv(rows: Iterable[GradebookRow], criterion_ids: Sequence[str]) ->
     # Whole rows break ties, so any order of the same rows gives the same bytes (a batch
     # refuses two folders of one name, and a merge two rows of one submission, anyway).
     ordered = sorted(_cells(row, criterion_ids) for row in rows)
-    lines = [csv_record([*HEAD_COLUMNS, *criterion_ids, *TAIL_COLUMNS], "\n")]
-    lines += [csv_record([spreadsheet_cell(cell) for cell in cells], "\n") for cells in ordered]
+    lines = [csv_row([*HEAD_COLUMNS, *criterion_ids, *TAIL_COLUMNS], "\n")]
+    lines += [csv_row([spreadsheet_cell(cell) for cell in cells], "\n") for cells in ordered]
     return "".join(lines).encode("utf-8")
 
 
@@ -124,15 +124,15 @@ def read_gradebook(data: bytes) -> tuple[list[str], list[GradebookRow]]:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise GradebookError(f"byte {exc.start} is not UTF-8: not a gradekit gradebook") from exc
-    records = list(csv.reader(io.StringIO(text, newline="")))
-    if not records:
+    table = list(csv.reader(io.StringIO(text, newline="")))
+    if not table:
         raise GradebookError("the gradebook is empty; it needs at least its header line")
-    header = records[0]
+    header = table[0]
     if tuple(header[:len(_BEFORE_LATE)]) == _BEFORE_LATE:
         header = [*HEAD_COLUMNS, *header[len(_BEFORE_LATE):]]
-        width = len(records[0])
-        records = [header, *([*r[:2], "", *r[2:5], "", "", *r[5:]] if len(r) == width else r
-                             for r in records[1:])]
+        width = len(table[0])
+        table = [header, *([*r[:2], "", *r[2:5], "", "", *r[5:]] if len(r) == width else r
+                              for r in table[1:])]
     head, tail = len(HEAD_COLUMNS), len(TAIL_COLUMNS)
     if tuple(header[:len(_EARLIER_HEAD)]) == _EARLIER_HEAD:
         raise GradebookError(
@@ -146,7 +146,7 @@ def read_gradebook(data: bytes) -> tuple[list[str], list[GradebookRow]]:
         )
     criterion_ids = header[head:-tail]
     _require_ids(criterion_ids)
-    rows = [_row(record, header, number) for number, record in enumerate(records[1:], 2)]
+    rows = [_row(cells, header, number) for number, cells in enumerate(table[1:], 2)]
     return criterion_ids, rows
 
 
@@ -206,12 +206,12 @@ def _cells(row: GradebookRow, criterion_ids: Sequence[str]) -> list[str]:
     return [*head, *points, row.digest, row.reason]
 
 
-def _row(record: Sequence[str], header: Sequence[str], number: int) -> GradebookRow:
-    if len(record) != len(header):
+def _row(line: Sequence[str], header: Sequence[str], number: int) -> GradebookRow:
+    if len(line) != len(header):
         raise GradebookError(
-            f"row {number} has {len(record)} cells but the header has {len(header)}"
+            f"row {number} has {len(line)} cells but the header has {len(header)}"
         )
-    cells = dict(zip(header, (cell_text(cell) for cell in record), strict=True))
+    cells = dict(zip(header, (cell_text(cell) for cell in line), strict=True))
     if cells["status"] not in _STATUSES:
         raise GradebookError(
             f"row {number}: status {cells['status']!r} is not one of {', '.join(_STATUSES)}"
@@ -257,7 +257,7 @@ def cell_text(cell: str, *, ends_line: bool = False) -> str:
     return _RESTORE.sub(r"\1\2", text)
 
 
-def csv_record(cells: Sequence[str], end: str) -> str:
+def csv_row(cells: Sequence[str], end: str) -> str:
     """One CSV line of ``cells``, ended with ``end``: the csv module's minimal quoting (a
     cell holding a comma, a double quote or a line break is quoted, its quotes doubled),
     with a carriage return quoted whatever the line end, which the csv module leaves bare

@@ -5,7 +5,7 @@ its tests; with its report beside it, its digest is the report's, its score the 
 total with its reviews' changes, and its tests the report's checks in report order,
 except that a criterion with a human review in ``extra_data.review`` is one test worth
 the reviewed points. Whether those reviews are the ledger's current ones is the
-records' question (``grader.records._verify``); who signed it, the signature's
+records' question (``grader.ledger._report_verify``); who signed it, the signature's
 (``grader.outputs._signing``).
 """
 

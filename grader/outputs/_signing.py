@@ -16,7 +16,7 @@ Where a signature lives and what it covers (docs/formats.md "Signatures"):
   followed by the canonical JSON of the document without ``extra_data.signature``.
 
 The key is read by the batch, which signs each finished submission's files itself
-(``grader.records._folder.sign_outputs``): workers get an environment without the signing
+(``grader.ledger._folder.sign_outputs``): workers get an environment without the signing
 variables, and sandboxed children get an environment built from nothing
 (``grader.sandbox._layout.child_environment``).
 """

@@ -7,6 +7,13 @@ May import: base, submission.
 
 from __future__ import annotations
 
+from grader.recordings._cassette_verify import (
+    recording_files,
+    verify_cassette,
+    verify_fixture,
+    verify_http_cassette,
+    verify_recording,
+)
 from grader.recordings._changelog import (
     CHANGE_LOG,
     Change,
@@ -25,13 +32,6 @@ from grader.recordings._recordings import (
     read_bytes,
 )
 from grader.recordings._stale import parse_age, render_stale, stale
-from grader.recordings._verify import (
-    recording_files,
-    verify_cassette,
-    verify_fixture,
-    verify_http_cassette,
-    verify_recording,
-)
 
 __all__ = [
     "CHANGE_LOG",

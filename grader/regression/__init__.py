@@ -1,6 +1,6 @@
 """Regression sets, the evaluation asset: reviewed failing runs kept as immutable, versioned,
 hash-chained collections of items; their format and how a next version is published. Which
-runs may become items is ``grader.records``' (promotion), how an item is replayed against a
+runs may become items is ``grader.ledger``' (promotion), how an item is replayed against a
 submission ``grader.grading``'s.
 
 May import: base.

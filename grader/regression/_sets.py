@@ -32,7 +32,7 @@ other: rewrite immutable versions, or chain a ``/3`` version onto ``/2`` ones.
 This module is the format: its values, reading, checking and verifying. Writing the next
 version is ``grader.regression._publish``'s; what may become an item (a case saved from a
 failing run or written by hand, investigated, reviewed as a regression candidate and
-approved) is the asset ledger's (``grader.records._assets``). Every problem with a set's
+approved) is the asset ledger's (``grader.assets._assets``). Every problem with a set's
 files is a ``UsageError`` that names the file and says to restore it; a world file that is
 missing is no error here but ``Item.missing``, so that the grader degrades that one item
 and grades the rest.
@@ -66,7 +66,7 @@ __all__ = [
     "WORLD_FORMAT",
     "Item",
     "RegressionSet",
-    "Verdict",
+    "SetVerdict",
     "decode_item",
     "decode_world",
     "item_document",
@@ -206,7 +206,7 @@ def recording_name(set_name: str, item_id: str) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class Verdict:
+class SetVerdict:
     """What ``verify_sets`` found of one file: whether it holds, and why (or what it holds)."""
 
     path: Path
@@ -740,7 +740,7 @@ def set_json(document: Mapping[str, Any]) -> bytes:
 # -- verifying ---------------------------------------------------------------------------------
 
 
-def verify_sets(sets: Path, names: Sequence[str] = ()) -> list[Verdict]:
+def verify_sets(sets: Path, names: Sequence[str] = ()) -> list[SetVerdict]:
     """Every version of every set named (all sets in ``sets`` when none is): its bytes
     canonical, its payloads' digests, ``supersedes`` the previous file's sha256, the
     previous version's items carried over unchanged, and ``added_in`` right. One verdict
@@ -752,12 +752,12 @@ def verify_sets(sets: Path, names: Sequence[str] = ()) -> list[Verdict]:
     return [verdict for name in chosen for verdict in _verify_set(sets, name)]
 
 
-def _verify_set(sets: Path, name: str) -> list[Verdict]:
+def _verify_set(sets: Path, name: str) -> list[SetVerdict]:
     numbers = version_numbers(sets, name)
     if not numbers:
-        return [Verdict(sets / name, False, "no such regression set (no v1.json): check the "
+        return [SetVerdict(sets / name, False, "no such regression set (no v1.json): check the "
                         "name and --sets, or promote into it first")]
-    verdicts: list[Verdict] = []
+    verdicts: list[SetVerdict] = []
     cache: dict[Path, bytes | None] = {}
     previous: RegressionSet | None = None
     previous_sha = ""
@@ -765,7 +765,7 @@ def _verify_set(sets: Path, name: str) -> list[Verdict]:
         path = _version_path(sets, name, version)
         data = _read(path, cap=None)
         if data is None:
-            verdicts.append(Verdict(path, False, "missing: a version is never removed; "
+            verdicts.append(SetVerdict(path, False, "missing: a version is never removed; "
                                     f"restore it with `git checkout -- {path}`"))
             previous, previous_sha = None, ""
             continue
@@ -778,18 +778,19 @@ def _verify_set(sets: Path, name: str) -> list[Verdict]:
 
 def _verify_version(sets: Path, name: str, version: int,
                     before: tuple[RegressionSet | None, str],
-                    cache: dict[Path, bytes | None]) -> tuple[list[Verdict], RegressionSet | None]:
+                    cache: dict[Path, bytes | None]
+                    ) -> tuple[list[SetVerdict], RegressionSet | None]:
     """The verdicts of one version file, and the version as loaded (None if it is not)."""
     path = _version_path(sets, name, version)
     try:
         loaded = _load(sets, name, version, cache)
     except _Corrupt as exc:
-        return [Verdict(exc.path, False, exc.why)], None
+        return [SetVerdict(exc.path, False, exc.why)], None
     if loaded is None:
         return [], None
     previous, previous_sha = before
     problems = _link_problems(sets, loaded, previous, previous_sha)
-    problems += [Verdict(path, False, item.missing) for item in loaded.items if item.missing]
+    problems += [SetVerdict(path, False, item.missing) for item in loaded.items if item.missing]
     if problems:
         return problems, loaded
     public = path.with_name(public_name(version))
@@ -798,22 +799,22 @@ def _verify_version(sets: Path, name: str, version: int,
         fix = f"write it again: `{commands.REGRESSION_PUBLIC(name=name, sets=str(sets))}`" \
             if held is None else f"restore it with `git checkout -- {public}`"
         why = "is missing" if held is None else f"does not hold the public view of {path.name}"
-        return [Verdict(public, False, f"{why} (what every student records the items "
+        return [SetVerdict(public, False, f"{why} (what every student records the items "
                         f"from): {fix}")], loaded
     inherited = len(previous.items) if previous else 0
-    return [Verdict(path, True, f"{_count(len(loaded.items))} ({inherited} inherited), sha256 "
+    return [SetVerdict(path, True, f"{_count(len(loaded.items))} ({inherited} inherited), sha256 "
                     f"{loaded.sha256}")], loaded
 
 
 def _link_problems(sets: Path, loaded: RegressionSet, previous: RegressionSet | None,
-                   previous_sha: str) -> list[Verdict]:
+                   previous_sha: str) -> list[SetVerdict]:
     """Where version N does not follow version N-1: the digest it supersedes, the items it
     must carry over unchanged, the version its new items say they were added in."""
     path = _version_path(sets, loaded.name, loaded.version)
     if loaded.version > 1 and previous_sha and loaded.supersedes is not None \
             and loaded.supersedes["sha256"] != previous_sha:
         before = _version_path(sets, loaded.name, loaded.version - 1)
-        return [Verdict(before, False, f"its bytes hash to {previous_sha[:12]}..., but "
+        return [SetVerdict(before, False, f"its bytes hash to {previous_sha[:12]}..., but "
                         f"{path.name} supersedes {loaded.supersedes['sha256'][:12]}...: it was "
                         f"edited after {path.name} was published; restore it with "
                         f"`git checkout -- {before}`")]
@@ -821,12 +822,12 @@ def _link_problems(sets: Path, loaded: RegressionSet, previous: RegressionSet | 
     carried = [item_document(item) for item in loaded.items[:len(kept)]]
     if previous is not None and (carried != [item_document(item) for item in kept]
                                  or len(loaded.items) <= len(kept)):
-        return [Verdict(path, False, f"it does not hold the {_count(len(kept))} of "
+        return [SetVerdict(path, False, f"it does not hold the {_count(len(kept))} of "
                         f"v{previous.version} unchanged and in order, then new ones: "
                         f"{_restore(path)}")]
     late = [item.id for item in loaded.items[len(kept):] if item.added_in != loaded.version]
     if late:
-        return [Verdict(path, False, f"item {late[0]} is new in v{loaded.version} but says "
+        return [SetVerdict(path, False, f"item {late[0]} is new in v{loaded.version} but says "
                         f"added_in {loaded.items[len(kept)].added_in}: {_restore(path)}")]
     return []
 

@@ -6,8 +6,8 @@ parent alone decides what it did.
   parent over a private pair of pipes (``_channel.py``).
 - The walls, one class each (``_walls.py``) behind ``Wall`` (``_layout.py``, beside the
   folders of a run that a wall lays out): ``NamespacesWall`` (bubblewrap's namespaces, built
-  in ``_isolation.py``) and ``ProcessWall`` (the audit-hook guard alone). ``choose_isolation``
-  turns ``--isolation`` into one; ``wall_named`` turns the name a worker request carries back
+  in ``_isolation.py``) and ``ProcessWall`` (the audit-hook guard alone). ``choose_wall``
+  turns ``--wall`` into one; ``wall_named`` turns the name a worker request carries back
   into one. A third wall is one more subclass of ``Wall``, and nothing else.
 - On the host, behind either wall: a cgroup per child, or a watchdog where none can be made
   (``_hold.py``); an unprivileged uid for a root grader's children (``_isolation.py``); an
@@ -35,7 +35,6 @@ from grader.sandbox._layout import (
     LAID_AHEAD,
     LaidOut,
     SubmissionTooLarge,
-    Wall,
     copy_caps,
 )
 from grader.sandbox._sandbox import (
@@ -48,14 +47,15 @@ from grader.sandbox._sandbox import (
     ToolAnswer,
 )
 from grader.sandbox._scratch import scratch_folder, scratch_root
+from grader.sandbox._wall import Wall
 from grader.sandbox._walls import (
     PROCESS_WALL,
     NamespacesWall,
     ProcessWall,
-    choose_isolation,
-    isolation_requests,
+    choose_wall,
     share_hosts,
     wall_named,
+    wall_requests,
     warm_walls,
 )
 
@@ -78,14 +78,14 @@ __all__ = [
     "SubmissionTooLarge",
     "ToolAnswer",
     "Wall",
-    "choose_isolation",
+    "choose_wall",
     "copy_caps",
     "cut_point_problem",
-    "isolation_requests",
     "package_folders",
     "scratch_folder",
     "scratch_root",
     "share_hosts",
     "wall_named",
+    "wall_requests",
     "warm_walls",
 ]

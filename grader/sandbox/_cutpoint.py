@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from grader._model import Limits
 from grader.sandbox._channel import Child, Event, ProtocolError, child_ending, child_text
-from grader.sandbox._layout import Layout
+from grader.sandbox._wall import Layout
 
 __all__ = ["CutPointRun", "cut_point_problem", "cut_point_verdict"]
 

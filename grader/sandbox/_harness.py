@@ -3,7 +3,7 @@
 Standard library only, and run by file path (``python -S -P -B _harness.pyc READ_FD
 WRITE_FD``: its bytecode, compiled once per grader process by ``grader.sandbox._walls``
 so that no child compiles it again; behind namespaces ``_harness.pyc host FD`` instead, a
-host whose forks each become such a child: ``serve_runs``, below): it never imports
+host whose forks each become such a child: ``serve_host``, below): it never imports
 ``lab`` or ``grader``, because the submission ships its own ``lab`` (and often a copy of
 ``gradekit``), and nothing the grader relies on may depend on code the submission can
 shadow or patch. The agent gets the grader's own ``gradekit`` (``Library``), read-only
@@ -1631,10 +1631,10 @@ def _code_of(module: Any) -> dict[str, object]:
 #
 # Requests may come from several graders at once (the workers of a batch share its hosts):
 # each is one message, and each run's answers go to its own reply socket. The run (pid 2
-# of its own pid namespace, whose pid 1 only waits: see ``pid1``) joins its cell (or the
-# grader moves it there), builds its walls and waits for a byte on "go" (written once it
-# is in the cell) before its agent runs, so that all it holds is counted in the cell; the
-# host kills it when "go" closes, and says "ran" once it reaped it.
+# of its own pid namespace, whose pid 1 only waits: see ``NamespacesHost.pid1``) joins its
+# cell (or the grader moves it there), builds its walls and waits for a byte on "go"
+# (written once it is in the cell) before its agent runs, so that all it holds is counted
+# in the cell; the host kills it when "go" closes, and says "ran" once it reaped it.
 #
 # FROM, "source" and the run's folders are paths under "scratch" (the grading's scratch,
 # which the host sees and no run does).
@@ -1683,7 +1683,8 @@ def host_setup(libc: Any, link: Any) -> tuple[dict[str, Any], list[str]]:
             importlib.import_module(package)
     host_only = [n for n in sys.modules if n.partition(".")[0] in _HOST_ONLY]
     forget_environment(HIDDEN)  # every run is a fork: its /proc/self/environ is this one's
-    signal.signal(signal.SIGINT, signal.SIG_DFL)  # see pid1: no handler a run could trip
+    # No handler a run could trip: see NamespacesHost's pid 1, which runs the host's.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
     # Not dumpable: nothing of its own (nor, behind namespaces, of each run's pid 1, which
     # shares its memory) is open to a run through /proc or ptrace, whatever uid the run
     # has; each run makes itself dumpable again.
@@ -1783,15 +1784,114 @@ def reaped(run: int, handle: int, go: int, letting: dict[int, int], poller: Any)
         else os.waitstatus_to_exitcode(status)
 
 
+def refuse_run(reply: Any, fds: list[int], why: str) -> None:
+    """Tell the grader on ``reply`` why its run never started, and close all it sent."""
+    with contextlib.suppress(OSError):
+        reply.send(json.dumps({"op": "refused", "why": why}).encode())
+    reply.close()
+    for fd in (*fds[:5], *fds[6:]):
+        os.close(fd)
+
+
+def report_started(reply: Any, run: int, fds: list[int]) -> int:
+    """Close what the forked ``run`` took but its "go" and reply, and say it started."""
+    import socket
+
+    for fd in (*fds[:4], *fds[6:]):
+        os.close(fd)
+    handle = os.pidfd_open(run)
+    with contextlib.suppress(OSError):  # a grader gone: the run's go is closed
+        socket.send_fds(reply, [b'{"op": "started"}'], [handle])
+    return handle
+
+
+def report_end(reply: Any, code: int) -> None:
+    """Say on ``reply`` that the run ended with status ``code``, and close it."""
+    with contextlib.suppress(OSError):
+        reply.send(json.dumps({"op": "ended", "status": code}).encode())
+    reply.close()
+
+
+class RunHost:
+    """A host's loop, behind either wall, once it is set up: it forks a run per request
+    of the grader's (``start``), however many run at once, ends each run the grader lets
+    go (``let_go``) and reports each one's end on its own reply socket (``ended``). What
+    its parts share lives here."""
+
+    def __init__(self, libc: Any, link: Any) -> None:
+        """Hold the host's libc and the grader's socket; no run is watched yet."""
+        import select
+
+        self.libc, self.link = libc, link
+        self.poller = select.poll()
+        self.letting: dict[int, int] = {}  # a run's "go" -> the run's pidfd, until let go
+
+    def serve(self) -> None:
+        """Say ready, then serve the grader and the runs until the grader is gone."""
+        import select
+
+        self.link.send(b'{"op": "ready"}')
+        self.poller.register(self.link, select.POLLIN)
+        while True:
+            # One event a poll: handling one can close a descriptor whose number the next
+            # event names (a run's "go" and its end come together), or a new one reuses it.
+            for ready, _ in self.poller.poll()[:1]:
+                if ready == self.link.fileno():
+                    if not self.take_request():
+                        return  # the grader is gone
+                elif ready in self.letting:  # the grader let go of the run (or died): it ends
+                    self.let_go(self.unwatch_go(ready))
+                else:
+                    self.ended(ready)
+
+    def take_request(self) -> bool:
+        """Serve the grader's next request; False once the grader is gone."""
+        request, fds = request_of(self.link)
+        if request is None:
+            return False
+        if fds:  # else not the grader's request: nothing to answer it on
+            self.start(request, fds)
+        return True
+
+    def watch(self, handle: int, go: int) -> None:
+        """Watch a started run's end (``handle``: its pidfd) and its "go"'s hang-up."""
+        import select
+
+        self.letting[go] = handle
+        self.poller.register(handle, select.POLLIN)
+        self.poller.register(go, 0)  # its hang-up only: the run reads its byte
+
+    def unwatch_go(self, go: int) -> int:
+        """Stop watching a run's "go", which the grader closed, and close it: its pidfd."""
+        handle = self.letting.pop(go)
+        self.poller.unregister(go)
+        os.close(go)
+        return handle
+
+    def start(self, request: dict[str, Any], fds: list[int]) -> None:
+        """Fork the run ``request`` asks for (``fds``: what came with it, ``request_of``)."""
+        raise NotImplementedError
+
+    def let_go(self, handle: int) -> None:
+        """End the run (``handle``: its pidfd) whose "go" the grader closed."""
+        raise NotImplementedError
+
+    def ended(self, ready: int) -> None:
+        """Handle the end that the pidfd ``ready`` says."""
+        raise NotImplementedError
+
+
 def serve_guarded(control: int) -> None:
     """The process guard's host: set up once (``host_setup``), then fork a run per request
-    and report each one's end on its own reply socket. It builds no walls (the guard has
-    none but the audit hook each run installs, as a run of its own does): the run takes its
-    folder, its uid (a root grader's runs become uid 65534 here, the host staying the
-    grader's, so no run signals, traces or reads it) and its environment, and dies with the
-    host, which dies with the process that started it."""
+    and report each one's end on its own reply socket (``GuardedHost``). It builds no walls
+    (the guard has none but the audit hook each run installs, as a run of its own does):
+    the run takes its folder, its uid (a root grader's runs become uid 65534 here, the host
+    staying the grader's, so no run signals, traces or reads it) and its environment, and
+    dies with the host, which dies with the process that started it."""
+    # Imported here first, in this order, as they always were (their files are read before
+    # the host's set-up); each part then imports its own by name, from sys.modules.
     import ctypes
-    import select
+    import select  # noqa: F401
     import signal
     import socket
 
@@ -1801,12 +1901,41 @@ def serve_guarded(control: int) -> None:
     if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0 \
             or os.getppid() != setup["parent"]:  # the grader died before it took effect
         return
-    fork, host = forker(), os.getpid()
+    GuardedHost(libc, link).serve()
 
-    def start_run(request: dict[str, Any], fds: list[int]) -> None:
+
+class GuardedHost(RunHost):
+    """The process guard's host's loop (``serve_guarded``): its runs, each forked as is."""
+
+    def __init__(self, libc: Any, link: Any) -> None:
+        """The loop of a host set up and bound to die with the grader."""
+        super().__init__(libc, link)
+        self.fork, self.host = forker(), os.getpid()
+        self.runs: dict[int, tuple[int, Any, int]] = {}  # pidfd -> pid, reply, "go"
+
+    def start(self, request: dict[str, Any], fds: list[int]) -> None:
+        """Fork the run and tell the grader it started, or why it did not."""
+        import socket
+
+        reply = socket.socket(fileno=fds[5])
+        try:
+            run = self.fork()
+        except OSError as exc:
+            refuse_run(reply, fds, describe(exc))
+            return
+        if run == 0:
+            self.start_run(request, fds)
+        handle = report_started(reply, run, fds)
+        self.runs[handle] = (run, reply, fds[4])
+        self.watch(handle, fds[4])
+
+    def start_run(self, request: dict[str, Any], fds: list[int]) -> None:
         """The forked run: into its cell (as the grader's uid, which the cell's files are),
         its folder and its uid, then, once the grader says so (a byte on ``go``), the
         agent. The host kills the run when ``go`` closes."""
+        import ctypes
+        import signal
+
         try:
             signal.signal(signal.SIGINT, signal.default_int_handler)  # the host's is SIG_DFL
             read, write, _, _, go, reply = fds[:6]
@@ -1823,10 +1952,10 @@ def serve_guarded(control: int) -> None:
             os.close(go)
             os.close(reply)
             # After the uid, which clears both: its own /proc, and its death with the host.
-            if libc.prctl(_PR_SET_DUMPABLE, 1, 0, 0, 0) != 0 \
-                    or libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+            if self.libc.prctl(_PR_SET_DUMPABLE, 1, 0, 0, 0) != 0 \
+                    or self.libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
                 raise OSError(ctypes.get_errno(), "prctl")
-            if os.getppid() != host:
+            if os.getppid() != self.host:
                 os._exit(70)  # the host died before the request took effect
             # It keeps the host's ctypes (``_HOST_ONLY``): a run of its own imports it before
             # its agent, to die with the grader, so either way the agent finds it imported.
@@ -1839,175 +1968,210 @@ def serve_guarded(control: int) -> None:
         main(["run", str(read), str(write)], forked=True)
         os._exit(0)
 
-    link.send(b'{"op": "ready"}')
-    poller = select.poll()
-    poller.register(link, select.POLLIN)
-    runs: dict[int, tuple[int, socket.socket, int]] = {}  # pidfd -> pid, reply, "go"
-    letting: dict[int, int] = {}  # a run's "go" -> the run's pidfd, until it is let go
-    while True:
-        for ready, _ in poller.poll()[:1]:  # one event a poll, as serve_runs
-            if ready == link.fileno():
-                request, fds = request_of(link)
-                if request is None:
-                    return  # the grader is gone
-                if not fds:  # not the grader's request: nothing to answer it on
-                    continue
-                reply = socket.socket(fileno=fds[5])
-                try:
-                    run = fork()
-                except OSError as exc:
-                    with contextlib.suppress(OSError):
-                        reply.send(json.dumps({"op": "refused", "why": describe(exc)}).encode())
-                    reply.close()
-                    for fd in (*fds[:5], *fds[6:]):
-                        os.close(fd)
-                    continue
-                if run == 0:
-                    start_run(request, fds)
-                for fd in (*fds[:4], *fds[6:]):
-                    os.close(fd)
-                handle = os.pidfd_open(run)
-                with contextlib.suppress(OSError):  # a grader gone: the run's go is closed
-                    socket.send_fds(reply, [b'{"op": "started"}'], [handle])
-                runs[handle] = (run, reply, fds[4])
-                letting[fds[4]] = handle
-                poller.register(handle, select.POLLIN)
-                poller.register(fds[4], 0)  # its hang-up only: the run reads its byte
-            elif ready in letting:  # the grader let go of the run (or died): it ends
-                handle = letting.pop(ready)
-                poller.unregister(ready)
-                os.close(ready)
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(runs[handle][0], signal.SIGKILL)
-                with contextlib.suppress(ProcessLookupError):
-                    signal.pidfd_send_signal(handle, signal.SIGKILL)
-                runs[handle] = (*runs[handle][:2], -1)
-            elif ready in runs:
-                run, reply, go = runs.pop(ready)
-                poller.unregister(ready)
-                # Its group while its zombie still holds the number: what it started ends.
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(run, signal.SIGKILL)
-                code = reaped(run, ready, go, letting, poller)
-                with contextlib.suppress(OSError):
-                    reply.send(json.dumps({"op": "ended", "status": code}).encode())
-                reply.close()
+    def let_go(self, handle: int) -> None:
+        """Kill the run the grader let go of, and whatever it started."""
+        import signal
+
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.runs[handle][0], signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):
+            signal.pidfd_send_signal(handle, signal.SIGKILL)
+        self.runs[handle] = (*self.runs[handle][:2], -1)
+
+    def ended(self, ready: int) -> None:
+        """Reap the run whose pidfd says it ended, end its group, and report its status."""
+        import signal
+
+        if ready not in self.runs:
+            return
+        run, reply, go = self.runs.pop(ready)
+        self.poller.unregister(ready)
+        # Its group while its zombie still holds the number: what it started ends.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(run, signal.SIGKILL)
+        report_end(reply, reaped(run, ready, go, self.letting, self.poller))
 
 
-def serve_runs(control: int) -> None:
-    """The host's loop: set up once, then fork a run per request (after its pid 1), however
-    many run at once, and report each one's end on its own reply socket."""
+def serve_host(control: int) -> None:
+    """The namespaces wall's host (``_harness.pyc host FD``): set up once
+    (``NamespacesHost``), try a run's walls and pid 1 (``NamespacesHost.trials``), then
+    fork a run per request (after its pid 1), however many run at once, and report each
+    one's end on its own reply socket (``RunHost.serve``)."""
+    # Imported here first, in this order, as they always were (their files are read before
+    # the host's set-up); each part then imports its own by name, from sys.modules.
     import ctypes
-    import select
-    import signal
+    import select  # noqa: F401
+    import signal  # noqa: F401
     import socket
 
-    libc = ctypes.CDLL(None, use_errno=True)
-    link = socket.socket(fileno=control)
-    setup, host_only = host_setup(libc, link)
-    program = bytes.fromhex(setup["seccomp"]) if setup["seccomp"] else b""
-    pid_namespace = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
+    host = NamespacesHost(ctypes.CDLL(None, use_errno=True), socket.socket(fileno=control))
+    refused = host.trials()
+    if refused:
+        host.link.send(json.dumps({"op": "unavailable", "why": refused}).encode())
+        return
+    host.serve()
 
-    def check(result: int, what: str) -> None:
-        if result != 0:
-            number = ctypes.get_errno()
-            raise OSError(number, f"{what}: {os.strerror(number)}")
 
-    def mount(source: str | None, target: str, kind: str | None, flags: int,
-              data: str | None = None) -> None:
-        check(libc.mount(source and source.encode(), target.encode(), kind and kind.encode(),
-                         flags, data and data.encode()), f"mount {target}")
+def raw_copier(cookie: object, program: bytes) -> tuple[Any, tuple[object, ...]]:
+    """A run's copy of itself at a case's start (``copy_case``): libc's ``syscall``, ready
+    to call, and its arguments (None where the run cannot copy itself)."""
+    import ctypes
+    import signal
 
-    fork = forker()
-
-    # A run's copy of itself at a case's start (``copy_case``): a plain fork through the
-    # raw system call, carrying the host's secret where such a fork ignores an argument,
-    # the one fork the run's system call filter lets through (``copy_cookie`` in the
-    # grader's ``_seccomp``). PyDLL holds the GIL across it, as os.fork does; the copy skips
-    # Python's after-fork work, as the host's own forks do, and keeps the run's random
-    # state: it stands where the run stood.
-    cookie, copy_number = setup.get("copy_cookie"), _CLONE_NUMBERS.get(os.uname().machine)
+    # A plain fork through the raw system call, carrying the host's secret where such a
+    # fork ignores an argument, the one fork the run's system call filter lets through
+    # (``copy_cookie`` in the grader's ``_seccomp``). PyDLL holds the GIL across it, as
+    # os.fork does; the copy skips Python's after-fork work, as the host's own forks do,
+    # and keeps the run's random state: it stands where the run stood.
+    copy_number = _CLONE_NUMBERS.get(os.uname().machine)
     raw_call = ctypes.PyDLL(None, use_errno=True).syscall \
         if isinstance(cookie, int) and copy_number is not None and program else None
     if raw_call is not None:
         raw_call.restype = ctypes.c_long
         raw_call.argtypes = [ctypes.c_long, *[ctypes.c_ulong] * 5]
+    return raw_call, (copy_number, signal.SIGCHLD, 0, cookie, 0, 0)
 
-    def copy_call() -> int:
-        assert raw_call is not None
-        return int(raw_call(copy_number, signal.SIGCHLD, 0, cookie, 0, 0))
 
-    def new_pid_namespace() -> None:
+def seccomp_filter(program: bytes) -> tuple[Any, Any]:
+    """The system call filter as prctl takes it (None where the grader sent none), and the
+    buffer it points into, to be kept as long as the host lives."""
+    import ctypes
+
+    class Program(ctypes.Structure):  # struct sock_fprog
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+    # Made once, here: a class made in every run copied ~60 pages in each.
+    # ``held`` lives as long as the host: the structure holds its address only.
+    held = ctypes.create_string_buffer(program, len(program) or 1)
+    filter_program = ctypes.byref(Program(len(program) // 8, ctypes.cast(held, ctypes.c_void_p))) \
+        if program else None
+    return filter_program, held
+
+
+def pid1_clone(libc: Any) -> tuple[Any, int | None, int | None]:
+    """What starts each run's pid 1 (``NamespacesHost.pid1``): libc's ``clone``, ready to
+    call, the address of libc's ``syscall`` it runs, and the system call that only waits
+    (None elsewhere than x86-64)."""
+    import ctypes
+
+    clone = libc.clone
+    clone.restype = ctypes.c_int
+    clone.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p]
+    system_call = ctypes.cast(libc.syscall, ctypes.c_void_p).value
+    waiting_call = {"x86_64": 34}.get(os.uname().machine)  # SYS_pause
+    return clone, system_call, waiting_call
+
+
+class NamespacesHost(RunHost):
+    """The namespaces wall's host (``serve_host``): set up once, it builds each run's walls
+    (mounts, network namespace, capabilities, system call filter) in the run, which it
+    forks into a pid namespace of its own, as pid 2 after a pid 1 that only waits."""
+
+    def __init__(self, libc: Any, link: Any) -> None:
+        """The host's set-up, once, before its trial runs (``trials``)."""
+        import ctypes
+
+        super().__init__(libc, link)
+        self.get_errno = ctypes.get_errno  # a run's ``check`` after it forgot ctypes
+        self.setup, self.host_only = host_setup(libc, link)
+        program = bytes.fromhex(self.setup["seccomp"]) if self.setup["seccomp"] else b""
+        self.pid_namespace = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
+        self.fork = forker()
+        self.raw_call, self.copy_arguments = raw_copier(self.setup.get("copy_cookie"), program)
+        # Network namespaces: no two runs alive at once share one, so two classmates' runs
+        # never meet over an abstract Unix socket (nor pass each other descriptors). Making
+        # one for each run and letting the kernel tear it down after cost about 2.7 ms of
+        # CPU a run, a sixth of a batch's; so the host keeps those its ended runs were in
+        # and hands each to the next run. A run leaves nothing in one: its sockets close as
+        # it ends (the host reaped it, and it had no process of its own), and it can change
+        # nothing else in it (no capability, netlink and /proc/sys/net refused).
+        self.home_network = os.open("/proc/self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+        self.free_networks: list[int] = []
+        self.filter_program, self.held = seccomp_filter(program)
+        # Each run's pid 1: a process that only waits, made without copying the host (it
+        # shares the host's memory, CLONE_VM, and runs one system call, never Python), so
+        # that the run is pid 2 (a pid 1 is spared the signals it sends itself). Its
+        # handlers are the host's, all default (``host_setup``): no signal from the run
+        # makes it run any code. Elsewhere than x86-64 (no pause system call) it is a fork
+        # of the host that pauses.
+        self.clone, self.system_call, self.waiting_call = pid1_clone(libc)
+        # A run: its pidfd -> its pid, its pid 1's pid and stack, its reply socket, its "go".
+        self.runs: dict[int, tuple[int, int, Any, Any, int]] = {}
+        self.networks: dict[int, int] = {}  # a run's pidfd -> its network namespace
+        self.ending: dict[int, tuple[int, Any, Any, int]] = {}  # a pid 1's pidfd -> ...
+
+    def check(self, result: int, what: str) -> None:
+        """Raise what the kernel said where a libc call (``what``) returned other than 0."""
+        if result != 0:
+            number = self.get_errno()
+            raise OSError(number, f"{what}: {os.strerror(number)}")
+
+    def mount(self, source: str | None, target: str, kind: str | None, flags: int,
+              data: str | None = None) -> None:
+        """mount(2), its failure an OSError that names ``target``."""
+        self.check(self.libc.mount(source and source.encode(), target.encode(),
+                                   kind and kind.encode(), flags, data and data.encode()),
+                   f"mount {target}")
+
+    def copy_call(self) -> int:
+        """The run's copy of itself (``raw_copier``): the child's pid, 0 in the child."""
+        assert self.raw_call is not None
+        return int(self.raw_call(*self.copy_arguments))
+
+    def new_pid_namespace(self) -> None:
         """The host's next child is pid 1 of a pid namespace of its own, nested in the
         host's, not in the last run's (unshare alone would nest each in the one before, 32
         deep at most)."""
-        check(libc.setns(pid_namespace, _CLONE_NEWPID), "setns")
-        check(libc.unshare(_CLONE_NEWPID), "unshare")
+        self.check(self.libc.setns(self.pid_namespace, _CLONE_NEWPID), "setns")
+        self.check(self.libc.unshare(_CLONE_NEWPID), "unshare")
 
-    def fork_in_own_pid_namespace() -> int:
-        new_pid_namespace()
-        return fork()
+    def fork_in_own_pid_namespace(self) -> int:
+        """Fork a child that is pid 1 of a pid namespace of its own."""
+        self.new_pid_namespace()
+        return self.fork()
 
-    # Network namespaces: no two runs alive at once share one, so two classmates' runs
-    # never meet over an abstract Unix socket (nor pass each other descriptors). Making one
-    # for each run and letting the kernel tear it down after cost about 2.7 ms of CPU a
-    # run, a sixth of a batch's; so the host keeps those its ended runs were in and hands
-    # each to the next run. A run leaves nothing in one: its sockets close as it ends (the
-    # host reaped it, and it had no process of its own), and it can change nothing else in
-    # it (no capability, netlink and /proc/sys/net refused).
-    home_network = os.open("/proc/self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
-    free_networks: list[int] = []
-
-    def network() -> int:
+    def network(self) -> int:
         """A network namespace no run alive is in, as a descriptor (the host's own)."""
-        if free_networks:
-            return free_networks.pop()
-        check(libc.unshare(_CLONE_NEWNET), "unshare")
+        if self.free_networks:
+            return self.free_networks.pop()
+        self.check(self.libc.unshare(_CLONE_NEWNET), "unshare")
         try:
             return os.open("/proc/self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
         finally:
-            check(libc.setns(home_network, _CLONE_NEWNET), "setns")
+            self.check(self.libc.setns(self.home_network, _CLONE_NEWNET), "setns")
 
-    def walls(request: dict[str, Any], net: int) -> None:
+    def walls(self, request: dict[str, Any], net: int) -> None:
         """Build the run's walls, in the run, before its agent exists; ``net``: its network
         namespace (``network``)."""
-        scratch = setup["scratch"]
-        check(libc.setns(net, _CLONE_NEWNET), "setns")
+        scratch = self.setup["scratch"]
+        self.check(self.libc.setns(net, _CLONE_NEWNET), "setns")
         os.close(net)
-        check(libc.unshare(_CLONE_NEWNS | _CLONE_NEWIPC | _CLONE_NEWUTS), "unshare")
-        mount(None, "/", None, _MS_REC | _MS_PRIVATE)
-        mount("proc", "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
+        self.check(self.libc.unshare(_CLONE_NEWNS | _CLONE_NEWIPC | _CLONE_NEWUTS), "unshare")
+        self.mount(None, "/", None, _MS_REC | _MS_PRIVATE)
+        self.mount_proc()
+        original = "/gradekit/original"
+        self.mount(os.path.join(scratch, request["source"]), original, None, _MS_BIND | _MS_REC)
+        self.mount(None, original, None,
+                   _MS_BIND | _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NODEV)
+        self.writable_space(int(request["disk_mb"]), original)
+        self.mount_shown(request["shown"])
+        # The grading's scratch: no run sees the rest of it.
+        self.check(self.libc.umount2(scratch.encode(), _MNT_DETACH), "umount")
+        self.check(self.libc.sethostname(b"sandbox", 7), "sethostname")
+        os.setsid()
+        self.drop_privileges()
+
+    def mount_proc(self) -> None:
+        """The run's own /proc, the parts of it that reach the whole machine read-only."""
+        self.mount("proc", "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
         for part in PROC_READ_ONLY:  # the host's kernel settings, whatever the run's uid
             path = f"/proc/{part}"
             if os.path.lexists(path):
-                mount(path, path, None, _MS_BIND | _MS_REC)
-                mount(None, path, None, _MS_BIND | _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID
-                      | _MS_NODEV | _MS_NOEXEC)
-        original = "/gradekit/original"
-        mount(os.path.join(scratch, request["source"]), original, None, _MS_BIND | _MS_REC)
-        mount(None, original, None, _MS_BIND | _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NODEV)
-        writable_space(int(request["disk_mb"]), original)
-        mount("tmpfs", "/gradekit/shown", "tmpfs", _MS_NOSUID | _MS_NODEV, "size=65536,mode=0755")
-        for origin, target, writable in request["shown"]:
-            os.close(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
-            mount(os.path.join(scratch, origin), target, None, _MS_BIND)
-            if not writable:
-                mount(None, target, None, _MS_BIND | _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID
-                      | _MS_NODEV)
-        mount(None, "/gradekit/shown", None, _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NODEV)
-        check(libc.umount2(scratch.encode(), _MNT_DETACH), "umount")  # no run sees the rest
-        check(libc.sethostname(b"sandbox", 7), "sethostname")
-        os.setsid()
-        check(libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl")
-        for capability in range(_LAST_CAP + 1):
-            if libc.prctl(_PR_CAPBSET_DROP, capability, 0, 0, 0) != 0 \
-                    and ctypes.get_errno() != errno.EINVAL:  # EINVAL: past the last one
-                check(-1, "drop a capability from the bounding set")
-        header, data = (ctypes.c_uint32 * 2)(0x20080522, 0), (ctypes.c_uint32 * 6)()
-        check(libc.capset(header, data), "capset")
-        check(libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl")
+                self.mount(path, path, None, _MS_BIND | _MS_REC)
+                self.mount(None, path, None, _MS_BIND | _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID
+                           | _MS_NODEV | _MS_NOEXEC)
 
-    def writable_space(disk_mb: int, original: str) -> None:
+    def writable_space(self, disk_mb: int, original: str) -> None:
         """The run's only writable space, one tmpfs of ``disk_mb``: ``/sandbox`` is a folder
         of it, and the copy of the submission at ``/sandbox/submission`` an overlay whose
         upper layer is another folder of it (the laid-out original read-only below), so
@@ -2016,205 +2180,212 @@ def serve_runs(control: int) -> None:
         Where an overlay cannot be mounted the harness copies the files, as without a host.
         """
         layer = "/gradekit/layer"
-        mount("tmpfs", layer, "tmpfs", _MS_NOSUID | _MS_NODEV, f"size={disk_mb << 20},mode=0700")
+        self.mount("tmpfs", layer, "tmpfs", _MS_NOSUID | _MS_NODEV,
+                   f"size={disk_mb << 20},mode=0700")
         for folder, mode in (("sandbox", 0o700), ("upper", 0o755), ("work", 0o700)):
             os.mkdir(f"{layer}/{folder}", mode)
-        mount(f"{layer}/sandbox", "/sandbox", None, _MS_BIND)
+        self.mount(f"{layer}/sandbox", "/sandbox", None, _MS_BIND)
         os.chdir("/sandbox")  # not the host's own /sandbox, under it: no run reaches that
         os.mkdir("/sandbox/tmp")
-        if setup["overlay"]:
+        if self.setup["overlay"]:
             os.mkdir("/sandbox/submission", 0o755)
-            mount("overlay", "/sandbox/submission", "overlay", _MS_NOSUID | _MS_NODEV,
-                  f"lowerdir={original},upperdir={layer}/upper,workdir={layer}/work,userxattr")
-        check(libc.umount2(layer.encode(), _MNT_DETACH), "umount")
+            self.mount("overlay", "/sandbox/submission", "overlay", _MS_NOSUID | _MS_NODEV,
+                       f"lowerdir={original},upperdir={layer}/upper,workdir={layer}/work,"
+                       "userxattr")
+        self.check(self.libc.umount2(layer.encode(), _MNT_DETACH), "umount")
 
-    class Program(ctypes.Structure):  # struct sock_fprog
-        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+    def mount_shown(self, shown: list[list[Any]]) -> None:
+        """The files shown to the run (``[FROM, TO, WRITABLE]``), in a read-only tmpfs."""
+        scratch = self.setup["scratch"]
+        self.mount("tmpfs", "/gradekit/shown", "tmpfs", _MS_NOSUID | _MS_NODEV,
+                   "size=65536,mode=0755")
+        for origin, target, writable in shown:
+            os.close(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+            self.mount(os.path.join(scratch, origin), target, None, _MS_BIND)
+            if not writable:
+                self.mount(None, target, None, _MS_BIND | _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID
+                           | _MS_NODEV)
+        self.mount(None, "/gradekit/shown", None,
+                   _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NODEV)
 
-    # Made once, here: a class made in every run copied ~60 pages in each.
-    # ``held`` lives as long as this loop: the structure holds its address only.
-    held = ctypes.create_string_buffer(program, len(program) or 1)
-    filter_program = ctypes.byref(Program(len(program) // 8, ctypes.cast(held, ctypes.c_void_p))) \
-        if program else None
+    def drop_privileges(self) -> None:
+        """The run's death with the host, and no capability, now or ever after."""
+        import ctypes
+        import signal
 
-    def confine() -> None:
+        self.check(self.libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl")
+        for capability in range(_LAST_CAP + 1):
+            if self.libc.prctl(_PR_CAPBSET_DROP, capability, 0, 0, 0) != 0 \
+                    and ctypes.get_errno() != errno.EINVAL:  # EINVAL: past the last one
+                self.check(-1, "drop a capability from the bounding set")
+        header, data = (ctypes.c_uint32 * 2)(0x20080522, 0), (ctypes.c_uint32 * 6)()
+        self.check(self.libc.capset(header, data), "capset")
+        self.check(self.libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl")
+
+    def confine(self) -> None:
         """The system call filter, last: it refuses ``fork`` and ``unshare``."""
-        if filter_program is not None:
-            check(libc.prctl(_PR_SET_SECCOMP, 2, filter_program, 0, 0), "seccomp")
+        if self.filter_program is not None:
+            self.check(self.libc.prctl(_PR_SET_SECCOMP, 2, self.filter_program, 0, 0), "seccomp")
 
-    def start_run(request: dict[str, Any], fds: list[int], net: int) -> None:
+    def start_run(self, request: dict[str, Any], fds: list[int], net: int) -> None:
         """The forked run, pid 2 of its own pid namespace (``pid1`` holds pid 1): into its
         cell (by itself where the grader handed it the cell's files, else the grader moves
         it), its walls, then, once the grader says so (a byte on ``go``), the agent. The
         host watches ``go``: when it closes (the grader ended the run, or died) the host
         kills the run."""
+        import signal
+
         try:
             signal.signal(signal.SIGINT, signal.default_int_handler)  # the host's is SIG_DFL
             read, write, _, _, go, reply = fds[:6]
             take_descriptors(fds, net)
-            walls(request, net)
+            self.walls(request, net)
             if os.read(go, 1) != b"!":
                 os._exit(70)  # the grader went away before the run began
             os.close(go)
             os.close(reply)
-            check(libc.prctl(_PR_SET_DUMPABLE, 1, 0, 0, 0), "prctl")  # its own /proc
-            for name in host_only:
+            self.check(self.libc.prctl(_PR_SET_DUMPABLE, 1, 0, 0, 0), "prctl")  # its /proc
+            for name in self.host_only:
                 del sys.modules[name]  # the host's own: the run imports them afresh
-            confine()
-            check(libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl")
+            self.confine()
+            self.check(self.libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl")
             os.environ.clear()
             os.environ.update(request["env"])
         except BaseException as exc:  # the run never returns to the host's loop
             with contextlib.suppress(BaseException):
                 os.write(2, f"gradekit: the run's walls failed: {describe(exc)}\n".encode())
             os._exit(71)
-        main(["run", str(read), str(write)], copy_call if raw_call is not None else None)
+        main(["run", str(read), str(write)],
+             self.copy_call if self.raw_call is not None else None)
         os._exit(0)
 
-    # Each run's pid 1: a process that only waits, made without copying the host (it shares
-    # the host's memory, CLONE_VM, and runs one system call, never Python), so that the run
-    # is pid 2 (a pid 1 is spared the signals it sends itself). Its handlers are the host's,
-    # all default (set below): no signal from the run makes it run any code. Elsewhere
-    # than x86-64 (no pause system call) it is a fork of the host that pauses.
-    clone = libc.clone
-    clone.restype = ctypes.c_int
-    clone.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p]
-    system_call = ctypes.cast(libc.syscall, ctypes.c_void_p).value
-    waiting_call = {"x86_64": 34}.get(os.uname().machine)  # SYS_pause
-
-    def pid1() -> tuple[int, Any]:
+    def pid1(self) -> tuple[int, Any]:
         """Start the pid 1 of a new pid namespace, which the host's next child (the run)
         is born in too: its pid and the stack it runs on (kept while it lives)."""
-        new_pid_namespace()
-        if waiting_call is None:
-            child = fork()
+        import ctypes
+        import signal
+
+        self.new_pid_namespace()
+        if self.waiting_call is None:
+            child = self.fork()
             if child == 0:
                 while True:
                     signal.pause()
             return child, None
         stack = ctypes.create_string_buffer(_PID1_STACK)
         top = (ctypes.addressof(stack) + _PID1_STACK - 64) & ~15
-        child = clone(system_call, top, _CLONE_VM | signal.SIGCHLD, waiting_call)
+        child = self.clone(self.system_call, top, _CLONE_VM | signal.SIGCHLD, self.waiting_call)
         if child < 0:
-            check(child, "clone")
+            self.check(child, "clone")
         return child, stack
 
-    def trial() -> str:
+    def trials(self) -> str:
+        """Trial runs: whatever the kernel refuses is known before a real run needs it; ""
+        when a run's walls and pid 1 stand, else what the kernel refused."""
+        try:
+            refused = self.trial() or self.trial_pid1()
+            if refused and self.setup["overlay"]:  # the copy, as without a host, where it must
+                self.setup["overlay"] = False
+                refused = self.trial()
+        except OSError as exc:
+            refused = describe(exc)
+        return refused
+
+    def trial(self) -> str:
         """Build one run's walls and end: "" when they stand, else what the kernel refused."""
         said, told = os.pipe()
-        net = network()
-        child = fork_in_own_pid_namespace()
+        net = self.network()
+        child = self.fork_in_own_pid_namespace()
         if child == 0:
             try:
-                walls({"disk_mb": 1, "source": ".", "shown": []}, net)
-                confine()
+                self.walls({"disk_mb": 1, "source": ".", "shown": []}, net)
+                self.confine()
             except BaseException as exc:
                 os.write(told, describe(exc).encode()[:500])
                 os._exit(1)
             os._exit(0)
         os.close(told)
         os.waitpid(child, 0)
-        free_networks.append(net)
+        self.free_networks.append(net)
         with os.fdopen(said, "rb") as why:
             return why.read().decode("utf-8", "replace")
 
-    def trial_pid1() -> str:
+    def trial_pid1(self) -> str:
         """Start one pid 1 and end it: "" when it stands, else what the kernel refused."""
-        child, _stack = pid1()
+        import signal
+
+        child, _stack = self.pid1()
         handle = os.pidfd_open(child)
         signal.pidfd_send_signal(handle, signal.SIGKILL)
         os.waitpid(child, 0)
         os.close(handle)
         return ""
 
-    try:  # trial runs: whatever the kernel refuses is known before a real run needs it
-        refused = trial() or trial_pid1()
-        if refused and setup["overlay"]:  # the copy, as without a host, where it must
-            setup["overlay"] = False
-            refused = trial()
-    except OSError as exc:
-        refused = describe(exc)
-    if refused:
-        link.send(json.dumps({"op": "unavailable", "why": refused}).encode())
-        return
-    link.send(b'{"op": "ready"}')
-    poller = select.poll()
-    poller.register(link, select.POLLIN)
-    # A run: its pidfd -> its pid, its pid 1's pid and stack, its reply socket, its "go".
-    runs: dict[int, tuple[int, int, Any, socket.socket, int]] = {}
-    letting: dict[int, int] = {}  # a run's "go" -> the run's pidfd, until it is let go
-    networks: dict[int, int] = {}  # a run's pidfd -> its network namespace
-    ending: dict[int, tuple[int, Any, socket.socket, int]] = {}  # a pid 1's pidfd -> ...
-    while True:
-        # One event a poll: handling one can close a descriptor whose number the next
-        # event names (a run's "go" and its end come together), or a new one reuses it.
-        for ready, _ in poller.poll()[:1]:
-            if ready == link.fileno():
-                request, fds = request_of(link)
-                if request is None:
-                    return  # the grader is gone
-                if not fds:  # not the grader's request: nothing to answer it on
-                    continue
-                reply = socket.socket(fileno=fds[5])
-                net = -1
-                try:
-                    net = network()
-                    first, stack = pid1()
-                except OSError as exc:
-                    first = -1
-                    why = describe(exc)
-                run = fork() if first > 0 else -1
-                if run == 0:
-                    start_run(request, fds, net)
-                if run < 0:
-                    if first > 0:
-                        os.kill(first, signal.SIGKILL)
-                        os.waitpid(first, 0)
-                        why = "the host could not fork the run"
-                    if net >= 0:
-                        free_networks.append(net)
-                    with contextlib.suppress(OSError):
-                        reply.send(json.dumps({"op": "refused", "why": why}).encode())
-                    reply.close()
-                    for fd in (*fds[:5], *fds[6:]):
-                        os.close(fd)
-                    continue
-                for fd in (*fds[:4], *fds[6:]):
-                    os.close(fd)
-                handle = os.pidfd_open(run)
-                with contextlib.suppress(OSError):  # a grader gone: the run's go is closed
-                    socket.send_fds(reply, [b'{"op": "started"}'], [handle])
-                runs[handle] = (run, first, stack, reply, fds[4])
-                networks[handle] = net
-                letting[fds[4]] = handle
-                poller.register(handle, select.POLLIN)
-                poller.register(fds[4], 0)  # its hang-up only: the run reads its byte
-            elif ready in letting:  # the grader let go of the run (or died): it ends
-                handle = letting.pop(ready)
-                poller.unregister(ready)
-                os.close(ready)
-                with contextlib.suppress(ProcessLookupError):
-                    signal.pidfd_send_signal(handle, signal.SIGKILL)
-                runs[handle] = (*runs[handle][:4], -1)
-            elif ready in runs:
-                run, first, stack, reply, go = runs.pop(ready)
-                poller.unregister(ready)
-                code = reaped(run, ready, go, letting, poller)
-                free_networks.append(networks.pop(ready))  # nothing of the run is left in it
-                with contextlib.suppress(OSError):
-                    reply.send(json.dumps({"op": "ran", "status": code}).encode())
-                holder = os.pidfd_open(first)
-                signal.pidfd_send_signal(holder, signal.SIGKILL)
-                ending[holder] = (first, stack, reply, code)
-                poller.register(holder, select.POLLIN)
-            elif ready in ending:
-                first, stack, reply, code = ending.pop(ready)
-                poller.unregister(ready)
+    def start(self, request: dict[str, Any], fds: list[int]) -> None:
+        """Fork the run after its pid 1, in a network namespace no run alive is in, and
+        tell the grader it started, or why it did not."""
+        import signal
+        import socket
+
+        reply = socket.socket(fileno=fds[5])
+        net = -1
+        try:
+            net = self.network()
+            first, stack = self.pid1()
+        except OSError as exc:
+            first = -1
+            why = describe(exc)
+        run = self.fork() if first > 0 else -1
+        if run == 0:
+            self.start_run(request, fds, net)
+        if run < 0:
+            if first > 0:
+                os.kill(first, signal.SIGKILL)
                 os.waitpid(first, 0)
-                os.close(ready)
-                with contextlib.suppress(OSError):
-                    reply.send(json.dumps({"op": "ended", "status": code}).encode())
-                reply.close()
+                why = "the host could not fork the run"
+            if net >= 0:
+                self.free_networks.append(net)
+            refuse_run(reply, fds, why)
+            return
+        handle = report_started(reply, run, fds)
+        self.runs[handle] = (run, first, stack, reply, fds[4])
+        self.networks[handle] = net
+        self.watch(handle, fds[4])
+
+    def let_go(self, handle: int) -> None:
+        """Kill the run the grader let go of (its pid 1 then ends as ``ended`` says)."""
+        import signal
+
+        with contextlib.suppress(ProcessLookupError):
+            signal.pidfd_send_signal(handle, signal.SIGKILL)
+        self.runs[handle] = (*self.runs[handle][:4], -1)
+
+    def ended(self, ready: int) -> None:
+        """A run ended (reap it, say so, end its pid 1), or its pid 1 did (report the end)."""
+        if ready in self.runs:
+            self.ran(ready)
+        elif ready in self.ending:
+            first, _stack, reply, code = self.ending.pop(ready)
+            self.poller.unregister(ready)
+            os.waitpid(first, 0)
+            os.close(ready)
+            report_end(reply, code)
+
+    def ran(self, ready: int) -> None:
+        """Reap the run whose pidfd (``ready``) says it ended, say so, and kill its pid 1."""
+        import select
+        import signal
+
+        run, first, stack, reply, go = self.runs.pop(ready)
+        self.poller.unregister(ready)
+        code = reaped(run, ready, go, self.letting, self.poller)
+        self.free_networks.append(self.networks.pop(ready))  # nothing of the run is left in it
+        with contextlib.suppress(OSError):
+            reply.send(json.dumps({"op": "ran", "status": code}).encode())
+        holder = os.pidfd_open(first)
+        signal.pidfd_send_signal(holder, signal.SIGKILL)
+        self.ending[holder] = (first, stack, reply, code)
+        self.poller.register(holder, select.POLLIN)
 
 
 def main(argv: list[str], copy_call: Callable[[], int] | None = None, *,
@@ -2223,7 +2394,7 @@ def main(argv: list[str], copy_call: Callable[[], int] | None = None, *,
     ``copy_call``: a host's run can copy itself (``copy_case``); None elsewhere.
     ``forked``: a run the process guard's host forked, which dies with the host."""
     if argv[1:2] == ["host"]:
-        serve_runs(int(argv[2]))
+        serve_host(int(argv[2]))
         os._exit(0)
     if argv[1:2] == ["guarded"]:
         serve_guarded(int(argv[2]))

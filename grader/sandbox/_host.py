@@ -6,7 +6,7 @@ A run behind namespaces used to cost about 69 ms of CPU before its first case: b
 (7) and the import of the agent with the kit (19); a grading makes 13 of them. A **host**
 pays for bubblewrap, the interpreter, the harness and the kit once: an interpreter under one
 hash seed (a fork cannot change ``PYTHONHASHSEED``) that never runs student code. For each
-run it forks the run into a pid namespace of its own (``serve_runs`` in ``_harness.py``),
+run it forks the run into a pid namespace of its own (``serve_host`` in ``_harness.py``),
 and the run builds its own walls before its agent exists:
 
 - pid 2 of a pid namespace of its own, with its own ``/proc``; its pid 1 only waits (a

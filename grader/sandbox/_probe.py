@@ -20,7 +20,7 @@ from grader.sandbox._channel import (
     child_text,
     replaced_names,
 )
-from grader.sandbox._layout import Layout
+from grader.sandbox._wall import Layout
 
 __all__ = ["ProbeTalk", "probe_cassette"]
 

@@ -75,8 +75,6 @@ from grader.sandbox._hold import close_spare_cells
 from grader.sandbox._layout import (
     LAID_AHEAD,
     LaidOut,
-    Layout,
-    Wall,
     captured_output,
     child_config,
     child_environment,
@@ -85,6 +83,7 @@ from grader.sandbox._layout import (
     read_regular,
 )
 from grader.sandbox._probe import ProbeTalk, probe_cassette
+from grader.sandbox._wall import Layout, Wall
 from grader.sandbox._walls import PROCESS_WALL
 
 __all__ = [
@@ -572,7 +571,7 @@ class _Run:
             status, claims = _claims(message, self._limits.answer_kb * 1024)
             if claims.get("message"):  # the machine's paths and addresses stay out
                 claims["message"] = _ADDRESS.sub("0x…", self._layout.scrub(claims["message"]))
-            self._record(talk, current, status, claims)
+            self._conclude(talk, current, status, claims)
         else:
             raise ProtocolError("an unexpected message")
         return True
@@ -804,11 +803,11 @@ class _Run:
         if not talk.ready:
             self.import_error = f"importing the agent: {detail}"
         elif talk.current is not None:
-            self._record(talk, talk.current, status, detail=detail)
+            self._conclude(talk, talk.current, status, detail=detail)
         elif talk.done == 0:  # lost between cases without finishing one: charge the next
-            self._record(talk, talk.next_case(), status, detail=detail)
+            self._conclude(talk, talk.next_case(), status, detail=detail)
 
-    def _record(
+    def _conclude(
         self,
         talk: _Talk,
         case: _Case,

@@ -6,9 +6,9 @@ submission on this machine. ``NamespacesWall`` is the operating system's wall, b
 differs between them: how a run's folders are laid out, the names the child knows its
 folders and files by, what its configuration adds, how it is started, and how a report
 names it. A third wall (a container, say) is one more subclass: it registers itself under
-its ``name``, so ``--isolation`` offers it and the batch's worker request can carry it.
+its ``name``, so ``--wall`` offers it and the batch's worker request can carry it.
 
-``choose_isolation`` turns the command line's ``--isolation`` into a wall, once per grading
+``choose_wall`` turns the command line's ``--wall`` into a wall, once per grading
 process, before any submission runs; ``wall_named`` turns the name a worker request
 carries back into one.
 """
@@ -58,13 +58,21 @@ from grader.sandbox._isolation import (
     package_folders,
     process_interpreter,
 )
-from grader.sandbox._layout import IGNORED_NAMES, WALLS, Layout, Wall, compile_tree, readable
+from grader.sandbox._layout import IGNORED_NAMES, compile_tree, readable
 from grader.sandbox._scratch import scratch_folder
 from grader.sandbox._seccomp import filter_pipe
+from grader.sandbox._wall import WALLS, Layout, Wall
 
 __all__ = [
-    "PROCESS_WALL", "NamespacesWall", "ProcessWall", "choose_isolation", "harness_code",
-    "isolation_requests", "share_hosts", "wall_named", "warm_walls",
+    "PROCESS_WALL",
+    "NamespacesWall",
+    "ProcessWall",
+    "choose_wall",
+    "harness_code",
+    "share_hosts",
+    "wall_named",
+    "wall_requests",
+    "warm_walls",
 ]
 
 # The kit the agent runs on: the grader's own gradekit, whatever copy the submission ships
@@ -273,7 +281,7 @@ class NamespacesWall(Wall):
         path, why = bubblewrap()
         if path is not None:
             return _refused(lambda: host_user(_kit()))
-        return (f"{why}; {INSTALL_HINT}, or pass --isolation process to grade behind the "
+        return (f"{why}; {INSTALL_HINT}, or pass --wall process to grade behind the "
                 "in-process guard only")
 
     def passed_over(self) -> str:
@@ -450,27 +458,27 @@ def _preferred() -> list[type[Wall]]:
     return sorted(WALLS.values(), key=lambda wall: -wall.preference)
 
 
-def isolation_requests() -> tuple[str, ...]:
-    """What ``--isolation`` takes: ``auto``, then every wall's name, the preferred first."""
+def wall_requests() -> tuple[str, ...]:
+    """What ``--wall`` takes: ``auto``, then every wall's name, the preferred first."""
     return ("auto", *(wall.name for wall in _preferred()))
 
 
-def choose_isolation(requested: str, *, allow_host_root: bool = False) -> Wall:
-    """Resolve ``--isolation``: ``auto`` takes the preferred wall that can be built here
+def choose_wall(requested: str, *, allow_host_root: bool = False) -> Wall:
+    """Resolve ``--wall``: ``auto`` takes the preferred wall that can be built here
     (bubblewrap when it works, else the process guard); a wall named but missing here is a
     usage error that says how to install it. A wall whose children would run as root on
     the host is missing unless ``allow_host_root`` (``--allow-host-root``): then every
     process of this grading (a batch's zygote and workers inherit it) may run them so."""
     if allow_host_root:
         os.environ[ALLOW_HOST_ROOT] = "1"
-    requests = isolation_requests()
+    requests = wall_requests()
     if requested not in requests:
-        raise UsageError(f"--isolation {requested!r}: use one of {', '.join(requests)}")
+        raise UsageError(f"--wall {requested!r}: use one of {', '.join(requests)}")
     if requested != "auto":
         wall = WALLS[requested]()
         missing = wall.missing()
         if missing:
-            raise UsageError(f"--isolation {requested}: {missing}")
+            raise UsageError(f"--wall {requested}: {missing}")
         return wall
     reasons = []
     for kind in _preferred():
@@ -482,7 +490,7 @@ def choose_isolation(requested: str, *, allow_host_root: bool = False) -> Wall:
         warning = wall.passed_over()
         if warning:
             print(warning, file=sys.stderr)
-    raise UsageError(f"--isolation auto: no wall can be built here ({'; '.join(reasons)})")
+    raise UsageError(f"--wall auto: no wall can be built here ({'; '.join(reasons)})")
 
 
 def wall_named(name: str) -> Wall:

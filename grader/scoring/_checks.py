@@ -87,10 +87,10 @@ class Evidence:
     second_set: RunResult | None  # every case against the second provider's cassettes
     second_set_problem: str = ""  # why there is no second_set run
     blocked: str = ""  # why no run happened at all (no manifest, import error, ...)
-    review_problem: str | None = "not checked"  # None: a change-log entry matches the files
+    rerecording_problem: str | None = "not checked"  # None: a change-log entry matches the files
     second_cassettes: str = ""  # the second set's folder, as the manifest declares it
     fixtures: str = "fixtures"  # the tool fixtures' folder
-    review_basis: str = ""  # the change-log entry and keys the re-record evidence rests on
+    rerecording_basis: str = ""  # the change-log entry and keys the re-record evidence rests on
     again: RunResult | None = None  # the primary run's label and seed, another clock
     seeds: tuple[RunResult, ...] = ()  # the primary label under each other run's hash seed,
     # over the cases up to the last one the runs disagree on or did not serve
@@ -743,7 +743,7 @@ def _tool_fixtures(evidence: Evidence) -> str | None:
 
 
 def _rerecord_review(evidence: Evidence) -> str | None:
-    return evidence.review_problem
+    return evidence.rerecording_problem
 
 
 def _served_from(run: RunResult | None, cases: tuple[Case, ...], folder: str,
@@ -771,7 +771,7 @@ def shown_keys(keys: Sequence[str], shown: int = 6) -> str:
 STRETCH_GOALS: Mapping[str, StretchGoal] = {
     "rerecord-review": StretchGoal(
         "rerecord-review", ("rerecord-review", "re-record"), _rerecord_review,
-        lambda e: e.review_basis),
+        lambda e: e.rerecording_basis),
     "tool-fixtures": StretchGoal(
         "tool-fixtures", ("tool-fixtures", "tool fixture"), _tool_fixtures,
         lambda e: "tool calls served from " + _served_from(e.primary, e.cases, e.fixtures,

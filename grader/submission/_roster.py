@@ -87,9 +87,9 @@ def parse_roster(data: bytes, *, source: str) -> Roster:
     except UnicodeDecodeError as exc:
         raise UsageError(f"{source}: byte {exc.start} is not UTF-8; save the roster as "
                          "UTF-8 CSV") from exc
-    records = [(number, record) for number, record
-               in enumerate(csv.reader(io.StringIO(text, newline="")), 1) if record]
-    header = tuple(cell.strip() for cell in records[0][1]) if records else ()
+    rows = [(number, row) for number, row
+            in enumerate(csv.reader(io.StringIO(text, newline="")), 1) if row]
+    header = tuple(cell.strip() for cell in rows[0][1]) if rows else ()
     extra = header[len(ROSTER_HEADER):]
     if header[:len(ROSTER_HEADER)] != ROSTER_HEADER or len(set(extra)) < len(extra) \
             or not set(extra) <= set(ROSTER_COLUMNS):
@@ -98,8 +98,8 @@ def parse_roster(data: bytes, *, source: str) -> Roster:
                          f"{','.join(header)}")
     students: dict[str, Student] = {}
     lines: dict[tuple[str, str], int] = {}  # (what, value) -> the line that listed it first
-    for number, record in records[1:]:
-        student = _student(record, header, number, source)
+    for number, row in rows[1:]:
+        student = _student(row, header, number, source)
         for what, value in (("folder", student.folder), ("student id", student.student_id)):
             if (what, value) in lines:
                 raise UsageError(f"{source}: {what} {value!r} is on lines "
@@ -109,13 +109,13 @@ def parse_roster(data: bytes, *, source: str) -> Roster:
     return Roster(MappingProxyType(students), source)
 
 
-def _student(record: Sequence[str], header: Sequence[str], number: int, source: str
+def _student(line: Sequence[str], header: Sequence[str], number: int, source: str
              ) -> Student:
-    if len(record) != len(header):
-        raise UsageError(f"{source}: line {number} has {len(record)} cells, not "
+    if len(line) != len(header):
+        raise UsageError(f"{source}: line {number} has {len(line)} cells, not "
                          f"{len(header)} ({','.join(header)}); quote a cell "
                          "that holds a comma")
-    cells = dict(zip(header, (cell.strip() for cell in record), strict=True))
+    cells = dict(zip(header, (cell.strip() for cell in line), strict=True))
     folder, student_id, display_name = (cells[name] for name in ROSTER_HEADER)
     if not folder or not student_id:
         raise UsageError(f"{source}: line {number} needs a folder name and a student id")

@@ -17,8 +17,8 @@ import pytest
 from bench._cohort import synthetic_grades
 from bench._growth import BASE, FASTER, LINEAR, Cost, Step, _median, verdict
 from grader.cli import main
+from grader.ledger import apply_reviews, read_ledger
 from grader.outputs import read_gradebook
-from grader.records import apply_reviews, read_ledger
 
 REPO = Path(__file__).resolve().parents[2]
 TIME = re.compile(r"(≤ )?[0-9.]+ (ns|µs|ms|s)( \((≤ 0|[0-9.]+ (ns|µs|ms|s))\))?")

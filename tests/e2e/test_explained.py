@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from grader.cli import main
-from grader.records._folder import LEDGER
-from grader.records._ledger import read_ledger
+from grader.ledger._folder import LEDGER
+from grader.ledger._ledger import read_ledger
 from tests.submissions import (
     REFERENCE,
     REFUND_DESK,
@@ -65,7 +65,7 @@ def test_a_reviewed_failure_becomes_a_regression_item_every_submission_is_graded
         (subs / student / "yes.py").write_text(YES_PROVIDER, "utf-8")
     course.mkdir()
     (course / "rubric.toml").write_text(KIT, "utf-8")
-    grade = ["grade", str(subs), "--out", str(out), "--isolation", "process", "--quiet"]
+    grade = ["grade", str(subs), "--out", str(out), "--wall", "process", "--quiet"]
 
     assert main([*grade, "--rubric", str(course / "rubric.toml")]) == 0
     first = read_ledger(out / LEDGER).events

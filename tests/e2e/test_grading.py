@@ -23,8 +23,8 @@ import pytest
 
 from grader import GradebookRow, load_rubric, verify_report
 from grader.batch._batch import discover, grade_batch
+from grader.ledger._folder import COPIES, DRAW_KEY
 from grader.outputs import copy_notes, read_copies, renoted
-from grader.records._folder import COPIES, DRAW_KEY
 from grader.sandbox._scratch import MEMORY
 from tests.submissions import (
     BASELINE,

@@ -37,8 +37,8 @@ from grader.grading._grade import _http_cassettes
 from grader.rubric._rubric import KIT_RUBRIC, load_cases
 from grader.sandbox import RunPlan, Sandbox, Serving, wall_named
 from grader.sandbox._channel import Child, ProtocolError
-from grader.sandbox._layout import Layout
 from grader.sandbox._sandbox import _Case, _Run, _Talk
+from grader.sandbox._wall import Layout
 from tests.conftest import require_namespaces
 from tests.loopback import Loopback, echo
 from tests.submissions import kept_modules

@@ -49,11 +49,11 @@ def imports(path: Path) -> set[str]:
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module \
                 and node.module.split(".")[0] == "grader":
             folder = GRADER.parent / node.module.replace(".", "/")
-            # ``from grader.batch import _worker`` imports a module named as an attribute
+            # ``from grader.batch import _worker`` imports a module named as an attribute,
+            # and the package first: its door, which imports the rest of the room
             modules = {a.name for a in node.names if (folder / f"{a.name}.py").is_file()}
             found.update(f"{node.module}.{name}" for name in modules)
-            if len(modules) < len(node.names):
-                found.add(node.module)
+            found.add(node.module)
     return found
 
 
@@ -117,9 +117,18 @@ def cycles(edges: Mapping[str, Iterable[str]]) -> list[list[str]]:
 def test_every_room_imports_only_the_rooms_below_it_that_it_names() -> None:
     allowed = rooms()
     assert set(allowed) == {"submission", "sandbox", "recordings", "regression", "rubric",
-                            "scoring", "outputs", "records", "grading", "batch", "handout",
-                            "dashboard", "cli"}
+                            "scoring", "outputs", "ledger", "assets", "grading", "batch",
+                            "handout", "dashboard", "cli"}
     assert wrong_way(graph(), allowed) == []
+
+
+def test_the_map_names_every_room_and_every_base_module() -> None:
+    """grader/__init__.py's map, read by a newcomer first, misses no room and no module of
+    the base (a module added to the base, or a room, is added to the map too)."""
+    doc = ast.get_docstring(ast.parse((GRADER / "__init__.py").read_text("utf-8"))) or ""
+    named = set(re.findall(r"[A-Za-z_]+", doc))
+    base = {p.stem for p in GRADER.glob("_*.py") if p.stem not in ("__init__", "__main__")}
+    assert sorted((set(rooms()) | base) - named) == []
 
 
 def test_the_rooms_form_layers_with_no_way_back_up() -> None:
@@ -143,7 +152,9 @@ def test_no_module_imports_itself_back() -> None:
 @pytest.mark.parametrize(("source", "target"), [
     ("grader.scoring._checks", "grader.outputs"),  # scoring quoting through a report
     ("grader.outputs._gradebook", "grader.batch"),  # an output asking the batch for a row
-    ("grader.outputs._report", "grader.records"),  # an output reading the ledger
+    ("grader.outputs._report", "grader.ledger"),  # an output reading the ledger
+    ("grader.ledger._ledger", "grader.assets"),  # the grades ledger reading the asset store
+    ("grader.assets._assets", "grader.grading"),  # the asset store running a grading
     ("grader.regression._sets", "grader.rubric"),  # the set format asking the rubric
     ("grader.rubric._rubric", "grader.grading"),  # the rubric judging a missing package
     ("grader._model", "grader.scoring"),  # a base module importing a room
@@ -170,3 +181,14 @@ def test_the_kit_never_imports_the_grader() -> None:
     reaching = [str(p.relative_to(kit.parent)) for p in sorted(kit.rglob("*.py"))
                 if any(name.split(".")[0] == "grader" for name in imports(p))]
     assert reaching == []
+
+
+def test_a_module_imported_from_its_package_imports_the_package_too(tmp_path: Path) -> None:
+    """``from grader.batch import _worker`` runs grader/batch/__init__.py first: inside the
+    batch room that closes a circle through the door, which the inward check then sees."""
+    module = tmp_path / "m.py"
+    module.write_text("from grader.batch import _worker\n", "utf-8")
+    assert imports(module) == {"grader.batch", "grader.batch._worker"}
+    edges = graph()
+    edges["grader.batch._zygote"] = {*edges["grader.batch._zygote"], *imports(module)}
+    assert "grader.batch" in edges["grader.batch._zygote"]

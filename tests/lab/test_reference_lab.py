@@ -10,7 +10,7 @@ import pytest
 from gradekit import Replay, ToolReplay, prompt_key
 from gradekit._store import load
 from grader import Case, load_cases
-from grader.recordings._verify import verify_cassette
+from grader.recordings._cassette_verify import verify_cassette
 from lab.agent import run
 
 REPO = Path(__file__).resolve().parents[2]

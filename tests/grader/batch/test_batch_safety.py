@@ -28,9 +28,15 @@ from typing import Any
 import pytest
 
 from grader import GradebookRow, load_rubric
-from grader.batch._worker import Request, decode_request, decode_row, encode_request, encode_row
+from grader.batch._worker import (
+    WorkerRequest,
+    decode_request,
+    decode_row,
+    encode_request,
+    encode_row,
+)
 from grader.cli import main
-from grader.records._folder import (
+from grader.ledger._folder import (
     ARCHIVE,
     COPIES,
     DRAW_KEY,
@@ -39,7 +45,7 @@ from grader.records._folder import (
     OUTPUT,
     REPORT,
 )
-from grader.records._ledger import read_ledger
+from grader.ledger._ledger import read_ledger
 from grader.sandbox import Wall
 from grader.submission import identify
 from tests.submissions import make_submission
@@ -247,7 +253,7 @@ def mallory_between_two(tmp_path: Path, grader: Grader, attack: str) -> Batch:
     tiny_agent(subs / "mallory", HOOK_OFF + attack,
                imports="import _thread\nimport gc\nimport os\nimport signal\nimport time")
     make_submission(subs / "zoe")
-    return grader.grade(subs, "--jobs", "1", "--isolation", "process",
+    return grader.grade(subs, "--jobs", "1", "--wall", "process",
                         "--rubric", short_rubric(tmp_path))
 
 
@@ -465,7 +471,7 @@ def test_a_request_carries_the_rubric_exactly_as_the_batch_validated_it(tmp_path
     rubric = load_rubric(short_rubric(tmp_path, budget_s=7))
     review = {"event": "review", "student": "s-1", "report": "d" * 64, "criterion": "tracing",
               "automated": "20.00", "points": "1.00", "by": "kim", "reason": "ü", "seq": 4}
-    request = Request(parent=1, root=tmp_path / "alice", folder="alice", student="s-1",
+    request = WorkerRequest(parent=1, root=tmp_path / "alice", folder="alice", student="s-1",
                       out=tmp_path / "out", scratch=tmp_path / "scratch", label="provider-ü",
                       isolation="namespaces", rubric=rubric, check_folders={"m:f": "/x"},
                       reviews=(review,), derived=tmp_path / "derived")
@@ -477,7 +483,7 @@ def test_a_request_carries_the_rubric_exactly_as_the_batch_validated_it(tmp_path
 
 
 def test_a_request_whose_rubric_the_toml_loader_would_refuse_is_refused(tmp_path: Path) -> None:
-    document = json.loads(encode_request(Request(
+    document = json.loads(encode_request(WorkerRequest(
         parent=1, root=tmp_path, folder="alice", student="alice", out=tmp_path,
         scratch=tmp_path, label=None, isolation="process",
         rubric=load_rubric(short_rubric(tmp_path)), check_folders={})))
@@ -508,7 +514,7 @@ def test_the_identities_the_command_line_computed_are_the_batch_s(
     roster.write_text("folder,student_id,display_name\nalice,s-1,Alice\n", "utf-8")
     out = tmp_path / "out"
     assert main(["grade", str(tmp_path / "subs"), "--roster", str(roster), "--out", str(out),
-                 "--shard", "2/2", "--isolation", "process", "--quiet"]) == 1
+                 "--shard", "2/2", "--wall", "process", "--quiet"]) == 1
     assert computed == [["mallory", "trudy"]]  # once, over every shard's folders
     rows = list(csv.DictReader(io.StringIO((out / GRADEBOOK).read_text("utf-8"))))
     assert [(row["submission"], row["status"]) for row in rows] == [("trudy", "error")]
@@ -635,7 +641,7 @@ def test_nothing_a_submission_started_outlives_a_killed_batch(
     sandboxed child with the worker (a parent-death signal, or bubblewrap's pid namespace)."""
     subs = tmp_path / "subs"
     tiny_agent(subs / "bob", HANGS, imports="import time")
-    process = grader.start(subs, "--isolation", isolation.name,
+    process = grader.start(subs, "--wall", isolation.name,
                            "--rubric", short_rubric(tmp_path, timeout_s=60))
     _wait_for("bob's agent running", lambda: _working_below(grader.tmp, child_only=True))
 

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from grader.cli import main
+from grader.ledger._folder import COPIES, GRADEBOOK, REPORT
+from grader.ledger._sheet import COLUMNS
 from grader.outputs import read_copies
-from grader.records._folder import COPIES, GRADEBOOK, REPORT
-from grader.records._sheet import COLUMNS
 from tests.grader.batch.cohorts import ALICE, CAROL, DAVE, ERIN, submission
 from tests.grader.batch.test_batch_safety import short_rubric
 

@@ -106,7 +106,7 @@ def test_a_sparse_submission_is_refused_and_its_classmates_are_graded(
     watcher.start()
     try:
         # Two at a time: the idle helper lays the next submission out ahead.
-        batch = grader.grade(subs, "--jobs", "2", "--isolation", "process",
+        batch = grader.grade(subs, "--jobs", "2", "--wall", "process",
                              "--rubric", short_rubric(tmp_path))
     finally:
         done.set()

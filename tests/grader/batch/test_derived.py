@@ -245,7 +245,7 @@ def test_a_run_cannot_plant_bytecode_a_classmate_would_import(
     subs = tmp_path / "subs"
     lab(subs / "a-mallory", PLANT.format(source=HELPER, tmp=str(grader.tmp)))
     lab(subs / "b-victim", SAYS)
-    args = ("--jobs", "1", "--isolation", "namespaces", "--rubric", short_rubric(tmp_path))
+    args = ("--jobs", "1", "--wall", "namespaces", "--rubric", short_rubric(tmp_path))
     batch = grader.grade(subs, *args)
     if batch.code != 0 and "bubblewrap" in batch.stderr:
         pytest.skip("namespaces cannot be built here")
@@ -274,7 +274,7 @@ def test_behind_the_process_guard_alone_a_switched_off_hook_plants_it(
     assert plant != PLANT
     lab(subs / "a-mallory", plant.format(source=HELPER, tmp=str(grader.tmp)))
     lab(subs / "b-victim", SAYS)
-    batch = grader.grade(subs, "--jobs", "1", "--isolation", "process",
+    batch = grader.grade(subs, "--jobs", "1", "--wall", "process",
                          "--rubric", short_rubric(tmp_path))
     reports = {name: (grader.out / name / "report.md").read_text("utf-8") for name in batch.rows}
     # the hook switched off is seen at mallory's next verdict: its case is lost, flagged

@@ -22,6 +22,7 @@ from grader._late import late_from_document, lateness, parse_late_policy
 from grader.cli import main
 from grader.dashboard._data import load_cohort
 from grader.handout import submitted
+from grader.ledger._folder import GRADEBOOK, REPORT, RESULTS
 from grader.outputs import (
     GradebookRow,
     canonical,
@@ -29,7 +30,6 @@ from grader.outputs import (
     read_gradebook,
     verify_results,
 )
-from grader.records._folder import GRADEBOOK, REPORT, RESULTS
 from grader.submission._roster import parse_roster
 from tests.grader.batch.test_batch_safety import short_rubric
 from tests.submissions import make_submission

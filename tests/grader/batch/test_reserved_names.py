@@ -7,7 +7,7 @@ later ``grade`` into that folder and ``ledger verify`` crashed. One named
 ``.gradekit-draw-key`` was silently not graded. Now a batch refuses such a name before it
 writes anything (exit 2, naming the folder, why, and the fix), every shard alike; the
 grades folder, when it holds an earlier batch, is left byte for byte as it was, and its
-ledger still verifies. The reserved names are defined once, in ``grader.records._folder``,
+ledger still verifies. The reserved names are defined once, in ``grader.ledger._folder``,
 from the names the code writes; the second test finds them in a grades folder the real
 code filled, so a new entry that is not reserved fails it.
 """
@@ -23,7 +23,7 @@ import grader.dashboard
 from grader import load_rubric
 from grader.batch import discover, grade_batch
 from grader.cli import main
-from grader.records._folder import (
+from grader.ledger._folder import (
     ARCHIVE,
     COPIES,
     DASHBOARD,
@@ -34,7 +34,7 @@ from grader.records._folder import (
     reserved_for,
     temporary_path,
 )
-from grader.records._ledger import append_events
+from grader.ledger._ledger import append_events
 from tests.grader.batch.test_batch_safety import short_rubric, tiny_agent
 
 Snapshot = dict[str, tuple[str, int, bytes]]  # relative path -> (kind, mode, bytes)

@@ -311,6 +311,7 @@ def test_grade_says_which_isolation_it_uses_and_refuses_namespaces_without_bubbl
     tmp_path: Path,
 ) -> None:
     root = tiny_submission(tmp_path / "alice")
+    # --isolation: the flag's earlier name, still taken (scripts written before --wall)
     done = gradekit(["grade", str(root), "--out", "out", "--isolation", "process"], tmp_path)
     assert done.returncode == 0, done.stderr  # graded (points lost are no failure)
     assert done.stderr.splitlines()[0] == (
@@ -318,10 +319,10 @@ def test_grade_says_which_isolation_it_uses_and_refuses_namespaces_without_bubbl
         f"{host_hold().description}")
     assert (tmp_path / "out" / "alice" / "report.json").is_file()
     # No bwrap on PATH (python itself is started by its full path).
-    done = gradekit(["grade", str(root), "--out", "none", "--isolation", "namespaces"],
+    done = gradekit(["grade", str(root), "--out", "none", "--wall", "namespaces"],
                     tmp_path, PATH=str(tmp_path / "empty"))
     assert done.returncode == 2
-    assert "--isolation namespaces: bubblewrap (bwrap) is not installed" in done.stderr
+    assert "--wall namespaces: bubblewrap (bwrap) is not installed" in done.stderr
     assert "sudo apt-get install bubblewrap" in done.stderr
     assert not (tmp_path / "none").exists()
 

@@ -78,7 +78,7 @@ def test_record_and_check_use_the_rubric_the_lab_names(
         lab: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert sorted(p.name for p in (lab / "cassettes").iterdir()) == ["greet.json"]
     capsys.readouterr()
-    gradekit_in_process("check", str(lab), "--isolation", "process")
+    gradekit_in_process("check", str(lab), "--wall", "process")
     shown = capsys.readouterr().out
     assert "refund-policy" not in shown and "grade now: " in shown
     assert "PASS  2. A miss is loud" in shown, shown
@@ -95,7 +95,7 @@ def test_the_instructors_folder_names_the_rubric_a_cohort_is_graded_on(
     edited.write_text(_rubric(version=7), "utf-8")
     monkeypatch.chdir(lab)
     assert gradekit_in_process("grade", str(subs), "--out", str(tmp_path / "grades"),
-                               "--isolation", "process", "--quiet") == 0
+                               "--wall", "process", "--quiet") == 0
     reports: dict[str, dict[str, Any]] = {
         name: json.loads((tmp_path / "grades" / name / "report.json").read_bytes())
         for name in ("ana", "ben")}
@@ -112,7 +112,7 @@ def test_a_lab_for_other_cases_without_a_rubric_is_refused_with_the_fix(
         lab: Path, capsys: pytest.CaptureFixture[str]) -> None:
     manifest = lab / "pyproject.toml"
     manifest.write_text(MANIFEST.replace('rubric = "course/desk.toml"\n', ""), "utf-8")
-    assert gradekit_in_process("check", str(lab), "--isolation", "process") == 2
+    assert gradekit_in_process("check", str(lab), "--wall", "process") == 2
     said = capsys.readouterr().err
     assert "names no rubric, and its recordings (greet) are for cases the kit's own rubric " \
         "does not have" in said
@@ -149,7 +149,7 @@ def test_checking_another_folder_never_imports_its_rubrics_own_checks(
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)
-    assert gradekit_in_process("check", str(lab), "--isolation", "process") == 2
+    assert gradekit_in_process("check", str(lab), "--wall", "process") == 2
     said = capsys.readouterr().err
     assert "whose custom checks or stretch goals would run in this process" in said
     assert "cd there" in said

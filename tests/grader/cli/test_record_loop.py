@@ -176,7 +176,7 @@ def test_every_printed_fix_command_works_as_printed(
         agent = root / "lab" / "agent.py"
         agent.write_text(agent.read_text("utf-8").replace(
             "You are a teaching assistant", "You are a helpful teaching assistant", 1), "utf-8")
-        assert main(["check", str(root), "--isolation", "process"]) == 1
+        assert main(["check", str(root), "--wall", "process"]) == 1
     else:
         folder = "fixtures" if breakage == "fixture_missing" else "cassettes"
         (root / folder / "sql-explain.json").unlink()

@@ -23,7 +23,7 @@ import pytest
 
 from gradekit._http.cassette import HTTP_CASSETTE
 from grader.cli import main
-from grader.grading._grade import _review
+from grader.grading._grade import _rerecording
 from grader.recordings._changelog import read_changes
 from grader.rubric._rubric import KIT_RUBRIC
 from grader.submission import load_manifest
@@ -157,7 +157,7 @@ def test_one_changed_answer_is_one_changed_key_logged_as_http_and_the_grader_acc
     assert (change.case, change.kind, change.reason) == ("refund-policy", "http", REASON)
     assert change.changed_keys == (slot,)
     assert list(change.digests) == ["cassettes/refund-policy.http.json"]
-    problem, basis = _review(root, load_manifest(root))
+    problem, basis = _rerecording(root, load_manifest(root))
     assert problem is None
     assert "cassettes/refund-policy.http.json as logged" in basis and slot.split("#")[0] in basis
     assert said.last.endswith(

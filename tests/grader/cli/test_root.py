@@ -115,7 +115,7 @@ def test_check_runs_the_roots_own_agent(carol: Path, capsys: pytest.CaptureFixtu
     would ask prompts they do not hold, and the third checkpoint would fail."""
     assert main(["record", "--root", str(carol), "--provider", "carol_provider:fake"]) == 0
     capsys.readouterr()
-    code = main(["check", "--root", str(carol), "--isolation", "process"])
+    code = main(["check", "--root", str(carol), "--wall", "process"])
     shown = capsys.readouterr().out
     assert [line.split()[0] for line in shown.splitlines()[:3]] == ["PASS"] * 3, shown
     # Her lab is a sketch (no tracing, no FAILURES.md): the grade it predicts says so.

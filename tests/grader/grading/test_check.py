@@ -63,9 +63,9 @@ def test_a_common_mistake_fails_the_check_with_the_grade_and_its_real_fix(
     root = make_submission(tmp_path / mistake)
     mutate(root)
 
-    assert main(["check", str(root), "--isolation", "process"]) == 1
+    assert main(["check", str(root), "--wall", "process"]) == 1
     shown = capsys.readouterr().out
-    assert main(["grade", str(root), "--out", str(tmp_path / "out"), "--isolation",
+    assert main(["grade", str(root), "--out", str(tmp_path / "out"), "--wall",
                  "process"]) == 0
     capsys.readouterr()
     report = json.loads((tmp_path / "out" / mistake / "report.json").read_bytes())
@@ -85,7 +85,7 @@ def test_the_reference_lab_passes_the_check_with_full_marks(
     tmp_path: Path, capsys: pytest.CaptureFixture[str],
 ) -> None:
     root = make_submission(tmp_path / "alice")
-    assert main(["check", str(root), "--isolation", "process"]) == 0
+    assert main(["check", str(root), "--wall", "process"]) == 0
     shown = capsys.readouterr().out
     assert [line[:4] for line in shown.splitlines()[:3]] == ["PASS"] * 3
     assert "grade now: 100.00 / 100.00 (what gradekit grade gives this submission, same " \

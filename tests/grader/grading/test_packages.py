@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from grader._model import Limits
-from grader.batch._worker import Request, decode_request, encode_request
+from grader.batch._worker import WorkerRequest, decode_request, encode_request
 from grader.cli import main
 from grader.grading._packages import MissingPackage, missing_package
 from grader.handout._gradescope import build
@@ -120,7 +120,7 @@ def test_packages_that_are_no_table_are_a_rubric_error() -> None:
 def test_a_worker_gets_the_rubric_s_packages(tmp_path: Path) -> None:
     rubric = parse_rubric(with_packages(f'[packages]\n{NOBODY} = "{REQUIREMENT}"\n'),
                           source="lab.toml")
-    request = Request(parent=1, root=tmp_path, folder="alice", student="alice",
+    request = WorkerRequest(parent=1, root=tmp_path, folder="alice", student="alice",
                       out=tmp_path / "out", scratch=tmp_path / "scratch", label=None,
                       isolation="process", rubric=rubric, check_folders={})
     assert decode_request(encode_request(request)).rubric.packages == {NOBODY: REQUIREMENT}
@@ -379,7 +379,7 @@ def test_a_listed_package_is_an_error_with_the_install_command(
 def test_check_prints_the_reason_and_exits_1_without_a_traceback(
         course: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code = main(["check", str(course / "submissions" / "imports-nobody"), "--rubric",
-                 str(course / "bootcamp-short.toml"), "--isolation", "process"])
+                 str(course / "bootcamp-short.toml"), "--wall", "process"])
     captured = capsys.readouterr()
     assert code == 1
     assert f"FAIL  UNGRADABLE: the agent imports {NOBODY} (when the agent is imported), a " \

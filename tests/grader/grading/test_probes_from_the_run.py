@@ -249,7 +249,7 @@ def graded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, di
             del os.environ["OPENAI_API_KEY"]
     (subs / "reworded" / "lab" / "agent.py").write_text(REWORDED.lstrip(), "utf-8")
     assert gradekit_in_process("grade", str(subs), "--out", str(out), "--rubric", str(RUBRIC),
-                               "--isolation", "process", "--jobs", "2", "--quiet") == 0
+                               "--wall", "process", "--jobs", "2", "--quiet") == 0
     return subs, {name: json.loads((out / name / "report.json").read_bytes())
                   for name in AGENTS}
 
@@ -344,7 +344,7 @@ def test_recordings_no_run_asks_are_reported_once_the_case_runs(tmp_path: Path) 
     assert record_in_process(root, RUBRIC, "echo:provider") == 0
     out = tmp_path / "grades"
     assert gradekit_in_process("grade", str(root), "--out", str(out), "--rubric", str(RUBRIC),
-                               "--isolation", "process", "--quiet") == 0
+                               "--wall", "process", "--quiet") == 0
     report = json.loads((out / "kai" / "report.json").read_bytes())
     assert report["total"] == "100.00" or _criterion(report, "contract_stability")["points"] \
         == "30.00"
@@ -411,7 +411,7 @@ def test_checkpoint_three_fails_while_a_case_misses(
     agent's every case misses, and checkpoint 3 says so, with the one command to run."""
     root = graded[0] / "reworded"
     assert gradekit_in_process("check", str(root), "--rubric", str(RUBRIC),
-                               "--isolation", "process") == 1
+                               "--wall", "process") == 1
     shown = capsys.readouterr().out
     third = next(line for line in shown.splitlines() if "3. Two providers" in line)
     assert third.startswith("FAIL  3.")

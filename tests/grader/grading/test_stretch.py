@@ -7,7 +7,7 @@ from pathlib import Path
 from gradekit import prompt_key
 from gradekit._cassette import Cassette, Entry, encode_cassette
 from grader._model import CaseOutcome, RunResult, Served, TraceRecord
-from grader.grading._grade import _review, _review_problem
+from grader.grading._grade import _rerecording, _rerecording_problem
 from grader.recordings._changelog import append_change, digest_file
 from grader.rubric._rubric import Case
 from grader.scoring._checks import STRETCH_GOALS, Evidence, _written_up
@@ -102,17 +102,17 @@ def _cassette(path: Path, answer: str) -> str:
 
 def test_rerecord_review_needs_a_log_entry_matching_the_files(tmp_path: Path) -> None:
     manifest = Manifest(tmp_path, "lab.agent:run")
-    assert "no entry in DATASET_CHANGES.md" in (_review_problem(tmp_path, manifest) or "")
+    assert "no entry in DATASET_CHANGES.md" in (_rerecording_problem(tmp_path, manifest) or "")
     cassette = tmp_path / "cassettes" / "one.json"
     key = _cassette(cassette, "first answer")
     append_change(tmp_path / "DATASET_CHANGES.md", date="2026-11-29", case="one",
                   kind="cassette", changed_keys=[key], reason="model upgraded",
                   digests={"cassettes/one.json": digest_file(cassette)})
-    assert _review(tmp_path, manifest) == (None, (
+    assert _rerecording(tmp_path, manifest) == (None, (
         f"the DATASET_CHANGES.md entry of 2026-11-29 for one: cassettes/one.json as logged, "
         f"holding changed keys {key}"))
     _cassette(cassette, "second answer")  # changed after the review
-    assert "digests match" in (_review_problem(tmp_path, manifest) or "")
+    assert "digests match" in (_rerecording_problem(tmp_path, manifest) or "")
 
 
 def test_rerecord_review_needs_keys_the_recordings_hold(tmp_path: Path) -> None:
@@ -124,7 +124,7 @@ def test_rerecord_review_needs_keys_the_recordings_hold(tmp_path: Path) -> None:
                   kind="cassette", changed_keys=["0123456789abcdef"], reason="made up",
                   digests={"cassettes/one.json": digest_file(cassette)})
     assert "lists a changed key that its recordings hold" in (
-        _review_problem(tmp_path, manifest) or "")
+        _rerecording_problem(tmp_path, manifest) or "")
 
 
 def test_rerecord_review_needs_an_entry_that_names_recordings_only(tmp_path: Path) -> None:
@@ -136,7 +136,7 @@ def test_rerecord_review_needs_an_entry_that_names_recordings_only(tmp_path: Pat
                   kind="cassette", changed_keys=["0123456789abcdef"], reason="made up",
                   digests={"README.md": digest_file(readme)})
     assert "no DATASET_CHANGES.md entry names only recordings (.json files in cassettes/, " \
-        "fixtures/)" in (_review_problem(tmp_path, manifest) or "")
+        "fixtures/)" in (_rerecording_problem(tmp_path, manifest) or "")
 
 
 def test_rerecord_review_never_reads_outside_the_submission(tmp_path: Path) -> None:
@@ -146,4 +146,4 @@ def test_rerecord_review_never_reads_outside_the_submission(tmp_path: Path) -> N
     root.mkdir()
     append_change(root / "DATASET_CHANGES.md", date="2026-11-29", case="one", kind="cassette",
                   changed_keys=["k"], reason="r", digests={"../secret.json": digest_file(outside)})
-    assert _review_problem(root, Manifest(root, "lab.agent:run")) is not None
+    assert _rerecording_problem(root, Manifest(root, "lab.agent:run")) is not None

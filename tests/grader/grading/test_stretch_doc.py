@@ -123,7 +123,7 @@ def test_a_batchs_workers_import_the_pages_goal_and_grade_it_alike(tmp_path: Pat
     _student(tmp_path / "subs" / "alice", write_up=True)
     out = tmp_path / "grades"
     assert gradekit_in_process("grade", str(tmp_path / "subs"), "--rubric", str(rubric),
-                               "--out", str(out), "--isolation", "process", "--quiet") == 0
+                               "--out", str(out), "--wall", "process", "--quiet") == 0
     report = json.loads((out / "alice" / "report.json").read_bytes())
     found = next(c for c in report["criteria"] if c["id"] == "stretch_goal")
     assert [(c["id"], c["points"], c["detail"]) for c in found["checks"]] == [

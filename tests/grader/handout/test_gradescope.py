@@ -35,13 +35,13 @@ from grader.handout._gradescope import (
     failure_results,
     find_submission,
 )
+from grader.ledger._folder import DRAW_KEY, REPORT, RESULTS
+from grader.ledger._report_verify import verify_file
 from grader.outputs._render import render_gradescope
 from grader.outputs._report import canonical, render_report_json, report_digest
 from grader.outputs._signing import KEY_ENV, KEY_FILE_ENV
-from grader.records._folder import DRAW_KEY, REPORT, RESULTS
-from grader.records._verify import verify_file
 from grader.rubric import KIT_RUBRIC
-from grader.sandbox import choose_isolation, isolation_requests, wall_named
+from grader.sandbox import choose_wall, wall_named, wall_requests
 from tests.grader.outputs.test_report import sample
 from tests.submissions import REFERENCE
 
@@ -349,7 +349,7 @@ def test_run_autograder_grades_the_reference_lab_to_100_signed(tmp_path: Path,
     root, done = autograder(tmp_path, source, env={KEY_ENV: KEY})
     assert done.returncode == 0, done.stderr
     # the wall, for the instructor (Gradescope shows run_autograder's output to them only)
-    assert f"isolation: {choose_isolation('auto').held()}\n" in done.stdout
+    assert f"isolation: {choose_wall('auto').held()}\n" in done.stdout
     results = json.loads((root / "results" / RESULTS).read_bytes())
     assert results["score"] == 100.0
     assert sum(test["score"] for test in results["tests"]) == 100.0
@@ -718,7 +718,7 @@ def test_setup_sh_builds_the_grader_on_each_ubuntu_image(
     assert shown.stdout == "['sdk']\n"  # `gradekit[sdk]`, as advice says, installs here
     assert f"setup.sh: the rubric's [packages] import here: {', '.join(modules)}\n" \
         in done.stdout
-    wall = choose_isolation("auto")  # bubblewrap is installed in the image as it is here
+    wall = choose_wall("auto")  # bubblewrap is installed in the image as it is here
     lines = isolation_of(root)
     assert lines[0] == f"wall: {wall.name}"
     assert lines[1].startswith(f"isolation: {wall.held()}; children run as ")
@@ -767,13 +767,13 @@ def test_a_package_that_does_not_import_fails_the_build_naming_it(tmp_path: Path
 
 
 def test_probe_names_the_wall_and_why_each_other_was_passed_over() -> None:
-    done = gradekit("gradescope", "probe")
+    done = gradekit("gradescope", "walls")
     assert done.returncode == 0, done.stderr
-    wall = choose_isolation("auto")
+    wall = choose_wall("auto")
     lines = done.stdout.splitlines()
     assert lines[0] == f"wall: {wall.name}"
     assert lines[1].startswith(f"isolation: {wall.held()}; children run as ")
-    others = [name for name in isolation_requests()[1:] if name != wall.name]
+    others = [name for name in wall_requests()[1:] if name != wall.name]
     assert [line.split(":")[1].strip() for line in lines[2:]] == others
     for name, line in zip(others, lines[2:], strict=True):
         if wall_named(name).preference < wall.preference:

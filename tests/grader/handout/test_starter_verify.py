@@ -13,7 +13,7 @@ import pytest
 
 from grader.cli import main
 from grader.handout._markers import Removed
-from grader.handout._verify import scan_for_regions
+from grader.handout._preflight import scan_for_regions
 from tests.grader.handout.starters import (
     BEGIN,
     END,

@@ -22,6 +22,8 @@ import pytest
 from gradekit import UsageError
 from grader._model import Limits
 from grader.batch._batch import _worker_environment, grade_batch
+from grader.ledger._folder import DRAW_KEY, REPORT, RESULTS, draw_key
+from grader.ledger._report_verify import verify_file
 from grader.outputs._render import render_gradescope
 from grader.outputs._report import canonical, render_report_json, report_digest
 from grader.outputs._signing import (
@@ -34,8 +36,6 @@ from grader.outputs._signing import (
     signature_problem,
     signed_bytes,
 )
-from grader.records._folder import DRAW_KEY, REPORT, RESULTS, draw_key
-from grader.records._verify import verify_file
 from grader.rubric._rubric import load_rubric
 from grader.sandbox import RunPlan, Sandbox, Serving, Wall
 from tests.grader.outputs.test_report import sample

@@ -21,8 +21,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from grader.ledger._sheet import COLUMNS, sheet_csv, sheet_rows
 from grader.outputs import GradebookRow, gradebook_csv, merge_gradebooks, read_gradebook
-from grader.records._sheet import COLUMNS, sheet_csv, sheet_records
 
 DELIMITERS = (",", ";", "\t", "|")  # what a spreadsheet splits a CSV on, by locale and habit
 FORMULA = ("=", "+", "-", "@", "\t", "\r")  # how a cell a spreadsheet would run starts
@@ -96,7 +96,7 @@ def test_every_review_sheet_cell_is_defused_and_reads_back_exactly(cell: str) ->
     rows = [[f"{column}{cell}" if n % 2 else cell for n, column in enumerate(COLUMNS)]]
     data = sheet_csv(rows)
     assert formulas(data) == {}
-    back = sheet_records(Path("week3.csv"), data)
+    back = sheet_rows(Path("week3.csv"), data)
     assert [[cells[c] for c in COLUMNS] for _, cells in back] == rows
 
 
@@ -126,7 +126,7 @@ def test_any_cells_round_trip_exactly_and_never_start_a_formula(cells: list[str]
     assert merge_gradebooks([gradebook_csv([row], IDS) for row in rows]) == data
     sheet = sheet_csv([[cell] * len(COLUMNS) for cell in cells])
     assert formulas(sheet) == {}
-    assert [[c[k] for k in COLUMNS] for _, c in sheet_records(Path("s.csv"), sheet)] == [
+    assert [[c[k] for k in COLUMNS] for _, c in sheet_rows(Path("s.csv"), sheet)] == [
         [cell] * len(COLUMNS) for cell in cells if cell.strip()]
 
 

@@ -250,7 +250,7 @@ def test_a_student_who_never_recorded_the_item_is_told_to(
     assert f"cassettes/{NAME}.json is missing, so nothing holds this prompt" in judged.detail
     # `make check` says so too, with the command that records it.
     assert gradekit_in_process("check", str(erin), "--rubric", str(course / "rubric.toml"),
-                               "--isolation", "process") == 1
+                               "--wall", "process") == 1
     shown = capsys.readouterr().out
     assert f"    - {ITEM}: the replay left the item's recorded run: cassettes/{NAME}.json is " \
         "missing, so nothing holds this prompt" in shown

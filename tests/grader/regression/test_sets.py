@@ -33,11 +33,11 @@ from gradekit import UsageError, decode_incident
 from gradekit.internal import decode_fixture
 from grader._expect import Expectation
 from grader._model import CheckResult, CriterionResult, Report
+from grader.assets._assets import ASSETS
 from grader.cli import main
+from grader.ledger._folder import ARCHIVE, LEDGER
+from grader.ledger._ledger import append_events, read_ledger
 from grader.outputs._report import render_report_json
-from grader.records._assets import ASSETS
-from grader.records._folder import ARCHIVE, LEDGER
-from grader.records._ledger import append_events, read_ledger
 from grader.regression._sets import (
     Item,
     RegressionSet,

@@ -30,8 +30,8 @@ from grader._expect import (
 )
 from grader.cli import main
 from grader.dashboard import build_dashboard
+from grader.ledger._folder import CALLS, GRADEBOOK, MARKDOWN, REPORT, RESULTS
 from grader.outputs._report import canonical, verify_report
-from grader.records._folder import CALLS, GRADEBOOK, MARKDOWN, REPORT, RESULTS
 from grader.rubric._rubric import RubricError, parse_rubric
 from grader.scoring._judged import contract_gaps
 from tests.submissions import REFERENCE, make_submission
@@ -229,10 +229,10 @@ def test_a_bad_case_expect_or_criterion_param_is_a_rubric_error_at_its_line() ->
 
 
 def test_cases_keep_their_expectations_through_the_worker_request(tmp_path: Path) -> None:
-    from grader.batch._worker import Request, decode_request, encode_request
+    from grader.batch._worker import WorkerRequest, decode_request, encode_request
 
     rubric = parse_rubric(_with_expectations(EXPECTING).encode(), source="x.toml")
-    request = Request(parent=1, root=tmp_path, folder="a", student="a", out=tmp_path,
+    request = WorkerRequest(parent=1, root=tmp_path, folder="a", student="a", out=tmp_path,
                       scratch=tmp_path, label=None, isolation="process", rubric=rubric,
                       check_folders={})
     assert decode_request(encode_request(request)).rubric == rubric
@@ -253,7 +253,7 @@ def _grade(tmp_path: Path, rubric_text: str) -> tuple[int, Path]:
     rubric.write_text(rubric_text, "utf-8")
     out = tmp_path / "grades"
     code = main(["grade", str(subs), "--out", str(out), "--rubric", str(rubric),
-                 "--isolation", "process", "--quiet"])
+                 "--wall", "process", "--quiet"])
     return code, out
 
 

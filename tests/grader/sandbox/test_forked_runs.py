@@ -283,7 +283,7 @@ def _require_hosts() -> None:
     message = (f"runs cannot fork from a host here ({why}), so each starts its own "
                "bubblewrap and these attacks would not reach a host: run them where a "
                "host's trial run builds its walls (nested pid, mount and ipc namespaces "
-               "in bubblewrap's user namespace), or fix serve_runs in "
+               "in bubblewrap's user namespace), or fix serve_host in "
                "grader/sandbox/_harness.py if it should")
     if os.environ.get("CI"):
         pytest.fail(message)

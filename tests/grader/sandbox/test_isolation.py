@@ -36,13 +36,13 @@ from grader.sandbox import (
     _isolation,
     _layout,
     _walls,
-    choose_isolation,
-    isolation_requests,
+    choose_wall,
     wall_named,
+    wall_requests,
 )
 from grader.sandbox._hold import Watchdog
 from grader.sandbox._isolation import bubblewrap
-from grader.sandbox._layout import WALLS
+from grader.sandbox._wall import WALLS
 from tests.conftest import require_namespaces
 from tests.grader.sandbox._unhook import SWITCH_THE_HOOK_OFF
 from tests.submissions import agent_only
@@ -653,26 +653,26 @@ def test_namespaces_without_bubblewrap_is_a_usage_error_that_names_the_install(
     bubblewrap.cache_clear()
     try:
         with pytest.raises(UsageError, match="apt-get install bubblewrap"):
-            choose_isolation("namespaces")
-        assert isinstance(choose_isolation("auto"), ProcessWall)
+            choose_wall("namespaces")
+        assert isinstance(choose_wall("auto"), ProcessWall)
     finally:
         bubblewrap.cache_clear()
     assert ProcessWall().description.startswith("process guard only")
 
 
 def test_a_wall_is_named_on_the_command_line_and_in_a_worker_request() -> None:
-    assert isolation_requests() == ("auto", "namespaces", "process")
+    assert wall_requests() == ("auto", "namespaces", "process")
     for wall in (ProcessWall(), NamespacesWall()):
         assert wall_named(wall.name) == wall and wall_named(wall.name) is not wall
     assert ProcessWall() != NamespacesWall()
     with pytest.raises(ValueError, match="no wall is named 'container': name one of"):
         wall_named("container")
     with pytest.raises(UsageError, match="use one of auto, namespaces, process"):
-        choose_isolation("container")
+        choose_wall("container")
 
 
 def test_a_third_wall_is_one_class(tmp_path: Path) -> None:
-    """Defining the class is all it takes: ``--isolation`` offers it, a worker request can
+    """Defining the class is all it takes: ``--wall`` offers it, a worker request can
     name it, and a sandbox runs cases behind it."""
 
     class Borrowed(ProcessWall):
@@ -681,9 +681,9 @@ def test_a_third_wall_is_one_class(tmp_path: Path) -> None:
         preference = -1
 
     try:
-        assert isolation_requests()[-1] == "borrowed"
-        assert choose_isolation("borrowed") == wall_named("borrowed") == Borrowed()
-        assert not isinstance(choose_isolation("auto"), Borrowed)  # preferred least
+        assert wall_requests()[-1] == "borrowed"
+        assert choose_wall("borrowed") == wall_named("borrowed") == Borrowed()
+        assert not isinstance(choose_wall("auto"), Borrowed)  # preferred least
         root = tmp_path / "sub"
         (root / "lab").mkdir(parents=True)
         (root / "lab" / "__init__.py").write_text("")
@@ -694,7 +694,7 @@ def test_a_third_wall_is_one_class(tmp_path: Path) -> None:
         assert (result.outcomes["c"].status, result.outcomes["c"].answer) == ("returned", "yo")
     finally:
         WALLS.pop("borrowed")
-    assert "borrowed" not in isolation_requests()
+    assert "borrowed" not in wall_requests()
 
 
 def _processes_mentioning(text: str) -> list[int]:
@@ -785,7 +785,7 @@ def test_each_report_states_its_wall_and_the_digest_does_not_depend_on_it(
 def _grade(paths: list[Path], out: Path, wall: str = "namespaces") -> None:
     done = subprocess.run(
         [sys.executable, "-m", "grader", "grade", *map(str, paths), "--out", str(out),
-         "--isolation", wall, "--jobs", "2"],
+         "--wall", wall, "--jobs", "2"],
         capture_output=True, text=True, timeout=600, check=False,
         cwd=Path(__file__).resolve().parents[3],
     )

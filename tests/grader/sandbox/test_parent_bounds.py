@@ -29,7 +29,7 @@ from grader.grading._grade import (
     _failures,
     _fixtures,
     _inputs,
-    _review_problem,
+    _rerecording_problem,
     _second_set,
     grade_submission,
 )
@@ -274,7 +274,7 @@ def test_a_change_log_entry_through_a_link_does_not_match(root: Path) -> None:
     (root / "linked").symlink_to(outside.parent)
     append_change(root / "DATASET_CHANGES.md", date="2026-11-29", case="one", kind="cassette",
                   changed_keys=["k"], reason="r", digests={"linked/one.json": digest_file(outside)})
-    problem = _review_problem(root, Manifest(root, "lab.agent:run", fixtures="linked"))
+    problem = _rerecording_problem(root, Manifest(root, "lab.agent:run", fixtures="linked"))
     assert problem is not None and "no DATASET_CHANGES.md entry's digests match" in problem
 
 
@@ -283,7 +283,7 @@ def test_a_linked_change_log_cannot_be_read(root: Path) -> None:
     append_change(log, date="2026-11-29", case="one", kind="cassette", changed_keys=["k"],
                   reason="r", digests={"cassettes/one.json": "ab" * 32})
     (root / "DATASET_CHANGES.md").symlink_to(log)
-    assert _review_problem(root, Manifest(root, "lab.agent:run")) == (
+    assert _rerecording_problem(root, Manifest(root, "lab.agent:run")) == (
         "DATASET_CHANGES.md cannot be read: DATASET_CHANGES.md is a symlink: the grader "
         "follows no links, so commit the file itself")
 

@@ -51,8 +51,8 @@ def evidence(stretch: tuple[str, ...], *, second_set: bool = True, review: bool 
                     second_set=second if second_set else None,
                     second_set_problem="" if second_set else "no second set was declared",
                     second_cassettes="cassettes-b",
-                    review_problem=None if review else "no DATASET_CHANGES.md entry",
-                    review_basis="DATASET_CHANGES.md entry 2026-11-29 one",
+                    rerecording_problem=None if review else "no DATASET_CHANGES.md entry",
+                    rerecording_basis="DATASET_CHANGES.md entry 2026-11-29 one",
                     cut_point_problem=None if cut_point else "the cut-point test was not run",
                     incident_test="lab.regression:no_refund")
 

@@ -33,7 +33,7 @@ from grader.outputs import REPORTED
 from grader.rubric import Rubric
 from grader.sandbox import Wall
 
-__all__ = ["DISTINCTIVE", "FolderGrade", "Grading", "grade_folders", "scan_for_regions"]
+__all__ = ["DISTINCTIVE", "FolderGrade", "HandoutGrading", "grade_folders", "scan_for_regions"]
 
 DISTINCTIVE = 40  # characters: shorter lines (``return answer``) are everybody's code
 _LINES = 2  # distinctive lines of one region in one file: a copy, not a shared idiom
@@ -43,7 +43,7 @@ _INTERFACE = ("def ", "async def ", "class ", "import ", "from ", "@")
 
 
 @dataclass(frozen=True, slots=True)
-class Grading:
+class HandoutGrading:
     """How ``gradekit starter`` grades what it built: the rubric and the sandbox's wall."""
 
     rubric: Rubric
@@ -140,7 +140,7 @@ def _quote(line: str) -> str:
 # -- the grades ----------------------------------------------------------------------------------
 
 
-def grade_folders(out: Path, grading: Grading) -> tuple[FolderGrade, ...]:
+def grade_folders(out: Path, grading: HandoutGrading) -> tuple[FolderGrade, ...]:
     """Grade each folder of the hand-out at ``out`` that holds a pyproject.toml; refuse the
     hand-out when one grades above the hand-out itself, or cannot be graded."""
     folders = _projects(out)

@@ -48,9 +48,9 @@ from typing import Any
 
 from gradekit import UsageError
 from grader._errors import LedgerCorrupt
+from grader.ledger._folder import ARCHIVE, DRAW_KEY, GRADEBOOK, LEDGER
+from grader.ledger._ledger import append_events, batch_status, verify_ledger
 from grader.outputs import GradebookRow, gradebook_csv, merge_gradebooks, read_gradebook
-from grader.records._folder import ARCHIVE, DRAW_KEY, GRADEBOOK, LEDGER
-from grader.records._ledger import append_events, batch_status, verify_ledger
 
 __all__ = ["LedgerMerge", "Merged", "merge_folders", "plan_merge"]
 
@@ -58,7 +58,7 @@ __all__ = ["LedgerMerge", "Merged", "merge_folders", "plan_merge"]
 _SUMMED = "counts"
 _UNIONED = ("selection", "unchanged", "interrupted")
 _LESS_GRADED = ("kept", "absent", "dropped")  # only when non-empty, less the folders graded
-_ALWAYS = ("selection", "unchanged")  # written even when empty, as record_grading does
+_ALWAYS = ("selection", "unchanged")  # written even when empty, as append_grading does
 _SHARD = "shard"
 # What a batch says of itself (gradekit grade's status, counts, operator and times): shards
 # of one grading differ in these too, and their fused batch says them of the whole.

@@ -12,10 +12,10 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from grader.ledger._folder import GRADEBOOK, LEDGER
+from grader.ledger._ledger import append_events
+from grader.ledger._reviews import ReviewIndex, apply_reviews, review_state
 from grader.outputs import GradebookRow, gradebook_csv
-from grader.records._folder import GRADEBOOK, LEDGER
-from grader.records._ledger import append_events
-from grader.records._reviews import ReviewIndex, apply_reviews, review_state
 
 STUDENTS = ("alice", "bob", "carol", "dave")
 REPORTS = ("a" * 64, "b" * 64, "c" * 64, "d" * 64)

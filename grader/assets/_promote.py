@@ -1,5 +1,5 @@
 """What of a failing run may become a case (``gradekit case from-run``): the policy. The
-case store is ``grader.records._assets``; how a case reaches a set, its path.
+case store is ``grader.assets._assets``; how a case reaches a set, its path.
 
 A run is saved as a case only when
 
@@ -32,9 +32,8 @@ from gradekit import GradekitError, Incident, UsageError, decode_incident
 from gradekit.internal import commands, decode_fixture
 from grader._expect import Expectation, Told, laid_over
 from grader._specs import SPEC
+from grader.ledger import LEDGER, read_ledger, verified_archive, verify_ledger
 from grader.outputs import REPORTED
-from grader.records._folder import LEDGER
-from grader.records._ledger import read_ledger, verified_archive, verify_ledger
 from grader.regression import PAYLOAD_CAP, valid_name, world_json
 from grader.rubric import Case, load_rubric
 from grader.submission import (
@@ -44,14 +43,14 @@ from grader.submission import (
     read_submission_file,
 )
 
-__all__ = ["FromRun", "Graded", "Request", "applicable_agent", "default_item_id", "from_run",
-           "graded_run"]
+__all__ = ["FromRun", "GradedRun", "PromotionRequest", "applicable_agent", "default_item_id",
+           "from_run", "graded_run"]
 
 T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
-class Request:
+class PromotionRequest:
     """What an instructor asks to save of a failing run (``gradekit case from-run``'s
     flags): a rubric case it failed (``case``) or an incident file of the submission
     (``incident``, relative to ``root``), with what a run of it must come to."""
@@ -69,7 +68,7 @@ class Request:
 
 
 @dataclass(frozen=True, slots=True)
-class Graded:
+class GradedRun:
     """A graded run: its ledger event, the reviews naming its report (in ledger order, maybe
     none) and the archived report, verified."""
 
@@ -101,7 +100,7 @@ class FromRun:
                 "path": self.path}
 
 
-def from_run(request: Request) -> FromRun:
+def from_run(request: PromotionRequest) -> FromRun:
     """What ``request`` saves of a failing run; a ``UsageError`` saying what to do when the
     run did not fail, its files changed since, or it could not apply to every student."""
     graded = graded_run(request.out, request.student, request.report)
@@ -113,7 +112,7 @@ def from_run(request: Request) -> FromRun:
 # -- the run: graded, its report kept ----------------------------------------------------------
 
 
-def graded_run(out: Path, student: str, digest: str | None) -> Graded:
+def graded_run(out: Path, student: str, digest: str | None) -> GradedRun:
     """The student's latest graded run in ``out``'s ledger (or the one of report ``digest``),
     its reviews and its archived report; a ``UsageError`` saying what to do otherwise."""
     ledger = out / LEDGER
@@ -126,7 +125,7 @@ def graded_run(out: Path, student: str, digest: str | None) -> Graded:
     run = _run(events, student, digest, ledger)
     reviews = tuple(e for e in events if e.get("event") == "review"
                     and e.get("report") == run["report"] and e.get("student") == student)
-    return Graded(run, reviews, verified_archive(out, str(run["report"])))
+    return GradedRun(run, reviews, verified_archive(out, str(run["report"])))
 
 
 def _run(events: Sequence[Mapping[str, Any]], student: str, digest: str | None,
@@ -163,7 +162,7 @@ class _Evidence:
     world: bytes | None = None  # the tool calls the run started from (WORLD_FORMAT)
 
 
-def _case(request: Request, reviewed: Graded) -> _Evidence:
+def _case(request: PromotionRequest, reviewed: GradedRun) -> _Evidence:
     """A case the run failed: the rubric's task and expectation, and the tool reads of the
     case's graded fixture as the item's world. Its cassette stays the student's: every
     student records the item's task themselves."""
@@ -193,7 +192,7 @@ def _rubric_case(rubric: Path, case_id: str) -> Case:
                      f"{', '.join(case.id for case in cases)}")
 
 
-def _failed(graded: Graded, case_id: str) -> None:
+def _failed(graded: GradedRun, case_id: str) -> None:
     """The run failed case ``case_id``: a check of it did not pass in its report, and no
     reviewer gave every criterion where it failed full marks (then it is no failure)."""
     failed = _failed_criteria(graded.report, case_id)
@@ -230,7 +229,7 @@ def _full_marks(review: Mapping[str, Any] | None) -> bool:
         return False
 
 
-def _incident(request: Request, reviewed: Graded) -> _Evidence:
+def _incident(request: PromotionRequest, reviewed: GradedRun) -> _Evidence:
     """An incident of the submission in which a forbidden action ran: its task, and every
     tool call it recorded that returned as the item's world: its reads (the state the run
     started from) and its actions' results (so an action the item does not forbid is
@@ -258,7 +257,7 @@ def _incident(request: Request, reviewed: Graded) -> _Evidence:
 
 
 def _guards_a_failure(expect: Expectation, incident: Incident, path: str,
-                      reviewed: Graded) -> None:
+                      reviewed: GradedRun) -> None:
     ran = list(dict.fromkeys(e.boundary for e in incident.envelopes
                              if e.kind == "action" and e.ran))
     if not expect.forbidden_actions:
@@ -292,7 +291,7 @@ def _graded_bytes(root: Path, path: str, run: Mapping[str, Any]) -> bytes | None
     return data
 
 
-def _required(data: bytes | None, path: str, reviewed: Graded) -> bytes:
+def _required(data: bytes | None, path: str, reviewed: GradedRun) -> bytes:
     if data is None:
         raise UsageError(f"{path} is missing, and run {reviewed.run.get('seq')} graded none: "
                          "record it, then grade, review and promote it")
@@ -317,7 +316,7 @@ def _decoded(decode: Callable[[], T], path: str, what: str) -> T:
                          "be promoted: fix or record it again, grade and review it") from None
 
 
-def _agent(request: Request) -> str | None:
+def _agent(request: PromotionRequest) -> str | None:
     return applicable_agent(request.agent, request.reference)
 
 
@@ -342,7 +341,7 @@ def applicable_agent(spec: str | None, reference: Path) -> str | None:
     return spec
 
 
-def _expectation(base: Expectation | None, request: Request) -> Expectation:
+def _expectation(base: Expectation | None, request: PromotionRequest) -> Expectation:
     """The rubric case's expectation (if any), the flags' over it (``laid_over``): it must
     have an outcome, and a business goal (without one the item could never pass)."""
     expect = laid_over(base, request.told,

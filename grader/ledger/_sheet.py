@@ -43,12 +43,10 @@ from typing import Any
 from gradekit import UsageError
 from gradekit.internal import commands
 from grader._text import quote
-from grader.outputs import cell_text, csv_record, points_text, review_verdict, spreadsheet_cell
-from grader.outputs._gradebook import _FORMULA_START as _FORMULA_START  # one escaping
-from grader.records._bulk import graded_rows
-from grader.records._folder import GRADEBOOK
-from grader.records._ledger import verified_archive
-from grader.records._reviews import (
+from grader.ledger._bulk import graded_rows
+from grader.ledger._folder import GRADEBOOK
+from grader.ledger._ledger import verified_archive
+from grader.ledger._reviews import (
     Planned,
     ReviewIndex,
     ReviewRequest,
@@ -57,9 +55,11 @@ from grader.records._reviews import (
     plan_review,
     review_states,
 )
+from grader.outputs import cell_text, csv_row, points_text, review_verdict, spreadsheet_cell
+from grader.outputs._gradebook import _FORMULA_START as _FORMULA_START  # one escaping
 
 __all__ = ["COLUMNS", "EVIDENCE_LIMIT", "Exported", "Imported", "export_sheet", "read_sheet",
-           "sheet_csv", "sheet_records"]
+           "sheet_csv", "sheet_rows"]
 
 COLUMNS = ("student", "submission", "report", "criterion", "automated", "max", "marked",
            "evidence", "flagged", "decision", "points", "by", "reason")
@@ -78,17 +78,17 @@ _FLAG = re.compile(r"--(criterion|points|by|reason|report)\b")
 def sheet_csv(rows: Sequence[Sequence[str]]) -> bytes:
     """The sheet's bytes: the header, then ``rows`` as given, each cell as no spreadsheet
     runs it (``spreadsheet_cell``); CRLF line ends, as RFC 4180 and spreadsheets write CSV."""
-    lines = [csv_record(COLUMNS, "\r\n")]
+    lines = [csv_row(COLUMNS, "\r\n")]
     for row in rows:
         if len(row) != len(COLUMNS):
             raise ValueError(f"a sheet row has {len(COLUMNS)} cells, not {len(row)}")
         last = len(row) - 1
-        lines.append(csv_record([spreadsheet_cell(cell, ends_line=n == last)
+        lines.append(csv_row([spreadsheet_cell(cell, ends_line=n == last)
                                  for n, cell in enumerate(row)], "\r\n"))
     return "".join(lines).encode("utf-8")
 
 
-def sheet_records(path: Path, data: bytes) -> list[tuple[int, dict[str, str]]]:
+def sheet_rows(path: Path, data: bytes) -> list[tuple[int, dict[str, str]]]:
     """Each row of the sheet ``data`` after its header, with the line it starts on, by
     column, each cell as ``sheet_csv`` was given it (``cell_text``); blank lines left out.
     ``UsageError`` when it is no review sheet or a row has another number of cells."""
@@ -98,26 +98,26 @@ def sheet_records(path: Path, data: bytes) -> list[tuple[int, dict[str, str]]]:
         raise UsageError(f"{path}: byte {exc.start} is not UTF-8; save the sheet as CSV "
                          "UTF-8") from None
     reader = csv.reader(io.StringIO(text, newline=""))
-    records: list[tuple[int, list[str]]] = []
+    lines_read: list[tuple[int, list[str]]] = []
     start = 1
     try:
         for record in reader:
             last = len(record) - 1
-            records.append((start, [cell_text(cell, ends_line=n == last)
+            lines_read.append((start, [cell_text(cell, ends_line=n == last)
                                     for n, cell in enumerate(record)]))
             start = reader.line_num + 1
     except csv.Error as exc:
         raise UsageError(f"{path}:{start}: not CSV ({exc}); save the sheet as CSV") from None
-    if not records or tuple(records[0][1]) not in (COLUMNS, _EARLIER_COLUMNS):
-        found = ",".join(records[0][1]) if records else "nothing"
+    if not lines_read or tuple(lines_read[0][1]) not in (COLUMNS, _EARLIER_COLUMNS):
+        found = ",".join(lines_read[0][1]) if lines_read else "nothing"
         export = commands.REVIEWS_EXPORT(out="grades", criterion="ID", sheet=path.name)
         raise UsageError(f"{path}:1: the header is {found}, not a review sheet's "
                          f"{','.join(COLUMNS)}; save it as CSV with commas, its columns as "
                          f"exported (`{export}` writes one)")
-    header = records[0][1]
+    header = lines_read[0][1]
     rows = []
     problems = []
-    for line, cells in records[1:]:
+    for line, cells in lines_read[1:]:
         if not any(cell.strip() for cell in cells):
             continue
         if len(cells) != len(header):
@@ -237,7 +237,7 @@ def read_sheet(path: Path, data: bytes, out: Path, events: Sequence[Mapping[str,
     seen: dict[tuple[str, str], int] = {}
     blank = already = 0
     index = ReviewIndex(events)  # once: each row reads its student's runs and reviews
-    for line, cells in sheet_records(path, data):
+    for line, cells in sheet_rows(path, data):
         try:
             decided = _decided(cells, by, seen, line, index, out)
         except UsageError as exc:

@@ -4,7 +4,7 @@ A review is one ``review`` event in the ledger (``grades/ledger.jsonl``), tied t
 digest of the report it judged: an **override** (``points``, 0 to the criterion's max) or
 a **confirmation** (``points`` null: the automated points stand). The automated
 ``report.json`` and ``report.md`` are never edited. ``results.json`` carries the current
-reviews of its report: a grading writes it with them (``grader.records._folder``), and a
+reviews of its report: a grading writes it with them (``grader.ledger._folder``), and a
 review recorded later writes it again; the gradebook's ``review`` and ``final`` cells are
 brought up to date from the ledger after each grading and each review.
 
@@ -19,8 +19,8 @@ brought up to date from the ledger after each grading and each review.
   again.
 
 Deciding (``current_reviews``, ``review_state``, ``plan_review``) is separate from the
-edge that reads and writes files (``apply_reviews``, ``record_review``), which finds
-every file through the grades folder's home (``grader.records._folder``).
+edge that reads and writes files (``apply_reviews``, ``append_review``), which finds
+every file through the grades folder's home (``grader.ledger._folder``).
 """
 
 from __future__ import annotations
@@ -37,6 +37,21 @@ from gradekit import UsageError
 from gradekit.internal import commands, write_atomic
 from grader._model import HumanReview
 from grader._text import QUOTE_LIMIT, TEXT_LIMIT, quote
+from grader.ledger._folder import (
+    GRADEBOOK,
+    LEDGER,
+    REPORT,
+    RESULTS,
+    read_document,
+    rewrite_results,
+)
+from grader.ledger._ledger import (
+    LedgerCorrupt,
+    append_events,
+    archived,
+    read_ledger,
+    verified_archive,
+)
 from grader.outputs import (
     REPORTED,
     GradebookRow,
@@ -48,35 +63,20 @@ from grader.outputs import (
     review_verdict,
     signature_problem,
 )
-from grader.records._folder import (
-    GRADEBOOK,
-    LEDGER,
-    REPORT,
-    RESULTS,
-    read_document,
-    rewrite_results,
-)
-from grader.records._ledger import (
-    LedgerCorrupt,
-    append_events,
-    archived,
-    read_ledger,
-    verified_archive,
-)
 
 __all__ = [
+    "AppendedReview",
     "Applied",
     "Planned",
-    "Recorded",
     "ReviewIndex",
     "ReviewRequest",
     "ReviewState",
     "Stale",
+    "append_review",
+    "append_reviews",
     "apply_reviews",
     "current_reviews",
     "plan_review",
-    "record_review",
-    "record_reviews",
     "require_reviewer",
     "review_of",
     "review_state",
@@ -295,7 +295,7 @@ class ReviewRequest:
 
 
 @dataclass(frozen=True, slots=True)
-class Recorded:
+class AppendedReview:
     """A review as appended, and the final score of the report it judged."""
 
     event: Mapping[str, Any]
@@ -335,7 +335,7 @@ def plan_review(events: Sequence[Mapping[str, Any]], request: ReviewRequest, out
     return event, document
 
 
-def record_review(out: Path, request: ReviewRequest, key: bytes | None) -> Recorded:
+def append_review(out: Path, request: ReviewRequest, key: bytes | None) -> AppendedReview:
     """Append one review event to ``out``'s ledger and bring the gradebook and the
     reviewed report's results.json up to date. Every check runs before the append, so an
     error appends nothing."""
@@ -355,7 +355,7 @@ def record_review(out: Path, request: ReviewRequest, key: bytes | None) -> Recor
     rewrite_results(out / folder, str(event["report"]), document, reviews, key)
     total = cents_of(document["total"], "total")
     latest = _student_runs(events, request.student)[-1]["report"] == event["report"]
-    return Recorded(written, review_of(written), total,
+    return AppendedReview(written, review_of(written), total,
                     _less(ReviewState(reviews).final(total), rows, str(event["report"])),
                     cents_of(document["max"], "max"), superseded, latest)
 
@@ -470,11 +470,11 @@ def review_states(out: Path, rows: Sequence[GradebookRow], events: Sequence[Mapp
     return [_state(out, row, index.bearing_on(row)) for row in rows]
 
 
-def record_reviews(out: Path, events: Sequence[Mapping[str, Any]], planned: Sequence[Planned],
-                   key: bytes | None) -> tuple[Recorded, ...]:
+def append_reviews(out: Path, events: Sequence[Mapping[str, Any]], planned: Sequence[Planned],
+                   key: bytes | None) -> tuple[AppendedReview, ...]:
     """Append every review ``planned`` against the ledger's ``events`` in one append (one
     lock, one fsync), then write the gradebook once and each reviewed report's results.json
-    once. The ledger, gradebook and results.json end as ``record_review`` leaves them after
+    once. The ledger, gradebook and results.json end as ``append_review`` leaves them after
     each review in turn, and each ``Recorded`` says what it would have printed. A signed
     results.json without its key is refused before anything is appended."""
     judged = [(str(event["report"]), str(event["criterion"])) for event, _ in planned]
@@ -508,7 +508,7 @@ def record_reviews(out: Path, events: Sequence[Mapping[str, Any]], planned: Sequ
         reviews = current_reviews(then, report)  # as it stood then
         latest = _student_runs(index.runs_of(str(event["student"])),
                                str(event["student"]))[-1]["report"] == report
-        recorded.append(Recorded(event, review_of(event), total,
+        recorded.append(AppendedReview(event, review_of(event), total,
                                  _less(ReviewState(reviews).final(total), rows, report),
                                  cents_of(document["max"], "max"), earlier, latest))
     return tuple(recorded)

@@ -14,10 +14,10 @@ import pytest
 
 from grader.cli import main
 from grader.dashboard._data import load_cohort
+from grader.ledger._folder import GRADEBOOK, LEDGER, REPORT
+from grader.ledger._ledger import BatchInfo, append_grading, batch_status, read_ledger
+from grader.ledger._merge import _itself
 from grader.outputs import read_gradebook
-from grader.records._folder import GRADEBOOK, LEDGER, REPORT
-from grader.records._ledger import BatchInfo, batch_status, read_ledger, record_grading
-from grader.records._merge import _itself
 from grader.rubric._rubric import KIT_RUBRIC, load_rubric
 from tests.submissions import make_submission
 
@@ -41,7 +41,7 @@ def cohort(tmp_path: Path) -> Path:
 
 
 def grade(subs: Path, out: Path, *flags: str) -> tuple[int, str, str]:
-    return run("grade", str(subs), "--out", str(out), "--isolation", "process", "--quiet",
+    return run("grade", str(subs), "--out", str(out), "--wall", "process", "--quiet",
                *flags)
 
 
@@ -79,7 +79,7 @@ def test_a_batch_says_its_status_counts_operator_and_time_outside_every_digest(
     rubric = load_rubric(KIT_RUBRIC)
     [alice] = [row for row in read_gradebook((first / GRADEBOOK).read_bytes())[1]
                if row.submission == "alice"]
-    record_grading(first / LEDGER, rubric, [alice], first, "test", interrupted=["bob"],
+    append_grading(first / LEDGER, rubric, [alice], first, "test", interrupted=["bob"],
                    info=BatchInfo("ta-lee", "2026-01-01T00:00:00Z", "cut"))
     cut = batches(first)[-1]
     assert (cut["status"], cut["requested"], cut["completed"], cut["failed"],

@@ -46,8 +46,8 @@ from grader._expect import (
     normalised,
     parse_expectation,
 )
-from grader.records._ledger import append_events, read_ledger, verify_ledger
-from grader.records._promote import FromRun, default_item_id
+from grader.assets._promote import FromRun, default_item_id
+from grader.ledger import append_events, read_ledger, verify_ledger
 from grader.regression import PAYLOAD_CAP, Item, decode_world, valid_name
 from grader.rubric import Rubric
 
@@ -57,6 +57,7 @@ __all__ = [
     "SOURCES",
     "Assets",
     "StoredCase",
+    "append_case_batch",
     "approve",
     "archive",
     "candidate_item",
@@ -66,7 +67,6 @@ __all__ = [
     "investigate",
     "new_case",
     "read_assets",
-    "record_case_batch",
     "revise",
     "save_from_run",
 ]
@@ -511,7 +511,7 @@ def case_batch(sets: Path, key: str) -> Mapping[str, Any] | None:
 
 
 @_serialised
-def record_case_batch(sets: Path, *, cases: Sequence[StoredCase],
+def append_case_batch(sets: Path, *, cases: Sequence[StoredCase],
                       results: Sequence[Mapping[str, Any]], requested: int, by: str,
                       key: str) -> tuple[Mapping[str, Any], bool]:
     """Append one batch of saved cases run against submissions (``results``: one per

@@ -76,7 +76,7 @@ def test_a_saved_case_runs_against_a_cohort_before_it_is_promoted(
     subs = tmp_path / "subs"
     alice, bob = _student(subs, "alice", FIXED), _student(subs, "bob", TRUSTING)
     rubric = str(course / "rubric.toml")
-    run = ("case", "run", "case-1", "--by", "lee", "--rubric", rubric, "--isolation", "process")
+    run = ("case", "run", "case-1", "--by", "lee", "--rubric", rubric, "--wall", "process")
 
     # Before bob records the case's task, his run meets nothing to answer it: told how.
     capsys.readouterr()
@@ -132,7 +132,7 @@ def test_a_case_run_refuses_an_archived_case_and_says_when_nothing_could_run(
     empty.mkdir(parents=True)  # no pyproject.toml: nothing to run
     capsys.readouterr()
     assert gradekit_in_process("case", "run", "case-1", "--root", str(empty), "--by", "lee",
-                               "--rubric", rubric, "--isolation", "process") == 1
+                               "--rubric", rubric, "--wall", "process") == 1
     shown = capsys.readouterr().out
     assert "carol  case-1 v1  not_run: first divergence at run" in shown
     assert "batch-1 failed: 1 not run (0 of 1 runs)" in shown

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from grader.cli import main
-from grader.records._folder import LEDGER
-from grader.records._ledger import (
+from grader.ledger._folder import LEDGER
+from grader.ledger._ledger import (
     GENESIS,
     LedgerCorrupt,
     append_events,
@@ -115,7 +115,7 @@ def test_two_graders_appending_at_once_keep_one_chain(tmp_path: Path) -> None:
         import sys
         sys.path.insert(0, {str(Path(__file__).resolve().parents[3])!r})
         from pathlib import Path
-        from grader.records._ledger import append_events
+        from grader.ledger._ledger import append_events
         for n in range(150):
             append_events(Path({str(path)!r}), [{{"event": "run", "who": sys.argv[1], "n": n}}])
         """)
@@ -135,7 +135,7 @@ def test_grading_the_same_inputs_again_is_unchanged_and_adds_no_run(
     subs = tmp_path / "subs"
     make_submission(subs / "alice")
     out = tmp_path / "grades"
-    grade = ["grade", str(subs), "--out", str(out), "--isolation", "process", "--quiet"]
+    grade = ["grade", str(subs), "--out", str(out), "--wall", "process", "--quiet"]
     assert main(grade) == 0
     assert main(grade) == 0
     shown = capsys.readouterr().out
@@ -168,7 +168,7 @@ def test_history_names_the_cause_of_each_change_and_the_first_divergence(
     out = tmp_path / "grades"
 
     def grade(*extra: str) -> None:
-        main(["grade", str(subs), "--out", str(out), "--isolation", "process", "--quiet", *extra])
+        main(["grade", str(subs), "--out", str(out), "--wall", "process", "--quiet", *extra])
 
     grade()
     agent = alice / "lab" / "agent.py"
@@ -220,7 +220,7 @@ def test_a_weights_only_change_shows_each_weight_old_and_new_and_the_rubrics_rea
     rubric = tmp_path / "course" / "bootcamp.toml"
     rubric.parent.mkdir()
     rubric.write_text(kit, "utf-8")
-    grade = ["grade", str(subs), "--out", str(out), "--isolation", "process", "--quiet",
+    grade = ["grade", str(subs), "--out", str(out), "--wall", "process", "--quiet",
              "--rubric", str(rubric)]
     assert main(grade) == 0
     reason = "tracing found more broken agents than stability did in week 3"
@@ -264,7 +264,7 @@ def test_a_changed_rubric_must_bump_its_version_and_a_new_one_names_what_it_supe
     rubric = tmp_path / "bootcamp.toml"
     rubric.write_text(kit, "utf-8")
     grade = ["grade", str(subs), "--out", str(out), "--rubric", str(rubric), "--quiet",
-             "--isolation", "process"]
+             "--wall", "process"]
     assert main(grade) == 0
     first = read_ledger(out / LEDGER).events[0]["rubric"]
     assert 'title = "Pin the contract, not the model"' in kit

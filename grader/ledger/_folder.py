@@ -310,7 +310,7 @@ def rewrite_results(folder: Path, digest: str, report: Mapping[str, Any],
                                          isolation=isolation if isinstance(isolation, str)
                                          else "", late=late))
     if "signature" in extra:
-        if key is None:  # record_review refuses before this
+        if key is None:  # append_review refuses before this
             raise UsageError(f"{path} was signed: pass the signing key with --key-file FILE")
         sign_file(path, "results", key)
     return True

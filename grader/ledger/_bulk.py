@@ -15,7 +15,7 @@ review* (reviewed on an earlier report of the student) is never confirmed in bul
 decided on that criterion once, so one looks again (``gradekit review``, or a review sheet).
 
 Bulk confirmation never changes points: an override is one person's decision on one
-report, made one at a time or row by row in a review sheet (``grader.records._sheet``).
+report, made one at a time or row by row in a review sheet (``grader.ledger._sheet``).
 """
 
 from __future__ import annotations
@@ -28,9 +28,8 @@ from typing import Any
 from gradekit import UsageError
 from gradekit.internal import commands
 from grader._text import flagged
-from grader.outputs import REPORTED, GradebookRow, read_gradebook
-from grader.records._folder import GRADEBOOK, LEDGER
-from grader.records._reviews import (
+from grader.ledger._folder import GRADEBOOK, LEDGER
+from grader.ledger._reviews import (
     Planned,
     ReviewIndex,
     ReviewRequest,
@@ -38,6 +37,7 @@ from grader.records._reviews import (
     require_reviewer,
     review_states,
 )
+from grader.outputs import REPORTED, GradebookRow, read_gradebook
 from grader.scoring import shown_keys
 
 __all__ = ["Confirmations", "all_passed", "graded_rows", "plan_confirmations"]

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from grader.outputs import KEY_ENV, KEY_FILE_ENV
-from tests.grader.records.test_review_bulk import Cohort, build_cohort, copy_cohort
+from tests.grader.ledger.test_review_bulk import Cohort, build_cohort, copy_cohort
 
 
 @pytest.fixture(scope="module")

@@ -10,12 +10,7 @@ from pathlib import Path
 import pytest
 
 from grader._model import HumanReview
-from grader.outputs._calls import calls_document, render_calls
-from grader.outputs._gradebook import GradebookRow
-from grader.outputs._render import render_gradescope, render_markdown
-from grader.outputs._report import canonical, render_report_json, report_digest
-from grader.outputs._results import verify_results
-from grader.records._folder import (
+from grader.ledger._folder import (
     CALLS,
     LEDGER,
     MARKDOWN,
@@ -29,7 +24,12 @@ from grader.records._folder import (
     sign_outputs,
     write_submission,
 )
-from grader.records._verify import verify_file
+from grader.ledger._report_verify import verify_file
+from grader.outputs._calls import calls_document, render_calls
+from grader.outputs._gradebook import GradebookRow
+from grader.outputs._render import render_gradescope, render_markdown
+from grader.outputs._report import canonical, render_report_json, report_digest
+from grader.outputs._results import verify_results
 from grader.scoring import Evidence
 from tests.grader.outputs.test_report import sample
 

@@ -16,10 +16,10 @@ import pytest
 
 from grader._text import FLAGGED
 from grader.cli import main
+from grader.ledger import _reviews
+from grader.ledger._folder import GRADEBOOK, LEDGER, REPORT, RESULTS, archive_path
+from grader.ledger._ledger import read_ledger
 from grader.outputs import read_gradebook
-from grader.records import _reviews
-from grader.records._folder import GRADEBOOK, LEDGER, REPORT, RESULTS, archive_path
-from grader.records._ledger import read_ledger
 from grader.scoring import EXAMPLE_ENTRY
 from tests.submissions import TEMPLATE_FAILURES, make_submission
 
@@ -54,7 +54,7 @@ class Cohort:
 
 
 def grade(cohort: Cohort, *extra: str) -> int:
-    return main(["grade", str(cohort.subs), "--out", str(cohort.out), "--isolation", "process",
+    return main(["grade", str(cohort.subs), "--out", str(cohort.out), "--wall", "process",
                  "--quiet", *extra])
 
 

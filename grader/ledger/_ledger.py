@@ -31,8 +31,8 @@ from gradekit import UsageError
 from gradekit.internal import write_atomic
 from grader._errors import LedgerCorrupt
 from grader._expect import expectation_document
+from grader.ledger._folder import REPORT, RESULTS, archive_path, read_document, torn_path
 from grader.outputs import REPORTED, GradebookRow, verify_report
-from grader.records._folder import REPORT, RESULTS, archive_path, read_document, torn_path
 from grader.rubric import Rubric
 
 __all__ = [
@@ -41,6 +41,7 @@ __all__ = [
     "Ledger",
     "LedgerCorrupt",
     "append_events",
+    "append_grading",
     "archived",
     "batch_status",
     "batch_time",
@@ -49,7 +50,6 @@ __all__ = [
     "keyed_batch",
     "pinned_sets",
     "read_ledger",
-    "record_grading",
     "rubric_lineage",
     "verified_archive",
     "verify_ledger",
@@ -312,7 +312,7 @@ def keyed_batch(path: Path, key: str) -> Mapping[str, Any] | None:
                 None)
 
 
-def record_grading(path: Path, rubric: Rubric, rows: Sequence[GradebookRow], out: Path,
+def append_grading(path: Path, rubric: Rubric, rows: Sequence[GradebookRow], out: Path,
                    grader: str, *, interrupted: Sequence[str] = (), mode: str = "update",
                    kept: Sequence[str] = (), absent: Sequence[str] = (),
                    dropped: Sequence[str] = (), shard: str = "",

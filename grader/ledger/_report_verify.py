@@ -3,7 +3,7 @@
 The file's kind is read from its content (a ``tests`` list and a ``score``: Gradescope's
 results.json; otherwise a report), never from its name, so a renamed file is still
 checked as what it is. Its neighbours are found through the grades folder's home
-(``grader.records._folder``). Four layers, each failing on its own:
+(``grader.ledger._folder``). Four layers, each failing on its own:
 
 - the digest and canonical bytes (``grader.outputs._report.verify_report``), and for results.json
   its canonical bytes;
@@ -26,6 +26,9 @@ from typing import Any
 
 from gradekit import GradekitError
 from gradekit.internal import commands
+from grader.ledger._folder import ledger_above, report_beside
+from grader.ledger._ledger import read_ledger
+from grader.ledger._reviews import current_reviews
 from grader.outputs import (
     Kind,
     parse_canonical,
@@ -34,15 +37,12 @@ from grader.outputs import (
     verify_report,
     verify_results,
 )
-from grader.records._folder import ledger_above, report_beside
-from grader.records._ledger import read_ledger
-from grader.records._reviews import current_reviews
 
-__all__ = ["Verdict", "kind_of", "verify_file"]
+__all__ = ["ReportVerdict", "kind_of", "verify_file"]
 
 
 @dataclass(frozen=True, slots=True)
-class Verdict:
+class ReportVerdict:
     """One file's verdict: ``ok`` and the sentence that says why."""
 
     ok: bool
@@ -54,26 +54,26 @@ def kind_of(document: dict[str, object]) -> Kind:
     return "results" if "tests" in document and "score" in document else "report"
 
 
-def verify_file(path: Path, key: bytes | None) -> Verdict:
+def verify_file(path: Path, key: bytes | None) -> ReportVerdict:
     """Verify one report.json or results.json; ``key`` None: the signature is not checked."""
     try:
         data = path.read_bytes()
     except OSError as exc:
-        return Verdict(False, f"cannot read it ({exc.strerror}): check the path")
+        return ReportVerdict(False, f"cannot read it ({exc.strerror}): check the path")
     document, problem = parse_canonical(data, "report.json or results.json")
     if document is None:
-        return Verdict(False, problem)
+        return ReportVerdict(False, problem)
     kind = kind_of(document)
     if kind == "report":
         ok, message = verify_report(data)
     else:
         ok, message = _verify_results(path, data, document)
     if not ok:
-        return Verdict(False, message)
+        return ReportVerdict(False, message)
     wrong, note = signature_problem(kind, document, key)
     if wrong:
-        return Verdict(False, wrong)
-    return Verdict(True, f"{message}; {note}")
+        return ReportVerdict(False, wrong)
+    return ReportVerdict(True, f"{message}; {note}")
 
 
 def _verify_results(path: Path, data: bytes, document: dict[str, Any]) -> tuple[bool, str]:

@@ -19,6 +19,8 @@ import pytest
 
 from grader._model import CheckResult
 from grader.cli import main
+from grader.ledger._folder import GRADEBOOK, LEDGER, MARKDOWN, REPORT, RESULTS, archive_path
+from grader.ledger._ledger import append_events, read_ledger
 from grader.outputs._gradebook import read_gradebook
 from grader.outputs._render import PENDING, inline_markdown, render_gradescope, render_markdown
 from grader.outputs._report import (
@@ -28,8 +30,6 @@ from grader.outputs._report import (
     verify_report,
 )
 from grader.outputs._signing import KEY_ENV, KEY_FILE_ENV, Kind, sign_file
-from grader.records._folder import GRADEBOOK, LEDGER, MARKDOWN, REPORT, RESULTS, archive_path
-from grader.records._ledger import append_events, read_ledger
 from tests.grader.handout.test_gradescope import shown_right
 from tests.grader.outputs.test_report import sample
 from tests.submissions import make_submission
@@ -76,7 +76,7 @@ class Graded:
 
 
 def grade(graded: Graded, *extra: str) -> int:
-    return main(["grade", str(graded.subs), "--out", str(graded.out), "--isolation", "process",
+    return main(["grade", str(graded.subs), "--out", str(graded.out), "--wall", "process",
                  "--quiet", *extra])
 
 
@@ -582,8 +582,8 @@ def test_a_regrade_writes_results_json_with_its_reviews_and_signs_it_once(
     def rewrite_results(*args: object) -> bool:
         raise AssertionError("results.json was rendered again after the grading")
 
-    monkeypatch.setattr("grader.records._folder.sign_file", counted)
-    monkeypatch.setattr("grader.records._reviews.rewrite_results", rewrite_results)
+    monkeypatch.setattr("grader.ledger._folder.sign_file", counted)
+    monkeypatch.setattr("grader.ledger._reviews.rewrite_results", rewrite_results)
     assert grade(graded, "--key-file", str(key)) == 0  # unchanged: the review applies again
     assert signed == [(REPORT, "report"), (RESULTS, "results")]  # each once, reviews in
     assert graded.results.read_bytes() == reviewed

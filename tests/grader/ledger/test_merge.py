@@ -17,9 +17,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from grader.cli import main
-from grader.records._folder import ARCHIVE, DRAW_KEY, LEDGER
-from grader.records._ledger import append_events, read_ledger, verify_ledger
-from grader.records._merge import plan_merge
+from grader.ledger._folder import ARCHIVE, DRAW_KEY, LEDGER
+from grader.ledger._ledger import append_events, read_ledger, verify_ledger
+from grader.ledger._merge import plan_merge
 
 RUBRIC = {"cases": {"refund-policy": "c" * 64}, "id": "bootcamp", "sha256": "r" * 64,
           "version": 1}
@@ -44,7 +44,7 @@ def _run(folder: str, total: str = "90.00") -> dict[str, Any]:
 
 
 def _grading(folders: Sequence[str], **batch: Any) -> list[dict[str, Any]]:
-    """A batch event and its runs, in the order record_grading writes them."""
+    """A batch event and its runs, in the order append_grading writes them."""
     return [_batch(folders, **batch), *(_run(folder) for folder in sorted(folders))]
 
 

@@ -13,11 +13,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from grader.cli import main
+from grader.ledger import _sheet
+from grader.ledger._folder import RESULTS
+from grader.ledger._sheet import COLUMNS, sheet_csv, sheet_rows
 from grader.outputs import _gradebook
-from grader.records import _sheet
-from grader.records._folder import RESULTS
-from grader.records._sheet import COLUMNS, sheet_csv, sheet_records
-from tests.grader.records.test_review_bulk import (
+from tests.grader.ledger.test_review_bulk import (
     STUDENTS,
     Cohort,
     copy_cohort,
@@ -230,7 +230,7 @@ def test_a_sheet_reads_back_every_cell_exactly_and_never_holds_a_formula(
     data = sheet_csv(rows)
     written = list(csv.reader(io.StringIO(data.decode("utf-8"), newline="")))[1:]
     assert not [cell for row in written for cell in row if cell.startswith(("=", "+", "-", "@"))]
-    back = sheet_records(Path("s.csv"), data)
+    back = sheet_rows(Path("s.csv"), data)
     assert [[cells[c] for c in COLUMNS] for _, cells in back] == rows
-    bom = sheet_records(Path("s.csv"), b"\xef\xbb\xbf" + data)  # as Excel saves it
+    bom = sheet_rows(Path("s.csv"), b"\xef\xbb\xbf" + data)  # as Excel saves it
     assert [[cells[c] for c in COLUMNS] for _, cells in bom] == rows

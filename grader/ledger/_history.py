@@ -4,7 +4,7 @@ the first criterion and sub-check whose result differs.
 
 ``gradekit history STUDENT`` reads ``grades/ledger.jsonl`` and the reports archived under
 their digests (``grades/archive/``), and shows each human review where it was made and
-each grade whose new report left a review behind (``grader.records._reviews``); ``gradekit report
+each grade whose new report left a review behind (``grader.ledger._reviews``); ``gradekit report
 diff A B`` compares any two report.json files the same way.
 """
 
@@ -16,10 +16,10 @@ from typing import Any
 
 from grader._late import late_from_document
 from grader._text import quote
+from grader.ledger._folder import LEDGER
+from grader.ledger._ledger import archived, read_ledger
+from grader.ledger._reviews import review_of, review_state
 from grader.outputs import REPORTED, review_verdict
-from grader.records._folder import LEDGER
-from grader.records._ledger import archived, read_ledger
-from grader.records._reviews import review_of, review_state
 
 __all__ = ["case_snapshots", "causes", "first_divergence", "history_lines", "verdict_lines"]
 
