@@ -236,7 +236,7 @@ def late_from_document(document: Mapping[str, Any]) -> Late:
                     str(document["source"]), int(document["units"]), str(document["per"]),
                     Decimal(str(document["percent"])), penalty, bool(document["cutoff"]))
     except (KeyError, TypeError, ArithmeticError, UsageError) as exc:
-        raise ValueError(f"not a late-policy record ({exc})") from None
+        raise ValueError(f"not a late-policy entry ({exc})") from None
     if late.document() != dict(document):
-        raise ValueError("not a late-policy record as gradekit writes it")
+        raise ValueError("not a late-policy entry as gradekit writes it")
     return late

@@ -372,7 +372,7 @@ b.status }}</td><td>{{ b.completed }} of {{ b.requested }}</td><td>{{ b.failed }
 b.operator }}</td><td>{{ b.at }}</td><td>{{ b.key or "-" }}</td></tr>
 {% endfor %}</tbody></table>
 <p class="muted">The operator is a label, not an authenticated identity.</p>
-{% else %}<p>The ledger records no batch status (graded by an older gradekit).</p>{% endif %}
+{% else %}<p>The ledger holds no batch status (graded by an older gradekit).</p>{% endif %}
 </section>
 
 <section id="submissions-section">
@@ -441,7 +441,7 @@ parts %}{% set x = p.parts[part].excerpt %}{% if x %}<details><summary>{{ words[
 s.row.submission }}</a>: {{ s.change.previous.total if s.change.previous.total is not none else
 s.change.previous.status }} &rarr; {{ s.change.current.total if s.change.current.total is not
 none else s.change.current.status }}. {% for cause in s.change.current.causes %}{{ cause }}{%
-if not loop.last %}; {% endif %}{% else %}Nothing the ledger records changed.{% endfor %}{% if
+if not loop.last %}; {% endif %}{% else %}Nothing the ledger holds changed.{% endfor %}{% if
 s.change.current.divergence %} First divergence: {{ s.change.current.divergence }}{% endif %}</li>
 {% endmacro %}
 {% macro find(name, what) -%}
@@ -530,7 +530,7 @@ g.number }}</strong> (ledger event {{ g.seq }}): {% if g.final is none %}{{ g.st
 g.total }}: {{ g.reviewed }}){% endif %}{% endif %}{% if g.report %} <span class="key">report {{
 g.report[:12] }}</span>{% endif %}{% if g.number
 > 1 %}<br>Changed: {% for cause in g.causes %}{{ cause }}{% if not loop.last %}; {% endif %}{%
-else %}nothing the ledger records{% endfor %}{% if g.divergence %}<br>First divergence: {{
+else %}nothing the ledger holds{% endfor %}{% if g.divergence %}<br>First divergence: {{
 g.divergence }}{% endif %}{% endif %}{% for f in g.failed %}<br>Failed: {{ f }}{% endfor %}{%
 for r in g.reviews %}<br>Review: {{ r }}{% endfor %}</li>
 {% endfor %}</ol>

@@ -272,7 +272,7 @@ def sign_outputs(row: GradebookRow, out: Path, key: bytes | None) -> GradebookRo
 
     Called by the batch, the one process that holds the key, once the worker has written
     them. results.json already holds its reviews: whether they are still the ledger's is
-    not asked here (a review recorded while the batch ran writes it again, signed).
+    not asked here (a review appended while the batch ran writes it again, signed).
     """
     if key is None or row.status not in REPORTED:
         return row

@@ -194,7 +194,7 @@ def _run_lines(out: Path, number: int, run: Mapping[str, Any],
                      f"{quote(str(batch.get('operator')))} at {batch.get('at')}{key}")
     report = archived(out, str(run.get("report")))
     if previous is not None:
-        for cause in causes(previous, run, snapshots) or ["nothing the ledger records changed"]:
+        for cause in causes(previous, run, snapshots) or ["nothing the ledger holds changed"]:
             lines.append(f"    changed: {cause}")
         old = archived(out, str(previous.get("report")))
         if old is not None and report is not None:

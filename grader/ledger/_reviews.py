@@ -5,7 +5,7 @@ digest of the report it judged: an **override** (``points``, 0 to the criterion'
 a **confirmation** (``points`` null: the automated points stand). The automated
 ``report.json`` and ``report.md`` are never edited. ``results.json`` carries the current
 reviews of its report: a grading writes it with them (``grader.ledger._folder``), and a
-review recorded later writes it again; the gradebook's ``review`` and ``final`` cells are
+review appended later writes it again; the gradebook's ``review`` and ``final`` cells are
 brought up to date from the ledger after each grading and each review.
 
 - A *current* review of a report is the latest review event of one criterion whose

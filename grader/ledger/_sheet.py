@@ -20,7 +20,7 @@ ledger, gradebook and results.json that ``gradekit review`` run row by row in th
 gives. A review is tied to its report's digest: a row of a report that is no longer the
 student's latest is recorded all the same, and left out of the gradebook, as ``review
 --report`` does. A row whose review is current already (same points, by and reason) is not
-appended again, so importing a sheet twice records it once.
+appended again, so importing a sheet twice appends it once.
 
 The file: UTF-8 (a spreadsheet's byte-order mark is tolerated on import), the csv module's
 quoting, CRLF line ends. Every cell is written as the gradebook's are
@@ -101,10 +101,10 @@ def sheet_rows(path: Path, data: bytes) -> list[tuple[int, dict[str, str]]]:
     lines_read: list[tuple[int, list[str]]] = []
     start = 1
     try:
-        for record in reader:
-            last = len(record) - 1
+        for row in reader:
+            last = len(row) - 1
             lines_read.append((start, [cell_text(cell, ends_line=n == last)
-                                    for n, cell in enumerate(record)]))
+                                    for n, cell in enumerate(row)]))
             start = reader.line_num + 1
     except csv.Error as exc:
         raise UsageError(f"{path}:{start}: not CSV ({exc}); save the sheet as CSV") from None
@@ -316,5 +316,5 @@ def _current(index: ReviewIndex, event: Mapping[str, Any]) -> bool:
 
 def _refused(path: Path, problems: Sequence[str]) -> UsageError:
     count = len(problems)
-    return UsageError(f"{path}: {count} row{'' if count == 1 else 's'} cannot be recorded, so "
+    return UsageError(f"{path}: {count} row{'' if count == 1 else 's'} cannot be appended, so "
                       "nothing was; fix each and import the sheet again:\n" + "\n".join(problems))

@@ -164,16 +164,16 @@ def _late(late: object, reviewed: Decimal, most: Decimal) -> tuple[Decimal, str]
     if late is None:
         return Decimal(0), ""
     if not isinstance(late, dict):
-        return Decimal(0), "extra_data.late is not a late-policy record: the file was edited"
+        return Decimal(0), "extra_data.late is not a late-policy entry: the file was edited"
     try:
-        record = late_from_document(late)
+        policy = late_from_document(late)
     except ValueError as exc:
         return Decimal(0), f"extra_data.late: {exc}: the file was edited"
-    owed = (most * record.percent / 100).quantize(_CENT, rounding=ROUND_HALF_UP)
-    if record.penalty != owed:
-        return Decimal(0), (f"extra_data.late.penalty is {record.penalty} but {record.percent}% "
+    owed = (most * policy.percent / 100).quantize(_CENT, rounding=ROUND_HALF_UP)
+    if policy.penalty != owed:
+        return Decimal(0), (f"extra_data.late.penalty is {policy.penalty} but {policy.percent}% "
                             f"of the report's {most} is {owed}: the file was edited")
-    return min(record.penalty, max(reviewed, Decimal(0))), ""
+    return min(policy.penalty, max(reviewed, Decimal(0))), ""
 
 
 def _review_entries(report: Any, reviews: object

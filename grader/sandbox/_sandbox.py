@@ -317,7 +317,7 @@ class Sandbox:
                servers: Mapping[str, CaseServer], *, label: str, hashseed: int,
                clock: int = CLOCK) -> RunResult:
         """``run``, each case served by its own server in ``servers`` (a regression set's
-        items, each from its own record)."""
+        items, each from its own recordings)."""
         serving = Serving(answer=lambda case, prompt: servers[case].answer(prompt),
                           tools=lambda case, key: servers[case].tool(key))
         return self.run(agent, cases, RunPlan(label, hashseed, serving, clock=clock))
@@ -476,7 +476,7 @@ class _Talk:
 
 
 class _Run:
-    """The parent's record of one ``Sandbox.run``: built only from what it observed or
+    """The parent's account of one ``Sandbox.run``: built only from what it observed or
     checked."""
 
     def __init__(self, plan: RunPlan, limits: Limits, layout: Layout):
@@ -579,7 +579,7 @@ class _Run:
     def _copy(self, child: Child, talk: _Talk, message: Mapping[str, Any]) -> None:
         """The run asks, at a case's start, whether to copy itself: answer, and serve the
         copy (a run of that case alone, under the next withheld call) until the run says
-        how it ended. A copy is served and judged as any run is, on its own record."""
+        how it ended. A copy is served and judged as any run is, on its own account."""
         copies, case = self._plan.copies, talk.next_case()
         assert copies is not None
         able = message.get("able") is True

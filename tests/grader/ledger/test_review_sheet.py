@@ -169,7 +169,7 @@ def test_every_bad_row_is_listed_with_its_line_and_nothing_is_appended(
     capsys.readouterr()
     assert load(cohort, sheet) == 2
     error = capsys.readouterr().err
-    assert error.startswith(f"UsageError: {sheet}: {len(bad)} rows cannot be recorded, so "
+    assert error.startswith(f"UsageError: {sheet}: {len(bad)} rows cannot be appended, so "
                             "nothing was; fix each and import the sheet again:\n")
     lines = error.splitlines()[1:]
     assert len(lines) == len(bad)
