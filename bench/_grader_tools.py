@@ -88,7 +88,7 @@ def build_tool_lab(folder: Path, distinct: int) -> ToolLab:
         for number, args in enumerate(arguments)
     }
     fixture = Fixture("loop", _RECORDED_AT, calls)
-    # What grader.grading._grade._fixtures keeps of a decoded fixture: key -> recorded response.
+    # What grader.grading._reading._fixtures keeps of a decoded fixture: key -> recorded response.
     results: dict[str, object] = {key: call.response for key, call in calls.items()}
     return ToolLab(folder, fixture, results)
 

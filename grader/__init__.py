@@ -23,7 +23,8 @@ docstring, held by tests/grader/test_layers.py). From the bottom up:
     assets       the evaluation assets: cases, investigations, candidates, promotion, in
                  the asset ledger beside the sets
     grading      one submission: evidence gathered in the sandbox, scored, reported
-    batch        a cohort: workers, the gradebook, the ledger
+    batch        a cohort end to end (``grade_cohort``): workers, the gradebook, the
+                 ledger, reviews
     handout      the students' starter repository and the Gradescope autograder
     dashboard    the cohort at a glance, as a static site
     cli          the ``gradekit`` command line
@@ -32,15 +33,21 @@ This module is the grader's public API for Python callers; ``python -m grader`` 
 command line.
 """
 
+from grader._expect import Expectation
 from grader._model import (
     CaseOutcome,
     CheckResult,
     CriterionResult,
+    HumanReview,
+    ItemRun,
     Limits,
+    Refusal,
+    ReplayProbe,
     Report,
     RunResult,
     Served,
     TraceRecord,
+    Withhold,
 )
 from grader.grading import Graded, grade_submission
 from grader.outputs import (
@@ -81,12 +88,17 @@ __all__ = [
     "Criterion",
     "CriterionResult",
     "Evidence",
+    "Expectation",
     "GradebookError",
     "GradebookRow",
     "Graded",
+    "HumanReview",
+    "ItemRun",
     "Limits",
     "Manifest",
     "ManifestError",
+    "Refusal",
+    "ReplayProbe",
     "Report",
     "Rubric",
     "RubricError",
@@ -94,6 +106,7 @@ __all__ = [
     "Served",
     "StretchGoal",
     "TraceRecord",
+    "Withhold",
     "grade_submission",
     "gradebook_csv",
     "load_cases",

@@ -18,9 +18,7 @@ from typing import Any
 import pytest
 
 from grader.batch._zygote import Zygote
-from grader.sandbox import Wall, wall_named
-from grader.sandbox._channel import Child
-from grader.sandbox._isolation import INSTALL_HINT, bubblewrap
+from grader.sandbox import INSTALL_HINT, Child, Wall, bubblewrap, wall_named
 
 
 def require_namespaces() -> None:

@@ -29,7 +29,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, NamedTuple
 
-from grader.recordings._changelog import append_change, digest_file
+from grader.recordings import append_change, digest_file
 
 __all__ = [
     "BASELINE",

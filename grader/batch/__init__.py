@@ -7,6 +7,12 @@ grades folder's home (``grader.ledger``); the batch signs them once. The identit
 command line computed are graded as they are (``grade_batch`` computes them only when
 given folders).
 
+``grade_cohort`` is the whole workflow ``gradekit grade`` and the Gradescope autograder
+run: the idempotency key, the rubric's lineage, discovery and identities, the gradebook
+found, the copies, ``grade_batch``, then the ledger's batch event (on Ctrl-C too:
+``CohortInterrupted``) and the reviews brought into the gradebook. It prints nothing: it
+returns a ``GradedCohort`` and tells a ``CohortListener`` each step.
+
 May import: base, submission, sandbox, regression, rubric, scoring, outputs, ledger,
 grading.
 """
@@ -24,18 +30,23 @@ from grader.batch._batch import (
     print_heartbeat,
     print_progress,
 )
+from grader.batch._cohort import CohortInterrupted, CohortListener, GradedCohort, grade_cohort
 from grader.batch._copies import Comparison, compare_cohort, find_copies
 
 __all__ = [
     "BatchInterrupted",
+    "CohortInterrupted",
+    "CohortListener",
     "Comparison",
     "Earlier",
+    "GradedCohort",
     "Shard",
     "compare_cohort",
     "discover",
     "earlier_rows",
     "find_copies",
     "grade_batch",
+    "grade_cohort",
     "parse_shard",
     "print_heartbeat",
     "print_progress",

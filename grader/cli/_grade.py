@@ -4,11 +4,7 @@ one-minute checkpoints)."""
 from __future__ import annotations
 
 import argparse
-import contextlib
-import difflib
-import getpass
 import os
-import re
 import signal
 import sys
 import time
@@ -21,39 +17,24 @@ from gradekit.internal import commands as printed
 from grader._exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from grader._model import CONTRACT
 from grader.batch import (
-    BatchInterrupted,
+    CohortInterrupted,
+    CohortListener,
     Comparison,
     Earlier,
     Shard,
-    compare_cohort,
-    discover,
-    earlier_rows,
-    grade_batch,
+    grade_cohort,
     parse_shard,
     print_heartbeat,
     print_progress,
 )
 from grader.cli._options import add_rubric_option, add_wall_option
 from grader.grading import MissingPackage, predicted, run_checkpoints
-from grader.ledger import (
-    COPIES,
-    GRADEBOOK,
-    LEDGER,
-    REPORT,
-    BatchInfo,
-    ReviewState,
-    append_grading,
-    apply_reviews,
-    batch_time,
-    grader_version,
-    keyed_batch,
-    rubric_lineage,
-)
+from grader.ledger import COPIES, GRADEBOOK, LEDGER, REPORT, ReviewState
 from grader.outputs import REPORTED, GradebookRow, points_text, review_verdict
 from grader.rubric import Rubric, load_rubric
-from grader.sandbox import choose_wall
+from grader.sandbox import Wall, choose_wall
 from grader.scoring import contract_gaps, shown_keys
-from grader.submission import ROSTER_HEADER, Identity, Roster, identify, load_roster, unclaimed
+from grader.submission import ROSTER_HEADER, Identity, Roster, unclaimed
 
 __all__ = ["add_grading_commands"]
 
@@ -130,10 +111,17 @@ def add_grading_commands(
 
 def _grade(args: argparse.Namespace) -> int:
     try:
-        return _grade_all(args)
-    except _Stopped as stopped:
+        graded = grade_cohort(
+            args.paths, args.rubric, out=args.out, jobs=args.jobs, label=args.label,
+            only=args.only or (), shard=args.shard, replace=args.replace, roster=args.roster,
+            handout=args.handout, wall=args.wall, allow_host_root=args.allow_host_root,
+            key_file=args.key_file, operator=args.operator,
+            idempotency_key=args.idempotency_key,
+            progress=None if args.quiet else _progress,
+            heartbeat=None if args.quiet else print_heartbeat, listener=_Printer(args))
+    except CohortInterrupted as stopped:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # the first Ctrl-C is the one that counts
-        rows, not_graded = stopped.batch.rows, stopped.batch.not_graded
+        rows, not_graded = stopped.rows, stopped.not_graded
         had = {row.submission for row in stopped.earlier.regraded}
         _print_rows(rows)
         for folder in not_graded:
@@ -150,124 +138,57 @@ def _grade(args: argparse.Namespace) -> int:
         print(f"interrupted: {args.out / GRADEBOOK} holds every row that finished, if "
               "any; run the same command again to grade them all", file=sys.stderr)
         return EXIT_INTERRUPTED
-
-
-class _Stopped(KeyboardInterrupt):
-    """Ctrl-C stopped a batch: what it did, and what it found in the gradebook."""
-
-    def __init__(self, batch: BatchInterrupted, earlier: Earlier) -> None:
-        super().__init__(str(batch))
-        self.batch, self.earlier = batch, earlier
-
-
-def _grade_all(args: argparse.Namespace) -> int:
-    if args.only and args.shard is not None:
-        raise UsageError("--only and --shard do not combine: --only names the submissions to "
-                         "grade already; drop --shard (or --only)")
-    key = _idempotency_key(args.idempotency_key)
-    reused = keyed_batch(args.out / LEDGER, key)
-    if reused is not None:
-        return _reused(reused, args.out)
-    info = BatchInfo(_operator(args.operator), batch_time(), key)
-    rubric = load_rubric(args.rubric)
-    rubric_lineage(args.out / LEDGER, rubric)  # a changed rubric must bump its version first
-    _warn_gaps(rubric)
-    roster = load_roster(args.roster) if args.roster is not None else None
-    submissions = discover(args.paths, args.out)  # refuses names the grades folder keeps
-    cohort = identify(submissions, roster)  # every shard refuses the same clashes
-    discovered = [identity.folder for identity in cohort]
-    identities = cohort
-    if args.only:
-        identities = _only(identities, args.only, args.paths)
-    elif args.shard is not None:
-        identities = args.shard.pick(identities)
-    earlier = earlier_rows(args.out, [c.id for c in rubric.criteria],
-                           [identity.folder for identity in identities], discovered,
-                           replace=args.replace)
-    wall = choose_wall(args.wall, allow_host_root=args.allow_host_root)
-    print(f"isolation: {wall.held()}", file=sys.stderr)
-    # Every folder the paths hold is compared, whatever part of them is graded: a late
-    # submission graded alone is still compared with its classmates (files read, not run).
-    comparison = _compare(cohort, args)
-    earlier = earlier.noted(comparison)  # kept rows name a classmate graded now who copied
-    if roster is not None:
-        _warn_unclaimed(roster, identities)
-    _say_earlier(earlier, args)
-    shard = f"{args.shard.index}/{args.shard.count}" if args.shard is not None else ""
-
-    def append(rows: Sequence[GradebookRow], interrupted: Sequence[str] = ()) -> dict[str, str]:
-        return append_grading(args.out / LEDGER, rubric, rows, args.out, grader_version(),
-                              interrupted=interrupted, mode=earlier.mode, kept=earlier.kept,
-                              absent=earlier.absent, dropped=earlier.dropped, shard=shard,
-                              info=info)
-
-    try:
-        rows = grade_batch(identities, rubric, out=args.out, jobs=args.jobs, label=args.label,
-                           progress=print_progress if len(identities) > 1 and not args.quiet
-                           else None, heartbeat=None if args.quiet else print_heartbeat,
-                           wall=wall, roster=roster, key_file=args.key_file, earlier=earlier,
-                           comparison=comparison)
-    except BatchInterrupted as stopped:  # the rows that finished are grades all the same
-        append(stopped.rows, stopped.not_graded)
-        raise _Stopped(stopped, earlier) from None
-    unchanged = append(rows)
-    # Reviews tied to these reports apply again (results.json was written with them); any
-    # tied to an earlier report do not: the gradebook says which need a new review. The
-    # rows kept from earlier batches are written as they were.
-    reviewed = apply_reviews(args.out, rows, earlier.kept_rows)
-    if len(rows) == 1 and rows[0].status in REPORTED:
-        _print_table(args.out / rows[0].submission / REPORT, reviewed.states[0],
-                     reviewed.rows[0])
-    _print_rows(reviewed.rows, unchanged)
-    for note in reviewed.notes:
+    if graded.reused is not None:
+        return _reused(graded.reused, args.out)
+    if len(graded.rows) == 1 and graded.rows[0].status in REPORTED:
+        _print_table(args.out / graded.rows[0].submission / REPORT, graded.states[0],
+                     graded.reviewed[0])
+    _print_rows(graded.reviewed, graded.unchanged)
+    for note in graded.notes:
         print(note)
-    kept = len(earlier.kept_rows)
+    kept = graded.kept
     print(f"reports in {args.out}/, gradebook in {args.out / GRADEBOOK}"
-          + (f" ({_rows(len(rows))} graded now, {kept} kept from earlier batches)" if kept
-             else ""))
-    return EXIT_FAILED if any(row.status != "graded" for row in rows) else EXIT_OK
+          + (f" ({_rows(len(graded.rows))} graded now, {kept} kept from earlier batches)"
+             if kept else ""))
+    return EXIT_OK if graded.all_graded else EXIT_FAILED
 
 
-def _compare(identities: Sequence[Identity], args: argparse.Namespace) -> Comparison:
-    """The cohort compared for copies, and a line on stderr that says what it found."""
-    if args.handout is not None and not (args.handout / "pyproject.toml").is_file():
-        raise UsageError(f"--handout {args.handout}: no pyproject.toml there; pass the "
-                         "starter repository the students were given (the folder that holds "
-                         "its pyproject.toml)")
-    started = time.monotonic()
-    comparison = compare_cohort([(i.folder, i.path) for i in identities], args.out,
-                                handout=args.handout)
-    pairs = comparison.copies.pairs
-    if pairs or not args.quiet:
-        print(f"copies: {len(identities)} submissions compared in "
-              f"{time.monotonic() - started:.1f}s: {len(pairs)} pair"
-              f"{'' if len(pairs) == 1 else 's'} flagged for review"
-              + (f" (in {args.out / COPIES} and the gradebook's reason)" if pairs else ""),
-              file=sys.stderr)
-    return comparison
+def _progress(done: int, total: int, row: GradebookRow, elapsed: float) -> None:
+    """A progress line for each finished row, when the batch grades more than one: one
+    submission's row is the whole output."""
+    if total > 1:
+        print_progress(done, total, row, elapsed)
 
 
-_KEY = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,127}")
+class _Printer(CohortListener):
+    """What ``grade_cohort`` tells on its way, on stderr: the rubric's gaps, the wall, the
+    copies found, roster lines with no folder, and rows of the gradebook dropped or kept
+    whose folder is gone."""
 
+    def __init__(self, args: argparse.Namespace) -> None:
+        self._args = args
 
-def _idempotency_key(text: str) -> str:
-    if text and not _KEY.fullmatch(text):
-        raise UsageError(f"--idempotency-key {text!r}: use 1 to 128 letters, digits and . _ : / "
-                         "@ + -, starting with a letter or digit (e.g. week3-final)")
-    return text
+    def loaded(self, rubric: Rubric) -> None:
+        _warn_gaps(rubric)
 
+    def walled(self, wall: Wall) -> None:
+        print(f"isolation: {wall.held()}", file=sys.stderr)
 
-def _operator(given: str | None) -> str:
-    """Who runs the batch: ``--operator``, else ``$GRADEKIT_OPERATOR``, else the login name:
-    a label for people, never checked."""
-    name = given if given is not None else os.environ.get("GRADEKIT_OPERATOR", "")
-    if not name:
-        with contextlib.suppress(Exception):  # no login name in some containers
-            name = getpass.getuser()
-    name = name or "unknown"
-    if not name.strip() or any(not char.isprintable() for char in name) or len(name) > 80:
-        raise UsageError(f"--operator {name!r}: one line of at most 80 printable characters")
-    return name
+    def compared(self, comparison: Comparison, compared: int, seconds: float) -> None:
+        pairs = comparison.copies.pairs
+        if pairs or not self._args.quiet:
+            print(f"copies: {compared} submissions compared in {seconds:.1f}s: {len(pairs)} "
+                  f"pair{'' if len(pairs) == 1 else 's'} flagged for review"
+                  + (f" (in {self._args.out / COPIES} and the gradebook's reason)" if pairs
+                     else ""),
+                  file=sys.stderr)
+
+    def selected(self, identities: Sequence[Identity], roster: Roster | None) -> None:
+        if roster is not None:
+            _warn_unclaimed(roster, identities)
+
+    def found(self, earlier: Earlier) -> None:
+        _say_earlier(earlier, self._args)
 
 
 def _reused(batch: Mapping[str, object], out: Path) -> int:
@@ -277,24 +198,6 @@ def _reused(batch: Mapping[str, object], out: Path) -> int:
           f"{batch.get('requested')} graded, by {batch.get('operator')} at {batch.get('at')}; "
           "nothing graded, nothing appended (another key grades again)")
     return EXIT_OK if batch.get("status") == "completed" else EXIT_FAILED
-
-
-def _only(identities: Sequence[Identity], names: Sequence[str], paths: Sequence[Path]
-          ) -> list[Identity]:
-    """The identities whose folders ``--only`` names; a name that matches none is a
-    ``UsageError`` naming the nearest folders the paths hold."""
-    folders = [identity.folder for identity in identities]
-    for name in dict.fromkeys(names):
-        if name not in folders:
-            near = difflib.get_close_matches(name, folders, n=3)
-            hint = f"did you mean {', '.join(near)}?" if near else \
-                f"they hold {shown_keys(sorted(folders), 5)}" if folders else "they hold none"
-            raise UsageError(
-                f"--only {name}: no submission folder of that name among the {len(folders)} "
-                f"that {' '.join(map(str, paths))} holds ({hint}); name a folder as the "
-                "gradebook's submission column does, or add the path that holds it")
-    wanted = set(names)
-    return [identity for identity in identities if identity.folder in wanted]
 
 
 def _say_earlier(earlier: Earlier, args: argparse.Namespace) -> None:

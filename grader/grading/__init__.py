@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from grader.grading._cases import CASES, case_recording, run_cases
 from grader.grading._checkpoints import predicted, run_checkpoints
-from grader.grading._grade import Graded, grade_submission, seed_pool
+from grader.grading._draws import seed_pool
+from grader.grading._grade import Graded, grade_submission
 from grader.grading._packages import MissingPackage
 from grader.grading._preload import cohort_packages
 

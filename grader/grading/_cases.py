@@ -18,7 +18,9 @@ from decimal import Decimal
 from pathlib import Path
 
 from grader._model import CheckResult, Divergence
-from grader.grading._grade import _item_recordings, _recording_names, draw
+from grader.grading._draws import draw
+from grader.grading._inputs import _recording_names
+from grader.grading._reading import _item_recordings
 from grader.grading._regression import run_items
 from grader.regression import Item
 from grader.rubric import Case, Rubric

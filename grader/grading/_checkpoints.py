@@ -15,7 +15,8 @@ from pathlib import Path
 
 from gradekit.internal import commands
 from grader._model import Report
-from grader.grading._grade import Draw, Graded, draw, grade_submission
+from grader.grading._draws import Draw, draw
+from grader.grading._grade import Graded, grade_submission
 from grader.grading._preload import imported_packages, shipped_packages
 from grader.outputs import report_digest
 from grader.rubric import Rubric

@@ -31,8 +31,10 @@ from typing import Literal
 from gradekit import GradekitError
 from gradekit.internal import commands
 from grader._exits import EXIT_FAILED
+from grader._model import RunResult
 from grader.rubric import KIT_MODULES, SDK_EXTRA, install_command
 from grader.sandbox import package_folders
+from grader.submission import Manifest
 
 __all__ = ["MissingPackage", "Status", "missing_package"]
 
@@ -115,3 +117,20 @@ def missing_package(root: Path, module: str, packages: Mapping[str, str], *,
     if importlib.machinery.PathFinder.find_spec(top, list(package_folders())) is not None:
         return None
     return MissingPackage(module, where=where, packages=packages)
+
+
+def _require_packages(root: Path, manifest: Manifest, packages: Mapping[str, str],
+                      primary: RunResult) -> None:
+    """Raise ``MissingPackage`` when the agent could not import a package the grader lacks,
+    at import or in run() during a case (a lazy import), judged against the rubric's
+    ``packages``: that is no grade at all, never a zero for the cases it lost."""
+    specs = (manifest.agent, manifest.tools, manifest.replay)
+    own = {spec.partition(":")[0].partition(".")[0] for spec in specs if spec}
+    modules = [("when the agent is imported", primary.missing_module),
+               *((f"in run(), case {case}", outcome.missing_module)
+                 for case, outcome in sorted(primary.outcomes.items()))]
+    for where, module in modules:
+        missing = missing_package(root, module, packages, where=where, own=own) \
+            if module else None
+        if missing is not None:
+            raise missing

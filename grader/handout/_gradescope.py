@@ -10,9 +10,10 @@ the wall the grader gets, in ``source/isolation.txt``), ``run_autograder``
 it, offline, and a draw key (``.gradekit-draw-key``), so that regrading a submission draws
 the same labels and seeds in every fresh container (keep the zip private, as the rubric).
 
-``run_autograder`` calls ``run``: it grades ``ROOT/submission`` like ``gradekit grade``
-(a worker, the sandbox, signing when a key is configured) into ``ROOT/grades`` (the draw
-key stays there, 0600, never in ``results/``), prints the isolation line, and leaves
+``run_autograder`` calls ``run``: it grades ``ROOT/submission`` as ``gradekit grade`` does
+(``grade_cohort``: a worker, the sandbox, signing when a key is configured, the ledger's
+batch event and the reviews it holds) into ``ROOT/grades`` (the draw key and the ledger
+stay there, the key 0600, never in ``results/``), prints the isolation line, and leaves
 Gradescope's ``ROOT/results/results.json`` with ``report.json`` next to it, so
 ``gradekit report verify`` can check one against the other. ``ROOT`` is ``/autograder``, or
 ``$GRADEKIT_AUTOGRADER_ROOT``. A submission that cannot be graded still gets a
@@ -46,7 +47,7 @@ import gradekit
 from gradekit import GradekitError, UsageError
 from gradekit.internal import commands
 from grader._late import parse_time
-from grader.batch import grade_batch
+from grader.batch import grade_cohort
 from grader.ledger import DRAW_KEY, REPORT, RESULTS, draw_key
 from grader.outputs import REPORTED, SCHEMA, canonical, inline_markdown
 from grader.rubric import KIT_RUBRIC, SDK_EXTRA, load_rubric
@@ -90,6 +91,7 @@ STANDALONE: Final[dict[str, tuple[str, str]]] = {
 }
 ISOLATION_FILE = "isolation.txt"  # in ROOT/source: what `gradescope walls` said at build time
 GRADES = "grades"  # ROOT/grades: run's grades folder (the draw key, the ledger), not results/
+OPERATOR = "gradescope"  # who runs the batch, as run's ledger events name it
 # The autograder folder's own .gitignore: it holds a secret (the draw key), so git ignores
 # all of it wherever it is built, as a venv or pytest's cache ignores itself.
 IGNORE_ALL = """\
@@ -393,13 +395,16 @@ def run(root: Path, rubric: Path, isolation: str = "auto", *,
         wall = choose_wall(isolation, allow_host_root=allow_host_root)
         print(f"isolation: {wall.held()}", flush=True)  # Gradescope shows it to instructors
         who = submitted(submission, root / METADATA)
-        rows = grade_batch([who], load_rubric(rubric), out=grades, jobs=1, wall=wall)
+        # As `gradekit grade` grades: the ledger's batch event and runs, and the reviews
+        # it holds, in the grades folder; results.json is the worker's, as it was.
+        cohort = grade_cohort([who], rubric, out=grades, jobs=1, wall=wall,
+                              operator=OPERATOR)
     except GradekitError as exc:  # the autograder's own configuration: the instructor's
         target.write_bytes(failure_results(
             f"the autograder is misconfigured ({type(exc).__name__}: {exc}); this is not "
             "your submission's fault: tell your instructor"))
         raise
-    row = rows[0]
+    row = cohort.rows[0]
     if row.status not in REPORTED:
         target.write_bytes(failure_results(row.reason))
         return False

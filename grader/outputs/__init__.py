@@ -41,6 +41,7 @@ from grader.outputs._gradebook import (
     spreadsheet_cell,
 )
 from grader.outputs._render import (
+    PENDING,
     inline_markdown,
     render_gradescope,
     render_markdown,
@@ -56,27 +57,33 @@ from grader.outputs._report import (
     points_text,
     render_report_json,
     report_digest,
+    report_document,
     report_from_document,
     verify_report,
 )
 from grader.outputs._results import verify_results
 from grader.outputs._signing import (
+    CONTEXT,
     KEY_ENV,
     KEY_FILE_ENV,
     Kind,
     load_key,
+    sign,
     sign_file,
     signature_problem,
+    signed_bytes,
     without_signing_key,
 )
 
 __all__ = [
+    "CONTEXT",
     "EXPORTS",
     "FIXED_COLUMNS",
     "KEY_ENV",
     "KEY_FILE_ENV",
     "PARTS",
     "PART_WORDS",
+    "PENDING",
     "REPORTED",
     "SCHEMA",
     "SEPARATORS",
@@ -113,12 +120,15 @@ __all__ = [
     "render_report_json",
     "renoted",
     "report_digest",
+    "report_document",
     "report_from_document",
     "review_document",
     "review_verdict",
     "reviewed_test_name",
+    "sign",
     "sign_file",
     "signature_problem",
+    "signed_bytes",
     "spreadsheet_cell",
     "verify_report",
     "verify_results",

@@ -17,14 +17,16 @@ from grader.recordings._cassette_verify import (
 from grader.recordings._changelog import (
     CHANGE_LOG,
     Change,
+    ChangeLogCorrupt,
     append_change,
     change_matches,
     check_change,
     decode_changes,
     digest_file,
+    read_changes,
     require_reason,
 )
-from grader.recordings._diff import diff_files, render_diff, rerecord_summary
+from grader.recordings._diff import diff_files, diff_recordings, render_diff, rerecord_summary
 from grader.recordings._recordings import (
     RecordingError,
     decode_recording,
@@ -36,6 +38,7 @@ from grader.recordings._stale import parse_age, render_stale, stale
 __all__ = [
     "CHANGE_LOG",
     "Change",
+    "ChangeLogCorrupt",
     "RecordingError",
     "append_change",
     "change_matches",
@@ -43,10 +46,12 @@ __all__ = [
     "decode_changes",
     "decode_recording",
     "diff_files",
+    "diff_recordings",
     "digest_file",
     "is_http_cassette",
     "parse_age",
     "read_bytes",
+    "read_changes",
     "recording_files",
     "render_diff",
     "render_stale",

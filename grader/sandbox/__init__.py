@@ -25,10 +25,19 @@ May import: base.
 
 from __future__ import annotations
 
-from grader.sandbox._channel import HARNESS
+from grader.sandbox._bounds import measure
+from grader.sandbox._channel import HARNESS, Child, ProtocolError
 from grader.sandbox._cutpoint import cut_point_problem
-from grader.sandbox._host import Hosts
-from grader.sandbox._isolation import package_folders
+from grader.sandbox._harness import allow_everything, copy_submission
+from grader.sandbox._hold import Watchdog, host_hold
+from grader.sandbox._host import Host, Hosts
+from grader.sandbox._isolation import (
+    ALLOW_HOST_ROOT,
+    INSTALL_HINT,
+    bubblewrap,
+    host_root_refusal,
+    package_folders,
+)
 from grader.sandbox._layout import (
     BOUNDS,
     DEFAULT_LIMITS,
@@ -36,7 +45,9 @@ from grader.sandbox._layout import (
     LaidOut,
     SubmissionTooLarge,
     copy_caps,
+    readable,
 )
+from grader.sandbox._readable import interpreter_parts, readable_copy
 from grader.sandbox._sandbox import (
     CLOCK,
     Answer,
@@ -47,12 +58,13 @@ from grader.sandbox._sandbox import (
     ToolAnswer,
 )
 from grader.sandbox._scratch import scratch_folder, scratch_root
-from grader.sandbox._wall import Wall
+from grader.sandbox._wall import Layout, Wall
 from grader.sandbox._walls import (
     PROCESS_WALL,
     NamespacesWall,
     ProcessWall,
     choose_wall,
+    harness_code,
     share_hosts,
     wall_named,
     wall_requests,
@@ -60,28 +72,45 @@ from grader.sandbox._walls import (
 )
 
 __all__ = [
+    "ALLOW_HOST_ROOT",
     "BOUNDS",
     "CLOCK",
     "DEFAULT_LIMITS",
     "HARNESS",
+    "INSTALL_HINT",
     "LAID_AHEAD",
     "PROCESS_WALL",
     "Answer",
     "CaseServer",
+    "Child",
+    "Host",
     "Hosts",
     "LaidOut",
+    "Layout",
     "NamespacesWall",
     "ProcessWall",
+    "ProtocolError",
     "RunPlan",
     "Sandbox",
     "Serving",
     "SubmissionTooLarge",
     "ToolAnswer",
     "Wall",
+    "Watchdog",
+    "allow_everything",
+    "bubblewrap",
     "choose_wall",
     "copy_caps",
+    "copy_submission",
     "cut_point_problem",
+    "harness_code",
+    "host_hold",
+    "host_root_refusal",
+    "interpreter_parts",
+    "measure",
     "package_folders",
+    "readable",
+    "readable_copy",
     "scratch_folder",
     "scratch_root",
     "share_hosts",

@@ -39,15 +39,17 @@ from grader.submission._roster import (
     Roster,
     identify,
     load_roster,
+    parse_roster,
     unclaimed,
 )
-from grader.submission._tamper import tamper_findings
+from grader.submission._tamper import FILE_CAP, tamper_findings
 
 __all__ = [
     "CASSETTE_CAP",
     "CHANGE_LOG_CAP",
     "DEFAULT_REPLAY",
     "FAILURES_CAP",
+    "FILE_CAP",
     "FIXTURE_CAP",
     "INCIDENT_CAP",
     "PYPROJECT_CAP",
@@ -65,6 +67,7 @@ __all__ = [
     "load_manifest",
     "load_roster",
     "load_tools",
+    "parse_roster",
     "read_submission_file",
     "require_submission_folder",
     "submission_entries",

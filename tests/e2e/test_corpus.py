@@ -34,7 +34,7 @@ import pytest
 
 from gradekit import tool_key
 from grader.cli import main
-from grader.rubric._rubric import load_cases
+from grader.rubric import load_cases
 from tests.loopback import Loopback, echo
 from tests.submissions import short_rubric
 

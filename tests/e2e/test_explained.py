@@ -15,8 +15,7 @@ from pathlib import Path
 import pytest
 
 from grader.cli import main
-from grader.ledger._folder import LEDGER
-from grader.ledger._ledger import read_ledger
+from grader.ledger import LEDGER, read_ledger
 from tests.submissions import (
     REFERENCE,
     REFUND_DESK,

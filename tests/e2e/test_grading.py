@@ -4,6 +4,9 @@ Every submission of ``tests.submissions`` is graded once per session, in one
 ``grade_batch`` with two jobs and a rubric with short limits. Each variant must lose
 points on exactly the criteria its one flaw touches, keep the baseline's points on
 every other, and the report must say why.
+
+It reads ``grader.sandbox._scratch.MEMORY`` on purpose: the memory folder a scratch lives in
+is one of the machine's paths no report may name.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ import pytest
 
 from grader import GradebookRow, load_rubric, verify_report
 from grader.batch._batch import discover, grade_batch
-from grader.ledger._folder import COPIES, DRAW_KEY
+from grader.ledger import COPIES, DRAW_KEY
 from grader.outputs import copy_notes, read_copies, renoted
 from grader.sandbox._scratch import MEMORY
 from tests.submissions import (

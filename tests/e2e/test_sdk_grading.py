@@ -8,6 +8,10 @@ with one property: another SDK, async, an edited request, a swallowed error, a b
 linked HTTP cassette, a second cassette set. The sandbox's HTTP side (misses in the SDK's
 exception chain, retries, repeated requests) runs one "zoo" agent through ``Sandbox.run``,
 and the parent's ``_serve_http`` is driven directly with requests a harness never sends.
+
+It drives the sandbox's private ``_Case``, ``_Run`` and ``_Talk``
+(``grader.sandbox._sandbox``) on purpose: no harness sends the requests that test the
+parent's HTTP side.
 """
 
 from __future__ import annotations
@@ -29,16 +33,14 @@ from typing import Any, cast
 
 import pytest
 
-from gradekit import FakeProvider, Recorder
-from gradekit._http.cassette import HTTP_CASSETTE, HttpCassette, HttpRequest
-from grader._model import Limits, RunResult
+from gradekit import FakeProvider, HttpCassette, Recorder
+from gradekit.internal import HTTP_CASSETTE, HttpRequest
+from grader import Limits, RunResult
 from grader.cli import main
-from grader.grading._grade import _http_cassettes
-from grader.rubric._rubric import KIT_RUBRIC, load_cases
-from grader.sandbox import RunPlan, Sandbox, Serving, wall_named
-from grader.sandbox._channel import Child, ProtocolError
+from grader.grading._reading import _http_cassettes
+from grader.rubric import KIT_RUBRIC, load_cases
+from grader.sandbox import Child, Layout, ProtocolError, RunPlan, Sandbox, Serving, wall_named
 from grader.sandbox._sandbox import _Case, _Run, _Talk
-from grader.sandbox._wall import Layout
 from tests.conftest import require_namespaces
 from tests.loopback import Loopback, echo
 from tests.submissions import kept_modules

@@ -26,7 +26,7 @@ from typing import cast
 
 import pytest
 
-from grader.ledger._folder import ARCHIVE, GRADEBOOK, LEDGER, MARKDOWN, REPORT, RESULTS
+from grader.ledger import ARCHIVE, GRADEBOOK, LEDGER, MARKDOWN, REPORT, RESULTS
 from tests.submissions import (
     Context,
     make_submission,

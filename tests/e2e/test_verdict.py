@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from grader.grading._grade import grade_submission
-from grader.rubric._rubric import load_rubric
+from grader.rubric import load_rubric
 from tests.e2e.test_corpus import HONEST, MANIFEST, Said, build, gradekit
 from tests.loopback import Loopback, echo
 from tests.submissions import short_rubric

@@ -192,3 +192,13 @@ def test_a_module_imported_from_its_package_imports_the_package_too(tmp_path: Pa
     edges = graph()
     edges["grader.batch._zygote"] = {*edges["grader.batch._zygote"], *imports(module)}
     assert "grader.batch" in edges["grader.batch._zygote"]
+
+
+def test_every_room_ships_in_the_distribution() -> None:
+    """An installed (not editable) grader has every room: pyproject.toml lists each."""
+    import tomllib
+
+    listed = tomllib.loads((GRADER.parent / "pyproject.toml").read_text("utf-8"))["tool"][
+        "setuptools"]["packages"]
+    assert sorted(f"grader.{room}" for room in rooms()) == sorted(
+        name for name in listed if name.startswith("grader.") and name != "grader.kit_rubric")

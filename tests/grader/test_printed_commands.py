@@ -12,6 +12,8 @@ print ``make record ARGS='...'`` (the Makefile's targets pass ARGS on) or
   Makefile stamps are fresh, so make installs nothing): never 127, never an argparse usage
   error, and it exits as documented (the README's exit codes: 0, or 1 / 2 with the
   message named here).
+
+It tests ``gradekit._commands`` on purpose: the registry every printed command comes from.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from gradekit._commands import COMMANDS, VENV_GRADEKIT, Command, configured, from_here, shown
-from gradekit._live import recording_settings
+from gradekit.internal import recording_settings
 from tests.loopback import Loopback
 from tests.submissions import REFERENCE, as_installed, copy_from_reference
 

@@ -1,4 +1,7 @@
-"""The cassette codec and the files it is stored in."""
+"""The cassette codec and the files it is stored in.
+
+It tests the kit's private modules on purpose (``gradekit._cassette``, ``gradekit._store``):
+the codec and the store beneath the kit's surfaces."""
 
 from __future__ import annotations
 

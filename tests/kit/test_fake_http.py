@@ -1,5 +1,8 @@
 """``FakeProvider``'s HTTP side: scripted answers in the official SDKs' own protocols, through
-the real ``openai`` and ``anthropic`` clients, with no server and no network."""
+the real ``openai`` and ``anthropic`` clients, with no server and no network.
+
+It calls ``gradekit._http.scripted``'s ``speak`` on purpose: the scripted answers, without a
+client."""
 
 from __future__ import annotations
 

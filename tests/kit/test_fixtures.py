@@ -2,6 +2,9 @@
 
 The last part covers what fixtures and cassettes share, two codecs over one store: the
 same messages, with each format's own names, for a file or a journal line it cannot read.
+
+It tests the kit's private codecs and store on purpose (``gradekit._fixtures``,
+``_cassette``, ``_codec``, ``_store``).
 """
 
 from __future__ import annotations
@@ -12,9 +15,9 @@ from typing import Any
 
 import pytest
 
+from gradekit import CassetteCorrupt, FixtureCorrupt
 from gradekit._cassette import CASSETTE
 from gradekit._codec import Codec
-from gradekit._exceptions import CassetteCorrupt, FixtureCorrupt
 from gradekit._fixtures import (
     FIXTURE,
     FORMAT,

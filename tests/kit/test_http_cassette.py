@@ -2,6 +2,9 @@
 
 The live side is httpx's own ``MockTransport`` (a handler that counts what reached it) or,
 for streams, a real ``http.server`` on loopback: never a mock of gradekit.
+
+It tests ``gradekit._http.cassette`` on purpose: the format's volatile keys and its response
+type.
 """
 
 from __future__ import annotations

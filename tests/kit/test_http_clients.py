@@ -1,6 +1,9 @@
 """The HTTP side of the kit's providers: the clients ``Recorder``, ``Replay`` and ``Traced``
 hand to the official SDKs, with the real ``openai`` and ``anthropic`` packages against the
-loopback server; and the shipped SDK example, graded offline from its real recording."""
+loopback server; and the shipped SDK example, graded offline from its real recording.
+
+It builds the pytest plugin's private ``_PlayedReplay`` (``gradekit._pytest``) on purpose:
+the replay a test gets, not a case's."""
 
 from __future__ import annotations
 

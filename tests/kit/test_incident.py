@@ -6,6 +6,9 @@ lets any refund through; the fixed one checks the amount against the policy. Rec
 once with the buggy guard, the incident replays with the model and the policy served
 from the record and the action live: the buggy guard issues the refund again, the
 fixed one does not.
+
+It tests ``gradekit._incident``'s private line writers on purpose: the fast model line
+against the general one.
 """
 
 from __future__ import annotations

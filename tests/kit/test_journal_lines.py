@@ -4,6 +4,9 @@ The Recorder writes each answer's line with a fast path (``json_string``: a text
 needs no escape skips the escaper); these tests hold it to the format the reader has
 always read, and drive a real recording child through a kill -9 with prompts of every
 kind of character a JSON string escapes.
+
+It tests the kit's private journal on purpose (``gradekit._store``'s ``Journal`` and
+``json_string``, ``gradekit._cassette``).
 """
 
 from __future__ import annotations

@@ -15,7 +15,12 @@ from typing import Any, Literal, cast
 import httpx
 import pytest
 
-from gradekit._exceptions import (
+from gradekit import (
+    PRESETS,
+    Anthropic,
+    OpenAICompatible,
+    Preset,
+    Provider,
     ProviderAuthError,
     ProviderConfigError,
     ProviderConnectionError,
@@ -25,9 +30,8 @@ from gradekit._exceptions import (
     ProviderServerError,
     ProviderTimeout,
     UsageError,
+    live_from_env,
 )
-from gradekit._live import PRESETS, Anthropic, OpenAICompatible, Preset, live_from_env
-from gradekit._provider import Provider
 from tests.loopback import Loopback, answer, empty, error, no_text, raw, slow
 
 Kind = Literal["openai", "anthropic"]

@@ -2,6 +2,9 @@
 (llama.cpp's own writer): the reader, the tokenizer, the chat template and the forward
 pass, against a plain re-implementation of Llama. No 98 MB model is needed; the real
 one is checked in tests/e2e/test_localmodel.py.
+
+It tests ``gradekit._localmodel``'s modules on purpose: the engine, the GGUF reader and the
+server's sampling.
 """
 
 from __future__ import annotations

@@ -1,5 +1,7 @@
 """``make local-model`` on a port of the user's choosing, and a model that cannot call tools
-saying so (issue 44): every line it prints runs as printed."""
+saying so (issue 44): every line it prints runs as printed.
+
+It tests ``gradekit._localmodel``'s command and request parser on purpose."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from gradekit._live import live_from_env
+from gradekit import live_from_env
 from gradekit._localmodel.__main__ import RECORD, busy, record_line
 from gradekit._localmodel._server import parse_request
 

@@ -3,6 +3,8 @@
 The engine is a script (the server is what is under test): it turns the last message
 into tokens and answers with ``PIECES``, one token at a time. The real engine is tested
 in test_localmodel_engine.py and, with the real model, in tests/e2e/test_localmodel.py.
+
+It tests ``gradekit._localmodel``'s server and its threads setting on purpose.
 """
 
 from __future__ import annotations

@@ -1,4 +1,7 @@
-"""The public API lives in one place, is documented, and the layout keeps each part home."""
+"""The public API lives in one place, is documented, and the layout keeps each part home.
+
+It reads ``gradekit._exceptions`` on purpose: the module the public errors are defined and
+documented in."""
 
 from __future__ import annotations
 

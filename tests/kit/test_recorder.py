@@ -1,4 +1,7 @@
-"""Recorder: record once, serve after, lose nothing to a crash, refuse to leak a key."""
+"""Recorder: record once, serve after, lose nothing to a crash, refuse to leak a key.
+
+It tests the recorder's private journal on purpose (``gradekit._journal``,
+``gradekit._store``)."""
 
 from __future__ import annotations
 
@@ -16,6 +19,7 @@ from gradekit import (
     CassetteCollision,
     CassetteLocked,
     CassetteMiss,
+    Entry,
     FakeProvider,
     Recorder,
     Replay,
@@ -23,7 +27,6 @@ from gradekit import (
     UsageError,
     prompt_key,
 )
-from gradekit._cassette import Entry
 from gradekit._journal import Action, decide, previous_path
 from gradekit._store import journal_path, load
 

@@ -8,8 +8,7 @@ from pathlib import Path
 import pytest
 
 from gradekit import Cassette, CassetteCorrupt, CassetteMiss, Entry, Provider, Replay, prompt_key
-from gradekit._cassette import encode_cassette
-from gradekit._store import write_atomic
+from gradekit.internal import encode_cassette, write_atomic
 
 TASK = "Reply to a student who asks for a refund ten days after buying a seat. " * 3
 

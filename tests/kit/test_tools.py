@@ -14,10 +14,19 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from gradekit._exceptions import CassetteLocked, MissingFixtureError, SecretLeak, UsageError
-from gradekit._journal import previous_path
-from gradekit._store import journal_path
-from gradekit._toolbox import LiveToolbox, Toolbox, ToolRecorder, ToolReplay, Tools, tool_key
+from gradekit import (
+    CassetteLocked,
+    LiveToolbox,
+    MissingFixtureError,
+    SecretLeak,
+    Toolbox,
+    ToolRecorder,
+    ToolReplay,
+    Tools,
+    UsageError,
+    tool_key,
+)
+from gradekit.internal import journal_path, previous_path
 from tests.kit.test_recorder import kill_and_resume
 
 T0, T1 = "2026-01-05T09:00:00Z", "2026-02-10T17:30:00Z"

@@ -20,7 +20,7 @@ import tomllib
 import pytest
 
 from gradekit import FakeProvider, IncidentDivergence, read_incident, replay_incident
-from grader.sandbox._harness import allow_everything
+from grader.sandbox import allow_everything
 from lab import refunds
 from lab.refunds import regression
 from lab.refunds.regression import (

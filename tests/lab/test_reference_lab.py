@@ -1,4 +1,7 @@
-"""The shipped reference lab: every case replays offline from its committed cassette."""
+"""The shipped reference lab: every case replays offline from its committed cassette.
+
+It reads the cassettes with ``gradekit._store.load`` on purpose: the kit's own reader of a
+cassette file."""
 
 from __future__ import annotations
 
@@ -10,7 +13,7 @@ import pytest
 from gradekit import Replay, ToolReplay, prompt_key
 from gradekit._store import load
 from grader import Case, load_cases
-from grader.recordings._cassette_verify import verify_cassette
+from grader.recordings import verify_cassette
 from lab.agent import run
 
 REPO = Path(__file__).resolve().parents[2]

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from grader import grade_submission, load_rubric
-from grader.rubric._rubric import KIT_RUBRIC
+from grader.rubric import KIT_RUBRIC
 from grader.sandbox import Sandbox, Wall, cut_point_problem
-from grader.scoring._checks import STRETCH_GOALS
+from grader.scoring import STRETCH_GOALS
 
 pytestmark = pytest.mark.slow  # each test runs the reference's code in the sandbox
 

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from grader._expect import Expectation
-from grader.assets._assets import ASSETS, read_assets
+from grader import Expectation
+from grader.assets import ASSETS, read_assets
 from grader.cli import main
-from grader.ledger._ledger import read_ledger
+from grader.ledger import read_ledger
 from grader.regression import load_set, world_json
 from grader.rubric import load_rubric
 from tests.submissions import REFERENCE

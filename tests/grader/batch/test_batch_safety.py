@@ -36,16 +36,7 @@ from grader.batch._worker import (
     encode_row,
 )
 from grader.cli import main
-from grader.ledger._folder import (
-    ARCHIVE,
-    COPIES,
-    DRAW_KEY,
-    GRADEBOOK,
-    LEDGER,
-    OUTPUT,
-    REPORT,
-)
-from grader.ledger._ledger import read_ledger
+from grader.ledger import ARCHIVE, COPIES, DRAW_KEY, GRADEBOOK, LEDGER, OUTPUT, REPORT, read_ledger
 from grader.sandbox import Wall
 from grader.submission import identify
 from tests.submissions import make_submission
@@ -506,7 +497,7 @@ def test_the_identities_the_command_line_computed_are_the_batch_s(
     def refused(folders: Sequence[Path], roster: Any) -> Any:
         raise AssertionError("grade_batch identified the folders again")
 
-    monkeypatch.setattr("grader.cli._grade.identify", counted)
+    monkeypatch.setattr("grader.batch._cohort.identify", counted)
     monkeypatch.setattr("grader.batch._batch.identify", refused)
     for name in ("mallory", "trudy"):  # not in the roster: no worker runs for either
         tiny_agent(tmp_path / "subs" / name, "return 'hello'\n")

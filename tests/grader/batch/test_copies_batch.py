@@ -16,8 +16,7 @@ from pathlib import Path
 import pytest
 
 from grader.cli import main
-from grader.ledger._folder import COPIES, GRADEBOOK, REPORT
-from grader.ledger._sheet import COLUMNS
+from grader.ledger import COLUMNS, COPIES, GRADEBOOK, REPORT
 from grader.outputs import read_copies
 from tests.grader.batch.cohorts import ALICE, CAROL, DAVE, ERIN, submission
 from tests.grader.batch.test_batch_safety import short_rubric
@@ -112,7 +111,7 @@ def test_a_copy_is_flagged_on_both_rows_the_sheet_and_the_dashboard_and_no_diges
 
     # The dashboard lists the pair, and puts both rows first in what waits for a person.
     pytest.importorskip("jinja2")
-    from grader.dashboard._build import build_dashboard
+    from grader.dashboard import build_dashboard
 
     build_dashboard(out, tmp_path / "site")
     page = (tmp_path / "site" / "index.html").read_text("utf-8")

@@ -3,7 +3,10 @@ grading nor the idle helper copies it, its row says why, and its classmates are 
 
 The red-team's batch: a 1.5 GB sparse file (0 bytes on disk) was copied whole into a 1 GiB
 scratch in host memory, and six of eight honest classmates got error rows ("No space left
-on device")."""
+on device").
+
+It takes ``IGNORED_NAMES`` from ``grader._model`` on purpose: the idle helper is handed the
+very names a grading leaves out."""
 
 from __future__ import annotations
 
@@ -17,8 +20,7 @@ import pytest
 
 from grader._model import IGNORED_NAMES, Limits
 from grader.batch._idle import IdleHelper
-from grader.sandbox import LAID_AHEAD
-from grader.sandbox._bounds import measure
+from grader.sandbox import LAID_AHEAD, measure
 from tests.grader.batch.test_batch_safety import Grader, graded_rows, short_rubric
 from tests.submissions import make_submission
 

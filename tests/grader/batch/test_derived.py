@@ -6,6 +6,10 @@ file many submissions hold is parsed and compiled once. These tests hold it to t
 things: what it keeps is exactly what a grading alone would make; a file that differs is
 read as its own, whichever submission came first; and no sandboxed run can reach the
 folder to plant bytecode that a classmate's run would import.
+
+It tests private helpers on purpose: ``grader._cache``'s folder, and the bytecode
+(``_layout._bytecode``) and tamper scan (``_tamper._scan``) it keeps, with their format
+versions.
 """
 
 from __future__ import annotations

@@ -1,6 +1,9 @@
 """The batch's idle helper (``grader.batch._idle``): it lays out submissions ahead and
 removes graded ones' scratch folders, in a process of its own under ``SCHED_IDLE``; an order
-it cannot take is done in place (a removal) or left to the grading (a lay-out)."""
+it cannot take is done in place (a removal) or left to the grading (a lay-out).
+
+It takes ``IGNORED_NAMES`` from ``grader._model`` on purpose: the helper is handed the very
+names a grading leaves out."""
 
 from __future__ import annotations
 
@@ -16,8 +19,7 @@ import pytest
 
 from grader._model import IGNORED_NAMES
 from grader.batch._idle import IdleHelper
-from grader.sandbox import LAID_AHEAD
-from grader.sandbox._harness import copy_submission
+from grader.sandbox import LAID_AHEAD, copy_submission
 
 pytestmark = [
     pytest.mark.slow,

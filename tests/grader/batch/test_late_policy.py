@@ -5,6 +5,9 @@ own line in the gradebook, results.json, history and the exports, never in a rep
 The policy's arithmetic is tested on its own (``lateness`` is pure: no clock); one cohort
 of real reference submissions is graded through the command line to show the whole path:
 an on-time student, one two days late and one as late with a one-day extension.
+
+It tests ``grader._late``'s functions on purpose: the policy's arithmetic is a base
+module's, below every room's door.
 """
 
 from __future__ import annotations
@@ -20,9 +23,9 @@ import pytest
 from gradekit import UsageError
 from grader._late import late_from_document, lateness, parse_late_policy
 from grader.cli import main
-from grader.dashboard._data import load_cohort
+from grader.dashboard import load_cohort
 from grader.handout import submitted
-from grader.ledger._folder import GRADEBOOK, REPORT, RESULTS
+from grader.ledger import GRADEBOOK, REPORT, RESULTS
 from grader.outputs import (
     GradebookRow,
     canonical,
@@ -30,7 +33,7 @@ from grader.outputs import (
     read_gradebook,
     verify_results,
 )
-from grader.submission._roster import parse_roster
+from grader.submission import parse_roster
 from tests.grader.batch.test_batch_safety import short_rubric
 from tests.submissions import make_submission
 

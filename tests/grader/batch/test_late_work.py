@@ -22,9 +22,8 @@ import pytest
 from gradekit.internal import commands
 from grader.batch._batch import _Gradebook
 from grader.cli import main
-from grader.dashboard._data import load_cohort
-from grader.ledger._folder import GRADEBOOK, LEDGER
-from grader.ledger._ledger import read_ledger
+from grader.dashboard import load_cohort
+from grader.ledger import GRADEBOOK, LEDGER, read_ledger
 from grader.outputs import GradebookRow, gradebook_csv, read_gradebook
 from tests.grader.batch.test_batch_safety import (
     HANGS,

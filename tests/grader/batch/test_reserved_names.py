@@ -23,7 +23,7 @@ import grader.dashboard
 from grader import load_rubric
 from grader.batch import discover, grade_batch
 from grader.cli import main
-from grader.ledger._folder import (
+from grader.ledger import (
     ARCHIVE,
     COPIES,
     DASHBOARD,
@@ -31,10 +31,10 @@ from grader.ledger._folder import (
     ENTRIES,
     GRADEBOOK,
     LEDGER,
+    append_events,
     reserved_for,
     temporary_path,
 )
-from grader.ledger._ledger import append_events
 from tests.grader.batch.test_batch_safety import short_rubric, tiny_agent
 
 Snapshot = dict[str, tuple[str, int, bytes]]  # relative path -> (kind, mode, bytes)

@@ -1,4 +1,8 @@
-"""The gradekit command line: messages and exit codes."""
+"""The gradekit command line: messages and exit codes.
+
+It reaches private modules on purpose: the exit table (``grader._exits``), the error trees
+the docstrings of ``grader._errors`` and ``gradekit._exceptions`` draw, the parser
+``grader.cli._main`` builds and the rubric ``grader.cli._options`` resolves."""
 
 from __future__ import annotations
 
@@ -27,14 +31,14 @@ from gradekit import (
     ProviderTimeout,
     prompt_key,
 )
-from gradekit._store import journal_path
+from gradekit.internal import journal_path
 from grader._exits import EXIT_TABLE
 from grader.cli import main
 from grader.cli._options import resolve_rubric
 from grader.grading import MissingPackage
 from grader.recordings import RecordingError
-from grader.rubric._rubric import KIT_RUBRIC
-from grader.sandbox._hold import host_hold
+from grader.rubric import KIT_RUBRIC
+from grader.sandbox import host_hold
 from tests.loopback import Loopback, answer
 from tests.submissions import make_submission
 

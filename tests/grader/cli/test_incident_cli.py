@@ -1,4 +1,7 @@
-"""``gradekit incident record`` and ``gradekit incident show``."""
+"""``gradekit incident record`` and ``gradekit incident show``.
+
+It takes the exit codes from ``grader._exits`` on purpose: the table every command's exit is
+held to."""
 
 from __future__ import annotations
 
@@ -10,7 +13,7 @@ import pytest
 from gradekit import Plan, read_incident, replay_incident
 from grader._exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from grader.cli import main
-from grader.rubric._rubric import KIT_RUBRIC, load_cases
+from grader.rubric import KIT_RUBRIC, load_cases
 from lab import refunds
 
 TASK = "Student chen asks for a full refund; the request reached the office on 2025-03-20."

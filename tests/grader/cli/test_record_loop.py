@@ -20,8 +20,8 @@ from gradekit import Replay
 from grader.batch import _batch
 from grader.batch._batch import discover, grade_batch, print_heartbeat, print_progress
 from grader.cli import main
-from grader.outputs._gradebook import GradebookRow
-from grader.rubric._rubric import KIT_RUBRIC, load_rubric
+from grader.outputs import GradebookRow
+from grader.rubric import KIT_RUBRIC, load_rubric
 from tests.loopback import Loopback, answer, error
 from tests.submissions import CASES, REFERENCE, as_installed, make_submission
 

@@ -21,11 +21,11 @@ from pathlib import Path
 
 import pytest
 
-from gradekit._http.cassette import HTTP_CASSETTE
+from gradekit.internal import HTTP_CASSETTE
 from grader.cli import main
-from grader.grading._grade import _rerecording
-from grader.recordings._changelog import read_changes
-from grader.rubric._rubric import KIT_RUBRIC
+from grader.grading._rerecording import _rerecording
+from grader.recordings import read_changes
+from grader.rubric import KIT_RUBRIC
 from grader.submission import load_manifest
 from tests.loopback import Loopback, answer
 from tests.submissions import kept_modules

@@ -22,7 +22,7 @@ import lab
 from gradekit import Replay
 from grader import load_cases
 from grader.cli import main
-from grader.rubric._rubric import KIT_RUBRIC
+from grader.rubric import KIT_RUBRIC
 
 CASE = "refund-policy"
 CAROL_LAB = '''

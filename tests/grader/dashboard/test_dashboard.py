@@ -7,6 +7,9 @@ and Markdown. Then history: one submission's FAILURES.md is fixed and the cohort
 again (its grade changes), another's is touched (its grade does not), and the baseline's
 written summary is reviewed. Every number on the pages is checked against the gradebook,
 the reports and calls.json, computed here independently of grader.dashboard._build*.
+
+It takes ``FLAGGED`` from ``grader._text`` on purpose: the words a flagged finding starts
+with, as the pages must show them.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ import pytest
 from gradekit import UsageError
 from grader._text import FLAGGED
 from grader.cli import main
-from grader.outputs._gradebook import REPORTED, GradebookRow, gradebook_csv, read_gradebook
+from grader.outputs import REPORTED, GradebookRow, gradebook_csv, read_gradebook
 from tests.submissions import (
     BASELINE,
     CASES,
@@ -154,7 +157,7 @@ def _build(root: Path) -> CohortSite:
         assert main(["review", BASELINE, "--criterion", "written_summary", "--points", "12.00",
                      "--by", REVIEWER, "--reason", REVIEW_REASON, "--out", str(grades)]) == 0
         second = main(grade)
-    from grader.dashboard._build import build_dashboard
+    from grader.dashboard import build_dashboard
 
     build_dashboard(grades, site)
     return CohortSite(root, submissions, grades, site, rubric, first, second)
@@ -499,7 +502,7 @@ def _with_gradebook(site: CohortSite, tmp_path: Path,
                     edit: Callable[[list[GradebookRow]], list[GradebookRow]]) -> Path:
     """The cohort's grades copied with ``edit`` applied to its gradebook's rows, and the
     dashboard built from them: the site's folder."""
-    from grader.dashboard._build import build_dashboard
+    from grader.dashboard import build_dashboard
 
     grades = tmp_path / "grades"
     shutil.copytree(site.grades, grades)
@@ -524,7 +527,7 @@ def test_rows_whose_reports_are_gone_are_shown_without_inventing_their_maxima(
     """A grades folder copied without its report folders (only the gradebook and ledger
     kept): no criterion's maximum is known, so nothing is counted as lost, and the page
     says why there is no report instead of failing."""
-    from grader.dashboard._build import build_dashboard
+    from grader.dashboard import build_dashboard
 
     grades = tmp_path / "grades"
     shutil.copytree(site.grades, grades)
@@ -675,7 +678,7 @@ def test_a_reviewed_grade_is_plotted_and_listed_at_its_final(
     draws 80.00 where the gradebook says final 80.00, and its table shows the total, the
     review and the final side by side. The earlier grading's report was not reviewed: its
     final is its total."""
-    from grader.dashboard._build import build_dashboard
+    from grader.dashboard import build_dashboard
 
     grades = tmp_path / "grades"
     shutil.copytree(site.grades, grades)
@@ -796,7 +799,7 @@ def test_submission_text_reaches_the_pages_only_as_text(site: CohortSite) -> Non
 
 
 def test_the_same_grades_give_byte_identical_sites(site: CohortSite, tmp_path: Path) -> None:
-    from grader.dashboard._build import build_dashboard
+    from grader.dashboard import build_dashboard
 
     built = files(site.site)
     assert len(built) == 3 + len(gradebook(site.grades)[1]) + 1  # assets, students, index
@@ -901,7 +904,7 @@ def test_without_the_extra_the_error_says_what_to_install(
     site: CohortSite, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str], module: str,
 ) -> None:
-    from grader.dashboard._build import build_dashboard
+    from grader.dashboard import build_dashboard
 
     monkeypatch.setitem(sys.modules, module, None)
     with pytest.raises(UsageError) as raised:
@@ -916,7 +919,7 @@ def test_without_the_extra_the_error_says_what_to_install(
 def test_a_submission_gone_from_the_cohort_loses_its_page_on_rebuild(
     site: CohortSite, tmp_path: Path,
 ) -> None:
-    from grader.dashboard._build import build_dashboard
+    from grader.dashboard import build_dashboard
 
     grades, out = tmp_path / "grades", tmp_path / "site"
     shutil.copytree(site.grades, grades)
@@ -987,7 +990,7 @@ def test_the_finding_list_holds_the_reports_findings_and_what_the_primary_run_sa
 def test_an_edited_report_and_a_missing_ledger_are_said_on_the_pages(
     site: CohortSite, tmp_path: Path,
 ) -> None:
-    from grader.dashboard._build import build_dashboard
+    from grader.dashboard import build_dashboard
 
     grades = tmp_path / "grades"
     shutil.copytree(site.grades, grades)

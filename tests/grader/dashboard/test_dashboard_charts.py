@@ -1,4 +1,7 @@
-"""The dashboard's charts: accessible, escaped, offline SVG, the same bytes on every run."""
+"""The dashboard's charts: accessible, escaped, offline SVG, the same bytes on every run.
+
+It tests ``grader.dashboard._charts`` on purpose, its private ``_accessible`` among them:
+the charts are the module's, behind the room's door."""
 
 from __future__ import annotations
 

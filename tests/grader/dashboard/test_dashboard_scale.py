@@ -22,7 +22,7 @@ import pytest
 
 from bench._cohort import synthetic_grades
 from grader.cli import main
-from grader.outputs._gradebook import GradebookRow
+from grader.outputs import GradebookRow
 from tests.grader.dashboard.test_dashboard import Node, _Parser, files, gradebook, ledger, parse
 
 pytestmark = pytest.mark.slow

@@ -14,10 +14,9 @@ import pytest
 
 from grader.cli import main
 from grader.grading._checkpoints import _drawn, run_checkpoints
-from grader.grading._grade import draw
+from grader.grading._draws import draw
 from grader.rubric import load_rubric
-from grader.sandbox import wall_named
-from grader.sandbox._host import Host
+from grader.sandbox import Host, wall_named
 from tests.conftest import require_namespaces
 from tests.submissions import make_submission
 

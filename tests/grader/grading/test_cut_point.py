@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from grader import grade_submission, load_rubric
-from grader.rubric._rubric import KIT_RUBRIC
+from grader.rubric import KIT_RUBRIC
 from grader.sandbox import ProcessWall, Wall
 from tests.submissions import make_submission
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 import secrets
 
-from grader.grading._grade import FAMILIES, SEED_POOL, draw, seed_pool
+from grader.grading._draws import FAMILIES, SEED_POOL, draw, seed_pool
 
 LABEL = re.compile(r"(openai|anthropic|ollama|llamacpp|openai-compatible):[a-z0-9.-]+")
 # What a student might branch on: each family's adapter and its models' word.

@@ -23,16 +23,14 @@ from typing import Any
 
 import pytest
 
-from grader._model import Limits
+from grader import Limits
 from grader.batch._worker import WorkerRequest, decode_request, encode_request
 from grader.cli import main
 from grader.grading._packages import MissingPackage, missing_package
-from grader.handout._gradescope import build
-from grader.handout._gradescope import run as run_autograder
-from grader.rubric._packages import install_command
-from grader.rubric._rubric import KIT_RUBRIC, RubricError, load_rubric, parse_rubric
-from grader.sandbox import RunPlan, Sandbox, Serving
-from grader.sandbox._channel import HARNESS
+from grader.handout import build
+from grader.handout import run as run_autograder
+from grader.rubric import KIT_RUBRIC, RubricError, install_command, load_rubric, parse_rubric
+from grader.sandbox import HARNESS, RunPlan, Sandbox, Serving
 from tests.submissions import REFERENCE, make_submission, short_rubric
 
 # No project on any index is called this: no grader anywhere has it.

@@ -3,6 +3,9 @@
 An SDK agent's every run imported the SDK anew (openai: about 450 ms of CPU, a grading
 makes 15 runs); its hosts now import it before they fork. What the scan finds moves no
 grade: the same submission grades to the same bytes with the hosts importing it or not.
+
+It patches ``grader.sandbox._host`` on purpose: a host's start and ``hosts_unavailable`` are
+the module's own.
 """
 
 from __future__ import annotations
@@ -16,10 +19,10 @@ import pytest
 
 import grader.grading._grade
 import grader.sandbox._host
-from grader._model import Limits
+from grader import Limits
 from grader.grading import grade_submission
 from grader.grading._preload import imported_names, imported_packages, shipped_packages
-from grader.outputs._report import render_report_json
+from grader.outputs import render_report_json
 from grader.rubric import load_rubric
 from grader.sandbox import NamespacesWall, RunPlan, Sandbox, Serving
 from grader.submission import load_manifest
@@ -180,7 +183,7 @@ def test_a_submission_shipping_its_own_package_of_that_name_never_gets_the_insta
     hosts of its own."""
     require_namespaces()
     pytest.importorskip("openai")
-    from grader.sandbox._walls import share_hosts
+    from grader.sandbox import share_hosts
 
     monkeypatch.setattr(grader.sandbox._host, "_unavailable", [])
     root = _lab(tmp_path / "shadow", SHADOW)

@@ -2,7 +2,7 @@
 of their own, at a fraction of the children, and no point for code that tells them apart.
 
 A grading runs every case once more and copies that run at each probed case's start, one
-copy per probe (``grader.grading._grade._loud_probes``), behind either wall; before, each
+copy per probe (``grader.grading._probes._loud_probes``), behind either wall; before, each
 probe was a run of its own, which made the cases before it again (a grading still does so
 for a case it cannot copy). The agents here, written from scratch in their students' styles
 (a memo that outlives a case, a thread kept across cases, a process that exits on a miss, a
@@ -23,7 +23,7 @@ import pytest
 
 from grader.grading import grade_submission
 from grader.grading._grade import Graded
-from grader.outputs._report import render_report_json
+from grader.outputs import render_report_json
 from grader.rubric import Rubric, load_rubric
 from grader.sandbox import PROCESS_WALL, NamespacesWall, ProcessWall, Wall
 from tests.grader.grading.test_probes_from_the_run import ECHO, LAST_GOOD, MANIFEST

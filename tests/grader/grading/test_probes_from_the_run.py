@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from gradekit import Entry, prompt_key
-from grader._model import Withhold
+from grader import Withhold
 from grader.rubric import load_rubric
 from grader.sandbox import PROCESS_WALL, LaidOut, RunPlan, Sandbox, Serving
 from tests.submissions import (

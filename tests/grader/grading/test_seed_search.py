@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 
 from grader.grading import grade_submission
-from grader.grading._grade import draw
+from grader.grading._draws import draw
 from grader.rubric import load_rubric
-from grader.scoring._checks import BY_SEED, SEED_PROMPTS
+from grader.scoring import BY_SEED, SEED_PROMPTS
 from tests.submissions import REFERENCE, echo_provider, record_in_process
 
 pytestmark = pytest.mark.slow

@@ -6,6 +6,10 @@ miss names, the entries a failure log repeats, the names a submission's code hol
 now takes a shortcut (an upper bound that ends a search early, a reading kept for the rest
 of the grading or the batch); each test here puts the shortcut beside the long way on
 inputs written to make them part, and fails where the answers differ.
+
+It tests private helpers on purpose: each shortcut (``grader._cache``, the sandbox's
+``_Run._miss``, ``judge_entries``, ``repeats``) is held to the long way inside its own
+module.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from gradekit import Entry, prompt_key
-from gradekit._codec import closest
+from gradekit.internal import closest
 from grader import _cache
 from grader._cache import Derived
 from grader.grading._grounds import grounds

@@ -1,18 +1,21 @@
-"""The stretch goals' evidence checks: tool-fixtures and rerecord-review."""
+"""The stretch goals' evidence checks: tool-fixtures and rerecord-review.
+
+It tests the private ``_written_up`` (``grader.scoring._checks``) on purpose: when a goal
+named in FAILURES.md counts as written up."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from gradekit import prompt_key
-from gradekit._cassette import Cassette, Entry, encode_cassette
-from grader._model import CaseOutcome, RunResult, Served, TraceRecord
-from grader.grading._grade import _rerecording, _rerecording_problem
-from grader.recordings._changelog import append_change, digest_file
-from grader.rubric._rubric import Case
+from gradekit import Cassette, Entry, prompt_key
+from gradekit.internal import encode_cassette
+from grader import CaseOutcome, RunResult, Served, TraceRecord
+from grader.grading._rerecording import _rerecording, _rerecording_problem
+from grader.recordings import append_change, digest_file
+from grader.rubric import Case
+from grader.scoring import parse_failures
 from grader.scoring._checks import STRETCH_GOALS, Evidence, _written_up
-from grader.scoring._failures import parse_failures
-from grader.submission._manifest import Manifest
+from grader.submission import Manifest
 
 CASES = (Case("one", "first task"), Case("two", "second task"))
 TOOL = Served("read_docs {\"query\":\"x\"}", True, "read_docs")

@@ -1,6 +1,9 @@
 """Tamper flags on real gradings: an agent that walks the stack to the harness's own verdict
 function, reports a false verdict with it and leaves before the true one goes out is
-flagged at its lines, with no point moved by the flag; the reference lab is not flagged."""
+flagged at its lines, with no point moved by the flag; the reference lab is not flagged.
+
+It takes ``FLAGGED`` from ``grader._text`` on purpose: the words a tamper finding starts
+with."""
 
 from __future__ import annotations
 
@@ -9,12 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from grader import grade_submission, load_rubric
-from grader._model import Report
+from grader import Report, grade_submission, load_rubric
 from grader._text import FLAGGED
-from grader.dashboard._data import finding_kind
+from grader.dashboard import finding_kind
 from grader.outputs import render_markdown, render_report_json
-from grader.rubric._rubric import KIT_RUBRIC
+from grader.rubric import KIT_RUBRIC
 from grader.sandbox import Wall
 from grader.submission import load_manifest, tamper_findings
 from tests.submissions import make_submission

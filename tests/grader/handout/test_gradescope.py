@@ -1,6 +1,9 @@
 """Gradescope end to end: results.json verification, the generated autograder run with
 bash on a simulated ``/autograder`` tree (``GRADEKIT_AUTOGRADER_ROOT``), and its setup.sh
-on a simulation of each of Gradescope's Ubuntu images."""
+on a simulation of each of Gradescope's Ubuntu images.
+
+It tests ``grader.handout._gradescope``'s own helpers and constants on purpose: the
+standalone Pythons it pins, the isolation file, ``find_submission`` and ``failure_results``."""
 
 from __future__ import annotations
 
@@ -27,7 +30,7 @@ from typing import Any
 import pytest
 
 from gradekit import UsageError
-from grader._model import HumanReview
+from grader import HumanReview
 from grader.handout._gradescope import (
     ISOLATION_FILE,
     STANDALONE,
@@ -35,11 +38,15 @@ from grader.handout._gradescope import (
     failure_results,
     find_submission,
 )
-from grader.ledger._folder import DRAW_KEY, REPORT, RESULTS
-from grader.ledger._report_verify import verify_file
-from grader.outputs._render import render_gradescope
-from grader.outputs._report import canonical, render_report_json, report_digest
-from grader.outputs._signing import KEY_ENV, KEY_FILE_ENV
+from grader.ledger import DRAW_KEY, REPORT, RESULTS, verify_file
+from grader.outputs import (
+    KEY_ENV,
+    KEY_FILE_ENV,
+    canonical,
+    render_gradescope,
+    render_report_json,
+    report_digest,
+)
 from grader.rubric import KIT_RUBRIC
 from grader.sandbox import choose_wall, wall_named, wall_requests
 from tests.grader.outputs.test_report import sample

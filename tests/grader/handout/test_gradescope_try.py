@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from grader.handout import try_autograder
-from grader.ledger._folder import DRAW_KEY, REPORT, RESULTS
-from grader.outputs._signing import KEY_ENV, KEY_FILE_ENV
+from grader.ledger import DRAW_KEY, REPORT, RESULTS
+from grader.outputs import KEY_ENV, KEY_FILE_ENV
 from tests.submissions import REFERENCE, copy_from_reference
 
 SUBMITTED = ("lab", "cassettes", "cassettes-llm", "fixtures", "incidents", "FAILURES.md",

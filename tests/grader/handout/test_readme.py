@@ -12,12 +12,10 @@ import cmarkgfm
 import pytest
 from cmarkgfm.cmark import Options
 
-from gradekit import UsageError
-from gradekit._live import PRESETS
-from grader.handout._readme import CRITERIA_LINE, student_readme
-from grader.rubric import KIT_RUBRIC, Rubric, load_rubric
-from grader.rubric._rubric import parse_rubric
-from grader.scoring._checks import STRETCH_GOALS
+from gradekit import PRESETS, UsageError
+from grader.handout import CRITERIA_LINE, student_readme
+from grader.rubric import KIT_RUBRIC, Rubric, load_rubric, parse_rubric
+from grader.scoring import STRETCH_GOALS
 
 REFERENCE = Path(__file__).resolve().parents[3]
 SOURCE = (REFERENCE / "handout" / "README.md").read_text("utf-8")

@@ -21,11 +21,10 @@ from pathlib import Path
 
 import pytest
 
-from grader._expect import Expectation
+from grader import Expectation
 from grader.cli import main
-from grader.handout._markers import strip_solutions
-from grader.regression import add_item, world_json
-from grader.regression._sets import Item
+from grader.handout import strip_solutions
+from grader.regression import Item, add_item, world_json
 from grader.rubric import load_rubric
 from tests.grader.handout.starters import with_table
 

@@ -1,4 +1,7 @@
-"""``gradekit starter`` ships an allow-list: the reference's ``[tool.gradekit.starter]``."""
+"""``gradekit starter`` ships an allow-list: the reference's ``[tool.gradekit.starter]``.
+
+It tests ``grader.handout._allow``'s helpers on purpose: the pattern matching and what is
+held back, beneath ``gradekit starter``."""
 
 from __future__ import annotations
 

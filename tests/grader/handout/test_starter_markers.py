@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from grader.cli import main
-from grader.handout._markers import strip_solutions
+from grader.handout import strip_solutions
 from tests.grader.handout.starters import BEGIN, END, MD_BEGIN, MD_END, RUN, files, small_lab
 
 INCLUDE = ("lab/**", "notebooks/**", "docs/**", "FAILURES.md", "pyproject.toml")

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from grader.cli import main
-from grader.handout._student import student_tests
+from grader.handout import student_tests
 from tests.grader.handout.starters import BEGIN, END, REFERENCE, with_table
 
 TASK = "A traveller in Lyon asks which morning train reaches Paris before noon."

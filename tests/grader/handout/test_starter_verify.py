@@ -12,8 +12,7 @@ from pathlib import Path
 import pytest
 
 from grader.cli import main
-from grader.handout._markers import Removed
-from grader.handout._preflight import scan_for_regions
+from grader.handout import Removed, scan_for_regions
 from tests.grader.handout.starters import (
     BEGIN,
     END,

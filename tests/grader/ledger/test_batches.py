@@ -1,7 +1,10 @@
 """A batch as the ledger keeps it: its status, the counts it was asked for and got, who ran
 it and when (labels, outside every report's digest), and an idempotency key whose repeat
 reuses the batch instead of grading again. ``history`` and the dashboard show it, and a
-merge of shards says it of the whole grading."""
+merge of shards says it of the whole grading.
+
+It tests the private ``_itself`` (``grader.ledger._merge``) on purpose: the counts a merge
+of shards says of the whole grading."""
 
 from __future__ import annotations
 
@@ -13,12 +16,19 @@ from pathlib import Path
 import pytest
 
 from grader.cli import main
-from grader.dashboard._data import load_cohort
-from grader.ledger._folder import GRADEBOOK, LEDGER, REPORT
-from grader.ledger._ledger import BatchInfo, append_grading, batch_status, read_ledger
+from grader.dashboard import load_cohort
+from grader.ledger import (
+    GRADEBOOK,
+    LEDGER,
+    REPORT,
+    BatchInfo,
+    append_grading,
+    batch_status,
+    read_ledger,
+)
 from grader.ledger._merge import _itself
 from grader.outputs import read_gradebook
-from grader.rubric._rubric import KIT_RUBRIC, load_rubric
+from grader.rubric import KIT_RUBRIC, load_rubric
 from tests.submissions import make_submission
 
 EPOCH = "1767225600"  # 2026-01-01T00:00:00Z

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from grader._model import HumanReview
-from grader.ledger._folder import (
+from grader import HumanReview
+from grader.ledger import (
     CALLS,
     LEDGER,
     MARKDOWN,
@@ -22,14 +22,20 @@ from grader.ledger._folder import (
     ledger_above,
     report_beside,
     sign_outputs,
+    verify_file,
     write_submission,
 )
-from grader.ledger._report_verify import verify_file
-from grader.outputs._calls import calls_document, render_calls
-from grader.outputs._gradebook import GradebookRow
-from grader.outputs._render import render_gradescope, render_markdown
-from grader.outputs._report import canonical, render_report_json, report_digest
-from grader.outputs._results import verify_results
+from grader.outputs import (
+    GradebookRow,
+    calls_document,
+    canonical,
+    render_calls,
+    render_gradescope,
+    render_markdown,
+    render_report_json,
+    report_digest,
+    verify_results,
+)
 from grader.scoring import Evidence
 from tests.grader.outputs.test_report import sample
 

@@ -13,14 +13,7 @@ from pathlib import Path
 import pytest
 
 from grader.cli import main
-from grader.ledger._folder import LEDGER
-from grader.ledger._ledger import (
-    GENESIS,
-    LedgerCorrupt,
-    append_events,
-    read_ledger,
-    verify_ledger,
-)
+from grader.ledger import GENESIS, LEDGER, LedgerCorrupt, append_events, read_ledger, verify_ledger
 from tests.submissions import make_submission
 
 

@@ -17,9 +17,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from grader.cli import main
-from grader.ledger._folder import ARCHIVE, DRAW_KEY, LEDGER
-from grader.ledger._ledger import append_events, read_ledger, verify_ledger
-from grader.ledger._merge import plan_merge
+from grader.ledger import (
+    ARCHIVE,
+    DRAW_KEY,
+    LEDGER,
+    append_events,
+    plan_merge,
+    read_ledger,
+    verify_ledger,
+)
 
 RUBRIC = {"cases": {"refund-policy": "c" * 64}, "id": "bootcamp", "sha256": "r" * 64,
           "version": 1}

@@ -1,6 +1,9 @@
 """Bulk confirmation (gradekit review --criterion C --pending [--passed]): one event per
 report, all appended at once, and the very ledger, gradebook and results.json that single
-``gradekit review`` calls in gradebook order leave."""
+``gradekit review`` calls in gradebook order leave.
+
+It reaches private modules on purpose: ``grader.ledger._reviews``, whose functions it
+watches being called, and ``FLAGGED`` from ``grader._text``."""
 
 from __future__ import annotations
 
@@ -16,9 +19,7 @@ import pytest
 
 from grader._text import FLAGGED
 from grader.cli import main
-from grader.ledger import _reviews
-from grader.ledger._folder import GRADEBOOK, LEDGER, REPORT, RESULTS, archive_path
-from grader.ledger._ledger import read_ledger
+from grader.ledger import GRADEBOOK, LEDGER, REPORT, RESULTS, _reviews, archive_path, read_ledger
 from grader.outputs import read_gradebook
 from grader.scoring import EXAMPLE_ENTRY
 from tests.submissions import TEMPLATE_FAILURES, make_submission

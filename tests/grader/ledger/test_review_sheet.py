@@ -1,6 +1,9 @@
 """The review sheet (gradekit reviews export / import): a CSV a TA fills in a spreadsheet
 comes back as the reviews single ``gradekit review`` calls make; every bad row is listed
-and nothing is appended; cells a spreadsheet would run are escaped and read back exactly."""
+and nothing is appended; cells a spreadsheet would run are escaped and read back exactly.
+
+It compares the private ``_FORMULA_START`` of ``grader.ledger._sheet`` and
+``grader.outputs._gradebook`` on purpose: the sheet escapes cells as the gradebook does."""
 
 from __future__ import annotations
 
@@ -13,9 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from grader.cli import main
-from grader.ledger import _sheet
-from grader.ledger._folder import RESULTS
-from grader.ledger._sheet import COLUMNS, sheet_csv, sheet_rows
+from grader.ledger import COLUMNS, RESULTS, _sheet, sheet_csv, sheet_rows
 from grader.outputs import _gradebook
 from tests.grader.ledger.test_review_bulk import (
     STUDENTS,

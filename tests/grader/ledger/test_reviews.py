@@ -17,19 +17,33 @@ from typing import Any
 
 import pytest
 
-from grader._model import CheckResult
+from grader import CheckResult
 from grader.cli import main
-from grader.ledger._folder import GRADEBOOK, LEDGER, MARKDOWN, REPORT, RESULTS, archive_path
-from grader.ledger._ledger import append_events, read_ledger
-from grader.outputs._gradebook import read_gradebook
-from grader.outputs._render import PENDING, inline_markdown, render_gradescope, render_markdown
-from grader.outputs._report import (
+from grader.ledger import (
+    GRADEBOOK,
+    LEDGER,
+    MARKDOWN,
+    REPORT,
+    RESULTS,
+    append_events,
+    archive_path,
+    read_ledger,
+)
+from grader.outputs import (
+    KEY_ENV,
+    KEY_FILE_ENV,
+    PENDING,
+    Kind,
     canonical,
+    inline_markdown,
+    read_gradebook,
+    render_gradescope,
+    render_markdown,
     render_report_json,
     report_from_document,
+    sign_file,
     verify_report,
 )
-from grader.outputs._signing import KEY_ENV, KEY_FILE_ENV, Kind, sign_file
 from tests.grader.handout.test_gradescope import shown_right
 from tests.grader.outputs.test_report import sample
 from tests.submissions import make_submission

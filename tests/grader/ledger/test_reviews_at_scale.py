@@ -12,9 +12,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from grader.ledger._folder import GRADEBOOK, LEDGER
-from grader.ledger._ledger import append_events
-from grader.ledger._reviews import ReviewIndex, apply_reviews, review_state
+from grader.ledger import GRADEBOOK, LEDGER, ReviewIndex, append_events, apply_reviews, review_state
 from grader.outputs import GradebookRow, gradebook_csv
 
 STUDENTS = ("alice", "bob", "carol", "dave")

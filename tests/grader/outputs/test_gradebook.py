@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from grader.outputs._gradebook import (
+from grader.outputs import (
     GradebookError,
     GradebookRow,
     gradebook_csv,

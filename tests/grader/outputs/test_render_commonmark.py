@@ -6,6 +6,9 @@ its commands so), and nothing a student writes opens a link, image, HTML tag, he
 list, emphasis, strikethrough or table cell. Each page is rendered twice: as GitHub does
 (tables, autolinks, strikethrough) and as plain CommonMark, what other renderers
 (Gradescope's among them) agree on. Raw HTML is let through, so an injected tag shows.
+
+It tests private helpers on purpose: ``grader._text``'s ``quote`` and its limits, and
+``grader.outputs._render``'s ``_inline``.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from cmarkgfm.cmark import Options
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from grader._model import CheckResult, CriterionResult, Report
+from grader import CheckResult, CriterionResult, Report
 from grader._text import QUOTE_LIMIT, TEXT_LIMIT, quote
 from grader.outputs._render import _inline, inline_markdown, render_markdown
 

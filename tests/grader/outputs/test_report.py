@@ -1,4 +1,7 @@
-"""Reports: canonical bytes and digest, verification, student feedback, Gradescope."""
+"""Reports: canonical bytes and digest, verification, student feedback, Gradescope.
+
+It tests private helpers on purpose: ``grader._text``'s ``quote`` and ``FLAGGED``, and
+``grader.outputs._render``'s ``_inline``."""
 
 from __future__ import annotations
 
@@ -15,10 +18,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gradekit import UsageError
-from grader._model import CheckResult, CriterionResult, Report
+from grader import CheckResult, CriterionResult, Report
 from grader._text import FLAGGED, quote
-from grader.outputs._render import _inline, render_gradescope, render_markdown
-from grader.outputs._report import (
+from grader.outputs import (
     canonical,
     points_text,
     render_report_json,
@@ -26,6 +28,7 @@ from grader.outputs._report import (
     report_document,
     verify_report,
 )
+from grader.outputs._render import _inline, render_gradescope, render_markdown
 from tests.grader.outputs.test_render_commonmark import as_written
 from tests.grader.sandbox.test_parent_bounds import live, unescape
 
@@ -195,7 +198,7 @@ def test_gradescope_declares_markdown_and_says_which_points_await_a_person() -> 
 
 
 def test_a_flagged_finding_is_counted_by_the_report_and_sorted_by_the_dashboard() -> None:
-    from grader.dashboard._data import finding_kind
+    from grader.dashboard import finding_kind
 
     finding = f"{FLAGGED}the own-Replay probe: a verdict came without the seal"
     assert finding_kind(finding) == "flagged for review"

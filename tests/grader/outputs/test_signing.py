@@ -20,23 +20,24 @@ from typing import Any
 import pytest
 
 from gradekit import UsageError
-from grader._model import Limits
+from grader import Limits
 from grader.batch._batch import _worker_environment, grade_batch
-from grader.ledger._folder import DRAW_KEY, REPORT, RESULTS, draw_key
-from grader.ledger._report_verify import verify_file
-from grader.outputs._render import render_gradescope
-from grader.outputs._report import canonical, render_report_json, report_digest
-from grader.outputs._signing import (
+from grader.ledger import DRAW_KEY, REPORT, RESULTS, draw_key, verify_file
+from grader.outputs import (
     CONTEXT,
     KEY_ENV,
     KEY_FILE_ENV,
+    canonical,
     load_key,
+    render_gradescope,
+    render_report_json,
+    report_digest,
     sign,
     sign_file,
     signature_problem,
     signed_bytes,
 )
-from grader.rubric._rubric import load_rubric
+from grader.rubric import load_rubric
 from grader.sandbox import RunPlan, Sandbox, Serving, Wall
 from tests.grader.outputs.test_report import sample
 from tests.submissions import REFERENCE, make_submission

@@ -21,7 +21,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from grader.ledger._sheet import COLUMNS, sheet_csv, sheet_rows
+from grader.ledger import COLUMNS, sheet_csv, sheet_rows
 from grader.outputs import GradebookRow, gradebook_csv, merge_gradebooks, read_gradebook
 
 DELIMITERS = (",", ";", "\t", "|")  # what a spreadsheet splits a CSV on, by locale and habit

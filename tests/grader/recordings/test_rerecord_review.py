@@ -10,20 +10,25 @@ from pathlib import Path
 
 import pytest
 
-from gradekit import CassetteCorrupt, FakeProvider, Recorder, UsageError, prompt_key
-from gradekit._journal import Mode, previous_path
-from grader.recordings._changelog import (
+from gradekit import CassetteCorrupt, FakeProvider, Mode, Recorder, UsageError, prompt_key
+from gradekit.internal import previous_path
+from grader.recordings import (
     Change,
     ChangeLogCorrupt,
+    RecordingError,
     append_change,
     change_matches,
     check_change,
+    diff_files,
+    diff_recordings,
     digest_file,
+    parse_age,
     read_changes,
+    render_diff,
+    render_stale,
+    rerecord_summary,
+    stale,
 )
-from grader.recordings._diff import diff_files, diff_recordings, render_diff, rerecord_summary
-from grader.recordings._recordings import RecordingError
-from grader.recordings._stale import parse_age, render_stale, stale
 
 NOW = datetime(2026, 12, 1, tzinfo=UTC)
 DIGEST = "ab" * 32

@@ -17,16 +17,13 @@ from pathlib import Path
 import pytest
 
 from gradekit import decode_incident, tool_key
-from grader._expect import Expectation
-from grader._model import ItemRun, Limits
-from grader.grading._grade import _item_recordings, item_cases
+from grader import Expectation, ItemRun, Limits
+from grader.grading._reading import _item_recordings, item_cases
 from grader.grading._regression import ItemRecordings, _Served, replay_set
-from grader.regression import add_item, recording_name, world_json
-from grader.regression._sets import Item
-from grader.rubric._rubric import Criterion, Rubric, load_rubric
+from grader.regression import Item, add_item, recording_name, world_json
+from grader.rubric import Criterion, Rubric, load_rubric
 from grader.sandbox import ProcessWall, Sandbox, Wall
-from grader.scoring._checks import Evidence
-from grader.scoring._judged import regression
+from grader.scoring import Evidence, regression
 from grader.submission import load_manifest
 from tests.submissions import (
     REFERENCE,

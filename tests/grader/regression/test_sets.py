@@ -31,14 +31,12 @@ import pytest
 
 from gradekit import UsageError, decode_incident
 from gradekit.internal import decode_fixture
-from grader._expect import Expectation
-from grader._model import CheckResult, CriterionResult, Report
-from grader.assets._assets import ASSETS
+from grader import CheckResult, CriterionResult, Expectation, Report
+from grader.assets import ASSETS
 from grader.cli import main
-from grader.ledger._folder import ARCHIVE, LEDGER
-from grader.ledger._ledger import append_events, read_ledger
-from grader.outputs._report import render_report_json
-from grader.regression._sets import (
+from grader.ledger import ARCHIVE, LEDGER, append_events, read_ledger
+from grader.outputs import render_report_json
+from grader.regression import (
     Item,
     RegressionSet,
     decode_item,

@@ -13,10 +13,10 @@ from grader.rubric import (
     KIT_RUBRIC,
     RubricError,
     load_rubric,
+    parse_rubric,
     rubric_document,
     rubric_from_document,
 )
-from grader.rubric._rubric import parse_rubric
 from tests.grader.rubric.test_rubric import BASE, SOURCE, line_of
 
 KIT = KIT_RUBRIC.read_text("utf-8")

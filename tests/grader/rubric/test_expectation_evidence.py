@@ -1,7 +1,10 @@
 """The expectation's three checks judged on what the parent served: the reply template the
 answer must follow, the calls (the state) the run requires, and the facts the answer must
 cite from a tool's served result. Each is optional: without them an expectation's snapshot
-is byte for byte what it was."""
+is byte for byte what it was.
+
+It tests private helpers on purpose: ``grader._expect``'s oracle (``judge``, ``laid_over``,
+...) and the command line's expectation flags (``grader.cli._options``)."""
 
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ import json
 import pytest
 
 from gradekit import UsageError
+from grader import CaseOutcome, Served
 from grader._expect import (
     Expectation,
     Observed,
@@ -23,9 +27,8 @@ from grader._expect import (
     met,
     parse_expectation,
 )
-from grader._model import CaseOutcome, Served
 from grader.cli._options import add_expectation_options, told_expectation
-from grader.scoring._judged import observed
+from grader.scoring import observed
 
 TEMPLATE = "Decision: {decision}. Reason: {reason}."
 SEARCH = "web_search"

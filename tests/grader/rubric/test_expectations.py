@@ -1,6 +1,9 @@
 """Cases with an expectation snapshot, the fact oracle that judges a run against it, and
 the degraded verdict: a check the rubric leaves open scores nothing and says so
-(``evaluation.contract``), in the report, the gradebook and on the command line."""
+(``evaluation.contract``), in the report, the gradebook and on the command line.
+
+It tests ``grader._expect``'s helpers on purpose: the fact oracle is a base module, below
+every room's door."""
 
 from __future__ import annotations
 
@@ -30,10 +33,10 @@ from grader._expect import (
 )
 from grader.cli import main
 from grader.dashboard import build_dashboard
-from grader.ledger._folder import CALLS, GRADEBOOK, MARKDOWN, REPORT, RESULTS
-from grader.outputs._report import canonical, verify_report
-from grader.rubric._rubric import RubricError, parse_rubric
-from grader.scoring._judged import contract_gaps
+from grader.ledger import CALLS, GRADEBOOK, MARKDOWN, REPORT, RESULTS
+from grader.outputs import canonical, verify_report
+from grader.rubric import RubricError, parse_rubric
+from grader.scoring import contract_gaps
 from tests.submissions import REFERENCE, make_submission
 
 KIT = (REFERENCE / "rubric" / "bootcamp.toml").read_text("utf-8")

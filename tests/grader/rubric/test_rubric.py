@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from grader._model import Limits
-from grader.rubric._rubric import (
+from grader import Limits
+from grader.rubric import (
     SUBCHECKS,
     Criterion,
     Rubric,

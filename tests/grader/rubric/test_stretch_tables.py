@@ -12,9 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from grader.rubric import KIT_GOALS, LabGoal, RubricError, load_rubric, rubric_from_document
+from grader.rubric import (
+    KIT_GOALS,
+    LabGoal,
+    RubricError,
+    load_rubric,
+    parse_rubric,
+    rubric_from_document,
+)
 from grader.rubric import rubric_document as document_of
-from grader.rubric._rubric import parse_rubric
 from grader.scoring import STRETCH_GOALS
 from tests.grader.rubric.test_rubric import BASE, SOURCE, line_of
 

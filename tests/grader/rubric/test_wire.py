@@ -12,8 +12,14 @@ from typing import Any
 
 import pytest
 
-from grader.rubric._rubric import Rubric, RubricError, load_rubric, parse_rubric
-from grader.rubric._wire import rubric_document, rubric_from_document
+from grader.rubric import (
+    Rubric,
+    RubricError,
+    load_rubric,
+    parse_rubric,
+    rubric_document,
+    rubric_from_document,
+)
 from tests.e2e.test_explained import PINNED
 from tests.grader.rubric.test_expectations import EXPECTING, KIT, _with_expectations
 from tests.grader.rubric.test_rubric import BASE, REPO, SOURCE, after, reweigh

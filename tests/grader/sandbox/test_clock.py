@@ -24,9 +24,8 @@ from typing import Any
 
 import pytest
 
-from grader._model import Limits
-from grader.sandbox import CLOCK, RunPlan, Sandbox, Serving, Wall
-from grader.sandbox._channel import HARNESS
+from grader import Limits
+from grader.sandbox import CLOCK, HARNESS, RunPlan, Sandbox, Serving, Wall
 from tests.submissions import agent_only
 
 pytestmark = pytest.mark.slow

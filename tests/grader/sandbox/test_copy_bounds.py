@@ -3,7 +3,10 @@ past ``disk_mb`` of apparent size, ``submission_entries`` or ``submission_depth`
 copied and the grading says why. Real files in tmp folders; the attacks come first.
 
 A red-team's 1.5 GB sparse file (0 bytes on disk) took 1.5 GB of ``/dev/shm``, where a
-grading's scratch folder lives, and left a batch's honest classmates with no room."""
+grading's scratch folder lives, and left a batch's honest classmates with no room.
+
+It tests ``grader.sandbox._bounds`` on purpose (``Over`` and the names of its caps), with
+the names every copy leaves out (``grader._model.IGNORED_NAMES``)."""
 
 from __future__ import annotations
 
@@ -14,10 +17,9 @@ from pathlib import Path
 import pytest
 
 from grader._model import IGNORED_NAMES, Limits
-from grader.rubric._rubric import parse_rubric
-from grader.sandbox import LaidOut, SubmissionTooLarge
+from grader.rubric import parse_rubric
+from grader.sandbox import LaidOut, SubmissionTooLarge, copy_submission
 from grader.sandbox._bounds import DEPTH, ENTRIES, SIZE, Over, measure
-from grader.sandbox._harness import copy_submission
 
 REPO = Path(__file__).resolve().parents[3]
 MIB = 1 << 20

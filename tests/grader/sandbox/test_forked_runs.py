@@ -7,6 +7,9 @@ makes several runs through ONE sandbox, so that they fork from the same host, an
 hostile agent first switches the in-process guard off (as in ``test_isolation.py``), so
 that what holds is the operating system's wall, not the audit hook. Each asserts on what
 the run itself observed, as its returned answer says.
+
+It reaches ``grader.sandbox._host`` and ``_hold`` on purpose: the shared hosts, their start
+and the cgroups a run is held in are those modules' own.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ import pytest
 
 import grader.sandbox._hold
 import grader.sandbox._host
-from grader._model import CaseOutcome, Limits
+from grader import CaseOutcome, Limits
 from grader.sandbox import NamespacesWall, RunPlan, Sandbox, Serving
 from tests.conftest import require_namespaces
 from tests.grader.sandbox._unhook import SWITCH_THE_HOOK_OFF, TRIED
@@ -609,7 +612,7 @@ def test_a_run_ends_when_the_process_holding_it_dies_and_the_shared_host_serves_
     seeds = [11]
     saved = dict(grader.sandbox._host._shared), list(grader.sandbox._host._shared_root)
     try:
-        from grader.sandbox._walls import share_hosts
+        from grader.sandbox import share_hosts
 
         share_hosts(root, seeds)
         hosts = _hosts(root)
@@ -756,7 +759,7 @@ def test_a_run_holding_every_thread_it_may_leaves_a_concurrent_classmate_his_own
         held.append(_said(sandbox, "a", "hog 100", hashseed=12, answer=hold))
 
     try:
-        from grader.sandbox._walls import share_hosts
+        from grader.sandbox import share_hosts
 
         share_hosts(root, [12])
         if not _hosts(root):
@@ -806,7 +809,7 @@ def test_a_batchs_hosts_start_side_by_side_and_one_that_fails_ends_those_after_i
     saved = dict(grader.sandbox._host._shared), list(grader.sandbox._host._shared_root)
     grader.sandbox._host._shared.clear()
     try:
-        from grader.sandbox._walls import share_hosts
+        from grader.sandbox import share_hosts
 
         share_hosts(root, [31, 32, 33])
         if not running_at_wait:

@@ -12,6 +12,9 @@ Every hostile agent here first switches the audit hook off (as in ``test_isolati
 so that what holds is the kernel, not the hook; it writes what it observed to a file the
 test names (with the hook off a write lands anywhere its uid may write: that is the
 guard's known weakness, and the point of the test is what the host keeps regardless).
+
+It reaches ``grader.sandbox._host`` on purpose: the shared hosts a test saves, ends and puts
+back are the module's own.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from typing import Any
 import pytest
 
 import grader.sandbox._host
-from grader._model import CaseOutcome, Limits
+from grader import CaseOutcome, Limits
 from grader.sandbox import ProcessWall, RunPlan, Sandbox, Serving
 from tests.grader.sandbox._unhook import SWITCH_THE_HOOK_OFF, TRIED
 
@@ -326,7 +329,7 @@ def test_a_batchs_workers_fork_from_the_zygotes_hosts_and_a_dead_worker_leaves_n
     before it forks the workers that use them: a worker's runs fork from them with nothing
     started ahead, and a worker killed mid-run (its budget, or a crash) leaves no run
     behind, because the run dies when its "go" pipe closes, not when its host does."""
-    from grader.sandbox._walls import share_hosts
+    from grader.sandbox import share_hosts
 
     root = (folder / "batch").resolve()
     root.mkdir()

@@ -5,6 +5,9 @@ The kernel's cgroup filesystems cannot be mounted for a test, so these tests giv
 ``find`` the text of /proc/self/mountinfo and /proc/self/cgroup, pointing at a folder that
 stands for the hierarchy; ``test_isolation.py`` runs children in the real cgroups of this
 machine (whatever hold it has) and attacks them.
+
+It tests ``grader.sandbox._hold``'s private helpers on purpose (``_sweep``, ``_tried``),
+with ``_channel``'s children: the hold is decided inside the module.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from grader._model import Limits
+from grader import Limits
 from grader.sandbox._channel import Child, settle_children
 from grader.sandbox._hold import (
     Budget,

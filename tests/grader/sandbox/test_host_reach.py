@@ -8,6 +8,9 @@ from scratch, as one agent whose task names the attack, and runs behind each wal
 behind namespaces both on runs forked from a host and on runs that start their own
 bubblewrap), as uid 65534 on the host (what a root grader's children are) and, where the
 instructor allowed it by name, as root.
+
+It reaches the sandbox's ``_host``, ``_isolation`` and ``_walls`` on purpose: a batch's
+shared hosts are set up and ended as a zygote does, and a root grader's uid is patched.
 """
 
 from __future__ import annotations
@@ -21,8 +24,9 @@ from typing import Any
 
 import pytest
 
-from grader._model import Limits
+from grader import Limits
 from grader.sandbox import (
+    ALLOW_HOST_ROOT,
     NamespacesWall,
     ProcessWall,
     RunPlan,
@@ -33,7 +37,6 @@ from grader.sandbox import (
     _isolation,
     _walls,
 )
-from grader.sandbox._isolation import ALLOW_HOST_ROOT
 from tests.conftest import require_namespaces
 
 pytestmark = pytest.mark.slow

@@ -6,6 +6,9 @@ thread to the hook's "busy" set makes the hook wave everything through), then
 attacks. Behind the process guard alone some attacks land, and one test shows
 that, so the attack code is known to work; behind namespaces (bubblewrap) none
 may. Each test runs real children on real files, sockets and processes.
+
+It patches the sandbox's private modules on purpose (``_host``, ``_isolation``, ``_wall``,
+``_walls`` and the ``WALLS`` registry): each attack meets the wall's own mechanism.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from pathlib import Path
 import pytest
 
 from gradekit import UsageError
-from grader._model import Limits, RunResult
+from grader import Limits, RunResult
 from grader.sandbox import (
     NamespacesWall,
     ProcessWall,
@@ -32,16 +35,16 @@ from grader.sandbox import (
     Sandbox,
     Serving,
     Wall,
+    Watchdog,
     _host,
     _isolation,
-    _layout,
+    _wall,
     _walls,
+    bubblewrap,
     choose_wall,
     wall_named,
     wall_requests,
 )
-from grader.sandbox._hold import Watchdog
-from grader.sandbox._isolation import bubblewrap
 from grader.sandbox._wall import WALLS
 from tests.conftest import require_namespaces
 from tests.grader.sandbox._unhook import SWITCH_THE_HOOK_OFF
@@ -487,7 +490,7 @@ def test_the_watchdog_kills_a_child_past_its_tasks_where_no_cgroup_holds_it(
     hostile: Path, tmp_path: Path, isolation: Wall, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(_walls, "host_hold", lambda: Watchdog("no cgroup in this test"))
-    monkeypatch.setattr(_layout, "host_hold", lambda: Watchdog("no cgroup in this test"))
+    monkeypatch.setattr(_wall, "host_hold", lambda: Watchdog("no cgroup in this test"))
     limits = Limits(timeout_s=60, processes=32)
 
     result = Sandbox(hostile, tmp_path / "scratch", limits, isolation).run(
@@ -794,7 +797,7 @@ def _grade(paths: list[Path], out: Path, wall: str = "namespaces") -> None:
 
 def test_a_hanging_submission_costs_one_timeout_per_case(tmp_path: Path) -> None:
     from grader.grading._grade import grade_submission
-    from grader.rubric._rubric import load_rubric
+    from grader.rubric import load_rubric
     from tests.submissions import REFERENCE, make_submission
 
     root = make_submission(tmp_path / "hangs")

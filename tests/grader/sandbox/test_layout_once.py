@@ -9,9 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from grader._model import Limits, RunResult
-from grader.sandbox import RunPlan, Sandbox, Serving, Wall
-from grader.sandbox._walls import harness_code
+from grader import Limits, RunResult
+from grader.sandbox import RunPlan, Sandbox, Serving, Wall, harness_code
 
 pytestmark = pytest.mark.slow
 
@@ -161,7 +160,7 @@ def _magic() -> bytes:
 
 def test_a_laid_out_copy_is_readable_to_every_user_and_no_link_in_it_is_followed(
         submission: Path, tmp_path: Path) -> None:
-    from grader.sandbox._layout import LaidOut, readable
+    from grader.sandbox import LaidOut, readable
 
     outside = tmp_path / "outside.txt"
     outside.write_text("not the submission's")
@@ -196,8 +195,7 @@ def test_a_copy_laid_out_ahead_is_the_one_every_run_sees_and_a_partial_one_is_no
     grading begins (``LAID_AHEAD``, renamed so once whole): the grading's runs use that copy
     instead of copying again. One still being laid out (another name), or a link where
     the folder would be, is not used: the grading copies the submission itself."""
-    from grader.sandbox import LAID_AHEAD
-    from grader.sandbox._harness import copy_submission
+    from grader.sandbox import LAID_AHEAD, copy_submission
 
     def laid_ahead(scratch: Path, name: str) -> Path:
         copy_submission(str(submission), str(scratch / name / "copy"), (), shared=True)

@@ -5,6 +5,9 @@ The parent must read submission files only as regular files inside the submissio
 bounded number of bytes each, and must render student text in report.md and Gradescope's
 results.json as text that cannot link, embed, or format anything. Each test here is an
 attack that worked on the grader before these bounds existed.
+
+It tests the private openers ``_open_at`` and ``_open_by_path``
+(``grader.submission._files``) on purpose: each must refuse what the other does.
 """
 
 from __future__ import annotations
@@ -22,23 +25,24 @@ from typing import TypeVar
 
 import pytest
 
-from grader import ManifestError, load_manifest, load_rubric
-from grader._model import CheckResult, CriterionResult, Report, RunResult
-from grader.grading._grade import (
-    _cassettes,
-    _failures,
-    _fixtures,
-    _inputs,
-    _rerecording_problem,
-    _second_set,
-    grade_submission,
+from grader import (
+    CheckResult,
+    CriterionResult,
+    ManifestError,
+    Report,
+    RunResult,
+    load_manifest,
+    load_rubric,
 )
-from grader.outputs._render import render_gradescope, render_markdown
-from grader.outputs._report import render_report_json, report_digest
-from grader.recordings._changelog import append_change, digest_file
-from grader.rubric._rubric import Case
+from grader.grading._grade import _second_set, grade_submission
+from grader.grading._inputs import _inputs
+from grader.grading._reading import _cassettes, _failures, _fixtures
+from grader.grading._rerecording import _rerecording_problem
+from grader.outputs import render_gradescope, render_markdown, render_report_json, report_digest
+from grader.recordings import append_change, digest_file
+from grader.rubric import Case
 from grader.sandbox import RunPlan, Serving
-from grader.submission._manifest import Manifest
+from grader.submission import Manifest
 from tests.grader.outputs.test_render_commonmark import shown as shown_line
 from tests.submissions import REFERENCE, make_submission
 
@@ -298,7 +302,7 @@ def test_inputs_leave_out_what_cannot_be_read_safely(root: Path) -> None:
 
 
 def test_paths_that_leave_the_submission_are_refused_unopened(root: Path) -> None:
-    from grader.submission._files import SubmissionFileError, read_submission_file
+    from grader.submission import SubmissionFileError, read_submission_file
 
     for path in ("../outside/one.json", "/etc/passwd", "", ".", "a\0b"):
         with pytest.raises(SubmissionFileError, match="is not a path inside the submission"):
@@ -306,11 +310,7 @@ def test_paths_that_leave_the_submission_are_refused_unopened(root: Path) -> Non
 
 
 def test_a_missing_file_is_told_apart_from_a_refused_one(root: Path) -> None:
-    from grader.submission._files import (
-        MissingSubmissionFile,
-        SubmissionFileError,
-        read_submission_file,
-    )
+    from grader.submission import MissingSubmissionFile, SubmissionFileError, read_submission_file
 
     (root / "real").mkdir()
     (root / "real" / "file").write_bytes(b"ok")

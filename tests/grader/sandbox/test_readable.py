@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.sandbox._readable import interpreter_parts, readable_copy
+from grader.sandbox import interpreter_parts, readable_copy
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0,
                                 reason="only a root grader makes readable copies (CI is root)")
@@ -134,7 +134,7 @@ def test_a_cache_another_user_could_write_is_refused(prefix: Path, tmp_path: Pat
 def test_a_refusal_under_tmpdir_says_to_change_tmpdir(monkeypatch: pytest.MonkeyPatch) -> None:
     """A student at 1 a.m. with TMPDIR in a private folder of root's: the grader's scratch
     follows it, and the fix is TMPDIR's, not the scratch folder's mode."""
-    from grader.sandbox._isolation import host_root_refusal
+    from grader.sandbox import host_root_refusal
 
     monkeypatch.setenv("TMPDIR", "/root/tmp/")
     said = host_root_refusal("/root/tmp/gradekit-kit-x/harness.pyc is not readable to uid 65534")

@@ -3,6 +3,9 @@
 Most tests run one "zoo" agent whose task names a behaviour (``"connect 4242"``,
 ``"hang"``): a well-behaved agent, agents that mishandle a miss, and agents
 that try to reach past the sandbox.
+
+It reaches ``_sandbox``, ``_walls`` and ``_hold`` on purpose: the refused events, each
+child's cell and the host's hold are those modules' own.
 """
 
 from __future__ import annotations
@@ -27,13 +30,20 @@ from hypothesis import strategies as st
 import gradekit
 import lab
 from gradekit import CassetteMiss, Replay, ToolReplay, prompt_key
-from gradekit._fixtures import decode_fixture
-from grader import load_cases
-from grader._model import Limits, Refusal, RunResult, Served, TraceRecord
-from grader.sandbox import NamespacesWall, RunPlan, Sandbox, Serving, Wall, _sandbox, _walls
-from grader.sandbox._channel import HARNESS
+from gradekit.internal import decode_fixture
+from grader import Limits, Refusal, RunResult, Served, TraceRecord, load_cases
+from grader.sandbox import (
+    HARNESS,
+    NamespacesWall,
+    RunPlan,
+    Sandbox,
+    Serving,
+    Wall,
+    _sandbox,
+    _walls,
+)
 from grader.sandbox._hold import Cell, Watchdog, host_hold
-from grader.submission._manifest import takes_tools
+from grader.submission import takes_tools
 from lab.agent import run as reference_run
 
 pytestmark = pytest.mark.slow

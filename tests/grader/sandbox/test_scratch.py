@@ -1,4 +1,7 @@
-"""Where scratch folders go: in memory where the machine has room, else where TMPDIR says."""
+"""Where scratch folders go: in memory where the machine has room, else where TMPDIR says.
+
+It tests ``grader.sandbox._scratch``'s private helpers on purpose: whether a folder is in
+memory, and the room it needs."""
 
 from __future__ import annotations
 
@@ -9,8 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.sandbox import _scratch
-from grader.sandbox._scratch import scratch_folder, scratch_root
+from grader.sandbox import _scratch, scratch_folder, scratch_root
 
 
 def _memory_usable() -> bool:

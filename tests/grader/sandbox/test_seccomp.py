@@ -1,5 +1,8 @@
 """The allow-list seccomp filter: its program run here by a small classic-BPF interpreter, on
 both machines, then loaded by bubblewrap under a real interpreter on this one.
+
+It tests ``grader.sandbox._seccomp``'s private tables on purpose: the filter's program is
+checked against its own system call numbers.
 """
 
 from __future__ import annotations
@@ -18,8 +21,7 @@ from typing import NamedTuple
 
 import pytest
 
-from grader.sandbox import _seccomp
-from grader.sandbox._isolation import bubblewrap
+from grader.sandbox import _seccomp, bubblewrap
 from grader.sandbox._seccomp import _NUMBERS, ALLOWED, REFUSED_BY_NAME, allow_list_filter
 from tests.conftest import require_namespaces
 

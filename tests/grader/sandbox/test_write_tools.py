@@ -7,6 +7,10 @@ holds. The attacks below are a registry that declares a recorded read-only tool 
 tool, an agent that registers a write tool once its run has begun, and agents that call
 without end or with arguments of many megabytes to grow the grader's memory. A loud-failure
 probe never withholds a write tool's call: no fixture holds it, so it cannot miss.
+
+It tests the sandbox's private ``_declared_writes`` and its caps
+(``grader.sandbox._sandbox``) on purpose: what the parent trusts of a registry, and how much
+it keeps.
 """
 
 from __future__ import annotations
@@ -21,9 +25,8 @@ from pathlib import Path
 import pytest
 
 from gradekit import Tools, tool_key
-from grader._model import CaseOutcome, Limits, RunResult, Served, Withhold
-from grader.sandbox import RunPlan, Sandbox, Serving, Wall
-from grader.sandbox._channel import HARNESS, ProtocolError
+from grader import CaseOutcome, Limits, RunResult, Served, Withhold
+from grader.sandbox import HARNESS, ProtocolError, RunPlan, Sandbox, Serving, Wall
 from grader.sandbox._sandbox import MAX_CALLS, MAX_KEPT, _declared_writes
 from grader.scoring import planned_probes
 

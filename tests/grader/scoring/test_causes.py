@@ -5,8 +5,8 @@ tests/e2e/test_corpus.py (the clockwork shape) and tests/grader/grading/."""
 
 from __future__ import annotations
 
-from grader._model import CaseOutcome, RunResult, Served
-from grader.scoring._causes import cause, holds_date, said, seed_shifted, unsettled_cases
+from grader import CaseOutcome, RunResult, Served
+from grader.scoring import cause, holds_date, said, seed_shifted, unsettled_cases
 
 CASE = "refund-policy"
 

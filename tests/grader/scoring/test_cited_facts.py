@@ -13,11 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from grader._model import CaseOutcome, CriterionResult, Limits, RunResult, Served
-from grader.rubric._rubric import Rubric, parse_rubric
+from grader import CaseOutcome, CriterionResult, Limits, RunResult, Served
+from grader.rubric import Rubric, parse_rubric
 from grader.sandbox import RunPlan, Sandbox, Serving
-from grader.scoring._checks import Evidence
-from grader.scoring._judged import expectations
+from grader.scoring import Evidence, expectations
 
 RUBRIC = parse_rubric(b'''
 [rubric]

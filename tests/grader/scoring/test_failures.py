@@ -8,14 +8,10 @@ from pathlib import Path
 import pytest
 
 from gradekit import UsageError
-from grader._model import CriterionResult
+from grader import CriterionResult
 from grader.grading._grounds import grounds
 from grader.rubric import load_rubric
-from grader.scoring._failures import (
-    find_placeholders,
-    parse_failures,
-    score_written_summary,
-)
+from grader.scoring import find_placeholders, parse_failures, score_written_summary
 
 REPO = Path(__file__).resolve().parents[3]
 POINTS = {"entries": Decimal("6.00"), "boundaries": Decimal("4.00"),

@@ -13,9 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from grader.rubric import Rubric, RubricError, load_rubric
-from grader.rubric._rubric import parse_rubric
-from grader.scoring._checks import stretch_goal, stretch_goals
+from grader.rubric import Rubric, RubricError, load_rubric, parse_rubric
+from grader.scoring import stretch_goal, stretch_goals
 from tests.grader.rubric.test_rubric import BASE, SOURCE
 from tests.grader.scoring.test_stretch_goal import RUBRIC, evidence
 

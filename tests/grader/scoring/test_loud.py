@@ -16,19 +16,20 @@ from pathlib import Path
 
 import pytest
 
-from grader._model import CaseOutcome, ReplayProbe, RunResult, Served, TraceRecord, Withhold
-from grader.rubric._rubric import Case, Criterion, load_rubric
-from grader.scoring._checks import (
+from grader import CaseOutcome, ReplayProbe, RunResult, Served, TraceRecord, Withhold
+from grader.rubric import Case, Criterion, load_rubric
+from grader.scoring import (
     ESCAPED,
     WRAP_ADVICE,
     WRAP_TOOLS_ADVICE,
     Evidence,
     loud_failure,
+    loud_problem,
     loudness,
+    pair_records,
+    planned_probes,
     tracing,
 )
-from grader.scoring._loud import loud_problem, planned_probes
-from grader.scoring._traces import pair_records
 
 REFERENCE = Path(__file__).resolve().parents[3]
 RUBRIC = load_rubric(REFERENCE / "rubric" / "bootcamp.toml")

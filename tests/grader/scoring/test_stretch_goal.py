@@ -11,10 +11,20 @@ import dataclasses
 from decimal import Decimal
 from pathlib import Path
 
-from grader import Report, render_markdown, render_report_json, verify_report
-from grader._model import CaseOutcome, CheckResult, CriterionResult, RunResult, Served, TraceRecord
-from grader.rubric._rubric import Case, load_rubric
-from grader.scoring._checks import Evidence, stretch_goal
+from grader import (
+    CaseOutcome,
+    CheckResult,
+    CriterionResult,
+    Report,
+    RunResult,
+    Served,
+    TraceRecord,
+    render_markdown,
+    render_report_json,
+    verify_report,
+)
+from grader.rubric import Case, load_rubric
+from grader.scoring import Evidence, stretch_goal
 
 REFERENCE = Path(__file__).resolve().parents[3]
 RUBRIC = load_rubric(REFERENCE / "rubric" / "bootcamp.toml")

@@ -1,7 +1,10 @@
 """The written summary judged on what it says: the issue's table of logs, each written as a
 student would, and what each earns. An honest log earns the same in any shape a person
 reads as entries; a hollow one earns nothing for its entries in any shape; a copy of the
-hand-out's example or of another entry is named, never counted."""
+hand-out's example or of another entry is named, never counted.
+
+It reaches the command line's private ``_parser`` and ``grader.scoring._summary``'s
+``SUBCOMMANDS`` on purpose: the commands a summary may name are the parser's."""
 
 from __future__ import annotations
 
@@ -11,9 +14,9 @@ from decimal import Decimal
 
 import pytest
 
-from grader._model import CriterionResult
+from grader import CriterionResult
 from grader.cli._main import _parser
-from grader.scoring._failures import score_written_summary
+from grader.scoring import score_written_summary
 from grader.scoring._summary import EXAMPLE_ENTRY, SUBCOMMANDS, Grounds
 from tests.submissions import REFERENCE
 

@@ -1,5 +1,8 @@
 """Tamper flags: the parent's static scan of a submission's Python source for code that
-reaches for the harness or the process. Pure: files in a temporary folder, no sandbox."""
+reaches for the harness or the process. Pure: files in a temporary folder, no sandbox.
+
+It takes ``FLAGGED`` from ``grader._text`` on purpose: the words every tamper finding starts
+with."""
 
 from __future__ import annotations
 
@@ -20,8 +23,7 @@ import pytest
 
 from grader._text import FLAGGED
 from grader.handout import build_starter
-from grader.submission import Manifest, load_manifest, tamper_findings
-from grader.submission._tamper import FILE_CAP
+from grader.submission import FILE_CAP, Manifest, load_manifest, tamper_findings
 from tests.submissions import REFERENCE, VARIANTS, Context, make_submission
 
 FRAMES = "walks the call stack's frames"
