@@ -30,8 +30,8 @@ LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON
 ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help record grade check test test-fast bench dashboard local-model local-model-install \
-	local-model-llamacpp local-model-numpy clean
+.PHONY: help record grade check lint typecheck format test test-fast bench dashboard local-model \
+	local-model-install local-model-llamacpp local-model-numpy clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 22
@@ -77,11 +77,24 @@ grade: $(RUNTIME_STAMP) ## grade the kit offline on its shipped cassettes
 check: $(RUNTIME_STAMP) ## the three one-minute checkpoints and the grade they predict
 	$(BIN)/gradekit check $(ARGS)
 
+# The gate's two static halves, each a target of its own: ruff's rules and its formatter's
+# check, then mypy --strict over what [tool.mypy] names. `make format` writes what
+# `make lint` asks for: the formatter first, then ruff's own fixes; what no fix can mend
+# (a line too long) it names, and exits 1.
+lint: $(STAMP) ## ruff check and ruff format --check: what make test runs first
+	$(BIN)/ruff check .
+	@$(BIN)/ruff format --check . || { echo "make format rewrites them so"; exit 1; }
+
+typecheck: $(STAMP) ## mypy (strict) over every file [tool.mypy] names
+	$(BIN)/mypy
+
+format: $(STAMP) ## rewrite the tree as make lint wants it: ruff format, then ruff check --fix
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
 # Both loops spread their tests over every CPU (pytest-xdist): a module's shared fixtures
 # are built once in each worker that runs its tests.
-test: $(STAMP) ## ruff, mypy (strict) and the test suite, on every CPU
-	$(BIN)/ruff check .
-	$(BIN)/mypy
+test: $(STAMP) lint typecheck ## the whole gate: make lint, make typecheck, then every test on every CPU
 	env -u PYTHONDONTWRITEBYTECODE $(BIN)/pytest -q -n auto $(ARGS)
 
 # The fast loop: every test not marked slow, on every CPU, with bytecode kept between runs

@@ -88,47 +88,68 @@ def baseline_rows(reference: Path, folder: Path, wall_name: str, repeats: int) -
     if not tree.is_dir():
         made = _archive(tree)
         if made is not None:
-            return [note_row(f"{operation}: {BASELINE} beside this checkout",
-                             value=f"not run: {made}")]
+            return [
+                note_row(f"{operation}: {BASELINE} beside this checkout", value=f"not run: {made}")
+            ]
     measured: dict[str, list[float]] = {}
     rows: list[Row] = []
     for name, root in ((BASELINE, tree), ("this checkout", REPO)):
-        got = _measure(root, reference, folder / f"baseline-scratch-{name.replace(' ', '-')}",
-                       wall_name, repeats)
+        got = _measure(
+            root,
+            reference,
+            folder / f"baseline-scratch-{name.replace(' ', '-')}",
+            wall_name,
+            repeats,
+        )
         if isinstance(got, str):
             return [*rows, note_row(f"{operation}, {name}", value=f"not run: {got}")]
         spent, counts = got
         measured[name] = spent
-        shown = "/".join(str(n) for n in counts) + " children a grade" if counts \
+        shown = (
+            "/".join(str(n) for n in counts) + " children a grade"
+            if counts
             else "children not counted there"
+        )
         rows.append(timed(f"{operation}, {name}", shown, summarize(spent)))
     ours, theirs = (summarize(measured[name]).median_ns for name in ("this checkout", BASELINE))
     share = ours / theirs if theirs else float("inf")
     verdict = "met" if share <= SHARE_TARGET else "missed"
-    rows.append(note_row(f"{operation}: this checkout as a share of {BASELINE}",
-                         value=f"{share:.2f} (target at most {SHARE_TARGET:.2f}: {verdict})"))
+    rows.append(
+        note_row(
+            f"{operation}: this checkout as a share of {BASELINE}",
+            value=f"{share:.2f} (target at most {SHARE_TARGET:.2f}: {verdict})",
+        )
+    )
     return rows
 
 
 def _archive(tree: Path) -> str | None:
     """Unpack the baseline's tree at ``tree``; None, or why it could not be."""
-    found = subprocess.run(["git", "-C", str(REPO), "cat-file", "-e", f"{BASELINE}^{{commit}}"],
-                           capture_output=True, check=False)
+    found = subprocess.run(
+        ["git", "-C", str(REPO), "cat-file", "-e", f"{BASELINE}^{{commit}}"],
+        capture_output=True,
+        check=False,
+    )
     if found.returncode != 0:
-        return (f"this clone does not hold {BASELINE} (a shallow clone?): "
-                f"`git fetch --unshallow` brings it")
+        return (
+            f"this clone does not hold {BASELINE} (a shallow clone?): "
+            f"`git fetch --unshallow` brings it"
+        )
     tree.mkdir(parents=True)
-    archive = subprocess.run(["git", "-C", str(REPO), "archive", BASELINE],
-                             capture_output=True, check=False)
+    archive = subprocess.run(
+        ["git", "-C", str(REPO), "archive", BASELINE], capture_output=True, check=False
+    )
     if archive.returncode != 0:
         return archive.stderr.decode(errors="replace").strip() or "git archive failed"
-    unpacked = subprocess.run(["tar", "-x", "-C", str(tree)], input=archive.stdout,
-                              capture_output=True, check=False)
+    unpacked = subprocess.run(
+        ["tar", "-x", "-C", str(tree)], input=archive.stdout, capture_output=True, check=False
+    )
     return None if unpacked.returncode == 0 else "tar could not unpack the baseline"
 
 
-def _measure(tree: Path, reference: Path, scratch: Path, wall_name: str,
-             repeats: int) -> tuple[list[float], list[int]] | str:
+def _measure(
+    tree: Path, reference: Path, scratch: Path, wall_name: str, repeats: int
+) -> tuple[list[float], list[int]] | str:
     """Grade ``reference`` with the grader at ``tree`` in a process of its own: each grade's
     CPU (ns) and the children a grade started (none where that grader does not count
     them), or why it failed."""
@@ -138,11 +159,25 @@ def _measure(tree: Path, reference: Path, scratch: Path, wall_name: str,
     group = _cgroup(scratch.name)
     try:
         done = subprocess.run(
-            [sys.executable, "-c", _SCRIPT, str(tree), str(reference),
-             str(tree / "rubric" / "bootcamp.toml"), wall_name, str(scratch), str(repeats),
-             "" if group is None else str(group[1])],
-            capture_output=True, text=True, env=env, cwd=scratch, check=False,
-            preexec_fn=None if group is None else lambda: _join(group[0]))
+            [
+                sys.executable,
+                "-c",
+                _SCRIPT,
+                str(tree),
+                str(reference),
+                str(tree / "rubric" / "bootcamp.toml"),
+                wall_name,
+                str(scratch),
+                str(repeats),
+                "" if group is None else str(group[1]),
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=scratch,
+            check=False,
+            preexec_fn=None if group is None else lambda: _join(group[0]),
+        )
     finally:
         if group is not None:
             with contextlib.suppress(OSError):
@@ -158,8 +193,10 @@ def _cgroup(name: str) -> tuple[Path, Path] | None:
     its descendants' (cgroup v1's cpuacct, else v2's cpu.stat); None where none can be
     made (the CPU is then the reaped processes', which misses runs whose pid namespace
     ended before anything reaped them)."""
-    for root, usage in ((Path("/sys/fs/cgroup/cpuacct"), "cpuacct.usage"),
-                        (Path("/sys/fs/cgroup"), "cpu.stat")):
+    for root, usage in (
+        (Path("/sys/fs/cgroup/cpuacct"), "cpuacct.usage"),
+        (Path("/sys/fs/cgroup"), "cpu.stat"),
+    ):
         if not (root / usage).is_file():
             continue
         folder = root / f"gradekit-bench-{os.getpid()}-{name}"

@@ -28,8 +28,7 @@ def chat(index: int, tag: str = "Question") -> Chat:
     question = f"{tag} {index:05d}: is the refund policy applied correctly in this answer?"
     return {
         "model": MODEL,
-        "messages": [{"role": "system", "content": _SYSTEM},
-                     {"role": "user", "content": question}],
+        "messages": [{"role": "system", "content": _SYSTEM}, {"role": "user", "content": question}],
         "temperature": 0,
     }
 
@@ -45,10 +44,19 @@ def completion(request: Chat) -> bytes:
     text = answer_text(request)
     digest = hashlib.sha256(text.encode()).hexdigest()[:12]
     body = {
-        "id": f"chatcmpl-{digest}", "object": "chat.completion", "created": _CREATED,
-        "model": request["model"], "system_fingerprint": "fp_bench",
-        "choices": [{"index": 0, "finish_reason": "stop", "logprobs": None,
-                     "message": {"role": "assistant", "content": text, "refusal": None}}],
+        "id": f"chatcmpl-{digest}",
+        "object": "chat.completion",
+        "created": _CREATED,
+        "model": request["model"],
+        "system_fingerprint": "fp_bench",
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "stop",
+                "logprobs": None,
+                "message": {"role": "assistant", "content": text, "refusal": None},
+            }
+        ],
         "usage": {"prompt_tokens": 120, "completion_tokens": 4, "total_tokens": 124},
     }
     return json.dumps(body, indent=2).encode()

@@ -38,11 +38,20 @@ class Overhead:
     def rows(self, size: str, *, same: str = "") -> list[Row]:
         """Its two rows; ``same`` says what they share with the rows beside them."""
         return [
-            timed(f"{self.name} wrap_llm crossing, RECORD overhead, JSONL store: each crossing "
-                  f"written to a file before the call returns{same}", size, self.jsonl,
-                  RECORD_TARGET),
-            timed(f"{self.name} wrap_llm crossing, RECORD overhead, no store: kept in memory "
-                  f"only{same}", size, self.memory, RECORD_TARGET),
+            timed(
+                f"{self.name} wrap_llm crossing, RECORD overhead, JSONL store: each crossing "
+                f"written to a file before the call returns{same}",
+                size,
+                self.jsonl,
+                RECORD_TARGET,
+            ),
+            timed(
+                f"{self.name} wrap_llm crossing, RECORD overhead, no store: kept in memory "
+                f"only{same}",
+                size,
+                self.memory,
+                RECORD_TARGET,
+            ),
         ]
 
 
@@ -51,19 +60,31 @@ def overhead(reps: Reps, texts: list[str], *, venv: Path = VENV) -> Overhead | s
     python = venv / "bin" / "python"
     if not python.exists():
         return f"not installed: {venv.name} is missing (make bench builds it)"
-    request = {"samples": reps.samples, "inner": reps.inner, "warmup": reps.warmup,
-               "texts": texts[: reps.calls]}
-    done = subprocess.run([str(python), str(_CHILD)], input=json.dumps(request), text=True,
-                          capture_output=True, timeout=_TIMEOUT_S, check=False)
+    request = {
+        "samples": reps.samples,
+        "inner": reps.inner,
+        "warmup": reps.warmup,
+        "texts": texts[: reps.calls],
+    }
+    done = subprocess.run(
+        [str(python), str(_CHILD)],
+        input=json.dumps(request),
+        text=True,
+        capture_output=True,
+        timeout=_TIMEOUT_S,
+        check=False,
+    )
     if done.returncode != 0:
-        raise RuntimeError(f"{_CHILD.name} failed in {venv.name} (exit {done.returncode}):\n"
-                           f"{done.stderr[-2000:]}")
+        raise RuntimeError(
+            f"{_CHILD.name} failed in {venv.name} (exit {done.returncode}):\n{done.stderr[-2000:]}"
+        )
     answer = json.loads(done.stdout)
     if "missing" in answer:
         return f"not installed in {venv.name} ({answer['missing']}; make bench installs it)"
     stores = answer["stores"]
-    return Overhead(f"agent-chronicle {answer['version']}", _stats(stores["jsonl"]),
-                    _stats(stores["memory"]))
+    return Overhead(
+        f"agent-chronicle {answer['version']}", _stats(stores["jsonl"]), _stats(stores["memory"])
+    )
 
 
 def _stats(raw: dict[str, float]) -> Stats:
@@ -76,8 +97,9 @@ def measure(reps: Reps, texts: list[str]) -> PeerRows:
     if isinstance(measured, str):
         row = note_row(f"agent-chronicle 0.5.0: {measured}")
         return PeerRows(record=[row], peers=[row])
-    return PeerRows(record=measured.rows(fmt_size(len(texts))),
-                    notes=[_NOTE.format(name=measured.name)])
+    return PeerRows(
+        record=measured.rows(fmt_size(len(texts))), notes=[_NOTE.format(name=measured.name)]
+    )
 
 
 _NOTE = (

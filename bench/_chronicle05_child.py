@@ -48,10 +48,18 @@ def main() -> int:
         print(json.dumps({"missing": str(exc)}))
         return 0
     call = chronicle.wrap_llm(_BOUNDARY, _dispatch)
-    stores = {"jsonl": _jsonl(chronicle, call, texts, reps),
-              "memory": _memory(chronicle, call, texts, reps)}
-    print(json.dumps({"version": importlib.metadata.version("agent-chronicle"),
-                      "stores": {name: _json(stats) for name, stats in stores.items()}}))
+    stores = {
+        "jsonl": _jsonl(chronicle, call, texts, reps),
+        "memory": _memory(chronicle, call, texts, reps),
+    }
+    print(
+        json.dumps(
+            {
+                "version": importlib.metadata.version("agent-chronicle"),
+                "stores": {name: _json(stats) for name, stats in stores.items()},
+            }
+        )
+    )
     return 0
 
 
@@ -59,8 +67,7 @@ def _jsonl(chronicle: Any, call: Callable[[str], str], texts: list[str], reps: R
     """Every crossing written to a JSONL file before the call returns."""
     with tempfile.TemporaryDirectory(prefix="gradekit-bench-chronicle05-") as tmp:
         path = Path(tmp) / "trace.jsonl"
-        stats = _overhead(lambda: chronicle.record("gradekit-bench", store=path), call, texts,
-                          reps)
+        stats = _overhead(lambda: chronicle.record("gradekit-bench", store=path), call, texts, reps)
         lines = len(path.read_bytes().splitlines())
     if lines != len(texts):
         raise RuntimeError(f"chronicle 0.5.0 stored {lines} of {len(texts)} crossings")
@@ -76,8 +83,9 @@ def _memory(chronicle: Any, call: Callable[[str], str], texts: list[str], reps: 
     return stats
 
 
-def _overhead(span: Callable[[], Any], call: Callable[[str], str], texts: list[str],
-              reps: Reps) -> Stats:
+def _overhead(
+    span: Callable[[], Any], call: Callable[[str], str], texts: list[str], reps: Reps
+) -> Stats:
     bare = per_call(_dispatch, texts, reps)
     with span():
         gross = per_call(call, texts, reps)

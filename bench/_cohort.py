@@ -83,9 +83,11 @@ _REVIEWED = (12, 3)  # number % 12 == 3: the first report's written summary is r
 _REGRADED = ((16, 1), (24, 15))  # number % 16 == 1 or number % 24 == 15: graded twice
 _CONFIRMED_AGAIN = (32, 1)  # number % 32 == 1: the second report's summary is confirmed
 _REVIEWERS = ("kim", "ana", "lee")
-_UNGRADABLE_REASON = ("no pyproject.toml, so this folder is not a submission: a submission is "
-                      "a copy of the lab with its pyproject.toml at the top; add it, or remove "
-                      "the folder from the batch")
+_UNGRADABLE_REASON = (
+    "no pyproject.toml, so this folder is not a submission: a submission is "
+    "a copy of the lab with its pyproject.toml at the top; add it, or remove "
+    "the folder from the batch"
+)
 
 
 def student_name(number: int) -> str:
@@ -105,24 +107,39 @@ def synthetic_grades(out: Path, n: int, *, reviews: bool = True) -> None:
     version = grader_version()
     ledger = out / LEDGER
     students = [student_name(number) for number in range(n)]
-    first = [_grade(out, rubric, student, attempt=1) if not _is(number, _UNGRADABLE) else
-             error_row(student, student, _UNGRADABLE_REASON, status="ungradable")
-             for number, student in enumerate(students)]
+    first = [
+        _grade(out, rubric, student, attempt=1)
+        if not _is(number, _UNGRADABLE)
+        else error_row(student, student, _UNGRADABLE_REASON, status="ungradable")
+        for number, student in enumerate(students)
+    ]
     append_grading(ledger, rubric, first, out, version)
     latest = {row.student: row for row in first}
     if reviews:
-        _review(out, rubric, [(row, number // _REVIEWED[0] % 3 != 1)
-                              for number, row in enumerate(first)
-                              if row.status in REPORTED and _is(number, _REVIEWED)])
-    again = [number for number, row in enumerate(first)
-             if row.status in REPORTED and any(_is(number, pick) for pick in _REGRADED)]
+        _review(
+            out,
+            rubric,
+            [
+                (row, number // _REVIEWED[0] % 3 != 1)
+                for number, row in enumerate(first)
+                if row.status in REPORTED and _is(number, _REVIEWED)
+            ],
+        )
+    again = [
+        number
+        for number, row in enumerate(first)
+        if row.status in REPORTED and any(_is(number, pick) for pick in _REGRADED)
+    ]
     second = {number: _grade(out, rubric, students[number], attempt=2) for number in again}
     if second:
         append_grading(ledger, rubric, list(second.values()), out, version)
         latest |= {row.student: row for row in second.values()}
     if reviews:  # a confirmation of some second reports
-        _review(out, rubric, [(row, False) for number, row in second.items()
-                              if _is(number, _CONFIRMED_AGAIN)])
+        _review(
+            out,
+            rubric,
+            [(row, False) for number, row in second.items() if _is(number, _CONFIRMED_AGAIN)],
+        )
     _write_gradebook(out, rubric, [latest[student] for student in students])
 
 
@@ -145,57 +162,92 @@ def _grade(out: Path, rubric: Rubric, student: str, *, attempt: int) -> Gradeboo
     skill = _rng("skill", student).betavariate(4, 2)  # most do well, a long tail does not
     draw = _rng("checks", student, attempt)
     failures = _failures(_rng("failures", student, attempt), skill)
-    criteria = tuple(_criterion(rubric, criterion, skill, draw, failures)
-                     for criterion in rubric.criteria)
-    inputs = {path: hashlib.sha256(f"{student}/{path}/{attempt}".encode()).hexdigest()
-              for path in ("FAILURES.md", "lab/agent.py", "pyproject.toml")}
+    criteria = tuple(
+        _criterion(rubric, criterion, skill, draw, failures) for criterion in rubric.criteria
+    )
+    inputs = {
+        path: hashlib.sha256(f"{student}/{path}/{attempt}".encode()).hexdigest()
+        for path in ("FAILURES.md", "lab/agent.py", "pyproject.toml")
+    }
     inputs["FAILURES.md"] = hashlib.sha256(failures.encode()).hexdigest()
-    report = Report(submission=student, rubric_id=rubric.id, rubric_version=rubric.version,
-                    rubric_sha256=rubric.sha256, inputs=dict(sorted(inputs.items())),
-                    criteria=criteria)
+    report = Report(
+        submission=student,
+        rubric_id=rubric.id,
+        rubric_version=rubric.version,
+        rubric_sha256=rubric.sha256,
+        inputs=dict(sorted(inputs.items())),
+        criteria=criteria,
+    )
     folder = out / student
-    digest = write_submission(folder, report, _evidence(rubric, student, failures, draw),
-                              isolation=ISOLATION)
+    digest = write_submission(
+        folder, report, _evidence(rubric, student, failures, draw), isolation=ISOLATION
+    )
     # Archived here without append_grading's fsync per file: the same bytes, in seconds.
     kept = archive_path(out, digest)
     kept.parent.mkdir(parents=True, exist_ok=True)
     kept.write_bytes((folder / REPORT).read_bytes())
-    return GradebookRow(submission=student, student=student, status="graded",
-                        total=points_text(report.total), max=points_text(report.max),
-                        criteria={c.id: points_text(c.points) for c in criteria},
-                        digest=digest, reason="")
+    return GradebookRow(
+        submission=student,
+        student=student,
+        status="graded",
+        total=points_text(report.total),
+        max=points_text(report.max),
+        criteria={c.id: points_text(c.points) for c in criteria},
+        digest=digest,
+        reason="",
+    )
 
 
-def _criterion(rubric: Rubric, criterion: Criterion, skill: float, draw: random.Random,
-               failures: str) -> CriterionResult:
+def _criterion(
+    rubric: Rubric, criterion: Criterion, skill: float, draw: random.Random, failures: str
+) -> CriterionResult:
     if criterion.check == "written_summary":
         return _written_summary(failures, criterion)
     checks = []
     for check_id, most in (per_case_points(rubric, criterion) | dict(criterion.points)).items():
         passed = draw.random() < skill
         detail = "as expected" if passed else f"{check_id}: not as expected (synthetic)"
-        checks.append(CheckResult(check_id, passed, most if passed else Decimal("0.00"), most,
-                                  detail))
+        checks.append(
+            CheckResult(check_id, passed, most if passed else Decimal("0.00"), most, detail)
+        )
     lost = [check.id for check in checks if not check.passed]
     return CriterionResult(
-        id=criterion.id, title=criterion.title,
+        id=criterion.id,
+        title=criterion.title,
         points=sum((check.points for check in checks), Decimal(0)),
-        max=Decimal(criterion.weight).quantize(Decimal("0.01")), checks=tuple(checks),
+        max=Decimal(criterion.weight).quantize(Decimal("0.01")),
+        checks=tuple(checks),
         review=criterion.check == "stretch_goal",
-        advice=(f"Fix {', '.join(lost)}: {criterion.typical_loss}.",) if lost else ())
+        advice=(f"Fix {', '.join(lost)}: {criterion.typical_loss}.",) if lost else (),
+    )
 
 
 def _written_summary(failures: str, criterion: Criterion) -> CriterionResult:
     """The real scoring of a FAILURES.md; a cohort has a few dozen distinct ones."""
-    return _scored_summary(failures, criterion.id, criterion.title, criterion.weight,
-                           tuple(sorted(criterion.points.items())))
+    return _scored_summary(
+        failures,
+        criterion.id,
+        criterion.title,
+        criterion.weight,
+        tuple(sorted(criterion.points.items())),
+    )
 
 
 @functools.lru_cache(maxsize=256)
-def _scored_summary(failures: str, criterion_id: str, title: str, weight: int,
-                    points: tuple[tuple[str, Decimal], ...]) -> CriterionResult:
-    return score_written_summary(failures, points=dict(points), weight=Decimal(weight),
-                                 criterion_id=criterion_id, title=title)
+def _scored_summary(
+    failures: str,
+    criterion_id: str,
+    title: str,
+    weight: int,
+    points: tuple[tuple[str, Decimal], ...],
+) -> CriterionResult:
+    return score_written_summary(
+        failures,
+        points=dict(points),
+        weight=Decimal(weight),
+        criterion_id=criterion_id,
+        title=title,
+    )
 
 
 _ENTRY = """
@@ -214,9 +266,13 @@ def _failures(draw: random.Random, skill: float) -> str:
     """A FAILURES.md: more complete entries, boundaries and no template text with skill."""
     entries = sum(draw.random() < skill for _ in range(3))
     text = "# Failures\n" + "".join(
-        _ENTRY.format(title=f"Failure {number}", case=("refund-policy", "sql-explain")[number % 2],
-                      fix="Fix" if number % 2 else "Status")
-        for number in range(1, entries + 1))
+        _ENTRY.format(
+            title=f"Failure {number}",
+            case=("refund-policy", "sql-explain")[number % 2],
+            fix="Fix" if number % 2 else "Status",
+        )
+        for number in range(1, entries + 1)
+    )
     if draw.random() < skill:
         text += _BOUNDARIES
     if draw.random() > skill:
@@ -228,16 +284,30 @@ def _evidence(rubric: Rubric, student: str, failures: str, draw: random.Random) 
     """What the primary run observed: a few served calls per case, each traced."""
     outcomes = {}
     for case in rubric.cases:
-        keys = [hashlib.sha256(f"{student}/{case.id}/{call}".encode()).hexdigest()
-                for call in range(1 + draw.randrange(3))]
+        keys = [
+            hashlib.sha256(f"{student}/{case.id}/{call}".encode()).hexdigest()
+            for call in range(1 + draw.randrange(3))
+        ]
         outcomes[case.id] = CaseOutcome(
-            case=case.id, status="returned", answer=f"the answer to {case.id}",
+            case=case.id,
+            status="returned",
+            answer=f"the answer to {case.id}",
             returned_type="str",
             calls=tuple(Served(key, True, trace_lines=number) for number, key in enumerate(keys)),
-            trace=tuple(TraceRecord(key, _LABEL, 12, True) for key in keys))
+            trace=tuple(TraceRecord(key, _LABEL, 12, True) for key in keys),
+        )
     primary = RunResult(outcomes, stdout=f"{student}: {len(outcomes)} cases answered\n")
-    return Evidence(cases=rubric.cases, label=_LABEL, primary=primary, others=(), loud=(),
-                    probe=None, failures=failures, stretch=(), second_set=None)
+    return Evidence(
+        cases=rubric.cases,
+        label=_LABEL,
+        primary=primary,
+        others=(),
+        loud=(),
+        probe=None,
+        failures=failures,
+        stretch=(),
+        second_set=None,
+    )
 
 
 # -- reviews -------------------------------------------------------------------------------------
@@ -256,20 +326,33 @@ def _review(out: Path, rubric: Rubric, rows: Sequence[tuple[GradebookRow, bool]]
         draw = _rng("reviewer", row.student, row.digest)
         automated = cents_of(row.criteria[summary.id], summary.id)
         delta = Decimal(draw.choice((1, 2, 3, 4)))
-        changed = automated - delta if automated >= delta else \
-            min(automated + delta, Decimal(summary.weight))
+        changed = (
+            automated - delta
+            if automated >= delta
+            else min(automated + delta, Decimal(summary.weight))
+        )
         points = points_text(changed) if override and changed != automated else None
-        request = ReviewRequest(student=row.student, criterion=summary.id, points=points,
-                                by=draw.choice(_REVIEWERS),
-                                reason="read the write-up" if points is None else
-                                "the entries say more than their structure shows")
+        request = ReviewRequest(
+            student=row.student,
+            criterion=summary.id,
+            points=points,
+            by=draw.choice(_REVIEWERS),
+            reason="read the write-up"
+            if points is None
+            else "the entries say more than their structure shows",
+        )
         planned.append(plan_review(events.get(row.student, []), request, out))
     written = append_events(out / LEDGER, [event for event, _ in planned])
     for event, (_, document) in zip(written, planned, strict=True):
         student, digest = str(event["student"]), str(event["report"])
         events.setdefault(student, []).append(event)
-        rewrite_results(out / str(event["submission"]), digest, document,
-                        current_reviews(events[student], digest), None)
+        rewrite_results(
+            out / str(event["submission"]),
+            digest,
+            document,
+            current_reviews(events[student], digest),
+            None,
+        )
 
 
 def _runs_by_student(out: Path) -> dict[str, list[Mapping[str, Any]]]:
@@ -288,4 +371,3 @@ def _write_gradebook(out: Path, rubric: Rubric, rows: Sequence[GradebookRow]) ->
     """Every row with its review and final cells, filled by ``apply_reviews`` itself."""
     (out / GRADEBOOK).write_bytes(gradebook_csv(rows, [c.id for c in rubric.criteria]))
     apply_reviews(out, rows)
-

@@ -80,8 +80,9 @@ def measure(plan: Plan, folder: Path) -> list[Table]:
     folder = folder / "incidents"
     folder.mkdir(parents=True, exist_ok=True)
     recorded = {case.name: record(case, folder / f"{case.name}.jsonl") for case in CASES}
-    benign = {case.name: record(case, folder / f"{case.name}-benign.jsonl", benign=True)
-              for case in CASES}
+    benign = {
+        case.name: record(case, folder / f"{case.name}-benign.jsonl", benign=True) for case in CASES
+    }
     overhead_rows, overhead_notes = _overhead(plan.record, folder)
     studies = [_study(case, recorded[case.name], benign[case.name]) for case in CASES]
     claims = [
@@ -93,8 +94,10 @@ def measure(plan: Plan, folder: Path) -> list[Table]:
         *_lookup_rows(sizes),
     ]
     notes = [_PAPER_NOTE, *overhead_notes, _BASELINE_NOTE, _LOOKUP_NOTE]
-    return [Table(_TITLE, claims, notes),
-            Table(_PER_INCIDENT, [_incident_row(study) for study in studies], [_ORACLE_NOTE])]
+    return [
+        Table(_TITLE, claims, notes),
+        Table(_PER_INCIDENT, [_incident_row(study) for study in studies], [_ORACLE_NOTE]),
+    ]
 
 
 _TITLE = "7. Cut-point replay: six incidents, beside the Chronicle paper and agent-chronicle"
@@ -116,20 +119,42 @@ def _overhead(reps: Reps, folder: Path) -> tuple[list[Row], list[str]]:
         ours = per_call(wrapped.complete, texts, reps).minus(bare.median_ns)
     tool_ours = _tool_overhead(reps, folder)
     rows = [
-        timed("gradekit Recorder.complete, new prompt, RECORD overhead (1 KB prompt; minus the "
-              "bare FakeProvider call)", size, recorder, RECORD_TARGET),
-        timed("gradekit IncidentRecorder model crossing, RECORD overhead (1 KB prompt; minus "
-              "the bare FakeProvider call)", size, ours, RECORD_TARGET),
-        timed("gradekit IncidentRecorder read-tool crossing, RECORD overhead (minus the "
-              "bare LiveToolbox call)", size, tool_ours, RECORD_TARGET),
+        timed(
+            "gradekit Recorder.complete, new prompt, RECORD overhead (1 KB prompt; minus the "
+            "bare FakeProvider call)",
+            size,
+            recorder,
+            RECORD_TARGET,
+        ),
+        timed(
+            "gradekit IncidentRecorder model crossing, RECORD overhead (1 KB prompt; minus "
+            "the bare FakeProvider call)",
+            size,
+            ours,
+            RECORD_TARGET,
+        ),
+        timed(
+            "gradekit IncidentRecorder read-tool crossing, RECORD overhead (minus the "
+            "bare LiveToolbox call)",
+            size,
+            tool_ours,
+            RECORD_TARGET,
+        ),
     ]
     peers: list[tuple[str, Stats]] = []  # (what, overhead): the ratios' numerators, in order
     theirs, name, why = _chronicle_overhead(reps, texts)
     if theirs is None:
         rows.append(note_row(f"agent-chronicle 1.x: not measured ({why})"))
     else:
-        rows.append(timed(f"{name} wrap_llm crossing, RECORD overhead, in-memory control plane "
-                          "(same prompts; minus the bare function)", size, theirs, RECORD_TARGET))
+        rows.append(
+            timed(
+                f"{name} wrap_llm crossing, RECORD overhead, in-memory control plane "
+                "(same prompts; minus the bare function)",
+                size,
+                theirs,
+                RECORD_TARGET,
+            )
+        )
         peers.append((name.removeprefix("agent-chronicle "), theirs))
     paper = _chronicle05.overhead(reps, texts)
     if isinstance(paper, str):
@@ -140,12 +165,21 @@ def _overhead(reps: Reps, folder: Path) -> tuple[list[Row], list[str]]:
         peers += [(f"{version} JSONL", paper.jsonl), (f"{version} no store", paper.memory)]
     if not peers:
         return rows, []
-    rows += [_ratio_row("gradekit Recorder", recorder, peers, size),
-             _ratio_row("gradekit IncidentRecorder, model crossing", ours, peers, size)]
+    rows += [
+        _ratio_row("gradekit Recorder", recorder, peers, size),
+        _ratio_row("gradekit IncidentRecorder, model crossing", ours, peers, size),
+    ]
     share = 100 * ours.median_ns / _MODEL_CALL_NS
-    rows.append(Row("gradekit model-crossing overhead as a share of a 300 ms model call", size,
-                    f"{share:.4f}%", "—", f"{_PAPER}: 23 µs = 0.008%",
-                    "meets" if ours.median_ns < 23_000 else "misses"))
+    rows.append(
+        Row(
+            "gradekit model-crossing overhead as a share of a 300 ms model call",
+            size,
+            f"{share:.4f}%",
+            "—",
+            f"{_PAPER}: 23 µs = 0.008%",
+            "meets" if ours.median_ns < 23_000 else "misses",
+        )
+    )
     return rows, [_RECORDING_NOTE]
 
 
@@ -160,8 +194,14 @@ def _ratio_row(ours: str, stats: Stats, peers: list[tuple[str, Stats]], size: st
     judged = [ratio for what, ratio in ratios.items() if not what.startswith("0.")]
     shown = " · ".join(f"{what} x{ratio:.1f}" for what, ratio in ratios.items())
     verdict = "—" if not judged else "meets" if min(judged) >= 10 else "misses"
-    return Row(f"agent-chronicle / {ours} recording overhead (medians)", size, shown, "—",
-               ">= x10 against 1.x", verdict)
+    return Row(
+        f"agent-chronicle / {ours} recording overhead (medians)",
+        size,
+        shown,
+        "—",
+        ">= x10 against 1.x",
+        verdict,
+    )
 
 
 def _recorder_overhead(reps: Reps, texts: list[str], folder: Path, bare: Stats) -> Stats:
@@ -170,8 +210,11 @@ def _recorder_overhead(reps: Reps, texts: list[str], folder: Path, bare: Stats) 
     One credential-shaped variable is set, fixed, as in section 3: the secret scan every
     recorded answer gets is paid as in real use.
     """
-    recorder = Recorder(FakeProvider(lambda prompt: "answer"), folder / "recorder.json",
-                        env={"GRADEKIT_API_KEY": "bench-placeholder-not-a-key"})
+    recorder = Recorder(
+        FakeProvider(lambda prompt: "answer"),
+        folder / "recorder.json",
+        env={"GRADEKIT_API_KEY": "bench-placeholder-not-a-key"},
+    )
     with recorder:
         gross = per_call(recorder.complete, texts, reps)
     if recorder.recorded != len(texts):
@@ -233,26 +276,45 @@ def _full_replay_row(recorded: dict[str, Path]) -> Row:
     for case in CASES:
         model = FakeProvider(lambda prompt: "a live answer")
         calls: list[str] = []
-        replayed = replay_incident(recorded[case.name], case.agent(case.buggy),
-                                   provider=model, tools=case.tools(calls))
+        replayed = replay_incident(
+            recorded[case.name], case.agent(case.buggy), provider=model, tools=case.tools(calls)
+        )
         if replayed.error is not None or any(c.live for c in replayed.crossings):
             raise RuntimeError(f"{case.name}: the full replay did not serve every crossing")
         model_calls += len(model.calls)
         tool_calls += len(calls)
     value = f"{model_calls} model, {tool_calls} tool"
     ok = model_calls == 0 and tool_calls == 0
-    return Row("gradekit live calls during a full replay (default Plan), all six incidents",
-               f"{len(CASES)} replays", value, "—", f"= 0 ({_PAPER}: 0 model calls)",
-               "meets" if ok else "misses")
+    return Row(
+        "gradekit live calls during a full replay (default Plan), all six incidents",
+        f"{len(CASES)} replays",
+        value,
+        "—",
+        f"= 0 ({_PAPER}: 0 model calls)",
+        "meets" if ok else "misses",
+    )
 
 
 def digest(replayed: Replayed) -> str:
     """SHA-256 of the replay's crossings in canonical JSON: the outcome, bit for bit."""
-    crossings = [{"boundary": c.boundary, "error": c.error, "input": c.input, "key": c.key,
-                  "kind": c.kind, "live": c.live, "output": c.output, "ran": c.ran}
-                 for c in replayed.crossings]
-    document = {"answer": replayed.answer, "crossings": crossings,
-                "error": None if replayed.error is None else repr(replayed.error)}
+    crossings = [
+        {
+            "boundary": c.boundary,
+            "error": c.error,
+            "input": c.input,
+            "key": c.key,
+            "kind": c.kind,
+            "live": c.live,
+            "output": c.output,
+            "ran": c.ran,
+        }
+        for c in replayed.crossings
+    ]
+    document = {
+        "answer": replayed.answer,
+        "crossings": crossings,
+        "error": None if replayed.error is None else repr(replayed.error),
+    }
     text = json.dumps(document, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
@@ -261,13 +323,27 @@ def _stability_row(recorded: dict[str, Path], replays: int) -> Row:
     """Each incident replayed ``replays`` times with the action live and the buggy code."""
     worst = 0
     for case in CASES:
-        digests = {digest(replay_incident(recorded[case.name], case.agent(case.buggy),
-                                          plan=Cut.of({case.action}), tools=case.tools()))
-                   for _ in range(replays)}
+        digests = {
+            digest(
+                replay_incident(
+                    recorded[case.name],
+                    case.agent(case.buggy),
+                    plan=Cut.of({case.action}),
+                    tools=case.tools(),
+                )
+            )
+            for _ in range(replays)
+        }
         worst = max(worst, len(digests))
-    return Row(f"distinct outcome digests over {replays} replays (action live, buggy code), "
-               "worst incident", f"{len(CASES)} x {replays}", str(worst), "—",
-               f"= 1 ({_PAPER}: 20 replays bit-stable)", "meets" if worst == 1 else "misses")
+    return Row(
+        f"distinct outcome digests over {replays} replays (action live, buggy code), "
+        "worst incident",
+        f"{len(CASES)} x {replays}",
+        str(worst),
+        "—",
+        f"= 1 ({_PAPER}: 20 replays bit-stable)",
+        "meets" if worst == 1 else "misses",
+    )
 
 
 # -- detection, specificity, mutants ----------------------------------------------------------
@@ -313,8 +389,7 @@ def _study(case: Case, incident: Path, benign: Path) -> _Study:
             false_alarms += 1
         if not live_run_acts(case, guard, benign=True):
             blocking += 1
-            benign_kills += not passed(
-                partial(cut_point_test, case, guard, benign, benign=True))
+            benign_kills += not passed(partial(cut_point_test, case, guard, benign, benign=True))
     return _Study(
         case,
         detected=not passed(lambda: cut_point_test(case, case.buggy, incident)),
@@ -322,9 +397,15 @@ def _study(case: Case, incident: Path, benign: Path) -> _Study:
         benign_passes=passed(lambda: cut_point_test(case, case.guarded, benign, benign=True)),
         stub_on_fix=passed(lambda: all_stub_test(case, case.guarded, incident)),
         strict_on_fix=passed(lambda: strict_full_replay_test(case, case.guarded, incident)),
-        mutants=len(generated), unsafe=unsafe, cut_kills=cut, stub_kills=stub,
+        mutants=len(generated),
+        unsafe=unsafe,
+        cut_kills=cut,
+        stub_kills=stub,
         strict_kills=strict,
-        false_alarms=false_alarms, blocking=blocking, benign_kills=benign_kills)
+        false_alarms=false_alarms,
+        blocking=blocking,
+        benign_kills=benign_kills,
+    )
 
 
 def _detection_rows(studies: list[_Study]) -> list[Row]:
@@ -332,12 +413,22 @@ def _detection_rows(studies: list[_Study]) -> list[Row]:
     detected = sum(s.detected for s in studies)
     specific = sum(s.guarded_passes and s.benign_passes for s in studies)
     return [
-        Row("cut-point test fails on the buggy code (detection)", f"{total} incidents",
-            f"{detected}/{total}", "—", f"{total}/{total} ({_PAPER}: 6/6)",
-            "meets" if detected == total else "misses"),
-        Row("cut-point test passes on the guarded and the benign code (specificity)",
-            f"{total} incidents", f"{specific}/{total}", "—", f"{total}/{total} ({_PAPER}: 6/6)",
-            "meets" if specific == total else "misses"),
+        Row(
+            "cut-point test fails on the buggy code (detection)",
+            f"{total} incidents",
+            f"{detected}/{total}",
+            "—",
+            f"{total}/{total} ({_PAPER}: 6/6)",
+            "meets" if detected == total else "misses",
+        ),
+        Row(
+            "cut-point test passes on the guarded and the benign code (specificity)",
+            f"{total} incidents",
+            f"{specific}/{total}",
+            "—",
+            f"{total}/{total} ({_PAPER}: 6/6)",
+            "meets" if specific == total else "misses",
+        ),
     ]
 
 
@@ -355,38 +446,76 @@ def _mutation_rows(studies: list[_Study]) -> list[Row]:
     total = len(studies)
     size = f"{made} mutants"
     return [
-        Row("all-stub baseline (same test, every boundary stubbed, the action never executed) "
-            "passes on the guarded fix", f"{total} incidents", f"{fix}/{total}", "—",
+        Row(
+            "all-stub baseline (same test, every boundary stubbed, the action never executed) "
+            "passes on the guarded fix",
+            f"{total} incidents",
+            f"{fix}/{total}",
+            "—",
             f"{total}/{total} ({_PAPER}: a baseline that passes the fix)",
-            "meets" if fix == total else "misses"),
-        Row("mutants that let the unsafe action through: killed by the cut-point test", size,
-            f"{cut}/{unsafe}", "—", f"all ({_PAPER}: every one)",
-            "meets" if cut == unsafe and unsafe > 0 else "misses"),
-        Row("... killed by the all-stub baseline", size, f"{stub}/{unsafe}", "—",
-            f"0 ({_PAPER}: none)", "meets" if stub == 0 and fix == total else "misses"),
-        note_row("safe mutants the cut-point test fails anyway (false alarms)", size,
-                 f"{alarms}/{made - unsafe}"),
-        note_row("mutants that block the benign action: killed by the benign cut-point test",
-                 size, f"{caught}/{blocking}"),
-        note_row("gradekit's strict full replay (default Plan) in the baseline's place: "
-                 "passes the fix, kills unsafe mutants", f"{total} incidents, {size}",
-                 f"{strict_fix}/{total}, {strict}/{unsafe}"),
+            "meets" if fix == total else "misses",
+        ),
+        Row(
+            "mutants that let the unsafe action through: killed by the cut-point test",
+            size,
+            f"{cut}/{unsafe}",
+            "—",
+            f"all ({_PAPER}: every one)",
+            "meets" if cut == unsafe and unsafe > 0 else "misses",
+        ),
+        Row(
+            "... killed by the all-stub baseline",
+            size,
+            f"{stub}/{unsafe}",
+            "—",
+            f"0 ({_PAPER}: none)",
+            "meets" if stub == 0 and fix == total else "misses",
+        ),
+        note_row(
+            "safe mutants the cut-point test fails anyway (false alarms)",
+            size,
+            f"{alarms}/{made - unsafe}",
+        ),
+        note_row(
+            "mutants that block the benign action: killed by the benign cut-point test",
+            size,
+            f"{caught}/{blocking}",
+        ),
+        note_row(
+            "gradekit's strict full replay (default Plan) in the baseline's place: "
+            "passes the fix, kills unsafe mutants",
+            f"{total} incidents, {size}",
+            f"{strict_fix}/{total}, {strict}/{unsafe}",
+        ),
     ]
 
 
 def _incident_row(study: _Study) -> Row:
     case = study.case
-    verdicts = (f"buggy {'fails' if study.detected else 'PASSES'}, guarded "
-                f"{'passes' if study.guarded_passes else 'FAILS'}, benign "
-                f"{'passes' if study.benign_passes else 'FAILS'}")
-    kills = (f"cut-point {study.cut_kills}/{study.unsafe}, all-stub "
-             f"{study.stub_kills}/{study.unsafe} "
-             f"({'passes' if study.stub_on_fix else 'FAILS'} the fix)")
-    ok = (study.detected and study.guarded_passes and study.benign_passes
-          and study.cut_kills == study.unsafe)
-    return Row(f"{case.name}: `{_body(case.guarded)}` ({case.action})",
-               f"{study.mutants} mutants", verdicts, kills, "detected, specific, all killed",
-               "meets" if ok else "misses")
+    verdicts = (
+        f"buggy {'fails' if study.detected else 'PASSES'}, guarded "
+        f"{'passes' if study.guarded_passes else 'FAILS'}, benign "
+        f"{'passes' if study.benign_passes else 'FAILS'}"
+    )
+    kills = (
+        f"cut-point {study.cut_kills}/{study.unsafe}, all-stub "
+        f"{study.stub_kills}/{study.unsafe} "
+        f"({'passes' if study.stub_on_fix else 'FAILS'} the fix)"
+    )
+    ok = (
+        study.detected
+        and study.guarded_passes
+        and study.benign_passes
+        and study.cut_kills == study.unsafe
+    )
+    return Row(
+        f"{case.name}: `{_body(case.guarded)}` ({case.action})",
+        f"{study.mutants} mutants",
+        verdicts,
+        kills,
+        "detected, specific, all killed",
+        "meets" if ok else "misses",
+    )
 
 
 def _body(guard: Guard) -> str:
@@ -461,13 +590,17 @@ def _sites(tree: ast.AST) -> Iterator[tuple[int, str, Edit]]:
             for index, op in enumerate(node.ops):
                 for other in _RELATIONS:
                     if not isinstance(op, other):
-                        change = (f"`{ast.unparse(node)}`: `{_SYMBOL[type(op)]}` -> "
-                                  f"`{_SYMBOL[other]}`")
+                        change = (
+                            f"`{ast.unparse(node)}`: `{_SYMBOL[type(op)]}` -> `{_SYMBOL[other]}`"
+                        )
                         yield number, change, _relation(index, other)
             yield number, f"negate `{ast.unparse(node)}`", _negate
         elif isinstance(node, ast.BoolOp):
-            operands.update(id(value) for value in node.values
-                            if not isinstance(value, ast.Compare | ast.BoolOp | ast.UnaryOp))
+            operands.update(
+                id(value)
+                for value in node.values
+                if not isinstance(value, ast.Compare | ast.BoolOp | ast.UnaryOp)
+            )
             swapped = "or" if isinstance(node.op, ast.And) else "and"
             yield number, f"`{'and' if swapped == 'or' else 'or'}` -> `{swapped}`", _swap
         elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
@@ -537,12 +670,26 @@ def _lookup_rows(sizes: _Sizes) -> list[Row]:
     for size in sizes.lookup_sizes:
         stats = _lookup(size, sizes.lookup_samples)
         medians.append(stats.median_ns)
-        rows.append(timed("gradekit IncidentReplay served crossing, averaged over replays of "
-                          "one boundary's whole trace", f"{fmt_size(size)} crossings", stats))
+        rows.append(
+            timed(
+                "gradekit IncidentReplay served crossing, averaged over replays of "
+                "one boundary's whole trace",
+                f"{fmt_size(size)} crossings",
+                stats,
+            )
+        )
     ratio = medians[-1] / medians[0]
     span = f"{fmt_size(sizes.lookup_sizes[0])} to {fmt_size(sizes.lookup_sizes[-1])}"
-    rows.append(Row(f"lookup median, largest / smallest trace ({span}): flat", "—",
-                    f"x{ratio:.2f}", "—", "< x2 (flat)", "meets" if ratio < 2 else "misses"))
+    rows.append(
+        Row(
+            f"lookup median, largest / smallest trace ({span}): flat",
+            "—",
+            f"x{ratio:.2f}",
+            "—",
+            "< x2 (flat)",
+            "meets" if ratio < 2 else "misses",
+        )
+    )
     return rows
 
 
@@ -556,9 +703,15 @@ def _lookup(size: int, samples: int) -> Stats:
     size). The average over the whole trace includes every crossing, cold or warm.
     """
     texts = [f"question {index:09d}" for index in range(size)]
-    incident = Incident("lookup", "lookup", "fake", tuple(
-        Envelope(index, "model", "model", {"prompt": text}, prompt_key(text), f"answer {index}")
-        for index, text in enumerate(texts)))
+    incident = Incident(
+        "lookup",
+        "lookup",
+        "fake",
+        tuple(
+            Envelope(index, "model", "model", {"prompt": text}, prompt_key(text), f"answer {index}")
+            for index, text in enumerate(texts)
+        ),
+    )
     rounds = max(1, 100_000 // size)
     means: list[float] = []
     for _ in range(samples):

@@ -28,8 +28,17 @@ __all__ = [
 REPO = Path(__file__).resolve().parents[1]
 # A student's copy of the kit as git would hand it over: no caches, builds, venvs or grades.
 _CLEAN = shutil.ignore_patterns(
-    ".git", ".venv*", "__pycache__", "*.pyc", "*.egg-info", ".mypy_cache", ".pytest_cache",
-    ".ruff_cache", ".hypothesis", "build", "grades",
+    ".git",
+    ".venv*",
+    "__pycache__",
+    "*.pyc",
+    "*.egg-info",
+    ".mypy_cache",
+    ".pytest_cache",
+    ".ruff_cache",
+    ".hypothesis",
+    "build",
+    "grades",
 )
 _STUDENT_LINE = 'student = "gradekit-reference"'
 _STRETCH_LINE = 'stretch = ["rerecord-review", "tool-fixtures", "two-providers", "cut-point"]'
@@ -95,7 +104,7 @@ def _untraced(root: Path, number: int) -> None:
     _append(root / "lab" / "agent.py", _UNTRACED)
 
 
-_SWALLOW = '''
+_SWALLOW = """
 
 _traced_run = run
 
@@ -105,12 +114,12 @@ def run(provider, task, tools=None):  # the classic mistake: a miss becomes an e
         return _traced_run(provider, task, tools)
     except Exception:
         return ""
-'''
-_UNTRACED = '''
+"""
+_UNTRACED = """
 
 def Traced(provider, sink=None):  # tracing "switched off for speed"
     return provider
-'''
+"""
 
 
 @dataclass(frozen=True, slots=True)

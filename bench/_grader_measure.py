@@ -37,8 +37,18 @@ from grader.sandbox._isolation import bubblewrap
 from grader.sandbox._sandbox import no_tools
 from grader.sandbox._walls import choose_wall
 
-__all__ = ["FULL", "QUICK", "GraderPlan", "batch_table", "bubblewrap_missing", "check_table",
-           "grade_table", "pipe_table", "progress", "run_gradekit"]
+__all__ = [
+    "FULL",
+    "QUICK",
+    "GraderPlan",
+    "batch_table",
+    "bubblewrap_missing",
+    "check_table",
+    "grade_table",
+    "pipe_table",
+    "progress",
+    "run_gradekit",
+]
 
 PIPE_TARGET = Target(100_000)  # parent-served replay or tool: under 100 µs a call over the pipe
 CHECK_TARGET = Target(1e9)  # `gradekit check`: all three checkpoints in a second
@@ -50,10 +60,14 @@ BATCH_TARGET = 60e9  # 200 submissions behind the process guard: within a minute
 ISOLATED_BATCH_TARGETS = {2: 15e9, 3: 15e9}
 TARGET_BATCH = 200  # the batch size the targets are set for
 BATCH_WALLS = ("namespaces", "process")  # --wall, as the command line takes it
-EARLIER_BATCH = ("Earlier figures without isolation (before the namespaces wall): 101 s at "
-                 "--jobs 2, 155 s at --jobs 1.")
-PEERS = ("Peers: none exist for sandboxed grading (a child process per run, the replay served "
-         "by the parent over a pipe), so no other tool stands in this table.")
+EARLIER_BATCH = (
+    "Earlier figures without isolation (before the namespaces wall): 101 s at "
+    "--jobs 2, 155 s at --jobs 1."
+)
+PEERS = (
+    "Peers: none exist for sandboxed grading (a child process per run, the replay served "
+    "by the parent over a pipe), so no other tool stands in this table."
+)
 _DISTINCT_PROMPTS = 100
 
 
@@ -72,10 +86,28 @@ class GraderPlan:
     hang_counted: bool  # also grade it once in process, its sandboxed children counted
 
 
-FULL = GraderPlan("full", calls=2_000, loops=15, warmup=3, repeats=5, batch=200, jobs=(1, 2, 3),
-                  hang_repeats=3, hang_counted=True)
-QUICK = GraderPlan("quick", calls=500, loops=5, warmup=1, repeats=2, batch=6, jobs=(1, 2),
-                   hang_repeats=1, hang_counted=False)
+FULL = GraderPlan(
+    "full",
+    calls=2_000,
+    loops=15,
+    warmup=3,
+    repeats=5,
+    batch=200,
+    jobs=(1, 2, 3),
+    hang_repeats=3,
+    hang_counted=True,
+)
+QUICK = GraderPlan(
+    "quick",
+    calls=500,
+    loops=5,
+    warmup=1,
+    repeats=2,
+    batch=6,
+    jobs=(1, 2),
+    hang_repeats=1,
+    hang_counted=False,
+)
 
 
 def progress(what: str) -> None:
@@ -94,47 +126,69 @@ def pipe_table(plan: GraderPlan, folder: Path) -> Table:
     local = [int(agent(replay, str(plan.calls))) / plan.calls for _ in range(total)]
     cases = [(f"loop-{number:02d}", str(plan.calls)) for number in range(total)]
     serve = _serve({case: lab.answers for case, _ in cases})
-    piped = _sandboxed_loops(plan, lab.root, "benchagent:run", cases, folder / "loop-scratch",
-                             answer=serve)
+    piped = _sandboxed_loops(
+        plan, lab.root, "benchagent:run", cases, folder / "loop-scratch", answer=serve
+    )
 
     progress(f"{plan.calls} tool calls per loop, in process and in the sandbox")
     tool_lab = build_tool_lab(folder / "tool-lab", _DISTINCT_PROMPTS)
     tool_agent = _load_function(tool_lab.root / "benchtools.py", "run")
     toolbox = ToolReplay(tool_lab.fixture)
-    tool_local = [int(tool_agent(None, str(plan.calls), toolbox.for_run())) / plan.calls
-                  for _ in range(total)]
+    tool_local = [
+        int(tool_agent(None, str(plan.calls), toolbox.for_run())) / plan.calls for _ in range(total)
+    ]
     tools = _serve_tools({case: tool_lab.results for case, _ in cases})
-    tool_piped = _sandboxed_loops(plan, tool_lab.root, "benchtools:run", cases,
-                                  folder / "tool-scratch", answer=_no_answer, tools=tools,
-                                  tool=LOOKUP)
+    tool_piped = _sandboxed_loops(
+        plan,
+        tool_lab.root,
+        "benchtools:run",
+        cases,
+        folder / "tool-scratch",
+        answer=_no_answer,
+        tools=tools,
+        tool=LOOKUP,
+    )
 
     progress("bare JSON-lines ping-pong between two processes, provider- and tool-shaped")
-    floor = summarize(ping_pong(plan.calls, total)[plan.warmup:])
+    floor = summarize(ping_pong(plan.calls, total)[plan.warmup :])
     tool_request = {"op": "tool", "case": "c", "tool": LOOKUP, "args": lookup_args(0)}
-    tool_floor = summarize(ping_pong(plan.calls, total, tool_request,
-                                     {"response": lookup_result(0)})[plan.warmup:])
-    in_sandbox, in_process = summarize(piped[plan.warmup:]), summarize(local[plan.warmup:])
-    tool_sandbox = summarize(tool_piped[plan.warmup:])
-    tool_process = summarize(tool_local[plan.warmup:])
+    tool_floor = summarize(
+        ping_pong(plan.calls, total, tool_request, {"response": lookup_result(0)})[plan.warmup :]
+    )
+    in_sandbox, in_process = summarize(piped[plan.warmup :]), summarize(local[plan.warmup :])
+    tool_sandbox = summarize(tool_piped[plan.warmup :])
+    tool_process = summarize(tool_local[plan.warmup :])
     size = f"{fmt_size(plan.calls)} calls"
     return Table(
         f"1. Parent-served replay over the pipe, per call (provider: {PROMPT_BYTES // 1024} KB "
         f"prompt, 1 KB answer; tool: {RESULT_BYTES // 1024} KB JSON result)",
         [
-            timed("agent in the sandbox: replay served by the parent over the pipe", size,
-                  in_sandbox),
+            timed(
+                "agent in the sandbox: replay served by the parent over the pipe", size, in_sandbox
+            ),
             timed("same agent in process: lab.Replay.complete", size, in_process),
-            timed("overhead of the pipe per provider call (sandbox minus in-process)", size,
-                  in_sandbox.minus(in_process.median_ns), PIPE_TARGET),
-            timed("reference: bare JSON-lines ping-pong over two pipes, no sandbox", size,
-                  floor),
-            timed("agent in the sandbox: tool call served by the parent over the pipe", size,
-                  tool_sandbox),
+            timed(
+                "overhead of the pipe per provider call (sandbox minus in-process)",
+                size,
+                in_sandbox.minus(in_process.median_ns),
+                PIPE_TARGET,
+            ),
+            timed("reference: bare JSON-lines ping-pong over two pipes, no sandbox", size, floor),
+            timed(
+                "agent in the sandbox: tool call served by the parent over the pipe",
+                size,
+                tool_sandbox,
+            ),
             timed("same agent in process: lab.ToolReplay.call", size, tool_process),
-            timed("overhead of the pipe per tool call (sandbox minus in-process)", size,
-                  tool_sandbox.minus(tool_process.median_ns), PIPE_TARGET),
-            timed("reference: bare ping-pong, tool-call-shaped lines, no sandbox", size,
-                  tool_floor),
+            timed(
+                "overhead of the pipe per tool call (sandbox minus in-process)",
+                size,
+                tool_sandbox.minus(tool_process.median_ns),
+                PIPE_TARGET,
+            ),
+            timed(
+                "reference: bare ping-pong, tool-call-shaped lines, no sandbox", size, tool_floor
+            ),
         ],
         [
             f"Per call: the agent's own perf_counter_ns around a loop of {fmt_size(plan.calls)} "
@@ -145,7 +199,7 @@ def pipe_table(plan: GraderPlan, folder: Path) -> Table:
             "served.",
             "A piped provider call is: JSON line to the parent, prompt_key and dict lookup "
             "there, JSON line back, with the child's audit hook installed. A piped tool call "
-            f"is: `tools.call(\"{LOOKUP}\", q=...)` in the child, a JSON line to the parent, "
+            f'is: `tools.call("{LOOKUP}", q=...)` in the child, a JSON line to the parent, '
             "tool_key and a lookup in the case's in-memory fixture map (as grader.grading._grade "
             "serves it), the recorded result as a JSON line back. In process, "
             "ToolReplay.call computes the same tool_key and reads the result back from its "
@@ -168,20 +222,31 @@ def _no_answer(case: str, prompt: str) -> str | None:
     return None
 
 
-def _sandboxed_loops(plan: GraderPlan, root: Path, agent: str, cases: Sequence[tuple[str, str]],
-                     scratch: Path, *, answer: Callable[[str, str], str | None],
-                     tools: ToolAnswer = no_tools, tool: str | None = None) -> list[float]:
+def _sandboxed_loops(
+    plan: GraderPlan,
+    root: Path,
+    agent: str,
+    cases: Sequence[tuple[str, str]],
+    scratch: Path,
+    *,
+    answer: Callable[[str, str], str | None],
+    tools: ToolAnswer = no_tools,
+    tool: str | None = None,
+) -> list[float]:
     """Per-call nanoseconds of each case, one child running them all; every call must have
     been served by the parent, and be a call of ``tool`` (or a provider call, without one)."""
     result = Sandbox(root, scratch, _LIMITS).run(
-        agent, cases, RunPlan("provider-a", 0, Serving(answer, tools)))
+        agent, cases, RunPlan("provider-a", 0, Serving(answer, tools))
+    )
     per_call = []
     for case, _ in cases:
         outcome = result.outcomes[case]
         served = sum(call.served and call.tool == tool for call in outcome.calls)
         if outcome.status != "returned" or served != plan.calls or outcome.answer is None:
-            raise RuntimeError(f"{case}: {outcome.status}, {served} of {plan.calls} served, "
-                               f"{outcome.detail or result.import_error or result.stderr}")
+            raise RuntimeError(
+                f"{case}: {outcome.status}, {served} of {plan.calls} served, "
+                f"{outcome.detail or result.import_error or result.stderr}"
+            )
         per_call.append(int(outcome.answer) / plan.calls)
     return per_call
 
@@ -209,16 +274,25 @@ def grade_table(plan: GraderPlan, folder: Path) -> Table:
     counter = iter(range(1_000))
 
     def in_process() -> None:
-        graded = grade_submission(reference, rubric, submission=reference.name,
-                                  scratch=folder / f"scratch-{next(counter)}")
+        graded = grade_submission(
+            reference,
+            rubric,
+            submission=reference.name,
+            scratch=folder / f"scratch-{next(counter)}",
+        )
         digests[_digest(render_report_json(graded.report))] += 1
 
     inner = repeated(in_process, plan.repeats)
-    costs = [_grade_cost(reference, rubric, folder / f"cost-{name}", name, plan.repeats)
-             for name in BATCH_WALLS]
+    costs = [
+        _grade_cost(reference, rubric, folder / f"cost-{name}", name, plan.repeats)
+        for name in BATCH_WALLS
+    ]
     progress(f"CPU a grade: this checkout beside {BASELINE}, each in a fresh process")
-    costs += baseline_rows(reference, folder, "namespaces", plan.repeats) \
-        if bubblewrap_missing() is None else []
+    costs += (
+        baseline_rows(reference, folder, "namespaces", plan.repeats)
+        if bubblewrap_missing() is None
+        else []
+    )
     progress("gradekit grade of the checkout in place")
     in_place = _commands(["grade", str(REPO), "--jobs", "1"], folder, plan.repeats, digests)
     shown = ", ".join(f"{digest[:12]}… ({count} grades)" for digest, count in digests.items())
@@ -227,8 +301,11 @@ def grade_table(plan: GraderPlan, folder: Path) -> Table:
         [
             timed("gradekit grade, clean copy of the lab, whole process", _files(clean), whole),
             timed("grade_submission in process, same copy", _files(clean), inner),
-            timed("gradekit grade of this checkout in place, whole process", _files(checkout),
-                  in_place),
+            timed(
+                "gradekit grade of this checkout in place, whole process",
+                _files(checkout),
+                in_place,
+            ),
             *costs,
         ],
         [
@@ -250,13 +327,11 @@ def grade_table(plan: GraderPlan, folder: Path) -> Table:
     )
 
 
-def _grade_cost(reference: Path, rubric: Rubric, folder: Path, wall_name: str,
-                repeats: int) -> Row:
+def _grade_cost(reference: Path, rubric: Rubric, folder: Path, wall_name: str, repeats: int) -> Row:
     """The CPU one grade costs behind ``wall_name`` (the grader and every child it started,
     each reaped by the time the grade returns), with the children a grade starts."""
     missing = bubblewrap_missing() if wall_name == "namespaces" else None
-    operation = f"grade_submission, CPU a grade (grader and its children), --wall " \
-        f"{wall_name}"
+    operation = f"grade_submission, CPU a grade (grader and its children), --wall {wall_name}"
     if missing is not None:
         return note_row(operation, value=f"not run: {missing}")
     wall = choose_wall(wall_name)
@@ -264,8 +339,9 @@ def _grade_cost(reference: Path, rubric: Rubric, folder: Path, wall_name: str,
     spent: list[float] = []
     for number in range(repeats + 1):  # the first warms this process's caches
         before = cpu_ns()
-        graded = grade_submission(reference, rubric, submission=reference.name,
-                                  scratch=folder / str(number), wall=wall)
+        graded = grade_submission(
+            reference, rubric, submission=reference.name, scratch=folder / str(number), wall=wall
+        )
         if number:
             spent.append(cpu_ns() - before)
             children.add(graded.children)
@@ -295,24 +371,46 @@ def check_table(plan: GraderPlan, folder: Path) -> Table:
             if not point.passed:
                 failed.add(f"{point.number}. {point.title}: {point.reason}")
     rows = [
-        timed("gradekit check, clean copy of the lab, whole process", "3 checkpoints", whole,
-              CHECK_TARGET),
-        timed("gradekit check in this checkout (what make check runs), whole process",
-              "3 checkpoints", in_place, CHECK_TARGET),
-        timed("gradekit check, an openai SDK agent with its default retries (2), whole "
-              "process", "3 checkpoints", sdk, SDK_CHECK_TARGET),
+        timed(
+            "gradekit check, clean copy of the lab, whole process",
+            "3 checkpoints",
+            whole,
+            CHECK_TARGET,
+        ),
+        timed(
+            "gradekit check in this checkout (what make check runs), whole process",
+            "3 checkpoints",
+            in_place,
+            CHECK_TARGET,
+        ),
+        timed(
+            "gradekit check, an openai SDK agent with its default retries (2), whole process",
+            "3 checkpoints",
+            sdk,
+            SDK_CHECK_TARGET,
+        ),
     ]
-    rows += [timed(f"checkpoint {number}. {title} (in process)", "clean copy",
-                   summarize(values), CHECKPOINT_TARGET)
-             for (number, title), values in sorted(seconds.items())]
-    verdicts = "Failed: " + "; ".join(sorted(failed)) if failed else \
-        "Every checkpoint passed in every run"
+    rows += [
+        timed(
+            f"checkpoint {number}. {title} (in process)",
+            "clean copy",
+            summarize(values),
+            CHECKPOINT_TARGET,
+        )
+        for (number, title), values in sorted(seconds.items())
+    ]
+    verdicts = (
+        "Failed: " + "; ".join(sorted(failed)) if failed else "Every checkpoint passed in every run"
+    )
     return Table(
         "3. gradekit check: the three one-minute checkpoints",
         rows,
-        [f"Whole commands: median and p90 of {plan.repeats} runs after one warm-up; "
-         f"checkpoints: as `run_checkpoints` times them itself, {plan.repeats} runs. "
-         f"{verdicts}.", PEERS],
+        [
+            f"Whole commands: median and p90 of {plan.repeats} runs after one warm-up; "
+            f"checkpoints: as `run_checkpoints` times them itself, {plan.repeats} runs. "
+            f"{verdicts}.",
+            PEERS,
+        ],
     )
 
 
@@ -341,42 +439,65 @@ def batch_table(plan: GraderPlan, folder: Path) -> Table:
             problems += [f"{run} {problem}"] if problem else []
     # What each of them costs: the children a grade starts, and their CPU with the grader's.
     rubric = load_rubric(REPO / "rubric" / "bootcamp.toml")
-    rows += [_grade_cost(reference, rubric, folder / f"batch-cost-{wall}", wall, plan.repeats)
-             for wall in BATCH_WALLS]
+    rows += [
+        _grade_cost(reference, rubric, folder / f"batch-cost-{wall}", wall, plan.repeats)
+        for wall in BATCH_WALLS
+    ]
     first = next(iter(books))
     differ = [run for run, book in books.items() if book != books[first]]
-    return Table(f"4. A batch of {fmt_size(plan.batch)} generated submissions, behind each wall",
-                 rows, _batch_notes(plan, made, books[first], list(books), differ, problems))
+    return Table(
+        f"4. A batch of {fmt_size(plan.batch)} generated submissions, behind each wall",
+        rows,
+        _batch_notes(plan, made, books[first], list(books), differ, problems),
+    )
 
 
-def _batch_run(plan: GraderPlan, folder: Path, jobs: int, wall: str,
-               size: str) -> tuple[bytes, list[Row], str]:
+def _batch_run(
+    plan: GraderPlan, folder: Path, jobs: int, wall: str, size: str
+) -> tuple[bytes, list[Row], str]:
     """One whole ``gradekit grade`` of the batch: its gradebook, its rows, what went wrong."""
     out = folder / f"batch-out-{wall}-{jobs}"
     cpu = cpu_ns()
     began = time.perf_counter_ns()
-    done = run_gradekit(["grade", str(folder / "batch"), "--out", str(out), "--jobs", str(jobs),
-                         "--wall", wall], folder)
+    done = run_gradekit(
+        ["grade", str(folder / "batch"), "--out", str(out), "--jobs", str(jobs), "--wall", wall],
+        folder,
+    )
     elapsed = time.perf_counter_ns() - began
     used = cpu_ns() - cpu
     limit = ISOLATED_BATCH_TARGETS.get(jobs) if wall == "namespaces" else BATCH_TARGET
     whole = Target(limit if plan.batch == TARGET_BATCH else None)
     share = Target(None if limit is None else limit / TARGET_BATCH)
     rows = [
-        timed(f"gradekit grade --jobs {jobs} --wall {wall}, whole process", size,
-              Stats(elapsed, elapsed, 1), whole),
-        timed("  per submission", size, Stats(elapsed / plan.batch, elapsed / plan.batch, 1),
-              share),
-        timed("  CPU per submission (user+sys of every process)" if wall == "process" else
-              "  CPU per submission, a lower bound (see the notes)", size,
-              Stats(used / plan.batch, used / plan.batch, 1)),
+        timed(
+            f"gradekit grade --jobs {jobs} --wall {wall}, whole process",
+            size,
+            Stats(elapsed, elapsed, 1),
+            whole,
+        ),
+        timed(
+            "  per submission", size, Stats(elapsed / plan.batch, elapsed / plan.batch, 1), share
+        ),
+        timed(
+            "  CPU per submission (user+sys of every process)"
+            if wall == "process"
+            else "  CPU per submission, a lower bound (see the notes)",
+            size,
+            Stats(used / plan.batch, used / plan.batch, 1),
+        ),
     ]
     problem = f"exited {done.returncode}" if done.returncode != 0 else ""
     return (out / "gradebook.csv").read_bytes(), rows, problem
 
 
-def _batch_notes(plan: GraderPlan, made: Counter[str], gradebook: bytes, runs: list[str],
-                 differ: list[str], problems: list[str]) -> list[str]:
+def _batch_notes(
+    plan: GraderPlan,
+    made: Counter[str],
+    gradebook: bytes,
+    runs: list[str],
+    differ: list[str],
+    problems: list[str],
+) -> list[str]:
     records = list(csv.DictReader(io.StringIO(gradebook.decode("utf-8"))))
     errors = [r["submission"] for r in records if r["status"] != "graded"]
     totals = Counter(r["total"] for r in records if r["status"] == "graded")
@@ -384,18 +505,25 @@ def _batch_notes(plan: GraderPlan, made: Counter[str], gradebook: bytes, runs: l
     spread = ", ".join(f"{total}: {count}" for total, count in ranked)
     kinds = ", ".join(f"{name}: {count}" for name, count in made.items())
     same = ": yes." if not differ else f": NO, these differ from {runs[0]}: {', '.join(differ)}."
-    targets = ", ".join(f"{fmt_ns(limit)} at --jobs {jobs}"
-                        for jobs, limit in sorted(ISOLATED_BATCH_TARGETS.items()))
+    targets = ", ".join(
+        f"{fmt_ns(limit)} at --jobs {jobs}"
+        for jobs, limit in sorted(ISOLATED_BATCH_TARGETS.items())
+    )
     notes = [
         f"Submissions: copies of the reference lab (clean, as git holds it), each with its own "
         f"student name; in turn: {kinds}.",
         f"Totals in the gradebook ({runs[0]}): {spread}; error rows: {len(errors)}"
-        + (f" ({', '.join(errors[:5])})" if errors else "") + ".",
+        + (f" ({', '.join(errors[:5])})" if errors else "")
+        + ".",
         "gradebook.csv (digests included) byte-identical across " + ", ".join(runs) + same,
         f"Targets for {TARGET_BATCH} submissions: isolated (namespaces) {targets}; behind the "
         f"process guard {fmt_ns(BATCH_TARGET)}. Per submission: the target divided by "
-        f"{TARGET_BATCH}" + ("." if plan.batch == TARGET_BATCH else
-                             "; the whole-process rows get one only at that size.")
+        f"{TARGET_BATCH}"
+        + (
+            "."
+            if plan.batch == TARGET_BATCH
+            else "; the whole-process rows get one only at that size."
+        )
         + f" {EARLIER_BATCH}",
         "CPU: user and system time of the command and every process below it (workers, "
         "the sandbox's hosts and the runs they fork), divided by the submissions. Under "
@@ -430,12 +558,18 @@ def run_gradekit(args: Sequence[str], cwd: Path) -> subprocess.CompletedProcess[
     """``python -m grader ARGS`` run from ``cwd``; run from a submission, ``-m`` would import
     the submission's own copy of the grader, so callers pass a neutral folder (or the
     checkout, whose grader is the one under test)."""
-    return subprocess.run([sys.executable, "-m", "grader", *args], cwd=cwd,
-                          capture_output=True, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "grader", *args], cwd=cwd, capture_output=True, check=False
+    )
 
 
-def _commands(args: Sequence[str], cwd: Path, repeats: int,
-              digests: Counter[str] | None = None, exits: tuple[int, ...] = (0,)) -> Stats:
+def _commands(
+    args: Sequence[str],
+    cwd: Path,
+    repeats: int,
+    digests: Counter[str] | None = None,
+    exits: tuple[int, ...] = (0,),
+) -> Stats:
     """Time ``gradekit ARGS`` run from ``cwd`` as a whole process, ``repeats`` times after one
     warm-up; a grade writes into a new folder under ``cwd`` and its digests are counted. An
     exit status outside ``exits`` is a ``RuntimeError``."""
@@ -445,8 +579,10 @@ def _commands(args: Sequence[str], cwd: Path, repeats: int,
         command = [*args, "--out", str(out)] if out is not None else list(args)
         done = run_gradekit(command, cwd)
         if done.returncode not in exits:
-            raise RuntimeError(f"gradekit {' '.join(command)} exited {done.returncode}:\n"
-                               f"{done.stderr.decode('utf-8', 'replace')}")
+            raise RuntimeError(
+                f"gradekit {' '.join(command)} exited {done.returncode}:\n"
+                f"{done.stderr.decode('utf-8', 'replace')}"
+            )
         if out is not None and digests is not None:
             for report in sorted(out.glob("*/report.json")):
                 digests[_digest(report.read_bytes())] += 1

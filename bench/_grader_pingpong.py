@@ -39,8 +39,12 @@ for _ in range(loops):
 """
 
 
-def ping_pong(calls: int, loops: int, request: Mapping[str, object] | None = None,
-              reply: Mapping[str, object] | None = None) -> list[float]:
+def ping_pong(
+    calls: int,
+    loops: int,
+    request: Mapping[str, object] | None = None,
+    reply: Mapping[str, object] | None = None,
+) -> list[float]:
     """Nanoseconds per round trip of each loop of ``calls`` round trips of ``request`` and
     ``reply`` (by default a provider call's: 1 KB prompt, 1 KB answer)."""
     if request is None:
@@ -49,10 +53,18 @@ def ping_pong(calls: int, loops: int, request: Mapping[str, object] | None = Non
         reply = {"response": prompt(1, tag="answer")}
     child_read, to_child = os.pipe()
     from_child, child_write = os.pipe()
-    command = [sys.executable, "-c", _CHILD, str(child_read), str(child_write), str(calls),
-               str(loops)]
-    with subprocess.Popen(command, stdin=subprocess.PIPE, pass_fds=(child_read, child_write),
-                          text=True) as child:
+    command = [
+        sys.executable,
+        "-c",
+        _CHILD,
+        str(child_read),
+        str(child_write),
+        str(calls),
+        str(loops),
+    ]
+    with subprocess.Popen(
+        command, stdin=subprocess.PIPE, pass_fds=(child_read, child_write), text=True
+    ) as child:
         os.close(child_read)
         os.close(child_write)
         assert child.stdin is not None

@@ -52,8 +52,11 @@ def lookup_args(index: int) -> dict[str, Any]:
 def lookup_result(index: int) -> dict[str, Any]:
     """The recorded result of the ``index``-th lookup: a JSON object of ``RESULT_BYTES``."""
     hits: list[dict[str, Any]] = [
-        {"doc": f"course-docs/refunds.md#{index}-{n}", "score": round(0.9 - n / 10, 1),
-         "snippet": ""}
+        {
+            "doc": f"course-docs/refunds.md#{index}-{n}",
+            "score": round(0.9 - n / 10, 1),
+            "snippet": "",
+        }
         for n in range(_HITS)
     ]
     value: dict[str, Any] = {"query": lookup_args(index)["q"], "hits": hits, "total": _HITS}
@@ -81,8 +84,7 @@ def build_tool_lab(folder: Path, distinct: int) -> ToolLab:
     folder.mkdir(parents=True)
     arguments = [lookup_args(number) for number in range(distinct)]
     (folder / "benchtools.py").write_text(TOOL_AGENT, encoding="utf-8")
-    (folder / "queries.json").write_text(json.dumps([a["q"] for a in arguments]),
-                                         encoding="utf-8")
+    (folder / "queries.json").write_text(json.dumps([a["q"] for a in arguments]), encoding="utf-8")
     calls = {
         tool_key(LOOKUP, args): ToolCall(LOOKUP, args, lookup_result(number))
         for number, args in enumerate(arguments)

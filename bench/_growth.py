@@ -40,8 +40,22 @@ from grader.ledger import GRADEBOOK, LEDGER, read_ledger
 from grader.rubric import load_rubric
 from grader.sandbox import choose_wall
 
-__all__ = ["BASE", "FASTER", "FULL", "LINEAR", "NOISE_NS", "QUICK", "TOLERANCE", "Cost",
-           "GrowthPlan", "GrowthTable", "Step", "growth_table", "render_growth", "verdict"]
+__all__ = [
+    "BASE",
+    "FASTER",
+    "FULL",
+    "LINEAR",
+    "NOISE_NS",
+    "QUICK",
+    "TOLERANCE",
+    "Cost",
+    "GrowthPlan",
+    "GrowthTable",
+    "Step",
+    "growth_table",
+    "render_growth",
+    "verdict",
+]
 
 TOLERANCE = 1.5  # per-item cost may grow this much from one size to the next: timing noise
 NOISE_NS = 20e6  # CPU a command's time may differ by from run to run, at least
@@ -67,9 +81,11 @@ class GrowthPlan:
     def sized(self, sizes: Sequence[int]) -> GrowthPlan:
         """This plan at other cohort sizes (at least two, each larger than the one before)."""
         if len(sizes) < 2 or any(a >= b for a, b in pairwise(sizes)) or sizes[0] <= BASE:
-            raise ValueError(f"cohort sizes {list(sizes)}: give two or more, smallest first, "
-                             f"each larger than the one before and than {BASE}, such as "
-                             "200,2000,10000")
+            raise ValueError(
+                f"cohort sizes {list(sizes)}: give two or more, smallest first, "
+                f"each larger than the one before and than {BASE}, such as "
+                "200,2000,10000"
+            )
         return GrowthPlan(self.name, tuple(sizes), self.graded, self.repeats, self.budget_s)
 
 
@@ -86,6 +102,7 @@ class Cost:
     cpu_ns: float = 0.0
     own_ns: float = 0.0  # the command's process alone: no worker, no sandboxed child
     problem: str = ""  # "" when measured
+
 
 @dataclass(frozen=True, slots=True)
 class Step:
@@ -134,8 +151,9 @@ class GrowthTable:
     children: int = 0  # the sandboxed children one grade of a graded submission starts
 
 
-def growth_table(plan: GrowthPlan, folder: Path,
-                 progress: Callable[[str], None] | None = None) -> GrowthTable:
+def growth_table(
+    plan: GrowthPlan, folder: Path, progress: Callable[[str], None] | None = None
+) -> GrowthTable:
     """Build a cohort of each size (and of ``BASE``) in ``folder`` and time every step."""
     say = progress or (lambda what: None)
     say("growth: the real submissions graded into each cohort")
@@ -152,8 +170,7 @@ def growth_table(plan: GrowthPlan, folder: Path,
         synthetic_grades(cohort, size)
         built.append((time.process_time_ns() - began) / size)
         student = student or _with_history(cohort)
-        for key, cost in _measure(plan, folder, cohort, size, submissions, student, say,
-                                  problems):
+        for key, cost in _measure(plan, folder, cohort, size, submissions, student, say, problems):
             costs.setdefault(key, []).append(cost)
         for scratch in ("site", "graded", "parts"):  # the largest are big
             shutil.rmtree(folder / f"{scratch}-{size}", ignore_errors=True)
@@ -163,31 +180,50 @@ def growth_table(plan: GrowthPlan, folder: Path,
     steps = []
     for key, name, item in _steps(plan, student):
         base, *sized = costs["grade" if key == "grade-share" else key]
-        steps.append(Step(key, name, item, plan.sizes, tuple(sized), base,
-                          plan.graded if key == "grade" else 0,
-                          "own_ns" if key == "grade-share" else "cpu_ns"))
+        steps.append(
+            Step(
+                key,
+                name,
+                item,
+                plan.sizes,
+                tuple(sized),
+                base,
+                plan.graded if key == "grade" else 0,
+                "own_ns" if key == "grade-share" else "cpu_ns",
+            )
+        )
     return GrowthTable(
-        f"8. How cost grows: each step at {', '.join(fmt_size(s) for s in plan.sizes)} "
-        "submissions",
-        plan.sizes, steps, _notes(plan, built[1:], problems), children)
+        f"8. How cost grows: each step at {', '.join(fmt_size(s) for s in plan.sizes)} submissions",
+        plan.sizes,
+        steps,
+        _notes(plan, built[1:], problems),
+        children,
+    )
 
 
 def _children(submission: Path, scratch: Path) -> int:
     """The sandboxed children one grade of ``submission`` starts, behind the wall
     ``gradekit grade`` picks here: what the grade step's cost is made of."""
     rubric = load_rubric(REPO / "rubric" / "bootcamp.toml")
-    return grade_submission(submission, rubric, submission=submission.name, scratch=scratch,
-                            wall=choose_wall("auto")).children
+    return grade_submission(
+        submission, rubric, submission=submission.name, scratch=scratch, wall=choose_wall("auto")
+    ).children
 
 
 def _steps(plan: GrowthPlan, student: str) -> list[tuple[str, str, str]]:
     """Each row: its key (its times' in ``_measure``), its name and its item."""
     cohort = "cohort submission"
     return [
-        ("grade", f"gradekit grade: {plan.graded} real submissions into the cohort",
-         "graded submission"),
-        ("grade-share", "  its own process (gradebook, ledger, reviews): what the cohort "
-         "adds", cohort),
+        (
+            "grade",
+            f"gradekit grade: {plan.graded} real submissions into the cohort",
+            "graded submission",
+        ),
+        (
+            "grade-share",
+            "  its own process (gradebook, ledger, reviews): what the cohort adds",
+            cohort,
+        ),
         ("verify", "gradekit ledger verify", cohort),
         ("history", f"gradekit history {student}", cohort),
         ("merge", f"gradekit gradebook merge ({_PARTS} parts)", cohort),
@@ -218,9 +254,16 @@ def _with_history(cohort: Path) -> str:
     return twice[0] if twice else student_name(0)
 
 
-def _measure(plan: GrowthPlan, folder: Path, cohort: Path, size: int, submissions: Path,
-             student: str, say: Callable[[str], None], problems: list[str]
-             ) -> list[tuple[str, Cost]]:
+def _measure(
+    plan: GrowthPlan,
+    folder: Path,
+    cohort: Path,
+    size: int,
+    submissions: Path,
+    student: str,
+    say: Callable[[str], None],
+    problems: list[str],
+) -> list[tuple[str, Cost]]:
     """Every step on one cohort, in the order of ``_steps``."""
     say(f"growth: gradekit grade of {plan.graded} submissions into {fmt_size(size)}")
     graded = folder / f"graded-{size}"
@@ -228,34 +271,71 @@ def _measure(plan: GrowthPlan, folder: Path, cohort: Path, size: int, submission
     for _ in range(plan.repeats):  # grading changes the folder: a fresh copy each time
         shutil.rmtree(graded, ignore_errors=True)
         shutil.copytree(cohort, graded)
-        grades.append(_timed(["grade", str(submissions), "--out", str(graded), "--jobs", "1",
-                              "--quiet"], folder, 1, plan.budget_s, graded_ok=True))
+        grades.append(
+            _timed(
+                ["grade", str(submissions), "--out", str(graded), "--jobs", "1", "--quiet"],
+                folder,
+                1,
+                plan.budget_s,
+                graded_ok=True,
+            )
+        )
     grade = _median(grades)
     say(f"growth: ledger verify, history and gradebook merge at {fmt_size(size)}")
     verify = _timed(["ledger", "verify", str(cohort)], folder, plan.repeats, plan.budget_s)
-    history = _timed(["history", student, "--out", str(cohort)], folder, plan.repeats,
-                     plan.budget_s)
+    history = _timed(
+        ["history", student, "--out", str(cohort)], folder, plan.repeats, plan.budget_s
+    )
     parts = _cut(cohort / GRADEBOOK, folder / f"parts-{size}")
     merged = folder / f"parts-{size}" / "merged.csv"
-    merge = _timed(["gradebook", "merge", *map(str, parts), "--out", str(merged)], folder,
-                   plan.repeats, plan.budget_s)
+    merge = _timed(
+        ["gradebook", "merge", *map(str, parts), "--out", str(merged)],
+        folder,
+        plan.repeats,
+        plan.budget_s,
+    )
     if not merge.problem and merged.read_bytes() != (cohort / GRADEBOOK).read_bytes():
-        problems.append(f"the {_PARTS} parts merged at {fmt_size(size)} are not the cohort's "
-                        "gradebook byte for byte")
+        problems.append(
+            f"the {_PARTS} parts merged at {fmt_size(size)} are not the cohort's "
+            "gradebook byte for byte"
+        )
     say(f"growth: gradekit dashboard of {fmt_size(size)} submissions")
     site = folder / f"site-{size}"
     dashboards = []
     for _ in range(plan.repeats):  # a site is built into an empty folder
         shutil.rmtree(site, ignore_errors=True)
-        dashboards.append(_timed(["dashboard", str(cohort), "--out", str(site)], folder, 1,
-                                 plan.budget_s))
+        dashboards.append(
+            _timed(["dashboard", str(cohort), "--out", str(site)], folder, 1, plan.budget_s)
+        )
     dashboard = _median(dashboards)
     say(f"growth: gradekit review at {fmt_size(size)} (last: it appends to the ledger)")
-    review = _timed(["review", _REVIEWED, "--criterion", "written_summary", "--points", "7",
-                     "--by", "bench", "--reason", "timed by the growth bench", "--out",
-                     str(cohort)], folder, plan.repeats, plan.budget_s)
-    return [("grade", grade), ("verify", verify), ("history", history), ("merge", merge),
-            ("dashboard", dashboard), ("review", review)]
+    review = _timed(
+        [
+            "review",
+            _REVIEWED,
+            "--criterion",
+            "written_summary",
+            "--points",
+            "7",
+            "--by",
+            "bench",
+            "--reason",
+            "timed by the growth bench",
+            "--out",
+            str(cohort),
+        ],
+        folder,
+        plan.repeats,
+        plan.budget_s,
+    )
+    return [
+        ("grade", grade),
+        ("verify", verify),
+        ("history", history),
+        ("merge", merge),
+        ("dashboard", dashboard),
+        ("review", review),
+    ]
 
 
 def _median(costs: Sequence[Cost]) -> Cost:
@@ -263,8 +343,12 @@ def _median(costs: Sequence[Cost]) -> Cost:
     problems = [cost.problem for cost in costs if cost.problem]
     if problems:
         return Cost(problem=problems[0])
-    return Cost(*(statistics.median(getattr(cost, name) for cost in costs)
-                  for name in ("wall_ns", "cpu_ns", "own_ns")))
+    return Cost(
+        *(
+            statistics.median(getattr(cost, name) for cost in costs)
+            for name in ("wall_ns", "cpu_ns", "own_ns")
+        )
+    )
 
 
 def _cut(gradebook: Path, folder: Path) -> list[Path]:
@@ -279,8 +363,9 @@ def _cut(gradebook: Path, folder: Path) -> list[Path]:
     return paths
 
 
-def _timed(args: Sequence[str], cwd: Path, repeats: int, budget_s: float, *,
-           graded_ok: bool = False) -> Cost:
+def _timed(
+    args: Sequence[str], cwd: Path, repeats: int, budget_s: float, *, graded_ok: bool = False
+) -> Cost:
     """The median wall clock and CPU of ``repeats`` runs of the gradekit command ``ARGS``
     (``_LAUNCH``: ``python -m grader ARGS``, which also says its own process's CPU); a
     grade exits 1 when a row is not "graded": ``graded_ok`` accepts that."""
@@ -293,9 +378,14 @@ def _timed(args: Sequence[str], cwd: Path, repeats: int, budget_s: float, *,
         cpu = cpu_ns()
         began = time.perf_counter_ns()
         try:
-            done = subprocess.run([sys.executable, "-c", _LAUNCH, *args], cwd=cwd,
-                                  env={**os.environ, _OWN_CPU: str(said_own)},
-                                  capture_output=True, check=False, timeout=budget_s)
+            done = subprocess.run(
+                [sys.executable, "-c", _LAUNCH, *args],
+                cwd=cwd,
+                env={**os.environ, _OWN_CPU: str(said_own)},
+                capture_output=True,
+                check=False,
+                timeout=budget_s,
+            )
         except subprocess.TimeoutExpired:
             return Cost(problem=f"stopped after {fmt_ns(budget_s * 1e9)}")
         walls.append(float(time.perf_counter_ns() - began))
@@ -344,8 +434,11 @@ def _notes(plan: GrowthPlan, built: list[float], problems: list[str]) -> list[st
         "Cohorts: bench/_cohort.py's synthetic grades folders, written by the grader's own "
         "code (reports, ledger, reviews, gradebook): two batches, 10 % graded twice, 8 % of "
         "first reports reviewed, 2 % ungradable. Writing them took "
-        + ", ".join(f"{fmt_ns(ns)} CPU per submission at {fmt_size(size)}"
-                    for ns, size in zip(built, plan.sizes, strict=True)) + ".",
+        + ", ".join(
+            f"{fmt_ns(ns)} CPU per submission at {fmt_size(size)}"
+            for ns, size in zip(built, plan.sizes, strict=True)
+        )
+        + ".",
         f"grade: {plan.graded} clean copies of the reference lab graded with --jobs 1 and the "
         "machine's --wall into a copy of each cohort: half regrade cohort students, half "
         "are new. Under namespaces its CPU is a lower bound (section 5).",
@@ -362,15 +455,25 @@ def render_growth(table: GrowthTable) -> str:
     """The table as GitHub Markdown, in the bench's style: a title, rows, notes."""
     sizes = table.sizes
     pairs = list(pairwise(sizes))
-    header = ["step", "per", *(f"at {fmt_size(s)}" for s in sizes),
-              *(f"growth {fmt_size(a)} → {fmt_size(b)}" for a, b in pairs), "verdict",
-              "children a grade"]
+    header = [
+        "step",
+        "per",
+        *(f"at {fmt_size(s)}" for s in sizes),
+        *(f"growth {fmt_size(a)} → {fmt_size(b)}" for a, b in pairs),
+        "verdict",
+        "children a grade",
+    ]
     align = ["---", "---", *("---:" for _ in sizes), *("---:" for _ in pairs), "---", "---:"]
     lines = [f"## {table.title}", "", _line(header), _line(align)]
     for step in table.steps:
-        cells = [step.name, step.item, *(_cell(step, n) for n in range(len(sizes))),
-                 *(_growth(step, n) for n in range(len(pairs))), verdict(step),
-                 str(table.children) if step.key == "grade" and table.children else "—"]
+        cells = [
+            step.name,
+            step.item,
+            *(_cell(step, n) for n in range(len(sizes))),
+            *(_growth(step, n) for n in range(len(pairs))),
+            verdict(step),
+            str(table.children) if step.key == "grade" and table.children else "—",
+        ]
         lines.append(_line(cells))
     steps = {step.key: step for step in table.steps}
     if "history" in steps and "verify" in steps:
@@ -398,9 +501,12 @@ def _beside_ledger(history: Step, verify: Step) -> list[str]:
     where both are over the noise floor: one student's history may cost a multiple of
     reading the ledger, but that multiple may not grow."""
     count = len(history.sizes)
-    ratios = [None if history.problem(n) or verify.problem(n) or history.floored(n)
-              or verify.floored(n) else history.per_item(n) / verify.per_item(n)
-              for n in range(count)]
+    ratios = [
+        None
+        if history.problem(n) or verify.problem(n) or history.floored(n) or verify.floored(n)
+        else history.per_item(n) / verify.per_item(n)
+        for n in range(count)
+    ]
     grew = [f"{b / a:.3g}x of 1x" if a and b else "—" for a, b in pairwise(ratios)]
     known = [ratio for ratio in ratios if ratio is not None]
     if len(known) < 2:
@@ -409,8 +515,13 @@ def _beside_ledger(history: Step, verify: Step) -> list[str]:
         judged = "no faster than reading the ledger"
     else:
         judged = "GROWS FASTER THAN ITS LEDGER"
-    return [f"  {history.name} ÷ ledger verify", "CPU ratio",
-            *("—" if r is None else f"{r:.3g}x" for r in ratios), *grew, judged]
+    return [
+        f"  {history.name} ÷ ledger verify",
+        "CPU ratio",
+        *("—" if r is None else f"{r:.3g}x" for r in ratios),
+        *grew,
+        judged,
+    ]
 
 
 def _cell(step: Step, number: int) -> str:

@@ -90,8 +90,8 @@ def _sdk_ask(client: httpx.Client, base_url: str) -> Ask:
 
     def ask(request: Chat) -> object:
         return sdk.chat.completions.create(
-            model=request["model"], messages=request["messages"],
-            temperature=request["temperature"])
+            model=request["model"], messages=request["messages"], temperature=request["temperature"]
+        )
 
     return ask
 
@@ -177,7 +177,8 @@ def _vcrpy_client(vcr: ModuleType, path: Path) -> Iterator[httpx.Client]:
 
 def _vcr_cassette(vcr: ModuleType, path: Path, **options: Any) -> AbstractContextManager[Any]:
     cassette: AbstractContextManager[Any] = vcr.VCR(match_on=_VCR_MATCH_ON).use_cassette(
-        str(path), **options)
+        str(path), **options
+    )
     return cassette
 
 
@@ -223,22 +224,26 @@ def _ask_all(ask: Ask, requests: Sequence[Chat]) -> None:
 # ---- timing -----------------------------------------------------------------------------------
 
 
-def _pass(contestants: Sequence[Transport], route: Route, base_url: str,
-          asked: Sequence[Chat]) -> dict[str, list[float]]:
+def _pass(
+    contestants: Sequence[Transport], route: Route, base_url: str, asked: Sequence[Chat]
+) -> dict[str, list[float]]:
     """Open a fresh client on each transport and ask each the warm-up; then ask each of
     ``asked`` of every transport in turn (who goes first rotates), timing each call alone."""
     gc.collect()  # every pass starts from the same heap, not the last one's garbage
     times: dict[str, list[float]] = {transport.name: [] for transport in contestants}
     with ExitStack() as stack:
-        asks = [route.ask(stack.enter_context(transport.connect()), base_url)
-                for transport in contestants]
+        asks = [
+            route.ask(stack.enter_context(transport.connect()), base_url)
+            for transport in contestants
+        ]
         for ask in asks:
             ask(_WARMUP)
         for turn, request in enumerate(asked):
             for index in range(len(asks)):
                 who = (turn + index) % len(asks)
-                times[contestants[who].name].append(_timed(contestants[who], route,
-                                                           asks[who], request))
+                times[contestants[who].name].append(
+                    _timed(contestants[who], route, asks[who], request)
+                )
     return times
 
 
@@ -248,8 +253,10 @@ def _timed(transport: Transport, route: Route, ask: Ask, request: Chat) -> float
     result = ask(request)
     elapsed = float(time.perf_counter_ns() - began)
     if route.content(result) != transport.answers(request):
-        raise RuntimeError(f"{transport.name} via {route.name} served the wrong answer "
-                           f"to {answer_text(request)}: {route.content(result)!r}")
+        raise RuntimeError(
+            f"{transport.name} via {route.name} served the wrong answer "
+            f"to {answer_text(request)}: {route.content(result)!r}"
+        )
     return elapsed
 
 
@@ -275,12 +282,14 @@ class _Sizing:
 
 
 def _sizing(plan: Plan, size: int) -> _Sizing:
-    return _Sizing(max(plan.http_min_passes, math.ceil(plan.http_samples / size)),
-                   plan.http_vcrpy_calls)
+    return _Sizing(
+        max(plan.http_min_passes, math.ceil(plan.http_samples / size)), plan.http_vcrpy_calls
+    )
 
 
-def _times(recorded: Recorded, route: Route, found: Sequence[Transport],
-           sizing: _Sizing) -> dict[str, Stats]:
+def _times(
+    recorded: Recorded, route: Route, found: Sequence[Transport], sizing: _Sizing
+) -> dict[str, Stats]:
     """Per-request stats of every transport over one route.
 
     gradekit and the floor take turns request by request. vcrpy has its own passes: it
@@ -300,13 +309,19 @@ def _times(recorded: Recorded, route: Route, found: Sequence[Transport],
 # ---- rows -------------------------------------------------------------------------------------
 
 
-def _ratio_row(operation: str, size: str, top: Stats, bottom: Stats,
-               target: tuple[str, Callable[[float], bool]] | None) -> Row:
+def _ratio_row(
+    operation: str,
+    size: str,
+    top: Stats,
+    bottom: Stats,
+    target: tuple[str, Callable[[float], bool]] | None,
+) -> Row:
     ratio = top.median_ns / bottom.median_ns
     label, meets = target if target is not None else ("—", None)
     verdict = "—" if meets is None else ("meets" if meets(ratio) else "misses")
-    return Row(operation, size, f"{ratio:.2f}x", f"{top.p90_ns / bottom.p90_ns:.2f}x",
-               label, verdict)
+    return Row(
+        operation, size, f"{ratio:.2f}x", f"{top.p90_ns / bottom.p90_ns:.2f}x", label, verdict
+    )
 
 
 def _group(route: Route, size: int, stats: Mapping[str, Stats], vcr_name: str) -> list[Row]:
@@ -319,18 +334,35 @@ def _group(route: Route, size: int, stats: Mapping[str, Stats], vcr_name: str) -
     rows.append(_ratio_row(f"{route.name}: gradekit / floor", label, gradekit, floor, within))
     if VCRPY in stats:
         faster = (f"≥ {VCRPY_SPEEDUP:g}x", lambda ratio: ratio >= VCRPY_SPEEDUP)
-        rows.append(_ratio_row(f"{route.name}: vcrpy / gradekit", label, stats[VCRPY],
-                               gradekit, faster if size == SPEEDUP_AT else None))
+        rows.append(
+            _ratio_row(
+                f"{route.name}: vcrpy / gradekit",
+                label,
+                stats[VCRPY],
+                gradekit,
+                faster if size == SPEEDUP_AT else None,
+            )
+        )
     return rows
 
 
 def _setup_rows(recorded: Recorded, vcr_name: str) -> list[Row]:
     size, n = fmt_size(recorded.size + 1), recorded.size + 1
-    rows = [_once(f"gradekit: record {n} requests, SDK + live loopback (mode='once')", size,
-                  recorded.gradekit_ns)]
+    rows = [
+        _once(
+            f"gradekit: record {n} requests, SDK + live loopback (mode='once')",
+            size,
+            recorded.gradekit_ns,
+        )
+    ]
     if recorded.vcrpy is not None:
-        rows.append(_once(f"{vcr_name}: record {n} requests, SDK + live loopback "
-                          "(record_mode='once')", size, recorded.vcrpy_ns))
+        rows.append(
+            _once(
+                f"{vcr_name}: record {n} requests, SDK + live loopback (record_mode='once')",
+                size,
+                recorded.vcrpy_ns,
+            )
+        )
     return rows
 
 
@@ -338,8 +370,9 @@ def _once(operation: str, size: str, ns: int) -> Row:
     return timed(operation, size, Stats(ns, ns, 1))
 
 
-def _load_rows(recorded: Recorded, found: Sequence[Transport], repeats: int,
-               vcr_name: str) -> list[Row]:
+def _load_rows(
+    recorded: Recorded, found: Sequence[Transport], repeats: int, vcr_name: str
+) -> list[Row]:
     """Opening each cassette and serving its first request, then closing it, at the largest N."""
     rows: list[Row] = []
     size = fmt_size(recorded.size)
@@ -425,4 +458,3 @@ def _import_vcr() -> ModuleType | None:
         return importlib.import_module("vcr")
     except ImportError:
         return None
-

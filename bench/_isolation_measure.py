@@ -61,19 +61,18 @@ _NO_CALL_AGENT = '''"""Benchmark agent: no provider call, no tool call; returns 
 def run(provider, task):
     return ""
 '''
-_HANG = '''
+_HANG = """
 
 def run(provider, task):  # hangs in every case: never calls, never returns
     import time
 
     while True:
         time.sleep(3600)
-'''
+"""
 # A grade's runs, in the order a grading starts them (what it names each run's folder; the
 # folder itself has a made-up name, which ``_children_patched`` maps back). The probes,
 # ``loud-<case>-<kind>-<call>``, and the seed runs follow in name order.
-_RUNS = ("primary", "label-2", "label-3", "label-4", "label-5", "again", "probe",
-         "second-set")
+_RUNS = ("primary", "label-2", "label-3", "label-4", "label-5", "again", "probe", "second-set")
 _GRACE_S = 1.0  # CPU passes: how long a child may take to exit by itself before the kill
 CPU_CAVEAT = (
     "The grader kills each child's process group as soon as its run is over; under "
@@ -85,6 +84,7 @@ CPU_CAVEAT = (
 
 
 # -- section 5: one sandboxed child's start, behind each wall ------------------------------
+
 
 def start_table(plan: GraderPlan, folder: Path) -> Table:
     """Section 5: ``Sandbox.run`` on one case whose agent makes no call, under both walls."""
@@ -100,8 +100,10 @@ def start_table(plan: GraderPlan, folder: Path) -> Table:
     for name, root in (("one-file submission", tiny), ("reference lab + no-call agent", lab)):
         progress(f"Sandbox.run, one case, no call, {name}, both walls")
         size = f"{name}: {_files(tree_size(root))}"
-        starts = {wall: _one_start(root, folder / f"start-scratch-{wall}", wall)
-                  for wall in _walls(missing)}
+        starts = {
+            wall: _one_start(root, folder / f"start-scratch-{wall}", wall)
+            for wall in _walls(missing)
+        }
         walls = interleaved(starts, plan.repeats)
         with _children_patched(folder, grace_s=_GRACE_S):
             cpus = interleaved(starts, plan.repeats)
@@ -143,30 +145,40 @@ def _one_start(root: Path, scratch: Path, wall: str) -> Callable[[], None]:
         result = sandbox.run(f"{_NO_CALL}:run", [("empty", "")], plan)
         outcome = result.outcomes["empty"]
         if outcome.status != "returned":
-            raise RuntimeError(f"--wall {wall}: {outcome.status} {outcome.detail} "
-                               f"{result.import_error or ''} {result.stderr}")
+            raise RuntimeError(
+                f"--wall {wall}: {outcome.status} {outcome.detail} "
+                f"{result.import_error or ''} {result.stderr}"
+            )
 
     return start
 
 
-def _start_rows(size: str, walls: Mapping[str, Costs], cpus: Mapping[str, Costs],
-                missing: str | None) -> list[Row]:
+def _start_rows(
+    size: str, walls: Mapping[str, Costs], cpus: Mapping[str, Costs], missing: str | None
+) -> list[Row]:
     rows = [timed(f"Sandbox.run, --wall {wall}", size, walls[wall].wall) for wall in walls]
     if missing is not None:
-        rows.append(note_row("Sandbox.run, --wall namespaces", size,
-                             f"not run: {missing}"))
+        rows.append(note_row("Sandbox.run, --wall namespaces", size, f"not run: {missing}"))
         return [*rows, timed("  CPU per start, process", size, cpus["process"].cpu)]
-    rows.append(_ratio("  namespaces / process, wall", size, walls["namespaces"].wall,
-                       walls["process"].wall))
+    rows.append(
+        _ratio(
+            "  namespaces / process, wall", size, walls["namespaces"].wall, walls["process"].wall
+        )
+    )
     rows += [timed(f"  CPU per start, {wall}", size, cpus[wall].cpu) for wall in cpus]
-    rows.append(_ratio("  namespaces / process, CPU", size, cpus["namespaces"].cpu,
-                       cpus["process"].cpu))
+    rows.append(
+        _ratio("  namespaces / process, CPU", size, cpus["namespaces"].cpu, cpus["process"].cpu)
+    )
     return rows
 
 
 def _ratio(operation: str, size: str, numerator: Stats, denominator: Stats) -> Row:
-    return Row(operation, size, f"{numerator.median_ns / denominator.median_ns:.2f}x",
-               f"{numerator.p90_ns / denominator.p90_ns:.2f}x")
+    return Row(
+        operation,
+        size,
+        f"{numerator.median_ns / denominator.median_ns:.2f}x",
+        f"{numerator.p90_ns / denominator.p90_ns:.2f}x",
+    )
 
 
 def _no_answer(case: str, prompt: str) -> str | None:
@@ -176,6 +188,7 @@ def _no_answer(case: str, prompt: str) -> str | None:
 
 # -- section 6: a submission that hangs in every case --------------------------------------
 
+
 def hang_table(plan: GraderPlan, folder: Path) -> Table:
     """Section 6: the whole ``gradekit grade`` of a submission whose agent never returns."""
     hanging, rubric = _hanging(folder)
@@ -184,25 +197,48 @@ def hang_table(plan: GraderPlan, folder: Path) -> Table:
     missing = bubblewrap_missing()
     totals: Counter[str] = Counter()
     progress(f"gradekit grade of a hanging submission, both walls, {plan.hang_repeats} runs")
-    costs = interleaved({wall: _hang_command(hanging, rubric, folder, wall, totals)
-                         for wall in _walls(missing)}, plan.hang_repeats, warmup=0)
+    costs = interleaved(
+        {wall: _hang_command(hanging, rubric, folder, wall, totals) for wall in _walls(missing)},
+        plan.hang_repeats,
+        warmup=0,
+    )
     floor = Stats(cases * HANG_TIMEOUT_S * 1e9, cases * HANG_TIMEOUT_S * 1e9, 1)
-    rows = [timed(f"gradekit grade, hanging submission, --wall {wall}", size,
-                  costs[wall].wall) for wall in costs]
+    rows = [
+        timed(f"gradekit grade, hanging submission, --wall {wall}", size, costs[wall].wall)
+        for wall in costs
+    ]
     if missing is not None:
-        rows.append(note_row("gradekit grade, hanging submission, --wall namespaces",
-                             size, f"not run: {missing}"))
-    rows.append(Row(f"floor: one timeout per case ({cases} x {HANG_TIMEOUT_S} s)", size,
-                    fmt_ns(floor.median_ns), "—"))
-    rows += [timed(f"  above the floor, --wall {wall}", size,
-                   costs[wall].wall.minus(floor.median_ns)) for wall in costs]
+        rows.append(
+            note_row(
+                "gradekit grade, hanging submission, --wall namespaces", size, f"not run: {missing}"
+            )
+        )
+    rows.append(
+        Row(
+            f"floor: one timeout per case ({cases} x {HANG_TIMEOUT_S} s)",
+            size,
+            fmt_ns(floor.median_ns),
+            "—",
+        )
+    )
+    rows += [
+        timed(f"  above the floor, --wall {wall}", size, costs[wall].wall.minus(floor.median_ns))
+        for wall in costs
+    ]
     if plan.hang_counted:
         progress("grade_submission of the hanging submission in process, children counted")
         counted = _counted_grade(hanging, rubric, folder / "hang-counted", "process")
-        rows.append(note_row("sandboxed children started (grade_submission, process wall)",
-                             size, str(counted.children)))
-        children = (f"Children started, by run: {counted.by_run()}; case outcomes of the "
-                    f"primary run: {counted.statuses}.")
+        rows.append(
+            note_row(
+                "sandboxed children started (grade_submission, process wall)",
+                size,
+                str(counted.children),
+            )
+        )
+        children = (
+            f"Children started, by run: {counted.by_run()}; case outcomes of the "
+            f"primary run: {counted.statuses}."
+        )
     else:
         children = f"Children not counted in the {plan.name} run (the full run counts them)."
     shown = ", ".join(f"{total}: {count}" for total, count in sorted(totals.items()))
@@ -240,23 +276,37 @@ def _hanging(folder: Path) -> tuple[Path, Path]:
     return hanging, rubric
 
 
-def _hang_command(hanging: Path, rubric: Path, folder: Path, wall: str,
-                  totals: Counter[str]) -> Callable[[], None]:
+def _hang_command(
+    hanging: Path, rubric: Path, folder: Path, wall: str, totals: Counter[str]
+) -> Callable[[], None]:
     def grade() -> None:
         out = Path(tempfile.mkdtemp(prefix=f"hang-out-{wall}-", dir=folder))
-        args = ["grade", str(hanging), "--rubric", str(rubric), "--wall", wall,
-                "--jobs", "1", "--out", str(out)]
+        args = [
+            "grade",
+            str(hanging),
+            "--rubric",
+            str(rubric),
+            "--wall",
+            wall,
+            "--jobs",
+            "1",
+            "--out",
+            str(out),
+        ]
         done = run_gradekit(args, folder)
         rows = list(csv.DictReader(io.StringIO((out / "gradebook.csv").read_text("utf-8"))))
         if done.returncode != 0 or [r["status"] for r in rows] != ["graded"]:
-            raise RuntimeError(f"gradekit {' '.join(args)} exited {done.returncode}:\n"
-                               f"{done.stdout.decode('utf-8', 'replace')[-2000:]}")
+            raise RuntimeError(
+                f"gradekit {' '.join(args)} exited {done.returncode}:\n"
+                f"{done.stdout.decode('utf-8', 'replace')[-2000:]}"
+            )
         totals[rows[0]["total"]] += 1
 
     return grade
 
 
 # -- section 7: where one submission's time goes -------------------------------------------
+
 
 @dataclass
 class _ChildLog:
@@ -313,8 +363,11 @@ def _children_patched(scratch: Path, *, grace_s: float = 0.0) -> Iterator[_Child
         return inner
 
     # Wherever the grader's modules import Child by name, they start the counted one.
-    users = [module for name, module in sorted(sys.modules.items())
-             if name.startswith("grader.") and getattr(module, "Child", None) is Child]
+    users = [
+        module
+        for name, module in sorted(sys.modules.items())
+        if name.startswith("grader.") and getattr(module, "Child", None) is Child
+    ]
     if not users:
         raise RuntimeError("no grader module starts grader.sandbox._channel.Child: update bench")
     with contextlib.ExitStack() as patches:
@@ -324,23 +377,29 @@ def _children_patched(scratch: Path, *, grace_s: float = 0.0) -> Iterator[_Child
         yield log
 
 
-def _counted_grade(root: Path, rubric: Path, scratch: Path, wall: str, *,
-                   grace_s: float = 0.0) -> _Counted:
+def _counted_grade(
+    root: Path, rubric: Path, scratch: Path, wall: str, *, grace_s: float = 0.0
+) -> _Counted:
     """Grade ``root`` in process, counting its children (``grace_s``: as for
     ``_children_patched``)."""
     scratch.mkdir(parents=True, exist_ok=True)
     with _children_patched(scratch, grace_s=grace_s) as log:
-        graded = grade_submission(root, load_rubric(rubric), submission=root.name,
-                                  scratch=scratch, wall=wall_named(wall))
+        graded = grade_submission(
+            root, load_rubric(rubric), submission=root.name, scratch=scratch, wall=wall_named(wall)
+        )
     if not log.lifetimes:
         raise RuntimeError("grade_submission started no counted child: update bench")
     primary = graded.evidence.primary
-    statuses = Counter(f"{o.status} ({o.detail})" if o.detail else o.status
-                       for o in (primary.outcomes.values() if primary else ()))
-    return _Counted(sum(len(times) for times in log.lifetimes.values()),
-                    {run: len(times) for run, times in log.lifetimes.items()},
-                    sum(sum(times) for times in log.lifetimes.values()),
-                    ", ".join(f"{status} {count}" for status, count in sorted(statuses.items())))
+    statuses = Counter(
+        f"{o.status} ({o.detail})" if o.detail else o.status
+        for o in (primary.outcomes.values() if primary else ())
+    )
+    return _Counted(
+        sum(len(times) for times in log.lifetimes.values()),
+        {run: len(times) for run, times in log.lifetimes.items()},
+        sum(sum(times) for times in log.lifetimes.values()),
+        ", ".join(f"{status} {count}" for status, count in sorted(statuses.items())),
+    )
 
 
 def breakdown_table(plan: GraderPlan, folder: Path) -> Table:
@@ -354,9 +413,15 @@ def breakdown_table(plan: GraderPlan, folder: Path) -> Table:
     serial = iter(range(1_000))
 
     def grade(wall: str, grace_s: float = 0.0) -> Callable[[], None]:
-        return lambda: counts[wall].append(_counted_grade(
-            reference, rubric, folder / f"breakdown-{wall}-{next(serial)}", wall,
-            grace_s=grace_s))
+        return lambda: counts[wall].append(
+            _counted_grade(
+                reference,
+                rubric,
+                folder / f"breakdown-{wall}-{next(serial)}",
+                wall,
+                grace_s=grace_s,
+            )
+        )
 
     grades = interleaved({wall: grade(wall) for wall in walls}, plan.repeats)
     progress("grade_submission in process, children let exit by themselves, CPU")
@@ -366,17 +431,29 @@ def breakdown_table(plan: GraderPlan, folder: Path) -> Table:
     size = "reference lab, as shipped"
     rows: list[Row] = []
     for wall in walls:
-        done = counts[wall][1:plan.repeats + 1]  # the timed grades, not the warm-up
+        done = counts[wall][1 : plan.repeats + 1]  # the timed grades, not the warm-up
         children = Counter(c.children for c in done)
-        rows.append(note_row(f"sandboxed children per grade, --wall {wall}", size,
-                             " or ".join(str(n) for n in sorted(children))))
-        rows.append(timed(f"  grade_submission in process, --wall {wall}", size,
-                          grades[wall].wall))
+        rows.append(
+            note_row(
+                f"sandboxed children per grade, --wall {wall}",
+                size,
+                " or ".join(str(n) for n in sorted(children)),
+            )
+        )
+        rows.append(timed(f"  grade_submission in process, --wall {wall}", size, grades[wall].wall))
         lifetimes = [c.child_ns / c.children for c in done]
-        rows.append(timed("    one child, start to reaped (mean over the grade's children)",
-                          size, summarize(lifetimes)))
-        rows.append(timed("    CPU of a grade (the grader and every process below it)", size,
-                          cpus[wall].cpu))
+        rows.append(
+            timed(
+                "    one child, start to reaped (mean over the grade's children)",
+                size,
+                summarize(lifetimes),
+            )
+        )
+        rows.append(
+            timed(
+                "    CPU of a grade (the grader and every process below it)", size, cpus[wall].cpu
+            )
+        )
     rows += [timed(part.name, part.size, part.costs.wall) for part in parts]
     return Table(
         f"7. Where one submission's time goes (the goal: {GOAL_BATCH} submissions in "
@@ -405,33 +482,58 @@ def _parts(plan: GraderPlan, reference: Path, folder: Path, missing: str | None)
     flags = list(PYTHON_FLAGS)
     imports = _harness_imports()
     packages = f"sys.path.extend({list(package_folders())!r})"  # as the harness does
-    agent = f"import sys; sys.path.insert(0, {str(reference)!r}); {packages}; {imports}; " \
+    agent = (
+        f"import sys; sys.path.insert(0, {str(reference)!r}); {packages}; {imports}; "
         "import lab.agent"
+    )
     worker_cwd = Path(tempfile.mkdtemp(prefix="worker-cwd-", dir=folder))
     copies = iter(range(1_000))
     runs: dict[str, tuple[str, Callable[[], None]]] = {
-        f"python {' '.join(flags)} -c pass (either wall's interpreter: no site, no .pth files)":
-            ("interpreter", _run([python, *flags, "-c", "pass"], folder)),
-        "python -s -P -B -c pass (with site and the environment's .pth files, as before)":
-            ("interpreter", _run([python, "-s", "-P", "-B", "-c", "pass"], folder)),
-        "  + the harness's imports (-c 'import json, hashlib, inspect, ...')":
-            ("interpreter", _run([python, *flags, "-c", imports], folder)),
-        "  + the harness's imports and the reference agent (import lab.agent)":
-            ("reference lab", _run([python, *flags, "-c", agent], reference)),
-        "copy_submission of the reference lab (once per child, either wall)":
-            ("reference lab", lambda: copy_submission(
-                str(reference), str(folder / "copies" / str(next(copies))), IGNORED_NAMES)),
-        f"base python {' '.join(flags)} -c pass (the interpreter the namespaces wall starts)":
-            ("interpreter", _run([base, *flags, "-c", "pass"], folder)),
+        f"python {' '.join(flags)} -c pass (either wall's interpreter: no site, no .pth files)": (
+            "interpreter",
+            _run([python, *flags, "-c", "pass"], folder),
+        ),
+        "python -s -P -B -c pass (with site and the environment's .pth files, as before)": (
+            "interpreter",
+            _run([python, "-s", "-P", "-B", "-c", "pass"], folder),
+        ),
+        "  + the harness's imports (-c 'import json, hashlib, inspect, ...')": (
+            "interpreter",
+            _run([python, *flags, "-c", imports], folder),
+        ),
+        "  + the harness's imports and the reference agent (import lab.agent)": (
+            "reference lab",
+            _run([python, *flags, "-c", agent], reference),
+        ),
+        "copy_submission of the reference lab (once per child, either wall)": (
+            "reference lab",
+            lambda: copy_submission(
+                str(reference), str(folder / "copies" / str(next(copies))), IGNORED_NAMES
+            ),
+        ),
+        f"base python {' '.join(flags)} -c pass (the interpreter the namespaces wall starts)": (
+            "interpreter",
+            _run([base, *flags, "-c", "pass"], folder),
+        ),
     }
     if missing is None:
         runs["bubblewrap alone: the child's options and seccomp filter, then true"] = (
-            "namespaces", _bwrap(reference, ["true"]))
+            "namespaces",
+            _bwrap(reference, ["true"]),
+        )
         runs[f"bubblewrap + base python {' '.join(flags)} -c pass"] = (
-            "namespaces", _bwrap(reference, [base, *flags, "-c", "pass"]))
-    runs[_FRESH] = ("grader.batch._worker", _run(
-        [python, "-P", "-W", "ignore::RuntimeWarning", "-m", "grader.batch._worker", "bench"],
-        worker_cwd, _worker_environment(), EXIT_BAD_REQUEST))
+            "namespaces",
+            _bwrap(reference, [base, *flags, "-c", "pass"]),
+        )
+    runs[_FRESH] = (
+        "grader.batch._worker",
+        _run(
+            [python, "-P", "-W", "ignore::RuntimeWarning", "-m", "grader.batch._worker", "bench"],
+            worker_cwd,
+            _worker_environment(),
+            EXIT_BAD_REQUEST,
+        ),
+    )
     costs = interleaved({name: run for name, (_, run) in runs.items()}, _part_runs(plan))
     parts = [_Part(name, size, costs[name]) for name, (size, _) in runs.items()]
     return [*parts, _Part(_WORKER, "grader.batch._worker", _forked(plan, folder, worker_cwd))]
@@ -452,8 +554,10 @@ def _forked(plan: GraderPlan, folder: Path, cwd: Path) -> Costs:
             code = zygote.wait(zygote.fork(scratch, "bench"), 60)
             walls.append(float(time.perf_counter_ns() - began))
             if code != EXIT_BAD_REQUEST:
-                raise RuntimeError(f"a forked worker exited {code}, not {EXIT_BAD_REQUEST}: "
-                                   f"{(scratch / STDERR).read_bytes()[-2000:]!r}")
+                raise RuntimeError(
+                    f"a forked worker exited {code}, not {EXIT_BAD_REQUEST}: "
+                    f"{(scratch / STDERR).read_bytes()[-2000:]!r}"
+                )
     finally:
         zygote.close()
     wall = summarize(walls[1:])
@@ -477,26 +581,43 @@ def _harness_imports() -> str:
     return "import " + ", ".join(dict.fromkeys(names))
 
 
-def _run(command: Sequence[str], cwd: Path, env: Mapping[str, str] | None = None,
-         expected: int = 0) -> Callable[[], None]:
+def _run(
+    command: Sequence[str], cwd: Path, env: Mapping[str, str] | None = None, expected: int = 0
+) -> Callable[[], None]:
     """Run ``command`` to its end; its exit status must be ``expected``."""
     environment = dict(env) if env is not None else _child_environment(cwd)
 
     def run() -> None:
-        done = subprocess.run(command, cwd=cwd, env=environment, stdin=subprocess.DEVNULL,
-                              capture_output=True, check=False)
+        done = subprocess.run(
+            command,
+            cwd=cwd,
+            env=environment,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            check=False,
+        )
         if done.returncode != expected:
-            raise RuntimeError(f"{' '.join(command)} exited {done.returncode}:\n"
-                               f"{done.stderr.decode('utf-8', 'replace')[-2000:]}")
+            raise RuntimeError(
+                f"{' '.join(command)} exited {done.returncode}:\n"
+                f"{done.stderr.decode('utf-8', 'replace')[-2000:]}"
+            )
 
     return run
 
 
 def _child_environment(home: Path) -> dict[str, str]:
     """The sandboxed child's environment, as ``grader.sandbox._layout`` builds it from nothing."""
-    return {"PATH": "/usr/bin:/bin", "HOME": str(home), "TMPDIR": str(home), "TZ": "UTC",
-            "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "PYTHONHASHSEED": "0",
-            "PYTHONIOENCODING": "utf-8", "PYTHONDONTWRITEBYTECODE": "1"}
+    return {
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(home),
+        "TMPDIR": str(home),
+        "TZ": "UTC",
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+        "PYTHONHASHSEED": "0",
+        "PYTHONIOENCODING": "utf-8",
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
 
 
 def _bwrap(reference: Path, command: Sequence[str]) -> Callable[[], None]:
@@ -512,19 +633,30 @@ def _bwrap(reference: Path, command: Sequence[str]) -> Callable[[], None]:
     def run() -> None:
         with filter_pipe() as read_end:
             argv = bwrap_argv(path, binds, disk_mb=_LIMITS.disk_mb, seccomp_fd=read_end)
-            done = subprocess.run([*argv, *command], env=environment, stdin=subprocess.DEVNULL,
-                                  capture_output=True, check=False,
-                                  pass_fds=() if read_end is None else (read_end,))
+            done = subprocess.run(
+                [*argv, *command],
+                env=environment,
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                check=False,
+                pass_fds=() if read_end is None else (read_end,),
+            )
         if done.returncode != 0:
-            raise RuntimeError(f"bubblewrap {' '.join(command)} exited {done.returncode}:\n"
-                               f"{done.stderr.decode('utf-8', 'replace')[-2000:]}")
+            raise RuntimeError(
+                f"bubblewrap {' '.join(command)} exited {done.returncode}:\n"
+                f"{done.stderr.decode('utf-8', 'replace')[-2000:]}"
+            )
 
     return run
 
 
-def _breakdown_notes(plan: GraderPlan, counts: Mapping[str, list[_Counted]],
-                     cpus: Mapping[str, Costs], parts: Sequence[_Part],
-                     missing: str | None) -> list[str]:
+def _breakdown_notes(
+    plan: GraderPlan,
+    counts: Mapping[str, list[_Counted]],
+    cpus: Mapping[str, Costs],
+    parts: Sequence[_Part],
+    missing: str | None,
+) -> list[str]:
     share_ns = GOAL_S * GOAL_CORES * 1e9 / GOAL_BATCH
     # A forked worker's CPU lands on the zygote, not here: its wall clock stands in for it
     # (one thread, nothing to wait for).
@@ -532,8 +664,9 @@ def _breakdown_notes(plan: GraderPlan, counts: Mapping[str, list[_Counted]],
     notes = [
         f"The goal leaves {fmt_ns(share_ns)} of one core per submission ({GOAL_S} s x "
         f"{GOAL_CORES} cores / {GOAL_BATCH}), with both cores busy all the time.",
-        "Children by run: " + "; ".join(f"--wall {wall}: {counts[wall][-1].by_run()}"
-                                        for wall in counts) + ".",
+        "Children by run: "
+        + "; ".join(f"--wall {wall}: {counts[wall][-1].by_run()}" for wall in counts)
+        + ".",
     ]
     for wall, costs in cpus.items():
         children, grade = counts[wall][-1].children, costs.cpu.median_ns
@@ -543,7 +676,8 @@ def _breakdown_notes(plan: GraderPlan, counts: Mapping[str, list[_Counted]],
             f"--wall {wall}: a grade's CPU ({fmt_ns(grade)}, {fmt_ns(grade / children)} "
             f"per child) plus a forked worker's start ({fmt_ns(worker)}) is {fmt_ns(whole)} "
             f"per submission, {whole / share_ns:.1f}x the goal's share: {GOAL_CORES} busy "
-            f"cores would grade {GOAL_BATCH} submissions in {batch_s:.0f} s at best.")
+            f"cores would grade {GOAL_BATCH} submissions in {batch_s:.0f} s at best."
+        )
     notes += [
         f"Grades: median and p90 of {plan.repeats} in-process grade_submission calls per wall "
         "after one warm-up, the walls taking turns, each child killed as soon as its run is "

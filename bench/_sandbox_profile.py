@@ -98,8 +98,10 @@ def _remove(group: Path) -> None:
 
 def _joiner(group: Path) -> Callable[[], None]:
     """What a forked child runs before it execs: join ``group``."""
+
     def join() -> None:
         (group / "cgroup.procs").write_text("0")
+
     return join
 
 
@@ -152,8 +154,10 @@ def _counted(groups: _Groups, parent: dict[str, list[float]]) -> Iterator[None]:
             self._kind = _kind(Path(kwargs.get("cwd", args[1])))
             spawn = kwargs.get("spawn")
             if spawn is not None:  # a run forked by a host: its init joins the group too
+
                 def counted_spawn(read: int, write: int, outputs: Any, cell: Any) -> Any:
                     return spawn(read, write, outputs, _CountedCell(cell, group))
+
                 kwargs["spawn"] = counted_spawn
             super().__init__(*args, **kwargs)
 
@@ -172,6 +176,7 @@ def _counted(groups: _Groups, parent: dict[str, list[float]]) -> Iterator[None]:
                 return method(sandbox, *args, **kwargs)
             finally:
                 parent[sandbox.scratch.name].append(time.thread_time_ns() - began)
+
         return call
 
     hosts = groups.fresh()  # every host of every grading: start, the kit, each fork
@@ -185,10 +190,14 @@ def _counted(groups: _Groups, parent: dict[str, list[float]]) -> Iterator[None]:
             (hosts / "cgroup.procs").write_text("0")
             if before is not None:
                 before()
+
         return popen(*args, **{**kwargs, "preexec_fn": enter})
 
-    users = [m for name, m in sorted(sys.modules.items())
-             if name.startswith("grader.") and getattr(m, "Child", None) is _channel.Child]
+    users = [
+        m
+        for name, m in sorted(sys.modules.items())
+        if name.startswith("grader.") and getattr(m, "Child", None) is _channel.Child
+    ]
     with contextlib.ExitStack() as patches:
         patches.enter_context(mock.patch.object(_channel, "_joining", counted_joining))
         patches.enter_context(mock.patch.object(subprocess, "Popen", hosted))
@@ -220,9 +229,14 @@ def profile_gradings(reference: Path, wall: str, gradings: int, folder: Path) ->
                     store.clear()
                 hosted = _usage(groups.hosts) if groups.hosts else 0.0
                 began = time.thread_time_ns()
-                graded = grade_submission(reference, rubric, submission="ref",
-                                          scratch=folder / f"grading-{number}",
-                                          wall=wall_named(wall), draw_key=_KEY)
+                graded = grade_submission(
+                    reference,
+                    rubric,
+                    submission="ref",
+                    scratch=folder / f"grading-{number}",
+                    wall=wall_named(wall),
+                    draw_key=_KEY,
+                )
                 grader_ns = time.thread_time_ns() - began
                 if number == 0:
                     warm = graded.report.total
@@ -253,32 +267,40 @@ def _ms(ns: float) -> str:
 
 
 def _kinds_table(wall: str, gradings: int, totals: Sequence[tuple[float, float]]) -> str:
-    lines = [f"CPU of one grading of the reference lab, --wall {wall}: median of "
-             f"{gradings} gradings (ms; children: their cgroups; grader: this thread)", "",
-             "| run kind | children | CPU per grading, children | per child | grader side |",
-             "| --- | ---: | ---: | ---: | ---: |"]
+    lines = [
+        f"CPU of one grading of the reference lab, --wall {wall}: median of "
+        f"{gradings} gradings (ms; children: their cgroups; grader: this thread)",
+        "",
+        "| run kind | children | CPU per grading, children | per child | grader side |",
+        "| --- | ---: | ---: | ---: | ---: |",
+    ]
     for kind in sorted(_SEEN, key=lambda k: -statistics.median(x[0] for x in _SEEN[k])):
         seen = _SEEN[kind]
         child = statistics.median(x[0] for x in seen)
         count = statistics.median(x[2] for x in seen)
-        lines.append(f"| {kind} | {count:g} | {_ms(child)} | {_ms(child / count)} | "
-                     f"{_ms(statistics.median(x[1] for x in seen))} |")
+        lines.append(
+            f"| {kind} | {count:g} | {_ms(child)} | {_ms(child / count)} | "
+            f"{_ms(statistics.median(x[1] for x in seen))} |"
+        )
     grader = statistics.median(t[0] for t in totals)
     children = statistics.median(t[1] for t in totals)
     count = sum(statistics.median(x[2] for x in seen) for seen in _SEEN.values())
-    lines += [f"| **all runs** | {count:g} | {_ms(children)} | {_ms(children / count)} | "
-              f"{_ms(grader)} (whole grading) |", "",
-              f"CPU per grading, grader and children: {_ms(grader + children)} ms; "
-              f"200 submissions at --jobs 2 on 2 cores need at least "
-              f"{(grader + children) * 200 / 2 / 1e9:.1f} s of the cores (a forked worker's "
-              "start not included)."]
+    lines += [
+        f"| **all runs** | {count:g} | {_ms(children)} | {_ms(children / count)} | "
+        f"{_ms(grader)} (whole grading) |",
+        "",
+        f"CPU per grading, grader and children: {_ms(grader + children)} ms; "
+        f"200 submissions at --jobs 2 on 2 cores need at least "
+        f"{(grader + children) * 200 / 2 / 1e9:.1f} s of the cores (a forked worker's "
+        "start not included).",
+    ]
     _SEEN.clear()
     return "\n".join(lines)
 
 
 # -- the phases of one child behind namespaces --------------------------------------------
 
-_PHASES = r'''
+_PHASES = r"""
 import json, os, sys, time
 out = {"start": time.process_time_ns()}
 def mark(name):
@@ -305,7 +327,7 @@ import lab.agent
 mark("import the agent (lab.agent)")
 out["total"] = time.process_time_ns()
 os.write(1, json.dumps(out).encode())
-'''
+"""
 
 
 def profile_phases(reference: Path, repeats: int, folder: Path) -> str:
@@ -317,12 +339,17 @@ def profile_phases(reference: Path, repeats: int, folder: Path) -> str:
         return f"Phases not measured: {why}."
     python, binds, site = interpreter()
     source = LaidOut().source(reference, folder / "laid", ["lab"])
-    binds += (Bind(str(source), f"{KIT}/original"), Bind(str(library_code()), LIBRARY_INSIDE),
-              Bind(str(harness_code()), f"{KIT}/harness"))
+    binds += (
+        Bind(str(source), f"{KIT}/original"),
+        Bind(str(library_code()), LIBRARY_INSIDE),
+        Bind(str(harness_code()), f"{KIT}/harness"),
+    )
     args: dict[str, Any] = {
         "harness": f"{KIT}/harness",
         "copy": {"from": f"{KIT}/original", "to": f"{SANDBOX}/submission", "ignore": []},
-        "site": list(site), "library": LIBRARY_INSIDE}
+        "site": list(site),
+        "library": LIBRARY_INSIDE,
+    }
     groups = _Groups()
     rows: dict[str, list[float]] = defaultdict(list)
     try:
@@ -332,9 +359,12 @@ def profile_phases(reference: Path, repeats: int, folder: Path) -> str:
                 argv = bwrap_argv(bwrap, binds, disk_mb=256, seccomp_fd=read_end)
                 done = subprocess.run(
                     [*argv, python, "-S", "-P", "-B", "-c", _PHASES, json.dumps(args)],
-                    capture_output=True, check=False, env=_env(),
+                    capture_output=True,
+                    check=False,
+                    env=_env(),
                     pass_fds=() if read_end is None else (read_end,),
-                    preexec_fn=_joiner(group))
+                    preexec_fn=_joiner(group),
+                )
             if done.returncode != 0:
                 raise RuntimeError(done.stderr.decode("utf-8", "replace")[-3000:])
             said = json.loads(done.stdout)
@@ -343,7 +373,8 @@ def profile_phases(reference: Path, repeats: int, folder: Path) -> str:
             if number == 0:
                 continue
             rows["bubblewrap (the cgroup's total less the interpreter's)"].append(
-                whole - said["total"])
+                whole - said["total"]
+            )
             rows["interpreter start (-S -P -B)"].append(said["start"])
             for name, ns in said.items():
                 if name not in ("start", "total"):
@@ -351,16 +382,27 @@ def profile_phases(reference: Path, repeats: int, folder: Path) -> str:
             rows["whole child"].append(whole)
     finally:
         groups.close()
-    lines = [f"One child behind namespaces, phase by phase: median of {repeats} (ms CPU)", "",
-             "| phase | CPU |", "| --- | ---: |"]
+    lines = [
+        f"One child behind namespaces, phase by phase: median of {repeats} (ms CPU)",
+        "",
+        "| phase | CPU |",
+        "| --- | ---: |",
+    ]
     lines += [f"| {name} | {_ms(statistics.median(v))} |" for name, v in rows.items()]
     return "\n".join(lines)
 
 
 def _env() -> dict[str, str]:
-    return {"PATH": "/usr/bin:/bin", "HOME": f"{SANDBOX}/submission", "TZ": "UTC",
-            "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "PYTHONHASHSEED": "0",
-            "PYTHONDONTWRITEBYTECODE": "1", "TMPDIR": f"{SANDBOX}/tmp"}
+    return {
+        "PATH": "/usr/bin:/bin",
+        "HOME": f"{SANDBOX}/submission",
+        "TZ": "UTC",
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+        "PYTHONHASHSEED": "0",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "TMPDIR": f"{SANDBOX}/tmp",
+    }
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -368,16 +410,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--gradings", type=int, default=5)
     parser.add_argument("--phases", type=int, default=15, help="children per phase table")
     parser.add_argument("--wall", default="namespaces")
-    parser.add_argument("--own-bubblewrap", action="store_true",
-                        help="no hosts: every run behind namespaces starts its own bubblewrap")
+    parser.add_argument(
+        "--own-bubblewrap",
+        action="store_true",
+        help="no hosts: every run behind namespaces starts its own bubblewrap",
+    )
     args = parser.parse_args(argv)
     if args.own_bubblewrap:
         refuse_hosts("--own-bubblewrap")
     if not CPUACCT.is_dir() or not os.access(CPUACCT, os.W_OK):
         print(f"needs root and a writable {CPUACCT}", file=sys.stderr)
         return 2
-    print(f"Machine: Python {platform.python_version()}, {os.cpu_count()} CPUs, load "
-          f"{os.getloadavg()[0]:.2f} at start")
+    print(
+        f"Machine: Python {platform.python_version()}, {os.cpu_count()} CPUs, load "
+        f"{os.getloadavg()[0]:.2f} at start"
+    )
     with tempfile.TemporaryDirectory(prefix="gradekit-sandbox-profile-") as tmp:
         folder = Path(tmp)
         folder.chmod(0o711)  # a root grader's children, uid 65534, pass through it

@@ -65,13 +65,22 @@ FAILURES = """\
 def _answer(body: bytes) -> bytes:
     """A chat completion quoting the question, so each case's answer is its own."""
     asked = json.loads(body)["messages"][-1]["content"]
-    return json.dumps({
-        "id": "chatcmpl-bench", "object": "chat.completion", "created": 0,
-        "model": "course-model",
-        "choices": [{"index": 0, "finish_reason": "stop",
-                     "message": {"role": "assistant", "content": f"About: {asked[:60]}"}}],
-        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
-    }).encode()
+    return json.dumps(
+        {
+            "id": "chatcmpl-bench",
+            "object": "chat.completion",
+            "created": 0,
+            "model": "course-model",
+            "choices": [
+                {
+                    "index": 0,
+                    "finish_reason": "stop",
+                    "message": {"role": "assistant", "content": f"About: {asked[:60]}"},
+                }
+            ],
+            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+        }
+    ).encode()
 
 
 def build_sdk_lab(root: Path) -> Path:
@@ -83,9 +92,14 @@ def build_sdk_lab(root: Path) -> Path:
     (root / "FAILURES.md").write_text(FAILURES, "utf-8")
     with serve(_answer, "/v1") as base_url:
         (root / "lab" / "agent.py").write_text(AGENT.format(url=base_url), "utf-8")
-        done = subprocess.run([sys.executable, "-m", "grader", "record", "--root", str(root),
-                               "--quiet"], capture_output=True, check=False)
+        done = subprocess.run(
+            [sys.executable, "-m", "grader", "record", "--root", str(root), "--quiet"],
+            capture_output=True,
+            check=False,
+        )
     if done.returncode != 0:
-        raise RuntimeError(f"recording the SDK lab failed ({done.returncode}):\n"
-                           f"{done.stderr.decode('utf-8', 'replace')}")
+        raise RuntimeError(
+            f"recording the SDK lab failed ({done.returncode}):\n"
+            f"{done.stderr.decode('utf-8', 'replace')}"
+        )
     return root

@@ -126,8 +126,10 @@ def cpu_ns() -> int:
     reaped so far; adopted orphans are reaped first. Call it only when no child of this
     process is still meant to run: it waits (briefly) for every child to end."""
     _reap_orphans()
-    own, reaped = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(
-        resource.RUSAGE_CHILDREN)
+    own, reaped = (
+        resource.getrusage(resource.RUSAGE_SELF),
+        resource.getrusage(resource.RUSAGE_CHILDREN),
+    )
     return round((own.ru_utime + own.ru_stime + reaped.ru_utime + reaped.ru_stime) * 1e9)
 
 
@@ -144,8 +146,9 @@ def _reap_orphans() -> None:
             time.sleep(0.001)
 
 
-def interleaved(calls: Mapping[K, Callable[[], object]], times: int, *,
-                warmup: int = 1) -> dict[K, Costs]:
+def interleaved(
+    calls: Mapping[K, Callable[[], object]], times: int, *, warmup: int = 1
+) -> dict[K, Costs]:
     """Time ``times`` single calls of each slow function, taking turns (a, b, a, b, ...) so
     that a change in the machine's load falls on all of them alike; ``warmup`` turns first."""
     for _ in range(warmup):

@@ -47,8 +47,9 @@ def _hits(size: int, plan: Plan) -> Stats:
 
 
 def _fixture(size: int) -> Fixture:
-    calls = {tool_key(_TOOL, _args(i)): ToolCall(_TOOL, _args(i), _response(i))
-             for i in range(size)}
+    calls = {
+        tool_key(_TOOL, _args(i)): ToolCall(_TOOL, _args(i), _response(i)) for i in range(size)
+    }
     return Fixture(f"bench-tools-{size}", _RECORDED_AT, calls)
 
 

@@ -54,9 +54,7 @@ _NOTE = (
 )
 
 
-def _measure_loopback(
-    vcr: ModuleType, name: str, plan: Plan, folder: Path, rows: PeerRows
-) -> None:
+def _measure_loopback(vcr: ModuleType, name: str, plan: Plan, folder: Path, rows: PeerRows) -> None:
     """Record each size once from the loopback server, then play it back (and load it)."""
     with httpx.Client() as client, serve_answers() as url:
         for size in plan.vcr_sizes:

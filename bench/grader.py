@@ -56,14 +56,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run every section and print its table; return the exit status."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--quick", action="store_true", help="fewer repetitions, smaller sizes")
-    parser.add_argument("--growth", action="store_true",
-                        help="only the section on how cost grows with the cohort")
-    parser.add_argument("--copies", action="store_true",
-                        help="only the copy detector's section (200 and 10 000 submissions; "
-                        "--quick: 50 and 500)")
-    parser.add_argument("--sizes", type=_sizes, default=None, metavar="N,N,...",
-                        help="the growth section's cohort sizes, smallest first (default: "
-                        "200,2000,10000; --quick: 50,500,2500)")
+    parser.add_argument(
+        "--growth", action="store_true", help="only the section on how cost grows with the cohort"
+    )
+    parser.add_argument(
+        "--copies",
+        action="store_true",
+        help="only the copy detector's section (200 and 10 000 submissions; --quick: 50 and 500)",
+    )
+    parser.add_argument(
+        "--sizes",
+        type=_sizes,
+        default=None,
+        metavar="N,N,...",
+        help="the growth section's cohort sizes, smallest first (default: "
+        "200,2000,10000; --quick: 50,500,2500)",
+    )
     args = parser.parse_args(argv)
     plan = QUICK if args.quick else FULL
     growth = GROWTH_QUICK if args.quick else GROWTH_FULL
@@ -75,9 +83,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="gradekit-bench-grader-") as tmp:
         folder = Path(tmp)
         folder.chmod(0o711)  # a root grader's children, uid 65534, pass through it
-        sections = () if args.growth or args.copies else (
-            pipe_table, grade_table, check_table, batch_table, start_table, hang_table,
-            breakdown_table)
+        sections = (
+            ()
+            if args.growth or args.copies
+            else (
+                pipe_table,
+                grade_table,
+                check_table,
+                batch_table,
+                start_table,
+                hang_table,
+                breakdown_table,
+            )
+        )
         for section in sections:
             table = section(plan, folder)
             print()
@@ -97,8 +115,9 @@ def _sizes(text: str) -> tuple[int, ...]:
     """``--sizes``: cohort sizes, smallest first; argparse's usage error otherwise."""
     parts = text.split(",")
     if not all(part.strip().isdigit() for part in parts):
-        raise argparse.ArgumentTypeError(f"{text!r}: give whole numbers separated by commas, "
-                                         "such as 200,2000,10000")
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: give whole numbers separated by commas, such as 200,2000,10000"
+        )
     sizes = tuple(int(part) for part in parts)
     try:
         GROWTH_FULL.sized(sizes)

@@ -41,9 +41,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.grader or args.growth or args.copies:  # the grader's benchmark, or one section
         from bench import grader
 
-        return grader.main([*(["--quick"] if args.quick else []),
-                            *(["--growth"] if args.growth else []),
-                            *(["--copies"] if args.copies else [])])
+        return grader.main(
+            [
+                *(["--quick"] if args.quick else []),
+                *(["--growth"] if args.growth else []),
+                *(["--copies"] if args.copies else []),
+            ]
+        )
     plan = QUICK if args.quick else FULL
     print(_machine(), flush=True)
     if not args.only:  # a section run alone says how it measures, under its table
@@ -60,16 +64,26 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--quick", action="store_true", help="fewer repetitions, smaller sizes")
-    parser.add_argument("--grader", action="store_true",
-                        help="run only the grader benchmark (bench/grader.py) instead")
-    parser.add_argument("--growth", action="store_true",
-                        help="run only the grader benchmark's section on how cost grows with "
-                        "the cohort (200, 2 000 and 10 000 submissions) instead")
-    parser.add_argument("--copies", action="store_true",
-                        help="run only the grader benchmark's section on the copy detector "
-                        "(200 and 10 000 submissions) instead")
-    parser.add_argument("--only", choices=sorted(_SECTIONS),
-                        help="run only this section of the tables")
+    parser.add_argument(
+        "--grader",
+        action="store_true",
+        help="run only the grader benchmark (bench/grader.py) instead",
+    )
+    parser.add_argument(
+        "--growth",
+        action="store_true",
+        help="run only the grader benchmark's section on how cost grows with "
+        "the cohort (200, 2 000 and 10 000 submissions) instead",
+    )
+    parser.add_argument(
+        "--copies",
+        action="store_true",
+        help="run only the grader benchmark's section on the copy detector "
+        "(200 and 10 000 submissions) instead",
+    )
+    parser.add_argument(
+        "--only", choices=sorted(_SECTIONS), help="run only this section of the tables"
+    )
     return parser.parse_args(argv)
 
 
@@ -111,11 +125,13 @@ def _tables(plan: Plan, folder: Path) -> list[Table]:
     return [
         key,
         Table(_REPLAY, replay_rows + vcr.replay + chronicle.replay, replay_notes),
-        Table(_RECORD, recorder_rows + vcr.record + chronicle.record + paper.record,
-              [_DURABILITY]),
+        Table(_RECORD, recorder_rows + vcr.record + chronicle.record + paper.record, [_DURABILITY]),
         Table(_LOAD, load_rows + vcr.load + chronicle.load),
-        Table(_PEERS, vcr.peers + chronicle.peers + paper.peers,
-              vcr.notes + chronicle.notes + paper.notes),
+        Table(
+            _PEERS,
+            vcr.peers + chronicle.peers + paper.peers,
+            vcr.notes + chronicle.notes + paper.notes,
+        ),
         Table("6. Tool fixture lookup, per call (ToolReplay.call hit)", _tools.tool_rows(plan)),
         *incidents,
         *_http_tables(plan, folder),

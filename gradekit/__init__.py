@@ -73,6 +73,7 @@ def __getattr__(name: str) -> object:
         return value
     raise AttributeError(f"module 'gradekit' has no attribute {name!r}")
 
+
 __all__ = [
     "FORMAT",
     "PRESETS",

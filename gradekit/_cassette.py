@@ -59,19 +59,21 @@ class CassetteCodec(Codec[Cassette]):
 
     def encode(self, document: Cassette) -> bytes:
         """Return the canonical v1 bytes of a cassette."""
-        return self.canonical({
-            "format": FORMAT,
-            "case": document.case,
-            "entries": {
-                key: {
-                    "prompt": entry.prompt,
-                    "provider": entry.provider,
-                    "recorded_at": entry.recorded_at,
-                    "response": entry.response,
-                }
-                for key, entry in document.entries.items()
-            },
-        })
+        return self.canonical(
+            {
+                "format": FORMAT,
+                "case": document.case,
+                "entries": {
+                    key: {
+                        "prompt": entry.prompt,
+                        "provider": entry.provider,
+                        "recorded_at": entry.recorded_at,
+                        "response": entry.response,
+                    }
+                    for key, entry in document.entries.items()
+                },
+            }
+        )
 
     def decode(self, data: bytes, *, source: str, case: str = "") -> Cassette:
         """Parse cassette bytes; ``source`` names the file in every error.
@@ -123,7 +125,9 @@ class CassetteCodec(Codec[Cassette]):
         for key, response in document.items():
             if not isinstance(response, str):
                 raise self.corrupt(
-                    source, text, _at(text, key),
+                    source,
+                    text,
+                    _at(text, key),
                     f"entry {key}: a flat cassette maps keys to response strings, found "
                     f'{type(response).__name__}. A v1 cassette needs "format": "{FORMAT}".',
                 )

@@ -161,8 +161,9 @@ class Codec(ABC, Generic[D]):
                 f"{self.restore_hint(source, case)}"
             ) from exc
         except (RecursionError, ValueError) as exc:  # what no recorder writes: a hostile file
-            raise self.error(f"{source}: not valid JSON ({hostile_json(exc)}). "
-                             f"{self.restore_hint(source, case)}") from None
+            raise self.error(
+                f"{source}: not valid JSON ({hostile_json(exc)}). {self.restore_hint(source, case)}"
+            ) from None
         if not isinstance(document, dict):
             raise self.error(
                 f"{source}:1:1: a {self.noun} is a JSON object, found {type(document).__name__}. "
@@ -201,12 +202,14 @@ class Codec(ABC, Generic[D]):
     def miss_message(self, source: str, rows: Sequence[tuple[str, str]], *, case: str) -> str:
         """A miss: what ``source`` does not hold, the ``(label, value)`` rows that show it,
         and the command that records it."""
-        return "\n".join([
-            f"no recording {self.asked} in {source}",
-            *(f"  {label + ':':<9}{value}" for label, value in rows),
-            f"  fix:     {self.fix}: `{self.record_command(case)}`,",
-            f"           then {self.then}",
-        ])
+        return "\n".join(
+            [
+                f"no recording {self.asked} in {source}",
+                *(f"  {label + ':':<9}{value}" for label, value in rows),
+                f"  fix:     {self.fix}: `{self.record_command(case)}`,",
+                f"           then {self.then}",
+            ]
+        )
 
 
 def closest(target: str, candidates: Sequence[T], text: Callable[[T], str]) -> tuple[T, float]:
@@ -258,12 +261,13 @@ def divergence(asked: str, recorded: str, *, before: int = 20, after: int = 40) 
     short stretch of each from just before that point: what an 80-character head of two
     long prompts hides."""
     a, r = asked.strip(), recorded.strip()
-    at = next((i for i, (x, y) in enumerate(zip(a, r, strict=False)) if x != y),
-              min(len(a), len(r)))
+    at = next(
+        (i for i, (x, y) in enumerate(zip(a, r, strict=False)) if x != y), min(len(a), len(r))
+    )
     start = max(0, at - before)
 
     def stretch(text: str) -> str:
-        shown = ("…" if start else "") + text[start:at + after]
+        shown = ("…" if start else "") + text[start : at + after]
         return json.dumps(shown + ("…" if len(text) > at + after else ""), ensure_ascii=False)
 
     return f"at character {at + 1}: asked {stretch(a)}, recorded {stretch(r)}"

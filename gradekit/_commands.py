@@ -139,8 +139,11 @@ def from_here(line: str, *, cwd: Path | None = None, gradekit: Path | None = Non
             continue
         name = prefix.rstrip()
         found = (cwd / name) if "/" in name else shutil.which(name)
-        if found is not None and Path(found).is_file() \
-                and Path(found).resolve() == gradekit.resolve():
+        if (
+            found is not None
+            and Path(found).is_file()
+            and Path(found).resolve() == gradekit.resolve()
+        ):
             return line
         try:
             path = str(gradekit.absolute().relative_to(cwd.absolute()))
@@ -156,8 +159,7 @@ def configured(line: str, settings: Mapping[str, str] | None) -> str:
     environment: ``NAME=value ... line``, each value quoted for the shell."""
     if not settings:
         return line
-    return " ".join([*(f"{name}={shlex.quote(value)}" for name, value in settings.items()),
-                     line])
+    return " ".join([*(f"{name}={shlex.quote(value)}" for name, value in settings.items()), line])
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,8 +185,10 @@ class Command:
         missing = set(self.fields) - set(values)
         extra = set(values) - set(self.fields)
         if missing or extra:
-            raise TypeError(f"command {self.name} takes the fields {', '.join(self.fields)}; "
-                            f"missing {sorted(missing)}, unknown {sorted(extra)}")
+            raise TypeError(
+                f"command {self.name} takes the fields {', '.join(self.fields)}; "
+                f"missing {sorted(missing)}, unknown {sorted(extra)}"
+            )
         return shown(*(arg.format(**values) for arg in self.argv), form=form)
 
 
@@ -202,42 +206,89 @@ def _command(name: str, *argv: str) -> Command:
 RECORD = _command("record", "record")
 RECORD_CASE = _command("record-case", "record", "--case", "{case}")
 RERECORD = _command("rerecord", "record", "--rerecord", "--reason", "{reason}")
-RERECORD_CASE = _command("rerecord-case", "record", "--case", "{case}", "--rerecord",
-                         "--reason", "{reason}")
-RECORD_SECOND = _command("record-second", "record", "--provider", "{provider}",
-                         "--cassettes", "{folder}")
+RERECORD_CASE = _command(
+    "rerecord-case", "record", "--case", "{case}", "--rerecord", "--reason", "{reason}"
+)
+RECORD_SECOND = _command(
+    "record-second", "record", "--provider", "{provider}", "--cassettes", "{folder}"
+)
 GRADE_LAB = _command("grade-lab", "grade")
 CHECK = _command("check", "check")
 GRADE_INTO = _command("grade-into", "grade", "{submissions}", "--out", "{out}")
 
 # -- the instructor's commands (no make target) ----------------------------------------------
 
-INCIDENT_RECORD = _command("incident-record", "incident", "record", "--agent", "{agent}",
-                           "--tools", "{tools}", "--case", "{case}", "--out", "{out}")
+INCIDENT_RECORD = _command(
+    "incident-record",
+    "incident",
+    "record",
+    "--agent",
+    "{agent}",
+    "--tools",
+    "{tools}",
+    "--case",
+    "{case}",
+    "--out",
+    "{out}",
+)
 INCIDENT_SHOW = _command("incident-show", "incident", "show", "{path}")
 LEDGER_VERIFY = _command("ledger-verify", "ledger", "verify", "{grades}")
-REVIEW = _command("review", "review", "{student}", "--criterion", "{criterion}", "--by",
-                  "{by}", "--reason", "{reason}", "--out", "{out}")
+REVIEW = _command(
+    "review",
+    "review",
+    "{student}",
+    "--criterion",
+    "{criterion}",
+    "--by",
+    "{by}",
+    "--reason",
+    "{reason}",
+    "--out",
+    "{out}",
+)
 HISTORY = _command("history", "history", "{student}", "--out", "{out}")
 REPORT_VERIFY = _command("report-verify", "report", "verify", "{path}")
-GRADEBOOK_MERGE = _command("gradebook-merge", "gradebook", "merge", "{first}", "{second}",
-                           "--out", "{out}")
+GRADEBOOK_MERGE = _command(
+    "gradebook-merge", "gradebook", "merge", "{first}", "{second}", "--out", "{out}"
+)
 GRADESCOPE_BUILD = _command("gradescope-build", "gradescope", "build", "--out", "{out}")
-GRADESCOPE_TRY = _command("gradescope-try", "gradescope", "try", "{submission}", "--autograder",
-                          "{autograder}")
+GRADESCOPE_TRY = _command(
+    "gradescope-try", "gradescope", "try", "{submission}", "--autograder", "{autograder}"
+)
 REGRESSION_SHOW = _command("regression-show", "regression", "show", "{name}")
-REGRESSION_VERIFY = _command("regression-verify", "regression", "verify", "{name}", "--sets",
-                             "{sets}")
-CASE_REVISE = _command("case-revise", "case", "revise", "{case}", "--by", "{by}", "--reason",
-                       "{reason}")
+REGRESSION_VERIFY = _command(
+    "regression-verify", "regression", "verify", "{name}", "--sets", "{sets}"
+)
+CASE_REVISE = _command(
+    "case-revise", "case", "revise", "{case}", "--by", "{by}", "--reason", "{reason}"
+)
 APPROVE = _command("approve", "approve", "{candidate}", "--by", "{by}", "--reason", "{reason}")
-REGRESSION_PUBLIC = _command("regression-public", "regression", "public", "{name}", "--sets",
-                             "{sets}")
-REGRESSION_PROMOTE = _command("regression-promote", "regression", "promote", "{name}",
-                              "--candidate", "{candidate}", "--by", "{by}")
-GRADE_REPLACE = _command("grade-replace", "grade", "{submissions}", "--out", "{out}",
-                         "--replace")
-REVIEWS_EXPORT = _command("reviews-export", "reviews", "export", "--out", "{out}", "--criterion",
-                          "{criterion}", "--pending", "--sheet", "{sheet}")
-REVIEWS_IMPORT = _command("reviews-import", "reviews", "import", "{sheet}", "--by", "{by}",
-                          "--out", "{out}")
+REGRESSION_PUBLIC = _command(
+    "regression-public", "regression", "public", "{name}", "--sets", "{sets}"
+)
+REGRESSION_PROMOTE = _command(
+    "regression-promote",
+    "regression",
+    "promote",
+    "{name}",
+    "--candidate",
+    "{candidate}",
+    "--by",
+    "{by}",
+)
+GRADE_REPLACE = _command("grade-replace", "grade", "{submissions}", "--out", "{out}", "--replace")
+REVIEWS_EXPORT = _command(
+    "reviews-export",
+    "reviews",
+    "export",
+    "--out",
+    "{out}",
+    "--criterion",
+    "{criterion}",
+    "--pending",
+    "--sheet",
+    "{sheet}",
+)
+REVIEWS_IMPORT = _command(
+    "reviews-import", "reviews", "import", "{sheet}", "--by", "{by}", "--out", "{out}"
+)

@@ -175,15 +175,17 @@ class FixtureCodec(Codec[Fixture]):
 
     def encode(self, document: Fixture) -> bytes:
         """Return the canonical bytes of a fixture, its calls sorted by key."""
-        return self.canonical({
-            "format": FORMAT,
-            "case": document.case,
-            "recorded_at": document.recorded_at,
-            "calls": [
-                {"tool": call.tool, "args": call.args, "response": call.response}
-                for _, call in sorted(document.calls.items())
-            ],
-        })
+        return self.canonical(
+            {
+                "format": FORMAT,
+                "case": document.case,
+                "recorded_at": document.recorded_at,
+                "calls": [
+                    {"tool": call.tool, "args": call.args, "response": call.response}
+                    for _, call in sorted(document.calls.items())
+                ],
+            }
+        )
 
     def decode(self, data: bytes, *, source: str, case: str = "") -> Fixture:
         """Parse fixture bytes; ``source`` names the file in every error, ``case`` the fix."""
@@ -223,7 +225,7 @@ class FixtureCodec(Codec[Fixture]):
         version = document.get("format")
         if version != FORMAT:
             problem = (
-                f"no 'format': a fixture file starts with \"format\": \"{FORMAT}\"."
+                f'no \'format\': a fixture file starts with "format": "{FORMAT}".'
                 if version is None
                 else self.format_problem(version, reads=" here")
             )
@@ -248,8 +250,9 @@ class FixtureCodec(Codec[Fixture]):
             if problem is not None:
                 # Locating the call rescans the text: on the error path only.
                 hint = self.restore_hint(source, case)
-                raise self.corrupt(source, text, _call_at(text, index),
-                                   f"call {index} {problem} {hint}")
+                raise self.corrupt(
+                    source, text, _call_at(text, index), f"call {index} {problem} {hint}"
+                )
             key = f"{raw['tool']} {_dump(raw['args'])}"
             call = ToolCall(raw["tool"], raw["args"], raw["response"])
             # Responses are compared as JSON text (1, 1.0 and true differ), and only on a repeat.

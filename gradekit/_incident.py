@@ -81,14 +81,37 @@ class Envelope:
 
     def line(self) -> bytes:
         """The envelope's bytes in the file: canonical JSON and a newline."""
-        return _line(self.index, self.boundary, self.kind, self.input, self.key, self.output,
-                     self.error, self.ran)
+        return _line(
+            self.index,
+            self.boundary,
+            self.kind,
+            self.input,
+            self.key,
+            self.output,
+            self.error,
+            self.ran,
+        )
 
 
-def _line(index: int, boundary: str, kind: Kind, given: Mapping[str, Any], key: str,
-          output: Any, error: str | None, ran: bool | None) -> bytes:
-    document: dict[str, Any] = {"boundary": boundary, "error": error, "index": index,
-                                "input": given, "key": key, "kind": kind, "output": output}
+def _line(
+    index: int,
+    boundary: str,
+    kind: Kind,
+    given: Mapping[str, Any],
+    key: str,
+    output: Any,
+    error: str | None,
+    ran: bool | None,
+) -> bytes:
+    document: dict[str, Any] = {
+        "boundary": boundary,
+        "error": error,
+        "index": index,
+        "input": given,
+        "key": key,
+        "kind": kind,
+        "output": output,
+    }
     if ran is not None:
         document["ran"] = ran
     return _canonical(document) + b"\n"
@@ -108,8 +131,9 @@ class Incident:
 
 # One encoder, built once: json.dumps with options builds a new one on every call, which
 # was a third of the cost of recording a crossing.
-_ENCODE = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False,
-                           allow_nan=False).encode
+_ENCODE = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+).encode
 
 
 def _canonical(value: object) -> bytes:
@@ -122,9 +146,10 @@ _STRING = json.encoder.encode_basestring  # a JSON string, non-ASCII kept, as _E
 def _model_line(index: int, prompt: str, key: str, answer: str) -> bytes:
     """``_line`` of a model crossing that returned, written out directly: the hot path of
     recording, and byte for byte what ``_line`` gives (tested)."""
-    return (f'{{"boundary":"model","error":null,"index":{index},"input":{{"prompt":'
-            f'{_STRING(prompt)}}},"key":"{key}","kind":"model","output":{_STRING(answer)}}}\n'
-            ).encode()
+    return (
+        f'{{"boundary":"model","error":null,"index":{index},"input":{{"prompt":'
+        f'{_STRING(prompt)}}},"key":"{key}","kind":"model","output":{_STRING(answer)}}}\n'
+    ).encode()
 
 
 def _described(exc: BaseException) -> str:
@@ -147,11 +172,14 @@ class IncidentRecorder:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            self._fd: int | None = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL
-                                           | os.O_APPEND, 0o644)
+            self._fd: int | None = os.open(
+                self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644
+            )
         except FileExistsError:
-            raise UsageError(f"{self.path} already holds an incident; an incident is never "
-                             "rewritten: record into a new file, or delete it first") from None
+            raise UsageError(
+                f"{self.path} already holds an incident; an incident is never "
+                "rewritten: record into a new file, or delete it first"
+            ) from None
         self._index = 0
         self._header = {"case": case, "format": FORMAT, "provider": provider, "task": task}
         self._write(_canonical(self._header) + b"\n")
@@ -165,18 +193,32 @@ class IncidentRecorder:
         index, self._index = self._index, self._index + 1
         return index
 
-    def cross(self, boundary: str, kind: Kind, given: Mapping[str, Any], key: str,
-              go: Callable[[], Any]) -> Any:
+    def cross(
+        self, boundary: str, kind: Kind, given: Mapping[str, Any], key: str, go: Callable[[], Any]
+    ) -> Any:
         """Make the crossing (``go``), record it, and return or raise what it did."""
         index = self._next()
         try:
             output = go()
         except Exception as exc:
-            self._write(_line(index, boundary, kind, given, key, None, _described(exc),
-                              False if kind == "action" else None))
+            self._write(
+                _line(
+                    index,
+                    boundary,
+                    kind,
+                    given,
+                    key,
+                    None,
+                    _described(exc),
+                    False if kind == "action" else None,
+                )
+            )
             raise
-        self._write(_line(index, boundary, kind, given, key, output, None,
-                          True if kind == "action" else None))
+        self._write(
+            _line(
+                index, boundary, kind, given, key, output, None, True if kind == "action" else None
+            )
+        )
         return output
 
     def provider(self, live: Provider) -> Provider:
@@ -198,8 +240,9 @@ class IncidentRecorder:
     def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.close()
 
 
@@ -212,14 +255,25 @@ class _RecordedProvider:
         try:
             answer = self._live.complete(prompt)
         except Exception as exc:
-            recorder._write(_line(recorder._next(), MODEL, "model", {"prompt": prompt}, key,
-                                  None, _described(exc), None))
+            recorder._write(
+                _line(
+                    recorder._next(),
+                    MODEL,
+                    "model",
+                    {"prompt": prompt},
+                    key,
+                    None,
+                    _described(exc),
+                    None,
+                )
+            )
             raise
         if type(answer) is str:
             recorder._write(_model_line(recorder._next(), prompt, key, answer))
         else:  # an odd provider's value: the general path writes it as it is
-            recorder._write(_line(recorder._next(), MODEL, "model", {"prompt": prompt}, key,
-                                  answer, None, None))
+            recorder._write(
+                _line(recorder._next(), MODEL, "model", {"prompt": prompt}, key, answer, None, None)
+            )
         return answer
 
 
@@ -239,12 +293,20 @@ class _Boundaries:
         key = tool_key(name, args)
         write = self._tools.write_tool(name)
         if write is not None:
-            return self._cross(name, "action", {"args": args}, key,
-                               lambda: round_trip(write(self.store, **args),
-                                                  what=f"{name}'s result")[1])
-        return self._cross(name, "read", {"args": args}, key,
-                           lambda: round_trip(self._tools.read_tool(name)(**args),
-                                              what=f"{name}'s result")[1])
+            return self._cross(
+                name,
+                "action",
+                {"args": args},
+                key,
+                lambda: round_trip(write(self.store, **args), what=f"{name}'s result")[1],
+            )
+        return self._cross(
+            name,
+            "read",
+            {"args": args},
+            key,
+            lambda: round_trip(self._tools.read_tool(name)(**args), what=f"{name}'s result")[1],
+        )
 
 
 # -- reading ----------------------------------------------------------------------------------
@@ -257,8 +319,9 @@ def read_incident(path: str | Path) -> Incident:
     try:
         data = path.read_bytes()
     except FileNotFoundError:
-        command = INCIDENT_RECORD(agent="lab.agent:run", tools="lab.tools:TOOLS", case="CASE",
-                                  out=str(path))
+        command = INCIDENT_RECORD(
+            agent="lab.agent:run", tools="lab.tools:TOOLS", case="CASE", out=str(path)
+        )
         raise UsageError(f"no incident at {path}: record one with `{command}`") from None
     return decode_incident(data, source=path)
 
@@ -276,36 +339,58 @@ def decode_incident(data: bytes, *, source: str | Path) -> Incident:
         raise IncidentCorrupt(f"{path} has no header line: record the incident again")
     header = _json_line(path, 1, lines[0])
     if not isinstance(header, dict) or header.get("format") != FORMAT:
-        raise IncidentCorrupt(f"{path}:1: not a {FORMAT} header; this gradekit reads {FORMAT} "
-                              "(record the incident again, or use the gradekit that wrote it)")
-    envelopes = tuple(_envelope(path, number, _json_line(path, number, line), number - 2)
-                      for number, line in enumerate(lines[1:], 2))
-    return Incident(str(header.get("case", "")), str(header.get("task", "")),
-                    str(header.get("provider", "")), envelopes, torn)
+        raise IncidentCorrupt(
+            f"{path}:1: not a {FORMAT} header; this gradekit reads {FORMAT} "
+            "(record the incident again, or use the gradekit that wrote it)"
+        )
+    envelopes = tuple(
+        _envelope(path, number, _json_line(path, number, line), number - 2)
+        for number, line in enumerate(lines[1:], 2)
+    )
+    return Incident(
+        str(header.get("case", "")),
+        str(header.get("task", "")),
+        str(header.get("provider", "")),
+        envelopes,
+        torn,
+    )
 
 
 def _json_line(path: Path, number: int, line: bytes) -> Any:
     try:
         return json.loads(line.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise IncidentCorrupt(f"{path}:{number}: not a JSON line ({exc}); an incident is "
-                              "append-only: restore it with `git checkout`") from None
+        raise IncidentCorrupt(
+            f"{path}:{number}: not a JSON line ({exc}); an incident is "
+            "append-only: restore it with `git checkout`"
+        ) from None
     except (RecursionError, ValueError) as exc:  # what no recorder writes: a hostile line
-        raise IncidentCorrupt(f"{path}:{number}: {hostile_json(exc)} to be a JSON line; an "
-                              "incident is append-only: restore it with `git checkout`") from None
+        raise IncidentCorrupt(
+            f"{path}:{number}: {hostile_json(exc)} to be a JSON line; an "
+            "incident is append-only: restore it with `git checkout`"
+        ) from None
 
 
 def _envelope(path: Path, number: int, document: Any, expected: int) -> Envelope:
     try:
         assert isinstance(document, dict)
-        envelope = Envelope(document["index"], document["boundary"], document["kind"],
-                            document["input"], document["key"], document.get("output"),
-                            document.get("error"), document.get("ran"))
+        envelope = Envelope(
+            document["index"],
+            document["boundary"],
+            document["kind"],
+            document["input"],
+            document["key"],
+            document.get("output"),
+            document.get("error"),
+            document.get("ran"),
+        )
         assert envelope.kind in ("model", "read", "action") and envelope.index == expected
         assert isinstance(envelope.input, dict) and isinstance(envelope.key, str)
     except (AssertionError, KeyError, TypeError) as exc:
-        raise IncidentCorrupt(f"{path}:{number}: not envelope {expected} of an incident "
-                              f"({type(exc).__name__}); restore it with `git checkout`") from None
+        raise IncidentCorrupt(
+            f"{path}:{number}: not envelope {expected} of an incident "
+            f"({type(exc).__name__}); restore it with `git checkout`"
+        ) from None
     return envelope
 
 
@@ -329,8 +414,9 @@ class Plan:
 
     def is_live(self, boundary: str, invocation: int) -> bool:
         """Whether this crossing runs live."""
-        return bool(self.live) and (boundary in self.live
-                                    or f"{boundary}#{invocation}" in self.live)
+        return bool(self.live) and (
+            boundary in self.live or f"{boundary}#{invocation}" in self.live
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -356,8 +442,14 @@ class IncidentReplay:
     on a store that starts empty). ``crossings`` is what happened, in order.
     """
 
-    def __init__(self, incident: Incident | str | Path, *, plan: Plan = Plan(),
-                 provider: Provider | None = None, tools: Tools | None = None) -> None:
+    def __init__(
+        self,
+        incident: Incident | str | Path,
+        *,
+        plan: Plan = Plan(),
+        provider: Provider | None = None,
+        tools: Tools | None = None,
+    ) -> None:
         self.incident = incident if isinstance(incident, Incident) else read_incident(incident)
         self.plan, self._live_provider = plan, provider
         self.crossings: list[Crossing] = []
@@ -368,8 +460,9 @@ class IncidentReplay:
         self.provider: Provider = _ReplayedProvider(self, self.incident.provider or "replay")
         self.toolbox = _Boundaries(self._cross, tools or Tools())
 
-    def _cross(self, boundary: str, kind: Kind, given: Mapping[str, Any], key: str,
-               go: Callable[[], Any]) -> Any:
+    def _cross(
+        self, boundary: str, kind: Kind, given: Mapping[str, Any], key: str, go: Callable[[], Any]
+    ) -> Any:
         self._counts[boundary] += 1
         invocation = self._counts[boundary]
         queue = self._queues.get(boundary)
@@ -381,38 +474,70 @@ class IncidentReplay:
             raise IncidentDivergence(
                 f"crossing {boundary} #{invocation} is not in the record: the recorded "
                 f"incident crossed {boundary} {invocation - 1} time(s). "
-                f"{_fix(boundary)}", index=len(self.incident.envelopes), boundary=boundary)
+                f"{_fix(boundary)}",
+                index=len(self.incident.envelopes),
+                boundary=boundary,
+            )
         recorded = queue.popleft()
         if recorded.key != key:
             raise IncidentDivergence(
                 f"the run left the incident at crossing {recorded.index} ({boundary} "
                 f"#{invocation}): its input is not the recorded one\n"
                 f"{_input_diff(recorded.input, given)}\n{_fix(boundary)}",
-                index=recorded.index, boundary=boundary)
-        self.crossings.append(Crossing(boundary, recorded.kind, given, key, False,
-                                       recorded.output, recorded.error, recorded.ran))
+                index=recorded.index,
+                boundary=boundary,
+            )
+        self.crossings.append(
+            Crossing(
+                boundary,
+                recorded.kind,
+                given,
+                key,
+                False,
+                recorded.output,
+                recorded.error,
+                recorded.ran,
+            )
+        )
         if recorded.error is not None:
             raise _Recorded(recorded.error)
         return recorded.output
 
-    def _live(self, boundary: str, kind: Kind, given: Mapping[str, Any], key: str,
-              go: Callable[[], Any]) -> Any:
+    def _live(
+        self, boundary: str, kind: Kind, given: Mapping[str, Any], key: str, go: Callable[[], Any]
+    ) -> Any:
         try:
             output = go()
         except Exception as exc:
-            self.crossings.append(Crossing(boundary, kind, given, key, True, None,
-                                           _described(exc), False if kind == "action" else None))
+            self.crossings.append(
+                Crossing(
+                    boundary,
+                    kind,
+                    given,
+                    key,
+                    True,
+                    None,
+                    _described(exc),
+                    False if kind == "action" else None,
+                )
+            )
             raise
-        self.crossings.append(Crossing(boundary, kind, given, key, True, output, None,
-                                       True if kind == "action" else None))
+        self.crossings.append(
+            Crossing(
+                boundary, kind, given, key, True, output, None, True if kind == "action" else None
+            )
+        )
         return output
 
     def complete(self, prompt: str) -> str:
         """The ``model`` boundary: live through ``provider`` if the plan says so."""
+
         def ask() -> str:
             if self._live_provider is None:
-                raise UsageError("the plan runs the model live, but no provider was given: "
-                                 "pass provider= to the replay")
+                raise UsageError(
+                    "the plan runs the model live, but no provider was given: "
+                    "pass provider= to the replay"
+                )
             return self._live_provider.complete(prompt)
 
         answer: str = self._cross(MODEL, "model", {"prompt": prompt}, prompt_key(prompt), ask)
@@ -420,15 +545,22 @@ class IncidentReplay:
 
     def finish(self) -> None:
         """Check that every served boundary used all its recorded crossings."""
-        missing = sorted((queue[0] for name, queue in self._queues.items()
-                          if queue and name not in self.plan.live),
-                         key=lambda envelope: envelope.index)
+        missing = sorted(
+            (
+                queue[0]
+                for name, queue in self._queues.items()
+                if queue and name not in self.plan.live
+            ),
+            key=lambda envelope: envelope.index,
+        )
         if missing:
             first = missing[0]
             raise IncidentDivergence(
                 f"the run ended before crossing {first.index} ({first.boundary}): the "
                 f"recorded incident crossed it, this run did not. {_fix(first.boundary)}",
-                index=first.index, boundary=first.boundary)
+                index=first.index,
+                boundary=first.boundary,
+            )
 
     def actions(self, name: str | None = None) -> list[Crossing]:
         """The actions of this run (of tool ``name`` only, if given), in order."""
@@ -448,15 +580,18 @@ class _ReplayedProvider:
 
 
 def _fix(boundary: str) -> str:
-    return (f"If the change is intended, record the incident again; if the test must run "
-            f"{boundary} through the new code, name it live in the plan")
+    return (
+        f"If the change is intended, record the incident again; if the test must run "
+        f"{boundary} through the new code, name it live in the plan"
+    )
 
 
 def _input_diff(recorded: Mapping[str, Any], actual: Mapping[str, Any]) -> str:
     before = json.dumps(recorded, indent=2, sort_keys=True, ensure_ascii=False).splitlines()
     after = json.dumps(actual, indent=2, sort_keys=True, ensure_ascii=False).splitlines()
-    lines = difflib.unified_diff(before, after, "recorded input", "this run's input",
-                                 lineterm="", n=1)
+    lines = difflib.unified_diff(
+        before, after, "recorded input", "this run's input", lineterm="", n=1
+    )
     return "\n".join(f"    {line}" for line in lines)
 
 
@@ -478,9 +613,15 @@ class Replayed:
         return (c for c in self.crossings if c.live)
 
 
-def replay_incident(incident: Incident | str | Path, agent: Callable[..., object], *,
-                    plan: Plan = Plan(), provider: Provider | None = None,
-                    tools: Tools | None = None, task: str | None = None) -> Replayed:
+def replay_incident(
+    incident: Incident | str | Path,
+    agent: Callable[..., object],
+    *,
+    plan: Plan = Plan(),
+    provider: Provider | None = None,
+    tools: Tools | None = None,
+    task: str | None = None,
+) -> Replayed:
     """Run ``agent(provider, task, toolbox)`` on a recorded incident under ``plan``.
 
     A divergence from the record (``IncidentDivergence``) and a replay set up wrong

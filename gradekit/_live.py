@@ -37,8 +37,14 @@ from gradekit._exceptions import (
     UsageError,
 )
 
-__all__ = ["PRESETS", "Anthropic", "OpenAICompatible", "Preset", "live_from_env",
-           "recording_settings"]
+__all__ = [
+    "PRESETS",
+    "Anthropic",
+    "OpenAICompatible",
+    "Preset",
+    "live_from_env",
+    "recording_settings",
+]
 
 AdapterName = Literal["openai-compatible", "anthropic"]  # the two wire protocols there are
 
@@ -55,8 +61,11 @@ _HTTPX_ROOTS: Final = (httpx.HTTPError, httpx.StreamError, httpx.InvalidURL, htt
 # First match wins, so a subclass must come before its base. The last row
 # makes the mapping total: a class httpx adds later still becomes a kit error.
 _HTTPX_MAP: Final[tuple[tuple[type[Exception], type[ProviderError], str], ...]] = (
-    (httpx.TimeoutException, ProviderTimeout,
-     f"{_RESUME}, or allow each answer longer: GRADEKIT_TIMEOUT=SECONDS"),
+    (
+        httpx.TimeoutException,
+        ProviderTimeout,
+        f"{_RESUME}, or allow each answer longer: GRADEKIT_TIMEOUT=SECONDS",
+    ),
     (httpx.ProxyError, ProviderConnectionError, "check HTTPS_PROXY / HTTP_PROXY"),
     (httpx.UnsupportedProtocol, ProviderConfigError, "GRADEKIT_BASE_URL needs http(s)://"),
     (httpx.LocalProtocolError, ProviderConfigError, "check GRADEKIT_BASE_URL and the key"),
@@ -160,10 +169,22 @@ class _HTTPAdapter:
     on_retry: Callable[[str], None] | None = None
 
     def __init__(
-        self, *, model: str, base_url: str, api_key: str | None, label: str | None,
-        key_env: str | None, env: Mapping[str, str] | None, timeout: float, max_retries: int,
-        backoff: float, max_backoff: float, transport: httpx.BaseTransport | None,
-        sleep: Callable[[float], None], rng: random.Random | None, kind: str,
+        self,
+        *,
+        model: str,
+        base_url: str,
+        api_key: str | None,
+        label: str | None,
+        key_env: str | None,
+        env: Mapping[str, str] | None,
+        timeout: float,
+        max_retries: int,
+        backoff: float,
+        max_backoff: float,
+        transport: httpx.BaseTransport | None,
+        sleep: Callable[[float], None],
+        rng: random.Random | None,
+        kind: str,
     ) -> None:
         if not model.strip():
             raise ProviderConfigError("No model set - set GRADEKIT_MODEL or pass --model")
@@ -249,8 +270,10 @@ class _HTTPAdapter:
     def _wait(self, reason: str, attempt: int, retry_after: str | None) -> None:
         delay = self._delay(attempt, retry_after)
         if self.on_retry is not None:
-            self.on_retry(f"{reason}: waiting {delay:.1f}s before attempt {attempt + 1} of "
-                          f"{self._max_retries + 1}")
+            self.on_retry(
+                f"{reason}: waiting {delay:.1f}s before attempt {attempt + 1} of "
+                f"{self._max_retries + 1}"
+            )
         self._sleep(delay)
 
     def _where(self, attempt: int) -> str:
@@ -316,18 +339,38 @@ class OpenAICompatible(_HTTPAdapter):
     _path = "/chat/completions"
 
     def __init__(
-        self, *, model: str, base_url: str = "https://api.openai.com/v1",
-        api_key: str | None = None, label: str | None = None,
-        key_env: str | None = "OPENAI_API_KEY", env: Mapping[str, str] | None = None,
-        timeout: float = 60.0, max_retries: int = 4, backoff: float = 0.5,
-        max_backoff: float = 30.0, temperature: float = 0.0, max_tokens: int | None = None,
+        self,
+        *,
+        model: str,
+        base_url: str = "https://api.openai.com/v1",
+        api_key: str | None = None,
+        label: str | None = None,
+        key_env: str | None = "OPENAI_API_KEY",
+        env: Mapping[str, str] | None = None,
+        timeout: float = 60.0,
+        max_retries: int = 4,
+        backoff: float = 0.5,
+        max_backoff: float = 30.0,
+        temperature: float = 0.0,
+        max_tokens: int | None = None,
         transport: httpx.BaseTransport | None = None,
-        sleep: Callable[[float], None] = time.sleep, rng: random.Random | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        rng: random.Random | None = None,
     ) -> None:
         super().__init__(
-            model=model, base_url=base_url, api_key=api_key, label=label, key_env=key_env,
-            env=env, timeout=timeout, max_retries=max_retries, backoff=backoff,
-            max_backoff=max_backoff, transport=transport, sleep=sleep, rng=rng,
+            model=model,
+            base_url=base_url,
+            api_key=api_key,
+            label=label,
+            key_env=key_env,
+            env=env,
+            timeout=timeout,
+            max_retries=max_retries,
+            backoff=backoff,
+            max_backoff=max_backoff,
+            transport=transport,
+            sleep=sleep,
+            rng=rng,
             kind="openai-compatible",
         )
         self._temperature, self._max_tokens = temperature, max_tokens
@@ -339,8 +382,11 @@ class OpenAICompatible(_HTTPAdapter):
         return headers
 
     def _body(self, prompt: str) -> dict[str, object]:
-        body: dict[str, object] = {"model": self._model, "temperature": self._temperature,
-                                   "messages": [{"role": "user", "content": prompt}]}
+        body: dict[str, object] = {
+            "model": self._model,
+            "temperature": self._temperature,
+            "messages": [{"role": "user", "content": prompt}],
+        }
         if self._max_tokens is not None:
             body["max_tokens"] = self._max_tokens
         return body
@@ -366,33 +412,59 @@ class Anthropic(_HTTPAdapter):
     _path = "/v1/messages"
 
     def __init__(
-        self, *, model: str, base_url: str = "https://api.anthropic.com",
-        api_key: str | None = None, label: str | None = None,
-        key_env: str | None = "ANTHROPIC_API_KEY", env: Mapping[str, str] | None = None,
-        timeout: float = 60.0, max_retries: int = 4, backoff: float = 0.5,
-        max_backoff: float = 30.0, temperature: float = 0.0, max_tokens: int = 1024,
+        self,
+        *,
+        model: str,
+        base_url: str = "https://api.anthropic.com",
+        api_key: str | None = None,
+        label: str | None = None,
+        key_env: str | None = "ANTHROPIC_API_KEY",
+        env: Mapping[str, str] | None = None,
+        timeout: float = 60.0,
+        max_retries: int = 4,
+        backoff: float = 0.5,
+        max_backoff: float = 30.0,
+        temperature: float = 0.0,
+        max_tokens: int = 1024,
         transport: httpx.BaseTransport | None = None,
-        sleep: Callable[[float], None] = time.sleep, rng: random.Random | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        rng: random.Random | None = None,
     ) -> None:
         super().__init__(
-            model=model, base_url=base_url, api_key=api_key, label=label, key_env=key_env,
-            env=env, timeout=timeout, max_retries=max_retries, backoff=backoff,
-            max_backoff=max_backoff, transport=transport, sleep=sleep, rng=rng,
+            model=model,
+            base_url=base_url,
+            api_key=api_key,
+            label=label,
+            key_env=key_env,
+            env=env,
+            timeout=timeout,
+            max_retries=max_retries,
+            backoff=backoff,
+            max_backoff=max_backoff,
+            transport=transport,
+            sleep=sleep,
+            rng=rng,
             kind="anthropic",
         )
         self._temperature, self._max_tokens = temperature, max_tokens
 
     def _headers(self) -> dict[str, str]:
-        headers = {"accept": "application/json", "user-agent": "gradekit",
-                   "anthropic-version": _ANTHROPIC_VERSION}
+        headers = {
+            "accept": "application/json",
+            "user-agent": "gradekit",
+            "anthropic-version": _ANTHROPIC_VERSION,
+        }
         if self._key:
             headers["x-api-key"] = self._key
         return headers
 
     def _body(self, prompt: str) -> dict[str, object]:
-        return {"model": self._model, "max_tokens": self._max_tokens,
-                "messages": [{"role": "user", "content": prompt}],
-                "temperature": self._temperature}
+        return {
+            "model": self._model,
+            "max_tokens": self._max_tokens,
+            "messages": [{"role": "user", "content": prompt}],
+            "temperature": self._temperature,
+        }
 
     def _text(self, data: object) -> str:
         blocks = _field(data, "content")
@@ -422,21 +494,31 @@ class Preset:
     timeout: float = 60.0  # seconds an answer may take
 
 
-PRESETS: Final[Mapping[str, Preset]] = MappingProxyType({
-    "anthropic": Preset("anthropic", "https://api.anthropic.com", "ANTHROPIC_API_KEY", True),
-    # A small local model can ramble to the end of its context: cap each answer. 96 tokens
-    # keep the hand-out's eleven answers within about two minutes on the numpy engine
-    # (about ten tokens a second on a laptop's CPU), and a whole answer is most often
-    # shorter; GRADEKIT_MAX_TOKENS raises it. A busy machine may take minutes for one
-    # answer: wait that long.
-    "llamacpp": Preset("openai-compatible", "http://127.0.0.1:8080/v1", None, False, "smollm2",
-                       max_tokens=96, timeout=600.0),
-    "ollama": Preset("openai-compatible", "http://127.0.0.1:11434/v1", None, False,
-                     timeout=600.0),
-    "openai": Preset("openai-compatible", "https://api.openai.com/v1", "OPENAI_API_KEY", True),
-    # The generic adapter has no vendor: it never sends an OpenAI key to a third-party host.
-    "openai-compatible": Preset("openai-compatible", None, None, False),
-})
+PRESETS: Final[Mapping[str, Preset]] = MappingProxyType(
+    {
+        "anthropic": Preset("anthropic", "https://api.anthropic.com", "ANTHROPIC_API_KEY", True),
+        # A small local model can ramble to the end of its context: cap each answer. 96 tokens
+        # keep the hand-out's eleven answers within about two minutes on the numpy engine
+        # (about ten tokens a second on a laptop's CPU), and a whole answer is most often
+        # shorter; GRADEKIT_MAX_TOKENS raises it. A busy machine may take minutes for one
+        # answer: wait that long.
+        "llamacpp": Preset(
+            "openai-compatible",
+            "http://127.0.0.1:8080/v1",
+            None,
+            False,
+            "smollm2",
+            max_tokens=96,
+            timeout=600.0,
+        ),
+        "ollama": Preset(
+            "openai-compatible", "http://127.0.0.1:11434/v1", None, False, timeout=600.0
+        ),
+        "openai": Preset("openai-compatible", "https://api.openai.com/v1", "OPENAI_API_KEY", True),
+        # The generic adapter has no vendor: it never sends an OpenAI key to a third-party host.
+        "openai-compatible": Preset("openai-compatible", None, None, False),
+    }
+)
 """Every accepted ``GRADEKIT_PROVIDER`` value: the vendor presets and the two adapter names."""
 
 _HOW_TO_CONFIGURE: Final = f"""No provider configured. Set environment variables or pass flags:
@@ -462,8 +544,11 @@ def recording_settings(providers: Iterable[str]) -> dict[str, str] | None:
     adapter, _, model = min(counted, key=lambda name: (-counted[name], name)).partition(":")
     if adapter == "anthropic" and model:
         return {"GRADEKIT_PROVIDER": "anthropic", "GRADEKIT_MODEL": model}
-    named = [name for name, preset in PRESETS.items() if preset.adapter == adapter
-             and preset.model == model and preset.base_url is not None]
+    named = [
+        name
+        for name, preset in PRESETS.items()
+        if preset.adapter == adapter and preset.model == model and preset.base_url is not None
+    ]
     return {"GRADEKIT_PROVIDER": named[0]} if len(named) == 1 else None
 
 
@@ -475,11 +560,19 @@ def _pick(explicit: str | None, env: Mapping[str, str], variable: str | None) ->
 
 
 def live_from_env(
-    env: Mapping[str, str] | None = None, *, provider: str | None = None,
-    model: str | None = None, base_url: str | None = None, api_key: str | None = None,
-    label: str | None = None, max_tokens: int | None = None, timeout: float | None = None,
-    max_retries: int = 4, transport: httpx.BaseTransport | None = None,
-    sleep: Callable[[float], None] = time.sleep, rng: random.Random | None = None,
+    env: Mapping[str, str] | None = None,
+    *,
+    provider: str | None = None,
+    model: str | None = None,
+    base_url: str | None = None,
+    api_key: str | None = None,
+    label: str | None = None,
+    max_tokens: int | None = None,
+    timeout: float | None = None,
+    max_retries: int = 4,
+    transport: httpx.BaseTransport | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+    rng: random.Random | None = None,
 ) -> OpenAICompatible | Anthropic:
     """Build the live adapter that arguments, ``GRADEKIT_*`` variables and presets describe.
 
@@ -512,10 +605,18 @@ def live_from_env(
     options = {} if limit is None else {"max_tokens": limit}
     adapter = Anthropic if preset.adapter == "anthropic" else OpenAICompatible
     return adapter(
-        model=chosen_model, base_url=url, api_key=key, label=label, key_env=preset.key_env,
-        env=source, timeout=_timeout(timeout, source, preset), max_retries=max_retries,
+        model=chosen_model,
+        base_url=url,
+        api_key=key,
+        label=label,
+        key_env=preset.key_env,
+        env=source,
+        timeout=_timeout(timeout, source, preset),
+        max_retries=max_retries,
         transport=transport,
-        sleep=sleep, rng=rng, **options,
+        sleep=sleep,
+        rng=rng,
+        **options,
     )
 
 

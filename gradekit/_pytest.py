@@ -61,21 +61,28 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     """The options, in one group."""
     group = parser.getgroup("gradekit", "gradekit cassettes")
     group.addoption(
-        "--gradekit-record-mode", dest="gradekit_record_mode", choices=get_args(Mode),
+        "--gradekit-record-mode",
+        dest="gradekit_record_mode",
+        choices=get_args(Mode),
         default="none",
         help="none (default): replay only, never the network; once: record what is missing; "
         "rerecord: ask the live side again for everything",
     )
     group.addoption(
-        "--gradekit-unplayed", dest="gradekit_unplayed", action="store_true",
+        "--gradekit-unplayed",
+        dest="gradekit_unplayed",
+        action="store_true",
         help="list the recordings no test played, in the terminal summary",
     )
     group.addoption(
-        "--gradekit-fail-unplayed", dest="gradekit_fail_unplayed", action="store_true",
+        "--gradekit-fail-unplayed",
+        dest="gradekit_fail_unplayed",
+        action="store_true",
         help="fail a test that passes but leaves recordings of its cassettes unplayed",
     )
     parser.addini(
-        "gradekit_cassette_dir", default="cassettes",
+        "gradekit_cassette_dir",
+        default="cassettes",
         help="folder of the cassettes, relative to each test file's folder (default: cassettes)",
     )
 
@@ -103,15 +110,16 @@ def _cassette_name(request: pytest.FixtureRequest) -> str:
         name = f"{request.cls.__name__}.{name}"
     name = _UNSAFE.sub("-", name)
     if len(name) > _LONGEST:  # long parameter ids: keep a readable head, stay unique
-        name = f"{name[:_LONGEST - 9]}-{hashlib.sha256(name.encode()).hexdigest()[:8]}"
+        name = f"{name[: _LONGEST - 9]}-{hashlib.sha256(name.encode()).hexdigest()[:8]}"
     return name
 
 
 def _marked_name(marker: pytest.Mark) -> str:
     name = marker.args[0] if len(marker.args) == 1 and not marker.kwargs else None
     if not isinstance(name, str) or not _NAME.fullmatch(name):
-        given = ", ".join([*map(repr, marker.args),
-                           *(f"{key}={value!r}" for key, value in marker.kwargs.items())])
+        given = ", ".join(
+            [*map(repr, marker.args), *(f"{key}={value!r}" for key, value in marker.kwargs.items())]
+        )
         raise UsageError(
             f"@pytest.mark.{_MARKER}({given}): the marker takes one cassette name of at most "
             "100 letters, digits, '_' and '-' (no folder, no .json) - "
@@ -210,7 +218,8 @@ def _unplayed(path: Path, played: set[str]) -> list[str]:
 
 @pytest.fixture
 def gradekit_network(
-    request: pytest.FixtureRequest, gradekit_record_mode: Mode,
+    request: pytest.FixtureRequest,
+    gradekit_record_mode: Mode,
     gradekit_allowed_hosts: tuple[str, ...],
 ) -> Iterator[None]:
     """Close the network while the test runs in ``none`` mode (every gradekit fixture uses it).
@@ -228,7 +237,9 @@ def gradekit_network(
 
 @pytest.fixture
 def gradekit_provider(
-    request: pytest.FixtureRequest, gradekit_network: None, gradekit_record_mode: Mode,
+    request: pytest.FixtureRequest,
+    gradekit_network: None,
+    gradekit_record_mode: Mode,
     gradekit_cassette_path: Path,
 ) -> Iterator[Provider]:
     """A ``gradekit.Replay`` of the test's provider cassette in ``none`` mode; otherwise a
@@ -249,15 +260,18 @@ def gradekit_provider(
 
 @pytest.fixture
 def gradekit_http_transport(
-    request: pytest.FixtureRequest, gradekit_network: None, gradekit_record_mode: Mode,
+    request: pytest.FixtureRequest,
+    gradekit_network: None,
+    gradekit_record_mode: Mode,
     gradekit_cassette_path: Path,
 ) -> Iterator[CassetteTransport]:
     """The test's ``CassetteTransport`` over ``<name>.http.json``, for a client of your own;
     the httpx and httpx2 client fixtures share it. Folded after the test."""
     path = _http_path(gradekit_cassette_path)
     _only_sync_or_async(request, "gradekit_async_http_transport")
-    transport = CassetteTransport(path, mode=gradekit_record_mode,
-                                  case=_case_of(gradekit_cassette_path))
+    transport = CassetteTransport(
+        path, mode=gradekit_record_mode, case=_case_of(gradekit_cassette_path)
+    )
     _watch(request, gradekit_record_mode, path, transport.unplayed)
     try:
         yield transport
@@ -267,7 +281,9 @@ def gradekit_http_transport(
 
 @pytest.fixture
 def gradekit_async_http_transport(
-    request: pytest.FixtureRequest, gradekit_network: None, gradekit_record_mode: Mode,
+    request: pytest.FixtureRequest,
+    gradekit_network: None,
+    gradekit_record_mode: Mode,
     gradekit_cassette_path: Path,
 ) -> Iterator[AsyncCassetteTransport]:
     """``gradekit_http_transport`` for async clients (``AsyncCassetteTransport``).
@@ -278,8 +294,9 @@ def gradekit_async_http_transport(
     """
     path = _http_path(gradekit_cassette_path)
     _only_sync_or_async(request, "gradekit_http_transport")
-    transport = AsyncCassetteTransport(path, mode=gradekit_record_mode,
-                                       case=_case_of(gradekit_cassette_path))
+    transport = AsyncCassetteTransport(
+        path, mode=gradekit_record_mode, case=_case_of(gradekit_cassette_path)
+    )
     _watch(request, gradekit_record_mode, path, transport.unplayed)
     try:
         yield transport
@@ -289,7 +306,8 @@ def gradekit_async_http_transport(
 
 @pytest.fixture
 def gradekit_httpx_client(
-    request: pytest.FixtureRequest, gradekit_http_transport: CassetteTransport,
+    request: pytest.FixtureRequest,
+    gradekit_http_transport: CassetteTransport,
 ) -> Iterator[httpx.Client]:
     """An ``httpx.Client`` recording through the test's HTTP cassette (``openai.OpenAI``'s
     ``http_client``)."""
@@ -302,7 +320,8 @@ def gradekit_httpx_client(
 
 @pytest.fixture
 def gradekit_httpx2_client(
-    request: pytest.FixtureRequest, gradekit_http_transport: CassetteTransport,
+    request: pytest.FixtureRequest,
+    gradekit_http_transport: CassetteTransport,
 ) -> Iterator[httpx2.Client]:
     """An ``httpx2.Client`` recording through the test's HTTP cassette
     (``anthropic.Anthropic``'s ``http_client``)."""
@@ -315,7 +334,8 @@ def gradekit_httpx2_client(
 
 @pytest.fixture
 def gradekit_async_httpx_client(
-    request: pytest.FixtureRequest, gradekit_async_http_transport: AsyncCassetteTransport,
+    request: pytest.FixtureRequest,
+    gradekit_async_http_transport: AsyncCassetteTransport,
 ) -> Iterator[httpx.AsyncClient]:
     """An ``httpx.AsyncClient`` recording through the test's HTTP cassette
     (``openai.AsyncOpenAI``)."""
@@ -328,7 +348,8 @@ def gradekit_async_httpx_client(
 
 @pytest.fixture
 def gradekit_async_httpx2_client(
-    request: pytest.FixtureRequest, gradekit_async_http_transport: AsyncCassetteTransport,
+    request: pytest.FixtureRequest,
+    gradekit_async_http_transport: AsyncCassetteTransport,
 ) -> Iterator[httpx2.AsyncClient]:
     """An ``httpx2.AsyncClient`` recording through the test's HTTP cassette
     (``anthropic.AsyncAnthropic``)."""
@@ -340,7 +361,8 @@ def gradekit_async_httpx2_client(
 
 
 async def _aclose(
-    request: pytest.FixtureRequest, transport: AsyncCassetteTransport,
+    request: pytest.FixtureRequest,
+    transport: AsyncCassetteTransport,
     close: Callable[[], Any],
 ) -> None:
     # The transport first, with the test's outcome: the client's close would prune.
@@ -373,7 +395,10 @@ _UNPLAYED = pytest.StashKey[list[tuple[str, str, str]]]()  # (test, cassette, ke
 
 
 def _watch(
-    request: pytest.FixtureRequest, mode: Mode, path: Path, unplayed: Callable[[], list[str]],
+    request: pytest.FixtureRequest,
+    mode: Mode,
+    path: Path,
+    unplayed: Callable[[], list[str]],
 ) -> None:
     """Note a cassette the test uses; a ``rerecord`` drops what it leaves unplayed anyway."""
     if mode != "rerecord":
@@ -417,7 +442,8 @@ def _unplayed_by(item: pytest.Item, watched: list[_Watched]) -> None:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(
-    item: pytest.Item, call: pytest.CallInfo[None],
+    item: pytest.Item,
+    call: pytest.CallInfo[None],
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     """Keep the call's outcome for the fixtures' teardown (``rerecord`` prunes on a pass)."""
     report = yield

@@ -23,6 +23,7 @@ from gradekit._secrets import refuse_secrets
 
 __all__ = ["Recorder"]
 
+
 class Recorder(JournaledRecording[Cassette], HttpClients):
     """Wrap a live provider: a recorded prompt is served, a new one is asked and recorded.
 
@@ -68,9 +69,15 @@ class Recorder(JournaledRecording[Cassette], HttpClients):
         """The transport of this recorder's SDK clients: ``<case>.http.json``, this mode."""
         if self._http is None:
             self._http = CassetteTransport(
-                http_cassette_path(self.path), mode=self.mode, case=self.case, env=self._env,
-                clock=self._clock, record_command=None if self.http_record_command is None
-                else self.http_record_command(case=self.case))
+                http_cassette_path(self.path),
+                mode=self.mode,
+                case=self.case,
+                env=self._env,
+                clock=self._clock,
+                record_command=None
+                if self.http_record_command is None
+                else self.http_record_command(case=self.case),
+            )
             self._http._recording._secrets.update(self._secrets)  # the live adapter's key too
         return self._http
 
@@ -121,8 +128,11 @@ class Recorder(JournaledRecording[Cassette], HttpClients):
         text, provider = prompt.strip(), self.live.name
         for value in self._secrets:  # ``find_secret``, unrolled: it runs on every answer
             if value in text or value in response or value in provider:
-                refuse_secrets((text, response, provider), self._secrets,
-                               where=f"the answer for key {key} into {self.path}")
+                refuse_secrets(
+                    (text, response, provider),
+                    self._secrets,
+                    where=f"the answer for key {key} into {self.path}",
+                )
         entry = Entry(text, response, provider, self._clock())
         if recorded is None:
             self._entries[key] = entry

@@ -60,12 +60,15 @@ class Replay(HttpClients):
                 raise UsageError(
                     "this Replay was given a Cassette value, not a file, so it has no HTTP "
                     "cassette beside it: give the SDK a client on "
-                    "CassetteTransport('cassettes/<case>.http.json') instead")
+                    "CassetteTransport('cassettes/<case>.http.json') instead"
+                )
             case = self._cassette.case or Path(self.source).stem
             command = self.http_record_command
-            self._http = CassetteTransport(http_cassette_path(self._file), case=case,
-                                           record_command=None if command is None
-                                           else command(case=case))
+            self._http = CassetteTransport(
+                http_cassette_path(self._file),
+                case=case,
+                record_command=None if command is None else command(case=case),
+            )
         return self._http
 
     def async_http_transport(self) -> AsyncCassetteTransport:
@@ -91,8 +94,7 @@ def _closest(cassette: Cassette, prompt: str, exists: bool) -> tuple[str, str]:
     if not recorded:
         return "(the cassette has no recorded prompts)", ""
     (key, best), similar = closest(prompt.strip(), recorded, lambda item: item[1])
-    return f"{_show(best)} (key {key}, {round(100 * similar)}% similar)", \
-        divergence(prompt, best)
+    return f"{_show(best)} (key {key}, {round(100 * similar)}% similar)", divergence(prompt, best)
 
 
 def _show(text: str) -> str:

@@ -180,12 +180,30 @@ class Journal:
         prompt = b"null" if entry.prompt is None else json_string(entry.prompt)
         provider, recorded_at, middle = self._middle
         if provider != entry.provider or recorded_at != entry.recorded_at or not middle:
-            middle = b"".join((b', "provider": ', _quote(entry.provider).encode("utf-8"),
-                               b', "recorded_at": ', _quote(entry.recorded_at).encode("utf-8"),
-                               b', "response": '))
+            middle = b"".join(
+                (
+                    b', "provider": ',
+                    _quote(entry.provider).encode("utf-8"),
+                    b', "recorded_at": ',
+                    _quote(entry.recorded_at).encode("utf-8"),
+                    b', "response": ',
+                )
+            )
             self._middle = (entry.provider, entry.recorded_at, middle)
-        os.write(self._fd, b"".join((b'{"key": ', _quote(key).encode("utf-8"), b', "prompt": ',
-                                     prompt, middle, json_string(entry.response), b"}\n")))
+        os.write(
+            self._fd,
+            b"".join(
+                (
+                    b'{"key": ',
+                    _quote(key).encode("utf-8"),
+                    b', "prompt": ',
+                    prompt,
+                    middle,
+                    json_string(entry.response),
+                    b"}\n",
+                )
+            ),
+        )
 
     def close(self) -> None:
         """Close the file; its content stays until folded."""

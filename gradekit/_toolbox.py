@@ -228,8 +228,9 @@ class ToolRecorder(_RunTools, JournaledRecording[Fixture]):
     def _now(self) -> str:
         stamp = self._clock()
         if not is_stamp(stamp):
-            raise UsageError(f"the clock returned {stamp!r}, not a UTC time like "
-                             "2026-01-31T09:30:00Z")
+            raise UsageError(
+                f"the clock returned {stamp!r}, not a UTC time like 2026-01-31T09:30:00Z"
+            )
         return stamp
 
     def _read_only(self, name: str, args: dict[str, Any]) -> Any:
@@ -259,7 +260,11 @@ def missing_fixture(
     rows = [("tool", tool), ("args", arguments), ("closest", found)]
     return MissingFixtureError(
         FIXTURE.miss_message(source, rows, case=case),
-        fixture=source, case=case, tool=tool, arguments=arguments, key=key,
+        fixture=source,
+        case=case,
+        tool=tool,
+        arguments=arguments,
+        key=key,
     )
 
 

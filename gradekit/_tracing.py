@@ -23,8 +23,15 @@ from gradekit._keys import prompt_key
 from gradekit._provider import Provider
 from gradekit._toolbox import Toolbox
 
-__all__ = ["AsyncTracedTransport", "JsonlSink", "Sink", "Traced", "TracedTools", "TracedTransport",
-           "sink_from_env"]
+__all__ = [
+    "AsyncTracedTransport",
+    "JsonlSink",
+    "Sink",
+    "Traced",
+    "TracedTools",
+    "TracedTransport",
+    "sink_from_env",
+]
 
 Sink = Callable[[Mapping[str, Any]], None]
 TRACE_VARIABLE = "GRADEKIT_TRACE"
@@ -59,8 +66,10 @@ def as_sink(sink: Sink | str | os.PathLike[str] | None) -> Sink:
     if isinstance(sink, str | os.PathLike):
         return JsonlSink(os.fspath(sink))
     if not callable(sink):
-        raise TypeError(f"a trace sink is a path or a callable taking a record, not "
-                        f"{type(sink).__name__}: pass Traced(provider, 'trace.jsonl')")
+        raise TypeError(
+            f"a trace sink is a path or a callable taking a record, not "
+            f"{type(sink).__name__}: pass Traced(provider, 'trace.jsonl')"
+        )
     return sink
 
 
@@ -101,13 +110,15 @@ class Traced(HttpClients):
 
     def http_transport(self) -> TracedTransport:
         """The wrapped provider's transport, traced."""
-        return TracedTransport(http_transports(self.provider)[0](), self.name, self.sink,
-                               clock=self._clock)
+        return TracedTransport(
+            http_transports(self.provider)[0](), self.name, self.sink, clock=self._clock
+        )
 
     def async_http_transport(self) -> AsyncTracedTransport:
         """The wrapped provider's async transport, traced."""
-        return AsyncTracedTransport(http_transports(self.provider)[1](), self.name, self.sink,
-                                    clock=self._clock)
+        return AsyncTracedTransport(
+            http_transports(self.provider)[1](), self.name, self.sink, clock=self._clock
+        )
 
 
 class TracedTools:
@@ -135,8 +146,9 @@ class TracedTools:
         return _traced(self.sink, self._clock, fields, lambda: self.toolbox.call(name, **args))
 
 
-def _traced(sink: Sink, clock: Callable[[], float], fields: Mapping[str, object],
-            call: Callable[[], T]) -> T:
+def _traced(
+    sink: Sink, clock: Callable[[], float], fields: Mapping[str, object], call: Callable[[], T]
+) -> T:
     """Run ``call`` and write one record: ``fields``, then latency, ok and error."""
     started = clock()
     error: str | None = None
@@ -149,8 +161,9 @@ def _traced(sink: Sink, clock: Callable[[], float], fields: Mapping[str, object]
         _write(sink, fields, started, clock(), error)
 
 
-def _write(sink: Sink, fields: Mapping[str, object], started: float, ended: float,
-           error: str | None) -> None:
+def _write(
+    sink: Sink, fields: Mapping[str, object], started: float, ended: float, error: str | None
+) -> None:
     """One record: ``fields``, then the latency from ``started`` to ``ended``, ok and error."""
     elapsed = max(0.0, (ended - started) * 1000.0)
     sink({**fields, "latency_ms": round(elapsed, 3), "ok": error is None, "error": error})
@@ -168,13 +181,16 @@ class TracedTransport(SyncTransportBase):
     """Write one trace record per request, as ``Traced`` does per ``complete``: ``key`` is
     the request's key (``gradekit.request_key``), ``provider`` the provider's name."""
 
-    def __init__(self, inner: Any, name: str, sink: Sink, *,
-                 clock: Callable[[], float] = time.perf_counter) -> None:
+    def __init__(
+        self, inner: Any, name: str, sink: Sink, *, clock: Callable[[], float] = time.perf_counter
+    ) -> None:
         self._inner, self._name, self._sink, self._clock = inner, name, sink, clock
 
     def handle_request(self, request: Any) -> Any:
-        fields = {"key": request_key(request.method, str(request.url), request.read()),
-                  "provider": self._name}
+        fields = {
+            "key": request_key(request.method, str(request.url), request.read()),
+            "provider": self._name,
+        }
         started, error = self._clock(), None
         try:
             return self._inner.handle_request(request)
@@ -191,13 +207,16 @@ class TracedTransport(SyncTransportBase):
 class AsyncTracedTransport(AsyncTransportBase):
     """``TracedTransport`` for async clients."""
 
-    def __init__(self, inner: Any, name: str, sink: Sink, *,
-                 clock: Callable[[], float] = time.perf_counter) -> None:
+    def __init__(
+        self, inner: Any, name: str, sink: Sink, *, clock: Callable[[], float] = time.perf_counter
+    ) -> None:
         self._inner, self._name, self._sink, self._clock = inner, name, sink, clock
 
     async def handle_async_request(self, request: Any) -> Any:
-        fields = {"key": request_key(request.method, str(request.url), await request.aread()),
-                  "provider": self._name}
+        fields = {
+            "key": request_key(request.method, str(request.url), await request.aread()),
+            "provider": self._name,
+        }
         started, error = self._clock(), None
         try:
             return await self._inner.handle_async_request(request)

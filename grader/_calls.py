@@ -21,8 +21,19 @@ from gradekit import UsageError
 from grader._facts import mentioned
 from grader._shortfall import HEAD, Located, Shortfall, answer_side
 
-__all__ = ["TOOL_NAME", "Cite", "Required", "ToolCall", "cite", "cited_tool", "required",
-           "required_tool", "short_of_citation", "short_of_required", "strings"]
+__all__ = [
+    "TOOL_NAME",
+    "Cite",
+    "Required",
+    "ToolCall",
+    "cite",
+    "cited_tool",
+    "required",
+    "required_tool",
+    "short_of_citation",
+    "short_of_required",
+    "strings",
+]
 
 TOOL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")
 _REQUIRED = re.compile(r"(?P<tool>[^\s{]+)\s*(?P<args>\{.*)?", re.DOTALL)
@@ -55,7 +66,8 @@ class ToolCall:
 def _holds(given: object, wanted: object) -> bool:
     if isinstance(wanted, dict):
         return isinstance(given, dict) and all(
-            key in given and _holds(given[key], value) for key, value in wanted.items())
+            key in given and _holds(given[key], value) for key, value in wanted.items()
+        )
     return _canonical(given) == _canonical(wanted)
 
 
@@ -82,8 +94,10 @@ class Cite:
         return f"{self.tool}: {self.fact}"
 
 
-_REQUIRE_FIX = ('write it as TOOL or TOOL {JSON object of the arguments it must carry}, e.g. '
-                '\'create_ticket {"priority": "high"}\'')
+_REQUIRE_FIX = (
+    "write it as TOOL or TOOL {JSON object of the arguments it must carry}, e.g. "
+    '\'create_ticket {"priority": "high"}\''
+)
 
 
 def required(text: str, where: str) -> Required:
@@ -97,11 +111,13 @@ def required(text: str, where: str) -> Required:
         try:
             args = json.loads(found["args"], parse_constant=_no_constant)
         except ValueError as exc:
-            raise UsageError(f"{where} holds {text!r}, whose arguments are not JSON ({exc}): "
-                             f"{_REQUIRE_FIX}") from exc
+            raise UsageError(
+                f"{where} holds {text!r}, whose arguments are not JSON ({exc}): {_REQUIRE_FIX}"
+            ) from exc
     if not isinstance(args, dict):
-        raise UsageError(f"{where} holds {text!r}, whose arguments are not a JSON object: "
-                         f"{_REQUIRE_FIX}")
+        raise UsageError(
+            f"{where} holds {text!r}, whose arguments are not a JSON object: {_REQUIRE_FIX}"
+        )
     return Required(found["tool"], args)
 
 
@@ -114,10 +130,17 @@ def cite(text: str, where: str) -> Cite:
     ``UsageError`` naming ``where`` and the fix when it is not one. The fact itself is
     checked as every fact is (``grader._expect``)."""
     tool, colon, fact = text.partition(":")
-    if len(text) > _LONGEST or not colon or not TOOL_NAME.fullmatch(tool.strip()) \
-            or "\n" in fact or not fact.strip():
-        raise UsageError(f"{where} holds {text!r}: write a citation as TOOL: FACT, the tool "
-                         "whose result must hold the fact, e.g. \"web_search: 30 days\"")
+    if (
+        len(text) > _LONGEST
+        or not colon
+        or not TOOL_NAME.fullmatch(tool.strip())
+        or "\n" in fact
+        or not fact.strip()
+    ):
+        raise UsageError(
+            f"{where} holds {text!r}: write a citation as TOOL: FACT, the tool "
+            'whose result must hold the fact, e.g. "web_search: 30 days"'
+        )
     return Cite(tool.strip(), fact.strip())
 
 
@@ -158,8 +181,7 @@ def _canonical(value: object) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
 
-def short_of_required(text: str, calls: Sequence[ToolCall],
-                      tools: Sequence[str]) -> Located | None:
+def short_of_required(text: str, calls: Sequence[ToolCall], tools: Sequence[str]) -> Located | None:
     """Where a run (its tool ``calls``, and every tool it called) falls short of one
     required call (``text``, canonical): the first such call the parent answered with a
     miss (it changed nothing), else the tool's first call with other arguments, else the
@@ -174,21 +196,27 @@ def short_of_required(text: str, calls: Sequence[ToolCall],
     if matching:
         first = matching[0]
         return first.step, Shortfall(
-            f"call {first.step} ({need.tool})", wanted,
+            f"call {first.step} ({need.tool})",
+            wanted,
             f"call {first.step} ({need.tool}) answered with a miss",
             f"the required call {need} was answered with a miss (call {first.step}), so it "
-            "changed nothing")
+            "changed nothing",
+        )
     if own:
         first = own[0]
         return first.step, Shortfall(
-            f"call {first.step} ({need.tool})", wanted, f"{need.tool} called {len(own)} "
+            f"call {first.step} ({need.tool})",
+            wanted,
+            f"{need.tool} called {len(own)} "
             f"time(s), never so; first as call {first.step} with {first.args}",
             f"no call of {need}: {need.tool} was called {len(own)} time(s), first with "
-            f"{first.args}")
+            f"{first.args}",
+        )
     instead = ", ".join(dict.fromkeys(tools))
     observed = f"the run called {instead} instead" if instead else "the run called no tool"
-    return 0, Shortfall("state", wanted, observed,
-                        f"the run never called the required {need.tool} ({observed})")
+    return 0, Shortfall(
+        "state", wanted, observed, f"the run never called the required {need.tool} ({observed})"
+    )
 
 
 def short_of_citation(text: str, calls: Sequence[ToolCall], answer: str) -> Located | None:
@@ -199,9 +227,12 @@ def short_of_citation(text: str, calls: Sequence[ToolCall], answer: str) -> Loca
     want = cite(text, "cites")
     expected = f"states {want.fact!r} as a {want.tool} result this run returned it"
     if not mentioned(answer, want.fact):
-        return 0, Shortfall("answer", expected, answer_side(answer),
-                            f"the answer does not state {want.fact!r}, which it must cite "
-                            f"from {want.tool}")
+        return 0, Shortfall(
+            "answer",
+            expected,
+            answer_side(answer),
+            f"the answer does not state {want.fact!r}, which it must cite from {want.tool}",
+        )
     own = [call for call in calls if call.tool == want.tool]
     served = [call for call in own if call.served]
     if any(mentioned(value, want.fact) for call in served for value in strings(call.result)):
@@ -212,14 +243,22 @@ def short_of_citation(text: str, calls: Sequence[ToolCall], answer: str) -> Loca
             f"call {own[0].step} ({want.tool})",
             f"a served {want.tool} result holding {want.fact!r}",
             f"{want.tool} called {len(own)} time(s), each answered with a miss: no result",
-            f"{claim} (every call of {want.tool} was a miss)")
+            f"{claim} (every call of {want.tool} was a miss)",
+        )
     side = answer_side(answer, want.fact)
     if not own:
-        return 0, Shortfall("answer", expected, f"{side}; no call of {want.tool}",
-                            f"{claim} ({want.tool} was never called)")
+        return 0, Shortfall(
+            "answer",
+            expected,
+            f"{side}; no call of {want.tool}",
+            f"{claim} ({want.tool} was never called)",
+        )
     steps = ", ".join(str(call.step) for call in served)
     head = served[0].result
     head = head if len(head) <= HEAD else head[:HEAD] + "..."
     return 0, Shortfall(
-        "answer", expected, f"{side}; {want.tool} results (call(s) {steps}) without it: {head}",
-        f"{claim} (its {len(served)} result(s) say otherwise)")
+        "answer",
+        expected,
+        f"{side}; {want.tool} results (call(s) {steps}) without it: {head}",
+        f"{claim} (its {len(served)} result(s) say otherwise)",
+    )

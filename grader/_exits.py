@@ -24,12 +24,19 @@ EXIT_INTERRUPTED = 130
 EXIT_TABLE: tuple[tuple[int, str], ...] = (
     (EXIT_OK, "success"),
     (EXIT_FAILED, "a check or verification failed, or a submission could not be graded"),
-    (EXIT_USAGE, "usage or configuration error: bad flags, a bad rubric, manifest or roster, "
-                 "a corrupt or locked cassette"),
-    (EXIT_MISS, "a recording miss, cassette or tool fixture, or a replay that left its "
-                "recorded incident"),
-    (EXIT_PROVIDER, "the live provider failed after its retries: auth, rate limit, "
-                    "connection, bad response"),
+    (
+        EXIT_USAGE,
+        "usage or configuration error: bad flags, a bad rubric, manifest or roster, "
+        "a corrupt or locked cassette",
+    ),
+    (
+        EXIT_MISS,
+        "a recording miss, cassette or tool fixture, or a replay that left its recorded incident",
+    ),
+    (
+        EXIT_PROVIDER,
+        "the live provider failed after its retries: auth, rate limit, connection, bad response",
+    ),
     (EXIT_INTERRUPTED, "interrupted (Ctrl-C)"),
 )
 

@@ -18,8 +18,9 @@ _SPACE = re.compile(r"\s+")
 
 def normalised(text: str) -> str:
     """``text`` as facts are compared: NFKC, no format characters, case folded, one space."""
-    folded = "".join(char for char in unicodedata.normalize("NFKC", text)
-                     if unicodedata.category(char) != "Cf").casefold()
+    folded = "".join(
+        char for char in unicodedata.normalize("NFKC", text) if unicodedata.category(char) != "Cf"
+    ).casefold()
     return _SPACE.sub(" ", folded).strip()
 
 

@@ -30,9 +30,19 @@ from typing import Any
 
 from gradekit import UsageError
 
-__all__ = ["LATE_FILE", "Late", "LatePolicy", "late_from_document", "lateness",
-           "load_late_policy", "parse_duration", "parse_late_policy", "parse_time",
-           "show_duration", "show_time"]
+__all__ = [
+    "LATE_FILE",
+    "Late",
+    "LatePolicy",
+    "late_from_document",
+    "lateness",
+    "load_late_policy",
+    "parse_duration",
+    "parse_late_policy",
+    "parse_time",
+    "show_duration",
+    "show_time",
+]
 
 LATE_FILE = "late.toml"  # beside the rubric
 _KEYS = ("cap", "cutoff", "due", "grace", "penalty", "per")
@@ -56,9 +66,13 @@ class LatePolicy:
 
     def document(self) -> dict[str, str]:
         """The policy as the ledger keeps it (UTC times, the percent as written)."""
-        return {"due": show_time(self.due), "grace": show_duration(self.grace),
-                "penalty": f"{self.penalty}% per {self.per}", "cap": f"{self.cap}%",
-                **({"cutoff": show_time(self.cutoff)} if self.cutoff else {})}
+        return {
+            "due": show_time(self.due),
+            "grace": show_duration(self.grace),
+            "penalty": f"{self.penalty}% per {self.per}",
+            "cap": f"{self.cap}%",
+            **({"cutoff": show_time(self.cutoff)} if self.cutoff else {}),
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,16 +92,25 @@ class Late:
 
     def document(self) -> dict[str, Any]:
         """As results.json's ``extra_data.late`` and the ledger's run event keep it."""
-        return {"due": self.due, "submitted": self.submitted,
-                "extension": show_duration(self.extension), "source": self.source,
-                "units": self.units, "per": self.per, "percent": str(self.percent),
-                "penalty": f"{self.penalty.quantize(_CENT)}", "cutoff": self.cutoff}
+        return {
+            "due": self.due,
+            "submitted": self.submitted,
+            "extension": show_duration(self.extension),
+            "source": self.source,
+            "units": self.units,
+            "per": self.per,
+            "percent": str(self.percent),
+            "penalty": f"{self.penalty.quantize(_CENT)}",
+            "cutoff": self.cutoff,
+        }
 
     def cell(self) -> str:
         """One line for people: the gradebook's ``late`` cell, Gradescope's test output."""
         if not self.submitted:
-            return (f"no submission time, so no late penalty (due {self.due}): give the "
-                    "roster a submitted_at column")
+            return (
+                f"no submission time, so no late penalty (due {self.due}): give the "
+                "roster a submitted_at column"
+            )
         extended = f" with a {show_duration(self.extension)} extension" if self.extension else ""
         when = f"submitted {self.submitted}, due {self.due}{extended}"
         if self.cutoff:
@@ -95,8 +118,10 @@ class Late:
         if not self.units:
             return f"on time ({when})"
         unit = self.per if self.units == 1 else f"{self.per}s"
-        return (f"{self.units} {unit} late: -{self.penalty.quantize(_CENT)} ({self.percent}% "
-                f"of the possible points; {when})")
+        return (
+            f"{self.units} {unit} late: -{self.penalty.quantize(_CENT)} ({self.percent}% "
+            f"of the possible points; {when})"
+        )
 
 
 def parse_time(value: object, where: str) -> dt.datetime:
@@ -105,13 +130,16 @@ def parse_time(value: object, where: str) -> dt.datetime:
         try:
             value = dt.datetime.fromisoformat(value.strip().replace("z", "Z"))
         except ValueError:
-            raise UsageError(f"{where}: {value!r} is not a date and time: write one {_EXAMPLE}"
-                             ) from None
+            raise UsageError(
+                f"{where}: {value!r} is not a date and time: write one {_EXAMPLE}"
+            ) from None
     if not isinstance(value, dt.datetime):
         raise UsageError(f"{where}: {value!r} is not a date and time: write one {_EXAMPLE}")
     if value.tzinfo is None or value.utcoffset() is None:
-        raise UsageError(f"{where}: {value.isoformat()} has no time zone offset, so it would "
-                         f"mean another time on another machine: add one, {_EXAMPLE}")
+        raise UsageError(
+            f"{where}: {value.isoformat()} has no time zone offset, so it would "
+            f"mean another time on another machine: add one, {_EXAMPLE}"
+        )
     return value
 
 
@@ -121,8 +149,10 @@ def parse_duration(text: str, where: str) -> int:
     if text.strip() in ("0", ""):
         return 0
     if match is None or not any(match.groups()):
-        raise UsageError(f"{where}: {text!r} is not a duration: write days, hours and minutes "
-                         "such as 1d, 36h, 90m or 1d12h")
+        raise UsageError(
+            f"{where}: {text!r} is not a duration: write days, hours and minutes "
+            "such as 1d, 36h, 90m or 1d12h"
+        )
     days, hours, minutes = (int(part or 0) for part in match.groups())
     return ((days * 24 + hours) * 60 + minutes) * 60
 
@@ -150,8 +180,10 @@ def load_late_policy(folder: Path) -> LatePolicy | None:
     except FileNotFoundError:
         return None
     except OSError as exc:
-        raise UsageError(f"{path}: cannot be read ({exc.strerror or exc}): fix its "
-                         "permissions, or remove it to grade without a late policy") from exc
+        raise UsageError(
+            f"{path}: cannot be read ({exc.strerror or exc}): fix its "
+            "permissions, or remove it to grade without a late policy"
+        ) from exc
     return parse_late_policy(data, source=str(path))
 
 
@@ -163,32 +195,46 @@ def parse_late_policy(data: bytes, *, source: str) -> LatePolicy:
         raise UsageError(f"{source}: not TOML ({exc}): fix the line it names") from None
     table = document.get("late")
     if set(document) != {"late"} or not isinstance(table, dict):
-        raise UsageError(f"{source}: must hold one [late] table (and nothing else) with due, "
-                         "penalty and per")
+        raise UsageError(
+            f"{source}: must hold one [late] table (and nothing else) with due, penalty and per"
+        )
     unknown = sorted(set(table) - set(_KEYS))
     if unknown:
         raise UsageError(f"{source}: [late] has no key {unknown[0]!r}: use {', '.join(_KEYS)}")
     for key in ("due", "penalty", "per"):
         if key not in table:
-            raise UsageError(f"{source}: [late] needs {key} (due = {_EXAMPLE.split()[2]}, "
-                             "penalty = 10, per = \"day\")")
+            raise UsageError(
+                f"{source}: [late] needs {key} (due = {_EXAMPLE.split()[2]}, "
+                'penalty = 10, per = "day")'
+            )
     due = parse_time(table["due"], f"{source}: [late] due")
     per = table["per"]
     if per not in _UNITS:
-        raise UsageError(f"{source}: [late] per = {per!r}: write \"day\" or \"hour\"")
-    penalty, cap = (_percent(table.get(key, default), f"{source}: [late] {key}")
-                    for key, default in (("penalty", 0), ("cap", 100)))
+        raise UsageError(f'{source}: [late] per = {per!r}: write "day" or "hour"')
+    penalty, cap = (
+        _percent(table.get(key, default), f"{source}: [late] {key}")
+        for key, default in (("penalty", 0), ("cap", 100))
+    )
     grace = table.get("grace", "0")
     if not isinstance(grace, str):
-        raise UsageError(f"{source}: [late] grace = {grace!r}: write a duration in quotes, "
-                         "such as \"15m\"")
+        raise UsageError(
+            f'{source}: [late] grace = {grace!r}: write a duration in quotes, such as "15m"'
+        )
     cutoff = table.get("cutoff")
-    policy = LatePolicy(due, penalty, per, parse_duration(grace, f"{source}: [late] grace"),
-                        cap, None if cutoff is None else
-                        parse_time(cutoff, f"{source}: [late] cutoff"), source)
+    policy = LatePolicy(
+        due,
+        penalty,
+        per,
+        parse_duration(grace, f"{source}: [late] grace"),
+        cap,
+        None if cutoff is None else parse_time(cutoff, f"{source}: [late] cutoff"),
+        source,
+    )
     if policy.cutoff is not None and policy.cutoff < due:
-        raise UsageError(f"{source}: [late] cutoff {show_time(policy.cutoff)} is before due "
-                         f"{show_time(due)}: move it after the due time, or remove it")
+        raise UsageError(
+            f"{source}: [late] cutoff {show_time(policy.cutoff)} is before due "
+            f"{show_time(due)}: move it after the due time, or remove it"
+        )
     return policy
 
 
@@ -201,8 +247,13 @@ def _percent(value: object, where: str) -> Decimal:
     return percent.normalize() if percent != percent.to_integral() else percent.quantize(1)
 
 
-def lateness(policy: LatePolicy, most: Decimal, submitted: dt.datetime | None,
-             extension: int = 0, source: str = "") -> Late:
+def lateness(
+    policy: LatePolicy,
+    most: Decimal,
+    submitted: dt.datetime | None,
+    extension: int = 0,
+    source: str = "",
+) -> Late:
     """What ``policy`` makes of a submission made at ``submitted`` (None: not known) by a
     student with ``extension`` seconds more, out of ``most`` possible points. Pure: no clock."""
     due = policy.due + dt.timedelta(seconds=extension)
@@ -218,11 +269,19 @@ def lateness(policy: LatePolicy, most: Decimal, submitted: dt.datetime | None,
     return _with(shown, units, min(policy.cap, policy.penalty * units), most)
 
 
-def _with(late: Late, units: int, percent: Decimal, most: Decimal, *,
-          cutoff: bool = False) -> Late:
+def _with(late: Late, units: int, percent: Decimal, most: Decimal, *, cutoff: bool = False) -> Late:
     penalty = (most * percent / 100).quantize(_CENT, rounding=ROUND_HALF_UP)
-    return Late(late.due, late.submitted, late.extension, late.source, units, late.per,
-                percent, penalty, cutoff)
+    return Late(
+        late.due,
+        late.submitted,
+        late.extension,
+        late.source,
+        units,
+        late.per,
+        percent,
+        penalty,
+        cutoff,
+    )
 
 
 def late_from_document(document: Mapping[str, Any]) -> Late:
@@ -231,10 +290,17 @@ def late_from_document(document: Mapping[str, Any]) -> Late:
         penalty = Decimal(str(document["penalty"]))
         if penalty != penalty.quantize(_CENT) or penalty < 0:
             raise ValueError("penalty is not points")
-        late = Late(str(document["due"]), str(document["submitted"]),
-                    parse_duration(str(document["extension"]), "extension"),
-                    str(document["source"]), int(document["units"]), str(document["per"]),
-                    Decimal(str(document["percent"])), penalty, bool(document["cutoff"]))
+        late = Late(
+            str(document["due"]),
+            str(document["submitted"]),
+            parse_duration(str(document["extension"]), "extension"),
+            str(document["source"]),
+            int(document["units"]),
+            str(document["per"]),
+            Decimal(str(document["percent"])),
+            penalty,
+            bool(document["cutoff"]),
+        )
     except (KeyError, TypeError, ArithmeticError, UsageError) as exc:
         raise ValueError(f"not a late-policy entry ({exc})") from None
     if late.document() != dict(document):

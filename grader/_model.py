@@ -61,8 +61,18 @@ Status = Literal["returned", "raised", "timeout", "crashed", "not_run"]
 # Never part of a submission: version control, environments, caches, build output. The
 # sandbox leaves them out of a child's copy, and the tamper scan does not read them.
 IGNORED_NAMES = (
-    ".git", ".venv*", "__pycache__", "*.pyc", "grades", "*.egg-info", "build",
-    ".mypy_cache", ".pytest_cache", ".ruff_cache", ".hypothesis", "node_modules",
+    ".git",
+    ".venv*",
+    "__pycache__",
+    "*.pyc",
+    "grades",
+    "*.egg-info",
+    "build",
+    ".mypy_cache",
+    ".pytest_cache",
+    ".ruff_cache",
+    ".hypothesis",
+    "node_modules",
 )
 # One expression for all of them: a submission's every name is matched, in every run.
 _IGNORED = re.compile("|".join(fnmatch.translate(pattern) for pattern in IGNORED_NAMES))

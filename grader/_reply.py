@@ -31,17 +31,23 @@ def check_template(template: str, where: str) -> None:
     stray = _PLACEHOLDER.sub("", template)
     brace = next((at for at, char in enumerate(stray) if char in "{}"), -1)
     if brace >= 0:
-        raise UsageError(f"{where} = {template!r} has an unbalanced or unnamed brace; write "
-                         "each placeholder as {name} (letters, digits and _) with no other "
-                         f"brace, {_EXAMPLE}")
+        raise UsageError(
+            f"{where} = {template!r} has an unbalanced or unnamed brace; write "
+            "each placeholder as {name} (letters, digits and _) with no other "
+            f"brace, {_EXAMPLE}"
+        )
     if not _PLACEHOLDER.search(template):
-        raise UsageError(f"{where} = {template!r} has no {{name}} placeholder: mark the part "
-                         f"that varies from answer to answer, {_EXAMPLE}; a fact every answer "
-                         "states is a mentions entry")
+        raise UsageError(
+            f"{where} = {template!r} has no {{name}} placeholder: mark the part "
+            f"that varies from answer to answer, {_EXAMPLE}; a fact every answer "
+            "states is a mentions entry"
+        )
     if not normalised(stray):
-        raise UsageError(f"{where} = {template!r} has no fixed text, so any answer follows "
-                         f"it: write the words every answer shares around the placeholders, "
-                         f"{_EXAMPLE}")
+        raise UsageError(
+            f"{where} = {template!r} has no fixed text, so any answer follows "
+            f"it: write the words every answer shares around the placeholders, "
+            f"{_EXAMPLE}"
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,8 +68,11 @@ def _parts(template: str) -> tuple[list[_Part], str]:
             continue
         glued_left = index > 0 and not raw[:1].isspace()
         glued_right = index + 1 < len(pieces) and not raw[-1:].isspace()
-        pattern = ("" if glued_left or not wanted[0].isalnum() else r"(?<!\w)") + \
-            re.escape(wanted) + ("" if glued_right or not wanted[-1].isalnum() else r"(?!\w)")
+        pattern = (
+            ("" if glued_left or not wanted[0].isalnum() else r"(?<!\w)")
+            + re.escape(wanted)
+            + ("" if glued_right or not wanted[-1].isalnum() else r"(?!\w)")
+        )
         parts.append(_Part(raw.strip(), re.compile(pattern), pending))
         pending = pieces[index + 1] if index + 1 < len(pieces) else ""
     return parts, pending

@@ -39,6 +39,6 @@ def answer_side(answer: str, fact: str = "") -> str:
     lowered = flat.lower()
     at = lowered.find(fact.lower()) if fact and len(lowered) == len(flat) else -1
     start = max(0, at - HEAD // 3)
-    piece = flat[start:start + HEAD]
+    piece = flat[start : start + HEAD]
     cut = ("..." if start else "") + piece + ("..." if start + HEAD < len(flat) else "")
     return f"the answer {cut!r}" if flat else "an empty answer"

@@ -43,8 +43,7 @@ def imports_from(folder: Path) -> Iterator[None]:
                 sys.path.remove(entry)
 
 
-def load_spec(spec: str, *, folder: Path, where: str,
-              error: type[GradekitError]) -> object:
+def load_spec(spec: str, *, folder: Path, where: str, error: type[GradekitError]) -> object:
     """The object ``spec`` (``package.module:attr``) names, imported from ``folder``.
 
     ``where`` says where the spec was written (``agent = in [tool.gradekit]``, ``--provider``);

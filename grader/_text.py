@@ -37,7 +37,7 @@ def one_line(text: str, most: int = HEAD) -> str:
     """``text`` on one line (each run of white space one space), its first ``most``
     characters, the last of them "…" when it is cut: how feedback names a call."""
     flat = " ".join(text.split())
-    return flat if len(flat) <= most else flat[:most - 1] + "…"
+    return flat if len(flat) <= most else flat[: most - 1] + "…"
 
 
 def quote(text: str, limit: int = QUOTE_LIMIT) -> str:
@@ -68,8 +68,13 @@ def _visible(match: re.Match[str]) -> str:
     if unicodedata.category(char) not in _HIDDEN:
         return char
     code = ord(char)
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 \
+    return (
+        f"\\x{code:02x}"
+        if code < 0x100
+        else f"\\u{code:04x}"
+        if code < 0x10000
         else f"\\U{code:08x}"
+    )
 
 
 def _cut(count: int) -> str:

@@ -104,10 +104,12 @@ def _refusing_unmarked(start: Callable[..., None]) -> Callable[..., None]:
     @functools.wraps(start)
     def guarded(*args: Any, **kwargs: Any) -> None:
         if _running and _running[-1].get_closest_marker("slow") is None:
-            pytest.fail(f"{_running[-1].nodeid} starts a sandboxed child or a batch's workers "
-                        "(in the test or in a fixture it uses), so it grades a real submission: "
-                        "mark it @pytest.mark.slow (make test-fast leaves those out)",
-                        pytrace=False)
+            pytest.fail(
+                f"{_running[-1].nodeid} starts a sandboxed child or a batch's workers "
+                "(in the test or in a fixture it uses), so it grades a real submission: "
+                "mark it @pytest.mark.slow (make test-fast leaves those out)",
+                pytrace=False,
+            )
         start(*args, **kwargs)
 
     return guarded
@@ -121,8 +123,11 @@ Zygote.__init__ = _refusing_unmarked(Zygote.__init__)  # type: ignore[method-ass
 def kit_lab_restored() -> Iterator[None]:
     """The kit's ``lab`` back in ``sys.modules`` after a test that imported a submission's own
     ``lab`` in process (``gradekit run``, ``record``): later tests import the kit's."""
-    kept = {name: module for name, module in sys.modules.items()
-            if name == "lab" or name.startswith("lab.")}
+    kept = {
+        name: module
+        for name, module in sys.modules.items()
+        if name == "lab" or name.startswith("lab.")
+    }
     yield
     for name in [n for n in sys.modules if n == "lab" or n.startswith("lab.")]:
         del sys.modules[name]

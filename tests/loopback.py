@@ -126,8 +126,9 @@ def no_text() -> Reply:
     return Reply(kind="no_text")
 
 
-def tool_call(name: str, arguments: Mapping[str, Any], *more: tuple[str, Mapping[str, Any]],
-              text: str = "") -> Reply:
+def tool_call(
+    name: str, arguments: Mapping[str, Any], *more: tuple[str, Mapping[str, Any]], text: str = ""
+) -> Reply:
     """A 200 asking for tool calls: ``finish_reason: "tool_calls"`` / ``stop_reason: "tool_use"``.
 
     ``more`` adds further ``(name, arguments)`` calls; ``text`` is said before them.
@@ -149,11 +150,21 @@ class Recorded:
 
 # ---- response bodies -------------------------------------------------------------
 
-_OPENAI_ERRORS = {400: "invalid_request_error", 401: "invalid_request_error",
-                  403: "invalid_request_error", 404: "invalid_request_error", 429: "requests"}
-_ANTHROPIC_ERRORS = {400: "invalid_request_error", 401: "authentication_error",
-                     403: "permission_error", 404: "not_found_error", 429: "rate_limit_error",
-                     529: "overloaded_error"}
+_OPENAI_ERRORS = {
+    400: "invalid_request_error",
+    401: "invalid_request_error",
+    403: "invalid_request_error",
+    404: "invalid_request_error",
+    429: "requests",
+}
+_ANTHROPIC_ERRORS = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    429: "rate_limit_error",
+    529: "overloaded_error",
+}
 
 
 def _last_message(request: Any) -> str:
@@ -166,14 +177,16 @@ def _last_message(request: Any) -> str:
 def _openai_error(status: int, message: str) -> dict[str, Any]:
     kind = _OPENAI_ERRORS.get(status, "server_error")
     code = {401: "invalid_api_key", 404: "model_not_found", 429: "rate_limit_exceeded"}
-    return {"error": {"message": message, "type": kind, "param": None,
-                      "code": code.get(status)}}
+    return {"error": {"message": message, "type": kind, "param": None, "code": code.get(status)}}
 
 
 def _anthropic_error(status: int, message: str) -> dict[str, Any]:
     kind = _ANTHROPIC_ERRORS.get(status, "api_error")
-    return {"type": "error", "error": {"type": kind, "message": message},
-            "request_id": "req_loopback"}
+    return {
+        "type": "error",
+        "error": {"type": kind, "message": message},
+        "request_id": "req_loopback",
+    }
 
 
 def _usage_words(request: Any) -> int:
@@ -182,9 +195,14 @@ def _usage_words(request: Any) -> int:
 
 
 def _openai_tool_calls(reply: Reply, number: int) -> list[dict[str, Any]]:
-    return [{"id": f"call_loopback{number}_{index}", "type": "function",
-             "function": {"name": call.name, "arguments": call.arguments}}
-            for index, call in enumerate(reply.tools)]
+    return [
+        {
+            "id": f"call_loopback{number}_{index}",
+            "type": "function",
+            "function": {"name": call.name, "arguments": call.arguments},
+        }
+        for index, call in enumerate(reply.tools)
+    ]
 
 
 def _openai_message(reply: Reply, number: int) -> dict[str, Any]:
@@ -192,23 +210,42 @@ def _openai_message(reply: Reply, number: int) -> dict[str, Any]:
     if reply.kind == "no_text":
         return {"role": "assistant", "refusal": None}
     if reply.kind == "tool":
-        return {"role": "assistant", "content": text or None, "refusal": None,
-                "tool_calls": _openai_tool_calls(reply, number)}
+        return {
+            "role": "assistant",
+            "content": text or None,
+            "refusal": None,
+            "tool_calls": _openai_tool_calls(reply, number),
+        }
     return {"role": "assistant", "content": text, "refusal": None}
 
 
 def _openai_body(reply: Reply, request: Any, number: int) -> dict[str, Any]:
     text = "".join(reply.parts)
     finish = "tool_calls" if reply.kind == "tool" else "stop"
-    choices = [] if reply.kind == "empty" else [
-        {"index": 0, "message": _openai_message(reply, number), "logprobs": None,
-         "finish_reason": finish}]
+    choices = (
+        []
+        if reply.kind == "empty"
+        else [
+            {
+                "index": 0,
+                "message": _openai_message(reply, number),
+                "logprobs": None,
+                "finish_reason": finish,
+            }
+        ]
+    )
     prompt_tokens, completion_tokens = _usage_words(request), len(text.split())
     return {
-        "id": f"chatcmpl-loopback{number}", "object": "chat.completion", "created": CREATED,
-        "model": request.get("model", "?"), "choices": choices,
-        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                  "total_tokens": prompt_tokens + completion_tokens},
+        "id": f"chatcmpl-loopback{number}",
+        "object": "chat.completion",
+        "created": CREATED,
+        "model": request.get("model", "?"),
+        "choices": choices,
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        },
         "system_fingerprint": "fp_loopback",
     }
 
@@ -217,25 +254,43 @@ def _anthropic_blocks(reply: Reply, number: int) -> list[dict[str, Any]]:
     if reply.kind == "empty":
         return []
     if reply.kind == "no_text":
-        return [{"type": "tool_use", "id": "toolu_loopback", "name": "lookup",
-                 "input": {"query": "refund"}}]
+        return [
+            {
+                "type": "tool_use",
+                "id": "toolu_loopback",
+                "name": "lookup",
+                "input": {"query": "refund"},
+            }
+        ]
     blocks: list[dict[str, Any]] = [{"type": "text", "text": part} for part in reply.parts]
     if reply.thinking is not None:
         blocks.insert(0, {"type": "thinking", "thinking": reply.thinking, "signature": "sig"})
-    blocks += [{"type": "tool_use", "id": f"toolu_loopback{number:04d}_{index}",
-                "name": call.name, "input": json.loads(call.arguments)}
-               for index, call in enumerate(reply.tools)]
+    blocks += [
+        {
+            "type": "tool_use",
+            "id": f"toolu_loopback{number:04d}_{index}",
+            "name": call.name,
+            "input": json.loads(call.arguments),
+        }
+        for index, call in enumerate(reply.tools)
+    ]
     return blocks
 
 
 def _anthropic_body(reply: Reply, request: Any, number: int) -> dict[str, Any]:
     stop = "tool_use" if reply.kind in ("no_text", "tool") else "end_turn"
     return {
-        "id": f"msg_loopback{number:04d}", "type": "message", "role": "assistant",
-        "model": request.get("model", "?"), "content": _anthropic_blocks(reply, number),
-        "stop_reason": stop, "stop_sequence": None,
-        "usage": {"input_tokens": _usage_words(request),
-                  "output_tokens": len("".join(reply.parts).split())},
+        "id": f"msg_loopback{number:04d}",
+        "type": "message",
+        "role": "assistant",
+        "model": request.get("model", "?"),
+        "content": _anthropic_blocks(reply, number),
+        "stop_reason": stop,
+        "stop_sequence": None,
+        "usage": {
+            "input_tokens": _usage_words(request),
+            "output_tokens": len("".join(reply.parts).split()),
+        },
     }
 
 
@@ -261,27 +316,58 @@ def _openai_deltas(body: Mapping[str, Any], reply: Reply) -> list[tuple[dict[str
     [choice] = body["choices"]
     message = choice["message"]
     deltas: list[tuple[dict[str, Any], Any]] = [
-        ({"role": "assistant", "content": "" if reply.kind == "text" else None,
-          "refusal": None}, None)]
+        (
+            {"role": "assistant", "content": "" if reply.kind == "text" else None, "refusal": None},
+            None,
+        )
+    ]
     deltas += [({"content": part}, None) for part in reply.parts if part]
     for index, call in enumerate(message.get("tool_calls", [])):
         function = call["function"]
-        deltas.append(({"tool_calls": [{"index": index, "id": call["id"], "type": "function",
-                                        "function": {"name": function["name"],
-                                                     "arguments": ""}}]}, None))
-        deltas += [({"tool_calls": [{"index": index, "function": {"arguments": piece}}]}, None)
-                   for piece in _halves(function["arguments"])]
+        deltas.append(
+            (
+                {
+                    "tool_calls": [
+                        {
+                            "index": index,
+                            "id": call["id"],
+                            "type": "function",
+                            "function": {"name": function["name"], "arguments": ""},
+                        }
+                    ]
+                },
+                None,
+            )
+        )
+        deltas += [
+            ({"tool_calls": [{"index": index, "function": {"arguments": piece}}]}, None)
+            for piece in _halves(function["arguments"])
+        ]
     return [*deltas, ({}, choice["finish_reason"])]
 
 
 def _openai_events(body: Mapping[str, Any], reply: Reply, request: Any) -> list[bytes]:
     usage_asked = bool((request.get("stream_options") or {}).get("include_usage"))
-    head = {"id": body["id"], "object": "chat.completion.chunk", "created": body["created"],
-            "model": body["model"], "system_fingerprint": body["system_fingerprint"]}
+    head = {
+        "id": body["id"],
+        "object": "chat.completion.chunk",
+        "created": body["created"],
+        "model": body["model"],
+        "system_fingerprint": body["system_fingerprint"],
+    }
     extra = {"usage": None} if usage_asked else {}
-    events = [_sse({**head, "choices": [{"index": 0, "delta": delta, "logprobs": None,
-                                          "finish_reason": finish}], **extra})
-              for delta, finish in _openai_deltas(body, reply)]
+    events = [
+        _sse(
+            {
+                **head,
+                "choices": [
+                    {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+                ],
+                **extra,
+            }
+        )
+        for delta, finish in _openai_deltas(body, reply)
+    ]
     if usage_asked or not body["choices"]:
         events.append(_sse({**head, "choices": [], "usage": body["usage"]}))
     return [*events, _sse("[DONE]")]
@@ -296,33 +382,50 @@ def _anthropic_block_events(index: int, block: Mapping[str, Any]) -> list[bytes]
         deltas = [{"type": "text_delta", "text": piece} for piece in _halves(block["text"])]
     elif kind == "thinking":
         start |= {"thinking": "", "signature": ""}
-        deltas = [{"type": "thinking_delta", "thinking": piece}
-                  for piece in _halves(block["thinking"])]
+        deltas = [
+            {"type": "thinking_delta", "thinking": piece} for piece in _halves(block["thinking"])
+        ]
         deltas.append({"type": "signature_delta", "signature": block["signature"]})
     else:
         start |= {"id": block["id"], "name": block["name"], "input": {}}
-        deltas = [{"type": "input_json_delta", "partial_json": piece}
-                  for piece in _halves(json.dumps(block["input"]))]
-    events = [_sse({"type": "content_block_start", "index": index, "content_block": start},
-                   "content_block_start")]
-    events += [_sse({"type": "content_block_delta", "index": index, "delta": delta},
-                    "content_block_delta") for delta in deltas]
+        deltas = [
+            {"type": "input_json_delta", "partial_json": piece}
+            for piece in _halves(json.dumps(block["input"]))
+        ]
+    events = [
+        _sse(
+            {"type": "content_block_start", "index": index, "content_block": start},
+            "content_block_start",
+        )
+    ]
+    events += [
+        _sse({"type": "content_block_delta", "index": index, "delta": delta}, "content_block_delta")
+        for delta in deltas
+    ]
     return [*events, _sse({"type": "content_block_stop", "index": index}, "content_block_stop")]
 
 
 def _anthropic_events(body: Mapping[str, Any], reply: Reply, request: Any) -> list[bytes]:
     usage = body["usage"]
-    opening = {**body, "content": [], "stop_reason": None, "stop_sequence": None,
-               "usage": {"input_tokens": usage["input_tokens"], "output_tokens": 1}}
-    events = [_sse({"type": "message_start", "message": opening}, "message_start"),
-              _sse({"type": "ping"}, "ping")]
+    opening = {
+        **body,
+        "content": [],
+        "stop_reason": None,
+        "stop_sequence": None,
+        "usage": {"input_tokens": usage["input_tokens"], "output_tokens": 1},
+    }
+    events = [
+        _sse({"type": "message_start", "message": opening}, "message_start"),
+        _sse({"type": "ping"}, "ping"),
+    ]
     for index, block in enumerate(body["content"]):
         events += _anthropic_block_events(index, block)
-    closing = {"type": "message_delta",
-               "delta": {"stop_reason": body["stop_reason"], "stop_sequence": None},
-               "usage": {"output_tokens": usage["output_tokens"]}}
-    return [*events, _sse(closing, "message_delta"),
-            _sse({"type": "message_stop"}, "message_stop")]
+    closing = {
+        "type": "message_delta",
+        "delta": {"stop_reason": body["stop_reason"], "stop_sequence": None},
+        "usage": {"output_tokens": usage["output_tokens"]},
+    }
+    return [*events, _sse(closing, "message_delta"), _sse({"type": "message_stop"}, "message_stop")]
 
 
 def _invalid(protocol: Wire, headers: Mapping[str, str], request: Any) -> str | None:
@@ -377,8 +480,9 @@ class _Handler(BaseHTTPRequestHandler):
             return  # the server is closing; nobody is waiting for this answer
         self._answer(path, headers, request, reply, number)
 
-    def _answer(self, path: str, headers: Mapping[str, str], request: Any, reply: Reply,
-                number: int) -> None:
+    def _answer(
+        self, path: str, headers: Mapping[str, str], request: Any, reply: Reply, number: int
+    ) -> None:
         protocol: Wire | None = None
         if path.endswith("/v1/chat/completions"):  # OpenAI itself 404s without /v1
             protocol = "openai"
@@ -403,7 +507,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_bytes(reply.status, reply.body, reply.content_type, sent)
         elif reply.kind == "error":
             key = headers.get("x-api-key") or headers.get("authorization", "").removeprefix(
-                "Bearer ")
+                "Bearer "
+            )
             message = reply.parts[0].format(key=key) or f"loopback error {reply.status}"
             self._send(reply.status, make_error(reply.status, message), sent)
         else:
@@ -420,14 +525,26 @@ class _Handler(BaseHTTPRequestHandler):
             else:
                 self._send(200, body, sent, reply.cut_after is not None)
 
-    def _send(self, status: int, body: dict[str, Any],
-              headers: tuple[tuple[str, str], ...] = (), cut: bool = False) -> None:
+    def _send(
+        self,
+        status: int,
+        body: dict[str, Any],
+        headers: tuple[tuple[str, str], ...] = (),
+        cut: bool = False,
+    ) -> None:
         self._send_bytes(status, json.dumps(body).encode(), "application/json", headers, cut)
 
-    def _send_bytes(self, status: int, body: bytes, content_type: str,
-                    headers: tuple[tuple[str, str], ...], cut: bool = False) -> None:
+    def _send_bytes(
+        self,
+        status: int,
+        body: bytes,
+        content_type: str,
+        headers: tuple[tuple[str, str], ...],
+        cut: bool = False,
+    ) -> None:
         if cast(_Server, self.server).owner.gzip and "gzip" in self.headers.get(
-                "accept-encoding", ""):
+            "accept-encoding", ""
+        ):
             body = gzip.compress(body, mtime=0)
             headers = (("content-encoding", "gzip"), *headers)
         try:
@@ -442,8 +559,12 @@ class _Handler(BaseHTTPRequestHandler):
         except OSError:
             pass  # the client gave up (a timeout test); there is no one to answer
 
-    def _stream(self, events: list[bytes], headers: tuple[tuple[str, str], ...],
-                cut_after: int | None = None) -> None:
+    def _stream(
+        self,
+        events: list[bytes],
+        headers: tuple[tuple[str, str], ...],
+        cut_after: int | None = None,
+    ) -> None:
         """Send ``events`` one HTTP chunk each, as the real APIs stream; ``cut_after``
         events, then drop the connection without the chunk that ends the body."""
         try:
@@ -472,8 +593,9 @@ class Loopback:
     gives each answer a random id, ``created``, ``system_fingerprint`` and request id.
     """
 
-    def __init__(self, *replies: Reply, default: Reply = Reply(), gzip: bool = False,
-                 volatile: bool = False) -> None:
+    def __init__(
+        self, *replies: Reply, default: Reply = Reply(), gzip: bool = False, volatile: bool = False
+    ) -> None:
         self.gzip, self.volatile = gzip, volatile
         self._lock = threading.Lock()
         self._replies: deque[Reply] = deque(replies)
@@ -530,7 +652,9 @@ class Loopback:
         return self
 
     def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None,
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
         self.close()

@@ -50,8 +50,17 @@ __all__ = [
 REFERENCE = Path(__file__).resolve().parents[1]
 # A student's clone: the kit's library (gradekit/) comes along, though the grader runs every
 # agent on its own copy.
-COPIED = ("lab", "gradekit", "cassettes", "cassettes-llm", "fixtures", "incidents",
-          "FAILURES.md", "pyproject.toml", "rubric")
+COPIED = (
+    "lab",
+    "gradekit",
+    "cassettes",
+    "cassettes-llm",
+    "fixtures",
+    "incidents",
+    "FAILURES.md",
+    "pyproject.toml",
+    "rubric",
+)
 BASELINE = "baseline"  # the unmodified copy
 CASES = ("refund-policy", "incident-summary", "sql-explain", "flaky-grade")  # rubric order
 # A phrase of each case's task, for agents that misbehave on one case only.
@@ -118,7 +127,7 @@ class Variant(NamedTuple):
 
 
 # A provider that says yes to every refund, as SmolLM2 did in the reference's incident.
-YES_PROVIDER = '''
+YES_PROVIDER = """
 class _Yes:
     name = "yes:always"
 
@@ -128,10 +137,10 @@ class _Yes:
 
 def provider():
     return _Yes()
-'''
+"""
 # A provider for recording an agent offline, as `--provider echo:provider` from a module
 # echo.py in the submission: each answer quotes the head of its question after ``{said}``.
-ECHO_PROVIDER = '''
+ECHO_PROVIDER = """
 class _Echo:
     name = "echo:quote"
 
@@ -141,7 +150,7 @@ class _Echo:
 
 def provider():
     return _Echo()
-'''
+"""
 
 
 def echo_provider(said: str, most: int) -> str:
@@ -204,8 +213,10 @@ TOOLS.write("issue_refund", issue_refund)
 def short_rubric(folder: Path) -> Path:
     """The bootcamp rubric with short limits (5 s a case, 512 MB), on the instructor's side."""
     text = (REFERENCE / "rubric" / "bootcamp.toml").read_text("utf-8")
-    for old, new in (("timeout_s = 30\n", "timeout_s = 5\n"),
-                     ("memory_mb = 1024\n", "memory_mb = 512\n")):
+    for old, new in (
+        ("timeout_s = 30\n", "timeout_s = 5\n"),
+        ("memory_mb = 1024\n", "memory_mb = 512\n"),
+    ):
         assert text.count(old) == 1
         text = text.replace(old, new)
     path = folder / "bootcamp-short.toml"
@@ -242,9 +253,11 @@ def make_submission(folder: Path) -> Path:
     # The variants are judged against one stretch goal, two-providers, whose evidence (a
     # second sandboxed run over every case) a one-case flaw breaks; the other goals are
     # tested on their own (test_stretch.py, test_cut_point.py, test_reference_stretch.py).
-    _replace(folder / "pyproject.toml",
-             'stretch = ["rerecord-review", "tool-fixtures", "two-providers", "cut-point"]',
-             'stretch = ["two-providers"]')
+    _replace(
+        folder / "pyproject.toml",
+        'stretch = ["rerecord-review", "tool-fixtures", "two-providers", "cut-point"]',
+        'stretch = ["two-providers"]',
+    )
     return folder
 
 
@@ -258,8 +271,7 @@ def gradekit_in_process(*argv: str, modules: tuple[str, ...] = ()) -> int:
     from grader.cli import main  # the grader, only when a test runs it
 
     names = ("lab", *modules)
-    kept = {name: module for name, module in sys.modules.items()
-            if name.partition(".")[0] in names}
+    kept = {name: module for name, module in sys.modules.items() if name.partition(".")[0] in names}
     try:
         return main(list(argv))
     finally:
@@ -271,9 +283,18 @@ def gradekit_in_process(*argv: str, modules: tuple[str, ...] = ()) -> int:
 def record_in_process(root: Path, rubric: Path, provider: str, *flags: str) -> int:
     """``gradekit record --root ROOT --rubric RUBRIC --provider PROVIDER --quiet FLAGS`` in
     this process, as a student runs ``make record`` (``gradekit_in_process``)."""
-    return gradekit_in_process("record", "--root", str(root), "--rubric", str(rubric),
-                               "--provider", provider, "--quiet", *flags,
-                               modules=(provider.partition(":")[0].partition(".")[0],))
+    return gradekit_in_process(
+        "record",
+        "--root",
+        str(root),
+        "--rubric",
+        str(rubric),
+        "--provider",
+        provider,
+        "--quiet",
+        *flags,
+        modules=(provider.partition(":")[0].partition(".")[0],),
+    )
 
 
 def as_installed(root: Path) -> Path:
@@ -313,7 +334,7 @@ _START = (
 )
 _RETURN = "    return answer\n"
 _FIRST = "    plan = llm.complete(PLAN.format(task=task, notes=notes)).strip()\n"
-_NOTES = "    notes = _look_up(TracedTools(tools), task) if tools is not None else \"\"\n"
+_NOTES = '    notes = _look_up(TracedTools(tools), task) if tools is not None else ""\n'
 
 
 def _agent(root: Path, old: str, new: str, *, imports: str = "", append: str = "") -> None:
@@ -322,8 +343,9 @@ def _agent(root: Path, old: str, new: str, *, imports: str = "", append: str = "
     if imports:
         _replace(agent, _IMPORTS, _IMPORTS + "\n" + imports + "\n")
     if append:
-        agent.write_text(agent.read_text("utf-8") + "\n\n" + textwrap.dedent(append),
-                         encoding="utf-8")
+        agent.write_text(
+            agent.read_text("utf-8") + "\n\n" + textwrap.dedent(append), encoding="utf-8"
+        )
 
 
 def _on_case(root: Path, case: str, body: str, *, imports: str) -> None:
@@ -334,14 +356,18 @@ def _on_case(root: Path, case: str, body: str, *, imports: str) -> None:
 
 def _wrap_run(root: Path, handler: str) -> None:
     """Rename run() to _run() and wrap it: ``handler`` is what happens to a miss."""
-    _agent(root, "def run(provider: Provider, task: str, tools: Toolbox | None = None) -> str:\n",
-           "def _run(provider: Provider, task: str, tools: Toolbox | None = None) -> str:\n",
-           append="def run(provider, task, tools=None):\n"
-                  "    try:\n"
-                  "        return _run(provider, task, tools)\n"
-                  "    except (CassetteMiss, MissingFixtureError) as miss:\n"
-                  + textwrap.indent(handler, " " * 8) + "\n",
-           imports="from lab import CassetteMiss, MissingFixtureError")
+    _agent(
+        root,
+        "def run(provider: Provider, task: str, tools: Toolbox | None = None) -> str:\n",
+        "def _run(provider: Provider, task: str, tools: Toolbox | None = None) -> str:\n",
+        append="def run(provider, task, tools=None):\n"
+        "    try:\n"
+        "        return _run(provider, task, tools)\n"
+        "    except (CassetteMiss, MissingFixtureError) as miss:\n"
+        + textwrap.indent(handler, " " * 8)
+        + "\n",
+        imports="from lab import CassetteMiss, MissingFixtureError",
+    )
 
 
 # -- the mutations ---------------------------------------------------------------------------
@@ -358,9 +384,12 @@ def special_cases_labels(root: Path, context: Context) -> None:
 
 
 def label_in_prompt(root: Path, context: Context) -> None:
-    _agent(root, _FIRST,
-           '    plan = llm.complete(PLAN.format(task=task, notes=notes)'
-           ' + f"\\nYou are {provider.name}.").strip()\n')
+    _agent(
+        root,
+        _FIRST,
+        "    plan = llm.complete(PLAN.format(task=task, notes=notes)"
+        ' + f"\\nYou are {provider.name}.").strip()\n',
+    )
 
 
 def set_in_answer(root: Path, context: Context) -> None:
@@ -400,10 +429,13 @@ def _use_own_replay(root: Path) -> None:
     """``lab.Replay`` is the student's own, and the manifest names it (``replay =
     "lab:Replay"``; the default is the kit's, ``gradekit:Replay``)."""
     init = root / "lab" / "__init__.py"
-    init.write_text(init.read_text("utf-8") + "\nfrom lab.replay import Replay  # noqa: E402\n",
-                    encoding="utf-8")
-    _replace(root / "pyproject.toml", "[tool.gradekit]\n",
-             '[tool.gradekit]\nreplay = "lab:Replay"\n')
+    init.write_text(
+        init.read_text("utf-8") + "\nfrom lab.replay import Replay  # noqa: E402\n",
+        encoding="utf-8",
+    )
+    _replace(
+        root / "pyproject.toml", "[tool.gradekit]\n", '[tool.gradekit]\nreplay = "lab:Replay"\n'
+    )
 
 
 _IMPORTED_OWN_KIT = '\nraise RuntimeError("the submission\'s own gradekit was imported")\n'
@@ -414,21 +446,29 @@ def edits_its_kit_copy(root: Path, context: Context) -> None:
     and so that reading a cassette with it fails: the grader reads recordings with its own
     gradekit and runs every agent on it, so none of this changes anything."""
     _replace(root / "gradekit" / "_replay.py", _MISS, '            return ""\n')
-    _replace(root / "gradekit" / "_tracing.py", '"ok": error is None, "error": error',
-             '"ok": True, "error": None')
+    _replace(
+        root / "gradekit" / "_tracing.py",
+        '"ok": error is None, "error": error',
+        '"ok": True, "error": None',
+    )
     cassette = root / "gradekit" / "_cassette.py"
     cassette.write_text(cassette.read_text("utf-8") + _IMPORTED_OWN_KIT, encoding="utf-8")
 
 
 def replay_is_str(root: Path, context: Context) -> None:
     """The manifest names a "Replay" that is not one at all."""
-    _replace(root / "pyproject.toml", "[tool.gradekit]\n",
-             '[tool.gradekit]\nreplay = "builtins:str"\n')
+    _replace(
+        root / "pyproject.toml", "[tool.gradekit]\n", '[tool.gradekit]\nreplay = "builtins:str"\n'
+    )
 
 
 def traces_before_calls(root: Path, context: Context) -> None:
     """Writes each provider call's record first, latency 0 and ok true, then calls."""
-    _agent(root, _CALLS, "    llm = _PreTraced(provider)\n", append="""\
+    _agent(
+        root,
+        _CALLS,
+        "    llm = _PreTraced(provider)\n",
+        append="""\
         class _PreTraced:
             def __init__(self, provider):
                 self._provider = provider
@@ -441,15 +481,24 @@ def traces_before_calls(root: Path, context: Context) -> None:
                 with open(os.environ["GRADEKIT_TRACE"], "a", encoding="utf-8") as trace:
                     trace.write(json.dumps(record) + "\\n")
                 return self._provider.complete(prompt)
-        """)
+        """,
+    )
 
 
 def traces_ok_always(root: Path, context: Context) -> None:
     """The student's own tracing says ok, with no error, even on a call that failed."""
-    _own_module(root, "_tracing.py", '"ok": error is None, "error": error',
-                '"ok": True, "error": None', home="tracing")
-    _agent(root, _KIT_IMPORT, "from gradekit import Provider, Toolbox\n"
-           "from lab.tracing import Traced, TracedTools\n")
+    _own_module(
+        root,
+        "_tracing.py",
+        '"ok": error is None, "error": error',
+        '"ok": True, "error": None',
+        home="tracing",
+    )
+    _agent(
+        root,
+        _KIT_IMPORT,
+        "from gradekit import Provider, Toolbox\nfrom lab.tracing import Traced, TracedTools\n",
+    )
 
 
 def second_set_copied(root: Path, context: Context) -> None:
@@ -463,19 +512,31 @@ def second_set_relabelled(root: Path, context: Context) -> None:
     second_set_copied(root, context)
     for path in (root / "cassettes-llm").glob("*.json"):
         text = path.read_text("utf-8")
-        path.write_text(text.replace('"provider": "openai-compatible:smollm2"',
-                                     '"provider": "anthropic:claude-3-5-haiku"'), "utf-8")
+        path.write_text(
+            text.replace(
+                '"provider": "openai-compatible:smollm2"',
+                '"provider": "anthropic:claude-3-5-haiku"',
+            ),
+            "utf-8",
+        )
 
 
 def change_log_names_readme(root: Path, context: Context) -> None:
     """Claims the re-record review with a hand-written log entry naming README.md."""
-    _replace(root / "pyproject.toml", 'stretch = ["two-providers"]',
-             'stretch = ["rerecord-review"]')
+    _replace(
+        root / "pyproject.toml", 'stretch = ["two-providers"]', 'stretch = ["rerecord-review"]'
+    )
     readme = root / "README.md"
     readme.write_text("# My lab\n", encoding="utf-8")
-    append_change(root / "DATASET_CHANGES.md", date="2026-11-29", case="refund-policy",
-                  kind="cassette", changed_keys=["0123456789abcdef"], reason="re-recorded",
-                  digests={"README.md": digest_file(readme)})
+    append_change(
+        root / "DATASET_CHANGES.md",
+        date="2026-11-29",
+        case="refund-policy",
+        kind="cassette",
+        changed_keys=["0123456789abcdef"],
+        reason="re-recorded",
+        digests={"README.md": digest_file(readme)},
+    )
 
 
 def forges_outcome_via_main(root: Path, context: Context) -> None:
@@ -483,7 +544,9 @@ def forges_outcome_via_main(root: Path, context: Context) -> None:
     ``sys.modules["__main__"]``) so that a swallowed miss is reported as one that escaped."""
     swallow_miss(root, context)
     agent = root / "lab" / "agent.py"
-    agent.write_text(agent.read_text("utf-8") + textwrap.dedent("""
+    agent.write_text(
+        agent.read_text("utf-8")
+        + textwrap.dedent("""
 
         import sys as _sys
 
@@ -499,18 +562,23 @@ def forges_outcome_via_main(root: Path, context: Context) -> None:
 
             _main.outcome = _forged_outcome
             _main.escaped = lambda exc, misses: True
-        """), encoding="utf-8")
+        """),
+        encoding="utf-8",
+    )
 
 
 def forges_result_on_channel(root: Path, context: Context) -> None:
     """On a miss, writes a result saying the miss escaped straight on the grader's pipe,
     then leaves before the harness can say what really happened."""
-    _wrap_run(root, "import json, os\n"
-                    'line = {"op": "result", "case": provider._case, "status": "raised", '
-                    '"exception": "CassetteMiss", "miss_escaped": True, '
-                    '"returned_type": None, "answer": None}\n'
-                    'os.write(provider._channel._write_fd, (json.dumps(line) + "\\n").encode())\n'
-                    "os._exit(0)")
+    _wrap_run(
+        root,
+        "import json, os\n"
+        'line = {"op": "result", "case": provider._case, "status": "raised", '
+        '"exception": "CassetteMiss", "miss_escaped": True, '
+        '"returned_type": None, "answer": None}\n'
+        'os.write(provider._channel._write_fd, (json.dumps(line) + "\\n").encode())\n'
+        "os._exit(0)",
+    )
 
 
 def swallow_miss(root: Path, context: Context) -> None:
@@ -527,14 +595,17 @@ def miss_wrapped_from_none(root: Path, context: Context) -> None:
 
 def untraced(root: Path, context: Context) -> None:
     _agent(root, _CALLS, "    llm = provider\n")
-    _agent(root, _NOTES, "    notes = _look_up(tools, task) if tools is not None else \"\"\n")
+    _agent(root, _NOTES, '    notes = _look_up(tools, task) if tools is not None else ""\n')
 
 
 def wrong_trace_keys(root: Path, context: Context) -> None:
     """A hand-made tracer that keys records by the full SHA-256 of the unstripped prompt."""
-    _agent(root, _CALLS, "    llm = _MyTrace(provider)\n",
-           imports="import hashlib\nimport json\nimport os\nimport time",
-           append="""\
+    _agent(
+        root,
+        _CALLS,
+        "    llm = _MyTrace(provider)\n",
+        imports="import hashlib\nimport json\nimport os\nimport time",
+        append="""\
                class _MyTrace:
                    def __init__(self, provider):
                        self.provider = provider
@@ -552,7 +623,8 @@ def wrong_trace_keys(root: Path, context: Context) -> None:
                        with open(os.environ["GRADEKIT_TRACE"], "a", encoding="utf-8") as f:
                            f.write(json.dumps(record) + "\\n")
                        return answer
-               """)
+               """,
+    )
 
 
 def no_failures(root: Path, context: Context) -> None:
@@ -571,45 +643,64 @@ HOG_CAP = 32  # x 64 MiB = 2 GiB: far over the limit, yet bounded should the lim
 
 
 def allocates(root: Path, context: Context) -> None:
-    _on_case(root, "incident-summary", f"""\
+    _on_case(
+        root,
+        "incident-summary",
+        f"""\
         hog = []
         while len(hog) < {HOG_CAP}:
             hog.append(b"x" * (64 << 20))
-        """, imports="")
+        """,
+        imports="",
+    )
 
 
 def connects(root: Path, context: Context) -> None:
-    _on_case(root, "sql-explain", f"""\
+    _on_case(
+        root,
+        "sql-explain",
+        f"""\
         probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         probe.settimeout(2)
         probe.connect(("127.0.0.1", {context.port}))
         probe.sendall(b"hello from a graded agent")
-        """, imports="import socket")
+        """,
+        imports="import socket",
+    )
 
 
 def resolves(root: Path, context: Context) -> None:
-    _on_case(root, "flaky-grade", 'socket.getaddrinfo("api.openai.com", 443)\n',
-             imports="import socket")
+    _on_case(
+        root, "flaky-grade", 'socket.getaddrinfo("api.openai.com", 443)\n', imports="import socket"
+    )
 
 
 def spawns(root: Path, context: Context) -> None:
-    _on_case(root, "refund-policy", f'subprocess.run(["touch", {str(context.marker)!r}])\n',
-             imports="import subprocess")
+    _on_case(
+        root,
+        "refund-policy",
+        f'subprocess.run(["touch", {str(context.marker)!r}])\n',
+        imports="import subprocess",
+    )
 
 
 def reads_api_key(root: Path, context: Context) -> None:
     # Were the key in the child's environment, the case would pass and its output hold the key.
-    _on_case(root, "incident-summary", """\
+    _on_case(
+        root,
+        "incident-summary",
+        """\
         key = os.environ["OPENAI_API_KEY"]
         print(f"using {key}", flush=True)
         print(f"using {key}", file=sys.stderr, flush=True)
-        """, imports="import os\nimport sys")
+        """,
+        imports="import os\nimport sys",
+    )
 
 
 def writes_output(root: Path, context: Context) -> None:
     target = context.out / FORGED
-    _on_case(root, "sql-explain", f'open({str(target)!r}, "w").write("total 100.00")\n',
-             imports="")
+    _on_case(root, "sql-explain", f'open({str(target)!r}, "w").write("total 100.00")\n', imports="")
 
 
 FAKE_REPORT = """\
@@ -628,9 +719,13 @@ total                     100.00  100.00
 def fake_report(root: Path, context: Context) -> None:
     """Traces nothing, and prints a perfect report on stdout and stderr to cover for it."""
     untraced(root, context)
-    _agent(root, _START, _START + f"    print({FAKE_REPORT!r}, flush=True)\n"
-                                  f"    print({FAKE_REPORT!r}, file=sys.stderr, flush=True)\n",
-           imports="import sys")
+    _agent(
+        root,
+        _START,
+        _START + f"    print({FAKE_REPORT!r}, flush=True)\n"
+        f"    print({FAKE_REPORT!r}, file=sys.stderr, flush=True)\n",
+        imports="import sys",
+    )
 
 
 # A module of the submission's own that was never committed: its import error is graded. (A
@@ -695,13 +790,18 @@ def details(report: Report, criterion_id: str) -> dict[str, str]:
 
 def lost(report: Report, criterion_id: str) -> set[str]:
     """The ids of the checks of a criterion that did not earn all their points."""
-    return {c["id"] for c in criterion(report, criterion_id)["checks"]
-            if not c["passed"] or c["points"] != c["max"]}
+    return {
+        c["id"]
+        for c in criterion(report, criterion_id)["checks"]
+        if not c["passed"] or c["points"] != c["max"]
+    }
 
 
 # What the grader advises for a recording the submission lacks (sql-explain's cassette).
-_RECORD_IT = ("if `git status` lists it, commit it (`git add cassettes/sql-explain.json`); "
-              "otherwise record it with `make record ARGS='--case sql-explain'` and commit it")
+_RECORD_IT = (
+    "if `git status` lists it, commit it (`git add cassettes/sql-explain.json`); "
+    "otherwise record it with `make record ARGS='--case sql-explain'` and commit it"
+)
 
 
 def _findings(*expected: str) -> Extra:
@@ -741,8 +841,9 @@ def never_ran(why: str, *, primary: bool = True) -> tuple[str, str]:
 
 def _only_case_lost(seen: Seen, case: str, stability: str, loud_tracing: tuple[str, str]) -> None:
     """``case`` alone lost stability, loud failure and tracing, for these reasons."""
-    for criterion_id, detail in zip(("contract_stability", "loud_failure", "tracing"),
-                                    (stability, *loud_tracing), strict=True):
+    for criterion_id, detail in zip(
+        ("contract_stability", "loud_failure", "tracing"), (stability, *loud_tracing), strict=True
+    ):
         assert lost(seen.report, criterion_id) == {case}, criterion_id
         assert _says(details(seen.report, criterion_id)[case], detail), criterion_id
 
@@ -753,10 +854,14 @@ def _says(detail: str, expected: str) -> bool:
     return detail == expected or (detail.startswith(expected + ": ") and "raised " in expected)
 
 
-LABEL_ALONE = ("the answer changes with the provider's name alone: never read provider.name "
-               "in the agent, and never put it in a prompt or an answer")
-SEED_ALONE = ("the answer changes with the hash seed alone: iterate over sets and dict keys in "
-              "sorted order (sorted(...)) before joining them into text")
+LABEL_ALONE = (
+    "the answer changes with the provider's name alone: never read provider.name "
+    "in the agent, and never put it in a prompt or an answer"
+)
+SEED_ALONE = (
+    "the answer changes with the hash seed alone: iterate over sets and dict keys in "
+    "sorted order (sorted(...)) before joining them into text"
+)
 
 
 def _cases_say(criterion_id: str, detail: str) -> Extra:
@@ -786,8 +891,13 @@ def _set_order_depends_on_the_seed(seen: Seen) -> None:
     """The premise of set_in_answer: the join's order differs under the two hash seeds."""
     code = f"print(' '.join({set(WORDS)!r}))"
     orders = {
-        subprocess.run([sys.executable, "-c", code], env={"PYTHONHASHSEED": seed},
-                       capture_output=True, text=True, check=True).stdout
+        subprocess.run(
+            [sys.executable, "-c", code],
+            env={"PYTHONHASHSEED": seed},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
         for seed in ("1", "2")
     }
     assert len(orders) == 2
@@ -800,10 +910,12 @@ WITHHELD = "{} of 4 withheld calls traced with ok false and their error"
 
 def _traced_none(seen: Seen) -> None:
     for case, detail in details(seen.report, "tracing").items():
-        assert re.fullmatch(r"0 of [4-6] calls traced correctly; not traced right: (tool "
-                            r"call \d \(\w+\): no trace record names its key, )*provider "
-                            r"call 1 \('.+'\): no trace record names its key, .+; "
-                            + WITHHELD.format(0), detail), (case, detail)
+        assert re.fullmatch(
+            r"0 of [4-6] calls traced correctly; not traced right: (tool "
+            r"call \d \(\w+\): no trace record names its key, )*provider "
+            r"call 1 \('.+'\): no trace record names its key, .+; " + WITHHELD.format(0),
+            detail,
+        ), (case, detail)
 
 
 def _feedback_names_each_untraced_call(seen: Seen) -> None:
@@ -825,10 +937,12 @@ def _traced_wrong_keys(seen: Seen) -> None:
     """A record per provider call, each with a wrong key: none is paired with its call, and
     each is left over (the tool calls' records stay right, and the tool probe's miss)."""
     for case, detail in details(seen.report, "tracing").items():
-        match = re.fullmatch(r"([12]) of ([4-6]) calls traced correctly; not traced right: "
-                             r"provider call 1 \('.+'\): no trace record names its key, .+; "
-                             r"([3-4]) record\(s\) name no call the grader answered; "
-                             + WITHHELD.format(1), detail)
+        match = re.fullmatch(
+            r"([12]) of ([4-6]) calls traced correctly; not traced right: "
+            r"provider call 1 \('.+'\): no trace record names its key, .+; "
+            r"([3-4]) record\(s\) name no call the grader answered; " + WITHHELD.format(1),
+            detail,
+        )
         assert match, (case, detail)
         assert int(match[2]) - int(match[1]) == int(match[3]), (case, detail)
 
@@ -836,11 +950,14 @@ def _traced_wrong_keys(seen: Seen) -> None:
 def _traced_early(seen: Seen) -> None:
     """Every provider call's record was there before its answer: only tool calls count."""
     for case, detail in details(seen.report, "tracing").items():
-        match = re.fullmatch(r"([12]) of ([4-6]) calls traced correctly; not traced right: "
-                             r"provider call 1 \('.+'\): its only record was written before "
-                             r"the grader answered it, .+; ([3-4]) record\(s\) name no call "
-                             r"the grader answered; \3 record\(s\) written before the grader "
-                             r"answered their call; " + WITHHELD.format(1), detail)
+        match = re.fullmatch(
+            r"([12]) of ([4-6]) calls traced correctly; not traced right: "
+            r"provider call 1 \('.+'\): its only record was written before "
+            r"the grader answered it, .+; ([3-4]) record\(s\) name no call "
+            r"the grader answered; \3 record\(s\) written before the grader "
+            r"answered their call; " + WITHHELD.format(1),
+            detail,
+        )
         assert match, (case, detail)
         assert int(match[1]) + int(match[3]) == int(match[2]), (case, detail)
 
@@ -888,8 +1005,7 @@ def _cassette_missed(seen: Seen) -> None:
     """Only the case without a cassette lost: it never ran, so it earns neither loud
     failure nor tracing, and the detail says to record it."""
     unrecorded = "asked 1 prompt(s) the cassette does not hold"
-    _only_case_lost(seen, "sql-explain", unrecorded,
-                    never_ran(f"{unrecorded}; record them first"))
+    _only_case_lost(seen, "sql-explain", unrecorded, never_ran(f"{unrecorded}; record them first"))
 
 
 def _fake_changes_nothing(seen: Seen) -> None:
@@ -944,8 +1060,9 @@ def _blocked(why: str) -> Extra:
 
     def check(seen: Seen) -> None:
         said = (why, *never_ran(why, primary=False))
-        for criterion_id, detail in zip(("contract_stability", "loud_failure", "tracing"), said,
-                                        strict=True):
+        for criterion_id, detail in zip(
+            ("contract_stability", "loud_failure", "tracing"), said, strict=True
+        ):
             assert criterion(seen.report, criterion_id)["checks"]
             for case in CASES:
                 assert details(seen.report, criterion_id)[case] == detail, criterion_id
@@ -985,27 +1102,32 @@ TIMED_OUT = "timed out (did not finish within 5 s)"
 # The reference's first provider call, withheld in the first probe: its prompt's head.
 FIRST_CALL = r"call 1 of 3 \('You are a teaching assistant in an agent-engineering bootca…'\): "
 SWALLOWED = FIRST_CALL + r"run\(\) returned {} after the miss: a miss must raise"
-NO_CHAIN = FIRST_CALL + (r"run\(\) raised {}, which hides the miss \(it is not in that "
-                         r"exception's chain\): re-raise it, or `raise \.\.\. from miss`")
+NO_CHAIN = FIRST_CALL + (
+    r"run\(\) raised {}, which hides the miss \(it is not in that "
+    r"exception's chain\): re-raise it, or `raise \.\.\. from miss`"
+)
 NO_REPLAY = "case {} on the second cassette set: raised {}"
 CHANGED = "the answer changed with the provider label or the hash seed"
-NOT_CREDITED = ("not credited: no case of the agent ran on its recordings, so nothing showed "
-                "that a miss is loud")
+NOT_CREDITED = (
+    "not credited: no case of the agent ran on its recordings, so nothing showed "
+    "that a miss is loud"
+)
 REPLACED = "crashed (broke the grader's protocol: the harness's code was replaced)"
 FORGED_VERDICT = "crashed (broke the grader's protocol: a forged verdict)"
 NEVER_CALLED = "never asked the provider: the answer did not come from the recordings"
 # The import failure, and where: the line fails_on_import adds after the kit's import.
 _IMPORT_LINE = (REFERENCE / "lab" / "agent.py").read_text("utf-8").splitlines().index(
-    _KIT_IMPORT.strip()) + 3
-IMPORT = (f"ModuleNotFoundError: No module named '{MISSING_MODULE}' "
-          f"(lab/agent.py, line {_IMPORT_LINE})")
+    _KIT_IMPORT.strip()
+) + 3
+IMPORT = (
+    f"ModuleNotFoundError: No module named '{MISSING_MODULE}' (lab/agent.py, line {_IMPORT_LINE})"
+)
 
 
 def _refused(case: str, error: str, finding: str) -> Extra:
     """``_one_case`` for a case the sandbox refused: its one finding is ``finding`` and the
     place in the agent that made the call (the exact line: tests/grader/sandbox)."""
-    one_case = _one_case(case, f"raised {error}", f"raised {error}",
-                         NO_REPLAY.format(case, error))
+    one_case = _one_case(case, f"raised {error}", f"raised {error}", NO_REPLAY.format(case, error))
 
     def check(seen: Seen) -> None:
         (said,) = seen.report["findings"]
@@ -1017,219 +1139,367 @@ def _refused(case: str, error: str, finding: str) -> Extra:
 
 VARIANTS: dict[str, Variant] = {
     "special_cases_labels": Variant(
-        special_cases_labels, frozenset({"loud_failure"}),
-        _all(_cases_match("loud_failure", SWALLOWED.format("''")),
-             _points("loud_failure", "5.00"), _findings()),
+        special_cases_labels,
+        frozenset({"loud_failure"}),
+        _all(
+            _cases_match("loud_failure", SWALLOWED.format("''")),
+            _points("loud_failure", "5.00"),
+            _findings(),
+        ),
     ),
     "signs_with_label": Variant(
-        signs_with_label, frozenset({"contract_stability"}),
-        _all(_cases_say("contract_stability", CHANGED), _findings(),
-             _advised("contract_stability", *_every_case(LABEL_ALONE))),
+        signs_with_label,
+        frozenset({"contract_stability"}),
+        _all(
+            _cases_say("contract_stability", CHANGED),
+            _findings(),
+            _advised("contract_stability", *_every_case(LABEL_ALONE)),
+        ),
     ),
     "label_in_prompt": Variant(
         # Every prompt misses, so no case ran: nothing to probe or trace either.
-        label_in_prompt, PER_CASE,
-        _all(_cases_say("contract_stability", "asked 1 prompt(s) the cassette does not hold"),
-             _cases_say("loud_failure", never_ran(
-                 "asked 1 prompt(s) the cassette does not hold; record them first")[0]),
-             _points("loud_failure", "0.00"), _points("tracing", "0.00"),
-             _points("stretch_goal", "4.00"), _findings(),
-             _advised("contract_stability", *_every_case(
-                 "a prompt holds the provider's name, so no recording can ever match it: "
-                 "never put provider.name in a prompt"))),
+        label_in_prompt,
+        PER_CASE,
+        _all(
+            _cases_say("contract_stability", "asked 1 prompt(s) the cassette does not hold"),
+            _cases_say(
+                "loud_failure",
+                never_ran("asked 1 prompt(s) the cassette does not hold; record them first")[0],
+            ),
+            _points("loud_failure", "0.00"),
+            _points("tracing", "0.00"),
+            _points("stretch_goal", "4.00"),
+            _findings(),
+            _advised(
+                "contract_stability",
+                *_every_case(
+                    "a prompt holds the provider's name, so no recording can ever match it: "
+                    "never put provider.name in a prompt"
+                ),
+            ),
+        ),
     ),
     "set_in_answer": Variant(
-        set_in_answer, frozenset({"contract_stability"}),
-        _all(_set_order_depends_on_the_seed, _cases_say("contract_stability", CHANGED),
-             _findings(), _advised("contract_stability", *_every_case(SEED_ALONE))),
+        set_in_answer,
+        frozenset({"contract_stability"}),
+        _all(
+            _set_order_depends_on_the_seed,
+            _cases_say("contract_stability", CHANGED),
+            _findings(),
+            _advised("contract_stability", *_every_case(SEED_ALONE)),
+        ),
     ),
     "never_calls_model": Variant(
-        never_calls_model, PER_CASE,
-        _all(_cases_say("contract_stability", NEVER_CALLED),
-             _cases_say("loud_failure", never_ran("never asked the provider")[0]),
-             _cases_say("tracing", never_ran("never asked the provider")[1]),
-             _points("contract_stability", "0.00"), _points("loud_failure", "0.00"),
-             _points("tracing", "0.00"),
-             _points("stretch_goal", "4.00"), _findings()),
+        never_calls_model,
+        PER_CASE,
+        _all(
+            _cases_say("contract_stability", NEVER_CALLED),
+            _cases_say("loud_failure", never_ran("never asked the provider")[0]),
+            _cases_say("tracing", never_ran("never asked the provider")[1]),
+            _points("contract_stability", "0.00"),
+            _points("loud_failure", "0.00"),
+            _points("tracing", "0.00"),
+            _points("stretch_goal", "4.00"),
+            _findings(),
+        ),
     ),
     "edits_its_kit_copy": Variant(edits_its_kit_copy, frozenset(), _findings()),
     "replay_returns_empty": Variant(
-        replay_returns_empty, frozenset({"loud_failure"}),
+        replay_returns_empty,
+        frozenset({"loud_failure"}),
         _own_replay("your Replay answered an unrecorded prompt instead of raising"),
     ),
     "replay_raises_key_error": Variant(
-        replay_raises_key_error, frozenset({"loud_failure"}),
+        replay_raises_key_error,
+        frozenset({"loud_failure"}),
         _own_replay("your Replay raised KeyError on an unrecorded prompt, not CassetteMiss"),
     ),
     "replay_is_str": Variant(
-        replay_is_str, frozenset({"loud_failure"}),
-        _own_replay("your Replay did not answer a recorded prompt asked with extra outer "
-                    "whitespace: a recorded prompt with extra outer whitespace raised "
-                    "AttributeError"),
+        replay_is_str,
+        frozenset({"loud_failure"}),
+        _own_replay(
+            "your Replay did not answer a recorded prompt asked with extra outer "
+            "whitespace: a recorded prompt with extra outer whitespace raised "
+            "AttributeError"
+        ),
     ),
     "traces_before_calls": Variant(
-        traces_before_calls, frozenset({"tracing"}), _all(_traced_early, _findings()),
+        traces_before_calls,
+        frozenset({"tracing"}),
+        _all(_traced_early, _findings()),
     ),
     "traces_ok_always": Variant(
-        traces_ok_always, frozenset({"tracing"}),
-        _all(_cases_match("tracing", r"([4-6]) of \1 calls traced correctly; "
-                          + WITHHELD.format(0)),
-             _findings()),
+        traces_ok_always,
+        frozenset({"tracing"}),
+        _all(
+            _cases_match("tracing", r"([4-6]) of \1 calls traced correctly; " + WITHHELD.format(0)),
+            _findings(),
+        ),
     ),
     "second_set_copied": Variant(
-        second_set_copied, frozenset({"stretch_goal"}),
-        _all(_stretch_evidence(r"cassettes-llm/[a-z-]+\.json entry [0-9a-f]{16} names "
-                               r"openai-compatible:smollm2, which is not a second provider: "
-                               r"record the set with `make record ARGS='--provider PROVIDER "
-                               r"--cassettes cassettes-llm'`, PROVIDER another provider than "
-                               r"the first set's"), _findings()),
+        second_set_copied,
+        frozenset({"stretch_goal"}),
+        _all(
+            _stretch_evidence(
+                r"cassettes-llm/[a-z-]+\.json entry [0-9a-f]{16} names "
+                r"openai-compatible:smollm2, which is not a second provider: "
+                r"record the set with `make record ARGS='--provider PROVIDER "
+                r"--cassettes cassettes-llm'`, PROVIDER another provider than "
+                r"the first set's"
+            ),
+            _findings(),
+        ),
     ),
     "second_set_relabelled": Variant(
-        second_set_relabelled, frozenset({"stretch_goal"}),
-        _all(_stretch_evidence("every answer in cassettes-llm/ is the first set's: record the "
-                               "set from the second provider instead of copying it"),
-             _findings()),
+        second_set_relabelled,
+        frozenset({"stretch_goal"}),
+        _all(
+            _stretch_evidence(
+                "every answer in cassettes-llm/ is the first set's: record the "
+                "set from the second provider instead of copying it"
+            ),
+            _findings(),
+        ),
     ),
     "change_log_names_readme": Variant(
-        change_log_names_readme, frozenset({"stretch_goal"}),
-        _all(_stretch_evidence(
-            r"no DATASET_CHANGES\.md entry names only recordings \(\.json files in cassettes/, "
-            r"cassettes-llm/, fixtures/\): log the re-recording with `make record "
-            r'ARGS=\'--rerecord --reason "why the answers changed"\'`', goal="rerecord-review"),
-            _findings()),
+        change_log_names_readme,
+        frozenset({"stretch_goal"}),
+        _all(
+            _stretch_evidence(
+                r"no DATASET_CHANGES\.md entry names only recordings \(\.json files in cassettes/, "
+                r"cassettes-llm/, fixtures/\): log the re-recording with `make record "
+                r'ARGS=\'--rerecord --reason "why the answers changed"\'`',
+                goal="rerecord-review",
+            ),
+            _findings(),
+        ),
     ),
     "forges_outcome_via_main": Variant(
         # No primary run finished with a verdict to trust: nothing ran, so nothing is traced.
-        forges_outcome_via_main, PER_CASE,
-        _all(_cases_say("contract_stability", REPLACED),
-             _cases_say("loud_failure", never_ran(REPLACED)[0]),
-             _cases_say("tracing", never_ran(REPLACED)[1]),
-             _flagged(r"case [a-z-]+: the agent replaced the harness's code "
-                      r"\(escaped, outcome\)",
-                      "reaches the harness's own module (__main__)")),
+        forges_outcome_via_main,
+        PER_CASE,
+        _all(
+            _cases_say("contract_stability", REPLACED),
+            _cases_say("loud_failure", never_ran(REPLACED)[0]),
+            _cases_say("tracing", never_ran(REPLACED)[1]),
+            _flagged(
+                r"case [a-z-]+: the agent replaced the harness's code "
+                r"\(escaped, outcome\)",
+                "reaches the harness's own module (__main__)",
+            ),
+        ),
     ),
     "forges_result_on_channel": Variant(
-        forges_result_on_channel, frozenset({"loud_failure"}),
-        _all(_cases_match("loud_failure",
-                          FIRST_CALL + re.escape(f"the probe run {FORGED_VERDICT}")),
-             _points("loud_failure", "5.00"),
-             _flagged(r"a result message \(case [a-z-]+\) that the harness did not send: "
-                      r"written on the grader's channel by the agent",
-                      "writes to a file descriptor it did not open (os.write)",
-                      "ends the process at once (os._exit)")),
+        forges_result_on_channel,
+        frozenset({"loud_failure"}),
+        _all(
+            _cases_match("loud_failure", FIRST_CALL + re.escape(f"the probe run {FORGED_VERDICT}")),
+            _points("loud_failure", "5.00"),
+            _flagged(
+                r"a result message \(case [a-z-]+\) that the harness did not send: "
+                r"written on the grader's channel by the agent",
+                "writes to a file descriptor it did not open (os.write)",
+                "ends the process at once (os._exit)",
+            ),
+        ),
     ),
     "swallow_miss": Variant(
-        swallow_miss, frozenset({"loud_failure"}),
-        _all(_cases_match("loud_failure", SWALLOWED.format("''")),
-             _points("loud_failure", "5.00"), _findings()),
+        swallow_miss,
+        frozenset({"loud_failure"}),
+        _all(
+            _cases_match("loud_failure", SWALLOWED.format("''")),
+            _points("loud_failure", "5.00"),
+            _findings(),
+        ),
     ),
     "miss_returns_none": Variant(
-        miss_returns_none, frozenset({"loud_failure"}),
-        _all(_cases_match("loud_failure", SWALLOWED.format("None")),
-             _points("loud_failure", "5.00"), _findings()),
+        miss_returns_none,
+        frozenset({"loud_failure"}),
+        _all(
+            _cases_match("loud_failure", SWALLOWED.format("None")),
+            _points("loud_failure", "5.00"),
+            _findings(),
+        ),
     ),
     "miss_wrapped_from_none": Variant(
-        miss_wrapped_from_none, frozenset({"loud_failure"}),
-        _all(_cases_match("loud_failure", NO_CHAIN.format("RuntimeError")),
-             _points("loud_failure", "5.00"), _findings()),
+        miss_wrapped_from_none,
+        frozenset({"loud_failure"}),
+        _all(
+            _cases_match("loud_failure", NO_CHAIN.format("RuntimeError")),
+            _points("loud_failure", "5.00"),
+            _findings(),
+        ),
     ),
     "untraced": Variant(
-        untraced, frozenset({"tracing"}),
-        _all(_traced_none, _points("tracing", "0.00"), _findings(),
-             _feedback_names_each_untraced_call),
+        untraced,
+        frozenset({"tracing"}),
+        _all(
+            _traced_none,
+            _points("tracing", "0.00"),
+            _findings(),
+            _feedback_names_each_untraced_call,
+        ),
     ),
     "wrong_trace_keys": Variant(
-        wrong_trace_keys, frozenset({"tracing"}),
+        wrong_trace_keys,
+        frozenset({"tracing"}),
         _all(_traced_wrong_keys, _findings()),
     ),
     "no_failures": Variant(
-        no_failures, frozenset({"written_summary", "stretch_goal"}),
-        _all(_points("written_summary", "0.00"), _points("stretch_goal", "6.00"),
-             _findings("FAILURES.md is missing: write the failure log (its format: "
-                       "docs/formats.md)")),
+        no_failures,
+        frozenset({"written_summary", "stretch_goal"}),
+        _all(
+            _points("written_summary", "0.00"),
+            _points("stretch_goal", "6.00"),
+            _findings(
+                "FAILURES.md is missing: write the failure log (its format: docs/formats.md)"
+            ),
+        ),
     ),
     "template_failures": Variant(
-        template_failures, frozenset({"written_summary", "stretch_goal"}),
-        _all(_points("written_summary", "0.00"), _points("stretch_goal", "6.00"),
-             _findings()),
+        template_failures,
+        frozenset({"written_summary", "stretch_goal"}),
+        _all(_points("written_summary", "0.00"), _points("stretch_goal", "6.00"), _findings()),
     ),
     "hangs": Variant(
-        hangs, PER_CASE,
-        _one_case("refund-policy", TIMED_OUT, TIMED_OUT,
-                  f"case refund-policy on the second cassette set: {TIMED_OUT}"),
+        hangs,
+        PER_CASE,
+        _one_case(
+            "refund-policy",
+            TIMED_OUT,
+            TIMED_OUT,
+            f"case refund-policy on the second cassette set: {TIMED_OUT}",
+        ),
     ),
     "allocates": Variant(
-        allocates, PER_CASE,
-        _one_case("incident-summary", "raised MemoryError", "raised MemoryError",
-                  NO_REPLAY.format("incident-summary", "MemoryError")),
+        allocates,
+        PER_CASE,
+        _one_case(
+            "incident-summary",
+            "raised MemoryError",
+            "raised MemoryError",
+            NO_REPLAY.format("incident-summary", "MemoryError"),
+        ),
     ),
     "connects": Variant(
-        connects, PER_CASE,
-        _all(_refused("sql-explain", "PermissionError",
-                      "sandbox refused socket.__new__ in case sql-explain: "
-                      "open a network socket"),
-             _listener_never_reached),
+        connects,
+        PER_CASE,
+        _all(
+            _refused(
+                "sql-explain",
+                "PermissionError",
+                "sandbox refused socket.__new__ in case sql-explain: open a network socket",
+            ),
+            _listener_never_reached,
+        ),
     ),
     "resolves": Variant(
-        resolves, PER_CASE,
-        _refused("flaky-grade", "PermissionError",
-                 "sandbox refused socket.getaddrinfo in case flaky-grade: "
-                 "resolve a host name"),
+        resolves,
+        PER_CASE,
+        _refused(
+            "flaky-grade",
+            "PermissionError",
+            "sandbox refused socket.getaddrinfo in case flaky-grade: resolve a host name",
+        ),
     ),
     "spawns": Variant(
-        spawns, PER_CASE,
-        _all(_refused("refund-policy", "PermissionError",
-                      "sandbox refused subprocess.Popen in case refund-policy: "
-                      "start a process"),
-             _marker_absent),
+        spawns,
+        PER_CASE,
+        _all(
+            _refused(
+                "refund-policy",
+                "PermissionError",
+                "sandbox refused subprocess.Popen in case refund-policy: start a process",
+            ),
+            _marker_absent,
+        ),
     ),
     "reads_api_key": Variant(
-        reads_api_key, PER_CASE,
-        _all(_one_case("incident-summary", "raised KeyError", "raised KeyError",
-                       NO_REPLAY.format("incident-summary", "KeyError")),
-             _secret_nowhere),
+        reads_api_key,
+        PER_CASE,
+        _all(
+            _one_case(
+                "incident-summary",
+                "raised KeyError",
+                "raised KeyError",
+                NO_REPLAY.format("incident-summary", "KeyError"),
+            ),
+            _secret_nowhere,
+        ),
     ),
     "writes_output": Variant(
-        writes_output, PER_CASE,
-        _all(_refused("sql-explain", "PermissionError",
-                      "sandbox refused open in case sql-explain: "
-                      "write a file outside the submission"),
-             _nothing_forged),
+        writes_output,
+        PER_CASE,
+        _all(
+            _refused(
+                "sql-explain",
+                "PermissionError",
+                "sandbox refused open in case sql-explain: write a file outside the submission",
+            ),
+            _nothing_forged,
+        ),
     ),
     "fake_report": Variant(fake_report, frozenset({"tracing"}), _fake_changes_nothing),
     "fails_on_import": Variant(
-        fails_on_import, PER_CASE,
-        _all(_blocked(f"the agent could not be imported: {IMPORT}"),
-             _points("loud_failure", "0.00"), _points("stretch_goal", "4.00"),
-             _findings(f"the agent failed to import: {IMPORT}"),
-             _advised("contract_stability", *_every_case(
-                 f"fix this first: the agent could not be imported: {IMPORT}"))),
+        fails_on_import,
+        PER_CASE,
+        _all(
+            _blocked(f"the agent could not be imported: {IMPORT}"),
+            _points("loud_failure", "0.00"),
+            _points("stretch_goal", "4.00"),
+            _findings(f"the agent failed to import: {IMPORT}"),
+            _advised(
+                "contract_stability",
+                *_every_case(f"fix this first: the agent could not be imported: {IMPORT}"),
+            ),
+        ),
     ),
     "no_manifest": Variant(
-        no_manifest, PER_CASE,
-        _all(_blocked("no usable [tool.gradekit] manifest"), _submission("no_manifest"),
-             _points("loud_failure", "0.00"), _points("stretch_goal", "0.00"),
-             _findings('manifest: pyproject.toml: add [tool.gradekit] with '
-                       'agent = "package.module:function"')),
+        no_manifest,
+        PER_CASE,
+        _all(
+            _blocked("no usable [tool.gradekit] manifest"),
+            _submission("no_manifest"),
+            _points("loud_failure", "0.00"),
+            _points("stretch_goal", "0.00"),
+            _findings(
+                "manifest: pyproject.toml: add [tool.gradekit] with "
+                'agent = "package.module:function"'
+            ),
+        ),
     ),
     "misses_cassette": Variant(
-        misses_cassette, frozenset({"contract_stability", "loud_failure", "tracing"}),
-        _all(_cassette_missed,
-             _findings(f"cassettes/sql-explain.json is missing: {_RECORD_IT}"),
-             _advised("contract_stability",
-                      f"sql-explain: cassettes/sql-explain.json is missing: {_RECORD_IT}")),
+        misses_cassette,
+        frozenset({"contract_stability", "loud_failure", "tracing"}),
+        _all(
+            _cassette_missed,
+            _findings(f"cassettes/sql-explain.json is missing: {_RECORD_IT}"),
+            _advised(
+                "contract_stability",
+                f"sql-explain: cassettes/sql-explain.json is missing: {_RECORD_IT}",
+            ),
+        ),
     ),
     "misses_fixture": Variant(
-        misses_fixture, PER_CASE,
-        _all(_fixture_missed, _points("stretch_goal", "4.00"),
-             _findings(f"fixtures/sql-explain.json is missing: "
-                       f"{_RECORD_IT.replace('cassettes/', 'fixtures/')}")),
+        misses_fixture,
+        PER_CASE,
+        _all(
+            _fixture_missed,
+            _points("stretch_goal", "4.00"),
+            _findings(
+                f"fixtures/sql-explain.json is missing: "
+                f"{_RECORD_IT.replace('cassettes/', 'fixtures/')}"
+            ),
+        ),
     ),
     "fixtures_elsewhere": Variant(fixtures_elsewhere, frozenset(), _findings()),
     "fixtures_folder_missing": Variant(
-        fixtures_folder_missing, PER_CASE,
-        _findings("the folder fx/ named in [tool.gradekit] does not exist: record into it "
-                  "with `make record` and commit it, or fix the name"),
+        fixtures_folder_missing,
+        PER_CASE,
+        _findings(
+            "the folder fx/ named in [tool.gradekit] does not exist: record into it "
+            "with `make record` and commit it, or fix the name"
+        ),
     ),
 }
 
@@ -1238,9 +1508,13 @@ VARIANTS: dict[str, Variant] = {
 def kept_modules() -> Iterator[None]:
     """Every lab brings its own ``lab``: a test that imports one in this process puts the
     process's own ``lab`` modules back afterwards."""
+
     def ours() -> dict[str, ModuleType]:
-        return {name: module for name, module in sys.modules.items()
-                if name == "lab" or name.startswith("lab.")}
+        return {
+            name: module
+            for name, module in sys.modules.items()
+            if name == "lab" or name.startswith("lab.")
+        }
 
     before = ours()
     try:

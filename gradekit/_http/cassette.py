@@ -72,8 +72,7 @@ KEPT_HEADERS = frozenset({"content-type", "request-id", "x-request-id", "x-shoul
 # and in the object an event wraps (Anthropic's ``message_start`` ``message``, the OpenAI
 # Responses API's ``response``): the id (``chatcmpl-...``, ``msg_...``, ``resp_...``), when
 # it was made, the serving build, the request id an error body repeats.
-VOLATILE_RESPONSE = frozenset({"id", "created", "created_at", "system_fingerprint",
-                               "request_id"})
+VOLATILE_RESPONSE = frozenset({"id", "created", "created_at", "system_fingerprint", "request_id"})
 _VOLATILE_HEADERS = frozenset({"request-id", "x-request-id"})
 _WRAPPERS = ("message", "response")
 _DEFAULT_PORTS = {"http": 80, "https": 443}
@@ -163,8 +162,7 @@ def _keyed_body(form: Form, value: Any) -> Any:
 
 def _material(method: str, url: str, form: Form, value: Any) -> dict[str, Any]:
     host, path = place(url)
-    return {"body": _keyed_body(form, value), "host": host, "method": method.upper(),
-            "path": path}
+    return {"body": _keyed_body(form, value), "host": host, "method": method.upper(), "path": path}
 
 
 def request_key(method: str, url: str, body: bytes) -> str:
@@ -254,8 +252,9 @@ class HttpResponse:
     def stable_json(self) -> dict[str, Any]:
         """``to_json`` less what differs on every call (``VOLATILE_RESPONSE``, the request id
         headers): what two recordings of one answer have in common. The file keeps it all."""
-        headers = {name: value for name, value in self.headers.items()
-                   if name not in _VOLATILE_HEADERS}
+        headers = {
+            name: value for name, value in self.headers.items() if name not in _VOLATILE_HEADERS
+        }
         content: Any = self.content
         if self.form == "body":
             content = _stable(content)
@@ -271,8 +270,9 @@ def _stable(value: Any) -> Any:
     kept = {name: item for name, item in value.items() if name not in VOLATILE_RESPONSE}
     for wrapper in _WRAPPERS:
         if isinstance(kept.get(wrapper), dict):
-            kept[wrapper] = {name: item for name, item in kept[wrapper].items()
-                             if name not in VOLATILE_RESPONSE}
+            kept[wrapper] = {
+                name: item for name, item in kept[wrapper].items() if name not in VOLATILE_RESPONSE
+            }
     return kept
 
 
@@ -282,8 +282,9 @@ def _stable_event(event: str) -> str:
     lines = []
     for line in event.split("\n"):
         field, colon, data = line.partition(":")
-        parsed, value = _json_value(data.encode("utf-8")) if colon and field == "data" \
-            else (False, None)
+        parsed, value = (
+            _json_value(data.encode("utf-8")) if colon and field == "data" else (False, None)
+        )
         lines.append(f"data: {_compact(_stable(value))}" if parsed else line)
     return "\n".join(lines)
 
@@ -298,8 +299,12 @@ class Interaction:
 
     def entry(self) -> Entry:
         """The journal's line for it."""
-        return Entry(_compact(self.request.to_json()), _compact(self.response.to_json()),
-                     "http", self.recorded_at)
+        return Entry(
+            _compact(self.request.to_json()),
+            _compact(self.response.to_json()),
+            "http",
+            self.recorded_at,
+        )
 
     def texts(self) -> list[str]:
         """Everything of it that is written, as text: where a secret is looked for. Both the
@@ -329,8 +334,11 @@ class HttpCassette:
 
     def slots(self) -> dict[str, Interaction]:
         """Every recording under its slot, ``<key>#<n>``."""
-        return {slot(key, n): interaction for key, recorded in self.interactions.items()
-                for n, interaction in enumerate(recorded, 1)}
+        return {
+            slot(key, n): interaction
+            for key, recorded in self.interactions.items()
+            for n, interaction in enumerate(recorded, 1)
+        }
 
     def __len__(self) -> int:
         return sum(len(recorded) for recorded in self.interactions.values())
@@ -354,16 +362,24 @@ class HttpCassetteCodec(Codec[HttpCassette]):
 
     def encode(self, document: HttpCassette) -> bytes:
         """The canonical bytes of an HTTP cassette."""
-        return self.canonical({
-            "format": FORMAT,
-            "key_scheme": KEY_SCHEME,
-            "case": document.case,
-            "interactions": {
-                key: [{"request": i.request.to_json(), "response": i.response.to_json(),
-                       "recorded_at": i.recorded_at} for i in recorded]
-                for key, recorded in document.interactions.items()
-            },
-        })
+        return self.canonical(
+            {
+                "format": FORMAT,
+                "key_scheme": KEY_SCHEME,
+                "case": document.case,
+                "interactions": {
+                    key: [
+                        {
+                            "request": i.request.to_json(),
+                            "response": i.response.to_json(),
+                            "recorded_at": i.recorded_at,
+                        }
+                        for i in recorded
+                    ]
+                    for key, recorded in document.interactions.items()
+                },
+            }
+        )
 
     def decode(self, data: bytes, *, source: str, case: str = "") -> HttpCassette:
         """Parse HTTP cassette bytes; every error names ``source`` and where it broke."""
@@ -376,36 +392,51 @@ class HttpCassetteCodec(Codec[HttpCassette]):
         named, interactions = document.get("case"), document.get("interactions")
         if not isinstance(named, str) or not isinstance(interactions, dict):
             problem = "an HTTP cassette needs a string 'case' and an object 'interactions'."
-            raise self.corrupt(source, text, _at(text, "interactions"),
-                               f"{problem} {self.restore_hint(source, case)}")
-        decoded = {key: self._recordings(key, raw, text, source, case or named)
-                   for key, raw in interactions.items()}
+            raise self.corrupt(
+                source,
+                text,
+                _at(text, "interactions"),
+                f"{problem} {self.restore_hint(source, case)}",
+            )
+        decoded = {
+            key: self._recordings(key, raw, text, source, case or named)
+            for key, raw in interactions.items()
+        }
         return HttpCassette(named, decoded)
 
     def _version_problem(self, member: str, found: object, wanted: str) -> str:
         if member == "format":
             return self.format_problem(found, reads=" here")
-        return (f"unknown key scheme {found!r}; gradekit reads {wanted!r}: record the "
-                "cassette again with this gradekit.")
+        return (
+            f"unknown key scheme {found!r}; gradekit reads {wanted!r}: record the "
+            "cassette again with this gradekit."
+        )
 
     def _recordings(
         self, key: str, raw: object, text: str, source: str, case: str
     ) -> tuple[Interaction, ...]:
         if not isinstance(raw, list) or not raw:
-            raise self.corrupt(source, text, _at(text, key),
-                               f"key {key} must be a non-empty array of interactions.")
+            raise self.corrupt(
+                source,
+                text,
+                _at(text, key),
+                f"key {key} must be a non-empty array of interactions.",
+            )
         recorded: list[Interaction] = []
         for n, item in enumerate(raw, 1):
             interaction, problem = _interaction(item)
             if interaction is not None and interaction.request.key != key:
-                problem = (f"holds a request whose key is {interaction.request.key}: the "
-                           "request or the key was edited by hand.")
+                problem = (
+                    f"holds a request whose key is {interaction.request.key}: the "
+                    "request or the key was edited by hand."
+                )
                 interaction = None
             if interaction is None:
                 # Locating the key rescans the text: on the error path only.
                 hint = self.restore_hint(source, case)
-                raise self.corrupt(source, text, _at(text, key),
-                                   f"interaction {slot(key, n)} {problem} {hint}")
+                raise self.corrupt(
+                    source, text, _at(text, key), f"interaction {slot(key, n)} {problem} {hint}"
+                )
             recorded.append(interaction)
         return tuple(recorded)
 
@@ -413,8 +444,10 @@ class HttpCassetteCodec(Codec[HttpCassette]):
         """Each slot's request and response, without when and without what differs on every
         call (``HttpResponse.stable_json``): a ``rerecord`` that got the same answers
         keeps the file's bytes."""
-        return {name: (_compact(i.request.to_json()), _compact(i.response.stable_json()))
-                for name, i in document.slots().items()}
+        return {
+            name: (_compact(i.request.to_json()), _compact(i.response.stable_json()))
+            for name, i in document.slots().items()
+        }
 
     def merge(self, base: HttpCassette | None, fold: Fold) -> HttpCassette:
         """``base`` with the journalled interactions on top, less the slots not kept."""
@@ -428,8 +461,11 @@ class HttpCassetteCodec(Codec[HttpCassette]):
     def _journalled(self, name: str, entry: Entry, journal: Path, line: int) -> Interaction:
         key, _, n = name.partition("#")
         try:
-            raw = {"request": json.loads(entry.prompt or ""),
-                   "response": json.loads(entry.response), "recorded_at": entry.recorded_at}
+            raw = {
+                "request": json.loads(entry.prompt or ""),
+                "response": json.loads(entry.response),
+                "recorded_at": entry.recorded_at,
+            }
         except json.JSONDecodeError:
             raw = {}
         interaction, _ = _interaction(raw)
@@ -471,14 +507,20 @@ def _interaction(raw: object) -> tuple[Interaction | None, str | None]:
     if type(raw) is not dict:
         return None, "must be an object with 'request', 'response' and 'recorded_at'."
     request, response = raw.get("request"), raw.get("response")
-    if type(request) is not dict or type(request.get("method")) is not str \
-            or type(request.get("url")) is not str:
+    if (
+        type(request) is not dict
+        or type(request.get("method")) is not str
+        or type(request.get("url")) is not str
+    ):
         return None, "needs a 'request' with a string 'method' and 'url'."
     forms = [name for name in ("body", "text", "base64") if name in request]
     if len(forms) != 1:
         return None, "needs a request with one of 'body', 'text' or 'base64'."
-    if type(response) is not dict or type(response.get("status")) is not int \
-            or not _string_map(response.get("headers")):
+    if (
+        type(response) is not dict
+        or type(response.get("status")) is not int
+        or not _string_map(response.get("headers"))
+    ):
         return None, "needs a 'response' with an integer 'status' and string 'headers'."
     body = [name for name in ("body", "text", "base64", "events") if name in response]
     if len(body) != 1 or not _form_ok(body[0], response[body[0]]):
@@ -515,6 +557,8 @@ def clip(text: str, limit: int = _SHOWN) -> str:
 
 
 HTTP_CASSETTE = HttpCassetteCodec()
+
+
 class _LabHttpCassetteCodec(HttpCassetteCodec):
     """A lab's ``cassettes/<case>.http.json``, which the record command writes: its errors
     name that command as it runs from the lab's root (``make record ARGS='--case ...'``)."""

@@ -42,8 +42,14 @@ if TYPE_CHECKING:
 else:
     SyncTransportBase = AsyncTransportBase = object
 
-__all__ = ["AsyncTransportBase", "HttpClients", "Library", "SyncTransportBase",
-           "http_cassette_path", "http_transports"]
+__all__ = [
+    "AsyncTransportBase",
+    "HttpClients",
+    "Library",
+    "SyncTransportBase",
+    "http_cassette_path",
+    "http_transports",
+]
 
 Library = Literal["httpx", "httpx2"]
 _LIBRARIES: tuple[Library, ...] = ("httpx", "httpx2")
@@ -85,11 +91,15 @@ class _AsyncBorrowed(AsyncTransportBase):
 def _client(transport: object, library: str, *, sync: bool, options: dict[str, Any]) -> Any:
     """A client of ``library`` on ``transport``, with the caller's other options."""
     if library not in _LIBRARIES:
-        raise UsageError(f"http_client() makes an httpx or httpx2 client, not {library!r}: "
-                         "use 'httpx' for openai, 'httpx2' for anthropic")
+        raise UsageError(
+            f"http_client() makes an httpx or httpx2 client, not {library!r}: "
+            "use 'httpx' for openai, 'httpx2' for anthropic"
+        )
     if "transport" in options:
-        raise UsageError("http_client() sets the transport itself (it records or replays): "
-                         "pass the client's other options only")
+        raise UsageError(
+            "http_client() sets the transport itself (it records or replays): "
+            "pass the client's other options only"
+        )
     module = importlib.import_module(library)
     made = (module.Client if sync else module.AsyncClient)(transport=transport, **options)
     return made
@@ -108,8 +118,7 @@ class HttpClients:
         raise NotImplementedError
 
     @overload
-    def http_client(self, library: Literal["httpx"] = "httpx", **options: Any) -> httpx.Client:
-        ...
+    def http_client(self, library: Literal["httpx"] = "httpx", **options: Any) -> httpx.Client: ...
     @overload
     def http_client(self, library: Literal["httpx2"], **options: Any) -> httpx2.Client: ...
     def http_client(self, library: Library = "httpx", **options: Any) -> Any:
@@ -119,22 +128,26 @@ class HttpClients:
         return _client(_Borrowed(self.http_transport()), library, sync=True, options=options)
 
     @overload
-    def async_http_client(self, library: Literal["httpx"] = "httpx",
-                          **options: Any) -> httpx.AsyncClient: ...
+    def async_http_client(
+        self, library: Literal["httpx"] = "httpx", **options: Any
+    ) -> httpx.AsyncClient: ...
     @overload
-    def async_http_client(self, library: Literal["httpx2"],
-                          **options: Any) -> httpx2.AsyncClient: ...
+    def async_http_client(
+        self, library: Literal["httpx2"], **options: Any
+    ) -> httpx2.AsyncClient: ...
     def async_http_client(self, library: Library = "httpx", **options: Any) -> Any:
         """``http_client()`` for ``openai.AsyncOpenAI`` and ``anthropic.AsyncAnthropic``."""
-        return _client(_AsyncBorrowed(self.async_http_transport()), library, sync=False,
-                       options=options)
+        return _client(
+            _AsyncBorrowed(self.async_http_transport()), library, sync=False, options=options
+        )
 
 
 def http_transports(provider: object) -> tuple[Callable[[], Any], Callable[[], Any]]:
     """``provider``'s ``http_transport`` and ``async_http_transport``, or a ``UsageError``
     that says which providers have them."""
-    sync, asynchronous = (getattr(provider, name, None)
-                          for name in ("http_transport", "async_http_transport"))
+    sync, asynchronous = (
+        getattr(provider, name, None) for name in ("http_transport", "async_http_transport")
+    )
     if not callable(sync) or not callable(asynchronous):
         name = getattr(provider, "name", type(provider).__name__)
         raise UsageError(

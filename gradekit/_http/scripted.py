@@ -38,8 +38,10 @@ Answerer = Callable[[str, str], str]  # (prompt, request key) -> the answer
 CREATED: Final = 1767225600  # 2026-01-01T00:00:00Z, as the local model's server says
 _JSON = "application/json"
 _EVENTS = "text/event-stream; charset=utf-8"
-_SPOKEN = ("POST .../chat/completions (OpenAI, whole or streamed), POST .../messages "
-           "(Anthropic, whole or streamed) and POST .../responses (OpenAI, not streamed)")
+_SPOKEN = (
+    "POST .../chat/completions (OpenAI, whole or streamed), POST .../messages "
+    "(Anthropic, whole or streamed) and POST .../responses (OpenAI, not streamed)"
+)
 
 
 class _Refused(Exception):
@@ -52,8 +54,10 @@ def speak(method: str, url: str, body: bytes, answer: Answerer) -> HttpResponse:
     anthropic = path.endswith("/messages")
     try:
         if method.upper() != "POST":
-            raise _Refused(f"a FakeProvider answers {_SPOKEN}, not {method} {path}: script a "
-                           "Recorder or Replay for anything else")
+            raise _Refused(
+                f"a FakeProvider answers {_SPOKEN}, not {method} {path}: script a "
+                "Recorder or Replay for anything else"
+            )
         data = _json(body)
         key = request_key(method, url, body)
         if path.endswith("/chat/completions"):
@@ -62,8 +66,10 @@ def speak(method: str, url: str, body: bytes, answer: Answerer) -> HttpResponse:
             return _message(data, answer(_prompt(data.get("messages")), key), key)
         if path.endswith("/responses"):
             if data.get("stream"):
-                raise _Refused("a FakeProvider answers the Responses API whole, not streamed: "
-                               "test with stream=False, or use chat.completions")
+                raise _Refused(
+                    "a FakeProvider answers the Responses API whole, not streamed: "
+                    "test with stream=False, or use chat.completions"
+                )
             return _response(data, answer(_prompt(data.get("input")), key), key)
         raise _Refused(f"a FakeProvider answers {_SPOKEN}, not {path}: call one of those")
     except (_Refused, UsageError) as exc:
@@ -105,8 +111,9 @@ def _json(body: bytes) -> Mapping[str, Any]:
     try:
         data = json.loads(body or b"null")
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise _Refused(f"the request's body is not JSON ({exc}): send the SDK's own "
-                       "request") from None
+        raise _Refused(
+            f"the request's body is not JSON ({exc}): send the SDK's own request"
+        ) from None
     if not isinstance(data, dict):
         raise _Refused("the request's body is not a JSON object: send the SDK's own request")
     return data
@@ -123,8 +130,11 @@ def _prompt(value: object) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return "".join(str(part.get("text", "")) for part in content
-                       if isinstance(part, Mapping) and "text" in part)
+        return "".join(
+            str(part.get("text", ""))
+            for part in content
+            if isinstance(part, Mapping) and "text" in part
+        )
     raise _Refused("the last message has no text content: a FakeProvider answers text")
 
 
@@ -146,66 +156,144 @@ def _model(data: Mapping[str, Any]) -> str:
 
 def _chat(data: Mapping[str, Any], text: str, key: str) -> HttpResponse:
     asked, said = _usage(data, text)
-    head = {"id": _id("chatcmpl-", key), "created": CREATED, "model": _model(data),
-            "system_fingerprint": "fake"}
+    head = {
+        "id": _id("chatcmpl-", key),
+        "created": CREATED,
+        "model": _model(data),
+        "system_fingerprint": "fake",
+    }
     usage = {"prompt_tokens": asked, "completion_tokens": said, "total_tokens": asked + said}
     if not data.get("stream"):
-        return _whole({**head, "object": "chat.completion", "usage": usage, "choices": [{
-            "index": 0, "message": {"role": "assistant", "content": text},
-            "logprobs": None, "finish_reason": "stop"}]})
+        return _whole(
+            {
+                **head,
+                "object": "chat.completion",
+                "usage": usage,
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": text},
+                        "logprobs": None,
+                        "finish_reason": "stop",
+                    }
+                ],
+            }
+        )
 
     def chunk(delta: Mapping[str, Any], finish: str | None) -> dict[str, Any]:
-        return {**head, "object": "chat.completion.chunk", "choices": [{
-            "index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]}
+        return {
+            **head,
+            "object": "chat.completion.chunk",
+            "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
+        }
 
     options = data.get("stream_options")
-    last = [{**head, "object": "chat.completion.chunk", "choices": [], "usage": usage}] \
-        if isinstance(options, Mapping) and options.get("include_usage") else []
-    events = [chunk({"role": "assistant", "content": ""}, None), chunk({"content": text}, None),
-              chunk({}, "stop"), *last]
+    last = (
+        [{**head, "object": "chat.completion.chunk", "choices": [], "usage": usage}]
+        if isinstance(options, Mapping) and options.get("include_usage")
+        else []
+    )
+    events = [
+        chunk({"role": "assistant", "content": ""}, None),
+        chunk({"content": text}, None),
+        chunk({}, "stop"),
+        *last,
+    ]
     return _stream([f"data: {_dumps(event)}" for event in events] + ["data: [DONE]"])
 
 
 def _message(data: Mapping[str, Any], text: str, key: str) -> HttpResponse:
     asked, said = _usage(data, text)
-    message = {"id": _id("msg_", key), "type": "message", "role": "assistant",
-               "model": _model(data), "stop_reason": "end_turn", "stop_sequence": None}
+    message = {
+        "id": _id("msg_", key),
+        "type": "message",
+        "role": "assistant",
+        "model": _model(data),
+        "stop_reason": "end_turn",
+        "stop_sequence": None,
+    }
     if not data.get("stream"):
-        return _whole({**message, "content": [{"type": "text", "text": text}],
-                       "usage": {"input_tokens": asked, "output_tokens": said}})
-    events: Iterator[tuple[str, Mapping[str, Any]]] = iter([
-        ("message_start", {"message": {**message, "content": [], "stop_reason": None,
-                                       "usage": {"input_tokens": asked, "output_tokens": 0}}}),
-        ("content_block_start", {"index": 0, "content_block": {"type": "text", "text": ""}}),
-        ("content_block_delta", {"index": 0, "delta": {"type": "text_delta", "text": text}}),
-        ("content_block_stop", {"index": 0}),
-        ("message_delta", {"delta": {"stop_reason": "end_turn", "stop_sequence": None},
-                           "usage": {"output_tokens": said}}),
-        ("message_stop", {})])
-    return _stream([f"event: {name}\ndata: {_dumps({'type': name, **fields})}"
-                    for name, fields in events])
+        return _whole(
+            {
+                **message,
+                "content": [{"type": "text", "text": text}],
+                "usage": {"input_tokens": asked, "output_tokens": said},
+            }
+        )
+    events: Iterator[tuple[str, Mapping[str, Any]]] = iter(
+        [
+            (
+                "message_start",
+                {
+                    "message": {
+                        **message,
+                        "content": [],
+                        "stop_reason": None,
+                        "usage": {"input_tokens": asked, "output_tokens": 0},
+                    }
+                },
+            ),
+            ("content_block_start", {"index": 0, "content_block": {"type": "text", "text": ""}}),
+            ("content_block_delta", {"index": 0, "delta": {"type": "text_delta", "text": text}}),
+            ("content_block_stop", {"index": 0}),
+            (
+                "message_delta",
+                {
+                    "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                    "usage": {"output_tokens": said},
+                },
+            ),
+            ("message_stop", {}),
+        ]
+    )
+    return _stream(
+        [f"event: {name}\ndata: {_dumps({'type': name, **fields})}" for name, fields in events]
+    )
 
 
 def _response(data: Mapping[str, Any], text: str, key: str) -> HttpResponse:
     asked, said = _usage(data, text)
-    return _whole({
-        "id": _id("resp_", key), "object": "response", "created_at": CREATED,
-        "status": "completed", "model": _model(data), "error": None,
-        "incomplete_details": None, "instructions": None, "metadata": {},
-        "parallel_tool_calls": False, "tool_choice": "auto", "tools": [],
-        "output": [{"type": "message", "id": _id("msg_", key), "status": "completed",
+    return _whole(
+        {
+            "id": _id("resp_", key),
+            "object": "response",
+            "created_at": CREATED,
+            "status": "completed",
+            "model": _model(data),
+            "error": None,
+            "incomplete_details": None,
+            "instructions": None,
+            "metadata": {},
+            "parallel_tool_calls": False,
+            "tool_choice": "auto",
+            "tools": [],
+            "output": [
+                {
+                    "type": "message",
+                    "id": _id("msg_", key),
+                    "status": "completed",
                     "role": "assistant",
-                    "content": [{"type": "output_text", "text": text, "annotations": []}]}],
-        "usage": {"input_tokens": asked, "output_tokens": said,
-                  "total_tokens": asked + said}})
+                    "content": [{"type": "output_text", "text": text, "annotations": []}],
+                }
+            ],
+            "usage": {"input_tokens": asked, "output_tokens": said, "total_tokens": asked + said},
+        }
+    )
 
 
 def _refusal(message: str, *, anthropic: bool) -> HttpResponse:
     error: dict[str, Any] = (
         {"type": "error", "error": {"type": "invalid_request_error", "message": message}}
-        if anthropic else
-        {"error": {"message": message, "type": "invalid_request_error", "param": None,
-                   "code": None}})
+        if anthropic
+        else {
+            "error": {
+                "message": message,
+                "type": "invalid_request_error",
+                "param": None,
+                "code": None,
+            }
+        }
+    )
     return HttpResponse(400, {"content-type": _JSON}, "body", error)
 
 

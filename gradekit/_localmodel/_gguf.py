@@ -25,13 +25,28 @@ Floats: TypeAlias = npt.NDArray[np.float32]
 
 # The metadata value types, by their number in the file: struct code and size.
 _SCALARS: Final[Mapping[int, tuple[str, int]]] = {
-    0: ("B", 1), 1: ("b", 1), 2: ("H", 2), 3: ("h", 2), 4: ("I", 4), 5: ("i", 4),
-    6: ("f", 4), 7: ("?", 1), 10: ("Q", 8), 11: ("q", 8), 12: ("d", 8)}
+    0: ("B", 1),
+    1: ("b", 1),
+    2: ("H", 2),
+    3: ("h", 2),
+    4: ("I", 4),
+    5: ("i", 4),
+    6: ("f", 4),
+    7: ("?", 1),
+    10: ("Q", 8),
+    11: ("q", 8),
+    12: ("d", 8),
+}
 _STRING, _ARRAY = 8, 9
 # ggml tensor types: name, weights per block, bytes per block.
 _TYPES: Final[Mapping[int, tuple[str, int, int]]] = {
-    0: ("F32", 1, 4), 1: ("F16", 1, 2), 2: ("Q4_0", 32, 18), 3: ("Q4_1", 32, 20),
-    8: ("Q8_0", 32, 34), 30: ("BF16", 1, 2)}
+    0: ("F32", 1, 4),
+    1: ("F16", 1, 2),
+    2: ("Q4_0", 32, 18),
+    3: ("Q4_1", 32, 20),
+    8: ("Q8_0", 32, 34),
+    30: ("BF16", 1, 2),
+}
 
 
 class GgufError(Exception):
@@ -63,8 +78,10 @@ class GgufFile:
     def field(self, key: str) -> Any:
         """A metadata value, or GgufError naming the key when the file lacks it."""
         if key not in self.metadata:
-            raise GgufError(f"{self.path}: the GGUF metadata has no {key!r}: "
-                            "use a GGUF file converted by llama.cpp's convert_hf_to_gguf.py")
+            raise GgufError(
+                f"{self.path}: the GGUF metadata has no {key!r}: "
+                "use a GGUF file converted by llama.cpp's convert_hf_to_gguf.py"
+            )
         return self.metadata[key]
 
 
@@ -81,7 +98,7 @@ class _Cursor:
 
     def string(self) -> str:
         length = self.take("Q", 8)
-        text = bytes(self.buffer[self.at:self.at + length]).decode("utf-8", "surrogateescape")
+        text = bytes(self.buffer[self.at : self.at + length]).decode("utf-8", "surrogateescape")
         self.at += length
         return text
 
@@ -120,10 +137,12 @@ def read_gguf(path: Path) -> GgufFile:
     tensors = {}
     for name, shape, kind, offset in records:
         size = _byte_size(kind, shape)
-        data = whole[start + offset:start + offset + size]
+        data = whole[start + offset : start + offset + size]
         if data.size != size:
-            raise GgufError(f"{path}: tensor {name} runs past the end of the file "
-                            "(a truncated download?): fetch the file again")
+            raise GgufError(
+                f"{path}: tensor {name} runs past the end of the file "
+                "(a truncated download?): fetch the file again"
+            )
         tensors[name] = Tensor(name, shape, _TYPES[kind][0], data)
     return GgufFile(path, metadata, tensors)
 
@@ -134,8 +153,10 @@ def _tensor_record(cursor: _Cursor, path: Path) -> tuple[str, tuple[int, ...], i
     kind, offset = cursor.take("I", 4), cursor.take("Q", 8)
     if kind not in _TYPES:
         known = ", ".join(name for name, _, _ in _TYPES.values())
-        raise GgufError(f"{path}: tensor {name} has ggml type {kind}; this engine reads "
-                        f"{known}: use a GGUF file quantised to one of those")
+        raise GgufError(
+            f"{path}: tensor {name} has ggml type {kind}; this engine reads "
+            f"{known}: use a GGUF file quantised to one of those"
+        )
     return name, tuple(reversed(dims)), kind, offset  # ggml lists the row length first
 
 

@@ -74,8 +74,7 @@ class Engine(Protocol):
 
         Raises BadRequest when the model's chat template refuses them."""
 
-    def generate(self, prompt: Sequence[int],
-                 sampling: Sampling) -> Generator[bytes, None, None]:
+    def generate(self, prompt: Sequence[int], sampling: Sampling) -> Generator[bytes, None, None]:
         """Each next token's bytes (UTF-8 may split across tokens), until the model ends
         its turn or the context is full. The caller stops reading at ``max_tokens``."""
 
@@ -112,9 +111,11 @@ def parse_request(body: bytes) -> Request:
     try:
         data = json.loads(body)
     except ValueError as exc:
-        raise BadRequest(f"the request body is not valid JSON ({exc}): send a JSON object "
-                         'such as {"model": "smollm2", "messages": [{"role": "user", '
-                         '"content": "Hello"}]}') from None
+        raise BadRequest(
+            f"the request body is not valid JSON ({exc}): send a JSON object "
+            'such as {"model": "smollm2", "messages": [{"role": "user", '
+            '"content": "Hello"}]}'
+        ) from None
     if not isinstance(data, dict):
         raise BadRequest("the request body must be a JSON object with model and messages")
     model = data.get("model")
@@ -123,25 +124,35 @@ def parse_request(body: bytes) -> Request:
     stream_options = data.get("stream_options") or {}
     tools = data.get("tools")
     if isinstance(tools, list) and tools:  # the model cannot call them: say so, answer text
-        names = ", ".join(str((t.get("function") or {}).get("name", "?")) if isinstance(t, dict)
-                          else "?" for t in tools)
-        print(f"note: {model} cannot call tools; this request offered {len(tools)} ({names}) "
-              "and gets a text answer: record with a model that calls tools to exercise "
-              "them", file=sys.stderr, flush=True)
+        names = ", ".join(
+            str((t.get("function") or {}).get("name", "?")) if isinstance(t, dict) else "?"
+            for t in tools
+        )
+        print(
+            f"note: {model} cannot call tools; this request offered {len(tools)} ({names}) "
+            "and gets a text answer: record with a model that calls tools to exercise "
+            "them",
+            file=sys.stderr,
+            flush=True,
+        )
     return Request(
-        model=model, messages=_messages(data.get("messages")),
-        max_tokens=_max_tokens(data), stop=_stops(data.get("stop")),
+        model=model,
+        messages=_messages(data.get("messages")),
+        max_tokens=_max_tokens(data),
+        stop=_stops(data.get("stop")),
         stream=data.get("stream") is True,
         include_usage=isinstance(stream_options, dict)
         and stream_options.get("include_usage") is True,
         sampling=_sampling(data),
-        digest=hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest())
+        digest=hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest(),
+    )
 
 
 def _messages(value: Any) -> tuple[Mapping[str, str], ...]:
     if not isinstance(value, list) or not value:
-        raise BadRequest("messages: required, a non-empty list of "
-                         '{"role": ..., "content": ...} objects')
+        raise BadRequest(
+            'messages: required, a non-empty list of {"role": ..., "content": ...} objects'
+        )
     messages = []
     for number, message in enumerate(value):
         if not isinstance(message, dict) or not isinstance(message.get("role"), str):
@@ -156,11 +167,14 @@ def _content(message: Mapping[str, Any], number: int) -> str:
     if content is None or isinstance(content, str):
         return content or ""
     if isinstance(content, list) and all(
-            isinstance(part, dict) and part.get("type") == "text"
-            and isinstance(part.get("text"), str) for part in content):
+        isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str)
+        for part in content
+    ):
         return "".join(part["text"] for part in content)
-    raise BadRequest(f"messages[{number}].content: send a string or a list of "
-                     '{"type": "text", "text": ...} parts (this model reads text only)')
+    raise BadRequest(
+        f"messages[{number}].content: send a string or a list of "
+        '{"type": "text", "text": ...} parts (this model reads text only)'
+    )
 
 
 def _max_tokens(data: Mapping[str, Any]) -> int | None:
@@ -201,11 +215,14 @@ def _sampling(data: Mapping[str, Any]) -> Sampling:
     if top_p > 1:
         raise BadRequest("top_p: a number from 0 to 1")
     return Sampling(
-        temperature=_number(data, "temperature", 0.0, 0.0), top_p=top_p, top_k=top_k,
+        temperature=_number(data, "temperature", 0.0, 0.0),
+        top_p=top_p,
+        top_k=top_k,
         repeat_penalty=_number(data, "repeat_penalty", Sampling.repeat_penalty, 0.0),
         frequency_penalty=_number(data, "frequency_penalty", 0.0, -2.0),
         presence_penalty=_number(data, "presence_penalty", 0.0, -2.0),
-        seed=seed if isinstance(seed, int) else 0)
+        seed=seed if isinstance(seed, int) else 0,
+    )
 
 
 # ---- the answer --------------------------------------------------------------------------
@@ -220,8 +237,10 @@ def answer(engine: Engine, request: Request) -> Generator[str, None, Answer]:
     prompt = engine.prompt(request.messages)
     room = engine.context_length - len(prompt)
     if room < 1:
-        raise BadRequest(f"the prompt is {len(prompt)} tokens and the context holds "
-                         f"{engine.context_length}: send shorter messages")
+        raise BadRequest(
+            f"the prompt is {len(prompt)} tokens and the context holds "
+            f"{engine.context_length}: send shorter messages"
+        )
     limit = min(request.max_tokens or room, room)
     decoder = codecs.getincrementaldecoder("utf-8")("replace")
     text, sent, count, finish = "", 0, 0, "length"
@@ -255,8 +274,15 @@ def _first_stop(text: str, stops: Sequence[str]) -> int | None:
 
 def _held_back(text: str, stops: Sequence[str]) -> int:
     """How many characters at the end of ``text`` could be the start of a stop sequence."""
-    return max((size for stop in stops for size in range(len(stop) - 1, 0, -1)
-                if text.endswith(stop[:size])), default=0)
+    return max(
+        (
+            size
+            for stop in stops
+            for size in range(len(stop) - 1, 0, -1)
+            if text.endswith(stop[:size])
+        ),
+        default=0,
+    )
 
 
 def run(engine: Engine, request: Request) -> tuple[list[str], Answer]:
@@ -272,38 +298,62 @@ def run(engine: Engine, request: Request) -> tuple[list[str], Answer]:
 
 def completion_id(engine: Engine, request: Request) -> str:
     """A digest of the request and the model: the same request, the same id."""
-    return "chatcmpl-" + hashlib.sha256(
-        f"{engine.fingerprint}\n{request.digest}".encode()).hexdigest()[:29]
+    return (
+        "chatcmpl-"
+        + hashlib.sha256(f"{engine.fingerprint}\n{request.digest}".encode()).hexdigest()[:29]
+    )
 
 
 def chat_completion(engine: Engine, request: Request, done: Answer) -> dict[str, Any]:
     """The non-streamed body, in OpenAI's shape."""
     return {
-        "id": completion_id(engine, request), "object": "chat.completion", "created": CREATED,
-        "model": request.model, "system_fingerprint": engine.fingerprint,
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": done.text},
-                     "logprobs": None, "finish_reason": done.finish_reason}],
-        "usage": _usage(done)}
+        "id": completion_id(engine, request),
+        "object": "chat.completion",
+        "created": CREATED,
+        "model": request.model,
+        "system_fingerprint": engine.fingerprint,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": done.text},
+                "logprobs": None,
+                "finish_reason": done.finish_reason,
+            }
+        ],
+        "usage": _usage(done),
+    }
 
 
 def _usage(done: Answer) -> dict[str, int]:
-    return {"prompt_tokens": done.prompt_tokens, "completion_tokens": done.completion_tokens,
-            "total_tokens": done.prompt_tokens + done.completion_tokens}
+    return {
+        "prompt_tokens": done.prompt_tokens,
+        "completion_tokens": done.completion_tokens,
+        "total_tokens": done.prompt_tokens + done.completion_tokens,
+    }
 
 
-def chunks(engine: Engine, request: Request,
-           done_with: Callable[[Answer], None] = lambda answer: None,
-           ) -> Iterator[dict[str, Any]]:
+def chunks(
+    engine: Engine,
+    request: Request,
+    done_with: Callable[[Answer], None] = lambda answer: None,
+) -> Iterator[dict[str, Any]]:
     """The streamed answer: a role chunk, one chunk per piece, the finish, the usage;
     ``done_with`` is told the Answer once it is whole."""
-    head = {"id": completion_id(engine, request), "object": "chat.completion.chunk",
-            "created": CREATED, "model": request.model,
-            "system_fingerprint": engine.fingerprint}
+    head = {
+        "id": completion_id(engine, request),
+        "object": "chat.completion.chunk",
+        "created": CREATED,
+        "model": request.model,
+        "system_fingerprint": engine.fingerprint,
+    }
     extra: dict[str, Any] = {"usage": None} if request.include_usage else {}
 
     def chunk(delta: Mapping[str, Any], finish: str | None) -> dict[str, Any]:
-        return {**head, "choices": [{"index": 0, "delta": delta, "logprobs": None,
-                                     "finish_reason": finish}], **extra}
+        return {
+            **head,
+            "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
+            **extra,
+        }
 
     yield chunk({"role": "assistant", "content": ""}, None)
     generation = answer(engine, request)
@@ -322,8 +372,9 @@ def chunks(engine: Engine, request: Request,
 # ---- HTTP ---------------------------------------------------------------------------------
 
 
-def _error(message: str, kind: str = "invalid_request_error",
-           code: str | None = None) -> dict[str, Any]:
+def _error(
+    message: str, kind: str = "invalid_request_error", code: str | None = None
+) -> dict[str, Any]:
     return {"error": {"message": message, "type": kind, "param": None, "code": code}}
 
 
@@ -333,11 +384,13 @@ HEAD = 48  # characters of the last message a request's line shows
 def told(request: Request, done: Answer, started: float) -> None:
     """One line per answer on the server's terminal, as it is whole, so a student sees
     progress, not a hang: what was asked, how many tokens each way, how long it took."""
-    last = " ".join(request.messages[-1].get("content", "").split()) if request.messages \
-        else ""
-    head = last if len(last) <= HEAD else last[:HEAD - 1] + "\u2026"
-    print(f"answered {head!r}: {done.prompt_tokens} prompt + {done.completion_tokens} answer "
-          f"tokens in {time.monotonic() - started:.1f} s ({done.finish_reason})", flush=True)
+    last = " ".join(request.messages[-1].get("content", "").split()) if request.messages else ""
+    head = last if len(last) <= HEAD else last[: HEAD - 1] + "\u2026"
+    print(
+        f"answered {head!r}: {done.prompt_tokens} prompt + {done.completion_tokens} answer "
+        f"tokens in {time.monotonic() - started:.1f} s ({done.finish_reason})",
+        flush=True,
+    )
 
 
 class ModelServer(ThreadingHTTPServer):
@@ -345,8 +398,9 @@ class ModelServer(ThreadingHTTPServer):
 
     daemon_threads = True  # Ctrl-C does not wait for a client that keeps its socket open
 
-    def __init__(self, engine: Engine, *, alias: str, host: str = "127.0.0.1",
-                 port: int = 8080) -> None:
+    def __init__(
+        self, engine: Engine, *, alias: str, host: str = "127.0.0.1", port: int = 8080
+    ) -> None:
         super().__init__((host, port), _Handler)
         self.engine, self.alias = engine, alias
         self.generating = threading.Lock()
@@ -374,9 +428,20 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         """``/v1/models`` lists the one model; anything else is 404."""
         if urlsplit(self.path).path.rstrip("/") == "/v1/models":
-            self._json(200, {"object": "list", "data": [
-                {"id": self.owner.alias, "object": "model", "created": CREATED,
-                 "owned_by": "gradekit"}]})
+            self._json(
+                200,
+                {
+                    "object": "list",
+                    "data": [
+                        {
+                            "id": self.owner.alias,
+                            "object": "model",
+                            "created": CREATED,
+                            "owned_by": "gradekit",
+                        }
+                    ],
+                },
+            )
         else:
             self._not_found()
 
@@ -400,8 +465,13 @@ class _Handler(BaseHTTPRequestHandler):
             self._json(400, _error(str(exc)))
         except Exception as exc:  # the engine failed: say so, keep serving
             traceback.print_exc(file=sys.stderr)
-            self._json(500, _error(f"the local model failed: {exc!r}; its traceback is in "
-                                   "the server's terminal", "server_error"))
+            self._json(
+                500,
+                _error(
+                    f"the local model failed: {exc!r}; its traceback is in the server's terminal",
+                    "server_error",
+                ),
+            )
 
     def _stream(self, request: Request, done_with: Callable[[Answer], None]) -> None:
         events = chunks(self.owner.engine, request, done_with)
@@ -425,9 +495,14 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.flush()
 
     def _not_found(self) -> None:
-        self._json(404, _error(f"no route for {self.command} {self.path}: this server answers "
-                               "POST /v1/chat/completions and GET /v1/models",
-                               "not_found_error"))
+        self._json(
+            404,
+            _error(
+                f"no route for {self.command} {self.path}: this server answers "
+                "POST /v1/chat/completions and GET /v1/models",
+                "not_found_error",
+            ),
+        )
 
     def _json(self, status: int, body: Mapping[str, Any]) -> None:
         data = json.dumps(body).encode()

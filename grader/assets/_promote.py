@@ -43,8 +43,15 @@ from grader.submission import (
     read_submission_file,
 )
 
-__all__ = ["FromRun", "GradedRun", "PromotionRequest", "applicable_agent", "default_item_id",
-           "from_run", "graded_run"]
+__all__ = [
+    "FromRun",
+    "GradedRun",
+    "PromotionRequest",
+    "applicable_agent",
+    "default_item_id",
+    "from_run",
+    "graded_run",
+]
 
 T = TypeVar("T")
 
@@ -94,10 +101,13 @@ class FromRun:
     @property
     def source_run(self) -> dict[str, Any]:
         """The link to the run it came from, as a case and an item hold it."""
-        return {"student": str(self.run["student"]),
-                "submission": str(self.run.get("submission", "")),
-                "seq": int(self.run.get("seq", -1)), "report": str(self.run["report"]),
-                "path": self.path}
+        return {
+            "student": str(self.run["student"]),
+            "submission": str(self.run.get("submission", "")),
+            "seq": int(self.run.get("seq", -1)),
+            "report": str(self.run["report"]),
+            "path": self.path,
+        }
 
 
 def from_run(request: PromotionRequest) -> FromRun:
@@ -105,8 +115,16 @@ def from_run(request: PromotionRequest) -> FromRun:
     run did not fail, its files changed since, or it could not apply to every student."""
     graded = graded_run(request.out, request.student, request.report)
     evidence = _case(request, graded) if request.case else _incident(request, graded)
-    return FromRun(graded.run, evidence.kind, evidence.path, evidence.stem, evidence.task,
-                   evidence.agent, evidence.expect, evidence.world)
+    return FromRun(
+        graded.run,
+        evidence.kind,
+        evidence.path,
+        evidence.stem,
+        evidence.task,
+        evidence.agent,
+        evidence.expect,
+        evidence.world,
+    )
 
 
 # -- the run: graded, its report kept ----------------------------------------------------------
@@ -118,31 +136,49 @@ def graded_run(out: Path, student: str, digest: str | None) -> GradedRun:
     ledger = out / LEDGER
     holds, message = verify_ledger(ledger)
     if not holds:
-        raise UsageError(f"{message}; a case from a run rests on the ledger's run and review "
-                         "events, so its chain must hold "
-                         f"(`{commands.LEDGER_VERIFY(grades=str(out))}`)")
+        raise UsageError(
+            f"{message}; a case from a run rests on the ledger's run and review "
+            "events, so its chain must hold "
+            f"(`{commands.LEDGER_VERIFY(grades=str(out))}`)"
+        )
     events = read_ledger(ledger).events
     run = _run(events, student, digest, ledger)
-    reviews = tuple(e for e in events if e.get("event") == "review"
-                    and e.get("report") == run["report"] and e.get("student") == student)
+    reviews = tuple(
+        e
+        for e in events
+        if e.get("event") == "review"
+        and e.get("report") == run["report"]
+        and e.get("student") == student
+    )
     return GradedRun(run, reviews, verified_archive(out, str(run["report"])))
 
 
-def _run(events: Sequence[Mapping[str, Any]], student: str, digest: str | None,
-         ledger: Path) -> Mapping[str, Any]:
-    runs = [e for e in events if e.get("event") == "run" and e.get("student") == student
-            and e.get("status") in REPORTED and isinstance(e.get("report"), str)]
+def _run(
+    events: Sequence[Mapping[str, Any]], student: str, digest: str | None, ledger: Path
+) -> Mapping[str, Any]:
+    runs = [
+        e
+        for e in events
+        if e.get("event") == "run"
+        and e.get("student") == student
+        and e.get("status") in REPORTED
+        and isinstance(e.get("report"), str)
+    ]
     if not runs:
         grade = commands.GRADE_INTO(submissions="SUBMISSION", out=str(ledger.parent))
-        raise UsageError(f"{ledger} holds no graded run of {student!r}: grade the submission "
-                         f"(`{grade}`), then save the case")
+        raise UsageError(
+            f"{ledger} holds no graded run of {student!r}: grade the submission "
+            f"(`{grade}`), then save the case"
+        )
     if digest is None:
         return runs[-1]
     chosen = [e for e in runs if e["report"] == digest]
     if not chosen:
         known = ", ".join(f"run {e.get('seq')} report {e['report']}" for e in runs[-5:])
-        raise UsageError(f"no graded run of {student} has report {digest}; theirs: {known} "
-                         "(pass one of these with --report)")
+        raise UsageError(
+            f"no graded run of {student} has report {digest}; theirs: {known} "
+            "(pass one of these with --report)"
+        )
     return chosen[-1]
 
 
@@ -173,14 +209,23 @@ def _case(request: PromotionRequest, reviewed: GradedRun) -> _Evidence:
     fixture = _graded_bytes(request.root, fixture_path, reviewed.run)
     world = None
     if fixture is not None:
-        decoded = _decoded(lambda: decode_fixture(fixture, source=fixture_path, case=case.id),
-                           fixture_path, "a tool fixture")
-        world = world_json((call.tool, call.args, call.response)
-                           for call in decoded.calls.values())
+        decoded = _decoded(
+            lambda: decode_fixture(fixture, source=fixture_path, case=case.id),
+            fixture_path,
+            "a tool fixture",
+        )
+        world = world_json((call.tool, call.args, call.response) for call in decoded.calls.values())
     # The source names the run's recording of the case: what the report graded, which the
     # item does not keep.
-    return _Evidence("case", f"{manifest.cassettes}/{case.id}.json", case.id, case.task,
-                     _agent(request), _expectation(case.expect, request), world=world)
+    return _Evidence(
+        "case",
+        f"{manifest.cassettes}/{case.id}.json",
+        case.id,
+        case.task,
+        _agent(request),
+        _expectation(case.expect, request),
+        world=world,
+    )
 
 
 def _rubric_case(rubric: Path, case_id: str) -> Case:
@@ -188,8 +233,10 @@ def _rubric_case(rubric: Path, case_id: str) -> Case:
     for case in cases:
         if case.id == case_id:
             return case
-    raise UsageError(f"the rubric {rubric} has no case {case_id!r}; its cases: "
-                     f"{', '.join(case.id for case in cases)}")
+    raise UsageError(
+        f"the rubric {rubric} has no case {case_id!r}; its cases: "
+        f"{', '.join(case.id for case in cases)}"
+    )
 
 
 def _failed(graded: GradedRun, case_id: str) -> None:
@@ -198,26 +245,35 @@ def _failed(graded: GradedRun, case_id: str) -> None:
     failed = _failed_criteria(graded.report, case_id)
     run = f"run {graded.run.get('seq')} of {graded.run['student']}"
     if not failed:
-        raise UsageError(f"{run} shows no failure of case {case_id} to guard against: no "
-                         "check of it failed in its report (a degraded check was never "
-                         "evaluated); save a case the run failed")
+        raise UsageError(
+            f"{run} shows no failure of case {case_id} to guard against: no "
+            "check of it failed in its report (a degraded check was never "
+            "evaluated); save a case the run failed"
+        )
     latest = {review.get("criterion"): review for review in graded.reviews}
     if all(_full_marks(latest.get(criterion)) for criterion in failed):
-        raise UsageError(f"{run} shows no failure of case {case_id} to guard against: a "
-                         f"reviewer gave full marks to every criterion where it failed "
-                         f"({', '.join(failed)}), so a person judged it no failure")
+        raise UsageError(
+            f"{run} shows no failure of case {case_id} to guard against: a "
+            f"reviewer gave full marks to every criterion where it failed "
+            f"({', '.join(failed)}), so a person judged it no failure"
+        )
 
 
 def _failed_criteria(report: Mapping[str, Any], case_id: str) -> list[str]:
-    return [str(criterion.get("id")) for criterion in _dicts(report.get("criteria"))
-            if any(check.get("id") == case_id and check.get("passed") is False
-                   and check.get("verdict") != "degraded"
-                   for check in _dicts(criterion.get("checks")))]
+    return [
+        str(criterion.get("id"))
+        for criterion in _dicts(report.get("criteria"))
+        if any(
+            check.get("id") == case_id
+            and check.get("passed") is False
+            and check.get("verdict") != "degraded"
+            for check in _dicts(criterion.get("checks"))
+        )
+    ]
 
 
 def _dicts(value: object) -> list[Mapping[str, Any]]:
-    return [entry for entry in value if isinstance(entry, dict)] if isinstance(value, list) \
-        else []
+    return [entry for entry in value if isinstance(entry, dict)] if isinstance(value, list) else []
 
 
 def _full_marks(review: Mapping[str, Any] | None) -> bool:
@@ -235,39 +291,55 @@ def _incident(request: PromotionRequest, reviewed: GradedRun) -> _Evidence:
     started from) and its actions' results (so an action the item does not forbid is
     answered as it was, and a forbidden one is seen, never run)."""
     if not request.agent:
-        raise UsageError("--agent package.module:function is required with --incident: the "
-                         "agent every student's run of the item asks (e.g. lab.refunds:run)")
+        raise UsageError(
+            "--agent package.module:function is required with --incident: the "
+            "agent every student's run of the item asks (e.g. lab.refunds:run)"
+        )
     agent = _agent(request)
     path = PurePosixPath(str(request.incident)).as_posix()
     data = _required(_graded_bytes(request.root, path, reviewed.run), path, reviewed)
     incident = _decoded(lambda: decode_incident(data, source=path), path, "an incident")
     if incident.torn:
-        raise UsageError(f"{path}: {incident.torn}: an item replays a whole record; record "
-                         "the incident again, then grade, review and promote it")
+        raise UsageError(
+            f"{path}: {incident.torn}: an item replays a whole record; record "
+            "the incident again, then grade, review and promote it"
+        )
     if not incident.task.strip():
-        raise UsageError(f"{path} records no task, so no other student's agent could be asked "
-                         "it: the item cannot apply to them; record the incident with --task "
-                         "or --case")
+        raise UsageError(
+            f"{path} records no task, so no other student's agent could be asked "
+            "it: the item cannot apply to them; record the incident with --task "
+            "or --case"
+        )
     expect = _expectation(None, request)
     _guards_a_failure(expect, incident, path, reviewed)
-    world = world_json((e.boundary, e.input.get("args", {}), e.output)
-                       for e in incident.envelopes if e.kind != "model" and e.error is None)
-    return _Evidence("incident", path, PurePosixPath(path).stem, incident.task, agent, expect,
-                     world=world)
+    world = world_json(
+        (e.boundary, e.input.get("args", {}), e.output)
+        for e in incident.envelopes
+        if e.kind != "model" and e.error is None
+    )
+    return _Evidence(
+        "incident", path, PurePosixPath(path).stem, incident.task, agent, expect, world=world
+    )
 
 
-def _guards_a_failure(expect: Expectation, incident: Incident, path: str,
-                      reviewed: GradedRun) -> None:
-    ran = list(dict.fromkeys(e.boundary for e in incident.envelopes
-                             if e.kind == "action" and e.ran))
+def _guards_a_failure(
+    expect: Expectation, incident: Incident, path: str, reviewed: GradedRun
+) -> None:
+    ran = list(
+        dict.fromkeys(e.boundary for e in incident.envelopes if e.kind == "action" and e.ran)
+    )
     if not expect.forbidden_actions:
-        raise UsageError(f"give --forbid TOOL: an incident item guards against an action "
-                         f"that ran (in {path}: {', '.join(ran) or 'none'})")
+        raise UsageError(
+            f"give --forbid TOOL: an incident item guards against an action "
+            f"that ran (in {path}: {', '.join(ran) or 'none'})"
+        )
     if not set(expect.forbidden_actions) & set(ran):
-        raise UsageError(f"run {reviewed.run.get('seq')} of {reviewed.run['student']} shows no "
-                         f"failure to guard against: none of {', '.join(expect.forbidden_actions)}"
-                         f" ran in {path} (actions that ran: {', '.join(ran) or 'none'}); "
-                         "forbid an action the incident shows running")
+        raise UsageError(
+            f"run {reviewed.run.get('seq')} of {reviewed.run['student']} shows no "
+            f"failure to guard against: none of {', '.join(expect.forbidden_actions)}"
+            f" ran in {path} (actions that ran: {', '.join(ran) or 'none'}); "
+            "forbid an action the incident shows running"
+        )
 
 
 def _graded_bytes(root: Path, path: str, run: Mapping[str, Any]) -> bytes | None:
@@ -280,21 +352,28 @@ def _graded_bytes(root: Path, path: str, run: Mapping[str, Any]) -> bytes | None
     except SubmissionFileError as exc:
         raise UsageError(f"cannot save {path}: {exc}") from None
     inputs = run.get("inputs")
-    graded = {PurePosixPath(key).as_posix(): digest for key, digest in inputs.items()} \
-        if isinstance(inputs, dict) else {}
+    graded = (
+        {PurePosixPath(key).as_posix(): digest for key, digest in inputs.items()}
+        if isinstance(inputs, dict)
+        else {}
+    )
     then = graded.get(PurePosixPath(path).as_posix())  # "./x" and "x" are one file
     now = hashlib.sha256(data).hexdigest() if data is not None else None
     if now != then:
-        raise UsageError(f"{path} {_changed(then, now)} since run {run.get('seq')} graded it: "
-                         "a case holds what was graded; grade the submission again, then save "
-                         "the case from that run")
+        raise UsageError(
+            f"{path} {_changed(then, now)} since run {run.get('seq')} graded it: "
+            "a case holds what was graded; grade the submission again, then save "
+            "the case from that run"
+        )
     return data
 
 
 def _required(data: bytes | None, path: str, reviewed: GradedRun) -> bytes:
     if data is None:
-        raise UsageError(f"{path} is missing, and run {reviewed.run.get('seq')} graded none: "
-                         "record it, then grade, review and promote it")
+        raise UsageError(
+            f"{path} is missing, and run {reviewed.run.get('seq')} graded none: "
+            "record it, then grade, review and promote it"
+        )
     return data
 
 
@@ -312,8 +391,10 @@ def _decoded(decode: Callable[[], T], path: str, what: str) -> T:
         return decode()
     except (GradekitError, ValueError, RecursionError) as exc:
         detail = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
-        raise UsageError(f"{path} is not {what} gradekit can replay ({detail}); it cannot "
-                         "be promoted: fix or record it again, grade and review it") from None
+        raise UsageError(
+            f"{path} is not {what} gradekit can replay ({detail}); it cannot "
+            "be promoted: fix or record it again, grade and review it"
+        ) from None
 
 
 def _agent(request: PromotionRequest) -> str | None:
@@ -327,33 +408,42 @@ def applicable_agent(spec: str | None, reference: Path) -> str | None:
     if spec is None:
         return None
     if not SPEC.fullmatch(spec):
-        raise UsageError(f'--agent "{spec}" must look like "package.module:function" '
-                         "(e.g. lab.refunds:run)")
+        raise UsageError(
+            f'--agent "{spec}" must look like "package.module:function" (e.g. lab.refunds:run)'
+        )
     module = spec.partition(":")[0].replace(".", "/")
-    found = [name for name in (f"{module}.py", f"{module}/__init__.py")
-             if (reference / name).is_file()]  # never imported here
+    found = [
+        name for name in (f"{module}.py", f"{module}/__init__.py") if (reference / name).is_file()
+    ]  # never imported here
     if not found:
-        raise UsageError(f"--agent {spec} cannot apply to another student: the reference lab "
-                         f"({reference}) has no {module}.py or {module}/__init__.py, so a "
-                         "classmate's submission need not have it. Use the agent the hand-out "
-                         "gives every student, or no --agent (each submission's own), or pass "
-                         "--reference DIR, the lab the hand-out is built from")
+        raise UsageError(
+            f"--agent {spec} cannot apply to another student: the reference lab "
+            f"({reference}) has no {module}.py or {module}/__init__.py, so a "
+            "classmate's submission need not have it. Use the agent the hand-out "
+            "gives every student, or no --agent (each submission's own), or pass "
+            "--reference DIR, the lab the hand-out is built from"
+        )
     return spec
 
 
 def _expectation(base: Expectation | None, request: PromotionRequest) -> Expectation:
     """The rubric case's expectation (if any), the flags' over it (``laid_over``): it must
     have an outcome, and a business goal (without one the item could never pass)."""
-    expect = laid_over(base, request.told,
-                       "the item's expectation (the rubric case's and the flags)")
+    expect = laid_over(
+        base, request.told, "the item's expectation (the rubric case's and the flags)"
+    )
     if not expect.outcome:
-        raise UsageError("give --outcome answer (run() must return a str) or --outcome raise "
-                         "(it must raise): without an expected outcome the item could never "
-                         "be judged")
+        raise UsageError(
+            "give --outcome answer (run() must return a str) or --outcome raise "
+            "(it must raise): without an expected outcome the item could never "
+            "be judged"
+        )
     if not expect.goal:
-        raise UsageError('give --goal "what the run is for" (e.g. "no refund outside the '
-                         'policy\'s windows"): without a business goal the item could never '
-                         "pass")
+        raise UsageError(
+            'give --goal "what the run is for" (e.g. "no refund outside the '
+            "policy's windows\"): without a business goal the item could never "
+            "pass"
+        )
     return expect
 
 

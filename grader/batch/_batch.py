@@ -156,8 +156,10 @@ def discover(paths: Sequence[Path], out: Path | None = None) -> list[Path]:
     return ordered
 
 
-INTERRUPTED = ("Ctrl-C stopped the batch before this submission was graded, so this "
-               "gradebook is partial: grade it again")
+INTERRUPTED = (
+    "Ctrl-C stopped the batch before this submission was graded, so this "
+    "gradebook is partial: grade it again"
+)
 
 
 def _laid_out_when_graded(folder: Path) -> bool:
@@ -174,15 +176,22 @@ def not_a_submission(folder: Path) -> str:
     A zip download often wraps the submission in one more folder: the reason names it."""
     if (folder / "pyproject.toml").is_file():
         return ""
-    inner = sorted(child.name for child in folder.iterdir()
-                   if child.is_dir() and (child / "pyproject.toml").is_file())
+    inner = sorted(
+        child.name
+        for child in folder.iterdir()
+        if child.is_dir() and (child / "pyproject.toml").is_file()
+    )
     if len(inner) == 1:
-        return (f"no pyproject.toml: the submission seems to be one folder deeper, in "
-                f"{folder.name}/{inner[0]}/; move its files up into {folder.name}/ (or grade "
-                f"{folder.name}/{inner[0]}) and grade it again")
-    return ("no pyproject.toml, so this folder is not a submission: a submission is a copy of "
-            "the lab with its pyproject.toml at the top; add it, or remove the folder from "
-            "the batch")
+        return (
+            f"no pyproject.toml: the submission seems to be one folder deeper, in "
+            f"{folder.name}/{inner[0]}/; move its files up into {folder.name}/ (or grade "
+            f"{folder.name}/{inner[0]}) and grade it again"
+        )
+    return (
+        "no pyproject.toml, so this folder is not a submission: a submission is a copy of "
+        "the lab with its pyproject.toml at the top; add it, or remove the folder from "
+        "the batch"
+    )
 
 
 Mode = Literal["update", "replace"]
@@ -218,12 +227,20 @@ class Earlier:
         """These rows with their copy notes as ``comparison`` has them: a row kept without
         being graded is still named when a classmate graded now copied it."""
         return dataclasses.replace(
-            self, kept_rows=tuple(map(comparison.noted, self.kept_rows)),
-            regraded=tuple(map(comparison.noted, self.regraded)))
+            self,
+            kept_rows=tuple(map(comparison.noted, self.kept_rows)),
+            regraded=tuple(map(comparison.noted, self.regraded)),
+        )
 
 
-def earlier_rows(out: Path, criterion_ids: Sequence[str], graded: Iterable[str],
-                 discovered: Iterable[str], *, replace: bool = False) -> Earlier:
+def earlier_rows(
+    out: Path,
+    criterion_ids: Sequence[str],
+    graded: Iterable[str],
+    discovered: Iterable[str],
+    *,
+    replace: bool = False,
+) -> Earlier:
     """What a batch grading the folders ``graded`` (among ``discovered``, those its paths
     hold) does with ``out``'s gradebook; nothing when there is none yet.
 
@@ -241,15 +258,19 @@ def earlier_rows(out: Path, criterion_ids: Sequence[str], graded: Iterable[str],
     try:
         ids, rows = read_gradebook(data)
     except GradebookError as exc:
-        raise UsageError(f"{path}: {exc}. This batch cannot keep its rows, or list them: move "
-                         f"it out of {out} (nothing else there changes) and grade again"
-                         ) from None
+        raise UsageError(
+            f"{path}: {exc}. This batch cannot keep its rows, or list them: move "
+            f"it out of {out} (nothing else there changes) and grade again"
+        ) from None
     now, found = set(graded), set(discovered)
     regraded = tuple(row for row in rows if row.submission in now)
     others = [row for row in rows if row.submission not in now]
     if replace:
-        return Earlier("replace", regraded=regraded if list(ids) == list(criterion_ids) else (),
-                       dropped=tuple(sorted({row.submission for row in others})))
+        return Earlier(
+            "replace",
+            regraded=regraded if list(ids) == list(criterion_ids) else (),
+            dropped=tuple(sorted({row.submission for row in others})),
+        )
     if rows and list(ids) != list(criterion_ids):
         if not others:  # every row is graded again: the new columns replace the old ones
             return Earlier("update")
@@ -260,10 +281,14 @@ def earlier_rows(out: Path, criterion_ids: Sequence[str], graded: Iterable[str],
             f"{' ...' if len(others) > 5 else ''}) cannot share a gradebook with this "
             "batch's. Grade every submission again (the whole cohort), or with --replace "
             "(the gradebook then holds only this batch's rows, and each row it drops is "
-            "listed), or pass another --out")
-    return Earlier("update", kept_rows=tuple(others), regraded=regraded,
-                   absent=tuple(sorted({row.submission for row in others
-                                        if row.submission not in found})))
+            "listed), or pass another --out"
+        )
+    return Earlier(
+        "update",
+        kept_rows=tuple(others),
+        regraded=regraded,
+        absent=tuple(sorted({row.submission for row in others if row.submission not in found})),
+    )
 
 
 Progress = Callable[[int, int, GradebookRow, float], None]  # done, total, the row, elapsed s
@@ -281,14 +306,21 @@ class BatchInterrupted(KeyboardInterrupt):
         self.not_graded = list(not_graded)
 
 
-def grade_batch(submissions: Sequence[Path] | Sequence[Identity], rubric: Rubric, *,
-                out: Path, jobs: int,
-                label: str | None = None, progress: Progress | None = None,
-                wall: Wall = PROCESS_WALL, roster: Roster | None = None,
-                heartbeat: Heartbeat | None = None,
-                key_file: Path | None = None,
-                earlier: Earlier | None = None,
-                comparison: Comparison | None = None) -> list[GradebookRow]:
+def grade_batch(
+    submissions: Sequence[Path] | Sequence[Identity],
+    rubric: Rubric,
+    *,
+    out: Path,
+    jobs: int,
+    label: str | None = None,
+    progress: Progress | None = None,
+    wall: Wall = PROCESS_WALL,
+    roster: Roster | None = None,
+    heartbeat: Heartbeat | None = None,
+    key_file: Path | None = None,
+    earlier: Earlier | None = None,
+    comparison: Comparison | None = None,
+) -> list[GradebookRow]:
     """Grade every submission in a worker process of its own, at most ``jobs`` at once.
 
     One submission never stops the others, and ``out/gradebook.csv`` holds ``earlier``'s
@@ -315,8 +347,7 @@ def grade_batch(submissions: Sequence[Path] | Sequence[Identity], rubric: Rubric
     identities = _identities(submissions, roster)
     # A folder named like the grades folder's own entries, or like a file it holds that no
     # grading wrote, stops the whole batch before anything is written.
-    refuse_clashes(((identity.path, identity.folder) for identity in identities), out,
-                   held=True)
+    refuse_clashes(((identity.path, identity.folder) for identity in identities), out, held=True)
     key = load_key(key_file)  # a bad signing key stops the batch before anything is graded
     criterion_ids = tuple(c.id for c in rubric.criteria)
     if comparison is None:
@@ -331,11 +362,20 @@ def grade_batch(submissions: Sequence[Path] | Sequence[Identity], rubric: Rubric
     book = _Gradebook(out / GRADEBOOK, criterion_ids, earlier.rows)
     book.write([])  # at once: the rows ``replace`` drops go, and the header is this rubric's
     comparison.write(out)
-    workers = _Workers(rubric, out=out, label=label, wall=wall,
-                       roster=Path(roster.source).name if roster else "", heartbeat=heartbeat,
-                       key=key, draw_key=drawing, reviews=reviews,
-                       preload=cohort_packages((i.path for i in identities), rubric.packages)
-                       if wall.name == "namespaces" else ())
+    workers = _Workers(
+        rubric,
+        out=out,
+        label=label,
+        wall=wall,
+        roster=Path(roster.source).name if roster else "",
+        heartbeat=heartbeat,
+        key=key,
+        draw_key=drawing,
+        reviews=reviews,
+        preload=cohort_packages((i.path for i in identities), rubric.packages)
+        if wall.name == "namespaces"
+        else (),
+    )
     finished: dict[int, GradebookRow] = {}
     futures: dict[Future[GradebookRow | None], int] = {}
     started = time.monotonic()
@@ -361,15 +401,29 @@ def grade_batch(submissions: Sequence[Path] | Sequence[Identity], rubric: Rubric
             # had), else one that says it was stopped, so the gradebook reads as what it
             # is, partial, and nobody takes a missing line for a zero.
             had = {row.submission for row in earlier.regraded}
-            book.write([*finished.values(), *(
-                comparison.noted(error_row(identity.folder, identity.student, INTERRUPTED,
-                                           status="interrupted"))
-                for number, identity in enumerate(identities)
-                if number not in finished and identity.folder not in had)])
+            book.write(
+                [
+                    *finished.values(),
+                    *(
+                        comparison.noted(
+                            error_row(
+                                identity.folder, identity.student, INTERRUPTED, status="interrupted"
+                            )
+                        )
+                        for number, identity in enumerate(identities)
+                        if number not in finished and identity.folder not in had
+                    ),
+                ]
+            )
         rows = [finished[number] for number in sorted(finished)]
-        raise BatchInterrupted(rows, [identity.folder for number, identity
-                                      in enumerate(identities) if number not in finished],
-                               ) from None
+        raise BatchInterrupted(
+            rows,
+            [
+                identity.folder
+                for number, identity in enumerate(identities)
+                if number not in finished
+            ],
+        ) from None
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
         workers.close()
@@ -377,8 +431,9 @@ def grade_batch(submissions: Sequence[Path] | Sequence[Identity], rubric: Rubric
     return [finished[number] for number in sorted(finished)]
 
 
-def _identities(submissions: Sequence[Path] | Sequence[Identity], roster: Roster | None
-                ) -> list[Identity]:
+def _identities(
+    submissions: Sequence[Path] | Sequence[Identity], roster: Roster | None
+) -> list[Identity]:
     """The identities the command line computed, as they are; else the folders', from
     ``roster`` (computed once either way)."""
     given = [s for s in submissions if isinstance(s, Identity)]
@@ -386,13 +441,16 @@ def _identities(submissions: Sequence[Path] | Sequence[Identity], roster: Roster
         return given
     folders = [s for s in submissions if isinstance(s, Path)]
     if len(folders) != len(submissions):
-        raise TypeError("grade_batch takes folders or their identities, not both: pass "
-                        "identify(folders, roster), or the folders alone")
+        raise TypeError(
+            "grade_batch takes folders or their identities, not both: pass "
+            "identify(folders, roster), or the folders alone"
+        )
     return identify(folders, roster)
 
 
-def _reviews_by_student(events: Sequence[Mapping[str, Any]]
-                        ) -> dict[str, tuple[Mapping[str, Any], ...]]:
+def _reviews_by_student(
+    events: Sequence[Mapping[str, Any]],
+) -> dict[str, tuple[Mapping[str, Any], ...]]:
     """The ledger's review events by student, in ledger order: a worker gets its student's
     and finds among them the current reviews of the report it writes."""
     found: dict[str, list[Mapping[str, Any]]] = {}
@@ -439,9 +497,13 @@ class _Gradebook:
     rewrites it now (the batch calls it at once, at the end and on Ctrl-C).
     """
 
-    def __init__(self, path: Path, criterion_ids: Sequence[str],
-                 earlier: Sequence[GradebookRow] = (),
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        path: Path,
+        criterion_ids: Sequence[str],
+        earlier: Sequence[GradebookRow] = (),
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.path, self.criterion_ids = path, tuple(criterion_ids)
         self._earlier = tuple(earlier)
         self._clock = clock
@@ -456,8 +518,9 @@ class _Gradebook:
         """A row finished; ``rows`` are all that have: rewrite if it is time to."""
         waited = self._clock() - self._last
         new = len(rows) - self._written
-        due = waited >= self._pause and (new * _WRITE_SHARE >= self._size
-                                         or waited >= _WRITE_AT_MOST_S)
+        due = waited >= self._pause and (
+            new * _WRITE_SHARE >= self._size or waited >= _WRITE_AT_MOST_S
+        )
         if self._first or due:
             self._first = False
             self.write(rows)
@@ -491,11 +554,20 @@ def _replace_file(path: Path, data: bytes) -> None:
 class _Workers:
     """Starts one worker per submission, watches its budget, and stops them all on demand."""
 
-    def __init__(self, rubric: Rubric, *, out: Path, label: str | None, wall: Wall,
-                 roster: str, heartbeat: Heartbeat | None = None,
-                 key: bytes | None = None, draw_key: bytes = b"",
-                 reviews: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
-                 preload: Sequence[str] = ()) -> None:
+    def __init__(
+        self,
+        rubric: Rubric,
+        *,
+        out: Path,
+        label: str | None,
+        wall: Wall,
+        roster: str,
+        heartbeat: Heartbeat | None = None,
+        key: bytes | None = None,
+        draw_key: bytes = b"",
+        reviews: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
+        preload: Sequence[str] = (),
+    ) -> None:
         self._heartbeat = heartbeat
         self._reviews = reviews or {}  # the ledger's review events, by student
         self._key = key  # signs each graded row's outputs here: workers never see it
@@ -517,10 +589,16 @@ class _Workers:
         self._scratch.chmod(0o711)  # searchable, not listable: see grade()
         # The hosts import the rubric's packages some submission imports (an SDK's import
         # is 0.5-1.3 s of CPU that every run of it paid): ``cohort_packages``.
-        self._hosts: dict[str, object] | None = {
-            "root": str(self._scratch), "seeds": list(seed_pool(draw_key)),
-            "preload": list(preload), "wall": wall.name} \
-            if wall.name in ("namespaces", "process") and draw_key else None
+        self._hosts: dict[str, object] | None = (
+            {
+                "root": str(self._scratch),
+                "seeds": list(seed_pool(draw_key)),
+                "preload": list(preload),
+                "wall": wall.name,
+            }
+            if wall.name in ("namespaces", "process") and draw_key
+            else None
+        )
         self._zygote = Zygote(_worker_environment(), self._home, self._hosts)
         self._replacing = threading.Lock()
         # Lays out the next submissions and removes the graded ones' scratch, at the idle
@@ -560,8 +638,12 @@ class _Workers:
         late = self._late(identity)
         if late is None or row.status not in REPORTED:
             return dataclasses.replace(row, name=identity.display_name)
-        return dataclasses.replace(row, name=identity.display_name, late=late.cell(),
-                                   penalty=points_text(late.penalty) if late.penalty else "")
+        return dataclasses.replace(
+            row,
+            name=identity.display_name,
+            late=late.cell(),
+            penalty=points_text(late.penalty) if late.penalty else "",
+        )
 
     def _late(self, identity: Identity) -> Late | None:
         """What the lab's late policy makes of the submission's time; None without one."""
@@ -569,8 +651,9 @@ class _Workers:
         if policy is None:
             return None
         most = Decimal(sum(criterion.weight for criterion in self._rubric.criteria))
-        return lateness(policy, most, identity.submitted_at, identity.extension,
-                        identity.submitted_from)
+        return lateness(
+            policy, most, identity.submitted_at, identity.extension, identity.submitted_from
+        )
 
     def _grade(self, identity: Identity) -> GradebookRow | None:
         if self._stopping.is_set():
@@ -579,17 +662,27 @@ class _Workers:
         if why:
             return error_row(identity.folder, identity.student, why, status="ungradable")
         if not identity.student:
-            return error_row(identity.folder, "", (
-                f"the folder {identity.folder!r} is not in the roster {self._roster}: add the "
-                f"line `{identity.folder},STUDENT_ID,DISPLAY NAME` to it, or move the folder "
-                "out of the batch, and grade it again"))
+            return error_row(
+                identity.folder,
+                "",
+                (
+                    f"the folder {identity.folder!r} is not in the roster {self._roster}: add the "
+                    f"line `{identity.folder},STUDENT_ID,DISPLAY NAME` to it, or move the folder "
+                    "out of the batch, and grade it again"
+                ),
+            )
         scratch = self._scratch_for(identity)
         try:
             return self._run(identity, scratch)
         except Exception as exc:  # no worker could be started (no memory, no processes left)
-            return error_row(identity.folder, identity.student, (
-                f"the grader could not run a worker for it ({type(exc).__name__}: {exc}): "
-                "nothing was scored; grade it again"))
+            return error_row(
+                identity.folder,
+                identity.student,
+                (
+                    f"the grader could not run a worker for it ({type(exc).__name__}: {exc}): "
+                    "nothing was scored; grade it again"
+                ),
+            )
         finally:
             _end_leftovers(scratch)
             self._idle.remove(scratch)
@@ -609,11 +702,12 @@ class _Workers:
             scratch = self._ahead.pop(identity.folder, None)
             number = self._order.get(identity.folder)
             if number is not None:
-                for coming in self._plan[max(self._asked, number + 1):number + 1 + self._lead]:
+                for coming in self._plan[max(self._asked, number + 1) : number + 1 + self._lead]:
                     if coming.student and _laid_out_when_graded(coming.path):
                         self._ahead[coming.folder] = ahead = self._new_scratch()
-                        self._idle.lay_out(coming.path, ahead, IGNORED_NAMES,
-                                           limits=self._rubric.limits)
+                        self._idle.lay_out(
+                            coming.path, ahead, IGNORED_NAMES, limits=self._rubric.limits
+                        )
                 self._asked = max(self._asked, number + 1 + self._lead)
         return scratch or self._new_scratch()
 
@@ -629,20 +723,29 @@ class _Workers:
         except ZygoteGone:
             self._replace(zygote)
             _end_leftovers(scratch)
-            return error_row(identity.folder, identity.student, (
-                "the grader's worker for it was lost: the process that starts workers ended "
-                "while it ran (killed, or out of memory); nothing was scored; grade it again"))
+            return error_row(
+                identity.folder,
+                identity.student,
+                (
+                    "the grader's worker for it was lost: the process that starts workers ended "
+                    "while it ran (killed, or out of memory); nothing was scored; grade it again"
+                ),
+            )
         stdout, stderr = _read_output(scratch / ROW), _read_output(scratch / STDERR)
         if why == "stopped":
             return None
         if why == "budget":
-            return error_row(identity.folder, identity.student, (
-                f"the submission used its whole {self._rubric.limits.budget_s} s budget: its "
-                "grading was stopped and nothing was scored; look for an agent that hangs or "
-                "loops, or raise budget_s in the rubric's [limits] and grade it again"))
+            return error_row(
+                identity.folder,
+                identity.student,
+                (
+                    f"the submission used its whole {self._rubric.limits.budget_s} s budget: its "
+                    "grading was stopped and nothing was scored; look for an agent that hangs or "
+                    "loops, or raise budget_s in the rubric's [limits] and grade it again"
+                ),
+            )
         if code != 0:
-            return error_row(identity.folder, identity.student,
-                             _died(code, stderr, self._rubric))
+            return error_row(identity.folder, identity.student, _died(code, stderr, self._rubric))
         _relay(identity.folder, stderr)
         return sign_outputs(self._checked(identity, stdout), self._out, self._key)
 
@@ -652,13 +755,26 @@ class _Workers:
         for _ in range(2):
             zygote = self._zygote
             # The request is a file, never a pipe: writing a pipe could block.
-            (scratch / REQUEST).write_bytes(encode_request(WorkerRequest(
-                parent=zygote.pid, root=identity.path.absolute(), folder=identity.folder,
-                student=identity.student, out=self._out / identity.folder, scratch=scratch,
-                label=self._label, isolation=self._wall.name, rubric=self._rubric,
-                check_folders=self._checks, draw_key=self._draw_key,
-                reviews=self._reviews.get(identity.student, ()), derived=self._derived,
-                late=None if late is None else late.document())))
+            (scratch / REQUEST).write_bytes(
+                encode_request(
+                    WorkerRequest(
+                        parent=zygote.pid,
+                        root=identity.path.absolute(),
+                        folder=identity.folder,
+                        student=identity.student,
+                        out=self._out / identity.folder,
+                        scratch=scratch,
+                        label=self._label,
+                        isolation=self._wall.name,
+                        rubric=self._rubric,
+                        check_folders=self._checks,
+                        draw_key=self._draw_key,
+                        reviews=self._reviews.get(identity.student, ()),
+                        derived=self._derived,
+                        late=None if late is None else late.document(),
+                    )
+                )
+            )
             try:
                 return zygote, zygote.fork(scratch, identity.folder)
             except ZygoteGone:
@@ -677,8 +793,13 @@ class _Workers:
             code = zygote.wait(pid, tick)
             if code is not None:
                 return code, ""
-            why = "stopped" if self._stopping.is_set() else \
-                "budget" if time.monotonic() >= deadline else ""
+            why = (
+                "stopped"
+                if self._stopping.is_set()
+                else "budget"
+                if time.monotonic() >= deadline
+                else ""
+            )
             if why:
                 zygote.kill(pid)
                 code = zygote.wait(pid, _GRACE_S)
@@ -690,14 +811,25 @@ class _Workers:
         try:
             row = decode_row(stdout)
         except ValueError as exc:
-            return error_row(identity.folder, identity.student, (
-                f"the grader's worker gave no usable answer ({exc}): nothing was scored; grade "
-                "it again, and report a grader bug if it happens again"))
-        if (row.submission, row.student) != (identity.folder, identity.student) \
-                or not set(row.criteria) <= self._ids:
-            return error_row(identity.folder, identity.student, (
-                "the grader's worker answered for another submission or rubric: nothing was "
-                "scored; report a grader bug"))
+            return error_row(
+                identity.folder,
+                identity.student,
+                (
+                    f"the grader's worker gave no usable answer ({exc}): nothing was scored; grade "
+                    "it again, and report a grader bug if it happens again"
+                ),
+            )
+        if (row.submission, row.student) != (identity.folder, identity.student) or not set(
+            row.criteria
+        ) <= self._ids:
+            return error_row(
+                identity.folder,
+                identity.student,
+                (
+                    "the grader's worker answered for another submission or rubric: nothing was "
+                    "scored; report a grader bug"
+                ),
+            )
         return row
 
 
@@ -713,22 +845,28 @@ def _read_output(path: Path) -> bytes:
 def _died(code: int, stderr: bytes, rubric: Rubric) -> str:
     """Why a worker that exited by itself, or by a signal, left no row."""
     if code == EXIT_OUT_OF_MEMORY:
-        return (f"grading it took more memory than the grader's worker may use "
-                f"(grader_memory_mb = {rubric.limits.grader_memory_mb}): nothing was scored; "
-                "raise grader_memory_mb in the rubric's [limits] and grade it again")
+        return (
+            f"grading it took more memory than the grader's worker may use "
+            f"(grader_memory_mb = {rubric.limits.grader_memory_mb}): nothing was scored; "
+            "raise grader_memory_mb in the rubric's [limits] and grade it again"
+        )
     if code < 0:
         try:
             name = signal.Signals(-code).name
         except ValueError:
             name = f"signal {-code}"
-        return (f"the grader's worker for it was killed by {name}: nothing was scored; grade "
-                "it again, and if it dies again look in the system log for an out-of-memory "
-                "kill, or in its agent for code that signals other processes (grade it with "
-                "--wall namespaces)")
+        return (
+            f"the grader's worker for it was killed by {name}: nothing was scored; grade "
+            "it again, and if it dies again look in the system log for an out-of-memory "
+            "kill, or in its agent for code that signals other processes (grade it with "
+            "--wall namespaces)"
+        )
     lines = stderr.decode("utf-8", "replace").strip().splitlines()
     said = f" ({lines[-1][:300]})" if lines else ""
-    return (f"the grader's worker for it stopped with exit status {code}{said}: nothing was "
-            "scored; grade that folder again on its own, with GRADEKIT_DEBUG=1")
+    return (
+        f"the grader's worker for it stopped with exit status {code}{said}: nothing was "
+        "scored; grade that folder again on its own, with GRADEKIT_DEBUG=1"
+    )
 
 
 def _relay(folder: str, stderr: bytes) -> None:
@@ -761,13 +899,17 @@ def _worker_environment() -> dict[str, str]:
     """The grader's own environment, with this grader's ``grader`` and ``gradekit`` first on the
     import path: the worker starts elsewhere, with ``-P``, so it finds them only there."""
     grader_folder = Path(__file__).resolve().parents[1]  # grader/batch/_batch.py
-    roots = [str(Path(folder).resolve().parent)
-             for folder in (str(grader_folder), *gradekit.__path__)]
+    roots = [
+        str(Path(folder).resolve().parent) for folder in (str(grader_folder), *gradekit.__path__)
+    ]
     inherited = os.environ.get("PYTHONPATH", "")
     paths = [*dict.fromkeys(roots), *([inherited] if inherited else [])]
     # The commands its reports print are this process's lab's: workers start elsewhere.
-    return {**without_signing_key(os.environ), "PYTHONPATH": os.pathsep.join(paths),
-            commands.FORM: commands.current_form()}
+    return {
+        **without_signing_key(os.environ),
+        "PYTHONPATH": os.pathsep.join(paths),
+        commands.FORM: commands.current_form(),
+    }
 
 
 def _end_leftovers(scratch: Path) -> int:
@@ -835,8 +977,10 @@ def print_progress(done: int, total: int, row: GradebookRow, elapsed: float) -> 
         shown += " DEGRADED"
     left = elapsed / done * (total - done)
     estimate = f", about {_duration(left)} left" if done < total else ""
-    print(f"[{done}/{total}] {row.submission}: {shown} ({_duration(elapsed)} elapsed{estimate})",
-          file=sys.stderr)
+    print(
+        f"[{done}/{total}] {row.submission}: {shown} ({_duration(elapsed)} elapsed{estimate})",
+        file=sys.stderr,
+    )
 
 
 def print_heartbeat(folder: str, seconds: float, case: str) -> None:

@@ -113,21 +113,34 @@ class CohortInterrupted(BatchInterrupted):
     rows' runs and ``not_graded`` as interrupted. ``earlier`` is the gradebook the batch
     found (a folder not graded that had a row there keeps it)."""
 
-    def __init__(self, rows: Sequence[GradebookRow], not_graded: Sequence[str],
-                 earlier: Earlier) -> None:
+    def __init__(
+        self, rows: Sequence[GradebookRow], not_graded: Sequence[str], earlier: Earlier
+    ) -> None:
         super().__init__(rows, not_graded)
         self.earlier = earlier
 
 
-def grade_cohort(submissions: Sequence[Path] | Sequence[Identity], rubric: Path | Rubric, *,
-                 out: Path, jobs: int = 1, label: str | None = None,
-                 only: Sequence[str] = (), shard: Shard | None = None, replace: bool = False,
-                 roster: Path | None = None, handout: Path | None = None,
-                 wall: Wall | str = "auto", allow_host_root: bool = False,
-                 key_file: Path | None = None, operator: str | None = None,
-                 idempotency_key: str = "", progress: Progress | None = None,
-                 heartbeat: Heartbeat | None = None,
-                 listener: CohortListener | None = None) -> GradedCohort:
+def grade_cohort(
+    submissions: Sequence[Path] | Sequence[Identity],
+    rubric: Path | Rubric,
+    *,
+    out: Path,
+    jobs: int = 1,
+    label: str | None = None,
+    only: Sequence[str] = (),
+    shard: Shard | None = None,
+    replace: bool = False,
+    roster: Path | None = None,
+    handout: Path | None = None,
+    wall: Wall | str = "auto",
+    allow_host_root: bool = False,
+    key_file: Path | None = None,
+    operator: str | None = None,
+    idempotency_key: str = "",
+    progress: Progress | None = None,
+    heartbeat: Heartbeat | None = None,
+    listener: CohortListener | None = None,
+) -> GradedCohort:
     """Grade a cohort into the grades folder ``out`` as ``gradekit grade`` does, ledger and
     reviews included.
 
@@ -149,8 +162,10 @@ def grade_cohort(submissions: Sequence[Path] | Sequence[Identity], rubric: Path 
     """
     listener = listener or CohortListener()
     if only and shard is not None:
-        raise UsageError("--only and --shard do not combine: --only names the submissions to "
-                         "grade already; drop --shard (or --only)")
+        raise UsageError(
+            "--only and --shard do not combine: --only names the submissions to "
+            "grade already; drop --shard (or --only)"
+        )
     key = _idempotency_key(idempotency_key)
     ledger = out / LEDGER
     reused = keyed_batch(ledger, key)
@@ -169,9 +184,13 @@ def grade_cohort(submissions: Sequence[Path] | Sequence[Identity], rubric: Path 
         identities = _only(identities, only, _shown(submissions))
     elif shard is not None:
         identities = shard.pick(identities)
-    earlier = earlier_rows(out, [c.id for c in rubric.criteria],
-                           [identity.folder for identity in identities], discovered,
-                           replace=replace)
+    earlier = earlier_rows(
+        out,
+        [c.id for c in rubric.criteria],
+        [identity.folder for identity in identities],
+        discovered,
+        replace=replace,
+    )
     if isinstance(wall, str):
         wall = choose_wall(wall, allow_host_root=allow_host_root)
     listener.walled(wall)
@@ -184,15 +203,36 @@ def grade_cohort(submissions: Sequence[Path] | Sequence[Identity], rubric: Path 
     part = f"{shard.index}/{shard.count}" if shard is not None else ""
 
     def append(rows: Sequence[GradebookRow], interrupted: Sequence[str] = ()) -> dict[str, str]:
-        return append_grading(ledger, rubric, rows, out, grader_version(),
-                              interrupted=interrupted, mode=earlier.mode, kept=earlier.kept,
-                              absent=earlier.absent, dropped=earlier.dropped, shard=part,
-                              info=info)
+        return append_grading(
+            ledger,
+            rubric,
+            rows,
+            out,
+            grader_version(),
+            interrupted=interrupted,
+            mode=earlier.mode,
+            kept=earlier.kept,
+            absent=earlier.absent,
+            dropped=earlier.dropped,
+            shard=part,
+            info=info,
+        )
 
     try:
-        rows = grade_batch(identities, rubric, out=out, jobs=jobs, label=label,
-                           progress=progress, heartbeat=heartbeat, wall=wall, roster=students,
-                           key_file=key_file, earlier=earlier, comparison=comparison)
+        rows = grade_batch(
+            identities,
+            rubric,
+            out=out,
+            jobs=jobs,
+            label=label,
+            progress=progress,
+            heartbeat=heartbeat,
+            wall=wall,
+            roster=students,
+            key_file=key_file,
+            earlier=earlier,
+            comparison=comparison,
+        )
     except BatchInterrupted as stopped:  # the rows that finished are grades all the same
         append(stopped.rows, stopped.not_graded)
         raise CohortInterrupted(stopped.rows, stopped.not_graded, earlier) from None
@@ -201,12 +241,21 @@ def grade_cohort(submissions: Sequence[Path] | Sequence[Identity], rubric: Path 
     # tied to an earlier report do not: the gradebook says which need a new review. The
     # rows kept from earlier batches are written as they were.
     applied = apply_reviews(out, rows, earlier.kept_rows)
-    return GradedCohort(tuple(rows), applied.rows, applied.states, applied.notes, unchanged,
-                        earlier, comparison, wall)
+    return GradedCohort(
+        tuple(rows),
+        applied.rows,
+        applied.states,
+        applied.notes,
+        unchanged,
+        earlier,
+        comparison,
+        wall,
+    )
 
 
-def _cohort(submissions: Sequence[Path] | Sequence[Identity], roster: Roster | None,
-            out: Path) -> list[Identity]:
+def _cohort(
+    submissions: Sequence[Path] | Sequence[Identity], roster: Roster | None, out: Path
+) -> list[Identity]:
     """Every submission the batch's paths hold, identified once (every shard refuses the
     same clashes); identities given are taken as they are."""
     given = [s for s in submissions if isinstance(s, Identity)]
@@ -223,13 +272,16 @@ def _shown(submissions: Sequence[Path] | Sequence[Identity]) -> str:
     return " ".join(str(s.path if isinstance(s, Identity) else s) for s in submissions)
 
 
-def _compare(identities: Sequence[Identity], out: Path, handout: Path | None,
-             listener: CohortListener) -> Comparison:
+def _compare(
+    identities: Sequence[Identity], out: Path, handout: Path | None, listener: CohortListener
+) -> Comparison:
     """The cohort compared for copies; the listener hears what it found and how long it took."""
     if handout is not None and not (handout / "pyproject.toml").is_file():
-        raise UsageError(f"--handout {handout}: no pyproject.toml there; pass the "
-                         "starter repository the students were given (the folder that holds "
-                         "its pyproject.toml)")
+        raise UsageError(
+            f"--handout {handout}: no pyproject.toml there; pass the "
+            "starter repository the students were given (the folder that holds "
+            "its pyproject.toml)"
+        )
     started = time.monotonic()
     comparison = compare_cohort([(i.folder, i.path) for i in identities], out, handout=handout)
     listener.compared(comparison, len(identities), time.monotonic() - started)
@@ -238,8 +290,10 @@ def _compare(identities: Sequence[Identity], out: Path, handout: Path | None,
 
 def _idempotency_key(text: str) -> str:
     if text and not _KEY.fullmatch(text):
-        raise UsageError(f"--idempotency-key {text!r}: use 1 to 128 letters, digits and . _ : / "
-                         "@ + -, starting with a letter or digit (e.g. week3-final)")
+        raise UsageError(
+            f"--idempotency-key {text!r}: use 1 to 128 letters, digits and . _ : / "
+            "@ + -, starting with a letter or digit (e.g. week3-final)"
+        )
     return text
 
 
@@ -265,11 +319,17 @@ def _only(identities: Sequence[Identity], names: Sequence[str], paths: str) -> l
     for name in dict.fromkeys(names):
         if name not in folders:
             near = difflib.get_close_matches(name, folders, n=3)
-            hint = f"did you mean {', '.join(near)}?" if near else \
-                f"they hold {shown_keys(sorted(folders), 5)}" if folders else "they hold none"
+            hint = (
+                f"did you mean {', '.join(near)}?"
+                if near
+                else f"they hold {shown_keys(sorted(folders), 5)}"
+                if folders
+                else "they hold none"
+            )
             raise UsageError(
                 f"--only {name}: no submission folder of that name among the {len(folders)} "
                 f"that {paths} holds ({hint}); name a folder as the "
-                "gradebook's submission column does, or add the path that holds it")
+                "gradebook's submission column does, or add the path that holds it"
+            )
     wanted = set(names)
     return [identity for identity in identities if identity.folder in wanted]

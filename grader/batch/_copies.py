@@ -50,8 +50,15 @@ from grader.outputs import (
     renoted,
 )
 
-__all__ = ["COMMON_MOST", "MIN_SHARED", "THRESHOLD", "Comparison", "common_over",
-           "compare_cohort", "find_copies"]
+__all__ = [
+    "COMMON_MOST",
+    "MIN_SHARED",
+    "THRESHOLD",
+    "Comparison",
+    "common_over",
+    "compare_cohort",
+    "find_copies",
+]
 
 THRESHOLD = 50  # percent of the smaller side's fingerprints that flags a part
 MIN_SHARED = 6  # fingerprints a flagged part shares at least: some 40 tokens or 35 words
@@ -92,8 +99,14 @@ class _Reader:
 
     def held(self, name: str, root: Path) -> _Held:
         sources = part_sources(root)
-        return _Held(name, root, tuple(tuple(self._fingerprints(part, source)
-                                             for source in sources[part]) for part in PARTS))
+        return _Held(
+            name,
+            root,
+            tuple(
+                tuple(self._fingerprints(part, source) for source in sources[part])
+                for part in PARTS
+            ),
+        )
 
     def _fingerprints(self, part: str, source: Source) -> array[int]:
         key = (part, hashlib.blake2b(source[1], digest_size=16).digest())
@@ -109,8 +122,11 @@ class _Reader:
         """A document's fingerprints, made once for the same tokens (a prompt that holds
         only the lab's task, a function left as the hand-out wrote it) while the last
         ``_UNITS_KEPT`` are kept."""
-        key = hashlib.blake2b("\x1f".join(document.tokens).encode("utf-8", "surrogatepass"),
-                              digest_size=16, person=b"%d" % document.k).digest()
+        key = hashlib.blake2b(
+            "\x1f".join(document.tokens).encode("utf-8", "surrogatepass"),
+            digest_size=16,
+            person=b"%d" % document.k,
+        ).digest()
         found = self._units.get(key)
         if found is None:
             if len(self._units) >= _UNITS_KEPT:
@@ -145,8 +161,9 @@ def _index(arrays: Sequence[tuple[array[int], ...]], excluded: set[int], over: i
         for values in arrays:
             counts.update(_slice(values, low, high) - excluded)
         many = {value for value, count in counts.items() if count > over}
-        holders: dict[int, list[int]] = {value: [] for value, count in counts.items()
-                                         if 2 <= count <= over}
+        holders: dict[int, list[int]] = {
+            value: [] for value, count in counts.items() if 2 <= count <= over
+        }
         del counts
         for number, values in enumerate(arrays):
             hashes = _slice(values, low, high) - excluded
@@ -162,7 +179,7 @@ def _index(arrays: Sequence[tuple[array[int], ...]], excluded: set[int], over: i
 def _slice(held: tuple[array[int], ...], low: int, high: int) -> set[int]:
     found: set[int] = set()
     for values in held:
-        found.update(values[bisect.bisect_left(values, low):bisect.bisect_left(values, high)])
+        found.update(values[bisect.bisect_left(values, low) : bisect.bisect_left(values, high)])
     return found
 
 
@@ -174,8 +191,9 @@ def _score(index: _Part, a: int, b: int) -> PartScore:
     return PartScore(score, shared, sizes, shared >= MIN_SHARED and score >= THRESHOLD)
 
 
-def find_copies(submissions: Sequence[tuple[str, Path]], *,
-                handout: Path | None = None) -> CopyFindings:
+def find_copies(
+    submissions: Sequence[tuple[str, Path]], *, handout: Path | None = None
+) -> CopyFindings:
     """The flagged pairs among ``submissions`` (each its folder's name and path), each
     part's excerpt included; ``handout``: the starter the students were given, whose every
     fingerprint is common."""
@@ -183,21 +201,31 @@ def find_copies(submissions: Sequence[tuple[str, Path]], *,
     held = [reader.held(name, root) for name, root in sorted(submissions, key=lambda s: s[0])]
     given = reader.held("", handout) if handout is not None else None
     over = common_over(len(held))
-    indexes = [_index([h.parts[number] for h in held], _hand_out(given, number), over)
-               for number in range(len(PARTS))]
+    indexes = [
+        _index([h.parts[number] for h in held], _hand_out(given, number), over)
+        for number in range(len(PARTS))
+    ]
     candidates = sorted(set().union(*(index.shared.keys() for index in indexes)))
     pairs = []
     excerpts = _Excerpts(indexes, given)
     for a, b in (divmod(key, len(held)) for key in candidates):
         scores = [_score(index, a, b) for index in indexes]
         if any(score.flagged for score in scores):
-            parts = {part: dataclasses.replace(score, excerpt=excerpts.of(held[a], held[b],
-                                                                          number))
-                     if score.flagged else score
-                     for number, (part, score) in enumerate(zip(PARTS, scores, strict=True))}
+            parts = {
+                part: dataclasses.replace(score, excerpt=excerpts.of(held[a], held[b], number))
+                if score.flagged
+                else score
+                for number, (part, score) in enumerate(zip(PARTS, scores, strict=True))
+            }
             pairs.append(CopyPair(held[a].name, held[b].name, parts))
-    settings = {"code_k": CODE_K, "text_k": TEXT_K, "window": WINDOW, "threshold": THRESHOLD,
-                "min_shared": MIN_SHARED, "common_over": over}
+    settings = {
+        "code_k": CODE_K,
+        "text_k": TEXT_K,
+        "window": WINDOW,
+        "threshold": THRESHOLD,
+        "min_shared": MIN_SHARED,
+        "common_over": over,
+    }
     return CopyFindings(len(held), settings, tuple(pairs))
 
 
@@ -213,16 +241,18 @@ class _Excerpts:
     flagged (their documents kept for the next pair: pairs come in name order)."""
 
     def __init__(self, indexes: Sequence[_Part], given: _Held | None) -> None:
-        self._excluded = [index.common | _hand_out(given, number)
-                          for number, index in enumerate(indexes)]
+        self._excluded = [
+            index.common | _hand_out(given, number) for number, index in enumerate(indexes)
+        ]
         self._kept: dict[tuple[Path, int], list[Document]] = {}
 
     def of(self, a: _Held, b: _Held, part: int) -> Excerpt | None:
         ours, theirs = self._documents(a.root, part), self._documents(b.root, part)
         mine = [positioned(document) for document in ours]
         other = [positioned(document) for document in theirs]
-        both = {h for chosen in mine for h, _ in chosen} & {h for chosen in other
-                                                             for h, _ in chosen}
+        both = {h for chosen in mine for h, _ in chosen} & {
+            h for chosen in other for h, _ in chosen
+        }
         both -= self._excluded[part]
         run = _longest(ours, mine, both)
         if run is None:
@@ -230,21 +260,28 @@ class _Excerpts:
         number, start, end = run
         document = ours[number]
         hashes = {h for h, at in mine[number] if h in both and start <= at <= end}
-        return Excerpt(_where(document, start, end), _found(theirs, other, hashes),
-                       _lines(document, start, end))
+        return Excerpt(
+            _where(document, start, end),
+            _found(theirs, other, hashes),
+            _lines(document, start, end),
+        )
 
     def _documents(self, root: Path, part: int) -> list[Document]:
         key = (root, part)
         if key not in self._kept:
             if len(self._kept) >= 64:
                 self._kept.clear()
-            self._kept[key] = [d for source in part_sources(root)[PARTS[part]]
-                               for d in part_documents(PARTS[part], source)]
+            self._kept[key] = [
+                d
+                for source in part_sources(root)[PARTS[part]]
+                for d in part_documents(PARTS[part], source)
+            ]
         return self._kept[key]
 
 
-def _longest(documents: Sequence[Document], chosen: Sequence[Sequence[tuple[int, int]]],
-             both: set[int]) -> tuple[int, int, int] | None:
+def _longest(
+    documents: Sequence[Document], chosen: Sequence[Sequence[tuple[int, int]]], both: set[int]
+) -> tuple[int, int, int] | None:
     """The document and the token span of the longest run of tokens that shared k-grams
     cover: (document, first token, last token); the first such run on a tie."""
     best: tuple[int, int, int] | None = None
@@ -252,7 +289,7 @@ def _longest(documents: Sequence[Document], chosen: Sequence[Sequence[tuple[int,
         covered = [False] * len(document.tokens)
         for value, at in hashes:
             if value in both:
-                covered[at:at + document.k] = [True] * document.k
+                covered[at : at + document.k] = [True] * document.k
         for start, end in _runs(covered):
             if best is None or end - start > best[2] - best[1]:
                 best = (number, start, end)
@@ -275,8 +312,9 @@ def _where(document: Document, start: int, end: int) -> str:
     return f"{document.label}:{first}" if first == last else f"{document.label}:{first}-{last}"
 
 
-def _found(documents: Sequence[Document], chosen: Sequence[Sequence[tuple[int, int]]],
-           hashes: set[int]) -> str:
+def _found(
+    documents: Sequence[Document], chosen: Sequence[Sequence[tuple[int, int]]], hashes: set[int]
+) -> str:
     """Where the other submission holds most of the run's fingerprints."""
     best: tuple[int, list[int]] | None = None
     for number, found in enumerate(chosen):
@@ -292,9 +330,10 @@ def _found(documents: Sequence[Document], chosen: Sequence[Sequence[tuple[int, i
 def _lines(document: Document, start: int, end: int) -> tuple[str, ...]:
     """The first lines the run's tokens stand on (a unit's lines need not be adjacent)."""
     text = document.text.splitlines()
-    numbers = sorted(set(document.lines[start:end + 1]))[:_EXCERPT_LINES]
-    return tuple(quote(text[number - 1].rstrip(), _LINE) for number in numbers
-                 if number <= len(text))
+    numbers = sorted(set(document.lines[start : end + 1]))[:_EXCERPT_LINES]
+    return tuple(
+        quote(text[number - 1].rstrip(), _LINE) for number in numbers if number <= len(text)
+    )
 
 
 # -- a batch's comparison ----------------------------------------------------------------------
@@ -312,8 +351,9 @@ class Comparison:
 
     def noted(self, row: GradebookRow) -> GradebookRow:
         """The row with its copy note as this comparison has it."""
-        reason = renoted(row.reason, self.before.get(row.submission, ""),
-                         self.after.get(row.submission, ""))
+        reason = renoted(
+            row.reason, self.before.get(row.submission, ""), self.after.get(row.submission, "")
+        )
         return row if reason == row.reason else dataclasses.replace(row, reason=reason)
 
     def write(self, out: Path) -> None:
@@ -323,8 +363,9 @@ class Comparison:
             write_atomic(out / COPIES, render_copies(self.copies))
 
 
-def compare_cohort(submissions: Sequence[tuple[str, Path]], out: Path, *,
-                   handout: Path | None = None) -> Comparison:
+def compare_cohort(
+    submissions: Sequence[tuple[str, Path]], out: Path, *, handout: Path | None = None
+) -> Comparison:
     """Compare every submission a batch's paths hold (their folder names and paths),
     keeping the pairs ``out``'s copies.json holds of folders they do not hold (an
     unreadable one is replaced)."""
@@ -334,9 +375,17 @@ def compare_cohort(submissions: Sequence[tuple[str, Path]], out: Path, *,
         earlier = None
     found = find_copies(submissions, handout=handout)
     held = {name for name, _ in submissions}
-    kept = [pair for pair in (earlier.pairs if earlier is not None else ())
-            if pair.a not in held and pair.b not in held]
-    copies = dataclasses.replace(found, pairs=tuple(sorted(
-        (*found.pairs, *kept), key=lambda pair: (pair.a, pair.b))))
-    return Comparison(copies, copy_notes(earlier), copy_notes(copies),
-                      bool(copies.pairs) or (out / COPIES).exists())
+    kept = [
+        pair
+        for pair in (earlier.pairs if earlier is not None else ())
+        if pair.a not in held and pair.b not in held
+    ]
+    copies = dataclasses.replace(
+        found, pairs=tuple(sorted((*found.pairs, *kept), key=lambda pair: (pair.a, pair.b)))
+    )
+    return Comparison(
+        copies,
+        copy_notes(earlier),
+        copy_notes(copies),
+        bool(copies.pairs) or (out / COPIES).exists(),
+    )

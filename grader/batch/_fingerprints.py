@@ -71,8 +71,12 @@ class Document:
 
 @functools.lru_cache(maxsize=1 << 17)
 def _token_id(token: str) -> int:
-    return int.from_bytes(hashlib.blake2b(token.encode("utf-8", "surrogatepass"),
-                                          digest_size=8).digest(), "big") % _PRIME
+    return (
+        int.from_bytes(
+            hashlib.blake2b(token.encode("utf-8", "surrogatepass"), digest_size=8).digest(), "big"
+        )
+        % _PRIME
+    )
 
 
 def _kgrams(document: Document) -> list[int]:
@@ -106,7 +110,7 @@ def positioned(document: Document) -> list[tuple[int, int]]:
     hashes = _kgrams(document)
     chosen: list[tuple[int, int]] = []
     for start in range(max(1, len(hashes) - WINDOW + 1) if hashes else 0):
-        window = hashes[start:start + WINDOW]
+        window = hashes[start : start + WINDOW]
         least = min(window)
         at = start + len(window) - 1 - window[::-1].index(least)
         if not chosen or chosen[-1][1] != at:
@@ -129,8 +133,12 @@ def code_documents(path: str, source: bytes) -> list[Document]:
     except (SyntaxError, ValueError, RecursionError):
         return []
     text = source.decode("utf-8", "replace")
-    return [Document(path, tuple(walk.names.resolve(token) for token in tokens),
-                     tuple(lines), text, CODE_K) for tokens, lines in raw]
+    return [
+        Document(
+            path, tuple(walk.names.resolve(token) for token in tokens), tuple(lines), text, CODE_K
+        )
+        for tokens, lines in raw
+    ]
 
 
 def _units(tree: ast.Module) -> Iterator[Sequence[ast.AST]]:
@@ -262,8 +270,11 @@ class _Walk:
 
 def _docstring(node: ast.AST) -> bool:
     """A statement that is only a string: a docstring, or text kept as a statement."""
-    return isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) \
+    return (
+        isinstance(node, ast.Expr)
+        and isinstance(node.value, ast.Constant)
         and isinstance(node.value.value, str)
+    )
 
 
 def _word(node: ast.AST) -> _Token:
@@ -327,14 +338,17 @@ def cassette_documents(path: str, data: bytes) -> list[Document]:
     entries = document.get("entries", document) if isinstance(document, dict) else None
     if not isinstance(entries, dict):
         return []
-    return [text for key, entry in sorted(entries.items()) for text in _entry_texts(path, key,
-                                                                                   entry)]
+    return [
+        text for key, entry in sorted(entries.items()) for text in _entry_texts(path, key, entry)
+    ]
 
 
 def _entry_texts(path: str, key: str, entry: object) -> Iterable[Document]:
     fields: Sequence[tuple[str, object]] = (
         (("prompt", entry.get("prompt")), ("answer", entry.get("response")))
-        if isinstance(entry, dict) else (("answer", entry),))
+        if isinstance(entry, dict)
+        else (("answer", entry),)
+    )
     for role, text in fields:
         if isinstance(text, str):
             yield from text_documents(f"{path} {key} {role}", text)

@@ -89,12 +89,16 @@ class IdleHelper:
         read, write = os.pipe()
         try:
             self._pid = os.posix_spawn(
-                sys.executable, [sys.executable, "-I", "-S", "-c", _PROGRAM, str(HARNESS),
-                                 str(BOUNDS)], {},
-                file_actions=[(os.POSIX_SPAWN_DUP2, read, 0),
-                              (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
-                              (os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0)],
-                setsid=True)  # not the terminal's: a Ctrl-C stops the batch, which ends it
+                sys.executable,
+                [sys.executable, "-I", "-S", "-c", _PROGRAM, str(HARNESS), str(BOUNDS)],
+                {},
+                file_actions=[
+                    (os.POSIX_SPAWN_DUP2, read, 0),
+                    (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
+                    (os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0),
+                ],
+                setsid=True,
+            )  # not the terminal's: a Ctrl-C stops the batch, which ends it
         except OSError:
             os.close(write)
             return
@@ -108,14 +112,22 @@ class IdleHelper:
             return
         os.set_blocking(write, False)
 
-    def lay_out(self, root: Path, scratch: Path, ignored: Sequence[str], *,
-                limits: Limits = DEFAULT_LIMITS) -> None:
+    def lay_out(
+        self, root: Path, scratch: Path, ignored: Sequence[str], *, limits: Limits = DEFAULT_LIMITS
+    ) -> None:
         """Have the submission at ``root`` laid out in ``scratch`` (an empty scratch folder
         of a grading to come) as ``scratch / LAID_AHEAD``, when the helper gets to it,
         unless the copy would pass a cap of ``limits`` (the rubric's, as its grading's
         ``LaidOut`` is given them; ``copy_caps``): then none is."""
-        self._order(["lay", str(root.absolute()), str(scratch / LAID_AHEAD), list(ignored),
-                     copy_caps(limits)])
+        self._order(
+            [
+                "lay",
+                str(root.absolute()),
+                str(scratch / LAID_AHEAD),
+                list(ignored),
+                copy_caps(limits),
+            ]
+        )
 
     def remove(self, folder: Path) -> None:
         """Have ``folder`` removed: by the helper when it takes the order, else now."""

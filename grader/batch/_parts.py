@@ -55,8 +55,9 @@ def part_sources(root: Path) -> dict[str, list[Source]]:
     return {
         "code": _package(root, manifest.agent.partition(":")[0].partition(".")[0]),
         "failures": _read(root, [manifest.failures], FAILURES_CAP),
-        "cassettes": _read(root, [f"{manifest.cassettes}/{name}" for name in cassettes],
-                           CASSETTE_CAP),
+        "cassettes": _read(
+            root, [f"{manifest.cassettes}/{name}" for name in cassettes], CASSETTE_CAP
+        ),
     }
 
 
@@ -93,8 +94,9 @@ def _package(root: Path, top: str) -> list[Source]:
                 continue
             if is_folder and depth < _MOST_DEPTH:
                 try:
-                    todo.append((relative, submission_entries(root, relative,
-                                                              most=_MOST_NAMES), depth + 1))
+                    todo.append(
+                        (relative, submission_entries(root, relative, most=_MOST_NAMES), depth + 1)
+                    )
                 except (SubmissionFileError, OSError):
                     continue
             elif name.endswith(".py"):

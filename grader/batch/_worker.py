@@ -98,16 +98,25 @@ class WorkerRequest:
 
 def encode_request(request: WorkerRequest) -> bytes:
     """The request as one JSON document."""
-    return json.dumps({
-        "parent": request.parent, "root": str(request.root), "folder": request.folder,
-        "student": request.student,
-        "out": str(request.out), "scratch": str(request.scratch), "label": request.label,
-        "isolation": request.isolation, "rubric": rubric_document(request.rubric),
-        "check_folders": dict(request.check_folders), "draw_key": request.draw_key.hex(),
-        "reviews": [dict(event) for event in request.reviews],
-        "derived": None if request.derived is None else str(request.derived),
-        "late": None if request.late is None else dict(request.late),
-    }, ensure_ascii=True).encode("ascii")
+    return json.dumps(
+        {
+            "parent": request.parent,
+            "root": str(request.root),
+            "folder": request.folder,
+            "student": request.student,
+            "out": str(request.out),
+            "scratch": str(request.scratch),
+            "label": request.label,
+            "isolation": request.isolation,
+            "rubric": rubric_document(request.rubric),
+            "check_folders": dict(request.check_folders),
+            "draw_key": request.draw_key.hex(),
+            "reviews": [dict(event) for event in request.reviews],
+            "derived": None if request.derived is None else str(request.derived),
+            "late": None if request.late is None else dict(request.late),
+        },
+        ensure_ascii=True,
+    ).encode("ascii")
 
 
 def decode_request(data: bytes) -> WorkerRequest:
@@ -116,18 +125,22 @@ def decode_request(data: bytes) -> WorkerRequest:
         document = json.loads(data)
         isolation = wall_named(document["isolation"]).name
         return WorkerRequest(
-            parent=int(document["parent"]), root=Path(document["root"]),
-            folder=str(document["folder"]), student=str(document["student"]),
+            parent=int(document["parent"]),
+            root=Path(document["root"]),
+            folder=str(document["folder"]),
+            student=str(document["student"]),
             out=Path(document["out"]),
-            scratch=Path(document["scratch"]), label=_optional_text(document["label"]),
+            scratch=Path(document["scratch"]),
+            label=_optional_text(document["label"]),
             isolation=isolation,
             rubric=rubric_from_document(document["rubric"]),
             check_folders={str(k): str(v) for k, v in document["check_folders"].items()},
             draw_key=bytes.fromhex(document["draw_key"]),
             reviews=tuple(_reviews(document["reviews"])),
             derived=None if document["derived"] is None else Path(document["derived"]),
-            late=None if document["late"] is None else
-            late_from_document(document["late"]).document(),
+            late=None
+            if document["late"] is None
+            else late_from_document(document["late"]).document(),
         )
     except (ValueError, KeyError, TypeError, AttributeError, GradekitError) as exc:
         raise ValueError(f"not a worker request ({type(exc).__name__}: {exc})") from exc
@@ -154,7 +167,8 @@ def decode_row(data: bytes) -> GradebookRow:
         row = json.loads(data)["row"]
         criteria = row.pop("criteria")
         if row["status"] not in get_args(Status) or not all(
-                isinstance(value, str) for value in [*row.values(), *criteria.values()]):
+            isinstance(value, str) for value in [*row.values(), *criteria.values()]
+        ):
             raise ValueError(f"a row with status {row['status']!r} or a cell that is no text")
         return GradebookRow(**row, criteria=MappingProxyType(dict(criteria)))
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
@@ -176,19 +190,27 @@ def grade(request: WorkerRequest) -> GradebookRow:
     try:
         for check, folder in sorted(request.check_folders.items()):
             load_custom_check(check, rubric_dir=Path(folder))
-        graded = grade_submission(request.root, request.rubric, submission=request.student,
-                                  label=request.label, scratch=request.scratch,
-                                  wall=wall_named(request.isolation),
-                                  draw_key=request.draw_key or None,
-                                  on_case=functools.partial(_running, request.scratch),
-                                  derived=None if request.derived is None
-                                  else Derived(request.derived))
+        graded = grade_submission(
+            request.root,
+            request.rubric,
+            submission=request.student,
+            label=request.label,
+            scratch=request.scratch,
+            wall=wall_named(request.isolation),
+            draw_key=request.draw_key or None,
+            on_case=functools.partial(_running, request.scratch),
+            derived=None if request.derived is None else Derived(request.derived),
+        )
         report = graded.report
         isolation = graded.wall.stated(request.root, request.scratch)
         digest = write_submission(
-            request.out, report, graded.evidence, isolation=isolation,
+            request.out,
+            report,
+            graded.evidence,
+            isolation=isolation,
             reviews=current_reviews(request.reviews, report_digest(report)),
-            late=None if request.late is None else late_from_document(request.late))
+            late=None if request.late is None else late_from_document(request.late),
+        )
     except MemoryError:
         raise
     except MissingPackage as missing:  # no grade: the grader's environment, or the submission
@@ -196,17 +218,25 @@ def grade(request: WorkerRequest) -> GradebookRow:
     except SubmissionTooLarge as large:  # past a cap of [limits]: nothing copied, nothing run
         return error_row(request.folder, request.student, str(large), status=large.status)
     except Exception as exc:  # a grader bug costs this submission's row, not the batch
-        return error_row(request.folder, request.student,
-                         f"the grader failed: {type(exc).__name__}: {exc}")
+        return error_row(
+            request.folder, request.student, f"the grader failed: {type(exc).__name__}: {exc}"
+        )
     return GradebookRow(
-        submission=request.folder, student=report.submission,
+        submission=request.folder,
+        student=report.submission,
         status="degraded" if report.degraded else "graded",
-        total=points_text(report.total), max=points_text(report.max),
+        total=points_text(report.total),
+        max=points_text(report.max),
         criteria={c.id: points_text(c.points) for c in report.criteria},
         # A graded row's reason is empty, unless the grading flagged it for a person or
         # some of its checks could not be evaluated.
-        digest=digest, reason=quote("; ".join([*_degraded_reason(report), *(
-            f for f in report.findings if f.startswith(FLAGGED))]), TEXT_LIMIT),
+        digest=digest,
+        reason=quote(
+            "; ".join(
+                [*_degraded_reason(report), *(f for f in report.findings if f.startswith(FLAGGED))]
+            ),
+            TEXT_LIMIT,
+        ),
     )
 
 
@@ -216,10 +246,10 @@ def _degraded_reason(report: Report) -> list[str]:
     if not degraded:
         return []
     at_stake = points_text(sum((check.max for _, check in degraded), Decimal(0)))
-    where = "; ".join(f"{criterion.id}/{check.id}: {check.detail}"
-                      for criterion, check in degraded)
-    return [f"degraded ({CONTRACT}): {at_stake} points not evaluated, the rubric is "
-            f"incomplete: {where}"]
+    where = "; ".join(f"{criterion.id}/{check.id}: {check.detail}" for criterion, check in degraded)
+    return [
+        f"degraded ({CONTRACT}): {at_stake} points not evaluated, the rubric is incomplete: {where}"
+    ]
 
 
 def _optional_text(value: object) -> str | None:
@@ -251,8 +281,10 @@ def main() -> int:
     try:
         request = decode_request(sys.stdin.buffer.read())
     except ValueError as exc:
-        print(f"gradekit worker: {exc}; it is started by `{commands.GRADE_LAB()}`, not by hand",
-              file=sys.stderr)
+        print(
+            f"gradekit worker: {exc}; it is started by `{commands.GRADE_LAB()}`, not by hand",
+            file=sys.stderr,
+        )
         return EXIT_BAD_REQUEST
     die_with(request.parent)
     try:
@@ -262,7 +294,7 @@ def main() -> int:
         os._exit(EXIT_OUT_OF_MEMORY)  # nothing may allocate now, not even a traceback
     with contextlib.suppress(BrokenPipeError):  # a batch that stopped listening
         while answer:
-            answer = answer[os.write(reply, answer):]
+            answer = answer[os.write(reply, answer) :]
     return 0
 
 

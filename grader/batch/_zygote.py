@@ -60,13 +60,18 @@ class Zygote:
     Thread-safe: each of the batch's threads forks and waits for its own workers.
     """
 
-    def __init__(self, env: Mapping[str, str], cwd: Path,
-                 hosts: Mapping[str, object] | None = None) -> None:
+    def __init__(
+        self, env: Mapping[str, str], cwd: Path, hosts: Mapping[str, object] | None = None
+    ) -> None:
         # Its own session: Ctrl-C reaches the batch, which stops the workers itself.
         self._process = subprocess.Popen(
             [sys.executable, "-P", "-m", "grader.batch", str(os.getpid())],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=cwd, env=dict(env),
-            start_new_session=True)
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            cwd=cwd,
+            env=dict(env),
+            start_new_session=True,
+        )
         assert self._process.stdin is not None and self._process.stdout is not None
         self._stdin: IO[bytes] = self._process.stdin
         self._stdout: IO[bytes] = self._process.stdout
@@ -75,8 +80,9 @@ class Zygote:
         self._forked: list[dict[str, object]] = []
         self._exited: dict[int, int] = {}
         self._gone = False
-        self._reader = threading.Thread(target=self._read, args=(self._stdout,),
-                                        name="gradekit-zygote", daemon=True)
+        self._reader = threading.Thread(
+            target=self._read, args=(self._stdout,), name="gradekit-zygote", daemon=True
+        )
         self._reader.start()
         if hosts is not None:  # {"root", "seeds"}: the hosts its workers' runs fork from
             with contextlib.suppress(OSError):  # gone already: the first fork says so
@@ -188,9 +194,12 @@ def _handle(message: dict[str, object], workers: set[int], own: tuple[int, ...])
     if "hosts" in message:  # before the first fork: every worker inherits them
         hosts = message["hosts"]
         assert isinstance(hosts, dict)
-        share_hosts(Path(str(hosts["root"])), [int(seed) for seed in hosts["seeds"]],
-                    [str(name) for name in hosts.get("preload", [])],
-                    str(hosts.get("wall", "namespaces")))
+        share_hosts(
+            Path(str(hosts["root"])),
+            [int(seed) for seed in hosts["seeds"]],
+            [str(name) for name in hosts.get("preload", [])],
+            str(hosts.get("wall", "namespaces")),
+        )
         return
     if "kill" in message:
         pid = int(str(message["kill"]))
@@ -224,7 +233,7 @@ def _say(message: Mapping[str, object]) -> None:
     data = json.dumps(message).encode("utf-8") + b"\n"
     with contextlib.suppress(BrokenPipeError):  # a batch that died: stdin closes next
         while data:
-            data = data[os.write(1, data):]
+            data = data[os.write(1, data) :]
 
 
 def _become_worker(scratch: Path, name: str, own: tuple[int, ...]) -> NoReturn:
@@ -266,4 +275,3 @@ def _name(name: str) -> None:
     """What ``ps -o comm`` and ``top`` show for this worker (Linux; elsewhere nothing)."""
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_NAME, name.encode()[:15], 0, 0, 0)
-

@@ -29,22 +29,39 @@ def add_cassette_commands(commands: argparse._SubParsersAction[argparse.Argument
     cassette = commands.add_parser("cassette", help="inspect cassette and fixture files")
     group = cassette.add_subparsers(dest="cassette_command", required=True)
     verify = group.add_parser(
-        "verify", help="check format, keys and secrets of cassettes, fixtures and HTTP cassettes "
-        "(*.http.json); exit 1 on a problem")
-    verify.add_argument("paths", nargs="+", type=Path, metavar="PATH",
-                        help="recording files, or folders: every .json file under them "
-                        "(cassettes/ holds a set item's recordings too, under regression/)")
+        "verify",
+        help="check format, keys and secrets of cassettes, fixtures and HTTP cassettes "
+        "(*.http.json); exit 1 on a problem",
+    )
+    verify.add_argument(
+        "paths",
+        nargs="+",
+        type=Path,
+        metavar="PATH",
+        help="recording files, or folders: every .json file under them "
+        "(cassettes/ holds a set item's recordings too, under regression/)",
+    )
     verify.set_defaults(handler=_verify)
     stale_ = group.add_parser(
         "stale", help="list cassettes and fixtures by the age of their oldest recording"
     )
-    stale_.add_argument("paths", nargs="*", type=Path, metavar="PATH",
-                        help="files or folders (default: ROOT's cassettes and fixtures folders)")
-    stale_.add_argument("--older-than", type=_age, metavar="AGE",
-                        help="only those whose oldest recording is older than AGE: 12h, 30d, "
-                        "2w (files of unknown age are always listed)")
-    stale_.add_argument("--root", type=Path, default=Path("."),
-                        help="the submission folder (default: .)")
+    stale_.add_argument(
+        "paths",
+        nargs="*",
+        type=Path,
+        metavar="PATH",
+        help="files or folders (default: ROOT's cassettes and fixtures folders)",
+    )
+    stale_.add_argument(
+        "--older-than",
+        type=_age,
+        metavar="AGE",
+        help="only those whose oldest recording is older than AGE: 12h, 30d, "
+        "2w (files of unknown age are always listed)",
+    )
+    stale_.add_argument(
+        "--root", type=Path, default=Path("."), help="the submission folder (default: .)"
+    )
     stale_.set_defaults(handler=_stale)
     diff = group.add_parser(
         "diff", help="what changed, per key, between two cassettes or two fixture files"

@@ -71,8 +71,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         cause = in_chain(exc, GradekitError)
         if cause is None or os.environ.get("GRADEKIT_DEBUG"):
             raise
-        print(f"{type(cause).__name__} (raised as {type(exc).__module__.partition('.')[0]}."
-              f"{type(exc).__name__}): {cause}", file=sys.stderr)
+        print(
+            f"{type(cause).__name__} (raised as {type(exc).__module__.partition('.')[0]}."
+            f"{type(exc).__name__}): {cause}",
+            file=sys.stderr,
+        )
         return cause.exit_code
     except KeyboardInterrupt:  # record and grade say more; any other command just stops
         print("interrupted", file=sys.stderr)

@@ -63,6 +63,7 @@ from grader.submission import (
 
 __all__ = ["add_recording_commands"]
 
+
 def add_recording_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Register record, run, replay and key."""
     _add_record(commands)
@@ -81,11 +82,19 @@ def add_recording_commands(commands: argparse._SubParsersAction[argparse.Argumen
 
 
 def _add_submission_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--case", action="append", dest="cases", metavar="ID",
-                        help="only this case (repeatable); default: every case of the rubric")
-    parser.add_argument("--root", type=Path, default=Path("."),
-                        help="the submission folder whose agent, tools and cassettes are used "
-                        "(default: .)")
+    parser.add_argument(
+        "--case",
+        action="append",
+        dest="cases",
+        metavar="ID",
+        help="only this case (repeatable); default: every case of the rubric",
+    )
+    parser.add_argument(
+        "--root",
+        type=Path,
+        default=Path("."),
+        help="the submission folder whose agent, tools and cassettes are used (default: .)",
+    )
     add_rubric_option(parser, lab=lambda args: Path(args.root))
 
 
@@ -98,17 +107,34 @@ def _add_record(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     )
     _add_submission_options(record)
     add_provider_options(record)
-    record.add_argument("--cassettes", metavar="FOLDER", help="record into this folder "
-                        "(default: the manifest's cassettes); e.g. a second provider's set")
-    record.add_argument("--mode", choices=["once", "rerecord"], default="once",
-                        help="once: record only what is missing (default); rerecord: ask "
-                        "again for everything, keep the old cassette as CASE.previous.json")
-    record.add_argument("--rerecord", action="store_const", const="rerecord", dest="mode",
-                        help="short for --mode rerecord")
-    record.add_argument("--reason", help="why the dataset changes (required with --rerecord): "
-                        "logged in DATASET_CHANGES.md with the keys that changed")
-    record.add_argument("--quiet", action="store_true",
-                        help="no line per call and per retry, only the summary")
+    record.add_argument(
+        "--cassettes",
+        metavar="FOLDER",
+        help="record into this folder "
+        "(default: the manifest's cassettes); e.g. a second provider's set",
+    )
+    record.add_argument(
+        "--mode",
+        choices=["once", "rerecord"],
+        default="once",
+        help="once: record only what is missing (default); rerecord: ask "
+        "again for everything, keep the old cassette as CASE.previous.json",
+    )
+    record.add_argument(
+        "--rerecord",
+        action="store_const",
+        const="rerecord",
+        dest="mode",
+        help="short for --mode rerecord",
+    )
+    record.add_argument(
+        "--reason",
+        help="why the dataset changes (required with --rerecord): "
+        "logged in DATASET_CHANGES.md with the keys that changed",
+    )
+    record.add_argument(
+        "--quiet", action="store_true", help="no line per call and per retry, only the summary"
+    )
     record.set_defaults(handler=_record)
 
 
@@ -127,22 +153,27 @@ class _Task:
 
 def _selected_cases(args: argparse.Namespace) -> list[_Task]:
     tasks = [_Task(case.id, case.task) for case in load_cases(args.rubric)]
-    tasks += [_Task(recording_name(pinned.name, item.id), item.task, item.agent, item.reads())
-              for pinned in _pinned(args.rubric) for item in pinned.items if not item.missing]
+    tasks += [
+        _Task(recording_name(pinned.name, item.id), item.task, item.agent, item.reads())
+        for pinned in _pinned(args.rubric)
+        for item in pinned.items
+        if not item.missing
+    ]
     unique: dict[str, _Task] = {}
     for task in tasks:  # an item two pinned versions share is recorded once
         unique.setdefault(task.id, task)
     tasks = list(unique.values())
     if not args.cases:
         return tasks
-    saved = [name.removeprefix(f"{CASES}/") for name in args.cases
-             if name.startswith(f"{CASES}/")]
+    saved = [name.removeprefix(f"{CASES}/") for name in args.cases if name.startswith(f"{CASES}/")]
     tasks += _saved_cases(args.rubric, saved)
     known = [task.id for task in tasks]
     unknown = [case_id for case_id in args.cases if case_id not in known]
     if unknown:
-        raise UsageError(f"unknown case {', '.join(unknown)}; the rubric has {', '.join(known)}"
-                         f" (and {CASES}/CASE for a case the asset ledger beside it saved)")
+        raise UsageError(
+            f"unknown case {', '.join(unknown)}; the rubric has {', '.join(known)}"
+            f" (and {CASES}/CASE for a case the asset ledger beside it saved)"
+        )
     return [task for task in tasks if task.id in args.cases]
 
 
@@ -181,18 +212,22 @@ def _record(args: argparse.Namespace) -> int:
     try:
         _record_cases(args, manifest, cases, mode, log, counts)
     except KeyboardInterrupt:
-        print(f"interrupted: the {counts.recorded} answers recorded live so far are kept in "
-              f"{manifest.root / manifest.cassettes}/; run the same command again to resume "
-              "(what is recorded is served from the cassettes, not asked again)",
-              file=sys.stderr)
+        print(
+            f"interrupted: the {counts.recorded} answers recorded live so far are kept in "
+            f"{manifest.root / manifest.cassettes}/; run the same command again to resume "
+            "(what is recorded is served from the cassettes, not asked again)",
+            file=sys.stderr,
+        )
         return EXIT_INTERRUPTED
     print(_summary(manifest.root, counts, log), file=sys.stderr)
     if log.failed:
         cases_named = ", ".join(dict.fromkeys(case for case, _ in log.failed))
-        print(f"{type(log.failed[0][1]).__name__}: could not log the re-recording of "
-              f"{cases_named} in {log.path} ({log.failed[0][1]}). Those recordings are back as "
-              "they were before this run; fix the change log and run the same command again.",
-              file=sys.stderr)
+        print(
+            f"{type(log.failed[0][1]).__name__}: could not log the re-recording of "
+            f"{cases_named} in {log.path} ({log.failed[0][1]}). Those recordings are back as "
+            "they were before this run; fix the change log and run the same command again.",
+            file=sys.stderr,
+        )
         first = log.failed[0][1]
         return first.exit_code if isinstance(first, GradekitError) else EXIT_USAGE
     return EXIT_OK
@@ -226,20 +261,27 @@ def _summary(root: Path, counts: _Counts, log: _Log) -> str:
     said = []
     if counts.recorded or counts.served or not counts.bases:
         source = f" from {counts.provider}" if counts.recorded else ""
-        said.append(f"{counts.recorded} answers recorded live{source}, "
-                    f"{counts.served} served from cassettes")
+        said.append(
+            f"{counts.recorded} answers recorded live{source}, "
+            f"{counts.served} served from cassettes"
+        )
     if counts.bases:
         urls = ", ".join(sorted(counts.bases))
-        said.append(f"{counts.requests_recorded} SDK requests recorded live, "
-                    f"{counts.requests_served} served from cassettes "
-                    f"(base URL{'s' if len(counts.bases) > 1 else ''} {urls})")
+        said.append(
+            f"{counts.requests_recorded} SDK requests recorded live, "
+            f"{counts.requests_served} served from cassettes "
+            f"(base URL{'s' if len(counts.bases) > 1 else ''} {urls})"
+        )
     names = list(dict.fromkeys(_folder(root, path) for path in counts.written))
     if log.logged:
         names.append(CHANGE_LOG)
     if not names:
         return f"done: {'; '.join(said)}. Nothing was written."
-    git = ["git"] + (["-C", str(root)] if root != Path(".") else []) + \
-        ["add", *(name.rstrip("/") for name in names)]
+    git = (
+        ["git"]
+        + (["-C", str(root)] if root != Path(".") else [])
+        + ["add", *(name.rstrip("/") for name in names)]
+    )
     shown = ", ".join(names[:-1]) + " and " + names[-1] if len(names) > 1 else names[0]
     return f"done: {'; '.join(said)}. Commit {shown}: {shlex.join(git)}"
 
@@ -270,8 +312,14 @@ def _say(quiet: bool) -> Callable[[str], None]:
     return (lambda line: None) if quiet else (lambda line: print(line, file=sys.stderr))
 
 
-def _record_cases(args: argparse.Namespace, manifest: Manifest, cases: list[_Task], mode: Mode,
-                  log: _Log, counts: _Counts) -> None:
+def _record_cases(
+    args: argparse.Namespace,
+    manifest: Manifest,
+    cases: list[_Task],
+    mode: Mode,
+    log: _Log,
+    counts: _Counts,
+) -> None:
     say = _say(args.quiet)
     with imports_from(manifest.root):
         try:
@@ -285,35 +333,49 @@ def _record_cases(args: argparse.Namespace, manifest: Manifest, cases: list[_Tas
             started = time.monotonic()
             say(f"[{number}/{len(cases)}] {case.id}")
             agent, ended = agents.get(case.agent), ""
-            with Recorder(live, path, mode=mode, case=case.id) as recorder, \
-                    contextlib.ExitStack() as stack:
+            with (
+                Recorder(live, path, mode=mode, case=case.id) as recorder,
+                contextlib.ExitStack() as stack,
+            ):
                 shown = _Shown(recorder, say, counts)
-                recording = None if tools is None else stack.enter_context(
-                    ToolRecorder(tools, fixture, case=case.id, mode=mode))
+                recording = (
+                    None
+                    if tools is None
+                    else stack.enter_context(ToolRecorder(tools, fixture, case=case.id, mode=mode))
+                )
                 if case.world is not None:
-                    ended = _ask_item(agent, shown, case, _WorldTools(
-                        case.world, recording, manifest, case.id, say))
+                    ended = _ask_item(
+                        agent,
+                        shown,
+                        case,
+                        _WorldTools(case.world, recording, manifest, case.id, say),
+                    )
                 elif recording is None:
                     call_agent(agent, shown, case.task, None)
                 else:
                     call_agent(agent, shown, case.task, _ShownTools(recording, say))
             sdk = shown.requests
-            http = f", SDK requests {sdk.recorded} live, {sdk.served} from cassette" \
-                if sdk is not None else ""
+            http = (
+                f", SDK requests {sdk.recorded} live, {sdk.served} from cassette"
+                if sdk is not None
+                else ""
+            )
             used = [path] if recorder.recorded or recorder.served else []
             used += [sdk.path] if sdk is not None else []
             used += [fixture] if tools is not None else []
             written = [file for file in used if file.exists()]
             counts.written += written
-            print(f"[{number}/{len(cases)}] {case.id}: {recorder.recorded} live, "
-                  f"{recorder.served} from cassette{http}, {time.monotonic() - started:.1f}s "
-                  f"-> {', '.join(map(str, written)) or 'nothing recorded'}{ended}",
-                  file=sys.stderr)
+            print(
+                f"[{number}/{len(cases)}] {case.id}: {recorder.recorded} live, "
+                f"{recorder.served} from cassette{http}, {time.monotonic() - started:.1f}s "
+                f"-> {', '.join(map(str, written)) or 'nothing recorded'}{ended}",
+                file=sys.stderr,
+            )
             if sdk is not None:
                 counts.requests_recorded += sdk.recorded
                 counts.requests_served += sdk.served
             if mode == "rerecord":
-                for changed in ((path, fixture) if sdk is None else (path, sdk.path, fixture)):
+                for changed in (path, fixture) if sdk is None else (path, sdk.path, fixture):
                     _show_rerecording(manifest.root, case.id, changed, log)
 
 
@@ -326,9 +388,12 @@ class _Agents:
 
     def get(self, spec: str | None) -> Any:
         if spec is not None and spec not in self._loaded:
-            self._loaded[spec] = load_spec(spec, folder=self._manifest.root,
-                                           where="the agent a regression item asks",
-                                           error=ManifestError)
+            self._loaded[spec] = load_spec(
+                spec,
+                folder=self._manifest.root,
+                where="the agent a regression item asks",
+                error=ManifestError,
+            )
         return self._loaded[spec]
 
 
@@ -338,8 +403,14 @@ class _WorldTools:
     own registry is recorded live into its item fixture, and anything else (an action) is a
     miss, as the grader answers it: it is observed, never run."""
 
-    def __init__(self, world: Mapping[str, Any], recording: ToolRecorder | None,
-                 manifest: Manifest, case: str, say: Callable[[str], None]) -> None:
+    def __init__(
+        self,
+        world: Mapping[str, Any],
+        recording: ToolRecorder | None,
+        manifest: Manifest,
+        case: str,
+        say: Callable[[str], None],
+    ) -> None:
         self._world, self._recording, self._say = world, recording, say
         self._fixture, self._case = f"{manifest.fixtures}/{case}.json", case
         self.misses: list[MissingFixtureError] = []
@@ -350,14 +421,21 @@ class _WorldTools:
             self._say(f"    tool {name}: from the item's world")
             return copy.deepcopy(self._world[key])
         recording = self._recording
-        if recording is not None and name in recording.tools \
-                and recording.tools.write_tool(name) is None:
+        if (
+            recording is not None
+            and name in recording.tools
+            and recording.tools.write_tool(name) is None
+        ):
             return _ShownTools(recording, self._say).call(name, **args)
         miss = MissingFixtureError(
             f"{name} is neither a read of the item's world nor a read-only tool of yours: "
             "the grader answers it with a miss too (an action is observed, never run)",
-            fixture=self._fixture, case=self._case, tool=name,
-            arguments=key.partition(" ")[2], key=key)
+            fixture=self._fixture,
+            case=self._case,
+            tool=name,
+            arguments=key.partition(" ")[2],
+            key=key,
+        )
         self.misses.append(miss)
         self._say(f"    tool {name}: a miss (not in the item's world, no read-only tool)")
         raise miss
@@ -377,8 +455,10 @@ def _ask_item(agent: Any, provider: Provider, case: _Task, tools: _WorldTools) -
         miss = next((m for m in tools.misses if any(m is e for e in chain)), None)
         if miss is None:
             raise
-        return f" (run() raised {type(exc).__name__} after calling {miss.tool}, which the " \
+        return (
+            f" (run() raised {type(exc).__name__} after calling {miss.tool}, which the "
             "item does not answer)"
+        )
     return ""
 
 
@@ -400,8 +480,9 @@ class _Shown(HttpClients):
     def async_http_transport(self) -> _ShownRequests:
         """The recorder's async transport, each request told."""
         self.requests = self._recorder.http_transport()
-        return _ShownRequests(self._recorder.async_http_transport(), self.requests, self._say,
-                              self._counts.bases)
+        return _ShownRequests(
+            self._recorder.async_http_transport(), self.requests, self._say, self._counts.bases
+        )
 
     def complete(self, prompt: str) -> str:
         """The recorder's answer, told."""
@@ -412,8 +493,9 @@ class _Shown(HttpClients):
         self._counts.recorded += live
         self._counts.served += not live
         how = "live" if live else "from cassette"
-        self._say(f"    call {self._calls}: {prompt_key(prompt)} {how}, "
-                  f"{time.monotonic() - started:.1f}s")
+        self._say(
+            f"    call {self._calls}: {prompt_key(prompt)} {how}, {time.monotonic() - started:.1f}s"
+        )
         return answer
 
 
@@ -421,8 +503,9 @@ class _ShownRequests:
     """An SDK client's transport under ``record``: the recorder's, and one line per request
     saying whether it went live or came from the cassette."""
 
-    def __init__(self, inner: Any, counted: CassetteTransport,
-                 say: Callable[[str], None], bases: set[str]) -> None:
+    def __init__(
+        self, inner: Any, counted: CassetteTransport, say: Callable[[str], None], bases: set[str]
+    ) -> None:
         self._inner, self._counted, self._say = inner, counted, say  # counted: inner's recording
         self._bases = bases  # each request's base URL is added
         self._requests = 0
@@ -443,9 +526,11 @@ class _ShownRequests:
         self._requests += 1
         self._bases.add(base_url(str(request.url)))
         how = "from cassette" if self._counted.served > before else "live"
-        self._say(f"    request {self._requests}: {request.method} {request.url.path} "
-                  f"{request_key(request.method, str(request.url), request.read())} {how}, "
-                  f"{time.monotonic() - started:.1f}s")
+        self._say(
+            f"    request {self._requests}: {request.method} {request.url.path} "
+            f"{request_key(request.method, str(request.url), request.read())} {how}, "
+            f"{time.monotonic() - started:.1f}s"
+        )
 
     def close(self) -> None:
         """The recorder closes its transport."""
@@ -455,8 +540,15 @@ class _ShownRequests:
 
 
 # The endpoints an SDK appends to its base URL, longest first: what is left is the base.
-_ENDPOINTS = ("/chat/completions", "/messages/count_tokens", "/completions", "/messages",
-              "/responses", "/embeddings", "/models")
+_ENDPOINTS = (
+    "/chat/completions",
+    "/messages/count_tokens",
+    "/completions",
+    "/messages",
+    "/responses",
+    "/embeddings",
+    "/models",
+)
 
 
 def base_url(url: str) -> str:
@@ -499,15 +591,23 @@ def _show_rerecording(root: Path, case: str, path: Path, log: _Log) -> None:
     previous = previous_path(path)
     if summary.keys():
         try:
-            append_change(log.path, date=log.date, case=case, kind=summary.kind,
-                          changed_keys=summary.keys(), reason=log.reason,
-                          digests={_logged_name(root, path): digest_file(path)})
+            append_change(
+                log.path,
+                date=log.date,
+                case=case,
+                kind=summary.kind,
+                changed_keys=summary.keys(),
+                reason=log.reason,
+                digests={_logged_name(root, path): digest_file(path)},
+            )
         except (GradekitError, OSError) as exc:
             write_atomic(path, previous.read_bytes())
             previous.unlink()
             log.failed.append((case, exc))
-            print(f"        not logged ({exc}): {path} is back as it was before this run",
-                  file=sys.stderr)
+            print(
+                f"        not logged ({exc}): {path} is back as it was before this run",
+                file=sys.stderr,
+            )
             return
         log.logged = True
     print(f"        previous recording kept in {previous}", file=sys.stderr)
@@ -527,12 +627,14 @@ def _run(args: argparse.Namespace) -> int:
     with imports_from(manifest.root):
         agents, tools = _Agents(manifest), load_tools(manifest)
         for case in cases:
-            toolbox: Any = None if tools is None else ToolReplay(manifest.fixture(case.id),
-                                                                 tools=tools)
+            toolbox: Any = (
+                None if tools is None else ToolReplay(manifest.fixture(case.id), tools=tools)
+            )
             if case.world is not None:
                 toolbox = _WorldReplay(case.world, toolbox)
-            answer = call_agent(agents.get(case.agent), Replay(manifest.cassette(case.id)),
-                                case.task, toolbox)
+            answer = call_agent(
+                agents.get(case.agent), Replay(manifest.cassette(case.id)), case.task, toolbox
+            )
             print(f"## {case.id}\n{answer}\n")
     return EXIT_OK
 
@@ -548,9 +650,14 @@ class _WorldReplay:
         if key in self._world:
             return copy.deepcopy(self._world[key])
         if self._fixture is None:
-            raise MissingFixtureError(f"{name} is not a read of the item's world", fixture="",
-                                      case="", tool=name, arguments=key.partition(" ")[2],
-                                      key=key)
+            raise MissingFixtureError(
+                f"{name} is not a read of the item's world",
+                fixture="",
+                case="",
+                tool=name,
+                arguments=key.partition(" ")[2],
+                key=key,
+            )
         return self._fixture.call(name, **args)
 
 

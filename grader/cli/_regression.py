@@ -45,47 +45,67 @@ _OWN_AGENT = "each submission's own (its manifest's agent)"
 def add_regression_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Register ``regression promote``, ``regression show`` and ``regression verify``."""
     regression = commands.add_parser(
-        "regression", help="versioned regression sets of reviewed failing runs",
+        "regression",
+        help="versioned regression sets of reviewed failing runs",
         description="A regression set holds reviewed failures as items (a case with its "
-        "recordings, or an incident), each version written once; a rubric pins one version.")
-    sub = regression.add_subparsers(dest="regression_command", required=True,
-                                    metavar="COMMAND")
+        "recordings, or an incident), each version written once; a rubric pins one version.",
+    )
+    sub = regression.add_subparsers(dest="regression_command", required=True, metavar="COMMAND")
     _add_promote(sub)
     show = sub.add_parser("show", help="a set's versions and one version's items")
-    show.add_argument("ref", metavar="NAME[@VERSION]", help="the set (default: its newest "
-                      "version)")
+    show.add_argument("ref", metavar="NAME[@VERSION]", help="the set (default: its newest version)")
     _add_place(show)
     show.set_defaults(handler=_show)
-    verify = sub.add_parser("verify", help="check every version of every set: canonical "
-                            "bytes, payload digests, the chain of versions")
+    verify = sub.add_parser(
+        "verify",
+        help="check every version of every set: canonical "
+        "bytes, payload digests, the chain of versions",
+    )
     verify.add_argument("names", nargs="*", metavar="NAME", help="the sets (default: all)")
     _add_place(verify)
     verify.set_defaults(handler=_verify)
-    public = sub.add_parser("public", help="write the public view of every version that has "
-                            "none (v<N>.public.json: what students record the items from)")
+    public = sub.add_parser(
+        "public",
+        help="write the public view of every version that has "
+        "none (v<N>.public.json: what students record the items from)",
+    )
     public.add_argument("name", metavar="NAME", help="the set")
     _add_place(public)
     public.set_defaults(handler=_public)
 
 
 def _add_place(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--sets", type=Path, metavar="DIR", help="the folder of sets "
-                        "(default: regression/ beside the rubric)")
+    parser.add_argument(
+        "--sets",
+        type=Path,
+        metavar="DIR",
+        help="the folder of sets (default: regression/ beside the rubric)",
+    )
     add_rubric_option(parser)
 
 
 def _add_promote(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     promote = sub.add_parser(
-        "promote", help="publish an approved candidate into a set, as its next version",
+        "promote",
+        help="publish an approved candidate into a set, as its next version",
         description="Publish an approved candidate (a case a person investigated, reviewed "
-        "as a regression candidate and approved) into set NAME as its next version.")
+        "as a regression candidate and approved) into set NAME as its next version.",
+    )
     promote.add_argument("name", metavar="NAME", help="the set, e.g. refunds")
-    promote.add_argument("--candidate", required=True, metavar="CANDIDATE",
-                         help="the approved candidate, e.g. cand-1")
-    promote.add_argument("--item", metavar="ITEM_ID", help="the item's id, a check of every "
-                         "report it grades (default: the case's name, the rubric case's id or "
-                         "the incident file's stem, numbered -2, -3... when another case holds "
-                         "it; never the student)")
+    promote.add_argument(
+        "--candidate",
+        required=True,
+        metavar="CANDIDATE",
+        help="the approved candidate, e.g. cand-1",
+    )
+    promote.add_argument(
+        "--item",
+        metavar="ITEM_ID",
+        help="the item's id, a check of every "
+        "report it grades (default: the case's name, the rubric case's id or "
+        "the incident file's stem, numbered -2, -3... when another case holds "
+        "it; never the student)",
+    )
     promote.add_argument("--by", required=True, metavar="NAME", help="who publishes it")
     _add_place(promote)
     promote.set_defaults(handler=_promote)
@@ -105,19 +125,40 @@ def _promote(args: argparse.Namespace) -> int:
     by = _given(args.by, "--by")
     sets, rubric = sets_folder(args), load_rubric(args.rubric)
     item, case = candidate_item(sets, rubric, args.candidate, args.item)
-    added = add_item(sets, name, item, created_by=by, numbered=args.item is None,
-                     then=lambda published, new: append_events(sets / ASSETS, [{
-                         "event": "promote", "candidate": args.candidate, "case": case.id,
-                         "set": published.name, "version": published.version,
-                         "sha256": published.sha256, "item": new.id, "by": by}]))
+    added = add_item(
+        sets,
+        name,
+        item,
+        created_by=by,
+        numbered=args.item is None,
+        then=lambda published, new: append_events(
+            sets / ASSETS,
+            [
+                {
+                    "event": "promote",
+                    "candidate": args.candidate,
+                    "case": case.id,
+                    "set": published.name,
+                    "version": published.version,
+                    "sha256": published.sha256,
+                    "item": new.id,
+                    "by": by,
+                }
+            ],
+        ),
+    )
     ref = added.set.ref
     if not added.new:
-        print(f"already in {ref} as item {added.item.id} (case {case.id}, version "
-              f"{case.version}): nothing written")
+        print(
+            f"already in {ref} as item {added.item.id} (case {case.id}, version "
+            f"{case.version}): nothing written"
+        )
         return EXIT_OK
     count = len(added.set.items)
-    print(f"{ref}: {_count(count)} ({count - 1} inherited, 1 new: {added.item.id}); pin it in "
-          f'a rubric: [criterion.params] set = "{ref}"')
+    print(
+        f"{ref}: {_count(count)} ({count - 1} inherited, 1 new: {added.item.id}); pin it in "
+        f'a rubric: [criterion.params] set = "{ref}"'
+    )
     return EXIT_OK
 
 
@@ -140,8 +181,10 @@ def _show(args: argparse.Namespace) -> int:
     name = valid_name(name, "regression set")
     numbers = version_numbers(sets, name)
     if not numbers:
-        raise UsageError(f"no regression set {name} in {sets}: check --sets (default: "
-                         "regression/ beside the rubric), or promote into it first")
+        raise UsageError(
+            f"no regression set {name} in {sets}: check --sets (default: "
+            "regression/ beside the rubric), or promote into it first"
+        )
     chosen = parse_ref(args.ref)[1] if version else numbers[-1]
     chain = [_version(sets, name, number) for number in range(1, numbers[-1] + 1)]
     if chosen > len(chain):
@@ -154,8 +197,10 @@ def _version(sets: Path, name: str, number: int) -> RegressionSet:
     loaded = load_set(sets, name, number)
     if loaded is None:
         verify = commands.from_here(commands.REGRESSION_VERIFY(name=name, sets=str(sets)))
-        raise UsageError(f"{sets / name}/v{number}.json is missing: `{verify}` says what else "
-                         "is wrong; restore it from git")
+        raise UsageError(
+            f"{sets / name}/v{number}.json is missing: `{verify}` says what else "
+            "is wrong; restore it from git"
+        )
     return loaded
 
 
@@ -166,8 +211,10 @@ def render_set(chain: Sequence[RegressionSet], chosen: RegressionSet) -> str:
     for version in chain:
         before = version.supersedes
         link = f"v{before['version']} {str(before['sha256'])[:12]}" if before else "-"
-        lines.append(f"  v{version.version:<3} sha256 {version.sha256[:12]}  supersedes "
-                     f"{link:<15}  created by {line(version.created_by)}")
+        lines.append(
+            f"  v{version.version:<3} sha256 {version.sha256[:12]}  supersedes "
+            f"{link:<15}  created by {line(version.created_by)}"
+        )
     lines.append(f"{chosen.ref}: {_count(len(chosen.items))}, sha256 {chosen.sha256}")
     for item in chosen.items:
         lines += _item_lines(item)
@@ -179,19 +226,27 @@ def _item_lines(item: Item) -> list[str]:
     if "case" in source:
         came = _came(item)  # a run's description holds commas: a semicolon ends it
         comma = ";" if source.get("run") is not None else ","
-        shown = [f"    source    case {source['case']} version {source['version']}, candidate "
-                 f"{source['candidate']}; {came}{comma} approved by "
-                 f"{line(str(source['approved_by']))}",
-                 f"    reviewed  by {line(item.reviewed_by)}",
-                 f"    reason    {line(item.reason)}"]
+        shown = [
+            f"    source    case {source['case']} version {source['version']}, candidate "
+            f"{source['candidate']}; {came}{comma} approved by "
+            f"{line(str(source['approved_by']))}",
+            f"    reviewed  by {line(item.reviewed_by)}",
+            f"    reason    {line(item.reason)}",
+        ]
     else:  # a public view: who it came from stays with the set
         shown = [f"    source    {_came(item)}; public view"]
-    lines = [f"  {item.id} ({item.kind}, added in v{item.added_in})", *shown,
-             f"    task      {line(item.task)}",
-             f"    agent     {item.agent or _OWN_AGENT}",
-             f"    expect    {_expected(item.expect)}"]
-    world = f"{len(item.reads())} tool call(s) answered, sha256 " \
-        f"{item.digests['world'][:12]}" if item.world is not None else "no tool call answered"
+    lines = [
+        f"  {item.id} ({item.kind}, added in v{item.added_in})",
+        *shown,
+        f"    task      {line(item.task)}",
+        f"    agent     {item.agent or _OWN_AGENT}",
+        f"    expect    {_expected(item.expect)}",
+    ]
+    world = (
+        f"{len(item.reads())} tool call(s) answered, sha256 {item.digests['world'][:12]}"
+        if item.world is not None
+        else "no tool call answered"
+    )
     lines.append(f"    world     {world}")
     if item.missing:
         lines.append(f"    MISSING   {item.missing}")
@@ -203,22 +258,27 @@ def _came(item: Item) -> str:
     source, origin = item.source, item.origin
     run = source.get("run")
     if run is not None:
-        return (f"from a run of {line(str(run['student']))} (submission "
-                f"{line(str(run['submission']))}, run {run['seq']}), report "
-                f"{str(run['report'])[:12]}, {line(str(run['path']))}")
+        return (
+            f"from a run of {line(str(run['student']))} (submission "
+            f"{line(str(run['submission']))}, run {run['seq']}), report "
+            f"{str(run['report'])[:12]}, {line(str(run['path']))}"
+        )
     if origin == "ai_draft":
         by = source.get("by")
         return "drafted by a model (ai_draft" + (
-            f", filed by {line(str(by))})" if by is not None else ")")
+            f", filed by {line(str(by))})" if by is not None else ")"
+        )
     if origin == "manual":
         return "written by hand"
     if origin == "run":
         return "from a run"
     if "case" not in source:
         return "origin not recorded (promoted before items recorded it)"
-    return (f"written by hand or drafted by a model (not recorded: v{item.added_in} "
-            f"predates items that record it; case {source['case']} of the asset ledger says "
-            "which)")
+    return (
+        f"written by hand or drafted by a model (not recorded: v{item.added_in} "
+        f"predates items that record it; case {source['case']} of the asset ledger says "
+        "which)"
+    )
 
 
 def _expected(expect: Expectation) -> str:
@@ -226,15 +286,19 @@ def _expected(expect: Expectation) -> str:
         return ", ".join(f"'{line(value)}'" for value in values) or "-"
 
     forbids = ", ".join(expect.forbidden_actions) or "-"
-    shown = (f"outcome {expect.outcome}; mentions {facts(expect.mentions)}; never mentions "
-             f"{facts(expect.never_mentions)}; forbids {forbids}")
-    more = [("goal", facts((expect.goal,)) if expect.goal else ""),
-            ("decision", facts((expect.decision,)) if expect.decision else ""),
-            ("names as missing", facts(expect.missing) if expect.missing else ""),
-            ("states a negation", "yes" if expect.negation else ""),
-            ("reply template", facts((expect.reply_template,)) if expect.reply_template else ""),
-            ("requires", facts(expect.requires) if expect.requires else ""),
-            ("cites", facts(expect.cites) if expect.cites else "")]
+    shown = (
+        f"outcome {expect.outcome}; mentions {facts(expect.mentions)}; never mentions "
+        f"{facts(expect.never_mentions)}; forbids {forbids}"
+    )
+    more = [
+        ("goal", facts((expect.goal,)) if expect.goal else ""),
+        ("decision", facts((expect.decision,)) if expect.decision else ""),
+        ("names as missing", facts(expect.missing) if expect.missing else ""),
+        ("states a negation", "yes" if expect.negation else ""),
+        ("reply template", facts((expect.reply_template,)) if expect.reply_template else ""),
+        ("requires", facts(expect.requires) if expect.requires else ""),
+        ("cites", facts(expect.cites) if expect.cites else ""),
+    ]
     return "; ".join([shown, *(f"{label} {value}" for label, value in more if value)])
 
 
@@ -258,8 +322,10 @@ def _verify(args: argparse.Namespace) -> int:
 def _public(args: argparse.Namespace) -> int:
     sets, name = sets_folder(args), valid_name(args.name, "regression set")
     if not version_numbers(sets, name):
-        raise UsageError(f"no regression set {name} in {sets}: check --sets (default: "
-                         "regression/ beside the rubric), or promote into it first")
+        raise UsageError(
+            f"no regression set {name} in {sets}: check --sets (default: "
+            "regression/ beside the rubric), or promote into it first"
+        )
     written = write_public(sets, name)
     for path in written:
         print(f"wrote {path}")

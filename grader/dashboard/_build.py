@@ -64,13 +64,17 @@ def build_dashboard(grades: Path, out: Path) -> list[Path]:
     jinja2 = _jinja()
     if not (grades / GRADEBOOK).is_file():
         grade = commands.GRADE_INTO(submissions="SUBMISSIONS", out=str(grades))
-        raise UsageError(f"{grades} has no {GRADEBOOK}: grade first with `{grade}`, then "
-                         "build the dashboard from that folder")
+        raise UsageError(
+            f"{grades} has no {GRADEBOOK}: grade first with `{grade}`, then "
+            "build the dashboard from that folder"
+        )
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out {out} is a file: give the folder the site goes into")
     if out.exists() and any(out.iterdir()) and not (out / MARKER).is_file():
-        raise UsageError(f"{out} is not empty and is not a dashboard: give --out a new folder "
-                         "(the dashboard replaces what it wrote there before, nothing else)")
+        raise UsageError(
+            f"{out} is not empty and is not a dashboard: give --out a new folder "
+            "(the dashboard replaces what it wrote there before, nothing else)"
+        )
     try:
         cohort = _read(grades)
         return _build(jinja2, cohort, grades, out)
@@ -96,17 +100,23 @@ def _read(grades: Path) -> Cohort:
 
 def _build(jinja2: Any, cohort: Cohort, grades: Path, out: Path) -> list[Path]:
     environment = jinja2.Environment(
-        loader=jinja2.DictLoader(TEMPLATES), autoescape=True,
-        undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+        loader=jinja2.DictLoader(TEMPLATES),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+    )
     index, rows = _cohort_page(environment, cohort, grades)
     pages = {Path("index.html"): index}
     for submission in cohort.submissions:
         pages[Path("students") / f"{submission.slug}.html"] = _student_page(
-            environment, cohort, submission)
-    files = {Path("assets/dashboard.css"): STYLE.encode("utf-8"),
-             Path("assets/dashboard.js"): SCRIPT.encode("utf-8"),
-             Path(ROWS): rows.encode("utf-8"),
-             **{path: page.encode("utf-8") for path, page in pages.items()}}
+            environment, cohort, submission
+        )
+    files = {
+        Path("assets/dashboard.css"): STYLE.encode("utf-8"),
+        Path("assets/dashboard.js"): SCRIPT.encode("utf-8"),
+        Path(ROWS): rows.encode("utf-8"),
+        **{path: page.encode("utf-8") for path, page in pages.items()},
+    }
     folders: set[Path] = set()
     for relative, data in sorted(files.items()):
         target = out / relative
@@ -143,7 +153,8 @@ def _jinja() -> Any:
     except ImportError:
         raise DashboardUnavailable(
             "the dashboard needs Jinja2 and the chart libraries, the gradekit[dashboard] "
-            "extra: pip install 'gradekit[dashboard]' (make test installs it)") from None
+            "extra: pip install 'gradekit[dashboard]' (make test installs it)"
+        ) from None
 
 
 def _forget_others(out: Path, kept: set[Path]) -> None:
@@ -167,9 +178,13 @@ def _cohort_page(environment: Any, cohort: Cohort, grades: Path) -> tuple[str, s
     # then a stale review or a degraded grade; then the routine reviews the rubric asks
     # for; each in gradebook order.
     copied = {name for pair in cohort.copies for name in (pair.a, pair.b)}
-    review = sorted(waiting, key=lambda item: (
-        item[0].row.submission not in copied and not flagged(item[0].row.reason),
-        not _urgent(item[0])))
+    review = sorted(
+        waiting,
+        key=lambda item: (
+            item[0].row.submission not in copied and not flagged(item[0].row.reason),
+            not _urgent(item[0]),
+        ),
+    )
     changed = [s for s in cohort.submissions if _changed(s, cohort.latest_batch)]
     queue = review_queue(cohort)
     summary = [
@@ -188,14 +203,19 @@ def _cohort_page(environment: Any, cohort: Cohort, grades: Path) -> tuple[str, s
     # A roster's names and a late policy's penalties are columns where some row has them.
     named = any(s.row.name for s in cohort.submissions)
     late = any(s.row.late for s in cohort.submissions)
-    columns = [("submission", "Submission", False), ("student", "Student", False),
-               *([("name", "Name", False)] if named else []),
-               ("status", "Status", False), ("total", "Total", True),
-               ("review", "Review", False),
-               *([("penalty", "Late penalty", True)] if late else []),
-               ("final", "Final", True), ("max", "Max", True),
-               *((cid, title, True) for cid, title, _ in cohort.criteria),
-               ("reason", "Reason", False)]
+    columns = [
+        ("submission", "Submission", False),
+        ("student", "Student", False),
+        *([("name", "Name", False)] if named else []),
+        ("status", "Status", False),
+        ("total", "Total", True),
+        ("review", "Review", False),
+        *([("penalty", "Late penalty", True)] if late else []),
+        ("final", "Final", True),
+        ("max", "Max", True),
+        *((cid, title, True) for cid, title, _ in cohort.criteria),
+        ("reason", "Reason", False),
+    ]
     kinds = [kind for kind, _ in _KINDS] + ["other"]
     found: dict[str, int] = {}
     for kind, _, _ in cohort.findings:
@@ -203,8 +223,16 @@ def _cohort_page(environment: Any, cohort: Cohort, grades: Path) -> tuple[str, s
     counts = [(kind, found.get(kind, 0)) for kind in kinds]
     slugs = {s.row.submission: s.slug for s in cohort.submissions}
     macros = environment.get_template("rows.html").make_module(
-        {"columns": columns, "cell": _cell, "full": FULL, "urgent": _urgent, "slugs": slugs,
-         "parts": PARTS, "words": PART_WORDS})
+        {
+            "columns": columns,
+            "cell": _cell,
+            "full": FULL,
+            "urgent": _urgent,
+            "slugs": slugs,
+            "parts": PARTS,
+            "words": PART_WORDS,
+        }
+    )
     lists = {
         "submissions": _rows(macros.submission, [(s,) for s in cohort.submissions]),
         "grid": _rows(macros.grid, [(s,) for s in cohort.submissions]),
@@ -215,17 +243,27 @@ def _cohort_page(environment: Any, cohort: Cohort, grades: Path) -> tuple[str, s
     if cohort.copies:  # a list of its own only when there is a pair: rows.js keeps its lists
         lists["copies"] = _rows(macros.copy, [(pair,) for pair in cohort.copies])
     page: str = environment.get_template("cohort.html").render(
-        root="", cohort=cohort, source=os.path.basename(os.path.normpath(grades)) or "grades",
-        reported=len(reported), summary=summary, columns=columns,
+        root="",
+        cohort=cohort,
+        source=os.path.basename(os.path.normpath(grades)) or "grades",
+        reported=len(reported),
+        summary=summary,
+        columns=columns,
         statuses=sorted({s.row.status for s in cohort.submissions}),
         first={name: rows[:PAGE_ROWS] for name, rows in lists.items()},
-        total={name: len(rows) for name, rows in lists.items()}, page_rows=PAGE_ROWS,
+        total={name: len(rows) for name, rows in lists.items()},
+        page_rows=PAGE_ROWS,
         queue=queue,
         distribution=score_distribution(known, cohort.maximum) if cohort.maximum > 0 else None,
         lost=points_lost(_losses(cohort)),
-        kinds=findings_by_kind([(kind, n) for kind, n in counts if n]))
-    data = json.dumps({name: "".join(rows) for name, rows in lists.items()},
-                      ensure_ascii=True, sort_keys=True, separators=(",", ":"))
+        kinds=findings_by_kind([(kind, n) for kind, n in counts if n]),
+    )
+    data = json.dumps(
+        {name: "".join(rows) for name, rows in lists.items()},
+        ensure_ascii=True,
+        sort_keys=True,
+        separators=(",", ":"),
+    )
     return page, ROWS_SCRIPT.format(rows=data)
 
 
@@ -258,8 +296,9 @@ def review_queue(cohort: Cohort) -> Queue:
     titles = [(cid, title) for cid, title, _ in cohort.criteria]
     known = {cid for cid, _ in titles}
     titles += [(cid, cid) for cid in sorted((pending.keys() | stale.keys()) - known)]
-    return Queue(tuple((cid, title, pending.get(cid, 0), stale.get(cid, 0))
-                       for cid, title in titles), rows)
+    return Queue(
+        tuple((cid, title, pending.get(cid, 0), stale.get(cid, 0)) for cid, title in titles), rows
+    )
 
 
 def pending_reviews(cell: str) -> tuple[list[str], list[str]]:
@@ -269,7 +308,7 @@ def pending_reviews(cell: str) -> tuple[list[str], list[str]]:
     again: list[str] = []
     for part in cell.split("; "):
         if part.startswith(_PENDING):
-            waiting += [cid for cid in part[len(_PENDING):].split(", ") if cid]
+            waiting += [cid for cid in part[len(_PENDING) :].split(", ") if cid]
         elif match := _STALE.match(part):
             again.append(match.group(1))
     return waiting, again
@@ -281,18 +320,35 @@ def _student_page(environment: Any, cohort: Cohort, submission: Submission) -> s
         # Each grading's final grade: its total with its report's current reviews, so the
         # latest point is the gradebook's final.
         timeline = grade_timeline(
-            [(f"#{g.number} (event {g.seq})", g.final,
-              "; ".join(g.causes) or ("first grade" if g.number == 1 else "no change recorded"))
-             for g in submission.history], cohort.maximum,
-            reviewed=[(g.total, g.reviewed) for g in submission.history])
+            [
+                (
+                    f"#{g.number} (event {g.seq})",
+                    g.final,
+                    "; ".join(g.causes)
+                    or ("first grade" if g.number == 1 else "no change recorded"),
+                )
+                for g in submission.history
+            ],
+            cohort.maximum,
+            reviewed=[(g.total, g.reviewed) for g in submission.history],
+        )
     name = submission.row.submission
     slugs = {s.row.submission: s.slug for s in cohort.submissions}
-    copies = [(pair.other(name), slugs.get(pair.other(name), ""), pair)
-              for pair in cohort.copies if name in (pair.a, pair.b)]
+    copies = [
+        (pair.other(name), slugs.get(pair.other(name), ""), pair)
+        for pair in cohort.copies
+        if name in (pair.a, pair.b)
+    ]
     page: str = environment.get_template("student.html").render(
-        root="../", s=submission, report=_report_view(submission.report),
-        calls=submission.calls, timeline=timeline, copies=copies, parts=PARTS,
-        words=PART_WORDS)
+        root="../",
+        s=submission,
+        report=_report_view(submission.report),
+        calls=submission.calls,
+        timeline=timeline,
+        copies=copies,
+        parts=PARTS,
+        words=PART_WORDS,
+    )
     return page
 
 
@@ -305,22 +361,37 @@ def _report_view(report: Any) -> dict[str, Any] | None:
         if not isinstance(criterion, dict):
             continue
         points, maximum = (decimal(criterion.get(k)) for k in ("points", "max"))
-        criteria.append({
-            "id": str(criterion.get("id", "")), "title": str(criterion.get("title", "")),
-            "points": str(criterion.get("points", "")), "max": str(criterion.get("max", "")),
-            "lost": cents(maximum - points) if points is not None and maximum is not None
-            else "?",
-            "review": criterion.get("review") is True,
-            "verdict": str(criterion.get("verdict", "")),
-            "advice": [str(a) for a in criterion.get("advice", [])],
-            "checks": [{"id": str(k.get("id", "")), "passed": k.get("passed") is True,
-                        "points": str(k.get("points", "")), "max": str(k.get("max", "")),
-                        "detail": str(k.get("detail", ""))}
-                       for k in criterion.get("checks", []) if isinstance(k, dict)],
-        })
-    return {"criteria": criteria, "total": str(report.get("total", "")),
-            "max": str(report.get("max", "")),
-            "findings": [str(f) for f in report.get("findings", [])]}
+        criteria.append(
+            {
+                "id": str(criterion.get("id", "")),
+                "title": str(criterion.get("title", "")),
+                "points": str(criterion.get("points", "")),
+                "max": str(criterion.get("max", "")),
+                "lost": cents(maximum - points)
+                if points is not None and maximum is not None
+                else "?",
+                "review": criterion.get("review") is True,
+                "verdict": str(criterion.get("verdict", "")),
+                "advice": [str(a) for a in criterion.get("advice", [])],
+                "checks": [
+                    {
+                        "id": str(k.get("id", "")),
+                        "passed": k.get("passed") is True,
+                        "points": str(k.get("points", "")),
+                        "max": str(k.get("max", "")),
+                        "detail": str(k.get("detail", "")),
+                    }
+                    for k in criterion.get("checks", [])
+                    if isinstance(k, dict)
+                ],
+            }
+        )
+    return {
+        "criteria": criteria,
+        "total": str(report.get("total", "")),
+        "max": str(report.get("max", "")),
+        "findings": [str(f) for f in report.get("findings", [])],
+    }
 
 
 def _cell(submission: Submission, column: str) -> str:
@@ -346,8 +417,9 @@ def _losses(cohort: Cohort) -> list[tuple[str, str, Decimal, Decimal]]:
             found.append((cid, title, Decimal(0), Decimal(0)))
             continue
         got = [s.points(cid) for s in reported]
-        lost = sum((max(maximum - points, Decimal(0)) for points in got if points is not None),
-                   Decimal(0))
+        lost = sum(
+            (max(maximum - points, Decimal(0)) for points in got if points is not None), Decimal(0)
+        )
         found.append((cid, title, lost, maximum * len(reported)))
     return found
 
@@ -367,8 +439,11 @@ def _review_reason(submission: Submission) -> str:
 def _urgent(submission: Submission) -> bool:
     """Not a routine review: a stale review, a degraded grade or one flagged for review."""
     row = submission.row
-    return row.status == "degraded" or (row.status in REPORTED and bool(row.reason)) \
+    return (
+        row.status == "degraded"
+        or (row.status in REPORTED and bool(row.reason))
         or "NEEDS A NEW REVIEW" in row.review
+    )
 
 
 def _changed(submission: Submission, latest: int | None) -> bool:
@@ -376,5 +451,7 @@ def _changed(submission: Submission, latest: int | None) -> bool:
     change = submission.change
     if change is None or latest is None or change.current.seq < latest:
         return False
-    return (change.previous.total, change.previous.status) != (change.current.total,
-                                                               change.current.status)
+    return (change.previous.total, change.previous.status) != (
+        change.current.total,
+        change.current.status,
+    )

@@ -61,7 +61,8 @@ __all__ = [
 FULL = "full marks"
 # What a finding is about, by the words the grader uses for it; the first that matches.
 _KINDS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
-    (kind, re.compile(pattern, re.IGNORECASE)) for kind, pattern in (
+    (kind, re.compile(pattern, re.IGNORECASE))
+    for kind, pattern in (
         ("flagged for review", rf"^{re.escape(FLAGGED)}|tamper|forged|replaced the harness"),
         ("sandbox refusal", r"sandbox refused"),
         ("timeout or budget", r"timed out|timeout|budget"),
@@ -69,7 +70,8 @@ _KINDS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("miss", r"does not hold|no recording|cassette miss|missing fixture"),
         ("recording problem", r"cannot be used|is missing|cannot be decoded|not valid JSONL"),
         ("failure log", r"FAILURES|failure log"),
-    ))
+    )
+)
 
 
 def finding_kind(text: str) -> str:
@@ -133,8 +135,10 @@ class Submission:
     def points(self, criterion: str) -> Decimal | None:
         """The criterion's points after review: an override's points, else (a confirmation,
         or no review) the automated points the gradebook holds."""
-        override = next((r.points for r in self.reviews
-                         if r.criterion == criterion and r.points is not None), None)
+        override = next(
+            (r.points for r in self.reviews if r.criterion == criterion and r.points is not None),
+            None,
+        )
         return override if override is not None else decimal(self.row.criteria.get(criterion))
 
     @property
@@ -179,11 +183,20 @@ _BATCHES_SHOWN = 20  # the latest batches on the cohort page
 def batches_of(events: Sequence[Mapping[str, Any]]) -> tuple[Batch, ...]:
     """The latest batches that say their status (an older gradekit's say none), latest
     first."""
-    found = [Batch(int(e["seq"]), str(e["status"]), int(e.get("requested", 0)),
-                   int(e.get("completed", 0)), int(e.get("failed", 0)),
-                   str(e.get("operator", "")), str(e.get("at", "")),
-                   str(e.get("idempotency_key", "")))
-             for e in events if e.get("event") == "batch" and "status" in e]
+    found = [
+        Batch(
+            int(e["seq"]),
+            str(e["status"]),
+            int(e.get("requested", 0)),
+            int(e.get("completed", 0)),
+            int(e.get("failed", 0)),
+            str(e.get("operator", "")),
+            str(e.get("at", "")),
+            str(e.get("idempotency_key", "")),
+        )
+        for e in events
+        if e.get("event") == "batch" and "status" in e
+    ]
     return tuple(reversed(found[-_BATCHES_SHOWN:]))
 
 
@@ -204,7 +217,8 @@ def load_cohort(grades: Path) -> Cohort:
     snapshots = case_snapshots(events)
     # Each archived report is read (and verified) once, however many pages compare it.
     archive: Callable[[str], Mapping[str, Any] | None] = functools.cache(
-        lambda digest: archived(grades, digest) if digest else None)
+        lambda digest: archived(grades, digest) if digest else None
+    )
     batches = [int(e["seq"]) for e in events if e.get("event") == "batch"]
     reviewed = _reviews_by_report(events)
     # One pass over the ledger: each student's events, in ledger order, grouped once.
@@ -214,28 +228,55 @@ def load_cohort(grades: Path) -> Cohort:
     submissions = []
     for row in rows:
         report, problem = reports[row.submission]
-        history = _history(archive, by_student.get(row.student, []), row.student, snapshots,
-                           reviewed)
-        submissions.append(Submission(
-            row=row, slug=slugs[row.submission], report=report, report_problem=problem,
-            calls=calls[row.submission], cells=_cells(row, report, criteria, cases),
-            history=history, change=_change(archive, history, criteria),
-            reviews=reviewed(row.digest) if row.status in REPORTED else ()))
+        history = _history(
+            archive, by_student.get(row.student, []), row.student, snapshots, reviewed
+        )
+        submissions.append(
+            Submission(
+                row=row,
+                slug=slugs[row.submission],
+                report=report,
+                report_problem=problem,
+                calls=calls[row.submission],
+                cells=_cells(row, report, criteria, cases),
+                history=history,
+                change=_change(archive, history, criteria),
+                reviews=reviewed(row.digest) if row.status in REPORTED else (),
+            )
+        )
     findings = tuple(
         (finding_kind(text), s.row.submission, text)
         for s in submissions
-        for text in ([str(f) for f in (s.report or {}).get("findings", [])]
-                     or ([s.row.reason] if s.row.reason and not s.reported else []))
-        + _observed(s.calls))
-    maximum = next((decimal(r.max) for r in rows if decimal(r.max) is not None),
-                   sum((c[2] for c in criteria), Decimal(0)))
-    rubric = next((f"{r['rubric'].get('id')} v{r['rubric'].get('version')}"
-                   for r, _ in reports.values() if r and isinstance(r.get("rubric"), dict)), "")
-    return Cohort(criteria=criteria, cases=cases, maximum=maximum or Decimal(0),
-                  submissions=tuple(submissions), findings=findings,
-                  latest_batch=max(batches) if batches else None, rubric=rubric,
-                  batches=batches_of(events), copies=_copies(grades, problems),
-                  problems=tuple(problems))
+        for text in (
+            [str(f) for f in (s.report or {}).get("findings", [])]
+            or ([s.row.reason] if s.row.reason and not s.reported else [])
+        )
+        + _observed(s.calls)
+    )
+    maximum = next(
+        (decimal(r.max) for r in rows if decimal(r.max) is not None),
+        sum((c[2] for c in criteria), Decimal(0)),
+    )
+    rubric = next(
+        (
+            f"{r['rubric'].get('id')} v{r['rubric'].get('version')}"
+            for r, _ in reports.values()
+            if r and isinstance(r.get("rubric"), dict)
+        ),
+        "",
+    )
+    return Cohort(
+        criteria=criteria,
+        cases=cases,
+        maximum=maximum or Decimal(0),
+        submissions=tuple(submissions),
+        findings=findings,
+        latest_batch=max(batches) if batches else None,
+        rubric=rubric,
+        batches=batches_of(events),
+        copies=_copies(grades, problems),
+        problems=tuple(problems),
+    )
 
 
 def _copies(grades: Path, problems: list[str]) -> tuple[CopyPair, ...]:
@@ -262,8 +303,10 @@ def _observed(calls: Mapping[str, Any] | None) -> list[str]:
             found.append(f"case {name} {word} in the primary run: {case.get('detail', '')}")
         missed = [c for c in case.get("calls", []) if isinstance(c, dict) and not c.get("served")]
         if missed:
-            found.append(f"case {name}: {len(missed)} call(s) of the primary run had no "
-                         f"recording (first: {missed[0].get('kind')} {missed[0].get('key')})")
+            found.append(
+                f"case {name}: {len(missed)} call(s) of the primary run had no "
+                f"recording (first: {missed[0].get('kind')} {missed[0].get('key')})"
+            )
     return found
 
 
@@ -283,27 +326,35 @@ def _report(folder: Path) -> tuple[Mapping[str, Any] | None, str]:
     return document, "" if ok else f"report.json does not verify: {problem}"
 
 
-def _criteria(header: Sequence[str], reports: Sequence[Mapping[str, Any]]
-              ) -> tuple[tuple[str, str, Decimal], ...]:
+def _criteria(
+    header: Sequence[str], reports: Sequence[Mapping[str, Any]]
+) -> tuple[tuple[str, str, Decimal], ...]:
     """The gradebook's criterion columns with the title and max a report gives them."""
     known: dict[str, tuple[str, Decimal]] = {}
     for report in reports:
         for criterion in report.get("criteria", []):
             if isinstance(criterion, dict) and criterion.get("id") not in known:
-                known[str(criterion.get("id"))] = (str(criterion.get("title", "")),
-                                                   decimal(criterion.get("max")) or Decimal(0))
+                known[str(criterion.get("id"))] = (
+                    str(criterion.get("title", "")),
+                    decimal(criterion.get("max")) or Decimal(0),
+                )
     fixed = set(FIXED_COLUMNS)
-    return tuple((column, *known.get(column, (column, Decimal(0))))
-                 for column in header if column not in fixed)
+    return tuple(
+        (column, *known.get(column, (column, Decimal(0))))
+        for column in header
+        if column not in fixed
+    )
 
 
-def _cases(calls: Iterable[Mapping[str, Any] | None],
-           events: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
+def _cases(
+    calls: Iterable[Mapping[str, Any] | None], events: Sequence[Mapping[str, Any]]
+) -> tuple[str, ...]:
     """The rubric's cases in its order (as calls.json lists them), else the ledger's."""
     for document in calls:
         if document:
-            return tuple(str(case.get("case")) for case in document["cases"]
-                         if isinstance(case, dict))
+            return tuple(
+                str(case.get("case")) for case in document["cases"] if isinstance(case, dict)
+            )
     for event in reversed(events):
         rubric = event.get("rubric") if event.get("event") == "batch" else None
         if isinstance(rubric, dict) and isinstance(rubric.get("cases"), dict):
@@ -325,17 +376,28 @@ def _slugs(names: Sequence[str]) -> dict[str, str]:
     return slugs
 
 
-def _cells(row: GradebookRow, report: Mapping[str, Any] | None,
-           criteria: Sequence[tuple[str, str, Decimal]], cases: Sequence[str]
-           ) -> tuple[GridCell, ...]:
+def _cells(
+    row: GradebookRow,
+    report: Mapping[str, Any] | None,
+    criteria: Sequence[tuple[str, str, Decimal]],
+    cases: Sequence[str],
+) -> tuple[GridCell, ...]:
     if report is None or row.status not in REPORTED:
         return tuple(GridCell(case, "", row.status) for case in cases)
     by_id = {str(c.get("id")): c for c in report.get("criteria", []) if isinstance(c, dict)}
     cells = []
     for case in cases:
-        lost = next(((cid, title) for cid, title, _ in criteria
-                     if any(check.get("id") == case and _lost(check)
-                            for check in by_id.get(cid, {}).get("checks", []))), None)
+        lost = next(
+            (
+                (cid, title)
+                for cid, title, _ in criteria
+                if any(
+                    check.get("id") == case and _lost(check)
+                    for check in by_id.get(cid, {}).get("checks", [])
+                )
+            ),
+            None,
+        )
         cells.append(GridCell(case, lost[0], lost[1]) if lost else GridCell(case, "", FULL))
     return tuple(cells)
 
@@ -374,9 +436,13 @@ def _in_words(reviews: Sequence[HumanReview]) -> str:
     return "; ".join(f"{r.criterion} {review_verdict(r).replace(' -> ', '->')}" for r in reviews)
 
 
-def _history(archive: Archive, events: Sequence[Mapping[str, Any]], student: str,
-             snapshots: Mapping[str, Mapping[str, str]],
-             reviewed: Reviews) -> tuple[GradingEvent, ...]:
+def _history(
+    archive: Archive,
+    events: Sequence[Mapping[str, Any]],
+    student: str,
+    snapshots: Mapping[str, Mapping[str, str]],
+    reviewed: Reviews,
+) -> tuple[GradingEvent, ...]:
     """``student``'s gradings; ``events``: the ledger's events (the student's alone, or all
     of them), in ledger order."""
     found: list[GradingEvent] = []
@@ -386,10 +452,14 @@ def _history(archive: Archive, events: Sequence[Mapping[str, Any]], student: str
         if event.get("student") != student:
             continue
         if event.get("event") == "review" and isinstance(event.get("run"), int):
-            verdict = "confirmed" if event.get("points") is None else \
-                f"{event.get('automated')} -> {event.get('points')}"
+            verdict = (
+                "confirmed"
+                if event.get("points") is None
+                else f"{event.get('automated')} -> {event.get('points')}"
+            )
             reviews.setdefault(event["run"], []).append(
-                f"{event.get('criterion')} {verdict} by {event.get('by')}: {event.get('reason')}")
+                f"{event.get('criterion')} {verdict} by {event.get('by')}: {event.get('reason')}"
+            )
         if event.get("event") != "run":
             continue
         divergence = ""
@@ -400,18 +470,27 @@ def _history(archive: Archive, events: Sequence[Mapping[str, Any]], student: str
                 divergence = first_divergence(old, new)
         total, digest = decimal(event.get("total")), str(event.get("report") or "")
         current = reviewed(digest) if total is not None else ()
-        found.append(GradingEvent(
-            number=len(found) + 1, seq=int(event.get("seq", 0)),
-            status=str(event.get("status")), total=total, report=digest,
-            causes=tuple(causes(previous, event, snapshots)) if previous is not None else (),
-            divergence=divergence, final=_final(total, current), reviewed=_in_words(current),
-            failed=tuple(verdict_lines(new or {}, label=""))))
+        found.append(
+            GradingEvent(
+                number=len(found) + 1,
+                seq=int(event.get("seq", 0)),
+                status=str(event.get("status")),
+                total=total,
+                report=digest,
+                causes=tuple(causes(previous, event, snapshots)) if previous is not None else (),
+                divergence=divergence,
+                final=_final(total, current),
+                reviewed=_in_words(current),
+                failed=tuple(verdict_lines(new or {}, label="")),
+            )
+        )
         previous = event
     return tuple(replace(g, reviews=tuple(reviews.get(g.seq, ()))) for g in found)
 
 
-def _change(archive: Archive, history: Sequence[GradingEvent],
-            criteria: Sequence[tuple[str, str, Decimal]]) -> GradeChange | None:
+def _change(
+    archive: Archive, history: Sequence[GradingEvent], criteria: Sequence[tuple[str, str, Decimal]]
+) -> GradeChange | None:
     if len(history) < 2:
         return None
     previous, current = history[-2], history[-1]
@@ -423,17 +502,33 @@ def _change(archive: Archive, history: Sequence[GradingEvent],
         for criterion in new.get("criteria", []):
             cid = str(criterion.get("id"))
             was = before.get(cid, {})
-            if (was.get("points"), was.get("max")) != (criterion.get("points"),
-                                                       criterion.get("max")):
-                rows.append((cid, titles.get(cid, cid), str(was.get("points", "—")),
-                             str(criterion.get("points"))))
+            if (was.get("points"), was.get("max")) != (
+                criterion.get("points"),
+                criterion.get("max"),
+            ):
+                rows.append(
+                    (
+                        cid,
+                        titles.get(cid, cid),
+                        str(was.get("points", "—")),
+                        str(criterion.get("points")),
+                    )
+                )
             earlier = {str(k.get("id")): k for k in was.get("checks", [])}
             for check in criterion.get("checks", []):
                 then = earlier.get(str(check.get("id")), {})
-                if (then.get("points"), then.get("detail")) != (check.get("points"),
-                                                                check.get("detail")):
-                    checks.append((f"{cid}/{check.get('id')}", str(then.get("points", "—")),
-                                   str(check.get("points")), str(check.get("detail", ""))))
+                if (then.get("points"), then.get("detail")) != (
+                    check.get("points"),
+                    check.get("detail"),
+                ):
+                    checks.append(
+                        (
+                            f"{cid}/{check.get('id')}",
+                            str(then.get("points", "—")),
+                            str(check.get("points")),
+                            str(check.get("detail", "")),
+                        )
+                    )
     return GradeChange(previous, current, tuple(rows), tuple(checks))
 
 

@@ -592,5 +592,10 @@ record.ok else ("failed: " ~ (record.error or "no error named")) }}</li>{% endif
 {% endblock %}
 """
 
-TEMPLATES = {"base.html": _BASE, "figure.html": _FIGURE, "cohort.html": _COHORT,
-             "rows.html": _ROWS, "student.html": _STUDENT}
+TEMPLATES = {
+    "base.html": _BASE,
+    "figure.html": _FIGURE,
+    "cohort.html": _COHORT,
+    "rows.html": _ROWS,
+    "student.html": _STUDENT,
+}

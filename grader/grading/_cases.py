@@ -40,8 +40,9 @@ def case_recording(item: Item, rubric: Rubric) -> str:
     return same or f"{CASES}/{item.id}"
 
 
-def run_cases(root: Path, items: Sequence[Item], rubric: Rubric, *,
-              wall: Wall = PROCESS_WALL) -> dict[str, CheckResult]:
+def run_cases(
+    root: Path, items: Sequence[Item], rubric: Rubric, *, wall: Wall = PROCESS_WALL
+) -> dict[str, CheckResult]:
     """Each case (as an ``Item``) run against the submission at ``root`` behind ``wall``
     and judged: case id -> its check (``verdict``, and where it failed its first point of
     divergence). A submission whose manifest cannot be read runs nothing: every case says
@@ -51,27 +52,42 @@ def run_cases(root: Path, items: Sequence[Item], rubric: Rubric, *,
     except ManifestError as exc:
         return {item.id: _not_run(item.id, str(exc)) for item in items}
     names = {item.id: case_recording(item, rubric) for item in items}
-    asked = tuple(Case(name, item.task) for item, name in
-                  ((item, names[item.id]) for item in items))
+    asked = tuple(
+        Case(name, item.task) for item, name in ((item, names[item.id]) for item in items)
+    )
     recordings, _ = _item_recordings(root, manifest, asked)  # a bad file: a miss says so
     drawn = draw(None, "case run")
-    with tempfile.TemporaryDirectory(prefix="gradekit-cases-", dir=scratch_root(),
-                                     ignore_cleanup_errors=True) as folder:
+    with tempfile.TemporaryDirectory(
+        prefix="gradekit-cases-", dir=scratch_root(), ignore_cleanup_errors=True
+    ) as folder:
         scratch = Path(folder)
         scratch.chmod(0o711)  # searchable, not listable: a root grader's children are 65534
         hidden = tuple(_recording_names(manifest, (*rubric.cases, *asked)))
-        sandbox = Sandbox(root, scratch / "cases", rubric.limits, wall,
-                          LaidOut(hidden=hidden))
+        sandbox = Sandbox(root, scratch / "cases", rubric.limits, wall, LaidOut(hidden=hidden))
         try:
-            runs = run_items(sandbox, items, names, manifest.agent, recordings,
-                             label=drawn.labels[0], hashseed=drawn.seeds[0],
-                             clock=drawn.clock, what="case")
+            runs = run_items(
+                sandbox,
+                items,
+                names,
+                manifest.agent,
+                recordings,
+                label=drawn.labels[0],
+                hashseed=drawn.seeds[0],
+                clock=drawn.clock,
+                what="case",
+            )
         finally:
             sandbox.close()
     return {item.id: judged_item(item, runs.get(item.id)) for item in items}
 
 
 def _not_run(case_id: str, why: str) -> CheckResult:
-    return CheckResult(case_id, False, Decimal("0.00"), Decimal("0.00"), why, judged=True,
-                       divergence=Divergence("run", "a run of the case", why))
-
+    return CheckResult(
+        case_id,
+        False,
+        Decimal("0.00"),
+        Decimal("0.00"),
+        why,
+        judged=True,
+        divergence=Divergence("run", "a run of the case", why),
+    )

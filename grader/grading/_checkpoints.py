@@ -83,17 +83,26 @@ def run_checkpoints(root: Path, rubric: Rubric, *, wall: Wall = PROCESS_WALL) ->
     hosts = Hosts()
     # Ctrl-C leaves without waiting for the second grading, whose runs may still write in
     # the folder as it is removed.
-    with tempfile.TemporaryDirectory(prefix="gradekit-check-", dir=scratch_root(),
-                                     ignore_cleanup_errors=True) as folder, \
-            contextlib.closing(hosts):
+    with (
+        tempfile.TemporaryDirectory(
+            prefix="gradekit-check-", dir=scratch_root(), ignore_cleanup_errors=True
+        ) as folder,
+        contextlib.closing(hosts),
+    ):
         scratch = Path(folder)
         scratch.chmod(0o711)  # searchable, not listable: a root grader's children are uid 65534
         hosts.scratch = scratch.resolve()
 
         def grading(number: int) -> Graded:
-            return grade_submission(root, rubric, submission=root.resolve().name,
-                                    scratch=scratch / f"grading-{number}", wall=wall,
-                                    drawn=drawn[number - 1], hosts=hosts)
+            return grade_submission(
+                root,
+                rubric,
+                submission=root.resolve().name,
+                scratch=scratch / f"grading-{number}",
+                wall=wall,
+                drawn=drawn[number - 1],
+                hosts=hosts,
+            )
 
         beside: list[Graded | BaseException] = []
         took: list[float] = []
@@ -110,13 +119,18 @@ def run_checkpoints(root: Path, rubric: Rubric, *, wall: Wall = PROCESS_WALL) ->
 
         def whitespace() -> tuple[bool, str]:
             first = drawn[0]
-            sandbox = Sandbox(root, scratch / "whitespace", rubric.limits, wall,
-                              LaidOut(hosts=hosts, lent=True))
+            sandbox = Sandbox(
+                root, scratch / "whitespace", rubric.limits, wall, LaidOut(hosts=hosts, lent=True)
+            )
             try:
-                sandbox.ahead(first.seeds, imported_packages(root, manifest, rubric.packages),
-                              shipped_packages(root, rubric.packages))
-                probe = sandbox.probe_replay(manifest.replay, first.probe, unknown=first.unknown,
-                                             hashseed=first.seeds[0])
+                sandbox.ahead(
+                    first.seeds,
+                    imported_packages(root, manifest, rubric.packages),
+                    shipped_packages(root, rubric.packages),
+                )
+                probe = sandbox.probe_replay(
+                    manifest.replay, first.probe, unknown=first.unknown, hashseed=first.seeds[0]
+                )
             finally:
                 sandbox.close()
             if not probe.loaded:
@@ -139,14 +153,21 @@ def run_checkpoints(root: Path, rubric: Rubric, *, wall: Wall = PROCESS_WALL) ->
                 return False, unstable
             digests = [report_digest(graded.report) for graded in (first, second)]
             if digests[0] != digests[1]:
-                return False, f"two gradings gave different digests: {digests[0]} vs " \
-                    f"{digests[1]}; compare their reports to see which case moved"
-            return True, f"digest {digests[0]} under {len(first.evidence.others) + 1} provider " \
-                "labels and hash seeds, in two gradings"
+                return (
+                    False,
+                    f"two gradings gave different digests: {digests[0]} vs "
+                    f"{digests[1]}; compare their reports to see which case moved",
+                )
+            return (
+                True,
+                f"digest {digests[0]} under {len(first.evidence.others) + 1} provider "
+                "labels and hash seeds, in two gradings",
+            )
 
         first = _timed(1, "Whitespace is not a new prompt", whitespace)
-        thread = threading.Thread(target=second_grading, name="gradekit-check-grading-2",
-                                  daemon=True)  # Ctrl-C ends the check without waiting
+        thread = threading.Thread(
+            target=second_grading, name="gradekit-check-grading-2", daemon=True
+        )  # Ctrl-C ends the check without waiting
         thread.start()
         try:
             second = _timed(2, "A miss is loud", loud)
@@ -157,13 +178,20 @@ def run_checkpoints(root: Path, rubric: Rubric, *, wall: Wall = PROCESS_WALL) ->
         checkpoints: tuple[Checkpoint, ...] = (first, second, replace(third, seconds=took[0]))
         unwritten = _unwritten(gradings[0].evidence, manifest.agent)
         if unwritten:
-            checkpoints = tuple(replace(point, passed=False, reason=unwritten)
-                                for point in checkpoints)
+            checkpoints = tuple(
+                replace(point, passed=False, reason=unwritten) for point in checkpoints
+            )
         evidence = gradings[0].evidence
         outcomes = evidence.primary.outcomes if evidence.primary else {}
-        unrecorded = tuple(case for case, outcome in outcomes.items() if outcome is not None
-                           and any(not call.served and not call.withheld and call.tool is None
-                                   for call in outcome.calls))
+        unrecorded = tuple(
+            case
+            for case, outcome in outcomes.items()
+            if outcome is not None
+            and any(
+                not call.served and not call.withheld and call.tool is None
+                for call in outcome.calls
+            )
+        )
         return CheckpointRun(checkpoints, gradings[0].report, unrecorded, evidence.recorded_with)
 
 
@@ -174,8 +202,9 @@ def _drawn() -> tuple[Draw, Draw]:
     key = secrets.token_bytes(32)
     first, second = draw(key, "grading 1"), draw(key, "grading 2")
     seeds = first.seeds[1:] + first.seeds[:1]
-    return first, replace(second, seeds=seeds,
-                          more=tuple(seed for seed in second.more if seed not in seeds))
+    return first, replace(
+        second, seeds=seeds, more=tuple(seed for seed in second.more if seed not in seeds)
+    )
 
 
 def _loud(graded: Graded) -> tuple[bool, str]:
@@ -192,10 +221,15 @@ def _loud(graded: Graded) -> tuple[bool, str]:
     if probe is not None and not probe.miss_raised:
         return False, "your Replay answered an unrecorded prompt instead of raising"
     if probe is not None and not probe.raised_miss:
-        return False, f"your Replay raised {probe.exception} on an unrecorded prompt: raise " \
-            "CassetteMiss"
-    return True, f"the miss escaped run() in all {len(evidence.loud)} probes (each call of " \
-        "each case withheld in turn, where its run stood)"
+        return (
+            False,
+            f"your Replay raised {probe.exception} on an unrecorded prompt: raise CassetteMiss",
+        )
+    return (
+        True,
+        f"the miss escaped run() in all {len(evidence.loud)} probes (each call of "
+        "each case withheld in turn, where its run stood)",
+    )
 
 
 def _label_or_seed(graded: Graded) -> str:
@@ -215,9 +249,11 @@ def _label_or_seed(graded: Graded) -> str:
     return "; ".join(found)
 
 
-UNWRITTEN = ("run() is not written yet: it raises NotImplementedError in every case. Write "
-             "it first in {agent} (its docstring says what it must do), then record its "
-             "answers once with `make record`")
+UNWRITTEN = (
+    "run() is not written yet: it raises NotImplementedError in every case. Write "
+    "it first in {agent} (its docstring says what it must do), then record its "
+    "answers once with `make record`"
+)
 
 
 def _unwritten(evidence: Evidence, agent: str) -> str:
@@ -240,20 +276,29 @@ def predicted(run: CheckpointRun) -> tuple[bool, list[str]]:
     total, most = sum(c.points for c in report.criteria), sum(c.max for c in report.criteria)
     review = [c for c in report.criteria if c.review]
     at_stake = sum((c.max for c in review), Decimal(0))
-    pending = (f"; {at_stake:.2f} of it pending human review "
-               f"({', '.join(c.title for c in review)})") if review else ""
-    lines = [f"grade now: {total:.2f} / {most:.2f} (what gradekit grade gives this "
-             f"submission, same rubric, same grading){pending}"]
+    pending = (
+        (f"; {at_stake:.2f} of it pending human review ({', '.join(c.title for c in review)})")
+        if review
+        else ""
+    )
+    lines = [
+        f"grade now: {total:.2f} / {most:.2f} (what gradekit grade gives this "
+        f"submission, same rubric, same grading){pending}"
+    ]
     if run.unrecorded:  # one recording run fixes every case at once: the cheapest fix first
         settings = {} if os.environ.get("GRADEKIT_PROVIDER", "").strip() else run.recorded_with
-        lines.append(f"  fix first: `{commands.configured(commands.RECORD(), settings)}` "
-                     "records every prompt the cassettes lack, in one run (cases "
-                     f"{', '.join(run.unrecorded)}), keeping the answers they hold; then "
-                     "check again")
+        lines.append(
+            f"  fix first: `{commands.configured(commands.RECORD(), settings)}` "
+            "records every prompt the cassettes lack, in one run (cases "
+            f"{', '.join(run.unrecorded)}), keeping the answers they hold; then "
+            "check again"
+        )
     for criterion in report.criteria:
         if criterion.points < criterion.max:
-            lines.append(f"  lost {criterion.max - criterion.points:.2f} of "
-                         f"{criterion.title} ({criterion.points:.2f} / {criterion.max:.2f}):")
+            lines.append(
+                f"  lost {criterion.max - criterion.points:.2f} of "
+                f"{criterion.title} ({criterion.points:.2f} / {criterion.max:.2f}):"
+            )
             failed = [check for check in criterion.checks if not check.passed]
             lines += [f"    - {check.id}: {check.detail}" for check in failed[:_SHOWN]]
             if len(failed) > _SHOWN:

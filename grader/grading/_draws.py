@@ -35,8 +35,24 @@ FAMILIES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("llamacpp", ("smollm2-135m", "qwen2.5-0.5b", "llama-3.2-1b")),
     ("openai-compatible", ("mistral-small", "deepseek-chat", "qwen2.5-7b", "llama-3.1-8b")),
 )
-_WORDS = ("refund", "deadline", "cassette", "rubric", "latency", "policy", "incident",
-          "grader", "summary", "tool", "trace", "retry", "budget", "quota", "schema", "review")
+_WORDS = (
+    "refund",
+    "deadline",
+    "cassette",
+    "rubric",
+    "latency",
+    "policy",
+    "incident",
+    "grader",
+    "summary",
+    "tool",
+    "trace",
+    "retry",
+    "budget",
+    "quota",
+    "schema",
+    "review",
+)
 _DRAW = b"gradekit-draw/1"  # what a draw's HMAC is taken under: no other use of a key shares it
 
 
@@ -68,8 +84,7 @@ class _Keyed:
     the same key and content give the same stream on every machine and Python."""
 
     def __init__(self, key: bytes, content: str) -> None:
-        self._mac = hmac.new(key, _DRAW + b"\0" + content.encode("utf-8") + b"\0",
-                             hashlib.sha256)
+        self._mac = hmac.new(key, _DRAW + b"\0" + content.encode("utf-8") + b"\0", hashlib.sha256)
         self._count = 0
 
     def below(self, n: int) -> int:
@@ -101,13 +116,17 @@ def draw(key: bytes | None = None, content: str = "", label: str | None = None) 
     keyed = _Keyed(key, content)
     labels = [f"{adapter}:{keyed.choice(models)}" for adapter, models in keyed.shuffled(FAMILIES)]
     if label is not None:
-        labels = [label, *(other for other in labels
-                           if other.partition(":")[0] != label.partition(":")[0])]
+        labels = [
+            label,
+            *(other for other in labels if other.partition(":")[0] != label.partition(":")[0]),
+        ]
     pool = keyed.shuffled(seed_pool(key))
-    seeds, more = pool[:len(labels)], pool[len(labels):]
+    seeds, more = pool[: len(labels)], pool[len(labels) :]
     words = keyed.shuffled(_WORDS)
-    prompt, unknown = (f"Task: summarise the {a} {b} notes for the {c} review."
-                       for a, b, c in (words[0:3], words[3:6]))
+    prompt, unknown = (
+        f"Task: summarise the {a} {b} notes for the {c} review."
+        for a, b, c in (words[0:3], words[3:6])
+    )
     answer = f"The {words[6]} notes say: {keyed.below(10**6)}."
     # A day in the 50 years after CLOCK, never the day a grading or a recording is made,
     # and a later day at another time of day for the run that differs only by its clock.
@@ -117,8 +136,9 @@ def draw(key: bytes | None = None, content: str = "", label: str | None = None) 
     while len(more) < MORE_SEEDS:  # past the pool: a host of their own, started if asked
         seed = keyed.below(1 << 32)
         more += [] if seed in pool or seed in more else [seed]
-    return Draw(tuple(labels), tuple(seeds), {prompt: answer}, unknown, clock, again, pick,
-                tuple(more))
+    return Draw(
+        tuple(labels), tuple(seeds), {prompt: answer}, unknown, clock, again, pick, tuple(more)
+    )
 
 
 _DAY = 86400
@@ -155,21 +175,31 @@ def submission_content(inputs: Mapping[str, str]) -> str:
     return json.dumps(inputs, sort_keys=True, separators=(",", ":"))
 
 
-def _probe_recordings(answers: Mapping[str, Mapping[str, Entry]], drawn: Draw,
-                      ids: Sequence[str]) -> tuple[str, dict[str, str], str]:
+def _probe_recordings(
+    answers: Mapping[str, Mapping[str, Entry]], drawn: Draw, ids: Sequence[str]
+) -> tuple[str, dict[str, str], str]:
     """What the own Replay is probed with, so that it looks like any case of the lab: the
     case, its recordings (prompt -> answer) and a prompt it does not hold. A case with
     recordings of the submission's own is drawn; the unknown prompt is another case's
     recorded prompt where there is one. Without any recording: the draw's made-up ones,
     under a case of the rubric."""
-    recorded = {case: {e.prompt: e.response for e in entries.values() if e.prompt}
-                for case, entries in sorted(answers.items())}
+    recorded = {
+        case: {e.prompt: e.response for e in entries.values() if e.prompt}
+        for case, entries in sorted(answers.items())
+    }
     cases = [case for case, prompts in recorded.items() if prompts]
     if not cases:
         return ids[drawn.pick % len(ids)] if ids else "case", dict(drawn.probe), drawn.unknown
     case = cases[drawn.pick % len(cases)]
     held = {prompt_key(prompt) for prompt in recorded[case]}
-    others = sorted({prompt for other in cases if other != case for prompt in recorded[other]
-                     if prompt_key(prompt) not in held})
+    others = sorted(
+        {
+            prompt
+            for other in cases
+            if other != case
+            for prompt in recorded[other]
+            if prompt_key(prompt) not in held
+        }
+    )
     unknown = others[drawn.pick % len(others)] if others else drawn.unknown
     return case, recorded[case], unknown

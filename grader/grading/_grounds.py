@@ -37,26 +37,41 @@ _IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
 _MOST_TEXT = 4 << 20  # characters of code and recordings a quotation is looked for in
 
 
-def grounds(root: Path, cases: Iterable[Case], keys: Iterable[str],
-            said: Iterable[str] = (), derived: Derived | None = None) -> Grounds:
+def grounds(
+    root: Path,
+    cases: Iterable[Case],
+    keys: Iterable[str],
+    said: Iterable[str] = (),
+    derived: Derived | None = None,
+) -> Grounds:
     """The ``Grounds`` of the submission at ``root``: ``cases``, the rubric's; ``keys``,
     every key its recordings hold (cassettes, HTTP cassettes, fixtures); ``said``, their
     prompts and answers. ``derived``: where a batch keeps each file's names."""
     files = _tree(root)
-    targets = frozenset(_TARGET.findall(_text(root, "Makefile"))) if "Makefile" in files \
-        else frozenset()
-    sources = [_text(root, path)
-               for path in [path for path in sorted(files) if path.endswith(".py")][:_MOST_SOURCES]]
+    targets = (
+        frozenset(_TARGET.findall(_text(root, "Makefile"))) if "Makefile" in files else frozenset()
+    )
+    sources = [
+        _text(root, path)
+        for path in [path for path in sorted(files) if path.endswith(".py")][:_MOST_SOURCES]
+    ]
     named = [_names(source, derived or Derived()) for source in sources]
     errors = frozenset().union(*(classes for classes, _ in named))
     identifiers = frozenset().union(*(names for _, names in named))
     readme = _text(root, "README.md") if "README.md" in files else ""
     examples = tuple(block for _, block in _EXAMPLE.findall(readme) if "## " in block)
     text = "\n".join([*sources, *said])[:_MOST_TEXT]
-    return Grounds(cases=frozenset(case.id for case in cases), files=frozenset(files),
-                   keys=frozenset(keys), targets=targets, errors=errors,
-                   identifiers=identifiers, text=text, examples=(EXAMPLE_ENTRY, *examples),
-                   rerecords=_rerecords(root) if CHANGE_LOG in files else ())
+    return Grounds(
+        cases=frozenset(case.id for case in cases),
+        files=frozenset(files),
+        keys=frozenset(keys),
+        targets=targets,
+        errors=errors,
+        identifiers=identifiers,
+        text=text,
+        examples=(EXAMPLE_ENTRY, *examples),
+        rerecords=_rerecords(root) if CHANGE_LOG in files else (),
+    )
 
 
 def _names(source: str, derived: Derived) -> tuple[frozenset[str], frozenset[str]]:
@@ -81,8 +96,9 @@ def _rerecords(root: Path) -> tuple[tuple[str, str], ...]:
     (the rerecord-review goal says why, where the lab asks for it)."""
     try:
         data = read_submission_file(root, CHANGE_LOG, cap=CHANGE_LOG_CAP)
-        return tuple((change.case, change.reason)
-                     for change in decode_changes(data, log=Path(CHANGE_LOG)))
+        return tuple(
+            (change.case, change.reason) for change in decode_changes(data, log=Path(CHANGE_LOG))
+        )
     except (SubmissionFileError, GradekitError, OSError):
         return ()
 

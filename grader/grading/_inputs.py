@@ -35,8 +35,12 @@ def _recording_names(manifest: Manifest | None, cases: tuple[Case, ...]) -> list
     folders = [manifest.cassettes if manifest else "cassettes"]
     if manifest and manifest.second_cassettes:
         folders.append(manifest.second_cassettes)
-    names = [f"{folder}/{case.id}{kind}" for folder in folders for case in cases
-             for kind in (".json", ".http.json")]
+    names = [
+        f"{folder}/{case.id}{kind}"
+        for folder in folders
+        for case in cases
+        for kind in (".json", ".http.json")
+    ]
     fixtures = manifest.fixtures if manifest else "fixtures"
     return names + [f"{fixtures}/{case.id}.json" for case in cases]
 
@@ -51,8 +55,11 @@ def _inputs(root: Path, manifest: Manifest | None, cases: tuple[Case, ...]) -> d
     never part of the grade; a refusal is already a finding of its own.
     """
     folder = manifest.cassettes if manifest else "cassettes"
-    names = [(f"{folder}/{case.id}{kind}", CASSETTE_CAP) for case in cases
-             for kind in (".json", ".http.json")]
+    names = [
+        (f"{folder}/{case.id}{kind}", CASSETTE_CAP)
+        for case in cases
+        for kind in (".json", ".http.json")
+    ]
     fixtures = manifest.fixtures if manifest else "fixtures"
     names += [(f"{fixtures}/{case.id}.json", FIXTURE_CAP) for case in cases]
     names.append((manifest.failures if manifest else "FAILURES.md", FAILURES_CAP))
@@ -60,14 +67,22 @@ def _inputs(root: Path, manifest: Manifest | None, cases: tuple[Case, ...]) -> d
         names.append((CHANGE_LOG, CHANGE_LOG_CAP))
     if manifest:
         module = manifest.agent.partition(":")[0].replace(".", "/")
-        names += [(f"{module}.py", SOURCE_CAP), (f"{module}/__init__.py", SOURCE_CAP),
-                  ("pyproject.toml", PYPROJECT_CAP)]
+        names += [
+            (f"{module}.py", SOURCE_CAP),
+            (f"{module}/__init__.py", SOURCE_CAP),
+            ("pyproject.toml", PYPROJECT_CAP),
+        ]
         if manifest.second_cassettes and "two-providers" in manifest.stretch:
-            names += [(f"{manifest.second_cassettes}/{case.id}{kind}", CASSETTE_CAP)
-                      for case in cases for kind in (".json", ".http.json")]
+            names += [
+                (f"{manifest.second_cassettes}/{case.id}{kind}", CASSETTE_CAP)
+                for case in cases
+                for kind in (".json", ".http.json")
+            ]
     if manifest:
-        names += [(f"{manifest.incidents}/{name}", INCIDENT_CAP) for name in _listed(
-            root, manifest.incidents, ".jsonl")]
+        names += [
+            (f"{manifest.incidents}/{name}", INCIDENT_CAP)
+            for name in _listed(root, manifest.incidents, ".jsonl")
+        ]
     inputs = {}
     for name, cap in names:
         try:

@@ -51,8 +51,9 @@ class MissingPackage(GradekitError):
 
     exit_code = EXIT_FAILED
 
-    def __init__(self, module: str, *, where: str = "", packages: Mapping[str, str],
-                 standard: bool = False) -> None:
+    def __init__(
+        self, module: str, *, where: str = "", packages: Mapping[str, str], standard: bool = False
+    ) -> None:
         self.module = module
         self.package = module.partition(".")[0]
         self.where = where  # "when the agent is imported", "in run(), case ID", or ""
@@ -74,63 +75,82 @@ class MissingPackage(GradekitError):
         imports = f"the agent imports {self.module}{f' ({self.where})' if self.where else ''}"
         again = "then grade it again"
         if self.standard:
-            return (f"{imports}, a module of Python's standard library that the grader's Python "
-                    "was built without, so the submission was not graded (it is not at fault): "
-                    f"grade with a Python {sys.version_info[0]}.{sys.version_info[1]} that has "
-                    f"{self.package} (the full python3 package of the system, or a build with "
-                    f"the libraries it needs), {again}")
+            return (
+                f"{imports}, a module of Python's standard library that the grader's Python "
+                "was built without, so the submission was not graded (it is not at fault): "
+                f"grade with a Python {sys.version_info[0]}.{sys.version_info[1]} that has "
+                f"{self.package} (the full python3 package of the system, or a build with "
+                f"the libraries it needs), {again}"
+            )
         if self.listed:
             requirement = self.packages[self.package]
             command = install_command(requirement)
-            checkout = "; in a checkout of the kit `make grade` does it" \
-                if SDK_EXTRA in command else ""
-            return (f"{imports}, which the rubric's [packages] allows ({requirement}) but the "
-                    "grader's environment does not have, so the submission was not graded (it "
-                    f"is not at fault): install it for the grader, `{command}`{checkout} (on "
-                    "Gradescope: build the autograder again with "
-                    f"`{commands.GRADESCOPE_BUILD(out='autograder')}`, "
-                    f"whose setup.sh installs the rubric's [packages]), {again}")
+            checkout = (
+                "; in a checkout of the kit `make grade` does it" if SDK_EXTRA in command else ""
+            )
+            return (
+                f"{imports}, which the rubric's [packages] allows ({requirement}) but the "
+                "grader's environment does not have, so the submission was not graded (it "
+                f"is not at fault): install it for the grader, `{command}`{checkout} (on "
+                "Gradescope: build the autograder again with "
+                f"`{commands.GRADESCOPE_BUILD(out='autograder')}`, "
+                f"whose setup.sh installs the rubric's [packages]), {again}"
+            )
         allowed = ", ".join(sorted(self.packages)) or "none"
-        return (f"{imports}, a package the rubric does not allow (its [packages] lists: "
-                f"{allowed}), so the submission cannot be graded as it stands: remove the "
-                f"import from the agent (if {self.package} is a module of the submission's "
-                f"own, commit it) and submit again; or, if the lab allows {self.package}, the "
-                f'instructor adds {self.package} = "<its pip requirement>" to the rubric\'s '
-                f"[packages], installs it for the grader and grades it again")
+        return (
+            f"{imports}, a package the rubric does not allow (its [packages] lists: "
+            f"{allowed}), so the submission cannot be graded as it stands: remove the "
+            f"import from the agent (if {self.package} is a module of the submission's "
+            f"own, commit it) and submit again; or, if the lab allows {self.package}, the "
+            f'instructor adds {self.package} = "<its pip requirement>" to the rubric\'s '
+            f"[packages], installs it for the grader and grades it again"
+        )
 
 
-def missing_package(root: Path, module: str, packages: Mapping[str, str], *,
-                    where: str = "", own: Collection[str] = ()) -> MissingPackage | None:
+def missing_package(
+    root: Path,
+    module: str,
+    packages: Mapping[str, str],
+    *,
+    where: str = "",
+    own: Collection[str] = (),
+) -> MissingPackage | None:
     """The error for an agent that could not import ``module``, judged against the rubric's
     ``packages``; or None when that is
     no missing package: a module of the submission's own (a folder or ``.py`` file at its
     ``root``, or a top-level name in ``own``: the packages its manifest names), the kit's,
     or one the grader's environment has after all (then its import error is graded)."""
     top = module.partition(".")[0]
-    if top in KIT_MODULES or top in own or (root / top).is_dir() \
-            or (root / f"{top}.py").is_file():
+    if top in KIT_MODULES or top in own or (root / top).is_dir() or (root / f"{top}.py").is_file():
         return None
     if top in sys.stdlib_module_names:
         standard = importlib.util.find_spec(top) is None
-        return MissingPackage(module, where=where, packages=packages, standard=True) \
-            if standard else None
+        return (
+            MissingPackage(module, where=where, packages=packages, standard=True)
+            if standard
+            else None
+        )
     if importlib.machinery.PathFinder.find_spec(top, list(package_folders())) is not None:
         return None
     return MissingPackage(module, where=where, packages=packages)
 
 
-def _require_packages(root: Path, manifest: Manifest, packages: Mapping[str, str],
-                      primary: RunResult) -> None:
+def _require_packages(
+    root: Path, manifest: Manifest, packages: Mapping[str, str], primary: RunResult
+) -> None:
     """Raise ``MissingPackage`` when the agent could not import a package the grader lacks,
     at import or in run() during a case (a lazy import), judged against the rubric's
     ``packages``: that is no grade at all, never a zero for the cases it lost."""
     specs = (manifest.agent, manifest.tools, manifest.replay)
     own = {spec.partition(":")[0].partition(".")[0] for spec in specs if spec}
-    modules = [("when the agent is imported", primary.missing_module),
-               *((f"in run(), case {case}", outcome.missing_module)
-                 for case, outcome in sorted(primary.outcomes.items()))]
+    modules = [
+        ("when the agent is imported", primary.missing_module),
+        *(
+            (f"in run(), case {case}", outcome.missing_module)
+            for case, outcome in sorted(primary.outcomes.items())
+        ),
+    ]
     for where, module in modules:
-        missing = missing_package(root, module, packages, where=where, own=own) \
-            if module else None
+        missing = missing_package(root, module, packages, where=where, own=own) if module else None
         if missing is not None:
             raise missing

@@ -30,16 +30,22 @@ _IMPORT = re.compile(r"^[ \t]*(?:from[ \t]+([A-Za-z_]\w*)|import[ \t]+([^#;\n]+)
 _NAME = re.compile(r"^[ \t(]*([A-Za-z_]\w*)")
 
 
-def imported_packages(root: Path, manifest: Manifest, packages: Mapping[str, str]
-                      ) -> tuple[str, ...]:
+def imported_packages(
+    root: Path, manifest: Manifest, packages: Mapping[str, str]
+) -> tuple[str, ...]:
     """The import names of ``packages`` (the rubric's) that the Python of the submission's
     agent, Replay or tools package imports anywhere in it, sorted; never one the submission
     ships itself (``shipped_packages``), which its runs import from its own folder."""
     wanted = set(packages) - shipped_packages(root, packages) if packages else set()
     if not wanted:
         return ()
-    tops = sorted({spec.partition(":")[0].split(".")[0]
-                   for spec in (manifest.agent, manifest.replay, manifest.tools) if spec})
+    tops = sorted(
+        {
+            spec.partition(":")[0].split(".")[0]
+            for spec in (manifest.agent, manifest.replay, manifest.tools)
+            if spec
+        }
+    )
     found: set[str] = set()
     for path in _python_files(root, tops):
         try:

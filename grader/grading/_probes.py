@@ -20,11 +20,16 @@ from grader.scoring import loud_problem, planned_probes, ran
 __all__: list[str] = []
 
 
-def _loud_probes(run: Callable[..., RunResult], plan: RunPlan, primary: RunResult, *,
-                 skip: Collection[str] = (), pick: int = 0, copied: bool = False,
-                 noted: Callable[[RunResult], None] = lambda result: None,
-                 ) -> tuple[tuple[tuple[Withhold, RunResult], ...], tuple[RunResult, ...],
-                            list[str]]:
+def _loud_probes(
+    run: Callable[..., RunResult],
+    plan: RunPlan,
+    primary: RunResult,
+    *,
+    skip: Collection[str] = (),
+    pick: int = 0,
+    copied: bool = False,
+    noted: Callable[[RunResult], None] = lambda result: None,
+) -> tuple[tuple[tuple[Withhold, RunResult], ...], tuple[RunResult, ...], list[str]]:
     """The loud-failure probe runs, with the primary run's ``plan`` (its label, hash seed
     and clock): for each case that ran, one run per provider call and per tool call it
     made, each standing where the primary run stood at the case's start (a memo of an
@@ -44,13 +49,16 @@ def _loud_probes(run: Callable[..., RunResult], plan: RunPlan, primary: RunResul
     probed in runs of its own, one per call. Returns the probes in order, the copying
     runs (for their findings) and what was flagged."""
     order = list(primary.outcomes)
-    targets = {case: probes for case, outcome in primary.outcomes.items()
-               if ran(outcome) and case not in skip and (probes := planned_probes(outcome))}
+    targets = {
+        case: probes
+        for case, outcome in primary.outcomes.items()
+        if ran(outcome) and case not in skip and (probes := planned_probes(outcome))
+    }
     copies = _ProbeCopies(targets)
     copying: tuple[RunResult, ...] = ()
     if copied and targets:
         last = max(order.index(case) for case in targets)
-        copying = (run("loud-copies", replace(plan, copies=copies), order[:last + 1]),)
+        copying = (run("loud-copies", replace(plan, copies=copies), order[: last + 1]),)
     runs: list[tuple[Withhold, RunResult]] = []
     flagged: list[str] = []
     for index, case in enumerate(order):
@@ -59,14 +67,20 @@ def _loud_probes(run: Callable[..., RunResult], plan: RunPlan, primary: RunResul
 
         def alone(withhold: Withhold, index: int = index) -> RunResult:
             name = f"loud-{index + 1}-{withhold.kind}-{withhold.position}"
-            return run(name, replace(plan, withhold=withhold), order[:index + 1])
+            return run(name, replace(plan, withhold=withhold), order[: index + 1])
 
         taken = copies.taken[case] if copies.complete(case) else []
         if not taken:
             runs += _probed_alone(case, targets[case], alone)
             continue
-        failed = next((at for at, (withhold, result) in enumerate(taken)
-                       if loud_problem(withhold, result.outcomes.get(case)) is not None), None)
+        failed = next(
+            (
+                at
+                for at, (withhold, result) in enumerate(taken)
+                if loud_problem(withhold, result.outcomes.get(case)) is not None
+            ),
+            None,
+        )
         ended = taken[failed][1].outcomes.get(case) if failed is not None else None
         # A copy that ran out of time lost the case as a run of its own would, and a check
         # would cost the case's whole limit again.
@@ -82,18 +96,21 @@ def _loud_probes(run: Callable[..., RunResult], plan: RunPlan, primary: RunResul
         runs += [*taken[:at], (withhold, checked)]
         if loud_alone != (failed is None):
             if loud_alone:  # the copy failed where a run of its own did not: the copy's fault
-                runs += _probed_alone(case, targets[case][at + 1:], alone)
+                runs += _probed_alone(case, targets[case][at + 1 :], alone)
             else:
-                flagged.append(FLAGGED + f"case {case}: the loud-failure probe of {withhold} "
-                               "escaped run() in a copy of the run but not in a run of its "
-                               "own, which alone counts: code that tells a probe from a run?")
+                flagged.append(
+                    FLAGGED + f"case {case}: the loud-failure probe of {withhold} "
+                    "escaped run() in a copy of the run but not in a run of its "
+                    "own, which alone counts: code that tells a probe from a run?"
+                )
         elif failed is None:
-            runs += taken[at + 1:]
+            runs += taken[at + 1 :]
     return tuple(runs), copying, flagged
 
 
-def _probed_alone(case: str, planned: Sequence[Withhold],
-                  alone: Callable[[Withhold], RunResult]) -> list[tuple[Withhold, RunResult]]:
+def _probed_alone(
+    case: str, planned: Sequence[Withhold], alone: Callable[[Withhold], RunResult]
+) -> list[tuple[Withhold, RunResult]]:
     """``case``'s probes in runs of their own, in order, until one fails."""
     runs = []
     for withhold in planned:
@@ -132,5 +149,6 @@ class _ProbeCopies:
 
     def _ended(self, case: str) -> bool:
         taken = self.taken[case]
-        return len(taken) == len(self._planned[case]) or (bool(taken) and loud_problem(
-            taken[-1][0], taken[-1][1].outcomes.get(case)) is not None)
+        return len(taken) == len(self._planned[case]) or (
+            bool(taken) and loud_problem(taken[-1][0], taken[-1][1].outcomes.get(case)) is not None
+        )

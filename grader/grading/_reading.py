@@ -60,8 +60,10 @@ def _other_rubric(root: Path, manifest: Manifest | None, rubric: Rubric) -> list
     try:
         data = read_submission_file(root, manifest.rubric, cap=PYPROJECT_CAP)
     except SubmissionFileError:
-        return [f"the manifest names rubric = {named}, which the submission does not hold as "
-                f"a file: it was graded on the instructor's rubric {rubric.id} v{rubric.version}"]
+        return [
+            f"the manifest names rubric = {named}, which the submission does not hold as "
+            f"a file: it was graded on the instructor's rubric {rubric.id} v{rubric.version}"
+        ]
     if hashlib.sha256(data).hexdigest() == rubric.sha256:
         return []
     try:
@@ -69,9 +71,11 @@ def _other_rubric(root: Path, manifest: Manifest | None, rubric: Rubric) -> list
         shown = f"{quote(str(table.get('id')))} v{quote(str(table.get('version')))}"
     except (UnicodeDecodeError, tomllib.TOMLDecodeError, AttributeError):
         shown = "not a readable rubric"
-    return [f"the manifest names rubric = {named} ({shown}), which is not the rubric it was "
-            f"graded on: {rubric.id} v{rubric.version}, the instructor's; the grade is that "
-            "rubric's"]
+    return [
+        f"the manifest names rubric = {named} ({shown}), which is not the rubric it was "
+        f"graded on: {rubric.id} v{rubric.version}, the instructor's; the grade is that "
+        "rubric's"
+    ]
 
 
 def _failures(root: Path, manifest: Manifest | None) -> tuple[str | None, list[str]]:
@@ -104,8 +108,9 @@ class _Read(Generic[_Decoded]):
         return {*self.by_case, *self.problems}
 
 
-def _cassettes(root: Path, folder: str, cases: tuple[Case, ...], *,
-               sdk: Collection[str] = ()) -> _Read[dict[str, Entry]]:
+def _cassettes(
+    root: Path, folder: str, cases: tuple[Case, ...], *, sdk: Collection[str] = ()
+) -> _Read[dict[str, Entry]]:
     """case -> key -> recorded entry, read by the parent, and each case's problem (a
     finding). A case in ``sdk`` has an HTTP cassette: its agent may use the SDKs only, so
     no ``<case>.json`` is no finding."""
@@ -114,8 +119,9 @@ def _cassettes(root: Path, folder: str, cases: tuple[Case, ...], *,
     for case in cases:
         relative = f"{folder}/{case.id}.json"
         missing = "" if case.id in sdk else _missing_advice(relative, case.id)
-        cassette, problem = _recording(root, relative, CASSETTE_CAP, decode_cassette, case.id,
-                                       missing)
+        cassette, problem = _recording(
+            root, relative, CASSETTE_CAP, decode_cassette, case.id, missing
+        )
         if problem:
             problems[case.id] = problem
         if cassette is not None:
@@ -131,8 +137,14 @@ def _http_cassettes(root: Path, folder: str, cases: tuple[Case, ...]) -> _Read[H
     recorded: dict[str, HttpCassette] = {}
     problems: dict[str, str] = {}
     for case in cases:
-        cassette, problem = _recording(root, f"{folder}/{case.id}.http.json", CASSETTE_CAP,
-                                       LAB_HTTP_CASSETTE.decode, case.id, "")
+        cassette, problem = _recording(
+            root,
+            f"{folder}/{case.id}.http.json",
+            CASSETTE_CAP,
+            LAB_HTTP_CASSETTE.decode,
+            case.id,
+            "",
+        )
         if problem:
             problems[case.id] = problem
         if cassette is not None:
@@ -140,8 +152,9 @@ def _http_cassettes(root: Path, folder: str, cases: tuple[Case, ...]) -> _Read[H
     return _Read(recorded, problems)
 
 
-def _fixtures(root: Path, manifest: Manifest,
-              cases: tuple[Case, ...]) -> tuple[dict[str, dict[str, object]], list[str]]:
+def _fixtures(
+    root: Path, manifest: Manifest, cases: tuple[Case, ...]
+) -> tuple[dict[str, dict[str, object]], list[str]]:
     """case -> tool key -> recorded result, from the manifest's fixtures folder, and the
     findings reading it gave.
 
@@ -156,8 +169,7 @@ def _fixtures(root: Path, manifest: Manifest,
     for case in cases:
         relative = f"{folder}/{case.id}.json"
         missing = _missing_advice(relative, case.id) if needed else ""
-        fixture, problem = _recording(root, relative, FIXTURE_CAP, decode_fixture, case.id,
-                                      missing)
+        fixture, problem = _recording(root, relative, FIXTURE_CAP, decode_fixture, case.id, missing)
         findings += [problem] if problem else []
         if fixture is not None:
             fixtures[case.id] = {key: call.response for key, call in fixture.calls.items()}
@@ -167,30 +179,36 @@ def _fixtures(root: Path, manifest: Manifest,
 def _missing_advice(relative: str, case: str) -> str:
     """What to do about a recording the submission lacks: commit it if it was made, else
     make it."""
-    return (f"{relative} is missing: if `git status` lists it, commit it (`git add "
-            f"{relative}`); otherwise record it with `{commands.RECORD_CASE(case=case)}` and "
-            "commit it")
+    return (
+        f"{relative} is missing: if `git status` lists it, commit it (`git add "
+        f"{relative}`); otherwise record it with `{commands.RECORD_CASE(case=case)}` and "
+        "commit it"
+    )
 
 
 def _folder_problem(root: Path, folder: str) -> str:
-    """"" when a folder the manifest names is there; else the finding, with the fix."""
+    """ "" when a folder the manifest names is there; else the finding, with the fix."""
     try:
         require_submission_folder(root, folder)
     except MissingSubmissionFile:
-        return (f"the folder {quote(folder)}/ named in [tool.gradekit] does not exist: "
-                f"record into it with `{commands.RECORD()}` and commit it, or fix the name")
+        return (
+            f"the folder {quote(folder)}/ named in [tool.gradekit] does not exist: "
+            f"record into it with `{commands.RECORD()}` and commit it, or fix the name"
+        )
     except SubmissionFileError as exc:
         return quote(str(exc), TEXT_LIMIT)
     return ""
 
 
-def _recording(root: Path, relative: str, cap: int, decoder: Callable[..., _Decoded],
-               case: str, missing: str) -> tuple[_Decoded | None, str]:
+def _recording(
+    root: Path, relative: str, cap: int, decoder: Callable[..., _Decoded], case: str, missing: str
+) -> tuple[_Decoded | None, str]:
     """A cassette or fixture decoded by the parent and "", or None and the finding (``missing``
     when the file is absent, which may be "")."""
     try:
-        return decoder(read_submission_file(root, relative, cap=cap), source=relative,
-                       case=case), ""
+        return decoder(
+            read_submission_file(root, relative, cap=cap), source=relative, case=case
+        ), ""
     except MissingSubmissionFile:
         return None, missing
     except SubmissionFileError as exc:
@@ -203,20 +221,27 @@ def _recording(root: Path, relative: str, cap: int, decoder: Callable[..., _Deco
 
 def _undecodable(relative: str, exc: Exception) -> str:
     """The finding for a recording that Python's JSON decoder itself gives up on."""
-    return (f"{relative} cannot be decoded ({type(exc).__name__}): restore it with "
-            f"`git checkout -- {relative}` or record the case again")
+    return (
+        f"{relative} cannot be decoded ({type(exc).__name__}): restore it with "
+        f"`git checkout -- {relative}` or record the case again"
+    )
 
 
 def item_cases(rubric: Rubric) -> tuple[Case, ...]:
     """Each item of the sets ``rubric`` pins as the case a submission records it as: its
     recording name and its task (an item two pinned versions share, once)."""
-    named = {recording_name(pinned.name, item.id): item.task
-             for pinned in rubric.sets.values() if pinned is not None for item in pinned.items}
+    named = {
+        recording_name(pinned.name, item.id): item.task
+        for pinned in rubric.sets.values()
+        if pinned is not None
+        for item in pinned.items
+    }
     return tuple(Case(name, task) for name, task in named.items())
 
 
-def _item_recordings(root: Path, manifest: Manifest,
-                     items: tuple[Case, ...]) -> tuple[ItemRecordings, list[str]]:
+def _item_recordings(
+    root: Path, manifest: Manifest, items: tuple[Case, ...]
+) -> tuple[ItemRecordings, list[str]]:
     """The submission's recordings of the pinned items, and the findings of the files that
     are there but cannot be used. A missing one is no finding: a run of the item that asks
     for it says so, with the fix (an agent may make no call at all)."""
@@ -225,12 +250,20 @@ def _item_recordings(root: Path, manifest: Manifest,
     http: dict[str, HttpCassette] = {}
     findings: list[str] = []
     for item in items:
-        cassette, problem = _recording(root, f"{manifest.cassettes}/{item.id}.json",
-                                       CASSETTE_CAP, decode_cassette, item.id, "")
-        sdk, sdk_problem = _recording(root, f"{manifest.cassettes}/{item.id}.http.json",
-                                      CASSETTE_CAP, LAB_HTTP_CASSETTE.decode, item.id, "")
-        fixture, fixture_problem = _recording(root, f"{manifest.fixtures}/{item.id}.json",
-                                              FIXTURE_CAP, decode_fixture, item.id, "")
+        cassette, problem = _recording(
+            root, f"{manifest.cassettes}/{item.id}.json", CASSETTE_CAP, decode_cassette, item.id, ""
+        )
+        sdk, sdk_problem = _recording(
+            root,
+            f"{manifest.cassettes}/{item.id}.http.json",
+            CASSETTE_CAP,
+            LAB_HTTP_CASSETTE.decode,
+            item.id,
+            "",
+        )
+        fixture, fixture_problem = _recording(
+            root, f"{manifest.fixtures}/{item.id}.json", FIXTURE_CAP, decode_fixture, item.id, ""
+        )
         findings += [found for found in (problem, sdk_problem, fixture_problem) if found]
         if cassette is not None:
             answers[item.id] = dict(cassette.entries)
@@ -238,8 +271,9 @@ def _item_recordings(root: Path, manifest: Manifest,
             http[item.id] = sdk
         if fixture is not None:
             fixtures[item.id] = {key: call.response for key, call in fixture.calls.items()}
-    return ItemRecordings(answers, fixtures, http, cassettes=manifest.cassettes,
-                          fixtures_folder=manifest.fixtures), findings
+    return ItemRecordings(
+        answers, fixtures, http, cassettes=manifest.cassettes, fixtures_folder=manifest.fixtures
+    ), findings
 
 
 def _relative(message: str, root: Path) -> str:

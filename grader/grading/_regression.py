@@ -30,29 +30,57 @@ class ItemRecordings:
     the answers of its cassettes, its fixtures' tool results and its HTTP cassettes, as the
     parent read them (a file it could not read is absent here, and a finding)."""
 
-    def __init__(self, answers: Mapping[str, Mapping[str, Entry]],
-                 fixtures: Mapping[str, Mapping[str, object]],
-                 http: Mapping[str, HttpCassette], *, cassettes: str = "cassettes",
-                 fixtures_folder: str = "fixtures") -> None:
+    def __init__(
+        self,
+        answers: Mapping[str, Mapping[str, Entry]],
+        fixtures: Mapping[str, Mapping[str, object]],
+        http: Mapping[str, HttpCassette],
+        *,
+        cassettes: str = "cassettes",
+        fixtures_folder: str = "fixtures",
+    ) -> None:
         self.answers, self.fixtures, self.http = answers, fixtures, http
         self.cassettes, self.fixtures_folder = cassettes, fixtures_folder
 
 
-def replay_set(sandbox: Sandbox, pinned: RegressionSet, agent: str,
-               recordings: ItemRecordings, *, label: str, hashseed: int,
-               clock: int = CLOCK) -> dict[str, ItemRun]:
+def replay_set(
+    sandbox: Sandbox,
+    pinned: RegressionSet,
+    agent: str,
+    recordings: ItemRecordings,
+    *,
+    label: str,
+    hashseed: int,
+    clock: int = CLOCK,
+) -> dict[str, ItemRun]:
     """Every item of ``pinned`` that has its world and a goal, run against the submission in
     ``sandbox`` and served from its ``recordings``: item id -> what the grader saw. ``agent``
     is the submission's own (its manifest's), for the items that name none; items of one
     agent share a sandboxed run."""
-    return run_items(sandbox, pinned.items,
-                     {item.id: recording_name(pinned.name, item.id) for item in pinned.items},
-                     agent, recordings, label=label, hashseed=hashseed, clock=clock)
+    return run_items(
+        sandbox,
+        pinned.items,
+        {item.id: recording_name(pinned.name, item.id) for item in pinned.items},
+        agent,
+        recordings,
+        label=label,
+        hashseed=hashseed,
+        clock=clock,
+    )
 
 
-def run_items(sandbox: Sandbox, items: Sequence[Item], names: Mapping[str, str], agent: str,
-              recordings: ItemRecordings, *, label: str, hashseed: int, clock: int = CLOCK,
-              what: str = "item") -> dict[str, ItemRun]:
+def run_items(
+    sandbox: Sandbox,
+    items: Sequence[Item],
+    names: Mapping[str, str],
+    agent: str,
+    recordings: ItemRecordings,
+    *,
+    label: str,
+    hashseed: int,
+    clock: int = CLOCK,
+    what: str = "item",
+) -> dict[str, ItemRun]:
     """``items`` (those with their world and a goal), each run under its recording name in
     ``names`` and served from the submission's ``recordings`` of that name: item id -> what
     the grader saw. ``what`` names them in a miss's fix (an ``item``, a ``case``)."""
@@ -63,15 +91,27 @@ def run_items(sandbox: Sandbox, items: Sequence[Item], names: Mapping[str, str],
     runs: dict[str, ItemRun] = {}
     for number, (spec, chosen) in enumerate(by_agent.items()):
         served = _Served({names[item.id]: item.reads() for item in chosen}, recordings)
-        serving = Serving(served.answer, served.tool,
-                          {names[item.id]: recordings.http[names[item.id]] for item in chosen
-                           if names[item.id] in recordings.http},
-                          recordings.fixtures_folder, recordings.cassettes)
+        serving = Serving(
+            served.answer,
+            served.tool,
+            {
+                names[item.id]: recordings.http[names[item.id]]
+                for item in chosen
+                if names[item.id] in recordings.http
+            },
+            recordings.fixtures_folder,
+            recordings.cassettes,
+        )
         result = sandbox.within(f"regression-{number}").run(
-            spec, [(names[item.id], item.task) for item in chosen],
-            RunPlan(label, hashseed, serving, clock=clock))
-        error = f"the agent {spec} could not be imported: {result.import_error}" \
-            if result.import_error else ""
+            spec,
+            [(names[item.id], item.task) for item in chosen],
+            RunPlan(label, hashseed, serving, clock=clock),
+        )
+        error = (
+            f"the agent {spec} could not be imported: {result.import_error}"
+            if result.import_error
+            else ""
+        )
         for item in chosen:
             outcome = result.outcomes.get(names[item.id])
             left_at, divergence = _divergence(outcome, item, names[item.id], recordings, what)
@@ -83,8 +123,9 @@ class _Served:
     """How one run of items is answered: prompts from the submission's item cassettes, a
     tool call from the item's world, else from the submission's item fixture."""
 
-    def __init__(self, worlds: Mapping[str, Mapping[str, object]],
-                 recordings: ItemRecordings) -> None:
+    def __init__(
+        self, worlds: Mapping[str, Mapping[str, object]], recordings: ItemRecordings
+    ) -> None:
         self._worlds, self._recordings = worlds, recordings
 
     def answer(self, case: str, prompt: str) -> str | None:
@@ -98,27 +139,39 @@ class _Served:
         return False, None
 
 
-def _divergence(outcome: CaseOutcome | None, item: Item, name: str,
-                recordings: ItemRecordings, what: str) -> tuple[str, str]:
+def _divergence(
+    outcome: CaseOutcome | None, item: Item, name: str, recordings: ItemRecordings, what: str
+) -> tuple[str, str]:
     """Where the run first asked for what the item's world and the submission's own
     recordings of the item do not hold (``call N (TOOL)``, N counting every call), and
     what it asked, with the fix; ("", "") when it never did. A call of a forbidden action
     is no such place: recording again would not answer it, and the expectation judges it."""
     forbidden = set(item.expect.forbidden_actions)
     calls = outcome.calls if outcome is not None else ()
-    found = next(((number, call) for number, call in enumerate(calls, 1)
-                  if not call.served and call.tool not in forbidden), None)
+    found = next(
+        (
+            (number, call)
+            for number, call in enumerate(calls, 1)
+            if not call.served and call.tool not in forbidden
+        ),
+        None,
+    )
     if found is None:
         return "", ""
     number, missed = found
     at = f"call {number} ({missed.tool or ('request' if missed.http else 'provider')})"
     record = commands.RECORD_CASE(case=name)
     if missed.tool is not None:
-        return at, (f"a {missed.tool} call that neither the {what}'s world nor "
-                    f"{recordings.fixtures_folder}/{name}.json holds: record the {what} "
-                    f"(`{record}`) and commit the files it writes")
+        return at, (
+            f"a {missed.tool} call that neither the {what}'s world nor "
+            f"{recordings.fixtures_folder}/{name}.json holds: record the {what} "
+            f"(`{record}`) and commit the files it writes"
+        )
     held = name in recordings.answers or name in recordings.http
-    where = f"{recordings.cassettes}/{name}.json" + (" does not hold" if held else
-                                                     " is missing, so nothing holds")
-    return at, (f"{where} this {'request' if missed.http else 'prompt'} (key {missed.key}): "
-                f"record the {what} (`{record}`) and commit the files it writes")
+    where = f"{recordings.cassettes}/{name}.json" + (
+        " does not hold" if held else " is missing, so nothing holds"
+    )
+    return at, (
+        f"{where} this {'request' if missed.http else 'prompt'} (key {missed.key}): "
+        f"record the {what} (`{record}`) and commit the files it writes"
+    )

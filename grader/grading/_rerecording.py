@@ -49,27 +49,40 @@ def _rerecording(root: Path, manifest: Manifest) -> tuple[str | None, str]:
         return f"{CHANGE_LOG} cannot be read: {quote(_relative(str(exc), root), TEXT_LIMIT)}", ""
     if not changes:
         return (f"no entry in {CHANGE_LOG}: re-record with `{_RERECORD}` and commit the log"), ""
-    folders = tuple(f for f in (manifest.cassettes, manifest.second_cassettes, manifest.fixtures)
-                    if f)
-    recordings = [c for c in changes if c.digests and all(
-        _inside(root, name) and _recording_name(name, folders) for name in c.digests)]
+    folders = tuple(
+        f for f in (manifest.cassettes, manifest.second_cassettes, manifest.fixtures) if f
+    )
+    recordings = [
+        c
+        for c in changes
+        if c.digests
+        and all(_inside(root, name) and _recording_name(name, folders) for name in c.digests)
+    ]
     if not recordings:
-        return (f"no {CHANGE_LOG} entry names only recordings (.json files in "
-                f"{', '.join(f'{f}/' for f in folders)}): log the re-recording with "
-                f"`{_RERECORD}`"), ""
+        return (
+            f"no {CHANGE_LOG} entry names only recordings (.json files in "
+            f"{', '.join(f'{f}/' for f in folders)}): log the re-recording with "
+            f"`{_RERECORD}`"
+        ), ""
     seen: dict[PurePosixPath, str | None] = {}  # a log may name one file in many entries
     matching = [c for c in recordings if change_matches(c, root, seen=seen)]
     if not matching:
-        return (f"no {CHANGE_LOG} entry's digests match the cassettes or fixtures as they are "
-                "now: the recordings changed after the last logged re-recording"), ""
+        return (
+            f"no {CHANGE_LOG} entry's digests match the cassettes or fixtures as they are "
+            "now: the recordings changed after the last logged re-recording"
+        ), ""
     for change in matching:
         held = _keys_held(root, change)
         if held:
             files = ", ".join(sorted(change.digests))
-            return None, (f"the {CHANGE_LOG} entry of {change.date} for {quote(change.case)}: "
-                          f"{files} as logged, holding changed keys {shown_keys(held)}")
-    return (f"no matching {CHANGE_LOG} entry lists a changed key that its recordings hold: "
-            f"the keys must come from the re-recording, as `{_RERECORD}` logs them"), ""
+            return None, (
+                f"the {CHANGE_LOG} entry of {change.date} for {quote(change.case)}: "
+                f"{files} as logged, holding changed keys {shown_keys(held)}"
+            )
+    return (
+        f"no matching {CHANGE_LOG} entry lists a changed key that its recordings hold: "
+        f"the keys must come from the re-recording, as `{_RERECORD}` logs them"
+    ), ""
 
 
 def _recording_name(name: str, folders: tuple[str, ...]) -> bool:

@@ -22,15 +22,26 @@ __all__: list[str] = []
 def _reordered(cases: Sequence[str], runs: Sequence[RunResult]) -> list[str]:
     """The ``cases`` a run missed a provider call of that asks a recording's words in
     another order: the hash seed may be why, though the seeds tried so far kept it."""
-    return [case for case in cases
-            if any(call.reordered and not call.withheld for run in runs
-                   if (outcome := run.outcomes.get(case)) for call in outcome.calls)]
+    return [
+        case
+        for case in cases
+        if any(
+            call.reordered and not call.withheld
+            for run in runs
+            if (outcome := run.outcomes.get(case))
+            for call in outcome.calls
+        )
+    ]
 
 
-def _more_seeds(run: Callable[..., RunResult], plan: RunPlan, more: Sequence[int],
-                order: Sequence[str], reordered: Sequence[str],
-                runs: tuple[RunResult, tuple[RunResult, ...], RunResult,
-                            tuple[RunResult, ...]]) -> tuple[RunResult, ...]:
+def _more_seeds(
+    run: Callable[..., RunResult],
+    plan: RunPlan,
+    more: Sequence[int],
+    order: Sequence[str],
+    reordered: Sequence[str],
+    runs: tuple[RunResult, tuple[RunResult, ...], RunResult, tuple[RunResult, ...]],
+) -> tuple[RunResult, ...]:
     """Runs with the primary label under the seeds of ``more``, one at a time, for the
     ``reordered`` cases no seed has moved yet and no clock explains, until each has moved
     or the seeds run out: whether a set's order is told as the hash seed's must not hang
@@ -40,34 +51,48 @@ def _more_seeds(run: Callable[..., RunResult], plan: RunPlan, more: Sequence[int
 
     def still_open() -> list[str]:
         moved = seed_shifted(primary, (*seeds, *found))
-        return [case for case in reordered if case not in moved
-                and cause(case, primary, others, again, ()) != "identical"]
+        return [
+            case
+            for case in reordered
+            if case not in moved and cause(case, primary, others, again, ()) != "identical"
+        ]
 
     cases = still_open()
     for n, seed in enumerate(more, len(seeds) + 2):
         if not cases:
             break
-        upto = order[:max(order.index(case) + 1 for case in cases)]
+        upto = order[: max(order.index(case) + 1 for case in cases)]
         found.append(run(f"seed-{n}", replace(plan, hashseed=seed), upto))
         cases = still_open()
     return tuple(found)
 
 
-def _steady_messages(primary: RunResult, others: tuple[RunResult, ...],
-                     again: RunResult) -> tuple[RunResult, tuple[RunResult, ...], RunResult]:
+def _steady_messages(
+    primary: RunResult, others: tuple[RunResult, ...], again: RunResult
+) -> tuple[RunResult, tuple[RunResult, ...], RunResult]:
     """The runs, each case's message of what run() raised kept only where every run that
     raised gave the same one: a message that holds a time, an id or an address would
     otherwise make one grading's report differ from the next."""
     runs = (primary, *others, again)
-    unsteady = {case for case in primary.outcomes
-                if len({o.message for run in runs if (o := run.outcomes.get(case))
-                        and o.status == "raised"}) > 1}
+    unsteady = {
+        case
+        for case in primary.outcomes
+        if len(
+            {o.message for run in runs if (o := run.outcomes.get(case)) and o.status == "raised"}
+        )
+        > 1
+    }
     if not unsteady:
         return primary, others, again
 
     def steady(run: RunResult) -> RunResult:
-        return replace(run, outcomes={case: replace(o, message="") if case in unsteady else o
-                                      for case, o in run.outcomes.items()})
+        return replace(
+            run,
+            outcomes={
+                case: replace(o, message="") if case in unsteady else o
+                for case, o in run.outcomes.items()
+            },
+        )
 
     return steady(primary), tuple(steady(run) for run in others), steady(again)
 
@@ -80,10 +105,10 @@ def _run_findings(result: RunResult) -> list[str]:
         findings.append(f"the agent failed to import: {quote(result.import_error)}")
     for refusal in result.refusals:
         where = f" in case {refusal.case}" if refusal.case else " at import"
-        findings.append(f"sandbox refused {quote(refusal.event)}{where}: "
-                        f"{quote(refusal.detail)}")
+        findings.append(f"sandbox refused {quote(refusal.event)}{where}: {quote(refusal.detail)}")
     for outcome in sorted(result.outcomes.values(), key=lambda o: o.case):
         if outcome.trace_error:
-            findings.append(f"trace of case {outcome.case} is not valid JSONL: "
-                            f"{quote(outcome.trace_error)}")
+            findings.append(
+                f"trace of case {outcome.case} is not valid JSONL: {quote(outcome.trace_error)}"
+            )
     return findings

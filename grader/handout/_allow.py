@@ -28,8 +28,16 @@ from pathlib import PurePosixPath
 from gradekit import UsageError
 from grader.rubric import SETS
 
-__all__ = ["TABLE_EXAMPLE", "StarterTable", "held_back", "is_built", "lab_package", "matches",
-           "shipped_by", "starter_table"]
+__all__ = [
+    "TABLE_EXAMPLE",
+    "StarterTable",
+    "held_back",
+    "is_built",
+    "lab_package",
+    "matches",
+    "shipped_by",
+    "starter_table",
+]
 
 TABLE_EXAMPLE = """\
 [tool.gradekit.starter]
@@ -38,11 +46,27 @@ include = ["lab/**", "gradekit/**", "grader/**", "rubric/*.toml", "docs/*.md",
 readme = "handout/README.md"
 ship = []"""
 
-_BUILT_DIRS = frozenset({".git", "__pycache__", "build", "dist", "grades", ".mypy_cache",
-                         ".pytest_cache", ".ruff_cache", ".hypothesis", ".tox", ".nox"})
+_BUILT_DIRS = frozenset(
+    {
+        ".git",
+        "__pycache__",
+        "build",
+        "dist",
+        "grades",
+        ".mypy_cache",
+        ".pytest_cache",
+        ".ruff_cache",
+        ".hypothesis",
+        ".tox",
+        ".nox",
+    }
+)
 _BUILT_SUFFIXES = (".pyc", ".pyo")
-_HELD_SUFFIXES = {".previous.json": "a previous copy of a re-recorded file",
-                  ".journal": "a recording journal", ".lock": "a lock file"}
+_HELD_SUFFIXES = {
+    ".previous.json": "a previous copy of a re-recorded file",
+    ".journal": "a recording journal",
+    ".lock": "a lock file",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,49 +91,65 @@ def starter_table(manifest: Mapping[str, object], source: str) -> StarterTable:
     example = TABLE_EXAMPLE.replace('"lab/**"', f'"{package}/**"')
     table = manifest.get("starter")
     if table is None:
-        raise UsageError(f"{source}: no [tool.gradekit.starter] table, so nothing says what "
-                         f"the students get: add one that lists what ships, e.g.\n{example}")
+        raise UsageError(
+            f"{source}: no [tool.gradekit.starter] table, so nothing says what "
+            f"the students get: add one that lists what ships, e.g.\n{example}"
+        )
     if not isinstance(table, dict):
-        raise UsageError(f"{source}: [tool.gradekit] starter must be a table: write it as "
-                         f"[tool.gradekit.starter], e.g.\n{example}")
+        raise UsageError(
+            f"{source}: [tool.gradekit] starter must be a table: write it as "
+            f"[tool.gradekit.starter], e.g.\n{example}"
+        )
     unknown = sorted(set(table) - {"include", "ship", "readme"})
     if unknown:
-        raise UsageError(f"{source}: unknown [tool.gradekit.starter] key(s) "
-                         f"{', '.join(unknown)}: the keys are include, readme and ship")
+        raise UsageError(
+            f"{source}: unknown [tool.gradekit.starter] key(s) "
+            f"{', '.join(unknown)}: the keys are include, readme and ship"
+        )
     include = _paths(table, "include", source, glob=True, package=package)
     if not include:
-        raise UsageError(f"{source}: [tool.gradekit.starter] include is empty: list what "
-                         f'the students get, e.g. include = ["{package}/**", "FAILURES.md"]')
+        raise UsageError(
+            f"{source}: [tool.gradekit.starter] include is empty: list what "
+            f'the students get, e.g. include = ["{package}/**", "FAILURES.md"]'
+        )
     readme = table.get("readme", "")
     if not isinstance(readme, str):
-        raise UsageError(f'{source}: [tool.gradekit.starter] readme must be a path, e.g. '
-                         'readme = "handout/README.md"')
+        raise UsageError(
+            f"{source}: [tool.gradekit.starter] readme must be a path, e.g. "
+            'readme = "handout/README.md"'
+        )
     if readme:
         _relative(readme, "readme", source)
-    return StarterTable(include, _paths(table, "ship", source, glob=False, package=package),
-                        readme)
+    return StarterTable(include, _paths(table, "ship", source, glob=False, package=package), readme)
 
 
-def _paths(table: Mapping[str, object], key: str, source: str, *, glob: bool, package: str
-           ) -> tuple[str, ...]:
+def _paths(
+    table: Mapping[str, object], key: str, source: str, *, glob: bool, package: str
+) -> tuple[str, ...]:
     value = table.get(key, [])
     if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
-        raise UsageError(f'{source}: [tool.gradekit.starter] {key} must be a list of paths, '
-                         f'e.g. {key} = ["{package}/**"]')
+        raise UsageError(
+            f"{source}: [tool.gradekit.starter] {key} must be a list of paths, "
+            f'e.g. {key} = ["{package}/**"]'
+        )
     for path in value:
         _relative(path, key, source)
         if not glob and re.search(r"[*?\[]", path):
-            raise UsageError(f"{source}: [tool.gradekit.starter] ship holds {path!r}: ship "
-                             "takes literal paths, so that each file held back by default is "
-                             "named; list each file or folder")
+            raise UsageError(
+                f"{source}: [tool.gradekit.starter] ship holds {path!r}: ship "
+                "takes literal paths, so that each file held back by default is "
+                "named; list each file or folder"
+            )
     return tuple(path.rstrip("/") for path in value)
 
 
 def _relative(path: str, key: str, source: str) -> None:
     parts = PurePosixPath(path).parts
     if path.startswith(("/", "~")) or "\\" in path or ".." in parts or not parts:
-        raise UsageError(f"{source}: [tool.gradekit.starter] {key} holds {path!r}: write a "
-                         "path inside the reference, relative to its pyproject.toml, with '/'")
+        raise UsageError(
+            f"{source}: [tool.gradekit.starter] {key} holds {path!r}: write a "
+            "path inside the reference, relative to its pyproject.toml, with '/'"
+        )
 
 
 def matches(pattern: str, path: str) -> bool:
@@ -130,9 +170,14 @@ def _match(pattern: tuple[str, ...], parts: tuple[str, ...]) -> bool:
 def is_built(path: str) -> bool:
     """Something built or cached, which never ships: a virtual environment, a cache, ..."""
     parts = path.split("/")
-    return (any(part in _BUILT_DIRS or part.startswith(".venv") or part.endswith(".egg-info")
-                for part in parts[:-1])
-            or parts[-1].endswith(_BUILT_SUFFIXES) or parts[-1] in _BUILT_DIRS)
+    return (
+        any(
+            part in _BUILT_DIRS or part.startswith(".venv") or part.endswith(".egg-info")
+            for part in parts[:-1]
+        )
+        or parts[-1].endswith(_BUILT_SUFFIXES)
+        or parts[-1] in _BUILT_DIRS
+    )
 
 
 def held_back(path: str, folders: Mapping[str, str]) -> str:

@@ -83,11 +83,13 @@ STANDALONE: Final[dict[str, tuple[str, str]]] = {
     "x86_64": (
         "https://github.com/astral-sh/python-build-standalone/releases/download/20260814/"
         "cpython-3.12.14%2B20260814-x86_64-unknown-linux-gnu-install_only_stripped.tar.gz",
-        "5acfa3e9ba26b51ae161c83aff278da915b590d22373a424b2ba55b8afe91fcc"),
+        "5acfa3e9ba26b51ae161c83aff278da915b590d22373a424b2ba55b8afe91fcc",
+    ),
     "aarch64": (
         "https://github.com/astral-sh/python-build-standalone/releases/download/20260814/"
         "cpython-3.12.14%2B20260814-aarch64-unknown-linux-gnu-install_only_stripped.tar.gz",
-        "2d8e17dfd732102cfeb18e0e1fa6769b24caa034e159981129590fe409c7157a"),
+        "2d8e17dfd732102cfeb18e0e1fa6769b24caa034e159981129590fe409c7157a",
+    ),
 }
 ISOLATION_FILE = "isolation.txt"  # in ROOT/source: what `gradescope walls` said at build time
 GRADES = "grades"  # ROOT/grades: run's grades folder (the draw key, the ledger), not results/
@@ -266,21 +268,39 @@ def build(out: Path, rubric: Path) -> list[Path]:
         shutil.copyfile(toml, kit / "grader" / "kit_rubric" / toml.name)
     draw_key(out, None)  # every regrade of a submission on Gradescope draws alike (run)
     version, dependencies, extras = _distribution()
-    (kit / "pyproject.toml").write_text(KIT_PYPROJECT.format(
-        version=version, dependencies=_toml_list(dependencies),
-        extras="\n".join(f"{extra} = [{_toml_list(requirements)}]"
-                         for extra, requirements in sorted(extras.items())),
-        packages=_toml_list(_packages(kit))),
-        encoding="utf-8")
-    (x86_64_url, x86_64_sha256), (aarch64_url, aarch64_sha256) = \
-        STANDALONE["x86_64"], STANDALONE["aarch64"]
+    (kit / "pyproject.toml").write_text(
+        KIT_PYPROJECT.format(
+            version=version,
+            dependencies=_toml_list(dependencies),
+            extras="\n".join(
+                f"{extra} = [{_toml_list(requirements)}]"
+                for extra, requirements in sorted(extras.items())
+            ),
+            packages=_toml_list(_packages(kit)),
+        ),
+        encoding="utf-8",
+    )
+    (x86_64_url, x86_64_sha256), (aarch64_url, aarch64_sha256) = (
+        STANDALONE["x86_64"],
+        STANDALONE["aarch64"],
+    )
     setup = SETUP.format(
-        packages=_install_packages(packages.values()), imports=_check_imports(packages),
-        isolation=ISOLATION_FILE, standalone=STANDALONE_VERSION, x86_64_url=x86_64_url,
-        x86_64_sha256=x86_64_sha256, aarch64_url=aarch64_url, aarch64_sha256=aarch64_sha256)
-    scripts = [(out / "setup.sh", setup),
-               (out / "run_autograder", RUN.format(rubric=shlex.quote(rubric.name),
-                                                   commands=commands.lab_form(Path("."))))]
+        packages=_install_packages(packages.values()),
+        imports=_check_imports(packages),
+        isolation=ISOLATION_FILE,
+        standalone=STANDALONE_VERSION,
+        x86_64_url=x86_64_url,
+        x86_64_sha256=x86_64_sha256,
+        aarch64_url=aarch64_url,
+        aarch64_sha256=aarch64_sha256,
+    )
+    scripts = [
+        (out / "setup.sh", setup),
+        (
+            out / "run_autograder",
+            RUN.format(rubric=shlex.quote(rubric.name), commands=commands.lab_form(Path("."))),
+        ),
+    ]
     for path, text in scripts:
         path.write_text(text, encoding="utf-8")
         path.chmod(0o755)
@@ -313,14 +333,18 @@ def _check_imports(packages: Mapping[str, str]) -> str:
     in the grader's environment, failing with its name and the fix (or that say there is
     nothing to check)."""
     if not packages:
-        return ('say "the rubric\'s [packages] lists none: no import to check (labs import '
-                'gradekit and the standard library only)"')
+        return (
+            "say \"the rubric's [packages] lists none: no import to check (labs import "
+            'gradekit and the standard library only)"'
+        )
     lines = []
     for module, requirement in packages.items():  # a key is an identifier: nothing to quote
-        fix = (f"{module} ({requirement} in the rubric's [packages]) was installed but does "
-               "not import in the grader's venv (the output above says why): make the key the "
-               "name labs import and the value the pip requirement that provides it, then "
-               "build the autograder again")
+        fix = (
+            f"{module} ({requirement} in the rubric's [packages]) was installed but does "
+            "not import in the grader's venv (the output above says why): make the key the "
+            "name labs import and the value the pip requirement that provides it, then "
+            "build the autograder again"
+        )
         quoted = f'"{fix}"' if not set(fix) & set('"$`\\') else shlex.quote(fix)
         lines.append(f"\"$ROOT/venv/bin/python\" -I -c 'import {module}' ||\n  fail {quoted}")
     names = ", ".join(packages)
@@ -334,8 +358,10 @@ def _distribution() -> tuple[str, list[str], dict[str, list[str]]]:
         requires = importlib.metadata.requires("gradekit") or []
         version = importlib.metadata.version("gradekit")
     except importlib.metadata.PackageNotFoundError as exc:
-        raise UsageError("gradekit is not installed, so its requirements are unknown: run "
-                         "`pip install -e .` in the kit, then build again") from exc
+        raise UsageError(
+            "gradekit is not installed, so its requirements are unknown: run "
+            "`pip install -e .` in the kit, then build again"
+        ) from exc
     runtime, extras = [], {SDK_EXTRA: list[str]()}
     for line in requires:
         requirement, _, marker = (part.strip() for part in line.partition(";"))
@@ -351,31 +377,42 @@ def find_submission(folder: Path) -> Path:
     pyproject.toml (a zip of the folder rather than of its contents)."""
     if (folder / "pyproject.toml").is_file():
         return folder
-    inside = [child for child in sorted(folder.iterdir()) if (child / "pyproject.toml").is_file()] \
-        if folder.is_dir() else []
+    inside = (
+        [child for child in sorted(folder.iterdir()) if (child / "pyproject.toml").is_file()]
+        if folder.is_dir()
+        else []
+    )
     if len(inside) == 1:
         return inside[0]
-    raise UsageError("no pyproject.toml at the top of the submission: upload your lab's folder "
-                     "with pyproject.toml, lab/, cassettes/ and FAILURES.md at its top (or "
-                     "submit the GitHub repository), then submit again")
+    raise UsageError(
+        "no pyproject.toml at the top of the submission: upload your lab's folder "
+        "with pyproject.toml, lab/, cassettes/ and FAILURES.md at its top (or "
+        "submit the GitHub repository), then submit again"
+    )
 
 
 def failure_results(message: str) -> bytes:
     """A results.json for a submission that got no grade: score 0 and what to do."""
-    return canonical({
-        "score": 0.0,
-        "output": f"**Not graded.** {inline_markdown(message)}",
-        "output_format": "md",
-        "test_output_format": "md",
-        "visibility": "visible",
-        "stdout_visibility": "hidden",
-        "tests": [],
-        "extra_data": {"schema": SCHEMA, "error": message},
-    }) + b"\n"
+    return (
+        canonical(
+            {
+                "score": 0.0,
+                "output": f"**Not graded.** {inline_markdown(message)}",
+                "output_format": "md",
+                "test_output_format": "md",
+                "visibility": "visible",
+                "stdout_visibility": "hidden",
+                "tests": [],
+                "extra_data": {"schema": SCHEMA, "error": message},
+            }
+        )
+        + b"\n"
+    )
 
 
-def run(root: Path, rubric: Path, isolation: str = "auto", *,
-        allow_host_root: bool = False) -> bool:
+def run(
+    root: Path, rubric: Path, isolation: str = "auto", *, allow_host_root: bool = False
+) -> bool:
     """Grade ``root/submission`` into ``root/results``; True when it was graded.
 
     Whatever happens, ``root/results/results.json`` is written: Gradescope shows a
@@ -397,12 +434,14 @@ def run(root: Path, rubric: Path, isolation: str = "auto", *,
         who = submitted(submission, root / METADATA)
         # As `gradekit grade` grades: the ledger's batch event and runs, and the reviews
         # it holds, in the grades folder; results.json is the worker's, as it was.
-        cohort = grade_cohort([who], rubric, out=grades, jobs=1, wall=wall,
-                              operator=OPERATOR)
+        cohort = grade_cohort([who], rubric, out=grades, jobs=1, wall=wall, operator=OPERATOR)
     except GradekitError as exc:  # the autograder's own configuration: the instructor's
-        target.write_bytes(failure_results(
-            f"the autograder is misconfigured ({type(exc).__name__}: {exc}); this is not "
-            "your submission's fault: tell your instructor"))
+        target.write_bytes(
+            failure_results(
+                f"the autograder is misconfigured ({type(exc).__name__}: {exc}); this is not "
+                "your submission's fault: tell your instructor"
+            )
+        )
         raise
     row = cohort.rows[0]
     if row.status not in REPORTED:
@@ -430,13 +469,18 @@ def submitted(submission: Path, metadata: Path) -> Identity:
         at = parse_time(document["created_at"], f"{metadata.name}: created_at")
     except (OSError, ValueError, KeyError, TypeError, UsageError) as exc:
         if metadata.exists():
-            print(f"warning: {metadata} could not be read ({exc}): no submission time, so no "
-                  "late penalty", file=sys.stderr, flush=True)
+            print(
+                f"warning: {metadata} could not be read ({exc}): no submission time, so no "
+                "late penalty",
+                file=sys.stderr,
+                flush=True,
+            )
         return plain
     users = [u for u in document.get("users") or () if isinstance(u, dict)]
     names = ", ".join(str(u.get("name")) for u in users if u.get("name"))
-    return Identity(submission, folder, folder, names, at, _extension(document, users),
-                    "gradescope")
+    return Identity(
+        submission, folder, folder, names, at, _extension(document, users), "gradescope"
+    )
 
 
 def _extension(document: Mapping[str, object], users: list[dict[str, object]]) -> int:
@@ -444,8 +488,10 @@ def _extension(document: Mapping[str, object], users: list[dict[str, object]]) -
     the metadata gives neither."""
     assignment = document.get("assignment")
     try:
-        due = parse_time(assignment.get("due_date") if isinstance(assignment, dict) else None,
-                         "assignment.due_date")
+        due = parse_time(
+            assignment.get("due_date") if isinstance(assignment, dict) else None,
+            "assignment.due_date",
+        )
     except UsageError:
         return 0
     extended = [0]
@@ -490,8 +536,9 @@ def walls_here() -> list[str]:
         if other == wall:
             continue
         why = other.missing() if other.preference > wall.preference else ""
-        lines.append(f"passed over: {name}: "
-                     + (why or f"{wall.name} is preferred, and it works here"))
+        lines.append(
+            f"passed over: {name}: " + (why or f"{wall.name} is preferred, and it works here")
+        )
     return lines
 
 
@@ -499,8 +546,9 @@ def walls_here() -> list[str]:
 
 # What never goes into a dry run's submission from a folder that is not a git work tree:
 # what a student's zip would leave out too (environments, caches, git's own folder).
-_NOT_SUBMITTED = shutil.ignore_patterns(".git", ".venv*", "__pycache__", "*.pyc",
-                                        ".mypy_cache", ".pytest_cache", ".ruff_cache")
+_NOT_SUBMITTED = shutil.ignore_patterns(
+    ".git", ".venv*", "__pycache__", "*.pyc", ".mypy_cache", ".pytest_cache", ".ruff_cache"
+)
 # What Gradescope's container has of the machine's environment: nothing but these (no key,
 # no GRADEKIT_* setting of the instructor's reaches the dry run's grader).
 _KEPT_ENV = ("PATH", "HOME", "TMPDIR", "LANG", "LC_ALL", "TERM")
@@ -518,9 +566,13 @@ class Tried:
 
 
 @contextlib.contextmanager
-def try_autograder(submission: Path, autograder: Path, root: Path | None,
-                   laid_out: Callable[[Path, str], object] = lambda root, uploaded: None,
-                   metadata: Path | None = None) -> Iterator[Tried]:
+def try_autograder(
+    submission: Path,
+    autograder: Path,
+    root: Path | None,
+    laid_out: Callable[[Path, str], object] = lambda root, uploaded: None,
+    metadata: Path | None = None,
+) -> Iterator[Tried]:
     """Grade ``submission`` with the built ``autograder`` as Gradescope would: in ``root``
     (a new or empty folder; else a temporary one, removed once the caller is done),
     ``source/`` is the autograder's contents, ``submission/`` what the student uploaded
@@ -539,28 +591,37 @@ def try_autograder(submission: Path, autograder: Path, root: Path | None,
     or a ``root`` that is not new or empty.
     """
     if not (autograder / "run_autograder").is_file() or not (autograder / "kit").is_dir():
-        raise UsageError(f"{autograder} is not an autograder folder (no run_autograder and "
-                         "kit/): build one with "
-                         f"`{commands.GRADESCOPE_BUILD(out=str(autograder))}`, or pass "
-                         "--autograder the folder you built")
+        raise UsageError(
+            f"{autograder} is not an autograder folder (no run_autograder and "
+            "kit/): build one with "
+            f"`{commands.GRADESCOPE_BUILD(out=str(autograder))}`, or pass "
+            "--autograder the folder you built"
+        )
     if not os.path.lexists(submission):
-        raise UsageError(f"{submission} does not exist: pass the student's lab folder (or "
-                         "the zip they upload)")
+        raise UsageError(
+            f"{submission} does not exist: pass the student's lab folder (or the zip they upload)"
+        )
     if not submission.is_dir() and not zipfile.is_zipfile(submission):
-        raise UsageError(f"{submission} is neither a folder nor a zip: pass the student's "
-                         "lab folder (or the zip they upload)")
+        raise UsageError(
+            f"{submission} is neither a folder nor a zip: pass the student's "
+            "lab folder (or the zip they upload)"
+        )
     given = _metadata(metadata) if metadata is not None else None
     with contextlib.ExitStack() as stack:
         if root is None:
-            root = Path(stack.enter_context(tempfile.TemporaryDirectory(
-                prefix="gradekit-gradescope-")))
+            root = Path(
+                stack.enter_context(tempfile.TemporaryDirectory(prefix="gradekit-gradescope-"))
+            )
             os.chmod(root, 0o711)  # a root grader's runs pass through it, as /autograder
         elif root.exists() and (not root.is_dir() or any(root.iterdir())):
-            raise UsageError(f"{root} exists and is not an empty folder: pass --root a new "
-                             "folder, or leave it out for a temporary one")
+            raise UsageError(
+                f"{root} exists and is not an empty folder: pass --root a new "
+                "folder, or leave it out for a temporary one"
+            )
         root = root.absolute()  # run_autograder runs in it: a relative root would move
-        shutil.copytree(autograder, root / "source", dirs_exist_ok=True, symlinks=True,
-                        ignore=_IGNORE)
+        shutil.copytree(
+            autograder, root / "source", dirs_exist_ok=True, symlinks=True, ignore=_IGNORE
+        )
         uploaded = _upload(submission, root / "submission", skip=autograder)
         (root / "results").mkdir()
         if given is not None:
@@ -568,13 +629,26 @@ def try_autograder(submission: Path, autograder: Path, root: Path | None,
         laid_out(root, uploaded)
         keep = {name: os.environ[name] for name in _KEPT_ENV if name in os.environ}
         subprocess.run(
-            ["bash", str(root / "source" / "run_autograder")], cwd=root, check=False,
-            env={**keep, ROOT_ENV: str(root), PYTHON_ENV: sys.executable,
-                 "PYTHONPATH": str(root / "source" / "kit")})
+            ["bash", str(root / "source" / "run_autograder")],
+            cwd=root,
+            check=False,
+            env={
+                **keep,
+                ROOT_ENV: str(root),
+                PYTHON_ENV: sys.executable,
+                "PYTHONPATH": str(root / "source" / "kit"),
+            },
+        )
         target = root / "results" / RESULTS
-        results = json.loads(target.read_bytes()) if target.is_file() else {
-            "score": 0.0, "tests": [], "output": "run_autograder wrote no results.json: "
-            "its output above says why"}
+        results = (
+            json.loads(target.read_bytes())
+            if target.is_file()
+            else {
+                "score": 0.0,
+                "tests": [],
+                "output": "run_autograder wrote no results.json: its output above says why",
+            }
+        )
         extra = results.get("extra_data")
         graded = target.is_file() and not (isinstance(extra, dict) and "error" in extra)
         yield Tried(root, uploaded, graded, results)
@@ -588,13 +662,17 @@ def _metadata(path: Path) -> bytes:
         document = json.loads(data)
         parse_time(document["created_at"], f"{path}: created_at")
     except OSError as exc:
-        raise UsageError(f"--metadata {path} cannot be read ({exc.strerror}): pass a "
-                         f"{METADATA} as Gradescope writes it") from None
+        raise UsageError(
+            f"--metadata {path} cannot be read ({exc.strerror}): pass a "
+            f"{METADATA} as Gradescope writes it"
+        ) from None
     except (ValueError, KeyError, TypeError) as exc:
-        raise UsageError(f"--metadata {path} is not a {METADATA} ({exc}): it needs a JSON "
-                         'object with "created_at", as Gradescope writes it (for example '
-                         '{"created_at": "2026-12-02T09:00:00-08:00", "users": [{"name": '
-                         '"Ana Lee"}]})') from None
+        raise UsageError(
+            f"--metadata {path} is not a {METADATA} ({exc}): it needs a JSON "
+            'object with "created_at", as Gradescope writes it (for example '
+            '{"created_at": "2026-12-02T09:00:00-08:00", "users": [{"name": '
+            '"Ana Lee"}]})'
+        ) from None
     return data
 
 
@@ -614,10 +692,13 @@ def _upload(submission: Path, into: Path, *, skip: Path) -> str:
         inside = None
     listed = _git_files(submission)
     if listed is None:
+
         def ignore(folder: str, names: list[str]) -> set[str]:
             at = Path(folder).resolve().relative_to(submission.resolve())
             return set(_NOT_SUBMITTED(folder, names)) | {
-                name for name in names if at / name == inside}
+                name for name in names if at / name == inside
+            }
+
         shutil.copytree(submission, into, symlinks=True, dirs_exist_ok=True, ignore=ignore)
         return "the folder without .git, environments and caches"
     for relative in map(Path, listed):
@@ -635,12 +716,24 @@ def _git_files(folder: Path) -> list[str] | None:
     """The files ``git add -A`` would commit under ``folder``, relative to it; None when
     ``folder`` is not in a git work tree (or git is not installed)."""
     try:
-        done = subprocess.run(["git", "-C", str(folder), "ls-files", "-z", "--cached",
-                               "--others", "--exclude-standard"],
-                              capture_output=True, check=False)
+        done = subprocess.run(
+            [
+                "git",
+                "-C",
+                str(folder),
+                "ls-files",
+                "-z",
+                "--cached",
+                "--others",
+                "--exclude-standard",
+            ],
+            capture_output=True,
+            check=False,
+        )
     except FileNotFoundError:
         return None
     if done.returncode != 0:
         return None
-    return sorted({name for name in done.stdout.decode("utf-8", "surrogateescape").split("\0")
-                   if name})
+    return sorted(
+        {name for name in done.stdout.decode("utf-8", "surrogateescape").split("\0") if name}
+    )

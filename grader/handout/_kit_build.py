@@ -35,8 +35,11 @@ def get_requires_for_build_wheel(config_settings: dict[str, Any] | None = None) 
     return []
 
 
-def build_wheel(wheel_directory: str, config_settings: dict[str, Any] | None = None,
-                metadata_directory: str | None = None) -> str:
+def build_wheel(
+    wheel_directory: str,
+    config_settings: dict[str, Any] | None = None,
+    metadata_directory: str | None = None,
+) -> str:
     """Write the kit's wheel into ``wheel_directory``; return its file name."""
     document = tomllib.loads(Path("pyproject.toml").read_text("utf-8"))
     project = document["project"]
@@ -49,13 +52,16 @@ def build_wheel(wheel_directory: str, config_settings: dict[str, Any] | None = N
             if path.is_file() and not any(part in path.name for part in _SKIPPED):
                 files[path.as_posix()] = path.read_bytes()
     files[f"{info}/METADATA"] = _metadata(project).encode("utf-8")
-    files[f"{info}/WHEEL"] = (b"Wheel-Version: 1.0\nGenerator: gradekit-kit-build\n"
-                              b"Root-Is-Purelib: true\nTag: py3-none-any\n")
+    files[f"{info}/WHEEL"] = (
+        b"Wheel-Version: 1.0\nGenerator: gradekit-kit-build\n"
+        b"Root-Is-Purelib: true\nTag: py3-none-any\n"
+    )
     scripts = project.get("scripts", {})
     if scripts:
         lines = [f"{script} = {target}" for script, target in sorted(scripts.items())]
-        files[f"{info}/entry_points.txt"] = ("[console_scripts]\n" + "\n".join(lines)
-                                             + "\n").encode("utf-8")
+        files[f"{info}/entry_points.txt"] = (
+            "[console_scripts]\n" + "\n".join(lines) + "\n"
+        ).encode("utf-8")
     entries = [f"{path},sha256={_digest(data)},{len(data)}" for path, data in files.items()]
     files[f"{info}/RECORD"] = ("\n".join([*entries, f"{info}/RECORD,,"]) + "\n").encode("utf-8")
     wheel = f"{name}-{project['version']}-py3-none-any.whl"
@@ -70,8 +76,7 @@ def build_wheel(wheel_directory: str, config_settings: dict[str, Any] | None = N
 
 def _metadata(project: dict[str, Any]) -> str:
     """The wheel's METADATA: name, version, Python and requirements, each extra's marked."""
-    lines = ["Metadata-Version: 2.1", f"Name: {project['name']}",
-             f"Version: {project['version']}"]
+    lines = ["Metadata-Version: 2.1", f"Name: {project['name']}", f"Version: {project['version']}"]
     if "requires-python" in project:
         lines.append(f"Requires-Python: {project['requires-python']}")
     lines += [f"Requires-Dist: {requirement}" for requirement in project.get("dependencies", [])]

@@ -25,11 +25,13 @@ __all__ = ["MARKDOWN", "Removed", "Stripped", "compiles", "strip", "strip_soluti
 
 _WORD = "SOLUTION"  # spelled apart so that this file holds no marker line of its own
 _BEGIN_PY = re.compile(
-    rf"(?P<indent>[ \t]*)# BEGIN {_WORD}(?:[ \t]+hint:[ \t]*(?P<hint>.*?))?[ \t]*")
+    rf"(?P<indent>[ \t]*)# BEGIN {_WORD}(?:[ \t]+hint:[ \t]*(?P<hint>.*?))?[ \t]*"
+)
 _END_PY = re.compile(rf"[ \t]*# END {_WORD}[ \t]*")
 _STUB_PY = re.compile(r"(?P<indent>[ \t]*)# STUB[ \t]*")
 _BEGIN_MD = re.compile(
-    rf"[ \t]*<!--[ \t]*BEGIN {_WORD}(?:[ \t]+hint:[ \t]*(?P<hint>.*?))?[ \t]*-->[ \t]*")
+    rf"[ \t]*<!--[ \t]*BEGIN {_WORD}(?:[ \t]+hint:[ \t]*(?P<hint>.*?))?[ \t]*-->[ \t]*"
+)
 _END_MD = re.compile(rf"[ \t]*<!--[ \t]*END {_WORD}[ \t]*-->[ \t]*")
 _STUB_MD = re.compile(r"[ \t]*<!--[ \t]*STUB[ \t]*")
 _STUB_MD_CLOSE = re.compile(r"[ \t]*-->[ \t]*")
@@ -100,24 +102,32 @@ def strip(text: str, name: str, *, at: Callable[[int], str] | None = None) -> St
     for number, raw in enumerate(text.splitlines(keepends=True), 1):
         line = raw.rstrip("\r\n")
         where = place(number)
-        if region is not None and region.stub is not None and not region.stub_closed \
-                and _stub_line(line, number, region, markdown, where):
+        if (
+            region is not None
+            and region.stub is not None
+            and not region.stub_closed
+            and _stub_line(line, number, region, markdown, where)
+        ):
             continue
         begin = (_BEGIN_MD if markdown else _BEGIN_PY).fullmatch(line)
         end = (_END_MD if markdown else _END_PY).fullmatch(line)
         stub = (_STUB_MD if markdown else _STUB_PY).fullmatch(line)
         if begin:
             if region is not None:
-                raise UsageError(f"{where}: BEGIN {_WORD} inside the region opened at line "
-                                 f"{region.line}: regions do not nest; close that one first")
+                raise UsageError(
+                    f"{where}: BEGIN {_WORD} inside the region opened at line "
+                    f"{region.line}: regions do not nest; close that one first"
+                )
             hint = " ".join((begin["hint"] or "").split())
             region = _Region(number, "" if markdown else begin["indent"], hint, [])
         elif end:
             if region is None:
                 raise UsageError(f"{where}: END {_WORD} without a BEGIN {_WORD} before it")
             if region.stub is not None and markdown and not region.stub_closed:
-                raise UsageError(f"{where}: the STUB comment opened at line "
-                                 f"{region.stub_line} is not closed: end it with a '-->' line")
+                raise UsageError(
+                    f"{where}: the STUB comment opened at line "
+                    f"{region.stub_line} is not closed: end it with a '-->' line"
+                )
             replacement = _replacement(region, python, markdown, newline=_newline(raw))
             out += replacement
             if region.stub is not None:
@@ -126,25 +136,30 @@ def strip(text: str, name: str, *, at: Callable[[int], str] | None = None) -> St
             region = None
         elif stub:
             if region is None:
-                raise UsageError(f"{where}: STUB outside a solution region: put it between "
-                                 f"BEGIN {_WORD} and END {_WORD}")
+                raise UsageError(
+                    f"{where}: STUB outside a solution region: put it between "
+                    f"BEGIN {_WORD} and END {_WORD}"
+                )
             if region.stub is not None:
-                raise UsageError(f"{where}: a second STUB in the region opened at line "
-                                 f"{region.line}")
+                raise UsageError(
+                    f"{where}: a second STUB in the region opened at line {region.line}"
+                )
             region.stub_line, region.stub = number, []
             region.stub_indent = "" if markdown else stub["indent"]
         elif _near_miss(line, markdown):
-            raise UsageError(f"{where}: a malformed marker {line.strip()!r}: "
-                             f"{_syntax(markdown)}")
+            raise UsageError(f"{where}: a malformed marker {line.strip()!r}: {_syntax(markdown)}")
         elif region is None:
             out.append((raw, number))
         else:
             region.body.append(line)
     if region is not None:
-        raise UsageError(f"{place(region.line)}: BEGIN {_WORD} is never closed: add an "
-                         f"END {_WORD} line after the solution")
-    return Stripped("".join(line for line, _ in out), tuple(n for _, n in out),
-                    tuple(removed), tuple(stubs))
+        raise UsageError(
+            f"{place(region.line)}: BEGIN {_WORD} is never closed: add an "
+            f"END {_WORD} line after the solution"
+        )
+    return Stripped(
+        "".join(line for line, _ in out), tuple(n for _, n in out), tuple(removed), tuple(stubs)
+    )
 
 
 def _near_miss(line: str, markdown: bool) -> bool:
@@ -169,15 +184,18 @@ def _stub_line(line: str, number: int, region: _Region, markdown: bool, where: s
         region.stub.append(("", number))
         return True
     if not line.startswith(indent + "# "):
-        raise UsageError(f"{where}: a STUB line must be a comment, '# ' at the STUB "
-                         f"marker's indentation ({len(indent)} columns) followed by the code "
-                         f"the student gets; end the block with END {_WORD}")
-    region.stub.append((indent + line[len(indent) + 2:], number))
+        raise UsageError(
+            f"{where}: a STUB line must be a comment, '# ' at the STUB "
+            f"marker's indentation ({len(indent)} columns) followed by the code "
+            f"the student gets; end the block with END {_WORD}"
+        )
+    region.stub.append((indent + line[len(indent) + 2 :], number))
     return True
 
 
-def _replacement(region: _Region, python: bool, markdown: bool, *,
-                 newline: str) -> list[tuple[str, int]]:
+def _replacement(
+    region: _Region, python: bool, markdown: bool, *, newline: str
+) -> list[tuple[str, int]]:
     if region.stub is not None:
         return [(line.rstrip() + newline, number) for line, number in region.stub]
     if markdown:
@@ -191,13 +209,15 @@ def _replacement(region: _Region, python: bool, markdown: bool, *,
 
 def _raise(indent: str, hint: str) -> list[str]:
     """``raise NotImplementedError("hint")`` at ``indent``, wrapped to the line length."""
-    one = f'{indent}raise NotImplementedError({_literal(hint)})'
+    one = f"{indent}raise NotImplementedError({_literal(hint)})"
     if len(one) <= _LINE:
         return [one]
     width = _LINE - len(indent) - 8
     parts = textwrap.wrap(hint, width=width, break_long_words=False, break_on_hyphens=False)
-    body = [f"{indent}    {_literal(part + ' ' if n < len(parts) - 1 else part)}"
-            for n, part in enumerate(parts)]
+    body = [
+        f"{indent}    {_literal(part + ' ' if n < len(parts) - 1 else part)}"
+        for n, part in enumerate(parts)
+    ]
     return [f"{indent}raise NotImplementedError(", *body, f"{indent})"]
 
 
@@ -211,15 +231,24 @@ def _newline(raw: str) -> str:
 
 def _syntax(markdown: bool) -> str:
     if markdown:
-        return (f"write '<!-- BEGIN {_WORD} -->' (or '<!-- BEGIN {_WORD} hint: TEXT -->'), "
-                f"'<!-- STUB' ... '-->' and '<!-- END {_WORD} -->', each on a line of its own")
-    return (f"write '# BEGIN {_WORD}' (or '# BEGIN {_WORD} hint: TEXT'), '# STUB' and "
-            f"'# END {_WORD}', each on a line of its own, in a file whose comments start "
-            "with '#' (Python, TOML, shell; a notebook's cells)")
+        return (
+            f"write '<!-- BEGIN {_WORD} -->' (or '<!-- BEGIN {_WORD} hint: TEXT -->'), "
+            f"'<!-- STUB' ... '-->' and '<!-- END {_WORD} -->', each on a line of its own"
+        )
+    return (
+        f"write '# BEGIN {_WORD}' (or '# BEGIN {_WORD} hint: TEXT'), '# STUB' and "
+        f"'# END {_WORD}', each on a line of its own, in a file whose comments start "
+        "with '#' (Python, TOML, shell; a notebook's cells)"
+    )
 
 
-def compiles(name: str, source: str, origins: tuple[int, ...] | None, *,
-             at: Callable[[int], str] | None = None) -> None:
+def compiles(
+    name: str,
+    source: str,
+    origins: tuple[int, ...] | None,
+    *,
+    at: Callable[[int], str] | None = None,
+) -> None:
     """Refuse Python ``source`` that does not compile, naming the line it came from."""
     try:
         compile(source, name, "exec", dont_inherit=True)
@@ -228,6 +257,8 @@ def compiles(name: str, source: str, origins: tuple[int, ...] | None, *,
         if origins:
             line = origins[min(max(line, 1), len(origins)) - 1]
         shown = at(line) if at else f"{name}:{line}"
-        raise UsageError(f"{shown}: the starter's code does not compile once "
-                         f"the solution regions are replaced ({exc.msg}): check the markers' "
-                         "indentation and the STUB lines") from None
+        raise UsageError(
+            f"{shown}: the starter's code does not compile once "
+            f"the solution regions are replaced ({exc.msg}): check the markers' "
+            "indentation and the STUB lines"
+        ) from None

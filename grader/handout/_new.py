@@ -24,7 +24,7 @@ _PACKAGE = re.compile(r"[a-z][a-z0-9_]*")
 _WORD = "SOLUTION"
 _CASE = "first-case"
 
-_PYPROJECT = '''\
+_PYPROJECT = """\
 [project]
 name = "{project}"
 version = "0.1.0"
@@ -41,7 +41,7 @@ replay = "gradekit:Replay"
 [tool.gradekit.starter]
 include = ["{package}/**", "rubric/*.toml", "FAILURES.md", "pyproject.toml", ".gitignore"]
 readme = "handout/README.md"
-'''
+"""
 
 _RUBRIC = '''\
 # The rubric of {project}: its cases and what each criterion is worth (weights sum to 100).
@@ -177,28 +177,34 @@ TOOLS = Tools()
 TOOLS.read_only("search_notes", search_notes)
 '''
 
-_NOTES = '''\
+_NOTES = """\
 Late submissions are accepted up to 48 hours after the deadline.
 A late submission loses 10 percent of its grade for each started day.
 Extensions are granted by the instructor before the deadline, never after it.
 Submissions are graded offline from the recordings committed with them.
-'''
+"""
 
-_HINT = ("One section per failure you met while building and recording your agent: a \"##\" "
-         "heading that names it, then \"- Symptom:\", \"- Cause:\" and \"- Fix:\" (or "
-         "\"- Status: open\") bullets, each saying what really happened. A stretch goal's "
-         "write-up is a section that names the goal.")
-_FAILURES = """\
+_HINT = (
+    'One section per failure you met while building and recording your agent: a "##" '
+    'heading that names it, then "- Symptom:", "- Cause:" and "- Fix:" (or '
+    '"- Status: open") bullets, each saying what really happened. A stretch goal\'s '
+    "write-up is a section that names the goal."
+)
+_FAILURES = (
+    """\
 # Failures
 
-<!-- {begin} hint: """ + _HINT + """ -->
+<!-- {begin} hint: """
+    + _HINT
+    + """ -->
 The reference's failure log: write what went wrong while you built and recorded it,
 one "##" section per failure with Symptom, Cause and Fix bullets, and a "## Boundaries"
 section saying what a replayed recording cannot tell. A student's copy is graded.
 <!-- {end} -->
 """
+)
 
-_README = '''\
+_README = """\
 # Lab: {title}
 
 You build an agent that answers this lab's cases through a `Provider`. You record its
@@ -225,13 +231,13 @@ With `gradekit` installed in the environment you work in (`pip install gradekit`
 ## What is graded
 
 <!-- gradekit:criteria -->
-'''
+"""
 
-_GITIGNORE = '''\
+_GITIGNORE = """\
 __pycache__/
 .venv/
 grades/
-'''
+"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -249,20 +255,29 @@ def new_lab(root: Path, *, package: str | None = None, title: str | None = None)
     the folder's name, with ``-`` as ``_``). Nothing is written when it is refused."""
     name = root.resolve().name
     package = package or name.replace("-", "_").lower()
-    if not _PACKAGE.fullmatch(package) or keyword.iskeyword(package) \
-            or package in ("gradekit", "grader", "lab", "tests"):
+    if (
+        not _PACKAGE.fullmatch(package)
+        or keyword.iskeyword(package)
+        or package in ("gradekit", "grader", "lab", "tests")
+    ):
         raise UsageError(
             f"{package!r} cannot be the lab's package: it must be a lower-case Python name "
-            "that is not gradekit, grader, lab or tests; pass --package NAME")
+            "that is not gradekit, grader, lab or tests; pass --package NAME"
+        )
     if root.exists() and (not root.is_dir() or any(root.iterdir())):
         raise UsageError(f"{root} exists and is not an empty folder: name a new folder")
     # The markers, spelled apart here, so that the kit's own hand-out (which ships this
     # file) holds no solution region of its own.
-    fill = {"begin": "BEGIN " + _WORD, "end": "END " + _WORD, "stub": "ST" + "UB",
-            "project": name, "package": package, "case": _CASE,
-            "title": title or name.replace("-", " ").replace("_", " ").capitalize(),
-            **{step: commands.shown(step, form="gradekit")
-               for step in ("record", "check", "grade")}}
+    fill = {
+        "begin": "BEGIN " + _WORD,
+        "end": "END " + _WORD,
+        "stub": "ST" + "UB",
+        "project": name,
+        "package": package,
+        "case": _CASE,
+        "title": title or name.replace("-", " ").replace("_", " ").capitalize(),
+        **{step: commands.shown(step, form="gradekit") for step in ("record", "check", "grade")},
+    }
     files = {
         "pyproject.toml": _PYPROJECT,
         "rubric/lab.toml": _RUBRIC,

@@ -38,19 +38,25 @@ def strip_notebook(text: str, name: str) -> StrippedNotebook:
     try:
         document = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise UsageError(f"{name}:{exc.lineno}: not a notebook, its JSON does not parse "
-                         f"({exc.msg}): save it from Jupyter again") from None
+        raise UsageError(
+            f"{name}:{exc.lineno}: not a notebook, its JSON does not parse "
+            f"({exc.msg}): save it from Jupyter again"
+        ) from None
     cells = document.get("cells") if isinstance(document, dict) else None
     if not isinstance(cells, list):
-        raise UsageError(f"{name}:1: not a notebook, it has no list of cells: save it from "
-                         "Jupyter again (nbformat 4)")
+        raise UsageError(
+            f"{name}:1: not a notebook, it has no list of cells: save it from "
+            "Jupyter again (nbformat 4)"
+        )
     removed: list[Removed] = []
     stubs: list[str] = []
     finder = _Finder(text)
     for number, cell in enumerate(cells, 1):
         if not isinstance(cell, dict):
-            raise UsageError(f"{name}:{finder.line}: cell {number} is not a JSON object: "
-                             "save the notebook from Jupyter again")
+            raise UsageError(
+                f"{name}:{finder.line}: cell {number} is not a JSON object: "
+                "save the notebook from Jupyter again"
+            )
         stripped = _cell(cell, name, number, finder)
         removed += stripped.removed
         stubs += stripped.stubs
@@ -85,8 +91,10 @@ def _cell(cell: dict[str, object], name: str, number: int, finder: _Finder) -> S
     elif isinstance(source, str):
         joined = source
     else:
-        raise UsageError(f"{name}:{finder.line}: cell {number}'s source is neither text nor "
-                         "a list of lines: save the notebook from Jupyter again")
+        raise UsageError(
+            f"{name}:{finder.line}: cell {number}'s source is neither text nor "
+            "a list of lines: save the notebook from Jupyter again"
+        )
     lines = joined.splitlines()
     lines_at = finder.cell(lines)
 
@@ -97,16 +105,19 @@ def _cell(cell: dict[str, object], name: str, number: int, finder: _Finder) -> S
     stripped = strip(joined, "cell.py" if code else "cell.md", at=at)
     if code:
         # IPython's magics and shell lines are not Python: blank them, keeping the numbers.
-        plain = "".join("\n" if line.lstrip().startswith(("%", "!")) else line
-                        for line in stripped.text.splitlines(keepends=True))
+        plain = "".join(
+            "\n" if line.lstrip().startswith(("%", "!")) else line
+            for line in stripped.text.splitlines(keepends=True)
+        )
         compiles("cell.py", plain, stripped.origins, at=at)
         cell["outputs"] = []
         cell["execution_count"] = None
     metadata = cell.get("metadata")
     if isinstance(metadata, dict):
         metadata.pop("execution", None)
-    cell["source"] = (stripped.text.splitlines(keepends=True) if isinstance(source, list)
-                      else stripped.text)
+    cell["source"] = (
+        stripped.text.splitlines(keepends=True) if isinstance(source, list) else stripped.text
+    )
     return stripped
 
 

@@ -69,19 +69,24 @@ def scan_for_regions(out: Path, removed: Sequence[Removed], stubs: Iterable[str]
     lines: dict[str, list[Removed]] = {}
     for region in removed:
         for text in dict.fromkeys(line.strip() for line in region.lines):
-            if len(text) >= DISTINCTIVE and text not in shipped \
-                    and not text.startswith(_INTERFACE):
+            if len(text) >= DISTINCTIVE and text not in shipped and not text.startswith(_INTERFACE):
                 lines.setdefault(text, []).append(region)
-    need = {region.where: min(_LINES, sum(region in found for found in lines.values()))
-            for region in removed}
-    problems = [problem for name, where, text in _texts(out)
-                for problem in _found(name, where, text, wholes, lines, need)]
+    need = {
+        region.where: min(_LINES, sum(region in found for found in lines.values()))
+        for region in removed
+    }
+    problems = [
+        problem
+        for name, where, text in _texts(out)
+        for problem in _found(name, where, text, wholes, lines, need)
+    ]
     if problems:
         raise HandOutRefused(
             "the hand-out holds the text of a removed solution region, so it would give the "
             "answer away:\n" + "\n".join(f"  {p}" for p in problems) + "\nMark that text as "
             "a region too (or reword it), or leave its file out of [tool.gradekit.starter] "
-            "include. Nothing was written.")
+            "include. Nothing was written."
+        )
 
 
 def _texts(out: Path) -> Iterator[tuple[str, str, str]]:
@@ -101,8 +106,14 @@ def _texts(out: Path) -> Iterator[tuple[str, str, str]]:
             yield name, name, text
 
 
-def _found(name: str, where: str, text: str, wholes: Sequence[tuple[Removed, str]],
-           lines: Mapping[str, list[Removed]], need: Mapping[str, int]) -> Iterator[str]:
+def _found(
+    name: str,
+    where: str,
+    text: str,
+    wholes: Sequence[tuple[Removed, str]],
+    lines: Mapping[str, list[Removed]],
+    need: Mapping[str, int],
+) -> Iterator[str]:
     hits: dict[str, dict[str, int]] = {}  # region -> its distinctive lines here -> line
     for number, line in enumerate(text.splitlines(), 1):
         for region in lines.get(line.strip(), ()):
@@ -112,9 +123,11 @@ def _found(name: str, where: str, text: str, wholes: Sequence[tuple[Removed, str
         if len(found) >= need[region_where]:
             reported.add(region_where)
             first, number = min(found.items(), key=lambda item: item[1])
-            yield (f"{_at(name, where, number)}: {_quote(first)}"
-                   + (f" and {len(found) - 1} more line(s)" if len(found) > 1 else "")
-                   + f" of the region at {region_where}")
+            yield (
+                f"{_at(name, where, number)}: {_quote(first)}"
+                + (f" and {len(found) - 1} more line(s)" if len(found) > 1 else "")
+                + f" of the region at {region_where}"
+            )
     normal = " ".join(text.split())
     for region, whole in wholes:
         if region.where not in reported and whole in normal:
@@ -152,32 +165,47 @@ def grade_folders(out: Path, grading: HandoutGrading) -> tuple[FolderGrade, ...]
             copy = subs / f"folder-{number:03d}"
             shutil.copytree(out / folder, copy, symlinks=True)
             copies.append(copy)
-        rows = grade_batch(copies, grading.rubric, out=Path(work) / "grades",
-                           jobs=min(len(copies), os.cpu_count() or 1), wall=grading.wall)
+        rows = grade_batch(
+            copies,
+            grading.rubric,
+            out=Path(work) / "grades",
+            jobs=min(len(copies), os.cpu_count() or 1),
+            wall=grading.wall,
+        )
     by_name = {row.submission: row for row in rows}
     grades: list[FolderGrade] = []
     problems: list[str] = []
     for folder, copy in zip(folders, copies, strict=True):
         row = by_name[copy.name]
         if row.status not in REPORTED:
-            problems.append(f"{folder}: could not be graded ({row.reason}), so it may hold a "
-                            "solution the grader did not see")
+            problems.append(
+                f"{folder}: could not be graded ({row.reason}), so it may hold a "
+                "solution the grader did not see"
+            )
             continue
         grades.append(FolderGrade(folder, Decimal(row.total)))
     raw = grades[0].total if grades and grades[0].folder == "." else None
     if raw is not None:
-        problems += [f"{g.folder}: grades {g.total} > the raw starter's {raw}"
-                     for g in grades[1:] if g.total > raw]
+        problems += [
+            f"{g.folder}: grades {g.total} > the raw starter's {raw}"
+            for g in grades[1:]
+            if g.total > raw
+        ]
     if problems:
         raise HandOutRefused(
-            "the hand-out gives marks away:\n" + "\n".join(f"  {p}" for p in problems)
+            "the hand-out gives marks away:\n"
+            + "\n".join(f"  {p}" for p in problems)
             + "\nLeave those folders out of [tool.gradekit.starter] include, or strip them "
-            "with solution regions. Nothing was written.")
+            "with solution regions. Nothing was written."
+        )
     return tuple(grades)
 
 
 def _projects(out: Path) -> list[str]:
     """The folders holding a pyproject.toml, relative: "." first, then in path order."""
-    found = sorted(path.parent.relative_to(out).as_posix()
-                   for path in out.rglob("pyproject.toml") if path.is_file())
+    found = sorted(
+        path.parent.relative_to(out).as_posix()
+        for path in out.rglob("pyproject.toml")
+        if path.is_file()
+    )
     return sorted(found, key=lambda folder: (folder != ".", folder))

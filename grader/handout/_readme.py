@@ -21,8 +21,7 @@ __all__ = ["CRITERIA_LINE", "criteria_table", "student_readme"]
 
 CRITERIA_LINE = "<!-- gradekit:criteria -->"
 _PIPE = re.compile(r"(?<!\\)((?:\\\\)*)\|")  # a pipe after an even run of backslashes
-_HEADER = ("| Criterion | Points | Full marks need | Typical loss |",
-           "|---|---:|---|---|")
+_HEADER = ("| Criterion | Points | Full marks need | Typical loss |", "|---|---:|---|---|")
 
 
 def student_readme(source: str, rubric: Rubric, *, name: str = "the hand-out's README") -> str:
@@ -36,21 +35,26 @@ def student_readme(source: str, rubric: Rubric, *, name: str = "the hand-out's R
     if not found:
         raise UsageError(
             f"{name} has no line {CRITERIA_LINE}: add it, on a line of its own, where the "
-            "table of the rubric's criteria goes (under a heading such as '## What is graded')")
+            "table of the rubric's criteria goes (under a heading such as '## What is graded')"
+        )
     if len(found) > 1:
         numbers = ", ".join(str(n + 1) for n in found)
-        raise UsageError(f"{name} has the line {CRITERIA_LINE} {len(found)} times (lines "
-                         f"{numbers}): keep one, where the table of the criteria goes")
+        raise UsageError(
+            f"{name} has the line {CRITERIA_LINE} {len(found)} times (lines "
+            f"{numbers}): keep one, where the table of the criteria goes"
+        )
     at = found[0]
     newline = "\r\n" if lines[at].endswith("\r\n") else "\n"
     table = "".join(row + newline for row in criteria_table(rubric))
-    return "".join(lines[:at]) + table + "".join(lines[at + 1:])
+    return "".join(lines[:at]) + table + "".join(lines[at + 1 :])
 
 
 def criteria_table(rubric: Rubric) -> list[str]:
     """The Markdown rows of the criteria table, header and total included."""
-    rows = [f"| {_cell(c.title)} | {_points(c)} | {_cell(c.full)} | {_cell(c.typical_loss)} |"
-            for c in rubric.criteria]
+    rows = [
+        f"| {_cell(c.title)} | {_points(c)} | {_cell(c.full)} | {_cell(c.typical_loss)} |"
+        for c in rubric.criteria
+    ]
     total = sum(c.weight for c in rubric.criteria)
     return [*_HEADER, *rows, f"| **Total** | **{total}** | | |"]
 

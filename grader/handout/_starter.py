@@ -68,9 +68,35 @@ __all__ = ["OptIn", "Starter", "build_starter", "strip_solutions"]
 
 DIR_MODE, FILE_MODE, EXEC_MODE = 0o755, 0o644, 0o755
 # Read as bytes, whatever they decode as: a marker in one of them is refused, never read.
-_BINARY = (".db", ".sqlite", ".sqlite3", ".png", ".jpg", ".jpeg", ".gif", ".webp", ".ico",
-           ".pdf", ".zip", ".gz", ".tgz", ".bz2", ".xz", ".tar", ".whl", ".gguf", ".onnx",
-           ".npy", ".npz", ".pkl", ".parquet", ".woff", ".woff2", ".ttf", ".otf")
+_BINARY = (
+    ".db",
+    ".sqlite",
+    ".sqlite3",
+    ".png",
+    ".jpg",
+    ".jpeg",
+    ".gif",
+    ".webp",
+    ".ico",
+    ".pdf",
+    ".zip",
+    ".gz",
+    ".tgz",
+    ".bz2",
+    ".xz",
+    ".tar",
+    ".whl",
+    ".gguf",
+    ".onnx",
+    ".npy",
+    ".npz",
+    ".pkl",
+    ".parquet",
+    ".woff",
+    ".woff2",
+    ".ttf",
+    ".otf",
+)
 _MARKER_BYTES = re.compile(r"(?i:begin|end)[ \t_-]*(?i:solution)")
 _DROPPED_KEYS = ("student", "incident_test", "guard", "incidents")
 _TARGET = re.compile(r"^([A-Za-z0-9_.-]+)[ \t]*:(?!=)", re.MULTILINE)  # a Makefile's rule
@@ -106,9 +132,15 @@ class _Build:
     origins: dict[str, tuple[int, ...]] = field(default_factory=dict)
 
 
-def build_starter(root: Path, out: Path, *, own_replay: bool = False,
-                  rubric: Rubric | None = None, wall: Wall | None = None,
-                  say: Callable[[str], None] | None = None) -> Starter:
+def build_starter(
+    root: Path,
+    out: Path,
+    *,
+    own_replay: bool = False,
+    rubric: Rubric | None = None,
+    wall: Wall | None = None,
+    say: Callable[[str], None] | None = None,
+) -> Starter:
     """Write the students' repository for the reference lab at ``root`` into ``out``.
 
     ``out`` must not exist or be empty. ``rubric`` (default: the kit's) renders the
@@ -126,15 +158,20 @@ def build_starter(root: Path, out: Path, *, own_replay: bool = False,
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise UsageError(f"{out} exists and is not an empty folder: choose a new --out")
     made = _made_parents(out.parent)
-    building = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".building",
-                                     dir=out.parent))
+    building = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".building", dir=out.parent))
     try:
-        build, opt_ins = _build(root, table, manifest, skip={
-            _relative(out.resolve(), root), _relative(building.resolve(), root)} - {None})
+        build, opt_ins = _build(
+            root,
+            table,
+            manifest,
+            skip={_relative(out.resolve(), root), _relative(building.resolve(), root)} - {None},
+        )
         if say is not None:
             for opt_in in opt_ins:
-                say(f"shipping {opt_in.path} ({opt_in.why}) because [tool.gradekit.starter] "
-                    "ship lists it")
+                say(
+                    f"shipping {opt_in.path} ({opt_in.why}) because [tool.gradekit.starter] "
+                    "ship lists it"
+                )
         if table.readme:
             build.files["README.md"] = (_readme(root, table.readme, rubric), FILE_MODE)
         _generated(build, manifest, own_replay, rubric)
@@ -154,30 +191,50 @@ def build_starter(root: Path, out: Path, *, own_replay: bool = False,
             with contextlib.suppress(OSError):
                 folder.rmdir()
         raise
-    return Starter(out, tuple(sorted(build.files)), len(build.removed), tuple(build.stripped),
-                   tuple(opt_ins), table.readme, grades)
+    return Starter(
+        out,
+        tuple(sorted(build.files)),
+        len(build.removed),
+        tuple(build.stripped),
+        tuple(opt_ins),
+        table.readme,
+        grades,
+    )
 
 
 def _manifest(root: Path) -> tuple[dict[str, object], dict[str, object]]:
     try:
         document = tomllib.loads((root / "pyproject.toml").read_text("utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise UsageError(f"{root}: not a reference lab: its pyproject.toml cannot be read "
-                         f"({exc})") from None
+        raise UsageError(
+            f"{root}: not a reference lab: its pyproject.toml cannot be read ({exc})"
+        ) from None
     table = document.get("tool", {}).get("gradekit")
     if not isinstance(table, dict) or not isinstance(table.get("agent"), str):
-        raise UsageError(f"{root / 'pyproject.toml'}: no [tool.gradekit] table with an "
-                         "agent: --from must name the reference lab")
+        raise UsageError(
+            f"{root / 'pyproject.toml'}: no [tool.gradekit] table with an "
+            "agent: --from must name the reference lab"
+        )
     return document, table
 
 
 def _recordings(manifest: Mapping[str, object]) -> list[str]:
-    return sorted({str(manifest.get(key, default)) for key, default in (
-        ("cassettes", "cassettes"), ("fixtures", "fixtures"), ("second_cassettes", ""))} - {""})
+    return sorted(
+        {
+            str(manifest.get(key, default))
+            for key, default in (
+                ("cassettes", "cassettes"),
+                ("fixtures", "fixtures"),
+                ("second_cassettes", ""),
+            )
+        }
+        - {""}
+    )
 
 
-def _build(root: Path, table: StarterTable, manifest: Mapping[str, object],
-           skip: set[str | None]) -> tuple[_Build, list[OptIn]]:
+def _build(
+    root: Path, table: StarterTable, manifest: Mapping[str, object], skip: set[str | None]
+) -> tuple[_Build, list[OptIn]]:
     """Every shipped file, transformed, and the opt-ins that ``ship`` named."""
     folders = dict.fromkeys(_recordings(manifest), "a recording")
     folders[str(manifest.get("incidents", "incidents"))] = "an incident"
@@ -202,19 +259,26 @@ def _build(root: Path, table: StarterTable, manifest: Mapping[str, object],
         if name == table.readme:
             continue  # written as README.md
         if name == "README.md" and table.readme:
-            raise UsageError(f'[tool.gradekit.starter] readme = "{table.readme}" is written '
-                             "as the hand-out's README.md, and include lists the kit's own "
-                             f"README.md ({include!r}) too: take README.md out of include")
+            raise UsageError(
+                f'[tool.gradekit.starter] readme = "{table.readme}" is written '
+                "as the hand-out's README.md, and include lists the kit's own "
+                f"README.md ({include!r}) too: take README.md out of include"
+            )
         found = _transform(build, name, path)
         if name in incident_test and not found and not entry:
             build.files.pop(name)  # the cut-point test, unmarked: it would claim the goal
     _public_views(root, build)
     for pattern in (p for p in (*table.include, *table.ship) if p not in used):
         what = held.get(pattern)
-        raise UsageError(f"[tool.gradekit.starter] {pattern!r} matches " + (
-            f"only files held back by default ({what}, e.g. {held_files[pattern]}): name "
-            "those that students get in ship, or remove the pattern" if what else
-            "no file of the reference: fix the path, or remove it"))
+        raise UsageError(
+            f"[tool.gradekit.starter] {pattern!r} matches "
+            + (
+                f"only files held back by default ({what}, e.g. {held_files[pattern]}): name "
+                "those that students get in ship, or remove the pattern"
+                if what
+                else "no file of the reference: fix the path, or remove it"
+            )
+        )
     return build, opt_ins
 
 
@@ -231,8 +295,11 @@ def _public_views(root: Path, build: _Build) -> None:
         for criterion in criteria if isinstance(criteria, list) else []:
             params = criterion.get("params") if isinstance(criterion, dict) else None
             ref = params.get("set") if isinstance(params, dict) else None
-            if not isinstance(criterion, dict) or criterion.get("check") != "regression" \
-                    or not isinstance(ref, str):
+            if (
+                not isinstance(criterion, dict)
+                or criterion.get("check") != "regression"
+                or not isinstance(ref, str)
+            ):
                 continue
             set_name, version = parse_ref(ref)
             folder = PurePosixPath(name).parent / SETS / set_name
@@ -240,12 +307,12 @@ def _public_views(root: Path, build: _Build) -> None:
             try:
                 data = (root / view).read_bytes()
             except FileNotFoundError:
-                public = commands.REGRESSION_PUBLIC(name=set_name,
-                                                    sets=str(root / folder.parent))
-                raise UsageError(f"{name} pins {ref}, whose public view {view} is not in the "
-                                 "reference: its students could not record the set's items. "
-                                 f"Write it (`{public}`), or pin a version that has one"
-                                 ) from None
+                public = commands.REGRESSION_PUBLIC(name=set_name, sets=str(root / folder.parent))
+                raise UsageError(
+                    f"{name} pins {ref}, whose public view {view} is not in the "
+                    "reference: its students could not record the set's items. "
+                    f"Write it (`{public}`), or pin a version that has one"
+                ) from None
             build.files[view] = (data, FILE_MODE)
 
 
@@ -261,13 +328,19 @@ def _walk(root: Path, skip: set[str | None]) -> Iterator[tuple[str, Path]]:
     for folder, dirs, names in os.walk(root):
         here = Path(folder)
         rel = here.relative_to(root).as_posix()
-        dirs[:] = sorted(d for d in dirs if not (here / d).is_symlink()
-                         and _join(rel, d) not in skip and not is_built(_join(rel, d) + "/x"))
+        dirs[:] = sorted(
+            d
+            for d in dirs
+            if not (here / d).is_symlink()
+            and _join(rel, d) not in skip
+            and not is_built(_join(rel, d) + "/x")
+        )
         for name in sorted(names):
             relname = _join(rel, name)
             path = here / name
-            if not (is_built(relname) or relname in skip or path.is_symlink()
-                    or not path.is_file()):
+            if not (
+                is_built(relname) or relname in skip or path.is_symlink() or not path.is_file()
+            ):
                 yield relname, path
 
 
@@ -305,8 +378,10 @@ def _transform(build: _Build, name: str, path: Path) -> int:
         build.removed += removed
         # A line the file keeps outside its regions (or a STUB puts in) ships on purpose.
         kept = {line.strip() for line in data.decode("utf-8").splitlines()}
-        build.stubs += [*stubs, *(line.strip() for region in removed for line in region.lines
-                                  if line.strip() in kept)]
+        build.stubs += [
+            *stubs,
+            *(line.strip() for region in removed for line in region.lines if line.strip() in kept),
+        ]
     build.files[name] = (data, mode)
     return len(removed)
 
@@ -316,9 +391,11 @@ def _utf8(name: str, data: bytes) -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
-        raise UsageError(f"{name}:{line}: not UTF-8 (byte 0x{data[exc.start]:02x} at offset "
-                         f"{exc.start}), so its solution markers cannot be read: save it as "
-                         "UTF-8, or leave it out of [tool.gradekit.starter] include") from None
+        raise UsageError(
+            f"{name}:{line}: not UTF-8 (byte 0x{data[exc.start]:02x} at offset "
+            f"{exc.start}), so its solution markers cannot be read: save it as "
+            "UTF-8, or leave it out of [tool.gradekit.starter] include"
+        ) from None
 
 
 def _binary(name: str, data: bytes) -> None:
@@ -326,45 +403,61 @@ def _binary(name: str, data: bytes) -> None:
     for encoding in ("latin-1", "utf-16-le", "utf-16-be"):
         found = _MARKER_BYTES.search(data.decode(encoding, "ignore"))
         if found:
-            raise UsageError(f"{name}: a binary file holding a solution marker "
-                             f"({found[0]!r}, {encoding}): regions are replaced only in text "
-                             "files; build the file from stripped sources, or leave it out of "
-                             "[tool.gradekit.starter] include")
+            raise UsageError(
+                f"{name}: a binary file holding a solution marker "
+                f"({found[0]!r}, {encoding}): regions are replaced only in text "
+                "files; build the file from stripped sources, or leave it out of "
+                "[tool.gradekit.starter] include"
+            )
 
 
 def _readme(root: Path, source: str, rubric: Rubric) -> bytes:
     path = root / source
     if not path.is_file():
-        raise UsageError(f'[tool.gradekit.starter] readme = "{source}": there is no such file '
-                         f"in {root}: write the students' README there, or fix the path")
+        raise UsageError(
+            f'[tool.gradekit.starter] readme = "{source}": there is no such file '
+            f"in {root}: write the students' README there, or fix the path"
+        )
     text = strip(_utf8(source, path.read_bytes()), source).text
     return student_readme(text, rubric, name=source).encode("utf-8")
 
 
-def _generated(build: _Build, manifest: Mapping[str, object], own_replay: bool,
-               rubric: Rubric) -> None:
+def _generated(
+    build: _Build, manifest: Mapping[str, object], own_replay: bool, rubric: Rubric
+) -> None:
     """The files the starter writes itself, and the manifest rewritten."""
     files = build.files
     package = lab_package(manifest)
-    written = {"tests/__init__.py": b"",
-               "tests/test_lab.py": _student_tests(files, rubric).encode("utf-8")}
+    written = {
+        "tests/__init__.py": b"",
+        "tests/test_lab.py": _student_tests(files, rubric).encode("utf-8"),
+    }
     if own_replay:
         written[f"{package}/replay.py"] = replay_stub(package).encode("utf-8")
     for name in sorted(written):
         if name in files:
-            raise UsageError(f"{name}: the starter writes this file itself, and "
-                             "[tool.gradekit.starter] include ships the reference's too: "
-                             f"leave {name} out of include" + (
-                                 " (or rename the reference's file)" if own_replay else ""))
+            raise UsageError(
+                f"{name}: the starter writes this file itself, and "
+                "[tool.gradekit.starter] include ships the reference's too: "
+                f"leave {name} out of include"
+                + (" (or rename the reference's file)" if own_replay else "")
+            )
     for folder in _recordings(manifest):
         files.setdefault(f"{folder}/.gitkeep", (b"", FILE_MODE))
     files.update((name, (data, FILE_MODE)) for name, data in written.items())
     if "pyproject.toml" not in files:
-        raise UsageError('[tool.gradekit.starter] include does not list "pyproject.toml": '
-                         "the hand-out needs its manifest; add it")
-    files["pyproject.toml"] = (_pyproject(files["pyproject.toml"][0].decode("utf-8"), files,
-                                          replay=f"{package}.replay:Replay" if own_replay
-                                          else None).encode("utf-8"), FILE_MODE)
+        raise UsageError(
+            '[tool.gradekit.starter] include does not list "pyproject.toml": '
+            "the hand-out needs its manifest; add it"
+        )
+    files["pyproject.toml"] = (
+        _pyproject(
+            files["pyproject.toml"][0].decode("utf-8"),
+            files,
+            replay=f"{package}.replay:Replay" if own_replay else None,
+        ).encode("utf-8"),
+        FILE_MODE,
+    )
 
 
 def _student_tests(files: Mapping[str, tuple[bytes, int]], rubric: Rubric) -> str:
@@ -372,9 +465,13 @@ def _student_tests(files: Mapping[str, tuple[bytes, int]], rubric: Rubric) -> st
     naming the shipped Makefile's ``test`` and ``check`` targets where it has them."""
     makefile = files.get("Makefile", (b"", 0))[0].decode("utf-8", "replace")
     case = rubric.cases[0]
-    return student_tests(task=case.task, case=case.id, replay=DEFAULT_REPLAY,
-                         make={"test", "check"} & set(_TARGET.findall(makefile)),
-                         kit_inside=any(name.startswith("gradekit/") for name in files))
+    return student_tests(
+        task=case.task,
+        case=case.id,
+        replay=DEFAULT_REPLAY,
+        make={"test", "check"} & set(_TARGET.findall(makefile)),
+        kit_inside=any(name.startswith("gradekit/") for name in files),
+    )
 
 
 def _check_project(document: Mapping[str, object], files: Mapping[str, object]) -> None:
@@ -382,9 +479,11 @@ def _check_project(document: Mapping[str, object], files: Mapping[str, object]) 
     project = document.get("project")
     readme = project.get("readme") if isinstance(project, dict) else None
     if isinstance(readme, str) and readme not in files:
-        raise UsageError(f'pyproject.toml: [project] readme = "{readme}", which the hand-out '
-                         "would not hold, so it would not install: set [tool.gradekit.starter] "
-                         f'readme, or add "{readme}" to its include')
+        raise UsageError(
+            f'pyproject.toml: [project] readme = "{readme}", which the hand-out '
+            "would not hold, so it would not install: set [tool.gradekit.starter] "
+            f'readme, or add "{readme}" to its include'
+        )
 
 
 def _pyproject(text: str, files: Mapping[str, object], *, replay: str | None) -> str:
@@ -404,8 +503,9 @@ def _pyproject(text: str, files: Mapping[str, object], *, replay: str | None) ->
                 out.pop()  # the table's own comment, above its header
             continue
         if table == "tool.gradekit":
-            if re.match(rf"(?:{'|'.join(_DROPPED_KEYS)})\s*=", line) \
-                    or (replay and re.match(r"replay\s*=", line)):
+            if re.match(rf"(?:{'|'.join(_DROPPED_KEYS)})\s*=", line) or (
+                replay and re.match(r"replay\s*=", line)
+            ):
                 continue
             if re.match(r"stretch\s*=", line):
                 line = "stretch = []\n"

@@ -27,8 +27,9 @@ def replay_stub(package: str) -> str:
     return _REPLAY_STUB.substitute(package=package)
 
 
-def student_tests(*, task: str, case: str, replay: str, make: Collection[str],
-                  kit_inside: bool = False) -> str:
+def student_tests(
+    *, task: str, case: str, replay: str, make: Collection[str], kit_inside: bool = False
+) -> str:
     """The hand-out's ``tests/test_lab.py``: the agent run on ``task`` (the rubric's first
     case, ``case``), the manifest's Replay loaded with ``replay`` as its default, and its
     docstring naming the Makefile's targets in ``make`` (``test``, ``check``) where they
@@ -36,10 +37,16 @@ def student_tests(*, task: str, case: str, replay: str, make: Collection[str],
     imports sort as the lab's own (isort's first party), not beside pytest's."""
     return _STUDENT_TESTS.substitute(
         kit="\n" if kit_inside else "",
-        task=_literal(task, prefix="TASK = "), case=case, replay=_quoted(replay),
-        run=("Run them with ``make test`` (or ``pytest``)" if "test" in make
-             else "Run them with ``pytest``"),
-        check=f"``{commands.CHECK(form='make' if 'check' in make else 'gradekit')}`` runs")
+        task=_literal(task, prefix="TASK = "),
+        case=case,
+        replay=_quoted(replay),
+        run=(
+            "Run them with ``make test`` (or ``pytest``)"
+            if "test" in make
+            else "Run them with ``pytest``"
+        ),
+        check=f"``{commands.CHECK(form='make' if 'check' in make else 'gradekit')}`` runs",
+    )
 
 
 def _literal(text: str, *, prefix: str) -> str:
@@ -69,10 +76,18 @@ def _split(word: str) -> list[str]:
 
 def _quoted(text: str) -> str:
     """``text`` as a double-quoted Python string literal; what does not print is escaped."""
-    return '"' + "".join(
-        "\\" + char if char in '"\\' else
-        char if char.isprintable() else char.encode("unicode_escape").decode("ascii")
-        for char in text) + '"'
+    return (
+        '"'
+        + "".join(
+            "\\" + char
+            if char in '"\\'
+            else char
+            if char.isprintable()
+            else char.encode("unicode_escape").decode("ascii")
+            for char in text
+        )
+        + '"'
+    )
 
 
 def _columns(text: str) -> int:

@@ -59,9 +59,11 @@ class Confirmations:
 
     def would(self) -> list[str]:
         """A line per confirmation, as ``--dry-run`` prints them."""
-        return [f"{event['student']}: would confirm {self.criterion} {event['automated']} / "
-                f"{event['max']} (report {str(event['report'])[:12]})"
-                for event, _ in self.planned]
+        return [
+            f"{event['student']}: would confirm {self.criterion} {event['automated']} / "
+            f"{event['max']} (report {str(event['report'])[:12]})"
+            for event, _ in self.planned
+        ]
 
     def summary(self, *, done: bool) -> str:
         """``confirmed C on 180 reports; 20 still pending ...``: what happened, and what a
@@ -71,33 +73,59 @@ class Confirmations:
             verb = "confirmed" if done else "would confirm"
             parts = [f"{verb} {self.criterion} on {count} report{'' if count == 1 else 's'}"]
         else:
-            parts = [f"nothing to confirm: no report in {self.out} has {self.criterion} pending"
-                     + (" with every check passed" if self.failed else "")
-                     + (" and not flagged for review" if self.flagged else "")]
+            parts = [
+                f"nothing to confirm: no report in {self.out} has {self.criterion} pending"
+                + (" with every check passed" if self.failed else "")
+                + (" and not flagged for review" if self.flagged else "")
+            ]
         if self.failed:
-            parts.append(f"{len(self.failed)} still pending, a check of {self.criterion} not "
-                         f"passed: {shown_keys(self.failed, NAMES_SHOWN)}")
+            parts.append(
+                f"{len(self.failed)} still pending, a check of {self.criterion} not "
+                f"passed: {shown_keys(self.failed, NAMES_SHOWN)}"
+            )
         if self.flagged:
-            one = commands.REVIEW(student=self.flagged[0], criterion=self.criterion, by="NAME",
-                                  reason="TEXT", out=str(self.out))
-            parts.append(f"{len(self.flagged)} left for a person, never confirmed in bulk (the "
-                         "gradebook's reason flags the submission for review: a copy, a "
-                         f"repeated entry, tampering): {shown_keys(self.flagged, NAMES_SHOWN)}; "
-                         f"read each, then review it (`{one}`)")
+            one = commands.REVIEW(
+                student=self.flagged[0],
+                criterion=self.criterion,
+                by="NAME",
+                reason="TEXT",
+                out=str(self.out),
+            )
+            parts.append(
+                f"{len(self.flagged)} left for a person, never confirmed in bulk (the "
+                "gradebook's reason flags the submission for review: a copy, a "
+                f"repeated entry, tampering): {shown_keys(self.flagged, NAMES_SHOWN)}; "
+                f"read each, then review it (`{one}`)"
+            )
         if self.stale:
-            one = commands.REVIEW(student=self.stale[0], criterion=self.criterion, by="NAME",
-                                  reason="TEXT", out=str(self.out))
-            sheet = commands.REVIEWS_EXPORT(out=str(self.out), criterion=self.criterion,
-                                            sheet="SHEET.csv")
-            parts.append(f"{len(self.stale)} need a new review, never confirmed in bulk (the "
-                         "criterion was reviewed on an earlier report): "
-                         f"{shown_keys(self.stale, NAMES_SHOWN)}; "
-                         f"review each (`{one}`) or in a review sheet (`{sheet}`)")
+            one = commands.REVIEW(
+                student=self.stale[0],
+                criterion=self.criterion,
+                by="NAME",
+                reason="TEXT",
+                out=str(self.out),
+            )
+            sheet = commands.REVIEWS_EXPORT(
+                out=str(self.out), criterion=self.criterion, sheet="SHEET.csv"
+            )
+            parts.append(
+                f"{len(self.stale)} need a new review, never confirmed in bulk (the "
+                "criterion was reviewed on an earlier report): "
+                f"{shown_keys(self.stale, NAMES_SHOWN)}; "
+                f"review each (`{one}`) or in a review sheet (`{sheet}`)"
+            )
         return "; ".join(parts)
 
 
-def plan_confirmations(out: Path, events: Sequence[Mapping[str, Any]], criterion: str, *,
-                       passed: bool, by: str, reason: str) -> Confirmations:
+def plan_confirmations(
+    out: Path,
+    events: Sequence[Mapping[str, Any]],
+    criterion: str,
+    *,
+    passed: bool,
+    by: str,
+    reason: str,
+) -> Confirmations:
     """The confirmations of ``criterion`` that ``review --pending`` appends to ``out``'s
     ledger (whose events are ``events``); ``UsageError`` listing every report that cannot be
     confirmed (nothing is appended then)."""
@@ -117,8 +145,14 @@ def plan_confirmations(out: Path, events: Sequence[Mapping[str, Any]], criterion
         if flagged(row.reason):
             left.append(row.student)
             continue
-        request = ReviewRequest(student=row.student, criterion=criterion, points=None, by=by,
-                                reason=reason, report=row.digest)
+        request = ReviewRequest(
+            student=row.student,
+            criterion=criterion,
+            points=None,
+            by=by,
+            reason=reason,
+            report=row.digest,
+        )
         try:
             event, document = plan_review(index.runs_of(row.student), request, out)
         except UsageError as exc:
@@ -129,11 +163,12 @@ def plan_confirmations(out: Path, events: Sequence[Mapping[str, Any]], criterion
         else:
             planned.append((event, document))
     if problems:
-        raise UsageError(f"{len(problems)} report{'' if len(problems) == 1 else 's'} with "
-                         f"{criterion} pending cannot be confirmed, so none was (nothing "
-                         f"appended to {out / LEDGER}):\n" + "\n".join(problems))
-    return Confirmations(out, criterion, tuple(planned), tuple(failed), tuple(stale),
-                         tuple(left))
+        raise UsageError(
+            f"{len(problems)} report{'' if len(problems) == 1 else 's'} with "
+            f"{criterion} pending cannot be confirmed, so none was (nothing "
+            f"appended to {out / LEDGER}):\n" + "\n".join(problems)
+        )
+    return Confirmations(out, criterion, tuple(planned), tuple(failed), tuple(stale), tuple(left))
 
 
 def graded_rows(out: Path, criterion: str | None) -> list[GradebookRow]:
@@ -142,14 +177,20 @@ def graded_rows(out: Path, criterion: str | None) -> list[GradebookRow]:
     book = out / GRADEBOOK
     if not book.is_file():
         grade = commands.GRADE_INTO(submissions="SUBMISSIONS", out=str(out))
-        raise UsageError(f"no gradebook in {out}: grade first (`{grade}`), or pass --out with "
-                         "the folder the grading wrote")
+        raise UsageError(
+            f"no gradebook in {out}: grade first (`{grade}`), or pass --out with "
+            "the folder the grading wrote"
+        )
     criterion_ids, rows = read_gradebook(book.read_bytes())
     if criterion is not None and criterion not in criterion_ids:
-        raise UsageError(f"{criterion!r} is not a criterion of {book}: give --criterion one of "
-                         f"{', '.join(criterion_ids)}")
-    return sorted((row for row in rows if row.status in REPORTED and row.digest),
-                  key=lambda row: (row.submission, row.student))
+        raise UsageError(
+            f"{criterion!r} is not a criterion of {book}: give --criterion one of "
+            f"{', '.join(criterion_ids)}"
+        )
+    return sorted(
+        (row for row in rows if row.status in REPORTED and row.digest),
+        key=lambda row: (row.submission, row.student),
+    )
 
 
 def all_passed(document: Mapping[str, Any], criterion: str) -> bool:
@@ -157,5 +198,8 @@ def all_passed(document: Mapping[str, Any], criterion: str) -> bool:
     ``passed`` true (a degraded check never has)."""
     found = [c for c in document["criteria"] if isinstance(c, dict) and c.get("id") == criterion]
     checks = found[0].get("checks") if found else None
-    return isinstance(checks, list) and bool(checks) \
+    return (
+        isinstance(checks, list)
+        and bool(checks)
         and all(isinstance(c, dict) and c.get("passed") is True for c in checks)
+    )

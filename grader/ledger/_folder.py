@@ -160,15 +160,19 @@ def reserved_for(name: str) -> str:
     return ""
 
 
-_ENTRY_IS = {GRADEBOOK: "gradebook", LEDGER: "ledger (every batch, run and review)",
-             ARCHIVE: "archive (every graded report, under its digest)",
-             DRAW_KEY: "draw key (the secret its provider labels and hash seeds are drawn with)",
-             DASHBOARD: "dashboard (the cohort's site, built there by default)",
-             COPIES: "list of submissions that look copied"}
+_ENTRY_IS = {
+    GRADEBOOK: "gradebook",
+    LEDGER: "ledger (every batch, run and review)",
+    ARCHIVE: "archive (every graded report, under its digest)",
+    DRAW_KEY: "draw key (the secret its provider labels and hash seeds are drawn with)",
+    DASHBOARD: "dashboard (the cohort's site, built there by default)",
+    COPIES: "list of submissions that look copied",
+}
 
 
-def refuse_clashes(folders: Iterable[tuple[Path, str]], out: Path | None = None, *,
-                   held: bool = False) -> None:
+def refuse_clashes(
+    folders: Iterable[tuple[Path, str]], out: Path | None = None, *, held: bool = False
+) -> None:
     """Refuse the submission folders (each as given, with its name: its output folder's)
     whose output folder in the grades folder ``out`` would take the place of one of its own
     entries (``reserved_for``), and with ``held``, of what ``out`` holds now that no grading
@@ -188,16 +192,20 @@ def refuse_clashes(folders: Iterable[tuple[Path, str]], out: Path | None = None,
                 f"{path}: a submission folder cannot be named {name}: its outputs would go "
                 f"to {place}{how}, the grades folder's {_ENTRY_IS[entry]}, a name every "
                 "grades folder keeps for itself; rename the submission folder (with a "
-                "roster, list it under its new name too)")
+                "roster, list it under its new name too)"
+            )
         elif held and (place.is_symlink() or (place.exists() and not place.is_dir())):
             problems.append(
                 f"{path}: its outputs would go to {place}, which is a "
                 f"{'link' if place.is_symlink() else 'file'} that no grading wrote; move it "
                 "out of the grades folder, rename the submission folder, or grade into "
-                "another --out")
+                "another --out"
+            )
     if problems:
-        raise UsageError("a submission folder clashes with the grades folder, so nothing was "
-                         "graded or written:\n" + "\n".join(problems))
+        raise UsageError(
+            "a submission folder clashes with the grades folder, so nothing was "
+            "graded or written:\n" + "\n".join(problems)
+        )
 
 
 def read_document(path: Path) -> dict[str, Any] | None:
@@ -212,8 +220,15 @@ def read_document(path: Path) -> dict[str, Any] | None:
 # -- writing a submission's outputs ----------------------------------------------------------
 
 
-def write_submission(folder: Path, report: Report, evidence: Evidence, *, isolation: str,
-                     reviews: Sequence[HumanReview] = (), late: Late | None = None) -> str:
+def write_submission(
+    folder: Path,
+    report: Report,
+    evidence: Evidence,
+    *,
+    isolation: str,
+    reviews: Sequence[HumanReview] = (),
+    late: Late | None = None,
+) -> str:
     """Write every output of one graded submission into ``folder``, each once; return the
     report's digest.
 
@@ -226,10 +241,12 @@ def write_submission(folder: Path, report: Report, evidence: Evidence, *, isolat
     folder.mkdir(parents=True, exist_ok=True)
     digest = report_digest(report)
     (folder / REPORT).write_bytes(render_report_json(report))
-    (folder / MARKDOWN).write_text(render_markdown(report, isolation=isolation, digest=digest,
-                                                   late=late), encoding="utf-8")
-    (folder / RESULTS).write_bytes(render_gradescope(report, digest, isolation=isolation,
-                                                     reviews=reviews, late=late))
+    (folder / MARKDOWN).write_text(
+        render_markdown(report, isolation=isolation, digest=digest, late=late), encoding="utf-8"
+    )
+    (folder / RESULTS).write_bytes(
+        render_gradescope(report, digest, isolation=isolation, reviews=reviews, late=late)
+    )
     (folder / OUTPUT).write_bytes(capped(_agent_output(evidence)))
     cases = tuple(case.id for case in evidence.cases)
     (folder / CALLS).write_bytes(render_calls(calls_document(evidence.primary, cases)))
@@ -238,15 +255,18 @@ def write_submission(folder: Path, report: Report, evidence: Evidence, *, isolat
 
 def _agent_output(evidence: Evidence) -> str:
     """What the agent printed in each run: feedback only, never graded."""
-    runs = (("primary run", evidence.primary),
-            *((f"provider label {n}", run) for n, run in enumerate(evidence.others, 2)),
-            *((f"loud-failure probe, {withhold} withheld", run)
-              for withhold, run in evidence.loud),
-            ("second cassette set", evidence.second_set))
+    runs = (
+        ("primary run", evidence.primary),
+        *((f"provider label {n}", run) for n, run in enumerate(evidence.others, 2)),
+        *((f"loud-failure probe, {withhold} withheld", run) for withhold, run in evidence.loud),
+        ("second cassette set", evidence.second_set),
+    )
     parts = [
         f"== {title}: {stream} ==\n{text.rstrip()}\n"
-        for title, run in runs if run is not None
-        for stream, text in (("stdout", run.stdout), ("stderr", run.stderr)) if text.strip()
+        for title, run in runs
+        if run is not None
+        for stream, text in (("stdout", run.stdout), ("stderr", run.stderr))
+        if text.strip()
     ]
     return "".join(parts) or "The agent printed nothing.\n"
 
@@ -256,8 +276,10 @@ def capped(text: str, cap: int = OUTPUT_CAP) -> bytes:
     data = text.encode("utf-8")
     if len(data) <= cap:
         return data
-    marker = (f"\n[gradekit cut {OUTPUT} here: it keeps the first {cap // 1024} KiB of the "
-              f"agent's {len(data)} bytes of output]\n").encode("ascii")
+    marker = (
+        f"\n[gradekit cut {OUTPUT} here: it keeps the first {cap // 1024} KiB of the "
+        f"agent's {len(data)} bytes of output]\n"
+    ).encode("ascii")
     # "ignore" drops a character cut in half, so the file stays valid UTF-8.
     kept = data[: cap - len(marker)].decode("utf-8", "ignore").encode("utf-8")
     return kept + marker
@@ -279,22 +301,33 @@ def sign_outputs(row: GradebookRow, out: Path, key: bytes | None) -> GradebookRo
     folder = out / row.submission
     try:
         report = (folder / REPORT).read_bytes()
-        for name, (ok, why) in ((REPORT, verify_report(report)),
-                                (RESULTS, verify_results((folder / RESULTS).read_bytes(),
-                                                         report))):
+        for name, (ok, why) in (
+            (REPORT, verify_report(report)),
+            (RESULTS, verify_results((folder / RESULTS).read_bytes(), report)),
+        ):
             if not ok:
                 raise ValueError(f"{name} does not verify before signing: {why}")
         sign_file(folder / REPORT, "report", key)
         sign_file(folder / RESULTS, "results", key)
     except (OSError, ValueError) as exc:
-        return error_row(row.submission, row.student, (
-            f"its outputs could not be signed ({exc}): nothing was scored; grade it again, and "
-            "report a grader bug if it happens again"))
+        return error_row(
+            row.submission,
+            row.student,
+            (
+                f"its outputs could not be signed ({exc}): nothing was scored; grade it again, and "
+                "report a grader bug if it happens again"
+            ),
+        )
     return row
 
 
-def rewrite_results(folder: Path, digest: str, report: Mapping[str, Any],
-                    reviews: Sequence[HumanReview], key: bytes | None) -> bool:
+def rewrite_results(
+    folder: Path,
+    digest: str,
+    report: Mapping[str, Any],
+    reviews: Sequence[HumanReview],
+    key: bytes | None,
+) -> bool:
     """Write ``folder``'s results.json again from ``report`` (the verified archived report
     of ``digest``) and its current ``reviews``, when the one there is that report's;
     signed again when it was signed. Whether it was written."""
@@ -306,9 +339,16 @@ def rewrite_results(folder: Path, digest: str, report: Mapping[str, Any],
     isolation = extra.get("isolation")
     kept = extra.get("late")  # the grading's: a review changes no submission time
     late = late_from_document(kept) if isinstance(kept, dict) else None
-    write_atomic(path, render_gradescope(report_from_document(report), digest, reviews=reviews,
-                                         isolation=isolation if isinstance(isolation, str)
-                                         else "", late=late))
+    write_atomic(
+        path,
+        render_gradescope(
+            report_from_document(report),
+            digest,
+            reviews=reviews,
+            isolation=isolation if isinstance(isolation, str) else "",
+            late=late,
+        ),
+    )
     if "signature" in extra:
         if key is None:  # append_review refuses before this
             raise UsageError(f"{path} was signed: pass the signing key with --key-file FILE")
@@ -350,7 +390,9 @@ def _kept_draw_key(path: Path) -> bytes:
             return bytes.fromhex(text)
     except (OSError, ValueError):
         pass
-    raise UsageError(f"{path} is not a draw key (64 hex digits): restore it from a backup to "
-                     "draw as earlier gradings did, or delete it and a new one is made (later "
-                     "gradings then draw other labels and seeds; an honest submission's grade "
-                     "does not change)")
+    raise UsageError(
+        f"{path} is not a draw key (64 hex digits): restore it from a backup to "
+        "draw as earlier gradings did, or delete it and a new one is made (later "
+        "gradings then draw other labels and seeds; an honest submission's grade "
+        "does not change)"
+    )

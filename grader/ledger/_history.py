@@ -38,51 +38,71 @@ def first_divergence(old: Mapping[str, Any], new: Mapping[str, Any]) -> str:
             now = (check.get("points"), check.get("detail"))
             if earlier is None or (earlier.get("points"), earlier.get("detail")) != now:
                 if earlier is not None and earlier.get("detail") == check.get("detail"):
-                    return (f"{criterion.get('id')}/{check.get('id')}: the same result, "
-                            f"\"{check.get('detail')}\", worth {earlier.get('points')} -> "
-                            f"{check.get('points')} (the rubric's weights changed)")
-                shown = "(not checked)" if earlier is None else \
-                    f"{earlier.get('points')} \"{earlier.get('detail')}\""
-                return (f"{criterion.get('id')}/{check.get('id')}: {shown} -> "
-                        f"{check.get('points')} \"{check.get('detail')}\"")
+                    return (
+                        f"{criterion.get('id')}/{check.get('id')}: the same result, "
+                        f'"{check.get("detail")}", worth {earlier.get("points")} -> '
+                        f"{check.get('points')} (the rubric's weights changed)"
+                    )
+                shown = (
+                    "(not checked)"
+                    if earlier is None
+                    else f'{earlier.get("points")} "{earlier.get("detail")}"'
+                )
+                return (
+                    f"{criterion.get('id')}/{check.get('id')}: {shown} -> "
+                    f'{check.get("points")} "{check.get("detail")}"'
+                )
         if (was.get("points"), was.get("max")) != (criterion.get("points"), criterion.get("max")):
-            return (f"{criterion.get('id')}: {was.get('points')} / {was.get('max')} -> "
-                    f"{criterion.get('points')} / {criterion.get('max')}")
+            return (
+                f"{criterion.get('id')}: {was.get('points')} / {was.get('max')} -> "
+                f"{criterion.get('points')} / {criterion.get('max')}"
+            )
     return ""
 
 
-def causes(old: Mapping[str, Any], new: Mapping[str, Any],
-           rubrics: Mapping[str, Mapping[str, Any]] | None = None) -> list[str]:
+def causes(
+    old: Mapping[str, Any],
+    new: Mapping[str, Any],
+    rubrics: Mapping[str, Mapping[str, Any]] | None = None,
+) -> list[str]:
     """What differs between two run events (or reports): rubric (and, when ``rubrics``
     holds each rubric digest's record as batch events keep it, which of its cases and
     weights changed, and the reason the new version gives), the regression sets it pins,
     the grader, input files."""
     found = []
-    if (old.get("rubric_version"), old.get("rubric")) != (new.get("rubric_version"),
-                                                           new.get("rubric")):
-        before, after = (_mapping((rubrics or {}).get(str(event.get("rubric"))))
-                         for event in (old, new))
-        found.append(f"rubric {old.get('rubric_id', '')} v{old.get('rubric_version')} -> "
-                     f"v{new.get('rubric_version')}"
-                     + _cases_changed(_mapping(before.get("cases")), _mapping(after.get("cases"))))
-        found += _weights_changed(_mapping(before.get("criteria")),
-                                  _mapping(after.get("criteria")))
+    if (old.get("rubric_version"), old.get("rubric")) != (
+        new.get("rubric_version"),
+        new.get("rubric"),
+    ):
+        before, after = (
+            _mapping((rubrics or {}).get(str(event.get("rubric")))) for event in (old, new)
+        )
+        found.append(
+            f"rubric {old.get('rubric_id', '')} v{old.get('rubric_version')} -> "
+            f"v{new.get('rubric_version')}"
+            + _cases_changed(_mapping(before.get("cases")), _mapping(after.get("cases")))
+        )
+        found += _weights_changed(_mapping(before.get("criteria")), _mapping(after.get("criteria")))
         why = after.get("changes")
         if why:
             found.append(f"why (the rubric says): {quote(str(why))}")
         elif after and "changes" not in after:  # a batch's record: it keeps the reason given
-            found.append('why: the new rubric gives no reason (add changes = "..." to its '
-                         "[rubric] table)")
+            found.append(
+                'why: the new rubric gives no reason (add changes = "..." to its [rubric] table)'
+            )
     sets_before, sets_after = _mapping(old.get("sets")), _mapping(new.get("sets"))
     if sets_before != sets_after:
-        found.append(f"regression sets {', '.join(sorted(sets_before)) or 'none'} -> "
-                     f"{', '.join(sorted(sets_after)) or 'none'}")
+        found.append(
+            f"regression sets {', '.join(sorted(sets_before)) or 'none'} -> "
+            f"{', '.join(sorted(sets_after)) or 'none'}"
+        )
     if old.get("grader") != new.get("grader"):
         found.append(f"grader {old.get('grader')} -> {new.get('grader')}")
     found += _late_changed(_mapping(old.get("late")), _mapping(new.get("late")))
     before, after = _mapping(old.get("inputs")), _mapping(new.get("inputs"))
-    changed = sorted(name for name in before.keys() | after.keys()
-                     if before.get(name) != after.get(name))
+    changed = sorted(
+        name for name in before.keys() | after.keys() if before.get(name) != after.get(name)
+    )
     if changed:
         found.append("inputs changed: " + ", ".join(changed))
     return found
@@ -94,10 +114,15 @@ def _late_changed(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[s
         return []
     if not after:
         return ["late policy: none now (the penalty no longer applies)"]
-    moved = [f"{key} {before.get(key) or '-'} -> {after.get(key) or '-'}"
-             for key in ("submitted", "due", "extension") if before.get(key) != after.get(key)]
-    return [f"late penalty {before.get('penalty', 'none')} -> {after.get('penalty')}"
-            + (f" ({'; '.join(moved)})" if moved else "")]
+    moved = [
+        f"{key} {before.get(key) or '-'} -> {after.get(key) or '-'}"
+        for key in ("submitted", "due", "extension")
+        if before.get(key) != after.get(key)
+    ]
+    return [
+        f"late penalty {before.get('penalty', 'none')} -> {after.get('penalty')}"
+        + (f" ({'; '.join(moved)})" if moved else "")
+    ]
 
 
 def _late_line(run: Mapping[str, Any]) -> list[str]:
@@ -115,10 +140,15 @@ def _cases_changed(before: Mapping[str, Any], after: Mapping[str, Any]) -> str:
     """Which cases two rubric versions differ in (their task or their expectation)."""
     if not before or not after:
         return ""
-    parts = [f"{what}: {', '.join(ids)}" for what, ids in (
-        ("cases changed", [c for c in after if c in before and before[c] != after[c]]),
-        ("cases added", [c for c in after if c not in before]),
-        ("cases removed", [c for c in before if c not in after])) if ids]
+    parts = [
+        f"{what}: {', '.join(ids)}"
+        for what, ids in (
+            ("cases changed", [c for c in after if c in before and before[c] != after[c]]),
+            ("cases added", [c for c in after if c not in before]),
+            ("cases removed", [c for c in before if c not in after]),
+        )
+        if ids
+    ]
     return f" ({'; '.join(parts)})" if parts else ""
 
 
@@ -137,10 +167,11 @@ def _weights_changed(before: Mapping[str, Any], after: Mapping[str, Any]) -> lis
         if was.get("weight") != now.get("weight"):
             changed.append(f"{criterion} {was.get('weight')} -> {now.get('weight')}")
         points_before, points_after = _mapping(was.get("points")), _mapping(now.get("points"))
-        changed += [f"{criterion}/{name} {points_before.get(name, '-')} -> "
-                    f"{points_after.get(name, '-')}"
-                    for name in sorted(points_before.keys() | points_after.keys())
-                    if points_before.get(name) != points_after.get(name)]
+        changed += [
+            f"{criterion}/{name} {points_before.get(name, '-')} -> {points_after.get(name, '-')}"
+            for name in sorted(points_before.keys() | points_after.keys())
+            if points_before.get(name) != points_after.get(name)
+        ]
     changed += [f"{criterion}: removed" for criterion in before if criterion not in after]
     return [f"weights: {'; '.join(changed)}"] if changed else []
 
@@ -172,39 +203,54 @@ def history_lines(out: Path, student: str) -> list[str]:
         if event.get("event") == "review":
             lines.append(_review_line(event, previous))
         elif event.get("event") == "run":
-            lines += _run_lines(out, runs.index(event) + 1, event, previous, events[:index],
-                                snapshots)
+            lines += _run_lines(
+                out, runs.index(event) + 1, event, previous, events[:index], snapshots
+            )
             previous = event
     return lines
 
 
-def _run_lines(out: Path, number: int, run: Mapping[str, Any],
-               previous: Mapping[str, Any] | None, before: Sequence[Mapping[str, Any]],
-               snapshots: Mapping[str, Mapping[str, str]]) -> list[str]:
+def _run_lines(
+    out: Path,
+    number: int,
+    run: Mapping[str, Any],
+    previous: Mapping[str, Any] | None,
+    before: Sequence[Mapping[str, Any]],
+    snapshots: Mapping[str, Mapping[str, str]],
+) -> list[str]:
     total = run.get("total") or str(run.get("status"))
-    lines = [f"#{number}  ledger event {run.get('seq')}: {total}  (rubric "
-             f"{run.get('rubric_id', '')} v{run.get('rubric_version')}, grader "
-             f"{run.get('grader')}, report {str(run.get('report'))[:12]})"]
+    lines = [
+        f"#{number}  ledger event {run.get('seq')}: {total}  (rubric "
+        f"{run.get('rubric_id', '')} v{run.get('rubric_version')}, grader "
+        f"{run.get('grader')}, report {str(run.get('report'))[:12]})"
+    ]
     lines += _late_line(run)
     batch = next((e for e in reversed(before) if e.get("event") == "batch"), None)
     if batch is not None and "status" in batch:
         key = f", key {batch['idempotency_key']}" if "idempotency_key" in batch else ""
-        lines.append(f"    batch: ledger event {batch.get('seq')}, {batch.get('status')} "
-                     f"({batch.get('completed')} of {batch.get('requested')} graded), by "
-                     f"{quote(str(batch.get('operator')))} at {batch.get('at')}{key}")
+        lines.append(
+            f"    batch: ledger event {batch.get('seq')}, {batch.get('status')} "
+            f"({batch.get('completed')} of {batch.get('requested')} graded), by "
+            f"{quote(str(batch.get('operator')))} at {batch.get('at')}{key}"
+        )
     report = archived(out, str(run.get("report")))
     if previous is not None:
         for cause in causes(previous, run, snapshots) or ["nothing the ledger holds changed"]:
             lines.append(f"    changed: {cause}")
         old = archived(out, str(previous.get("report")))
         if old is not None and report is not None:
-            lines.append("    first divergence: "
-                         + (first_divergence(old, report) or "none: every result is the same"))
+            lines.append(
+                "    first divergence: "
+                + (first_divergence(old, report) or "none: every result is the same")
+            )
     lines += verdict_lines(report or {})
     if run.get("status") in REPORTED:
         state = review_state(before, str(run.get("student")), str(run.get("report")))
-        lines += [f"    stale: the review of {stale.criterion} (ledger event {stale.event}) was "
-                  f"of report {stale.report[:12]}; review again" for stale in state.stale]
+        lines += [
+            f"    stale: the review of {stale.criterion} (ledger event {stale.event}) was "
+            f"of report {stale.report[:12]}; review again"
+            for stale in state.stale
+        ]
     return lines
 
 
@@ -215,9 +261,11 @@ def verdict_lines(report: Mapping[str, Any], label: str = "    failed: ") -> lis
     for criterion in _criteria(report):
         for check in _checks(criterion):
             if check.get("verdict") == "failed" and "expected" in check:
-                lines.append(f"{label}{criterion.get('id')}/{check.get('id')}: "
-                             f"first divergence at {check.get('divergence')}: expected "
-                             f"{check.get('expected')}; observed {check.get('observed')}")
+                lines.append(
+                    f"{label}{criterion.get('id')}/{check.get('id')}: "
+                    f"first divergence at {check.get('divergence')}: expected "
+                    f"{check.get('expected')}; observed {check.get('observed')}"
+                )
     return lines
 
 
@@ -226,8 +274,10 @@ def _review_line(event: Mapping[str, Any], run: Mapping[str, Any] | None) -> str
     review = review_of(event)
     report = str(event.get("report"))
     of = "" if run is not None and run.get("report") == report else f" of report {report[:12]}"
-    return (f"    review (ledger event {review.event}){of}: {review.criterion} "
-            f"{review_verdict(review)}: \"{quote(review.reason)}\"")
+    return (
+        f"    review (ledger event {review.event}){of}: {review.criterion} "
+        f'{review_verdict(review)}: "{quote(review.reason)}"'
+    )
 
 
 def _criteria(report: Mapping[str, Any]) -> Sequence[Mapping[str, Any]]:

@@ -56,8 +56,9 @@ __all__ = [
 ]
 
 GENESIS = "0" * 64  # the ``prev`` of the first event
-_ENCODE = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False,
-                           allow_nan=False).encode
+_ENCODE = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+).encode
 
 
 def grader_version() -> str:
@@ -97,10 +98,10 @@ def append_events(path: Path, events: Sequence[Mapping[str, Any]]) -> list[dict[
     written: list[dict[str, Any]] = []
     with _locked(path) as fd:
         data = _whole(fd)
-        complete = data[:data.rfind(b"\n") + 1]
+        complete = data[: data.rfind(b"\n") + 1]
         if len(complete) < len(data):
             aside = torn_path(path, len(complete))
-            aside.write_bytes(data[len(complete):])
+            aside.write_bytes(data[len(complete) :])
             os.ftruncate(fd, len(complete))
         lines = complete.splitlines()
         seq, prev = len(lines), _digest(lines[-1]) if lines else GENESIS
@@ -137,8 +138,14 @@ def read_ledger(path: Path) -> Ledger:
     try:
         with open(path, "rb") as file:
             stat = os.fstat(file.fileno())
-            stamp = (os.path.abspath(path), stat.st_dev, stat.st_ino, stat.st_size,
-                     stat.st_mtime_ns, stat.st_ctime_ns)
+            stamp = (
+                os.path.abspath(path),
+                stat.st_dev,
+                stat.st_ino,
+                stat.st_size,
+                stat.st_mtime_ns,
+                stat.st_ctime_ns,
+            )
             kept = _LAST_READ.get(stamp)
             if kept is not None:
                 return kept
@@ -150,8 +157,10 @@ def read_ledger(path: Path) -> Ledger:
     lines = data.split(b"\n")
     torn = ""
     if lines[-1]:
-        torn = (f"{path}: line {len(lines)} was cut off mid-append and is left out; the "
-                "next append sets it aside")
+        torn = (
+            f"{path}: line {len(lines)} was cut off mid-append and is left out; the "
+            "next append sets it aside"
+        )
     events = tuple(_event(path, number, line) for number, line in enumerate(lines[:-1], 1))
     ledger = Ledger(events, torn)
     if len(data) == stat.st_size:  # read whole as stamped (an append since: not kept)
@@ -167,8 +176,10 @@ def _event(path: Path, number: int, line: bytes) -> Mapping[str, Any]:
     try:
         event = json.loads(line.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise LedgerCorrupt(f"{path}:{number}: not a JSON event ({exc}); the ledger is "
-                            "append-only: restore it from a backup, never by hand") from None
+        raise LedgerCorrupt(
+            f"{path}:{number}: not a JSON event ({exc}); the ledger is "
+            "append-only: restore it from a backup, never by hand"
+        ) from None
     if not isinstance(event, dict):
         raise LedgerCorrupt(f"{path}:{number}: not a JSON object")
     return event
@@ -177,9 +188,11 @@ def _event(path: Path, number: int, line: bytes) -> Mapping[str, Any]:
 def _a_folder(path: Path) -> str:
     """What to do about a ledger that is a folder: what an earlier gradekit left when it
     graded a submission folder of the ledger's name into a grades folder without one."""
-    return (f"{path} is a folder, not the ledger: a submission folder named {path.name} was "
-            f"graded into {path.parent} (gradekit now refuses that name); move it out of the "
-            "grades folder, rename the submission folder and grade it again")
+    return (
+        f"{path} is a folder, not the ledger: a submission folder named {path.name} was "
+        f"graded into {path.parent} (gradekit now refuses that name); move it out of the "
+        "grades folder, rename the submission folder and grade it again"
+    )
 
 
 def verify_ledger(path: Path) -> tuple[bool, str]:
@@ -200,10 +213,12 @@ def verify_ledger(path: Path) -> tuple[bool, str]:
         except LedgerCorrupt as exc:
             return False, str(exc)
         if event.get("seq") != number - 1 or event.get("prev") != prev:
-            return False, (f"{path}:{number}: the chain breaks here (seq {event.get('seq')!r}, "
-                           f"prev {str(event.get('prev'))[:12]}... where seq {number - 1}, prev "
-                           f"{prev[:12]}... follow): an event before it was edited, removed or "
-                           "reordered")
+            return False, (
+                f"{path}:{number}: the chain breaks here (seq {event.get('seq')!r}, "
+                f"prev {str(event.get('prev'))[:12]}... where seq {number - 1}, prev "
+                f"{prev[:12]}... follow): an event before it was edited, removed or "
+                "reordered"
+            )
         prev = _digest(line)
     torn = f"; a torn last line ({len(tail)} bytes) is left out" if tail else ""
     # The last event has no successor to vouch for it: its digest, kept elsewhere (a
@@ -214,22 +229,35 @@ def verify_ledger(path: Path) -> tuple[bool, str]:
 def case_digests(rubric: Rubric) -> dict[str, str]:
     """Each case's snapshot (its task and its expectation), by id, as SHA-256: what tells
     which cases a new rubric version changed."""
-    return {case.id: hashlib.sha256(_ENCODE({
-        "expect": None if case.expect is None else expectation_document(case.expect),
-        "id": case.id, "task": case.task}).encode()).hexdigest() for case in rubric.cases}
+    return {
+        case.id: hashlib.sha256(
+            _ENCODE(
+                {
+                    "expect": None if case.expect is None else expectation_document(case.expect),
+                    "id": case.id,
+                    "task": case.task,
+                }
+            ).encode()
+        ).hexdigest()
+        for case in rubric.cases
+    }
 
 
 def criteria_weights(rubric: Rubric) -> dict[str, dict[str, Any]]:
     """Each criterion's weight and named sub-check points, by id: what tells which weights a
     new rubric version changed."""
-    return {c.id: {"points": {name: str(value) for name, value in sorted(c.points.items())},
-                   "weight": c.weight} for c in rubric.criteria}
+    return {
+        c.id: {
+            "points": {name: str(value) for name, value in sorted(c.points.items())},
+            "weight": c.weight,
+        }
+        for c in rubric.criteria
+    }
 
 
 def pinned_sets(rubric: Rubric) -> dict[str, str]:
     """The regression sets the rubric pins and finds, ``name@version`` -> SHA-256."""
-    return {ref: pinned.sha256 for ref, pinned in sorted(rubric.sets.items())
-            if pinned is not None}
+    return {ref: pinned.sha256 for ref, pinned in sorted(rubric.sets.items()) if pinned is not None}
 
 
 def rubric_lineage(path: Path, rubric: Rubric) -> dict[str, Any] | None:
@@ -256,23 +284,28 @@ def rubric_lineage(path: Path, rubric: Rubric) -> dict[str, Any] | None:
                 f"rubric {rubric.id} version {rubric.version} changed since ledger event "
                 f"{event.get('seq')} graded with it (sha256 {str(used.get('sha256'))[:12]}... "
                 f"then, {rubric.sha256[:12]}... now): bump [rubric] version to a new number, "
-                "so that old grades keep saying which rubric graded them")
+                "so that old grades keep saying which rubric graded them"
+            )
         version = used.get("version")
-        if isinstance(version, int) and version != rubric.version and (
-                latest is None or version > latest["version"]):
+        if (
+            isinstance(version, int)
+            and version != rubric.version
+            and (latest is None or version > latest["version"])
+        ):
             latest = {"version": version, "sha256": used.get("sha256")}
     return latest
 
 
 def _same_sets(sets: Mapping[str, str], used: object, event: Mapping[str, Any]) -> None:
-    for ref, digest in (used.items() if isinstance(used, dict) else ()):
+    for ref, digest in used.items() if isinstance(used, dict) else ():
         if ref in sets and sets[ref] != digest:
             done = "published it" if event.get("event") == "promote" else "graded with it"
             raise UsageError(
                 f"regression set {ref} changed since ledger event {event.get('seq')} {done} "
                 f"(sha256 {str(digest)[:12]}... then, {sets[ref][:12]}... now): a set "
                 "version never changes; restore it (`git checkout`), or promote into a new "
-                "version and pin that")
+                "version and pin that"
+            )
 
 
 @dataclass(frozen=True, slots=True)
@@ -290,8 +323,7 @@ def batch_time() -> str:
     """Now, UTC to the second; ``SOURCE_DATE_EPOCH``'s time when it is set (the
     reproducible-builds convention), so that a rebuilt ledger can be the same bytes."""
     epoch = os.environ.get("SOURCE_DATE_EPOCH", "").strip()
-    moment = datetime.fromtimestamp(int(epoch), UTC) if epoch.isdigit() \
-        else datetime.now(UTC)
+    moment = datetime.fromtimestamp(int(epoch), UTC) if epoch.isdigit() else datetime.now(UTC)
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
@@ -307,16 +339,31 @@ def keyed_batch(path: Path, key: str) -> Mapping[str, Any] | None:
     """The batch event recorded under idempotency key ``key``, if there is one."""
     if not key or not path.exists():
         return None
-    return next((event for event in read_ledger(path).events
-                 if event.get("event") == "batch" and event.get("idempotency_key") == key),
-                None)
+    return next(
+        (
+            event
+            for event in read_ledger(path).events
+            if event.get("event") == "batch" and event.get("idempotency_key") == key
+        ),
+        None,
+    )
 
 
-def append_grading(path: Path, rubric: Rubric, rows: Sequence[GradebookRow], out: Path,
-                   grader: str, *, interrupted: Sequence[str] = (), mode: str = "update",
-                   kept: Sequence[str] = (), absent: Sequence[str] = (),
-                   dropped: Sequence[str] = (), shard: str = "",
-                   info: BatchInfo | None = None) -> dict[str, str]:
+def append_grading(
+    path: Path,
+    rubric: Rubric,
+    rows: Sequence[GradebookRow],
+    out: Path,
+    grader: str,
+    *,
+    interrupted: Sequence[str] = (),
+    mode: str = "update",
+    kept: Sequence[str] = (),
+    absent: Sequence[str] = (),
+    dropped: Sequence[str] = (),
+    shard: str = "",
+    info: BatchInfo | None = None,
+) -> dict[str, str]:
     """Append one batch event and a run event per submission; return, per folder, "" or
     the ``seq`` of the earlier run whose inputs, rubric and grader were the same.
     ``interrupted`` names the folders a Ctrl-C kept from finishing: the batch event lists
@@ -331,17 +378,24 @@ def append_grading(path: Path, rubric: Rubric, rows: Sequence[GradebookRow], out
     digest, the grader's version and the digest of every graded input. Grading the same
     inputs again appends no second run event: the ledger says "unchanged".
     """
-    seen = {event.get("key"): event.get("seq") for event in read_ledger(path).events
-            if event.get("event") == "run"}
+    seen = {
+        event.get("key"): event.get("seq")
+        for event in read_ledger(path).events
+        if event.get("event") == "run"
+    }
     unchanged: dict[str, str] = {}
     runs: list[dict[str, Any]] = []
     sets = pinned_sets(rubric)
     for row in rows:
         reported = row.status in REPORTED
         inputs = _inputs(out / row.submission / REPORT) if reported else {}
-        identity: dict[str, Any] = {"grader": grader, "inputs": inputs,
-                                    "rubric": rubric.sha256, "status": row.status,
-                                    "student": row.student}
+        identity: dict[str, Any] = {
+            "grader": grader,
+            "inputs": inputs,
+            "rubric": rubric.sha256,
+            "status": row.status,
+            "student": row.student,
+        }
         if sets:  # a key without sets stays the key it was before there were sets
             identity["sets"] = sets
         late = _late(out / row.submission / RESULTS, row.digest) if reported else None
@@ -353,25 +407,48 @@ def append_grading(path: Path, rubric: Rubric, rows: Sequence[GradebookRow], out
             continue
         if reported and row.digest:
             _archive(out / row.submission / REPORT, archive_path(out, row.digest))
-        runs.append({"event": "run", "grader": grader, "inputs": inputs, "key": key,
-                     "reason": row.reason, "report": row.digest, "rubric": rubric.sha256,
-                     "rubric_id": rubric.id, "rubric_version": rubric.version,
-                     "status": row.status, "student": row.student, "submission": row.submission,
-                     "total": row.total, **({"sets": sets} if sets else {}),
-                     **({"late": late} if late is not None else {})})
+        runs.append(
+            {
+                "event": "run",
+                "grader": grader,
+                "inputs": inputs,
+                "key": key,
+                "reason": row.reason,
+                "report": row.digest,
+                "rubric": rubric.sha256,
+                "rubric_id": rubric.id,
+                "rubric_version": rubric.version,
+                "status": row.status,
+                "student": row.student,
+                "submission": row.submission,
+                "total": row.total,
+                **({"sets": sets} if sets else {}),
+                **({"late": late} if late is not None else {}),
+            }
+        )
     counts: dict[str, int] = {}
     for row in rows:
         counts[row.status] = counts.get(row.status, 0) + 1
-    used: dict[str, Any] = {"cases": case_digests(rubric), "criteria": criteria_weights(rubric),
-                            "id": rubric.id, "sha256": rubric.sha256, "version": rubric.version,
-                            **({"sets": sets} if sets else {}),
-                            **({"changes": rubric.changes} if rubric.changes else {})}
+    used: dict[str, Any] = {
+        "cases": case_digests(rubric),
+        "criteria": criteria_weights(rubric),
+        "id": rubric.id,
+        "sha256": rubric.sha256,
+        "version": rubric.version,
+        **({"sets": sets} if sets else {}),
+        **({"changes": rubric.changes} if rubric.changes else {}),
+    }
     supersedes = rubric_lineage(path, rubric)
     if supersedes is not None:
         used["supersedes"] = supersedes
-    batch: dict[str, Any] = {"event": "batch", "grader": grader, "counts": counts,
-                             "rubric": used, "selection": sorted(row.submission for row in rows),
-                             "unchanged": sorted(unchanged)}
+    batch: dict[str, Any] = {
+        "event": "batch",
+        "grader": grader,
+        "counts": counts,
+        "rubric": used,
+        "selection": sorted(row.submission for row in rows),
+        "unchanged": sorted(unchanged),
+    }
     if interrupted:
         batch["interrupted"] = sorted(interrupted)
     batch["mode"] = mode
@@ -385,9 +462,15 @@ def append_grading(path: Path, rubric: Rubric, rows: Sequence[GradebookRow], out
     if info is not None:
         completed = sum(row.status in REPORTED for row in rows)
         requested = len(rows) + len(interrupted)
-        batch.update(requested=requested, completed=completed, failed=len(rows) - completed,
-                     status=batch_status(requested, completed, bool(interrupted)),
-                     operator=info.operator, started=info.started, at=batch_time())
+        batch.update(
+            requested=requested,
+            completed=completed,
+            failed=len(rows) - completed,
+            status=batch_status(requested, completed, bool(interrupted)),
+            operator=info.operator,
+            started=info.started,
+            at=batch_time(),
+        )
         if info.key:
             batch["idempotency_key"] = info.key
     append_events(path, [batch, *runs])
@@ -409,14 +492,18 @@ def verified_archive(out: Path, digest: str) -> Mapping[str, Any]:
     try:
         data = path.read_bytes()
     except OSError:
-        raise UsageError(f"the report {digest[:12]} is not archived ({path} is missing): grade "
-                         "the submission again to archive its report") from None
+        raise UsageError(
+            f"the report {digest[:12]} is not archived ({path} is missing): grade "
+            "the submission again to archive its report"
+        ) from None
     ok, why = verify_report(data)
     document = json.loads(data) if ok else None
     if not isinstance(document, dict) or document.get("digest") != digest:
         problem = f"does not verify ({why})" if not ok else f"is not the report {digest[:12]}"
-        raise UsageError(f"the archived report {path} {problem}: restore the archive from a "
-                         "backup, or grade the submission again")
+        raise UsageError(
+            f"the archived report {path} {problem}: restore the archive from a "
+            "backup, or grade the submission again"
+        )
     return document
 
 

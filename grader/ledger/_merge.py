@@ -66,8 +66,9 @@ _NUMBERS = ("requested", "completed", "failed")
 _SELF = (*_NUMBERS, "status", "operator", "started", "at")
 # The seqs other events quote, by kind: renumbered with the events they name.
 _QUOTED = {"review": ("run",), "promote": ("run", "review")}
-_ENCODE = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False,
-                           allow_nan=False).encode
+_ENCODE = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+).encode
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,8 +127,10 @@ def _bare(event: Mapping[str, Any]) -> dict[str, Any]:
 def _read(path: Path) -> _Input:
     holds, message = verify_ledger(path)
     if not holds:
-        raise LedgerCorrupt(f"{message}; nothing was merged: merge only ledgers whose chain "
-                            "holds (restore this one from the shard's artifact)")
+        raise LedgerCorrupt(
+            f"{message}; nothing was merged: merge only ledgers whose chain "
+            "holds (restore this one from the shard's artifact)"
+        )
     data = path.read_bytes()
     lines = tuple(data[: data.rfind(b"\n") + 1].splitlines())
     return _Input(path, lines, tuple(json.loads(line) for line in lines))
@@ -142,8 +145,9 @@ def plan_merge(paths: Sequence[Path], *, partial: bool = False) -> LedgerMerge:
     inputs = [_read(path) for path in paths]
     shared = _prefix(inputs)
     tails = [_groups(number, item, shared) for number, item in enumerate(inputs)]
-    graded = {item.path: frozenset(_graded(groups)) for item, groups in zip(inputs, tails,
-                                                                            strict=True)}
+    graded = {
+        item.path: frozenset(_graded(groups)) for item, groups in zip(inputs, tails, strict=True)
+    }
     _graded_once(inputs, tails)
     sequences, fused = _fuse(inputs, tails, partial)
     order = _order(inputs, sequences)
@@ -153,12 +157,18 @@ def plan_merge(paths: Sequence[Path], *, partial: bool = False) -> LedgerMerge:
     if same is not None:  # nothing was merged: the result is that input, byte for byte
         prefix, events = b"".join(line + b"\n" for line in same.lines), []
     else:
-        sources = sorted(({"events": len(item.lines), "head": item.head} for item in inputs),
-                         key=lambda source: (source["head"], source["events"]))
+        sources = sorted(
+            ({"events": len(item.lines), "head": item.head} for item in inputs),
+            key=lambda source: (source["head"], source["events"]),
+        )
         events.append({"event": "merge", "sources": sources})
-    quoting = tuple(f"{inputs[i].path}:{seq + 1} {group.kind}"
-                    for groups in tails for group in groups for i, seq in group.origin[:1]
-                    if group.kind in _QUOTED)
+    quoting = tuple(
+        f"{inputs[i].path}:{seq + 1} {group.kind}"
+        for groups in tails
+        for group in groups
+        for i, seq in group.origin[:1]
+        if group.kind in _QUOTED
+    )
     return LedgerMerge(prefix, tuple(events), graded, quoting, fused, shared)
 
 
@@ -180,7 +190,8 @@ def _groups(number: int, item: _Input, shared: int) -> list[_Group]:
                 raise UsageError(
                     f"{item.path}:{seq + 1}: a run event that follows no batch event after the "
                     "history the ledgers share: these folders were not graded apart from one "
-                    "common folder; merge only the grades folders of one grading's shards")
+                    "common folder; merge only the grades folders of one grading's shards"
+                )
             groups[-1].events.append(event)
             groups[-1].origin.append((number, seq))
         else:
@@ -215,7 +226,8 @@ def _graded_once(inputs: Sequence[_Input], tails: Sequence[Sequence[_Group]]) ->
                         f"{folder} was graded in two of the folders merged, by the batch at "
                         f"{seen[folder][1]} and the one at {where}: a submission has one "
                         "latest grade; grade each submission in one shard only (the same "
-                        "--shard K/N for every shard, each K once), or leave one folder out")
+                        "--shard K/N for every shard, each K once), or leave one folder out"
+                    )
                 seen.setdefault(folder, (number, where))
 
 
@@ -234,13 +246,17 @@ def _shard(event: Mapping[str, Any]) -> tuple[int, int] | None:
 
 def _fusion_key(event: Mapping[str, Any], count: int) -> str:
     """What shards of one grading share: all but the counts, the lists and ``shard``."""
-    common = {k: v for k, v in _bare(event).items()
-              if k not in (_SUMMED, _SHARD, *_UNIONED, *_LESS_GRADED, *_SELF)}
+    common = {
+        k: v
+        for k, v in _bare(event).items()
+        if k not in (_SUMMED, _SHARD, *_UNIONED, *_LESS_GRADED, *_SELF)
+    }
     return _ENCODE({"batch": common, "of": count})
 
 
-def _fuse(inputs: Sequence[_Input], tails: Sequence[Sequence[_Group]], partial: bool
-          ) -> tuple[list[list[_Group]], int]:
+def _fuse(
+    inputs: Sequence[_Input], tails: Sequence[Sequence[_Group]], partial: bool
+) -> tuple[list[list[_Group]], int]:
     """Each input's groups, with every whole set of shards replaced by one fused group (one
     object, shared by the inputs holding its shards, at the place of its first shard)."""
     sets: dict[str, list[tuple[int, _Group]]] = {}
@@ -249,7 +265,8 @@ def _fuse(inputs: Sequence[_Input], tails: Sequence[Sequence[_Group]], partial: 
             shard = _shard(group.events[0])
             if shard is not None:
                 sets.setdefault(_fusion_key(group.events[0], shard[1]), []).append(
-                    (shard[0], group))
+                    (shard[0], group)
+                )
     replaced: dict[int, _Group] = {}
     fused = 0
     for members in sets.values():
@@ -271,8 +288,7 @@ def _fuse(inputs: Sequence[_Input], tails: Sequence[Sequence[_Group]], partial: 
     return sequences, fused
 
 
-def _whole(inputs: Sequence[_Input], members: Sequence[tuple[int, _Group]], partial: bool
-           ) -> bool:
+def _whole(inputs: Sequence[_Input], members: Sequence[tuple[int, _Group]], partial: bool) -> bool:
     """Whether ``members`` are every shard of their grading, each once."""
     count = _shard(members[0][1].events[0])
     assert count is not None  # every member is a shard
@@ -281,9 +297,11 @@ def _whole(inputs: Sequence[_Input], members: Sequence[tuple[int, _Group]], part
         number, seq = group.origin[0]
         at = f"{inputs[number].path}:{seq + 1}"
         if index in where:
-            raise UsageError(f"shard {index}/{count[1]} was graded twice, by the batch at "
-                             f"{where[index]} and the one at {at}: merge one grades folder of "
-                             "each shard (leave the other out)")
+            raise UsageError(
+                f"shard {index}/{count[1]} was graded twice, by the batch at "
+                f"{where[index]} and the one at {at}: merge one grades folder of "
+                "each shard (leave the other out)"
+            )
         where[index] = at
     missing = [str(k) for k in range(1, count[1] + 1) if k not in where]
     if missing and not partial:
@@ -293,7 +311,8 @@ def _whole(inputs: Sequence[_Input], members: Sequence[tuple[int, _Group]], part
             f"{where[given]} is shard {given}/{count[1]} of a grading whose other shards (the "
             "same rubric, grader and mode) were not given; pass every shard's grades folder, "
             "grade the missing shard(s) with the same rubric and grader, or pass --partial "
-            "to keep these shards apart, each as graded")
+            "to keep these shards apart, each as graded"
+        )
     return not missing
 
 
@@ -301,13 +320,16 @@ def _fused(members: Sequence[tuple[int, _Group]]) -> _Group:
     """One batch event and its runs, as one machine grading every shard's folders writes
     them: runs in the folders' name order, the batch's order."""
     batches = [group.events[0] for _, group in members]
-    event = {k: v for k, v in _bare(batches[0]).items()
-             if k not in (_SUMMED, _SHARD, *_UNIONED, *_LESS_GRADED, *_SELF)}
+    event = {
+        k: v
+        for k, v in _bare(batches[0]).items()
+        if k not in (_SUMMED, _SHARD, *_UNIONED, *_LESS_GRADED, *_SELF)
+    }
     event.update(_itself(batches))
     counts: dict[str, int] = {}
     for batch in batches:
         summed = batch.get(_SUMMED, {})
-        for status, number in (summed.items() if isinstance(summed, dict) else ()):
+        for status, number in summed.items() if isinstance(summed, dict) else ():
             counts[str(status)] = counts.get(str(status), 0) + int(number)
     event[_SUMMED] = counts
     for name in _UNIONED:
@@ -319,12 +341,18 @@ def _fused(members: Sequence[tuple[int, _Group]]) -> _Group:
         rest = sorted({folder for batch in batches for folder in _names(batch, name)} - graded)
         if rest:
             event[name] = rest
-    runs = [(run, origin) for _, group in members
-            for run, origin in zip(group.events[1:], group.origin[1:], strict=True)]
+    runs = [
+        (run, origin)
+        for _, group in members
+        for run, origin in zip(group.events[1:], group.origin[1:], strict=True)
+    ]
     runs.sort(key=lambda pair: str(pair[0].get("submission", "")))
     first = members[0][1]
-    return _Group([event, *(run for run, _ in runs)], [first.origin[0], *(o for _, o in runs)],
-                  min(group.tie for _, group in members))
+    return _Group(
+        [event, *(run for run, _ in runs)],
+        [first.origin[0], *(o for _, o in runs)],
+        min(group.tie for _, group in members),
+    )
 
 
 def _itself(batches: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -337,10 +365,13 @@ def _itself(batches: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     numbers = {key: sum(int(batch[key]) for batch in batches) for key in _NUMBERS}
     interrupted = any(batch.get("interrupted") for batch in batches)
     operators = sorted({str(batch["operator"]) for batch in batches})
-    return {**numbers, "status": batch_status(numbers["requested"], numbers["completed"],
-                                              interrupted),
-            "operator": ", ".join(operators), "started": min(str(b["started"]) for b in batches),
-            "at": max(str(b["at"]) for b in batches)}
+    return {
+        **numbers,
+        "status": batch_status(numbers["requested"], numbers["completed"], interrupted),
+        "operator": ", ".join(operators),
+        "started": min(str(b["started"]) for b in batches),
+        "at": max(str(b["at"]) for b in batches),
+    }
 
 
 # -- ordering and renumbering -------------------------------------------------------------------
@@ -358,17 +389,24 @@ def _order(inputs: Sequence[_Input], sequences: Sequence[Sequence[_Group]]) -> l
     placed: list[_Group] = []
     total = len(holders)
     while len(placed) < total:
-        heads = {id(seq[at[n]]): seq[at[n]] for n, seq in enumerate(sequences)
-                 if at[n] < len(seq)}
-        free = [group for group in heads.values()
-                if all(at[n] < len(sequences[n]) and sequences[n][at[n]] is group
-                       for n in holders[id(group)])]
+        heads = {id(seq[at[n]]): seq[at[n]] for n, seq in enumerate(sequences) if at[n] < len(seq)}
+        free = [
+            group
+            for group in heads.values()
+            if all(
+                at[n] < len(sequences[n]) and sequences[n][at[n]] is group
+                for n in holders[id(group)]
+            )
+        ]
         if not free:
-            stuck = sorted(str(inputs[n].path) for n, seq in enumerate(sequences)
-                           if at[n] < len(seq))
-            raise UsageError(f"the shards' batches come in different orders in {', '.join(stuck)}"
-                             ": each ledger must hold its shards of two gradings in the same "
-                             "order; merge the gradings' shards one grading at a time")
+            stuck = sorted(
+                str(inputs[n].path) for n, seq in enumerate(sequences) if at[n] < len(seq)
+            )
+            raise UsageError(
+                f"the shards' batches come in different orders in {', '.join(stuck)}"
+                ": each ledger must hold its shards of two gradings in the same "
+                "order; merge the gradings' shards one grading at a time"
+            )
         chosen = min(free, key=lambda group: keys[id(group)])
         placed.append(chosen)
         for n in holders[id(chosen)]:
@@ -390,20 +428,23 @@ def _renumber(order: Sequence[_Group], shared: int) -> list[dict[str, Any]]:
                 quoted = bare.get(name)
                 if isinstance(quoted, int) and quoted >= shared:
                     if (number, quoted) not in new:
-                        raise UsageError(f"a {bare.get('event')} event quotes ledger event "
-                                         f"{quoted}, which its ledger does not hold as such")
+                        raise UsageError(
+                            f"a {bare.get('event')} event quotes ledger event "
+                            f"{quoted}, which its ledger does not hold as such"
+                        )
                     bare[name] = new[(number, quoted)]
             events.append(bare)
     return events
 
 
-def _same_as(inputs: Sequence[_Input], shared: int, events: Sequence[dict[str, Any]]
-             ) -> _Input | None:
+def _same_as(
+    inputs: Sequence[_Input], shared: int, events: Sequence[dict[str, Any]]
+) -> _Input | None:
     """The input whose events after the prefix are the merged ones, unchanged, if any."""
     for item in inputs:
         if len(item.events) - shared == len(events) and all(
-                _bare(old) == new for old, new in zip(item.events[shared:], events,
-                                                       strict=True)):
+            _bare(old) == new for old, new in zip(item.events[shared:], events, strict=True)
+        ):
             return item
     return None
 
@@ -435,8 +476,9 @@ class _Copies:
         """Take ``source`` for ``relative``; an earlier different copy is an error."""
         digest = hashlib.sha256(source.read_bytes()).hexdigest()
         if relative in self.digests and self.digests[relative][0] != digest:
-            raise UsageError(f"{self.digests[relative][1]} and {source} differ: {fix}; nothing "
-                             "was merged")
+            raise UsageError(
+                f"{self.digests[relative][1]} and {source} differ: {fix}; nothing was merged"
+            )
         self.digests.setdefault(relative, (digest, source))
         self.files.setdefault(relative, source)
 
@@ -452,9 +494,13 @@ def merge_folders(inputs: Sequence[Path], out: Path, *, partial: bool = False) -
             f"{plan.quoting[0]} event comes after the history the folders share: results.json, "
             "the gradebook and regression sets quote its ledger event number, which a merge "
             "renumbers; merge the shards' folders before reviewing or promoting, and record "
-            "it again in the merged folder (nothing was merged)")
-    owner = {folder: number for number, source in enumerate(inputs)
-             for folder in plan.graded[source / LEDGER]}
+            "it again in the merged folder (nothing was merged)"
+        )
+    owner = {
+        folder: number
+        for number, source in enumerate(inputs)
+        for folder in plan.graded[source / LEDGER]
+    }
     copies = _Copies()
     folders: set[str] = set()
     for number, source in enumerate(inputs):
@@ -469,10 +515,15 @@ def merge_folders(inputs: Sequence[Path], out: Path, *, partial: bool = False) -
     book = _gradebook(inputs, owner)
     _write(out, copies, plan, book)
     lines = (out / LEDGER).read_bytes().splitlines()
-    return Merged(out, plan, len(lines), hashlib.sha256(lines[-1]).hexdigest() if lines
-                  else "0" * 64, len(folders),
-                  sum(1 for name in copies.files if name.startswith(f"{ARCHIVE}/")),
-                  None if book is None else len(read_gradebook(book)[1]))
+    return Merged(
+        out,
+        plan,
+        len(lines),
+        hashlib.sha256(lines[-1]).hexdigest() if lines else "0" * 64,
+        len(folders),
+        sum(1 for name in copies.files if name.startswith(f"{ARCHIVE}/")),
+        None if book is None else len(read_gradebook(book)[1]),
+    )
 
 
 def _check_places(inputs: Sequence[Path], out: Path) -> None:
@@ -481,66 +532,97 @@ def _check_places(inputs: Sequence[Path], out: Path) -> None:
     seen: dict[Path, Path] = {}
     for folder in inputs:
         if not (folder / LEDGER).is_file():
-            raise UsageError(f"{folder} holds no {LEDGER}: pass grades folders, each the --out "
-                             "of one shard's grading")
+            raise UsageError(
+                f"{folder} holds no {LEDGER}: pass grades folders, each the --out "
+                "of one shard's grading"
+            )
         resolved = folder.resolve()
         if resolved in seen:
-            raise UsageError(f"{seen[resolved]} and {folder} are one folder: pass each shard's "
-                             "grades folder once")
+            raise UsageError(
+                f"{seen[resolved]} and {folder} are one folder: pass each shard's "
+                "grades folder once"
+            )
         seen[resolved] = folder
     target = out.resolve()
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise UsageError(f"--out {out} already exists and is not an empty folder: a merge "
-                         "writes a new grades folder and never over one; pass a new --out "
-                         "(to merge into those grades, pass that folder as one more input)")
+        raise UsageError(
+            f"--out {out} already exists and is not an empty folder: a merge "
+            "writes a new grades folder and never over one; pass a new --out "
+            "(to merge into those grades, pass that folder as one more input)"
+        )
     for resolved, folder in seen.items():
         if target == resolved or resolved in target.parents or target in resolved.parents:
-            raise UsageError(f"--out {out} and the input {folder} overlap: pass an --out "
-                             "outside every input")
+            raise UsageError(
+                f"--out {out} and the input {folder} overlap: pass an --out outside every input"
+            )
 
 
-def _plan_entry(copies: _Copies, folders: set[str], number: int, source: Path, child: Path,
-                owner: Mapping[str, int]) -> None:
+def _plan_entry(
+    copies: _Copies,
+    folders: set[str],
+    number: int,
+    source: Path,
+    child: Path,
+    owner: Mapping[str, int],
+) -> None:
     """Plan one top-level entry of the input ``source``."""
     name = child.name
     if child.is_symlink() or not (child.is_file() or child.is_dir()):
-        raise UsageError(f"{child} is not a plain file or folder: a grades folder holds only "
-                         "those; move it out of the folder and merge again")
+        raise UsageError(
+            f"{child} is not a plain file or folder: a grades folder holds only "
+            "those; move it out of the folder and merge again"
+        )
     if name in (LEDGER, GRADEBOOK):
         return
     if name == ARCHIVE and child.is_dir():
         for path in _files(child):
-            copies.add(f"{ARCHIVE}/{path.relative_to(child).as_posix()}", path,
-                       "two reports archived under one digest must be one report; restore "
-                       "the archive from the shard's artifact")
+            copies.add(
+                f"{ARCHIVE}/{path.relative_to(child).as_posix()}",
+                path,
+                "two reports archived under one digest must be one report; restore "
+                "the archive from the shard's artifact",
+            )
     elif child.is_dir():
         folders.add(name)
         if owner.get(name) == number:  # the folder its grading wrote, whatever others hold
             _add_tree(copies, source, name)
     elif name == DRAW_KEY:
-        copies.add(name, child, "the shards drew labels and seeds with different keys, so "
-                   "the merged folder could keep only one; grade every shard with one "
-                   "GRADEKIT_SIGNING_KEY (or one GRADEKIT_SIGNING_KEY_FILE), or copy one "
-                   f"{DRAW_KEY} into every shard's --out before grading")
+        copies.add(
+            name,
+            child,
+            "the shards drew labels and seeds with different keys, so "
+            "the merged folder could keep only one; grade every shard with one "
+            "GRADEKIT_SIGNING_KEY (or one GRADEKIT_SIGNING_KEY_FILE), or copy one "
+            f"{DRAW_KEY} into every shard's --out before grading",
+        )
     else:
-        copies.add(name, child, "a file the shards' grading did not write must be the same "
-                   "in each; keep one copy and merge again")
+        copies.add(
+            name,
+            child,
+            "a file the shards' grading did not write must be the same "
+            "in each; keep one copy and merge again",
+        )
 
 
 def _add_tree(copies: _Copies, source: Path, name: str) -> None:
     """Plan the folder ``source/name``: each file must equal any copy planned before."""
     for path in _files(source / name):
-        copies.add(f"{name}/{path.relative_to(source / name).as_posix()}", path,
-                   f"{name} was graded in none of these folders since the history they share, "
-                   "so its copies must be one; grade it again in one shard, or keep one copy")
+        copies.add(
+            f"{name}/{path.relative_to(source / name).as_posix()}",
+            path,
+            f"{name} was graded in none of these folders since the history they share, "
+            "so its copies must be one; grade it again in one shard, or keep one copy",
+        )
 
 
 def _files(folder: Path) -> list[Path]:
     found = []
     for path in sorted(folder.rglob("*")):
         if path.is_symlink() or not (path.is_file() or path.is_dir()):
-            raise UsageError(f"{path} is not a plain file or folder: a grades folder holds only "
-                             "those; move it out of the folder and merge again")
+            raise UsageError(
+                f"{path} is not a plain file or folder: a grades folder holds only "
+                "those; move it out of the folder and merge again"
+            )
         if path.is_file():
             found.append(path)
     return found
@@ -560,22 +642,26 @@ def _gradebook(inputs: Sequence[Path], owner: Mapping[str, int]) -> bytes | None
         if first is None:
             first = (ids, path)
         elif ids != first[0]:
-            raise UsageError(f"{path} has the criteria {','.join(ids)} but {first[1]} has "
-                             f"{','.join(first[0])}: merge only shards graded with one rubric")
-        parts.append(gradebook_csv([row for row in rows if owner.get(row.submission) == number],
-                                   ids))
+            raise UsageError(
+                f"{path} has the criteria {','.join(ids)} but {first[1]} has "
+                f"{','.join(first[0])}: merge only shards graded with one rubric"
+            )
+        parts.append(
+            gradebook_csv([row for row in rows if owner.get(row.submission) == number], ids)
+        )
         for row in rows:
             if row.submission in owner:
                 continue
             if row.submission in others and others[row.submission][0] != row:
-                raise UsageError(f"{others[row.submission][1]} and {path} differ on "
-                                 f"{row.submission}, which none of them graded since the history "
-                                 "they share: grade it again in one shard; nothing was merged")
+                raise UsageError(
+                    f"{others[row.submission][1]} and {path} differ on "
+                    f"{row.submission}, which none of them graded since the history "
+                    "they share: grade it again in one shard; nothing was merged"
+                )
             others.setdefault(row.submission, (row, path))
     if first is None:
         return None
-    return merge_gradebooks([*parts, gradebook_csv([row for row, _ in others.values()],
-                                                   first[0])])
+    return merge_gradebooks([*parts, gradebook_csv([row for row, _ in others.values()], first[0])])
 
 
 def _write(out: Path, copies: _Copies, plan: LedgerMerge, book: bytes | None) -> None:
@@ -585,8 +671,9 @@ def _write(out: Path, copies: _Copies, plan: LedgerMerge, book: bytes | None) ->
     try:
         building.mkdir()
     except FileExistsError:
-        raise UsageError(f"{building} is left from a merge that stopped: delete it and merge "
-                         "again") from None
+        raise UsageError(
+            f"{building} is left from a merge that stopped: delete it and merge again"
+        ) from None
     try:
         for relative, source in sorted(copies.files.items()):
             target = building / relative
@@ -600,8 +687,10 @@ def _write(out: Path, copies: _Copies, plan: LedgerMerge, book: bytes | None) ->
             (building / GRADEBOOK).write_bytes(book)
         holds, message = verify_ledger(building / LEDGER)
         if not holds:  # never: the merge writes every line; a bug must not pass for grades
-            raise LedgerCorrupt(f"the merged ledger does not verify ({message}): report a "
-                                "grader bug; nothing was merged")
+            raise LedgerCorrupt(
+                f"the merged ledger does not verify ({message}): report a "
+                "grader bug; nothing was merged"
+            )
         if out.is_dir():
             out.rmdir()  # empty: checked before anything was read
         building.rename(out)

@@ -85,8 +85,9 @@ def _verify_results(path: Path, data: bytes, document: dict[str, Any]) -> tuple[
     if not ok or beside is None:
         return ok, message
     extra = document["extra_data"]  # verify_results found it, with a digest
-    problem, compared = _against_ledger(ledger_above(path), str(extra["digest"]),
-                                        extra.get("review"))
+    problem, compared = _against_ledger(
+        ledger_above(path), str(extra["digest"]), extra.get("review")
+    )
     if problem:
         return False, problem
     return True, message + compared
@@ -96,20 +97,22 @@ def _against_ledger(path: Path, digest: str, reviews: object) -> tuple[str, str]
     """``(problem, note)``: the results.json's reviews must be exactly the current reviews
     of its report in the ledger at ``path``, when there is one."""
     if not path.is_file():
-        return "", (f"; its reviews were not compared with a ledger (none at {path})"
-                    if reviews else "")
+        return "", (
+            f"; its reviews were not compared with a ledger (none at {path})" if reviews else ""
+        )
     try:
-        expected = [review_document(r) for r in current_reviews(read_ledger(path).events,
-                                                                digest)]
+        expected = [review_document(r) for r in current_reviews(read_ledger(path).events, digest)]
     except GradekitError as exc:
         return f"the ledger beside its grades folder does not read ({exc})", ""
     if reviews is None:
         reviews = []
     if reviews != expected:
-        return (f"extra_data.review is {_events(reviews)} but the ledger {path} holds the "
-                f"current reviews {_events(expected)} of report {digest[:12]}: the file was "
-                "edited or is out of date; grade again to write it anew "
-                f"(`{commands.GRADE_INTO(submissions='SUBMISSIONS', out=str(path.parent))}`)"), ""
+        return (
+            f"extra_data.review is {_events(reviews)} but the ledger {path} holds the "
+            f"current reviews {_events(expected)} of report {digest[:12]}: the file was "
+            "edited or is out of date; grade again to write it anew "
+            f"(`{commands.GRADE_INTO(submissions='SUBMISSIONS', out=str(path.parent))}`)"
+        ), ""
     return "", f" and the ledger's current reviews ({_events(expected)})" if expected else ""
 
 
@@ -117,5 +120,9 @@ def _events(reviews: object) -> str:
     """Reviews named by their ledger events, and whether they confirm or set points."""
     if not isinstance(reviews, list) or not reviews:
         return "none"
-    return ", ".join(f"{r.get('criterion')} {r.get('points') or 'confirmed'} (event "
-                     f"{r.get('event')})" if isinstance(r, dict) else "?" for r in reviews)
+    return ", ".join(
+        f"{r.get('criterion')} {r.get('points') or 'confirmed'} (event {r.get('event')})"
+        if isinstance(r, dict)
+        else "?"
+        for r in reviews
+    )

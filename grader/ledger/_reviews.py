@@ -117,8 +117,11 @@ class ReviewState:
     def cell(self) -> str:
         """The gradebook's ``review`` cell: what people did and what is still to do."""
         parts = self.done()
-        parts += [f"NEEDS A NEW REVIEW: {s.criterion} was reviewed on report {s.report[:12]} "
-                  f"(ledger event {s.event}), not this one" for s in self.stale]
+        parts += [
+            f"NEEDS A NEW REVIEW: {s.criterion} was reviewed on report {s.report[:12]} "
+            f"(ledger event {s.event}), not this one"
+            for s in self.stale
+        ]
         if self.pending:
             parts.append(f"pending: {', '.join(self.pending)}")
         return "; ".join(parts)
@@ -128,16 +131,23 @@ def review_of(event: Mapping[str, Any]) -> HumanReview:
     """A ledger review event as a value; ``LedgerCorrupt`` when it is not one."""
     try:
         points = event["points"]
-        if not all(isinstance(event[k], str) for k in ("criterion", "by", "reason")) \
-                or not isinstance(event["seq"], int):
+        if not all(
+            isinstance(event[k], str) for k in ("criterion", "by", "reason")
+        ) or not isinstance(event["seq"], int):
             raise ValueError("a field is of the wrong type")
-        return HumanReview(criterion=event["criterion"],
-                           automated=cents_of(event["automated"], "automated"),
-                           points=None if points is None else cents_of(points, "points"),
-                           by=event["by"], reason=event["reason"], event=event["seq"])
+        return HumanReview(
+            criterion=event["criterion"],
+            automated=cents_of(event["automated"], "automated"),
+            points=None if points is None else cents_of(points, "points"),
+            by=event["by"],
+            reason=event["reason"],
+            event=event["seq"],
+        )
     except (KeyError, ValueError) as exc:
-        raise LedgerCorrupt(f"ledger event {event.get('seq')} is no review event ({exc}): the "
-                            "ledger is append-only: restore it from a backup") from None
+        raise LedgerCorrupt(
+            f"ledger event {event.get('seq')} is no review event ({exc}): the "
+            "ledger is append-only: restore it from a backup"
+        ) from None
 
 
 def _reviews(events: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
@@ -147,21 +157,29 @@ def _reviews(events: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
 def current_reviews(events: Sequence[Mapping[str, Any]], digest: str) -> tuple[HumanReview, ...]:
     """The current review of each criterion of report ``digest``, in ledger order: a later
     review of the same criterion supersedes an earlier one."""
-    latest = {event.get("criterion"): event for event in _reviews(events)
-              if event.get("report") == digest}
+    latest = {
+        event.get("criterion"): event for event in _reviews(events) if event.get("report") == digest
+    }
     return tuple(sorted((review_of(e) for e in latest.values()), key=lambda r: r.event))
 
 
-def review_state(events: Sequence[Mapping[str, Any]], student: str, digest: str,
-                 marked: Sequence[str] = ()) -> ReviewState:
+def review_state(
+    events: Sequence[Mapping[str, Any]], student: str, digest: str, marked: Sequence[str] = ()
+) -> ReviewState:
     """The reviews of ``student``'s report ``digest``; ``marked``: its criteria marked for
     review, in report order (those neither reviewed nor stale are pending)."""
     current = current_reviews(events, digest)
     done = {review.criterion for review in current}
-    elsewhere = {event.get("criterion"): event for event in _reviews(events)
-                 if event.get("student") == student and event.get("report") != digest}
-    stale = tuple(Stale(str(c), int(e["seq"]), str(e.get("report")))
-                  for c, e in elsewhere.items() if c not in done)
+    elsewhere = {
+        event.get("criterion"): event
+        for event in _reviews(events)
+        if event.get("student") == student and event.get("report") != digest
+    }
+    stale = tuple(
+        Stale(str(c), int(e["seq"]), str(e.get("report")))
+        for c, e in elsewhere.items()
+        if c not in done
+    )
     stale = tuple(sorted(stale, key=lambda s: s.event))
     gone = done | {s.criterion for s in stale}
     return ReviewState(current, stale, tuple(c for c in marked if c not in gone))
@@ -180,8 +198,9 @@ class Applied:
     states: tuple[ReviewState, ...] = ()
 
 
-def apply_reviews(out: Path, rows: Sequence[GradebookRow],
-                  kept: Sequence[GradebookRow] = ()) -> Applied:
+def apply_reviews(
+    out: Path, rows: Sequence[GradebookRow], kept: Sequence[GradebookRow] = ()
+) -> Applied:
     """Bring the gradebook of the grades folder ``out`` up to date with its ledger's
     reviews after a grading: every row gets its ``review`` and ``final``; ``kept`` (rows of
     earlier batches this one did not grade) are written as they are. (Each reviewed
@@ -193,8 +212,11 @@ def apply_reviews(out: Path, rows: Sequence[GradebookRow],
     states = [_state(out, row, index.bearing_on(row)) for row in rows]
     reviewed = tuple(_reviewed_row(row, state) for row, state in zip(rows, states, strict=True))
     _write_gradebook(out, [*reviewed, *kept])
-    notes = [note for row, state in zip(reviewed, states, strict=True)
-             for note in _notes(row, state, out)]
+    notes = [
+        note
+        for row, state in zip(reviewed, states, strict=True)
+        for note in _notes(row, state, out)
+    ]
     return Applied(reviewed, tuple(notes), tuple(states))
 
 
@@ -248,15 +270,26 @@ def _notes(row: GradebookRow, state: ReviewState, out: Path) -> list[str]:
     notes = []
     if state.current:
         penalty = f", less a late penalty of {row.penalty}" if row.penalty else ""
-        notes.append(f"{row.submission}: final {row.final} / {row.max} after human review "
-                     f"(automated {row.total}{penalty}): {'; '.join(state.done())}")
+        notes.append(
+            f"{row.submission}: final {row.final} / {row.max} after human review "
+            f"(automated {row.total}{penalty}): {'; '.join(state.done())}"
+        )
     if state.stale:
-        listed = ", ".join(f"{s.criterion} was reviewed on report {s.report[:12]} (ledger event "
-                           f"{s.event})" for s in state.stale)
-        again = commands.REVIEW(student=row.student, criterion=state.stale[0].criterion,
-                                by="NAME", reason="TEXT", out=str(out))
-        notes.append(f"{row.submission}: NEEDS A NEW REVIEW: {listed}; the submission changed "
-                     f"since: review it again (`{again}`, each criterion listed)")
+        listed = ", ".join(
+            f"{s.criterion} was reviewed on report {s.report[:12]} (ledger event {s.event})"
+            for s in state.stale
+        )
+        again = commands.REVIEW(
+            student=row.student,
+            criterion=state.stale[0].criterion,
+            by="NAME",
+            reason="TEXT",
+            out=str(out),
+        )
+        notes.append(
+            f"{row.submission}: NEEDS A NEW REVIEW: {listed}; the submission changed "
+            f"since: review it again (`{again}`, each criterion listed)"
+        )
     return notes
 
 
@@ -268,8 +301,11 @@ def _marked(out: Path, row: GradebookRow) -> tuple[str, ...]:
         if document is None or document.get("digest") != row.digest:
             return ()
     criteria = document.get("criteria")
-    return tuple(str(c.get("id")) for c in criteria if isinstance(c, dict) and c.get("review")) \
-        if isinstance(criteria, list) else ()
+    return (
+        tuple(str(c.get("id")) for c in criteria if isinstance(c, dict) and c.get("review"))
+        if isinstance(criteria, list)
+        else ()
+    )
 
 
 def _write_gradebook(out: Path, rows: Sequence[GradebookRow]) -> None:
@@ -308,16 +344,20 @@ class AppendedReview:
 
     def line(self) -> str:
         """What ``gradekit review`` prints."""
-        replaced = "" if self.superseded is None else \
-            f", superseding ledger event {self.superseded}"
-        return (f"{self.event['student']}: {self.review.criterion} "
-                f"{review_verdict(self.review)} (ledger event {self.review.event}{replaced}); "
-                f"final {points_text(self.final)} / {points_text(self.max)} (automated "
-                f"{points_text(self.total)})")
+        replaced = (
+            "" if self.superseded is None else f", superseding ledger event {self.superseded}"
+        )
+        return (
+            f"{self.event['student']}: {self.review.criterion} "
+            f"{review_verdict(self.review)} (ledger event {self.review.event}{replaced}); "
+            f"final {points_text(self.final)} / {points_text(self.max)} (automated "
+            f"{points_text(self.total)})"
+        )
 
 
-def plan_review(events: Sequence[Mapping[str, Any]], request: ReviewRequest, out: Path
-                ) -> tuple[dict[str, Any], Mapping[str, Any]]:
+def plan_review(
+    events: Sequence[Mapping[str, Any]], request: ReviewRequest, out: Path
+) -> tuple[dict[str, Any], Mapping[str, Any]]:
     """The review event to append (without ``seq`` and ``prev``) and the verified archived
     report it judges; ``UsageError`` with the fix for anything wrong."""
     run = _pick_run(events, request, out)
@@ -327,11 +367,19 @@ def plan_review(events: Sequence[Mapping[str, Any]], request: ReviewRequest, out
     points = _points(request.points, criterion)
     _require_text("--by", request.by, BY_LIMIT)
     _require_text("--reason", request.reason, TEXT_LIMIT)
-    event = {"event": "review", "student": request.student, "submission": run["submission"],
-             "report": digest, "run": run["seq"], "criterion": criterion["id"],
-             "automated": criterion["points"], "max": criterion["max"],
-             "points": None if points is None else points_text(points),
-             "by": request.by, "reason": request.reason}
+    event = {
+        "event": "review",
+        "student": request.student,
+        "submission": run["submission"],
+        "report": digest,
+        "run": run["seq"],
+        "criterion": criterion["id"],
+        "automated": criterion["points"],
+        "max": criterion["max"],
+        "points": None if points is None else points_text(points),
+        "by": request.by,
+        "reason": request.reason,
+    }
     return event, document
 
 
@@ -345,8 +393,14 @@ def append_review(out: Path, request: ReviewRequest, key: bytes | None) -> Appen
     _require_signable(out / folder / RESULTS, str(event["report"]), key)
     book = out / GRADEBOOK
     rows = read_gradebook(book.read_bytes())[1] if book.is_file() else []
-    superseded = next((r.event for r in current_reviews(events, str(event["report"]))
-                       if r.criterion == event["criterion"]), None)
+    superseded = next(
+        (
+            r.event
+            for r in current_reviews(events, str(event["report"]))
+            if r.criterion == event["criterion"]
+        ),
+        None,
+    )
     written = append_events(out / LEDGER, [event])[0]
     events = read_ledger(out / LEDGER).events
     states = review_states(out, rows, events)
@@ -355,9 +409,15 @@ def append_review(out: Path, request: ReviewRequest, key: bytes | None) -> Appen
     rewrite_results(out / folder, str(event["report"]), document, reviews, key)
     total = cents_of(document["total"], "total")
     latest = _student_runs(events, request.student)[-1]["report"] == event["report"]
-    return AppendedReview(written, review_of(written), total,
-                    _less(ReviewState(reviews).final(total), rows, str(event["report"])),
-                    cents_of(document["max"], "max"), superseded, latest)
+    return AppendedReview(
+        written,
+        review_of(written),
+        total,
+        _less(ReviewState(reviews).final(total), rows, str(event["report"])),
+        cents_of(document["max"], "max"),
+        superseded,
+        latest,
+    )
 
 
 def _less(final: Decimal, rows: Sequence[GradebookRow], digest: str) -> Decimal:
@@ -366,53 +426,70 @@ def _less(final: Decimal, rows: Sequence[GradebookRow], digest: str) -> Decimal:
     return Decimal(less_penalty(points_text(final), penalty))
 
 
-def _student_runs(events: Sequence[Mapping[str, Any]], student: str
-                  ) -> list[Mapping[str, Any]]:
-    return [e for e in events if e.get("event") == "run" and e.get("student") == student
-            and e.get("status") in REPORTED and isinstance(e.get("report"), str)]
+def _student_runs(events: Sequence[Mapping[str, Any]], student: str) -> list[Mapping[str, Any]]:
+    return [
+        e
+        for e in events
+        if e.get("event") == "run"
+        and e.get("student") == student
+        and e.get("status") in REPORTED
+        and isinstance(e.get("report"), str)
+    ]
 
 
-def _pick_run(events: Sequence[Mapping[str, Any]], request: ReviewRequest, out: Path
-              ) -> Mapping[str, Any]:
+def _pick_run(
+    events: Sequence[Mapping[str, Any]], request: ReviewRequest, out: Path
+) -> Mapping[str, Any]:
     """The run event whose report is reviewed: the student's latest graded one, or the
     latest whose report digest starts with ``request.report``."""
     runs = _student_runs(events, request.student)
     if not runs:
         if not (out / LEDGER).is_file():
             grade = commands.GRADE_INTO(submissions="SUBMISSIONS", out=str(out))
-            raise UsageError(f"no ledger in {out}: grade first (`{grade}`), or pass --out with "
-                             "the folder the grading wrote")
-        raise UsageError(f"no graded report of student {request.student!r} in {out / LEDGER}: "
-                         "name the student as the student column of "
-                         f"{out / GRADEBOOK} does, or pass --out for the grades folder that "
-                         "holds their grades")
+            raise UsageError(
+                f"no ledger in {out}: grade first (`{grade}`), or pass --out with "
+                "the folder the grading wrote"
+            )
+        raise UsageError(
+            f"no graded report of student {request.student!r} in {out / LEDGER}: "
+            "name the student as the student column of "
+            f"{out / GRADEBOOK} does, or pass --out for the grades folder that "
+            "holds their grades"
+        )
     if request.report is None:
         return runs[-1]
     prefix = request.report.lower()
     if not _PREFIX.fullmatch(prefix):
-        raise UsageError(f"--report {request.report!r} is not a report digest: give 8 to 64 "
-                         f"hex digits of one "
-                         f"(`{commands.HISTORY(student=request.student, out=str(out))}` lists "
-                         "them)")
+        raise UsageError(
+            f"--report {request.report!r} is not a report digest: give 8 to 64 "
+            f"hex digits of one "
+            f"(`{commands.HISTORY(student=request.student, out=str(out))}` lists "
+            "them)"
+        )
     matching = {str(run["report"]): run for run in runs if str(run["report"]).startswith(prefix)}
     if len(matching) > 1:
-        raise UsageError(f"--report {request.report} is the start of {len(matching)} reports of "
-                         f"{request.student} ({', '.join(sorted(d[:16] for d in matching))}): "
-                         "give more of the digest")
+        raise UsageError(
+            f"--report {request.report} is the start of {len(matching)} reports of "
+            f"{request.student} ({', '.join(sorted(d[:16] for d in matching))}): "
+            "give more of the digest"
+        )
     if not matching:
-        raise UsageError(f"{request.student} has no graded report {request.report}: give one "
-                         f"that `{commands.HISTORY(student=request.student, out=str(out))}` lists")
+        raise UsageError(
+            f"{request.student} has no graded report {request.report}: give one "
+            f"that `{commands.HISTORY(student=request.student, out=str(out))}` lists"
+        )
     return next(iter(matching.values()))
 
 
-def _criterion(document: Mapping[str, Any], criterion_id: str, digest: str
-               ) -> Mapping[str, Any]:
+def _criterion(document: Mapping[str, Any], criterion_id: str, digest: str) -> Mapping[str, Any]:
     criteria = [c for c in document["criteria"] if isinstance(c, dict)]
     for criterion in criteria:
         if criterion.get("id") == criterion_id:
             return criterion
-    raise UsageError(f"{criterion_id!r} is not a criterion of report {digest[:12]}: give "
-                     f"--criterion one of {', '.join(str(c.get('id')) for c in criteria)}")
+    raise UsageError(
+        f"{criterion_id!r} is not a criterion of report {digest[:12]}: give "
+        f"--criterion one of {', '.join(str(c.get('id')) for c in criteria)}"
+    )
 
 
 def _points(text: str | None, criterion: Mapping[str, Any]) -> Decimal | None:
@@ -425,17 +502,20 @@ def _points(text: str | None, criterion: Mapping[str, Any]) -> Decimal | None:
         raise UsageError(f"--points {text!r} is not exact points: {allowed}, such as 12.50")
     points = Decimal(text)
     if points > most:
-        raise UsageError(f"--points {text} is more than {criterion['id']}'s max "
-                         f"{points_text(most)}: {allowed}")
+        raise UsageError(
+            f"--points {text} is more than {criterion['id']}'s max {points_text(most)}: {allowed}"
+        )
     return points
 
 
 def _require_text(flag: str, text: str, limit: int) -> None:
     """A reviewer's name or reason: one line, nothing hidden, not empty."""
     if not text.strip() or "\n" in text or "\t" in text or quote(text, limit) != text:
-        raise UsageError(f"{flag} must be one line of at most {limit} visible characters, "
-                         f"not empty and without control or invisible characters: write it "
-                         f"again ({quote(text, min(limit, QUOTE_LIMIT))!r} was given)")
+        raise UsageError(
+            f"{flag} must be one line of at most {limit} visible characters, "
+            f"not empty and without control or invisible characters: write it "
+            f"again ({quote(text, min(limit, QUOTE_LIMIT))!r} was given)"
+        )
 
 
 def _require_signable(path: Path, digest: str, key: bytes | None) -> None:
@@ -443,13 +523,19 @@ def _require_signable(path: Path, digest: str, key: bytes | None) -> None:
     that signed it: refuse before anything is appended."""
     document = read_document(path)
     extra = document.get("extra_data") if document is not None else None
-    if document is None or not isinstance(extra, dict) or extra.get("digest") != digest \
-            or "signature" not in extra:
+    if (
+        document is None
+        or not isinstance(extra, dict)
+        or extra.get("digest") != digest
+        or "signature" not in extra
+    ):
         return
     if key is None:
-        raise UsageError(f"{path} is signed, and no signing key was given to sign it again: "
-                         "pass --key-file FILE (or set GRADEKIT_SIGNING_KEY_FILE) with the key "
-                         "it was graded with")
+        raise UsageError(
+            f"{path} is signed, and no signing key was given to sign it again: "
+            "pass --key-file FILE (or set GRADEKIT_SIGNING_KEY_FILE) with the key "
+            "it was graded with"
+        )
     wrong, _ = signature_problem("results", document, key)
     if wrong:
         raise UsageError(f"{path}: {wrong}; pass --key-file with the key it was graded with")
@@ -462,16 +548,18 @@ def _require_signable(path: Path, digest: str, key: bytes | None) -> None:
 Planned = tuple[dict[str, Any], Mapping[str, Any]]
 
 
-def review_states(out: Path, rows: Sequence[GradebookRow], events: Sequence[Mapping[str, Any]]
-                  ) -> list[ReviewState]:
+def review_states(
+    out: Path, rows: Sequence[GradebookRow], events: Sequence[Mapping[str, Any]]
+) -> list[ReviewState]:
     """Each gradebook row's reviews, as its ``review`` cell shows them (none for a row that
     has no report); the ledger's ``events`` are indexed once."""
     index = ReviewIndex(events)
     return [_state(out, row, index.bearing_on(row)) for row in rows]
 
 
-def append_reviews(out: Path, events: Sequence[Mapping[str, Any]], planned: Sequence[Planned],
-                   key: bytes | None) -> tuple[AppendedReview, ...]:
+def append_reviews(
+    out: Path, events: Sequence[Mapping[str, Any]], planned: Sequence[Planned], key: bytes | None
+) -> tuple[AppendedReview, ...]:
     """Append every review ``planned`` against the ledger's ``events`` in one append (one
     lock, one fsync), then write the gradebook once and each reviewed report's results.json
     once. The ledger, gradebook and results.json end as ``append_review`` leaves them after
@@ -488,29 +576,57 @@ def append_reviews(out: Path, events: Sequence[Mapping[str, Any]], planned: Sequ
     book = out / GRADEBOOK
     rows = read_gradebook(book.read_bytes())[1] if book.is_file() else []
     before = ReviewIndex(events)
-    superseded = [next((r.event for r in current_reviews(before.of_report(report), report)
-                        if r.criterion == criterion), None) for report, criterion in judged]
+    superseded = [
+        next(
+            (
+                r.event
+                for r in current_reviews(before.of_report(report), report)
+                if r.criterion == criterion
+            ),
+            None,
+        )
+        for report, criterion in judged
+    ]
     written = append_events(out / LEDGER, [event for event, _ in planned])
     after = read_ledger(out / LEDGER).events
-    _write_gradebook(out, [_reviewed_row(row, state)
-                           for row, state in zip(rows, review_states(out, rows, after),
-                                                 strict=True)])
+    _write_gradebook(
+        out,
+        [
+            _reviewed_row(row, state)
+            for row, state in zip(rows, review_states(out, rows, after), strict=True)
+        ],
+    )
     index = ReviewIndex(after)
     documents = {str(event["report"]): document for event, document in planned}
     for folder, digest in folders:
-        rewrite_results(out / folder, digest, documents[digest],
-                        current_reviews(index.of_report(digest), digest), key)
+        rewrite_results(
+            out / folder,
+            digest,
+            documents[digest],
+            current_reviews(index.of_report(digest), digest),
+            key,
+        )
     recorded = []
     for event, earlier in zip(written, superseded, strict=True):
         document, report = documents[str(event["report"])], str(event["report"])
         total = cents_of(document["total"], "total")
         then = [e for e in index.of_report(report) if int(e["seq"]) <= int(event["seq"])]
         reviews = current_reviews(then, report)  # as it stood then
-        latest = _student_runs(index.runs_of(str(event["student"])),
-                               str(event["student"]))[-1]["report"] == report
-        recorded.append(AppendedReview(event, review_of(event), total,
-                                 _less(ReviewState(reviews).final(total), rows, report),
-                                 cents_of(document["max"], "max"), earlier, latest))
+        latest = (
+            _student_runs(index.runs_of(str(event["student"])), str(event["student"]))[-1]["report"]
+            == report
+        )
+        recorded.append(
+            AppendedReview(
+                event,
+                review_of(event),
+                total,
+                _less(ReviewState(reviews).final(total), rows, report),
+                cents_of(document["max"], "max"),
+                earlier,
+                latest,
+            )
+        )
     return tuple(recorded)
 
 

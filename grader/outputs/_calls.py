@@ -36,16 +36,25 @@ def calls_document(run: RunResult | None, cases: tuple[str, ...]) -> dict[str, A
 
 def _case(case: str, outcome: CaseOutcome | None) -> dict[str, Any]:
     if outcome is None:
-        return {"case": case, "status": "not_run", "detail": "", "calls": [], "trace": [],
-                "trace_error": None}
+        return {
+            "case": case,
+            "status": "not_run",
+            "detail": "",
+            "calls": [],
+            "trace": [],
+            "trace_error": None,
+        }
     pairing = pair_records(outcome.calls, outcome.trace)
     return {
         "case": case,
         "status": outcome.status,
         "detail": outcome.detail or outcome.exception or "",
-        "calls": [_call(call, record, number in pairing.early)
-                  for number, (call, record) in enumerate(zip(outcome.calls, pairing.records,
-                                                              strict=True))],
+        "calls": [
+            _call(call, record, number in pairing.early)
+            for number, (call, record) in enumerate(
+                zip(outcome.calls, pairing.records, strict=True)
+            )
+        ],
         "trace": [_trace_record(record) for record in outcome.trace],
         "trace_error": outcome.trace_error,
     }
@@ -55,8 +64,7 @@ def _call(call: Served, record: int | None, early: bool) -> dict[str, Any]:
     """A call as served, with the index of the trace record that names it (paired by key:
     ``grader.scoring._traces``), or null."""
     kind = "tool" if call.tool is not None else "http" if call.http else "prompt"
-    found: dict[str, Any] = {"kind": kind, "key": call.key, "served": call.served,
-                             "record": record}
+    found: dict[str, Any] = {"kind": kind, "key": call.key, "served": call.served, "record": record}
     if call.tool is not None:
         found["tool"] = call.tool
     if call.write:  # a write tool's: the child ran it on the case run's store
@@ -69,9 +77,13 @@ def _call(call: Served, record: int | None, early: bool) -> dict[str, Any]:
 def _trace_record(record: TraceRecord) -> dict[str, Any]:
     """A trace record as the agent wrote it, its texts cut short and anything else dropped."""
     key = record.key if isinstance(record.key, str) else None  # whole: one trace line at most
-    return {"key": key, "provider": _text(record.provider),
-            "tool": _text(record.tool), "ok": record.ok if isinstance(record.ok, bool) else None,
-            "error": _text(record.error)}
+    return {
+        "key": key,
+        "provider": _text(record.provider),
+        "tool": _text(record.tool),
+        "ok": record.ok if isinstance(record.ok, bool) else None,
+        "error": _text(record.error),
+    }
 
 
 def _text(value: object) -> str | None:
@@ -89,7 +101,10 @@ def read_calls(path: Path) -> dict[str, Any] | None:
         document = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError):
         return None
-    if not isinstance(document, dict) or document.get("format") != FORMAT \
-            or not isinstance(document.get("cases"), list):
+    if (
+        not isinstance(document, dict)
+        or document.get("format") != FORMAT
+        or not isinstance(document.get("cases"), list)
+    ):
         return None
     return document

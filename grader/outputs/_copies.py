@@ -24,8 +24,19 @@ from typing import Any
 from grader._text import quote
 from grader.outputs._report import canonical
 
-__all__ = ["PARTS", "PART_WORDS", "SCHEMA", "CopyFindings", "CopyPair", "Excerpt", "PartScore",
-           "copy_notes", "read_copies", "render_copies", "renoted"]
+__all__ = [
+    "PARTS",
+    "PART_WORDS",
+    "SCHEMA",
+    "CopyFindings",
+    "CopyPair",
+    "Excerpt",
+    "PartScore",
+    "copy_notes",
+    "read_copies",
+    "render_copies",
+    "renoted",
+]
 
 SCHEMA = "gradekit.copies/1"
 PARTS = ("code", "failures", "cassettes")
@@ -70,8 +81,11 @@ class CopyPair:
 
     def said(self) -> str:
         """The flagged parts with their scores: ``agent code (87%), FAILURES.md (100%)``."""
-        return ", ".join(f"{PART_WORDS[part]} ({self.parts[part].score}%)" for part in PARTS
-                         if self.parts[part].flagged)
+        return ", ".join(
+            f"{PART_WORDS[part]} ({self.parts[part].score}%)"
+            for part in PARTS
+            if self.parts[part].flagged
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,8 +108,10 @@ def copy_notes(copies: CopyFindings | None) -> dict[str, str]:
     notes = {}
     for folder, pairs in partners.items():
         ordered = sorted(pairs, key=lambda pair: pair.other(folder))
-        clauses = [f"similar to {quote(pair.other(folder), _NAME)}'s {pair.said()}"
-                   for pair in ordered[:_NAMED]]
+        clauses = [
+            f"similar to {quote(pair.other(folder), _NAME)}'s {pair.said()}"
+            for pair in ordered[:_NAMED]
+        ]
         if len(ordered) > _NAMED:
             clauses.append(f"and to {len(ordered) - _NAMED} more (copies.json lists them)")
         notes[folder] = "; ".join(clauses) + FLAGGED_END
@@ -106,7 +122,7 @@ def renoted(reason: str, old: str, new: str) -> str:
     """A gradebook ``reason`` with its copy note ``old`` (the one an earlier comparison
     gave, "" for none) replaced by ``new``: a note is always the reason's last part."""
     if old and (reason == old or reason.endswith(f"; {old}")):
-        reason = reason[:len(reason) - len(old)].removesuffix("; ")
+        reason = reason[: len(reason) - len(old)].removesuffix("; ")
     if new and not (reason == new or reason.endswith(f"; {new}")):
         reason = f"{reason}; {new}" if reason else new
     return reason
@@ -117,22 +133,37 @@ def renoted(reason: str, old: str, new: str) -> str:
 
 def render_copies(copies: CopyFindings) -> bytes:
     """The file's bytes: canonical JSON and a newline."""
-    return canonical({
-        "schema": SCHEMA, "compared": copies.compared, "settings": dict(copies.settings),
-        "pairs": [_pair_document(pair) for pair in sorted(copies.pairs,
-                                                          key=lambda p: (p.a, p.b))],
-    }) + b"\n"
+    return (
+        canonical(
+            {
+                "schema": SCHEMA,
+                "compared": copies.compared,
+                "settings": dict(copies.settings),
+                "pairs": [
+                    _pair_document(pair) for pair in sorted(copies.pairs, key=lambda p: (p.a, p.b))
+                ],
+            }
+        )
+        + b"\n"
+    )
 
 
 def _pair_document(pair: CopyPair) -> dict[str, Any]:
     parts = {}
     for part in PARTS:
         score = pair.parts[part]
-        entry: dict[str, Any] = {"score": score.score, "shared": score.shared,
-                                 "sizes": list(score.sizes), "flagged": score.flagged}
+        entry: dict[str, Any] = {
+            "score": score.score,
+            "shared": score.shared,
+            "sizes": list(score.sizes),
+            "flagged": score.flagged,
+        }
         if score.excerpt is not None:
-            entry["excerpt"] = {"a": score.excerpt.a, "b": score.excerpt.b,
-                                "lines": list(score.excerpt.lines)}
+            entry["excerpt"] = {
+                "a": score.excerpt.a,
+                "b": score.excerpt.b,
+                "lines": list(score.excerpt.lines),
+            }
         parts[part] = entry
     return {"a": pair.a, "b": pair.b, "parts": parts}
 
@@ -146,16 +177,26 @@ def read_copies(data: bytes) -> CopyFindings:
     if not isinstance(document, dict) or document.get("schema") != SCHEMA:
         raise ValueError(f"not a {SCHEMA} document")
     settings, pairs = document.get("settings"), document.get("pairs")
-    if not isinstance(settings, dict) or not isinstance(pairs, list) \
-            or not isinstance(document.get("compared"), int):
+    if (
+        not isinstance(settings, dict)
+        or not isinstance(pairs, list)
+        or not isinstance(document.get("compared"), int)
+    ):
         raise ValueError("compared, settings and pairs must be a number, an object and a list")
-    return CopyFindings(document["compared"], {str(k): int(v) for k, v in settings.items()},
-                  tuple(_pair(entry) for entry in pairs))
+    return CopyFindings(
+        document["compared"],
+        {str(k): int(v) for k, v in settings.items()},
+        tuple(_pair(entry) for entry in pairs),
+    )
 
 
 def _pair(entry: object) -> CopyPair:
-    if not isinstance(entry, dict) or not isinstance(entry.get("a"), str) \
-            or not isinstance(entry.get("b"), str) or not isinstance(entry.get("parts"), dict):
+    if (
+        not isinstance(entry, dict)
+        or not isinstance(entry.get("a"), str)
+        or not isinstance(entry.get("b"), str)
+        or not isinstance(entry.get("parts"), dict)
+    ):
         raise ValueError("a pair needs a, b and parts")
     parts = entry["parts"]
     missing = [part for part in PARTS if not isinstance(parts.get(part), dict)]
@@ -168,10 +209,16 @@ def _part(entry: Mapping[str, Any]) -> PartScore:
     try:
         sizes: Sequence[int] = entry["sizes"]
         excerpt = entry.get("excerpt")
-        return PartScore(int(entry["score"]), int(entry["shared"]),
-                         (int(sizes[0]), int(sizes[1])), bool(entry["flagged"]),
-                         None if excerpt is None else Excerpt(
-                             str(excerpt["a"]), str(excerpt["b"]),
-                             tuple(str(line) for line in excerpt["lines"])))
+        return PartScore(
+            int(entry["score"]),
+            int(entry["shared"]),
+            (int(sizes[0]), int(sizes[1])),
+            bool(entry["flagged"]),
+            None
+            if excerpt is None
+            else Excerpt(
+                str(excerpt["a"]), str(excerpt["b"]), tuple(str(line) for line in excerpt["lines"])
+            ),
+        )
     except (KeyError, IndexError, TypeError, ValueError) as exc:
         raise ValueError(f"a part is not score, shared, sizes and flagged ({exc})") from None

@@ -33,12 +33,28 @@ def export_gradebook(rows: Sequence[GradebookRow], form: str, assignment: str) -
     title = spreadsheet_cell(assignment)
     if form == "canvas":
         lines = [["Student", "ID", "SIS User ID", "SIS Login ID", "Section", title]]
-        lines += [[spreadsheet_cell(row.name or row.student), "", spreadsheet_cell(row.student),
-                   "", "", _grade(row)] for row in rows]
+        lines += [
+            [
+                spreadsheet_cell(row.name or row.student),
+                "",
+                spreadsheet_cell(row.student),
+                "",
+                "",
+                _grade(row),
+            ]
+            for row in rows
+        ]
     else:
         lines = [["ID number", "Full name", title, "Feedback"]]
-        lines += [[spreadsheet_cell(row.student), spreadsheet_cell(row.name or row.student),
-                   _grade(row), spreadsheet_cell(_feedback(row))] for row in rows]
+        lines += [
+            [
+                spreadsheet_cell(row.student),
+                spreadsheet_cell(row.name or row.student),
+                _grade(row),
+                spreadsheet_cell(_feedback(row)),
+            ]
+            for row in rows
+        ]
     return "".join(csv_row(cells, "\r\n") for cells in lines).encode("utf-8")
 
 

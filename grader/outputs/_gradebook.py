@@ -57,8 +57,18 @@ __all__ = [
     "spreadsheet_cell",
 ]
 
-HEAD_COLUMNS = ("submission", "student", "name", "status", "total", "review", "late",
-                "penalty", "final", "max")
+HEAD_COLUMNS = (
+    "submission",
+    "student",
+    "name",
+    "status",
+    "total",
+    "review",
+    "late",
+    "penalty",
+    "final",
+    "max",
+)
 # The head of gradebooks written before reviews: read only to say what to do.
 _EARLIER_HEAD = ("submission", "student", "status", "total", "max")
 # The head of gradebooks written before names and late policies: read as they are, with
@@ -128,13 +138,15 @@ def read_gradebook(data: bytes) -> tuple[list[str], list[GradebookRow]]:
     if not table:
         raise GradebookError("the gradebook is empty; it needs at least its header line")
     header = table[0]
-    if tuple(header[:len(_BEFORE_LATE)]) == _BEFORE_LATE:
-        header = [*HEAD_COLUMNS, *header[len(_BEFORE_LATE):]]
+    if tuple(header[: len(_BEFORE_LATE)]) == _BEFORE_LATE:
+        header = [*HEAD_COLUMNS, *header[len(_BEFORE_LATE) :]]
         width = len(table[0])
-        table = [header, *([*r[:2], "", *r[2:5], "", "", *r[5:]] if len(r) == width else r
-                              for r in table[1:])]
+        table = [
+            header,
+            *([*r[:2], "", *r[2:5], "", "", *r[5:]] if len(r) == width else r for r in table[1:]),
+        ]
     head, tail = len(HEAD_COLUMNS), len(TAIL_COLUMNS)
-    if tuple(header[:len(_EARLIER_HEAD)]) == _EARLIER_HEAD:
+    if tuple(header[: len(_EARLIER_HEAD)]) == _EARLIER_HEAD:
         raise GradebookError(
             f"the header {','.join(header)} is an earlier gradekit's, without the review and "
             "final columns: grade the submissions again with this version to write it anew"
@@ -199,18 +211,25 @@ def _cells(row: GradebookRow, criterion_ids: Sequence[str]) -> list[str]:
     points = [row.criteria.get(criterion_id, "") for criterion_id in criterion_ids]
     # Unreviewed, the final score is the automated one less any penalty: a reader never
     # has to fall back.
-    final = row.final or (less_penalty(row.total, row.penalty) if row.status in REPORTED
-                          else "")
-    head = [row.submission, row.student, row.name, row.status, row.total, row.review, row.late,
-            row.penalty, final, row.max]
+    final = row.final or (less_penalty(row.total, row.penalty) if row.status in REPORTED else "")
+    head = [
+        row.submission,
+        row.student,
+        row.name,
+        row.status,
+        row.total,
+        row.review,
+        row.late,
+        row.penalty,
+        final,
+        row.max,
+    ]
     return [*head, *points, row.digest, row.reason]
 
 
 def _row(line: Sequence[str], header: Sequence[str], number: int) -> GradebookRow:
     if len(line) != len(header):
-        raise GradebookError(
-            f"row {number} has {len(line)} cells but the header has {len(header)}"
-        )
+        raise GradebookError(f"row {number} has {len(line)} cells but the header has {len(header)}")
     cells = dict(zip(header, (cell_text(cell) for cell in line), strict=True))
     if cells["status"] not in _STATUSES:
         raise GradebookError(
@@ -262,8 +281,13 @@ def csv_row(cells: Sequence[str], end: str) -> str:
     cell holding a comma, a double quote or a line break is quoted, its quotes doubled),
     with a carriage return quoted whatever the line end, which the csv module leaves bare
     under ``"\\n"`` (and a reader then takes for the end of the line)."""
-    return ",".join(f'"{cell.replace(chr(34), chr(34) * 2)}"' if _QUOTED.intersection(cell)
-                    else cell for cell in cells) + end
+    return (
+        ",".join(
+            f'"{cell.replace(chr(34), chr(34) * 2)}"' if _QUOTED.intersection(cell) else cell
+            for cell in cells
+        )
+        + end
+    )
 
 
 def less_penalty(points: str, penalty: str) -> str:
@@ -274,8 +298,15 @@ def less_penalty(points: str, penalty: str) -> str:
     return f"{max(Decimal(0), Decimal(points) - Decimal(penalty)):.2f}"
 
 
-def error_row(folder: str, student: str, reason: str,
-              status: Status = "error") -> GradebookRow:
+def error_row(folder: str, student: str, reason: str, status: Status = "error") -> GradebookRow:
     """The row of a submission that was not graded; ``reason`` says why and what to do."""
-    return GradebookRow(submission=folder, student=student, status=status, total="", max="",
-                        criteria={}, digest="", reason=reason)
+    return GradebookRow(
+        submission=folder,
+        student=student,
+        status=status,
+        total="",
+        max="",
+        criteria={},
+        digest="",
+        reason=reason,
+    )

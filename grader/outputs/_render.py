@@ -55,9 +55,14 @@ _AT = re.compile(r"@+")
 _TICKS = re.compile(r"`+")
 
 
-def render_markdown(report: Report, *, isolation: str = "",
-                    reviews: Sequence[HumanReview] = (), digest: str | None = None,
-                    late: Late | None = None) -> str:
+def render_markdown(
+    report: Report,
+    *,
+    isolation: str = "",
+    reviews: Sequence[HumanReview] = (),
+    digest: str | None = None,
+    late: Late | None = None,
+) -> str:
     """``report.md``: the total, a table of criteria, then what to do about each loss.
 
     ``isolation`` says which wall the code ran behind; it is not part of the digest, so
@@ -101,16 +106,25 @@ def degraded_lines(report: Report) -> list[str]:
     if not degraded:
         return []
     at_stake = points_text(sum((check.max for _, check in degraded), Decimal(0)))
-    return [f"**Degraded ({CONTRACT}): {at_stake} points could not be evaluated**, because "
-            "the rubric's contract is incomplete there; they score nothing until the "
-            "instructor completes the rubric, bumps its version and grades again. This grade "
-            "is not final.", "",
-            *(f"- {_inline(criterion.title)}, {_inline(check.id, QUOTE_LIMIT)}: "
-              f"{_inline(check.detail)}" for criterion, check in degraded), ""]
+    return [
+        f"**Degraded ({CONTRACT}): {at_stake} points could not be evaluated**, because "
+        "the rubric's contract is incomplete there; they score nothing until the "
+        "instructor completes the rubric, bumps its version and grades again. This grade "
+        "is not final.",
+        "",
+        *(
+            f"- {_inline(criterion.title)}, {_inline(check.id, QUOTE_LIMIT)}: "
+            f"{_inline(check.detail)}"
+            for criterion, check in degraded
+        ),
+        "",
+    ]
 
 
-PENDING = ("Pending human review: these points were judged by structure alone; a person "
-           "will read the work and may still change them.")
+PENDING = (
+    "Pending human review: these points were judged by structure alone; a person "
+    "will read the work and may still change them."
+)
 
 
 def pending_review(report: Report, reviews: Sequence[HumanReview] = ()) -> list[str]:
@@ -122,20 +136,32 @@ def pending_review(report: Report, reviews: Sequence[HumanReview] = ()) -> list[
     review = [c for c in report.criteria if c.review and c.id not in done]
     if review:
         at_stake = points_text(sum((c.max for c in review), Decimal(0)))
-        listed = ", ".join(f"{_inline(c.title)} {points_text(c.points)} / {points_text(c.max)}"
-                           for c in review)
-        lines += [f"**Pending human review: {at_stake} points** ({listed}) were judged by "
-                  "structure alone; a person will read the work and may still change them.",
-                  ""]
+        listed = ", ".join(
+            f"{_inline(c.title)} {points_text(c.points)} / {points_text(c.max)}" for c in review
+        )
+        lines += [
+            f"**Pending human review: {at_stake} points** ({listed}) were judged by "
+            "structure alone; a person will read the work and may still change them.",
+            "",
+        ]
     flagged = sum(f.startswith(FLAGGED) for f in report.findings)
     if flagged:
-        lines += [f"**Flagged for review:** {flagged} finding(s) below ask a person to look at "
-                  "the whole submission; this grade is not final until they have.", ""]
+        lines += [
+            f"**Flagged for review:** {flagged} finding(s) below ask a person to look at "
+            "the whole submission; this grade is not final until they have.",
+            "",
+        ]
     return lines
 
 
-def render_gradescope(report: Report, digest: str, *, isolation: str = "",
-                      reviews: Sequence[HumanReview] = (), late: Late | None = None) -> bytes:
+def render_gradescope(
+    report: Report,
+    digest: str,
+    *,
+    isolation: str = "",
+    reviews: Sequence[HumanReview] = (),
+    late: Late | None = None,
+) -> bytes:
     """Gradescope's autograder ``results.json``: one test per check, feedback on top.
 
     The top-level output is ``report.md``'s Markdown (``output_format`` and
@@ -158,8 +184,9 @@ def render_gradescope(report: Report, digest: str, *, isolation: str = "",
         )
         for sub, check in enumerate(checks, 1):
             tests.append(_gradescope_test(criterion, check, f"{number}.{sub}"))
-    reviewed: dict[str, object] = {"review": [review_document(r) for r in reviews]} \
-        if reviews else {}
+    reviewed: dict[str, object] = (
+        {"review": [review_document(r) for r in reviews]} if reviews else {}
+    )
     deduction = late_deduction(report, reviews, late)
     if late is not None and deduction:
         tests.append(late_test(late, deduction, f"{len(report.criteria) + 1}.1"))
@@ -167,15 +194,20 @@ def render_gradescope(report: Report, digest: str, *, isolation: str = "",
         reviewed["late"] = late.document()
     document = {
         "score": float(report.total + sum((r.delta for r in reviews), Decimal(0)) - deduction),
-        "output": render_markdown(report, isolation=isolation, reviews=reviews, digest=digest,
-                                  late=late),
+        "output": render_markdown(
+            report, isolation=isolation, reviews=reviews, digest=digest, late=late
+        ),
         "output_format": "md",
         "test_output_format": "md",
         "test_name_format": "text",
         "visibility": "visible",
         "stdout_visibility": "hidden",
-        "extra_data": {"digest": digest, "schema": SCHEMA, **reviewed,
-                       **({"isolation": isolation} if isolation else {})},
+        "extra_data": {
+            "digest": digest,
+            "schema": SCHEMA,
+            **reviewed,
+            **({"isolation": isolation} if isolation else {}),
+        },
         "tests": tests,
     }
     return canonical(document) + b"\n"
@@ -223,17 +255,20 @@ def _escape(text: str, *, cell: bool = False) -> str:
         escaped = _LINKY.sub(r"\\\1", _MARKUP.sub(r"\\\1", piece))
         if number == 0:
             escaped = _BLOCK.sub(lambda m: f"\\{m[1]}" if m[1] else f"{m[2]}\\{m[3]}", escaped)
-        shown.append(_set_apart(escaped, after_code=number > 0,
-                                before_code=number < len(pieces) - 1))
+        shown.append(
+            _set_apart(escaped, after_code=number > 0, before_code=number < len(pieces) - 1)
+        )
     return "".join(shown)
 
 
 def _set_apart(escaped: str, *, after_code: bool, before_code: bool) -> str:
     """Each run of ``@`` in a node of its own: a code span, unless it already stands next
     to one (two code spans side by side would merge their fences)."""
+
     def code(at: re.Match[str]) -> str:
         beside = (at.start() == 0 and after_code) or (at.end() == len(escaped) and before_code)
         return at[0] if beside else f"`{at[0]}`"
+
     return _AT.sub(code, escaped)
 
 
@@ -247,13 +282,17 @@ def _code_spans(text: str) -> list[tuple[bool, str]]:
     plain, at = 0, 0
     while at < len(runs):
         opener = runs[at]
-        closer = next((later for later in range(at + 1, len(runs))
-                       if len(runs[later][0]) == len(opener[0])), None)
+        closer = next(
+            (later for later in range(at + 1, len(runs)) if len(runs[later][0]) == len(opener[0])),
+            None,
+        )
         if closer is None:
             at += 1
             continue
-        pieces += [(False, text[plain:opener.start()]),
-                   (True, text[opener.start():runs[closer].end()])]
+        pieces += [
+            (False, text[plain : opener.start()]),
+            (True, text[opener.start() : runs[closer].end()]),
+        ]
         plain, at = runs[closer].end(), closer + 1
     return [*pieces, (False, text[plain:])]
 
@@ -262,14 +301,15 @@ def _findings(findings: tuple[str, ...]) -> list[str]:
     """The first ``FINDINGS_SHOWN`` findings as list items, then how many more there are."""
     shown = [f"- {_inline(f)}" for f in findings[:FINDINGS_SHOWN]]
     if len(findings) > FINDINGS_SHOWN:
-        shown.append(f"- … and {len(findings) - FINDINGS_SHOWN} more findings: fix the ones "
-                     "above first; report.json lists them all")
+        shown.append(
+            f"- … and {len(findings) - FINDINGS_SHOWN} more findings: fix the ones "
+            "above first; report.json lists them all"
+        )
     return shown
 
 
 def _table_row(criterion: CriterionResult, review: HumanReview | None = None) -> str:
-    lost = [_inline(check.id, QUOTE_LIMIT, cell=True) for check in criterion.checks
-            if _lost(check)]
+    lost = [_inline(check.id, QUOTE_LIMIT, cell=True) for check in criterion.checks if _lost(check)]
     result = "full marks" if _earned_all(criterion) else f"lost: {', '.join(lost) or 'points'}"
     if criterion.degraded:
         result += f"; degraded ({CONTRACT})"
@@ -277,22 +317,28 @@ def _table_row(criterion: CriterionResult, review: HumanReview | None = None) ->
         result += f"; reviewed: {points_text(review.final)}"
     elif criterion.review:
         result += "; marked for review"
-    cells = (_inline(criterion.title, cell=True), points_text(criterion.points),
-             points_text(criterion.max), result)
+    cells = (
+        _inline(criterion.title, cell=True),
+        points_text(criterion.points),
+        points_text(criterion.max),
+        result,
+    )
     return "| " + " | ".join(cells) + " |"
 
 
-def _criterion_section(criterion: CriterionResult,
-                       review: HumanReview | None = None) -> list[str]:
+def _criterion_section(criterion: CriterionResult, review: HumanReview | None = None) -> list[str]:
     lines = [
         f"## {_inline(criterion.title)}: "
         f"{points_text(criterion.points)} / {points_text(criterion.max)}",
         "",
     ]
     if review is not None:
-        lines += [f"Reviewed by {_inline(review.by)} (ledger event {review.event}): "
-                  f"{points_text(review.final)} / {points_text(criterion.max)} stand "
-                  f"(automated {points_text(review.automated)}).", ""]
+        lines += [
+            f"Reviewed by {_inline(review.by)} (ledger event {review.event}): "
+            f"{points_text(review.final)} / {points_text(criterion.max)} stand "
+            f"(automated {points_text(review.automated)}).",
+            "",
+        ]
     elif criterion.review:
         lines += [PENDING, ""]
     for heading, chosen in (
@@ -321,8 +367,10 @@ def diverged_text(check: CheckResult) -> str:
     if check.divergence is None:
         return ""
     at = check.divergence
-    return (f"verdict {check.verdict}; first divergence at {at.at}: expected "
-            f"{at.expected}; observed {at.observed}")
+    return (
+        f"verdict {check.verdict}; first divergence at {at.at}: expected "
+        f"{at.expected}; observed {at.observed}"
+    )
 
 
 def _gradescope_test(criterion: CriterionResult, check: CheckResult, number: str) -> object:
@@ -332,12 +380,22 @@ def _gradescope_test(criterion: CriterionResult, check: CheckResult, number: str
         output += _advice_text(criterion)
     if criterion.review:
         output += "\n\n" + PENDING
-    return _test(criterion, f"{quote(criterion.title)}: {quote(check.id)}", number,
-                 (check.points, check.max, check.passed), output)
+    return _test(
+        criterion,
+        f"{quote(criterion.title)}: {quote(check.id)}",
+        number,
+        (check.points, check.max, check.passed),
+        output,
+    )
 
 
-def _test(criterion: CriterionResult, name: str, number: str,
-          scored: tuple[Decimal, Decimal, bool], output: str) -> dict[str, object]:
+def _test(
+    criterion: CriterionResult,
+    name: str,
+    number: str,
+    scored: tuple[Decimal, Decimal, bool],
+    output: str,
+) -> dict[str, object]:
     points, most, passed = scored
     return {
         "name": name,
@@ -357,8 +415,10 @@ def _check_text(check: CheckResult) -> str:
     """A check's detail as a test's plain-text output says it."""
     detail = quote(check.detail, TEXT_LIMIT)
     if check.degraded:
-        return (f"Degraded ({CONTRACT}): not evaluated, because the rubric's contract is "
-                f"incomplete here: {detail}")
+        return (
+            f"Degraded ({CONTRACT}): not evaluated, because the rubric's contract is "
+            f"incomplete here: {detail}"
+        )
     if check.divergence is not None:
         return f"{detail}\n{quote(diverged_text(check), TEXT_LIMIT)}"
     return detail
@@ -371,9 +431,14 @@ def _advice_text(criterion: CriterionResult) -> str:
 def review_document(review: HumanReview) -> dict[str, object]:
     """One entry of results.json's ``extra_data.review``; ``points`` null for a
     confirmation, as in the ledger's event."""
-    return {"criterion": review.criterion, "automated": points_text(review.automated),
-            "points": None if review.points is None else points_text(review.points),
-            "by": review.by, "reason": review.reason, "event": review.event}
+    return {
+        "criterion": review.criterion,
+        "automated": points_text(review.automated),
+        "points": None if review.points is None else points_text(review.points),
+        "by": review.by,
+        "reason": review.reason,
+        "event": review.event,
+    }
 
 
 def _reviewed_criterion(report: Report, review: HumanReview) -> tuple[int, CriterionResult]:
@@ -390,21 +455,26 @@ def review_verdict(review: HumanReview) -> str:
     return f"{points_text(review.automated)} -> {points_text(review.points)} by {review.by}"
 
 
-def _final_lines(report: Report, reviews: Sequence[HumanReview], late: Late | None
-                 ) -> list[str]:
+def _final_lines(report: Report, reviews: Sequence[HumanReview], late: Late | None) -> list[str]:
     lines = [f"Late work: {_inline(late.cell())}.", ""] if late is not None else []
     deduction = late_deduction(report, reviews, late)
     if not reviews and not deduction:
         return lines
     final = report.total + sum((r.delta for r in reviews), Decimal(0)) - deduction
-    after = " and".join(part for part, given in ((" human review", reviews),
-                                                 (" the late penalty", deduction)) if given)
-    return [*lines, f"**Final after{after}: {points_text(final)} / "
-            f"{points_text(report.max)}** (automated {points_text(report.total)})", ""]
+    after = " and".join(
+        part
+        for part, given in ((" human review", reviews), (" the late penalty", deduction))
+        if given
+    )
+    return [
+        *lines,
+        f"**Final after{after}: {points_text(final)} / "
+        f"{points_text(report.max)}** (automated {points_text(report.total)})",
+        "",
+    ]
 
 
-def late_deduction(report: Report, reviews: Sequence[HumanReview], late: Late | None
-                   ) -> Decimal:
+def late_deduction(report: Report, reviews: Sequence[HumanReview], late: Late | None) -> Decimal:
     """The points the late penalty takes from the reviewed total: never more than it."""
     if late is None:
         return Decimal(0)
@@ -420,18 +490,28 @@ def _human_review_lines(report: Report, reviews: Sequence[HumanReview]) -> list[
     for review in reviews:
         _, criterion = _reviewed_criterion(report, review)
         verdict = "confirmed" if review.points is None else f"-> {points_text(review.points)}"
-        lines.append(f"- {_inline(criterion.title)}: {points_text(review.automated)} {verdict} "
-                     f"by {_inline(review.by)} (ledger event {review.event}): "
-                     f"{_inline(review.reason)}")
+        lines.append(
+            f"- {_inline(criterion.title)}: {points_text(review.automated)} {verdict} "
+            f"by {_inline(review.by)} (ledger event {review.event}): "
+            f"{_inline(review.reason)}"
+        )
     return [*lines, ""]
 
 
 def late_test(late: Late, deduction: Decimal, number: str) -> dict[str, object]:
     """The late penalty as Gradescope's last test: minus the points it takes, of none."""
-    return {"name": "Late penalty", "name_format": "text", "number": number,
-            "score": float(-deduction), "max_score": 0.0, "status": "failed",
-            "output": late.cell(), "output_format": "text", "tags": ["late"],
-            "visibility": "visible"}
+    return {
+        "name": "Late penalty",
+        "name_format": "text",
+        "number": number,
+        "score": float(-deduction),
+        "max_score": 0.0,
+        "status": "failed",
+        "output": late.cell(),
+        "output_format": "text",
+        "tags": ["late"],
+        "visibility": "visible",
+    }
 
 
 def reviewed_test_name(title: str, by: str) -> str:
@@ -443,21 +523,34 @@ def _review_test(criterion: CriterionResult, review: HumanReview, number: str) -
     """A reviewed criterion as one Gradescope test worth the reviewed points of its max, so
     Gradescope shows the points that stand; its output says who, when (the ledger event)
     and why, then what the automated checks found and gave."""
-    what = ("confirmed the automated points" if review.points is None else
-            f"changed the points from {points_text(review.automated)} to "
-            f"{points_text(review.points)}")
-    lines = [f"Reviewed by {quote(review.by)} (ledger event {review.event}): {what}, so this "
-             f"criterion scores {points_text(review.final)} / {points_text(criterion.max)}. "
-             f"Reason: {quote(review.reason, TEXT_LIMIT)}", "",
-             f"The automated checks gave {points_text(review.automated)} / "
-             f"{points_text(criterion.max)}:"]
+    what = (
+        "confirmed the automated points"
+        if review.points is None
+        else f"changed the points from {points_text(review.automated)} to "
+        f"{points_text(review.points)}"
+    )
+    lines = [
+        f"Reviewed by {quote(review.by)} (ledger event {review.event}): {what}, so this "
+        f"criterion scores {points_text(review.final)} / {points_text(criterion.max)}. "
+        f"Reason: {quote(review.reason, TEXT_LIMIT)}",
+        "",
+        f"The automated checks gave {points_text(review.automated)} / "
+        f"{points_text(criterion.max)}:",
+    ]
     for check in criterion.checks:
         verdict = "passed" if not _lost(check) else "lost points"
         detail = f": {_check_text(check)}" if check.detail else ""
-        lines.append(f"- {quote(check.id)}: {verdict}, {points_text(check.points)} / "
-                     f"{points_text(check.max)}{detail}")
+        lines.append(
+            f"- {quote(check.id)}: {verdict}, {points_text(check.points)} / "
+            f"{points_text(check.max)}{detail}"
+        )
     output = "\n".join(lines)
     if review.final < criterion.max and criterion.advice:
         output += _advice_text(criterion)
-    return _test(criterion, reviewed_test_name(criterion.title, review.by), number,
-                 (review.final, criterion.max, review.final >= criterion.max), output)
+    return _test(
+        criterion,
+        reviewed_test_name(criterion.title, review.by),
+        number,
+        (review.final, criterion.max, review.final >= criterion.max),
+        output,
+    )

@@ -40,6 +40,7 @@ __all__ = [
 
 SCHEMA = "gradekit.report/1"
 
+
 def canonical(obj: object) -> bytes:
     """Canonical JSON: sorted keys, no spaces, UTF-8 without escapes."""
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode(
@@ -92,9 +93,11 @@ def render_report_json(report: Report) -> bytes:
     document = report_document(report)
     problems = sum_problems(document)
     if problems:  # a custom check's result that verify would reject: never write it
-        raise UsageError(f"the report of {report.submission!r} does not add up: "
-                         f"{'; '.join(problems)}; a check must return a CriterionResult whose "
-                         "points and max are the sums of its (at least one) checks'")
+        raise UsageError(
+            f"the report of {report.submission!r} does not add up: "
+            f"{'; '.join(problems)}; a check must return a CriterionResult whose "
+            "points and max are the sums of its (at least one) checks'"
+        )
     document["digest"] = hashlib.sha256(canonical(document)).hexdigest()
     return canonical(document) + b"\n"
 
@@ -139,31 +142,48 @@ def report_from_document(document: Mapping[str, Any]) -> Report:
     try:
         rubric = document["rubric"]
         report = Report(
-            submission=document["submission"], rubric_id=rubric["id"],
-            rubric_version=rubric["version"], rubric_sha256=rubric["sha256"],
-            sets=dict(rubric.get("sets", {})), inputs=dict(document["inputs"]),
+            submission=document["submission"],
+            rubric_id=rubric["id"],
+            rubric_version=rubric["version"],
+            rubric_sha256=rubric["sha256"],
+            sets=dict(rubric.get("sets", {})),
+            inputs=dict(document["inputs"]),
             criteria=tuple(_criterion_of(c) for c in document["criteria"]),
-            findings=tuple(document["findings"]))
+            findings=tuple(document["findings"]),
+        )
     except (KeyError, TypeError, AttributeError) as exc:
         raise ValueError(f"not a report document ({type(exc).__name__}: {exc})") from exc
     if report_digest(report) != document.get("digest"):
-        raise ValueError("the report rebuilt from the document has another digest: verify "
-                         f"it with `{commands.REPORT_VERIFY(path='report.json')}` in its "
-                         "folder, or grade the submission again")
+        raise ValueError(
+            "the report rebuilt from the document has another digest: verify "
+            f"it with `{commands.REPORT_VERIFY(path='report.json')}` in its "
+            "folder, or grade the submission again"
+        )
     return report
 
 
 def _criterion_of(document: Mapping[str, Any]) -> CriterionResult:
     return CriterionResult(
-        id=document["id"], title=document["title"],
-        points=cents_of(document["points"], "points"), max=cents_of(document["max"], "max"),
-        checks=tuple(CheckResult(id=c["id"], passed=c["passed"],
-                                 points=cents_of(c["points"], "points"),
-                                 max=cents_of(c["max"], "max"), detail=c["detail"],
-                                 degraded=_is_degraded(c),
-                                 judged=c.get("verdict") in ("passed", "failed"),
-                                 divergence=_divergence_of(c)) for c in document["checks"]),
-        review=document["review"], advice=tuple(document["advice"]))
+        id=document["id"],
+        title=document["title"],
+        points=cents_of(document["points"], "points"),
+        max=cents_of(document["max"], "max"),
+        checks=tuple(
+            CheckResult(
+                id=c["id"],
+                passed=c["passed"],
+                points=cents_of(c["points"], "points"),
+                max=cents_of(c["max"], "max"),
+                detail=c["detail"],
+                degraded=_is_degraded(c),
+                judged=c.get("verdict") in ("passed", "failed"),
+                divergence=_divergence_of(c),
+            )
+            for c in document["checks"]
+        ),
+        review=document["review"],
+        advice=tuple(document["advice"]),
+    )
 
 
 def parse_canonical(data: bytes, name: str) -> tuple[dict[str, object] | None, str]:
@@ -212,33 +232,46 @@ def sum_problems(document: Mapping[str, object]) -> list[str]:
         for number, criterion in enumerate(criteria):
             name = f"criteria[{number}] ({criterion.get('id')!r})"
             checks = criterion.get("checks")
-            if not isinstance(checks, list) or not checks \
-                    or not all(isinstance(c, dict) for c in checks):
+            if (
+                not isinstance(checks, list)
+                or not checks
+                or not all(isinstance(c, dict) for c in checks)
+            ):
                 problems.append(f"{name}.checks is not a list of at least one check")
                 continue
             for n, check in enumerate(checks):
                 points = cents_of(check.get("points"), f"{name}.checks[{n}].points")
                 most = cents_of(check.get("max"), f"{name}.checks[{n}].max")
                 if not 0 <= points <= most:
-                    problems.append(f"{name}.checks[{n}].points is {points}, outside 0.00 to "
-                                    f"its max {most}")
+                    problems.append(
+                        f"{name}.checks[{n}].points is {points}, outside 0.00 to its max {most}"
+                    )
                 if _is_degraded(check) and (points or check.get("passed") is not False):
-                    problems.append(f"{name}.checks[{n}] is degraded but scores {points} or "
-                                    "passed: a degraded check scores nothing")
+                    problems.append(
+                        f"{name}.checks[{n}] is degraded but scores {points} or "
+                        "passed: a degraded check scores nothing"
+                    )
             problems += _verdict_problems(criterion, checks, name)
             for field in ("points", "max"):
                 own = cents_of(criterion.get(field), f"{name}.{field}")
-                added = sum((cents_of(check.get(field), f"{name}.checks[{n}].{field}")
-                             for n, check in enumerate(checks)), Decimal(0))
+                added = sum(
+                    (
+                        cents_of(check.get(field), f"{name}.checks[{n}].{field}")
+                        for n, check in enumerate(checks)
+                    ),
+                    Decimal(0),
+                )
                 sums[field] += own
                 if own != added:
-                    problems.append(f"{name}.{field} is {own} but its checks' {field} sum "
-                                    f"to {added}")
+                    problems.append(
+                        f"{name}.{field} is {own} but its checks' {field} sum to {added}"
+                    )
         for field, key in (("points", "total"), ("max", "max")):
             stated = cents_of(document.get(key), key)
             if stated != sums[field]:
-                problems.append(f"{key} is {stated} but the criteria's {field} sum to "
-                                f"{sums[field]}")
+                problems.append(
+                    f"{key} is {stated} but the criteria's {field} sum to {sums[field]}"
+                )
         problems += _verdict_problems(document, criteria, "the report")
     except ValueError as exc:
         return [str(exc)]
@@ -249,14 +282,17 @@ def _is_degraded(part: Mapping[str, object]) -> bool:
     return part.get("verdict") == "degraded"
 
 
-def _verdict_problems(whole: Mapping[str, object], parts: list[dict[str, object]],
-                      name: str) -> list[str]:
+def _verdict_problems(
+    whole: Mapping[str, object], parts: list[dict[str, object]], name: str
+) -> list[str]:
     """A report or criterion is degraded exactly when one of its parts is, and says where
     it diverged (``CONTRACT``)."""
     expected = any(_is_degraded(part) for part in parts)
     if _is_degraded(whole) != expected or (expected and whole.get("divergence") != CONTRACT):
-        return [f"{name} is {'' if _is_degraded(whole) else 'not '}marked degraded, but "
-                f"{'one' if expected else 'none'} of its parts is"]
+        return [
+            f"{name} is {'' if _is_degraded(whole) else 'not '}marked degraded, but "
+            f"{'one' if expected else 'none'} of its parts is"
+        ]
     return []
 
 
@@ -282,9 +318,11 @@ def _check_document(check: CheckResult) -> dict[str, object]:
     neither key, so its bytes are those of a report before judged checks had them."""
     judged: dict[str, object] = {"verdict": check.verdict} if check.judged else {}
     if check.divergence is not None:
-        judged |= {"divergence": quote(check.divergence.at, QUOTE_LIMIT),
-                   "expected": quote(check.divergence.expected, TEXT_LIMIT),
-                   "observed": quote(check.divergence.observed, TEXT_LIMIT)}
+        judged |= {
+            "divergence": quote(check.divergence.at, QUOTE_LIMIT),
+            "expected": quote(check.divergence.expected, TEXT_LIMIT),
+            "observed": quote(check.divergence.observed, TEXT_LIMIT),
+        }
     return {
         **(_DEGRADED if check.degraded else judged),
         "id": quote(check.id),
@@ -303,5 +341,3 @@ def _divergence_of(check: Mapping[str, Any]) -> Divergence | None:
 
 def _no_constant(name: str) -> NoReturn:
     raise ValueError(f"{name} is not a JSON number")
-
-

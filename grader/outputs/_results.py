@@ -24,8 +24,10 @@ from grader.outputs._report import SCHEMA, cents_of, parse_canonical, points_tex
 __all__ = ["verify_results"]
 
 _CENT = Decimal("0.01")
-_REWRITE = ("the file was edited or is out of date; grade again to write it anew "
-            f"(`{commands.GRADE_INTO(submissions='SUBMISSIONS', out='GRADES')}`)")
+_REWRITE = (
+    "the file was edited or is out of date; grade again to write it anew "
+    f"(`{commands.GRADE_INTO(submissions='SUBMISSIONS', out='GRADES')}`)"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,33 +54,48 @@ def verify_results(data: bytes, report: bytes | None) -> tuple[bool, str]:
         if not isinstance(tests, list) or not all(isinstance(t, dict) for t in tests):
             return False, "tests is not a list of objects: not a gradekit results.json"
         scores = [_cents(t.get("score"), f"tests[{n}].score") for n, t in enumerate(tests)]
-        maxima = [_cents(t.get("max_score"), f"tests[{n}].max_score")
-                  for n, t in enumerate(tests)]
+        maxima = [_cents(t.get("max_score"), f"tests[{n}].max_score") for n, t in enumerate(tests)]
     except ValueError as exc:
         return False, f"{exc}: the file was edited; grade the submission again"
     if score != sum(scores, Decimal(0)):
-        return False, (f"score is {score} but its tests' scores sum to {sum(scores, Decimal(0))}"
-                       ": the file was edited; grade the submission again")
+        return False, (
+            f"score is {score} but its tests' scores sum to {sum(scores, Decimal(0))}"
+            ": the file was edited; grade the submission again"
+        )
     extra = document.get("extra_data")
     digest = extra.get("digest") if isinstance(extra, dict) else None
-    if not isinstance(digest, str) or not isinstance(extra, dict) \
-            or extra.get("schema") != SCHEMA:
-        return False, f"extra_data has no digest or its schema is not {SCHEMA!r}: not a " \
-                      "gradekit results.json, or it was edited"
+    if not isinstance(digest, str) or not isinstance(extra, dict) or extra.get("schema") != SCHEMA:
+        return (
+            False,
+            f"extra_data has no digest or its schema is not {SCHEMA!r}: not a "
+            "gradekit results.json, or it was edited",
+        )
     if report is None:
-        return True, (f"its tests add up to its score {score}; no report.json next to it, so "
-                      "its digest and tests were not compared with the report")
-    problem = _against_report(report, digest, score, tests, scores, maxima,
-                              extra.get("review"), extra.get("late"))
+        return True, (
+            f"its tests add up to its score {score}; no report.json next to it, so "
+            "its digest and tests were not compared with the report"
+        )
+    problem = _against_report(
+        report, digest, score, tests, scores, maxima, extra.get("review"), extra.get("late")
+    )
     if problem:
         return False, problem
-    return True, (f"its tests add up to its score {score} and agree with the report.json next "
-                  f"to it (digest {digest})")
+    return True, (
+        f"its tests add up to its score {score} and agree with the report.json next "
+        f"to it (digest {digest})"
+    )
 
 
-def _against_report(report_data: bytes, digest: str, score: Decimal,
-                    tests: list[dict[str, object]], scores: list[Decimal],
-                    maxima: list[Decimal], reviews: object, late: object = None) -> str:
+def _against_report(
+    report_data: bytes,
+    digest: str,
+    score: Decimal,
+    tests: list[dict[str, object]],
+    scores: list[Decimal],
+    maxima: list[Decimal],
+    reviews: object,
+    late: object = None,
+) -> str:
     """What disagrees between a results.json and the report.json next to it, or ""."""
     ok, why = verify_report(report_data)
     if not ok:
@@ -86,8 +103,10 @@ def _against_report(report_data: bytes, digest: str, score: Decimal,
     parsed, _ = parse_canonical(report_data, "report.json")
     report: Any = parsed  # verify_report checked its shape
     if digest != report["digest"]:
-        return (f"extra_data.digest is {digest} but the report.json next to it has digest "
-                f"{report['digest']}: they are from different gradings; grade it again")
+        return (
+            f"extra_data.digest is {digest} but the report.json next to it has digest "
+            f"{report['digest']}: they are from different gradings; grade it again"
+        )
     total = cents_of(report["total"], "total")
     entries, deltas, problem = _review_entries(report, reviews)
     if problem:
@@ -97,23 +116,35 @@ def _against_report(report_data: bytes, digest: str, score: Decimal,
     if problem:
         return problem
     if score != final - penalty:
-        return f"score is {score} but the report's total is {total}" + (
-            f" and its reviews make it {final}" if entries else "") + (
-            f", less a late penalty of {points_text(penalty)}" if penalty else "")
+        return (
+            f"score is {score} but the report's total is {total}"
+            + (f" and its reviews make it {final}" if entries else "")
+            + (f", less a late penalty of {points_text(penalty)}" if penalty else "")
+        )
     expected = _expected_tests(report, entries)
     if penalty and isinstance(late, dict):
         cell = late_from_document(late).cell()
-        expected.append(_Expected("late penalty", "late", -penalty, Decimal(0),
-                                  {"name": "Late penalty", "output": cell}))
+        expected.append(
+            _Expected(
+                "late penalty",
+                "late",
+                -penalty,
+                Decimal(0),
+                {"name": "Late penalty", "output": cell},
+            )
+        )
     if len(expected) != len(tests):
         checks = sum(len(criterion["checks"]) for criterion in report["criteria"])
         return f"it has {len(tests)} tests but the report has {checks} checks" + (
             f", which make {len(expected)} tests with each reviewed criterion "
             f"({', '.join(str(e['criterion']) for e in entries)}) as one test: {_REWRITE}"
-            if entries else "")
+            if entries
+            else ""
+        )
     for number, (want, test) in enumerate(zip(expected, tests, strict=True)):
-        problem = _test_problem(f"tests[{number}] ({want.label})", want, test,
-                                scores[number], maxima[number])
+        problem = _test_problem(
+            f"tests[{number}] ({want.label})", want, test, scores[number], maxima[number]
+        )
         if problem:
             return problem
     return ""
@@ -127,29 +158,43 @@ def _expected_tests(report: Any, entries: list[dict[str, Any]]) -> list[_Expecte
     for criterion in report["criteria"]:
         entry = reviewed.get(criterion["id"])
         if entry is None:
-            expected += [_Expected(f"{criterion['id']}: {check['id']}", criterion["id"],
-                                   cents_of(check["points"], "points"),
-                                   cents_of(check["max"], "max"), {})
-                         for check in criterion["checks"]]
+            expected += [
+                _Expected(
+                    f"{criterion['id']}: {check['id']}",
+                    criterion["id"],
+                    cents_of(check["points"], "points"),
+                    cents_of(check["max"], "max"),
+                    {},
+                )
+                for check in criterion["checks"]
+            ]
             continue
         points = entry.get("points")  # _review_entries checked both are cents
         final = cents_of(entry["automated"] if points is None else points, "points")
         most = cents_of(criterion["max"], "max")
         name = reviewed_test_name(criterion["title"], str(entry.get("by")))
-        expected.append(_Expected(f"{criterion['id']}: reviewed", criterion["id"], final, most,
-                                  {"name": name, "status": "passed" if final >= most
-                                   else "failed"}))
+        expected.append(
+            _Expected(
+                f"{criterion['id']}: reviewed",
+                criterion["id"],
+                final,
+                most,
+                {"name": name, "status": "passed" if final >= most else "failed"},
+            )
+        )
     return expected
 
 
-def _test_problem(name: str, want: _Expected, test: dict[str, object], score: Decimal,
-                  most: Decimal) -> str:
+def _test_problem(
+    name: str, want: _Expected, test: dict[str, object], score: Decimal, most: Decimal
+) -> str:
     """How one test differs from what the report (and its review) says, or ""."""
     source = "the report and its review make it" if want.fields else "the report says"
     for field, got, expected in (("score", score, want.score), ("max_score", most, want.max)):
         if got != expected:
             return f"{name}.{field} is {got} but {source} {points_text(expected)}" + (
-                f": {_REWRITE}" if want.fields else "")
+                f": {_REWRITE}" if want.fields else ""
+            )
     if test.get("tags") != [want.tag]:
         return f"{name}.tags is {test.get('tags')!r}, not [{want.tag!r}]"
     for field, value in want.fields.items():
@@ -171,13 +216,16 @@ def _late(late: object, reviewed: Decimal, most: Decimal) -> tuple[Decimal, str]
         return Decimal(0), f"extra_data.late: {exc}: the file was edited"
     owed = (most * policy.percent / 100).quantize(_CENT, rounding=ROUND_HALF_UP)
     if policy.penalty != owed:
-        return Decimal(0), (f"extra_data.late.penalty is {policy.penalty} but {policy.percent}% "
-                            f"of the report's {most} is {owed}: the file was edited")
+        return Decimal(0), (
+            f"extra_data.late.penalty is {policy.penalty} but {policy.percent}% "
+            f"of the report's {most} is {owed}: the file was edited"
+        )
     return min(policy.penalty, max(reviewed, Decimal(0))), ""
 
 
-def _review_entries(report: Any, reviews: object
-                    ) -> tuple[list[dict[str, Any]], list[Decimal], str]:
+def _review_entries(
+    report: Any, reviews: object
+) -> tuple[list[dict[str, Any]], list[Decimal], str]:
     """``extra_data.review`` checked against the report: each entry a criterion of it, at
     most one per criterion, in ledger order, ``automated`` the report's points, ``points``
     null or within 0 to the max; the entries and each one's change to the score."""
@@ -192,33 +240,59 @@ def _review_entries(report: Any, reviews: object
             name = f"extra_data.review[{number}]"
             criterion = criteria.get(entry.get("criterion"))
             if criterion is None:
-                return [], [], (f"{name}.criterion {entry.get('criterion')!r} is not a "
-                                "criterion of the report: the file was edited")
+                return (
+                    [],
+                    [],
+                    (
+                        f"{name}.criterion {entry.get('criterion')!r} is not a "
+                        "criterion of the report: the file was edited"
+                    ),
+                )
             automated = cents_of(entry.get("automated"), f"{name}.automated")
             if automated != cents_of(criterion["points"], "points"):
-                return [], [], (f"{name}.automated is {automated} but the report gives "
-                                f"{criterion['id']} {criterion['points']}")
+                return (
+                    [],
+                    [],
+                    (
+                        f"{name}.automated is {automated} but the report gives "
+                        f"{criterion['id']} {criterion['points']}"
+                    ),
+                )
             points = entry.get("points")
             final = automated if points is None else cents_of(points, f"{name}.points")
             if not 0 <= final <= cents_of(criterion["max"], "max"):
-                return [], [], (f"{name}.points is {final}, outside 0.00 to {criterion['id']}'s "
-                                f"max {criterion['max']}")
+                return (
+                    [],
+                    [],
+                    (
+                        f"{name}.points is {final}, outside 0.00 to {criterion['id']}'s "
+                        f"max {criterion['max']}"
+                    ),
+                )
             deltas.append(final - automated)
             events.append(entry.get("event"))
     except ValueError as exc:
         return [], [], f"{exc}: the file was edited"
     ids = [entry.get("criterion") for entry in reviews]
-    if len(set(ids)) != len(ids) or not all(isinstance(e, int) for e in events) \
-            or events != sorted(set(events)):
-        return [], [], ("extra_data.review holds two reviews of one criterion or is not in "
-                        "ledger order: only each criterion's latest review counts")
+    if (
+        len(set(ids)) != len(ids)
+        or not all(isinstance(e, int) for e in events)
+        or events != sorted(set(events))
+    ):
+        return (
+            [],
+            [],
+            (
+                "extra_data.review holds two reviews of one criterion or is not in "
+                "ledger order: only each criterion's latest review counts"
+            ),
+        )
     return reviews, deltas, ""
 
 
 def _cents(value: object, field: str) -> Decimal:
     """A results.json number as exact cents; ``ValueError`` naming the field."""
-    if isinstance(value, bool) or not isinstance(value, int | float) \
-            or not math.isfinite(value):
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         raise ValueError(f"{field} is {value!r}, not a number")
     exact = Decimal(repr(value))
     if exact.quantize(_CENT) != exact:

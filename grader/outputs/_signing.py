@@ -65,8 +65,7 @@ _SIGNATURE = re.compile(rf"{re.escape(PREFIX)}[0-9a-f]{{64}}")
 _MAKE_KEY = "python3 -c 'import secrets; print(secrets.token_hex(32))' > grading.key"
 
 
-def load_key(key_file: Path | None = None,
-             env: Mapping[str, str] | None = None) -> bytes | None:
+def load_key(key_file: Path | None = None, env: Mapping[str, str] | None = None) -> bytes | None:
     """The instructor's key, or None when none is configured.
 
     ``UsageError`` (exit 2) for an unreadable file, both variables at once, or a key
@@ -82,18 +81,22 @@ def load_key(key_file: Path | None = None,
         try:
             key = key_file.read_bytes().rstrip(b"\r\n")
         except OSError as exc:
-            raise UsageError(f"cannot read the signing key file {key_file} ({exc.strerror}): "
-                             f"check the path, or make one with `{_MAKE_KEY}`") from exc
+            raise UsageError(
+                f"cannot read the signing key file {key_file} ({exc.strerror}): "
+                f"check the path, or make one with `{_MAKE_KEY}`"
+            ) from exc
         source = f"the key file {key_file}"
     elif KEY_ENV in env:
         key, source = env[KEY_ENV].encode("utf-8"), KEY_ENV
     else:
         return None
     if len(key) < MIN_KEY_BYTES:
-        raise UsageError(f"{source} holds a signing key of {len(key)} bytes, fewer than "
-                         f"{MIN_KEY_BYTES}: use a random key of at least {MIN_KEY_BYTES} bytes "
-                         f"(make one with `{_MAKE_KEY}`), or unset {KEY_ENV} and "
-                         f"{KEY_FILE_ENV} to grade without signing")
+        raise UsageError(
+            f"{source} holds a signing key of {len(key)} bytes, fewer than "
+            f"{MIN_KEY_BYTES}: use a random key of at least {MIN_KEY_BYTES} bytes "
+            f"(make one with `{_MAKE_KEY}`), or unset {KEY_ENV} and "
+            f"{KEY_FILE_ENV} to grade without signing"
+        )
     return key
 
 
@@ -124,26 +127,35 @@ def sign(kind: Kind, document: Mapping[str, object], key: bytes) -> str:
     return PREFIX + hmac.new(key, signed_bytes(kind, document), hashlib.sha256).hexdigest()
 
 
-def signature_problem(kind: Kind, document: Mapping[str, object],
-                      key: bytes | None) -> tuple[str | None, str]:
+def signature_problem(
+    kind: Kind, document: Mapping[str, object], key: bytes | None
+) -> tuple[str | None, str]:
     """``(problem, note)``: ``problem`` is None when the signature is acceptable.
 
     Without a key the signature is not checked (only its form), and ``note`` says so.
     """
     _, signature = _strip(kind, document)
-    if signature is not None and not (isinstance(signature, str)
-                                      and _SIGNATURE.fullmatch(signature)):
-        return (f"the signature is not {PREFIX} and 64 hex digits: the file was edited; "
-                "grade the submission again"), ""
+    if signature is not None and not (
+        isinstance(signature, str) and _SIGNATURE.fullmatch(signature)
+    ):
+        return (
+            f"the signature is not {PREFIX} and 64 hex digits: the file was edited; "
+            "grade the submission again"
+        ), ""
     if key is None:
-        return None, (f"signature not checked: no key (pass --key-file FILE or set {KEY_ENV} "
-                      "to check it)")
+        return None, (
+            f"signature not checked: no key (pass --key-file FILE or set {KEY_ENV} to check it)"
+        )
     if signature is None:
-        return ("not signed, but a key was given: it was graded without the key, or the "
-                "signature was removed; grade it again with the key"), ""
+        return (
+            "not signed, but a key was given: it was graded without the key, or the "
+            "signature was removed; grade it again with the key"
+        ), ""
     if not hmac.compare_digest(signature, sign(kind, document, key)):
-        return ("the signature does not match: the file was edited after grading, or signed "
-                "with another key; grade the submission again"), ""
+        return (
+            "the signature does not match: the file was edited after grading, or signed "
+            "with another key; grade the submission again"
+        ), ""
     return None, "signature valid"
 
 

@@ -22,8 +22,13 @@ from gradekit.internal import (
 )
 from grader.recordings._recordings import kind_of
 
-__all__ = ["recording_files", "verify_cassette", "verify_fixture", "verify_http_cassette",
-           "verify_recording"]
+__all__ = [
+    "recording_files",
+    "verify_cassette",
+    "verify_fixture",
+    "verify_http_cassette",
+    "verify_recording",
+]
 
 NOUNS = {"cassette": "entries", "fixture": "tool calls", "http": "interactions"}
 D = TypeVar("D")
@@ -38,8 +43,9 @@ def recording_files(paths: Sequence[Path]) -> Iterator[Path]:
             yield path
 
 
-def verify_recording(path: Path, env: Mapping[str, str] | None = None
-                     ) -> tuple[list[str], int, str]:
+def verify_recording(
+    path: Path, env: Mapping[str, str] | None = None
+) -> tuple[list[str], int, str]:
     """The problems of the recording at ``path``, whichever kind its ``format`` says (an
     ``*.http.json`` whose format cannot be read is taken as an HTTP cassette), how many
     recordings it holds, and what they are called."""
@@ -63,25 +69,27 @@ def verify_recording(path: Path, env: Mapping[str, str] | None = None
 def verify_fixture(path: Path, env: Mapping[str, str] | None = None) -> tuple[list[str], int]:
     """The problems of the tool fixture file at ``path`` (format, keys, secrets, an unfolded
     journal) and its number of recorded tool calls."""
-    fixture = _decoded(path, lambda data: decode_fixture(data, source=str(path),
-                                                         case=path.stem))
+    fixture = _decoded(path, lambda data: decode_fixture(data, source=str(path), case=path.stem))
     if isinstance(fixture, str):
         return [fixture], 0
     secrets, problems = credential_values(env), []
     for key, call in sorted(fixture.calls.items()):
-        texts = (call.tool, json.dumps(call.args, sort_keys=True, ensure_ascii=False),
-                 json.dumps(call.response, sort_keys=True, ensure_ascii=False))
+        texts = (
+            call.tool,
+            json.dumps(call.args, sort_keys=True, ensure_ascii=False),
+            json.dumps(call.response, sort_keys=True, ensure_ascii=False),
+        )
         name = find_secret(texts, secrets)
         if name is not None:
-            problems.append(f"tool call {key} ({call.tool}) contains the value of {name}: "
-                            "delete it, rotate the credential, and record again")
+            problems.append(
+                f"tool call {key} ({call.tool}) contains the value of {name}: "
+                "delete it, rotate the credential, and record again"
+            )
     problems += _unfolded(path, fixture.case or path.stem, "tool results")
     return problems, len(fixture.calls)
 
 
-def verify_http_cassette(
-    path: Path, env: Mapping[str, str] | None = None
-) -> tuple[list[str], int]:
+def verify_http_cassette(path: Path, env: Mapping[str, str] | None = None) -> tuple[list[str], int]:
     """The problems of the HTTP cassette at ``path`` (format, keys, credentials, headers,
     an unfolded journal) and its number of interactions."""
     cassette = _decoded(path, lambda data: HTTP_CASSETTE.decode(data, source=str(path)))
@@ -91,17 +99,23 @@ def verify_http_cassette(
     for name, interaction in cassette.slots().items():
         found = find_secret(interaction.texts(), secrets)
         if found is not None:
-            problems.append(f"interaction {name} contains the value of {found}: delete it, "
-                            "rotate the credential, and record again")
+            problems.append(
+                f"interaction {name} contains the value of {found}: delete it, "
+                "rotate the credential, and record again"
+            )
         extra = sorted(set(interaction.response.headers) - KEPT_HEADERS)
         if extra:
-            problems.append(f"interaction {name} keeps the headers {', '.join(extra)}, which "
-                            f"gradekit never writes (only {', '.join(sorted(KEPT_HEADERS))}): "
-                            "delete them")
+            problems.append(
+                f"interaction {name} keeps the headers {', '.join(extra)}, which "
+                f"gradekit never writes (only {', '.join(sorted(KEPT_HEADERS))}): "
+                "delete them"
+            )
     if journal_path(path).exists():
-        problems.append(f"{journal_path(path)} holds interactions not yet folded in: record "
-                        'once more (mode="once") and close the transport, which folds them '
-                        "first, then commit the result")
+        problems.append(
+            f"{journal_path(path)} holds interactions not yet folded in: record "
+            'once more (mode="once") and close the transport, which folds them '
+            "first, then commit the result"
+        )
     return problems, len(cassette)
 
 
@@ -119,14 +133,15 @@ def _unfolded(path: Path, case: str, what: str) -> list[str]:
     """The problem of a journal beside ``path`` that was never folded into it."""
     if not journal_path(path).exists():
         return []
-    return [f"{journal_path(path)} holds {what} not yet folded in: run "
-            f"`{commands.RECORD_CASE(case=case)}` (it folds them first) and commit the result"]
+    return [
+        f"{journal_path(path)} holds {what} not yet folded in: run "
+        f"`{commands.RECORD_CASE(case=case)}` (it folds them first) and commit the result"
+    ]
 
 
 def verify_cassette(path: Path, env: Mapping[str, str] | None = None) -> tuple[list[str], int]:
     """Return the problems found in the cassette at ``path`` and its number of entries."""
-    cassette = _decoded(path, lambda data: decode_cassette(data, source=str(path),
-                                                           case=path.stem))
+    cassette = _decoded(path, lambda data: decode_cassette(data, source=str(path), case=path.stem))
     if isinstance(cassette, str):
         return [cassette], 0
     problems = []

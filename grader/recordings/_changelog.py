@@ -21,8 +21,16 @@ from grader.recordings._recordings import KINDS, Kind, read_bytes
 from grader.submission import CASSETTE_CAP, SubmissionFileError, read_submission_file
 
 __all__ = [
-    "CHANGE_LOG", "Change", "ChangeLogCorrupt", "append_change", "change_matches", "check_change",
-    "decode_changes", "digest_file", "read_changes", "require_reason",
+    "CHANGE_LOG",
+    "Change",
+    "ChangeLogCorrupt",
+    "append_change",
+    "change_matches",
+    "check_change",
+    "decode_changes",
+    "digest_file",
+    "read_changes",
+    "require_reason",
 ]
 
 CHANGE_LOG = "DATASET_CHANGES.md"
@@ -59,8 +67,9 @@ def digest_file(path: Path) -> str:
     return hashlib.sha256(read_bytes(path)).hexdigest()
 
 
-def change_matches(change: Change, root: Path, *,
-                   seen: dict[PurePosixPath, str | None] | None = None) -> bool:
+def change_matches(
+    change: Change, root: Path, *, seen: dict[PurePosixPath, str | None] | None = None
+) -> bool:
     """Whether every file ``change`` names (under ``root``) has the digest it recorded.
 
     The files are read as the grader reads a submission (``read_submission_file``): a
@@ -69,12 +78,12 @@ def change_matches(change: Change, root: Path, *,
     however many entries name it.
     """
     cache = {} if seen is None else seen
-    return all(_submission_digest(root, name, cache) == digest
-               for name, digest in change.digests.items())
+    return all(
+        _submission_digest(root, name, cache) == digest for name, digest in change.digests.items()
+    )
 
 
-def _submission_digest(root: Path, name: str,
-                       seen: dict[PurePosixPath, str | None]) -> str | None:
+def _submission_digest(root: Path, name: str, seen: dict[PurePosixPath, str | None]) -> str | None:
     key = PurePosixPath(name)  # one key for "a//b" and "./a/b": the same file
     if key not in seen:
         try:
@@ -89,13 +98,23 @@ def require_reason(reason: str | None) -> str:
     """The reason on one line; none is an error. Call it before re-recording, to fail early."""
     text = " ".join((reason or "").split())
     if not text:
-        raise UsageError('a re-recording that changes recorded answers is a change to the '
-                         'dataset and needs a reason: pass --reason "why the answers changed"')
+        raise UsageError(
+            "a re-recording that changes recorded answers is a change to the "
+            'dataset and needs a reason: pass --reason "why the answers changed"'
+        )
     return text
 
 
-def append_change(log: Path, *, date: str, case: str, kind: str, changed_keys: Sequence[str],
-                  reason: str | None, digests: Mapping[str, str]) -> None:
+def append_change(
+    log: Path,
+    *,
+    date: str,
+    case: str,
+    kind: str,
+    changed_keys: Sequence[str],
+    reason: str | None,
+    digests: Mapping[str, str],
+) -> None:
     """Append one entry to the change log ``log`` (created if missing); earlier bytes are kept.
 
     ``date`` is ``YYYY-MM-DD``; ``digests`` maps each recording file (its path relative
@@ -110,18 +129,25 @@ def append_change(log: Path, *, date: str, case: str, kind: str, changed_keys: S
     write_atomic(log, existing + b"\n" + entry.encode("utf-8"))
 
 
-def _entry(day: str, case: str, kind: str, keys: list[str], reason: str,
-           digests: Mapping[str, str]) -> str:
+def _entry(
+    day: str, case: str, kind: str, keys: list[str], reason: str, digests: Mapping[str, str]
+) -> str:
     _valid_entry(day, case, kind, keys, digests)
-    lines = [f"## {day} {case}", "", f"- kind: {kind}", f"- reason: {reason}",
-             "- sha256 after the change:"]
+    lines = [
+        f"## {day} {case}",
+        "",
+        f"- kind: {kind}",
+        f"- reason: {reason}",
+        "- sha256 after the change:",
+    ]
     lines += [f"  - `{name}` {digests[name]}" for name in sorted(digests)]
     lines += [f"- keys changed ({len(keys)}):"] + [f"  - `{key}`" for key in keys]
     return "\n".join(lines) + "\n"
 
 
-def _valid_entry(day: str, case: str, kind: str, keys: list[str],
-                 digests: Mapping[str, str]) -> None:
+def _valid_entry(
+    day: str, case: str, kind: str, keys: list[str], digests: Mapping[str, str]
+) -> None:
     problems = []
     if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", day) or not _is_date(day):
         problems.append(f"date {day!r} is not YYYY-MM-DD")
@@ -234,20 +260,35 @@ class _Section:
 
     def finish(self) -> Change:
         kind = self.fields.get("kind")
-        if (kind not in KINDS or not self.fields.get("reason") or not self.digests
-                or "keys" not in self.fields):
-            self._fail(self.number, f"an entry needs a kind ({_kinds()}), a reason, "
-                       "at least one sha256 line and a 'keys changed' list")
+        if (
+            kind not in KINDS
+            or not self.fields.get("reason")
+            or not self.digests
+            or "keys" not in self.fields
+        ):
+            self._fail(
+                self.number,
+                f"an entry needs a kind ({_kinds()}), a reason, "
+                "at least one sha256 line and a 'keys changed' list",
+            )
         if len(self.keys) != self.declared_keys:
             self._fail(self.number, f"{len(self.keys)} keys listed, {self.declared_keys} declared")
-        return Change(self.day, self.case, kind, self.fields["reason"],
-                      tuple(self.keys), MappingProxyType(self.digests))
+        return Change(
+            self.day,
+            self.case,
+            kind,
+            self.fields["reason"],
+            tuple(self.keys),
+            MappingProxyType(self.digests),
+        )
 
     def _fail(self, number: int, problem: str) -> NoReturn:
         raise ChangeLogCorrupt(f"{self.log}:{number}: {problem}. {_log_fix(self.log)}")
 
 
 def _log_fix(log: Path) -> str:
-    return (f"{log.name} is append-only and written by gradekit: restore it with "
-            f"`git checkout -- {log}` and add entries only with "
-            f'`{commands.RERECORD(reason="...")}`')
+    return (
+        f"{log.name} is append-only and written by gradekit: restore it with "
+        f"`git checkout -- {log}` and add entries only with "
+        f"`{commands.RERECORD(reason='...')}`"
+    )

@@ -13,7 +13,12 @@ from gradekit.internal import previous_path
 from grader.recordings._recordings import Kind, decode_recording, read_bytes
 
 __all__ = [
-    "KeyDiff", "RecordingDiff", "diff_files", "diff_recordings", "render_diff", "rerecord_summary",
+    "KeyDiff",
+    "RecordingDiff",
+    "diff_files",
+    "diff_recordings",
+    "render_diff",
+    "rerecord_summary",
 ]
 
 
@@ -42,8 +47,7 @@ class RecordingDiff:
     differences: tuple[KeyDiff, ...]
     unchanged: int
 
-    def keys(self, status: Literal["added", "removed", "changed"] | None = None
-             ) -> tuple[str, ...]:
+    def keys(self, status: Literal["added", "removed", "changed"] | None = None) -> tuple[str, ...]:
         """Keys that differ (added, removed or changed), or only those with ``status``."""
         return tuple(d.key for d in self.differences if status in (None, d.status))
 
@@ -53,9 +57,11 @@ def diff_recordings(old: bytes, new: bytes, *, old_name: str, new_name: str) -> 
     before = decode_recording(old, source=old_name)
     after = decode_recording(new, source=new_name)
     if before.kind != after.kind:
-        raise UsageError(f"{old_name} is a {before.kind} and {new_name} is a {after.kind}: diff "
-                         "two cassettes or two fixture files, e.g. cassettes/CASE.previous.json "
-                         "cassettes/CASE.json")
+        raise UsageError(
+            f"{old_name} is a {before.kind} and {new_name} is a {after.kind}: diff "
+            "two cassettes or two fixture files, e.g. cassettes/CASE.previous.json "
+            "cassettes/CASE.json"
+        )
     differences, unchanged = [], 0
     for key in sorted(before.recorded.keys() | after.recorded.keys()):
         was, now = before.recorded.get(key), after.recorded.get(key)
@@ -63,8 +69,14 @@ def diff_recordings(old: bytes, new: bytes, *, old_name: str, new_name: str) -> 
             unchanged += 1
             continue
         label = now.label if now is not None else was.label if was is not None else ""
-        differences.append(KeyDiff(key, label, None if was is None else was.response,
-                                   None if now is None else now.response))
+        differences.append(
+            KeyDiff(
+                key,
+                label,
+                None if was is None else was.response,
+                None if now is None else now.response,
+            )
+        )
     return RecordingDiff(before.kind, old_name, new_name, tuple(differences), unchanged)
 
 
@@ -82,8 +94,9 @@ def rerecord_summary(recording: Path) -> RecordingDiff | None:
 def render_diff(diff: RecordingDiff) -> str:
     """Counts, then per differing key its prompt (or tool call) and a unified diff."""
     counts = ", ".join(f"{len(diff.keys(s))} {s}" for s in ("added", "removed", "changed"))
-    lines = [f"{diff.kind} diff {diff.old_name} -> {diff.new_name}: "
-             f"{counts}, {diff.unchanged} unchanged"]
+    lines = [
+        f"{diff.kind} diff {diff.old_name} -> {diff.new_name}: {counts}, {diff.unchanged} unchanged"
+    ]
     marks = {"added": "+", "removed": "-", "changed": "~"}
     for d in diff.differences:
         heading = _short(d.key) if diff.kind == "fixture" else f"{d.key}  {_short(d.label)}"

@@ -27,8 +27,17 @@ from gradekit.internal import HTTP_CASSETTE, HttpRequest, commands, decode_casse
 from grader._errors import RecordingError
 
 __all__ = [
-    "KINDS", "Kind", "Recorded", "Recording", "RecordingError", "decode_recording",
-    "is_http_cassette", "kind_of", "read_bytes", "read_json", "restore_hint",
+    "KINDS",
+    "Kind",
+    "Recorded",
+    "Recording",
+    "RecordingError",
+    "decode_recording",
+    "is_http_cassette",
+    "kind_of",
+    "read_bytes",
+    "read_json",
+    "restore_hint",
 ]
 
 Kind = Literal["cassette", "fixture", "http"]
@@ -37,7 +46,9 @@ Kind = Literal["cassette", "fixture", "http"]
 KINDS: tuple[Kind, ...] = ("cassette", "fixture", "http")
 _HTTP_PREFIX = "gradekit.http-cassette/"
 _PREFIXES: Mapping[str, Kind] = {
-    "gradekit.cassette/": "cassette", "gradekit.fixtures/": "fixture", _HTTP_PREFIX: "http",
+    "gradekit.cassette/": "cassette",
+    "gradekit.fixtures/": "fixture",
+    _HTTP_PREFIX: "http",
 }
 
 
@@ -77,8 +88,9 @@ def decode_recording(data: bytes, *, source: str) -> Recording:
         return _decode_http(data, source)
     cassette = decode_cassette(data, source=source, case=Path(source).stem)
     recorded = {
-        key: Recorded(entry.prompt or "(prompt not kept: flat cassette)", entry.response,
-                      entry.recorded_at)
+        key: Recorded(
+            entry.prompt or "(prompt not kept: flat cassette)", entry.response, entry.recorded_at
+        )
         for key, entry in cassette.entries.items()
     }
     return Recording("cassette", cassette.case, MappingProxyType(recorded))
@@ -113,10 +125,11 @@ def _decode_http(data: bytes, source: str) -> Recording:
     timestamp or a request id that differs on every call is not a changed answer."""
     cassette = HTTP_CASSETTE.decode(data, source=source)
     recorded = {
-        name: Recorded(_request_label(i.request),
-                       json.dumps(i.response.stable_json(), indent=2, sort_keys=True,
-                                  ensure_ascii=False),
-                       i.recorded_at)
+        name: Recorded(
+            _request_label(i.request),
+            json.dumps(i.response.stable_json(), indent=2, sort_keys=True, ensure_ascii=False),
+            i.recorded_at,
+        )
         for name, i in cassette.slots().items()
     }
     return Recording("http", cassette.case, MappingProxyType(recorded))
@@ -124,8 +137,7 @@ def _decode_http(data: bytes, source: str) -> Recording:
 
 def _request_label(request: HttpRequest) -> str:
     body = request.to_json()[request.form]
-    shown = body if isinstance(body, str) else json.dumps(body, sort_keys=True,
-                                                          ensure_ascii=False)
+    shown = body if isinstance(body, str) else json.dumps(body, sort_keys=True, ensure_ascii=False)
     return f"{request.method} {request.url} {shown}"
 
 
@@ -145,8 +157,11 @@ def is_http_cassette(data: bytes, path: Path) -> bool:
 def _decode_fixture(data: bytes, source: str) -> Recording:
     fixture = decode_fixture(data, source=source, case=Path(source).stem)
     recorded = {
-        key: Recorded(key, json.dumps(call.response, indent=2, sort_keys=True,
-                                      ensure_ascii=False), fixture.recorded_at)
+        key: Recorded(
+            key,
+            json.dumps(call.response, indent=2, sort_keys=True, ensure_ascii=False),
+            fixture.recorded_at,
+        )
         for key, call in fixture.calls.items()
     }
     return Recording("fixture", fixture.case, MappingProxyType(recorded), fixture.recorded_at)

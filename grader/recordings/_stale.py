@@ -46,8 +46,10 @@ def parse_age(text: str) -> timedelta:
         unit = {"h": "hours", "d": "days", "w": "weeks"}[match[2].lower()]
         return timedelta(**{unit: int(match[1])})
     except (ValueError, OverflowError):
-        raise UsageError(f"cannot read the age {text!r}: write a whole number and a unit, "
-                         "h (hours), d (days) or w (weeks), e.g. 30d or 12h") from None
+        raise UsageError(
+            f"cannot read the age {text!r}: write a whole number and a unit, "
+            "h (hours), d (days) or w (weeks), e.g. 30d or 12h"
+        ) from None
 
 
 def stale(paths: Sequence[Path], *, now: datetime, older_than: timedelta | None) -> list[StaleRow]:
@@ -68,8 +70,10 @@ def _recordings_in(paths: Sequence[Path]) -> Iterator[tuple[Path, Recording]]:
     for path in paths:
         folder = path.is_dir()
         if not folder and not path.is_file():
-            raise UsageError(f"{path}: no such file or folder; pass cassette or fixture files "
-                             "or the folders that hold them")
+            raise UsageError(
+                f"{path}: no such file or folder; pass cassette or fixture files "
+                "or the folders that hold them"
+            )
         files = sorted(path.glob("*.json")) if folder else [path]
         for file in files:
             if (folder and file.name.endswith(".previous.json")) or file.resolve() in seen:
@@ -96,8 +100,9 @@ def _instant(text: str, path: Path) -> datetime:
     try:
         return _utc(datetime.fromisoformat(text))
     except ValueError:
-        raise RecordingError(f"{path}: recorded_at {text!r} is not an ISO 8601 time. "
-                          f"{restore_hint(str(path))}") from None
+        raise RecordingError(
+            f"{path}: recorded_at {text!r} is not an ISO 8601 time. {restore_hint(str(path))}"
+        ) from None
 
 
 def _utc(moment: datetime) -> datetime:
@@ -114,12 +119,19 @@ def render_stale(rows: Sequence[StaleRow], now: datetime) -> str:
     if not rows:
         return f"as of {_stamp(now)}: no cassette or fixture file to list\n"
     table = [("AGE", "KIND", "RECORDINGS", "OLDEST", "PATH")] + [
-        ("unknown" if row.age is None else f"{row.age // timedelta(days=1)}d", row.kind,
-         str(row.recordings), "-" if row.oldest is None else _stamp(row.oldest), str(row.path))
+        (
+            "unknown" if row.age is None else f"{row.age // timedelta(days=1)}d",
+            row.kind,
+            str(row.recordings),
+            "-" if row.oldest is None else _stamp(row.oldest),
+            str(row.path),
+        )
         for row in rows
     ]
     widths = [max(len(line[column]) for line in table) for column in range(4)]
-    lines = ["  ".join(cell.ljust(w) for cell, w in zip(line[:4], widths, strict=True))
-             + "  " + line[4] for line in table]
+    lines = [
+        "  ".join(cell.ljust(w) for cell, w in zip(line[:4], widths, strict=True)) + "  " + line[4]
+        for line in table
+    ]
     header = f"as of {_stamp(now)}: {len(rows)} file(s), stalest first"
     return "\n".join([header, *lines]) + "\n"

@@ -54,20 +54,31 @@ class Added:
     new: bool
 
 
-
 def same_source(old: Item, new: Item) -> bool:
     """Whether two items publish one case: the same case id and version."""
     return (old.source.get("case"), old.source.get("version")) == (
-        new.source.get("case"), new.source.get("version"))
+        new.source.get("case"),
+        new.source.get("version"),
+    )
 
 
 def _digests_of(item: Item) -> Mapping[str, str]:
-    return {role: hashlib.sha256(data).hexdigest() for role in ROLES
-            if (data := item.payload(role)) is not None}
+    return {
+        role: hashlib.sha256(data).hexdigest()
+        for role in ROLES
+        if (data := item.payload(role)) is not None
+    }
 
 
-def add_item(sets: Path, name: str, item: Item, *, created_by: str,
-             then: Callable[[RegressionSet, Item], object], numbered: bool = False) -> Added:
+def add_item(
+    sets: Path,
+    name: str,
+    item: Item,
+    *,
+    created_by: str,
+    then: Callable[[RegressionSet, Item], object],
+    numbered: bool = False,
+) -> Added:
     """Publish the next version of set ``name``: its items, then ``item`` (its payloads
     written first). Under the set's lock: concurrent promotions each get a version of one
     chain, and ``then`` (the ledger's record) runs before the next one starts, so the ledger
@@ -77,8 +88,11 @@ def add_item(sets: Path, name: str, item: Item, *, created_by: str,
     valid_name(item.id, "item")
     with _locked(folder):
         current = _chain_head(sets, name)
-        twin = next((old for old in current.items if same_source(old, item)), None) \
-            if current else None
+        twin = (
+            next((old for old in current.items if same_source(old, item)), None)
+            if current
+            else None
+        )
         if current is not None and twin is not None:
             return Added(current, twin, new=False)
         if numbered and current is not None:
@@ -135,23 +149,28 @@ def _chain_head(sets: Path, name: str) -> RegressionSet | None:
         return None
     broken = [verdict for verdict in verify_sets(sets, [name]) if not verdict.ok]
     if broken:
-        raise UsageError(f"{broken[0].path}: {broken[0].message}; nothing is added to a set "
-                         "that does not verify "
-                         f"(`{commands.REGRESSION_VERIFY(name=name, sets=str(sets))}`)")
+        raise UsageError(
+            f"{broken[0].path}: {broken[0].message}; nothing is added to a set "
+            "that does not verify "
+            f"(`{commands.REGRESSION_VERIFY(name=name, sets=str(sets))}`)"
+        )
     return load_set(sets, name, numbers[-1])
 
 
-def _next_version(current: RegressionSet | None, name: str, item: Item,
-                  created_by: str) -> RegressionSet:
+def _next_version(
+    current: RegressionSet | None, name: str, item: Item, created_by: str
+) -> RegressionSet:
     if current is not None and item.id in {old.id for old in current.items}:
         old = next(old for old in current.items if old.id == item.id)
         raise UsageError(
             f"item {item.id} is already in {current.ref}, from case {old.source.get('case')} "
-            f"version {old.source.get('version')}: give this one another id with --item")
+            f"version {old.source.get('version')}: give this one another id with --item"
+        )
     version = current.version + 1 if current else 1
     supersedes = {"version": current.version, "sha256": current.sha256} if current else None
-    new = replace(item, added_in=version, digests=MappingProxyType(dict(_digests_of(item))),
-                  missing="")
+    new = replace(
+        item, added_in=version, digests=MappingProxyType(dict(_digests_of(item))), missing=""
+    )
     inherited = current.items if current else ()
     return RegressionSet(name, version, "", supersedes, created_by, (*inherited, new))
 
@@ -162,8 +181,10 @@ def _require_item(item: Item) -> None:
     for role in ROLES:
         data = item.payload(role)
         if data is not None and len(data) > PAYLOAD_CAP:
-            raise UsageError(f"the {role} of item {item.id} is larger than {PAYLOAD_CAP} "
-                             "bytes, the most a regression item holds: make it smaller")
+            raise UsageError(
+                f"the {role} of item {item.id} is larger than {PAYLOAD_CAP} "
+                "bytes, the most a regression item holds: make it smaller"
+            )
     try:
         again = decode_item(item_document(item), item.added_in)
     except UsageError as bad:
@@ -189,8 +210,10 @@ def _store(path: Path, data: bytes) -> None:
     """Write a payload under its digest once; one already there must hold the same bytes."""
     if path.exists():
         if path.read_bytes() != data:
-            raise UsageError(f"{path}: it does not hold the bytes its name is the digest of: "
-                             f"it was edited; restore it with `git checkout -- {path}`")
+            raise UsageError(
+                f"{path}: it does not hold the bytes its name is the digest of: "
+                f"it was edited; restore it with `git checkout -- {path}`"
+            )
         return
     path.parent.mkdir(parents=True, exist_ok=True)
     _create(path, data)
@@ -210,8 +233,10 @@ def _create(path: Path, data: bytes) -> None:
     except FileExistsError:
         folder = path.parent.parent if path.parent.name == _ITEMS else path.parent
         verify = commands.REGRESSION_VERIFY(name=folder.name, sets=str(folder.parent))
-        raise UsageError(f"{path} exists already: a regression set's files are written once "
-                         f"and never rewritten; run `{verify}`") from None
+        raise UsageError(
+            f"{path} exists already: a regression set's files are written once "
+            f"and never rewritten; run `{verify}`"
+        ) from None
     finally:
         with suppress(FileNotFoundError):
             temporary.unlink()

@@ -89,9 +89,11 @@ FORMAT = "gradekit.regression/2"
 PUBLIC_FORMAT = "gradekit.regression-public/1"
 WORLD_FORMAT = "gradekit.world/1"
 # Formats this gradekit reads no more, and why, with the fix.
-_RETIRED = {"gradekit.regression/1": "its case items replay the one student's model answers "
-            "they were promoted from, so they cannot grade anyone else's agent: promote "
-            "those failures again into a new set and pin that one"}
+_RETIRED = {
+    "gradekit.regression/1": "its case items replay the one student's model answers "
+    "they were promoted from, so they cannot grade anyone else's agent: promote "
+    "those failures again into a new set and pin that one"
+}
 NAME = re.compile(r"[a-z0-9][a-z0-9-]*")  # set names and item ids: a name is a folder name
 PAYLOAD_CAP = 1024 * 1024  # the most an item's world may hold: it comes from a student
 _LONGEST_NAME = 64
@@ -107,15 +109,17 @@ _PUBLIC_ITEM_KEYS = frozenset({"id", "kind", "added_in", "task", "agent", "world
 _ITEM_KEYS = _PUBLIC_ITEM_KEYS | {"source", "reviewed_by", "reason"}
 # Where an item came from: the case (its id and version) it publishes, the candidate that
 # was approved, and the run the case was saved from (null for a case written or drafted).
-_SOURCE_TYPES: Mapping[str, type] = MappingProxyType({
-    "approved_by": str, "candidate": str, "case": str, "run": dict, "version": int})
+_SOURCE_TYPES: Mapping[str, type] = MappingProxyType(
+    {"approved_by": str, "candidate": str, "case": str, "run": dict, "version": int}
+)
 # And, optional (absent from an item promoted before they were recorded): the case's origin,
 # and for a model's draft the label that filed it (``by``).
 ORIGINS = ("run", "manual", "ai_draft")
 _DRAFTED = "ai_draft"
 _ORIGIN_KEYS = frozenset({"origin", "by"})
-_RUN_TYPES: Mapping[str, type] = MappingProxyType({
-    "path": str, "report": str, "seq": int, "student": str, "submission": str})
+_RUN_TYPES: Mapping[str, type] = MappingProxyType(
+    {"path": str, "report": str, "seq": int, "student": str, "submission": str}
+)
 
 
 class _Corrupt(Exception):
@@ -221,9 +225,11 @@ def valid_name(text: str, what: str) -> str:
     """``text`` if it is a valid set name or item id (``what`` says which), else a
     ``UsageError`` with the fix. A set's name becomes a folder: nothing else ever does."""
     if not NAME.fullmatch(text) or len(text) > _LONGEST_NAME:
-        raise UsageError(f"{what} {text!r} is not a name: use 1 to {_LONGEST_NAME} lowercase "
-                         "letters, digits and '-', starting with a letter or digit "
-                         "(e.g. refunds)")
+        raise UsageError(
+            f"{what} {text!r} is not a name: use 1 to {_LONGEST_NAME} lowercase "
+            "letters, digits and '-', starting with a letter or digit "
+            "(e.g. refunds)"
+        )
     return text
 
 
@@ -231,9 +237,11 @@ def parse_ref(text: str) -> tuple[str, int]:
     """``"refunds@2"`` as ``("refunds", 2)``; a ``UsageError`` with the fix otherwise."""
     match = _REF.fullmatch(text)
     if match is None:
-        raise UsageError(f"{text!r} is not a regression set reference: write NAME@VERSION, "
-                         f"e.g. refunds@2 (`{commands.REGRESSION_SHOW(name='NAME')}` lists the "
-                         "versions)")
+        raise UsageError(
+            f"{text!r} is not a regression set reference: write NAME@VERSION, "
+            f"e.g. refunds@2 (`{commands.REGRESSION_SHOW(name='NAME')}` lists the "
+            "versions)"
+        )
     return valid_name(match[1], "regression set"), int(match[2])
 
 
@@ -288,14 +296,21 @@ def _published(sets: Path, loaded: RegressionSet) -> None:
             event = json.loads(line)
         except ValueError:
             continue  # a torn or broken line: the asset ledger's own verification says so
-        if isinstance(event, dict) and event.get("event") == "promote" \
-                and event.get("set") == loaded.name and event.get("version") == loaded.version \
-                and event.get("sha256") != loaded.sha256:
+        if (
+            isinstance(event, dict)
+            and event.get("event") == "promote"
+            and event.get("set") == loaded.name
+            and event.get("version") == loaded.version
+            and event.get("sha256") != loaded.sha256
+        ):
             path = _version_path(sets, loaded.name, loaded.version)
-            raise _Corrupt(path, f"regression set {loaded.ref} changed since asset ledger "
-                             f"event {event.get('seq')} published it (sha256 "
-                             f"{str(event.get('sha256'))[:12]}... then, {loaded.sha256[:12]}... "
-                             f"now): a set version never changes; {_restore(path)}")
+            raise _Corrupt(
+                path,
+                f"regression set {loaded.ref} changed since asset ledger "
+                f"event {event.get('seq')} published it (sha256 "
+                f"{str(event.get('sha256'))[:12]}... then, {loaded.sha256[:12]}... "
+                f"now): a set version never changes; {_restore(path)}",
+            )
 
 
 def _version_path(sets: Path, name: str, version: int) -> Path:
@@ -304,8 +319,9 @@ def _version_path(sets: Path, name: str, version: int) -> Path:
     return sets / valid_name(name, "regression set") / f"v{version}.json"
 
 
-def _load(sets: Path, name: str, version: int,
-          cache: dict[Path, bytes | None]) -> RegressionSet | None:
+def _load(
+    sets: Path, name: str, version: int, cache: dict[Path, bytes | None]
+) -> RegressionSet | None:
     path = _version_path(sets, name, version)
     data = _read(path, cap=None)
     if data is None:
@@ -325,9 +341,12 @@ def _vouched(sets: Path, name: str, loaded: RegressionSet) -> None:
     held = claimed.get("sha256") if isinstance(claimed, dict) else claimed
     if held != loaded.sha256:
         path = _version_path(sets, name, loaded.version)
-        raise _Corrupt(path, f"its bytes hash to {loaded.sha256[:12]}..., but "
-                         f"{successor.name} supersedes {str(held)[:12]}...: it was edited after "
-                         f"{successor.name} was published; {_restore(path)}")
+        raise _Corrupt(
+            path,
+            f"its bytes hash to {loaded.sha256[:12]}..., but "
+            f"{successor.name} supersedes {str(held)[:12]}...: it was edited after "
+            f"{successor.name} was published; {_restore(path)}",
+        )
 
 
 def _read(path: Path, *, cap: int | None) -> bytes | None:
@@ -337,17 +356,23 @@ def _read(path: Path, *, cap: int | None) -> bytes | None:
     except FileNotFoundError:
         return None
     except OSError as exc:
-        raise _Corrupt(path, f"cannot be read ({exc.strerror}): restore it with "
-                         f"`git checkout -- {path}`") from None
+        raise _Corrupt(
+            path, f"cannot be read ({exc.strerror}): restore it with `git checkout -- {path}`"
+        ) from None
     if cap is not None and len(data) > cap:
-        raise _Corrupt(path, f"is larger than {cap} bytes, more than any payload promotion "
-                         f"writes: restore it with `git checkout -- {path}`")
+        raise _Corrupt(
+            path,
+            f"is larger than {cap} bytes, more than any payload promotion "
+            f"writes: restore it with `git checkout -- {path}`",
+        )
     return data
 
 
 def _restore(path: Path) -> str:
-    return f"restore it with `git checkout -- {path}` (a version is never edited: promote " \
+    return (
+        f"restore it with `git checkout -- {path}` (a version is never edited: promote "
         "into a new one)"
+    )
 
 
 def _json(path: Path, data: bytes) -> dict[str, Any]:
@@ -356,8 +381,7 @@ def _json(path: Path, data: bytes) -> dict[str, Any]:
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise _Corrupt(path, f"not UTF-8 JSON ({exc}); {_restore(path)}") from None
     if not isinstance(document, dict):
-        raise _Corrupt(path, f"not a {FORMAT} document (the JSON is no object); "
-                         f"{_restore(path)}")
+        raise _Corrupt(path, f"not a {FORMAT} document (the JSON is no object); {_restore(path)}")
     return document
 
 
@@ -369,18 +393,27 @@ def _decode(path: Path, data: bytes, name: str, version: int) -> RegressionSet:
     """The version file's document, every field checked, payloads not yet read."""
     document = _json(path, data)
     if set_json(document) != data:
-        raise _Corrupt(path, "the bytes are not canonical (reformatted, or a key given "
-                         f"twice); {_restore(path)}")
+        raise _Corrupt(
+            path,
+            f"the bytes are not canonical (reformatted, or a key given twice); {_restore(path)}",
+        )
     _format(path, document, FORMAT)
     _keys(path, document, _SET_KEYS, "a set")
     if document["name"] != name or document["version"] != version:
-        raise _Corrupt(path, f"it says it is {document['name']!r} version "
-                         f"{document['version']!r}, not {name} version {version}: "
-                         f"{_restore(path)}")
-    loaded = RegressionSet(name, version, hashlib.sha256(data).hexdigest(),
-                           _supersedes(path, document["supersedes"], version),
-                           _text(path, document["created_by"], "created_by"),
-                           _items(path, document["items"], version))
+        raise _Corrupt(
+            path,
+            f"it says it is {document['name']!r} version "
+            f"{document['version']!r}, not {name} version {version}: "
+            f"{_restore(path)}",
+        )
+    loaded = RegressionSet(
+        name,
+        version,
+        hashlib.sha256(data).hexdigest(),
+        _supersedes(path, document["supersedes"], version),
+        _text(path, document["created_by"], "created_by"),
+        _items(path, document["items"], version),
+    )
     if set_json(set_document(loaded)) != data:  # a field this gradekit would not write
         raise _Corrupt(path, f"it holds values promotion never writes; {_restore(path)}")
     return loaded
@@ -389,18 +422,23 @@ def _decode(path: Path, data: bytes, name: str, version: int) -> RegressionSet:
 def _format(path: Path, document: Mapping[str, Any], wanted: str) -> None:
     found = document.get("format")
     if found in _RETIRED:
-        raise _Corrupt(path, f"it is a {found} set, which this gradekit no longer grades: "
-                         f"{_RETIRED[found]}")
+        raise _Corrupt(
+            path, f"it is a {found} set, which this gradekit no longer grades: {_RETIRED[found]}"
+        )
     if found != wanted:
-        raise _Corrupt(path, f"format {found!r} is not {wanted!r}: read it with the gradekit "
-                         "that wrote it, or restore it")
+        raise _Corrupt(
+            path,
+            f"format {found!r} is not {wanted!r}: read it with the gradekit "
+            "that wrote it, or restore it",
+        )
 
 
 def _keys(path: Path, document: Mapping[str, Any], keys: frozenset[str], what: str) -> None:
     if set(document) != keys:
         odd = sorted(set(document) ^ keys)
-        raise _Corrupt(path, f"{what} has the keys {sorted(keys)}; {', '.join(odd)} differ: "
-                         f"{_restore(path)}")
+        raise _Corrupt(
+            path, f"{what} has the keys {sorted(keys)}; {', '.join(odd)} differ: {_restore(path)}"
+        )
 
 
 def _text(path: Path, value: object, where: str) -> str:
@@ -412,12 +450,19 @@ def _text(path: Path, value: object, where: str) -> str:
 def _supersedes(path: Path, raw: object, version: int) -> Mapping[str, Any] | None:
     if version == 1 and raw is None:
         return None
-    if (isinstance(raw, dict) and set(raw) == {"sha256", "version"}
-            and raw["version"] == version - 1 and isinstance(raw["sha256"], str)
-            and _SHA256.fullmatch(raw["sha256"])):
+    if (
+        isinstance(raw, dict)
+        and set(raw) == {"sha256", "version"}
+        and raw["version"] == version - 1
+        and isinstance(raw["sha256"], str)
+        and _SHA256.fullmatch(raw["sha256"])
+    ):
         return MappingProxyType(dict(raw))
-    wanted = "null" if version == 1 else f'{{"version": {version - 1}, "sha256": "<sha256 ' \
-        f'of v{version - 1}.json>"}}'
+    wanted = (
+        "null"
+        if version == 1
+        else f'{{"version": {version - 1}, "sha256": "<sha256 of v{version - 1}.json>"}}'
+    )
     raise _Corrupt(path, f"supersedes is {raw!r}, where {wanted} belongs: {_restore(path)}")
 
 
@@ -456,21 +501,23 @@ def _item(raw: object, number: int, version: int) -> Item:
         raise _Bad(f"item {number} is no object with the keys {sorted(_ITEM_KEYS)}")
     common = _common(raw, number, version)
     texts = {key: raw[key] for key in ("reviewed_by", "reason")}
-    empty = [key for key, value in texts.items() if not isinstance(value, str)
-             or not value.strip()]
+    empty = [key for key, value in texts.items() if not isinstance(value, str) or not value.strip()]
     if empty:
         raise _Bad(f"item {common.id}'s {empty[0]} is {texts[empty[0]]!r}, not a text")
-    return replace(common, source=_source(raw["source"], common.id),
-                   reviewed_by=texts["reviewed_by"], reason=texts["reason"],
-                   digests=_digests(raw, common.id))
+    return replace(
+        common,
+        source=_source(raw["source"], common.id),
+        reviewed_by=texts["reviewed_by"],
+        reason=texts["reason"],
+        digests=_digests(raw, common.id),
+    )
 
 
 def _common(raw: Mapping[str, Any], number: int, version: int) -> Item:
     """What an item and its public view share: id, kind, version added, task, agent and
     expectation (no world, no source)."""
     item_id = raw["id"]
-    if not isinstance(item_id, str) or not NAME.fullmatch(item_id) \
-            or len(item_id) > _LONGEST_NAME:
+    if not isinstance(item_id, str) or not NAME.fullmatch(item_id) or len(item_id) > _LONGEST_NAME:
         raise _Bad(f"item {number} has the id {item_id!r}, which is not a name")
     kind, added_in, agent = raw["kind"], raw["added_in"], raw["agent"]
     problem = _item_problem(kind, added_in, version, agent)
@@ -491,25 +538,37 @@ def _common(raw: Mapping[str, Any], number: int, version: int) -> Item:
 def _item_problem(kind: object, added_in: object, version: int, agent: object) -> str:
     if kind not in ("incident", "case"):
         return f"kind {kind!r} is neither incident nor case"
-    if not isinstance(added_in, int) or isinstance(added_in, bool) \
-            or not 1 <= added_in <= version:
+    if not isinstance(added_in, int) or isinstance(added_in, bool) or not 1 <= added_in <= version:
         return f"added_in {added_in!r} is no version from 1 to {version}"
     if agent is not None and (not isinstance(agent, str) or not SPEC.fullmatch(agent)):
-        return f"agent {agent!r} is neither null (each submission's own) nor " \
-            "package.module:function"
+        return (
+            f"agent {agent!r} is neither null (each submission's own) nor package.module:function"
+        )
     return ""
 
 
 def _source(raw: object, item_id: str) -> Mapping[str, Any]:
     run = raw.get("run") if isinstance(raw, dict) else None
-    if not isinstance(raw, dict) or set(raw) - _ORIGIN_KEYS != set(_SOURCE_TYPES) or not all(
+    if (
+        not isinstance(raw, dict)
+        or set(raw) - _ORIGIN_KEYS != set(_SOURCE_TYPES)
+        or not all(
             type(raw[key]) is wanted or (key == "run" and raw[key] is None)
-            for key, wanted in _SOURCE_TYPES.items()) or (run is not None and (
-                set(run) != set(_RUN_TYPES) or not all(type(run[key]) is wanted
-                                                       for key, wanted in _RUN_TYPES.items()))):
-        raise _Bad(f"item {item_id}'s source is not {{{', '.join(_SOURCE_TYPES)}}} (and "
-                   f"optionally origin, and by for an ai_draft) with run null or "
-                   f"{{{', '.join(_RUN_TYPES)}}}")
+            for key, wanted in _SOURCE_TYPES.items()
+        )
+        or (
+            run is not None
+            and (
+                set(run) != set(_RUN_TYPES)
+                or not all(type(run[key]) is wanted for key, wanted in _RUN_TYPES.items())
+            )
+        )
+    ):
+        raise _Bad(
+            f"item {item_id}'s source is not {{{', '.join(_SOURCE_TYPES)}}} (and "
+            f"optionally origin, and by for an ai_draft) with run null or "
+            f"{{{', '.join(_RUN_TYPES)}}}"
+        )
     problem = _origin_problem(raw)
     if problem:
         raise _Bad(f"item {item_id}'s {problem}")
@@ -526,7 +585,8 @@ def _origin_problem(source: Mapping[str, Any]) -> str:
         return f"origin {origin!r} is not one of {', '.join(ORIGINS)}"
     if (origin == "run") != (source["run"] is not None):
         return f"origin {origin}, but its run is " + (
-            "null" if source["run"] is None else "the run a case was saved from")
+            "null" if source["run"] is None else "the run a case was saved from"
+        )
     if origin != _DRAFTED:
         return "source holds by only for an ai_draft" if "by" in source else ""
     by = source.get("by")
@@ -542,10 +602,15 @@ def _digests(raw: Mapping[str, Any], item_id: str) -> Mapping[str, str]:
     if ref is None:
         return MappingProxyType({})
     sha = ref.get("sha256") if isinstance(ref, dict) else None
-    if not isinstance(sha, str) or not _SHA256.fullmatch(sha) \
-            or ref != {"file": payload_name("world", sha), "sha256": sha}:
-        raise _Bad(f"item {item_id}'s world is {ref!r}, not null or "
-                   f'{{"file": "items/<sha256>.json", "sha256": ...}}')
+    if (
+        not isinstance(sha, str)
+        or not _SHA256.fullmatch(sha)
+        or ref != {"file": payload_name("world", sha), "sha256": sha}
+    ):
+        raise _Bad(
+            f"item {item_id}'s world is {ref!r}, not null or "
+            f'{{"file": "items/<sha256>.json", "sha256": ...}}'
+        )
     return MappingProxyType({"world": sha})
 
 
@@ -571,23 +636,30 @@ def _with_payloads(item: Item, folder: Path, cache: dict[Path, bytes | None]) ->
         if data is None:
             # Relative to the sets folder: a report quotes it, and a report's digest
             # never depends on where the grading machine keeps its files.
-            missing.append(f"{folder.name}/{payload_name(role, sha)} is missing from the "
-                           f"set (the {role} of item {item.id}): restore it from git "
-                           "(`git checkout`), or promote the item again")
+            missing.append(
+                f"{folder.name}/{payload_name(role, sha)} is missing from the "
+                f"set (the {role} of item {item.id}): restore it from git "
+                "(`git checkout`), or promote the item again"
+            )
             continue
         actual = hashlib.sha256(data).hexdigest()
         if actual != sha:
-            raise _Corrupt(path, f"its bytes hash to {actual[:12]}..., not the {sha[:12]}... "
-                             f"of its name and of item {item.id}: it was edited; restore it "
-                             f"with `git checkout -- {path}`")
+            raise _Corrupt(
+                path,
+                f"its bytes hash to {actual[:12]}..., not the {sha[:12]}... "
+                f"of its name and of item {item.id}: it was edited; restore it "
+                f"with `git checkout -- {path}`",
+            )
         found[role] = data
     world = found.get("world")
     if world is not None:
         try:
             decode_world(world, str(folder / payload_name("world", item.digests["world"])))
         except UsageError as exc:
-            raise _Corrupt(folder / payload_name("world", item.digests["world"]),
-                           f"{exc}; restore it with `git checkout`") from None
+            raise _Corrupt(
+                folder / payload_name("world", item.digests["world"]),
+                f"{exc}; restore it with `git checkout`",
+            ) from None
     return replace(item, missing="; ".join(missing), world=world)
 
 
@@ -597,22 +669,41 @@ def _with_payloads(item: Item, folder: Path, cache: dict[Path, bytes | None]) ->
 def set_document(regression: RegressionSet) -> dict[str, Any]:
     """The JSON document of a version, as its file holds it (every key present)."""
     supersedes = dict(regression.supersedes) if regression.supersedes is not None else None
-    return {"format": FORMAT, "name": regression.name, "version": regression.version,
-            "supersedes": supersedes, "created_by": regression.created_by,
-            "items": [item_document(item) for item in regression.items]}
+    return {
+        "format": FORMAT,
+        "name": regression.name,
+        "version": regression.version,
+        "supersedes": supersedes,
+        "created_by": regression.created_by,
+        "items": [item_document(item) for item in regression.items],
+    }
 
 
 def item_document(item: Item) -> dict[str, Any]:
-    world = {"file": payload_name("world", item.digests["world"]),
-             "sha256": item.digests["world"]} if "world" in item.digests else None
-    return {**_public_item(item), "world": world, "source": dict(item.source),
-            "reviewed_by": item.reviewed_by, "reason": item.reason}
+    world = (
+        {"file": payload_name("world", item.digests["world"]), "sha256": item.digests["world"]}
+        if "world" in item.digests
+        else None
+    )
+    return {
+        **_public_item(item),
+        "world": world,
+        "source": dict(item.source),
+        "reviewed_by": item.reviewed_by,
+        "reason": item.reason,
+    }
 
 
 def _public_item(item: Item) -> dict[str, Any]:
     """What a classmate may see of an item (its world still to be added)."""
-    return {"id": item.id, "kind": item.kind, "added_in": item.added_in, "task": item.task,
-            "agent": item.agent, "expect": expectation_document(item.expect)}
+    return {
+        "id": item.id,
+        "kind": item.kind,
+        "added_in": item.added_in,
+        "task": item.task,
+        "agent": item.agent,
+        "expect": expectation_document(item.expect),
+    }
 
 
 # -- the world: the tool reads an item starts from ---------------------------------------------
@@ -623,8 +714,9 @@ def world_json(reads: Iterable[tuple[str, Mapping[str, Any], Any]]) -> bytes:
     read per tool key (the first of a key wins), sorted by it."""
     found: dict[str, dict[str, Any]] = {}
     for tool, args, response in reads:
-        found.setdefault(tool_key(tool, args), {"tool": tool, "args": dict(args),
-                                                "response": response})
+        found.setdefault(
+            tool_key(tool, args), {"tool": tool, "args": dict(args), "response": response}
+        )
     return set_json({"format": WORLD_FORMAT, "reads": [found[key] for key in sorted(found)]})
 
 
@@ -636,14 +728,23 @@ def decode_world(data: bytes, source: str) -> dict[str, Any]:
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise UsageError(f"{source}: the world is not UTF-8 JSON ({exc})") from None
     reads = document.get("reads") if isinstance(document, dict) else None
-    if not isinstance(document, dict) or set(document) != {"format", "reads"} \
-            or document["format"] != WORLD_FORMAT or not isinstance(reads, list):
-        raise UsageError(f"{source}: the world is not a {WORLD_FORMAT} document "
-                         '({"format": ..., "reads": [...]})')
+    if (
+        not isinstance(document, dict)
+        or set(document) != {"format", "reads"}
+        or document["format"] != WORLD_FORMAT
+        or not isinstance(reads, list)
+    ):
+        raise UsageError(
+            f"{source}: the world is not a {WORLD_FORMAT} document "
+            '({"format": ..., "reads": [...]})'
+        )
     world: dict[str, Any] = {}
     for read in reads:
-        if not isinstance(read, dict) or set(read) != {"tool", "args", "response"} \
-                or not isinstance(read["args"], dict):
+        if (
+            not isinstance(read, dict)
+            or set(read) != {"tool", "args", "response"}
+            or not isinstance(read["args"], dict)
+        ):
             raise UsageError(f"{source}: a read of the world is not {{tool, args, response}}")
         try:
             key = tool_key(read["tool"], read["args"])
@@ -651,8 +752,10 @@ def decode_world(data: bytes, source: str) -> dict[str, Any]:
             raise UsageError(f"{source}: {exc}") from None
         world[key] = read["response"]
     if world_json((r["tool"], r["args"], r["response"]) for r in reads) != data:
-        raise UsageError(f"{source}: the world's bytes are not canonical (reformatted, "
-                         "unsorted, or a read given twice)")
+        raise UsageError(
+            f"{source}: the world's bytes are not canonical (reformatted, "
+            "unsorted, or a read given twice)"
+        )
     return world
 
 
@@ -668,13 +771,23 @@ def public_json(regression: RegressionSet) -> bytes:
     """Version ``regression``'s public view: each item's task, agent, expectation, world
     (inline) and origin (none for an item promoted before it was recorded), and nothing of
     who it came from; it names the version's sha256."""
-    items = [{**_public_item(item), "world": None if item.world is None
-              else json.loads(item.world),
-              **({} if item.origin is None else {"origin": item.origin})}
-             for item in regression.items]
-    return set_json({"format": PUBLIC_FORMAT, "name": regression.name,
-                     "version": regression.version, "sha256": regression.sha256,
-                     "items": items})
+    items = [
+        {
+            **_public_item(item),
+            "world": None if item.world is None else json.loads(item.world),
+            **({} if item.origin is None else {"origin": item.origin}),
+        }
+        for item in regression.items
+    ]
+    return set_json(
+        {
+            "format": PUBLIC_FORMAT,
+            "name": regression.name,
+            "version": regression.version,
+            "sha256": regression.sha256,
+            "items": items,
+        }
+    )
 
 
 def _load_public(sets: Path, name: str, version: int) -> RegressionSet | None:
@@ -684,13 +797,21 @@ def _load_public(sets: Path, name: str, version: int) -> RegressionSet | None:
         return None
     document = _json(path, data)
     _format(path, document, PUBLIC_FORMAT)
-    _keys(path, document, frozenset({"format", "name", "version", "sha256", "items"}),
-          "a public view")
+    _keys(
+        path, document, frozenset({"format", "name", "version", "sha256", "items"}), "a public view"
+    )
     sha = document["sha256"]
-    if document["name"] != name or document["version"] != version \
-            or not isinstance(sha, str) or not _SHA256.fullmatch(sha):
-        raise _Corrupt(path, f"it does not say it is {name} version {version} with the "
-                         f"sha256 of v{version}.json: {_restore(path)}")
+    if (
+        document["name"] != name
+        or document["version"] != version
+        or not isinstance(sha, str)
+        or not _SHA256.fullmatch(sha)
+    ):
+        raise _Corrupt(
+            path,
+            f"it does not say it is {name} version {version} with the "
+            f"sha256 of v{version}.json: {_restore(path)}",
+        )
     raw = document["items"]
     if not isinstance(raw, list) or not raw:
         raise _Corrupt(path, f"items is no list of items: {_restore(path)}")
@@ -708,13 +829,16 @@ def _load_public(sets: Path, name: str, version: int) -> RegressionSet | None:
 
 def _public(raw: object, number: int, version: int, path: Path) -> Item:
     if not isinstance(raw, dict) or set(raw) - {"origin"} != _PUBLIC_ITEM_KEYS:
-        raise _Bad(f"item {number} is no object with the keys {sorted(_PUBLIC_ITEM_KEYS)} "
-                   "(and optionally origin)")
+        raise _Bad(
+            f"item {number} is no object with the keys {sorted(_PUBLIC_ITEM_KEYS)} "
+            "(and optionally origin)"
+        )
     common = _common(raw, number, version)
     if "origin" in raw:
         if raw["origin"] not in ORIGINS:
-            raise _Bad(f"item {common.id}'s origin {raw['origin']!r} is not one of "
-                       f"{', '.join(ORIGINS)}")
+            raise _Bad(
+                f"item {common.id}'s origin {raw['origin']!r} is not one of {', '.join(ORIGINS)}"
+            )
         common = replace(common, source=MappingProxyType({"origin": raw["origin"]}))
     if raw["world"] is None:
         return common
@@ -722,13 +846,13 @@ def _public(raw: object, number: int, version: int, path: Path) -> Item:
     if not isinstance(reads, list) or not all(isinstance(r, dict) for r in reads):
         raise _Bad(f"item {common.id}'s world is no {WORLD_FORMAT} document")
     try:
-        data = world_json((r.get("tool"), r.get("args", {}), r.get("response"))
-                          for r in reads)
+        data = world_json((r.get("tool"), r.get("args", {}), r.get("response")) for r in reads)
         decode_world(data, f"{path}: item {common.id}")
     except (UsageError, AttributeError, TypeError) as exc:
         raise _Bad(f"item {common.id}'s world: {exc}") from None
-    return replace(common, world=data,
-                   digests=MappingProxyType({"world": hashlib.sha256(data).hexdigest()}))
+    return replace(
+        common, world=data, digests=MappingProxyType({"world": hashlib.sha256(data).hexdigest()})
+    )
 
 
 def set_json(document: Mapping[str, Any]) -> bytes:
@@ -747,16 +871,24 @@ def verify_sets(sets: Path, names: Sequence[str] = ()) -> list[SetVerdict]:
     per version file (or per problem); a ``UsageError`` when there is no set at all."""
     chosen = list(names) or set_names(sets)
     if not chosen:
-        raise UsageError(f"no regression set in {sets}: pass --sets DIR (default: regression/ "
-                         f"beside the rubric), or promote one with `{promote_command('NAME')}`")
+        raise UsageError(
+            f"no regression set in {sets}: pass --sets DIR (default: regression/ "
+            f"beside the rubric), or promote one with `{promote_command('NAME')}`"
+        )
     return [verdict for name in chosen for verdict in _verify_set(sets, name)]
 
 
 def _verify_set(sets: Path, name: str) -> list[SetVerdict]:
     numbers = version_numbers(sets, name)
     if not numbers:
-        return [SetVerdict(sets / name, False, "no such regression set (no v1.json): check the "
-                        "name and --sets, or promote into it first")]
+        return [
+            SetVerdict(
+                sets / name,
+                False,
+                "no such regression set (no v1.json): check the "
+                "name and --sets, or promote into it first",
+            )
+        ]
     verdicts: list[SetVerdict] = []
     cache: dict[Path, bytes | None] = {}
     previous: RegressionSet | None = None
@@ -765,8 +897,14 @@ def _verify_set(sets: Path, name: str) -> list[SetVerdict]:
         path = _version_path(sets, name, version)
         data = _read(path, cap=None)
         if data is None:
-            verdicts.append(SetVerdict(path, False, "missing: a version is never removed; "
-                                    f"restore it with `git checkout -- {path}`"))
+            verdicts.append(
+                SetVerdict(
+                    path,
+                    False,
+                    "missing: a version is never removed; "
+                    f"restore it with `git checkout -- {path}`",
+                )
+            )
             previous, previous_sha = None, ""
             continue
         found, previous = _verify_version(sets, name, version, (previous, previous_sha), cache)
@@ -776,10 +914,13 @@ def _verify_set(sets: Path, name: str) -> list[SetVerdict]:
     return verdicts
 
 
-def _verify_version(sets: Path, name: str, version: int,
-                    before: tuple[RegressionSet | None, str],
-                    cache: dict[Path, bytes | None]
-                    ) -> tuple[list[SetVerdict], RegressionSet | None]:
+def _verify_version(
+    sets: Path,
+    name: str,
+    version: int,
+    before: tuple[RegressionSet | None, str],
+    cache: dict[Path, bytes | None],
+) -> tuple[list[SetVerdict], RegressionSet | None]:
     """The verdicts of one version file, and the version as loaded (None if it is not)."""
     path = _version_path(sets, name, version)
     try:
@@ -796,39 +937,72 @@ def _verify_version(sets: Path, name: str, version: int,
     public = path.with_name(public_name(version))
     held = _read(public, cap=None)
     if held != public_json(loaded):
-        fix = f"write it again: `{commands.REGRESSION_PUBLIC(name=name, sets=str(sets))}`" \
-            if held is None else f"restore it with `git checkout -- {public}`"
+        fix = (
+            f"write it again: `{commands.REGRESSION_PUBLIC(name=name, sets=str(sets))}`"
+            if held is None
+            else f"restore it with `git checkout -- {public}`"
+        )
         why = "is missing" if held is None else f"does not hold the public view of {path.name}"
-        return [SetVerdict(public, False, f"{why} (what every student records the items "
-                        f"from): {fix}")], loaded
+        return [
+            SetVerdict(public, False, f"{why} (what every student records the items from): {fix}")
+        ], loaded
     inherited = len(previous.items) if previous else 0
-    return [SetVerdict(path, True, f"{_count(len(loaded.items))} ({inherited} inherited), sha256 "
-                    f"{loaded.sha256}")], loaded
+    return [
+        SetVerdict(
+            path,
+            True,
+            f"{_count(len(loaded.items))} ({inherited} inherited), sha256 {loaded.sha256}",
+        )
+    ], loaded
 
 
-def _link_problems(sets: Path, loaded: RegressionSet, previous: RegressionSet | None,
-                   previous_sha: str) -> list[SetVerdict]:
+def _link_problems(
+    sets: Path, loaded: RegressionSet, previous: RegressionSet | None, previous_sha: str
+) -> list[SetVerdict]:
     """Where version N does not follow version N-1: the digest it supersedes, the items it
     must carry over unchanged, the version its new items say they were added in."""
     path = _version_path(sets, loaded.name, loaded.version)
-    if loaded.version > 1 and previous_sha and loaded.supersedes is not None \
-            and loaded.supersedes["sha256"] != previous_sha:
+    if (
+        loaded.version > 1
+        and previous_sha
+        and loaded.supersedes is not None
+        and loaded.supersedes["sha256"] != previous_sha
+    ):
         before = _version_path(sets, loaded.name, loaded.version - 1)
-        return [SetVerdict(before, False, f"its bytes hash to {previous_sha[:12]}..., but "
-                        f"{path.name} supersedes {loaded.supersedes['sha256'][:12]}...: it was "
-                        f"edited after {path.name} was published; restore it with "
-                        f"`git checkout -- {before}`")]
+        return [
+            SetVerdict(
+                before,
+                False,
+                f"its bytes hash to {previous_sha[:12]}..., but "
+                f"{path.name} supersedes {loaded.supersedes['sha256'][:12]}...: it was "
+                f"edited after {path.name} was published; restore it with "
+                f"`git checkout -- {before}`",
+            )
+        ]
     kept = previous.items if previous else ()
-    carried = [item_document(item) for item in loaded.items[:len(kept)]]
-    if previous is not None and (carried != [item_document(item) for item in kept]
-                                 or len(loaded.items) <= len(kept)):
-        return [SetVerdict(path, False, f"it does not hold the {_count(len(kept))} of "
-                        f"v{previous.version} unchanged and in order, then new ones: "
-                        f"{_restore(path)}")]
-    late = [item.id for item in loaded.items[len(kept):] if item.added_in != loaded.version]
+    carried = [item_document(item) for item in loaded.items[: len(kept)]]
+    if previous is not None and (
+        carried != [item_document(item) for item in kept] or len(loaded.items) <= len(kept)
+    ):
+        return [
+            SetVerdict(
+                path,
+                False,
+                f"it does not hold the {_count(len(kept))} of "
+                f"v{previous.version} unchanged and in order, then new ones: "
+                f"{_restore(path)}",
+            )
+        ]
+    late = [item.id for item in loaded.items[len(kept) :] if item.added_in != loaded.version]
     if late:
-        return [SetVerdict(path, False, f"item {late[0]} is new in v{loaded.version} but says "
-                        f"added_in {loaded.items[len(kept)].added_in}: {_restore(path)}")]
+        return [
+            SetVerdict(
+                path,
+                False,
+                f"item {late[0]} is new in v{loaded.version} but says "
+                f"added_in {loaded.items[len(kept)].added_in}: {_restore(path)}",
+            )
+        ]
     return []
 
 

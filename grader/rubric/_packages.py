@@ -30,7 +30,9 @@ _SPECIFIER = r"(?:===|==|!=|~=|<=|>=|<|>)\s*[A-Za-z0-9.*+!_-]+"
 # No URL, no environment marker, no pip option: setup.sh hands it to pip as it is.
 _REQUIREMENT = re.compile(
     rf"\s*(?P<name>{_NAME})\s*(?:\[\s*(?P<extras>{_NAME}(?:\s*,\s*{_NAME})*)\s*\])?"
-    rf"\s*(?P<specifiers>{_SPECIFIER}(?:\s*,\s*{_SPECIFIER})*)?\s*")
+    rf"\s*(?P<specifiers>{_SPECIFIER}(?:\s*,\s*{_SPECIFIER})*)?\s*"
+)
+
 
 def requirement_key(requirement: str) -> tuple[str, frozenset[str], frozenset[str]] | None:
     """A pip requirement as something to compare: its normalised project name, extras and
@@ -40,8 +42,9 @@ def requirement_key(requirement: str) -> tuple[str, frozenset[str], frozenset[st
         return None
     name = re.sub(r"[-_.]+", "-", found["name"]).lower()
     extras = frozenset(e.strip().lower() for e in (found["extras"] or "").split(",") if e.strip())
-    specifiers = frozenset(re.sub(r"\s+", "", s) for s in (found["specifiers"] or "").split(",")
-                           if s.strip())
+    specifiers = frozenset(
+        re.sub(r"\s+", "", s) for s in (found["specifiers"] or "").split(",") if s.strip()
+    )
     return name, extras, specifiers
 
 
@@ -54,8 +57,11 @@ def sdk_requirements() -> frozenset[tuple[str, frozenset[str], frozenset[str]]]:
     except importlib.metadata.PackageNotFoundError:
         return frozenset()
     extra = re.compile(rf"""extra\s*==\s*["']{SDK_EXTRA}["']""")
-    keys = (requirement_key(text) for text, _, marker in
-            (line.partition(";") for line in requires) if extra.search(marker))
+    keys = (
+        requirement_key(text)
+        for text, _, marker in (line.partition(";") for line in requires)
+        if extra.search(marker)
+    )
     return frozenset(key for key in keys if key is not None)
 
 

@@ -45,10 +45,25 @@ from grader.rubric._packages import IMPORT_NAME, KIT_MODULES, requirement_key
 from grader.rubric._stretch import LabGoal, lab_goals
 
 __all__ = [
-    "CASE_ID", "KIT_RUBRIC", "PARAMS", "SETS", "SUBCHECKS",
-    "Case", "Criterion", "Rubric", "RubricError",
-    "check_maxima", "default_points", "distribute", "load_cases", "load_custom_check",
-    "load_rubric", "parse_rubric", "per_case_points", "rubric_of_tables", "with_stretch_code",
+    "CASE_ID",
+    "KIT_RUBRIC",
+    "PARAMS",
+    "SETS",
+    "SUBCHECKS",
+    "Case",
+    "Criterion",
+    "Rubric",
+    "RubricError",
+    "check_maxima",
+    "default_points",
+    "distribute",
+    "load_cases",
+    "load_custom_check",
+    "load_rubric",
+    "parse_rubric",
+    "per_case_points",
+    "rubric_of_tables",
+    "with_stretch_code",
 ]
 
 CASE_ID = re.compile(r"[a-z0-9][a-z0-9-]*")
@@ -57,31 +72,34 @@ TOTAL_WEIGHT = 100
 
 # check -> (its named sub-checks, whether the rest of the weight is split over the cases).
 # A named sub-check of a splitting check has an underscore, so no case id can equal it.
-SUBCHECKS: Mapping[str, tuple[tuple[str, ...], bool]] = MappingProxyType({
-    "contract_stability": ((), True),
-    "loud_failure": ((OWN_REPLAY,), True),
-    "tracing": ((), True),
-    "written_summary": ((ENTRIES, BOUNDARIES, NO_PLACEHOLDERS), False),
-    "stretch_goal": ((EVIDENCE, WRITE_UP), False),
-    "expectations": ((), True),  # each case against its [case.expect]
-    "regression": ((), False),  # split over the items of a regression set, not the cases
-})
+SUBCHECKS: Mapping[str, tuple[tuple[str, ...], bool]] = MappingProxyType(
+    {
+        "contract_stability": ((), True),
+        "loud_failure": ((OWN_REPLAY,), True),
+        "tracing": ((), True),
+        "written_summary": ((ENTRIES, BOUNDARIES, NO_PLACEHOLDERS), False),
+        "stretch_goal": ((EVIDENCE, WRITE_UP), False),
+        "expectations": ((), True),  # each case against its [case.expect]
+        "regression": ((), False),  # split over the items of a regression set, not the cases
+    }
+)
 # check -> the parameters it takes in [criterion.params]; a custom check takes any.
 PARAMS: Mapping[str, tuple[str, ...]] = MappingProxyType({"regression": ("set",)})
 
 # Without a [criterion.points] table: points at a reference weight, scaled to the real one.
 # For a splitting check the reference weight's remainder is the part split over the cases.
-_DEFAULT_POINTS: Mapping[str, tuple[int, tuple[int, ...]]] = MappingProxyType({
-    "loud_failure": (25, (5,)),
-    "written_summary": (15, (6, 4, 5)),
-    "stretch_goal": (10, (6, 4)),
-})
+_DEFAULT_POINTS: Mapping[str, tuple[int, tuple[int, ...]]] = MappingProxyType(
+    {
+        "loud_failure": (25, (5,)),
+        "written_summary": (15, (6, 4, 5)),
+        "stretch_goal": (10, (6, 4)),
+    }
+)
 
 _TOP_KEYS = ("case", "criterion", "limits", "packages", "rubric", "stretch")
 _RUBRIC_KEYS = ("id", "title", "version", "changes")
 _CASE_KEYS = ("expect", "id", "task")
-_CRITERION_KEYS = ("check", "full", "id", "params", "points", "title", "typical_loss",
-                   "weight")
+_CRITERION_KEYS = ("check", "full", "id", "params", "points", "title", "typical_loss", "weight")
 _CRITERION_TEXT = ("title", "check", "full", "typical_loss")
 _LIMIT_KEYS = tuple(f.name for f in fields(Limits))
 # Rubric versions released before [rubric] changes existed, by (id, version): the kit's own
@@ -90,8 +108,20 @@ _LIMIT_KEYS = tuple(f.name for f in fields(Limits))
 # first says why it changed.
 _BEFORE_CHANGES = frozenset({("provider-swap-lab", 2)})
 # Criterion ids become gradebook columns beside these.
-_RESERVED_IDS = ("digest", "final", "late", "max", "name", "penalty", "reason", "review",
-                 "status", "student", "submission", "total")
+_RESERVED_IDS = (
+    "digest",
+    "final",
+    "late",
+    "max",
+    "name",
+    "penalty",
+    "reason",
+    "review",
+    "status",
+    "student",
+    "submission",
+    "total",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,7 +187,8 @@ class Rubric:
     # it from the rubric's folder (empty for a rubric only parsed); code, not content: the
     # rubric's identity is its file's bytes
     stretch_code: Mapping[str, Callable[..., object]] = field(
-        default_factory=dict, compare=False, repr=False)
+        default_factory=dict, compare=False, repr=False
+    )
     # late.toml beside the rubric file (``grader._late``), as load_rubric found it: the
     # instructor's like the rubric, never part of its bytes, so a due date moved changes
     # no report's digest (None: no late policy)
@@ -192,13 +223,18 @@ def load_rubric(path: Path) -> Rubric:
                 load_custom_check(criterion.check, rubric_dir=path.parent)
             except RubricError as exc:
                 raise RubricError(f"{at.where('criterion', index, 'check')}: {exc}") from exc
-    rubric = with_stretch_code(rubric, path.parent,
-                               lambda index, key: at.where("stretch", index, key))
+    rubric = with_stretch_code(
+        rubric, path.parent, lambda index, key: at.where("stretch", index, key)
+    )
     # The rubric's folder resolved, not regression/ (a link, maybe): the batch's workers
     # import the [[stretch]] functions from the parent of sets_folder.
     folder = path.parent.resolve() / SETS
-    return replace(rubric, sets=MappingProxyType(_pinned_sets(rubric, folder, at)),
-                   sets_folder=str(folder), late=load_late_policy(path.parent))
+    return replace(
+        rubric,
+        sets=MappingProxyType(_pinned_sets(rubric, folder, at)),
+        sets_folder=str(folder),
+        late=load_late_policy(path.parent),
+    )
 
 
 def _pinned_sets(rubric: Rubric, folder: Path, at: _Locator) -> dict[str, RegressionSet | None]:
@@ -249,8 +285,7 @@ def _validated(document: Mapping[str, object], at: _Locator, sha256: str) -> Rub
     changes = _changes(document.get("rubric"), at, rubric_id, version)
     cases = _cases(document.get("case"), at)
     criteria = _criteria(document.get("criterion"), at, len(cases))
-    stretch = lab_goals(document.get("stretch"),
-                        lambda index, key: at.where("stretch", index, key))
+    stretch = lab_goals(document.get("stretch"), lambda index, key: at.where("stretch", index, key))
     return Rubric(
         id=rubric_id,
         version=version,
@@ -265,19 +300,18 @@ def _validated(document: Mapping[str, object], at: _Locator, sha256: str) -> Rub
     )
 
 
-def load_custom_check(spec: str, *, rubric_dir: Path, key: str = "check"
-                      ) -> Callable[..., object]:
+def load_custom_check(spec: str, *, rubric_dir: Path, key: str = "check") -> Callable[..., object]:
     """Import ``package.module:function`` from the rubric's folder (``load_spec``); ``key``
     is the rubric key that names it, for messages."""
     function = load_spec(spec, folder=rubric_dir, where=f'{key} = "{spec}"', error=RubricError)
     if not callable(function):
-        raise RubricError(f'{key} = "{spec}": {spec.partition(":")[0]} has no function '
-                          f'{spec.partition(":")[2]!r}')
+        raise RubricError(
+            f'{key} = "{spec}": {spec.partition(":")[0]} has no function {spec.partition(":")[2]!r}'
+        )
     return function
 
 
-def with_stretch_code(rubric: Rubric, folder: Path, where: Callable[[int, str], str]
-                      ) -> Rubric:
+def with_stretch_code(rubric: Rubric, folder: Path, where: Callable[[int, str], str]) -> Rubric:
     """``rubric`` with each function its ``[[stretch]]`` tables name imported from
     ``folder``, the rubric's own, as its custom checks are (``load_custom_check``);
     ``where(index, key)`` places a table's key in an error, which says the fix."""
@@ -403,12 +437,12 @@ def _no_unknown(
 
 def _meta(raw: object, at: _Locator) -> tuple[str, int, str]:
     if not isinstance(raw, dict):
-        raise RubricError(f'{at.where()}: no [rubric] table; add one with id, version and title')
+        raise RubricError(f"{at.where()}: no [rubric] table; add one with id, version and title")
     _no_unknown(raw, _RUBRIC_KEYS, "key in [rubric]", lambda key: at.where("rubric", 0, key))
     rubric_id, version, title = raw.get("id"), raw.get("version"), raw.get("title")
     for key, value in (("id", rubric_id), ("title", title)):
         if not isinstance(value, str) or not value.strip():
-            raise RubricError(f"{at.where('rubric', 0, key)}: [rubric] needs {key} = \"...\"")
+            raise RubricError(f'{at.where("rubric", 0, key)}: [rubric] needs {key} = "..."')
     if type(version) is not int or version < 1:
         raise RubricError(
             f"{at.where('rubric', 0, 'version')}: [rubric] needs version = a whole number >= 1"
@@ -421,16 +455,19 @@ def _changes(raw: object, at: _Locator, rubric_id: str, version: int) -> str:
     version after the first (but those released before the key existed)."""
     value = raw.get("changes", "") if isinstance(raw, dict) else ""
     if not isinstance(value, str):
-        raise RubricError(f"{at.where('rubric', 0, 'changes')}: [rubric] changes must be "
-                          'text: why this version differs from the last, changes = "..."')
+        raise RubricError(
+            f"{at.where('rubric', 0, 'changes')}: [rubric] changes must be "
+            'text: why this version differs from the last, changes = "..."'
+        )
     if version > 1 and not value.strip() and (rubric_id, version) not in _BEFORE_CHANGES:
         given = isinstance(raw, dict) and "changes" in raw
         where = at.where("rubric", 0, "changes" if given else "version")
         raise RubricError(
-            f"{where}: version {version} gives no reason for its change: add changes = \"...\" "
+            f'{where}: version {version} gives no reason for its change: add changes = "..." '
             f"under [rubric], saying what changed since version {version - 1} and why (the "
             "ledger keeps it, and a grade's history shows it beside what changed; a version "
-            "a ledger already graded with takes a new number too)")
+            "a ledger already graded with takes a new number too)"
+        )
     return value.strip()
 
 
@@ -467,7 +504,7 @@ def _case(raw: object, index: int, at: _Locator) -> Case:
             "[a-z0-9][a-z0-9-]* (it names a cassette file)"
         )
     if not isinstance(task, str) or not task.strip():
-        raise RubricError(f"{where}: case {case_id!r} needs a non-empty task = \"...\"")
+        raise RubricError(f'{where}: case {case_id!r} needs a non-empty task = "..."')
     expect = None
     if "expect" in raw:
         place = at.at(at.line("case.expect", index) or at.line("case", index, "expect"))
@@ -547,12 +584,18 @@ def _params(raw: object, check: str, at: _Locator, index: int) -> dict[str, str]
         raise RubricError(f"{where}: params must be a table: [criterion.params]")
     if check in SUBCHECKS:
         valid = PARAMS.get(check) or (f"(none: {check} takes no parameters; remove the table)",)
-        _no_unknown(raw, valid, f"parameter of {check}",
-                    lambda key: at.at(at.line("criterion.params", index, key)))
+        _no_unknown(
+            raw,
+            valid,
+            f"parameter of {check}",
+            lambda key: at.at(at.line("criterion.params", index, key)),
+        )
     for key, value in raw.items():
         if not isinstance(value, str) or not value.strip():
-            raise RubricError(f"{at.at(at.line('criterion.params', index, key))}: "
-                              f'params.{key} must be a non-empty string, e.g. {key} = "..."')
+            raise RubricError(
+                f"{at.at(at.line('criterion.params', index, key))}: "
+                f'params.{key} must be a non-empty string, e.g. {key} = "..."'
+            )
     return dict(sorted(raw.items()))
 
 
@@ -643,24 +686,33 @@ def _packages(raw: object, at: _Locator) -> dict[str, str]:
     """``[packages]``: import name = pip requirement, for each package a lab may import."""
     example = 'openai = "openai>=3.50,<4"'
     if not isinstance(raw, dict):
-        raise RubricError(f"{at.where('packages')}: packages must be a table of import name = "
-                          f"pip requirement: [packages], then {example}")
+        raise RubricError(
+            f"{at.where('packages')}: packages must be a table of import name = "
+            f"pip requirement: [packages], then {example}"
+        )
     for name, requirement in raw.items():
         place = at.where("packages", 0, name)
         if not IMPORT_NAME.fullmatch(name):
             raise RubricError(
                 f"{place}: [packages] key {name!r} is not a top-level module name (what the "
-                f"agent writes after `import`, e.g. yaml for PyYAML): write {example}")
+                f"agent writes after `import`, e.g. yaml for PyYAML): write {example}"
+            )
         if name in sys.stdlib_module_names or name in KIT_MODULES:
-            what = "part of Python's standard library" if name in sys.stdlib_module_names \
+            what = (
+                "part of Python's standard library"
+                if name in sys.stdlib_module_names
                 else "gradekit's own"
-            raise RubricError(f"{place}: {name} is {what}, which every agent may import: remove "
-                              "it from [packages]")
+            )
+            raise RubricError(
+                f"{place}: {name} is {what}, which every agent may import: remove "
+                "it from [packages]"
+            )
         if not isinstance(requirement, str) or requirement_key(requirement) is None:
             raise RubricError(
                 f"{place}: packages.{name} must be the pip requirement that installs it, a "
                 f"project name with optional extras and versions (no URL, marker or option), "
-                f"not {_shown(requirement)}: write {example}")
+                f"not {_shown(requirement)}: write {example}"
+            )
     return {name: requirement.strip() for name, requirement in raw.items()}
 
 

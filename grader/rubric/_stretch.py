@@ -44,14 +44,18 @@ def lab_goals(raw: object, where: Where) -> tuple[LabGoal, ...]:
     if raw is None:
         return ()
     if not isinstance(raw, list):
-        raise RubricError(f"{where(0, '')}: stretch must be tables, one [[stretch]] a goal "
-                          'with id = "...", names = [...] and evidence = "module:function"')
+        raise RubricError(
+            f"{where(0, '')}: stretch must be tables, one [[stretch]] a goal "
+            'with id = "...", names = [...] and evidence = "module:function"'
+        )
     goals = tuple(_goal(table, index, where) for index, table in enumerate(raw))
     first: dict[str, int] = {}
     for index, goal in enumerate(goals):
         if goal.id in first:
-            raise RubricError(f"{where(index, 'id')}: stretch goal id {goal.id!r} appears twice "
-                              f"(first at {where(first[goal.id], 'id')}); give each its own id")
+            raise RubricError(
+                f"{where(index, 'id')}: stretch goal id {goal.id!r} appears twice "
+                f"(first at {where(first[goal.id], 'id')}); give each its own id"
+            )
         first[goal.id] = index
     return goals
 
@@ -61,29 +65,39 @@ def _goal(raw: object, index: int, where: Where) -> LabGoal:
         raise RubricError(f"{where(index, '')}: [[stretch]] number {index + 1} is not a table")
     unknown = sorted(set(raw) - set(STRETCH_KEYS))
     if unknown:
-        raise RubricError(f"{where(index, unknown[0])}: unknown key in [[stretch]] "
-                          f"{', '.join(unknown)}; the valid ones are {', '.join(STRETCH_KEYS)}")
+        raise RubricError(
+            f"{where(index, unknown[0])}: unknown key in [[stretch]] "
+            f"{', '.join(unknown)}; the valid ones are {', '.join(STRETCH_KEYS)}"
+        )
     goal_id = raw.get("id")
     if not isinstance(goal_id, str) or not GOAL_ID.fullmatch(goal_id):
-        raise RubricError(f"{where(index, 'id')}: [[stretch]] number {index + 1} needs an id "
-                          f"matching [a-z0-9][a-z0-9-]* (what a manifest claims), not "
-                          f"{goal_id!r}")
+        raise RubricError(
+            f"{where(index, 'id')}: [[stretch]] number {index + 1} needs an id "
+            f"matching [a-z0-9][a-z0-9-]* (what a manifest claims), not "
+            f"{goal_id!r}"
+        )
     if goal_id in KIT_GOALS:
         raise RubricError(
             f"{where(index, 'id')}: stretch goal id {goal_id!r} is one of the kit's own goals "
             f"({', '.join(KIT_GOALS)}): give the lab's goal an id of its own; a lab's goal "
-            "never replaces the kit's")
-    return LabGoal(id=goal_id, names=_names(goal_id, raw.get("names"), where(index, "names")),
-                   evidence=_spec(raw, "evidence", where(index, "evidence"), required=True),
-                   basis=_spec(raw, "basis", where(index, "basis"), required=False))
+            "never replaces the kit's"
+        )
+    return LabGoal(
+        id=goal_id,
+        names=_names(goal_id, raw.get("names"), where(index, "names")),
+        evidence=_spec(raw, "evidence", where(index, "evidence"), required=True),
+        basis=_spec(raw, "basis", where(index, "basis"), required=False),
+    )
 
 
 def _names(goal_id: str, raw: object, where: str) -> tuple[str, ...]:
     if raw is None:
         return (goal_id,)
     if not isinstance(raw, list) or not all(isinstance(n, str) and n.strip() for n in raw):
-        raise RubricError(f"{where}: names must be a list of words a FAILURES.md entry names "
-                          f'the goal by, e.g. names = ["{goal_id}", "{goal_id.replace("-", " ")}"]')
+        raise RubricError(
+            f"{where}: names must be a list of words a FAILURES.md entry names "
+            f'the goal by, e.g. names = ["{goal_id}", "{goal_id.replace("-", " ")}"]'
+        )
     return tuple(dict.fromkeys([goal_id, *(cast(str, name).strip() for name in raw)]))
 
 
@@ -92,8 +106,10 @@ def _spec(raw: dict[str, object], key: str, where: str, *, required: bool) -> st
     if value is None and not required:
         return ""
     if not isinstance(value, str) or not SPEC.fullmatch(value):
-        raise RubricError(f'{where}: {key} must name your function as "package.module:function" '
-                          f"(a module beside the rubric), not {value!r}")
+        raise RubricError(
+            f'{where}: {key} must name your function as "package.module:function" '
+            f"(a module beside the rubric), not {value!r}"
+        )
     return value
 
 
@@ -101,8 +117,11 @@ def goal_tables(goals: Sequence[LabGoal]) -> list[dict[str, object]]:
     """The ``[[stretch]]`` tables that ``lab_goals`` reads back as ``goals``."""
     tables: list[dict[str, object]] = []
     for goal in goals:
-        table: dict[str, object] = {"id": goal.id, "names": list(goal.names),
-                                    "evidence": goal.evidence}
+        table: dict[str, object] = {
+            "id": goal.id,
+            "names": list(goal.names),
+            "evidence": goal.evidence,
+        }
         if goal.basis:
             table["basis"] = goal.basis
         tables.append(table)

@@ -70,8 +70,9 @@ def rubric_document(rubric: Rubric) -> dict[str, Any]:
         "sha256": rubric.sha256,
         "sets_folder": rubric.sets_folder,
         # The sets by reference and digest: the worker reads the same immutable versions.
-        "sets": {ref: None if pinned is None else pinned.sha256
-                 for ref, pinned in rubric.sets.items()},
+        "sets": {
+            ref: None if pinned is None else pinned.sha256 for ref, pinned in rubric.sets.items()
+        },
     }
 
 
@@ -86,12 +87,16 @@ def _criterion(criterion: Criterion) -> dict[str, Any]:
     """A ``[[criterion]]`` table; its points table only where the file needs one (a
     built-in check's named sub-checks at other than their default points)."""
     table: dict[str, Any] = {
-        "id": criterion.id, "title": criterion.title, "weight": criterion.weight,
-        "check": criterion.check, "full": criterion.full,
+        "id": criterion.id,
+        "title": criterion.title,
+        "weight": criterion.weight,
+        "check": criterion.check,
+        "full": criterion.full,
         "typical_loss": criterion.typical_loss,
     }
     if criterion.check in SUBCHECKS and dict(criterion.points) != default_points(
-            criterion.check, criterion.weight):
+        criterion.check, criterion.weight
+    ):
         table["points"] = {name: float(points) for name, points in criterion.points.items()}
     if criterion.params:
         table["params"] = dict(criterion.params)
@@ -102,28 +107,44 @@ def rubric_from_document(document: object, *, source: str = _SOURCE) -> Rubric:
     """The rubric ``rubric_document`` wrote, checked as ``load_rubric`` checks a file: a
     ``RubricError`` naming ``source`` for anything a rubric file could not hold, or a
     pinned regression set whose bytes changed since."""
-    if not isinstance(document, Mapping) or sorted(document) != sorted(_KEYS) \
-            or document["format"] != FORMAT:
-        raise RubricError(f"{source} is not a {FORMAT} document: send a rubric with "
-                          "rubric_document, never by hand")
+    if (
+        not isinstance(document, Mapping)
+        or sorted(document) != sorted(_KEYS)
+        or document["format"] != FORMAT
+    ):
+        raise RubricError(
+            f"{source} is not a {FORMAT} document: send a rubric with "
+            "rubric_document, never by hand"
+        )
     sha256, folder, sets = document["sha256"], document["sets_folder"], document["sets"]
     if not isinstance(sha256, str) or not _SHA256.fullmatch(sha256):
-        raise RubricError(f"{source}: sha256 is {sha256!r}, not 64 hex digits: send the "
-                          "rubric load_rubric read, whose sha256 is its file's")
-    if not isinstance(folder, str) or not isinstance(sets, Mapping) or not all(
+        raise RubricError(
+            f"{source}: sha256 is {sha256!r}, not 64 hex digits: send the "
+            "rubric load_rubric read, whose sha256 is its file's"
+        )
+    if (
+        not isinstance(folder, str)
+        or not isinstance(sets, Mapping)
+        or not all(
             isinstance(ref, str) and (digest is None or isinstance(digest, str))
-            for ref, digest in sets.items()):
-        raise RubricError(f"{source}: sets_folder is not a folder or sets is not a table of "
-                          "name@version = digest or null: send the rubric load_rubric read")
+            for ref, digest in sets.items()
+        )
+    ):
+        raise RubricError(
+            f"{source}: sets_folder is not a folder or sets is not a table of "
+            "name@version = digest or null: send the rubric load_rubric read"
+        )
     tables = _decimals(document["tables"])
     if not isinstance(tables, Mapping):
         raise RubricError(f"{source}: tables is not a table of the rubric file's tables")
     rubric = rubric_of_tables(tables, source=source, sha256=sha256)
     if rubric.stretch and folder:  # a rubric only parsed has no folder, and no code either
-        rubric = with_stretch_code(rubric, Path(folder).parent,
-                                   lambda index, key: f"{source}: [[stretch]] {key}")
-    return dataclasses.replace(rubric, sets=MappingProxyType(_sets(sets, Path(folder), source)),
-                               sets_folder=folder)
+        rubric = with_stretch_code(
+            rubric, Path(folder).parent, lambda index, key: f"{source}: [[stretch]] {key}"
+        )
+    return dataclasses.replace(
+        rubric, sets=MappingProxyType(_sets(sets, Path(folder), source)), sets_folder=folder
+    )
 
 
 def _decimals(value: object) -> object:
@@ -138,8 +159,9 @@ def _decimals(value: object) -> object:
     return value
 
 
-def _sets(digests: Mapping[str, str | None], folder: Path, source: str
-          ) -> dict[str, RegressionSet | None]:
+def _sets(
+    digests: Mapping[str, str | None], folder: Path, source: str
+) -> dict[str, RegressionSet | None]:
     """The regression sets the batch found, read again from the same folder: each must
     still have the digest the batch saw (a version never changes)."""
     sets: dict[str, RegressionSet | None] = {}
@@ -150,7 +172,9 @@ def _sets(digests: Mapping[str, str | None], folder: Path, source: str
         except UsageError as exc:
             raise RubricError(f"{source}: regression set {ref}: {exc}") from None
         if digest is not None and (pinned is None or pinned.sha256 != digest):
-            raise RubricError(f"{source}: regression set {ref} changed while the batch ran: a "
-                              "set version never changes; restore it, then grade again")
+            raise RubricError(
+                f"{source}: regression set {ref} changed while the batch ran: a "
+                "set version never changes; restore it, then grade again"
+            )
         sets[ref] = pinned
     return sets

@@ -56,8 +56,9 @@ class Over:
     size: int = 0
 
 
-def measure(root: str, ignored: Iterable[str], *, size: int, entries: int,
-            depth: int) -> Over | None:
+def measure(
+    root: str, ignored: Iterable[str], *, size: int, entries: int, depth: int
+) -> Over | None:
     """The first cap the copy of ``root`` (``ignored`` names left out) would pass: its
     apparent ``size`` in bytes, its ``entries``, its ``depth``; None when it passes none.
     The walk stops at the entries or depth cap, so it costs no more than what it allows;
@@ -104,24 +105,30 @@ def refusal(over: Over, limits: dict[str, str]) -> str:
         found = _bytes(over.found)
         if found == f"{mib:.2f} MiB":  # just past the cap: the exact count says so
             found += f" ({over.found:,} bytes)"
-        return (f"the submission holds {found} (its apparent size: sparse files counted in "
-                f"full, and a hard-linked file once for each of its names, as the grader's "
-                f"copy writes them), past its limit of {mib} MiB ({limit} = {mib} in the "
-                f"rubric's [limits]): its largest file is {path}, {_bytes(over.size)}; nothing "
-                f"was copied or run. Remove what the lab does not need from the submission "
-                f"(data, models, build outputs), or raise {limit} if the lab needs that much")
+        return (
+            f"the submission holds {found} (its apparent size: sparse files counted in "
+            f"full, and a hard-linked file once for each of its names, as the grader's "
+            f"copy writes them), past its limit of {mib} MiB ({limit} = {mib} in the "
+            f"rubric's [limits]): its largest file is {path}, {_bytes(over.size)}; nothing "
+            f"was copied or run. Remove what the lab does not need from the submission "
+            f"(data, models, build outputs), or raise {limit} if the lab needs that much"
+        )
     if over.what == ENTRIES:
-        return (f"the submission holds more than {over.cap:,} files, folders and links "
-                f"(ignored names such as .git, .venv and node_modules not counted), past its "
-                f"limit of {over.cap:,} ({limit} = {over.cap} in the rubric's [limits]): the "
-                f"first past it, in the order the grader copies them, is {path}; nothing was "
-                f"copied or run. Remove what the lab does not need from the submission "
-                f"(generated files, a copied library), or raise {limit} if the lab needs "
-                f"that many")
-    return (f"the submission nests {path} {over.found} levels deep, past its limit of "
-            f"{over.cap} ({limit} = {over.cap} in the rubric's [limits]); nothing was copied "
-            f"or run. Move it nearer the top or remove it, or raise {limit} if the lab "
-            f"needs that depth")
+        return (
+            f"the submission holds more than {over.cap:,} files, folders and links "
+            f"(ignored names such as .git, .venv and node_modules not counted), past its "
+            f"limit of {over.cap:,} ({limit} = {over.cap} in the rubric's [limits]): the "
+            f"first past it, in the order the grader copies them, is {path}; nothing was "
+            f"copied or run. Remove what the lab does not need from the submission "
+            f"(generated files, a copied library), or raise {limit} if the lab needs "
+            f"that many"
+        )
+    return (
+        f"the submission nests {path} {over.found} levels deep, past its limit of "
+        f"{over.cap} ({limit} = {over.cap} in the rubric's [limits]); nothing was copied "
+        f"or run. Move it nearer the top or remove it, or raise {limit} if the lab "
+        f"needs that depth"
+    )
 
 
 @functools.lru_cache(maxsize=8)
@@ -132,8 +139,9 @@ def _skipped(patterns: tuple[str, ...]) -> Callable[[str], object]:
     return re.compile("|".join(fnmatch.translate(p) for p in patterns)).match
 
 
-def _listed(folder: str, skipped: Callable[[str], object], *,
-            follow: bool = False) -> list[tuple[str, bool, int]]:
+def _listed(
+    folder: str, skipped: Callable[[str], object], *, follow: bool = False
+) -> list[tuple[str, bool, int]]:
     """What the copy takes of ``folder``, in name order: each entry's name, whether it is a
     folder, and its bytes (a regular file's size, a link's; none for a folder). Each is
     looked at through the folder's descriptor, not by its whole path: a walk's lookups are
@@ -178,5 +186,5 @@ def _shown(path: str) -> str:
     if not path.isprintable():
         path = ascii(path)[1:-1]
     if len(path) > _SHOWN:
-        path = f"{path[:_SHOWN // 2]}…{path[-(_SHOWN // 2 - 1):]}"
+        path = f"{path[: _SHOWN // 2]}…{path[-(_SHOWN // 2 - 1) :]}"
     return path

@@ -29,10 +29,22 @@ from grader.sandbox._hold import Cell
 from grader.sandbox._isolation import become
 
 __all__ = [
-    "HARNESS", "PYTHON_FLAGS", "Child", "Event", "Process", "ProtocolError", "Spawn",
-    "child_ending", "child_name",
-    "child_text", "clean_text", "decode_line", "exit_detail", "replaced_names",
-    "settle_children", "strict_loads",
+    "HARNESS",
+    "PYTHON_FLAGS",
+    "Child",
+    "Event",
+    "Process",
+    "ProtocolError",
+    "Spawn",
+    "child_ending",
+    "child_name",
+    "child_text",
+    "clean_text",
+    "decode_line",
+    "exit_detail",
+    "replaced_names",
+    "settle_children",
+    "strict_loads",
 ]
 
 HARNESS = Path(__file__).with_name("_harness.py")
@@ -129,17 +141,19 @@ class Child:
             if spawn is not None:
                 self.proc: Process = spawn(their_read, their_write, outputs, cell)
             else:
-                self.proc = _Started(subprocess.Popen(
-                    [*start, str(their_read), str(their_write)],
-                    cwd=cwd,
-                    env=env,
-                    stdin=subprocess.DEVNULL,
-                    stdout=outputs[0],
-                    stderr=outputs[1],
-                    pass_fds=(*pass_fds, their_read, their_write),
-                    start_new_session=True,  # its own process group: one killpg ends it all
-                    preexec_fn=_joining(cell, user) if cell or user is not None else None,
-                ))
+                self.proc = _Started(
+                    subprocess.Popen(
+                        [*start, str(their_read), str(their_write)],
+                        cwd=cwd,
+                        env=env,
+                        stdin=subprocess.DEVNULL,
+                        stdout=outputs[0],
+                        stderr=outputs[1],
+                        pass_fds=(*pass_fds, their_read, their_write),
+                        start_new_session=True,  # its own process group: one killpg ends it all
+                        preexec_fn=_joining(cell, user) if cell or user is not None else None,
+                    )
+                )
         except BaseException:
             os.close(self._to_child)
             os.close(self._from_child)
@@ -187,8 +201,9 @@ class Child:
             if self._eof:
                 return Event.ENDED
             watching = self._cell is not None and self._cell.watched
-            for key, _ in self._selector.select(min(remaining, _WATCH_EVERY_S) if watching
-                                                else remaining):
+            for key, _ in self._selector.select(
+                min(remaining, _WATCH_EVERY_S) if watching else remaining
+            ):
                 if key.fd == self._from_child:
                     self._read()
                 else:

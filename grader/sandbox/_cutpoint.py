@@ -48,14 +48,24 @@ def cut_point_verdict(child: Child, layout: Layout, limits: Limits, seal: str) -
         if op == "ready" and not loaded:
             loaded, deadline = True, time.monotonic() + limits.timeout_s
         elif op == "import_error" and not loaded:
-            return CutPointRun(False, "could not be loaded: "
-                           + (layout.scrub(child_text(event.get("error"))) or "an error"))
+            return CutPointRun(
+                False,
+                "could not be loaded: "
+                + (layout.scrub(child_text(event.get("error"))) or "an error"),
+            )
         elif op in ("cut_point", "tampered") and event.get("seal") != seal:
-            return CutPointRun(False, "its verdict was forged", tampering=f"a {op} message that "
-                           "the harness did not send, written on the grader's channel")
+            return CutPointRun(
+                False,
+                "its verdict was forged",
+                tampering=f"a {op} message that "
+                "the harness did not send, written on the grader's channel",
+            )
         elif op == "tampered":
-            return CutPointRun(False, "its verdict was forged",
-                           tampering="the submission replaced the harness's code")
+            return CutPointRun(
+                False,
+                "its verdict was forged",
+                tampering="the submission replaced the harness's code",
+            )
         elif op == "cut_point" and loaded:
             error = layout.scrub(child_text(event.get("error")))
             return CutPointRun(event.get("passed") is True and not error, error)
@@ -63,20 +73,27 @@ def cut_point_verdict(child: Child, layout: Layout, limits: Limits, seal: str) -
             return CutPointRun(False, "broke the grader's protocol: an unexpected message")
 
 
-def cut_point_problem(own: CutPointRun | None, allowing: CutPointRun | None, *, test: str,
-                      guard: str) -> str | None:
+def cut_point_problem(
+    own: CutPointRun | None, allowing: CutPointRun | None, *, test: str, guard: str
+) -> str | None:
     """None when the evidence holds; else why not, with the fix."""
     if not test or not guard:
-        return ('declare incident_test = "package.module:function" (your cut-point test) and '
-                'guard = "package.module:function" (the live guard it checks) in '
-                "[tool.gradekit]")
+        return (
+            'declare incident_test = "package.module:function" (your cut-point test) and '
+            'guard = "package.module:function" (the live guard it checks) in '
+            "[tool.gradekit]"
+        )
     if own is None or allowing is None:
         return "the cut-point test was not run"
     if not own.passed:
-        return (f"your cut-point test {test} fails on your own code ({own.detail}): fix the "
-                "guard, or the test")
+        return (
+            f"your cut-point test {test} fails on your own code ({own.detail}): fix the "
+            "guard, or the test"
+        )
     if allowing.passed:
-        return (f"your cut-point test {test} still passes when {guard} allows every action: "
-                "it cannot fail, so it tests nothing; run the action live in the replay plan "
-                "and assert it did not run")
+        return (
+            f"your cut-point test {test} still passes when {guard} allows every action: "
+            "it cannot fail, so it tests nothing; run the action live in the replay plan "
+            "and assert it did not run"
+        )
     return None

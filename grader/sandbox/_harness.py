@@ -191,8 +191,7 @@ WRITES: dict[str, tuple[tuple[int, int], ...]] = {
     "shutil.unpack_archive": ((1, -1),),
 }
 LIBRARY = "ctypes."  # every ctypes event: ctypes can call libc and step around the hook
-REFUSABLE = (NETWORK | PROCESS | SIGNAL | LIMITS | frozenset(WRITES)
-             | {"ctypes.dlopen", SOCKET})
+REFUSABLE = NETWORK | PROCESS | SIGNAL | LIMITS | frozenset(WRITES) | {"ctypes.dlopen", SOCKET}
 
 WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
 ALWAYS_WRITABLE = frozenset({os.devnull})
@@ -292,8 +291,9 @@ def forget_environment(names: Iterable[str]) -> None:
         os.close(memory)
 
 
-def copy_submission(source: str, target: str, ignored: Iterable[str], *,
-                    shared: bool = False) -> None:
+def copy_submission(
+    source: str, target: str, ignored: Iterable[str], *, shared: bool = False
+) -> None:
     """Copy a submission's folders, regular files and links; skip names matching ``ignored``.
 
     Links stay links (never followed out of the submission); FIFOs, sockets and devices
@@ -304,8 +304,11 @@ def copy_submission(source: str, target: str, ignored: Iterable[str], *,
     is made, whatever the umask.
     """
     patterns = tuple(ignored)
-    skipped = re.compile("|".join(fnmatch.translate(p) for p in patterns)).match \
-        if patterns else (lambda name: None)
+    skipped = (
+        re.compile("|".join(fnmatch.translate(p) for p in patterns)).match
+        if patterns
+        else (lambda name: None)
+    )
 
     def copy_folder(here: str, there: str) -> None:
         os.makedirs(there, exist_ok=True)
@@ -440,15 +443,21 @@ def skip_sleeps(budget_s: object) -> Callable[[], None]:
     the same way. A ``budget_s`` that is not a positive number (an older parent's
     configuration) changes nothing.
     """
-    if isinstance(budget_s, bool) or not isinstance(budget_s, int | float) or not \
-            0 < budget_s < 1e9:
+    if (
+        isinstance(budget_s, bool)
+        or not isinstance(budget_s, int | float)
+        or not 0 < budget_s < 1e9
+    ):
         return lambda: None
     import time
 
     real_sleep, real_ns = time.sleep, time.monotonic_ns
     real_perf_ns, real_gettime_ns = time.perf_counter_ns, time.clock_gettime_ns
-    monotonic = frozenset(getattr(time, name) for name in (
-        "CLOCK_MONOTONIC", "CLOCK_MONOTONIC_RAW") if hasattr(time, name))
+    monotonic = frozenset(
+        getattr(time, name)
+        for name in ("CLOCK_MONOTONIC", "CLOCK_MONOTONIC_RAW")
+        if hasattr(time, name)
+    )
     budget = int(budget_s * 1_000_000_000)
     skipped, since = [0], [real_ns(), 0]  # all skipped; this case's start and skipped since
 
@@ -481,12 +490,15 @@ def skip_sleeps(budget_s: object) -> Callable[[], None]:
     def clock_gettime(clock: int) -> float:
         return clock_gettime_ns(clock) / 1e9
 
-    for name, function in (("sleep", sleep), ("monotonic_ns", monotonic_ns),
-                           ("monotonic", lambda: monotonic_ns() / 1e9),
-                           ("perf_counter_ns", perf_counter_ns),
-                           ("perf_counter", lambda: perf_counter_ns() / 1e9),
-                           ("clock_gettime", clock_gettime),
-                           ("clock_gettime_ns", clock_gettime_ns)):
+    for name, function in (
+        ("sleep", sleep),
+        ("monotonic_ns", monotonic_ns),
+        ("monotonic", lambda: monotonic_ns() / 1e9),
+        ("perf_counter_ns", perf_counter_ns),
+        ("perf_counter", lambda: perf_counter_ns() / 1e9),
+        ("clock_gettime", clock_gettime),
+        ("clock_gettime_ns", clock_gettime_ns),
+    ):
         function.__name__ = function.__qualname__ = name
         setattr(time, name, function)
     if "asyncio" in sys.modules:
@@ -607,10 +619,17 @@ def set_clock(start: object) -> None:
     def clock_gettime_ns(clock: int) -> int:
         return wall_ns() if clock == realtime else real_clock_gettime_ns(clock)
 
-    for name, function in (("time", wall), ("time_ns", wall_ns), ("localtime", localtime),
-                           ("gmtime", gmtime), ("ctime", ctime), ("asctime", asctime),
-                           ("strftime", strftime), ("clock_gettime", clock_gettime),
-                           ("clock_gettime_ns", clock_gettime_ns)):
+    for name, function in (
+        ("time", wall),
+        ("time_ns", wall_ns),
+        ("localtime", localtime),
+        ("gmtime", gmtime),
+        ("ctime", ctime),
+        ("asctime", asctime),
+        ("strftime", strftime),
+        ("clock_gettime", clock_gettime),
+        ("clock_gettime_ns", clock_gettime_ns),
+    ):
         function.__name__ = function.__qualname__ = name
         setattr(time, name, function)
     _clock_datetime(wall)
@@ -634,12 +653,18 @@ def _clock_datetime(wall: Callable[[], float]) -> None:
             return real_of.get(cls, super().__call__)(*args, **kwargs)
 
         def __instancecheck__(cls, instance: object) -> bool:
-            return isinstance(instance, real_of[cls]) if cls in real_of \
+            return (
+                isinstance(instance, real_of[cls])
+                if cls in real_of
                 else super().__instancecheck__(instance)
+            )
 
         def __subclasscheck__(cls, subclass: type) -> bool:
-            return issubclass(subclass, real_of[cls]) if cls in real_of \
+            return (
+                issubclass(subclass, real_of[cls])
+                if cls in real_of
                 else super().__subclasscheck__(subclass)
+            )
 
     class ClockedDate(datetime.date, metaclass=Clocked):
         @classmethod
@@ -676,8 +701,9 @@ def _clock_datetime(wall: Callable[[], float]) -> None:
 # -- end of the grader's clock ---------------------------------------------------------------
 
 
-def install_guard(channel: Channel, roots: Iterable[str]
-                  ) -> tuple[Callable[[], bool], Callable[[Callable[[], Any]], Any]]:
+def install_guard(
+    channel: Channel, roots: Iterable[str]
+) -> tuple[Callable[[], bool], Callable[[Callable[[], Any]], Any]]:
     """Add the audit hook; from here on every refusal is reported and raised as PermissionError.
 
     The hook judges with private copies of this module's functions and tables
@@ -713,8 +739,14 @@ def install_guard(channel: Channel, roots: Iterable[str]
                 refused = ("", "")  # an argument the hook cannot understand is refused
             if refused is None:
                 return
-            channel.send({"op": "refused", "event": event, "where": caller_in(allowed[0]),
-                          "target": refused[1]})
+            channel.send(
+                {
+                    "op": "refused",
+                    "event": event,
+                    "where": caller_in(allowed[0]),
+                    "target": refused[1],
+                }
+            )
         finally:
             busy.discard(ident)
         raise PermissionError(
@@ -724,8 +756,11 @@ def install_guard(channel: Channel, roots: Iterable[str]
 
     import types
 
-    sys.addaudithook(types.FunctionType(guard.__code__, private_namespace(), guard.__name__,
-                                        None, guard.__closure__))
+    sys.addaudithook(
+        types.FunctionType(
+            guard.__code__, private_namespace(), guard.__name__, None, guard.__closure__
+        )
+    )
     audited_bypasses()
 
     def alive() -> bool:
@@ -757,8 +792,9 @@ def private_namespace() -> dict[str, Any]:
         elif isinstance(value, (set, list)):
             value = frozenset(value) if isinstance(value, set) else tuple(value)
         elif isinstance(value, types.FunctionType) and value.__module__ == __name__:
-            value = types.FunctionType(value.__code__, private, value.__name__,
-                                       value.__defaults__, value.__closure__)
+            value = types.FunctionType(
+                value.__code__, private, value.__name__, value.__defaults__, value.__closure__
+            )
         private[name] = value
     return private
 
@@ -773,7 +809,7 @@ def caller_in(root: str) -> str:
     while frame is not None:
         name = os.path.realpath(frame.f_code.co_filename)
         if name.startswith(prefix):
-            return f"{name[len(prefix):]}:{frame.f_lineno}"
+            return f"{name[len(prefix) :]}:{frame.f_lineno}"
         frame = frame.f_back
     return ""
 
@@ -791,7 +827,8 @@ def audited_bypasses() -> None:
     import signal
 
     for module, name, event in (
-        (posix, "mkfifo", "os.mkfifo"), (posix, "mknod", "os.mknod"),
+        (posix, "mkfifo", "os.mkfifo"),
+        (posix, "mknod", "os.mknod"),
         (posix, "pidfd_open", "os.pidfd_open"),
         (signal, "pidfd_send_signal", "signal.pidfd_send_signal"),
         (_posixsubprocess, "fork_exec", "_posixsubprocess.fork_exec"),
@@ -800,8 +837,9 @@ def audited_bypasses() -> None:
         if original is None:
             continue
 
-        def audited(first: Any, *args: Any, _event: str = event, _call: Any = original,
-                    **kw: Any) -> Any:
+        def audited(
+            first: Any, *args: Any, _event: str = event, _call: Any = original, **kw: Any
+        ) -> Any:
             if _event in ("os.mkfifo", "os.mknod"):
                 sys.audit(_event, first, kw.get("dir_fd"))
             else:
@@ -989,7 +1027,7 @@ def located(exc: BaseException, root: str) -> str:
             trace = trace.tb_next
     if place is None or not place[0].startswith(root + os.sep):
         return describe(exc)
-    return f"{describe(exc)} ({place[0][len(root) + 1:]}, line {place[1]})"[:TEXT_LIMIT]
+    return f"{describe(exc)} ({place[0][len(root) + 1 :]}, line {place[1]})"[:TEXT_LIMIT]
 
 
 def find(spec: str) -> Any:
@@ -1039,8 +1077,9 @@ class Provider:
         if "response" in reply:
             response: str = reply["response"]
             return response
-        miss = make_miss(str(reply.get("miss", "cassette miss")),
-                         str(reply.get("cassette", self._case)), prompt)
+        miss = make_miss(
+            str(reply.get("miss", "cassette miss")), str(reply.get("cassette", self._case)), prompt
+        )
         self.misses.append(miss)
         raise miss
 
@@ -1064,19 +1103,35 @@ class Provider:
         """Ask the parent for ``request``'s response; a miss raises, as ``complete``'s does."""
         library = sys.modules.get(type(request).__module__.partition(".")[0])
         if library is None or library.__name__ not in HTTP_LIBRARIES:
-            raise TypeError(f"the provider's HTTP clients serve httpx and httpx2 requests, not "
-                            f"{type(request).__name__}")
+            raise TypeError(
+                f"the provider's HTTP clients serve httpx and httpx2 requests, not "
+                f"{type(request).__name__}"
+            )
         method, url = str(request.method), str(request.url)
-        reply = self._channel.ask({"op": "http", "case": self._case, "method": method,
-                                   "url": url,
-                                   "body": base64.b64encode(bytes(body)).decode("ascii")})
+        reply = self._channel.ask(
+            {
+                "op": "http",
+                "case": self._case,
+                "method": method,
+                "url": url,
+                "body": base64.b64encode(bytes(body)).decode("ascii"),
+            }
+        )
         answer = reply.get("http")
         if isinstance(answer, dict):
-            return library.Response(answer["status"], request=request,
-                                    headers=[(str(n), str(v)) for n, v in answer["headers"]],
-                                    content=base64.b64decode(answer["body"]))
-        miss = make_http_miss(str(reply.get("miss", "cassette miss")), library, request,
-                              case=self._case, key=str(reply.get("key", "")))
+            return library.Response(
+                answer["status"],
+                request=request,
+                headers=[(str(n), str(v)) for n, v in answer["headers"]],
+                content=base64.b64decode(answer["body"]),
+            )
+        miss = make_http_miss(
+            str(reply.get("miss", "cassette miss")),
+            library,
+            request,
+            case=self._case,
+            key=str(reply.get("key", "")),
+        )
         self.misses.append(miss)
         raise miss
 
@@ -1104,13 +1159,14 @@ class ParentTransport:
         """Nothing to close: the parent holds the cassette."""
 
 
-def client_of(library: str, kind: str, transport: ParentTransport,
-              options: dict[str, Any]) -> Any:
+def client_of(library: str, kind: str, transport: ParentTransport, options: dict[str, Any]) -> Any:
     """A ``kind`` (Client, AsyncClient) of ``library`` on ``transport``."""
     if library not in HTTP_LIBRARIES or "transport" in options:
-        raise TypeError("http_client() makes an httpx or httpx2 client on the grader's "
-                        "transport: pass 'httpx' (openai) or 'httpx2' (anthropic), and no "
-                        "transport of your own")
+        raise TypeError(
+            "http_client() makes an httpx or httpx2 client on the grader's "
+            "transport: pass 'httpx' (openai) or 'httpx2' (anthropic), and no "
+            "transport of your own"
+        )
     return getattr(importlib.import_module(library), kind)(transport=transport, **options)
 
 
@@ -1128,8 +1184,9 @@ def write_tools(spec: object) -> dict[str, Callable[..., Any]]:
     write_tool: Any = getattr(registry, "write_tool", None)
     found: dict[str, Callable[..., Any]] = {}
     for name in list(names)[:10_000] if callable(write_tool) else ():
-        named = type(name) is str and 0 < len(name) <= NAME_LIMIT \
-            and not any(c.isspace() for c in name)  # what the parent takes for a tool name
+        named = (
+            type(name) is str and 0 < len(name) <= NAME_LIMIT and not any(c.isspace() for c in name)
+        )  # what the parent takes for a tool name
         tool = write_tool(name) if named else None
         if callable(tool) and len(found) < MAX_WRITES:
             found["".join([name])] = tool
@@ -1141,9 +1198,14 @@ class Toolbox:
     or says to run a write tool here, on this toolbox's store: one toolbox per case run, so
     each starts empty."""
 
-    def __init__(self, channel: Channel, case: str, misses: list[BaseException],
-                 fixtures: str = "fixtures",
-                 writes: Mapping[str, Callable[..., Any]] | None = None) -> None:
+    def __init__(
+        self,
+        channel: Channel,
+        case: str,
+        misses: list[BaseException],
+        fixtures: str = "fixtures",
+        writes: Mapping[str, Callable[..., Any]] | None = None,
+    ) -> None:
         self._channel, self._case, self.misses = channel, case, misses
         self._fixtures = fixtures  # the folder the manifest names, for the miss's message
         self._writes = writes or {}
@@ -1164,11 +1226,16 @@ class Toolbox:
         if "response" in reply:
             return reply["response"]
         arguments = json.dumps(args, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-        missing = make_error("MissingFixtureError", MissingFixtureError,
-                             str(reply.get("missing", "missing fixture")),
-                             fixture=f"{self._fixtures}/{self._case}.json", case=self._case,
-                             tool=name,
-                             arguments=arguments, key=f"{name} {arguments}")
+        missing = make_error(
+            "MissingFixtureError",
+            MissingFixtureError,
+            str(reply.get("missing", "missing fixture")),
+            fixture=f"{self._fixtures}/{self._case}.json",
+            case=self._case,
+            tool=name,
+            arguments=arguments,
+            key=f"{name} {arguments}",
+        )
         self.misses.append(missing)
         raise missing
 
@@ -1177,29 +1244,35 @@ class Toolbox:
         back, as the kit's toolboxes return it."""
         tool = self._writes.get(name)
         if tool is None:
-            raise TypeError(f"{name} is not a write tool of the registry the manifest names "
-                            "(tools in [tool.gradekit]): register it with Tools.write")
+            raise TypeError(
+                f"{name} is not a write tool of the registry the manifest names "
+                "(tools in [tool.gradekit]): register it with Tools.write"
+            )
         result = tool(self._store, **args)
         try:
             return json.loads(json.dumps(result, allow_nan=False))
         except (TypeError, ValueError) as exc:
-            raise TypeError(f"{name}'s result must be JSON values (dict, list, str, number, "
-                            f"bool, None): return one ({exc})") from None
+            raise TypeError(
+                f"{name}'s result must be JSON values (dict, list, str, number, "
+                f"bool, None): return one ({exc})"
+            ) from None
 
 
 def make_miss(message: str, cassette: str, prompt: str) -> BaseException:
     """The submission's ``CassetteMiss`` (``submission_class``) when it can be built, else the
     harness's: with the fields the kit's Replay gives one (``cassette``: the file's path)."""
     key = hashlib.sha256(prompt.strip().encode("utf-8")).hexdigest()[:16]
-    return make_error("CassetteMiss", CassetteMiss, message, cassette=cassette, key=key,
-                      prompt=prompt)
+    return make_error(
+        "CassetteMiss", CassetteMiss, message, cassette=cassette, key=key, prompt=prompt
+    )
 
 
 MISS_CLASSES: dict[tuple[type[BaseException], str], type[BaseException]] = {}
 
 
-def make_http_miss(message: str, library: Any, request: Any, *, case: str,
-                   key: str) -> BaseException:
+def make_http_miss(
+    message: str, library: Any, request: Any, *, case: str, key: str
+) -> BaseException:
     """A miss that is the submission's ``CassetteMiss`` (else the harness's) and the request
     library's ``TransportError``: what an SDK retries, and wraps with the miss as its cause."""
     found = submission_class("CassetteMiss") or CassetteMiss
@@ -1207,29 +1280,39 @@ def make_http_miss(message: str, library: Any, request: Any, *, case: str,
     if combined is None:
         for base in (found, CassetteMiss):
             try:
-                combined = type(base.__name__, (base, library.TransportError),
-                                {"__module__": base.__module__,
-                                 "__qualname__": base.__qualname__})
+                combined = type(
+                    base.__name__,
+                    (base, library.TransportError),
+                    {"__module__": base.__module__, "__qualname__": base.__qualname__},
+                )
                 break
             except TypeError:  # a class of the submission's that cannot be combined
                 continue
         MISS_CLASSES[(found, library.__name__)] = combined = combined or CassetteMiss
-    error = build_error(combined, CassetteMiss, message, cassette=case, key=key,
-                        prompt=f"{request.method} {request.url}")
+    error = build_error(
+        combined,
+        CassetteMiss,
+        message,
+        cassette=case,
+        key=key,
+        prompt=f"{request.method} {request.url}",
+    )
     with contextlib.suppress(Exception):
         error.request = request  # type: ignore[attr-defined]  # httpx's RequestError has it
     return error
 
 
-def make_error(name: str, fallback: type[BaseException], message: str,
-               **fields: Any) -> BaseException:
+def make_error(
+    name: str, fallback: type[BaseException], message: str, **fields: Any
+) -> BaseException:
     """The submission's ``<name>`` (``submission_class``) when it can be built, else
     ``fallback``."""
     return build_error(submission_class(name), fallback, message, **fields)
 
 
-def build_error(cls: Any, fallback: type[BaseException], message: str,
-                **fields: Any) -> BaseException:
+def build_error(
+    cls: Any, fallback: type[BaseException], message: str, **fields: Any
+) -> BaseException:
     """An instance of ``cls`` when one can be built from ``message``, else ``fallback``'s."""
     attempts: tuple[Callable[[], object], ...] = (
         lambda: cls(message, **fields),
@@ -1312,8 +1395,11 @@ def causes(exc: BaseException, misses: list[BaseException]) -> list[str]:
         found = []
         for current in list(chain(exc))[1:6]:
             kind = type(current)
-            found.append("miss" if any(current is miss for miss in misses)
-                         else f"{kind.__module__}.{kind.__qualname__}"[:TEXT_LIMIT])
+            found.append(
+                "miss"
+                if any(current is miss for miss in misses)
+                else f"{kind.__module__}.{kind.__qualname__}"[:TEXT_LIMIT]
+            )
         return found
     except BaseException:
         return []
@@ -1347,9 +1433,13 @@ def outcome(call: Callable[[], object]) -> tuple[dict[str, Any], BaseException |
 Verdict = Callable[[dict[str, Any]], None]
 
 
-def run_cases(channel: Channel, config: dict[str, Any], verdict: Verdict,
-              restart: Callable[[], None] = lambda: None,
-              copying: Copying | None = None) -> None:
+def run_cases(
+    channel: Channel,
+    config: dict[str, Any],
+    verdict: Verdict,
+    restart: Callable[[], None] = lambda: None,
+    copying: Copying | None = None,
+) -> None:
     """Import the agent, then run every case in order, reporting each through ``verdict``;
     ``restart`` starts each case's sleep budget (``skip_sleeps``). At the start of each
     case in ``config["copies"]``, the parent may first ask for copies of the run
@@ -1360,8 +1450,13 @@ def run_cases(channel: Channel, config: dict[str, Any], verdict: Verdict,
         with_tools = takes_tools(agent)
         writes = write_tools(config.get("tools")) if with_tools else {}
     except BaseException as exc:
-        channel.send({"op": "import_error", "error": located(exc, config["root"]),
-                      "module": missing_module(exc)})
+        channel.send(
+            {
+                "op": "import_error",
+                "error": located(exc, config["root"]),
+                "module": missing_module(exc),
+            }
+        )
         return
     channel.send({"op": "ready", "writes": sorted(writes)})
     copies = frozenset(config.get("copies") or ())
@@ -1369,8 +1464,19 @@ def run_cases(channel: Channel, config: dict[str, Any], verdict: Verdict,
     def run_case(case: dict[str, Any]) -> None:
         os.environ["GRADEKIT_TRACE"] = case["trace"]
         provider = Provider(channel, case["id"], config["label"])
-        extra = (Toolbox(channel, case["id"], provider.misses,
-                         str(config.get("fixtures", "fixtures")), writes),) if with_tools else ()
+        extra = (
+            (
+                Toolbox(
+                    channel,
+                    case["id"],
+                    provider.misses,
+                    str(config.get("fixtures", "fixtures")),
+                    writes,
+                ),
+            )
+            if with_tools
+            else ()
+        )
         channel.send({"op": "start", "case": case["id"]})
         restart()
         described, error = outcome(lambda: agent(provider, case["task"], *extra))
@@ -1378,10 +1484,15 @@ def run_cases(channel: Channel, config: dict[str, Any], verdict: Verdict,
         if error is None:
             result = {"status": "returned", "exception": None, "miss_escaped": False}
         else:
-            result = {"status": "raised", "returned_type": None, "answer": None,
-                      "miss_escaped": escaped(error, provider.misses),
-                      "module": missing_module(error), "message": describe(error),
-                      "chain": causes(error, provider.misses)}
+            result = {
+                "status": "raised",
+                "returned_type": None,
+                "answer": None,
+                "miss_escaped": escaped(error, provider.misses),
+                "module": missing_module(error),
+                "message": describe(error),
+                "chain": causes(error, provider.misses),
+            }
         del error  # its traceback holds the agent's frames
         flush_output()
         verdict({"op": "result", "case": case["id"], **described, **result})
@@ -1399,9 +1510,13 @@ def run_cases(channel: Channel, config: dict[str, Any], verdict: Verdict,
 Copying = tuple[Callable[[], int], Callable[[Callable[[], Any]], Any]]
 
 
-def copy_case(channel: Channel, case: dict[str, Any],
-              run_case: Callable[[dict[str, Any]], None], copying: Copying | None,
-              limit_s: object) -> None:
+def copy_case(
+    channel: Channel,
+    case: dict[str, Any],
+    run_case: Callable[[dict[str, Any]], None],
+    copying: Copying | None,
+    limit_s: object,
+) -> None:
     """At ``case``'s start, as long as the parent asks: copy the run (a fork, where the
     run is alone in its process: a fork keeps only the calling thread) and let the copy
     run the case, then end; wait for it (at most the case's limit, then kill it), and say
@@ -1422,8 +1537,16 @@ def copy_case(channel: Channel, case: dict[str, Any],
             finally:
                 os._exit(0)
         if child < 0:
-            channel.send({"op": "copied", "case": case["id"], "code": None, "signal": None,
-                          "timed_out": False, "refused": True})
+            channel.send(
+                {
+                    "op": "copied",
+                    "case": case["id"],
+                    "code": None,
+                    "signal": None,
+                    "timed_out": False,
+                    "refused": True,
+                }
+            )
             return
         channel.send({"op": "copied", "case": case["id"], **waited(child, limit_s, unheard)})
 
@@ -1436,12 +1559,16 @@ def alone() -> bool:
         return False
 
 
-def waited(child: int, limit_s: object,
-           unheard: Callable[[Callable[[], Any]], Any]) -> dict[str, Any]:
+def waited(
+    child: int, limit_s: object, unheard: Callable[[Callable[[], Any]], Any]
+) -> dict[str, Any]:
     """Wait for ``child`` (a copy) at most ``limit_s`` seconds of real time, then kill it;
     how it ended. Real time: the run's own clocks skip its sleeps (``skip_sleeps``)."""
-    limit = float(limit_s) if isinstance(limit_s, int | float) and not \
-        isinstance(limit_s, bool) and limit_s > 0 else 60.0
+    limit = (
+        float(limit_s)
+        if isinstance(limit_s, int | float) and not isinstance(limit_s, bool) and limit_s > 0
+        else 60.0
+    )
     began, pause, timed_out = os.times().elapsed, 0.0005, False
     pausing = _thread.allocate_lock()
     pausing.acquire()
@@ -1527,8 +1654,11 @@ def prepare_sandbox(channel: Channel, config: dict[str, Any]) -> None:
             copy_submission(copy["from"], copy["to"], copy["ignore"])
         os.makedirs(os.path.join(os.path.dirname(copy["to"]), "tmp"), exist_ok=True)
     except OSError as exc:
-        why = "larger than the sandbox's disk (disk_mb)" if exc.errno == errno.ENOSPC \
+        why = (
+            "larger than the sandbox's disk (disk_mb)"
+            if exc.errno == errno.ENOSPC
             else f"unreadable ({describe(exc)})"
+        )
         channel.send({"op": "import_error", "error": f"the submission is {why}"})
         os._exit(0)
     os.chdir(copy["to"])
@@ -1548,8 +1678,8 @@ class Library:
         import importlib.util
 
         return importlib.util.spec_from_file_location(
-            name, os.path.join(self.folder, "__init__.py"),
-            submodule_search_locations=[self.folder])
+            name, os.path.join(self.folder, "__init__.py"), submodule_search_locations=[self.folder]
+        )
 
 
 def add_packages(folders: Iterable[str]) -> None:
@@ -1580,8 +1710,10 @@ def sealer(channel: Channel, seal: str, hook: list[Callable[[], bool]]) -> Verdi
 
     def verdict(message: dict[str, Any]) -> None:
         now = code_of(module)
-        replaced = sorted({name for name, code in now.items() if pristine.get(name) is not code}
-                          | (set(pristine) - set(now)))
+        replaced = sorted(
+            {name for name, code in now.items() if pristine.get(name) is not code}
+            | (set(pristine) - set(now))
+        )
         if hook and not hook[0]():
             replaced.append("audit hook")
         if replaced:
@@ -1639,18 +1771,35 @@ def _code_of(module: Any) -> dict[str, object]:
 # FROM, "source" and the run's folders are paths under "scratch" (the grading's scratch,
 # which the host sees and no run does).
 
-_CLONE_NEWNS, _CLONE_NEWPID, _CLONE_NEWIPC, _CLONE_NEWUTS = 0x20000, 0x20000000, 0x8000000, \
-    0x4000000
+_CLONE_NEWNS, _CLONE_NEWPID, _CLONE_NEWIPC, _CLONE_NEWUTS = (
+    0x20000,
+    0x20000000,
+    0x8000000,
+    0x4000000,
+)
 _CLONE_NEWNET = 0x40000000
 # The parts of /proc that reach the whole machine (kernel settings, the magic SysRq key,
 # interrupts, buses, file systems' settings): read-only in every run, behind both of
 # bubblewrap's paths (``grader.sandbox._isolation.bwrap_argv`` names the same ones).
 PROC_READ_ONLY = ("sys", "sysrq-trigger", "irq", "bus", "fs", "acpi", "scsi", "asound")
-_MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REMOUNT, _MS_BIND, _MS_REC, _MS_PRIVATE = \
-    1, 2, 4, 8, 32, 4096, 16384, 1 << 18
+_MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REMOUNT, _MS_BIND, _MS_REC, _MS_PRIVATE = (
+    1,
+    2,
+    4,
+    8,
+    32,
+    4096,
+    16384,
+    1 << 18,
+)
 _MNT_DETACH = 2
-_PR_SET_PDEATHSIG, _PR_SET_DUMPABLE, _PR_CAPBSET_DROP, _PR_SET_NO_NEW_PRIVS, _PR_SET_SECCOMP = \
-    1, 4, 24, 38, 22
+_PR_SET_PDEATHSIG, _PR_SET_DUMPABLE, _PR_CAPBSET_DROP, _PR_SET_NO_NEW_PRIVS, _PR_SET_SECCOMP = (
+    1,
+    4,
+    24,
+    38,
+    22,
+)
 _LAST_CAP = 63
 _CLONE_VM = 0x100
 _CLONE_NUMBERS = {"x86_64": 56, "aarch64": 220}  # the clone system call's number
@@ -1705,8 +1854,9 @@ def forker() -> Callable[[], int]:
     host that somehow has a second thread forks the usual way."""
     import ctypes
 
-    bare_fork = ctypes.PyDLL(None, use_errno=True).fork \
-        if len(os.listdir("/proc/self/task")) == 1 else None
+    bare_fork = (
+        ctypes.PyDLL(None, use_errno=True).fork if len(os.listdir("/proc/self/task")) == 1 else None
+    )
 
     def fork() -> int:
         if bare_fork is None:
@@ -1780,8 +1930,9 @@ def reaped(run: int, handle: int, go: int, letting: dict[int, int], poller: Any)
         letting.pop(go, None)
         poller.unregister(go)
         os.close(go)
-    return 128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) \
-        else os.waitstatus_to_exitcode(status)
+    return (
+        128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.waitstatus_to_exitcode(status)
+    )
 
 
 def refuse_run(reply: Any, fds: list[int], why: str) -> None:
@@ -1898,8 +2049,10 @@ def serve_guarded(control: int) -> None:
     libc = ctypes.CDLL(None, use_errno=True)
     link = socket.socket(fileno=control)
     setup, _ = host_setup(libc, link)
-    if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0 \
-            or os.getppid() != setup["parent"]:  # the grader died before it took effect
+    if (
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0
+        or os.getppid() != setup["parent"]
+    ):  # the grader died before it took effect
         return
     GuardedHost(libc, link).serve()
 
@@ -1952,8 +2105,10 @@ class GuardedHost(RunHost):
             os.close(go)
             os.close(reply)
             # After the uid, which clears both: its own /proc, and its death with the host.
-            if self.libc.prctl(_PR_SET_DUMPABLE, 1, 0, 0, 0) != 0 \
-                    or self.libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+            if (
+                self.libc.prctl(_PR_SET_DUMPABLE, 1, 0, 0, 0) != 0
+                or self.libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0
+            ):
                 raise OSError(ctypes.get_errno(), "prctl")
             if os.getppid() != self.host:
                 os._exit(70)  # the host died before the request took effect
@@ -2024,8 +2179,11 @@ def raw_copier(cookie: object, program: bytes) -> tuple[Any, tuple[object, ...]]
     # os.fork does; the copy skips Python's after-fork work, as the host's own forks do,
     # and keeps the run's random state: it stands where the run stood.
     copy_number = _CLONE_NUMBERS.get(os.uname().machine)
-    raw_call = ctypes.PyDLL(None, use_errno=True).syscall \
-        if isinstance(cookie, int) and copy_number is not None and program else None
+    raw_call = (
+        ctypes.PyDLL(None, use_errno=True).syscall
+        if isinstance(cookie, int) and copy_number is not None and program
+        else None
+    )
     if raw_call is not None:
         raw_call.restype = ctypes.c_long
         raw_call.argtypes = [ctypes.c_long, *[ctypes.c_ulong] * 5]
@@ -2043,8 +2201,11 @@ def seccomp_filter(program: bytes) -> tuple[Any, Any]:
     # Made once, here: a class made in every run copied ~60 pages in each.
     # ``held`` lives as long as the host: the structure holds its address only.
     held = ctypes.create_string_buffer(program, len(program) or 1)
-    filter_program = ctypes.byref(Program(len(program) // 8, ctypes.cast(held, ctypes.c_void_p))) \
-        if program else None
+    filter_program = (
+        ctypes.byref(Program(len(program) // 8, ctypes.cast(held, ctypes.c_void_p)))
+        if program
+        else None
+    )
     return filter_program, held
 
 
@@ -2106,12 +2267,20 @@ class NamespacesHost(RunHost):
             number = self.get_errno()
             raise OSError(number, f"{what}: {os.strerror(number)}")
 
-    def mount(self, source: str | None, target: str, kind: str | None, flags: int,
-              data: str | None = None) -> None:
+    def mount(
+        self, source: str | None, target: str, kind: str | None, flags: int, data: str | None = None
+    ) -> None:
         """mount(2), its failure an OSError that names ``target``."""
-        self.check(self.libc.mount(source and source.encode(), target.encode(),
-                                   kind and kind.encode(), flags, data and data.encode()),
-                   f"mount {target}")
+        self.check(
+            self.libc.mount(
+                source and source.encode(),
+                target.encode(),
+                kind and kind.encode(),
+                flags,
+                data and data.encode(),
+            ),
+            f"mount {target}",
+        )
 
     def copy_call(self) -> int:
         """The run's copy of itself (``raw_copier``): the child's pid, 0 in the child."""
@@ -2151,8 +2320,9 @@ class NamespacesHost(RunHost):
         self.mount_proc()
         original = "/gradekit/original"
         self.mount(os.path.join(scratch, request["source"]), original, None, _MS_BIND | _MS_REC)
-        self.mount(None, original, None,
-                   _MS_BIND | _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NODEV)
+        self.mount(
+            None, original, None, _MS_BIND | _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NODEV
+        )
         self.writable_space(int(request["disk_mb"]), original)
         self.mount_shown(request["shown"])
         # The grading's scratch: no run sees the rest of it.
@@ -2168,8 +2338,12 @@ class NamespacesHost(RunHost):
             path = f"/proc/{part}"
             if os.path.lexists(path):
                 self.mount(path, path, None, _MS_BIND | _MS_REC)
-                self.mount(None, path, None, _MS_BIND | _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID
-                           | _MS_NODEV | _MS_NOEXEC)
+                self.mount(
+                    None,
+                    path,
+                    None,
+                    _MS_BIND | _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC,
+                )
 
     def writable_space(self, disk_mb: int, original: str) -> None:
         """The run's only writable space, one tmpfs of ``disk_mb``: ``/sandbox`` is a folder
@@ -2180,8 +2354,9 @@ class NamespacesHost(RunHost):
         Where an overlay cannot be mounted the harness copies the files, as without a host.
         """
         layer = "/gradekit/layer"
-        self.mount("tmpfs", layer, "tmpfs", _MS_NOSUID | _MS_NODEV,
-                   f"size={disk_mb << 20},mode=0700")
+        self.mount(
+            "tmpfs", layer, "tmpfs", _MS_NOSUID | _MS_NODEV, f"size={disk_mb << 20},mode=0700"
+        )
         for folder, mode in (("sandbox", 0o700), ("upper", 0o755), ("work", 0o700)):
             os.mkdir(f"{layer}/{folder}", mode)
         self.mount(f"{layer}/sandbox", "/sandbox", None, _MS_BIND)
@@ -2189,24 +2364,29 @@ class NamespacesHost(RunHost):
         os.mkdir("/sandbox/tmp")
         if self.setup["overlay"]:
             os.mkdir("/sandbox/submission", 0o755)
-            self.mount("overlay", "/sandbox/submission", "overlay", _MS_NOSUID | _MS_NODEV,
-                       f"lowerdir={original},upperdir={layer}/upper,workdir={layer}/work,"
-                       "userxattr")
+            self.mount(
+                "overlay",
+                "/sandbox/submission",
+                "overlay",
+                _MS_NOSUID | _MS_NODEV,
+                f"lowerdir={original},upperdir={layer}/upper,workdir={layer}/work,userxattr",
+            )
         self.check(self.libc.umount2(layer.encode(), _MNT_DETACH), "umount")
 
     def mount_shown(self, shown: list[list[Any]]) -> None:
         """The files shown to the run (``[FROM, TO, WRITABLE]``), in a read-only tmpfs."""
         scratch = self.setup["scratch"]
-        self.mount("tmpfs", "/gradekit/shown", "tmpfs", _MS_NOSUID | _MS_NODEV,
-                   "size=65536,mode=0755")
+        self.mount(
+            "tmpfs", "/gradekit/shown", "tmpfs", _MS_NOSUID | _MS_NODEV, "size=65536,mode=0755"
+        )
         for origin, target, writable in shown:
             os.close(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
             self.mount(os.path.join(scratch, origin), target, None, _MS_BIND)
             if not writable:
-                self.mount(None, target, None, _MS_BIND | _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID
-                           | _MS_NODEV)
-        self.mount(None, "/gradekit/shown", None,
-                   _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NODEV)
+                self.mount(
+                    None, target, None, _MS_BIND | _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NODEV
+                )
+        self.mount(None, "/gradekit/shown", None, _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NODEV)
 
     def drop_privileges(self) -> None:
         """The run's death with the host, and no capability, now or ever after."""
@@ -2215,8 +2395,10 @@ class NamespacesHost(RunHost):
 
         self.check(self.libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl")
         for capability in range(_LAST_CAP + 1):
-            if self.libc.prctl(_PR_CAPBSET_DROP, capability, 0, 0, 0) != 0 \
-                    and ctypes.get_errno() != errno.EINVAL:  # EINVAL: past the last one
+            if (
+                self.libc.prctl(_PR_CAPBSET_DROP, capability, 0, 0, 0) != 0
+                and ctypes.get_errno() != errno.EINVAL
+            ):  # EINVAL: past the last one
                 self.check(-1, "drop a capability from the bounding set")
         header, data = (ctypes.c_uint32 * 2)(0x20080522, 0), (ctypes.c_uint32 * 6)()
         self.check(self.libc.capset(header, data), "capset")
@@ -2255,8 +2437,7 @@ class NamespacesHost(RunHost):
             with contextlib.suppress(BaseException):
                 os.write(2, f"gradekit: the run's walls failed: {describe(exc)}\n".encode())
             os._exit(71)
-        main(["run", str(read), str(write)],
-             self.copy_call if self.raw_call is not None else None)
+        main(["run", str(read), str(write)], self.copy_call if self.raw_call is not None else None)
         os._exit(0)
 
     def pid1(self) -> tuple[int, Any]:
@@ -2388,8 +2569,9 @@ class NamespacesHost(RunHost):
         self.poller.register(holder, select.POLLIN)
 
 
-def main(argv: list[str], copy_call: Callable[[], int] | None = None, *,
-         forked: bool = False) -> None:
+def main(
+    argv: list[str], copy_call: Callable[[], int] | None = None, *, forked: bool = False
+) -> None:
     """Configure, fence, run; then leave without waiting for threads the agent left behind.
     ``copy_call``: a host's run can copy itself (``copy_case``); None elsewhere.
     ``forked``: a run the process guard's host forked, which dies with the host."""
@@ -2432,8 +2614,9 @@ def main(argv: list[str], copy_call: Callable[[], int] | None = None, *,
     elif config["mode"] == "cut_point":
         cut_point(channel, config, verdict)
     else:
-        run_cases(channel, config, verdict, restart,
-                  None if copy_call is None else (copy_call, unheard))
+        run_cases(
+            channel, config, verdict, restart, None if copy_call is None else (copy_call, unheard)
+        )
     flush_output()
     os._exit(0)
 

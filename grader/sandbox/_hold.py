@@ -47,8 +47,16 @@ from typing import ClassVar
 
 from grader._model import Limits
 
-__all__ = ["Budget", "Cell", "CgroupV1", "CgroupV2", "Hold", "Watchdog", "close_spare_cells",
-           "host_hold"]
+__all__ = [
+    "Budget",
+    "Cell",
+    "CgroupV1",
+    "CgroupV2",
+    "Hold",
+    "Watchdog",
+    "close_spare_cells",
+    "host_hold",
+]
 
 _CPU_PERIOD_US = 100_000  # a quota of one period per period: one core
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
@@ -71,8 +79,10 @@ class Budget:
         return self.memory_mb << 20
 
     def memory_over(self) -> str:
-        return (f"killed: it held more than its {self.memory_mb} MiB of host memory "
-                "(memory_mb and disk_mb together)")
+        return (
+            f"killed: it held more than its {self.memory_mb} MiB of host memory "
+            "(memory_mb and disk_mb together)"
+        )
 
     def tasks_over(self) -> str:
         return f"killed: it ran more than its {self.tasks} tasks (processes, threads included)"
@@ -126,6 +136,7 @@ class Hold(ABC):
 
 # -- cgroups -----------------------------------------------------------------------------
 
+
 class _CgroupCell(Cell):
     """A cgroup directory per controller hierarchy (one in v2), made and set by the parent.
 
@@ -136,8 +147,13 @@ class _CgroupCell(Cell):
     v1's ``tasks`` skips that lock; a child still single-threaded takes its process along.
     """
 
-    def __init__(self, folders: Sequence[Path], settings: Sequence[tuple[str, str]],
-                 own: str = "", budget: Budget | None = None) -> None:
+    def __init__(
+        self,
+        folders: Sequence[Path],
+        settings: Sequence[tuple[str, str]],
+        own: str = "",
+        budget: Budget | None = None,
+    ) -> None:
         self.folders = tuple(folders)
         self.budget = budget or Budget(0, 0)
         self._kills = 0  # the out-of-memory kills counted before this child's (a kept cell)
@@ -296,11 +312,17 @@ def _counter(path: Path, name: str) -> int:
 
 class _V2Cell(_CgroupCell):
     def __init__(self, folder: Path, budget: Budget) -> None:
-        super().__init__([folder], [
-            ("memory.max", str(budget.memory_bytes)), ("memory.swap.max", "0"),
-            ("memory.oom.group", "1"), ("pids.max", str(budget.tasks)),
-            ("cpu.max", f"{_CPU_PERIOD_US} {_CPU_PERIOD_US}"),
-        ], budget=budget)
+        super().__init__(
+            [folder],
+            [
+                ("memory.max", str(budget.memory_bytes)),
+                ("memory.swap.max", "0"),
+                ("memory.oom.group", "1"),
+                ("pids.max", str(budget.tasks)),
+                ("cpu.max", f"{_CPU_PERIOD_US} {_CPU_PERIOD_US}"),
+            ],
+            budget=budget,
+        )
 
     def _oom_kills(self) -> int:
         return _counter(self.folders[0] / "memory.events", "oom_kill")
@@ -309,13 +331,18 @@ class _V2Cell(_CgroupCell):
 class _V1Cell(_CgroupCell):
     def __init__(self, folders: Sequence[Path], budget: Budget) -> None:
         # memsw (memory and swap) after the memory limit: the kernel keeps it the larger.
-        super().__init__(folders, [
-            ("memory.limit_in_bytes", str(budget.memory_bytes)),
-            ("memory.memsw.limit_in_bytes", str(budget.memory_bytes)),
-            ("pids.max", str(budget.tasks)),
-            ("cpu.cfs_period_us", str(_CPU_PERIOD_US)),
-            ("cpu.cfs_quota_us", str(_CPU_PERIOD_US)),
-        ], own="tasks", budget=budget)
+        super().__init__(
+            folders,
+            [
+                ("memory.limit_in_bytes", str(budget.memory_bytes)),
+                ("memory.memsw.limit_in_bytes", str(budget.memory_bytes)),
+                ("pids.max", str(budget.tasks)),
+                ("cpu.cfs_period_us", str(_CPU_PERIOD_US)),
+                ("cpu.cfs_quota_us", str(_CPU_PERIOD_US)),
+            ],
+            own="tasks",
+            budget=budget,
+        )
 
     def _oom_kills(self) -> int:
         return _counter(self.folders[0] / "memory.oom_control", "oom_kill")
@@ -428,7 +455,7 @@ def _mount_point(mounts: str, kind: str, controller: str | None) -> str | None:
         fields = line.split()
         if "-" not in fields:
             continue
-        after = fields[fields.index("-") + 1:]
+        after = fields[fields.index("-") + 1 :]
         if len(after) < 3 or after[0] != kind:
             continue
         if controller is None or controller in after[2].split(","):
@@ -441,6 +468,7 @@ def _fresh_name() -> str:
 
 
 # -- the watchdog ------------------------------------------------------------------------
+
 
 class Watchdog(Hold):
     """No cgroup here: the parent watches each child's process tree itself."""
@@ -553,8 +581,14 @@ def _tried(hold: Hold) -> str:
     except OSError as exc:
         return f"{hold.description} cannot be set up ({exc.filename}: {exc.strerror})"
     try:
-        subprocess.run(["true"], preexec_fn=cell.enter, check=True, timeout=30,
-                       stdin=subprocess.DEVNULL, capture_output=True)
+        subprocess.run(
+            ["true"],
+            preexec_fn=cell.enter,
+            check=True,
+            timeout=30,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+        )
     except (OSError, subprocess.SubprocessError) as exc:
         return f"{hold.description} cannot be entered ({type(exc).__name__})"
     finally:

@@ -67,8 +67,19 @@ from grader.sandbox._isolation import (
 )
 from grader.sandbox._seccomp import allow_list_filter
 
-__all__ = ["HOST_SCRATCH", "SHOWN", "Host", "Hosts", "end_shared", "guarded_request",
-           "hosts_unavailable", "refuse_hosts", "run_request", "share", "spawning"]
+__all__ = [
+    "HOST_SCRATCH",
+    "SHOWN",
+    "Host",
+    "Hosts",
+    "end_shared",
+    "guarded_request",
+    "hosts_unavailable",
+    "refuse_hosts",
+    "run_request",
+    "share",
+    "spawning",
+]
 
 HOST_SCRATCH = f"{KIT}/scratch"  # the grading's scratch folder, as a host sees it
 SHOWN = f"{KIT}/shown"  # the read-only files a run is shown (the probe's cassette)
@@ -94,10 +105,20 @@ class Host:
     run each time ``spawn`` asks, from any process that holds it (a batch's workers share
     the zygote's)."""
 
-    def __init__(self, scratch: Path, hashseed: int, user: int | None,
-                 harness: Path, library: Path, library_inside: str, harness_inside: str,
-                 *, wait: bool = True, preload: Sequence[str] = (),
-                 guarded: bool = False) -> None:
+    def __init__(
+        self,
+        scratch: Path,
+        hashseed: int,
+        user: int | None,
+        harness: Path,
+        library: Path,
+        library_inside: str,
+        harness_inside: str,
+        *,
+        wait: bool = True,
+        preload: Sequence[str] = (),
+        guarded: bool = False,
+    ) -> None:
         """``guarded``: the process guard's host (``serve_guarded``), no bubblewrap: it runs
         as this process's user, and each run takes ``user`` as it forks
         (``guarded_request``)."""
@@ -112,29 +133,46 @@ class Host:
             if bwrap_path is None:
                 raise OSError(why)
             python, binds, site = interpreter()
-            binds += (Bind(str(harness), harness_inside), Bind(str(library), library_inside),
-                      Bind(str(scratch), HOST_SCRATCH, writable=True))
-            argv = [*bwrap_argv(bwrap_path, binds, disk_mb=1, seccomp_fd=None, host=True),
-                    python, *PYTHON_FLAGS, harness_inside, "host"]
+            binds += (
+                Bind(str(harness), harness_inside),
+                Bind(str(library), library_inside),
+                Bind(str(scratch), HOST_SCRATCH, writable=True),
+            )
+            argv = [
+                *bwrap_argv(bwrap_path, binds, disk_mb=1, seccomp_fd=None, host=True),
+                python,
+                *PYTHON_FLAGS,
+                harness_inside,
+                "host",
+            ]
             env = _host_environment(hashseed)
             cookie = secrets.randbits(64)  # the one fork its runs may make: copy_case's
             program = allow_list_filter(platform.machine(), copy_cookie=cookie)
-            setup |= {"site": list(site), "library": library_inside, "scratch": HOST_SCRATCH,
-                      "seccomp": program.hex() if program else "", "copy_cookie": cookie,
-                      # The run's copy is an overlay: the laid-out files are its own (the
-                      # grader's, or given to uid 65534 for a root grader's runs:
-                      # ``_own_laid_out``).
-                      "overlay": True}
+            setup |= {
+                "site": list(site),
+                "library": library_inside,
+                "scratch": HOST_SCRATCH,
+                "seccomp": program.hex() if program else "",
+                "copy_cookie": cookie,
+                # The run's copy is an overlay: the laid-out files are its own (the
+                # grader's, or given to uid 65534 for a root grader's runs:
+                # ``_own_laid_out``).
+                "overlay": True,
+            }
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self._link = ours
         self.scratch = scratch
         try:
             self._proc = subprocess.Popen(
                 [*argv, str(theirs.fileno())],
-                env=env, stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                pass_fds=(theirs.fileno(),), start_new_session=True,
-                preexec_fn=None if user is None else (lambda: become(user)))
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                pass_fds=(theirs.fileno(),),
+                start_new_session=True,
+                preexec_fn=None if user is None else (lambda: become(user)),
+            )
         except BaseException:
             ours.close()
             raise
@@ -163,8 +201,9 @@ class Host:
             raise OSError(str(said.get("why") or "the host ended before it was ready"))
         self._link.settimeout(None)
 
-    def spawn(self, request: Mapping[str, object], fds: Sequence[int],
-              cell: Cell | None) -> Process:
+    def spawn(
+        self, request: Mapping[str, object], fds: Sequence[int], cell: Cell | None
+    ) -> Process:
         """Fork one run, told ``request`` and handed ``fds`` (the channel's two ends, its
         stdout and stderr), in ``cell`` before it starts: the run joins the cell itself
         where the cell allows (``Cell.entries``), else this process admits it. The run then
@@ -176,8 +215,11 @@ class Host:
         handles: list[int] = []
         try:
             try:
-                socket.send_fds(self._link, [json.dumps(request).encode("ascii")],
-                                [*fds, go_read, theirs.fileno(), *entries])
+                socket.send_fds(
+                    self._link,
+                    [json.dumps(request).encode("ascii")],
+                    [*fds, go_read, theirs.fileno(), *entries],
+                )
             finally:
                 for fd in (go_read, *entries):
                     os.close(fd)
@@ -301,9 +343,15 @@ def _pid_of(pidfd: int) -> int:
 
 def _host_environment(hashseed: int) -> dict[str, str]:
     """A host's whole environment; each run replaces it with its own."""
-    return {"PATH": "/usr/bin:/bin", "TZ": "UTC", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",
-            "PYTHONHASHSEED": str(hashseed), "PYTHONIOENCODING": "utf-8",
-            "PYTHONDONTWRITEBYTECODE": "1"}
+    return {
+        "PATH": "/usr/bin:/bin",
+        "TZ": "UTC",
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+        "PYTHONHASHSEED": str(hashseed),
+        "PYTHONIOENCODING": "utf-8",
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
 
 
 # A host's key: its hash seed, its runs' user, and whether it is the process guard's.
@@ -313,8 +361,9 @@ _shared_root: list[Path] = []  # the folder every grading of the batch has its s
 _shared_preload: set[str] = set()  # the packages the batch's hosts imported before forking
 
 
-def share(root: Path, seeds: Sequence[int], user: int | None, *, preload: Sequence[str] = (),
-          **kit: Any) -> None:
+def share(
+    root: Path, seeds: Sequence[int], user: int | None, *, preload: Sequence[str] = (), **kit: Any
+) -> None:
     """Start the hosts every grading of a batch forks from: one per seed of the draw key's
     pool, seeing ``root``, the folder the batch gives each worker a scratch folder in, each
     having imported ``preload`` (the rubric's packages some submission of the batch
@@ -328,8 +377,9 @@ def share(root: Path, seeds: Sequence[int], user: int | None, *, preload: Sequen
     for seed in seeds:  # all started, then each waited for: they start side by side
         if (seed, user, guarded) not in _shared and not _unavailable:
             try:
-                starting[(seed, user, guarded)] = Host(root.resolve(), seed, user, **kit,
-                                                       wait=False, preload=preload)
+                starting[(seed, user, guarded)] = Host(
+                    root.resolve(), seed, user, **kit, wait=False, preload=preload
+                )
             except OSError as exc:
                 refuse_hosts(str(exc) or type(exc).__name__)
     for key, host in starting.items():
@@ -380,15 +430,17 @@ class Hosts:
         with self._lock:
             self._start(self.scratch, seeds, user, kit)
 
-    def _start(self, scratch: Path, seeds: Sequence[int], user: int | None,
-               kit: Mapping[str, Any]) -> None:
+    def _start(
+        self, scratch: Path, seeds: Sequence[int], user: int | None, kit: Mapping[str, Any]
+    ) -> None:
         for seed in dict.fromkeys(seeds):
             key = (seed, user, bool(kit.get("guarded")))
             if key in self._hosts or key in self._starting or self._shares(key):
                 continue
             try:
-                self._starting[key] = Host(scratch, seed, user, **kit, wait=False,
-                                           preload=self.preload)
+                self._starting[key] = Host(
+                    scratch, seed, user, **kit, wait=False, preload=self.preload
+                )
             except OSError as exc:
                 refuse_hosts(str(exc) or type(exc).__name__)
                 return
@@ -397,13 +449,18 @@ class Hosts:
         """Whether the batch's host for ``key`` serves this grading's runs: where it
         imported every package the grading's runs would, and none the submission ships
         itself (a grading the batch's scan did not foresee has hosts of its own)."""
-        return key in _shared and self.scratch is not None and bool(_shared_root) \
-            and self.scratch.is_relative_to(_shared_root[0]) \
-            and _shared_preload.issuperset(self.preload) \
+        return (
+            key in _shared
+            and self.scratch is not None
+            and bool(_shared_root)
+            and self.scratch.is_relative_to(_shared_root[0])
+            and _shared_preload.issuperset(self.preload)
             and _shared_preload.isdisjoint(self.shipped)
+        )
 
-    def host(self, hashseed: int, user: int | None, *, started: bool = False,
-             **kit: Any) -> Host | None:
+    def host(
+        self, hashseed: int, user: int | None, *, started: bool = False, **kit: Any
+    ) -> Host | None:
         """The host for ``hashseed`` (started on first use, unless ``started``: then only
         one started already, by ``start`` or the batch), or None where hosts cannot run
         here (then the run starts its own bubblewrap or interpreter)."""
@@ -417,8 +474,7 @@ class Hosts:
                 return None
             return self._host(self.scratch, key, kit)
 
-    def _host(self, scratch: Path, key: _Key,
-              kit: Mapping[str, Any]) -> Host | None:
+    def _host(self, scratch: Path, key: _Key, kit: Mapping[str, Any]) -> Host | None:
         hashseed, user, _ = key
         found = self._hosts.get(key)
         if found is None:
@@ -455,14 +511,24 @@ def _close_all(*hosts: dict[_Key, Host]) -> None:
         each.clear()
 
 
-def run_request(env: Mapping[str, str], disk_mb: int, source: Path, scratch: Path,
-                shown: Sequence[tuple[Path, str, bool]]) -> dict[str, object]:
+def run_request(
+    env: Mapping[str, str],
+    disk_mb: int,
+    source: Path,
+    scratch: Path,
+    shown: Sequence[tuple[Path, str, bool]],
+) -> dict[str, object]:
     """What a host is told to fork a run with: its environment, its tmpfs's size, the
     laid-out submission and the files it is shown, as paths under ``scratch``."""
-    return {"op": "run", "env": dict(env), "disk_mb": disk_mb,
-            "source": str(source.relative_to(scratch)),
-            "shown": [[str(path.relative_to(scratch)), inside, writable]
-                      for path, inside, writable in shown]}
+    return {
+        "op": "run",
+        "env": dict(env),
+        "disk_mb": disk_mb,
+        "source": str(source.relative_to(scratch)),
+        "shown": [
+            [str(path.relative_to(scratch)), inside, writable] for path, inside, writable in shown
+        ],
+    }
 
 
 def guarded_request(env: Mapping[str, str], cwd: Path, user: int | None) -> dict[str, object]:
@@ -474,9 +540,9 @@ def guarded_request(env: Mapping[str, str], cwd: Path, user: int | None) -> dict
 def spawning(host: Host, request: Mapping[str, object]) -> Spawn:
     """``Child``'s ``spawn`` for a run forked by ``host``."""
 
-    def spawn(read: int, write: int, outputs: tuple[IO[bytes], IO[bytes]],
-              cell: Cell | None) -> Process:
-        return host.spawn(request, (read, write, outputs[0].fileno(), outputs[1].fileno()),
-                          cell)
+    def spawn(
+        read: int, write: int, outputs: tuple[IO[bytes], IO[bytes]], cell: Cell | None
+    ) -> Process:
+        return host.spawn(request, (read, write, outputs[0].fileno(), outputs[1].fileno()), cell)
 
     return spawn

@@ -24,10 +24,25 @@ from grader.sandbox._harness import PROC_READ_ONLY
 from grader.sandbox._readable import interpreter_parts, readable_copy
 
 __all__ = [
-    "ALLOW_HOST_ROOT", "INSTALL_HINT", "KIT", "LOADER_PATH", "SANDBOX", "UNPRIVILEGED_UID",
-    "Bind", "as_root", "become", "bubblewrap", "bwrap_argv", "host_root_allowed",
-    "host_root_refusal", "host_user", "interpreter", "package_folders", "process_interpreter",
-    "readable_path", "unreadable_of",
+    "ALLOW_HOST_ROOT",
+    "INSTALL_HINT",
+    "KIT",
+    "LOADER_PATH",
+    "SANDBOX",
+    "UNPRIVILEGED_UID",
+    "Bind",
+    "as_root",
+    "become",
+    "bubblewrap",
+    "bwrap_argv",
+    "host_root_allowed",
+    "host_root_refusal",
+    "host_user",
+    "interpreter",
+    "package_folders",
+    "process_interpreter",
+    "readable_path",
+    "unreadable_of",
 ]
 
 INSTALL_HINT = "install bubblewrap (Debian and Ubuntu: `sudo apt-get install bubblewrap`)"
@@ -39,12 +54,30 @@ def bubblewrap() -> tuple[str | None, str]:
     path = shutil.which("bwrap")
     if path is None:
         return None, "bubblewrap (bwrap) is not installed"
-    probe = [path, "--unshare-user", "--unshare-pid", "--unshare-net", "--unshare-ipc",
-             "--unshare-uts", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
-             "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "true"]
+    probe = [
+        path,
+        "--unshare-user",
+        "--unshare-pid",
+        "--unshare-net",
+        "--unshare-ipc",
+        "--unshare-uts",
+        "--die-with-parent",
+        "--new-session",
+        "--cap-drop",
+        "ALL",
+        "--ro-bind",
+        "/",
+        "/",
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+        "true",
+    ]
     try:
-        done = subprocess.run(probe, stdin=subprocess.DEVNULL, capture_output=True, timeout=30,
-                              check=False)
+        done = subprocess.run(
+            probe, stdin=subprocess.DEVNULL, capture_output=True, timeout=30, check=False
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         return None, f"bubblewrap could not be started ({type(exc).__name__})"
     if done.returncode != 0:
@@ -67,8 +100,12 @@ _SYSTEM = ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32")
 # The devices a child gets, writable by nature and harmless (a write to urandom mixes in,
 # credits nothing), and the links the C library and shells expect beside them.
 _DEVICES = ("null", "zero", "urandom")
-_DEVICE_LINKS = (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"),
-                 ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2"))
+_DEVICE_LINKS = (
+    ("fd", "/proc/self/fd"),
+    ("stdin", "/proc/self/fd/0"),
+    ("stdout", "/proc/self/fd/1"),
+    ("stderr", "/proc/self/fd/2"),
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,10 +164,15 @@ def process_interpreter() -> tuple[str, dict[str, str], tuple[str, ...]]:
     copy = prefix if _under(prefix, "/usr") else readable_path(prefix, binary)
     if copy == prefix:
         return sys.executable, {}, package_folders()
-    folders = tuple(os.path.join(copy, os.path.relpath(f, prefix)) if _under(f, prefix)
-                    else readable_path(f) for f in package_folders())
-    return (os.path.join(copy, os.path.relpath(binary, prefix)),
-            {LOADER_PATH: os.path.join(copy, "lib")}, folders)
+    folders = tuple(
+        os.path.join(copy, os.path.relpath(f, prefix)) if _under(f, prefix) else readable_path(f)
+        for f in package_folders()
+    )
+    return (
+        os.path.join(copy, os.path.relpath(binary, prefix)),
+        {LOADER_PATH: os.path.join(copy, "lib")},
+        folders,
+    )
 
 
 LOADER_PATH = "LD_LIBRARY_PATH"  # the harness removes it, and its trace, before the agent
@@ -147,8 +189,12 @@ def readable_path(folder: str, binary: str | None = None) -> str:
     version = f"{sys.version_info.major}.{sys.version_info.minor}"
     keep = tuple(os.path.relpath(f, folder) for f in package_folders() if _under(f, folder))
     try:
-        return readable_copy(folder, interpreter_parts(binary, version, keep)
-                             if binary is not None else lambda relative: True)
+        return readable_copy(
+            folder,
+            interpreter_parts(binary, version, keep)
+            if binary is not None
+            else lambda relative: True,
+        )
     except OSError:
         return folder
 
@@ -166,8 +212,9 @@ def host_root_allowed() -> bool:
     return os.environ.get(ALLOW_HOST_ROOT) == "1"
 
 
-def host_user(kit: Sequence[str], search: Sequence[str] = (), *,
-              bubblewrapped: bool = True) -> tuple[int | None, str]:
+def host_user(
+    kit: Sequence[str], search: Sequence[str] = (), *, bubblewrapped: bool = True
+) -> tuple[int | None, str]:
     """The host uid a child takes (None: the grader's), and what the isolation line says.
 
     A root grader's child never runs as root on the host unless the instructor allowed it by
@@ -179,9 +226,10 @@ def host_user(kit: Sequence[str], search: Sequence[str] = (), *,
     """
     if not as_root():
         return None, "children run as the grader's own unprivileged user"
-    why = (_unprivileged_missing(tuple(kit), bubblewrapped)
-           or next((f"{p} is not searchable by uid {UNPRIVILEGED_UID}" for p in search
-                    if not _searchable(p)), ""))
+    why = _unprivileged_missing(tuple(kit), bubblewrapped) or next(
+        (f"{p} is not searchable by uid {UNPRIVILEGED_UID}" for p in search if not _searchable(p)),
+        "",
+    )
     if not why:
         return UNPRIVILEGED_UID, f"children run as uid {UNPRIVILEGED_UID} on the host"
     if host_root_allowed():
@@ -193,12 +241,16 @@ def host_root_refusal(why: str) -> str:
     """Why a root grader will not run submissions, and the fixes (the first: a scratch
     folder under ``TMPDIR``, which the grader's scratch follows, is ``TMPDIR``'s fault)."""
     tmp = os.environ.get("TMPDIR", "").rstrip("/")
-    first = ("set TMPDIR to a folder every user can pass through (mode 0711), or unset it"
-             if tmp and why.startswith(tmp + "/") else
-             f"make it readable and searchable by uid {UNPRIVILEGED_UID}")
-    return (f"submission code would run as root on the host: {why}. {first[0].upper()}"
-            f"{first[1:]}, or grade as another user; to run the children as root anyway, "
-            "allow it by name: pass --allow-host-root")
+    first = (
+        "set TMPDIR to a folder every user can pass through (mode 0711), or unset it"
+        if tmp and why.startswith(tmp + "/")
+        else f"make it readable and searchable by uid {UNPRIVILEGED_UID}"
+    )
+    return (
+        f"submission code would run as root on the host: {why}. {first[0].upper()}"
+        f"{first[1:]}, or grade as another user; to run the children as root anyway, "
+        "allow it by name: pass --allow-host-root"
+    )
 
 
 @functools.cache
@@ -211,12 +263,27 @@ def _unprivileged_missing(kit: tuple[str, ...], bubblewrapped: bool = True) -> s
     if path is None:
         return "bubblewrap cannot be started"
 
-    probe = [path, "--unshare-user", "--unshare-pid", "--unshare-net", "--die-with-parent",
-             "--ro-bind", "/", "/", "true"]
+    probe = [
+        path,
+        "--unshare-user",
+        "--unshare-pid",
+        "--unshare-net",
+        "--die-with-parent",
+        "--ro-bind",
+        "/",
+        "/",
+        "true",
+    ]
     try:
-        done = subprocess.run(probe, stdin=subprocess.DEVNULL, capture_output=True, timeout=30,
-                              check=False, cwd="/",
-                              preexec_fn=lambda: become(UNPRIVILEGED_UID))
+        done = subprocess.run(
+            probe,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=30,
+            check=False,
+            cwd="/",
+            preexec_fn=lambda: become(UNPRIVILEGED_UID),
+        )
     except (OSError, subprocess.SubprocessError):
         return f"uid {UNPRIVILEGED_UID} cannot start bubblewrap"
     if done.returncode != 0:
@@ -271,8 +338,14 @@ def _under(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip("/") + "/")
 
 
-def bwrap_argv(bwrap_path: str, binds: Sequence[Bind], *, disk_mb: int,
-               seccomp_fd: int | None, host: bool = False) -> list[str]:
+def bwrap_argv(
+    bwrap_path: str,
+    binds: Sequence[Bind],
+    *,
+    disk_mb: int,
+    seccomp_fd: int | None,
+    host: bool = False,
+) -> list[str]:
     """The bubblewrap options of one child, up to (not including) the command.
 
     Only ``/sandbox`` (a tmpfs of ``disk_mb``) and the binds marked writable can be written:
@@ -284,11 +357,27 @@ def bwrap_argv(bwrap_path: str, binds: Sequence[Bind], *, disk_mb: int,
     namespace, to build each forked run's walls, so it may make the namespaces a run needs
     (no ``--disable-userns``); it gets the folders each run mounts over.
     """
-    argv = [bwrap_path, "--unshare-user", "--unshare-pid", "--unshare-net", "--unshare-ipc",
-            "--unshare-uts", "--unshare-cgroup-try", *([] if host else ["--disable-userns"]),
-            "--die-with-parent", "--new-session", "--cap-drop", "ALL",
-            *(arg for cap in _HOST_CAPABILITIES for arg in ("--cap-add", cap) if host),
-            "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID), "--hostname", "sandbox"]
+    argv = [
+        bwrap_path,
+        "--unshare-user",
+        "--unshare-pid",
+        "--unshare-net",
+        "--unshare-ipc",
+        "--unshare-uts",
+        "--unshare-cgroup-try",
+        *([] if host else ["--disable-userns"]),
+        "--die-with-parent",
+        "--new-session",
+        "--cap-drop",
+        "ALL",
+        *(arg for cap in _HOST_CAPABILITIES for arg in ("--cap-add", cap) if host),
+        "--uid",
+        str(SANDBOX_UID),
+        "--gid",
+        str(SANDBOX_UID),
+        "--hostname",
+        "sandbox",
+    ]
     for name in _SYSTEM:
         path = f"/{name}"
         if os.path.islink(path):
@@ -306,9 +395,18 @@ def bwrap_argv(bwrap_path: str, binds: Sequence[Bind], *, disk_mb: int,
         argv += ["--dev-bind", f"/dev/{device}", f"/dev/{device}"]
     for name, target in _DEVICE_LINKS:
         argv += ["--symlink", target, f"/dev/{name}"]
-    argv += ["--remount-ro", "/dev",
-             "--perms", "0700", "--size", str(disk_mb << 20), "--tmpfs", SANDBOX,
-             "--dir", f"{SANDBOX}/tmp"]
+    argv += [
+        "--remount-ro",
+        "/dev",
+        "--perms",
+        "0700",
+        "--size",
+        str(disk_mb << 20),
+        "--tmpfs",
+        SANDBOX,
+        "--dir",
+        f"{SANDBOX}/tmp",
+    ]
     for bind in binds:
         argv += ["--bind" if bind.writable else "--ro-bind", bind.source, bind.dest]
     if seccomp_fd is not None:

@@ -35,10 +35,23 @@ from grader.sandbox._host import Hosts
 from grader.sandbox._wall import Layout, Wall
 
 __all__ = [
-    "BOUNDS", "DEFAULT_LIMITS", "IGNORED_NAMES", "LAID_AHEAD", "LaidOut",
-    "SubmissionTooLarge", "bounded", "captured_output", "child_config",
-    "child_environment", "child_outputs", "compile_package", "compile_tree", "copy_caps",
-    "prepare_run", "read_regular", "readable",
+    "BOUNDS",
+    "DEFAULT_LIMITS",
+    "IGNORED_NAMES",
+    "LAID_AHEAD",
+    "LaidOut",
+    "SubmissionTooLarge",
+    "bounded",
+    "captured_output",
+    "child_config",
+    "child_environment",
+    "child_outputs",
+    "compile_package",
+    "compile_tree",
+    "copy_caps",
+    "prepare_run",
+    "read_regular",
+    "readable",
 ]
 
 # In a grading's scratch folder: its submission laid out before the grading began (a
@@ -83,8 +96,9 @@ class LaidOut:
     hidden: tuple[str, ...] = ()
     children: int = 0  # the sandboxed children its runs started, for the grade's cost
 
-    def source(self, root: Path, scratch: Path, packages: Sequence[str],
-               limits: Limits = DEFAULT_LIMITS) -> Path:
+    def source(
+        self, root: Path, scratch: Path, packages: Sequence[str], limits: Limits = DEFAULT_LIMITS
+    ) -> Path:
         """The laid-out copy of ``root`` (made under ``scratch`` on the first call, unless
         one was laid out ahead), its ``packages`` (top-level names) compiled.
 
@@ -92,8 +106,12 @@ class LaidOut:
         ``limits``' caps (``copy_caps``; a ``Sandbox`` gives the rubric's, the default is a
         rubric's without ``[limits]``); a copy laid out ahead was held to the same caps by
         the batch's idle helper before it was made."""
-        if self.folder is None and self.ahead is not None and _whole_folder(self.ahead) \
-                and _whole_folder(self.ahead / "copy"):
+        if (
+            self.folder is None
+            and self.ahead is not None
+            and _whole_folder(self.ahead)
+            and _whole_folder(self.ahead / "copy")
+        ):
             self.folder = self.ahead / "copy"
             _leave_out(self.folder, self.hidden)
         if self.folder is None:
@@ -150,8 +168,11 @@ def copy_caps(limits: Limits) -> dict[str, int]:
     """The caps of the grader's copy of a submission (``grader.sandbox._bounds.measure``'s
     keywords): its apparent size is held to ``disk_mb``, the writable space of each run,
     which a submission larger than it could never be copied into."""
-    return {"size": limits.disk_mb << 20, "entries": limits.submission_entries,
-            "depth": limits.submission_depth}
+    return {
+        "size": limits.disk_mb << 20,
+        "entries": limits.submission_entries,
+        "depth": limits.submission_depth,
+    }
 
 
 def bounded(root: Path, limits: Limits) -> None:
@@ -231,8 +252,12 @@ def _compile_file(source: Path, derived: Derived | None, base: Path) -> None:
     try:
         data = source.read_bytes()
         name = source.relative_to(base).as_posix()
-        key = content_key(_PYC_VERSION, sys.implementation.cache_tag.encode("ascii"),
-                          name.encode("utf-8", "surrogateescape"), data)
+        key = content_key(
+            _PYC_VERSION,
+            sys.implementation.cache_tag.encode("ascii"),
+            name.encode("utf-8", "surrogateescape"),
+            data,
+        )
         code = derived.read("pyc", key) if derived is not None else None
         if code is None:
             code = _bytecode(data, name)
@@ -265,19 +290,32 @@ def _bytecode(source: bytes, name: str) -> bytes:
         except (SyntaxError, ValueError, RecursionError, MemoryError, Warning):
             return b""
     checked = 0b11  # a hash-based pyc whose hash Python checks against the source
-    return (importlib.util.MAGIC_NUMBER + checked.to_bytes(4, "little")
-            + importlib.util.source_hash(source) + marshal.dumps(code))
+    return (
+        importlib.util.MAGIC_NUMBER
+        + checked.to_bytes(4, "little")
+        + importlib.util.source_hash(source)
+        + marshal.dumps(code)
+    )
 
 
-def prepare_run(root: Path, scratch: Path, wall: Wall, source: Path | None = None,
-                hosts: Hosts | None = None) -> Layout:
+def prepare_run(
+    root: Path, scratch: Path, wall: Wall, source: Path | None = None, hosts: Hosts | None = None
+) -> Layout:
     """A fresh run's folders under ``scratch``, laid out for the child behind ``wall``;
     the run copies the submission from ``source`` (a ``LaidOut`` copy), else from ``root``,
     and may be forked by one of ``hosts``."""
     scratch.mkdir(parents=True, exist_ok=True)
     run = Path(tempfile.mkdtemp(prefix="run-", dir=scratch)).resolve()
-    layout = Layout(root.resolve(), (source or root).resolve(), run, run / "submission",
-                    run / "work", run / "output", wall, hosts)
+    layout = Layout(
+        root.resolve(),
+        (source or root).resolve(),
+        run,
+        run / "submission",
+        run / "work",
+        run / "output",
+        wall,
+        hosts,
+    )
     wall.prepare(layout)
     layout.output.mkdir()
     return layout

@@ -25,9 +25,13 @@ from grader.sandbox._wall import Layout
 __all__ = ["ProbeTalk", "probe_cassette"]
 
 
-def probe_cassette(layout: Layout, recorded: Mapping[str, str], unknown: str | None,
-                   case: str = "case", folder: str = "cassettes",
-                   ) -> tuple[Path, dict[str, object], str | None]:
+def probe_cassette(
+    layout: Layout,
+    recorded: Mapping[str, str],
+    unknown: str | None,
+    case: str = "case",
+    folder: str = "cassettes",
+) -> tuple[Path, dict[str, object], str | None]:
     """Write ``recorded`` (prompt -> response) as ``case``'s cassette in the run's ``work``,
     for the child to put at ``<folder>/<case>.json`` in its copy, where the submission keeps
     its own (nothing in its name, its place or its content says it is a probe);
@@ -74,19 +78,23 @@ class ProbeTalk:
                 detail = self._layout.scrub(child_text(event.get("error")))
                 return ReplayProbe(False, False, False, detail=detail or "could not be loaded")
             elif op in ("probe", "tampered") and event.get("seal") != self._seal:
-                return self._tampered(f"a {op} message that the harness did not send: written "
-                                      "on the grader's channel by the submission")
+                return self._tampered(
+                    f"a {op} message that the harness did not send: written "
+                    "on the grader's channel by the submission"
+                )
             elif op == "tampered":
-                return self._tampered("the submission replaced the harness's code "
-                                      f"({replaced_names(event)})")
+                return self._tampered(
+                    f"the submission replaced the harness's code ({replaced_names(event)})"
+                )
             elif op == "probe" and self._loaded:
                 return self._judge(event.get("hit"), event.get("miss"))
             else:
                 return self._failed("broke the grader's protocol: an unexpected message")
 
     def _tampered(self, what: str) -> ReplayProbe:
-        return ReplayProbe(self._loaded, False, False, detail="the probe's verdict was forged",
-                           tampering=what)
+        return ReplayProbe(
+            self._loaded, False, False, detail="the probe's verdict was forged", tampering=what
+        )
 
     def _failed(self, why: str) -> ReplayProbe:
         return ReplayProbe(self._loaded, False, False, detail=f"the probe {why}")
@@ -108,8 +116,9 @@ class ProbeTalk:
             notes.append(f"an unknown prompt returned {returned} instead of raising")
         classes = miss.get("classes")
         raised_miss = isinstance(classes, list) and "CassetteMiss" in classes
-        return ReplayProbe(True, whitespace_hit, exception is not None, exception,
-                           "; ".join(notes), raised_miss)
+        return ReplayProbe(
+            True, whitespace_hit, exception is not None, exception, "; ".join(notes), raised_miss
+        )
 
 
 def _unknown_prompt(entries: Mapping[str, Entry], unknown: str | None) -> str:

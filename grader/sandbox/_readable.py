@@ -38,8 +38,9 @@ __all__ = ["CACHE", "interpreter_parts", "readable_copy"]
 CACHE = "/var/cache/gradekit/readable"  # root's; every copy under it is readable to all
 
 
-def interpreter_parts(binary: str, version: str,
-                      keep: tuple[str, ...] = ()) -> Callable[[str], bool]:
+def interpreter_parts(
+    binary: str, version: str, keep: tuple[str, ...] = ()
+) -> Callable[[str], bool]:
     """Which paths under an interpreter's prefix a child needs (relative to the prefix):
     ``bin/NAME`` of ``binary``, ``lib``'s shared libraries and ``lib/pythonX.Y`` but its
     ``site-packages`` and ``test``; ``keep``: folders taken whole all the same (the
@@ -50,21 +51,26 @@ def interpreter_parts(binary: str, version: str,
 
     def wanted(relative: str) -> bool:
         if relative in ("bin", "lib", stdlib, program) or any(
-                relative == k or relative.startswith(k + "/") or k.startswith(relative + "/")
-                for k in keep):
+            relative == k or relative.startswith(k + "/") or k.startswith(relative + "/")
+            for k in keep
+        ):
             return True
         if any(relative == out or relative.startswith(out + "/") for out in left_out):
             return False
         if relative.startswith(stdlib + "/"):
             return True
-        return relative.startswith("lib/") and "/" not in relative[4:] \
+        return (
+            relative.startswith("lib/")
+            and "/" not in relative[4:]
             and relative[4:].startswith("libpython")
+        )
 
     return wanted
 
 
-def readable_copy(source: str, wanted: Callable[[str], bool] = lambda relative: True,
-                  *, cache: str = CACHE) -> str:
+def readable_copy(
+    source: str, wanted: Callable[[str], bool] = lambda relative: True, *, cache: str = CACHE
+) -> str:
     """The path of a copy of the folder ``source`` that every user can read, made under
     ``cache`` once (``OSError`` where it cannot be made): the entries ``wanted`` takes (by
     their path relative to ``source``; a folder not taken is not walked)."""

@@ -87,7 +87,14 @@ from grader.sandbox._wall import Layout, Wall
 from grader.sandbox._walls import PROCESS_WALL
 
 __all__ = [
-    "CLOCK", "Answer", "CaseServer", "RunPlan", "Sandbox", "Serving", "ToolAnswer", "module_name",
+    "CLOCK",
+    "Answer",
+    "CaseServer",
+    "RunPlan",
+    "Sandbox",
+    "Serving",
+    "ToolAnswer",
+    "module_name",
     "no_tools",
 ]
 
@@ -112,12 +119,14 @@ _REFUSED: dict[str, str] = {
         ("send to a network address", "socket.sendmsg socket.sendto"),
         ("resolve a host name", "socket.getaddrinfo socket.gethostbyname socket.gethostbyname_ex"),
         ("look up a network address", "socket.gethostbyaddr socket.getnameinfo"),
-        ("start a process", "os.exec os.posix_spawn os.spawn os.system pty.spawn subprocess.Popen "
-         "_posixsubprocess.fork_exec"),
+        (
+            "start a process",
+            "os.exec os.posix_spawn os.spawn os.system pty.spawn subprocess.Popen "
+            "_posixsubprocess.fork_exec",
+        ),
         ("fork the process", "os.fork os.forkpty"),
         ("load a C library", "ctypes.dlopen"),
-        ("signal another process",
-         "os.kill os.killpg os.pidfd_open signal.pidfd_send_signal"),
+        ("signal another process", "os.kill os.killpg os.pidfd_open signal.pidfd_send_signal"),
         ("open a network socket", "socket.__new__"),
         ("change its resource limits", "resource.prlimit resource.setrlimit"),
         (f"write a file {_OUT}", "open"),
@@ -253,8 +262,9 @@ class Sandbox:
             self.laid.hosts.scratch = self.scratch.resolve()
             self.laid.ahead = self.laid.hosts.scratch / LAID_AHEAD
 
-    def ahead(self, seeds: Sequence[int], preload: Sequence[str] = (),
-              shipped: Collection[str] = ()) -> None:
+    def ahead(
+        self, seeds: Sequence[int], preload: Sequence[str] = (), shipped: Collection[str] = ()
+    ) -> None:
         """Start what the runs under the hash ``seeds`` fork from, side by side, not waiting
         (``Wall.ahead``), each having imported the packages ``preload`` names (what the
         submission imports of the rubric's): the grading goes on reading the submission
@@ -288,20 +298,30 @@ class Sandbox:
         if len(set(ids)) != len(ids):
             raise ValueError(f"case ids must be unique, got {ids}")
         layout = self._prepare(agent)
-        planned = [_Case(case_id, task, layout.work / f"trace-{n:03d}.jsonl")
-                   for n, (case_id, task) in enumerate(cases)]
+        planned = [
+            _Case(case_id, task, layout.work / f"trace-{n:03d}.jsonl")
+            for n, (case_id, task) in enumerate(cases)
+        ]
         run = _Run(plan, self.limits, layout)
-        config = child_config(layout, self.limits, mode="run", agent=agent, label=plan.label,
-                              fixtures=plan.serving.fixtures, clock=plan.clock,
-                              tools=plan.serving.registry)
+        config = child_config(
+            layout,
+            self.limits,
+            mode="run",
+            agent=agent,
+            label=plan.label,
+            fixtures=plan.serving.fixtures,
+            clock=plan.clock,
+            tools=plan.serving.registry,
+        )
         copied = sorted(set(plan.copies.cases) & set(ids)) if plan.copies is not None else []
         if plan.copies is not None:
             config["copies"] = copied
         traces = [case.trace for case in planned]
         with child_outputs(layout) as outputs:
             while run.import_error is None and (pending := run.pending(planned)):
-                cases_config = [{"id": c.id, "task": c.task, "trace": layout.inside(c.trace)}
-                                for c in pending]
+                cases_config = [
+                    {"id": c.id, "task": c.task, "trace": layout.inside(c.trace)} for c in pending
+                ]
                 run.seal = secrets.token_hex(16)  # a fresh child, a fresh seal
                 told = {**config, "cases": cases_config, "seal": run.seal}
                 with self._child(told, layout, outputs, traces, plan.hashseed) as child:
@@ -313,19 +333,35 @@ class Sandbox:
                     break
         return run.result(planned, captured_output(layout, self.limits))
 
-    def replay(self, agent: str, cases: Sequence[tuple[str, str]],
-               servers: Mapping[str, CaseServer], *, label: str, hashseed: int,
-               clock: int = CLOCK) -> RunResult:
+    def replay(
+        self,
+        agent: str,
+        cases: Sequence[tuple[str, str]],
+        servers: Mapping[str, CaseServer],
+        *,
+        label: str,
+        hashseed: int,
+        clock: int = CLOCK,
+    ) -> RunResult:
         """``run``, each case served by its own server in ``servers`` (a regression set's
         items, each from its own recordings)."""
-        serving = Serving(answer=lambda case, prompt: servers[case].answer(prompt),
-                          tools=lambda case, key: servers[case].tool(key))
+        serving = Serving(
+            answer=lambda case, prompt: servers[case].answer(prompt),
+            tools=lambda case, key: servers[case].tool(key),
+        )
         return self.run(agent, cases, RunPlan(label, hashseed, serving, clock=clock))
 
-    def probe_replay(self, replay: str, recorded: Mapping[str, str], *,
-                     unknown: str | None = None, hashseed: int = 0,
-                     clock: int = CLOCK, case: str = "case",
-                     cassettes: str = "cassettes") -> ReplayProbe:
+    def probe_replay(
+        self,
+        replay: str,
+        recorded: Mapping[str, str],
+        *,
+        unknown: str | None = None,
+        hashseed: int = 0,
+        clock: int = CLOCK,
+        case: str = "case",
+        cassettes: str = "cassettes",
+    ) -> ReplayProbe:
         """Probe the submission's own replay class (``"package.module:Class"``).
 
         The parent writes ``recorded`` (prompt -> response) as ``case``'s cassette, the child
@@ -335,22 +371,35 @@ class Sandbox:
         """
         layout = self._prepare(replay)
         cassette, probe, expected = probe_cassette(layout, recorded, unknown, case, cassettes)
-        config = child_config(layout, self.limits, mode="probe_replay", replay=replay,
-                              probe=probe, clock=clock)
-        with child_outputs(layout) as outputs, \
-                self._child(config, layout, outputs, [cassette], hashseed) as child:
+        config = child_config(
+            layout, self.limits, mode="probe_replay", replay=replay, probe=probe, clock=clock
+        )
+        with (
+            child_outputs(layout) as outputs,
+            self._child(config, layout, outputs, [cassette], hashseed) as child,
+        ):
             return ProbeTalk(layout, self.limits, expected, str(config["seal"])).converse(child)
 
-    def run_cut_point_test(self, test: str, guard: str, *, allow_all: bool,
-                           hashseed: int = 0, clock: int = CLOCK) -> CutPointRun:
+    def run_cut_point_test(
+        self, test: str, guard: str, *, allow_all: bool, hashseed: int = 0, clock: int = CLOCK
+    ) -> CutPointRun:
         """Run the cut-point ``test`` over the submission; with ``allow_all``, its ``guard``
         replaced first by one that allows everything. ``hashseed``, here and for the
         probe: no verdict depends on it; a grading passes one its runs already use."""
         layout = self._prepare(test, guard)
-        config = child_config(layout, self.limits, mode="cut_point", test=test, guard=guard,
-                              allow_all=allow_all, clock=clock)
-        with child_outputs(layout) as outputs, \
-                self._child(config, layout, outputs, hashseed=hashseed) as child:
+        config = child_config(
+            layout,
+            self.limits,
+            mode="cut_point",
+            test=test,
+            guard=guard,
+            allow_all=allow_all,
+            clock=clock,
+        )
+        with (
+            child_outputs(layout) as outputs,
+            self._child(config, layout, outputs, hashseed=hashseed) as child,
+        ):
             return cut_point_verdict(child, layout, self.limits, str(config["seal"]))
 
     def _prepare(self, *specs: str) -> Layout:
@@ -358,15 +407,23 @@ class Sandbox:
         ``specs`` (``package.module:attribute``) compiled there."""
         # The runs import the grader's own gradekit (the harness's ``Library``), never a copy
         # the submission ships: compiling that copy would be work no run reads.
-        packages = [package for spec in specs
-                    if (package := spec.partition(":")[0].partition(".")[0]) != "gradekit"]
+        packages = [
+            package
+            for spec in specs
+            if (package := spec.partition(":")[0].partition(".")[0]) != "gradekit"
+        ]
         source = self.laid.source(self.root, self.scratch, packages, self.limits)
         return prepare_run(self.root, self.scratch, self.wall, source, self.laid.hosts)
 
     @contextmanager
-    def _child(self, config: Mapping[str, object], layout: Layout,
-               outputs: tuple[IO[bytes], IO[bytes]], shown: Sequence[Path] = (),
-               hashseed: int = 0) -> Iterator[Child]:
+    def _child(
+        self,
+        config: Mapping[str, object],
+        layout: Layout,
+        outputs: tuple[IO[bytes], IO[bytes]],
+        shown: Sequence[Path] = (),
+        hashseed: int = 0,
+    ) -> Iterator[Child]:
         """One harness behind the wall, told ``config``, seeing ``shown`` of the run's
         ``work``; ended on leaving."""
         env = child_environment(layout, hashseed)
@@ -380,6 +437,7 @@ class _Case:
     id: str
     task: str
     trace: Path
+
 
 def _trace_cap(limits: Limits) -> int:
     """The most bytes of one case's trace the parent reads: ``trace_records`` full lines."""
@@ -402,8 +460,10 @@ def _read_trace(path: Path, limits: Limits) -> tuple[tuple[TraceRecord, ...], st
     records: list[TraceRecord] = []
     for number, raw in enumerate(lines, start=1):
         if number > limits.trace_records:
-            return tuple(records), (f"more than {limits.trace_records} records; the rest "
-                                    "was not read (trace_records in the rubric's [limits])")
+            return tuple(records), (
+                f"more than {limits.trace_records} records; the rest "
+                "was not read (trace_records in the rubric's [limits])"
+            )
         if len(raw) > TRACE_LINE:
             return tuple(records), f"line {number}: longer than {TRACE_LINE} bytes"
         try:
@@ -414,8 +474,9 @@ def _read_trace(path: Path, limits: Limits) -> tuple[tuple[TraceRecord, ...], st
             return tuple(records), f"line {number}: not valid JSON"
         if not isinstance(record, dict):
             return tuple(records), f"line {number}: not a JSON object"
-        fields = (record.get(name) for name in ("key", "provider", "latency_ms", "ok", "tool",
-                                                 "error"))
+        fields = (
+            record.get(name) for name in ("key", "provider", "latency_ms", "ok", "tool", "error")
+        )
         records.append(TraceRecord(*fields))
     return tuple(records), None
 
@@ -445,8 +506,9 @@ class _Talk:
         if len(self.calls) >= MAX_CALLS:
             raise ProtocolError(f"more than {MAX_CALLS} calls in one case")
         if self.kept > MAX_KEPT:
-            raise ProtocolError(f"more than {MAX_KEPT >> 20} MiB of tool arguments and "
-                                "results in one case")
+            raise ProtocolError(
+                f"more than {MAX_KEPT >> 20} MiB of tool arguments and results in one case"
+            )
         self.calls.append(served)
 
     def next_case(self) -> _Case:
@@ -462,8 +524,7 @@ class _Talk:
         ``since`` is how many replies the harness had read when the agent made it."""
         if since is None:  # a harness that does not say: the call came after
             return False
-        if not isinstance(since, int) or isinstance(since, bool) or not 0 <= since <= \
-                self.replies:
+        if not isinstance(since, int) or isinstance(since, bool) or not 0 <= since <= self.replies:
             raise ProtocolError("a call that counts replies it was never sent")
         return self.missed_at > 0 and since < self.missed_at
 
@@ -501,9 +562,14 @@ class _Run:
             case.id: self.outcomes.get(case.id) or CaseOutcome(case.id, "not_run", detail=not_run)
             for case in planned
         }
-        return RunResult(outcomes, tuple(self.refusals), self.import_error, *output,
-                         tampering=tuple(dict.fromkeys(self.tampering)),
-                         missing_module=self.missing_module)
+        return RunResult(
+            outcomes,
+            tuple(self.refusals),
+            self.import_error,
+            *output,
+            tampering=tuple(dict.fromkeys(self.tampering)),
+            missing_module=self.missing_module,
+        )
 
     def converse(self, child: Child, pending: Sequence[_Case]) -> None:
         """Serve one child until it ends or its cases are done.
@@ -542,8 +608,13 @@ class _Run:
             talk.current = talk.next_case()
             if self._plan.on_case is not None:
                 self._plan.on_case(talk.current.id)
-        elif op == "copy" and self._plan.copies is not None and talk.ready \
-                and current is None and case == talk.next_case().id:
+        elif (
+            op == "copy"
+            and self._plan.copies is not None
+            and talk.ready
+            and current is None
+            and case == talk.next_case().id
+        ):
             self._copy(child, talk, message)
         elif op in ("complete", "tool", "http") and child.replying:
             # A well-behaved harness reads each reply before it asks again; one that does
@@ -560,12 +631,16 @@ class _Run:
             return False
         elif op in ("result", "tampered") and message.get("seal") != self.seal:
             what = f"case {current.id}" if current else "no case"
-            self.tampering.append(f"a {op} message ({what}) that the harness did not send: "
-                                  "written on the grader's channel by the agent")
+            self.tampering.append(
+                f"a {op} message ({what}) that the harness did not send: "
+                "written on the grader's channel by the agent"
+            )
             raise ProtocolError("a forged verdict")
         elif current is not None and op == "tampered":
-            self.tampering.append(f"case {current.id}: the agent replaced the harness's code "
-                                  f"({replaced_names(message)})")
+            self.tampering.append(
+                f"case {current.id}: the agent replaced the harness's code "
+                f"({replaced_names(message)})"
+            )
             raise ProtocolError("the harness's code was replaced")
         elif current is not None and op == "result" and case == current.id:
             status, claims = _claims(message, self._limits.answer_kb * 1024)
@@ -589,8 +664,11 @@ class _Run:
         child.send({"copy": withhold is not None})
         if withhold is None:
             return
-        copy = _Run(replace(self._plan, withhold=withhold, copies=None, on_case=None),
-                    self._limits, self._layout)
+        copy = _Run(
+            replace(self._plan, withhold=withhold, copies=None, on_case=None),
+            self._limits,
+            self._layout,
+        )
         copy.seal, copy.writes = self.seal, self.writes
         copy_talk = _Talk([case], ready=True, replies=talk.replies)
         deadline = self._deadline() + _COPY_GRACE_S  # the run ends a copy past the limit
@@ -631,21 +709,39 @@ class _Run:
         in_flight = talk.in_flight(message.get("since"))
         head = one_line(prompt)
         if self._withholds(case, "provider", position):
-            talk.keep(Served(key=key, served=False, trace_lines=lines, withheld=True,
-                                     asked=prompt.strip()[:ASKED_CAP], in_flight=in_flight,
-                                     head=head))
+            talk.keep(
+                Served(
+                    key=key,
+                    served=False,
+                    trace_lines=lines,
+                    withheld=True,
+                    asked=prompt.strip()[:ASKED_CAP],
+                    in_flight=in_flight,
+                    head=head,
+                )
+            )
             talk.reply(child, self._miss(case, prompt, key), withheld=True)
             return
         response = self._serving.answer(case.id, prompt)
         recorded = self._serving.recorded.get(case.id, {})
-        talk.keep(Served(key=key, served=response is not None, trace_lines=lines,
-                                 asked="" if response is not None else prompt[:ASKED_CAP],
-                                 in_flight=in_flight, head=head,
-                                 reordered=response is None and _reorders(
-                                     prompt.strip(), (entry.prompt.strip() for entry
-                                                      in recorded.values() if entry.prompt))))
-        talk.reply(child, {"response": response} if response is not None
-                   else self._miss(case, prompt, key))
+        talk.keep(
+            Served(
+                key=key,
+                served=response is not None,
+                trace_lines=lines,
+                asked="" if response is not None else prompt[:ASKED_CAP],
+                in_flight=in_flight,
+                head=head,
+                reordered=response is None
+                and _reorders(
+                    prompt.strip(),
+                    (entry.prompt.strip() for entry in recorded.values() if entry.prompt),
+                ),
+            )
+        )
+        talk.reply(
+            child, {"response": response} if response is not None else self._miss(case, prompt, key)
+        )
 
     def _miss(self, case: _Case, prompt: str, key: str) -> dict[str, str]:
         """The reply to a prompt the parent does not answer: the kit's Replay's miss for
@@ -662,21 +758,32 @@ class _Run:
         derived = self._serving.derived
         kept = None
         if derived is not None:
-            parts = [_MISS_VERSION, case.id, source, "1" if entries is not None else "0",
-                     prompt, *(part for k, entry in rest.items()
-                               for part in (k, "" if entry.prompt is None else "+" + entry.prompt))]
+            parts = [
+                _MISS_VERSION,
+                case.id,
+                source,
+                "1" if entries is not None else "0",
+                prompt,
+                *(
+                    part
+                    for k, entry in rest.items()
+                    for part in (k, "" if entry.prompt is None else "+" + entry.prompt)
+                ),
+            ]
             kept = content_key(*(part.encode("utf-8", "surrogatepass") for part in parts))
             found = derived.read("miss", kept)
             if found is not None:
                 return found.decode("utf-8", "surrogatepass")
-        message = str(replay_miss(Cassette(case.id, rest), prompt, source=source,
-                                  exists=entries is not None))
+        message = str(
+            replay_miss(Cassette(case.id, rest), prompt, source=source, exists=entries is not None)
+        )
         if derived is not None and kept is not None:
             derived.write("miss", kept, message.encode("utf-8", "surrogatepass"))
         return message
 
-    def _serve_tool(self, child: Child, talk: _Talk, case: _Case,
-                    message: Mapping[str, Any]) -> None:
+    def _serve_tool(
+        self, child: Child, talk: _Talk, case: _Case, message: Mapping[str, Any]
+    ) -> None:
         tool, args = message.get("tool"), message.get("args")
         if not isinstance(tool, str) or not isinstance(args, dict):
             raise ProtocolError("a tool call without a tool name and arguments")
@@ -686,25 +793,46 @@ class _Run:
             raise ProtocolError("tool arguments that are not JSON") from exc
         lines, in_flight = self._trace_lines(talk, case), talk.in_flight(message.get("since"))
         if self.is_write(tool):  # never withheld: no fixture holds it, so it never misses
-            talk.keep(Served(key=key, served=True, tool=tool, trace_lines=lines,
-                             in_flight=in_flight, args=_canonical(args), write=True))
+            talk.keep(
+                Served(
+                    key=key,
+                    served=True,
+                    tool=tool,
+                    trace_lines=lines,
+                    in_flight=in_flight,
+                    args=_canonical(args),
+                    write=True,
+                )
+            )
             talk.reply(child, {"write": True})  # the child runs it on the case run's store
             return
         withheld = self._withholds(case, "tool", talk.asking("tool"))
         found, result = (False, None) if withheld else self._serving.tools(case.id, key)
-        talk.keep(Served(key=key, served=found, tool=tool, trace_lines=lines,
-                                 withheld=withheld, in_flight=in_flight,
-                                 asked=_shown_args(tool, args)[:ASKED_CAP] if withheld else "",
-                                 args=_canonical(args), result=_canonical(result) if found
-                                 else ""))
+        talk.keep(
+            Served(
+                key=key,
+                served=found,
+                tool=tool,
+                trace_lines=lines,
+                withheld=withheld,
+                in_flight=in_flight,
+                asked=_shown_args(tool, args)[:ASKED_CAP] if withheld else "",
+                args=_canonical(args),
+                result=_canonical(result) if found else "",
+            )
+        )
         if found:
             talk.reply(child, {"response": result})
         else:
-            talk.reply(child, {"missing": _missing(case, tool, args, self._serving.fixtures)},
-                       withheld=withheld)
+            talk.reply(
+                child,
+                {"missing": _missing(case, tool, args, self._serving.fixtures)},
+                withheld=withheld,
+            )
 
-    def _serve_http(self, child: Child, talk: _Talk, case: _Case,
-                    message: Mapping[str, Any]) -> None:
+    def _serve_http(
+        self, child: Child, talk: _Talk, case: _Case, message: Mapping[str, Any]
+    ) -> None:
         """An SDK client's request: the next recording of its key in the case's HTTP
         cassette, or a miss that names the closest recorded request and where it parts."""
         method, url, body = (message.get(name) for name in ("method", "url", "body"))
@@ -722,32 +850,65 @@ class _Run:
             # The miss a cassette without this request would give: nothing tells it apart.
             rest = _without(cassette, key) if cassette is not None else None
             rows = miss_rows(rest or HttpCassette(case.id), asked, 1, exists=rest is not None)
-            talk.keep(Served(key=key, served=False, trace_lines=lines, http=True,
-                                     withheld=True, asked=request_head(asked)[:ASKED_CAP],
-                                     in_flight=in_flight, head=one_line(request_head(asked))))
+            talk.keep(
+                Served(
+                    key=key,
+                    served=False,
+                    trace_lines=lines,
+                    http=True,
+                    withheld=True,
+                    asked=request_head(asked)[:ASKED_CAP],
+                    in_flight=in_flight,
+                    head=one_line(request_head(asked)),
+                )
+            )
             talk.reply(child, {"miss": self._http_miss(case, rows), "key": key}, withheld=True)
             return
         recorded = cassette.interactions.get(key, ()) if cassette is not None else ()
         n = talk.asked.get(key, 0) + 1
         if n <= len(recorded):
             talk.asked[key] = n
-            talk.keep(Served(key=key, served=True, trace_lines=lines, http=True,
-                                     in_flight=in_flight, head=one_line(request_head(asked))))
+            talk.keep(
+                Served(
+                    key=key,
+                    served=True,
+                    trace_lines=lines,
+                    http=True,
+                    in_flight=in_flight,
+                    head=one_line(request_head(asked)),
+                )
+            )
             response = recorded[n - 1].response
-            talk.reply(child, {"http": {
-                "status": response.status, "headers": sorted(response.headers.items()),
-                "body": base64.b64encode(response.body()).decode("ascii")}})
+            talk.reply(
+                child,
+                {
+                    "http": {
+                        "status": response.status,
+                        "headers": sorted(response.headers.items()),
+                        "body": base64.b64encode(response.body()).decode("ascii"),
+                    }
+                },
+            )
             return
-        rows = miss_rows(cassette or HttpCassette(case.id), asked, n,
-                         exists=cassette is not None)
+        rows = miss_rows(cassette or HttpCassette(case.id), asked, n, exists=cassette is not None)
         differs = next((value for label, value in rows if label in ("differs", "asked")), "")
-        kept = [one.request for many in cassette.interactions.values() for one in many] \
-            if cassette is not None else []
-        talk.keep(Served(key=key, served=False, trace_lines=lines, http=True,
-                                 asked=differs[:ASKED_CAP], in_flight=in_flight,
-                                 head=one_line(request_head(asked)),
-                                 reordered=_reorders(_request_text(asked),
-                                                    map(_request_text, kept))))
+        kept = (
+            [one.request for many in cassette.interactions.values() for one in many]
+            if cassette is not None
+            else []
+        )
+        talk.keep(
+            Served(
+                key=key,
+                served=False,
+                trace_lines=lines,
+                http=True,
+                asked=differs[:ASKED_CAP],
+                in_flight=in_flight,
+                head=one_line(request_head(asked)),
+                reordered=_reorders(_request_text(asked), map(_request_text, kept)),
+            )
+        )
         talk.reply(child, {"miss": self._http_miss(case, rows), "key": key})
 
     def _http_miss(self, case: _Case, rows: Sequence[tuple[str, str]]) -> str:
@@ -767,8 +928,12 @@ class _Run:
     def _withholds(self, case: _Case, kind: str, position: int) -> bool:
         """Whether this run's probe withholds the ``position``-th call of ``kind`` in ``case``."""
         probe = self._plan.withhold
-        return probe is not None and probe.kind == kind and position >= probe.position \
+        return (
+            probe is not None
+            and probe.kind == kind
+            and position >= probe.position
             and probe.case in ("", case.id)
+        )
 
     def _trace_lines(self, talk: _Talk, case: _Case) -> int:
         """The complete lines in the case's trace now, just before a call is answered.
@@ -838,15 +1003,18 @@ class _Run:
 _COPY_GRACE_S = 2.0  # past a copy's limit: the run kills it and says so first
 
 
-def _copy_ending(message: Mapping[str, Any],
-                 limits: Limits) -> tuple[Literal["timeout", "crashed"], str] | None:
+def _copy_ending(
+    message: Mapping[str, Any], limits: Limits
+) -> tuple[Literal["timeout", "crashed"], str] | None:
     """How a copy ended, as the run says (``copied``), in the words a run's own end has;
     None when the run could not make it."""
     code, signal_number, timed_out = (message.get(k) for k in ("code", "signal", "timed_out"))
     if message.get("refused") is True:
         return None
-    if not all(value is None or (isinstance(value, int) and not isinstance(value, bool))
-               for value in (code, signal_number)) or not isinstance(timed_out, bool):
+    if not all(
+        value is None or (isinstance(value, int) and not isinstance(value, bool))
+        for value in (code, signal_number)
+    ) or not isinstance(timed_out, bool):
         raise ProtocolError("a malformed copy's end")
     if timed_out:
         return "timeout", f"did not finish within {limits.timeout_s:g} s"
@@ -855,8 +1023,9 @@ def _copy_ending(message: Mapping[str, Any],
     return "crashed", exit_detail(code if code is not None else 0, False)
 
 
-def _claims(message: Mapping[str, Any],
-            keep: int) -> tuple[Literal["returned", "raised"], dict[str, Any]]:
+def _claims(
+    message: Mapping[str, Any], keep: int
+) -> tuple[Literal["returned", "raised"], dict[str, Any]]:
     """What the child says run() did, checked for shape and made consistent.
 
     A returned str is compared whole (by its SHA-256) but kept only up to ``keep`` bytes.
@@ -875,11 +1044,16 @@ def _claims(message: Mapping[str, Any],
         return "returned", kept
     if status == "raised" and isinstance(exception, str):
         chain = message.get("chain")
-        causes = tuple(child_name(name) or "?" for name in chain[:5]) \
-            if isinstance(chain, list) else ()
-        return "raised", {"exception": child_name(exception), "miss_escaped": escaped,
-                          "missing_module": module_name(message.get("module")),
-                          "message": child_text(message.get("message")), "causes": causes}
+        causes = (
+            tuple(child_name(name) or "?" for name in chain[:5]) if isinstance(chain, list) else ()
+        )
+        return "raised", {
+            "exception": child_name(exception),
+            "miss_escaped": escaped,
+            "missing_module": module_name(message.get("module")),
+            "message": child_text(message.get("message")),
+            "causes": causes,
+        }
     raise ProtocolError("a malformed result")
 
 
@@ -898,11 +1072,19 @@ def _declared_writes(value: object) -> frozenset[str]:
     """The write tools a child's ``ready`` declares: at most ``_MAX_WRITES`` tool names."""
     if value is None:  # a mode that loads no agent, or an older harness: none
         return frozenset()
-    if not isinstance(value, list) or len(value) > _MAX_WRITES or not all(
-            isinstance(name, str) and 0 < len(name) <= _NAME_CAP and not any(
-                c.isspace() for c in name) for name in value):
-        raise ProtocolError(f"a declaration of write tools that is not a list of at most "
-                            f"{_MAX_WRITES} tool names")
+    if (
+        not isinstance(value, list)
+        or len(value) > _MAX_WRITES
+        or not all(
+            isinstance(name, str)
+            and 0 < len(name) <= _NAME_CAP
+            and not any(c.isspace() for c in name)
+            for name in value
+        )
+    ):
+        raise ProtocolError(
+            f"a declaration of write tools that is not a list of at most {_MAX_WRITES} tool names"
+        )
     return frozenset(value)
 
 
@@ -927,8 +1109,10 @@ def _reorders(asked: str, recorded: Iterable[str]) -> bool:
     gives). Another seed may then ask the recording: what ``grade`` tries before it says
     the seed is not the cause."""
     letters = sorted(asked)
-    return any(other != asked and len(other) == len(asked) and sorted(other) == letters
-               for other in recorded)
+    return any(
+        other != asked and len(other) == len(asked) and sorted(other) == letters
+        for other in recorded
+    )
 
 
 def _request_text(request: HttpRequest) -> str:
@@ -950,12 +1134,16 @@ def request_head(request: HttpRequest) -> str:
     last = messages[-1] if isinstance(messages, list) and messages else None
     text = last.get("content") if isinstance(last, dict) else None
     if isinstance(text, list):  # content parts: [{"type": "text", "text": ...}, ...]
-        text = " ".join(part["text"] for part in text
-                        if isinstance(part, dict) and isinstance(part.get("text"), str))
-    return text.strip() if isinstance(text, str) and text.strip() else \
-        f"{request.method} {request.url}"
-
-
+        text = " ".join(
+            part["text"]
+            for part in text
+            if isinstance(part, dict) and isinstance(part.get("text"), str)
+        )
+    return (
+        text.strip()
+        if isinstance(text, str) and text.strip()
+        else f"{request.method} {request.url}"
+    )
 
 
 def _missing(case: _Case, tool: str, args: Mapping[str, object], folder: str) -> str:

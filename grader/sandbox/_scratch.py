@@ -34,10 +34,12 @@ def scratch_root() -> str | None:
         status = os.statvfs(MEMORY)
     except OSError:
         return None
-    if status.f_flag & (os.ST_RDONLY | os.ST_NOEXEC) \
-            or status.f_bavail * status.f_frsize < MEMORY_FREE \
-            or not os.access(MEMORY, os.W_OK | os.X_OK) \
-            or not _is_tmpfs(MEMORY):
+    if (
+        status.f_flag & (os.ST_RDONLY | os.ST_NOEXEC)
+        or status.f_bavail * status.f_frsize < MEMORY_FREE
+        or not os.access(MEMORY, os.W_OK | os.X_OK)
+        or not _is_tmpfs(MEMORY)
+    ):
         return None
     return MEMORY
 
@@ -51,7 +53,10 @@ def _is_tmpfs(folder: str) -> bool:
     """Whether ``folder`` is a tmpfs's mount point (by this process's mount table)."""
     try:
         with open("/proc/self/mounts", encoding="utf-8") as mounts:
-            return any(fields[1] == folder and fields[2] == "tmpfs"
-                       for fields in (line.split() for line in mounts) if len(fields) > 2)
+            return any(
+                fields[1] == folder and fields[2] == "tmpfs"
+                for fields in (line.split() for line in mounts)
+                if len(fields) > 2
+            )
     except OSError:
         return False

@@ -55,90 +55,302 @@ __all__ = ["ALLOWED", "REFUSED_BY_NAME", "allow_list_filter", "filter_pipe"]
 
 # Open files, pipes and descriptors: reading, writing, copying, syncing, locking.
 _DESCRIPTORS = (
-    "close", "close_range", "copy_file_range", "dup", "dup3", "fadvise64", "fallocate", "fcntl",
-    "fdatasync", "flock", "fstat", "fstatfs", "fsync", "ftruncate", "getdents64", "lseek", "pipe2",
-    "pread64", "preadv", "preadv2", "pwrite64", "pwritev", "pwritev2", "read", "readahead",
-    "readv", "sendfile", "splice", "sync", "sync_file_range", "syncfs", "tee", "vmsplice", "write",
+    "close",
+    "close_range",
+    "copy_file_range",
+    "dup",
+    "dup3",
+    "fadvise64",
+    "fallocate",
+    "fcntl",
+    "fdatasync",
+    "flock",
+    "fstat",
+    "fstatfs",
+    "fsync",
+    "ftruncate",
+    "getdents64",
+    "lseek",
+    "pipe2",
+    "pread64",
+    "preadv",
+    "preadv2",
+    "pwrite64",
+    "pwritev",
+    "pwritev2",
+    "read",
+    "readahead",
+    "readv",
+    "sendfile",
+    "splice",
+    "sync",
+    "sync_file_range",
+    "syncfs",
+    "tee",
+    "vmsplice",
+    "write",
     "writev",
 )
 # Paths and directories. mknodat makes only FIFOs and sockets without CAP_MKNOD (os.mkfifo).
 _PATHS = (
-    "chdir", "faccessat", "faccessat2", "fchdir", "fchmod", "fchmodat", "fchown", "fchownat",
-    "getcwd", "linkat", "mkdirat", "mknodat", "newfstatat", "openat", "openat2", "readlinkat",
-    "renameat", "renameat2", "statfs", "statx", "symlinkat", "truncate", "umask", "unlinkat",
+    "chdir",
+    "faccessat",
+    "faccessat2",
+    "fchdir",
+    "fchmod",
+    "fchmodat",
+    "fchown",
+    "fchownat",
+    "getcwd",
+    "linkat",
+    "mkdirat",
+    "mknodat",
+    "newfstatat",
+    "openat",
+    "openat2",
+    "readlinkat",
+    "renameat",
+    "renameat2",
+    "statfs",
+    "statx",
+    "symlinkat",
+    "truncate",
+    "umask",
+    "unlinkat",
     "utimensat",
 )
 # Extended attributes: what the filesystem and the missing capabilities allow (user.*).
 _XATTRS = (
-    "fgetxattr", "flistxattr", "fremovexattr", "fsetxattr", "getxattr", "lgetxattr", "listxattr",
-    "llistxattr", "lremovexattr", "lsetxattr", "removexattr", "setxattr",
+    "fgetxattr",
+    "flistxattr",
+    "fremovexattr",
+    "fsetxattr",
+    "getxattr",
+    "lgetxattr",
+    "listxattr",
+    "llistxattr",
+    "lremovexattr",
+    "lsetxattr",
+    "removexattr",
+    "setxattr",
 )
 # Waiting: poll, select, epoll, event, signal and timer descriptors (not inotify: below).
 _EVENTS = (
-    "epoll_create1", "epoll_ctl", "epoll_pwait", "epoll_pwait2", "eventfd2", "ppoll", "pselect6",
-    "signalfd4", "timerfd_create", "timerfd_gettime", "timerfd_settime",
+    "epoll_create1",
+    "epoll_ctl",
+    "epoll_pwait",
+    "epoll_pwait2",
+    "eventfd2",
+    "ppoll",
+    "pselect6",
+    "signalfd4",
+    "timerfd_create",
+    "timerfd_gettime",
+    "timerfd_settime",
 )
 # Memory. mlock* pin pages already counted in RLIMIT_AS, up to RLIMIT_MEMLOCK (no capability
 # in the sandbox lifts that); get_mempolicy only reads.
 _MEMORY = (
-    "brk", "get_mempolicy", "madvise", "membarrier", "mincore", "mlock", "mlock2", "mlockall",
-    "mmap", "mprotect", "mremap", "msync", "munlock", "munlockall", "munmap", "pkey_alloc",
-    "pkey_free", "pkey_mprotect", "remap_file_pages",
+    "brk",
+    "get_mempolicy",
+    "madvise",
+    "membarrier",
+    "mincore",
+    "mlock",
+    "mlock2",
+    "mlockall",
+    "mmap",
+    "mprotect",
+    "mremap",
+    "msync",
+    "munlock",
+    "munlockall",
+    "munmap",
+    "pkey_alloc",
+    "pkey_free",
+    "pkey_mprotect",
+    "remap_file_pages",
 )
 # Signals. Each reaches only the processes kill() could (the sandbox's PID namespace holds
 # the child and bubblewrap's init); pidfd_open makes no more than a handle for them.
 _SIGNALS = (
-    "kill", "pidfd_open", "pidfd_send_signal", "restart_syscall", "rt_sigaction", "rt_sigpending",
-    "rt_sigprocmask", "rt_sigqueueinfo", "rt_sigreturn", "rt_sigsuspend", "rt_sigtimedwait",
-    "rt_tgsigqueueinfo", "sigaltstack", "tgkill", "tkill",
+    "kill",
+    "pidfd_open",
+    "pidfd_send_signal",
+    "restart_syscall",
+    "rt_sigaction",
+    "rt_sigpending",
+    "rt_sigprocmask",
+    "rt_sigqueueinfo",
+    "rt_sigreturn",
+    "rt_sigsuspend",
+    "rt_sigtimedwait",
+    "rt_tgsigqueueinfo",
+    "sigaltstack",
+    "tgkill",
+    "tkill",
 )
 # Reading clocks, sleeping, timers (setting a clock is refused).
 _TIME = (
-    "clock_getres", "clock_gettime", "clock_nanosleep", "getitimer", "gettimeofday", "nanosleep",
-    "setitimer", "timer_create", "timer_delete", "timer_getoverrun", "timer_gettime",
-    "timer_settime", "times",
+    "clock_getres",
+    "clock_gettime",
+    "clock_nanosleep",
+    "getitimer",
+    "gettimeofday",
+    "nanosleep",
+    "setitimer",
+    "timer_create",
+    "timer_delete",
+    "timer_getoverrun",
+    "timer_gettime",
+    "timer_settime",
+    "times",
 )
 # Threads and scheduling: futexes, glibc's per-thread setup, CPU affinity (within the CPUs
 # the sandbox was given) and reading the scheduler's settings.
 _THREADS = (
-    "futex", "futex_waitv", "get_robust_list", "getcpu", "gettid", "rseq",
-    "sched_get_priority_max", "sched_get_priority_min", "sched_getaffinity", "sched_getattr",
-    "sched_getparam", "sched_getscheduler", "sched_rr_get_interval", "sched_setaffinity",
-    "sched_yield", "set_robust_list", "set_tid_address",
+    "futex",
+    "futex_waitv",
+    "get_robust_list",
+    "getcpu",
+    "gettid",
+    "rseq",
+    "sched_get_priority_max",
+    "sched_get_priority_min",
+    "sched_getaffinity",
+    "sched_getattr",
+    "sched_getparam",
+    "sched_getscheduler",
+    "sched_rr_get_interval",
+    "sched_setaffinity",
+    "sched_yield",
+    "set_robust_list",
+    "set_tid_address",
 )
 # This process: running a program (bubblewrap execs the harness after loading the filter),
 # exiting, waiting, its limits (the harness lowers its own with setrlimit, which glibc makes
 # prlimit64), prctl, and the calls that only restrict it further (seccomp, landlock).
 _PROCESS = (
-    "execve", "execveat", "exit", "exit_group", "getpriority", "getrlimit", "getrusage",
-    "ioprio_get", "ioprio_set", "landlock_add_rule", "landlock_create_ruleset",
-    "landlock_restrict_self", "prctl", "prlimit64", "seccomp", "setpriority", "setrlimit",
-    "wait4", "waitid",
+    "execve",
+    "execveat",
+    "exit",
+    "exit_group",
+    "getpriority",
+    "getrlimit",
+    "getrusage",
+    "ioprio_get",
+    "ioprio_set",
+    "landlock_add_rule",
+    "landlock_create_ruleset",
+    "landlock_restrict_self",
+    "prctl",
+    "prlimit64",
+    "seccomp",
+    "setpriority",
+    "setrlimit",
+    "wait4",
+    "waitid",
 )
 # Who and where it is. The set*id calls can only move among ids it already holds: the
 # sandbox has no capability and one mapped uid.
 _IDENTITY = (
-    "capget", "capset", "getegid", "geteuid", "getgid", "getgroups", "getpgid", "getpid",
-    "getppid", "getrandom", "getresgid", "getresuid", "getsid", "getuid", "setfsgid", "setfsuid",
-    "setgid", "setgroups", "setpgid", "setregid", "setresgid", "setresuid", "setreuid", "setsid",
-    "setuid", "sysinfo", "uname",
+    "capget",
+    "capset",
+    "getegid",
+    "geteuid",
+    "getgid",
+    "getgroups",
+    "getpgid",
+    "getpid",
+    "getppid",
+    "getrandom",
+    "getresgid",
+    "getresuid",
+    "getsid",
+    "getuid",
+    "setfsgid",
+    "setfsuid",
+    "setgid",
+    "setgroups",
+    "setpgid",
+    "setregid",
+    "setresgid",
+    "setresuid",
+    "setreuid",
+    "setsid",
+    "setuid",
+    "sysinfo",
+    "uname",
 )
 # Socket calls: socket and socketpair make AF_UNIX sockets only (step 4).
 _SOCKETS = (
-    "accept", "accept4", "bind", "connect", "getpeername", "getsockname", "getsockopt", "listen",
-    "recvfrom", "recvmmsg", "recvmsg", "sendmmsg", "sendmsg", "sendto", "setsockopt", "shutdown",
+    "accept",
+    "accept4",
+    "bind",
+    "connect",
+    "getpeername",
+    "getsockname",
+    "getsockopt",
+    "listen",
+    "recvfrom",
+    "recvmmsg",
+    "recvmsg",
+    "sendmmsg",
+    "sendmsg",
+    "sendto",
+    "setsockopt",
+    "shutdown",
 )
 # x86_64 only: the older calls the generic table (aarch64's) left out, which glibc, CPython
 # and compiled packages may still make, and arch_prctl (the dynamic loader sets TLS with it).
 _X86_64_ONLY = (
-    "access", "alarm", "arch_prctl", "chmod", "chown", "creat", "dup2", "epoll_create",
-    "epoll_wait", "eventfd", "futimesat", "getdents", "getpgrp", "lchown", "link",
-    "lstat", "mkdir", "mknod", "open", "pause", "pipe", "poll", "readlink", "rename", "rmdir",
-    "select", "signalfd", "stat", "symlink", "time", "unlink", "utime", "utimes",
+    "access",
+    "alarm",
+    "arch_prctl",
+    "chmod",
+    "chown",
+    "creat",
+    "dup2",
+    "epoll_create",
+    "epoll_wait",
+    "eventfd",
+    "futimesat",
+    "getdents",
+    "getpgrp",
+    "lchown",
+    "link",
+    "lstat",
+    "mkdir",
+    "mknod",
+    "open",
+    "pause",
+    "pipe",
+    "poll",
+    "readlink",
+    "rename",
+    "rmdir",
+    "select",
+    "signalfd",
+    "stat",
+    "symlink",
+    "time",
+    "unlink",
+    "utime",
+    "utimes",
 )
 ALLOWED: tuple[str, ...] = (
-    *_DESCRIPTORS, *_PATHS, *_XATTRS, *_EVENTS, *_MEMORY, *_SIGNALS, *_TIME, *_THREADS,
-    *_PROCESS, *_IDENTITY, *_SOCKETS, *_X86_64_ONLY,
+    *_DESCRIPTORS,
+    *_PATHS,
+    *_XATTRS,
+    *_EVENTS,
+    *_MEMORY,
+    *_SIGNALS,
+    *_TIME,
+    *_THREADS,
+    *_PROCESS,
+    *_IDENTITY,
+    *_SOCKETS,
+    *_X86_64_ONLY,
 )
 
 # Allowed or refused by their arguments (steps 3 to 6): in neither list.
@@ -148,42 +360,126 @@ _CHECKED = ("clone", "clone3", "ioctl", "socket", "socketpair")
 # on a machine (fork on aarch64), nothing there can make it.
 REFUSED_BY_NAME: tuple[str, ...] = (
     # other processes, new processes, namespaces
-    "fork", "kcmp", "pidfd_getfd", "process_madvise", "process_mrelease", "process_vm_readv",
-    "process_vm_writev", "ptrace", "setns", "unshare", "vfork",
+    "fork",
+    "kcmp",
+    "pidfd_getfd",
+    "process_madvise",
+    "process_mrelease",
+    "process_vm_readv",
+    "process_vm_writev",
+    "ptrace",
+    "setns",
+    "unshare",
+    "vfork",
     # mounts (old and new API) and the root
-    "chroot", "fsconfig", "fsmount", "fsopen", "fspick", "mount", "mount_setattr", "move_mount",
-    "open_tree", "pivot_root", "umount2",
+    "chroot",
+    "fsconfig",
+    "fsmount",
+    "fsopen",
+    "fspick",
+    "mount",
+    "mount_setattr",
+    "move_mount",
+    "open_tree",
+    "pivot_root",
+    "umount2",
     # much kernel to attack: io_uring, BPF, perf, userfaultfd, keyrings, execution domains, LDT
-    "add_key", "bpf", "io_uring_enter", "io_uring_register", "io_uring_setup", "keyctl",
-    "modify_ldt", "perf_event_open", "personality", "request_key", "userfaultfd",
+    "add_key",
+    "bpf",
+    "io_uring_enter",
+    "io_uring_register",
+    "io_uring_setup",
+    "keyctl",
+    "modify_ldt",
+    "perf_event_open",
+    "personality",
+    "request_key",
+    "userfaultfd",
     # the machine: modules, kexec, reboot, swap, accounting, quotas, clocks, kernel log, ports,
     # host names, and the terminal's hangup
-    "acct", "adjtimex", "clock_adjtime", "clock_settime", "delete_module", "finit_module",
-    "init_module", "ioperm", "iopl", "kexec_file_load", "kexec_load", "quotactl", "quotactl_fd",
-    "reboot", "setdomainname", "sethostname", "settimeofday", "swapoff", "swapon", "syslog",
+    "acct",
+    "adjtimex",
+    "clock_adjtime",
+    "clock_settime",
+    "delete_module",
+    "finit_module",
+    "init_module",
+    "ioperm",
+    "iopl",
+    "kexec_file_load",
+    "kexec_load",
+    "quotactl",
+    "quotactl_fd",
+    "reboot",
+    "setdomainname",
+    "sethostname",
+    "settimeofday",
+    "swapoff",
+    "swapon",
+    "syslog",
     "vhangup",
     # any inode by its handle, whole-filesystem event watching
-    "fanotify_init", "fanotify_mark", "lookup_dcookie", "name_to_handle_at", "open_by_handle_at",
+    "fanotify_init",
+    "fanotify_mark",
+    "lookup_dcookie",
+    "name_to_handle_at",
+    "open_by_handle_at",
     # a budget of the whole host's, per user: inotify instances (128 a user by default) and
     # watches; a run that took them all would leave the grader's user, or a classmate's run
     # under the same uid, none
-    "inotify_add_watch", "inotify_init", "inotify_init1", "inotify_rm_watch",
+    "inotify_add_watch",
+    "inotify_init",
+    "inotify_init1",
+    "inotify_rm_watch",
     # gone from the kernel, or 32-bit only (segment-based TLS)
-    "create_module", "get_kernel_syms", "get_thread_area", "nfsservctl", "query_module",
-    "set_thread_area", "uselib",
+    "create_module",
+    "get_kernel_syms",
+    "get_thread_area",
+    "nfsservctl",
+    "query_module",
+    "set_thread_area",
+    "uselib",
     # NUMA placement: it moves pages of the whole machine's nodes, other processes' with
     # migrate_pages and move_pages (Docker allows them only with CAP_SYS_NICE); no user here
-    "mbind", "migrate_pages", "move_pages", "set_mempolicy", "set_mempolicy_home_node",
+    "mbind",
+    "migrate_pages",
+    "move_pages",
+    "set_mempolicy",
+    "set_mempolicy_home_node",
     # a realtime policy needs only RLIMIT_RTPRIO, which the harness leaves as it finds it
-    "sched_setattr", "sched_setparam", "sched_setscheduler",
+    "sched_setattr",
+    "sched_setparam",
+    "sched_setscheduler",
     # memory outside RLIMIT_AS: memfd and System V shared memory hold pages after unmapping,
     # message queues hold kernel memory; memfd_secret takes pages out of the kernel's map.
     # No user here: multiprocessing would want /dev/shm, which the sandbox does not have.
-    "memfd_create", "memfd_secret", "mq_getsetattr", "mq_notify", "mq_open", "mq_timedreceive",
-    "mq_timedsend", "mq_unlink", "msgctl", "msgget", "msgrcv", "msgsnd", "semctl", "semget",
-    "semop", "semtimedop", "shmat", "shmctl", "shmdt", "shmget",
+    "memfd_create",
+    "memfd_secret",
+    "mq_getsetattr",
+    "mq_notify",
+    "mq_open",
+    "mq_timedreceive",
+    "mq_timedsend",
+    "mq_unlink",
+    "msgctl",
+    "msgget",
+    "msgrcv",
+    "msgsnd",
+    "semctl",
+    "semget",
+    "semop",
+    "semtimedop",
+    "shmat",
+    "shmctl",
+    "shmdt",
+    "shmget",
     # Linux AIO: its contexts come from one pool for the whole machine (fs.aio-max-nr)
-    "io_cancel", "io_destroy", "io_getevents", "io_pgetevents", "io_setup", "io_submit",
+    "io_cancel",
+    "io_destroy",
+    "io_getevents",
+    "io_pgetevents",
+    "io_setup",
+    "io_submit",
 )
 
 # -- the program ------------------------------------------------------------------------------
@@ -210,10 +506,18 @@ _CLONE_THREAD = 0x00010000
 # The flags glibc's pthread_create passes, and CLONE_DETACHED, which older glibc passes and the
 # kernel ignores. Any other bit (a namespace, CLONE_VFORK, CLONE_PARENT, an exit signal in the
 # low byte, as fork's SIGCHLD) is refused.
-_THREAD_FLAGS = (0x00000100 | 0x00000200 | 0x00000400 | 0x00000800  # VM, FS, FILES, SIGHAND
-                 | _CLONE_THREAD | 0x00040000 | 0x00080000  # THREAD, SYSVSEM, SETTLS
-                 | 0x00100000 | 0x00200000  # PARENT_SETTID, CHILD_CLEARTID
-                 | 0x00400000)  # DETACHED
+_THREAD_FLAGS = (
+    0x00000100
+    | 0x00000200
+    | 0x00000400
+    | 0x00000800  # VM, FS, FILES, SIGHAND
+    | _CLONE_THREAD
+    | 0x00040000
+    | 0x00080000  # THREAD, SYSVSEM, SETTLS
+    | 0x00100000
+    | 0x00200000  # PARENT_SETTID, CHILD_CLEARTID
+    | 0x00400000
+)  # DETACHED
 _RANGES_PER_CHUNK = 100  # 2 rows each: a chunk's first row is 201 rows from its `ret EPERM`
 
 _Target = int | str  # rows to skip, or an outcome: the nearest `ret` of it further on
@@ -236,20 +540,37 @@ def allow_list_filter(machine: str, copy_cookie: int | None = None) -> bytes | N
     if machine == "x86_64":
         rows.append((_JSET, _X32_BIT, "deny", 0))
     rows += _when([number["clone3"]], [_ret("enosys")])
-    rows += _when([number["socket"], number["socketpair"]],
-                  [_load(_ARG0), (_JEQ, _AF_UNIX, "allow", "deny"), *_RETURNS])
+    rows += _when(
+        [number["socket"], number["socketpair"]],
+        [_load(_ARG0), (_JEQ, _AF_UNIX, "allow", "deny"), *_RETURNS],
+    )
     # The kernel keeps only the low 32 bits of clone's flags (lower_32_bits() in its clone),
     # so checking the low half of the first argument is enough.
-    copying: list[_Row] = [] if copy_cookie is None else [
-        (_JEQ, _SIGCHLD, 0, 4),  # else on to the threads' test, the flags still loaded
-        _load(_ARG2), (_JEQ, copy_cookie & 0xFFFFFFFF, 0, "deny"),
-        _load(_ARG2 + 4), (_JEQ, copy_cookie >> 32 & 0xFFFFFFFF, "allow", "deny")]
-    rows += _when([number["clone"]],
-                  [_load(_ARG0), *copying, (_JSET, ~_THREAD_FLAGS & 0xFFFFFFFF, "deny", 0),
-                   (_JSET, _CLONE_THREAD, "allow", "deny"), *_RETURNS])
-    rows += _when([number["ioctl"]],
-                  [_load(_ARG1), (_JEQ, _TIOCSTI, "deny", 0),
-                   (_JEQ, _TIOCLINUX, "deny", "allow"), *_RETURNS])
+    copying: list[_Row] = (
+        []
+        if copy_cookie is None
+        else [
+            (_JEQ, _SIGCHLD, 0, 4),  # else on to the threads' test, the flags still loaded
+            _load(_ARG2),
+            (_JEQ, copy_cookie & 0xFFFFFFFF, 0, "deny"),
+            _load(_ARG2 + 4),
+            (_JEQ, copy_cookie >> 32 & 0xFFFFFFFF, "allow", "deny"),
+        ]
+    )
+    rows += _when(
+        [number["clone"]],
+        [
+            _load(_ARG0),
+            *copying,
+            (_JSET, ~_THREAD_FLAGS & 0xFFFFFFFF, "deny", 0),
+            (_JSET, _CLONE_THREAD, "allow", "deny"),
+            *_RETURNS,
+        ],
+    )
+    rows += _when(
+        [number["ioctl"]],
+        [_load(_ARG1), (_JEQ, _TIOCSTI, "deny", 0), (_JEQ, _TIOCLINUX, "deny", "allow"), *_RETURNS],
+    )
     # A number past the table's is a call newer than it: ENOSYS, as an older kernel would
     # answer, so the C library falls back to the older call it knows (glibc 2.39's lchmod
     # tries fchmodat2 first).
@@ -272,8 +593,9 @@ _RETURNS = (_ret("allow"), _ret("deny"))
 def _when(numbers: list[int], block: list[_Row]) -> list[_Row]:
     """``block`` (which returns) for a call in ``numbers``; past it for any other."""
     last = len(numbers) - 1
-    tests: list[_Row] = [(_JEQ, n, last - i, 0 if i < last else len(block))
-                         for i, n in enumerate(numbers)]
+    tests: list[_Row] = [
+        (_JEQ, n, last - i, 0 if i < last else len(block)) for i, n in enumerate(numbers)
+    ]
     return tests + block
 
 
@@ -287,11 +609,12 @@ def _ranges(numbers: list[int]) -> list[_Row]:
             spans.append([n, n])
     rows: list[_Row] = []
     for start in range(0, len(spans), _RANGES_PER_CHUNK):
-        chunk = spans[start:start + _RANGES_PER_CHUNK]
+        chunk = spans[start : start + _RANGES_PER_CHUNK]
         for index, (lo, hi) in enumerate(chunk):
             # above hi: the next range, past this chunk's returns, or, after the last, refuse
-            above: _Target = (0 if index < len(chunk) - 1
-                              else 2 if start + len(chunk) < len(spans) else "deny")
+            above: _Target = (
+                0 if index < len(chunk) - 1 else 2 if start + len(chunk) < len(spans) else "deny"
+            )
             rows += [(_JGE, lo, 0, "deny"), (_JGT, hi, above, "allow")]
         rows += _RETURNS
     return rows
@@ -312,7 +635,7 @@ def _jump(rows: list[_Row], at: int, target: _Target) -> int:
     skip = target
     if isinstance(target, str):
         ret = _ret(target)
-        skip = next((n for n, row in enumerate(rows[at + 1:]) if row == ret), -1)
+        skip = next((n for n, row in enumerate(rows[at + 1 :]) if row == ret), -1)
     if not (isinstance(skip, int) and 0 <= skip <= _MAX_JUMP and at + skip + 1 < len(rows)):
         raise ValueError(f"instruction {at}: {target!r} is not within a jump's reach")
     return skip

@@ -76,8 +76,13 @@ class Wall(ABC):
         """Look up once what every child behind this wall needs, before a process forks
         workers that would each look it up again."""
 
-    def ahead(self, hosts: Hosts, seeds: Sequence[int], preload: Sequence[str] = (),
-              shipped: Collection[str] = ()) -> None:
+    def ahead(
+        self,
+        hosts: Hosts,
+        seeds: Sequence[int],
+        preload: Sequence[str] = (),
+        shipped: Collection[str] = (),
+    ) -> None:
         """Start, without waiting, what a grading's runs under the hash ``seeds`` will fork
         from (``hosts``' own, under its scratch), having imported the packages ``preload``
         names, and never one of ``shipped`` (the submission's own); nothing where each run
@@ -105,9 +110,15 @@ class Wall(ABC):
         """This wall's part of the child's configuration, its resource limits last."""
 
     @abstractmethod
-    def start(self, config: Mapping[str, object], layout: Layout, env: Mapping[str, str],
-              outputs: tuple[IO[bytes], IO[bytes]], limits: Limits,
-              shown: Sequence[Path]) -> Child:
+    def start(
+        self,
+        config: Mapping[str, object],
+        layout: Layout,
+        env: Mapping[str, str],
+        outputs: tuple[IO[bytes], IO[bytes]],
+        limits: Limits,
+        shown: Sequence[Path],
+    ) -> Child:
         """Start one harness behind this wall; ``shown``: the files of ``layout.work`` it
         sees (its traces, the probe's cassette)."""
 
@@ -152,20 +163,29 @@ class Layout:
 
     def scrub(self, text: str) -> str:
         """``text`` with this machine's paths replaced by stable names."""
-        for spelling, name in _spellings(self.child_copy, self.child_work, str(self.copy),
-                                         str(self.run)):
+        for spelling, name in _spellings(
+            self.child_copy, self.child_work, str(self.copy), str(self.run)
+        ):
             text = text.replace(spelling, name)
         return text
 
 
 @functools.lru_cache(maxsize=64)
-def _spellings(child_copy: str, child_work: str, copy: str,
-               run: str) -> tuple[tuple[str, str], ...]:
+def _spellings(
+    child_copy: str, child_work: str, copy: str, run: str
+) -> tuple[tuple[str, str], ...]:
     """``Layout.scrub``'s replacements, the longest first: each path as given and as
     resolved (looked up once a run, not once a text)."""
-    names = [(child_copy, "<submission>"), (child_work, "<scratch>"), (copy, "<submission>"),
-             (run, "<scratch>"), (f"{KIT}/original", "<submission>")]
-    spelled = {spelling: name for path, name in names
-               for spelling in (path, os.path.realpath(path))}
-    return tuple((spelling, spelled[spelling])
-                 for spelling in sorted(spelled, key=len, reverse=True))
+    names = [
+        (child_copy, "<submission>"),
+        (child_work, "<scratch>"),
+        (copy, "<submission>"),
+        (run, "<scratch>"),
+        (f"{KIT}/original", "<submission>"),
+    ]
+    spelled = {
+        spelling: name for path, name in names for spelling in (path, os.path.realpath(path))
+    }
+    return tuple(
+        (spelling, spelled[spelling]) for spelling in sorted(spelled, key=len, reverse=True)
+    )

@@ -109,8 +109,13 @@ def harness_code(filename: str = f"{KIT}/harness.py") -> Path:
     folder = _kit_folder() / f"harness-{hashlib.sha256(filename.encode()).hexdigest()[:16]}"
     folder.mkdir(mode=0o755)
     code = folder / "_harness.pyc"
-    py_compile.compile(str(HARNESS), cfile=str(code), dfile=filename, doraise=True,
-                       invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)
+    py_compile.compile(
+        str(HARNESS),
+        cfile=str(code),
+        dfile=filename,
+        doraise=True,
+        invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH,
+    )
     os.chmod(folder, 0o755)
     os.chmod(code, 0o644)
     return code
@@ -155,8 +160,13 @@ class ProcessWall(Wall):
     def stated(self, root: Path, scratch: Path) -> str:
         return f"{self.held()}; {_process_user((str(scratch),))[1]}"
 
-    def ahead(self, hosts: Hosts, seeds: Sequence[int], preload: Sequence[str] = (),
-              shipped: Collection[str] = ()) -> None:
+    def ahead(
+        self,
+        hosts: Hosts,
+        seeds: Sequence[int],
+        preload: Sequence[str] = (),
+        shipped: Collection[str] = (),
+    ) -> None:
         # Runs fork from hosts only where a grading started them (here, or a batch's
         # zygote): a lone run (a test's, a tool's) starts its interpreter, as it always did.
         if hosts.scratch is None or hosts_unavailable():
@@ -200,22 +210,41 @@ class ProcessWall(Wall):
             "limits": {name: getattr(limits, name) for name in _LIMITS},
         }
 
-    def start(self, config: Mapping[str, object], layout: Layout, env: Mapping[str, str],
-              outputs: tuple[IO[bytes], IO[bytes]], limits: Limits,
-              shown: Sequence[Path]) -> Child:
+    def start(
+        self,
+        config: Mapping[str, object],
+        layout: Layout,
+        env: Mapping[str, str],
+        outputs: tuple[IO[bytes], IO[bytes]],
+        limits: Limits,
+        shown: Sequence[Path],
+    ) -> Child:
         python, extra, _ = process_interpreter()
         user, _ = _process_user((str(layout.run),))  # its folders are its own (``prepare``)
         host = _host_of(layout, env, user, guarded=True)
         if host is not None and layout.hosts is not None:
             try:
-                return Child(config, layout.copy, env, outputs, cell=_cell(limits),
-                             spawn=spawning(host, guarded_request(env, layout.copy, user)))
+                return Child(
+                    config,
+                    layout.copy,
+                    env,
+                    outputs,
+                    cell=_cell(limits),
+                    spawn=spawning(host, guarded_request(env, layout.copy, user)),
+                )
             except OSError as exc:  # no run of this process forks from a host again
                 layout.hosts.drop(host)
                 refuse_hosts(f"a host could not start a run ({type(exc).__name__}: {exc})")
         command = [python, *PYTHON_FLAGS, str(harness_code(str(HARNESS)))]
-        return Child(config, layout.copy, {**env, **extra}, outputs, command=command,
-                     cell=_cell(limits), user=user)
+        return Child(
+            config,
+            layout.copy,
+            {**env, **extra},
+            outputs,
+            command=command,
+            cell=_cell(limits),
+            user=user,
+        )
 
 
 def _process_user(search: Sequence[str]) -> tuple[int | None, str]:
@@ -223,8 +252,12 @@ def _process_user(search: Sequence[str]) -> tuple[int | None, str]:
     which reads the interpreter (or its readable copy), the packages, the harness and the
     library, and passes through ``search``."""
     python, _, folders = process_interpreter()
-    kit = (python, *folders, str(harness_code(str(HARNESS))),
-           str(library_code() if as_root() else LIBRARY))
+    kit = (
+        python,
+        *folders,
+        str(harness_code(str(HARNESS))),
+        str(library_code() if as_root() else LIBRARY),
+    )
     return host_user(kit, search, bubblewrapped=False)
 
 
@@ -273,23 +306,29 @@ class NamespacesWall(Wall):
 
     name = "namespaces"
     copies = True  # a host's runs fork their copies (the filter lets that one fork through)
-    description = ("namespaces (bubblewrap: own user, pid, network, ipc and uts namespaces, "
-                   "no capabilities, read-only view)")
+    description = (
+        "namespaces (bubblewrap: own user, pid, network, ipc and uts namespaces, "
+        "no capabilities, read-only view)"
+    )
     preference = 1
 
     def missing(self) -> str:
         path, why = bubblewrap()
         if path is not None:
             return _refused(lambda: host_user(_kit()))
-        return (f"{why}; {INSTALL_HINT}, or pass --wall process to grade behind the "
-                "in-process guard only")
+        return (
+            f"{why}; {INSTALL_HINT}, or pass --wall process to grade behind the "
+            "in-process guard only"
+        )
 
     def passed_over(self) -> str:
         if as_root():
             why = bubblewrap()[1] or self.missing()
-            return (f"warning: grading as root without namespaces: {why}. "
-                    "Submission code runs behind the in-process guard only"
-                    + (f"; {INSTALL_HINT}." if bubblewrap()[0] is None else "."))
+            return (
+                f"warning: grading as root without namespaces: {why}. "
+                "Submission code runs behind the in-process guard only"
+                + (f"; {INSTALL_HINT}." if bubblewrap()[0] is None else ".")
+            )
         return ""
 
     def warm(self) -> None:
@@ -304,8 +343,13 @@ class NamespacesWall(Wall):
     def stated(self, root: Path, scratch: Path) -> str:
         return f"{self.held()}; {host_user(_kit(), (str(scratch),))[1]}"
 
-    def ahead(self, hosts: Hosts, seeds: Sequence[int], preload: Sequence[str] = (),
-              shipped: Collection[str] = ()) -> None:
+    def ahead(
+        self,
+        hosts: Hosts,
+        seeds: Sequence[int],
+        preload: Sequence[str] = (),
+        shipped: Collection[str] = (),
+    ) -> None:
         if hosts.scratch is None or hosts_unavailable() or bubblewrap()[0] is None:
             return
         hosts.shipped = frozenset(shipped)
@@ -333,8 +377,11 @@ class NamespacesWall(Wall):
 
     def configure(self, layout: Layout, limits: Limits) -> dict[str, object]:
         return {
-            "copy": {"from": f"{KIT}/original", "to": self.child_copy(layout),
-                     "ignore": list(layout.ignored)},
+            "copy": {
+                "from": f"{KIT}/original",
+                "to": self.child_copy(layout),
+                "ignore": list(layout.ignored),
+            },
             "site": list(interpreter()[2]),
             "library": LIBRARY_INSIDE,
             # Processes are capped only here: outside a user namespace RLIMIT_NPROC counts
@@ -342,9 +389,15 @@ class NamespacesWall(Wall):
             "limits": {name: getattr(limits, name) for name in (*_LIMITS, "processes")},
         }
 
-    def start(self, config: Mapping[str, object], layout: Layout, env: Mapping[str, str],
-              outputs: tuple[IO[bytes], IO[bytes]], limits: Limits,
-              shown: Sequence[Path]) -> Child:
+    def start(
+        self,
+        config: Mapping[str, object],
+        layout: Layout,
+        env: Mapping[str, str],
+        outputs: tuple[IO[bytes], IO[bytes]],
+        limits: Limits,
+        shown: Sequence[Path],
+    ) -> Child:
         bwrap_path, why = bubblewrap()
         if bwrap_path is None:
             raise UsageError(f"namespaces isolation was chosen, but {why}: {INSTALL_HINT}")
@@ -361,31 +414,51 @@ class NamespacesWall(Wall):
                     os.chown(path, user, user)
         host = _host_of(layout, env, user)
         if host is not None and layout.hosts is not None:
-            request = run_request(env, limits.disk_mb, layout.source, host.scratch,
-                                  [(p, self.inside(layout, p), p.suffix == ".jsonl")
-                                   for p in shown])
+            request = run_request(
+                env,
+                limits.disk_mb,
+                layout.source,
+                host.scratch,
+                [(p, self.inside(layout, p), p.suffix == ".jsonl") for p in shown],
+            )
             # RLIMIT_NPROC counts a uid's tasks across the host's whole user namespace, so
             # one run holding its threads would take another's: its cell alone counts them.
             own = {name: getattr(limits, name) for name in _LIMITS}
             try:
-                return Child({**config, "limits": own}, layout.run, env, outputs,
-                             cell=_cell(limits),
-                             spawn=spawning(host, request))
+                return Child(
+                    {**config, "limits": own},
+                    layout.run,
+                    env,
+                    outputs,
+                    cell=_cell(limits),
+                    spawn=spawning(host, request),
+                )
             except OSError as exc:  # no run of this process forks from a host again
                 layout.hosts.drop(host)
                 refuse_hosts(f"a host could not start a run ({type(exc).__name__}: {exc})")
         python, binds, _ = interpreter()
-        binds += (Bind(str(layout.source), f"{KIT}/original"),
-                  Bind(str(harness_code()), HARNESS_INSIDE),
-                  Bind(str(library_code()), LIBRARY_INSIDE))
-        binds += tuple(Bind(str(p), self.inside(layout, p), writable=p.suffix == ".jsonl")
-                       for p in shown)
+        binds += (
+            Bind(str(layout.source), f"{KIT}/original"),
+            Bind(str(harness_code()), HARNESS_INSIDE),
+            Bind(str(library_code()), LIBRARY_INSIDE),
+        )
+        binds += tuple(
+            Bind(str(p), self.inside(layout, p), writable=p.suffix == ".jsonl") for p in shown
+        )
         with filter_pipe() as read_end:
             argv = bwrap_argv(bwrap_path, binds, disk_mb=limits.disk_mb, seccomp_fd=read_end)
             command = [*argv, python, *PYTHON_FLAGS, HARNESS_INSIDE]
             fds = () if read_end is None else (read_end,)
-            return Child(config, layout.run, env, outputs, command=command, pass_fds=fds,
-                         cell=_cell(limits), user=user)
+            return Child(
+                config,
+                layout.run,
+                env,
+                outputs,
+                command=command,
+                pass_fds=fds,
+                cell=_cell(limits),
+                user=user,
+            )
 
 
 def _cell(limits: Limits) -> Cell:
@@ -395,8 +468,9 @@ def _cell(limits: Limits) -> Cell:
     return host_hold().cell(Budget.of(limits))
 
 
-def share_hosts(root: Path, seeds: Sequence[int], preload: Sequence[str] = (),
-                wall: str = NamespacesWall.name) -> None:
+def share_hosts(
+    root: Path, seeds: Sequence[int], preload: Sequence[str] = (), wall: str = NamespacesWall.name
+) -> None:
     """Start a batch's hosts (``grader.sandbox._host.share``) behind ``wall`` (the name of
     the wall it grades behind) where it can be built: in the zygote, before it forks the
     workers that use them; each imports ``preload``."""
@@ -413,8 +487,12 @@ def share_hosts(root: Path, seeds: Sequence[int], preload: Sequence[str] = (),
 
 
 def _kit_paths() -> dict[str, Any]:
-    return {"harness": harness_code(), "library": library_code(),
-            "library_inside": LIBRARY_INSIDE, "harness_inside": HARNESS_INSIDE}
+    return {
+        "harness": harness_code(),
+        "library": library_code(),
+        "library_inside": LIBRARY_INSIDE,
+        "harness_inside": HARNESS_INSIDE,
+    }
 
 
 def _guard_kit() -> dict[str, Any]:
@@ -422,33 +500,51 @@ def _guard_kit() -> dict[str, Any]:
     would start with (``ProcessWall.configure`` and ``start``), by the host's own paths."""
     harness = harness_code(str(HARNESS))
     library = library_code() if as_root() else LIBRARY
-    return {"harness": harness, "library": library, "library_inside": str(library),
-            "harness_inside": str(harness), "guarded": True}
+    return {
+        "harness": harness,
+        "library": library,
+        "library_inside": str(library),
+        "harness_inside": str(harness),
+        "guarded": True,
+    }
 
 
-def _host_of(layout: Layout, env: Mapping[str, str], user: int | None, *,
-             guarded: bool = False) -> Host | None:
+def _host_of(
+    layout: Layout, env: Mapping[str, str], user: int | None, *, guarded: bool = False
+) -> Host | None:
     """The host of the grading that forks this run under its hash seed, or None: the run
     starts its own bubblewrap or interpreter (no hosts given, a run outside the grading's
     scratch, hosts cannot run here, or, behind the process guard, none started ahead)."""
     hosts = layout.hosts
-    if hosts is None or hosts.scratch is None or hosts_unavailable() \
-            or not layout.run.is_relative_to(hosts.scratch) \
-            or not layout.source.is_relative_to(hosts.scratch):
+    if (
+        hosts is None
+        or hosts.scratch is None
+        or hosts_unavailable()
+        or not layout.run.is_relative_to(hosts.scratch)
+        or not layout.source.is_relative_to(hosts.scratch)
+    ):
         return None
     seed = int(env["PYTHONHASHSEED"])
-    return hosts.host(seed, user, started=True, **_guard_kit()) if guarded \
+    return (
+        hosts.host(seed, user, started=True, **_guard_kit())
+        if guarded
         else hosts.host(seed, user, **_kit_paths())
+    )
 
 
 def _kit() -> tuple[str, ...]:
     """What a child behind namespaces reads besides the submission: the interpreter, the
     packages, the harness and the library."""
     python, binds, _ = interpreter()
-    shown = next((os.path.join(b.source, os.path.relpath(python, b.dest)) for b in binds
-                  if python.startswith(b.dest.rstrip("/") + "/")), python)  # as the host has it
-    return (shown, *(bind.source for bind in binds), str(harness_code()),
-            str(library_code()))
+    shown = next(
+        (
+            os.path.join(b.source, os.path.relpath(python, b.dest))
+            for b in binds
+            if python.startswith(b.dest.rstrip("/") + "/")
+        ),
+        python,
+    )  # as the host has it
+    return (shown, *(bind.source for bind in binds), str(harness_code()), str(library_code()))
 
 
 PROCESS_WALL: Final[Wall] = ProcessWall()  # the default where a caller names no wall

@@ -38,8 +38,12 @@ def said(outcome: CaseOutcome | None) -> Said | None:
 
 def _settled(outcome: CaseOutcome | None) -> bool:
     """A returned str with every call served: nothing to explain."""
-    return outcome is not None and outcome.status == "returned" \
-        and outcome.answer_sha256 is not None and all(call.served for call in outcome.calls)
+    return (
+        outcome is not None
+        and outcome.status == "returned"
+        and outcome.answer_sha256 is not None
+        and all(call.served for call in outcome.calls)
+    )
 
 
 def unsettled_cases(primary: RunResult, others: Iterable[RunResult]) -> list[str]:
@@ -71,8 +75,13 @@ def seed_shifted(primary: RunResult, seeds: Sequence[RunResult]) -> set[str]:
 Cause = Literal["identical", "seed", "label", "both"]
 
 
-def cause(case: str, primary: RunResult | None, others: Sequence[RunResult],
-          again: RunResult | None, seeds: Sequence[RunResult]) -> Cause | None:
+def cause(
+    case: str,
+    primary: RunResult | None,
+    others: Sequence[RunResult],
+    again: RunResult | None,
+    seeds: Sequence[RunResult],
+) -> Cause | None:
     """What a case's disagreement between runs comes from, or None when they agree."""
     if primary is None:
         return None
@@ -95,8 +104,9 @@ def cause(case: str, primary: RunResult | None, others: Sequence[RunResult],
     # Each seed run shares its seed with one of the others: where every pair agrees, the
     # label never mattered.
     pairs = zip(seeds, others, strict=False)
-    same = all(said(seed.outcomes.get(case)) == said(other.outcomes.get(case))
-               for seed, other in pairs)
+    same = all(
+        said(seed.outcomes.get(case)) == said(other.outcomes.get(case)) for seed, other in pairs
+    )
     return "seed" if same else "both"
 
 

@@ -111,8 +111,9 @@ class Evidence:
 Check = Callable[[Evidence, Rubric, Criterion], CriterionResult]
 
 
-def criterion_result(criterion: Criterion, checks: list[CheckResult], advice: list[str],
-                     *, review: bool = False) -> CriterionResult:
+def criterion_result(
+    criterion: Criterion, checks: list[CheckResult], advice: list[str], *, review: bool = False
+) -> CriterionResult:
     """A criterion's result: the sum of ``checks``, out of its weight, ``advice`` unique."""
     return CriterionResult(
         id=criterion.id,
@@ -164,8 +165,9 @@ def _unrecorded(outcome: CaseOutcome) -> str:
     tools = _misses(outcome) - prompts - len(sent)
     retried = f" (sent {len(sent)} times: the SDK's retries)" if len(sent) > requests else ""
     parts = [f"{prompts} prompt(s) the cassette does not hold"] if prompts else []
-    parts += [f"{requests} SDK request(s) the HTTP cassette does not hold{retried}"] \
-        if requests else []
+    parts += (
+        [f"{requests} SDK request(s) the HTTP cassette does not hold{retried}"] if requests else []
+    )
     parts += [f"{tools} tool call(s) the fixtures do not hold"] if tools else []
     return "asked " + " and ".join(parts)
 
@@ -190,8 +192,7 @@ def contract_stability(evidence: Evidence, rubric: Rubric, criterion: Criterion)
 def stability_detail(case: str, evidence: Evidence) -> str:
     """A case's contract-stability detail: ``STABLE``, or what kept its runs from agreeing."""
     first = _outcome(evidence.primary, case)
-    others = [_outcome(run, case) for run in (*evidence.others, evidence.again)
-              if run is not None]
+    others = [_outcome(run, case) for run in (*evidence.others, evidence.again) if run is not None]
     return _moved(case, evidence) or _stability(first, others, evidence.blocked)
 
 
@@ -205,21 +206,33 @@ STABLE = "identical under every provider label and hash seed"
 # never depend on which run was served (that is the draw's luck).
 BY_SEED = "the prompts change with the hash seed alone, so a recording matches only by luck"
 BY_CLOCK = "what the case asks or answers changes between identical runs"
-SEED_PROMPTS = ("the prompts change with the hash seed: a set's or a dict's order reaches a "
-                "prompt. Sort it (sorted(...)) before joining it into text; recording again "
-                "cannot fix this, since every run iterates in another order")
-IDENTICAL_CAUSE = ("the answer or the prompts change between identical runs (a clock, a date, "
-                   "random numbers or ids): take them out of what the agent asks and answers, "
-                   "or pass them in with the task; no recording can match them")
-DATE_CAUSE = ("a prompt holds today's date (or the time), read from the clock, so no "
-              "recording matches it on any other day: take the date out of the prompt, or pass "
-              "it in with the task")
-LABEL_CAUSE = ("the answer changes with the provider's name alone: never read provider.name "
-               "in the agent, and never put it in a prompt or an answer")
-SEED_CAUSE = ("the answer changes with the hash seed alone: iterate over sets and dict keys "
-              "in sorted order (sorted(...)) before joining them into text")
-BOTH_CAUSES = ("the answer changes with both the provider's name and the hash seed: never "
-               "read provider.name, and sort sets before joining them")
+SEED_PROMPTS = (
+    "the prompts change with the hash seed: a set's or a dict's order reaches a "
+    "prompt. Sort it (sorted(...)) before joining it into text; recording again "
+    "cannot fix this, since every run iterates in another order"
+)
+IDENTICAL_CAUSE = (
+    "the answer or the prompts change between identical runs (a clock, a date, "
+    "random numbers or ids): take them out of what the agent asks and answers, "
+    "or pass them in with the task; no recording can match them"
+)
+DATE_CAUSE = (
+    "a prompt holds today's date (or the time), read from the clock, so no "
+    "recording matches it on any other day: take the date out of the prompt, or pass "
+    "it in with the task"
+)
+LABEL_CAUSE = (
+    "the answer changes with the provider's name alone: never read provider.name "
+    "in the agent, and never put it in a prompt or an answer"
+)
+SEED_CAUSE = (
+    "the answer changes with the hash seed alone: iterate over sets and dict keys "
+    "in sorted order (sorted(...)) before joining them into text"
+)
+BOTH_CAUSES = (
+    "the answer changes with both the provider's name and the hash seed: never "
+    "read provider.name, and sort sets before joining them"
+)
 
 
 def _stability_advice(case: str, first: CaseOutcome | None, evidence: Evidence) -> str:
@@ -233,11 +246,14 @@ def _stability_advice(case: str, first: CaseOutcome | None, evidence: Evidence) 
     if evidence.blocked:
         return f"fix this first: {evidence.blocked}"
     if unwritten:
-        return (f"write run() first: it raises {STUB_ERROR}, as the hand-out's stub does; then "
-                f"record the case once with `{commands.RECORD_CASE(case=case)}`")
+        return (
+            f"write run() first: it raises {STUB_ERROR}, as the hand-out's stub does; then "
+            f"record the case once with `{commands.RECORD_CASE(case=case)}`"
+        )
     if first is None or _failed_run(first, "") is not None:
-        return ("make run() finish this task without a timeout or a crash "
-                f"({_failed_run(first, '')})")
+        return (
+            f"make run() finish this task without a timeout or a crash ({_failed_run(first, '')})"
+        )
     moved = unstable_cause(case, evidence) if _moved(case, evidence) else None
     if moved:
         return moved
@@ -248,8 +264,10 @@ def _stability_advice(case: str, first: CaseOutcome | None, evidence: Evidence) 
         return f"run() must return a str: it {_no_answer(first)}"
     if not _asked(first):
         return "call the provider: the answer must come from the recorded answers"
-    return unstable_cause(case, evidence) or \
-        "make every run of this case answer: see the detail for the run that did not"
+    return (
+        unstable_cause(case, evidence)
+        or "make every run of this case answer: see the detail for the run that did not"
+    )
 
 
 def unstable_cause(case: str, evidence: Evidence) -> str | None:
@@ -270,8 +288,10 @@ def _moved(case: str, evidence: Evidence) -> str | None:
     identical runs: the same words whichever run was served. None for any other case."""
     if case in _shifted(evidence):
         return BY_SEED
-    if cause(case, evidence.primary, evidence.others, evidence.again,
-             evidence.seeds) == "identical":
+    if (
+        cause(case, evidence.primary, evidence.others, evidence.again, evidence.seeds)
+        == "identical"
+    ):
         return BY_CLOCK
     return None
 
@@ -292,31 +312,42 @@ def _holds_date(case: str, evidence: Evidence) -> bool:
 def _miss_advice(case: str, missed: Sequence[Served], evidence: Evidence) -> str:
     asked = next((call.asked for call in missed if call.tool is None and call.asked), "")
     if asked and evidence.label and evidence.label in asked:
-        return ("a prompt holds the provider's name, so no recording can ever match it: "
-                "never put provider.name in a prompt")
+        return (
+            "a prompt holds the provider's name, so no recording can ever match it: "
+            "never put provider.name in a prompt"
+        )
     # The command the miss's own message printed to the agent (the kit's Replay prints it
     # too): a prompt is recorded once more where it is missing, a tool call re-recorded.
     record = commands.configured(commands.RECORD_CASE(case=case), evidence.recorded_with)
     fix = f"record case {case} again: `{record}`"
     if missed[0].http:
-        parts = f"; it differs from the closest recorded one: {missed[0].asked}" \
-            if missed[0].asked else ""
+        parts = (
+            f"; it differs from the closest recorded one: {missed[0].asked}"
+            if missed[0].asked
+            else ""
+        )
         return f"{fix} (an SDK request {case}.http.json does not hold: {missed[0].key}{parts})"
     recorded = evidence.recorded_prompts.get(case, ())
     if asked and recorded:
         best, _ = closest(asked.strip(), recorded, lambda prompt: prompt)
-        return f"{fix}; the prompt asked first differs from the closest recorded one " \
+        return (
+            f"{fix}; the prompt asked first differs from the closest recorded one "
             f"{divergence(asked, best)}"
+        )
     if not asked:
-        command = commands.configured(commands.RERECORD_CASE(case=case, reason=TOOLS_CHANGED),
-                                      evidence.recorded_with)
-        return f"re-record case {case}: `{command}` (a tool call the fixtures do not hold: " \
+        command = commands.configured(
+            commands.RERECORD_CASE(case=case, reason=TOOLS_CHANGED), evidence.recorded_with
+        )
+        return (
+            f"re-record case {case}: `{command}` (a tool call the fixtures do not hold: "
             f"{missed[0].key})"
+        )
     return fix
 
 
-def _stability(first: CaseOutcome | None, others: Sequence[CaseOutcome | None],
-               blocked: str) -> str:
+def _stability(
+    first: CaseOutcome | None, others: Sequence[CaseOutcome | None], blocked: str
+) -> str:
     """The stability detail of one case. Its words never depend on what was drawn (which
     family's run failed, how many runs differed), so a report's digest does not either."""
     problem = _unusable(first, blocked)
@@ -366,28 +397,39 @@ def loud_failure(evidence: Evidence, rubric: Rubric, criterion: Criterion) -> Cr
     if own is not None:
         detail = _own_replay(evidence.probe, evidence.blocked)
         shifted = _shifted(evidence)  # whether those ran is the draw's luck
-        if detail == REPLAY_OK and not any(ran(_outcome(evidence.primary, case.id))
-                                           and case.id not in shifted
-                                           for case in evidence.cases):
+        if detail == REPLAY_OK and not any(
+            ran(_outcome(evidence.primary, case.id)) and case.id not in shifted
+            for case in evidence.cases
+        ):
             detail = NOT_CREDITED
         passed = detail == REPLAY_OK
         checks.append(_check(OWN_REPLAY, passed, own, detail))
         if not passed and evidence.probe is not None and not evidence.probe.loaded:
-            advice.append('Name a Replay that loads in [tool.gradekit]: replay = "module:Class" '
-                          'for your own, or replay = "gradekit:Replay" for the kit\'s.')
+            advice.append(
+                'Name a Replay that loads in [tool.gradekit]: replay = "module:Class" '
+                'for your own, or replay = "gradekit:Replay" for the kit\'s.'
+            )
         elif not passed and evidence.probe is not None and detail != NOT_CREDITED:
-            advice.append("Your Replay must answer a recorded prompt (strip it before hashing) "
-                          "and raise CassetteMiss for a key it does not hold.")
+            advice.append(
+                "Your Replay must answer a recorded prompt (strip it before hashing) "
+                "and raise CassetteMiss for a key it does not hold."
+            )
     return criterion_result(criterion, checks, advice)
 
 
 NOT_PROBED, NOT_CHECKED = "not probed: ", "not checked: "
-NOT_CREDITED = ("not credited: no case of the agent ran on its recordings, so nothing showed "
-                "that a miss is loud")
-SHIFTED = ("its prompts change with the hash seed, so whether a run of it is served is luck "
-           "(see Contract stability)")
-UNREPEATABLE = ("its prompts change between identical runs, so no recording can serve them "
-                "(see Contract stability)")
+NOT_CREDITED = (
+    "not credited: no case of the agent ran on its recordings, so nothing showed "
+    "that a miss is loud"
+)
+SHIFTED = (
+    "its prompts change with the hash seed, so whether a run of it is served is luck "
+    "(see Contract stability)"
+)
+UNREPEATABLE = (
+    "its prompts change between identical runs, so no recording can serve them "
+    "(see Contract stability)"
+)
 
 
 def _not_probed(case: str, evidence: Evidence) -> str | None:
@@ -396,18 +438,26 @@ def _not_probed(case: str, evidence: Evidence) -> str | None:
     runs (when its primary run missed: re-recording cannot help). None otherwise."""
     if case in _shifted(evidence):
         return SHIFTED
-    if not ran(_outcome(evidence.primary, case)) and cause(
-            case, evidence.primary, evidence.others, evidence.again,
-            evidence.seeds) == "identical":
+    if (
+        not ran(_outcome(evidence.primary, case))
+        and cause(case, evidence.primary, evidence.others, evidence.again, evidence.seeds)
+        == "identical"
+    ):
         return UNREPEATABLE
     return None
-NOT_RAN_ADVICE = ("Make every case run on its recordings first (see Contract stability): a "
-                  "case is probed for loud failure, and its trace checked, only once its "
-                  "primary run returns an answer with every call it asks served.")
-LOUD_ADVICE = ("Let every CassetteMiss (and MissingFixtureError) propagate out of run(), "
-               "at every call: no except that swallows it, no default answer, no retry that "
-               "hides it, no contextlib.suppress; if you must wrap it, use "
-               "`raise YourError(...) from miss`.")
+
+
+NOT_RAN_ADVICE = (
+    "Make every case run on its recordings first (see Contract stability): a "
+    "case is probed for loud failure, and its trace checked, only once its "
+    "primary run returns an answer with every call it asks served."
+)
+LOUD_ADVICE = (
+    "Let every CassetteMiss (and MissingFixtureError) propagate out of run(), "
+    "at every call: no except that swallows it, no default answer, no retry that "
+    "hides it, no contextlib.suppress; if you must wrap it, use "
+    "`raise YourError(...) from miss`."
+)
 
 
 def loudness(case: str, evidence: Evidence) -> str:
@@ -444,8 +494,11 @@ def _not_ran(outcome: CaseOutcome | None, blocked: str) -> str:
     """Why a case's primary run shows nothing to probe or trace."""
     failure = _failed_run(outcome, blocked)
     if failure is not None:  # timed out or crashed; else never run, and why
-        return f"its primary run {failure}" if outcome is not None and \
-            outcome.status in ("timeout", "crashed") else failure
+        return (
+            f"its primary run {failure}"
+            if outcome is not None and outcome.status in ("timeout", "crashed")
+            else failure
+        )
     assert outcome is not None
     if _misses(outcome):
         return f"its primary run {_unrecorded(outcome)}; record them first"
@@ -462,13 +515,17 @@ def _own_replay(probe: ReplayProbe | None, blocked: str) -> str:
     if not probe.loaded:
         return f"your Replay could not be used: {quote(probe.detail)}"
     if not probe.whitespace_hit:
-        return ("your Replay did not answer a recorded prompt asked with extra outer "
-                f"whitespace: {quote(probe.detail)}")
+        return (
+            "your Replay did not answer a recorded prompt asked with extra outer "
+            f"whitespace: {quote(probe.detail)}"
+        )
     if not probe.miss_raised:
         return "your Replay answered an unrecorded prompt instead of raising"
     if not probe.raised_miss:
-        return f"your Replay raised {quote(str(probe.exception))} on an unrecorded prompt, " \
+        return (
+            f"your Replay raised {quote(str(probe.exception))} on an unrecorded prompt, "
             "not CassetteMiss"
+        )
     return REPLAY_OK
 
 
@@ -484,8 +541,9 @@ def tracing(evidence: Evidence, rubric: Rubric, criterion: Criterion) -> Criteri
     for case in evidence.cases:
         good, total, detail = _traced(case.id, evidence)
         points = cents(shares[case.id] * good / total) if total else ZERO
-        checks.append(CheckResult(case.id, total > 0 and good == total, points,
-                                  shares[case.id], detail))
+        checks.append(
+            CheckResult(case.id, total > 0 and good == total, points, shares[case.id], detail)
+        )
         if not total:
             advice.append(NOT_RAN_ADVICE)
         elif good != total:
@@ -493,14 +551,18 @@ def tracing(evidence: Evidence, rubric: Rubric, criterion: Criterion) -> Criteri
     return criterion_result(criterion, checks, advice)
 
 
-WRAP_ADVICE = ("Wrap the provider in Traced (or write one JSON line per call yourself, once "
-               "the call has returned or raised) to $GRADEKIT_TRACE: key, provider (the "
-               "provider's name), latency_ms, ok, and error on a call that failed.")
+WRAP_ADVICE = (
+    "Wrap the provider in Traced (or write one JSON line per call yourself, once "
+    "the call has returned or raised) to $GRADEKIT_TRACE: key, provider (the "
+    "provider's name), latency_ms, ok, and error on a call that failed."
+)
 
 
-WRAP_TOOLS_ADVICE = ("Wrap the tools in TracedTools (or write one JSON line per tool call "
-                     "yourself, once it has returned or raised) to $GRADEKIT_TRACE: key, tool, "
-                     "latency_ms, ok, and error on a call that failed.")
+WRAP_TOOLS_ADVICE = (
+    "Wrap the tools in TracedTools (or write one JSON line per tool call "
+    "yourself, once it has returned or raised) to $GRADEKIT_TRACE: key, tool, "
+    "latency_ms, ok, and error on a call that failed."
+)
 
 
 def _wrap_advice(case: str, evidence: Evidence) -> str:
@@ -510,10 +572,14 @@ def _wrap_advice(case: str, evidence: Evidence) -> str:
     if outcome is None:
         return WRAP_ADVICE
     paired = pair_records(outcome.calls, outcome.trace).records
-    untraced = [call for call, index in zip(outcome.calls, paired, strict=True)
-                if index is None or not _record_ok(outcome.trace[index], call, evidence.label)]
-    return WRAP_TOOLS_ADVICE if untraced and all(c.tool is not None for c in untraced) \
-        else WRAP_ADVICE
+    untraced = [
+        call
+        for call, index in zip(outcome.calls, paired, strict=True)
+        if index is None or not _record_ok(outcome.trace[index], call, evidence.label)
+    ]
+    return (
+        WRAP_TOOLS_ADVICE if untraced and all(c.tool is not None for c in untraced) else WRAP_ADVICE
+    )
 
 
 def _untraced_advice(case: str, evidence: Evidence) -> str | None:
@@ -524,27 +590,36 @@ def _untraced_advice(case: str, evidence: Evidence) -> str | None:
     if outcome is None:
         return None
     paired = pair_records(outcome.calls, outcome.trace).records
-    right = [index is not None and _record_ok(outcome.trace[index], call, evidence.label)
-             for call, index in zip(outcome.calls, paired, strict=True)]
+    right = [
+        index is not None and _record_ok(outcome.trace[index], call, evidence.label)
+        for call, index in zip(outcome.calls, paired, strict=True)
+    ]
     if all(right):
         return None
     at = right.index(False)
     call = outcome.calls[at]
-    kind = [ok for c, ok in zip(outcome.calls, right, strict=True)
-            if (c.tool is None) == (call.tool is None)]
+    kind = [
+        ok
+        for c, ok in zip(outcome.calls, right, strict=True)
+        if (c.tool is None) == (call.tool is None)
+    ]
     if not any(kind):  # no call of its kind is traced: the generic advice says how
         return None
-    position = sum(1 for c in outcome.calls[:at + 1] if (c.tool is None) == (call.tool is None))
+    position = sum(1 for c in outcome.calls[: at + 1] if (c.tool is None) == (call.tool is None))
     if call.tool is not None:
         named = f"tool call {position} ({quote(call.key)})"
         fix = "trace it as the other calls are traced (TracedTools, or your own record)"
     else:
         named = f"provider call {position} (key {call.key}, '{quote(call.head)}')"
-        fix = "trace it as the case's other calls are traced (the Traced provider, or " \
+        fix = (
+            "trace it as the case's other calls are traced (the Traced provider, or "
             "your own record)"
-    return (f"{case}: {named} has no trace record with its key, provider, latency_ms and ok, "
-            f"while the case's other calls do: {fix}, written once it has returned or "
-            "raised.")
+        )
+    return (
+        f"{case}: {named} has no trace record with its key, provider, latency_ms and ok, "
+        f"while the case's other calls do: {fix}, written once it has returned or "
+        "raised."
+    )
 
 
 def _traced(case: str, evidence: Evidence) -> tuple[int, int, str]:
@@ -566,21 +641,23 @@ def _traced(case: str, evidence: Evidence) -> tuple[int, int, str]:
         detail += f"; {early} record(s) written before the grader answered their call"
     missed, missed_good = _traced_misses(case, evidence)
     if missed:
-        detail += f"; {missed_good} of {missed} withheld calls traced with ok false and " \
-            "their error"
+        detail += f"; {missed_good} of {missed} withheld calls traced with ok false and their error"
     if outcome.trace_error:
         detail += f"; trace file: {quote(outcome.trace_error)}"
     return good + missed_good, calls + left_over + missed, detail
 
 
-def _judge_records(outcome: CaseOutcome, label: str, *,
-                   only: Callable[[Served], bool] = lambda call: True) -> tuple[int, int, int]:
+def _judge_records(
+    outcome: CaseOutcome, label: str, *, only: Callable[[Served], bool] = lambda call: True
+) -> tuple[int, int, int]:
     """(calls with a right record, records that name no call, calls traced early), counting
     the calls ``only`` keeps."""
     pairing = pair_records(outcome.calls, outcome.trace)
-    good = sum(1 for call, index in zip(outcome.calls, pairing.records, strict=True)
-               if only(call) and index is not None
-               and _record_ok(outcome.trace[index], call, label))
+    good = sum(
+        1
+        for call, index in zip(outcome.calls, pairing.records, strict=True)
+        if only(call) and index is not None and _record_ok(outcome.trace[index], call, label)
+    )
     return good, len(pairing.left_over), len(pairing.early)
 
 
@@ -591,8 +668,11 @@ def _traced_misses(case: str, evidence: Evidence) -> tuple[int, int]:
     expected = right = 0
     for withhold, run in evidence.loud:
         outcome = _outcome(run, case)
-        if outcome is None or withhold.case not in ("", case) \
-                or (withhold.kind == "tool" and withhold.position > 1):
+        if (
+            outcome is None
+            or withhold.case not in ("", case)
+            or (withhold.kind == "tool" and withhold.position > 1)
+        ):
             continue
         expected += sum(1 for call in outcome.calls if not call.served)
         right += _judge_records(outcome, evidence.label, only=lambda call: not call.served)[0]
@@ -611,13 +691,19 @@ def _wrongly_traced(outcome: CaseOutcome, label: str) -> str:
         kind = "tool" if call.tool is not None else "provider"
         positions[kind] += 1
         if index is None:
-            problem = "its only record was written before the grader answered it" \
-                if number in pairing.early else "no trace record names its key"
+            problem = (
+                "its only record was written before the grader answered it"
+                if number in pairing.early
+                else "no trace record names its key"
+            )
         else:
             problem = _record_problem(outcome.trace[index], call, label) or ""
         if problem:
-            named = f"tool call {positions[kind]} ({quote(call.tool or '')})" if call.tool \
+            named = (
+                f"tool call {positions[kind]} ({quote(call.tool or '')})"
+                if call.tool
                 else f"provider call {positions[kind]} ('{quote(call.head)}')"
+            )
             wrong.append(f"{named}: {problem}")
     more = f", and {len(wrong) - SHOWN_CALLS} more" if len(wrong) > SHOWN_CALLS else ""
     return "not traced right: " + ", ".join(wrong[:SHOWN_CALLS]) + more
@@ -654,8 +740,12 @@ def written_summary(evidence: Evidence, rubric: Rubric, criterion: Criterion) ->
     """FAILURES.md, scored by what its entries say that holds; always marked for a human
     to read."""
     return score_written_summary(
-        evidence.failures, points=criterion.points, weight=Decimal(criterion.weight),
-        criterion_id=criterion.id, title=criterion.title, grounds=evidence.grounds,
+        evidence.failures,
+        points=criterion.points,
+        weight=Decimal(criterion.weight),
+        criterion_id=criterion.id,
+        title=criterion.title,
+        grounds=evidence.grounds,
     )
 
 
@@ -703,8 +793,9 @@ def _raised(outcome: CaseOutcome) -> str:
     shown = quote(outcome.message) if outcome.message else _exception(outcome)
     if not outcome.causes:
         return shown
-    causes = ", ".join("the grader's miss" if name == "miss" else quote(name)
-                       for name in outcome.causes)
+    causes = ", ".join(
+        "the grader's miss" if name == "miss" else quote(name) for name in outcome.causes
+    )
     return f"{shown}, raised from {causes}"
 
 
@@ -727,8 +818,10 @@ def _tool_fixtures(evidence: Evidence) -> str | None:
     outcomes = [evidence.primary.outcomes.get(case.id) for case in cases]
     if not any(call.tool for o in outcomes if o for call in o.calls):
         if any(o is not None and _misses(o) for o in outcomes):  # it stopped before its tools
-            return ("no case reached a tool call: the runs stopped at a miss first; make "
-                    "every case run on its recordings (see Contract stability)")
+            return (
+                "no case reached a tool call: the runs stopped at a miss first; make "
+                "every case run on its recordings (see Contract stability)"
+            )
         return "the agent made no tool call: take a third parameter, tools, and use it"
     for case, outcome in zip(cases, outcomes, strict=True):
         calls = outcome.calls if outcome else ()
@@ -736,8 +829,9 @@ def _tool_fixtures(evidence: Evidence) -> str | None:
             return f"case {case.id} made a tool call its fixture does not hold"
         paired = pair_records(calls, outcome.trace).records if outcome else ()
         for call, index in zip(calls, paired, strict=True):
-            if call.tool and (index is None or outcome is None
-                              or outcome.trace[index].tool != call.tool):
+            if call.tool and (
+                index is None or outcome is None or outcome.trace[index].tool != call.tool
+            ):
                 return f"case {case.id}: tool calls are not traced (wrap tools in TracedTools)"
     return None
 
@@ -746,15 +840,17 @@ def _rerecord_review(evidence: Evidence) -> str | None:
     return evidence.rerecording_problem
 
 
-def _served_from(run: RunResult | None, cases: tuple[Case, ...], folder: str,
-                 tools: bool) -> str:
+def _served_from(run: RunResult | None, cases: tuple[Case, ...], folder: str, tools: bool) -> str:
     """Per case, each recording file and the keys of what it served in ``run``: the
     fixtures (``tools``), else the cassette and the HTTP cassette (an SDK's requests)."""
     parts = []
     for case in cases:
         outcome = _outcome(run, case.id)
-        served = [c for c in outcome.calls if c.served and (c.tool is not None) == tools] \
-            if outcome else []
+        served = (
+            [c for c in outcome.calls if c.served and (c.tool is not None) == tools]
+            if outcome
+            else []
+        )
         for suffix, http in ((".json", False), (".http.json", True)):
             keys = sorted({c.key for c in served if c.http == http})
             if keys:
@@ -770,28 +866,47 @@ def shown_keys(keys: Sequence[str], shown: int = 6) -> str:
 
 STRETCH_GOALS: Mapping[str, StretchGoal] = {
     "rerecord-review": StretchGoal(
-        "rerecord-review", ("rerecord-review", "re-record"), _rerecord_review,
-        lambda e: e.rerecording_basis),
+        "rerecord-review",
+        ("rerecord-review", "re-record"),
+        _rerecord_review,
+        lambda e: e.rerecording_basis,
+    ),
     "tool-fixtures": StretchGoal(
-        "tool-fixtures", ("tool-fixtures", "tool fixture"), _tool_fixtures,
-        lambda e: "tool calls served from " + _served_from(e.primary, e.cases, e.fixtures,
-                                                          tools=True)),
+        "tool-fixtures",
+        ("tool-fixtures", "tool fixture"),
+        _tool_fixtures,
+        lambda e: (
+            "tool calls served from " + _served_from(e.primary, e.cases, e.fixtures, tools=True)
+        ),
+    ),
     "cut-point": StretchGoal(
-        "cut-point", ("cut-point", "cut point", "incident"), lambda e: e.cut_point_problem,
-        lambda e: f"{e.incident_test} passes on the submission's guard and fails when it "
-                  "allows every action"),
+        "cut-point",
+        ("cut-point", "cut point", "incident"),
+        lambda e: e.cut_point_problem,
+        lambda e: (
+            f"{e.incident_test} passes on the submission's guard and fails when it "
+            "allows every action"
+        ),
+    ),
     "two-providers": StretchGoal(
-        "two-providers", ("two-providers", "two providers"), _two_providers,
-        lambda e: "prompts served from " + _served_from(e.second_set, e.cases,
-                                                       e.second_cassettes, tools=False)),
+        "two-providers",
+        ("two-providers", "two providers"),
+        _two_providers,
+        lambda e: (
+            "prompts served from "
+            + _served_from(e.second_set, e.cases, e.second_cassettes, tools=False)
+        ),
+    ),
 }
 
 
 def stretch_goals(rubric: Rubric) -> dict[str, StretchGoal]:
     """The goals a manifest may claim under ``rubric``: the kit's, then the lab's own (its
     ``[[stretch]]`` tables, each judged by the functions ``load_rubric`` imported)."""
-    return {**STRETCH_GOALS, **{goal.id: _lab_goal(goal, rubric.stretch_code)
-                                for goal in rubric.stretch}}
+    return {
+        **STRETCH_GOALS,
+        **{goal.id: _lab_goal(goal, rubric.stretch_code) for goal in rubric.stretch},
+    }
 
 
 def _lab_goal(goal: LabGoal, code: Mapping[str, Callable[..., object]]) -> StretchGoal:
@@ -804,9 +919,11 @@ def _lab_goal(goal: LabGoal, code: Mapping[str, Callable[..., object]]) -> Stret
             return None
         if isinstance(why_not, str) and why_not.strip():
             return quote(why_not)
-        raise RubricError(f"stretch goal {goal.id}: {goal.evidence} returned {why_not!r}: "
-                          "return None when the evidence holds, else a str saying what is "
-                          "missing and how to fix it")
+        raise RubricError(
+            f"stretch goal {goal.id}: {goal.evidence} returned {why_not!r}: "
+            "return None when the evidence holds, else a str saying what is "
+            "missing and how to fix it"
+        )
 
     def basis(found: Evidence) -> str:
         if not goal.basis:
@@ -814,20 +931,25 @@ def _lab_goal(goal: LabGoal, code: Mapping[str, Callable[..., object]]) -> Stret
         text = _lab_call(goal, "basis", code, found)
         if isinstance(text, str) and text.strip():
             return quote(text)
-        raise RubricError(f"stretch goal {goal.id}: {goal.basis} returned {text!r}: return a "
-                          "str naming what the evidence rests on (files, cases, keys)")
+        raise RubricError(
+            f"stretch goal {goal.id}: {goal.basis} returned {text!r}: return a "
+            "str naming what the evidence rests on (files, cases, keys)"
+        )
 
     return StretchGoal(goal.id, goal.names, evidence, basis)
 
 
-def _lab_call(goal: LabGoal, key: str, code: Mapping[str, Callable[..., object]],
-              evidence: Evidence) -> object:
+def _lab_call(
+    goal: LabGoal, key: str, code: Mapping[str, Callable[..., object]], evidence: Evidence
+) -> object:
     spec = goal.evidence if key == "evidence" else goal.basis
     function = code.get(spec)
     if function is None:
-        raise RubricError(f"stretch goal {goal.id}: {key} = \"{spec}\" was never imported: "
-                          "grade with the rubric load_rubric read (it imports the [[stretch]] "
-                          "functions from the rubric's folder), not one only parsed")
+        raise RubricError(
+            f'stretch goal {goal.id}: {key} = "{spec}" was never imported: '
+            "grade with the rubric load_rubric read (it imports the [[stretch]] "
+            "functions from the rubric's folder), not one only parsed"
+        )
     return function(evidence)
 
 
@@ -841,54 +963,91 @@ def stretch_goal(evidence: Evidence, rubric: Rubric, criterion: Criterion) -> Cr
     """
     goals = stretch_goals(rubric)
     if not evidence.stretch:
-        check = _check("claimed", False, cents(Decimal(criterion.weight)),
-                       "no stretch goal claimed (stretch = [...] in [tool.gradekit])")
+        check = _check(
+            "claimed",
+            False,
+            cents(Decimal(criterion.weight)),
+            "no stretch goal claimed (stretch = [...] in [tool.gradekit])",
+        )
         return criterion_result(criterion, [check], [f"Finish one of: {', '.join(goals)}."])
     scored = [_score_goal(goal_id, goals, evidence, criterion) for goal_id in evidence.stretch]
     best = max(range(len(scored)), key=lambda n: sum((c.points for c in scored[n]), ZERO))
-    advice = [] if all(c.passed for c in scored[best]) else [
-        "Finish one stretch goal completely and write up, in FAILURES.md, the failure it found."
+    advice = (
+        []
+        if all(c.passed for c in scored[best])
+        else [
+            "Finish one stretch goal completely and write up, in FAILURES.md, the failure it found."
+        ]
+    )
+    unscored = [
+        _unscored(check, evidence.stretch[best])
+        for n, checks in enumerate(scored)
+        if n != best
+        for check in checks
     ]
-    unscored = [_unscored(check, evidence.stretch[best])
-                for n, checks in enumerate(scored) if n != best for check in checks]
     # The write-up is judged by its structure only: a person reads it before the points count.
     return criterion_result(criterion, [*scored[best], *unscored], advice, review=True)
 
 
 def _unscored(check: CheckResult, best: str) -> CheckResult:
     """A claimed goal's check beside the best goal's: shown as it is, worth nothing."""
-    return CheckResult(check.id, check.passed, ZERO, ZERO,
-                       f"not scored (only the best claimed goal, {quote(best)}, scores): "
-                       + check.detail)
+    return CheckResult(
+        check.id,
+        check.passed,
+        ZERO,
+        ZERO,
+        f"not scored (only the best claimed goal, {quote(best)}, scores): " + check.detail,
+    )
 
 
-def _score_goal(goal_id: str, goals: Mapping[str, StretchGoal], evidence: Evidence,
-                criterion: Criterion) -> list[CheckResult]:
+def _score_goal(
+    goal_id: str, goals: Mapping[str, StretchGoal], evidence: Evidence, criterion: Criterion
+) -> list[CheckResult]:
     proof, write_up = criterion.points[EVIDENCE], criterion.points[WRITE_UP]
     goal = goals.get(goal_id)
     if goal is None:
         known = ", ".join(goals)
-        return [_check(quote(goal_id), False, proof + write_up,
-                       f"unknown stretch goal {quote(goal_id)!r}; known: {known}")]
+        return [
+            _check(
+                quote(goal_id),
+                False,
+                proof + write_up,
+                f"unknown stretch goal {quote(goal_id)!r}; known: {known}",
+            )
+        ]
     why_not = goal.evidence(evidence)
     named = _written_up(counted_entries(evidence.failures, evidence.grounds), goal.names)
     hollow = not named and _written_up(
-        parse_failures(evidence.failures).entries if evidence.failures else (), goal.names)
+        parse_failures(evidence.failures).entries if evidence.failures else (), goal.names
+    )
     return [
-        _check(f"{goal_id}: evidence", why_not is None, proof,
-               why_not or f"the evidence holds: {goal.basis(evidence)}"),
-        _check(f"{goal_id}: write-up", named, write_up,
-               "FAILURES.md has an entry naming it" if named
-               else f"the FAILURES.md entry naming {goal.names[0]!r} does not count (see "
-                    "the written summary's entries for why)" if hollow
-               else f"no FAILURES.md entry names {goal.names[0]!r}"),
+        _check(
+            f"{goal_id}: evidence",
+            why_not is None,
+            proof,
+            why_not or f"the evidence holds: {goal.basis(evidence)}",
+        ),
+        _check(
+            f"{goal_id}: write-up",
+            named,
+            write_up,
+            "FAILURES.md has an entry naming it"
+            if named
+            else f"the FAILURES.md entry naming {goal.names[0]!r} does not count (see "
+            "the written summary's entries for why)"
+            if hollow
+            else f"no FAILURES.md entry names {goal.names[0]!r}",
+        ),
     ]
 
 
 def _written_up(entries: Sequence[FailureEntry], names: tuple[str, ...]) -> bool:
     # A person reads the heading as part of the entry: "## tool-fixtures: ..." names it.
-    return any(name.lower() in f"{entry.title}\n{entry.text}".lower()
-               for entry in entries for name in names)
+    return any(
+        name.lower() in f"{entry.title}\n{entry.text}".lower()
+        for entry in entries
+        for name in names
+    )
 
 
 # The checks of what a submission does under the lab's contract; grader.scoring._judged adds the

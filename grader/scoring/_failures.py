@@ -62,8 +62,10 @@ __all__ = [
 
 _EXCERPT = 300  # characters of an entry's text its check shows
 MIN_WORDS = 2  # words a Symptom, Cause or Fix needs to say something; a Status, one ("open")
-_NOTHING = ("names nothing the grader can check: a case, a file of the submission, an "
-            "error, a command, a recorded key or a number")
+_NOTHING = (
+    "names nothing the grader can check: a case, a file of the submission, an "
+    "error, a command, a recorded key or a number"
+)
 SUBCHECK_IDS = (ENTRIES, BOUNDARIES, NO_PLACEHOLDERS)
 _REQUIRED = (("symptom",), ("cause",), ("fix", "status"))
 _FIELD_LABEL = {("symptom",): "Symptom", ("cause",): "Cause", ("fix", "status"): "Fix or Status"}
@@ -75,7 +77,9 @@ _TITLES = frozenset({"failures", "failure log", "failure", "failures log"})
 _FIELD_NAMES = frozenset({"symptom", "cause", "fix", "status"})
 _FIELD_LINE = re.compile(
     r"[ \t]*(?:(?:[-*+]|[0-9]{1,9}[.)])[ \t]+)?[*_]{0,2}(symptom|cause|fix|status)[*_]{0,2}"
-    r"[ \t]*:[*_]{0,2}[ \t]*(.*)", re.IGNORECASE)
+    r"[ \t]*:[*_]{0,2}[ \t]*(.*)",
+    re.IGNORECASE,
+)
 _BULLET = re.compile(r" ?[-*+][ \t]+(.*)")
 _FIELD = re.compile(r"[*_]*([A-Za-z][A-Za-z ]*?)[*_]*[ \t]*:[*_]*[ \t]*(.*)")
 _OPTION = re.compile(r"--[\w-]+[ \t]*$")  # "--reason ...": a command's elided argument
@@ -86,8 +90,29 @@ _PATH_BEFORE = re.compile(r"(?:/|\S\\)$")  # a bare "\<" is Markdown's escape, n
 _PATH_AFTER = re.compile(r"[/\\]|\.[A-Za-z0-9]")
 _CODE_SPAN = re.compile(r"(`+).*?\1")
 _HTML_TAGS = frozenset(
-    ("a", "b", "br", "code", "del", "details", "em", "hr", "i", "img", "kbd", "p", "pre", "s",
-     "small", "span", "strong", "sub", "summary", "sup", "u")
+    (
+        "a",
+        "b",
+        "br",
+        "code",
+        "del",
+        "details",
+        "em",
+        "hr",
+        "i",
+        "img",
+        "kbd",
+        "p",
+        "pre",
+        "s",
+        "small",
+        "span",
+        "strong",
+        "sub",
+        "summary",
+        "sup",
+        "u",
+    )
 )
 _PLACEHOLDERS = (
     re.compile(r"\b(?:TODO|TBD|FIXME)\b"),
@@ -142,9 +167,14 @@ def _parsed(text: str) -> FailureLog:
             boundaries = [*(boundaries or []), *_bullets(lines[start:end], code[start:end])]
         else:
             body = "\n".join(lines[start:end]).strip()
-            entries.append(FailureEntry(
-                title=title, line=line,
-                fields=MappingProxyType(_fields(lines[start:end], code[start:end])), text=body))
+            entries.append(
+                FailureEntry(
+                    title=title,
+                    line=line,
+                    fields=MappingProxyType(_fields(lines[start:end], code[start:end])),
+                    text=body,
+                )
+            )
     return FailureLog(
         entries=tuple(entries), boundaries=None if boundaries is None else tuple(boundaries)
     )
@@ -167,10 +197,16 @@ def find_placeholders(text: str) -> list[tuple[int, str]]:
         for match in sorted(hits, key=lambda m: m.start()):
             if match[0].startswith("<") and match[0][1:-1].lower() in _HTML_TAGS:
                 continue
-            if _in_path(prose, match) or (match[0] in ("...", "…") and (
+            if _in_path(prose, match) or (
+                match[0] in ("...", "…")
+                and (
                     _OPTION.search(prose, 0, match.start())
-                    or (_CALL.match(prose, max(match.start() - 1, 0))
-                    and re.search(r"\w$", prose[:match.start() - 1])))):
+                    or (
+                        _CALL.match(prose, max(match.start() - 1, 0))
+                        and re.search(r"\w$", prose[: match.start() - 1])
+                    )
+                )
+            ):
                 continue
             found.append((number, match[0]))
     return found
@@ -182,8 +218,9 @@ def _in_path(prose: str, match: re.Match[str]) -> bool:
     ``<describe the fix>`` has spaces and ``Fix: <describe>.`` ends a sentence: still gaps."""
     if " " in match[0]:
         return False
-    return bool(_PATH_BEFORE.search(prose, 0, match.start())
-                or _PATH_AFTER.match(prose, match.end()))
+    return bool(
+        _PATH_BEFORE.search(prose, 0, match.start()) or _PATH_AFTER.match(prose, match.end())
+    )
 
 
 def score_written_summary(
@@ -214,7 +251,8 @@ def score_written_summary(
             _no_placeholders(log, find_placeholders(text), points[NO_PLACEHOLDERS], filename),
         ]
     checks = tuple(check for check, _ in scored) + (
-        _each_entry(parse_failures(text), grounds or Grounds()) if text is not None else ())
+        _each_entry(parse_failures(text), grounds or Grounds()) if text is not None else ()
+    )
     return CriterionResult(
         id=criterion_id,
         title=title,
@@ -271,13 +309,17 @@ def judge_entries(log: FailureLog, grounds: Grounds) -> list[Judged]:
     return made
 
 
-_JUDGED: collections.deque[tuple[FailureLog, Grounds, tuple[Judged, ...]]] = \
-    collections.deque(maxlen=4)
+_JUDGED: collections.deque[tuple[FailureLog, Grounds, tuple[Judged, ...]]] = collections.deque(
+    maxlen=4
+)
 
 
 def _judge(log: FailureLog, grounds: Grounds) -> list[Judged]:
-    examples = [("the hand-out's example", _said(entry)) for text in grounds.examples
-                for entry in parse_failures(text).entries]
+    examples = [
+        ("the hand-out's example", _said(entry))
+        for text in grounds.examples
+        for entry in parse_failures(text).entries
+    ]
     judged: list[Judged] = []
     for entry in log.entries:
         problems = _entry_problems(entry)
@@ -299,15 +341,19 @@ def _judge(log: FailureLog, grounds: Grounds) -> list[Judged]:
     return judged
 
 
-def repeated_entries(text: str | None, grounds: Grounds,
-                     filename: str = "FAILURES.md") -> list[str]:
+def repeated_entries(
+    text: str | None, grounds: Grounds, filename: str = "FAILURES.md"
+) -> list[str]:
     """Each entry of a failure log that repeats the hand-out's example or another of its
     entries, in words a finding shows: it asks a person to look, and moves no point."""
     if text is None:
         return []
-    return [f"{filename} {j.where} {problem.partition(',')[0]}"
-            for j in judge_entries(parse_failures(text), grounds)
-            for problem in j.problems if problem.startswith("repeats")]
+    return [
+        f"{filename} {j.where} {problem.partition(',')[0]}"
+        for j in judge_entries(parse_failures(text), grounds)
+        for problem in j.problems
+        if problem.startswith("repeats")
+    ]
 
 
 def counted_entries(text: str | None, grounds: Grounds) -> list[FailureEntry]:
@@ -328,8 +374,9 @@ def _entries(log: FailureLog, most: Decimal, grounds: Grounds) -> Scored:
     named_text = f" ({named})" if named else ""
     not_counted = f"; not counted: {'; '.join(faults)}" if faults else ""
     if complete >= 2:
-        return CheckResult(ENTRIES, True, earned, most,
-                           f"{counted_text}{named_text}{not_counted}"), ""
+        return CheckResult(
+            ENTRIES, True, earned, most, f"{counted_text}{named_text}{not_counted}"
+        ), ""
     detail = f"{counted_text} of the 2 needed ({_HOW_TO}){named_text}{not_counted}"
     advice = f"Write at least two complete failure entries: {_HOW_TO}."
     if faults:
@@ -342,11 +389,16 @@ def _each_entry(log: FailureLog, grounds: Grounds) -> tuple[CheckResult, ...]:
     grader found and what the entry says. An entry that repeats the hand-out's example or
     another entry is not passed, so that confirming in bulk leaves it for a person."""
     return tuple(
-        CheckResult(f"entry {number}", not any(p.startswith("repeats") for p in j.problems),
-                    Decimal("0.00"), Decimal("0.00"),
-                    f"{'counts' if not j.problems else 'not counted: ' + ', '.join(j.problems)}"
-                    f"; {j.where}: {quote(' '.join(j.entry.text.split()), _EXCERPT)}")
-        for number, j in enumerate(judge_entries(log, grounds), 1))
+        CheckResult(
+            f"entry {number}",
+            not any(p.startswith("repeats") for p in j.problems),
+            Decimal("0.00"),
+            Decimal("0.00"),
+            f"{'counts' if not j.problems else 'not counted: ' + ', '.join(j.problems)}"
+            f"; {j.where}: {quote(' '.join(j.entry.text.split()), _EXCERPT)}",
+        )
+        for number, j in enumerate(judge_entries(log, grounds), 1)
+    )
 
 
 def _said(entry: FailureEntry) -> str:
@@ -462,9 +514,14 @@ def _headings(lines: Sequence[str], code: Sequence[bool]) -> list[tuple[int, int
         atx = _ATX.fullmatch(line)
         if atx:
             found.append((number, len(atx[1]), atx[2].strip()))
-        elif (number + 1 < len(lines) and not code[number + 1] and line.strip()
-              and (under := _SETEXT.fullmatch(lines[number + 1]))
-              and not _ITEM.match(line) and not _FIELD_LINE.fullmatch(line)):
+        elif (
+            number + 1 < len(lines)
+            and not code[number + 1]
+            and line.strip()
+            and (under := _SETEXT.fullmatch(lines[number + 1]))
+            and not _ITEM.match(line)
+            and not _FIELD_LINE.fullmatch(line)
+        ):
             found.append((number + 1, 1 if under[1].startswith("=") else 2, line.strip()))
     return found
 
@@ -478,8 +535,11 @@ def _sections(lines: Sequence[str], code: Sequence[bool]) -> list[tuple[str, int
     end index): the
     headings of the log's entry level (its shallowest heading other than a title such as
     ``# Failures`` and a field's own, ``### Symptom``); deeper headings are inside one."""
-    headings = [(number, level, title) for number, level, title in _headings(lines, code)
-                if _plain(title) not in _TITLES and _plain(title) not in _FIELD_NAMES]
+    headings = [
+        (number, level, title)
+        for number, level, title in _headings(lines, code)
+        if _plain(title) not in _TITLES and _plain(title) not in _FIELD_NAMES
+    ]
     if len(headings) > 1 and headings[0][1] < min(level for _, level, _ in headings[1:]):
         headings = headings[1:]  # the log's own title, over the entries: "What broke"
     if not headings:
@@ -487,8 +547,10 @@ def _sections(lines: Sequence[str], code: Sequence[bool]) -> list[tuple[str, int
     level = min(level for _, level, _ in headings)
     starts = [(title, number) for number, depth, title in headings if depth <= level]
     ends = [number - _underlined(lines, number) for _, number in starts[1:]] + [len(lines)]
-    return [(title, start + 1 - _underlined(lines, start), start + 1, end)
-            for (title, start), end in zip(starts, ends, strict=True)]
+    return [
+        (title, start + 1 - _underlined(lines, start), start + 1, end)
+        for (title, start), end in zip(starts, ends, strict=True)
+    ]
 
 
 def _underlined(lines: Sequence[str], number: int) -> int:
@@ -544,11 +606,13 @@ def _fields(lines: Sequence[str], code: Sequence[bool]) -> dict[str, str]:
             current, gap = None, False
         else:
             text = _BULLET.fullmatch(line)
-            current.append(_as_code_span(line.strip()) if is_code
-                           else (text[1] if text else line).strip())
+            current.append(
+                _as_code_span(line.strip()) if is_code else (text[1] if text else line).strip()
+            )
             gap = False
-    return {name: " ".join(part for part in parts if part).strip()
-            for name, parts in fields.items()}
+    return {
+        name: " ".join(part for part in parts if part).strip() for name, parts in fields.items()
+    }
 
 
 def _as_code_span(text: str) -> str:

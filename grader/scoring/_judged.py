@@ -22,8 +22,14 @@ from grader.regression import Item
 from grader.rubric import Case, Criterion, Rubric, distribute, per_case_points
 from grader.scoring._checks import CORE_CHECKS, ZERO, Check, Evidence, criterion_result
 
-__all__ = ["BUILTIN_CHECKS", "contract_gaps", "expectations", "judged_item", "observed",
-           "regression"]
+__all__ = [
+    "BUILTIN_CHECKS",
+    "contract_gaps",
+    "expectations",
+    "judged_item",
+    "observed",
+    "regression",
+]
 
 _AGAIN = "bump the rubric's version and grade again"
 
@@ -39,23 +45,34 @@ def observed(outcome: CaseOutcome | None) -> Observed:
     says of its own calls (its trace) is evidence here."""
     if outcome is None:
         return Observed("not_run", None)
-    return Observed(outcome.status, outcome.answer,
-                    tuple(call.tool for call in outcome.calls if call.tool is not None),
-                    tuple(call.tool or "" for call in outcome.calls),
-                    tuple(ToolCall(step, call.tool, call.served, call.args or "{}", call.result)
-                          for step, call in enumerate(outcome.calls, 1)
-                          if call.tool is not None))
+    return Observed(
+        outcome.status,
+        outcome.answer,
+        tuple(call.tool for call in outcome.calls if call.tool is not None),
+        tuple(call.tool or "" for call in outcome.calls),
+        tuple(
+            ToolCall(step, call.tool, call.served, call.args or "{}", call.result)
+            for step, call in enumerate(outcome.calls, 1)
+            if call.tool is not None
+        ),
+    )
 
 
-def _judged(check_id: str, problems: list[Shortfall], share: Decimal,
-            expect: Expectation) -> CheckResult:
+def _judged(
+    check_id: str, problems: list[Shortfall], share: Decimal, expect: Expectation
+) -> CheckResult:
     """A judged check: passed with the expectation met, or failed at its first shortfall,
     every shortfall in the detail."""
     first = problems[0] if problems else None
-    return CheckResult(check_id, not problems, ZERO if problems else share, share,
-                       "; ".join(quote(str(p)) for p in problems) or met(expect),
-                       judged=True, divergence=None if first is None else Divergence(
-                           first.at, first.expected, first.observed))
+    return CheckResult(
+        check_id,
+        not problems,
+        ZERO if problems else share,
+        share,
+        "; ".join(quote(str(p)) for p in problems) or met(expect),
+        judged=True,
+        divergence=None if first is None else Divergence(first.at, first.expected, first.observed),
+    )
 
 
 # -- expectations ----------------------------------------------------------------------------
@@ -64,10 +81,14 @@ def _judged(check_id: str, problems: list[Shortfall], share: Decimal,
 def _no_outcome(case: Case) -> str:
     expect = case.expect
     if expect is not None and expect.outcome and not expect.goal:
-        return (f"case {case.id} has no business goal: add goal = \"what the run is for\" to "
-                f"its [case.expect] in the rubric, {_AGAIN}")
-    return (f"case {case.id} has no expected outcome: add [case.expect] with outcome = "
-            f'"answer" or "raise" and a goal under it in the rubric, {_AGAIN}')
+        return (
+            f'case {case.id} has no business goal: add goal = "what the run is for" to '
+            f"its [case.expect] in the rubric, {_AGAIN}"
+        )
+    return (
+        f"case {case.id} has no expected outcome: add [case.expect] with outcome = "
+        f'"answer" or "raise" and a goal under it in the rubric, {_AGAIN}'
+    )
 
 
 def _expected(case: Case) -> Expectation | None:
@@ -82,9 +103,11 @@ def _item_gap(item: Item) -> str:
     if item.missing:
         return f"{item.missing}; {_AGAIN}"
     if not item.expect.goal:
-        return (f"item {item.id} has no business goal, so it cannot pass: revise its case "
-                "with --goal, take the new version through investigate, disposition and "
-                f"approve, promote it into a new set version, pin that and {_AGAIN}")
+        return (
+            f"item {item.id} has no business goal, so it cannot pass: revise its case "
+            "with --goal, take the new version through investigate, disposition and "
+            f"approve, promote it into a new set version, pin that and {_AGAIN}"
+        )
     return ""
 
 
@@ -104,8 +127,9 @@ def expectations(evidence: Evidence, rubric: Rubric, criterion: Criterion) -> Cr
             problems = [_unrun(evidence.blocked)]
         checks.append(_judged(case.id, problems, shares[case.id], expect))
         if problems:
-            advice.append(f"{case.id}: {quote(str(problems[0]))}: the rubric expects "
-                          f"{_wanted(expect)}")
+            advice.append(
+                f"{case.id}: {quote(str(problems[0]))}: the rubric expects {_wanted(expect)}"
+            )
     return criterion_result(criterion, checks, advice)
 
 
@@ -117,8 +141,11 @@ def _wanted(expect: Expectation) -> str:
     if expect.reply_template:
         parts.append(f"an answer that follows {expect.reply_template!r}")
     parts += [f"a served call of {call}" for call in expect.requires]
-    parts += [f"{text.partition(':')[2].strip()!r} stated as a {text.partition(':')[0]} "
-              "result returned it" for text in expect.cites]
+    parts += [
+        f"{text.partition(':')[2].strip()!r} stated as a {text.partition(':')[0]} "
+        "result returned it"
+        for text in expect.cites
+    ]
     return ", ".join(parts)
 
 
@@ -126,8 +153,10 @@ def _wanted(expect: Expectation) -> str:
 
 
 def _no_set(criterion: Criterion) -> str:
-    return (f"criterion {criterion.id} names no regression set: add [criterion.params] "
-            f'set = "NAME@VERSION" under it in the rubric, {_AGAIN}')
+    return (
+        f"criterion {criterion.id} names no regression set: add [criterion.params] "
+        f'set = "NAME@VERSION" under it in the rubric, {_AGAIN}'
+    )
 
 
 def _promote(name: str) -> str:
@@ -135,9 +164,11 @@ def _promote(name: str) -> str:
 
 
 def _set_missing(ref: str) -> str:
-    return (f"regression set {ref} is not in the rubric's regression/ folder: promote into "
-            f"it (`{_promote(ref.partition('@')[0])}`) or pin a version that exists, "
-            f"{_AGAIN}")
+    return (
+        f"regression set {ref} is not in the rubric's regression/ folder: promote into "
+        f"it (`{_promote(ref.partition('@')[0])}`) or pin a version that exists, "
+        f"{_AGAIN}"
+    )
 
 
 def regression(evidence: Evidence, rubric: Rubric, criterion: Criterion) -> CriterionResult:
@@ -160,8 +191,7 @@ def regression(evidence: Evidence, rubric: Rubric, criterion: Criterion) -> Crit
         problems = _item_problems(item.expect, runs.get(item.id), evidence.blocked)
         checks.append(_judged(item.id, problems, share, item.expect))
         if problems:
-            advice.append(f"{item.id} (regression set {pinned.ref}): "
-                          f"{quote(str(problems[0]))}")
+            advice.append(f"{item.id} (regression set {pinned.ref}): {quote(str(problems[0]))}")
     return criterion_result(criterion, checks, advice)
 
 
@@ -175,10 +205,14 @@ def _item_problems(expect: Expectation, run: ItemRun | None, blocked: str) -> li
     if run.error:
         return [Shortfall("import", "the item's agent imports", run.error, run.error)]
     if run.divergence:
-        return [Shortfall(run.left_at or "recording",
-                          "every call answered by its world or the recordings of its task",
-                          run.divergence,
-                          f"the replay left the item's recorded run: {run.divergence}")]
+        return [
+            Shortfall(
+                run.left_at or "recording",
+                "every call answered by its world or the recordings of its task",
+                run.divergence,
+                f"the replay left the item's recorded run: {run.divergence}",
+            )
+        ]
     return judge(expect, observed(run.outcome))
 
 
@@ -200,8 +234,11 @@ def contract_gaps(rubric: Rubric) -> list[str]:
     gaps = []
     for criterion in rubric.criteria:
         if criterion.check == "expectations":
-            gaps += [f"{criterion.id}/{case.id}: {_no_outcome(case)}" for case in rubric.cases
-                     if _expected(case) is None]
+            gaps += [
+                f"{criterion.id}/{case.id}: {_no_outcome(case)}"
+                for case in rubric.cases
+                if _expected(case) is None
+            ]
         elif criterion.check == "regression":
             ref = criterion.params.get("set", "")
             pinned = rubric.sets.get(ref) if ref else None
@@ -209,8 +246,11 @@ def contract_gaps(rubric: Rubric) -> list[str]:
                 why = _no_set(criterion) if not ref else _set_missing(ref)
                 gaps.append(f"{criterion.id}: {why}")
             else:
-                gaps += [f"{criterion.id}/{item.id}: {_item_gap(item)}" for item in pinned.items
-                         if _item_gap(item)]
+                gaps += [
+                    f"{criterion.id}/{item.id}: {_item_gap(item)}"
+                    for item in pinned.items
+                    if _item_gap(item)
+                ]
     return gaps
 
 

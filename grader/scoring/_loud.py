@@ -19,14 +19,17 @@ from grader._text import HEAD, one_line, quote
 __all__ = ["HEAD", "head", "loud_problem", "planned_probes", "provider_calls", "ran"]
 
 
-
 def ran(outcome: CaseOutcome | None) -> bool:
     """Whether a case's run returned a str with every call it asked served, at least one of
     them by the provider: only such a run shows anything to probe or trace."""
-    return outcome is not None and outcome.status == "returned" \
-        and outcome.answer_sha256 is not None and bool(outcome.calls) \
-        and all(call.served for call in outcome.calls) \
+    return (
+        outcome is not None
+        and outcome.status == "returned"
+        and outcome.answer_sha256 is not None
+        and bool(outcome.calls)
+        and all(call.served for call in outcome.calls)
         and any(call.provider for call in outcome.calls)
+    )
 
 
 def provider_calls(outcome: CaseOutcome) -> int:
@@ -39,9 +42,10 @@ def planned_probes(primary: CaseOutcome) -> tuple[Withhold, ...]:
     per read-only tool call it made (a write tool's call is never withheld: no fixture
     holds it, so it cannot miss)."""
     tools = sum(1 for call in primary.calls if call.tool is not None and not call.write)
-    return (*(Withhold("provider", k, primary.case)
-              for k in range(1, provider_calls(primary) + 1)),
-            *(Withhold("tool", k, primary.case) for k in range(1, tools + 1)))
+    return (
+        *(Withhold("provider", k, primary.case) for k in range(1, provider_calls(primary) + 1)),
+        *(Withhold("tool", k, primary.case) for k in range(1, tools + 1)),
+    )
 
 
 _ENDED = {"timeout": "timed out", "crashed": "crashed", "not_run": "did not run"}
@@ -62,19 +66,29 @@ def loud_problem(withhold: Withhold, outcome: CaseOutcome | None) -> str | None:
         return f"the probe run {_ENDED[outcome.status]}{shown}"
     first = next((i for i, call in enumerate(outcome.calls) if call.withheld), None)
     if first is None:
-        return f"the probe run never reached {withhold}: the agent asked other calls than in " \
+        return (
+            f"the probe run never reached {withhold}: the agent asked other calls than in "
             "its primary run"
+        )
     if outcome.status == "returned":
         return f"run() returned {_returned(outcome)} after the miss: a miss must raise"
     if not outcome.miss_escaped:
-        return f"run() raised {quote(str(outcome.exception))}, which hides the miss (it is " \
+        return (
+            f"run() raised {quote(str(outcome.exception))}, which hides the miss (it is "
             "not in that exception's chain): re-raise it, or `raise ... from miss`"
+        )
     missed = outcome.calls[first]
-    went_on = [call for call in outcome.calls[first + 1:] if not call.in_flight
-               and (call.served or (call.key, call.tool) != (missed.key, missed.tool))]
+    went_on = [
+        call
+        for call in outcome.calls[first + 1 :]
+        if not call.in_flight
+        and (call.served or (call.key, call.tool) != (missed.key, missed.tool))
+    ]
     if went_on:
-        return (f"the agent went on after the miss and asked {len(went_on)} other call(s) "
-                "before a miss escaped: a miss must end run(), not only the step it hit")
+        return (
+            f"the agent went on after the miss and asked {len(went_on)} other call(s) "
+            "before a miss escaped: a miss must end run(), not only the step it hit"
+        )
     return None
 
 

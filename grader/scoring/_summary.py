@@ -31,11 +31,33 @@ __all__ = ["EXAMPLE_ENTRY", "SUBCOMMANDS", "Grounds", "claims", "repeats"]
 
 # The gradekit commands a student may name (``gradekit --help`` lists them; a test holds
 # the two lists together).
-SUBCOMMANDS = frozenset({
-    "record", "run", "replay", "key", "cassette", "grade", "check", "report", "gradebook",
-    "history", "ledger", "gradescope", "starter", "new", "incident", "review", "reviews",
-    "regression", "case", "investigate", "disposition", "approve", "dashboard",
-})
+SUBCOMMANDS = frozenset(
+    {
+        "record",
+        "run",
+        "replay",
+        "key",
+        "cassette",
+        "grade",
+        "check",
+        "report",
+        "gradebook",
+        "history",
+        "ledger",
+        "gradescope",
+        "starter",
+        "new",
+        "incident",
+        "review",
+        "reviews",
+        "regression",
+        "case",
+        "investigate",
+        "disposition",
+        "approve",
+        "dashboard",
+    }
+)
 # The kit's hand-out shows this entry as the form to follow (handout/README.md; a test holds
 # them together): pasted in, it is the hand-out's text, not the student's.
 EXAMPLE_ENTRY = """\
@@ -45,17 +67,25 @@ EXAMPLE_ENTRY = """\
 - Fix: the prompt no longer names the provider; I recorded the case again.
 """
 _ERRORS = frozenset(
-    name for source in (vars(builtins), vars(gradekit)) for name, value in source.items()
-    if isinstance(value, type) and issubclass(value, BaseException))
+    name
+    for source in (vars(builtins), vars(gradekit))
+    for name, value in source.items()
+    if isinstance(value, type) and issubclass(value, BaseException)
+)
 _ERROR = re.compile(r"\b([A-Z][A-Za-z0-9]*(?:Error|Exception|Miss|Warning|Interrupt|Exit))\b")
 _CLASS = re.compile(r"\b[A-Z][A-Za-z0-9]+\b")  # a class the submission defines, by name
 _CASE = re.compile(r"\bcases?[ \t]+[`'\"]?([a-z0-9][a-z0-9_.-]*[a-z0-9])", re.IGNORECASE)
 _KEY = re.compile(r"\b[0-9a-f]{16}\b")
-_NUMBER = re.compile(r"(?<![\w.])\d[\d,.]*(?![\w])|\b\d+(?:ms|s|kb|mb|gb|%)\b|\b(?:two|three|"
-                     r"four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|thirty|forty|"
-                     r"fifty|hundred|thousand|million)\b", re.IGNORECASE)  # "one" is not
-_PATH = re.compile(r"(?<![\w/.~:-])((?:[\w.-]+/)+[\w.-]*|[\w-]+\.(?:py|json|jsonl|md|toml|"
-                   r"txt|csv|sql|cfg|ini|yaml|yml|sh))(?![\w/])")
+_NUMBER = re.compile(
+    r"(?<![\w.])\d[\d,.]*(?![\w])|\b\d+(?:ms|s|kb|mb|gb|%)\b|\b(?:two|three|"
+    r"four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|thirty|forty|"
+    r"fifty|hundred|thousand|million)\b",
+    re.IGNORECASE,
+)  # "one" is not
+_PATH = re.compile(
+    r"(?<![\w/.~:-])((?:[\w.-]+/)+[\w.-]*|[\w-]+\.(?:py|json|jsonl|md|toml|"
+    r"txt|csv|sql|cfg|ini|yaml|yml|sh))(?![\w/])"
+)
 _SPAN = re.compile(r"(`+)(.+?)\1")
 _COMMAND = re.compile(r"^(?:\.venv/bin/)?(gradekit|make)[ \t]+([a-z][\w-]*)")
 _PROSE_COMMAND = re.compile(r"\b(gradekit|make)[ \t]+([a-z][\w-]*)")
@@ -63,8 +93,9 @@ _WORDS = re.compile(r"[^\W_]+")
 _NAME = re.compile(r"[A-Za-z_][\w.]*(?:\(\))?")  # a code span that is a name: `notes`, `ask()`
 _CALLED = re.compile(r"\b[A-Za-z_]\w*\(\)")  # ask(), in prose
 _QUOTED = re.compile(r'"([^"\n]+)"|\u201c([^\u201d\n]+)\u201d')  # "what it printed"
-_RECORDED_AGAIN = re.compile(r"--rerecord|\bre-?record|\brecord(?:ed|ing)?\b[^.\n]{0,40}?\bagain\b",
-                             re.IGNORECASE)
+_RECORDED_AGAIN = re.compile(
+    r"--rerecord|\bre-?record|\brecord(?:ed|ing)?\b[^.\n]{0,40}?\bagain\b", re.IGNORECASE
+)
 _KIT = frozenset(gradekit.__all__)  # the kit's names: Traced, TracedTools, Replay, ...
 NEAR = 0.8  # word-sequence similarity at which one entry repeats another
 REASON_SAID = 0.6  # the share of a logged reason's words an entry says to match it
@@ -91,11 +122,16 @@ class Grounds:
     tails: frozenset[str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "tops", frozenset(path.partition("/")[0]
-                                                   for path in self.files))
-        object.__setattr__(self, "tails", frozenset(
-            path[at + 1:] for path in self.files
-            for at in (i for i, char in enumerate(path) if char == "/")))
+        object.__setattr__(self, "tops", frozenset(path.partition("/")[0] for path in self.files))
+        object.__setattr__(
+            self,
+            "tails",
+            frozenset(
+                path[at + 1 :]
+                for path in self.files
+                for at in (i for i, char in enumerate(path) if char == "/")
+            ),
+        )
 
 
 def claims(text: str, grounds: Grounds) -> tuple[list[str], list[str]]:
@@ -108,8 +144,11 @@ def claims(text: str, grounds: Grounds) -> tuple[list[str], list[str]]:
             held.append(f"the case {name}")
         elif "-" in name and not _NUMBER.fullmatch(name):
             broken.append(f"the case {name}, which the rubric does not have")
-    held += [f"the case {case}" for case in sorted(grounds.cases)
-             if re.search(rf"(?<![\w-]){re.escape(case)}(?![\w-])", text)]
+    held += [
+        f"the case {case}"
+        for case in sorted(grounds.cases)
+        if re.search(rf"(?<![\w-]){re.escape(case)}(?![\w-])", text)
+    ]
     for match in _PATH.finditer(text):
         path = match[1].rstrip(".").removeprefix("./")
         if any(mark in path for mark in "<>*{}") or not path:
@@ -124,12 +163,16 @@ def claims(text: str, grounds: Grounds) -> tuple[list[str], list[str]]:
     held += [name for name in _CLASS.findall(text) if name in grounds.errors]
     for key in _KEY.findall(text):
         (held if key in grounds.keys else broken).append(
-            f"the key {key}" + ("" if key in grounds.keys else ", which nothing recorded"))
+            f"the key {key}" + ("" if key in grounds.keys else ", which nothing recorded")
+        )
     spans = [span[2].strip() for span in _SPAN.finditer(text)]
     for span in spans:  # a make target is checked only where the submission has a Makefile
         command = _COMMAND.match(span)
-        if command and not _exists(command[1], command[2], grounds) \
-                and (command[1] == "gradekit" or "Makefile" in grounds.files):
+        if (
+            command
+            and not _exists(command[1], command[2], grounds)
+            and (command[1] == "gradekit" or "Makefile" in grounds.files)
+        ):
             broken.append(f"`{command[0]}`, which is no command here")
     for program, name in _PROSE_COMMAND.findall(text):
         if _exists(program, name, grounds):
@@ -155,10 +198,13 @@ def _rerecords(text: str, grounds: Grounds) -> list[str]:
     found = []
     for case, reason in grounds.rerecords:
         words = {word for word in _words(reason) if len(word) > 3}
-        if (again and re.search(rf"(?<![\w-]){re.escape(case)}(?![\w-])", text)) \
-                or (len(words) >= 2 and len(words & said) >= REASON_SAID * len(words)):
-            found.append(f"the re-record of {case} that DATASET_CHANGES.md logs "
-                         f"(reason: '{quote(reason, 80)}')")
+        if (again and re.search(rf"(?<![\w-]){re.escape(case)}(?![\w-])", text)) or (
+            len(words) >= 2 and len(words & said) >= REASON_SAID * len(words)
+        ):
+            found.append(
+                f"the re-record of {case} that DATASET_CHANGES.md logs "
+                f"(reason: '{quote(reason, 80)}')"
+            )
     return found
 
 
@@ -182,7 +228,10 @@ def repeats(text: str, earlier: Sequence[tuple[str, str]]) -> str | None:
             continue
         matcher.set_seq2(theirs)
         # Each ratio bounds the next from above: most pairs are told apart by their length.
-        if matcher.real_quick_ratio() >= NEAR and matcher.quick_ratio() >= NEAR \
-                and matcher.ratio() >= NEAR:
+        if (
+            matcher.real_quick_ratio() >= NEAR
+            and matcher.quick_ratio() >= NEAR
+            and matcher.ratio() >= NEAR
+        ):
             return name
     return None

@@ -48,5 +48,6 @@ def pair_records(calls: Sequence[Served], records: Sequence[TraceRecord]) -> Pai
         if skipped and paired[-1] is None:
             early.append(number)
     taken = {index for index in paired if index is not None}
-    return Pairing(tuple(paired), tuple(i for i in range(len(records)) if i not in taken),
-                   tuple(early))
+    return Pairing(
+        tuple(paired), tuple(i for i in range(len(records)) if i not in taken), tuple(early)
+    )

@@ -61,11 +61,19 @@ SOURCE_CAP = 16 * _MIB  # the agent's module, only ever hashed for the report's 
 INCIDENT_CAP = 16 * _MIB  # a recorded incident, hashed for the report's inputs
 
 _CHUNK = 1 * _MIB
-_O = {name: getattr(os, name, 0) for name in ("O_DIRECTORY", "O_NOFOLLOW", "O_NONBLOCK",
-                                               "O_NOCTTY", "O_CLOEXEC", "O_BINARY")}
+_O = {
+    name: getattr(os, name, 0)
+    for name in ("O_DIRECTORY", "O_NOFOLLOW", "O_NONBLOCK", "O_NOCTTY", "O_CLOEXEC", "O_BINARY")
+}
 _FOLDER_FLAGS = os.O_RDONLY | _O["O_DIRECTORY"] | _O["O_NOFOLLOW"] | _O["O_CLOEXEC"]
-_FILE_FLAGS = (os.O_RDONLY | _O["O_NOFOLLOW"] | _O["O_NONBLOCK"] | _O["O_NOCTTY"]
-               | _O["O_CLOEXEC"] | _O["O_BINARY"])
+_FILE_FLAGS = (
+    os.O_RDONLY
+    | _O["O_NOFOLLOW"]
+    | _O["O_NONBLOCK"]
+    | _O["O_NOCTTY"]
+    | _O["O_CLOEXEC"]
+    | _O["O_BINARY"]
+)
 # openat and O_NOFOLLOW: every POSIX system the grader runs on; not Windows.
 _AT = os.open in os.supports_dir_fd and bool(_O["O_NOFOLLOW"] and _O["O_DIRECTORY"])
 
@@ -162,11 +170,14 @@ def _open_folders(root: Path, relative: str, names: tuple[str, ...]) -> int:
     try:
         fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except FileNotFoundError:
-        raise MissingSubmissionFile(f"{relative} is missing: the submission folder "
-                                    "does not exist") from None
+        raise MissingSubmissionFile(
+            f"{relative} is missing: the submission folder does not exist"
+        ) from None
     except OSError as exc:
-        raise SubmissionFileError(f"{relative} cannot be read: the submission folder cannot "
-                                  f"be opened ({exc.strerror}); grade a readable folder") from None
+        raise SubmissionFileError(
+            f"{relative} cannot be read: the submission folder cannot "
+            f"be opened ({exc.strerror}); grade a readable folder"
+        ) from None
     for depth, name in enumerate(names, 1):
         shown = "/".join(names[:depth])
         try:
@@ -224,8 +235,10 @@ def _walk_by_path(root: Path, relative: str, parts: tuple[str, ...], *, folder: 
         if kind == "symlink":
             raise _symlink(relative, shown, folder=folder or not last)
         if (folder or not last) and kind != "folder":
-            raise SubmissionFileError(f"{shown}{_where(relative, shown)} is a {kind}, not a "
-                                      "folder: make it a folder or fix the path")
+            raise SubmissionFileError(
+                f"{shown}{_where(relative, shown)} is a {kind}, not a "
+                "folder: make it a folder or fix the path"
+            )
         if last and not folder and kind != "file":
             raise _not_regular(relative, kind)
 
@@ -238,8 +251,10 @@ def _read_capped(fd: int, relative: str, cap: int) -> bytes:
         try:
             chunk = os.read(fd, min(_CHUNK, cap + 1 - total))
         except OSError as exc:
-            raise SubmissionFileError(f"{relative} cannot be read ({exc.strerror}): commit it "
-                                      "as an ordinary readable file") from None
+            raise SubmissionFileError(
+                f"{relative} cannot be read ({exc.strerror}): commit it "
+                "as an ordinary readable file"
+            ) from None
         if not chunk:
             break
         chunks.append(chunk)
@@ -258,14 +273,21 @@ def _kind_at(folder: int, name: str) -> str:
 
 
 def _kind(mode: int) -> str:
-    kinds = ((stat.S_ISREG, "file"), (stat.S_ISDIR, "folder"), (stat.S_ISLNK, "symlink"),
-             (stat.S_ISFIFO, "FIFO"), (stat.S_ISSOCK, "socket"), (stat.S_ISCHR, "device"),
-             (stat.S_ISBLK, "device"))
+    kinds = (
+        (stat.S_ISREG, "file"),
+        (stat.S_ISDIR, "folder"),
+        (stat.S_ISLNK, "symlink"),
+        (stat.S_ISFIFO, "FIFO"),
+        (stat.S_ISSOCK, "socket"),
+        (stat.S_ISCHR, "device"),
+        (stat.S_ISBLK, "device"),
+    )
     return next((kind for test, kind in kinds if test(mode)), "special file")
 
 
-def _refusal(exc: OSError, relative: str, shown: str, kind: str, *,
-             folder: bool) -> SubmissionFileError:
+def _refusal(
+    exc: OSError, relative: str, shown: str, kind: str, *, folder: bool
+) -> SubmissionFileError:
     """The error for an ``os.open`` that failed on ``shown`` (``relative`` or a folder on it)."""
     where = _where(relative, shown)
     if kind == "symlink" or exc.errno in (errno.ELOOP, errno.EMLINK):
@@ -273,10 +295,12 @@ def _refusal(exc: OSError, relative: str, shown: str, kind: str, *,
     if exc.errno == errno.ENOENT:
         return MissingSubmissionFile(f"{relative} is missing: add it and commit it")
     if folder and exc.errno == errno.ENOTDIR:
-        return SubmissionFileError(f"{shown}{where} is a {kind or 'file'}, not a folder: "
-                                   "make it a folder or fix the path")
-    return SubmissionFileError(f"{shown}{where} cannot be opened ({exc.strerror}): commit it "
-                               "as an ordinary readable file")
+        return SubmissionFileError(
+            f"{shown}{where} is a {kind or 'file'}, not a folder: make it a folder or fix the path"
+        )
+    return SubmissionFileError(
+        f"{shown}{where} cannot be opened ({exc.strerror}): commit it as an ordinary readable file"
+    )
 
 
 def _where(relative: str, shown: str) -> str:
@@ -291,12 +315,19 @@ def _symlink(relative: str, shown: str, *, folder: bool) -> SubmissionFileError:
 
 
 def _not_regular(relative: str, kind: str) -> SubmissionFileError:
-    return SubmissionFileError(f"{relative} is not a regular file (it is a {kind}): commit "
-                               "an ordinary file in its place")
+    return SubmissionFileError(
+        f"{relative} is not a regular file (it is a {kind}): commit an ordinary file in its place"
+    )
 
 
 def _too_large(relative: str, cap: int) -> SubmissionFileError:
-    size = f"{cap // _MIB} MiB" if cap and cap % _MIB == 0 else \
-        f"{cap // _KIB} KiB" if cap and cap % _KIB == 0 else f"{cap} byte{'s' * (cap != 1)}"
-    return SubmissionFileError(f"{relative} is larger than {size}, the most the grader "
-                               "reads: make it smaller")
+    size = (
+        f"{cap // _MIB} MiB"
+        if cap and cap % _MIB == 0
+        else f"{cap // _KIB} KiB"
+        if cap and cap % _KIB == 0
+        else f"{cap} byte{'s' * (cap != 1)}"
+    )
+    return SubmissionFileError(
+        f"{relative} is larger than {size}, the most the grader reads: make it smaller"
+    )

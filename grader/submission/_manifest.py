@@ -111,8 +111,20 @@ def load_manifest(root: Path) -> Manifest:
     )
 
 
-_TEXT_KEYS = ("agent", "cassettes", "failures", "student", "replay", "second_cassettes", "tools",
-              "fixtures", "incident_test", "guard", "incidents", "rubric")
+_TEXT_KEYS = (
+    "agent",
+    "cassettes",
+    "failures",
+    "student",
+    "replay",
+    "second_cassettes",
+    "tools",
+    "fixtures",
+    "incident_test",
+    "guard",
+    "incidents",
+    "rubric",
+)
 _PATH_KEYS = ("cassettes", "failures", "second_cassettes", "fixtures", "incidents", "rubric")
 
 
@@ -120,13 +132,16 @@ def _validate(table: dict[str, Any], pyproject: Path) -> None:
     """Types, known keys, and paths that stay inside the submission."""
     unknown = sorted(set(table) - {*_TEXT_KEYS, "stretch", "starter"})
     if unknown:
-        raise ManifestError(f"{pyproject}: unknown [tool.gradekit] key(s) {', '.join(unknown)}; "
-                            f"known: {', '.join(sorted({*_TEXT_KEYS, 'stretch', 'starter'}))}")
+        raise ManifestError(
+            f"{pyproject}: unknown [tool.gradekit] key(s) {', '.join(unknown)}; "
+            f"known: {', '.join(sorted({*_TEXT_KEYS, 'stretch', 'starter'}))}"
+        )
     # The instructor's [tool.gradekit.starter] table: what `gradekit starter` ships. The
     # grader never reads it; `gradekit starter` validates it.
     if not isinstance(table.get("starter", {}), dict):
-        raise ManifestError(f"{pyproject}: [tool.gradekit] starter must be a table, "
-                            "[tool.gradekit.starter]")
+        raise ManifestError(
+            f"{pyproject}: [tool.gradekit] starter must be a table, [tool.gradekit.starter]"
+        )
     for key in _TEXT_KEYS:
         if key in table and not isinstance(table[key], str):
             raise ManifestError(f"{pyproject}: [tool.gradekit] {key} must be a string")
@@ -136,24 +151,34 @@ def _validate(table: dict[str, Any], pyproject: Path) -> None:
     for key in _PATH_KEYS:
         value = table.get(key, "")
         if value.startswith(("/", "~")) or ".." in Path(value).parts:
-            raise ManifestError(f"{pyproject}: {key} = {value!r} must be a path inside the "
-                                "submission, relative to its pyproject.toml")
+            raise ManifestError(
+                f"{pyproject}: {key} = {value!r} must be a path inside the "
+                "submission, relative to its pyproject.toml"
+            )
 
 
 def load_agent(manifest: Manifest) -> Agent:
     """Import the agent named by the manifest, from the submission's root."""
-    agent = load_spec(manifest.agent, folder=manifest.root, where="agent = in [tool.gradekit]",
-                      error=ManifestError)
+    agent = load_spec(
+        manifest.agent,
+        folder=manifest.root,
+        where="agent = in [tool.gradekit]",
+        error=ManifestError,
+    )
     if not callable(agent):
-        raise ManifestError(f'agent = "{manifest.agent}" must name a function '
-                            "run(provider, task[, tools])")
+        raise ManifestError(
+            f'agent = "{manifest.agent}" must name a function run(provider, task[, tools])'
+        )
     return agent
 
 
 def call_agent(agent: Agent, provider: Provider, task: str, tools: Toolbox | None) -> object:
     """``run(provider, task, tools)`` when the agent takes tools, else ``run(provider, task)``."""
-    return agent(provider, task, tools) if tools is not None and takes_tools(agent) \
+    return (
+        agent(provider, task, tools)
+        if tools is not None and takes_tools(agent)
         else agent(provider, task)
+    )
 
 
 def takes_tools(agent: Agent) -> bool:
@@ -170,8 +195,12 @@ def load_tools(manifest: Manifest) -> Tools | None:
     """The submission's tool registry (``tools = "package.module:NAME"``), if it declares one."""
     if not manifest.tools:
         return None
-    tools = load_spec(manifest.tools, folder=manifest.root, where="tools = in [tool.gradekit]",
-                      error=ManifestError)
+    tools = load_spec(
+        manifest.tools,
+        folder=manifest.root,
+        where="tools = in [tool.gradekit]",
+        error=ManifestError,
+    )
     if not isinstance(tools, Tools):
         raise ManifestError(f'tools = "{manifest.tools}" must name a gradekit.Tools registry')
     return tools

@@ -31,8 +31,17 @@ from types import MappingProxyType
 from gradekit import UsageError
 from grader._late import parse_duration, parse_time
 
-__all__ = ["ROSTER_COLUMNS", "ROSTER_HEADER", "Identity", "Roster", "Student", "identify",
-           "load_roster", "parse_roster", "unclaimed"]
+__all__ = [
+    "ROSTER_COLUMNS",
+    "ROSTER_HEADER",
+    "Identity",
+    "Roster",
+    "Student",
+    "identify",
+    "load_roster",
+    "parse_roster",
+    "unclaimed",
+]
 
 ROSTER_HEADER = ("folder", "student_id", "display_name")
 ROSTER_COLUMNS = ("submitted_at", "extension")  # optional, after the header, for a late policy
@@ -75,8 +84,10 @@ def load_roster(path: Path) -> Roster:
     try:
         data = path.read_bytes()
     except OSError as exc:
-        raise UsageError(f"--roster {path}: cannot be read ({exc.strerror or exc}); pass the "
-                         f"CSV with the header {','.join(ROSTER_HEADER)}") from exc
+        raise UsageError(
+            f"--roster {path}: cannot be read ({exc.strerror or exc}); pass the "
+            f"CSV with the header {','.join(ROSTER_HEADER)}"
+        ) from exc
     return parse_roster(data, source=str(path))
 
 
@@ -85,43 +96,56 @@ def parse_roster(data: bytes, *, source: str) -> Roster:
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise UsageError(f"{source}: byte {exc.start} is not UTF-8; save the roster as "
-                         "UTF-8 CSV") from exc
-    rows = [(number, row) for number, row
-            in enumerate(csv.reader(io.StringIO(text, newline="")), 1) if row]
+        raise UsageError(
+            f"{source}: byte {exc.start} is not UTF-8; save the roster as UTF-8 CSV"
+        ) from exc
+    rows = [
+        (number, row)
+        for number, row in enumerate(csv.reader(io.StringIO(text, newline="")), 1)
+        if row
+    ]
     header = tuple(cell.strip() for cell in rows[0][1]) if rows else ()
-    extra = header[len(ROSTER_HEADER):]
-    if header[:len(ROSTER_HEADER)] != ROSTER_HEADER or len(set(extra)) < len(extra) \
-            or not set(extra) <= set(ROSTER_COLUMNS):
-        raise UsageError(f"{source}: line 1 must be the header {','.join(ROSTER_HEADER)}, "
-                         f"then optionally {' and '.join(ROSTER_COLUMNS)} (each once), not "
-                         f"{','.join(header)}")
+    extra = header[len(ROSTER_HEADER) :]
+    if (
+        header[: len(ROSTER_HEADER)] != ROSTER_HEADER
+        or len(set(extra)) < len(extra)
+        or not set(extra) <= set(ROSTER_COLUMNS)
+    ):
+        raise UsageError(
+            f"{source}: line 1 must be the header {','.join(ROSTER_HEADER)}, "
+            f"then optionally {' and '.join(ROSTER_COLUMNS)} (each once), not "
+            f"{','.join(header)}"
+        )
     students: dict[str, Student] = {}
     lines: dict[tuple[str, str], int] = {}  # (what, value) -> the line that listed it first
     for number, row in rows[1:]:
         student = _student(row, header, number, source)
         for what, value in (("folder", student.folder), ("student id", student.student_id)):
             if (what, value) in lines:
-                raise UsageError(f"{source}: {what} {value!r} is on lines "
-                                 f"{lines[what, value]} and {number}; list each {what} once")
+                raise UsageError(
+                    f"{source}: {what} {value!r} is on lines "
+                    f"{lines[what, value]} and {number}; list each {what} once"
+                )
             lines[what, value] = number
         students[student.folder] = student
     return Roster(MappingProxyType(students), source)
 
 
-def _student(line: Sequence[str], header: Sequence[str], number: int, source: str
-             ) -> Student:
+def _student(line: Sequence[str], header: Sequence[str], number: int, source: str) -> Student:
     if len(line) != len(header):
-        raise UsageError(f"{source}: line {number} has {len(line)} cells, not "
-                         f"{len(header)} ({','.join(header)}); quote a cell "
-                         "that holds a comma")
+        raise UsageError(
+            f"{source}: line {number} has {len(line)} cells, not "
+            f"{len(header)} ({','.join(header)}); quote a cell "
+            "that holds a comma"
+        )
     cells = dict(zip(header, (cell.strip() for cell in line), strict=True))
     folder, student_id, display_name = (cells[name] for name in ROSTER_HEADER)
     if not folder or not student_id:
         raise UsageError(f"{source}: line {number} needs a folder name and a student id")
     if "/" in folder or folder in (".", ".."):
-        raise UsageError(f"{source}: line {number}: folder {folder!r} must be a folder's "
-                         "name, not a path")
+        raise UsageError(
+            f"{source}: line {number}: folder {folder!r} must be a folder's name, not a path"
+        )
     at = cells.get("submitted_at", "")
     submitted = parse_time(at, f"{source}: line {number}, submitted_at") if at else None
     extension = parse_duration(cells.get("extension", ""), f"{source}: line {number}, extension")
@@ -138,9 +162,11 @@ def identify(submissions: Sequence[Path], roster: Roster | None) -> list[Identit
         for key in keys[: 2 if identity.student else 1]:
             if key in seen:
                 fix = f", or correct {roster.source}" if roster else ""
-                raise UsageError(f"{seen[key].path} and {identity.path} both resolve to {key}: "
-                                 "one student would get two grades; rename or remove one of "
-                                 f"the folders{fix}")
+                raise UsageError(
+                    f"{seen[key].path} and {identity.path} both resolve to {key}: "
+                    "one student would get two grades; rename or remove one of "
+                    f"the folders{fix}"
+                )
             seen[key] = identity
     return identities
 
@@ -152,9 +178,15 @@ def _identity(path: Path, roster: Roster | None) -> Identity:
     student = roster.students.get(folder)
     if student is None:
         return Identity(path, folder, "", "")
-    return Identity(path, folder, student.student_id, student.display_name,
-                    student.submitted_at, student.extension,
-                    "roster" if student.submitted_at else "")
+    return Identity(
+        path,
+        folder,
+        student.student_id,
+        student.display_name,
+        student.submitted_at,
+        student.extension,
+        "roster" if student.submitted_at else "",
+    )
 
 
 def unclaimed(roster: Roster, identities: Sequence[Identity]) -> list[Student]:

@@ -113,61 +113,124 @@ _LOADED = "reaches a module named at run time"
 # What is reached -> what the finding says. A dotted name is a module's attribute, ".name"
 # an attribute of anything, a bare name a module (flagged where it is imported or loaded).
 REACHED: dict[str, str] = {
-    "sys._getframe": _FRAMES, "sys._current_frames": _FRAMES,
-    "inspect.currentframe": _FRAMES, "inspect.stack": _FRAMES, "inspect.trace": _FRAMES,
-    "inspect.getouterframes": _FRAMES, "inspect.getinnerframes": _FRAMES,
-    "traceback.walk_stack": _FRAMES, "traceback.walk_tb": _FRAMES,
-    ".f_back": _FRAMES, ".tb_frame": _FRAMES,
-    ".gi_frame": _FRAMES, ".cr_frame": _FRAMES, ".ag_frame": _FRAMES,
-    ".f_locals": _LOCALS, ".f_globals": _LOCALS, "inspect.getargvalues": _LOCALS,
-    "sys.settrace": _TRACE, "sys.setprofile": _TRACE,
-    "threading.settrace": _TRACE, "threading.setprofile": _TRACE,
-    "gc.get_objects": _GC, "gc.get_referrers": _GC, "gc.get_referents": _GC,
-    "inspect.getmembers": _MEMBERS, "inspect.getmembers_static": _MEMBERS,
-    ".__globals__": _CLOSURE, ".__closure__": _CLOSURE, ".cell_contents": _CLOSURE,
-    "builtins.exec": _RUN, "builtins.eval": _RUN, "builtins.compile": _BUILD,
-    "ctypes": _NATIVE, "_ctypes": _NATIVE, "cffi": _NATIVE,
-    "os._exit": _EXIT, "posix._exit": _EXIT,
-    "os.write": _WRITE, "os.writev": _WRITE, "os.pwrite": _WRITE, "os.pwritev": _WRITE,
-    "os.sendfile": _WRITE, "os.fdopen": _WRITE, "posix.write": _WRITE,
-    "sys.modules": _MODULES, "sys.modules.pop": _MODULES, "sys.modules.popitem": _MODULES,
-    "sys.modules.update": _MODULES, "sys.modules.setdefault": _MODULES,
-    "sys.modules.clear": _MODULES, "sys.modules.__setitem__": _MODULES,
-    "sys.modules.__delitem__": _MODULES, "sys.modules.__ior__": _MODULES,
-    "__main__": _HARNESS, "grader": _GRADER,
+    "sys._getframe": _FRAMES,
+    "sys._current_frames": _FRAMES,
+    "inspect.currentframe": _FRAMES,
+    "inspect.stack": _FRAMES,
+    "inspect.trace": _FRAMES,
+    "inspect.getouterframes": _FRAMES,
+    "inspect.getinnerframes": _FRAMES,
+    "traceback.walk_stack": _FRAMES,
+    "traceback.walk_tb": _FRAMES,
+    ".f_back": _FRAMES,
+    ".tb_frame": _FRAMES,
+    ".gi_frame": _FRAMES,
+    ".cr_frame": _FRAMES,
+    ".ag_frame": _FRAMES,
+    ".f_locals": _LOCALS,
+    ".f_globals": _LOCALS,
+    "inspect.getargvalues": _LOCALS,
+    "sys.settrace": _TRACE,
+    "sys.setprofile": _TRACE,
+    "threading.settrace": _TRACE,
+    "threading.setprofile": _TRACE,
+    "gc.get_objects": _GC,
+    "gc.get_referrers": _GC,
+    "gc.get_referents": _GC,
+    "inspect.getmembers": _MEMBERS,
+    "inspect.getmembers_static": _MEMBERS,
+    ".__globals__": _CLOSURE,
+    ".__closure__": _CLOSURE,
+    ".cell_contents": _CLOSURE,
+    "builtins.exec": _RUN,
+    "builtins.eval": _RUN,
+    "builtins.compile": _BUILD,
+    "ctypes": _NATIVE,
+    "_ctypes": _NATIVE,
+    "cffi": _NATIVE,
+    "os._exit": _EXIT,
+    "posix._exit": _EXIT,
+    "os.write": _WRITE,
+    "os.writev": _WRITE,
+    "os.pwrite": _WRITE,
+    "os.pwritev": _WRITE,
+    "os.sendfile": _WRITE,
+    "os.fdopen": _WRITE,
+    "posix.write": _WRITE,
+    "sys.modules": _MODULES,
+    "sys.modules.pop": _MODULES,
+    "sys.modules.popitem": _MODULES,
+    "sys.modules.update": _MODULES,
+    "sys.modules.setdefault": _MODULES,
+    "sys.modules.clear": _MODULES,
+    "sys.modules.__setitem__": _MODULES,
+    "sys.modules.__delitem__": _MODULES,
+    "sys.modules.__ior__": _MODULES,
+    "__main__": _HARNESS,
+    "grader": _GRADER,
 }
 _WRITES = frozenset(name for name, phrase in REACHED.items() if phrase == _WRITE)
 _EDITED = "sys.modules"  # flagged where written, never where read
 _MODULE_NAMES = frozenset(name for name in REACHED if "." not in name)
 # Attribute names no honest code spells as a string: naming one to getattr & co. is enough
 # even where the object it is asked of is unknown (frame attributes always are).
-BY_NAME: dict[str, str] = {name.rpartition(".")[2]: name for name in (
-    "sys._getframe", "sys._current_frames", "inspect.currentframe", "inspect.getouterframes",
-    "inspect.getinnerframes", "inspect.getargvalues", "traceback.walk_stack",
-    "traceback.walk_tb", "sys.settrace", "sys.setprofile", "gc.get_objects",
-    "gc.get_referrers", "gc.get_referents", "os._exit", "inspect.getmembers",
-    "inspect.getmembers_static")}
-_OPENERS = frozenset({"os.open", "os.pipe", "os.pipe2", "os.dup", "os.dup2", "os.openpty",
-                      "pty.openpty", "os.memfd_create", "os.eventfd", "tempfile.mkstemp",
-                      "posix.open"})
-_BUILTINS = frozenset({"getattr", "setattr", "delattr", "vars", "__import__", "exec", "eval",
-                       "compile"})
+BY_NAME: dict[str, str] = {
+    name.rpartition(".")[2]: name
+    for name in (
+        "sys._getframe",
+        "sys._current_frames",
+        "inspect.currentframe",
+        "inspect.getouterframes",
+        "inspect.getinnerframes",
+        "inspect.getargvalues",
+        "traceback.walk_stack",
+        "traceback.walk_tb",
+        "sys.settrace",
+        "sys.setprofile",
+        "gc.get_objects",
+        "gc.get_referrers",
+        "gc.get_referents",
+        "os._exit",
+        "inspect.getmembers",
+        "inspect.getmembers_static",
+    )
+}
+_OPENERS = frozenset(
+    {
+        "os.open",
+        "os.pipe",
+        "os.pipe2",
+        "os.dup",
+        "os.dup2",
+        "os.openpty",
+        "pty.openpty",
+        "os.memfd_create",
+        "os.eventfd",
+        "tempfile.mkstemp",
+        "posix.open",
+    }
+)
+_BUILTINS = frozenset(
+    {"getattr", "setattr", "delattr", "vars", "__import__", "exec", "eval", "compile"}
+)
 _SETTERS = frozenset({"builtins.setattr", "builtins.delattr"})
 _GETTERS = frozenset({"builtins.getattr", "inspect.getattr_static", *_SETTERS})
-_IMPORTERS = frozenset({"builtins.__import__", "importlib.import_module",
-                        "importlib.__import__"})
+_IMPORTERS = frozenset({"builtins.__import__", "importlib.import_module", "importlib.__import__"})
 _LOADERS = frozenset({*_IMPORTERS, "sys.modules.get"})
 # What takes the name of an attribute or a module: flagged where that name is not a string
 # constant (built at run time, the scan cannot read it), or where it is handed on uncalled.
 # -> the phrase, and which argument is the name (None: every one).
 _BY_RUN_TIME: dict[str, tuple[str, int | None]] = {
-    **{name: (_NAMED, 1) for name in _GETTERS}, "operator.attrgetter": (_NAMED, None),
-    **{name: (_LOADED, 0) for name in _LOADERS}}
+    **{name: (_NAMED, 1) for name in _GETTERS},
+    "operator.attrgetter": (_NAMED, None),
+    **{name: (_LOADED, 0) for name in _LOADERS},
+}
 # The modules whose attributes the scan follows: a name built at run time is flagged where it
 # is looked up in one of them (``vars(sys)[name]``), and only there, as ``vars(self)[name]``
 # is everyday code.
-_WATCHED = frozenset(name.partition(".")[0] for name in (*REACHED, *_BY_RUN_TIME)
-                     if not name.startswith("."))
+_WATCHED = frozenset(
+    name.partition(".")[0] for name in (*REACHED, *_BY_RUN_TIME) if not name.startswith(".")
+)
 _COMPILED = (".so", ".pyd")  # extension modules: importable, unreadable to this scan
 # The kit's own packages, which the starter ships (``gradekit check`` runs from them): a child
 # imports the grader's own ``gradekit`` whatever copy the submission holds, so that copy
@@ -182,15 +245,19 @@ _MOST_DEPTH = 16  # folders inside folders
 _MOST_SHOWN = 20  # findings listed; the rest are counted
 
 
-def tamper_findings(root: Path, manifest: Manifest | None = None,
-                    derived: Derived | None = None) -> list[str]:
+def tamper_findings(
+    root: Path, manifest: Manifest | None = None, derived: Derived | None = None
+) -> list[str]:
     """The tamper flags of the submission at ``root`` (and of ``manifest``'s entries, the
     modules the harness imports by name): FLAGGED findings sorted by path, line and phrase,
     each once, at most ``_MOST_SHOWN`` and one that counts the rest. ``derived``: where a
     batch keeps each file's reading (None: every file is parsed)."""
     found: set[tuple[str, int, str]] = set()
-    entries = (manifest.agent, manifest.tools, manifest.replay, manifest.guard,
-               manifest.incident_test) if manifest else ()
+    entries = (
+        (manifest.agent, manifest.tools, manifest.replay, manifest.guard, manifest.incident_test)
+        if manifest
+        else ()
+    )
     for entry in entries:
         module = entry.partition(":")[0].partition(".")[0]
         if module in _MODULE_NAMES:
@@ -201,8 +268,9 @@ def tamper_findings(root: Path, manifest: Manifest | None = None,
         by_top.setdefault(_top(relative), []).append(relative)
     # What a child can run: the packages the manifest names and, from them, every package of
     # the submission they import (a fixed point); without a manifest, everything.
-    reached = sorted({e.partition(":")[0].partition(".")[0] for e in entries if e}
-                     if manifest else by_top)
+    reached = sorted(
+        {e.partition(":")[0].partition(".")[0] for e in entries if e} if manifest else by_top
+    )
     scanned: set[str] = set()
     budget = _TOTAL_CAP
     while reached:
@@ -213,15 +281,20 @@ def tamper_findings(root: Path, manifest: Manifest | None = None,
         imported: set[str] = set()
         for relative in by_top[top]:
             if relative.endswith(_COMPILED):
-                found.add((relative, 0, "a compiled extension module, which the scan cannot "
-                                        "read"))
+                found.add((relative, 0, "a compiled extension module, which the scan cannot read"))
                 continue
             try:
                 data = read_submission_file(root, relative, cap=min(FILE_CAP, budget))
             except SubmissionFileError:
-                found.add((relative, 0, "not scanned: a link, not a regular file, or over the "
-                                        f"scan's caps ({FILE_CAP >> 20} MiB a file, "
-                                        f"{_TOTAL_CAP >> 20} MiB in all)"))
+                found.add(
+                    (
+                        relative,
+                        0,
+                        "not scanned: a link, not a regular file, or over the "
+                        f"scan's caps ({FILE_CAP >> 20} MiB a file, "
+                        f"{_TOTAL_CAP >> 20} MiB in all)",
+                    )
+                )
                 continue
             budget -= len(data)
             reaches, imports = _kept_scan(data, derived)
@@ -229,20 +302,32 @@ def tamper_findings(root: Path, manifest: Manifest | None = None,
             imported |= imports
         reached = sorted({*reached, *(imported - scanned)})
     if overflow:
-        found.add(("", 0, f"the submission holds more than the scan reads ({_MOST_NAMES} "
-                          f"names, {_MOST_FILES} Python files, {_MOST_DEPTH} folders deep): "
-                          "the rest was not scanned"))
-    shown = [FLAGGED + (f"{quote(path)}:{line}: " if line else f"{quote(path)}: " if path
-                        else "") + phrase for path, line, phrase in sorted(found)]
+        found.add(
+            (
+                "",
+                0,
+                f"the submission holds more than the scan reads ({_MOST_NAMES} "
+                f"names, {_MOST_FILES} Python files, {_MOST_DEPTH} folders deep): "
+                "the rest was not scanned",
+            )
+        )
+    shown = [
+        FLAGGED
+        + (f"{quote(path)}:{line}: " if line else f"{quote(path)}: " if path else "")
+        + phrase
+        for path, line, phrase in sorted(found)
+    ]
     if len(shown) > _MOST_SHOWN:
         more = len(shown) - _MOST_SHOWN
-        shown = [*shown[:_MOST_SHOWN], f"{FLAGGED}and {more} more place(s) in the source that "
-                                       "reach for the harness or the process"]
+        shown = [
+            *shown[:_MOST_SHOWN],
+            f"{FLAGGED}and {more} more place(s) in the source that "
+            "reach for the harness or the process",
+        ]
     return shown
 
 
-def _kept_scan(data: bytes,
-               derived: Derived | None) -> tuple[list[tuple[int, str]], set[str]]:
+def _kept_scan(data: bytes, derived: Derived | None) -> tuple[list[tuple[int, str]], set[str]]:
     """``_scan`` of ``data``, as ``derived`` keeps it: read from there when a grading of this
     batch scanned the same bytes, else scanned and kept."""
     if derived is None:
@@ -252,11 +337,18 @@ def _kept_scan(data: bytes,
     if kept is not None:
         with contextlib.suppress(ValueError, TypeError, KeyError):  # not one: scanned again
             document = json.loads(kept)
-            return ([(int(line), str(phrase)) for line, phrase in document["reaches"]],
-                    {str(name) for name in document["imports"]})
+            return (
+                [(int(line), str(phrase)) for line, phrase in document["reaches"]],
+                {str(name) for name in document["imports"]},
+            )
     reaches, imports = _scan(data)
-    derived.write("scan", key, json.dumps({"reaches": reaches, "imports": sorted(imports)},
-                                          ensure_ascii=True).encode("ascii"))
+    derived.write(
+        "scan",
+        key,
+        json.dumps({"reaches": reaches, "imports": sorted(imports)}, ensure_ascii=True).encode(
+            "ascii"
+        ),
+    )
     return reaches, imports
 
 
@@ -362,8 +454,10 @@ class _Scan:
             elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 self._rebound.add(node.name)
         for node in nodes:
-            if isinstance(node, (ast.Assign, ast.AnnAssign, ast.NamedExpr)) \
-                    and node.value is not None:
+            if (
+                isinstance(node, (ast.Assign, ast.AnnAssign, ast.NamedExpr))
+                and node.value is not None
+            ):
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]
                 self._bind_value(targets, node.value)
                 if all(isinstance(t, ast.Name) for t in targets):  # ga = getattr: followed
@@ -371,9 +465,13 @@ class _Scan:
         self._resolved.clear()  # every name is bound now
         self._forwarded = _forwarded(tree.body)
         visits: dict[type[ast.AST], Callable[[Any], None]] = {
-            ast.Import: self._visit_import, ast.ImportFrom: self._visit_import_from,
-            ast.Name: self._visit_name, ast.Attribute: self._visit_attribute,
-            ast.Subscript: self._visit_subscript, ast.Call: self._visit_call}
+            ast.Import: self._visit_import,
+            ast.ImportFrom: self._visit_import_from,
+            ast.Name: self._visit_name,
+            ast.Attribute: self._visit_attribute,
+            ast.Subscript: self._visit_subscript,
+            ast.Call: self._visit_call,
+        }
         for node in nodes:
             visit = visits.get(type(node))
             if visit is not None:
@@ -391,8 +489,11 @@ class _Scan:
             self.imports.add(node.module.partition(".")[0])
             for alias in node.names:
                 if alias.name == "*":
-                    self.names.update((name[len(node.module) + 1:], name) for name in REACHED
-                                      if name.rpartition(".")[0] == node.module)
+                    self.names.update(
+                        (name[len(node.module) + 1 :], name)
+                        for name in REACHED
+                        if name.rpartition(".")[0] == node.module
+                    )
                 else:
                     self.names[alias.asname or alias.name] = f"{node.module}.{alias.name}"
 
@@ -412,9 +513,13 @@ class _Scan:
 
     def _resolve(self, node: ast.expr) -> str | None:
         if isinstance(node, ast.Name):
-            return self.names.get(node.id) or \
-                (f"builtins.{node.id}" if node.id in _BUILTINS else
-                 "builtins" if node.id == "__builtins__" else None)
+            return self.names.get(node.id) or (
+                f"builtins.{node.id}"
+                if node.id in _BUILTINS
+                else "builtins"
+                if node.id == "__builtins__"
+                else None
+            )
         reached = self._reach(node)
         if reached is not None:
             base = self.resolve(reached[0])
@@ -432,8 +537,11 @@ class _Scan:
                 return _named(args[0], args[1])
             if isinstance(func, ast.Attribute) and func.attr == "__getattribute__":
                 return _named(args[0], args[1]) if len(args) >= 2 else _named(func.value, args[0])
-            if isinstance(func, ast.Attribute) and func.attr == "get" \
-                    and self.resolve(func.value) == "builtins":  # __builtins__.get("exec")
+            if (
+                isinstance(func, ast.Attribute)
+                and func.attr == "get"
+                and self.resolve(func.value) == "builtins"
+            ):  # __builtins__.get("exec")
                 return _named(func.value, args[0])
         if isinstance(node, ast.Subscript):
             keyed = self._keyed(node)
@@ -445,8 +553,11 @@ class _Scan:
         """(object, how) when ``node`` looks an attribute up by key: ``vars(x)[key]``,
         ``x.__dict__[key]``, ``__builtins__[key]`` (a dict outside ``__main__``)."""
         inner = node.value
-        if isinstance(inner, ast.Call) and len(inner.args) == 1 \
-                and self.resolve(inner.func) == "builtins.vars":
+        if (
+            isinstance(inner, ast.Call)
+            and len(inner.args) == 1
+            and self.resolve(inner.func) == "builtins.vars"
+        ):
             return inner.args[0], "builtins.vars"
         if isinstance(inner, ast.Attribute) and inner.attr == "__dict__":
             return inner.value, ".__dict__"
@@ -467,7 +578,8 @@ class _Scan:
         """Whether ``node`` is a call that returns a descriptor of the file's own."""
         return isinstance(node, ast.Call) and (
             self.resolve(node.func) in _OPENERS
-            or (isinstance(node.func, ast.Attribute) and node.func.attr == "fileno"))
+            or (isinstance(node.func, ast.Attribute) and node.func.attr == "fileno")
+        )
 
     def _opened(self, node: ast.expr) -> bool:
         if isinstance(node, ast.Subscript):
@@ -496,18 +608,27 @@ class _Scan:
         args = node.args
         if func in _BY_RUN_TIME:
             phrase, at = _BY_RUN_TIME[func]
-            names = args if at is None else args[at:at + 1]
-            spelled = bool(names) and all(_spelled(name) for name in names) \
+            names = args if at is None else args[at : at + 1]
+            spelled = (
+                bool(names)
+                and all(_spelled(name) for name in names)
                 and not any(isinstance(arg, ast.Starred) for arg in args)
+            )
             if not spelled and not (id(node) in self._forwarded and self._forwards(node)):
                 self._flag(node, func, phrase)
-        elif isinstance(node.func, ast.Attribute) and args and (
+        elif (
+            isinstance(node.func, ast.Attribute)
+            and args
+            and (
                 node.func.attr == "__getattribute__"
-                or (node.func.attr == "get" and self.resolve(node.func.value) == "builtins")):
+                or (node.func.attr == "get" and self.resolve(node.func.value) == "builtins")
+            )
+        ):
             name = args[1] if node.func.attr == "__getattribute__" and len(args) >= 2 else args[0]
             if not _spelled(name):
-                self._flag(node, "builtins" if node.func.attr == "get" else ".__getattribute__",
-                           _NAMED)
+                self._flag(
+                    node, "builtins" if node.func.attr == "get" else ".__getattribute__", _NAMED
+                )
 
     def _forwards(self, node: ast.Call) -> bool:
         """Whether ``node``, in a module's own ``__getattr__`` (``_forwarded``), hands the
@@ -518,11 +639,15 @@ class _Scan:
         if not isinstance(base, ast.Name) or base.id in self._rebound:
             return False
         dotted = self.names.get(base.id)  # bound by an import, then: nothing else binds it
-        return self.resolve(node.func) == "builtins.getattr" and dotted is not None \
+        return (
+            self.resolve(node.func) == "builtins.getattr"
+            and dotted is not None
             and dotted.partition(".")[0] not in _WATCHED
+        )
 
-    def _reached(self, node: ast.AST, base: ast.expr | None, attribute: str, *,
-                 written: bool, spelled: bool) -> None:
+    def _reached(
+        self, node: ast.AST, base: ast.expr | None, attribute: str, *, written: bool, spelled: bool
+    ) -> None:
         """``base.attribute`` is reached at ``node``; ``spelled``: by a string constant."""
         module = self.resolve(base) if base is not None else None
         dotted = f"{module}.{attribute}" if module else ""
@@ -549,14 +674,24 @@ class _Scan:
 
     def _visit_name(self, node: ast.Name) -> None:
         dotted = self.resolve(node)  # a name the file binds, or a builtin (exec)
-        if isinstance(node.ctx, ast.Load) and dotted in REACHED and "." in dotted \
-                and dotted not in _WRITES and dotted != _EDITED:
+        if (
+            isinstance(node.ctx, ast.Load)
+            and dotted in REACHED
+            and "." in dotted
+            and dotted not in _WRITES
+            and dotted != _EDITED
+        ):
             self._flag(node, dotted)
         self._handed_on(node)
 
     def _visit_attribute(self, node: ast.Attribute) -> None:
-        self._reached(node, node.value, node.attr, spelled=False,
-                      written=isinstance(node.ctx, (ast.Store, ast.Del)))
+        self._reached(
+            node,
+            node.value,
+            node.attr,
+            spelled=False,
+            written=isinstance(node.ctx, (ast.Store, ast.Del)),
+        )
         self._handed_on(node)
 
     def _visit_subscript(self, node: ast.Subscript) -> None:
@@ -618,16 +753,29 @@ def _forwarded(body: list[ast.stmt]) -> set[int]:
             params = [*statement.args.posonlyargs, *statement.args.args]
             nodes = _nodes(statement)
             if not params or any(  # rebound, or another scope's name of the same spelling
-                    (isinstance(node, ast.Name) and node.id == params[0].arg
-                     and not isinstance(node.ctx, ast.Load))
-                    or (isinstance(node, ast.arg) and node.arg == params[0].arg
-                        and node is not params[0]) for node in nodes):
+                (
+                    isinstance(node, ast.Name)
+                    and node.id == params[0].arg
+                    and not isinstance(node.ctx, ast.Load)
+                )
+                or (
+                    isinstance(node, ast.arg)
+                    and node.arg == params[0].arg
+                    and node is not params[0]
+                )
+                for node in nodes
+            ):
                 continue
-            found.update(id(node) for node in nodes if isinstance(node, ast.Call)
-                         and len(node.args) in (2, 3) and not node.keywords
-                         and not any(isinstance(a, ast.Starred) for a in node.args)
-                         and isinstance(node.args[1], ast.Name)
-                         and node.args[1].id == params[0].arg)
+            found.update(
+                id(node)
+                for node in nodes
+                if isinstance(node, ast.Call)
+                and len(node.args) in (2, 3)
+                and not node.keywords
+                and not any(isinstance(a, ast.Starred) for a in node.args)
+                and isinstance(node.args[1], ast.Name)
+                and node.args[1].id == params[0].arg
+            )
     return found
 
 

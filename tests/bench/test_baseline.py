@@ -13,12 +13,14 @@ from tests.submissions import REFERENCE, make_submission
 
 
 def test_a_clone_without_the_baseline_says_how_to_fetch_it(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(_baseline, "BASELINE", "0" * 40)
     rows = _baseline.baseline_rows(REFERENCE, tmp_path, "process", 1)
     assert len(rows) == 1 and "git fetch --unshallow" in rows[0].median
     assert not (tmp_path / f"baseline-{'0' * 40}").exists() or not any(
-        (tmp_path / f"baseline-{'0' * 40}").iterdir())
+        (tmp_path / f"baseline-{'0' * 40}").iterdir()
+    )
 
 
 @pytest.mark.slow

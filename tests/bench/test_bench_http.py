@@ -20,7 +20,8 @@ from bench._http import FLOOR, GRADEKIT, ROUTES, VCRPY, Recorded, Route, record,
 
 _ASKED = [chat(index) for index in range(3)]
 _VCR: ModuleType | None = (
-    importlib.import_module("vcr") if importlib.util.find_spec("vcr") is not None else None)
+    importlib.import_module("vcr") if importlib.util.find_spec("vcr") is not None else None
+)
 
 Bodies = dict[str, list[Any]]  # route name -> the body of each of _ASKED
 

@@ -18,8 +18,10 @@ from bench._data import prompts
 from bench._timing import Reps, Stats
 
 TINY = Reps(samples=3, inner=4, warmup=1)
-needs_05 = pytest.mark.skipif(not (_chronicle05.VENV / "bin" / "python").exists(),
-                              reason="no .venv-chronicle05: make bench builds it")
+needs_05 = pytest.mark.skipif(
+    not (_chronicle05.VENV / "bin" / "python").exists(),
+    reason="no .venv-chronicle05: make bench builds it",
+)
 
 
 @needs_05
@@ -33,7 +35,8 @@ def test_the_child_times_both_stores_of_0_5_0_on_the_prompts_given() -> None:
     rows = measured.rows("16")
     assert [row.operation.split(",")[2].strip() for row in rows] == [
         "JSONL store: each crossing written to a file before the call returns",
-        "no store: kept in memory only"]
+        "no store: kept in memory only",
+    ]
 
 
 def test_a_missing_environment_is_said_not_raised(tmp_path: Path) -> None:
@@ -53,15 +56,23 @@ def _stats(median_ns: float) -> Stats:
     return Stats(median_ns, median_ns, 1)
 
 
-@pytest.mark.parametrize(("ours_ns", "shown", "verdict"), [
-    (3_300, "1.1.1 x10.0 · 0.5.0 JSONL x9.4 · 0.5.0 no store x4.8", "meets"),
-    (3_400, "1.1.1 x9.7 · 0.5.0 JSONL x9.1 · 0.5.0 no store x4.7", "misses"),
-])
+@pytest.mark.parametrize(
+    ("ours_ns", "shown", "verdict"),
+    [
+        (3_300, "1.1.1 x10.0 · 0.5.0 JSONL x9.4 · 0.5.0 no store x4.8", "meets"),
+        (3_400, "1.1.1 x9.7 · 0.5.0 JSONL x9.1 · 0.5.0 no store x4.7", "misses"),
+    ],
+)
 def test_the_ratio_row_shows_both_versions_and_judges_against_1_x(
-    ours_ns: float, shown: str, verdict: str,
+    ours_ns: float,
+    shown: str,
+    verdict: str,
 ) -> None:
-    peers = [("1.1.1", _stats(33_000)), ("0.5.0 JSONL", _stats(31_000)),
-             ("0.5.0 no store", _stats(16_000))]
+    peers = [
+        ("1.1.1", _stats(33_000)),
+        ("0.5.0 JSONL", _stats(31_000)),
+        ("0.5.0 no store", _stats(16_000)),
+    ]
     row = _ratio_row("gradekit Recorder", _stats(ours_ns), peers, "5 150")
     assert (row.median, row.target, row.verdict) == (shown, ">= x10 against 1.x", verdict)
 
@@ -81,7 +92,9 @@ def test_the_cut_point_overhead_rows_name_the_recorder_and_each_version(tmp_path
         assert sum(name.startswith("agent-chronicle 0.5.0 wrap_llm") for name in names) == 2
         ratios = [row for row in rows if row.operation.startswith("agent-chronicle / ")]
         assert [row.operation.split(" / ")[1].split(" recording")[0] for row in ratios] == [
-            "gradekit Recorder", "gradekit IncidentRecorder, model crossing"]
+            "gradekit Recorder",
+            "gradekit IncidentRecorder, model crossing",
+        ]
         assert all("0.5.0 JSONL x" in row.median for row in ratios)
         assert notes and "0.5.0" in notes[0]
 
@@ -90,5 +103,6 @@ def test_an_environment_without_the_package_is_said_not_raised(tmp_path: Path) -
     venv = tmp_path / ".venv-chronicle05"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     said = _chronicle05.overhead(TINY, prompts(TINY.calls), venv=venv)
-    assert said == ("not installed in .venv-chronicle05 (No module named 'chronicle'; "
-                    "make bench installs it)")
+    assert said == (
+        "not installed in .venv-chronicle05 (No module named 'chronicle'; make bench installs it)"
+    )

@@ -17,7 +17,8 @@ pytestmark = pytest.mark.slow  # records over loopback, then checks in the sandb
 
 
 def test_the_sdk_lab_records_each_case_and_its_misses_escape_every_probe(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     lab = build_sdk_lab(tmp_path / "sdk-lab")
     recorded = sorted(path.name for path in (lab / "cassettes").iterdir())
     assert recorded and all(name.endswith(".http.json") for name in recorded)

@@ -150,52 +150,94 @@ class UntracedProbe:
     loses: frozenset[str] = frozenset({"tracing"})
 
 
-Expect = Loud | OwnReplay | Unstable | Unrecordable | Full | CaseDependent | Untraced \
-    | UntracedProbe
+Expect = (
+    Loud | OwnReplay | Unstable | Unrecordable | Full | CaseDependent | Untraced | UntracedProbe
+)
 
 # What every shape's student got wrong in their own way, and what some of them did besides.
-COMMON: dict[str, Expect] = {"swallow_first": Loud(1), "retry_default": Loud(1),
-                             "name_dependent": Unstable(), "untraced": Untraced(None)}
+COMMON: dict[str, Expect] = {
+    "swallow_first": Loud(1),
+    "retry_default": Loud(1),
+    "name_dependent": Unstable(),
+    "untraced": Untraced(None),
+}
 SHAPES: dict[str, dict[str, Expect]] = {
-    "tool_first": {**COMMON, "swallow_later": Loud(2), "swallow_tool": Loud("tool"),
-                   "partly_traced": Untraced(1)},
-    "model_first": {**COMMON, "swallow_later": Loud(2), "fallback_continue": Loud(1),
-                    "partly_traced": Untraced(1)},
-    "class_based": {**COMMON, "swallow_later": Loud(2), "swallow_tool": Loud("tool"),
-                    "partly_traced": Untraced(1)},
-    "helper": {**COMMON, "suppress": Loud(1), "swallow_later": Loud(3),
-               "partly_traced": Untraced(1)},
-    "loop": {**COMMON, "swallow_later": Loud(2), "keep_draft": Loud(3),
-             "partly_traced": Untraced(2)},  # both critique rounds untraced
-    "wrapper": {**COMMON, "empty_wrapper": Loud(1), "swallow_later": Loud(2),
-                "partly_traced": Untraced(1)},
-    "sdk_sync": {**COMMON, "swallow_later": Loud(2), "sdk_retries_default": Loud(1),
-                 "partly_traced": Untraced(1)},
-    "sdk_async": {**COMMON, "swallow_later": Loud(2), "gather_exceptions": Loud(1, together=2),
-                  "partly_traced": Untraced(1)},
+    "tool_first": {
+        **COMMON,
+        "swallow_later": Loud(2),
+        "swallow_tool": Loud("tool"),
+        "partly_traced": Untraced(1),
+    },
+    "model_first": {
+        **COMMON,
+        "swallow_later": Loud(2),
+        "fallback_continue": Loud(1),
+        "partly_traced": Untraced(1),
+    },
+    "class_based": {
+        **COMMON,
+        "swallow_later": Loud(2),
+        "swallow_tool": Loud("tool"),
+        "partly_traced": Untraced(1),
+    },
+    "helper": {
+        **COMMON,
+        "suppress": Loud(1),
+        "swallow_later": Loud(3),
+        "partly_traced": Untraced(1),
+    },
+    "loop": {
+        **COMMON,
+        "swallow_later": Loud(2),
+        "keep_draft": Loud(3),
+        "partly_traced": Untraced(2),
+    },  # both critique rounds untraced
+    "wrapper": {
+        **COMMON,
+        "empty_wrapper": Loud(1),
+        "swallow_later": Loud(2),
+        "partly_traced": Untraced(1),
+    },
+    "sdk_sync": {
+        **COMMON,
+        "swallow_later": Loud(2),
+        "sdk_retries_default": Loud(1),
+        "partly_traced": Untraced(1),
+    },
+    "sdk_async": {
+        **COMMON,
+        "swallow_later": Loud(2),
+        "gather_exceptions": Loud(1, together=2),
+        "partly_traced": Untraced(1),
+    },
     # The shapes below are not graded on COMMON: each tries one way an agent can know more
     # than a run shows it (state across cases, threads, the probe itself, the clock, its own
     # exceptions and traces).
-    "memo": {"last_good": Loud(1, after=1),
-             # Expected: full marks. The recording and every graded run play the cases in the
-             # rubric's order in one process, so case 1 alone asks the shared prompt in both
-             # and every cassette holds what a graded run asks. A grader that ran a case
-             # without the ones before it would see it ask a prompt it never recorded: it
-             # must then say the case depends on another one, never lose in silence.
-             "lru_cross": CaseDependent()},
+    "memo": {
+        "last_good": Loud(1, after=1),
+        # Expected: full marks. The recording and every graded run play the cases in the
+        # rubric's order in one process, so case 1 alone asks the shared prompt in both
+        # and every cassette holds what a graded run asks. A grader that ran a case
+        # without the ones before it would see it ask a prompt it never recorded: it
+        # must then say the case depends on another one, never lose in silence.
+        "lru_cross": CaseDependent(),
+    },
     "threads": {"swallow_future": Loud(1, together=2)},
-    "probe_aware": {"recorded_only": Loud(1), "withheld_words": Loud(1),
-                    "replay": OwnReplay()},
+    "probe_aware": {"recorded_only": Loud(1), "withheld_words": Loud(1), "replay": OwnReplay()},
     # A prompt that holds today's date, or a set's order, cannot be recorded once for all
     # graded runs (their clock is the grader's, their hash seeds its draw): re-recording
     # never helps, so the advice must name the cause and never say to re-record.
-    "clockwork": {"date_prompt": Unrecordable(causes=(r"\bdate\b|\bclock\b",),
-                                              never=(r"\bre-?record",)),
-                  "clock_answer": Unstable(cause="changes between identical runs"),
-                  "set_order": Unrecordable(causes=(r"hash seed", r"\bsort"),
-                                            never=(r"\bre-?record",))},
-    "reraise": {"from_none": Loud(1), "retry_reraise": Full(), "traces_batched": Full(),
-                "traces_success_only": UntracedProbe()},
+    "clockwork": {
+        "date_prompt": Unrecordable(causes=(r"\bdate\b|\bclock\b",), never=(r"\bre-?record",)),
+        "clock_answer": Unstable(cause="changes between identical runs"),
+        "set_order": Unrecordable(causes=(r"hash seed", r"\bsort"), never=(r"\bre-?record",)),
+    },
+    "reraise": {
+        "from_none": Loud(1),
+        "retry_reraise": Full(),
+        "traces_batched": Full(),
+        "traces_success_only": UntracedProbe(),
+    },
 }
 SDK = frozenset({"sdk_sync", "sdk_async"})  # on the openai SDK: recorded with no provider
 HAS_OPENAI = importlib.util.find_spec("openai") is not None
@@ -208,10 +250,12 @@ def folder(shape: str, module: str) -> str:
 
 def test_the_catalogue_is_the_corpus() -> None:
     """Every module under tests/corpus/<shape>/ is graded here, and nothing else."""
-    on_disk = {(path.parent.name, path.stem) for path in CORPUS.glob("*/*.py")
-               if path.stem != "__init__"}
-    listed = {(shape, module) for shape, mistakes in SHAPES.items()
-              for module in (HONEST, *mistakes)}
+    on_disk = {
+        (path.parent.name, path.stem) for path in CORPUS.glob("*/*.py") if path.stem != "__init__"
+    }
+    listed = {
+        (shape, module) for shape, mistakes in SHAPES.items() for module in (HONEST, *mistakes)
+    }
     assert on_disk == listed
     assert all((CORPUS / shape / "FAILURES.md").is_file() for shape in SHAPES)
 
@@ -261,8 +305,9 @@ def build(root: Path, shape: str, module: str, url: str) -> Path:
         (lab / f"{name}.py").write_text(source, "utf-8")
     name = folder(shape, module)
     replay = REPLAYS.get((shape, module))
-    manifest = MANIFEST.format(name=name, agent=HONEST if replay else module,
-                               replay=replay or "gradekit:Replay")
+    manifest = MANIFEST.format(
+        name=name, agent=HONEST if replay else module, replay=replay or "gradekit:Replay"
+    )
     (root / "pyproject.toml").write_text(manifest, "utf-8")
     shutil.copy(CORPUS / shape / "FAILURES.md", root / "FAILURES.md")
     return root
@@ -300,27 +345,51 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> World:
     text = rubric.read_text("utf-8")
     assert text.count("timeout_s = 5\n") == 1
     rubric.write_text(text.replace("timeout_s = 5\n", "timeout_s = 15\n"), "utf-8")
-    shapes = [shape for shape in SHAPES if (HAS_OPENAI or shape not in SDK)
-              and (not ONLY or shape in ONLY)]
+    shapes = [
+        shape
+        for shape in SHAPES
+        if (HAS_OPENAI or shape not in SDK) and (not ONLY or shape in ONLY)
+    ]
     recorded: dict[str, Said] = {}
     with pytest.MonkeyPatch.context() as env:
         for name in [n for n in os.environ if n.startswith("GRADEKIT_")]:
             env.delenv(name)
         env.setenv("OPENAI_API_KEY", "sk-corpus-not-a-real-key")
         with Loopback(default=echo()) as server:
-            live = ("--provider", "openai-compatible", "--base-url", server.openai_url,
-                    "--model", "m")
+            live = (
+                "--provider",
+                "openai-compatible",
+                "--base-url",
+                server.openai_url,
+                "--model",
+                "m",
+            )
             for shape in shapes:
                 for module in (HONEST, *SHAPES[shape]):
                     name = folder(shape, module)
                     path = build(subs / name, shape, module, server.openai_url)
-                    recorded[name] = gradekit("record", "--root", str(path), "--rubric",
-                                              str(rubric), "--quiet",
-                                              *(() if shape in SDK else live))
+                    recorded[name] = gradekit(
+                        "record",
+                        "--root",
+                        str(path),
+                        "--rubric",
+                        str(rubric),
+                        "--quiet",
+                        *(() if shape in SDK else live),
+                    )
         # The server is gone from here on: the grading is offline.
         jobs = str(min(4, max(2, os.cpu_count() or 1)))
-        graded = gradekit("grade", str(subs), "--out", str(grades), "--jobs", jobs, "--quiet",
-                          "--rubric", str(rubric))
+        graded = gradekit(
+            "grade",
+            str(subs),
+            "--out",
+            str(grades),
+            "--jobs",
+            jobs,
+            "--quiet",
+            "--rubric",
+            str(rubric),
+        )
     return World(subs, grades, rubric, recorded, graded)
 
 
@@ -348,8 +417,11 @@ def checks(report: Mapping[str, Any], criterion_id: str) -> dict[str, dict[str, 
 
 
 def lost_checks(report: Mapping[str, Any], criterion_id: str) -> set[str]:
-    return {check_id for check_id, check in checks(report, criterion_id).items()
-            if Decimal(check["points"]) < Decimal(check["max"])}
+    return {
+        check_id
+        for check_id, check in checks(report, criterion_id).items()
+        if Decimal(check["points"]) < Decimal(check["max"])
+    }
 
 
 # -- the recordings -----------------------------------------------------------------------------
@@ -357,7 +429,8 @@ def lost_checks(report: Mapping[str, Any], criterion_id: str) -> set[str]:
 
 @pytest.mark.parametrize("shape", list(SHAPES))
 def test_every_submission_of_a_shape_records_each_case_with_a_tool_call(
-        world: World, shape: str) -> None:
+    world: World, shape: str
+) -> None:
     _needs(shape)
     cases = [case.id for case in load_cases(world.rubric)]
     for module in (HONEST, *SHAPES[shape]):
@@ -387,14 +460,17 @@ def test_an_honest_shape_scores_full_marks(world: World, shape: str) -> None:
     report = world.report(folder(shape, HONEST))
     for criterion_id in CRITERIA:
         found = criterion(report, criterion_id)
-        assert found["points"] == found["max"], \
-            (criterion_id, [(c["id"], c["detail"]) for c in found["checks"] if not c["passed"]])
+        assert found["points"] == found["max"], (
+            criterion_id,
+            [(c["id"], c["detail"]) for c in found["checks"] if not c["passed"]],
+        )
     assert report["total"] == report["max"] == "100.00"
     assert report["findings"] == []
 
 
 def test_the_web_search_replays_from_its_fixture_and_notes_start_empty_each_run(
-        world: World) -> None:
+    world: World,
+) -> None:
     """class_based searches the hand-out's offline web and saves its research as a note (the
     write tool), then asks a prompt that says which note of the run it was. The search was
     recorded into each case's fixture and every graded call of it was served from there; the
@@ -407,15 +483,22 @@ def test_the_web_search_replays_from_its_fixture_and_notes_start_empty_each_run(
     for case in (case.id for case in load_cases(world.rubric)):
         fixture = json.loads((root / "fixtures" / f"{case}.json").read_bytes())
         recorded = {tool_key(c["tool"], c["args"]) for c in fixture["calls"]}
-        assert {c["tool"] for c in fixture["calls"]} == {"glossary", "search_notes",
-                                                         "web_search"}
+        assert {c["tool"] for c in fixture["calls"]} == {"glossary", "search_notes", "web_search"}
         cassette = json.loads((root / "cassettes" / f"{case}.json").read_bytes())
-        assert any("(research note 1 saved)" in entry["prompt"]
-                   for entry in cassette["entries"].values())
-        made = [(c["tool"], c["served"], c["key"] in recorded, c.get("write", False))
-                for c in calls[case] if c["kind"] == "tool"]
-        assert made == [("glossary", True, True, False), ("search_notes", True, True, False),
-                        ("web_search", True, True, False), ("save_note", True, False, True)]
+        assert any(
+            "(research note 1 saved)" in entry["prompt"] for entry in cassette["entries"].values()
+        )
+        made = [
+            (c["tool"], c["served"], c["key"] in recorded, c.get("write", False))
+            for c in calls[case]
+            if c["kind"] == "tool"
+        ]
+        assert made == [
+            ("glossary", True, True, False),
+            ("search_notes", True, True, False),
+            ("web_search", True, True, False),
+            ("save_note", True, False, True),
+        ]
     stability = criterion(world.report(name), "contract_stability")
     assert stability["points"] == stability["max"]
 
@@ -435,9 +518,11 @@ def test_a_mistake_loses_only_what_it_breaks(world: World, shape: str, mistake: 
     if isinstance(expect, CaseDependent):
         _case_dependent(report, honest, cases)
         return
-    assert {c for c in CRITERIA if earned[c] != honest[c]} == set(expect.loses), \
-        {c: (str(earned[c]), [k["detail"] for k in checks(report, c).values() if not k["passed"]])
-         for c in CRITERIA if earned[c] != honest[c] or c in expect.loses}
+    assert {c for c in CRITERIA if earned[c] != honest[c]} == set(expect.loses), {
+        c: (str(earned[c]), [k["detail"] for k in checks(report, c).values() if not k["passed"]])
+        for c in CRITERIA
+        if earned[c] != honest[c] or c in expect.loses
+    }
     assert all(earned[c] < honest[c] for c in expect.loses)
     assert report["findings"] == []
     if isinstance(expect, Loud):
@@ -457,7 +542,8 @@ def test_a_mistake_loses_only_what_it_breaks(world: World, shape: str, mistake: 
 
 
 def test_a_prompt_that_depends_on_the_hash_seed_grades_alike_twice(
-        world: World, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    world: World, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """clockwork/set_order asks a prompt whose words come in a set's order: graded again into
     fresh grades folders, each under a draw key of its own (other labels, other hash seeds,
     another clock; whichever seed happens to match the recorded order), its report is the
@@ -470,22 +556,33 @@ def test_a_prompt_that_depends_on_the_hash_seed_grades_alike_twice(
         monkeypatch.delenv(variable)
     for n in range(2):
         again = tmp_path / f"grades-{n}"
-        said = gradekit("grade", str(world.submissions), "--only", name, "--out", str(again),
-                        "--quiet", "--rubric", str(world.rubric))
+        said = gradekit(
+            "grade",
+            str(world.submissions),
+            "--only",
+            name,
+            "--out",
+            str(again),
+            "--quiet",
+            "--rubric",
+            str(world.rubric),
+        )
         assert said.code == 0, said.err
-        assert (again / ".gradekit-draw-key").read_bytes() != \
-            (world.grades / ".gradekit-draw-key").read_bytes()
+        assert (again / ".gradekit-draw-key").read_bytes() != (
+            world.grades / ".gradekit-draw-key"
+        ).read_bytes()
         second: dict[str, Any] = json.loads((again / name / "report.json").read_bytes())
         assert second["criteria"] == first["criteria"]
         assert second["digest"] == first["digest"]
 
 
-def _loud(world: World, name: str, report: Mapping[str, Any], cases: list[str],
-          expect: Loud) -> None:
+def _loud(
+    world: World, name: str, report: Mapping[str, Any], cases: list[str], expect: Loud
+) -> None:
     """Every case from the ``after``-th on loses its share, and its detail names the withheld
     call (its position of how many, and the head of what it asked) that the agent did not let
     out; the cases before it (and the kit's Replay) keep theirs."""
-    lost = cases[expect.after:]
+    lost = cases[expect.after :]
     assert lost_checks(report, "loud_failure") == set(lost)
     calls = world.calls(name)
     for case in lost:
@@ -495,8 +592,10 @@ def _loud(world: World, name: str, report: Mapping[str, Any], cases: list[str],
         position = 1 if expect.at == "tool" else expect.at
         called = f"{'tool ' if kind == 'tool' else ''}call {position} of {len(made)} ("
         assert detail.startswith(called), (case, detail)
-        heads = [_asked(world.submissions / name, case, call)
-                 for call in made[position - 1:position - 1 + expect.together]]
+        heads = [
+            _asked(world.submissions / name, case, call)
+            for call in made[position - 1 : position - 1 + expect.together]
+        ]
         assert any(head in detail for head in heads), (case, heads, detail)
 
 
@@ -506,8 +605,11 @@ def _asked(root: Path, case: str, call: Mapping[str, Any]) -> str:
     key = call["key"]
     if call["kind"] == "tool":
         fixture = json.loads((root / "fixtures" / f"{case}.json").read_bytes())
-        text = next(f"{c['tool']} {json.dumps(c['args'], sort_keys=True)}"
-                    for c in fixture["calls"] if tool_key(c["tool"], c["args"]) == key)
+        text = next(
+            f"{c['tool']} {json.dumps(c['args'], sort_keys=True)}"
+            for c in fixture["calls"]
+            if tool_key(c["tool"], c["args"]) == key
+        )
     elif call["kind"] == "http":
         http = json.loads((root / "cassettes" / f"{case}.http.json").read_bytes())
         text = http["interactions"][key][0]["request"]["body"]["messages"][-1]["content"]
@@ -521,8 +623,10 @@ def _asked(root: Path, case: str, call: Mapping[str, Any]) -> str:
 def _said(report: Mapping[str, Any], criterion_id: str, case: str) -> list[str]:
     """A case's check detail in ``criterion_id``, then the advice lines that name the case."""
     advice = criterion(report, criterion_id)["advice"]
-    return [checks(report, criterion_id)[case]["detail"],
-            *(line for line in advice if line.startswith(f"{case}: "))]
+    return [
+        checks(report, criterion_id)[case]["detail"],
+        *(line for line in advice if line.startswith(f"{case}: ")),
+    ]
 
 
 # The causes the grader gives for answers that change between runs, when it blames the
@@ -544,9 +648,12 @@ def _unstable(report: Mapping[str, Any], cases: list[str], cause: str | None = N
         return
     for case in cases:
         assert stability[case]["detail"].startswith(
-            "the answer changed with the provider label or the hash seed"), stability[case]
-        assert any(line.startswith(f"{case}: the answer changes with the provider's name alone")
-                   for line in advice), advice
+            "the answer changed with the provider label or the hash seed"
+        ), stability[case]
+        assert any(
+            line.startswith(f"{case}: the answer changes with the provider's name alone")
+            for line in advice
+        ), advice
 
 
 def _own_replay(report: Mapping[str, Any]) -> None:
@@ -554,8 +661,7 @@ def _own_replay(report: Mapping[str, Any]) -> None:
     assert lost_checks(report, "loud_failure") == {"own_replay"}
     check = checks(report, "loud_failure")["own_replay"]
     assert Decimal(check["points"]) == 0 < Decimal(check["max"]), check
-    assert check["detail"] == "your Replay answered an unrecorded prompt instead of raising", \
-        check
+    assert check["detail"] == "your Replay answered an unrecorded prompt instead of raising", check
 
 
 def _unrecordable(report: Mapping[str, Any], cases: list[str], expect: Unrecordable) -> None:
@@ -576,19 +682,26 @@ def _unrecordable(report: Mapping[str, Any], cases: list[str], expect: Unrecorda
 def _full(report: Mapping[str, Any]) -> None:
     """Every check of every criterion passed: full marks, as the honest module."""
     assert report["total"] == report["max"] == "100.00"
-    failed = [(c["id"], check["id"], check["detail"]) for c in report["criteria"]
-              for check in c["checks"] if not check["passed"]]
+    failed = [
+        (c["id"], check["id"], check["detail"])
+        for c in report["criteria"]
+        for check in c["checks"]
+        if not check["passed"]
+    ]
     assert failed == []
 
 
 # A detail that says a case depends on another one, or on the order the cases run in.
-DEPENDENCE = re.compile(r"(earlier|previous|another|other|preceding) case|case order|"
-                        r"order of the cases|cases? (before|run before)|across cases",
-                        re.IGNORECASE)
+DEPENDENCE = re.compile(
+    r"(earlier|previous|another|other|preceding) case|case order|"
+    r"order of the cases|cases? (before|run before)|across cases",
+    re.IGNORECASE,
+)
 
 
-def _case_dependent(report: Mapping[str, Any], honest: Mapping[str, Decimal],
-                    cases: list[str]) -> None:
+def _case_dependent(
+    report: Mapping[str, Any], honest: Mapping[str, Decimal], cases: list[str]
+) -> None:
     """Full marks; or contract stability and/or loud failure lost (nothing else), each lost
     check saying (in its detail or its criterion's advice) that the case depends on another."""
     assert report["findings"] == []
@@ -600,14 +713,20 @@ def _case_dependent(report: Mapping[str, Any], honest: Mapping[str, Decimal],
     assert lost <= {"contract_stability", "loud_failure"}, lost
     for criterion_id in lost:
         for check_id in lost_checks(report, criterion_id):
-            said = _said(report, criterion_id, check_id) if check_id in cases else \
-                [checks(report, criterion_id)[check_id]["detail"],
-                 *criterion(report, criterion_id)["advice"]]
+            said = (
+                _said(report, criterion_id, check_id)
+                if check_id in cases
+                else [
+                    checks(report, criterion_id)[check_id]["detail"],
+                    *criterion(report, criterion_id)["advice"],
+                ]
+            )
             assert any(DEPENDENCE.search(text) for text in said), (criterion_id, check_id, said)
 
 
-def _lost_in_part(world: World, name: str, report: Mapping[str, Any],
-                  cases: list[str]) -> dict[str, list[dict[str, Any]]]:
+def _lost_in_part(
+    world: World, name: str, report: Mapping[str, Any], cases: list[str]
+) -> dict[str, list[dict[str, Any]]]:
     """Every case lost part of its tracing share, never all of it; each case's calls."""
     assert lost_checks(report, "tracing") == set(cases)
     found = criterion(report, "tracing")
@@ -615,8 +734,7 @@ def _lost_in_part(world: World, name: str, report: Mapping[str, Any],
     return world.calls(name)
 
 
-def _untraced_probe(world: World, name: str, report: Mapping[str, Any],
-                    cases: list[str]) -> None:
+def _untraced_probe(world: World, name: str, report: Mapping[str, Any], cases: list[str]) -> None:
     """Every case loses part of its share: each call of the primary run has its record, and
     no call withheld in a loud-failure probe has one (one withheld per call position)."""
     calls = _lost_in_part(world, name, report, cases)
@@ -624,18 +742,26 @@ def _untraced_probe(world: World, name: str, report: Mapping[str, Any],
         made = calls[case]
         assert all(call["record"] is not None for call in made), (case, made)
         detail = checks(report, "tracing")[case]["detail"]
-        assert detail == (f"{len(made)} of {len(made)} calls traced correctly; 0 of {len(made)} "
-                          "withheld calls traced with ok false and their error"), (case, detail)
+        assert detail == (
+            f"{len(made)} of {len(made)} calls traced correctly; 0 of {len(made)} "
+            "withheld calls traced with ok false and their error"
+        ), (case, detail)
 
 
-def _untraced(world: World, name: str, report: Mapping[str, Any], cases: list[str],
-              expect: Untraced) -> None:
+def _untraced(
+    world: World, name: str, report: Mapping[str, Any], cases: list[str], expect: Untraced
+) -> None:
     """Every case loses part of its share: the untraced calls alone, paired by key."""
     calls = _lost_in_part(world, name, report, cases)
     for case in cases:
         made = calls[case]
-        untraced = expect.untraced if expect.untraced is not None \
+        untraced = (
+            expect.untraced
+            if expect.untraced is not None
             else sum(1 for call in made if call["kind"] != "tool")
+        )
         detail = checks(report, "tracing")[case]["detail"]
-        assert detail.startswith(
-            f"{len(made) - untraced} of {len(made)} calls traced correctly"), (case, detail)
+        assert detail.startswith(f"{len(made) - untraced} of {len(made)} calls traced correctly"), (
+            case,
+            detail,
+        )

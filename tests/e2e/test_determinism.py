@@ -31,8 +31,17 @@ pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[2]
 # What a student's copy of the kit holds: the repository without caches, builds or grades.
 COPY_IGNORE = shutil.ignore_patterns(
-    ".git", ".venv*", "__pycache__", "*.pyc", "*.egg-info", ".mypy_cache", ".pytest_cache",
-    ".ruff_cache", ".hypothesis", "build", "grades",
+    ".git",
+    ".venv*",
+    "__pycache__",
+    "*.pyc",
+    "*.egg-info",
+    ".mypy_cache",
+    ".pytest_cache",
+    ".ruff_cache",
+    ".hypothesis",
+    "build",
+    "grades",
 )
 STUDENT_LINE = 'student = "gradekit-reference"'
 STUDENT_ID = "s-0042"  # the roster's name for every folder of the twenty runs
@@ -52,8 +61,10 @@ LABELS = (
 FOLDERS = ("reference", "alice", "übung 3", "lab.v2", "x")
 WANTED_LOCALES = ("C.UTF-8", "en_US.UTF-8", "tr_TR.UTF-8", "C")
 # Variables that would pin what the runs are meant to vary, or leak a provider into them.
-DROPPED = re.compile(r"^(PYTHONHASHSEED|PYTHONUTF8|PYTHONIOENCODING|TZ|LANG|LANGUAGE|LC_\w+"
-                     r"|GRADEKIT_\w+|OPENAI_API_KEY|ANTHROPIC_API_KEY)$")
+DROPPED = re.compile(
+    r"^(PYTHONHASHSEED|PYTHONUTF8|PYTHONIOENCODING|TZ|LANG|LANGUAGE|LC_\w+"
+    r"|GRADEKIT_\w+|OPENAI_API_KEY|ANTHROPIC_API_KEY)$"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,13 +78,18 @@ class Setting:
 
     def environment(self) -> dict[str, str]:
         env = {name: value for name, value in os.environ.items() if not DROPPED.match(name)}
-        env |= {"PYTHONHASHSEED": self.seed, "TZ": self.zone, "LANG": self.locale,
-                "LC_ALL": self.locale}
+        env |= {
+            "PYTHONHASHSEED": self.seed,
+            "TZ": self.zone,
+            "LANG": self.locale,
+            "LC_ALL": self.locale,
+        }
         return env
 
     def __str__(self) -> str:
-        return (f"PYTHONHASHSEED={self.seed} TZ={self.zone} LC_ALL={self.locale} "
-                f"--label {self.label}")
+        return (
+            f"PYTHONHASHSEED={self.seed} TZ={self.zone} LC_ALL={self.locale} --label {self.label}"
+        )
 
 
 def _normalized(locale: str) -> str:
@@ -83,8 +99,9 @@ def _normalized(locale: str) -> str:
 def available_locales() -> tuple[str, ...]:
     """The wanted locales this machine has; ``C`` always exists."""
     try:
-        listed = subprocess.run(["locale", "-a"], capture_output=True, text=True, check=True,
-                                timeout=30).stdout.split()
+        listed = subprocess.run(
+            ["locale", "-a"], capture_output=True, text=True, check=True, timeout=30
+        ).stdout.split()
     except (OSError, subprocess.SubprocessError):
         listed = []
     have = {_normalized(name) for name in listed} | {"c"}
@@ -95,18 +112,28 @@ LOCALES = available_locales()
 
 
 def setting(number: int) -> Setting:
-    return Setting(SEEDS[number % len(SEEDS)], ZONES[number % len(ZONES)],
-                   LOCALES[number % len(LOCALES)], LABELS[number % len(LABELS)])
+    return Setting(
+        SEEDS[number % len(SEEDS)],
+        ZONES[number % len(ZONES)],
+        LOCALES[number % len(LOCALES)],
+        LABELS[number % len(LABELS)],
+    )
 
 
-def gradekit(args: Sequence[str | Path], *, cwd: Path,
-             env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def gradekit(
+    args: Sequence[str | Path], *, cwd: Path, env: Mapping[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     """``python -m grader ARGS`` in a fresh process; ``cwd`` is never a submission, so the
     grader under test is this checkout's and not a copy's."""
     return subprocess.run(
         [sys.executable, "-m", "grader", *map(str, args)],
-        cwd=cwd, env=dict(env) if env is not None else None, capture_output=True,
-        text=True, encoding="utf-8", errors="replace", timeout=COMMAND_TIMEOUT_S,
+        cwd=cwd,
+        env=dict(env) if env is not None else None,
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        errors="replace",
+        timeout=COMMAND_TIMEOUT_S,
     )
 
 
@@ -146,11 +173,16 @@ def twenty(reference: Path, tmp_path_factory: pytest.TempPathFactory) -> list[Gr
         out, cwd = where / "out", where / "cwd"
         cwd.mkdir()
         roster = where / "roster.csv"
-        roster.write_text("folder,student_id,display_name\n"
-                          f'"{submission.name}",{STUDENT_ID},The Reference\n', "utf-8")
+        roster.write_text(
+            f'folder,student_id,display_name\n"{submission.name}",{STUDENT_ID},The Reference\n',
+            "utf-8",
+        )
         chosen = setting(number)
-        done = gradekit(["grade", submission, "--out", out, "--label", chosen.label,
-                         "--roster", roster], cwd=cwd, env=chosen.environment())
+        done = gradekit(
+            ["grade", submission, "--out", out, "--label", chosen.label, "--roster", roster],
+            cwd=cwd,
+            env=chosen.environment(),
+        )
         succeeded(done, f"run {number} ({chosen}) of {submission}")
         return Graded(chosen, submission, out / submission.name / "report.json")
 
@@ -180,9 +212,15 @@ def test_each_setting_really_reaches_python(tmp_path: Path) -> None:
     """Without a time-zone database or a locale, the runs would only look different."""
     seen = []
     for number in range(RUNS):
-        done = subprocess.run([sys.executable, "-c", SEEN_BY_PYTHON], cwd=tmp_path,
-                              env=setting(number).environment(), capture_output=True,
-                              text=True, timeout=COMMAND_TIMEOUT_S, check=True)
+        done = subprocess.run(
+            [sys.executable, "-c", SEEN_BY_PYTHON],
+            cwd=tmp_path,
+            env=setting(number).environment(),
+            capture_output=True,
+            text=True,
+            timeout=COMMAND_TIMEOUT_S,
+            check=True,
+        )
         offset, locale, hashed = done.stdout.split()
         seen.append((setting(number), offset, locale, hashed))
     assert len({offset for _, offset, _, _ in seen}) == len(ZONES), seen
@@ -215,11 +253,14 @@ def _explain(by_bytes: Mapping[bytes, list[Graded]]) -> str:
         digest = json.loads(data).get("digest")
         lines.append(f"version {number}, digest {digest}:")
         lines += [f"  {g.setting}  {g.submission}" for g in group]
-    first, second, *_ = ([*by_bytes, b"{}"])
-    pretty = [json.dumps(json.loads(d), indent=1, sort_keys=True, ensure_ascii=False)
-              for d in (first, second)]
-    lines += difflib.unified_diff(pretty[0].splitlines(), pretty[1].splitlines(),
-                                  "version 1", "version 2", lineterm="", n=1)
+    first, second, *_ = [*by_bytes, b"{}"]
+    pretty = [
+        json.dumps(json.loads(d), indent=1, sort_keys=True, ensure_ascii=False)
+        for d in (first, second)
+    ]
+    lines += difflib.unified_diff(
+        pretty[0].splitlines(), pretty[1].splitlines(), "version 1", "version 2", lineterm="", n=1
+    )
     return "\n".join(lines)
 
 
@@ -259,16 +300,21 @@ def test_one_job_two_jobs_and_merged_shards_give_the_same_gradebook(
     def grade(item: tuple[int, tuple[str, list[str]]]) -> None:
         number, (name, extra) = item
         chosen = setting(number * 7 + 3)
-        done = gradekit(["grade", batch, "--out", tmp_path / name, "--label", chosen.label,
-                         *extra], cwd=tmp_path, env=chosen.environment())
+        done = gradekit(
+            ["grade", batch, "--out", tmp_path / name, "--label", chosen.label, *extra],
+            cwd=tmp_path,
+            env=chosen.environment(),
+        )
         succeeded(done, f"grade {name} ({chosen})")
 
     with ThreadPoolExecutor(max_workers=2) as pool:
         list(pool.map(grade, enumerate(runs.items())))
     parts = [tmp_path / "shard1" / "gradebook.csv", tmp_path / "shard2" / "gradebook.csv"]
     for order, merged in ((parts, "merged.csv"), (parts[::-1], "merged-reversed.csv")):
-        succeeded(gradekit(["gradebook", "merge", *order, "--out", tmp_path / merged],
-                           cwd=tmp_path), f"merge into {merged}")
+        succeeded(
+            gradekit(["gradebook", "merge", *order, "--out", tmp_path / merged], cwd=tmp_path),
+            f"merge into {merged}",
+        )
 
     one_job = (tmp_path / "jobs1" / "gradebook.csv").read_bytes()
     assert (tmp_path / "jobs2" / "gradebook.csv").read_bytes() == one_job
@@ -285,8 +331,10 @@ def test_one_job_two_jobs_and_merged_shards_give_the_same_gradebook(
     # Every report, not only the gradebook, is the same however the batch was split.
     for name in BATCH:
         shard = "shard1" if sorted(BATCH).index(name) % 2 == 0 else "shard2"
-        reports = {(tmp_path / run / name / "report.json").read_bytes()
-                   for run in ("jobs1", "jobs2", shard)}
+        reports = {
+            (tmp_path / run / name / "report.json").read_bytes()
+            for run in ("jobs1", "jobs2", shard)
+        }
         assert len(reports) == 1, name
 
 

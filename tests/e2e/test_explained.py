@@ -27,9 +27,14 @@ from tests.submissions import (
 KIT = (REFERENCE / "rubric" / "bootcamp.toml").read_text("utf-8")
 INCIDENT = "incidents/refund-outside-window.jsonl"
 # Version 3 of the kit's rubric: the same criteria, 10 points moved to a regression set.
-PINNED = KIT.replace("version = 2", "version = 3\nchanges = \"10 points of contract "
-                      "stability moved to the refunds regression set\"", 1).replace(
-    "weight = 30", "weight = 20", 1) + '''
+PINNED = (
+    KIT.replace(
+        "version = 2",
+        'version = 3\nchanges = "10 points of contract '
+        'stability moved to the refunds regression set"',
+        1,
+    ).replace("weight = 30", "weight = 20", 1)
+    + """
 [[criterion]]
 id = "regression"
 title = "Known failures stay fixed"
@@ -39,7 +44,8 @@ full = "Every reviewed failure of the set is handled"
 typical_loss = "The refund the course already paid out once, paid again"
 [criterion.params]
 set = "refunds@1"
-'''
+"""
+)
 
 
 def _gradebook(out: Path) -> dict[str, dict[str, str]]:
@@ -49,15 +55,20 @@ def _gradebook(out: Path) -> dict[str, dict[str, str]]:
 
 @pytest.mark.slow
 def test_a_reviewed_failure_becomes_a_regression_item_every_submission_is_graded_on(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     subs, out, course = tmp_path / "subs", tmp_path / "grades", tmp_path / "course"
     make_submission(subs / "alice")
     bob = make_submission(subs / "bob")  # his refund guard still trusts the model
     refunds = bob / "lab" / "refunds" / "__init__.py"
-    refunds.write_text(refunds.read_text("utf-8").replace(
-        "return _decide(follows_the_policy, provider, task, tools)",
-        "return _decide(trusts_the_model, provider, task, tools)"), "utf-8")
+    refunds.write_text(
+        refunds.read_text("utf-8").replace(
+            "return _decide(follows_the_policy, provider, task, tools)",
+            "return _decide(trusts_the_model, provider, task, tools)",
+        ),
+        "utf-8",
+    )
     carol = make_submission(subs / "carol")
     (carol / "lab" / "refunds" / "__init__.py").write_text(REFUND_DESK, "utf-8")
     for student in ("alice", "bob", "carol"):
@@ -72,25 +83,67 @@ def test_a_reviewed_failure_becomes_a_regression_item_every_submission_is_graded
     # alice's incident: the buggy guard refunded 960.00 on day 73. Saved as a case, it goes
     # the whole path: investigated, reviewed as a regression candidate, approved, published.
     rubric = ["--rubric", str(course / "rubric.toml")]
-    promote = ["regression", "promote", "refunds", "--candidate", "cand-1", "--by", "kim",
-               *rubric]
-    assert main(["case", "from-run", "alice", "--root", str(subs / "alice"), "--incident",
-                 INCIDENT, "--agent", "lab.refunds:run", "--forbid", "issue_refund",
-                 "--outcome", "answer", "--never-mention", "refunded", "--goal",
-                 "no refund outside the policy's windows", "--coverage", "policy", "--by",
-                 "kim", "--reason", "960.00 refunded on day 73", "--out", str(out),
-                 "--reference", str(REFERENCE), *rubric]) == 0
-    assert main(["investigate", "case-1", "--by", "kim", "--reason", "why was it paid?",
-                 *rubric]) == 0
+    promote = ["regression", "promote", "refunds", "--candidate", "cand-1", "--by", "kim", *rubric]
+    assert (
+        main(
+            [
+                "case",
+                "from-run",
+                "alice",
+                "--root",
+                str(subs / "alice"),
+                "--incident",
+                INCIDENT,
+                "--agent",
+                "lab.refunds:run",
+                "--forbid",
+                "issue_refund",
+                "--outcome",
+                "answer",
+                "--never-mention",
+                "refunded",
+                "--goal",
+                "no refund outside the policy's windows",
+                "--coverage",
+                "policy",
+                "--by",
+                "kim",
+                "--reason",
+                "960.00 refunded on day 73",
+                "--out",
+                str(out),
+                "--reference",
+                str(REFERENCE),
+                *rubric,
+            ]
+        )
+        == 0
+    )
+    assert (
+        main(["investigate", "case-1", "--by", "kim", "--reason", "why was it paid?", *rubric]) == 0
+    )
     assert main(promote) == 2  # no candidate yet: only a reviewed, approved one publishes
     assert "no candidate 'cand-1'" in capsys.readouterr().err
-    assert main(["disposition", "inv-1", "regression_candidate", "--by", "kim", "--reason",
-                 "the guard trusted the model", *rubric]) == 0
-    assert main(["approve", "cand-1", "--by", "lee", "--reason", "keep it fixed",
-                 *rubric]) == 0
+    assert (
+        main(
+            [
+                "disposition",
+                "inv-1",
+                "regression_candidate",
+                "--by",
+                "kim",
+                "--reason",
+                "the guard trusted the model",
+                *rubric,
+            ]
+        )
+        == 0
+    )
+    assert main(["approve", "cand-1", "--by", "lee", "--reason", "keep it fixed", *rubric]) == 0
     assert main(promote) == 0
-    assert "refunds@1: 1 item (0 inherited, 1 new: refund-outside-window)" \
-        in capsys.readouterr().out
+    assert (
+        "refunds@1: 1 item (0 inherited, 1 new: refund-outside-window)" in capsys.readouterr().out
+    )
 
     (course / "rubric-v2.toml").write_text(PINNED, "utf-8")
     # Graded before anyone recorded the item: every grade says what to do.
@@ -108,18 +161,24 @@ def test_a_reviewed_failure_becomes_a_regression_item_every_submission_is_graded
         assert (subs / student / "cassettes" / f"{name}.json").is_file()
     assert main([*grade, "--rubric", str(course / "rubric-v2.toml")]) == 0
     book = _gradebook(out)
-    assert (book["alice"]["regression"], book["carol"]["regression"],
-            book["bob"]["regression"]) == ("10.00", "10.00", "0.00")
+    assert (
+        book["alice"]["regression"],
+        book["carol"]["regression"],
+        book["bob"]["regression"],
+    ) == ("10.00", "10.00", "0.00")
     assert (book["alice"]["total"], book["carol"]["total"]) == ("100.00", "100.00")
     assert book["bob"]["total"] == "90.00"  # the original mistake, and only it
     report = json.loads((out / "bob" / "report.json").read_bytes())
     item = next(c for c in report["criteria"] if c["id"] == "regression")["checks"][0]
     assert item["id"] == "refund-outside-window"  # the case, never the classmate it came from
-    assert item["detail"] == ("called the forbidden action issue_refund (1 time(s)); the answer "
-                              "mentions 'refunded', which it must not")
+    assert item["detail"] == (
+        "called the forbidden action issue_refund (1 time(s)); the answer "
+        "mentions 'refunded', which it must not"
+    )
     assert "alice" not in (out / "bob" / "report.json").read_text("utf-8")
     assert "alice" not in (course / "regression" / "refunds" / "v1.public.json").read_text(
-        "utf-8")  # what the students recorded from names no classmate
+        "utf-8"
+    )  # what the students recorded from names no classmate
     pinned = report["rubric"]["sets"]
     batch = [e for e in read_ledger(out / LEDGER).events if e["event"] == "batch"][-1]
     assert batch["rubric"]["sets"] == pinned and list(pinned) == ["refunds@1"]
@@ -133,8 +192,10 @@ def test_a_reviewed_failure_becomes_a_regression_item_every_submission_is_graded
 
     # A published version never changes: the asset ledger's promotion vouches for its bytes.
     version = course / "regression" / "refunds" / "v1.json"
-    version.write_text(version.read_text("utf-8").replace("960.00 refunded on day 73",
-                                                          "960.00 refunded on day 7"), "utf-8")
+    version.write_text(
+        version.read_text("utf-8").replace("960.00 refunded on day 73", "960.00 refunded on day 7"),
+        "utf-8",
+    )
     assert main([*grade, "--rubric", str(course / "rubric-v2.toml")]) == 2
     error = capsys.readouterr().err
     assert "regression set refunds@1 changed since asset ledger event 5 published it" in error

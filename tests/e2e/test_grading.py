@@ -69,8 +69,9 @@ def batch(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Batch]:
     rubric = load_rubric(short_rubric(root))
     assert (rubric.limits.timeout_s, rubric.limits.memory_mb) == (5, 512)
     with socket.create_server(("127.0.0.1", 0)) as listener:
-        context = Context(listener, out, "sk-gradekit-" + secrets.token_hex(16),
-                          root / "spawned" / "marker")
+        context = Context(
+            listener, out, "sk-gradekit-" + secrets.token_hex(16), root / "spawned" / "marker"
+        )
         context.marker.parent.mkdir()
         make_submission(submissions / BASELINE)
         for name, variant in VARIANTS.items():
@@ -78,10 +79,19 @@ def batch(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Batch]:
         with pytest.MonkeyPatch.context() as env:  # the grader's own environment has a key
             env.setenv("OPENAI_API_KEY", context.secret)
             rows = grade_batch(discover([submissions]), rubric, out=out, jobs=2)
-        reports = {row.submission: json.loads((out / row.submission / "report.json").read_bytes())
-                   for row in rows if row.status == "graded"}
-        yield Batch({row.submission: row for row in rows}, reports,
-                    [row.submission for row in rows], root, out, context)
+        reports = {
+            row.submission: json.loads((out / row.submission / "report.json").read_bytes())
+            for row in rows
+            if row.status == "graded"
+        }
+        yield Batch(
+            {row.submission: row for row in rows},
+            reports,
+            [row.submission for row in rows],
+            root,
+            out,
+            context,
+        )
 
 
 def _points(report: Mapping[str, Any]) -> dict[str, Decimal]:
@@ -91,8 +101,10 @@ def _points(report: Mapping[str, Any]) -> dict[str, Decimal]:
 def test_the_baseline_scores_full_marks(batch: Batch) -> None:
     report = batch.reports[BASELINE]
     assert report["total"] == report["max"] == "100.00"
-    assert all(c["points"] == c["max"] and all(k["passed"] for k in c["checks"])
-               for c in report["criteria"])
+    assert all(
+        c["points"] == c["max"] and all(k["passed"] for k in c["checks"])
+        for c in report["criteria"]
+    )
     assert report["findings"] == []
 
 
@@ -144,7 +156,8 @@ def test_a_hanging_submission_never_stops_the_batch(batch: Batch) -> None:
     assert lost(hung, "contract_stability") == {"refund-policy"}
     assert details(hung, "contract_stability")["refund-policy"] == TIMED_OUT
     assert sorted(p.name for p in batch.out.iterdir()) == sorted(
-        [*NAMES, "gradebook.csv", DRAW_KEY, COPIES])
+        [*NAMES, "gradebook.csv", DRAW_KEY, COPIES]
+    )
 
 
 def test_the_stretch_evidence_names_the_files_and_keys_it_rests_on(batch: Batch) -> None:
@@ -153,8 +166,10 @@ def test_the_stretch_evidence_names_the_files_and_keys_it_rests_on(batch: Batch)
     report = batch.reports[BASELINE]
     detail = details(report, "stretch_goal")["two-providers: evidence"]
     assert detail.startswith("the evidence holds: prompts served from cassettes-llm/")
-    named = dict(part.split(": ", 1) for part in
-                 detail.removeprefix("the evidence holds: prompts served from ").split("; "))
+    named = dict(
+        part.split(": ", 1)
+        for part in detail.removeprefix("the evidence holds: prompts served from ").split("; ")
+    )
     assert sorted(named) == sorted(f"cassettes-llm/{case}.json" for case in CASES)
     for name, keys in named.items():
         held = json.loads((REFERENCE / name).read_text("utf-8"))["entries"]
@@ -164,19 +179,19 @@ def test_the_stretch_evidence_names_the_files_and_keys_it_rests_on(batch: Batch)
     assert criterion(report, "stretch_goal")["review"] is True
 
 
-def test_a_forged_verdict_flags_its_gradebook_row_and_nothing_else_is_flagged(
-    batch: Batch
-) -> None:
+def test_a_forged_verdict_flags_its_gradebook_row_and_nothing_else_is_flagged(batch: Batch) -> None:
     # Two pairs of variants share code that no other variant holds, and say so at the end
     # of their reason: both copy the kit's Replay into lab/replay.py; both put a tracer
     # class of their own where the agent had Traced (a run() alike once names are by kind).
     copies = read_copies((batch.out / COPIES).read_bytes())
     assert [(pair.a, pair.b) for pair in copies.pairs] == [
         ("replay_raises_key_error", "replay_returns_empty"),
-        ("traces_before_calls", "wrong_trace_keys")]
+        ("traces_before_calls", "wrong_trace_keys"),
+    ]
     notes = copy_notes(copies)
-    flagged = {name for name, row in batch.rows.items()
-               if renoted(row.reason, notes.get(name, ""), "")}
+    flagged = {
+        name for name, row in batch.rows.items() if renoted(row.reason, notes.get(name, ""), "")
+    }
     assert flagged == {"forges_outcome_via_main", "forges_result_on_channel"}
     assert all(batch.rows[name].reason.endswith(note) for name, note in notes.items())
     for name in flagged:

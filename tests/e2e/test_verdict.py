@@ -92,13 +92,13 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Lab:
     root = tmp_path_factory.mktemp("verdict")
     subs, rubric = root / "submissions", short_rubric(root)
     with Loopback(default=echo()) as server:
-        live = ("--provider", "openai-compatible", "--base-url", server.openai_url,
-                "--model", "m")
+        live = ("--provider", "openai-compatible", "--base-url", server.openai_url, "--model", "m")
         for module in (HONEST, "swallow_first", "gpt_heading", "keywords", "stub"):
             path = _submission(subs / module, module, server.openai_url)
             if module != "stub":  # the stub cannot record: it raises before asking anything
-                said = gradekit("record", "--root", str(path), "--rubric", str(rubric),
-                                "--quiet", *live)
+                said = gradekit(
+                    "record", "--root", str(path), "--rubric", str(rubric), "--quiet", *live
+                )
                 assert said.code == 0, said.err
     no_recordings = subs / "no_recordings"
     shutil.copytree(subs / HONEST, no_recordings)
@@ -118,8 +118,7 @@ def test_an_honest_agent_passes_every_checkpoint(lab: Lab) -> None:
     assert "the miss escaped run() in all " in _lines(said)[1]
 
 
-def test_a_tool_first_swallower_fails_checkpoint_2_naming_the_case_and_the_call(
-        lab: Lab) -> None:
+def test_a_tool_first_swallower_fails_checkpoint_2_naming_the_case_and_the_call(lab: Lab) -> None:
     said = lab.check("swallow_first")
     first, second, third = _lines(said)[:3]
     assert said.code == 1
@@ -131,7 +130,8 @@ def test_a_tool_first_swallower_fails_checkpoint_2_naming_the_case_and_the_call(
 
 
 def test_a_tool_first_swallower_loses_the_loud_failure_points_of_every_case(
-        lab: Lab, tmp_path: Path) -> None:
+    lab: Lab, tmp_path: Path
+) -> None:
     report = _graded(lab, "swallow_first", tmp_path)
     loud = next(c for c in report["criteria"] if c["id"] == "loud_failure")
     per_case = [check for check in loud["checks"] if check["id"] != "own_replay"]
@@ -144,44 +144,56 @@ def test_a_tool_first_swallower_loses_the_loud_failure_points_of_every_case(
 def test_label_dependence_fails_checkpoint_3_naming_the_case_and_the_cause(lab: Lab) -> None:
     third = _lines(lab.check("gpt_heading"))[2]
     assert third.startswith("FAIL  3. Two providers, one score")
-    assert "case refund-policy: the answer changes with the provider's name alone: never " \
-           "read provider.name" in third
+    assert (
+        "case refund-policy: the answer changes with the provider's name alone: never "
+        "read provider.name" in third
+    )
     assert "hash seed" not in third.split("never read", 1)[0]
 
 
 def test_hash_seed_dependence_fails_checkpoint_3_naming_the_seed(lab: Lab) -> None:
     third = _lines(lab.check("keywords"))[2]
     assert third.startswith("FAIL  3. Two providers, one score")
-    assert "case refund-policy: the answer changes with the hash seed alone: iterate over " \
-           "sets and dict keys in sorted order" in third
+    assert (
+        "case refund-policy: the answer changes with the hash seed alone: iterate over "
+        "sets and dict keys in sorted order" in third
+    )
 
 
-def test_an_unwritten_run_is_named_on_every_checkpoint_with_the_first_thing_to_do(
-        lab: Lab) -> None:
+def test_an_unwritten_run_is_named_on_every_checkpoint_with_the_first_thing_to_do(lab: Lab) -> None:
     said = lab.check("stub")
     lines = _lines(said)
     # The fixes the predicted grade lists start there too: recording cannot work yet.
-    assert "fix: refund-policy: write run() first: it raises NotImplementedError, as the " \
-           "hand-out's stub does; then record the case once" in said.out
+    assert (
+        "fix: refund-policy: write run() first: it raises NotImplementedError, as the "
+        "hand-out's stub does; then record the case once" in said.out
+    )
     fixes = [line for line in _lines(said) if line.strip().startswith("fix: ")]
     assert fixes and not [line for line in fixes if " is missing: " in line], fixes
     assert "Let every CassetteMiss" not in said.out  # no swallowed miss to blame
     for number, line in enumerate(lines[:3], 1):
         assert line.startswith(f"FAIL  {number}. "), line
-        assert line.endswith("run() is not written yet: it raises NotImplementedError in "
-                             "every case. Write it first in lab/stub.py (its docstring says "
-                             "what it must do), then record its answers once with "
-                             "`make record`"), line
+        assert line.endswith(
+            "run() is not written yet: it raises NotImplementedError in "
+            "every case. Write it first in lab/stub.py (its docstring says "
+            "what it must do), then record its answers once with "
+            "`make record`"
+        ), line
 
 
 def test_a_gpt_branching_agent_loses_stability_in_twelve_gradings_of_twelve(
-        lab: Lab, tmp_path: Path) -> None:
+    lab: Lab, tmp_path: Path
+) -> None:
     """Each grading draws with a key of its own, as twelve instructors' would."""
     rubric = load_rubric(lab.rubric)
     for number in range(12):
-        graded = grade_submission(lab.subs / "gpt_heading", rubric, submission="gpt",
-                                  scratch=tmp_path / str(number),
-                                  draw_key=secrets.token_bytes(32))
+        graded = grade_submission(
+            lab.subs / "gpt_heading",
+            rubric,
+            submission="gpt",
+            scratch=tmp_path / str(number),
+            draw_key=secrets.token_bytes(32),
+        )
         stability = next(c for c in graded.report.criteria if c.id == "contract_stability")
         assert stability.points == 0, (number, [c.detail for c in stability.checks])
 
@@ -191,14 +203,20 @@ def test_the_same_key_grades_the_same_submission_the_same_way(lab: Lab, tmp_path
     rubric, key = load_rubric(lab.rubric), secrets.token_bytes(32)
     labels = []
     for number in range(2):
-        graded = grade_submission(lab.subs / "gpt_heading", rubric, submission="gpt",
-                                  scratch=tmp_path / str(number), draw_key=key)
+        graded = grade_submission(
+            lab.subs / "gpt_heading",
+            rubric,
+            submission="gpt",
+            scratch=tmp_path / str(number),
+            draw_key=key,
+        )
         labels.append(graded.evidence.label)
     assert labels[0] == labels[1]
 
 
 def test_an_agent_with_no_recordings_earns_nothing_for_loud_failure_or_tracing(
-        lab: Lab, tmp_path: Path) -> None:
+    lab: Lab, tmp_path: Path
+) -> None:
     report = _graded(lab, "no_recordings", tmp_path)
     points = {c["id"]: Decimal(c["points"]) for c in report["criteria"]}
     assert points["loud_failure"] == points["tracing"] == points["contract_stability"] == 0
@@ -207,16 +225,17 @@ def test_an_agent_with_no_recordings_earns_nothing_for_loud_failure_or_tracing(
         "not probed: its primary run asked 1 tool call(s) the fixtures do not hold; record "
         "them first",
         "not credited: no case of the agent ran on its recordings, so nothing showed that a "
-        "miss is loud"}
+        "miss is loud",
+    }
 
 
 def _graded(lab: Lab, name: str, out: Path) -> dict[str, Any]:
     """``gradekit grade`` of one submission: its report, and ``kept``, the points of every
     criterion but loud failure."""
-    said = gradekit("grade", str(lab.subs / name), "--out", str(out), "--rubric",
-                    str(lab.rubric), "--quiet")
+    said = gradekit(
+        "grade", str(lab.subs / name), "--out", str(out), "--rubric", str(lab.rubric), "--quiet"
+    )
     assert said.code == 0, said.out + said.err
     report: dict[str, Any] = json.loads((out / name / "report.json").read_bytes())
-    report["kept"] = {c["id"]: c["points"] for c in report["criteria"]
-                      if c["id"] != "loud_failure"}
+    report["kept"] = {c["id"]: c["points"] for c in report["criteria"] if c["id"] != "loud_failure"}
     return report

@@ -19,9 +19,30 @@ from hypothesis import strategies as st
 from grader._model import IGNORED_NAMES, ignored_name
 from grader.sandbox import copy_submission
 
-_PIECES = st.sampled_from(["", ".", ".git", ".venv", "venv", "__pycache__", "pyc", ".pyc", "x",
-                           "grades", "egg-info", "build", "node_modules", "\n", "*", "?", "[",
-                           ".hypothesis", "-", "é"])
+_PIECES = st.sampled_from(
+    [
+        "",
+        ".",
+        ".git",
+        ".venv",
+        "venv",
+        "__pycache__",
+        "pyc",
+        ".pyc",
+        "x",
+        "grades",
+        "egg-info",
+        "build",
+        "node_modules",
+        "\n",
+        "*",
+        "?",
+        "[",
+        ".hypothesis",
+        "-",
+        "é",
+    ]
+)
 
 
 @given(st.lists(_PIECES, max_size=4).map("".join) | st.text(max_size=12))
@@ -35,8 +56,20 @@ def test_a_name_is_ignored_exactly_when_a_pattern_matches_it(name: str) -> None:
 
 
 def test_the_harness_copy_leaves_out_the_same_names(tmp_path: Path) -> None:
-    names = [".git", ".venv-x", "venv", "__pycache__", "a.pyc", "a.py", "grades", "builds",
-             "node_modules", "kit.egg-info", ".ruff_cache", "notes.md"]
+    names = [
+        ".git",
+        ".venv-x",
+        "venv",
+        "__pycache__",
+        "a.pyc",
+        "a.py",
+        "grades",
+        "builds",
+        "node_modules",
+        "kit.egg-info",
+        ".ruff_cache",
+        "notes.md",
+    ]
     source = tmp_path / "source"
     source.mkdir()
     for name in names:

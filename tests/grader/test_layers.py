@@ -31,7 +31,8 @@ def rooms() -> dict[str, frozenset[str]]:
         match = _MAY.search(doc)
         assert match, f"{init}: its docstring must end with 'May import: room, room.'"
         found[init.parent.name] = frozenset(
-            r.strip() for r in match["rooms"].replace("\n", " ").split(",") if r.strip())
+            r.strip() for r in match["rooms"].replace("\n", " ").split(",") if r.strip()
+        )
     return found
 
 
@@ -46,8 +47,12 @@ def imports(path: Path) -> set[str]:
     for node in ast.walk(ast.parse(path.read_text("utf-8"))):
         if isinstance(node, ast.Import):
             found.update(a.name for a in node.names if a.name.split(".")[0] == "grader")
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module \
-                and node.module.split(".")[0] == "grader":
+        elif (
+            isinstance(node, ast.ImportFrom)
+            and node.level == 0
+            and node.module
+            and node.module.split(".")[0] == "grader"
+        ):
             folder = GRADER.parent / node.module.replace(".", "/")
             # ``from grader.batch import _worker`` imports a module named as an attribute,
             # and the package first: its door, which imports the rest of the room
@@ -74,8 +79,9 @@ def room_of(module: str, known: Iterable[str]) -> str:
     return parts[1] if len(parts) > 1 and parts[1] in known else BASE
 
 
-def wrong_way(edges: Mapping[str, Iterable[str]], allowed: Mapping[str, frozenset[str]]
-              ) -> list[str]:
+def wrong_way(
+    edges: Mapping[str, Iterable[str]], allowed: Mapping[str, frozenset[str]]
+) -> list[str]:
     """Each import that leaves its room for one the room may not import."""
     problems = []
     for source, targets in sorted(edges.items()):
@@ -102,7 +108,7 @@ def cycles(edges: Mapping[str, Iterable[str]]) -> list[list[str]]:
             if nxt not in edges:
                 continue
             if state.get(nxt) == 1:
-                found.append([*stack[stack.index(nxt):], nxt])
+                found.append([*stack[stack.index(nxt) :], nxt])
             elif nxt not in state:
                 visit(nxt)
         stack.pop()
@@ -116,9 +122,22 @@ def cycles(edges: Mapping[str, Iterable[str]]) -> list[list[str]]:
 
 def test_every_room_imports_only_the_rooms_below_it_that_it_names() -> None:
     allowed = rooms()
-    assert set(allowed) == {"submission", "sandbox", "recordings", "regression", "rubric",
-                            "scoring", "outputs", "ledger", "assets", "grading", "batch",
-                            "handout", "dashboard", "cli"}
+    assert set(allowed) == {
+        "submission",
+        "sandbox",
+        "recordings",
+        "regression",
+        "rubric",
+        "scoring",
+        "outputs",
+        "ledger",
+        "assets",
+        "grading",
+        "batch",
+        "handout",
+        "dashboard",
+        "cli",
+    }
     assert wrong_way(graph(), allowed) == []
 
 
@@ -135,51 +154,62 @@ def test_the_rooms_form_layers_with_no_way_back_up() -> None:
     allowed = rooms()
     room_edges = {room: set(names) - {BASE} for room, names in allowed.items()}
     assert cycles(room_edges) == []
-    assert all(BASE in names and API not in names and set(names) <= {BASE, *allowed}
-               for names in allowed.values())
+    assert all(
+        BASE in names and API not in names and set(names) <= {BASE, *allowed}
+        for names in allowed.values()
+    )
 
 
 def test_no_module_imports_itself_back() -> None:
     edges = graph()
     # within a room a module imports its siblings by their own names; through the room's
     # door (its __init__, which imports them all) it would close a circle
-    inward = [f"{s} imports its own room {t}" for s, targets in edges.items() for t in targets
-              if "." in s and s.startswith(t + ".") and t != "grader"]
+    inward = [
+        f"{s} imports its own room {t}"
+        for s, targets in edges.items()
+        for t in targets
+        if "." in s and s.startswith(t + ".") and t != "grader"
+    ]
     assert inward == []
     assert cycles(edges) == []
 
 
-@pytest.mark.parametrize(("source", "target"), [
-    ("grader.scoring._checks", "grader.outputs"),  # scoring quoting through a report
-    ("grader.outputs._gradebook", "grader.batch"),  # an output asking the batch for a row
-    ("grader.outputs._report", "grader.ledger"),  # an output reading the ledger
-    ("grader.ledger._ledger", "grader.assets"),  # the grades ledger reading the asset store
-    ("grader.assets._assets", "grader.grading"),  # the asset store running a grading
-    ("grader.regression._sets", "grader.rubric"),  # the set format asking the rubric
-    ("grader.rubric._rubric", "grader.grading"),  # the rubric judging a missing package
-    ("grader._model", "grader.scoring"),  # a base module importing a room
-    ("grader.sandbox._sandbox", "grader"),  # a room importing the whole grader
-])
+@pytest.mark.parametrize(
+    ("source", "target"),
+    [
+        ("grader.scoring._checks", "grader.outputs"),  # scoring quoting through a report
+        ("grader.outputs._gradebook", "grader.batch"),  # an output asking the batch for a row
+        ("grader.outputs._report", "grader.ledger"),  # an output reading the ledger
+        ("grader.ledger._ledger", "grader.assets"),  # the grades ledger reading the asset store
+        ("grader.assets._assets", "grader.grading"),  # the asset store running a grading
+        ("grader.regression._sets", "grader.rubric"),  # the set format asking the rubric
+        ("grader.rubric._rubric", "grader.grading"),  # the rubric judging a missing package
+        ("grader._model", "grader.scoring"),  # a base module importing a room
+        ("grader.sandbox._sandbox", "grader"),  # a room importing the whole grader
+    ],
+)
 def test_a_wrong_way_import_put_back_is_caught(source: str, target: str) -> None:
     edges = graph()
     assert source in edges and wrong_way(edges, rooms()) == []
     edges[source] = {*edges[source], target}
     assert wrong_way(edges, rooms()) == [
-        f"{source} ({room_of(source, rooms())}) imports {target} "
-        f"({room_of(target, rooms())})"]
+        f"{source} ({room_of(source, rooms())}) imports {target} ({room_of(target, rooms())})"
+    ]
 
 
 def test_a_circle_put_back_is_caught() -> None:
     edges = graph()
-    edges["grader.scoring._traces"] = {*edges["grader.scoring._traces"],
-                                       "grader.scoring._checks"}
+    edges["grader.scoring._traces"] = {*edges["grader.scoring._traces"], "grader.scoring._checks"}
     assert any(c[0] == c[-1] and "grader.scoring._traces" in c for c in cycles(edges))
 
 
 def test_the_kit_never_imports_the_grader() -> None:
     kit = GRADER.parent / "gradekit"
-    reaching = [str(p.relative_to(kit.parent)) for p in sorted(kit.rglob("*.py"))
-                if any(name.split(".")[0] == "grader" for name in imports(p))]
+    reaching = [
+        str(p.relative_to(kit.parent))
+        for p in sorted(kit.rglob("*.py"))
+        if any(name.split(".")[0] == "grader" for name in imports(p))
+    ]
     assert reaching == []
 
 
@@ -199,6 +229,8 @@ def test_every_room_ships_in_the_distribution() -> None:
     import tomllib
 
     listed = tomllib.loads((GRADER.parent / "pyproject.toml").read_text("utf-8"))["tool"][
-        "setuptools"]["packages"]
+        "setuptools"
+    ]["packages"]
     assert sorted(f"grader.{room}" for room in rooms()) == sorted(
-        name for name in listed if name.startswith("grader.") and name != "grader.kit_rubric")
+        name for name in listed if name.startswith("grader.") and name != "grader.kit_rubric"
+    )

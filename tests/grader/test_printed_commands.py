@@ -40,14 +40,28 @@ from tests.loopback import Loopback
 from tests.submissions import REFERENCE, as_installed, copy_from_reference
 
 # What the kit copy holds: enough to record, grade and build from.
-KIT = ("lab", "gradekit", "grader", "cassettes", "cassettes-llm", "fixtures", "incidents",
-       "rubric", "FAILURES.md", "DATASET_CHANGES.md", "pyproject.toml", "Makefile")
+KIT = (
+    "lab",
+    "gradekit",
+    "grader",
+    "cassettes",
+    "cassettes-llm",
+    "fixtures",
+    "incidents",
+    "rubric",
+    "FAILURES.md",
+    "DATASET_CHANGES.md",
+    "pyproject.toml",
+    "Makefile",
+)
 
 # A command spelt by hand: in backticks, a whole string that is one, or "run gradekit ...".
-BY_HAND = re.compile(r"`gradekit |^gradekit (?:record|run|replay|key|cassette|grade|check|"
-                     r"report|gradebook|history|ledger|gradescope|starter|incident|review|"
-                     r"regression|dashboard|case|investigate|disposition|approve)\b|"
-                     r"\brun gradekit ")
+BY_HAND = re.compile(
+    r"`gradekit |^gradekit (?:record|run|replay|key|cassette|grade|check|"
+    r"report|gradebook|history|ledger|gradescope|starter|incident|review|"
+    r"regression|dashboard|case|investigate|disposition|approve)\b|"
+    r"\brun gradekit "
+)
 # Names the program that wrote a file, in that file's header: nothing to run.
 MENTIONS = ("Written by `gradekit gradescope build`",)
 
@@ -58,13 +72,19 @@ MENTIONS = ("Written by `gradekit gradescope build`",)
 def _strings(path: Path) -> Iterator[tuple[int, str]]:
     """Every string constant of ``path`` (f-strings' literal parts too), docstrings aside."""
     tree = ast.parse(path.read_text("utf-8"))
-    docstrings = {id(node.body[0].value) for node in ast.walk(tree)
-                  if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef,
-                                       ast.AsyncFunctionDef))
-                  and node.body and isinstance(node.body[0], ast.Expr)}
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+    }
     for node in ast.walk(tree):
-        if isinstance(node, ast.Constant) and isinstance(node.value, str) \
-                and id(node) not in docstrings:
+        if (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and id(node) not in docstrings
+        ):
             yield node.lineno, node.value
 
 
@@ -87,10 +107,13 @@ def test_no_message_spells_a_command_by_hand() -> None:
 
 def test_the_scan_finds_a_command_by_hand(tmp_path: Path) -> None:
     source = tmp_path / "x.py"
-    source.write_text('"""Run `gradekit record`: a docstring may."""\n'
-                      'A = f"record it with `gradekit record --case {1}` first"\n'
-                      'B = "gradekit grade"\nC = "run gradekit grade again"\n'
-                      'D = "not a gradekit gradebook"\n', "utf-8")
+    source.write_text(
+        '"""Run `gradekit record`: a docstring may."""\n'
+        'A = f"record it with `gradekit record --case {1}` first"\n'
+        'B = "gradekit grade"\nC = "run gradekit grade again"\n'
+        'D = "not a gradekit gradebook"\n',
+        "utf-8",
+    )
     assert sorted(line for line, text in _strings(source) if BY_HAND.search(text)) == [2, 3, 4]
 
 
@@ -100,13 +123,19 @@ def test_the_scan_finds_a_command_by_hand(tmp_path: Path) -> None:
 def test_a_make_target_gets_args_and_any_other_the_venvs_gradekit() -> None:
     assert shown("record") == "make record"
     assert shown("record", "--case", "refund-policy") == "make record ARGS='--case refund-policy'"
-    assert shown("record", "--rerecord", "--reason", "the model changed") == \
-        "make record ARGS='--rerecord --reason \"the model changed\"'"
-    assert shown("history", "alice", "--out", "my grades") == \
-        ".venv/bin/gradekit history alice --out 'my grades'"
+    assert (
+        shown("record", "--rerecord", "--reason", "the model changed")
+        == "make record ARGS='--rerecord --reason \"the model changed\"'"
+    )
+    assert (
+        shown("history", "alice", "--out", "my grades")
+        == ".venv/bin/gradekit history alice --out 'my grades'"
+    )
     # a value make or the recipe's shell would read: the always-exact form instead
-    assert shown("record", "--reason", "it's $HOME") == \
-        ".venv/bin/gradekit record --reason 'it'\"'\"'s $HOME'"
+    assert (
+        shown("record", "--reason", "it's $HOME")
+        == ".venv/bin/gradekit record --reason 'it'\"'\"'s $HOME'"
+    )
 
 
 def test_a_command_names_its_fields_and_wants_each() -> None:
@@ -124,27 +153,39 @@ def echo_kit(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("echo")
     shutil.copy2(REFERENCE / "pyproject.toml", root / "pyproject.toml")
     as_installed(root)
-    (root / VENV_GRADEKIT).write_text(f"#!{sys.executable}\nimport json, sys\n"
-                                      "print(json.dumps(sys.argv[1:]))\n", "utf-8")
+    (root / VENV_GRADEKIT).write_text(
+        f"#!{sys.executable}\nimport json, sys\nprint(json.dumps(sys.argv[1:]))\n", "utf-8"
+    )
     return root
 
 
-VALUES = st.text(st.characters(min_codepoint=32, max_codepoint=0x2FF, exclude_characters="\x7f"),
-                 max_size=12)
+VALUES = st.text(
+    st.characters(min_codepoint=32, max_codepoint=0x2FF, exclude_characters="\x7f"), max_size=12
+)
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.sampled_from(("record", "grade", "check", "dashboard", "history")),
-       st.lists(VALUES, max_size=3))
+@given(
+    st.sampled_from(("record", "grade", "check", "dashboard", "history")),
+    st.lists(VALUES, max_size=3),
+)
 @example("record", ["--reason", 'say "why"'])
 @example("grade", ["it's", "$HOME", "a#b", "back\\slash", "`id`", "!x"])
 @example("record", ["", " ", "%", "*", "a=b"])
-def test_each_value_reaches_gradekit_as_one_argument(echo_kit: Path, sub: str,
-                                                     values: list[str]) -> None:
+def test_each_value_reaches_gradekit_as_one_argument(
+    echo_kit: Path, sub: str, values: list[str]
+) -> None:
     argv = [sub, *values]
     line = shown(*argv)
-    done = subprocess.run(["bash", "-c", line], cwd=echo_kit, capture_output=True, text=True,
-                          env=_env(), timeout=60, check=False)
+    done = subprocess.run(
+        ["bash", "-c", line],
+        cwd=echo_kit,
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=60,
+        check=False,
+    )
     assert done.returncode == 0, (line, done.stderr)
     assert json.loads(done.stdout.splitlines()[-1]) == argv, line
 
@@ -170,41 +211,77 @@ RUNS: dict[str, Run] = {
     "grade-replace": Run({"submissions": ".", "out": "grades-x"}, says="kit: 100.00 / 100.00"),
     "ledger-verify": Run({"grades": "grades-x"}, says="the chain holds"),
     "report-verify": Run({"path": "grades-x/kit/report.json"}, says="matches the content"),
-    "review": Run({"student": "kit", "criterion": "written_summary", "by": "kim",
-                   "reason": "read it", "out": "grades-x"}, says="confirmed by kim"),
+    "review": Run(
+        {
+            "student": "kit",
+            "criterion": "written_summary",
+            "by": "kim",
+            "reason": "read it",
+            "out": "grades-x",
+        },
+        says="confirmed by kim",
+    ),
     "history": Run({"student": "kit", "out": "grades-x"}, says="confirmed by kim"),
-    "reviews-export": Run({"out": "grades-x", "criterion": "stretch_goal", "sheet": "sheet.csv"},
-                          says="wrote sheet.csv: 1 row of 1 report (1 pending"),
-    "reviews-import": Run({"sheet": "sheet.csv", "by": "kim", "out": "grades-x"},
-                          says="nothing to record: no new decision in sheet.csv"),
-    "gradebook-merge": Run({"first": "grades-x/gradebook.csv", "second": "part2.csv",
-                            "out": "merged.csv"}, says="merged 2 gradebooks"),
+    "reviews-export": Run(
+        {"out": "grades-x", "criterion": "stretch_goal", "sheet": "sheet.csv"},
+        says="wrote sheet.csv: 1 row of 1 report (1 pending",
+    ),
+    "reviews-import": Run(
+        {"sheet": "sheet.csv", "by": "kim", "out": "grades-x"},
+        says="nothing to record: no new decision in sheet.csv",
+    ),
+    "gradebook-merge": Run(
+        {"first": "grades-x/gradebook.csv", "second": "part2.csv", "out": "merged.csv"},
+        says="merged 2 gradebooks",
+    ),
     # The kit holds no asset ledger: no candidate to publish, no case to revise or approve.
-    "regression-promote": Run({"name": "refunds", "candidate": "cand-1", "by": "kim"}, code=2,
-                              says="UsageError: no candidate 'cand-1' (the ledger's: none yet)"),
-    "case-revise": Run({"case": "case-1", "by": "kim", "reason": "clearer"}, code=2,
-                       says="UsageError: no case 'case-1' in the asset ledger"),
-    "approve": Run({"candidate": "cand-1", "by": "kim", "reason": "keep it"}, code=2,
-                   says="UsageError: no candidate 'cand-1'"),
+    "regression-promote": Run(
+        {"name": "refunds", "candidate": "cand-1", "by": "kim"},
+        code=2,
+        says="UsageError: no candidate 'cand-1' (the ledger's: none yet)",
+    ),
+    "case-revise": Run(
+        {"case": "case-1", "by": "kim", "reason": "clearer"},
+        code=2,
+        says="UsageError: no case 'case-1' in the asset ledger",
+    ),
+    "approve": Run(
+        {"candidate": "cand-1", "by": "kim", "reason": "keep it"},
+        code=2,
+        says="UsageError: no candidate 'cand-1'",
+    ),
     # The kit ships no regression set: both say so (a usage error, a failed verification).
-    "regression-show": Run({"name": "refunds"}, code=2,
-                           says="UsageError: no regression set refunds"),
-    "regression-verify": Run({"name": "refunds", "sets": "rubric/regression"}, code=1,
-                             says="FAIL rubric/regression/refunds: no such regression set"),
-    "regression-public": Run({"name": "refunds", "sets": "rubric/regression"}, code=2,
-                             says="UsageError: no regression set refunds"),
+    "regression-show": Run(
+        {"name": "refunds"}, code=2, says="UsageError: no regression set refunds"
+    ),
+    "regression-verify": Run(
+        {"name": "refunds", "sets": "rubric/regression"},
+        code=1,
+        says="FAIL rubric/regression/refunds: no such regression set",
+    ),
+    "regression-public": Run(
+        {"name": "refunds", "sets": "rubric/regression"},
+        code=2,
+        says="UsageError: no regression set refunds",
+    ),
     "gradescope-build": Run({"out": "autograder"}, says="wrote the Gradescope autograder"),
-    "gradescope-try": Run({"submission": ".", "autograder": "autograder"},
-                          says="results.json: 100.00 points"),
+    "gradescope-try": Run(
+        {"submission": ".", "autograder": "autograder"}, says="results.json: 100.00 points"
+    ),
     "incident-show": Run({"path": "incidents/refund-outside-window.jsonl"}, says="#0"),
-    "incident-record": Run({"agent": "lab.agent:run", "tools": "lab.tools:TOOLS",
-                            "case": "refund-policy", "out": "incidents/new.jsonl"},
-                           says="incidents/new.jsonl"),
+    "incident-record": Run(
+        {
+            "agent": "lab.agent:run",
+            "tools": "lab.tools:TOOLS",
+            "case": "refund-policy",
+            "out": "incidents/new.jsonl",
+        },
+        says="incidents/new.jsonl",
+    ),
     "record": Run({}, says="done: "),
     "record-case": Run({"case": "refund-policy"}, says="done: "),
     "record-second": Run({"provider": "llamacpp", "folder": "cassettes-llm"}, says="done: "),
-    "rerecord-case": Run({"case": "sql-explain", "reason": "the model changed"},
-                         says="done: "),
+    "rerecord-case": Run({"case": "sql-explain", "reason": "the model changed"}, says="done: "),
     "rerecord": Run({"reason": "the model changed"}, says="done: "),
 }
 
@@ -218,8 +295,11 @@ def test_every_registered_command_has_a_run_here() -> None:
 def _env(**extra: str) -> dict[str, str]:
     """A student's shell: no kit settings, and not inside make (`make test` runs this test,
     and a make inside it would add "Entering directory" lines and the outer flags)."""
-    env = {key: value for key, value in os.environ.items()
-           if not key.startswith(("GRADEKIT_", "PYTHON", "MAKE", "MFLAGS"))}
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("GRADEKIT_", "PYTHON", "MAKE", "MFLAGS"))
+    }
     return {**env, **extra}
 
 
@@ -243,8 +323,15 @@ def test_every_registered_command_runs_as_printed(kit: Path) -> None:
                 (kit / "part2.csv").write_text(book.replace("\nkit,kit,", "\nkat,kat,"), "utf-8")
             line = COMMANDS[name](**run.values)
             assert line.startswith(("make ", f"{VENV_GRADEKIT} ")), line
-            done = subprocess.run(["bash", "-c", line], cwd=kit, env=env, capture_output=True,
-                                  text=True, timeout=600, check=False)
+            done = subprocess.run(
+                ["bash", "-c", line],
+                cwd=kit,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=600,
+                check=False,
+            )
             said = done.stdout + done.stderr
             assert done.returncode != 127 and "command not found" not in said, (line, said)
             assert not re.search(r"^usage: gradekit", said, re.M), (line, said)  # argparse's
@@ -264,24 +351,51 @@ def test_the_fix_check_prints_first_after_a_prompt_edit_runs_as_printed(tmp_path
     agent = lab / "lab" / "agent.py"
     old = "You are a teaching assistant in an agent-engineering bootcamp."
     assert old in agent.read_text("utf-8")
-    agent.write_text(agent.read_text("utf-8").replace(
-        old, "You are a patient teaching assistant in an agent-engineering bootcamp."), "utf-8")
+    agent.write_text(
+        agent.read_text("utf-8").replace(
+            old, "You are a patient teaching assistant in an agent-engineering bootcamp."
+        ),
+        "utf-8",
+    )
     with Loopback() as server:  # the keyless model, where GRADEKIT_BASE_URL points
         env = _env(GRADEKIT_BASE_URL=server.openai_url)
-        before = subprocess.run(["bash", "-c", COMMANDS["check"]()], cwd=lab, env=env,
-                                capture_output=True, text=True, timeout=600, check=False)
+        before = subprocess.run(
+            ["bash", "-c", COMMANDS["check"]()],
+            cwd=lab,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
         assert before.returncode != 0, before.stdout + before.stderr  # make says 2
-        first = re.search(r"^  fix first: `([^`]+)` records every prompt the cassettes lack",
-                          before.stdout, re.MULTILINE)
+        first = re.search(
+            r"^  fix first: `([^`]+)` records every prompt the cassettes lack",
+            before.stdout,
+            re.MULTILINE,
+        )
         assert first, before.stdout
         assert first.group(1) == "GRADEKIT_PROVIDER=llamacpp make record"
-        assert "(cases refund-policy, incident-summary, sql-explain, flaky-grade)" \
-            in before.stdout
-        fixed = subprocess.run(["bash", "-c", first.group(1)], cwd=lab, env=env,
-                               capture_output=True, text=True, timeout=600, check=False)
+        assert "(cases refund-policy, incident-summary, sql-explain, flaky-grade)" in before.stdout
+        fixed = subprocess.run(
+            ["bash", "-c", first.group(1)],
+            cwd=lab,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
         assert fixed.returncode == 0, fixed.stdout + fixed.stderr
-        after = subprocess.run(["bash", "-c", COMMANDS["check"]()], cwd=lab, env=env,
-                               capture_output=True, text=True, timeout=600, check=False)
+        after = subprocess.run(
+            ["bash", "-c", COMMANDS["check"]()],
+            cwd=lab,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
     assert "fix first" not in after.stdout, after.stdout
     assert "of Contract stability" not in after.stdout, after.stdout
 
@@ -290,16 +404,24 @@ def test_the_provider_a_recording_names_is_told_as_the_settings_that_record_it()
     llamacpp = {"GRADEKIT_PROVIDER": "llamacpp"}
     assert recording_settings(["openai-compatible:smollm2"] * 2) == llamacpp
     assert recording_settings(["anthropic:claude-3-5-haiku-latest"]) == {
-        "GRADEKIT_PROVIDER": "anthropic", "GRADEKIT_MODEL": "claude-3-5-haiku-latest"}
+        "GRADEKIT_PROVIDER": "anthropic",
+        "GRADEKIT_MODEL": "claude-3-5-haiku-latest",
+    }
     # OpenAI's own, Ollama's or a server of the student's: the name holds no base URL
     assert recording_settings(["openai-compatible:gpt-4o-mini"]) is None
-    assert recording_settings(["anthropic:m", "openai-compatible:smollm2", "anthropic:m"]) == \
-        {"GRADEKIT_PROVIDER": "anthropic", "GRADEKIT_MODEL": "m"}  # what most answers name
+    assert recording_settings(["anthropic:m", "openai-compatible:smollm2", "anthropic:m"]) == {
+        "GRADEKIT_PROVIDER": "anthropic",
+        "GRADEKIT_MODEL": "m",
+    }  # what most answers name
     assert recording_settings(["openai-compatible:smollm2", "anthropic:m"]) == {
-        "GRADEKIT_PROVIDER": "anthropic", "GRADEKIT_MODEL": "m"}  # a tie: the first by name
+        "GRADEKIT_PROVIDER": "anthropic",
+        "GRADEKIT_MODEL": "m",
+    }  # a tie: the first by name
     assert recording_settings([]) is None and recording_settings([""]) is None
-    assert configured("make record", {"GRADEKIT_MODEL": "my model"}) == \
-        "GRADEKIT_MODEL='my model' make record"
+    assert (
+        configured("make record", {"GRADEKIT_MODEL": "my model"})
+        == "GRADEKIT_MODEL='my model' make record"
+    )
     assert configured("make record", {}) == "make record"
 
 
@@ -317,17 +439,23 @@ def test_a_command_printed_away_from_the_lab_names_the_gradekit_that_runs(
     elsewhere = from_here(line, cwd=tmp_path)
     assert elsewhere == f"{shlex.quote(str(running.absolute()))} ledger verify no-such-grades"
     assert from_here(line, cwd=running.parent) == "./gradekit ledger verify no-such-grades"
-    assert from_here(line, cwd=running.parent.parent) \
-        == "bin/gradekit ledger verify no-such-grades"
+    assert from_here(line, cwd=running.parent.parent) == "bin/gradekit ledger verify no-such-grades"
     # run as printed from there: gradekit answers (no ledger there: exit 1), never bash's 127
-    done = subprocess.run(["bash", "-c", elsewhere], cwd=tmp_path, capture_output=True,
-                          text=True, timeout=120, check=False)
+    done = subprocess.run(
+        ["bash", "-c", elsewhere],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert done.returncode == 1 and "FAIL no-such-grades: no ledger" in done.stderr, done
 
     bare = COMMANDS["ledger-verify"](form="gradekit", grades="g")
     monkeypatch.setenv("PATH", str(running.parent))
     assert from_here(bare, cwd=tmp_path) == bare  # on PATH, and the one that runs
     monkeypatch.setenv("PATH", str(tmp_path))
-    assert from_here(bare, cwd=tmp_path) == f"{shlex.quote(str(running.absolute()))} " \
-        "ledger verify g"
+    assert (
+        from_here(bare, cwd=tmp_path) == f"{shlex.quote(str(running.absolute()))} ledger verify g"
+    )
     assert from_here("make record", cwd=tmp_path) == "make record"  # only gradekit's own

@@ -24,22 +24,37 @@ _RECORDINGS = re.compile(r"recording|recorded|rerecord", re.IGNORECASE)
 # Every name in the grader that says "record", as (module, name), and which glossary term
 # it means. A new one is classified here, under a term the glossary defines.
 RECORD_MEANINGS: dict[str, frozenset[tuple[str, str]]] = {
-    "record": frozenset({
-        ("grader.cli._incident", "_add_record"), ("grader.cli._incident", "_record"),
-        ("grader.cli._incident", "record"), ("grader.cli._incident", "recorder"),
-        ("grader.cli._record", "_add_record"), ("grader.cli._record", "_record"),
-        ("grader.cli._record", "_record_cases"), ("grader.cli._record", "record"),
-        ("grader.cli._record", "recorder"), ("grader.grading._regression", "record"),
-    }),
-    "trace record": frozenset({
-        ("grader._model", "TraceRecord"), ("grader._model", "trace_records"),
-        ("grader.outputs._calls", "_trace_record"), ("grader.outputs._calls", "record"),
-        ("grader.sandbox._sandbox", "record"), ("grader.sandbox._sandbox", "records"),
-        ("grader.scoring._checks", "_judge_records"), ("grader.scoring._checks", "_record_ok"),
-        ("grader.scoring._checks", "_record_problem"), ("grader.scoring._checks", "record"),
-        ("grader.scoring._traces", "pair_records"), ("grader.scoring._traces", "record"),
-        ("grader.scoring._traces", "records"),
-    }),
+    "record": frozenset(
+        {
+            ("grader.cli._incident", "_add_record"),
+            ("grader.cli._incident", "_record"),
+            ("grader.cli._incident", "record"),
+            ("grader.cli._incident", "recorder"),
+            ("grader.cli._record", "_add_record"),
+            ("grader.cli._record", "_record"),
+            ("grader.cli._record", "_record_cases"),
+            ("grader.cli._record", "record"),
+            ("grader.cli._record", "recorder"),
+            ("grader.grading._regression", "record"),
+        }
+    ),
+    "trace record": frozenset(
+        {
+            ("grader._model", "TraceRecord"),
+            ("grader._model", "trace_records"),
+            ("grader.outputs._calls", "_trace_record"),
+            ("grader.outputs._calls", "record"),
+            ("grader.sandbox._sandbox", "record"),
+            ("grader.sandbox._sandbox", "records"),
+            ("grader.scoring._checks", "_judge_records"),
+            ("grader.scoring._checks", "_record_ok"),
+            ("grader.scoring._checks", "_record_problem"),
+            ("grader.scoring._checks", "record"),
+            ("grader.scoring._traces", "pair_records"),
+            ("grader.scoring._traces", "record"),
+            ("grader.scoring._traces", "records"),
+        }
+    ),
 }
 # The one name that says both: the check of the stretch goal ``rerecord-review``, named
 # for the goal's id (a rubric's contract).
@@ -68,22 +83,35 @@ def defined_names() -> Iterator[tuple[str, str, ast.AST]]:
 def unclassified(names: set[tuple[str, str]]) -> list[tuple[str, str]]:
     """The names that say "record" without being a recording's word or classified."""
     classified = set().union(*RECORD_MEANINGS.values())
-    return sorted(pair for pair in names if "record" in pair[1].lower()
-                  and not _RECORDINGS.search(pair[1]) and pair not in classified)
+    return sorted(
+        pair
+        for pair in names
+        if "record" in pair[1].lower()
+        and not _RECORDINGS.search(pair[1])
+        and pair not in classified
+    )
 
 
 def misnamed_reviews(names: set[tuple[str, str]]) -> list[tuple[str, str]]:
     """The names that say "review" for a re-recording's work: one that also says
     "record" (but the stretch goal's check), or any where recordings are made or read."""
-    return sorted((module, name) for module, name in names if "review" in name.lower() and (
-        ("record" in name.lower() and (module, name) not in REVIEW_OF_RERECORDING)
-        or module.startswith("grader.recordings") or "record" in module.rpartition(".")[2]))
+    return sorted(
+        (module, name)
+        for module, name in names
+        if "review" in name.lower()
+        and (
+            ("record" in name.lower() and (module, name) not in REVIEW_OF_RERECORDING)
+            or module.startswith("grader.recordings")
+            or "record" in module.rpartition(".")[2]
+        )
+    )
 
 
 def glossary_terms() -> Counter[str]:
     """Each bold phrase of the glossary (a term it defines), and how often it is bold."""
-    return Counter(term.lower() for term in re.findall(r"\*\*([^*]+)\*\*",
-                                                     GLOSSARY.read_text("utf-8")))
+    return Counter(
+        term.lower() for term in re.findall(r"\*\*([^*]+)\*\*", GLOSSARY.read_text("utf-8"))
+    )
 
 
 def test_the_glossary_defines_each_term_once() -> None:
@@ -91,8 +119,11 @@ def test_the_glossary_defines_each_term_once() -> None:
 
 
 def test_no_public_class_name_is_used_twice_in_the_grader() -> None:
-    classes = Counter(name for _, name, node in defined_names()
-                      if isinstance(node, ast.ClassDef) and not name.startswith("_"))
+    classes = Counter(
+        name
+        for _, name, node in defined_names()
+        if isinstance(node, ast.ClassDef) and not name.startswith("_")
+    )
     assert sorted(name for name, count in classes.items() if count > 1) == []
 
 
@@ -106,8 +137,11 @@ def test_record_means_the_verb_or_a_trace_record_and_nothing_else() -> None:
     verb, trace = RECORD_MEANINGS["record"], RECORD_MEANINGS["trace record"]
     assert not verb & trace
     # The verb lives where a recording is made; a trace record where traces are read.
-    assert {module for module, _ in verb} <= {"grader.cli._incident", "grader.cli._record",
-                                             "grader.grading._regression"}
+    assert {module for module, _ in verb} <= {
+        "grader.cli._incident",
+        "grader.cli._record",
+        "grader.grading._regression",
+    }
 
 
 def test_review_means_a_persons_verdict_and_never_a_re_recordings_check() -> None:
@@ -122,7 +156,9 @@ def test_review_means_a_persons_verdict_and_never_a_re_recordings_check() -> Non
 def test_the_checks_above_catch_a_second_meaning_put_back() -> None:
     """``record_grading`` (a ledger's append under the verb's name) and a ``_review`` where
     recordings are re-recorded are what these tests were written for."""
-    put_back = {("grader.ledger._ledger", "record_grading"),
-                ("grader.grading._rerecording", "_review")}
+    put_back = {
+        ("grader.ledger._ledger", "record_grading"),
+        ("grader.grading._rerecording", "_review"),
+    }
     assert unclassified(put_back) == [("grader.ledger._ledger", "record_grading")]
     assert misnamed_reviews(put_back) == [("grader.grading._rerecording", "_review")]

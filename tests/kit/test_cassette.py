@@ -35,9 +35,10 @@ def test_bytes_are_canonical_whatever_the_insertion_order() -> None:
     data = encode_cassette(forward)
     assert data == encode_cassette(backward)
     assert data.endswith(b"}\n") and not data.endswith(b"\n\n")
-    assert data.decode() == json.dumps(
-        json.loads(data), sort_keys=True, indent=2, ensure_ascii=False
-    ) + "\n"
+    assert (
+        data.decode()
+        == json.dumps(json.loads(data), sort_keys=True, indent=2, ensure_ascii=False) + "\n"
+    )
     assert "ünïcode ✓".encode() in data  # readable UTF-8 in diffs, not \u escapes
 
 
@@ -143,10 +144,13 @@ def test_load_of_a_missing_file_is_none_and_of_a_corrupt_file_an_error(tmp_path:
         load(tmp_path / "bad.json")
 
 
-@pytest.mark.parametrize(("text", "why"), [
-    ("[" * 200_000 + "]" * 200_000, "nested too deep"),
-    ('{"entries": ' + "9" * 5000 + "}", "a number too long"),
-])
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        ("[" * 200_000 + "]" * 200_000, "nested too deep"),
+        ('{"entries": ' + "9" * 5000 + "}", "a number too long"),
+    ],
+)
 def test_a_hostile_cassette_is_corrupt_not_a_crash(tmp_path: Path, text: str, why: str) -> None:
     (tmp_path / "hostile.json").write_text(text, encoding="utf-8")
     with pytest.raises(CassetteCorrupt, match=rf"hostile\.json: not valid JSON \({why}\)"):

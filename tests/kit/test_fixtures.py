@@ -38,11 +38,17 @@ def call(tool: str, args: dict[str, Any], response: Any) -> tuple[str, ToolCall]
 
 
 def sample() -> Fixture:
-    return Fixture("refund-policy", T0, dict([
-        call("search_docs", {"query": "refund", "limit": 2}, {"hits": ["ünïcode ✓", 1.5]}),
-        call("query_db", {"sql": "SELECT 1"}, [[1]]),
-        call("read_docs", {}, None),
-    ]))
+    return Fixture(
+        "refund-policy",
+        T0,
+        dict(
+            [
+                call("search_docs", {"query": "refund", "limit": 2}, {"hits": ["ünïcode ✓", 1.5]}),
+                call("query_db", {"sql": "SELECT 1"}, [[1]]),
+                call("read_docs", {}, None),
+            ]
+        ),
+    )
 
 
 def test_round_trip_keeps_every_field() -> None:
@@ -51,8 +57,11 @@ def test_round_trip_keeps_every_field() -> None:
 
 
 def test_the_bytes_are_exactly_the_canonical_form() -> None:
-    fixture = Fixture("c", T0, dict([call("b_tool", {"z": 1, "a": [True]}, "é"),
-                                     call("a_tool", {}, {"y": None, "x": 0})]))
+    fixture = Fixture(
+        "c",
+        T0,
+        dict([call("b_tool", {"z": 1, "a": [True]}, "é"), call("a_tool", {}, {"y": None, "x": 0})]),
+    )
     assert encode_fixture(fixture).decode("utf-8") == (
         "{\n"
         '  "calls": [\n'
@@ -84,10 +93,14 @@ def test_the_bytes_are_exactly_the_canonical_form() -> None:
 
 def test_bytes_do_not_depend_on_insertion_order_and_calls_are_sorted_by_key() -> None:
     forward = sample()
-    backward = Fixture(forward.case, T0, {
-        key: ToolCall(c.tool, dict(reversed(list(c.args.items()))), c.response)
-        for key, c in reversed(list(forward.calls.items()))
-    })
+    backward = Fixture(
+        forward.case,
+        T0,
+        {
+            key: ToolCall(c.tool, dict(reversed(list(c.args.items()))), c.response)
+            for key, c in reversed(list(forward.calls.items()))
+        },
+    )
     assert encode_fixture(forward) == encode_fixture(backward)
     tools = [c["tool"] for c in json.loads(encode_fixture(forward))["calls"]]
     assert tools == ["query_db", "read_docs", "search_docs"]
@@ -142,16 +155,17 @@ def test_bad_shapes_are_errors_with_a_location_never_empty(
 def test_a_bad_second_call_is_located_at_its_own_line() -> None:
     good = {"tool": "t", "args": {"q": "ok"}, "response": {"calls": [1, 2]}}
     data = head(calls=[good, {"tool": "t", "args": "q=bad", "response": 1}])
-    line = data.decode().splitlines().index('    {', 7) + 1  # the second call's opening brace
+    line = data.decode().splitlines().index("    {", 7) + 1  # the second call's opening brace
     with pytest.raises(FixtureCorrupt, match=rf"^c\.json:{line}:5: call 1 needs 'args'"):
         decode_fixture(data, source="c.json")
 
 
 def test_nan_or_infinity_is_an_error_at_the_call_that_holds_it() -> None:
-    text = head(calls=[{"tool": "t", "args": {}, "response": 1},
-                       {"tool": "u", "args": {}, "response": 2}]).decode()
+    text = head(
+        calls=[{"tool": "t", "args": {}, "response": 1}, {"tool": "u", "args": {}, "response": 2}]
+    ).decode()
     text = text.replace('"response": 2', '"response": NaN')
-    line = text.splitlines().index('    {', 7) + 1
+    line = text.splitlines().index("    {", 7) + 1
     with pytest.raises(FixtureCorrupt, match=rf"^c\.json:{line}:5: NaN is not a JSON value"):
         decode_fixture(text.encode(), source="c.json")
 
@@ -160,7 +174,7 @@ def test_one_key_twice_with_different_responses_is_an_error_at_the_second() -> N
     first = {"tool": "t", "args": {"a": 1, "b": 2}, "response": "one"}
     second = {"tool": "t", "args": {"b": 2, "a": 1}, "response": "two"}  # the same key
     data = head(calls=[first, second])
-    line = data.decode().splitlines().index('    {', 7) + 1
+    line = data.decode().splitlines().index("    {", 7) + 1
     with pytest.raises(FixtureCorrupt) as caught:
         decode_fixture(data, source="c.json")
     message = str(caught.value)
@@ -213,16 +227,27 @@ def test_load_adds_journalled_calls_and_ignores_a_torn_last_line(tmp_path: Path)
     with journal_path(path).open("a", encoding="utf-8") as torn:
         torn.write('{"key": "t {\\"q\\":3}", "prom')  # cut short by a crash
     loaded = read(path, FIXTURE)
-    assert loaded == Fixture("c", T1, dict([call("t", {"q": 1}, "old"),
-                                            call("t", {"q": 2}, ["new"])]))
+    assert loaded == Fixture(
+        "c", T1, dict([call("t", {"q": 1}, "old"), call("t", {"q": 2}, ["new"])])
+    )
 
 
 def test_an_unreadable_journal_line_is_an_error_naming_it(tmp_path: Path) -> None:
     path = tmp_path / "c.json"
     journal(path, ("t", {"q": 1}, "fine", T0))
     with journal_path(path).open("a", encoding="utf-8") as bad:
-        bad.write(json.dumps({"key": "t {}", "prompt": None, "provider": "t",
-                              "recorded_at": "soon", "response": "1"}) + "\n")
+        bad.write(
+            json.dumps(
+                {
+                    "key": "t {}",
+                    "prompt": None,
+                    "provider": "t",
+                    "recorded_at": "soon",
+                    "response": "1",
+                }
+            )
+            + "\n"
+        )
     with pytest.raises(FixtureCorrupt, match=r"c\.json\.journal:2: unreadable"):
         read(path, FIXTURE)
 
@@ -249,8 +274,10 @@ def test_fold_keeps_the_older_stamp_when_adding_calls(tmp_path: Path) -> None:
 
 
 def test_fold_with_keep_drops_stale_calls_and_their_age(tmp_path: Path) -> None:
-    path = write(tmp_path / "c.json", Fixture("c", T0, dict([call("t", {"q": 1}, "a"),
-                                                            call("t", {"q": 2}, "b")])))
+    path = write(
+        tmp_path / "c.json",
+        Fixture("c", T0, dict([call("t", {"q": 1}, "a"), call("t", {"q": 2}, "b")])),
+    )
     journal(path, ("t", {"q": 1}, "a again", T1))
     folded = fold(path, FIXTURE, case="c", now=T2, keep=frozenset({tool_key("t", {"q": 1})}))
     assert folded == Fixture("c", T1, dict([call("t", {"q": 1}, "a again")]))
@@ -271,9 +298,11 @@ def test_fold_never_treats_a_corrupt_fixture_as_empty(tmp_path: Path) -> None:
 # --- what both formats share: one store, two codecs
 
 BOTH = pytest.mark.parametrize("codec", [CASSETTE, FIXTURE], ids=["cassette", "fixture"])
-FIX = {CASSETTE: "make record ARGS='--case refund-policy'",
-       FIXTURE: 'make record ARGS=\'--case refund-policy --rerecord --reason "the recorded '
-                'results changed"\''}
+FIX = {
+    CASSETTE: "make record ARGS='--case refund-policy'",
+    FIXTURE: "make record ARGS='--case refund-policy --rerecord --reason \"the recorded "
+    "results changed\"'",
+}
 
 
 @pytest.mark.parametrize(

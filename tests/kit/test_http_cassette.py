@@ -41,8 +41,12 @@ URL = "http://127.0.0.1:8080/v1/chat/completions"
 
 
 def chat(temperature: float = 0.2, content: str = "hi", **extra: object) -> dict[str, object]:
-    return {"model": "m", "temperature": temperature,
-            "messages": [{"role": "user", "content": content}], **extra}
+    return {
+        "model": "m",
+        "temperature": temperature,
+        "messages": [{"role": "user", "content": content}],
+        **extra,
+    }
 
 
 class Live:
@@ -56,8 +60,11 @@ class Live:
         body = json.loads(request.content)
         asked = body["messages"][-1]["content"] if "messages" in body else "?"
         text = f"answer {len(self.asked)} to {asked}"
-        return httpx.Response(200, headers={"x-request-id": "req_1", "set-cookie": "s=1"},
-                              json={"choices": [{"message": {"content": text}}]})
+        return httpx.Response(
+            200,
+            headers={"x-request-id": "req_1", "set-cookie": "s=1"},
+            json={"choices": [{"message": {"content": text}}]},
+        )
 
     def transport(self) -> httpx.MockTransport:
         return httpx.MockTransport(self)
@@ -80,8 +87,10 @@ def test_once_records_what_is_missing_and_none_replays_it_without_the_network(
 ) -> None:
     path, live = tmp_path / "chat.http.json", Live()
     recorded = post_once(CassetteTransport(path, mode="once", inner=live.transport()), chat())
-    assert len(live.asked) == 1 and recorded.json()["choices"][0]["message"]["content"] \
-        == "answer 1 to hi"
+    assert (
+        len(live.asked) == 1
+        and recorded.json()["choices"][0]["message"]["content"] == "answer 1 to hi"
+    )
     replayed = post(CassetteTransport(path), chat())
     assert len(live.asked) == 1
     assert replayed.status_code == 200 and replayed.content == recorded.content
@@ -93,8 +102,10 @@ def test_once_records_what_is_missing_and_none_replays_it_without_the_network(
     key = request_key("POST", URL, json.dumps(chat()).encode())
     [interaction] = document["interactions"][key]
     assert interaction["request"] == {"method": "POST", "url": URL, "body": chat()}
-    assert interaction["response"]["headers"] == {"content-type": "application/json",
-                                                  "x-request-id": "req_1"}
+    assert interaction["response"]["headers"] == {
+        "content-type": "application/json",
+        "x-request-id": "req_1",
+    }
 
 
 def test_the_file_is_deterministic_and_never_holds_a_credential_header(tmp_path: Path) -> None:
@@ -111,8 +122,10 @@ def test_once_serves_what_is_recorded_and_records_only_the_new_request(tmp_path:
     path, live = tmp_path / "chat.http.json", Live()
     post_once(CassetteTransport(path, mode="once", inner=live.transport()), chat(content="a"))
     with CassetteTransport(path, mode="once", inner=live.transport()) as transport:
-        assert post(transport, chat(content="a")).json()["choices"][0]["message"]["content"] \
+        assert (
+            post(transport, chat(content="a")).json()["choices"][0]["message"]["content"]
             == "answer 1 to a"
+        )
         post(transport, chat(content="b"))
     assert [json.loads(r.content)["messages"][0]["content"] for r in live.asked] == ["a", "b"]
     assert len(HTTP_CASSETTE.decode(path.read_bytes(), source="x")) == 2
@@ -137,8 +150,10 @@ def test_a_miss_names_the_closest_request_and_the_json_paths_that_differ(tmp_pat
     with pytest.raises(CassetteMiss) as caught:
         post(CassetteTransport(path), chat(temperature=0.2, content="b"))
     message = str(caught.value)
-    assert f"POST {URL} (key {request_key('POST', URL, json.dumps(chat(0.7, 'a')).encode())})" \
+    assert (
+        f"POST {URL} (key {request_key('POST', URL, json.dumps(chat(0.7, 'a')).encode())})"
         in message
+    )
     assert 'messages[0].content: "b" != "a"' in message
     assert "temperature: 0.2 != 0.7" in message
 
@@ -159,18 +174,22 @@ def test_the_key_ignores_json_layout_and_headers_but_not_what_is_asked() -> None
     spaced = json.dumps(body, indent=4).encode()
     reordered = json.dumps(dict(reversed(list(body.items())))).encode()
     assert request_key("POST", URL, spaced) == request_key("POST", URL, reordered)
-    assert request_key("POST", URL, spaced) != request_key("POST", URL,
-                                                           json.dumps(chat(0.3)).encode())
-    assert request_key("post", "HTTP://127.0.0.1:8080/v1/chat/completions", spaced) \
-        == request_key("POST", URL, spaced)
-    assert request_key("GET", "https://API.example.com:443/v1/models?b=2&a=1", b"") \
-        == request_key("GET", "https://api.example.com/v1/models?a=1&b=2", b"")
+    assert request_key("POST", URL, spaced) != request_key(
+        "POST", URL, json.dumps(chat(0.3)).encode()
+    )
+    assert request_key("post", "HTTP://127.0.0.1:8080/v1/chat/completions", spaced) == request_key(
+        "POST", URL, spaced
+    )
+    assert request_key("GET", "https://API.example.com:443/v1/models?b=2&a=1", b"") == request_key(
+        "GET", "https://api.example.com/v1/models?a=1&b=2", b""
+    )
 
 
 def test_importing_gradekit_imports_no_http_library() -> None:
     code = "import sys, gradekit; print(sorted({'httpx', 'httpx2'} & set(sys.modules)))"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
     assert out.strip() == "[]"
 
 
@@ -191,11 +210,15 @@ def test_a_repeated_request_replays_in_recorded_order_and_one_more_is_a_miss_eve
 ) -> None:
     path, live = tmp_path / "chat.http.json", Live()
     with CassetteTransport(path, mode="once", inner=live.transport()) as transport:
-        assert [answer_of(post(transport, chat())) for _ in range(2)] \
-            == ["answer 1 to hi", "answer 2 to hi"]
+        assert [answer_of(post(transport, chat())) for _ in range(2)] == [
+            "answer 1 to hi",
+            "answer 2 to hi",
+        ]
     replay = CassetteTransport(path)
-    assert [answer_of(post(replay, chat())) for _ in range(2)] \
-        == ["answer 1 to hi", "answer 2 to hi"]
+    assert [answer_of(post(replay, chat())) for _ in range(2)] == [
+        "answer 1 to hi",
+        "answer 2 to hi",
+    ]
     key = request_key("POST", URL, json.dumps(chat()).encode())
     for _ in range(3):  # a client's retries: each one misses again, none is served
         with pytest.raises(CassetteMiss, match=f"{key}#3") as caught:
@@ -244,18 +267,26 @@ def test_text_and_binary_bodies_are_kept_as_text_and_base64(tmp_path: Path) -> N
 
     def handler(request: httpx.Request) -> httpx.Response:
         if request.content == b"\xff\x00":
-            return httpx.Response(200, headers={"content-type": "image/png"},
-                                  content=b"\x89PNG\xff")
-        return httpx.Response(201, headers={"content-type": "text/plain"},
-                              content=b"got " + request.content)
+            return httpx.Response(
+                200, headers={"content-type": "image/png"}, content=b"\x89PNG\xff"
+            )
+        return httpx.Response(
+            201, headers={"content-type": "text/plain"}, content=b"got " + request.content
+        )
 
     with CassetteTransport(path, mode="once", inner=httpx.MockTransport(handler)) as transport:
         client = httpx.Client(transport=transport)
         client.post("http://h/t", content=b"plain {not json")
         client.post("http://h/b", content=b"\xff\x00")
     interactions = [i[0] for i in json.loads(path.read_bytes())["interactions"].values()]
-    kept = {(i["request"]["url"], *sorted(set(i["request"]) - {"method", "url"}),
-             *sorted(set(i["response"]) - {"status", "headers"})) for i in interactions}
+    kept = {
+        (
+            i["request"]["url"],
+            *sorted(set(i["request"]) - {"method", "url"}),
+            *sorted(set(i["response"]) - {"status", "headers"}),
+        )
+        for i in interactions
+    }
     assert kept == {("http://h/t", "text", "text"), ("http://h/b", "base64", "base64")}
     client = httpx.Client(transport=CassetteTransport(path))
     text = client.post("http://h/t", content=b"plain {not json")
@@ -352,7 +383,9 @@ def read_stream(client: Any, url: str, server: StreamingServer | None = None) ->
 
 @pytest.mark.parametrize("library", ["httpx", "httpx2"])
 def test_a_stream_is_handed_on_event_by_event_recorded_whole_and_replayed_as_a_stream(
-    tmp_path: Path, streaming: StreamingServer, library: str,
+    tmp_path: Path,
+    streaming: StreamingServer,
+    library: str,
 ) -> None:
     path, client = tmp_path / "stream.http.json", importlib.import_module(library).Client
     with CassetteTransport(path, mode="once") as transport:
@@ -371,13 +404,17 @@ def test_a_stream_is_handed_on_event_by_event_recorded_whole_and_replayed_as_a_s
 
 
 def test_a_stream_left_early_is_still_recorded_whole(
-    tmp_path: Path, streaming: StreamingServer,
+    tmp_path: Path,
+    streaming: StreamingServer,
 ) -> None:
     path = tmp_path / "stream.http.json"
     streaming.first_read.set()
-    with CassetteTransport(path, mode="once") as transport, \
-            httpx.Client(transport=transport).stream("POST", streaming.url,
-                                                     json=chat(stream=True)) as response:
+    with (
+        CassetteTransport(path, mode="once") as transport,
+        httpx.Client(transport=transport).stream(
+            "POST", streaming.url, json=chat(stream=True)
+        ) as response,
+    ):
         next(response.iter_lines())
     [interaction] = json.loads(path.read_bytes())["interactions"].popitem()[1]
     assert interaction["response"]["events"] == EVENTS
@@ -397,12 +434,17 @@ def test_an_httpx2_request_is_answered_with_an_httpx2_response(tmp_path: Path) -
 
     with CassetteTransport(path, mode="once", inner=httpx2.MockTransport(handler)) as transport:
         recorded = httpx2.Client(transport=transport).post("http://h/v1/messages", json=chat())
-    replayed = httpx2.Client(transport=CassetteTransport(path)).post("http://h/v1/messages",
-                                                                    json=chat())
+    replayed = httpx2.Client(transport=CassetteTransport(path)).post(
+        "http://h/v1/messages", json=chat()
+    )
     assert type(replayed) is httpx2.Response and replayed.json() == recorded.json()
     # One cassette serves both libraries: the key is the request's, not the client's.
-    assert httpx.Client(transport=CassetteTransport(path)).post(
-        "http://h/v1/messages", json=chat()).json() == recorded.json()
+    assert (
+        httpx.Client(transport=CassetteTransport(path))
+        .post("http://h/v1/messages", json=chat())
+        .json()
+        == recorded.json()
+    )
     assert len(seen) == 1
 
 
@@ -415,8 +457,9 @@ with gradekit.CassetteTransport({str(tmp_path / "x.http.json")!r}, mode="once",
     httpx.Client(transport=transport).post("http://h/", json={{}})
 print("httpx2" in sys.modules)
 """
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
     assert out.strip() == "False"
 
 
@@ -426,8 +469,7 @@ def test_the_async_transport_records_and_replays_bodies_and_streams(tmp_path: Pa
     def handler(request: httpx.Request) -> httpx.Response:
         if json.loads(request.content).get("stream"):
             body = "".join(f"{event}\n\n" for event in EVENTS).encode()
-            return httpx.Response(200, headers={"content-type": "text/event-stream"},
-                                  content=body)
+            return httpx.Response(200, headers={"content-type": "text/event-stream"}, content=body)
         return live(request)
 
     async def run(transport: AsyncCassetteTransport) -> tuple[str, list[str]]:
@@ -437,8 +479,9 @@ def test_the_async_transport_records_and_replays_bodies_and_streams(tmp_path: Pa
                 lines = [line async for line in response.aiter_lines() if line]
         return answer, lines
 
-    recorded = asyncio.run(run(AsyncCassetteTransport(path, mode="once",
-                                                      inner=httpx.MockTransport(handler))))
+    recorded = asyncio.run(
+        run(AsyncCassetteTransport(path, mode="once", inner=httpx.MockTransport(handler)))
+    )
     assert recorded == ("answer 1 to hi", EVENTS)
     assert asyncio.run(run(AsyncCassetteTransport(path))) == recorded
     with pytest.raises(CassetteMiss):
@@ -457,9 +500,9 @@ def test_the_async_transport_serves_httpx2_too(tmp_path: Path) -> None:
             assert type(response) is httpx2.Response
             return response.json()
 
-    assert asyncio.run(run(AsyncCassetteTransport(path, mode="once",
-                                                  inner=httpx2.MockTransport(handler)))) \
-        == {"ok": True}
+    assert asyncio.run(
+        run(AsyncCassetteTransport(path, mode="once", inner=httpx2.MockTransport(handler)))
+    ) == {"ok": True}
     assert asyncio.run(run(AsyncCassetteTransport(path))) == {"ok": True}
 
 
@@ -496,8 +539,10 @@ def test_a_request_header_credential_echoed_back_is_refused_without_any_environm
     def echo(request: httpx.Request) -> httpx.Response:
         return httpx.Response(401, json={"error": f"bad key {request.headers['x-api-key']}"})
 
-    with CassetteTransport(path, mode="once", inner=httpx.MockTransport(echo), env={}) as t, \
-            pytest.raises(SecretLeak, match="x-api-key header"):
+    with (
+        CassetteTransport(path, mode="once", inner=httpx.MockTransport(echo), env={}) as t,
+        pytest.raises(SecretLeak, match="x-api-key header"),
+    ):
         httpx.Client(transport=t).post(URL, json=chat(), headers={"x-api-key": SECRET})
     assert SECRET.encode() not in path.read_bytes()
 
@@ -508,20 +553,35 @@ def recorded_file(tmp_path: Path) -> Path:
     return path
 
 
-@pytest.mark.parametrize(("edit", "found"), [
-    (lambda text: text.replace('"model": "m"', '"model": "m",', 1),
-     r"chat\.http\.json:\d+:\d+: not valid JSON"),
-    (lambda text: text.replace("http-cassette/1", "http-cassette/2"),
-     r"chat\.http\.json:\d+:\d+: unknown cassette format .*upgrade"),
-    (lambda text: text.replace("http-key/1", "http-key/0"),
-     r"chat\.http\.json:\d+:\d+: unknown key scheme"),
-    (lambda text: text.replace('"temperature": 0.2', '"temperature": 0.9'),
-     r"chat\.http\.json:5:5: interaction [0-9a-f]{16}#1 holds a request whose key is"),
-    (lambda text: text.replace('"status": 200', '"status": "200"'),
-     r"chat\.http\.json:5:5: interaction [0-9a-f]{16}#1 needs a 'response'"),
-])
+@pytest.mark.parametrize(
+    ("edit", "found"),
+    [
+        (
+            lambda text: text.replace('"model": "m"', '"model": "m",', 1),
+            r"chat\.http\.json:\d+:\d+: not valid JSON",
+        ),
+        (
+            lambda text: text.replace("http-cassette/1", "http-cassette/2"),
+            r"chat\.http\.json:\d+:\d+: unknown cassette format .*upgrade",
+        ),
+        (
+            lambda text: text.replace("http-key/1", "http-key/0"),
+            r"chat\.http\.json:\d+:\d+: unknown key scheme",
+        ),
+        (
+            lambda text: text.replace('"temperature": 0.2', '"temperature": 0.9'),
+            r"chat\.http\.json:5:5: interaction [0-9a-f]{16}#1 holds a request whose key is",
+        ),
+        (
+            lambda text: text.replace('"status": 200', '"status": "200"'),
+            r"chat\.http\.json:5:5: interaction [0-9a-f]{16}#1 needs a 'response'",
+        ),
+    ],
+)
 def test_a_corrupt_file_is_an_error_naming_file_line_and_column_never_an_empty_cassette(
-    tmp_path: Path, edit: Callable[[str], str], found: str,
+    tmp_path: Path,
+    edit: Callable[[str], str],
+    found: str,
 ) -> None:
     path = recorded_file(tmp_path)
     path.write_text(edit(path.read_text("utf-8")), "utf-8")
@@ -532,7 +592,9 @@ def test_a_corrupt_file_is_an_error_naming_file_line_and_column_never_an_empty_c
 
 
 def test_cassette_verify_reads_http_cassettes_by_their_format(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     path = recorded_file(tmp_path)
     assert main(["cassette", "verify", str(path)]) == 0
@@ -554,10 +616,14 @@ def test_cassette_verify_reads_http_cassettes_by_their_format(
 # -- the key, as properties --------------------------------------------------------------------
 
 JSON = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.text(max_size=8)
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.text(max_size=8)
     | st.floats(allow_nan=False, allow_infinity=False),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner,
-                                                               max_size=3),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3)
+    ),
     max_leaves=10,
 )
 BODIES = st.dictionaries(st.text(max_size=8), JSON, max_size=5)
@@ -573,45 +639,73 @@ def reordered(value: object, flip: bool) -> object:
     return value
 
 
-@given(BODIES, st.booleans(), st.sampled_from([None, 0, 2]),
-       st.sampled_from([(",", ":"), (", ", ": "), (" ,", " :  ")]))
+@given(
+    BODIES,
+    st.booleans(),
+    st.sampled_from([None, 0, 2]),
+    st.sampled_from([(",", ":"), (", ", ": "), (" ,", " :  ")]),
+)
 def test_the_key_is_stable_under_key_order_and_whitespace(
-    body: dict[str, object], flip: bool, indent: int | None, separators: tuple[str, str],
+    body: dict[str, object],
+    flip: bool,
+    indent: int | None,
+    separators: tuple[str, str],
 ) -> None:
     plain = json.dumps(body).encode()
-    other = json.dumps(reordered(body, flip), indent=indent, separators=separators,
-                       ensure_ascii=flip).encode()
+    other = json.dumps(
+        reordered(body, flip), indent=indent, separators=separators, ensure_ascii=flip
+    ).encode()
     assert request_key("POST", URL, plain) == request_key("POST", URL, other)
 
 
-@given(BODIES, st.sampled_from(["temperature", "seed", "n", "model", "stream", "tools"]),
-       JSON, JSON)
+@given(
+    BODIES, st.sampled_from(["temperature", "seed", "n", "model", "stream", "tools"]), JSON, JSON
+)
 def test_another_value_of_what_changes_the_answer_gives_another_key(
-    body: dict[str, object], field: str, one: object, other: object,
+    body: dict[str, object],
+    field: str,
+    one: object,
+    other: object,
 ) -> None:
     assume(json.dumps(one, sort_keys=True) != json.dumps(other, sort_keys=True))
     first, second = {**body, field: one}, {**body, field: other}
-    assert request_key("POST", URL, json.dumps(first).encode()) \
-        != request_key("POST", URL, json.dumps(second).encode())
+    assert request_key("POST", URL, json.dumps(first).encode()) != request_key(
+        "POST", URL, json.dumps(second).encode()
+    )
 
 
 @given(BODIES, st.sampled_from(sorted(VOLATILE)), JSON)
 def test_the_volatile_fields_leave_the_key_alone(
-    body: dict[str, object], field: str, value: object,
+    body: dict[str, object],
+    field: str,
+    value: object,
 ) -> None:
     without = {k: v for k, v in body.items() if k not in VOLATILE}
-    assert request_key("POST", URL, json.dumps({**without, field: value}).encode()) \
-        == request_key("POST", URL, json.dumps(without).encode())
+    assert request_key("POST", URL, json.dumps({**without, field: value}).encode()) == request_key(
+        "POST", URL, json.dumps(without).encode()
+    )
 
 
 # -- the SDKs' retries ---------------------------------------------------------------------------
 
 
 def completion(request: httpx.Request) -> httpx.Response:
-    return httpx.Response(200, json={
-        "id": "c1", "object": "chat.completion", "created": 1, "model": "m",
-        "choices": [{"index": 0, "finish_reason": "stop",
-                     "message": {"role": "assistant", "content": "hello"}}]})
+    return httpx.Response(
+        200,
+        json={
+            "id": "c1",
+            "object": "chat.completion",
+            "created": 1,
+            "model": "m",
+            "choices": [
+                {
+                    "index": 0,
+                    "finish_reason": "stop",
+                    "message": {"role": "assistant", "content": "hello"},
+                }
+            ],
+        },
+    )
 
 
 class Counted(CassetteTransport):
@@ -650,10 +744,15 @@ def test_an_openai_miss_is_retried_missed_again_each_time_and_in_the_chain(
 
     def ask(transport: CassetteTransport, temperature: float) -> str | None:
         # openai 3.57 types http_client as httpx2's, and takes httpx's too (the spec's way).
-        client = openai.OpenAI(api_key="k", base_url="http://127.0.0.1:9/v1", max_retries=1,
-                               http_client=httpx.Client(transport=transport))  # type: ignore[arg-type]
+        client = openai.OpenAI(
+            api_key="k",
+            base_url="http://127.0.0.1:9/v1",
+            max_retries=1,
+            http_client=httpx.Client(transport=transport),  # type: ignore[arg-type]
+        )
         reply = client.chat.completions.create(
-            model="m", temperature=temperature, messages=[{"role": "user", "content": "hi"}])
+            model="m", temperature=temperature, messages=[{"role": "user", "content": "hi"}]
+        )
         return reply.choices[0].message.content
 
     with CassetteTransport(path, mode="once", inner=httpx.MockTransport(completion)) as t:
@@ -674,11 +773,16 @@ def test_an_anthropic_miss_is_in_the_chain_of_what_the_sdk_raises_after_its_retr
     import httpx2
 
     transport = Counted(tmp_path / "anthropic.http.json")
-    client = anthropic.Anthropic(api_key="k", base_url="http://127.0.0.1:9", max_retries=1,
-                                 http_client=httpx2.Client(transport=transport))
+    client = anthropic.Anthropic(
+        api_key="k",
+        base_url="http://127.0.0.1:9",
+        max_retries=1,
+        http_client=httpx2.Client(transport=transport),
+    )
     with pytest.raises(anthropic.APIConnectionError) as caught:
-        client.messages.create(model="m", max_tokens=8,
-                               messages=[{"role": "user", "content": "hi"}])
+        client.messages.create(
+            model="m", max_tokens=8, messages=[{"role": "user", "content": "hi"}]
+        )
     miss = _miss_in(caught.value)
     assert "does not exist yet" in str(miss)
     assert transport.missed == [miss.key, miss.key]
@@ -717,13 +821,16 @@ os._exit(0)  # killed before close: nothing folded
 
 
 def test_a_stream_holding_a_credential_is_refused_when_it_ends(
-    tmp_path: Path, streaming: StreamingServer,
+    tmp_path: Path,
+    streaming: StreamingServer,
 ) -> None:
     path = tmp_path / "stream.http.json"
     streaming.first_read.set()
     env = {"STREAM_TOKEN": '"part 2"}'}
-    with CassetteTransport(path, mode="once", env=env) as transport, \
-            pytest.raises(SecretLeak, match="STREAM_TOKEN"):
+    with (
+        CassetteTransport(path, mode="once", env=env) as transport,
+        pytest.raises(SecretLeak, match="STREAM_TOKEN"),
+    ):
         read_stream(httpx.Client(transport=transport), streaming.url)
     assert json.loads(path.read_bytes())["interactions"] == {}
 
@@ -739,28 +846,39 @@ def test_the_closest_request_is_one_of_the_same_method_and_path_before_a_likelie
     with pytest.raises(CassetteMiss) as caught:
         post(CassetteTransport(path), chat(temperature=0.2, seed=1))
     differs = next(line for line in str(caught.value).splitlines() if "differs:" in line)
-    assert differs.split("differs:")[1].strip() \
+    assert (
+        differs.split("differs:")[1].strip()
         == "seed: 1 != 2; temperature: 0.2 != 0.7; top_p: (absent) != 0.5 (asked != recorded)"
+    )
 
 
 def test_a_journal_line_no_recorder_wrote_is_an_error_naming_its_line(tmp_path: Path) -> None:
     path = recorded_file(tmp_path)
     journal = tmp_path / "chat.http.json.journal"
-    journal.write_text('{"key": "0123456789abcdef#1", "prompt": "{}", "provider": "http", '
-                       '"recorded_at": "", "response": "{}"}\n', "utf-8")
+    journal.write_text(
+        '{"key": "0123456789abcdef#1", "prompt": "{}", "provider": "http", '
+        '"recorded_at": "", "response": "{}"}\n',
+        "utf-8",
+    )
     with pytest.raises(CassetteCorrupt, match=r"chat\.http\.json\.journal:1: unreadable"):
         CassetteTransport(path)
     assert json.loads(path.read_bytes())["interactions"]  # the file itself is left alone
 
 
 def test_cassette_diff_and_stale_read_http_cassettes_after_a_rerecord(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     path, live = tmp_path / "chat.http.json", Live()
-    post_once(CassetteTransport(path, mode="once", inner=live.transport(),
-                                clock=lambda: "2026-01-01T00:00:00Z"), chat())
-    with CassetteTransport(path, mode="rerecord", inner=live.transport(),
-                           clock=lambda: "2026-02-01T00:00:00Z") as transport:
+    post_once(
+        CassetteTransport(
+            path, mode="once", inner=live.transport(), clock=lambda: "2026-01-01T00:00:00Z"
+        ),
+        chat(),
+    )
+    with CassetteTransport(
+        path, mode="rerecord", inner=live.transport(), clock=lambda: "2026-02-01T00:00:00Z"
+    ) as transport:
         post(transport, chat())
     previous = tmp_path / "chat.http.previous.json"
     assert main(["cassette", "diff", str(previous), str(path)]) == 0
@@ -777,7 +895,9 @@ def test_cassette_diff_and_stale_read_http_cassettes_after_a_rerecord(
 
 @pytest.mark.parametrize("leave_early", [False, True])
 def test_a_stream_the_network_cut_off_is_not_recorded_and_the_retry_takes_its_place(
-    tmp_path: Path, streaming: StreamingServer, leave_early: bool,
+    tmp_path: Path,
+    streaming: StreamingServer,
+    leave_early: bool,
 ) -> None:
     path, streaming.cuts = tmp_path / "stream.http.json", 1
     streaming.first_read.set()
@@ -810,60 +930,101 @@ class Volatile:
         self.calls += 1
         n = self.calls
         if self.stream:
-            opening = {"type": "message_start", "message": {"id": f"msg_{n}", "role": "assistant",
-                                                             "content": []}}
-            chunk = {"id": f"chatcmpl-{n}", "created": 1000 + n, "system_fingerprint": f"fp_{n}",
-                     "choices": [{"delta": {"content": self.answer}}]}
-            events = (f"event: message_start\ndata: {json.dumps(opening)}\n\n"
-                      f"data: {json.dumps(chunk)}\n\ndata: [DONE]\n\n")
-            return httpx.Response(200, headers={"content-type": "text/event-stream",
-                                                "request-id": f"req_{n}"},
-                                  content=events.encode())
-        return httpx.Response(200, headers={"x-request-id": f"req_{n}"}, json={
-            "id": f"chatcmpl-{n}", "created": 1000 + n, "system_fingerprint": f"fp_{n}",
-            "choices": [{"message": {"content": self.answer}}]})
+            opening = {
+                "type": "message_start",
+                "message": {"id": f"msg_{n}", "role": "assistant", "content": []},
+            }
+            chunk = {
+                "id": f"chatcmpl-{n}",
+                "created": 1000 + n,
+                "system_fingerprint": f"fp_{n}",
+                "choices": [{"delta": {"content": self.answer}}],
+            }
+            events = (
+                f"event: message_start\ndata: {json.dumps(opening)}\n\n"
+                f"data: {json.dumps(chunk)}\n\ndata: [DONE]\n\n"
+            )
+            return httpx.Response(
+                200,
+                headers={"content-type": "text/event-stream", "request-id": f"req_{n}"},
+                content=events.encode(),
+            )
+        return httpx.Response(
+            200,
+            headers={"x-request-id": f"req_{n}"},
+            json={
+                "id": f"chatcmpl-{n}",
+                "created": 1000 + n,
+                "system_fingerprint": f"fp_{n}",
+                "choices": [{"message": {"content": self.answer}}],
+            },
+        )
 
 
 @pytest.mark.parametrize("stream", [False, True])
 def test_a_rerecord_that_gets_the_same_answer_under_new_ids_keeps_the_file_byte_for_byte(
-    tmp_path: Path, stream: bool,
+    tmp_path: Path,
+    stream: bool,
 ) -> None:
     path, live = tmp_path / "chat.http.json", Volatile()
     live.stream = stream
     clock = iter(["2026-01-01T00:00:00Z", "2026-02-01T00:00:00Z", "2026-03-01T00:00:00Z"])
-    with CassetteTransport(path, mode="once", inner=httpx.MockTransport(live),
-                           clock=lambda: next(clock)) as transport:
+    with CassetteTransport(
+        path, mode="once", inner=httpx.MockTransport(live), clock=lambda: next(clock)
+    ) as transport:
         post(transport, chat(stream=stream)).read()
     before = path.read_bytes()
     assert b"chatcmpl-1" in before and b"req_1" in before  # the file keeps them all
-    with CassetteTransport(path, mode="rerecord", inner=httpx.MockTransport(live),
-                           clock=lambda: next(clock)) as transport:
+    with CassetteTransport(
+        path, mode="rerecord", inner=httpx.MockTransport(live), clock=lambda: next(clock)
+    ) as transport:
         post(transport, chat(stream=stream)).read()
     assert live.calls == 2 and path.read_bytes() == before  # asked again, nothing changed
     live.answer = "another answer"
-    with CassetteTransport(path, mode="rerecord", inner=httpx.MockTransport(live),
-                           clock=lambda: next(clock)) as transport:
+    with CassetteTransport(
+        path, mode="rerecord", inner=httpx.MockTransport(live), clock=lambda: next(clock)
+    ) as transport:
         post(transport, chat(stream=stream)).read()
     assert b"another answer" in path.read_bytes() and b"chatcmpl-3" in path.read_bytes()
 
 
 def test_the_stable_form_leaves_out_ids_times_and_request_ids_and_keeps_the_answer() -> None:
-    body = HttpResponse(200, {"content-type": "application/json", "x-request-id": "req_1",
-                              "x-should-retry": "false"}, "body",
-                        {"id": "chatcmpl-1", "created": 1, "system_fingerprint": "fp_1",
-                         "request_id": "req_1", "model": "m", "choices": [{"id": "kept"}]})
+    body = HttpResponse(
+        200,
+        {"content-type": "application/json", "x-request-id": "req_1", "x-should-retry": "false"},
+        "body",
+        {
+            "id": "chatcmpl-1",
+            "created": 1,
+            "system_fingerprint": "fp_1",
+            "request_id": "req_1",
+            "model": "m",
+            "choices": [{"id": "kept"}],
+        },
+    )
     assert body.stable_json() == {
-        "status": 200, "headers": {"content-type": "application/json", "x-should-retry": "false"},
-        "body": {"model": "m", "choices": [{"id": "kept"}]}}  # only the top level's id goes
-    events = HttpResponse(200, {"content-type": "text/event-stream", "request-id": "req_1"},
-                          "events", [
-                              'event: message_start\ndata: {"message": {"id": "msg_1", '
-                              '"model": "m"}, "type": "message_start"}',
-                              'data: {"created_at": 5, "response": {"id": "resp_1", "n": 1}}',
-                              "data: [DONE]", ": a comment"])
+        "status": 200,
+        "headers": {"content-type": "application/json", "x-should-retry": "false"},
+        "body": {"model": "m", "choices": [{"id": "kept"}]},
+    }  # only the top level's id goes
+    events = HttpResponse(
+        200,
+        {"content-type": "text/event-stream", "request-id": "req_1"},
+        "events",
+        [
+            'event: message_start\ndata: {"message": {"id": "msg_1", '
+            '"model": "m"}, "type": "message_start"}',
+            'data: {"created_at": 5, "response": {"id": "resp_1", "n": 1}}',
+            "data: [DONE]",
+            ": a comment",
+        ],
+    )
     assert events.stable_json()["events"] == [
         'event: message_start\ndata: {"message":{"model":"m"},"type":"message_start"}',
-        'data: {"response":{"n":1}}', "data: [DONE]", ": a comment"]
+        'data: {"response":{"n":1}}',
+        "data: [DONE]",
+        ": a comment",
+    ]
     assert events.stable_json()["headers"] == {"content-type": "text/event-stream"}
     text = HttpResponse(200, {}, "text", '{"id": 1}')
     assert text.stable_json() == text.to_json()  # a text body is compared as it is

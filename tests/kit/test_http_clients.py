@@ -41,13 +41,19 @@ pytestmark = pytest.mark.usefixtures("kit_lab_restored")  # the example has its 
 
 def _ask(client: openai.OpenAI, question: str, **options: object) -> str:
     reply = client.chat.completions.create(
-        model=MODEL, messages=[{"role": "user", "content": question}], **options)  # type: ignore[call-overload]
+        model=MODEL, messages=[{"role": "user", "content": question}], **options
+    )  # type: ignore[call-overload]
     return str(reply.choices[0].message.content)
 
 
 def _openai(url: str, http_client: object, **options: object) -> openai.OpenAI:
-    return openai.OpenAI(base_url=url, api_key="sk-local", http_client=http_client,  # type: ignore[arg-type]
-                         max_retries=0, **options)  # type: ignore[arg-type]
+    return openai.OpenAI(
+        base_url=url,
+        api_key="sk-local",
+        http_client=http_client,  # type: ignore[arg-type]
+        max_retries=0,
+        **options,  # type: ignore[arg-type]
+    )
 
 
 def _records(path: Path) -> list[dict[str, object]]:
@@ -55,7 +61,8 @@ def _records(path: Path) -> list[dict[str, object]]:
 
 
 def test_a_recorder_records_sdk_requests_beside_its_cassette_and_a_replay_serves_them(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     cassette = tmp_path / "cassettes" / "refund.json"
     with Loopback(answer("Refunds ", "within 30 days."), answer("Shipping is free.")) as server:
         with Recorder(FakeProvider(str.upper), cassette) as recorder:
@@ -72,7 +79,8 @@ def test_a_recorder_records_sdk_requests_beside_its_cassette_and_a_replay_serves
 
 
 def test_a_recorder_keeps_a_cassette_that_was_there_even_when_nothing_was_recorded(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     cassette = tmp_path / "case.json"
     with Recorder(FakeProvider(str.upper), cassette) as recorder:
         recorder.complete("a prompt")
@@ -84,11 +92,14 @@ def test_a_recorder_keeps_a_cassette_that_was_there_even_when_nothing_was_record
 
 
 def test_closing_a_client_leaves_the_recorders_transport_open_for_the_next_one(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     """``with openai.OpenAI(...)`` per call must not end the recording."""
     cassette = tmp_path / "case.json"
-    with Loopback(answer("one"), answer("two")) as server, \
-            Recorder(FakeProvider(str.upper), cassette) as recorder:
+    with (
+        Loopback(answer("one"), answer("two")) as server,
+        Recorder(FakeProvider(str.upper), cassette) as recorder,
+    ):
         with _openai(server.openai_url, recorder.http_client()) as first:
             assert _ask(first, "first?") == "one"
         with _openai(server.openai_url, recorder.http_client()) as second:
@@ -97,29 +108,37 @@ def test_closing_a_client_leaves_the_recorders_transport_open_for_the_next_one(
     assert len(interactions) == 2
 
 
-def test_sync_and_async_clients_of_one_recorder_count_one_request_together(
-        tmp_path: Path) -> None:
+def test_sync_and_async_clients_of_one_recorder_count_one_request_together(tmp_path: Path) -> None:
     """The same request asked once sync and once async is its first and second recording."""
     cassette = tmp_path / "case.json"
 
     async def ask_async(client: openai.AsyncOpenAI) -> str:
         reply = await client.chat.completions.create(
-            model=MODEL, messages=[{"role": "user", "content": "again?"}])
+            model=MODEL, messages=[{"role": "user", "content": "again?"}]
+        )
         return str(reply.choices[0].message.content)
 
-    with Loopback(answer("first"), answer("second")) as server, \
-            Recorder(FakeProvider(str.upper), cassette) as recorder:
+    with (
+        Loopback(answer("first"), answer("second")) as server,
+        Recorder(FakeProvider(str.upper), cassette) as recorder,
+    ):
         assert _ask(_openai(server.openai_url, recorder.http_client()), "again?") == "first"
-        async_client = openai.AsyncOpenAI(base_url=server.openai_url, api_key="sk-local",
-                                          http_client=recorder.async_http_client("httpx2"),
-                                          max_retries=0)
+        async_client = openai.AsyncOpenAI(
+            base_url=server.openai_url,
+            api_key="sk-local",
+            http_client=recorder.async_http_client("httpx2"),
+            max_retries=0,
+        )
         assert asyncio.run(ask_async(async_client)) == "second"
     (recorded,) = json.loads((tmp_path / "case.http.json").read_text())["interactions"].values()
     assert len(recorded) == 2
     replay = Replay(cassette)
-    async_replay = openai.AsyncOpenAI(base_url=server.openai_url, api_key="sk-local",
-                                      http_client=replay.async_http_client("httpx2"),
-                                      max_retries=0)
+    async_replay = openai.AsyncOpenAI(
+        base_url=server.openai_url,
+        api_key="sk-local",
+        http_client=replay.async_http_client("httpx2"),
+        max_retries=0,
+    )
     assert asyncio.run(ask_async(async_replay)) == "first"
     assert _ask(_openai(server.openai_url, replay.http_client()), "again?") == "second"
     with pytest.raises(openai.APIConnectionError) as raised:
@@ -129,10 +148,13 @@ def test_sync_and_async_clients_of_one_recorder_count_one_request_together(
 
 
 def test_a_replay_miss_reaches_the_sdk_caller_as_a_cassette_miss_naming_the_record_command(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     cassette = tmp_path / "sql-explain.json"
-    with Loopback(answer("recorded")) as server, \
-            Recorder(FakeProvider(str.upper), cassette) as recorder:
+    with (
+        Loopback(answer("recorded")) as server,
+        Recorder(FakeProvider(str.upper), cassette) as recorder,
+    ):
         _ask(_openai(server.openai_url, recorder.http_client()), "q", temperature=0.2)
     client = _openai(server.openai_url, Replay(cassette).http_client())
     with pytest.raises(openai.APIConnectionError) as raised:
@@ -148,14 +170,21 @@ def test_anthropic_records_and_replays_through_the_httpx2_client(tmp_path: Path)
     cassette = tmp_path / "case.json"
 
     def ask(http_client: object) -> str:
-        claude = anthropic.Anthropic(base_url=server.url, api_key="sk-ant-local",
-                                     http_client=http_client, max_retries=0)  # type: ignore[arg-type]
-        message = claude.messages.create(model=MODEL, max_tokens=64,
-                                         messages=[{"role": "user", "content": "hi?"}])
+        claude = anthropic.Anthropic(
+            base_url=server.url,
+            api_key="sk-ant-local",
+            http_client=http_client,  # type: ignore[arg-type]
+            max_retries=0,
+        )
+        message = claude.messages.create(
+            model=MODEL, max_tokens=64, messages=[{"role": "user", "content": "hi?"}]
+        )
         return "".join(block.text for block in message.content if block.type == "text")
 
-    with Loopback(answer("Hello ", "there.")) as server, \
-            Recorder(FakeProvider(str.upper), cassette) as recorder:
+    with (
+        Loopback(answer("Hello ", "there.")) as server,
+        Recorder(FakeProvider(str.upper), cassette) as recorder,
+    ):
         live = ask(recorder.http_client("httpx2"))
     assert ask(Replay(cassette).http_client("httpx2")) == live == "Hello there."
 
@@ -171,8 +200,9 @@ def test_traced_writes_one_record_per_request_keyed_by_what_was_sent(tmp_path: P
     with pytest.raises(openai.APIConnectionError):
         _ask(client, "another")
     first, served, missed = _records(trace)
-    expected = request_key("POST", f"{server.openai_url}/chat/completions",
-                           json.dumps(sent.body).encode())
+    expected = request_key(
+        "POST", f"{server.openai_url}/chat/completions", json.dumps(sent.body).encode()
+    )
     assert first["key"] == served["key"] == expected
     assert (first["provider"], served["provider"]) == ("fake", "replayed")
     assert served["ok"] is True and served["error"] is None
@@ -212,15 +242,19 @@ def test_a_recorder_refuses_to_write_its_live_providers_key_in_a_request(tmp_pat
             return (key,)
 
     cassette = tmp_path / "case.json"
-    with Loopback(answer("ok")) as server, Recorder(Keyed(str.upper), cassette) as recorder, \
-            pytest.raises(SecretLeak, match="the live provider's API key"):
+    with (
+        Loopback(answer("ok")) as server,
+        Recorder(Keyed(str.upper), cassette) as recorder,
+        pytest.raises(SecretLeak, match="the live provider's API key"),
+    ):
         _ask(_openai(server.openai_url, recorder.http_client()), f"my key is {key}")
     http = tmp_path / "case.http.json"
     assert not http.exists() or key not in http.read_text()
 
 
 def test_the_shipped_sdk_example_replays_offline_from_its_real_recording(
-        capsys: pytest.CaptureFixture[str]) -> None:
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     """``gradekit run`` on examples/openai-sdk: no server on 127.0.0.1:8080 is needed, and
     every answer is a recorded SmolLM2 message."""
     assert main(["run", "--root", str(EXAMPLE), "--rubric", str(RUBRIC)]) == 0
@@ -231,7 +265,8 @@ def test_the_shipped_sdk_example_replays_offline_from_its_real_recording(
             for interaction in interactions:
                 response = interaction["response"]
                 assert response["headers"]["content-type"].startswith(
-                    ("application/json", "text/event-stream"))
+                    ("application/json", "text/event-stream")
+                )
                 if "body" in response:
                     recorded.add(response["body"]["choices"][0]["message"]["content"].strip())
                     assert response["body"]["model"] == "smollm2"
@@ -251,13 +286,16 @@ def _example_copy(copy: Path) -> Path:
 
 
 def test_an_sdk_wrapped_miss_is_reported_as_the_miss_with_its_exit_code(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     copy = _example_copy(tmp_path / "sdk")
     agent = copy / "lab" / "agent.py"
-    agent.write_text(agent.read_text().replace("http://127.0.0.1:8080/v1",
-                                               "https://api.openai.com/v1"))
-    assert main(["run", "--root", str(copy), "--rubric", str(RUBRIC),
-                 "--case", "refund-policy"]) == 3
+    agent.write_text(
+        agent.read_text().replace("http://127.0.0.1:8080/v1", "https://api.openai.com/v1")
+    )
+    assert (
+        main(["run", "--root", str(copy), "--rubric", str(RUBRIC), "--case", "refund-policy"]) == 3
+    )
     said = capsys.readouterr().err
     assert said.startswith("CassetteMiss (raised as openai.APIConnectionError): ")
     assert 'host: "api.openai.com" != "127.0.0.1:8080"' in said
@@ -266,24 +304,43 @@ def test_an_sdk_wrapped_miss_is_reported_as_the_miss_with_its_exit_code(
 
 @pytest.mark.slow
 def test_the_shipped_sdk_example_grades_offline_with_one_digest_under_two_labels(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     """The real recording, served through the grader's parent: the same report whatever the
     provider is called, and every SDK request of the primary run served and traced."""
     digests, totals = [], []
     for label in ("smollm2-local", "another-vendor"):
         out = tmp_path / label
-        assert main(["grade", str(EXAMPLE), "--rubric", str(RUBRIC), "--out", str(out),
-                     "--label", label, "--quiet"]) == 0
+        assert (
+            main(
+                [
+                    "grade",
+                    str(EXAMPLE),
+                    "--rubric",
+                    str(RUBRIC),
+                    "--out",
+                    str(out),
+                    "--label",
+                    label,
+                    "--quiet",
+                ]
+            )
+            == 0
+        )
         report = json.loads((out / "openai-sdk" / "report.json").read_text())
         digests.append(report["digest"])
         totals.append(report["total"])
         points = {c["id"]: c["points"] for c in report["criteria"]}
         assert (points["contract_stability"], points["loud_failure"], points["tracing"]) == (
-            "30.00", "25.00", "20.00")
+            "30.00",
+            "25.00",
+            "20.00",
+        )
         assert report["findings"] == []
         assert sorted(name for name in report["inputs"] if name.endswith(".http.json")) == [
             f"cassettes/{case}.http.json"
-            for case in ("flaky-grade", "incident-summary", "refund-policy", "sql-explain")]
+            for case in ("flaky-grade", "incident-summary", "refund-policy", "sql-explain")
+        ]
     assert digests[0] == digests[1]
     assert totals[0] == totals[1]
 
@@ -293,8 +350,9 @@ def test_the_pytest_plugins_provider_names_its_own_flag_in_an_http_miss(tmp_path
     records, never `make record ARGS='--case <test name>'`."""
     from gradekit._pytest import _PlayedReplay
 
-    client = _openai("http://127.0.0.1:9/v1", _PlayedReplay(tmp_path / "test_x.json", set())
-                     .http_client())
+    client = _openai(
+        "http://127.0.0.1:9/v1", _PlayedReplay(tmp_path / "test_x.json", set()).http_client()
+    )
     with pytest.raises(openai.APIConnectionError) as raised:
         _ask(client, "q")
     said = str(raised.value.__cause__)
@@ -308,10 +366,13 @@ def test_an_sdk_only_agent_is_told_why_it_cannot_claim_two_providers(tmp_path: P
     first) earns nothing, and the evidence says why instead of calling it a copy."""
     copy = _example_copy(tmp_path / "sdk")
     manifest = copy / "pyproject.toml"
-    manifest.write_text(manifest.read_text().replace(
-        'student = "gradekit-reference-sdk"',
-        'student = "gradekit-reference-sdk"\nstretch = ["two-providers"]\n'
-        'second_cassettes = "cassettes-llm"'))
+    manifest.write_text(
+        manifest.read_text().replace(
+            'student = "gradekit-reference-sdk"',
+            'student = "gradekit-reference-sdk"\nstretch = ["two-providers"]\n'
+            'second_cassettes = "cassettes-llm"',
+        )
+    )
     (copy / "cassettes-llm").mkdir()
     for path in (copy / "cassettes").glob("*.http.json"):
         (copy / "cassettes-llm" / path.name).write_bytes(path.read_bytes())

@@ -52,14 +52,29 @@ OTHER_QUESTION = "What is the shipping policy?"
 ANSWER = ("Refunds are issued ", "within 30 days.")
 LOOKUP = {"query": "refund policy", "limit": 3}
 PREAMBLE = "Let me check."
-OPENAI_TOOLS: list[ChatCompletionToolParam] = [{"type": "function", "function": {
-    "name": "lookup", "description": "Search the policy documents.",
-    "parameters": {"type": "object", "properties": {"query": {"type": "string"},
-                                                    "limit": {"type": "integer"}}}}}]
-ANTHROPIC_TOOLS: list[ToolParam] = [{
-    "name": "lookup", "description": "Search the policy documents.",
-    "input_schema": {"type": "object", "properties": {"query": {"type": "string"},
-                                                      "limit": {"type": "integer"}}}}]
+OPENAI_TOOLS: list[ChatCompletionToolParam] = [
+    {
+        "type": "function",
+        "function": {
+            "name": "lookup",
+            "description": "Search the policy documents.",
+            "parameters": {
+                "type": "object",
+                "properties": {"query": {"type": "string"}, "limit": {"type": "integer"}},
+            },
+        },
+    }
+]
+ANTHROPIC_TOOLS: list[ToolParam] = [
+    {
+        "name": "lookup",
+        "description": "Search the policy documents.",
+        "input_schema": {
+            "type": "object",
+            "properties": {"query": {"type": "string"}, "limit": {"type": "integer"}},
+        },
+    }
+]
 
 SyncClient = openai.OpenAI | anthropic.Anthropic
 AsyncClient = openai.AsyncOpenAI | anthropic.AsyncAnthropic
@@ -110,12 +125,17 @@ def final(dump: str, *dumps: str) -> Result:
     joined = "\n".join([*dumps, dump])
     if data.get("object") == "chat.completion":
         message = data["choices"][0]["message"]
-        calls = tuple((call["function"]["name"], _arguments(call["function"]["arguments"]))
-                      for call in message.get("tool_calls") or [])
+        calls = tuple(
+            (call["function"]["name"], _arguments(call["function"]["arguments"]))
+            for call in message.get("tool_calls") or []
+        )
         return Result(message["content"] or "", calls, joined)
     text = "".join(block["text"] for block in data["content"] if block["type"] == "text")
-    calls = tuple((block["name"], json.dumps(block["input"], sort_keys=True))
-                  for block in data["content"] if block["type"] == "tool_use")
+    calls = tuple(
+        (block["name"], json.dumps(block["input"], sort_keys=True))
+        for block in data["content"]
+        if block["type"] == "tool_use"
+    )
     return Result(text, calls, joined)
 
 
@@ -139,12 +159,16 @@ def openai_call(client: openai.OpenAI, scenario: Scenario, question: str) -> Res
         done = client.chat.completions.create(model=MODEL, messages=messages, tools=OPENAI_TOOLS)
         return final(done.model_dump_json())
     if scenario == "stream":
-        chunks = list(client.chat.completions.create(
-            model=MODEL, messages=messages, stream=True, stream_options={"include_usage": True}))
+        chunks = list(
+            client.chat.completions.create(
+                model=MODEL, messages=messages, stream=True, stream_options={"include_usage": True}
+            )
+        )
         text = "".join(chunk.choices[0].delta.content or "" for chunk in chunks if chunk.choices)
         return Result(text, (), "\n".join(chunk.model_dump_json() for chunk in chunks))
-    with client.chat.completions.stream(model=MODEL, messages=messages,
-                                        tools=OPENAI_TOOLS) as stream:
+    with client.chat.completions.stream(
+        model=MODEL, messages=messages, tools=OPENAI_TOOLS
+    ) as stream:
         events = [event.model_dump_json() for event in stream]
         return final(stream.get_final_completion().model_dump_json(), *events)
 
@@ -155,8 +179,9 @@ def anthropic_call(client: anthropic.Anthropic, scenario: Scenario, question: st
     if scenario in ("chat", "tool"):
         done = client.messages.create(model=MODEL, max_tokens=64, messages=messages, tools=tools)
         return final(done.model_dump_json())
-    with client.messages.stream(model=MODEL, max_tokens=64, messages=messages,
-                                tools=tools) as stream:
+    with client.messages.stream(
+        model=MODEL, max_tokens=64, messages=messages, tools=tools
+    ) as stream:
         if scenario == "stream":
             seen = list(stream.text_stream)
         else:
@@ -178,19 +203,36 @@ def alegacy(client: httpx.AsyncClient) -> httpx2.AsyncClient:
     return cast(httpx2.AsyncClient, client)
 
 
-def sync_client(stack: Stack, url: str, transport: httpx.BaseTransport | httpx2.BaseTransport,
-                key: str, retries: int = 0) -> SyncClient:
+def sync_client(
+    stack: Stack,
+    url: str,
+    transport: httpx.BaseTransport | httpx2.BaseTransport,
+    key: str,
+    retries: int = 0,
+) -> SyncClient:
     """The SDK as a student builds it, its HTTP client carrying ``transport``."""
     if stack == "openai+httpx":
         assert isinstance(transport, httpx.BaseTransport | CassetteTransport)
-        return openai.OpenAI(api_key=key, base_url=f"{url}/v1", max_retries=retries,
-                             http_client=legacy(httpx.Client(transport=transport)))
+        return openai.OpenAI(
+            api_key=key,
+            base_url=f"{url}/v1",
+            max_retries=retries,
+            http_client=legacy(httpx.Client(transport=transport)),
+        )
     assert isinstance(transport, httpx2.BaseTransport | CassetteTransport)
     if stack == "openai+httpx2":
-        return openai.OpenAI(api_key=key, base_url=f"{url}/v1", max_retries=retries,
-                             http_client=httpx2.Client(transport=transport))
-    return anthropic.Anthropic(api_key=key, base_url=url, max_retries=retries,
-                               http_client=httpx2.Client(transport=transport))
+        return openai.OpenAI(
+            api_key=key,
+            base_url=f"{url}/v1",
+            max_retries=retries,
+            http_client=httpx2.Client(transport=transport),
+        )
+    return anthropic.Anthropic(
+        api_key=key,
+        base_url=url,
+        max_retries=retries,
+        http_client=httpx2.Client(transport=transport),
+    )
 
 
 def sync_call(client: SyncClient, scenario: Scenario, question: str = QUESTION) -> Result:
@@ -199,8 +241,9 @@ def sync_call(client: SyncClient, scenario: Scenario, question: str = QUESTION) 
     return anthropic_call(client, scenario, question)
 
 
-def sync_run(stack: Stack, url: str, transport: CassetteTransport, key: str,
-             scenario: Scenario) -> Result:
+def sync_run(
+    stack: Stack, url: str, transport: CassetteTransport, key: str, scenario: Scenario
+) -> Result:
     """One call; leaving the client closes the transport, which folds the journal."""
     with transport, sync_client(stack, url, transport, key) as client:
         return sync_call(client, scenario)
@@ -209,39 +252,43 @@ def sync_run(stack: Stack, url: str, transport: CassetteTransport, key: str,
 # ---- async calls ----------------------------------------------------------------------
 
 
-async def openai_acall(client: openai.AsyncOpenAI, scenario: Scenario,
-                       question: str) -> Result:
+async def openai_acall(client: openai.AsyncOpenAI, scenario: Scenario, question: str) -> Result:
     messages = openai_messages(question)
     if scenario == "chat":
-        done = await client.chat.completions.create(model=MODEL, messages=messages,
-                                                    temperature=0.2)
+        done = await client.chat.completions.create(model=MODEL, messages=messages, temperature=0.2)
         return final(done.model_dump_json())
     if scenario == "tool":
-        done = await client.chat.completions.create(model=MODEL, messages=messages,
-                                                    tools=OPENAI_TOOLS)
+        done = await client.chat.completions.create(
+            model=MODEL, messages=messages, tools=OPENAI_TOOLS
+        )
         return final(done.model_dump_json())
     if scenario == "stream":
         stream = await client.chat.completions.create(
-            model=MODEL, messages=messages, stream=True, stream_options={"include_usage": True})
+            model=MODEL, messages=messages, stream=True, stream_options={"include_usage": True}
+        )
         chunks = [chunk async for chunk in stream]
         text = "".join(chunk.choices[0].delta.content or "" for chunk in chunks if chunk.choices)
         return Result(text, (), "\n".join(chunk.model_dump_json() for chunk in chunks))
-    async with client.chat.completions.stream(model=MODEL, messages=messages,
-                                              tools=OPENAI_TOOLS) as events:
+    async with client.chat.completions.stream(
+        model=MODEL, messages=messages, tools=OPENAI_TOOLS
+    ) as events:
         seen = [event.model_dump_json() async for event in events]
         return final((await events.get_final_completion()).model_dump_json(), *seen)
 
 
-async def anthropic_acall(client: anthropic.AsyncAnthropic, scenario: Scenario,
-                          question: str) -> Result:
+async def anthropic_acall(
+    client: anthropic.AsyncAnthropic, scenario: Scenario, question: str
+) -> Result:
     messages = anthropic_messages(question)
     tools = ANTHROPIC_TOOLS if "tool" in scenario else anthropic.omit
     if scenario in ("chat", "tool"):
-        done = await client.messages.create(model=MODEL, max_tokens=64, messages=messages,
-                                            tools=tools)
+        done = await client.messages.create(
+            model=MODEL, max_tokens=64, messages=messages, tools=tools
+        )
         return final(done.model_dump_json())
-    async with client.messages.stream(model=MODEL, max_tokens=64, messages=messages,
-                                      tools=tools) as stream:
+    async with client.messages.stream(
+        model=MODEL, max_tokens=64, messages=messages, tools=tools
+    ) as stream:
         if scenario == "stream":
             seen = [text async for text in stream.text_stream]
         else:
@@ -249,30 +296,46 @@ async def anthropic_acall(client: anthropic.AsyncAnthropic, scenario: Scenario,
         return final((await stream.get_final_message()).model_dump_json(), *seen)
 
 
-def async_client(stack: Stack, url: str,
-                 transport: httpx.AsyncBaseTransport | httpx2.AsyncBaseTransport, key: str,
-                 retries: int = 0) -> AsyncClient:
+def async_client(
+    stack: Stack,
+    url: str,
+    transport: httpx.AsyncBaseTransport | httpx2.AsyncBaseTransport,
+    key: str,
+    retries: int = 0,
+) -> AsyncClient:
     if stack == "openai+httpx":
         assert isinstance(transport, httpx.AsyncBaseTransport | AsyncCassetteTransport)
-        return openai.AsyncOpenAI(api_key=key, base_url=f"{url}/v1", max_retries=retries,
-                                  http_client=alegacy(httpx.AsyncClient(transport=transport)))
+        return openai.AsyncOpenAI(
+            api_key=key,
+            base_url=f"{url}/v1",
+            max_retries=retries,
+            http_client=alegacy(httpx.AsyncClient(transport=transport)),
+        )
     assert isinstance(transport, httpx2.AsyncBaseTransport | AsyncCassetteTransport)
     if stack == "openai+httpx2":
-        return openai.AsyncOpenAI(api_key=key, base_url=f"{url}/v1", max_retries=retries,
-                                  http_client=httpx2.AsyncClient(transport=transport))
-    return anthropic.AsyncAnthropic(api_key=key, base_url=url, max_retries=retries,
-                                    http_client=httpx2.AsyncClient(transport=transport))
+        return openai.AsyncOpenAI(
+            api_key=key,
+            base_url=f"{url}/v1",
+            max_retries=retries,
+            http_client=httpx2.AsyncClient(transport=transport),
+        )
+    return anthropic.AsyncAnthropic(
+        api_key=key,
+        base_url=url,
+        max_retries=retries,
+        http_client=httpx2.AsyncClient(transport=transport),
+    )
 
 
-async def async_call(client: AsyncClient, scenario: Scenario,
-                     question: str = QUESTION) -> Result:
+async def async_call(client: AsyncClient, scenario: Scenario, question: str = QUESTION) -> Result:
     if isinstance(client, openai.AsyncOpenAI):
         return await openai_acall(client, scenario, question)
     return await anthropic_acall(client, scenario, question)
 
 
-def async_run(stack: Stack, url: str, transport: AsyncCassetteTransport, key: str,
-              scenario: Scenario) -> Result:
+def async_run(
+    stack: Stack, url: str, transport: AsyncCassetteTransport, key: str, scenario: Scenario
+) -> Result:
     async def run() -> Result:
         async with transport, async_client(stack, url, transport, key) as client:
             return await async_call(client, scenario)
@@ -325,18 +388,21 @@ def chain(error: BaseException) -> list[BaseException]:
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
 @pytest.mark.parametrize("stack", STACKS)
-def test_sync_replay_is_byte_identical(stack: Stack, scenario: Scenario, cassette: Path,
-                                       tmp_path: Path, key: str) -> None:
+def test_sync_replay_is_byte_identical(
+    stack: Stack, scenario: Scenario, cassette: Path, tmp_path: Path, key: str
+) -> None:
     env = {VENDOR_KEY[sdk_of(stack)]: key}
     with Loopback(reply(scenario)) as server:
-        recorded = sync_run(stack, server.url, CassetteTransport(cassette, mode="once", env=env),
-                            key, scenario)
+        recorded = sync_run(
+            stack, server.url, CassetteTransport(cassette, mode="once", env=env), key, scenario
+        )
     assert len(server.requests) == 1
     assert_sent_key(server, key)
     assert (recorded.text, recorded.calls) == expected(scenario)
 
-    replayed = sync_run(stack, server.url, CassetteTransport(cassette, mode="none", env=env),
-                        key, scenario)
+    replayed = sync_run(
+        stack, server.url, CassetteTransport(cassette, mode="none", env=env), key, scenario
+    )
     assert replayed == recorded
     assert len(server.requests) == 1
     [stored] = interactions(cassette)
@@ -346,8 +412,9 @@ def test_sync_replay_is_byte_identical(stack: Stack, scenario: Scenario, cassett
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
 @pytest.mark.parametrize("stack", STACKS)
-def test_async_replay_is_byte_identical(stack: Stack, scenario: Scenario, cassette: Path,
-                                        tmp_path: Path, key: str) -> None:
+def test_async_replay_is_byte_identical(
+    stack: Stack, scenario: Scenario, cassette: Path, tmp_path: Path, key: str
+) -> None:
     env = {VENDOR_KEY[sdk_of(stack)]: key}
     with Loopback(reply(scenario)) as server:
         recording = AsyncCassetteTransport(cassette, mode="once", env=env)
@@ -366,8 +433,9 @@ def test_async_replay_is_byte_identical(stack: Stack, scenario: Scenario, casset
 def test_sync_recording_replays_async_and_back(stack: Stack, cassette: Path, key: str) -> None:
     # One cassette format: what the sync transport wrote, the async one serves.
     with Loopback(reply("stream")) as server:
-        recorded = sync_run(stack, server.url, CassetteTransport(cassette, mode="once"), key,
-                            "stream")
+        recorded = sync_run(
+            stack, server.url, CassetteTransport(cassette, mode="once"), key, "stream"
+        )
     replayed = async_run(stack, server.url, AsyncCassetteTransport(cassette), key, "stream")
     assert replayed == recorded
 
@@ -377,31 +445,37 @@ def chat_object(client: SyncClient) -> tuple[str | None, str]:
     if isinstance(client, openai.OpenAI):
         done = client.chat.completions.create(model=MODEL, messages=openai_messages(QUESTION))
         return done._request_id, done.model_dump_json()
-    message = client.messages.create(model=MODEL, max_tokens=64,
-                                     messages=anthropic_messages(QUESTION))
+    message = client.messages.create(
+        model=MODEL, max_tokens=64, messages=anthropic_messages(QUESTION)
+    )
     return message._request_id, message.model_dump_json()
 
 
 @pytest.mark.parametrize("stack", STACKS)
-def test_request_ids_replay_from_the_protocols_header(stack: Stack, cassette: Path,
-                                                      key: str) -> None:
-    with (Loopback(reply("chat")) as server,
-          CassetteTransport(cassette, mode="once") as transport,
-          sync_client(stack, server.url, transport, key) as client):
+def test_request_ids_replay_from_the_protocols_header(
+    stack: Stack, cassette: Path, key: str
+) -> None:
+    with (
+        Loopback(reply("chat")) as server,
+        CassetteTransport(cassette, mode="once") as transport,
+        sync_client(stack, server.url, transport, key) as client,
+    ):
         recorded = chat_object(client)
-    with CassetteTransport(cassette) as transport, sync_client(stack, server.url, transport,
-                                                               key) as client:
+    with (
+        CassetteTransport(cassette) as transport,
+        sync_client(stack, server.url, transport, key) as client,
+    ):
         assert chat_object(client) == recorded
     assert recorded[0] == "req_loopback1"  # an SDK user quotes it in a bug report
 
 
 @pytest.mark.parametrize("scenario", ["chat", "tool"])
 @pytest.mark.parametrize("stack", STACKS)
-def test_gzipped_answers_replay(stack: Stack, scenario: Scenario, cassette: Path,
-                                key: str) -> None:
+def test_gzipped_answers_replay(stack: Stack, scenario: Scenario, cassette: Path, key: str) -> None:
     with Loopback(reply(scenario), gzip=True) as server:
-        recorded = sync_run(stack, server.url, CassetteTransport(cassette, mode="once"), key,
-                            scenario)
+        recorded = sync_run(
+            stack, server.url, CassetteTransport(cassette, mode="once"), key, scenario
+        )
     assert "gzip" in server.requests[0].headers["accept-encoding"]  # so it was compressed
     assert (recorded.text, recorded.calls) == expected(scenario)
     [stored] = interactions(cassette)
@@ -413,14 +487,18 @@ def read_first_piece(client: SyncClient) -> str:
     """Stop reading a stream after its first piece of text, as a student's loop may."""
     if isinstance(client, openai.OpenAI):
         with client.chat.completions.create(
-                model=MODEL, messages=openai_messages(QUESTION), stream=True,
-                stream_options={"include_usage": True}) as chunks:
+            model=MODEL,
+            messages=openai_messages(QUESTION),
+            stream=True,
+            stream_options={"include_usage": True},
+        ) as chunks:
             for chunk in chunks:
                 if chunk.choices and chunk.choices[0].delta.content:
                     return chunk.choices[0].delta.content
     else:
-        with client.messages.stream(model=MODEL, max_tokens=64,
-                                    messages=anthropic_messages(QUESTION)) as stream:
+        with client.messages.stream(
+            model=MODEL, max_tokens=64, messages=anthropic_messages(QUESTION)
+        ) as stream:
             for text in stream.text_stream:
                 return text
     raise AssertionError("the stream had no text")
@@ -428,13 +506,17 @@ def read_first_piece(client: SyncClient) -> str:
 
 @pytest.mark.parametrize("stack", STACKS)
 def test_a_stream_left_early_is_recorded_whole(stack: Stack, cassette: Path, key: str) -> None:
-    with (Loopback(reply("stream")) as server,
-          CassetteTransport(cassette, mode="once") as transport,
-          sync_client(stack, server.url, transport, key) as client):
+    with (
+        Loopback(reply("stream")) as server,
+        CassetteTransport(cassette, mode="once") as transport,
+        sync_client(stack, server.url, transport, key) as client,
+    ):
         first = read_first_piece(client)
     assert "".join(ANSWER).startswith(first) and first
-    with CassetteTransport(cassette) as transport, sync_client(stack, server.url, transport,
-                                                               key) as client:
+    with (
+        CassetteTransport(cassette) as transport,
+        sync_client(stack, server.url, transport, key) as client,
+    ):
         assert read_first_piece(client) == first
     replayed = sync_run(stack, server.url, CassetteTransport(cassette), key, "stream")
     assert replayed.text == "".join(ANSWER)  # the rest was recorded though nobody read it
@@ -444,30 +526,34 @@ async def aread_first_piece(client: AsyncClient) -> str:
     """``read_first_piece`` for the async clients."""
     if isinstance(client, openai.AsyncOpenAI):
         chunks = await client.chat.completions.create(
-            model=MODEL, messages=openai_messages(QUESTION), stream=True,
-            stream_options={"include_usage": True})
+            model=MODEL,
+            messages=openai_messages(QUESTION),
+            stream=True,
+            stream_options={"include_usage": True},
+        )
         async with chunks:
             async for chunk in chunks:
                 if chunk.choices and chunk.choices[0].delta.content:
                     return chunk.choices[0].delta.content
     else:
-        async with client.messages.stream(model=MODEL, max_tokens=64,
-                                          messages=anthropic_messages(QUESTION)) as stream:
+        async with client.messages.stream(
+            model=MODEL, max_tokens=64, messages=anthropic_messages(QUESTION)
+        ) as stream:
             async for text in stream.text_stream:
                 return text
     raise AssertionError("the stream had no text")
 
 
 @pytest.mark.parametrize("stack", STACKS)
-def test_an_async_stream_left_early_is_recorded_whole(stack: Stack, cassette: Path,
-                                                      key: str) -> None:
+def test_an_async_stream_left_early_is_recorded_whole(
+    stack: Stack, cassette: Path, key: str
+) -> None:
     async def first_piece(transport: AsyncCassetteTransport, url: str) -> str:
         async with transport, async_client(stack, url, transport, key) as client:
             return await aread_first_piece(client)
 
     with Loopback(reply("stream")) as server:
-        first = asyncio.run(first_piece(AsyncCassetteTransport(cassette, mode="once"),
-                                        server.url))
+        first = asyncio.run(first_piece(AsyncCassetteTransport(cassette, mode="once"), server.url))
     assert first and "".join(ANSWER).startswith(first)
     assert asyncio.run(first_piece(AsyncCassetteTransport(cassette), server.url)) == first
     replayed = async_run(stack, server.url, AsyncCassetteTransport(cassette), key, "stream")
@@ -475,8 +561,9 @@ def test_an_async_stream_left_early_is_recorded_whole(stack: Stack, cassette: Pa
 
 
 @pytest.mark.parametrize("stack", STACKS)
-def test_a_timed_out_attempt_is_not_recorded_and_its_retry_is(stack: Stack, cassette: Path,
-                                                               key: str) -> None:
+def test_a_timed_out_attempt_is_not_recorded_and_its_retry_is(
+    stack: Stack, cassette: Path, key: str
+) -> None:
     with Loopback(slow(5, *ANSWER), reply("chat")) as server:
         transport = CassetteTransport(cassette, mode="once")
         client = sync_client(stack, server.url, transport, key, retries=1)
@@ -487,26 +574,31 @@ def test_a_timed_out_attempt_is_not_recorded_and_its_retry_is(stack: Stack, cass
     assert sync_run(stack, server.url, CassetteTransport(cassette), key, "chat") == recorded
 
 
-def test_a_cassette_recorded_through_httpx_replays_through_httpx2(cassette: Path,
-                                                                   key: str) -> None:
+def test_a_cassette_recorded_through_httpx_replays_through_httpx2(cassette: Path, key: str) -> None:
     # openai 3.x moved from httpx to httpx2: a course's cassettes must survive the upgrade.
     with Loopback(reply("tool")) as server:
-        recorded = sync_run("openai+httpx", server.url, CassetteTransport(cassette, mode="once"),
-                            key, "tool")
+        recorded = sync_run(
+            "openai+httpx", server.url, CassetteTransport(cassette, mode="once"), key, "tool"
+        )
     for stack in STACKS[:2]:
         assert sync_run(stack, server.url, CassetteTransport(cassette), key, "tool") == recorded
 
 
 @pytest.mark.parametrize("stack", STACKS)
-def test_a_retried_rate_limit_replays_the_same_answer(stack: Stack, cassette: Path,
-                                                      key: str) -> None:
-    with (Loopback(error(429, "slow down", retry_after="0"), reply("chat")) as server,
-          CassetteTransport(cassette, mode="once") as transport,
-          sync_client(stack, server.url, transport, key, retries=1) as client):
+def test_a_retried_rate_limit_replays_the_same_answer(
+    stack: Stack, cassette: Path, key: str
+) -> None:
+    with (
+        Loopback(error(429, "slow down", retry_after="0"), reply("chat")) as server,
+        CassetteTransport(cassette, mode="once") as transport,
+        sync_client(stack, server.url, transport, key, retries=1) as client,
+    ):
         recorded = sync_call(client, "chat")
     assert len(server.requests) == 2 and recorded.text == "".join(ANSWER)
-    with (CassetteTransport(cassette) as transport,
-          sync_client(stack, server.url, transport, key, retries=1) as client):
+    with (
+        CassetteTransport(cassette) as transport,
+        sync_client(stack, server.url, transport, key, retries=1) as client,
+    ):
         assert sync_call(client, "chat") == recorded
 
 
@@ -514,19 +606,20 @@ def test_a_retried_rate_limit_replays_the_same_answer(stack: Stack, cassette: Pa
 def test_replay_needs_no_real_key(stack: Stack, cassette: Path, key: str) -> None:
     # Headers are not in the request key: a grader replays with no credential at all.
     with Loopback(reply("tool")) as server:
-        recorded = sync_run(stack, server.url, CassetteTransport(cassette, mode="once"), key,
-                            "tool")
+        recorded = sync_run(
+            stack, server.url, CassetteTransport(cassette, mode="once"), key, "tool"
+        )
     replayed = sync_run(stack, server.url, CassetteTransport(cassette), "not-a-key", "tool")
     assert replayed == recorded
 
 
 @pytest.mark.parametrize("stack", STACKS)
-def test_rerecord_asks_again_and_keeps_the_previous(stack: Stack, cassette: Path,
-                                                    key: str) -> None:
+def test_rerecord_asks_again_and_keeps_the_previous(stack: Stack, cassette: Path, key: str) -> None:
     with Loopback(answer("old answer"), answer("new answer")) as server:
         sync_run(stack, server.url, CassetteTransport(cassette, mode="once"), key, "chat")
-        again = sync_run(stack, server.url, CassetteTransport(cassette, mode="rerecord"), key,
-                         "chat")
+        again = sync_run(
+            stack, server.url, CassetteTransport(cassette, mode="rerecord"), key, "chat"
+        )
     assert again.text == "new answer"
     assert sync_run(stack, server.url, CassetteTransport(cassette), key, "chat") == again
     previous = cassette.with_name("sdk.http.previous.json")
@@ -544,18 +637,22 @@ def failure(call: Callable[[], object]) -> BaseException:
 
 # What a student's call raises when the connection drops mid-answer, by SDK and library.
 CUT_OFF = (openai.APIError, anthropic.APIError, httpx.TransportError, httpx2.TransportError)
-CUTS = [pytest.param("stream", cut(3, *ANSWER), id="stream"),
-        pytest.param("chat", cut(0, *ANSWER), id="chat")]
+CUTS = [
+    pytest.param("stream", cut(3, *ANSWER), id="stream"),
+    pytest.param("chat", cut(0, *ANSWER), id="chat"),
+]
 
 
-def assert_cut_not_recorded(stack: Stack, scenario: Scenario, cassette: Path, key: str,
-                            retried: Result) -> None:
+def assert_cut_not_recorded(
+    stack: Stack, scenario: Scenario, cassette: Path, key: str, retried: Result
+) -> None:
     assert retried.text == "".join(ANSWER)
     stored = interactions(cassette)
     assert len(stored) == 1, "the answer cut off was recorded too"
     assert ("events" in stored[0]["response"]) == (scenario == "stream")
-    assert sync_run(stack, server_url(cassette), CassetteTransport(cassette), key,
-                    scenario) == retried
+    assert (
+        sync_run(stack, server_url(cassette), CassetteTransport(cassette), key, scenario) == retried
+    )
 
 
 def server_url(cassette: Path) -> str:
@@ -566,13 +663,15 @@ def server_url(cassette: Path) -> str:
 
 @pytest.mark.parametrize(("scenario", "dropped"), CUTS)
 @pytest.mark.parametrize("stack", STACKS)
-def test_an_answer_cut_off_while_recording_is_not_recorded(stack: Stack, scenario: Scenario,
-                                                           dropped: Reply, cassette: Path,
-                                                           key: str) -> None:
+def test_an_answer_cut_off_while_recording_is_not_recorded(
+    stack: Stack, scenario: Scenario, dropped: Reply, cassette: Path, key: str
+) -> None:
     # The connection drops mid-answer; the student's code tries again and gets it whole.
-    with (Loopback(dropped, reply(scenario)) as server,
-          CassetteTransport(cassette, mode="once") as transport,
-          sync_client(stack, server.url, transport, key) as client):
+    with (
+        Loopback(dropped, reply(scenario)) as server,
+        CassetteTransport(cassette, mode="once") as transport,
+        sync_client(stack, server.url, transport, key) as client,
+    ):
         failure(lambda: sync_call(client, scenario))
         retried = sync_call(client, scenario)
     assert len(server.requests) == 2
@@ -582,7 +681,8 @@ def test_an_answer_cut_off_while_recording_is_not_recorded(stack: Stack, scenari
 @pytest.mark.parametrize(("scenario", "dropped"), CUTS)
 @pytest.mark.parametrize("stack", STACKS)
 def test_an_answer_cut_off_while_recording_async_is_not_recorded(
-        stack: Stack, scenario: Scenario, dropped: Reply, cassette: Path, key: str) -> None:
+    stack: Stack, scenario: Scenario, dropped: Reply, cassette: Path, key: str
+) -> None:
     async def ask_twice(url: str) -> Result:
         transport = AsyncCassetteTransport(cassette, mode="once")
         async with transport, async_client(stack, url, transport, key) as client:
@@ -598,8 +698,9 @@ def test_an_answer_cut_off_while_recording_async_is_not_recorded(
 
 @pytest.mark.parametrize("scenario", ["chat", "stream"])
 @pytest.mark.parametrize("stack", STACKS)
-def test_non_ascii_questions_and_answers_replay(stack: Stack, scenario: Scenario,
-                                                cassette: Path, key: str) -> None:
+def test_non_ascii_questions_and_answers_replay(
+    stack: Stack, scenario: Scenario, cassette: Path, key: str
+) -> None:
     question, said = "¿Cuál es la política de reembolso? 🧾", ("Reembolsos ", "en 30 días ✅")
 
     def ask(transport: CassetteTransport) -> Result:
@@ -621,8 +722,9 @@ def api_error(call: Callable[[], object]) -> tuple[str, str, int]:
 
 
 @pytest.mark.parametrize("stack", STACKS)
-def test_a_proxys_html_error_page_replays_as_the_same_error(stack: Stack, cassette: Path,
-                                                            key: str) -> None:
+def test_a_proxys_html_error_page_replays_as_the_same_error(
+    stack: Stack, cassette: Path, key: str
+) -> None:
     page = b"<html><body><h1>502 Bad Gateway</h1></body></html>"
 
     def ask(transport: CassetteTransport) -> tuple[str, str, int]:
@@ -637,14 +739,23 @@ def test_a_proxys_html_error_page_replays_as_the_same_error(stack: Stack, casset
     assert stored["response"]["text"] == page.decode()
 
 
-def test_azure_openai_api_key_header_is_never_written(cassette: Path, tmp_path: Path,
-                                                      key: str) -> None:
+def test_azure_openai_api_key_header_is_never_written(
+    cassette: Path, tmp_path: Path, key: str
+) -> None:
     def ask(transport: CassetteTransport) -> str:
-        with transport, openai.AzureOpenAI(
-                api_key=key, azure_endpoint=server.url, api_version="2024-10-21",
-                max_retries=0, http_client=legacy(httpx.Client(transport=transport))) as client:
-            done = client.chat.completions.create(model="gpt-deployment",
-                                                  messages=openai_messages(QUESTION))
+        with (
+            transport,
+            openai.AzureOpenAI(
+                api_key=key,
+                azure_endpoint=server.url,
+                api_version="2024-10-21",
+                max_retries=0,
+                http_client=legacy(httpx.Client(transport=transport)),
+            ) as client,
+        ):
+            done = client.chat.completions.create(
+                model="gpt-deployment", messages=openai_messages(QUESTION)
+            )
             return done.model_dump_json()
 
     env = {"AZURE_OPENAI_API_KEY": key}
@@ -665,17 +776,18 @@ def answered(question: str, text: str) -> bool:
     return text.startswith(f"You asked: {question} (request ")
 
 
-async def ask_together(stack: Stack, url: str, transport: AsyncCassetteTransport, key: str,
-                       questions: list[str]) -> list[str]:
+async def ask_together(
+    stack: Stack, url: str, transport: AsyncCassetteTransport, key: str, questions: list[str]
+) -> list[str]:
     async with transport, async_client(stack, url, transport, key) as client:
-        results = await asyncio.gather(*(async_call(client, "chat", question)
-                                         for question in questions))
+        results = await asyncio.gather(
+            *(async_call(client, "chat", question) for question in questions)
+        )
     return [result.text for result in results]
 
 
 @pytest.mark.parametrize("stack", STACKS)
-def test_concurrent_async_calls_replay_each_its_own(stack: Stack, cassette: Path,
-                                                    key: str) -> None:
+def test_concurrent_async_calls_replay_each_its_own(stack: Stack, cassette: Path, key: str) -> None:
     # Four questions and one of them three times more, all in flight at once.
     asked = [*QUESTIONS, QUESTION, QUESTION, QUESTION]
     with Loopback(default=echo()) as server:
@@ -689,8 +801,9 @@ def test_concurrent_async_calls_replay_each_its_own(stack: Stack, cassette: Path
     assert sorted(replayed[4:]) == sorted(recorded[4:])  # which equal ask gets which is free
 
 
-def ask_in_threads(stack: Stack, url: str, transport: CassetteTransport, key: str,
-                   questions: list[str]) -> list[str]:
+def ask_in_threads(
+    stack: Stack, url: str, transport: CassetteTransport, key: str, questions: list[str]
+) -> list[str]:
     """``questions`` from four threads sharing one client, the first four sent together."""
     start = threading.Barrier(4)
 
@@ -699,8 +812,11 @@ def ask_in_threads(stack: Stack, url: str, transport: CassetteTransport, key: st
             start.wait(timeout=5)
         return sync_call(client, "chat", question).text
 
-    with transport, sync_client(stack, url, transport, key) as client, \
-            ThreadPoolExecutor(max_workers=4) as pool:
+    with (
+        transport,
+        sync_client(stack, url, transport, key) as client,
+        ThreadPoolExecutor(max_workers=4) as pool,
+    ):
         return list(pool.map(ask, questions))
 
 
@@ -709,8 +825,9 @@ def live_transport(stack: Stack) -> httpx.HTTPTransport | httpx2.HTTPTransport:
 
 
 @pytest.mark.parametrize("stack", STACKS)
-def test_threads_sharing_one_client_replay_each_its_own(stack: Stack, cassette: Path,
-                                                        key: str) -> None:
+def test_threads_sharing_one_client_replay_each_its_own(
+    stack: Stack, cassette: Path, key: str
+) -> None:
     asked = QUESTIONS * 2
     with Loopback(default=echo()) as server:
         recording = CassetteTransport(cassette, mode="once", inner=live_transport(stack))
@@ -721,17 +838,20 @@ def test_threads_sharing_one_client_replay_each_its_own(stack: Stack, cassette: 
 
 
 @pytest.mark.parametrize("stack", STACKS)
-def test_threads_recording_at_once_close_every_connection(stack: Stack, cassette: Path,
-                                                          key: str) -> None:
+def test_threads_recording_at_once_close_every_connection(
+    stack: Stack, cassette: Path, key: str
+) -> None:
     # The leaked sockets are caught here, so their warnings cannot fail a later test instead.
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         with Loopback(default=echo()) as server:
-            ask_in_threads(stack, server.url, CassetteTransport(cassette, mode="once"), key,
-                           QUESTIONS)
+            ask_in_threads(
+                stack, server.url, CassetteTransport(cassette, mode="once"), key, QUESTIONS
+            )
         gc.collect()
-    assert [str(warning.message) for warning in caught
-            if issubclass(warning.category, ResourceWarning)] == []
+    assert [
+        str(warning.message) for warning in caught if issubclass(warning.category, ResourceWarning)
+    ] == []
 
 
 # ---- a miss: the SDK's own error, CassetteMiss in its chain, every retry a miss ---------
@@ -757,8 +877,9 @@ class Attempts:
         self.outcomes.append("answered")
         return response
 
-    async def aserve(self, request: httpx.Request | httpx2.Request,
-                     answer: Callable[[], Awaitable[R]]) -> R:
+    async def aserve(
+        self, request: httpx.Request | httpx2.Request, answer: Callable[[], Awaitable[R]]
+    ) -> R:
         self.requests.append((request.method, str(request.url), await request.aread()))
         try:
             response = await answer()
@@ -800,8 +921,7 @@ class AsyncSeenByHttpx(httpx.AsyncBaseTransport):
         self.inner, self.attempts = inner, attempts
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        return await self.attempts.aserve(
-            request, lambda: self.inner.handle_async_request(request))
+        return await self.attempts.aserve(request, lambda: self.inner.handle_async_request(request))
 
     async def aclose(self) -> None:
         await self.inner.aclose()
@@ -812,8 +932,7 @@ class AsyncSeenByHttpx2(httpx2.AsyncBaseTransport):
         self.inner, self.attempts = inner, attempts
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
-        return await self.attempts.aserve(
-            request, lambda: self.inner.handle_async_request(request))
+        return await self.attempts.aserve(request, lambda: self.inner.handle_async_request(request))
 
     async def aclose(self) -> None:
         await self.inner.aclose()
@@ -824,8 +943,9 @@ def connection_error(stack: Stack) -> type[Exception]:
     return openai.APIConnectionError if stack.startswith("openai") else anthropic.APIConnectionError
 
 
-def assert_miss_explained(error: BaseException, attempts: Attempts, key: str,
-                          cassette: Path) -> None:
+def assert_miss_explained(
+    error: BaseException, attempts: Attempts, key: str, cassette: Path
+) -> None:
     """Three attempts (max_retries=2), each a miss on one key, the last in ``error``'s chain,
     naming the one recorded request as the closest and where the two part."""
     misses = attempts.misses()
@@ -847,29 +967,35 @@ def record_chat(stack: Stack, server: Loopback, cassette: Path, key: str) -> Non
 
 
 @pytest.mark.parametrize("stack", STACKS)
-def test_sync_miss_is_the_sdks_error_caused_by_cassette_miss(stack: Stack, cassette: Path,
-                                                              key: str) -> None:
+def test_sync_miss_is_the_sdks_error_caused_by_cassette_miss(
+    stack: Stack, cassette: Path, key: str
+) -> None:
     with Loopback(reply("chat")) as server:
         record_chat(stack, server, cassette, key)
         attempts, inner = Attempts(), CassetteTransport(cassette, mode="none")
-        seen = SeenByHttpx2(inner, attempts) if "httpx2" in stack else SeenByHttpx(inner,
-                                                                                    attempts)
-        with (sync_client(stack, server.url, seen, key, retries=2) as client,
-              pytest.raises(connection_error(stack)) as caught):
+        seen = SeenByHttpx2(inner, attempts) if "httpx2" in stack else SeenByHttpx(inner, attempts)
+        with (
+            sync_client(stack, server.url, seen, key, retries=2) as client,
+            pytest.raises(connection_error(stack)) as caught,
+        ):
             sync_call(client, "chat", OTHER_QUESTION)
         assert server.requests[1:] == []  # a miss never goes live, however often retried
     assert_miss_explained(caught.value, attempts, key, cassette)
 
 
 @pytest.mark.parametrize("stack", STACKS)
-def test_async_miss_is_the_sdks_error_caused_by_cassette_miss(stack: Stack, cassette: Path,
-                                                               key: str) -> None:
+def test_async_miss_is_the_sdks_error_caused_by_cassette_miss(
+    stack: Stack, cassette: Path, key: str
+) -> None:
     attempts = Attempts()
 
     async def ask(url: str) -> None:
         inner = AsyncCassetteTransport(cassette, mode="none")
-        seen = (AsyncSeenByHttpx2(inner, attempts) if "httpx2" in stack
-                else AsyncSeenByHttpx(inner, attempts))
+        seen = (
+            AsyncSeenByHttpx2(inner, attempts)
+            if "httpx2" in stack
+            else AsyncSeenByHttpx(inner, attempts)
+        )
         async with async_client(stack, url, seen, key, retries=2) as client:
             await async_call(client, "chat", OTHER_QUESTION)
 
@@ -886,28 +1012,38 @@ def chat_as(client: SyncClient, who: str, *, warmer: bool = False) -> str:
     ``warmer`` changes a sampling setting (anthropic 2.x has no temperature: max_tokens)."""
     if isinstance(client, openai.OpenAI):
         return client.chat.completions.create(
-            model=MODEL, messages=openai_messages(QUESTION), user=who,
-            temperature=0.7 if warmer else 0.2).model_dump_json()
+            model=MODEL,
+            messages=openai_messages(QUESTION),
+            user=who,
+            temperature=0.7 if warmer else 0.2,
+        ).model_dump_json()
     return client.messages.create(
-        model=MODEL, max_tokens=128 if warmer else 64, messages=anthropic_messages(QUESTION),
-        metadata={"user_id": who}).model_dump_json()
+        model=MODEL,
+        max_tokens=128 if warmer else 64,
+        messages=anthropic_messages(QUESTION),
+        metadata={"user_id": who},
+    ).model_dump_json()
 
 
 @pytest.mark.parametrize("stack", STACKS)
-def test_who_asked_is_not_in_the_key_but_sampling_is(stack: Stack, cassette: Path,
-                                                      key: str) -> None:
-    with (Loopback(reply("chat")) as server,
-          CassetteTransport(cassette, mode="once") as transport,
-          sync_client(stack, server.url, transport, key) as client):
+def test_who_asked_is_not_in_the_key_but_sampling_is(
+    stack: Stack, cassette: Path, key: str
+) -> None:
+    with (
+        Loopback(reply("chat")) as server,
+        CassetteTransport(cassette, mode="once") as transport,
+        sync_client(stack, server.url, transport, key) as client,
+    ):
         recorded = chat_as(client, "student-1")
-    with (CassetteTransport(cassette) as transport,
-          sync_client(stack, server.url, transport, key) as client):
+    with (
+        CassetteTransport(cassette) as transport,
+        sync_client(stack, server.url, transport, key) as client,
+    ):
         assert chat_as(client, "student-2") == recorded  # user / metadata are volatile
         with pytest.raises(connection_error(stack)) as caught:
             chat_as(client, "student-1", warmer=True)
     [miss] = [error for error in chain(caught.value) if isinstance(error, CassetteMiss)]
-    differs = ("temperature: 0.7 != 0.2" if stack.startswith("openai")
-               else "max_tokens: 128 != 64")
+    differs = "temperature: 0.7 != 0.2" if stack.startswith("openai") else "max_tokens: 128 != 64"
     assert differs in str(miss)
 
 
@@ -916,8 +1052,10 @@ def test_no_cassette_is_a_miss_not_a_recording(stack: Stack, cassette: Path, key
     # vcrpy records live when the cassette is absent; replay-only must say so and stop.
     with Loopback(reply("chat")) as server:
         transport = CassetteTransport(cassette)
-        with (sync_client(stack, server.url, transport, key) as client,
-              pytest.raises(connection_error(stack)) as caught):
+        with (
+            sync_client(stack, server.url, transport, key) as client,
+            pytest.raises(connection_error(stack)) as caught,
+        ):
             sync_call(client, "chat")
         assert server.requests == []
     [miss] = [error for error in chain(caught.value) if isinstance(error, CassetteMiss)]
@@ -928,12 +1066,16 @@ def test_no_cassette_is_a_miss_not_a_recording(stack: Stack, cassette: Path, key
 @pytest.mark.parametrize("stack", STACKS)
 def test_asking_more_often_than_recorded_is_a_miss(stack: Stack, cassette: Path, key: str) -> None:
     with Loopback(answer("first"), answer("second")) as server:
-        with (CassetteTransport(cassette, mode="once") as transport,
-              sync_client(stack, server.url, transport, key) as client):
+        with (
+            CassetteTransport(cassette, mode="once") as transport,
+            sync_client(stack, server.url, transport, key) as client,
+        ):
             recorded = [sync_call(client, "chat"), sync_call(client, "chat")]
         assert [one.text for one in recorded] == ["first", "second"]
-        with (CassetteTransport(cassette) as transport,
-              sync_client(stack, server.url, transport, key) as client):
+        with (
+            CassetteTransport(cassette) as transport,
+            sync_client(stack, server.url, transport, key) as client,
+        ):
             assert [sync_call(client, "chat"), sync_call(client, "chat")] == recorded
             with pytest.raises(connection_error(stack)) as caught:
                 sync_call(client, "chat")
@@ -944,8 +1086,10 @@ def test_asking_more_often_than_recorded_is_a_miss(stack: Stack, cassette: Path,
 @pytest.mark.parametrize("stack", STACKS)
 def test_unplayed_names_what_the_run_never_asked(stack: Stack, cassette: Path, key: str) -> None:
     with Loopback(default=answer(*ANSWER)) as server:
-        with (CassetteTransport(cassette, mode="once") as transport,
-              sync_client(stack, server.url, transport, key) as client):
+        with (
+            CassetteTransport(cassette, mode="once") as transport,
+            sync_client(stack, server.url, transport, key) as client,
+        ):
             sync_call(client, "chat")
             sync_call(client, "chat", OTHER_QUESTION)
         [first, second] = [request.body for request in server.requests]
@@ -963,8 +1107,9 @@ def test_unplayed_names_what_the_run_never_asked(stack: Stack, cassette: Path, k
 
 @pytest.mark.parametrize("source", ["header", "env"])
 @pytest.mark.parametrize("stack", STACKS)
-def test_a_secret_in_an_answer_is_refused_not_written(stack: Stack, source: str, cassette: Path,
-                                                      tmp_path: Path, key: str) -> None:
+def test_a_secret_in_an_answer_is_refused_not_written(
+    stack: Stack, source: str, cassette: Path, tmp_path: Path, key: str
+) -> None:
     # A model that repeats a secret: the key the SDK sent (the transport sees it in the
     # request's headers, with no env), or a value it knows only from env=.
     secret, env = key, {}
@@ -973,8 +1118,9 @@ def test_a_secret_in_an_answer_is_refused_not_written(stack: Stack, source: str,
         env = {"LAB_DB_PASSWORD": secret}
     with Loopback(answer(f"Your secret is {secret}.")) as server:
         try:
-            sync_run(stack, server.url, CassetteTransport(cassette, mode="once", env=env), key,
-                     "chat")
+            sync_run(
+                stack, server.url, CassetteTransport(cassette, mode="once", env=env), key, "chat"
+            )
         except Exception as exc:
             raised: BaseException = exc
         else:
@@ -1005,8 +1151,12 @@ def test_sdks_parse_the_doubles_tool_calls_and_streams(sdk: Sdk, scenario: Scena
 
 def test_the_doubles_streams_end_as_the_real_apis_do() -> None:
     with Loopback(default=tool_call("lookup", LOOKUP)) as server:
-        body = {"model": MODEL, "max_tokens": 8, "stream": True,
-                "messages": [{"role": "user", "content": QUESTION}]}
+        body = {
+            "model": MODEL,
+            "max_tokens": 8,
+            "stream": True,
+            "messages": [{"role": "user", "content": QUESTION}],
+        }
         headers = {"anthropic-version": "2023-06-01"}
         gpt = httpx.post(f"{server.openai_url}/chat/completions", json=body)
         claude = httpx.post(f"{server.url}/v1/messages", json=body, headers=headers)
@@ -1014,8 +1164,11 @@ def test_the_doubles_streams_end_as_the_real_apis_do() -> None:
     assert gpt.headers["transfer-encoding"] == "chunked"
     assert gpt.text.endswith("data: [DONE]\n\n")
     assert '"finish_reason": "tool_calls"' in gpt.text
-    names = [line.removeprefix("event: ") for line in claude.text.splitlines()
-             if line.startswith("event: ")]
+    names = [
+        line.removeprefix("event: ")
+        for line in claude.text.splitlines()
+        if line.startswith("event: ")
+    ]
     assert names[:3] == ["message_start", "ping", "content_block_start"]
     assert names[-3:] == ["content_block_stop", "message_delta", "message_stop"]
     assert '"stop_reason": "tool_use"' in claude.text

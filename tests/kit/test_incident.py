@@ -54,8 +54,9 @@ def fixed(policy: dict[str, Any], amount: int) -> bool:
     return bool(policy["within_window"]) and amount <= int(policy["max_refund"])
 
 
-def refund_agent(guard: Guard, *, extra_question: bool = False,
-                 prompt: str = "Should we refund? {task}") -> Callable[..., str]:
+def refund_agent(
+    guard: Guard, *, extra_question: bool = False, prompt: str = "Should we refund? {task}"
+) -> Callable[..., str]:
     def run(provider: Provider, task: str, tools: Toolbox) -> str:
         decision = provider.complete(prompt.format(task=task))
         if extra_question:
@@ -90,18 +91,27 @@ def record(path: Path, guard: Guard = buggy) -> str:
 ACTION_LIVE = Plan.of({"issue_refund"})
 
 
-def test_the_recording_holds_every_crossing_in_order_with_its_input_and_key(
-        tmp_path: Path) -> None:
+def test_the_recording_holds_every_crossing_in_order_with_its_input_and_key(tmp_path: Path) -> None:
     assert record(tmp_path / "refund.jsonl") == "refunded"
     incident = read_incident(tmp_path / "refund.jsonl")
     assert (incident.case, incident.task, incident.provider, incident.torn) == (
-        "refund", TASK, "fake:model", "")
+        "refund",
+        TASK,
+        "fake:model",
+        "",
+    )
     assert [(e.index, e.boundary, e.kind) for e in incident.envelopes] == [
-        (0, "model", "model"), (1, "policy", "read"), (2, "issue_refund", "action")]
+        (0, "model", "model"),
+        (1, "policy", "read"),
+        (2, "issue_refund", "action"),
+    ]
     action = incident.envelopes[2]
     assert (action.input, action.key, action.output, action.ran) == (
         {"args": {"amount": 120, "student": "s1"}},
-        'issue_refund {"amount":120,"student":"s1"}', {"refunded": 120}, True)
+        'issue_refund {"amount":120,"student":"s1"}',
+        {"refunded": 120},
+        True,
+    )
 
 
 def test_the_bytes_are_deterministic_and_an_incident_is_never_rewritten(tmp_path: Path) -> None:
@@ -130,7 +140,8 @@ def test_each_envelope_is_written_before_the_crossing_returns(tmp_path: Path) ->
 
 
 def test_a_torn_last_line_is_reported_and_every_earlier_envelope_stays_readable(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     path = tmp_path / "refund.jsonl"
     record(path)
     path.write_bytes(path.read_bytes()[:-30])
@@ -163,8 +174,7 @@ def test_a_run_killed_mid_way_leaves_every_earlier_envelope(tmp_path: Path) -> N
     done = subprocess.run([sys.executable, "-c", script], timeout=60, check=False)
     assert done.returncode == -signal.SIGKILL
     incident = read_incident(path)
-    assert [e.input["prompt"] for e in incident.envelopes] == [
-        f"question {n}" for n in range(5)]
+    assert [e.input["prompt"] for e in incident.envelopes] == [f"question {n}" for n in range(5)]
     assert incident.torn == ""
 
 
@@ -177,12 +187,14 @@ def test_a_failed_crossing_is_recorded_and_fails_again_in_the_replay(tmp_path: P
 
     registry.read_only("policy", policy)
     agent = refund_agent(fixed)
-    with IncidentRecorder(path, case="c", task=TASK) as recorder, \
-            pytest.raises(ConnectionError):
+    with IncidentRecorder(path, case="c", task=TASK) as recorder, pytest.raises(ConnectionError):
         agent(recorder.provider(FakeProvider(lambda p: "yes")), TASK, recorder.toolbox(registry))
     envelope = read_incident(path).envelopes[-1]
     assert (envelope.boundary, envelope.output, envelope.error) == (
-        "policy", None, "ConnectionError: the course database is down")
+        "policy",
+        None,
+        "ConnectionError: the course database is down",
+    )
     replayed = replay_incident(path, agent)
     assert replayed.error is not None
     assert "ConnectionError: the course database is down" in str(replayed.error)
@@ -201,13 +213,15 @@ def test_the_fixed_guard_blocks_the_action_the_buggy_one_lets_through(tmp_path: 
     assert before_fix.answer == "refunded"
     [action] = before_fix.actions("issue_refund")
     assert (action.live, action.ran, action.input) == (
-        True, True, {"args": {"amount": 120, "student": "s1"}})
+        True,
+        True,
+        {"args": {"amount": 120, "student": "s1"}},
+    )
     served = [c.boundary for c in after_fix.crossings if not c.live]
     assert served == ["model", "policy"]  # the model and the policy came from the record
 
 
-def test_a_full_replay_calls_no_live_model_and_serves_the_recorded_action(
-        tmp_path: Path) -> None:
+def test_a_full_replay_calls_no_live_model_and_serves_the_recorded_action(tmp_path: Path) -> None:
     path = tmp_path / "refund.jsonl"
     record(path)
     replayed = replay_incident(path, refund_agent(buggy))  # the default plan: all recorded
@@ -220,8 +234,13 @@ def test_a_live_model_boundary_goes_to_the_provider_given(tmp_path: Path) -> Non
     path = tmp_path / "refund.jsonl"
     record(path)
     now = FakeProvider(lambda prompt: "no", name="fake:model")
-    replayed = replay_incident(path, refund_agent(buggy), plan=Plan.of({"model", "issue_refund"}),
-                               provider=now, tools=tools())
+    replayed = replay_incident(
+        path,
+        refund_agent(buggy),
+        plan=Plan.of({"model", "issue_refund"}),
+        provider=now,
+        tools=tools(),
+    )
     assert (replayed.answer, now.calls) == ("refused", [f"Should we refund? {TASK}"])
     with pytest.raises(UsageError, match="no provider was given"):
         replay_incident(path, refund_agent(buggy), plan=Plan.of({"model"}))
@@ -234,8 +253,9 @@ def test_one_invocation_of_a_boundary_can_run_live(tmp_path: Path) -> None:
     with IncidentRecorder(path, case="c", task=TASK) as recorder:
         agent(recorder.provider(live), TASK, recorder.toolbox(tools()))
     second = FakeProvider(lambda prompt: "certainly")
-    replayed = replay_incident(path, agent, plan=Plan.of({"model#2"}), provider=second,
-                               tools=tools())
+    replayed = replay_incident(
+        path, agent, plan=Plan.of({"model#2"}), provider=second, tools=tools()
+    )
     assert second.calls == ["Are you sure?"]
     assert [c.live for c in replayed.crossings if c.boundary == "model"] == [False, True]
 
@@ -261,8 +281,9 @@ def test_an_extra_crossing_is_never_answered_with_a_stale_record(tmp_path: Path)
     path = tmp_path / "refund.jsonl"
     record(path)
     with pytest.raises(IncidentDivergence, match=r"crossing model #2 is not in the record"):
-        replay_incident(path, refund_agent(fixed, extra_question=True), plan=ACTION_LIVE,
-                        tools=tools())
+        replay_incident(
+            path, refund_agent(fixed, extra_question=True), plan=ACTION_LIVE, tools=tools()
+        )
 
 
 def test_a_missing_crossing_is_reported_when_the_run_ends(tmp_path: Path) -> None:
@@ -283,15 +304,16 @@ def test_a_live_boundary_crossed_fewer_times_is_no_divergence(tmp_path: Path) ->
     """The fix blocks the action: the live boundary's recorded crossing is not missing."""
     path = tmp_path / "refund.jsonl"
     record(path)
-    assert replay_incident(path, refund_agent(fixed), plan=ACTION_LIVE, tools=tools()).error \
-        is None
+    assert replay_incident(path, refund_agent(fixed), plan=ACTION_LIVE, tools=tools()).error is None
 
 
 def test_replays_are_bit_stable(tmp_path: Path) -> None:
     path = tmp_path / "refund.jsonl"
     record(path)
-    outcomes = {repr(replay_incident(path, refund_agent(buggy), plan=ACTION_LIVE,
-                                     tools=tools()).crossings) for _ in range(20)}
+    outcomes = {
+        repr(replay_incident(path, refund_agent(buggy), plan=ACTION_LIVE, tools=tools()).crossings)
+        for _ in range(20)
+    }
     assert len(outcomes) == 1
 
 
@@ -305,16 +327,20 @@ def test_recording_is_the_same_under_another_hash_seed(tmp_path: Path, variable:
         record(Path(sys.argv[1]))
         """)
     for seed, name in (("1", "one.jsonl"), ("2", "two.jsonl")):
-        subprocess.run([sys.executable, "-c", script, str(tmp_path / name)], check=True,
-                       env={**os.environ, variable: seed}, timeout=60)
+        subprocess.run(
+            [sys.executable, "-c", script, str(tmp_path / name)],
+            check=True,
+            env={**os.environ, variable: seed},
+            timeout=60,
+        )
     assert (tmp_path / "one.jsonl").read_bytes() == (tmp_path / "two.jsonl").read_bytes()
 
 
 @given(prompt=st.text(), answer=st.text(), index=st.integers(min_value=0, max_value=10**9))
-@example(prompt='quote " backslash \\ newline \n tab \t nul \x00 é 日本 \u2028', answer="",
-         index=0)
+@example(prompt='quote " backslash \\ newline \n tab \t nul \x00 é 日本 \u2028', answer="", index=0)
 def test_the_fast_model_line_is_byte_for_byte_the_general_one(
-        prompt: str, answer: str, index: int) -> None:
+    prompt: str, answer: str, index: int
+) -> None:
     key = prompt_key(prompt)
     try:
         general = _line(index, "model", "model", {"prompt": prompt}, key, answer, None, None)

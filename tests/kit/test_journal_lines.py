@@ -35,15 +35,21 @@ REPO = Path(__file__).resolve().parents[2]
 # the fast path only runs from 64 characters on.
 _FILLER = "Grade the answer against the rubric and explain each point. "
 _SPECIAL = ['"', "\\", "\n", "\t", "\r", "\x00", "\x1f", "\x7f", "é", "€", "😀", "\u2028", "/"]
-HOSTILE = [f"{_FILLER * 2}{special} and after it {number}" for number, special in
-           enumerate(_SPECIAL)]
+HOSTILE = [
+    f"{_FILLER * 2}{special} and after it {number}" for number, special in enumerate(_SPECIAL)
+]
 long_texts = st.builds(lambda head, tail: _FILLER + head + tail, st.text(), st.text())
 
 
 def _dumps(key: str, entry: Entry) -> bytes:
     """The line as ``json.dumps`` writes it: what the journal format has always been."""
-    fields = {"key": key, "prompt": entry.prompt, "provider": entry.provider,
-              "recorded_at": entry.recorded_at, "response": entry.response}
+    fields = {
+        "key": key,
+        "prompt": entry.prompt,
+        "provider": entry.provider,
+        "recorded_at": entry.recorded_at,
+        "response": entry.response,
+    }
     return (json.dumps(fields, ensure_ascii=False, sort_keys=True) + "\n").encode("utf-8")
 
 
@@ -62,11 +68,22 @@ def test_each_character_a_json_string_escapes_is_escaped_in_a_long_text(text: st
     assert json_string(text) == json.dumps(text, ensure_ascii=False).encode("utf-8")
 
 
-@given(key=st.text(), prompt=st.none() | st.text() | long_texts, response=st.text() | long_texts,
-       provider=st.text(), recorded_at=st.text(), later=st.tuples(st.text(), st.text()))
+@given(
+    key=st.text(),
+    prompt=st.none() | st.text() | long_texts,
+    response=st.text() | long_texts,
+    provider=st.text(),
+    recorded_at=st.text(),
+    later=st.tuples(st.text(), st.text()),
+)
 def test_a_journal_line_is_the_json_line_the_reader_reads(
-    tmp_path_factory: pytest.TempPathFactory, key: str, prompt: str | None, response: str,
-    provider: str, recorded_at: str, later: tuple[str, str],
+    tmp_path_factory: pytest.TempPathFactory,
+    key: str,
+    prompt: str | None,
+    response: str,
+    provider: str,
+    recorded_at: str,
+    later: tuple[str, str],
 ) -> None:
     """Each line, whatever it holds; a provider or a time that changes between lines (the
     journal quotes them once for the lines that share them) shows in the line after."""
@@ -79,10 +96,20 @@ def test_a_journal_line_is_the_json_line_the_reader_reads(
     journal.append("third", third)
     journal.append("fourth", entry)
     journal.close()
-    assert path.read_bytes() == b"".join([_dumps(key, entry), _dumps("second", entry),
-                                          _dumps("third", third), _dumps("fourth", entry)])
-    assert read_journal(path, CASSETTE) == [(key, entry), ("second", entry), ("third", third),
-                                            ("fourth", entry)]
+    assert path.read_bytes() == b"".join(
+        [
+            _dumps(key, entry),
+            _dumps("second", entry),
+            _dumps("third", third),
+            _dumps("fourth", entry),
+        ]
+    )
+    assert read_journal(path, CASSETTE) == [
+        (key, entry),
+        ("second", entry),
+        ("third", third),
+        ("fourth", entry),
+    ]
 
 
 def test_a_journal_reopened_appends_after_what_it_holds(tmp_path: Path) -> None:
@@ -143,6 +170,7 @@ CHILD = textwrap.dedent(
 
 def _mirror(asked: list[str]) -> Callable[[str], str]:
     """A live model that answers each prompt reversed and notes that it was asked."""
+
     def complete(prompt: str) -> str:
         asked.append(prompt)
         return prompt[::-1]
@@ -155,7 +183,9 @@ def _killed_mid_run(tmp_path: Path, prompts: list[str], stop: int) -> list[str]:
     what it printed as answered."""
     child = subprocess.Popen(
         [sys.executable, "-c", CHILD, str(tmp_path / "c.json"), json.dumps(prompts), str(stop)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
         env={**os.environ, "PYTHONPATH": str(REPO)},
     )
     assert child.stdout is not None
@@ -176,7 +206,8 @@ def test_kill_9_mid_run_loses_no_completed_call_and_reopening_appends(tmp_path: 
     assert answered == [f"answered {number}" for number in range(stop)]
     journal = journal_path(tmp_path / "c.json")
     assert [key for key, _ in read_journal(journal, CASSETTE)] == [
-        prompt_key(text) for text in HOSTILE[:stop]]
+        prompt_key(text) for text in HOSTILE[:stop]
+    ]
     # The next run folds what the killed one answered, serves it, records the rest.
     asked: list[str] = []
     with Recorder(FakeProvider(_mirror(asked)), tmp_path / "c.json") as again:
@@ -198,7 +229,8 @@ def test_a_torn_last_line_is_dropped_and_the_lines_before_it_are_kept(tmp_path: 
     with journal.open("ab") as handle:
         handle.write(line[: len(line) // 2])
     assert [key for key, _ in read_journal(journal, CASSETTE)] == [
-        prompt_key(text) for text in HOSTILE[:4]]
+        prompt_key(text) for text in HOSTILE[:4]
+    ]
     asked: list[str] = []
     with Recorder(FakeProvider(_mirror(asked)), tmp_path / "c.json") as again:
         assert again.complete(HOSTILE[4]) == HOSTILE[4][::-1]  # never answered: asked again
@@ -208,8 +240,9 @@ def test_a_torn_last_line_is_dropped_and_the_lines_before_it_are_kept(tmp_path: 
 
 
 @pytest.mark.parametrize("mode", ["once", "rerecord"])
-def test_a_closed_recorder_records_nothing_more(tmp_path: Path, mode: Literal["once", "rerecord"]
-                                               ) -> None:
+def test_a_closed_recorder_records_nothing_more(
+    tmp_path: Path, mode: Literal["once", "rerecord"]
+) -> None:
     """The hot path records a new prompt without asking the policy only while the journal
     is open: after ``close`` a new prompt is a miss, and the file is left as it was."""
     path = tmp_path / "c.json"

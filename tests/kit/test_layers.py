@@ -51,8 +51,10 @@ def imported_modules(path: Path, name: str | None = None) -> Iterator[str]:
 def kit_graph() -> dict[str, set[str]]:
     """Each kit module -> the kit modules it imports (itself excepted)."""
     files = {module_name(p): p for p in sorted(KIT.rglob("*.py"))}
-    return {name: {m for m in imported_modules(path) if m in files and m != name}
-            for name, path in files.items()}
+    return {
+        name: {m for m in imported_modules(path) if m in files and m != name}
+        for name, path in files.items()
+    }
 
 
 def find_cycle(graph: Mapping[str, Set[str]]) -> list[str] | None:
@@ -66,7 +68,7 @@ def find_cycle(graph: Mapping[str, Set[str]]) -> list[str] | None:
         path.append(node)
         for target in sorted(graph.get(node, ())):
             if state.get(target) == 1:
-                return [*path[path.index(target):], target]
+                return [*path[path.index(target) :], target]
             if target not in state and (found := visit(target)) is not None:
                 return found
         path.pop()
@@ -94,10 +96,16 @@ def test_every_kind_of_import_counts(tmp_path: Path) -> None:
         "if TYPE_CHECKING:\n"
         "    from gradekit._recorder import Recorder\n"
         "def later() -> None:\n"
-        "    import gradekit._replay\n", "utf-8")
+        "    import gradekit._replay\n",
+        "utf-8",
+    )
     found = set(imported_modules(module, "gradekit._http.transport"))
-    assert {"gradekit._http.cassette", "gradekit._store", "gradekit._recorder",
-            "gradekit._replay"} <= found
+    assert {
+        "gradekit._http.cassette",
+        "gradekit._store",
+        "gradekit._recorder",
+        "gradekit._replay",
+    } <= found
     assert "gradekit._live" in kit_graph()["gradekit"]  # lazy, in the package's __getattr__
 
 

@@ -70,8 +70,13 @@ def make(
 ) -> OpenAICompatible | Anthropic:
     """An adapter of ``kind`` aimed at ``server`` (or a URL), hermetic from os.environ."""
     options.setdefault("api_key", KEY)
-    common: dict[str, Any] = {"model": "test-model", "env": {}, "sleep": sleeps,
-                              "rng": HalfRandom(), **options}
+    common: dict[str, Any] = {
+        "model": "test-model",
+        "env": {},
+        "sleep": sleeps,
+        "rng": HalfRandom(),
+        **options,
+    }
     if kind == "openai":
         url = server if isinstance(server, str) else server.openai_url
         return OpenAICompatible(base_url=url, **common)
@@ -96,8 +101,12 @@ def test_openai_sends_exact_request_and_returns_content(server: Loopback, sleeps
     assert text == "Refunds take 5 days."
     [sent] = server.requests
     assert sent.path == "/v1/chat/completions"
-    assert sent.body == {"model": "test-model", "temperature": 0.2, "max_tokens": 64,
-                         "messages": [{"role": "user", "content": "Refund?"}]}
+    assert sent.body == {
+        "model": "test-model",
+        "temperature": 0.2,
+        "max_tokens": 64,
+        "messages": [{"role": "user", "content": "Refund?"}],
+    }
     assert sent.headers["authorization"] == f"Bearer {KEY}"
     assert sent.headers["content-type"] == "application/json"
     assert "x-api-key" not in sent.headers
@@ -107,8 +116,10 @@ def test_openai_sends_exact_request_and_returns_content(server: Loopback, sleeps
 def test_openai_omits_max_tokens_unless_set(server: Loopback, sleeps: Sleeps) -> None:
     make("openai", server, sleeps).complete("hi")
     assert server.requests[0].body == {
-        "model": "test-model", "temperature": 0.0,
-        "messages": [{"role": "user", "content": "hi"}]}
+        "model": "test-model",
+        "temperature": 0.0,
+        "messages": [{"role": "user", "content": "hi"}],
+    }
 
 
 def test_anthropic_sends_exact_request_and_joins_text_blocks(
@@ -119,8 +130,12 @@ def test_anthropic_sends_exact_request_and_joins_text_blocks(
     assert text == "Refunds take 5 days."
     [sent] = server.requests
     assert sent.path == "/v1/messages"
-    assert sent.body == {"model": "test-model", "max_tokens": 1024, "temperature": 0.0,
-                         "messages": [{"role": "user", "content": "Refund?"}]}
+    assert sent.body == {
+        "model": "test-model",
+        "max_tokens": 1024,
+        "temperature": 0.0,
+        "messages": [{"role": "user", "content": "Refund?"}],
+    }
     assert sent.headers["x-api-key"] == KEY
     assert sent.headers["anthropic-version"] == "2023-06-01"
     assert "authorization" not in sent.headers
@@ -143,8 +158,7 @@ def test_trailing_slash_in_base_url_does_not_double(server: Loopback, sleeps: Sl
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_429_sleeps_retry_after_then_succeeds(kind: Kind, server: Loopback,
-                                              sleeps: Sleeps) -> None:
+def test_429_sleeps_retry_after_then_succeeds(kind: Kind, server: Loopback, sleeps: Sleeps) -> None:
     server.script(error(429, "slow down", retry_after="2"), answer("ok"))
     assert make(kind, server, sleeps).complete("hi") == "ok"
     assert sleeps == [2.0]
@@ -152,8 +166,9 @@ def test_429_sleeps_retry_after_then_succeeds(kind: Kind, server: Loopback,
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_every_retry_is_told_with_its_reason_and_wait(kind: Kind, server: Loopback,
-                                                      sleeps: Sleeps) -> None:
+def test_every_retry_is_told_with_its_reason_and_wait(
+    kind: Kind, server: Loopback, sleeps: Sleeps
+) -> None:
     """Four seconds of silent backoff look like a hang: ``on_retry`` hears of each wait."""
     server.script(error(429, "slow down", retry_after="2"), error(503), answer("ok"))
     adapter = make(kind, server, sleeps)
@@ -174,8 +189,9 @@ def test_every_retry_is_told_with_its_reason_and_wait(kind: Kind, server: Loopba
         ("soon", 0.25),  # unreadable: ordinary jittered backoff, 0.5 * 0.5
     ],
 )
-def test_retry_after_forms(retry_after: str, slept: float, server: Loopback,
-                           sleeps: Sleeps) -> None:
+def test_retry_after_forms(
+    retry_after: str, slept: float, server: Loopback, sleeps: Sleeps
+) -> None:
     server.script(error(503, retry_after=retry_after))
     make("openai", server, sleeps, max_backoff=7.0).complete("hi")
     assert sleeps == [slept]
@@ -320,8 +336,7 @@ def test_missing_text(kind: Kind, server: Loopback, sleeps: Sleeps) -> None:
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_whitespace_only_answer_is_an_error(kind: Kind, server: Loopback,
-                                            sleeps: Sleeps) -> None:
+def test_whitespace_only_answer_is_an_error(kind: Kind, server: Loopback, sleeps: Sleeps) -> None:
     server.script(answer(" \n "))
     with pytest.raises(ProviderResponseError, match="no text"):
         make(kind, server, sleeps).complete("hi")
@@ -357,15 +372,20 @@ def instantiate(cls: type[Exception], request: httpx.Request) -> Exception:
 
 def test_walk_finds_the_httpx_exception_tree() -> None:
     found = set(httpx_exception_classes())
-    assert {httpx.HTTPError, httpx.ConnectError, httpx.ReadTimeout, httpx.StreamClosed,
-            httpx.InvalidURL, httpx.CookieConflict} <= found
+    assert {
+        httpx.HTTPError,
+        httpx.ConnectError,
+        httpx.ReadTimeout,
+        httpx.StreamClosed,
+        httpx.InvalidURL,
+        httpx.CookieConflict,
+    } <= found
     assert len(found) >= 25
 
 
 @pytest.mark.parametrize("cls", httpx_exception_classes(), ids=lambda cls: cls.__name__)
 @pytest.mark.parametrize("kind", KINDS)
-def test_every_httpx_exception_is_mapped(kind: Kind, cls: type[Exception],
-                                         sleeps: Sleeps) -> None:
+def test_every_httpx_exception_is_mapped(kind: Kind, cls: type[Exception], sleeps: Sleeps) -> None:
     raised: list[Exception] = []
 
     def handler(request: httpx.Request) -> httpx.Response:
@@ -397,14 +417,14 @@ def test_every_httpx_exception_is_mapped(kind: Kind, cls: type[Exception],
     ],
     ids=lambda value: getattr(value, "__name__", str(value)),
 )
-def test_httpx_exception_kinds_and_retries(cls: type[Exception], expected: type[ProviderError],
-                                           retried: bool, sleeps: Sleeps) -> None:
+def test_httpx_exception_kinds_and_retries(
+    cls: type[Exception], expected: type[ProviderError], retried: bool, sleeps: Sleeps
+) -> None:
     def handler(request: httpx.Request) -> httpx.Response:
         raise instantiate(cls, request)
 
     transport = httpx.MockTransport(handler)
-    adapter = make("openai", "http://provider.invalid", sleeps, transport=transport,
-                   max_retries=2)
+    adapter = make("openai", "http://provider.invalid", sleeps, transport=transport, max_retries=2)
     with pytest.raises(expected):
         adapter.complete("hi")
     assert len(sleeps) == (2 if retried else 0)
@@ -434,7 +454,8 @@ def test_credentials_and_repr(kind: Kind, sleeps: Sleeps) -> None:
     vendor = {VENDOR_KEY[kind]: "from-vendor-var"}
     assert make(kind, "http://x.invalid", sleeps).credentials() == (KEY,)
     assert make(kind, "http://x.invalid", sleeps, api_key=None, env=vendor).credentials() == (
-        "from-vendor-var",)
+        "from-vendor-var",
+    )
     assert make(kind, "http://x.invalid", sleeps, env=vendor).credentials() == (KEY,)
     assert make(kind, "http://x.invalid", sleeps, api_key=None).credentials() == ()
     assert make(kind, "http://x.invalid", sleeps, api_key=f" {KEY}\n").credentials() == (KEY,)
@@ -442,8 +463,14 @@ def test_credentials_and_repr(kind: Kind, sleeps: Sleeps) -> None:
 
 
 def test_key_env_none_reads_no_variable(sleeps: Sleeps) -> None:
-    adapter = make("openai", "http://x.invalid", sleeps, api_key=None, key_env=None,
-                   env={"OPENAI_API_KEY": "must-not-be-used"})
+    adapter = make(
+        "openai",
+        "http://x.invalid",
+        sleeps,
+        api_key=None,
+        key_env=None,
+        env={"OPENAI_API_KEY": "must-not-be-used"},
+    )
     assert adapter.credentials() == ()
 
 
@@ -461,8 +488,9 @@ def test_unsendable_key_is_a_config_error(sleeps: Sleeps) -> None:
         ({"max_retries": -1}, UsageError, "max_retries"),
     ],
 )
-def test_bad_settings_fail_at_construction(options: dict[str, Any], error: type[Exception],
-                                           match: str) -> None:
+def test_bad_settings_fail_at_construction(
+    options: dict[str, Any], error: type[Exception], match: str
+) -> None:
     settings: dict[str, Any] = {"model": "m", "base_url": "http://x.invalid", **options}
     with pytest.raises(error, match=match):
         OpenAICompatible(**settings)
@@ -472,15 +500,23 @@ def test_bad_settings_fail_at_construction(options: dict[str, Any], error: type[
 
 
 def test_presets() -> None:
-    assert PRESETS["llamacpp"] == Preset("openai-compatible", "http://127.0.0.1:8080/v1",
-                                         None, False, "smollm2", max_tokens=96,
-                                         timeout=600)
-    assert PRESETS["ollama"] == Preset("openai-compatible", "http://127.0.0.1:11434/v1",
-                                       None, False, None, timeout=600)
+    assert PRESETS["llamacpp"] == Preset(
+        "openai-compatible",
+        "http://127.0.0.1:8080/v1",
+        None,
+        False,
+        "smollm2",
+        max_tokens=96,
+        timeout=600,
+    )
+    assert PRESETS["ollama"] == Preset(
+        "openai-compatible", "http://127.0.0.1:11434/v1", None, False, None, timeout=600
+    )
     assert PRESETS["openai"].key_env == "OPENAI_API_KEY"
     assert PRESETS["openai"].key_required
-    assert PRESETS["anthropic"] == Preset("anthropic", "https://api.anthropic.com",
-                                          "ANTHROPIC_API_KEY", True, None)
+    assert PRESETS["anthropic"] == Preset(
+        "anthropic", "https://api.anthropic.com", "ANTHROPIC_API_KEY", True, None
+    )
     assert PRESETS["openai-compatible"].adapter == "openai-compatible"
 
 
@@ -488,9 +524,18 @@ def test_no_provider_explains_every_way_to_configure() -> None:
     with pytest.raises(ProviderConfigError) as caught:
         live_from_env({})
     message = str(caught.value)
-    needed = ["GRADEKIT_PROVIDER", "GRADEKIT_MODEL", "GRADEKIT_BASE_URL", "GRADEKIT_API_KEY",
-              "--provider", "--model", "--base-url", "--api-key", "make local-model",
-              *PRESETS]
+    needed = [
+        "GRADEKIT_PROVIDER",
+        "GRADEKIT_MODEL",
+        "GRADEKIT_BASE_URL",
+        "GRADEKIT_API_KEY",
+        "--provider",
+        "--model",
+        "--base-url",
+        "--api-key",
+        "make local-model",
+        *PRESETS,
+    ]
     assert [word for word in needed if word not in message] == []
 
 
@@ -507,8 +552,9 @@ def test_no_model(provider: str) -> None:
         live_from_env(env)
 
 
-@pytest.mark.parametrize(("provider", "variable"),
-                         [("openai", "OPENAI_API_KEY"), ("anthropic", "ANTHROPIC_API_KEY")])
+@pytest.mark.parametrize(
+    ("provider", "variable"), [("openai", "OPENAI_API_KEY"), ("anthropic", "ANTHROPIC_API_KEY")]
+)
 def test_missing_required_key(provider: str, variable: str) -> None:
     expected = f"No key found - set GRADEKIT_API_KEY or {variable}, or pass --api-key"
     with pytest.raises(ProviderConfigError) as caught:
@@ -518,8 +564,9 @@ def test_missing_required_key(provider: str, variable: str) -> None:
 
 def test_generic_adapter_needs_a_base_url() -> None:
     with pytest.raises(ProviderConfigError, match="GRADEKIT_BASE_URL or --base-url"):
-        live_from_env({"GRADEKIT_PROVIDER": "openai-compatible", "GRADEKIT_MODEL": "m",
-                       "OPENAI_API_KEY": "k"})
+        live_from_env(
+            {"GRADEKIT_PROVIDER": "openai-compatible", "GRADEKIT_MODEL": "m", "OPENAI_API_KEY": "k"}
+        )
 
 
 def test_keyless_preset_needs_no_key() -> None:
@@ -530,9 +577,13 @@ def test_keyless_preset_needs_no_key() -> None:
 
 
 def test_env_wins_over_vendor_variable_and_preset(server: Loopback, sleeps: Sleeps) -> None:
-    env = {"GRADEKIT_PROVIDER": "OpenAI", "GRADEKIT_MODEL": "env-model",
-           "GRADEKIT_BASE_URL": server.openai_url, "GRADEKIT_API_KEY": "env-key",
-           "OPENAI_API_KEY": "vendor-key"}
+    env = {
+        "GRADEKIT_PROVIDER": "OpenAI",
+        "GRADEKIT_MODEL": "env-model",
+        "GRADEKIT_BASE_URL": server.openai_url,
+        "GRADEKIT_API_KEY": "env-key",
+        "OPENAI_API_KEY": "vendor-key",
+    }
     adapter = live_from_env(env, sleep=sleeps)
     adapter.complete("hi")
     [sent] = server.requests
@@ -541,9 +592,13 @@ def test_env_wins_over_vendor_variable_and_preset(server: Loopback, sleeps: Slee
 
 
 def test_vendor_variable_used_when_no_gradekit_key(server: Loopback) -> None:
-    env = {"GRADEKIT_PROVIDER": "anthropic", "GRADEKIT_MODEL": "claude",
-           "GRADEKIT_BASE_URL": server.url, "ANTHROPIC_API_KEY": "vendor-key",
-           "GRADEKIT_API_KEY": ""}
+    env = {
+        "GRADEKIT_PROVIDER": "anthropic",
+        "GRADEKIT_MODEL": "claude",
+        "GRADEKIT_BASE_URL": server.url,
+        "ANTHROPIC_API_KEY": "vendor-key",
+        "GRADEKIT_API_KEY": "",
+    }
     adapter = live_from_env(env)
     assert isinstance(adapter, Anthropic)
     assert adapter.complete("hi") == "Hello from loopback."
@@ -551,10 +606,22 @@ def test_vendor_variable_used_when_no_gradekit_key(server: Loopback) -> None:
 
 
 def test_arguments_win_over_env(server: Loopback, sleeps: Sleeps) -> None:
-    env = {"GRADEKIT_PROVIDER": "unknown", "GRADEKIT_MODEL": "env-model",
-           "GRADEKIT_BASE_URL": closed_port_url(), "GRADEKIT_API_KEY": "env-key"}
-    adapter = live_from_env(env, provider="anthropic", model="arg-model", base_url=server.url,
-                            api_key="arg-key", label="provider-b", sleep=sleeps, max_retries=0)
+    env = {
+        "GRADEKIT_PROVIDER": "unknown",
+        "GRADEKIT_MODEL": "env-model",
+        "GRADEKIT_BASE_URL": closed_port_url(),
+        "GRADEKIT_API_KEY": "env-key",
+    }
+    adapter = live_from_env(
+        env,
+        provider="anthropic",
+        model="arg-model",
+        base_url=server.url,
+        api_key="arg-key",
+        label="provider-b",
+        sleep=sleeps,
+        max_retries=0,
+    )
     assert adapter.name == "provider-b"
     assert adapter.complete("hi") == "Hello from loopback."
     [sent] = server.requests
@@ -580,12 +647,14 @@ def test_timeout_from_preset_env_and_argument(server: Loopback, sleeps: Sleeps) 
     server.script(slow(0.6, "late"), slow(0.6, "late"))
     assert live_from_env(env, sleep=sleeps, max_retries=0).complete("preset") == "late"
     with pytest.raises(ProviderTimeout, match=r"timeout 0\.3s"):
-        live_from_env({**env, "GRADEKIT_TIMEOUT": "0.3"}, sleep=sleeps,
-                      max_retries=0).complete("env")
+        live_from_env({**env, "GRADEKIT_TIMEOUT": "0.3"}, sleep=sleeps, max_retries=0).complete(
+            "env"
+        )
     server.script(slow(0.6, "late"))
     with pytest.raises(ProviderTimeout, match=r"timeout 0\.2s"):
-        live_from_env({**cloud, "GRADEKIT_TIMEOUT": "600"}, timeout=0.2, sleep=sleeps,
-                      max_retries=0).complete("argument")
+        live_from_env(
+            {**cloud, "GRADEKIT_TIMEOUT": "600"}, timeout=0.2, sleep=sleeps, max_retries=0
+        ).complete("argument")
     # which default each gets (waiting it out would take minutes): the adapter's own field
     chosen = [live_from_env(e)._timeout for e in (env, cloud, {**cloud, "GRADEKIT_TIMEOUT": "90"})]
     assert chosen == [600, 60, 90]
@@ -619,7 +688,8 @@ def test_openai_sdk_parses_the_double(server: Loopback, sleeps: Sleeps) -> None:
     ours = make("openai", server, sleeps).complete("hi")
     with openai.OpenAI(base_url=server.openai_url, api_key="test-key", max_retries=0) as client:
         theirs = client.chat.completions.create(
-            model="test-model", messages=[{"role": "user", "content": "hi"}])
+            model="test-model", messages=[{"role": "user", "content": "hi"}]
+        )
     assert theirs.choices[0].message.content == ours == "Same answer."
     assert theirs.choices[0].finish_reason == "stop"
     assert theirs.usage is not None
@@ -634,7 +704,8 @@ def test_anthropic_sdk_parses_the_double(server: Loopback, sleeps: Sleeps) -> No
     ours = make("anthropic", server, sleeps).complete("hi")
     with anthropic.Anthropic(base_url=server.url, api_key="test-key", max_retries=0) as client:
         message = client.messages.create(
-            model="test-model", max_tokens=64, messages=[{"role": "user", "content": "hi"}])
+            model="test-model", max_tokens=64, messages=[{"role": "user", "content": "hi"}]
+        )
     theirs = "".join(block.text for block in message.content if block.type == "text")
     assert theirs == ours == "Same answer."
     assert message.stop_reason == "end_turn"

@@ -22,9 +22,11 @@ from gradekit._localmodel._engine import NumpyEngine  # noqa: E402
 from gradekit._localmodel._gguf import GgufError, read_gguf  # noqa: E402
 from gradekit._localmodel._server import BadRequest, Sampling  # noqa: E402
 
-CHATML = ("{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + "
-          "message['content'] + '<|im_end|>' + '\n'}}{% endfor %}"
-          "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}")
+CHATML = (
+    "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + "
+    "message['content'] + '<|im_end|>' + '\n'}}{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 MERGES = ["h e", "l l", "he ll", "Ġ w", "o r", "Ġw or"]
 LAYERS, WIDTH, HEADS, KV_HEADS, FFN, BASE = 2, 64, 4, 2, 96, 10000.0
@@ -55,27 +57,34 @@ def weights() -> dict[str, Any]:
     def matrix(rows: int, cols: int) -> Any:
         return (rng.standard_normal((rows, cols)) / np.sqrt(cols)).astype(np.float32)
 
-    found = {"token_embd.weight": matrix(vocab, WIDTH),
-             "output_norm.weight": (1 + 0.1 * rng.standard_normal(WIDTH)).astype(np.float32)}
+    found = {
+        "token_embd.weight": matrix(vocab, WIDTH),
+        "output_norm.weight": (1 + 0.1 * rng.standard_normal(WIDTH)).astype(np.float32),
+    }
     for i in range(LAYERS):
         p = f"blk.{i}."
-        found |= {p + "attn_norm.weight": (1 + 0.1 * rng.standard_normal(WIDTH)).astype(
-                      np.float32),
-                  p + "ffn_norm.weight": np.ones(WIDTH, np.float32),
-                  p + "attn_q.weight": matrix(WIDTH, WIDTH),
-                  p + "attn_k.weight": matrix(KV_HEADS * HEAD, WIDTH),
-                  p + "attn_v.weight": matrix(KV_HEADS * HEAD, WIDTH),
-                  p + "attn_output.weight": matrix(WIDTH, WIDTH),
-                  p + "ffn_gate.weight": matrix(FFN, WIDTH),
-                  p + "ffn_up.weight": matrix(FFN, WIDTH),
-                  p + "ffn_down.weight": matrix(WIDTH, FFN)}
+        found |= {
+            p + "attn_norm.weight": (1 + 0.1 * rng.standard_normal(WIDTH)).astype(np.float32),
+            p + "ffn_norm.weight": np.ones(WIDTH, np.float32),
+            p + "attn_q.weight": matrix(WIDTH, WIDTH),
+            p + "attn_k.weight": matrix(KV_HEADS * HEAD, WIDTH),
+            p + "attn_v.weight": matrix(KV_HEADS * HEAD, WIDTH),
+            p + "attn_output.weight": matrix(WIDTH, WIDTH),
+            p + "ffn_gate.weight": matrix(FFN, WIDTH),
+            p + "ffn_up.weight": matrix(FFN, WIDTH),
+            p + "ffn_down.weight": matrix(WIDTH, FFN),
+        }
     return found
 
 
 # Stored types: quantised ones are stored and read back as the engine will see them.
-STORED = {"blk.0.attn_q.weight": "Q8_0", "blk.0.ffn_up.weight": "Q4_1",
-          "blk.1.attn_k.weight": "Q4_0", "blk.1.ffn_down.weight": "F16",
-          "blk.1.attn_output.weight": "BF16"}
+STORED = {
+    "blk.0.attn_q.weight": "Q8_0",
+    "blk.0.ffn_up.weight": "Q4_1",
+    "blk.1.attn_k.weight": "Q4_0",
+    "blk.1.ffn_down.weight": "F16",
+    "blk.1.attn_output.weight": "BF16",
+}
 
 
 def stored(name: str, values: Any) -> tuple[Any, Any]:
@@ -123,8 +132,9 @@ def write_tiny_gguf(path: Path, *, template: str = CHATML, pre: str = "smollm") 
     writer.write_tensors_to_file()
     writer.close()
     if "blk.1.ffn_down.weight" in held:
-        held["blk.1.ffn_down.weight"] = held["blk.1.ffn_down.weight"].astype(
-            np.float16).astype(np.float32)
+        held["blk.1.ffn_down.weight"] = (
+            held["blk.1.ffn_down.weight"].astype(np.float16).astype(np.float32)
+        )
     return held
 
 
@@ -139,6 +149,7 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]
 
 def reference_logits(held: dict[str, Any], tokens: list[int]) -> Any:
     """Logits after each of ``tokens``: no cache, every head repeated, every position."""
+
     def norm(x: Any, w: Any) -> Any:
         return x / np.sqrt((x * x).mean(-1, keepdims=True) + 1e-5) * w
 
@@ -168,8 +179,11 @@ def reference_logits(held: dict[str, Any], tokens: list[int]) -> Any:
         x = x + mixed @ held[p + "attn_output.weight"].T
         h = norm(x, held[p + "ffn_norm.weight"])
         gate = h @ held[p + "ffn_gate.weight"].T
-        x = x + (gate / (1 + np.exp(-gate)) * (h @ held[p + "ffn_up.weight"].T)) @ held[
-            p + "ffn_down.weight"].T
+        x = (
+            x
+            + (gate / (1 + np.exp(-gate)) * (h @ held[p + "ffn_up.weight"].T))
+            @ held[p + "ffn_down.weight"].T
+        )
     return norm(x, held["output_norm.weight"]) @ held["token_embd.weight"].T
 
 
@@ -199,16 +213,34 @@ def test_a_file_that_is_not_gguf_is_refused(tmp_path: Path) -> None:
 
 
 def test_the_tokenizer_applies_the_merges_splits_digits_and_reads_control_tokens(
-        tiny: tuple[Path, Any]) -> None:
+    tiny: tuple[Path, Any],
+) -> None:
     engine = NumpyEngine(tiny[0], context=64)
     ids = vocabulary().index
     encoded = engine.tokenizer.encode("<|im_start|>hello world 42<|im_end|>")
-    assert encoded == [1, ids("hell"), ids("o"), ids("Ġwor"), ids("l"), ids("d"), ids("Ġ"),
-                       ids("4"), ids("2"), 2]
+    assert encoded == [
+        1,
+        ids("hell"),
+        ids("o"),
+        ids("Ġwor"),
+        ids("l"),
+        ids("d"),
+        ids("Ġ"),
+        ids("4"),
+        ids("2"),
+        2,
+    ]
 
 
-@pytest.mark.parametrize("text", ["plain ASCII, with punctuation!", "digits 2026-12-01",
-                                  "caf\u00e9 \u20ac5 \u65e5\u672c \U0001f600", " two  spaces\n"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "plain ASCII, with punctuation!",
+        "digits 2026-12-01",
+        "caf\u00e9 \u20ac5 \u65e5\u672c \U0001f600",
+        " two  spaces\n",
+    ],
+)
 def test_decoding_the_tokens_gives_back_the_text(tiny: tuple[Path, Any], text: str) -> None:
     engine = NumpyEngine(tiny[0], context=64)
     tokens = engine.tokenizer.encode(text)
@@ -218,10 +250,13 @@ def test_decoding_the_tokens_gives_back_the_text(tiny: tuple[Path, Any], text: s
 
 def test_the_prompt_is_the_files_chat_template(tiny: tuple[Path, Any]) -> None:
     engine = NumpyEngine(tiny[0], context=64)
-    prompt = engine.prompt([{"role": "system", "content": "hi"},
-                            {"role": "user", "content": "hello"}])
-    rendered = "<|im_start|>system\nhi<|im_end|>\n<|im_start|>user\nhello<|im_end|>\n" \
-               "<|im_start|>assistant\n"
+    prompt = engine.prompt(
+        [{"role": "system", "content": "hi"}, {"role": "user", "content": "hello"}]
+    )
+    rendered = (
+        "<|im_start|>system\nhi<|im_end|>\n<|im_start|>user\nhello<|im_end|>\n"
+        "<|im_start|>assistant\n"
+    )
     assert prompt == engine.tokenizer.encode(rendered)
 
 
@@ -252,7 +287,7 @@ def test_the_forward_pass_equals_a_plain_llama(tiny: tuple[Path, Any]) -> None:
     # One token at a time through the cache gives the same logits as the whole prompt.
     engine.model.forward(tokens[:5], 0)
     for position in range(5, len(tokens)):
-        logits = engine.model.forward(tokens[position:position + 1], position)
+        logits = engine.model.forward(tokens[position : position + 1], position)
         assert np.allclose(logits, expected[position], atol=1e-4), position
 
 
@@ -272,7 +307,8 @@ def test_greedy_generation_follows_the_highest_logit(tiny: tuple[Path, Any]) -> 
 
 
 def test_the_same_request_gives_the_same_tokens_and_a_sample_follows_its_seed(
-        tiny: tuple[Path, Any]) -> None:
+    tiny: tuple[Path, Any],
+) -> None:
     engine = NumpyEngine(tiny[0], context=64)
     prompt = engine.tokenizer.encode("hello world")
 
@@ -282,8 +318,12 @@ def test_the_same_request_gives_the_same_tokens_and_a_sample_follows_its_seed(
     assert answer(Sampling()) == answer(Sampling())
     hot = Sampling(temperature=5.0, top_k=0, top_p=1.0, seed=3)
     assert answer(hot) == answer(hot)
-    assert len({tuple(answer(Sampling(temperature=5.0, top_k=0, top_p=1.0, seed=s)))
-                for s in range(4)}) > 1
+    assert (
+        len(
+            {tuple(answer(Sampling(temperature=5.0, top_k=0, top_p=1.0, seed=s))) for s in range(4)}
+        )
+        > 1
+    )
 
 
 def test_generation_stops_when_the_context_is_full(tiny: tuple[Path, Any]) -> None:

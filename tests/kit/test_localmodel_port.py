@@ -25,7 +25,7 @@ def _environment(line: str) -> tuple[dict[str, str], list[str]]:
     """The ``NAME=value`` words before a command line, and the command."""
     words = shlex.split(line)
     settings = dict(word.split("=", 1) for word in words if re.match(r"[A-Z_]+=", word))
-    return settings, words[len(settings):]
+    return settings, words[len(settings) :]
 
 
 @pytest.mark.parametrize("port", [8080, 8093])
@@ -48,22 +48,36 @@ def test_a_busy_port_names_the_make_variable_that_moves_it() -> None:
 @pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
 def test_make_passes_model_port_to_both_engines() -> None:
     for target in ("local-model-numpy", "local-model-llamacpp"):
-        shown = subprocess.run(["make", "-n", target, "MODEL_PORT=8093"], cwd=REPO,
-                               capture_output=True, text=True, check=True).stdout
+        shown = subprocess.run(
+            ["make", "-n", target, "MODEL_PORT=8093"],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
         assert "--port 8093" in shown, target
-    banner = subprocess.run(["make", "-n", "local-model-llamacpp", "MODEL_PORT=8093"], cwd=REPO,
-                            capture_output=True, text=True, check=True).stdout
+    banner = subprocess.run(
+        ["make", "-n", "local-model-llamacpp", "MODEL_PORT=8093"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert record_line("127.0.0.1", 8093) in banner
 
 
 def test_a_request_offering_tools_is_answered_in_text_and_the_terminal_says_so(
-    capsys: pytest.CaptureFixture[str]
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
-    body = {"model": "smollm2", "messages": [{"role": "user", "content": "hi"}],
-            "tools": [{"type": "function", "function": {"name": "search_notes",
-                                                         "parameters": {}}}]}
+    body = {
+        "model": "smollm2",
+        "messages": [{"role": "user", "content": "hi"}],
+        "tools": [{"type": "function", "function": {"name": "search_notes", "parameters": {}}}],
+    }
     parse_request(json.dumps(body).encode())
-    assert ("note: smollm2 cannot call tools; this request offered 1 (search_notes) and gets "
-            "a text answer") in capsys.readouterr().err
+    assert (
+        "note: smollm2 cannot call tools; this request offered 1 (search_notes) and gets "
+        "a text answer"
+    ) in capsys.readouterr().err
     parse_request(json.dumps({k: v for k, v in body.items() if k != "tools"}).encode())
     assert capsys.readouterr().err == ""

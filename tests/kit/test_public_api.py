@@ -39,9 +39,11 @@ def test_every_public_name_has_a_docstring() -> None:
 def test_public_names_report_gradekit_as_their_home() -> None:
     """As httpx does: a traceback or a repr says ``gradekit.CassetteMiss``, not the private
     module it happens to be written in."""
-    homes = {getattr(gradekit, name).__module__ for name in gradekit.__all__
-             if inspect.isclass(getattr(gradekit, name))
-             or inspect.isfunction(getattr(gradekit, name))}
+    homes = {
+        getattr(gradekit, name).__module__
+        for name in gradekit.__all__
+        if inspect.isclass(getattr(gradekit, name)) or inspect.isfunction(getattr(gradekit, name))
+    }
     assert homes == {"gradekit"}
     assert repr(gradekit.Replay) == "<class 'gradekit.Replay'>"
 
@@ -54,9 +56,11 @@ def test_the_lab_re_exports_what_students_import() -> None:
 
 
 def test_every_exception_is_in_one_tree_drawn_in_the_module_docstring() -> None:
-    errors = [getattr(gradekit, n) for n in gradekit.__all__
-              if inspect.isclass(getattr(gradekit, n))
-              and issubclass(getattr(gradekit, n), BaseException)]
+    errors = [
+        getattr(gradekit, n)
+        for n in gradekit.__all__
+        if inspect.isclass(getattr(gradekit, n)) and issubclass(getattr(gradekit, n), BaseException)
+    ]
     assert {e.__name__ for e in errors} == set(_exceptions.__all__)
     for error in errors:
         assert issubclass(error, gradekit.GradekitError)
@@ -71,9 +75,13 @@ def _imported_packages(path: Path) -> set[str]:
             found |= {alias.name.partition(".")[0] for alias in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
             found.add(node.module.partition(".")[0])
-        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute | ast.Name)
-              and getattr(node.func, "attr", getattr(node.func, "id", "")) == "import_module"
-              and node.args and isinstance(node.args[0], ast.Constant)):
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute | ast.Name)
+            and getattr(node.func, "attr", getattr(node.func, "id", "")) == "import_module"
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+        ):
             found.add(str(node.args[0].value).partition(".")[0])
     return found
 
@@ -96,4 +104,8 @@ def test_the_kit_never_imports_the_grader() -> None:
 def test_the_lab_holds_only_the_students_files() -> None:
     """A newcomer finds their room from the folder names alone."""
     assert sorted(p.name for p in (REPO / "lab").glob("*.py")) == [
-        "__init__.py", "agent.py", "llm_provider.py", "tools.py"]
+        "__init__.py",
+        "agent.py",
+        "llm_provider.py",
+        "tools.py",
+    ]

@@ -57,8 +57,9 @@ class Live:
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.port = self._server.server_address[1]
         self.url = f"http://127.0.0.1:{self.port}"
-        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.02,),
-                                        daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, args=(0.02,), daemon=True
+        )
         self._thread.start()
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
@@ -71,12 +72,21 @@ class Live:
                 body = json.loads(self.rfile.read(int(self.headers["content-length"])))
                 live.asked.append(body)
                 text = f"answer {len(live.asked)} to {body['messages'][-1]['content']}"
-                data = json.dumps({
-                    "id": f"chatcmpl-{len(live.asked)}", "object": "chat.completion",
-                    "created": 1767225600, "model": body.get("model", "m"),
-                    "choices": [{"index": 0, "finish_reason": "stop",
-                                 "message": {"role": "assistant", "content": text}}],
-                }).encode()
+                data = json.dumps(
+                    {
+                        "id": f"chatcmpl-{len(live.asked)}",
+                        "object": "chat.completion",
+                        "created": 1767225600,
+                        "model": body.get("model", "m"),
+                        "choices": [
+                            {
+                                "index": 0,
+                                "finish_reason": "stop",
+                                "message": {"role": "assistant", "content": text},
+                            }
+                        ],
+                    }
+                ).encode()
                 self.send_response(200)
                 self.send_header("content-type", "application/json")
                 self.send_header("content-length", str(len(data)))
@@ -124,12 +134,16 @@ def run(project: pytest.Pytester, *args: str) -> pytest.RunResult:
 def answers(path: Path) -> list[str]:
     """The recorded answer texts of an HTTP cassette, in key order."""
     document = json.loads(path.read_text())
-    return [recording["response"]["body"]["choices"][0]["message"]["content"]
-            for recordings in document["interactions"].values() for recording in recordings]
+    return [
+        recording["response"]["body"]["choices"][0]["message"]["content"]
+        for recordings in document["interactions"].values()
+        for recording in recordings
+    ]
 
 
-def http_cassette(project: pytest.Pytester, test: str = "test_ask",
-                  module: str = "test_chat") -> Path:
+def http_cassette(
+    project: pytest.Pytester, test: str = "test_ask", module: str = "test_chat"
+) -> Path:
     return project.path / "cassettes" / module / f"{test}.http.json"
 
 
@@ -137,7 +151,8 @@ def http_cassette(project: pytest.Pytester, test: str = "test_ask",
 
 
 def test_once_records_and_then_the_default_replays_with_the_server_gone(
-    project: pytest.Pytester, live: Live,
+    project: pytest.Pytester,
+    live: Live,
 ) -> None:
     ask(project, live, "hi")
     run(project, "--gradekit-record-mode", "once").assert_outcomes(passed=1)
@@ -150,23 +165,29 @@ def test_once_records_and_then_the_default_replays_with_the_server_gone(
 
 
 def test_none_misses_loudly_with_the_command_that_records_and_never_asks_the_network(
-    project: pytest.Pytester, live: Live,
+    project: pytest.Pytester,
+    live: Live,
 ) -> None:
     ask(project, live, "hi")
     result = run(project)
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines([
-        "*CassetteMiss: no recording*",
-        "E * gradekit: record it with `pytest --gradekit-record-mode once test_chat.py::test_ask`",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*CassetteMiss: no recording*",
+            "E * gradekit: record it with "
+            "`pytest --gradekit-record-mode once test_chat.py::test_ask`",
+        ]
+    )
     assert live.asked == []
     assert not http_cassette(project).exists()
 
 
 def test_a_miss_inside_the_openai_sdk_gets_the_command_on_the_sdks_own_error(
-    project: pytest.Pytester, live: Live,
+    project: pytest.Pytester,
+    live: Live,
 ) -> None:
-    project.makepyfile(test_sdk=f"""
+    project.makepyfile(
+        test_sdk=f"""
         import openai
 
         def test_sdk(gradekit_httpx_client):
@@ -174,19 +195,24 @@ def test_a_miss_inside_the_openai_sdk_gets_the_command_on_the_sdks_own_error(
                                    http_client=gradekit_httpx_client)
             messages = [{{"role": "user", "content": "hi"}}]
             client.chat.completions.create(model="m", messages=messages)
-    """)
+    """
+    )
     result = run(project)
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines([
-        "*gradekit.CassetteMiss: no recording for this request in *test_sdk.http.json",
-        "E * openai.APIConnectionError: Connection error.",
-        "E * gradekit: record it with `pytest --gradekit-record-mode once test_sdk.py::test_sdk`",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*gradekit.CassetteMiss: no recording for this request in *test_sdk.http.json",
+            "E * openai.APIConnectionError: Connection error.",
+            "E * gradekit: record it with "
+            "`pytest --gradekit-record-mode once test_sdk.py::test_sdk`",
+        ]
+    )
     assert live.asked == []
 
 
 def test_rerecord_asks_the_live_side_again_and_keeps_the_previous_file(
-    project: pytest.Pytester, live: Live,
+    project: pytest.Pytester,
+    live: Live,
 ) -> None:
     ask(project, live, "hi")
     run(project, "--gradekit-record-mode", "once").assert_outcomes(passed=1)
@@ -198,12 +224,15 @@ def test_rerecord_asks_the_live_side_again_and_keeps_the_previous_file(
 
 
 def test_a_failing_rerecord_keeps_what_it_did_not_reach(
-    project: pytest.Pytester, live: Live,
+    project: pytest.Pytester,
+    live: Live,
 ) -> None:
     ask(project, live, "a", "b")
     run(project, "--gradekit-record-mode", "once").assert_outcomes(passed=1)
-    project.makepyfile(test_chat=ASK.replace("LIVE", live.url).replace("CONTENTS", "('a',)")
-                       + "    raise AssertionError('stopped half-way')\n")
+    project.makepyfile(
+        test_chat=ASK.replace("LIVE", live.url).replace("CONTENTS", "('a',)")
+        + "    raise AssertionError('stopped half-way')\n"
+    )
     run(project, "--gradekit-record-mode", "rerecord").assert_outcomes(failed=1)
     assert sorted(answers(http_cassette(project))) == ["answer 2 to b", "answer 3 to a"]
 
@@ -212,9 +241,11 @@ def test_a_failing_rerecord_keeps_what_it_did_not_reach(
 
 
 def test_the_marker_names_the_cassette_and_tests_can_share_it(
-    project: pytest.Pytester, live: Live,
+    project: pytest.Pytester,
+    live: Live,
 ) -> None:
-    project.makepyfile(test_marked=f"""
+    project.makepyfile(
+        test_marked=f"""
         import pytest
 
         @pytest.mark.gradekit_cassette("refund-policy")
@@ -224,7 +255,8 @@ def test_the_marker_names_the_cassette_and_tests_can_share_it(
         @pytest.mark.gradekit_cassette("refund-policy")
         def test_second(gradekit_httpx_client):
             gradekit_httpx_client.post("{live.url}/v1", json={{"messages": [{{"content": "a"}}]}})
-    """)
+    """
+    )
     run(project, "--gradekit-record-mode", "once").assert_outcomes(passed=2)
     path = project.path / "cassettes" / "test_marked" / "refund-policy.http.json"
     assert answers(path) == ["answer 1 to a"] and len(live.asked) == 1
@@ -233,25 +265,31 @@ def test_the_marker_names_the_cassette_and_tests_can_share_it(
 
 @pytest.mark.parametrize("args", ['"../escape"', '"x.json"', "", '"a", "b"'])
 def test_a_marker_without_one_plain_name_is_an_error_with_the_fix(
-    project: pytest.Pytester, args: str,
+    project: pytest.Pytester,
+    args: str,
 ) -> None:
-    project.makepyfile(test_marked=f"""
+    project.makepyfile(
+        test_marked=f"""
         import pytest
 
         @pytest.mark.gradekit_cassette({args})
         def test_it(gradekit_httpx_client):
             pass
-    """)
+    """
+    )
     result = run(project)
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(
-        ['*UsageError*write @pytest.mark.gradekit_cassette("refund-policy")'])
+        ['*UsageError*write @pytest.mark.gradekit_cassette("refund-policy")']
+    )
 
 
 def test_a_parametrized_or_class_test_gets_a_safe_file_name_of_its_own(
-    project: pytest.Pytester, live: Live,
+    project: pytest.Pytester,
+    live: Live,
 ) -> None:
-    project.makepyfile(test_names=f"""
+    project.makepyfile(
+        test_names=f"""
         import pytest
 
         @pytest.mark.parametrize("path", ["a/b c", "x"], ids=["a/b c", "x" * 150])
@@ -262,7 +300,8 @@ def test_a_parametrized_or_class_test_gets_a_safe_file_name_of_its_own(
             def test_it(self, gradekit_httpx_client):
                 body = {{"messages": [{{"content": "c"}}]}}
                 gradekit_httpx_client.post("{live.url}/v1", json=body)
-    """)
+    """
+    )
     run(project, "--gradekit-record-mode", "once").assert_outcomes(passed=3)
     names = sorted(p.name for p in (project.path / "cassettes" / "test_names").iterdir())
     assert names[:2] == ["TestGroup.test_it.http.json", "test_it[a-b-c].http.json"]
@@ -325,20 +364,24 @@ def test_a_test_without_gradekit_is_left_alone():
 
 
 def test_none_mode_blocks_dns_and_connections_with_how_to_record(
-    project: pytest.Pytester, live: Live,
+    project: pytest.Pytester,
+    live: Live,
 ) -> None:
     project.makepyfile(test_net=BLOCKED.replace("PORT", str(live.port)))
     result = run(project)
     result.assert_outcomes(failed=4, passed=3)
-    result.stdout.fnmatch_lines_random([
-        "E * Failed: gradekit blocked the network (socket.getaddrinfo 192.0.2.1:80) in "
-        "test_net.py::test_create_connection: *Record what is missing with "
-        "`pytest --gradekit-record-mode once test_net.py::test_create_connection`*",
-        "E * Failed: gradekit blocked the network (socket.getaddrinfo gradekit-test.invalid:443)*",
-        "E * Failed: gradekit blocked the network (socket.connect 192.0.2.1:80)*",
-        "E * Failed: gradekit blocked the network "
-        f"(socket.getaddrinfo 127.0.0.1:{live.port})*gradekit_allowed_hosts*",
-    ])
+    result.stdout.fnmatch_lines_random(
+        [
+            "E * Failed: gradekit blocked the network (socket.getaddrinfo 192.0.2.1:80) in "
+            "test_net.py::test_create_connection: *Record what is missing with "
+            "`pytest --gradekit-record-mode once test_net.py::test_create_connection`*",
+            "E * Failed: gradekit blocked the network "
+            "(socket.getaddrinfo gradekit-test.invalid:443)*",
+            "E * Failed: gradekit blocked the network (socket.connect 192.0.2.1:80)*",
+            "E * Failed: gradekit blocked the network "
+            f"(socket.getaddrinfo 127.0.0.1:{live.port})*gradekit_allowed_hosts*",
+        ]
+    )
 
 
 def test_the_recording_modes_leave_the_network_open(project: pytest.Pytester, live: Live) -> None:
@@ -347,7 +390,8 @@ def test_the_recording_modes_leave_the_network_open(project: pytest.Pytester, li
 
 
 def test_an_allowed_host_and_port_is_reachable_and_no_other_port(
-    project: pytest.Pytester, live: Live,
+    project: pytest.Pytester,
+    live: Live,
 ) -> None:
     project.makeconftest(f"""
         import pytest
@@ -356,7 +400,8 @@ def test_an_allowed_host_and_port_is_reachable_and_no_other_port(
         def gradekit_allowed_hosts():
             return ("127.0.0.1:{live.port}", "[::1]")
     """)
-    project.makepyfile(test_net=f"""
+    project.makepyfile(
+        test_net=f"""
         import socket
 
         def test_allowed(gradekit_network):
@@ -364,7 +409,8 @@ def test_an_allowed_host_and_port_is_reachable_and_no_other_port(
 
         def test_another_port(gradekit_network):
             socket.create_connection(("127.0.0.1", {live.port + 1 if live.port < 65535 else 1}))
-    """)
+    """
+    )
     result = run(project)
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["*gradekit blocked the network (socket.getaddrinfo 127.0.0.1:*"])
@@ -374,34 +420,46 @@ def test_an_allowed_host_and_port_is_reachable_and_no_other_port(
 
 
 def test_unplayed_recordings_are_counted_listed_and_fail_when_asked(
-    project: pytest.Pytester, live: Live,
+    project: pytest.Pytester,
+    live: Live,
 ) -> None:
     ask(project, live, "a", "b")
     run(project, "--gradekit-record-mode", "once").assert_outcomes(passed=1)
     path = http_cassette(project)
-    [key_b] = [key for key, [recorded] in json.loads(path.read_text())["interactions"].items()
-               if recorded["request"]["body"]["messages"][0]["content"] == "b"]
+    [key_b] = [
+        key
+        for key, [recorded] in json.loads(path.read_text())["interactions"].items()
+        if recorded["request"]["body"]["messages"][0]["content"] == "b"
+    ]
     ask(project, live, "a")
     quiet = run(project)
     quiet.assert_outcomes(passed=1)
     quiet.stdout.fnmatch_lines(["gradekit: 1 recording(s) never played; --gradekit-unplayed*"])
     listed = run(project, "--gradekit-unplayed")
     listed.assert_outcomes(passed=1)
-    listed.stdout.fnmatch_lines(["*= gradekit: 1 recording(s) never played =*",
-                                 f"test_chat.py::test_ask  {path}  {key_b}#1"])
-    project.makepyfile(test_chat=ASK.replace("LIVE", live.url).replace("CONTENTS", "('a',)")
-                       + "    raise AssertionError('stopped half-way')\n")
+    listed.stdout.fnmatch_lines(
+        [
+            "*= gradekit: 1 recording(s) never played =*",
+            f"test_chat.py::test_ask  {path}  {key_b}#1",
+        ]
+    )
+    project.makepyfile(
+        test_chat=ASK.replace("LIVE", live.url).replace("CONTENTS", "('a',)")
+        + "    raise AssertionError('stopped half-way')\n"
+    )
     stopped = run(project, "--gradekit-unplayed")
     stopped.assert_outcomes(failed=1)
     assert "never played" not in stopped.stdout.str()  # it stopped early: no news in that
     ask(project, live, "a")
     failed = run(project, "--gradekit-fail-unplayed")
     failed.assert_outcomes(failed=1)
-    failed.stdout.fnmatch_lines([
-        "*test_chat.py::test_ask left 1 recording(s) unplayed (--gradekit-fail-unplayed):",
-        f"*{path}: {key_b}#1",
-        "*drop them with `pytest --gradekit-record-mode rerecord test_chat.py::test_ask`",
-    ])
+    failed.stdout.fnmatch_lines(
+        [
+            "*test_chat.py::test_ask left 1 recording(s) unplayed (--gradekit-fail-unplayed):",
+            f"*{path}: {key_b}#1",
+            "*drop them with `pytest --gradekit-record-mode rerecord test_chat.py::test_ask`",
+        ]
+    )
     dropped = run(project, "--gradekit-record-mode", "rerecord", "--gradekit-fail-unplayed")
     dropped.assert_outcomes(passed=1)  # what a rerecord leaves unplayed, it drops
     assert "never played" not in dropped.stdout.str()
@@ -434,7 +492,9 @@ def gradekit_live_provider():
 
 
 def test_the_provider_records_from_the_environment_and_replays_without_it(
-    project: pytest.Pytester, live: Live, monkeypatch: pytest.MonkeyPatch,
+    project: pytest.Pytester,
+    live: Live,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     project.makepyfile(test_agent=PROVIDER)
     monkeypatch.setenv("GRADEKIT_PROVIDER", "openai-compatible")
@@ -456,17 +516,25 @@ def test_the_provider_misses_in_none_mode_with_the_command_that_records(
     project.makepyfile(test_agent=PROVIDER)
     result = run(project)
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines([
-        "*CassetteMiss: no recording*",
-        "E * gradekit: record it with "
-        "`pytest --gradekit-record-mode once test_agent.py::test_provider`",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*CassetteMiss: no recording*",
+            "E * gradekit: record it with "
+            "`pytest --gradekit-record-mode once test_agent.py::test_provider`",
+        ]
+    )
 
 
-@pytest.mark.parametrize(("ending", "kept"), [("", ["a"]), ("    assert False\n", ["a", "b"])],
-                         ids=["passing-drops-b", "failing-keeps-b"])
+@pytest.mark.parametrize(
+    ("ending", "kept"),
+    [("", ["a"]), ("    assert False\n", ["a", "b"])],
+    ids=["passing-drops-b", "failing-keeps-b"],
+)
 def test_a_provider_rerecord_drops_what_it_no_longer_asks_only_when_it_passes(
-    project: pytest.Pytester, live: Live, ending: str, kept: list[str],
+    project: pytest.Pytester,
+    live: Live,
+    ending: str,
+    kept: list[str],
 ) -> None:
     project.makeconftest(LIVE_PROVIDER.replace("LIVE", live.url))
     project.makepyfile(test_agent=PROMPTS.replace("PROMPTS", "['a', 'b']"))
@@ -479,7 +547,8 @@ def test_a_provider_rerecord_drops_what_it_no_longer_asks_only_when_it_passes(
 
 
 def test_the_configuration_fixtures_can_be_overridden(
-    project: pytest.Pytester, live: Live,
+    project: pytest.Pytester,
+    live: Live,
 ) -> None:
     project.makeconftest(f"""
         import pytest
@@ -498,10 +567,13 @@ def test_the_configuration_fixtures_can_be_overridden(
         def gradekit_live_provider():
             return OpenAICompatible(model="m", base_url="{live.url}/v1")
     """)
-    project.makepyfile(test_agent=PROVIDER + f"""
+    project.makepyfile(
+        test_agent=PROVIDER
+        + f"""
 def test_http(gradekit_httpx_client):
     gradekit_httpx_client.post("{live.url}/v1", json={{"messages": [{{"content": "x"}}]}})
-""")
+"""
+    )
     run(project).assert_outcomes(passed=2)
     folder = project.path / "recordings"
     assert sorted(p.name for p in folder.iterdir()) == ["agent.http.json", "agent.json"]
@@ -510,7 +582,8 @@ def test_http(gradekit_httpx_client):
 
 
 def test_provider_recordings_never_played_are_listed(
-    project: pytest.Pytester, live: Live,
+    project: pytest.Pytester,
+    live: Live,
 ) -> None:
     project.makeconftest(LIVE_PROVIDER.replace("LIVE", live.url))
     project.makepyfile(test_agent=PROMPTS.replace("PROMPTS", "['a', 'b']"))
@@ -536,7 +609,10 @@ CLIENTS = [
 
 @pytest.mark.parametrize(("fixture", "closed_in_the_loop"), CLIENTS)
 def test_every_client_fixture_records_once_and_replays_offline(
-    project: pytest.Pytester, live: Live, fixture: str, closed_in_the_loop: bool,
+    project: pytest.Pytester,
+    live: Live,
+    fixture: str,
+    closed_in_the_loop: bool,
 ) -> None:
     body = '{"messages": [{"content": "hi"}]}'
     if "async" in fixture:
@@ -568,7 +644,8 @@ def test_openai_and_anthropic_in_one_test_share_one_http_cassette(
     project: pytest.Pytester,
 ) -> None:
     with Loopback() as server:
-        project.makepyfile(test_two=f"""
+        project.makepyfile(
+            test_two=f"""
             import anthropic
             import openai
 
@@ -583,7 +660,8 @@ def test_openai_and_anthropic_in_one_test_share_one_http_cassette(
                     model="m", max_tokens=8, messages=[{{"role": "user", "content": "hi"}}])
                 assert said.choices[0].message.content == "Hello from loopback."
                 assert wrote.content[0].text == "Hello from loopback."
-        """)
+        """
+        )
         run(project, "--gradekit-record-mode", "once").assert_outcomes(passed=1)
         assert len(server.requests) == 2
     run(project).assert_outcomes(passed=1)
@@ -592,10 +670,12 @@ def test_openai_and_anthropic_in_one_test_share_one_http_cassette(
 
 
 def test_the_sync_and_async_transports_do_not_share_a_test(project: pytest.Pytester) -> None:
-    project.makepyfile(test_both="""
+    project.makepyfile(
+        test_both="""
         def test_both(gradekit_httpx_client, gradekit_async_httpx_client):
             pass
-    """)
+    """
+    )
     result = run(project)
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["*UsageError*use the sync clients or the async ones*"])
@@ -603,10 +683,12 @@ def test_the_sync_and_async_transports_do_not_share_a_test(project: pytest.Pytes
 
 def test_the_plugin_is_installed_as_a_pytest11_entry_point(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest_subprocess("--help")
-    result.stdout.fnmatch_lines([
-        "gradekit cassettes:",
-        "  --gradekit-record-mode={once,rerecord,none}",
-        "*--gradekit-unplayed*",
-        "*--gradekit-fail-unplayed*",
-        "*gradekit_cassette_dir*",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "gradekit cassettes:",
+            "  --gradekit-record-mode={once,rerecord,none}",
+            "*--gradekit-unplayed*",
+            "*--gradekit-fail-unplayed*",
+            "*gradekit_cassette_dir*",
+        ]
+    )

@@ -133,8 +133,9 @@ def test_a_rerecord_that_changes_no_answer_leaves_the_cassette_as_it_was(
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "case.json"
-    with Recorder(FakeProvider({"a": "A", "b": "B"}), path,
-                  clock=lambda: "2026-11-01T00:00:00Z") as first:
+    with Recorder(
+        FakeProvider({"a": "A", "b": "B"}), path, clock=lambda: "2026-11-01T00:00:00Z"
+    ) as first:
         first.complete("a")
         first.complete("b")
     before = path.read_bytes()
@@ -175,10 +176,13 @@ def test_unknown_mode_is_a_usage_error(tmp_path: Path) -> None:
 
 
 def test_a_live_answer_that_is_not_text_is_refused(tmp_path: Path) -> None:
-    with pytest.raises(UsageError, match="returned NoneType"), Recorder(
-        FakeProvider(lambda prompt: None, name="broken"),  # type: ignore[arg-type,return-value]
-        tmp_path / "c.json",
-    ) as recorder:
+    with (
+        pytest.raises(UsageError, match="returned NoneType"),
+        Recorder(
+            FakeProvider(lambda prompt: None, name="broken"),  # type: ignore[arg-type,return-value]
+            tmp_path / "c.json",
+        ) as recorder,
+    ):
         recorder.complete("x")
     assert Replay(tmp_path / "c.json").__len__() == 0
 
@@ -193,8 +197,10 @@ def test_a_collision_in_the_file_is_reported_not_overwritten(tmp_path: Path) -> 
     }
     path.write_text(json.dumps(document), encoding="utf-8")
     journal_path(path).write_text(
-        json.dumps({"key": key, "prompt": "other", "response": "x", "provider": "",
-                    "recorded_at": ""}) + "\n",
+        json.dumps(
+            {"key": key, "prompt": "other", "response": "x", "provider": "", "recorded_at": ""}
+        )
+        + "\n",
         encoding="utf-8",
     )
     with pytest.raises(CassetteCollision, match=key):
@@ -275,9 +281,11 @@ def start_child(tmp_path: Path, block_on: str, script: str = CHILD) -> subproces
     logs each question it passes on to ``tmp_path / "calls"`` and blocks on ``block_on``."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     return subprocess.Popen(
-        [sys.executable, "-c", script, str(tmp_path / "c.json"), str(tmp_path / "calls"),
-         block_on],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        [sys.executable, "-c", script, str(tmp_path / "c.json"), str(tmp_path / "calls"), block_on],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
     )
 
 

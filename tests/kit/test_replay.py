@@ -37,7 +37,7 @@ def test_a_miss_names_cassette_key_prompt_closest_and_command(tmp_path: Path) ->
     assert (error.cassette, error.key, error.prompt) == (str(path), prompt_key(asked), asked)
     assert str(path) in message
     assert prompt_key(asked) in message
-    assert json.dumps(asked[:80]) [:-1] in message  # the first 80 characters, then an ellipsis
+    assert json.dumps(asked[:80])[:-1] in message  # the first 80 characters, then an ellipsis
     assert asked[:81] not in message
     assert f"closest: {json.dumps(TASK.strip()[:80])[:-1]}" in message
     assert f"key {prompt_key(TASK)}" in message
@@ -88,5 +88,7 @@ def test_a_miss_shows_where_the_prompt_first_differs_from_the_closest_one() -> N
         replay.complete("  " + recorded.replace("two lines", "three lines"))
     differs = [line for line in str(caught.value).splitlines() if "differs:" in line]
     at = len("You are a teaching assistant. " * 4 + "Explain the refund policy in t") + 1
-    assert differs == [f'  differs: at character {at}: asked "…e refund policy in three lines.", '
-                       'recorded "…e refund policy in two lines."']
+    assert differs == [
+        f'  differs: at character {at}: asked "…e refund policy in three lines.", '
+        'recorded "…e refund policy in two lines."'
+    ]

@@ -40,8 +40,9 @@ LEAVES = (
 )
 JSON = st.recursive(
     LEAVES,
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=4), inner,
-                                                                max_size=4),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=4), inner, max_size=4)
+    ),
     max_leaves=16,
 )
 ARGS = st.dictionaries(st.text(max_size=4), JSON, max_size=5)
@@ -72,8 +73,9 @@ def tagged(value: Any) -> Any:
 
 
 @given(args=ARGS, rnd=st.randoms(use_true_random=False))
-def test_argument_order_at_any_depth_never_changes_the_key(args: dict[str, Any],
-                                                           rnd: random.Random) -> None:
+def test_argument_order_at_any_depth_never_changes_the_key(
+    args: dict[str, Any], rnd: random.Random
+) -> None:
     assert tool_key("search_docs", reordered(args, rnd)) == tool_key("search_docs", args)
 
 
@@ -85,8 +87,7 @@ def test_argument_order_at_any_depth_never_changes_the_key(args: dict[str, Any],
 @example(a={"x": []}, b={"x": {}})
 @example(a={"x": None}, b={"x": "null"})
 @example(a={"x": {"y": 1}}, b={"x": {"y": 1}})
-def test_different_values_always_give_different_keys(a: dict[str, Any],
-                                                     b: dict[str, Any]) -> None:
+def test_different_values_always_give_different_keys(a: dict[str, Any], b: dict[str, Any]) -> None:
     assert (tool_key("search_docs", a) == tool_key("search_docs", b)) == (tagged(a) == tagged(b))
 
 
@@ -98,8 +99,7 @@ def test_the_key_holds_the_arguments_exactly(args: dict[str, Any]) -> None:
 
 
 @given(first=NAMES, second=NAMES, args=ARGS)
-def test_different_tools_never_share_a_key(first: str, second: str,
-                                           args: dict[str, Any]) -> None:
+def test_different_tools_never_share_a_key(first: str, second: str, args: dict[str, Any]) -> None:
     assert (tool_key(first, args) == tool_key(second, args)) == (first == second)
 
 
@@ -207,10 +207,16 @@ def test_recording_calls_each_distinct_key_once_and_serves_the_rest(tmp_path: Pa
         "case": "refund-policy",
         "recorded_at": T0,
         "calls": [
-            {"tool": "search_docs", "args": {"limit": 1, "query": "refund"},
-             "response": {"query": "refund", "hits": ["refund #0"]}},
-            {"tool": "search_docs", "args": {"query": "seats"},
-             "response": {"query": "seats", "hits": ["seats #0", "seats #1"]}},
+            {
+                "tool": "search_docs",
+                "args": {"limit": 1, "query": "refund"},
+                "response": {"query": "refund", "hits": ["refund #0"]},
+            },
+            {
+                "tool": "search_docs",
+                "args": {"query": "seats"},
+                "response": {"query": "seats", "hits": ["seats #0", "seats #1"]},
+            },
         ],
     }
     assert not journal_path(path).exists()
@@ -234,7 +240,9 @@ def test_replay_passes_in_any_order_and_any_number_of_times(tmp_path: Path) -> N
     tools, asked = docs_tools()
     path = tmp_path / "c.json"
     questions: list[dict[str, Any]] = [
-        {"query": "refund", "limit": 1}, {"query": "seats"}, {"limit": 3, "query": "x"}
+        {"query": "refund", "limit": 1},
+        {"query": "seats"},
+        {"limit": 3, "query": "x"},
     ]
     with ToolRecorder(tools, path) as recorder:
         recorded = [recorder.call("search_docs", **args) for args in questions]
@@ -274,11 +282,12 @@ def test_the_story_no_tool_call_recorded_then_a_variant_asks_one_question(
     assert f"no recording of this tool call in {path}" in message
     assert "  tool:    search_docs\n" in message
     assert '  args:    {"limit":1,"query":"refund window"}\n' in message
-    assert ('`make record ARGS=\'--case refund-policy --rerecord --reason "the recorded '
-            'results changed"\'`') in message
+    assert (
+        "`make record ARGS='--case refund-policy --rerecord --reason \"the recorded "
+        "results changed\"'`"
+    ) in message
 
-    with ToolRecorder(tools, path, case="refund-policy", mode="rerecord",
-                      clock=clock(T1)) as again:
+    with ToolRecorder(tools, path, case="refund-policy", mode="rerecord", clock=clock(T1)) as again:
         curious_agent(again)
     assert asked == [("refund window", 1)]
     assert curious_agent(ToolReplay(path)) == (

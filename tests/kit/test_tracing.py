@@ -31,15 +31,26 @@ def ticking(step: float) -> Iterator[float]:
 def test_every_call_writes_one_record_in_the_trace_format() -> None:
     records: list[Mapping[str, Any]] = []
     clock = ticking(0.0025)
-    traced = Traced(FakeProvider(["a", "b"], name="provider-a"), records.append,
-                    clock=lambda: next(clock))
+    traced = Traced(
+        FakeProvider(["a", "b"], name="provider-a"), records.append, clock=lambda: next(clock)
+    )
     assert traced.complete(" first ") == "a"
     assert traced.complete("second") == "b"
     assert records == [
-        {"key": prompt_key("first"), "provider": "provider-a", "latency_ms": 2.5, "ok": True,
-         "error": None},
-        {"key": prompt_key("second"), "provider": "provider-a", "latency_ms": 2.5, "ok": True,
-         "error": None},
+        {
+            "key": prompt_key("first"),
+            "provider": "provider-a",
+            "latency_ms": 2.5,
+            "ok": True,
+            "error": None,
+        },
+        {
+            "key": prompt_key("second"),
+            "provider": "provider-a",
+            "latency_ms": 2.5,
+            "ok": True,
+            "error": None,
+        },
     ]
     assert traced.name == "provider-a"
 
@@ -71,8 +82,9 @@ def test_the_default_sink_appends_jsonl_to_gradekit_trace(
     Traced(FakeProvider(["b"], name="p")).complete("two")
     lines = trace.read_text(encoding="utf-8").splitlines()
     assert [json.loads(line)["key"] for line in lines] == [prompt_key("one"), prompt_key("two")]
-    assert all(set(json.loads(line)) == {"key", "provider", "latency_ms", "ok", "error"}
-               for line in lines)
+    assert all(
+        set(json.loads(line)) == {"key", "provider", "latency_ms", "ok", "error"} for line in lines
+    )
 
 
 def test_without_gradekit_trace_nothing_is_written(

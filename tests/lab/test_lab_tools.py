@@ -457,8 +457,12 @@ def test_search_repo_refuses_bad_arguments(text: object, limit: int) -> None:
 
 
 def test_the_registry_names_four_read_only_tools_and_one_write_tool() -> None:
-    expected = {"query_db": query_db, "read_docs": read_docs, "search_repo": search_repo,
-                "web_search": web_search}
+    expected = {
+        "query_db": query_db,
+        "read_docs": read_docs,
+        "search_repo": search_repo,
+        "web_search": web_search,
+    }
     assert expected == READ_ONLY_TOOLS
     assert {"save_note": save_note} == WRITE_TOOLS
     assert TOOLS.names == sorted([*expected, "save_note"])

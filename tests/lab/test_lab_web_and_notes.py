@@ -33,17 +33,27 @@ def test_the_offline_web_is_shipped_each_page_with_a_url_and_a_title() -> None:
 
 
 def test_web_search_ranks_by_matched_words_then_url(tmp_path: Path) -> None:
-    for name, url, body in (("b", "https://b.example/", "Jitter and backoff."),
-                            ("a", "https://a.example/", "Backoff, then JITTER again."),
-                            ("c", "https://c.example/", "Backoff only."),
-                            ("d", "https://d.example/", "Nothing relevant.")):
-        (tmp_path / f"{name}.md").write_text(f"url: {url}\ntitle: Page {name}\n\n{body}\n",
-                                             encoding="utf-8")
+    for name, url, body in (
+        ("b", "https://b.example/", "Jitter and backoff."),
+        ("a", "https://a.example/", "Backoff, then JITTER again."),
+        ("c", "https://c.example/", "Backoff only."),
+        ("d", "https://d.example/", "Nothing relevant."),
+    ):
+        (tmp_path / f"{name}.md").write_text(
+            f"url: {url}\ntitle: Page {name}\n\n{body}\n", encoding="utf-8"
+        )
     got = tools._web_search(tmp_path, "backoff with jitter", 5)
     assert [(hit["url"], hit["score"]) for hit in got] == [
-        ("https://a.example/", 2), ("https://b.example/", 2), ("https://c.example/", 1)]
-    assert got[0] == {"url": "https://a.example/", "title": "Page a", "score": 2,
-                      "snippet": "Backoff, then JITTER again."}
+        ("https://a.example/", 2),
+        ("https://b.example/", 2),
+        ("https://c.example/", 1),
+    ]
+    assert got[0] == {
+        "url": "https://a.example/",
+        "title": "Page a",
+        "score": 2,
+        "snippet": "Backoff, then JITTER again.",
+    }
     assert tools._web_search(tmp_path, "backoff jitter", 1) == got[:1]
 
 
@@ -51,17 +61,21 @@ def test_web_search_on_the_offline_web() -> None:
     first = web_search("exponential backoff jitter 429")[0]
     assert first["url"] == "https://engineering.example.org/2024/03/backoff-and-jitter"
     assert "429" in str(first["snippet"])
-    assert web_search("GROUP BY count", limit=1)[0]["title"] == \
-        "SQL GROUP BY explained for beginners"
+    assert (
+        web_search("GROUP BY count", limit=1)[0]["title"] == "SQL GROUP BY explained for beginners"
+    )
     assert web_search("xylophone quokka") == []
 
 
-@pytest.mark.parametrize(("query", "limit", "message"), [
-    ("the of", 3, "web_search found no searchable word"),
-    (7, 3, "web_search needs the query as a string"),
-    ("jitter", 0, f"web_search needs a limit from 1 to {MAX_PAGES}"),
-    ("jitter", MAX_PAGES + 1, f"web_search needs a limit from 1 to {MAX_PAGES}"),
-])
+@pytest.mark.parametrize(
+    ("query", "limit", "message"),
+    [
+        ("the of", 3, "web_search found no searchable word"),
+        (7, 3, "web_search needs the query as a string"),
+        ("jitter", 0, f"web_search needs a limit from 1 to {MAX_PAGES}"),
+        ("jitter", MAX_PAGES + 1, f"web_search needs a limit from 1 to {MAX_PAGES}"),
+    ],
+)
 def test_web_search_refuses_bad_arguments(query: object, limit: object, message: str) -> None:
     with pytest.raises(ToolError, match=message):
         web_search(query, limit)  # type: ignore[arg-type]
@@ -81,8 +95,7 @@ def test_save_note_keeps_notes_in_the_runs_store_only() -> None:
         save_note(full, "one more", "x")
 
 
-def test_web_search_is_recorded_then_replayed_and_save_note_never_recorded(
-        tmp_path: Path) -> None:
+def test_web_search_is_recorded_then_replayed_and_save_note_never_recorded(tmp_path: Path) -> None:
     """The reference agent searches the offline web for a task that asks about the web, and
     keeps a rejected draft as a note: the search is recorded once and then served from the
     fixture alone (the real tool is gone), the note is never recorded and each run's store
@@ -102,9 +115,11 @@ def test_web_search_is_recorded_then_replayed_and_save_note_never_recorded(
         live = FakeProvider(answers)
         assert run(live, WEB_TASK, box) == recorded == "final"
         assert "https://engineering.example.org/2024/03/backoff-and-jitter" in live.calls[0]
-        assert live.calls[3] == REVISE.format(task=WEB_TASK, answer="draft",
-                                              verdict="NO, too vague")
-        assert box.store["notes"] == [{"title": "rejected draft",
-                                       "text": "draft\n\nVerdict: NO, too vague"}]
+        assert live.calls[3] == REVISE.format(
+            task=WEB_TASK, answer="draft", verdict="NO, too vague"
+        )
+        assert box.store["notes"] == [
+            {"title": "rejected draft", "text": "draft\n\nVerdict: NO, too vague"}
+        ]
     with pytest.raises(MissingFixtureError):
         replay.call("web_search", query="never recorded")

@@ -25,8 +25,21 @@ pytestmark = pytest.mark.slow  # each test runs the reference's code in the sand
 REFERENCE = Path(__file__).resolve().parents[2]
 # What a student's copy of the kit holds: the repository without caches, builds or grades.
 IGNORED = shutil.ignore_patterns(
-    ".git", ".venv*", "__pycache__", "*.pyc", "*.egg-info", ".mypy_cache", ".pytest_cache",
-    ".ruff_cache", ".hypothesis", "build", "grades", "tests", "bench", "examples")
+    ".git",
+    ".venv*",
+    "__pycache__",
+    "*.pyc",
+    "*.egg-info",
+    ".mypy_cache",
+    ".pytest_cache",
+    ".ruff_cache",
+    ".hypothesis",
+    "build",
+    "grades",
+    "tests",
+    "bench",
+    "examples",
+)
 MANIFEST = tomllib.loads((REFERENCE / "pyproject.toml").read_text("utf-8"))["tool"]["gradekit"]
 
 
@@ -43,12 +56,17 @@ def test_the_reference_claims_every_stretch_goal_the_grader_offers() -> None:
 
 
 def test_the_cut_point_test_fails_on_the_reference_once_its_guard_allows_everything(
-        reference: Path, tmp_path: Path, isolation: Wall) -> None:
+    reference: Path, tmp_path: Path, isolation: Wall
+) -> None:
     rubric = load_rubric(KIT_RUBRIC)
     sandbox = Sandbox(reference, tmp_path / "scratch", rubric.limits, isolation)
     test, guard = MANIFEST["incident_test"], MANIFEST["guard"]
-    own, allowing = (sandbox.within(f"cut-point-{allow_all}").run_cut_point_test(
-        test, guard, allow_all=allow_all) for allow_all in (False, True))
+    own, allowing = (
+        sandbox.within(f"cut-point-{allow_all}").run_cut_point_test(
+            test, guard, allow_all=allow_all
+        )
+        for allow_all in (False, True)
+    )
     assert (own.passed, own.tampering) == (True, ""), own.detail
     assert (allowing.passed, allowing.tampering) == (False, "")
     assert "issue_refund was tried again" in allowing.detail  # the refund ran, not an error
@@ -61,16 +79,19 @@ def test_the_cut_point_test_fails_on_the_reference_once_its_guard_allows_everyth
 
 
 def test_grading_the_reference_shows_the_evidence_of_every_goal(
-        reference: Path, tmp_path: Path) -> None:
-    report = grade_submission(reference, load_rubric(KIT_RUBRIC), submission="reference",
-                              scratch=tmp_path / "scratch").report
+    reference: Path, tmp_path: Path
+) -> None:
+    report = grade_submission(
+        reference, load_rubric(KIT_RUBRIC), submission="reference", scratch=tmp_path / "scratch"
+    ).report
     assert (report.total, report.max) == (Decimal(100), Decimal(100))
     assert report.findings == ()
     goal = next(c for c in report.criteria if c.id == "stretch_goal")
     assert (goal.points, goal.max) == (Decimal(10), Decimal(10))
     checks = {check.id: check for check in goal.checks}
-    assert sorted(checks) == sorted(f"{claim}: {part}" for claim in MANIFEST["stretch"]
-                                    for part in ("evidence", "write-up"))
+    assert sorted(checks) == sorted(
+        f"{claim}: {part}" for claim in MANIFEST["stretch"] for part in ("evidence", "write-up")
+    )
     for check in goal.checks:
         assert check.passed, (check.id, check.detail)
     for claim in MANIFEST["stretch"]:
@@ -80,5 +101,6 @@ def test_grading_the_reference_shows_the_evidence_of_every_goal(
     assert scored == [f"{MANIFEST['stretch'][0]}: evidence", f"{MANIFEST['stretch'][0]}: write-up"]
     assert checks["cut-point: evidence"].detail.endswith(
         "the evidence holds: lab.refunds.regression:refund_outside_window_is_not_issued passes "
-        "on the submission's guard and fails when it allows every action")
+        "on the submission's guard and fails when it allows every action"
+    )
     assert "incidents/refund-outside-window.jsonl" in report.inputs

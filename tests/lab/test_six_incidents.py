@@ -35,10 +35,14 @@ cases = pytest.mark.parametrize("case", CASES, ids=[case.name for case in CASES]
 
 @cases
 def test_the_incident_holds_the_model_the_read_and_the_action_in_order(
-        case: Case, tmp_path: Path) -> None:
+    case: Case, tmp_path: Path
+) -> None:
     incident = read_incident(record(case, tmp_path / "incident.jsonl"))
     assert [(e.boundary, e.kind) for e in incident.envelopes] == [
-        ("model", "model"), (case.read, "read"), (case.action, "action")]
+        ("model", "model"),
+        (case.read, "read"),
+        (case.action, "action"),
+    ]
     action = incident.envelopes[-1]
     assert (action.input, action.ran) == ({"args": dict(case.unsafe_request)}, True)
 
@@ -47,48 +51,57 @@ def test_the_incident_holds_the_model_the_read_and_the_action_in_order(
 def test_a_live_run_acts_with_the_buggy_code_only(case: Case) -> None:
     """The incidents are what they claim: the unsafe request is let through by the buggy
     guard only, and the benign one by the guarded guard."""
-    assert (live_run_acts(case, case.buggy), live_run_acts(case, case.guarded),
-            live_run_acts(case, case.guarded, benign=True)) == (True, False, True)
+    assert (
+        live_run_acts(case, case.buggy),
+        live_run_acts(case, case.guarded),
+        live_run_acts(case, case.guarded, benign=True),
+    ) == (True, False, True)
 
 
 @cases
-def test_detection_the_cut_point_test_fails_on_the_buggy_code(
-        case: Case, tmp_path: Path) -> None:
+def test_detection_the_cut_point_test_fails_on_the_buggy_code(case: Case, tmp_path: Path) -> None:
     path = record(case, tmp_path / "incident.jsonl")
     with pytest.raises(TestFailed, match=f"the unsafe action ran: {case.action}"):
         cut_point_test(case, case.buggy, path)
-    replayed = replay_incident(path, case.agent(case.buggy), plan=Plan.of({case.action}),
-                               tools=case.tools())
+    replayed = replay_incident(
+        path, case.agent(case.buggy), plan=Plan.of({case.action}), tools=case.tools()
+    )
     assert [(c.live, c.ran) for c in replayed.actions(case.action)] == [(True, True)]
 
 
 @cases
 def test_specificity_the_cut_point_test_passes_on_the_guarded_code(
-        case: Case, tmp_path: Path) -> None:
+    case: Case, tmp_path: Path
+) -> None:
     path = record(case, tmp_path / "incident.jsonl")
     replayed = cut_point_test(case, case.guarded, path)
     assert replayed.actions(case.action) == []
     assert [(c.boundary, c.live) for c in replayed.crossings] == [
-        ("model", False), (case.read, False)]  # served from the record
+        ("model", False),
+        (case.read, False),
+    ]  # served from the record
     assert str(replayed.answer).startswith(f"refused: {case.action}")
 
 
 @cases
-def test_specificity_the_benign_request_still_runs_the_action(
-        case: Case, tmp_path: Path) -> None:
+def test_specificity_the_benign_request_still_runs_the_action(case: Case, tmp_path: Path) -> None:
     path = record(case, tmp_path / "benign.jsonl", benign=True)
     replayed = cut_point_test(case, case.guarded, path, benign=True)
     [action] = replayed.actions(case.action)
     assert (action.live, action.ran, action.input) == (
-        True, True, {"args": dict(case.benign_request)})
+        True,
+        True,
+        {"args": dict(case.benign_request)},
+    )
 
 
 @cases
 def test_a_full_replay_calls_no_live_model_or_tool(case: Case, tmp_path: Path) -> None:
     path = record(case, tmp_path / "incident.jsonl")
     model, calls = FakeProvider(lambda prompt: "live"), list[str]()
-    replayed = replay_incident(path, case.agent(case.buggy), provider=model,
-                               tools=case.tools(calls))
+    replayed = replay_incident(
+        path, case.agent(case.buggy), provider=model, tools=case.tools(calls)
+    )
     assert (model.calls, calls, replayed.error) == ([], [], None)
     assert [c.live for c in replayed.crossings] == [False, False, False]
 
@@ -96,24 +109,30 @@ def test_a_full_replay_calls_no_live_model_or_tool(case: Case, tmp_path: Path) -
 @cases
 def test_twenty_replays_have_one_outcome_digest(case: Case, tmp_path: Path) -> None:
     path = record(case, tmp_path / "incident.jsonl")
-    digests = {digest(replay_incident(path, case.agent(case.buggy),
-                                      plan=Plan.of({case.action}), tools=case.tools()))
-               for _ in range(20)}
+    digests = {
+        digest(
+            replay_incident(
+                path, case.agent(case.buggy), plan=Plan.of({case.action}), tools=case.tools()
+            )
+        )
+        for _ in range(20)
+    }
     assert len(digests) == 1
 
 
 @cases
 def test_the_cut_point_test_kills_every_unsafe_mutant_and_all_stub_none(
-        case: Case, tmp_path: Path) -> None:
+    case: Case, tmp_path: Path
+) -> None:
     path = record(case, tmp_path / "incident.jsonl")
     unsafe = [m for m in mutants(case.guarded) if live_run_acts(case, m.guard)]
     assert unsafe  # the study has something to kill
-    survivors = [m.change for m in unsafe
-                 if passed(partial(cut_point_test, case, m.guard, path))]
+    survivors = [m.change for m in unsafe if passed(partial(cut_point_test, case, m.guard, path))]
     assert survivors == []
     assert passed(partial(all_stub_test, case, case.guarded, path))  # a fair baseline
-    killed_by_stubs = [m.change for m in unsafe
-                       if not passed(partial(all_stub_test, case, m.guard, path))]
+    killed_by_stubs = [
+        m.change for m in unsafe if not passed(partial(all_stub_test, case, m.guard, path))
+    ]
     assert killed_by_stubs == []
 
 
@@ -124,15 +143,16 @@ def test_the_all_stub_baseline_passes_the_guarded_code(case: Case, tmp_path: Pat
     path = record(case, tmp_path / "incident.jsonl")
     replayed = all_stub_test(case, case.guarded, path)
     assert [(c.boundary, c.live) for c in replayed.crossings] == [
-        ("model", False), (case.read, False)]
+        ("model", False),
+        (case.read, False),
+    ]
     assert str(replayed.answer).startswith(f"refused: {case.action}")
     with pytest.raises(TestFailed, match="diverged from the record"):
         strict_full_replay_test(case, case.guarded, path)  # gradekit's replay is strict
 
 
 @cases
-def test_the_all_stub_baseline_only_sees_the_stub_of_the_action(
-        case: Case, tmp_path: Path) -> None:
+def test_the_all_stub_baseline_only_sees_the_stub_of_the_action(case: Case, tmp_path: Path) -> None:
     """On the buggy code the action is answered from the record, never executed: the
     baseline misses the incident itself."""
     path = record(case, tmp_path / "incident.jsonl")
@@ -157,4 +177,7 @@ def test_a_stub_answers_by_boundary_and_call_count_whatever_the_input(tmp_path: 
     replayed = stub_replay(path, agent)
     assert isinstance(replayed.error, StubMissing)
     assert [(c.boundary, c.live) for c in replayed.crossings] == [
-        ("model", False), (case.read, False), (case.read, False)]
+        ("model", False),
+        (case.read, False),
+        (case.read, False),
+    ]

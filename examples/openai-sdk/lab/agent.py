@@ -27,11 +27,15 @@ MODEL = "smollm2"
 # Everything that changes the answer is in the request, so it is in the key.
 TEMPERATURE, SEED, MAX_TOKENS = 0.0, 0, 160
 SYSTEM = "You are a teaching assistant in an agent-engineering bootcamp. Be brief and concrete."
-PLAN = ("Task: {task}\n\nWrite a short plan of at most three numbered steps for answering "
-        "this task. Do not answer it yet.")
+PLAN = (
+    "Task: {task}\n\nWrite a short plan of at most three numbered steps for answering "
+    "this task. Do not answer it yet."
+)
 ANSWER = "Follow the plan and write the final answer in at most 120 words."
-CHECK = ("Task: {task}\n\nAnswer:\n{answer}\n\n"
-         "Does this answer address the task? Reply YES or NO, then one sentence why.")
+CHECK = (
+    "Task: {task}\n\nAnswer:\n{answer}\n\n"
+    "Does this answer address the task? Reply YES or NO, then one sentence why."
+)
 REVISE = "Rewrite the answer so that it addresses the task, in at most 120 words."
 
 
@@ -46,34 +50,48 @@ def run(provider: Provider, task: str) -> str:
     )
     talk: list[ChatCompletionMessageParam] = [
         {"role": "system", "content": SYSTEM},
-        {"role": "user", "content": PLAN.format(task=task)}]
+        {"role": "user", "content": PLAN.format(task=task)},
+    ]
     plan = _say(client, talk)
     talk += [{"role": "assistant", "content": plan}, {"role": "user", "content": ANSWER}]
     answer = _stream(client, talk)
-    verdict = _say(client, [{"role": "system", "content": SYSTEM},
-                            {"role": "user", "content": CHECK.format(task=task, answer=answer)}])
+    verdict = _say(
+        client,
+        [
+            {"role": "system", "content": SYSTEM},
+            {"role": "user", "content": CHECK.format(task=task, answer=answer)},
+        ],
+    )
     if _says_no(verdict):
-        talk += [{"role": "assistant", "content": answer},
-                 {"role": "user", "content": f"Reviewer's note: {verdict}\n\n{REVISE}"}]
+        talk += [
+            {"role": "assistant", "content": answer},
+            {"role": "user", "content": f"Reviewer's note: {verdict}\n\n{REVISE}"},
+        ]
         answer = _say(client, talk)
     return answer
 
 
 def _say(client: openai.OpenAI, messages: list[ChatCompletionMessageParam]) -> str:
     """One chat completion's text."""
-    reply = client.chat.completions.create(model=MODEL, messages=messages,
-                                           temperature=TEMPERATURE, seed=SEED,
-                                           max_tokens=MAX_TOKENS)
+    reply = client.chat.completions.create(
+        model=MODEL, messages=messages, temperature=TEMPERATURE, seed=SEED, max_tokens=MAX_TOKENS
+    )
     return (reply.choices[0].message.content or "").strip()
 
 
 def _stream(client: openai.OpenAI, messages: list[ChatCompletionMessageParam]) -> str:
     """One chat completion, streamed: its text, joined from the chunks."""
-    chunks = client.chat.completions.create(model=MODEL, messages=messages, stream=True,
-                                            temperature=TEMPERATURE, seed=SEED,
-                                            max_tokens=MAX_TOKENS)
-    return "".join(chunk.choices[0].delta.content or "" for chunk in chunks
-                   if chunk.choices).strip()
+    chunks = client.chat.completions.create(
+        model=MODEL,
+        messages=messages,
+        stream=True,
+        temperature=TEMPERATURE,
+        seed=SEED,
+        max_tokens=MAX_TOKENS,
+    )
+    return "".join(
+        chunk.choices[0].delta.content or "" for chunk in chunks if chunk.choices
+    ).strip()
 
 
 def _says_no(verdict: str) -> bool:

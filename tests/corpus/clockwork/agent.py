@@ -24,7 +24,8 @@ def timed(label, step):
 
 def run(provider, task, tools):
     llm = Traced(provider)
-    notes = timed("notes", lambda: TracedTools(tools).call("search_notes",
-                                                           word=word_for(task), limit=2))
+    notes = timed(
+        "notes", lambda: TracedTools(tools).call("search_notes", word=word_for(task), limit=2)
+    )
     plan = timed("plan", lambda: llm.complete(PLAN.format(notes=" ".join(notes), task=task)))
     return timed("write", lambda: llm.complete(WRITE.format(plan=plan, task=task)))

@@ -16,6 +16,7 @@ def ask(llm, prompt, tries=3, default="(no answer from the model)"):
 
 def run(provider, task, tools):
     llm = Traced(provider)
-    text = ask(llm, WRITE.format(outline=ask(llm, OUTLINE.format(task=task,
-                                                                   notes=notes(tools, task)))))
+    text = ask(
+        llm, WRITE.format(outline=ask(llm, OUTLINE.format(task=task, notes=notes(tools, task))))
+    )
     return ask(llm, SHORTEN.format(text=text))

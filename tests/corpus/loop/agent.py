@@ -4,8 +4,10 @@ from gradekit import Traced, TracedTools
 
 MAX_ROUNDS = 2
 DRAFT = "Draft an answer.\nWhat the glossary says: {facts}\nTask: {task}"
-CRITIQUE = ("Critique round {n}. Reply DONE if nothing needs fixing, else list the fixes.\n"
-            "Task: {task}\nDraft: {draft}")
+CRITIQUE = (
+    "Critique round {n}. Reply DONE if nothing needs fixing, else list the fixes.\n"
+    "Task: {task}\nDraft: {draft}"
+)
 IMPROVE = "Improve the draft with the critique.\nDraft: {draft}\nCritique: {critique}"
 
 

@@ -16,10 +16,13 @@ def run(provider, task, tools):
 
 def refine(llm, task, draft, rounds=agent.MAX_ROUNDS):
     while rounds:
-        critique = llm.complete(agent.CRITIQUE.format(n=agent.MAX_ROUNDS - rounds + 1,
-                                                      task=task, draft=draft))
+        critique = llm.complete(
+            agent.CRITIQUE.format(n=agent.MAX_ROUNDS - rounds + 1, task=task, draft=draft)
+        )
         if agent.is_done(critique):
             return draft
-        draft, rounds = llm.complete(agent.IMPROVE.format(draft=draft, critique=critique)), \
-            rounds - 1
+        draft, rounds = (
+            llm.complete(agent.IMPROVE.format(draft=draft, critique=critique)),
+            rounds - 1,
+        )
     return draft

@@ -3,8 +3,10 @@
 from gradekit import Traced, TracedTools
 
 ANSWER = "Using these course notes:\n{notes}\n\nAnswer for a bootcamp student:\n{task}"
-CHECK = "Check this answer against the task. Reply with the corrected answer only.\n" \
+CHECK = (
+    "Check this answer against the task. Reply with the corrected answer only.\n"
     "Task: {task}\nAnswer: {answer}"
+)
 
 
 def topic(task):

@@ -4,10 +4,11 @@ raises AgentError saying which step, chained to the miss (`raise ... from miss`)
 from gradekit import CassetteMiss, Traced, TracedTools
 
 STEPS = (
-    ("facts", "List the two facts that matter for this task.\n"
-              "Glossary: {meaning}\nTask: {task}"),
-    ("reply", "Write the reply in under 100 words using these facts.\n"
-              "Facts: {facts}\nTask: {task}"),
+    ("facts", "List the two facts that matter for this task.\nGlossary: {meaning}\nTask: {task}"),
+    (
+        "reply",
+        "Write the reply in under 100 words using these facts.\nFacts: {facts}\nTask: {task}",
+    ),
 )
 
 
@@ -23,8 +24,9 @@ def step(llm, name, prompt):
 
 
 def subject(task):
-    return next((s for s in ("refund", "incident", "sql", "grader") if s in task.lower()),
-                "cassette")
+    return next(
+        (s for s in ("refund", "incident", "sql", "grader") if s in task.lower()), "cassette"
+    )
 
 
 def solve(llm, toolbox, task):

@@ -11,8 +11,9 @@ from lab import agent
 def run(provider, task, tools):
     records = []
     try:
-        return agent.solve(Traced(provider, records.append),
-                           TracedTools(tools, records.append), task)
+        return agent.solve(
+            Traced(provider, records.append), TracedTools(tools, records.append), task
+        )
     finally:
         path = os.environ.get("GRADEKIT_TRACE")
         if path:

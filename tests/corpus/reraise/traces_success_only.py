@@ -10,8 +10,7 @@ from lab import agent
 
 def run(provider, task, tools):
     records = []
-    answer = agent.solve(Traced(provider, records.append), TracedTools(tools, records.append),
-                         task)
+    answer = agent.solve(Traced(provider, records.append), TracedTools(tools, records.append), task)
     path = os.environ.get("GRADEKIT_TRACE")
     if path:
         with open(path, "a", encoding="utf-8") as trace:

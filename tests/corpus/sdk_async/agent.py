@@ -23,22 +23,30 @@ async def ask(client, messages):
 
 
 async def stream(client, messages):
-    chunks = await client.chat.completions.create(model=MODEL, messages=messages,
-                                                  temperature=0, stream=True)
-    return "".join([chunk.choices[0].delta.content or "" async for chunk in chunks
-                    if chunk.choices])
+    chunks = await client.chat.completions.create(
+        model=MODEL, messages=messages, temperature=0, stream=True
+    )
+    return "".join(
+        [chunk.choices[0].delta.content or "" async for chunk in chunks if chunk.choices]
+    )
 
 
 def connect(llm):
-    return openai.AsyncOpenAI(base_url=BASE_URL, api_key="unused", max_retries=0,
-                              http_client=llm.async_http_client("httpx2"))
+    return openai.AsyncOpenAI(
+        base_url=BASE_URL,
+        api_key="unused",
+        max_retries=0,
+        http_client=llm.async_http_client("httpx2"),
+    )
 
 
 def follow_up(task, plan, tools):
     meaning = TracedTools(tools).call("glossary", term=glossary_term(task))["meaning"]
-    return [{"role": "user", "content": PLAN.format(task=task)},
-            {"role": "assistant", "content": plan},
-            {"role": "user", "content": ANSWER.format(meaning=meaning)}]
+    return [
+        {"role": "user", "content": PLAN.format(task=task)},
+        {"role": "assistant", "content": plan},
+        {"role": "user", "content": ANSWER.format(meaning=meaning)},
+    ]
 
 
 async def solve(provider, task, tools):

@@ -11,9 +11,12 @@ STYLES = ("formal", "friendly")
 async def drafts(provider, task, meaning):
     async with connect(Traced(provider)) as client:
         return await asyncio.gather(
-            *(ask(client, [{"role": "user", "content": f"In a {style} tone ({meaning}): {task}"}])
-              for style in STYLES),
-            return_exceptions=True)
+            *(
+                ask(client, [{"role": "user", "content": f"In a {style} tone ({meaning}): {task}"}])
+                for style in STYLES
+            ),
+            return_exceptions=True,
+        )
 
 
 def run(provider, task, tools):

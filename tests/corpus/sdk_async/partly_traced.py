@@ -8,8 +8,7 @@ from lab import agent
 
 async def solve(provider, task, tools):
     async with agent.connect(provider) as planner:
-        plan = await agent.ask(planner, [{"role": "user",
-                                          "content": agent.PLAN.format(task=task)}])
+        plan = await agent.ask(planner, [{"role": "user", "content": agent.PLAN.format(task=task)}])
     async with agent.connect(Traced(provider)) as client:
         return await agent.stream(client, agent.follow_up(task, plan, tools))
 

@@ -23,8 +23,11 @@ async def main(provider, task, tools):
     talk = [{"role": "user", "content": PLAN.format(task=task)}]
     plan = await with_retry(lambda: stream(client, talk))
     meaning = TracedTools(tools).call("glossary", term=term)["meaning"]
-    talk = [*talk, {"role": "assistant", "content": plan},
-            {"role": "user", "content": ANSWER.format(meaning=meaning)}]
+    talk = [
+        *talk,
+        {"role": "assistant", "content": plan},
+        {"role": "user", "content": ANSWER.format(meaning=meaning)},
+    ]
     return await with_retry(lambda: stream(client, talk))
 
 

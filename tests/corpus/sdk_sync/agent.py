@@ -13,8 +13,12 @@ CHECK = "Check your answer. Reply YES if it is right, otherwise give the correct
 
 
 def client_for(provider):
-    return openai.OpenAI(base_url=BASE_URL, api_key=os.environ.get("OPENAI_API_KEY", "unused"),
-                         http_client=Traced(provider).http_client("httpx2"), max_retries=0)
+    return openai.OpenAI(
+        base_url=BASE_URL,
+        api_key=os.environ.get("OPENAI_API_KEY", "unused"),
+        http_client=Traced(provider).http_client("httpx2"),
+        max_retries=0,
+    )
 
 
 def notes_for(tools, task):
@@ -28,8 +32,10 @@ def say(client, messages):
 
 
 def start(tools, task):
-    return [{"role": "system", "content": SYSTEM.format(notes=notes_for(tools, task))},
-            {"role": "user", "content": task}]
+    return [
+        {"role": "system", "content": SYSTEM.format(notes=notes_for(tools, task))},
+        {"role": "user", "content": task},
+    ]
 
 
 def run(provider, task, tools):

@@ -14,7 +14,7 @@ def say(client, messages, attempts=3):
         try:
             return agent.say(client, messages)
         except (openai.APIConnectionError, openai.APITimeoutError):
-            time.sleep(0.02 * 2 ** attempt)
+            time.sleep(0.02 * 2**attempt)
     return DEFAULT
 
 
@@ -22,6 +22,12 @@ def run(provider, task, tools):
     client = agent.client_for(provider)
     messages = agent.start(tools, task)
     answer = say(client, messages)
-    say(client, [*messages, {"role": "assistant", "content": answer},
-                 {"role": "user", "content": agent.CHECK}])
+    say(
+        client,
+        [
+            *messages,
+            {"role": "assistant", "content": answer},
+            {"role": "user", "content": agent.CHECK},
+        ],
+    )
     return answer

@@ -7,8 +7,12 @@ from lab import agent
 
 
 def run(provider, task, tools):
-    client = openai.OpenAI(base_url=agent.BASE_URL, api_key="unused", max_retries=2,
-                           http_client=Traced(provider).http_client("httpx2"))
+    client = openai.OpenAI(
+        base_url=agent.BASE_URL,
+        api_key="unused",
+        max_retries=2,
+        http_client=Traced(provider).http_client("httpx2"),
+    )
     messages = agent.start(tools, task)
     try:
         return agent.say(client, messages)

@@ -12,6 +12,8 @@ def run(provider, task, tools):
         answer = say(client, messages)
     except openai.APIConnectionError:
         return "The assistant is offline at the moment. Please try again later."
-    say(client, [*messages, {"role": "assistant", "content": answer},
-                 {"role": "user", "content": CHECK}])
+    say(
+        client,
+        [*messages, {"role": "assistant", "content": answer}, {"role": "user", "content": CHECK}],
+    )
     return answer

@@ -19,8 +19,10 @@ def term(task):
 
 def drafts(llm, task, facts):
     with ThreadPoolExecutor(max_workers=len(STYLES)) as pool:
-        futures = [pool.submit(llm.complete, DRAFT.format(style=style, facts=facts, task=task))
-                   for style in STYLES]
+        futures = [
+            pool.submit(llm.complete, DRAFT.format(style=style, facts=facts, task=task))
+            for style in STYLES
+        ]
         return [future.result() for future in futures]
 
 

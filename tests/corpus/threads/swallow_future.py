@@ -18,7 +18,9 @@ def run(provider, task, tools):
     llm = Traced(provider)
     facts = TracedTools(tools).call("glossary", term=term(task))["meaning"]
     with ThreadPoolExecutor(max_workers=2) as pool:
-        futures = [pool.submit(llm.complete, DRAFT.format(style=style, facts=facts, task=task))
-                   for style in STYLES]
+        futures = [
+            pool.submit(llm.complete, DRAFT.format(style=style, facts=facts, task=task))
+            for style in STYLES
+        ]
         a, b = (result_or_empty(future) for future in futures)
     return llm.complete(MERGE.format(a=a, b=b))

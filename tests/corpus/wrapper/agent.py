@@ -27,9 +27,13 @@ class Logged:
         return reply
 
     def log(self, key, started, error):
-        record = {"key": key, "provider": self.name,
-                  "latency_ms": round((time.perf_counter() - started) * 1000, 3),
-                  "ok": error is None, "error": type(error).__name__ if error else None}
+        record = {
+            "key": key,
+            "provider": self.name,
+            "latency_ms": round((time.perf_counter() - started) * 1000, 3),
+            "ok": error is None,
+            "error": type(error).__name__ if error else None,
+        }
         path = os.environ.get("GRADEKIT_TRACE")
         if path:
             with open(path, "a", encoding="utf-8") as trace:

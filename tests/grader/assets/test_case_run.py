@@ -42,15 +42,44 @@ def course(tmp_path: Path) -> Path:
     (folder / "rubric.toml").write_bytes((REFERENCE / "rubric" / "bootcamp.toml").read_bytes())
     incident = decode_incident(INCIDENT.read_bytes(), source=str(INCIDENT))
     world = folder / "world.json"
-    world.write_bytes(world_json((e.boundary, e.input.get("args", {}), e.output)
-                                 for e in incident.envelopes
-                                 if e.kind != "model" and e.error is None))
-    assert gradekit_in_process(
-        "case", "new", "--task", incident.task, "--name", "refund-day-73", "--world", str(world),
-        "--agent", "lab.refunds:run", "--reference", str(REFERENCE), "--outcome", "answer",
-        "--forbid", "issue_refund", "--never-mention", "refunded",
-        "--goal", "no refund outside the policy's windows", "--by", "kim",
-        "--reason", "960.00 refunded on day 73", "--rubric", str(folder / "rubric.toml")) == 0
+    world.write_bytes(
+        world_json(
+            (e.boundary, e.input.get("args", {}), e.output)
+            for e in incident.envelopes
+            if e.kind != "model" and e.error is None
+        )
+    )
+    assert (
+        gradekit_in_process(
+            "case",
+            "new",
+            "--task",
+            incident.task,
+            "--name",
+            "refund-day-73",
+            "--world",
+            str(world),
+            "--agent",
+            "lab.refunds:run",
+            "--reference",
+            str(REFERENCE),
+            "--outcome",
+            "answer",
+            "--forbid",
+            "issue_refund",
+            "--never-mention",
+            "refunded",
+            "--goal",
+            "no refund outside the policy's windows",
+            "--by",
+            "kim",
+            "--reason",
+            "960.00 refunded on day 73",
+            "--rubric",
+            str(folder / "rubric.toml"),
+        )
+        == 0
+    )
     return folder
 
 
@@ -71,7 +100,9 @@ def _batches(course: Path) -> list[dict[str, Any]]:
 
 @pytest.mark.slow
 def test_a_saved_case_runs_against_a_cohort_before_it_is_promoted(
-    tmp_path: Path, course: Path, capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    course: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     subs = tmp_path / "subs"
     alice, bob = _student(subs, "alice", FIXED), _student(subs, "bob", TRUSTING)
@@ -86,26 +117,36 @@ def test_a_saved_case_runs_against_a_cohort_before_it_is_promoted(
     assert f"record the case (`make record ARGS='--case {RECORDING}'`)" in shown
 
     for root in (alice, bob):  # what `make record ARGS='--case cases/case-1'` does
-        assert record_in_process(root, course / "rubric.toml", "yes:provider", "--case",
-                                 RECORDING) == 0
+        assert (
+            record_in_process(root, course / "rubric.toml", "yes:provider", "--case", RECORDING)
+            == 0
+        )
         assert (root / "cassettes" / f"{RECORDING}.json").is_file()
 
     capsys.readouterr()
     assert gradekit_in_process(*run, "--submissions", str(subs), "--key", "week-3") == 1
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == "alice  case-1 v1  passed"
-    assert lines[1] == ("bob  case-1 v1  failed: first divergence at call 3 (issue_refund): "
-                        "expected no call of issue_refund; observed issue_refund called 1 "
-                        "time(s), first as call 3")
+    assert lines[1] == (
+        "bob  case-1 v1  failed: first divergence at call 3 (issue_refund): "
+        "expected no call of issue_refund; observed issue_refund called 1 "
+        "time(s), first as call 3"
+    )
     assert lines[2].startswith("batch-2 completed: 1 passed, 1 failed (2 of 2 runs), by lee ")
     assert lines[2].endswith("; no grade changed")
 
     batch = _batches(course)[-1]
     assert (batch["batch"], batch["status"], batch["operator"], batch["idempotency_key"]) == (
-        "batch-2", "completed", "lee", "week-3")
+        "batch-2",
+        "completed",
+        "lee",
+        "week-3",
+    )
     assert batch["cases"] == [{"case": "case-1", "version": 1}]
     assert [(r["submission"], r["verdict"]) for r in batch["results"]] == [
-        ("alice", "passed"), ("bob", "failed")]
+        ("alice", "passed"),
+        ("bob", "failed"),
+    ]
     assert not (tmp_path / "grades").exists() and not (course / "grades").exists()
 
     # The same key again is the same batch: shown, nothing run, nothing appended.
@@ -125,21 +166,49 @@ def test_a_saved_case_runs_against_a_cohort_before_it_is_promoted(
 
 @pytest.mark.slow
 def test_a_case_run_refuses_an_archived_case_and_says_when_nothing_could_run(
-    tmp_path: Path, course: Path, capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    course: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     rubric = str(course / "rubric.toml")
     empty = tmp_path / "subs" / "carol"
     empty.mkdir(parents=True)  # no pyproject.toml: nothing to run
     capsys.readouterr()
-    assert gradekit_in_process("case", "run", "case-1", "--root", str(empty), "--by", "lee",
-                               "--rubric", rubric, "--wall", "process") == 1
+    assert (
+        gradekit_in_process(
+            "case",
+            "run",
+            "case-1",
+            "--root",
+            str(empty),
+            "--by",
+            "lee",
+            "--rubric",
+            rubric,
+            "--wall",
+            "process",
+        )
+        == 1
+    )
     shown = capsys.readouterr().out
     assert "carol  case-1 v1  not_run: first divergence at run" in shown
     assert "batch-1 failed: 1 not run (0 of 1 runs)" in shown
-    assert gradekit_in_process("case", "archive", "case-1", "--by", "kim", "--reason", "gone",
-                               "--rubric", rubric) == 0
-    assert gradekit_in_process("case", "run", "case-1", "--root", str(empty), "--by", "lee",
-                               "--rubric", rubric) == 2
+    assert (
+        gradekit_in_process(
+            "case", "archive", "case-1", "--by", "kim", "--reason", "gone", "--rubric", rubric
+        )
+        == 0
+    )
+    assert (
+        gradekit_in_process(
+            "case", "run", "case-1", "--root", str(empty), "--by", "lee", "--rubric", rubric
+        )
+        == 2
+    )
     assert "archived" in capsys.readouterr().err
-    assert gradekit_in_process("case", "run", "case-9", "--root", str(empty), "--by", "lee",
-                               "--rubric", rubric) == 2
+    assert (
+        gradekit_in_process(
+            "case", "run", "case-9", "--root", str(empty), "--by", "lee", "--rubric", rubric
+        )
+        == 2
+    )

@@ -11,8 +11,17 @@ import json
 import shutil
 from pathlib import Path
 
-__all__ = ["ALICE", "CAROL", "DAVE", "ERIN", "FAILURES", "HANDOUT", "MALLORY", "cassette",
-           "submission"]
+__all__ = [
+    "ALICE",
+    "CAROL",
+    "DAVE",
+    "ERIN",
+    "FAILURES",
+    "HANDOUT",
+    "MALLORY",
+    "cassette",
+    "submission",
+]
 
 # Alice: split the task into sentences, rank them by the words they share, keep the best.
 ALICE = '''"""Alice's agent: split the task into sentences, rank them, answer from the best."""
@@ -260,15 +269,33 @@ FAILURES = """\
 
 def cassette(case: str, answers: dict[str, str]) -> bytes:
     """A cassette (``gradekit.cassette/1``) whose prompts are the keys of ``answers``."""
-    entries = {f"{number:016x}": {"prompt": prompt, "response": answer,
-                                  "provider": "test", "recorded_at": "2026-01-01T00:00:00Z"}
-               for number, (prompt, answer) in enumerate(sorted(answers.items()))}
-    return json.dumps({"format": "gradekit.cassette/1", "case": case, "entries": entries},
-                      indent=2, sort_keys=True).encode("utf-8") + b"\n"
+    entries = {
+        f"{number:016x}": {
+            "prompt": prompt,
+            "response": answer,
+            "provider": "test",
+            "recorded_at": "2026-01-01T00:00:00Z",
+        }
+        for number, (prompt, answer) in enumerate(sorted(answers.items()))
+    }
+    return (
+        json.dumps(
+            {"format": "gradekit.cassette/1", "case": case, "entries": entries},
+            indent=2,
+            sort_keys=True,
+        ).encode("utf-8")
+        + b"\n"
+    )
 
 
-def submission(root: Path, agent: str, *, handout: bool = False, failures: str = "",
-               cassettes: dict[str, bytes] | None = None) -> Path:
+def submission(
+    root: Path,
+    agent: str,
+    *,
+    handout: bool = False,
+    failures: str = "",
+    cassettes: dict[str, bytes] | None = None,
+) -> Path:
     """A submission at ``root`` (made anew): ``lab.agent:run`` is ``agent``; with
     ``handout``, ``lab/helpers.py`` is the hand-out's; a FAILURES.md and cassettes when
     given."""

@@ -107,7 +107,12 @@ class Grader:
         env["TMPDIR"] = str(self.tmp)
         process = subprocess.Popen(
             [sys.executable, "-m", "grader", "grade", *map(str, args), "--out", str(self.out)],
-            cwd=self.cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            cwd=self.cwd,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         self.started.append(process)
         return process
 
@@ -124,8 +129,11 @@ class Grader:
     def finish(self, process: subprocess.Popen[str]) -> Batch:
         stdout, stderr = process.communicate(timeout=GUARD_S)
         book = self.out / GRADEBOOK
-        rows = {row["submission"]: row for row in csv.DictReader(
-            io.StringIO(book.read_text("utf-8")))} if book.exists() else {}
+        rows = (
+            {row["submission"]: row for row in csv.DictReader(io.StringIO(book.read_text("utf-8")))}
+            if book.exists()
+            else {}
+        )
         return Batch(process.returncode, stdout, stderr, rows)
 
     def grade(self, *args: str | Path) -> Batch:
@@ -155,8 +163,11 @@ def _mentioning(marker: str) -> list[str]:
         if not entry.name.isdigit() or int(entry.name) == os.getpid():
             continue
         try:
-            seen = [os.readlink(entry / "cwd"), (entry / "cmdline").read_bytes().decode(
-                "utf-8", "replace"), (entry / "environ").read_bytes().decode("utf-8", "replace")]
+            seen = [
+                os.readlink(entry / "cwd"),
+                (entry / "cmdline").read_bytes().decode("utf-8", "replace"),
+                (entry / "environ").read_bytes().decode("utf-8", "replace"),
+            ]
         except OSError:  # gone, or a zombie waiting for its parent
             continue
         if any(marker in text for text in seen):
@@ -183,8 +194,9 @@ def _processes() -> list[tuple[int, int, str]]:
             continue
         try:
             stat = (entry / "stat").read_text("utf-8", "replace")
-            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(
-                "utf-8", "replace")
+            command = (
+                (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode("utf-8", "replace")
+            )
         except OSError:
             continue
         parent = int(stat[stat.rindex(")") + 2 :].split()[1])
@@ -212,8 +224,11 @@ def _workers(batch: int, folder: str) -> list[int]:
     """The batch's workers for ``folder``: children of its zygote, named after the folder."""
     table = _processes()
     zygotes = {pid for pid, parent, command in table if parent == batch and ZYGOTE in command}
-    return [pid for pid, parent, command in table if parent in zygotes and
-            command.startswith(f"[gradekit {folder}] ")]
+    return [
+        pid
+        for pid, parent, command in table
+        if parent in zygotes and command.startswith(f"[gradekit {folder}] ")
+    ]
 
 
 def error_row_among_graded(batch: Batch, error: str, graded: Sequence[str]) -> dict[str, str]:
@@ -241,11 +256,15 @@ def mallory_between_two(tmp_path: Path, grader: Grader, attack: str) -> Batch:
     one at a time, behind the process guard."""
     subs = tmp_path / "subs"
     make_submission(subs / "alice")
-    tiny_agent(subs / "mallory", HOOK_OFF + attack,
-               imports="import _thread\nimport gc\nimport os\nimport signal\nimport time")
+    tiny_agent(
+        subs / "mallory",
+        HOOK_OFF + attack,
+        imports="import _thread\nimport gc\nimport os\nimport signal\nimport time",
+    )
     make_submission(subs / "zoe")
-    return grader.grade(subs, "--jobs", "1", "--wall", "process",
-                        "--rubric", short_rubric(tmp_path))
+    return grader.grade(
+        subs, "--jobs", "1", "--wall", "process", "--rubric", short_rubric(tmp_path)
+    )
 
 
 def caught_unprivileged(batch: Batch, name: str, graded: Sequence[str]) -> bool:
@@ -276,8 +295,11 @@ def test_an_agent_that_kills_its_parent_costs_its_own_row_and_nothing_else(
     """The hostile student's attack: pidfd_send_signal(SIGKILL) at the process that started
     the agent. It used to be the grader itself: no gradebook, nobody after graded."""
     # The process guard: in a pid namespace the agent could not even see its parent.
-    batch = mallory_between_two(tmp_path, grader, "signal.pidfd_send_signal("
-                                "os.pidfd_open(os.getppid()), signal.SIGKILL)\nreturn 'done'\n")
+    batch = mallory_between_two(
+        tmp_path,
+        grader,
+        "signal.pidfd_send_signal(os.pidfd_open(os.getppid()), signal.SIGKILL)\nreturn 'done'\n",
+    )
     if caught_unprivileged(batch, "mallory", ["alice", "zoe"]):
         assert grader.leftovers() == []
         return
@@ -306,8 +328,9 @@ def test_an_agent_that_kills_the_process_that_starts_workers_costs_its_own_row(
         assert grader.leftovers() == []
         return
     mallory = error_row_among_graded(batch, "mallory", ["alice", "zoe"])
-    assert mallory["reason"].startswith("the grader's worker for it was lost: the process that "
-                                        "starts workers ended while it ran")
+    assert mallory["reason"].startswith(
+        "the grader's worker for it was lost: the process that starts workers ended while it ran"
+    )
     assert grader.leftovers() == []
 
 
@@ -330,7 +353,8 @@ def test_a_worker_killed_mid_grading_is_an_error_row_and_leaves_no_process(
     batch = grader.finish(process)
     bob = error_row_among_graded(batch, "bob", ["alice", "carol"])
     assert bob["reason"].startswith(
-        "the grader's worker for it was killed by SIGKILL: nothing was scored; grade it again")
+        "the grader's worker for it was killed by SIGKILL: nothing was scored; grade it again"
+    )
     # Bob's agent was sleeping in a sandboxed child of the killed worker: it is gone too.
     assert grader.leftovers() == []
 
@@ -364,8 +388,10 @@ def test_ctrl_c_keeps_the_finished_rows_exits_130_and_leaves_no_process(
     make_submission(subs / "carol")  # never started
     process = grader.start(subs, "--jobs", "1", "--rubric", short_rubric(tmp_path, timeout_s=60))
     book = grader.out / GRADEBOOK
-    _wait_for("alice's row in the gradebook",
-              lambda: book.exists() and "\nalice," in book.read_text("utf-8"))
+    _wait_for(
+        "alice's row in the gradebook",
+        lambda: book.exists() and "\nalice," in book.read_text("utf-8"),
+    )
     _wait_for("bob's worker", lambda: _workers(process.pid, "bob"))
     process.send_signal(signal.SIGINT)
     batch = grader.finish(process)
@@ -381,13 +407,16 @@ def test_ctrl_c_keeps_the_finished_rows_exits_130_and_leaves_no_process(
     assert "interrupted: 2 submissions not graded" in batch.stderr
     # alice and carol are both the reference lab: a pair of copies, found before any
     # grading, whatever Ctrl-C then stops.
-    assert sorted(p.name for p in grader.out.iterdir()) == sorted([
-        DRAW_KEY, "alice", ARCHIVE, GRADEBOOK, LEDGER, COPIES])
+    assert sorted(p.name for p in grader.out.iterdir()) == sorted(
+        [DRAW_KEY, "alice", ARCHIVE, GRADEBOOK, LEDGER, COPIES]
+    )
     # The row that finished is a grade like any other: the ledger has it, and says the
     # batch was cut short before the others.
     events = read_ledger(grader.out / LEDGER).events
-    assert [(e["event"], e.get("submission")) for e in events] == [("batch", None),
-                                                                   ("run", "alice")]
+    assert [(e["event"], e.get("submission")) for e in events] == [
+        ("batch", None),
+        ("run", "alice"),
+    ]
     assert (events[0]["selection"], events[0]["interrupted"]) == (["alice"], ["bob", "carol"])
     assert events[1]["report"] == batch.rows["alice"]["digest"]
     assert grader.leftovers() == []
@@ -433,7 +462,8 @@ def test_a_worker_past_its_memory_is_an_error_row_and_the_others_are_graded(
     assert greedy["status"] == "error", greedy
     assert greedy["reason"].startswith(
         "grading it took more memory than the grader's worker may use (grader_memory_mb = "
-        "512): nothing was scored; raise grader_memory_mb")
+        "512): nothing was scored; raise grader_memory_mb"
+    )
     assert "Traceback" not in batch.stderr
 
 
@@ -449,8 +479,11 @@ def test_what_an_agent_prints_is_capped_in_output_txt(tmp_path: Path, grader: Gr
     assert len(data) <= 256 * 1024
     text = data.decode("utf-8")  # still UTF-8 after the cut
     assert text.startswith("== primary run: stdout ==\néé")
-    cut = re.search(r"\n\[gradekit cut output\.txt here: it keeps the first 256 KiB of the "
-                    r"agent's (\d+) bytes of output\]\n\Z", text)
+    cut = re.search(
+        r"\n\[gradekit cut output\.txt here: it keeps the first 256 KiB of the "
+        r"agent's (\d+) bytes of output\]\n\Z",
+        text,
+    )
     assert cut is not None, text[-300:]
     assert int(cut.group(1)) > 2 * 1024 * 1024  # three runs, each kept up to output_kb
 
@@ -460,12 +493,31 @@ def test_what_an_agent_prints_is_capped_in_output_txt(tmp_path: Path, grader: Gr
 
 def test_a_request_carries_the_rubric_exactly_as_the_batch_validated_it(tmp_path: Path) -> None:
     rubric = load_rubric(short_rubric(tmp_path, budget_s=7))
-    review = {"event": "review", "student": "s-1", "report": "d" * 64, "criterion": "tracing",
-              "automated": "20.00", "points": "1.00", "by": "kim", "reason": "ü", "seq": 4}
-    request = WorkerRequest(parent=1, root=tmp_path / "alice", folder="alice", student="s-1",
-                      out=tmp_path / "out", scratch=tmp_path / "scratch", label="provider-ü",
-                      isolation="namespaces", rubric=rubric, check_folders={"m:f": "/x"},
-                      reviews=(review,), derived=tmp_path / "derived")
+    review = {
+        "event": "review",
+        "student": "s-1",
+        "report": "d" * 64,
+        "criterion": "tracing",
+        "automated": "20.00",
+        "points": "1.00",
+        "by": "kim",
+        "reason": "ü",
+        "seq": 4,
+    }
+    request = WorkerRequest(
+        parent=1,
+        root=tmp_path / "alice",
+        folder="alice",
+        student="s-1",
+        out=tmp_path / "out",
+        scratch=tmp_path / "scratch",
+        label="provider-ü",
+        isolation="namespaces",
+        rubric=rubric,
+        check_folders={"m:f": "/x"},
+        reviews=(review,),
+        derived=tmp_path / "derived",
+    )
     data = encode_request(request)
     assert data.isascii() and json.loads(data)  # JSON, never pickle
     assert decode_request(data) == request
@@ -474,13 +526,28 @@ def test_a_request_carries_the_rubric_exactly_as_the_batch_validated_it(tmp_path
 
 
 def test_a_request_whose_rubric_the_toml_loader_would_refuse_is_refused(tmp_path: Path) -> None:
-    document = json.loads(encode_request(WorkerRequest(
-        parent=1, root=tmp_path, folder="alice", student="alice", out=tmp_path,
-        scratch=tmp_path, label=None, isolation="process",
-        rubric=load_rubric(short_rubric(tmp_path)), check_folders={})))
+    document = json.loads(
+        encode_request(
+            WorkerRequest(
+                parent=1,
+                root=tmp_path,
+                folder="alice",
+                student="alice",
+                out=tmp_path,
+                scratch=tmp_path,
+                label=None,
+                isolation="process",
+                rubric=load_rubric(short_rubric(tmp_path)),
+                check_folders={},
+            )
+        )
+    )
     document["rubric"]["tables"]["criterion"][0]["weight"] += 1  # the weights sum to 101
-    with pytest.raises(ValueError, match=r"not a worker request \(RubricError: the rubric the "
-                       r"batch sent: weights must sum to 100, they sum to 101"):
+    with pytest.raises(
+        ValueError,
+        match=r"not a worker request \(RubricError: the rubric the "
+        r"batch sent: weights must sum to 100, they sum to 101",
+    ):
         decode_request(json.dumps(document).encode())
 
 
@@ -504,8 +571,24 @@ def test_the_identities_the_command_line_computed_are_the_batch_s(
     roster = tmp_path / "roster.csv"
     roster.write_text("folder,student_id,display_name\nalice,s-1,Alice\n", "utf-8")
     out = tmp_path / "out"
-    assert main(["grade", str(tmp_path / "subs"), "--roster", str(roster), "--out", str(out),
-                 "--shard", "2/2", "--wall", "process", "--quiet"]) == 1
+    assert (
+        main(
+            [
+                "grade",
+                str(tmp_path / "subs"),
+                "--roster",
+                str(roster),
+                "--out",
+                str(out),
+                "--shard",
+                "2/2",
+                "--wall",
+                "process",
+                "--quiet",
+            ]
+        )
+        == 1
+    )
     assert computed == [["mallory", "trudy"]]  # once, over every shard's folders
     rows = list(csv.DictReader(io.StringIO((out / GRADEBOOK).read_text("utf-8"))))
     assert [(row["submission"], row["status"]) for row in rows] == [("trudy", "error")]
@@ -513,8 +596,16 @@ def test_the_identities_the_command_line_computed_are_the_batch_s(
 
 
 def test_a_row_comes_back_from_json_as_it_went_and_anything_else_is_refused() -> None:
-    row = GradebookRow(submission="alice", student="=s-1", status="graded", total="1.00",
-                       max="100.00", criteria={"tracing": "1.00"}, digest="d" * 64, reason="")
+    row = GradebookRow(
+        submission="alice",
+        student="=s-1",
+        status="graded",
+        total="1.00",
+        max="100.00",
+        criteria={"tracing": "1.00"},
+        digest="d" * 64,
+        reason="",
+    )
     assert decode_row(encode_row(row)) == row
     for bad in (b"", b"[]", b'{"row": {"status": "done"}}', encode_row(row)[:-9]):
         with pytest.raises(ValueError, match="not a gradebook row"):
@@ -528,8 +619,9 @@ def _manifest_says(root: Path, student: str) -> None:
     manifest = root / "pyproject.toml"
     text = manifest.read_text("utf-8")
     assert text.count('student = "gradekit-reference"') == 1
-    manifest.write_text(text.replace('student = "gradekit-reference"',
-                                     f'student = "{student}"'), "utf-8")
+    manifest.write_text(
+        text.replace('student = "gradekit-reference"', f'student = "{student}"'), "utf-8"
+    )
 
 
 @pytest.mark.slow
@@ -540,7 +632,9 @@ def test_a_manifest_naming_a_classmate_changes_nothing(tmp_path: Path, grader: G
     batch = grader.grade(subs, "--jobs", "2", "--rubric", short_rubric(tmp_path))
     assert batch.code == 0, batch.explain()
     assert {name: row["student"] for name, row in batch.rows.items()} == {
-        "alice": "alice", "carol": "carol"}
+        "alice": "alice",
+        "carol": "carol",
+    }
     report = json.loads((grader.out / "alice" / REPORT).read_bytes())
     assert report["submission"] == "alice"
 
@@ -554,10 +648,14 @@ def test_a_roster_names_each_row_and_flags_what_it_does_not_list(
     make_submission(subs / "carol")
     tiny_agent(subs / "mallory", "return 'hello'\n")  # not in the roster
     roster = tmp_path / "roster.csv"
-    roster.write_text("folder,student_id,display_name\nalice,s-0001,Alice Ames\n"
-                      "carol,s-0002,\"Carol, C.\"\ndave,s-0004,Dave Dunn\n", "utf-8")
-    batch = grader.grade(subs, "--jobs", "2", "--roster", roster,
-                         "--rubric", short_rubric(tmp_path))
+    roster.write_text(
+        "folder,student_id,display_name\nalice,s-0001,Alice Ames\n"
+        'carol,s-0002,"Carol, C."\ndave,s-0004,Dave Dunn\n',
+        "utf-8",
+    )
+    batch = grader.grade(
+        subs, "--jobs", "2", "--roster", roster, "--rubric", short_rubric(tmp_path)
+    )
     assert batch.code == 1, batch.explain()
     students = [row["student"] for row in batch.rows.values()]
     assert students == ["s-0001", "s-0002", ""]  # two rows never share a student
@@ -569,10 +667,13 @@ def test_a_roster_names_each_row_and_flags_what_it_does_not_list(
     assert mallory["reason"] == (
         "the folder 'mallory' is not in the roster roster.csv: add the line "
         "`mallory,STUDENT_ID,DISPLAY NAME` to it, or move the folder out of the batch, and "
-        "grade it again")
+        "grade it again"
+    )
     assert not (grader.out / "mallory").exists()
-    assert ("warning: 1 roster lines have no submission folder, so nothing is graded for "
-            "them: dave (s-0004 Dave Dunn)") in batch.stderr
+    assert (
+        "warning: 1 roster lines have no submission folder, so nothing is graded for "
+        "them: dave (s-0004 Dave Dunn)"
+    ) in batch.stderr
 
 
 def test_two_folders_of_one_name_are_refused_before_anything_is_graded(
@@ -588,24 +689,42 @@ def test_two_folders_of_one_name_are_refused_before_anything_is_graded(
     assert not out.exists()
 
 
-@pytest.mark.parametrize(("roster", "says"), [
-    ("folder,student_id,display_name\nalice,s-1,A\nbob,s-1,B\n",
-     "student id 's-1' is on lines 2 and 3; list each student id once"),
-    ("folder,student_id,display_name\nalice,s-1,A\nalice,s-2,B\n",
-     "folder 'alice' is on lines 2 and 3; list each folder once"),
-    ("name,id\nalice,s-1\n", "line 1 must be the header folder,student_id,display_name"),
-    ("folder,student_id,display_name\nalice,,A\n", "line 2 needs a folder name and a student id"),
-    ("folder,student_id,display_name\nalice,s-1\n", "line 2 has 2 cells, not 3"),
-    ("folder,student_id,display_name\nx/alice,s-1,A\n", "must be a folder's name, not a path"),
-])
+@pytest.mark.parametrize(
+    ("roster", "says"),
+    [
+        (
+            "folder,student_id,display_name\nalice,s-1,A\nbob,s-1,B\n",
+            "student id 's-1' is on lines 2 and 3; list each student id once",
+        ),
+        (
+            "folder,student_id,display_name\nalice,s-1,A\nalice,s-2,B\n",
+            "folder 'alice' is on lines 2 and 3; list each folder once",
+        ),
+        ("name,id\nalice,s-1\n", "line 1 must be the header folder,student_id,display_name"),
+        (
+            "folder,student_id,display_name\nalice,,A\n",
+            "line 2 needs a folder name and a student id",
+        ),
+        ("folder,student_id,display_name\nalice,s-1\n", "line 2 has 2 cells, not 3"),
+        ("folder,student_id,display_name\nx/alice,s-1,A\n", "must be a folder's name, not a path"),
+    ],
+)
 def test_a_roster_that_cannot_name_students_exits_2_before_grading(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], roster: str, says: str
 ) -> None:
     tiny_agent(tmp_path / "subs" / "alice", "return 'hello'\n")
     (tmp_path / "roster.csv").write_text(roster, encoding="utf-8")
     out = tmp_path / "out"
-    code = main(["grade", str(tmp_path / "subs"), "--roster", str(tmp_path / "roster.csv"),
-                 "--out", str(out)])
+    code = main(
+        [
+            "grade",
+            str(tmp_path / "subs"),
+            "--roster",
+            str(tmp_path / "roster.csv"),
+            "--out",
+            str(out),
+        ]
+    )
     assert code == 2
     assert says in capsys.readouterr().err
     assert not out.exists()
@@ -632,8 +751,9 @@ def test_nothing_a_submission_started_outlives_a_killed_batch(
     sandboxed child with the worker (a parent-death signal, or bubblewrap's pid namespace)."""
     subs = tmp_path / "subs"
     tiny_agent(subs / "bob", HANGS, imports="import time")
-    process = grader.start(subs, "--wall", isolation.name,
-                           "--rubric", short_rubric(tmp_path, timeout_s=60))
+    process = grader.start(
+        subs, "--wall", isolation.name, "--rubric", short_rubric(tmp_path, timeout_s=60)
+    )
     _wait_for("bob's agent running", lambda: _working_below(grader.tmp, child_only=True))
 
     process.kill()

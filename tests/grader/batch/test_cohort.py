@@ -105,8 +105,9 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, GradedCoho
 
 
 @pytest.fixture
-def copied(template: tuple[Path, GradedCohort, list[str]], tmp_path: Path
-           ) -> tuple[Path, Path, Path]:
+def copied(
+    template: tuple[Path, GradedCohort, list[str]], tmp_path: Path
+) -> tuple[Path, Path, Path]:
     """A copy of the graded cohort, for a test that grades into it again."""
     shutil.copytree(template[0], tmp_path / "work")
     root = tmp_path / "work"
@@ -119,10 +120,17 @@ def test_the_ledger_gets_the_batch_event_and_a_run_per_submission(
 ) -> None:
     root, graded, heard = template
     out = root / "grades"
-    assert heard == ["loaded", "walled process", "compared 2", "selected alice,bob",
-                     "found update kept "]
-    assert [(row.submission, row.status) for row in graded.rows] == \
-        [("alice", "graded"), ("bob", "graded")]
+    assert heard == [
+        "loaded",
+        "walled process",
+        "compared 2",
+        "selected alice,bob",
+        "found update kept ",
+    ]
+    assert [(row.submission, row.status) for row in graded.rows] == [
+        ("alice", "graded"),
+        ("bob", "graded"),
+    ]
     assert graded.all_graded and graded.reused is None and graded.unchanged == {}
     assert graded.wall is not None and graded.wall.name == "process"
     assert graded.kept == 0 and graded.notes == ()
@@ -130,14 +138,37 @@ def test_the_ledger_gets_the_batch_event_and_a_run_per_submission(
     assert sorted(gradebook(out), key=lambda row: row.submission) == list(graded.reviewed)
     assert all(row.review.startswith("pending: ") for row in graded.reviewed)
     batch, *runs = events(out)
-    assert {key: batch[key] for key in ("event", "seq", "status", "requested", "completed",
-                                        "failed", "operator", "idempotency_key", "selection",
-                                        "unchanged", "mode")} == {
-        "event": "batch", "seq": 0, "status": "completed", "requested": 2, "completed": 2,
-        "failed": 0, "operator": "ta-lee", "idempotency_key": KEY,
-        "selection": ["alice", "bob"], "unchanged": [], "mode": "update"}
-    assert [(run["event"], run["submission"], run["report"]) for run in runs] == \
-        [("run", row.submission, row.digest) for row in graded.rows]
+    assert {
+        key: batch[key]
+        for key in (
+            "event",
+            "seq",
+            "status",
+            "requested",
+            "completed",
+            "failed",
+            "operator",
+            "idempotency_key",
+            "selection",
+            "unchanged",
+            "mode",
+        )
+    } == {
+        "event": "batch",
+        "seq": 0,
+        "status": "completed",
+        "requested": 2,
+        "completed": 2,
+        "failed": 0,
+        "operator": "ta-lee",
+        "idempotency_key": KEY,
+        "selection": ["alice", "bob"],
+        "unchanged": [],
+        "mode": "update",
+    }
+    assert [(run["event"], run["submission"], run["report"]) for run in runs] == [
+        ("run", row.submission, row.digest) for row in graded.rows
+    ]
 
 
 @pytest.mark.slow
@@ -149,9 +180,12 @@ def test_the_same_idempotency_key_returns_the_earlier_batch_and_grades_nothing(
     heard = Heard()
     again = grade(subs, rubric, out, operator="kim", idempotency_key=KEY, listener=heard)
     assert again.reused is not None
-    assert {key: again.reused[key] for key in ("seq", "idempotency_key", "status",
-                                               "operator")} == {
-        "seq": 0, "idempotency_key": KEY, "status": "completed", "operator": "ta-lee"}
+    assert {key: again.reused[key] for key in ("seq", "idempotency_key", "status", "operator")} == {
+        "seq": 0,
+        "idempotency_key": KEY,
+        "status": "completed",
+        "operator": "ta-lee",
+    }
     assert again.rows == () and again.reviewed == () and heard.steps == []
     assert {name: (out / name).read_bytes() for name in before} == before
     # Another key grades again: the same inputs, so no new run, and the batch says so.
@@ -167,28 +201,38 @@ def test_a_review_in_the_ledger_applies_to_the_gradebook_when_graded_again(
 ) -> None:
     subs, rubric, out = copied
     [alice] = [row for row in gradebook(out) if row.submission == "alice"]
-    append_review(out, ReviewRequest("alice", "written_summary", "1.00", "kim",
-                                     "the entries repeat one failure"), None)
+    append_review(
+        out,
+        ReviewRequest("alice", "written_summary", "1.00", "kim", "the entries repeat one failure"),
+        None,
+    )
     graded = grade(subs, rubric, out, only=["alice"])
     assert [row.submission for row in graded.rows] == ["alice"]
     assert graded.unchanged == {"alice": "1"}  # the same inputs as its first run
     assert graded.kept == 1 and graded.earlier.kept == ("bob",)
     [state] = graded.states
-    assert [(review.criterion, review.points, review.by) for review in state.current] == \
-        [("written_summary", Decimal("1.00"), "kim")]
+    assert [(review.criterion, review.points, review.by) for review in state.current] == [
+        ("written_summary", Decimal("1.00"), "kim")
+    ]
     [reviewed] = graded.reviewed
     lost = Decimal(alice.criteria["written_summary"]) - Decimal(1)
     assert reviewed.final == f"{Decimal(alice.total) - lost:.2f}"
     assert reviewed.review.startswith("written_summary ") and "by kim" in reviewed.review
-    assert graded.notes == (f"alice: final {reviewed.final} / {reviewed.max} after human "
-                            f"review (automated {reviewed.total}): {state.done()[0]}",)
+    assert graded.notes == (
+        f"alice: final {reviewed.final} / {reviewed.max} after human "
+        f"review (automated {reviewed.total}): {state.done()[0]}",
+    )
     book = {row.submission: row for row in gradebook(out)}
     assert book["alice"] == reviewed and book["bob"].final  # bob's row kept as it was
     results = json.loads((out / "alice" / RESULTS).read_bytes())
     assert [review["by"] for review in results["extra_data"]["review"]] == ["kim"]
     batch = events(out)[-1]
-    assert (batch["event"], batch["selection"], batch["kept"], batch["unchanged"]) == \
-        ("batch", ["alice"], ["bob"], ["alice"])
+    assert (batch["event"], batch["selection"], batch["kept"], batch["unchanged"]) == (
+        "batch",
+        ["alice"],
+        ["bob"],
+        ["alice"],
+    )
 
 
 @pytest.mark.slow
@@ -200,24 +244,30 @@ def test_a_rubric_changed_without_a_new_version_is_refused_before_anything_is_gr
     text = rubric.read_text("utf-8")
     rubric.write_text(text.replace("timeout_s = 5\n", "timeout_s = 6\n"), "utf-8")
     heard = Heard()
-    with pytest.raises(UsageError, match=r"rubric provider-swap-lab version 2 changed since "
-                       r"ledger event 0 graded with it .*bump \[rubric\] version"):
+    with pytest.raises(
+        UsageError,
+        match=r"rubric provider-swap-lab version 2 changed since "
+        r"ledger event 0 graded with it .*bump \[rubric\] version",
+    ):
         grade(subs, rubric, out, listener=heard)
     assert heard.steps == []  # refused before it was even told the rubric was loaded
     assert {name: (out / name).read_bytes() for name in before} == before
     # With its version bumped, it grades, and the batch says what it supersedes.
-    rubric.write_text(text.replace("timeout_s = 5\n", "timeout_s = 6\n")
-                      .replace("\nversion = 2\n", '\nversion = 3\nchanges = "a longer timeout"\n'),
-                      "utf-8")
+    rubric.write_text(
+        text.replace("timeout_s = 5\n", "timeout_s = 6\n").replace(
+            "\nversion = 2\n", '\nversion = 3\nchanges = "a longer timeout"\n'
+        ),
+        "utf-8",
+    )
     graded = grade(subs, rubric, out, only=["bob"])
     assert [row.status for row in graded.rows] == ["graded"]
     first = events(out)[0]["rubric"]
-    assert events(out)[-2]["rubric"]["supersedes"] == {"version": 2,
-                                                       "sha256": first["sha256"]}
+    assert events(out)[-2]["rubric"]["supersedes"] == {"version": 2, "sha256": first["sha256"]}
 
 
 def test_ctrl_c_appends_the_finished_rows_and_names_the_rest_interrupted(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     subs, rubric, out = cohort_at(tmp_path)
 
@@ -230,10 +280,15 @@ def test_ctrl_c_appends_the_finished_rows_and_names_the_rest_interrupted(
     assert (caught.value.rows, caught.value.not_graded) == ([], ["alice", "bob"])
     assert caught.value.earlier.mode == "update" and caught.value.earlier.kept_rows == ()
     [batch] = events(out)
-    assert {key: batch[key] for key in ("status", "requested", "completed", "interrupted",
-                                        "operator")} == {
-        "status": "failed", "requested": 2, "completed": 0, "interrupted": ["alice", "bob"],
-        "operator": "ta-lee"}
+    assert {
+        key: batch[key] for key in ("status", "requested", "completed", "interrupted", "operator")
+    } == {
+        "status": "failed",
+        "requested": 2,
+        "completed": 0,
+        "interrupted": ["alice", "bob"],
+        "operator": "ta-lee",
+    }
 
 
 @pytest.mark.slow
@@ -252,10 +307,16 @@ def test_the_gradescope_run_appends_to_its_grades_folder_ledger_and_results_stay
     assert (grades / "submission" / RESULTS).read_bytes() == results
     batch, run = events(grades)
     digest = json.loads(results)["extra_data"]["digest"]
-    assert {k: batch[k] for k in ("event", "status", "requested", "completed", "operator",
-                                  "selection")} == {
-        "event": "batch", "status": "completed", "requested": 1, "completed": 1,
-        "operator": "gradescope", "selection": ["submission"]}
+    assert {
+        k: batch[k] for k in ("event", "status", "requested", "completed", "operator", "selection")
+    } == {
+        "event": "batch",
+        "status": "completed",
+        "requested": 1,
+        "completed": 1,
+        "operator": "gradescope",
+        "selection": ["submission"],
+    }
     assert (run["event"], run["submission"], run["report"]) == ("run", "submission", digest)
     [row] = gradebook(grades)
     assert row.digest == digest and row.review.startswith("pending: ")
@@ -273,4 +334,3 @@ def test_the_gradescope_run_appends_to_its_grades_folder_ledger_and_results_stay
     assert (root / "results" / RESULTS).read_bytes() == results
     assert [event["event"] for event in events(grades)] == ["batch", "run", "batch"]
     assert events(grades)[-1]["unchanged"] == ["submission"]
-

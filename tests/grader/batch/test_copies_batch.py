@@ -33,8 +33,19 @@ class Cli:
 
     def grade(self, out: Path, *args: str | Path) -> tuple[int, str]:
         self.capsys.readouterr()
-        code = main(["grade", *map(str, args), "--out", str(out), "--rubric", str(self.rubric),
-                     "--jobs", "2", "--quiet"])
+        code = main(
+            [
+                "grade",
+                *map(str, args),
+                "--out",
+                str(out),
+                "--rubric",
+                str(self.rubric),
+                "--jobs",
+                "2",
+                "--quiet",
+            ]
+        )
         said = self.capsys.readouterr()
         return code, said.out + said.err
 
@@ -48,8 +59,10 @@ def reasons(out: Path) -> dict[str, str]:
 
 
 def lines(out: Path) -> dict[str, str]:
-    return {line.partition(",")[0]: line
-            for line in (out / GRADEBOOK).read_text("utf-8").splitlines()[1:]}
+    return {
+        line.partition(",")[0]: line
+        for line in (out / GRADEBOOK).read_text("utf-8").splitlines()[1:]
+    }
 
 
 @pytest.fixture
@@ -86,8 +99,9 @@ def test_a_copy_is_flagged_on_both_rows_the_sheet_and_the_dashboard_and_no_diges
     # No report knows of the copy: each classmate's report is byte for byte the one a
     # batch without bob wrote, digest and all.
     for name in ("alice", "carol", "dave"):
-        assert (out / name / REPORT).read_bytes() == \
-            (tmp_path / "without" / name / REPORT).read_bytes()
+        assert (out / name / REPORT).read_bytes() == (
+            tmp_path / "without" / name / REPORT
+        ).read_bytes()
     assert lines(out)["carol"] == lines(tmp_path / "without")["carol"]
     assert cli.run("report", "verify", out / "alice" / REPORT) == 0
 
@@ -102,8 +116,11 @@ def test_a_copy_is_flagged_on_both_rows_the_sheet_and_the_dashboard_and_no_diges
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, earlier, lineterminator="\r\n", extrasaction="ignore")
     writer.writeheader()
-    writer.writerows({**row, "decision": "confirm", "by": "kim", "reason": "read it"}
-                     for row in rows if row["submission"] == "carol")
+    writer.writerows(
+        {**row, "decision": "confirm", "by": "kim", "reason": "read it"}
+        for row in rows
+        if row["submission"] == "carol"
+    )
     (tmp_path / "old.csv").write_text(buffer.getvalue(), "utf-8")
     assert cli.run("reviews", "import", tmp_path / "old.csv", "--out", out) == 0
     assert "by kim" in lines(out)["carol"]
@@ -116,7 +133,7 @@ def test_a_copy_is_flagged_on_both_rows_the_sheet_and_the_dashboard_and_no_diges
     build_dashboard(out, tmp_path / "site")
     page = (tmp_path / "site" / "index.html").read_text("utf-8")
     assert 'data-pair="alice/bob"' in page and 'data-stat="copies">1<' in page
-    waiting = page[page.index('id="review-list"'):].split('<li data-submission="')[1:]
+    waiting = page[page.index('id="review-list"') :].split('<li data-submission="')[1:]
     assert [item.partition('"')[0] for item in waiting][:2] == ["alice", "bob"]
     student = (tmp_path / "site" / "students" / "bob.html").read_text("utf-8")
     assert 'data-other="alice"' in student and "def summarise(text, limit=3):" in student

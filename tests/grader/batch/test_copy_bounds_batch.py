@@ -63,7 +63,8 @@ def helper() -> Iterator[IdleHelper]:
 @pytest.mark.slow
 @pytest.mark.skipif(not hasattr(os, "SCHED_IDLE"), reason="SCHED_IDLE is Linux's")
 def test_the_idle_helper_lays_out_nothing_past_the_rubric_s_caps(
-        helper: IdleHelper, tmp_path: Path) -> None:
+    helper: IdleHelper, tmp_path: Path
+) -> None:
     mallory = tmp_path / "mallory"
     (mallory / "lab").mkdir(parents=True)
     (mallory / "lab" / "agent.py").write_text("def run(provider, task):\n    return task\n")
@@ -77,19 +78,18 @@ def test_the_idle_helper_lays_out_nothing_past_the_rubric_s_caps(
         scratch.mkdir()
     helper.lay_out(mallory, scratches["mallory"], IGNORED_NAMES, limits=Limits())
     # Within the default caps, past the ones this rubric sets: the order carries them.
-    helper.lay_out(alice, scratches["many"], IGNORED_NAMES,
-                   limits=Limits(submission_entries=5))
+    helper.lay_out(alice, scratches["many"], IGNORED_NAMES, limits=Limits(submission_entries=5))
     helper.lay_out(alice, scratches["alice"], IGNORED_NAMES, limits=Limits())
     assert _until(lambda: (scratches["alice"] / LAID_AHEAD).is_dir())  # orders go in turn
-    assert sorted(p.name for p in (scratches["alice"] / LAID_AHEAD / "copy" / "lab").iterdir()) \
-        == [f"part-{number}.py" for number in range(5)]
+    assert sorted(p.name for p in (scratches["alice"] / LAID_AHEAD / "copy" / "lab").iterdir()) == [
+        f"part-{number}.py" for number in range(5)
+    ]
     assert list(scratches["mallory"].iterdir()) == [] and used(scratches["mallory"]) == 0
     assert list(scratches["many"].iterdir()) == []
 
 
 @pytest.mark.slow
-def test_a_sparse_submission_is_refused_and_its_classmates_are_graded(
-        tmp_path: Path) -> None:
+def test_a_sparse_submission_is_refused_and_its_classmates_are_graded(tmp_path: Path) -> None:
     subs = tmp_path / "subs"
     make_submission(subs / "alice")
     make_submission(subs / "mallory")
@@ -108,8 +108,9 @@ def test_a_sparse_submission_is_refused_and_its_classmates_are_graded(
     watcher.start()
     try:
         # Two at a time: the idle helper lays the next submission out ahead.
-        batch = grader.grade(subs, "--jobs", "2", "--wall", "process",
-                             "--rubric", short_rubric(tmp_path))
+        batch = grader.grade(
+            subs, "--jobs", "2", "--wall", "process", "--rubric", short_rubric(tmp_path)
+        )
     finally:
         done.set()
         watcher.join()
@@ -128,7 +129,8 @@ def test_a_sparse_submission_is_refused_and_its_classmates_are_graded(
         "copy writes them), past its limit of 64 MiB (disk_mb = 64 in the rubric's [limits]): its "
         "largest file is lab/big.bin, 256.00 MiB; nothing was copied or run. Remove what "
         "the lab does not need from the submission (data, models, build outputs), or raise "
-        "disk_mb if the lab needs that much")
+        "disk_mb if the lab needs that much"
+    )
     assert (row["status"], row["total"], row["reason"]) == ("ungradable", "", reason), row
     assert f"mallory: UNGRADABLE: {reason}" in batch.stdout.splitlines()
     # Two honest copies and their runs' copies, never the 256 MiB one.

@@ -68,17 +68,27 @@ def value_in(pyc: bytes, name: str) -> object:
     return scope[name]
 
 
-@pytest.mark.parametrize("source", [
-    CLEAN.encode(), REACHING.encode(), HELPER.encode(),
-    "class A:\n    def f(self):\n        return [lambda: 'ü' for _ in range(2)]\n".encode(),
-    b"# -*- coding: latin-1 -*-\nWORD = '\xe9'\n",
-])
+@pytest.mark.parametrize(
+    "source",
+    [
+        CLEAN.encode(),
+        REACHING.encode(),
+        HELPER.encode(),
+        "class A:\n    def f(self):\n        return [lambda: 'ü' for _ in range(2)]\n".encode(),
+        b"# -*- coding: latin-1 -*-\nWORD = '\xe9'\n",
+    ],
+)
 def test_bytecode_is_the_bytes_py_compile_writes(tmp_path: Path, source: bytes) -> None:
     path = tmp_path / "module.py"
     path.write_bytes(source)
     written = tmp_path / "module.pyc"
-    py_compile.compile(str(path), cfile=str(written), dfile="lab/module.py", doraise=True,
-                       invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH)
+    py_compile.compile(
+        str(path),
+        cfile=str(written),
+        dfile="lab/module.py",
+        doraise=True,
+        invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH,
+    )
     assert _bytecode(path.read_bytes(), "lab/module.py") == written.read_bytes()
 
 
@@ -89,7 +99,8 @@ def test_a_source_that_warns_or_does_not_compile_has_no_bytecode() -> None:
 
 
 def test_each_distinct_file_is_scanned_and_compiled_once(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     scanned: list[bytes] = []
     compiled: list[str] = []
     scan, bytecode = _tamper._scan, _layout._bytecode
@@ -117,9 +128,12 @@ def test_each_distinct_file_is_scanned_and_compiled_once(
 
 @pytest.mark.parametrize("order", [("alice", "carol"), ("carol", "alice")])
 def test_a_file_that_differs_is_read_as_its_own_whoever_came_first(
-        tmp_path: Path, order: tuple[str, str]) -> None:
-    roots = {"alice": lab(tmp_path / "alice", CLEAN),
-             "carol": lab(tmp_path / "carol", REACHING, helper='WORD = "carol"\n')}
+    tmp_path: Path, order: tuple[str, str]
+) -> None:
+    roots = {
+        "alice": lab(tmp_path / "alice", CLEAN),
+        "carol": lab(tmp_path / "carol", REACHING, helper='WORD = "carol"\n'),
+    }
     alone = {name: tamper_findings(root, load_manifest(root)) for name, root in roots.items()}
     assert alone["alice"] == [] and len(alone["carol"]) == 1  # carol's reach is flagged
     derived = Derived(tmp_path / "derived")
@@ -145,8 +159,12 @@ def test_a_kept_entry_that_is_not_one_is_made_again(tmp_path: Path) -> None:
         assert tamper_findings(root, load_manifest(root), derived) == truth
     kept = derived.read("scan", content_key(_tamper._SCAN_VERSION, REACHING.encode()))
     assert kept is not None and kept.startswith(b'{"reaches": [[')  # made again, and kept
-    key = content_key(_layout._PYC_VERSION, sys.implementation.cache_tag.encode(),
-                      b"lab/agent.py", REACHING.encode())
+    key = content_key(
+        _layout._PYC_VERSION,
+        sys.implementation.cache_tag.encode(),
+        b"lab/agent.py",
+        REACHING.encode(),
+    )
     derived.write("pyc", key, b"")  # kept as "does not compile": the child compiles it
     copy = LaidOut(derived=derived).source(root, tmp_path / "scratch", ["lab"])
     assert not list((copy / "lab" / "__pycache__").glob("agent.*.pyc"))
@@ -164,7 +182,7 @@ def test_an_entry_name_that_is_not_a_digest_is_refused(tmp_path: Path) -> None:
 # The attack: the hand-out's helper.py is the same bytes in every submission, so its key is
 # known to everyone. Mallory, graded first, writes bytecode under that key that makes the
 # helper say "poisoned"; every classmate graded after her would import it.
-PLANT = textwrap.dedent('''\
+PLANT = textwrap.dedent("""\
     import glob
     import hashlib
     import importlib.util
@@ -202,8 +220,8 @@ PLANT = textwrap.dedent('''\
         if planted:
             raise LookupError("planted")
         return provider.complete(task)
-    ''')
-SAYS = textwrap.dedent('''\
+    """)
+SAYS = textwrap.dedent("""\
     from lab import helper
 
 
@@ -211,11 +229,12 @@ SAYS = textwrap.dedent('''\
         if helper.WORD != "honest":
             raise LookupError("poisoned")
         return provider.complete(task)
-    ''')
+    """)
 
 
 def test_the_plant_works_where_the_folder_can_be_reached(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The attack below is real: run where the batch's folder is in reach (this process),
     the victim's laid-out helper is mallory's code."""
     derived = Derived(tmp_path / "gradekit-zygote-x" / "derived")
@@ -223,8 +242,9 @@ def test_the_plant_works_where_the_folder_can_be_reached(
     victim = lab(tmp_path / "victim", SAYS)
     LaidOut(derived=derived).source(mallory, tmp_path / "scratch-m", ["lab"])  # kept first
     scope: dict[str, object] = {}
-    kept = {name: sys.modules.pop(name) for name in list(sys.modules)
-            if name.partition(".")[0] == "lab"}  # mallory's lab, not one imported before
+    kept = {
+        name: sys.modules.pop(name) for name in list(sys.modules) if name.partition(".")[0] == "lab"
+    }  # mallory's lab, not one imported before
     monkeypatch.syspath_prepend(str(mallory))
     try:
         exec((mallory / "lab" / "agent.py").read_text(), scope)  # the test's own source
@@ -242,7 +262,8 @@ def test_the_plant_works_where_the_folder_can_be_reached(
 
 @pytest.mark.slow
 def test_a_run_cannot_plant_bytecode_a_classmate_would_import(
-        tmp_path: Path, grader: Grader) -> None:
+    tmp_path: Path, grader: Grader
+) -> None:
     """Behind namespaces the runs' hosts see the batch's scratch folder only; the kept
     bytecode is in the zygote's folder beside it, which no run can reach. Mallory, graded
     first, finds no folder to plant in; the victim after her imports its own helper."""
@@ -268,18 +289,24 @@ def test_a_run_cannot_plant_bytecode_a_classmate_would_import(
 
 @pytest.mark.slow
 def test_behind_the_process_guard_alone_a_switched_off_hook_plants_it(
-        tmp_path: Path, grader: Grader) -> None:
+    tmp_path: Path, grader: Grader
+) -> None:
     """What docs/sandbox.md says gets through behind the process guard alone: a run that
     switches the hook off writes anywhere the grading user may, the batch's kept bytecode
     among it. The same attack as above, and this time the victim imports mallory's code."""
     subs = tmp_path / "subs"
-    plant = PLANT.replace("    planted = []\n", "    import _thread\n    import gc\n"
-                          + textwrap.indent(HOOK_OFF, "    ") + "    planted = []\n")
+    plant = PLANT.replace(
+        "    planted = []\n",
+        "    import _thread\n    import gc\n"
+        + textwrap.indent(HOOK_OFF, "    ")
+        + "    planted = []\n",
+    )
     assert plant != PLANT
     lab(subs / "a-mallory", plant.format(source=HELPER, tmp=str(grader.tmp)))
     lab(subs / "b-victim", SAYS)
-    batch = grader.grade(subs, "--jobs", "1", "--wall", "process",
-                         "--rubric", short_rubric(tmp_path))
+    batch = grader.grade(
+        subs, "--jobs", "1", "--wall", "process", "--rubric", short_rubric(tmp_path)
+    )
     reports = {name: (grader.out / name / "report.md").read_text("utf-8") for name in batch.rows}
     # the hook switched off is seen at mallory's next verdict: its case is lost, flagged
     assert "the agent replaced the harness's code (audit hook)" in reports["a-mallory"]
@@ -290,7 +317,8 @@ def test_behind_the_process_guard_alone_a_switched_off_hook_plants_it(
 
 
 def test_make_submission_is_the_reference_lab_a_derived_batch_is_proved_against(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     """The reference lab's own files read the same through a batch's store as alone (the
     shipped example, every module of it)."""
     root = make_submission(tmp_path / "alice")

@@ -61,7 +61,8 @@ def test_the_helper_runs_only_when_a_cpu_would_idle(helper: IdleHelper) -> None:
 
 
 def test_a_submission_laid_out_ahead_is_the_copy_a_grading_would_make(
-        helper: IdleHelper, tmp_path: Path) -> None:
+    helper: IdleHelper, tmp_path: Path
+) -> None:
     root = tmp_path / "alice"
     (root / "lab" / "__pycache__").mkdir(parents=True)
     (root / "lab" / "agent.py").write_text("def run(provider, task):\n    return task\n")
@@ -88,7 +89,8 @@ def test_a_submission_laid_out_ahead_is_the_copy_a_grading_would_make(
 
 
 def test_a_submission_that_cannot_be_laid_out_leaves_nothing_for_a_grading_to_take(
-        helper: IdleHelper, tmp_path: Path) -> None:
+    helper: IdleHelper, tmp_path: Path
+) -> None:
     scratch = tmp_path / "scratch"
     scratch.mkdir()
     helper.lay_out(tmp_path / "gone", scratch, IGNORED_NAMES)
@@ -99,7 +101,8 @@ def test_a_submission_that_cannot_be_laid_out_leaves_nothing_for_a_grading_to_ta
 
 
 def test_a_graded_folder_is_removed_by_the_helper_or_in_place_when_it_cannot_take_it(
-        helper: IdleHelper, tmp_path: Path) -> None:
+    helper: IdleHelper, tmp_path: Path
+) -> None:
     graded = tmp_path / "worker-1"
     (graded / "run" / "deep").mkdir(parents=True)
     (graded / "run" / "deep" / "file").write_text("x")

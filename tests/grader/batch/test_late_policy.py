@@ -70,8 +70,9 @@ def test_ten_percent_a_started_day_past_due_with_grace_cap_cutoff_and_extension(
         assert got == expected, when
         assert late_from_document(late.document()) == late
     # Times are compared as instants: the same moment in another offset is the same verdict.
-    assert lateness(policy, HUNDRED, at("2026-12-03T10:00:00-08:00")) == \
-        lateness(policy, HUNDRED, at("2026-12-04T03:00:00+09:00"))
+    assert lateness(policy, HUNDRED, at("2026-12-03T10:00:00-08:00")) == lateness(
+        policy, HUNDRED, at("2026-12-04T03:00:00+09:00")
+    )
     # Out of other possible points the percent is of those.
     assert lateness(policy, Decimal(45), at("2026-12-03T18:00:00Z")).penalty == Decimal("9.00")
 
@@ -79,59 +80,95 @@ def test_ten_percent_a_started_day_past_due_with_grace_cap_cutoff_and_extension(
 def test_the_verdict_reads_as_a_sentence_and_an_unknown_time_costs_nothing() -> None:
     policy = parse_late_policy(POLICY, source="late.toml")
     late = lateness(policy, HUNDRED, at("2026-12-03T18:00:00Z"), 86400, "roster")
-    assert late.cell() == ("1 day late: -10.00 (10% of the possible points; submitted "
-                           "2026-12-03T18:00:00Z, due 2026-12-03T07:59:00Z with a 1d extension)")
+    assert late.cell() == (
+        "1 day late: -10.00 (10% of the possible points; submitted "
+        "2026-12-03T18:00:00Z, due 2026-12-03T07:59:00Z with a 1d extension)"
+    )
     unknown = lateness(policy, HUNDRED, None)
     assert unknown.penalty == 0
     assert unknown.cell().startswith("no submission time, so no late penalty")
     assert "after the cutoff: -100.00" in lateness(policy, HUNDRED, at("2027-01-01T00:00Z")).cell()
 
 
-@pytest.mark.parametrize(("text", "says"), [
-    (b"[late]\npenalty = 10\nper = 'day'\n", "needs due"),
-    (b"[late]\ndue = 2026-12-01T23:59:00\npenalty = 10\nper = 'day'\n", "no time zone offset"),
-    (b"[late]\ndue = 2026-12-01T23:59:00Z\npenalty = 10\nper = 'week'\n", "write \"day\" or"),
-    (b"[late]\ndue = 2026-12-01T23:59:00Z\npenalty = 110\nper = 'day'\n", "from 0 to 100"),
-    (b"[late]\ndue = 2026-12-01T23:59:00Z\npenalty = 10\nper = 'day'\ngrace = 'soon'\n",
-     "not a duration"),
-    (b"[late]\ndue = 2026-12-01T23:59:00Z\npenalty = 10\nper = 'day'\ncutof = 1\n",
-     "no key 'cutof'"),
-    (b"[late]\ndue = 2026-12-01T23:59:00Z\npenalty = 10\nper = 'day'\n"
-     b"cutoff = 2026-11-01T00:00:00Z\n", "is before due"),
-])
-def test_a_policy_that_cannot_mean_one_thing_is_refused_with_the_fix(text: bytes,
-                                                                     says: str) -> None:
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        (b"[late]\npenalty = 10\nper = 'day'\n", "needs due"),
+        (b"[late]\ndue = 2026-12-01T23:59:00\npenalty = 10\nper = 'day'\n", "no time zone offset"),
+        (b"[late]\ndue = 2026-12-01T23:59:00Z\npenalty = 10\nper = 'week'\n", 'write "day" or'),
+        (b"[late]\ndue = 2026-12-01T23:59:00Z\npenalty = 110\nper = 'day'\n", "from 0 to 100"),
+        (
+            b"[late]\ndue = 2026-12-01T23:59:00Z\npenalty = 10\nper = 'day'\ngrace = 'soon'\n",
+            "not a duration",
+        ),
+        (
+            b"[late]\ndue = 2026-12-01T23:59:00Z\npenalty = 10\nper = 'day'\ncutof = 1\n",
+            "no key 'cutof'",
+        ),
+        (
+            b"[late]\ndue = 2026-12-01T23:59:00Z\npenalty = 10\nper = 'day'\n"
+            b"cutoff = 2026-11-01T00:00:00Z\n",
+            "is before due",
+        ),
+    ],
+)
+def test_a_policy_that_cannot_mean_one_thing_is_refused_with_the_fix(
+    text: bytes, says: str
+) -> None:
     with pytest.raises(UsageError, match=says):
         parse_late_policy(text, source="late.toml")
 
 
 def test_the_roster_carries_times_and_extensions_and_refuses_unknown_columns() -> None:
-    roster = parse_roster(b"folder,student_id,display_name,extension,submitted_at\n"
-                          b"cy,s-3,Cy Young,1d,2026-12-03T18:00:00Z\nana,s-1,Ana,,\n",
-                          source="roster.csv")
+    roster = parse_roster(
+        b"folder,student_id,display_name,extension,submitted_at\n"
+        b"cy,s-3,Cy Young,1d,2026-12-03T18:00:00Z\nana,s-1,Ana,,\n",
+        source="roster.csv",
+    )
     cy, ana = roster.students["cy"], roster.students["ana"]
     assert (cy.extension, cy.submitted_at) == (86400, at("2026-12-03T18:00:00+00:00"))
     assert (ana.extension, ana.submitted_at) == (0, None)
     with pytest.raises(UsageError, match="then optionally submitted_at and extension"):
         parse_roster(b"folder,student_id,display_name,submited_at\n", source="roster.csv")
     with pytest.raises(UsageError, match=r"line 2, submitted_at.*no time zone offset"):
-        parse_roster(b"folder,student_id,display_name,submitted_at\ncy,s-3,Cy,2026-12-03 "
-                     b"18:00\n", source="roster.csv")
+        parse_roster(
+            b"folder,student_id,display_name,submitted_at\ncy,s-3,Cy,2026-12-03 18:00\n",
+            source="roster.csv",
+        )
 
 
 def test_gradescope_metadata_gives_the_time_the_names_and_an_extension(tmp_path: Path) -> None:
     folder = tmp_path / "submission"
     folder.mkdir()
     metadata = tmp_path / "submission_metadata.json"
-    metadata.write_text(json.dumps({
-        "id": 1, "created_at": "2026-12-03T10:00:00.365935-08:00",
-        "assignment": {"due_date": "2026-12-01T23:59:00.000000-08:00", "late_due_date": None},
-        "users": [{"name": "Cy Young", "email": "cy@example.com", "id": 3,
-                   "assignment": {"due_date": "2026-12-02T23:59:00.000000-08:00"}},
-                  {"name": "Dee Dee", "email": "dee@example.com", "id": 4}]}), "utf-8")
+    metadata.write_text(
+        json.dumps(
+            {
+                "id": 1,
+                "created_at": "2026-12-03T10:00:00.365935-08:00",
+                "assignment": {
+                    "due_date": "2026-12-01T23:59:00.000000-08:00",
+                    "late_due_date": None,
+                },
+                "users": [
+                    {
+                        "name": "Cy Young",
+                        "email": "cy@example.com",
+                        "id": 3,
+                        "assignment": {"due_date": "2026-12-02T23:59:00.000000-08:00"},
+                    },
+                    {"name": "Dee Dee", "email": "dee@example.com", "id": 4},
+                ],
+            }
+        ),
+        "utf-8",
+    )
     who = submitted(folder, metadata)
     assert (who.display_name, who.extension, who.submitted_from) == (
-        "Cy Young, Dee Dee", 86400, "gradescope")
+        "Cy Young, Dee Dee",
+        86400,
+        "gradescope",
+    )
     assert who.submitted_at == at("2026-12-03T18:00:00.365935+00:00")
     metadata.write_text("{", "utf-8")
     assert submitted(folder, metadata).submitted_at is None  # unreadable: no time, no penalty
@@ -154,28 +191,44 @@ def test_a_cohort_gets_each_students_penalty_shown_explained_and_the_same_any_da
     for name in ("ana", "cy", "dee"):
         make_submission(subs / name)
     roster = tmp_path / "roster.csv"
-    lines = ["folder,student_id,display_name,submitted_at,extension",
-             "ana,s-1,Ana Alves,2026-12-01T22:00:00-08:00,",
-             "cy,s-3,Cy Young,2026-12-03T18:00:00Z,",
-             "dee,s-4,Dee Dee,2026-12-03T10:00:00-08:00,1d"]
+    lines = [
+        "folder,student_id,display_name,submitted_at,extension",
+        "ana,s-1,Ana Alves,2026-12-01T22:00:00-08:00,",
+        "cy,s-3,Cy Young,2026-12-03T18:00:00Z,",
+        "dee,s-4,Dee Dee,2026-12-03T10:00:00-08:00,1d",
+    ]
     roster.write_text("\n".join(lines) + "\n", "utf-8")
     out = tmp_path / "grades"
 
     def grade(*args: str | Path, into: Path = out) -> str:
         capsys.readouterr()
-        code = main(["grade", *map(str, args), "--roster", str(roster), "--out", str(into),
-                     "--rubric", str(rubric), "--jobs", "2", "--quiet"])
+        code = main(
+            [
+                "grade",
+                *map(str, args),
+                "--roster",
+                str(roster),
+                "--out",
+                str(into),
+                "--rubric",
+                str(rubric),
+                "--jobs",
+                "2",
+                "--quiet",
+            ]
+        )
         said = capsys.readouterr()
         assert code == 0, said.out + said.err
         return said.out
 
     said = grade(subs)
     rows = _graded(out)
-    cells = {name: (row.name, row.total, row.penalty, row.final)
-             for name, row in rows.items()}
-    assert cells == {"ana": ("Ana Alves", "100.00", "", "100.00"),
-                     "cy": ("Cy Young", "100.00", "20.00", "80.00"),
-                     "dee": ("Dee Dee", "100.00", "10.00", "90.00")}
+    cells = {name: (row.name, row.total, row.penalty, row.final) for name, row in rows.items()}
+    assert cells == {
+        "ana": ("Ana Alves", "100.00", "", "100.00"),
+        "cy": ("Cy Young", "100.00", "20.00", "80.00"),
+        "dee": ("Dee Dee", "100.00", "10.00", "90.00"),
+    }
     assert rows["ana"].late.startswith("on time (submitted 2026-12-02T06:00:00Z")
     assert rows["cy"].late.startswith("2 days late: -20.00 (20% of the possible points")
     assert "due 2026-12-03T07:59:00Z with a 1d extension" in rows["dee"].late
@@ -193,16 +246,21 @@ def test_a_cohort_gets_each_students_penalty_shown_explained_and_the_same_any_da
     assert "late" not in json.loads(report)
     assert verify_results(results, report)[0]
     forged = dict(document, score=100.0, tests=document["tests"][:-1])
-    forged["extra_data"] = dict(document["extra_data"],
-                                late=dict(document["extra_data"]["late"], penalty="0.00"))
+    forged["extra_data"] = dict(
+        document["extra_data"], late=dict(document["extra_data"]["late"], penalty="0.00")
+    )
     # A penalty written off, or a penalty test dropped, no longer agrees with what it says.
     ok, why = verify_results(canonical(forged) + b"\n", report)
-    assert (ok, why) == (False, "extra_data.late.penalty is 0.00 but 20% of the report's "
-                                "100.00 is 20.00: the file was edited")
+    assert (ok, why) == (
+        False,
+        "extra_data.late.penalty is 0.00 but 20% of the report's "
+        "100.00 is 20.00: the file was edited",
+    )
     dropped = dict(forged, extra_data=document["extra_data"])
     ok, why = verify_results(canonical(dropped) + b"\n", report)
-    assert not ok and why.startswith("score is 100.00 but the report's total is 100.00, less "
-                                     "a late penalty of 20.00")
+    assert not ok and why.startswith(
+        "score is 100.00 but the report's total is 100.00, less a late penalty of 20.00"
+    )
 
     capsys.readouterr()
     assert main(["history", "s-3", "--out", str(out)]) == 0
@@ -217,20 +275,31 @@ def test_a_cohort_gets_each_students_penalty_shown_explained_and_the_same_any_da
     capsys.readouterr()
     assert main(["history", "s-3", "--out", str(out)]) == 0
     history = capsys.readouterr().out
-    assert ("changed: late penalty 20.00 -> 10.00 (due 2026-12-02T07:59:00Z -> "
-            "2026-12-03T07:59:00Z; extension 0 -> 1d)") in history
+    assert (
+        "changed: late penalty 20.00 -> 10.00 (due 2026-12-02T07:59:00Z -> "
+        "2026-12-03T07:59:00Z; extension 0 -> 1d)"
+    ) in history
 
     # The platforms' imports carry the final grade under the roster's id and name.
     canvas = export_gradebook(list(again.values()), "canvas", "Lab 3")
     assert canvas.decode().splitlines()[2] == "Cy Young,,s-3,,,90.00"
-    assert main(["gradebook", "export", str(out / GRADEBOOK), "--to", "moodle",
-                 "--assignment", "Lab 3"]) == 0
+    assert (
+        main(
+            ["gradebook", "export", str(out / GRADEBOOK), "--to", "moodle", "--assignment", "Lab 3"]
+        )
+        == 0
+    )
     moodle = (out / "moodle.csv").read_text("utf-8").splitlines()
     assert moodle[0] == "ID number,Full name,Lab 3,Feedback"
-    assert moodle[2] == ('s-3,Cy Young,90.00,"automated 100.00 / 100.00; review: pending: '
-                         f'written_summary, stretch_goal; late: {again["cy"].late}"')
+    assert moodle[2] == (
+        's-3,Cy Young,90.00,"automated 100.00 / 100.00; review: pending: '
+        f'written_summary, stretch_goal; late: {again["cy"].late}"'
+    )
     assert {s.row.submission: s.row.name for s in load_cohort(out).submissions} == {
-        "ana": "Ana Alves", "cy": "Cy Young", "dee": "Dee Dee"}
+        "ana": "Ana Alves",
+        "cy": "Cy Young",
+        "dee": "Dee Dee",
+    }
     site = tmp_path / "site"
     assert main(["dashboard", str(out), "--out", str(site)]) == 0
     index = " ".join((site / "index.html").read_text("utf-8").split())
@@ -250,4 +319,7 @@ def test_a_cohort_gets_each_students_penalty_shown_explained_and_the_same_any_da
         time.tzset()
     there = _graded(tmp_path / "elsewhere")["cy"]
     assert (there.late, there.penalty, there.final) == (
-        again["cy"].late, again["cy"].penalty, again["cy"].final)
+        again["cy"].late,
+        again["cy"].penalty,
+        again["cy"].final,
+    )

@@ -69,8 +69,7 @@ def batch_event(out: Path) -> dict[str, Any]:
     """The ledger's latest batch event, without its chain fields, its rubric and what it
     says of itself (status, counts, operator, times: ``test_batches``)."""
     event = [e for e in read_ledger(out / LEDGER).events if e["event"] == "batch"][-1]
-    return {k: v for k, v in event.items()
-            if k not in ("prev", "seq", "rubric", "grader", *SELF)}
+    return {k: v for k, v in event.items() if k not in ("prev", "seq", "rubric", "grader", *SELF)}
 
 
 class Cli:
@@ -82,8 +81,19 @@ class Cli:
 
     def grade(self, *args: str | Path) -> Said:
         self.capsys.readouterr()
-        code = main(["grade", *map(str, args), "--out", str(self.out), "--rubric",
-                     str(self.rubric), "--jobs", "1", "--quiet"])
+        code = main(
+            [
+                "grade",
+                *map(str, args),
+                "--out",
+                str(self.out),
+                "--rubric",
+                str(self.rubric),
+                "--jobs",
+                "1",
+                "--quiet",
+            ]
+        )
         said = self.capsys.readouterr()
         lines = lines_of(self.out) if (self.out / GRADEBOOK).exists() else {}
         return Said(code, said.out, said.err, lines)
@@ -100,8 +110,13 @@ def cohort(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> tuple[Cli, Pat
     assert first.code == 0, first.explain()
     assert list(first.lines) == list(COHORT)
     # Into an empty folder, with no flags, the batch event gains only its mode.
-    assert batch_event(cli.out) == {"event": "batch", "mode": "update", "counts": {"graded": 3},
-                                    "selection": list(COHORT), "unchanged": []}
+    assert batch_event(cli.out) == {
+        "event": "batch",
+        "mode": "update",
+        "counts": {"graded": 3},
+        "selection": list(COHORT),
+        "unchanged": [],
+    }
     return cli, subs
 
 
@@ -111,8 +126,25 @@ def test_late_work_updates_the_cohort_folder_and_lists_the_rest_as_absent(
 ) -> None:
     cli, _ = cohort
     # A reviewed row stays as it was too, review cell and final included.
-    assert main(["review", "alice", "--criterion", "written_summary", "--points", "0.00",
-                 "--by", "kim", "--reason", "no failure log", "--out", str(cli.out)]) == 0
+    assert (
+        main(
+            [
+                "review",
+                "alice",
+                "--criterion",
+                "written_summary",
+                "--points",
+                "0.00",
+                "--by",
+                "kim",
+                "--reason",
+                "no failure log",
+                "--out",
+                str(cli.out),
+            ]
+        )
+        == 0
+    )
     before = lines_of(cli.out)
     assert "by kim" in before["alice"]
     late = answering(tmp_path / "late" / "bob", "bob, two days late")
@@ -127,21 +159,31 @@ def test_late_work_updates_the_cohort_folder_and_lists_the_rest_as_absent(
     assert "bob: 0.00 / 100.00" in said.stdout
     assert "(1 row graded now, 2 kept from earlier batches)" in said.stdout
     replace = commands.GRADE_REPLACE(submissions="SUBMISSIONS", out=str(cli.out))
-    assert (f"note: {cli.out / GRADEBOOK} keeps 2 rows for submissions that {late} does "
-            f"not hold: alice, carol.") in said.stderr
+    assert (
+        f"note: {cli.out / GRADEBOOK} keeps 2 rows for submissions that {late} does "
+        f"not hold: alice, carol."
+    ) in said.stderr
     assert f"(`{replace}`)" in said.stderr
     assert batch_event(cli.out) == {
-        "event": "batch", "mode": "update", "counts": {"graded": 1}, "selection": ["bob"],
-        "unchanged": [], "kept": ["alice", "carol"], "absent": ["alice", "carol"]}
+        "event": "batch",
+        "mode": "update",
+        "counts": {"graded": 1},
+        "selection": ["bob"],
+        "unchanged": [],
+        "kept": ["alice", "carol"],
+        "absent": ["alice", "carol"],
+    }
     cohort_seen = load_cohort(cli.out)
     assert [s.row.submission for s in cohort_seen.submissions] == list(COHORT)
-    assert next(s for s in cohort_seen.submissions
-                if s.row.submission == "bob").row.digest == bob_digest
+    assert (
+        next(s for s in cohort_seen.submissions if s.row.submission == "bob").row.digest
+        == bob_digest
+    )
 
 
 @pytest.mark.slow
 def test_only_regrades_the_named_folder_and_keeps_the_others_byte_for_byte(
-    cohort: tuple[Cli, Path]
+    cohort: tuple[Cli, Path],
 ) -> None:
     cli, subs = cohort
     before = lines_of(cli.out)
@@ -154,25 +196,34 @@ def test_only_regrades_the_named_folder_and_keeps_the_others_byte_for_byte(
     assert said.lines["carol"] != before["carol"]
     assert "note:" not in said.stderr  # kept, but nothing is absent
     assert batch_event(cli.out) == {
-        "event": "batch", "mode": "update", "counts": {"graded": 1}, "selection": ["carol"],
-        "unchanged": [], "kept": ["alice", "bob"]}
+        "event": "batch",
+        "mode": "update",
+        "counts": {"graded": 1},
+        "selection": ["carol"],
+        "unchanged": [],
+        "kept": ["alice", "bob"],
+    }
     again = cli.grade(subs, "--only", "alice", "--only", "bob", "--only", "alice")
     assert again.code == 0, again.explain()
     assert again.lines["carol"] == said.lines["carol"]
     assert {k: v for k, v in batch_event(cli.out).items() if k in ("selection", "kept")} == {
-        "selection": ["alice", "bob"], "kept": ["carol"]}
+        "selection": ["alice", "bob"],
+        "kept": ["carol"],
+    }
 
 
 @pytest.mark.slow
 def test_an_only_name_that_matches_no_folder_is_refused_before_anything_changes(
-    cohort: tuple[Cli, Path]
+    cohort: tuple[Cli, Path],
 ) -> None:
     cli, subs = cohort
     book, ledger = (cli.out / GRADEBOOK).read_bytes(), (cli.out / LEDGER).read_bytes()
     said = cli.grade(subs, "--only", "bobb")
     assert said.code == 2, said.explain()
-    assert (f"--only bobb: no submission folder of that name among the 3 that {subs} holds "
-            "(did you mean bob?)") in said.stderr
+    assert (
+        f"--only bobb: no submission folder of that name among the 3 that {subs} holds "
+        "(did you mean bob?)"
+    ) in said.stderr
     said = cli.grade(subs, "--only", "zed")
     assert said.code == 2, said.explain()
     assert "(they hold alice, bob, carol)" in said.stderr
@@ -191,16 +242,23 @@ def test_replace_keeps_only_the_batch_s_rows_and_lists_each_one_it_drops(
     said = cli.grade(late, "--replace")
     assert said.code == 0, said.explain()
     assert list(said.lines) == ["bob"]
-    assert (f"--replace: 2 rows of {cli.out / GRADEBOOK} that this batch does not grade are "
-            "dropped: alice, carol") in said.stderr
+    assert (
+        f"--replace: 2 rows of {cli.out / GRADEBOOK} that this batch does not grade are "
+        "dropped: alice, carol"
+    ) in said.stderr
     assert batch_event(cli.out) == {
-        "event": "batch", "mode": "replace", "counts": {"graded": 1}, "selection": ["bob"],
-        "unchanged": [], "dropped": ["alice", "carol"]}
+        "event": "batch",
+        "mode": "replace",
+        "counts": {"graded": 1},
+        "selection": ["bob"],
+        "unchanged": [],
+        "dropped": ["alice", "carol"],
+    }
 
 
 @pytest.mark.slow
 def test_a_folder_that_disappeared_keeps_its_row_and_is_listed_as_absent(
-    cohort: tuple[Cli, Path]
+    cohort: tuple[Cli, Path],
 ) -> None:
     cli, subs = cohort
     before = lines_of(cli.out)
@@ -208,12 +266,19 @@ def test_a_folder_that_disappeared_keeps_its_row_and_is_listed_as_absent(
     said = cli.grade(subs)
     assert said.code == 0, said.explain()
     assert said.lines == before  # alice and bob graded again, unchanged; carol kept
-    assert f"note: {cli.out / GRADEBOOK} keeps 1 row for submissions that {subs} does not " \
-           "hold: carol." in said.stderr
+    assert (
+        f"note: {cli.out / GRADEBOOK} keeps 1 row for submissions that {subs} does not "
+        "hold: carol." in said.stderr
+    )
     assert batch_event(cli.out) == {
-        "event": "batch", "mode": "update", "counts": {"graded": 2},
-        "selection": ["alice", "bob"], "unchanged": ["alice", "bob"], "kept": ["carol"],
-        "absent": ["carol"]}
+        "event": "batch",
+        "mode": "update",
+        "counts": {"graded": 2},
+        "selection": ["alice", "bob"],
+        "unchanged": ["alice", "bob"],
+        "kept": ["carol"],
+        "absent": ["carol"],
+    }
 
 
 @pytest.mark.slow
@@ -231,16 +296,20 @@ def test_shards_graded_into_one_folder_add_up_and_the_ledger_names_each(
     second = cli.grade(subs, "--shard", "2/2")
     assert (second.code, list(second.lines)) == (0, list(COHORT)), second.explain()
     assert {k: v for k, v in first.lines.items()} == {
-        k: v for k, v in second.lines.items() if k != "bob"}
+        k: v for k, v in second.lines.items() if k != "bob"
+    }
     event = batch_event(cli.out)
     assert (event["shard"], event["selection"], event["kept"]) == (
-        "2/2", ["bob"], ["alice", "carol"])
+        "2/2",
+        ["bob"],
+        ["alice", "carol"],
+    )
     assert "absent" not in event
 
 
 @pytest.mark.slow
 def test_a_gradebook_of_other_criteria_is_refused_unless_every_row_is_graded_again(
-    cohort: tuple[Cli, Path]
+    cohort: tuple[Cli, Path],
 ) -> None:
     cli, subs = cohort
     book = cli.out / GRADEBOOK
@@ -249,8 +318,10 @@ def test_a_gradebook_of_other_criteria_is_refused_unless_every_row_is_graded_aga
     book.write_text(edited, "utf-8")
     said = cli.grade(subs, "--only", "bob")
     assert said.code == 2, said.explain()
-    assert "its 2 rows that this batch does not grade (alice, carol) cannot share a " \
-           "gradebook with this batch's. Grade every submission again" in said.stderr
+    assert (
+        "its 2 rows that this batch does not grade (alice, carol) cannot share a "
+        "gradebook with this batch's. Grade every submission again" in said.stderr
+    )
     assert book.read_text("utf-8") == edited  # untouched: still the edited header
     said = cli.grade(subs, "--replace")
     assert said.code == 0, said.explain()
@@ -292,14 +363,21 @@ def test_ctrl_c_never_leaves_fewer_rows_than_before(tmp_path: Path) -> None:
     assert after["alice"] != before["alice"]  # finished: its new row
     assert (after["bob"], after["carol"]) == (before["bob"], before["carol"])
     assert ",interrupted," in after["dave"]
-    assert "bob: NOT GRADED: interrupted by Ctrl-C before it finished; its earlier row " \
-           "stays in the gradebook" in batch.stdout
+    assert (
+        "bob: NOT GRADED: interrupted by Ctrl-C before it finished; its earlier row "
+        "stays in the gradebook" in batch.stdout
+    )
     assert "dave: NOT GRADED: interrupted by Ctrl-C before it finished\n" in batch.stdout
-    assert f"{grader.out / GRADEBOOK} holds the 1 that finished and 2 rows of earlier " \
-           "batches" in batch.stderr
+    assert (
+        f"{grader.out / GRADEBOOK} holds the 1 that finished and 2 rows of earlier "
+        "batches" in batch.stderr
+    )
     event = batch_event(grader.out)
     assert (event["mode"], event["selection"], event["interrupted"]) == (
-        "update", ["alice"], ["bob", "carol", "dave"])
+        "update",
+        ["alice"],
+        ["bob", "carol", "dave"],
+    )
     assert "kept" not in event
     assert grader.leftovers() == []
 
@@ -311,10 +389,16 @@ IDS = ("contract_stability", "written_summary")
 
 
 def row(name: str, total: str = "1.00") -> GradebookRow:
-    return GradebookRow(submission=name, student=name, status="graded", total=total,
-                        max="2.00", criteria={"contract_stability": total,
-                                              "written_summary": "0.00"},
-                        digest=name * 2, reason="")
+    return GradebookRow(
+        submission=name,
+        student=name,
+        status="graded",
+        total=total,
+        max="2.00",
+        criteria={"contract_stability": total, "written_summary": "0.00"},
+        digest=name * 2,
+        reason="",
+    )
 
 
 class Clock:
@@ -337,8 +421,9 @@ def finish_rows(book: _Gradebook, count: int) -> dict[int, GradebookRow]:
     return finished
 
 
-@pytest.mark.parametrize(("step", "count"), [(0.0, 10_000), (0.001, 10_000), (0.1, 1000),
-                                           (1.0, 2000)])
+@pytest.mark.parametrize(
+    ("step", "count"), [(0.0, 10_000), (0.001, 10_000), (0.1, 1000), (1.0, 2000)]
+)
 def test_a_batch_of_many_rows_rewrites_the_gradebook_a_bounded_number_of_times(
     tmp_path: Path, step: float, count: int
 ) -> None:
@@ -358,7 +443,7 @@ def test_a_batch_of_many_rows_rewrites_the_gradebook_a_bounded_number_of_times(
 
 
 def test_each_rewrite_holds_every_earlier_row_with_the_finished_ones_over_theirs(
-    tmp_path: Path
+    tmp_path: Path,
 ) -> None:
     earlier = [row(f"s{number:05d}", "0.00") for number in range(0, 300, 2)]
     earlier.append(row("gone", "0.00"))  # a folder this batch does not grade

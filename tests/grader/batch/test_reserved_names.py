@@ -66,8 +66,9 @@ class Cli:
         return code, said.out, said.err
 
     def grade(self, *args: str | Path) -> tuple[int, str, str]:
-        return self.run("grade", *args, "--out", self.out, "--rubric", self.rubric,
-                        "--jobs", "2", "--quiet")
+        return self.run(
+            "grade", *args, "--out", self.out, "--rubric", self.rubric, "--jobs", "2", "--quiet"
+        )
 
     def verify(self) -> tuple[int, str, str]:
         return self.run("ledger", "verify", self.out)
@@ -89,8 +90,20 @@ def graded(cli: Cli) -> Cli:
     """alice and bob graded into ``cli.out``, and a review recorded: an earlier batch."""
     code, out, err = cli.grade(submissions(cli.base / "first", "alice", "bob"))
     assert code == 0, out + err
-    code, out, err = cli.run("review", "alice", "--criterion", "written_summary", "--points",
-                             "0.00", "--by", "kim", "--reason", "no log", "--out", cli.out)
+    code, out, err = cli.run(
+        "review",
+        "alice",
+        "--criterion",
+        "written_summary",
+        "--points",
+        "0.00",
+        "--by",
+        "kim",
+        "--reason",
+        "no log",
+        "--out",
+        cli.out,
+    )
     assert code == 0, out + err
     return cli
 
@@ -98,19 +111,31 @@ def graded(cli: Cli) -> Cli:
 # -- the reserved names ------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("name", "entry"), [
-    (GRADEBOOK, GRADEBOOK), (LEDGER, LEDGER), (ARCHIVE, ARCHIVE), (DRAW_KEY, DRAW_KEY),
-    (DASHBOARD, DASHBOARD), (COPIES, COPIES), (f".{COPIES}.x1y2.tmp", COPIES),
-    ("Ledger.JSONL", LEDGER),  # one name on a case-insensitive disk (macOS, Windows)
-    ("GRADEBOOK.CSV", GRADEBOOK),
-    (f"{LEDGER}.torn-120", LEDGER),  # where an append sets a torn line aside
-    (f".{GRADEBOOK}.4242.tmp", GRADEBOOK),  # the batch's rewrite of the gradebook
-    (f".{GRADEBOOK}.k2j9x_a1.tmp", GRADEBOOK),  # a review's atomic write of it
-    ("alice", ""), ("ledger", ""), ("archive-2024", ""), ("gradebook", ""), ("draw-key", ""),
-    (".git", ""), ("s-0001", ""),
-])
-def test_a_name_is_reserved_when_it_is_an_entry_of_the_grades_folder(name: str,
-                                                                     entry: str) -> None:
+@pytest.mark.parametrize(
+    ("name", "entry"),
+    [
+        (GRADEBOOK, GRADEBOOK),
+        (LEDGER, LEDGER),
+        (ARCHIVE, ARCHIVE),
+        (DRAW_KEY, DRAW_KEY),
+        (DASHBOARD, DASHBOARD),
+        (COPIES, COPIES),
+        (f".{COPIES}.x1y2.tmp", COPIES),
+        ("Ledger.JSONL", LEDGER),  # one name on a case-insensitive disk (macOS, Windows)
+        ("GRADEBOOK.CSV", GRADEBOOK),
+        (f"{LEDGER}.torn-120", LEDGER),  # where an append sets a torn line aside
+        (f".{GRADEBOOK}.4242.tmp", GRADEBOOK),  # the batch's rewrite of the gradebook
+        (f".{GRADEBOOK}.k2j9x_a1.tmp", GRADEBOOK),  # a review's atomic write of it
+        ("alice", ""),
+        ("ledger", ""),
+        ("archive-2024", ""),
+        ("gradebook", ""),
+        ("draw-key", ""),
+        (".git", ""),
+        ("s-0001", ""),
+    ],
+)
+def test_a_name_is_reserved_when_it_is_an_entry_of_the_grades_folder(name: str, entry: str) -> None:
     assert reserved_for(name) == entry
 
 
@@ -118,8 +143,9 @@ def test_the_reserved_entries_are_the_names_the_grades_folder_is_written_with() 
     assert set(ENTRIES) == {GRADEBOOK, LEDGER, ARCHIVE, DRAW_KEY, DASHBOARD, COPIES}
 
 
-def test_the_dashboards_default_folder_is_reserved(tmp_path: Path,
-                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_dashboards_default_folder_is_reserved(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # `gradekit dashboard GRADES` builds into GRADES/dashboard, and removes what it did not
     # write there: a submission graded into that folder would lose its report.
     built: list[Path] = []
@@ -166,13 +192,16 @@ def test_a_submission_named_like_an_entry_is_refused_before_anything_is_written(
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ATTACKS)
-def test_a_refused_batch_leaves_an_earlier_grades_folder_byte_for_byte(graded: Cli,
-                                                                      name: str) -> None:
+def test_a_refused_batch_leaves_an_earlier_grades_folder_byte_for_byte(
+    graded: Cli, name: str
+) -> None:
     cli = graded
     before = snapshot(cli.out)
     assert {DRAW_KEY, GRADEBOOK, LEDGER} <= set(before)
-    for attempt in (submissions(cli.base / "subs", "alice", "bob", name),
-                    cli.base / "subs" / name):  # the folder of them, and the one alone
+    for attempt in (
+        submissions(cli.base / "subs", "alice", "bob", name),
+        cli.base / "subs" / name,
+    ):  # the folder of them, and the one alone
         code, out, err = cli.grade(attempt)
         assert code == 2, out + err
         assert name in err and "rename the submission folder" in err
@@ -211,8 +240,9 @@ def test_a_roster_does_not_make_a_reserved_folder_gradable(cli: Cli) -> None:
     # submission folder's name, so a roster line for it changes nothing.
     subs = submissions(cli.base / "subs", "alice", LEDGER)
     roster = cli.base / "roster.csv"
-    roster.write_text(f"folder,student_id,display_name\nalice,s-1,Alice\n{LEDGER},s-2,Eve\n",
-                      "utf-8")
+    roster.write_text(
+        f"folder,student_id,display_name\nalice,s-1,Alice\n{LEDGER},s-2,Eve\n", "utf-8"
+    )
     code, out, err = cli.grade(subs, "--roster", roster)
     assert code == 2 and f"{subs / LEDGER}" in err, out + err
     assert not cli.out.exists()

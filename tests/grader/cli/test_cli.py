@@ -43,9 +43,15 @@ from tests.loopback import Loopback, answer
 from tests.submissions import make_submission
 
 REPO = Path(__file__).resolve().parents[3]
-GRADEKIT_VARIABLES = ("GRADEKIT_PROVIDER", "GRADEKIT_MODEL", "GRADEKIT_BASE_URL",
-                      "GRADEKIT_API_KEY", "GRADEKIT_TRACE", "OPENAI_API_KEY",
-                      "ANTHROPIC_API_KEY")
+GRADEKIT_VARIABLES = (
+    "GRADEKIT_PROVIDER",
+    "GRADEKIT_MODEL",
+    "GRADEKIT_BASE_URL",
+    "GRADEKIT_API_KEY",
+    "GRADEKIT_TRACE",
+    "OPENAI_API_KEY",
+    "ANTHROPIC_API_KEY",
+)
 
 
 @pytest.fixture(autouse=True)
@@ -135,9 +141,18 @@ def test_run_without_a_manifest_exits_2(tmp_path: Path, capsys: pytest.CaptureFi
 
 
 def write_cassette(path: Path, prompt: str, response: str) -> None:
-    document = {"format": "gradekit.cassette/1", "case": path.stem, "entries": {
-        prompt_key(prompt): {"prompt": prompt, "response": response, "provider": "p",
-                             "recorded_at": ""}}}
+    document = {
+        "format": "gradekit.cassette/1",
+        "case": path.stem,
+        "entries": {
+            prompt_key(prompt): {
+                "prompt": prompt,
+                "response": response,
+                "provider": "p",
+                "recorded_at": "",
+            }
+        },
+    }
     path.write_text(json.dumps(document), encoding="utf-8")
 
 
@@ -151,7 +166,11 @@ def test_replay_miss_exits_3_with_nothing_on_stdout_in_a_real_process(tmp_path: 
     write_cassette(tmp_path / "c.json", "hello", "world")
     done = subprocess.run(
         [sys.executable, "-m", "grader", "replay", "--cassette", str(tmp_path / "c.json")],
-        input="goodbye", capture_output=True, text=True, cwd=REPO, check=False,
+        input="goodbye",
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        check=False,
     )
     assert (done.returncode, done.stdout) == (3, "")
     assert "CassetteMiss: no recording for this prompt" in done.stderr
@@ -176,8 +195,11 @@ def test_verify_passes_good_cassettes_and_fails_each_kind_of_bad_one(
     monkeypatch.setenv("OPENAI_API_KEY", "sk-live-abcdefgh12345")
     assert main(["cassette", "verify", str(good)]) == 0
     assert f"ok   {good} (1 entry)" in capsys.readouterr().out
-    for path, fragment in ((corrupt, "bad.json:1:2"), (leaky, "value of OPENAI_API_KEY"),
-                           (pending, "not yet folded")):
+    for path, fragment in (
+        (corrupt, "bad.json:1:2"),
+        (leaky, "value of OPENAI_API_KEY"),
+        (pending, "not yet folded"),
+    ):
         assert main(["cassette", "verify", str(good), str(path)]) == 1
         err = capsys.readouterr().err
         assert f"FAIL {path}" in err and fragment in err
@@ -187,8 +209,10 @@ def test_verify_passes_good_cassettes_and_fails_each_kind_of_bad_one(
 def test_verify_reads_every_kind_of_recording_the_kit_writes_and_walks_folders(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    folders = [REPO / name for name in ("cassettes", "cassettes-llm", "fixtures",
-                                        "examples/openai-sdk/cassettes")]
+    folders = [
+        REPO / name
+        for name in ("cassettes", "cassettes-llm", "fixtures", "examples/openai-sdk/cassettes")
+    ]
     assert main(["cassette", "verify", *map(str, folders)]) == 0
     out = capsys.readouterr().out.splitlines()
     files = sorted(p for folder in folders for p in folder.rglob("*.json"))
@@ -196,10 +220,14 @@ def test_verify_reads_every_kind_of_recording_the_kit_writes_and_walks_folders(
     nouns = {line.split(" (")[0].removeprefix("ok   "): line.rsplit(" ", 1)[1] for line in out}
     for path in files:
         kind = json.loads(path.read_bytes())["format"].split("/")[0]
-        assert nouns[str(path)] in {"gradekit.cassette": ("entry)", "entries)"),
-                                    "gradekit.fixtures": ("call)", "calls)"),
-                                    "gradekit.http-cassette": ("interaction)", "interactions)"),
-                                    }[kind], path
+        assert (
+            nouns[str(path)]
+            in {
+                "gradekit.cassette": ("entry)", "entries)"),
+                "gradekit.fixtures": ("call)", "calls)"),
+                "gradekit.http-cassette": ("interaction)", "interactions)"),
+            }[kind]
+        ), path
 
     # A fixture file's own faults: a leaked key, an unfolded journal, a corrupt file.
     lab = tmp_path / "fixtures"
@@ -216,9 +244,12 @@ def test_verify_reads_every_kind_of_recording_the_kit_writes_and_walks_folders(
     (lab / "notes.json").write_text("[1, 2]", "utf-8")  # in the folder, and no recording
     assert main(["cassette", "verify", str(lab)]) == 1
     err = capsys.readouterr().err
-    for path, fragment in ((leaky, "contains the value of OPENAI_API_KEY"),
-                           (pending, "tool results not yet folded in"),
-                           (corrupt, "corrupt.json"), (lab / "notes.json", "notes.json")):
+    for path, fragment in (
+        (leaky, "contains the value of OPENAI_API_KEY"),
+        (pending, "tool results not yet folded in"),
+        (corrupt, "corrupt.json"),
+        (lab / "notes.json", "notes.json"),
+    ):
         assert f"FAIL {path}" in err and fragment in err, (path, err)
     assert "sk-live" not in err and "unknown cassette format 'gradekit.fixtures" not in err
 
@@ -255,8 +286,10 @@ def test_grade_prints_the_table_and_digest_and_writes_verifiable_reports(
     assert f"alice: 100.00 / 100.00  digest {digest}" in out
     assert "Contract stability         30.00   30.00\n" in out
     assert "Written summary            15.00   15.00  pending review\n" in out
-    assert "pending human review: 25.00 of these points (Written summary, Stretch goal): " \
+    assert (
+        "pending human review: 25.00 of these points (Written summary, Stretch goal): "
         "a person confirms" in out
+    )
     assert main(["report", "verify", str(report)]) == 0
     report.write_bytes(report.read_bytes().replace(b'"total":"100.00"', b'"total":"100.01"'))
     assert main(["report", "verify", str(report)]) == 1
@@ -274,25 +307,35 @@ def test_check_passes_the_reference_and_fails_a_quiet_miss_with_the_reason(
     assert "digest " in lines[2]
     assert lines[-1].startswith("PASS  in ")
     agent = root / "lab" / "agent.py"
-    agent.write_text(agent.read_text("utf-8").replace(
-        "    llm = Traced(provider)\n",
-        "    try:\n        return _run(provider, task, tools)\n    except Exception:\n"
-        "        return ''\n\n\ndef _run(provider: Provider, task: str, tools: Toolbox | None) "
-        "-> str:\n    llm = Traced(provider)\n"), "utf-8")
+    agent.write_text(
+        agent.read_text("utf-8").replace(
+            "    llm = Traced(provider)\n",
+            "    try:\n        return _run(provider, task, tools)\n    except Exception:\n"
+            "        return ''\n\n\ndef _run(provider: Provider, task: str, tools: Toolbox | None) "
+            "-> str:\n    llm = Traced(provider)\n",
+        ),
+        "utf-8",
+    )
     assert main(["check", str(root)]) == 1
     lines = capsys.readouterr().out.splitlines()
     assert lines[1].startswith("FAIL  2. A miss is loud")
-    assert lines[1].endswith("case refund-policy, call 1 of 3 ('You are a teaching assistant in "
-                             "an agent-engineering bootca…'): run() returned '' after the miss: "
-                             "a miss must raise")
+    assert lines[1].endswith(
+        "case refund-policy, call 1 of 3 ('You are a teaching assistant in "
+        "an agent-engineering bootca…'): run() returned '' after the miss: "
+        "a miss must raise"
+    )
 
 
 def test_grade_with_a_broken_rubric_exits_2(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     rubric = tmp_path / "r.toml"
-    rubric.write_text((REPO / "rubric" / "bootcamp.toml").read_text("utf-8")
-                      .replace("weight = 30", "weight = 31"), "utf-8")
+    rubric.write_text(
+        (REPO / "rubric" / "bootcamp.toml")
+        .read_text("utf-8")
+        .replace("weight = 30", "weight = 31"),
+        "utf-8",
+    )
     assert main(["grade", str(tmp_path), "--rubric", str(rubric)]) == 2
     assert "101" in capsys.readouterr().err
 
@@ -305,9 +348,15 @@ def tiny_submission(root: Path) -> Path:
 
 
 def gradekit(args: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "grader", *args], cwd=cwd,
-                          env={**os.environ, **env}, capture_output=True, text=True,
-                          timeout=600, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "grader", *args],
+        cwd=cwd,
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
 
 
 @pytest.mark.slow
@@ -320,11 +369,15 @@ def test_grade_says_which_isolation_it_uses_and_refuses_namespaces_without_bubbl
     assert done.returncode == 0, done.stderr  # graded (points lost are no failure)
     assert done.stderr.splitlines()[0] == (
         "isolation: process guard only (no bubblewrap: resource limits and an audit hook); "
-        f"{host_hold().description}")
+        f"{host_hold().description}"
+    )
     assert (tmp_path / "out" / "alice" / "report.json").is_file()
     # No bwrap on PATH (python itself is started by its full path).
-    done = gradekit(["grade", str(root), "--out", "none", "--wall", "namespaces"],
-                    tmp_path, PATH=str(tmp_path / "empty"))
+    done = gradekit(
+        ["grade", str(root), "--out", "none", "--wall", "namespaces"],
+        tmp_path,
+        PATH=str(tmp_path / "empty"),
+    )
     assert done.returncode == 2
     assert "--wall namespaces: bubblewrap (bwrap) is not installed" in done.stderr
     assert "sudo apt-get install bubblewrap" in done.stderr
@@ -333,12 +386,12 @@ def test_grade_says_which_isolation_it_uses_and_refuses_namespaces_without_bubbl
 
 @pytest.mark.parametrize("command", ["record", "run", "check", "grade"])
 def test_every_command_resolves_the_rubric_alike_and_says_so(
-    command: str, capsys: pytest.CaptureFixture[str],
+    command: str,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     """One resolver: the rubric given, else the one the lab names, else the kit's; never
     one a graded submission names (``tests/grader/cli/test_lab_rubric.py`` runs each)."""
-    parser_default = {
-        name: action.default for name, action in _subcommand_options(command).items()}
+    parser_default = {name: action.default for name, action in _subcommand_options(command).items()}
     assert parser_default["--rubric"] is None  # resolved after parsing, by resolve_rubric
     args = _subcommand_parser(command).parse_args([])
     assert callable(args.rubric_lab)
@@ -363,8 +416,11 @@ def _subcommand_options(command: str) -> dict[str, argparse.Action]:
     from grader.cli._main import _parser
 
     commands = next(a for a in _parser()._actions if isinstance(a, argparse._SubParsersAction))
-    return {option: action for action in commands.choices[command]._actions
-            for option in action.option_strings}
+    return {
+        option: action
+        for action in commands.choices[command]._actions
+        for option in action.option_strings
+    }
 
 
 def test_gradebook_merge_refuses_mismatched_headers(
@@ -373,16 +429,33 @@ def test_gradebook_merge_refuses_mismatched_headers(
     head = "submission,student,status,total,review,final,max"
     (tmp_path / "a.csv").write_text(f"{head},x,digest,reason\n")
     (tmp_path / "b.csv").write_text(f"{head},y,digest,reason\n")
-    code = main(["gradebook", "merge", str(tmp_path / "a.csv"), str(tmp_path / "b.csv"),
-                 "--out", str(tmp_path / "m.csv")])
+    code = main(
+        [
+            "gradebook",
+            "merge",
+            str(tmp_path / "a.csv"),
+            str(tmp_path / "b.csv"),
+            "--out",
+            str(tmp_path / "m.csv"),
+        ]
+    )
     assert code == 2
     assert capsys.readouterr().err.startswith("GradebookError: gradebook 2 has criteria y")
     assert not (tmp_path / "m.csv").exists()
 
 
 def test_every_command_has_help(capsys: pytest.CaptureFixture[str]) -> None:
-    commands = (["record"], ["run"], ["replay"], ["key"], ["cassette", "verify"], ["grade"],
-                ["check"], ["report", "verify"], ["gradebook", "merge"])
+    commands = (
+        ["record"],
+        ["run"],
+        ["replay"],
+        ["key"],
+        ["cassette", "verify"],
+        ["grade"],
+        ["check"],
+        ["report", "verify"],
+        ["gradebook", "merge"],
+    )
     for command in commands:
         with pytest.raises(SystemExit) as exit_:
             main([*command, "--help"])
@@ -411,17 +484,38 @@ def test_version_prints_the_installed_version(capsys: pytest.CaptureFixture[str]
 
 # The one exit-code table, as the README and docs/formats.md print it.
 EXIT_CODES = {
-    "CassetteMiss": 3, "MissingFixtureError": 3,
-    "ProviderAuthError": 4, "ProviderRateLimited": 4, "ProviderServerError": 4,
-    "ProviderTimeout": 4, "ProviderConnectionError": 4, "ProviderResponseError": 4,
+    "CassetteMiss": 3,
+    "MissingFixtureError": 3,
+    "ProviderAuthError": 4,
+    "ProviderRateLimited": 4,
+    "ProviderServerError": 4,
+    "ProviderTimeout": 4,
+    "ProviderConnectionError": 4,
+    "ProviderResponseError": 4,
     "ProviderError": 4,
-    "ProviderConfigError": 2, "UsageError": 2, "CassetteCorrupt": 2, "FixtureCorrupt": 2,
-    "CassetteCollision": 2, "CassetteLocked": 2, "SecretLeak": 2,
-    "ManifestError": 2, "RubricError": 2, "GradebookError": 2, "RecordingError": 2,
-    "ChangeLogCorrupt": 2, "DashboardUnavailable": 2, "SubmissionFileError": 2,
+    "ProviderConfigError": 2,
+    "UsageError": 2,
+    "CassetteCorrupt": 2,
+    "FixtureCorrupt": 2,
+    "CassetteCollision": 2,
+    "CassetteLocked": 2,
+    "SecretLeak": 2,
+    "ManifestError": 2,
+    "RubricError": 2,
+    "GradebookError": 2,
+    "RecordingError": 2,
+    "ChangeLogCorrupt": 2,
+    "DashboardUnavailable": 2,
+    "SubmissionFileError": 2,
     "MissingSubmissionFile": 2,
-    "CassetteError": 1, "GradekitError": 1, "IncidentCorrupt": 2, "IncidentDivergence": 3,
-    "LedgerCorrupt": 2, "MissingPackage": 1, "HandOutRefused": 1, "SubmissionTooLarge": 1,
+    "CassetteError": 1,
+    "GradekitError": 1,
+    "IncidentCorrupt": 2,
+    "IncidentDivergence": 3,
+    "LedgerCorrupt": 2,
+    "MissingPackage": 1,
+    "HandOutRefused": 1,
+    "SubmissionTooLarge": 1,
 }
 
 
@@ -446,8 +540,10 @@ def _error_classes() -> dict[str, type[GradekitError]]:
 
 
 # A drawn tree's line: rails, a branch, the class, its exit code, then what it means.
-_DRAWN = re.compile(r"^    (?P<rails>(?:[│ ]   )*)(?P<branch>[├└]── )?(?P<name>[A-Z]\w*) +"
-                    r"(?P<code>\d+)  ")
+_DRAWN = re.compile(
+    r"^    (?P<rails>(?:[│ ]   )*)(?P<branch>[├└]── )?(?P<name>[A-Z]\w*) +"
+    r"(?P<code>\d+)  "
+)
 
 
 def drawn_tree(doc: str) -> dict[str, tuple[str | None, int]]:
@@ -475,13 +571,20 @@ def test_every_error_has_its_exit_code() -> None:
     assert set(EXIT_CODES.values()) <= {code for code, _ in EXIT_TABLE}
 
 
-@pytest.mark.parametrize(("error", "code"), [
-    (RecordingError("stale"), 2), (MissingPackage("openai", packages={}), 1),
-    (CassetteMiss("miss", cassette="c.json", key="k", prompt="p"), 3),
-    (ProviderTimeout("slow"), 4), (ProviderConfigError("no key"), 2),
-])
+@pytest.mark.parametrize(
+    ("error", "code"),
+    [
+        (RecordingError("stale"), 2),
+        (MissingPackage("openai", packages={}), 1),
+        (CassetteMiss("miss", cassette="c.json", key="k", prompt="p"), 3),
+        (ProviderTimeout("slow"), 4),
+        (ProviderConfigError("no key"), 2),
+    ],
+)
 def test_the_command_line_exits_with_the_error_s_own_code(
-    error: GradekitError, code: int, monkeypatch: pytest.MonkeyPatch,
+    error: GradekitError,
+    code: int,
+    monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     def fail(args: argparse.Namespace) -> int:
@@ -498,10 +601,13 @@ def test_every_error_is_drawn_under_its_real_parent_with_its_code() -> None:
     """The kit's tree (gradekit._exceptions) draws its errors, the grader's
     (grader._errors) the grader's: each class, its real parent and its exit code."""
     classes = _error_classes()
-    kit, grader_tree = drawn_tree(exceptions_module.__doc__ or ""), \
-        drawn_tree(errors_module.__doc__ or "")
-    assert {n for n, c in classes.items() if c.__module__.partition(".")[0] == "gradekit"} \
-        == set(kit)  # the kit draws only its own
+    kit, grader_tree = (
+        drawn_tree(exceptions_module.__doc__ or ""),
+        drawn_tree(errors_module.__doc__ or ""),
+    )
+    assert {n for n, c in classes.items() if c.__module__.partition(".")[0] == "gradekit"} == set(
+        kit
+    )  # the kit draws only its own
     for name in set(kit) & set(grader_tree):  # the kit's, drawn where the grader hangs on
         assert grader_tree[name] == kit[name], name
     drawn = {**kit, **grader_tree}
@@ -531,15 +637,20 @@ def test_nothing_points_at_a_document_outside_the_repository() -> None:
     """Messages students read once said "see DESIGN's format", a file they do not have."""
     root = Path(__file__).resolve().parents[3]
     folders = ("grader", "gradekit", "lab", "docs", "rubric")
-    files = [p for folder in folders for p in (root / folder).rglob("*")
-             if p.suffix in (".py", ".md", ".toml")] + [root / "README.md"]
+    files = [
+        p
+        for folder in folders
+        for p in (root / folder).rglob("*")
+        if p.suffix in (".py", ".md", ".toml")
+    ] + [root / "README.md"]
     assert [p.name for p in files if "DESIGN" in p.read_text("utf-8")] == []
     assert (root / "docs" / "formats.md").is_file()
 
 
 @pytest.mark.slow
 def test_a_folder_that_is_no_submission_is_ungradable_and_the_batch_exits_1(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     """A zip download's wrapper folder was once "graded" 0.00 with exit 0."""
     batch = tmp_path / "batch"
@@ -552,10 +663,15 @@ def test_a_folder_that_is_no_submission_is_ungradable_and_the_batch_exits_1(
     assert main(["grade", str(batch), "--out", str(out), "--jobs", "1"]) == 1
 
     shown = capsys.readouterr().out
-    rows = {row["submission"]: row for row in csv.DictReader(
-        (out / "gradebook.csv").read_text("utf-8").splitlines())}
+    rows = {
+        row["submission"]: row
+        for row in csv.DictReader((out / "gradebook.csv").read_text("utf-8").splitlines())
+    }
     assert {name: row["status"] for name, row in rows.items()} == {
-        "alice": "graded", "bob": "ungradable", "carol": "ungradable"}
+        "alice": "graded",
+        "bob": "ungradable",
+        "carol": "ungradable",
+    }
     assert rows["alice"]["total"] == "100.00"
     assert "one folder deeper, in bob/bob-main/" in rows["bob"]["reason"]
     assert "not a submission" in rows["carol"]["reason"]
@@ -572,17 +688,21 @@ def test_the_command_lines_docstring_names_every_command_and_its_module() -> Non
     doc = main_module.__doc__ or ""
     commands = next(a for a in _parser()._actions if isinstance(a, argparse._SubParsersAction))
     assert [name for name in commands.choices if name not in doc] == []
-    groups = sorted(p.stem for p in Path(main_module.__file__).parent.glob("_*.py")
-                    if p.stem not in ("__init__", "_main"))
+    groups = sorted(
+        p.stem
+        for p in Path(main_module.__file__).parent.glob("_*.py")
+        if p.stem not in ("__init__", "_main")
+    )
     assert [g for g in groups if f"``{g}``" not in doc] == []
 
 
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="no CPU affinity here")
 def test_grade_runs_one_worker_more_than_the_cores_it_may_use() -> None:
     """--jobs defaults to the CPUs this process may run on (not the machine's), plus one."""
-    probe = ("import os; os.sched_setaffinity(0, {min(os.sched_getaffinity(0))}); "
-             "from grader.cli._main import _parser; "
-             "print(_parser().parse_args(['grade']).jobs)")
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
-                          check=True)
+    probe = (
+        "import os; os.sched_setaffinity(0, {min(os.sched_getaffinity(0))}); "
+        "from grader.cli._main import _parser; "
+        "print(_parser().parse_args(['grade']).jobs)"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert done.stdout.split() == ["2"]

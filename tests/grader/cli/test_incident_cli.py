@@ -50,11 +50,27 @@ def root(tmp_path: Path) -> Path:
     return folder
 
 
-def record(root: Path, out: Path, *extra: str, agent: str = "lab.refunds:run_buggy",
-           tools: str | None = "lab.refunds:TOOLS",
-           provider: str = "incident_fakes:says_yes") -> int:
-    argv = ["incident", "record", "--agent", agent, "--out", str(out), "--provider", provider,
-            "--root", str(root), *extra]
+def record(
+    root: Path,
+    out: Path,
+    *extra: str,
+    agent: str = "lab.refunds:run_buggy",
+    tools: str | None = "lab.refunds:TOOLS",
+    provider: str = "incident_fakes:says_yes",
+) -> int:
+    argv = [
+        "incident",
+        "record",
+        "--agent",
+        agent,
+        "--out",
+        str(out),
+        "--provider",
+        provider,
+        "--root",
+        str(root),
+        *extra,
+    ]
     if tools is not None:
         argv += ["--tools", tools]
     if "--case" not in extra:
@@ -63,40 +79,48 @@ def record(root: Path, out: Path, *extra: str, agent: str = "lab.refunds:run_bug
 
 
 def test_record_writes_the_incident_and_tells_each_crossing_as_it_happens(
-        root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = tmp_path / "incidents" / "refund.jsonl"
     assert record(root, out) == EXIT_OK
     captured = capsys.readouterr()
     assert captured.out == "refunded 960.00 euros to chen (purchase 3)\n"
     lines = captured.err.splitlines()
     assert lines[0] == f"recording refund with fake:yes -> {out}"
-    assert lines[1].startswith('    #0 read refund_terms {"requested_on":"2025-03-20",'
-                               '"student":"chen"} -> {"cohort":"2025-spring","day":73,')
-    assert lines[2].startswith('    #1 model model ') and '-> "YES, grant it."' in lines[2]
+    assert lines[1].startswith(
+        '    #0 read refund_terms {"requested_on":"2025-03-20",'
+        '"student":"chen"} -> {"cohort":"2025-spring","day":73,'
+    )
+    assert lines[2].startswith("    #1 model model ") and '-> "YES, grant it."' in lines[2]
     assert lines[3].startswith('    #2 action issue_refund {"amount_cents":96000,')
     assert "[ran]" in lines[3]
-    assert lines[4].startswith("done: 3 crossing(s) (1 model, 1 read, 1 action; 1 action(s) "
-                               "ran) recorded from fake:yes in ")
+    assert lines[4].startswith(
+        "done: 3 crossing(s) (1 model, 1 read, 1 action; 1 action(s) "
+        "ran) recorded from fake:yes in "
+    )
     incident = read_incident(out)
     assert (incident.case, incident.task, incident.provider) == ("refund", TASK, "fake:yes")
     assert [e.kind for e in incident.envelopes] == ["read", "model", "action"]
 
 
 def test_an_incident_recorded_by_the_cli_replays_as_a_cut_point_test(
-        root: Path, tmp_path: Path) -> None:
+    root: Path, tmp_path: Path
+) -> None:
     out = tmp_path / "refund.jsonl"
     assert record(root, out) == EXIT_OK
     plan = Plan.of({"issue_refund"})
     assert replay_incident(out, refunds.run, plan=plan, tools=refunds.TOOLS).actions() == []
-    assert len(replay_incident(out, refunds.run_buggy, plan=plan,
-                               tools=refunds.TOOLS).actions()) == 1
+    assert (
+        len(replay_incident(out, refunds.run_buggy, plan=plan, tools=refunds.TOOLS).actions()) == 1
+    )
 
 
-def test_record_takes_the_task_and_the_case_from_the_rubric(
-        root: Path, tmp_path: Path) -> None:
+def test_record_takes_the_task_and_the_case_from_the_rubric(root: Path, tmp_path: Path) -> None:
     out = tmp_path / "case.jsonl"
-    assert record(root, out, "--case", "refund-policy", agent="incident_fakes:asks_once",
-                  tools=None) == EXIT_OK
+    assert (
+        record(root, out, "--case", "refund-policy", agent="incident_fakes:asks_once", tools=None)
+        == EXIT_OK
+    )
     incident = read_incident(out)
     [case] = [c for c in load_cases(KIT_RUBRIC) if c.id == "refund-policy"]
     assert (incident.case, incident.task) == ("refund-policy", case.task)
@@ -104,7 +128,8 @@ def test_record_takes_the_task_and_the_case_from_the_rubric(
 
 
 def test_an_existing_incident_is_refused_with_the_fix_and_left_as_it_is(
-        root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = tmp_path / "refund.jsonl"
     assert record(root, out) == EXIT_OK
     before = out.read_bytes()
@@ -117,15 +142,28 @@ def test_an_existing_incident_is_refused_with_the_fix_and_left_as_it_is(
     assert out.read_bytes() == before
 
 
-@pytest.mark.parametrize(("extra", "agent", "provider", "message"), [
-    (("--case", "no-such-case"), "incident_fakes:asks_once", "incident_fakes:says_yes",
-     "unknown case no-such-case; the rubric has refund-policy"),
-    ((), "lab.refunds:nothing", "incident_fakes:says_yes", "lab.refunds defines no 'nothing'"),
-    ((), "lab.refunds:run_buggy", "incident_fakes:not_a_provider", "returned int"),
-])
+@pytest.mark.parametrize(
+    ("extra", "agent", "provider", "message"),
+    [
+        (
+            ("--case", "no-such-case"),
+            "incident_fakes:asks_once",
+            "incident_fakes:says_yes",
+            "unknown case no-such-case; the rubric has refund-policy",
+        ),
+        ((), "lab.refunds:nothing", "incident_fakes:says_yes", "lab.refunds defines no 'nothing'"),
+        ((), "lab.refunds:run_buggy", "incident_fakes:not_a_provider", "returned int"),
+    ],
+)
 def test_a_bad_flag_is_a_usage_error_and_writes_no_file(
-        root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: tuple[str, ...],
-        agent: str, provider: str, message: str) -> None:
+    root: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    extra: tuple[str, ...],
+    agent: str,
+    provider: str,
+    message: str,
+) -> None:
     out = tmp_path / "bad.jsonl"
     assert record(root, out, *extra, agent=agent, provider=provider) == EXIT_USAGE
     assert message in capsys.readouterr().err
@@ -139,18 +177,27 @@ def test_task_and_case_together_are_refused_by_the_parser(root: Path, tmp_path: 
 
 
 def test_a_failing_crossing_is_recorded_and_the_run_exits_1(
-        root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = tmp_path / "broken.jsonl"
-    assert record(root, out, agent="incident_fakes:reads_a_broken_table",
-                  tools="incident_fakes:BROKEN") == EXIT_FAILED
+    assert (
+        record(
+            root, out, agent="incident_fakes:reads_a_broken_table", tools="incident_fakes:BROKEN"
+        )
+        == EXIT_FAILED
+    )
     err = capsys.readouterr().err
-    assert "    #1 read broken {\"table\":\"refunds\"} !! ConnectionError: the course " \
-           "database is down" in err
+    assert (
+        '    #1 read broken {"table":"refunds"} !! ConnectionError: the course '
+        "database is down" in err
+    )
     assert "the agent raised ConnectionError: the course database is down" in err
     assert "done: 2 crossing(s) (1 model, 1 read; 0 action(s) ran) recorded in" in err
     assert main(["incident", "show", str(out)]) == EXIT_OK
-    assert "#1  read   broken  {\"table\":\"refunds\"}  !! ConnectionError: the course " \
-           "database is down" in capsys.readouterr().out
+    assert (
+        '#1  read   broken  {"table":"refunds"}  !! ConnectionError: the course '
+        "database is down" in capsys.readouterr().out
+    )
 
 
 # -- show ---------------------------------------------------------------------------------------
@@ -171,7 +218,8 @@ crossings 3: 1 model, 1 read, 1 action (1 ran)
 
 
 def test_show_prints_the_timeline_the_same_every_time(
-        root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = tmp_path / "refund.jsonl"
     assert record(root, out) == EXIT_OK
     capsys.readouterr()
@@ -184,7 +232,8 @@ def test_show_prints_the_timeline_the_same_every_time(
 
 
 def test_show_reports_a_torn_last_line_and_every_earlier_crossing(
-        root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = tmp_path / "refund.jsonl"
     assert record(root, out) == EXIT_OK
     out.write_bytes(out.read_bytes()[:-25])
@@ -197,7 +246,8 @@ def test_show_reports_a_torn_last_line_and_every_earlier_crossing(
 
 
 def test_show_of_a_missing_or_corrupt_file_is_a_usage_error(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["incident", "show", str(tmp_path / "none.jsonl")]) == EXIT_USAGE
     assert "no incident at" in capsys.readouterr().err
     bad = tmp_path / "bad.jsonl"
@@ -215,15 +265,20 @@ def test_the_shipped_incident_shows_the_unsafe_refund(capsys: pytest.CaptureFixt
     assert '#2  action  issue_refund  {"amount_cents":96000,' in out and "[ran]" in out
 
 
-@pytest.mark.parametrize(("line", "why"), [
-    (b"[" * 200_000 + b"]" * 200_000, "nested too deep"),  # the decoder's recursion limit
-    (b'{"index": ' + b"9" * 5000 + b"}", "a number too long"),  # int's digit limit
-])
+@pytest.mark.parametrize(
+    ("line", "why"),
+    [
+        (b"[" * 200_000 + b"]" * 200_000, "nested too deep"),  # the decoder's recursion limit
+        (b'{"index": ' + b"9" * 5000 + b"}", "a number too long"),  # int's digit limit
+    ],
+)
 def test_show_of_a_hostile_line_is_a_corrupt_incident_not_a_traceback(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str], line: bytes, why: str) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], line: bytes, why: str
+) -> None:
     hostile = tmp_path / "hostile.jsonl"
-    hostile.write_bytes(b'{"case":"x","format":"gradekit.incident/1","provider":"","task":"t"}\n'
-                        + line + b"\n")
+    hostile.write_bytes(
+        b'{"case":"x","format":"gradekit.incident/1","provider":"","task":"t"}\n' + line + b"\n"
+    )
     assert main(["incident", "show", str(hostile)]) == EXIT_USAGE
     err = capsys.readouterr().err
     assert err.startswith("IncidentCorrupt: ") and f"hostile.jsonl:2: {why}" in err

@@ -20,13 +20,13 @@ from tests.submissions import REFERENCE, echo_provider, gradekit_in_process
 
 pytestmark = pytest.mark.slow
 
-AGENT = '''
+AGENT = """
 from gradekit import Traced
 
 
 def run(provider, task):
     return Traced(provider).complete("Greet the visitor: " + task).strip()
-'''
+"""
 ECHO = echo_provider("Hello! You said: ", 40)
 MANIFEST = """\
 [project]
@@ -38,11 +38,11 @@ agent = "desk.agent:run"
 replay = "gradekit:Replay"
 rubric = "course/desk.toml"
 """
-CASE = '''[[case]]
+CASE = """[[case]]
 id = "greet"
 task = "A visitor walks in and says good morning."
 
-'''
+"""
 
 
 def _rubric(version: int = 1) -> str:
@@ -69,13 +69,24 @@ def _lab(root: Path) -> Path:
 @pytest.fixture
 def lab(tmp_path: Path) -> Path:
     root = _lab(tmp_path / "desk-lab")
-    assert gradekit_in_process("record", "--root", str(root), "--provider", "echo:provider",
-                               "--quiet", modules=("echo",)) == 0
+    assert (
+        gradekit_in_process(
+            "record",
+            "--root",
+            str(root),
+            "--provider",
+            "echo:provider",
+            "--quiet",
+            modules=("echo",),
+        )
+        == 0
+    )
     return root
 
 
 def test_record_and_check_use_the_rubric_the_lab_names(
-        lab: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    lab: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert sorted(p.name for p in (lab / "cassettes").iterdir()) == ["greet.json"]
     capsys.readouterr()
     gradekit_in_process("check", str(lab), "--wall", "process")
@@ -85,7 +96,8 @@ def test_record_and_check_use_the_rubric_the_lab_names(
 
 
 def test_the_instructors_folder_names_the_rubric_a_cohort_is_graded_on(
-        lab: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    lab: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Graded from the lab's own folder, each student on the lab's rubric; the student who
     edited their copy of it is graded on the instructor's all the same, and told so."""
     subs = tmp_path / "submissions"
@@ -94,13 +106,19 @@ def test_the_instructors_folder_names_the_rubric_a_cohort_is_graded_on(
     edited = subs / "ben" / "course" / "desk.toml"
     edited.write_text(_rubric(version=7), "utf-8")
     monkeypatch.chdir(lab)
-    assert gradekit_in_process("grade", str(subs), "--out", str(tmp_path / "grades"),
-                               "--wall", "process", "--quiet") == 0
+    assert (
+        gradekit_in_process(
+            "grade", str(subs), "--out", str(tmp_path / "grades"), "--wall", "process", "--quiet"
+        )
+        == 0
+    )
     reports: dict[str, dict[str, Any]] = {
         name: json.loads((tmp_path / "grades" / name / "report.json").read_bytes())
-        for name in ("ana", "ben")}
+        for name in ("ana", "ben")
+    }
     assert [(r["rubric"]["id"], r["rubric"]["version"]) for r in reports.values()] == [
-        ("greeting-desk", 1)] * 2
+        ("greeting-desk", 1)
+    ] * 2
     assert reports["ana"]["findings"] == []
     (finding,) = reports["ben"]["findings"]
     assert finding.startswith("the manifest names rubric = course/desk.toml (greeting-desk v7)")
@@ -109,22 +127,36 @@ def test_the_instructors_folder_names_the_rubric_a_cohort_is_graded_on(
 
 
 def test_a_lab_for_other_cases_without_a_rubric_is_refused_with_the_fix(
-        lab: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    lab: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     manifest = lab / "pyproject.toml"
     manifest.write_text(MANIFEST.replace('rubric = "course/desk.toml"\n', ""), "utf-8")
     assert gradekit_in_process("check", str(lab), "--wall", "process") == 2
     said = capsys.readouterr().err
-    assert "names no rubric, and its recordings (greet) are for cases the kit's own rubric " \
+    assert (
+        "names no rubric, and its recordings (greet) are for cases the kit's own rubric "
         "does not have" in said
+    )
     assert 'rubric = "rubric/lab.toml"' in said and "--rubric FILE" in said
 
 
 def test_a_rubric_the_lab_names_that_is_not_there_is_a_usage_error(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     root = _lab(tmp_path / "desk-lab")
     (root / "course" / "desk.toml").unlink()
-    assert gradekit_in_process("record", "--root", str(root), "--provider", "echo:provider",
-                               "--quiet", modules=("echo",)) == 2
+    assert (
+        gradekit_in_process(
+            "record",
+            "--root",
+            str(root),
+            "--provider",
+            "echo:provider",
+            "--quiet",
+            modules=("echo",),
+        )
+        == 2
+    )
     said = capsys.readouterr().err
     assert "rubric = 'course/desk.toml' names no file" in said
     assert not (root / "cassettes").exists()  # nothing was recorded against another rubric
@@ -132,8 +164,12 @@ def test_a_rubric_the_lab_names_that_is_not_there_is_a_usage_error(
 
 @pytest.mark.parametrize("how", ["check", "stretch"])
 def test_checking_another_folder_never_imports_its_rubrics_own_checks(
-        lab: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
-        monkeypatch: pytest.MonkeyPatch, how: str) -> None:
+    lab: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    how: str,
+) -> None:
     """A rubric's custom check, or its own stretch goal's evidence, is imported into the
     process that loads it: ``check`` takes such a rubric from the folder it runs in, never
     from another folder it is pointed at."""
@@ -141,11 +177,15 @@ def test_checking_another_folder_never_imports_its_rubrics_own_checks(
     marker = tmp_path / "imported"
     (lab / "course" / "__init__.py").write_text("", "utf-8")
     (lab / "course" / "checks.py").write_text(
-        f"import pathlib\npathlib.Path({str(marker)!r}).touch()\n", "utf-8")
+        f"import pathlib\npathlib.Path({str(marker)!r}).touch()\n", "utf-8"
+    )
     text = rubric.read_text("utf-8")
-    rubric.write_text(text.replace('check = "written_summary"', 'check = "course.checks:summary"')
-                      if how == "check" else text + '\n[[stretch]]\nid = "desk-goal"\n'
-                      'evidence = "course.checks:evidence"\n', "utf-8")
+    rubric.write_text(
+        text.replace('check = "written_summary"', 'check = "course.checks:summary"')
+        if how == "check"
+        else text + '\n[[stretch]]\nid = "desk-goal"\nevidence = "course.checks:evidence"\n',
+        "utf-8",
+    )
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)

@@ -35,7 +35,8 @@ def submission(tmp_path: Path) -> Path:
     root = tmp_path / "alice"
     shutil.copytree(REFERENCE / "lab", root / "lab", ignore=shutil.ignore_patterns("__pycache__"))
     (root / "pyproject.toml").write_text('[tool.gradekit]\nagent = "lab.agent:run"\n', "utf-8")
-    (root / "stalling.py").write_text(textwrap.dedent('''
+    (root / "stalling.py").write_text(
+        textwrap.dedent('''
         import time
 
         class Stalling:
@@ -53,15 +54,21 @@ def submission(tmp_path: Path) -> Path:
 
         def provider():
             return Stalling()
-        '''), "utf-8")
+        '''),
+        "utf-8",
+    )
     return root
 
 
 def test_record_shows_each_call_and_each_retry_and_is_quiet_on_request(
-    submission: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+    submission: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
-    with Loopback(error(429, "slow down", retry_after="0"),
-                  default=answer("Counts passing submissions per student.")) as server:
+    with Loopback(
+        error(429, "slow down", retry_after="0"),
+        default=answer("Counts passing submissions per student."),
+    ) as server:
         monkeypatch.setenv("GRADEKIT_PROVIDER", "openai-compatible")
         monkeypatch.setenv("GRADEKIT_BASE_URL", server.openai_url)
         monkeypatch.setenv("GRADEKIT_MODEL", "tiny")
@@ -74,8 +81,9 @@ def test_record_shows_each_call_and_each_retry_and_is_quiet_on_request(
 
     assert "    retry: HTTP 429 (rate limited): waiting 0.0s before attempt 2 of 5" in first
     live = re.findall(r"^    call \d+: [0-9a-f]{16} live, \d+\.\ds$", first, re.MULTILINE)
-    served = re.findall(r"^    call \d+: [0-9a-f]{16} from cassette, \d+\.\ds$", second,
-                        re.MULTILINE)
+    served = re.findall(
+        r"^    call \d+: [0-9a-f]{16} from cassette, \d+\.\ds$", second, re.MULTILINE
+    )
     assert len(live) == len(served) == 3
     assert "    call" not in quiet and "retry" not in quiet
     assert "done: 0 answers recorded live" in quiet
@@ -84,10 +92,19 @@ def test_record_shows_each_call_and_each_retry_and_is_quiet_on_request(
 def test_ctrl_c_in_record_says_what_was_kept_and_exits_130(submission: Path) -> None:
     """A real SIGINT while the second prompt waits on the provider: one line, no traceback,
     and the first answer is in the cassette for the next run to serve."""
-    command = [str(Path(sys.executable).with_name("gradekit")), "record", "--root",
-               str(submission), "--case", CASE, "--provider", "stalling:provider"]
-    process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True,
-                               env={**os.environ, "PYTHONPATH": ""})
+    command = [
+        str(Path(sys.executable).with_name("gradekit")),
+        "record",
+        "--root",
+        str(submission),
+        "--case",
+        CASE,
+        "--provider",
+        "stalling:provider",
+    ]
+    process = subprocess.Popen(
+        command, stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": ""}
+    )
     assert process.stderr is not None
     seen = ""
     deadline = time.monotonic() + 60
@@ -102,11 +119,12 @@ def test_ctrl_c_in_record_says_what_was_kept_and_exits_130(submission: Path) -> 
     assert rest.strip().splitlines() == [
         f"interrupted: the 1 answers recorded live so far are kept in {submission}/cassettes/; "
         "run the same command again to resume (what is recorded is served from the cassettes, "
-        "not asked again)"]
+        "not asked again)"
+    ]
     assert len(Replay(submission / "cassettes" / f"{CASE}.json")) == 1
 
 
-SLOW_ON_REFUNDS = '''
+SLOW_ON_REFUNDS = """
 
 _run = run
 
@@ -117,12 +135,13 @@ def run(provider, task, tools=None):
     if "refund" in task:  # a timed wait is real (a time.sleep would cost no wall time)
         threading.Event().wait(1)
     return _run(provider, task, tools)
-'''
+"""
 
 
 @pytest.mark.slow
 def test_grade_tells_each_row_with_an_estimate_and_a_heartbeat_names_the_running_case(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(_batch, "HEARTBEAT_S", 0.3)
     subs = tmp_path / "subs"
@@ -132,10 +151,16 @@ def test_grade_tells_each_row_with_an_estimate_and_a_heartbeat_names_the_running
     told: list[tuple[int, int, str, str]] = []
     beats: list[tuple[str, str]] = []
 
-    rows = grade_batch(discover([subs]), load_rubric(KIT_RUBRIC), out=tmp_path / "out", jobs=1,
-                       progress=lambda done, total, row, elapsed: told.append(
-                           (done, total, row.submission, row.total)),
-                       heartbeat=lambda folder, seconds, case: beats.append((folder, case)))
+    rows = grade_batch(
+        discover([subs]),
+        load_rubric(KIT_RUBRIC),
+        out=tmp_path / "out",
+        jobs=1,
+        progress=lambda done, total, row, elapsed: told.append(
+            (done, total, row.submission, row.total)
+        ),
+        heartbeat=lambda folder, seconds, case: beats.append((folder, case)),
+    )
 
     assert [row.total for row in rows] == ["100.00", "100.00"]
     assert told == [(1, 2, "alice", "100.00"), (2, 2, "bob", "100.00")]
@@ -146,8 +171,16 @@ def test_grade_tells_each_row_with_an_estimate_and_a_heartbeat_names_the_running
 def test_the_progress_line_has_counts_the_row_elapsed_time_and_an_estimate(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    row = GradebookRow(submission="alice", student="alice", status="graded", total="96.00",
-                       max="100.00", criteria={}, digest="d", reason="")
+    row = GradebookRow(
+        submission="alice",
+        student="alice",
+        status="graded",
+        total="96.00",
+        max="100.00",
+        criteria={},
+        digest="d",
+        reason="",
+    )
     print_progress(1, 4, row, 2.0)
     print_progress(4, 4, row, 125.0)
     print_heartbeat("bob", 75.0, "refund-policy")
@@ -160,22 +193,29 @@ def test_the_progress_line_has_counts_the_row_elapsed_time_and_an_estimate(
 
 def _printed_commands(text: str) -> list[str]:
     """Every command a message or a report tells the student to run, in backticks."""
-    return sorted(set(re.findall(
-        r"`((?:[A-Z_]+=\S+ )*(?:make [a-z]+|\.venv/bin/gradekit)\b[^`]*)`", text)))
+    return sorted(
+        set(re.findall(r"`((?:[A-Z_]+=\S+ )*(?:make [a-z]+|\.venv/bin/gradekit)\b[^`]*)`", text))
+    )
 
 
 @pytest.mark.parametrize("breakage", ["prompt_changed", "fixture_missing", "cassette_missing"])
 @pytest.mark.slow
 def test_every_printed_fix_command_works_as_printed(
-    breakage: str, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    breakage: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     """Run each command exactly as the check or the miss printed it (a live provider on
     loopback): it succeeds, and afterwards the case replays."""
     root = as_installed(make_submission(tmp_path / "alice"))
     if breakage == "prompt_changed":
         agent = root / "lab" / "agent.py"
-        agent.write_text(agent.read_text("utf-8").replace(
-            "You are a teaching assistant", "You are a helpful teaching assistant", 1), "utf-8")
+        agent.write_text(
+            agent.read_text("utf-8").replace(
+                "You are a teaching assistant", "You are a helpful teaching assistant", 1
+            ),
+            "utf-8",
+        )
         assert main(["check", str(root), "--wall", "process"]) == 1
     else:
         folder = "fixtures" if breakage == "fixture_missing" else "cassettes"
@@ -186,11 +226,21 @@ def test_every_printed_fix_command_works_as_printed(
     assert commands, shown
     env = {**os.environ, "PYTHONPATH": "", "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin"}
     with Loopback(default=answer("A recorded answer.")) as server:
-        env |= {"GRADEKIT_PROVIDER": "openai-compatible", "GRADEKIT_MODEL": "tiny",
-                "GRADEKIT_BASE_URL": server.openai_url}
+        env |= {
+            "GRADEKIT_PROVIDER": "openai-compatible",
+            "GRADEKIT_MODEL": "tiny",
+            "GRADEKIT_BASE_URL": server.openai_url,
+        }
         for command in commands:
-            done = subprocess.run(["bash", "-c", command], cwd=root, env=env,
-                                  capture_output=True, text=True, timeout=120, check=False)
+            done = subprocess.run(
+                ["bash", "-c", command],
+                cwd=root,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=120,
+                check=False,
+            )
             assert done.returncode == 0, (command, done.stderr)
     if breakage == "prompt_changed":  # the one recording run first, with the cassettes' provider
         assert "GRADEKIT_PROVIDER=llamacpp make record" in commands

@@ -43,8 +43,14 @@ REASON = "asked again after upgrading the SDK"
 @pytest.fixture(autouse=True)
 def no_provider(monkeypatch: pytest.MonkeyPatch) -> None:
     """An SDK lab needs no provider and no key: none is configured."""
-    for name in ("GRADEKIT_PROVIDER", "GRADEKIT_MODEL", "GRADEKIT_BASE_URL", "GRADEKIT_API_KEY",
-                 "OPENAI_API_KEY", "GRADEKIT_DEBUG"):
+    for name in (
+        "GRADEKIT_PROVIDER",
+        "GRADEKIT_MODEL",
+        "GRADEKIT_BASE_URL",
+        "GRADEKIT_API_KEY",
+        "OPENAI_API_KEY",
+        "GRADEKIT_DEBUG",
+    ):
         monkeypatch.delenv(name, raising=False)
 
 
@@ -86,8 +92,12 @@ def http_files(root: Path) -> dict[str, bytes]:
 def test_the_volatile_loopback_gives_every_answer_a_new_id_time_and_request_id() -> None:
     with Loopback(volatile=True) as server:
         client = openai.OpenAI(base_url=server.openai_url, api_key="k", max_retries=0)
-        raws = [client.chat.completions.with_raw_response.create(
-            model="m", messages=[{"role": "user", "content": "hi"}]) for _ in range(2)]
+        raws = [
+            client.chat.completions.with_raw_response.create(
+                model="m", messages=[{"role": "user", "content": "hi"}]
+            )
+            for _ in range(2)
+        ]
     first, second = (raw.parse() for raw in raws)
     assert first.choices[0].message.content == second.choices[0].message.content == SAME
     assert first.id != second.id
@@ -104,15 +114,18 @@ def test_the_summary_names_the_http_cassettes_the_base_url_and_the_git_add(
     assert said.code == 0, said.err
     assert sorted(http_files(root)) == [f"{case}.http.json" for case in CASES]
     for number, case in enumerate(CASES, 1):
-        assert f"[{number}/2] {case}: 0 live, 0 from cassette, SDK requests 3 live, 0 from " \
-               "cassette, " in said.err
+        assert (
+            f"[{number}/2] {case}: 0 live, 0 from cassette, SDK requests 3 live, 0 from "
+            "cassette, " in said.err
+        )
         assert said.err.count(f"s -> {root}/cassettes/{case}.http.json\n") == 1
         assert f"cassettes/{case}.json" not in said.err  # never written: no complete() call
     assert "unconfigured" not in said.err
     assert "answers" not in said.last  # no complete() call: no provider to name
     assert said.last == (
         f"done: 6 SDK requests recorded live, 0 served from cassettes (base URL "
-        f"{server.openai_url}). Commit cassettes/: git -C {root} add cassettes")
+        f"{server.openai_url}). Commit cassettes/: git -C {root} add cassettes"
+    )
 
 
 def test_rerecording_the_same_answers_with_new_ids_keeps_every_byte_and_logs_nothing(
@@ -127,8 +140,9 @@ def test_rerecording_the_same_answers_with_new_ids_keeps_every_byte_and_logs_not
         assert len(server.requests) == 12  # every request asked again, answered anew
     assert said.code == 0, said.err
     assert said.err.count(": 0 added, 0 removed, 0 changed, 3 unchanged\n") == 2, said.err
-    assert {name: data for name, data in http_files(root).items()
-            if not name.endswith(".previous.json")} == before
+    assert {
+        name: data for name, data in http_files(root).items() if not name.endswith(".previous.json")
+    } == before
     assert not (root / "DATASET_CHANGES.md").exists()
     assert said.last.endswith(f"Commit cassettes/: git -C {root} add cassettes")
 
@@ -145,10 +159,14 @@ def test_one_changed_answer_is_one_changed_key_logged_as_http_and_the_grader_acc
         said = record(root, "--rerecord", "--reason", REASON)
     assert said.code == 0, said.err
     changed = root / "cassettes" / "refund-policy.http.json"
-    assert f"http diff {root}/cassettes/refund-policy.http.previous.json -> {changed}: " \
-           "0 added, 0 removed, 1 changed, 2 unchanged" in said.err
-    assert f"-> {root}/cassettes/sql-explain.http.json: 0 added, 0 removed, 0 changed, " \
-           "3 unchanged" in said.err
+    assert (
+        f"http diff {root}/cassettes/refund-policy.http.previous.json -> {changed}: "
+        "0 added, 0 removed, 1 changed, 2 unchanged" in said.err
+    )
+    assert (
+        f"-> {root}/cassettes/sql-explain.http.json: 0 added, 0 removed, 0 changed, "
+        "3 unchanged" in said.err
+    )
     assert f'\n    +          "content": "{verdict}",\n' in said.err  # the answer's diff...
     assert "chatcmpl-" not in said.err and "x-request-id" not in said.err  # ...not the ids
     [change] = read_changes(root / "DATASET_CHANGES.md")
@@ -161,8 +179,8 @@ def test_one_changed_answer_is_one_changed_key_logged_as_http_and_the_grader_acc
     assert problem is None
     assert "cassettes/refund-policy.http.json as logged" in basis and slot.split("#")[0] in basis
     assert said.last.endswith(
-        f"Commit cassettes/ and DATASET_CHANGES.md: git -C {root} add cassettes "
-        "DATASET_CHANGES.md")
+        f"Commit cassettes/ and DATASET_CHANGES.md: git -C {root} add cassettes DATASET_CHANGES.md"
+    )
     # The printed command works as printed in a clone (the kit's .gitignore): it stages what
     # was written, and not the copies kept for review.
     subprocess.run(["git", "init", "-q", str(root)], check=True)
@@ -170,10 +188,17 @@ def test_one_changed_answer_is_one_changed_key_logged_as_http_and_the_grader_acc
     assert len(list(root.glob("cassettes/*.previous.json"))) == 2
     command = said.last.split(": ", 2)[-1]
     subprocess.run(shlex.split(command), check=True)
-    staged = subprocess.run(["git", "-C", str(root), "diff", "--cached", "--name-only"],
-                            check=True, capture_output=True, text=True).stdout.split()
-    assert staged == ["DATASET_CHANGES.md", "cassettes/refund-policy.http.json",
-                      "cassettes/sql-explain.http.json"]
+    staged = subprocess.run(
+        ["git", "-C", str(root), "diff", "--cached", "--name-only"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.split()
+    assert staged == [
+        "DATASET_CHANGES.md",
+        "cassettes/refund-policy.http.json",
+        "cassettes/sql-explain.http.json",
+    ]
 
 
 def test_a_change_that_cannot_be_logged_is_undone_and_every_case_is_still_recorded(
@@ -192,36 +217,44 @@ def test_a_change_that_cannot_be_logged_is_undone_and_every_case_is_still_record
     assert http_files(root) == before  # each file is back as it was, no .previous left
     assert not list(root.rglob("*.previous.json"))
     assert said.err.count(" is back as it was before this run\n") == 2
-    assert said.last.startswith("UsageError: could not log the re-recording of refund-policy, "
-                                "sql-explain in ")
+    assert said.last.startswith(
+        "UsageError: could not log the re-recording of refund-policy, sql-explain in "
+    )
     assert said.last.endswith("fix the change log and run the same command again.")
     done = said.err.rstrip("\n").split("\n")[-2]
     assert done.startswith("done: 6 SDK requests recorded live") and "DATASET_CHANGES" not in done
 
 
-def test_the_last_line_names_fixtures_when_the_agent_used_tools(tmp_path: Path,
-                                                                monkeypatch: pytest.MonkeyPatch,
-                                                                ) -> None:
+def test_the_last_line_names_fixtures_when_the_agent_used_tools(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     root = tmp_path / "tools"
     (root / "lab").mkdir(parents=True)
     (root / "lab" / "__init__.py").write_text("", "utf-8")
     (root / "lab" / "tools.py").write_text(
         "from gradekit import Tools\n\nTOOLS = Tools()\n"
-        "TOOLS.read_only('count', lambda text: len(text.split()))\n", "utf-8")
+        "TOOLS.read_only('count', lambda text: len(text.split()))\n",
+        "utf-8",
+    )
     (root / "lab" / "agent.py").write_text(
         "def run(provider, task, tools):\n"
         "    return provider.complete(f\"{task} ({tools.call('count', text=task)} words)\")\n",
-        "utf-8")
+        "utf-8",
+    )
     (root / "pyproject.toml").write_text(
-        '[tool.gradekit]\nagent = "lab.agent:run"\ntools = "lab.tools:TOOLS"\n', "utf-8")
+        '[tool.gradekit]\nagent = "lab.agent:run"\ntools = "lab.tools:TOOLS"\n', "utf-8"
+    )
     with Loopback() as server:
         monkeypatch.setenv("GRADEKIT_PROVIDER", "openai-compatible")
         monkeypatch.setenv("GRADEKIT_MODEL", "tiny")
         monkeypatch.setenv("GRADEKIT_BASE_URL", server.openai_url)
         said = record(root)
     assert said.code == 0, said.err
-    assert f"-> {root}/cassettes/refund-policy.json, {root}/fixtures/refund-policy.json\n" \
-        in said.err
+    assert (
+        f"-> {root}/cassettes/refund-policy.json, {root}/fixtures/refund-policy.json\n" in said.err
+    )
     assert said.last == (
         "done: 2 answers recorded live from openai-compatible:tiny, 0 served from cassettes. "
-        f"Commit cassettes/ and fixtures/: git -C {root} add cassettes fixtures")
+        f"Commit cassettes/ and fixtures/: git -C {root} add cassettes fixtures"
+    )

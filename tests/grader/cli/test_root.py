@@ -35,21 +35,21 @@ SIGNATURE = "carol-was-here"
 TOOLS = Tools()
 TOOLS.read_only("shout", lambda text: text.upper())
 '''
-CAROL_AGENT = '''
+CAROL_AGENT = """
 from lab import SIGNATURE
 
 
 def run(provider, task, tools=None):
     loud = tools.call("shout", text="refunds") if tools is not None else "-"
     return f"{SIGNATURE} {loud} " + provider.complete(f"{SIGNATURE} asks: {task}")
-'''
-CAROL_PROVIDER = '''
+"""
+CAROL_PROVIDER = """
 from gradekit import FakeProvider
 
 
 def fake():
     return FakeProvider(lambda prompt: "answer of " + prompt.split(" asks:")[0], name="fake")
-'''
+"""
 
 
 @pytest.fixture
@@ -61,7 +61,9 @@ def carol(tmp_path: Path) -> Path:
     (root / "carol_provider.py").write_text(textwrap.dedent(CAROL_PROVIDER), "utf-8")
     (root / "pyproject.toml").write_text(
         '[project]\nname = "carol"\n\n[tool.gradekit]\nagent = "lab.agent:run"\n'
-        'tools = "lab:TOOLS"\n', "utf-8")
+        'tools = "lab:TOOLS"\n',
+        "utf-8",
+    )
     return root
 
 
@@ -70,35 +72,60 @@ def _carol_answered(stdout: str) -> None:
 
 
 def test_record_and_run_use_the_roots_own_agent_and_lab_in_a_new_process(
-        carol: Path, tmp_path: Path) -> None:
+    carol: Path, tmp_path: Path
+) -> None:
     """The installed command, as an instructor runs it from another folder."""
     env = {**os.environ, "PYTHONPATH": ""}
     gradekit = [str(Path(sys.executable).with_name("gradekit"))]
     recorded = subprocess.run(
-        [*gradekit, "record", "--root", str(carol), "--case", CASE,
-         "--provider", "carol_provider:fake"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False)
+        [
+            *gradekit,
+            "record",
+            "--root",
+            str(carol),
+            "--case",
+            CASE,
+            "--provider",
+            "carol_provider:fake",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert recorded.returncode == 0, recorded.stderr
-    ran = subprocess.run([*gradekit, "run", "--root", str(carol), "--case", CASE], cwd=tmp_path,
-                         env=env, capture_output=True, text=True, timeout=120, check=False)
+    ran = subprocess.run(
+        [*gradekit, "run", "--root", str(carol), "--case", CASE],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert ran.returncode == 0, ran.stderr
     _carol_answered(ran.stdout)
     cassette = json.loads((carol / "cassettes" / f"{CASE}.json").read_bytes())
-    assert [entry["prompt"].startswith("carol-was-here asks:")
-            for entry in cassette["entries"].values()] == [True]
+    assert [
+        entry["prompt"].startswith("carol-was-here asks:") for entry in cassette["entries"].values()
+    ] == [True]
     fixture = json.loads((carol / "fixtures" / f"{CASE}.json").read_bytes())
-    assert [(call["tool"], call["response"]) for call in fixture["calls"]] == [
-        ("shout", "REFUNDS")]
+    assert [(call["tool"], call["response"]) for call in fixture["calls"]] == [("shout", "REFUNDS")]
 
 
 @pytest.mark.usefixtures("kit_lab_restored")
 def test_record_and_run_use_the_roots_own_lab_though_this_process_imported_the_kits(
-        carol: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    carol: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert not hasattr(lab, "SIGNATURE")  # the kit's lab, imported at the top of this file
     path_before = list(sys.path)
 
-    assert main(["record", "--root", str(carol), "--case", CASE,
-                 "--provider", "carol_provider:fake"]) == 0
+    assert (
+        main(["record", "--root", str(carol), "--case", CASE, "--provider", "carol_provider:fake"])
+        == 0
+    )
     assert main(["run", "--root", str(carol), "--case", CASE]) == 0
 
     _carol_answered(capsys.readouterr().out)

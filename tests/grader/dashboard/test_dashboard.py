@@ -53,8 +53,16 @@ pytestmark = pytest.mark.slow
 
 CENT = Decimal("0.01")
 FULL = "full marks"
-VARIANT_NAMES = ("connects", "hangs", "label_in_prompt", "misses_cassette", "no_manifest",
-                 "swallow_miss", "template_failures", "untraced")
+VARIANT_NAMES = (
+    "connects",
+    "hangs",
+    "label_in_prompt",
+    "misses_cassette",
+    "no_manifest",
+    "swallow_miss",
+    "template_failures",
+    "untraced",
+)
 INJECTED = "html & md"  # not a safe file name: its page is html---md-<8 hex>.html
 UNGRADABLE = "not_a_submission"  # a folder without pyproject.toml
 CHANGED = "template_failures"  # its FAILURES.md is fixed before the second grading
@@ -91,8 +99,13 @@ INJECTED_FAILURES = f"""\
 
 # At the start of refund-policy the agent writes a trace record of its own: its key and
 # its error are the agent's text, and the page shows both beside the case's first call.
-_BOGUS_RECORD = {"key": TRACE_KEY, "provider": "me", "latency_ms": 0, "ok": False,
-                 "error": TRACE_ERROR}
+_BOGUS_RECORD = {
+    "key": TRACE_KEY,
+    "provider": "me",
+    "latency_ms": 0,
+    "ok": False,
+    "error": TRACE_ERROR,
+}
 _BOGUS_TRACE = f"""\
 import json as _json, os as _os
 with open(_os.environ["GRADEKIT_TRACE"], "a", encoding="utf-8") as _trace:
@@ -134,11 +147,21 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> CohortSite:
 def _build(root: Path) -> CohortSite:
     submissions, grades, site = root / "submissions", root / "grades", root / "site"
     rubric = short_rubric(root)
-    grade = ["grade", str(submissions), "--out", str(grades), "--rubric", str(rubric),
-             "--jobs", "2", "--quiet"]
+    grade = [
+        "grade",
+        str(submissions),
+        "--out",
+        str(grades),
+        "--rubric",
+        str(rubric),
+        "--jobs",
+        "2",
+        "--quiet",
+    ]
     with socket.create_server(("127.0.0.1", 0)) as listener:
-        context = Context(listener, grades, "sk-gradekit-" + secrets.token_hex(16),
-                          root / "spawned" / "marker")
+        context = Context(
+            listener, grades, "sk-gradekit-" + secrets.token_hex(16), root / "spawned" / "marker"
+        )
         context.marker.parent.mkdir()
         make_submission(submissions / BASELINE)
         for name in VARIANT_NAMES:
@@ -154,8 +177,25 @@ def _build(root: Path) -> CohortSite:
         changed.write_text((REFERENCE / "FAILURES.md").read_text("utf-8"), encoding="utf-8")
         touched = submissions / TOUCHED / "FAILURES.md"
         touched.write_text(touched.read_text("utf-8") + "\n", encoding="utf-8")
-        assert main(["review", BASELINE, "--criterion", "written_summary", "--points", "12.00",
-                     "--by", REVIEWER, "--reason", REVIEW_REASON, "--out", str(grades)]) == 0
+        assert (
+            main(
+                [
+                    "review",
+                    BASELINE,
+                    "--criterion",
+                    "written_summary",
+                    "--points",
+                    "12.00",
+                    "--by",
+                    REVIEWER,
+                    "--reason",
+                    REVIEW_REASON,
+                    "--out",
+                    str(grades),
+                ]
+            )
+            == 0
+        )
         second = main(grade)
     from grader.dashboard import build_dashboard
 
@@ -166,8 +206,23 @@ def _build(root: Path) -> CohortSite:
 # -- reading what was written --------------------------------------------------------------
 
 
-_VOID = frozenset({"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta",
-                   "source", "track", "wbr"})
+_VOID = frozenset(
+    {
+        "area",
+        "base",
+        "br",
+        "col",
+        "embed",
+        "hr",
+        "img",
+        "input",
+        "link",
+        "meta",
+        "source",
+        "track",
+        "wbr",
+    }
+)
 
 
 @dataclass(eq=False)
@@ -199,10 +254,15 @@ class Node:
         """Descendants with ``tag`` (any when None) and ``attrs`` (``data_x`` is
         ``data-x``; True: present, whatever its value)."""
         wanted = {name.replace("_", "-"): value for name, value in attrs.items()}
-        return [node for node in self.iter()
-                if (tag is None or node.tag == tag)
-                and all((name in node.attrs) if value is True else node.attrs.get(name) == value
-                        for name, value in wanted.items())]
+        return [
+            node
+            for node in self.iter()
+            if (tag is None or node.tag == tag)
+            and all(
+                (name in node.attrs) if value is True else node.attrs.get(name) == value
+                for name, value in wanted.items()
+            )
+        ]
 
     def one(self, tag: str | None = None, **attrs: str | bool) -> Node:
         found = self.all(tag, **attrs)
@@ -252,8 +312,17 @@ def gradebook(grades: Path) -> tuple[list[str], list[GradebookRow]]:
 
 
 def criterion_ids(header: list[str]) -> list[str]:
-    fixed = {"submission", "student", "status", "total", "review", "final", "max", "digest",
-             "reason"}
+    fixed = {
+        "submission",
+        "student",
+        "status",
+        "total",
+        "review",
+        "final",
+        "max",
+        "digest",
+        "reason",
+    }
     return [column for column in header if column not in fixed]
 
 
@@ -272,8 +341,11 @@ def ledger(grades: Path) -> list[dict[str, Any]]:
 
 
 def files(folder: Path) -> dict[str, bytes]:
-    return {path.relative_to(folder).as_posix(): path.read_bytes()
-            for path in sorted(folder.rglob("*")) if path.is_file()}
+    return {
+        path.relative_to(folder).as_posix(): path.read_bytes()
+        for path in sorted(folder.rglob("*"))
+        if path.is_file()
+    }
 
 
 def cents(value: Decimal) -> str:
@@ -335,8 +407,10 @@ def test_the_cohort_is_graded_as_set_up(site: CohortSite) -> None:
     assert (site.first_grade, site.second_grade) == (1, 1)  # 1: the ungradable folder
     _, rows = gradebook(site.grades)
     statuses = {row.submission: row.status for row in rows}
-    assert statuses == {**{name: "graded" for name in (BASELINE, INJECTED, *VARIANT_NAMES)},
-                        UNGRADABLE: "ungradable"}
+    assert statuses == {
+        **{name: "graded" for name in (BASELINE, INJECTED, *VARIANT_NAMES)},
+        UNGRADABLE: "ungradable",
+    }
     assert row_by_name(rows)[BASELINE].final == "97.00"
 
 
@@ -346,17 +420,33 @@ def test_every_cell_of_the_submissions_table_is_the_gradebooks(site: CohortSite)
     columns = [b.get("data-sort") for b in table.one("thead").all("button")]
     # This cohort has no roster and no late policy: no name or penalty column to fill.
     assert not any(row.name or row.late for row in rows)
-    assert columns == ["submission", "student", "status", "total", "review", "final", "max",
-                       *criterion_ids(header), "reason"]
+    assert columns == [
+        "submission",
+        "student",
+        "status",
+        "total",
+        "review",
+        "final",
+        "max",
+        *criterion_ids(header),
+        "reason",
+    ]
     numeric = {b.get("data-sort") for b in table.one("thead").all("button", data_numeric=True)}
     assert numeric == {"total", "final", "max", *criterion_ids(header)}
     shown = table.one("tbody").all("tr", data_submission=True)
     assert [tr.get("data-submission") for tr in shown] == [row.submission for row in rows]
     for tr, row in zip(shown, rows, strict=True):
-        expected = {"submission": row.submission, "student": row.student,
-                    "status": row.status, "total": row.total, "review": row.review,
-                    "final": row.final,
-                    "max": row.max, "reason": row.reason, **row.criteria}
+        expected = {
+            "submission": row.submission,
+            "student": row.student,
+            "status": row.status,
+            "total": row.total,
+            "review": row.review,
+            "final": row.final,
+            "max": row.max,
+            "reason": row.reason,
+            **row.criteria,
+        }
         cells = {td.get("data-column"): td for td in tr.all("td")}
         assert set(cells) == set(expected)
         for column, value in expected.items():
@@ -366,8 +456,10 @@ def test_every_cell_of_the_submissions_table_is_the_gradebooks(site: CohortSite)
             else:
                 assert "data-value" not in cells[column].attrs
         assert tr.get("data-status") == row.status
-        assert tr.get("data-search") == \
-            f"{row.submission} {row.student} {row.name} {row.status}".lower()
+        assert (
+            tr.get("data-search")
+            == f"{row.submission} {row.student} {row.name} {row.status}".lower()
+        )
 
 
 def test_the_summary_counts_and_averages_come_from_the_gradebook(site: CohortSite) -> None:
@@ -385,11 +477,20 @@ def test_the_summary_counts_and_averages_come_from_the_gradebook(site: CohortSit
         "median": cents(median),
         "max": "100.00",
         "review": str(len(page.by_id("review-list").all("li"))),
-        "urgent": str(sum(1 for row in rows if row.status == "degraded"
-                          or (row.status in REPORTED and row.reason)
-                          or "NEEDS A NEW REVIEW" in row.review)),
-        "pending": str(sum(1 for row in rows
-                           if "pending: " in row.review or "NEEDS A NEW REVIEW" in row.review)),
+        "urgent": str(
+            sum(
+                1
+                for row in rows
+                if row.status == "degraded"
+                or (row.status in REPORTED and row.reason)
+                or "NEEDS A NEW REVIEW" in row.review
+            )
+        ),
+        "pending": str(
+            sum(
+                1 for row in rows if "pending: " in row.review or "NEEDS A NEW REVIEW" in row.review
+            )
+        ),
         "copies": "0",  # each is the reference lab with one change: what all hold is common
         "changed": "1",
     }
@@ -415,8 +516,9 @@ def test_the_points_lost_table_sums_the_gradebook_against_the_reports_maxima(
     points say, and the losses add up to what the finals miss of the maxima."""
     header, rows = gradebook(site.grades)
     graded = [row for row in rows if row.status in REPORTED]
-    maxima = {c["id"]: (c["title"], Decimal(c["max"]))
-              for c in report(site.grades, BASELINE)["criteria"]}
+    maxima = {
+        c["id"]: (c["title"], Decimal(c["max"])) for c in report(site.grades, BASELINE)["criteria"]
+    }
     assert list(maxima) == criterion_ids(header)
     reviewed = reviewed_points(site.grades, rows)
     assert reviewed[BASELINE]["written_summary"] == Decimal("12.00")  # not the automated 15
@@ -469,12 +571,19 @@ def test_each_grid_cell_names_the_first_criterion_that_lost_points_on_its_case(
                 assert (td.get("data-criterion"), td.text()) == ("", row.status)
                 continue
             by_id = {c["id"]: c for c in report(site.grades, row.submission)["criteria"]}
-            first = next((cid for cid in criterion_ids(header)
-                          if any(k["id"] == case and Decimal(k["points"]) < Decimal(k["max"])
-                                 for k in by_id[cid]["checks"])), "")
+            first = next(
+                (
+                    cid
+                    for cid in criterion_ids(header)
+                    if any(
+                        k["id"] == case and Decimal(k["points"]) < Decimal(k["max"])
+                        for k in by_id[cid]["checks"]
+                    )
+                ),
+                "",
+            )
             label = by_id[first]["title"] if first else FULL
-            assert (td.get("data-criterion"), td.text()) == (first, label), (row.submission,
-                                                                             case)
+            assert (td.get("data-criterion"), td.text()) == (first, label), (row.submission, case)
             losers.add(first)
     assert {"contract_stability", "loud_failure", "tracing", ""} <= losers  # not vacuous
     hung = grid.one("tr", data_submission="hangs").one("td", data_case="refund-policy")
@@ -484,8 +593,7 @@ def test_each_grid_cell_names_the_first_criterion_that_lost_points_on_its_case(
 def test_the_review_and_changed_lists_name_the_right_submissions(site: CohortSite) -> None:
     _, rows = gradebook(site.grades)
     page = parse(site.site / "index.html")
-    waiting = {li.get("data-submission"): li.words()
-               for li in page.by_id("review-list").all("li")}
+    waiting = {li.get("data-submission"): li.words() for li in page.by_id("review-list").all("li")}
     # Every graded row waits for its written summary (always reviewed by a person); the
     # baseline still waits for its stretch goal after kim's review of the written summary.
     assert sorted(waiting) == sorted(row.submission for row in rows if row.status in REPORTED)
@@ -498,8 +606,9 @@ def test_the_review_and_changed_lists_name_the_right_submissions(site: CohortSit
     assert changed[0].one("a").get("href") == f"students/{CHANGED}.html"
 
 
-def _with_gradebook(site: CohortSite, tmp_path: Path,
-                    edit: Callable[[list[GradebookRow]], list[GradebookRow]]) -> Path:
+def _with_gradebook(
+    site: CohortSite, tmp_path: Path, edit: Callable[[list[GradebookRow]], list[GradebookRow]]
+) -> Path:
     """The cohort's grades copied with ``edit`` applied to its gradebook's rows, and the
     dashboard built from them: the site's folder."""
     from grader.dashboard import build_dashboard
@@ -518,11 +627,13 @@ def test_every_file_of_the_site_is_readable_by_others(site: CohortSite) -> None:
     files = sorted(path for path in site.site.rglob("*") if path.is_file())
     assert len(files) > 3
     assert {path.name: stat.S_IMODE(path.stat().st_mode) for path in files} == {
-        path.name: 0o644 for path in files}
+        path.name: 0o644 for path in files
+    }
 
 
 def test_rows_whose_reports_are_gone_are_shown_without_inventing_their_maxima(
-    site: CohortSite, tmp_path: Path,
+    site: CohortSite,
+    tmp_path: Path,
 ) -> None:
     """A grades folder copied without its report folders (only the gradebook and ledger
     kept): no criterion's maximum is known, so nothing is counted as lost, and the page
@@ -542,16 +653,21 @@ def test_rows_whose_reports_are_gone_are_shown_without_inventing_their_maxima(
 
 
 def test_what_needs_a_person_now_comes_before_the_routine_reviews(
-    site: CohortSite, tmp_path: Path,
+    site: CohortSite,
+    tmp_path: Path,
 ) -> None:
     """A review made of an earlier report, as `gradekit grade` leaves it in the gradebook,
     is first and marked to act on; the routine "pending:" ones follow."""
     _, rows = gradebook(site.grades)
     last = sorted(row.submission for row in rows if row.status in REPORTED)[-1]
     stale = "NEEDS A NEW REVIEW: written_summary was reviewed on report 0a15dddd2557"
-    built = _with_gradebook(site, tmp_path, lambda rows: [
-        dataclass_replace(row, review=stale) if row.submission == last else row
-        for row in rows])
+    built = _with_gradebook(
+        site,
+        tmp_path,
+        lambda rows: [
+            dataclass_replace(row, review=stale) if row.submission == last else row for row in rows
+        ],
+    )
     page = parse(built / "index.html")
     items = page.by_id("review-list").all("li")
     assert items[0].get("data-submission") == last and "data-urgent" in items[0].attrs
@@ -562,7 +678,8 @@ def test_what_needs_a_person_now_comes_before_the_routine_reviews(
 
 
 def test_a_submission_flagged_for_review_comes_before_a_stale_review(
-    site: CohortSite, tmp_path: Path,
+    site: CohortSite,
+    tmp_path: Path,
 ) -> None:
     """A row the grading flagged (an entry of its summary repeating the hand-out's example)
     asks a person to read the whole submission: first, ahead of a stale review that comes
@@ -571,12 +688,22 @@ def test_a_submission_flagged_for_review_comes_before_a_stale_review(
     names = sorted(row.submission for row in rows if row.status in REPORTED)
     first, last = names[0], names[-1]
     stale = "NEEDS A NEW REVIEW: written_summary was reviewed on report 0a15dddd2557"
-    repeat = (f"{FLAGGED}FAILURES.md 'The answer changed with the provider's name' (line 3) "
-              "repeats the hand-out's example")
-    built = _with_gradebook(site, tmp_path, lambda rows: [
-        dataclass_replace(row, review=stale) if row.submission == first
-        else dataclass_replace(row, reason=repeat) if row.submission == last else row
-        for row in rows])
+    repeat = (
+        f"{FLAGGED}FAILURES.md 'The answer changed with the provider's name' (line 3) "
+        "repeats the hand-out's example"
+    )
+    built = _with_gradebook(
+        site,
+        tmp_path,
+        lambda rows: [
+            dataclass_replace(row, review=stale)
+            if row.submission == first
+            else dataclass_replace(row, reason=repeat)
+            if row.submission == last
+            else row
+            for row in rows
+        ],
+    )
     items = parse(built / "index.html").by_id("review-list").all("li")
     assert [li.get("data-submission") for li in items[:2]] == [last, first]
     assert all("data-urgent" in li.attrs for li in items[:2])
@@ -597,22 +724,32 @@ def test_one_page_per_row_linked_from_the_table(site: CohortSite) -> None:
     slug = linked[INJECTED].removeprefix("students/").removesuffix(".html")
     assert re.fullmatch(r"html---md-[0-9a-f]{8}", slug), slug
     assert {name: href for name, href in linked.items() if name != INJECTED} == {
-        row.submission: f"students/{row.submission}.html" for row in rows
-        if row.submission != INJECTED}
+        row.submission: f"students/{row.submission}.html"
+        for row in rows
+        if row.submission != INJECTED
+    }
     assert sorted(p.name for p in (site.site / "students").iterdir()) == sorted(
-        href.removeprefix("students/") for href in linked.values())
+        href.removeprefix("students/") for href in linked.values()
+    )
     for row in rows:
         page = parse(site.site / linked[row.submission])
         assert page.one("h1").text() == row.submission
         summary = {dd.get("data-stat"): dd.words() for dd in page.by_id("summary").all("dd")}
-        assert summary == {"student": row.student, "status": row.status,
-                           "total": f"{row.total} / {row.max}" if row.total else "—",
-                           "final": row.final or row.total or "—"}
+        assert summary == {
+            "student": row.student,
+            "status": row.status,
+            "total": f"{row.total} / {row.max}" if row.total else "—",
+            "final": row.final or row.total or "—",
+        }
         if row.status in REPORTED:
-            shown = {tr.get("data-criterion"): [td.text() for td in tr.all("td")[1:3]]
-                     for tr in page.by_id("criteria").one("tbody").all("tr")}
-            assert shown == {c["id"]: [c["points"], c["max"]]
-                             for c in report(site.grades, row.submission)["criteria"]}
+            shown = {
+                tr.get("data-criterion"): [td.text() for td in tr.all("td")[1:3]]
+                for tr in page.by_id("criteria").one("tbody").all("tr")
+            }
+            assert shown == {
+                c["id"]: [c["points"], c["max"]]
+                for c in report(site.grades, row.submission)["criteria"]
+            }
             checks = report(site.grades, row.submission)["criteria"][0]["checks"]
             listed = page.one(id="criterion-contract_stability").one("ul", **{"class": "checks"})
             assert [li.get("data-check") for li in listed.all("li")] == [k["id"] for k in checks]
@@ -636,21 +773,37 @@ def test_the_changed_students_page_shows_both_gradings_and_what_changed(site: Co
     after = report(site.grades, CHANGED)
     assert after["digest"] == runs[1]["report"]
     old = {c["id"]: c["points"] for c in before["criteria"]}
-    differ = [(c["id"], c["title"], old[c["id"]], c["points"]) for c in after["criteria"]
-              if old[c["id"]] != c["points"]]
+    differ = [
+        (c["id"], c["title"], old[c["id"]], c["points"])
+        for c in after["criteria"]
+        if old[c["id"]] != c["points"]
+    ]
     assert ("written_summary", "Written summary", "0.00", "15.00") in differ
     table = page.by_id("diff-criteria").one("tbody")
-    assert [(tr.get("data-criterion"), *(td.text() for td in tr.all("td")))
-            for tr in table.all("tr")] == differ
+    assert [
+        (tr.get("data-criterion"), *(td.text() for td in tr.all("td"))) for tr in table.all("tr")
+    ] == differ
     then = {(c["id"], k["id"]): k for c in before["criteria"] for k in c["checks"]}
     gone = {"points": "—", "detail": None}  # a check the earlier report did not have
-    moved = [[f"{c['id']}/{k['id']}", then.get((c["id"], k["id"]), gone)["points"],
-              k["points"], " ".join(k["detail"].split())]
-             for c in after["criteria"] for k in c["checks"]
-             if (then.get((c["id"], k["id"]), gone)["points"],
-                 then.get((c["id"], k["id"]), gone)["detail"]) != (k["points"], k["detail"])]
-    shown = [[td.words() for td in tr.all("td")]
-             for tr in page.by_id("diff-checks").one("tbody").all("tr")]
+    moved = [
+        [
+            f"{c['id']}/{k['id']}",
+            then.get((c["id"], k["id"]), gone)["points"],
+            k["points"],
+            " ".join(k["detail"].split()),
+        ]
+        for c in after["criteria"]
+        for k in c["checks"]
+        if (
+            then.get((c["id"], k["id"]), gone)["points"],
+            then.get((c["id"], k["id"]), gone)["detail"],
+        )
+        != (k["points"], k["detail"])
+    ]
+    shown = [
+        [td.words() for td in tr.all("td")]
+        for tr in page.by_id("diff-checks").one("tbody").all("tr")
+    ]
     assert shown == moved
     assert shown[0][:3] == ["written_summary/entries", "0.00", "6.00"]
 
@@ -672,7 +825,8 @@ def test_an_unchanged_grade_has_one_grading_and_the_reviewed_one_shows_its_revie
 
 
 def test_a_reviewed_grade_is_plotted_and_listed_at_its_final(
-    site: CohortSite, tmp_path: Path,
+    site: CohortSite,
+    tmp_path: Path,
 ) -> None:
     """A student whose latest grade of 100.00 a person reviewed down to 80.00: the timeline
     draws 80.00 where the gradebook says final 80.00, and its table shows the total, the
@@ -683,9 +837,25 @@ def test_a_reviewed_grade_is_plotted_and_listed_at_its_final(
     grades = tmp_path / "grades"
     shutil.copytree(site.grades, grades)
     for criterion, points in (("written_summary", "5.00"), ("stretch_goal", "0.00")):
-        assert main(["review", CHANGED, "--criterion", criterion, "--points", points, "--by",
-                     REVIEWER, "--reason", "the second half is copied", "--out",
-                     str(grades)]) == 0
+        assert (
+            main(
+                [
+                    "review",
+                    CHANGED,
+                    "--criterion",
+                    criterion,
+                    "--points",
+                    points,
+                    "--by",
+                    REVIEWER,
+                    "--reason",
+                    "the second half is copied",
+                    "--out",
+                    str(grades),
+                ]
+            )
+            == 0
+        )
     build_dashboard(grades, tmp_path / "site")
     row = row_by_name(gradebook(grades)[1])[CHANGED]
     assert (row.total, row.final) == ("100.00", "80.00")
@@ -698,8 +868,12 @@ def test_a_reviewed_grade_is_plotted_and_listed_at_its_final(
     rows = chart_rows(page, "history")
     assert [r[1:4] for r in rows] == [
         ["81.00", "\N{EN DASH}", "81.00"],
-        ["100.00", f"written_summary 15.00->5.00 by {REVIEWER}; stretch_goal 10.00->0.00 by "
-                   f"{REVIEWER}", "80.00"]]
+        [
+            "100.00",
+            f"written_summary 15.00->5.00 by {REVIEWER}; stretch_goal 10.00->0.00 by {REVIEWER}",
+            "80.00",
+        ],
+    ]
     figure = page.one("figure", id="chart-timeline")
     assert "latest 80.00 at #2" in figure.one("figcaption").words()
     latest = page.by_id("timeline").all("li")[-1]
@@ -729,8 +903,9 @@ def test_calls_json_lists_every_call_and_whether_a_recording_served_it(
     missed = calls(site.grades, "misses_cassette")
     by_case = {case["case"]: case for case in missed["cases"]}
     assert [c["served"] for c in by_case["sql-explain"]["calls"]].count(False) == 1
-    assert all(c["served"] for case in CASES if case != "sql-explain"
-               for c in by_case[case]["calls"])
+    assert all(
+        c["served"] for case in CASES if case != "sql-explain" for c in by_case[case]["calls"]
+    )
     for folder in sorted(site.grades.iterdir()):
         if (folder / "calls.json").is_file():
             text = (folder / "calls.json").read_text("utf-8")
@@ -748,13 +923,18 @@ def test_the_trace_section_lists_each_call_of_calls_json(site: CohortSite) -> No
         page = parse(student_page(site, row.submission)).by_id("traces")
         for case in calls(site.grades, row.submission)["cases"]:
             section = page.one("section", id=f"case-{case['case']}")
-            items = [li for li in section.all("li", **{"class": True})
-                     if str(li.get("class")).startswith("call ")]  # not the unpaired records
+            items = [
+                li
+                for li in section.all("li", **{"class": True})
+                if str(li.get("class")).startswith("call ")
+            ]  # not the unpaired records
             assert [li.get("class") for li in items] == [
-                "call served" if c["served"] else "call missed" for c in case["calls"]]
+                "call served" if c["served"] else "call missed" for c in case["calls"]
+            ]
             assert [li.get("data-kind") for li in items] == [c["kind"] for c in case["calls"]]
             assert [li.one("span", **{"class": "key"}).text() for li in items] == [
-                c["key"] for c in case["calls"]]
+                c["key"] for c in case["calls"]
+            ]
             checked += len(items)
     assert checked > 100
 
@@ -780,8 +960,9 @@ def test_submission_text_reaches_the_pages_only_as_text(site: CohortSite) -> Non
         assert "javascript:" not in html.lower().replace("(javascript:alert(1))", ""), name
         page = parse(path)
         scripts = page.all("script")
-        assert [s.get("src") for s in scripts] == (["assets/rows.js", "assets/dashboard.js"]
-                                                   if name == "index.html" else []), name
+        assert [s.get("src") for s in scripts] == (
+            ["assets/rows.js", "assets/dashboard.js"] if name == "index.html" else []
+        ), name
         assert not page.all("img") and not page.all("iframe") and not page.all("object")
         for node in page.iter():
             events = [a for a in node.attrs if a.lower().startswith("on")]
@@ -814,11 +995,22 @@ def test_the_same_grades_give_byte_identical_sites(site: CohortSite, tmp_path: P
     assert {path: path.stat().st_mtime_ns for path in one.rglob("*") if path.is_file()} == stamps
 
     three = tmp_path / "three"
-    env = {**os.environ, "PYTHONHASHSEED": "4242", "TZ": "Pacific/Chatham", "LC_ALL": "C",
-           "LANG": "C"}
-    done = subprocess.run([sys.executable, "-m", "grader", "dashboard", str(site.grades),
-                           "--out", str(three)], env=env, capture_output=True, text=True,
-                          timeout=120, check=False, cwd=tmp_path)
+    env = {
+        **os.environ,
+        "PYTHONHASHSEED": "4242",
+        "TZ": "Pacific/Chatham",
+        "LC_ALL": "C",
+        "LANG": "C",
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "grader", "dashboard", str(site.grades), "--out", str(three)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=tmp_path,
+    )
     assert done.returncode == 0, done.stderr
     assert f"dashboard: {len(built) - 3} pages in {three}/" in done.stderr
     assert files(three) == built
@@ -858,17 +1050,18 @@ def test_every_link_and_source_stays_inside_the_site(site: CohortSite) -> None:
                 assert resolved.is_file(), (path.name, target)
                 if target.fragment:
                     assert target.fragment in {
-                        n.get("id") for n in parse(resolved).iter() if "id" in n.attrs}
+                        n.get("id") for n in parse(resolved).iter() if "id" in n.attrs
+                    }
         links = [n.get("href") for n in page.all("link")]
-        assert links == [("" if path.parent == site.site else "../")
-                         + "assets/dashboard.css"]
+        assert links == [("" if path.parent == site.site else "../") + "assets/dashboard.css"]
 
 
 # -- errors ------------------------------------------------------------------------------------
 
 
 def test_no_gradebook_says_to_grade_first(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     (tmp_path / "grades").mkdir()
     for grades in (tmp_path / "grades", tmp_path / "nowhere"):
@@ -880,7 +1073,9 @@ def test_no_gradebook_says_to_grade_first(
 
 
 def test_an_out_folder_that_is_not_a_dashboard_is_left_alone(
-    site: CohortSite, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    site: CohortSite,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     out = tmp_path / "mine"
     (out / "assets").mkdir(parents=True)
@@ -892,7 +1087,10 @@ def test_an_out_folder_that_is_not_a_dashboard_is_left_alone(
     assert error.startswith("UsageError: ") and "is not empty and is not a dashboard" in error
     assert files(out) == before
     assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*")) == [
-        "assets", "index.html", "notes.txt"]
+        "assets",
+        "index.html",
+        "notes.txt",
+    ]
     empty = tmp_path / "empty"
     empty.mkdir()
     assert main(["dashboard", str(site.grades), "--out", str(empty)]) == 0  # empty is fine
@@ -901,8 +1099,11 @@ def test_an_out_folder_that_is_not_a_dashboard_is_left_alone(
 
 @pytest.mark.parametrize("module", ["jinja2", "altair", "vl_convert"])
 def test_without_the_extra_the_error_says_what_to_install(
-    site: CohortSite, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str], module: str,
+    site: CohortSite,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    module: str,
 ) -> None:
     from grader.dashboard import build_dashboard
 
@@ -917,7 +1118,8 @@ def test_without_the_extra_the_error_says_what_to_install(
 
 
 def test_a_submission_gone_from_the_cohort_loses_its_page_on_rebuild(
-    site: CohortSite, tmp_path: Path,
+    site: CohortSite,
+    tmp_path: Path,
 ) -> None:
     from grader.dashboard import build_dashboard
 
@@ -952,27 +1154,39 @@ def test_the_finding_list_holds_the_reports_findings_and_what_the_primary_run_sa
     answered."""
     _, rows = gradebook(site.grades)
     page = parse(site.site / "index.html")
-    listed = [[td.words() for td in tr.all("td")]
-              for tr in page.by_id("finding-list").one("tbody").all("tr")]
-    assert [who for _, who, _ in listed] == sorted((who for _, who, _ in listed),
-                                                   key=[r.submission for r in rows].index)
+    listed = [
+        [td.words() for td in tr.all("td")]
+        for tr in page.by_id("finding-list").one("tbody").all("tr")
+    ]
+    assert [who for _, who, _ in listed] == sorted(
+        (who for _, who, _ in listed), key=[r.submission for r in rows].index
+    )
     for row in rows:
         shown = [text for _, who, text in listed if who == row.submission]
         found = report(site.grades, row.submission)["findings"] if row.status in REPORTED else []
         stated = found or ([row.reason] if row.reason and row.status not in REPORTED else [])
-        assert shown[:len(stated)] == [" ".join(text.split()) for text in stated], row.submission
-        observed = shown[len(stated):]
-        document = (calls(site.grades, row.submission)
-                    if (site.grades / row.submission / "calls.json").is_file() else {"cases": []})
+        assert shown[: len(stated)] == [" ".join(text.split()) for text in stated], row.submission
+        observed = shown[len(stated) :]
+        document = (
+            calls(site.grades, row.submission)
+            if (site.grades / row.submission / "calls.json").is_file()
+            else {"cases": []}
+        )
         expected = []
         for case in document["cases"]:
             if case["status"] in ("timeout", "crashed"):
-                expected.append((case["case"], "timed out" if case["status"] == "timeout"
-                                 else "crashed"))
+                expected.append(
+                    (case["case"], "timed out" if case["status"] == "timeout" else "crashed")
+                )
             missed = [c for c in case["calls"] if not c["served"]]
             if missed:
-                expected.append((case["case"], f"{len(missed)} call(s) of the primary run had "
-                                 f"no recording (first: {missed[0]['kind']} {missed[0]['key']})"))
+                expected.append(
+                    (
+                        case["case"],
+                        f"{len(missed)} call(s) of the primary run had "
+                        f"no recording (first: {missed[0]['kind']} {missed[0]['key']})",
+                    )
+                )
         assert len(observed) == len(expected), row.submission
         for text, (case, says) in zip(observed, expected, strict=True):
             assert text.startswith(f"case {case}") and says in text, (row.submission, text)
@@ -982,13 +1196,18 @@ def test_the_finding_list_holds_the_reports_findings_and_what_the_primary_run_sa
         counts[kind] = counts.get(kind, 0) + 1
     assert {kind: int(n) for kind, n in chart_rows(page, "findings")} == counts
     kinds = {(who, kind) for kind, who, _ in listed}
-    assert {("hangs", "timeout or budget"), ("connects", "sandbox refusal"),
-            ("misses_cassette", "miss"), ("misses_cassette", "recording problem"),
-            (UNGRADABLE, "other")} <= kinds
+    assert {
+        ("hangs", "timeout or budget"),
+        ("connects", "sandbox refusal"),
+        ("misses_cassette", "miss"),
+        ("misses_cassette", "recording problem"),
+        (UNGRADABLE, "other"),
+    } <= kinds
 
 
 def test_an_edited_report_and_a_missing_ledger_are_said_on_the_pages(
-    site: CohortSite, tmp_path: Path,
+    site: CohortSite,
+    tmp_path: Path,
 ) -> None:
     from grader.dashboard import build_dashboard
 
@@ -1014,12 +1233,18 @@ def test_an_edited_report_and_a_missing_ledger_are_said_on_the_pages(
 
 
 def test_the_summary_and_the_distribution_caption_state_one_median(
-    site: CohortSite, tmp_path: Path,
+    site: CohortSite,
+    tmp_path: Path,
 ) -> None:
     # A reviewed final of 80.25 beside one of 80.00: the median of ten is their mean, 80.125.
-    built = _with_gradebook(site, tmp_path, lambda rows: [
-        dataclass_replace(row, final="80.25") if row.submission == TOUCHED else row
-        for row in rows])
+    built = _with_gradebook(
+        site,
+        tmp_path,
+        lambda rows: [
+            dataclass_replace(row, final="80.25") if row.submission == TOUCHED else row
+            for row in rows
+        ],
+    )
     page = parse(built / "index.html")
     caption = page.one("figure", id="chart-distribution").one("figcaption").text()
     stated = re.search(r"median (\d+\.\d\d)", caption)
@@ -1028,7 +1253,9 @@ def test_the_summary_and_the_distribution_caption_state_one_median(
 
 
 def test_an_out_that_is_a_file_is_a_usage_error(
-    site: CohortSite, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    site: CohortSite,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     out = tmp_path / "site.html"
     out.write_text("mine\n", encoding="utf-8")
@@ -1038,12 +1265,17 @@ def test_an_out_that_is_a_file_is_a_usage_error(
 
 
 def test_a_cohort_with_nothing_graded_still_gets_a_dashboard(
-    site: CohortSite, tmp_path: Path,
+    site: CohortSite,
+    tmp_path: Path,
 ) -> None:
-    built = _with_gradebook(site, tmp_path, lambda rows: [
-        row for row in rows if row.status not in REPORTED])
+    built = _with_gradebook(
+        site, tmp_path, lambda rows: [row for row in rows if row.status not in REPORTED]
+    )
     page = parse(built / "index.html")
-    assert [tr.get("data-submission") for tr in page.by_id("submissions").all("tr")
-            if tr.get("data-submission")] == [UNGRADABLE]
+    assert [
+        tr.get("data-submission")
+        for tr in page.by_id("submissions").all("tr")
+        if tr.get("data-submission")
+    ] == [UNGRADABLE]
     assert page.one("dd", data_stat="not-graded").text() == "1"
     assert (built / "students" / f"{UNGRADABLE}.html").is_file()

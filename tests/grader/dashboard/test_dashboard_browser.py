@@ -38,10 +38,17 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.slow
 
 CHROMIUM = Path("/usr/bin/chromium")
-NO_CHROMIUM = ("install Debian's chromium (apt-get install chromium) to run the dashboard's "
-               "browser test")
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run"]
+NO_CHROMIUM = (
+    "install Debian's chromium (apt-get install chromium) to run the dashboard's browser test"
+)
+ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 
 
 def _chromium() -> str | None:
@@ -69,7 +76,8 @@ def browser() -> Iterator[Browser]:
     if executable is None:
         pytest.skip(NO_CHROMIUM)
     sync_api = pytest.importorskip(
-        "playwright.sync_api", reason="playwright is not installed: pip install -e '.[dev]'")
+        "playwright.sync_api", reason="playwright is not installed: pip install -e '.[dev]'"
+    )
     with sync_api.sync_playwright() as playwright:
         launched = playwright.chromium.launch(executable_path=executable, args=ARGS)
         try:
@@ -123,7 +131,8 @@ def _pages(site: CohortSite) -> list[Path]:
 
 
 def test_every_page_loads_without_errors_and_fetches_only_its_own_files(
-    site: CohortSite, context: BrowserContext,
+    site: CohortSite,
+    context: BrowserContext,
 ) -> None:
     pages = _pages(site)
     assert len(pages) == 12
@@ -143,8 +152,10 @@ def test_every_page_loads_without_errors_and_fetches_only_its_own_files(
 
 
 def test_the_charts_are_drawn_and_labelled(site: CohortSite, context: BrowserContext) -> None:
-    expected = {"index.html": ["chart-distribution", "chart-points-lost", "chart-findings"],
-                f"students/{CHANGED}.html": ["chart-timeline"]}
+    expected = {
+        "index.html": ["chart-distribution", "chart-points-lost", "chart-findings"],
+        f"students/{CHANGED}.html": ["chart-timeline"],
+    }
     for name, ids in expected.items():
         page = open_page(context, site.site / name).page
         figures = page.locator("figure.chart")
@@ -154,7 +165,9 @@ def test_the_charts_are_drawn_and_labelled(site: CohortSite, context: BrowserCon
             box = svg.bounding_box()
             assert box is not None and box["width"] > 100 and box["height"] > 30, (name, i)
             assert (svg.get_attribute("role"), bool(svg.get_attribute("aria-label"))) == (
-                "img", True)
+                "img",
+                True,
+            )
             assert svg.locator("path, rect, line, text").count() > 5, (name, i)
             caption = figures.nth(i).locator("figcaption").inner_text()
             assert caption.strip() == (svg.get_attribute("aria-label") or "").strip()
@@ -169,17 +182,18 @@ def _rows(page: Page) -> list[str]:
 def _values(page: Page, column: str) -> list[float]:
     raw: list[str] = page.eval_on_selector_all(
         f'table#submissions tbody tr td[data-column="{column}"]',
-        "cells => cells.map(c => c.getAttribute('data-value'))")
+        "cells => cells.map(c => c.getAttribute('data-value'))",
+    )
     return [float("-inf") if value == "" else float(value) for value in raw]
 
 
-def test_the_table_sorts_by_a_number_and_by_text(site: CohortSite,
-                                                 context: BrowserContext) -> None:
+def test_the_table_sorts_by_a_number_and_by_text(site: CohortSite, context: BrowserContext) -> None:
     page = open_page(context, site.site / "index.html").page
     start = _rows(page)
     assert start == sorted(start)  # the gradebook's order
     header = page.locator("table#submissions th").filter(
-        has=page.locator('button[data-sort="total"]'))
+        has=page.locator('button[data-sort="total"]')
+    )
     assert header.get_attribute("aria-sort") is None
     page.click('th button[data-sort="total"]')
     ascending = _values(page, "total")
@@ -199,15 +213,16 @@ def test_the_table_sorts_by_a_number_and_by_text(site: CohortSite,
     finals = _values(page, "final")
     assert finals == sorted(finals)
     assert header.get_attribute("aria-sort") is None
-    assert page.locator('th:has(button[data-sort="final"])').get_attribute(
-        "aria-sort") == "ascending"
+    assert (
+        page.locator('th:has(button[data-sort="final"])').get_attribute("aria-sort") == "ascending"
+    )
     assert _rows(page).index(BASELINE) == len(start) - 2  # 97.00: below template_failures
 
     page.click('th button[data-sort="submission"]')
     assert _rows(page) == sorted(start, key=str.casefold)
     page.click('th button[data-sort="submission"]')
     assert _rows(page) == sorted(start, key=str.casefold, reverse=True)
-    assert page.locator('th[aria-sort]').count() == 1
+    assert page.locator("th[aria-sort]").count() == 1
     page.close()
 
 
@@ -215,12 +230,14 @@ def _visible(page: Page) -> list[str]:
     found: list[str] = page.eval_on_selector_all(
         "table#submissions tbody tr[data-submission]",
         "rows => rows.filter(r => !r.hidden && r.offsetParent !== null)"
-        ".map(r => r.getAttribute('data-submission'))")
+        ".map(r => r.getAttribute('data-submission'))",
+    )
     return found
 
 
-def test_the_table_filters_by_words_and_by_status(site: CohortSite,
-                                                  context: BrowserContext) -> None:
+def test_the_table_filters_by_words_and_by_status(
+    site: CohortSite, context: BrowserContext
+) -> None:
     page = open_page(context, site.site / "index.html").page
     every = _rows(page)
     assert page.inner_text("#shown") == str(len(every)) == "11"
@@ -309,14 +326,17 @@ def test_the_injected_scripts_never_run(site: CohortSite, context: BrowserContex
     assert cohort.evaluate("() => window.__pwned") is None
     assert cohort.locator("script").count() == 2  # rows.js and dashboard.js
     cohort.fill("#filter", "html")  # the rows come from rows.js now: still text, not markup
-    assert [row.get_attribute("data-submission")
-            for row in cohort.locator("table#submissions tbody tr").all()] == [INJECTED]
+    assert [
+        row.get_attribute("data-submission")
+        for row in cohort.locator("table#submissions tbody tr").all()
+    ] == [INJECTED]
     assert cohort.evaluate("() => window.__pwned") is None
     assert cohort.locator("img, iframe, object, embed").count() == 0
 
 
 def test_the_print_style_hides_the_controls_and_prints_the_rows_shown(
-    site: CohortSite, context: BrowserContext,
+    site: CohortSite,
+    context: BrowserContext,
 ) -> None:
     """Paper holds the table as the screen shows it (a page of a filter's rows: the whole
     cohort can be ten thousand rows), without the controls that cannot work on paper."""
@@ -349,11 +369,14 @@ def test_the_numbers_behind_the_charts_print(site: CohortSite, context: BrowserC
 
 
 def test_screenshots_of_the_cohort_and_a_changed_student(
-    site: CohortSite, context: BrowserContext,
+    site: CohortSite,
+    context: BrowserContext,
 ) -> None:
     folder = artifacts()
-    shots = {"cohort.png": site.site / "index.html",
-             f"student-{CHANGED}.png": site.site / "students" / f"{CHANGED}.html"}
+    shots = {
+        "cohort.png": site.site / "index.html",
+        f"student-{CHANGED}.png": site.site / "students" / f"{CHANGED}.html",
+    }
     for name, path in shots.items():
         page = open_page(context, path).page
         target = folder / name
@@ -385,7 +408,8 @@ def _status(page: Page, name: str) -> str:
 
 
 def test_a_large_cohort_pages_filters_and_sorts_from_the_file_system(
-    large: ScaleSite, context: BrowserContext,
+    large: ScaleSite,
+    context: BrowserContext,
 ) -> None:
     _, rows = gradebook(large.grades)
     names = [row.submission for row in rows]
@@ -424,7 +448,7 @@ def test_a_large_cohort_pages_filters_and_sorts_from_the_file_system(
     assert _values(page, "final")[:100] == [float(value) for value in finals[:100]]
     _turn(page, "submissions", "last")
     ungraded = [row.submission for row in rows if not row.final]
-    assert ungraded and _rows(page)[-len(ungraded):] == sorted(ungraded, reverse=True)
+    assert ungraded and _rows(page)[-len(ungraded) :] == sorted(ungraded, reverse=True)
 
     page.select_option("#status-filter", "ungradable")
     assert sorted(_rows(page)) == [row.submission for row in rows if row.status == "ungradable"]
@@ -449,10 +473,10 @@ def test_the_review_queue_pages_and_filters(large: ScaleSite, context: BrowserCo
 
 
 def test_without_a_script_the_first_page_of_each_list_shows(
-    browser: Browser, large: ScaleSite,
+    browser: Browser,
+    large: ScaleSite,
 ) -> None:
-    plain = browser.new_context(java_script_enabled=False, viewport={"width": 1280,
-                                                                      "height": 900})
+    plain = browser.new_context(java_script_enabled=False, viewport={"width": 1280, "height": 900})
     try:
         page = plain.new_page()
         page.goto((large.site / "index.html").as_uri(), wait_until="load")

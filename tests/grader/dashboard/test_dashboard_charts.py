@@ -35,8 +35,22 @@ HOSTILE = "<script>alert(1)</script> & co"
 HOSTILE_ESCAPED = "&lt;script&gt;alert(1)&lt;/script&gt; &amp; co"
 # Sorted: 0, 5.50, 12, 55, 55, 59.99, 60, 71.25, 72.50, 99.99, 100. An edge opens the next
 # bin, except the maximum, which closes the last.
-TOTALS = [Decimal(text) for text in ("55.00", "0.00", "100.00", "12.00", "59.99", "60.00",
-                                     "5.50", "71.25", "55.00", "99.99", "72.50")]
+TOTALS = [
+    Decimal(text)
+    for text in (
+        "55.00",
+        "0.00",
+        "100.00",
+        "12.00",
+        "59.99",
+        "60.00",
+        "5.50",
+        "71.25",
+        "55.00",
+        "99.99",
+        "72.50",
+    )
+]
 CRITERIA = [
     ("tests", "Tests pass", Decimal("12.00"), Decimal("40.00")),
     ("hostile", HOSTILE, Decimal("3.50"), Decimal("10.00")),
@@ -120,17 +134,21 @@ def test_distribution_counts_ten_bins_with_the_last_closed() -> None:
         (span(f"{10 * i}.00", f"{10 * i + 10}.00"), count)
         for i, count in enumerate(["2", "1", "0", "0", "0", "3", "1", "2", "0", "2"])
     )
-    assert figure.alt == ("Final grades (after reviews) of 11 graded submissions, out of "
-                          "100.00 points: median 59.99; most common range "
-                          f"{span('50.00', '60.00')} (3 submissions).")
+    assert figure.alt == (
+        "Final grades (after reviews) of 11 graded submissions, out of "
+        "100.00 points: median 59.99; most common range "
+        f"{span('50.00', '60.00')} (3 submissions)."
+    )
     assert texts(root).count("3") >= 1 and texts(root).count("0") >= 5
 
 
 def test_the_distribution_and_the_timeline_say_they_plot_final_points() -> None:
     """The cohort page plots each row's final grade (after reviews), so the axis, the text
     alternative and the table say final: a "total points" axis read as the automated total."""
-    for figure in (score_distribution(TOTALS, Decimal("100.00")),
-                   grade_timeline(TIMELINE, Decimal("100.00"))):
+    for figure in (
+        score_distribution(TOTALS, Decimal("100.00")),
+        grade_timeline(TIMELINE, Decimal("100.00")),
+    ):
         shown = texts(check_figure(figure))
         assert "final points (after reviews)" in shown, figure.id
         assert not [text for text in shown if "total" in text.lower()], figure.id
@@ -144,8 +162,10 @@ def test_distribution_median_of_an_even_count_and_tied_bins() -> None:
     check_figure(figure)
 
     assert "median 52.63" in figure.alt
-    assert (f"most common range {span('10.00', '20.00')} and {span('90.00', '100.00')} "
-            "(2 submissions each)") in figure.alt
+    assert (
+        f"most common range {span('10.00', '20.00')} and {span('90.00', '100.00')} "
+        "(2 submissions each)"
+    ) in figure.alt
 
 
 def test_distribution_bins_an_uneven_maximum_exactly() -> None:
@@ -154,8 +174,11 @@ def test_distribution_bins_an_uneven_maximum_exactly() -> None:
     figure = score_distribution(totals, Decimal("33.33"))
     check_figure(figure)
 
-    assert figure.rows[:3] == ((span("0.00", "3.33"), "1"), (span("3.33", "6.67"), "2"),
-                               (span("6.67", "10.00"), "1"))
+    assert figure.rows[:3] == (
+        (span("0.00", "3.33"), "1"),
+        (span("3.33", "6.67"), "2"),
+        (span("6.67", "10.00"), "1"),
+    )
     assert "4 graded submissions" in figure.alt and "median 5.00" in figure.alt
 
 
@@ -194,8 +217,10 @@ def test_points_lost_sums_percentages_and_labels_each_bar() -> None:
         ("Style", "0.50", "8.00", "6.3%"),
         ("Docs", "0.00", "5.00", "0.0%"),
     )
-    assert figure.alt == ("Over 4 criteria the cohort lost 16.00 of 63.00 points (25.4%). "
-                          "Most lost: Tests pass, 12.00 of 40.00 (30.0%).")
+    assert figure.alt == (
+        "Over 4 criteria the cohort lost 16.00 of 63.00 points (25.4%). "
+        "Most lost: Tests pass, 12.00 of 40.00 (30.0%)."
+    )
     shown = texts(root)
     for label in ("12.00 of 40.00", "3.50 of 10.00", "0.50 of 8.00", "0.00 of 5.00"):
         assert label in shown
@@ -204,8 +229,12 @@ def test_points_lost_sums_percentages_and_labels_each_bar() -> None:
 
 
 def test_points_lost_tells_apart_criteria_with_one_title() -> None:
-    figure = points_lost([("a", "Style", Decimal("1.00"), Decimal("2.00")),
-                          ("b", "Style", Decimal("0.00"), Decimal("0.00"))])
+    figure = points_lost(
+        [
+            ("a", "Style", Decimal("1.00"), Decimal("2.00")),
+            ("b", "Style", Decimal("0.00"), Decimal("0.00")),
+        ]
+    )
     root = check_figure(figure)
 
     assert {"Style (a)", "Style (b)"} <= set(texts(root))
@@ -224,8 +253,10 @@ def test_points_lost_without_a_loss_says_so() -> None:
     [
         ([("a", "A", Decimal("3.00"), Decimal("2.00"))], "lost 3.00 of 2.00"),
         ([("a", "A", Decimal("-1.00"), Decimal("2.00"))], "lost -1.00 of 2.00"),
-        ([("a", "A", Decimal(0), Decimal(1)), ("a", "B", Decimal(0), Decimal(1))],
-         "repeated criterion ids: a"),
+        (
+            [("a", "A", Decimal(0), Decimal(1)), ("a", "B", Decimal(0), Decimal(1))],
+            "repeated criterion ids: a",
+        ),
     ],
 )
 def test_points_lost_refuses_impossible_losses(
@@ -244,7 +275,10 @@ def test_findings_by_kind_counts_in_the_given_order() -> None:
     assert figure.alt == "10 findings of 3 kinds; the most common: cassette-miss (7)."
     shown = texts(root)
     assert [text for text in shown if text.endswith(("stale", "miss", "leak"))] == [
-        "stale", "cassette-miss", "secret-leak"]
+        "stale",
+        "cassette-miss",
+        "secret-leak",
+    ]
     assert {"2", "7", "1"} <= set(shown)
 
 
@@ -275,9 +309,11 @@ def test_timeline_shows_a_grading_without_a_grade() -> None:
         ("#2 (event 7)", "no grade", "inputs changed: cassettes/x.json"),
         ("#3 (event 9)", "72.50", "rubric changed"),
     )
-    assert figure.alt == ("3 gradings, final grades (after reviews) out of 100.00 points: "
-                          "first grade 60.00 at #1 (event 3), latest 72.50 at #3 (event 9), "
-                          "highest 72.50. No grade at #2 (event 7).")
+    assert figure.alt == (
+        "3 gradings, final grades (after reviews) out of 100.00 points: "
+        "first grade 60.00 at #1 (event 3), latest 72.50 at #3 (event 9), "
+        "highest 72.50. No grade at #2 (event 7)."
+    )
     shown = texts(root)
     assert shown.count("no grade") == 2  # the point's label and the legend's
     assert {"60.00", "72.50"} <= set(shown)
@@ -292,16 +328,17 @@ def test_a_reviewed_timeline_plots_finals_and_tables_total_review_and_final() ->
     assert figure.columns == ("Grading", "Total", "Review", "Final", "Cause")
     assert figure.rows == (
         ("#1 (event 3)", "60.00", "tests 12.00->8.00 by kim", "56.00", "first grading"),
-        ("#2 (event 7)", "no grade", "\N{EN DASH}", "no grade",
-         "inputs changed: cassettes/x.json"),
+        ("#2 (event 7)", "no grade", "\N{EN DASH}", "no grade", "inputs changed: cassettes/x.json"),
         ("#3 (event 9)", "72.50", "docs 5.00 confirmed by kim", "72.50", "rubric changed"),
     )
     assert "first grade 56.00 at #1 (event 3)" in figure.alt
     assert {"56.00", "72.50"} <= set(shown) and "60.00" not in shown  # the final is drawn
     # Reviews that change nothing anywhere keep the short table.
     plain = grade_timeline(TIMELINE, Decimal("100.00"), reviewed=[(t, "") for _, t, _ in TIMELINE])
-    assert plain.columns == ("Grading", "Final", "Cause") and plain.rows == grade_timeline(
-        TIMELINE, Decimal("100.00")).rows
+    assert (
+        plain.columns == ("Grading", "Final", "Cause")
+        and plain.rows == grade_timeline(TIMELINE, Decimal("100.00")).rows
+    )
     with pytest.raises(UsageError, match="2 reviewed totals for 3 gradings"):
         grade_timeline(TIMELINE, Decimal("100.00"), reviewed=REVIEWS[:2])
 
@@ -309,8 +346,11 @@ def test_a_reviewed_timeline_plots_finals_and_tables_total_review_and_final() ->
 def test_timeline_marks_a_missing_grade_by_shape() -> None:
     root = check_figure(grade_timeline(TIMELINE, Decimal("100.00")))
 
-    points = [element for element in root.iter(f"{SVG}path")
-              if element.get("fill") in {"#0072B2", "#D55E00"}]
+    points = [
+        element
+        for element in root.iter(f"{SVG}path")
+        if element.get("fill") in {"#0072B2", "#D55E00"}
+    ]
     graded = {element.get("d") for element in points if element.get("fill") == "#0072B2"}
     missing = {element.get("d") for element in points if element.get("fill") == "#D55E00"}
     assert graded and missing and not graded & missing
@@ -321,19 +361,30 @@ def test_timeline_with_no_grade_at_all() -> None:
     check_figure(figure)
 
     assert figure.rows == (("#1 (event 1)", "no grade", "build failed"),)
-    assert figure.alt == ("1 grading, final grades (after reviews) out of 10.00 points; "
-                          "none produced a grade.")
+    assert figure.alt == (
+        "1 grading, final grades (after reviews) out of 10.00 points; none produced a grade."
+    )
 
 
 def test_the_timeline_places_each_point_on_its_grade_and_breaks_the_line_at_none() -> None:
     """The Python-drawn timeline puts each point at its final grade on the y axis (the
     plot's top at the maximum, its bottom at 0), labels it with its grade, and draws the
     line through the graded points only: a move between two gradings is a segment."""
-    root = check_figure(grade_timeline(
-        [("#1", Decimal("25.00"), ""), ("#2", Decimal("100.00"), ""), ("#3", None, ""),
-         ("#4", Decimal("50.00"), ""), ("#5", Decimal("75.00"), "")], Decimal("100.00")))
-    circles = [element for element in root.iter(f"{SVG}path")
-               if element.get("fill") == "#0072B2"][:-1]  # the last one is the legend's
+    root = check_figure(
+        grade_timeline(
+            [
+                ("#1", Decimal("25.00"), ""),
+                ("#2", Decimal("100.00"), ""),
+                ("#3", None, ""),
+                ("#4", Decimal("50.00"), ""),
+                ("#5", Decimal("75.00"), ""),
+            ],
+            Decimal("100.00"),
+        )
+    )
+    circles = [element for element in root.iter(f"{SVG}path") if element.get("fill") == "#0072B2"][
+        :-1
+    ]  # the last one is the legend's
     centres = [_centre(element.get("d") or "") for element in circles]
     assert len(centres) == 4
     ys = [y for _, y in centres]
@@ -342,8 +393,11 @@ def test_the_timeline_places_each_point_on_its_grade_and_breaks_the_line_at_none
     assert ys[3] == pytest.approx(bottom - (bottom - ys[1]) * 3 / 4)
     xs = [x for x, _ in centres]
     assert xs == sorted(xs) and len(set(xs)) == 4
-    line = next(element.get("d") or "" for element in root.iter(f"{SVG}path")
-                if element.get("stroke") == "#0072B2")
+    line = next(
+        element.get("d") or ""
+        for element in root.iter(f"{SVG}path")
+        if element.get("stroke") == "#0072B2"
+    )
     assert line.count("M") == 2 and line.count("L") == 2  # #1-#2, then #4-#5
     labels = [text for text in texts(root) if text.endswith(".00")]
     assert labels == ["25.00", "100.00", "50.00", "75.00"]
@@ -353,8 +407,8 @@ def test_the_timeline_places_each_point_on_its_grade_and_breaks_the_line_at_none
 
 def _centre(path: str) -> tuple[float, float]:
     """A circle's centre from its path: ``M x-r,y a r,r 0 1,0 2r,0 ...``."""
-    x, y = (float(v) for v in path[1:path.index("a")].split(","))
-    radius = float(path[path.index("a") + 1:].split(",")[0])
+    x, y = (float(v) for v in path[1 : path.index("a")].split(","))
+    radius = float(path[path.index("a") + 1 :].split(",")[0])
     return x + radius, y
 
 
@@ -383,8 +437,12 @@ def test_rubric_and_report_text_is_escaped_in_the_svg_and_raw_in_the_rows() -> N
 
 def test_the_label_and_title_are_escaped_attribute_and_text() -> None:
     alt = 'a "quoted" <b>\nline & more'
-    svg = _accessible('<svg xmlns="http://www.w3.org/2000/svg" role="graphics-document" '
-                      'aria-label="old"><rect/></svg>', HOSTILE, alt)
+    svg = _accessible(
+        '<svg xmlns="http://www.w3.org/2000/svg" role="graphics-document" '
+        'aria-label="old"><rect/></svg>',
+        HOSTILE,
+        alt,
+    )
     root = ET.fromstring(svg)
 
     assert root.get("role") == "img" and root.get("aria-label") == alt
@@ -409,8 +467,9 @@ def test_without_the_extra_every_chart_names_the_install(
         assert INSTALL in str(caught.value) and "make test" in str(caught.value)
     assert INSTALL == "pip install 'gradekit[dashboard]'"
     # A student's timeline is drawn in Python: no chart engine starts for each page.
-    assert grade_timeline(TIMELINE, Decimal("100.00")) == grade_timeline(TIMELINE,
-                                                                         Decimal("100.00"))
+    assert grade_timeline(TIMELINE, Decimal("100.00")) == grade_timeline(
+        TIMELINE, Decimal("100.00")
+    )
     check_figure(grade_timeline(TIMELINE, Decimal("100.00")))
     check_figure(grade_timeline([], Decimal("100.00")))
 
@@ -433,8 +492,13 @@ def test_the_same_input_gives_the_same_bytes_in_any_process() -> None:
     outputs = []
     for setting in settings:
         done = subprocess.run(
-            [sys.executable, "-c", CHILD], cwd=REPO, env={**os.environ, **setting},
-            capture_output=True, text=True, timeout=120, check=False,
+            [sys.executable, "-c", CHILD],
+            cwd=REPO,
+            env={**os.environ, **setting},
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
         )
         assert done.returncode == 0, done.stderr
         outputs.append(json.loads(done.stdout))

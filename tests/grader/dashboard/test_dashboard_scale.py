@@ -31,8 +31,13 @@ SCALE = 250  # three pages of 100 in the submissions table
 SMALL, LARGE = 150, 750  # the cohort page's size must not follow the cohort's
 PAGE = 100
 PREFIX = "window.GRADEKIT_ROWS = "
-LISTS = {"submissions": "submissions", "grid": "case-grid", "findings": "finding-list",
-         "review": "review-list", "changed": "changed-list"}
+LISTS = {
+    "submissions": "submissions",
+    "grid": "case-grid",
+    "findings": "finding-list",
+    "review": "review-list",
+    "changed": "changed-list",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,7 +78,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> ScaleSite:
 def rows_js(site: Path) -> dict[str, list[Node]]:
     """Each list's rows in rows.js, parsed as the pages are, in order."""
     text = (site / "assets" / "rows.js").read_text("utf-8")
-    body = text[text.index(PREFIX) + len(PREFIX):].rstrip().removesuffix(";")
+    body = text[text.index(PREFIX) + len(PREFIX) :].rstrip().removesuffix(";")
     lists: dict[str, str] = json.loads(body)
     found = {}
     for name, html in lists.items():
@@ -146,8 +151,9 @@ def test_the_cohort_page_does_not_grow_with_the_cohort(
         assert len(held) == len(LISTS)
         for _, rows in held:
             assert rows.count("<tr") + rows.count("<li") <= PAGE
-        frames.append(len(re.sub(r"(<(tbody|ul)[^>]*data-rows>)(.*?)(</\2>)", r"\1\4", html,
-                                 flags=re.S)))
+        frames.append(
+            len(re.sub(r"(<(tbody|ul)[^>]*data-rows>)(.*?)(</\2>)", r"\1\4", html, flags=re.S))
+        )
     assert abs(frames[1] - frames[0]) < frames[0] // 10, frames
     assert (large.site / "index.html").stat().st_size < 2_000_000
 
@@ -170,7 +176,8 @@ def test_every_student_page_holds_its_timeline(site: ScaleSite) -> None:
         assert svg.get("role") == "img" and svg.get("aria-label")
         drawn = [node.words() for node in svg.all("text")]
         assert [text for text in drawn if text.startswith("#")] == [
-            f"#{i} (event {e['seq']})" for i, e in enumerate(graded, 1)]
+            f"#{i} (event {e['seq']})" for i, e in enumerate(graded, 1)
+        ]
         twice += len(graded) > 1
     assert twice > 10  # the cohort's second batch: histories of two gradings
 
@@ -190,9 +197,13 @@ def test_the_queue_counts_are_the_gradebooks_pending_cells(site: ScaleSite) -> N
         if left or redo:
             waiting.append(row.submission)
     assert pending and again  # the synthetic cohort has both
-    table = {tr.get("data-criterion"): (tr.one("td", data_count="pending").text(),
-                                        tr.one("td", data_count="again").text())
-             for tr in page.by_id("queue").one("tbody").all("tr")}
+    table = {
+        tr.get("data-criterion"): (
+            tr.one("td", data_count="pending").text(),
+            tr.one("td", data_count="again").text(),
+        )
+        for tr in page.by_id("queue").one("tbody").all("tr")
+    }
     assert set(pending) | set(again) <= set(table)
     for criterion, counts in table.items():
         assert counts == (str(pending.get(criterion, 0)), str(again.get(criterion, 0)))
@@ -205,17 +216,24 @@ def test_the_queue_counts_are_the_gradebooks_pending_cells(site: ScaleSite) -> N
 
 
 def test_the_same_cohort_gives_the_same_bytes_in_any_process(
-    site: ScaleSite, tmp_path: Path,
+    site: ScaleSite,
+    tmp_path: Path,
 ) -> None:
     built = files(site.site)
-    for number, setting in enumerate(({"PYTHONHASHSEED": "1", "TZ": "Asia/Kathmandu",
-                                       "LC_ALL": "C.UTF-8", "LANG": "C.UTF-8"},
-                                      {"PYTHONHASHSEED": "977", "TZ": "America/St_Johns",
-                                       "LC_ALL": "C", "LANG": "C"})):
+    for number, setting in enumerate(
+        (
+            {"PYTHONHASHSEED": "1", "TZ": "Asia/Kathmandu", "LC_ALL": "C.UTF-8", "LANG": "C.UTF-8"},
+            {"PYTHONHASHSEED": "977", "TZ": "America/St_Johns", "LC_ALL": "C", "LANG": "C"},
+        )
+    ):
         out = tmp_path / f"site-{number}"
-        done = subprocess.run([sys.executable, "-m", "grader", "dashboard", str(site.grades),
-                               "--out", str(out)],
-                              env={**os.environ, **setting, "GRADEKIT_COMMANDS": "make"},
-                              capture_output=True, text=True, timeout=300, check=False)
+        done = subprocess.run(
+            [sys.executable, "-m", "grader", "dashboard", str(site.grades), "--out", str(out)],
+            env={**os.environ, **setting, "GRADEKIT_COMMANDS": "make"},
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
         assert done.returncode == 0, done.stderr
         assert files(out) == built, setting

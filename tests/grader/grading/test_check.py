@@ -23,8 +23,12 @@ from tests.submissions import make_submission
 
 def _stale_prompts(root: Path) -> None:
     agent = root / "lab" / "agent.py"
-    agent.write_text(agent.read_text("utf-8").replace(
-        "You are a teaching assistant", "You are a helpful teaching assistant", 1), "utf-8")
+    agent.write_text(
+        agent.read_text("utf-8").replace(
+            "You are a teaching assistant", "You are a helpful teaching assistant", 1
+        ),
+        "utf-8",
+    )
 
 
 def _corrupt_cassette(root: Path) -> None:
@@ -45,8 +49,11 @@ def _empty_failures(root: Path) -> None:
 MISTAKES: dict[str, tuple[Callable[[Path], None], str]] = {
     # make_submission's folder has no Makefile: check prints the kit's own command there.
     # the provider the cassettes were recorded with (SmolLM2 on llama.cpp), so it runs as printed
-    "stale_prompts": (_stale_prompts, "`GRADEKIT_PROVIDER=llamacpp gradekit record --case "
-                      "refund-policy`; the prompt asked first differs"),
+    "stale_prompts": (
+        _stale_prompts,
+        "`GRADEKIT_PROVIDER=llamacpp gradekit record --case "
+        "refund-policy`; the prompt asked first differs",
+    ),
     "corrupt_cassette": (_corrupt_cassette, "cassettes/sql-explain.json:22:2: not valid JSON"),
     "no_tracing": (_no_tracing, "Wrap the provider in Traced"),
     "empty_failures": (_empty_failures, "Write at least two complete failure entries"),
@@ -56,7 +63,9 @@ MISTAKES: dict[str, tuple[Callable[[Path], None], str]] = {
 @pytest.mark.parametrize("mistake", sorted(MISTAKES))
 @pytest.mark.slow
 def test_a_common_mistake_fails_the_check_with_the_grade_and_its_real_fix(
-    mistake: str, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    mistake: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     mutate, fix = MISTAKES[mistake]
     root = make_submission(tmp_path / mistake)
@@ -64,8 +73,7 @@ def test_a_common_mistake_fails_the_check_with_the_grade_and_its_real_fix(
 
     assert main(["check", str(root), "--wall", "process"]) == 1
     shown = capsys.readouterr().out
-    assert main(["grade", str(root), "--out", str(tmp_path / "out"), "--wall",
-                 "process"]) == 0
+    assert main(["grade", str(root), "--out", str(tmp_path / "out"), "--wall", "process"]) == 0
     capsys.readouterr()
     report = json.loads((tmp_path / "out" / mistake / "report.json").read_bytes())
 
@@ -81,15 +89,18 @@ def test_a_common_mistake_fails_the_check_with_the_grade_and_its_real_fix(
 
 @pytest.mark.slow
 def test_the_reference_lab_passes_the_check_with_full_marks(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     root = make_submission(tmp_path / "alice")
     assert main(["check", str(root), "--wall", "process"]) == 0
     shown = capsys.readouterr().out
     assert [line[:4] for line in shown.splitlines()[:3]] == ["PASS"] * 3
-    assert "grade now: 100.00 / 100.00 (what gradekit grade gives this submission, same " \
-        "rubric, same grading); 25.00 of it pending human review (Written summary, Stretch " \
+    assert (
+        "grade now: 100.00 / 100.00 (what gradekit grade gives this submission, same "
+        "rubric, same grading); 25.00 of it pending human review (Written summary, Stretch "
         "goal)\n" in shown
+    )
     assert "  lost " not in shown
     assert re.search(r"^PASS  in \d+\.\ds: every checkpoint passed", shown, re.MULTILINE)
 
@@ -108,7 +119,8 @@ def test_the_second_grading_deals_the_first_ones_seeds_out_anew() -> None:
 
 @pytest.mark.slow
 def test_both_gradings_and_the_probe_fork_from_one_host_a_seed(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Checkpoint 3's second grading and checkpoint 1's probe start no host of their own:
     five hosts serve the whole check, and every run forks from one of them."""

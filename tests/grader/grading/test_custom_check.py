@@ -63,8 +63,9 @@ def test_a_custom_check_scores_its_criterion(instructor: Path, tmp_path: Path) -
     for part in ("pyproject.toml", "FAILURES.md"):
         shutil.copy(REPO / part, submission / part)
     rubric = load_rubric(instructor / "rubric.toml")
-    report = grade_submission(submission, rubric, submission="alice", label="provider-a",
-                              scratch=tmp_path / "scratch").report
+    report = grade_submission(
+        submission, rubric, submission="alice", label="provider-a", scratch=tmp_path / "scratch"
+    ).report
     custom = next(c for c in report.criteria if c.id == "stretch_goal")
     answer_mentions = "refund" in _reference_answer().lower()
     assert custom.checks[0].passed is answer_mentions
@@ -76,10 +77,16 @@ def _reference_answer() -> str:
     from gradekit import Replay, ToolReplay
     from lab.agent import run
 
-    task = next(c.task for c in load_rubric(REPO / "rubric" / "bootcamp.toml").cases
-                if c.id == "refund-policy")
-    return run(Replay(REPO / "cassettes" / "refund-policy.json"), task,
-               ToolReplay(REPO / "fixtures" / "refund-policy.json"))
+    task = next(
+        c.task
+        for c in load_rubric(REPO / "rubric" / "bootcamp.toml").cases
+        if c.id == "refund-policy"
+    )
+    return run(
+        Replay(REPO / "cassettes" / "refund-policy.json"),
+        task,
+        ToolReplay(REPO / "fixtures" / "refund-policy.json"),
+    )
 
 
 def test_a_custom_check_that_does_not_import_is_a_rubric_error(instructor: Path) -> None:
@@ -125,8 +132,14 @@ def test_check_never_reads_a_rubric_from_the_submission(tmp_path: Path) -> None:
     planted = planted.replace('check = "stretch_goal"', f'check = "{module}:check"')
     planted = planted.replace("[criterion.points]\nevidence = 6\nwrite_up = 4\n", "")
     (root / "rubric" / "bootcamp.toml").write_text(planted, encoding="utf-8")
-    done = subprocess.run([sys.executable, "-m", "grader", "check", str(root)], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=600, check=False)
+    done = subprocess.run(
+        [sys.executable, "-m", "grader", "check", str(root)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     assert not marker.exists(), "the submission's rubric/ code ran in the grader's process"
     assert done.returncode == 0, (done.stdout, done.stderr)  # graded by the kit's rubric
     assert [line.split()[0] for line in done.stdout.splitlines()[:3]] == ["PASS"] * 3

@@ -23,7 +23,7 @@ def _block(language: str) -> str:
     sections have blocks of their own)."""
     page = DOC.read_text("utf-8")
     start = page.index("\n## A worked example: answers of a readable length\n")
-    section = page[start:page.index("\n## ", start + 1)]
+    section = page[start : page.index("\n## ", start + 1)]
     (found,) = re.findall(rf"```{language}\n(.*?)```", section, re.DOTALL)
     return str(found)
 
@@ -44,16 +44,23 @@ def _instructor(folder: Path, most_words: str | None = None) -> Path:
 
 
 # What the page says the reference lab scores: each limit, the points, the cases it fails.
-SAID = [(None, "7.50", {"flaky-grade"}), ("5", "0.00", {"refund-policy", "incident-summary",
-                                                       "sql-explain", "flaky-grade"})]
+SAID = [
+    (None, "7.50", {"flaky-grade"}),
+    ("5", "0.00", {"refund-policy", "incident-summary", "sql-explain", "flaky-grade"}),
+]
 
 
 @pytest.mark.parametrize(("most_words", "points", "failed"), SAID)
 def test_the_pages_check_grades_the_kits_lab_as_the_page_says(
-        tmp_path: Path, most_words: str | None, points: str, failed: set[str]) -> None:
+    tmp_path: Path, most_words: str | None, points: str, failed: set[str]
+) -> None:
     rubric = load_rubric(_instructor(tmp_path / "course", most_words))
-    report = grade_submission(make_submission(tmp_path / "alice"), rubric, submission="alice",
-                              scratch=tmp_path / "scratch").report
+    report = grade_submission(
+        make_submission(tmp_path / "alice"),
+        rubric,
+        submission="alice",
+        scratch=tmp_path / "scratch",
+    ).report
     found = next(c for c in report.criteria if c.id == "short_answers")
     assert (found.points, found.max) == (Decimal(points), Decimal("10.00"))
     assert sum((c.points for c in found.checks), Decimal(0)) == found.points
@@ -61,9 +68,13 @@ def test_the_pages_check_grades_the_kits_lab_as_the_page_says(
     limit = most_words or "120"
     assert all(re.fullmatch(rf"\d+ words, at most {limit}", c.detail) for c in found.checks)
     assert {c.id for c in found.checks if not c.passed} == failed
-    assert found.advice == tuple(f"{case}: answer in at most {limit} words"
-                                 for case in (c.id for c in found.checks) if case in failed)
+    assert found.advice == tuple(
+        f"{case}: answer in at most {limit} words"
+        for case in (c.id for c in found.checks)
+        if case in failed
+    )
     if most_words is None:  # the page quotes the one answer over the limit
-        assert next(c.detail for c in found.checks if c.id == "flaky-grade") in \
-            DOC.read_text("utf-8")
+        assert next(c.detail for c in found.checks if c.id == "flaky-grade") in DOC.read_text(
+            "utf-8"
+        )
     assert report.total == sum((c.points for c in report.criteria), Decimal(0))

@@ -17,7 +17,7 @@ from tests.submissions import make_submission
 
 pytestmark = pytest.mark.slow  # each test runs a submission's incident test in the sandbox
 
-REFUNDS = '''
+REFUNDS = """
 from gradekit import Tools
 
 
@@ -42,9 +42,9 @@ def _issue(store, student, amount):
 TOOLS = Tools()
 TOOLS.read_only("policy", lambda student: {{"max_refund": 100}})
 TOOLS.write("issue_refund", _issue)
-'''
+"""
 
-INCIDENT_TEST = '''
+INCIDENT_TEST = """
 from pathlib import Path
 
 from gradekit import Plan, replay_incident
@@ -56,7 +56,7 @@ INCIDENT = Path(__file__).resolve().parents[1] / "incidents" / "refund.jsonl"
 def test_the_refund_outside_the_policy_is_blocked():
     replayed = replay_incident(INCIDENT, refunds.run, plan=Plan.of({plan}), tools=refunds.TOOLS)
     assert {assertion}
-'''
+"""
 
 WRITE_UP = """
 ## A refund outside the policy went through (cut-point)
@@ -66,20 +66,28 @@ WRITE_UP = """
 """
 
 
-def submission(tmp_path: Path, *, bug: str = "", plan: str = '{"issue_refund"}',
-               assertion: str = 'replayed.actions("issue_refund") == []') -> Path:
+def submission(
+    tmp_path: Path,
+    *,
+    bug: str = "",
+    plan: str = '{"issue_refund"}',
+    assertion: str = 'replayed.actions("issue_refund") == []',
+) -> Path:
     root = make_submission(tmp_path / "sub")
     (root / "lab" / "refund_guard.py").write_text(textwrap.dedent(REFUNDS.format(bug=bug)), "utf-8")
     (root / "lab" / "incident_test.py").write_text(
-        textwrap.dedent(INCIDENT_TEST.format(plan=plan, assertion=assertion)), "utf-8")
+        textwrap.dedent(INCIDENT_TEST.format(plan=plan, assertion=assertion)), "utf-8"
+    )
     _record(root)
     manifest = root / "pyproject.toml"
-    text = manifest.read_text("utf-8").replace('stretch = ["two-providers"]',
-                                               'stretch = ["cut-point"]')
+    text = manifest.read_text("utf-8").replace(
+        'stretch = ["two-providers"]', 'stretch = ["cut-point"]'
+    )
     # The reference's own cut-point test and guard, replaced by this submission's.
-    for key, value in (("incident_test",
-                        "lab.incident_test:test_the_refund_outside_the_policy_is_blocked"),
-                       ("guard", "lab.refund_guard:may_refund")):
+    for key, value in (
+        ("incident_test", "lab.incident_test:test_the_refund_outside_the_policy_is_blocked"),
+        ("guard", "lab.refund_guard:may_refund"),
+    ):
         text, count = re.subn(rf'(?m)^{key} = ".*"$', f'{key} = "{value}"', text)
         assert count == 1, key
     manifest.write_text(text, "utf-8")
@@ -94,23 +102,32 @@ def _record(root: Path) -> None:
 
     from gradekit import FakeProvider, IncidentRecorder
 
-    spec = importlib.util.spec_from_file_location("refunds_at_incident_time",
-                                                  root / "lab" / "refund_guard.py")
+    spec = importlib.util.spec_from_file_location(
+        "refunds_at_incident_time", root / "lab" / "refund_guard.py"
+    )
     assert spec is not None and spec.loader is not None
     refunds = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(refunds)
     vars(refunds)["may_refund"] = lambda policy, amount: True  # the bug the incident caught
     live = FakeProvider(lambda prompt: "yes, refund it", name="fake:model")
     task = "Student s1 asks for 120 back."
-    with IncidentRecorder(root / "incidents" / "refund.jsonl", case="refund", task=task,
-                          provider=live.name) as recorder:
-        assert refunds.run(recorder.provider(live), task, recorder.toolbox(refunds.TOOLS)) \
+    with IncidentRecorder(
+        root / "incidents" / "refund.jsonl", case="refund", task=task, provider=live.name
+    ) as recorder:
+        assert (
+            refunds.run(recorder.provider(live), task, recorder.toolbox(refunds.TOOLS))
             == "refunded"
+        )
 
 
 def graded_evidence(root: Path, tmp_path: Path, isolation: Wall) -> tuple[str, str]:
-    report = grade_submission(root, load_rubric(KIT_RUBRIC), submission="sub",
-                              scratch=tmp_path / "scratch", wall=isolation).report
+    report = grade_submission(
+        root,
+        load_rubric(KIT_RUBRIC),
+        submission="sub",
+        scratch=tmp_path / "scratch",
+        wall=isolation,
+    ).report
     goal = next(c for c in report.criteria if c.id == "stretch_goal")
     evidence = next(c for c in goal.checks if c.id == "cut-point: evidence")
     return ("passed" if evidence.passed else "failed"), evidence.detail
@@ -142,8 +159,9 @@ def test_a_test_that_fails_on_the_submissions_own_guard_does_not_hold(tmp_path: 
 def test_a_claim_without_the_manifest_keys_says_what_to_declare(tmp_path: Path) -> None:
     root = submission(tmp_path)
     manifest = root / "pyproject.toml"
-    manifest.write_text(manifest.read_text("utf-8").replace(
-        'guard = "lab.refund_guard:may_refund"\n', ""), "utf-8")
+    manifest.write_text(
+        manifest.read_text("utf-8").replace('guard = "lab.refund_guard:may_refund"\n', ""), "utf-8"
+    )
     verdict, detail = graded_evidence(root, tmp_path, ProcessWall())
     assert verdict == "failed"
     assert 'guard = "package.module:function" (the live guard it checks)' in detail

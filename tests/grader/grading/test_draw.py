@@ -17,8 +17,16 @@ from grader.grading._draws import FAMILIES, SEED_POOL, draw, seed_pool
 
 LABEL = re.compile(r"(openai|anthropic|ollama|llamacpp|openai-compatible):[a-z0-9.-]+")
 # What a student might branch on: each family's adapter and its models' word.
-BRANCHED_ON = ("openai", "anthropic", "ollama", "llamacpp", "openai-compatible", "gpt",
-               "claude", "llama")
+BRANCHED_ON = (
+    "openai",
+    "anthropic",
+    "ollama",
+    "llamacpp",
+    "openai-compatible",
+    "gpt",
+    "claude",
+    "llama",
+)
 
 
 def test_every_draw_holds_one_label_of_each_family_and_a_seed_each() -> None:
@@ -60,7 +68,8 @@ def test_an_instructors_label_is_the_primary_and_every_other_family_still_runs()
         drawn = draw(secrets.token_bytes(32), "content", "openai:gpt-4o-mini")
         assert drawn.labels[0] == "openai:gpt-4o-mini"
         assert sorted(label.partition(":")[0] for label in drawn.labels[1:]) == sorted(
-            adapter for adapter, _ in FAMILIES if adapter != "openai")
+            adapter for adapter, _ in FAMILIES if adapter != "openai"
+        )
         custom = draw(secrets.token_bytes(32), "content", "provider-a")
         assert custom.labels[0] == "provider-a" and len(custom.labels) == len(FAMILIES) + 1
 

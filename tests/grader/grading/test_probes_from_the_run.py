@@ -47,7 +47,7 @@ ECHO = echo_provider("You asked: ", 48)
 
 # Dana keeps the last good answer "in case the model is down": a miss in a later case gets
 # an earlier case's answer. The first case has nothing to fall back on and raises.
-LAST_GOOD = '''
+LAST_GOOD = """
 from gradekit import CassetteMiss, Traced
 
 _last_good = None
@@ -65,10 +65,10 @@ def run(provider, task):
         return _last_good
     _last_good = reply
     return reply
-'''
+"""
 
 # Eli memoises every prompt for the whole process; a miss is never stored and always raised.
-MEMO = '''
+MEMO = """
 from gradekit import Traced
 
 MEMO = {}
@@ -84,10 +84,10 @@ def run(provider, task):
     llm = Traced(provider)
     first = ask(llm, "Outline an answer to: " + task)
     return ask(llm, "Write the reply from this outline:\\n" + first)
-'''
+"""
 
 # Fay drafts two answers at once from a thread pool, then asks which is better.
-THREADS = '''
+THREADS = """
 from concurrent.futures import ThreadPoolExecutor
 
 from gradekit import Traced
@@ -101,11 +101,11 @@ def run(provider, task):
                   for style in styles]
         texts = [draft.result() for draft in drafts]
     return llm.complete("Pick the better draft:\\n1. " + texts[0] + "\\n2. " + texts[1])
-'''
+"""
 
 # Gus re-raises only what he recognises as the grader checking him: a key his own cassette
 # holds, or a message that says it was withheld. Every other miss gets an apology.
-PROBE_AWARE = '''
+PROBE_AWARE = """
 import json
 import pathlib
 
@@ -133,10 +133,10 @@ def run(provider, task):
         if getattr(miss, "key", None) in _recorded(getattr(miss, "cassette", "")):
             raise
         return SORRY
-'''
+"""
 
 # Gus's Replay: it raises only on the grader's probe cassette, as he guessed it is named.
-PROBE_REPLAY = '''
+PROBE_REPLAY = """
 from gradekit import CassetteMiss, Replay as _Replay
 
 
@@ -148,10 +148,10 @@ class Replay(_Replay):
             if self._cassette.case == "probe" or "probe" in str(self._file):
                 raise
             return ""
-'''
+"""
 
 # Ivy traces by hand, and forgot the second call.
-ONE_UNTRACED = '''
+ONE_UNTRACED = """
 import json
 import os
 import time
@@ -182,10 +182,10 @@ def run(provider, task):
         raise
     _log(_key(first), provider.name, started, True)
     return provider.complete("Write the reply from this outline:\\n" + outline)
-'''
+"""
 
 # Jo's agent reads its API key the way the SDKs do, and the sandbox gives it none.
-NEEDS_A_KEY = '''
+NEEDS_A_KEY = """
 import os
 
 from gradekit import Traced
@@ -203,7 +203,7 @@ def run(provider, task):
     except KeyError as missing:
         raise SetupError("api_key must be set: export OPENAI_API_KEY") from missing
     return answer
-'''
+"""
 
 # Kai recorded with one prompt, then reworded it and did not record again.
 REWORDED = MEMO.replace("Outline an answer to: ", "Sketch an answer to: ")
@@ -248,10 +248,23 @@ def graded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, di
         finally:
             del os.environ["OPENAI_API_KEY"]
     (subs / "reworded" / "lab" / "agent.py").write_text(REWORDED.lstrip(), "utf-8")
-    assert gradekit_in_process("grade", str(subs), "--out", str(out), "--rubric", str(RUBRIC),
-                               "--wall", "process", "--jobs", "2", "--quiet") == 0
-    return subs, {name: json.loads((out / name / "report.json").read_bytes())
-                  for name in AGENTS}
+    assert (
+        gradekit_in_process(
+            "grade",
+            str(subs),
+            "--out",
+            str(out),
+            "--rubric",
+            str(RUBRIC),
+            "--wall",
+            "process",
+            "--jobs",
+            "2",
+            "--quiet",
+        )
+        == 0
+    )
+    return subs, {name: json.loads((out / name / "report.json").read_bytes()) for name in AGENTS}
 
 
 @pytest.fixture(scope="module")
@@ -270,7 +283,8 @@ def _details(criterion: dict[str, Any]) -> dict[str, str]:
 
 
 def test_a_memo_of_an_earlier_case_answering_a_miss_loses_every_later_case(
-        loud: dict[str, dict[str, Any]]) -> None:
+    loud: dict[str, dict[str, Any]],
+) -> None:
     details = _details(loud["last_good"])
     assert details[CASES[0]].startswith("the miss"), details  # nothing to fall back on yet
     for case in CASES[1:]:
@@ -278,34 +292,40 @@ def test_a_memo_of_an_earlier_case_answering_a_miss_loses_every_later_case(
         assert "after the miss: a miss must raise" in details[case]
 
 
-def test_a_memo_that_never_hides_a_miss_keeps_every_case(
-        loud: dict[str, dict[str, Any]]) -> None:
-    assert all(detail.startswith("the miss") for case, detail in
-               _details(loud["memo"]).items() if case in CASES), loud["memo"]
+def test_a_memo_that_never_hides_a_miss_keeps_every_case(loud: dict[str, dict[str, Any]]) -> None:
+    assert all(
+        detail.startswith("the miss")
+        for case, detail in _details(loud["memo"]).items()
+        if case in CASES
+    ), loud["memo"]
     assert loud["memo"]["points"] == loud["memo"]["max"]
 
 
 def test_two_drafts_sent_at_once_are_not_going_on_after_the_miss(
-        loud: dict[str, dict[str, Any]]) -> None:
+    loud: dict[str, dict[str, Any]],
+) -> None:
     """The second draft is already on its way when the first one's miss comes back: the
     agent re-raises at ``result()``, and that is as loud as a one-call agent."""
     assert loud["threads"]["points"] == loud["threads"]["max"], loud["threads"]
 
 
 def test_an_agent_that_looks_for_the_probe_cannot_tell_it_from_a_real_miss(
-        loud: dict[str, dict[str, Any]]) -> None:
+    loud: dict[str, dict[str, Any]],
+) -> None:
     details = _details(loud["probe_aware"])
     for case in CASES:
         assert "run() returned 'Sorry, the assistant" in details[case], details
-    assert details["own_replay"] == \
-        "your Replay answered an unrecorded prompt instead of raising", details
+    assert (
+        details["own_replay"] == "your Replay answered an unrecorded prompt instead of raising"
+    ), details
 
 
 # -- a case that stops at its first miss, and a call that was not traced ---------------------
 
 
 def test_the_untraced_call_is_named_by_case_position_key_and_head(
-        graded: tuple[Path, dict[str, dict[str, Any]]]) -> None:
+    graded: tuple[Path, dict[str, dict[str, Any]]],
+) -> None:
     tracing = _criterion(graded[1]["one_untraced"], "tracing")
     assert tracing["points"] != tracing["max"]
     first = tracing["advice"][0]
@@ -316,23 +336,29 @@ def test_the_untraced_call_is_named_by_case_position_key_and_head(
 
 
 def test_what_run_raised_is_shown_with_its_message_and_its_cause(
-        graded: tuple[Path, dict[str, dict[str, Any]]]) -> None:
+    graded: tuple[Path, dict[str, dict[str, Any]]],
+) -> None:
     stability = _criterion(graded[1]["needs_a_key"], "contract_stability")
     assert stability["advice"][0] == (
         f"{CASES[0]}: run() must return a str: it raised SetupError: api_key must be set: "
-        "export OPENAI_API_KEY, raised from builtins.KeyError")
+        "export OPENAI_API_KEY, raised from builtins.KeyError"
+    )
 
 
 def test_a_reworded_prompt_gets_the_one_command_its_miss_printed_and_its_leftovers_named(
-        graded: tuple[Path, dict[str, dict[str, Any]]]) -> None:
+    graded: tuple[Path, dict[str, dict[str, Any]]],
+) -> None:
     report = graded[1]["reworded"]
     advice = _criterion(report, "contract_stability")["advice"]
     for case, said in zip(CASES, advice, strict=True):
-        assert said.startswith(f"{case}: record case {case} again: `make record ARGS='--case "
-                               f"{case}'`; the prompt asked first differs"), said
+        assert said.startswith(
+            f"{case}: record case {case} again: `make record ARGS='--case "
+            f"{case}'`; the prompt asked first differs"
+        ), said
         assert "--rerecord" not in said
-    assert not any("holds" in finding and "no run asked" in finding
-                   for finding in report["findings"])  # its runs missed: nothing to say yet
+    assert not any(
+        "holds" in finding and "no run asked" in finding for finding in report["findings"]
+    )  # its runs missed: nothing to say yet
 
 
 def test_recordings_no_run_asks_are_reported_once_the_case_runs(tmp_path: Path) -> None:
@@ -343,14 +369,26 @@ def test_recordings_no_run_asks_are_reported_once_the_case_runs(tmp_path: Path) 
     (root / "lab" / "agent.py").write_text(REWORDED.lstrip(), "utf-8")
     assert record_in_process(root, RUBRIC, "echo:provider") == 0
     out = tmp_path / "grades"
-    assert gradekit_in_process("grade", str(root), "--out", str(out), "--rubric", str(RUBRIC),
-                               "--wall", "process", "--quiet") == 0
+    assert (
+        gradekit_in_process(
+            "grade",
+            str(root),
+            "--out",
+            str(out),
+            "--rubric",
+            str(RUBRIC),
+            "--wall",
+            "process",
+            "--quiet",
+        )
+        == 0
+    )
     report = json.loads((out / "kai" / "report.json").read_bytes())
-    assert report["total"] == "100.00" or _criterion(report, "contract_stability")["points"] \
-        == "30.00"
+    assert (
+        report["total"] == "100.00" or _criterion(report, "contract_stability")["points"] == "30.00"
+    )
     left = [f for f in report["findings"] if "no run asked" in f]
-    assert [f.partition(" holds")[0] for f in left] == [f"cassettes/{case}.json"
-                                                         for case in CASES]
+    assert [f.partition(" holds")[0] for f in left] == [f"cassettes/{case}.json" for case in CASES]
     # The outline and the reply it led to: both prompts changed with the rewording.
     assert all("holds 2 recording(s)" in f and "--rerecord" in f for f in left), left
 
@@ -358,7 +396,7 @@ def test_recordings_no_run_asks_are_reported_once_the_case_runs(tmp_path: Path) 
 # -- the facts the verdicts rest on ---------------------------------------------------------
 
 # Hana's agent reports what a miss looks like, and which recordings it can see.
-LOOK = '''
+LOOK = """
 import os
 
 from gradekit import CassetteMiss
@@ -371,11 +409,12 @@ def run(provider, task):
     except CassetteMiss as miss:
         return f"{type(miss).__module__}.{type(miss).__qualname__}|{miss}|{seen}"
     return f"served|{seen}"
-'''
+"""
 
 
 def test_a_withheld_answer_reads_as_the_missing_recording_and_no_run_sees_the_files(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     root = _submission(tmp_path / "hana", "memo")
     (root / "lab" / "agent.py").write_text(LOOK, "utf-8")
     (root / "cassettes").mkdir()
@@ -384,13 +423,22 @@ def test_a_withheld_answer_reads_as_the_missing_recording_and_no_run_sees_the_fi
     held = {CASES[0]: {prompt_key(asked): Entry(asked, "A recorded answer.")}}
     served = Serving(answer=lambda case, prompt: "A recorded answer.", recorded=held)
     unrecorded = Serving(answer=lambda case, prompt: None, recorded={CASES[0]: {}})
-    withheld = RunPlan("openai:gpt-4o-mini", 1, served, withhold=Withhold("provider", 1,
-                                                                          CASES[0]))
+    withheld = RunPlan("openai:gpt-4o-mini", 1, served, withhold=Withhold("provider", 1, CASES[0]))
     answers = []
-    for n, plan in enumerate((withheld, RunPlan("openai:gpt-4o-mini", 1, unrecorded),
-                              RunPlan("openai:gpt-4o-mini", 1, served))):
-        sandbox = Sandbox(root, tmp_path / f"scratch-{n}", LIMITS, PROCESS_WALL,
-                          LaidOut(hidden=(f"cassettes/{CASES[0]}.json",)))
+    for n, plan in enumerate(
+        (
+            withheld,
+            RunPlan("openai:gpt-4o-mini", 1, unrecorded),
+            RunPlan("openai:gpt-4o-mini", 1, served),
+        )
+    ):
+        sandbox = Sandbox(
+            root,
+            tmp_path / f"scratch-{n}",
+            LIMITS,
+            PROCESS_WALL,
+            LaidOut(hidden=(f"cassettes/{CASES[0]}.json",)),
+        )
         try:
             result = sandbox.run("lab.agent:run", [(CASES[0], "a task")], plan)
         finally:
@@ -403,15 +451,15 @@ def test_a_withheld_answer_reads_as_the_missing_recording_and_no_run_sees_the_fi
     assert (root / "cassettes" / f"{CASES[0]}.json").exists()  # the original is untouched
 
 
-
 def test_checkpoint_three_fails_while_a_case_misses(
-        graded: tuple[Path, dict[str, dict[str, Any]]],
-        capsys: pytest.CaptureFixture[str]) -> None:
+    graded: tuple[Path, dict[str, dict[str, Any]]], capsys: pytest.CaptureFixture[str]
+) -> None:
     """Two gradings that miss alike agree on a digest: that is no pass. The reworded
     agent's every case misses, and checkpoint 3 says so, with the one command to run."""
     root = graded[0] / "reworded"
-    assert gradekit_in_process("check", str(root), "--rubric", str(RUBRIC),
-                               "--wall", "process") == 1
+    assert (
+        gradekit_in_process("check", str(root), "--rubric", str(RUBRIC), "--wall", "process") == 1
+    )
     shown = capsys.readouterr().out
     third = next(line for line in shown.splitlines() if "3. Two providers" in line)
     assert third.startswith("FAIL  3.")
@@ -421,7 +469,7 @@ def test_checkpoint_three_fails_while_a_case_misses(
 
 
 # Ivo's agent goes looking for the recordings where the grader keeps the submission.
-SNOOP = '''
+SNOOP = """
 def run(provider, task):
     found = []
     for path in ({original!r}, "cassettes/{case}.json"):
@@ -431,7 +479,7 @@ def run(provider, task):
         except OSError as error:
             found.append(type(error).__name__)
     return repr(found)
-'''
+"""
 
 
 def test_behind_namespaces_no_path_reaches_the_recordings(tmp_path: Path) -> None:
@@ -447,12 +495,21 @@ def test_behind_namespaces_no_path_reaches_the_recordings(tmp_path: Path) -> Non
     original.parent.mkdir()
     original.write_text("{}", "utf-8")
     (root / "lab" / "agent.py").write_text(
-        SNOOP.format(original=str(original), case=CASES[0]), "utf-8")
-    sandbox = Sandbox(root, tmp_path / "scratch", LIMITS, NamespacesWall(),
-                      LaidOut(hidden=(f"cassettes/{CASES[0]}.json",)))
+        SNOOP.format(original=str(original), case=CASES[0]), "utf-8"
+    )
+    sandbox = Sandbox(
+        root,
+        tmp_path / "scratch",
+        LIMITS,
+        NamespacesWall(),
+        LaidOut(hidden=(f"cassettes/{CASES[0]}.json",)),
+    )
     try:
-        result = sandbox.run("lab.agent:run", [(CASES[0], "a task")],
-                             RunPlan("openai:gpt-4o-mini", 1, Serving(lambda c, p: None)))
+        result = sandbox.run(
+            "lab.agent:run",
+            [(CASES[0], "a task")],
+            RunPlan("openai:gpt-4o-mini", 1, Serving(lambda c, p: None)),
+        )
     finally:
         sandbox.close()
     assert result.outcomes[CASES[0]].answer == "['FileNotFoundError', 'FileNotFoundError']"

@@ -51,9 +51,13 @@ replay = "gradekit:Replay"
 
 def _order(seed: int) -> str:
     """How the agent's set joins under ``seed``, told by an interpreter started with it."""
-    said = subprocess.run([sys.executable, "-S", "-c", f'print(", ".join({TOPICS}))'],
-                          env={"PYTHONHASHSEED": str(seed)}, capture_output=True, text=True,
-                          check=True)
+    said = subprocess.run(
+        [sys.executable, "-S", "-c", f'print(", ".join({TOPICS}))'],
+        env={"PYTHONHASHSEED": str(seed)},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return said.stdout.strip()
 
 
@@ -68,8 +72,11 @@ def eli(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     (root / "pyproject.toml").write_text(MANIFEST, "utf-8")
     (root / "FAILURES.md").write_bytes((REFERENCE / "FAILURES.md").read_bytes())
     assert record_in_process(root, RUBRIC, "echo:provider") == 0
-    prompts = [entry["prompt"] for path in sorted((root / "cassettes").glob("*.json"))
-               for entry in json.loads(path.read_bytes())["entries"].values()]
+    prompts = [
+        entry["prompt"]
+        for path in sorted((root / "cassettes").glob("*.json"))
+        for entry in json.loads(path.read_bytes())["entries"].values()
+    ]
     recorded = {prompt.partition(". Task:")[0].removeprefix("Topics: ") for prompt in prompts}
     assert len(recorded) == 1, recorded
     return root, recorded.pop()
@@ -80,15 +87,19 @@ def _grade(root: Path, tmp_path: Path, seeds: list[int], more: list[int]) -> dic
     with these seeds."""
     drawn = replace(draw(b"k" * 32, "eli"), seeds=tuple(seeds), more=tuple(more))
     assert len(drawn.labels) == len(seeds)
-    graded = grade_submission(root, load_rubric(RUBRIC), submission="eli",
-                              scratch=tmp_path, drawn=drawn)
+    graded = grade_submission(
+        root, load_rubric(RUBRIC), submission="eli", scratch=tmp_path, drawn=drawn
+    )
     stability = next(c for c in graded.report.criteria if c.id == "contract_stability")
-    return {"advice": " ".join(stability.advice),
-            **{check.id: check.detail for check in stability.checks}}
+    return {
+        "advice": " ".join(stability.advice),
+        **{check.id: check.detail for check in stability.checks},
+    }
 
 
 def test_seeds_that_all_keep_a_set_s_order_are_followed_by_one_that_moves_it(
-        eli: tuple[Path, str], tmp_path: Path) -> None:
+    eli: tuple[Path, str], tmp_path: Path
+) -> None:
     root, recorded = eli
     orders = {seed: _order(seed) for seed in range(1, 40)}
     assert set(orders.values()) == {recorded, ", ".join(reversed(recorded.split(", ")))}
@@ -96,7 +107,7 @@ def test_seeds_that_all_keep_a_set_s_order_are_followed_by_one_that_moves_it(
     moved = [seed for seed, order in orders.items() if order == recorded]
     labels = len(draw(b"k" * 32, "eli").labels)
     # Every run of the draw asks the other order, the same in each: no run moves it.
-    seeds, more = kept[:labels], [*kept[labels:labels + 2], moved[0]]
+    seeds, more = kept[:labels], [*kept[labels : labels + 2], moved[0]]
     told = _grade(root, tmp_path / "searched", seeds, more)
     assert SEED_PROMPTS in told["advice"], told
     assert all(detail == BY_SEED for name, detail in told.items() if name != "advice"), told

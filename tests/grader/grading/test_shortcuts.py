@@ -36,13 +36,16 @@ from tests.submissions import REFERENCE
 
 def whole_shortlist(target: str, texts: list[str]) -> tuple[int, float]:
     """``closest`` the long way: every one of the five shortlisted gets its exact ratio."""
+
     def rough(index: int) -> float:
-        return difflib.SequenceMatcher(None, texts[index][:400], target[:400],
-                                       autojunk=False).quick_ratio()
+        return difflib.SequenceMatcher(
+            None, texts[index][:400], target[:400], autojunk=False
+        ).quick_ratio()
 
     def exact(index: int) -> float:
-        return difflib.SequenceMatcher(None, texts[index][:400], target[:400],
-                                       autojunk=False).ratio()
+        return difflib.SequenceMatcher(
+            None, texts[index][:400], target[:400], autojunk=False
+        ).ratio()
 
     best = max(sorted(range(len(texts)), key=rough, reverse=True)[:5], key=exact)
     return best, exact(best)
@@ -52,7 +55,7 @@ def prompt_like(draw: random.Random, stem: str) -> str:
     """A prompt that shares a stem with others and parts from them at a random point,
     from few letters, so that rough ratios tie and exact ones are close."""
     tail = "".join(draw.choice("abcde ") for _ in range(draw.randrange(0, 60)))
-    return stem[:draw.randrange(0, len(stem) + 1)] + tail
+    return stem[: draw.randrange(0, len(stem) + 1)] + tail
 
 
 @pytest.mark.parametrize("seed", range(40))
@@ -72,24 +75,34 @@ def test_the_closest_recording_is_the_one_the_whole_shortlist_names(seed: int) -
 @pytest.mark.parametrize("seed", range(30))
 def test_an_entry_repeats_another_exactly_when_the_whole_ratio_says_so(seed: int) -> None:
     draw = random.Random(seed)
-    words = [draw.choice(["the", "miss", "agent", "cause", "fix", "trace", "case"])
-             for _ in range(draw.randrange(1, 30))]
+    words = [
+        draw.choice(["the", "miss", "agent", "cause", "fix", "trace", "case"])
+        for _ in range(draw.randrange(1, 30))
+    ]
     text = " ".join(words)
     others = []
     for number in range(6):
         changed = list(words)
         for _ in range(draw.randrange(0, 8)):
             changed.insert(draw.randrange(0, len(changed) + 1), draw.choice(string.ascii_lowercase))
-        others.append((f"entry {number}", " ".join(changed[:draw.randrange(0, len(changed) + 1)])))
-    expected = next((name for name, other in others
-                     if text.split() and other.split() and difflib.SequenceMatcher(
-                         None, text.split(), other.split(), autojunk=False).ratio() >= NEAR),
-                    None)
+        others.append((f"entry {number}", " ".join(changed[: draw.randrange(0, len(changed) + 1)])))
+    expected = next(
+        (
+            name
+            for name, other in others
+            if text.split()
+            and other.split()
+            and difflib.SequenceMatcher(None, text.split(), other.split(), autojunk=False).ratio()
+            >= NEAR
+        ),
+        None,
+    )
     assert repeats(text, others) == expected
 
 
 def test_a_store_keeps_what_it_read_and_a_write_replaces_it(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(_cache, "_MEMORY", {})
     monkeypatch.setattr(_cache, "_held", [0])
     key, other = "a" * 64, "b" * 64
@@ -116,12 +129,14 @@ def test_a_store_keeps_what_it_read_and_a_write_replaces_it(
 
 def miss_of(serving: Serving, prompt: str) -> str:
     run = _Run(RunPlan("provider-a", 0, serving), DEFAULT_LIMITS, None)  # type: ignore[arg-type]
-    return run._miss(_Case("refund-policy", "task", Path("trace")), prompt,
-                     prompt_key(prompt))["miss"]
+    return run._miss(_Case("refund-policy", "task", Path("trace")), prompt, prompt_key(prompt))[
+        "miss"
+    ]
 
 
 def test_a_kept_miss_message_is_the_one_made_and_is_made_again_for_other_recordings(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     derived = Derived(tmp_path / "batch")
     asked = "Task: refund a seat bought ten days ago, and say why"
     near = "Task: refund a seat bought nine days ago"
@@ -154,8 +169,10 @@ def test_a_submissions_names_read_through_a_store_are_those_read_alone(tmp_path:
 
 
 def test_a_log_judged_again_under_other_grounds_is_judged_anew() -> None:
-    log = parse_failures("# Failures\n\n## The case refund-policy missed\n- Symptom: it "
-                         "raised\n- Cause: lab/agent.py swallowed it\n- Fix: it re-raises\n")
+    log = parse_failures(
+        "# Failures\n\n## The case refund-policy missed\n- Symptom: it "
+        "raised\n- Cause: lab/agent.py swallowed it\n- Fix: it re-raises\n"
+    )
     holds = Grounds(cases=frozenset({"refund-policy"}))
     lacks = Grounds(cases=frozenset({"sql-explain"}))
     assert not judge_entries(log, holds)[0].problems

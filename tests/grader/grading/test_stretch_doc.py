@@ -18,10 +18,14 @@ from tests.submissions import REFERENCE, gradekit_in_process, make_submission
 pytestmark = pytest.mark.slow
 
 DOC = REFERENCE / "docs" / "custom-checks.md"
-HOLDS = ("the evidence holds: model calls per case in the primary run: refund-policy 3, "
-         "incident-summary 3, sql-explain 3, flaky-grade 3")
-OVER = ("case refund-policy asked the model 3 times: ask at most 2 (a draft, a self-check "
-        "and one revision)")
+HOLDS = (
+    "the evidence holds: model calls per case in the primary run: refund-policy 3, "
+    "incident-summary 3, sql-explain 3, flaky-grade 3"
+)
+OVER = (
+    "case refund-policy asked the model 3 times: ask at most 2 (a draft, a self-check "
+    "and one revision)"
+)
 NAMED, UNNAMED = "FAILURES.md has an entry naming it", "no FAILURES.md entry names 'call-budget'"
 
 
@@ -41,8 +45,7 @@ def _section() -> str:
 
 def _blocks(language: str) -> list[str]:
     """The ``language`` blocks of the section, in order."""
-    return [str(block) for block in re.findall(rf"```{language}\n(.*?)```", _section(),
-                                               re.DOTALL)]
+    return [str(block) for block in re.findall(rf"```{language}\n(.*?)```", _section(), re.DOTALL)]
 
 
 def _instructor(folder: Path, most_calls: str | None) -> Path:
@@ -70,8 +73,7 @@ def _student(folder: Path, *, write_up: bool) -> Path:
     _table, claim = _blocks("toml")
     (line,) = re.findall(r"^stretch = .*$", claim, re.MULTILINE)
     pyproject = root / "pyproject.toml"
-    text, count = re.subn(r"^stretch = .*$", line, pyproject.read_text("utf-8"),
-                          flags=re.MULTILINE)
+    text, count = re.subn(r"^stretch = .*$", line, pyproject.read_text("utf-8"), flags=re.MULTILINE)
     assert count == 1
     pyproject.write_text(text, "utf-8")
     if write_up:
@@ -79,8 +81,9 @@ def _student(folder: Path, *, write_up: bool) -> Path:
         failures = root / "FAILURES.md"
         log = failures.read_text("utf-8")
         assert log.count("\n## Boundaries\n") == 1
-        failures.write_text(log.replace("\n## Boundaries\n", f"\n{entry}\n## Boundaries\n"),
-                            "utf-8")
+        failures.write_text(
+            log.replace("\n## Boundaries\n", f"\n{entry}\n## Boundaries\n"), "utf-8"
+        )
     return root
 
 
@@ -95,11 +98,20 @@ SAID = [
 
 @pytest.mark.parametrize(("most_calls", "write_up", "points", "proof", "written"), SAID)
 def test_the_pages_stretch_goal_grades_the_kits_lab_as_the_page_says(
-        tmp_path: Path, most_calls: str | None, write_up: bool, points: str,
-        proof: tuple[str, str], written: tuple[str, str]) -> None:
+    tmp_path: Path,
+    most_calls: str | None,
+    write_up: bool,
+    points: str,
+    proof: tuple[str, str],
+    written: tuple[str, str],
+) -> None:
     rubric = load_rubric(_instructor(tmp_path / "course", most_calls))
-    report = grade_submission(_student(tmp_path / "alice", write_up=write_up), rubric,
-                              submission="alice", scratch=tmp_path / "scratch").report
+    report = grade_submission(
+        _student(tmp_path / "alice", write_up=write_up),
+        rubric,
+        submission="alice",
+        scratch=tmp_path / "scratch",
+    ).report
     found = next(c for c in report.criteria if c.id == "stretch_goal")
     assert (found.points, found.max) == (Decimal(points), Decimal("10.00"))
     assert [(c.id, str(c.points), str(c.max), c.detail) for c in found.checks] == [
@@ -122,10 +134,24 @@ def test_a_batchs_workers_import_the_pages_goal_and_grade_it_alike(tmp_path: Pat
     rubric = _instructor(tmp_path / "course", None)
     _student(tmp_path / "subs" / "alice", write_up=True)
     out = tmp_path / "grades"
-    assert gradekit_in_process("grade", str(tmp_path / "subs"), "--rubric", str(rubric),
-                               "--out", str(out), "--wall", "process", "--quiet") == 0
+    assert (
+        gradekit_in_process(
+            "grade",
+            str(tmp_path / "subs"),
+            "--rubric",
+            str(rubric),
+            "--out",
+            str(out),
+            "--wall",
+            "process",
+            "--quiet",
+        )
+        == 0
+    )
     report = json.loads((out / "alice" / "report.json").read_bytes())
     found = next(c for c in report["criteria"] if c["id"] == "stretch_goal")
     assert [(c["id"], c["points"], c["detail"]) for c in found["checks"]] == [
-        ("call-budget: evidence", "6.00", HOLDS), ("call-budget: write-up", "4.00", NAMED)]
+        ("call-budget: evidence", "6.00", HOLDS),
+        ("call-budget: write-up", "4.00", NAMED),
+    ]
     assert report["total"] == "100.00"

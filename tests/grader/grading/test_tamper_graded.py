@@ -71,8 +71,9 @@ def forger(tmp_path: Path) -> Path:
     manifest = root / "pyproject.toml"
     text = manifest.read_text("utf-8")
     assert text.count('agent = "lab.agent:run"') == 1
-    manifest.write_text(text.replace('agent = "lab.agent:run"', 'agent = "lab.forger:run"'),
-                        encoding="utf-8")
+    manifest.write_text(
+        text.replace('agent = "lab.agent:run"', 'agent = "lab.forger:run"'), encoding="utf-8"
+    )
     return root
 
 
@@ -82,13 +83,17 @@ def line_of(code: str) -> int:
 
 
 def grade(root: Path, tmp_path: Path, wall: Wall, name: str) -> Report:
-    return grade_submission(root, load_rubric(KIT_RUBRIC), submission=name,
-                            scratch=tmp_path / f"scratch-{name}", wall=wall,
-                            draw_key=DRAW_KEY).report
+    return grade_submission(
+        root,
+        load_rubric(KIT_RUBRIC),
+        submission=name,
+        scratch=tmp_path / f"scratch-{name}",
+        wall=wall,
+        draw_key=DRAW_KEY,
+    ).report
 
 
-def test_the_frame_walking_forger_is_flagged_at_its_lines(tmp_path: Path,
-                                                          isolation: Wall) -> None:
+def test_the_frame_walking_forger_is_flagged_at_its_lines(tmp_path: Path, isolation: Wall) -> None:
     root = forger(tmp_path)
     report = grade(root, tmp_path, isolation, "forger")
     walk, exit_ = line_of("sys._getframe().f_back"), line_of("os._exit(0)")
@@ -109,8 +114,9 @@ def test_the_frame_walking_forger_is_flagged_at_its_lines(tmp_path: Path,
     assert {finding_kind(f) for f in expected} == {"flagged for review"}
 
 
-def test_the_flag_moves_no_points(tmp_path: Path, isolation: Wall,
-                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_flag_moves_no_points(
+    tmp_path: Path, isolation: Wall, monkeypatch: pytest.MonkeyPatch
+) -> None:
     root = forger(tmp_path)
     flagged = grade(root, tmp_path, isolation, "flagged")
     monkeypatch.setattr("grader.grading._grade.tamper_findings", lambda root, manifest, derived: [])
@@ -171,7 +177,8 @@ def _forge():
 
 
 def test_the_forger_that_names_no_frame_is_flagged_at_its_lines(
-        tmp_path: Path, isolation: Wall) -> None:
+    tmp_path: Path, isolation: Wall
+) -> None:
     """Round two's forgery, spelled another way by round three's red-team: 80 -> 100 with
     no flag, on both host uids. Its grade still moves (what only the child can say stays a
     claim); the scan names every line that reaches for the harness."""

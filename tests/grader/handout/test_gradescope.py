@@ -52,8 +52,17 @@ from grader.sandbox import choose_wall, wall_named, wall_requests
 from tests.grader.outputs.test_report import sample
 from tests.submissions import REFERENCE
 
-SUBMITTED = ("lab", "cassettes", "cassettes-llm", "fixtures", "incidents", "FAILURES.md",
-             "DATASET_CHANGES.md", "pyproject.toml", "rubric")
+SUBMITTED = (
+    "lab",
+    "cassettes",
+    "cassettes-llm",
+    "fixtures",
+    "incidents",
+    "FAILURES.md",
+    "DATASET_CHANGES.md",
+    "pyproject.toml",
+    "rubric",
+)
 KEY = "gradescope-course-key-0123456789"
 
 
@@ -90,8 +99,10 @@ def rewrite(path: Path, edit: Callable[[dict[str, Any]], None]) -> None:
 def test_a_written_results_json_verifies_against_its_report(tmp_path: Path) -> None:
     verdict = verify_file(written(tmp_path), None)
     assert verdict.ok, verdict.message
-    assert f"agree with the report.json next to it (digest {report_digest(sample())})" \
+    assert (
+        f"agree with the report.json next to it (digest {report_digest(sample())})"
         in verdict.message
+    )
 
 
 def test_results_json_is_told_apart_by_content_not_name(tmp_path: Path) -> None:
@@ -103,8 +114,7 @@ def test_results_json_is_told_apart_by_content_not_name(tmp_path: Path) -> None:
 def test_without_a_report_beside_it_only_its_own_sums_are_checked(tmp_path: Path) -> None:
     verdict = verify_file(written(tmp_path, report=False), None)
     assert verdict.ok
-    assert "no report.json next to it, so its digest and tests were not compared" \
-        in verdict.message
+    assert "no report.json next to it, so its digest and tests were not compared" in verdict.message
 
 
 def test_a_forged_score_fails_naming_both_numbers(tmp_path: Path) -> None:
@@ -129,25 +139,37 @@ def test_a_consistent_forgery_of_results_json_fails_against_the_report(tmp_path:
     rewrite(results, lambda d: d.update(score=37.5))
     rewrite(results, lambda d: d["tests"][0].update(score=0.0))
     verdict = verify_file(results, None)
-    assert "tests[0] (contract_stability: refund-policy).score is 0.00 but the report says " \
+    assert (
+        "tests[0] (contract_stability: refund-policy).score is 0.00 but the report says "
         "7.50" in verdict.message
+    )
 
 
-@pytest.mark.parametrize(("edit", "says"), [
-    (lambda d: d["tests"][4].update(max_score=20.0, score=20.0),
-     "score is 37.50 but its tests' scores sum to 42.50"),
-    (lambda d: d["tests"][4].update(max_score=20.0), ".max_score is 20.00 but the report says "
-                                                     "15.00"),
-    (lambda d: d["tests"][4].update(tags=["contract_stability"]),
-     ".tags is ['contract_stability'], not ['written_summary']"),
-    (lambda d: d["extra_data"].update(digest="0" * 64), "they are from different gradings"),
-    (lambda d: d["tests"].pop(3), "it has 4 tests but the report has 5"),
-    (lambda d: d.update(score=True), "score is True, not a number"),
-    (lambda d: d.update(score=37.505), "not exact to the cent"),
-    (lambda d: d["extra_data"].pop("digest"), "extra_data has no digest"),
-])
+@pytest.mark.parametrize(
+    ("edit", "says"),
+    [
+        (
+            lambda d: d["tests"][4].update(max_score=20.0, score=20.0),
+            "score is 37.50 but its tests' scores sum to 42.50",
+        ),
+        (
+            lambda d: d["tests"][4].update(max_score=20.0),
+            ".max_score is 20.00 but the report says 15.00",
+        ),
+        (
+            lambda d: d["tests"][4].update(tags=["contract_stability"]),
+            ".tags is ['contract_stability'], not ['written_summary']",
+        ),
+        (lambda d: d["extra_data"].update(digest="0" * 64), "they are from different gradings"),
+        (lambda d: d["tests"].pop(3), "it has 4 tests but the report has 5"),
+        (lambda d: d.update(score=True), "score is True, not a number"),
+        (lambda d: d.update(score=37.505), "not exact to the cent"),
+        (lambda d: d["extra_data"].pop("digest"), "extra_data has no digest"),
+    ],
+)
 def test_results_json_that_disagrees_with_its_report_fails(
-        tmp_path: Path, edit: Callable[[dict[str, Any]], None], says: str) -> None:
+    tmp_path: Path, edit: Callable[[dict[str, Any]], None], says: str
+) -> None:
     results = written(tmp_path)
     rewrite(results, edit)
     verdict = verify_file(results, None)
@@ -159,8 +181,10 @@ def test_a_forged_report_beside_results_json_fails_both(tmp_path: Path) -> None:
     rewrite(tmp_path / REPORT, lambda d: d.update(total="96.00"))
     verdict = verify_file(results, None)
     assert not verdict.ok
-    assert "the report.json next to it does not verify (total is 96.00 but the criteria's " \
+    assert (
+        "the report.json next to it does not verify (total is 96.00 but the criteria's "
         "points sum to 37.50" in verdict.message
+    )
 
 
 def test_a_reformatted_results_json_fails_as_not_canonical(tmp_path: Path) -> None:
@@ -172,10 +196,17 @@ def test_a_reformatted_results_json_fails_as_not_canonical(tmp_path: Path) -> No
 
 # -- a person's review, as Gradescope shows it -------------------------------------------------
 
-OVERRIDE = HumanReview("written_summary", Decimal(15), Decimal(12), "kim",
-                       "entries 3 and 4 describe the same failure", 9)
-CONFIRMATION = HumanReview("contract_stability", Decimal("22.5"), None, "lee",
-                           "the lost case really swallows the miss", 11)
+OVERRIDE = HumanReview(
+    "written_summary",
+    Decimal(15),
+    Decimal(12),
+    "kim",
+    "entries 3 and 4 describe the same failure",
+    9,
+)
+CONFIRMATION = HumanReview(
+    "contract_stability", Decimal("22.5"), None, "lee", "the lost case really swallows the miss", 11
+)
 
 
 def reviewed(folder: Path, *reviews: HumanReview) -> dict[str, Any]:
@@ -196,17 +227,30 @@ def test_a_reviewed_criterion_is_one_test_worth_the_reviewed_points(tmp_path: Pa
     assert results["tests"][:4] == automated["tests"][:4]  # contract_stability untouched
     [test] = results["tests"][4:]
     assert {k: test[k] for k in ("name", "number", "score", "max_score", "status", "tags")} == {
-        "name": "Written summary: reviewed by kim", "number": "2.1", "score": 12.0,
-        "max_score": 15.0, "status": "failed", "tags": ["written_summary"]}
+        "name": "Written summary: reviewed by kim",
+        "number": "2.1",
+        "score": 12.0,
+        "max_score": 15.0,
+        "status": "failed",
+        "tags": ["written_summary"],
+    }
     assert test["output"] == (
         "Reviewed by kim (ledger event 9): changed the points from 15.00 to 12.00, so this "
         "criterion scores 12.00 / 15.00. Reason: entries 3 and 4 describe the same failure"
         "\n\nThe automated checks gave 15.00 / 15.00:\n- entries: passed, 15.00 / 15.00: 5 "
-        "complete entries")
+        "complete entries"
+    )
     assert "Pending human review" not in test["output"]
     assert results["extra_data"]["review"] == [
-        {"criterion": "written_summary", "automated": "15.00", "points": "12.00", "by": "kim",
-         "reason": OVERRIDE.reason, "event": 9}]
+        {
+            "criterion": "written_summary",
+            "automated": "15.00",
+            "points": "12.00",
+            "by": "kim",
+            "reason": OVERRIDE.reason,
+            "event": 9,
+        }
+    ]
     verdict = verify_file(tmp_path / RESULTS, None)
     assert verdict.ok, verdict.message
 
@@ -217,11 +261,16 @@ def test_a_confirmation_keeps_the_points_and_still_says_who_and_why(tmp_path: Pa
     assert results["score"] == 34.5
     first, second = results["tests"]
     assert (first["name"], first["score"], first["max_score"], first["status"]) == (
-        "Contract stability: reviewed by lee", 22.5, 30.0, "failed")
+        "Contract stability: reviewed by lee",
+        22.5,
+        30.0,
+        "failed",
+    )
     assert first["output"].startswith(
         "Reviewed by lee (ledger event 11): confirmed the automated points, so this criterion "
         "scores 22.50 / 30.00. Reason: the lost case really swallows the miss\n\nThe automated "
-        "checks gave 22.50 / 30.00:\n- refund-policy: passed, 7.50 / 7.50: identical\n")
+        "checks gave 22.50 / 30.00:\n- refund-policy: passed, 7.50 / 7.50: identical\n"
+    )
     assert "- incident-summary: lost points, 0.00 / 7.50: " in first["output"]
     assert first["output"].endswith("What to do:\n- Let CassetteMiss propagate out of run().")
     assert second["name"] == "Written summary: reviewed by kim"
@@ -230,26 +279,45 @@ def test_a_confirmation_keeps_the_points_and_still_says_who_and_why(tmp_path: Pa
 
 
 def test_a_review_that_gives_full_points_is_a_passing_test(tmp_path: Path) -> None:
-    raised = HumanReview("contract_stability", Decimal("22.5"), Decimal(30), "lee",
-                         "the lost case is the rubric's mistake", 3)
+    raised = HumanReview(
+        "contract_stability",
+        Decimal("22.5"),
+        Decimal(30),
+        "lee",
+        "the lost case is the rubric's mistake",
+        3,
+    )
     test = reviewed(tmp_path, raised)["tests"][0]
     assert (test["score"], test["max_score"], test["status"]) == (30.0, 30.0, "passed")
     assert "What to do" not in test["output"]  # full points: nothing left to fix
 
 
-@pytest.mark.parametrize(("edit", "says"), [
-    (lambda d: d["tests"][0].update(status="passed"),
-     "tests[0] (contract_stability: reviewed).status is 'passed', not 'failed'"),
-    (lambda d: d["tests"][0].update(name="Contract stability: reviewed by kim"),
-     ".name is 'Contract stability: reviewed by kim', not 'Contract stability: reviewed by lee'"),
-    (lambda d: d["tests"][0].update(max_score=22.5, status="passed"),
-     "tests[0] (contract_stability: reviewed).max_score is 22.50 but the report and its review "
-     "make it 30.00: the file was edited"),
-    (lambda d: d["tests"][1].update(score=15.0),
-     "score is 34.50 but its tests' scores sum to 37.50"),
-])
+@pytest.mark.parametrize(
+    ("edit", "says"),
+    [
+        (
+            lambda d: d["tests"][0].update(status="passed"),
+            "tests[0] (contract_stability: reviewed).status is 'passed', not 'failed'",
+        ),
+        (
+            lambda d: d["tests"][0].update(name="Contract stability: reviewed by kim"),
+            ".name is 'Contract stability: reviewed by kim', not "
+            "'Contract stability: reviewed by lee'",
+        ),
+        (
+            lambda d: d["tests"][0].update(max_score=22.5, status="passed"),
+            "tests[0] (contract_stability: reviewed).max_score is 22.50 but the report and "
+            "its review make it 30.00: the file was edited",
+        ),
+        (
+            lambda d: d["tests"][1].update(score=15.0),
+            "score is 34.50 but its tests' scores sum to 37.50",
+        ),
+    ],
+)
 def test_a_reviewed_test_that_disagrees_with_its_review_fails(
-        tmp_path: Path, edit: Callable[[dict[str, Any]], None], says: str) -> None:
+    tmp_path: Path, edit: Callable[[dict[str, Any]], None], says: str
+) -> None:
     reviewed(tmp_path, OVERRIDE, CONFIRMATION)
     rewrite(tmp_path / RESULTS, edit)
     verdict = verify_file(tmp_path / RESULTS, None)
@@ -260,23 +328,34 @@ def test_a_review_as_a_passing_test_worth_negative_points_does_not_verify(tmp_pa
     """The form results.json had before: the checks' tests kept, the review's change added."""
     results = reviewed(tmp_path, OVERRIDE)
     automated = json.loads(render_gradescope(sample(), report_digest(sample())))
-    results["tests"] = [*automated["tests"], {**results["tests"][-1], "score": -3.0,
-                                               "max_score": 0.0, "status": "passed"}]
+    results["tests"] = [
+        *automated["tests"],
+        {**results["tests"][-1], "score": -3.0, "max_score": 0.0, "status": "passed"},
+    ]
     (tmp_path / RESULTS).write_bytes(canonical(results) + b"\n")
     verdict = verify_file(tmp_path / RESULTS, None)
     assert not verdict.ok
-    assert "it has 6 tests but the report has 5 checks, which make 5 tests with each reviewed " \
+    assert (
+        "it has 6 tests but the report has 5 checks, which make 5 tests with each reviewed "
         "criterion (written_summary) as one test" in verdict.message
+    )
 
 
 # -- the autograder folder ----------------------------------------------------------------
 
 
-def gradekit(*args: str | Path, env: dict[str, str] | None = None,
-             ) -> subprocess.CompletedProcess[str]:
+def gradekit(
+    *args: str | Path,
+    env: dict[str, str] | None = None,
+) -> subprocess.CompletedProcess[str]:
     clean = {k: v for k, v in os.environ.items() if k not in (KEY_ENV, KEY_FILE_ENV)}
-    return subprocess.run([sys.executable, "-m", "grader", *map(str, args)], text=True,
-                          capture_output=True, env={**clean, **(env or {})}, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "grader", *map(str, args)],
+        text=True,
+        capture_output=True,
+        env={**clean, **(env or {})},
+        check=False,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -294,8 +373,9 @@ def test_build_writes_both_scripts_the_rubric_and_the_kit(source: Path) -> None:
         path = source / script
         assert os.access(path, os.X_OK), script
         assert subprocess.run(["bash", "-n", str(path)], check=False).returncode == 0
-    assert (source / "rubric" / "bootcamp.toml").read_bytes() == \
-        (REFERENCE / "rubric" / "bootcamp.toml").read_bytes()
+    assert (source / "rubric" / "bootcamp.toml").read_bytes() == (
+        REFERENCE / "rubric" / "bootcamp.toml"
+    ).read_bytes()
     kit = source / "kit"
     assert (kit / "grader" / "outputs" / "_report.py").is_file()
     assert (kit / "gradekit" / "_replay.py").is_file()
@@ -303,16 +383,16 @@ def test_build_writes_both_scripts_the_rubric_and_the_kit(source: Path) -> None:
     assert not list(kit.rglob("__pycache__"))
     pyproject = (kit / "pyproject.toml").read_text("utf-8")
     assert '"httpx' in pyproject and "pytest" not in pyproject  # runtime requirements only
-    assert '--rubric "$ROOT/source/rubric/"bootcamp.toml' in \
-        (source / "run_autograder").read_text("utf-8")
+    assert '--rubric "$ROOT/source/rubric/"bootcamp.toml' in (source / "run_autograder").read_text(
+        "utf-8"
+    )
     key = source / DRAW_KEY  # regrades in fresh containers draw alike: a key of the build's
     assert key.stat().st_mode & 0o777 == 0o600
     assert re.fullmatch(r"[0-9a-f]{64}\n", key.read_text("ascii"))
 
 
 @pytest.mark.slow
-def test_each_regrade_on_gradescope_draws_with_the_builds_key(tmp_path: Path,
-                                                             source: Path) -> None:
+def test_each_regrade_on_gradescope_draws_with_the_builds_key(tmp_path: Path, source: Path) -> None:
     """Without a signing key, a container's grading keeps the build's draw key: a regrade
     of the same submission then draws the same labels and seeds, unlike a fresh key."""
     root, done = autograder(tmp_path, source, submitted=("lab", "pyproject.toml"))
@@ -328,8 +408,12 @@ def test_build_refuses_a_folder_that_is_not_empty(source: Path) -> None:
     assert done.returncode == 2 and "pass --out a new folder" in done.stderr
 
 
-def autograder(tmp_path: Path, source: Path, submitted: tuple[str, ...] = SUBMITTED,
-               env: dict[str, str] | None = None) -> tuple[Path, subprocess.CompletedProcess[str]]:
+def autograder(
+    tmp_path: Path,
+    source: Path,
+    submitted: tuple[str, ...] = SUBMITTED,
+    env: dict[str, str] | None = None,
+) -> tuple[Path, subprocess.CompletedProcess[str]]:
     """A simulated /autograder with ``source`` and a copy of the reference lab, after
     Gradescope's run of ``run_autograder``, with this kit copy on the path."""
     root = tmp_path / "autograder"
@@ -337,22 +421,35 @@ def autograder(tmp_path: Path, source: Path, submitted: tuple[str, ...] = SUBMIT
     (root / "submission").mkdir(parents=True)
     for name in submitted:
         if (REFERENCE / name).is_dir():
-            shutil.copytree(REFERENCE / name, root / "submission" / name,
-                            ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+            shutil.copytree(
+                REFERENCE / name,
+                root / "submission" / name,
+                ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
+            )
         else:
             shutil.copy2(REFERENCE / name, root / "submission" / name)
     clean = {k: v for k, v in os.environ.items() if k not in (KEY_ENV, KEY_FILE_ENV)}
     done = subprocess.run(
-        ["bash", str(root / "source" / "run_autograder")], text=True, capture_output=True,
-        check=False, cwd=tmp_path,
-        env={**clean, "GRADEKIT_AUTOGRADER_ROOT": str(root), "GRADEKIT_PYTHON": sys.executable,
-             "PYTHONPATH": str(root / "source" / "kit"), **(env or {})})
+        ["bash", str(root / "source" / "run_autograder")],
+        text=True,
+        capture_output=True,
+        check=False,
+        cwd=tmp_path,
+        env={
+            **clean,
+            "GRADEKIT_AUTOGRADER_ROOT": str(root),
+            "GRADEKIT_PYTHON": sys.executable,
+            "PYTHONPATH": str(root / "source" / "kit"),
+            **(env or {}),
+        },
+    )
     return root, done
 
 
 @pytest.mark.slow
-def test_run_autograder_grades_the_reference_lab_to_100_signed(tmp_path: Path,
-                                                               source: Path) -> None:
+def test_run_autograder_grades_the_reference_lab_to_100_signed(
+    tmp_path: Path, source: Path
+) -> None:
     root, done = autograder(tmp_path, source, env={KEY_ENV: KEY})
     assert done.returncode == 0, done.stderr
     # the wall, for the instructor (Gradescope shows run_autograder's output to them only)
@@ -362,18 +459,25 @@ def test_run_autograder_grades_the_reference_lab_to_100_signed(tmp_path: Path,
     assert sum(test["score"] for test in results["tests"]) == 100.0
     assert all(test["status"] == "passed" for test in results["tests"])
     assert (results["output_format"], results["test_output_format"]) == ("md", "md")
-    assert {"score", "output", "tests", "extra_data", "visibility",
-            "stdout_visibility"} <= set(results)
+    assert {"score", "output", "tests", "extra_data", "visibility", "stdout_visibility"} <= set(
+        results
+    )
     assert "**Total: 100.00 / 100.00**" in results["output"]
-    assert "**Pending human review: 25.00 points** (Written summary 15.00 / 15.00, Stretch " \
-           "goal 10.00 / 10.00)" in results["output"]
+    assert (
+        "**Pending human review: 25.00 points** (Written summary 15.00 / 15.00, Stretch "
+        "goal 10.00 / 10.00)" in results["output"]
+    )
     review = [t for t in results["tests"] if "Pending human review" in t["output"]]
     assert {t["tags"][0] for t in review} == {"written_summary", "stretch_goal"}
     assert results["extra_data"]["signature"].startswith("hmac-sha256:")
     # the grader that ran is the kit copy in source/, not this checkout
-    where = subprocess.run([sys.executable, "-P", "-c", "import grader; print(grader.__file__)"],
-                           env={"PYTHONPATH": str(root / "source" / "kit")}, text=True,
-                           capture_output=True, check=True).stdout
+    where = subprocess.run(
+        [sys.executable, "-P", "-c", "import grader; print(grader.__file__)"],
+        env={"PYTHONPATH": str(root / "source" / "kit")},
+        text=True,
+        capture_output=True,
+        check=True,
+    ).stdout
     assert where.startswith(str(root / "source" / "kit"))
     files = [root / "results" / RESULTS, root / "results" / REPORT]
     verified = gradekit("report", "verify", *files, env={KEY_ENV: KEY})
@@ -386,7 +490,8 @@ def test_run_autograder_grades_the_reference_lab_to_100_signed(tmp_path: Path,
 
 @pytest.mark.slow
 def test_a_submission_without_a_pyproject_gets_a_results_json_saying_what_to_do(
-        tmp_path: Path, source: Path) -> None:
+    tmp_path: Path, source: Path
+) -> None:
     root, done = autograder(tmp_path, source, submitted=("lab", "FAILURES.md"))
     assert done.returncode == 0, done.stderr  # a results.json was written: Gradescope shows it
     results = json.loads((root / "results" / RESULTS).read_bytes())
@@ -419,9 +524,33 @@ def test_failure_results_escape_the_message() -> None:
 # builds the kit with its own backend and installs it, with the SDKs and their
 # requirements, from wheels of this environment's installed copies (``--no-index``).
 
-TOOLS = ("bash", "sh", "env", "cat", "chmod", "cp", "cut", "dirname", "grep", "gzip", "head",
-         "id", "ln", "ls", "mkdir", "mktemp", "mv", "readlink", "rm", "sed", "sha256sum",
-         "tar", "tr", "true", "uname")
+TOOLS = (
+    "bash",
+    "sh",
+    "env",
+    "cat",
+    "chmod",
+    "cp",
+    "cut",
+    "dirname",
+    "grep",
+    "gzip",
+    "head",
+    "id",
+    "ln",
+    "ls",
+    "mkdir",
+    "mktemp",
+    "mv",
+    "readlink",
+    "rm",
+    "sed",
+    "sha256sum",
+    "tar",
+    "tr",
+    "true",
+    "uname",
+)
 BASE = ("ca-certificates", "python3", "python3-venv")  # what every image's apt installs
 
 
@@ -438,9 +567,13 @@ class Image:
 
 IMAGES = (
     Image("24.04", "3.12", ("python3.12",), ("curl", "bubblewrap"), "python3.12, the image's"),
-    Image("22.04", "3.10", ("python3.10",), ("curl", "bubblewrap", "python3.11",
-                                             "python3.11-venv"),
-          "python3.11, from apt (the image has no Python 3.11+ that makes a venv)"),
+    Image(
+        "22.04",
+        "3.10",
+        ("python3.10",),
+        ("curl", "bubblewrap", "python3.11", "python3.11-venv"),
+        "python3.11, from apt (the image has no Python 3.11+ that makes a venv)",
+    ),
     Image("20.04", "3.8", ("python3.8",), ("curl", "bubblewrap"), "the standalone CPython"),
     Image("18.04", "3.6", ("python3.6",), ("curl", "bubblewrap"), "the standalone CPython"),
 )
@@ -450,17 +583,24 @@ def _wheel_of(name: str, out: Path) -> None:
     """A wheel of the installed distribution ``name``, from its files as installed."""
     dist = importlib.metadata.distribution(name)
     info = next(Path(str(f)).parts[0] for f in dist.files or () if str(f).endswith("METADATA"))
-    tags = [line.split(": ", 1)[1] for line in
-            (dist.read_text("WHEEL") or "").splitlines() if line.startswith("Tag: ")]
+    tags = [
+        line.split(": ", 1)[1]
+        for line in (dist.read_text("WHEEL") or "").splitlines()
+        if line.startswith("Tag: ")
+    ]
     tag = "py3-none-any" if "py3-none-any" in tags or not tags else tags[0]
     wheel = out / f"{info.removesuffix('.dist-info')}-{tag}.whl"
     records = []
     with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as archive:
         for file in dist.files or ():
             path = str(file)
-            if (path.startswith("..") or "__pycache__" in path or path.endswith(".pyc")
-                    or path in {f"{info}/{n}" for n in ("RECORD", "INSTALLER", "REQUESTED",
-                                                          "direct_url.json")}):
+            if (
+                path.startswith("..")
+                or "__pycache__" in path
+                or path.endswith(".pyc")
+                or path
+                in {f"{info}/{n}" for n in ("RECORD", "INSTALLER", "REQUESTED", "direct_url.json")}
+            ):
                 continue
             data = Path(str(dist.locate_file(file))).read_bytes()
             archive.writestr(path, data)
@@ -479,7 +619,8 @@ def wheelhouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
     while todo:
         requirement = requirements.Requirement(todo.pop())
         if requirement.marker is not None and not any(
-                requirement.marker.evaluate({"extra": extra}) for extra in ("", "sdk")):
+            requirement.marker.evaluate({"extra": extra}) for extra in ("", "sdk")
+        ):
             continue  # another extra's (dev, dashboard), or another Python's
         name = re.sub(r"[-_.]+", "-", requirement.name).lower()
         if name in done or name == "gradekit":
@@ -518,7 +659,8 @@ def _python(path: Path, version: str, fake: Path) -> None:
     (fake / version).mkdir(parents=True, exist_ok=True)
     (fake / version / "sitecustomize.py").write_text(
         f"import sys\nsys.version_info = ({version.replace('.', ', ')}, 0, 'final', 0)\n",
-        encoding="utf-8")
+        encoding="utf-8",
+    )
     _script(path, f'#!/bin/sh\nPYTHONPATH="{fake / version}" exec "{sys.executable}" "$@"\n')
 
 
@@ -530,17 +672,26 @@ def image_tree(tmp_path: Path, image: Image, *, drop: tuple[str, ...] = ()) -> P
     for tool in TOOLS:
         _link(bin_folder, tool, shutil.which(tool))
     for name in ("python3", *image.pythons):
-        _python(bin_folder / name, image.python3 if name == "python3" else name[6:],
-                tmp_path / "fake")
+        _python(
+            bin_folder / name, image.python3 if name == "python3" else name[6:], tmp_path / "fake"
+        )
     available = " ".join(p for p in (*BASE, *image.packages) if p not in drop)
     (tmp_path / "packages").mkdir()
     _python(tmp_path / "packages" / "python3.11", "3.11", tmp_path / "fake")
-    commands = {"curl": shutil.which("curl"), "bubblewrap": shutil.which("bwrap"),
-                "python3.11": str(tmp_path / "packages" / "python3.11")}
-    installs = "\n".join(f'    {package}) ln -sf "{target}" "{bin_folder}/{_command(package)}" ;;'
-                         for package, target in commands.items() if target is not None)
+    commands = {
+        "curl": shutil.which("curl"),
+        "bubblewrap": shutil.which("bwrap"),
+        "python3.11": str(tmp_path / "packages" / "python3.11"),
+    }
+    installs = "\n".join(
+        f'    {package}) ln -sf "{target}" "{bin_folder}/{_command(package)}" ;;'
+        for package, target in commands.items()
+        if target is not None
+    )
     log = tmp_path / "apt.log"
-    _script(bin_folder / "apt-get", f"""#!{shutil.which("bash")}
+    _script(
+        bin_folder / "apt-get",
+        f"""#!{shutil.which("bash")}
 # apt-get as Ubuntu {image.name}'s answers: it installs only what its sources hold
 echo "apt-get $*" >>"{log}"
 [ "$1" = update ] && exit 0
@@ -552,13 +703,17 @@ for package in "$@"; do
 {installs}
   esac
 done
-""")
-    _script(bin_folder / "apt-cache", f"""#!{shutil.which("bash")}
+""",
+    )
+    _script(
+        bin_folder / "apt-cache",
+        f"""#!{shutil.which("bash")}
 echo "apt-cache $*" >>"{log}"
 case " {available} " in *" $2 "*) echo "Package: $2"; exit 0 ;; esac
 echo "E: No packages found" >&2
 exit 100
-""")
+""",
+    )
     return bin_folder
 
 
@@ -577,18 +732,32 @@ def standalone_archive(folder: Path) -> tuple[Path, str]:
     return archive, hashlib.sha256(archive.read_bytes()).hexdigest()
 
 
-def setup_sh(tmp_path: Path, source: Path, bin_folder: Path, env: dict[str, str] | None = None,
-             ) -> tuple[Path, subprocess.CompletedProcess[str]]:
+def setup_sh(
+    tmp_path: Path,
+    source: Path,
+    bin_folder: Path,
+    env: dict[str, str] | None = None,
+) -> tuple[Path, subprocess.CompletedProcess[str]]:
     """Gradescope's build of the image: ``source`` in ``ROOT/source``, setup.sh run as root
     with nothing but ``bin_folder`` on PATH and pip pointed at local wheels."""
     root = tmp_path / "autograder"
     shutil.copytree(source, root / "source")
     done = subprocess.run(
-        [str(bin_folder / "bash"), str(root / "source" / "setup.sh")], text=True,
-        capture_output=True, check=False, cwd=tmp_path, timeout=900,
-        env={"PATH": str(bin_folder), "HOME": str(tmp_path), "LANG": "C.UTF-8",
-             "GRADEKIT_AUTOGRADER_ROOT": str(root), "PIP_DISABLE_PIP_VERSION_CHECK": "1",
-             **(env or {})})
+        [str(bin_folder / "bash"), str(root / "source" / "setup.sh")],
+        text=True,
+        capture_output=True,
+        check=False,
+        cwd=tmp_path,
+        timeout=900,
+        env={
+            "PATH": str(bin_folder),
+            "HOME": str(tmp_path),
+            "LANG": "C.UTF-8",
+            "GRADEKIT_AUTOGRADER_ROOT": str(root),
+            "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+            **(env or {}),
+        },
+    )
     return root, done
 
 
@@ -615,17 +784,26 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path
 SHELLCHECK = shutil.which("shellcheck")
 
 
-@pytest.mark.skipif(SHELLCHECK is None, reason="shellcheck is not installed (Debian and "
-                    "Ubuntu: apt-get install shellcheck; .ci/run installs it)")
+@pytest.mark.skipif(
+    SHELLCHECK is None,
+    reason="shellcheck is not installed (Debian and "
+    "Ubuntu: apt-get install shellcheck; .ci/run installs it)",
+)
 def test_setup_sh_and_run_autograder_are_shellcheck_clean(tmp_path: Path, source: Path) -> None:
     none = tmp_path / "course" / "lab.toml"
     none.parent.mkdir()
     none.write_bytes(with_packages(""))
-    assert gradekit("gradescope", "build", "--out", tmp_path / "none", "--rubric",
-                    none).returncode == 0
+    assert (
+        gradekit("gradescope", "build", "--out", tmp_path / "none", "--rubric", none).returncode
+        == 0
+    )
     scripts = [source / "setup.sh", source / "run_autograder", tmp_path / "none" / "setup.sh"]
-    done = subprocess.run([str(SHELLCHECK), "--severity=style", *map(str, scripts)],
-                          text=True, capture_output=True, check=False)
+    done = subprocess.run(
+        [str(SHELLCHECK), "--severity=style", *map(str, scripts)],
+        text=True,
+        capture_output=True,
+        check=False,
+    )
     assert done.returncode == 0, done.stdout
 
 
@@ -634,43 +812,53 @@ def test_setup_sh_pins_a_standalone_cpython_for_each_machine(source: Path) -> No
     version, build_date = STANDALONE_VERSION.split("+")
     assert set(STANDALONE) == {"x86_64", "aarch64"}
     for machine, (url, sha256) in STANDALONE.items():
-        assert url == ("https://github.com/astral-sh/python-build-standalone/releases/download/"
-                       f"{build_date}/cpython-{version}%2B{build_date}-{machine}-unknown-linux-"
-                       "gnu-install_only_stripped.tar.gz")
+        assert url == (
+            "https://github.com/astral-sh/python-build-standalone/releases/download/"
+            f"{build_date}/cpython-{version}%2B{build_date}-{machine}-unknown-linux-"
+            "gnu-install_only_stripped.tar.gz"
+        )
         assert re.fullmatch(r"[0-9a-f]{64}", sha256)
         assert f'url="{url}"\n      sha256="{sha256}" ;;' in setup
     assert tuple(map(int, version.split(".")[:2])) >= (3, 11)
 
 
-def test_on_a_machine_with_no_pinned_standalone_setup_says_what_to_do(tmp_path: Path,
-                                                                       source: Path) -> None:
+def test_on_a_machine_with_no_pinned_standalone_setup_says_what_to_do(
+    tmp_path: Path, source: Path
+) -> None:
     bin_folder = image_tree(tmp_path, IMAGES[2])
     (bin_folder / "uname").unlink()
     _script(bin_folder / "uname", "#!/bin/sh\necho riscv64\n")
     root, done = setup_sh(tmp_path, source, bin_folder)
     assert done.returncode == 1
-    assert "setup.sh: FAILED: no Python 3.11 or newer in the image or its apt sources, and no " \
-           "standalone CPython is pinned for riscv64: build on an x86_64 or arm64 image" \
-           in done.stderr
+    assert (
+        "setup.sh: FAILED: no Python 3.11 or newer in the image or its apt sources, and no "
+        "standalone CPython is pinned for riscv64: build on an x86_64 or arm64 image" in done.stderr
+    )
     assert not (root / "venv").exists()
 
 
 def test_a_download_that_is_not_the_pinned_archive_is_refused(
-        tmp_path: Path, source: Path, served: tuple[str, Path, str]) -> None:
+    tmp_path: Path, source: Path, served: tuple[str, Path, str]
+) -> None:
     """Ubuntu 20.04 without curl: setup.sh downloads with the image's python3 (urllib), and
     refuses the file when its sha256 is not the pinned one (here: the real pin)."""
     url, _, sha256 = served
     bin_folder = image_tree(tmp_path, IMAGES[2], drop=("curl",))
     root, done = setup_sh(tmp_path, source, bin_folder, {"GRADEKIT_PYTHON_URL": url})
     assert done.returncode == 1, done.stderr
-    assert f"setup.sh: no Python 3.11+ in the image or its apt sources: downloading {url}" \
+    assert (
+        f"setup.sh: no Python 3.11+ in the image or its apt sources: downloading {url}"
         in done.stdout
+    )
     pinned = STANDALONE[os.uname().machine][1] if os.uname().machine in STANDALONE else ""
-    assert f"is not the pinned standalone CPython (sha256 {sha256}, expected {pinned}): " \
-           f"download {url} again, or set GRADEKIT_PYTHON_SHA256" in done.stderr
+    assert (
+        f"is not the pinned standalone CPython (sha256 {sha256}, expected {pinned}): "
+        f"download {url} again, or set GRADEKIT_PYTHON_SHA256" in done.stderr
+    )
     assert "E: Unable to locate package curl" in done.stderr
-    assert "apt-get install -y --no-install-recommends python3.11" not in \
-        (tmp_path / "apt.log").read_text("utf-8")  # apt-cache said it has none
+    assert "apt-get install -y --no-install-recommends python3.11" not in (
+        tmp_path / "apt.log"
+    ).read_text("utf-8")  # apt-cache said it has none
     assert not (root / "python").exists() and not (root / "venv").exists()
 
 
@@ -685,8 +873,14 @@ def light_source(tmp_path_factory: pytest.TempPathFactory) -> Path:
     course = tmp_path_factory.mktemp("light")
     (course / "rubric").mkdir()
     (course / "rubric" / "lab.toml").write_bytes(with_packages('[packages]\nsniffio = "sniffio"\n'))
-    done = gradekit("gradescope", "build", "--out", course / "source", "--rubric",
-                    course / "rubric" / "lab.toml")
+    done = gradekit(
+        "gradescope",
+        "build",
+        "--out",
+        course / "source",
+        "--rubric",
+        course / "rubric" / "lab.toml",
+    )
     assert done.returncode == 0, done.stderr
     return course / "source"
 
@@ -694,37 +888,53 @@ def light_source(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.mark.slow
 @pytest.mark.parametrize("image", IMAGES, ids=[image.name for image in IMAGES])
 def test_setup_sh_builds_the_grader_on_each_ubuntu_image(
-        tmp_path: Path, source: Path, light_source: Path, wheelhouse: Path,
-        served: tuple[str, Path, str], image: Image) -> None:
+    tmp_path: Path,
+    source: Path,
+    light_source: Path,
+    wheelhouse: Path,
+    served: tuple[str, Path, str],
+    image: Image,
+) -> None:
     """24.04 has python3.12; 22.04 has 3.10 and apt's python3.11; 20.04 and 18.04 have
     neither, so setup.sh takes the standalone CPython: from GRADEKIT_PYTHON_ARCHIVE on
     20.04, downloaded with curl on 18.04 (from a loopback server standing in for GitHub).
     On 22.04, Gradescope's default image, the rubric is the kit's: both SDKs."""
     url, archive, sha256 = served
     env = {**offline(wheelhouse), "GRADEKIT_PYTHON_SHA256": sha256}
-    env.update({"20.04": {"GRADEKIT_PYTHON_ARCHIVE": str(archive)},
-                "18.04": {"GRADEKIT_PYTHON_URL": url}}.get(image.name, {}))
+    env.update(
+        {
+            "20.04": {"GRADEKIT_PYTHON_ARCHIVE": str(archive)},
+            "18.04": {"GRADEKIT_PYTHON_URL": url},
+        }.get(image.name, {})
+    )
     modules = ("openai", "anthropic") if image.name == "22.04" else ("sniffio",)
     built = source if image.name == "22.04" else light_source
     root, done = setup_sh(tmp_path, built, image_tree(tmp_path, image), env)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert f"setup.sh: Python: {image.chosen}" in done.stdout
     apt = (tmp_path / "apt.log").read_text("utf-8")
-    assert ("apt-get install -y --no-install-recommends python3.11 python3.11-venv" in apt) \
-        is (image.name == "22.04")  # only where apt-cache has the package
+    assert ("apt-get install -y --no-install-recommends python3.11 python3.11-venv" in apt) is (
+        image.name == "22.04"
+    )  # only where apt-cache has the package
     standalone = root / "python" / "bin" / "python3"
     assert standalone.is_file() is (image.chosen == "the standalone CPython")
     if image.name == "18.04":
         assert f"downloading {url}" in done.stdout
     shown = subprocess.run(
-        [str(root / "venv" / "bin" / "python"), "-I", "-c",
-         f"import gradekit, grader, {', '.join(modules)}; import importlib.metadata as m; "
-         "print(sorted(m.metadata('gradekit').get_all('Provides-Extra')))"],
-        text=True, capture_output=True, check=False)
+        [
+            str(root / "venv" / "bin" / "python"),
+            "-I",
+            "-c",
+            f"import gradekit, grader, {', '.join(modules)}; import importlib.metadata as m; "
+            "print(sorted(m.metadata('gradekit').get_all('Provides-Extra')))",
+        ],
+        text=True,
+        capture_output=True,
+        check=False,
+    )
     assert shown.returncode == 0, shown.stderr
     assert shown.stdout == "['sdk']\n"  # `gradekit[sdk]`, as advice says, installs here
-    assert f"setup.sh: the rubric's [packages] import here: {', '.join(modules)}\n" \
-        in done.stdout
+    assert f"setup.sh: the rubric's [packages] import here: {', '.join(modules)}\n" in done.stdout
     wall = choose_wall("auto")  # bubblewrap is installed in the image as it is here
     lines = isolation_of(root)
     assert lines[0] == f"wall: {wall.name}"
@@ -733,42 +943,52 @@ def test_setup_sh_builds_the_grader_on_each_ubuntu_image(
 
 
 @pytest.mark.slow
-def test_a_rubric_without_packages_skips_the_import_check(tmp_path: Path,
-                                                          wheelhouse: Path) -> None:
+def test_a_rubric_without_packages_skips_the_import_check(tmp_path: Path, wheelhouse: Path) -> None:
     """And an image whose apt has no bubblewrap: setup.sh goes on, and the probe says why the
     grader gets the process guard."""
     rubric = tmp_path / "course" / "lab.toml"
     rubric.parent.mkdir()
     rubric.write_bytes(with_packages(""))
-    assert gradekit("gradescope", "build", "--out", tmp_path / "source", "--rubric",
-                    rubric).returncode == 0
+    assert (
+        gradekit("gradescope", "build", "--out", tmp_path / "source", "--rubric", rubric).returncode
+        == 0
+    )
     bin_folder = image_tree(tmp_path, IMAGES[0], drop=("bubblewrap",))
     root, done = setup_sh(tmp_path, tmp_path / "source", bin_folder, offline(wheelhouse))
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "setup.sh: apt-get could not install bubblewrap: going on without it" in done.stdout
-    assert "setup.sh: the rubric's [packages] lists none: no import to check (labs import " \
-           "gradekit and the standard library only)" in done.stdout
+    assert (
+        "setup.sh: the rubric's [packages] lists none: no import to check (labs import "
+        "gradekit and the standard library only)" in done.stdout
+    )
     assert "import here" not in done.stdout
     assert isolation_of(root)[0] == "wall: process"
     assert isolation_of(root)[2].startswith(
-        "passed over: namespaces: bubblewrap (bwrap) is not installed; install bubblewrap")
+        "passed over: namespaces: bubblewrap (bwrap) is not installed; install bubblewrap"
+    )
 
 
 @pytest.mark.slow
-def test_a_package_that_does_not_import_fails_the_build_naming_it(tmp_path: Path,
-                                                                  wheelhouse: Path) -> None:
+def test_a_package_that_does_not_import_fails_the_build_naming_it(
+    tmp_path: Path, wheelhouse: Path
+) -> None:
     rubric = tmp_path / "course" / "lab.toml"
     rubric.parent.mkdir()
     rubric.write_bytes(with_packages('[packages]\nidna = "idna"\nnotthere = "sniffio"\n'))
-    assert gradekit("gradescope", "build", "--out", tmp_path / "source", "--rubric",
-                    rubric).returncode == 0
-    root, done = setup_sh(tmp_path, tmp_path / "source", image_tree(tmp_path, IMAGES[0]),
-                          offline(wheelhouse))
+    assert (
+        gradekit("gradescope", "build", "--out", tmp_path / "source", "--rubric", rubric).returncode
+        == 0
+    )
+    root, done = setup_sh(
+        tmp_path, tmp_path / "source", image_tree(tmp_path, IMAGES[0]), offline(wheelhouse)
+    )
     assert done.returncode == 1
-    assert "setup.sh: FAILED: notthere (sniffio in the rubric's [packages]) was installed but " \
-           "does not import in the grader's venv (the output above says why): make the key " \
-           "the name labs import and the value the pip requirement that provides it, then " \
-           "build the autograder again" in done.stderr
+    assert (
+        "setup.sh: FAILED: notthere (sniffio in the rubric's [packages]) was installed but "
+        "does not import in the grader's venv (the output above says why): make the key "
+        "the name labs import and the value the pip requirement that provides it, then "
+        "build the autograder again" in done.stderr
+    )
     assert "No module named 'notthere'" in done.stderr
     assert not (root / "source" / ISOLATION_FILE).exists()
 
@@ -789,17 +1009,27 @@ def test_probe_names_the_wall_and_why_each_other_was_passed_over() -> None:
             assert line == f"passed over: {name}: {wall_named(name).missing()}"
 
 
-def test_the_kit_builds_the_same_wheel_twice_with_its_sdk_extra(tmp_path: Path,
-                                                                 source: Path) -> None:
+def test_the_kit_builds_the_same_wheel_twice_with_its_sdk_extra(
+    tmp_path: Path, source: Path
+) -> None:
     kit = tmp_path / "kit"
     shutil.copytree(source / "kit", kit)
     wheels = []
     for n in (1, 2):
         (tmp_path / str(n)).mkdir()
         done = subprocess.run(
-            [sys.executable, "-I", "-c", "import sys; sys.path.insert(0, 'grader/handout'); "
-             f"import _kit_build; print(_kit_build.build_wheel({str(tmp_path / str(n))!r}))"],
-            cwd=kit, text=True, capture_output=True, check=False)
+            [
+                sys.executable,
+                "-I",
+                "-c",
+                "import sys; sys.path.insert(0, 'grader/handout'); "
+                f"import _kit_build; print(_kit_build.build_wheel({str(tmp_path / str(n))!r}))",
+            ],
+            cwd=kit,
+            text=True,
+            capture_output=True,
+            check=False,
+        )
         assert done.returncode == 0, done.stderr
         wheels.append(tmp_path / str(n) / done.stdout.strip())
     assert wheels[0].name == f"gradekit-{importlib.metadata.version('gradekit')}-py3-none-any.whl"
@@ -811,8 +1041,10 @@ def test_the_kit_builds_the_same_wheel_twice_with_its_sdk_extra(tmp_path: Path,
         assert "grader/kit_rubric/bootcamp.toml" in names and "grader/py.typed" in names
         assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
         assert names[-1] == f"{info}/RECORD"
-        assert "[console_scripts]\ngradekit = grader.cli:main" in \
-            archive.read(f"{info}/entry_points.txt").decode()
+        assert (
+            "[console_scripts]\ngradekit = grader.cli:main"
+            in archive.read(f"{info}/entry_points.txt").decode()
+        )
     assert "Provides-Extra: sdk\n" in metadata
     assert 'Requires-Dist: openai<4,>=3.50; extra == "sdk"' in metadata
     assert "Requires-Dist: httpx>=0.27\n" in metadata

@@ -20,8 +20,17 @@ from grader.ledger import DRAW_KEY, REPORT, RESULTS
 from grader.outputs import KEY_ENV, KEY_FILE_ENV
 from tests.submissions import REFERENCE, copy_from_reference
 
-SUBMITTED = ("lab", "cassettes", "cassettes-llm", "fixtures", "incidents", "FAILURES.md",
-             "DATASET_CHANGES.md", "pyproject.toml", "rubric")
+SUBMITTED = (
+    "lab",
+    "cassettes",
+    "cassettes-llm",
+    "fixtures",
+    "incidents",
+    "FAILURES.md",
+    "DATASET_CHANGES.md",
+    "pyproject.toml",
+    "rubric",
+)
 README = REFERENCE / "README.md"
 BIN = str(Path(sys.executable).parent)
 
@@ -33,13 +42,21 @@ def _env(**extra: str) -> dict[str, str]:
 
 
 def _sh(script: str, cwd: Path, **extra: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["bash", "-c", script], cwd=cwd, env=_env(**extra), text=True,
-                          capture_output=True, timeout=600, check=False)
+    return subprocess.run(
+        ["bash", "-c", script],
+        cwd=cwd,
+        env=_env(**extra),
+        text=True,
+        capture_output=True,
+        timeout=600,
+        check=False,
+    )
 
 
 def _git(folder: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(folder), *args], text=True, capture_output=True,
-                          check=True).stdout
+    return subprocess.run(
+        ["git", "-C", str(folder), *args], text=True, capture_output=True, check=True
+    ).stdout
 
 
 def _repo(folder: Path, *, kit_ignores: bool = True) -> Path:
@@ -76,10 +93,14 @@ def autograder(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_git_lists_nothing_of_a_built_autograder_and_the_build_names_its_secret(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     course = _repo(tmp_path / "course", kit_ignores=False)  # an instructor's own repository
-    done = _sh("gradekit gradescope build --out autograder/ --rubric "
-               f"{REFERENCE / 'rubric' / 'bootcamp.toml'}", course)
+    done = _sh(
+        "gradekit gradescope build --out autograder/ --rubric "
+        f"{REFERENCE / 'rubric' / 'bootcamp.toml'}",
+        course,
+    )
     assert done.returncode == 0, done.stderr
     key = course / "autograder" / DRAW_KEY
     assert key.stat().st_mode & 0o777 == 0o600
@@ -92,7 +113,8 @@ def test_git_lists_nothing_of_a_built_autograder_and_the_build_names_its_secret(
 
 
 def test_a_dry_run_of_something_that_is_no_autograder_or_no_submission_says_what_to_do(
-        tmp_path: Path, autograder: Path) -> None:
+    tmp_path: Path, autograder: Path
+) -> None:
     (tmp_path / "lab").mkdir()
     nowhere = _sh("gradekit gradescope try lab --autograder autograder", tmp_path)
     assert nowhere.returncode == 2
@@ -131,15 +153,19 @@ def test_the_readmes_recipe_runs_as_written_and_grades_the_lab(tmp_path: Path) -
 
 @pytest.mark.slow
 def test_a_dry_run_never_runs_setup_sh_and_takes_none_of_the_shells_secrets(
-        tmp_path: Path, autograder: Path) -> None:
+    tmp_path: Path, autograder: Path
+) -> None:
     built = tmp_path / "autograder"
     shutil.copytree(autograder, built)
     touched = tmp_path / "setup-ran"
     (built / "setup.sh").write_text(f"#!/usr/bin/env bash\ntouch {touched}\n", "utf-8")
     lab = _lab(tmp_path / "lab")
     root = tmp_path / "gradescope"
-    done = _sh(f"gradekit gradescope try {lab} --autograder {built} --root {root}", tmp_path,
-               **{KEY_ENV: "an-instructors-signing-key-0123"})
+    done = _sh(
+        f"gradekit gradescope try {lab} --autograder {built} --root {root}",
+        tmp_path,
+        **{KEY_ENV: "an-instructors-signing-key-0123"},
+    )
     assert done.returncode == 0, done.stderr
     assert not touched.exists()  # nothing installed: setup.sh is Gradescope's build step
     results = json.loads((root / "results" / RESULTS).read_bytes())
@@ -159,15 +185,17 @@ def test_a_dry_run_never_runs_setup_sh_and_takes_none_of_the_shells_secrets(
 
 @pytest.mark.slow
 def test_a_zip_of_the_lab_folder_grades_one_folder_down_and_its_folder_goes_afterwards(
-        tmp_path: Path, autograder: Path) -> None:
+    tmp_path: Path, autograder: Path
+) -> None:
     lab = _lab(tmp_path / "my-lab")
     upload = tmp_path / "upload.zip"
     with zipfile.ZipFile(upload, "w") as archive:
         for path in sorted(lab.rglob("*")):
             archive.write(path, path.relative_to(tmp_path))
     seen: list[Path] = []
-    with try_autograder(upload, autograder, None,
-                        lambda root, uploaded: seen.append(root)) as tried:
+    with try_autograder(
+        upload, autograder, None, lambda root, uploaded: seen.append(root)
+    ) as tried:
         assert tried.graded, tried.results
         assert tried.uploaded == "the zip's contents"
         assert (tried.root / "submission" / "my-lab" / "pyproject.toml").is_file()
@@ -176,8 +204,7 @@ def test_a_zip_of_the_lab_folder_grades_one_folder_down_and_its_folder_goes_afte
 
 
 @pytest.mark.slow
-def test_an_autograder_built_inside_the_lab_is_no_part_of_its_submission(
-        tmp_path: Path) -> None:
+def test_an_autograder_built_inside_the_lab_is_no_part_of_its_submission(tmp_path: Path) -> None:
     for name, made in (("repo", _repo), ("plain", lambda folder: folder)):
         lab = _lab(made(tmp_path / name) / "lab") if name == "repo" else _lab(tmp_path / name)
         if name == "repo":
@@ -192,8 +219,9 @@ def test_an_autograder_built_inside_the_lab_is_no_part_of_its_submission(
         assert not (root / "submission" / "autograder").exists(), name
         assert not list((root / "submission").rglob(DRAW_KEY)), name
         assert (root / "submission" / "lab" / "agent.py").is_file(), name
-        expected = ("the files `git add -A` would commit" if name == "repo"
-                    else "the folder without .git")
+        expected = (
+            "the files `git add -A` would commit" if name == "repo" else "the folder without .git"
+        )
         assert expected in done.stdout, name
         if name == "repo":
             assert not (root / "submission" / "grades").exists()
@@ -201,7 +229,8 @@ def test_an_autograder_built_inside_the_lab_is_no_part_of_its_submission(
 
 @pytest.mark.slow
 def test_a_submission_that_cannot_be_graded_fails_the_dry_run_saying_why(
-        tmp_path: Path, autograder: Path) -> None:
+    tmp_path: Path, autograder: Path
+) -> None:
     lab = copy_from_reference(tmp_path / "lab", ("lab", "FAILURES.md"))  # no pyproject.toml
     done = _sh(f"gradekit gradescope try {lab} --autograder {autograder}", tmp_path)
     assert done.returncode == 1
@@ -221,25 +250,37 @@ def _metadata(path: Path, created: str, *, own_due: str | None = None) -> Path:
     user: dict[str, object] = {"name": "Ana Lee", "email": "ana@example.edu"}
     if own_due is not None:
         user["assignment"] = {"due_date": own_due}
-    path.write_text(json.dumps({
-        "id": 1, "created_at": created, "users": [user],
-        "assignment": {"title": "Lab 1", "due_date": "2026-12-01T23:59:00-08:00"}}), "utf-8")
+    path.write_text(
+        json.dumps(
+            {
+                "id": 1,
+                "created_at": created,
+                "users": [user],
+                "assignment": {"title": "Lab 1", "due_date": "2026-12-01T23:59:00-08:00"},
+            }
+        ),
+        "utf-8",
+    )
     return path
 
 
 @pytest.mark.slow
-def test_a_dry_run_with_gradescopes_metadata_applies_the_labs_late_policy(
-        tmp_path: Path) -> None:
+def test_a_dry_run_with_gradescopes_metadata_applies_the_labs_late_policy(tmp_path: Path) -> None:
     rubric = tmp_path / "course" / "rubric"
     shutil.copytree(REFERENCE / "rubric", rubric)
     (rubric / "late.toml").write_text(LATE, "utf-8")
-    built = _sh(f"gradekit gradescope build --out autograder --rubric {rubric / 'bootcamp.toml'}",
-                tmp_path / "course")
+    built = _sh(
+        f"gradekit gradescope build --out autograder --rubric {rubric / 'bootcamp.toml'}",
+        tmp_path / "course",
+    )
     assert built.returncode == 0, built.stderr
     lab = _lab(tmp_path / "lab")
     late = _metadata(tmp_path / "late.json", "2026-12-03T10:00:00-08:00")  # 2 days started
-    done = _sh(f"gradekit gradescope try {lab} --autograder course/autograder --metadata "
-               f"{late} --root root", tmp_path)
+    done = _sh(
+        f"gradekit gradescope try {lab} --autograder course/autograder --metadata "
+        f"{late} --root root",
+        tmp_path,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "results.json: 80.00 points" in done.stdout, done.stdout
     assert "failed: Late penalty (-20.0 / 0.0)" in done.stdout, done.stdout
@@ -248,16 +289,21 @@ def test_a_dry_run_with_gradescopes_metadata_applies_the_labs_late_policy(
     assert (tmp_path / "root" / "submission_metadata.json").read_bytes() == late.read_bytes()
 
     # A day's extension granted in Gradescope (the user's own due date): one day less.
-    extended = _metadata(tmp_path / "extended.json", "2026-12-03T10:00:00-08:00",
-                         own_due="2026-12-02T23:59:00-08:00")
-    again = _sh(f"gradekit gradescope try {lab} --autograder course/autograder --metadata "
-                f"{extended}", tmp_path)
+    extended = _metadata(
+        tmp_path / "extended.json", "2026-12-03T10:00:00-08:00", own_due="2026-12-02T23:59:00-08:00"
+    )
+    again = _sh(
+        f"gradekit gradescope try {lab} --autograder course/autograder --metadata {extended}",
+        tmp_path,
+    )
     assert "results.json: 90.00 points" in again.stdout, again.stdout
     # No metadata: no time, so no penalty (and the dry run says nothing is late).
     plain = _sh(f"gradekit gradescope try {lab} --autograder course/autograder", tmp_path)
     assert "results.json: 100.00 points" in plain.stdout, plain.stdout
 
     (tmp_path / "bad.json").write_text('{"users": []}', "utf-8")
-    bad = _sh(f"gradekit gradescope try {lab} --autograder course/autograder --metadata "
-              "bad.json", tmp_path)
+    bad = _sh(
+        f"gradekit gradescope try {lab} --autograder course/autograder --metadata bad.json",
+        tmp_path,
+    )
     assert bad.returncode == 2 and 'it needs a JSON object with "created_at"' in bad.stderr

@@ -11,19 +11,30 @@ from pathlib import Path
 
 from tests.submissions import as_installed, copy_from_reference
 
-KIT = ("lab", "gradekit", "grader", "cassettes", "cassettes-llm", "fixtures", "incidents",
-       "rubric", "FAILURES.md", "DATASET_CHANGES.md", "pyproject.toml", "Makefile")
+KIT = (
+    "lab",
+    "gradekit",
+    "grader",
+    "cassettes",
+    "cassettes-llm",
+    "fixtures",
+    "incidents",
+    "rubric",
+    "FAILURES.md",
+    "DATASET_CHANGES.md",
+    "pyproject.toml",
+    "Makefile",
+)
 
 
 def _make(lab: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("GRADEKIT_", "MAKE", "MFLAGS"))}
-    return subprocess.run(["make", *args], cwd=lab, env=env, text=True, capture_output=True,
-                          timeout=600, check=False)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GRADEKIT_", "MAKE", "MFLAGS"))}
+    return subprocess.run(
+        ["make", *args], cwd=lab, env=env, text=True, capture_output=True, timeout=600, check=False
+    )
 
 
-def test_a_stretch_goal_claimed_rebuilds_nothing_and_a_new_requirement_does(
-        tmp_path: Path) -> None:
+def test_a_stretch_goal_claimed_rebuilds_nothing_and_a_new_requirement_does(tmp_path: Path) -> None:
     lab = as_installed(copy_from_reference(tmp_path / "lab", KIT))
     manifest = lab / "pyproject.toml"
     text = manifest.read_text("utf-8")
@@ -43,7 +54,9 @@ def test_a_stretch_goal_claimed_rebuilds_nothing_and_a_new_requirement_does(
     assert "pip install" not in graded.stdout
     assert (lab / ".venv" / ".installed").stat().st_mtime_ns == installed
 
-    manifest.write_text(manifest.read_text("utf-8").replace(
-        "dependencies = [", 'dependencies = ["rich>=13", ', 1), "utf-8")
+    manifest.write_text(
+        manifest.read_text("utf-8").replace("dependencies = [", 'dependencies = ["rich>=13", ', 1),
+        "utf-8",
+    )
     planned = _make(lab, "-n", "grade")  # what make would run, nothing run
     assert "pip install" in planned.stdout, planned.stdout

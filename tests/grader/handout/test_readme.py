@@ -21,10 +21,24 @@ REFERENCE = Path(__file__).resolve().parents[3]
 SOURCE = (REFERENCE / "handout" / "README.md").read_text("utf-8")
 RUBRIC = load_rubric(KIT_RUBRIC)
 # Words of the instructor's material: none of them belongs in a student's README.
-INSTRUCTOR_WORDS = ("reference solution", "reference lab", "signing", "signature", "signed",
-                    "roster", "ledger", "regression set", "scores 100", "100.00", "draw key",
-                    "gradescope build", "instructor", "solution region", "begin solution",
-                    "answer key")
+INSTRUCTOR_WORDS = (
+    "reference solution",
+    "reference lab",
+    "signing",
+    "signature",
+    "signed",
+    "roster",
+    "ledger",
+    "regression set",
+    "scores 100",
+    "100.00",
+    "draw key",
+    "gradescope build",
+    "instructor",
+    "solution region",
+    "begin solution",
+    "answer key",
+)
 
 
 class _Tables(HTMLParser):
@@ -55,12 +69,13 @@ def table_rows(markdown: str, header: str = "Criterion") -> list[list[str]]:
     """The rows (header first) of the table whose first header cell is ``header``, as
     GitHub renders ``markdown``."""
     html = cmarkgfm.markdown_to_html_with_extensions(
-        markdown, options=Options.CMARK_OPT_UNSAFE, extensions=("table", "autolink"))
+        markdown, options=Options.CMARK_OPT_UNSAFE, extensions=("table", "autolink")
+    )
     parser = _Tables()
     parser.feed(html)
     start = next(n for n, row in enumerate(parser.rows) if row[:1] == [header])
     rows = [parser.rows[start]]
-    for row in parser.rows[start + 1:]:
+    for row in parser.rows[start + 1 :]:
         if len(row) != len(rows[0]):
             break
         rows.append(row)
@@ -72,17 +87,36 @@ def test_the_table_lists_every_criterion_of_the_default_rubric_with_its_weight()
     assert CRITERIA_LINE not in readme
     assert table_rows(readme) == [
         ["Criterion", "Points", "Full marks need", "Typical loss"],
-        ["Contract stability", "30", "The same score under two providers",
-         "Passes only on the model it happened to use"],
-        ["Loud failure", "25 (own_replay 5)", "CassetteMiss propagates and the CLI exits non-zero",
-         "Returns an empty string and looks like success"],
-        ["Tracing", "20", "Every call traced with key, provider and latency",
-         "Only the final answer is logged"],
-        ["Written summary", "15 (entries 6, boundaries 4, no_placeholders 5)",
-         "An honest write-up of what failed and why", "Only says that it works"],
-        ["Stretch goal", "10 (evidence 6, write_up 4)",
-         "One stretch goal finished, with the failure it found written up",
-         "Three started, none finished"],
+        [
+            "Contract stability",
+            "30",
+            "The same score under two providers",
+            "Passes only on the model it happened to use",
+        ],
+        [
+            "Loud failure",
+            "25 (own_replay 5)",
+            "CassetteMiss propagates and the CLI exits non-zero",
+            "Returns an empty string and looks like success",
+        ],
+        [
+            "Tracing",
+            "20",
+            "Every call traced with key, provider and latency",
+            "Only the final answer is logged",
+        ],
+        [
+            "Written summary",
+            "15 (entries 6, boundaries 4, no_placeholders 5)",
+            "An honest write-up of what failed and why",
+            "Only says that it works",
+        ],
+        [
+            "Stretch goal",
+            "10 (evidence 6, write_up 4)",
+            "One stretch goal finished, with the failure it found written up",
+            "Three started, none finished",
+        ],
         ["Total", "100", "", ""],
     ]
     # the table sits where the line was: under "What is graded", before the next heading
@@ -94,7 +128,9 @@ def test_the_table_follows_a_custom_rubric_cell_for_cell() -> None:
     """Other criteria, other weights, fractional points, and rubric text holding a pipe,
     an escaped pipe and a line break: each criterion one row, each text one cell."""
     text = (REFERENCE / "rubric" / "bootcamp.toml").read_text("utf-8")
-    text = text.split("[[criterion]]", 1)[0] + '''
+    text = (
+        text.split("[[criterion]]", 1)[0]
+        + '''
 [[criterion]]
 id = "answers"
 title = "Answers | sources"
@@ -114,6 +150,7 @@ typical_loss = "A miss returns None"
 [criterion.points]
 own_replay = 2.5
 '''
+    )
     rubric = parse_rubric(text.encode(), source="custom.toml")
     rows = table_rows(student_readme(SOURCE, rubric))
     assert rows[1:] == [
@@ -143,7 +180,8 @@ def test_a_source_without_the_criteria_line_is_refused_with_the_fix() -> None:
     assert str(caught.value) == (
         "handout/README.md has no line <!-- gradekit:criteria -->: add it, on a line of its "
         "own, where the table of the rubric's criteria goes (under a heading such as "
-        "'## What is graded')")
+        "'## What is graded')"
+    )
     # inside other text, the line does not count: it must be alone on its line
     with pytest.raises(UsageError, match="has no line"):
         student_readme(f"# Lab\n\nsee {CRITERIA_LINE} here\n", RUBRIC)
@@ -191,8 +229,7 @@ def test_the_failure_log_rules_are_the_graders() -> None:
     prose = _prose(SOURCE)
     assert "naming something the grader can check" in prose
     assert "repeats the example below, earns nothing" in prose
-    for bullet in ("`- Symptom:`", "`- Cause:`", "`- Fix:`", "`- Status: open`",
-                   "`## Boundaries`"):
+    for bullet in ("`- Symptom:`", "`- Cause:`", "`- Fix:`", "`- Status: open`", "`## Boundaries`"):
         assert bullet in prose
 
 
@@ -200,22 +237,35 @@ def test_every_kit_path_the_readme_names_exists() -> None:
     """Paths the hand-out has from the kit; ``lab/replay.py`` is named only as a maybe, and
     the recordings' folders, ``grades/`` and the change log are the student's to make."""
     named = set(re.findall(r"`((?:lab|docs|rubric)/[\w./-]*)`", SOURCE))
-    assert {"lab/agent.py", "lab/tools.py", "rubric/bootcamp.toml", "docs/formats.md",
-            "lab/refunds/regression.py"} <= named
-    missing = [path for path in sorted(named - {"lab/replay.py"})
-               if not (REFERENCE / path).exists()]
+    assert {
+        "lab/agent.py",
+        "lab/tools.py",
+        "rubric/bootcamp.toml",
+        "docs/formats.md",
+        "lab/refunds/regression.py",
+    } <= named
+    missing = [
+        path for path in sorted(named - {"lab/replay.py"}) if not (REFERENCE / path).exists()
+    ]
     assert missing == []
 
 
 def test_the_rendered_readme_renders_every_heading_and_no_stray_marker() -> None:
     readme = student_readme(SOURCE, RUBRIC)
     html = cmarkgfm.markdown_to_html_with_extensions(
-        readme, options=Options.CMARK_OPT_UNSAFE, extensions=("table",))
+        readme, options=Options.CMARK_OPT_UNSAFE, extensions=("table",)
+    )
     headings = re.findall(r"<h2>(.*?)</h2>", html)
-    assert headings == ["What to build", "The loop: record, check, submit",
-                        "Recording without a key", "Recording with a key",
-                        "An agent on the official SDKs", "What is graded",
-                        "FAILURES.md", "Where things are"]
+    assert headings == [
+        "What to build",
+        "The loop: record, check, submit",
+        "Recording without a key",
+        "Recording with a key",
+        "An agent on the official SDKs",
+        "What is graded",
+        "FAILURES.md",
+        "Where things are",
+    ]
     assert "<!--" not in html
 
 
@@ -223,10 +273,12 @@ def _rubric_of(criteria: int) -> Rubric:
     """A rubric of ``criteria`` criteria of equal weight, each with long texts."""
     text = (REFERENCE / "rubric" / "bootcamp.toml").read_text("utf-8").split("[[criterion]]")[0]
     for n in range(criteria):
-        text += (f'\n[[criterion]]\nid = "c{n}"\ntitle = "Criterion {n}"\n'
-                 f"weight = {100 // criteria + (100 % criteria if n == 0 else 0)}\n"
-                 f'check = "tracing"\nfull = "{"full marks " * 20}"\n'
-                 f'typical_loss = "{"a loss " * 20}"\n')
+        text += (
+            f'\n[[criterion]]\nid = "c{n}"\ntitle = "Criterion {n}"\n'
+            f"weight = {100 // criteria + (100 % criteria if n == 0 else 0)}\n"
+            f'check = "tracing"\nfull = "{"full marks " * 20}"\n'
+            f'typical_loss = "{"a loss " * 20}"\n'
+        )
     return parse_rubric(text.encode(), source="many.toml")
 
 

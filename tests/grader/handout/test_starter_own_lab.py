@@ -61,9 +61,11 @@ def trains(origin: str) -> list[dict[str, Any]]:
     rows = json.loads((Path(__file__).parent / "timetable.json").read_text("utf-8"))
     return [row for row in rows if row["from"] == origin]
 '''
-TIMETABLE = [{"from": "Lyon", "to": "Paris", "leaves": "07:04"},
-             {"from": "Lyon", "to": "Paris", "leaves": "09:00"},
-             {"from": "Paris", "to": "Lyon", "leaves": "08:30"}]
+TIMETABLE = [
+    {"from": "Lyon", "to": "Paris", "leaves": "07:04"},
+    {"from": "Lyon", "to": "Paris", "leaves": "09:00"},
+    {"from": "Paris", "to": "Lyon", "leaves": "08:30"},
+]
 MANIFEST = """\
 [project]
 name = "travel-desk"
@@ -81,7 +83,7 @@ def _rubric() -> str:
     text = (REFERENCE / "rubric" / "bootcamp.toml").read_text("utf-8")
     text = text.replace('id = "provider-swap-lab"', 'id = "travel-desk"', 1)
     text = re.sub(r"\nversion = \d+\n", "\nversion = 1\n", text, count=1)
-    return text[:text.index("[[case]]")] + CASE + text[text.index("[[criterion]]"):]
+    return text[: text.index("[[case]]")] + CASE + text[text.index("[[criterion]]") :]
 
 
 def _travel_lab(root: Path) -> Path:
@@ -106,8 +108,11 @@ def _starter(lab: Path, out: Path, *extra: str) -> Path:
 
 def _task(tests: str) -> object:
     """The value the students' tests give ``TASK``."""
-    assign = next(node for node in ast.parse(tests).body if isinstance(node, ast.Assign)
-                  and ast.unparse(node.targets[0]) == "TASK")
+    assign = next(
+        node
+        for node in ast.parse(tests).body
+        if isinstance(node, ast.Assign) and ast.unparse(node.targets[0]) == "TASK"
+    )
     return ast.literal_eval(assign.value)
 
 
@@ -137,39 +142,59 @@ def test_the_table_examples_name_the_labs_package(
 ) -> None:
     lab = _travel_lab(tmp_path / "travel-lab")
     with_table(lab, table="")
-    assert main(["starter", "--from", str(lab), "--out", str(tmp_path / "out"),
-                 "--no-grade"]) != 0
+    assert main(["starter", "--from", str(lab), "--out", str(tmp_path / "out"), "--no-grade"]) != 0
     err = capsys.readouterr().err
     assert 'include = ["travel/**", ' in err and '"lab/**"' not in err
     with_table(lab, include=[])
-    assert main(["starter", "--from", str(lab), "--out", str(tmp_path / "out"),
-                 "--no-grade"]) != 0
+    assert main(["starter", "--from", str(lab), "--out", str(tmp_path / "out"), "--no-grade"]) != 0
     assert 'e.g. include = ["travel/**", "FAILURES.md"]' in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("task", [
-    TASK,
-    'She said "stop"; the path is C:\\trains\\lyon.\nThen\ta tab, and a bell \a.',
-    "Trains " * 40 + "x" * 150,
-    "東京から大阪まで、" * 12 + "Zürich\u2013Genève? ",
-    "  leading and trailing spaces  ",
-])
+@pytest.mark.parametrize(
+    "task",
+    [
+        TASK,
+        'She said "stop"; the path is C:\\trains\\lyon.\nThen\ta tab, and a bell \a.',
+        "Trains " * 40 + "x" * 150,
+        "東京から大阪まで、" * 12 + "Zürich\u2013Genève? ",
+        "  leading and trailing spaces  ",
+    ],
+)
 def test_any_task_is_written_as_a_literal_within_the_line_length(task: str) -> None:
     tests = student_tests(task=task, case="a-case", replay="gradekit:Replay", make=())
     assert _task(tests) == task
     compile(tests, "test_lab.py", "exec")
     wide = {"W", "F"}  # two columns each, as ruff counts a line's length
-    assert max(sum(1 + (unicodedata.east_asian_width(char) in wide) for char in line)
-               for line in tests.splitlines()) <= 100
+    assert (
+        max(
+            sum(1 + (unicodedata.east_asian_width(char) in wide) for char in line)
+            for line in tests.splitlines()
+        )
+        <= 100
+    )
 
 
 # -- running them -------------------------------------------------------------------------------
 
 
 def _pytest(folder: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                           "-rfs", "tests/test_lab.py"], cwd=folder, capture_output=True,
-                          text=True, timeout=300, check=False)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-rfs",
+            "tests/test_lab.py",
+        ],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
 
 
 @pytest.mark.slow  # runs the hand-out's own suite in a process
@@ -181,15 +206,32 @@ def test_the_students_tests_pass_on_the_labs_agent_skip_its_stub_and_catch_a_bug
     done = _pytest(out)
     assert done.returncode == 0, done.stdout + done.stderr
     assert re.search(r"\b2 passed, 4 skipped\b", done.stdout), done.stdout
-    assert re.search(r"SKIPPED \[4\] .*the agent is not written yet: travel/agent\.py: "
-                     r"write run\(\) with the trains tool", done.stdout), done.stdout
+    assert re.search(
+        r"SKIPPED \[4\] .*the agent is not written yet: travel/agent\.py: "
+        r"write run\(\) with the trains tool",
+        done.stdout,
+    ), done.stdout
     # The kit's own rules (the lab has none): gradekit is not the lab's, so it sorts as
     # pytest does, in one block.
-    ruff = subprocess.run([str(Path(sys.executable).with_name("ruff")), "check", "--isolated",
-                           "--no-cache", "--line-length", "100", "--select",
-                           "E,F,W,I,B,UP,SIM,RUF,PT,N", "--ignore", "N818,PT018", "tests"],
-                          cwd=out,
-                          capture_output=True, text=True, check=False)
+    ruff = subprocess.run(
+        [
+            str(Path(sys.executable).with_name("ruff")),
+            "check",
+            "--isolated",
+            "--no-cache",
+            "--line-length",
+            "100",
+            "--select",
+            "E,F,W,I,B,UP,SIM,RUF,PT,N",
+            "--ignore",
+            "N818,PT018",
+            "tests",
+        ],
+        cwd=out,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert ruff.returncode == 0, ruff.stdout
 
     # The instructor's agent (it takes the tools, as a third argument) passes them all.
@@ -202,10 +244,14 @@ def test_the_students_tests_pass_on_the_labs_agent_skip_its_stub_and_catch_a_bug
     # One that swallows the miss fails the test that says so, and only that one.
     agent = lab / "travel" / "agent.py"
     text = agent.read_text("utf-8")
-    agent.write_text(text.replace("    return Traced(provider)",
-                                  "    try:\n        return Traced(provider)", 1).replace(
-        '.strip()\n', '.strip()\n    except Exception:\n        return "No trains today."\n', 1),
-        "utf-8")
+    agent.write_text(
+        text.replace(
+            "    return Traced(provider)", "    try:\n        return Traced(provider)", 1
+        ).replace(
+            ".strip()\n", '.strip()\n    except Exception:\n        return "No trains today."\n', 1
+        ),
+        "utf-8",
+    )
     done = _pytest(lab)
     assert done.returncode == 1 and re.search(r"\b1 failed, 5 passed\b", done.stdout), done.stdout
     assert "FAILED tests/test_lab.py::test_a_miss_escapes_the_agent" in done.stdout

@@ -34,7 +34,9 @@ from __future__ import annotations
 
 '''
 
-OPENAI_STREAMED = HEAD + '''\
+OPENAI_STREAMED = (
+    HEAD
+    + """\
 import openai
 
 from gradekit import Provider, Traced
@@ -54,9 +56,12 @@ def run(provider: Provider, task: str) -> str:
                   {"role": "assistant", "content": plan.choices[0].message.content or ""},
                   {"role": "user", "content": "Now answer it."}])
     return "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
-'''
+"""
+)
 
-ANTHROPIC_ASYNC = HEAD + '''\
+ANTHROPIC_ASYNC = (
+    HEAD
+    + """\
 import asyncio
 
 import anthropic
@@ -82,9 +87,12 @@ async def _run(provider: Provider, task: str) -> str:
 
 def run(provider: Provider, task: str) -> str:
     return asyncio.run(_run(provider, task))
-'''
+"""
+)
 
-OPENAI_RESPONSES = HEAD + '''\
+OPENAI_RESPONSES = (
+    HEAD
+    + """\
 from openai import OpenAI
 
 from gradekit import Provider, Traced
@@ -94,9 +102,12 @@ def run(provider: Provider, task: str) -> str:
     with OpenAI(base_url="http://127.0.0.1:8080/v1", api_key="k",
                 http_client=Traced(provider).http_client()) as client:
         return client.responses.create(model="m", input=task).output_text
-'''
+"""
+)
 
-SWALLOWS = HEAD + '''\
+SWALLOWS = (
+    HEAD
+    + """\
 import openai
 
 from gradekit import Provider, Traced
@@ -111,9 +122,12 @@ def run(provider: Provider, task: str) -> str:
     except openai.APIError:
         return "The model is unavailable right now."
     return reply.choices[0].message.content or ""
-'''
+"""
+)
 
-NAMES_THE_PROVIDER = HEAD + '''\
+NAMES_THE_PROVIDER = (
+    HEAD
+    + """\
 import openai
 
 from gradekit import Provider, Traced
@@ -126,9 +140,12 @@ def run(provider: Provider, task: str) -> str:
         {"role": "system", "content": f"You are served by {provider.name}."},
         {"role": "user", "content": task}])
     return reply.choices[0].message.content or ""
-'''
+"""
+)
 
-UNTRACED = HEAD + '''\
+UNTRACED = (
+    HEAD
+    + """\
 import openai
 
 from gradekit import Provider
@@ -141,14 +158,17 @@ def run(provider: Provider, task: str) -> str:
     reply = client.chat.completions.create(model="m", messages=[
         {"role": "user", "content": task}])
     return reply.choices[0].message.content or ""
-'''
+"""
+)
 
-TESTS = ("test_the_agent_answers_with_a_string_from_the_provider",
-         "test_the_answer_does_not_depend_on_the_provider_name",
-         "test_a_miss_escapes_the_agent",
-         "test_every_provider_call_is_traced_after_it_returns",
-         "test_the_replay_ignores_outer_whitespace",
-         "test_the_replay_raises_on_a_miss")
+TESTS = (
+    "test_the_agent_answers_with_a_string_from_the_provider",
+    "test_the_answer_does_not_depend_on_the_provider_name",
+    "test_a_miss_escapes_the_agent",
+    "test_every_provider_call_is_traced_after_it_returns",
+    "test_the_replay_ignores_outer_whitespace",
+    "test_the_replay_raises_on_a_miss",
+)
 
 
 @pytest.fixture(scope="module")
@@ -164,9 +184,23 @@ def _failed(hand_out: Path, tmp_path: Path, agent: str) -> set[str]:
     lab = tmp_path / "lab"
     shutil.copytree(hand_out, lab)
     (lab / "lab" / "agent.py").write_text(agent, "utf-8")
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                           "-rA", "tests/test_lab.py"], cwd=lab, capture_output=True,
-                          text=True, timeout=300, check=False)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-rA",
+            "tests/test_lab.py",
+        ],
+        cwd=lab,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     passed = set(re.findall(r"^PASSED tests/test_lab\.py::(\w+)", done.stdout, re.MULTILINE))
     failed = set(re.findall(r"^FAILED tests/test_lab\.py::(\w+)", done.stdout, re.MULTILINE))
     assert passed | failed == set(TESTS), done.stdout  # each ran: none skipped, none errored
@@ -183,19 +217,26 @@ def test_the_hand_out_readmes_sdk_example_passes_its_own_tests(
     assert _failed(hand_out, tmp_path, example) == set()
 
 
-@pytest.mark.parametrize("agent", [OPENAI_STREAMED, ANTHROPIC_ASYNC, OPENAI_RESPONSES],
-                         ids=["openai-streamed", "anthropic-async", "openai-responses"])
+@pytest.mark.parametrize(
+    "agent",
+    [OPENAI_STREAMED, ANTHROPIC_ASYNC, OPENAI_RESPONSES],
+    ids=["openai-streamed", "anthropic-async", "openai-responses"],
+)
 def test_an_honest_sdk_agent_passes_the_hand_outs_own_tests(
     hand_out: Path, tmp_path: Path, agent: str
 ) -> None:
     assert _failed(hand_out, tmp_path, agent) == set()
 
 
-@pytest.mark.parametrize(("agent", "fails"), [
-    (SWALLOWS, "test_a_miss_escapes_the_agent"),
-    (NAMES_THE_PROVIDER, "test_the_answer_does_not_depend_on_the_provider_name"),
-    (UNTRACED, "test_every_provider_call_is_traced_after_it_returns"),
-], ids=["swallows-the-miss", "names-the-provider", "untraced"])
+@pytest.mark.parametrize(
+    ("agent", "fails"),
+    [
+        (SWALLOWS, "test_a_miss_escapes_the_agent"),
+        (NAMES_THE_PROVIDER, "test_the_answer_does_not_depend_on_the_provider_name"),
+        (UNTRACED, "test_every_provider_call_is_traced_after_it_returns"),
+    ],
+    ids=["swallows-the-miss", "names-the-provider", "untraced"],
+)
 def test_a_faulty_sdk_agent_fails_the_test_that_names_its_fault(
     hand_out: Path, tmp_path: Path, agent: str, fails: str
 ) -> None:

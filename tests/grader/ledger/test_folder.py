@@ -42,33 +42,57 @@ from tests.grader.outputs.test_report import sample
 KEY = b"instructor-key-0123456789abcdef"
 WALL = "process guard only"
 # sample() scores 37.50 of 45.00; its first criterion is contract_stability, 22.50 of 30.00
-REVIEW = HumanReview(criterion="contract_stability", automated=Decimal("22.50"),
-                     points=Decimal("25.00"), by="kim", reason="the label changed nothing",
-                     event=7)
-NOTHING_RAN = Evidence(cases=(), label="x", primary=None, others=(), loud=(), probe=None,
-                       failures=None, stretch=(), second_set=None)
+REVIEW = HumanReview(
+    criterion="contract_stability",
+    automated=Decimal("22.50"),
+    points=Decimal("25.00"),
+    by="kim",
+    reason="the label changed nothing",
+    event=7,
+)
+NOTHING_RAN = Evidence(
+    cases=(),
+    label="x",
+    primary=None,
+    others=(),
+    loud=(),
+    probe=None,
+    failures=None,
+    stretch=(),
+    second_set=None,
+)
 
 
 def written(out: Path) -> GradebookRow:
     """sample() graded into ``out/alice`` with REVIEW, and its gradebook row."""
     report = sample()
-    digest = write_submission(out / "alice", report, NOTHING_RAN, isolation=WALL,
-                              reviews=(REVIEW,))
+    digest = write_submission(out / "alice", report, NOTHING_RAN, isolation=WALL, reviews=(REVIEW,))
     assert digest == report_digest(report)
-    return GradebookRow(submission="alice", student=report.submission, status="graded",
-                        total="37.50", max="45.00", criteria={}, digest=digest, reason="")
+    return GradebookRow(
+        submission="alice",
+        student=report.submission,
+        status="graded",
+        total="37.50",
+        max="45.00",
+        criteria={},
+        digest=digest,
+        reason="",
+    )
 
 
 def test_a_submission_s_outputs_are_the_files_the_folder_names_with_the_reviews_in(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     written(tmp_path)
     folder, report = tmp_path / "alice", sample()
     assert sorted(p.name for p in folder.iterdir()) == sorted(
-        [REPORT, MARKDOWN, RESULTS, OUTPUT, CALLS])
+        [REPORT, MARKDOWN, RESULTS, OUTPUT, CALLS]
+    )
     assert (folder / REPORT).read_bytes() == render_report_json(report)  # never the review
     assert (folder / MARKDOWN).read_text("utf-8") == render_markdown(report, isolation=WALL)
     assert (folder / RESULTS).read_bytes() == render_gradescope(
-        report, report_digest(report), isolation=WALL, reviews=(REVIEW,))
+        report, report_digest(report), isolation=WALL, reviews=(REVIEW,)
+    )
     assert (folder / OUTPUT).read_bytes() == b"The agent printed nothing.\n"
     assert (folder / CALLS).read_bytes() == render_calls(calls_document(None, ()))
     results = json.loads((folder / RESULTS).read_bytes())
@@ -80,7 +104,8 @@ def test_a_submission_s_outputs_are_the_files_the_folder_names_with_the_reviews_
 
 
 def test_signing_signs_both_files_once_they_verify_and_nothing_without_a_key(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     row = written(tmp_path)
     folder = tmp_path / "alice"
     unsigned = {name: (folder / name).read_bytes() for name in (REPORT, RESULTS)}
@@ -95,13 +120,20 @@ def test_signing_signs_both_files_once_they_verify_and_nothing_without_a_key(
         assert canonical(document) + b"\n" == unsigned[name]  # the signature, nothing else
 
 
-@pytest.mark.parametrize(("name", "says"), [
-    (RESULTS, "results.json does not verify before signing: score is 41.00 but the report's "
-              "total is 37.50 and its reviews make it 40.00"),
-    (REPORT, "report.json does not verify before signing: digest mismatch"),
-])
+@pytest.mark.parametrize(
+    ("name", "says"),
+    [
+        (
+            RESULTS,
+            "results.json does not verify before signing: score is 41.00 but the report's "
+            "total is 37.50 and its reviews make it 40.00",
+        ),
+        (REPORT, "report.json does not verify before signing: digest mismatch"),
+    ],
+)
 def test_an_output_that_does_not_verify_is_never_signed(
-        tmp_path: Path, name: str, says: str) -> None:
+    tmp_path: Path, name: str, says: str
+) -> None:
     row = written(tmp_path)
     path = tmp_path / "alice" / name
     document = json.loads(path.read_bytes())
@@ -124,4 +156,5 @@ def test_output_txt_is_cut_at_its_cap_and_stays_utf8() -> None:
     assert len(data) <= OUTPUT_CAP
     assert data.decode("utf-8").endswith(
         f"[gradekit cut {OUTPUT} here: it keeps the first 256 KiB of the agent's "
-        f"{2 * OUTPUT_CAP} bytes of output]\n")
+        f"{2 * OUTPUT_CAP} bytes of output]\n"
+    )

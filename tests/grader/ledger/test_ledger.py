@@ -28,14 +28,21 @@ def test_events_are_chained_in_order_and_readable_as_plain_json(tmp_path: Path) 
     assert events[1]["prev"] == hashlib.sha256(lines[0]).hexdigest()
     assert events[2]["prev"] == hashlib.sha256(lines[1]).hexdigest()
     ok, message = verify_ledger(path)
-    assert ok and f"3 events, the chain holds, head {hashlib.sha256(lines[2]).hexdigest()}" \
-        in message
+    assert (
+        ok and f"3 events, the chain holds, head {hashlib.sha256(lines[2]).hexdigest()}" in message
+    )
 
 
 def test_an_edited_middle_event_breaks_the_chain_at_the_next_line(tmp_path: Path) -> None:
     path = tmp_path / LEDGER
-    append_events(path, [{"event": "run", "total": "40.00"}, {"event": "run", "total": "50.00"},
-                         {"event": "run", "total": "60.00"}])
+    append_events(
+        path,
+        [
+            {"event": "run", "total": "40.00"},
+            {"event": "run", "total": "50.00"},
+            {"event": "run", "total": "60.00"},
+        ],
+    )
     text = path.read_text("utf-8")
     path.write_text(text.replace('"total":"50.00"', '"total":"95.00"'), "utf-8")
     ok, message = verify_ledger(path)
@@ -123,7 +130,8 @@ def test_two_graders_appending_at_once_keep_one_chain(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_grading_the_same_inputs_again_is_unchanged_and_adds_no_run(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     subs = tmp_path / "subs"
     make_submission(subs / "alice")
@@ -136,7 +144,11 @@ def test_grading_the_same_inputs_again_is_unchanged_and_adds_no_run(
     assert [e["event"] for e in events] == ["batch", "run", "batch"]
     run = events[1]
     assert (run["submission"], run["student"], run["status"], run["total"]) == (
-        "alice", "alice", "graded", "100.00")
+        "alice",
+        "alice",
+        "graded",
+        "100.00",
+    )
     assert "cassettes/refund-policy.json" in run["inputs"] and "FAILURES.md" in run["inputs"]
     assert events[2]["unchanged"] == ["alice"]
     assert "(unchanged: the same inputs as ledger event 1)" in shown
@@ -152,7 +164,8 @@ def test_grading_the_same_inputs_again_is_unchanged_and_adds_no_run(
 
 @pytest.mark.slow
 def test_history_names_the_cause_of_each_change_and_the_first_divergence(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     """Four gradings of alice: a code change, a re-recorded cassette and a rubric bump, each
     named as the cause, each with the first criterion and sub-check that changed."""
@@ -165,8 +178,12 @@ def test_history_names_the_cause_of_each_change_and_the_first_divergence(
 
     grade()
     agent = alice / "lab" / "agent.py"
-    agent.write_text(agent.read_text("utf-8").replace(
-        "    return answer\n", '    return answer + "\\n-- " + provider.name\n'), "utf-8")
+    agent.write_text(
+        agent.read_text("utf-8").replace(
+            "    return answer\n", '    return answer + "\\n-- " + provider.name\n'
+        ),
+        "utf-8",
+    )
     grade()
     cassette = alice / "cassettes" / "sql-explain.json"
     document = json.loads(cassette.read_bytes())
@@ -177,8 +194,7 @@ def test_history_names_the_cause_of_each_change_and_the_first_divergence(
     rubric = tmp_path / "rubric" / "bootcamp.toml"
     rubric.parent.mkdir()
     text = (Path(__file__).resolve().parents[3] / "rubric" / "bootcamp.toml").read_text("utf-8")
-    rubric.write_text(text.replace("version = 2", 'version = 3\nchanges = "a copy"', 1),
-                      "utf-8")
+    rubric.write_text(text.replace("version = 2", 'version = 3\nchanges = "a copy"', 1), "utf-8")
     grade("--rubric", str(rubric))
     capsys.readouterr()
 
@@ -187,7 +203,8 @@ def test_history_names_the_cause_of_each_change_and_the_first_divergence(
     assert shown[0] == f"alice: 4 grade(s) in {out / LEDGER}"
     grades = [line for line in shown if line.startswith("#")]
     assert [line.split(":")[0] for line in grades] == [
-        f"#{n}  ledger event {seq}" for n, seq in ((1, 1), (2, 3), (3, 5), (4, 7))]
+        f"#{n}  ledger event {seq}" for n, seq in ((1, 1), (2, 3), (3, 5), (4, 7))
+    ]
     blocks = "\n".join(shown).split("\n#")[1:]
     assert "changed: inputs changed: lab/agent.py\n" in blocks[1] + "\n"
     assert "first divergence: contract_stability/refund-policy: " in blocks[1]
@@ -201,7 +218,8 @@ def test_history_names_the_cause_of_each_change_and_the_first_divergence(
 
 @pytest.mark.slow
 def test_a_weights_only_change_shows_each_weight_old_and_new_and_the_rubrics_reason(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     """The course moves five points from stability to tracing, and says why: history shows
     both weights, old and new, the reason, and a first divergence that is the same result
@@ -213,17 +231,26 @@ def test_a_weights_only_change_shows_each_weight_old_and_new_and_the_rubrics_rea
     rubric = tmp_path / "course" / "bootcamp.toml"
     rubric.parent.mkdir()
     rubric.write_text(kit, "utf-8")
-    grade = ["grade", str(subs), "--out", str(out), "--wall", "process", "--quiet",
-             "--rubric", str(rubric)]
+    grade = [
+        "grade",
+        str(subs),
+        "--out",
+        str(out),
+        "--wall",
+        "process",
+        "--quiet",
+        "--rubric",
+        str(rubric),
+    ]
     assert main(grade) == 0
     reason = "tracing found more broken agents than stability did in week 3"
     moved = kit.replace("version = 2", f'version = 3\nchanges = "{reason}"', 1)
-    moved = moved.replace("weight = 30\ncheck = \"contract_stability\"",
-                          "weight = 25\ncheck = \"contract_stability\"", 1)
-    moved = moved.replace("weight = 20\ncheck = \"tracing\"",
-                          "weight = 25\ncheck = \"tracing\"", 1)
-    assert "weight = 25\ncheck = \"contract_stability\"" in moved
-    assert "weight = 25\ncheck = \"tracing\"" in moved
+    moved = moved.replace(
+        'weight = 30\ncheck = "contract_stability"', 'weight = 25\ncheck = "contract_stability"', 1
+    )
+    moved = moved.replace('weight = 20\ncheck = "tracing"', 'weight = 25\ncheck = "tracing"', 1)
+    assert 'weight = 25\ncheck = "contract_stability"' in moved
+    assert 'weight = 25\ncheck = "tracing"' in moved
     rubric.write_text(moved, "utf-8")
     assert main(grade) == 0
     capsys.readouterr()
@@ -233,13 +260,17 @@ def test_a_weights_only_change_shows_each_weight_old_and_new_and_the_rubrics_rea
     assert "changed: rubric provider-swap-lab v2 -> v3\n" in shown
     assert "changed: weights: contract_stability 30 -> 25; tracing 20 -> 25\n" in shown
     assert f"changed: why (the rubric says): {reason}\n" in shown
-    assert ("first divergence: contract_stability/refund-policy: the same result, \"identical "
-            "under every provider label and hash seed\", worth 7.50 -> 6.25 (the rubric's "
-            "weights changed)") in shown
+    assert (
+        'first divergence: contract_stability/refund-policy: the same result, "identical '
+        "under every provider label and hash seed\", worth 7.50 -> 6.25 (the rubric's "
+        "weights changed)"
+    ) in shown
     # Two reports alone show the weights too (a report keeps each criterion's max, not the
     # rubric's reason).
-    old, new = sorted((out / "archive").glob("*.json"),
-                      key=lambda p: json.loads(p.read_bytes())["rubric"]["version"])
+    old, new = sorted(
+        (out / "archive").glob("*.json"),
+        key=lambda p: json.loads(p.read_bytes())["rubric"]["version"],
+    )
     assert main(["report", "diff", str(old), str(new)]) == 0
     compared = capsys.readouterr().out
     assert "  changed: weights: contract_stability 30 -> 25; tracing 20 -> 25\n" in compared
@@ -248,7 +279,8 @@ def test_a_weights_only_change_shows_each_weight_old_and_new_and_the_rubrics_rea
 
 @pytest.mark.slow
 def test_a_changed_rubric_must_bump_its_version_and_a_new_one_names_what_it_supersedes(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     subs = tmp_path / "subs"
     make_submission(subs / "alice")
@@ -256,23 +288,41 @@ def test_a_changed_rubric_must_bump_its_version_and_a_new_one_names_what_it_supe
     kit = (Path(__file__).resolve().parents[3] / "rubric" / "bootcamp.toml").read_text("utf-8")
     rubric = tmp_path / "bootcamp.toml"
     rubric.write_text(kit, "utf-8")
-    grade = ["grade", str(subs), "--out", str(out), "--rubric", str(rubric), "--quiet",
-             "--wall", "process"]
+    grade = [
+        "grade",
+        str(subs),
+        "--out",
+        str(out),
+        "--rubric",
+        str(rubric),
+        "--quiet",
+        "--wall",
+        "process",
+    ]
     assert main(grade) == 0
     first = read_ledger(out / LEDGER).events[0]["rubric"]
     assert 'title = "Pin the contract, not the model"' in kit
-    rubric.write_text(kit.replace('title = "Pin the contract, not the model"',
-                                  'title = "Pin the contract"', 1),
-                      "utf-8")  # the same version, other content
+    rubric.write_text(
+        kit.replace('title = "Pin the contract, not the model"', 'title = "Pin the contract"', 1),
+        "utf-8",
+    )  # the same version, other content
     capsys.readouterr()
     assert main(grade) == 2
     error = capsys.readouterr().err
-    assert "rubric provider-swap-lab version 2 changed since ledger event 0 graded with it" \
-        in error and "bump [rubric] version" in error
+    assert (
+        "rubric provider-swap-lab version 2 changed since ledger event 0 graded with it" in error
+        and "bump [rubric] version" in error
+    )
     assert len(read_ledger(out / LEDGER).events) == 2  # nothing graded, nothing recorded
-    rubric.write_text(rubric.read_text("utf-8").replace(
-        "version = 2", 'version = 3\nchanges = "a shorter title"', 1), "utf-8")
+    rubric.write_text(
+        rubric.read_text("utf-8").replace(
+            "version = 2", 'version = 3\nchanges = "a shorter title"', 1
+        ),
+        "utf-8",
+    )
     assert main(grade) == 0
     bumped = read_ledger(out / LEDGER).events[-2]["rubric"]
     assert (bumped["version"], bumped["supersedes"]) == (
-        3, {"version": 2, "sha256": first["sha256"]})
+        3,
+        {"version": 2, "sha256": first["sha256"]},
+    )

@@ -27,15 +27,20 @@ from grader.ledger import (
     verify_ledger,
 )
 
-RUBRIC = {"cases": {"refund-policy": "c" * 64}, "id": "bootcamp", "sha256": "r" * 64,
-          "version": 1}
+RUBRIC = {"cases": {"refund-policy": "c" * 64}, "id": "bootcamp", "sha256": "r" * 64, "version": 1}
 
 
-def _batch(folders: Sequence[str], *, shard: str = "", mode: str | None = "update",
-           **extra: Any) -> dict[str, Any]:
-    event: dict[str, Any] = {"event": "batch", "grader": "0.1.0", "rubric": RUBRIC,
-                             "counts": {"graded": len(folders)} if folders else {},
-                             "selection": sorted(folders), "unchanged": []}
+def _batch(
+    folders: Sequence[str], *, shard: str = "", mode: str | None = "update", **extra: Any
+) -> dict[str, Any]:
+    event: dict[str, Any] = {
+        "event": "batch",
+        "grader": "0.1.0",
+        "rubric": RUBRIC,
+        "counts": {"graded": len(folders)} if folders else {},
+        "selection": sorted(folders),
+        "unchanged": [],
+    }
     if mode is not None:
         event["mode"] = mode
     if shard:
@@ -44,9 +49,16 @@ def _batch(folders: Sequence[str], *, shard: str = "", mode: str | None = "updat
 
 
 def _run(folder: str, total: str = "90.00") -> dict[str, Any]:
-    return {"event": "run", "grader": "0.1.0", "key": hashlib.sha256(folder.encode()).hexdigest(),
-            "report": hashlib.sha256(f"report {folder}".encode()).hexdigest(), "status": "graded",
-            "student": folder, "submission": folder, "total": total}
+    return {
+        "event": "run",
+        "grader": "0.1.0",
+        "key": hashlib.sha256(folder.encode()).hexdigest(),
+        "report": hashlib.sha256(f"report {folder}".encode()).hexdigest(),
+        "status": "graded",
+        "student": folder,
+        "submission": folder,
+        "total": total,
+    }
 
 
 def _grading(folders: Sequence[str], **batch: Any) -> list[dict[str, Any]]:
@@ -71,15 +83,24 @@ def _merge(out: Path, *folders: Path, extra: Sequence[str] = ()) -> int:
 
 
 def test_the_shared_prefix_is_kept_once_and_shards_fuse_into_one_batch(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     before = _grading(["ann", "bob"])
-    review = {"event": "review", "student": "ann", "run": 1, "criterion": "tracing",
-              "points": None, "by": "kim", "reason": "ok"}
+    review = {
+        "event": "review",
+        "student": "ann",
+        "run": 1,
+        "criterion": "tracing",
+        "points": None,
+        "by": "kim",
+        "reason": "ok",
+    }
     shards = [["cat", "fay"], ["dan", "gus"], ["eve"]]  # --shard K/3: every third name
-    folders = [_folder(tmp_path / f"shard-{k}", before, [review],
-                       _grading(names, shard=f"{k}/3"))
-               for k, names in enumerate(shards, 1)]
+    folders = [
+        _folder(tmp_path / f"shard-{k}", before, [review], _grading(names, shard=f"{k}/3"))
+        for k, names in enumerate(shards, 1)
+    ]
     prefix = (folders[0] / LEDGER).read_bytes().splitlines(keepends=True)[:4]
     assert _merge(tmp_path / "grades", *folders) == 0
     assert "1 batch event(s) fused from shards" in capsys.readouterr().out
@@ -90,8 +111,9 @@ def test_the_shared_prefix_is_kept_once_and_shards_fuse_into_one_batch(
     events = _events(tmp_path / "grades")
     batch, *runs, last = events[4:]
     everyone = ["cat", "dan", "eve", "fay", "gus"]
-    assert {k: v for k, v in batch.items() if k not in ("seq", "prev")} == \
-        _batch(everyone) | {"counts": {"graded": 5}}
+    assert {k: v for k, v in batch.items() if k not in ("seq", "prev")} == _batch(everyone) | {
+        "counts": {"graded": 5}
+    }
     assert "shard" not in batch
     assert [run["submission"] for run in runs] == everyone  # the order one machine writes
     lines = [(f / LEDGER).read_bytes().splitlines() for f in folders]
@@ -103,61 +125,105 @@ def test_the_shared_prefix_is_kept_once_and_shards_fuse_into_one_batch(
 def test_the_fused_batch_sums_counts_and_keeps_only_what_one_machine_would_list(
     tmp_path: Path,
 ) -> None:
-    one = _grading(["ann"], shard="1/2", kept=["bob", "old"], absent=["old"],
-                   interrupted=["cy"])
+    one = _grading(["ann"], shard="1/2", kept=["bob", "old"], absent=["old"], interrupted=["cy"])
     one[0]["counts"] = {"graded": 1, "error": 2}
     two = _grading(["bob"], shard="2/2", kept=["ann", "old"], absent=["old"])
     two[0] |= {"counts": {"graded": 1, "ungradable": 1}, "unchanged": ["bob"]}
     folders = [_folder(tmp_path / "a", one), _folder(tmp_path / "b", two)]
     batch = plan_merge([f / LEDGER for f in folders]).events[0]
-    assert batch == {"event": "batch", "grader": "0.1.0", "rubric": RUBRIC, "mode": "update",
-                     "counts": {"error": 2, "graded": 2, "ungradable": 1},
-                     "selection": ["ann", "bob"], "unchanged": ["bob"], "interrupted": ["cy"],
-                     "kept": ["old"], "absent": ["old"]}
+    assert batch == {
+        "event": "batch",
+        "grader": "0.1.0",
+        "rubric": RUBRIC,
+        "mode": "update",
+        "counts": {"error": 2, "graded": 2, "ungradable": 1},
+        "selection": ["ann", "bob"],
+        "unchanged": ["bob"],
+        "interrupted": ["cy"],
+        "kept": ["old"],
+        "absent": ["old"],
+    }
 
 
 def test_a_review_after_the_prefix_quotes_its_run_by_the_merged_seq(tmp_path: Path) -> None:
     # A's batch holds the larger digest, so B's goes first and every seq of A moves on.
     alone = [_grading(["ann"], mode="replace"), _grading(["bob", "cat"], mode="replace")]
-    first, second = sorted(alone, key=lambda group: hashlib.sha256(b"".join(
-        json.dumps(e, sort_keys=True, separators=(",", ":")).encode() + b"\n"
-        for e in group)).hexdigest(), reverse=True)
-    review = {"event": "review", "student": first[1]["student"], "run": 1,
-              "criterion": "tracing", "points": "10.00", "by": "kim", "reason": "why"}
+    first, second = sorted(
+        alone,
+        key=lambda group: hashlib.sha256(
+            b"".join(
+                json.dumps(e, sort_keys=True, separators=(",", ":")).encode() + b"\n" for e in group
+            )
+        ).hexdigest(),
+        reverse=True,
+    )
+    review = {
+        "event": "review",
+        "student": first[1]["student"],
+        "run": 1,
+        "criterion": "tracing",
+        "points": "10.00",
+        "by": "kim",
+        "reason": "why",
+    }
     promote = {"event": "promote", "set": "s", "run": 1, "review": len(first), "by": "kim"}
     a = _folder(tmp_path / "a", first, [review], [promote])
     b = _folder(tmp_path / "b", second)
     plan = plan_merge([a / LEDGER, b / LEDGER])
     events = plan.events
-    assert [e["event"] for e in events] == ["batch", *["run"] * (len(second) - 1), "batch",
-                                            *["run"] * (len(first) - 1), "review", "promote",
-                                            "merge"]
+    assert [e["event"] for e in events] == [
+        "batch",
+        *["run"] * (len(second) - 1),
+        "batch",
+        *["run"] * (len(first) - 1),
+        "review",
+        "promote",
+        "merge",
+    ]
     run_seq = len(second) + 1  # A's run, after B's group and A's batch
     assert events[run_seq]["submission"] == first[1]["submission"]
     review_seq = len(second) + len(first)
     assert events[review_seq]["run"] == run_seq
-    assert (events[review_seq + 1]["run"], events[review_seq + 1]["review"]) == \
-        (run_seq, review_seq)
+    assert (events[review_seq + 1]["run"], events[review_seq + 1]["review"]) == (
+        run_seq,
+        review_seq,
+    )
     assert plan.quoting  # ...and so the folders' merge refuses it (results.json quotes it)
 
 
 def test_a_review_in_the_shared_prefix_keeps_its_seq_and_the_folders_merge(
     tmp_path: Path,
 ) -> None:
-    review = {"event": "review", "student": "ann", "run": 1, "criterion": "tracing",
-              "points": None, "by": "kim", "reason": "ok"}
-    folders = [_folder(tmp_path / f"s{k}", _grading(["ann"]), [review],
-                       _grading([name], shard=f"{k}/2"))
-               for k, name in ((1, "bob"), (2, "cat"))]
+    review = {
+        "event": "review",
+        "student": "ann",
+        "run": 1,
+        "criterion": "tracing",
+        "points": None,
+        "by": "kim",
+        "reason": "ok",
+    }
+    folders = [
+        _folder(tmp_path / f"s{k}", _grading(["ann"]), [review], _grading([name], shard=f"{k}/2"))
+        for k, name in ((1, "bob"), (2, "cat"))
+    ]
     assert _merge(tmp_path / "grades", *folders) == 0
     assert _events(tmp_path / "grades")[2] == _events(folders[0])[2]
 
 
 def test_a_review_after_the_prefix_is_refused_with_nothing_written(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
-    review = {"event": "review", "student": "ann", "run": 1, "criterion": "tracing",
-              "points": None, "by": "kim", "reason": "ok"}
+    review = {
+        "event": "review",
+        "student": "ann",
+        "run": 1,
+        "criterion": "tracing",
+        "points": None,
+        "by": "kim",
+        "reason": "ok",
+    }
     a = _folder(tmp_path / "a", _grading(["ann"], shard="1/2"), [review])
     b = _folder(tmp_path / "b", _grading(["bob"], shard="2/2"))
     assert _merge(tmp_path / "grades", a, b) == 2
@@ -168,27 +234,39 @@ def test_a_review_after_the_prefix_is_refused_with_nothing_written(
 
 
 @settings(max_examples=40, deadline=None)
-@given(names=st.lists(st.sampled_from(["ann", "bob", "cat", "dan", "eve", "fay", "gus", "hal"]),
-                      min_size=1, max_size=8, unique=True),
-       count=st.integers(2, 4), shared=st.integers(0, 2), order=st.randoms(use_true_random=False),
-       extras=st.lists(st.tuples(st.integers(0, 3), st.sampled_from(["regrade", "note"])),
-                       max_size=3))
+@given(
+    names=st.lists(
+        st.sampled_from(["ann", "bob", "cat", "dan", "eve", "fay", "gus", "hal"]),
+        min_size=1,
+        max_size=8,
+        unique=True,
+    ),
+    count=st.integers(2, 4),
+    shared=st.integers(0, 2),
+    order=st.randoms(use_true_random=False),
+    extras=st.lists(st.tuples(st.integers(0, 3), st.sampled_from(["regrade", "note"])), max_size=3),
+)
 def test_any_order_of_the_folders_gives_the_same_bytes(
-    names: list[str], count: int, shared: int, order: Any,
+    names: list[str],
+    count: int,
+    shared: int,
+    order: Any,
     extras: list[tuple[int, str]],
 ) -> None:
     cohort = sorted(names)
-    history = [_grading(cohort[:shared + 1], mode="replace")] if shared else []
+    history = [_grading(cohort[: shared + 1], mode="replace")] if shared else []
     with tempfile.TemporaryDirectory() as scratch:
         root = Path(scratch)
         folders = []
         for k in range(1, count + 1):
-            appends = [*history, _grading(cohort[k - 1::count], shard=f"{k}/{count}")]
+            appends = [*history, _grading(cohort[k - 1 :: count], shard=f"{k}/{count}")]
             for at, kind in extras:  # later work in some shards' folders: kept after it
                 if at % count == k - 1:
-                    appends.append(_grading([cohort[k - 1]], total="99.00") if kind == "regrade"
-                                   and cohort[k - 1::count] else
-                                   [{"event": "note", "text": f"{kind} {at}"}])
+                    appends.append(
+                        _grading([cohort[k - 1]], total="99.00")
+                        if kind == "regrade" and cohort[k - 1 :: count]
+                        else [{"event": "note", "text": f"{kind} {at}"}]
+                    )
             folders.append(_folder(root / f"shard-{k}", *appends))
         outputs = []
         for number in range(3):
@@ -212,10 +290,13 @@ def _bare(event: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def test_a_missing_shard_is_refused_unless_partial_keeps_the_shards_apart(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
-    folders = [_folder(tmp_path / f"s{k}", _grading([name], shard=f"{k}/3"))
-               for k, name in ((1, "ann"), (3, "cat"))]
+    folders = [
+        _folder(tmp_path / f"s{k}", _grading([name], shard=f"{k}/3"))
+        for k, name in ((1, "ann"), (3, "cat"))
+    ]
     assert _merge(tmp_path / "grades", *folders) == 2
     error = capsys.readouterr().err
     assert "shard(s) 2 of 3 are missing" in error and "--partial" in error
@@ -227,7 +308,8 @@ def test_a_missing_shard_is_refused_unless_partial_keeps_the_shards_apart(
 
 
 def test_a_shard_graded_twice_or_a_folder_in_two_shards_is_refused(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     a = _folder(tmp_path / "a", _grading(["ann"], shard="1/2"))
     again = _folder(tmp_path / "again", _grading(["ann", "bob"], shard="1/2"))
@@ -241,7 +323,8 @@ def test_a_shard_graded_twice_or_a_folder_in_two_shards_is_refused(
 
 
 def test_a_broken_chain_is_refused_naming_it_with_nothing_written(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     a = _folder(tmp_path / "a", _grading(["ann"], shard="1/2"))
     b = _folder(tmp_path / "b", _grading(["bob", "cat"], shard="2/2"))
@@ -270,7 +353,8 @@ def test_older_batches_without_mode_stay_as_written_and_an_extension_is_no_merge
 
 
 def test_copies_must_agree_and_out_must_be_new(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     a = _folder(tmp_path / "a", _grading(["ann"], shard="1/2"))
     b = _folder(tmp_path / "b", _grading(["bob"], shard="2/2"))
@@ -278,7 +362,7 @@ def test_copies_must_agree_and_out_must_be_new(
         (folder / name).mkdir()
         (folder / name / "report.md").write_text(f"# {name}\n", "utf-8")
         (folder / ARCHIVE).mkdir()
-        (folder / ARCHIVE / f"{'d' * 64}.json").write_text(f"{{\"{name}\":1}}", "utf-8")
+        (folder / ARCHIVE / f"{'d' * 64}.json").write_text(f'{{"{name}":1}}', "utf-8")
     assert _merge(tmp_path / "grades", a, b) == 2
     error = capsys.readouterr().err
     assert f"{a / ARCHIVE / ('d' * 64 + '.json')} and {b / ARCHIVE}" in error

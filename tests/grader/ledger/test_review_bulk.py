@@ -55,8 +55,18 @@ class Cohort:
 
 
 def grade(cohort: Cohort, *extra: str) -> int:
-    return main(["grade", str(cohort.subs), "--out", str(cohort.out), "--wall", "process",
-                 "--quiet", *extra])
+    return main(
+        [
+            "grade",
+            str(cohort.subs),
+            "--out",
+            str(cohort.out),
+            "--wall",
+            "process",
+            "--quiet",
+            *extra,
+        ]
+    )
 
 
 def review(cohort: Cohort, *args: str) -> int:
@@ -64,8 +74,17 @@ def review(cohort: Cohort, *args: str) -> int:
 
 
 def bulk(cohort: Cohort, *extra: str, by: str = "kim") -> int:
-    return review(cohort, "--criterion", "written_summary", "--pending", "--by", by,
-                  "--reason", REASON, *extra)
+    return review(
+        cohort,
+        "--criterion",
+        "written_summary",
+        "--pending",
+        "--by",
+        by,
+        "--reason",
+        REASON,
+        *extra,
+    )
 
 
 def build_cohort(root: Path) -> Path:
@@ -88,8 +107,9 @@ def twin(template: Path, tmp_path: Path) -> Cohort:
     return copy_cohort(template, tmp_path / "twin")
 
 
-def counting(monkeypatch: pytest.MonkeyPatch, name: str, seen: list[Any],
-             what: Callable[..., Any]) -> None:
+def counting(
+    monkeypatch: pytest.MonkeyPatch, name: str, seen: list[Any], what: Callable[..., Any]
+) -> None:
     """Let ``_reviews.name`` run as it is, noting ``what(*args)`` of each call."""
     real = getattr(_reviews, name)
 
@@ -102,14 +122,17 @@ def counting(monkeypatch: pytest.MonkeyPatch, name: str, seen: list[Any],
 
 @pytest.mark.slow  # on a real grading (the module's template)
 def test_bulk_confirmation_appends_once_and_leaves_the_bytes_of_single_reviews(
-    cohort: Cohort, twin: Cohort, capsys: pytest.CaptureFixture[str],
+    cohort: Cohort,
+    twin: Cohort,
+    capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     appended: list[list[str]] = []
     written: list[str] = []
     results: list[str] = []
-    counting(monkeypatch, "append_events", appended, lambda _, events: [
-        e["student"] for e in events])
+    counting(
+        monkeypatch, "append_events", appended, lambda _, events: [e["student"] for e in events]
+    )
     counting(monkeypatch, "write_atomic", written, lambda path, _: path.name)
     counting(monkeypatch, "rewrite_results", results, lambda folder, *_: folder.name)
     capsys.readouterr()
@@ -121,24 +144,48 @@ def test_bulk_confirmation_appends_once_and_leaves_the_bytes_of_single_reviews(
 
     monkeypatch.undo()
     for student in STUDENTS:  # the gradebook's order
-        assert review(twin, student, "--criterion", "written_summary", "--by", "kim",
-                      "--reason", REASON) == 0
+        assert (
+            review(
+                twin, student, "--criterion", "written_summary", "--by", "kim", "--reason", REASON
+            )
+            == 0
+        )
     assert shown[:-1] == capsys.readouterr().out.splitlines()
     assert cohort.files() == twin.files()  # the ledger too: the same events, in order
     assert {student: cell[0] for student, cell in cohort.cells().items()} == {
         student: f"written_summary {'0.00' if student == 'bob' else '15.00'} confirmed by "
-        "kim; pending: stretch_goal" for student in STUDENTS}
+        "kim; pending: stretch_goal"
+        for student in STUDENTS
+    }
     assert main(["ledger", "verify", str(cohort.out)]) == 0
 
 
 @pytest.mark.slow  # grades the cohort again
 def test_passed_leaves_a_failed_check_and_a_stale_review_to_a_person(
-    cohort: Cohort, capsys: pytest.CaptureFixture[str],
+    cohort: Cohort,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
-    assert review(cohort, "carol", "--criterion", "written_summary", "--by", "lee",
-                  "--reason", "read it") == 0
-    assert review(cohort, "dave", "--criterion", "written_summary", "--points", "12",
-                  "--by", "lee", "--reason", "two entries alike") == 0
+    assert (
+        review(
+            cohort, "carol", "--criterion", "written_summary", "--by", "lee", "--reason", "read it"
+        )
+        == 0
+    )
+    assert (
+        review(
+            cohort,
+            "dave",
+            "--criterion",
+            "written_summary",
+            "--points",
+            "12",
+            "--by",
+            "lee",
+            "--reason",
+            "two entries alike",
+        )
+        == 0
+    )
     old = cohort.digest("dave")
     failures = cohort.subs / "dave" / "FAILURES.md"
     failures.write_text(failures.read_text("utf-8") + "\n", "utf-8")
@@ -149,8 +196,8 @@ def test_passed_leaves_a_failed_check_and_a_stale_review_to_a_person(
     assert bulk(cohort, "--passed", "--dry-run") == 0
     assert cohort.files() == before
     assert capsys.readouterr().out.splitlines()[0] == (
-        f"alice: would confirm written_summary 15.00 / 15.00 (report "
-        f"{cohort.digest('alice')[:12]})")
+        f"alice: would confirm written_summary 15.00 / 15.00 (report {cohort.digest('alice')[:12]})"
+    )
 
     assert bulk(cohort, "--passed") == 0
     shown = capsys.readouterr().out.splitlines()
@@ -161,22 +208,29 @@ def test_passed_leaves_a_failed_check_and_a_stale_review_to_a_person(
         "reviewed on an earlier report): dave; review each (`.venv/bin/gradekit review dave "
         f"--criterion written_summary --by NAME --reason TEXT --out {cohort.out}`) or in a "
         "review sheet (`.venv/bin/gradekit reviews export --out "
-        f"{cohort.out} --criterion written_summary --pending --sheet SHEET.csv`)")
+        f"{cohort.out} --criterion written_summary --pending --sheet SHEET.csv`)"
+    )
     cells = cohort.cells()
-    assert cells["alice"] == ("written_summary 15.00 confirmed by kim; pending: stretch_goal",
-                              "100.00")
+    assert cells["alice"] == (
+        "written_summary 15.00 confirmed by kim; pending: stretch_goal",
+        "100.00",
+    )
     assert cells["bob"] == ("pending: written_summary, stretch_goal", "81.00")
     assert cells["carol"][0] == "written_summary 15.00 confirmed by lee; pending: stretch_goal"
     assert cells["dave"][0].startswith(
-        f"NEEDS A NEW REVIEW: written_summary was reviewed on report {old[:12]}")
+        f"NEEDS A NEW REVIEW: written_summary was reviewed on report {old[:12]}"
+    )
 
     assert bulk(cohort, "--passed") == 0  # nothing left that passed: nothing appended
     assert capsys.readouterr().out.startswith(
         f"nothing to confirm: no report in {cohort.out} has written_summary pending with every "
-        "check passed; 1 still pending, a check of written_summary not passed: bob; ")
+        "check passed; 1 still pending, a check of written_summary not passed: bob; "
+    )
     assert bulk(cohort) == 0  # without --passed, bob's too
     assert cohort.cells()["bob"] == (
-        "written_summary 0.00 confirmed by kim; pending: stretch_goal", "81.00")
+        "written_summary 0.00 confirmed by kim; pending: stretch_goal",
+        "81.00",
+    )
     assert main(["ledger", "verify", str(cohort.out)]) == 0
 
 
@@ -186,34 +240,65 @@ def _unarchived_bob(cohort: Cohort) -> None:
 
 PENDING = ["--criterion", "written_summary", "--by", "kim", "--reason", "r"]
 ERRORS = [
-    pytest.param(["alice", "--pending", *PENDING], None,
-                 "give STUDENT (alice) or --pending, not both", id="both"),
-    pytest.param(PENDING, None, "name the STUDENT whose report you review, or pass --pending",
-                 id="neither"),
-    pytest.param(["--pending", "--points", "12", *PENDING], None,
-                 "--pending only confirms the automated points: override one report at a time",
-                 id="points-in-bulk"),
-    pytest.param(["--pending", "--report", "abcdef12", *PENDING], None, "drop --report",
-                 id="report-in-bulk"),
-    pytest.param(["alice", "--passed", *PENDING], None, "--passed goes with --pending only",
-                 id="passed-alone"),
-    pytest.param(["alice", "--dry-run", *PENDING], None, "--dry-run goes with --pending only",
-                 id="dry-run-alone"),
-    pytest.param(["--pending", "--criterion", "clarity", "--by", "k", "--reason", "r"], None,
-                 "'clarity' is not a criterion of", id="no-such-criterion"),
-    pytest.param(["--pending", "--criterion", "tracing", "--by", " ", "--reason", "r"], None,
-                 "--by must be one line", id="empty-reviewer"),
-    pytest.param(["--pending", *PENDING], _unarchived_bob,
-                 "1 report with written_summary pending cannot be confirmed, so none was",
-                 id="an-archive-missing"),
+    pytest.param(
+        ["alice", "--pending", *PENDING],
+        None,
+        "give STUDENT (alice) or --pending, not both",
+        id="both",
+    ),
+    pytest.param(
+        PENDING, None, "name the STUDENT whose report you review, or pass --pending", id="neither"
+    ),
+    pytest.param(
+        ["--pending", "--points", "12", *PENDING],
+        None,
+        "--pending only confirms the automated points: override one report at a time",
+        id="points-in-bulk",
+    ),
+    pytest.param(
+        ["--pending", "--report", "abcdef12", *PENDING], None, "drop --report", id="report-in-bulk"
+    ),
+    pytest.param(
+        ["alice", "--passed", *PENDING],
+        None,
+        "--passed goes with --pending only",
+        id="passed-alone",
+    ),
+    pytest.param(
+        ["alice", "--dry-run", *PENDING],
+        None,
+        "--dry-run goes with --pending only",
+        id="dry-run-alone",
+    ),
+    pytest.param(
+        ["--pending", "--criterion", "clarity", "--by", "k", "--reason", "r"],
+        None,
+        "'clarity' is not a criterion of",
+        id="no-such-criterion",
+    ),
+    pytest.param(
+        ["--pending", "--criterion", "tracing", "--by", " ", "--reason", "r"],
+        None,
+        "--by must be one line",
+        id="empty-reviewer",
+    ),
+    pytest.param(
+        ["--pending", *PENDING],
+        _unarchived_bob,
+        "1 report with written_summary pending cannot be confirmed, so none was",
+        id="an-archive-missing",
+    ),
 ]
 
 
 @pytest.mark.parametrize(("args", "setup", "says"), ERRORS)
 @pytest.mark.slow  # on a real grading (the module's template)
 def test_every_bulk_error_says_the_fix_and_appends_nothing(
-    cohort: Cohort, capsys: pytest.CaptureFixture[str], args: list[str],
-    setup: Callable[[Cohort], None] | None, says: str,
+    cohort: Cohort,
+    capsys: pytest.CaptureFixture[str],
+    args: list[str],
+    setup: Callable[[Cohort], None] | None,
+    says: str,
 ) -> None:
     if setup is not None:
         setup(cohort)
@@ -227,7 +312,9 @@ def test_every_bulk_error_says_the_fix_and_appends_nothing(
 
 @pytest.mark.slow  # grades the cohort again, signed
 def test_a_signed_cohort_is_confirmed_only_with_its_key(
-    cohort: Cohort, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    cohort: Cohort,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     key = tmp_path / "grading.key"
     key.write_text(KEY + "\n", "utf-8")
@@ -247,7 +334,8 @@ def test_a_signed_cohort_is_confirmed_only_with_its_key(
 
 @pytest.mark.slow  # grades the cohort again
 def test_a_summary_repeating_the_hand_outs_example_is_left_for_a_person(
-    cohort: Cohort, capsys: pytest.CaptureFixture[str],
+    cohort: Cohort,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     """Carol pastes the hand-out's example entry under her own: the grading flags her row
     for review, naming the entry, and confirming in bulk (even without --passed) leaves her
@@ -257,11 +345,13 @@ def test_a_summary_repeating_the_hand_outs_example_is_left_for_a_person(
     cut = log.index("\n## ")
     failures.write_text(log[:cut] + "\n\n" + EXAMPLE_ENTRY + log[cut:], "utf-8")
     assert grade(cohort) == 0
-    reasons = {row.student: row.reason
-               for row in read_gradebook((cohort.out / GRADEBOOK).read_bytes())[1]}
+    reasons = {
+        row.student: row.reason for row in read_gradebook((cohort.out / GRADEBOOK).read_bytes())[1]
+    }
     assert reasons["carol"] == (
         f"{FLAGGED}FAILURES.md 'The answer changed with the provider's name' (line "
-        f"{log[:cut].count(chr(10)) + 3}) repeats the hand-out's example")
+        f"{log[:cut].count(chr(10)) + 3}) repeats the hand-out's example"
+    )
     assert [student for student, reason in reasons.items() if reason] == ["carol"]
     capsys.readouterr()
 
@@ -270,13 +360,17 @@ def test_a_summary_repeating_the_hand_outs_example_is_left_for_a_person(
     assert shown[-1].startswith(
         "confirmed written_summary on 3 reports; 1 left for a person, never confirmed in "
         "bulk (the gradebook's reason flags the submission for review: a copy, a repeated "
-        "entry, tampering): carol; read each, then review it (`.venv/bin/gradekit review carol ")
+        "entry, tampering): carol; read each, then review it (`.venv/bin/gradekit review carol "
+    )
     assert cohort.cells()["carol"][0] == "pending: written_summary, stretch_goal"
     sheet = cohort.out.parent / "sheet.csv"
-    assert main(["reviews", "export", "--out", str(cohort.out), "--pending",
-                 "--sheet", str(sheet)]) == 0
+    assert (
+        main(["reviews", "export", "--out", str(cohort.out), "--pending", "--sheet", str(sheet)])
+        == 0
+    )
     rows = list(csv.DictReader(io.StringIO(sheet.read_text("utf-8"))))
     carol = [row for row in rows if row["student"] == "carol"]
     assert carol and all("repeats the hand-out's example" in row["flagged"] for row in carol)
     assert "repeats the hand-out's example, so it is not counted" in next(
-        row["evidence"] for row in carol if row["criterion"] == "written_summary")
+        row["evidence"] for row in carol if row["criterion"] == "written_summary"
+    )

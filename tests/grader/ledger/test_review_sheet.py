@@ -57,7 +57,10 @@ def decide(rows: list[Row], student: str, criterion: str, **cells: str) -> None:
 
 @pytest.mark.slow  # on a real grading (the module's template)
 def test_a_filled_sheet_records_what_single_reviews_record(
-    cohort: Cohort, template: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    cohort: Cohort,
+    template: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     sheet = tmp_path / "sheet.csv"
     capsys.readouterr()
@@ -65,13 +68,20 @@ def test_a_filled_sheet_records_what_single_reviews_record(
     assert capsys.readouterr().out == (
         f"wrote {sheet}: 8 rows of 4 reports (8 pending, 0 needing a new review); fill decision "
         "(confirm, or override with points), by and reason, then `.venv/bin/gradekit reviews "
-        f"import {sheet} --by NAME --out {cohort.out}`\n")
+        f"import {sheet} --by NAME --out {cohort.out}`\n"
+    )
     rows = rows_of(sheet)
     assert [(r["student"], r["criterion"]) for r in rows] == [
-        (s, c) for s in STUDENTS for c in ("written_summary", "stretch_goal")]
+        (s, c) for s in STUDENTS for c in ("written_summary", "stretch_goal")
+    ]
     bob = rows[2]
     assert (bob["submission"], bob["report"], bob["automated"], bob["max"], bob["marked"]) == (
-        "bob", cohort.digest("bob"), "0.00", "15.00", "pending")
+        "bob",
+        cohort.digest("bob"),
+        "0.00",
+        "15.00",
+        "pending",
+    )
     assert bob["evidence"].startswith("entries: failed, 0.00 / 6.00: 0 complete entries")
     assert "no_placeholders: failed, 0.00 / 5.00" in bob["evidence"]
     assert all(r[c] == "" for r in rows for c in ("decision", "points", "by", "reason"))
@@ -79,25 +89,59 @@ def test_a_filled_sheet_records_what_single_reviews_record(
     # The TA sorts the sheet by student, descending, and fills it in a spreadsheet, which
     # saves it with a byte-order mark and CRLF.
     decide(rows, "alice", "written_summary", decision="confirm", reason="read it")
-    decide(rows, "bob", "written_summary", decision="Override", points="7.5", by="lee",
-           reason="'=SUM(A1) is not a failure log, but two entries are real")
-    decide(rows, "carol", "stretch_goal", decision="override", points="0", by="'@lee",
-           reason="no write-up")
+    decide(
+        rows,
+        "bob",
+        "written_summary",
+        decision="Override",
+        points="7.5",
+        by="lee",
+        reason="'=SUM(A1) is not a failure log, but two entries are real",
+    )
+    decide(
+        rows,
+        "carol",
+        "stretch_goal",
+        decision="override",
+        points="0",
+        by="'@lee",
+        reason="no write-up",
+    )
     decide(rows, "dave", "written_summary", by="kim")  # no decision: skipped
     write(sheet, rows[::-1], excel=True)
     before = cohort.files()
     assert load(cohort, sheet, "--by", "kim") == 0
     shown = capsys.readouterr().out.splitlines()
-    assert shown[-1] == f"recorded {sheet}: 1 confirmed, 2 overridden, 5 without a decision, " \
-        "skipped"
+    assert (
+        shown[-1] == f"recorded {sheet}: 1 confirmed, 2 overridden, 5 without a decision, skipped"
+    )
 
     twin = copy_cohort(template, tmp_path / "twin")
-    for args in (["alice", "--criterion", "written_summary", "--by", "kim", "--reason",
-                  "read it"],
-                 ["bob", "--criterion", "written_summary", "--points", "7.5", "--by", "lee",
-                  "--reason", "=SUM(A1) is not a failure log, but two entries are real"],
-                 ["carol", "--criterion", "stretch_goal", "--points", "0", "--by", "@lee",
-                  "--reason", "no write-up"]):
+    for args in (
+        ["alice", "--criterion", "written_summary", "--by", "kim", "--reason", "read it"],
+        [
+            "bob",
+            "--criterion",
+            "written_summary",
+            "--points",
+            "7.5",
+            "--by",
+            "lee",
+            "--reason",
+            "=SUM(A1) is not a failure log, but two entries are real",
+        ],
+        [
+            "carol",
+            "--criterion",
+            "stretch_goal",
+            "--points",
+            "0",
+            "--by",
+            "@lee",
+            "--reason",
+            "no write-up",
+        ],
+    ):
         assert review(twin, *args) == 0
     assert shown[:-1] == capsys.readouterr().out.splitlines()
     assert cohort.files() == twin.files() != before  # the ledger too
@@ -108,21 +152,26 @@ def test_a_filled_sheet_records_what_single_reviews_record(
     assert load(cohort, sheet, "--by", "kim") == 0  # the same sheet again: nothing new
     assert capsys.readouterr().out == (
         f"nothing to record: no new decision in {sheet}: 0 confirmed, 0 overridden, 5 without "
-        "a decision, skipped, 3 recorded already, not again\n")
+        "a decision, skipped, 3 recorded already, not again\n"
+    )
     assert cohort.files() == after
 
     again = tmp_path / "again.csv"
     assert export(cohort, again, "--pending") == 0
     assert [(r["student"], r["criterion"], r["marked"]) for r in rows_of(again)] == [
-        ("alice", "stretch_goal", "pending"), ("bob", "stretch_goal", "pending"),
-        ("carol", "written_summary", "pending"), ("dave", "written_summary", "pending"),
-        ("dave", "stretch_goal", "pending")]
+        ("alice", "stretch_goal", "pending"),
+        ("bob", "stretch_goal", "pending"),
+        ("carol", "written_summary", "pending"),
+        ("dave", "written_summary", "pending"),
+        ("dave", "stretch_goal", "pending"),
+    ]
     assert export(cohort, again, "--criterion", "stretch_goal") == 2  # never over a sheet
     assert f"{again} exists" in capsys.readouterr().err
     alone = tmp_path / "carol.csv"
     assert export(cohort, alone, "--criterion", "stretch_goal") == 0
     assert [r["marked"] for r in rows_of(alone) if r["student"] == "carol"] == [
-        "reviewed: 10.00 -> 0.00 by @lee (ledger event 7)"]
+        "reviewed: 10.00 -> 0.00 by @lee (ledger event 7)"
+    ]
 
 
 def _bad_rows(cohort: Cohort, rows: list[Row]) -> list[tuple[Row, str]]:
@@ -131,34 +180,63 @@ def _bad_rows(cohort: Cohort, rows: list[Row]) -> list[tuple[Row, str]]:
     alice, bob = rows[0], rows[2]
     return [
         (alice | {"decision": "yes"}, "decision 'yes' is neither confirm nor override"),
-        (alice | {"criterion": "stretch_goal", "decision": "confirm", "points": "10"},
-         "a confirmation keeps the automated points, but points is 10; clear points"),
-        (bob | {"decision": "override"}, "an override needs points; write the points that "
-         "stand, 0 to 15.00"),
-        (bob | {"decision": "override", "points": "15.01", "reason": "r"},
-         "points 15.01 is more than written_summary's max 15.00: give a decimal from 0 to 15.00"),
-        (bob | {"criterion": "stretch_goal", "decision": "override", "points": "12,5",
-                "reason": "r"}, "points '12,5' is not exact points"),
-        (alice | {"student": "carol", "submission": "carol", "decision": "confirm",
-                  "reason": "r"}, f"carol has no graded report {cohort.digest('alice')}"),
-        (rows[4] | {"report": cohort.digest("carol")[:12], "decision": "confirm", "reason": "r"},
-         "is not a full report digest (64 hex digits)"),
-        (rows[5] | {"criterion": "clarity", "decision": "confirm", "reason": "r"},
-         "'clarity' is not a criterion of report"),
-        (rows[6] | {"decision": "confirm", "by": "", "reason": "r"},
-         "by is empty and no --by was given; write who reviewed it, or pass --by NAME"),
+        (
+            alice | {"criterion": "stretch_goal", "decision": "confirm", "points": "10"},
+            "a confirmation keeps the automated points, but points is 10; clear points",
+        ),
+        (
+            bob | {"decision": "override"},
+            "an override needs points; write the points that stand, 0 to 15.00",
+        ),
+        (
+            bob | {"decision": "override", "points": "15.01", "reason": "r"},
+            "points 15.01 is more than written_summary's max 15.00: give a decimal from 0 to 15.00",
+        ),
+        (
+            bob
+            | {
+                "criterion": "stretch_goal",
+                "decision": "override",
+                "points": "12,5",
+                "reason": "r",
+            },
+            "points '12,5' is not exact points",
+        ),
+        (
+            alice
+            | {"student": "carol", "submission": "carol", "decision": "confirm", "reason": "r"},
+            f"carol has no graded report {cohort.digest('alice')}",
+        ),
+        (
+            rows[4] | {"report": cohort.digest("carol")[:12], "decision": "confirm", "reason": "r"},
+            "is not a full report digest (64 hex digits)",
+        ),
+        (
+            rows[5] | {"criterion": "clarity", "decision": "confirm", "reason": "r"},
+            "'clarity' is not a criterion of report",
+        ),
+        (
+            rows[6] | {"decision": "confirm", "by": "", "reason": "r"},
+            "by is empty and no --by was given; write who reviewed it, or pass --by NAME",
+        ),
         (rows[7] | {"decision": "confirm", "by": "kim", "reason": " "}, "reason must be one line"),
-        (rows[7] | {"decision": "confirm", "by": "kim", "reason": "r"},
-         "decides stretch_goal of report"),  # the same report and criterion twice
-        (rows[4] | {"submission": "mallory", "decision": "confirm", "reason": "r"},
-         "submission 'mallory' is not the submission of report"),
+        (
+            rows[7] | {"decision": "confirm", "by": "kim", "reason": "r"},
+            "decides stretch_goal of report",
+        ),  # the same report and criterion twice
+        (
+            rows[4] | {"submission": "mallory", "decision": "confirm", "reason": "r"},
+            "submission 'mallory' is not the submission of report",
+        ),
         (rows[3] | {"points": "3"}, "points 3 without a decision; write override"),
     ]
 
 
 @pytest.mark.slow  # on a real grading (the module's template)
 def test_every_bad_row_is_listed_with_its_line_and_nothing_is_appended(
-    cohort: Cohort, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    cohort: Cohort,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     sheet = tmp_path / "sheet.csv"
     assert export(cohort, sheet) == 0
@@ -170,17 +248,21 @@ def test_every_bad_row_is_listed_with_its_line_and_nothing_is_appended(
     capsys.readouterr()
     assert load(cohort, sheet) == 2
     error = capsys.readouterr().err
-    assert error.startswith(f"UsageError: {sheet}: {len(bad)} rows cannot be appended, so "
-                            "nothing was; fix each and import the sheet again:\n")
+    assert error.startswith(
+        f"UsageError: {sheet}: {len(bad)} rows cannot be appended, so "
+        "nothing was; fix each and import the sheet again:\n"
+    )
     lines = error.splitlines()[1:]
     assert len(lines) == len(bad)
     for number, (line, (_, says)) in enumerate(zip(lines, bad, strict=True), 3):
         assert line.startswith(f"{sheet}:{number}: ") and says in line, (line, says)
     assert cohort.files() == before
 
-    for data, says in ((b"student;submission\n", "save it as CSV with commas"),
-                       (b"\xff\xfe", "byte 0 is not UTF-8; save the sheet as CSV UTF-8"),
-                       (b"", "the header is nothing")):
+    for data, says in (
+        (b"student;submission\n", "save it as CSV with commas"),
+        (b"\xff\xfe", "byte 0 is not UTF-8; save the sheet as CSV UTF-8"),
+        (b"", "the header is nothing"),
+    ):
         sheet.write_bytes(data)
         assert load(cohort, sheet) == 2
         assert says in capsys.readouterr().err
@@ -193,7 +275,9 @@ def test_every_bad_row_is_listed_with_its_line_and_nothing_is_appended(
 
 @pytest.mark.slow  # grades the cohort again
 def test_a_sheet_from_before_a_regrade_is_recorded_against_its_report(
-    cohort: Cohort, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    cohort: Cohort,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     sheet = tmp_path / "sheet.csv"
     assert export(cohort, sheet, "--criterion", "written_summary") == 0
@@ -203,8 +287,15 @@ def test_a_sheet_from_before_a_regrade_is_recorded_against_its_report(
     assert grade(cohort) == 0
     results = (cohort.out / "carol" / RESULTS).read_bytes()
     rows = rows_of(sheet)
-    decide(rows, "carol", "written_summary", decision="override", points="11", by="kim",
-           reason="one entry is a copy")
+    decide(
+        rows,
+        "carol",
+        "written_summary",
+        decision="override",
+        points="11",
+        by="kim",
+        reason="one entry is a copy",
+    )
     write(sheet, rows)
     capsys.readouterr()
     assert load(cohort, sheet) == 0
@@ -214,7 +305,9 @@ def test_a_sheet_from_before_a_regrade_is_recorded_against_its_report(
     seq = cohort.events()[-1]["seq"]
     assert cohort.cells()["carol"] == (
         f"NEEDS A NEW REVIEW: written_summary was reviewed on report {old[:12]} (ledger event "
-        f"{seq}), not this one; pending: stretch_goal", "100.00")
+        f"{seq}), not this one; pending: stretch_goal",
+        "100.00",
+    )
     assert (cohort.out / "carol" / RESULTS).read_bytes() == results  # the latest's, as it was
     assert main(["ledger", "verify", str(cohort.out)]) == 0
 
@@ -222,8 +315,14 @@ def test_a_sheet_from_before_a_regrade_is_recorded_against_its_report(
 CELLS = st.text(st.characters(codec="utf-8"), max_size=8)
 
 
-@given(st.lists(st.lists(CELLS, min_size=len(COLUMNS), max_size=len(COLUMNS)).filter(
-    lambda row: any(cell.strip() for cell in row)), max_size=4))
+@given(
+    st.lists(
+        st.lists(CELLS, min_size=len(COLUMNS), max_size=len(COLUMNS)).filter(
+            lambda row: any(cell.strip() for cell in row)
+        ),
+        max_size=4,
+    )
+)
 def test_a_sheet_reads_back_every_cell_exactly_and_never_holds_a_formula(
     rows: list[list[str]],
 ) -> None:

@@ -90,8 +90,18 @@ class Graded:
 
 
 def grade(graded: Graded, *extra: str) -> int:
-    return main(["grade", str(graded.subs), "--out", str(graded.out), "--wall", "process",
-                 "--quiet", *extra])
+    return main(
+        [
+            "grade",
+            str(graded.subs),
+            "--out",
+            str(graded.out),
+            "--wall",
+            "process",
+            "--quiet",
+            *extra,
+        ]
+    )
 
 
 def review(graded: Graded, *args: str, student: str = "alice") -> int:
@@ -99,13 +109,22 @@ def review(graded: Graded, *args: str, student: str = "alice") -> int:
 
 
 def override(graded: Graded, points: str = "12", *extra: str) -> int:
-    return review(graded, "--criterion", "written_summary", "--points", points, "--by", "kim",
-                  "--reason", REASON, *extra)
+    return review(
+        graded,
+        "--criterion",
+        "written_summary",
+        "--points",
+        points,
+        "--by",
+        "kim",
+        "--reason",
+        REASON,
+        *extra,
+    )
 
 
 def verify(*paths: Path, key: Path | None = None) -> int:
-    return main(["report", "verify", *map(str, paths),
-                 *(["--key-file", str(key)] if key else [])])
+    return main(["report", "verify", *map(str, paths), *(["--key-file", str(key)] if key else [])])
 
 
 @pytest.fixture(scope="module")
@@ -150,8 +169,9 @@ def _automated(graded: Graded) -> dict[str, Any]:
     """The results.json the grading wrote before any review, rebuilt from the archive."""
     report = report_from_document(json.loads(_archive(graded).read_bytes()))
     isolation = graded.document()["extra_data"]["isolation"]
-    document: dict[str, Any] = json.loads(render_gradescope(report, graded.digest,
-                                                            isolation=isolation))
+    document: dict[str, Any] = json.loads(
+        render_gradescope(report, graded.digest, isolation=isolation)
+    )
     return document
 
 
@@ -176,43 +196,79 @@ def _dropped(document: dict[str, Any], automated: dict[str, Any]) -> None:
 
 def _invented(document: dict[str, Any]) -> None:
     """A confirmation of tracing that nobody made, consistent with the report."""
-    _collapse(document, "tracing", {**_review_test(document), "name": "Tracing: reviewed by kim",
-                                    "score": 20.0, "max_score": 20.0, "status": "passed",
-                                    "tags": ["tracing"]})
-    document["extra_data"]["review"].append({**_entry(document), "criterion": "tracing",
-                                             "automated": "20.00", "points": None,
-                                             "event": _entry(document)["event"] + 1})
+    _collapse(
+        document,
+        "tracing",
+        {
+            **_review_test(document),
+            "name": "Tracing: reviewed by kim",
+            "score": 20.0,
+            "max_score": 20.0,
+            "status": "passed",
+            "tags": ["tracing"],
+        },
+    )
+    document["extra_data"]["review"].append(
+        {
+            **_entry(document),
+            "criterion": "tracing",
+            "automated": "20.00",
+            "points": None,
+            "event": _entry(document)["event"] + 1,
+        }
+    )
 
 
 # -- attacks on a reviewed results.json: each edit, then the score recomputed ----------------
 
 STRUCTURAL = [
-    pytest.param(lambda d: _review_test(d).update(score=15.0, status="passed"),
-                 "score is 100.00 but the report's total is 100.00 and its reviews make it "
-                 "97.00", id="erase-the-penalty"),
-    pytest.param(lambda d: _entry(d).update(points="16.00"),
-                 "extra_data.review[0].points is 16.00, outside 0.00 to written_summary's max "
-                 "15.00", id="points-above-max"),
-    pytest.param(lambda d: _entry(d).update(automated="18.00", points="15.00"),
-                 "extra_data.review[0].automated is 18.00 but the report gives written_summary "
-                 "15.00", id="automated-points-moved"),
-    pytest.param(lambda d: d["tests"].append({**_review_test(d), "score": 0.0}),
-                 "with each reviewed criterion (written_summary) as one test: the file was "
-                 "edited or is out of date", id="a-test-without-a-review"),
-    pytest.param(lambda d: _review_test(d).update(max_score=12.0, status="passed"),
-                 "(written_summary: reviewed).max_score is 12.00 but the report and its review "
-                 "make it 15.00", id="a-review-worth-less"),
-    pytest.param(lambda d: _review_test(d).update(status="passed"),
-                 "(written_summary: reviewed).status is 'passed', not 'failed'",
-                 id="points-taken-but-passed"),
-    pytest.param(lambda d: _review_test(d).update(name="Written summary: reviewed by lee"),
-                 ".name is 'Written summary: reviewed by lee', not 'Written summary: reviewed by "
-                 "kim'", id="another-reviewer-named"),
-    pytest.param(lambda d: _review_test(d).update(tags=["tracing"]),
-                 ".tags is ['tracing'], not ['written_summary']", id="retagged"),
-    pytest.param(lambda d: d["extra_data"]["review"].append(_entry(d)),
-                 "extra_data.review holds two reviews of one criterion",
-                 id="the-review-twice"),
+    pytest.param(
+        lambda d: _review_test(d).update(score=15.0, status="passed"),
+        "score is 100.00 but the report's total is 100.00 and its reviews make it 97.00",
+        id="erase-the-penalty",
+    ),
+    pytest.param(
+        lambda d: _entry(d).update(points="16.00"),
+        "extra_data.review[0].points is 16.00, outside 0.00 to written_summary's max 15.00",
+        id="points-above-max",
+    ),
+    pytest.param(
+        lambda d: _entry(d).update(automated="18.00", points="15.00"),
+        "extra_data.review[0].automated is 18.00 but the report gives written_summary 15.00",
+        id="automated-points-moved",
+    ),
+    pytest.param(
+        lambda d: d["tests"].append({**_review_test(d), "score": 0.0}),
+        "with each reviewed criterion (written_summary) as one test: the file was "
+        "edited or is out of date",
+        id="a-test-without-a-review",
+    ),
+    pytest.param(
+        lambda d: _review_test(d).update(max_score=12.0, status="passed"),
+        "(written_summary: reviewed).max_score is 12.00 but the report and its review "
+        "make it 15.00",
+        id="a-review-worth-less",
+    ),
+    pytest.param(
+        lambda d: _review_test(d).update(status="passed"),
+        "(written_summary: reviewed).status is 'passed', not 'failed'",
+        id="points-taken-but-passed",
+    ),
+    pytest.param(
+        lambda d: _review_test(d).update(name="Written summary: reviewed by lee"),
+        ".name is 'Written summary: reviewed by lee', not 'Written summary: reviewed by kim'",
+        id="another-reviewer-named",
+    ),
+    pytest.param(
+        lambda d: _review_test(d).update(tags=["tracing"]),
+        ".tags is ['tracing'], not ['written_summary']",
+        id="retagged",
+    ),
+    pytest.param(
+        lambda d: d["extra_data"]["review"].append(_entry(d)),
+        "extra_data.review holds two reviews of one criterion",
+        id="the-review-twice",
+    ),
 ]
 # Consistent with the report: only the ledger (or a signature) tells them from the truth.
 # Each edit gets the document and the automated results.json, before any review.
@@ -220,8 +276,13 @@ AGAINST_LEDGER = [
     pytest.param(lambda d, _: _raised(d), id="raise-the-reviewed-points"),
     pytest.param(_dropped, id="drop-the-review"),
     pytest.param(lambda d, _: _invented(d), id="a-review-nobody-made"),
-    pytest.param(lambda d, _: (_entry(d).update(by="the professor"), _review_test(d).update(
-        name="Written summary: reviewed by the professor")), id="another-reviewer"),
+    pytest.param(
+        lambda d, _: (
+            _entry(d).update(by="the professor"),
+            _review_test(d).update(name="Written summary: reviewed by the professor"),
+        ),
+        id="another-reviewer",
+    ),
 ]
 
 
@@ -235,8 +296,11 @@ def reviewed(graded: Graded) -> Graded:
 @pytest.mark.parametrize(("edit", "says"), STRUCTURAL)
 @pytest.mark.slow  # on a real grading (the module's template)
 def test_an_edited_review_that_does_not_add_up_fails_verify_with_or_without_the_ledger(
-    reviewed: Graded, tmp_path: Path, capsys: pytest.CaptureFixture[str],
-    edit: Callable[[dict[str, Any]], object], says: str,
+    reviewed: Graded,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    edit: Callable[[dict[str, Any]], object],
+    says: str,
 ) -> None:
     download = tmp_path / "download"  # results.json and report.json, no grades folder
     download.mkdir()
@@ -252,7 +316,8 @@ def test_an_edited_review_that_does_not_add_up_fails_verify_with_or_without_the_
 @pytest.mark.parametrize("edit", AGAINST_LEDGER)
 @pytest.mark.slow  # on a real grading (the module's template)
 def test_an_edited_review_fails_verify_against_the_ledger_of_its_grades_folder(
-    reviewed: Graded, capsys: pytest.CaptureFixture[str],
+    reviewed: Graded,
+    capsys: pytest.CaptureFixture[str],
     edit: Callable[[dict[str, Any], dict[str, Any]], object],
 ) -> None:
     automated = _automated(reviewed)
@@ -260,8 +325,10 @@ def test_an_edited_review_fails_verify_against_the_ledger_of_its_grades_folder(
     capsys.readouterr()
     assert verify(reviewed.results) == 1
     error = capsys.readouterr().err
-    assert f"but the ledger {reviewed.ledger} holds the current reviews written_summary " \
+    assert (
+        f"but the ledger {reviewed.ledger} holds the current reviews written_summary "
         "12.00 (event 2) of report" in error
+    )
     assert "grade again to write it anew (`make grade ARGS='SUBMISSIONS --out " in error
 
 
@@ -270,7 +337,8 @@ def test_an_edited_review_fails_verify_against_the_ledger_of_its_grades_folder(
 
 @pytest.mark.slow  # on a real grading (the module's template)
 def test_an_override_is_tied_to_its_report_and_reaches_every_output(
-    graded: Graded, capsys: pytest.CaptureFixture[str],
+    graded: Graded,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     names = (REPORT, MARKDOWN, RESULTS)
     before = {name: (graded.folder / name).read_bytes() for name in names}
@@ -280,108 +348,185 @@ def test_an_override_is_tied_to_its_report_and_reaches_every_output(
     run, event = graded.events()[1], graded.events()[-1]
     assert capsys.readouterr().out == (
         f"alice: written_summary 15.00 -> 12.00 by kim (ledger event {event['seq']}); final "
-        "97.00 / 100.00 (automated 100.00)\n")
+        "97.00 / 100.00 (automated 100.00)\n"
+    )
     assert {k: v for k, v in event.items() if k not in ("seq", "prev")} == {
-        "event": "review", "student": "alice", "submission": "alice", "report": graded.digest,
-        "run": run["seq"], "criterion": "written_summary", "automated": "15.00",
-        "max": "15.00", "points": "12.00", "by": "kim", "reason": REASON}
+        "event": "review",
+        "student": "alice",
+        "submission": "alice",
+        "report": graded.digest,
+        "run": run["seq"],
+        "criterion": "written_summary",
+        "automated": "15.00",
+        "max": "15.00",
+        "points": "12.00",
+        "by": "kim",
+        "reason": REASON,
+    }
     assert run["event"] == "run" and run["report"] == graded.digest
     for name in (REPORT, MARKDOWN):  # the automated grade is never edited
         assert (graded.folder / name).read_bytes() == before[name]
 
     row = graded.row()
     assert (row["total"], row["review"], row["final"]) == (
-        "100.00", "written_summary 15.00->12.00 by kim; pending: stretch_goal", "97.00")
+        "100.00",
+        "written_summary 15.00->12.00 by kim; pending: stretch_goal",
+        "97.00",
+    )
 
     results, automated = graded.document(), json.loads(before[RESULTS])
     shown_right(results)
     assert results["score"] == 97.0
     checks = [t for t in automated["tests"] if t["tags"] == ["written_summary"]]
     at = automated["tests"].index(checks[0])
-    assert results["tests"] == [*automated["tests"][:at], _review_test(results),
-                                *automated["tests"][at + len(checks):]]  # the rest as it was
+    assert results["tests"] == [
+        *automated["tests"][:at],
+        _review_test(results),
+        *automated["tests"][at + len(checks) :],
+    ]  # the rest as it was
     test = _review_test(results)
-    assert {k: test[k] for k in ("name", "number", "score", "max_score", "status", "tags",
-                                 "output_format")} == {
-        "name": "Written summary: reviewed by kim", "number": checks[0]["number"],
-        "score": 12.0, "max_score": 15.0, "status": "failed", "tags": ["written_summary"],
-        "output_format": "text"}
+    assert {
+        k: test[k]
+        for k in ("name", "number", "score", "max_score", "status", "tags", "output_format")
+    } == {
+        "name": "Written summary: reviewed by kim",
+        "number": checks[0]["number"],
+        "score": 12.0,
+        "max_score": 15.0,
+        "status": "failed",
+        "tags": ["written_summary"],
+        "output_format": "text",
+    }
     assert test["output"].startswith(
         f"Reviewed by kim (ledger event {event['seq']}): changed the points from 15.00 to "
         f"12.00, so this criterion scores 12.00 / 15.00. Reason: {REASON}\n\nThe automated "
-        "checks gave 15.00 / 15.00:\n- ")
+        "checks gave 15.00 / 15.00:\n- "
+    )
     for check in checks:  # each automated check's points and detail, as it was shown
         name = check["name"].removeprefix("Written summary: ")
-        assert (f"- {name}: passed, {check['score']:.2f} / {check['max_score']:.2f}: "
-                f"{check['output'].split(chr(10))[0]}") in test["output"]
+        assert (
+            f"- {name}: passed, {check['score']:.2f} / {check['max_score']:.2f}: "
+            f"{check['output'].split(chr(10))[0]}"
+        ) in test["output"]
     assert results["extra_data"]["review"] == [
-        {"criterion": "written_summary", "automated": "15.00", "points": "12.00", "by": "kim",
-         "reason": REASON, "event": event["seq"]}]
+        {
+            "criterion": "written_summary",
+            "automated": "15.00",
+            "points": "12.00",
+            "by": "kim",
+            "reason": REASON,
+            "event": event["seq"],
+        }
+    ]
 
     output = results["output"]
     assert "**Final after human review: 97.00 / 100.00** (automated 100.00)" in output
-    assert f"- Written summary: 15.00 -> 12.00 by kim (ledger event {event['seq']}): " \
+    assert (
+        f"- Written summary: 15.00 -> 12.00 by kim (ledger event {event['seq']}): "
         f"{inline_markdown(REASON)}" in output.split("## Human review\n\n")[1]
+    )
     assert "**Pending human review: 10.00 points** (Stretch goal 10.00 / 10.00)" in output
     written_summary = output.split("## Written summary: 15.00 / 15.00\n\n")[1].split("## ")[0]
     assert written_summary.startswith(
-        f"Reviewed by kim (ledger event {event['seq']}): 12.00 / 15.00 stand")
+        f"Reviewed by kim (ledger event {event['seq']}): 12.00 / 15.00 stand"
+    )
     assert PENDING not in written_summary and PENDING in output.split("## Stretch goal")[1]
 
     assert verify(graded.results, graded.folder / REPORT) == 0
-    assert "and the ledger's current reviews (written_summary 12.00 (event 2))" \
+    assert (
+        "and the ledger's current reviews (written_summary 12.00 (event 2))"
         in capsys.readouterr().out
+    )
     assert main(["history", "alice", "--out", str(graded.out)]) == 0
     shown = capsys.readouterr().out.splitlines()
     assert shown[2].startswith("    batch: ledger event 0, completed (1 of 1 graded), by ")
     assert shown[3] == (
-        f'    review (ledger event {event["seq"]}): written_summary 15.00 -> 12.00 by kim: '
-        f'"{REASON}"')
+        f"    review (ledger event {event['seq']}): written_summary 15.00 -> 12.00 by kim: "
+        f'"{REASON}"'
+    )
 
 
 @pytest.mark.slow  # on a real grading (the module's template)
 def test_a_confirmation_keeps_the_points_and_a_later_review_supersedes_an_earlier_one(
-    graded: Graded, capsys: pytest.CaptureFixture[str],
+    graded: Graded,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     capsys.readouterr()
-    assert review(graded, "--criterion", "stretch_goal", "--by", "kim", "--reason",
-                  "the write-up names the second provider") == 0
+    assert (
+        review(
+            graded,
+            "--criterion",
+            "stretch_goal",
+            "--by",
+            "kim",
+            "--reason",
+            "the write-up names the second provider",
+        )
+        == 0
+    )
     confirmed = graded.events()[-1]
     assert confirmed["points"] is None and confirmed["automated"] == "10.00"
     assert capsys.readouterr().out == (
         f"alice: stretch_goal 10.00 confirmed by kim (ledger event {confirmed['seq']}); final "
-        "100.00 / 100.00 (automated 100.00)\n")
+        "100.00 / 100.00 (automated 100.00)\n"
+    )
     confirmation = _review_test(graded.document(), "stretch_goal")
-    assert (confirmation["name"], confirmation["score"], confirmation["max_score"],
-            confirmation["status"]) == ("Stretch goal: reviewed by kim", 10.0, 10.0, "passed")
+    assert (
+        confirmation["name"],
+        confirmation["score"],
+        confirmation["max_score"],
+        confirmation["status"],
+    ) == ("Stretch goal: reviewed by kim", 10.0, 10.0, "passed")
     assert confirmation["output"].startswith(
         f"Reviewed by kim (ledger event {confirmed['seq']}): confirmed the automated points, "
-        "so this criterion scores 10.00 / 10.00. Reason: the write-up names the second provider")
+        "so this criterion scores 10.00 / 10.00. Reason: the write-up names the second provider"
+    )
     shown_right(graded.document())
 
     assert override(graded, "12") == 0
     first = graded.events()[-1]
-    assert review(graded, "--criterion", "written_summary", "--points", "14.5", "--by", "lee",
-                  "--reason", "on a second reading, entry 4 adds the cause") == 0
+    assert (
+        review(
+            graded,
+            "--criterion",
+            "written_summary",
+            "--points",
+            "14.5",
+            "--by",
+            "lee",
+            "--reason",
+            "on a second reading, entry 4 adds the cause",
+        )
+        == 0
+    )
     latest = graded.events()[-1]
     assert capsys.readouterr().out.splitlines()[-1] == (
         f"alice: written_summary 15.00 -> 14.50 by lee (ledger event {latest['seq']}, "
-        f"superseding ledger event {first['seq']}); final 99.50 / 100.00 (automated 100.00)")
+        f"superseding ledger event {first['seq']}); final 99.50 / 100.00 (automated 100.00)"
+    )
 
     row = graded.row()
     assert (row["review"], row["final"]) == (
-        "stretch_goal 10.00 confirmed by kim; written_summary 15.00->14.50 by lee", "99.50")
+        "stretch_goal 10.00 confirmed by kim; written_summary 15.00->14.50 by lee",
+        "99.50",
+    )
     results = graded.document()
     assert results["score"] == 99.5
-    assert [(e["criterion"], e["points"], e["by"], e["event"])
-            for e in results["extra_data"]["review"]] == [
+    assert [
+        (e["criterion"], e["points"], e["by"], e["event"]) for e in results["extra_data"]["review"]
+    ] == [
         ("stretch_goal", None, "kim", confirmed["seq"]),
-        ("written_summary", "14.50", "lee", latest["seq"])]
+        ("written_summary", "14.50", "lee", latest["seq"]),
+    ]
     shown_right(results)
-    assert [(t["name"], t["score"], t["max_score"]) for t in results["tests"]
-            if ": reviewed by " in t["name"]] == [  # in the report's order
+    assert [
+        (t["name"], t["score"], t["max_score"])
+        for t in results["tests"]
+        if ": reviewed by " in t["name"]
+    ] == [  # in the report's order
         ("Written summary: reviewed by lee", 14.5, 15.0),
-        ("Stretch goal: reviewed by kim", 10.0, 10.0)]
+        ("Stretch goal: reviewed by kim", 10.0, 10.0),
+    ]
     latest_test = _review_test(results)["output"]
     assert f"(ledger event {latest['seq']})" in latest_test and "kim" not in latest_test
     assert "Pending human review" not in results["output"].split("## Contract stability")[0]
@@ -390,13 +535,16 @@ def test_a_confirmation_keeps_the_points_and_a_later_review_supersedes_an_earlie
     assert main(["history", "alice", "--out", str(graded.out)]) == 0
     reviews = [line for line in capsys.readouterr().out.splitlines() if "review (" in line]
     assert [line.split(":")[1] for line in reviews] == [
-        " stretch_goal 10.00 confirmed by kim", " written_summary 15.00 -> 12.00 by kim",
-        " written_summary 15.00 -> 14.50 by lee"]
+        " stretch_goal 10.00 confirmed by kim",
+        " written_summary 15.00 -> 12.00 by kim",
+        " written_summary 15.00 -> 14.50 by lee",
+    ]
 
 
 @pytest.mark.slow
 def test_grading_again_keeps_a_review_of_the_same_report_and_leaves_it_behind_on_a_new_one(
-    graded: Graded, capsys: pytest.CaptureFixture[str],
+    graded: Graded,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     assert override(graded) == 0
     old, event = graded.digest, graded.events()[-1]["seq"]
@@ -404,8 +552,10 @@ def test_grading_again_keeps_a_review_of_the_same_report_and_leaves_it_behind_on
 
     assert grade(graded) == 0  # unchanged inputs: the same digest, so the review applies
     said = capsys.readouterr().out
-    assert "alice: final 97.00 / 100.00 after human review (automated 100.00): " \
+    assert (
+        "alice: final 97.00 / 100.00 after human review (automated 100.00): "
         "written_summary 15.00->12.00 by kim\n" in said
+    )
     # the table says which points a person changed and which still wait for one
     assert "Written summary            15.00   15.00  reviewed: 15.00 -> 12.00 by kim\n" in said
     assert "Stretch goal               10.00   10.00  pending review\n" in said
@@ -418,23 +568,34 @@ def test_grading_again_keeps_a_review_of_the_same_report_and_leaves_it_behind_on
     failures.write_text(failures.read_text("utf-8") + "\n", "utf-8")
     assert grade(graded) == 0
     assert graded.digest != old
-    assert (f"alice: NEEDS A NEW REVIEW: written_summary was reviewed on report {old[:12]} "
-            f"(ledger event {event}); the submission changed since") in capsys.readouterr().out
+    assert (
+        f"alice: NEEDS A NEW REVIEW: written_summary was reviewed on report {old[:12]} "
+        f"(ledger event {event}); the submission changed since"
+    ) in capsys.readouterr().out
     row = graded.row()
-    assert (row["total"], row["final"], row["review"]) == ("100.00", "100.00", (
-        f"NEEDS A NEW REVIEW: written_summary was reviewed on report {old[:12]} (ledger event "
-        f"{event}), not this one; pending: stretch_goal"))
+    assert (row["total"], row["final"], row["review"]) == (
+        "100.00",
+        "100.00",
+        (
+            f"NEEDS A NEW REVIEW: written_summary was reviewed on report {old[:12]} (ledger event "
+            f"{event}), not this one; pending: stretch_goal"
+        ),
+    )
     results = graded.document()
     assert results["score"] == 100.0 and "review" not in results["extra_data"]
     assert not [t for t in results["tests"] if ": reviewed by " in t["name"]]
     assert verify(graded.results) == 0
     assert main(["history", "alice", "--out", str(graded.out)]) == 0
-    assert (f"    stale: the review of written_summary (ledger event {event}) was of report "
-            f"{old[:12]}; review again") in capsys.readouterr().out.splitlines()
+    assert (
+        f"    stale: the review of written_summary (ledger event {event}) was of report "
+        f"{old[:12]}; review again"
+    ) in capsys.readouterr().out.splitlines()
 
     assert override(graded, "13") == 0  # a review of the new report
     assert (graded.row()["review"], graded.row()["final"]) == (
-        "written_summary 15.00->13.00 by kim; pending: stretch_goal", "98.00")
+        "written_summary 15.00->13.00 by kim; pending: stretch_goal",
+        "98.00",
+    )
     capsys.readouterr()
     assert override(graded, "10", "--report", old[:8]) == 0  # the old one, by its prefix
     shown = capsys.readouterr()
@@ -450,8 +611,16 @@ def _archive(graded: Graded) -> Path:
 
 def _two_reports_alike(graded: Graded) -> None:
     run = graded.events()[1]
-    append_events(graded.ledger, [{**{k: v for k, v in run.items() if k not in ("seq", "prev")},
-                                   "report": f"abcdef12{n * 56}"} for n in "01"])
+    append_events(
+        graded.ledger,
+        [
+            {
+                **{k: v for k, v in run.items() if k not in ("seq", "prev")},
+                "report": f"abcdef12{n * 56}",
+            }
+            for n in "01"
+        ],
+    )
 
 
 def _tampered_archive(graded: Graded) -> None:
@@ -470,45 +639,86 @@ def _with(**changed: str) -> list[str]:
 
 
 ERRORS = [
-    pytest.param("bob", BASE, None, "no graded report of student 'bob' in",
-                 id="unknown-student"),
-    pytest.param("alice", _with(criterion="clarity"), None,
-                 "'clarity' is not a criterion of report", id="no-such-criterion"),
-    pytest.param("alice", _with(points="15.01"), None, "--points 15.01 is more than "
-                 "written_summary's max 15.00: give a decimal from 0 to 15.00",
-                 id="points-above-max"),
-    pytest.param("alice", _with(points="12.345"), None, "--points '12.345' is not exact "
-                 "points: give a decimal from 0 to 15.00 with at most two places",
-                 id="finer-than-a-cent"),
-    pytest.param("alice", _with(points="-1"), None, "--points '-1' is not exact points",
-                 id="negative"),
-    pytest.param("alice", _with(points="NaN"), None, "--points 'NaN' is not exact points",
-                 id="nan"),
+    pytest.param("bob", BASE, None, "no graded report of student 'bob' in", id="unknown-student"),
+    pytest.param(
+        "alice",
+        _with(criterion="clarity"),
+        None,
+        "'clarity' is not a criterion of report",
+        id="no-such-criterion",
+    ),
+    pytest.param(
+        "alice",
+        _with(points="15.01"),
+        None,
+        "--points 15.01 is more than written_summary's max 15.00: give a decimal from 0 to 15.00",
+        id="points-above-max",
+    ),
+    pytest.param(
+        "alice",
+        _with(points="12.345"),
+        None,
+        "--points '12.345' is not exact "
+        "points: give a decimal from 0 to 15.00 with at most two places",
+        id="finer-than-a-cent",
+    ),
+    pytest.param(
+        "alice", _with(points="-1"), None, "--points '-1' is not exact points", id="negative"
+    ),
+    pytest.param(
+        "alice", _with(points="NaN"), None, "--points 'NaN' is not exact points", id="nan"
+    ),
     pytest.param("alice", _with(by=" "), None, "--by must be one line", id="empty-reviewer"),
-    pytest.param("alice", _with(by="kim\u202e"), None,
-                 "without control or invisible characters", id="hidden-character"),
-    pytest.param("alice", _with(reason="a\nb"), None, "--reason must be one line",
-                 id="two-line-reason"),
-    pytest.param("alice", _with(report="xyz"), None,
-                 "--report 'xyz' is not a report digest: give 8 to 64 hex digits",
-                 id="not-a-digest"),
-    pytest.param("alice", _with(report="00000000"), None, "alice has no graded report "
-                 "00000000: give one that `.venv/bin/gradekit history alice --out ",
-                 id="no-such-report"),
-    pytest.param("alice", _with(report="abcdef12"), _two_reports_alike,
-                 "--report abcdef12 is the start of 2 reports of alice", id="ambiguous-prefix"),
-    pytest.param("alice", BASE, lambda g: _archive(g).unlink(), "is not archived",
-                 id="archive-missing"),
-    pytest.param("alice", BASE, _tampered_archive, "does not verify (digest mismatch",
-                 id="archive-edited"),
+    pytest.param(
+        "alice",
+        _with(by="kim\u202e"),
+        None,
+        "without control or invisible characters",
+        id="hidden-character",
+    ),
+    pytest.param(
+        "alice", _with(reason="a\nb"), None, "--reason must be one line", id="two-line-reason"
+    ),
+    pytest.param(
+        "alice",
+        _with(report="xyz"),
+        None,
+        "--report 'xyz' is not a report digest: give 8 to 64 hex digits",
+        id="not-a-digest",
+    ),
+    pytest.param(
+        "alice",
+        _with(report="00000000"),
+        None,
+        "alice has no graded report "
+        "00000000: give one that `.venv/bin/gradekit history alice --out ",
+        id="no-such-report",
+    ),
+    pytest.param(
+        "alice",
+        _with(report="abcdef12"),
+        _two_reports_alike,
+        "--report abcdef12 is the start of 2 reports of alice",
+        id="ambiguous-prefix",
+    ),
+    pytest.param(
+        "alice", BASE, lambda g: _archive(g).unlink(), "is not archived", id="archive-missing"
+    ),
+    pytest.param(
+        "alice", BASE, _tampered_archive, "does not verify (digest mismatch", id="archive-edited"
+    ),
 ]
 
 
 @pytest.mark.parametrize(("student", "args", "setup", "says"), ERRORS)
 @pytest.mark.slow  # on a real grading (the module's template)
 def test_every_error_says_the_fix_and_appends_nothing(
-    graded: Graded, capsys: pytest.CaptureFixture[str], student: str, args: list[str],
-    setup: Callable[[Graded], None] | None, says: str,
+    graded: Graded,
+    capsys: pytest.CaptureFixture[str],
+    student: str,
+    args: list[str],
+    setup: Callable[[Graded], None] | None,
+    says: str,
 ) -> None:
     if setup is not None:
         setup(graded)
@@ -522,15 +732,20 @@ def test_every_error_says_the_fix_and_appends_nothing(
 
 
 @pytest.mark.slow  # on a real grading (the module's template)
-def test_the_errors_name_what_to_do(graded: Graded, tmp_path: Path,
-                                    capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_errors_name_what_to_do(
+    graded: Graded, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     capsys.readouterr()
     assert review(graded, "--criterion", "x", "--by", "k", "--reason", "r", student="bob") == 2
-    assert f"name the student as the student column of {graded.out / 'gradebook.csv'} does" \
+    assert (
+        f"name the student as the student column of {graded.out / 'gradebook.csv'} does"
         in capsys.readouterr().err
+    )
     assert review(graded, "--criterion", "clarity", "--by", "k", "--reason", "r") == 2
-    assert "give --criterion one of contract_stability, loud_failure, tracing, " \
+    assert (
+        "give --criterion one of contract_stability, loud_failure, tracing, "
         "written_summary, stretch_goal" in capsys.readouterr().err
+    )
     _archive(graded).unlink()
     assert review(graded, "--criterion", "tracing", "--by", "k", "--reason", "r") == 2
     assert "grade the submission again to archive its report" in capsys.readouterr().err
@@ -542,7 +757,9 @@ def test_the_errors_name_what_to_do(graded: Graded, tmp_path: Path,
 
 @pytest.mark.slow
 def test_a_signed_results_json_is_reviewed_only_with_its_key_and_signed_again(
-    graded: Graded, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    graded: Graded,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     key, other = tmp_path / "grading.key", tmp_path / "other.key"
     key.write_text(KEY + "\n", "utf-8")
@@ -553,8 +770,10 @@ def test_a_signed_results_json_is_reviewed_only_with_its_key_and_signed_again(
     capsys.readouterr()
 
     assert override(graded) == 2
-    assert "is signed, and no signing key was given to sign it again: pass --key-file FILE" \
+    assert (
+        "is signed, and no signing key was given to sign it again: pass --key-file FILE"
         in capsys.readouterr().err
+    )
     assert override(graded, "12", "--key-file", str(other)) == 2
     assert "the signature does not match" in capsys.readouterr().err
     assert (graded.ledger.read_bytes(), graded.results.read_bytes()) == before
@@ -574,13 +793,17 @@ def test_a_signed_results_json_is_reviewed_only_with_its_key_and_signed_again(
     assert verify(download / RESULTS, key=key) == 1
     assert "the signature does not match" in capsys.readouterr().err
     assert verify(download / RESULTS) == 0
-    assert f"its reviews were not compared with a ledger (none at {tmp_path / LEDGER})" \
+    assert (
+        f"its reviews were not compared with a ledger (none at {tmp_path / LEDGER})"
         in capsys.readouterr().out
+    )
 
 
 @pytest.mark.slow
 def test_a_regrade_writes_results_json_with_its_reviews_and_signs_it_once(
-    graded: Graded, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    graded: Graded,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     key = tmp_path / "grading.key"
     key.write_text(KEY + "\n", "utf-8")
@@ -607,16 +830,31 @@ def test_a_regrade_writes_results_json_with_its_reviews_and_signs_it_once(
 
 @pytest.mark.slow  # on a real grading (the module's template)
 def test_reviewer_text_is_inert_in_the_gradebook_and_in_results_json(
-    graded: Graded, capsys: pytest.CaptureFixture[str],
+    graded: Graded,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     by = '=HYPERLINK("http://x") **kim**'
     reason = "see [this](http://evil.example) <img src=x> | # not a heading `code` @all"
-    assert review(graded, "--criterion", "written_summary", "--points", "12.5", "--by", by,
-                  "--reason", reason) == 0
+    assert (
+        review(
+            graded,
+            "--criterion",
+            "written_summary",
+            "--points",
+            "12.5",
+            "--by",
+            by,
+            "--reason",
+            reason,
+        )
+        == 0
+    )
 
     data = (graded.out / GRADEBOOK).read_bytes()
-    assert read_gradebook(data)[1][0].review == \
-        f"written_summary 15.00->12.50 by {by}; pending: stretch_goal"
+    assert (
+        read_gradebook(data)[1][0].review
+        == f"written_summary 15.00->12.50 by {by}; pending: stretch_goal"
+    )
     for cells in csv.reader(io.StringIO(data.decode("utf-8"))):
         assert not [cell for cell in cells if cell.startswith(("=", "+", "-", "@"))]
 
@@ -641,10 +879,12 @@ def test_a_report_rebuilt_from_its_archive_renders_the_bytes_the_grader_wrote(
     assert verify_report(data)[0]
     report = report_from_document(json.loads(data))
     isolation = graded.document()["extra_data"]["isolation"]
-    assert render_gradescope(report, graded.digest, isolation=isolation) == \
-        graded.results.read_bytes()
-    assert render_markdown(report, isolation=isolation) == \
-        (graded.folder / MARKDOWN).read_text("utf-8")
+    assert (
+        render_gradescope(report, graded.digest, isolation=isolation) == graded.results.read_bytes()
+    )
+    assert render_markdown(report, isolation=isolation) == (graded.folder / MARKDOWN).read_text(
+        "utf-8"
+    )
     edited = json.loads(data) | {"submission": "mallory"}
     with pytest.raises(ValueError, match="has another digest"):
         report_from_document(edited)
@@ -654,10 +894,17 @@ def test_every_part_of_a_report_survives_its_rebuild() -> None:
     """A degraded check, pinned sets, findings and advice: what reference grading lacks."""
     report = sample()
     stable = report.criteria[0]
-    degraded = CheckResult("sql-explain", False, Decimal(0), Decimal("7.50"),
-                           "no expected outcome", degraded=True)
-    criteria = (replace(stable, checks=(*stable.checks[:1], degraded, *stable.checks[2:]),
-                        points=stable.points - Decimal("7.50")), *report.criteria[1:])
+    degraded = CheckResult(
+        "sql-explain", False, Decimal(0), Decimal("7.50"), "no expected outcome", degraded=True
+    )
+    criteria = (
+        replace(
+            stable,
+            checks=(*stable.checks[:1], degraded, *stable.checks[2:]),
+            points=stable.points - Decimal("7.50"),
+        ),
+        *report.criteria[1:],
+    )
     report = replace(report, criteria=criteria, sets={"smoke@1": "cd" * 32})
     data = render_report_json(report)
     assert verify_report(data)[0] and b'"verdict":"degraded"' in data and b"smoke@1" in data

@@ -21,22 +21,35 @@ IDS = ["contract_stability", "written_summary"]
 
 def graded(name: str, student: str = "", total: str = "45.00") -> GradebookRow:
     return GradebookRow(
-        submission=name, student=student or name, status="graded", total=total, max="45.00",
+        submission=name,
+        student=student or name,
+        status="graded",
+        total=total,
+        max="45.00",
         criteria={"written_summary": "15.00", "contract_stability": "30.00"},
-        digest=name[0] * 64, reason="",
+        digest=name[0] * 64,
+        reason="",
     )
 
 
 def failed(name: str, reason: str) -> GradebookRow:
-    return GradebookRow(submission=name, student="", status="error", total="", max="",
-                        criteria={}, digest="", reason=reason)
+    return GradebookRow(
+        submission=name,
+        student="",
+        status="error",
+        total="",
+        max="",
+        criteria={},
+        digest="",
+        reason=reason,
+    )
 
 
 ROWS = [
     graded("carol"),
     failed("bob", "the grader failed: timeout, after 30 s"),
     graded("alice", student='Alice "Al" Smith'),
-    graded("dave", student="=HYPERLINK(\"http://x\")"),
+    graded("dave", student='=HYPERLINK("http://x")'),
 ]
 
 
@@ -58,8 +71,7 @@ def test_cells_are_quoted_by_the_csv_module_and_error_rows_leave_points_empty() 
 
 
 def test_final_is_the_total_until_a_review_changes_it_and_errors_have_none() -> None:
-    reviewed = replace(graded("erin"), review="written_summary 15.00->12.00 by kim",
-                       final="42.00")
+    reviewed = replace(graded("erin"), review="written_summary 15.00->12.00 by kim", final="42.00")
     _, rows = read_gradebook(gradebook_csv([*ROWS, reviewed], IDS))
     by_name = {row.submission: (row.total, row.review, row.final) for row in rows}
     assert by_name["carol"] == ("45.00", "", "45.00")
@@ -68,8 +80,9 @@ def test_final_is_the_total_until_a_review_changes_it_and_errors_have_none() -> 
 
 
 def test_a_late_penalty_comes_off_the_final_never_below_zero_and_names_round_trip() -> None:
-    late = replace(graded("erin"), name="Erin O'Neil", late="2 days late: -20.00 (...)",
-                   penalty="20.00")
+    late = replace(
+        graded("erin"), name="Erin O'Neil", late="2 days late: -20.00 (...)", penalty="20.00"
+    )
     gone = replace(graded("finn", total="12.00"), late="after the cutoff", penalty="45.00")
     _, rows = read_gradebook(gradebook_csv([late, gone], IDS))
     by_name = {row.submission: row for row in rows}
@@ -80,14 +93,22 @@ def test_a_late_penalty_comes_off_the_final_never_below_zero_and_names_round_tri
 
 
 def test_a_gradebook_written_before_names_and_late_policies_reads_with_them_empty() -> None:
-    earlier = (b"submission,student,status,total,review,final,max,contract_stability,"
-               b"written_summary,digest,reason\n"
-               b"alice,s-1,graded,45.00,written_summary 15.00->12.00 by kim,42.00,45.00,30.00,"
-               b"15.00," + b"a" * 64 + b",\n")
+    earlier = (
+        b"submission,student,status,total,review,final,max,contract_stability,"
+        b"written_summary,digest,reason\n"
+        b"alice,s-1,graded,45.00,written_summary 15.00->12.00 by kim,42.00,45.00,30.00,"
+        b"15.00," + b"a" * 64 + b",\n"
+    )
     ids, rows = read_gradebook(earlier)
     assert ids == IDS
-    assert (rows[0].student, rows[0].name, rows[0].late, rows[0].penalty, rows[0].final,
-            rows[0].criteria["written_summary"]) == ("s-1", "", "", "", "42.00", "15.00")
+    assert (
+        rows[0].student,
+        rows[0].name,
+        rows[0].late,
+        rows[0].penalty,
+        rows[0].final,
+        rows[0].criteria["written_summary"],
+    ) == ("s-1", "", "", "", "42.00", "15.00")
     again = gradebook_csv(rows, ids)
     assert read_gradebook(again)[1] == rows  # written anew in the current columns, unchanged
 
@@ -102,10 +123,10 @@ def test_a_review_cell_a_spreadsheet_would_run_is_defused_too() -> None:
 
 def test_a_cell_a_spreadsheet_would_run_is_defused_and_the_round_trip_is_exact() -> None:
     data = gradebook_csv([*ROWS, failed("eve", "'quoted"), failed("-x", "@sum")], IDS)
-    assert "\n'-x," in data.decode() and ',"\'=HYPERLINK(' in data.decode()
+    assert "\n'-x," in data.decode() and ",\"'=HYPERLINK(" in data.decode()
     ids, rows = read_gradebook(data)
     by_name = {row.submission: row for row in rows}
-    assert by_name["dave"].student == "=HYPERLINK(\"http://x\")"
+    assert by_name["dave"].student == '=HYPERLINK("http://x")'
     assert by_name["eve"].reason == "'quoted"
     assert by_name["-x"].reason == "@sum"
     assert gradebook_csv(rows, ids) == data
@@ -115,15 +136,21 @@ def test_reading_gives_back_the_criterion_ids_and_rows() -> None:
     ids, rows = read_gradebook(gradebook_csv(ROWS, IDS))
     assert ids == IDS
     alice = rows[0]
-    assert (alice.submission, alice.student, alice.status) == ("alice", 'Alice "Al" Smith',
-                                                               "graded")
+    assert (alice.submission, alice.student, alice.status) == (
+        "alice",
+        'Alice "Al" Smith',
+        "graded",
+    )
     assert dict(alice.criteria) == {"contract_stability": "30.00", "written_summary": "15.00"}
 
 
 def test_merging_shards_gives_the_bytes_of_grading_everything_at_once() -> None:
     whole = gradebook_csv(ROWS, IDS)
-    shards = [gradebook_csv(ROWS[2:], IDS), gradebook_csv(ROWS[:1], IDS),
-              gradebook_csv(ROWS[1:2], IDS)]
+    shards = [
+        gradebook_csv(ROWS[2:], IDS),
+        gradebook_csv(ROWS[:1], IDS),
+        gradebook_csv(ROWS[1:2], IDS),
+    ]
     assert merge_gradebooks(shards) == whole
     assert merge_gradebooks([whole]) == whole
 
@@ -149,17 +176,27 @@ def test_merging_nothing_is_refused() -> None:
         merge_gradebooks([])
 
 
-@pytest.mark.parametrize(("data", "says"), [
-    (b"", "empty"),
-    (b"name,score\n", "not a gradekit gradebook"),
-    (b"submission,student,status,total,review,final,max,digest,reason\na,b\n",
-     "row 2 has 2 cells"),
-    (b"submission,student,status,total,review,final,max,digest,reason\na,a,done,,,,,,\n",
-     "status 'done'"),
-    (b"submission,student,status,total,max,digest,reason\n", "an earlier gradekit's, without "
-     "the review and final columns: grade the submissions again"),
-    (b"\xff", "not UTF-8"),
-])
+@pytest.mark.parametrize(
+    ("data", "says"),
+    [
+        (b"", "empty"),
+        (b"name,score\n", "not a gradekit gradebook"),
+        (
+            b"submission,student,status,total,review,final,max,digest,reason\na,b\n",
+            "row 2 has 2 cells",
+        ),
+        (
+            b"submission,student,status,total,review,final,max,digest,reason\na,a,done,,,,,,\n",
+            "status 'done'",
+        ),
+        (
+            b"submission,student,status,total,max,digest,reason\n",
+            "an earlier gradekit's, without "
+            "the review and final columns: grade the submissions again",
+        ),
+        (b"\xff", "not UTF-8"),
+    ],
+)
 def test_reading_a_broken_gradebook_says_what_is_wrong(data: bytes, says: str) -> None:
     with pytest.raises(GradebookError, match=says):
         read_gradebook(data)

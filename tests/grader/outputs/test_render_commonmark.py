@@ -30,23 +30,89 @@ from grader.outputs._render import _inline, inline_markdown, render_markdown
 GFM = ("table", "autolink", "strikethrough")
 
 # Pieces a student string is built from: each can open markup somewhere.
-ATTACKS = ("`", "``", "```", "|", "<script>alert(1)</script>", "[x](http://e.example)",
-           "![i](http://e.example/p.gif)", "@a.b", "x@a.b", "mailto:x@a.b", "www.x.y",
-           "http://x.y", "<http://x.y>", "**", "__", "*", "_", "~~", "#", "# ", "- ", "+ ",
-           "1. ", "2) ", "---", "===", "> ", "&amp;", "&#64;", "\\", "\\`", "[^1]", "$x$",
-           " ", "a", "b.c", "7.50", ":", "!", "<", ">", "{", "}", "^", "=", "(", ")")
-STUDENT = st.lists(st.sampled_from(ATTACKS) | st.text(max_size=3), max_size=14).map(
-    "".join).filter(str.split)  # an empty list item is not one: the grader writes no empty text
+ATTACKS = (
+    "`",
+    "``",
+    "```",
+    "|",
+    "<script>alert(1)</script>",
+    "[x](http://e.example)",
+    "![i](http://e.example/p.gif)",
+    "@a.b",
+    "x@a.b",
+    "mailto:x@a.b",
+    "www.x.y",
+    "http://x.y",
+    "<http://x.y>",
+    "**",
+    "__",
+    "*",
+    "_",
+    "~~",
+    "#",
+    "# ",
+    "- ",
+    "+ ",
+    "1. ",
+    "2) ",
+    "---",
+    "===",
+    "> ",
+    "&amp;",
+    "&#64;",
+    "\\",
+    "\\`",
+    "[^1]",
+    "$x$",
+    " ",
+    "a",
+    "b.c",
+    "7.50",
+    ":",
+    "!",
+    "<",
+    ">",
+    "{",
+    "}",
+    "^",
+    "=",
+    "(",
+    ")",
+)
+STUDENT = (
+    st.lists(st.sampled_from(ATTACKS) | st.text(max_size=3), max_size=14)
+    .map("".join)
+    .filter(str.split)
+)  # an empty list item is not one: the grader writes no empty text
 
 # Tags report.md itself uses; a student string may add code spans, nothing else.
-OWN = frozenset({"h1", "h2", "p", "strong", "table", "thead", "tbody", "tr", "th", "td", "ul",
-                 "li", "code", "hr"})
+OWN = frozenset(
+    {
+        "h1",
+        "h2",
+        "p",
+        "strong",
+        "table",
+        "thead",
+        "tbody",
+        "tr",
+        "th",
+        "td",
+        "ul",
+        "li",
+        "code",
+        "hr",
+    }
+)
 
 
 def rendered(markdown: str, *, gfm: bool = True) -> str:
     """HTML as GitHub (``gfm``) or plain CommonMark renders ``markdown``, raw HTML kept."""
-    return str(cmarkgfm.markdown_to_html_with_extensions(
-        markdown, options=Options.CMARK_OPT_UNSAFE, extensions=GFM if gfm else ()))
+    return str(
+        cmarkgfm.markdown_to_html_with_extensions(
+            markdown, options=Options.CMARK_OPT_UNSAFE, extensions=GFM if gfm else ()
+        )
+    )
 
 
 class _Page(HTMLParser):
@@ -99,10 +165,10 @@ def as_written(text: str, limit: int = TEXT_LIMIT) -> str:
         if not ends:
             at += 1
             continue
-        inner = text[runs[at].end():runs[ends[0]].start()]
+        inner = text[runs[at].end() : runs[ends[0]].start()]
         if inner.startswith(" ") and inner.endswith(" ") and inner.strip(" "):
             inner = inner[1:-1]
-        out += [text[plain:runs[at].start()], inner]
+        out += [text[plain : runs[at].start()], inner]
         plain, at = runs[ends[0]].end(), ends[0] + 1
     return "".join([*out, text[plain:]])
 
@@ -110,25 +176,42 @@ def as_written(text: str, limit: int = TEXT_LIMIT) -> str:
 def report_of(student: str, advice: str | None = None) -> Report:
     """A report whose submission, criterion title, a check's id and detail, advice and a
     finding are all ``student``."""
-    checks = (CheckResult(student, False, Decimal("0.00"), Decimal("5.00"), student),
-              CheckResult("fine", True, Decimal("5.00"), Decimal("5.00"), "ok"))
-    criterion = CriterionResult("stretch_goal", student, Decimal("5.00"), Decimal("10.00"),
-                                checks, advice=(advice if advice is not None else student,))
-    return Report(submission=student, rubric_id="lab", rubric_version=1,
-                  rubric_sha256="ab" * 32, inputs={}, criteria=(criterion,),
-                  findings=(student,))
+    checks = (
+        CheckResult(student, False, Decimal("0.00"), Decimal("5.00"), student),
+        CheckResult("fine", True, Decimal("5.00"), Decimal("5.00"), "ok"),
+    )
+    criterion = CriterionResult(
+        "stretch_goal",
+        student,
+        Decimal("5.00"),
+        Decimal("10.00"),
+        checks,
+        advice=(advice if advice is not None else student,),
+    )
+    return Report(
+        submission=student,
+        rubric_id="lab",
+        rubric_version=1,
+        rubric_sha256="ab" * 32,
+        inputs={},
+        criteria=(criterion,),
+        findings=(student,),
+    )
 
 
 # -- commands the grader writes in backticks render as code ---------------------------------
 
 
 @pytest.mark.parametrize("gfm", [True, False])
-@pytest.mark.parametrize("command", [
-    "make record ARGS='--case refund-policy'",
-    "make record ARGS='--rerecord --reason \"the model changed\"'",
-    ".venv/bin/gradekit regression check --set sets/a.json",
-    "make grade ARGS='--out grades/x|y'",
-])
+@pytest.mark.parametrize(
+    "command",
+    [
+        "make record ARGS='--case refund-policy'",
+        "make record ARGS='--rerecord --reason \"the model changed\"'",
+        ".venv/bin/gradekit regression check --set sets/a.json",
+        "make grade ARGS='--out grades/x|y'",
+    ],
+)
 def test_a_command_in_backticks_renders_as_code_exactly(command: str, gfm: bool) -> None:
     advice = f"Record the case: `{command}`, then commit cassettes/refund-policy.json."
     tags, text = shown(_inline(advice), gfm=gfm)
@@ -139,8 +222,10 @@ def test_a_command_in_backticks_renders_as_code_exactly(command: str, gfm: bool)
 
 def test_the_report_shows_advice_commands_as_code_and_file_names_without_backslashes() -> None:
     command = "make record ARGS='--case refund-policy'"
-    report = report_of("refund-policy.json (CassetteMiss) escaped run() at 7.50",
-                       advice=f"record it with `{command}` and commit it")
+    report = report_of(
+        "refund-policy.json (CassetteMiss) escaped run() at 7.50",
+        advice=f"record it with `{command}` and commit it",
+    )
     markdown = render_markdown(report)
     assert f"- record it with `{command}` and commit it" in markdown.splitlines()
     assert "refund-policy\\.json (CassetteMiss) escaped run() at 7.50" in markdown
@@ -199,7 +284,13 @@ def test_a_student_report_has_only_its_own_structure(student: str) -> None:
         assert parsed.texts["h1"] == [f"Grade report: {as_written(student, QUOTE_LIMIT)}"]
         assert parsed.texts["h2"][0] == f"{as_written(student)}: 5.00 / 10.00"
         if gfm:  # one row of exactly four cells, the student's text in its own
-            assert parsed.texts["td"] == [as_written(student), "5.00", "10.00",
-                                          f"lost: {as_written(student, QUOTE_LIMIT)}"]
-        assert (f"{as_written(student, QUOTE_LIMIT)} (0.00 / 5.00): {as_written(student)}"
-                in parsed.texts["li"])
+            assert parsed.texts["td"] == [
+                as_written(student),
+                "5.00",
+                "10.00",
+                f"lost: {as_written(student, QUOTE_LIMIT)}",
+            ]
+        assert (
+            f"{as_written(student, QUOTE_LIMIT)} (0.00 / 5.00): {as_written(student)}"
+            in parsed.texts["li"]
+        )

@@ -37,8 +37,10 @@ LOST_DETAIL = "returned '' on a miss <script>"
 
 def sample(inputs: dict[str, str] | None = None) -> Report:
     stable = CriterionResult(
-        id="contract_stability", title="Contract stability",
-        points=Decimal("22.5"), max=Decimal("30"),
+        id="contract_stability",
+        title="Contract stability",
+        points=Decimal("22.5"),
+        max=Decimal("30"),
         checks=(
             CheckResult("refund-policy", True, Decimal("7.5"), Decimal("7.5"), "identical"),
             CheckResult("sql-explain", True, Decimal("7.50"), Decimal("7.50"), "identical"),
@@ -48,21 +50,32 @@ def sample(inputs: dict[str, str] | None = None) -> Report:
         advice=("Let CassetteMiss propagate out of run().",),
     )
     summary = CriterionResult(
-        id="written_summary", title="Written summary", points=Decimal("15"), max=Decimal("15"),
+        id="written_summary",
+        title="Written summary",
+        points=Decimal("15"),
+        max=Decimal("15"),
         checks=(CheckResult("entries", True, Decimal("15"), Decimal("15"), "5 complete entries"),),
         review=True,
     )
     return Report(
-        submission="alice", rubric_id="provider-swap-lab", rubric_version=1,
+        submission="alice",
+        rubric_id="provider-swap-lab",
+        rubric_version=1,
         rubric_sha256="ab" * 32,
         inputs=inputs or {"FAILURES.md": "11" * 32, "cassettes/refund-policy.json": "22" * 32},
-        criteria=(stable, summary), findings=("network connect refused in case sql-explain",),
+        criteria=(stable, summary),
+        findings=("network connect refused in case sql-explain",),
     )
 
 
 def test_points_are_strings_with_exactly_two_decimals() -> None:
     assert [points_text(Decimal(v)) for v in ("7.5", "30", "0", "-0", "8.33", "1E+1")] == [
-        "7.50", "30.00", "0.00", "0.00", "8.33", "10.00",
+        "7.50",
+        "30.00",
+        "0.00",
+        "0.00",
+        "8.33",
+        "10.00",
     ]
     document = report_document(sample())
     criterion = document["criteria"][0]  # type: ignore[index]
@@ -79,14 +92,29 @@ def test_points_finer_than_a_cent_are_refused_not_rounded() -> None:
 
 def test_the_document_follows_the_design_schema() -> None:
     document = json.loads(render_report_json(sample()))
-    assert set(document) == {"schema", "submission", "rubric", "inputs", "criteria",
-                             "findings", "total", "max", "digest"}
+    assert set(document) == {
+        "schema",
+        "submission",
+        "rubric",
+        "inputs",
+        "criteria",
+        "findings",
+        "total",
+        "max",
+        "digest",
+    }
     assert document["schema"] == "gradekit.report/1"
     assert document["rubric"] == {"id": "provider-swap-lab", "version": 1, "sha256": "ab" * 32}
-    assert set(document["criteria"][0]) == {"id", "title", "points", "max", "review", "checks",
-                                            "advice"}
-    assert set(document["criteria"][0]["checks"][0]) == {"id", "passed", "points", "max",
-                                                         "detail"}
+    assert set(document["criteria"][0]) == {
+        "id",
+        "title",
+        "points",
+        "max",
+        "review",
+        "checks",
+        "advice",
+    }
+    assert set(document["criteria"][0]["checks"][0]) == {"id", "passed", "points", "max", "detail"}
     assert document["criteria"][1]["review"] is True
 
 
@@ -139,13 +167,16 @@ def test_a_duplicate_key_cannot_hide_an_edit() -> None:
     assert not ok and "not canonical" in message
 
 
-@pytest.mark.parametrize(("data", "says"), [
-    (b"not json", "not JSON"),
-    (b"\xff", "not JSON"),
-    (b"[1, 2]", "not an object"),
-    (b'{"schema": "gradekit.report/1"}', "no digest"),
-    (b'{"a": NaN, "digest": "x"}', "not JSON"),
-])
+@pytest.mark.parametrize(
+    ("data", "says"),
+    [
+        (b"not json", "not JSON"),
+        (b"\xff", "not JSON"),
+        (b"[1, 2]", "not an object"),
+        (b'{"schema": "gradekit.report/1"}', "no digest"),
+        (b'{"a": NaN, "digest": "x"}', "not JSON"),
+    ],
+)
 def test_verification_says_what_is_wrong(data: bytes, says: str) -> None:
     ok, message = verify_report(data)
     assert not ok
@@ -186,13 +217,17 @@ def test_gradescope_results_have_the_autograder_keys() -> None:
 def test_gradescope_declares_markdown_and_says_which_points_await_a_person() -> None:
     results = json.loads(render_gradescope(sample(), "d" * 64))
     assert (results["output_format"], results["test_output_format"]) == ("md", "md")
-    assert "**Pending human review: 15.00 points** (Written summary 15.00 / 15.00)" \
+    assert (
+        "**Pending human review: 15.00 points** (Written summary 15.00 / 15.00)"
         in results["output"]
+    )
     assert "Flagged for review" not in results["output"]
     flagged = replace(sample(), findings=(f"{FLAGGED}a verdict without the seal in case x",))
     output = json.loads(render_gradescope(flagged, "d" * 64))["output"]
-    assert "**Flagged for review:** 1 finding(s) below ask a person to look at the whole " \
+    assert (
+        "**Flagged for review:** 1 finding(s) below ask a person to look at the whole "
         "submission" in output
+    )
     plain = replace(sample(), criteria=sample().criteria[:1], findings=())
     assert "review" not in json.loads(render_gradescope(plain, "d" * 64))["output"].lower()
 
@@ -234,8 +269,10 @@ def test_a_forged_criterion_and_total_fail_on_the_criterion_s_checks() -> None:
 
     ok, message = verify_report(forged(inflate))
     assert not ok
-    assert "criteria[0] ('contract_stability').points is 30.00 but its checks' points sum to " \
+    assert (
+        "criteria[0] ('contract_stability').points is 30.00 but its checks' points sum to "
         "22.50" in message
+    )
     assert "total" not in message  # the total does add up to the forged criteria
 
 
@@ -245,8 +282,11 @@ def test_forged_maxima_fail_like_forged_points() -> None:
         document["max"] = "37.50"
 
     ok, message = verify_report(forged(shrink))
-    assert not ok and "criteria[0] ('contract_stability').max is 22.50 but its checks' max " \
-        "sum to 30.00" in message
+    assert (
+        not ok
+        and "criteria[0] ('contract_stability').max is 22.50 but its checks' max sum to 30.00"
+        in message
+    )
 
     def total_max(document: dict[str, Any]) -> None:
         document["max"] = "40.00"
@@ -263,35 +303,54 @@ def test_a_check_given_more_than_its_max_fails_even_when_everything_adds_up() ->
 
     ok, message = verify_report(forged(inflate))
     assert not ok
-    assert "criteria[0] ('contract_stability').checks[3].points is 15.00, outside 0.00 to its " \
+    assert (
+        "criteria[0] ('contract_stability').checks[3].points is 15.00, outside 0.00 to its "
         "max 7.50" in message
+    )
 
 
-@pytest.mark.parametrize(("edit", "says"), [
-    (lambda d: d["criteria"][1].update(checks=[]), "checks is not a list of at least one check"),
-    (lambda d: d["criteria"][1].update(points=15), "criteria[1] ('written_summary').points is "
-                                                   "15, not points with two decimal places"),
-    (lambda d: d.update(total="37.5"), "total is '37.5', not points with two decimal places"),
-    (lambda d: d.update(criteria={}), "criteria is not a list of objects"),
-])
-def test_a_malformed_forgery_fails_naming_the_field(edit: Callable[[dict[str, Any]], None],
-                                                    says: str) -> None:
+@pytest.mark.parametrize(
+    ("edit", "says"),
+    [
+        (
+            lambda d: d["criteria"][1].update(checks=[]),
+            "checks is not a list of at least one check",
+        ),
+        (
+            lambda d: d["criteria"][1].update(points=15),
+            "criteria[1] ('written_summary').points is 15, not points with two decimal places",
+        ),
+        (lambda d: d.update(total="37.5"), "total is '37.5', not points with two decimal places"),
+        (lambda d: d.update(criteria={}), "criteria is not a list of objects"),
+    ],
+)
+def test_a_malformed_forgery_fails_naming_the_field(
+    edit: Callable[[dict[str, Any]], None], says: str
+) -> None:
     ok, message = verify_report(forged(edit))
     assert not ok and says in message
 
 
 def test_a_check_that_carries_no_points_adds_up() -> None:
     free = CheckResult("note", True, Decimal("0"), Decimal("0"), "no points here")
-    report = replace(sample(), criteria=(replace(sample().criteria[0], checks=(
-        *sample().criteria[0].checks, free)), sample().criteria[1]))
+    report = replace(
+        sample(),
+        criteria=(
+            replace(sample().criteria[0], checks=(*sample().criteria[0].checks, free)),
+            sample().criteria[1],
+        ),
+    )
     assert verify_report(render_report_json(report))[0]
 
 
 def test_the_grader_refuses_to_write_a_report_that_would_not_verify() -> None:
     stable = sample().criteria[0]
     report = replace(sample(), criteria=(replace(stable, points=Decimal("30")),))
-    with pytest.raises(UsageError, match=r"points is 30\.00 but its checks' points sum to "
-                                         r"22\.50; a check must return"):
+    with pytest.raises(
+        UsageError,
+        match=r"points is 30\.00 but its checks' points sum to "
+        r"22\.50; a check must return",
+    ):
         render_report_json(report)
     with pytest.raises(UsageError, match="at least one"):
         render_report_json(replace(sample(), criteria=(replace(stable, checks=()),)))
@@ -310,6 +369,7 @@ def test_any_text_renders_as_itself_and_opens_no_markup(text: str) -> None:
 def test_quote_is_bounded_visible_and_idempotent(text: str, limit: int) -> None:
     shown = quote(text, limit)
     assert len(shown) <= limit and quote(shown, limit) == shown
-    assert not [c for c in shown if c not in "\t\n" and unicodedata.category(c) in ("Cc", "Cf",
-                                                                                  "Cs")]
+    assert not [
+        c for c in shown if c not in "\t\n" and unicodedata.category(c) in ("Cc", "Cf", "Cs")
+    ]
     assert (shown == text) or ("\\" in shown) or shown.endswith(" more characters]")

@@ -101,11 +101,18 @@ def test_a_short_key_is_a_usage_error_that_states_the_fix(short: str) -> None:
     assert load_key(env={KEY_ENV: "sixteen-bytes!!!"}) == b"sixteen-bytes!!!"
 
 
-def gradekit(*args: str | Path, env: dict[str, str] | None = None,
-             ) -> subprocess.CompletedProcess[str]:
+def gradekit(
+    *args: str | Path,
+    env: dict[str, str] | None = None,
+) -> subprocess.CompletedProcess[str]:
     clean = {k: v for k, v in os.environ.items() if k not in (KEY_ENV, KEY_FILE_ENV)}
-    return subprocess.run([sys.executable, "-m", "grader", *map(str, args)], text=True,
-                          capture_output=True, env={**clean, **(env or {})}, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "grader", *map(str, args)],
+        text=True,
+        capture_output=True,
+        env={**clean, **(env or {})},
+        check=False,
+    )
 
 
 @pytest.mark.slow
@@ -115,8 +122,7 @@ def test_a_short_key_stops_grade_and_verify_with_exit_2(tmp_path: Path) -> None:
     assert done.returncode == 2 and "fewer than 16" in done.stderr
     (tmp_path / "bob").mkdir()
     (tmp_path / "bob" / "pyproject.toml").write_text("", encoding="utf-8")
-    done = gradekit("grade", tmp_path / "bob", "--out", tmp_path / "grades",
-                    env={KEY_ENV: "short"})
+    done = gradekit("grade", tmp_path / "bob", "--out", tmp_path / "grades", env={KEY_ENV: "short"})
     assert done.returncode == 2 and "fewer than 16" in done.stderr
     assert not (tmp_path / "grades").exists()  # refused before anything was graded
 
@@ -130,7 +136,8 @@ def test_the_signature_is_an_hmac_of_the_context_and_the_canonical_document() ->
     assert sign("report", document, KEY) == "hmac-sha256:" + expected.hexdigest()
     document["signature"] = "anything"
     assert signed_bytes("report", document) == CONTEXT["report"] + canonical(
-        {k: v for k, v in document.items() if k != "signature"})
+        {k: v for k, v in document.items() if k != "signature"}
+    )
 
 
 @pytest.mark.parametrize("name", [REPORT, RESULTS])
@@ -142,8 +149,7 @@ def test_signed_files_verify_with_the_key_and_say_so(tmp_path: Path, name: str) 
 
 
 @pytest.mark.parametrize("name", [REPORT, RESULTS])
-def test_without_a_key_verify_says_the_signature_was_not_checked(tmp_path: Path,
-                                                                 name: str) -> None:
+def test_without_a_key_verify_says_the_signature_was_not_checked(tmp_path: Path, name: str) -> None:
     for key in (KEY, None):
         written(tmp_path / str(key), key)
         verdict = verify_file(tmp_path / str(key) / name, None)
@@ -152,7 +158,8 @@ def test_without_a_key_verify_says_the_signature_was_not_checked(tmp_path: Path,
 
 
 def test_a_consistent_forgery_with_a_recomputed_digest_is_rejected_only_by_the_key(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     report, _ = written(tmp_path)
     rewrite(report, consistent_raise)
     assert verify_file(report, None).ok  # digest and sums cannot tell: that is the point
@@ -185,7 +192,8 @@ def test_a_forger_signing_with_a_key_of_their_own_is_rejected(tmp_path: Path) ->
 
 @pytest.mark.parametrize("name", [REPORT, RESULTS])
 def test_a_file_that_should_be_signed_but_is_not_is_rejected_with_the_key(
-        tmp_path: Path, name: str) -> None:
+    tmp_path: Path, name: str
+) -> None:
     written(tmp_path, None)
     verdict = verify_file(tmp_path / name, KEY)
     assert not verdict.ok
@@ -218,8 +226,9 @@ def test_a_malformed_signature_fails_even_without_a_key(tmp_path: Path) -> None:
     assert not verdict.ok and "not hmac-sha256: and 64 hex digits" in verdict.message
 
 
-def test_signatures_are_compared_in_constant_time(tmp_path: Path,
-                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_signatures_are_compared_in_constant_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     report, _ = written(tmp_path)
     compared: list[tuple[str, str]] = []
     real = hmac.compare_digest
@@ -267,7 +276,8 @@ def test_the_cli_verifies_with_a_key_file_and_exits_1_on_a_forgery(tmp_path: Pat
 
 @pytest.mark.slow
 def test_grade_signs_both_files_and_the_digest_is_the_unsigned_one(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     submission = make_submission(tmp_path / "subs" / "alice")
     rubric = load_rubric(REFERENCE / "rubric" / "bootcamp.toml")
     monkeypatch.delenv(KEY_FILE_ENV, raising=False)
@@ -287,14 +297,16 @@ def test_grade_signs_both_files_and_the_digest_is_the_unsigned_one(
 
 @pytest.mark.slow
 def test_grade_signs_with_a_key_file_given_on_the_command_line(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv(KEY_FILE_ENV, raising=False)
     monkeypatch.delenv(KEY_ENV, raising=False)
     make_submission(tmp_path / "subs" / "alice")
     key_file = tmp_path / "grading.key"
     key_file.write_bytes(KEY + b"\n")
-    done = gradekit("grade", tmp_path / "subs", "--out", tmp_path / "out", "--key-file",
-                    key_file, "--quiet")
+    done = gradekit(
+        "grade", tmp_path / "subs", "--out", tmp_path / "out", "--key-file", key_file, "--quiet"
+    )
     assert done.returncode == 0, done.stderr
     for name in (REPORT, RESULTS):
         assert verify_file(tmp_path / "out" / "alice" / name, KEY).ok
@@ -312,19 +324,20 @@ def test_workers_get_no_signing_key(monkeypatch: pytest.MonkeyPatch) -> None:
     assert "PYTHONPATH" in environment
 
 
-SNOOP = '''
+SNOOP = """
 import os
 
 
 def run(provider, task):
     return repr((os.environ.get("GRADEKIT_SIGNING_KEY"),
                  os.environ.get("GRADEKIT_SIGNING_KEY_FILE")))
-'''
+"""
 
 
 @pytest.mark.slow
 def test_a_sandboxed_agent_cannot_read_the_signing_key(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, isolation: Wall) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, isolation: Wall
+) -> None:
     monkeypatch.setenv(KEY_ENV, KEY.decode())
     monkeypatch.setenv(KEY_FILE_ENV, str(tmp_path / "grading.key"))
     root = tmp_path / "snoop"
@@ -333,8 +346,10 @@ def test_a_sandboxed_agent_cannot_read_the_signing_key(
     (root / "lab" / "agent.py").write_text(SNOOP, encoding="utf-8")
     (root / "pyproject.toml").write_text("", encoding="utf-8")
     result = Sandbox(root, tmp_path / "scratch", Limits(timeout_s=20), isolation).run(
-        "lab.agent:run", [("snoop", "what is the key?")],
-        RunPlan("provider-a", 0, Serving(lambda case, prompt: None)))
+        "lab.agent:run",
+        [("snoop", "what is the key?")],
+        RunPlan("provider-a", 0, Serving(lambda case, prompt: None)),
+    )
     outcome = result.outcomes["snoop"]
     assert outcome.status == "returned", outcome
     assert outcome.answer == repr((None, None))
@@ -345,7 +360,8 @@ def test_a_sandboxed_agent_cannot_read_the_signing_key(
 
 
 def test_a_draw_key_is_derived_from_the_signing_key_alike_in_every_grades_folder(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     signing = KEY
     first, second = draw_key(tmp_path / "a", signing), draw_key(tmp_path / "b", signing)
     assert first == second == hmac.new(signing, b"gradekit-draw-key/1\n", hashlib.sha256).digest()
@@ -355,7 +371,8 @@ def test_a_draw_key_is_derived_from_the_signing_key_alike_in_every_grades_folder
 
 
 def test_without_a_signing_key_the_grades_folder_keeps_one_private_to_its_owner(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     made = draw_key(tmp_path, None)
     kept = tmp_path / DRAW_KEY
     assert kept.stat().st_mode & 0o777 == 0o600
@@ -366,8 +383,12 @@ def test_without_a_signing_key_the_grades_folder_keeps_one_private_to_its_owner(
 
 @pytest.mark.parametrize("text", ["", "not hex at all\n", "ab" * 31 + "\n", "zz" * 32])
 def test_a_kept_draw_key_that_is_not_one_is_a_usage_error_that_states_the_fix(
-        tmp_path: Path, text: str) -> None:
+    tmp_path: Path, text: str
+) -> None:
     (tmp_path / DRAW_KEY).write_text(text, "ascii")
-    with pytest.raises(UsageError, match=r"is not a draw key .* restore it from a backup .* "
-                                         r"or delete it and a new one is made"):
+    with pytest.raises(
+        UsageError,
+        match=r"is not a draw key .* restore it from a backup .* "
+        r"or delete it and a new one is made",
+    ):
         draw_key(tmp_path, None)

@@ -31,23 +31,34 @@ IDS = ["contract_stability", "written_summary"]
 ATTACK = "flagged for review: lab/x;=1+1;.py"
 # Each formula start after each separator or line break, and after the quotes a reader
 # strips in front of a field; and at the start of the cell.
-HOSTILE = [f"x{sep}{quotes}{start}1+1" for sep in BREAKS for start in FORMULA
-           for quotes in ("", '"', '""')] + [f"{start}1+1" for start in FORMULA]
+HOSTILE = [
+    f"x{sep}{quotes}{start}1+1" for sep in BREAKS for start in FORMULA for quotes in ("", '"', '""')
+] + [f"{start}1+1" for start in FORMULA]
 
 
 def honest(name: str, reason: str = "") -> GradebookRow:
-    return GradebookRow(submission=name, student=name, status="graded", total="45.00",
-                        max="100.00", criteria={"contract_stability": "30.00",
-                                                "written_summary": "15.00"},
-                        digest=name[0] * 64, reason=reason, final="45.00")
+    return GradebookRow(
+        submission=name,
+        student=name,
+        status="graded",
+        total="45.00",
+        max="100.00",
+        criteria={"contract_stability": "30.00", "written_summary": "15.00"},
+        digest=name[0] * 64,
+        reason=reason,
+        final="45.00",
+    )
 
 
 def fields(data: bytes, delimiter: str) -> list[str]:
     """Every field of ``data`` as Python's csv module reads it when split on ``delimiter``,
     as a spreadsheet set to that separator reads the file."""
     text = data.decode("utf-8-sig")
-    return [field for record in csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
-            for field in record]
+    return [
+        field
+        for record in csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
+        for field in record
+    ]
 
 
 def formulas(data: bytes) -> dict[str, list[str]]:
@@ -58,10 +69,21 @@ def formulas(data: bytes) -> dict[str, list[str]]:
 
 def every_column(cell: str, name: str = "mallory") -> GradebookRow:
     """A row with ``cell`` in every column a text can reach (status is the grader's)."""
-    return GradebookRow(submission=f"{name}{cell}", student=cell, status="graded", total=cell,
-                        max=cell, criteria={"contract_stability": cell, "written_summary": cell},
-                        digest=cell, reason=cell, review=cell, final=cell, name=cell,
-                        late=cell, penalty=cell)
+    return GradebookRow(
+        submission=f"{name}{cell}",
+        student=cell,
+        status="graded",
+        total=cell,
+        max=cell,
+        criteria={"contract_stability": cell, "written_summary": cell},
+        digest=cell,
+        reason=cell,
+        review=cell,
+        final=cell,
+        name=cell,
+        late=cell,
+        penalty=cell,
+    )
 
 
 def test_quoting_alone_leaves_the_formula_to_a_semicolon_reader() -> None:
@@ -127,7 +149,8 @@ def test_any_cells_round_trip_exactly_and_never_start_a_formula(cells: list[str]
     sheet = sheet_csv([[cell] * len(COLUMNS) for cell in cells])
     assert formulas(sheet) == {}
     assert [[c[k] for k in COLUMNS] for _, c in sheet_rows(Path("s.csv"), sheet)] == [
-        [cell] * len(COLUMNS) for cell in cells if cell.strip()]
+        [cell] * len(COLUMNS) for cell in cells if cell.strip()
+    ]
 
 
 def _before(rows: list[list[str]], end: str) -> bytes:
@@ -142,11 +165,17 @@ def _before(rows: list[list[str]], end: str) -> bytes:
 
 # Honest text: what grader messages hold (separators, quotes, apostrophes, dashes, lists),
 # but no formula start right after a separator or a line break, and no bare CR.
-HONEST = st.text(st.sampled_from([*DELIMITERS, "\n", *FORMULA[:4], "'", '"', " ", "a", "1"]),
-                 max_size=12).filter(
-    lambda t: "\r" not in t and not any(
-        t[i] in BREAKS and t[i + 1:].lstrip('"').lstrip("'").startswith(FORMULA)
-        for i in range(len(t))))
+HONEST = st.text(
+    st.sampled_from([*DELIMITERS, "\n", *FORMULA[:4], "'", '"', " ", "a", "1"]), max_size=12
+).filter(
+    lambda t: (
+        "\r" not in t
+        and not any(
+            t[i] in BREAKS and t[i + 1 :].lstrip('"').lstrip("'").startswith(FORMULA)
+            for i in range(len(t))
+        )
+    )
+)
 
 
 @given(st.lists(HONEST, min_size=1, max_size=3))
@@ -155,10 +184,27 @@ def test_honest_cells_keep_the_bytes_they_had(cells: list[str]) -> None:
     data = gradebook_csv(rows, IDS)
     _, _, body = data.partition(b"\n")
     ordered = sorted(rows, key=lambda row: (row.submission, row.student))
-    assert body == _before([[r.submission, r.student, r.name, r.status, r.total, r.review,
-                             r.late, r.penalty, r.final, r.max, *r.criteria.values(), r.digest,
-                             r.reason]
-                            for r in ordered], "\n")
+    assert body == _before(
+        [
+            [
+                r.submission,
+                r.student,
+                r.name,
+                r.status,
+                r.total,
+                r.review,
+                r.late,
+                r.penalty,
+                r.final,
+                r.max,
+                *r.criteria.values(),
+                r.digest,
+                r.reason,
+            ]
+            for r in ordered
+        ],
+        "\n",
+    )
     # An exported sheet's last cell (reason) is the TA's to fill: empty.
     sheet = [[cell] * (len(COLUMNS) - 1) + [""] for cell in cells]
     assert sheet_csv(sheet) == _before([list(COLUMNS), *sheet], "\r\n")
@@ -166,8 +212,10 @@ def test_honest_cells_keep_the_bytes_they_had(cells: list[str]) -> None:
 
 def test_a_reason_joined_with_semicolons_keeps_its_bytes() -> None:
     # A degraded or flagged row's reason joins its parts with "; ": honest, unchanged.
-    reason = ("flagged for review: the own-Replay probe: 'x'; case refund-policy is not "
-              "evaluated: no expected outcome | - see report.md, 'a', -1")
+    reason = (
+        "flagged for review: the own-Replay probe: 'x'; case refund-policy is not "
+        "evaluated: no expected outcome | - see report.md, 'a', -1"
+    )
     data = gradebook_csv([honest("alice", reason=reason)], IDS)
     assert data.decode().endswith(f',"{reason}"\n')
 
@@ -183,12 +231,25 @@ def test_a_real_flagged_file_name_reaches_the_gradebook_and_the_sheet_defused(
     (root / "lab").mkdir(parents=True)
     (root / "pyproject.toml").write_text('[tool.gradekit]\nagent = "lab.agent:run"\n', "utf-8")
     (root / "lab" / "__init__.py").write_text("", "utf-8")
-    (root / "lab" / "agent.py").write_text("def run(provider, task, tools=None):\n"
-                                           "    return 'an answer'\n", "utf-8")
+    (root / "lab" / "agent.py").write_text(
+        "def run(provider, task, tools=None):\n    return 'an answer'\n", "utf-8"
+    )
     (root / "lab" / "x;=1+1;.py").write_text("import gc\n\ngc.get_objects()\n", "utf-8")
     out = tmp_path / "grades"
-    assert main(["grade", str(root.parent), "--out", str(out), "--rubric",
-                 str(short_rubric(tmp_path)), "--quiet"]) == 0
+    assert (
+        main(
+            [
+                "grade",
+                str(root.parent),
+                "--out",
+                str(out),
+                "--rubric",
+                str(short_rubric(tmp_path)),
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     data = (out / "gradebook.csv").read_bytes()
     [row] = read_gradebook(data)[1]
     assert row.reason.startswith("flagged for review: lab/x;=1+1;.py:3")

@@ -34,8 +34,9 @@ NOW = datetime(2026, 12, 1, tzinfo=UTC)
 DIGEST = "ab" * 32
 
 
-def record(path: Path, answers: dict[str, str], *, at: str = "2026-10-01T00:00:00Z",
-           mode: Mode = "once") -> None:
+def record(
+    path: Path, answers: dict[str, str], *, at: str = "2026-10-01T00:00:00Z", mode: Mode = "once"
+) -> None:
     """Ask every prompt of ``answers`` through a real Recorder over a scripted provider."""
     with Recorder(FakeProvider(answers), path, mode=mode, clock=lambda: at) as recorder:
         for prompt in answers:
@@ -43,8 +44,12 @@ def record(path: Path, answers: dict[str, str], *, at: str = "2026-10-01T00:00:0
 
 
 def write_fixture(path: Path, recorded_at: str, calls: list[dict[str, object]]) -> Path:
-    document = {"format": "gradekit.fixtures/1", "case": path.stem, "recorded_at": recorded_at,
-                "calls": calls}
+    document = {
+        "format": "gradekit.fixtures/1",
+        "case": path.stem,
+        "recorded_at": recorded_at,
+        "calls": calls,
+    }
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(document, indent=2), encoding="utf-8")
     return path
@@ -58,8 +63,12 @@ def rerecorded(tmp_path: Path) -> Path:
     """A cassette recorded, then re-recorded with one answer changed, one added, one dropped."""
     path = tmp_path / "cassettes" / "refund.json"
     record(path, {"kept": "same answer", "reworded": "old answer", "dropped": "gone"})
-    record(path, {"kept": "same answer", "reworded": "new answer\nsecond line", "added": "fresh"},
-           mode="rerecord", at="2026-11-01T00:00:00Z")
+    record(
+        path,
+        {"kept": "same answer", "reworded": "new answer\nsecond line", "added": "fresh"},
+        mode="rerecord",
+        at="2026-11-01T00:00:00Z",
+    )
     return path
 
 
@@ -86,8 +95,12 @@ def test_render_diff_shows_the_prompt_and_a_unified_diff_of_the_response(
         prompt_key("dropped"): [f"- removed {prompt_key('dropped')}  dropped"],
         prompt_key("reworded"): [
             f"~ changed {prompt_key('reworded')}  reworded",
-            f"    --- {old}", f"    +++ {new}", "    @@ -1 +1,2 @@",
-            "    -old answer", "    +new answer", "    +second line",
+            f"    --- {old}",
+            f"    +++ {new}",
+            "    @@ -1 +1,2 @@",
+            "    -old answer",
+            "    +new answer",
+            "    +second line",
         ],
     }
     expected = [f"cassette diff {old} -> {new}: 1 added, 1 removed, 1 changed, 1 unchanged"]
@@ -123,16 +136,30 @@ def test_only_a_trailing_newline_differs_and_the_diff_still_shows_it(tmp_path: P
 
 
 def test_fixture_diff_keys_by_canonical_args_and_pretty_prints_responses(tmp_path: Path) -> None:
-    old = write_fixture(tmp_path / "old" / "refund.json", "2026-10-01T00:00:00Z", [
-        {"tool": "query_db", "args": {"sql": "select 1", "opts": {"b": 2, "a": 1}},
-         "response": {"rows": [[1, "a"]]}},
-        {"tool": "read_docs", "args": {"words": "refund"}, "response": 1},
-    ])
-    new = write_fixture(tmp_path / "new" / "refund.json", "2026-11-01T00:00:00Z", [
-        {"tool": "read_docs", "args": {"words": "refund"}, "response": True},
-        {"tool": "query_db", "args": {"opts": {"a": 1, "b": 2}, "sql": "select 1"},
-         "response": {"rows": [[1, "b"]]}},
-    ])
+    old = write_fixture(
+        tmp_path / "old" / "refund.json",
+        "2026-10-01T00:00:00Z",
+        [
+            {
+                "tool": "query_db",
+                "args": {"sql": "select 1", "opts": {"b": 2, "a": 1}},
+                "response": {"rows": [[1, "a"]]},
+            },
+            {"tool": "read_docs", "args": {"words": "refund"}, "response": 1},
+        ],
+    )
+    new = write_fixture(
+        tmp_path / "new" / "refund.json",
+        "2026-11-01T00:00:00Z",
+        [
+            {"tool": "read_docs", "args": {"words": "refund"}, "response": True},
+            {
+                "tool": "query_db",
+                "args": {"opts": {"a": 1, "b": 2}, "sql": "select 1"},
+                "response": {"rows": [[1, "b"]]},
+            },
+        ],
+    )
     diff = diff_files(old, new)
     query = 'query_db {"opts":{"a":1,"b":2},"sql":"select 1"}'
     # Argument order does not make a new key; 1 and true are different answers.
@@ -175,17 +202,22 @@ def dataset(tmp_path: Path) -> Path:
     record(cassettes / "mixed.json", {"q": "c"}, mode="rerecord", at="2026-11-30T00:00:00Z")
     (cassettes / "legacy.json").write_text('{"0123456789abcdef": "flat answer"}', "utf-8")
     (cassettes / "notes.json").write_text("[1, 2, 3]", encoding="utf-8")  # not a recording
-    write_fixture(tmp_path / "fixtures" / "refund.json", "2026-10-15T06:00:00Z", [
-        {"tool": "read_docs", "args": {"words": "a"}, "response": "x"},
-        {"tool": "read_docs", "args": {"words": "b"}, "response": "y"},
-    ])
+    write_fixture(
+        tmp_path / "fixtures" / "refund.json",
+        "2026-10-15T06:00:00Z",
+        [
+            {"tool": "read_docs", "args": {"words": "a"}, "response": "x"},
+            {"tool": "read_docs", "args": {"words": "b"}, "response": "y"},
+        ],
+    )
     return tmp_path
 
 
 def rows_of(root: Path, older_than: timedelta | None = None) -> list[tuple[str, str, int, object]]:
     rows = stale([root / "cassettes", root / "fixtures"], now=NOW, older_than=older_than)
-    return [(r.path.name, r.kind, r.recordings, None if r.age is None else r.age.days)
-            for r in rows]
+    return [
+        (r.path.name, r.kind, r.recordings, None if r.age is None else r.age.days) for r in rows
+    ]
 
 
 def test_stale_lists_by_oldest_recording_unknown_first(dataset: Path) -> None:
@@ -215,12 +247,16 @@ def test_older_than_is_strict_and_keeps_unknown_ages(dataset: Path) -> None:
         ("refund.json", "fixture", 2, 46),
     ]
     assert [name for name, *_ in rows_of(dataset, parse_age("2w"))] == [
-        "legacy.json", "refund.json", "month.json"]
+        "legacy.json",
+        "refund.json",
+        "month.json",
+    ]
 
 
 def test_render_stale_is_a_table_in_days(dataset: Path) -> None:
-    rows = stale([dataset / "fixtures", dataset / "cassettes" / "legacy.json"], now=NOW,
-                 older_than=None)
+    rows = stale(
+        [dataset / "fixtures", dataset / "cassettes" / "legacy.json"], now=NOW, older_than=None
+    )
     fixture, legacy = dataset / "fixtures" / "refund.json", dataset / "cassettes" / "legacy.json"
     assert render_stale(rows, NOW) == (
         "as of 2026-12-01T00:00:00Z: 2 file(s), stalest first\n"
@@ -259,8 +295,13 @@ def test_a_cassette_with_a_bad_time_names_the_file(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("text", "age"),
-    [("30d", timedelta(days=30)), ("12h", timedelta(hours=12)), ("2w", timedelta(weeks=2)),
-     (" 3D ", timedelta(days=3)), ("0d", timedelta(0))],
+    [
+        ("30d", timedelta(days=30)),
+        ("12h", timedelta(hours=12)),
+        ("2w", timedelta(weeks=2)),
+        (" 3D ", timedelta(days=3)),
+        ("0d", timedelta(0)),
+    ],
 )
 def test_parse_age(text: str, age: timedelta) -> None:
     assert parse_age(text) == age
@@ -281,27 +322,62 @@ def test_change_log_round_trip_and_format(rerecorded: Path, tmp_path: Path) -> N
     assert summary is not None
     digest = digest_file(rerecorded)
     assert digest == hashlib.sha256(rerecorded.read_bytes()).hexdigest()
-    append_change(log, date="2026-11-01", case="refund", kind="cassette",
-                  changed_keys=summary.keys(), reason="  provider upgraded;\n answers reworded ",
-                  digests={"cassettes/refund.json": digest})
+    append_change(
+        log,
+        date="2026-11-01",
+        case="refund",
+        kind="cassette",
+        changed_keys=summary.keys(),
+        reason="  provider upgraded;\n answers reworded ",
+        digests={"cassettes/refund.json": digest},
+    )
     keys = sorted(prompt_key(p) for p in ("added", "dropped", "reworded"))
-    assert read_changes(log) == [Change(
-        "2026-11-01", "refund", "cassette", "provider upgraded; answers reworded", tuple(keys),
-        {"cassettes/refund.json": digest})]
-    assert log.read_text("utf-8").split("\n## ", 1)[1] == "\n".join([
-        "2026-11-01 refund", "", "- kind: cassette",
-        "- reason: provider upgraded; answers reworded", "- sha256 after the change:",
-        f"  - `cassettes/refund.json` {digest}", "- keys changed (3):",
-        *[f"  - `{key}`" for key in keys], ""])
+    assert read_changes(log) == [
+        Change(
+            "2026-11-01",
+            "refund",
+            "cassette",
+            "provider upgraded; answers reworded",
+            tuple(keys),
+            {"cassettes/refund.json": digest},
+        )
+    ]
+    assert log.read_text("utf-8").split("\n## ", 1)[1] == "\n".join(
+        [
+            "2026-11-01 refund",
+            "",
+            "- kind: cassette",
+            "- reason: provider upgraded; answers reworded",
+            "- sha256 after the change:",
+            f"  - `cassettes/refund.json` {digest}",
+            "- keys changed (3):",
+            *[f"  - `{key}`" for key in keys],
+            "",
+        ]
+    )
 
 
 def test_change_log_is_append_only(tmp_path: Path) -> None:
     log = tmp_path / "DATASET_CHANGES.md"
-    append_change(log, date="2026-11-01", case="a", kind="cassette", changed_keys=["k1"],
-                  reason="first", digests={"cassettes/a.json": DIGEST})
+    append_change(
+        log,
+        date="2026-11-01",
+        case="a",
+        kind="cassette",
+        changed_keys=["k1"],
+        reason="first",
+        digests={"cassettes/a.json": DIGEST},
+    )
     before = log.read_bytes()
-    append_change(log, date="2026-11-02", case="b", kind="fixture", changed_keys=[],
-                  reason="second", digests={"fixtures/b.json": "cd" * 32})
+    append_change(
+        log,
+        date="2026-11-02",
+        case="b",
+        kind="fixture",
+        changed_keys=[],
+        reason="second",
+        digests={"fixtures/b.json": "cd" * 32},
+    )
     assert log.read_bytes().startswith(before) and len(log.read_bytes()) > len(before)
     changes = read_changes(log)
     assert [(c.date, c.case, c.kind, c.reason, c.changed_keys) for c in changes] == [
@@ -313,8 +389,15 @@ def test_change_log_is_append_only(tmp_path: Path) -> None:
 def test_a_log_without_a_final_newline_gets_one_before_the_entry(tmp_path: Path) -> None:
     log = tmp_path / "DATASET_CHANGES.md"
     log.write_text("# Our dataset\nhand-written intro", encoding="utf-8")
-    append_change(log, date="2026-11-01", case="a", kind="cassette", changed_keys=["k"],
-                  reason="r", digests={"a.json": DIGEST})
+    append_change(
+        log,
+        date="2026-11-01",
+        case="a",
+        kind="cassette",
+        changed_keys=["k"],
+        reason="r",
+        digests={"a.json": DIGEST},
+    )
     expected = "# Our dataset\nhand-written intro\n\n## 2026-11-01 a\n"
     assert log.read_text("utf-8").startswith(expected)
     assert [c.case for c in read_changes(log)] == ["a"]
@@ -322,10 +405,17 @@ def test_a_log_without_a_final_newline_gets_one_before_the_entry(tmp_path: Path)
 
 def test_awkward_keys_and_file_names_round_trip_exactly(tmp_path: Path) -> None:
     log = tmp_path / "DATASET_CHANGES.md"
-    keys = ['search_docs {"q":"`code` é \u2028 x"}', "query_db {\"sql\":\"select '` '\"}"]
+    keys = ['search_docs {"q":"`code` é \u2028 x"}', 'query_db {"sql":"select \'` \'"}']
     digests = {"fixtures/odd ` name.json": DIGEST, "cassettes/a.json": "01" * 32}
-    append_change(log, date="2026-11-01", case="a", kind="fixture", changed_keys=keys,
-                  reason="r", digests=digests)
+    append_change(
+        log,
+        date="2026-11-01",
+        case="a",
+        kind="fixture",
+        changed_keys=keys,
+        reason="r",
+        digests=digests,
+    )
     [change] = read_changes(log)
     assert change.changed_keys == tuple(sorted(keys)) and dict(change.digests) == digests
 
@@ -333,8 +423,15 @@ def test_awkward_keys_and_file_names_round_trip_exactly(tmp_path: Path) -> None:
 def test_change_matches_the_files_it_recorded(rerecorded: Path, tmp_path: Path) -> None:
     log = tmp_path / "DATASET_CHANGES.md"
     name = rerecorded.relative_to(tmp_path).as_posix()
-    append_change(log, date="2026-11-01", case="refund", kind="cassette", changed_keys=["k"],
-                  reason="r", digests={name: digest_file(rerecorded)})
+    append_change(
+        log,
+        date="2026-11-01",
+        case="refund",
+        kind="cassette",
+        changed_keys=["k"],
+        reason="r",
+        digests={name: digest_file(rerecorded)},
+    )
     [change] = read_changes(log)
     assert change_matches(change, tmp_path)
     record(rerecorded, {"kept": "edited again"}, mode="rerecord")
@@ -349,26 +446,40 @@ def test_a_missing_reason_says_to_pass_one_and_writes_nothing(
 ) -> None:
     log = tmp_path / "DATASET_CHANGES.md"
     with pytest.raises(UsageError, match='pass --reason "'):
-        append_change(log, date="2026-11-01", case="a", kind="cassette", changed_keys=["k"],
-                      reason=reason, digests={"a.json": DIGEST})
+        append_change(
+            log,
+            date="2026-11-01",
+            case="a",
+            kind="cassette",
+            changed_keys=["k"],
+            reason=reason,
+            digests={"a.json": DIGEST},
+        )
     assert not log.exists()
 
 
 @pytest.mark.parametrize(
     ("field", "value", "problem"),
-    [("date", "2026-13-01", "date '2026-13-01' is not YYYY-MM-DD"),
-     ("date", "1 Nov 2026", "is not YYYY-MM-DD"),
-     ("case", "two\nlines", "must be one line"),
-     ("kind", "model", "kind 'model' is not one of cassette, fixture or http"),
-     ("digests", {"a.json": "ABC"}, "lowercase SHA-256 hex"),
-     ("digests", {}, "lowercase SHA-256 hex"),
-     ("changed_keys", ["tool\n{}"], "contains a line break")],
+    [
+        ("date", "2026-13-01", "date '2026-13-01' is not YYYY-MM-DD"),
+        ("date", "1 Nov 2026", "is not YYYY-MM-DD"),
+        ("case", "two\nlines", "must be one line"),
+        ("kind", "model", "kind 'model' is not one of cassette, fixture or http"),
+        ("digests", {"a.json": "ABC"}, "lowercase SHA-256 hex"),
+        ("digests", {}, "lowercase SHA-256 hex"),
+        ("changed_keys", ["tool\n{}"], "contains a line break"),
+    ],
 )
 def test_an_entry_that_could_not_be_read_back_is_refused(
     tmp_path: Path, field: str, value: object, problem: str
 ) -> None:
-    arguments: dict[str, object] = {"date": "2026-11-01", "case": "a", "kind": "cassette",
-                                    "changed_keys": ["k"], "digests": {"a.json": DIGEST}}
+    arguments: dict[str, object] = {
+        "date": "2026-11-01",
+        "case": "a",
+        "kind": "cassette",
+        "changed_keys": ["k"],
+        "digests": {"a.json": DIGEST},
+    }
     arguments[field] = value
     log = tmp_path / "DATASET_CHANGES.md"
     with pytest.raises(UsageError, match=problem):
@@ -382,22 +493,35 @@ def test_a_missing_log_has_no_changes(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("edit", "problem"),
-    [(lambda t: t.replace("  - `k2`\n", ""), r":4: 1 keys listed, 2 declared"),
-     (lambda t: t.replace("- kind: cassette\n", "- kind: cassette\nlooks fine to me\n"),
-      r":7: unexpected line 'looks fine to me'"),
-     (lambda t: t.replace(DIGEST, DIGEST[:-1]), r":9: unreadable sha256 line"),
-     (lambda t: t.replace("- reason: r\n", ""), r":4: an entry needs a kind"),
-     (lambda t: t.replace("- kind: cassette\n", "- kind: cassette\n- kind: fixture\n"),
-      r":7: a second 'kind'"),
-     (lambda t: t.replace("## 2026-11-01 a", "## Nov 1 a"), r":4: a header is")],
+    [
+        (lambda t: t.replace("  - `k2`\n", ""), r":4: 1 keys listed, 2 declared"),
+        (
+            lambda t: t.replace("- kind: cassette\n", "- kind: cassette\nlooks fine to me\n"),
+            r":7: unexpected line 'looks fine to me'",
+        ),
+        (lambda t: t.replace(DIGEST, DIGEST[:-1]), r":9: unreadable sha256 line"),
+        (lambda t: t.replace("- reason: r\n", ""), r":4: an entry needs a kind"),
+        (
+            lambda t: t.replace("- kind: cassette\n", "- kind: cassette\n- kind: fixture\n"),
+            r":7: a second 'kind'",
+        ),
+        (lambda t: t.replace("## 2026-11-01 a", "## Nov 1 a"), r":4: a header is"),
+    ],
 )
 def test_a_hand_edited_log_is_reported_with_its_line(
     tmp_path: Path, edit: Callable[[str], str], problem: str
 ) -> None:
     log = tmp_path / "DATASET_CHANGES.md"
     log.write_text("# Log\n\n", encoding="utf-8")
-    append_change(log, date="2026-11-01", case="a", kind="cassette", changed_keys=["k1", "k2"],
-                  reason="r", digests={"a.json": DIGEST})
+    append_change(
+        log,
+        date="2026-11-01",
+        case="a",
+        kind="cassette",
+        changed_keys=["k1", "k2"],
+        reason="r",
+        digests={"a.json": DIGEST},
+    )
     log.write_text(edit(log.read_text("utf-8")), encoding="utf-8")
     with pytest.raises(ChangeLogCorrupt, match=problem + r".*git checkout -- "):
         read_changes(log)
@@ -407,9 +531,15 @@ def test_an_sdk_labs_http_cassette_change_is_logged_and_read_back_as_kind_http(
     tmp_path: Path,
 ) -> None:
     log = tmp_path / "DATASET_CHANGES.md"
-    append_change(log, date="2026-11-01", case="refund-policy", kind="http",
-                  changed_keys=["0123456789abcdef#2"], reason="new model",
-                  digests={"cassettes/refund-policy.http.json": DIGEST})
+    append_change(
+        log,
+        date="2026-11-01",
+        case="refund-policy",
+        kind="http",
+        changed_keys=["0123456789abcdef#2"],
+        reason="new model",
+        digests={"cassettes/refund-policy.http.json": DIGEST},
+    )
     [change] = read_changes(log)
     assert (change.kind, change.changed_keys) == ("http", ("0123456789abcdef#2",))
     assert dict(change.digests) == {"cassettes/refund-policy.http.json": DIGEST}
@@ -420,13 +550,17 @@ def test_an_sdk_labs_http_cassette_change_is_logged_and_read_back_as_kind_http(
 
 @pytest.mark.parametrize(
     ("field", "value", "problem"),
-    [("date", "2026-02-30", "is not YYYY-MM-DD"),
-     ("case", " padded", "must be one line"),
-     ("kind", "model", "is not one of cassette, fixture or http"),
-     ("reason", " ", 'pass --reason "')],
+    [
+        ("date", "2026-02-30", "is not YYYY-MM-DD"),
+        ("case", " padded", "must be one line"),
+        ("kind", "model", "is not one of cassette, fixture or http"),
+        ("reason", " ", 'pass --reason "'),
+    ],
 )
 def test_check_change_refuses_what_append_change_would_before_anything_is_recorded(
-    field: str, value: str, problem: str,
+    field: str,
+    value: str,
+    problem: str,
 ) -> None:
     arguments = {"date": "2026-11-01", "case": "a", "kind": "http", "reason": "r"}
     check_change(**arguments)  # what record --rerecord logs passes

@@ -36,7 +36,8 @@ def test_a_later_version_without_a_reason_is_refused_at_its_version_line(version
         f"{SOURCE}:{line_of(text, 'version = ')}: version {version} gives no reason for its "
         f"change: {FIX} {version - 1} and why (the ledger keeps it, and a grade's history "
         "shows it beside what changed; a version a ledger already graded with takes a new "
-        "number too)")
+        "number too)"
+    )
 
 
 def test_a_blank_reason_is_no_reason_and_is_refused_at_its_own_line() -> None:

@@ -125,7 +125,11 @@ def test_the_shipped_rubric_loads_with_five_criteria_summing_to_100_and_four_cas
     path = REPO / "rubric" / "bootcamp.toml"
     rubric = load_rubric(path)
     assert [c.id for c in rubric.criteria] == [
-        "contract_stability", "loud_failure", "tracing", "written_summary", "stretch_goal",
+        "contract_stability",
+        "loud_failure",
+        "tracing",
+        "written_summary",
+        "stretch_goal",
     ]
     assert [c.weight for c in rubric.criteria] == [30, 25, 20, 15, 10]
     assert sum(c.weight for c in rubric.criteria) == 100
@@ -147,7 +151,8 @@ def test_defaults_give_the_documented_sub_check_points_at_the_shipped_weights() 
     rubric = load_rubric(REPO / "rubric" / "bootcamp.toml")
     points = {c.id: dict(c.points) for c in rubric.criteria}
     assert points["written_summary"] == {
-        "entries": Decimal("6.00"), "boundaries": Decimal("4.00"),
+        "entries": Decimal("6.00"),
+        "boundaries": Decimal("4.00"),
         "no_placeholders": Decimal("5.00"),
     }
     assert points["stretch_goal"] == {"evidence": Decimal("6.00"), "write_up": Decimal("4.00")}
@@ -170,7 +175,9 @@ def test_distribute_sums_exactly_and_gives_extra_cents_to_the_first(total: int, 
 def test_25_points_over_3_cases_are_8_34_8_33_8_33_in_case_order() -> None:
     rubric, stable = criterion(BASE, "stable")
     assert per_case_points(rubric, stable) == {
-        "one": Decimal("8.34"), "two": Decimal("8.33"), "three": Decimal("8.33"),
+        "one": Decimal("8.34"),
+        "two": Decimal("8.33"),
+        "three": Decimal("8.33"),
     }
 
 
@@ -178,7 +185,9 @@ def test_named_points_come_off_the_weight_before_the_split_over_cases() -> None:
     text = after(BASE, 'check = "loud_failure"', "points.own_replay = 4")
     rubric, loud = criterion(text, "loud")
     assert check_maxima(rubric, loud) == {
-        "one": Decimal("7.00"), "two": Decimal("7.00"), "three": Decimal("7.00"),
+        "one": Decimal("7.00"),
+        "two": Decimal("7.00"),
+        "three": Decimal("7.00"),
         "own_replay": Decimal("4.00"),
     }
 
@@ -187,7 +196,8 @@ def test_a_points_table_replaces_the_defaults_and_keeps_exact_decimals() -> None
     text = BASE + "\n[criterion.points]\nevidence = 2.5\nwrite_up = 7.50\n"
     rubric, stretch = criterion(text, "stretch")
     assert dict(stretch.points) == {
-        "evidence": Decimal("2.50"), "write_up": Decimal("7.50"),
+        "evidence": Decimal("2.50"),
+        "write_up": Decimal("7.50"),
     }
     assert per_case_points(rubric, stretch) == {}
 
@@ -196,13 +206,15 @@ def test_default_points_scale_to_another_weight_and_still_sum_to_it() -> None:
     text = reweigh(reweigh(BASE, "written_summary", "15"), "stretch_goal", "15")
     _, stretch = criterion(text, "stretch")
     assert dict(stretch.points) == {
-        "evidence": Decimal("9.00"), "write_up": Decimal("6.00"),
+        "evidence": Decimal("9.00"),
+        "write_up": Decimal("6.00"),
     }
     _, summary = criterion(BASE, "summary")
     assert sum(summary.points.values()) == 20
     # 8, 5.333.., 6.666..: the cent left over goes to the part rounded down most
     assert dict(summary.points) == {
-        "entries": Decimal("8.00"), "boundaries": Decimal("5.33"),
+        "entries": Decimal("8.00"),
+        "boundaries": Decimal("5.33"),
         "no_placeholders": Decimal("6.67"),
     }
 
@@ -263,9 +275,15 @@ def test_a_weight_must_be_a_positive_whole_number(weight: str) -> None:
     assert "'traced' needs weight = a positive whole number" in message
 
 
-@pytest.mark.parametrize("line", ['title = "Stable"', 'check = "contract_stability"',
-                                  'full = "Same score under two labels"',
-                                  'typical_loss = "Depends on the label"'])
+@pytest.mark.parametrize(
+    "line",
+    [
+        'title = "Stable"',
+        'check = "contract_stability"',
+        'full = "Same score under two labels"',
+        'typical_loss = "Depends on the label"',
+    ],
+)
 def test_a_criterion_without_a_required_key_names_it(line: str) -> None:
     text = BASE.replace(line + "\n", "")
     message = error_of(text)
@@ -274,15 +292,17 @@ def test_a_criterion_without_a_required_key_names_it(line: str) -> None:
 
 
 def test_a_misspelt_criterion_key_lists_the_valid_ones() -> None:
-    text = BASE.replace("weight = 25\ncheck = \"contract", "wieght = 25\ncheck = \"contract")
+    text = BASE.replace('weight = 25\ncheck = "contract', 'wieght = 25\ncheck = "contract')
     message = error_of(text)
     assert message.startswith(f"{SOURCE}:{line_of(text, 'wieght')}:")
     assert "unknown key in [[criterion]] wieght" in message
     assert "weight" in message
 
 
-@pytest.mark.parametrize(("key", "line"), [("id", 'id = "lab"'), ("version", "version = 1"),
-                                          ("title", 'title = "A lab"')])
+@pytest.mark.parametrize(
+    ("key", "line"),
+    [("id", 'id = "lab"'), ("version", "version = 1"), ("title", 'title = "A lab"')],
+)
 def test_the_rubric_table_needs_id_version_and_title(key: str, line: str) -> None:
     text = BASE.replace(line + "\n", "")
     assert f"[rubric] needs {key} = " in error_of(text)
@@ -294,7 +314,7 @@ def test_a_version_of_zero_is_refused_at_its_line() -> None:
 
 
 def test_no_rubric_table_says_to_add_one() -> None:
-    assert "no [rubric] table" in error_of(BASE[BASE.index("[[case]]"):])
+    assert "no [rubric] table" in error_of(BASE[BASE.index("[[case]]") :])
 
 
 def test_a_toml_syntax_error_carries_line_and_column() -> None:
@@ -353,8 +373,9 @@ def test_a_criterion_id_that_is_a_gradebook_column_is_refused() -> None:
 
 
 def test_a_limits_table_sets_the_sandbox_limits_and_keeps_the_defaults_of_the_rest() -> None:
-    rubric = parse_rubric((BASE + "\n[limits]\ntimeout_s = 2.5\nmemory_mb = 512\n").encode(),
-                          source=SOURCE)
+    rubric = parse_rubric(
+        (BASE + "\n[limits]\ntimeout_s = 2.5\nmemory_mb = 512\n").encode(), source=SOURCE
+    )
     assert rubric.limits == Limits(timeout_s=2.5, memory_mb=512)
 
 
@@ -365,8 +386,9 @@ def test_an_unknown_limit_lists_the_valid_ones_at_its_line() -> None:
     assert "timeout_s, memory_mb, cpu_s, file_mb, open_files, output_kb" in message
 
 
-@pytest.mark.parametrize("setting", ["timeout_s = 0", "memory_mb = -1", "cpu_s = 1.5",
-                                     "open_files = true"])
+@pytest.mark.parametrize(
+    "setting", ["timeout_s = 0", "memory_mb = -1", "cpu_s = 1.5", "open_files = true"]
+)
 def test_a_limit_must_be_positive(setting: str) -> None:
     text = BASE + f"\n[limits]\n{setting}\n"
     message = error_of(text)

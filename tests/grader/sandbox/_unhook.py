@@ -3,7 +3,7 @@ sandbox's audit hook off from inside (``gc`` reaches the hook's closure, and the
 threads it waves through takes the agent's own), so that what holds is the wall, not the
 hook; and how each says what a call it tried gave."""
 
-SWITCH_THE_HOOK_OFF = '''
+SWITCH_THE_HOOK_OFF = """
 import gc as _gc, _thread as _threads
 
 
@@ -15,7 +15,7 @@ def switch_the_hook_off():
                     cell.cell_contents.add(_threads.get_ident())
                     return True
     return False
-'''
+"""
 
 TRIED = '''
 import errno as _errno

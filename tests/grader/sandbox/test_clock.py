@@ -173,7 +173,8 @@ def said(sandbox: Sandbox, task: str, clock: int = CLOCK) -> tuple[Any, int, int
     grader's ``time.monotonic_ns()`` just before and just after the run."""
     before = time.monotonic_ns()
     result = sandbox.within(f"{task}-{clock}").run(
-        "lab.agent:run", [(task, task)], RunPlan("provider-a", 0, NO_ANSWERS, clock=clock))
+        "lab.agent:run", [(task, task)], RunPlan("provider-a", 0, NO_ANSWERS, clock=clock)
+    )
     after = time.monotonic_ns()
     outcome = result.outcomes[task]
     assert outcome.status == "returned" and outcome.answer is not None, outcome
@@ -187,8 +188,18 @@ def test_every_reading_of_the_time_starts_at_the_plans_clock(sandbox: Sandbox) -
         read, before, after = said(sandbox, "read", clock)
         day, ran_ns = day_of(clock), after - before
         assert day != datetime.date.today().isoformat()
-        dates = ("now", "now_utc", "utcnow", "today", "date_today", "imported_now",
-                 "imported_today", "strftime", "localtime", "gmtime")
+        dates = (
+            "now",
+            "now_utc",
+            "utcnow",
+            "today",
+            "date_today",
+            "imported_now",
+            "imported_today",
+            "strftime",
+            "localtime",
+            "gmtime",
+        )
         assert {key: read[key][:10] for key in dates} == dict.fromkeys(dates, day)
         assert read["localtime_year"] == int(day[:4])
         shown = time.asctime(time.gmtime(clock))  # "Sun Sep  9 01:46:40 2001"
@@ -201,7 +212,8 @@ def test_every_reading_of_the_time_starts_at_the_plans_clock(sandbox: Sandbox) -
 
 
 def test_the_datetime_classes_stay_the_real_ones_and_time_with_an_argument_is_unchanged(
-        sandbox: Sandbox) -> None:
+    sandbox: Sandbox,
+) -> None:
     kinds, before, after = said(sandbox, "kinds")
     assert kinds == {
         "parsed_is_datetime": True,
@@ -232,12 +244,17 @@ def test_the_clock_advances_with_real_time(sandbox: Sandbox) -> None:
     assert advanced == [True, True, True, True]  # time, time_ns, datetime.now, monotonic
 
 
-@pytest.mark.parametrize(("start", "untouched"), [
-    (None, True), (True, True), ("2524608000", True), (2524608000.0, True),
-    (2524608000, False),  # the control: an int does replace them
-])
-def test_a_start_that_is_not_an_int_leaves_the_clocks_alone(
-        start: object, untouched: bool) -> None:
+@pytest.mark.parametrize(
+    ("start", "untouched"),
+    [
+        (None, True),
+        (True, True),
+        ("2524608000", True),
+        (2524608000.0, True),
+        (2524608000, False),  # the control: an int does replace them
+    ],
+)
+def test_a_start_that_is_not_an_int_leaves_the_clocks_alone(start: object, untouched: bool) -> None:
     """An older parent sends no clock: the harness, loaded alone, keeps the machine's."""
     script = (
         "import datetime, importlib.util, sys, time\n"
@@ -249,8 +266,9 @@ def test_a_start_that_is_not_an_int_leaves_the_clocks_alone(
         "now = (time.time, time.localtime, time.strftime, datetime.datetime, datetime.date)\n"
         "print(all(a is b for a, b in zip(real, now, strict=True)))\n"
     )
-    ran = subprocess.run([sys.executable, "-c", script, str(HARNESS)],
-                         capture_output=True, text=True, check=True)
+    ran = subprocess.run(
+        [sys.executable, "-c", script, str(HARNESS)], capture_output=True, text=True, check=True
+    )
     assert ran.stdout == f"{untouched}\n"
 
 
@@ -260,8 +278,12 @@ def test_a_sleep_within_the_case_limit_costs_no_wall_time(sandbox: Sandbox) -> N
     took less than that, so the sleeps were not waited for."""
     seen, before, after = said(sandbox, "sleep")
     wall, monotonic, perf_counter, now, real = seen
-    for name, value in (("time", wall), ("monotonic", monotonic),
-                        ("perf_counter", perf_counter), ("datetime.now", now)):
+    for name, value in (
+        ("time", wall),
+        ("monotonic", monotonic),
+        ("perf_counter", perf_counter),
+        ("datetime.now", now),
+    ):
         assert value >= 7.5, name
     assert real < 7.5 and (after - before) / 1e9 < 7.5
     (slept, real), before, after = said(sandbox, "sleep_async")
@@ -269,15 +291,18 @@ def test_a_sleep_within_the_case_limit_costs_no_wall_time(sandbox: Sandbox) -> N
 
 
 def test_a_sleep_past_the_limit_is_real_and_each_case_starts_a_fresh_budget(
-        submission: Path, tmp_path: Path, isolation: Wall) -> None:
+    submission: Path, tmp_path: Path, isolation: Wall
+) -> None:
     """Within a 4 s limit, two cases in one child each sleep 3 s, and neither waits: each
     case has its own budget. A sleep that would end past the limit is slept for real, so
     that case times out as it always did."""
     sandbox = Sandbox(submission, tmp_path / "scratch", Limits(timeout_s=4), isolation)
     try:
-        result = sandbox.run("lab.agent:run", [("first", "sleep_short"), ("again", "sleep_short"),
-                                               ("past", "sleep_past_the_limit")],
-                             RunPlan("provider-a", 0, NO_ANSWERS))
+        result = sandbox.run(
+            "lab.agent:run",
+            [("first", "sleep_short"), ("again", "sleep_short"), ("past", "sleep_past_the_limit")],
+            RunPlan("provider-a", 0, NO_ANSWERS),
+        )
     finally:
         sandbox.close()
     for case in ("first", "again"):
@@ -289,16 +314,19 @@ def test_a_sleep_past_the_limit_is_real_and_each_case_starts_a_fresh_budget(
 
 
 def test_a_module_of_the_submissions_own_named_asyncio_imports_as_it_is(
-        tmp_path: Path, isolation: Wall) -> None:
+    tmp_path: Path, isolation: Wall
+) -> None:
     """The harness patches asyncio's sleep as asyncio is imported; a submission's own
     ``asyncio`` (first on its path, as any module of its own) imports untouched."""
-    root = agent_only(tmp_path / "own", "import asyncio\n\n\ndef run(provider, task):\n"
-                                        "    return asyncio.WHO\n")
+    root = agent_only(
+        tmp_path / "own", "import asyncio\n\n\ndef run(provider, task):\n    return asyncio.WHO\n"
+    )
     (root / "asyncio.py").write_text('WHO = "the submission\'s own asyncio"\n')
     sandbox = Sandbox(root, tmp_path / "scratch", LIMITS, isolation)
     try:
-        result = sandbox.run("lab.agent:run", [("own", "own")],
-                             RunPlan("provider-a", 0, NO_ANSWERS))
+        result = sandbox.run(
+            "lab.agent:run", [("own", "own")], RunPlan("provider-a", 0, NO_ANSWERS)
+        )
     finally:
         sandbox.close()
     outcome = result.outcomes["own"]

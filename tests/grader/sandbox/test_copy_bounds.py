@@ -70,7 +70,8 @@ def test_a_sparse_file_past_disk_mb_is_refused_and_nothing_is_copied(tmp_path: P
         "them), past its limit of 64 MiB (disk_mb = 64 in the rubric's [limits]): its "
         "largest file is lab/big.bin, 256.00 MiB; nothing was copied or run. Remove what "
         "the lab does not need from the submission (data, models, build outputs), or raise "
-        "disk_mb if the lab needs that much")
+        "disk_mb if the lab needs that much"
+    )
     assert refused.value.status == "ungradable" and refused.value.exit_code == 1
     assert held(scratch) == ([], 0)
 
@@ -84,8 +85,11 @@ def test_a_file_hard_linked_many_times_counts_once_for_each_name(tmp_path: Path)
         os.link(base, root / "data" / f"link-{number:02d}.bin")
     assert base.stat().st_nlink == 80  # 1 MiB on disk, 80 MiB for a copy to write
     scratch = tmp_path / "scratch"
-    with pytest.raises(SubmissionTooLarge, match=r"^the submission holds 80\.00 MiB .* its "
-                       r"largest file is data/base\.bin, 1\.00 MiB; nothing was copied"):
+    with pytest.raises(
+        SubmissionTooLarge,
+        match=r"^the submission holds 80\.00 MiB .* its "
+        r"largest file is data/base\.bin, 1\.00 MiB; nothing was copied",
+    ):
         lay_out(root, scratch)
     assert held(scratch) == ([], 0)
     # Under the cap the same links are copied, each in full.
@@ -99,9 +103,12 @@ def test_the_size_cap_is_exact_and_just_past_it_reads_past_it(tmp_path: Path) ->
     sparse(root / "data.bin", MIB)
     assert (lay_out(root, tmp_path / "at", Limits(disk_mb=1)) / "data.bin").stat().st_size == MIB
     os.truncate(root / "data.bin", MIB + 1)
-    with pytest.raises(SubmissionTooLarge, match=r"^the submission holds 1\.00 MiB "
-                       r"\(1,048,577 bytes\) \(its apparent size: .* past its limit of 1 MiB "
-                       r"\(disk_mb = 1 "):
+    with pytest.raises(
+        SubmissionTooLarge,
+        match=r"^the submission holds 1\.00 MiB "
+        r"\(1,048,577 bytes\) \(its apparent size: .* past its limit of 1 MiB "
+        r"\(disk_mb = 1 ",
+    ):
         lay_out(root, tmp_path / "past", Limits(disk_mb=1))
     assert held(tmp_path / "past") == ([], 0)
 
@@ -127,7 +134,8 @@ def test_too_many_files_are_refused_naming_the_first_past_the_cap(tmp_path: Path
         "= 20 in the rubric's [limits]): the first past it, in the order the grader copies "
         "them, is lab/gen-18.txt; nothing was copied or run. Remove what the lab does not "
         "need from the submission (generated files, a copied library), or raise "
-        "submission_entries if the lab needs that many")
+        "submission_entries if the lab needs that many"
+    )
     assert held(scratch) == ([], 0)
 
 
@@ -141,7 +149,8 @@ def test_too_deep_is_refused_and_nothing_is_copied(tmp_path: Path) -> None:
         f"the submission nests {'/'.join(['d'] * 33)} 33 levels deep, past its limit of 32 "
         "(submission_depth = 32 in the rubric's [limits]); nothing was copied or run. Move "
         "it nearer the top or remove it, or raise submission_depth if the lab needs that "
-        "depth")
+        "depth"
+    )
     assert held(scratch) == ([], 0)
 
 
@@ -153,8 +162,11 @@ def test_the_depth_cap_is_exact(tmp_path: Path) -> None:
     limits = Limits(submission_depth=4)
     assert (lay_out(root, tmp_path / "at", limits) / "a/b/c/d.txt").read_text() == "4 deep"
     (root / "a" / "b" / "c" / "e" / "f.txt").write_text("5 deep")
-    with pytest.raises(SubmissionTooLarge, match=r"^the submission nests a/b/c/e/f\.txt 5 "
-                       r"levels deep, past its limit of 4 \(submission_depth = 4 "):
+    with pytest.raises(
+        SubmissionTooLarge,
+        match=r"^the submission nests a/b/c/e/f\.txt 5 "
+        r"levels deep, past its limit of 4 \(submission_depth = 4 ",
+    ):
         lay_out(root, tmp_path / "past", limits)
 
 
@@ -181,26 +193,46 @@ def test_the_walk_counts_exactly_what_copy_submission_copies(tmp_path: Path) -> 
     copy = tmp_path / "copy"
     copy_submission(str(root), str(copy), IGNORED_NAMES)
 
-    copied = [Path(here, name) for here, folders, files in os.walk(copy)
-              for name in (*folders, *files)]
+    copied = [
+        Path(here, name) for here, folders, files in os.walk(copy) for name in (*folders, *files)
+    ]
     entries = len(copied)
     size = sum(p.lstat().st_size for p in copied if not stat.S_ISDIR(p.lstat().st_mode))
     depth = max(len(p.relative_to(copy).parts) for p in copied)
     assert sorted(str(p.relative_to(copy)) for p in copied) == [
-        "a.txt", "b.txt", "dangling", "empty", "folder-link", "huge-link", "lab",
-        "lab/agent.py", "lab/notes.md"]
-    assert size == 500 + 500 + len("nowhere") + len(str(outside)) \
-        + len(str(outside / "huge.bin")) + (root / "lab" / "agent.py").stat().st_size + 1000
+        "a.txt",
+        "b.txt",
+        "dangling",
+        "empty",
+        "folder-link",
+        "huge-link",
+        "lab",
+        "lab/agent.py",
+        "lab/notes.md",
+    ]
+    assert (
+        size
+        == 500
+        + 500
+        + len("nowhere")
+        + len(str(outside))
+        + len(str(outside / "huge.bin"))
+        + (root / "lab" / "agent.py").stat().st_size
+        + 1000
+    )
 
     def walked(**caps: int) -> Over | None:
-        return measure(str(root), IGNORED_NAMES,
-                       **{"size": 1 << 40, "entries": 1 << 20, "depth": 64, **caps})
+        return measure(
+            str(root), IGNORED_NAMES, **{"size": 1 << 40, "entries": 1 << 20, "depth": 64, **caps}
+        )
 
     assert walked(size=size, entries=entries, depth=depth) is None
     assert walked(size=size - 1) == Over(SIZE, size, size - 1, "lab/notes.md", 1000)
     over_entries = walked(entries=entries - 1)
     assert over_entries is not None and (over_entries.what, over_entries.found) == (
-        ENTRIES, entries)
+        ENTRIES,
+        entries,
+    )
     assert walked(depth=depth - 1) == Over(DEPTH, depth, depth - 1, "lab/agent.py")
 
 
@@ -224,9 +256,16 @@ def test_the_hand_out_passes_every_cap_with_room() -> None:
     """This checkout is what a student clones (about 480 entries, 4 MB): a quarter of each
     default cap holds it."""
     limits = Limits()
-    assert measure(str(REPO), IGNORED_NAMES, size=(limits.disk_mb << 20) // 4,
-                   entries=limits.submission_entries // 4,
-                   depth=limits.submission_depth // 4) is None
+    assert (
+        measure(
+            str(REPO),
+            IGNORED_NAMES,
+            size=(limits.disk_mb << 20) // 4,
+            entries=limits.submission_entries // 4,
+            depth=limits.submission_depth // 4,
+        )
+        is None
+    )
 
 
 def test_the_caps_are_limits_a_rubric_may_set_and_every_rubric_stays_valid() -> None:
@@ -234,7 +273,10 @@ def test_the_caps_are_limits_a_rubric_may_set_and_every_rubric_stays_valid() -> 
     assert "submission_entries" not in shipped.decode()
     limits = parse_rubric(shipped, source="bootcamp.toml").limits
     assert (limits.submission_entries, limits.submission_depth) == (10000, 32)
-    raised = parse_rubric(shipped.replace(
-        b"[limits]\n", b"[limits]\nsubmission_entries = 50000\nsubmission_depth = 64\n"),
-        source="raised.toml").limits
+    raised = parse_rubric(
+        shipped.replace(
+            b"[limits]\n", b"[limits]\nsubmission_entries = 50000\nsubmission_depth = 64\n"
+        ),
+        source="raised.toml",
+    ).limits
     assert (raised.submission_entries, raised.submission_depth) == (50000, 64)

@@ -36,7 +36,10 @@ from tests.grader.sandbox._unhook import SWITCH_THE_HOOK_OFF, TRIED
 
 pytestmark = pytest.mark.slow
 
-HOSTILE = SWITCH_THE_HOOK_OFF + TRIED + '''
+HOSTILE = (
+    SWITCH_THE_HOOK_OFF
+    + TRIED
+    + '''
 import errno, gc, json, os, signal, _thread
 from pathlib import Path
 
@@ -232,6 +235,7 @@ def do_privileges(provider, arg):
             "mount": libc_call("mount", b"none", b"/sandbox", b"tmpfs", 0, None),
             "umount": libc_call("umount2", b"/gradekit/original", 2)}  # MNT_DETACH
 '''
+)
 
 HONEST = textwrap.dedent("""
     import os
@@ -283,29 +287,43 @@ def _require_hosts() -> None:
     """Skip where runs cannot fork from a host (the first host said why), except in CI,
     whose kernel allows them: there, fail."""
     why = grader.sandbox._host.hosts_unavailable() or "no host process was found"
-    message = (f"runs cannot fork from a host here ({why}), so each starts its own "
-               "bubblewrap and these attacks would not reach a host: run them where a "
-               "host's trial run builds its walls (nested pid, mount and ipc namespaces "
-               "in bubblewrap's user namespace), or fix serve_host in "
-               "grader/sandbox/_harness.py if it should")
+    message = (
+        f"runs cannot fork from a host here ({why}), so each starts its own "
+        "bubblewrap and these attacks would not reach a host: run them where a "
+        "host's trial run builds its walls (nested pid, mount and ipc namespaces "
+        "in bubblewrap's user namespace), or fix serve_host in "
+        "grader/sandbox/_harness.py if it should"
+    )
     if os.environ.get("CI"):
         pytest.fail(message)
     pytest.skip(message)
 
 
-def _outcome(sandbox: Sandbox, folder: str, task: str, *, hashseed: int = 0,
-             answer: Callable[[str, str], str | None] = lambda case, prompt: None
-             ) -> CaseOutcome:
+def _outcome(
+    sandbox: Sandbox,
+    folder: str,
+    task: str,
+    *,
+    hashseed: int = 0,
+    answer: Callable[[str, str], str | None] = lambda case, prompt: None,
+) -> CaseOutcome:
     """One run of one case (``task``'s first word) in its own folder of ``sandbox``."""
     case = task.split(" ")[0]
     result = sandbox.within(folder).run(
-        "lab.agent:run", [(case, task)], RunPlan("provider-a", hashseed, Serving(answer)))
+        "lab.agent:run", [(case, task)], RunPlan("provider-a", hashseed, Serving(answer))
+    )
     assert result.import_error is None, result.import_error
     return result.outcomes[case]
 
 
-def _said(sandbox: Sandbox, folder: str, task: str, *, hashseed: int = 0,
-          answer: Callable[[str, str], str | None] = lambda case, prompt: None) -> Any:
+def _said(
+    sandbox: Sandbox,
+    folder: str,
+    task: str,
+    *,
+    hashseed: int = 0,
+    answer: Callable[[str, str], str | None] = lambda case, prompt: None,
+) -> Any:
     """What the hostile agent observed in one run, decoded."""
     outcome = _outcome(sandbox, folder, task, hashseed=hashseed, answer=answer)
     assert outcome.status == "returned" and outcome.answer is not None, outcome
@@ -321,8 +339,11 @@ def _processes() -> dict[int, tuple[int, bytes, bytes]]:
             try:
                 fields = (entry / "stat").read_bytes().rsplit(b")", 1)[1].split()
                 if fields[0] not in (b"Z", b"X"):
-                    found[int(entry.name)] = (int(fields[1]), fields[19],
-                                              (entry / "cmdline").read_bytes())
+                    found[int(entry.name)] = (
+                        int(fields[1]),
+                        fields[19],
+                        (entry / "cmdline").read_bytes(),
+                    )
             except (OSError, IndexError):
                 continue
     return found
@@ -347,8 +368,11 @@ def _hosts(scratch: Path) -> dict[int, bytes]:
     def names(pid: int) -> bool:
         return pid in found and text in found[pid][2]
 
-    return {pid: start for pid, (parent, start, line) in found.items()
-            if names(pid) and b"\0host\0" in line and not names(parent)}
+    return {
+        pid: start
+        for pid, (parent, start, line) in found.items()
+        if names(pid) and b"\0host\0" in line and not names(parent)
+    }
 
 
 def test_a_run_sees_and_signals_no_process_but_its_init(sandbox: Sandbox) -> None:
@@ -359,9 +383,18 @@ def test_a_run_sees_and_signals_no_process_but_its_init(sandbox: Sandbox) -> Non
     assert len(host) == 1 and _hosts(sandbox.scratch) == host  # one host served both
     # pid 1 only waits (it shares the host's memory: its command line is the host's), pid 2
     # is the run, whose parent, the host, is outside its namespace: no host, no grader
-    assert first == second == {"pid": 2, "ppid": 0, "procs": [1, 2], "init": "host",
-                               "grader": "ProcessLookupError:ESRCH",
-                               "everyone": "ProcessLookupError:ESRCH"}
+    assert (
+        first
+        == second
+        == {
+            "pid": 2,
+            "ppid": 0,
+            "procs": [1, 2],
+            "init": "host",
+            "grader": "ProcessLookupError:ESRCH",
+            "everyone": "ProcessLookupError:ESRCH",
+        }
+    )
 
 
 def test_killing_its_own_init_neither_frees_the_run_nor_ends_the_host(sandbox: Sandbox) -> None:
@@ -375,8 +408,9 @@ def test_killing_its_own_init_neither_frees_the_run_nor_ends_the_host(sandbox: S
     assert after == {"answer": "hello", "pid": 2}
 
 
-def test_a_run_that_dies_or_hangs_leaves_its_host_serving_the_next(hostile: Path,
-                                                                   tmp_path: Path) -> None:
+def test_a_run_that_dies_or_hangs_leaves_its_host_serving_the_next(
+    hostile: Path, tmp_path: Path
+) -> None:
     require_namespaces()
     sandbox = Sandbox(hostile, tmp_path / "scratch", Limits(timeout_s=2), NamespacesWall())
     try:
@@ -390,7 +424,9 @@ def test_a_run_that_dies_or_hangs_leaves_its_host_serving_the_next(hostile: Path
     finally:
         sandbox.close()
     assert [(o.status, o.detail) for o in outcomes] == [
-        ("crashed", "killed by SIGKILL"), ("timeout", "did not finish within 2 s")]
+        ("crashed", "killed by SIGKILL"),
+        ("timeout", "did not finish within 2 s"),
+    ]
     assert after == {"answer": "hello", "pid": 2}
 
 
@@ -406,12 +442,22 @@ def test_runs_of_one_host_draw_their_own_random_numbers(sandbox: Sandbox) -> Non
 def test_nothing_a_run_leaves_survives_into_the_next_run_of_its_host(sandbox: Sandbox) -> None:
     left = _said(sandbox, "a", "leave")
     found = _said(sandbox, "b", "find")
-    assert left == {"/sandbox/left.txt": "ok", "/sandbox/tmp/left.txt": "ok",
-                    "/sandbox/submission/left.txt": "ok", "/sandbox/left.fifo": "ok",
-                    "msgget": "EPERM", "shmget": "EPERM",  # System V IPC: the filter's
-                    "abstract": "ok"}
-    assert found == {"left": [], "tmp": [], "ipc": {"msg": [], "shm": [], "sem": []},
-                     "msgget": "EPERM", "abstract": "ok"}  # the name is free again
+    assert left == {
+        "/sandbox/left.txt": "ok",
+        "/sandbox/tmp/left.txt": "ok",
+        "/sandbox/submission/left.txt": "ok",
+        "/sandbox/left.fifo": "ok",
+        "msgget": "EPERM",
+        "shmget": "EPERM",  # System V IPC: the filter's
+        "abstract": "ok",
+    }
+    assert found == {
+        "left": [],
+        "tmp": [],
+        "ipc": {"msg": [], "shm": [], "sem": []},
+        "msgget": "EPERM",
+        "abstract": "ok",
+    }  # the name is free again
 
 
 def test_nothing_left_through_the_inits_working_folder_survives(sandbox: Sandbox) -> None:
@@ -434,11 +480,16 @@ def test_the_gradings_scratch_is_gone_and_the_original_is_read_only(
     assert not (hostile / "forged.py").exists()
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "LEAK (names only, not contents; the same for a run that starts its own bubblewrap): "
-    "/proc/self/mountinfo gives each bind's source path, so a run reads the grader's "
-    "scratch folder's path (.../scratch/<folder>/submission-*/copy, run-*/work/trace-*.jsonl) "
-    "and the host's other mounts (/work/... site-packages, /tmp/gradekit-kit-*)."))
+@pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason=(
+        "LEAK (names only, not contents; the same for a run that starts its own bubblewrap): "
+        "/proc/self/mountinfo gives each bind's source path, so a run reads the grader's "
+        "scratch folder's path (.../scratch/<folder>/submission-*/copy, run-*/work/trace-*.jsonl) "
+        "and the host's other mounts (/work/... site-packages, /tmp/gradekit-kit-*)."
+    ),
+)
 def test_the_mounts_name_no_path_of_the_graders_scratch(sandbox: Sandbox, tmp_path: Path) -> None:
     said = [_said(sandbox, folder, "scratch") for folder in ("a", "b")]
     for seen in said:
@@ -470,8 +521,14 @@ def test_a_run_holds_no_capability_and_cannot_leave_the_walls(sandbox: Sandbox) 
         assert isinstance(seen, dict)
         status = dict(seen["run"])
         status.pop("CapBnd")  # the bounding set: the test below
-        assert status == {"CapInh": none, "CapPrm": none, "CapEff": none, "CapAmb": none,
-                          "NoNewPrivs": "1", "Seccomp": "2"}
+        assert status == {
+            "CapInh": none,
+            "CapPrm": none,
+            "CapEff": none,
+            "CapAmb": none,
+            "NoNewPrivs": "1",
+            "Seccomp": "2",
+        }
         assert (seen["fork"], seen["chroot"]) == ("PermissionError:EPERM",) * 2
         assert (seen["unshare"], seen["setns"], seen["mount"], seen["umount"]) == ("EPERM",) * 4
 
@@ -484,20 +541,24 @@ def test_a_run_has_an_empty_bounding_set(sandbox: Sandbox) -> None:
 
 
 def test_a_runs_pid_1_shares_the_hosts_memory_and_the_run_reaches_none_of_it(
-        sandbox: Sandbox) -> None:
+    sandbox: Sandbox,
+) -> None:
     """A run's pid 1 is a clone of the host that shares its memory and holds its
     capabilities and descriptors, and runs one system call, never code. The run reaches
     none of it: /proc refuses it everything past the status (the host is not dumpable,
     and the pid 1's capabilities are not the run's), the filter refuses ptrace, and no
     signal moves it (a pid 1 takes from inside its namespace only the signals it has a
     handler for, and it has none): the run, and the host's next run, go on."""
-    said = [_said(sandbox, folder, "reach_init", answer=lambda case, prompt: "served")
-            for folder in ("a", "b")]
+    said = [
+        _said(sandbox, folder, "reach_init", answer=lambda case, prompt: "served")
+        for folder in ("a", "b")
+    ]
     refused = "PermissionError:EACCES"
     for seen in said:
         assert isinstance(seen, dict)
-        assert {seen[name] for name in ("mem", "environ", "auxv", "stack", "root", "cwd",
-                                        "map_files")} == {refused}, seen
+        assert {
+            seen[name] for name in ("mem", "environ", "auxv", "stack", "root", "cwd", "map_files")
+        } == {refused}, seen
         # EPERM where the host's uid is root, the files' modes first as uid 65534
         assert seen["syscall"] in ("PermissionError:EPERM", refused), seen
         # Where the host's uid is root, the numbers of its descriptors are listed (the
@@ -512,9 +573,7 @@ def test_a_runs_pid_1_shares_the_hosts_memory_and_the_run_reaches_none_of_it(
         assert (seen["answer"], seen["alive"]) == ("served", "ok")
 
 
-def test_closing_the_sandbox_ends_its_hosts_and_everything_under_them(
-    sandbox: Sandbox
-) -> None:
+def test_closing_the_sandbox_ends_its_hosts_and_everything_under_them(sandbox: Sandbox) -> None:
     text = str(sandbox.scratch.resolve())
     try:
         for hashseed, folder in ((0, "a"), (1, "b"), (0, "c")):
@@ -554,8 +613,9 @@ def test_an_honest_run_is_the_same_forked_or_in_its_own_bubblewrap(
             monkeypatch.setattr(grader.sandbox._host, "_unavailable", [])
         sandbox = Sandbox(root, tmp_path / "scratch", LIMITS, NamespacesWall())
         try:
-            outcomes[way] = [_outcome(sandbox, f"{way}-{n}", "c refunds", answer=answer)
-                             for n in range(2)]
+            outcomes[way] = [
+                _outcome(sandbox, f"{way}-{n}", "c refunds", answer=answer) for n in range(2)
+            ]
         finally:
             sandbox.close()
         if way == "host" and not any(hosting):
@@ -568,7 +628,11 @@ def test_an_honest_run_is_the_same_forked_or_in_its_own_bubblewrap(
     assert first.answer.endswith(" True 2")  # at home in its copy, pid 2 of its namespace
     for outcome in (*outcomes["host"], *outcomes["own-bubblewrap"]):
         assert (outcome.status, outcome.answer, outcome.answer_sha256, outcome.calls) == (
-            first.status, first.answer, first.answer_sha256, first.calls)
+            first.status,
+            first.answer,
+            first.answer_sha256,
+            first.calls,
+        )
 
 
 def test_a_submission_importing_ctypes_meets_the_same_refusal_forked_or_not(
@@ -577,18 +641,25 @@ def test_a_submission_importing_ctypes_meets_the_same_refusal_forked_or_not(
     """The host imported ctypes for itself; a forked run must not find it already imported
     (no audit event, so no refusal), or a grade would depend on whether hosts run here."""
     require_namespaces()
-    root = _submission(tmp_path / "ctypes", "import ctypes\n\n\ndef run(provider, task):\n"
-                                            "    return 'ran'\n")
+    root = _submission(
+        tmp_path / "ctypes", "import ctypes\n\n\ndef run(provider, task):\n    return 'ran'\n"
+    )
     errors: dict[str, list[str | None]] = {}
     hosting: list[bool] = []
     for way, unavailable in (("host", []), ("own-bubblewrap", ["test"])):
         monkeypatch.setattr(grader.sandbox._host, "_unavailable", unavailable)
         sandbox = Sandbox(root, tmp_path / way, LIMITS, NamespacesWall())
         try:
-            errors[way] = [sandbox.within(str(n)).run(
-                "lab.agent:run", [("c", "x")],
-                RunPlan("provider-a", 0, Serving(lambda case, prompt: None))).import_error
-                for n in range(2)]
+            errors[way] = [
+                sandbox.within(str(n))
+                .run(
+                    "lab.agent:run",
+                    [("c", "x")],
+                    RunPlan("provider-a", 0, Serving(lambda case, prompt: None)),
+                )
+                .import_error
+                for n in range(2)
+            ]
             hosting.append(bool(_hosts(tmp_path / way)))
         finally:
             sandbox.close()
@@ -622,8 +693,10 @@ def test_a_run_ends_when_the_process_holding_it_dies_and_the_shared_host_serves_
         if worker == 0:  # a worker of the batch: it grades through the shared host, hangs
             try:
                 Sandbox(hostile, root / "worker", LIMITS, NamespacesWall()).within("a").run(
-                    "lab.agent:run", [("die", "die hang")],
-                    RunPlan("provider-a", 11, Serving(lambda case, prompt: None)))
+                    "lab.agent:run",
+                    [("die", "die hang")],
+                    RunPlan("provider-a", 11, Serving(lambda case, prompt: None)),
+                )
             finally:
                 os._exit(0)
         running = _wait(lambda: [pid for pid in _under(str(root)) if _is_a_run(pid)])
@@ -634,8 +707,10 @@ def test_a_run_ends_when_the_process_holding_it_dies_and_the_shared_host_serves_
         assert ok, running
         assert _hosts(root) == hosts  # the same host, still there
         after = Sandbox(hostile, root / "next", LIMITS, NamespacesWall())
-        assert _said(after, "b", "ask again", hashseed=11,
-                     answer=lambda case, prompt: prompt) == {"answer": "again", "pid": 2}
+        assert _said(after, "b", "ask again", hashseed=11, answer=lambda case, prompt: prompt) == {
+            "answer": "again",
+            "pid": 2,
+        }
         assert _hosts(root) == hosts  # and it served the next worker's run
     finally:
         grader.sandbox._host.end_shared()
@@ -654,8 +729,7 @@ def _is_a_run(pid: int) -> bool:
     except OSError:
         return False
     inner = [line.split()[-1] for line in status.splitlines() if line.startswith("NSpid:")]
-    return b"\0host\0" in line and not line.split(b"\0")[0].endswith(b"bwrap") \
-        and inner == ["2"]
+    return b"\0host\0" in line and not line.split(b"\0")[0].endswith(b"bwrap") and inner == ["2"]
 
 
 def _wait(found: Callable[[], Any], seconds: float = 15) -> Any:
@@ -666,7 +740,8 @@ def _wait(found: Callable[[], Any], seconds: float = 15) -> Any:
 
 
 def test_a_run_is_in_its_own_cell_in_every_hierarchy_and_its_pid_1_in_none(
-        sandbox: Sandbox) -> None:
+    sandbox: Sandbox,
+) -> None:
     """The run joins its cell (by itself, where cgroup v1 lets a thread move itself
     without the kernel's global lock) before its walls and its agent: it is in one cell of
     this grader's, the same in every hierarchy; a grading's runs, one after another, take
@@ -679,9 +754,12 @@ def test_a_run_is_in_its_own_cell_in_every_hierarchy_and_its_pid_1_in_none(
     for folder in ("first", "second"):
         said = _said(sandbox, folder, "cgroups")
         assert said["self"] != said["1"] and "gradekit-" not in said["1"]
-        named = {line.split(":", 2)[2] for line in said["self"].splitlines()
-                 if any(h in line.split(":")[1].split(",") for h in ("memory", "pids"))
-                 or (line.startswith("0::") and isinstance(hold, grader.sandbox._hold.CgroupV2))}
+        named = {
+            line.split(":", 2)[2]
+            for line in said["self"].splitlines()
+            if any(h in line.split(":")[1].split(",") for h in ("memory", "pids"))
+            or (line.startswith("0::") and isinstance(hold, grader.sandbox._hold.CgroupV2))
+        }
         assert len(named) == 1, said
         cell = named.pop()
         assert cell.rsplit("/", 1)[1].startswith(f"gradekit-{os.getpid()}-"), cell
@@ -711,19 +789,25 @@ def test_a_run_the_host_cannot_start_runs_in_its_own_bubblewrap_and_so_do_the_ne
         monkeypatch.setattr(cell, "entries", full if "join" in refused_by else lambda self: [])
     sandbox = Sandbox(hostile, tmp_path / "scratch", LIMITS, NamespacesWall())
     try:
-        said = [_said(sandbox, folder, "ask hi", answer=lambda case, prompt: prompt)
-                for folder in ("a", "b")]
-        if not _hosts(sandbox.scratch) and "could not start a run" not in \
-                grader.sandbox._host.hosts_unavailable():
+        said = [
+            _said(sandbox, folder, "ask hi", answer=lambda case, prompt: prompt)
+            for folder in ("a", "b")
+        ]
+        if (
+            not _hosts(sandbox.scratch)
+            and "could not start a run" not in grader.sandbox._host.hosts_unavailable()
+        ):
             _require_hosts()
     finally:
         sandbox.close()
     assert said == [{"answer": "hi", "pid": 2}] * 2  # bubblewrap's init is pid 1 there too
     assert grader.sandbox._host.hosts_unavailable() == (
         "a host could not start a run (OSError: the run did not start: the run could not "
-        "join its cell: OSError: [Errno 28] No space left on device)" if "join" in refused_by
+        "join its cell: OSError: [Errno 28] No space left on device)"
+        if "join" in refused_by
         else "a host could not start a run (PermissionError: [Errno 13] cgroup.procs: "
-        "Permission denied)")
+        "Permission denied)"
+    )
 
 
 def test_a_run_holding_every_thread_it_may_leaves_a_concurrent_classmate_his_own(
@@ -785,7 +869,8 @@ def test_a_run_holding_every_thread_it_may_leaves_a_concurrent_classmate_his_own
 
 
 def test_a_batchs_hosts_start_side_by_side_and_one_that_fails_ends_those_after_it(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """``share`` starts every host before it waits for the first to be ready: a batch's
     five hosts start together, not one after another. A host that then fails stops the
     sharing: those after it are ended, not left running, and runs start their own
@@ -826,7 +911,8 @@ def test_a_batchs_hosts_start_side_by_side_and_one_that_fails_ends_those_after_i
 
 
 def test_a_gradings_hosts_start_side_by_side_ahead_of_its_runs_which_fork_from_them(
-        hostile: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    hostile: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """``Sandbox.ahead`` starts a host for each hash seed before any run, none waited for;
     each run then forks from the one of its seed (no second host for a seed), and closing
     the sandbox ends them all, the one no run used too. A host started ahead that fails
@@ -849,8 +935,12 @@ def test_a_gradings_hosts_start_side_by_side_ahead_of_its_runs_which_fork_from_t
             _require_hosts()
         assert waited == [False, False, False]  # one a seed, side by side
         assert _wait(lambda: len(_hosts(sandbox.scratch)) == 3)
-        said = {seed: _said(sandbox, f"run-{seed}", "ask hi", hashseed=seed,
-                            answer=lambda case, prompt: prompt) for seed in (51, 53)}
+        said = {
+            seed: _said(
+                sandbox, f"run-{seed}", "ask hi", hashseed=seed, answer=lambda case, prompt: prompt
+            )
+            for seed in (51, 53)
+        }
         assert said == {51: {"answer": "hi", "pid": 2}, 53: {"answer": "hi", "pid": 2}}
         assert waited == [False, False, False] and len(_hosts(sandbox.scratch)) == 3
     finally:
@@ -870,8 +960,7 @@ def test_a_gradings_hosts_start_side_by_side_ahead_of_its_runs_which_fork_from_t
         first = _said(sandbox, "first", "ask hi", hashseed=61, answer=lambda c, p: p)
         monkeypatch.setattr(host_class, "ready", ready)
         second = _said(sandbox, "second", "ask hi", hashseed=62, answer=lambda c, p: p)
-        assert grader.sandbox._host.hosts_unavailable() == \
-            "the host started ahead never answered"
+        assert grader.sandbox._host.hosts_unavailable() == "the host started ahead never answered"
         assert first["answer"] == second["answer"] == "hi"
         # Each in a bubblewrap of its own: the one host left is 62's, started ahead and
         # never used, which ends with the sandbox.
@@ -882,7 +971,8 @@ def test_a_gradings_hosts_start_side_by_side_ahead_of_its_runs_which_fork_from_t
 
 
 def test_a_grading_starts_a_host_for_each_of_its_hash_seeds_before_its_first_run(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Grading the reference starts one host per drawn hash seed, all before its first run
     forks and none waited for as it starts; every run forks from one of them."""
     require_namespaces()
@@ -905,9 +995,13 @@ def test_a_grading_starts_a_host_for_each_of_its_hash_seeds_before_its_first_run
 
     monkeypatch.setattr(host_class, "__init__", started)
     monkeypatch.setattr(host_class, "spawn", forked)
-    graded = grade_submission(REFERENCE, load_rubric(REFERENCE / "rubric" / "bootcamp.toml"),
-                              submission="reference", scratch=tmp_path / "scratch",
-                              wall=NamespacesWall())
+    graded = grade_submission(
+        REFERENCE,
+        load_rubric(REFERENCE / "rubric" / "bootcamp.toml"),
+        submission="reference",
+        scratch=tmp_path / "scratch",
+        wall=NamespacesWall(),
+    )
     if grader.sandbox._host.hosts_unavailable():
         _require_hosts()
     starts = [what for event, what in events if what is not None]

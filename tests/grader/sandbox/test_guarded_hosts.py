@@ -36,7 +36,10 @@ from tests.grader.sandbox._unhook import SWITCH_THE_HOOK_OFF, TRIED
 
 pytestmark = pytest.mark.slow
 
-AGENT = SWITCH_THE_HOOK_OFF + TRIED + '''
+AGENT = (
+    SWITCH_THE_HOOK_OFF
+    + TRIED
+    + '''
 import errno, gc, json, os, random, signal, sys, _thread
 import gradekit
 from pathlib import Path
@@ -121,6 +124,7 @@ def do_die(provider, arg):
     while True:
         signal.pause()
 '''
+)
 
 LIMITS = Limits(timeout_s=20)
 
@@ -156,11 +160,16 @@ def sandbox(agent: Path, folder: Path) -> Iterator[Sandbox]:
         sandbox.close()
 
 
-def _outcome(sandbox: Sandbox, task: str, *, hashseed: int = 3,
-             answer: Callable[[str, str], str | None] = lambda case, prompt: "recorded"
-             ) -> CaseOutcome:
+def _outcome(
+    sandbox: Sandbox,
+    task: str,
+    *,
+    hashseed: int = 3,
+    answer: Callable[[str, str], str | None] = lambda case, prompt: "recorded",
+) -> CaseOutcome:
     result = sandbox.within("run").run(
-        "lab.agent:run", [("c", task)], RunPlan("provider-a", hashseed, Serving(answer)))
+        "lab.agent:run", [("c", task)], RunPlan("provider-a", hashseed, Serving(answer))
+    )
     assert result.import_error is None, result.import_error
     return result.outcomes["c"]
 
@@ -196,7 +205,8 @@ def _wait(found: Callable[[], Any], seconds: float = 10) -> Any:
 
 
 def test_runs_fork_from_their_seeds_host_and_see_what_a_run_of_its_own_sees(
-        agent: Path, folder: Path, sandbox: Sandbox) -> None:
+    agent: Path, folder: Path, sandbox: Sandbox
+) -> None:
     forked = [_said(sandbox, "look refunds", hashseed=seed) for seed in (3, 4, 3)]
     alone = Sandbox(agent, folder / "alone", LIMITS, ProcessWall())  # nothing started ahead
     own = [_said(alone, "look refunds", hashseed=seed) for seed in (3, 4)]
@@ -206,17 +216,20 @@ def test_runs_fork_from_their_seeds_host_and_see_what_a_run_of_its_own_sees(
     assert forked[0]["ppid"] == forked[2]["ppid"] != forked[1]["ppid"]  # one host a seed
     assert len({run["random"] for run in (*forked, *own)}) == 5  # each run its own stream
     if os.geteuid() == 0:  # a root grader's runs: uid 65534, the host staying root
-        assert {(run["uid"], run["gid"], tuple(run["groups"])) for run in forked} == \
-            {(65534, 65534, ())}
+        assert {(run["uid"], run["gid"], tuple(run["groups"])) for run in forked} == {
+            (65534, 65534, ())
+        }
     volatile = ("ppid", "pid", "random", "parent")
     for run, other in ((forked[0], own[0]), (forked[1], own[1]), (forked[2], own[0])):
-        assert {k: v for k, v in run.items() if k not in volatile} == \
-            {k: v for k, v in other.items() if k not in volatile}
+        assert {k: v for k, v in run.items() if k not in volatile} == {
+            k: v for k, v in other.items() if k not in volatile
+        }
     assert forked[0]["hash"] != forked[1]["hash"]  # the seed is the host's, one a seed
 
 
 def test_what_a_run_changes_in_its_memory_never_reaches_the_next_run_of_its_host(
-        sandbox: Sandbox) -> None:
+    sandbox: Sandbox,
+) -> None:
     """A classmate's run after this one (a batch's workers share the zygote's hosts) forks
     from the host as it was, not as the last run left its own copy of it."""
     before = _said(sandbox, "look x")
@@ -231,7 +244,8 @@ def test_what_a_run_changes_in_its_memory_never_reaches_the_next_run_of_its_host
 
 
 def test_a_run_with_the_hook_off_reaches_none_of_its_hosts_memory_nor_traces_it(
-        sandbox: Sandbox, folder: Path) -> None:
+    sandbox: Sandbox, folder: Path
+) -> None:
     host = _said(sandbox, "look x")["ppid"]
     reached = _unhooked(sandbox, folder, "reach")
 
@@ -252,14 +266,18 @@ def test_a_run_holds_no_descriptor_of_its_host(sandbox: Sandbox) -> None:
     held = _said(sandbox, "descriptors x")
 
     assert sorted(held, key=int)[:3] == ["0", "1", "2"] and held["0"] == "/dev/null"
-    rest = {fd: what for fd, what in held.items() if fd not in ("0", "1", "2")
-            and what != "FileNotFoundError:ENOENT"}  # the listing's own, closed by then
+    rest = {
+        fd: what
+        for fd, what in held.items()
+        if fd not in ("0", "1", "2") and what != "FileNotFoundError:ENOENT"
+    }  # the listing's own, closed by then
     assert all(what.startswith("pipe:") for what in rest.values()), json.dumps(held)
     assert len(rest) == 2, held  # what it reads from the grader, and writes to it
 
 
 def test_a_run_that_dies_or_hangs_leaves_its_host_serving_the_next(
-        agent: Path, folder: Path) -> None:
+    agent: Path, folder: Path
+) -> None:
     sandbox = Sandbox(agent, folder / "scratch", Limits(timeout_s=2), ProcessWall())
     sandbox.ahead([3])
     try:
@@ -290,20 +308,21 @@ def test_closing_the_sandbox_ends_its_hosts(agent: Path, folder: Path) -> None:
     assert _wait(lambda: not any(_alive(pid) for pid in hosts)), hosts
 
 
-def test_a_submission_importing_ctypes_meets_the_same_fate_forked_or_not(
-        folder: Path) -> None:
+def test_a_submission_importing_ctypes_meets_the_same_fate_forked_or_not(folder: Path) -> None:
     """The host imported ctypes for itself, and a run of its own imports it before its
     agent (to die with the grader): either way the agent finds it imported, and its first
     use of the C library is what the hook refuses."""
     root = folder / "ctypes"
     (root / "lab").mkdir(parents=True)
     (root / "lab" / "__init__.py").write_text("")
-    (root / "lab" / "agent.py").write_text(textwrap.dedent("""
+    (root / "lab" / "agent.py").write_text(
+        textwrap.dedent("""
         import ctypes
 
         def run(provider, task):
             return str(ctypes.CDLL(None))
-    """))
+    """)
+    )
     (root / "pyproject.toml").write_text("")
     seen = []
     for way in ("forked", "alone"):
@@ -312,19 +331,28 @@ def test_a_submission_importing_ctypes_meets_the_same_fate_forked_or_not(
             sandbox.ahead([3])
         try:
             result = sandbox.within("run").run(
-                "lab.agent:run", [("c", "x")], RunPlan("provider-a", 3, Serving(
-                    lambda case, prompt: None)))
+                "lab.agent:run",
+                [("c", "x")],
+                RunPlan("provider-a", 3, Serving(lambda case, prompt: None)),
+            )
         finally:
             sandbox.close()
         outcome = result.outcomes["c"]
-        seen.append((result.import_error, outcome.status, outcome.message,
-                     [refusal.event for refusal in result.refusals]))
+        seen.append(
+            (
+                result.import_error,
+                outcome.status,
+                outcome.message,
+                [refusal.event for refusal in result.refusals],
+            )
+        )
     assert seen[0] == seen[1], seen
     assert seen[0][0] is None and seen[0][1] == "raised", seen
 
 
 def test_a_batchs_workers_fork_from_the_zygotes_hosts_and_a_dead_worker_leaves_no_run(
-        agent: Path, folder: Path) -> None:
+    agent: Path, folder: Path
+) -> None:
     """A batch behind the process guard starts its hosts in the zygote (``share_hosts``),
     before it forks the workers that use them: a worker's runs fork from them with nothing
     started ahead, and a worker killed mid-run (its budget, or a crash) leaves no run
@@ -339,8 +367,7 @@ def test_a_batchs_workers_fork_from_the_zygotes_hosts_and_a_dead_worker_leaves_n
     try:
         share_hosts(root, [9], wall="process")
         host = next(iter(grader.sandbox._host._shared.values()))._proc.pid
-        said = _said(Sandbox(agent, root / "first", LIMITS, ProcessWall()), "look x",
-                     hashseed=9)
+        said = _said(Sandbox(agent, root / "first", LIMITS, ProcessWall()), "look x", hashseed=9)
         assert (said["ppid"], said["parent"]) == (host, True)
 
         hung = folder / "hung.pid"
@@ -349,8 +376,10 @@ def test_a_batchs_workers_fork_from_the_zygotes_hosts_and_a_dead_worker_leaves_n
         if worker == 0:  # a worker of the batch: its run hangs, after saying its pid
             try:
                 Sandbox(agent, root / "worker", LIMITS, ProcessWall()).within("a").run(
-                    "lab.agent:run", [("c", f"off-hold {hung}")],
-                    RunPlan("provider-a", 9, Serving(lambda case, prompt: None)))
+                    "lab.agent:run",
+                    [("c", f"off-hold {hung}")],
+                    RunPlan("provider-a", 9, Serving(lambda case, prompt: None)),
+                )
             finally:
                 os._exit(0)
         run = int(_wait(lambda: hung.exists() and hung.read_text()) or 0)
@@ -358,8 +387,7 @@ def test_a_batchs_workers_fork_from_the_zygotes_hosts_and_a_dead_worker_leaves_n
         os.kill(worker, 9)
         os.waitpid(worker, 0)
         assert _wait(lambda: not _alive(run)), f"pid {run} outlived its worker"
-        after = _said(Sandbox(agent, root / "next", LIMITS, ProcessWall()), "look x",
-                      hashseed=9)
+        after = _said(Sandbox(agent, root / "next", LIMITS, ProcessWall()), "look x", hashseed=9)
         assert after["ppid"] == host and after["answer"] == "recorded"  # it serves on
     finally:
         grader.sandbox._host.end_shared()

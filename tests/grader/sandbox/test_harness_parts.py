@@ -22,22 +22,55 @@ MOST_COMPLEXITY = 15
 
 # The serving loop's parts: module functions by name, methods as "Class.method".
 SERVING = (
-    "host_setup", "forker", "take_descriptors", "join", "request_of", "reaped",
-    "refuse_run", "report_started", "report_end",
-    "RunHost.__init__", "RunHost.serve", "RunHost.take_request", "RunHost.watch",
-    "RunHost.unwatch_go", "RunHost.start", "RunHost.let_go", "RunHost.ended",
+    "host_setup",
+    "forker",
+    "take_descriptors",
+    "join",
+    "request_of",
+    "reaped",
+    "refuse_run",
+    "report_started",
+    "report_end",
+    "RunHost.__init__",
+    "RunHost.serve",
+    "RunHost.take_request",
+    "RunHost.watch",
+    "RunHost.unwatch_go",
+    "RunHost.start",
+    "RunHost.let_go",
+    "RunHost.ended",
     "serve_guarded",
-    "GuardedHost.__init__", "GuardedHost.start", "GuardedHost.start_run",
-    "GuardedHost.let_go", "GuardedHost.ended",
-    "serve_host", "raw_copier", "seccomp_filter", "pid1_clone",
-    "NamespacesHost.__init__", "NamespacesHost.check", "NamespacesHost.mount",
-    "NamespacesHost.copy_call", "NamespacesHost.new_pid_namespace",
-    "NamespacesHost.fork_in_own_pid_namespace", "NamespacesHost.network",
-    "NamespacesHost.walls", "NamespacesHost.mount_proc", "NamespacesHost.writable_space",
-    "NamespacesHost.mount_shown", "NamespacesHost.drop_privileges", "NamespacesHost.confine",
-    "NamespacesHost.start_run", "NamespacesHost.pid1", "NamespacesHost.trials",
-    "NamespacesHost.trial", "NamespacesHost.trial_pid1", "NamespacesHost.start",
-    "NamespacesHost.let_go", "NamespacesHost.ended", "NamespacesHost.ran",
+    "GuardedHost.__init__",
+    "GuardedHost.start",
+    "GuardedHost.start_run",
+    "GuardedHost.let_go",
+    "GuardedHost.ended",
+    "serve_host",
+    "raw_copier",
+    "seccomp_filter",
+    "pid1_clone",
+    "NamespacesHost.__init__",
+    "NamespacesHost.check",
+    "NamespacesHost.mount",
+    "NamespacesHost.copy_call",
+    "NamespacesHost.new_pid_namespace",
+    "NamespacesHost.fork_in_own_pid_namespace",
+    "NamespacesHost.network",
+    "NamespacesHost.walls",
+    "NamespacesHost.mount_proc",
+    "NamespacesHost.writable_space",
+    "NamespacesHost.mount_shown",
+    "NamespacesHost.drop_privileges",
+    "NamespacesHost.confine",
+    "NamespacesHost.start_run",
+    "NamespacesHost.pid1",
+    "NamespacesHost.trials",
+    "NamespacesHost.trial",
+    "NamespacesHost.trial_pid1",
+    "NamespacesHost.start",
+    "NamespacesHost.let_go",
+    "NamespacesHost.ended",
+    "NamespacesHost.ran",
 )
 # The one part whose product is a closure: the fork it returns.
 RETURNS_A_CLOSURE = frozenset({"forker"})
@@ -46,8 +79,16 @@ RETURNS_A_CLOSURE = frozenset({"forker"})
 # conditional expression, a comprehension and each of its ``if``s, and each operand of
 # ``and``/``or`` past the first. A function nested in a part counts toward the part, as
 # ruff counts it.
-BRANCHES = (ast.If, ast.For, ast.AsyncFor, ast.While, ast.ExceptHandler, ast.IfExp,
-            ast.comprehension, ast.match_case)
+BRANCHES = (
+    ast.If,
+    ast.For,
+    ast.AsyncFor,
+    ast.While,
+    ast.ExceptHandler,
+    ast.IfExp,
+    ast.comprehension,
+    ast.match_case,
+)
 
 Function = ast.FunctionDef | ast.AsyncFunctionDef
 
@@ -106,14 +147,15 @@ def test_each_part_of_the_serving_loop_is_short_and_simple(name: str) -> None:
 @pytest.mark.parametrize("name", sorted(set(SERVING) - RETURNS_A_CLOSURE))
 def test_no_part_of_the_serving_loop_hides_a_closure(name: str) -> None:
     part = PARTS[name]
-    nested = [node.name for node in ast.walk(part) if isinstance(node, Function)
-              and node is not part]
+    nested = [
+        node.name for node in ast.walk(part) if isinstance(node, Function) and node is not part
+    ]
 
     assert nested == [], f"{name} defines {nested}: make them parts of their own"
 
 
 def test_the_complexity_counts_as_mccabe_does() -> None:
-    source = '''
+    source = """
 def f(a, b):
     if a and b or a:
         return [x for x in a if x]
@@ -126,7 +168,7 @@ def f(a, b):
         pass
     else:
         pass
-'''
+"""
     function = ast.parse(source).body[0]
     assert isinstance(function, ast.FunctionDef)
     # 1 + if + 2 operands past the first + comprehension and its if + for + while + ifexp

@@ -35,8 +35,10 @@ from grader.sandbox._hold import (
 )
 
 V2_ONLY = "30 23 0:26 / {mount} rw,nosuid - cgroup2 cgroup2 rw\n"
-V1 = "".join(f"3{n} 23 0:3{n} / {{mount}}/{c} rw - cgroup cgroup rw,{c}\n"
-             for n, c in enumerate(("memory", "pids", "cpu")))
+V1 = "".join(
+    f"3{n} 23 0:3{n} / {{mount}}/{c} rw - cgroup cgroup rw,{c}\n"
+    for n, c in enumerate(("memory", "pids", "cpu"))
+)
 
 
 def _v2_tree(tmp_path: Path, controllers: str, enabled: str = "") -> Path:
@@ -52,8 +54,15 @@ def test_a_v2_cell_writes_the_budget_into_the_kernels_files(tmp_path: Path) -> N
     own = _v2_tree(tmp_path, "cpuset cpu io memory pids", "cpu memory pids")
     hold = CgroupV2.find(V2_ONLY.format(mount=tmp_path), "0::/user.slice/grader.service\n")
     assert isinstance(hold, CgroupV2) and hold.base == own
-    names = ("memory.max", "memory.swap.max", "memory.oom.group", "pids.max", "cpu.max",
-             "memory.events", "cgroup.procs")
+    names = (
+        "memory.max",
+        "memory.swap.max",
+        "memory.oom.group",
+        "pids.max",
+        "cpu.max",
+        "memory.events",
+        "cgroup.procs",
+    )
     original_mkdir = Path.mkdir
 
     def mkdir_with_files(self: Path, *args: object, **kwargs: object) -> None:
@@ -69,22 +78,31 @@ def test_a_v2_cell_writes_the_budget_into_the_kernels_files(tmp_path: Path) -> N
     assert folder.name.startswith(f"gradekit-{os.getpid()}-")
 
     written = {name: (folder / name).read_text() for name in names[:5]}
-    assert written == {"memory.max": str(272 << 20), "memory.swap.max": "0",
-                       "memory.oom.group": "1", "pids.max": "32", "cpu.max": "100000 100000"}
+    assert written == {
+        "memory.max": str(272 << 20),
+        "memory.swap.max": "0",
+        "memory.oom.group": "1",
+        "pids.max": "32",
+        "cpu.max": "100000 100000",
+    }
     assert cell.over() == ""
     (folder / "memory.events").write_text("low 0\nhigh 0\nmax 3\noom 1\noom_kill 1\n")
-    assert cell.over() == ("killed: it held more than its 272 MiB of host memory "
-                           "(memory_mb and disk_mb together)")
+    assert cell.over() == (
+        "killed: it held more than its 272 MiB of host memory (memory_mb and disk_mb together)"
+    )
     for name in names:
         (folder / name).unlink()  # what rmdir removes in the kernel's filesystem
     cell.close()
     assert not folder.exists()
 
 
-@pytest.mark.parametrize(("mounts", "own", "why"), [
-    ("", "0::/\n", "no cgroup v2 hierarchy"),
-    (V2_ONLY, "1:memory:/x\n", "no cgroup v2 hierarchy"),
-])
+@pytest.mark.parametrize(
+    ("mounts", "own", "why"),
+    [
+        ("", "0::/\n", "no cgroup v2 hierarchy"),
+        (V2_ONLY, "1:memory:/x\n", "no cgroup v2 hierarchy"),
+    ],
+)
 def test_no_v2_hierarchy_is_said(tmp_path: Path, mounts: str, own: str, why: str) -> None:
     assert CgroupV2.find(mounts.format(mount=tmp_path), own) == why
 
@@ -95,9 +113,7 @@ def test_a_v2_cgroup_without_memory_and_pids_is_not_a_hold(tmp_path: Path) -> No
     assert found == f"{own} has no memory and pids controllers"
 
 
-def test_v2_controllers_are_enabled_for_the_children_when_they_are_not_yet(
-    tmp_path: Path
-) -> None:
+def test_v2_controllers_are_enabled_for_the_children_when_they_are_not_yet(tmp_path: Path) -> None:
     own = _v2_tree(tmp_path, "cpu memory pids", "")
     hold = CgroupV2.find(V2_ONLY.format(mount=tmp_path), "0::/user.slice/grader.service\n")
     assert isinstance(hold, CgroupV2)
@@ -123,8 +139,9 @@ def test_the_v1_hierarchies_hold_memory_pids_and_cpu_where_writable(tmp_path: Pa
 
 def test_v1_without_a_pids_hierarchy_is_not_a_hold(tmp_path: Path) -> None:
     (tmp_path / "memory").mkdir()
-    mounts = "".join(line for line in V1.format(mount=tmp_path).splitlines(True)
-                     if not line.endswith(",pids\n"))
+    mounts = "".join(
+        line for line in V1.format(mount=tmp_path).splitlines(True) if not line.endswith(",pids\n")
+    )
     assert CgroupV1.find(mounts, "4:memory:/\n8:pids:/\n") == "no cgroup v1 pids hierarchy"
 
 
@@ -135,21 +152,26 @@ def test_the_watchdog_counts_a_process_tree_against_its_budget() -> None:
     tight = Watchdog("no cgroup here").cell(Budget(1, 10_000))
     assert tight.watch(os.getpid()).startswith("killed: it held more than its 1 MiB")
     few = Watchdog("no cgroup here").cell(Budget(1 << 20, 0))
-    assert few.watch(os.getpid()) == ("killed: it ran more than its 0 tasks (processes, "
-                                      "threads included)")
+    assert few.watch(os.getpid()) == (
+        "killed: it ran more than its 0 tasks (processes, threads included)"
+    )
 
 
 def test_this_machine_has_a_hold_and_says_which() -> None:
     hold = host_hold()
-    assert hold.description.startswith(("a cgroup per child (v2", "a cgroup per child (v1",
-                                        "a watchdog in the grader, no cgroup ("))
+    assert hold.description.startswith(
+        (
+            "a cgroup per child (v2",
+            "a cgroup per child (v1",
+            "a watchdog in the grader, no cgroup (",
+        )
+    )
 
 
 def test_a_cgroup_where_no_cell_can_be_made_or_entered_is_not_a_hold(tmp_path: Path) -> None:
     (tmp_path / "memory").mkdir()
     plain = CgroupV1([("memory", tmp_path / "memory")])  # no kernel: no cgroup.procs to join
-    assert _tried(plain) == ("a cgroup per child (v1: memory) cannot be entered "
-                             "(SubprocessError)")
+    assert _tried(plain) == ("a cgroup per child (v1: memory) cannot be entered (SubprocessError)")
     gone = CgroupV1([("memory", tmp_path / "memory"), ("pids", tmp_path / "gone")])
     why = _tried(gone)
     assert why.startswith("a cgroup per child (v1: memory, pids) cannot be set up (")
@@ -177,8 +199,7 @@ def test_cells_left_by_a_grader_that_no_longer_runs_are_swept(tmp_path: Path) ->
 
     _sweep([tmp_path, tmp_path / "missing"])
 
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
-        p.name for p in (mine, busy, other))
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(p.name for p in (mine, busy, other))
 
 
 class _OneKill(Cell):
@@ -199,19 +220,28 @@ class _OneKill(Cell):
 def test_why_the_kernel_stopped_a_child_is_read_before_its_cell_goes(tmp_path: Path) -> None:
     cell = _OneKill()
     with open(tmp_path / "out", "wb") as out, open(tmp_path / "err", "wb") as err:
-        child = Child({}, tmp_path, {}, (out, err), cell=cell,
-                      command=[sys.executable, "-c", "import os, sys; os._exit(9)"])
+        child = Child(
+            {},
+            tmp_path,
+            {},
+            (out, err),
+            cell=cell,
+            command=[sys.executable, "-c", "import os, sys; os._exit(9)"],
+        )
         code, killed = child.finish(time.monotonic() + 30)
     assert (code, killed) == (9, False)
-    assert child.stopped == "killed: it held more than its 128 MiB of host memory (memory_mb " \
+    assert (
+        child.stopped == "killed: it held more than its 128 MiB of host memory (memory_mb "
         "and disk_mb together)"
+    )
     settle_children()  # the cell goes once the child's last traces are gone
     assert cell.closed
 
 
 @pytest.mark.slow
 def test_a_child_that_cannot_be_waited_on_does_not_outlive_the_error(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     started: list[int] = []
 
     def exhausted(pid: int, flags: int = 0) -> int:  # every descriptor taken
@@ -219,10 +249,18 @@ def test_a_child_that_cannot_be_waited_on_does_not_outlive_the_error(
         raise OSError(24, "Too many open files")
 
     monkeypatch.setattr(os, "pidfd_open", exhausted)
-    with open(tmp_path / "out", "wb") as out, open(tmp_path / "err", "wb") as err, \
-            pytest.raises(OSError, match="Too many open files"):
-        Child({}, tmp_path, {}, (out, err),
-              command=[sys.executable, "-c", "import time; time.sleep(600)"])
+    with (
+        open(tmp_path / "out", "wb") as out,
+        open(tmp_path / "err", "wb") as err,
+        pytest.raises(OSError, match="Too many open files"),
+    ):
+        Child(
+            {},
+            tmp_path,
+            {},
+            (out, err),
+            command=[sys.executable, "-c", "import time; time.sleep(600)"],
+        )
     assert len(started) == 1
     with pytest.raises(ProcessLookupError):  # killed and reaped
         os.kill(started[0], 0)
@@ -230,12 +268,20 @@ def test_a_child_that_cannot_be_waited_on_does_not_outlive_the_error(
 
 # -- a grading's children take turns in one cgroup -----------------------------------------
 
-CELL_FILES = ("memory.max", "memory.swap.max", "memory.oom.group", "pids.max", "cpu.max",
-              "memory.events", "cgroup.procs")  # what the kernel puts in a new v2 cgroup
+CELL_FILES = (
+    "memory.max",
+    "memory.swap.max",
+    "memory.oom.group",
+    "pids.max",
+    "cpu.max",
+    "memory.events",
+    "cgroup.procs",
+)  # what the kernel puts in a new v2 cgroup
 
 
 def test_a_cell_handed_back_is_the_next_childs_and_counts_only_its_kills(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A kept cgroup's out-of-memory count is cumulative in the kernel: the next child is
     judged on the kills after it took the cell, never on its predecessor's."""
     close_spare_cells()  # none kept by an earlier test's real children is taken here
@@ -275,7 +321,8 @@ def test_a_cell_handed_back_is_the_next_childs_and_counts_only_its_kills(
 
 
 def test_a_forked_child_never_takes_its_parents_kept_cell(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A cell kept in a process is that process's: a child forked from it (a zygote's
     worker, say) starts with none, so two processes never take one cgroup at once."""
     close_spare_cells()  # none kept by an earlier test's real children is taken here
@@ -295,7 +342,8 @@ def test_a_forked_child_never_takes_its_parents_kept_cell(
 
 
 def test_a_cell_that_cannot_be_emptied_is_closed_not_kept(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     close_spare_cells()  # none kept by an earlier test's real children is taken here
     own = _v2_tree(tmp_path, "cpu memory pids", "cpu memory pids")
     hold = CgroupV2.find(V2_ONLY.format(mount=tmp_path), "0::/user.slice/grader.service\n")
@@ -313,18 +361,27 @@ def test_a_cell_that_cannot_be_emptied_is_closed_not_kept(
 
 @pytest.mark.slow
 def test_what_a_child_left_in_its_cell_is_killed_before_the_next_child_takes_it(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     hold = host_hold()
     if isinstance(hold, Watchdog):
         pytest.skip(f"no cgroup here: {hold.description}")
     budget = Budget.of(Limits())
     cell = hold.cell(budget)
     left = tmp_path / "left"
-    leave = ("import subprocess, sys; p = subprocess.Popen(['sleep', '600'], "
-             "start_new_session=True); open(sys.argv[1], 'w').write(str(p.pid))")
+    leave = (
+        "import subprocess, sys; p = subprocess.Popen(['sleep', '600'], "
+        "start_new_session=True); open(sys.argv[1], 'w').write(str(p.pid))"
+    )
     with open(tmp_path / "out", "wb") as out, open(tmp_path / "err", "wb") as err:
-        child = Child({}, tmp_path, {}, (out, err), cell=cell,
-                      command=[sys.executable, "-c", leave, str(left)])
+        child = Child(
+            {},
+            tmp_path,
+            {},
+            (out, err),
+            cell=cell,
+            command=[sys.executable, "-c", leave, str(left)],
+        )
         child.finish(time.monotonic() + 30)
     sleeper = int(left.read_text())
     os.kill(sleeper, 0)  # it outlived the child, in the child's cell

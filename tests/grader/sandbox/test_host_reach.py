@@ -174,8 +174,11 @@ def host_uid(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) ->
         return "the grader's"
     if request.param != "uid 65534":
         monkeypatch.setenv(ALLOW_HOST_ROOT, "1")
-        monkeypatch.setattr(_isolation, "_unprivileged_missing",
-                            lambda kit, bubblewrapped=True: "uid 65534 is kept out, in this test")
+        monkeypatch.setattr(
+            _isolation,
+            "_unprivileged_missing",
+            lambda kit, bubblewrapped=True: "uid 65534 is kept out, in this test",
+        )
     return str(request.param)
 
 
@@ -199,8 +202,10 @@ def attack(agent: Path, scratch: Path, wall: Wall, *tasks: str) -> list[dict[str
         for number, task in enumerate(tasks):
             case = task.split(" ")[0]
             result = sandbox.within(f"run-{number}").run(
-                "lab.agent:run", [(case, task)],
-                RunPlan("provider-a", 0, Serving(lambda case, prompt: prompt)))
+                "lab.agent:run",
+                [(case, task)],
+                RunPlan("provider-a", 0, Serving(lambda case, prompt: prompt)),
+            )
             outcome = result.outcomes[case]
             assert outcome.status == "returned", (outcome, result.import_error)
             assert outcome.answer is not None
@@ -214,8 +219,10 @@ def test_kernel_settings_are_read_only_in_every_run_whatever_its_uid(
     agent: Path, tmp_path: Path, started: str, host_uid: str
 ) -> None:
     require_namespaces()
-    before = {path: Path(path).read_bytes() for path in
-              ("/proc/sys/kernel/core_pattern", "/proc/sys/vm/swappiness")}
+    before = {
+        path: Path(path).read_bytes()
+        for path in ("/proc/sys/kernel/core_pattern", "/proc/sys/vm/swappiness")
+    }
 
     [said] = attack(agent, tmp_path / "scratch", NamespacesWall(), "sysctl")
     [uid] = attack(agent, tmp_path / "again", NamespacesWall(), "uid")
@@ -273,8 +280,9 @@ def test_classmates_runs_alive_at_once_never_share_a_network_namespace(
     def worker(name: str, answer: Callable[[str, str], str]) -> None:
         sandbox = Sandbox(agent, batch / name, LIMITS, NamespacesWall())
         try:
-            result = sandbox.run("lab.agent:run", [("meet", "meet")],
-                                 RunPlan("provider-a", 0, Serving(answer)))
+            result = sandbox.run(
+                "lab.agent:run", [("meet", "meet")], RunPlan("provider-a", 0, Serving(answer))
+            )
             outcome = result.outcomes["meet"]
             said.put((name, (outcome.status, outcome.answer or outcome.detail)))
         finally:
@@ -345,8 +353,11 @@ def test_emptying_the_harness_s_tables_leaves_the_hook_as_it_was(
     target = tmp_path / "outside.txt"
     sandbox = Sandbox(agent, tmp_path / "scratch", LIMITS, isolation)
     try:
-        result = sandbox.run("lab.agent:run", [("globals", f"globals {target}")],
-                             RunPlan("provider-a", 0, Serving(lambda case, prompt: prompt)))
+        result = sandbox.run(
+            "lab.agent:run",
+            [("globals", f"globals {target}")],
+            RunPlan("provider-a", 0, Serving(lambda case, prompt: prompt)),
+        )
     finally:
         sandbox.close()
 

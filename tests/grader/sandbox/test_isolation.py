@@ -60,7 +60,10 @@ def started(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> 
     if request.param == "own bubblewrap":
         monkeypatch.setattr(_host, "_unavailable", ["each run its own bubblewrap, in this test"])
 
-HOSTILE = SWITCH_THE_HOOK_OFF + '''
+
+HOSTILE = (
+    SWITCH_THE_HOOK_OFF
+    + '''
 import gc, json, os, signal, socket, subprocess, sys, _thread
 from pathlib import Path
 
@@ -235,6 +238,7 @@ def do_fill(provider, arg):
         return f"{written} MiB then {type(exc).__name__}"
     return f"{written} MiB"
 '''
+)
 
 LIMITS = Limits(timeout_s=20)
 
@@ -244,13 +248,20 @@ def hostile(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return agent_only(tmp_path_factory.mktemp("hostile"), HOSTILE)
 
 
-def attack(root: Path, task: str, scratch: Path, isolation: Wall, *,
-           answer: Callable[[str, str], str | None] = lambda case, prompt: None,
-           limits: Limits = LIMITS) -> str:
+def attack(
+    root: Path,
+    task: str,
+    scratch: Path,
+    isolation: Wall,
+    *,
+    answer: Callable[[str, str], str | None] = lambda case, prompt: None,
+    limits: Limits = LIMITS,
+) -> str:
     """Run one hostile task; return what the agent says happened."""
     case = task.split(" ")[0]
     result = Sandbox(root, scratch, limits, isolation).run(
-        "lab.agent:run", [(case, task)], RunPlan("provider-a", 0, Serving(answer)))
+        "lab.agent:run", [(case, task)], RunPlan("provider-a", 0, Serving(answer))
+    )
     outcome = result.outcomes[case]
     assert outcome.status == "returned", (outcome, result.import_error)
     assert outcome.answer is not None
@@ -271,11 +282,13 @@ def unhooked(root: Path, task: str, scratch: Path, isolation: Wall) -> RunResult
     off: the case is lost and the grading flagged, whatever the attack did meanwhile."""
     case = task.split(" ")[0]
     result = Sandbox(root, scratch, LIMITS, isolation).run(
-        "lab.agent:run", [(case, task)], RunPlan("provider-a", 0, Serving(lambda c, p: None)))
+        "lab.agent:run", [(case, task)], RunPlan("provider-a", 0, Serving(lambda c, p: None))
+    )
     assert (result.outcomes[case].status, result.outcomes[case].detail) == (
-        "crashed", "broke the grader's protocol: the harness's code was replaced")
-    assert result.tampering == (
-        f"case {case}: the agent replaced the harness's code (audit hook)",)
+        "crashed",
+        "broke the grader's protocol: the harness's code was replaced",
+    )
+    assert result.tampering == (f"case {case}: the agent replaced the harness's code (audit hook)",)
     return result
 
 
@@ -320,9 +333,7 @@ def test_the_graders_packages_take_no_planted_pth(hostile: Path, tmp_path: Path)
     assert sorted(p.name for p in site_packages.iterdir()) == before
 
 
-def test_no_process_can_be_started_and_none_outlives_the_run(
-    hostile: Path, tmp_path: Path
-) -> None:
+def test_no_process_can_be_started_and_none_outlives_the_run(hostile: Path, tmp_path: Path) -> None:
     require_namespaces()
     marker = tmp_path / "escaped"
 
@@ -336,9 +347,7 @@ def test_no_process_can_be_started_and_none_outlives_the_run(
     assert not _processes_mentioning(str(marker))
 
 
-def test_the_grader_and_its_processes_cannot_be_signalled(
-    hostile: Path, tmp_path: Path
-) -> None:
+def test_the_grader_and_its_processes_cannot_be_signalled(hostile: Path, tmp_path: Path) -> None:
     require_namespaces()
     with subprocess.Popen(["sleep", "60"]) as victim:
         try:
@@ -357,16 +366,32 @@ def test_every_socket_family_but_unix_is_refused(
         assert result.outcomes["sockets"].answer is None
         return
     made = json.loads(attack(hostile, "sockets", tmp_path / "scratch", isolation))
-    assert made == {"AF_UNIX": "made", "AF_INET": "PermissionError",
-                    "AF_INET6": "PermissionError", "AF_NETLINK": "PermissionError",
-                    "AF_PACKET": "PermissionError", "AF_VSOCK": "PermissionError"}
+    assert made == {
+        "AF_UNIX": "made",
+        "AF_INET": "PermissionError",
+        "AF_INET6": "PermissionError",
+        "AF_NETLINK": "PermissionError",
+        "AF_PACKET": "PermissionError",
+        "AF_VSOCK": "PermissionError",
+    }
 
 
 # x86_64's numbers: the attack runs on the machine the tests run on.
-_DANGEROUS = {"ptrace": 101, "personality": 135, "add_key": 248, "keyctl": 250,
-              "unshare": 272, "setns": 308, "kcmp": 312, "bpf": 321, "userfaultfd": 323,
-              "io_uring_setup": 425, "perf_event_open": 298, "process_vm_readv": 310,
-              "mount": 165}
+_DANGEROUS = {
+    "ptrace": 101,
+    "personality": 135,
+    "add_key": 248,
+    "keyctl": 250,
+    "unshare": 272,
+    "setns": 308,
+    "kcmp": 312,
+    "bpf": 321,
+    "userfaultfd": 323,
+    "io_uring_setup": 425,
+    "perf_event_open": 298,
+    "process_vm_readv": 310,
+    "mount": 165,
+}
 
 
 def test_the_calls_that_reach_the_kernel_or_other_processes_are_refused(
@@ -376,8 +401,11 @@ def test_the_calls_that_reach_the_kernel_or_other_processes_are_refused(
     if platform.machine() != "x86_64":
         pytest.skip("the attack names x86_64's system call numbers")
 
-    said = json.loads(attack(hostile, f"syscalls {json.dumps(_DANGEROUS)}",
-                             tmp_path / "scratch", NamespacesWall()))
+    said = json.loads(
+        attack(
+            hostile, f"syscalls {json.dumps(_DANGEROUS)}", tmp_path / "scratch", NamespacesWall()
+        )
+    )
 
     assert said == dict.fromkeys(_DANGEROUS, "EPERM")
 
@@ -390,9 +418,7 @@ def _host_memory_in_filesystems() -> int:
     raise AssertionError("no Shmem line in /proc/meminfo")
 
 
-def test_host_memory_from_one_child_stays_within_its_limits(
-    hostile: Path, tmp_path: Path
-) -> None:
+def test_host_memory_from_one_child_stays_within_its_limits(hostile: Path, tmp_path: Path) -> None:
     require_namespaces()
     limits = Limits(timeout_s=60, disk_mb=16, memory_mb=256)
     before = _host_memory_in_filesystems()
@@ -402,8 +428,9 @@ def test_host_memory_from_one_child_stays_within_its_limits(
         grown.append(_host_memory_in_filesystems() - before)
         return prompt
 
-    said = attack(hostile, "hoard 320", tmp_path / "scratch", NamespacesWall(), answer=answer,
-                  limits=limits)
+    said = attack(
+        hostile, "hoard 320", tmp_path / "scratch", NamespacesWall(), answer=answer, limits=limits
+    )
 
     seen = json.loads(said.removeprefix("holding "))
     held = seen["held"]
@@ -433,6 +460,7 @@ def _children_naming(text: str) -> dict[int, tuple[int, int]]:
     under = set(roots)
     while grown := {p for p, parent in parents.items() if parent in under} - under:
         under |= grown
+
     # A host's runs: only what its forks hold is a child's, not the host's own processes.
     def hosting(pid: int | None) -> bool:  # a host's interpreter, not its bubblewrap
         line = _cmdline(pid) if pid is not None else b""
@@ -440,8 +468,11 @@ def _children_naming(text: str) -> dict[int, tuple[int, int]]:
 
     hosts = {pid for pid in under if hosting(pid) and not hosting(parents.get(pid))}
     # A host's children: each run, and each run's pid 1, which only waits, holding nothing.
-    runs = {pid for pid, parent in parents.items()
-            if parent in hosts and pid in under and not _first_in_its_namespace(pid)}
+    runs = {
+        pid
+        for pid, parent in parents.items()
+        if parent in hosts and pid in under and not _first_in_its_namespace(pid)
+    }
     if hosts:
         under = set(runs)
         while grown := {p for p, parent in parents.items() if parent in under} - under:
@@ -466,20 +497,25 @@ def _cmdline(pid: int) -> bytes:
         return b""
 
 
-def test_host_tasks_from_one_child_stay_within_its_processes(
-    hostile: Path, tmp_path: Path
-) -> None:
+def test_host_tasks_from_one_child_stay_within_its_processes(hostile: Path, tmp_path: Path) -> None:
     require_namespaces()
     limits = Limits(timeout_s=60, processes=32)
     counted: list[int] = []
 
     def answer(case: str, prompt: str) -> str:
-        counted.append(sum(tasks for tasks, _ in
-                           _children_naming(str(tmp_path / "scratch")).values()))
+        counted.append(
+            sum(tasks for tasks, _ in _children_naming(str(tmp_path / "scratch")).values())
+        )
         return prompt
 
-    said = attack(hostile, "threads 3000 0", tmp_path / "scratch", NamespacesWall(),
-                  answer=answer, limits=limits)
+    said = attack(
+        hostile,
+        "threads 3000 0",
+        tmp_path / "scratch",
+        NamespacesWall(),
+        answer=answer,
+        limits=limits,
+    )
 
     started = int(said.removeprefix("started "))
     assert 0 < started < limits.processes
@@ -494,13 +530,17 @@ def test_the_watchdog_kills_a_child_past_its_tasks_where_no_cgroup_holds_it(
     limits = Limits(timeout_s=60, processes=32)
 
     result = Sandbox(hostile, tmp_path / "scratch", limits, isolation).run(
-        "lab.agent:run", [("threads", "threads 3000 5")],
-        RunPlan("provider-a", 0, Serving(lambda case, prompt: None)))
+        "lab.agent:run",
+        [("threads", "threads 3000 5")],
+        RunPlan("provider-a", 0, Serving(lambda case, prompt: None)),
+    )
 
     outcome = result.outcomes["threads"]
     stated = isolation.stated(hostile, tmp_path / "scratch")
     assert (outcome.status, outcome.detail) == (
-        "crashed", "killed: it ran more than its 32 tasks (processes, threads included)")
+        "crashed",
+        "killed: it ran more than its 32 tasks (processes, threads included)",
+    )
     assert "a watchdog in the grader" in stated
 
 
@@ -524,13 +564,15 @@ def test_a_root_grader_runs_its_children_as_an_unprivileged_host_user(
         return prompt
 
     scratch = tmp_path / "scratch"
-    assert attack(private, f"ask {scratch}", scratch, NamespacesWall(), answer=answer) \
-        == str(scratch)
+    assert attack(private, f"ask {scratch}", scratch, NamespacesWall(), answer=answer) == str(
+        scratch
+    )
 
     # the child behind bubblewrap, as the host sees it: every process of it, bwrap's too
     assert uids == {str(scratch): {65534}}
-    assert NamespacesWall().stated(private, scratch).endswith(
-        "children run as uid 65534 on the host")
+    assert (
+        NamespacesWall().stated(private, scratch).endswith("children run as uid 65534 on the host")
+    )
 
 
 def test_a_root_grader_refuses_to_run_children_as_root_unless_allowed_by_name(
@@ -561,8 +603,10 @@ def test_a_root_grader_refuses_to_run_children_as_root_unless_allowed_by_name(
     assert attack(hostile, "ask x", scratch, NamespacesWall(), answer=answer) == "x"
     assert uids == {"x": {0}}
     line = NamespacesWall().stated(hostile, scratch)
-    assert line.endswith(f"children run as root on the host ({scratch} is not searchable by "
-                         "uid 65534; allowed by --allow-host-root)")
+    assert line.endswith(
+        f"children run as root on the host ({scratch} is not searchable by "
+        "uid 65534; allowed by --allow-host-root)"
+    )
 
 
 def test_a_submission_s_own_files_are_never_looked_at_for_whom_a_child_runs_as(
@@ -616,8 +660,13 @@ def test_the_child_sees_nothing_of_the_grader_or_a_classmate(
 def test_the_writable_space_is_capped(hostile: Path, tmp_path: Path) -> None:
     require_namespaces()
 
-    said = attack(hostile, "fill", tmp_path / "scratch", NamespacesWall(),
-                  limits=Limits(timeout_s=20, disk_mb=4))
+    said = attack(
+        hostile,
+        "fill",
+        tmp_path / "scratch",
+        NamespacesWall(),
+        limits=Limits(timeout_s=20, disk_mb=4),
+    )
 
     written, _, error = said.partition(" MiB then ")
     assert int(written) <= 4 and error == "OSError"  # 4 with a run's overlay: no copy first
@@ -629,28 +678,35 @@ def test_an_honest_run_is_the_same_behind_either_wall(tmp_path: Path) -> None:
     root = tmp_path / "honest"
     (root / "lab").mkdir(parents=True)
     (root / "lab" / "__init__.py").write_text("")
-    (root / "lab" / "agent.py").write_text(textwrap.dedent("""
+    (root / "lab" / "agent.py").write_text(
+        textwrap.dedent("""
         import os, sys
 
         def run(provider, task):
             answer = provider.complete("Plan: " + task)
             return f"{answer} {sorted(os.environ)} {os.getcwd() == os.environ['HOME']}"
-    """))
+    """)
+    )
     (root / "pyproject.toml").write_text("")
     runs: dict[str, RunResult] = {}
     for wall in ("process", "namespaces"):
         runs[wall] = Sandbox(root, tmp_path / wall, LIMITS, wall_named(wall)).run(
-            "lab.agent:run", [("c", "refunds")],
-            RunPlan("provider-a", 7, Serving(lambda case, prompt: "recorded")))
+            "lab.agent:run",
+            [("c", "refunds")],
+            RunPlan("provider-a", 7, Serving(lambda case, prompt: "recorded")),
+        )
 
     first, second = (runs[w].outcomes["c"] for w in ("process", "namespaces"))
     assert first.status == "returned" and first.answer is not None
     assert (first.answer, first.answer_sha256, first.calls) == (
-        second.answer, second.answer_sha256, second.calls)
+        second.answer,
+        second.answer_sha256,
+        second.calls,
+    )
 
 
 def test_namespaces_without_bubblewrap_is_a_usage_error_that_names_the_install(
-    monkeypatch: pytest.MonkeyPatch
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("PATH", "/nonexistent")
     bubblewrap.cache_clear()
@@ -691,9 +747,11 @@ def test_a_third_wall_is_one_class(tmp_path: Path) -> None:
         (root / "lab").mkdir(parents=True)
         (root / "lab" / "__init__.py").write_text("")
         (root / "lab" / "agent.py").write_text(
-            "def run(provider, task):\n    return provider.complete(task)\n")
+            "def run(provider, task):\n    return provider.complete(task)\n"
+        )
         result = Sandbox(root, tmp_path / "scratch", LIMITS, Borrowed()).run(
-            "lab.agent:run", [("c", "hi")], RunPlan("provider-a", 0, Serving(lambda c, p: "yo")))
+            "lab.agent:run", [("c", "hi")], RunPlan("provider-a", 0, Serving(lambda c, p: "yo"))
+        )
         assert (result.outcomes["c"].status, result.outcomes["c"].answer) == ("returned", "yo")
     finally:
         WALLS.pop("borrowed")
@@ -712,7 +770,7 @@ def _processes_mentioning(text: str) -> list[int]:
     return found
 
 
-MALLORY = '''
+MALLORY = """
 
 _honest_run = run
 
@@ -731,7 +789,7 @@ def run(provider, task, tools=None):  # noqa: F811
         except OSError:
             pass
     return _honest_run(provider, task, tools)
-'''
+"""
 
 
 def test_a_submission_cannot_move_a_classmates_grade(tmp_path: Path) -> None:
@@ -745,8 +803,10 @@ def test_a_submission_cannot_move_a_classmates_grade(tmp_path: Path) -> None:
     for name in ("alice", "zoe"):
         _grade([batch / name], alone / name)
     targets = [
-        (str(batch / "zoe" / "lab" / "agent.py"), "def run(provider, task, tools=None):\n"
-                                                  "    return ''\n"),
+        (
+            str(batch / "zoe" / "lab" / "agent.py"),
+            "def run(provider, task, tools=None):\n    return ''\n",
+        ),
         (str(out / "alice" / "report.json"), "{}"),
         (str(out / "alice" / "results.json"), '{"score": 0}'),
         (str(out / "gradebook.csv"), "forged"),
@@ -758,8 +818,7 @@ def test_a_submission_cannot_move_a_classmates_grade(tmp_path: Path) -> None:
 
     for name in ("alice", "zoe"):
         for report in ("report.json", "results.json"):
-            assert (out / name / report).read_bytes() == \
-                (alone / name / name / report).read_bytes()
+            assert (out / name / report).read_bytes() == (alone / name / name / report).read_bytes()
     rows = (out / "gradebook.csv").read_text().splitlines()
     assert [row.split(",")[0] for row in rows[1:]] == ["alice", "mallory", "zoe"]
 
@@ -776,8 +835,9 @@ def test_each_report_states_its_wall_and_the_digest_does_not_depend_on_it(
         _grade([reference], tmp_path / wall, wall)
     folder = {wall: tmp_path / wall / "reference" for wall in walls}
 
-    assert (folder["process"] / "report.json").read_bytes() == \
-        (folder["namespaces"] / "report.json").read_bytes()
+    assert (folder["process"] / "report.json").read_bytes() == (
+        folder["namespaces"] / "report.json"
+    ).read_bytes()
     for wall in walls:
         stated = json.loads((folder[wall] / "results.json").read_text())["extra_data"]["isolation"]
         # the wall, then what held each child on the host, then whom it ran as
@@ -787,9 +847,23 @@ def test_each_report_states_its_wall_and_the_digest_does_not_depend_on_it(
 
 def _grade(paths: list[Path], out: Path, wall: str = "namespaces") -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "grader", "grade", *map(str, paths), "--out", str(out),
-         "--wall", wall, "--jobs", "2"],
-        capture_output=True, text=True, timeout=600, check=False,
+        [
+            sys.executable,
+            "-m",
+            "grader",
+            "grade",
+            *map(str, paths),
+            "--out",
+            str(out),
+            "--wall",
+            wall,
+            "--jobs",
+            "2",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
         cwd=Path(__file__).resolve().parents[3],
     )
     assert done.returncode == 0, done.stderr
@@ -803,14 +877,16 @@ def test_a_hanging_submission_costs_one_timeout_per_case(tmp_path: Path) -> None
     root = make_submission(tmp_path / "hangs")
     (root / "lab" / "agent.py").write_text(
         "import time\n\n\ndef run(provider, task, tools=None):\n"
-        "    while True:\n        time.sleep(1)\n")
+        "    while True:\n        time.sleep(1)\n"
+    )
     rubric_text = (REFERENCE / "rubric" / "bootcamp.toml").read_text()
     rubric_file = tmp_path / "rubric.toml"
     rubric_file.write_text(rubric_text.replace("timeout_s = 30\n", "timeout_s = 1\n"))
     scratch = tmp_path / "scratch"
 
-    evidence = grade_submission(root, load_rubric(rubric_file), submission="hangs",
-                                label="provider-a", scratch=scratch).evidence
+    evidence = grade_submission(
+        root, load_rubric(rubric_file), submission="hangs", label="provider-a", scratch=scratch
+    ).evidence
 
     runs = (evidence.primary, *evidence.others, evidence.second_set)
     assert len(evidence.others) >= 4  # one run under each other provider family's label
@@ -831,13 +907,15 @@ def test_special_files_in_a_submission_are_left_out_of_its_copy(
     (root / "lab").mkdir(parents=True)
     (root / "lab" / "__init__.py").write_text("")
     (root / "lab" / "agent.py").write_text(
-        "import os\n\n\ndef run(provider, task):\n    return ' '.join(sorted(os.listdir('.')))\n")
+        "import os\n\n\ndef run(provider, task):\n    return ' '.join(sorted(os.listdir('.')))\n"
+    )
     (root / "pyproject.toml").write_text("")
     os.mkfifo(root / "pipe")  # copying it would block forever
     (root / "link").symlink_to("/etc/hostname")
 
     result = Sandbox(root, tmp_path / "scratch", LIMITS, isolation).run(
-        "lab.agent:run", [("c", "look")], RunPlan("provider-a", 0, Serving(lambda c, p: None)))
+        "lab.agent:run", [("c", "look")], RunPlan("provider-a", 0, Serving(lambda c, p: None))
+    )
 
     assert result.outcomes["c"].answer == "lab link pyproject.toml"
 
@@ -848,20 +926,25 @@ def test_a_writer_of_time_stamped_names_gets_one_digest(tmp_path: Path) -> None:
 
     writer = make_submission(tmp_path / "submissions" / "writer")
     agent = writer / "lab" / "agent.py"
-    agent.write_text(agent.read_text() + textwrap.dedent("""
+    agent.write_text(
+        agent.read_text()
+        + textwrap.dedent("""
 
         import time as _time
         try:  # a new name on every run, outside the copy: refused, and said where
             open(f"/tmp/gradekit-attempt-{_time.time_ns()}.txt", "w").close()
         except OSError:
             pass
-    """))
+    """)
+    )
     line = len(agent.read_text().splitlines()) - 2
     for grading in ("first", "second"):
         _grade([writer], tmp_path / grading)
 
-    first, second = ((tmp_path / g / "writer" / "report.json").read_bytes()
-                     for g in ("first", "second"))
+    first, second = (
+        (tmp_path / g / "writer" / "report.json").read_bytes() for g in ("first", "second")
+    )
     assert first == second
-    assert ("sandbox refused open at import: write a file outside the submission "
-            f"(lab/agent.py:{line})") in json.loads(first)["findings"]
+    assert (
+        f"sandbox refused open at import: write a file outside the submission (lab/agent.py:{line})"
+    ) in json.loads(first)["findings"]

@@ -17,7 +17,7 @@ pytestmark = pytest.mark.slow
 LIMITS = Limits(timeout_s=60)
 TAG = sys.implementation.cache_tag
 
-AGENT = '''
+AGENT = """
 import gc, importlib, os, sys, _thread
 from pathlib import Path
 
@@ -60,7 +60,7 @@ def do_poison(arg):  # with the hook off: the laid-out copy, behind namespaces
         return "written"
     except OSError as exc:
         return type(exc).__name__
-'''
+"""
 
 
 @pytest.fixture
@@ -77,7 +77,8 @@ def submission(tmp_path: Path) -> Path:
 def _run(sandbox: Sandbox, task: str, name: str) -> str:
     case = task.split(" ")[0]
     result: RunResult = sandbox.within(name).run(
-        "lab.agent:run", [(case, task)], RunPlan("provider-a", 7, Serving(lambda c, p: None)))
+        "lab.agent:run", [(case, task)], RunPlan("provider-a", 7, Serving(lambda c, p: None))
+    )
     outcome = result.outcomes[case]
     assert outcome.status == "returned", (outcome, result.import_error, result.stderr)
     assert outcome.answer is not None
@@ -85,7 +86,8 @@ def _run(sandbox: Sandbox, task: str, name: str) -> str:
 
 
 def test_one_layout_serves_every_run_and_no_run_sees_anothers_writes(
-        submission: Path, tmp_path: Path, isolation: Wall) -> None:
+    submission: Path, tmp_path: Path, isolation: Wall
+) -> None:
     sandbox = Sandbox(submission, tmp_path / "scratch", LIMITS, isolation)
     assert _run(sandbox, "write first", "one") == "['notes.txt', 'written.txt']"
     assert _run(sandbox, "write second", "two") == "['notes.txt', 'written.txt']"
@@ -97,7 +99,8 @@ def test_one_layout_serves_every_run_and_no_run_sees_anothers_writes(
 
 
 def test_the_agents_package_is_compiled_once_and_an_edited_module_is_imported_anew(
-        submission: Path, tmp_path: Path, isolation: Wall) -> None:
+    submission: Path, tmp_path: Path, isolation: Wall
+) -> None:
     sandbox = Sandbox(submission, tmp_path / "scratch", LIMITS, isolation)
     assert _run(sandbox, "extra", "one") == "original"
     (laid,) = (tmp_path / "scratch").glob("*/submission-*/copy")
@@ -110,7 +113,8 @@ def test_the_agents_package_is_compiled_once_and_an_edited_module_is_imported_an
 
 
 def test_a_grading_sees_its_submission_as_it_was_when_its_first_run_began(
-        submission: Path, tmp_path: Path, isolation: Wall) -> None:
+    submission: Path, tmp_path: Path, isolation: Wall
+) -> None:
     sandbox = Sandbox(submission, tmp_path / "scratch", LIMITS, isolation)
     assert _run(sandbox, "extra", "one") == "original"
     (submission / "lab" / "extra.py").write_text("VALUE = 'changed'\n")
@@ -120,11 +124,13 @@ def test_a_grading_sees_its_submission_as_it_was_when_its_first_run_began(
 
 
 def test_a_module_that_warns_at_compile_time_is_left_for_the_child(
-        submission: Path, tmp_path: Path, isolation: Wall) -> None:
+    submission: Path, tmp_path: Path, isolation: Wall
+) -> None:
     (submission / "lab" / "extra.py").write_text("VALUE = 'orig' 'inal' if 1 is 1 else ''\n")
     sandbox = Sandbox(submission, tmp_path / "scratch", LIMITS, isolation)
-    result = sandbox.run("lab.agent:run", [("extra", "extra")],
-                         RunPlan("provider-a", 7, Serving(lambda c, p: None)))
+    result = sandbox.run(
+        "lab.agent:run", [("extra", "extra")], RunPlan("provider-a", 7, Serving(lambda c, p: None))
+    )
     assert result.outcomes["extra"].answer == "original"
     assert "SyntaxWarning" in result.stderr  # printed by the child, as without a layout
     (laid,) = (tmp_path / "scratch").glob("submission-*/copy")
@@ -133,14 +139,17 @@ def test_a_module_that_warns_at_compile_time_is_left_for_the_child(
 
 
 def test_behind_namespaces_the_laid_out_copy_cannot_be_poisoned_for_later_runs(
-        submission: Path, tmp_path: Path) -> None:
+    submission: Path, tmp_path: Path
+) -> None:
     from grader.sandbox import NamespacesWall
     from tests.conftest import require_namespaces
 
     require_namespaces()
     sandbox = Sandbox(submission, tmp_path / "scratch", LIMITS, NamespacesWall())
-    for target in ("/gradekit/original/lab/extra.py",
-                   f"/gradekit/original/lab/__pycache__/extra.{TAG}.pyc"):
+    for target in (
+        "/gradekit/original/lab/extra.py",
+        f"/gradekit/original/lab/__pycache__/extra.{TAG}.pyc",
+    ):
         assert _run(sandbox, f"poison {target}", "one") in ("OSError", "PermissionError")
     assert _run(sandbox, "extra", "two") == "original"
 
@@ -159,7 +168,8 @@ def _magic() -> bytes:
 
 
 def test_a_laid_out_copy_is_readable_to_every_user_and_no_link_in_it_is_followed(
-        submission: Path, tmp_path: Path) -> None:
+    submission: Path, tmp_path: Path
+) -> None:
     from grader.sandbox import LaidOut, readable
 
     outside = tmp_path / "outside.txt"
@@ -190,7 +200,8 @@ def test_a_laid_out_copy_is_readable_to_every_user_and_no_link_in_it_is_followed
 
 @pytest.mark.slow
 def test_a_copy_laid_out_ahead_is_the_one_every_run_sees_and_a_partial_one_is_not(
-        submission: Path, tmp_path: Path, isolation: Wall) -> None:
+    submission: Path, tmp_path: Path, isolation: Wall
+) -> None:
     """A batch's idle helper lays the next submission out in its scratch folder before its
     grading begins (``LAID_AHEAD``, renamed so once whole): the grading's runs use that copy
     instead of copying again. One still being laid out (another name), or a link where

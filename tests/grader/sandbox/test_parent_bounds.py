@@ -53,9 +53,11 @@ SECRET = "grader-secret-7f3a9c"  # what an outside file holds; it must never rea
 PYPROJECT = '[tool.gradekit]\nagent = "lab.agent:run"\n'
 MIB = 1024 * 1024
 WITHIN = 60.0  # seconds a parent-side read may take before the test calls it a hang
-HOSTILE = ("[click me](http://evil.example/steal) ![](http://tracker.example/pixel.gif) "
-           "<img src=x onerror=alert(1)> a | b # heading `code` &lt;b&gt; **bold** "
-           "<http://evil.example> www.evil.example mail@evil.example ~~gone~~ \\")
+HOSTILE = (
+    "[click me](http://evil.example/steal) ![](http://tracker.example/pixel.gif) "
+    "<img src=x onerror=alert(1)> a | b # heading `code` &lt;b&gt; **bold** "
+    "<http://evil.example> www.evil.example mail@evil.example ~~gone~~ \\"
+)
 
 
 # -- helpers ----------------------------------------------------------------------------
@@ -133,10 +135,13 @@ def unescape(text: str) -> str:
 
 
 def test_failures_linked_to_dev_zero_is_a_finding_not_a_memory_error(
-        root: Path, memory_ceiling: None) -> None:
+    root: Path, memory_ceiling: None
+) -> None:
     (root / "FAILURES.md").symlink_to("/dev/zero")
-    assert finish(lambda: _failures(root, None)) == (None, [
-        "FAILURES.md is a symlink: the grader follows no links, so commit the file itself"])
+    assert finish(lambda: _failures(root, None)) == (
+        None,
+        ["FAILURES.md is a symlink: the grader follows no links, so commit the file itself"],
+    )
 
 
 def test_failures_as_a_fifo_is_a_finding_and_never_blocks(root: Path) -> None:
@@ -156,8 +161,10 @@ def test_failures_linked_to_a_terminal_never_blocks(root: Path) -> None:
 
 def test_a_failure_log_larger_than_its_cap_is_a_finding(root: Path) -> None:
     sparse(root / "FAILURES.md", 256 * 1024 + 1)
-    assert _failures(root, None) == (None, [
-        "FAILURES.md is larger than 256 KiB, the most the grader reads: make it smaller"])
+    assert _failures(root, None) == (
+        None,
+        ["FAILURES.md is larger than 256 KiB, the most the grader reads: make it smaller"],
+    )
 
 
 # -- submission files: cassettes and fixtures ---------------------------------------------
@@ -168,8 +175,10 @@ def test_a_cassette_linked_outside_is_refused_and_never_served(root: Path) -> No
     (root / "cassettes" / "one.json").symlink_to(root.parent / "outside" / "one.json")
     read = _cassettes(root, "cassettes", CASES)
     assert read.by_case == {}
-    assert read.problems == {"one": "cassettes/one.json is a symlink: the grader follows no "
-                             "links, so commit the file itself"}
+    assert read.problems == {
+        "one": "cassettes/one.json is a symlink: the grader follows no "
+        "links, so commit the file itself"
+    }
 
 
 @pytest.mark.parametrize("target", ["outside", "/etc"])
@@ -182,7 +191,8 @@ def test_a_linked_folder_on_the_path_is_refused(root: Path, target: str) -> None
     findings = [*read.problems.values(), *found]
     assert findings == [
         f"{folder} (on the path {folder}/one.json) is a symlink: the grader follows no links, "
-        "so commit the folder itself" for folder in ("cassettes", "fixtures")
+        "so commit the folder itself"
+        for folder in ("cassettes", "fixtures")
     ]
     assert SECRET not in " ".join(findings)
 
@@ -192,20 +202,23 @@ def test_a_recording_larger_than_its_cap_is_a_finding(root: Path, folder: str) -
     sparse(root / folder / "one.json", 16 * MIB + 1)
     read, findings = _read(root, folder)
     assert read == {}
-    assert findings == [f"{folder}/one.json is larger than 16 MiB, the most the grader reads: "
-                        "make it smaller"]
+    assert findings == [
+        f"{folder}/one.json is larger than 16 MiB, the most the grader reads: make it smaller"
+    ]
 
 
 @pytest.mark.parametrize("data", [b"[" * 100_000, b'{"k": ' + b"1" * 5000 + b"}"])
 @pytest.mark.parametrize("folder", ["cassettes", "fixtures"])
 def test_a_recording_json_cannot_decode_is_a_finding_not_a_crash(
-        root: Path, folder: str, data: bytes) -> None:
+    root: Path, folder: str, data: bytes
+) -> None:
     (root / folder).mkdir()
     (root / folder / "one.json").write_bytes(data)
     read, findings = _read(root, folder)
     assert read == {}
     assert len(findings) == 1 and findings[0].startswith(
-        f"{folder}/one.json cannot be used: {folder}/one.json: not valid JSON (")
+        f"{folder}/one.json cannot be used: {folder}/one.json: not valid JSON ("
+    )
     assert f"`git checkout -- {folder}/one.json`" in findings[0]
 
 
@@ -224,13 +237,15 @@ def test_a_missing_cassette_still_says_to_record_it(root: Path) -> None:
     assert list(read.problems.values()) == [
         "cassettes/one.json is missing: if `git status` lists it, commit it (`git add "
         "cassettes/one.json`); otherwise record it with `make record ARGS='--case one'` and "
-        "commit it"]
+        "commit it"
+    ]
 
 
 def test_a_linked_second_cassette_folder_is_refused(root: Path) -> None:
     (root / "c2").symlink_to(root.parent / "outside")
-    manifest = Manifest(root=root, agent="lab.agent:run", stretch=("two-providers",),
-                        second_cassettes="c2")
+    manifest = Manifest(
+        root=root, agent="lab.agent:run", stretch=("two-providers",), second_cassettes="c2"
+    )
     rubric = load_rubric(REFERENCE / "rubric" / "bootcamp.toml")
     ran: list[str] = []
 
@@ -251,8 +266,9 @@ def test_a_linked_pyproject_is_a_manifest_error(root: Path) -> None:
     (root / "pyproject.toml").symlink_to(root.parent / "outside" / "pyproject.toml")
     with pytest.raises(ManifestError) as caught:
         load_manifest(root)
-    assert str(caught.value) == ("pyproject.toml is a symlink: the grader follows no links, "
-                                 "so commit the file itself")
+    assert str(caught.value) == (
+        "pyproject.toml is a symlink: the grader follows no links, so commit the file itself"
+    )
 
 
 def test_a_pyproject_fifo_is_a_manifest_error_and_never_blocks(root: Path) -> None:
@@ -268,7 +284,7 @@ def test_a_pyproject_larger_than_its_cap_is_a_manifest_error(root: Path) -> None
 
 
 def test_a_pyproject_that_is_not_utf8_is_a_manifest_error(root: Path) -> None:
-    (root / "pyproject.toml").write_bytes(b"[tool.gradekit]\nagent = \"\xff\"\n")
+    (root / "pyproject.toml").write_bytes(b'[tool.gradekit]\nagent = "\xff"\n')
     with pytest.raises(ManifestError, match="not UTF-8"):
         load_manifest(root)
 
@@ -276,20 +292,35 @@ def test_a_pyproject_that_is_not_utf8_is_a_manifest_error(root: Path) -> None:
 def test_a_change_log_entry_through_a_link_does_not_match(root: Path) -> None:
     outside = root.parent / "outside" / "one.json"
     (root / "linked").symlink_to(outside.parent)
-    append_change(root / "DATASET_CHANGES.md", date="2026-11-29", case="one", kind="cassette",
-                  changed_keys=["k"], reason="r", digests={"linked/one.json": digest_file(outside)})
+    append_change(
+        root / "DATASET_CHANGES.md",
+        date="2026-11-29",
+        case="one",
+        kind="cassette",
+        changed_keys=["k"],
+        reason="r",
+        digests={"linked/one.json": digest_file(outside)},
+    )
     problem = _rerecording_problem(root, Manifest(root, "lab.agent:run", fixtures="linked"))
     assert problem is not None and "no DATASET_CHANGES.md entry's digests match" in problem
 
 
 def test_a_linked_change_log_cannot_be_read(root: Path) -> None:
     log = root.parent / "outside" / "DATASET_CHANGES.md"
-    append_change(log, date="2026-11-29", case="one", kind="cassette", changed_keys=["k"],
-                  reason="r", digests={"cassettes/one.json": "ab" * 32})
+    append_change(
+        log,
+        date="2026-11-29",
+        case="one",
+        kind="cassette",
+        changed_keys=["k"],
+        reason="r",
+        digests={"cassettes/one.json": "ab" * 32},
+    )
     (root / "DATASET_CHANGES.md").symlink_to(log)
     assert _rerecording_problem(root, Manifest(root, "lab.agent:run")) == (
         "DATASET_CHANGES.md cannot be read: DATASET_CHANGES.md is a symlink: the grader "
-        "follows no links, so commit the file itself")
+        "follows no links, so commit the file itself"
+    )
 
 
 def test_inputs_leave_out_what_cannot_be_read_safely(root: Path) -> None:
@@ -333,19 +364,24 @@ def test_the_path_walk_without_openat_refuses_the_same(root: Path) -> None:
     (root / "linked").symlink_to(root / "real")
     (root / "file-link").symlink_to(root / "real" / "file")
     os.mkfifo(root / "fifo")
-    refused = {"linked/file": "linked (on the path linked/file) is a symlink",
-               "file-link": "file-link is a symlink", "fifo": "fifo is not a regular file",
-               "real/file/x": "real/file (on the path real/file/x) is a file, not a folder",
-               "real": "real is not a regular file (it is a folder)",
-               "nothing/x": "nothing/x is missing"}
+    refused = {
+        "linked/file": "linked (on the path linked/file) is a symlink",
+        "file-link": "file-link is a symlink",
+        "fifo": "fifo is not a regular file",
+        "real/file/x": "real/file (on the path real/file/x) is a file, not a folder",
+        "real": "real is not a regular file (it is a folder)",
+        "nothing/x": "nothing/x is missing",
+    }
     for opener in (_open_at, _open_by_path):  # the second is what Windows runs
         fd = opener(root, "real/file", ("real", "file"))
         assert os.read(fd, 10) == b"ok"
         os.close(fd)
         for relative, message in refused.items():
             with pytest.raises(SubmissionFileError, match=re.escape(message)):
-                finish(functools.partial(opener, root, relative, tuple(relative.split("/"))),
-                       fifo=root / "fifo")
+                finish(
+                    functools.partial(opener, root, relative, tuple(relative.split("/"))),
+                    fifo=root / "fifo",
+                )
 
 
 # -- reports: student text is inert and bounded -------------------------------------------
@@ -357,18 +393,33 @@ def hostile_report(detail: str = HOSTILE, findings: tuple[str, ...] = (HOSTILE,)
         CheckResult(HOSTILE, False, Decimal("0.00"), Decimal("5.00"), detail),
         CheckResult("fine", True, Decimal("5.00"), Decimal("5.00"), "ok"),
     )
-    criterion = CriterionResult("stretch_goal", "Stretch goal", Decimal("5.00"),
-                                Decimal("10.00"), checks, advice=(f"Complete these: {HOSTILE}",))
-    return Report(submission=HOSTILE, rubric_id="lab", rubric_version=1, rubric_sha256="ab" * 32,
-                  inputs={}, criteria=(criterion,), findings=findings)
+    criterion = CriterionResult(
+        "stretch_goal",
+        "Stretch goal",
+        Decimal("5.00"),
+        Decimal("10.00"),
+        checks,
+        advice=(f"Complete these: {HOSTILE}",),
+    )
+    return Report(
+        submission=HOSTILE,
+        rubric_id="lab",
+        rubric_version=1,
+        rubric_sha256="ab" * 32,
+        inputs={},
+        criteria=(criterion,),
+        findings=findings,
+    )
 
 
 def test_markup_in_student_text_renders_inert_in_report_md() -> None:
-    escaped = ("\\[click me\\](http\\://evil\\.example/steal) "
-               "\\!\\[\\](http\\://tracker\\.example/pixel\\.gif) "
-               "\\<img src=x onerror=alert(1)\\> a \\| b \\# heading `code` "
-               "\\&lt;b\\&gt; \\*\\*bold\\*\\* \\<http\\://evil\\.example\\> "
-               "www\\.evil\\.example mail`@`evil\\.example \\~\\~gone\\~\\~ \\\\")
+    escaped = (
+        "\\[click me\\](http\\://evil\\.example/steal) "
+        "\\!\\[\\](http\\://tracker\\.example/pixel\\.gif) "
+        "\\<img src=x onerror=alert(1)\\> a \\| b \\# heading `code` "
+        "\\&lt;b\\&gt; \\*\\*bold\\*\\* \\<http\\://evil\\.example\\> "
+        "www\\.evil\\.example mail`@`evil\\.example \\~\\~gone\\~\\~ \\\\"
+    )
     assert live(escaped) == [] and unescape(escaped) == HOSTILE.replace("`", "")
     lines = render_markdown(hostile_report()).splitlines()
     assert [line for line in lines if "click me" in line] == [
@@ -394,8 +445,11 @@ def test_gradescope_tests_are_plain_text_and_its_summary_is_escaped() -> None:
 def test_control_characters_are_shown_not_sent_to_a_terminal() -> None:
     sneaky = "ok\x1b[2J\x1b]8;;http://evil.example\x07link\u202egnp.exe\x00"
     report = hostile_report(detail=sneaky, findings=(sneaky,))
-    for output in (render_markdown(report).encode(), render_gradescope(report, "d" * 64),
-                   render_report_json(report)):
+    for output in (
+        render_markdown(report).encode(),
+        render_gradescope(report, "d" * 64),
+        render_report_json(report),
+    ):
         assert not re.search(rb"\x1b|\x07|\x00|\xe2\x80\xae", output)
         assert b"x1b" in output and b"u202e" in output
 
@@ -413,10 +467,12 @@ def test_a_megabyte_detail_is_cut_with_a_marker() -> None:
     document = json.loads(render_report_json(report))
     assert len(text) < 20_000 and len(render_gradescope(report, "d" * 64)) < 40_000
     lost = text.split("(0.00 / 5.00): ", 1)[1].splitlines()[0]
-    for shown, char in ((unescape(lost), "x"),
-                        (gradescope["tests"][0]["output"].split("\n")[0], "x"),
-                        (document["criteria"][0]["checks"][0]["detail"], "x"),
-                        (document["findings"][0], "y")):
+    for shown, char in (
+        (unescape(lost), "x"),
+        (gradescope["tests"][0]["output"].split("\n")[0], "x"),
+        (document["criteria"][0]["checks"][0]["detail"], "x"),
+        (document["findings"][0], "y"),
+    ):
         marker = re.fullmatch(rf"({char}+)… \[cut: (\d+) more characters\]", shown)
         assert marker is not None, shown[-80:]
         assert len(marker[1]) + int(marker[2]) == 1_000_000
@@ -427,10 +483,10 @@ def test_five_hundred_findings_show_fifty_and_a_count() -> None:
     text = render_markdown(hostile_report(findings=findings))
     listed = text.split("## Findings\n\n", 1)[1].split("\n\n", 1)[0].splitlines()
     assert listed[:50] == [f"- finding number {n}" for n in range(50)]
-    assert listed[50:] == ["- … and 450 more findings: fix the ones above first; report.json "
-                           "lists them all"]
-    assert len(json.loads(render_report_json(hostile_report(findings=findings)))["findings"]) \
-        == 500
+    assert listed[50:] == [
+        "- … and 450 more findings: fix the ones above first; report.json lists them all"
+    ]
+    assert len(json.loads(render_report_json(hostile_report(findings=findings)))["findings"]) == 500
 
 
 # -- end to end: one hostile submission through grade_submission --------------------------
@@ -438,36 +494,53 @@ def test_five_hundred_findings_show_fifty_and_a_count() -> None:
 
 @pytest.mark.slow
 def test_a_hostile_submission_is_graded_promptly_and_leaks_nothing(
-        tmp_path: Path, memory_ceiling: None) -> None:
+    tmp_path: Path, memory_ceiling: None
+) -> None:
     submission = make_submission(tmp_path / "mallory")
     outside = tmp_path / "outside.json"
     cassette = submission / "cassettes" / "refund-policy.json"
-    outside.write_text(cassette.read_text("utf-8").replace('"response": "', f'"response": '
-                                                            f'"{SECRET} ', 1), "utf-8")
+    outside.write_text(
+        cassette.read_text("utf-8").replace('"response": "', f'"response": "{SECRET} ', 1), "utf-8"
+    )
     cassette.unlink()
     cassette.symlink_to(outside)
     (submission / "FAILURES.md").unlink()
     (submission / "FAILURES.md").symlink_to("/dev/zero")
     pyproject = submission / "pyproject.toml"
-    pyproject.write_text(pyproject.read_text("utf-8").replace(
-        'stretch = ["two-providers"]', 'stretch = ["[pwned](http://evil.example) <img src=x>"]'),
-        encoding="utf-8")
+    pyproject.write_text(
+        pyproject.read_text("utf-8").replace(
+            'stretch = ["two-providers"]', 'stretch = ["[pwned](http://evil.example) <img src=x>"]'
+        ),
+        encoding="utf-8",
+    )
     rubric = load_rubric(REFERENCE / "rubric" / "bootcamp.toml")
-    graded = finish(lambda: grade_submission(submission, rubric, submission="mallory",
-                                             label="provider-a", scratch=tmp_path / "scratch"),
-                    within=600)
+    graded = finish(
+        lambda: grade_submission(
+            submission,
+            rubric,
+            submission="mallory",
+            label="provider-a",
+            scratch=tmp_path / "scratch",
+        ),
+        within=600,
+    )
     report = graded.report
-    assert "cassettes/refund-policy.json is a symlink: the grader follows no links, so commit " \
-           "the file itself" in report.findings
-    assert "FAILURES.md is a symlink: the grader follows no links, so commit the file itself" \
+    assert (
+        "cassettes/refund-policy.json is a symlink: the grader follows no links, so commit "
+        "the file itself" in report.findings
+    )
+    assert (
+        "FAILURES.md is a symlink: the grader follows no links, so commit the file itself"
         in report.findings
+    )
     assert "FAILURES.md" not in report.inputs
     assert "cassettes/refund-policy.json" not in report.inputs
     text = render_markdown(report)
     goal = "\\[pwned\\](http\\://evil\\.example) \\<img src=x\\>"  # the escaped id
     assert live(goal) == []
-    assert f"- {goal} (0.00 / 10.00): unknown stretch goal '{goal}'; known: rerecord-review, " \
-           "tool-fixtures, cut-point, two-providers" in text.splitlines()
-    for output in (text.encode(), render_gradescope(report, "d" * 64),
-                   render_report_json(report)):
+    assert (
+        f"- {goal} (0.00 / 10.00): unknown stretch goal '{goal}'; known: rerecord-review, "
+        "tool-fixtures, cut-point, two-providers" in text.splitlines()
+    )
+    for output in (text.encode(), render_gradescope(report, "d" * 64), render_report_json(report)):
         assert SECRET.encode() not in output

@@ -17,8 +17,9 @@ import pytest
 
 from grader.sandbox import interpreter_parts, readable_copy
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0,
-                                reason="only a root grader makes readable copies (CI is root)")
+pytestmark = pytest.mark.skipif(
+    os.geteuid() != 0, reason="only a root grader makes readable copies (CI is root)"
+)
 
 
 @pytest.fixture
@@ -26,8 +27,14 @@ def prefix(tmp_path: Path) -> Path:
     """A private interpreter prefix: a binary, its shared library (and a link to it), a
     standard library with packages and a test suite, and a private file among them."""
     top = tmp_path / "home" / "prefix"
-    for folder in ("bin", "lib/python3.11/json", "lib/python3.11/site-packages/big",
-                   "lib/python3.11/test", "include", "share"):
+    for folder in (
+        "bin",
+        "lib/python3.11/json",
+        "lib/python3.11/site-packages/big",
+        "lib/python3.11/test",
+        "include",
+        "share",
+    ):
         (top / folder).mkdir(parents=True)
     (top / "bin" / "python3.11").write_bytes(b"\x7fELF binary")
     (top / "bin" / "python3.11").chmod(0o755)
@@ -53,19 +60,33 @@ def _tree(top: Path) -> list[str]:
 def test_an_interpreter_s_copy_holds_what_a_child_needs_and_nothing_private(
     prefix: Path, tmp_path: Path
 ) -> None:
-    copy = Path(readable_copy(str(prefix),
-                              interpreter_parts(str(prefix / "bin" / "python3.11"), "3.11"),
-                              cache=str(tmp_path / "cache")))
+    copy = Path(
+        readable_copy(
+            str(prefix),
+            interpreter_parts(str(prefix / "bin" / "python3.11"), "3.11"),
+            cache=str(tmp_path / "cache"),
+        )
+    )
 
-    assert _tree(copy) == ["bin", "bin/python3.11", "lib", "lib/libpython3.11.so",
-                           "lib/libpython3.11.so.1.0", "lib/python3.11",
-                           "lib/python3.11/alias", "lib/python3.11/json",
-                           "lib/python3.11/json/__init__.py", "lib/python3.11/os.py"]
+    assert _tree(copy) == [
+        "bin",
+        "bin/python3.11",
+        "lib",
+        "lib/libpython3.11.so",
+        "lib/libpython3.11.so.1.0",
+        "lib/python3.11",
+        "lib/python3.11/alias",
+        "lib/python3.11/json",
+        "lib/python3.11/json/__init__.py",
+        "lib/python3.11/os.py",
+    ]
     assert os.readlink(copy / "lib" / "libpython3.11.so") == "libpython3.11.so.1.0"
     assert os.readlink(copy / "lib" / "python3.11" / "alias") == "json"  # a link, not walked
     # hard links: the same file, nothing copied, and it is root's still
-    assert os.stat(copy / "lib" / "python3.11" / "os.py").st_ino == \
-        os.stat(prefix / "lib" / "python3.11" / "os.py").st_ino
+    assert (
+        os.stat(copy / "lib" / "python3.11" / "os.py").st_ino
+        == os.stat(prefix / "lib" / "python3.11" / "os.py").st_ino
+    )
     for path in (copy, *copy.rglob("*")):
         mode = path.lstat().st_mode
         if stat.S_ISDIR(mode):
@@ -78,19 +99,21 @@ def test_the_packages_the_grader_runs_from_are_kept_under_a_prefix(
     prefix: Path, tmp_path: Path
 ) -> None:
     """A grader without a virtual environment imports from the prefix's own site-packages."""
-    copy = Path(readable_copy(
-        str(prefix), interpreter_parts(str(prefix / "bin" / "python3.11"), "3.11",
-                                       ("lib/python3.11/site-packages",)),
-        cache=str(tmp_path / "cache")))
+    copy = Path(
+        readable_copy(
+            str(prefix),
+            interpreter_parts(
+                str(prefix / "bin" / "python3.11"), "3.11", ("lib/python3.11/site-packages",)
+            ),
+            cache=str(tmp_path / "cache"),
+        )
+    )
 
-    assert (copy / "lib" / "python3.11" / "site-packages" / "big" / "x.py").read_text() \
-        == "# big\n"
+    assert (copy / "lib" / "python3.11" / "site-packages" / "big" / "x.py").read_text() == "# big\n"
     assert not (copy / "lib" / "python3.11" / "test").exists()
 
 
-def test_a_copy_is_made_once_and_anew_when_its_tree_changes(
-    prefix: Path, tmp_path: Path
-) -> None:
+def test_a_copy_is_made_once_and_anew_when_its_tree_changes(prefix: Path, tmp_path: Path) -> None:
     cache = str(tmp_path / "cache")
     first = readable_copy(str(prefix), cache=cache)
     assert readable_copy(str(prefix), cache=cache) == first
@@ -104,14 +127,13 @@ def test_a_copy_is_made_once_and_anew_when_its_tree_changes(
     assert sorted(os.listdir(cache)) == sorted(os.path.basename(c) for c in (first, second))
 
 
-def test_graders_making_one_copy_at_once_each_get_a_whole_one(
-    prefix: Path, tmp_path: Path
-) -> None:
+def test_graders_making_one_copy_at_once_each_get_a_whole_one(prefix: Path, tmp_path: Path) -> None:
     cache = str(tmp_path / "cache")
     made: list[str] = []
-    threads = [threading.Thread(target=lambda: made.append(readable_copy(str(prefix),
-                                                                         cache=cache)))
-               for _ in range(4)]
+    threads = [
+        threading.Thread(target=lambda: made.append(readable_copy(str(prefix), cache=cache)))
+        for _ in range(4)
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -142,7 +164,9 @@ def test_a_refusal_under_tmpdir_says_to_change_tmpdir(monkeypatch: pytest.Monkey
         "submission code would run as root on the host: /root/tmp/gradekit-kit-x/harness.pyc "
         "is not readable to uid 65534. Set TMPDIR to a folder every user can pass through "
         "(mode 0711), or unset it, or grade as another user; to run the children as root "
-        "anyway, allow it by name: pass --allow-host-root")
+        "anyway, allow it by name: pass --allow-host-root"
+    )
     monkeypatch.setenv("TMPDIR", "/root/tmpx")  # another folder: not its fault
     assert "Make it readable and searchable by uid 65534, or grade" in host_root_refusal(
-        "/root/tmp/gradekit-kit-x/harness.pyc is not readable to uid 65534")
+        "/root/tmp/gradekit-kit-x/harness.pyc is not readable to uid 65534"
+    )

@@ -389,7 +389,8 @@ def run(zoo: Path, tmp_path: Path, isolation: Wall) -> Run:
         cases = [(task.split(" ")[0], task) for task in tasks]
         serving = Serving(answer=lambda case, prompt: answers.get(prompt.strip()))
         return Sandbox(root, tmp_path / "scratch", limits, isolation).run(
-            "lab.agent:run", cases, RunPlan(label, hashseed, serving))
+            "lab.agent:run", cases, RunPlan(label, hashseed, serving)
+        )
 
     return run
 
@@ -404,15 +405,17 @@ def test_a_well_behaved_agent_returns_its_answer_with_calls_and_trace(run: Run) 
         "str",
     )
     # The first record was in the trace when the second call was answered.
-    assert outcome.calls == (Served(keys[0], True, head="Plan: refunds"),
-                             Served(keys[1], True, trace_lines=1,
-                                    head="Answer: 1. read the policy"))
+    assert outcome.calls == (
+        Served(keys[0], True, head="Plan: refunds"),
+        Served(keys[1], True, trace_lines=1, head="Answer: 1. read the policy"),
+    )
     assert outcome.trace == tuple(TraceRecord(key, "provider-a", 0.5, True) for key in keys)
     assert (outcome.trace_error, outcome.exception, outcome.miss_escaped) == (None, None, False)
 
 
 def test_a_sandbox_counts_the_children_its_runs_start_within_it_too(
-        zoo: Path, tmp_path: Path, isolation: Wall) -> None:
+    zoo: Path, tmp_path: Path, isolation: Wall
+) -> None:
     """What a grade costs is counted where it is spent: a run of two cases is one child, a
     case that times out costs a fresh child for the cases after it, and the runs of a
     sandbox ``within`` another count in the same place."""
@@ -447,8 +450,10 @@ def test_the_reference_agent_replays_its_real_cassette(tmp_path: Path) -> None:
         return (True, recorded[key].response) if key in recorded else (False, None)
 
     result = Sandbox(root, tmp_path / "scratch", LIMITS).run(
-        "lab.agent:run", [(case.id, case.task)],
-        RunPlan("provider-a", 1, Serving(answer=serve, tools=serve_tool)))
+        "lab.agent:run",
+        [(case.id, case.task)],
+        RunPlan("provider-a", 1, Serving(answer=serve, tools=serve_tool)),
+    )
 
     outcome = result.outcomes[case.id]
     expected = reference_run(replay, case.task, ToolReplay(fixture))
@@ -463,8 +468,9 @@ def test_the_reference_agent_replays_its_real_cassette(tmp_path: Path) -> None:
 def test_a_run_plan_takes_only_a_hash_seed_python_takes() -> None:
     assert RunPlan("provider-a", 2**32 - 1, NO_ANSWERS).hashseed == 2**32 - 1
     for seed in (-1, 2**32):
-        with pytest.raises(ValueError, match=f"hashseed must be between 0 and 4294967295, got "
-                           f"{seed}"):
+        with pytest.raises(
+            ValueError, match=f"hashseed must be between 0 and 4294967295, got {seed}"
+        ):
             RunPlan("provider-a", seed, NO_ANSWERS)
 
 
@@ -495,8 +501,9 @@ def test_a_miss_raises_the_submissions_own_cassette_miss(run: Run) -> None:
 
     miss = result.outcomes["miss"]
     assert (miss.status, miss.exception, miss.miss_escaped) == ("raised", "CassetteMiss", True)
-    assert miss.calls == (Served(prompt_key("never recorded"), False, asked="never recorded",
-                                 head="never recorded"),)
+    assert miss.calls == (
+        Served(prompt_key("never recorded"), False, asked="never recorded", head="never recorded"),
+    )
     assert result.outcomes["miss_own_class"].answer == "lab.CassetteMiss"
 
 
@@ -514,11 +521,11 @@ def test_a_miss_built_from_the_kits_lab_carries_its_fields(tmp_path: Path) -> No
     """
     write_submission(root, {"miss_agent.py": agent})
     result = Sandbox(root, tmp_path / "scratch", LIMITS).run(
-        "miss_agent:run", [("refunds", "")], RunPlan("provider-a", 0, NO_ANSWERS))
+        "miss_agent:run", [("refunds", "")], RunPlan("provider-a", 0, NO_ANSWERS)
+    )
     key = prompt_key("never recorded")
     # The fields the kit's Replay gives its miss: the cassette is the file's path.
-    assert result.outcomes["refunds"].answer == \
-        f"{key} '  never recorded ' cassettes/refunds.json"
+    assert result.outcomes["refunds"].answer == f"{key} '  never recorded ' cassettes/refunds.json"
 
 
 @pytest.mark.parametrize(
@@ -556,15 +563,17 @@ def test_a_swallowed_miss_is_a_return(
         returned_type,
     )
     assert (outcome.exception, outcome.miss_escaped) == (None, False)
-    assert outcome.calls == (Served(prompt_key("never recorded"), False,
-                                    asked="never recorded", head="never recorded"),)
+    assert outcome.calls == (
+        Served(prompt_key("never recorded"), False, asked="never recorded", head="never recorded"),
+    )
 
 
 def test_a_submission_without_cassette_miss_gets_the_harness_one(tmp_path: Path) -> None:
     agent = "def run(provider, task):\n    return provider.complete('never recorded')\n"
     root = write_submission(tmp_path / "bare", {"lab/__init__.py": "", "lab/agent.py": agent})
     result = Sandbox(root, tmp_path / "scratch", LIMITS).run(
-        "lab.agent:run", [("refunds", "")], RunPlan("provider-a", 0, NO_ANSWERS))
+        "lab.agent:run", [("refunds", "")], RunPlan("provider-a", 0, NO_ANSWERS)
+    )
     outcome = result.outcomes["refunds"]
     assert (outcome.status, outcome.exception, outcome.miss_escaped) == (
         "raised",
@@ -594,8 +603,11 @@ def test_a_flood_of_messages_still_times_out(run: Run) -> None:
 
     assert result.outcomes["flood"].status == "timeout"
     assert result.refusals == (
-        Refusal("flood", "socket.getaddrinfo",
-                "resolve a host name (" + at('getaddrinfo("localhost", 80)') + ")"),
+        Refusal(
+            "flood",
+            "socket.getaddrinfo",
+            "resolve a host name (" + at('getaddrinfo("localhost", 80)') + ")",
+        ),
         Refusal("flood", "socket.getaddrinfo", "resolve a host name"),  # the made-up ones
     )
 
@@ -647,8 +659,9 @@ def test_a_connection_to_a_live_loopback_server_is_refused(run: Run) -> None:
     outcome = result.outcomes["connect"]
     assert (outcome.status, outcome.exception) == ("raised", "PermissionError")
     assert result.refusals == (
-        Refusal("connect", "socket.__new__",
-                "open a network socket (" + at("socket.socket()") + ")"),
+        Refusal(
+            "connect", "socket.__new__", "open a network socket (" + at("socket.socket()") + ")"
+        ),
     )
 
 
@@ -657,8 +670,11 @@ def test_a_host_name_lookup_is_refused(run: Run) -> None:
 
     assert result.outcomes["resolve"].exception == "PermissionError"
     assert result.refusals == (
-        Refusal("resolve", "socket.getaddrinfo",
-                "resolve a host name (" + at('return str(socket.getaddrinfo') + ")"),
+        Refusal(
+            "resolve",
+            "socket.getaddrinfo",
+            "resolve a host name (" + at("return str(socket.getaddrinfo") + ")",
+        ),
     )
 
 
@@ -678,8 +694,11 @@ def test_signalling_the_grader_is_refused(run: Run) -> None:
 
     assert result.outcomes["signal_parent"].exception == "PermissionError"
     assert result.refusals == (
-        Refusal("signal_parent", "os.kill",
-                "signal another process (" + at("os.getppid() or 1, 0") + ")"),
+        Refusal(
+            "signal_parent",
+            "os.kill",
+            "signal another process (" + at("os.getppid() or 1, 0") + ")",
+        ),
     )
 
 
@@ -707,14 +726,26 @@ def test_writing_outside_the_copy_is_refused(run: Run, tmp_path: Path) -> None:
     assert {o.exception for o in result.outcomes.values()} == {"PermissionError"}
     assert sorted(p.name for p in grades.iterdir()) == ["keep.json"]
     assert result.refusals == (
-        Refusal("write_outside", "open",
-                "write a file outside the submission (" + at('with open(arg, "w")') + ")"),
-        Refusal("mkdir_outside", "os.mkdir",
-                "create a folder outside the submission (" + at('os.mkdir(arg)') + ")"),
-        Refusal("remove_outside", "os.remove",
-                "delete outside the submission (" + at('os.remove(arg)') + ")"),
-        Refusal("rename_outside", "os.rename",
-                "move a file outside the submission (" + at('os.replace("moved.txt", arg)') + ")"),
+        Refusal(
+            "write_outside",
+            "open",
+            "write a file outside the submission (" + at('with open(arg, "w")') + ")",
+        ),
+        Refusal(
+            "mkdir_outside",
+            "os.mkdir",
+            "create a folder outside the submission (" + at("os.mkdir(arg)") + ")",
+        ),
+        Refusal(
+            "remove_outside",
+            "os.remove",
+            "delete outside the submission (" + at("os.remove(arg)") + ")",
+        ),
+        Refusal(
+            "rename_outside",
+            "os.rename",
+            "move a file outside the submission (" + at('os.replace("moved.txt", arg)') + ")",
+        ),
     )
 
 
@@ -741,23 +772,31 @@ def test_links_and_folder_fds_do_not_lead_outside(
         return
     assert {o.exception for o in result.outcomes.values()} == {"PermissionError"}
     assert result.refusals == (
-        Refusal("symlink_out", "open",
-                "write a file outside the submission (" + at('Path("escape/report.json")') + ")"),
-        Refusal("hardlink_out", "os.link",
-                "create a link outside the submission (" + at('os.link(arg') + ")"),
-        Refusal("dir_fd_out", "open",
-                "open a folder outside the submission (" + at('folder = os.open(arg') + ")"),
         Refusal(
-            "fifo_out", "os.mkfifo",
-            "create a special file outside the submission (" + at('os.mkfifo(arg)') + ")"
+            "symlink_out",
+            "open",
+            "write a file outside the submission (" + at('Path("escape/report.json")') + ")",
+        ),
+        Refusal(
+            "hardlink_out",
+            "os.link",
+            "create a link outside the submission (" + at("os.link(arg") + ")",
+        ),
+        Refusal(
+            "dir_fd_out",
+            "open",
+            "open a folder outside the submission (" + at("folder = os.open(arg") + ")",
+        ),
+        Refusal(
+            "fifo_out",
+            "os.mkfifo",
+            "create a special file outside the submission (" + at("os.mkfifo(arg)") + ")",
         ),
     )
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="only root can make a device node")
-def test_a_device_node_is_not_writable_even_inside_the_copy(
-    run: Run, isolation: Wall
-) -> None:
+def test_a_device_node_is_not_writable_even_inside_the_copy(run: Run, isolation: Wall) -> None:
     result = run(["device"])
 
     assert result.outcomes["device"].exception == "PermissionError"
@@ -841,7 +880,10 @@ def test_a_broken_trace_keeps_the_records_before_the_break(
     if isinstance(isolation, NamespacesWall) and kind in ("symlink", "fifo"):
         # The trace file is bound into the sandbox: it cannot be replaced at all.
         assert (outcome.exception, outcome.trace, outcome.trace_error) == (
-            "FileExistsError", (), None)
+            "FileExistsError",
+            (),
+            None,
+        )
         return
 
     assert outcome.answer == kind
@@ -854,8 +896,9 @@ def test_an_import_failure_runs_no_case(tmp_path: Path, run: Run) -> None:
 
     result = run(["label", "hash"], root=root)
 
-    assert result.import_error == ("ModuleNotFoundError: No module named "
-                                   "'not_a_module_anywhere' (lab/agent.py, line 1)")
+    assert result.import_error == (
+        "ModuleNotFoundError: No module named 'not_a_module_anywhere' (lab/agent.py, line 1)"
+    )
     assert {o.status for o in result.outcomes.values()} == {"not_run"}
     assert list(result.outcomes) == ["label", "hash"]
 
@@ -898,7 +941,8 @@ def test_probe_replay_passes_the_kits_own_replay(tmp_path: Path) -> None:
     shutil.copytree(Path(lab.__file__).parent, root / "lab", ignore=shutil.ignore_patterns("__py*"))
 
     probe = Sandbox(root, tmp_path / "s", LIMITS).probe_replay(
-        "lab:Replay", {"What is 2+2?": "4", "Zed": "Z"})
+        "lab:Replay", {"What is 2+2?": "4", "Zed": "Z"}
+    )
 
     assert (probe.loaded, probe.whitespace_hit, probe.miss_raised) == (True, True, True)
     assert (probe.exception, probe.detail) == ("CassetteMiss", "")
@@ -967,7 +1011,9 @@ def test_requests_that_never_read_a_reply_cost_only_that_case(run: Run) -> None:
     result = run(["pipeline", "answer refunds"], answers=big)
 
     assert (result.outcomes["pipeline"].status, result.outcomes["pipeline"].detail) == (
-        "crashed", "broke the grader's protocol: a request before the last reply was read")
+        "crashed",
+        "broke the grader's protocol: a request before the last reply was read",
+    )
     after = result.outcomes["answer"]  # a fresh child ran the next case: its plan was served
     assert after.status == "raised" and after.calls[0].served
 
@@ -979,7 +1025,9 @@ def test_a_trace_is_read_only_up_to_its_record_cap(run: Run) -> None:
     wide = run(["wide_trace"], limits=limits).outcomes["wide_trace"]
 
     assert (len(long.trace), long.trace_error) == (
-        50, "more than 50 records; the rest was not read (trace_records in the rubric's [limits])")
+        50,
+        "more than 50 records; the rest was not read (trace_records in the rubric's [limits])",
+    )
     assert (wide.trace, wide.trace_error) == ((), "line 1: longer than 4096 bytes")
 
 
@@ -1038,22 +1086,30 @@ def run(provider, task):
 
 
 def test_the_agent_runs_on_the_graders_own_gradekit_and_cannot_change_it(
-        tmp_path: Path, isolation: Wall) -> None:
+    tmp_path: Path, isolation: Wall
+) -> None:
     """A submission that ships (and edits) a gradekit of its own still runs on the grader's,
     which it can read but not write."""
-    root = write_submission(tmp_path / "sub", {
-        "lab/__init__.py": "", "lab/agent.py": SHIPS_ITS_OWN_KIT,
-        "gradekit/__init__.py": "SHIPPED = 'own'\nclass Replay: pass\n"})
+    root = write_submission(
+        tmp_path / "sub",
+        {
+            "lab/__init__.py": "",
+            "lab/agent.py": SHIPS_ITS_OWN_KIT,
+            "gradekit/__init__.py": "SHIPPED = 'own'\nclass Replay: pass\n",
+        },
+    )
     library = Path(gradekit.__file__)
     before = library.read_bytes()
     result = Sandbox(root, tmp_path / "scratch", LIMITS, isolation).run(
-        "lab.agent:run", [("kit", "")], RunPlan("provider-a", 0, NO_ANSWERS))
+        "lab.agent:run", [("kit", "")], RunPlan("provider-a", 0, NO_ANSWERS)
+    )
     assert result.outcomes["kit"].answer == "kit refused gradekit"
     assert library.read_bytes() == before
 
 
 def test_a_grading_s_children_take_turns_in_one_cgroup(
-        zoo: Path, tmp_path: Path, isolation: Wall, monkeypatch: pytest.MonkeyPatch) -> None:
+    zoo: Path, tmp_path: Path, isolation: Wall, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Making and removing a cgroup costs more than the rest of a child's bookkeeping, and a
     grading's children run one after another: each hands its cell back, emptied, and the
     next takes it; the sandbox removes it when it closes. A crash in one is still its own."""
@@ -1075,7 +1131,9 @@ def test_a_grading_s_children_take_turns_in_one_cgroup(
     finally:
         sandbox.close()
     assert (first.outcomes["exit"].status, first.outcomes["exit"].detail) == (
-        "crashed", "exited with status 3")
+        "crashed",
+        "exited with status 3",
+    )
     assert first.outcomes["label"].answer == again.outcomes["label"].answer == "provider-a"
     assert len(taken) == 3 and all(cell is taken[0] for cell in taken)
     folders = getattr(taken[0], "folders", ())

@@ -20,9 +20,12 @@ def _memory_usable() -> bool:
         status = os.statvfs("/dev/shm")
     except OSError:
         return False
-    return _scratch._is_tmpfs("/dev/shm") and os.access("/dev/shm", os.W_OK | os.X_OK) \
-        and not status.f_flag & (os.ST_RDONLY | os.ST_NOEXEC) \
+    return (
+        _scratch._is_tmpfs("/dev/shm")
+        and os.access("/dev/shm", os.W_OK | os.X_OK)
+        and not status.f_flag & (os.ST_RDONLY | os.ST_NOEXEC)
         and status.f_bavail * status.f_frsize >= _scratch.MEMORY_FREE
+    )
 
 
 @pytest.fixture
@@ -31,8 +34,9 @@ def no_tmpdir(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(tempfile, "tempdir", None)
 
 
-def test_tmpdir_set_by_the_grader_is_obeyed(monkeypatch: pytest.MonkeyPatch,
-                                            tmp_path: Path) -> None:
+def test_tmpdir_set_by_the_grader_is_obeyed(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     monkeypatch.setenv("TMPDIR", str(tmp_path))
     monkeypatch.setattr(tempfile, "tempdir", None)
     assert scratch_root() is None
@@ -53,8 +57,9 @@ def test_memory_is_chosen_where_it_is_a_roomy_tmpfs() -> None:
 
 
 @pytest.mark.usefixtures("no_tmpdir")
-def test_a_folder_that_is_no_tmpfs_is_not_taken(monkeypatch: pytest.MonkeyPatch,
-                                                tmp_path: Path) -> None:
+def test_a_folder_that_is_no_tmpfs_is_not_taken(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     monkeypatch.setattr(_scratch, "MEMORY", str(tmp_path))  # a folder, not a mount point
     assert scratch_root() is None
     assert scratch_folder("gradekit-test-").parent == Path(tempfile.gettempdir())

@@ -29,8 +29,10 @@ MACHINES = ("x86_64", "aarch64")
 COLUMN = {"x86_64": 0, "aarch64": 1}
 AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
 OTHER_ARCHES = (0, 0x40000003, 0x40000028, 0x4000003E)  # none, i386, arm, x86_64 without 64BIT
-HEADERS = {"x86_64": Path("/usr/include/x86_64-linux-gnu/asm/unistd_64.h"),
-           "aarch64": Path("/usr/include/asm-generic/unistd.h")}
+HEADERS = {
+    "x86_64": Path("/usr/include/x86_64-linux-gnu/asm/unistd_64.h"),
+    "aarch64": Path("/usr/include/asm-generic/unistd.h"),
+}
 
 ALLOW, KILL = 0x7FFF0000, 0x80000000
 EPERM, ENOSYS = 0x00050000 | errno.EPERM, 0x00050000 | errno.ENOSYS
@@ -39,7 +41,12 @@ AF_UNIX, AF_INET, AF_INET6, AF_NETLINK, AF_PACKET, AF_VSOCK = 1, 2, 10, 16, 17, 
 TIOCSTI, TIOCLINUX, TCGETS, TIOCGWINSZ, FIONREAD = 0x5412, 0x541C, 0x5401, 0x5413, 0x541B
 SIGCHLD, CLONE_VM, CLONE_VFORK, CLONE_PARENT, CLONE_THREAD = 17, 0x100, 0x4000, 0x8000, 0x10000
 CLONE_DETACHED, CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = (
-    0x00400000, 0x00020000, 0x10000000, 0x20000000, 0x40000000)
+    0x00400000,
+    0x00020000,
+    0x10000000,
+    0x20000000,
+    0x40000000,
+)
 CLONE_CHILD_SETTID, CLONE_CHILD_CLEARTID, CLONE_PIDFD = 0x01000000, 0x00200000, 0x1000
 # glibc's pthread_create: CLONE_VM, FS, FILES, SIGHAND, THREAD, SYSVSEM, SETTLS, PARENT_SETTID,
 # CHILD_CLEARTID
@@ -47,43 +54,225 @@ THREAD_FLAGS = 0x003D0F00
 FORK_FLAGS = CLONE_CHILD_SETTID | CLONE_CHILD_CLEARTID | SIGCHLD  # glibc's fork()
 
 # What the issue names: to be refused, and to be allowed.
-REQUIRED_REFUSED = frozenset((
-    "io_uring_setup", "io_uring_enter", "io_uring_register", "ptrace", "process_vm_readv",
-    "process_vm_writev", "add_key", "request_key", "keyctl", "bpf", "perf_event_open",
-    "userfaultfd", "kcmp", "personality", "mount", "umount2", "pivot_root", "move_mount",
-    "open_tree", "fsopen", "fsconfig", "fsmount", "fspick", "mount_setattr", "unshare", "setns",
-    "fork", "vfork", "kexec_load", "kexec_file_load", "init_module", "finit_module",
-    "delete_module", "reboot", "swapon", "swapoff", "acct", "quotactl", "quotactl_fd",
-    "lookup_dcookie", "open_by_handle_at", "name_to_handle_at", "iopl", "ioperm", "settimeofday",
-    "clock_settime", "clock_adjtime", "adjtimex", "syslog", "vhangup", "chroot", "pidfd_getfd",
-    "nfsservctl", "uselib", "create_module", "get_kernel_syms", "query_module", "fanotify_init",
-    "memfd_secret"
-))
-REQUIRED_ALLOWED = frozenset((
-    "openat", "read", "write", "pread64", "pwrite64", "readv", "writev", "lseek", "close",
-    "close_range", "fstat", "newfstatat", "statx", "getdents64", "mkdirat", "unlinkat",
-    "renameat2", "fchmod", "ftruncate", "fallocate", "fsync", "fdatasync", "readlinkat",
-    "faccessat", "faccessat2", "getcwd", "chdir", "fchdir", "dup", "dup3", "fcntl", "flock",
-    "pipe2", "mmap", "munmap", "mprotect", "mremap", "madvise", "brk", "membarrier",
-    "rt_sigaction", "rt_sigprocmask", "rt_sigreturn", "sigaltstack", "kill", "tgkill", "tkill",
-    "clock_gettime", "clock_getres", "clock_nanosleep", "nanosleep", "gettimeofday", "times",
-    "futex", "futex_waitv", "set_robust_list", "get_robust_list", "set_tid_address", "rseq",
-    "gettid", "sched_yield", "sched_getaffinity", "prlimit64", "getrlimit", "setrlimit", "poll",
-    "ppoll", "select", "pselect6", "epoll_create1", "epoll_ctl", "epoll_wait", "epoll_pwait",
-    "epoll_pwait2", "eventfd2", "timerfd_create", "timerfd_settime", "timerfd_gettime", "getpid",
-    "getppid", "getuid", "geteuid", "getgid", "getegid", "getgroups", "getpgid", "getpgrp",
-    "getsid", "getresuid", "getresgid", "uname", "sysinfo", "getrandom", "getcpu", "getrusage",
-    "prctl", "arch_prctl", "wait4", "waitid", "exit", "exit_group", "execve", "execveat",
-    "seccomp", "sendmsg", "recvmsg", "sendto", "recvfrom", "connect", "bind", "listen", "accept4",
-    "getsockname", "getpeername", "getsockopt", "setsockopt", "shutdown", "statfs", "fstatfs",
-    "umask", "utimensat", "sendfile", "copy_file_range", "splice", "tee", "open", "stat", "lstat",
-    "access", "pipe", "dup2", "mkdir", "rmdir", "unlink", "rename", "readlink", "getdents", "time",
-    "epoll_create", "eventfd", "alarm", "pause", "chmod", "chown", "lchown", "utime", "utimes"
-))
+REQUIRED_REFUSED = frozenset(
+    (
+        "io_uring_setup",
+        "io_uring_enter",
+        "io_uring_register",
+        "ptrace",
+        "process_vm_readv",
+        "process_vm_writev",
+        "add_key",
+        "request_key",
+        "keyctl",
+        "bpf",
+        "perf_event_open",
+        "userfaultfd",
+        "kcmp",
+        "personality",
+        "mount",
+        "umount2",
+        "pivot_root",
+        "move_mount",
+        "open_tree",
+        "fsopen",
+        "fsconfig",
+        "fsmount",
+        "fspick",
+        "mount_setattr",
+        "unshare",
+        "setns",
+        "fork",
+        "vfork",
+        "kexec_load",
+        "kexec_file_load",
+        "init_module",
+        "finit_module",
+        "delete_module",
+        "reboot",
+        "swapon",
+        "swapoff",
+        "acct",
+        "quotactl",
+        "quotactl_fd",
+        "lookup_dcookie",
+        "open_by_handle_at",
+        "name_to_handle_at",
+        "iopl",
+        "ioperm",
+        "settimeofday",
+        "clock_settime",
+        "clock_adjtime",
+        "adjtimex",
+        "syslog",
+        "vhangup",
+        "chroot",
+        "pidfd_getfd",
+        "nfsservctl",
+        "uselib",
+        "create_module",
+        "get_kernel_syms",
+        "query_module",
+        "fanotify_init",
+        "memfd_secret",
+    )
+)
+REQUIRED_ALLOWED = frozenset(
+    (
+        "openat",
+        "read",
+        "write",
+        "pread64",
+        "pwrite64",
+        "readv",
+        "writev",
+        "lseek",
+        "close",
+        "close_range",
+        "fstat",
+        "newfstatat",
+        "statx",
+        "getdents64",
+        "mkdirat",
+        "unlinkat",
+        "renameat2",
+        "fchmod",
+        "ftruncate",
+        "fallocate",
+        "fsync",
+        "fdatasync",
+        "readlinkat",
+        "faccessat",
+        "faccessat2",
+        "getcwd",
+        "chdir",
+        "fchdir",
+        "dup",
+        "dup3",
+        "fcntl",
+        "flock",
+        "pipe2",
+        "mmap",
+        "munmap",
+        "mprotect",
+        "mremap",
+        "madvise",
+        "brk",
+        "membarrier",
+        "rt_sigaction",
+        "rt_sigprocmask",
+        "rt_sigreturn",
+        "sigaltstack",
+        "kill",
+        "tgkill",
+        "tkill",
+        "clock_gettime",
+        "clock_getres",
+        "clock_nanosleep",
+        "nanosleep",
+        "gettimeofday",
+        "times",
+        "futex",
+        "futex_waitv",
+        "set_robust_list",
+        "get_robust_list",
+        "set_tid_address",
+        "rseq",
+        "gettid",
+        "sched_yield",
+        "sched_getaffinity",
+        "prlimit64",
+        "getrlimit",
+        "setrlimit",
+        "poll",
+        "ppoll",
+        "select",
+        "pselect6",
+        "epoll_create1",
+        "epoll_ctl",
+        "epoll_wait",
+        "epoll_pwait",
+        "epoll_pwait2",
+        "eventfd2",
+        "timerfd_create",
+        "timerfd_settime",
+        "timerfd_gettime",
+        "getpid",
+        "getppid",
+        "getuid",
+        "geteuid",
+        "getgid",
+        "getegid",
+        "getgroups",
+        "getpgid",
+        "getpgrp",
+        "getsid",
+        "getresuid",
+        "getresgid",
+        "uname",
+        "sysinfo",
+        "getrandom",
+        "getcpu",
+        "getrusage",
+        "prctl",
+        "arch_prctl",
+        "wait4",
+        "waitid",
+        "exit",
+        "exit_group",
+        "execve",
+        "execveat",
+        "seccomp",
+        "sendmsg",
+        "recvmsg",
+        "sendto",
+        "recvfrom",
+        "connect",
+        "bind",
+        "listen",
+        "accept4",
+        "getsockname",
+        "getpeername",
+        "getsockopt",
+        "setsockopt",
+        "shutdown",
+        "statfs",
+        "fstatfs",
+        "umask",
+        "utimensat",
+        "sendfile",
+        "copy_file_range",
+        "splice",
+        "tee",
+        "open",
+        "stat",
+        "lstat",
+        "access",
+        "pipe",
+        "dup2",
+        "mkdir",
+        "rmdir",
+        "unlink",
+        "rename",
+        "readlink",
+        "getdents",
+        "time",
+        "epoll_create",
+        "eventfd",
+        "alarm",
+        "pause",
+        "chmod",
+        "chown",
+        "lchown",
+        "utime",
+        "utimes",
+    )
+)
 CHECKED = ("clone", "clone3", "ioctl", "socket", "socketpair")  # allowed by their arguments
 
 
 # -- a classic BPF interpreter, as the kernel runs a seccomp program ---------------------
+
 
 class Verdict(NamedTuple):
     action: int  # what the program returned
@@ -116,7 +305,7 @@ def verdict(program: bytes, nr: int, arch: int, args: Sequence[int] = ()) -> Ver
         pc += 1
         if code == _LD_W_ABS:
             assert k % 4 == 0 and k + 4 <= len(data), f"a load at {k}"
-            acc = int.from_bytes(data[k:k + 4], "little")
+            acc = int.from_bytes(data[k : k + 4], "little")
             read.add(k)
         elif code == _RET_K:
             return Verdict(k, frozenset(read), steps)
@@ -160,6 +349,7 @@ def action(machine: str, name: str, *args: int) -> int:
 
 # -- the lists ---------------------------------------------------------------------------
 
+
 def test_the_lists_hold_what_the_issue_asks_and_never_overlap() -> None:
     assert len(set(ALLOWED)) == len(ALLOWED)
     assert set(ALLOWED) >= REQUIRED_ALLOWED, REQUIRED_ALLOWED - set(ALLOWED)
@@ -172,23 +362,57 @@ def test_the_lists_hold_what_the_issue_asks_and_never_overlap() -> None:
 
 def test_only_the_x86_64_group_lacks_an_aarch64_number() -> None:
     missing = {name for name in ALLOWED if number("aarch64", name) is None}
-    assert missing == {"access", "alarm", "arch_prctl", "chmod", "chown", "creat", "dup2",
-                       "epoll_create", "epoll_wait", "eventfd", "futimesat", "getdents",
-                       "getpgrp", "lchown", "link", "lstat", "mkdir", "mknod",
-                       "open", "pause", "pipe", "poll", "readlink", "rename", "rmdir", "select",
-                       "signalfd", "stat", "symlink", "time", "unlink", "utime", "utimes"}
+    assert missing == {
+        "access",
+        "alarm",
+        "arch_prctl",
+        "chmod",
+        "chown",
+        "creat",
+        "dup2",
+        "epoll_create",
+        "epoll_wait",
+        "eventfd",
+        "futimesat",
+        "getdents",
+        "getpgrp",
+        "lchown",
+        "link",
+        "lstat",
+        "mkdir",
+        "mknod",
+        "open",
+        "pause",
+        "pipe",
+        "poll",
+        "readlink",
+        "rename",
+        "rmdir",
+        "select",
+        "signalfd",
+        "stat",
+        "symlink",
+        "time",
+        "unlink",
+        "utime",
+        "utimes",
+    }
     assert all(number("x86_64", name) is not None for name in ALLOWED)
 
 
 def _header_numbers(path: Path) -> dict[str, int]:
     """name -> number in a unistd header, ``__NR3264_*`` aliases resolved (every ``#if`` read as
     taken, which holds for the names used on aarch64): how ``_NUMBERS`` was made."""
-    pairs: list[tuple[str, str]] = re.findall(r"^#define\s+(__NR(?:3264)?_\w+)\s+(\w+)",
-                                              path.read_text(), re.M)
+    pairs: list[tuple[str, str]] = re.findall(
+        r"^#define\s+(__NR(?:3264)?_\w+)\s+(\w+)", path.read_text(), re.M
+    )
     defined = dict(pairs)
     resolved = {name: defined.get(value, value) for name, value in pairs}
-    return {name.removeprefix("__NR_"): int(value) for name, value in resolved.items()
-            if name.startswith("__NR_") and value.isdigit()}
+    return {
+        name.removeprefix("__NR_"): int(value)
+        for name, value in resolved.items()
+        if name.startswith("__NR_") and value.isdigit()
+    }
 
 
 @pytest.mark.parametrize("machine", MACHINES)
@@ -198,12 +422,16 @@ def test_the_table_matches_the_headers(machine: str) -> None:
         pytest.skip(f"{header} is missing (Debian and Ubuntu: linux-libc-dev)")
     found = _header_numbers(header)
     assert found["read"] == (0 if machine == "x86_64" else 63)  # the reader reads
-    wrong = {name: (pair[COLUMN[machine]], found.get(name)) for name, pair in _NUMBERS.items()
-             if pair[COLUMN[machine]] != found.get(name)}
+    wrong = {
+        name: (pair[COLUMN[machine]], found.get(name))
+        for name, pair in _NUMBERS.items()
+        if pair[COLUMN[machine]] != found.get(name)
+    }
     assert wrong == {}
 
 
 # -- the program, interpreted ------------------------------------------------------------
+
 
 def test_a_machine_not_listed_has_no_filter() -> None:
     for machine in ("riscv64", "i686", "armv7l", "aarch64_be", ""):
@@ -254,8 +482,9 @@ def _beyond(machine: str, nr: int) -> int:
 
 @pytest.mark.parametrize("machine", MACHINES)
 @pytest.mark.parametrize("chunk", [None, 1, 2, 7])
-def test_any_number_is_allowed_only_when_listed(machine: str, chunk: int | None,
-                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_any_number_is_allowed_only_when_listed(
+    machine: str, chunk: int | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Every number up to 1023 and a few far ones: the ranges hide no hole and no extra, with
     the ranges in one chunk (as they are) or in many (as a longer list would put them)."""
     if chunk is not None:
@@ -266,11 +495,21 @@ def test_any_number_is_allowed_only_when_listed(machine: str, chunk: int | None,
     assert chunks == -(-len(_spans(machine)) // (chunk or _seccomp._RANGES_PER_CHUNK))
     allowed = {nr for name in ALLOWED if (nr := number(machine, name)) is not None}
     by_number = {number(machine, name): name for name in CHECKED}
-    expected = {"clone3": ENOSYS, "ioctl": ALLOW, "socket": EPERM, "socketpair": EPERM,
-                "clone": EPERM}  # zero arguments: AF_UNSPEC, flags 0, ioctl command 0
+    expected = {
+        "clone3": ENOSYS,
+        "ioctl": ALLOW,
+        "socket": EPERM,
+        "socketpair": EPERM,
+        "clone": EPERM,
+    }  # zero arguments: AF_UNSPEC, flags 0, ioctl command 0
     for nr in [*range(1024), 1 << 20, 0x3FFFFFFF, 0x7FFFFFFF, -1]:
-        want = (expected[by_number[nr]] if nr in by_number else ALLOW if nr in allowed
-                else _beyond(machine, nr))
+        want = (
+            expected[by_number[nr]]
+            if nr in by_number
+            else ALLOW
+            if nr in allowed
+            else _beyond(machine, nr)
+        )
         assert verdict(program, nr, AUDIT_ARCH[machine]).action == want, nr
     assert 1000 not in allowed
 
@@ -289,12 +528,23 @@ def test_clone_makes_threads_only(machine: str) -> None:
     assert action(machine, "clone", THREAD_FLAGS) == ALLOW
     assert action(machine, "clone", THREAD_FLAGS | CLONE_DETACHED) == ALLOW  # older glibc
     assert action(machine, "clone", THREAD_FLAGS | 0xFFFF << 32) == ALLOW  # ignored by the kernel
-    for flags in (FORK_FLAGS, SIGCHLD, 0, CLONE_VM | CLONE_VFORK | SIGCHLD, CLONE_VFORK | CLONE_VM,
-                  THREAD_FLAGS & ~CLONE_THREAD, THREAD_FLAGS | SIGCHLD,
-                  THREAD_FLAGS | CLONE_NEWUSER, THREAD_FLAGS | CLONE_NEWNS,
-                  THREAD_FLAGS | CLONE_NEWPID, THREAD_FLAGS | CLONE_NEWNET,
-                  THREAD_FLAGS | CLONE_PARENT, THREAD_FLAGS | CLONE_VFORK,
-                  THREAD_FLAGS | CLONE_PIDFD, THREAD_FLAGS | 1 << 31):
+    for flags in (
+        FORK_FLAGS,
+        SIGCHLD,
+        0,
+        CLONE_VM | CLONE_VFORK | SIGCHLD,
+        CLONE_VFORK | CLONE_VM,
+        THREAD_FLAGS & ~CLONE_THREAD,
+        THREAD_FLAGS | SIGCHLD,
+        THREAD_FLAGS | CLONE_NEWUSER,
+        THREAD_FLAGS | CLONE_NEWNS,
+        THREAD_FLAGS | CLONE_NEWPID,
+        THREAD_FLAGS | CLONE_NEWNET,
+        THREAD_FLAGS | CLONE_PARENT,
+        THREAD_FLAGS | CLONE_VFORK,
+        THREAD_FLAGS | CLONE_PIDFD,
+        THREAD_FLAGS | 1 << 31,
+    ):
         assert action(machine, "clone", flags) == EPERM, hex(flags)
 
 
@@ -314,10 +564,17 @@ def test_a_hosts_program_lets_through_one_fork_the_one_with_its_secret(machine: 
 
     assert clone(SIGCHLD, 0, cookie) == ALLOW
     assert clone(SIGCHLD, 0, cookie, 7, 9) == ALLOW  # the other arguments: the kernel's
-    for flags, secret in ((SIGCHLD, cookie ^ 1), (SIGCHLD, cookie ^ 1 << 63),
-                          (SIGCHLD, cookie & 0xFFFFFFFF), (SIGCHLD, cookie >> 32), (SIGCHLD, 0),
-                          (FORK_FLAGS, cookie), (SIGCHLD | CLONE_VM, cookie),
-                          (SIGCHLD | CLONE_NEWPID, cookie), (CLONE_VFORK | CLONE_VM, cookie)):
+    for flags, secret in (
+        (SIGCHLD, cookie ^ 1),
+        (SIGCHLD, cookie ^ 1 << 63),
+        (SIGCHLD, cookie & 0xFFFFFFFF),
+        (SIGCHLD, cookie >> 32),
+        (SIGCHLD, 0),
+        (FORK_FLAGS, cookie),
+        (SIGCHLD | CLONE_VM, cookie),
+        (SIGCHLD | CLONE_NEWPID, cookie),
+        (CLONE_VFORK | CLONE_VM, cookie),
+    ):
         assert clone(flags, 0, secret) == EPERM, (hex(flags), hex(secret))
     assert clone(THREAD_FLAGS) == ALLOW  # threads as before
     assert action(machine, "clone", SIGCHLD, 0, cookie) == EPERM  # a program without one
@@ -361,8 +618,11 @@ def test_x32_numbers_are_refused_on_x86_64() -> None:
 
 
 def test_a_jump_out_of_reach_is_an_error_not_a_wrong_program() -> None:
-    far: list[_seccomp._Row] = [(0x15, 0, "allow", 0), *[(_LD_W_ABS, 0, 0, 0)] * 256,
-                                (_RET_K, ALLOW, 0, 0)]
+    far: list[_seccomp._Row] = [
+        (0x15, 0, "allow", 0),
+        *[(_LD_W_ABS, 0, 0, 0)] * 256,
+        (_RET_K, ALLOW, 0, 0),
+    ]
     with pytest.raises(ValueError, match="instruction 0"):
         _seccomp._assemble(far)
     near = [far[0], *far[2:]]  # 255 to skip: the most a jump can
@@ -373,7 +633,7 @@ def test_a_jump_out_of_reach_is_an_error_not_a_wrong_program() -> None:
 
 # -- live: bubblewrap loads the program, and a real interpreter meets it ------------------
 
-PROBE = r'''
+PROBE = r"""
 import ctypes, errno, json, os, socket, subprocess, sys
 
 mode, syscalls = sys.argv[1], json.loads(sys.argv[2])
@@ -455,7 +715,7 @@ def raw(nr, args):
 
 found["syscalls"] = {name: raw(nr, args) for name, nr, args in syscalls}
 print(json.dumps(found))
-'''
+"""
 
 # Arguments the kernel refuses with another error than EPERM (or, personality's, accepts),
 # checked before any permission: so an EPERM can only come from the filter. "pid": its own.
@@ -485,15 +745,29 @@ class Live(NamedTuple):
     control: dict[str, object]  # the same sandbox without the filter
 
 
-def _sandboxed(bwrap: str, mode: str, program: bytes | None,
-               folder: Path) -> dict[str, object]:
+def _sandboxed(bwrap: str, mode: str, program: bytes | None, folder: Path) -> dict[str, object]:
     machine = platform.machine()
     probes = [[name, number(machine, name), args] for name, args in SYSCALL_PROBES.items()]
     # A writable folder of its own, not a tmpfs over /tmp: the interpreter may live there
     # (a checkout cloned into /tmp).
-    argv = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
-            "--bind", str(folder), str(folder), "--chdir", str(folder),
-            "--unshare-all", "--die-with-parent", "--new-session"]
+    argv = [
+        bwrap,
+        "--ro-bind",
+        "/",
+        "/",
+        "--dev",
+        "/dev",
+        "--proc",
+        "/proc",
+        "--bind",
+        str(folder),
+        str(folder),
+        "--chdir",
+        str(folder),
+        "--unshare-all",
+        "--die-with-parent",
+        "--new-session",
+    ]
     fds: tuple[int, ...] = ()
     if program is not None:
         read_end, write_end = os.pipe()
@@ -502,9 +776,14 @@ def _sandboxed(bwrap: str, mode: str, program: bytes | None,
         fds = (read_end,)
         argv += ["--seccomp", str(read_end)]
     try:
-        done = subprocess.run([*argv, "--", sys.executable, "-I", "-c", PROBE, mode,
-                               json.dumps(probes)], pass_fds=fds, capture_output=True,
-                              text=True, timeout=300, check=False)
+        done = subprocess.run(
+            [*argv, "--", sys.executable, "-I", "-c", PROBE, mode, json.dumps(probes)],
+            pass_fds=fds,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
     finally:
         for fd in fds:
             os.close(fd)
@@ -521,17 +800,22 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Live:
         pytest.skip(f"no filter for this machine ({platform.machine()})")
     bwrap, _ = bubblewrap()
     assert bwrap is not None
-    return Live(_sandboxed(bwrap, "filtered", program, tmp_path_factory.mktemp("filtered")),
-                _sandboxed(bwrap, "control", None, tmp_path_factory.mktemp("control")))
+    return Live(
+        _sandboxed(bwrap, "filtered", program, tmp_path_factory.mktemp("filtered")),
+        _sandboxed(bwrap, "control", None, tmp_path_factory.mktemp("control")),
+    )
 
 
 @pytest.mark.slow
 def test_python_and_its_packages_work_behind_the_filter(live: Live) -> None:
     assert live.filtered["work"] == ["thread", "loop", "file", "sqlite", "clients"]
-    assert live.filtered["socket"] == {"AF_UNIX": "ok", "AF_INET": "PermissionError",
-                                       "AF_INET6": "PermissionError",
-                                       "AF_NETLINK": "PermissionError",
-                                       "AF_VSOCK": "PermissionError"}
+    assert live.filtered["socket"] == {
+        "AF_UNIX": "ok",
+        "AF_INET": "PermissionError",
+        "AF_INET6": "PermissionError",
+        "AF_NETLINK": "PermissionError",
+        "AF_VSOCK": "PermissionError",
+    }
     assert live.filtered["socketpair"] == {"AF_UNIX": "ok", "AF_INET": "PermissionError"}
 
 

@@ -140,46 +140,68 @@ def run(provider, task, tools):
 
 
 def submission(root: Path, agent: str, tools: str = TOOLS) -> Path:
-    for name, text in {"lab/__init__.py": "", "lab/agent.py": agent, "lab/tools.py": tools,
-                       "pyproject.toml": ""}.items():
+    for name, text in {
+        "lab/__init__.py": "",
+        "lab/agent.py": agent,
+        "lab/tools.py": tools,
+        "pyproject.toml": "",
+    }.items():
         (root / name).parent.mkdir(parents=True, exist_ok=True)
         (root / name).write_text(textwrap.dedent(text), encoding="utf-8")
     return root
 
 
-def grade_run(root: Path, scratch: Path, wall: Wall, cases: Sequence[str],
-              recorded: Mapping[str, object] = RECORDED,
-              withhold: Withhold | None = None) -> RunResult:
+def grade_run(
+    root: Path,
+    scratch: Path,
+    wall: Wall,
+    cases: Sequence[str],
+    recorded: Mapping[str, object] = RECORDED,
+    withhold: Withhold | None = None,
+) -> RunResult:
     """A run of ``cases`` (each its own task) served as a grading serves it: the fixtures'
     calls, the registry the manifest names, every tool name a fixture holds."""
+
     def tools(case: str, key: str) -> tuple[bool, object]:
         return (True, recorded[key]) if key in recorded else (False, None)
 
     names = frozenset(key.partition(" ")[0] for key in recorded)
-    serving = Serving(answer=lambda case, prompt: None, tools=tools,
-                      registry="lab.tools:TOOLS", recorded_tools=names)
+    serving = Serving(
+        answer=lambda case, prompt: None,
+        tools=tools,
+        registry="lab.tools:TOOLS",
+        recorded_tools=names,
+    )
     sandbox = Sandbox(root, scratch, Limits(timeout_s=10), wall)
     try:
-        return sandbox.run("lab.agent:run", [(case, case) for case in cases],
-                           RunPlan("provider-a", 0, serving, withhold=withhold))
+        return sandbox.run(
+            "lab.agent:run",
+            [(case, case) for case in cases],
+            RunPlan("provider-a", 0, serving, withhold=withhold),
+        )
     finally:
         sandbox.close()
 
 
 @pytest.mark.slow
 def test_a_declared_read_only_tool_still_misses_and_never_runs_here(
-        tmp_path: Path, isolation: Wall) -> None:
+    tmp_path: Path, isolation: Wall
+) -> None:
     root = submission(tmp_path / "sub", UNRECORDED, FORGED_TOOLS)
     outcome = grade_run(root, tmp_path / "scratch", isolation, ["a"]).outcomes["a"]
-    assert (outcome.status, outcome.exception, outcome.miss_escaped) == \
-        ("raised", "MissingFixtureError", True)
+    assert (outcome.status, outcome.exception, outcome.miss_escaped) == (
+        "raised",
+        "MissingFixtureError",
+        True,
+    )
     key = tool_key("lookup", {"term": "anything else"})
     assert [(c.key, c.served, c.write) for c in outcome.calls] == [(key, False, False)]
 
 
 @pytest.mark.slow
 def test_a_write_tool_registered_after_the_run_began_is_not_one(
-        tmp_path: Path, isolation: Wall) -> None:
+    tmp_path: Path, isolation: Wall
+) -> None:
     root = submission(tmp_path / "sub", LATE)
     outcome = grade_run(root, tmp_path / "scratch", isolation, ["a"]).outcomes["a"]
     assert (outcome.status, outcome.exception) == ("raised", "MissingFixtureError")
@@ -188,7 +210,8 @@ def test_a_write_tool_registered_after_the_run_began_is_not_one(
 
 @pytest.mark.slow
 def test_write_tools_run_in_the_child_on_a_store_empty_at_each_case_run(
-        tmp_path: Path, isolation: Wall) -> None:
+    tmp_path: Path, isolation: Wall
+) -> None:
     root = submission(tmp_path / "sub", AGENT)
     for n in range(2):  # a second grading run starts clean too
         result = grade_run(root, tmp_path / f"scratch-{n}", isolation, ["one", "two"])
@@ -200,13 +223,27 @@ def test_write_tools_run_in_the_child_on_a_store_empty_at_each_case_run(
             assert saved == {"notes": 1, "first": case}  # nothing left by the case before
             assert again == {"notes": 2, "first": case}
             assert outcome.calls == (
-                Served(tool_key("lookup", {"term": "refund"}), True, tool="lookup",
-                       args='{"term":"refund"}', result='{"meaning":"14 days"}'),
-                Served(tool_key("save_note", {"text": case}), True, tool="save_note",
-                       args=f'{{"text":"{case}"}}', write=True),
-                Served(tool_key("save_note", {"text": f"{case} again"}), True,
-                       tool="save_note", args=f'{{"text":"{case} again"}}',
-                       write=True),
+                Served(
+                    tool_key("lookup", {"term": "refund"}),
+                    True,
+                    tool="lookup",
+                    args='{"term":"refund"}',
+                    result='{"meaning":"14 days"}',
+                ),
+                Served(
+                    tool_key("save_note", {"text": case}),
+                    True,
+                    tool="save_note",
+                    args=f'{{"text":"{case}"}}',
+                    write=True,
+                ),
+                Served(
+                    tool_key("save_note", {"text": f"{case} again"}),
+                    True,
+                    tool="save_note",
+                    args=f'{{"text":"{case} again"}}',
+                    write=True,
+                ),
             )
 
 
@@ -219,7 +256,8 @@ def test_a_child_declares_its_write_tools_as_the_parent_bounds_them() -> None:
 
 
 def test_the_harness_declares_only_what_the_parent_takes_for_a_write_tool(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """The registry's write tools, by name; a read-only tool, a name the parent would refuse
     and a registry that is no ``Tools`` are never declared."""
     spec = importlib.util.spec_from_file_location("gradekit_harness", HARNESS)
@@ -246,38 +284,48 @@ def test_the_harness_declares_only_what_the_parent_takes_for_a_write_tool(
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("agent", "limit"), [
-    (HEAVY, f"more than {MAX_KEPT >> 20} MiB of tool arguments and results in one case"),
-    (ENDLESS, f"more than {MAX_CALLS} calls in one case"),
-])
+@pytest.mark.parametrize(
+    ("agent", "limit"),
+    [
+        (HEAVY, f"more than {MAX_KEPT >> 20} MiB of tool arguments and results in one case"),
+        (ENDLESS, f"more than {MAX_CALLS} calls in one case"),
+    ],
+)
 def test_an_agent_that_floods_its_calls_loses_the_case_not_the_graders_memory(
-        tmp_path: Path, isolation: Wall, agent: str, limit: str) -> None:
+    tmp_path: Path, isolation: Wall, agent: str, limit: str
+) -> None:
     root = submission(tmp_path / "sub", agent)
     outcome = grade_run(root, tmp_path / "scratch", isolation, ["a"]).outcomes["a"]
-    assert (outcome.status, outcome.detail) == \
-        ("crashed", f"broke the grader's protocol: {limit}")
+    assert (outcome.status, outcome.detail) == ("crashed", f"broke the grader's protocol: {limit}")
     assert len(outcome.calls) <= MAX_CALLS
     assert sum(len(call.args) + len(call.result) for call in outcome.calls) <= MAX_KEPT
 
 
 @pytest.mark.slow
 def test_a_loud_failure_probe_withholds_a_read_and_never_a_write(
-        tmp_path: Path, isolation: Wall) -> None:
+    tmp_path: Path, isolation: Wall
+) -> None:
     root = submission(tmp_path / "sub", WRITE_FIRST)
     primary = grade_run(root, tmp_path / "scratch", isolation, ["a"]).outcomes["a"]
-    assert [(c.tool, c.write) for c in primary.calls] == [("save_note", True),
-                                                          ("lookup", False)]
+    assert [(c.tool, c.write) for c in primary.calls] == [("save_note", True), ("lookup", False)]
     assert planned_probes(primary) == (Withhold("tool", 1, "a"),)
-    probed = grade_run(root, tmp_path / "probe", isolation, ["a"],
-                       withhold=Withhold("tool", 1, "a")).outcomes["a"]
+    probed = grade_run(
+        root, tmp_path / "probe", isolation, ["a"], withhold=Withhold("tool", 1, "a")
+    ).outcomes["a"]
     assert (probed.status, probed.exception) == ("raised", "MissingFixtureError")
-    assert [(c.tool, c.served, c.withheld) for c in probed.calls] == \
-        [("save_note", True, False), ("lookup", False, True)]
+    assert [(c.tool, c.served, c.withheld) for c in probed.calls] == [
+        ("save_note", True, False),
+        ("lookup", False, True),
+    ]
 
 
 def test_planned_probes_skip_write_calls() -> None:
-    calls = (Served("k1", True, tool="save_note", write=True), Served("k2", True, tool="a"),
-             Served("k3", True, tool="save_note", write=True), Served("k4", True, tool="b"))
+    calls = (
+        Served("k1", True, tool="save_note", write=True),
+        Served("k2", True, tool="a"),
+        Served("k3", True, tool="save_note", write=True),
+        Served("k4", True, tool="b"),
+    )
     outcome = CaseOutcome("c", "returned", calls=calls)
     assert planned_probes(outcome) == (Withhold("tool", 1, "c"), Withhold("tool", 2, "c"))
 

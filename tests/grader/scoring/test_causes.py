@@ -13,8 +13,13 @@ CASE = "refund-policy"
 
 def _run(*keys: str, answer: str | None = "a" * 64, served: bool = True) -> RunResult:
     calls = tuple(Served(key=key, served=served) for key in keys)
-    outcome = CaseOutcome(CASE, "returned" if answer else "raised", answer_sha256=answer,
-                          calls=calls, exception=None if answer else "CassetteMiss")
+    outcome = CaseOutcome(
+        CASE,
+        "returned" if answer else "raised",
+        answer_sha256=answer,
+        calls=calls,
+        exception=None if answer else "CassetteMiss",
+    )
     return RunResult({CASE: outcome})
 
 
@@ -30,8 +35,9 @@ def test_agreeing_served_runs_are_settled_and_nothing_else_is() -> None:
     same = _run("k1")
     assert unsettled_cases(same, [_run("k1"), _run("k1")]) == []
     assert unsettled_cases(same, [_run("k1"), _run("k1", answer="b" * 64)]) == [CASE]
-    assert unsettled_cases(_run("k9", answer=None, served=False), [_run("k9", answer=None,
-                                                                      served=False)]) == [CASE]
+    assert unsettled_cases(
+        _run("k9", answer=None, served=False), [_run("k9", answer=None, served=False)]
+    ) == [CASE]
 
 
 def test_the_run_on_another_day_names_the_clock() -> None:

@@ -18,7 +18,8 @@ from grader.rubric import Rubric, parse_rubric
 from grader.sandbox import RunPlan, Sandbox, Serving
 from grader.scoring import Evidence, expectations
 
-RUBRIC = parse_rubric(b'''
+RUBRIC = parse_rubric(
+    b"""
 [rubric]
 id = "search-lab"
 version = 1
@@ -39,16 +40,31 @@ weight = 100
 check = "expectations"
 full = "Every case comes to what the rubric expects of it"
 typical_loss = "An answer that states what no tool returned"
-''', source="search.toml")
+""",
+    source="search.toml",
+)
 FOUND = [{"title": "Refund policy", "snippet": "Refunds are accepted within 14 days."}]
-SEARCHED = Served('web_search {"query":"refund window"}', True, "web_search",
-                  args='{"query":"refund window"}', result=json.dumps(FOUND))
+SEARCHED = Served(
+    'web_search {"query":"refund window"}',
+    True,
+    "web_search",
+    args='{"query":"refund window"}',
+    result=json.dumps(FOUND),
+)
 
 
 def _graded(rubric: Rubric, outcome: CaseOutcome) -> CriterionResult:
-    evidence = Evidence(cases=rubric.cases, label="p",
-                        primary=RunResult({outcome.case: outcome}), others=(), loud=(),
-                        probe=None, failures=None, stretch=(), second_set=None)
+    evidence = Evidence(
+        cases=rubric.cases,
+        label="p",
+        primary=RunResult({outcome.case: outcome}),
+        others=(),
+        loud=(),
+        probe=None,
+        failures=None,
+        stretch=(),
+        second_set=None,
+    )
     return expectations(evidence, rubric, rubric.criteria[0])
 
 
@@ -59,8 +75,9 @@ def test_the_rubric_case_keeps_its_citation() -> None:
 
 def test_the_check_passes_the_honest_answer_and_fails_the_unfounded_one() -> None:
     answer = "Refunds are accepted within 14 days."
-    honest = _graded(RUBRIC, CaseOutcome("refund-window", "returned", answer=answer,
-                                         calls=(SEARCHED,)))
+    honest = _graded(
+        RUBRIC, CaseOutcome("refund-window", "returned", answer=answer, calls=(SEARCHED,))
+    )
     [check] = honest.checks
     assert (check.passed, check.verdict, check.points) == (True, "passed", Decimal("100.00"))
     assert check.detail == "met: the expected answer; cites '14 days' from a web_search result"
@@ -68,8 +85,9 @@ def test_the_check_passes_the_honest_answer_and_fails_the_unfounded_one() -> Non
     unfounded = _graded(RUBRIC, CaseOutcome("refund-window", "returned", answer=answer))
     [check] = unfounded.checks
     assert (check.passed, check.verdict, check.points) == (False, "failed", Decimal("0.00"))
-    assert "the answer states '14 days' but no web_search result this run returned it" \
-        in check.detail
+    assert (
+        "the answer states '14 days' but no web_search result this run returned it" in check.detail
+    )
     assert check.divergence is not None and check.divergence.at == "answer"
 
 
@@ -93,11 +111,14 @@ def run(provider, task, tools):
 
 
 @pytest.mark.slow
-def test_in_the_sandbox_only_a_served_search_result_founds_the_cited_fact(
-        tmp_path: Path) -> None:
+def test_in_the_sandbox_only_a_served_search_result_founds_the_cited_fact(tmp_path: Path) -> None:
     root = tmp_path / "sub"
-    for name, source in (("__init__", ""), ("asks", ASKS), ("guesses", GUESSES),
-                         ("misses", MISSES)):
+    for name, source in (
+        ("__init__", ""),
+        ("asks", ASKS),
+        ("guesses", GUESSES),
+        ("misses", MISSES),
+    ):
         (root / "lab").mkdir(parents=True, exist_ok=True)
         (root / "lab" / f"{name}.py").write_text(textwrap.dedent(source), "utf-8")
 
@@ -109,8 +130,9 @@ def test_in_the_sandbox_only_a_served_search_result_founds_the_cited_fact(
     results = {}
     try:
         for agent in ("asks", "guesses", "misses"):
-            ran = sandbox.within(agent).run(f"lab.{agent}:run",
-                                            [("refund-window", RUBRIC.cases[0].task)], plan)
+            ran = sandbox.within(agent).run(
+                f"lab.{agent}:run", [("refund-window", RUBRIC.cases[0].task)], plan
+            )
             [check] = _graded(RUBRIC, ran.outcomes["refund-window"]).checks
             results[agent] = check
     finally:
@@ -118,9 +140,11 @@ def test_in_the_sandbox_only_a_served_search_result_founds_the_cited_fact(
     assert results["asks"].passed, results["asks"].detail
     assert results["guesses"].detail == (
         "the answer states '14 days' but no web_search result this run returned it "
-        "(web_search was never called)")
+        "(web_search was never called)"
+    )
     missed = results["misses"]
     assert not missed.passed and missed.divergence is not None
     assert (missed.divergence.at, missed.divergence.observed) == (
-        "call 1 (web_search)", "web_search called 1 time(s), each answered with a miss: "
-        "no result")
+        "call 1 (web_search)",
+        "web_search called 1 time(s), each answered with a miss: no result",
+    )

@@ -14,8 +14,11 @@ from grader.rubric import load_rubric
 from grader.scoring import find_placeholders, parse_failures, score_written_summary
 
 REPO = Path(__file__).resolve().parents[3]
-POINTS = {"entries": Decimal("6.00"), "boundaries": Decimal("4.00"),
-          "no_placeholders": Decimal("5.00")}
+POINTS = {
+    "entries": Decimal("6.00"),
+    "boundaries": Decimal("4.00"),
+    "no_placeholders": Decimal("5.00"),
+}
 
 TEMPLATE = """\
 # Failures
@@ -57,9 +60,12 @@ def checks(result: CriterionResult) -> dict[str, tuple[bool, Decimal, str]]:
 
 def test_the_reference_labs_failure_log_scores_full_marks() -> None:
     cases = load_rubric(REPO / "rubric" / "bootcamp.toml").cases
-    result = score_written_summary((REPO / "FAILURES.md").read_text(encoding="utf-8"),
-                                   points=POINTS, weight=Decimal(15),
-                                   grounds=grounds(REPO, cases, ()))
+    result = score_written_summary(
+        (REPO / "FAILURES.md").read_text(encoding="utf-8"),
+        points=POINTS,
+        weight=Decimal(15),
+        grounds=grounds(REPO, cases, ()),
+    )
     assert result.points == result.max == Decimal(15)
     assert all(check.passed and check.points == check.max for check in result.checks)
     scored, shown = result.checks[:3], result.checks[3:]
@@ -169,7 +175,9 @@ def test_todo_and_template_tokens_are_found_outside_code_only() -> None:
         "ipsum\n- Status: it waited... then <br> broke\n"
     )
     assert find_placeholders(text) == [
-        (3, "TODO"), (8, "<describe the symptom>"), (8, "lorem ipsum"),
+        (3, "TODO"),
+        (8, "<describe the symptom>"),
+        (8, "lorem ipsum"),
     ]
 
 
@@ -181,8 +189,10 @@ def test_an_empty_file_earns_nothing_for_having_no_placeholders() -> None:
 
 def test_parse_failures_exposes_titles_fields_text_and_boundaries_in_file_order() -> None:
     log = parse_failures(f"# Failures\n{GOOD_ENTRY}{SECOND_ENTRY}{BOUNDARIES}")
-    assert [e.title for e in log.entries] == ["The replay answered an empty string",
-                                              "Two labels gave two scores"]
+    assert [e.title for e in log.entries] == [
+        "The replay answered an empty string",
+        "Two labels gave two scores",
+    ]
     assert list(log.entries[1].fields) == ["symptom", "cause", "status"]
     assert log.entries[0].text.startswith("- Symptom: a missing recording")
     assert log.entries[0].line == 2
@@ -192,8 +202,9 @@ def test_parse_failures_exposes_titles_fields_text_and_boundaries_in_file_order(
 
 
 def test_the_criterion_id_and_title_come_from_the_caller() -> None:
-    result = score_written_summary(None, points=POINTS, weight=Decimal(15),
-                                   criterion_id="log", title="Failure log")
+    result = score_written_summary(
+        None, points=POINTS, weight=Decimal(15), criterion_id="log", title="Failure log"
+    )
     assert (result.id, result.title) == ("log", "Failure log")
 
 
@@ -215,48 +226,60 @@ def test_text_quoted_from_the_log_is_capped_and_shown_not_hidden() -> None:
 # -- as a person reads it: a path's pattern and code are not template text --------------------
 
 
-@pytest.mark.parametrize("line", [
-    "- Fix: every case now has fixtures/<case>.json beside its cassette.",
-    "- Fix: re-recorded cassettes/<case-id>.http.json for each case.",
-    "- Fix: <case>.previous.json keeps the old answers for review.",
-    "- Fix: the grader reads <root>/cassettes now, not the working folder.",
-    "- Fix: on Windows the file is C:\\<user>\\lab\\agent.py, with backslashes.",
-    "- Fix: the note moved from TODO.md into the README.",
-    "- Fix: the agent lives in lab/.../agent.py, under a package of its own.",
-])
+@pytest.mark.parametrize(
+    "line",
+    [
+        "- Fix: every case now has fixtures/<case>.json beside its cassette.",
+        "- Fix: re-recorded cassettes/<case-id>.http.json for each case.",
+        "- Fix: <case>.previous.json keeps the old answers for review.",
+        "- Fix: the grader reads <root>/cassettes now, not the working folder.",
+        "- Fix: on Windows the file is C:\\<user>\\lab\\agent.py, with backslashes.",
+        "- Fix: the note moved from TODO.md into the README.",
+        "- Fix: the agent lives in lab/.../agent.py, under a package of its own.",
+    ],
+)
 def test_a_token_that_is_part_of_a_path_is_no_placeholder(line: str) -> None:
     assert find_placeholders(line) == []
-    entry = ("## Paths\n- Symptom: the lab wrote 3 files where nobody looked.\n"
-             f"- Cause: the grader read a path relative to the caller.\n{line}\n")
+    entry = (
+        "## Paths\n- Symptom: the lab wrote 3 files where nobody looked.\n"
+        f"- Cause: the grader read a path relative to the caller.\n{line}\n"
+    )
     result = score(f"# Failures\n{GOOD_ENTRY}{entry}{BOUNDARIES}")
     assert checks(result)["no_placeholders"][:2] == (True, Decimal("5.00"))
     assert checks(result)["entries"][:2] == (True, Decimal("6.00"))
     assert checks(result)["entries"][2].startswith("2 complete entries")
 
 
-@pytest.mark.parametrize(("line", "found"), [
-    ("- Fix: <describe the fix>", "<describe the fix>"),
-    ("- Fix: <what failed>.json was never written", "<what failed>"),  # spaces: a gap
-    ("- Fix: <describe>.", "<describe>"),  # a sentence's full stop, not an extension
-    ("- Fix: <describe>. Then record again.", "<describe>"),
-    ("- Fix: \\<describe> (Markdown shows the escaped bracket)", "<describe>"),
-    ("- Fix: the lab reads / <describe> from it", "<describe>"),  # a space from the slash
-    ("- Fix: TODO.", "TODO"),
-    ("- Fix: see the folder at cassettes/ ...", "..."),
-])
+@pytest.mark.parametrize(
+    ("line", "found"),
+    [
+        ("- Fix: <describe the fix>", "<describe the fix>"),
+        ("- Fix: <what failed>.json was never written", "<what failed>"),  # spaces: a gap
+        ("- Fix: <describe>.", "<describe>"),  # a sentence's full stop, not an extension
+        ("- Fix: <describe>. Then record again.", "<describe>"),
+        ("- Fix: \\<describe> (Markdown shows the escaped bracket)", "<describe>"),
+        ("- Fix: the lab reads / <describe> from it", "<describe>"),  # a space from the slash
+        ("- Fix: TODO.", "TODO"),
+        ("- Fix: see the folder at cassettes/ ...", "..."),
+    ],
+)
 def test_the_same_token_outside_a_path_is_still_template_text(line: str, found: str) -> None:
     assert find_placeholders(line) == [(1, found)]
-    entry = ("## Paths\n- Symptom: the lab wrote 3 files where nobody looked.\n"
-             f"- Cause: the grader read a path relative to the caller.\n{line}\n")
+    entry = (
+        "## Paths\n- Symptom: the lab wrote 3 files where nobody looked.\n"
+        f"- Cause: the grader read a path relative to the caller.\n{line}\n"
+    )
     result = score(f"# Failures\n{GOOD_ENTRY}{entry}{BOUNDARIES}")
     assert checks(result)["no_placeholders"][:2] == (False, Decimal("0.00"))
     assert f"Fix or Status is template text ({found})" in checks(result)["entries"][2]
 
 
 def test_an_indented_block_after_a_blank_line_is_code() -> None:
-    text = ("# Failures\n## A\nThe run printed:\n\n    CassetteMiss: no recording for <prompt>\n"
-            "    TODO in the agent's own output\n\nand then it stopped.\n"
-            "not code, a paragraph goes on:\n    <describe it>\n")
+    text = (
+        "# Failures\n## A\nThe run printed:\n\n    CassetteMiss: no recording for <prompt>\n"
+        "    TODO in the agent's own output\n\nand then it stopped.\n"
+        "not code, a paragraph goes on:\n    <describe it>\n"
+    )
     assert find_placeholders(text) == [(10, "<describe it>")]
 
 
@@ -264,16 +287,17 @@ def test_in_a_list_item_code_is_indented_four_past_the_bullets_text() -> None:
     # "- " puts a bullet's text at column 2: four spaces in is a paragraph of the item, as
     # GitHub shows it, and six is code. So a template's gap cannot hide as "code".
     template = "## A\n- Symptom: the agent answered nothing at all.\n- Fix:\n\n    <describe>\n"
-    quoted = ("## B\n- Symptom: the replay stopped on the second prompt with\n\n"
-              "      CassetteMiss: no recording for <prompt>\n\n"
-              "- Cause: the prompt had a trailing space after an edit.\n"
-              "- Fix: prompts are stripped before the agent sends them.\n")
+    quoted = (
+        "## B\n- Symptom: the replay stopped on the second prompt with\n\n"
+        "      CassetteMiss: no recording for <prompt>\n\n"
+        "- Cause: the prompt had a trailing space after an edit.\n"
+        "- Fix: prompts are stripped before the agent sends them.\n"
+    )
     assert find_placeholders(template) == [(5, "<describe>")]
     assert find_placeholders(quoted) == []
     result = score(f"# Failures\n{template}{quoted}{GOOD_ENTRY}{BOUNDARIES}")
     detail = checks(result)["entries"][2]
-    assert "'A' (line 2): Cause is missing, Fix or Status is template text (<describe>)" \
-        in detail
+    assert "'A' (line 2): Cause is missing, Fix or Status is template text (<describe>)" in detail
     # its quoted output counts as the symptom's text, not a gap
     assert "'B'" not in detail.partition("not counted:")[2]
     assert checks(result)["no_placeholders"][2] == "template text left in: line 6: '<describe>'"

@@ -20,19 +20,34 @@ from grader.scoring import score_written_summary
 from grader.scoring._summary import EXAMPLE_ENTRY, SUBCOMMANDS, Grounds
 from tests.submissions import REFERENCE
 
-POINTS = {"entries": Decimal("6.00"), "boundaries": Decimal("4.00"),
-          "no_placeholders": Decimal("5.00")}
+POINTS = {
+    "entries": Decimal("6.00"),
+    "boundaries": Decimal("4.00"),
+    "no_placeholders": Decimal("5.00"),
+}
 GROUNDS = Grounds(
     cases=frozenset({"refund-policy", "incident-summary", "sql-explain", "flaky-grade"}),
-    files=frozenset({"lab", "lab/agent.py", "lab/tools.py", "cassettes",
-                     "cassettes/sql-explain.json", "Makefile", "FAILURES.md"}),
-    keys=frozenset({"91dfba8f3c1ef5d9"}), targets=frozenset({"record", "check", "grade"}),
-    errors=frozenset({"BudgetSpent"}))
+    files=frozenset(
+        {
+            "lab",
+            "lab/agent.py",
+            "lab/tools.py",
+            "cassettes",
+            "cassettes/sql-explain.json",
+            "Makefile",
+            "FAILURES.md",
+        }
+    ),
+    keys=frozenset({"91dfba8f3c1ef5d9"}),
+    targets=frozenset({"record", "check", "grade"}),
+    errors=frozenset({"BudgetSpent"}),
+)
 BOUNDARIES = """
 ## Boundaries
 - What this lab cannot measure: whether an answer is right, only that it is the recorded one.
 """
-HONEST = """\
+HONEST = (
+    """\
 # Failures
 
 ## The agent answered "" when a recording was missing
@@ -45,8 +60,11 @@ HONEST = """\
 - Symptom: the key 91dfba8f3c1ef5d9 was asked in one run and another key in the next.
 - Cause: the keywords came from a set and were joined in hash order.
 - Fix: sorted(...) before joining, then recorded case refund-policy again.
-""" + BOUNDARIES
-HOLLOW = """\
+"""
+    + BOUNDARIES
+)
+HOLLOW = (
+    """\
 # Failures
 
 ## A bug
@@ -58,7 +76,9 @@ HOLLOW = """\
 - Symptom: Things did not work as expected.
 - Cause: The code had an issue in it.
 - Fix: The issue was resolved by changing it.
-""" + BOUNDARIES
+"""
+    + BOUNDARIES
+)
 
 
 def score(text: str, grounds: Grounds = GROUNDS) -> CriterionResult:
@@ -95,12 +115,15 @@ def test_an_entry_written_twice_counts_once_and_both_places_are_named() -> None:
     again = first.split("# Failures\n\n")[1].replace("## The agent", "## Again, the agent")
     points, detail = entries(score(first + "\n" + again + BOUNDARIES))
     assert points == Decimal("3.00")
-    assert ("'Again, the agent answered \"\" when a recording was missing' (line 10): repeats "
-            "'The agent answered \"\" when a recording was missing' (line 3)") in detail
+    assert (
+        "'Again, the agent answered \"\" when a recording was missing' (line 10): repeats "
+        "'The agent answered \"\" when a recording was missing' (line 3)"
+    ) in detail
 
 
-@pytest.mark.parametrize("shape", ["###", "#", "setext", "prose", "bold", "numbered",
-                                   "field headings", "comment"])
+@pytest.mark.parametrize(
+    "shape", ["###", "#", "setext", "prose", "bold", "numbered", "field headings", "comment"]
+)
 def test_the_honest_log_in_another_shape_earns_what_it_earns(shape: str) -> None:
     text = HONEST
     if shape == "###":
@@ -124,30 +147,37 @@ def test_the_honest_log_in_another_shape_earns_what_it_earns(shape: str) -> None
 
 
 def test_a_short_fix_and_the_hand_outs_status_open_pass_their_own_rules() -> None:
-    short = HONEST.replace("- Fix: the bare except is gone; a miss now reaches the caller.",
-                           "- Status: open").replace(
+    short = HONEST.replace(
+        "- Fix: the bare except is gone; a miss now reaches the caller.", "- Status: open"
+    ).replace(
         "- Fix: sorted(...) before joining, then recorded case refund-policy again.",
-        "- Fix: sorted the keywords.")
+        "- Fix: sorted the keywords.",
+    )
     assert score(short).points == Decimal(15), [c.detail for c in score(short).checks]
 
 
 def test_an_unquoted_option_with_its_value_left_out_is_no_placeholder() -> None:
-    text = HONEST.replace("then recorded case refund-policy again.",
-                          "then ran make record with --rerecord --reason ... for refund-policy.")
+    text = HONEST.replace(
+        "then recorded case refund-policy again.",
+        "then ran make record with --rerecord --reason ... for refund-policy.",
+    )
     placeholders = next(c for c in score(text).checks if c.id == "no_placeholders")
     assert placeholders.passed, placeholders.detail
 
 
-@pytest.mark.parametrize(("claim", "said"), [
-    ("case refund-polcy", "the case refund-polcy, which the rubric does not have"),
-    ("lab/agnt.py", "lab/agnt.py, which the submission does not have"),
-    ("key 0123456789abcdef", "the key 0123456789abcdef, which nothing recorded"),
-    ("`gradekit recrod --case sql-explain`", "`gradekit recrod`, which is no command here"),
-])
-def test_a_claim_that_does_not_hold_keeps_the_entry_from_counting(claim: str,
-                                                                  said: str) -> None:
-    text = HONEST.replace("a miss now reaches the caller.",
-                          f"a miss now reaches the caller; {claim}.")
+@pytest.mark.parametrize(
+    ("claim", "said"),
+    [
+        ("case refund-polcy", "the case refund-polcy, which the rubric does not have"),
+        ("lab/agnt.py", "lab/agnt.py, which the submission does not have"),
+        ("key 0123456789abcdef", "the key 0123456789abcdef, which nothing recorded"),
+        ("`gradekit recrod --case sql-explain`", "`gradekit recrod`, which is no command here"),
+    ],
+)
+def test_a_claim_that_does_not_hold_keeps_the_entry_from_counting(claim: str, said: str) -> None:
+    text = HONEST.replace(
+        "a miss now reaches the caller.", f"a miss now reaches the caller; {claim}."
+    )
     points, detail = entries(score(text))
     assert points == Decimal("3.00")
     assert f"names {said}" in detail
@@ -156,9 +186,11 @@ def test_a_claim_that_does_not_hold_keeps_the_entry_from_counting(claim: str,
 def test_what_holds_in_one_submission_is_checked_against_that_submission() -> None:
     """The same entry names the submission's own exception: it holds where the submission
     defines it, and names nothing checkable where it does not."""
-    entry = ("# Failures\n\n## The budget ran out\n- Symptom: the run stopped with BudgetSpent.\n"
-             "- Cause: the agent asked again on every refusal.\n"
-             "- Fix: retries stop before the budget does.\n")
+    entry = (
+        "# Failures\n\n## The budget ran out\n- Symptom: the run stopped with BudgetSpent.\n"
+        "- Cause: the agent asked again on every refusal.\n"
+        "- Fix: retries stop before the budget does.\n"
+    )
     assert "names BudgetSpent" in entries(score(entry))[1]
     assert "names nothing the grader can check" in entries(score(entry, Grounds()))[1]
 
@@ -217,7 +249,8 @@ def test_a_log_written_from_scratch_in_an_unseen_shape_earns_full_marks() -> Non
 
 # Sam's log: nothing in it but what the change log can bear out; no case, path, name or
 # number of the submission.
-SAM = """\
+SAM = (
+    """\
 # Failures
 
 ## My cassettes went stale
@@ -229,10 +262,13 @@ SAM = """\
 - Symptom: my second recording run asked the model again for the policy question.
 - Cause: the plan prompt now names the policy, so its key was new.
 - Fix: logged with its reason and recorded once more.
-""" + BOUNDARIES
-LOGGED = (("refund-policy", "the agent now looks things up with its tools, so every prompt "
-                            "changed"),
-          ("sql-explain", "the plan prompt now names the policy"))
+"""
+    + BOUNDARIES
+)
+LOGGED = (
+    ("refund-policy", "the agent now looks things up with its tools, so every prompt changed"),
+    ("sql-explain", "the plan prompt now names the policy"),
+)
 
 
 def test_a_re_record_the_change_log_holds_is_something_an_entry_can_name() -> None:
@@ -246,8 +282,10 @@ def test_a_re_record_the_change_log_holds_is_something_an_entry_can_name() -> No
     assert entries(score(SAM, Grounds()))[0] == Decimal("0.00")
     # The case named as recorded again: that re-record, even in words of the entry's own.
     named = SAM.replace("I recorded them again", "I re-recorded sql-explain")
-    assert "names the re-record of sql-explain" in entries(score(named, Grounds(
-        rerecords=LOGGED[1:], cases=frozenset({"sql-explain"}))))[1]
+    assert (
+        "names the re-record of sql-explain"
+        in entries(score(named, Grounds(rerecords=LOGGED[1:], cases=frozenset({"sql-explain"}))))[1]
+    )
     # A reason the log does not give, or a case it did not re-record, matches nothing.
     other = Grounds(rerecords=(("flaky-grade", "the grade prompt lost its trailing space"),))
     assert entries(score(SAM, other))[0] == Decimal("0.00")

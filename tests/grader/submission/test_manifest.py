@@ -18,14 +18,27 @@ def write(root: Path, table: str) -> Path:
 def test_defaults_and_declared_values(tmp_path: Path) -> None:
     manifest = load_manifest(write(tmp_path / "alice", 'agent = "lab.agent:run"'))
     assert (manifest.agent, manifest.cassettes, manifest.failures) == (
-        "lab.agent:run", "cassettes", "FAILURES.md")
+        "lab.agent:run",
+        "cassettes",
+        "FAILURES.md",
+    )
     assert (manifest.stretch, manifest.student, manifest.replay) == (
-        (), "alice", "gradekit:Replay")  # the kit's: any lab's package imports it
+        (),
+        "alice",
+        "gradekit:Replay",
+    )  # the kit's: any lab's package imports it
     assert manifest.cassette("sql-explain") == tmp_path / "alice" / "cassettes" / "sql-explain.json"
-    declared = load_manifest(write(tmp_path / "bob", 'agent = "a:b"\nstudent = "Bob"\n'
-                                   'stretch = ["two-providers"]\nsecond_cassettes = "c2"'))
+    declared = load_manifest(
+        write(
+            tmp_path / "bob",
+            'agent = "a:b"\nstudent = "Bob"\nstretch = ["two-providers"]\nsecond_cassettes = "c2"',
+        )
+    )
     assert (declared.student, declared.stretch, declared.second_cassettes) == (
-        "Bob", ("two-providers",), "c2")
+        "Bob",
+        ("two-providers",),
+        "c2",
+    )
 
 
 @pytest.mark.parametrize(

@@ -54,8 +54,10 @@ def scan(tmp_path: Path, source: str, name: str = "lab/agent.py") -> list[str]:
 
 def flags(*found: tuple[int, str, str], path: str = "lab/agent.py") -> list[str]:
     """The findings for ``(line, phrase, name)`` in ``path``, in the scan's order."""
-    return [f"{FLAGGED}{path}:{line}: {phrase} ({name})"
-            for line, phrase, name in sorted(found, key=lambda f: (f[0], f"{f[1]} ({f[2]})"))]
+    return [
+        f"{FLAGGED}{path}:{line}: {phrase} ({name})"
+        for line, phrase, name in sorted(found, key=lambda f: (f[0], f"{f[1]} ({f[2]})"))
+    ]
 
 
 # Each: the source (its flagged line marked by "# <-" on it), the phrase and the name.
@@ -69,12 +71,21 @@ FLAGGED_FORMS = [
     ("import inspect\nhere = inspect.currentframe()  # <-", FRAMES, "inspect.currentframe"),
     ("import inspect\nfor info in inspect.stack():  # <-\n    pass", FRAMES, "inspect.stack"),
     ("import inspect\ninspect.trace()  # <-", FRAMES, "inspect.trace"),
-    ("import inspect\ndef f(x):\n    return inspect.getouterframes(x)  # <-", FRAMES,
-     "inspect.getouterframes"),
-    ("import inspect\ndef f(x):\n    return inspect.getargvalues(x)  # <-", LOCALS,
-     "inspect.getargvalues"),
-    ("import traceback\nfor f, n in traceback.walk_stack(None):  # <-\n    pass", FRAMES,
-     "traceback.walk_stack"),
+    (
+        "import inspect\ndef f(x):\n    return inspect.getouterframes(x)  # <-",
+        FRAMES,
+        "inspect.getouterframes",
+    ),
+    (
+        "import inspect\ndef f(x):\n    return inspect.getargvalues(x)  # <-",
+        LOCALS,
+        "inspect.getargvalues",
+    ),
+    (
+        "import traceback\nfor f, n in traceback.walk_stack(None):  # <-\n    pass",
+        FRAMES,
+        "traceback.walk_stack",
+    ),
     ("import sys\nsys.settrace(print)  # <-", TRACE, "sys.settrace"),
     ("import threading\nthreading.setprofile(print)  # <-", TRACE, "threading.setprofile"),
     ("import gc\nfor o in gc.get_objects():  # <-\n    pass", GC, "gc.get_objects"),
@@ -91,8 +102,12 @@ FLAGGED_FORMS = [
     ("import posix\nposix._exit(0)  # <-", EXIT, "posix._exit"),
     ("from os import _exit\n_exit(0)  # <-", EXIT, "os._exit"),
     ("import os\nos.write(1, b'x')  # <-", WRITE, "os.write"),
-    ("import os\ndef say(provider, line):\n    os.write(provider._channel._write_fd, line)  # <-",
-     WRITE, "os.write"),
+    (
+        "import os\ndef say(provider, line):\n"
+        "    os.write(provider._channel._write_fd, line)  # <-",
+        WRITE,
+        "os.write",
+    ),
     ("import os\nfor fd in range(3, 9):\n    os.writev(fd, [b'x'])  # <-", WRITE, "os.writev"),
     ("import os\nos.pwrite(4, b'x', 0)  # <-", WRITE, "os.pwrite"),
     ("import os\npipe = os.fdopen(4, 'w')  # <-", WRITE, "os.fdopen"),
@@ -122,11 +137,17 @@ FLAGGED_FORMS = [
     ("def up(x):\n    return getattr(x, '_getframe')  # <-", FRAMES, "sys._getframe"),
     ("def up(x):\n    return getattr(x, 'get_referrers')  # <-", GC, "gc.get_referrers"),
     ("def up(frame):\n    return frame.__getattribute__('f_locals')  # <-", LOCALS, ".f_locals"),
-    ("def up(frame):\n    return object.__getattribute__(frame, 'f_back')  # <-", FRAMES,
-     ".f_back"),
+    (
+        "def up(frame):\n    return object.__getattribute__(frame, 'f_back')  # <-",
+        FRAMES,
+        ".f_back",
+    ),
     ("import operator\nup = operator.attrgetter('f_back')  # <-", FRAMES, ".f_back"),
-    ("from operator import attrgetter\nup = attrgetter('f_code.co_name.f_locals')  # <-", LOCALS,
-     ".f_locals"),
+    (
+        "from operator import attrgetter\nup = attrgetter('f_code.co_name.f_locals')  # <-",
+        LOCALS,
+        ".f_locals",
+    ),
     ("import sys\nvars(sys)['modules']['lab'] = None  # <-", MODULES, "sys.modules"),
     ("import sys\nsys.__dict__['_getframe']()  # <-", FRAMES, "sys._getframe"),
     ("import sys\nm = sys.modules\nm['lab'] = None  # <-", MODULES, "sys.modules"),
@@ -142,13 +163,22 @@ FLAGGED_FORMS = [
     ("import operator\nframe_of = operator.attrgetter('cr_frame')  # <-", FRAMES, ".cr_frame"),
     # every attribute at once, whatever it is asked of
     ("import inspect\ninspect.getmembers(object())  # <-", MEMBERS, "inspect.getmembers"),
-    ("import inspect\ndef f(x):\n    return inspect.getmembers_static(x)  # <-", MEMBERS,
-     "inspect.getmembers_static"),
-    ("from inspect import getmembers as members\nmembers(print)  # <-", MEMBERS,
-     "inspect.getmembers"),
+    (
+        "import inspect\ndef f(x):\n    return inspect.getmembers_static(x)  # <-",
+        MEMBERS,
+        "inspect.getmembers_static",
+    ),
+    (
+        "from inspect import getmembers as members\nmembers(print)  # <-",
+        MEMBERS,
+        "inspect.getmembers",
+    ),
     ("import inspect as i\nlist(map(i.getmembers, [print]))  # <-", MEMBERS, "inspect.getmembers"),
-    ("def f(x):\n    return getattr(x, 'getmembers_static')  # <-", MEMBERS,
-     "inspect.getmembers_static"),
+    (
+        "def f(x):\n    return getattr(x, 'getmembers_static')  # <-",
+        MEMBERS,
+        "inspect.getmembers_static",
+    ),
     # a function's variables: its module's globals, its closure's cells
     ("def f(fn):\n    return fn.__globals__['verdict']  # <-", CLOSURE, ".__globals__"),
     ("def f(fn):\n    return fn.__closure__  # <-", CLOSURE, ".__closure__"),
@@ -164,45 +194,86 @@ FLAGGED_FORMS = [
     ("def f(x, args):\n    return getattr(x, *args)  # <-", NAMED, "builtins.getattr"),
     ("def f(x, name):\n    setattr(x, name, None)  # <-", NAMED, "builtins.setattr"),
     ("def f(x, name):\n    delattr(x, name)  # <-", NAMED, "builtins.delattr"),
-    ("import inspect\ndef f(x, name):\n    return inspect.getattr_static(x, name)  # <-", NAMED,
-     "inspect.getattr_static"),
+    (
+        "import inspect\ndef f(x, name):\n    return inspect.getattr_static(x, name)  # <-",
+        NAMED,
+        "inspect.getattr_static",
+    ),
     ("def f(x, name):\n    return x.__getattribute__(name)  # <-", NAMED, ".__getattribute__"),
-    ("def f(x, name):\n    return object.__getattribute__(x, name)  # <-", NAMED,
-     ".__getattribute__"),
-    ("import operator\ndef f(name):\n    return operator.attrgetter('a', name)  # <-", NAMED,
-     "operator.attrgetter"),
-    ("from functools import partial\nup = partial(getattr, object())  # <-", NAMED,
-     "builtins.getattr"),
-    ("def f(xs, names):\n    return list(map(getattr, xs, names))  # <-", NAMED,
-     "builtins.getattr"),
+    (
+        "def f(x, name):\n    return object.__getattribute__(x, name)  # <-",
+        NAMED,
+        ".__getattribute__",
+    ),
+    (
+        "import operator\ndef f(name):\n    return operator.attrgetter('a', name)  # <-",
+        NAMED,
+        "operator.attrgetter",
+    ),
+    (
+        "from functools import partial\nup = partial(getattr, object())  # <-",
+        NAMED,
+        "builtins.getattr",
+    ),
+    (
+        "def f(xs, names):\n    return list(map(getattr, xs, names))  # <-",
+        NAMED,
+        "builtins.getattr",
+    ),
     ("def f(x, name, look=getattr):  # <-\n    return look(x, name)", NAMED, "builtins.getattr"),
     ("import sys\ndef f(name):\n    return vars(sys)[name]  # <-", NAMED, "builtins.vars"),
     ("import gc\ndef f(name):\n    return gc.__dict__[name]  # <-", NAMED, ".__dict__"),
     ("def f(name):\n    return __builtins__[name]  # <-", NAMED, "builtins"),
     ("def f(name):\n    return __import__(name)  # <-", LOADED, "builtins.__import__"),
-    ("import importlib\ndef f(name):\n    return importlib.import_module(name)  # <-", LOADED,
-     "importlib.import_module"),
-    ("from importlib import import_module as load\nm = load('o' + 's')  # <-", LOADED,
-     "importlib.import_module"),
-    ("import importlib\ndef f(name):\n    return importlib.__import__(name)  # <-", LOADED,
-     "importlib.__import__"),
+    (
+        "import importlib\ndef f(name):\n    return importlib.import_module(name)  # <-",
+        LOADED,
+        "importlib.import_module",
+    ),
+    (
+        "from importlib import import_module as load\nm = load('o' + 's')  # <-",
+        LOADED,
+        "importlib.import_module",
+    ),
+    (
+        "import importlib\ndef f(name):\n    return importlib.__import__(name)  # <-",
+        LOADED,
+        "importlib.__import__",
+    ),
     ("import sys\ndef f(name):\n    return sys.modules[name]  # <-", LOADED, "sys.modules"),
-    ("import sys\ndef f(name):\n    return sys.modules.get(name)  # <-", LOADED,
-     "sys.modules.get"),
+    ("import sys\ndef f(name):\n    return sys.modules.get(name)  # <-", LOADED, "sys.modules.get"),
     # a module's own __getattr__ is let hand on its name only to a module the scan does not
     # watch, a name it does not rebuild, and a name it imported
-    ("import sys\ndef __getattr__(name):\n    return getattr(sys, name)  # <-", NAMED,
-     "builtins.getattr"),
-    ("import json\ndef __getattr__(name):\n    name = '_' + name\n    return getattr(json, name)"
-     "  # <-", NAMED, "builtins.getattr"),
-    ("import json\njson = json.decoder\ndef __getattr__(name):\n    return getattr(json, name)"
-     "  # <-", NAMED, "builtins.getattr"),
-    ("def __getattr__(name):\n    return getattr(object(), name)  # <-", NAMED,
-     "builtins.getattr"),
-    ("import json\ndef __getattr__(name):\n    get = lambda name: getattr(json, name)  # <-\n"
-     "    return get('_' + name)", NAMED, "builtins.getattr"),
-    ("import json\nclass Proxy:\n    def __getattr__(self, name):\n"
-     "        return getattr(json, name)  # <-", NAMED, "builtins.getattr"),
+    (
+        "import sys\ndef __getattr__(name):\n    return getattr(sys, name)  # <-",
+        NAMED,
+        "builtins.getattr",
+    ),
+    (
+        "import json\ndef __getattr__(name):\n    name = '_' + name\n    return getattr(json, name)"
+        "  # <-",
+        NAMED,
+        "builtins.getattr",
+    ),
+    (
+        "import json\njson = json.decoder\ndef __getattr__(name):\n    return getattr(json, name)"
+        "  # <-",
+        NAMED,
+        "builtins.getattr",
+    ),
+    ("def __getattr__(name):\n    return getattr(object(), name)  # <-", NAMED, "builtins.getattr"),
+    (
+        "import json\ndef __getattr__(name):\n    get = lambda name: getattr(json, name)  # <-\n"
+        "    return get('_' + name)",
+        NAMED,
+        "builtins.getattr",
+    ),
+    (
+        "import json\nclass Proxy:\n    def __getattr__(self, name):\n"
+        "        return getattr(json, name)  # <-",
+        NAMED,
+        "builtins.getattr",
+    ),
     # code the scan cannot read, through any name
     ("exec('x = 1')  # <-", RUN, "builtins.exec"),
     ("x = eval('1 + 1')  # <-", RUN, "builtins.eval"),
@@ -214,16 +285,23 @@ FLAGGED_FORMS = [
     ("getattr(__builtins__, 'eval')('1')  # <-", RUN, "builtins.eval"),
     ("__builtins__['exec']('x = 1')  # <-", RUN, "builtins.exec"),
     ("__builtins__.get('exec')('x = 1')  # <-", RUN, "builtins.exec"),
-    ("import builtins\nvars(builtins)['compile']('1', 'x', 'eval')  # <-", BUILD,
-     "builtins.compile"),
+    (
+        "import builtins\nvars(builtins)['compile']('1', 'x', 'eval')  # <-",
+        BUILD,
+        "builtins.compile",
+    ),
     ("def run(source, runner=exec):  # <-\n    runner(source)", RUN, "builtins.exec"),
 ]
 
 
-@pytest.mark.parametrize(("source", "phrase", "name"), FLAGGED_FORMS,
-                         ids=[f"{n}-{i}" for i, (_, _, n) in enumerate(FLAGGED_FORMS)])
+@pytest.mark.parametrize(
+    ("source", "phrase", "name"),
+    FLAGGED_FORMS,
+    ids=[f"{n}-{i}" for i, (_, _, n) in enumerate(FLAGGED_FORMS)],
+)
 def test_each_reach_is_flagged_at_its_line_in_the_graders_words(
-        tmp_path: Path, source: str, phrase: str, name: str) -> None:
+    tmp_path: Path, source: str, phrase: str, name: str
+) -> None:
     line = next(n for n, text in enumerate(source.splitlines(), 1) if text.endswith("# <-"))
     assert scan(tmp_path, source) == flags((line, phrase, name))
 
@@ -259,10 +337,16 @@ def forge(message):
 def test_the_generator_frame_and_getmembers_forgery_is_flagged(tmp_path: Path) -> None:
     path = tmp_path / "lab" / "agent.py"
     found = scan(tmp_path, GENERATOR_FORGER)
-    climb, walk = (n for n, text in enumerate(GENERATOR_FORGER.splitlines(), 1)
-                   if "inspect.getmembers(" in text)
-    assert found == flags((climb, FRAMES, ".gi_frame"), (climb, MEMBERS, "inspect.getmembers"),
-                          (walk, MEMBERS, "inspect.getmembers"))
+    climb, walk = (
+        n
+        for n, text in enumerate(GENERATOR_FORGER.splitlines(), 1)
+        if "inspect.getmembers(" in text
+    )
+    assert found == flags(
+        (climb, FRAMES, ".gi_frame"),
+        (climb, MEMBERS, "inspect.getmembers"),
+        (walk, MEMBERS, "inspect.getmembers"),
+    )
     # And it is a forgery: run, it finds a caller's sealed sender and sends through it.
     spec = importlib.util.spec_from_file_location("generator_forger", path)
     assert spec is not None and spec.loader is not None
@@ -273,6 +357,7 @@ def test_the_generator_frame_and_getmembers_forgery_is_flagged(tmp_path: Path) -
     def harness() -> bool:
         def verdict(message: dict[str, object]) -> None:  # what only the harness holds
             sent.append(message)
+
         forged: bool = module.forge({"op": "result", "score": 100})
         return forged and callable(verdict)
 
@@ -292,18 +377,25 @@ def test_code_the_scan_cannot_read_is_flagged_through_every_name(tmp_path: Path)
         make = getattr(builtins, "compile")  # <- builtins.compile
         make("1", "x", "eval")  # <- builtins.compile
         """
-    marked = [(n, text.rpartition("# <- ")[2]) for n, text
-              in enumerate(textwrap.dedent(source).splitlines(), 1) if "# <- " in text]
+    marked = [
+        (n, text.rpartition("# <- ")[2])
+        for n, text in enumerate(textwrap.dedent(source).splitlines(), 1)
+        if "# <- " in text
+    ]
     assert len(marked) == 7
-    assert scan(tmp_path, source) == flags(*((line, BUILD if name.endswith("compile") else RUN,
-                                              name) for line, name in marked))
+    assert scan(tmp_path, source) == flags(
+        *((line, BUILD if name.endswith("compile") else RUN, name) for line, name in marked)
+    )
 
 
 def test_a_name_built_at_run_time_stays_out_of_the_finding(tmp_path: Path) -> None:
-    source = "import importlib\ndef f(PRIVATE_NAME):\n" \
+    source = (
+        "import importlib\ndef f(PRIVATE_NAME):\n"
         "    return importlib.import_module(PRIVATE_NAME + 'x'), getattr(f, PRIVATE_NAME)\n"
-    assert scan(tmp_path, source) == flags((3, NAMED, "builtins.getattr"),
-                                           (3, LOADED, "importlib.import_module"))
+    )
+    assert scan(tmp_path, source) == flags(
+        (3, NAMED, "builtins.getattr"), (3, LOADED, "importlib.import_module")
+    )
 
 
 HONEST_FORMS = {
@@ -449,8 +541,7 @@ def test_every_file_is_scanned_and_the_findings_come_sorted_each_once(tmp_path: 
     (tmp_path / "lab" / "deep" / "er" / "x.py").write_text("import ctypes\n", "utf-8")
     (tmp_path / "top.py").write_text("import os\n\n\nos._exit(1); os._exit(2)\n", "utf-8")
     (tmp_path / "lab" / "b.py").write_text("import sys\nsys._getframe().f_back\n", "utf-8")
-    (tmp_path / "lab" / "a.py").write_text("import gc\n\n\n\n\n\n\n\n\ngc.get_objects()\n",
-                                           "utf-8")
+    (tmp_path / "lab" / "a.py").write_text("import gc\n\n\n\n\n\n\n\n\ngc.get_objects()\n", "utf-8")
     assert tamper_findings(tmp_path) == [
         *flags((10, GC, "gc.get_objects"), path="lab/a.py"),
         *flags((2, FRAMES, ".f_back"), (2, FRAMES, "sys._getframe"), path="lab/b.py"),
@@ -462,13 +553,25 @@ def test_every_file_is_scanned_and_the_findings_come_sorted_each_once(tmp_path: 
 def test_findings_past_twenty_are_counted(tmp_path: Path) -> None:
     found = scan(tmp_path, "import os\n" + "os._exit(0)\n" * 25)
     assert found[:20] == flags(*((line, EXIT, "os._exit") for line in range(2, 22)))
-    assert found[20:] == [f"{FLAGGED}and 5 more place(s) in the source that reach for the "
-                          "harness or the process"]
+    assert found[20:] == [
+        f"{FLAGGED}and 5 more place(s) in the source that reach for the harness or the process"
+    ]
 
 
 def test_ignored_names_and_the_kits_packages_are_not_scanned(tmp_path: Path) -> None:
-    for folder in (".venv", ".venv-model", "build", "__pycache__", "grades", ".git",
-                   "x.egg-info", "node_modules", "grader", "grader/sandbox", "gradekit"):
+    for folder in (
+        ".venv",
+        ".venv-model",
+        "build",
+        "__pycache__",
+        "grades",
+        ".git",
+        "x.egg-info",
+        "node_modules",
+        "grader",
+        "grader/sandbox",
+        "gradekit",
+    ):
         (tmp_path / folder).mkdir(parents=True, exist_ok=True)
         (tmp_path / folder / "evil.py").write_text("import ctypes\n", "utf-8")
     assert tamper_findings(tmp_path) == []
@@ -477,21 +580,26 @@ def test_ignored_names_and_the_kits_packages_are_not_scanned(tmp_path: Path) -> 
         (tmp_path / nested / "evil.py").write_text("import ctypes\n", "utf-8")
     assert tamper_findings(tmp_path) == [
         *flags((1, NATIVE, "ctypes"), path="lab/gradekit/evil.py"),
-        *flags((1, NATIVE, "ctypes"), path="lab/grader/evil.py")]
+        *flags((1, NATIVE, "ctypes"), path="lab/grader/evil.py"),
+    ]
 
 
 def test_a_manifest_entry_in_the_graders_copy_or_the_harness_is_flagged(tmp_path: Path) -> None:
     honest = Manifest(root=tmp_path, agent="lab.agent:run", guard="lab.guard:ok")
     assert tamper_findings(tmp_path, honest) == []
-    for entry, phrase, name in (("grader.evil:run", GRADER, "grader"),
-                                ("__main__:outcome", HARNESS, "__main__")):
+    for entry, phrase, name in (
+        ("grader.evil:run", GRADER, "grader"),
+        ("__main__:outcome", HARNESS, "__main__"),
+    ):
         manifest = Manifest(root=tmp_path, agent="lab.agent:run", incident_test=entry)
         assert tamper_findings(tmp_path, manifest) == [
-            f"{FLAGGED}pyproject.toml: {phrase} ({name})"]
+            f"{FLAGGED}pyproject.toml: {phrase} ({name})"
+        ]
 
 
 def test_a_file_that_does_not_parse_is_skipped_and_a_declared_encoding_is_read(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     lab = tmp_path / "lab"
     lab.mkdir()
     (lab / "broken.py").write_text("import ctypes\ndef (:\n", "utf-8")
@@ -511,8 +619,10 @@ def test_what_the_scan_cannot_read_is_flagged(tmp_path: Path) -> None:
     (lab / "native.cpython-311-x86_64-linux-gnu.so").write_bytes(b"\x7fELF")
     (lab / "chain.py").write_text("x = a" + ".b" * 900 + "\n", "utf-8")
     (lab / "deeper.py").write_text("x = a" + ".b" * 20000 + "\n", "utf-8")
-    not_scanned = "not scanned: a link, not a regular file, or over the scan's caps " \
+    not_scanned = (
+        "not scanned: a link, not a regular file, or over the scan's caps "
         "(1 MiB a file, 8 MiB in all)"
+    )
     assert tamper_findings(tmp_path) == [
         f"{FLAGGED}lab/chain.py: nested too deeply to scan",
         f"{FLAGGED}lab/deeper.py: nested too deeply to scan",
@@ -524,7 +634,8 @@ def test_what_the_scan_cannot_read_is_flagged(tmp_path: Path) -> None:
 
 
 def test_a_linked_folder_is_not_walked_and_one_named_like_a_module_is_flagged(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     """The walk lists each folder once and tells folders by what they are, not by where a
     link points: a link to a folder outside is never entered."""
     outside = tmp_path / "outside"
@@ -538,7 +649,8 @@ def test_a_linked_folder_is_not_walked_and_one_named_like_a_module_is_flagged(
     assert tamper_findings(submission) == [
         *flags((1, NATIVE, "ctypes"), path="lab/inner/ok.py"),
         f"{FLAGGED}lab/looks.py: not scanned: a link, not a regular file, or over the scan's "
-        "caps (1 MiB a file, 8 MiB in all)"]
+        "caps (1 MiB a file, 8 MiB in all)",
+    ]
 
 
 def test_more_names_than_the_scan_reads_is_flagged(tmp_path: Path) -> None:
@@ -548,7 +660,8 @@ def test_more_names_than_the_scan_reads_is_flagged(tmp_path: Path) -> None:
         (folder / f"{n}.txt").touch()
     assert tamper_findings(tmp_path) == [
         f"{FLAGGED}the submission holds more than the scan reads (5000 names, 1000 Python "
-        "files, 16 folders deep): the rest was not scanned"]
+        "files, 16 folders deep): the rest was not scanned"
+    ]
 
 
 SEEDED = """\
@@ -570,10 +683,14 @@ def test_the_findings_do_not_depend_on_the_hash_seed_or_the_file_order(tmp_path:
     assert len(expected) == 21 and places == sorted(places, key=lambda p: (p[0], int(p[1])))
     runs = set()
     for seed in ("1", "4242"):
-        done = subprocess.run([sys.executable, "-c", SEEDED, str(tmp_path)], check=True,
-                              capture_output=True, text=True,
-                              env={**os.environ, "PYTHONHASHSEED": seed},
-                              cwd=Path(__file__).resolve().parents[3])
+        done = subprocess.run(
+            [sys.executable, "-c", SEEDED, str(tmp_path)],
+            check=True,
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYTHONHASHSEED": seed},
+            cwd=Path(__file__).resolve().parents[3],
+        )
         runs.add(tuple(json.loads(done.stdout)))
     assert runs == {tuple(expected)}
 
@@ -583,15 +700,24 @@ def test_the_findings_do_not_depend_on_the_hash_seed_or_the_file_order(tmp_path:
 
 def phrases(found: list[str]) -> set[str]:
     """The phrases of ``found``, without their places and names."""
-    return {re.sub(r"^[^:]*(:\d+)?: ", "", f.removeprefix(FLAGGED)).rpartition(" (")[0]
-            for f in found}
+    return {
+        re.sub(r"^[^:]*(:\d+)?: ", "", f.removeprefix(FLAGGED)).rpartition(" (")[0] for f in found
+    }
 
 
-@pytest.mark.parametrize("folder", [
-    "lab", "examples/openai-sdk", "tests/corpus",
-    *sorted(str(p.relative_to(REFERENCE)) for p in (REFERENCE / "tests" / "corpus").iterdir()
-            if p.is_dir() and p.name != "__pycache__"),
-])
+@pytest.mark.parametrize(
+    "folder",
+    [
+        "lab",
+        "examples/openai-sdk",
+        "tests/corpus",
+        *sorted(
+            str(p.relative_to(REFERENCE))
+            for p in (REFERENCE / "tests" / "corpus").iterdir()
+            if p.is_dir() and p.name != "__pycache__"
+        ),
+    ],
+)
 def test_the_kits_own_agents_have_no_flag(folder: str) -> None:
     assert tamper_findings(REFERENCE / folder) == []
 
@@ -601,8 +727,9 @@ def test_the_kits_library_reaches_nothing_and_its_copy_is_never_scanned(tmp_path
     which the scan flags where it reads them, and reaches for nothing else; a child imports
     the grader's own gradekit, so the copy a submission ships at its top is never read."""
     assert phrases(tamper_findings(REFERENCE / "gradekit")) <= {NAMED, LOADED}
-    shutil.copytree(REFERENCE / "gradekit", tmp_path / "gradekit",
-                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(
+        REFERENCE / "gradekit", tmp_path / "gradekit", ignore=shutil.ignore_patterns("__pycache__")
+    )
     scan(tmp_path, "import gradekit\n")
     assert tamper_findings(tmp_path) == []
 
@@ -613,21 +740,29 @@ def test_the_starter_students_get_has_no_flag(tmp_path: Path) -> None:
     assert tamper_findings(starter, load_manifest(starter)) == []
     # Without its manifest every file is read: the handout's own tests load the manifest's
     # entries by the names written there, and are flagged for it, they alone.
-    assert {f.removeprefix(FLAGGED).partition(":")[0] for f in tamper_findings(starter)} \
-        <= {"tests/test_lab.py"}
+    assert {f.removeprefix(FLAGGED).partition(":")[0] for f in tamper_findings(starter)} <= {
+        "tests/test_lab.py"
+    }
 
 
 @pytest.mark.parametrize("name", sorted(VARIANTS))
 def test_of_the_bad_submissions_only_the_forgers_are_flagged(tmp_path: Path, name: str) -> None:
     with socket.create_server(("127.0.0.1", 0)) as listener:
-        context = Context(listener, tmp_path / "out", "sk-gradekit-" + secrets.token_hex(8),
-                          tmp_path / "spawned" / "marker")
+        context = Context(
+            listener,
+            tmp_path / "out",
+            "sk-gradekit-" + secrets.token_hex(8),
+            tmp_path / "spawned" / "marker",
+        )
         root = make_submission(tmp_path / name)
         VARIANTS[name].mutate(root, context)
     found = tamper_findings(root)
     assert bool(found) is (name in FORGERS), found
-    said = [match[1] for f in found if (match := re.fullmatch(
-        rf"{re.escape(FLAGGED)}lab/agent\.py:\d+: (.*)", f))]
+    said = [
+        match[1]
+        for f in found
+        if (match := re.fullmatch(rf"{re.escape(FLAGGED)}lab/agent\.py:\d+: (.*)", f))
+    ]
     assert len(said) == len(found)
     if name == "forges_outcome_via_main":
         assert said == [f"{HARNESS} (__main__)"]
@@ -651,7 +786,12 @@ def test_only_what_the_manifests_packages_import_is_scanned(tmp_path: Path) -> N
 
     assert tamper_findings(tmp_path, manifest) == [
         *flags((2, EXIT, "os._exit"), path="helpers/deep.py"),
-        *flags((2, GC, "gc.get_objects"), path="lab/tools.py")]
+        *flags((2, GC, "gc.get_objects"), path="lab/tools.py"),
+    ]
     everything = tamper_findings(tmp_path)  # no manifest: every file
     assert [f.removeprefix(FLAGGED).split(":")[0] for f in everything] == [
-        "bench.py", "helpers/deep.py", "lab/tools.py", "tests/test_agent.py"]
+        "bench.py",
+        "helpers/deep.py",
+        "lab/tools.py",
+        "tests/test_agent.py",
+    ]
