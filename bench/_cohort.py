@@ -74,7 +74,7 @@ from grader.scoring import Evidence, score_written_summary
 __all__ = ["ISOLATION", "RUBRIC", "student_name", "synthetic_grades"]
 
 RUBRIC = Path(__file__).resolve().parents[1] / "rubric" / "bootcamp.toml"  # the kit's rubric
-ISOLATION = "process guard (synthetic cohort: nothing ran)"
+ISOLATION = "process wall (synthetic cohort: nothing ran)"
 _LABEL = "provider-a"
 # Who is what, by number: a cohort of 20 already has one of each; 2 % are ungradable, 8 %
 # reviewed, 10 % graded twice (half the reviewed among them: their review is stale).

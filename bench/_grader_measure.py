@@ -33,7 +33,7 @@ from grader.outputs._report import render_report_json
 from grader.rubric import Rubric
 from grader.rubric._rubric import load_rubric
 from grader.sandbox import RunPlan, Sandbox, Serving, ToolAnswer
-from grader.sandbox._isolation import bubblewrap
+from grader.sandbox._namespaces import bubblewrap
 from grader.sandbox._sandbox import no_tools
 from grader.sandbox._walls import choose_wall
 
@@ -54,7 +54,7 @@ PIPE_TARGET = Target(100_000)  # parent-served replay or tool: under 100 µs a c
 CHECK_TARGET = Target(1e9)  # `gradekit check`: all three checkpoints in a second
 SDK_CHECK_TARGET = Target(5e9)  # ... and in 5 s for an SDK agent with the SDK's retries
 CHECKPOINT_TARGET = Target(60e9)  # each checkpoint: within one minute
-BATCH_TARGET = 60e9  # 200 submissions behind the process guard: within a minute
+BATCH_TARGET = 60e9  # 200 submissions behind the process wall: within a minute
 # Isolated (namespaces), 200 submissions: the target (on 2 cores) by --jobs; 3 is the
 # default there (the cores plus one).
 ISOLATED_BATCH_TARGETS = {2: 15e9, 3: 15e9}
@@ -317,7 +317,7 @@ def grade_table(plan: GraderPlan, folder: Path) -> Table:
             "checks the copies); the own-Replay probe; the second cassette set; the "
             "cut-point test, twice. The CPU rows are the grader's and every child's, "
             "reaped when the grade returns: behind either wall each child forks from a "
-            "warmed host, one per hash seed (behind the process guard since issue 43; "
+            "warmed host, one per hash seed (behind the process wall since issue 43; "
             "before, each child there was a fresh interpreter).",
             "Size: what each sandboxed run copies. The checkout in place also copies its "
             "untracked caches (.mypy_cache and the like); the clean copy is what git holds.",
@@ -517,7 +517,7 @@ def _batch_notes(
         + ".",
         "gradebook.csv (digests included) byte-identical across " + ", ".join(runs) + same,
         f"Targets for {TARGET_BATCH} submissions: isolated (namespaces) {targets}; behind the "
-        f"process guard {fmt_ns(BATCH_TARGET)}. Per submission: the target divided by "
+        f"process wall {fmt_ns(BATCH_TARGET)}. Per submission: the target divided by "
         f"{TARGET_BATCH}"
         + (
             "."

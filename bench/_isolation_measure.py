@@ -1,7 +1,7 @@
 """The grader benchmark's walls side by side: a child's start, a hanging submission, and
 where one submission's time goes (sections 5 to 7; the batch under both walls is section 4).
 
-A wall is ``--wall process`` (the in-process guard alone) or ``--wall
+A wall is ``--wall process`` (the in-process wall alone) or ``--wall
 namespaces`` (bubblewrap around every sandboxed child). Without a working bubblewrap the
 namespaces rows say so instead of failing the run.
 """
@@ -37,7 +37,8 @@ from grader.rubric._rubric import load_rubric
 from grader.sandbox import RunPlan, Sandbox, Serving, wall_named
 from grader.sandbox._channel import HARNESS, PYTHON_FLAGS, Child
 from grader.sandbox._harness import copy_submission
-from grader.sandbox._isolation import (
+from grader.sandbox._layout import IGNORED_NAMES
+from grader.sandbox._namespaces import (
     KIT,
     Bind,
     bubblewrap,
@@ -45,7 +46,6 @@ from grader.sandbox._isolation import (
     interpreter,
     package_folders,
 )
-from grader.sandbox._layout import IGNORED_NAMES
 from grader.sandbox._seccomp import filter_pipe
 
 __all__ = ["WALLS", "breakdown_table", "hang_table", "start_table"]

@@ -53,8 +53,8 @@ from grader.rubric._rubric import load_rubric
 from grader.sandbox import Sandbox, _channel, share_hosts, wall_named
 from grader.sandbox._hold import Cell
 from grader.sandbox._host import end_shared, refuse_hosts
-from grader.sandbox._isolation import KIT, SANDBOX, Bind, bubblewrap, bwrap_argv, interpreter
 from grader.sandbox._layout import LaidOut
+from grader.sandbox._namespaces import KIT, SANDBOX, Bind, bubblewrap, bwrap_argv, interpreter
 from grader.sandbox._seccomp import filter_pipe
 from grader.sandbox._walls import LIBRARY_INSIDE, harness_code, library_code
 

@@ -11,7 +11,7 @@ each worker is still a process of its own, in a session of its own, with its own
 The protocol is one JSON object per line. The batch writes ``{"fork": SCRATCH, "name":
 FOLDER}`` or ``{"kill": PID}`` on the zygote's stdin, and first ``{"hosts": {"root": FOLDER,
 "seeds": [SEED, ...], "preload": [PACKAGE, ...], "wall": NAME}}``: behind the wall NAME
-(namespaces, or the process guard) the zygote starts one sandbox host per hash seed
+(namespaces, or the process wall) the zygote starts one sandbox host per hash seed
 (``grader.sandbox._host``), each having imported the
 PACKAGEs (the rubric's that some submission imports), seeing FOLDER, which holds every
 worker's SCRATCH, and every worker it forks inherits them, so a grading's runs fork from

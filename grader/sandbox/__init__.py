@@ -6,11 +6,11 @@ parent alone decides what it did.
   parent over a private pair of pipes (``_channel.py``).
 - The walls, one class each (``_walls.py``) behind ``Wall`` (``_layout.py``, beside the
   folders of a run that a wall lays out): ``NamespacesWall`` (bubblewrap's namespaces, built
-  in ``_isolation.py``) and ``ProcessWall`` (the audit-hook guard alone). ``choose_wall``
+  in ``_namespaces.py``) and ``ProcessWall`` (the audit hook alone). ``choose_wall``
   turns ``--wall`` into one; ``wall_named`` turns the name a worker request carries back
   into one. A third wall is one more subclass of ``Wall``, and nothing else.
 - On the host, behind either wall: a cgroup per child, or a watchdog where none can be made
-  (``_hold.py``); an unprivileged uid for a root grader's children (``_isolation.py``); an
+  (``_hold.py``); an unprivileged uid for a root grader's children (``_namespaces.py``); an
   allow-list system call filter behind namespaces (``_seccomp.py``). What each holds, and
   what a determined student can still do: ``docs/sandbox.md``.
 - ``Sandbox``: a submission's root, a scratch folder, the rubric's limits and a wall. Its
@@ -31,13 +31,6 @@ from grader.sandbox._cutpoint import cut_point_problem
 from grader.sandbox._harness import allow_everything, copy_submission
 from grader.sandbox._hold import Watchdog, host_hold
 from grader.sandbox._host import Host, Hosts
-from grader.sandbox._isolation import (
-    ALLOW_HOST_ROOT,
-    INSTALL_HINT,
-    bubblewrap,
-    host_root_refusal,
-    package_folders,
-)
 from grader.sandbox._layout import (
     BOUNDS,
     DEFAULT_LIMITS,
@@ -46,6 +39,13 @@ from grader.sandbox._layout import (
     SubmissionTooLarge,
     copy_caps,
     readable,
+)
+from grader.sandbox._namespaces import (
+    ALLOW_HOST_ROOT,
+    INSTALL_HINT,
+    bubblewrap,
+    host_root_refusal,
+    package_folders,
 )
 from grader.sandbox._readable import interpreter_parts, readable_copy
 from grader.sandbox._sandbox import (

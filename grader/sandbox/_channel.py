@@ -26,7 +26,7 @@ from typing import IO, Any, Literal, Protocol
 
 from grader._model import Limits
 from grader.sandbox._hold import Cell
-from grader.sandbox._isolation import become
+from grader.sandbox._namespaces import become
 
 __all__ = [
     "HARNESS",

@@ -18,7 +18,7 @@ READ_FD, writes WRITE_FD). The first line the parent writes is the configuration
     write, "seal": the secret each verdict is sealed with, "limits": the resource limits
     (memory_mb, cpu_s, file_mb, open_files; processes behind namespaces only),
     "site": the package folders, "library": the grader's own gradekit,
-    "parent": the grader's pid to die with (process guard only), "copy": {"from", "to",
+    "parent": the grader's pid to die with (process wall only), "copy": {"from", "to",
     "ignore"}: the read-only original to copy into the tmpfs first (namespaces only)
     "clock": the seconds since the epoch that the run's wall clock starts at (set_clock)
     "sleep_s": the case's time limit, within which a sleep costs no wall time (skip_sleeps)
@@ -357,7 +357,7 @@ def copy_file(origin: str, copy: str, mode: int | None = None) -> None:
 def die_with_parent(parent: int) -> None:
     """Ask Linux to kill this process when the grader that started it dies.
 
-    Under namespaces bubblewrap does this; under the process guard this is the only
+    Under namespaces bubblewrap does this; under the process wall this is the only
     thread tying the child to the grader. Elsewhere (not Linux) it does nothing.
     """
     try:
@@ -372,7 +372,7 @@ def die_with_parent(parent: int) -> None:
 
 
 def process_copier() -> Callable[[], int] | None:
-    """Under the process guard, the run's copy of itself at a case's start (``copy_case``):
+    """Under the process wall, the run's copy of itself at a case's start (``copy_case``):
     libc's fork, so that no at-fork callback of the agent's runs (Python's ``os.fork`` would
     run them, inside the hook's ``unheard``); the copy dies with the run (its parent death
     signal), whatever session or group it moves to. None where there is no such call."""
@@ -701,7 +701,7 @@ def _clock_datetime(wall: Callable[[], float]) -> None:
 # -- end of the grader's clock ---------------------------------------------------------------
 
 
-def install_guard(
+def install_hook(
     channel: Channel, roots: Iterable[str]
 ) -> tuple[Callable[[], bool], Callable[[Callable[[], Any]], Any]]:
     """Add the audit hook; from here on every refusal is reported and raised as PermissionError.
@@ -711,7 +711,7 @@ def install_guard(
     (``type(provider).complete.__globals__``), and a table emptied or replaced there changes
     nothing the hook consults. What it returns tells whether the hook still refuses a write
     outside the run's folders, asked by an audit event whose name only the harness knows
-    (``sealer`` asks before every verdict, behind the process guard: there a hook switched
+    (``sealer`` asks before every verdict, behind the process wall: there a hook switched
     off is a finding). The second function it returns makes one call of the harness's own
     (its copy of the run, ``copy_case``) unheard by the hook: the thread is in ``busy``
     for the call's length, as when the hook's own work runs.
@@ -1662,7 +1662,7 @@ def prepare_sandbox(channel: Channel, config: dict[str, Any]) -> None:
         channel.send({"op": "import_error", "error": f"the submission is {why}"})
         os._exit(0)
     os.chdir(copy["to"])
-    os.environ.pop("PWD", None)  # bubblewrap's, absent under the process guard: runs match
+    os.environ.pop("PWD", None)  # bubblewrap's, absent under the process wall: runs match
 
 
 class Library:
@@ -1702,8 +1702,8 @@ def sealer(channel: Channel, seal: str, hook: list[Callable[[], bool]]) -> Verdi
     by anything but this function lacks the seal, and a replaced function of this module
     (``outcome``, ``escaped``, ``Channel.send``...) is named to the parent. The seal and
     the pristine functions live in this closure, not in a module global. ``hook``: where
-    the audit hook is the wall (the process guard), the check that it still refuses
-    (``install_guard``'s), once installed; a hook switched off is named as ``audit hook``.
+    the audit hook is the wall (the process wall), the check that it still refuses
+    (``install_hook``'s), once installed; a hook switched off is named as ``audit hook``.
     """
     module, code_of, send = sys.modules[__name__], _code_of, Channel.send
     pristine = code_of(module)
@@ -1780,7 +1780,7 @@ _CLONE_NEWNS, _CLONE_NEWPID, _CLONE_NEWIPC, _CLONE_NEWUTS = (
 _CLONE_NEWNET = 0x40000000
 # The parts of /proc that reach the whole machine (kernel settings, the magic SysRq key,
 # interrupts, buses, file systems' settings): read-only in every run, behind both of
-# bubblewrap's paths (``grader.sandbox._isolation.bwrap_argv`` names the same ones).
+# bubblewrap's paths (``grader.sandbox._namespaces.bwrap_argv`` names the same ones).
 PROC_READ_ONLY = ("sys", "sysrq-trigger", "irq", "bus", "fs", "acpi", "scsi", "asound")
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REMOUNT, _MS_BIND, _MS_REC, _MS_PRIVATE = (
     1,
@@ -2032,9 +2032,9 @@ class RunHost:
         raise NotImplementedError
 
 
-def serve_guarded(control: int) -> None:
-    """The process guard's host: set up once (``host_setup``), then fork a run per request
-    and report each one's end on its own reply socket (``GuardedHost``). It builds no walls
+def serve_process_host(control: int) -> None:
+    """The process wall's host: set up once (``host_setup``), then fork a run per request
+    and report each one's end on its own reply socket (``ProcessWallHost``). It builds no walls
     (the guard has none but the audit hook each run installs, as a run of its own does):
     the run takes its folder, its uid (a root grader's runs become uid 65534 here, the host
     staying the grader's, so no run signals, traces or reads it) and its environment, and
@@ -2054,11 +2054,11 @@ def serve_guarded(control: int) -> None:
         or os.getppid() != setup["parent"]
     ):  # the grader died before it took effect
         return
-    GuardedHost(libc, link).serve()
+    ProcessWallHost(libc, link).serve()
 
 
-class GuardedHost(RunHost):
-    """The process guard's host's loop (``serve_guarded``): its runs, each forked as is."""
+class ProcessWallHost(RunHost):
+    """The process wall's host's loop (``serve_process_host``): its runs, each forked as is."""
 
     def __init__(self, libc: Any, link: Any) -> None:
         """The loop of a host set up and bound to die with the grader."""
@@ -2574,12 +2574,12 @@ def main(
 ) -> None:
     """Configure, fence, run; then leave without waiting for threads the agent left behind.
     ``copy_call``: a host's run can copy itself (``copy_case``); None elsewhere.
-    ``forked``: a run the process guard's host forked, which dies with the host."""
+    ``forked``: a run the process wall's host forked, which dies with the host."""
     if argv[1:2] == ["host"]:
         serve_host(int(argv[2]))
         os._exit(0)
-    if argv[1:2] == ["guarded"]:
-        serve_guarded(int(argv[2]))
+    if argv[1:2] == ["process"]:
+        serve_process_host(int(argv[2]))
         os._exit(0)
     channel = Channel(int(argv[1]), int(argv[2]))
     del sys.argv[1:]  # the pipes' numbers: nothing the agent needs to know
@@ -2605,7 +2605,7 @@ def main(
     settle_platform()
     restart = skip_sleeps(config.get("sleep_s"))  # before the wall clock, which reads it
     set_clock(config.get("clock"))
-    alive, unheard = install_guard(channel, config["roots"])
+    alive, unheard = install_hook(channel, config["roots"])
     if config.get("hooked"):
         hook.append(alive)
     sys.path.insert(0, config["root"])

@@ -24,8 +24,8 @@ by a pidfd, and keeps a pipe ("go") open while it holds the run: the host kills 
 when the pipe closes, so a run dies with the process that started it, as a child of its
 own bubblewrap does. A run never returns to the host's loop.
 
-Behind the process guard the same hosts fork runs with no walls (``serve_guarded``,
-``Host(..., guarded=True)``), only where a grading or a batch started them ahead: the host
+Behind the process wall the same hosts fork runs with no walls (``serve_process_host``,
+``Host(..., process_wall=True)``), only where a grading or a batch started them ahead: the host
 stays the grader's user and is not dumpable, each run takes the run's uid (a root grader's:
 65534) as it forks, so no run signals, traces or reads its host.
 
@@ -56,7 +56,7 @@ from typing import IO, Any
 
 from grader.sandbox._channel import PYTHON_FLAGS, Process, Spawn
 from grader.sandbox._hold import Cell
-from grader.sandbox._isolation import (
+from grader.sandbox._namespaces import (
     KIT,
     Bind,
     become,
@@ -73,8 +73,8 @@ __all__ = [
     "Host",
     "Hosts",
     "end_shared",
-    "guarded_request",
     "hosts_unavailable",
+    "process_wall_request",
     "refuse_hosts",
     "run_request",
     "share",
@@ -117,15 +117,15 @@ class Host:
         *,
         wait: bool = True,
         preload: Sequence[str] = (),
-        guarded: bool = False,
+        process_wall: bool = False,
     ) -> None:
-        """``guarded``: the process guard's host (``serve_guarded``), no bubblewrap: it runs
-        as this process's user, and each run takes ``user`` as it forks
-        (``guarded_request``)."""
+        """``process_wall``: the process wall's host (``serve_process_host``), no bubblewrap:
+        it runs as this process's user, and each run takes ``user`` as it forks
+        (``process_wall_request``)."""
         setup: dict[str, object] = {"preload": list(preload)}
-        if guarded:
+        if process_wall:
             python, extra, site = process_interpreter()
-            argv = [python, *PYTHON_FLAGS, str(harness), "guarded"]
+            argv = [python, *PYTHON_FLAGS, str(harness), "process"]
             env, user = {**_host_environment(hashseed), **extra}, None
             setup |= {"site": list(site), "library": str(library), "parent": os.getpid()}
         else:
@@ -354,7 +354,7 @@ def _host_environment(hashseed: int) -> dict[str, str]:
     }
 
 
-# A host's key: its hash seed, its runs' user, and whether it is the process guard's.
+# A host's key: its hash seed, its runs' user, and whether it is the process wall's.
 _Key = tuple[int, int | None, bool]
 _shared: dict[_Key, Host] = {}  # a batch's hosts, by hash seed and user
 _shared_root: list[Path] = []  # the folder every grading of the batch has its scratch in
@@ -373,11 +373,11 @@ def share(
     _shared_preload.clear()
     _shared_preload.update(preload)
     starting: dict[_Key, Host] = {}
-    guarded = bool(kit.get("guarded"))
+    process_wall = bool(kit.get("process_wall"))
     for seed in seeds:  # all started, then each waited for: they start side by side
-        if (seed, user, guarded) not in _shared and not _unavailable:
+        if (seed, user, process_wall) not in _shared and not _unavailable:
             try:
-                starting[(seed, user, guarded)] = Host(
+                starting[(seed, user, process_wall)] = Host(
                     root.resolve(), seed, user, **kit, wait=False, preload=preload
                 )
             except OSError as exc:
@@ -434,7 +434,7 @@ class Hosts:
         self, scratch: Path, seeds: Sequence[int], user: int | None, kit: Mapping[str, Any]
     ) -> None:
         for seed in dict.fromkeys(seeds):
-            key = (seed, user, bool(kit.get("guarded")))
+            key = (seed, user, bool(kit.get("process_wall")))
             if key in self._hosts or key in self._starting or self._shares(key):
                 continue
             try:
@@ -466,7 +466,7 @@ class Hosts:
         here (then the run starts its own bubblewrap or interpreter)."""
         if _unavailable or self.scratch is None:
             return None
-        key = (hashseed, user, bool(kit.get("guarded")))
+        key = (hashseed, user, bool(kit.get("process_wall")))
         if self._shares(key):
             return _shared[key]
         with self._lock:  # another grading's thread waits for the host this one starts
@@ -531,8 +531,8 @@ def run_request(
     }
 
 
-def guarded_request(env: Mapping[str, str], cwd: Path, user: int | None) -> dict[str, object]:
-    """What the process guard's host is told to fork a run with: its environment, its
+def process_wall_request(env: Mapping[str, str], cwd: Path, user: int | None) -> dict[str, object]:
+    """What the process wall's host is told to fork a run with: its environment, its
     working folder (its copy of the submission) and the uid it takes (None: the host's)."""
     return {"op": "run", "env": dict(env), "cwd": str(cwd), "user": user}
 

@@ -2,14 +2,14 @@
 uid 65534 cannot reach (``readable_copy``).
 
 A root grader runs its children as uid 65534, never as root on the host. Bubblewrap binds
-each path the child sees as that uid, and the process guard's child runs the interpreter
+each path the child sees as that uid, and the process wall's child runs the interpreter
 as that uid, so the interpreter, its standard library and the grader environment's packages
 must be readable to it. An interpreter under ``/root`` (pyenv, a hand-built Python) is not:
 ``/root`` is private. So such a tree is copied once a machine into ``CACHE`` (root's, mode
 0755, every entry readable and none writable but by root): each file a hard link to the
 original where the file system allows (nothing copied, a few milliseconds for a standard
 library), a copy elsewhere. Behind namespaces the copy is bound at the original's path, so
-the child sees the same paths as an unprivileged grader's child does; the process guard runs
+the child sees the same paths as an unprivileged grader's child does; the process wall runs
 the copy's interpreter itself.
 
 Only what a run can need is taken: of an interpreter's prefix, its binary, its shared

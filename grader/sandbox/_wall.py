@@ -17,7 +17,7 @@ from grader._model import IGNORED_NAMES, Limits
 from grader.sandbox._channel import Child
 from grader.sandbox._hold import host_hold
 from grader.sandbox._host import Hosts
-from grader.sandbox._isolation import KIT, as_root
+from grader.sandbox._namespaces import KIT, as_root
 
 __all__ = ["WALLS", "Layout", "Wall"]
 
@@ -128,7 +128,7 @@ class Layout:
     """The folders of one sandboxed run, all in a fresh folder under the caller's scratch.
 
     Which of them the child sees, and by what names, is its ``wall``'s to say: behind the
-    process guard it works in ``copy`` and ``work`` themselves; behind namespaces it sees
+    process wall it works in ``copy`` and ``work`` themselves; behind namespaces it sees
     none of them, only the files of ``work`` bound one by one.
     """
 

@@ -2,7 +2,7 @@
 
 ``ProcessWall`` is the audit-hook guard alone: the child works in a private copy of the
 submission on this machine. ``NamespacesWall`` is the operating system's wall, bubblewrap
-(its command line and seccomp filter are in ``grader.sandbox._isolation``). Each owns what
+(its command line and seccomp filter are in ``grader.sandbox._namespaces``). Each owns what
 differs between them: how a run's folders are laid out, the names the child knows its
 folders and files by, what its configuration adds, how it is started, and how a report
 names it. A third wall (a container, say) is one more subclass: it registers itself under
@@ -37,14 +37,15 @@ from grader.sandbox._host import (
     SHOWN,
     Host,
     Hosts,
-    guarded_request,
     hosts_unavailable,
+    process_wall_request,
     refuse_hosts,
     run_request,
     share,
     spawning,
 )
-from grader.sandbox._isolation import (
+from grader.sandbox._layout import IGNORED_NAMES, compile_tree, readable
+from grader.sandbox._namespaces import (
     ALLOW_HOST_ROOT,
     INSTALL_HINT,
     KIT,
@@ -58,7 +59,6 @@ from grader.sandbox._isolation import (
     package_folders,
     process_interpreter,
 )
-from grader.sandbox._layout import IGNORED_NAMES, compile_tree, readable
 from grader.sandbox._scratch import scratch_folder
 from grader.sandbox._seccomp import filter_pipe
 from grader.sandbox._wall import WALLS, Layout, Wall
@@ -138,7 +138,7 @@ class ProcessWall(Wall):
     """The audit-hook guard alone, where bubblewrap is missing: the child works in a private
     copy under the scratch folder on this machine, with resource limits, and asks Linux to
     die with the grader. A grading's runs fork from the hosts it started ahead (one per
-    hash seed, ``serve_guarded``); any other run starts an interpreter of its own."""
+    hash seed, ``serve_process_host``); any other run starts an interpreter of its own."""
 
     name = "process"
     copies = True  # libc's fork, the copy dying with the run (``process_copier``)
@@ -178,7 +178,7 @@ class ProcessWall(Wall):
             user, _ = _process_user((str(hosts.scratch),))
         except UsageError:
             return  # the first run says why, as it would have
-        hosts.start(seeds, user, **_guard_kit())
+        hosts.start(seeds, user, **_process_kit())
 
     def prepare(self, layout: Layout) -> None:
         # Links stay links: a write through one is judged by where it points, and copying
@@ -221,7 +221,7 @@ class ProcessWall(Wall):
     ) -> Child:
         python, extra, _ = process_interpreter()
         user, _ = _process_user((str(layout.run),))  # its folders are its own (``prepare``)
-        host = _host_of(layout, env, user, guarded=True)
+        host = _host_of(layout, env, user, process_wall=True)
         if host is not None and layout.hosts is not None:
             try:
                 return Child(
@@ -230,7 +230,7 @@ class ProcessWall(Wall):
                     env,
                     outputs,
                     cell=_cell(limits),
-                    spawn=spawning(host, guarded_request(env, layout.copy, user)),
+                    spawn=spawning(host, process_wall_request(env, layout.copy, user)),
                 )
             except OSError as exc:  # no run of this process forks from a host again
                 layout.hosts.drop(host)
@@ -248,7 +248,7 @@ class ProcessWall(Wall):
 
 
 def _process_user(search: Sequence[str]) -> tuple[int | None, str]:
-    """Whom the process guard's child runs as (``host_user``): uid 65534 for a root grader,
+    """Whom the process wall's child runs as (``host_user``): uid 65534 for a root grader,
     which reads the interpreter (or its readable copy), the packages, the harness and the
     library, and passes through ``search``."""
     python, _, folders = process_interpreter()
@@ -478,7 +478,7 @@ def share_hosts(
         if ProcessWall().missing():
             return
         ProcessWall().warm()
-        share(root, seeds, _process_user((str(root),))[0], preload=preload, **_guard_kit())
+        share(root, seeds, _process_user((str(root),))[0], preload=preload, **_process_kit())
         return
     if NamespacesWall().missing():
         return
@@ -495,8 +495,8 @@ def _kit_paths() -> dict[str, Any]:
     }
 
 
-def _guard_kit() -> dict[str, Any]:
-    """The process guard's host's kit (``Host(..., guarded=True)``): what its own run
+def _process_kit() -> dict[str, Any]:
+    """The process wall's host's kit (``Host(..., process_wall=True)``): what its own run
     would start with (``ProcessWall.configure`` and ``start``), by the host's own paths."""
     harness = harness_code(str(HARNESS))
     library = library_code() if as_root() else LIBRARY
@@ -505,16 +505,16 @@ def _guard_kit() -> dict[str, Any]:
         "library": library,
         "library_inside": str(library),
         "harness_inside": str(harness),
-        "guarded": True,
+        "process_wall": True,
     }
 
 
 def _host_of(
-    layout: Layout, env: Mapping[str, str], user: int | None, *, guarded: bool = False
+    layout: Layout, env: Mapping[str, str], user: int | None, *, process_wall: bool = False
 ) -> Host | None:
     """The host of the grading that forks this run under its hash seed, or None: the run
     starts its own bubblewrap or interpreter (no hosts given, a run outside the grading's
-    scratch, hosts cannot run here, or, behind the process guard, none started ahead)."""
+    scratch, hosts cannot run here, or, behind the process wall, none started ahead)."""
     hosts = layout.hosts
     if (
         hosts is None
@@ -526,8 +526,8 @@ def _host_of(
         return None
     seed = int(env["PYTHONHASHSEED"])
     return (
-        hosts.host(seed, user, started=True, **_guard_kit())
-        if guarded
+        hosts.host(seed, user, started=True, **_process_kit())
+        if process_wall
         else hosts.host(seed, user, **_kit_paths())
     )
 
@@ -561,7 +561,7 @@ def wall_requests() -> tuple[str, ...]:
 
 def choose_wall(requested: str, *, allow_host_root: bool = False) -> Wall:
     """Resolve ``--wall``: ``auto`` takes the preferred wall that can be built here
-    (bubblewrap when it works, else the process guard); a wall named but missing here is a
+    (bubblewrap when it works, else the process wall); a wall named but missing here is a
     usage error that says how to install it. A wall whose children would run as root on
     the host is missing unless ``allow_host_root`` (``--allow-host-root``): then every
     process of this grading (a batch's zygote and workers inherit it) may run them so."""

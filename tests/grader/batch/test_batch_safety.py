@@ -81,8 +81,8 @@ def tiny_agent(root: Path, body: str, *, imports: str = "") -> Path:
 
 
 HANGS = "while True:\n    time.sleep(1)\n"
-# Switch the in-process guard off, as a determined student did: the hook's closure holds the
-# set of threads it lets through. Behind the process guard alone, what follows then lands.
+# Switch the in-process wall off, as a determined student did: the hook's closure holds the
+# set of threads it lets through. Behind the process wall alone, what follows then lands.
 HOOK_OFF = """\
 for obj in gc.get_objects():
     if getattr(obj, "__name__", "") == "guard" and getattr(obj, "__closure__", None):
@@ -253,7 +253,7 @@ def alice_hanging_bob_carol(tmp_path: Path) -> Path:
 
 def mallory_between_two(tmp_path: Path, grader: Grader, attack: str) -> Batch:
     """Grade alice, mallory (the hook switched off, then ``attack``) and zoe, in that order,
-    one at a time, behind the process guard."""
+    one at a time, behind the process wall."""
     subs = tmp_path / "subs"
     make_submission(subs / "alice")
     tiny_agent(
@@ -294,7 +294,7 @@ def test_an_agent_that_kills_its_parent_costs_its_own_row_and_nothing_else(
 ) -> None:
     """The hostile student's attack: pidfd_send_signal(SIGKILL) at the process that started
     the agent. It used to be the grader itself: no gradebook, nobody after graded."""
-    # The process guard: in a pid namespace the agent could not even see its parent.
+    # The process wall: in a pid namespace the agent could not even see its parent.
     batch = mallory_between_two(
         tmp_path,
         grader,
@@ -321,7 +321,7 @@ return 'done'
 def test_an_agent_that_kills_the_process_that_starts_workers_costs_its_own_row(
     tmp_path: Path, grader: Grader
 ) -> None:
-    """Behind the process guard the agent can reach its worker's parent, the zygote that
+    """Behind the process wall the agent can reach its worker's parent, the zygote that
     forks every worker: the batch starts another and grades everyone after."""
     batch = mallory_between_two(tmp_path, grader, KILL_THE_ZYGOTE)
     if caught_unprivileged(batch, "mallory", ["alice", "zoe"]):

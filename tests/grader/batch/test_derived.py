@@ -291,7 +291,7 @@ def test_a_run_cannot_plant_bytecode_a_classmate_would_import(
 def test_behind_the_process_guard_alone_a_switched_off_hook_plants_it(
     tmp_path: Path, grader: Grader
 ) -> None:
-    """What docs/sandbox.md says gets through behind the process guard alone: a run that
+    """What docs/sandbox.md says gets through behind the process wall alone: a run that
     switches the hook off writes anywhere the grading user may, the batch's kept bytecode
     among it. The same attack as above, and this time the victim imports mallory's code."""
     subs = tmp_path / "subs"

@@ -214,7 +214,7 @@ def test_a_submission_shipping_its_own_package_of_that_name_never_gets_the_insta
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A submission with a folder ``openai/`` of its own imports that one in every run, as
-    behind the process guard: graded alone, its hosts never import the installed SDK (even
+    behind the process wall: graded alone, its hosts never import the installed SDK (even
     told to), and in a batch whose hosts did (a classmate imports it) its runs fork from
     hosts of its own."""
     require_namespaces()

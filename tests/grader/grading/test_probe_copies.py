@@ -132,7 +132,7 @@ def _submission(root: Path, name: str) -> Path:
 
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Graded]]:
-    """Each agent, recorded once, graded behind namespaces and behind the process guard."""
+    """Each agent, recorded once, graded behind namespaces and behind the process wall."""
     missing = NamespacesWall().missing()
     if missing:
         pytest.skip(f"behind namespaces only: {missing}")
@@ -158,7 +158,7 @@ def graded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Grad
 
 
 def _alone(root: Path, rubric: Rubric, name: str, scratch: Path) -> Graded:
-    """``root`` graded with every probe a run of its own: behind the process guard, told
+    """``root`` graded with every probe a run of its own: behind the process wall, told
     that its runs make no copies."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(ProcessWall, "copies", False)
@@ -187,7 +187,7 @@ def test_an_honest_agents_probes_are_copies_of_one_run(
     graded: dict[str, dict[str, Graded]],
 ) -> None:
     """Three calls in each of four cases: twelve probes, each a run of its own behind the
-    process guard; behind namespaces, one run copied twelve times, and four probes (one a
+    process wall; behind namespaces, one run copied twelve times, and four probes (one a
     case) in runs of their own that check the copies."""
     alone = graded["three_steps"]["alone"]
     for wall in ("namespaces", "process"):

@@ -945,7 +945,7 @@ def test_setup_sh_builds_the_grader_on_each_ubuntu_image(
 @pytest.mark.slow
 def test_a_rubric_without_packages_skips_the_import_check(tmp_path: Path, wheelhouse: Path) -> None:
     """And an image whose apt has no bubblewrap: setup.sh goes on, and the probe says why the
-    grader gets the process guard."""
+    grader gets the process wall."""
     rubric = tmp_path / "course" / "lab.toml"
     rubric.parent.mkdir()
     rubric.write_bytes(with_packages(""))

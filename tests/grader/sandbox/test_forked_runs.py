@@ -4,7 +4,7 @@ the runs that follow it.
 Behind namespaces, the runs of one grading under one hash seed fork from one host
 (``grader.sandbox._host``), each building its own walls in its own init. Every test here
 makes several runs through ONE sandbox, so that they fork from the same host, and every
-hostile agent first switches the in-process guard off (as in ``test_isolation.py``), so
+hostile agent first switches the in-process wall off (as in ``test_isolation.py``), so
 that what holds is the operating system's wall, not the audit hook. Each asserts on what
 the run itself observed, as its returned answer says.
 

@@ -2,7 +2,7 @@
 
 A red-team graded as root found that a run could write the host's kernel settings, take
 root's inotify instances, meet a classmate's run over an abstract Unix socket, read the
-hash seed the harness hides from ``/proc/self/environ``, and, behind the process guard,
+hash seed the harness hides from ``/proc/self/environ``, and, behind the process wall,
 switch the hook off by editing the harness's module globals. Each attack is written here
 from scratch, as one agent whose task names the attack, and runs behind each wall (and
 behind namespaces both on runs forked from a host and on runs that start their own
@@ -34,7 +34,7 @@ from grader.sandbox import (
     Serving,
     Wall,
     _host,
-    _isolation,
+    _namespaces,
     _walls,
 )
 from tests.conftest import require_namespaces
@@ -175,7 +175,7 @@ def host_uid(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) ->
     if request.param != "uid 65534":
         monkeypatch.setenv(ALLOW_HOST_ROOT, "1")
         monkeypatch.setattr(
-            _isolation,
+            _namespaces,
             "_unprivileged_missing",
             lambda kit, bubblewrapped=True: "uid 65534 is kept out, in this test",
         )
@@ -330,7 +330,7 @@ def test_a_forked_run_s_copy_is_an_overlay_whatever_its_host_uid(
 def test_behind_the_process_guard_no_unix_socket_is_bound_to_meet_on(
     agent: Path, tmp_path: Path
 ) -> None:
-    """The process guard's runs share the machine's network namespace: the hook refuses
+    """The process wall's runs share the machine's network namespace: the hook refuses
     every bind and connect (a finding), and a hook switched off is a finding too."""
     [said] = attack(agent, tmp_path / "scratch", ProcessWall(), "netns hook on")
 

@@ -1,13 +1,13 @@
 """The wall, attacked: a submission that switches the audit hook off meets the operating system.
 
-Every hostile agent here first switches the in-process guard off the way a
+Every hostile agent here first switches the in-process wall off the way a
 determined student did (``gc`` reaches the hook's closure, and adding its own
 thread to the hook's "busy" set makes the hook wave everything through), then
-attacks. Behind the process guard alone some attacks land, and one test shows
+attacks. Behind the process wall alone some attacks land, and one test shows
 that, so the attack code is known to work; behind namespaces (bubblewrap) none
 may. Each test runs real children on real files, sockets and processes.
 
-It patches the sandbox's private modules on purpose (``_host``, ``_isolation``, ``_wall``,
+It patches the sandbox's private modules on purpose (``_host``, ``_namespaces``, ``_wall``,
 ``_walls`` and the ``WALLS`` registry): each attack meets the wall's own mechanism.
 """
 
@@ -37,7 +37,7 @@ from grader.sandbox import (
     Wall,
     Watchdog,
     _host,
-    _isolation,
+    _namespaces,
     _wall,
     _walls,
     bubblewrap,
@@ -269,16 +269,16 @@ def attack(
 
 
 def _classmate(folder: Path) -> Path:
-    """A classmate's folder as a run behind the process guard finds it: made, and, for a
+    """A classmate's folder as a run behind the process wall finds it: made, and, for a
     root grader, its copy is uid 65534's, the uid every child of the grading takes."""
     folder.mkdir()
     if os.geteuid() == 0:
-        os.chown(folder, _isolation.UNPRIVILEGED_UID, _isolation.UNPRIVILEGED_UID)
+        os.chown(folder, _namespaces.UNPRIVILEGED_UID, _namespaces.UNPRIVILEGED_UID)
     return folder
 
 
 def unhooked(root: Path, task: str, scratch: Path, isolation: Wall) -> RunResult:
-    """Run one hostile task behind the process guard, which notices the hook it switched
+    """Run one hostile task behind the process wall, which notices the hook it switched
     off: the case is lost and the grading flagged, whatever the attack did meanwhile."""
     case = task.split(" ")[0]
     result = Sandbox(root, scratch, LIMITS, isolation).run(
@@ -593,7 +593,7 @@ def test_a_root_grader_refuses_to_run_children_as_root_unless_allowed_by_name(
     assert " is not searchable by uid 65534. " in said
     assert said.endswith("allow it by name: pass --allow-host-root")
 
-    monkeypatch.setenv(_isolation.ALLOW_HOST_ROOT, "1")
+    monkeypatch.setenv(_namespaces.ALLOW_HOST_ROOT, "1")
     uids: dict[str, set[int]] = {}
 
     def answer(case: str, prompt: str) -> str:
@@ -617,14 +617,14 @@ def test_a_submission_s_own_files_are_never_looked_at_for_whom_a_child_runs_as(
     grader used to stat every file of the original, and kept root where one was private.)"""
     require_namespaces()
     looked: list[tuple[str, ...]] = []
-    original = _isolation.unreadable_of
+    original = _namespaces.unreadable_of
 
     def counted(paths: Sequence[str]) -> str:
         looked.append(tuple(paths))
         return original(paths)
 
-    monkeypatch.setattr(_isolation, "unreadable_of", counted)
-    _isolation._unprivileged_missing.cache_clear()
+    monkeypatch.setattr(_namespaces, "unreadable_of", counted)
+    _namespaces._unprivileged_missing.cache_clear()
     plan = RunPlan("provider-a", 0, Serving(lambda case, prompt: prompt))
     sandbox = Sandbox(hostile, tmp_path / "grading", LIMITS, NamespacesWall())
     try:
@@ -736,7 +736,7 @@ def test_a_third_wall_is_one_class(tmp_path: Path) -> None:
 
     class Borrowed(ProcessWall):
         name = "borrowed"
-        description = "the process guard, under another name"
+        description = "the process wall, under another name"
         preference = -1
 
     try:

@@ -1,7 +1,7 @@
-"""Runs forked from the process guard's hosts, attacked.
+"""Runs forked from the process wall's hosts, attacked.
 
-Behind the process guard (no bubblewrap: a laptop, many CI images) a grading's runs fork
-from one warmed interpreter per hash seed (``serve_guarded`` in ``_harness.py``), as they
+Behind the process wall (no bubblewrap: a laptop, many CI images) a grading's runs fork
+from one warmed interpreter per hash seed (``serve_process_host`` in ``_harness.py``), as they
 do behind namespaces, instead of each starting an interpreter of its own. There are no
 namespaces here: what stands between a run and its host is the kernel's own rules. The
 host is not dumpable (no run reads or writes its memory, through ``/proc`` or ptrace), a
@@ -62,7 +62,7 @@ def do_look(provider, arg):
     return {"answer": provider.complete("Plan: " + arg), "uid": os.getuid(),
             "gid": os.getgid(), "groups": os.getgroups(), "hash": hash("abc"),
             "env": sorted(os.environ), "home": os.getcwd() == os.environ["HOME"],
-            "argv": sys.argv[1:], "parent": "guarded" in [p.decode() for p in parent],
+            "argv": sys.argv[1:], "parent": "process" in [p.decode() for p in parent],
             "ppid": os.getppid(), "random": random.random(), "pid": os.getpid(),
             "planted": sorted(name for name in vars(sys.modules["gradekit"])
                               if name.startswith("planted")),
@@ -150,7 +150,7 @@ def folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 @pytest.fixture
 def sandbox(agent: Path, folder: Path) -> Iterator[Sandbox]:
-    """A sandbox behind the process guard whose runs under hash seeds 3 and 4 fork from the
+    """A sandbox behind the process wall whose runs under hash seeds 3 and 4 fork from the
     hosts it started ahead, as a grading's do."""
     sandbox = Sandbox(agent, folder / "scratch", LIMITS, ProcessWall())
     sandbox.ahead([3, 4])
@@ -353,7 +353,7 @@ def test_a_submission_importing_ctypes_meets_the_same_fate_forked_or_not(folder:
 def test_a_batchs_workers_fork_from_the_zygotes_hosts_and_a_dead_worker_leaves_no_run(
     agent: Path, folder: Path
 ) -> None:
-    """A batch behind the process guard starts its hosts in the zygote (``share_hosts``),
+    """A batch behind the process wall starts its hosts in the zygote (``share_hosts``),
     before it forks the workers that use them: a worker's runs fork from them with nothing
     started ahead, and a worker killed mid-run (its budget, or a crash) leaves no run
     behind, because the run dies when its "go" pipe closes, not when its host does."""

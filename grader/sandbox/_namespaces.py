@@ -155,7 +155,7 @@ def interpreter() -> tuple[str, tuple[Bind, ...], tuple[str, ...]]:
 
 @functools.cache
 def process_interpreter() -> tuple[str, dict[str, str], tuple[str, ...]]:
-    """What the process guard's child runs: the base interpreter (for a root grader, from
+    """What the process wall's child runs: the base interpreter (for a root grader, from
     its readable copy where uid 65534 cannot read it, the loader told where the shared
     library is, as the binary names its original folder), the environment that needs
     besides the child's own, and the package folders it imports from."""
