@@ -179,6 +179,8 @@ SHAPES: dict[str, dict[str, Expect]] = {
         "swallow_later": Loud(2),
         "swallow_tool": Loud("tool"),
         "partly_traced": Untraced(1),
+        # the write first, its errors swallowed: no probe withholds a write, so no miss is
+        "note_first": Full(),
     },
     "helper": {
         **COMMON,
